@@ -1,0 +1,64 @@
+"""The run queue (SQS): one message per delivery of a run, sent in batches of 10."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAX_DELAY_S = 900  # SQS DelaySeconds limit
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """The body of a run-queue message: the run's key. ``delay_s`` (0-900) defers delivery."""
+
+    job_id: str
+    scheduled_for: int  # epoch ms
+    delay_s: int = 0
+
+    def body(self) -> str:
+        return json.dumps({"job_id": self.job_id, "scheduled_for": self.scheduled_for}, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, body: str) -> RunMessage:
+        """Parse a message body; raises ValueError (KeyError/TypeError wrapped) for a malformed one."""
+        try:
+            data = json.loads(body)
+            return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"malformed run message: {body[:200]!r}") from error
+
+
+class QueueSendError(Exception):
+    """Some messages of a batch were not accepted; ``failed`` lists them."""
+
+    def __init__(self, failed: list[RunMessage]) -> None:
+        super().__init__(f"{len(failed)} run message(s) not accepted by SQS")
+        self.failed = failed
+
+
+class RunQueue:
+    """SQS adapter of the run queue. ``sqs`` is a boto3 SQS client."""
+
+    def __init__(self, sqs: Any, url: str) -> None:
+        self.sqs = sqs
+        self.url = url
+
+    def send(self, messages: Sequence[RunMessage]) -> None:
+        """Send messages in batches of 10 (one request per batch).
+
+        Raises ``QueueSendError`` listing the messages SQS refused (callers retry or leave them to the sweeper).
+        """
+        failed: list[RunMessage] = []
+        for start in range(0, len(messages), 10):
+            batch = messages[start : start + 10]
+            entries = [
+                {"Id": str(i), "MessageBody": m.body(), "DelaySeconds": max(0, min(m.delay_s, MAX_DELAY_S))}
+                for i, m in enumerate(batch)
+            ]
+            response = self.sqs.send_message_batch(QueueUrl=self.url, Entries=entries)
+            failed.extend(batch[int(f["Id"])] for f in response.get("Failed", []))
+        if failed:
+            raise QueueSendError(failed)

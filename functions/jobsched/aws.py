@@ -1,0 +1,89 @@
+"""boto3 wiring: clients created on first use (never at import, so moto can intercept them), and
+``provision`` which builds every table/queue/topic of ``jobsched.resources`` for local mode and tests."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from jobsched.resources import ALERTS_TOPIC_ENV, QUEUES, TABLES
+
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=32)
+
+
+@dataclass
+class Aws:
+    """Lazily created boto3 clients of one session/region (``endpoint_url`` for a moto server)."""
+
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+
+    def _client(self, service: str) -> Any:
+        return boto3.session.Session().client(
+            service, region_name=self.region, endpoint_url=self.endpoint_url, config=_CONFIG
+        )
+
+    @cached_property
+    def dynamodb(self) -> Any:
+        return self._client("dynamodb")
+
+    @cached_property
+    def dynamodb_resource(self) -> Any:
+        return boto3.session.Session().resource(
+            "dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=_CONFIG
+        )
+
+    @cached_property
+    def sqs(self) -> Any:
+        return self._client("sqs")
+
+    @cached_property
+    def sns(self) -> Any:
+        return self._client("sns")
+
+    @cached_property
+    def lambda_(self) -> Any:
+        return self._client("lambda")
+
+    def table(self, name: str) -> Any:
+        """A DynamoDB ``Table`` resource by name."""
+        return self.dynamodb_resource.Table(name)
+
+
+def provision(aws: Aws, prefix: str = "jobsched") -> dict[str, str]:
+    """Create every table, queue and the alerts topic from ``jobsched.resources`` (idempotent).
+
+    Returns the environment variables ``Settings`` reads (``JOBS_TABLE`` ... ``ALERTS_TOPIC_ARN``),
+    the same names the CDK stack sets on its functions.
+    """
+    env: dict[str, str] = {}
+    existing = set(aws.dynamodb.list_tables().get("TableNames", []))
+    for table in TABLES:
+        name = f"{prefix}-{table.id}"
+        if name not in existing:
+            aws.dynamodb.create_table(**table.create_table_kwargs(name))
+            if table.ttl_attribute:
+                aws.dynamodb.update_time_to_live(
+                    TableName=name,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute},
+                )
+        env[table.env_var] = name
+    arns: dict[str, str] = {}
+    for queue in QUEUES:
+        attributes = queue.create_queue_attributes()
+        if queue.dead_letter:
+            attributes["RedrivePolicy"] = json.dumps(
+                {"deadLetterTargetArn": arns[queue.dead_letter], "maxReceiveCount": queue.max_receive_count}
+            )
+        url = aws.sqs.create_queue(QueueName=f"{prefix}-{queue.id}", Attributes=attributes)["QueueUrl"]
+        arns[queue.id] = aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        env[queue.env_var] = url
+    env[ALERTS_TOPIC_ENV] = aws.sns.create_topic(Name=f"{prefix}-alerts")["TopicArn"]
+    return env

@@ -1,0 +1,260 @@
+"""Pydantic models shared by the API, the scheduler, the workers and storage.
+
+Field names are the public API contract of SPEC section 2. Instants in the API are ISO 8601
+strings in UTC (``2026-12-04T18:00:00Z``); storage keeps them as epoch milliseconds (see
+``jobsched.store``). Limits come from SPEC section 2 unless said otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+T = TypeVar("T")
+
+NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+MAX_INPUT_BYTES = 64 * 1024
+MAX_ERROR_CHARS = 2000
+
+
+class RunStatus(StrEnum):
+    """Lifecycle of a run (SPEC section 2). Terminal: succeeded, dead, skipped."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    SKIPPED = "skipped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.SKIPPED)
+
+
+class MissedPolicy(StrEnum):
+    """What the scheduler does with fires missed during downtime (walkthrough, "missed runs")."""
+
+    CATCH_UP = "catch_up"
+    SKIP = "skip"
+
+
+class OverlapPolicy(StrEnum):
+    """Whether a run may start while another run of the same job is running."""
+
+    ALLOW = "allow"
+    SKIP = "skip"
+
+
+class RunKind(StrEnum):
+    """Why a run exists: a fire of the schedule, or a manual ``POST /jobs/{id}/trigger``."""
+
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HttpTarget(_Strict):
+    """Request ``method url`` with body ``input``; 2xx is success (SPEC section 2)."""
+
+    type: Literal["http"] = "http"
+    url: str = Field(min_length=1, max_length=2048, description="http:// or https:// URL")
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError("url must be an absolute http:// or https:// URL")
+        return value
+
+
+class LambdaTarget(_Strict):
+    """Synchronous invoke of a Lambda function with the run envelope; FunctionError is failure."""
+
+    type: Literal["lambda"] = "lambda"
+    function: str = Field(min_length=1, max_length=256, description="function name or ARN")
+
+
+class SqsTarget(_Strict):
+    """Send the run envelope to a queue; FIFO queues get MessageDeduplicationId = run id."""
+
+    type: Literal["sqs"] = "sqs"
+    queue_url: str = Field(min_length=1, max_length=2048)
+
+
+class CommandTarget(_Strict):
+    """A Python callable registered with the worker by name (``echo``, ``sleep``, ``fail`` ship)."""
+
+    type: Literal["command"] = "command"
+    name: str = Field(min_length=1, max_length=128)
+
+
+class ShellTarget(_Strict):
+    """A shell command; only where the deployment enables shell targets (local mode does)."""
+
+    type: Literal["shell"] = "shell"
+    command: str = Field(min_length=1, max_length=8192)
+
+
+Target = Annotated[
+    HttpTarget | LambdaTarget | SqsTarget | CommandTarget | ShellTarget, Field(discriminator="type")
+]
+
+
+class RetryPolicy(_Strict):
+    """Retries of a failed try: delay ``min(backoff_s * 2**(attempt-1), max_backoff_s)`` seconds."""
+
+    max_attempts: int = Field(4, ge=1, le=10)
+    backoff_s: int = Field(60, ge=0, le=900)
+    max_backoff_s: int = Field(900, ge=0, le=900, description="SQS delays cap at 900 s")
+
+    def delay_s(self, attempt: int) -> int:
+        """Delay before try ``attempt + 1`` after try ``attempt`` (1-based) failed, in seconds."""
+        return int(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
+
+
+def _check_input_size(value: Any) -> Any:
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    if size > MAX_INPUT_BYTES:
+        raise ValueError(f"input is {size} bytes as JSON; the limit is {MAX_INPUT_BYTES} (64 KiB)")
+    return value
+
+
+def _expand_command(data: Any) -> Any:
+    """``"command": "send-report"`` is shorthand for a command target (SPEC section 2)."""
+    if isinstance(data, dict) and "command" in data:
+        data = dict(data)
+        command = data.pop("command")
+        if "target" in data:
+            raise ValueError("give either command or target, not both")
+        data["target"] = {"type": "command", "name": command}
+    return data
+
+
+class JobSettings(_Strict):
+    """The fields of a job its owner sets (everything but identity and scheduling state)."""
+
+    schedule: str = Field(min_length=1, max_length=256, examples=["0 2 * * *", "rate(5 minutes)"])
+    timezone: str = Field("UTC", max_length=64, description="IANA zone name")
+    target: Target
+    input: Any = None
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout_s: int = Field(300, ge=1, description="at most the worker's cap (deployment setting)")
+    missed: MissedPolicy = MissedPolicy.CATCH_UP
+    catch_up_window_s: int = Field(86400, ge=0, le=30 * 86400)
+    misfire_grace_s: int = Field(60, ge=0, le=86400)
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    jitter_s: int = Field(0, ge=0, le=86400)
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    paused: bool = False
+
+    _input_size = field_validator("input")(classmethod(lambda cls, v: _check_input_size(v)))
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("give an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+        return value
+
+
+class JobCreate(JobSettings):
+    """Body of ``POST /jobs``. ``owner`` is never taken from the body."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command(cls, data: Any) -> Any:
+        return _expand_command(data)
+
+
+class JobPatch(_Strict):
+    """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value."""
+
+    schedule: str | None = Field(None, min_length=1, max_length=256)
+    timezone: str | None = Field(None, max_length=64)
+    target: Target | None = None
+    input: Any = None
+    retry: RetryPolicy | None = None
+    timeout_s: int | None = Field(None, ge=1)
+    missed: MissedPolicy | None = None
+    catch_up_window_s: int | None = Field(None, ge=0, le=30 * 86400)
+    misfire_grace_s: int | None = Field(None, ge=0, le=86400)
+    overlap: OverlapPolicy | None = None
+    jitter_s: int | None = Field(None, ge=0, le=86400)
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    paused: bool | None = None
+
+    _input_size = field_validator("input")(classmethod(lambda cls, v: _check_input_size(v)))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _command(cls, data: Any) -> Any:
+        return _expand_command(data)
+
+
+class Job(JobSettings):
+    """A registered job as the API returns it. Instants are UTC."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    name: str
+    owner: str
+    next_run_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+
+    def spec_fingerprint(self) -> dict[str, Any]:
+        """The owner-set fields, for comparing a repeated create with the stored job."""
+        return self.model_dump(mode="json", include=set(JobCreate.model_fields))
+
+
+class Run(BaseModel):
+    """One run: the fire ``scheduled_for`` of job ``job_id`` (unique pair). Instants are UTC."""
+
+    id: str
+    job_id: str
+    scheduled_for: datetime
+    status: RunStatus
+    kind: RunKind = RunKind.SCHEDULED
+    attempt: int = 0
+    enqueued_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    worker: str | None = None
+    error: str | None = None
+    lateness_ms: int | None = None
+    skipped_count: int | None = Field(
+        None, description="on a skipped summary row: how many fires it stands for"
+    )
+
+
+class Page(BaseModel, Generic[T]):
+    """A page of a listing; pass ``next_cursor`` back as ``cursor`` for the next one."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+def from_ms(ms: int) -> datetime:
+    """Epoch milliseconds -> aware UTC datetime."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def to_ms(value: datetime) -> int:
+    """Aware datetime -> epoch milliseconds (UTC)."""
+    return round(value.timestamp() * 1000)

@@ -1,0 +1,51 @@
+"""Deployment settings, validated once at cold start.
+
+Names are the environment variables the CDK stack sets (``infra/``) and local mode passes; logic
+receives a ``Settings`` object and never reads ``os.environ`` itself.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of a deployment, with its documented default.
+
+    Table/queue/topic names come from ``jobsched.resources`` definitions' ``env_var``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    jobs_table: str = Field(description="JOBS_TABLE")
+    runs_table: str = Field(description="RUNS_TABLE")
+    control_table: str = Field(description="CONTROL_TABLE")
+    idempotency_table: str = Field(description="IDEMPOTENCY_TABLE")
+    run_queue_url: str = Field(description="RUN_QUEUE_URL")
+    dead_run_queue_url: str = Field(description="DEAD_RUN_QUEUE_URL")
+    alerts_topic_arn: str = Field(description="ALERTS_TOPIC_ARN")
+
+    scheduler_partitions: int = Field(1, ge=1, le=256, description="jobs hash into N scheduler partitions")
+    due_shards: int = Field(4, ge=1, le=64, description="write shards per due-index bucket")
+    due_bucket_s: int = Field(60, ge=1, le=3600, description="width of a due-index time bucket, seconds")
+    min_interval_s: float = Field(1.0, ge=0.001, description="smallest allowed gap between fires, seconds")
+    retention_days: int = Field(90, ge=1, description="run history kept this long (DynamoDB TTL)")
+    lease_ttl_s: float = Field(5.0, gt=0, description="a leader silent this long loses its lease")
+    sweep_queued_after_s: int = Field(120, ge=1, description="a run queued this long is re-enqueued")
+    heartbeat_interval_s: int = Field(30, ge=1, description="worker heartbeat period, seconds")
+    heartbeat_stale_s: int = Field(120, ge=1, description="a running run silent this long lost its worker")
+    worker_timeout_cap_s: int = Field(840, ge=1, description="largest timeout_s a job may have")
+    allow_shell_targets: bool = Field(False, description="run `shell` targets (only where trusted)")
+    allow_private_http_targets: bool = Field(False, description="http targets on private/link-local hosts")
+    allow_loopback_http_targets: bool = Field(False, description="http targets on 127.0.0.0/8 and ::1")
+    api_max_body_bytes: int = Field(256 * 1024, description="larger request bodies get 413")
+    local_tokens_file: str | None = Field(None, description="JSON token->owner map (local mode auth)")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings from the environment (cached; raises pydantic ValidationError if wiring is wrong)."""
+    return Settings()  # type: ignore[call-arg]

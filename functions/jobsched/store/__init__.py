@@ -1,0 +1,1 @@
+"""Storage adapters: DynamoDB item layouts (``layout``) and the stores behind small interfaces."""

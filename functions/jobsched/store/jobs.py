@@ -1,0 +1,218 @@
+"""The jobs table: job CRUD for the API, and the due-index poll and fenced moves for the scheduler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ClientError
+
+from jobsched.store.dynamo import is_condition_failure, old_item
+from jobsched.store.errors import Conflict, NameTaken, NotFound
+from jobsched.store.layout import SCHED_SK, SPEC_SK, job_pk, name_key, plain
+
+
+class JobStore:
+    """DynamoDB adapter of the jobs table (``resources.JOBS``); items as built by ``store.layout``.
+
+    ``table`` is a boto3 ``Table`` resource.
+    """
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    # --- API side -----------------------------------------------------------------------------
+
+    def create(self, spec: dict[str, Any], sched: dict[str, Any]) -> None:
+        """Write a new job's spec, scheduling item and name lock in one transaction.
+
+        Raises ``NameTaken(job_id)`` when the owner already has a job with this name.
+        """
+        name_item = {**name_key(spec["owner"], spec["name"]), "job_id": spec["job_id"]}
+        try:
+            self.table.meta.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table.name,
+                            "Item": name_item,
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        }
+                    },
+                    {"Put": {"TableName": self.table.name, "Item": spec}},
+                    {"Put": {"TableName": self.table.name, "Item": sched}},
+                ]
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            reasons = error.response.get("CancellationReasons", [])
+            existing = self.job_id_by_name(spec["owner"], spec["name"])
+            if existing is None and reasons:
+                raise Conflict("job creation raced; retry") from error
+            raise NameTaken(existing or "") from error
+
+    def job_id_by_name(self, owner: str, name: str) -> str | None:
+        """The id of the owner's job called ``name``, or None."""
+        item = self.table.get_item(Key=name_key(owner, name), ConsistentRead=True).get("Item")
+        return item["job_id"] if item else None
+
+    def get(self, job_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``(spec item, scheduling item)`` of a job, read consistently in one query. Raises ``NotFound``."""
+        items = self.table.query(KeyConditionExpression=Key("pk").eq(job_pk(job_id)), ConsistentRead=True)[
+            "Items"
+        ]
+        by_sk = {item["sk"]: plain(item) for item in items}
+        if SPEC_SK not in by_sk:
+            raise NotFound(job_id)
+        return by_sk[SPEC_SK], by_sk.get(SCHED_SK)
+
+    def get_spec(self, job_id: str) -> dict[str, Any] | None:
+        """The spec item alone (what a worker needs to run the job), or None when deleted."""
+        item = self.table.get_item(Key={"pk": job_pk(job_id), "sk": SPEC_SK}).get("Item")
+        return plain(item) if item else None
+
+    def list_by_owner(
+        self, owner: str, limit: int, after: tuple[str, str] | None = None
+    ) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None]], tuple[str, str] | None]:
+        """A page of the owner's jobs ordered by name, starting after ``after = (name, job_id)``.
+
+        Returns ``([(spec, sched), ...], (name, job_id) of the last one, or None when there are no more)``.
+        """
+        kwargs: dict[str, Any] = {
+            "IndexName": "by_owner",
+            "KeyConditionExpression": Key("owner").eq(owner),
+            "Limit": limit,
+        }
+        if after is not None:
+            name, job_id = after
+            kwargs["ExclusiveStartKey"] = {"owner": owner, "name": name, "pk": job_pk(job_id), "sk": SPEC_SK}
+        page = self.table.query(**kwargs)
+        specs = [plain(i) for i in page["Items"]]
+        scheds = self._batch_get_sched([s["job_id"] for s in specs])
+        last = page.get("LastEvaluatedKey")
+        cursor = (specs[-1]["name"], specs[-1]["job_id"]) if last and specs else None
+        return [(s, scheds.get(s["job_id"])) for s in specs], cursor
+
+    def _batch_get_sched(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(job_ids), 100):
+            keys = [{"pk": job_pk(j), "sk": SCHED_SK} for j in job_ids[start : start + 100]]
+            request: dict[str, Any] = {self.table.name: {"Keys": keys}}
+            while request:
+                response = self.table.meta.client.batch_get_item(RequestItems=request)
+                for item in response["Responses"].get(self.table.name, []):
+                    found[item["job_id"]] = plain(item)
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def replace(self, spec: dict[str, Any], sched: dict[str, Any], expected_updated_at: int) -> None:
+        """Replace a job's spec and scheduling items (PATCH, pause, resume) in one transaction.
+
+        The scheduling item's ``term`` is kept at least as high as the stored one by the caller.
+        Raises ``Conflict`` when the job changed since ``expected_updated_at`` (or was deleted).
+        """
+        try:
+            self.table.meta.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table.name,
+                            "Item": spec,
+                            "ConditionExpression": "updated_at = :u",
+                            "ExpressionAttributeValues": {":u": expected_updated_at},
+                        }
+                    },
+                    {"Put": {"TableName": self.table.name, "Item": sched}},
+                ]
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                raise Conflict("the job changed meanwhile; read it again") from error
+            raise
+
+    def delete(self, spec: dict[str, Any]) -> None:
+        """Delete a job's three items in one transaction (its run history stays until retention)."""
+        client = self.table.meta.client
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "Delete": {
+                        "TableName": self.table.name,
+                        "Key": {"pk": job_pk(spec["job_id"]), "sk": SPEC_SK},
+                    }
+                },
+                {
+                    "Delete": {
+                        "TableName": self.table.name,
+                        "Key": {"pk": job_pk(spec["job_id"]), "sk": SCHED_SK},
+                    }
+                },
+                {"Delete": {"TableName": self.table.name, "Key": name_key(spec["owner"], spec["name"])}},
+            ]
+        )
+
+    # --- scheduler side -----------------------------------------------------------------------
+
+    def query_due(
+        self, due_pk: str, up_to_ms: int, limit: int = 500, start_key: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """One page of due-index entries of partition ``due_pk`` with ``due_at <= up_to_ms``, oldest first.
+
+        Returns ``(items with the DUE_PROJECTION attributes, start key of the next page or None)``. 1 request.
+        """
+        kwargs: dict[str, Any] = {
+            "IndexName": "due",
+            "KeyConditionExpression": Key("due_pk").eq(due_pk) & Key("due_at").lte(up_to_ms),
+            "Limit": limit,
+        }
+        if start_key:
+            kwargs["ExclusiveStartKey"] = start_key
+        page = self.table.query(**kwargs)
+        return [plain(i) for i in page["Items"]], page.get("LastEvaluatedKey")
+
+    def move(
+        self,
+        job_id: str,
+        *,
+        expected_next_run_at: int,
+        term: int,
+        next_run_at: int | None,
+        due: dict[str, Any] | None,
+    ) -> None:
+        """Move a job's ``next_run_at`` after a fire, fenced by the scheduler's ``term``. 1 request.
+
+        ``next_run_at=None`` ends the schedule (the job leaves the due index); ``due`` carries the new
+        ``due_pk``/``due_at`` (None: leave the index, e.g. paused). Refused (``Conflict`` with the stored item)
+        when ``next_run_at`` is no longer ``expected_next_run_at`` (someone else moved it, or the job was
+        edited/deleted) or the stored ``term`` is higher than ``term`` (a newer leader wrote it: fencing).
+        """
+        sets = ["#term = :term"]
+        removes: list[str] = []
+        values: dict[str, Any] = {":term": term, ":expected": expected_next_run_at}
+        if next_run_at is None:
+            removes += ["next_run_at", "due_pk", "due_at"]
+        else:
+            sets.append("next_run_at = :next")
+            values[":next"] = next_run_at
+            if due:
+                sets += ["due_pk = :due_pk", "due_at = :due_at"]
+                values[":due_pk"] = due["due_pk"]
+                values[":due_at"] = due["due_at"]
+            else:
+                removes += ["due_pk", "due_at"]
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        try:
+            self.table.update_item(
+                Key={"pk": job_pk(job_id), "sk": SCHED_SK},
+                UpdateExpression=expression,
+                ConditionExpression="next_run_at = :expected AND #term <= :term",
+                ExpressionAttributeNames={"#term": "term"},
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                raise Conflict("scheduling item moved or fenced", old_item(error)) from error
+            raise

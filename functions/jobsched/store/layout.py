@@ -1,0 +1,242 @@
+"""Item layouts of the jobs and runs tables, and the pure functions that build and read them.
+
+Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
+- spec ``pk=job#<id> sk=spec``: the owner's settings (``doc``, JSON, holds the large ``input``), ``owner``,
+  ``name`` (the ``by_owner`` index), ``created_at``/``updated_at`` (epoch ms).
+- scheduling state ``pk=job#<id> sk=sched``: small and hot; what the scheduler reads and moves every run:
+  ``next_run_at`` (epoch ms, nominal fire), ``due_pk``/``due_at`` (the sparse due index: present only while
+  the job is active), ``term`` (fencing token of the last scheduler that moved it), schedule fields.
+  Keeping it apart from the spec makes the per-run write cost independent of the size of ``input``.
+- name lock ``pk=name#<owner>#<name> sk=name``: makes ``name`` unique per owner (conditional write).
+
+Runs table (``resources.RUNS``): ``job_id`` + ``scheduled_for`` (epoch ms) is the key, so the pair is unique.
+Unfinished runs carry ``sweep_pk``/``sweep_at`` (the sparse sweeper index). ``expires_at`` (epoch s) is the TTL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from decimal import Decimal
+from typing import Any
+
+from jobsched.models import Job, JobSettings, Run, RunKind, RunStatus, from_ms, to_ms
+from jobsched.schedules import jitter_offset_ms
+
+SPEC_SK = "spec"
+SCHED_SK = "sched"
+SWEEP_SHARDS = 4
+
+
+def new_job_id() -> str:
+    """A fresh job id: ``j_`` + 20 random lowercase hex characters."""
+    return "j_" + secrets.token_hex(10)
+
+
+def job_pk(job_id: str) -> str:
+    return f"job#{job_id}"
+
+
+def name_key(owner: str, name: str) -> dict[str, str]:
+    """Key of the item that makes ``name`` unique per owner."""
+    return {"pk": f"name#{owner}#{name}", "sk": "name"}
+
+
+def run_id(job_id: str, scheduled_for_ms: int) -> str:
+    """The deterministic run id of ``(job_id, scheduled_for)``: ``<job_id>@<epoch ms>``.
+
+    Every target receives it as its idempotency key, so each delivery of one run carries the same key.
+    """
+    return f"{job_id}@{scheduled_for_ms}"
+
+
+def parse_run_id(value: str) -> tuple[str, int]:
+    """Inverse of ``run_id``. Raises ValueError for anything else."""
+    job_id, sep, ms = value.rpartition("@")
+    if not sep or not job_id or not ms.isdigit():
+        raise ValueError(f"not a run id: {value!r}")
+    return job_id, int(ms)
+
+
+def _stable_hash(value: str) -> int:
+    return int.from_bytes(hashlib.sha256(value.encode()).digest()[:8], "big")
+
+
+def partition_of(job_id: str, partitions: int) -> int:
+    """The scheduler partition a job belongs to (stable hash of its id)."""
+    return _stable_hash(job_id) % partitions
+
+
+def shard_of(job_id: str, shards: int) -> int:
+    """The due-index write shard of a job (a different hash than the partition)."""
+    return _stable_hash("shard:" + job_id) % shards
+
+
+def due_pk(partition: int, bucket: int, shard: int) -> str:
+    """Partition key of the due index: ``p<partition>#b<bucket>#s<shard>``; bucket = due_at // bucket width."""
+    return f"p{partition}#b{bucket}#s{shard}"
+
+
+def due_attributes(
+    job_id: str, due_at_ms: int, *, partition: int, shards: int, bucket_ms: int
+) -> dict[str, Any]:
+    """The due-index attributes of an active scheduling item whose dispatch instant is ``due_at_ms``."""
+    return {
+        "due_pk": due_pk(partition, due_at_ms // bucket_ms, shard_of(job_id, shards)),
+        "due_at": due_at_ms,
+    }
+
+
+def plain(value: Any) -> Any:
+    """DynamoDB resource values -> plain Python (Decimal -> int/float, recursively)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def spec_item(job: Job) -> dict[str, Any]:
+    """The spec item of ``job`` (settings as one JSON document, so any ``input`` JSON round-trips)."""
+    doc = job.model_dump(mode="json", include=set(JobSettings.model_fields) - {"paused"})
+    return {
+        "pk": job_pk(job.id),
+        "sk": SPEC_SK,
+        "job_id": job.id,
+        "owner": job.owner,
+        "name": job.name,
+        "doc": json.dumps(doc, separators=(",", ":")),
+        "created_at": to_ms(job.created_at),
+        "updated_at": to_ms(job.updated_at),
+    }
+
+
+def sched_item(
+    job: Job,
+    *,
+    anchor_at_ms: int,
+    next_run_at_ms: int | None,
+    partition: int,
+    shards: int,
+    bucket_ms: int,
+    term: int = 0,
+) -> dict[str, Any]:
+    """The scheduling item of ``job``: in the due index iff not paused and ``next_run_at_ms`` is set."""
+    offset = jitter_offset_ms(job.id, job.jitter_s)
+    item: dict[str, Any] = {
+        "pk": job_pk(job.id),
+        "sk": SCHED_SK,
+        "job_id": job.id,
+        "partition": partition,
+        "schedule": job.schedule,
+        "timezone": job.timezone,
+        "anchor_at": anchor_at_ms,
+        "missed": job.missed.value,
+        "catch_up_window_s": job.catch_up_window_s,
+        "misfire_grace_s": job.misfire_grace_s,
+        "jitter_offset_ms": offset,
+        "paused": job.paused,
+        "term": term,
+    }
+    if job.end_at is not None:
+        item["end_at"] = to_ms(job.end_at)
+    if next_run_at_ms is not None:
+        item["next_run_at"] = next_run_at_ms
+        if not job.paused:
+            item.update(
+                due_attributes(
+                    job.id, next_run_at_ms + offset, partition=partition, shards=shards, bucket_ms=bucket_ms
+                )
+            )
+    return item
+
+
+def job_from_items(spec: dict[str, Any], sched: dict[str, Any] | None) -> Job:
+    """Rebuild the API's ``Job`` from its spec and scheduling items."""
+    spec = plain(spec)
+    sched = plain(sched) if sched else {}
+    doc = json.loads(spec["doc"])
+    next_ms = sched.get("next_run_at")
+    return Job.model_validate(
+        {
+            **doc,
+            "id": spec["job_id"],
+            "name": spec["name"],
+            "owner": spec["owner"],
+            "paused": bool(sched.get("paused", False)),
+            "next_run_at": from_ms(next_ms) if next_ms is not None else None,
+            "created_at": from_ms(spec["created_at"]),
+            "updated_at": from_ms(spec["updated_at"]),
+        }
+    )
+
+
+def new_run_item(
+    job_id: str,
+    scheduled_for_ms: int,
+    *,
+    now_ms: int,
+    retention_days: int,
+    status: RunStatus = RunStatus.QUEUED,
+    kind: RunKind = RunKind.SCHEDULED,
+    dispatch_at_ms: int | None = None,
+    sweep_after_ms: int = 120_000,
+    term: int | None = None,
+    owner: str | None = None,
+    skipped_count: int | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """A new run row. Unfinished runs enter the sweeper index at ``now + sweep_after_ms``."""
+    item: dict[str, Any] = {
+        "job_id": job_id,
+        "scheduled_for": scheduled_for_ms,
+        "run_id": run_id(job_id, scheduled_for_ms),
+        "status": status.value,
+        "kind": kind.value,
+        "attempt": 0,
+        "enqueued_at": now_ms,
+        "dispatch_at": dispatch_at_ms if dispatch_at_ms is not None else scheduled_for_ms,
+        "expires_at": now_ms // 1000 + retention_days * 86400,
+    }
+    if term is not None:
+        item["term"] = term
+    if owner is not None:
+        item["owner"] = owner
+    if skipped_count is not None:
+        item["skipped_count"] = skipped_count
+    if error is not None:
+        item["error"] = error
+    if status is RunStatus.SKIPPED:
+        item["finished_at"] = now_ms
+    else:
+        item["sweep_pk"] = f"sweep#{_stable_hash(job_id) % SWEEP_SHARDS}"
+        item["sweep_at"] = now_ms + sweep_after_ms
+    return item
+
+
+def run_from_item(item: dict[str, Any]) -> Run:
+    """Rebuild the API's ``Run`` from a run row."""
+    item = plain(item)
+
+    def instant(name: str) -> Any:
+        value = item.get(name)
+        return from_ms(value) if value is not None else None
+
+    return Run(
+        id=item["run_id"],
+        job_id=item["job_id"],
+        scheduled_for=from_ms(item["scheduled_for"]),
+        status=RunStatus(item["status"]),
+        kind=RunKind(item.get("kind", RunKind.SCHEDULED.value)),
+        attempt=item.get("attempt", 0),
+        enqueued_at=instant("enqueued_at"),
+        started_at=instant("started_at"),
+        finished_at=instant("finished_at"),
+        worker=item.get("worker"),
+        error=item.get("error"),
+        lateness_ms=item.get("lateness_ms"),
+        skipped_count=item.get("skipped_count"),
+    )

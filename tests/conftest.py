@@ -1,0 +1,42 @@
+"""Shared fixtures: fake credentials, then mock_aws, then resources from the shared definitions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from moto import mock_aws
+
+from jobsched.aws import Aws, provision
+from jobsched.settings import Settings
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake credentials so nothing can reach a real account."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def aws(aws_credentials: None) -> Iterator[Aws]:
+    """boto3 clients inside an in-process moto."""
+    with mock_aws():
+        yield Aws()
+
+
+@pytest.fixture
+def resource_env(aws: Aws) -> dict[str, str]:
+    """Every table, queue and topic, created from ``jobsched.resources``; returns their env vars."""
+    return provision(aws, prefix="test")
+
+
+@pytest.fixture
+def settings(resource_env: dict[str, str]) -> Settings:
+    """Settings wired to the moto resources (other knobs at their defaults)."""
+    return Settings(**{k.lower(): v for k, v in resource_env.items()})
