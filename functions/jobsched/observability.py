@@ -12,3 +12,17 @@ SERVICE = "jobsched"
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace="jobsched", service=SERVICE)
+
+
+class MetricName:
+    """Metric names (EMF, namespace ``jobsched``, dimension ``service=jobsched``); alarms in ``infra/`` use them."""
+
+    RUNS_ENQUEUED = "RunsEnqueued"  # Count, per scheduler tick
+    DISPATCH_LATENESS = "DispatchLatenessMs"  # Milliseconds, enqueue time minus dispatch instant
+    SCHEDULER_LAG = "SchedulerLagMs"  # Milliseconds, age of the oldest due fire not yet enqueued
+    RUNS_SKIPPED = "RunsSkipped"  # Count
+    RUNS_SUCCEEDED = "RunsSucceeded"  # Count
+    RUNS_RETRIED = "RunsRetried"  # Count
+    RUNS_DEAD = "RunsDead"  # Count
+    RUN_LATENESS = "RunLatenessMs"  # Milliseconds, started_at minus scheduled_for
+    RUNS_SWEPT = "RunsSwept"  # Count, re-enqueued by the sweeper
