@@ -79,13 +79,16 @@ def due_pk(partition: int, bucket: int, shard: int) -> str:
 
 
 def due_attributes(
-    job_id: str, due_at_ms: int, *, partition: int, shards: int, bucket_ms: int
+    job_id: str, due_at_ms: int, *, partition: int, shards: int, bucket_ms: int, now_ms: int
 ) -> dict[str, Any]:
-    """The due-index attributes of an active scheduling item whose dispatch instant is ``due_at_ms``."""
-    return {
-        "due_pk": due_pk(partition, due_at_ms // bucket_ms, shard_of(job_id, shards)),
-        "due_at": due_at_ms,
-    }
+    """The due-index attributes of an active scheduling item whose dispatch instant is ``due_at_ms``.
+
+    The bucket is that of ``max(due_at_ms, now_ms)``: an item written with a past due instant (a resumed job,
+    a catch-up) lands in the current bucket, never behind the scheduler's watermark, and the poll's
+    ``due_at <= now`` still finds it at once.
+    """
+    bucket = max(due_at_ms, now_ms) // bucket_ms
+    return {"due_pk": due_pk(partition, bucket, shard_of(job_id, shards)), "due_at": due_at_ms}
 
 
 def plain(value: Any) -> Any:
@@ -122,6 +125,7 @@ def sched_item(
     partition: int,
     shards: int,
     bucket_ms: int,
+    now_ms: int,
     term: int = 0,
 ) -> dict[str, Any]:
     """The scheduling item of ``job``: in the due index iff not paused and ``next_run_at_ms`` is set."""
@@ -148,7 +152,12 @@ def sched_item(
         if not job.paused:
             item.update(
                 due_attributes(
-                    job.id, next_run_at_ms + offset, partition=partition, shards=shards, bucket_ms=bucket_ms
+                    job.id,
+                    next_run_at_ms + offset,
+                    partition=partition,
+                    shards=shards,
+                    bucket_ms=bucket_ms,
+                    now_ms=now_ms,
                 )
             )
     return item
