@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from boto3.dynamodb.conditions import Key
+from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import Conflict, NameTaken, NotFound
-from jobsched.store.layout import SCHED_SK, SPEC_SK, job_pk, name_key, plain
+from jobsched.store.layout import SCHED_SK, SPEC_SK, job_pk, name_key, parse_due_pk, plain
 
 
 class JobStore:
@@ -186,7 +186,8 @@ class JobStore:
         ``next_run_at=None`` ends the schedule (the job leaves the due index); ``due`` carries the new
         ``due_pk``/``due_at`` (None: leave the index, e.g. paused). Refused (``Conflict`` with the stored item)
         when ``next_run_at`` is no longer ``expected_next_run_at`` (someone else moved it, or the job was
-        edited/deleted) or the stored ``term`` is higher than ``term`` (a newer leader wrote it: fencing).
+        edited/deleted), the job left the due index meanwhile (paused: a move must not put it back), or the
+        stored ``term`` is higher than ``term`` (a newer leader wrote it: fencing).
         """
         sets = ["#term = :term"]
         removes: list[str] = []
@@ -207,7 +208,7 @@ class JobStore:
             self.table.update_item(
                 Key={"pk": job_pk(job_id), "sk": SCHED_SK},
                 UpdateExpression=expression,
-                ConditionExpression="next_run_at = :expected AND #term <= :term",
+                ConditionExpression="next_run_at = :expected AND attribute_exists(due_pk) AND #term <= :term",
                 ExpressionAttributeNames={"#term": "term"},
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -216,3 +217,24 @@ class JobStore:
             if is_condition_failure(error):
                 raise Conflict("scheduling item moved or fenced", old_item(error)) from error
             raise
+
+    def oldest_due_bucket(self, partition: int) -> int | None:
+        """The oldest due-index bucket holding an entry of scheduler ``partition``, or None when it has none.
+
+        Scans the (small, projected) due index: O(active jobs), so only for bootstrapping a partition that
+        has no watermark yet (first start, or a lost CONTROL table); never on the per-tick path.
+        """
+        kwargs: dict[str, Any] = {
+            "IndexName": "due",
+            "ProjectionExpression": "due_pk",
+            "FilterExpression": Attr("due_pk").begins_with(f"p{partition}#"),
+        }
+        oldest: int | None = None
+        while True:
+            page = self.table.scan(**kwargs)
+            for item in page["Items"]:
+                _, bucket, _ = parse_due_pk(item["due_pk"])
+                oldest = bucket if oldest is None else min(oldest, bucket)
+            if "LastEvaluatedKey" not in page:
+                return oldest
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -78,6 +78,17 @@ def due_pk(partition: int, bucket: int, shard: int) -> str:
     return f"p{partition}#b{bucket}#s{shard}"
 
 
+def parse_due_pk(value: str) -> tuple[int, int, int]:
+    """Inverse of ``due_pk``: ``(partition, bucket, shard)``. Raises ValueError for anything else."""
+    parts = value.split("#")
+    if len(parts) != 3 or [p[:1] for p in parts] != ["p", "b", "s"]:
+        raise ValueError(f"not a due-index key: {value!r}")
+    try:
+        return int(parts[0][1:]), int(parts[1][1:]), int(parts[2][1:])
+    except ValueError:
+        raise ValueError(f"not a due-index key: {value!r}") from None
+
+
 def due_attributes(
     job_id: str, due_at_ms: int, *, partition: int, shards: int, bucket_ms: int, now_ms: int
 ) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Lambda entry points: one thin module per function (api, scheduler, worker, sweeper)."""

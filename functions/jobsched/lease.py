@@ -1,0 +1,220 @@
+"""The scheduler's leader lease: one holder per scheduler partition, with a fencing term.
+
+Rules (walkthrough, "exactly once"; SPEC section 4):
+
+- The lease is one record per partition (``lease#<partition>`` in the CONTROL table) holding
+  ``holder``, ``term`` and ``expires_at`` (epoch ms, by the holder's clock). Every change is a
+  conditional write, so at most one contender wins each change.
+- Acquire: allowed when no record exists or the record has expired (``expires_at < now``). The new
+  holder's term is ``max(previous term + 1, now_ms)``: strictly higher than every earlier term, and
+  (being at least the acquisition time) still higher than the terms stamped on jobs if the lease
+  record itself were ever lost. The record is never deleted, so terms only grow.
+- Renew: the holder pushes ``expires_at`` to ``now + ttl`` each tick, conditional on
+  ``holder`` and ``term`` being unchanged (nobody acquired in between).
+- Release: ``expires_at = 0`` (conditional on holder and term), so a standby takes over on its next
+  poll instead of waiting for the TTL.
+- A standby polls each second and takes over at most ``ttl + 1 s`` after the leader's last renewal.
+
+Self-fencing: a holder considers its lease valid until ``renewal sent + ttl - safety`` by its own
+injected clock, and checks (:meth:`LeaderLease.check`) before every write of a tick. ``safety``
+covers clock skew between holder and standby. The residual window is one request: a check passes,
+the process pauses past the lease, a new leader takes over, and the write then lands. It cannot
+duplicate a run: runs are inserted conditionally on the unique ``(job_id, scheduled_for)``, job
+moves are conditional on ``next_run_at`` and refuse an older term (``JobStore.move``), and an extra
+queue message is harmless because workers claim runs conditionally.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+from jobsched.clock import Clock
+from jobsched.observability import logger
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A lease as stored: ``holder`` id, fencing ``term``, ``expires_at`` (epoch ms, holder's clock)."""
+
+    partition: int
+    holder: str
+    term: int
+    expires_at: int
+
+
+class LeaseStore(Protocol):
+    """Storage of lease records (``store.control.ControlStore`` in AWS and under moto)."""
+
+    def read_lease(self, partition: int) -> LeaseRecord | None:
+        """The partition's lease record read consistently, or None if never written."""
+        ...
+
+    def take_lease(self, record: LeaseRecord, *, previous: LeaseRecord | None, now_ms: int) -> bool:
+        """Write ``record`` if ``previous`` is still the stored lease (same term) and expired at ``now_ms``
+        (or, when ``previous`` is None, if none exists). True when written."""
+        ...
+
+    def renew_lease(self, record: LeaseRecord) -> bool:
+        """Store ``record.expires_at`` if holder and term are unchanged. True when written."""
+        ...
+
+    def release_lease(self, record: LeaseRecord) -> bool:
+        """Expire the lease now if holder and term are unchanged. True when written."""
+        ...
+
+
+class LeaseLost(Exception):
+    """The holder's lease expired by its own clock or was taken over: stop writing at once."""
+
+
+def new_holder_id(hint: str | None = None) -> str:
+    """A unique contender id: ``<hint or host:pid>/<8 hex>`` (unique per loop instance)."""
+    base = hint or f"{socket.gethostname()}:{os.getpid()}"
+    return f"{base}/{uuid.uuid4().hex[:8]}"
+
+
+class LeaderLease:
+    """One contender for the lease of ``partition``.
+
+    ``clock`` returns epoch ms; ``ttl_ms`` is how long a silent holder keeps the lease
+    (``Settings.lease_ttl_s``); ``safety_ms`` (default ``min(1000, ttl_ms // 5)``) is how much earlier than
+    the stored expiry the holder itself stops writing. Thread-safe: the scheduler's write threads call
+    :meth:`check` concurrently.
+    """
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        partition: int,
+        holder: str,
+        *,
+        clock: Clock,
+        ttl_ms: int,
+        safety_ms: int | None = None,
+    ) -> None:
+        self.store = store
+        self.partition = partition
+        self.holder = holder
+        self.clock = clock
+        self.ttl_ms = ttl_ms
+        self.safety_ms = safety_ms if safety_ms is not None else min(1000, ttl_ms // 5)
+        self._record: LeaseRecord | None = None
+        self._valid_until = 0
+        self._lock = threading.RLock()
+
+    @property
+    def term(self) -> int:
+        """The held term. Raises ``LeaseLost`` when not holding the lease."""
+        record = self._record
+        if record is None:
+            raise LeaseLost(f"not holding the lease of partition {self.partition}")
+        return record.term
+
+    @property
+    def held(self) -> bool:
+        """True while this contender believes it holds the lease (it may have expired: see :meth:`check`)."""
+        return self._record is not None
+
+    @property
+    def valid_until(self) -> int:
+        """Epoch ms (own clock) after which this holder writes nothing without renewing first."""
+        return self._valid_until
+
+    def ensure(self) -> LeaseRecord | None:
+        """Renew the lease if held, else try to acquire it. Returns the held lease, or None.
+
+        Requests: 1 (renewal) while leading; 1 (consistent read) as a standby, +1 write when it takes
+        an expired lease. A refused renewal means someone else took over: the lease is dropped. An error
+        of the store (network, throttling) keeps the lease unrenewed: :meth:`check` stops writes once it
+        runs out.
+        """
+        with self._lock:
+            if self._record is not None:
+                if self._renew():
+                    return self._record
+                if self._record is not None:
+                    return self._record  # renewal failed with an error: still ours until valid_until
+                return None
+            return self._acquire()
+
+    def check(self) -> int:
+        """Return the held term if the lease is valid now by the own clock; renew first when it is past
+        its half-life (so a long tick keeps its lease). Raises ``LeaseLost`` otherwise. Call before each
+        write."""
+        with self._lock:
+            record = self._record
+            if record is None:
+                raise LeaseLost(f"not holding the lease of partition {self.partition}")
+            now = self.clock()
+            if now >= self._valid_until - self.ttl_ms // 2 and not self._renew():
+                if self._record is None:
+                    raise LeaseLost(f"lease of partition {self.partition} was taken over")
+                if self.clock() >= self._valid_until:
+                    raise LeaseLost(f"lease of partition {self.partition} expired (term {record.term})")
+            return record.term
+
+    def release(self) -> None:
+        """Give the lease up (expires it in the store so a standby takes over at once). Never raises."""
+        with self._lock:
+            record, self._record, self._valid_until = self._record, None, 0
+        if record is None:
+            return
+        try:
+            released = self.store.release_lease(record)
+        except Exception as error:  # the lease then simply runs out after its TTL
+            logger.warning(
+                "lease release failed", partition=self.partition, term=record.term, error=str(error)
+            )
+            return
+        logger.info("lease released", partition=self.partition, term=record.term, released=released)
+
+    def forget(self) -> None:
+        """Drop the lease locally without writing (after a crash-like abort; the TTL frees it)."""
+        with self._lock:
+            self._record, self._valid_until = None, 0
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _renew(self) -> bool:
+        """Renew the held lease. True when renewed; on refusal the lease is dropped."""
+        record = self._record
+        assert record is not None
+        sent_at = self.clock()
+        renewed = LeaseRecord(record.partition, record.holder, record.term, sent_at + self.ttl_ms)
+        try:
+            ok = self.store.renew_lease(renewed)
+        except Exception as error:
+            logger.warning(
+                "lease renewal failed", partition=self.partition, term=record.term, error=str(error)
+            )
+            return False
+        if not ok:
+            logger.warning("lease taken over", partition=self.partition, term=record.term, holder=self.holder)
+            self._record, self._valid_until = None, 0
+            return False
+        self._record = renewed
+        self._valid_until = sent_at + self.ttl_ms - self.safety_ms
+        return True
+
+    def _acquire(self) -> LeaseRecord | None:
+        now = self.clock()
+        try:
+            current = self.store.read_lease(self.partition)
+            if current is not None and current.expires_at >= now:
+                return None
+            term = max((current.term if current else 0) + 1, now)
+            record = LeaseRecord(self.partition, self.holder, term, now + self.ttl_ms)
+            if not self.store.take_lease(record, previous=current, now_ms=now):
+                return None
+        except Exception as error:
+            logger.warning("lease acquisition failed", partition=self.partition, error=str(error))
+            return None
+        self._record = record
+        self._valid_until = now + self.ttl_ms - self.safety_ms
+        logger.info("lease acquired", partition=self.partition, term=term, holder=self.holder)
+        return record

@@ -1,0 +1,114 @@
+"""Wiring of the scheduler loop to AWS (or moto): the one place that builds its adapters.
+
+Shared by the scheduler Lambda handler (``jobsched.handlers.scheduler``) and local mode, which runs N
+competing loops in threads, each built here with its own holder id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsched.adapters.queue import RunQueue
+from jobsched.aws import Aws
+from jobsched.clock import Clock
+from jobsched.lease import LeaderLease, new_holder_id
+from jobsched.scheduler import (
+    PowertoolsTickMetrics,
+    Scheduler,
+    SchedulerLoop,
+    TickLimits,
+    TickMetrics,
+    run_scheduler_loop,
+)
+from jobsched.settings import Settings
+from jobsched.store.control import ControlStore
+from jobsched.store.jobs import JobStore
+from jobsched.store.runs import RunStore
+
+STOP_BEFORE_MS = 3_000
+"""The Lambda loop stops ticking (and releases its lease) once less than this remains before its timeout:
+room for one slow tick and the release."""
+
+
+def build_scheduler_loop(
+    settings: Settings,
+    aws: Aws,
+    partition: int,
+    *,
+    clock: Clock,
+    sleep: Callable[[float], None] = time.sleep,
+    holder: str | None = None,
+    limits: TickLimits | None = None,
+    tick_metrics: TickMetrics | None = None,
+) -> SchedulerLoop:
+    """A scheduler loop for ``partition`` (0 <= partition < ``settings.scheduler_partitions``) on the tables and
+    queue named by ``settings``. ``holder`` is the lease contender id (default: host, pid and a random
+    suffix); ``tick_metrics`` defaults to Powertools EMF. Raises ValueError for a partition out of range."""
+    scheduler = Scheduler(
+        partition=partition,
+        jobs=JobStore(aws.table(settings.jobs_table)),
+        runs=RunStore(aws.table(settings.runs_table)),
+        queue=RunQueue(aws.sqs, settings.run_queue_url),
+        control=ControlStore(aws.table(settings.control_table)),
+        settings=settings,
+        clock=clock,
+        limits=limits,
+    )
+    lease = LeaderLease(
+        ControlStore(aws.table(settings.control_table)),
+        partition,
+        holder or new_holder_id(),
+        clock=clock,
+        ttl_ms=int(settings.lease_ttl_s * 1000),
+    )
+    return SchedulerLoop(
+        scheduler,
+        lease,
+        clock=clock,
+        sleep=sleep,
+        tick_metrics=tick_metrics if tick_metrics is not None else PowertoolsTickMetrics(),
+    )
+
+
+class SchedulerEvent(BaseModel):
+    """The scheduler function's event: ``{"partition": n}`` (the EventBridge rule's constant input). Other
+    fields (a raw scheduled event) are ignored; a missing partition means 0."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    partition: int = Field(0, ge=0, le=255)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What an invocation runs on: settings, AWS clients, the clock (epoch ms) and sleep (seconds)."""
+
+    settings: Settings
+    aws: Aws
+    clock: Clock
+    sleep: Callable[[float], None]
+
+
+def serve_invocation(event: dict[str, Any], context: Any, runtime: Runtime) -> dict[str, int]:
+    """Run the scheduler loop of the event's partition until ``STOP_BEFORE_MS`` before the invocation's
+    timeout (``context.get_remaining_time_in_millis()``), then release the lease so the next invocation
+    (EventBridge starts one each minute) takes over. Returns ``{"partition", "iterations", "ticks",
+    "enqueued", "skipped", "aborted_ticks"}``. Raises pydantic ValidationError for a malformed event."""
+    partition = SchedulerEvent.model_validate(event or {}).partition
+    loop = build_scheduler_loop(
+        runtime.settings,
+        runtime.aws,
+        partition,
+        clock=runtime.clock,
+        sleep=runtime.sleep,
+        holder=new_holder_id(getattr(context, "aws_request_id", None)),
+    )
+    report = run_scheduler_loop(
+        loop, keep_going=lambda: context.get_remaining_time_in_millis() > STOP_BEFORE_MS
+    )
+    return {"partition": partition, **report.as_dict()}

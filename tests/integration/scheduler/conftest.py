@@ -1,0 +1,251 @@
+"""Scheduler test harness: jobs written straight into the tables (no API), schedulers with fault-injecting
+adapters, and helpers to read back runs and queue messages. Everything runs in-process under moto with a
+FakeClock."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from jobsched.adapters.queue import RunMessage, RunQueue
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.lease import LeaderLease
+from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.scheduler import Scheduler, SchedulerLoop, TickLimits, TickResult
+from jobsched.schedules import parse_schedule
+from jobsched.settings import Settings
+from jobsched.store import layout
+from jobsched.store.control import ControlStore
+from jobsched.store.jobs import JobStore
+from jobsched.store.runs import RunStore
+
+# 2026-03-02T10:00:00Z, a Monday, on a whole minute.
+T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+
+_ids = itertools.count(1)
+
+
+class Recorder:
+    """Counts calls through a wrapper and can inject a fault before (``before``) or after (``after``) the real
+    call: a callable receiving the call's arguments that may raise."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.before: dict[str, Callable[..., None]] = {}
+        self.after: dict[str, Callable[..., None]] = {}
+
+    def count(self, name: str) -> int:
+        return sum(1 for call in self.calls if call[0] == name)
+
+
+class Wrapped:
+    """A fault-injecting proxy around an adapter: every method call is recorded in ``recorder``."""
+
+    def __init__(self, inner: Any, recorder: Recorder) -> None:
+        self._inner = inner
+        self._recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if not callable(target):
+            return target
+        recorder = self._recorder
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            recorder.calls.append((name, args, kwargs))
+            if name in recorder.before:
+                recorder.before[name](*args, **kwargs)
+            value = target(*args, **kwargs)
+            if name in recorder.after:
+                recorder.after[name](*args, **kwargs)
+            return value
+
+        return call
+
+
+@dataclass
+class Contender:
+    """One scheduler instance (lease contender + its partition's scheduler) with recorded adapters."""
+
+    loop: SchedulerLoop
+    recorder: Recorder
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.loop.scheduler
+
+    @property
+    def lease(self) -> LeaderLease:
+        return self.loop.lease
+
+    def step(self) -> TickResult | None:
+        return self.loop.step()
+
+
+@dataclass
+class Harness:
+    """Tables/queue under moto, a FakeClock at ``T0``, and helpers."""
+
+    T0 = T0
+
+    settings: Settings
+    aws: Aws
+    clock: FakeClock
+    contenders: list[Contender] = field(default_factory=list)
+
+    @property
+    def jobs(self) -> JobStore:
+        return JobStore(self.aws.table(self.settings.jobs_table))
+
+    @property
+    def runs(self) -> RunStore:
+        return RunStore(self.aws.table(self.settings.runs_table))
+
+    @property
+    def control(self) -> ControlStore:
+        return ControlStore(self.aws.table(self.settings.control_table))
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    def job(self, schedule: str, **fields: Any) -> Job:
+        """A Job model created now (the clock), with a command target and the given fields."""
+        now = from_ms(self.clock())
+        job_id = fields.pop("id", None) or f"j_test{next(_ids):06d}"
+        return Job(
+            id=job_id,
+            name=fields.pop("name", job_id),
+            owner=fields.pop("owner", "team-a"),
+            schedule=schedule,
+            target=fields.pop("target", CommandTarget(name="echo")),
+            created_at=fields.pop("created_at", now),
+            updated_at=now,
+            **fields,
+        )
+
+    def sched_for(self, job: Job, *, term: int = 0) -> dict[str, Any]:
+        """The scheduling item of ``job`` with its first fire from now (what the API would write)."""
+        anchor = job.start_at or job.created_at
+        schedule = parse_schedule(job.schedule, job.timezone, start_at=anchor, end_at=job.end_at)
+        first = schedule.first_fire(from_ms(self.clock()))
+        return layout.sched_item(
+            job,
+            anchor_at_ms=to_ms(anchor),
+            next_run_at_ms=to_ms(first) if first is not None else None,
+            partition=layout.partition_of(job.id, self.settings.scheduler_partitions),
+            shards=self.settings.due_shards,
+            bucket_ms=self.settings.due_bucket_s * 1000,
+            now_ms=self.clock(),
+            term=term,
+        )
+
+    def add(self, schedule: str, **fields: Any) -> Job:
+        """Register a job (spec, scheduling item, name lock) as the API would; returns it."""
+        job = self.job(schedule, **fields)
+        self.jobs.create(layout.spec_item(job), self.sched_for(job))
+        return job
+
+    def add_many(self, count: int, schedule: str, **fields: Any) -> list[str]:
+        """Write ``count`` scheduling items quickly (batch writes, no spec items): enough for the scheduler."""
+        table = self.aws.table(self.settings.jobs_table)
+        ids = []
+        with table.batch_writer() as batch:
+            for _ in range(count):
+                job = self.job(schedule, **fields)
+                batch.put_item(Item=self.sched_for(job))
+                ids.append(job.id)
+        return ids
+
+    def sched(self, job_id: str) -> dict[str, Any] | None:
+        return self.jobs.get(job_id)[1]
+
+    # --- schedulers ---------------------------------------------------------------------------
+
+    def contender(
+        self,
+        holder: str = "a",
+        *,
+        partition: int = 0,
+        limits: TickLimits | None = None,
+        settings: Settings | None = None,
+        jobs: Any = None,
+        runs: Any = None,
+        queue: Any = None,
+    ) -> Contender:
+        """A scheduler loop whose adapters are recorded (and can be given faults through its recorder)."""
+        settings = settings or self.settings
+        recorder = Recorder()
+        scheduler = Scheduler(
+            partition=partition,
+            jobs=Wrapped(jobs or JobStore(self.aws.table(settings.jobs_table)), recorder),
+            runs=Wrapped(runs or RunStore(self.aws.table(settings.runs_table)), recorder),
+            queue=Wrapped(queue or RunQueue(self.aws.sqs, settings.run_queue_url), recorder),
+            control=Wrapped(ControlStore(self.aws.table(settings.control_table)), recorder),
+            settings=settings,
+            clock=self.clock,
+            limits=limits or TickLimits(threads=4),
+        )
+        lease = LeaderLease(
+            Wrapped(ControlStore(self.aws.table(settings.control_table)), recorder),
+            partition,
+            holder,
+            clock=self.clock,
+            ttl_ms=int(settings.lease_ttl_s * 1000),
+        )
+        contender = Contender(SchedulerLoop(scheduler, lease, clock=self.clock, sleep=self.clock.sleep), recorder)
+        self.contenders.append(contender)
+        return contender
+
+    def run_seconds(self, contender: Contender, seconds: int, *, offset_ms: int = 5) -> list[TickResult]:
+        """Step ``contender`` once per simulated second, ``offset_ms`` past each second boundary."""
+        results = []
+        for _ in range(seconds):
+            self.clock.now_ms = (self.clock.now_ms // 1000 + 1) * 1000 + offset_ms
+            result = contender.step()
+            if result is not None:
+                results.append(result)
+        return results
+
+    # --- runs and messages --------------------------------------------------------------------
+
+    def runs_of(self, job_id: str) -> list[dict[str, Any]]:
+        """Every run row of ``job_id``, oldest scheduled_for first."""
+        rows, _ = self.runs.list_for_job(job_id, 10_000)
+        return sorted(rows, key=lambda r: r["scheduled_for"])
+
+    def all_runs(self) -> list[dict[str, Any]]:
+        table = self.aws.table(self.settings.runs_table)
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {}
+        while True:
+            page = table.scan(**kwargs)
+            items.extend(layout.plain(i) for i in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def drain(self) -> list[RunMessage]:
+        """Receive and delete every message on the run queue (in the order SQS hands them out)."""
+        sqs, url = self.aws.sqs, self.settings.run_queue_url
+        found: list[RunMessage] = []
+        while True:
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+            if not got:
+                return found
+            found.extend(RunMessage.parse(m["Body"]) for m in got)
+            sqs.delete_message_batch(
+                QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+            )
+
+
+@pytest.fixture
+def harness(aws: Aws, settings: Settings) -> Iterator[Harness]:
+    h = Harness(settings=settings, aws=aws, clock=FakeClock(T0))
+    yield h
+    for contender in h.contenders:
+        contender.scheduler.close()
