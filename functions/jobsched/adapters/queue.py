@@ -62,3 +62,10 @@ class RunQueue:
             failed.extend(batch[int(f["Id"])] for f in response.get("Failed", []))
         if failed:
             raise QueueSendError(failed)
+
+    def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+        """Make an in-flight message invisible for ``seconds`` more from now (0-43200; worker heartbeats).
+        1 request. Raises botocore ClientError (e.g. an expired receipt handle)."""
+        self.sqs.change_message_visibility(
+            QueueUrl=self.url, ReceiptHandle=receipt_handle, VisibilityTimeout=max(0, min(seconds, 43200))
+        )

@@ -1,0 +1,132 @@
+"""Dead runs: the dead-run queue (SQS) and the owner alert (SNS).
+
+When a run is out of attempts (SPEC section 5) its envelope, with the job's owner, name and last error, goes
+to the dead-run queue (``Settings.dead_run_queue_url``), and an alert is published on the alerts topic
+(``Settings.alerts_topic_arn``) with String message attributes ``owner`` and ``job_id``, so each team
+subscribes with a filter policy such as ``{"owner": ["team-a"]}``. The alert's subject is short; its body
+is written for a person (job name and id, schedule, scheduled_for, attempts, last error).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from jobsched.targets.base import iso_utc
+
+SUBJECT_LIMIT = 100  # SNS subject limit (characters)
+UNKNOWN_OWNER = "unknown"
+
+
+@dataclass(frozen=True)
+class DeadRun:
+    """A run that ended ``dead``. Instants are epoch ms (UTC); ``attempts`` is the number of tries made."""
+
+    run_id: str
+    job_id: str
+    scheduled_for_ms: int
+    attempts: int
+    error: str
+    dead_at_ms: int
+    owner: str | None = None
+    job_name: str | None = None
+    schedule: str | None = None
+    timezone: str | None = None
+    target_type: str | None = None
+    input: Any = None
+
+    def envelope(self) -> dict[str, Any]:
+        """The dead-run queue message: the run envelope (``run_id, job_id, scheduled_for, attempt, input``)
+        plus ``owner``, ``job_name``, ``schedule``, ``timezone``, ``target_type``, ``error``, ``dead_at``."""
+        return {
+            "run_id": self.run_id,
+            "job_id": self.job_id,
+            "scheduled_for": iso_utc(self.scheduled_for_ms),
+            "attempt": self.attempts,
+            "input": self.input,
+            "owner": self.owner,
+            "job_name": self.job_name,
+            "schedule": self.schedule,
+            "timezone": self.timezone,
+            "target_type": self.target_type,
+            "error": self.error,
+            "dead_at": iso_utc(self.dead_at_ms),
+        }
+
+
+def alert_subject(dead: DeadRun) -> str:
+    """One line, at most 100 characters: ``jobsched: <job> dead after N attempts``."""
+    subject = f"jobsched: {dead.job_name or dead.job_id} dead after {dead.attempts} attempt(s)"
+    subject = "".join(c if c.isprintable() and c.isascii() else "?" for c in subject)
+    return subject if len(subject) <= SUBJECT_LIMIT else subject[: SUBJECT_LIMIT - 3] + "..."
+
+
+def alert_body(dead: DeadRun) -> str:
+    """The alert text a person reads (plain text, one fact per line, the last error at the end)."""
+    name = dead.job_name or "(deleted job)"
+    schedule = dead.schedule or "-"
+    if dead.schedule and dead.timezone:
+        schedule = f"{dead.schedule} ({dead.timezone})"
+    lines = [
+        f'The run of job "{name}" scheduled for {iso_utc(dead.scheduled_for_ms)} failed '
+        f"{dead.attempts} time(s) and will not be retried.",
+        "",
+        f"job:           {name} ({dead.job_id})",
+        f"owner:         {dead.owner or UNKNOWN_OWNER}",
+        f"schedule:      {schedule}",
+        f"target:        {dead.target_type or '-'}",
+        f"scheduled_for: {iso_utc(dead.scheduled_for_ms)}",
+        f"attempts:      {dead.attempts}",
+        f"run id:        {dead.run_id}",
+        f"dead at:       {iso_utc(dead.dead_at_ms)}",
+        "",
+        "last error:",
+        dead.error,
+        "",
+        "The run's envelope is on the dead-run queue. To run it again, trigger the job "
+        "(POST /jobs/{id}/trigger) once the cause is fixed.",
+    ]
+    return "\n".join(lines)
+
+
+class DeadRunNotifier:
+    """SQS + SNS adapter: ``notify`` sends the dead-run message, then publishes the alert (2 requests).
+
+    ``sqs`` and ``sns`` are boto3 clients. Errors propagate (botocore ClientError): the caller leaves the run
+    marked ``notify_pending`` and the sweeper sends again, so delivery is at least once.
+    """
+
+    def __init__(self, sqs: Any, sns: Any, *, dead_run_queue_url: str, topic_arn: str) -> None:
+        self.sqs = sqs
+        self.sns = sns
+        self.dead_run_queue_url = dead_run_queue_url
+        self.topic_arn = topic_arn
+
+    def notify(self, dead: DeadRun) -> None:
+        self.send_dead_letter(dead)
+        self.publish_alert(dead)
+
+    def send_dead_letter(self, dead: DeadRun) -> None:
+        """The envelope (``DeadRun.envelope``) as JSON to the dead-run queue, with the same attributes."""
+        self.sqs.send_message(
+            QueueUrl=self.dead_run_queue_url,
+            MessageBody=json.dumps(dead.envelope(), separators=(",", ":"), default=str),
+            MessageAttributes=_attributes(dead),
+        )
+
+    def publish_alert(self, dead: DeadRun) -> None:
+        """The alert on the topic, with ``owner`` and ``job_id`` message attributes (filter policies)."""
+        self.sns.publish(
+            TopicArn=self.topic_arn,
+            Subject=alert_subject(dead),
+            Message=alert_body(dead),
+            MessageAttributes=_attributes(dead),
+        )
+
+
+def _attributes(dead: DeadRun) -> dict[str, dict[str, str]]:
+    return {
+        "owner": {"DataType": "String", "StringValue": dead.owner or UNKNOWN_OWNER},
+        "job_id": {"DataType": "String", "StringValue": dead.job_id},
+    }

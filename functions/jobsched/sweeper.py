@@ -1,0 +1,301 @@
+"""The sweeper (SPEC section 4, walkthrough "exactly once"): every minute, the runs nobody is looking after.
+
+Unfinished runs carry ``sweep_pk``/``sweep_at`` (the sparse ``sweep`` index of the runs table, sharded
+``sweep#0..SWEEP_SHARDS-1``); ``sweep_at`` is when the sweeper should next look at the run. Each pass reads
+the index for ``sweep_at <= now`` (keys only), reads those rows consistently, and for each:
+
+- ``queued`` overdue (``Settings.sweep_queued_after_s`` past ``max(enqueued_at, dispatch_at)``: the scheduler
+  crashed between saving and enqueueing, or the message was lost) or ``retrying`` overdue (that long past
+  ``retry_at``: the retry message never came) -> re-enqueue. An extra copy is harmless: claims are
+  conditional. The next look backs off (x2 per re-enqueue, at most ``MAX_SWEEP_BACKOFF_MS``), so a long
+  queue backlog is not flooded with copies.
+- ``running`` whose heartbeat stopped for ``Settings.heartbeat_stale_s`` -> the worker is lost, which counts
+  as a failed try: ``retrying`` with backoff (re-enqueued with the SQS delay) or ``dead`` when that was the
+  last attempt (so a run that kills its worker ends dead, not looping). A deleted job's run is ``skipped``.
+- fine (fresh heartbeat, retry not yet due) -> ``sweep_at`` pushed to when it could next need help.
+- ``dead`` with ``notify_pending`` (the worker died before its dead-run message/alert went out) -> send them.
+- other finished rows still carrying sweep keys -> remove the keys.
+
+Every write is conditioned on the state read, so a worker's concurrent claim or beat wins. Bounded work:
+at most ``max_rows`` rows per pass (the rest wait for the next minute, oldest first). Metric ``RunsSwept``:
+runs re-enqueued or taken from a lost worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from jobsched.adapters.queue import RunMessage
+from jobsched.clock import Clock
+from jobsched.models import Job, RunStatus
+from jobsched.observability import MetricName, logger, metrics
+from jobsched.settings import Settings
+from jobsched.store.layout import SWEEP_SHARDS, job_from_items, run_id
+from jobsched.worker import (
+    Failures,
+    JobSpecs,
+    Outcome,
+    Owned,
+    RunRows,
+    RunSender,
+    dead_run,
+    lost_worker_error,
+)
+
+MAX_ROWS_PER_PASS = 1000
+MAX_SWEEP_BACKOFF_MS = 3_600_000
+STALE_MARGIN_MS = 1_000
+
+
+class SweepRows(RunRows, Protocol):
+    """The sweeper's reads and writes on the runs table (``jobsched.store.runs.RunStore``)."""
+
+    def sweep_due(
+        self, shard: int, now_ms: int, limit: int, start_key: dict[str, Any] | None = None
+    ) -> tuple[list[tuple[str, int]], dict[str, Any] | None]: ...
+
+    def get_many(self, keys: Sequence[tuple[str, int]]) -> list[dict[str, Any]]: ...
+
+    def defer_sweep(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        status: str,
+        seen_sweep_at: int,
+        sweep_at_ms: int,
+        sweeps: int | None = None,
+    ) -> bool: ...
+
+    def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool: ...
+
+
+@dataclass
+class SweepReport:
+    """Counts of one pass (also logged)."""
+
+    examined: int = 0
+    requeued: int = 0
+    lost_workers: int = 0
+    dead: int = 0
+    skipped: int = 0
+    deferred: int = 0
+    cleared: int = 0
+    notified: int = 0
+    conflicts: int = 0
+    truncated: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Sweeper:
+    """One pass over the sweep index (see the module docstring). ``failures`` is the worker's ``Failures``
+    (retry with backoff or dead + notifications), so a lost worker's try ends exactly like a failed one."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        runs: SweepRows,
+        jobs: JobSpecs,
+        queue: RunSender,
+        failures: Failures,
+        clock: Clock,
+        max_rows: int = MAX_ROWS_PER_PASS,
+    ) -> None:
+        self.settings = settings
+        self.runs = runs
+        self.jobs = jobs
+        self.queue = queue
+        self.failures = failures
+        self.clock = clock
+        self.max_rows = max_rows
+
+    def sweep(self) -> SweepReport:
+        """One pass. Requests: 1 query per shard (+1 per extra page), 1 BatchGetItem per 100 rows, 1
+        conditional write per row acted on, 1 GetItem per distinct job with a lost worker, 1 SendMessageBatch
+        per 10 re-enqueued runs. Raises nothing for a single row's failure (logged, counted in ``errors``)."""
+        now = self.clock()
+        report = SweepReport()
+        keys = self._due_keys(now, report)
+        rows = self.runs.get_many(keys) if keys else []
+        specs: dict[str, Job | None] = {}
+        requeue: list[RunMessage] = []
+        for row in rows:
+            report.examined += 1
+            try:
+                self._sweep_row(row, now, report, requeue, specs)
+            except Exception as error:
+                logger.exception("sweeping a run failed", run_id=row.get("run_id"))
+                report.errors.append(f"{row.get('run_id')}: {type(error).__name__}")
+        if requeue:
+            try:
+                self.queue.send(requeue)
+            except Exception as error:
+                # sweep_at was already pushed: the next look (a few minutes on) enqueues them again.
+                logger.exception("sweeper re-enqueue failed", runs=len(requeue))
+                report.errors.append(f"enqueue: {type(error).__name__}")
+        swept = report.requeued + report.lost_workers
+        if swept:
+            metrics.add_metric(name=MetricName.RUNS_SWEPT, unit=MetricUnit.Count, value=swept)
+        logger.info("sweep done", **report.as_dict())
+        return report
+
+    def _due_keys(self, now: int, report: SweepReport) -> list[tuple[str, int]]:
+        keys: list[tuple[str, int]] = []
+        for shard in range(SWEEP_SHARDS):
+            start: dict[str, Any] | None = None
+            while len(keys) < self.max_rows:
+                page, start = self.runs.sweep_due(
+                    shard, now, limit=self.max_rows - len(keys), start_key=start
+                )
+                keys.extend(page)
+                if not start:
+                    break
+            if len(keys) >= self.max_rows:
+                report.truncated = True
+                break
+        return keys
+
+    def _sweep_row(
+        self,
+        row: dict[str, Any],
+        now: int,
+        report: SweepReport,
+        requeue: list[RunMessage],
+        specs: dict[str, Job | None],
+    ) -> None:
+        status = row.get("status")
+        job_id, scheduled_for = str(row["job_id"]), int(row["scheduled_for"])
+        seen = row.get("sweep_at")
+        if seen is None:
+            return  # left the index meanwhile
+        after_ms = self.settings.sweep_queued_after_s * 1000
+        if status in (RunStatus.QUEUED.value, RunStatus.RETRYING.value):
+            if status == RunStatus.QUEUED.value:
+                base = max(int(row.get("enqueued_at", 0)), int(row.get("dispatch_at", scheduled_for)))
+            else:
+                base = int(row.get("retry_at", 0))
+            overdue_at = base + after_ms
+            if now < overdue_at:
+                self._defer(row, status, seen, overdue_at, report)
+                return
+            sweeps = int(row.get("sweeps", 0)) + 1
+            backoff = min(after_ms * 2 ** min(sweeps - 1, 20), MAX_SWEEP_BACKOFF_MS)
+            if self.runs.defer_sweep(
+                job_id,
+                scheduled_for,
+                status=status,
+                seen_sweep_at=seen,
+                sweep_at_ms=now + backoff,
+                sweeps=sweeps,
+            ):
+                requeue.append(RunMessage(job_id, scheduled_for))
+                report.requeued += 1
+                logger.warning(
+                    "run re-enqueued by the sweeper",
+                    run_id=run_id(job_id, scheduled_for),
+                    status=status,
+                    overdue_ms=now - base,
+                    sweeps=sweeps,
+                )
+            else:
+                report.conflicts += 1
+        elif status == RunStatus.RUNNING.value:
+            heartbeat_at = int(row.get("heartbeat_at", row.get("started_at", 0)))
+            stale_at = heartbeat_at + self.settings.heartbeat_stale_s * 1000
+            if now < stale_at:
+                self._defer(row, status, seen, stale_at + STALE_MARGIN_MS, report)
+                return
+            self._lost_worker(row, heartbeat_at, report, specs)
+        elif status == RunStatus.DEAD.value and row.get("notify_pending"):
+            self._renotify(row, now, report, specs)
+        elif self.runs.clear_sweep(job_id, scheduled_for):
+            report.cleared += 1
+        else:
+            report.conflicts += 1
+
+    def _defer(self, row: dict[str, Any], status: str, seen: int, sweep_at: int, report: SweepReport) -> None:
+        if self.runs.defer_sweep(
+            str(row["job_id"]),
+            int(row["scheduled_for"]),
+            status=status,
+            seen_sweep_at=seen,
+            sweep_at_ms=sweep_at,
+        ):
+            report.deferred += 1
+        else:
+            report.conflicts += 1
+
+    def _job(self, job_id: str, specs: dict[str, Job | None]) -> Job | None:
+        if job_id not in specs:
+            spec = self.jobs.get_spec(job_id)
+            specs[job_id] = job_from_items(spec, None) if spec else None
+        return specs[job_id]
+
+    def _lost_worker(
+        self, row: dict[str, Any], heartbeat_at: int, report: SweepReport, specs: dict[str, Job | None]
+    ) -> None:
+        """A running run whose beats stopped: its try failed (retry with backoff, or dead)."""
+        owned = Owned(
+            job_id=str(row["job_id"]),
+            scheduled_for=int(row["scheduled_for"]),
+            attempt=int(row.get("attempt", 1)),
+            worker=str(row.get("worker", "")),
+            heartbeat_at=int(row["heartbeat_at"]) if "heartbeat_at" in row else None,
+            owner=row.get("owner"),
+        )
+        if owned.heartbeat_at is None:
+            report.conflicts += 1  # a running row always has heartbeat_at; nothing safe to condition on
+            return
+        job = self._job(owned.job_id, specs)
+        if job is None:
+            if self.runs.skip(
+                owned.job_id,
+                owned.scheduled_for,
+                attempt=owned.attempt,
+                worker=owned.worker,
+                now_ms=self.clock(),
+                reason="job deleted while its worker was lost",
+                heartbeat_at=owned.heartbeat_at,
+            ):
+                report.skipped += 1
+            else:
+                report.conflicts += 1
+            return
+        error = lost_worker_error(owned.attempt, heartbeat_at, self.settings.heartbeat_stale_s)
+        outcome = self.failures.failed_try(owned, job, error)
+        if outcome is Outcome.LOST:
+            report.conflicts += 1
+            return
+        report.lost_workers += 1
+        if outcome is Outcome.DEAD:
+            report.dead += 1
+
+    def _renotify(
+        self, row: dict[str, Any], now: int, report: SweepReport, specs: dict[str, Job | None]
+    ) -> None:
+        owned = Owned(
+            job_id=str(row["job_id"]),
+            scheduled_for=int(row["scheduled_for"]),
+            attempt=int(row.get("attempt", 0)),
+            worker=str(row.get("worker", "")),
+            owner=row.get("owner"),
+        )
+        job = self._job(owned.job_id, specs)
+        dead = dead_run(
+            owned, job, str(row.get("error", "")), owned.attempt, int(row.get("finished_at", now))
+        )
+        if self.failures.notify(dead):
+            report.notified += 1
+        else:
+            seen = int(row["sweep_at"])
+            self._defer(
+                row, RunStatus.DEAD.value, seen, now + self.settings.sweep_queued_after_s * 1000, report
+            )

@@ -1,0 +1,123 @@
+"""What every target receives (``TargetCall``), how a try fails (``TargetFailed``), and cancellation.
+
+Pure: no AWS, no network. Every target receives the run id as its idempotency key (SPEC section 2): the
+same on every delivery and every attempt of one run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from jobsched.models import MAX_ERROR_CHARS, from_ms
+
+
+class TargetFailed(Exception):
+    """The try failed. ``str(error)`` is the message recorded on the run as its ``error``."""
+
+
+class TargetTimedOut(TargetFailed):
+    """The try ran past the job's ``timeout_s`` and was abandoned (a shell command is killed)."""
+
+
+def iso_utc(ms: int) -> str:
+    """Epoch milliseconds -> ISO 8601 UTC with ``Z`` (``2026-12-04T18:00:00Z``; fractions only when present),
+    the same spelling as the API."""
+    return from_ms(ms).isoformat().replace("+00:00", "Z")
+
+
+def truncate(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, marked when cut (errors stored on runs: MAX_ERROR_CHARS)."""
+    if len(text) <= limit:
+        return text
+    marker = " ... [truncated]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def tail(text: str, limit: int = 1000) -> str:
+    """The last ``limit`` characters of ``text`` (a command's stderr: the end says what went wrong)."""
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+class CancelToken:
+    """Set when the worker abandons a try (timeout). Long-running code waits on it (``wait``) or registers a
+    callback (``on_cancel``, e.g. killing a process group); callbacks run once, in the cancelling thread."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True when cancelled meanwhile."""
+        return self._event.wait(seconds)
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` at cancellation (at once if already cancelled)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def cancel(self) -> None:
+        """Cancel: set the flag and run the registered callbacks (their errors are ignored)."""
+        with self._lock:
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            with contextlib.suppress(Exception):  # a failed cleanup must not hide the timeout
+                callback()
+
+
+@dataclass
+class TargetCall:
+    """One try of one run, as handed to a target.
+
+    ``scheduled_for_ms`` is the run's nominal fire instant (epoch ms, UTC); ``attempt`` is 1-based;
+    ``timeout_s`` is the job's timeout (already capped by the deployment's worker cap); ``input`` is the
+    job's JSON input.
+    """
+
+    run_id: str
+    job_id: str
+    scheduled_for_ms: int
+    attempt: int
+    input: Any = None
+    timeout_s: float = 300.0
+    cancel: CancelToken = field(default_factory=CancelToken)
+
+    @property
+    def idempotency_key(self) -> str:
+        """The run id: identical on every delivery and attempt of the run."""
+        return self.run_id
+
+    @property
+    def scheduled_for(self) -> str:
+        """``scheduled_for`` as ISO 8601 UTC (``2026-12-04T18:00:00Z``)."""
+        return iso_utc(self.scheduled_for_ms)
+
+    def envelope(self) -> dict[str, Any]:
+        """The run envelope sent to ``lambda`` and ``sqs`` targets (SPEC section 2):
+        ``{run_id, job_id, scheduled_for (ISO UTC), attempt, input}``."""
+        return {
+            "run_id": self.run_id,
+            "job_id": self.job_id,
+            "scheduled_for": self.scheduled_for,
+            "attempt": self.attempt,
+            "input": self.input,
+        }
+
+
+class Executor(Protocol):
+    """Runs one kind of target. Returns a short description of the result (for logs); raises
+    ``TargetFailed`` (or ``TargetTimedOut``) when the try failed."""
+
+    def execute(self, target: Any, call: TargetCall) -> str: ...

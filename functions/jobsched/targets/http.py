@@ -1,0 +1,201 @@
+"""``http`` targets (httpx), with the server-side request forgery guard.
+
+The request: ``method url`` with body ``input`` as JSON (none for GET or a null input), the job's headers,
+then ``Idempotency-Key: <run id>``, ``X-Jobsched-Scheduled-For`` (ISO 8601 UTC), ``X-Jobsched-Attempt``,
+``X-Jobsched-Run-Id`` and ``X-Jobsched-Job-Id`` (ours win over the job's). 2xx is success (SPEC section 2);
+redirects are not followed (a 3xx fails the try); proxies from the environment are ignored.
+
+Address guard: every address the host resolves to is checked when the connection is made (not in a
+separate look-up before it, which DNS rebinding would defeat), and the connection goes to a checked
+address. Loopback (127.0.0.0/8, ::1, and the unspecified 0.0.0.0/::, which reaches the local host) is
+refused unless ``Settings.allow_loopback_http_targets``; any other non-global address (private, link-local
+such as 169.254.169.254, shared 100.64.0.0/10, reserved, multicast) unless
+``Settings.allow_private_http_targets``. IPv4-mapped IPv6 addresses are judged as the IPv4 address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import threading
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+
+from jobsched.models import HttpTarget
+from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, truncate
+
+Resolver = Callable[[str, int], list[str]]
+"""``(host, port) -> IP address strings``; raises OSError when the name does not resolve."""
+
+MAX_BODY_EXCERPT = 2048  # bytes of a failed response's body kept in the error
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Resolve with the system resolver (getaddrinfo), every address, in its order, without repeats."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class AddressRefused(Exception):
+    """The target's host resolves to an address the deployment does not allow."""
+
+
+@dataclass(frozen=True)
+class AddressPolicy:
+    """Which addresses ``http`` targets may reach (the deployment's switches)."""
+
+    allow_private: bool = False
+    allow_loopback: bool = False
+
+    def refusal(self, address: str) -> str | None:
+        """Why ``address`` is refused (e.g. ``"link-local"``), or None when allowed.
+
+        Raises ValueError for a string that is not an IP address.
+        """
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if ip.is_loopback or ip.is_unspecified:
+            return None if self.allow_loopback else "loopback"
+        if ip.is_global:
+            return None
+        if self.allow_private:
+            return None
+        if ip.is_link_local:
+            return "link-local"
+        if ip.is_private:
+            return "private"
+        return "not a public address"
+
+
+class _GuardedBackend(httpcore.SyncBackend):
+    """httpcore network backend that resolves the host itself, checks every address, and connects to one."""
+
+    def __init__(self, policy: AddressPolicy, resolver: Resolver) -> None:
+        self.policy = policy
+        self.resolver = resolver
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: typing.Iterable[typing.Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            addresses = self.resolver(host, port)
+        except OSError as error:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {error}") from error
+        if not addresses:
+            raise httpcore.ConnectError(f"cannot resolve {host}: no addresses")
+        for address in addresses:
+            reason = self.policy.refusal(address)
+            if reason:
+                raise AddressRefused(
+                    f"refused: {host} resolves to {address} ({reason}); this deployment does not allow "
+                    "http targets on such addresses"
+                )
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as error:
+                last = error
+        assert last is not None
+        raise last
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    """httpx transport whose connections go through the address guard (TLS still verifies the host name:
+    httpcore takes the server name from the URL, not from the address connected to)."""
+
+    def __init__(self, policy: AddressPolicy, resolver: Resolver = system_resolver) -> None:
+        super().__init__(trust_env=False)
+        # httpx.HTTPTransport has no parameter for httpcore's network backend: rebuild its pool with ours.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            network_backend=_GuardedBackend(policy, resolver),
+        )
+
+
+def display_url(url: str) -> str:
+    """``url`` without its query, fragment or credentials (errors and logs must not leak tokens)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+class HttpExecutor:
+    """Runs ``http`` targets. One pooled client per executor (thread-safe); per-try timeout ``timeout_s``."""
+
+    def __init__(self, policy: AddressPolicy, resolver: Resolver = system_resolver) -> None:
+        self.policy = policy
+        self.resolver = resolver
+        self._lock = threading.Lock()
+        self._client: httpx.Client | None = None
+
+    @property
+    def client(self) -> httpx.Client:
+        """The pooled client, created on first use."""
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(
+                    transport=GuardedTransport(self.policy, self.resolver),
+                    follow_redirects=False,
+                    trust_env=False,
+                )
+            return self._client
+
+    def execute(self, target: HttpTarget, call: TargetCall) -> str:
+        """Send the request; 2xx -> ``"HTTP 200"``; else ``TargetFailed`` with the status and a body
+        excerpt; past ``call.timeout_s`` (httpx connect/read/write timeouts) ``TargetTimedOut``."""
+        headers = httpx.Headers(target.headers)
+        headers["Idempotency-Key"] = call.idempotency_key
+        headers["X-Jobsched-Scheduled-For"] = call.scheduled_for
+        headers["X-Jobsched-Attempt"] = str(call.attempt)
+        headers["X-Jobsched-Run-Id"] = call.run_id
+        headers["X-Jobsched-Job-Id"] = call.job_id
+        content: bytes | None = None
+        if call.input is not None and target.method != "GET":
+            content = json.dumps(call.input, separators=(",", ":")).encode()
+            if "content-type" not in headers:
+                headers["Content-Type"] = "application/json"
+        shown = f"{target.method} {display_url(target.url)}"
+        try:
+            with self.client.stream(
+                target.method, target.url, headers=headers, content=content, timeout=call.timeout_s
+            ) as response:
+                excerpt = _read_prefix(response, MAX_BODY_EXCERPT)
+        except AddressRefused as error:
+            raise TargetFailed(str(error)) from error
+        except httpx.TimeoutException as error:
+            raise TargetTimedOut(f"timed out after {call.timeout_s:g} s (timeout_s): {shown}") from error
+        except httpx.HTTPError as error:
+            raise TargetFailed(f"{shown} failed: {type(error).__name__}: {error}") from error
+        if not 200 <= response.status_code < 300:
+            body = excerpt.decode("utf-8", "replace").strip()
+            raise TargetFailed(truncate(f"HTTP {response.status_code} from {shown}: {body}"))
+        return f"HTTP {response.status_code}"
+
+
+def _read_prefix(response: httpx.Response, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body; the rest is not downloaded."""
+    data = b""
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) >= limit:
+            break
+    return data[:limit]

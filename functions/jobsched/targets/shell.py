@@ -1,0 +1,108 @@
+"""``shell`` targets: ``/bin/sh -c <command>`` in its own process group.
+
+Only where the deployment enables them (``Settings.allow_shell_targets``; local mode does, AWS does not by
+default since the command would run with the worker's role); otherwise the try fails saying so.
+
+The command gets ``JOBSCHED_RUN_ID`` (its idempotency key), ``JOBSCHED_JOB_ID``,
+``JOBSCHED_SCHEDULED_FOR`` (ISO 8601 UTC) and ``JOBSCHED_ATTEMPT`` on top of the worker's environment;
+``input`` on stdin: a string as is, null as nothing, anything else as JSON. Exit status 0 is success;
+otherwise the try fails with the tail of stderr. Past ``timeout_s`` (or when the worker cancels the try)
+the whole process group is killed (SIGKILL), children included. Output goes to temporary files, so a
+chatty command cannot fill the worker's memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from typing import IO
+
+from jobsched.models import ShellTarget
+from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, tail
+
+SHELL = "/bin/sh"
+STDERR_TAIL_CHARS = 1000
+
+
+def stdin_bytes(value: object) -> bytes:
+    """What a shell command reads on stdin for job input ``value`` (see the module docstring)."""
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class ShellExecutor:
+    """Runs ``shell`` targets when ``enabled``; ``base_env`` is the environment the command inherits."""
+
+    def __init__(self, *, enabled: bool, base_env: dict[str, str] | None = None) -> None:
+        self.enabled = enabled
+        self.base_env = dict(os.environ) if base_env is None else base_env
+
+    def execute(self, target: ShellTarget, call: TargetCall) -> str:
+        """Run the command to completion (or kill it at ``call.timeout_s``); see the module docstring.
+
+        Raises ``TargetFailed`` (disabled, cannot start, non-zero exit) or ``TargetTimedOut`` (killed).
+        """
+        if not self.enabled:
+            raise TargetFailed(
+                "shell targets are disabled in this deployment (set ALLOW_SHELL_TARGETS=true only where "
+                "running commands with the worker's permissions is acceptable)"
+            )
+        env = {
+            **self.base_env,
+            "JOBSCHED_RUN_ID": call.run_id,
+            "JOBSCHED_JOB_ID": call.job_id,
+            "JOBSCHED_SCHEDULED_FOR": call.scheduled_for,
+            "JOBSCHED_ATTEMPT": str(call.attempt),
+        }
+        with (
+            tempfile.TemporaryFile() as stdin,
+            tempfile.TemporaryFile() as stdout,
+            tempfile.TemporaryFile() as stderr,
+        ):
+            stdin.write(stdin_bytes(call.input))
+            stdin.seek(0)
+            try:
+                process = subprocess.Popen(
+                    [SHELL, "-c", target.command],
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                    env=env,
+                    start_new_session=True,  # its own process group: killed as a whole
+                )
+            except OSError as error:
+                raise TargetFailed(f"shell command could not start: {error}") from error
+            call.cancel.on_cancel(lambda: _kill_group(process))
+            try:
+                code = process.wait(timeout=call.timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                process.wait()
+                raise TargetTimedOut(
+                    f"timed out after {call.timeout_s:g} s (timeout_s); shell command killed"
+                ) from None
+            if call.cancel.cancelled:
+                raise TargetTimedOut("shell command killed: the try was cancelled")
+            if code != 0:
+                status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+                message = _read_tail(stderr)
+                raise TargetFailed(f"shell command failed ({status})" + (f": {message}" if message else ""))
+            return f"shell exit 0: {_read_tail(stdout, 200)}"
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _read_tail(stream: IO[bytes], limit: int = STDERR_TAIL_CHARS) -> str:
+    size = stream.seek(0, os.SEEK_END)
+    stream.seek(max(0, size - 4 * limit))
+    return tail(stream.read().decode("utf-8", "replace").strip(), limit)

@@ -1,0 +1,621 @@
+"""The worker: one delivery of a run, from claim to a recorded result (SPEC section 5; walkthrough deep dives
+"exactly once" and "retries and timeouts"). Pure domain: no boto3; the stores, queues and targets are passed
+in behind the small interfaces below.
+
+One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_for"}``):
+
+1. Claim the run with one conditional update: ``queued|retrying -> running`` (a retrying run once its
+   ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``Settings.heartbeat_stale_s``
+   (its worker was lost). The claim sets ``worker``, ``attempt + 1``, ``started_at``, ``heartbeat_at`` and,
+   on the first try, ``lateness_ms`` (start minus ``scheduled_for``). A delivery that loses the claim (a
+   duplicate, a finished run) is acknowledged and dropped: SQS gives at least once, the claim gives at most
+   one try at a time.
+2. Read the job's spec. Deleted: the run is recorded ``skipped``. Out of attempts (the lost worker's try was
+   the last, or ``max_attempts`` was lowered): ``dead`` without running. ``overlap: skip`` with another run
+   of the job running: ``skipped``.
+3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
+   is cancelled: a shell command is killed, a command is abandoned); every ``heartbeat_interval_s`` the run
+   row's ``heartbeat_at`` and the message's visibility are extended.
+4. Record the result, conditioned on the run still being this claim's: ``succeeded``; or after a failed try
+   ``retrying`` (then the retry message, SQS delay ``RetryPolicy.delay_s``) or, out of attempts, ``dead``
+   (then the dead-run message and the owner's alert).
+
+Crash safety, write by write: every state is recoverable. ``queued``/``retrying`` rows carry ``sweep_at``
+(re-enqueued by the sweeper when their message never comes); a ``running`` row whose worker died stops
+beating (taken over by a redelivery or the sweeper, as a failed try); ``dead`` is written before its
+notifications and keeps its sweep keys with ``notify_pending`` until they are out (the sweeper resends).
+No second worker runs a try concurrently: every claim is conditional.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from jobsched.adapters.alerts import DeadRun
+from jobsched.adapters.queue import MAX_DELAY_S, RunMessage
+from jobsched.clock import Clock
+from jobsched.models import Job, OverlapPolicy, RunStatus
+from jobsched.observability import MetricName, logger, metrics
+from jobsched.settings import Settings
+from jobsched.store.layout import job_from_items, run_id
+from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, iso_utc, truncate
+
+RETRY_EARLY_SLACK_MS = 5_000
+"""A retrying run may be claimed this long before its ``retry_at`` (clock skew between hosts)."""
+NOTIFY_RETRY_MS = 60_000
+"""A dead run whose notifications are not confirmed within this is re-notified by the sweeper."""
+OVERLAP_SCAN_LIMIT = 100
+"""``overlap: skip`` looks for a running run among the job's this many newest runs."""
+
+
+class Outcome(StrEnum):
+    """What one delivery did (the record handler's result)."""
+
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    SKIPPED = "skipped"
+    DROPPED = "dropped"  # lost the claim: a duplicate or late delivery
+    LOST = "lost"  # the run stopped being ours mid-try (the sweeper or a redelivery took it over)
+
+
+# --- the interfaces the worker needs ------------------------------------------------------------------
+
+
+class RunRows(Protocol):
+    """The run lifecycle writes (``jobsched.store.runs.RunStore``)."""
+
+    def claim(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        retry_due_by_ms: int,
+    ) -> tuple[bool, dict[str, Any] | None]: ...
+
+    def heartbeat(
+        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
+    ) -> bool: ...
+
+    def succeed(
+        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
+    ) -> bool: ...
+
+    def retry(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        attempt: int,
+        worker: str,
+        error: str,
+        retry_at_ms: int,
+        sweep_at_ms: int,
+        heartbeat_at: int | None = None,
+    ) -> bool: ...
+
+    def dead(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        attempt: int,
+        worker: str,
+        now_ms: int,
+        error: str,
+        final_attempt: int,
+        notify_at_ms: int,
+        heartbeat_at: int | None = None,
+    ) -> bool: ...
+
+    def notified(self, job_id: str, scheduled_for_ms: int) -> bool: ...
+
+    def skip(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        attempt: int,
+        worker: str,
+        now_ms: int,
+        reason: str,
+        heartbeat_at: int | None = None,
+    ) -> bool: ...
+
+    def running_runs(self, job_id: str, *, limit: int = ...) -> list[dict[str, Any]]: ...
+
+
+class JobSpecs(Protocol):
+    """Reads a job's spec item (``jobsched.store.jobs.JobStore.get_spec``): None when deleted."""
+
+    def get_spec(self, job_id: str) -> dict[str, Any] | None: ...
+
+
+class RunSender(Protocol):
+    """Sends run messages (``jobsched.adapters.queue.RunQueue``). Raises on refusal."""
+
+    def send(self, messages: Sequence[RunMessage]) -> None: ...
+
+
+class VisibilityExtender(Protocol):
+    """Extends an in-flight message's visibility (``RunQueue.change_visibility``)."""
+
+    def change_visibility(self, receipt_handle: str, seconds: int) -> None: ...
+
+
+class DeadRunSink(Protocol):
+    """Dead-run queue + owner alert (``jobsched.adapters.alerts.DeadRunNotifier``). Raises on failure."""
+
+    def notify(self, dead: DeadRun) -> None: ...
+
+
+class TargetRunner(Protocol):
+    """Runs one try against a target (``jobsched.targets.Targets``); raises ``TargetFailed``."""
+
+    def execute(self, target: Any, call: TargetCall) -> str: ...
+
+
+class Waiter(Protocol):
+    """Monotonic seconds and waiting on an event; tests pass a fake that moves simulated time."""
+
+    def monotonic(self) -> float: ...
+
+    def wait(self, event: threading.Event, seconds: float) -> bool: ...
+
+
+class RealWaiter:
+    """``time.monotonic`` and ``Event.wait``: the production waiter."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        return event.wait(max(0.0, seconds))
+
+
+# --- values ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of a run message. ``receipt_handle`` is None when not from SQS (nothing to extend)."""
+
+    message: RunMessage
+    worker: str
+    receipt_handle: str | None = None
+    receive_count: int = 1
+
+
+@dataclass(frozen=True)
+class Owned:
+    """The state a transition is conditioned on: running under the claim ``(attempt, worker)``; the sweeper
+    adds the stale ``heartbeat_at`` it saw, so a beat since then wins."""
+
+    job_id: str
+    scheduled_for: int
+    attempt: int
+    worker: str
+    heartbeat_at: int | None = None
+    owner: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.job_id, self.scheduled_for)
+
+
+def default_worker_id() -> str:
+    """``<host>/<pid>/<thread>``: names a worker thread when no Lambda request id is at hand."""
+    return f"{socket.gethostname()}/{os.getpid()}/{threading.get_ident()}"
+
+
+def lost_worker_error(attempt: int, heartbeat_at: int | None, stale_s: int) -> str:
+    """The error recorded for a try whose worker stopped beating (it counts as a failed try)."""
+    since = f" since {iso_utc(heartbeat_at)}" if heartbeat_at is not None else ""
+    return f"worker lost during attempt {attempt}: no heartbeat{since} (over {stale_s} s)"
+
+
+def dead_run(owned: Owned, job: Job | None, error: str, attempts: int, now_ms: int) -> DeadRun:
+    """The ``DeadRun`` (dead-letter envelope + alert facts) of a run; ``job`` None when it was deleted."""
+    return DeadRun(
+        run_id=owned.run_id,
+        job_id=owned.job_id,
+        scheduled_for_ms=owned.scheduled_for,
+        attempts=attempts,
+        error=error,
+        dead_at_ms=now_ms,
+        owner=job.owner if job else owned.owner,
+        job_name=job.name if job else None,
+        schedule=job.schedule if job else None,
+        timezone=job.timezone if job else None,
+        target_type=job.target.type if job else None,
+        input=job.input if job else None,
+    )
+
+
+# --- failed tries: retry with backoff, or dead with notifications (shared with the sweeper) ------------
+
+
+class Failures:
+    """What happens after a failed try, for the worker and the sweeper alike.
+
+    With attempts left (``attempt < retry.max_attempts``): ``retrying`` with ``retry_at = now + delay``,
+    ``delay = min(backoff_s * 2**(attempt-1), max_backoff_s)`` seconds (``RetryPolicy.delay_s``, SQS caps
+    it at 900 s), then the retry message with that SQS delay. Otherwise ``dead``, then the dead-run message
+    and the alert. State first, messages second: a crash in between is repaired by the sweeper.
+    """
+
+    def __init__(
+        self,
+        *,
+        runs: RunRows,
+        queue: RunSender,
+        dead_runs: DeadRunSink,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.runs = runs
+        self.queue = queue
+        self.dead_runs = dead_runs
+        self.settings = settings
+        self.clock = clock
+
+    def failed_try(self, owned: Owned, job: Job, error: str) -> Outcome:
+        """Record the failed try ``owned.attempt`` of ``job``'s run: ``RETRYING``, ``DEAD``, or ``LOST``
+        when the run is no longer ``owned`` (someone else moved it on)."""
+        error = truncate(error)
+        if owned.attempt >= job.retry.max_attempts:
+            return self.dead(owned, job, error, attempts=owned.attempt)
+        now = self.clock()
+        delay_s = min(job.retry.delay_s(owned.attempt), MAX_DELAY_S)
+        retry_at = now + delay_s * 1000
+        recorded = self.runs.retry(
+            owned.job_id,
+            owned.scheduled_for,
+            attempt=owned.attempt,
+            worker=owned.worker,
+            error=error,
+            retry_at_ms=retry_at,
+            sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
+            heartbeat_at=owned.heartbeat_at,
+        )
+        if not recorded:
+            logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
+            return Outcome.LOST
+        metrics.add_metric(name=MetricName.RUNS_RETRIED, unit=MetricUnit.Count, value=1)
+        logger.warning(
+            "run failed; retrying",
+            run_id=owned.run_id,
+            job_id=owned.job_id,
+            attempt=owned.attempt,
+            max_attempts=job.retry.max_attempts,
+            retry_in_s=delay_s,
+            error=error,
+        )
+        try:
+            self.queue.send([RunMessage(owned.job_id, owned.scheduled_for, delay_s=delay_s)])
+        except Exception:
+            logger.exception("retry not enqueued; the sweeper re-enqueues it when due", run_id=owned.run_id)
+        return Outcome.RETRYING
+
+    def dead(self, owned: Owned, job: Job, error: str, *, attempts: int) -> Outcome:
+        """Record the run ``dead`` after ``attempts`` tries, then send its dead-run message and alert."""
+        error = truncate(error)
+        now = self.clock()
+        recorded = self.runs.dead(
+            owned.job_id,
+            owned.scheduled_for,
+            attempt=owned.attempt,
+            worker=owned.worker,
+            now_ms=now,
+            error=error,
+            final_attempt=attempts,
+            notify_at_ms=now + NOTIFY_RETRY_MS,
+            heartbeat_at=owned.heartbeat_at,
+        )
+        if not recorded:
+            logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)
+            return Outcome.LOST
+        metrics.add_metric(name=MetricName.RUNS_DEAD, unit=MetricUnit.Count, value=1)
+        logger.error(
+            "run dead: out of attempts",
+            run_id=owned.run_id,
+            job_id=owned.job_id,
+            owner=job.owner,
+            attempts=attempts,
+            error=error,
+        )
+        self.notify(dead_run(owned, job, error, attempts, now))
+        return Outcome.DEAD
+
+    def notify(self, dead: DeadRun) -> bool:
+        """Send a dead run's dead-run message and alert, then clear its ``notify_pending`` mark.
+
+        False when something failed (logged): the mark stays and the sweeper sends again (at least once).
+        """
+        try:
+            self.dead_runs.notify(dead)
+            self.runs.notified(dead.job_id, dead.scheduled_for_ms)
+        except Exception:
+            logger.exception("dead-run notification failed; the sweeper will resend it", run_id=dead.run_id)
+            return False
+        return True
+
+
+# --- heartbeat and supervision ---------------------------------------------------------------------------
+
+
+class Heartbeat:
+    """One beat per ``heartbeat_interval_s`` while a try runs: ``heartbeat_at = now`` on the run row
+    (conditional on still being ours) and the message's visibility extended by ``visibility_s`` (so SQS
+    redelivers it only after the beats stop long enough for the run to be taken over).
+
+    ``beat(now_ms)`` is called by ``supervise`` in production and directly by tests. Errors are logged,
+    never raised: a missed beat must not fail a try that is running fine. ``lost`` turns True once the row
+    is no longer ours (the sweeper declared the worker lost).
+    """
+
+    def __init__(
+        self,
+        *,
+        runs: RunRows,
+        owned: Owned,
+        visibility: VisibilityExtender | None,
+        receipt_handle: str | None,
+        visibility_s: int,
+    ) -> None:
+        self.runs = runs
+        self.owned = owned
+        self.visibility = visibility
+        self.receipt_handle = receipt_handle
+        self.visibility_s = visibility_s
+        self.lost = False
+        self.beats = 0
+
+    def beat(self, now_ms: int) -> bool:
+        """Beat once at ``now_ms`` (epoch ms). Returns False when the run is no longer ours."""
+        self.beats += 1
+        try:
+            if not self.runs.heartbeat(
+                self.owned.job_id,
+                self.owned.scheduled_for,
+                attempt=self.owned.attempt,
+                worker=self.owned.worker,
+                now_ms=now_ms,
+            ):
+                self.lost = True
+                logger.warning("heartbeat refused: the run is no longer ours", run_id=self.owned.run_id)
+        except Exception:
+            logger.exception("heartbeat write failed", run_id=self.owned.run_id)
+        if self.visibility is not None and self.receipt_handle:
+            try:
+                self.visibility.change_visibility(self.receipt_handle, self.visibility_s)
+            except Exception:
+                logger.exception("visibility extension failed", run_id=self.owned.run_id)
+        return not self.lost
+
+
+def supervise(
+    work: Callable[[], str],
+    *,
+    call: TargetCall,
+    beat: Callable[[], object] | None,
+    interval_s: float,
+    waiter: Waiter,
+) -> str:
+    """Run ``work`` (one try) in a daemon thread; call ``beat`` every ``interval_s`` seconds while it runs.
+
+    Past ``call.timeout_s`` seconds (monotonic, from ``waiter``) the try is cancelled (``call.cancel``: a
+    shell command is killed, a cooperative command stops) and abandoned, raising ``TargetTimedOut``.
+    Returns ``work``'s result or re-raises its exception.
+    """
+    done = threading.Event()
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as error:
+            result["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"try-{call.run_id}-{call.attempt}", daemon=True).start()
+    start = waiter.monotonic()
+    deadline = start + call.timeout_s
+    next_beat = start + interval_s
+    while not done.is_set():
+        now = waiter.monotonic()
+        if now >= deadline:
+            call.cancel.cancel()
+            raise TargetTimedOut(f"timed out after {call.timeout_s:g} s (timeout_s)")
+        if now >= next_beat:
+            if beat is not None:
+                beat()
+            next_beat = now + interval_s
+        waiter.wait(done, min(deadline, next_beat) - now)
+    if "error" in result:
+        raise result["error"]
+    return str(result["value"])
+
+
+# --- the worker -------------------------------------------------------------------------------------------
+
+
+class Worker:
+    """Processes deliveries of runs (see the module docstring). Thread-safe: no per-delivery state is kept
+    on the object, so one instance serves a local pool of worker threads."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        runs: RunRows,
+        jobs: JobSpecs,
+        queue: RunSender,
+        dead_runs: DeadRunSink,
+        targets: TargetRunner,
+        clock: Clock,
+        visibility: VisibilityExtender | None = None,
+        waiter: Waiter | None = None,
+    ) -> None:
+        self.settings = settings
+        self.runs = runs
+        self.jobs = jobs
+        self.targets = targets
+        self.clock = clock
+        self.visibility = visibility
+        self.waiter = waiter or RealWaiter()
+        self.failures = Failures(runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock)
+
+    def handle_record(self, record: SQSRecord | dict[str, Any], lambda_context: Any = None) -> str:
+        """The Powertools ``BatchProcessor`` record handler: one SQS record (or its event dict) -> ``Outcome``.
+
+        The worker id is the Lambda request id when a context is given, else ``default_worker_id()``.
+        Raises ValueError for a malformed body (the record fails; SQS redrive moves a poison message to the
+        run queue's DLQ) and lets storage errors propagate (the record fails and is redelivered).
+        """
+        if isinstance(record, dict):
+            record = SQSRecord(record)
+        request_id = getattr(lambda_context, "aws_request_id", None)
+        delivery = Delivery(
+            message=RunMessage.parse(record.body),
+            worker=str(request_id) if request_id else default_worker_id(),
+            receipt_handle=record.receipt_handle or None,
+            receive_count=int(record.attributes.approximate_receive_count or 1),
+        )
+        return self.process(delivery).value
+
+    def process(self, delivery: Delivery) -> Outcome:
+        """Process one delivery of a run (claim, checks, try, result). See the module docstring."""
+        message = delivery.message
+        rid = run_id(message.job_id, message.scheduled_for)
+        now = self.clock()
+        claimed, before = self.runs.claim(
+            message.job_id,
+            message.scheduled_for,
+            worker=delivery.worker,
+            now_ms=now,
+            stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
+            retry_due_by_ms=now + RETRY_EARLY_SLACK_MS,
+        )
+        if not claimed:
+            logger.info(
+                "delivery dropped: run not claimable",
+                run_id=rid,
+                status=(before or {}).get("status", "missing"),
+                receive_count=delivery.receive_count,
+            )
+            return Outcome.DROPPED
+        before = before or {}
+        attempt = int(before.get("attempt", 0)) + 1
+        owned = Owned(
+            message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.get("owner")
+        )
+        if before.get("lateness_ms") is None:
+            metrics.add_metric(
+                name=MetricName.RUN_LATENESS,
+                unit=MetricUnit.Milliseconds,
+                value=max(0, now - message.scheduled_for),
+            )
+        logger.info(
+            "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.get("status")
+        )
+
+        spec = self.jobs.get_spec(message.job_id)
+        if spec is None:
+            return self._skip(owned, "job deleted before the run started")
+        job = job_from_items(spec, None)
+        if attempt > job.retry.max_attempts:
+            if before.get("status") == RunStatus.RUNNING.value:
+                error = lost_worker_error(
+                    attempt - 1, before.get("heartbeat_at"), self.settings.heartbeat_stale_s
+                )
+            else:
+                error = f"out of attempts: the job allows {job.retry.max_attempts}"
+            return self.failures.dead(owned, job, error, attempts=attempt - 1)
+        if job.overlap is OverlapPolicy.SKIP:
+            other = self._running_other(owned, started_at=now)
+            if other is not None:
+                return self._skip(owned, f"overlap: run {other.get('run_id')} of this job is still running")
+
+        call = TargetCall(
+            run_id=owned.run_id,
+            job_id=owned.job_id,
+            scheduled_for_ms=owned.scheduled_for,
+            attempt=attempt,
+            input=job.input,
+            timeout_s=float(min(job.timeout_s, self.settings.worker_timeout_cap_s)),
+        )
+        heartbeat = Heartbeat(
+            runs=self.runs,
+            owned=owned,
+            visibility=self.visibility,
+            receipt_handle=delivery.receipt_handle,
+            visibility_s=self.settings.heartbeat_stale_s + self.settings.heartbeat_interval_s,
+        )
+        try:
+            detail = supervise(
+                lambda: self.targets.execute(job.target, call),
+                call=call,
+                beat=lambda: heartbeat.beat(self.clock()),
+                interval_s=self.settings.heartbeat_interval_s,
+                waiter=self.waiter,
+            )
+        except TargetFailed as error:
+            return self.failures.failed_try(owned, job, str(error))
+        except Exception as error:  # a bug in an executor still ends the try, never the run
+            logger.exception("target raised unexpectedly", run_id=owned.run_id)
+            return self.failures.failed_try(owned, job, f"{type(error).__name__}: {error}")
+
+        if not self.runs.succeed(
+            owned.job_id, owned.scheduled_for, attempt=attempt, worker=owned.worker, now_ms=self.clock()
+        ):
+            logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
+            return Outcome.LOST
+        metrics.add_metric(name=MetricName.RUNS_SUCCEEDED, unit=MetricUnit.Count, value=1)
+        logger.info("run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=detail)
+        return Outcome.SUCCEEDED
+
+    def _skip(self, owned: Owned, reason: str) -> Outcome:
+        if not self.runs.skip(
+            owned.job_id,
+            owned.scheduled_for,
+            attempt=owned.attempt,
+            worker=owned.worker,
+            now_ms=self.clock(),
+            reason=reason,
+        ):
+            return Outcome.LOST
+        metrics.add_metric(name=MetricName.RUNS_SKIPPED, unit=MetricUnit.Count, value=1)
+        logger.info("run skipped", run_id=owned.run_id, job_id=owned.job_id, reason=reason)
+        return Outcome.SKIPPED
+
+    def _running_other(self, owned: Owned, *, started_at: int) -> dict[str, Any] | None:
+        """Another run of the job that is running (fresh heartbeat) and started before this one.
+
+        Run after the claim, with the tie broken by ``(started_at, scheduled_for)``: of two runs claimed at
+        the same moment exactly one sees the other first, so they never both skip.
+        """
+        fresh_after = self.clock() - self.settings.heartbeat_stale_s * 1000
+        mine = (started_at, owned.scheduled_for)
+        for row in self.runs.running_runs(owned.job_id, limit=OVERLAP_SCAN_LIMIT):
+            if row["scheduled_for"] == owned.scheduled_for:
+                continue
+            if int(row.get("heartbeat_at", 0)) < fresh_after:
+                continue  # its worker is lost: not running any more
+            if (int(row.get("started_at", 0)), int(row["scheduled_for"])) < mine:
+                return row
+        return None
