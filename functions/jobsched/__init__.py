@@ -1,0 +1,1 @@
+"""jobsched: serverless distributed job scheduler."""

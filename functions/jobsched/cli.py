@@ -1,0 +1,74 @@
+"""The ``jobsched`` command line: one typer app, one function per command.
+
+Commands are registered with ``@app.command("<name>")``; there are no global options, so each
+command owns its flags. ``next`` previews a schedule's fire instants offline.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+
+from jobsched.schedules import ScheduleError, get_zone, parse_instant, validate_schedule
+
+app = typer.Typer(
+    name="jobsched",
+    help="jobsched: a serverless distributed job scheduler.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+USAGE_ERROR = 2
+"""Exit status for bad input, as for a usage error."""
+
+
+@app.callback()
+def _root() -> None:
+    """jobsched: a serverless distributed job scheduler."""
+
+
+def _fail(field: str, message: str) -> typer.Exit:
+    """Print ``error: <field>: <message>`` as ONE line on stderr; return the exit to raise."""
+    typer.echo(f"error: {field}: {' '.join(message.split())}", err=True)
+    return typer.Exit(USAGE_ERROR)
+
+
+@app.command("next")
+def next_fires(
+    expression: Annotated[
+        str, typer.Argument(help="Schedule: cron, @macro, rate(...), every ..., daily, at ...")
+    ],
+    tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the schedule.")] = "UTC",
+    after: Annotated[
+        str | None,
+        typer.Option("--after", help="ISO 8601 instant to start after (naive = in --tz). Default: now."),
+    ] = None,
+    count: Annotated[int, typer.Option("--count", help="How many fire instants to print.")] = 5,
+) -> None:
+    """Print the next COUNT fire instants of EXPRESSION, one ISO 8601 instant with offset per line.
+
+    Instants are in the schedule's zone (e.g. 2023-10-30T02:00:00+01:00). A rate is anchored at
+    --after. Bad input exits 2 with one line on stderr.
+    """
+    try:
+        zone = get_zone(tz)
+        start = (
+            datetime.now(UTC).replace(microsecond=0)
+            if after is None
+            else parse_instant(after, zone, field="after")
+        )
+        if count < 1:
+            raise ScheduleError("count", f"--count must be at least 1, got {count}")
+        schedule = validate_schedule(expression, tz, now=start, min_interval_s=0)
+    except ScheduleError as error:
+        raise _fail(error.field, error.message) from None
+    fires = schedule.fires(start, datetime.max.replace(tzinfo=UTC), count)
+    for fire in fires:
+        typer.echo(fire.isoformat())
+
+
+def main() -> None:
+    """Console-script entry point (``jobsched = jobsched.cli:main``)."""
+    app()

@@ -1,0 +1,826 @@
+"""Schedule parsing and next-fire computation: the one module that owns jobsched's schedule rules.
+
+Pure: no AWS, no clock reads, no environment. croniter does the cron field arithmetic on naive
+*wall-clock* times; this module owns every convention on top of it (SPEC section 1):
+
+- 6-field cron reads SECONDS FIRST (croniter is told ``second_at_beginning=True``).
+- Vixie cron day rule: when day-of-month and day-of-week are both restricted a day matches if
+  EITHER matches, unless either field starts with ``*`` (e.g. ``*/10``), in which case both must
+  match. The union is computed here as two croniter matchers (one per day field), because
+  croniter mixes up the union when ``#``/``W`` are involved and ORs ``*``-prefixed fields.
+- ``dL`` (last weekday d of the month) is rewritten to croniter's ``Ld`` spelling.
+- ISC cron daylight-saving convention, applied when mapping wall-clock times to instants:
+  a fixed-time entry (minute and hour fields do not start with ``*``) fires once at the first
+  instant after a spring-forward gap and only on the first pass of a repeated (fall-back) time;
+  a wildcard entry follows the wall clock: never in the gap, on both passes of a repeated time.
+- Rates are fixed intervals of real time from an anchor (``start_at``), unaffected by DST.
+- Time zones are IANA names only (see :func:`get_zone`).
+
+All instants handed out are aware datetimes in the schedule's zone; inputs may be aware
+datetimes in any zone (naive ones are refused, except where a function says otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cache, cached_property, lru_cache
+from itertools import pairwise
+from typing import Protocol
+from zoneinfo import ZoneInfo, available_timezones
+
+from croniter import CroniterBadDateError, CroniterError, croniter
+
+__all__ = [
+    "ONE_OFF_GRACE_S",
+    "Schedule",
+    "ScheduleError",
+    "get_zone",
+    "jitter_offset_ms",
+    "localize",
+    "parse_instant",
+    "parse_schedule",
+    "validate_schedule",
+]
+
+ONE_OFF_GRACE_S = 60.0
+"""A one-off less than this many seconds in the past at registration runs once, now (SPEC section 1)."""
+
+_EPSILON = timedelta(microseconds=1)
+_FIRST_FIRE_TOLERANCE = timedelta(milliseconds=1)
+_NEVER_FIRES_HORIZON_YEARS = 28  # one full Gregorian weekday/leap cycle: covers `0 9 29 2 1`-style rules
+_INTERVAL_SAMPLE_SIZE = 64
+_INTERVAL_SAMPLE_START = datetime(2000, 1, 1)  # a leap year; any fixed naive reference works
+
+_FORMS_HELP = (
+    "expected a cron expression (5 fields, or 6 with seconds first), a macro such as @daily, "
+    "rate(5 minutes) or every 5 minutes, daily 02:00, or at 2026-12-04T18:00:00"
+)
+
+
+class ScheduleError(ValueError):
+    """Bad schedule input, raised at parse or registration time (never at run time).
+
+    ``field`` names the API field concerned: ``"schedule"``, ``"timezone"``, ``"start_at"`` or
+    ``"end_at"``; ``message`` is one sentence a person can act on. ``str(error)`` is the message.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+# ---------------------------------------------------------------------------------------------
+# Time zones
+# ---------------------------------------------------------------------------------------------
+
+_ZONE_HINTS = {
+    # abbreviations (ambiguous: IST is India, Ireland or Israel; CST is US Central or China)
+    "PST": "America/Los_Angeles",
+    "PDT": "America/Los_Angeles",
+    "MST": "America/Denver",
+    "MDT": "America/Denver",
+    "CST": "America/Chicago",
+    "CDT": "America/Chicago",
+    "EST": "America/New_York",
+    "EDT": "America/New_York",
+    "HST": "Pacific/Honolulu",
+    "GMT": "Europe/London or UTC",
+    "BST": "Europe/London",
+    "CET": "Europe/Berlin",
+    "CEST": "Europe/Berlin",
+    "EET": "Europe/Athens",
+    "WET": "Europe/Lisbon",
+    "IST": "Asia/Kolkata, Europe/Dublin or Asia/Jerusalem",
+    "JST": "Asia/Tokyo",
+    "AEST": "Australia/Sydney",
+    # Windows names
+    "PACIFIC STANDARD TIME": "America/Los_Angeles",
+    "MOUNTAIN STANDARD TIME": "America/Denver",
+    "CENTRAL STANDARD TIME": "America/Chicago",
+    "EASTERN STANDARD TIME": "America/New_York",
+    "GMT STANDARD TIME": "Europe/London",
+    "W. EUROPE STANDARD TIME": "Europe/Berlin",
+    "INDIA STANDARD TIME": "Asia/Kolkata",
+    "TOKYO STANDARD TIME": "Asia/Tokyo",
+    "AUS EASTERN STANDARD TIME": "Australia/Sydney",
+}
+
+
+@cache
+def _iana_names() -> dict[str, str]:
+    """Accepted zone names, keyed by their lower-case spelling (for a did-you-mean hint)."""
+    names = {
+        name
+        for name in available_timezones()
+        if name == "UTC" or ("/" in name and not name.startswith(("posix/", "right/")))
+    }
+    return {name.lower(): name for name in names}
+
+
+@lru_cache(maxsize=1024)
+def get_zone(name: str) -> ZoneInfo:
+    """Return the ZoneInfo for an IANA time zone name, or raise ``ScheduleError("timezone", ...)``.
+
+    Rule (SPEC section 1, "IANA names only"): a name is accepted when tzdata knows it AND it is
+    either ``UTC`` or has the IANA ``Area/Location`` shape. That accepts canonical names
+    (``Europe/Berlin``), legacy links (``US/Pacific``, ``Etc/UTC``, ``Etc/GMT+5``) and ``UTC``; it
+    rejects abbreviations and POSIX-style names that tzdata happens to ship (``EST``, ``MST``,
+    ``HST``, ``CET``, ``EST5EDT``, ``GMT``), other single-word links (``Japan``), Windows names
+    (``Pacific Standard Time``), empty and unknown names. Matching is case-sensitive; a wrong case
+    gets a did-you-mean hint. Never falls back to UTC.
+    """
+    stripped = name.strip() if isinstance(name, str) else ""
+    if not stripped:
+        raise ScheduleError("timezone", "timezone is empty; use an IANA name such as Europe/Berlin or UTC")
+    names = _iana_names()
+    if stripped in names.values():
+        return ZoneInfo(stripped)
+    hint = _ZONE_HINTS.get(stripped.upper())
+    if hint is not None:
+        kind = "a Windows time zone name" if " " in stripped else "an abbreviation"
+        raise ScheduleError(
+            "timezone",
+            f"timezone {name!r} is {kind}, not an IANA time zone name; use an IANA name such as {hint}",
+        )
+    suggestion = names.get(stripped.lower())
+    if suggestion is not None:
+        raise ScheduleError(
+            "timezone", f"unknown timezone {name!r}; names are case-sensitive: did you mean {suggestion}?"
+        )
+    raise ScheduleError(
+        "timezone",
+        f"unknown timezone {name!r}; use an IANA name of the form Area/Location such as "
+        "Europe/Berlin or America/New_York, or UTC",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Instants and wall-clock times
+# ---------------------------------------------------------------------------------------------
+
+
+def _utc(moment: datetime, name: str) -> datetime:
+    """``moment`` (aware, any zone) as a UTC datetime; naive input is a programming error."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"{name} must be a timezone-aware datetime, got naive {moment!r}")
+    return moment.astimezone(UTC)
+
+
+def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
+    """The naive local wall-clock time of an instant in ``zone``."""
+    return instant.astimezone(zone).replace(tzinfo=None)
+
+
+def _occurrences(wall: datetime, zone: ZoneInfo) -> list[datetime]:
+    """The UTC instants at which naive local time ``wall`` occurs in ``zone``, oldest first.
+
+    Empty in a spring-forward gap, two in a fall-back repetition, one otherwise.
+    """
+    found: list[datetime] = []
+    for fold in (0, 1):
+        instant = wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+        if _wall(instant, zone) == wall and instant not in found:
+            found.append(instant)
+    return found
+
+
+@dataclass(frozen=True)
+class _Transition:
+    """A UTC-offset change of a zone: at ``at`` (UTC) the offset goes from ``before`` to ``after``."""
+
+    at: datetime
+    before: timedelta
+    after: timedelta
+
+    @property
+    def wall_after(self) -> datetime:
+        """First wall time after the change: the end of a gap, the start of a repeated range."""
+        return (self.at + self.after).replace(tzinfo=None)
+
+    @property
+    def wall_before(self) -> datetime:
+        """Wall time the clock had reached at the change: gap start, end of a repeated range."""
+        return (self.at + self.before).replace(tzinfo=None)
+
+
+def _transition_near(wall: datetime, zone: ZoneInfo) -> _Transition:
+    """The offset change that makes naive ``wall`` nonexistent or ambiguous in ``zone``.
+
+    Python maps such a wall time with the offset before the change (fold=0) and after it
+    (fold=1); the change lies between the two readings. Binary search to the second (tzdata
+    transitions fall on whole seconds). Only called near transitions, never on the common path.
+    """
+
+    def offset(timestamp: int) -> timedelta | None:
+        return datetime.fromtimestamp(timestamp, zone).utcoffset()
+
+    low, high = sorted(int(wall.replace(tzinfo=zone, fold=fold).timestamp()) for fold in (0, 1))
+    before, after = offset(low), offset(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if offset(middle) == after:
+            high = middle
+        else:
+            low = middle
+    at = datetime.fromtimestamp(high, UTC)
+    assert before is not None and after is not None  # ZoneInfo always has an offset
+    return _Transition(at=at, before=before, after=after)
+
+
+def localize(wall: datetime, zone: ZoneInfo) -> datetime:
+    """Give a naive local wall time its instant in ``zone`` (an aware datetime in ``zone``).
+
+    ISC cron convention, as for fixed-time cron entries: a wall time that does not exist (spring
+    forward) maps to the first instant after the gap; one that occurs twice (fall back) maps to
+    the first occurrence. An aware ``wall`` is converted to ``zone`` unchanged in instant.
+    """
+    if wall.tzinfo is not None:
+        return wall.astimezone(zone)
+    found = _occurrences(wall, zone)
+    instant = found[0] if found else _transition_near(wall, zone).at
+    return instant.astimezone(zone)
+
+
+def parse_instant(text: str, zone: ZoneInfo, *, field: str) -> datetime:
+    """Parse an ISO 8601 date-time (``2026-12-04T18:00:00``, ``...+01:00``, ``...Z``).
+
+    An offset or ``Z`` is honoured; a naive time is a wall time in ``zone`` (see
+    :func:`localize`). Returns an aware datetime in ``zone``. Raises ``ScheduleError(field, ...)``.
+    """
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ScheduleError(
+            field,
+            f"{text!r} is not an ISO 8601 date-time such as 2026-12-04T18:00:00 or 2026-12-04T18:00:00Z",
+        ) from None
+    return localize(parsed, zone)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cron
+# ---------------------------------------------------------------------------------------------
+
+_CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_SECONDS_FIELD = "second"
+_FIELD_RANGES = {
+    "second": "0-59",
+    "minute": "0-59",
+    "hour": "0-23",
+    "day-of-month": "1-31, L or nW",
+    "month": "1-12 or jan-dec",
+    "day-of-week": "0-7 or sun-sat (0 and 7 are Sunday), d#n or dL",
+}
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_DOW_NUMBERS = {
+    name: str(number) for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))
+}
+_LAST_WEEKDAY = re.compile(r"^(?P<day>[0-7]|sun|mon|tue|wed|thu|fri|sat)l$")
+_UNSUPPORTED_CRON = re.compile(r"(?:^|,)[hr](?:$|[,(/])")  # Jenkins-style hashed (H) and random (R) values
+
+
+class _NaiveMatcher:
+    """One croniter expansion, asked for the next matching naive wall time (thread-safe)."""
+
+    def __init__(self, expression: str) -> None:
+        self._cron = croniter(
+            expression,
+            _INTERVAL_SAMPLE_START,
+            ret_type=datetime,
+            day_or=False,
+            second_at_beginning=True,
+        )
+        self._lock = threading.Lock()
+
+    def next_after(self, wall: datetime) -> datetime | None:
+        """First matching wall time strictly after naive ``wall``; None if none within 50 years."""
+        with self._lock:
+            try:
+                found: datetime = self._cron.get_next(datetime, start_time=wall, update_current=False)
+            except (CroniterBadDateError, OverflowError, ValueError):
+                return None
+            return found
+
+
+@dataclass(frozen=True)
+class _CronSpec:
+    """A normalized cron expression: croniter matchers whose union is the schedule."""
+
+    matchers: tuple[_NaiveMatcher, ...]
+    fixed_time: bool
+
+    def next_wall(self, wall: datetime) -> datetime | None:
+        """First matching naive wall time strictly after ``wall`` (the union of the matchers)."""
+        found = [match for matcher in self.matchers if (match := matcher.next_after(wall)) is not None]
+        return min(found, default=None)
+
+
+def _normalize_dow(field_text: str) -> str:
+    """Rewrite ``dL`` (last weekday d, Quartz spelling) to croniter's ``Ld`` spelling."""
+    items = []
+    for item in field_text.split(","):
+        match = _LAST_WEEKDAY.match(item)
+        if match:
+            day = match["day"]
+            items.append("l" + _DOW_NUMBERS.get(day, day))
+        else:
+            items.append(item)
+    return ",".join(items)
+
+
+def _cron_field_error(expression: str, fields: list[str], names: tuple[str, ...]) -> ScheduleError:
+    """Name the first field croniter rejects on its own, for a message a person can act on."""
+    for index, (value, name) in enumerate(zip(fields, names, strict=True)):
+        probe = ["*"] * len(fields)
+        probe[index] = value
+        if len(fields) == 5:
+            probe.insert(0, "0")
+        if not croniter.is_valid(" ".join(probe), second_at_beginning=True):
+            return ScheduleError(
+                "schedule",
+                f"cron schedule {expression!r}: the {name} field {value!r} is not valid "
+                f"(allowed: {_FIELD_RANGES[name]}, with lists, ranges and steps)",
+            )
+    return ScheduleError("schedule", f"cron schedule {expression!r} is not valid: {_FORMS_HELP}")
+
+
+@lru_cache(maxsize=4096)
+def _compile_cron(text: str) -> _CronSpec:
+    """Compile a 5- or 6-field cron text (already lower-cased) into matchers. Cached per text."""
+    fields = text.split()
+    if len(fields) not in (5, 6):
+        raise ScheduleError(
+            "schedule",
+            f"cron schedule {text!r} has {len(fields)} fields; a cron schedule has 5 "
+            "(minute hour day-of-month month day-of-week) or 6 (second first, then those 5)",
+        )
+    names = ((_SECONDS_FIELD,) if len(fields) == 6 else ()) + _CRON_FIELDS
+    if len(fields) == 5:
+        fields = ["0", *fields]
+    second, minute, hour, dom, month, dow = [*fields[:5], _normalize_dow(fields[5])]
+    shown = fields if len(names) == 6 else fields[1:]
+    if any(_UNSUPPORTED_CRON.search(value) for value in shown):
+        raise ScheduleError(
+            "schedule", f"cron schedule {text!r} uses H or R (hashed/random values), which are not supported"
+        )
+    # Vixie cron day rule: both day fields restricted (neither starts with "*") -> union.
+    day_or = not dom.startswith(("*", "?")) and not dow.startswith(("*", "?"))
+    variants = [(dom, "*"), ("*", dow)] if day_or else [(dom, dow)]
+    try:
+        matchers = tuple(
+            _NaiveMatcher(" ".join((second, minute, hour, day_of_month, month, day_of_week)))
+            for day_of_month, day_of_week in variants
+        )
+    except CroniterError:
+        raise _cron_field_error(text, shown, names) from None
+    # ISC cron: a fixed-time entry is one whose minute and hour fields do not start with "*".
+    fixed_time = not minute.startswith("*") and not hour.startswith("*")
+    return _CronSpec(matchers=matchers, fixed_time=fixed_time)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules: the unbounded fire sequence of each kind, in UTC
+# ---------------------------------------------------------------------------------------------
+
+
+class _Rule(Protocol):
+    def next_after(self, after: datetime) -> datetime | None:
+        """First fire strictly after UTC ``after`` (UTC), ignoring start_at/end_at."""
+        ...
+
+    def min_interval_s(self) -> float | None:
+        """Smallest gap between consecutive fires in seconds, None for a single fire."""
+        ...
+
+
+@dataclass(frozen=True)
+class _CronRule:
+    """Cron fires in a zone with the ISC daylight-saving convention."""
+
+    spec: _CronSpec
+    zone: ZoneInfo
+
+    def next_after(self, after: datetime) -> datetime | None:
+        local = after.astimezone(self.zone)
+        wall = local.replace(tzinfo=None)
+        second_pass = self._second_pass_fire(wall, local.fold, after)
+        candidate = self._forward_fire(wall, after)
+        if second_pass is not None and (candidate is None or second_pass < candidate):
+            return second_pass
+        return candidate
+
+    def _second_pass_fire(self, wall: datetime, fold: int, after: datetime) -> datetime | None:
+        """A wildcard entry's fire on the second pass of a repeated range that ``after`` is in.
+
+        When ``after`` is on the first pass, wall times up to ``wall`` will come round again;
+        the earliest match among them fires on the second pass.
+        """
+        if self.spec.fixed_time or fold == 1 or len(_occurrences(wall, self.zone)) < 2:
+            return None
+        transition = _transition_near(wall, self.zone)
+        match = self.spec.next_wall(transition.wall_after - _EPSILON)
+        if match is None or match > wall:
+            return None
+        return _occurrences(match, self.zone)[-1]
+
+    def _forward_fire(self, wall: datetime, after: datetime) -> datetime | None:
+        """The first fire > ``after`` among matches of wall times strictly after ``wall``."""
+        cursor: datetime | None = wall
+        while cursor is not None and (match := self.spec.next_wall(cursor)) is not None:
+            found = _occurrences(match, self.zone)
+            if not found:  # in a spring-forward gap
+                transition = _transition_near(match, self.zone)
+                if self.spec.fixed_time and transition.at > after:
+                    return transition.at  # ISC: once, at the first instant after the gap
+                cursor = max(transition.wall_after - _EPSILON, match)
+                continue
+            # ISC: a fixed-time entry fires on the first pass of a repeated time only.
+            eligible = found[:1] if self.spec.fixed_time else found
+            later = [instant for instant in eligible if instant > after]
+            if later:
+                return later[0]
+            # Skip the rest of a repeated range already fired on its first pass (fixed-time entries).
+            cursor = (
+                max(_transition_near(match, self.zone).wall_before - _EPSILON, match)
+                if len(found) > 1
+                else match
+            )
+        return None
+
+    def min_interval_s(self) -> float | None:
+        walls: list[datetime] = []
+        cursor: datetime | None = _INTERVAL_SAMPLE_START
+        while len(walls) < _INTERVAL_SAMPLE_SIZE and cursor is not None:
+            cursor = self.spec.next_wall(cursor)
+            if cursor is not None:
+                walls.append(cursor)
+        gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(walls)]
+        return min(gaps, default=None)
+
+
+@dataclass(frozen=True)
+class _RateRule:
+    """Fires at ``anchor + k * interval`` for k = 0, 1, 2, ...: real time, DST-blind."""
+
+    anchor: datetime
+    interval: timedelta
+
+    def index_after(self, after: datetime) -> int:
+        """Smallest k with ``anchor + k * interval > after``."""
+        if after < self.anchor:
+            return 0
+        return (after - self.anchor) // self.interval + 1
+
+    def next_after(self, after: datetime) -> datetime | None:
+        return self.anchor + self.index_after(after) * self.interval
+
+    def min_interval_s(self) -> float | None:
+        return self.interval.total_seconds()
+
+
+@dataclass(frozen=True)
+class _OnceRule:
+    """A single fire at ``at``."""
+
+    at: datetime
+
+    def next_after(self, after: datetime) -> datetime | None:
+        return self.at if self.at > after else None
+
+    def min_interval_s(self) -> float | None:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Schedule
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A parsed schedule. Build it with :func:`parse_schedule` or :func:`validate_schedule`.
+
+    ``expression`` is exactly as the owner wrote it; ``timezone`` the IANA zone name; ``kind``
+    one of ``"cron"`` (cron, macros, ``daily``), ``"rate"`` or ``"once"``. ``start_at``/``end_at``
+    (aware, UTC) bound the fires: none before ``start_at`` nor after ``end_at``; a rate's
+    ``start_at`` is its anchor. Every instant returned is an aware datetime in ``timezone``.
+    """
+
+    expression: str
+    timezone: str
+    kind: str
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    _rule: _Rule = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The schedule's ZoneInfo."""
+        return get_zone(self.timezone)
+
+    def next_fire(self, after: datetime) -> datetime | None:
+        """The first fire strictly after ``after`` (aware, any zone), in the schedule's zone.
+
+        None when there is no further fire: a one-off already past, a fire beyond ``end_at``, or
+        a cron that matches no date. The scheduler passes the previous ``scheduled_for`` (never
+        "now"), so delays never shift a job. Raises ValueError for a naive ``after``.
+        """
+        moment = _utc(after, "after")
+        if self.start_at is not None and moment < self.start_at:
+            moment = self.start_at - _EPSILON
+        fire = self._rule.next_after(moment)
+        if fire is None or (self.end_at is not None and fire > self.end_at):
+            return None
+        return fire.astimezone(self.zone)
+
+    def first_fire(self, now: datetime, *, grace_s: float = ONE_OFF_GRACE_S) -> datetime | None:
+        """The first fire a newly registered or updated job gets, in the schedule's zone.
+
+        One-off at T: T itself if ``T >= now - grace_s`` (a one-off less than 60 s in the past
+        runs once, now: the scheduler sees it due), else None. Rate and cron: the first fire at or
+        after ``now`` (1 ms tolerance), never before ``start_at``; a rate's anchor is its first
+        fire. None if the schedule has no such fire (e.g. ``end_at`` already passed).
+        """
+        moment = _utc(now, "now")
+        if isinstance(self._rule, _OnceRule):
+            moment -= timedelta(seconds=grace_s)
+        return self.next_fire(moment - _FIRST_FIRE_TOLERANCE)
+
+    def _iter_fires(self, after: datetime, until: datetime) -> Callable[[], datetime | None]:
+        """A step function returning successive fires in (after, until], then None."""
+        cursor = after
+        end = _utc(until, "until")
+
+        def step() -> datetime | None:
+            nonlocal cursor
+            fire = self.next_fire(cursor)
+            if fire is None or fire > end:
+                return None
+            cursor = fire
+            return fire
+
+        return step
+
+    def fires(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
+        """Fires in the half-open interval ``(after, until]``, oldest first, at most ``limit``.
+
+        Cost is proportional to the number returned, never to the length of the interval: a
+        one-second job over a day of downtime with ``limit=100`` computes 100 fires.
+        """
+        step = self._iter_fires(after, until)
+        found: list[datetime] = []
+        while len(found) < limit and (fire := step()) is not None:
+            found.append(fire)
+        return found
+
+    def count_fires(self, after: datetime, until: datetime, cap: int) -> int:
+        """Number of fires in ``(after, until]``, counting no further than ``cap``.
+
+        Rates are counted arithmetically (O(1)); cron and one-offs cost O(min(count, cap)).
+        """
+        if isinstance(self._rule, _RateRule):
+            return self._count_rate(self._rule, _utc(after, "after"), _utc(until, "until"), cap)
+        step = self._iter_fires(after, until)
+        count = 0
+        while count < cap and step() is not None:
+            count += 1
+        return count
+
+    def _count_rate(self, rule: _RateRule, after: datetime, until: datetime, cap: int) -> int:
+        if self.start_at is not None:
+            after = max(after, self.start_at - _EPSILON)
+        if self.end_at is not None:
+            until = min(until, self.end_at)
+        if until <= after:
+            return 0
+        return max(0, min(cap, rule.index_after(until) - rule.index_after(after)))
+
+    @cached_property
+    def min_interval_s(self) -> float | None:
+        """Smallest gap between consecutive fires in seconds, or None for a one-off.
+
+        Rates: the interval. Cron: the smallest gap among the first 64 wall-clock fires from
+        2000-01-01 (a sample: exact for the sub-minute and regular schedules the minimum-interval
+        rule is about). None when fewer than two fires exist.
+        """
+        return self._rule.min_interval_s()
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing and validation
+# ---------------------------------------------------------------------------------------------
+
+_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+_RATE = re.compile(r"^rate\s*\(\s*(?P<count>\d+)\s+(?P<unit>second|minute|hour|day)s?\s*\)$")
+_EVERY = re.compile(r"^every\s+(?:(?P<count>\d+)\s+)?(?P<unit>second|minute|hour|day)s?$")
+_DAILY = re.compile(r"^daily\s+(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?$")
+_AT = re.compile(r"^at\s*\(.*\)$|^at\s+\S")
+
+
+def _rate_rule(match: re.Match[str], expression: str, start_at: datetime | None) -> _RateRule:
+    count = int(match["count"] or 1)
+    if count <= 0:
+        raise ScheduleError(
+            "schedule", f"rate {expression!r} must have a positive interval, such as 5 minutes"
+        )
+    if start_at is None:
+        raise ScheduleError(
+            "start_at",
+            f"rate {expression!r} needs an anchor: pass start_at (the job's creation time by default)",
+        )
+    return _RateRule(anchor=start_at, interval=timedelta(seconds=count * _UNITS[match["unit"]]))
+
+
+def _daily_cron(match: re.Match[str], expression: str) -> str:
+    hour, minute, second = int(match["hour"]), int(match["minute"]), int(match["second"] or 0)
+    if hour > 23 or minute > 59 or second > 59:
+        raise ScheduleError(
+            "schedule", f"{expression!r} is not a time of day; use daily HH:MM or HH:MM:SS (24-hour)"
+        )
+    return f"{second} {minute} {hour} * * *"
+
+
+def _cron_text(text: str, expression: str) -> str:
+    """The cron text for a cron, macro or daily form (lower-cased), or a ScheduleError."""
+    if text.startswith("@"):
+        if text == "@reboot":
+            raise ScheduleError(
+                "schedule",
+                "@reboot is not supported: jobsched has no machine start to run at; "
+                "use a one-off (at 2026-12-04T18:00:00) or a cron schedule",
+            )
+        if text not in _MACROS:
+            raise ScheduleError(
+                "schedule", f"unknown macro {expression.strip()!r}; use one of {', '.join(sorted(_MACROS))}"
+            )
+        return _MACROS[text]
+    if text.startswith("daily"):
+        daily = _DAILY.match(text)
+        if daily is None:
+            raise ScheduleError("schedule", f"{expression!r} is not valid; use daily HH:MM or daily HH:MM:SS")
+        return _daily_cron(daily, expression)
+    if text.startswith(("rate", "every")):
+        raise ScheduleError(
+            "schedule",
+            f"{expression!r} is not a valid rate; use rate(5 minutes) or every 5 minutes "
+            "(a positive whole number of seconds, minutes, hours or days)",
+        )
+    if len(text.split()) < 3:
+        raise ScheduleError("schedule", f"{expression!r} is not a schedule: {_FORMS_HELP}")
+    return text
+
+
+def _bound(value: datetime | None, zone: ZoneInfo) -> datetime | None:
+    """start_at/end_at as UTC; a naive value is a wall time in the job's zone."""
+    return None if value is None else localize(value, zone).astimezone(UTC)
+
+
+def _normalized(expression: str) -> str:
+    """Lower-cased, surrounding spaces stripped, inner runs of spaces collapsed."""
+    return " ".join(expression.lower().split()) if isinstance(expression, str) else ""
+
+
+def _rate_match(text: str) -> re.Match[str] | None:
+    return _RATE.match(text) or _EVERY.match(text)
+
+
+def _at_text(expression: str) -> str:
+    """The date-time text of a one-off (``at X`` or ``at(X)``), original case kept."""
+    body = expression.strip()[2:].strip()
+    if body.startswith("(") and body.endswith(")"):
+        body = body[1:-1]
+    return body
+
+
+@lru_cache(maxsize=8192)
+def _parse(expression: str, timezone: str, start_at: datetime | None, end_at: datetime | None) -> Schedule:
+    zone = get_zone(timezone)
+    start, end = _bound(start_at, zone), _bound(end_at, zone)
+    text = _normalized(expression)
+    if not text:
+        raise ScheduleError("schedule", f"schedule is empty: {_FORMS_HELP}")
+    rule: _Rule
+    if (rate := _rate_match(text)) is not None:
+        kind, rule = "rate", _rate_rule(rate, expression, start)
+    elif _AT.match(text) is not None:
+        at = parse_instant(_at_text(expression), zone, field="schedule")
+        kind, rule = "once", _OnceRule(at.astimezone(UTC))
+    else:
+        kind, rule = "cron", _CronRule(_compile_cron(_cron_text(text, expression)), zone)
+    return Schedule(expression, timezone.strip(), kind, start, end, rule)
+
+
+def parse_schedule(
+    expression: str,
+    timezone: str = "UTC",
+    *,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> Schedule:
+    """Parse any schedule form of SPEC section 1 into a :class:`Schedule`. Cached per input.
+
+    Forms (keywords case-insensitive, surrounding spaces ignored): 5-field cron, 6-field cron
+    with seconds FIRST, macros (``@hourly @daily @midnight @weekly @monthly @yearly @annually``),
+    rates (``rate(5 minutes)``, ``every 30 seconds``; units second(s)/minute(s)/hour(s)/day(s)),
+    ``daily HH:MM[:SS]`` (same as cron) and one-offs (``at 2026-12-04T18:00:00``,
+    ``at(...)``; naive = ``timezone``, an offset or ``Z`` honoured).
+
+    ``timezone`` is an IANA name (:func:`get_zone`). ``start_at``/``end_at``: aware datetimes
+    (naive ones are wall times in ``timezone``); no fires before ``start_at`` or after
+    ``end_at``. A rate is anchored at ``start_at``, which is required for rates (callers pass
+    start_at or created_at). Raises ``ScheduleError(field, message)`` for any bad input. Does
+    not check whether the schedule ever fires; :func:`validate_schedule` does.
+    """
+    return _parse(expression, timezone, start_at, end_at)
+
+
+def _describe_seconds(seconds: float) -> str:
+    """A short human duration: '45 s', '5 minutes', '3 hours', '2 days'."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} s"
+
+
+def validate_schedule(
+    expression: str,
+    timezone: str,
+    *,
+    now: datetime,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    min_interval_s: float = 1.0,
+    grace_s: float = ONE_OFF_GRACE_S,
+) -> Schedule:
+    """Registration-time validation: parse, then refuse schedules that would misbehave later.
+
+    Rates are anchored at ``start_at`` or, if absent, ``now``. Raises ``ScheduleError``:
+    ``end_at`` not after ``start_at`` (field ``end_at``); a one-off more than ``grace_s`` in the
+    past (``schedule``; SPEC: one less than 60 s in the past runs once, now); a cron that matches
+    no calendar date such as ``0 0 30 2 *`` (``schedule``); fires more often than
+    ``min_interval_s``, the deployment's minimum interval (``schedule``); no fire before
+    ``end_at`` (``end_at``) or a one-off before ``start_at`` (``start_at``). Returns the Schedule.
+    """
+    anchor = now if start_at is None and _rate_match(_normalized(expression)) else start_at
+    schedule = parse_schedule(expression, timezone, start_at=anchor, end_at=end_at)
+    if schedule.start_at is not None and schedule.end_at is not None and schedule.end_at <= schedule.start_at:
+        raise ScheduleError("end_at", "end_at must be after start_at")
+    rule = schedule._rule
+    moment = _utc(now, "now")
+    if isinstance(rule, _OnceRule):
+        late = (moment - rule.at).total_seconds()
+        if late > grace_s:
+            raise ScheduleError(
+                "schedule",
+                f"{expression.strip()!r} is {_describe_seconds(late)} in the past; one-off times must be in "
+                f"the future (a time less than {grace_s:g} s in the past runs once, now)",
+            )
+        if schedule.start_at is not None and rule.at < schedule.start_at:
+            raise ScheduleError("start_at", "start_at is after the one-off time, so the job would never run")
+    if isinstance(rule, _CronRule) and rule.spec.next_wall(datetime(2000, 1, 1)) is None:
+        raise ScheduleError(
+            "schedule",
+            f"cron schedule {expression.strip()!r} never fires: no calendar date matches its day-of-month, "
+            "month and day-of-week fields",
+        )
+    interval = schedule.min_interval_s
+    if interval is not None and interval < min_interval_s:
+        raise ScheduleError(
+            "schedule",
+            f"{expression.strip()!r} fires every {_describe_seconds(interval)}, more often than this "
+            f"deployment allows (at most once every {_describe_seconds(min_interval_s)})",
+        )
+    if schedule.first_fire(now, grace_s=grace_s) is None:
+        raise ScheduleError(
+            "end_at", "end_at is before the schedule's first fire, so the job would never run"
+        )
+    return schedule
+
+
+def jitter_offset_ms(job_id: str, jitter_s: int) -> int:
+    """A job's fixed dispatch offset in milliseconds, uniform in ``[0, jitter_s * 1000)``.
+
+    Stable per job: derived from the SHA-256 of ``job_id`` (no randomness, no clock), so every
+    scheduler computes the same value. 0 when ``jitter_s`` is 0. Raises ValueError if negative.
+    """
+    if jitter_s < 0:
+        raise ValueError(f"jitter_s must be >= 0, got {jitter_s}")
+    if jitter_s == 0:
+        return 0
+    digest = int.from_bytes(hashlib.sha256(job_id.encode("utf-8")).digest(), "big")
+    return digest % (jitter_s * 1000)
