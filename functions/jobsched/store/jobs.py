@@ -107,12 +107,35 @@ class JobStore:
                 request = response.get("UnprocessedKeys") or {}
         return found
 
-    def replace(self, spec: dict[str, Any], sched: dict[str, Any], expected_updated_at: int) -> None:
+    def replace(
+        self,
+        spec: dict[str, Any],
+        sched: dict[str, Any],
+        expected_updated_at: int,
+        expected_sched: tuple[int | None, int] | None = None,
+    ) -> None:
         """Replace a job's spec and scheduling items (PATCH, pause, resume) in one transaction.
 
         The scheduling item's ``term`` is kept at least as high as the stored one by the caller.
+        ``expected_sched = (next_run_at or None, term)`` as the caller read them: the write is also refused
+        when a scheduler moved the job (or a newer leader stamped it) since, so an edit never undoes a fire's
+        move nor lowers the fencing term.
         Raises ``Conflict`` when the job changed since ``expected_updated_at`` (or was deleted).
         """
+        sched_put: dict[str, Any] = {"TableName": self.table.name, "Item": sched}
+        if expected_sched is not None:
+            next_run_at, term = expected_sched
+            values: dict[str, Any] = {":term": term}
+            if next_run_at is None:
+                condition = "attribute_not_exists(next_run_at) AND #term = :term"
+            else:
+                condition = "next_run_at = :next AND #term = :term"
+                values[":next"] = next_run_at
+            sched_put.update(
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#term": "term"},
+                ExpressionAttributeValues=values,
+            )
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[
@@ -124,7 +147,7 @@ class JobStore:
                             "ExpressionAttributeValues": {":u": expected_updated_at},
                         }
                     },
-                    {"Put": {"TableName": self.table.name, "Item": sched}},
+                    {"Put": sched_put},
                 ]
             )
         except ClientError as error:

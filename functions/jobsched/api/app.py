@@ -1,0 +1,420 @@
+"""The HTTP API of SPEC section 3 on Powertools' ``APIGatewayRestResolver`` (validation on, pydantic models).
+
+Request pipeline (every route but ``/openapi.json``): admission (caller identity -> owner, 401; body size,
+413) -> Powertools request validation (400 via ``errors``) -> the route -> ``JobService`` -> response
+validation. Admission runs before validation so that an oversized or unauthenticated request is refused
+before its body is parsed. The routes only translate between HTTP and the use cases of ``service``; every
+error response comes from ``errors``.
+
+Dependencies come from :func:`get_api` through Powertools ``Depends``; tests swap them with
+``app.dependency_overrides[get_api] = lambda: api``.
+
+Powertools keeps the current event on the resolver class, so one process resolves one request at a time
+(as a Lambda execution environment does); ``jobsched.api.wsgi`` serializes requests accordingly.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from http import HTTPStatus
+from typing import Annotated, Any
+
+import boto3
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
+    OpenAPIRequestValidationMiddleware,
+)
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, HTTPBearer
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+
+from jobsched.adapters.queue import RunQueue
+from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
+from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody, register_error_handlers
+from jobsched.api.exceptions import PayloadTooLarge
+from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.api.service import JobService
+from jobsched.aws import Aws
+from jobsched.clock import system_clock
+from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus
+from jobsched.settings import Settings, get_settings
+from jobsched.store.jobs import JobStore
+from jobsched.store.runs import RunStore
+
+API_TITLE = "jobsched"
+API_VERSION = "1.0.0"
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+@dataclass(frozen=True)
+class Api:
+    """What the routes need: the deployment's settings, the use cases, and who the caller is."""
+
+    settings: Settings
+    service: JobService
+    authenticator: Authenticator
+
+
+def build_api(settings: Settings, aws: Aws, *, clock: Callable[[], int] = system_clock) -> Api:
+    """Wire the API to the AWS resources named by ``settings`` (clients made on first use, never at import).
+
+    Auth: bearer tokens when ``settings.local_tokens_file`` is set (local mode), else the IAM principal.
+    """
+    authenticator: Authenticator = (
+        TokenAuthenticator.from_file(settings.local_tokens_file)
+        if settings.local_tokens_file
+        else IamAuthenticator()
+    )
+    service = JobService(
+        settings=settings,
+        jobs=JobStore(aws.table(settings.jobs_table)),
+        runs=RunStore(aws.table(settings.runs_table)),
+        queue=RunQueue(aws.sqs, settings.run_queue_url),
+        clock=clock,
+        idempotency=IdempotencyKeys.on_dynamodb(settings.idempotency_table, aws.dynamodb),
+    )
+    return Api(settings=settings, service=service, authenticator=authenticator)
+
+
+@lru_cache(maxsize=1)
+def get_api() -> Api:
+    """The process's API wiring from the environment (cached for the life of the Lambda environment)."""
+    region = boto3.session.Session().region_name or "us-east-1"
+    return build_api(get_settings(), Aws(region=region))
+
+
+def current_api() -> Api:
+    """``get_api()`` honouring ``app.dependency_overrides`` (what the routes' ``Depends(get_api)`` sees)."""
+    return app.dependency_overrides.get(get_api, get_api)()
+
+
+def caller() -> str:
+    """The authenticated owner of the current request (set by admission)."""
+    return str(app.context["owner"])
+
+
+# --- admission: before Powertools parses and validates the request --------------------------------
+
+
+def _body_size(event: dict[str, Any]) -> int:
+    body = event.get("body")
+    if not body:
+        return 0
+    if event.get("isBase64Encoded"):
+        try:
+            return len(base64.b64decode(body, validate=False))
+        except (binascii.Error, ValueError):
+            return len(body)
+    return len(body.encode("utf-8", "surrogatepass"))
+
+
+class AdmissionThenValidation(OpenAPIRequestValidationMiddleware):
+    """Powertools' request validation, preceded by the checks that must not wait for body parsing.
+
+    Raises ``Unauthorized`` (no or bad credentials) and then ``PayloadTooLarge`` (body over
+    ``Settings.api_max_body_bytes``); on success the owner is in ``app.context["owner"]``.
+    """
+
+    def handler(self, app: Any, next_middleware: NextMiddleware) -> Response:
+        api = current_api()
+        event = app.current_event.raw_event
+        app.append_context(owner=api.authenticator.owner_of(event))
+        size, limit = _body_size(event), api.settings.api_max_body_bytes
+        if size > limit:
+            raise PayloadTooLarge(size, limit)
+        if api.service.idempotency is not None:
+            api.service.idempotency.bind_invocation(app.lambda_context)
+        return super().handler(app, next_middleware)
+
+
+class JobschedResolver(APIGatewayRestResolver):
+    """``APIGatewayRestResolver`` with validation on, admission first, and an OpenAPI document of this API."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            enable_validation=True, response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR
+        )
+        # Powertools runs its request validation before any user middleware; admission must come first.
+        self._request_validation_middleware = AdmissionThenValidation()
+
+    def openapi_document(self) -> dict[str, Any]:
+        """The OpenAPI 3.1 document, generated from the routes and models (computed once)."""
+        return _openapi_document()
+
+
+app = JobschedResolver()
+
+
+@lru_cache(maxsize=1)
+def _openapi_document() -> dict[str, Any]:
+    document: dict[str, Any] = app.get_openapi_schema(
+        title=API_TITLE,
+        version=API_VERSION,
+        description=(
+            "Register jobs (one-off, cron, rate) and read their runs. Every run starts on time and runs "
+            "effectively once; targets receive the run id as their idempotency key. Errors are "
+            '`{"error": {"code", "message", "field"}}`. In AWS every call is signed with SigV4 (IAM); '
+            "locally, send `Authorization: Bearer <token>`."
+        ),
+        security_schemes={
+            "sigv4": APIKey(
+                name="Authorization",
+                in_=APIKeyIn.header,
+                description="AWS Signature Version 4 (API Gateway IAM auth)",
+            ),
+            "bearer": HTTPBearer(description="local mode: a token of the tokens file"),
+        },
+        security=[{"sigv4": []}, {"bearer": []}],
+    ).model_dump(mode="json", by_alias=True, exclude_none=True)
+    # Powertools documents its own 422 "detail" body on every route; this API answers bad input with 400 in
+    # the SPEC error shape (see ``errors``) and uses 422 only for a reused Idempotency-Key, documented per route.
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                _tidy_parameter(parameter)
+            responses = operation.get("responses", {})
+            if "204" in responses:
+                responses["204"].pop("content", None)
+            if "HTTPValidationError" in str(responses.get("422", "")):
+                del responses["422"]
+            server_error = responses.get("500")
+            if server_error is not None:
+                server_error["description"] = "Internal error (logged; never caused by bad input)"
+                server_error["content"] = {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+                }
+    schemas = document.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        schemas.pop(name, None)
+    return document
+
+
+def _tidy_parameter(parameter: dict[str, Any]) -> None:
+    """An optional parameter is documented as ``required: false`` with its plain schema (a header or query
+    value is never JSON null), and headers keep their canonical spelling (``Idempotency-Key``)."""
+    schema = parameter.get("schema", {})
+    variants = schema.get("anyOf")
+    if isinstance(variants, list):
+        concrete = [v for v in variants if v.get("type") != "null"]
+        if len(concrete) == 1 and len(concrete) < len(variants):
+            schema.pop("anyOf")
+            schema.update(concrete[0])
+    if parameter.get("in") == "header" and parameter.get("name", "").lower() == IDEMPOTENCY_HEADER.lower():
+        parameter["name"] = IDEMPOTENCY_HEADER
+
+
+@lru_cache(maxsize=1)
+def _route_patterns() -> list[tuple[re.Pattern[str], list[str]]]:
+    patterns = []
+    for path, operations in _openapi_document()["paths"].items():
+        regex = "^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "/?$"
+        patterns.append((re.compile(regex), sorted(m.upper() for m in operations)))
+    return patterns
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The methods the API serves on ``path`` (empty when the path is unknown)."""
+    return next((methods for regex, methods in _route_patterns() if regex.match(path)), [])
+
+
+register_error_handlers(app, allowed_methods)
+
+
+# --- OpenAPI response declarations ----------------------------------------------------------------
+
+_ERROR_DESCRIPTIONS = {
+    400: "Bad input: `error.field` names the field",
+    401: "No or bad credentials",
+    404: "No such job (or not the caller's)",
+    409: "Conflict",
+    413: "Request body too large",
+    422: "Idempotency-Key reused with a different request",
+    429: "Throttled; retry after a pause",
+}
+
+
+def _responses(success: dict[int, tuple[type | None, str]], *errors: int) -> dict[int, OpenAPIResponse]:
+    declared: dict[int, OpenAPIResponse] = {}
+    for status, (model, description) in success.items():
+        declared[status] = (
+            {"description": description, "content": {"application/json": {"model": model}}}
+            if model is not None
+            else {"description": description}
+        )
+    for status in (400, 401, *errors, 429):
+        declared[status] = {
+            "description": _ERROR_DESCRIPTIONS[status],
+            "content": {"application/json": {"model": ErrorBody}},
+        }
+    return declared
+
+
+def _replay_headers(replayed: bool) -> dict[str, str]:
+    return {REPLAYED_HEADER: "true"} if replayed else {}
+
+
+ApiDep = Annotated[Api, Depends(get_api)]
+Owner = Annotated[str, Depends(caller)]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias=IDEMPOTENCY_HEADER,
+        min_length=1,
+        max_length=255,
+        pattern=r"^[\x20-\x7e]+$",
+        description="a unique key per logical request (IETF draft 'The Idempotency-Key HTTP Header Field'); "
+        "repeats with the same key and request replay the first response for 24 h",
+    ),
+]
+Limit = Annotated[int, Query(ge=1, le=100, description="page size, 1-100")]
+Cursor = Annotated[
+    str | None, Query(min_length=1, max_length=2048, description="next_cursor of the previous page")
+]
+
+
+# --- routes ---------------------------------------------------------------------------------------
+
+
+@app.post(
+    "/jobs",
+    operation_id="createJob",
+    summary="Register a job",
+    tags=["jobs"],
+    responses=_responses(
+        {201: (Job, "Created"), 200: (Job, "An identical job already has this name: that job")}, 409, 413, 422
+    ),
+)
+def create_job(
+    body: JobCreate, api: ApiDep, owner: Owner, idempotency_key: IdempotencyKey = None
+) -> Response[Job]:
+    """Register a job for the caller. ``"command": "x"`` is shorthand for ``"target": {"type": "command", "name": "x"}``."""
+    result = api.service.create_job(owner, body, idempotency_key=idempotency_key)
+    headers = _replay_headers(result.replayed)
+    if result.created:
+        headers["Location"] = f"/jobs/{result.job.id}"
+    return Response(
+        status_code=HTTPStatus.CREATED if result.created else HTTPStatus.OK,
+        content_type=content_types.APPLICATION_JSON,
+        body=result.job,
+        headers=headers,
+    )
+
+
+@app.get(
+    "/jobs",
+    operation_id="listJobs",
+    summary="The caller's jobs, by name",
+    tags=["jobs"],
+    responses=_responses({200: (Page[Job], "A page of jobs")}),
+)
+def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = None) -> Page[Job]:
+    """A page of the caller's jobs; pass ``next_cursor`` back as ``cursor`` for the next one."""
+    return api.service.list_jobs(owner, limit=limit, cursor=cursor)
+
+
+@app.get(
+    "/jobs/<id>",
+    operation_id="getJob",
+    summary="Read a job",
+    tags=["jobs"],
+    responses=_responses({200: (Job, "The job")}, 404),
+)
+def get_job(id: str, api: ApiDep, owner: Owner) -> Job:
+    return api.service.get_job(owner, id)
+
+
+@app.patch(
+    "/jobs/<id>",
+    operation_id="updateJob",
+    summary="Change a job",
+    tags=["jobs"],
+    responses=_responses({200: (Job, "The changed job")}, 404, 409, 413),
+)
+def update_job(id: str, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
+    """Fields given replace the stored ones (``retry`` merges field by field). Changing the schedule,
+    timezone, start_at or end_at recomputes ``next_run_at`` from now on."""
+    return api.service.update_job(owner, id, body)
+
+
+@app.delete(
+    "/jobs/<id>",
+    operation_id="deleteJob",
+    summary="Delete a job",
+    tags=["jobs"],
+    responses=_responses({204: (None, "Deleted: no new runs; run history is kept until retention")}, 404),
+)
+def delete_job(id: str, api: ApiDep, owner: Owner) -> Response[None]:
+    api.service.delete_job(owner, id)
+    return Response(status_code=HTTPStatus.NO_CONTENT)
+
+
+@app.post(
+    "/jobs/<id>/pause",
+    operation_id="pauseJob",
+    summary="Pause a job (it leaves the due index)",
+    tags=["jobs"],
+    responses=_responses({200: (Job, "The paused job")}, 404, 409),
+)
+def pause_job(id: str, api: ApiDep, owner: Owner) -> Job:
+    return api.service.pause_job(owner, id)
+
+
+@app.post(
+    "/jobs/<id>/resume",
+    operation_id="resumeJob",
+    summary="Resume a job (missed fires follow its `missed` policy)",
+    tags=["jobs"],
+    responses=_responses({200: (Job, "The resumed job")}, 404, 409),
+)
+def resume_job(id: str, api: ApiDep, owner: Owner) -> Job:
+    return api.service.resume_job(owner, id)
+
+
+@app.post(
+    "/jobs/<id>/trigger",
+    operation_id="triggerJob",
+    summary="Run a job once now, outside its schedule",
+    tags=["runs"],
+    responses=_responses({202: (Run, "The run, queued")}, 404, 409, 422),
+)
+def trigger_job(id: str, api: ApiDep, owner: Owner, idempotency_key: IdempotencyKey = None) -> Response[Run]:
+    result = api.service.trigger_job(owner, id, idempotency_key=idempotency_key)
+    return Response(
+        status_code=HTTPStatus.ACCEPTED,
+        content_type=content_types.APPLICATION_JSON,
+        body=result.run,
+        headers=_replay_headers(result.replayed),
+    )
+
+
+@app.get(
+    "/jobs/<id>/runs",
+    operation_id="listRuns",
+    summary="A job's runs, newest first",
+    tags=["runs"],
+    responses=_responses({200: (Page[Run], "A page of runs")}, 404),
+)
+def list_runs(
+    id: str,
+    api: ApiDep,
+    owner: Owner,
+    status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[Run]:
+    return api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
+
+
+@app.get("/openapi.json", include_in_schema=False, enable_validation=False)
+def openapi_json() -> Response[dict[str, Any]]:
+    """The OpenAPI document of this API (no credentials needed: it holds no data)."""
+    return Response(
+        status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=app.openapi_document()
+    )

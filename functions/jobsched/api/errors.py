@@ -1,0 +1,282 @@
+"""The one place that turns exceptions into HTTP responses, in SPEC section 3's error shape.
+
+Every error body is ``{"error": {"code": "...", "message": "...", "field": "..." | null}}``:
+
+| status | code | raised by |
+|---|---|---|
+| 400 | ``invalid_input``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
+| 401 | ``unauthorized`` | ``Unauthorized`` |
+| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), unknown path |
+| 405 | ``method_not_allowed`` | a known path with another method |
+| 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``IdempotencyAlreadyInProgressError`` |
+| 413 | ``payload_too_large`` | ``PayloadTooLarge`` |
+| 422 | ``idempotency_key_reused`` | ``IdempotencyValidationError`` |
+| 429 | ``throttled`` | DynamoDB/SQS throttling |
+| 500 | ``internal_error`` | anything else (logged with its stack; never for bad input) |
+
+Codes 409 and 422 for key reuse follow the IETF draft "The Idempotency-Key HTTP Header Field".
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+    ResponseValidationError,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+    IdempotencyValidationError,
+)
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, Field
+
+from jobsched.api.exceptions import (
+    ConcurrentChange,
+    InvalidInput,
+    JobNotFound,
+    NameConflict,
+    PayloadTooLarge,
+    Unauthorized,
+)
+from jobsched.models import Target
+from jobsched.observability import logger
+from jobsched.schedules import ScheduleError
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "Throttling",
+        "TooManyRequestsException",
+    }
+)
+
+_TARGET_TAGS = frozenset(
+    member.model_fields["type"].default for member in typing.get_args(typing.get_args(Target)[0])
+)
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable ``code``, a ``message`` a person can act on, the ``field`` concerned."""
+
+    code: str = Field(examples=["invalid_schedule"])
+    message: str
+    field: str | None = Field(None, description="the request field (dotted for nested ones), or null")
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response (SPEC section 3)."""
+
+    error: ErrorDetail
+
+
+ErrorResponse = Response[dict[str, Any]]
+"""A response whose body is an ``ErrorBody`` as JSON."""
+
+
+def error_response(
+    status: int, code: str, message: str, field: str | None = None, headers: Mapping[str, str] | None = None
+) -> ErrorResponse:
+    """A JSON error response in the SPEC shape."""
+    body = ErrorBody(error=ErrorDetail(code=code, message=message, field=field))
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=body.model_dump(mode="json"),
+        headers=dict(headers or {}),
+    )
+
+
+# --- request validation -------------------------------------------------------------------------
+
+
+def _field_of(loc: Sequence[Any]) -> str | None:
+    """``("body", "target", "http", "url")`` -> ``"target.url"``; ``("query", "limit")`` -> ``"limit"``.
+
+    Drops the location kind, list indexes, and the union tag pydantic puts after ``target``.
+    """
+    if loc and loc[0] == "header" and len(loc) > 1:
+        return "-".join(word.capitalize() for word in str(loc[1]).split("-"))
+    parts = [str(p) for p in loc[1:] if isinstance(p, str)] if loc else []
+    cleaned = [
+        p for i, p in enumerate(parts) if not (i > 0 and parts[i - 1] == "target" and p in _TARGET_TAGS)
+    ]
+    return ".".join(cleaned) or None
+
+
+def _validation_message(error: Mapping[str, Any], field: str | None) -> str:
+    kind = error.get("type", "")
+    msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    where = field or "request body"
+    if kind == "missing":
+        return f"{where} is required"
+    if kind == "extra_forbidden":
+        return f"{where} is not a known field"
+    if kind == "union_tag_not_found":
+        return f"{where} needs a type: one of {', '.join(sorted(_TARGET_TAGS))}"
+    if kind in ("model_attributes_type", "dict_type", "model_type") and field is None:
+        return "request body must be a JSON object"
+    return f"{where}: {msg}"
+
+
+def validation_error_response(error: RequestValidationError) -> ErrorResponse:
+    """400 naming the first invalid field (path, then query, header, body), or ``invalid_json``."""
+    errors = list(error.errors())
+    if not errors:
+        return error_response(HTTPStatus.BAD_REQUEST, "invalid_input", "the request is not valid")
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        detail = (first.get("ctx") or {}).get("error") or "malformed JSON"
+        return error_response(
+            HTTPStatus.BAD_REQUEST, "invalid_json", f"request body is not valid JSON: {detail}", "body"
+        )
+    field = _field_of(first.get("loc") or ())
+    return error_response(HTTPStatus.BAD_REQUEST, "invalid_input", _validation_message(first, field), field)
+
+
+# --- the mapping --------------------------------------------------------------------------------
+
+
+def _is_throttling(error: BaseException | None) -> bool:
+    while error is not None:
+        if isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") in THROTTLING_CODES:
+            return True
+        error = error.__cause__
+    return False
+
+
+def _internal(error: Exception) -> ErrorResponse:
+    if _is_throttling(error):
+        logger.warning("throttled by AWS", error=str(error))
+        return error_response(
+            HTTPStatus.TOO_MANY_REQUESTS,
+            "throttled",
+            "the service is busy; retry after a short pause",
+            headers={"Retry-After": "1"},
+        )
+    logger.exception("unhandled error", error_type=type(error).__name__)
+    return error_response(
+        HTTPStatus.INTERNAL_SERVER_ERROR,
+        "internal_error",
+        "internal error; retry later or contact the operators",
+    )
+
+
+def _schedule_error(error: ScheduleError) -> ErrorResponse:
+    code = {"schedule": "invalid_schedule", "timezone": "invalid_timezone"}.get(error.field, "invalid_input")
+    return error_response(HTTPStatus.BAD_REQUEST, code, error.message, error.field)
+
+
+def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callable[[str], list[str]]) -> None:
+    """Register every exception handler on ``app``.
+
+    ``allowed_methods(path)`` lists the methods of a known path (empty for unknown ones): a request for a
+    known path with another method is answered 405 with ``Allow``, anything else unknown 404.
+    """
+
+    @app.exception_handler(InvalidInput)
+    def _invalid(error: InvalidInput) -> ErrorResponse:
+        return error_response(HTTPStatus.BAD_REQUEST, error.code, error.message, error.field)
+
+    @app.exception_handler(ScheduleError)
+    def _schedule(error: ScheduleError) -> ErrorResponse:
+        return _schedule_error(error)
+
+    @app.exception_handler(RequestValidationError)
+    def _request_validation(error: RequestValidationError) -> ErrorResponse:
+        return validation_error_response(error)
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _content_type(error: RequestUnsupportedContentType) -> ErrorResponse:
+        return error_response(
+            HTTPStatus.BAD_REQUEST,
+            "unsupported_media_type",
+            "send the request body as JSON (Content-Type: application/json)",
+            "body",
+        )
+
+    @app.exception_handler(Unauthorized)
+    def _unauthorized(error: Unauthorized) -> ErrorResponse:
+        return error_response(
+            HTTPStatus.UNAUTHORIZED,
+            "unauthorized",
+            error.message,
+            headers={"WWW-Authenticate": error.challenge},
+        )
+
+    @app.exception_handler(JobNotFound)
+    def _not_found(error: JobNotFound) -> ErrorResponse:
+        return error_response(HTTPStatus.NOT_FOUND, "not_found", error.message)
+
+    @app.exception_handler(NameConflict)
+    def _name(error: NameConflict) -> ErrorResponse:
+        return error_response(HTTPStatus.CONFLICT, "name_taken", error.message, "name")
+
+    @app.exception_handler(ConcurrentChange)
+    def _conflict(error: ConcurrentChange) -> ErrorResponse:
+        return error_response(HTTPStatus.CONFLICT, "conflict", error.message, headers={"Retry-After": "1"})
+
+    @app.exception_handler(PayloadTooLarge)
+    def _too_large(error: PayloadTooLarge) -> ErrorResponse:
+        return error_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "payload_too_large", error.message, "body")
+
+    @app.exception_handler(IdempotencyValidationError)
+    def _key_reused(error: IdempotencyValidationError) -> ErrorResponse:
+        return error_response(
+            HTTPStatus.UNPROCESSABLE_ENTITY,
+            "idempotency_key_reused",
+            "this Idempotency-Key was already used with a different request; use a new key for a new request",
+            IDEMPOTENCY_HEADER,
+        )
+
+    @app.exception_handler(IdempotencyAlreadyInProgressError)
+    def _in_flight(error: IdempotencyAlreadyInProgressError) -> ErrorResponse:
+        return error_response(
+            HTTPStatus.CONFLICT,
+            "request_in_progress",
+            "a request with this Idempotency-Key is still being processed; retry shortly",
+            IDEMPOTENCY_HEADER,
+            headers={"Retry-After": "1"},
+        )
+
+    @app.exception_handler(IdempotencyPersistenceLayerError)
+    def _keys_store(error: IdempotencyPersistenceLayerError) -> ErrorResponse:
+        return _internal(error)
+
+    @app.exception_handler(ResponseValidationError)
+    def _bad_response(error: ResponseValidationError) -> ErrorResponse:
+        logger.error("response failed its own schema", errors=[dict(e) for e in error.errors()][:5])
+        return error_response(
+            HTTPStatus.INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "internal error; retry later or contact the operators",
+        )
+
+    @app.exception_handler(Exception)
+    def _unexpected(error: Exception) -> ErrorResponse:
+        return _internal(error)
+
+    @app.not_found
+    def _no_route(error: NotFoundError) -> ErrorResponse:
+        event = app.current_event
+        allowed = allowed_methods(event.path)
+        if allowed:
+            return error_response(
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                f"{event.http_method} is not supported on {event.path}; use {', '.join(allowed)}",
+                headers={"Allow": ", ".join(allowed)},
+            )
+        return error_response(HTTPStatus.NOT_FOUND, "not_found", f"no such resource: {event.path}")

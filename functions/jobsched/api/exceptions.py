@@ -1,0 +1,61 @@
+"""Named errors of the API use cases (no HTTP here); ``jobsched.api.errors`` maps each to a response."""
+
+from __future__ import annotations
+
+
+class ApiProblem(Exception):
+    """Base of the use-case errors. ``message`` is one sentence a person can act on."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(ApiProblem):
+    """Bad input (400). ``field`` names the request field (dotted for nested ones, e.g. ``retry.max_attempts``)."""
+
+    def __init__(self, field: str | None, message: str, code: str = "invalid_input") -> None:
+        super().__init__(message)
+        self.field = field
+        self.code = code
+
+
+class Unauthorized(ApiProblem):
+    """No or bad credentials (401). ``challenge`` is the ``WWW-Authenticate`` value naming the scheme to use."""
+
+    def __init__(self, message: str, challenge: str = 'Bearer realm="jobsched"') -> None:
+        super().__init__(message)
+        self.challenge = challenge
+
+
+class JobNotFound(ApiProblem):
+    """The job does not exist or belongs to another owner (404: the two are never told apart)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} not found")
+        self.job_id = job_id
+
+
+class NameConflict(ApiProblem):
+    """The owner already has a job with this ``name`` and a different spec (409)."""
+
+    def __init__(self, name: str, job_id: str) -> None:
+        super().__init__(
+            f"a job named {name!r} already exists ({job_id}) with a different spec; "
+            "pick another name, or PATCH that job"
+        )
+        self.name = name
+        self.job_id = job_id
+
+
+class ConcurrentChange(ApiProblem):
+    """The job kept changing under a read-modify-write (409); the caller may retry."""
+
+
+class PayloadTooLarge(ApiProblem):
+    """The request body is larger than the deployment allows (413)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"request body is {size} bytes; the limit is {limit} bytes")
+        self.size = size
+        self.limit = limit

@@ -1,0 +1,495 @@
+"""The API's use cases: create, read, list, change, delete, pause, resume and trigger jobs; list runs.
+
+No HTTP here: methods take the caller's ``owner`` and the validated request models of ``jobsched.models`` and
+return models, raising the named errors of ``jobsched.api.exceptions`` (or ``schedules.ScheduleError``);
+``jobsched.api.errors`` turns those into responses. Storage goes through ``JobStore``/``RunStore``/``RunQueue``
+(passed in, so tests can hand in fakes), time through the injected clock (epoch ms).
+
+Rules and where they come from:
+- a job belongs to its owner; another owner's job is "not found" on every call (SPEC section 3);
+- ``name`` is unique per owner (the name-lock item): a repeated create with an identical spec returns the
+  existing job, a different spec is a conflict (SPEC section 3, walkthrough "The API");
+- registration-time checks of the schedule (``schedules.validate_schedule``), ``timeout_s`` at most the
+  worker's cap, ``shell`` targets only where the deployment allows them (SPEC section 2);
+- ``next_run_at`` of a new or re-timed job is the schedule's first fire from now; rates are anchored at
+  ``start_at``, else at the job's creation (SPEC section 1);
+- pause takes the job out of the due index, resume puts it back with its stored (possibly past)
+  ``next_run_at`` so the scheduler applies the job's ``missed`` policy (SPEC section 4);
+- a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from jobsched.adapters.queue import QueueSendError, RunMessage, RunQueue
+from jobsched.api.cursor import decode_cursor, encode_cursor
+from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound, NameConflict
+from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.clock import Clock
+from jobsched.models import (
+    NAME_PATTERN,
+    Job,
+    JobCreate,
+    JobPatch,
+    JobSettings,
+    Page,
+    Run,
+    RunKind,
+    RunStatus,
+    ShellTarget,
+    from_ms,
+    to_ms,
+)
+from jobsched.observability import logger
+from jobsched.schedules import Schedule, parse_schedule, validate_schedule
+from jobsched.settings import Settings
+from jobsched.store import layout
+from jobsched.store.errors import Conflict, NameTaken, NotFound
+from jobsched.store.jobs import JobStore
+from jobsched.store.runs import RunStore
+
+JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
+"""Ids made by ``layout.new_job_id``; anything else is "not found" without a read."""
+
+TIMING_FIELDS = frozenset({"schedule", "timezone", "start_at", "end_at"})
+"""PATCH fields that re-time a job: ``next_run_at`` is recomputed from now when any of them is given."""
+
+NON_NULLABLE_PATCH_FIELDS = frozenset(JobPatch.model_fields) - {"input", "start_at", "end_at"}
+"""PATCH fields that may be omitted but not set to null (``input``/``start_at``/``end_at`` may be cleared)."""
+
+WRITE_ATTEMPTS = 3
+"""Read-modify-write attempts before a job that keeps changing (an every-second schedule) is a 409."""
+
+TRIGGER_SLOTS = 5
+"""A manual run takes the first free millisecond from now: the pair (job_id, scheduled_for) is the run key."""
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    """``job`` as created (``created`` True) or the identical one that already had this name (False)."""
+
+    job: Job
+    created: bool
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class TriggerResult:
+    """The manual run, and whether it is the stored result of an earlier request with the same key."""
+
+    run: Run
+    replayed: bool = False
+
+
+def _validation_problem(error: ValidationError, prefix: str = "") -> InvalidInput:
+    """The first pydantic error as ``InvalidInput`` naming its field (``retry.max_attempts``, ``target.url``)."""
+    first = error.errors()[0]
+    path = [str(p) for p in first["loc"] if isinstance(p, str)]
+    field = ".".join([prefix, *path] if prefix else path) or None
+    message = first["msg"].removeprefix("Value error, ")
+    return InvalidInput(field, f"{field}: {message}" if field else message)
+
+
+class JobService:
+    """The use cases behind every route. ``clock`` returns epoch ms (UTC).
+
+    ``idempotency`` is required only for calls that pass an ``idempotency_key``.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        jobs: JobStore,
+        runs: RunStore,
+        queue: RunQueue,
+        clock: Clock,
+        idempotency: IdempotencyKeys | None = None,
+    ) -> None:
+        self.settings = settings
+        self.jobs = jobs
+        self.runs = runs
+        self.queue = queue
+        self.clock = clock
+        self.idempotency = idempotency
+
+    # --- create -------------------------------------------------------------------------------
+
+    def create_job(
+        self, owner: str, request: JobCreate, *, idempotency_key: str | None = None
+    ) -> CreateResult:
+        """Register a job for ``owner``.
+
+        Returns ``CreateResult(job, created=True)``, or ``created=False`` with the owner's existing job of
+        that name when its spec is identical. With ``idempotency_key`` a repeat returns the first result
+        (``replayed=True``). Raises ``InvalidInput``/``ScheduleError`` (400), ``NameConflict`` (409),
+        ``ConcurrentChange`` (409: the name was taken and released meanwhile; retry), and the idempotency
+        errors of ``IdempotencyKeys.run``.
+        """
+        if idempotency_key is None:
+            return self._create(owner, request)
+        outcome = self._keys().run(
+            owner,
+            idempotency_key,
+            {"op": "create_job", "body": request.model_dump(mode="json", exclude_unset=True)},
+            lambda: self._create_record(owner, request),
+        )
+        return CreateResult(
+            job=Job.model_validate(outcome.result["job"]),
+            created=bool(outcome.result["created"]),
+            replayed=outcome.replayed,
+        )
+
+    def _create_record(self, owner: str, request: JobCreate) -> dict[str, Any]:
+        result = self._create(owner, request)
+        return {"job": result.job.model_dump(mode="json"), "created": result.created}
+
+    def _create(self, owner: str, request: JobCreate) -> CreateResult:
+        now_ms = self.clock()
+        now = from_ms(now_ms)
+        self._check_settings(request)
+        job = Job.model_validate(
+            {
+                **request.model_dump(),
+                "id": layout.new_job_id(),
+                "owner": owner,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        anchor_ms = self._anchor_ms(job)
+        next_run_at_ms = self._first_fire_ms(job, anchor_ms, now_ms)
+        job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
+        partition = layout.partition_of(job.id, self.settings.scheduler_partitions)
+        try:
+            self.jobs.create(
+                layout.spec_item(job),
+                self._sched_item(job, anchor_ms, next_run_at_ms, partition=partition, term=0, now_ms=now_ms),
+            )
+        except NameTaken as taken:
+            return self._existing_by_name(owner, job, taken.job_id)
+        except Conflict as conflict:
+            raise ConcurrentChange(f"{conflict}; retry the request") from conflict
+        logger.info(
+            "job created", job_id=job.id, owner=owner, schedule=job.schedule, next_run_at=next_run_at_ms
+        )
+        return CreateResult(job=job, created=True)
+
+    def _existing_by_name(self, owner: str, wanted: Job, job_id: str) -> CreateResult:
+        """A create hit a taken name: the same spec is a repeat (200), a different one a conflict (409)."""
+        try:
+            existing = self.get_job(owner, job_id)
+        except JobNotFound:
+            raise ConcurrentChange(
+                f"the name {wanted.name!r} was being released by another request; retry"
+            ) from None
+        if existing.spec_fingerprint() != wanted.spec_fingerprint():
+            raise NameConflict(wanted.name, existing.id)
+        return CreateResult(job=existing, created=False)
+
+    # --- read ---------------------------------------------------------------------------------
+
+    def get_job(self, owner: str, job_id: str) -> Job:
+        """The owner's job ``job_id``. Raises ``JobNotFound`` (absent, malformed id, or another owner's)."""
+        spec, sched = self._load(owner, job_id)
+        return layout.job_from_items(spec, sched)
+
+    def list_jobs(self, owner: str, *, limit: int = 50, cursor: str | None = None) -> Page[Job]:
+        """A page of the owner's jobs ordered by name; ``cursor`` is a previous page's ``next_cursor``.
+
+        Raises ``InvalidInput(field="cursor")`` for a cursor that is not one of this owner's job listings.
+        """
+        after: tuple[str, str] | None = None
+        if cursor is not None:
+            position = decode_cursor(cursor, "jobs", owner)
+            name, job_id = position.get("name"), position.get("id")
+            if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or not _is_job_id(job_id):
+                raise InvalidInput("cursor", "cursor is not valid for this listing")
+            after = (name, str(job_id))
+        pairs, last = self.jobs.list_by_owner(owner, limit, after)
+        items = [layout.job_from_items(spec, sched) for spec, sched in pairs]
+        next_cursor = encode_cursor("jobs", owner, {"name": last[0], "id": last[1]}) if last else None
+        return Page[Job](items=items, next_cursor=next_cursor)
+
+    def list_runs(
+        self,
+        owner: str,
+        job_id: str,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Run]:
+        """A page of the job's runs, newest ``scheduled_for`` first, optionally only those in ``status``.
+
+        Raises ``JobNotFound``; ``InvalidInput(field="cursor")`` for a cursor not of this job's run listing.
+        """
+        spec = self.jobs.get_spec(job_id) if _is_job_id(job_id) else None
+        if spec is None or spec.get("owner") != owner:
+            raise JobNotFound(job_id)
+        before_ms: int | None = None
+        if cursor is not None:
+            position = decode_cursor(cursor, "runs", owner)
+            before = position.get("before")
+            if position.get("job") != job_id or not isinstance(before, int) or before < 0:
+                raise InvalidInput("cursor", "cursor is not valid for this listing")
+            before_ms = before
+        rows, last = self.runs.list_for_job(
+            job_id, limit, status=status.value if status else None, before_ms=before_ms
+        )
+        next_cursor = (
+            encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None
+        )
+        return Page[Run](items=[layout.run_from_item(row) for row in rows], next_cursor=next_cursor)
+
+    # --- change -------------------------------------------------------------------------------
+
+    def update_job(self, owner: str, job_id: str, patch: JobPatch) -> Job:
+        """Apply ``patch`` (fields present replace the stored ones; ``retry`` merges field by field).
+
+        When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
+        from now with the new settings; otherwise it is kept, so a pending catch-up is not lost by editing
+        ``input``. The stored fencing ``term`` is kept. Raises ``JobNotFound``, ``InvalidInput`` or
+        ``ScheduleError`` (400), ``ConcurrentChange`` (409, the job kept changing).
+        """
+        changes = patch.model_dump(exclude_unset=True)
+        for field in sorted(NON_NULLABLE_PATCH_FIELDS & changes.keys()):
+            if changes[field] is None:
+                raise InvalidInput(field, f"{field} cannot be null; omit it to keep the current value")
+        retimed = bool(TIMING_FIELDS & changes.keys())
+
+        def change(current: Job, sched: dict[str, Any], now_ms: int) -> tuple[Job, int, int | None]:
+            merged = current.model_dump(include=set(JobSettings.model_fields))
+            for field, value in changes.items():
+                if field == "retry" and isinstance(value, dict):
+                    merged["retry"] = {**merged["retry"], **patch.retry.model_dump(exclude_unset=True)}  # type: ignore[union-attr]
+                else:
+                    merged[field] = value
+            try:
+                settings = JobSettings.model_validate(merged)
+            except ValidationError as error:
+                raise _validation_problem(error) from error
+            self._check_settings(settings)
+            job = current.model_copy(update=dict(settings))
+            if retimed:
+                anchor_ms = self._anchor_ms(job)
+                return job, anchor_ms, self._first_fire_ms(job, anchor_ms, now_ms)
+            return job, int(sched.get("anchor_at", to_ms(current.created_at))), sched.get("next_run_at")
+
+        return self._rewrite(owner, job_id, change, event="job updated")
+
+    def pause_job(self, owner: str, job_id: str) -> Job:
+        """Take the job out of the due index (``paused`` true, ``next_run_at`` kept). Idempotent.
+
+        Raises ``JobNotFound``, ``ConcurrentChange``.
+        """
+        return self._set_paused(owner, job_id, paused=True)
+
+    def resume_job(self, owner: str, job_id: str) -> Job:
+        """Return the job to the due index with its stored ``next_run_at`` (a past one is due at once, and the
+        scheduler applies the job's ``missed`` policy to the fires missed while paused). Idempotent.
+
+        Raises ``JobNotFound``, ``ConcurrentChange``.
+        """
+        return self._set_paused(owner, job_id, paused=False)
+
+    def _set_paused(self, owner: str, job_id: str, *, paused: bool) -> Job:
+        def change(current: Job, sched: dict[str, Any], now_ms: int) -> tuple[Job, int, int | None]:
+            job = current.model_copy(update={"paused": paused})
+            return job, int(sched.get("anchor_at", to_ms(current.created_at))), sched.get("next_run_at")
+
+        return self._rewrite(
+            owner, job_id, change, event="job paused" if paused else "job resumed", unless_paused=paused
+        )
+
+    def _rewrite(
+        self,
+        owner: str,
+        job_id: str,
+        change: Callable[[Job, dict[str, Any], int], tuple[Job, int, int | None]],
+        *,
+        event: str,
+        unless_paused: bool | None = None,
+    ) -> Job:
+        """Read, change and conditionally write a job, retrying when a scheduler or another edit got between.
+
+        ``change(current, sched item, now_ms)`` returns ``(job, anchor_at ms, next_run_at ms or None)``.
+        With ``unless_paused`` set, a job already in that paused state is returned unchanged.
+        """
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            spec, sched = self._load(owner, job_id)
+            sched = sched or {}
+            current = layout.job_from_items(spec, sched)
+            if unless_paused is not None and current.paused == unless_paused:
+                return current
+            now_ms = self.clock()
+            job, anchor_ms, next_run_at_ms = change(current, sched, now_ms)
+            updated_ms = max(now_ms, int(spec["updated_at"]) + 1)
+            job = job.model_copy(
+                update={"updated_at": from_ms(updated_ms), "next_run_at": _instant(next_run_at_ms)}
+            )
+            term = int(sched.get("term", 0))
+            partition = int(
+                sched.get("partition", layout.partition_of(job_id, self.settings.scheduler_partitions))
+            )
+            new_sched = self._sched_item(
+                job, anchor_ms, next_run_at_ms, partition=partition, term=term, now_ms=now_ms
+            )
+            try:
+                self.jobs.replace(
+                    layout.spec_item(job),
+                    new_sched,
+                    int(spec["updated_at"]),
+                    expected_sched=(sched.get("next_run_at"), term),
+                )
+            except Conflict:
+                logger.info("job changed during an edit; retrying", job_id=job_id, attempt=attempt)
+                continue
+            logger.info(event, job_id=job_id, owner=owner, next_run_at=next_run_at_ms, paused=job.paused)
+            return job
+        raise ConcurrentChange(f"job {job_id} kept changing while being edited; retry the request")
+
+    def delete_job(self, owner: str, job_id: str) -> None:
+        """Delete the job: no new runs; its run history stays until retention. Raises ``JobNotFound``."""
+        spec, _ = self._load(owner, job_id)
+        self.jobs.delete(spec)
+        logger.info("job deleted", job_id=job_id, owner=owner)
+
+    # --- trigger ------------------------------------------------------------------------------
+
+    def trigger_job(self, owner: str, job_id: str, *, idempotency_key: str | None = None) -> TriggerResult:
+        """Create one run of the job now, outside its schedule (paused jobs too), and enqueue it.
+
+        The run is ``(job_id, now)``, kind ``manual``. If the enqueue fails the run stays ``queued`` and the
+        sweeper enqueues it (SPEC section 4), so the call still succeeds. With ``idempotency_key`` a repeat
+        returns the first run. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
+        idempotency errors of ``IdempotencyKeys.run``.
+        """
+        if idempotency_key is None:
+            return TriggerResult(run=self._trigger(owner, job_id))
+        outcome = self._keys().run(
+            owner,
+            idempotency_key,
+            {"op": "trigger_job", "job_id": job_id},
+            lambda: {"run": self._trigger(owner, job_id).model_dump(mode="json")},
+        )
+        return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
+
+    def _trigger(self, owner: str, job_id: str) -> Run:
+        spec = self.jobs.get_spec(job_id) if _is_job_id(job_id) else None
+        if spec is None or spec.get("owner") != owner:
+            raise JobNotFound(job_id)
+        now_ms = self.clock()
+        for slot in range(TRIGGER_SLOTS):
+            item = layout.new_run_item(
+                job_id,
+                now_ms + slot,
+                now_ms=now_ms,
+                retention_days=self.settings.retention_days,
+                kind=RunKind.MANUAL,
+                sweep_after_ms=self.settings.sweep_queued_after_s * 1000,
+                owner=owner,
+            )
+            if self.runs.put_new(item) is None:
+                break
+        else:
+            raise ConcurrentChange(f"job {job_id} was triggered many times this millisecond; retry")
+        run = layout.run_from_item(item)
+        try:
+            self.queue.send([RunMessage(job_id=job_id, scheduled_for=item["scheduled_for"])])
+        except (QueueSendError, ClientError, BotoCoreError) as error:
+            logger.warning(
+                "manual run saved but not enqueued; the sweeper will enqueue it",
+                run_id=run.id,
+                error=str(error),
+            )
+        logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
+        return run
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _keys(self) -> IdempotencyKeys:
+        if self.idempotency is None:
+            raise RuntimeError("JobService was built without IdempotencyKeys but got an Idempotency-Key")
+        return self.idempotency
+
+    def _load(self, owner: str, job_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        if not _is_job_id(job_id):
+            raise JobNotFound(job_id)
+        try:
+            spec, sched = self.jobs.get(job_id)
+        except NotFound:
+            raise JobNotFound(job_id) from None
+        if spec.get("owner") != owner:
+            raise JobNotFound(job_id)
+        return spec, sched
+
+    def _check_settings(self, job: JobSettings) -> None:
+        """Deployment limits on owner-set fields (SPEC section 2). Raises ``InvalidInput``."""
+        cap = self.settings.worker_timeout_cap_s
+        if job.timeout_s > cap:
+            raise InvalidInput(
+                "timeout_s", f"timeout_s is {job.timeout_s} s; this deployment allows at most {cap} s"
+            )
+        if isinstance(job.target, ShellTarget) and not self.settings.allow_shell_targets:
+            raise InvalidInput(
+                "target",
+                "shell targets are disabled in this deployment (they would run with the worker's role); "
+                "use an http, lambda, sqs or command target",
+            )
+
+    @staticmethod
+    def _anchor_ms(job: Job) -> int:
+        """A rate's anchor (and the bound before which nothing fires): ``start_at``, else creation time."""
+        return to_ms(job.start_at) if job.start_at is not None else to_ms(job.created_at)
+
+    def _first_fire_ms(self, job: Job, anchor_ms: int, now_ms: int) -> int | None:
+        """Validate the job's schedule as at registration and return its first fire from ``now`` (epoch ms).
+
+        Raises ``ScheduleError`` (field ``schedule``, ``timezone``, ``start_at`` or ``end_at``).
+        """
+        now = from_ms(now_ms)
+        schedule: Schedule = validate_schedule(
+            job.schedule,
+            job.timezone,
+            now=now,
+            start_at=job.start_at,
+            end_at=job.end_at,
+            min_interval_s=self.settings.min_interval_s,
+        )
+        if schedule.kind == "rate" and job.start_at is None:
+            schedule = parse_schedule(
+                job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at
+            )
+        first = schedule.first_fire(now)
+        return to_ms(first) if first is not None else None
+
+    def _sched_item(
+        self, job: Job, anchor_ms: int, next_run_at_ms: int | None, *, partition: int, term: int, now_ms: int
+    ) -> dict[str, Any]:
+        return layout.sched_item(
+            job,
+            anchor_at_ms=anchor_ms,
+            next_run_at_ms=next_run_at_ms,
+            partition=partition,
+            shards=self.settings.due_shards,
+            bucket_ms=self.settings.due_bucket_s * 1000,
+            now_ms=now_ms,
+            term=term,
+        )
+
+
+def _is_job_id(value: Any) -> bool:
+    return isinstance(value, str) and JOB_ID_PATTERN.match(value) is not None
+
+
+def _instant(ms: int | None) -> datetime | None:
+    return from_ms(ms) if ms is not None else None

@@ -1,0 +1,376 @@
+"""Job routes through the Lambda handler against moto: create, read, list, change, delete, pause, resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobsched.store.layout import SCHED_SK, job_pk, partition_of
+
+TOMORROW_2AM = "2026-03-03T02:00:00Z"
+
+
+def sched_item(http: Any, job_id: str) -> dict[str, Any]:
+    item = http.aws.table(http.settings.jobs_table).get_item(Key={"pk": job_pk(job_id), "sk": SCHED_SK})[
+        "Item"
+    ]
+    return dict(item)
+
+
+# --- create ---------------------------------------------------------------------------------------
+
+
+def test_create_answers_201_with_the_job_its_location_and_first_fire(http):
+    reply = http("POST", "/jobs", body=http.job_body("nightly-report", timezone="Europe/Berlin"))
+
+    assert reply.status == 201
+    job = reply.body
+    assert job["id"].startswith("j_")
+    assert reply.headers["location"] == f"/jobs/{job['id']}"
+    assert job["owner"] == http.alice_owner  # the assumed-role session maps to its role
+    assert job["schedule"] == "0 2 * * *"
+    assert job["target"] == {"type": "command", "name": "echo"}  # the "command" shorthand
+    assert job["next_run_at"] == "2026-03-03T01:00:00Z"  # 02:00 in Berlin (UTC+1 in March)
+    assert job["created_at"] == job["updated_at"] == "2026-03-02T10:00:00Z"
+
+
+def test_create_writes_an_active_scheduling_item_in_the_jobs_partition(http):
+    job = http.create()
+
+    item = sched_item(http, job["id"])
+    assert int(item["next_run_at"]) == 1_772_503_200_000  # 2026-03-03T02:00Z
+    assert int(item["partition"]) == partition_of(job["id"], http.settings.scheduler_partitions)
+    assert int(item["term"]) == 0
+    assert item["due_pk"].startswith(f"p{int(item['partition'])}#")
+    assert int(item["anchor_at"]) == http.NOW_MS
+
+
+def test_the_sample_create_event_registers_the_billing_job(http):
+    reply = http.invoke(http.sample("create_job"))
+
+    assert reply.status == 201
+    assert reply.body["name"] == "nightly-billing"
+    assert reply.body["retry"] == {"max_attempts": 3, "backoff_s": 60, "max_backoff_s": 900}
+    assert reply.body["jitter_s"] == 300
+    assert reply.body["owner"] == http.alice_owner
+
+
+def test_a_rate_is_anchored_at_creation_and_fires_first_at_once(http):
+    job = http.create("heartbeat", schedule="rate(5 minutes)")
+
+    assert job["next_run_at"] == "2026-03-02T10:00:00Z"
+    http.clock.advance(7 * 60_000)
+    changed = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "every 10 minutes"}).body
+    assert changed["next_run_at"] == "2026-03-02T10:10:00Z"  # still on the creation-time grid
+
+
+def test_a_rate_with_start_at_is_anchored_there(http):
+    job = http.create("later", schedule="rate(1 hour)", start_at="2026-03-05T08:30:00Z")
+
+    assert job["next_run_at"] == "2026-03-05T08:30:00Z"
+    assert int(sched_item(http, job["id"])["anchor_at"]) == 1_772_699_400_000
+
+
+def test_a_one_off_less_than_a_minute_in_the_past_runs_once_now(http):
+    job = http.create("just-missed", schedule="at 2026-03-02T09:59:30")
+
+    assert job["next_run_at"] == "2026-03-02T09:59:30Z"
+
+
+def test_a_paused_create_stays_out_of_the_due_index(http):
+    job = http.create("dormant", paused=True)
+
+    item = sched_item(http, job["id"])
+    assert job["paused"] is True
+    assert "due_pk" not in item and int(item["next_run_at"]) == 1_772_503_200_000
+
+
+def test_shell_targets_are_accepted_where_the_deployment_allows_them(http):
+    http.reconfigure(http.settings, allow_shell_targets=True)
+
+    job = http.create("local-script", target={"type": "shell", "command": "echo hi"})
+
+    assert job["target"] == {"type": "shell", "command": "echo hi"}
+
+
+# --- name uniqueness ------------------------------------------------------------------------------
+
+
+def test_a_repeat_with_the_same_name_and_spec_returns_200_and_the_existing_job(http):
+    first = http.create("report")
+
+    http.clock.advance(5_000)
+    again = http("POST", "/jobs", body=http.job_body("report"), caller="carol")  # same team, other session
+
+    assert again.status == 200
+    assert again.body == first
+    assert "location" not in again.headers
+
+
+def test_the_same_name_with_a_different_spec_is_409_naming_the_field(http):
+    first = http.create("report")
+
+    reply = http("POST", "/jobs", body=http.job_body("report", schedule="0 3 * * *"))
+
+    assert reply.status == 409
+    assert reply.error["code"] == "name_taken" and reply.error["field"] == "name"
+    assert first["id"] in reply.error["message"]
+
+
+def test_names_are_unique_per_owner_only(http):
+    mine = http.create("report")
+    theirs = http.create("report", caller="bob")
+
+    assert mine["id"] != theirs["id"] and theirs["owner"] == http.bob_owner
+
+
+def test_a_deleted_jobs_name_can_be_used_again(http):
+    first = http.create("report")
+    assert http("DELETE", f"/jobs/{first['id']}").status == 204
+
+    second = http.create("report", schedule="0 4 * * *")
+
+    assert second["id"] != first["id"]
+
+
+# --- read and list --------------------------------------------------------------------------------
+
+
+def test_get_returns_the_job_as_created(http):
+    job = http.create()
+
+    reply = http.invoke(http.sample("get_job", path_id=job["id"]))
+
+    assert reply.status == 200 and reply.body == job
+
+
+def test_get_of_an_unknown_or_malformed_id_is_404(http):
+    for job_id in ("j_00000000000000000000", "nope", "j_" + "f" * 300):
+        reply = http("GET", f"/jobs/{job_id}")
+        assert reply.status == 404, job_id
+        assert reply.error["code"] == "not_found"
+
+
+def test_list_pages_through_the_owners_jobs_by_name_with_opaque_cursors(http):
+    for name in ("e", "a", "d", "b", "c"):
+        http.create(name)
+
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        query = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+        reply = http("GET", "/jobs", query=query)
+        assert reply.status == 200
+        seen += [job["name"] for job in reply.body["items"]]
+        pages += 1
+        cursor = reply.body["next_cursor"]
+        if cursor is None:
+            break
+        assert "billing" not in cursor and "name" not in cursor  # opaque
+
+    assert seen == ["a", "b", "c", "d", "e"]
+    assert pages == 3
+
+
+def test_the_sample_list_event_uses_limit_from_the_query(http):
+    for name in ("x1", "x2", "x3"):
+        http.create(name)
+
+    reply = http.invoke(http.sample("list_jobs"))
+
+    assert [j["name"] for j in reply.body["items"]] == ["x1", "x2"]
+    assert reply.body["next_cursor"]
+
+
+def test_list_defaults_to_50(http):
+    reply = http("GET", "/jobs")
+
+    assert reply.status == 200 and reply.body == {"items": [], "next_cursor": None}
+
+
+# --- PATCH ----------------------------------------------------------------------------------------
+
+
+def test_patch_of_the_schedule_recomputes_next_run_at_from_now(http):
+    job = http.create()
+    http.clock.advance(3_600_000)  # 11:00
+
+    reply = http.invoke(http.sample("update_job", path_id=job["id"]))  # schedule 30 3 * * *
+
+    assert reply.status == 200
+    assert reply.body["schedule"] == "30 3 * * *"
+    assert reply.body["next_run_at"] == "2026-03-03T03:30:00Z"
+    assert reply.body["updated_at"] == "2026-03-02T11:00:00Z"
+    assert reply.body["created_at"] == job["created_at"]
+    assert int(sched_item(http, job["id"])["next_run_at"]) == 1_772_508_600_000
+
+
+def test_patch_of_other_fields_keeps_next_run_at_and_merges_retry(http):
+    job = http.create(retry={"max_attempts": 2, "backoff_s": 10})
+    item = http.aws.table(http.settings.jobs_table)
+    # Given: the scheduler is behind (a due fire in the past waits for catch-up)
+    item.update_item(
+        Key={"pk": job_pk(job["id"]), "sk": SCHED_SK},
+        UpdateExpression="SET next_run_at = :n",
+        ExpressionAttributeValues={":n": 1_772_416_800_000},  # 2026-03-02T02:00Z
+    )
+
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"input": {"n": 2}, "retry": {"max_attempts": 5}})
+
+    assert reply.status == 200
+    assert reply.body["input"] == {"n": 2}
+    assert reply.body["retry"] == {"max_attempts": 5, "backoff_s": 10, "max_backoff_s": 900}
+    assert reply.body["next_run_at"] == "2026-03-02T02:00:00Z"  # the pending fire is not lost
+
+
+def test_patch_keeps_the_fencing_term(http):
+    job = http.create()
+    http.aws.table(http.settings.jobs_table).update_item(
+        Key={"pk": job_pk(job["id"]), "sk": SCHED_SK},
+        UpdateExpression="SET #t = :t",
+        ExpressionAttributeNames={"#t": "term"},
+        ExpressionAttributeValues={":t": 7},
+    )
+
+    http("PATCH", f"/jobs/{job['id']}", body={"schedule": "0 5 * * *"})
+
+    assert int(sched_item(http, job["id"])["term"]) == 7
+
+
+def test_patch_can_clear_end_at_and_input(http):
+    job = http.create(end_at="2026-12-31T00:00:00Z")
+
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"end_at": None, "input": None})
+
+    assert reply.status == 200 and reply.body["end_at"] is None and reply.body["input"] is None
+
+
+def test_an_empty_patch_changes_nothing_but_updated_at(http):
+    job = http.create()
+    http.clock.advance(1_000)
+
+    reply = http("PATCH", f"/jobs/{job['id']}", body={})
+
+    assert reply.status == 200
+    assert {k: v for k, v in reply.body.items() if k != "updated_at"} == {
+        k: v for k, v in job.items() if k != "updated_at"
+    }
+
+
+def test_patch_validates_the_merged_job(http):
+    job = http.create()
+
+    for body, field in (
+        ({"schedule": None}, "schedule"),
+        ({"schedule": "61 * * * *"}, "schedule"),
+        ({"timezone": "PST"}, "timezone"),
+        ({"timeout_s": 100_000}, "timeout_s"),
+        ({"target": {"type": "shell", "command": "rm -rf /"}}, "target"),
+        ({"retry": {"max_attempts": 0}}, "retry.max_attempts"),
+        ({"name": "renamed"}, "name"),
+    ):
+        reply = http("PATCH", f"/jobs/{job['id']}", body=body)
+        assert reply.status == 400, body
+        assert reply.error["field"] == field, (body, reply.error)
+
+
+# --- DELETE ---------------------------------------------------------------------------------------
+
+
+def test_delete_answers_204_then_the_job_is_gone_from_every_route(http):
+    job = http.create()
+
+    reply = http.invoke(http.sample("delete_job", path_id=job["id"]))
+
+    assert reply.status == 204 and reply.body is None
+    assert http("GET", f"/jobs/{job['id']}").status == 404
+    assert http("DELETE", f"/jobs/{job['id']}").status == 404
+    assert http("GET", "/jobs").body["items"] == []
+
+
+def test_delete_keeps_the_run_history(http):
+    job = http.create()
+    run = http("POST", f"/jobs/{job['id']}/trigger").body
+
+    http("DELETE", f"/jobs/{job['id']}")
+
+    rows = http.aws.table(http.settings.runs_table).query(
+        KeyConditionExpression="job_id = :j", ExpressionAttributeValues={":j": job["id"]}
+    )["Items"]
+    assert [row["run_id"] for row in rows] == [run["id"]]
+
+
+# --- pause / resume -------------------------------------------------------------------------------
+
+
+def test_pause_takes_the_job_out_of_the_due_index_and_resume_returns_it(http):
+    job = http.create()
+
+    paused = http.invoke(http.sample("pause_job", path_id=job["id"]))
+    item = sched_item(http, job["id"])
+    assert paused.status == 200 and paused.body["paused"] is True
+    assert "due_pk" not in item and "due_at" not in item
+    assert paused.body["next_run_at"] == job["next_run_at"]
+
+    resumed = http("POST", f"/jobs/{job['id']}/resume")
+    item = sched_item(http, job["id"])
+    assert resumed.status == 200 and resumed.body["paused"] is False
+    assert int(item["due_at"]) == int(item["next_run_at"]) == 1_772_503_200_000
+
+
+def test_resume_keeps_a_past_next_run_at_and_files_it_in_the_current_bucket(http):
+    # Given: a job paused before its 02:00 fire, resumed two days later
+    job = http.create()
+    http("POST", f"/jobs/{job['id']}/pause")
+    http.clock.advance(2 * 86_400_000)
+
+    resumed = http("POST", f"/jobs/{job['id']}/resume").body
+
+    # Then: next_run_at is still the missed fire (the scheduler applies `missed`), due at once
+    item = sched_item(http, job["id"])
+    assert resumed["next_run_at"] == TOMORROW_2AM
+    bucket_ms = http.settings.due_bucket_s * 1000
+    assert item["due_pk"].split("#")[1] == f"b{http.clock() // bucket_ms}"
+    assert int(item["due_at"]) == 1_772_503_200_000
+
+
+def test_pause_and_resume_are_idempotent(http):
+    job = http.create()
+
+    first = http("POST", f"/jobs/{job['id']}/pause").body
+    http.clock.advance(1_000)
+    second = http("POST", f"/jobs/{job['id']}/pause").body
+
+    assert first == second
+    assert http("POST", f"/jobs/{job['id']}/resume").body["paused"] is False
+    assert http("POST", f"/jobs/{job['id']}/resume").body["paused"] is False
+
+
+def test_patch_of_a_paused_job_keeps_it_out_of_the_index(http):
+    job = http.create()
+    http("POST", f"/jobs/{job['id']}/pause")
+
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "0 6 * * *"})
+
+    assert reply.body["paused"] is True and reply.body["next_run_at"] == "2026-03-03T06:00:00Z"
+    assert "due_pk" not in sched_item(http, job["id"])
+
+
+# --- routing --------------------------------------------------------------------------------------
+
+
+def test_an_unknown_path_is_404_and_a_wrong_method_405_with_allow(http):
+    missing = http("GET", "/nothing-here")
+    wrong = http("PUT", "/jobs")
+
+    assert missing.status == 404 and missing.error["code"] == "not_found"
+    assert wrong.status == 405 and wrong.headers["allow"] == "GET, POST"
+    assert wrong.error["code"] == "method_not_allowed"
+
+
+def test_openapi_json_is_served_without_credentials(http):
+    reply = http("GET", "/openapi.json", caller=None)
+
+    assert reply.status == 200
+    assert reply.body["openapi"].startswith("3.")
+    assert "/jobs/{id}/trigger" in reply.body["paths"]
