@@ -1,0 +1,292 @@
+"""The HTTP client of the jobsched API (SPEC section 3), used by the CLI and by scripts.
+
+Authentication follows the deployment:
+
+- an API Gateway URL (``https://<id>.execute-api.<region>.amazonaws.com/<stage>``) is called with
+  AWS Signature V4 (service ``execute-api``), credentials from the standard AWS chain (environment,
+  shared config/SSO profiles, container/instance roles) through botocore's ``SigV4Auth``;
+- any other URL (local mode) gets ``Authorization: Bearer <token>``.
+
+Responses are the API's JSON objects as plain dicts (field names of SPEC section 2). Every failure is
+one exception type, ``ApiError``, whose ``str()`` is one line a person can act on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+__all__ = [
+    "DEFAULT_API",
+    "ApiError",
+    "ApiUnreachable",
+    "JobschedClient",
+    "SigV4",
+    "api_gateway_region",
+]
+
+DEFAULT_API = "http://127.0.0.1:8080"
+_API_GATEWAY = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
+_SIGNED_HEADERS = ("host", "content-type", "idempotency-key")
+
+
+class ApiError(Exception):
+    """A call failed. ``status`` is the HTTP status (0 when no response arrived); ``code``, ``message``
+    and ``field`` come from the API's error body ``{"error": {"code", "message", "field"}}``."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def __str__(self) -> str:
+        where = f" (field: {self.field})" if self.field else ""
+        prefix = f"{self.status} {self.code}: " if self.status else ""
+        return f"{prefix}{self.message}{where}"
+
+
+class ApiUnreachable(ApiError):
+    """No HTTP response: connection refused, DNS failure or timeout."""
+
+    def __init__(self, base_url: str, reason: str) -> None:
+        local = urlsplit(base_url).hostname in ("127.0.0.1", "localhost", "::1")
+        hint = ": is `jobsched local` running?" if local else f" ({reason})"
+        super().__init__(0, "unreachable", f"cannot reach the API at {base_url}{hint}")
+
+
+def api_gateway_region(url: str) -> str | None:
+    """The AWS region of an API Gateway URL (``*.execute-api.<region>.amazonaws.com``), else None."""
+    host = urlsplit(url).hostname or ""
+    match = _API_GATEWAY.match(host)
+    return match.group("region") if match else None
+
+
+class SigV4(httpx.Auth):
+    """httpx auth that signs each request with AWS SigV4 for API Gateway (``execute-api``).
+
+    ``credentials`` is a botocore ``Credentials`` object (refreshable ones are frozen per request); None
+    resolves the standard chain on first use and raises ``ApiError`` (status 0) when it finds nothing.
+    """
+
+    requires_request_body = True
+
+    def __init__(self, region: str, credentials: Any = None, service: str = "execute-api") -> None:
+        self.region = region
+        self.service = service
+        self._credentials = credentials
+
+    def _resolve(self) -> Any:
+        if self._credentials is None:
+            import botocore.session
+
+            self._credentials = botocore.session.Session().get_credentials()
+            if self._credentials is None:
+                raise ApiError(
+                    0,
+                    "no_credentials",
+                    "no AWS credentials found for a SigV4-signed API Gateway call: configure the standard AWS "
+                    "chain (AWS_PROFILE, `aws sso login`, environment variables or an instance role)",
+                )
+        return self._credentials.get_frozen_credentials()
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        headers = {k: v for k, v in request.headers.items() if k.lower() in _SIGNED_HEADERS}
+        aws_request = AWSRequest(
+            method=request.method, url=str(request.url), data=request.content or None, headers=headers
+        )
+        SigV4Auth(self._resolve(), self.service, self.region).add_auth(aws_request)
+        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-SHA256"):
+            value = aws_request.headers.get(name)
+            if value is not None:
+                request.headers[name] = value
+        yield request
+
+
+class JobschedClient:
+    """Calls of the jobsched API. ``base_url`` is the API root (e.g. ``http://127.0.0.1:8080`` or
+    ``https://abc.execute-api.eu-west-1.amazonaws.com/prod``); ``token`` is the local bearer token
+    (ignored for API Gateway URLs, which are SigV4-signed); ``transport`` replaces the network (tests pass
+    ``httpx.MockTransport`` or ``httpx.WSGITransport``). Every method raises ``ApiError`` on failure.
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_API,
+        *,
+        token: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        credentials: Any = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        region = api_gateway_region(self.base_url)
+        auth: httpx.Auth | None = None
+        headers = {"Accept": "application/json", "User-Agent": "jobsched-cli"}
+        if region:
+            auth = SigV4(region, credentials)
+        elif token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            auth=auth,
+            timeout=timeout_s,
+            # connection-level retries only (nothing was sent): safe for every call
+            transport=transport or httpx.HTTPTransport(retries=2),
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> JobschedClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- transport --------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """One call; returns the 2xx response. Raises ``ApiUnreachable`` without a response, ``ApiError``
+        with the API's code/message/field for any other status."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = self._http.request(method, path, json=json, params=query, headers=headers)
+        except (httpx.ConnectError, httpx.TimeoutException, httpx.RemoteProtocolError) as error:
+            raise ApiUnreachable(self.base_url, str(error) or type(error).__name__) from error
+        if response.is_success:
+            return response
+        raise _error_of(response)
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = self.request(method, path, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return {}
+        body = response.json()
+        return body if isinstance(body, dict) else {"items": body}
+
+    # --- jobs -------------------------------------------------------------------------------
+
+    def create_job(
+        self, body: dict[str, Any], *, idempotency_key: str | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """``POST /jobs`` with ``body`` (a JobCreate as JSON). Returns ``(job, created)``: ``created`` is
+        False when the API answered 200 (an identical job under that name, or an idempotent repeat)."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        response = self.request("POST", "/jobs", json=body, headers=headers)
+        return response.json(), response.status_code == 201
+
+    def list_jobs(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+        """``GET /jobs``: one page ``{"items": [job, ...], "next_cursor": str | None}``."""
+        return self._json("GET", "/jobs", params={"limit": limit, "cursor": cursor})
+
+    def iter_jobs(self, *, page_size: int = 100) -> Iterator[dict[str, Any]]:
+        """Every job of the caller, following ``next_cursor``."""
+        cursor: str | None = None
+        while True:
+            page = self.list_jobs(limit=page_size, cursor=cursor)
+            yield from page.get("items", [])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """``GET /jobs/{id}``."""
+        return self._json("GET", f"/jobs/{_segment(job_id)}")
+
+    def update_job(self, job_id: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """``PATCH /jobs/{id}`` with a JobPatch as JSON; returns the updated job."""
+        return self._json("PATCH", f"/jobs/{_segment(job_id)}", json=patch)
+
+    def delete_job(self, job_id: str) -> None:
+        """``DELETE /jobs/{id}`` (no new runs; history kept until retention)."""
+        self.request("DELETE", f"/jobs/{_segment(job_id)}")
+
+    def pause_job(self, job_id: str) -> dict[str, Any]:
+        """``POST /jobs/{id}/pause``; returns the job."""
+        return self._json("POST", f"/jobs/{_segment(job_id)}/pause")
+
+    def resume_job(self, job_id: str) -> dict[str, Any]:
+        """``POST /jobs/{id}/resume`` (the job's ``missed`` policy applies); returns the job."""
+        return self._json("POST", f"/jobs/{_segment(job_id)}/resume")
+
+    def trigger_job(self, job_id: str, *, idempotency_key: str | None = None) -> dict[str, Any]:
+        """``POST /jobs/{id}/trigger``: one run now, outside the schedule; returns the run."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._json("POST", f"/jobs/{_segment(job_id)}/trigger", headers=headers)
+
+    def list_runs(
+        self, job_id: str, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """``GET /jobs/{id}/runs``, newest first: ``{"items": [run, ...], "next_cursor": str | None}``."""
+        return self._json(
+            "GET",
+            f"/jobs/{_segment(job_id)}/runs",
+            params={"status": status, "limit": limit, "cursor": cursor},
+        )
+
+    def iter_runs(
+        self, job_id: str, *, status: str | None = None, page_size: int = 100
+    ) -> Iterator[dict[str, Any]]:
+        """Every run of a job (newest first), following ``next_cursor``."""
+        cursor: str | None = None
+        while True:
+            page = self.list_runs(job_id, status=status, limit=page_size, cursor=cursor)
+            yield from page.get("items", [])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+
+def _segment(value: str) -> str:
+    """A path segment: job ids are ``[A-Za-z0-9_]``; anything else is percent-encoded, never a new path."""
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def _error_of(response: httpx.Response) -> ApiError:
+    """The ``ApiError`` of a non-2xx response (the API's error body, or the status text otherwise)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return ApiError(
+            response.status_code, str(error.get("code") or "error"), str(error["message"]), error.get("field")
+        )
+    if isinstance(body, dict) and body.get("message"):  # API Gateway's own errors: {"message": "..."}
+        return ApiError(response.status_code, _status_code(response.status_code), str(body["message"]))
+    text = " ".join(response.text.split())[:200] or response.reason_phrase
+    return ApiError(response.status_code, _status_code(response.status_code), text)
+
+
+def _status_code(status: int) -> str:
+    return {
+        400: "bad_request",
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not_found",
+        409: "conflict",
+        413: "too_large",
+        422: "unprocessable",
+        429: "throttled",
+    }.get(status, f"http_{status}")

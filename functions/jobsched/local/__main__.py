@@ -1,0 +1,15 @@
+"""``python -m jobsched.local [options]``: the same as ``jobsched local [options]``."""
+
+from __future__ import annotations
+
+import typer
+
+from jobsched.cli_commands import local_command
+
+
+def main() -> None:
+    typer.run(local_command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""A local stand-in for Lambda's SQS event source mapping: poll a queue, call a handler with SQS events.
+
+What Lambda does (AWS docs, "Using Lambda with Amazon SQS"), and this class too:
+
+- long-polls ``ReceiveMessage`` for batches of up to ``batch_size`` (10) messages;
+- calls the function with ``{"Records": [...]}`` in the SQS event record format (``messageId``,
+  ``receiptHandle``, ``body``, ``attributes``, ``messageAttributes``, ``eventSource: aws:sqs``...);
+- with ``ReportBatchItemFailures``: deletes the messages not listed in the returned
+  ``batchItemFailures``; a listed id, or an error raised by the function, leaves the message(s) on the
+  queue to be delivered again; a response naming an unknown id fails the whole batch.
+
+One deliberate difference: Lambda lets a failed message reappear after the queue's visibility timeout
+(the run queue's is 90 minutes); locally the visibility of failed messages is set to
+``failure_visibility_s`` (10 s) so a redelivery is seen while you watch. The redrive policy
+(``maxReceiveCount``) still moves a poison message to the dead-letter queue.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobsched.observability import logger
+
+Handler = Callable[[dict[str, Any], Any], Any]
+"""A Lambda handler: ``handler(event, context)``."""
+
+
+@dataclass
+class LocalLambdaContext:
+    """The parts of the Lambda context object handlers and Powertools read."""
+
+    function_name: str
+    timeout_s: int = 900
+    memory_limit_in_mb: int = 1024
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    region: str = "us-east-1"
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{self.region}:123456789012:function:{self.function_name}"
+
+    @property
+    def function_version(self) -> str:
+        return "$LATEST"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
+
+    @property
+    def log_stream_name(self) -> str:
+        return "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.timeout_s - (time.monotonic() - self.started)) * 1000))
+
+
+def _message_attributes(raw: dict[str, Any]) -> dict[str, Any]:
+    """SQS API message attributes -> the event record's form (camelCase keys, list fields present)."""
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        out[name] = {
+            "stringValue": value.get("StringValue"),
+            "binaryValue": value.get("BinaryValue"),
+            "stringListValues": value.get("StringListValues", []),
+            "binaryListValues": value.get("BinaryListValues", []),
+            "dataType": value.get("DataType", "String"),
+        }
+    return out
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str) -> dict[str, Any]:
+    """The Lambda SQS event for ``messages`` as ``ReceiveMessage`` returned them."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": dict(m.get("Attributes", {})),
+                "messageAttributes": _message_attributes(m.get("MessageAttributes", {})),
+                "md5OfBody": m.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": region,
+            }
+            for m in messages
+        ]
+    }
+
+
+class SqsEventSource:
+    """Feeds one queue to one handler, like an SQS event source mapping with batch item failures on.
+
+    ``sqs`` is a boto3 SQS client. ``poll_once`` handles one batch; ``run`` loops until stopped, letting the
+    batch in hand finish (drain) before returning.
+    """
+
+    def __init__(
+        self,
+        sqs: Any,
+        queue_url: str,
+        handler: Handler,
+        *,
+        function_name: str,
+        region: str = "us-east-1",
+        batch_size: int = 10,
+        wait_s: int = 1,
+        failure_visibility_s: int = 10,
+        timeout_s: int = 900,
+    ) -> None:
+        self.sqs = sqs
+        self.queue_url = queue_url
+        self.handler = handler
+        self.function_name = function_name
+        self.region = region
+        self.batch_size = batch_size
+        self.wait_s = wait_s
+        self.failure_visibility_s = failure_visibility_s
+        self.timeout_s = timeout_s
+        self._queue_arn: str | None = None
+
+    @property
+    def queue_arn(self) -> str:
+        if self._queue_arn is None:
+            self._queue_arn = self.sqs.get_queue_attributes(
+                QueueUrl=self.queue_url, AttributeNames=["QueueArn"]
+            )["Attributes"]["QueueArn"]
+        return self._queue_arn
+
+    def poll_once(self) -> tuple[int, int]:
+        """Receive one batch and process it. Returns ``(messages received, messages failed)``."""
+        messages = self.sqs.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=self.batch_size,
+            WaitTimeSeconds=self.wait_s,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return 0, 0
+        event = sqs_event(messages, self.queue_arn, self.region)
+        context = LocalLambdaContext(self.function_name, timeout_s=self.timeout_s, region=self.region)
+        failed_ids = self._invoke(event, context, messages)
+        done = [m for m in messages if m["MessageId"] not in failed_ids]
+        failed = [m for m in messages if m["MessageId"] in failed_ids]
+        if done:
+            self.sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        if failed:
+            self.sqs.change_message_visibility_batch(
+                QueueUrl=self.queue_url,
+                Entries=[
+                    {
+                        "Id": str(i),
+                        "ReceiptHandle": m["ReceiptHandle"],
+                        "VisibilityTimeout": self.failure_visibility_s,
+                    }
+                    for i, m in enumerate(failed)
+                ],
+            )
+        return len(messages), len(failed)
+
+    def _invoke(
+        self, event: dict[str, Any], context: LocalLambdaContext, messages: list[dict[str, Any]]
+    ) -> set[str]:
+        """Call the handler; the ids of the messages that failed (all of them when it raised)."""
+        every = {m["MessageId"] for m in messages}
+        try:
+            response = self.handler(event, context)
+        except Exception:
+            logger.exception(
+                "handler failed; the whole batch will be delivered again", function=self.function_name
+            )
+            return every
+        failures = (response or {}).get("batchItemFailures", []) if isinstance(response, dict) else []
+        ids = {str(f.get("itemIdentifier", "")) for f in failures if isinstance(f, dict)}
+        if not ids <= every:  # Lambda: an unknown or empty id fails the whole batch
+            logger.warning(
+                "handler reported unknown message ids; failing the batch", function=self.function_name
+            )
+            return every
+        return ids
+
+    def run(self, stop: threading.Event) -> None:
+        """Process batches until ``stop`` is set; the batch in hand always finishes (drain)."""
+        while not stop.is_set():
+            try:
+                self.poll_once()
+            except Exception:
+                logger.exception("event source poll failed; retrying", function=self.function_name)
+                stop.wait(1.0)

@@ -1,0 +1,138 @@
+"""What local mode prints: one line per run outcome (from the runs table's stream) and one per alert.
+
+Run line: ``run  <job name>  <scheduled_for>  <status>  try <attempt>  late <lateness>  [error]``, printed
+when a run reaches ``succeeded``, ``retrying``, ``dead`` or ``skipped``. Alert line: ``ALERT`` and what the
+alerts topic carried (subject, job, run, error), read from an SQS queue subscribed to the topic, the
+way a team would subscribe with a filter policy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer
+
+from jobsched.local.state import TableMirror
+from jobsched.observability import logger
+
+Emit = Callable[[str], None]
+OUTCOMES = ("succeeded", "retrying", "dead", "skipped")
+_deserializer = TypeDeserializer()
+
+
+def _plain(image: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in image.items()}
+
+
+def _iso(ms: Any) -> str:
+    try:
+        return datetime.fromtimestamp(int(ms) / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + "Z"
+    except (TypeError, ValueError):
+        return str(ms)
+
+
+def format_run(run: dict[str, Any], job_name: str) -> str:
+    """One line for a run row (plain values): job, scheduled_for (UTC), status, attempt, lateness, error."""
+    parts = [f"run  {job_name:<28}", _iso(run.get("scheduled_for")), f"{run.get('status', '?'):<9}"]
+    parts.append(f"try {int(run.get('attempt') or 0)}")
+    lateness = run.get("lateness_ms")
+    parts.append(f"late {int(lateness) / 1000:.2f}s" if lateness is not None else "late -")
+    if run.get("skipped_count"):
+        parts.append(f"({int(run['skipped_count'])} fires)")
+    if run.get("kind") == "manual":
+        parts.append("(manual)")
+    if run.get("error") and run.get("status") != "succeeded":
+        parts.append(f"error: {' '.join(str(run['error']).split())[:160]}")
+    return "  ".join(parts)
+
+
+class RunPrinter:
+    """A ``TableMirror`` listener printing each run outcome; job names come from the mirror's jobs table."""
+
+    def __init__(self, mirror: TableMirror, emit: Emit) -> None:
+        self.mirror = mirror
+        self.emit = emit
+
+    def job_name(self, job_id: str) -> str:
+        key = json.dumps([{"S": f"job#{job_id}"}, {"S": "spec"}], sort_keys=True, separators=(",", ":"))
+        item = self.mirror.items.get("Jobs", {}).get(key)
+        return str(item["name"]["S"]) if item and "name" in item else job_id
+
+    def __call__(self, table_id: str, records: list[dict[str, Any]]) -> None:
+        if table_id != "Runs":
+            return
+        for record in records:
+            change = record.get("dynamodb", {})
+            if "NewImage" not in change:
+                continue
+            new = _plain(change["NewImage"])
+            old_status = _plain(change["OldImage"]).get("status") if "OldImage" in change else None
+            status = new.get("status")
+            if status in OUTCOMES and (
+                status != old_status or (status == "retrying" and self._new_try(change))
+            ):
+                self.emit(format_run(new, self.job_name(str(new.get("job_id")))))
+
+    @staticmethod
+    def _new_try(change: dict[str, Any]) -> bool:
+        old = _plain(change.get("OldImage", {}))
+        new = _plain(change["NewImage"])
+        return bool(old.get("attempt") != new.get("attempt"))
+
+
+def format_alert(body: str) -> str:
+    """One line for an SNS notification (as delivered to SQS, not raw): subject, job, run, error."""
+    try:
+        envelope = json.loads(body)
+    except ValueError:
+        return f"ALERT  {body[:300]}"
+    subject = envelope.get("Subject") or "alert"
+    message = envelope.get("Message", "")
+    try:
+        detail = json.loads(message)
+    except (TypeError, ValueError):
+        detail = None
+    if isinstance(detail, dict):
+        keys = ("job_name", "job_id", "run_id", "owner", "status", "attempt", "error")
+        fields = [f"{k}={' '.join(str(detail[k]).split())[:160]}" for k in keys if detail.get(k) is not None]
+        return f"ALERT  {subject}  " + "  ".join(fields)
+    return f"ALERT  {subject}  {' '.join(str(message).split())[:300]}"
+
+
+class AlertPrinter:
+    """Subscribes an SQS queue to the alerts topic and prints what arrives."""
+
+    def __init__(self, sqs: Any, sns: Any, topic_arn: str, queue_name: str, emit: Emit) -> None:
+        self.sqs = sqs
+        self.emit = emit
+        self.queue_url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn)
+
+    def poll_once(self, wait_s: int = 1) -> int:
+        """Print the alerts waiting (long poll up to ``wait_s``); returns how many."""
+        messages = self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s
+        ).get("Messages", [])
+        for message in messages:
+            self.emit(format_alert(message["Body"]))
+        if messages:
+            self.sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+            )
+        return len(messages)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.poll_once()
+            except Exception:
+                logger.exception("alert printer failed; retrying")
+                stop.wait(1.0)

@@ -1,0 +1,469 @@
+"""``jobsched local``: the whole system in one process, on an embedded moto (SPEC section 7).
+
+What runs, each in its own thread(s):
+
+- the API: ``jobsched.api.wsgi.ApiWsgiApp`` (HTTP request -> API Gateway proxy event -> the API Lambda
+  handler) on a threaded stdlib HTTP server, ``127.0.0.1:<port>``;
+- ``--schedulers N`` scheduler loops per partition (``jobsched.scheduler_runtime.build_scheduler_loop``),
+  each its own lease contender: one leads, the others stand by and take over within the lease TTL;
+- ``--workers N`` pollers feeding the run queue to the worker Lambda handler the way Lambda's SQS event
+  source does (``local.event_source``);
+- the sweeper Lambda handler each minute;
+- the stream pump (run outcome lines), the alert printer and the snapshotter (``local.state``).
+
+Durability: the tables are restored from ``<data dir>/state.json`` at start and saved every 2 s when they
+changed, and at a graceful stop (SIGINT/SIGTERM: schedulers stop, workers finish the batch in hand, then a
+final snapshot). A SIGKILL loses at most the last ~2.5 s of writes. After a restart, fires missed while
+stopped follow each job's ``missed`` policy (the scheduler works from the stored ``next_run_at``), and
+unfinished runs (queued, retrying, running) are put on the run queue again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer
+
+from jobsched.adapters.queue import MAX_DELAY_S, RunMessage, RunQueue
+from jobsched.clock import Clock, system_clock
+from jobsched.local.demo import demo_jobs
+from jobsched.local.embedded_aws import REGION, isolate_from_aws, serialize_dynamodb
+from jobsched.local.event_source import LocalLambdaContext, SqsEventSource
+from jobsched.local.printer import AlertPrinter, RunPrinter
+from jobsched.local.server import ApiServer
+from jobsched.local.state import (
+    STATE_FILE,
+    Item,
+    Snapshotter,
+    StateFileError,
+    TableMirror,
+    read_state,
+    restore,
+)
+from jobsched.observability import logger
+from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
+
+DEV_TOKEN_FILE = "dev-token"
+TOKENS_FILE = "tokens.json"
+LOCAL_OWNER = "local"
+PREFIX = "jobsched"
+_deserializer = TypeDeserializer()
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass
+class LocalConfig:
+    """Options of ``jobsched local`` (see the CLI) plus knobs tests turn.
+
+    ``settings`` are extra ``Settings`` values (field name -> value) on top of local mode's own
+    (shell and loopback HTTP targets on, the tokens file); ``emit`` receives every printed line.
+    """
+
+    port: int = 8080
+    data_dir: Path = Path(".jobsched")
+    tokens_file: Path | None = None
+    schedulers: int = 1
+    workers: int = 4
+    demo: bool = False
+    host: str = "127.0.0.1"
+    snapshot_interval_s: float = 2.0
+    sweep_interval_s: float = 60.0
+    stream_poll_s: float = 0.5
+    log_level: str = "WARNING"
+    settings: dict[str, Any] = field(default_factory=dict)
+    emit: Callable[[str], None] = _print
+    clock: Clock = system_clock
+
+    def __post_init__(self) -> None:
+        if self.schedulers < 1 or self.workers < 1:
+            raise ValueError("--schedulers and --workers must be at least 1")
+        self.data_dir = Path(self.data_dir)
+
+
+def load_tokens_file(path: Path) -> dict[str, str]:
+    """A ``--tokens`` file: a JSON object token -> owner. Raises ValueError naming the problem."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ValueError(f"cannot read --tokens {path}: {error.strerror or error}") from error
+    except ValueError as error:
+        raise ValueError(f"--tokens {path} is not valid JSON: {error}") from error
+    if (
+        not isinstance(data, dict)
+        or not data
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items())
+    ):
+        raise ValueError(f"--tokens {path} must be a JSON object mapping tokens to owners")
+    return dict(data)
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(temp, path)
+
+
+def prepare_tokens(data_dir: Path, tokens_file: Path | None) -> tuple[Path, str, bool]:
+    """The tokens file the API reads, a token of owner ``local`` (for the demo jobs) and whether that token is
+    the generated dev token (printed at start).
+
+    Without ``tokens_file``: the dev token in ``<data dir>/dev-token`` (created once, kept across restarts)
+    and ``<data dir>/tokens.json`` = ``{dev token: "local"}``. With it: its tokens, plus (when no token maps
+    to ``local``) an internal one for registering the demo jobs, in ``<data dir>/tokens.json`` (mode 0600).
+    """
+    effective = data_dir / TOKENS_FILE
+    if tokens_file is None:
+        token_path = data_dir / DEV_TOKEN_FILE
+        token = token_path.read_text().strip() if token_path.is_file() else ""
+        if not token:
+            token = "dev-" + secrets.token_urlsafe(24)
+            _write_private(token_path, token + "\n")
+        _write_private(effective, json.dumps({token: LOCAL_OWNER}))
+        return effective, token, True
+    tokens = load_tokens_file(tokens_file)
+    local = next((t for t, owner in tokens.items() if owner == LOCAL_OWNER), None)
+    if local is None:
+        local = "internal-" + secrets.token_urlsafe(24)
+        tokens[local] = LOCAL_OWNER
+    _write_private(effective, json.dumps(tokens))
+    return effective, local, False
+
+
+def unfinished_messages(runs: list[Item], *, now_ms: int, heartbeat_stale_s: int) -> list[RunMessage]:
+    """Run-queue messages for the unfinished runs of a restored runs table (low-level items).
+
+    ``queued`` runs are sent for their dispatch instant, ``retrying`` ones for their ``retry_at``, and
+    ``running`` ones (their worker died with the process) for when their heartbeat turns stale, the moment
+    a worker may take them over; each delay is capped at SQS's 900 s (the sweeper covers the rest).
+    """
+    messages: list[RunMessage] = []
+    for raw in runs:
+        item = {k: _deserializer.deserialize(v) for k, v in raw.items()}
+        status = item.get("status")
+        if status == "queued":
+            at = item.get("dispatch_at") or item["scheduled_for"]
+        elif status == "retrying":
+            at = item.get("retry_at") or item.get("dispatch_at") or item["scheduled_for"]
+        elif status == "running":
+            beat = item.get("heartbeat_at") or item.get("started_at") or now_ms
+            at = int(beat) + heartbeat_stale_s * 1000 + 1000
+        else:
+            continue
+        delay = min(MAX_DELAY_S, max(0, math.ceil((int(at) - now_ms) / 1000)))
+        messages.append(RunMessage(str(item["job_id"]), int(item["scheduled_for"]), delay))
+    return messages
+
+
+class LocalRuntime:
+    """The local system: ``start()`` brings it up (moto, restore, threads, API), ``stop()`` drains and saves.
+
+    Not re-entrant and one per process: it starts ``moto.mock_aws`` and sets the process environment the
+    Lambda handlers read their settings from.
+    """
+
+    def __init__(self, config: LocalConfig) -> None:
+        self.config = config
+        self.state_path = config.data_dir / STATE_FILE
+        self.server: ApiServer | None = None
+        self.token = ""
+        self.restored: dict[str, int] = {}
+        self._mock: Any = None
+        self._snapshotter: Snapshotter | None = None
+        self._stop_scheduling = threading.Event()
+        self._stop_workers = threading.Event()
+        self._stop_rest = threading.Event()
+        self._threads: dict[str, list[threading.Thread]] = {"scheduling": [], "workers": [], "rest": []}
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        return self.server.url if self.server else f"http://{self.config.host}:{self.config.port}"
+
+    # --- start ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bring the system up. Raises ``StateFileError`` (unusable state file), ValueError (bad tokens
+        file) or OSError (port in use, data dir not writable) before anything runs."""
+        config = self.config
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        first_start = not self.state_path.exists()
+        saved = read_state(self.state_path)
+        tokens_path, self.token, generated = prepare_tokens(config.data_dir, config.tokens_file)
+
+        from moto import mock_aws
+
+        from jobsched.aws import Aws, provision
+        from jobsched.settings import get_settings
+
+        isolate_from_aws()
+        serialize_dynamodb()
+        self._mock = mock_aws()
+        self._mock.start()
+        aws = Aws(region=REGION)
+        env = provision(aws, PREFIX)
+        knobs = {
+            "allow_shell_targets": True,
+            "allow_loopback_http_targets": True,
+            "local_tokens_file": str(tokens_path.resolve()),
+            **config.settings,
+        }
+        os.environ.update(env)
+        os.environ.update({name.upper(): _env_text(value) for name, value in knobs.items()})
+        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+        os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "jobsched")
+        logger.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
+        get_settings.cache_clear()
+        settings = get_settings()
+
+        table_names = {t.id: env[t.env_var] for t in TABLES}
+        now = config.clock()
+        restored_items = restore(aws.dynamodb, table_names, saved, now_ms=now)
+        self.restored = {
+            "jobs": sum(1 for i in restored_items.get("Jobs", []) if i.get("sk", {}).get("S") == "spec"),
+            "runs": len(restored_items.get(RUNS.id, [])),
+        }
+
+        import boto3
+
+        from jobsched.local.state import streams_client
+
+        mirror = TableMirror(aws.dynamodb, streams_client(boto3.session.Session(), REGION), table_names)
+        mirror.enable_streams()
+        for table_id, items in restored_items.items():
+            mirror.load(table_id, items)
+        mirror.listeners.append(RunPrinter(mirror, config.emit))
+        self._snapshotter = Snapshotter(
+            mirror, self.state_path, interval_s=config.snapshot_interval_s, clock=config.clock
+        )
+
+        requeue = unfinished_messages(
+            restored_items.get(RUNS.id, []), now_ms=now, heartbeat_stale_s=settings.heartbeat_stale_s
+        )
+        if requeue:
+            RunQueue(aws.sqs, settings.run_queue_url).send(requeue)
+
+        alerts = AlertPrinter(
+            aws.sqs, aws.sns, settings.alerts_topic_arn, f"{PREFIX}-local-alerts", config.emit
+        )
+
+        from jobsched.api.wsgi import ApiWsgiApp
+
+        self.server = ApiServer(ApiWsgiApp(), config.host, config.port)
+        self.server.start()
+
+        self._start_schedulers(settings, aws)
+        self._start_workers(settings, aws)
+        self._spawn("rest", "sweeper", self._sweep_loop)
+        self._spawn("rest", "stream-pump", self._pump_loop, mirror)
+        self._spawn("rest", "alerts", alerts.run, self._stop_rest)
+        self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
+
+        self._banner(generated, requeue)
+        if config.demo and first_start:
+            self._register_demo()
+
+    def _spawn(self, group: str, name: str, target: Callable[..., Any], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads[group].append(thread)
+
+    def _start_schedulers(self, settings: Any, aws: Any) -> None:
+        from jobsched.lease import new_holder_id
+        from jobsched.scheduler_runtime import build_scheduler_loop
+
+        stop = self._stop_scheduling
+        for index in range(self.config.schedulers):
+            for partition in range(settings.scheduler_partitions):
+                loop = build_scheduler_loop(
+                    settings,
+                    aws,
+                    partition,
+                    clock=self.config.clock,
+                    sleep=_waiter(stop),
+                    holder=new_holder_id(f"local-scheduler-{index}"),
+                )
+                self._spawn("scheduling", f"scheduler-{index}-p{partition}", _run_loop, loop, stop)
+
+    def _start_workers(self, settings: Any, aws: Any) -> None:
+        from jobsched.handlers.worker import handler
+
+        for index in range(self.config.workers):
+            source = SqsEventSource(
+                aws.sqs,
+                settings.run_queue_url,
+                handler,
+                function_name="jobsched-worker-local",
+                region=REGION,
+                timeout_s=WORKER_FUNCTION_TIMEOUT_S,
+            )
+            self._spawn("workers", f"worker-{index}", source.run, self._stop_workers)
+
+    def _sweep_loop(self) -> None:
+        from jobsched.handlers.sweeper import handler
+
+        event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+        while not self._stop_scheduling.is_set():
+            try:
+                handler(event, LocalLambdaContext("jobsched-sweeper-local", timeout_s=60, region=REGION))
+            except Exception:
+                logger.exception("sweeper failed; next sweep in a minute")
+            if self._stop_scheduling.wait(self.config.sweep_interval_s):
+                return
+
+    def _pump_loop(self, mirror: TableMirror) -> None:
+        while not self._stop_rest.wait(self.config.stream_poll_s):
+            try:
+                mirror.poll()
+            except Exception:
+                logger.exception("stream pump failed; retrying")
+
+    def _banner(self, generated: bool, requeue: list[RunMessage]) -> None:
+        emit, config = self.config.emit, self.config
+        restored = ""
+        if any(self.restored.values()):
+            jobs, runs = self.restored["jobs"], self.restored["runs"]
+            restored = f"; restored {jobs} job(s) and {runs} run(s) from {self.state_path}"
+            if requeue:
+                restored += f", {len(requeue)} unfinished run(s) queued again"
+        emit(f"jobsched local: API on {self.url}  (data in {config.data_dir}{restored})")
+        if generated:
+            emit(f"dev token (owner {LOCAL_OWNER!r}): {self.token}")
+            emit(
+                f'  saved in {config.data_dir / DEV_TOKEN_FILE}; the CLI uses it; curl -H "Authorization: Bearer {self.token}"'
+            )
+        else:
+            emit(f"tokens from {config.tokens_file}")
+        emit(
+            f"{config.schedulers} scheduler loop(s), {config.workers} worker(s), sweeper every "
+            f"{config.sweep_interval_s:g} s, snapshot every {config.snapshot_interval_s:g} s; Ctrl-C stops"
+        )
+
+    def _register_demo(self) -> None:
+        import httpx
+
+        from jobsched.client import ApiError, JobschedClient
+
+        bodies = demo_jobs(self.url)
+        if not bodies:
+            self.config.emit("demo: no events/demo folder next to this installation; no demo jobs")
+            return
+        with JobschedClient(self.url, token=self.token, transport=httpx.HTTPTransport(retries=3)) as client:
+            for body in bodies:
+                try:
+                    job, _ = client.create_job(body)
+                except ApiError as error:
+                    self.config.emit(f"demo: {body.get('name')}: {error}")
+                else:
+                    self.config.emit(
+                        f"demo: registered {job['name']} ({job['schedule']}), next run {job.get('next_run_at')}"
+                    )
+
+    # --- stop -------------------------------------------------------------------------------
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Graceful stop: scheduler loops and sweeper, then workers (the batch in hand finishes), the API,
+        the printers and a final snapshot from a full scan. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop_scheduling.set()
+        _join(self._threads["scheduling"], timeout_s)
+        self._stop_workers.set()
+        _join(self._threads["workers"], timeout_s)
+        if self.server:
+            self.server.stop()
+        self._stop_rest.set()
+        _join(self._threads["rest"], 5.0)
+        if self._snapshotter:
+            try:
+                self._snapshotter.final()
+            except Exception:
+                logger.exception("final snapshot failed")
+                self._snapshotter.save_if_changed()
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+
+    def emergency_save(self) -> None:
+        """Best-effort save of the changes seen so far (a second Ctrl-C)."""
+        if self._snapshotter:
+            self._snapshotter.save_if_changed()
+
+
+def _env_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _waiter(stop: threading.Event) -> Callable[[float], None]:
+    """A sleep that ends early when ``stop`` is set (so a stop never waits for a scheduler's second)."""
+
+    def wait(seconds: float) -> None:
+        stop.wait(seconds)
+
+    return wait
+
+
+def _run_loop(loop: Any, stop: threading.Event) -> None:
+    from jobsched.scheduler import run_scheduler_loop
+
+    try:
+        run_scheduler_loop(loop, keep_going=lambda: not stop.is_set())
+    except Exception:
+        logger.exception("scheduler loop crashed")
+
+
+def _join(threads: list[threading.Thread], timeout_s: float) -> None:
+    for thread in threads:
+        thread.join(timeout=timeout_s)
+        if thread.is_alive():
+            logger.warning("thread did not stop in time", thread=thread.name)
+
+
+def run_forever(config: LocalConfig) -> None:
+    """Start local mode and serve until SIGINT/SIGTERM; then stop gracefully (a second signal saves what it
+    has and exits at once)."""
+    runtime = LocalRuntime(config)
+    stop = threading.Event()
+    signals = {"count": 0}
+
+    def on_signal(number: int, frame: Any) -> None:
+        signals["count"] += 1
+        if signals["count"] > 1:
+            config.emit("second signal: saving and exiting now")
+            runtime.emergency_save()
+            os._exit(130)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            runtime.start()
+        except StateFileError as error:
+            raise ValueError(str(error)) from error
+        while not stop.wait(0.5):
+            pass
+        config.emit("stopping: finishing runs in progress (Ctrl-C again to exit now)...")
+    finally:
+        runtime.stop()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    config.emit(f"stopped; state saved in {runtime.state_path}")
+    sys.stdout.flush()

@@ -1,0 +1,88 @@
+"""Fixtures for the CLI: the real API (Lambda handler behind the WSGI app) on a module-wide moto deployment,
+reached through ``httpx.WSGITransport``; each test gets its own team tokens, so tests never share jobs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import typer
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from jobsched.api.app import app, build_api, get_api
+from jobsched.api.wsgi import ApiWsgiApp
+from jobsched.aws import Aws, provision
+from jobsched.cli_commands import register
+from jobsched.handlers.api import handler
+from jobsched.settings import Settings
+
+API = "http://127.0.0.1:8080"
+_teams = itertools.count(1)
+
+
+@dataclass
+class Cli:
+    """Runs ``jobsched ...`` (the commands of ``cli_commands``) against the in-process API as one team."""
+
+    app: typer.Typer
+    transport: httpx.BaseTransport
+    token: str
+    other_token: str
+
+    def __call__(self, *args: str, token: str | None = None, stdin: str | None = None) -> Any:
+        command = [*args, "--api", API, "--token", token or self.token]
+        return CliRunner().invoke(self.app, command, obj={"transport": self.transport}, input=stdin)
+
+    def json(self, *args: str) -> Any:
+        result = self(*args, "--json")
+        assert result.exit_code == 0, result.output + result.stderr
+        return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def deployment() -> Iterator[tuple[Aws, Settings]]:
+    """Every table, queue and topic in a moto shared by the module's tests."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            patch.setenv(name, value)
+        patch.delenv("AWS_SESSION_TOKEN", raising=False)
+        with mock_aws():
+            aws = Aws()
+            env = provision(aws, prefix="cli")
+            yield aws, Settings.model_validate({k.lower(): v for k, v in env.items()})
+
+
+@pytest.fixture
+def cli(deployment: tuple[Aws, Settings], tmp_path: Path) -> Iterator[Cli]:
+    """The CLI app wired to the API as a fresh team (``other_token``: a second team)."""
+    aws, settings = deployment
+    n = next(_teams)
+    token, other = f"tok-a-{n}", f"tok-b-{n}"
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({token: f"team-a-{n}", other: f"team-b-{n}"}))
+    local = settings.model_copy(
+        update={
+            "local_tokens_file": str(tokens),
+            "allow_shell_targets": True,
+            "allow_loopback_http_targets": True,
+        }
+    )
+    api = build_api(local, aws)
+    app.dependency_overrides[get_api] = lambda: api
+    cli_app = typer.Typer()
+    register(cli_app)
+    try:
+        yield Cli(cli_app, httpx.WSGITransport(app=ApiWsgiApp(handler)), token, other)
+    finally:
+        app.dependency_overrides.pop(get_api, None)

@@ -1,0 +1,223 @@
+"""The CLI against the real API handler (through its WSGI app): tables, --json, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from jobsched.cli_commands import register
+
+DATA = Path(__file__).parent / "data"
+
+
+def one_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_create_get_list_update_pause_resume_delete(cli: Any) -> None:
+    # Given a job created with flags
+    created = cli.json(
+        "jobs", "create", "--name", "nightly", "--schedule", "0 2 * * *", "--tz", "Europe/Berlin",
+        "--command", "echo", "--input-json", '{"day": "today"}', "--retries", "3", "--jitter", "30",
+    )  # fmt: skip
+    assert created["name"] == "nightly"
+    assert created["timezone"] == "Europe/Berlin"
+    assert created["target"] == {"type": "command", "name": "echo"}
+    assert created["input"] == {"day": "today"}
+    assert created["retry"]["max_attempts"] == 3
+    job_id = created["id"]
+
+    # Then it can be read by id or by name, as JSON or as a table
+    assert cli.json("jobs", "get", job_id)["id"] == job_id
+    assert cli.json("jobs", "get", "nightly")["id"] == job_id
+    table = cli("jobs", "list")
+    assert table.exit_code == 0
+    assert "nightly" in table.stdout and "0 2 * * *" in table.stdout and "command: echo" in table.stdout
+    assert [j["id"] for j in cli.json("jobs", "list")] == [job_id]
+
+    # When it is changed, paused and resumed
+    assert cli.json("jobs", "update", "nightly", "--schedule", "30 3 * * *")["schedule"] == "30 3 * * *"
+    assert cli.json("jobs", "pause", job_id)["paused"] is True
+    paused = cli("jobs", "list")
+    assert "paused" in paused.stdout
+    resumed = cli("jobs", "resume", "nightly")
+    assert resumed.exit_code == 0 and resumed.stdout.startswith(f"resumed {job_id}")
+
+    # Then delete removes it, and reading it again is one error line with exit 1
+    deleted = cli("jobs", "delete", "nightly")
+    assert deleted.exit_code == 0 and deleted.stdout.strip() == f"deleted {job_id}"
+    missing = cli("jobs", "get", job_id)
+    assert missing.exit_code == 1
+    assert one_line(missing.stderr).startswith("error: 404 ")
+    assert missing.stdout == ""
+
+
+def test_create_again_is_unchanged_and_file_with_flag_overrides(cli: Any, tmp_path: Path) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(
+        json.dumps({"name": "sync", "schedule": "every 5 minutes", "command": "echo", "input": [1, 2]})
+    )
+
+    first = cli("jobs", "create", "--file", str(spec))
+    again = cli("jobs", "create", "--file", str(spec))
+
+    assert first.exit_code == 0 and "created" in first.stderr
+    assert again.exit_code == 0 and "unchanged" in again.stderr
+    # a flag overrides the file: a different spec under the same name is a conflict (409)
+    conflict = cli("jobs", "create", "--file", str(spec), "--shell", "echo hi")
+    assert conflict.exit_code == 1
+    assert one_line(conflict.stderr).startswith("error: 409 ")
+
+
+def test_idempotency_key_returns_the_first_job(cli: Any) -> None:
+    args = ("jobs", "create", "--name", "once", "--schedule", "@daily", "--command", "echo")
+    first = cli.json(*args, "--idempotency-key", "key-1")
+    repeat = cli.json(*args, "--idempotency-key", "key-1")
+    assert first["id"] == repeat["id"]
+
+
+def test_trigger_and_runs_with_status_filter(cli: Any) -> None:
+    job = cli.json("jobs", "create", "--name", "manual", "--schedule", "@yearly", "--command", "echo")
+
+    run = cli.json("jobs", "trigger", "manual", "--idempotency-key", "t-1")
+    assert run["job_id"] == job["id"]
+    assert run["status"] == "queued"
+
+    runs = cli.json("runs", "manual")
+    assert [r["id"] for r in runs] == [run["id"]]
+    assert cli.json("runs", job["id"], "--status", "queued")[0]["kind"] == "manual"
+    assert cli.json("runs", job["id"], "--status", "succeeded") == []
+    table = cli("runs", "manual")
+    assert table.exit_code == 0 and "queued" in table.stdout and "manual" in table.stdout
+    empty = cli("runs", "manual", "--status", "dead")
+    assert empty.exit_code == 0 and "no runs" in empty.stderr
+
+
+def test_api_errors_are_one_line_naming_the_field(cli: Any) -> None:
+    bad_schedule = cli("jobs", "create", "--name", "bad", "--schedule", "0 0 30 2 *", "--command", "echo")
+    assert bad_schedule.exit_code == 1
+    line = one_line(bad_schedule.stderr)
+    assert line.startswith("error: 400 ") and "(field: schedule)" in line
+
+    bad_zone = cli(
+        "jobs", "create", "--name", "bad", "--schedule", "@daily", "--tz", "PST", "--command", "echo"
+    )
+    assert "(field: timezone)" in one_line(bad_zone.stderr)
+
+    # rejected before any call: the model's own validation, same one-line shape
+    bad_name = cli("jobs", "create", "--name", "no spaces", "--schedule", "@daily", "--command", "echo")
+    assert bad_name.exit_code == 1 and "(field: name)" in one_line(bad_name.stderr)
+
+
+def test_usage_errors_exit_2(cli: Any) -> None:
+    bad_json = cli(
+        "jobs", "create", "--name", "x", "--schedule", "@daily", "--command", "echo", "--input-json", "{"
+    )
+    assert bad_json.exit_code == 2 and "--input-json is not valid JSON" in one_line(bad_json.stderr)
+    two_targets = cli(
+        "jobs", "create", "--name", "x", "--schedule", "@daily", "--command", "a", "--shell", "b"
+    )
+    assert two_targets.exit_code == 2
+    nothing = cli("jobs", "update", "j_0000")
+    assert nothing.exit_code == 2 and "nothing to change" in nothing.stderr
+    missing_file = cli("jobs", "create", "--file", "/nonexistent/job.json")
+    assert missing_file.exit_code == 2 and "cannot read" in one_line(missing_file.stderr)
+
+
+def test_other_teams_jobs_are_not_found_and_bad_token_is_401(cli: Any) -> None:
+    job = cli.json("jobs", "create", "--name", "private", "--schedule", "@daily", "--command", "echo")
+
+    other = cli("jobs", "get", job["id"], token=cli.other_token)
+    assert other.exit_code == 1 and one_line(other.stderr).startswith("error: 404 ")
+    by_name = cli("jobs", "get", "private", token=cli.other_token)
+    assert by_name.exit_code == 1 and "no job with id or name 'private'" in by_name.stderr
+
+    unknown = cli("jobs", "list", token="not-a-token")
+    assert unknown.exit_code == 1 and one_line(unknown.stderr).startswith("error: 401 ")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_connection_refused_says_to_start_local_mode() -> None:
+    app = typer.Typer()
+    register(app)
+    api = f"http://127.0.0.1:{free_port()}"
+
+    result = CliRunner().invoke(app, ["jobs", "list", "--api", api, "--token", "t"])
+
+    assert result.exit_code == 1
+    assert one_line(result.stderr) == f"error: cannot reach the API at {api}: is `jobsched local` running?"
+
+
+def test_import_crontab_creates_then_changes_nothing_and_reports_bad_lines(cli: Any) -> None:
+    crontab = str(DATA / "user.crontab")
+
+    first = cli("import-crontab", crontab, "--json")
+    again = cli("import-crontab", crontab, "--json")
+
+    # Then the valid entries are jobs; the bad line makes the exit status 1 and is named with its line
+    assert first.exit_code == 1
+    report = json.loads(first.stdout)
+    assert [(j["line"], j["status"]) for j in report["jobs"]] == [
+        (4, "created"),
+        (5, "created"),
+        (7, "created"),
+    ]
+    assert f"{crontab}:8: error: schedule:" in first.stderr
+    assert f"{crontab}:2: note: MAILTO ignored" in first.stderr
+    assert f"{crontab}:6: note: @reboot skipped" in first.stderr
+    nightly = report["jobs"][0]["job"]
+    assert nightly["timezone"] == "Europe/Berlin"
+    assert nightly["target"] == {"type": "shell", "command": '/opt/reports/nightly.sh --day "$(date +%F)"'}
+    assert nightly["retry"]["max_attempts"] == 1 and nightly["missed"] == "skip"
+    # importing again changes nothing: same names, same ids, answered 200
+    repeat = json.loads(again.stdout)
+    assert [(j["status"], j["id"]) for j in repeat["jobs"]] == [
+        ("unchanged", j["id"]) for j in report["jobs"]
+    ]
+    assert len(cli.json("jobs", "list")) == 3
+
+
+def test_import_crontab_dry_run_calls_nothing(cli: Any) -> None:
+    result = cli("import-crontab", str(DATA / "user.crontab"), "--dry-run", "--retries", "2", "--catch-up")
+
+    assert result.exit_code == 1  # the bad line still counts
+    assert "/opt/reports/refresh.sh" in result.stdout and "would" not in result.stderr
+    dry = json.loads(cli("import-crontab", str(DATA / "user.crontab"), "--dry-run", "--json").stdout)
+    assert [j["status"] for j in dry["jobs"]] == ["would create"] * 3
+    assert (
+        dry["jobs"][1]["target"]["command"]
+        == "printf '%s' 'payload line\n' | /bin/sh -c /opt/reports/refresh.sh"
+    )
+    assert cli.json("jobs", "list") == []
+
+
+def test_import_crontab_from_stdin_and_unreadable_file(cli: Any) -> None:
+    result = cli("import-crontab", "-", "--tz", "UTC", stdin="5 4 * * * echo from-stdin\n")
+    assert result.exit_code == 0, result.stderr
+    (job,) = cli.json("jobs", "list")
+    assert job["name"].startswith("crontab-stdin-1-")
+
+    missing = cli("import-crontab", "/nonexistent/crontab")
+    assert missing.exit_code == 2 and "cannot read /nonexistent/crontab" in one_line(missing.stderr)
+
+
+@pytest.mark.parametrize("flag", ["--json", None])
+def test_list_empty(cli: Any, flag: str | None) -> None:
+    if flag:
+        assert cli.json("jobs", "list") == []
+    else:
+        result = cli("jobs", "list")
+        assert result.exit_code == 0 and result.stdout == "" and "no jobs" in result.stderr

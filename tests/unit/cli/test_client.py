@@ -1,0 +1,147 @@
+"""The HTTP client: SigV4 for API Gateway URLs, bearer tokens otherwise, and error bodies to one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from botocore.credentials import Credentials
+
+from jobsched.cli_commands import find_dev_token, system_zone_name
+from jobsched.client import ApiError, JobschedClient, api_gateway_region
+from jobsched.schedules import get_zone
+
+GATEWAY = "https://abc123defg.execute-api.eu-west-1.amazonaws.com/prod"
+
+
+def recording(
+    status: int = 200, body: object = None, text: str | None = None
+) -> tuple[list[httpx.Request], httpx.MockTransport]:
+    seen: list[httpx.Request] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if text is not None:
+            return httpx.Response(status, text=text)
+        return httpx.Response(status, json=body if body is not None else {"items": [], "next_cursor": None})
+
+    return seen, httpx.MockTransport(reply)
+
+
+@pytest.mark.parametrize(
+    ("url", "region"),
+    [
+        (GATEWAY, "eu-west-1"),
+        ("https://x1.execute-api.us-east-2.amazonaws.com", "us-east-2"),
+        ("http://127.0.0.1:8080", None),
+        ("https://jobs.example.com/prod", None),
+        ("https://execute-api.eu-west-1.amazonaws.com.evil.example/prod", None),
+    ],
+)
+def test_api_gateway_urls_are_recognised(url: str, region: str | None) -> None:
+    assert api_gateway_region(url) == region
+
+
+def test_api_gateway_calls_are_sigv4_signed_not_bearer() -> None:
+    seen, transport = recording(201, {"id": "j_1", "name": "n"})
+    credentials = Credentials("AKIDEXAMPLE", "secret", "session-token")
+
+    with JobschedClient(GATEWAY, token="ignored", transport=transport, credentials=credentials) as client:
+        job, created = client.create_job({"name": "n"}, idempotency_key="k-1")
+
+    assert (job["id"], created) == ("j_1", True)
+    (request,) = seen
+    authorization = request.headers["Authorization"]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert "/eu-west-1/execute-api/aws4_request" in authorization
+    assert "idempotency-key" in authorization and "host" in authorization
+    assert request.headers["X-Amz-Security-Token"] == "session-token"
+    assert request.url.path == "/prod/jobs"
+
+
+def test_sigv4_without_credentials_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _, transport = recording()
+
+    with JobschedClient(GATEWAY, transport=transport) as client, pytest.raises(ApiError) as raised:
+        client.list_jobs()
+
+    assert raised.value.code == "no_credentials"
+    assert "no AWS credentials found" in str(raised.value)
+
+
+def test_local_calls_carry_the_bearer_token() -> None:
+    seen, transport = recording()
+    with JobschedClient("http://127.0.0.1:8080", token="dev-abc", transport=transport) as client:
+        client.list_runs("j_1", status="dead", limit=5)
+    (request,) = seen
+    assert request.headers["Authorization"] == "Bearer dev-abc"
+    assert request.url.params == httpx.QueryParams({"status": "dead", "limit": "5"})
+
+
+@pytest.mark.parametrize(
+    ("status", "kwargs", "line"),
+    [
+        (
+            400,
+            {"body": {"error": {"code": "invalid_schedule", "message": "never fires", "field": "schedule"}}},
+            "400 invalid_schedule: never fires (field: schedule)",
+        ),
+        (
+            403,
+            {"body": {"message": "Missing Authentication Token"}},
+            "403 forbidden: Missing Authentication Token",
+        ),
+        (502, {"text": "<html> Bad\n gateway </html>"}, "502 http_502: <html> Bad gateway </html>"),
+        (429, {"text": ""}, "429 throttled: Too Many Requests"),
+    ],
+)
+def test_error_bodies_become_one_line(status: int, kwargs: dict[str, object], line: str) -> None:
+    _, transport = recording(status, **kwargs)  # type: ignore[arg-type]
+    with (
+        JobschedClient("http://127.0.0.1:8080", transport=transport) as client,
+        pytest.raises(ApiError) as raised,
+    ):
+        client.get_job("j_1")
+    assert str(raised.value) == line
+    assert raised.value.status == status
+
+
+def test_paths_never_escape_the_job_segment() -> None:
+    seen, transport = recording(200, {"id": "x"})
+    with JobschedClient("http://127.0.0.1:8080", transport=transport) as client:
+        client.get_job("../openapi.json")
+    assert seen[0].url.raw_path == b"/jobs/..%2Fopenapi.json"
+
+
+def test_iter_jobs_follows_cursors() -> None:
+    pages = {
+        None: {"items": [{"id": "a"}], "next_cursor": "c1"},
+        "c1": {"items": [{"id": "b"}], "next_cursor": None},
+    }
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=pages[request.url.params.get("cursor")])
+
+    with JobschedClient("http://127.0.0.1:8080", transport=httpx.MockTransport(reply)) as client:
+        assert [j["id"] for j in client.iter_jobs(page_size=1)] == ["a", "b"]
+
+
+def test_dev_token_is_found_in_a_parent_folder(tmp_path: Path) -> None:
+    (tmp_path / ".jobsched").mkdir()
+    (tmp_path / ".jobsched" / "dev-token").write_text("dev-xyz\n")
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    assert find_dev_token(nested) == "dev-xyz"
+    assert find_dev_token(Path("/")) is None or Path("/.jobsched/dev-token").exists()
+
+
+def test_system_zone_is_an_iana_name() -> None:
+    assert get_zone(system_zone_name()) is not None
