@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from jobsched.cli_commands import register as register_api_commands
 from jobsched.schedules import ScheduleError, get_zone, parse_instant, validate_schedule
 
 app = typer.Typer(
@@ -67,6 +68,10 @@ def next_fires(
     fires = schedule.fires(start, datetime.max.replace(tzinfo=UTC), count)
     for fire in fires:
         typer.echo(fire.isoformat())
+
+
+# jobs, runs, import-crontab and local: the API-facing commands (jobsched.cli_commands).
+register_api_commands(app)
 
 
 def main() -> None:
