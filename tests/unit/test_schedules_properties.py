@@ -1,0 +1,144 @@
+"""Property tests of the schedule engine across IANA zones, concentrated around DST transitions."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from functools import cache
+from zoneinfo import available_timezones
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobsched.schedules import Schedule, ScheduleError, get_zone, parse_schedule
+
+
+def _accepted(name: str) -> bool:
+    try:
+        get_zone(name)
+    except ScheduleError:
+        return False
+    return True
+
+
+ZONES = sorted(name for name in available_timezones() if _accepted(name))
+YEARS = st.integers(min_value=1995, max_value=2037)
+QUICK = settings(max_examples=60, deadline=None)
+
+
+@cache
+def transitions(zone_name: str, year: int) -> tuple[datetime, ...]:
+    """UTC instants (to the hour) just after which the zone's offset changed during ``year``."""
+    zone = get_zone(zone_name)
+
+    def offset(instant: datetime) -> timedelta | None:
+        return instant.astimezone(zone).utcoffset()
+
+    start = datetime(year, 1, 1, tzinfo=UTC)
+    found = []
+    for day in range(366):
+        morning = start + timedelta(days=day)
+        if offset(morning) != offset(morning + timedelta(days=1)):
+            hours = (morning + timedelta(hours=hour) for hour in range(1, 25))
+            found.append(next(instant for instant in hours if offset(instant) != offset(morning)))
+    return tuple(found)
+
+
+@st.composite
+def near_transition(draw: st.DrawFn) -> tuple[str, datetime]:
+    """A zone and an instant up to two days before one of its offset changes (or any instant)."""
+    zone = draw(st.sampled_from(ZONES))
+    year = draw(YEARS)
+    changes = transitions(zone, year)
+    base = draw(st.sampled_from(changes)) if changes else datetime(year, 6, 1, tzinfo=UTC)
+    lead = draw(st.integers(min_value=0, max_value=48 * 3600))
+    return zone, base - timedelta(seconds=lead)
+
+
+MINUTES = st.sampled_from(["0", "30", "45", "*", "*/15", "5,35", "10-20/5"])
+HOURS = st.sampled_from(["*", "0", "1", "2", "3", "23", "*/6", "1-3"])
+DAYS_OF_MONTH = st.sampled_from(["*", "*", "*/10", "1", "15", "L"])
+DAYS_OF_WEEK = st.sampled_from(["*", "*", "1-5", "0", "5"])
+CRON = st.builds(lambda m, h, dom, dow: f"{m} {h} {dom} * {dow}", MINUTES, HOURS, DAYS_OF_MONTH, DAYS_OF_WEEK)
+SECONDS_CRON = st.builds(lambda s, m: f"{s} {m} * * * *", st.sampled_from(["0", "*/20", "15,45"]), MINUTES)
+RATES = st.sampled_from(["rate(1 hour)", "every 30 minutes", "rate(1 day)", "every 45 seconds"])
+
+
+def build(expression: str, zone: str, anchor: datetime) -> Schedule:
+    start_at = anchor if expression.startswith(("rate", "every")) else None
+    return parse_schedule(expression, zone, start_at=start_at)
+
+
+def wall_time_exists(fire: datetime) -> bool:
+    """The fire's local wall time maps back to the same instant (so it is a real local time)."""
+    zone = fire.tzinfo
+    rebuilt = fire.replace(tzinfo=None).replace(tzinfo=zone, fold=fire.fold)
+    return rebuilt.astimezone(UTC) == fire.astimezone(UTC)
+
+
+@QUICK
+@given(near_transition(), st.one_of(CRON, SECONDS_CRON, RATES))
+def test_fires_strictly_increase_and_exist(zone_and_start: tuple[str, datetime], expression: str) -> None:
+    zone, start = zone_and_start
+    schedule = build(expression, zone, start)
+    fires = schedule.fires(start, start + timedelta(days=31), 40)
+    previous = start
+    for fire in fires:
+        assert fire.astimezone(UTC) > previous.astimezone(UTC)  # UTC: same-zone comparison ignores fold
+        assert fire.tzinfo is get_zone(zone)
+        assert wall_time_exists(fire)
+        previous = fire
+
+
+@QUICK
+@given(near_transition(), st.integers(0, 23), st.sampled_from([0, 1, 15, 30, 59]))
+def test_fixed_time_daily_fires_once_per_local_day(
+    zone_and_start: tuple[str, datetime], hour: int, minute: int
+) -> None:
+    zone_name, start = zone_and_start
+    zone = get_zone(zone_name)
+    schedule = parse_schedule(f"{minute} {hour} * * *", zone_name)
+    # Whole local days from the day after `start` for three days
+    first_day = start.astimezone(zone).date() + timedelta(days=1)
+    days = [first_day + timedelta(days=offset) for offset in range(3)]
+    window_start = datetime.combine(days[0], datetime.min.time(), zone)
+    window_end = datetime.combine(days[-1] + timedelta(days=1), datetime.min.time(), zone)
+    fires = schedule.fires(window_start - timedelta(seconds=1), window_end - timedelta(seconds=1), 10)
+    local_dates = [fire.astimezone(zone).date() for fire in fires]
+    assert sorted(local_dates) == [day for day in days if _day_exists(day, zone_name)]
+
+
+def _day_exists(day: date, zone_name: str) -> bool:
+    """False only for a calendar day a zone skipped entirely (Pacific/Apia, 2011-12-30)."""
+    zone = get_zone(zone_name)
+    noon = datetime.combine(day, datetime.min.time()).replace(hour=12, tzinfo=zone)
+    return noon.astimezone(UTC).astimezone(zone).date() == day
+
+
+@QUICK
+@given(near_transition(), st.one_of(CRON, SECONDS_CRON, RATES), st.integers(1, 30))
+def test_fires_agrees_with_repeated_next_fire(
+    zone_and_start: tuple[str, datetime], expression: str, limit: int
+) -> None:
+    zone, start = zone_and_start
+    schedule = build(expression, zone, start)
+    until = start + timedelta(days=3)
+    stepped: list[datetime] = []
+    cursor = start
+    while len(stepped) < limit and (fire := schedule.next_fire(cursor)) is not None and fire <= until:
+        stepped.append(fire)
+        cursor = fire
+    assert schedule.fires(start, until, limit) == stepped
+    assert schedule.count_fires(start, until, limit) == len(stepped)
+
+
+@QUICK
+@given(near_transition(), st.one_of(CRON, RATES))
+def test_next_fire_is_strictly_after_any_instant(
+    zone_and_start: tuple[str, datetime], expression: str
+) -> None:
+    zone, start = zone_and_start
+    schedule = build(expression, zone, start - timedelta(days=1))
+    fire = schedule.next_fire(start)
+    assert fire is not None and fire > start
+    # nothing fires between `start` and that fire: stepping back from just before it lands on it again
+    assert schedule.next_fire(fire.astimezone(UTC) - timedelta(microseconds=1)) == fire
