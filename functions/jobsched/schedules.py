@@ -52,9 +52,8 @@ ONE_OFF_GRACE_S = 60.0
 
 _EPSILON = timedelta(microseconds=1)
 _FIRST_FIRE_TOLERANCE = timedelta(milliseconds=1)
-_NEVER_FIRES_HORIZON_YEARS = 28  # one full Gregorian weekday/leap cycle: covers `0 9 29 2 1`-style rules
 _INTERVAL_SAMPLE_SIZE = 64
-_INTERVAL_SAMPLE_START = datetime(2000, 1, 1)  # a leap year; any fixed naive reference works
+_REFERENCE_WALL = datetime(2000, 1, 1)  # a leap year; any fixed naive start for samples and searches
 
 _FORMS_HELP = (
     "expected a cron expression (5 fields, or 6 with seconds first), a macro such as @daily, "
@@ -139,7 +138,7 @@ def get_zone(name: str) -> ZoneInfo:
     if not stripped:
         raise ScheduleError("timezone", "timezone is empty; use an IANA name such as Europe/Berlin or UTC")
     names = _iana_names()
-    if stripped in names.values():
+    if names.get(stripped.lower()) == stripped:
         return ZoneInfo(stripped)
     hint = _ZONE_HINTS.get(stripped.upper())
     if hint is not None:
@@ -289,8 +288,10 @@ _MACROS = {
 _DOW_NUMBERS = {
     name: str(number) for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))
 }
-_LAST_WEEKDAY = re.compile(r"^(?P<day>[0-7]|sun|mon|tue|wed|thu|fri|sat)l$")
-_UNSUPPORTED_CRON = re.compile(r"(?:^|,)[hr](?:$|[,(/])")  # Jenkins-style hashed (H) and random (R) values
+_LAST_WEEKDAY = re.compile(r"^(?P<day>[0-7]|sun|mon|tue|wed|thu|fri|sat)l$", re.IGNORECASE)
+_UNSUPPORTED_CRON = re.compile(
+    r"(?:^|,)[hr](?:$|[,(/])", re.IGNORECASE
+)  # Jenkins-style hashed (H) and random (R) values
 
 
 class _NaiveMatcher:
@@ -299,7 +300,7 @@ class _NaiveMatcher:
     def __init__(self, expression: str) -> None:
         self._cron = croniter(
             expression,
-            _INTERVAL_SAMPLE_START,
+            _REFERENCE_WALL,
             ret_type=datetime,
             day_or=False,
             second_at_beginning=True,
@@ -335,7 +336,7 @@ def _normalize_dow(field_text: str) -> str:
     for item in field_text.split(","):
         match = _LAST_WEEKDAY.match(item)
         if match:
-            day = match["day"]
+            day = match["day"].lower()
             items.append("l" + _DOW_NUMBERS.get(day, day))
         else:
             items.append(item)
@@ -345,10 +346,8 @@ def _normalize_dow(field_text: str) -> str:
 def _cron_field_error(expression: str, fields: list[str], names: tuple[str, ...]) -> ScheduleError:
     """Name the first field croniter rejects on its own, for a message a person can act on."""
     for index, (value, name) in enumerate(zip(fields, names, strict=True)):
-        probe = ["*"] * len(fields)
-        probe[index] = value
-        if len(fields) == 5:
-            probe.insert(0, "0")
+        probe = ["0", "*", "*", "*", "*", "*"]
+        probe[index + 6 - len(fields)] = _normalize_dow(value) if name == "day-of-week" else value
         if not croniter.is_valid(" ".join(probe), second_at_beginning=True):
             return ScheduleError(
                 "schedule",
@@ -360,7 +359,7 @@ def _cron_field_error(expression: str, fields: list[str], names: tuple[str, ...]
 
 @lru_cache(maxsize=4096)
 def _compile_cron(text: str) -> _CronSpec:
-    """Compile a 5- or 6-field cron text (already lower-cased) into matchers. Cached per text."""
+    """Compile a 5- or 6-field cron text into matchers (croniter ignores case). Cached per text."""
     fields = text.split()
     if len(fields) not in (5, 6):
         raise ScheduleError(
@@ -368,15 +367,13 @@ def _compile_cron(text: str) -> _CronSpec:
             f"cron schedule {text!r} has {len(fields)} fields; a cron schedule has 5 "
             "(minute hour day-of-month month day-of-week) or 6 (second first, then those 5)",
         )
-    names = ((_SECONDS_FIELD,) if len(fields) == 6 else ()) + _CRON_FIELDS
-    if len(fields) == 5:
-        fields = ["0", *fields]
-    second, minute, hour, dom, month, dow = [*fields[:5], _normalize_dow(fields[5])]
-    shown = fields if len(names) == 6 else fields[1:]
-    if any(_UNSUPPORTED_CRON.search(value) for value in shown):
+    names = _CRON_FIELDS if len(fields) == 5 else (_SECONDS_FIELD, *_CRON_FIELDS)
+    if any(_UNSUPPORTED_CRON.search(value) for value in fields):
         raise ScheduleError(
             "schedule", f"cron schedule {text!r} uses H or R (hashed/random values), which are not supported"
         )
+    second, minute, hour, dom, month, dow = fields if len(fields) == 6 else ["0", *fields]
+    dow = _normalize_dow(dow)
     # Vixie cron day rule: both day fields restricted (neither starts with "*") -> union.
     day_or = not dom.startswith(("*", "?")) and not dow.startswith(("*", "?"))
     variants = [(dom, "*"), ("*", dow)] if day_or else [(dom, dow)]
@@ -386,7 +383,7 @@ def _compile_cron(text: str) -> _CronSpec:
             for day_of_month, day_of_week in variants
         )
     except CroniterError:
-        raise _cron_field_error(text, shown, names) from None
+        raise _cron_field_error(text, fields, names) from None
     # ISC cron: a fixed-time entry is one whose minute and hour fields do not start with "*".
     fixed_time = not minute.startswith("*") and not hour.startswith("*")
     return _CronSpec(matchers=matchers, fixed_time=fixed_time)
@@ -463,7 +460,7 @@ class _CronRule:
 
     def min_interval_s(self) -> float | None:
         walls: list[datetime] = []
-        cursor: datetime | None = _INTERVAL_SAMPLE_START
+        cursor: datetime | None = _REFERENCE_WALL
         while len(walls) < _INTERVAL_SAMPLE_SIZE and cursor is not None:
             cursor = self.spec.next_wall(cursor)
             if cursor is not None:
@@ -538,11 +535,18 @@ class Schedule:
         None when there is no further fire: a one-off already past, a fire beyond ``end_at``, or
         a cron that matches no date. The scheduler passes the previous ``scheduled_for`` (never
         "now"), so delays never shift a job. Raises ValueError for a naive ``after``.
+
+        Note: Python compares two datetimes of the SAME zone by wall time, ignoring ``fold``; the
+        two passes of a repeated hour differ only in ``fold``, so compare fires in UTC (or as
+        epoch values).
         """
         moment = _utc(after, "after")
         if self.start_at is not None and moment < self.start_at:
             moment = self.start_at - _EPSILON
-        fire = self._rule.next_after(moment)
+        try:
+            fire = self._rule.next_after(moment)
+        except OverflowError:  # past year 9999
+            return None
         if fire is None or (self.end_at is not None and fire > self.end_at):
             return None
         return fire.astimezone(self.zone)
@@ -655,7 +659,7 @@ def _daily_cron(match: re.Match[str], expression: str) -> str:
 
 
 def _cron_text(text: str, expression: str) -> str:
-    """The cron text for a cron, macro or daily form (lower-cased), or a ScheduleError."""
+    """The cron text for a cron, macro or daily form, or a ScheduleError. ``text`` is normalized."""
     if text.startswith("@"):
         if text == "@reboot":
             raise ScheduleError(
@@ -681,7 +685,7 @@ def _cron_text(text: str, expression: str) -> str:
         )
     if len(text.split()) < 3:
         raise ScheduleError("schedule", f"{expression!r} is not a schedule: {_FORMS_HELP}")
-    return text
+    return " ".join(expression.split())  # as written, for messages that quote it
 
 
 def _bound(value: datetime | None, zone: ZoneInfo) -> datetime | None:
@@ -772,7 +776,9 @@ def validate_schedule(
     Rates are anchored at ``start_at`` or, if absent, ``now``. Raises ``ScheduleError``:
     ``end_at`` not after ``start_at`` (field ``end_at``); a one-off more than ``grace_s`` in the
     past (``schedule``; SPEC: one less than 60 s in the past runs once, now); a cron that matches
-    no calendar date such as ``0 0 30 2 *`` (``schedule``); fires more often than
+    no calendar date such as ``0 0 30 2 *`` (``schedule``; croniter's ``is_valid`` accepts these, so
+    a match is searched for over 50 years, longer than the 28-year Gregorian weekday/leap cycle,
+    which catches ``0 9 29 2 *``-style rare dates as valid); fires more often than
     ``min_interval_s``, the deployment's minimum interval (``schedule``); no fire before
     ``end_at`` (``end_at``) or a one-off before ``start_at`` (``start_at``). Returns the Schedule.
     """
@@ -792,7 +798,7 @@ def validate_schedule(
             )
         if schedule.start_at is not None and rule.at < schedule.start_at:
             raise ScheduleError("start_at", "start_at is after the one-off time, so the job would never run")
-    if isinstance(rule, _CronRule) and rule.spec.next_wall(datetime(2000, 1, 1)) is None:
+    if isinstance(rule, _CronRule) and rule.spec.next_wall(_REFERENCE_WALL) is None:
         raise ScheduleError(
             "schedule",
             f"cron schedule {expression.strip()!r} never fires: no calendar date matches its day-of-month, "
