@@ -21,6 +21,7 @@ unfinished runs (queued, retrying, running) are put on the run queue again.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import secrets
@@ -29,6 +30,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ from jobsched.observability import logger
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
 
 DEV_TOKEN_FILE = "dev-token"
+LOG_FILE = "local.log"
 TOKENS_FILE = "tokens.json"
 LOCAL_OWNER = "local"
 PREFIX = "jobsched"
@@ -82,7 +85,7 @@ class LocalConfig:
     snapshot_interval_s: float = 2.0
     sweep_interval_s: float = 60.0
     stream_poll_s: float = 0.5
-    log_level: str = "WARNING"
+    log_level: str = "INFO"
     settings: dict[str, Any] = field(default_factory=dict)
     emit: Callable[[str], None] = _print
     clock: Clock = system_clock
@@ -91,6 +94,36 @@ class LocalConfig:
         if self.schedulers < 1 or self.workers < 1:
             raise ValueError("--schedulers and --workers must be at least 1")
         self.data_dir = Path(self.data_dir)
+
+
+class _Brief(logging.Formatter):
+    """One console line for a logged exception; the structured record (with traceback) is in the file."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def format(self, record: logging.LogRecord) -> str:
+        error = record.exc_info[1] if record.exc_info else None
+        return f"error: {record.getMessage()}: {error!r} (details in {self.path})"
+
+
+def route_logs(path: Path, level: str) -> None:
+    """Send the structured JSON logs (Powertools Logger) to ``path`` (rotated at 5 MB) instead of stdout,
+    which is for the run and alert lines; logged exceptions also get one line on stderr."""
+    std = logging.getLogger(logger.name)
+    formatter = logger.registered_formatter
+    for handler in list(std.handlers):
+        std.removeHandler(handler)
+    to_file = RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
+    to_file.setFormatter(formatter)
+    std.addHandler(to_file)
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.ERROR)
+    console.addFilter(lambda record: record.exc_info is not None)
+    console.setFormatter(_Brief(path))
+    std.addHandler(console)
+    logger.setLevel(level)
 
 
 def load_tokens_file(path: Path) -> dict[str, str]:
@@ -227,7 +260,7 @@ class LocalRuntime:
         os.environ.update({name.upper(): _env_text(value) for name, value in knobs.items()})
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
         os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "jobsched")
-        logger.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
+        route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
         get_settings.cache_clear()
         settings = get_settings()
 
@@ -351,7 +384,8 @@ class LocalRuntime:
             emit(f"tokens from {config.tokens_file}")
         emit(
             f"{config.schedulers} scheduler loop(s), {config.workers} worker(s), sweeper every "
-            f"{config.sweep_interval_s:g} s, snapshot every {config.snapshot_interval_s:g} s; Ctrl-C stops"
+            f"{config.sweep_interval_s:g} s, snapshot every {config.snapshot_interval_s:g} s; "
+            f"logs in {config.data_dir / LOG_FILE}; Ctrl-C stops"
         )
 
     def _register_demo(self) -> None:

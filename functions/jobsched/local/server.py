@@ -33,7 +33,9 @@ class ApiServer:
         self._server = make_server(
             host, port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
         )
-        self._thread = threading.Thread(target=self._server.serve_forever, name="api-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="api-server", daemon=True
+        )
 
     @property
     def port(self) -> int:
