@@ -27,7 +27,8 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-run: setup
+# Local mode needs only the Python environment (no Node.js/CDK): the whole system on an embedded moto.
+run: $(VENV)/.installed
 	$(VENV)/bin/jobsched local --demo
 
 synth: setup
