@@ -4,16 +4,37 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 from botocore.config import Config
 
 from jobsched.resources import ALERTS_TOPIC_ENV, QUEUES, TABLES
 
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=32)
+_LOADER: botocore.loaders.Loader | None = None
+_LOADER_LOCK = threading.Lock()
+
+
+def new_session() -> boto3.session.Session:
+    """A new boto3 session sharing the process's botocore data loader: service models are parsed once per
+    process, not once per client (a fresh loader rereads them from disk, ~0.2 s per client; this is most of
+    a moto test's set-up time). Credentials and configuration are still resolved per session."""
+    global _LOADER
+    with _LOADER_LOCK:
+        if _LOADER is None:
+            _LOADER = botocore.loaders.create_loader()
+        core = botocore.session.get_session()
+        core.register_component("data_loader", _LOADER)
+        session = boto3.session.Session(botocore_session=core)
+        paths = _LOADER.search_paths  # boto3 appends its data path once per session: keep each path once
+        paths[:] = list(dict.fromkeys(paths))
+    return session
 
 
 @dataclass
@@ -24,7 +45,7 @@ class Aws:
     endpoint_url: str | None = None
 
     def _client(self, service: str) -> Any:
-        return boto3.session.Session().client(
+        return new_session().client(
             service, region_name=self.region, endpoint_url=self.endpoint_url, config=_CONFIG
         )
 
@@ -34,7 +55,7 @@ class Aws:
 
     @cached_property
     def dynamodb_resource(self) -> Any:
-        return boto3.session.Session().resource(
+        return new_session().resource(
             "dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=_CONFIG
         )
 

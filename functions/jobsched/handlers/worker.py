@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -28,7 +27,7 @@ from botocore.config import Config
 
 from jobsched.adapters.alerts import DeadRunNotifier
 from jobsched.adapters.queue import RunQueue
-from jobsched.aws import Aws
+from jobsched.aws import Aws, new_session
 from jobsched.clock import Clock, system_clock
 from jobsched.observability import logger, metrics
 from jobsched.settings import Settings, get_settings
@@ -53,7 +52,7 @@ def build_targets(settings: Settings, aws: Aws) -> Targets:
             connect_timeout=10,
             retries={"total_max_attempts": 1},
         )
-        return boto3.session.Session().client(
+        return new_session().client(
             "lambda", region_name=aws.region, endpoint_url=aws.endpoint_url, config=config
         )
 

@@ -10,9 +10,12 @@ import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from jobsched.models import MAX_ERROR_CHARS, from_ms
+from jobsched.models import MAX_ERROR_CHARS
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class TargetFailed(Exception):
@@ -24,9 +27,11 @@ class TargetTimedOut(TargetFailed):
 
 
 def iso_utc(ms: int) -> str:
-    """Epoch milliseconds -> ISO 8601 UTC with ``Z`` (``2026-12-04T18:00:00Z``; fractions only when present),
+    """Epoch milliseconds -> ISO 8601 UTC with ``Z`` (``2026-12-04T18:00:00Z``; milliseconds only when present),
     the same spelling as the API."""
-    return from_ms(ms).isoformat().replace("+00:00", "Z")
+    instant = _EPOCH + timedelta(milliseconds=ms)  # exact (no float rounding of the milliseconds)
+    spec = "milliseconds" if ms % 1000 else "seconds"
+    return instant.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def truncate(text: str, limit: int = MAX_ERROR_CHARS) -> str:

@@ -78,7 +78,8 @@ def make_job(jobs: JobStore, clock: FakeClock) -> Callable[..., Job]:
 
     def make(owner: str = "team-a", name: str | None = None, **fields: Any) -> Job:
         fields.setdefault("schedule", "0 2 * * *")
-        fields.setdefault("command", "echo")
+        if "target" not in fields:
+            fields.setdefault("command", "echo")
         create = JobCreate.model_validate({"name": name or f"job-{next(counter)}", **fields})
         now = datetime.fromtimestamp(clock() / 1000, tz=UTC)
         job = Job.model_validate(

@@ -1,0 +1,169 @@
+"""``lambda`` targets (botocore Stubber) and ``sqs`` targets (moto, standard and FIFO)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.handlers.worker import build_worker
+from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
+from jobsched.settings import Settings
+from jobsched.store.layout import run_id
+from jobsched.store.runs import RunStore
+from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.targets.aws import LambdaExecutor, SqsExecutor
+from jobsched.worker import Outcome
+
+from .conftest import T0, SimWaiter
+
+ENVELOPE_KEYS = {"run_id", "job_id", "scheduled_for", "attempt", "input"}
+
+
+def _payload(data: Any) -> StreamingBody:
+    raw = json.dumps(data).encode()
+    return StreamingBody(io.BytesIO(raw), len(raw))
+
+
+@pytest.fixture
+def lambda_client() -> Iterator[tuple[Any, Stubber]]:
+    client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+def _call(attempt: int = 1) -> TargetCall:
+    return TargetCall(run_id=f"j_1@{T0}", job_id="j_1", scheduled_for_ms=T0, attempt=attempt, input={"n": 1})
+
+
+def _invoke_params(call: TargetCall, function: str = "billing") -> dict[str, Any]:
+    return {
+        "FunctionName": function,
+        "InvocationType": "RequestResponse",
+        "Payload": json.dumps(call.envelope(), separators=(",", ":")).encode(),
+    }
+
+
+def test_lambda_invoke_sends_the_envelope_synchronously(lambda_client: tuple[Any, Stubber]) -> None:
+    client, stubber = lambda_client
+    call = _call()
+    stubber.add_response(
+        "invoke", {"StatusCode": 200, "Payload": _payload({"ok": True})}, _invoke_params(call)
+    )
+    assert (
+        LambdaExecutor(lambda: client).execute(LambdaTarget(function="billing"), call)
+        == "lambda billing: status 200"
+    )
+    assert call.envelope() == {
+        "run_id": f"j_1@{T0}",
+        "job_id": "j_1",
+        "scheduled_for": "2026-01-05T02:00:00Z",
+        "attempt": 1,
+        "input": {"n": 1},
+    }
+
+
+def test_lambda_function_error_fails_the_try_with_its_payload(lambda_client: tuple[Any, Stubber]) -> None:
+    client, stubber = lambda_client
+    call = _call()
+    error = {"errorMessage": "card declined", "errorType": "PaymentError"}
+    stubber.add_response(
+        "invoke",
+        {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _payload(error)},
+        _invoke_params(call),
+    )
+    with pytest.raises(TargetFailed, match=r"lambda billing failed \(Unhandled\): .*card declined"):
+        LambdaExecutor(lambda: client).execute(LambdaTarget(function="billing"), call)
+
+
+def test_lambda_client_error_fails_the_try(lambda_client: tuple[Any, Stubber]) -> None:
+    client, stubber = lambda_client
+    stubber.add_client_error("invoke", "ResourceNotFoundException", "Function not found: nope")
+    with pytest.raises(TargetFailed, match="lambda nope: ResourceNotFoundException: Function not found"):
+        LambdaExecutor(lambda: client).execute(LambdaTarget(function="nope"), _call())
+
+
+def test_lambda_target_through_the_worker_keeps_the_run_id_across_attempts(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    waiter: SimWaiter,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    lambda_client: tuple[Any, Stubber],
+) -> None:
+    client, stubber = lambda_client
+    targets = Targets(lambda_=LambdaExecutor(lambda: client))
+    worker = build_worker(settings, aws, clock=clock, waiter=waiter, targets=targets)
+    job = make_job(target={"type": "lambda", "function": "billing"}, input={"n": 1}, retry={"backoff_s": 1})
+    make_run(job)
+    first = TargetCall(
+        run_id=run_id(job.id, T0), job_id=job.id, scheduled_for_ms=T0, attempt=1, input={"n": 1}
+    )
+    second = TargetCall(
+        run_id=run_id(job.id, T0), job_id=job.id, scheduled_for_ms=T0, attempt=2, input={"n": 1}
+    )
+    stubber.add_response(
+        "invoke",
+        {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _payload({"errorMessage": "x"})},
+        _invoke_params(first),
+    )
+    stubber.add_response("invoke", {"StatusCode": 200, "Payload": _payload(None)}, _invoke_params(second))
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    clock.advance(1_000)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.SUCCEEDED and row["attempt"] == 2
+
+
+def _receive(aws: Aws, url: str) -> list[dict[str, Any]]:
+    return aws.sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+        WaitTimeSeconds=0,
+    ).get("Messages", [])
+
+
+def test_sqs_target_sends_the_envelope(aws: Aws) -> None:
+    url = aws.sqs.create_queue(QueueName="team-inbox")["QueueUrl"]
+    SqsExecutor(lambda: aws.sqs).execute(SqsTarget(queue_url=url), _call())
+    (message,) = _receive(aws, url)
+    assert json.loads(message["Body"]) == _call().envelope()
+    assert set(json.loads(message["Body"])) == ENVELOPE_KEYS
+    assert message["MessageAttributes"]["run_id"]["StringValue"] == f"j_1@{T0}"
+
+
+def test_sqs_fifo_target_deduplicates_on_the_run_id(aws: Aws) -> None:
+    url = aws.sqs.create_queue(QueueName="team-inbox.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    executor = SqsExecutor(lambda: aws.sqs)
+    executor.execute(SqsTarget(queue_url=url), _call(attempt=1))
+    executor.execute(SqsTarget(queue_url=url), _call(attempt=2))  # a retry of the same run: same key
+    messages = _receive(aws, url)
+    assert len(messages) == 1
+    assert messages[0]["Attributes"]["MessageDeduplicationId"] == f"j_1@{T0}"
+    assert messages[0]["Attributes"]["MessageGroupId"] == "j_1"
+
+
+def test_sqs_target_error_fails_the_try(aws: Aws) -> None:
+    with pytest.raises(TargetFailed, match=r"sqs .*missing"):
+        SqsExecutor(lambda: aws.sqs).execute(
+            SqsTarget(queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/missing"), _call()
+        )
+
+
+def test_a_worker_without_an_executor_for_a_type_fails_the_try() -> None:
+    with pytest.raises(TargetFailed, match="cannot run sqs targets"):
+        Targets().execute(SqsTarget(queue_url="https://x/q"), _call())

@@ -1,0 +1,229 @@
+"""Out of attempts: one dead-letter message, one alert to the owner's filtered subscription only, and the
+crash/failure paths around them (the sweeper finishes what the worker could not)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from jobsched.adapters.alerts import DeadRun
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.handlers.sweeper import build_sweeper
+from jobsched.handlers.worker import build_worker
+from jobsched.models import Job, RunStatus
+from jobsched.settings import Settings
+from jobsched.store.layout import run_id
+from jobsched.store.runs import RunStore
+from jobsched.worker import Outcome, Worker
+
+from .conftest import T0, SimWaiter
+
+
+def _subscribe(aws: Aws, settings: Settings, owner: str, queue_name: str | None = None) -> str:
+    """An SQS queue subscribed to the alerts topic with a filter policy on ``owner``."""
+    url = aws.sqs.create_queue(QueueName=queue_name or f"alerts-{owner}")["QueueUrl"]
+    arn = aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    aws.sns.subscribe(
+        TopicArn=settings.alerts_topic_arn,
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes={"FilterPolicy": json.dumps({"owner": [owner]})},
+    )
+    return url
+
+
+def _receive(aws: Aws, url: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    while True:
+        batch = aws.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
+        ).get("Messages", [])
+        if not batch:
+            return found
+        found.extend(batch)
+        for message in batch:
+            aws.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    clock: FakeClock,
+    aws: Aws,
+    settings: Settings,
+) -> None:
+    # Given team-a and team-b each subscribed to alerts with a filter on their owner
+    team_a = _subscribe(aws, settings, "team-a")
+    team_b = _subscribe(aws, settings, "team-b")
+    job = make_job(
+        owner="team-a",
+        name="nightly-billing",
+        command="fail",
+        input={"batch": 7},
+        retry={"max_attempts": 2, "backoff_s": 10},
+    )
+    make_run(job)
+    # When both attempts fail
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    clock.advance(10_000)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    # Then the run is dead after 2 attempts, out of the sweep index
+    row = runs.get(job.id, T0)
+    assert row is not None
+    assert row["status"] == RunStatus.DEAD and row["attempt"] == 2 and row["finished_at"] == clock()
+    assert "attempt 2 failed on purpose" in row["error"]
+    assert "sweep_pk" not in row and "notify_pending" not in row
+    # exactly one dead-letter message: the envelope plus owner, job name and error
+    dead_letters = _receive(aws, settings.dead_run_queue_url)
+    assert len(dead_letters) == 1
+    body = json.loads(dead_letters[0]["Body"])
+    assert body["run_id"] == run_id(job.id, T0)
+    assert body["job_id"] == job.id and body["attempt"] == 2 and body["input"] == {"batch": 7}
+    assert body["scheduled_for"] == "2026-01-05T02:00:00Z"
+    assert body["owner"] == "team-a" and body["job_name"] == "nightly-billing"
+    assert "failed on purpose" in body["error"]
+    # exactly one alert, to team-a's subscription, with owner/job_id attributes and a readable body
+    alerts = _receive(aws, team_a)
+    assert len(alerts) == 1
+    note = json.loads(alerts[0]["Body"])
+    assert note["MessageAttributes"]["owner"]["Value"] == "team-a"
+    assert note["MessageAttributes"]["job_id"]["Value"] == job.id
+    assert note["Subject"] == "jobsched: nightly-billing dead after 2 attempt(s)"
+    for fact in (
+        "nightly-billing",
+        job.id,
+        "0 2 * * * (UTC)",
+        "2026-01-05T02:00:00Z",
+        "attempts:      2",
+        "failed on purpose",
+    ):
+        assert fact in note["Message"]
+    assert _receive(aws, team_b) == []
+
+
+class FlakyNotifier:
+    """A dead-run sink that fails its first ``failures`` calls, then records."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.sent: list[DeadRun] = []
+
+    def notify(self, dead: DeadRun) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("SNS unreachable")
+        self.sent.append(dead)
+
+
+def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    waiter: SimWaiter,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    notifier = FlakyNotifier(failures=1)
+    worker = build_worker(settings, aws, clock=clock, waiter=waiter)
+    worker.failures.dead_runs = notifier
+    job = make_job(command="fail", retry={"max_attempts": 1})
+    make_run(job)
+    # When the alert cannot be sent at the run's death
+    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.DEAD and row["notify_pending"] is True
+    assert notifier.sent == []
+    # Then the sweeper, a minute later, sends it and clears the mark
+    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper.failures.dead_runs = notifier
+    clock.advance(61_000)
+    report = sweeper.sweep()
+    assert report.notified == 1
+    assert [d.run_id for d in notifier.sent] == [run_id(job.id, T0)]
+    assert notifier.sent[0].owner == job.owner and notifier.sent[0].attempts == 1
+    row = runs.get(job.id, T0)
+    assert row is not None and "notify_pending" not in row and "sweep_pk" not in row
+    assert sweeper.sweep().notified == 0
+
+
+def test_a_notification_failing_again_is_retried_later(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    waiter: SimWaiter,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    notifier = FlakyNotifier(failures=2)
+    worker = build_worker(settings, aws, clock=clock, waiter=waiter)
+    worker.failures.dead_runs = notifier
+    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper.failures.dead_runs = notifier
+    job = make_job(command="fail", retry={"max_attempts": 1})
+    make_run(job)
+    worker.handle_record(record(job.id, T0))
+    clock.advance(61_000)
+    first = sweeper.sweep()
+    assert first.notified == 0 and first.deferred == 1
+    clock.advance(settings.sweep_queued_after_s * 1000)
+    assert sweeper.sweep().notified == 1
+    assert len(notifier.sent) == 1
+
+
+def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    waiter: SimWaiter,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    class DownQueue:
+        def send(self, messages: Any) -> None:
+            raise ConnectionError("SQS unreachable")
+
+    worker = build_worker(settings, aws, clock=clock, waiter=waiter)
+    worker.failures.queue = DownQueue()
+    job = make_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
+    make_run(job)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.RETRYING
+    sweeper = build_sweeper(settings, aws, clock=clock)
+    clock.advance(30_000)
+    assert sweeper.sweep().requeued == 0  # retry due, but its message may still be on the way
+    clock.advance(settings.sweep_queued_after_s * 1000)
+    assert sweeper.sweep().requeued == 1
+    messages = _receive(aws, settings.run_queue_url)
+    assert [json.loads(m["Body"]) for m in messages] == [{"job_id": job.id, "scheduled_for": T0}]
+    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+
+
+@pytest.mark.parametrize("owner", ["team-a", "arn:aws:iam::123456789012:role/billing"])
+def test_alert_attributes_carry_any_owner(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    aws: Aws,
+    settings: Settings,
+    owner: str,
+) -> None:
+    queue = _subscribe(aws, settings, owner, queue_name="owner-alerts")
+    job = make_job(owner=owner, command="fail", retry={"max_attempts": 1})
+    make_run(job)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    assert len(_receive(aws, queue)) == 1

@@ -1,0 +1,246 @@
+"""``http`` targets against a local HTTP server on 127.0.0.1 (loopback allowed, as local mode does), and the
+address guard that refuses metadata, private and loopback addresses elsewhere."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.handlers.worker import build_worker
+from jobsched.models import HttpTarget, Job, RunStatus
+from jobsched.settings import Settings
+from jobsched.store.layout import run_id
+from jobsched.store.runs import RunStore
+from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
+from jobsched.targets.http import AddressPolicy, HttpExecutor
+from jobsched.worker import Outcome, Worker
+
+from .conftest import T0, SimWaiter
+
+
+@dataclass
+class Server:
+    """A local HTTP server: answers with ``responses`` in order (status, body, delay_s), then 200."""
+
+    url: str
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    responses: list[tuple[int, str, float]] = field(default_factory=list)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    state = Server(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            state.requests.append(
+                {
+                    "method": self.command,
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": self.rfile.read(length) if length else b"",
+                }
+            )
+            status, body, delay = state.responses.pop(0) if state.responses else (200, "ok", 0.0)
+            if delay:
+                time.sleep(delay)
+            payload = body.encode()
+            self.send_response(status)
+            if 300 <= status < 400:
+                self.send_header("Location", "/elsewhere")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_PUT = _serve
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def loopback_worker(settings: Settings, aws: Aws, clock: FakeClock, waiter: SimWaiter) -> Worker:
+    return build_worker(
+        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock, waiter=waiter
+    )
+
+
+def _call(**kwargs: Any) -> TargetCall:
+    return TargetCall(
+        **{
+            "run_id": "j_1@1767578400000",
+            "job_id": "j_1",
+            "scheduled_for_ms": T0,
+            "attempt": 1,
+            "input": {"a": 1},
+            "timeout_s": 5.0,
+            **kwargs,
+        }
+    )
+
+
+LOOPBACK = AddressPolicy(allow_loopback=True)
+
+
+def test_a_2xx_succeeds_with_the_input_as_body_and_the_run_headers(
+    loopback_worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    server: Server,
+) -> None:
+    job = make_job(
+        target={"type": "http", "url": f"{server.url}/hook?token=s3cret", "headers": {"X-Team": "a"}},
+        input={"report": "sales"},
+    )
+    make_run(job)
+    assert loopback_worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    (request,) = server.requests
+    assert request["method"] == "POST" and request["path"] == "/hook?token=s3cret"
+    assert json.loads(request["body"]) == {"report": "sales"}
+    headers = request["headers"]
+    assert headers["idempotency-key"] == run_id(job.id, T0)
+    assert headers["x-jobsched-scheduled-for"] == "2026-01-05T02:00:00Z"
+    assert headers["x-jobsched-attempt"] == "1"
+    assert headers["content-type"] == "application/json"
+    assert headers["x-team"] == "a"
+
+
+def test_every_delivery_and_attempt_of_a_run_carries_the_same_idempotency_key(
+    loopback_worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    server: Server,
+    clock: FakeClock,
+) -> None:
+    server.responses = [(503, "busy, try later", 0.0)]
+    job = make_job(target={"type": "http", "url": server.url}, retry={"backoff_s": 5})
+    make_run(job)
+    assert loopback_worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    row = runs.get(job.id, T0)
+    assert row is not None and row["error"] == f"HTTP 503 from POST {server.url}: busy, try later"
+    clock.advance(5_000)
+    assert loopback_worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert loopback_worker.handle_record(record(job.id, T0)) == Outcome.DROPPED  # duplicate: not sent
+    keys = [r["headers"]["idempotency-key"] for r in server.requests]
+    assert keys == [run_id(job.id, T0)] * 2
+    assert [r["headers"]["x-jobsched-attempt"] for r in server.requests] == ["1", "2"]
+
+
+@pytest.mark.parametrize("status", [302, 404, 500])
+def test_a_non_2xx_fails_the_try_and_redirects_are_not_followed(server: Server, status: int) -> None:
+    server.responses = [(status, "nope", 0.0)]
+    with pytest.raises(TargetFailed, match=f"HTTP {status} from POST"):
+        HttpExecutor(LOOPBACK).execute(HttpTarget(url=f"{server.url}/x"), _call())
+    assert len(server.requests) == 1
+
+
+def test_get_sends_no_body_and_secrets_in_the_query_stay_out_of_errors(server: Server) -> None:
+    server.responses = [(500, "", 0.0)]
+    with pytest.raises(TargetFailed) as failure:
+        HttpExecutor(LOOPBACK).execute(HttpTarget(url=f"{server.url}/x?key=s3cret", method="GET"), _call())
+    assert "s3cret" not in str(failure.value)
+    assert server.requests[0]["body"] == b""
+
+
+def test_a_slow_server_times_out(server: Server) -> None:
+    server.responses = [(200, "late", 3.0)]
+    started = time.monotonic()
+    with pytest.raises(TargetTimedOut, match="timed out after 1 s"):
+        HttpExecutor(LOOPBACK).execute(HttpTarget(url=server.url), _call(timeout_s=1.0))
+    assert time.monotonic() - started < 2.5
+
+
+def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    server: Server,
+) -> None:
+    server.responses = [(200, "late", 3.0)]
+    worker = build_worker(settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock)
+    job = make_job(target={"type": "http", "url": server.url}, timeout_s=1)
+    make_run(job)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.RETRYING
+    assert row["error"].startswith("timed out after 1 s")
+
+
+def test_a_connection_error_fails_the_try() -> None:
+    with pytest.raises(TargetFailed, match="ConnectError"):
+        HttpExecutor(LOOPBACK).execute(HttpTarget(url="http://127.0.0.1:9/"), _call(timeout_s=2.0))
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("169.254.169.254", "link-local"),
+        ("10.1.2.3", "private"),
+        ("192.168.0.5", "private"),
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("0.0.0.0", "loopback"),
+    ],
+)
+def test_internal_addresses_are_refused_by_default(address: str, reason: str) -> None:
+    # Given a host name that resolves to an internal address (the resolver is the only fake here)
+    executor = HttpExecutor(AddressPolicy(), resolver=lambda host, port: [address])
+    with pytest.raises(TargetFailed, match=f"resolves to .* \\({reason}\\)"):
+        executor.execute(HttpTarget(url="http://innocent.example/hook"), _call())
+
+
+def test_every_resolved_address_is_checked() -> None:
+    executor = HttpExecutor(AddressPolicy(), resolver=lambda host, port: ["93.184.216.34", "10.0.0.1"])
+    with pytest.raises(TargetFailed, match=re.escape("10.0.0.1")):
+        executor.execute(HttpTarget(url="http://mixed.example/"), _call())
+
+
+def test_the_local_server_is_refused_without_the_loopback_switch(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    server: Server,
+) -> None:
+    job = make_job(target={"type": "http", "url": server.url})
+    make_run(job)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    row = runs.get(job.id, T0)
+    assert row is not None and "refused: 127.0.0.1 resolves to 127.0.0.1 (loopback)" in row["error"]
+    assert server.requests == []
+
+
+def test_the_private_switch_does_not_open_loopback(server: Server) -> None:
+    with pytest.raises(TargetFailed, match="loopback"):
+        HttpExecutor(AddressPolicy(allow_private=True)).execute(HttpTarget(url=server.url), _call())
+    assert server.requests == []

@@ -1,0 +1,115 @@
+"""AWS requests per run on the worker path, counted with botocore event hooks (the target's own call is
+not counted; these runs use ``command`` targets). The numbers are the ones in the worker handler's
+docstring: success 3 (<= 3.5 per run), duplicate 1."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.models import Job
+from jobsched.settings import Settings
+from jobsched.worker import Outcome, Worker
+
+from .conftest import T0
+
+
+@pytest.fixture
+def requests(aws: Aws) -> Counter[str]:
+    """Every AWS request made from now on by the shared clients, by ``service.Operation``."""
+    seen: Counter[str] = Counter()
+
+    def count(model: Any, **_: Any) -> None:
+        seen[f"{model.service_model.service_name}.{model.name}"] += 1
+
+    for client in (aws.dynamodb_resource.meta.client, aws.sqs, aws.sns):
+        client.meta.events.register("before-call", count)
+    return seen
+
+
+def test_the_success_path_costs_three_requests_per_run(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    requests: Counter[str],
+) -> None:
+    jobs = [make_job() for _ in range(4)]
+    for job in jobs:
+        make_run(job)
+    requests.clear()
+    for job in jobs:
+        assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert requests == {"dynamodb.UpdateItem": 8, "dynamodb.GetItem": 4}
+    assert sum(requests.values()) / len(jobs) == 3 <= 3.5
+
+
+def test_overlap_skip_adds_one_query(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    requests: Counter[str],
+) -> None:
+    job = make_job(overlap="skip")
+    make_run(job)
+    requests.clear()
+    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "dynamodb.Query": 1}
+
+
+def test_a_duplicate_delivery_costs_one_request(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    requests: Counter[str],
+) -> None:
+    job = make_job()
+    make_run(job)
+    worker.handle_record(record(job.id, T0))
+    requests.clear()
+    assert worker.handle_record(record(job.id, T0)) == Outcome.DROPPED
+    assert requests == {"dynamodb.UpdateItem": 1}
+
+
+def test_failure_paths_cost_what_the_docstring_says(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    requests: Counter[str],
+    clock: FakeClock,
+) -> None:
+    job = make_job(command="fail", retry={"max_attempts": 2, "backoff_s": 1})
+    make_run(job)
+    requests.clear()
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "sqs.SendMessageBatch": 1}
+    requests.clear()
+    clock.advance(1_000)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    assert requests == {
+        "dynamodb.UpdateItem": 3,
+        "dynamodb.GetItem": 1,
+        "sqs.SendMessage": 1,
+        "sns.Publish": 1,
+    }
+
+
+def test_the_sweeper_idle_pass_costs_one_query_per_shard(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    requests: Counter[str],
+) -> None:
+    from jobsched.handlers.sweeper import build_sweeper
+    from jobsched.store.layout import SWEEP_SHARDS
+
+    build_sweeper(settings, aws, clock=clock).sweep()
+    assert requests == {"dynamodb.Query": SWEEP_SHARDS}

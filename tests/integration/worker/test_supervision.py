@@ -1,0 +1,362 @@
+"""Heartbeats, timeouts, overlap and ownership while a try runs."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobsched.adapters.queue import RunMessage, RunQueue
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.handlers.worker import build_worker
+from jobsched.models import Job, RunStatus
+from jobsched.settings import Settings
+from jobsched.store.layout import run_id
+from jobsched.store.runs import RunStore
+from jobsched.targets import TargetCall, commands
+from jobsched.worker import Heartbeat, Outcome, Owned, Worker
+
+from .conftest import T0, SimWaiter
+
+
+@pytest.fixture
+def visibility_calls(aws: Aws) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    aws.sqs.meta.events.register(
+        "provide-client-params.sqs.ChangeMessageVisibility", lambda params, **_: seen.append(dict(params))
+    )
+    return seen
+
+
+@pytest.fixture
+def delivered(aws: Aws, settings: Settings) -> Callable[[Job, int], dict[str, Any]]:
+    """Send a run message to the run queue and receive it: an SQS event record with a live receipt handle."""
+
+    def deliver(job: Job, scheduled_for: int) -> dict[str, Any]:
+        RunQueue(aws.sqs, settings.run_queue_url).send([RunMessage(job.id, scheduled_for)])
+        message = aws.sqs.receive_message(
+            QueueUrl=settings.run_queue_url, AttributeNames=["All"], WaitTimeSeconds=0
+        )["Messages"][0]
+        return {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": message["Attributes"],
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:test-RunQueue",
+        }
+
+    return deliver
+
+
+@pytest.fixture
+def long_command(clock: FakeClock) -> Iterator[None]:
+    """Command ``long``: runs until the (simulated) clock has moved ``input.seconds`` past its start."""
+
+    @commands.register("long", replace=True)
+    def long(call: TargetCall) -> str:
+        until = clock() + int(call.input["seconds"] * 1000)
+        deadline = time.monotonic() + 5
+        while clock() < until and time.monotonic() < deadline and not call.cancel.cancelled:
+            time.sleep(0.005)
+        return "done"
+
+    yield
+    commands.unregister("long")
+
+
+def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    delivered: Callable[[Job, int], dict[str, Any]],
+    visibility_calls: list[dict[str, Any]],
+    long_command: None,
+    settings: Settings,
+) -> None:
+    # Given a run whose try lasts 95 s
+    job = make_job(command="long", input={"seconds": 95})
+    make_run(job)
+    record = delivered(job, T0)
+    started = clock()
+    # When the worker runs it
+    assert worker.handle_record(record) == Outcome.SUCCEEDED
+    # Then it beat every 30 s: the row's heartbeat and the message's visibility (stale + interval)
+    assert len(visibility_calls) >= 3
+    assert {c["VisibilityTimeout"] for c in visibility_calls} == {
+        settings.heartbeat_stale_s + settings.heartbeat_interval_s
+    }
+    assert {c["ReceiptHandle"] for c in visibility_calls} == {record["receiptHandle"]}
+    assert {c["QueueUrl"] for c in visibility_calls} == {settings.run_queue_url}
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.SUCCEEDED
+    assert row["heartbeat_at"] >= started + 90_000
+
+
+def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    settings: Settings,
+) -> None:
+    class Visibility:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, int]] = []
+
+        def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+            self.calls.append((receipt_handle, seconds))
+
+    job = make_job()
+    make_run(job)
+    runs.claim(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
+    visibility = Visibility()
+    beat = Heartbeat(
+        runs=runs,
+        owned=Owned(job.id, T0, 1, "w1"),
+        visibility=visibility,
+        receipt_handle="rh-1",
+        visibility_s=150,
+    )
+    assert beat.beat(clock() + 30_000)
+    row = runs.get(job.id, T0)
+    assert row is not None and row["heartbeat_at"] == clock() + 30_000
+    assert row["sweep_at"] == clock() + settings.sweep_queued_after_s * 1000  # claims and beats leave it
+    assert visibility.calls == [("rh-1", 150)]
+    # another worker took the run over (stale heartbeat): the beat is refused
+    runs.claim(
+        job.id,
+        T0,
+        worker="w2",
+        now_ms=clock() + 500_000,
+        stale_before_ms=clock() + 400_000,
+        retry_due_by_ms=0,
+    )
+    assert not beat.beat(clock() + 500_001)
+    assert beat.lost
+
+
+def test_a_failing_heartbeat_does_not_fail_the_try(
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+) -> None:
+    class BrokenVisibility:
+        def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+            raise ConnectionError("SQS unreachable")
+
+    class BrokenRuns:
+        def heartbeat(self, *args: Any, **kwargs: Any) -> bool:
+            raise ConnectionError("DynamoDB unreachable")
+
+    beat = Heartbeat(
+        runs=BrokenRuns(),
+        owned=Owned("j", T0, 1, "w1"),  # type: ignore[arg-type]
+        visibility=BrokenVisibility(),
+        receipt_handle="rh",
+        visibility_s=150,
+    )
+    assert beat.beat(clock())
+    assert not beat.lost
+
+
+def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    job = make_job(command="sleep", input={"seconds": 60}, timeout_s=1)
+    make_run(job)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.RETRYING
+    assert row["error"] == "timed out after 1 s (timeout_s)"
+
+
+def test_timeout_s_is_capped_by_the_worker_cap(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    waiter: SimWaiter,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    worker = build_worker(
+        settings.model_copy(update={"worker_timeout_cap_s": 2}), aws, clock=clock, waiter=waiter
+    )
+    job = make_job(command="sleep", input={"seconds": 60}, timeout_s=600)
+    make_run(job)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    row = runs.get(job.id, T0)
+    assert row is not None and row["error"] == "timed out after 2 s (timeout_s)"
+
+
+def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    waiter: SimWaiter,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    worker = build_worker(
+        settings.model_copy(update={"allow_shell_targets": True}), aws, clock=clock, waiter=waiter
+    )
+    pidfile = tmp_path / "child.pid"
+    job = make_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=1)
+    make_run(job)
+    started = time.monotonic()
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert time.monotonic() - started < 5
+    row = runs.get(job.id, T0)
+    assert row is not None and "timed out after 1 s" in row["error"]
+    child = int(pidfile.read_text())
+    assert _gone(child)
+
+
+def _gone(pid: int) -> bool:
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        if Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            return True  # a zombie waiting for its reaper: killed
+        time.sleep(0.01)
+    return False
+
+
+@pytest.fixture
+def blocking_command() -> Iterator[threading.Event]:
+    """Command ``block``: runs until the test sets the returned event (5 s at most)."""
+    release = threading.Event()
+    started = threading.Event()
+
+    @commands.register("block", replace=True)
+    def block(call: TargetCall) -> str:
+        started.set()
+        release.wait(5)
+        return "released"
+
+    release.started = started  # type: ignore[attr-defined]
+    yield release
+    release.set()
+    commands.unregister("block")
+
+
+@pytest.mark.parametrize(("overlap", "expected"), [("skip", Outcome.SKIPPED), ("allow", Outcome.SUCCEEDED)])
+def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    blocking_command: threading.Event,
+    overlap: str,
+    expected: Outcome,
+    waiter: SimWaiter,
+) -> None:
+    # Given an every-minute job whose 02:00 run is still running (blocked) on one worker
+    job = make_job(schedule="* * * * *", overlap=overlap, command="block")
+    make_run(job, T0)
+    make_run(job, T0 + 60_000)
+    long_worker = build_worker(settings, aws, clock=clock)  # real waiter: beats are 30 s away
+    results: list[str] = []
+    thread = threading.Thread(target=lambda: results.append(long_worker.handle_record(record(job.id, T0))))
+    thread.start()
+    assert blocking_command.started.wait(5)  # type: ignore[attr-defined]
+    # When the 02:01 run is delivered to another worker
+    clock.advance(60_000)
+    other = build_worker(settings, aws, clock=clock, waiter=waiter)
+    if overlap == "allow":
+        blocking_command.set()  # let the second try finish too
+    outcome = other.handle_record(record(job.id, T0 + 60_000, message_id="m-2"))
+    blocking_command.set()
+    thread.join(5)
+    # Then under skip it is recorded skipped, naming the running run; under allow it runs
+    assert outcome == expected
+    assert results == [Outcome.SUCCEEDED]
+    row = runs.get(job.id, T0 + 60_000)
+    assert row is not None and row["status"] == expected.value
+    if overlap == "skip":
+        assert row["error"] == f"overlap: run {run_id(job.id, T0)} of this job is still running"
+
+
+def test_overlap_skip_ignores_a_run_whose_worker_is_lost(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    record: Callable[..., dict[str, Any]],
+    settings: Settings,
+) -> None:
+    job = make_job(schedule="* * * * *", overlap="skip")
+    make_run(job, T0)
+    make_run(job, T0 + 60_000)
+    runs.claim(job.id, T0, worker="dead-worker", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    clock.advance(settings.heartbeat_stale_s * 1000 + 1)
+    assert worker.handle_record(record(job.id, T0 + 60_000)) == Outcome.SUCCEEDED
+
+
+def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    # Given an older run claimed at this very millisecond by another worker
+    job = make_job(schedule="* * * * *", overlap="skip")
+    make_run(job, T0)
+    make_run(job, T0 + 60_000)
+    runs.claim(job.id, T0, worker="w-1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    # the newer run, claimed at the same instant, yields to the older one (tie broken by scheduled_for)
+    assert worker.handle_record(record(job.id, T0 + 60_000)) == Outcome.SKIPPED
+    # and only the older run is left running
+    assert [r["scheduled_for"] for r in runs.running_runs(job.id)] == [T0]
+
+
+def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    @commands.register("steal", replace=True)
+    def steal(call: TargetCall) -> None:
+        runs.table.update_item(
+            Key={"job_id": call.job_id, "scheduled_for": call.scheduled_for_ms},
+            UpdateExpression="SET worker = :w, attempt = attempt + :one",
+            ExpressionAttributeValues={":w": "thief", ":one": 1},
+        )
+
+    try:
+        job = make_job(command="steal")
+        make_run(job)
+        assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
+        row = runs.get(job.id, T0)
+        assert row is not None and row["status"] == RunStatus.RUNNING and row["worker"] == "thief"
+    finally:
+        commands.unregister("steal")

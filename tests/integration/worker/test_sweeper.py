@@ -1,0 +1,334 @@
+"""The sweeper on moto: runs stuck queued, lost workers, owed alerts, finished rows, bounded passes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.handlers.sweeper import build_sweeper
+from jobsched.models import Job, RunStatus
+from jobsched.settings import Settings
+from jobsched.store.layout import run_id
+from jobsched.store.runs import RunStore
+from jobsched.sweeper import Sweeper
+from jobsched.targets import TargetCall
+from jobsched.worker import Outcome, Worker
+
+from .conftest import T0
+
+
+@pytest.fixture
+def sweeper(settings: Settings, aws: Aws, clock: FakeClock) -> Sweeper:
+    return build_sweeper(settings, aws, clock=clock)
+
+
+@pytest.fixture
+def sent(aws: Aws) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = []
+    aws.sqs.meta.events.register(
+        "provide-client-params.sqs.SendMessageBatch", lambda params, **_: entries.extend(params["Entries"])
+    )
+    return entries
+
+
+def _queue(aws: Aws, url: str) -> list[dict[str, Any]]:
+    messages = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+        "Messages", []
+    )
+    return [json.loads(m["Body"]) for m in messages]
+
+
+def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
+    sweeper: Sweeper,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    aws: Aws,
+    settings: Settings,
+    worker: Worker,
+    calls: list[TargetCall],
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    # Given the scheduler saved a run and crashed before enqueueing it
+    job = make_job(command="record")
+    make_run(job)
+    # When the sweeper runs before the run is overdue, nothing happens
+    assert sweeper.sweep().requeued == 0
+    # and once it is overdue (queued for sweep_queued_after_s), it is enqueued
+    clock.advance(settings.sweep_queued_after_s * 1000)
+    report = sweeper.sweep()
+    assert report.requeued == 1 and report.examined == 1
+    # Then a second pass right after does not enqueue it again
+    clock.advance(60_000)
+    assert sweeper.sweep().requeued == 0
+    assert _queue(aws, settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
+    # and the worker runs it; the finished run leaves the sweep index
+    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert len(calls) == 1
+    clock.advance(3_600_000)
+    assert sweeper.sweep().examined == 0
+
+
+def test_a_run_stuck_queued_is_re_enqueued_with_growing_gaps(
+    sweeper: Sweeper,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    settings: Settings,
+    sent: list[dict[str, Any]],
+) -> None:
+    job = make_job()
+    make_run(job)
+    after = settings.sweep_queued_after_s * 1000
+    clock.advance(after)
+    sweeps_at: list[int] = []
+    for _ in range(12):  # one pass a minute for 12 minutes
+        if sweeper.sweep().requeued:
+            sweeps_at.append(clock())
+        clock.advance(60_000)
+    gaps = [b - a for a, b in itertools.pairwise(sweeps_at)]
+    assert gaps == [after, 2 * after, 4 * after][: len(gaps)] and len(gaps) >= 2
+    row = runs.get(job.id, T0)
+    assert row is not None and row["sweeps"] == len(sweeps_at) and row["status"] == RunStatus.QUEUED
+
+
+def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backoff(
+    sweeper: Sweeper,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    settings: Settings,
+    sent: list[dict[str, Any]],
+    worker: Worker,
+    record: Callable[..., dict[str, Any]],
+    calls: list[TargetCall],
+) -> None:
+    # Given a run whose worker claimed it and vanished
+    job = make_job(command="record", retry={"backoff_s": 60})
+    make_run(job)
+    clock.advance(60_000)
+    runs.claim(job.id, T0, worker="vanished", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    # When its heartbeat is fresh, the sweeper leaves it and looks again when it could be stale
+    clock.advance(settings.sweep_queued_after_s * 1000 - 60_000)
+    assert sweeper.sweep().deferred == 1
+    row = runs.get(job.id, T0)
+    assert (
+        row is not None and row["sweep_at"] == row["heartbeat_at"] + settings.heartbeat_stale_s * 1000 + 1000
+    )
+    # Once it has been silent for heartbeat_stale_s, the try counts as failed: retrying, with backoff
+    clock.advance(settings.heartbeat_stale_s * 1000)
+    report = sweeper.sweep()
+    assert report.lost_workers == 1 and report.dead == 0
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.RETRYING and row["attempt"] == 1
+    assert row["error"].startswith("worker lost during attempt 1: no heartbeat since")
+    assert [(json.loads(e["MessageBody"]), e["DelaySeconds"]) for e in sent] == [
+        ({"job_id": job.id, "scheduled_for": T0}, 60)
+    ]
+    # Then the retry runs as attempt 2, with the same key
+    clock.advance(60_000)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert [(c.attempt, c.run_id) for c in calls] == [(2, run_id(job.id, T0))]
+
+
+def test_a_run_that_keeps_killing_its_worker_ends_dead(
+    sweeper: Sweeper,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    settings: Settings,
+    aws: Aws,
+) -> None:
+    job = make_job(retry={"max_attempts": 2, "backoff_s": 0})
+    make_run(job)
+    stale = (settings.heartbeat_stale_s + 1) * 1000
+    for attempt in (1, 2):
+        claimed, _ = runs.claim(
+            job.id, T0, worker=f"w{attempt}", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock()
+        )
+        assert claimed
+        clock.advance(stale)
+        report = sweeper.sweep()
+        assert report.lost_workers == 1
+    assert report.dead == 1
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.DEAD and row["attempt"] == 2
+    assert "sweep_pk" not in row
+    dead_letters = _queue(aws, settings.dead_run_queue_url)
+    assert [d["run_id"] for d in dead_letters] == [run_id(job.id, T0)]
+    clock.advance(3_600_000)
+    assert sweeper.sweep().examined == 0
+
+
+def test_a_lost_worker_of_a_deleted_job_is_skipped(
+    sweeper: Sweeper,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    jobs: Any,
+    clock: FakeClock,
+    settings: Settings,
+) -> None:
+    job = make_job()
+    make_run(job)
+    runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    jobs.delete(jobs.get_spec(job.id))
+    clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
+    assert sweeper.sweep().skipped == 1
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.SKIPPED and "deleted" in row["error"]
+
+
+def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
+    sweeper: Sweeper,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    settings: Settings,
+    sent: list[dict[str, Any]],
+) -> None:
+    job = make_job()
+    make_run(job)
+    runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    retry_at = clock() + 600_000
+    runs.retry(job.id, T0, attempt=1, worker="w", error="x", retry_at_ms=retry_at, sweep_at_ms=clock())
+    clock.advance(1)
+    report = sweeper.sweep()
+    assert report.deferred == 1 and report.requeued == 0 and sent == []
+    row = runs.get(job.id, T0)
+    assert row is not None and row["sweep_at"] == retry_at + settings.sweep_queued_after_s * 1000
+
+
+def test_finished_rows_still_in_the_index_are_cleared(
+    sweeper: Sweeper,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    settings: Settings,
+) -> None:
+    job = make_job()
+    make_run(job)
+    runs.table.update_item(  # e.g. a succeeded row written by an older worker that kept the keys
+        Key={"job_id": job.id, "scheduled_for": T0},
+        UpdateExpression="SET #s = :ok",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":ok": "succeeded"},
+    )
+    clock.advance(settings.sweep_queued_after_s * 1000)
+    assert sweeper.sweep().cleared == 1
+    row = runs.get(job.id, T0)
+    assert row is not None and "sweep_pk" not in row and "sweep_at" not in row
+
+
+def test_a_pass_is_bounded_and_the_rest_waits_for_the_next(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+) -> None:
+    job = make_job()
+    for minute in range(5):
+        make_run(job, T0 - minute * 60_000)
+    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper.max_rows = 2
+    clock.advance(settings.sweep_queued_after_s * 1000)
+    first = sweeper.sweep()
+    assert (first.examined, first.requeued, first.truncated) == (2, 2, True)
+    second = sweeper.sweep()
+    third = sweeper.sweep()
+    assert second.requeued + third.requeued == 3 and not third.truncated
+
+
+def test_a_claim_between_the_read_and_the_write_wins(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    sent: list[dict[str, Any]],
+) -> None:
+    class RacingRuns(RunStore):
+        """Reads the rows, then lets a worker claim them before the sweeper writes."""
+
+        def get_many(self, keys: Any) -> list[dict[str, Any]]:
+            rows = super().get_many(keys)
+            for job_id, scheduled_for in keys:
+                self.claim(
+                    job_id, scheduled_for, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0
+                )
+            return rows
+
+    job = make_job()
+    make_run(job)
+    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper.runs = RacingRuns(runs.table)
+    clock.advance(settings.sweep_queued_after_s * 1000)
+    report = sweeper.sweep()
+    assert report.conflicts == 1 and report.requeued == 0 and sent == []
+
+
+def test_a_failing_re_enqueue_is_reported_and_retried_on_a_later_pass(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    sent: list[dict[str, Any]],
+) -> None:
+    class DownOnce:
+        def __init__(self, real: Any) -> None:
+            self.real, self.down = real, True
+
+        def send(self, messages: Any) -> None:
+            if self.down:
+                self.down = False
+                raise ConnectionError("SQS unreachable")
+            self.real.send(messages)
+
+    job = make_job()
+    make_run(job)
+    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper.queue = DownOnce(sweeper.queue)
+    clock.advance(settings.sweep_queued_after_s * 1000)
+    assert sweeper.sweep().errors == ["enqueue: ConnectionError"]
+    clock.advance(settings.sweep_queued_after_s * 1000)
+    assert sweeper.sweep().requeued == 1
+    assert len(sent) == 1
+
+
+def test_one_bad_row_does_not_stop_the_pass(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+) -> None:
+    class BrokenSpecs:
+        def get_spec(self, job_id: str) -> None:
+            raise ConnectionError("DynamoDB unreachable")
+
+    lost_job, queued_job = make_job(), make_job()
+    make_run(lost_job)
+    make_run(queued_job)
+    runs.claim(lost_job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper.jobs = BrokenSpecs()
+    clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
+    report = sweeper.sweep()
+    assert report.requeued == 1
+    assert report.errors == [f"{run_id(lost_job.id, T0)}: ConnectionError"]

@@ -1,0 +1,114 @@
+"""``shell`` targets: off by default, run-id environment, stdin, exit status, stderr tail, timeout kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from jobsched.models import ShellTarget
+from jobsched.settings import Settings
+from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
+from jobsched.targets.shell import ShellExecutor, stdin_bytes
+
+T0 = 1_767_578_400_000
+
+
+def _call(input: object = None, timeout_s: float = 5.0) -> TargetCall:
+    return TargetCall(
+        run_id=f"j_1@{T0}", job_id="j_1", scheduled_for_ms=T0, attempt=3, input=input, timeout_s=timeout_s
+    )
+
+
+SHELL = ShellExecutor(enabled=True, base_env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+
+
+def test_shell_targets_are_disabled_by_default() -> None:
+    settings = Settings(
+        jobs_table="j",
+        runs_table="r",
+        control_table="c",
+        idempotency_table="i",
+        run_queue_url="q",
+        dead_run_queue_url="d",
+        alerts_topic_arn="a",
+    )
+    assert settings.allow_shell_targets is False
+    with pytest.raises(TargetFailed, match="shell targets are disabled in this deployment"):
+        ShellExecutor(enabled=settings.allow_shell_targets).execute(ShellTarget(command="true"), _call())
+
+
+def test_the_command_gets_the_run_in_its_environment(tmp_path: Path) -> None:
+    out = tmp_path / "env.txt"
+    command = f'echo "$JOBSCHED_RUN_ID $JOBSCHED_JOB_ID $JOBSCHED_SCHEDULED_FOR $JOBSCHED_ATTEMPT" > {out}'
+    SHELL.execute(ShellTarget(command=command), _call())
+    assert out.read_text().split() == [f"j_1@{T0}", "j_1", "2026-01-05T02:00:00Z", "3"]
+
+
+@pytest.mark.parametrize(
+    ("input", "expected"),
+    [("plain text\n", "plain text\n"), ({"a": [1, 2]}, '{"a":[1,2]}'), (None, ""), (7, "7")],
+)
+def test_input_on_stdin_a_string_as_is_else_json(tmp_path: Path, input: object, expected: str) -> None:
+    out = tmp_path / "stdin.txt"
+    SHELL.execute(ShellTarget(command=f"cat > {out}"), _call(input))
+    assert out.read_text() == expected
+    assert stdin_bytes(input) == expected.encode()
+
+
+def test_exit_zero_succeeds_with_the_output_tail() -> None:
+    assert SHELL.execute(ShellTarget(command="echo hello"), _call()) == "shell exit 0: hello"
+
+
+def test_a_non_zero_exit_fails_with_the_tail_of_stderr() -> None:
+    command = "for i in $(seq 1 400); do echo line-$i >&2; done; echo 'disk full' >&2; exit 3"
+    with pytest.raises(TargetFailed) as failure:
+        SHELL.execute(ShellTarget(command=command), _call())
+    message = str(failure.value)
+    assert message.startswith("shell command failed (exit status 3): ...")
+    assert message.endswith("disk full")
+    assert "line-1\n" not in message and len(message) < 1100
+
+
+def test_a_command_past_its_timeout_is_killed_with_its_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    with pytest.raises(TargetTimedOut, match=r"timed out after 1 s .*killed"):
+        SHELL.execute(ShellTarget(command=f"sleep 30 & echo $! > {pidfile}; wait"), _call(timeout_s=1))
+    assert time.monotonic() - started < 4
+    assert _dead(int(pidfile.read_text()))
+
+
+def test_cancelling_the_try_kills_the_command(tmp_path: Path) -> None:
+    import threading
+
+    call = _call(timeout_s=30)
+    threading.Timer(0.2, call.cancel.cancel).start()
+    with pytest.raises(TargetTimedOut, match="cancelled"):
+        SHELL.execute(ShellTarget(command="sleep 30"), call)
+
+
+def test_a_command_that_cannot_start_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("jobsched.targets.shell.SHELL", "/nonexistent/sh")
+    with pytest.raises(TargetFailed, match="could not start"):
+        SHELL.execute(ShellTarget(command="true"), _call())
+
+
+def _dead(pid: int) -> bool:
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        stat = Path(f"/proc/{pid}/stat")
+        if stat.exists() and stat.read_text().split()[2] == "Z":
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_json_input_round_trips() -> None:
+    assert json.loads(stdin_bytes({"k": "v"})) == {"k": "v"}
