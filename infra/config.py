@@ -1,0 +1,237 @@
+"""Deployment configuration of the CDK app: CDK context in, validated settings out.
+
+Two kinds of knobs, both set with ``cdk deploy -c name=value`` (or the ``context`` block of
+``cdk.json``), named in snake case exactly like their runtime counterparts:
+
+* Runtime knobs: every field of ``jobsched.settings.Settings`` that is not a resource name
+  (``scheduler_partitions``, ``due_shards``, ``min_interval_s``, ``retention_days``,
+  ``allow_shell_targets``, ``allow_private_http_targets``, ...). Their defaults and bounds are the
+  ones ``Settings`` declares (no second copy here); the stack passes them to every function as
+  environment variables named after the field in upper case (``SCHEDULER_PARTITIONS=4``), which
+  is what ``Settings`` reads at cold start.
+* Infrastructure knobs (``InfraOptions``): worker batch size and maximum concurrency, log
+  retention, API throttling, alarm thresholds, memory sizes, the target permissions of workers.
+
+Context values given on the command line arrive as strings (``-c allow_shell_targets=true``);
+pydantic coerces and validates them, so a bad value fails ``cdk synth`` with the field's name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from constructs import Node
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+
+from jobsched import resources
+from jobsched.settings import Settings
+
+RESOURCE_ENV_VARS: tuple[str, ...] = (
+    *(t.env_var for t in resources.TABLES),
+    *(q.env_var for q in resources.QUEUES),
+    resources.ALERTS_TOPIC_ENV,
+)
+"""Environment variables that carry resource names (set by the stack from the resources it creates)."""
+
+LOCAL_ONLY_SETTINGS = frozenset({"local_tokens_file", "allow_loopback_http_targets"})
+"""``Settings`` fields that only mean something in local mode; a deployment never sets them."""
+
+RUNTIME_KNOBS: tuple[str, ...] = tuple(
+    name
+    for name in Settings.model_fields
+    if name.upper() not in RESOURCE_ENV_VARS and name not in LOCAL_ONLY_SETTINGS
+)
+"""``Settings`` fields a deployment may set through CDK context (defaults from ``Settings``)."""
+
+WORKER_BOOKKEEPING_S = 30
+"""Seconds a worker keeps, after a job's timeout, to record the try before its Lambda times out."""
+
+# CloudWatch Logs accepts only these retention periods (days); 0 means "never expire".
+_RETENTION_NAMES: dict[int, str] = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+    2192: "SIX_YEARS",
+    2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS",
+    3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
+    0: "INFINITE",
+}
+
+
+class ConfigError(ValueError):
+    """A CDK context value is invalid; the message names the context key."""
+
+
+class _ContextSettings(Settings):
+    """``Settings`` validated from explicit values only: the synth machine's environment never leaks in."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+class InfraOptions(BaseModel):
+    """Knobs of the AWS deployment itself (not read by the functions). Context key = field name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    worker_batch_size: int = Field(
+        10, ge=1, le=10, description="runs per worker invocation (SQS batch; 10 needs no batching window)"
+    )
+    worker_max_concurrency: int = Field(
+        50, ge=2, le=1000, description="most concurrent worker invocations the SQS event source starts"
+    )
+    log_retention_days: int = Field(30, description="CloudWatch Logs retention of every log group, days")
+    api_throttle_rate_limit: float = Field(50.0, gt=0, description="API Gateway steady-state requests/s")
+    api_throttle_burst_limit: int = Field(100, ge=1, description="API Gateway burst, requests")
+    reserve_scheduler_concurrency: bool = Field(
+        True,
+        description="reserve 2 concurrent executions per scheduler partition (so a flood of workers can "
+        "never starve the clock); turn off in accounts whose concurrency limit is still 10",
+    )
+    api_memory_mb: int = Field(512, ge=128, le=10240, description="API function memory, MB")
+    scheduler_memory_mb: int = Field(512, ge=128, le=10240, description="scheduler function memory, MB")
+    worker_memory_mb: int = Field(512, ge=128, le=10240, description="worker function memory, MB")
+    sweeper_memory_mb: int = Field(256, ge=128, le=10240, description="sweeper function memory, MB")
+    scheduler_lag_alarm_ms: int = Field(
+        10_000, ge=1000, description="alarm when the oldest due run waits longer than this, ms"
+    )
+    run_queue_age_alarm_s: int = Field(
+        300, ge=60, description="alarm when a run waits in the run queue longer than this, s"
+    )
+    target_tag_key: str = Field(
+        "jobsched:target",
+        min_length=1,
+        description="workers may invoke Lambda functions / send to SQS queues of this account and region "
+        "tagged <key>=true (attribute-based access control)",
+    )
+    target_function_arns: tuple[str, ...] = Field(
+        (), description="extra Lambda function ARNs workers may invoke (e.g. in other accounts)"
+    )
+    target_queue_arns: tuple[str, ...] = Field(
+        (), description="extra SQS queue ARNs workers may send to (e.g. in other accounts)"
+    )
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in _RETENTION_NAMES:
+            allowed = ", ".join(str(d) for d in sorted(_RETENTION_NAMES))
+            raise ValueError(f"CloudWatch Logs accepts only {allowed} (0 = never expire)")
+        return value
+
+    @field_validator("target_function_arns", "target_queue_arns", mode="before")
+    @classmethod
+    def _arn_list(cls, value: Any) -> Any:
+        # On the command line a list arrives as a string: a JSON array or comma-separated ARNs.
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @property
+    def log_retention_name(self) -> str:
+        """The ``aws_logs.RetentionDays`` member name of ``log_retention_days``."""
+        return _RETENTION_NAMES[self.log_retention_days]
+
+
+@dataclass(frozen=True)
+class DeploymentConfig:
+    """Everything the stack needs to know about one deployment.
+
+    ``settings`` holds the runtime knobs (resource-name fields are placeholders: the stack fills
+    them from the resources it creates); ``infra`` the infrastructure knobs.
+    """
+
+    settings: Settings
+    infra: InfraOptions
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> DeploymentConfig:
+        """Build from CDK context values (``{"scheduler_partitions": "4", ...}``; unknown keys ignored).
+
+        Raises ``ConfigError`` naming the offending key when a value is invalid.
+        """
+        knobs = {name: context[name] for name in RUNTIME_KNOBS if context.get(name) is not None}
+        infra_values = {
+            name: context[name] for name in InfraOptions.model_fields if context.get(name) is not None
+        }
+        placeholders = {name.lower(): f"<{name}>" for name in RESOURCE_ENV_VARS}
+        try:
+            # Not Settings(...) nor Settings.model_validate: both would also read this machine's
+            # environment (a developer's local-mode exports must not leak into a deployment).
+            values: dict[str, Any] = {**placeholders, **knobs}
+            settings = _ContextSettings(**values)
+            infra = InfraOptions(**infra_values)
+        except ValidationError as error:
+            raise ConfigError(_describe(error)) from error
+        # A job's timeout must end before the worker Lambda's own timeout, leaving time to record the
+        # failed try (the worker abandons the target call at timeout_s, then writes the run row).
+        margin = resources.WORKER_FUNCTION_TIMEOUT_S - WORKER_BOOKKEEPING_S
+        if settings.worker_timeout_cap_s > margin:
+            raise ConfigError(
+                f"context value 'worker_timeout_cap_s': at most {margin} (the worker function times out "
+                f"after {resources.WORKER_FUNCTION_TIMEOUT_S} s and needs {WORKER_BOOKKEEPING_S} s to record the try)"
+            )
+        return cls(settings=settings, infra=infra)
+
+    def runtime_environment(self) -> dict[str, str]:
+        """The runtime knobs as Lambda environment variables: ``{"SCHEDULER_PARTITIONS": "1", ...}``.
+
+        Booleans are ``true``/``false``; every value round-trips through ``Settings``.
+        """
+        env: dict[str, str] = {}
+        for name in RUNTIME_KNOBS:
+            value = getattr(self.settings, name)
+            if value is None:
+                continue
+            env[name.upper()] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return env
+
+
+def context_keys() -> tuple[str, ...]:
+    """Every context key this app reads besides CDK's own: runtime knobs, then infrastructure knobs."""
+    return (*RUNTIME_KNOBS, *InfraOptions.model_fields)
+
+
+def context_values(node: Node) -> dict[str, Any]:
+    """The values of ``context_keys()`` set on ``node`` (``cdk.json``, ``-c key=value``), unset ones left out."""
+    values = {key: node.try_get_context(key) for key in context_keys()}
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        key = ".".join(str(p) for p in item["loc"])
+        parts.append(f"context value {key!r}: {item['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,338 @@
+"""The four Lambda functions (api, scheduler, worker, sweeper), each with its own least-privilege role.
+
+All run Python 3.12 on x86_64 (the architecture the asset's wheels are built for, see
+``infra.bundling``) from one shared code asset; the handler of ``<name>`` is
+``jobsched.handlers.<name>.handler``. Every function gets the same environment: resource names
+(env var names from ``jobsched.resources``) and the runtime knobs (``Settings`` field names in upper
+case), so ``jobsched.settings.get_settings()`` validates the same way everywhere. What differs is
+the role: each grants only the actions that function performs, on the named table, index, queue
+or topic (no ``index/*``, no ``Resource: *``).
+
+Timeouts and the run queue's visibility are chosen together:
+
+* worker: ``resources.WORKER_FUNCTION_TIMEOUT_S`` (900 s, Lambda's maximum). A job's own timeout is
+  capped below it (``Settings.worker_timeout_cap_s``, 840 s) so the worker can still record a timed-out
+  try. The run queue's visibility timeout is 6x the function timeout (``resources.RUN_QUEUE``, 5400 s),
+  AWS's advice for SQS event sources: a message is never handed to a second worker while the first
+  may still be running it, even when Lambda retries a throttled batch. A long run extends its own
+  visibility with each heartbeat (every ``heartbeat_interval_s``); a lost worker is found by the
+  sweeper after ``heartbeat_stale_s`` (2 min), not after the visibility timeout.
+* scheduler: 70 s. EventBridge starts it once a minute per partition and it ticks once a second for
+  about a minute; the next invocation overlaps the end of the previous one by a few seconds and they
+  hand over through the partition's lease, so the clock never stops between invocations.
+* sweeper: 60 s, started once a minute; sweeps are idempotent (conditional updates), so an overlap
+  is harmless.
+* api: 15 s, well inside API Gateway's 29 s integration timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import DeploymentConfig
+from infra.messaging import Messaging
+from infra.nag import acknowledge
+from infra.storage import Storage
+from jobsched import resources
+from jobsched.observability import SERVICE
+from jobsched.resources import TableDef
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.X86_64
+
+API_TIMEOUT_S = 15
+SCHEDULER_TIMEOUT_S = 70
+SWEEPER_TIMEOUT_S = 60
+SCHEDULER_CONCURRENCY_PER_PARTITION = 2
+"""An invocation and its successor overlap for a few seconds at each minute's hand-over."""
+
+
+def handler_path(name: str) -> str:
+    """The Lambda handler string of function ``name`` (``api`` -> ``jobsched.handlers.api.handler``)."""
+    return f"jobsched.handlers.{name}.handler"
+
+
+def index_name(table: TableDef, name: str) -> str:
+    """``name`` if ``table`` defines that GSI; raises ``KeyError`` otherwise (a grant never names a ghost)."""
+    if not any(index.name == name for index in table.indexes):
+        raise KeyError(f"table {table.id} has no index {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    description: str
+    timeout_s: int
+    memory_mb: int
+
+
+class Functions(Construct):
+    """The four functions; attributes ``api``, ``scheduler``, ``worker``, ``sweeper`` (and ``all``).
+
+    Dependencies come in through the constructor: the code asset, the deployment config and the
+    ``Storage`` / ``Messaging`` constructs whose resources the roles are scoped to.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        config: DeploymentConfig,
+        storage: Storage,
+        messaging: Messaging,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._code = code
+        self._config = config
+        self._storage = storage
+        self._messaging = messaging
+        self._environment = {
+            **storage.environment(),
+            **messaging.environment(),
+            **config.runtime_environment(),
+            "POWERTOOLS_SERVICE_NAME": SERVICE,
+            "POWERTOOLS_METRICS_NAMESPACE": SERVICE,
+        }
+        self._retention = logs.RetentionDays[config.infra.log_retention_name]
+        infra = config.infra
+        partitions = config.settings.scheduler_partitions
+
+        self.api = self._function(_Spec("api", "jobsched HTTP API", API_TIMEOUT_S, infra.api_memory_mb))
+        self.scheduler = self._function(
+            _Spec(
+                "scheduler",
+                "jobsched scheduler: one leader per partition",
+                SCHEDULER_TIMEOUT_S,
+                infra.scheduler_memory_mb,
+            ),
+            reserved=SCHEDULER_CONCURRENCY_PER_PARTITION * partitions
+            if infra.reserve_scheduler_concurrency
+            else None,
+            tick=True,
+        )
+        self.worker = self._function(
+            _Spec(
+                "worker",
+                "jobsched worker: runs runs",
+                resources.WORKER_FUNCTION_TIMEOUT_S,
+                infra.worker_memory_mb,
+            )
+        )
+        self.sweeper = self._function(
+            _Spec(
+                "sweeper",
+                "jobsched sweeper: re-enqueues stuck runs",
+                SWEEPER_TIMEOUT_S,
+                infra.sweeper_memory_mb,
+            ),
+            tick=True,
+        )
+        self.all: tuple[lambda_.Function, ...] = (self.api, self.scheduler, self.worker, self.sweeper)
+
+        self.worker.add_event_source(
+            event_sources.SqsEventSource(
+                messaging.run_queue,
+                batch_size=infra.worker_batch_size,
+                max_concurrency=infra.worker_max_concurrency,
+                # Partial batch responses: one failed run does not redeliver its nine neighbours.
+                report_batch_item_failures=True,
+            )
+        )
+        self._grant_api()
+        self._grant_scheduler()
+        self._grant_worker()
+        self._grant_sweeper()
+
+    # -- functions ---------------------------------------------------------------------------------
+
+    def _function(self, spec: _Spec, *, reserved: int | None = None, tick: bool = False) -> lambda_.Function:
+        title = spec.name.capitalize()
+        role = iam.Role(
+            self,
+            f"{title}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"jobsched {spec.name} function: only the actions it performs",
+        )
+        log_group = logs.LogGroup(
+            self, f"{title}Logs", retention=self._retention, removal_policy=RemovalPolicy.DESTROY
+        )
+        # CreateLogStream/PutLogEvents on this function's own log group (instead of the managed
+        # AWSLambdaBasicExecutionRole, which allows every log group of the account).
+        log_group.grant_write(role)
+        function = lambda_.Function(
+            self,
+            title,
+            description=spec.description,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=handler_path(spec.name),
+            code=self._code,
+            role=role,
+            timeout=Duration.seconds(spec.timeout_s),
+            memory_size=spec.memory_mb,
+            environment=self._environment,
+            log_group=log_group,
+            reserved_concurrent_executions=reserved,
+            # Time-triggered functions: a tick that failed or waited is worth nothing a minute later
+            # (the next trigger is already on its way), so Lambda neither retries nor keeps it long.
+            retry_attempts=0 if tick else None,
+            max_event_age=Duration.seconds(60) if tick else None,
+        )
+        acknowledge(
+            function,
+            "AwsSolutions-L1",
+            "Python 3.12 is the runtime this release is built and tested for (SPEC section 6): the asset's "
+            "compiled wheels (pydantic-core) are cp312. Moving to a newer runtime is a deliberate upgrade "
+            "of infra/bundling.py PYTHON_VERSION and this RUNTIME together.",
+        )
+        return function
+
+    # -- roles -------------------------------------------------------------------------------------
+
+    def _dynamo(
+        self,
+        function: lambda_.Function,
+        table: dynamodb.Table,
+        actions: Sequence[str],
+        *,
+        indexes: Sequence[str] = (),
+        index_actions: Sequence[str] = ("dynamodb:Query",),
+    ) -> None:
+        function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[table.table_arn]))
+        if indexes:
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=list(index_actions),
+                    resources=[self._storage.index_arn(table, name) for name in indexes],
+                )
+            )
+
+    # The actions below are the ones the store/adapters each function uses call (jobsched.store.*,
+    # jobsched.adapters.*); transactions are authorized per contained action (Put/Delete/...).
+
+    def _grant_api(self) -> None:
+        """JobStore create/replace/delete (transactions of Put and Delete), get (Query), get_spec and
+        job_id_by_name (GetItem), list_by_owner (by_owner index + BatchGetItem); RunStore list_for_job
+        (Query) and put_new (manual trigger); the trigger's enqueue; Powertools idempotency records."""
+        s, fn = self._storage, self.api
+        by_owner = index_name(resources.JOBS, "by_owner")
+        self._dynamo(
+            fn,
+            s.jobs,
+            [
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:Query",
+                "dynamodb:PutItem",
+                "dynamodb:DeleteItem",
+            ],
+            indexes=[by_owner],
+        )
+        self._dynamo(fn, s.runs, ["dynamodb:Query", "dynamodb:PutItem"])
+        self._dynamo(
+            fn,
+            s.idempotency,
+            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+        )
+        self._send(fn, self._messaging.run_queue.queue_arn)
+
+    def _grant_scheduler(self) -> None:
+        """JobStore query_due (due index Query), oldest_due_bucket (due index Scan, bootstrap only) and the
+        fenced move (UpdateItem); RunStore put_new; ControlStore lease and watermark items; enqueueing."""
+        s, fn = self._storage, self.scheduler
+        due = index_name(resources.JOBS, "due")
+        self._dynamo(
+            fn,
+            s.jobs,
+            ["dynamodb:UpdateItem"],
+            indexes=[due],
+            index_actions=("dynamodb:Query", "dynamodb:Scan"),
+        )
+        self._dynamo(fn, s.runs, ["dynamodb:PutItem"])
+        self._dynamo(fn, s.control, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"])
+        self._send(fn, self._messaging.run_queue.queue_arn)
+
+    def _grant_worker(self) -> None:
+        """RunStore claim/heartbeat/succeed/retry/dead/skip (UpdateItem) and running_runs (Query); JobStore
+        get_spec; retries on the run queue (consuming it and extending visibility are granted by the event
+        source); dead runs to the dead-run queue and the alerts topic; the targets jobs point at."""
+        s, m, fn = self._storage, self._messaging, self.worker
+        self._dynamo(fn, s.jobs, ["dynamodb:GetItem"])
+        self._dynamo(fn, s.runs, ["dynamodb:Query", "dynamodb:UpdateItem"])
+        self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
+        )
+        self._grant_targets(fn)
+
+    def _grant_sweeper(self) -> None:
+        """RunStore sweep_due (sweep index Query), get_many (BatchGetItem), defer/clear/retry/dead/skip
+        (UpdateItem); JobStore get_spec; re-enqueueing; owed dead-run letters and alerts."""
+        s, m, fn = self._storage, self._messaging, self.sweeper
+        sweep = index_name(resources.RUNS, "sweep")
+        self._dynamo(fn, s.jobs, ["dynamodb:GetItem"])
+        self._dynamo(fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], indexes=[sweep])
+        self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
+        )
+
+    @staticmethod
+    def _send(function: lambda_.Function, *queue_arns: str) -> None:
+        # SendMessageBatch is authorized by sqs:SendMessage.
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=list(queue_arns))
+        )
+
+    def _grant_targets(self, function: lambda_.Function) -> None:
+        """``lambda`` and ``sqs`` targets: functions/queues of this account and region tagged
+        ``<target_tag_key>=true`` (ABAC, so a team opts a resource in by tagging it), plus any ARNs
+        listed in context (other accounts; those also need a resource policy on their side)."""
+        infra = self._config.infra
+        tagged = {"StringEquals": {f"aws:ResourceTag/{infra.target_tag_key}": "true"}}
+        # Pseudo parameters (not the stack's env) so the ARNs, and the findings acknowledged below,
+        # read the same whether or not the app was synthesized with an account and region.
+        any_function = f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:function:*"
+        any_queue = f"arn:{Aws.PARTITION}:sqs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"
+        self.target_statements = (
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"], resources=[any_function], conditions=tagged
+            ),
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[any_queue], conditions=tagged),
+        )
+        for statement in self.target_statements:
+            function.add_to_role_policy(statement)
+        reason = (
+            "Jobs name their own target functions and queues at run time, so the worker cannot list them "
+            f"at deploy time. The wildcard is narrowed to this account and region AND to resources tagged "
+            f"{infra.target_tag_key}=true (aws:ResourceTag condition): a team opts a resource in by tagging it."
+        )
+        role = function.role
+        assert role is not None
+        for finding in (
+            "Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:*",
+            "Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:*",
+        ):
+            acknowledge(role, f"AwsSolutions-IAM5[{finding}]", reason)
+        if infra.target_function_arns:
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=list(infra.target_function_arns)
+                )
+            )
+        if infra.target_queue_arns:
+            function.add_to_role_policy(
+                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=list(infra.target_queue_arns))
+            )

@@ -1,0 +1,229 @@
+"""Alarms and the CloudWatch dashboard.
+
+Application metrics are the Powertools EMF metrics of ``jobsched.observability`` (namespace
+``jobsched``, dimension ``service=jobsched``, names from ``MetricName``). Every alarm notifies the
+operations topic (``alarm_topic``): subscribe the on-call rotation to it (see docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.config import DeploymentConfig
+from jobsched.observability import SERVICE, MetricName
+
+NAMESPACE = "jobsched"
+ONE_MINUTE = Duration.minutes(1)
+FIVE_MINUTES = Duration.minutes(5)
+
+
+def app_metric(name: str, statistic: str, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    """A jobsched EMF metric (``MetricName`` constant) with the ``service`` dimension Powertools adds."""
+    return cloudwatch.Metric(
+        namespace=NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE},
+        statistic=statistic,
+        period=period,
+    )
+
+
+class Monitoring(Construct):
+    """Alarms (attribute ``alarms``, by name), the operations topic and the dashboard.
+
+    The alarms: scheduler lag above ``infra.scheduler_lag_alarm_ms``; the scheduler not being invoked
+    (EventBridge or Lambda broken, so the clock stopped: lag cannot be reported then); errors of the
+    scheduler, worker and sweeper functions; API 5xx; any message in the run queue's DLQ (poison
+    messages) or in the dead-run queue (runs out of attempts).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        api: apigw.RestApi,
+        api_function: lambda_.Function,
+        scheduler: lambda_.Function,
+        worker: lambda_.Function,
+        sweeper: lambda_.Function,
+        run_queue: sqs.IQueue,
+        run_dlq: sqs.IQueue,
+        dead_run_queue: sqs.IQueue,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        infra = config.infra
+        partitions = config.settings.scheduler_partitions
+        self.alarm_topic = sns.Topic(
+            self, "AlarmTopic", display_name="jobsched operations alarms", enforce_ssl=True
+        )
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+
+        lag = app_metric(MetricName.SCHEDULER_LAG, "Maximum")
+        self._alarm(
+            "SchedulerLag",
+            lag,
+            threshold=infra.scheduler_lag_alarm_ms,
+            evaluation_periods=3,
+            datapoints_to_alarm=2,
+            description="The oldest due run waited longer than the threshold to be enqueued (ms).",
+        )
+        # Each partition is started once a minute: fewer than one start per partition per minute over
+        # five minutes means the clock is not running. No data at all is the worst case: breaching.
+        self._alarm(
+            "SchedulerNotRunning",
+            scheduler.metric_invocations(period=FIVE_MINUTES, statistic="Sum"),
+            threshold=4 * partitions,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            description="The scheduler was invoked fewer than 4 times per partition in 5 minutes.",
+        )
+        for name, function in (("Scheduler", scheduler), ("Worker", worker), ("Sweeper", sweeper)):
+            self._alarm(
+                f"{name}Errors",
+                function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+                threshold=1,
+                description=f"The {name.lower()} function failed (crash or timeout) in the last 5 minutes.",
+            )
+        self._alarm(
+            "Api5xx",
+            api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
+            threshold=5,
+            description="The API answered 5xx at least 5 times in 5 minutes.",
+        )
+        self._alarm(
+            "RunDlqDepth",
+            run_dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
+            threshold=1,
+            description="Poison messages reached the run queue's dead-letter queue (maxReceiveCount exceeded).",
+        )
+        self._alarm(
+            "DeadRunQueueDepth",
+            dead_run_queue.metric_approximate_number_of_messages_visible(
+                period=ONE_MINUTE, statistic="Maximum"
+            ),
+            threshold=1,
+            description="Runs went dead (out of attempts); their owners were alerted on the alerts topic.",
+        )
+
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=None)
+        self._widgets(api, api_function, scheduler, worker, sweeper, run_queue, run_dlq, dead_run_queue)
+
+    def _alarm(
+        self,
+        name: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float,
+        description: str,
+        evaluation_periods: int = 1,
+        datapoints_to_alarm: int | None = None,
+        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> None:
+        alarm = cloudwatch.Alarm(
+            self,
+            name,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints_to_alarm,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
+            alarm_description=f"jobsched: {description}",
+        )
+        alarm.add_alarm_action(actions.SnsAction(self.alarm_topic))
+        alarm.add_ok_action(actions.SnsAction(self.alarm_topic))
+        self.alarms[name] = alarm
+
+    def _widgets(
+        self,
+        api: apigw.RestApi,
+        api_function: lambda_.Function,
+        scheduler: lambda_.Function,
+        worker: lambda_.Function,
+        sweeper: lambda_.Function,
+        run_queue: sqs.IQueue,
+        run_dlq: sqs.IQueue,
+        dead_run_queue: sqs.IQueue,
+    ) -> None:
+        graph = cloudwatch.GraphWidget
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24)
+        )
+        self.dashboard.add_widgets(
+            graph(title="Scheduler lag (ms, max)", left=[app_metric(MetricName.SCHEDULER_LAG, "Maximum")]),
+            graph(
+                title="Dispatch lateness (ms)",
+                left=[
+                    app_metric(MetricName.DISPATCH_LATENESS, "p99"),
+                    app_metric(MetricName.DISPATCH_LATENESS, "Maximum"),
+                ],
+            ),
+            graph(
+                title="Run start lateness (ms)",
+                left=[app_metric(MetricName.RUN_LATENESS, "p50"), app_metric(MetricName.RUN_LATENESS, "p99")],
+            ),
+        )
+        self.dashboard.add_widgets(
+            graph(
+                title="Runs per minute",
+                left=[
+                    app_metric(name, "Sum")
+                    for name in (
+                        MetricName.RUNS_ENQUEUED,
+                        MetricName.RUNS_SUCCEEDED,
+                        MetricName.RUNS_RETRIED,
+                        MetricName.RUNS_DEAD,
+                        MetricName.RUNS_SKIPPED,
+                        MetricName.RUNS_SWEPT,
+                    )
+                ],
+                width=12,
+            ),
+            graph(
+                title="Queues (messages)",
+                left=[
+                    run_queue.metric_approximate_number_of_messages_visible(label="run queue visible"),
+                    run_queue.metric_approximate_number_of_messages_not_visible(label="run queue in flight"),
+                    run_dlq.metric_approximate_number_of_messages_visible(label="run DLQ"),
+                    dead_run_queue.metric_approximate_number_of_messages_visible(label="dead runs"),
+                ],
+                right=[run_queue.metric_approximate_age_of_oldest_message(label="run queue oldest (s)")],
+                width=12,
+            ),
+        )
+        functions = (
+            ("api", api_function),
+            ("scheduler", scheduler),
+            ("worker", worker),
+            ("sweeper", sweeper),
+        )
+        self.dashboard.add_widgets(
+            graph(title="Invocations", left=[fn.metric_invocations(label=n) for n, fn in functions]),
+            graph(
+                title="Errors and throttles",
+                left=[fn.metric_errors(label=f"{n} errors") for n, fn in functions]
+                + [fn.metric_throttles(label=f"{n} throttles") for n, fn in functions],
+            ),
+            graph(
+                title="Duration p99 (ms)",
+                left=[fn.metric_duration(statistic="p99", label=n) for n, fn in functions],
+            ),
+        )
+        self.dashboard.add_widgets(
+            graph(
+                title="API requests",
+                left=[api.metric_count(), api.metric_client_error(), api.metric_server_error()],
+                width=12,
+            ),
+            graph(title="API latency p99 (ms)", left=[api.metric_latency(statistic="p99")], width=12),
+        )

@@ -1,0 +1,17 @@
+"""Infrastructure tests: make the repository root importable (``infra`` sits next to app.py, outside the
+installed package) and silence jsii's Node 20 banner, before any test module imports aws_cdk.
+
+Synth helpers live in ``tests/infra/support.py``; each test module synthesizes once (module-scoped).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+# jsii prints a banner on every start under Node 20; the Makefile silences it the same way.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")

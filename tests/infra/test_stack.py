@@ -1,0 +1,455 @@
+"""Synth assertions on the stack as deployed to an account (3 scheduler partitions, concrete env)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Match
+
+from infra.api import GATEWAY_ERRORS, ROUTES, STAGE, error_template
+from infra.config import RESOURCE_ENV_VARS, RUNTIME_KNOBS
+from infra.functions import SCHEDULER_CONCURRENCY_PER_PARTITION, SCHEDULER_TIMEOUT_S, handler_path
+from jobsched import resources
+from jobsched.api.errors import ErrorBody
+from jobsched.observability import MetricName
+from jobsched.settings import Settings
+from tests.infra.support import Synth, synthesize
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(
+        tmp_path_factory.mktemp("cdk-out"),
+        {"scheduler_partitions": str(PARTITIONS), "worker_max_concurrency": "20"},
+        env=cdk.Environment(account="123456789012", region="eu-west-1"),
+    )
+
+
+def _function(synth: Synth, name: str) -> tuple[str, dict[str, Any]]:
+    for logical_id, resource in synth.resources("AWS::Lambda::Function").items():
+        if resource["Properties"]["Handler"] == handler_path(name):
+            return logical_id, resource["Properties"]
+    raise AssertionError(f"no function with handler {handler_path(name)}")
+
+
+def _statements(synth: Synth, role_logical_id: str) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_logical_id} in policy["Properties"]["Roles"]:
+            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def _actions(statements: list[dict[str, Any]]) -> set[str]:
+    actions: set[str] = set()
+    for statement in statements:
+        value = statement["Action"]
+        actions.update([value] if isinstance(value, str) else value)
+    return actions
+
+
+def _role_of(synth: Synth, function: str) -> str:
+    _, props = _function(synth, function)
+    logical_id: str = props["Role"]["Fn::GetAtt"][0]
+    return logical_id
+
+
+def _sorted(items: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return sorted(items, key=lambda item: json.dumps(item[key], sort_keys=True))
+
+
+# -- storage ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("definition", resources.TABLES, ids=lambda d: d.id)
+def test_tables_agree_with_the_shared_definitions(synth: Synth, definition: resources.TableDef) -> None:
+    # Given the boto3 create_table arguments local mode and the tests provision from,
+    expected = definition.create_table_kwargs("unused")
+    # When the stack's table for the same definition is read back from the template,
+    table = synth.raw["Resources"][synth.logical_id_of_output(f"{definition.id}Table")]["Properties"]
+    # Then keys, attribute types and indexes (keys and projections) are the same.
+    assert table["KeySchema"] == expected["KeySchema"]
+    assert _sorted(table["AttributeDefinitions"], "AttributeName") == _sorted(
+        expected["AttributeDefinitions"], "AttributeName"
+    )
+    assert table["BillingMode"] == expected["BillingMode"]
+    got_indexes = {
+        i["IndexName"]: (i["KeySchema"], i["Projection"]) for i in table.get("GlobalSecondaryIndexes", [])
+    }
+    want_indexes = {
+        i["IndexName"]: (i["KeySchema"], i["Projection"]) for i in expected.get("GlobalSecondaryIndexes", [])
+    }
+    assert got_indexes == want_indexes
+    ttl = table.get("TimeToLiveSpecification")
+    if definition.ttl_attribute:
+        assert ttl == {"AttributeName": definition.ttl_attribute, "Enabled": True}
+    else:
+        assert ttl is None
+    pitr = table.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled", False)
+    assert pitr is definition.point_in_time_recovery
+
+
+def test_due_index_is_keyed_by_bucket_and_dispatch_instant(synth: Synth) -> None:
+    jobs = synth.raw["Resources"][synth.logical_id_of_output("JobsTable")]["Properties"]
+    (due,) = [i for i in jobs["GlobalSecondaryIndexes"] if i["IndexName"] == "due"]
+    assert due["KeySchema"] == [
+        {"AttributeName": "due_pk", "KeyType": "HASH"},
+        {"AttributeName": "due_at", "KeyType": "RANGE"},
+    ]
+    assert due["Projection"]["ProjectionType"] == "INCLUDE"
+    assert sorted(due["Projection"]["NonKeyAttributes"]) == sorted(resources.DUE_PROJECTION)
+    types = {a["AttributeName"]: a["AttributeType"] for a in jobs["AttributeDefinitions"]}
+    assert (types["due_pk"], types["due_at"]) == ("S", "N")
+
+
+def test_runs_history_expires_by_ttl_and_jobs_have_pitr(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [
+                {"AttributeName": "job_id", "KeyType": "HASH"},
+                {"AttributeName": "scheduled_for", "KeyType": "RANGE"},
+            ],
+            "TimeToLiveSpecification": {"AttributeName": "expires_at", "Enabled": True},
+        },
+    )
+    jobs = synth.raw["Resources"][synth.logical_id_of_output("JobsTable")]
+    assert jobs["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+
+
+def test_jobs_and_runs_are_retained_the_rest_is_not(synth: Synth) -> None:
+    policies = {
+        name: synth.raw["Resources"][synth.logical_id_of_output(f"{name}Table")]
+        for name in ("Jobs", "Runs", "Control", "Idempotency")
+    }
+    for name in ("Jobs", "Runs"):
+        assert policies[name]["DeletionPolicy"] == "Retain"
+        assert policies[name]["Properties"]["DeletionProtectionEnabled"] is True
+    for name in ("Control", "Idempotency"):
+        assert policies[name]["DeletionPolicy"] == "Delete"
+
+
+# -- messaging -------------------------------------------------------------------------------------
+
+
+def test_run_queue_redrives_into_its_dlq_after_max_receive_count(synth: Synth) -> None:
+    queue = synth.raw["Resources"][synth.logical_id_of_output("RunQueueUrl")]["Properties"]
+    dlq_id = synth.logical_id_of_output("RunDlqUrl")
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+        "maxReceiveCount": resources.RUN_QUEUE.max_receive_count,
+    }
+    assert queue["MessageRetentionPeriod"] == resources.RUN_QUEUE.retention_s
+
+
+def test_visibility_timeout_is_well_above_the_worker_timeout(synth: Synth) -> None:
+    queue = synth.raw["Resources"][synth.logical_id_of_output("RunQueueUrl")]["Properties"]
+    _, worker = _function(synth, "worker")
+    assert worker["Timeout"] == resources.WORKER_FUNCTION_TIMEOUT_S
+    assert queue["VisibilityTimeout"] == resources.RUN_QUEUE.visibility_timeout_s
+    assert queue["VisibilityTimeout"] >= 6 * worker["Timeout"]
+    env = worker["Environment"]["Variables"]
+    assert int(env["WORKER_TIMEOUT_CAP_S"]) < worker["Timeout"]
+
+
+def test_queues_are_encrypted_and_refuse_plain_http(synth: Synth) -> None:
+    queues = synth.resources("AWS::SQS::Queue")
+    assert len(queues) == len(resources.QUEUES)
+    assert all(q["Properties"]["SqsManagedSseEnabled"] is True for q in queues.values())
+    deny_insecure = Match.object_like(
+        {
+            "PolicyDocument": Match.object_like(
+                {
+                    "Statement": Match.array_with(
+                        [
+                            Match.object_like(
+                                {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+                            )
+                        ]
+                    )
+                }
+            )
+        }
+    )
+    synth.template.resource_properties_count_is("AWS::SQS::QueuePolicy", deny_insecure, len(queues))
+    synth.template.resource_properties_count_is("AWS::SNS::TopicPolicy", deny_insecure, 2)
+
+
+# -- functions -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["api", "scheduler", "worker", "sweeper"])
+def test_each_function_runs_python_312_on_x86_64_with_its_own_role(synth: Synth, name: str) -> None:
+    _, props = _function(synth, name)
+    assert props["Runtime"] == "python3.12"
+    assert props["Architectures"] == ["x86_64"]
+    assert props["Handler"] == f"jobsched.handlers.{name}.handler"
+    assert "LogGroup" in props["LoggingConfig"]
+    roles = {_role_of(synth, other) for other in ("api", "scheduler", "worker", "sweeper")}
+    assert len(roles) == 4
+
+
+def test_four_functions_and_their_log_groups_keep_logs_for_the_retention(synth: Synth) -> None:
+    assert len(synth.resources("AWS::Lambda::Function")) == 4
+    groups = synth.resources("AWS::Logs::LogGroup")
+    assert len(groups) == 5  # four functions and the API access log
+    assert {g["Properties"]["RetentionInDays"] for g in groups.values()} == {30}
+
+
+def test_functions_get_settings_env_vars_that_settings_accepts(synth: Synth) -> None:
+    _, props = _function(synth, "scheduler")
+    env = props["Environment"]["Variables"]
+    assert set(RESOURCE_ENV_VARS) <= set(env)
+    assert {name.upper() for name in RUNTIME_KNOBS} <= set(env)
+    assert env["SCHEDULER_PARTITIONS"] == str(PARTITIONS)
+    assert env["ALLOW_SHELL_TARGETS"] == "false"
+    assert env["ALLOW_PRIVATE_HTTP_TARGETS"] == "false"
+    # What the function will do at cold start: Settings from these names (tokens replaced by strings).
+    plain = {k: v if isinstance(v, str) else f"resolved-{k}" for k, v in env.items()}
+    settings = Settings.model_validate({k.lower(): v for k, v in plain.items()})
+    assert settings.scheduler_partitions == PARTITIONS
+    assert settings.allow_shell_targets is False
+    # Every function sees the same configuration.
+    for other in ("api", "worker", "sweeper"):
+        assert _function(synth, other)[1]["Environment"]["Variables"] == env
+
+
+def test_scheduler_timeout_and_reserved_concurrency_per_partition(synth: Synth) -> None:
+    _, props = _function(synth, "scheduler")
+    assert props["Timeout"] == SCHEDULER_TIMEOUT_S
+    assert 60 < props["Timeout"] < 120
+    assert props["ReservedConcurrentExecutions"] == SCHEDULER_CONCURRENCY_PER_PARTITION * PARTITIONS
+    scheduler_id, _ = _function(synth, "scheduler")
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {"FunctionName": {"Ref": scheduler_id}, "MaximumRetryAttempts": 0},
+    )
+
+
+def test_worker_consumes_the_run_queue_with_partial_batch_responses(synth: Synth) -> None:
+    worker_id, _ = _function(synth, "worker")
+    synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "FunctionName": {"Ref": worker_id},
+            "EventSourceArn": {"Fn::GetAtt": [synth.logical_id_of_output("RunQueueUrl"), "Arn"]},
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "BatchSize": 10,
+            "ScalingConfig": {"MaximumConcurrency": 20},
+        },
+    )
+
+
+# -- IAM -------------------------------------------------------------------------------------------
+
+
+def _is_wildcard(value: Any) -> bool:
+    values = value if isinstance(value, list) else [value]
+    return "*" in values
+
+
+def test_no_statement_allows_every_action_on_every_resource(synth: Synth) -> None:
+    documents = [p["Properties"]["PolicyDocument"] for p in synth.resources("AWS::IAM::Policy").values()]
+    for role in synth.resources("AWS::IAM::Role").values():
+        documents.extend(p["PolicyDocument"] for p in role["Properties"].get("Policies", []))
+    statements = [s for d in documents for s in d["Statement"]]
+    assert statements
+    for statement in statements:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        assert not any(a == "*" or a.endswith(":*") for a in actions), statement
+        assert not (_is_wildcard(statement.get("Resource")) and statement["Effect"] == "Allow"), statement
+
+
+def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
+    api = _actions(_statements(synth, _role_of(synth, "api")))
+    scheduler = _actions(_statements(synth, _role_of(synth, "scheduler")))
+    worker = _actions(_statements(synth, _role_of(synth, "worker")))
+    sweeper = _actions(_statements(synth, _role_of(synth, "sweeper")))
+    # Only the worker calls targets; only the worker and sweeper raise dead-run alerts.
+    assert "lambda:InvokeFunction" in worker
+    assert not {"lambda:InvokeFunction"} & (api | scheduler | sweeper)
+    assert "sns:Publish" not in api | scheduler
+    # Only the worker consumes the run queue.
+    assert "sqs:ReceiveMessage" in worker
+    assert "sqs:ReceiveMessage" not in api | scheduler | sweeper
+    # Nobody administers tables or IAM; only the API deletes items (jobs, idempotency records).
+    everything = api | scheduler | worker | sweeper
+    assert not {a for a in everything if a.startswith(("iam:", "dynamodb:Create", "dynamodb:DeleteTable"))}
+    assert "dynamodb:DeleteItem" in api
+    assert "dynamodb:DeleteItem" not in scheduler | worker | sweeper
+    # The only Scan is the scheduler's bootstrap over its own (small, projected) due index.
+    scans = [
+        (role, s["Resource"])
+        for role in ("api", "scheduler", "worker", "sweeper")
+        for s in _statements(synth, _role_of(synth, role))
+        if "dynamodb:Scan" in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    ]
+    assert len(scans) == 1
+    role, resource = scans[0]
+    assert role == "scheduler"
+    assert json.dumps(resource).endswith('"/index/due"]]}')
+
+
+def test_target_wildcards_are_narrowed_by_tag(synth: Synth) -> None:
+    statements = _statements(synth, _role_of(synth, "worker"))
+    invoke = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    assert invoke and all(
+        s["Condition"] == {"StringEquals": {"aws:ResourceTag/jobsched:target": "true"}} for s in invoke
+    )
+
+
+def test_dynamo_grants_name_their_index(synth: Synth) -> None:
+    text = json.dumps(synth.raw)
+    assert "/index/*" not in text
+    assert "/index/due" in text and "/index/sweep" in text and "/index/by_owner" in text
+
+
+# -- API -------------------------------------------------------------------------------------------
+
+
+def test_every_method_requires_iam_auth(synth: Synth) -> None:
+    methods = synth.resources("AWS::ApiGateway::Method")
+    assert len(methods) == sum(len(m) for m in ROUTES.values())
+    assert {m["Properties"]["AuthorizationType"] for m in methods.values()} == {"AWS_IAM"}
+    synth.template.resource_properties_count_is("AWS::ApiGateway::Method", {"AuthorizationType": "NONE"}, 0)
+
+
+def test_spec_paths_are_routed_to_the_api_function(synth: Synth) -> None:
+    resources_by_id = synth.resources("AWS::ApiGateway::Resource")
+    parts = {k: v["Properties"]["PathPart"] for k, v in resources_by_id.items()}
+    parents = {k: v["Properties"]["ParentId"] for k, v in resources_by_id.items()}
+
+    def path_of(logical_id: str) -> str:
+        path = parts[logical_id]
+        parent = parents[logical_id]
+        while isinstance(parent, dict) and "Ref" in parent and parent["Ref"] in parts:
+            path = f"{parts[parent['Ref']]}/{path}"
+            parent = parents[parent["Ref"]]
+        return "/" + path
+
+    routed = {
+        (path_of(m["Properties"]["ResourceId"]["Ref"]), m["Properties"]["HttpMethod"])
+        for m in synth.resources("AWS::ApiGateway::Method").values()
+    }
+    assert routed == {(path, method) for path, methods in ROUTES.items() for method in methods}
+    api_id, _ = _function(synth, "api")
+    for method in synth.resources("AWS::ApiGateway::Method").values():
+        integration = method["Properties"]["Integration"]
+        assert integration["Type"] == "AWS_PROXY"
+        assert api_id in json.dumps(integration["Uri"])
+
+
+def test_stage_has_access_logs_throttling_and_error_shape(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "StageName": STAGE,
+            "AccessLogSetting": Match.object_like({"DestinationArn": Match.any_value()}),
+            "MethodSettings": [
+                Match.object_like(
+                    {"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100, "LoggingLevel": "ERROR"}
+                )
+            ],
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::GatewayResponse",
+        {
+            "ResponseType": "REQUEST_TOO_LARGE",
+            "StatusCode": "413",
+            "ResponseTemplates": {"application/json": Match.string_like_regexp('"payload_too_large"')},
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::RequestValidator", {"ValidateRequestParameters": True}
+    )
+
+
+@pytest.mark.parametrize("response_type", sorted(GATEWAY_ERRORS))
+def test_gateway_errors_have_the_api_error_shape(response_type: str) -> None:
+    # Given API Gateway's substitution of its message (a quoted JSON string),
+    body = error_template(response_type).replace(
+        "$context.error.messageString", json.dumps('Missing "token"')
+    )
+    # Then the body parses as the API's own error body.
+    parsed = ErrorBody.model_validate_json(body)
+    assert parsed.error.code == GATEWAY_ERRORS[response_type][1]
+    assert parsed.error.message == 'Missing "token"'
+
+
+def test_gateway_errors_are_deployed_with_their_status(synth: Synth) -> None:
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in synth.resources("AWS::ApiGateway::GatewayResponse").values()
+    }
+    assert set(responses) == set(GATEWAY_ERRORS)
+    assert responses["MISSING_AUTHENTICATION_TOKEN"]["StatusCode"] == "401"
+    assert responses["THROTTLED"]["StatusCode"] == "429"
+    assert "StatusCode" not in responses["DEFAULT_5XX"]
+
+
+# -- schedules and monitoring ----------------------------------------------------------------------
+
+
+def test_one_minute_rule_per_partition_with_its_input(synth: Synth) -> None:
+    scheduler_id, _ = _function(synth, "scheduler")
+    sweeper_id, _ = _function(synth, "sweeper")
+    inputs = []
+    sweeper_rules = 0
+    for rule in synth.resources("AWS::Events::Rule").values():
+        props = rule["Properties"]
+        assert props["ScheduleExpression"] == "rate(1 minute)"
+        (target,) = props["Targets"]
+        if target["Arn"] == {"Fn::GetAtt": [scheduler_id, "Arn"]}:
+            inputs.append(json.loads(target["Input"]))
+        elif target["Arn"] == {"Fn::GetAtt": [sweeper_id, "Arn"]}:
+            sweeper_rules += 1
+    assert sorted(inputs, key=lambda i: i["partition"]) == [{"partition": n} for n in range(PARTITIONS)]
+    assert sweeper_rules == 1
+    synth.template.resource_count_is("AWS::Events::Rule", PARTITIONS + 1)
+
+
+def test_alarms_cover_lag_dead_letters_and_errors(synth: Synth) -> None:
+    alarms = synth.resources("AWS::CloudWatch::Alarm")
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for alarm in alarms.values():
+        by_metric.setdefault(alarm["Properties"]["MetricName"], []).append(alarm["Properties"])
+    (lag,) = by_metric[MetricName.SCHEDULER_LAG]
+    assert lag["Namespace"] == "jobsched"
+    assert lag["Dimensions"] == [{"Name": "service", "Value": "jobsched"}]
+    depth = by_metric["ApproximateNumberOfMessagesVisible"]
+    watched = {json.dumps(a["Dimensions"][0]["Value"]) for a in depth}
+    for output in ("RunDlqUrl", "DeadRunQueueUrl"):
+        assert json.dumps({"Fn::GetAtt": [synth.logical_id_of_output(output), "QueueName"]}) in watched
+    worker_id, _ = _function(synth, "worker")
+    assert any(
+        a["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": worker_id}}]
+        for a in by_metric["Errors"]
+    )
+    # Every alarm pages someone.
+    assert all(a["Properties"]["AlarmActions"] for a in alarms.values())
+    synth.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+
+
+def test_outputs_name_the_url_tables_queues_and_topic(synth: Synth) -> None:
+    outputs = set(synth.raw["Outputs"])
+    assert {
+        "ApiUrl",
+        "AlertsTopicArn",
+        "JobsTable",
+        "RunsTable",
+        "RunQueueUrl",
+        "DeadRunQueueUrl",
+        "RunDlqUrl",
+    } <= outputs
+
+
+def test_template_is_written_to_the_assembly(synth: Synth) -> None:
+    assert (Path(synth.outdir) / "manifest.json").is_file()
