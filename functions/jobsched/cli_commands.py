@@ -146,11 +146,17 @@ def _jobs_table(jobs: list[dict[str, Any]]) -> Table:
     return table
 
 
+_DETAIL_FIRST = ("id", "name", "owner", "schedule", "timezone", "next_run_at", "paused", "target", "input")
+
+
 def _job_detail(job: dict[str, Any]) -> Table:
+    """A job as ``field  value`` rows: identity and schedule first, then the rest in the API's order."""
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in job.items():
+    ordered = [k for k in _DETAIL_FIRST if k in job] + [k for k in job if k not in _DETAIL_FIRST]
+    for key in ordered:
+        value = job[key]
         if key in ("next_run_at", "created_at", "updated_at", "start_at", "end_at"):
             shown = _when(value)
         elif isinstance(value, dict | list):

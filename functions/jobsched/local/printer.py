@@ -29,10 +29,13 @@ def _plain(image: dict[str, Any]) -> dict[str, Any]:
 
 
 def _iso(ms: Any) -> str:
+    """Epoch ms -> ISO 8601 UTC, with milliseconds only when there are some."""
     try:
-        return datetime.fromtimestamp(int(ms) / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + "Z"
-    except (TypeError, ValueError):
+        value = int(ms)
+        text = datetime.fromtimestamp(value / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    except (TypeError, ValueError, OverflowError):
         return str(ms)
+    return text + (f".{value % 1000:03d}Z" if value % 1000 else "Z")
 
 
 def format_run(run: dict[str, Any], job_name: str) -> str:
@@ -84,23 +87,50 @@ class RunPrinter:
         return bool(old.get("attempt") != new.get("attempt"))
 
 
+_TEXT_KEYS = {"owner": "owner", "run id": "run_id", "attempts": "attempt"}
+
+
+def _text_facts(message: str) -> dict[str, str]:
+    """Facts of the worker's plain-text alert (``owner:``, ``run id:``, ``attempts:`` lines) and ``error``,
+    the line after ``last error:``."""
+    facts: dict[str, str] = {}
+    lines = [line.strip() for line in message.splitlines()]
+    for index, line in enumerate(lines):
+        key, sep, value = (part.strip() for part in line.partition(":"))
+        if key == "last error" and sep:
+            facts["error"] = next((rest for rest in lines[index + 1 :] if rest), "")
+        elif sep and key in _TEXT_KEYS and value:
+            facts[_TEXT_KEYS[key]] = value
+    return facts
+
+
 def format_alert(body: str) -> str:
-    """One line for an SNS notification (as delivered to SQS, not raw): subject, job, run, error."""
+    """One line for an SNS notification as delivered to SQS (not raw): the subject, then owner, job, run
+    and last error from the message attributes and the message (JSON or the worker's plain text)."""
     try:
         envelope = json.loads(body)
     except ValueError:
-        return f"ALERT  {body[:300]}"
+        return f"ALERT  {' '.join(body.split())[:300]}"
     subject = envelope.get("Subject") or "alert"
-    message = envelope.get("Message", "")
+    message = str(envelope.get("Message", ""))
+    facts = {
+        k: str(v.get("Value"))
+        for k, v in (envelope.get("MessageAttributes") or {}).items()
+        if isinstance(v, dict)
+    }
     try:
         detail = json.loads(message)
-    except (TypeError, ValueError):
+    except ValueError:
         detail = None
     if isinstance(detail, dict):
-        keys = ("job_name", "job_id", "run_id", "owner", "status", "attempt", "error")
-        fields = [f"{k}={' '.join(str(detail[k]).split())[:160]}" for k in keys if detail.get(k) is not None]
-        return f"ALERT  {subject}  " + "  ".join(fields)
-    return f"ALERT  {subject}  {' '.join(str(message).split())[:300]}"
+        facts.update({k: str(v) for k, v in detail.items() if v is not None})
+    else:
+        facts.update(_text_facts(message))
+    keys = ("owner", "job_name", "job_id", "run_id", "status", "attempt", "error")
+    fields = [f"{k}={' '.join(facts[k].split())[:160]}" for k in keys if facts.get(k)]
+    if not fields:
+        fields = [" ".join(message.split())[:300]]
+    return f"ALERT  {subject}  " + "  ".join(fields)
 
 
 class AlertPrinter:

@@ -173,7 +173,7 @@ def test_run_lines_name_the_job_and_each_outcome_once(aws: Aws) -> None:
     assert lines == [
         "run  nightly                       2027-01-15T08:00:00Z  retrying   try 1  late -  error: exit status 1",
         "run  nightly                       2027-01-15T08:00:00Z  succeeded  try 2  late 0.25s",
-        "run  j_gone                        1970-01-01T00:00:00Z  skipped    try 0  late -  (3 fires)",
+        "run  j_gone                        1970-01-01T00:00:00.005Z  skipped    try 0  late -  (3 fires)",
     ]
 
 
@@ -194,15 +194,22 @@ def test_alerts_from_the_topic_are_printed(aws: Aws) -> None:
         Message=json.dumps({"job_id": "j_1", "run_id": "j_1@5", "owner": "billing", "error": "boom"}),
     )
     aws.sns.publish(TopicArn=topic, Message="plain text alert")
+    aws.sns.publish(
+        TopicArn=topic,
+        Subject="jobsched: report dead after 2 attempt(s)",
+        Message="The run failed.\n\nowner:         billing\nrun id:        j_2@9\nattempts:      2\n\nlast error:\nexit 1\n",
+        MessageAttributes={"job_id": {"DataType": "String", "StringValue": "j_2"}},
+    )
 
     printed = 0
     for _ in range(5):
         printed += printer.poll_once(wait_s=0)
-        if printed == 2:
+        if printed == 3:
             break
 
     assert sorted(lines) == [
         "ALERT  alert  plain text alert",
-        "ALERT  jobsched: nightly dead  job_id=j_1  run_id=j_1@5  owner=billing  error=boom",
+        "ALERT  jobsched: nightly dead  owner=billing  job_id=j_1  run_id=j_1@5  error=boom",
+        "ALERT  jobsched: report dead after 2 attempt(s)  owner=billing  job_id=j_2  run_id=j_2@9  attempt=2  error=exit 1",
     ]
     assert format_alert("not json") == "ALERT  not json"
