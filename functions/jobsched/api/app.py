@@ -38,7 +38,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from jobsched.adapters.queue import RunQueue
 from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
 from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody, register_error_handlers
-from jobsched.api.exceptions import PayloadTooLarge
+from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.service import JobService
 from jobsched.aws import Aws
@@ -103,32 +103,54 @@ def caller() -> str:
 # --- admission: before Powertools parses and validates the request --------------------------------
 
 
-def _body_size(event: dict[str, Any]) -> int:
+def _body_bytes(event: dict[str, Any]) -> bytes:
+    """The request body as sent (base64 bodies decoded). Raises ``InvalidInput`` for broken base64."""
     body = event.get("body")
     if not body:
-        return 0
+        return b""
     if event.get("isBase64Encoded"):
         try:
-            return len(base64.b64decode(body, validate=False))
+            return base64.b64decode(body, validate=True)
         except (binascii.Error, ValueError):
-            return len(body)
-    return len(body.encode("utf-8", "surrogatepass"))
+            raise InvalidInput("body", "request body is not valid base64", code="invalid_json") from None
+    return str(body).encode("utf-8", "surrogatepass")
+
+
+def _is_json(content_type: str | None) -> bool:
+    """No Content-Type (taken as JSON, as Powertools does), ``application/json`` or ``application/*+json``."""
+    if not content_type:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 class AdmissionThenValidation(OpenAPIRequestValidationMiddleware):
     """Powertools' request validation, preceded by the checks that must not wait for body parsing.
 
-    Raises ``Unauthorized`` (no or bad credentials) and then ``PayloadTooLarge`` (body over
-    ``Settings.api_max_body_bytes``); on success the owner is in ``app.context["owner"]``.
+    Raises ``Unauthorized`` (no or bad credentials), then ``PayloadTooLarge`` (body over
+    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body that is not JSON text: this API takes no
+    form data); on success the owner is in ``app.context["owner"]``.
     """
 
     def handler(self, app: Any, next_middleware: NextMiddleware) -> Response:
         api = current_api()
         event = app.current_event.raw_event
         app.append_context(owner=api.authenticator.owner_of(event))
-        size, limit = _body_size(event), api.settings.api_max_body_bytes
-        if size > limit:
-            raise PayloadTooLarge(size, limit)
+        body, limit = _body_bytes(event), api.settings.api_max_body_bytes
+        if len(body) > limit:
+            raise PayloadTooLarge(len(body), limit)
+        if body and not _is_json(app.current_event.headers.get("content-type")):
+            raise InvalidInput(
+                "body",
+                "send the request body as JSON (Content-Type: application/json)",
+                code="unsupported_media_type",
+            )
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(
+                "body", "request body is not valid JSON: not UTF-8 text", code="invalid_json"
+            ) from None
         if api.service.idempotency is not None:
             api.service.idempotency.bind_invocation(app.lambda_context)
         return super().handler(app, next_middleware)

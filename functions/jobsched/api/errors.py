@@ -113,20 +113,24 @@ def _field_of(loc: Sequence[Any]) -> str | None:
     cleaned = [
         p for i, p in enumerate(parts) if not (i > 0 and parts[i - 1] == "target" and p in _TARGET_TAGS)
     ]
-    return ".".join(cleaned) or None
+    if not cleaned:
+        return "body" if loc and loc[0] == "body" else None
+    return ".".join(cleaned)
 
 
 def _validation_message(error: Mapping[str, Any], field: str | None) -> str:
     kind = error.get("type", "")
     msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
-    where = field or "request body"
+    where = "request body" if field in (None, "body") else field
     if kind == "missing":
         return f"{where} is required"
     if kind == "extra_forbidden":
+        if field == "owner":
+            return "owner is not accepted in the body: a job's owner is the authenticated caller"
         return f"{where} is not a known field"
     if kind == "union_tag_not_found":
         return f"{where} needs a type: one of {', '.join(sorted(_TARGET_TAGS))}"
-    if kind in ("model_attributes_type", "dict_type", "model_type") and field is None:
+    if kind in ("model_attributes_type", "dict_type", "model_type") and where == "request body":
         return "request body must be a JSON object"
     return f"{where}: {msg}"
 
@@ -272,7 +276,7 @@ def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callab
     def _no_route(error: NotFoundError) -> ErrorResponse:
         event = app.current_event
         allowed = allowed_methods(event.path)
-        if allowed:
+        if allowed and event.http_method.upper() not in allowed:
             return error_response(
                 HTTPStatus.METHOD_NOT_ALLOWED,
                 "method_not_allowed",

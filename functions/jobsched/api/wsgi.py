@@ -86,8 +86,8 @@ def _headers(environ: Mapping[str, Any]) -> dict[str, list[str]]:
             name = key
         else:
             continue
-        if value == "":
-            continue
+        if key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value == "":
+            continue  # WSGI servers set these empty when the request has none
         title = "-".join(word.capitalize() for word in name.split("_"))
         headers.setdefault(title, []).append(str(value))
     return headers

@@ -95,7 +95,9 @@ def make_event(
     if body is not None or raw_body is not None:
         merged["Content-Type"] = "application/json"
         event["body"] = raw_body if raw_body is not None else json.dumps(body)
-    merged.update(headers or {})
+    for name, value in (headers or {}).items():
+        merged = {k: v for k, v in merged.items() if k.lower() != name.lower()}
+        merged[name] = value
     event["headers"] = merged
     event["multiValueHeaders"] = {k: [v] for k, v in merged.items()}
     return event

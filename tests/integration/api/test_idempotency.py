@@ -1,0 +1,243 @@
+"""Idempotency-Key on POST /jobs and POST /jobs/{id}/trigger (IETF draft "The Idempotency-Key HTTP Header
+Field": replay of the first response, 422 for another request under the key, 409 while the first is in flight)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+from jobsched.api.app import app, build_api, get_api
+from jobsched.api.wsgi import LocalContext
+from jobsched.models import JobCreate
+
+
+def key(value: str) -> dict[str, str]:
+    return {"Idempotency-Key": value}
+
+
+def idempotency_record(http: Any, owner: str, value: str) -> dict[str, Any] | None:
+    """The stored record of ``owner``'s key ``value`` (Powertools: ``<prefix>#sha256(json([owner, key]))``)."""
+    digest = hashlib.sha256(json.dumps([owner, value], sort_keys=True).encode()).hexdigest()
+    table = http.aws.table(http.settings.idempotency_table)
+    return table.get_item(Key={"id": f"jobsched-api#{digest}"}, ConsistentRead=True).get("Item")
+
+
+def test_a_repeat_with_the_same_key_replays_the_first_response(http):
+    body = http.job_body("report")
+
+    first = http("POST", "/jobs", body=body, headers=key("k-1"))
+    http.clock.advance(60_000)
+    again = http("POST", "/jobs", body=body, headers=key("k-1"))
+
+    assert first.status == again.status == 201
+    assert again.body == first.body  # same id, same timestamps: the stored response
+    assert again.headers["idempotent-replayed"] == "true"
+    assert "idempotent-replayed" not in first.headers
+    assert [j["id"] for j in http("GET", "/jobs").body["items"]] == [first.body["id"]]
+
+
+def test_a_replay_keeps_the_first_status_even_when_that_was_200(http):
+    existing = http.create("report")
+
+    first = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-200"))
+    again = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-200"))
+
+    assert first.status == again.status == 200
+    assert first.body == again.body == existing
+
+
+def test_the_same_key_with_a_different_body_is_422(http):
+    http("POST", "/jobs", body=http.job_body("report"), headers=key("k-2"))
+
+    reply = http("POST", "/jobs", body=http.job_body("report", schedule="0 3 * * *"), headers=key("k-2"))
+
+    assert reply.status == 422
+    assert reply.error["code"] == "idempotency_key_reused"
+    assert reply.error["field"] == "Idempotency-Key"
+
+
+def test_a_key_used_on_another_endpoint_is_422(http):
+    job = http.create()
+    http("POST", "/jobs", body=http.job_body("other"), headers=key("k-3"))
+
+    reply = http("POST", f"/jobs/{job['id']}/trigger", headers=key("k-3"))
+
+    assert reply.status == 422
+
+
+def test_equivalent_bodies_are_the_same_request(http):
+    shorthand = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-4"))
+    spelled_out = http(
+        "POST",
+        "/jobs",
+        body={**http.job_body("report", target={"type": "command", "name": "echo"})},
+        headers=key("k-4"),
+        raw_body=None,
+    )
+
+    assert shorthand.status == spelled_out.status == 201
+    assert spelled_out.headers.get("idempotent-replayed") == "true"
+
+
+def test_keys_are_scoped_per_owner(http):
+    mine = http("POST", "/jobs", body=http.job_body("report"), headers=key("shared-key"))
+    same_team = http("POST", "/jobs", body=http.job_body("report"), headers=key("shared-key"), caller="carol")
+    other_team = http("POST", "/jobs", body=http.job_body("report"), headers=key("shared-key"), caller="bob")
+
+    assert same_team.body == mine.body and same_team.headers["idempotent-replayed"] == "true"
+    assert other_team.status == 201 and "idempotent-replayed" not in other_team.headers
+    assert other_team.body["id"] != mine.body["id"] and other_team.body["owner"] == http.bob_owner
+
+
+def test_a_failed_request_stores_nothing_so_the_key_can_be_retried(http):
+    bad = http("POST", "/jobs", body=http.job_body("report", schedule="61 * * * *"), headers=key("k-5"))
+    good = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-5"))
+
+    assert bad.status == 400
+    assert good.status == 201 and "idempotent-replayed" not in good.headers
+
+
+def test_records_are_kept_24_hours(http):
+    before = int(time.time())
+    http("POST", "/jobs", body=http.job_body("report"), headers=key("k-6"))
+
+    record = idempotency_record(http, http.alice_owner, "k-6")
+    assert record is not None and record["status"] == "COMPLETED"
+    assert before + 86_400 <= int(record["expiration"]) <= int(time.time()) + 86_400
+
+
+def test_trigger_with_a_key_creates_one_run_and_replays_it(http):
+    job = http.create()
+    event = http.sample("trigger_job", path_id=job["id"])
+
+    first = http.invoke(event)
+    http.clock.advance(5_000)
+    again = http.invoke(http.sample("trigger_job", path_id=job["id"]))
+
+    assert first.status == again.status == 202
+    assert again.body == first.body and again.headers["idempotent-replayed"] == "true"
+    runs = http("GET", f"/jobs/{job['id']}/runs").body["items"]
+    assert [r["id"] for r in runs] == [first.body["id"]]
+
+
+def test_a_trigger_of_another_owners_job_with_a_key_stores_nothing(http):
+    job = http.create()
+
+    refused = http("POST", f"/jobs/{job['id']}/trigger", headers=key("k-7"), caller="bob")
+    bobs = http.create("bobs", caller="bob")
+    accepted = http("POST", f"/jobs/{bobs['id']}/trigger", headers=key("k-7"), caller="bob")
+
+    assert refused.status == 404
+    assert accepted.status == 202 and "idempotent-replayed" not in accepted.headers
+
+
+# --- in flight ------------------------------------------------------------------------------------
+
+
+def test_the_same_key_while_the_first_request_is_in_flight_is_409(http):
+    # Given: two API execution environments (Lambda runs one request per environment at a time)
+    first_env = build_api(http.settings, http.aws, clock=http.clock)
+    second_env = http.api
+    inside, release = threading.Event(), threading.Event()
+    create = first_env.service.jobs.create
+
+    def slow_create(*args: Any) -> None:
+        inside.set()
+        assert release.wait(10)
+        create(*args)
+
+    first_env.service.jobs.create = slow_create  # type: ignore[method-assign]
+    request = JobCreate.model_validate(http.job_body("report"))
+    outcome: dict[str, Any] = {}
+
+    def first_request() -> None:
+        first_env.service.idempotency.bind_invocation(LocalContext())
+        outcome["first"] = first_env.service.create_job(http.alice_owner, request, idempotency_key="k-8")
+
+    worker = threading.Thread(target=first_request)
+    worker.start()
+    try:
+        assert inside.wait(10)
+        # When: the retry arrives while the first request is still being processed
+        in_flight = idempotency_record(http, http.alice_owner, "k-8")
+        app.dependency_overrides[get_api] = lambda: second_env
+        retry = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-8"))
+    finally:
+        release.set()
+        worker.join(10)
+
+    # Then: 409 with Retry-After; once the first finishes, a retry replays its job
+    assert in_flight is not None and in_flight["status"] == "INPROGRESS"
+    assert retry.status == 409
+    assert retry.error["code"] == "request_in_progress" and retry.error["field"] == "Idempotency-Key"
+    assert retry.headers["retry-after"] == "1"
+    created = outcome["first"]
+    assert created.created and not created.replayed
+    later = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-8"))
+    assert later.status == 201 and later.body["id"] == created.job.id
+    assert [j["id"] for j in http("GET", "/jobs").body["items"]] == [created.job.id]
+
+
+def test_an_in_flight_record_expires_with_the_invocation_that_wrote_it(http):
+    inside, release = threading.Event(), threading.Event()
+    create = http.api.service.jobs.create
+
+    def slow_create(*args: Any) -> None:
+        inside.set()
+        assert release.wait(10)
+        create(*args)
+
+    http.api.service.jobs.create = slow_create  # type: ignore[method-assign]
+    worker = threading.Thread(
+        target=lambda: http("POST", "/jobs", body=http.job_body("report"), headers=key("k-9"))
+    )
+    started_ms = int(time.time() * 1000)
+    worker.start()
+    try:
+        assert inside.wait(10)
+        record = idempotency_record(http, http.alice_owner, "k-9")
+    finally:
+        release.set()
+        worker.join(10)
+
+    # the handler's context allows 30 s: a crashed request frees its key then, not after 24 h
+    assert record is not None and record["status"] == "INPROGRESS"
+    assert started_ms + 25_000 <= int(record["in_progress_expiration"]) <= int(time.time() * 1000) + 30_000
+
+
+def test_two_concurrent_identical_posts_with_one_key_create_one_job(http):
+    # Given: two execution environments receiving the same request at the same moment
+    environments = [build_api(http.settings, http.aws, clock=http.clock) for _ in range(2)]
+    request = JobCreate.model_validate(http.job_body("report"))
+    start = threading.Barrier(2)
+    results: list[Any] = []
+    lock = threading.Lock()
+
+    def post(env: Any) -> None:
+        env.service.idempotency.bind_invocation(LocalContext())
+        start.wait(10)
+        try:
+            result: Any = env.service.create_job(http.alice_owner, request, idempotency_key="k-10")
+        except IdempotencyAlreadyInProgressError as error:
+            result = error
+        with lock:
+            results.append(result)
+
+    threads = [threading.Thread(target=post, args=(env,)) for env in environments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+
+    # Then: exactly one job; the other request saw it in flight (409) or replayed it
+    jobs = http("GET", "/jobs").body["items"]
+    assert len(jobs) == 1
+    created = [r for r in results if not isinstance(r, Exception) and not r.replayed]
+    assert len(results) == 2 and len(created) == 1 and created[0].job.id == jobs[0]["id"]
+    other = next(r for r in results if r is not created[0])
+    assert isinstance(other, IdempotencyAlreadyInProgressError) or other.job.id == jobs[0]["id"]

@@ -1,0 +1,132 @@
+"""POST /jobs/{id}/trigger and GET /jobs/{id}/runs through the handler against moto."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jobsched.adapters.queue import RunMessage
+from jobsched.models import RunKind, RunStatus
+from jobsched.store.layout import new_run_item
+
+
+def drain_queue(http: Any) -> list[dict[str, Any]]:
+    """Every message body now on the run queue (received and deleted)."""
+    sqs, url = http.aws.sqs, http.settings.run_queue_url
+    bodies = []
+    while True:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not messages:
+            return bodies
+        for message in messages:
+            bodies.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def put_run(http: Any, job_id: str, scheduled_for_ms: int, status: RunStatus) -> None:
+    item = new_run_item(job_id, scheduled_for_ms, now_ms=scheduled_for_ms, retention_days=90, status=status)
+    http.aws.table(http.settings.runs_table).put_item(Item=item)
+
+
+def test_trigger_saves_a_manual_run_now_and_enqueues_it(http):
+    job = http.create()
+    drain_queue(http)
+
+    reply = http("POST", f"/jobs/{job['id']}/trigger")
+
+    assert reply.status == 202
+    run = reply.body
+    assert run["id"] == f"{job['id']}@{http.NOW_MS}"
+    assert run["scheduled_for"] == "2026-03-02T10:00:00Z"
+    assert run["status"] == "queued" and run["kind"] == "manual" and run["attempt"] == 0
+    assert drain_queue(http) == [{"job_id": job["id"], "scheduled_for": http.NOW_MS}]
+    row = http.aws.table(http.settings.runs_table).get_item(
+        Key={"job_id": job["id"], "scheduled_for": http.NOW_MS}
+    )["Item"]
+    assert row["owner"] == http.alice_owner and "sweep_pk" in row
+    assert int(row["sweep_at"]) == http.NOW_MS + http.settings.sweep_queued_after_s * 1000
+
+
+def test_triggers_in_the_same_millisecond_get_distinct_runs(http):
+    job = http.create()
+
+    first = http("POST", f"/jobs/{job['id']}/trigger").body
+    second = http("POST", f"/jobs/{job['id']}/trigger").body
+
+    assert first["id"] == f"{job['id']}@{http.NOW_MS}"
+    assert second["id"] == f"{job['id']}@{http.NOW_MS + 1}"
+
+
+def test_a_paused_job_can_still_be_triggered(http):
+    job = http.create()
+    http("POST", f"/jobs/{job['id']}/pause")
+
+    assert http("POST", f"/jobs/{job['id']}/trigger").status == 202
+
+
+def test_runs_are_listed_newest_first_and_filtered_by_status(http):
+    job = http.create()
+    base = http.NOW_MS - 10 * 86_400_000
+    statuses = [
+        RunStatus.SUCCEEDED,
+        RunStatus.DEAD,
+        RunStatus.SUCCEEDED,
+        RunStatus.SKIPPED,
+        RunStatus.SUCCEEDED,
+    ]
+    for day, status in enumerate(statuses):
+        put_run(http, job["id"], base + day * 86_400_000, status)
+    manual = http("POST", f"/jobs/{job['id']}/trigger").body
+
+    everything = http("GET", f"/jobs/{job['id']}/runs").body
+    succeeded = http.invoke(http.sample("list_runs", path_id=job["id"])).body  # ?status=succeeded&limit=10
+
+    assert everything["items"][0]["id"] == manual["id"]
+    times = [r["scheduled_for"] for r in everything["items"]]
+    assert times == sorted(times, reverse=True) and len(times) == 6
+    assert [r["status"] for r in succeeded["items"]] == ["succeeded"] * 3
+    assert succeeded["next_cursor"] is None
+
+
+def test_runs_page_with_cursors(http):
+    job = http.create()
+    for i in range(7):
+        put_run(http, job["id"], http.NOW_MS - i * 60_000, RunStatus.SUCCEEDED if i % 2 else RunStatus.DEAD)
+
+    def walk(query: dict[str, str]) -> list[str]:
+        seen, cursor = [], None
+        while True:
+            page = http(
+                "GET", f"/jobs/{job['id']}/runs", query={**query, **({"cursor": cursor} if cursor else {})}
+            )
+            assert page.status == 200
+            seen += [r["scheduled_for"] for r in page.body["items"]]
+            cursor = page.body["next_cursor"]
+            if cursor is None:
+                return seen
+
+    all_runs = walk({"limit": "3"})
+    dead_runs = walk({"limit": "2", "status": "dead"})
+
+    assert len(all_runs) == 7 and all_runs == sorted(all_runs, reverse=True)
+    assert len(dead_runs) == 4 and dead_runs == sorted(dead_runs, reverse=True)
+
+
+def test_a_manual_run_is_marked_as_such_in_the_history(http):
+    job = http.create()
+    http("POST", f"/jobs/{job['id']}/trigger")
+
+    (run,) = http("GET", f"/jobs/{job['id']}/runs").body["items"]
+
+    assert run["kind"] == RunKind.MANUAL.value
+
+
+def test_the_queue_message_is_the_run_key(http):
+    job = http.create()
+    drain_queue(http)
+
+    run = http("POST", f"/jobs/{job['id']}/trigger").body
+    (body,) = drain_queue(http)
+
+    message = RunMessage.parse(json.dumps(body))
+    assert f"{message.job_id}@{message.scheduled_for}" == run["id"]

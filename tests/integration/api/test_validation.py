@@ -1,0 +1,264 @@
+"""Bad input is a 400 naming the field, 413 past the body limit, 401 without credentials; never a 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+VALID = {"name": "report", "schedule": "0 2 * * *", "command": "echo"}
+
+
+def _with(**changes):
+    body = dict(VALID)
+    for key, value in changes.items():
+        if value is ...:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "code", "hint"),
+    [
+        (_with(schedule="every fortnight"), "schedule", "invalid_schedule", "rate"),
+        (_with(schedule="0 0 30 2 *"), "schedule", "invalid_schedule", "never fires"),
+        (_with(schedule="@reboot"), "schedule", "invalid_schedule", "@reboot"),
+        (_with(schedule="*/0.5 * * * * *"), "schedule", "invalid_schedule", ""),
+        (_with(schedule="at 2026-03-02T09:00:00"), "schedule", "invalid_schedule", "in the past"),
+        (_with(schedule=""), "schedule", "invalid_input", "schedule"),
+        (_with(schedule=...), "schedule", "invalid_input", "required"),
+        (_with(timezone="PST"), "timezone", "invalid_timezone", "America/Los_Angeles"),
+        (_with(timezone="Mars/Olympus"), "timezone", "invalid_timezone", ""),
+        (_with(timezone=""), "timezone", "invalid_timezone", ""),
+        (_with(command=..., target={"type": "ftp"}), "target", "invalid_input", "http"),
+        (_with(command=..., target={"url": "https://x"}), "target", "invalid_input", "type"),
+        (
+            _with(command=..., target={"type": "http", "url": "ftp://x"}),
+            "target.url",
+            "invalid_input",
+            "http",
+        ),
+        (_with(command=..., target={"type": "http"}), "target.url", "invalid_input", "required"),
+        (
+            _with(command=..., target={"type": "shell", "command": "ls"}),
+            "target",
+            "invalid_input",
+            "disabled",
+        ),
+        (_with(command=...), "target", "invalid_input", "required"),
+        (_with(retry={"max_attempts": 11}), "retry.max_attempts", "invalid_input", "10"),
+        (_with(retry={"backoff_s": -1}), "retry.backoff_s", "invalid_input", ""),
+        (_with(retry={"tries": 3}), "retry.tries", "invalid_input", "not a known field"),
+        (_with(retry=5), "retry", "invalid_input", ""),
+        (_with(jitter_s=-5), "jitter_s", "invalid_input", "0"),
+        (_with(jitter_s=100_000), "jitter_s", "invalid_input", ""),
+        (_with(timeout_s=0), "timeout_s", "invalid_input", ""),
+        (_with(timeout_s=900), "timeout_s", "invalid_input", "840"),
+        (_with(name="has spaces"), "name", "invalid_input", "pattern"),
+        (_with(name="x" * 129), "name", "invalid_input", ""),
+        (_with(name=...), "name", "invalid_input", "required"),
+        (_with(input={"blob": "x" * 70_000}), "input", "invalid_input", "64 KiB"),
+        (_with(start_at="2026-04-01T00:00:00"), "start_at", "invalid_input", "offset"),
+        (_with(start_at="yesterday"), "start_at", "invalid_input", ""),
+        (
+            _with(start_at="2026-05-01T00:00:00Z", end_at="2026-04-01T00:00:00Z"),
+            "end_at",
+            "invalid_input",
+            "",
+        ),
+        (_with(end_at="2026-03-01T00:00:00Z"), "end_at", "invalid_input", "never run"),
+        (_with(missed="sometimes"), "missed", "invalid_input", "catch_up"),
+        (_with(overlap="queue"), "overlap", "invalid_input", ""),
+        (_with(catch_up_window_s=-1), "catch_up_window_s", "invalid_input", ""),
+        (
+            _with(owner="arn:aws:iam::999999999999:role/admin"),
+            "owner",
+            "invalid_input",
+            "authenticated caller",
+        ),
+        (_with(target={"type": "command", "name": "x"}), "body", "invalid_input", "command or target"),
+    ],
+)
+def test_create_rejects_bad_input_with_400_naming_the_field(http, body, field, code, hint):
+    reply = http("POST", "/jobs", body=body)
+
+    assert reply.status == 400, reply.body
+    assert reply.error["field"] == field
+    assert reply.error["code"] == code
+    assert hint in reply.error["message"]
+
+
+def test_the_sample_bad_input_event_names_the_schedule(http):
+    reply = http.invoke(http.sample("create_job_bad_schedule"))
+
+    assert reply.status == 400
+    assert reply.error == {
+        "code": "invalid_schedule",
+        "message": "cron schedule '0 0 30 2 *' never fires: no calendar date matches its day-of-month, "
+        "month and day-of-week fields",
+        "field": "schedule",
+    }
+
+
+def test_the_minimum_interval_is_a_deployment_setting(http):
+    assert http("POST", "/jobs", body=_with(schedule="every 1 second")).status == 201
+    http.reconfigure(http.settings, min_interval_s=60.0)
+
+    reply = http("POST", "/jobs", body=_with(name="fast", schedule="*/10 * * * * *"))
+
+    assert reply.status == 400 and reply.error["field"] == "schedule" and "1 minute" in reply.error["message"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "code"),
+    [
+        ('{"name": "x",', "body", "invalid_json"),
+        ("not json at all", "body", "invalid_json"),
+        ("[1, 2]", "body", "invalid_input"),
+        ('"a string"', "body", "invalid_input"),
+        ("null", "body", "invalid_input"),
+    ],
+)
+def test_malformed_bodies_are_400(http, raw, field, code):
+    reply = http("POST", "/jobs", raw_body=raw)
+
+    assert reply.status == 400
+    assert reply.error["field"] == field and reply.error["code"] == code
+
+
+def test_a_missing_body_is_400(http):
+    reply = http("POST", "/jobs")
+
+    assert reply.status == 400
+    assert reply.error == {"code": "invalid_input", "message": "request body is required", "field": "body"}
+
+
+def test_a_non_json_content_type_is_400(http):
+    reply = http("POST", "/jobs", raw_body="name=x", headers={"Content-Type": "text/plain"})
+
+    assert reply.status == 400 and reply.error["code"] == "unsupported_media_type"
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"limit": "0"}, "limit"),
+        ({"limit": "101"}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"cursor": "!!!"}, "cursor"),
+        ({"cursor": "eyJ2IjoxfQ"}, "cursor"),
+    ],
+)
+def test_bad_list_parameters_are_400(http, query, field):
+    reply = http("GET", "/jobs", query=query)
+
+    assert reply.status == 400 and reply.error["field"] == field
+
+
+def test_bad_runs_parameters_are_400(http):
+    job = http.create()
+
+    bad_status = http("GET", f"/jobs/{job['id']}/runs", query={"status": "exploded"})
+    bad_cursor = http("GET", f"/jobs/{job['id']}/runs", query={"cursor": "x"})
+
+    assert bad_status.status == 400 and bad_status.error["field"] == "status"
+    assert bad_cursor.status == 400 and bad_cursor.error["field"] == "cursor"
+
+
+def test_a_bad_idempotency_key_is_400_naming_the_header(http):
+    reply = http("POST", "/jobs", body=VALID, headers={"Idempotency-Key": "k" * 300})
+
+    assert reply.status == 400 and reply.error["field"] == "Idempotency-Key"
+
+
+# --- 413 ------------------------------------------------------------------------------------------
+
+
+def test_a_body_over_the_limit_is_413_before_validation(http):
+    body = json.dumps(_with(input={"blob": "x" * (256 * 1024)}))
+
+    reply = http("POST", "/jobs", raw_body=body)
+
+    assert reply.status == 413
+    assert reply.error["code"] == "payload_too_large" and reply.error["field"] == "body"
+    assert str(256 * 1024) in reply.error["message"]
+
+
+def test_the_body_limit_is_a_deployment_setting_and_counts_bytes(http):
+    http.reconfigure(http.settings, api_max_body_bytes=200)
+    patch = json.dumps({"input": {"text": "é" * 90}})  # 90 characters, 180+ bytes of UTF-8
+
+    job_id = "j_00000000000000000000"
+    assert http("PATCH", f"/jobs/{job_id}", raw_body=patch).status == 413
+    assert http("PATCH", f"/jobs/{job_id}", raw_body=json.dumps({"input": "é" * 10})).status == 404
+
+
+def test_a_base64_body_is_measured_decoded(http):
+    http.reconfigure(http.settings, api_max_body_bytes=100)
+    event = http.event("POST", "/jobs", body=_with(input="y" * 200))
+    event["body"] = __import__("base64").b64encode(event["body"].encode()).decode()
+    event["isBase64Encoded"] = True
+
+    assert http.invoke(event).status == 413
+
+
+# --- 401 ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/jobs"),
+        ("GET", "/jobs"),
+        ("GET", "/jobs/j_00000000000000000000"),
+        ("PATCH", "/jobs/j_00000000000000000000"),
+        ("DELETE", "/jobs/j_00000000000000000000"),
+        ("POST", "/jobs/j_00000000000000000000/pause"),
+        ("POST", "/jobs/j_00000000000000000000/resume"),
+        ("POST", "/jobs/j_00000000000000000000/trigger"),
+        ("GET", "/jobs/j_00000000000000000000/runs"),
+    ],
+)
+def test_every_route_needs_a_caller_identity(http, method, path):
+    reply = http(
+        method, path, caller=None, raw_body="{not even json" if method in ("POST", "PATCH") else None
+    )
+
+    assert reply.status == 401
+    assert reply.error["code"] == "unauthorized"
+    assert reply.headers["www-authenticate"] == "AWS4-HMAC-SHA256"
+
+
+def test_a_caller_that_is_not_an_arn_is_401(http):
+    assert http("GET", "/jobs", caller="alice@example.com").status == 401
+
+
+@pytest.fixture
+def tokens(http, tmp_path):
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"tok-alice": http.alice_owner, "tok-bob": http.bob_owner}))
+    http.reconfigure(http.settings, local_tokens_file=str(path))
+    return path
+
+
+def test_local_mode_maps_bearer_tokens_to_owners(http, tokens):
+    reply = http("POST", "/jobs", body=VALID, caller=None, headers={"Authorization": "Bearer tok-alice"})
+    listed = http("GET", "/jobs", caller=None, headers={"authorization": "bearer tok-bob"})
+
+    assert reply.status == 201 and reply.body["owner"] == http.alice_owner
+    assert listed.status == 200 and listed.body["items"] == []
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer", "Bearer nope", "Basic dG9rLWFsaWNlOg==", "tok-alice", "Bearer tok-alice2"],
+)
+def test_local_mode_refuses_missing_and_bad_tokens_with_401(http, tokens, authorization):
+    headers = {"Authorization": authorization} if authorization else {}
+
+    reply = http("GET", "/jobs", caller="alice", headers=headers)  # an IAM identity does not count locally
+
+    assert reply.status == 401
+    assert reply.headers["www-authenticate"].startswith("Bearer")
