@@ -493,8 +493,8 @@ class Worker:
         delivery = Delivery(
             message=RunMessage.parse(record.body),
             worker=str(request_id) if request_id else default_worker_id(),
-            receipt_handle=record.receipt_handle or None,
-            receive_count=int(record.attributes.approximate_receive_count or 1),
+            receipt_handle=record.raw_event.get("receiptHandle") or None,
+            receive_count=int((record.raw_event.get("attributes") or {}).get("ApproximateReceiveCount", 1)),
         )
         return self.process(delivery).value
 
