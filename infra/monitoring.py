@@ -7,7 +7,7 @@ operations topic (``alarm_topic``): subscribe the on-call rotation to it (see do
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -114,7 +114,8 @@ class Monitoring(Construct):
             description="Runs went dead (out of attempts); their owners were alerted on the alerts topic.",
         )
 
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=None)
+        # Named after the stack: "jobsched" in CloudWatch > Dashboards.
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=Stack.of(self).stack_name)
         self._widgets(api, api_function, scheduler, worker, sweeper, run_queue, run_dlq, dead_run_queue)
 
     def _alarm(

@@ -436,6 +436,7 @@ def test_alarms_cover_lag_dead_letters_and_errors(synth: Synth) -> None:
     # Every alarm pages someone.
     assert all(a["Properties"]["AlarmActions"] for a in alarms.values())
     synth.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    synth.template.has_resource_properties("AWS::CloudWatch::Dashboard", {"DashboardName": "jobsched"})
 
 
 def test_outputs_name_the_url_tables_queues_and_topic(synth: Synth) -> None:
