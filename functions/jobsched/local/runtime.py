@@ -231,13 +231,23 @@ class LocalRuntime:
     # --- start ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Bring the system up. Raises ``StateFileError`` (unusable state file), ValueError (bad tokens
-        file) or OSError (port in use, data dir not writable) before anything runs."""
+        """Bring the system up (the API answers once this returns). Raises ``StateFileError`` (unusable state
+        file), ValueError (bad tokens file) or OSError (port in use, data dir not writable) before any
+        loop runs."""
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
         first_start = not self.state_path.exists()
         saved = read_state(self.state_path)
         tokens_path, self.token, generated = prepare_tokens(config.data_dir, config.tokens_file)
+        from jobsched.api.wsgi import ApiWsgiApp
+
+        try:  # bind first: a busy port fails before anything else starts
+            self.server = ApiServer(ApiWsgiApp(), config.host, config.port)
+        except OSError as error:
+            raise OSError(
+                f"cannot listen on {config.host}:{config.port} ({error.strerror or error}); is another "
+                "jobsched local running? Pick another port with --port"
+            ) from error
 
         from moto import mock_aws
 
@@ -295,9 +305,6 @@ class LocalRuntime:
             aws.sqs, aws.sns, settings.alerts_topic_arn, f"{PREFIX}-local-alerts", config.emit
         )
 
-        from jobsched.api.wsgi import ApiWsgiApp
-
-        self.server = ApiServer(ApiWsgiApp(), config.host, config.port)
         self.server.start()
 
         self._start_schedulers(settings, aws)

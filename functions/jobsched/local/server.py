@@ -50,6 +50,7 @@ class ApiServer:
 
     def stop(self) -> None:
         """Stop accepting requests and close the socket (requests in flight finish on their threads)."""
-        self._server.shutdown()
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join(timeout=5)
         self._server.server_close()
-        self._thread.join(timeout=5)
