@@ -1,0 +1,134 @@
+"""The OpenAPI document is generated from the routes and models and lists every route with its models."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobsched.api.app import allowed_methods, app
+
+DOC = app.openapi_document()
+REF = "#/components/schemas/"
+
+ROUTES = {
+    ("post", "/jobs"): ("JobCreate", {"201": "Job", "200": "Job"}),
+    ("get", "/jobs"): (None, {"200": "Page_Job_"}),
+    ("get", "/jobs/{id}"): (None, {"200": "Job"}),
+    ("patch", "/jobs/{id}"): ("JobPatch", {"200": "Job"}),
+    ("delete", "/jobs/{id}"): (None, {"204": None}),
+    ("post", "/jobs/{id}/pause"): (None, {"200": "Job"}),
+    ("post", "/jobs/{id}/resume"): (None, {"200": "Job"}),
+    ("post", "/jobs/{id}/trigger"): (None, {"202": "Run"}),
+    ("get", "/jobs/{id}/runs"): (None, {"200": "Page_Run_"}),
+}
+
+
+def schema_ref(response: dict) -> str | None:
+    content = response.get("content")
+    if content is None:
+        return None
+    return content["application/json"]["schema"]["$ref"].removeprefix(REF)
+
+
+def test_the_document_is_openapi_3_with_exactly_the_api_routes():
+    assert DOC["openapi"].startswith("3.")
+    listed = {(method, path) for path, operations in DOC["paths"].items() for method in operations}
+    assert listed == set(ROUTES)
+
+
+@pytest.mark.parametrize(("route", "models"), ROUTES.items(), ids=[f"{m.upper()} {p}" for m, p in ROUTES])
+def test_every_route_has_its_request_and_response_models(route, models):
+    method, path = route
+    request_model, success = models
+    operation = DOC["paths"][path][method]
+
+    if request_model:
+        assert operation["requestBody"]["required"] is True
+        assert schema_ref(operation["requestBody"]) == request_model
+    else:
+        assert "requestBody" not in operation
+    for status, model in success.items():
+        assert schema_ref(operation["responses"][status]) == model
+    errors = {s: r for s, r in operation["responses"].items() if s.startswith(("4", "5"))}
+    assert {"400", "401", "429", "500"} <= set(errors)
+    assert all(schema_ref(r) == "ErrorBody" for r in errors.values())
+    assert operation["operationId"] and operation["summary"]
+
+
+def test_the_error_shape_is_documented_and_powertools_422_detail_is_not():
+    schemas = DOC["components"]["schemas"]
+
+    assert schemas["ErrorBody"]["required"] == ["error"]
+    assert set(schemas["ErrorDetail"]["properties"]) == {"code", "message", "field"}
+    assert "HTTPValidationError" not in schemas and "ValidationError" not in schemas
+    assert "422" not in DOC["paths"]["/jobs/{id}"]["get"]["responses"]
+
+
+@pytest.mark.parametrize("route", [("post", "/jobs"), ("post", "/jobs/{id}/trigger")])
+def test_idempotency_key_is_documented_where_accepted(route):
+    method, path = route
+    operation = DOC["paths"][path][method]
+    (header,) = [p for p in operation["parameters"] if p["in"] == "header"]
+
+    assert header["name"] == "Idempotency-Key" and header["required"] is False
+    assert header["schema"]["type"] == "string" and header["schema"]["maxLength"] == 255
+    assert "422" in operation["responses"] and "409" in operation["responses"]
+
+
+def test_query_parameters_are_plain_optional_values():
+    parameters = {p["name"]: p for p in DOC["paths"]["/jobs/{id}/runs"]["get"]["parameters"]}
+
+    assert parameters["limit"]["schema"]["minimum"] == 1 and parameters["limit"]["schema"]["maximum"] == 100
+    assert parameters["status"]["schema"]["$ref"] == REF + "RunStatus"
+    assert "anyOf" not in parameters["cursor"]["schema"]
+
+
+def test_both_auth_schemes_are_declared():
+    schemes = DOC["components"]["securitySchemes"]
+
+    assert schemes["bearer"]["scheme"] == "bearer"
+    assert schemes["sigv4"]["name"] == "Authorization"
+    assert DOC["security"] == [{"sigv4": []}, {"bearer": []}]
+
+
+def test_job_models_carry_the_spec_field_names():
+    job = DOC["components"]["schemas"]["Job"]["properties"]
+
+    for name in (
+        "id",
+        "name",
+        "owner",
+        "schedule",
+        "timezone",
+        "target",
+        "input",
+        "retry",
+        "timeout_s",
+        "missed",
+        "catch_up_window_s",
+        "misfire_grace_s",
+        "overlap",
+        "jitter_s",
+        "start_at",
+        "end_at",
+        "paused",
+        "next_run_at",
+        "created_at",
+        "updated_at",
+    ):
+        assert name in job, name
+
+
+@pytest.mark.parametrize(
+    ("path", "methods"),
+    [
+        ("/jobs", ["GET", "POST"]),
+        ("/jobs/", ["GET", "POST"]),
+        ("/jobs/j_1", ["DELETE", "GET", "PATCH"]),
+        ("/jobs/j_1/runs", ["GET"]),
+        ("/jobs/j_1/trigger", ["POST"]),
+        ("/jobs/j_1/other", []),
+        ("/", []),
+    ],
+)
+def test_allowed_methods_follow_the_document(path, methods):
+    assert allowed_methods(path) == methods

@@ -1,0 +1,164 @@
+"""The WSGI adapter: HTTP request -> API Gateway REST proxy event -> handler -> HTTP response."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from werkzeug.test import Client, EnvironBuilder
+
+from jobsched.api.wsgi import ApiWsgiApp, LocalContext, event_from_environ
+
+
+def environ(**kwargs: Any) -> tuple[dict[str, Any], bytes]:
+    env = EnvironBuilder(**kwargs).get_environ()
+    return env, env["wsgi.input"].read()
+
+
+def test_a_request_becomes_a_rest_proxy_event():
+    env, body = environ(
+        method="POST",
+        path="/jobs/j_0123456789abcdef0123/trigger",
+        query_string="a=1&b=2&a=3",
+        headers={"Authorization": "Bearer t", "Idempotency-Key": "k-1"},
+        json={"x": "é"},
+    )
+
+    event = event_from_environ(env, body, stage="local")
+
+    assert event["httpMethod"] == "POST"
+    assert event["path"] == "/jobs/j_0123456789abcdef0123/trigger"
+    assert event["resource"] == "/jobs/{id}/trigger"
+    assert event["pathParameters"] == {"id": "j_0123456789abcdef0123"}
+    assert event["queryStringParameters"] == {"a": "3", "b": "2"}
+    assert event["multiValueQueryStringParameters"] == {"a": ["1", "3"], "b": ["2"]}
+    assert event["headers"]["Authorization"] == "Bearer t"
+    assert event["headers"]["Idempotency-Key"] == "k-1"
+    assert event["multiValueHeaders"]["Content-Type"] == ["application/json"]
+    assert json.loads(event["body"]) == {"x": "é"} and event["isBase64Encoded"] is False
+    context = event["requestContext"]
+    assert context["stage"] == "local" and context["path"] == "/local/jobs/j_0123456789abcdef0123/trigger"
+    assert context["resourcePath"] == "/jobs/{id}/trigger" and context["requestId"]
+    assert context["identity"]["userArn"] is None  # no IAM locally: the API checks the bearer token
+
+
+@pytest.mark.parametrize(
+    ("path", "resource", "params"),
+    [
+        ("/jobs", "/jobs", None),
+        ("/jobs/", "/jobs", None),
+        ("/jobs/j_1", "/jobs/{id}", {"id": "j_1"}),
+        ("/jobs/j_1/runs", "/jobs/{id}/runs", {"id": "j_1"}),
+        ("/openapi.json", "/openapi.json", None),
+        ("/elsewhere/x", "/elsewhere/x", None),
+    ],
+)
+def test_resources_and_path_parameters(path, resource, params):
+    env, body = environ(path=path)
+
+    event = event_from_environ(env, body)
+
+    assert (event["resource"], event["pathParameters"]) == (resource, params)
+
+
+def test_a_request_without_query_or_body_has_nulls_like_api_gateway():
+    env, body = environ(path="/jobs")
+
+    event = event_from_environ(env, body)
+
+    assert event["queryStringParameters"] is None and event["multiValueQueryStringParameters"] is None
+    assert event["body"] is None and event["isBase64Encoded"] is False
+
+
+def test_an_empty_header_value_is_kept():
+    env, body = environ(path="/jobs", headers={"Idempotency-Key": ""})
+
+    assert event_from_environ(env, body)["headers"]["Idempotency-Key"] == ""
+
+
+@pytest.mark.parametrize(
+    ("content_type", "data"), [("application/octet-stream", b"\x00\x01"), ("application/json", b"\xff\xfe")]
+)
+def test_binary_and_non_utf8_bodies_travel_base64_encoded(content_type, data):
+    env, body = environ(method="POST", path="/jobs", data=data, content_type=content_type)
+
+    event = event_from_environ(env, body)
+
+    assert event["isBase64Encoded"] is True
+    assert base64.b64decode(event["body"]) == data
+
+
+def test_the_handlers_response_becomes_the_http_response():
+    seen: list[dict[str, Any]] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        seen.append(event)
+        assert isinstance(context, LocalContext) and 0 < context.get_remaining_time_in_millis() <= 30_000
+        return {
+            "statusCode": 201,
+            "multiValueHeaders": {"Content-Type": ["application/json"], "Set-Cookie": ["a=1", "b=2"]},
+            "headers": {"Location": "/jobs/j_1"},
+            "body": '{"id":"j_1"}',
+            "isBase64Encoded": False,
+        }
+
+    response = Client(ApiWsgiApp(handler)).post("/jobs", json={"name": "x"})
+
+    assert response.status == "201 Created"
+    assert response.json == {"id": "j_1"}
+    assert response.headers["Location"] == "/jobs/j_1"
+    assert response.headers.getlist("Set-Cookie") == ["a=1", "b=2"]
+    assert response.headers["Content-Length"] == str(len(b'{"id":"j_1"}'))
+    assert seen[0]["httpMethod"] == "POST"
+
+
+def test_a_base64_response_is_decoded():
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        body = base64.b64encode(b"\x00bin").decode()
+        return {"statusCode": 200, "headers": {}, "body": body, "isBase64Encoded": True}
+
+    response = Client(ApiWsgiApp(handler)).get("/x")
+
+    assert response.data == b"\x00bin"
+
+
+def test_only_a_bounded_prefix_of_a_huge_body_is_read():
+    sizes: list[int] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        sizes.append(len(event["body"]))
+        return {"statusCode": 413, "headers": {}, "body": "", "isBase64Encoded": False}
+
+    Client(ApiWsgiApp(handler, max_body_bytes=1000)).post(
+        "/jobs", data="x" * 50_000, content_type="application/json"
+    )
+
+    assert sizes == [1001]
+
+
+def test_requests_are_handled_one_at_a_time():
+    active, peak = 0, 0
+    lock = threading.Lock()
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.01)
+        with lock:
+            active -= 1
+        return {"statusCode": 204, "headers": {}, "body": "", "isBase64Encoded": False}
+
+    app = ApiWsgiApp(handler)
+    threads = [threading.Thread(target=lambda: Client(app).get("/jobs")) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert peak == 1
