@@ -4,9 +4,10 @@
 ``aws``/``kubectl`` users expect:
 
 - the API comes from ``--api`` or ``JOBSCHED_API`` (default ``http://127.0.0.1:8080``, local mode); the
-  bearer token from ``--token`` or ``JOBSCHED_TOKEN``, else the dev token local mode saved in
-  ``.jobsched/dev-token`` (searched from the current directory upwards). API Gateway URLs are signed
-  with SigV4 from the standard AWS credential chain instead.
+  bearer token from ``--token`` or ``JOBSCHED_TOKEN``, else (for an API on this machine only) the dev
+  token local mode saved in ``.jobsched/dev-token``, searched from the current directory upwards.
+  API Gateway URLs (``*.execute-api.<region>.amazonaws.com``) are signed with SigV4 from the standard
+  AWS credential chain instead; ``JOBSCHED_SIGV4_REGION`` does the same for a custom domain.
 - tables for people, ``--json`` for scripts (the API's JSON, unchanged);
 - errors: ONE line on stderr (``error: <status> <code>: <message> (field: <field>)``) and a non-zero exit:
   1 for a failed call or rejected input, 2 for a usage error (bad flag value, unreadable file).
@@ -18,6 +19,7 @@ obj={"transport": httpx.WSGITransport(app=...)})``.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +32,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from jobsched.client import DEFAULT_API, ApiError, JobschedClient
+from jobsched.client import DEFAULT_API, ApiError, JobschedClient, is_loopback
 from jobsched.crontab import CRON_JOB_DEFAULTS, Crontab, parse_crontab
 from jobsched.models import JobCreate, JobPatch
 
@@ -85,7 +87,14 @@ def find_dev_token(start: Path | None = None) -> str | None:
 def _client(ctx: typer.Context, api: str, token: str | None) -> Iterator[JobschedClient]:
     """A client for ``api``; turns every ``ApiError`` inside the block into one error line and exit 1."""
     obj = ctx.obj if isinstance(ctx.obj, dict) else {}
-    client = JobschedClient(api, token=token or find_dev_token(), transport=obj.get("transport"))
+    if token is None and is_loopback(api):
+        token = find_dev_token()
+    client = JobschedClient(
+        api,
+        token=token,
+        transport=obj.get("transport"),
+        sigv4_region=os.environ.get("JOBSCHED_SIGV4_REGION") or None,
+    )
     try:
         yield client
     except ApiError as error:

@@ -27,6 +27,7 @@ __all__ = [
     "JobschedClient",
     "SigV4",
     "api_gateway_region",
+    "is_loopback",
 ]
 
 DEFAULT_API = "http://127.0.0.1:8080"
@@ -58,6 +59,12 @@ class ApiUnreachable(ApiError):
         local = urlsplit(base_url).hostname in ("127.0.0.1", "localhost", "::1")
         hint = ": is `jobsched local` running?" if local else f" ({reason})"
         super().__init__(0, "unreachable", f"cannot reach the API at {base_url}{hint}")
+
+
+def is_loopback(url: str) -> bool:
+    """True for an API on this machine (local mode): ``127.0.0.0/8``, ``::1`` or ``localhost``."""
+    host = urlsplit(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def api_gateway_region(url: str) -> str | None:
@@ -114,7 +121,8 @@ class SigV4(httpx.Auth):
 class JobschedClient:
     """Calls of the jobsched API. ``base_url`` is the API root (e.g. ``http://127.0.0.1:8080`` or
     ``https://abc.execute-api.eu-west-1.amazonaws.com/prod``); ``token`` is the local bearer token
-    (ignored for API Gateway URLs, which are SigV4-signed); ``transport`` replaces the network (tests pass
+    (ignored for API Gateway URLs, which are SigV4-signed); ``sigv4_region`` forces SigV4 for a URL that is
+    not recognisably API Gateway (a custom domain); ``transport`` replaces the network (tests pass
     ``httpx.MockTransport`` or ``httpx.WSGITransport``). Every method raises ``ApiError`` on failure.
     """
 
@@ -126,9 +134,10 @@ class JobschedClient:
         transport: httpx.BaseTransport | None = None,
         timeout_s: float = 30.0,
         credentials: Any = None,
+        sigv4_region: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        region = api_gateway_region(self.base_url)
+        region = sigv4_region or api_gateway_region(self.base_url)
         auth: httpx.Auth | None = None
         headers = {"Accept": "application/json", "User-Agent": "jobsched-cli"}
         if region:

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+import typer
 from botocore.credentials import Credentials
+from typer.testing import CliRunner
 
-from jobsched.cli_commands import find_dev_token, system_zone_name
-from jobsched.client import ApiError, JobschedClient, api_gateway_region
+from jobsched.cli_commands import find_dev_token, register, system_zone_name
+from jobsched.client import ApiError, JobschedClient, api_gateway_region, is_loopback
 from jobsched.schedules import get_zone
 
 GATEWAY = "https://abc123defg.execute-api.eu-west-1.amazonaws.com/prod"
@@ -145,3 +147,51 @@ def test_dev_token_is_found_in_a_parent_folder(tmp_path: Path) -> None:
 
 def test_system_zone_is_an_iana_name() -> None:
     assert get_zone(system_zone_name()) is not None
+
+
+def test_custom_domain_is_signed_when_a_region_is_given() -> None:
+    seen, transport = recording()
+    credentials = Credentials("AKIDEXAMPLE", "secret")
+    with JobschedClient(
+        "https://jobs.example.com", transport=transport, credentials=credentials, sigv4_region="eu-central-1"
+    ) as client:
+        client.list_jobs()
+    assert "/eu-central-1/execute-api/aws4_request" in seen[0].headers["Authorization"]
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://127.0.0.1:8080", True),
+        ("http://localhost:9000", True),
+        ("http://[::1]:8080", True),
+        ("https://jobs.example.com", False),
+        (GATEWAY, False),
+    ],
+)
+def test_only_local_apis_count_as_loopback(url: str, local: bool) -> None:
+    assert is_loopback(url) is local
+
+
+def test_the_saved_dev_token_is_never_sent_to_a_remote_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a dev token saved by local mode in the current directory
+    (tmp_path / ".jobsched").mkdir()
+    (tmp_path / ".jobsched" / "dev-token").write_text("dev-secret\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JOBSCHED_TOKEN", raising=False)
+    seen, transport = recording()
+    app = typer.Typer()
+    register(app)
+
+    # When the CLI calls a local API and then a remote one
+    local = CliRunner().invoke(app, ["jobs", "list", "--json"], obj={"transport": transport})
+    remote = CliRunner().invoke(
+        app, ["jobs", "list", "--json", "--api", "https://jobs.example.com"], obj={"transport": transport}
+    )
+
+    # Then only the local call carries it
+    assert local.exit_code == 0 and remote.exit_code == 0
+    assert seen[0].headers["Authorization"] == "Bearer dev-secret"
+    assert "Authorization" not in seen[1].headers
