@@ -32,7 +32,7 @@ from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
     OpenAPIRequestValidationMiddleware,
 )
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, HTTPBearer
-from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from jobsched.adapters.queue import RunQueue
@@ -295,6 +295,7 @@ IdempotencyKey = Annotated[
         "repeats with the same key and request replay the first response for 24 h",
     ),
 ]
+JobId = Annotated[str, Path(description="the job's id (`j_` and 20 hex digits)")]
 Limit = Annotated[int, Query(ge=1, le=100, description="page size, 1-100")]
 Cursor = Annotated[
     str | None, Query(min_length=1, max_length=2048, description="next_cursor of the previous page")
@@ -348,7 +349,7 @@ def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = Non
     tags=["jobs"],
     responses=_responses({200: (Job, "The job")}, 404),
 )
-def get_job(id: str, api: ApiDep, owner: Owner) -> Job:
+def get_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.get_job(owner, id)
 
 
@@ -359,7 +360,7 @@ def get_job(id: str, api: ApiDep, owner: Owner) -> Job:
     tags=["jobs"],
     responses=_responses({200: (Job, "The changed job")}, 404, 409, 413),
 )
-def update_job(id: str, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
+def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
     """Fields given replace the stored ones (``retry`` merges field by field). Changing the schedule,
     timezone, start_at or end_at recomputes ``next_run_at`` from now on."""
     return api.service.update_job(owner, id, body)
@@ -372,7 +373,7 @@ def update_job(id: str, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
     tags=["jobs"],
     responses=_responses({204: (None, "Deleted: no new runs; run history is kept until retention")}, 404),
 )
-def delete_job(id: str, api: ApiDep, owner: Owner) -> Response[None]:
+def delete_job(id: JobId, api: ApiDep, owner: Owner) -> Response[None]:
     api.service.delete_job(owner, id)
     return Response(status_code=HTTPStatus.NO_CONTENT)
 
@@ -384,7 +385,7 @@ def delete_job(id: str, api: ApiDep, owner: Owner) -> Response[None]:
     tags=["jobs"],
     responses=_responses({200: (Job, "The paused job")}, 404, 409),
 )
-def pause_job(id: str, api: ApiDep, owner: Owner) -> Job:
+def pause_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.pause_job(owner, id)
 
 
@@ -395,7 +396,7 @@ def pause_job(id: str, api: ApiDep, owner: Owner) -> Job:
     tags=["jobs"],
     responses=_responses({200: (Job, "The resumed job")}, 404, 409),
 )
-def resume_job(id: str, api: ApiDep, owner: Owner) -> Job:
+def resume_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.resume_job(owner, id)
 
 
@@ -406,7 +407,9 @@ def resume_job(id: str, api: ApiDep, owner: Owner) -> Job:
     tags=["runs"],
     responses=_responses({202: (Run, "The run, queued")}, 404, 409, 422),
 )
-def trigger_job(id: str, api: ApiDep, owner: Owner, idempotency_key: IdempotencyKey = None) -> Response[Run]:
+def trigger_job(
+    id: JobId, api: ApiDep, owner: Owner, idempotency_key: IdempotencyKey = None
+) -> Response[Run]:
     result = api.service.trigger_job(owner, id, idempotency_key=idempotency_key)
     return Response(
         status_code=HTTPStatus.ACCEPTED,
@@ -424,7 +427,7 @@ def trigger_job(id: str, api: ApiDep, owner: Owner, idempotency_key: Idempotency
     responses=_responses({200: (Page[Run], "A page of runs")}, 404),
 )
 def list_runs(
-    id: str,
+    id: JobId,
     api: ApiDep,
     owner: Owner,
     status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,

@@ -232,9 +232,7 @@ class JobService:
 
         Raises ``JobNotFound``; ``InvalidInput(field="cursor")`` for a cursor not of this job's run listing.
         """
-        spec = self.jobs.get_spec(job_id) if _is_job_id(job_id) else None
-        if spec is None or spec.get("owner") != owner:
-            raise JobNotFound(job_id)
+        self._load(owner, job_id)
         before_ms: int | None = None
         if cursor is not None:
             position = decode_cursor(cursor, "runs", owner)
@@ -264,13 +262,15 @@ class JobService:
         for field in sorted(NON_NULLABLE_PATCH_FIELDS & changes.keys()):
             if changes[field] is None:
                 raise InvalidInput(field, f"{field} cannot be null; omit it to keep the current value")
+        if not changes:
+            return self.get_job(owner, job_id)
         retimed = bool(TIMING_FIELDS & changes.keys())
 
         def change(current: Job, sched: dict[str, Any], now_ms: int) -> tuple[Job, int, int | None]:
             merged = current.model_dump(include=set(JobSettings.model_fields))
             for field, value in changes.items():
                 if field == "retry" and isinstance(value, dict):
-                    merged["retry"] = {**merged["retry"], **patch.retry.model_dump(exclude_unset=True)}  # type: ignore[union-attr]
+                    merged["retry"] = {**merged["retry"], **value}
                 else:
                     merged[field] = value
             try:
@@ -307,7 +307,7 @@ class JobService:
             return job, int(sched.get("anchor_at", to_ms(current.created_at))), sched.get("next_run_at")
 
         return self._rewrite(
-            owner, job_id, change, event="job paused" if paused else "job resumed", unless_paused=paused
+            owner, job_id, change, event="job paused" if paused else "job resumed", skip_if_paused=paused
         )
 
     def _rewrite(
@@ -317,18 +317,19 @@ class JobService:
         change: Callable[[Job, dict[str, Any], int], tuple[Job, int, int | None]],
         *,
         event: str,
-        unless_paused: bool | None = None,
+        skip_if_paused: bool | None = None,
     ) -> Job:
         """Read, change and conditionally write a job, retrying when a scheduler or another edit got between.
 
         ``change(current, sched item, now_ms)`` returns ``(job, anchor_at ms, next_run_at ms or None)``.
-        With ``unless_paused`` set, a job already in that paused state is returned unchanged.
+        ``skip_if_paused``: when set, a job whose ``paused`` already equals it is returned unchanged (pause and
+        resume are idempotent).
         """
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             spec, sched = self._load(owner, job_id)
             sched = sched or {}
             current = layout.job_from_items(spec, sched)
-            if unless_paused is not None and current.paused == unless_paused:
+            if skip_if_paused is not None and current.paused == skip_if_paused:
                 return current
             now_ms = self.clock()
             job, anchor_ms, next_run_at_ms = change(current, sched, now_ms)
@@ -384,9 +385,7 @@ class JobService:
         return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
 
     def _trigger(self, owner: str, job_id: str) -> Run:
-        spec = self.jobs.get_spec(job_id) if _is_job_id(job_id) else None
-        if spec is None or spec.get("owner") != owner:
-            raise JobNotFound(job_id)
+        self._load(owner, job_id)
         now_ms = self.clock()
         for slot in range(TRIGGER_SLOTS):
             item = layout.new_run_item(
@@ -422,6 +421,7 @@ class JobService:
         return self.idempotency
 
     def _load(self, owner: str, job_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The owner's job items, read strongly consistent (a job just created is found). Raises ``JobNotFound``."""
         if not _is_job_id(job_id):
             raise JobNotFound(job_id)
         try:
