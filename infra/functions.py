@@ -125,7 +125,7 @@ class Functions(Construct):
         self.worker = self._function(
             _Spec(
                 "worker",
-                "jobsched worker: runs runs",
+                "jobsched worker: runs each run against its target",
                 resources.WORKER_FUNCTION_TIMEOUT_S,
                 infra.worker_memory_mb,
             )

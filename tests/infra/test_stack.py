@@ -454,3 +454,13 @@ def test_outputs_name_the_url_tables_queues_and_topic(synth: Synth) -> None:
 
 def test_template_is_written_to_the_assembly(synth: Synth) -> None:
     assert (Path(synth.outdir) / "manifest.json").is_file()
+
+
+def test_scheduler_reservation_and_log_expiry_can_be_turned_off(tmp_path: Path) -> None:
+    # Given an account still at Lambda's starting quota, and logs kept forever,
+    other = synthesize(tmp_path, {"reserve_scheduler_concurrency": "false", "log_retention_days": "0"})
+    # Then no function reserves concurrency and no log group expires.
+    functions = other.resources("AWS::Lambda::Function").values()
+    assert all("ReservedConcurrentExecutions" not in f["Properties"] for f in functions)
+    groups = other.resources("AWS::Logs::LogGroup").values()
+    assert groups and all("RetentionInDays" not in g["Properties"] for g in groups)
