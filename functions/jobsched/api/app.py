@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -167,8 +168,8 @@ class JobschedResolver(APIGatewayRestResolver):
         self._request_validation_middleware = AdmissionThenValidation()
 
     def openapi_document(self) -> dict[str, Any]:
-        """The OpenAPI 3.1 document, generated from the routes and models (computed once)."""
-        return _openapi_document()
+        """The OpenAPI 3.1 document, generated from the routes and models (computed once; a fresh copy)."""
+        return copy.deepcopy(_openapi_document())
 
 
 app = JobschedResolver()

@@ -89,11 +89,10 @@ class TriggerResult:
     replayed: bool = False
 
 
-def _validation_problem(error: ValidationError, prefix: str = "") -> InvalidInput:
-    """The first pydantic error as ``InvalidInput`` naming its field (``retry.max_attempts``, ``target.url``)."""
+def _validation_problem(error: ValidationError) -> InvalidInput:
+    """The first pydantic error as ``InvalidInput`` naming its field (``retry.max_attempts``, ``start_at``)."""
     first = error.errors()[0]
-    path = [str(p) for p in first["loc"] if isinstance(p, str)]
-    field = ".".join([prefix, *path] if prefix else path) or None
+    field = ".".join(str(p) for p in first["loc"] if isinstance(p, str)) or None
     message = first["msg"].removeprefix("Value error, ")
     return InvalidInput(field, f"{field}: {message}" if field else message)
 

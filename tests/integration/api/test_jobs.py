@@ -265,6 +265,8 @@ def test_patch_validates_the_merged_job(http):
         ({"target": {"type": "shell", "command": "rm -rf /"}}, "target"),
         ({"retry": {"max_attempts": 0}}, "retry.max_attempts"),
         ({"name": "renamed"}, "name"),
+        ({"start_at": "2026-04-01T00:00:00"}, "start_at"),
+        ({"end_at": "2026-03-01T00:00:00Z"}, "end_at"),
     ):
         reply = http("PATCH", f"/jobs/{job['id']}", body=body)
         assert reply.status == 400, body
