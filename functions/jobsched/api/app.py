@@ -6,8 +6,8 @@ validation. Admission runs before validation so that an oversized or unauthentic
 before its body is parsed. The routes only translate between HTTP and the use cases of ``service``; every
 error response comes from ``errors``.
 
-Dependencies come from :func:`get_api` through Powertools ``Depends``; tests swap them with
-``app.dependency_overrides[get_api] = lambda: api``.
+Dependencies come from :func:`get_api` through Powertools ``Depends``; local mode and tests hand in their own
+wiring with :func:`install` (Powertools ``dependency_overrides``).
 
 Powertools keeps the current event on the resolver class, so one process resolves one request at a time
 (as a Lambda execution environment does); ``jobsched.api.wsgi`` serializes requests accordingly.
@@ -34,7 +34,7 @@ from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
 )
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, HTTPBearer
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from jobsched.adapters.queue import RunQueue
 from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
@@ -89,6 +89,15 @@ def get_api() -> Api:
     """The process's API wiring from the environment (cached for the life of the Lambda environment)."""
     region = boto3.session.Session().region_name or "us-east-1"
     return build_api(get_settings(), Aws(region=region))
+
+
+def install(api: Api | None) -> None:
+    """Serve requests with ``api`` instead of :func:`get_api`'s wiring (local mode builds its own with
+    :func:`build_api`; tests too). ``None`` restores the default."""
+    if api is None:
+        app.dependency_overrides.pop(get_api, None)
+    else:
+        app.dependency_overrides[get_api] = lambda: api
 
 
 def current_api() -> Api:
@@ -263,19 +272,48 @@ _ERROR_DESCRIPTIONS = {
 }
 
 
-def _responses(success: dict[int, tuple[type | None, str]], *errors: int) -> dict[int, OpenAPIResponse]:
+_STRING: dict[str, Any] = {"type": "string"}
+_ERROR_HEADERS: dict[int, dict[str, OpenAPIResponseHeader]] = {
+    401: {"WWW-Authenticate": {"description": "the auth scheme to use", "schema": _STRING}},
+    409: {
+        "Retry-After": {
+            "description": "seconds to wait before retrying, when a retry may work",
+            "schema": _STRING,
+        }
+    },
+    429: {"Retry-After": {"description": "seconds to wait before retrying", "schema": _STRING}},
+}
+_REPLAYED: dict[str, OpenAPIResponseHeader] = {
+    REPLAYED_HEADER: {
+        "description": "`true` when this is the stored response of an earlier request with the same Idempotency-Key",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+_LOCATION: dict[str, OpenAPIResponseHeader] = {
+    "Location": {"description": "the new job: /jobs/{id}", "schema": _STRING}
+}
+
+
+def _responses(
+    success: dict[int, tuple[type | None, str]], *errors: int, idempotent: bool = False
+) -> dict[int, OpenAPIResponse]:
+    """The documented responses of a route: its successes (model, description), 400/401/429 and ``errors``."""
     declared: dict[int, OpenAPIResponse] = {}
     for status, (model, description) in success.items():
-        declared[status] = (
-            {"description": description, "content": {"application/json": {"model": model}}}
-            if model is not None
-            else {"description": description}
-        )
+        response: OpenAPIResponse = {"description": description}
+        if model is not None:
+            response["content"] = {"application/json": {"model": model}}
+        headers = {**(_REPLAYED if idempotent else {}), **(_LOCATION if status == HTTPStatus.CREATED else {})}
+        if headers:
+            response["headers"] = headers
+        declared[status] = response
     for status in (400, 401, *errors, 429):
         declared[status] = {
             "description": _ERROR_DESCRIPTIONS[status],
             "content": {"application/json": {"model": ErrorBody}},
         }
+        if status in _ERROR_HEADERS:
+            declared[status]["headers"] = _ERROR_HEADERS[status]
     return declared
 
 
@@ -312,7 +350,11 @@ Cursor = Annotated[
     summary="Register a job",
     tags=["jobs"],
     responses=_responses(
-        {201: (Job, "Created"), 200: (Job, "An identical job already has this name: that job")}, 409, 413, 422
+        {201: (Job, "Created"), 200: (Job, "An identical job already has this name: that job")},
+        409,
+        413,
+        422,
+        idempotent=True,
     ),
 )
 def create_job(
@@ -406,7 +448,7 @@ def resume_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     operation_id="triggerJob",
     summary="Run a job once now, outside its schedule",
     tags=["runs"],
-    responses=_responses({202: (Run, "The run, queued")}, 404, 409, 422),
+    responses=_responses({202: (Run, "The run, queued")}, 404, 409, 422, idempotent=True),
 )
 def trigger_job(
     id: JobId, api: ApiDep, owner: Owner, idempotency_key: IdempotencyKey = None

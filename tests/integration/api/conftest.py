@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from jobsched.api.app import Api, app, build_api, get_api
+from jobsched.api.app import Api, build_api, install
 from jobsched.api.wsgi import LocalContext
 from jobsched.aws import Aws, provision
 from jobsched.clock import FakeClock
@@ -138,7 +138,7 @@ class Http:
         """Rebuild the API with ``settings`` (plus ``updates``) and install it as the handler's dependency."""
         self.settings = settings.model_copy(update=updates)
         self.api = build_api(self.settings, self.aws, clock=self.clock)
-        app.dependency_overrides[get_api] = lambda: self.api
+        install(self.api)
         return self.api
 
     def event(self, method: str, path: str, *, caller: str | None = "alice", **kwargs: Any) -> dict[str, Any]:
@@ -199,4 +199,4 @@ def http(deployment: tuple[Aws, Settings], clock: FakeClock) -> Iterator[Http]:
     """The handler wired to the module's moto deployment, a fake clock, and two fresh teams."""
     aws, settings = deployment
     yield Http(aws, settings, clock)
-    app.dependency_overrides.pop(get_api, None)
+    install(None)

@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
-from jobsched.api.app import app, build_api, get_api
+from jobsched.api.app import build_api, install
 from jobsched.api.wsgi import LocalContext
 from jobsched.models import JobCreate
 
@@ -165,7 +165,7 @@ def test_the_same_key_while_the_first_request_is_in_flight_is_409(http):
         assert inside.wait(10)
         # When: the retry arrives while the first request is still being processed
         in_flight = idempotency_record(http, http.alice_owner, "k-8")
-        app.dependency_overrides[get_api] = lambda: second_env
+        install(second_env)
         retry = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-8"))
     finally:
         release.set()

@@ -26,7 +26,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis.specs.openapi import checks
 
-from jobsched.api.app import app, build_api, get_api
+from jobsched.api.app import app, build_api, install
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.aws import Aws
 from jobsched.models import JobCreate
@@ -56,12 +56,12 @@ def wsgi(
     tokens = tmp_path_factory.mktemp("auth") / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: "team-schemathesis"}))
     api = build_api(base.model_copy(update={"local_tokens_file": str(tokens)}), aws)
-    app.dependency_overrides[get_api] = lambda: api
+    install(api)
     wsgi_app = schema.app
     request = JobCreate.model_validate({"name": "seeded", "schedule": "*/5 * * * *", "command": "echo"})
     seeded = api.service.create_job("team-schemathesis", request).job
     yield wsgi_app, seeded.id
-    app.dependency_overrides.pop(get_api, None)
+    install(None)
 
 
 # The document is generated from the routes and models alone (no AWS), so it is loaded at collection;

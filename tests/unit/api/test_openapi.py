@@ -132,3 +132,15 @@ def test_job_models_carry_the_spec_field_names():
 )
 def test_allowed_methods_follow_the_document(path, methods):
     assert allowed_methods(path) == methods
+
+
+def test_response_headers_are_documented():
+    create = DOC["paths"]["/jobs"]["post"]["responses"]
+    trigger = DOC["paths"]["/jobs/{id}/trigger"]["post"]["responses"]
+
+    assert set(create["201"]["headers"]) == {"Location", "Idempotent-Replayed"}
+    assert set(create["200"]["headers"]) == {"Idempotent-Replayed"}
+    assert set(trigger["202"]["headers"]) == {"Idempotent-Replayed"}
+    assert "Retry-After" in create["409"]["headers"] and "Retry-After" in create["429"]["headers"]
+    assert "WWW-Authenticate" in create["401"]["headers"]
+    assert "headers" not in DOC["paths"]["/jobs/{id}"]["get"]["responses"]["200"]
