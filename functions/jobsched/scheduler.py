@@ -118,7 +118,7 @@ class TickLimits:
     max_jobs: int = 1000
     max_runs_per_job: int = 100
     skip_rows_max: int = 10
-    skip_chunk: int = 2000
+    skip_chunk: int = 1000
     backlog_buckets: int = 60
     page_size: int = 500
     threads: int = 16

@@ -54,13 +54,13 @@ def build_scheduler_loop(
         jobs=JobStore(aws.table(settings.jobs_table)),
         runs=RunStore(aws.table(settings.runs_table)),
         queue=RunQueue(aws.sqs, settings.run_queue_url),
-        control=ControlStore(aws.table(settings.control_table)),
+        control=ControlStore(aws.dynamodb, settings.control_table),
         settings=settings,
         clock=clock,
         limits=limits,
     )
     lease = LeaderLease(
-        ControlStore(aws.table(settings.control_table)),
+        ControlStore(aws.dynamodb, settings.control_table),
         partition,
         holder or new_holder_id(),
         clock=clock,

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.lease import LeaseRecord
 from jobsched.store.dynamo import is_condition_failure
 from jobsched.store.layout import plain
+
+_deserializer = TypeDeserializer()
 
 
 def lease_key(partition: int) -> dict[str, str]:
@@ -26,19 +29,49 @@ def watermark_key(partition: int) -> dict[str, str]:
     return {"pk": f"watermark#{partition}"}
 
 
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
 class ControlStore:
     """DynamoDB adapter of the CONTROL table (``resources.CONTROL``): implements ``lease.LeaseStore``
-    and the scheduler's ``WatermarkStore``. ``table`` is a boto3 ``Table`` resource. Every method is
-    1 request; conditional writes return False when refused and raise ``ClientError`` otherwise."""
+    and the scheduler's ``WatermarkStore``.
 
-    def __init__(self, table: Any) -> None:
-        self.table = table
+    ``client`` is a low-level boto3 DynamoDB client (``Aws.dynamodb``, not a resource's client: every
+    contender calls this once a second, so it skips the resource layer), ``table_name`` the CONTROL table's
+    name. Every method is 1 request; conditional writes return False when refused and raise
+    ``ClientError`` otherwise.
+    """
+
+    def __init__(self, client: Any, table_name: str) -> None:
+        self.client = client
+        self.name = table_name
+
+    def _key(self, key: dict[str, str]) -> dict[str, dict[str, str]]:
+        return {"pk": _s(key["pk"])}
+
+    def _get(self, key: dict[str, str]) -> dict[str, Any] | None:
+        item = self.client.get_item(TableName=self.name, Key=self._key(key), ConsistentRead=True).get("Item")
+        return {k: _deserializer.deserialize(v) for k, v in item.items()} if item else None
+
+    def _conditional(self, operation: str, **kwargs: Any) -> bool:
+        try:
+            getattr(self.client, operation)(TableName=self.name, **kwargs)
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True
 
     # --- leases ---------------------------------------------------------------------------------
 
     def read_lease(self, partition: int) -> LeaseRecord | None:
         """The lease record of ``partition`` (strongly consistent read), or None."""
-        item = self.table.get_item(Key=lease_key(partition), ConsistentRead=True).get("Item")
+        item = self._get(lease_key(partition))
         if not item:
             return None
         item = plain(item)
@@ -47,14 +80,20 @@ class ControlStore:
     def take_lease(self, record: LeaseRecord, *, previous: LeaseRecord | None, now_ms: int) -> bool:
         """Write a new holder's lease if the stored one is still ``previous`` (same term) and has expired
         by ``now_ms``; with ``previous=None``, only if no lease exists yet."""
+        item = {
+            "pk": _s(lease_key(record.partition)["pk"]),
+            "holder": _s(record.holder),
+            "term": _n(record.term),
+            "expires_at": _n(record.expires_at),
+        }
         if previous is None:
-            condition = "attribute_not_exists(pk)"
-            values: dict[str, Any] = {}
-        else:
-            condition = "#term = :previous AND expires_at < :now"
-            values = {":previous": previous.term, ":now": now_ms}
-        return self._write(
-            record, condition, values, names={"#term": "term"} if previous is not None else None
+            return self._conditional("put_item", Item=item, ConditionExpression="attribute_not_exists(pk)")
+        return self._conditional(
+            "put_item",
+            Item=item,
+            ConditionExpression="#term = :previous AND expires_at < :now",
+            ExpressionAttributeNames={"#term": "term"},
+            ExpressionAttributeValues={":previous": _n(previous.term), ":now": _n(now_ms)},
         )
 
     def renew_lease(self, record: LeaseRecord) -> bool:
@@ -65,69 +104,35 @@ class ControlStore:
         """Expire the held lease now (``expires_at = 0``), if holder and term are unchanged."""
         return self._update_expiry(record, 0)
 
-    def _write(
-        self, record: LeaseRecord, condition: str, values: dict[str, Any], names: dict[str, str] | None
-    ) -> bool:
-        kwargs: dict[str, Any] = {
-            "Item": {
-                **lease_key(record.partition),
-                "holder": record.holder,
-                "term": record.term,
-                "expires_at": record.expires_at,
-            },
-            "ConditionExpression": condition,
-        }
-        if values:
-            kwargs["ExpressionAttributeValues"] = values
-        if names:
-            kwargs["ExpressionAttributeNames"] = names
-        try:
-            self.table.put_item(**kwargs)
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise
-        return True
-
     def _update_expiry(self, record: LeaseRecord, expires_at: int) -> bool:
-        try:
-            self.table.update_item(
-                Key=lease_key(record.partition),
-                UpdateExpression="SET expires_at = :expires",
-                ConditionExpression="holder = :holder AND #term = :term",
-                ExpressionAttributeNames={"#term": "term"},
-                ExpressionAttributeValues={
-                    ":expires": expires_at,
-                    ":holder": record.holder,
-                    ":term": record.term,
-                },
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise
-        return True
+        return self._conditional(
+            "update_item",
+            Key=self._key(lease_key(record.partition)),
+            UpdateExpression="SET expires_at = :expires",
+            ConditionExpression="holder = :holder AND #term = :term",
+            ExpressionAttributeNames={"#term": "term"},
+            ExpressionAttributeValues={
+                ":expires": _n(expires_at),
+                ":holder": _s(record.holder),
+                ":term": _n(record.term),
+            },
+        )
 
     # --- watermarks -----------------------------------------------------------------------------
 
     def read_watermark(self, partition: int) -> int | None:
         """The stored watermark bucket of ``partition`` (strongly consistent), or None."""
-        item = self.table.get_item(Key=watermark_key(partition), ConsistentRead=True).get("Item")
+        item = self._get(watermark_key(partition))
         return int(item["bucket"]) if item else None
 
     def advance_watermark(self, partition: int, bucket: int, *, term: int, now_ms: int) -> bool:
         """Store ``bucket`` as the watermark if it is ahead of the stored one and no newer term wrote it
         (or none exists). Watermarks never move back."""
-        try:
-            self.table.update_item(
-                Key=watermark_key(partition),
-                UpdateExpression="SET #bucket = :bucket, #term = :term, updated_at = :now",
-                ConditionExpression="attribute_not_exists(pk) OR (#bucket < :bucket AND #term <= :term)",
-                ExpressionAttributeNames={"#bucket": "bucket", "#term": "term"},
-                ExpressionAttributeValues={":bucket": bucket, ":term": term, ":now": now_ms},
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise
-        return True
+        return self._conditional(
+            "update_item",
+            Key=self._key(watermark_key(partition)),
+            UpdateExpression="SET #bucket = :bucket, #term = :term, updated_at = :now",
+            ConditionExpression="attribute_not_exists(pk) OR (#bucket < :bucket AND #term <= :term)",
+            ExpressionAttributeNames={"#bucket": "bucket", "#term": "term"},
+            ExpressionAttributeValues={":bucket": _n(bucket), ":term": _n(term), ":now": _n(now_ms)},
+        )

@@ -37,6 +37,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.results: list[tuple[str, tuple[Any, ...], Any]] = []
         self.before: dict[str, Callable[..., None]] = {}
         self.after: dict[str, Callable[..., None]] = {}
 
@@ -62,6 +63,7 @@ class Wrapped:
             if name in recorder.before:
                 recorder.before[name](*args, **kwargs)
             value = target(*args, **kwargs)
+            recorder.results.append((name, args, value))
             if name in recorder.after:
                 recorder.after[name](*args, **kwargs)
             return value
@@ -109,7 +111,7 @@ class Harness:
 
     @property
     def control(self) -> ControlStore:
-        return ControlStore(self.aws.table(self.settings.control_table))
+        return ControlStore(self.aws.dynamodb, self.settings.control_table)
 
     # --- jobs ---------------------------------------------------------------------------------
 
@@ -185,19 +187,21 @@ class Harness:
             jobs=Wrapped(jobs or JobStore(self.aws.table(settings.jobs_table)), recorder),
             runs=Wrapped(runs or RunStore(self.aws.table(settings.runs_table)), recorder),
             queue=Wrapped(queue or RunQueue(self.aws.sqs, settings.run_queue_url), recorder),
-            control=Wrapped(ControlStore(self.aws.table(settings.control_table)), recorder),
+            control=Wrapped(ControlStore(self.aws.dynamodb, settings.control_table), recorder),
             settings=settings,
             clock=self.clock,
             limits=limits or TickLimits(threads=4),
         )
         lease = LeaderLease(
-            Wrapped(ControlStore(self.aws.table(settings.control_table)), recorder),
+            Wrapped(ControlStore(self.aws.dynamodb, settings.control_table), recorder),
             partition,
             holder,
             clock=self.clock,
             ttl_ms=int(settings.lease_ttl_s * 1000),
         )
-        contender = Contender(SchedulerLoop(scheduler, lease, clock=self.clock, sleep=self.clock.sleep), recorder)
+        contender = Contender(
+            SchedulerLoop(scheduler, lease, clock=self.clock, sleep=self.clock.sleep), recorder
+        )
         self.contenders.append(contender)
         return contender
 
@@ -239,7 +243,8 @@ class Harness:
                 return found
             found.extend(RunMessage.parse(m["Body"]) for m in got)
             sqs.delete_message_batch(
-                QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)],
             )
 
 

@@ -1,13 +1,36 @@
-"""The tick against moto: runs created once, enqueued, jobs moved from scheduled_for; the index's edges."""
+"""The tick against moto: runs created once, enqueued, jobs moved from scheduled_for; the index's edges; the
+adapters' failures; requests per run; the watermark."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from jobsched.adapters.queue import RunMessage
+import pytest
+from botocore.exceptions import ClientError
+
+from jobsched.adapters.queue import QueueSendError, RunMessage
 from jobsched.models import RunStatus, from_ms
-from jobsched.scheduler import TickLimits
-from jobsched.schedules import jitter_offset_ms
+from jobsched.scheduler import WATERMARK_MARGIN_MS, TickLimits
+from jobsched.store import layout
+
+
+def throttled(*_: Any, **__: Any) -> None:
+    raise ClientError(
+        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Op"
+    )
+
+
+def count_requests(harness: Any) -> Counter[str]:
+    """Count every AWS request made through the harness's clients (botocore event hooks)."""
+    counts: Counter[str] = Counter()
+
+    def hook(model: Any, **_: Any) -> None:
+        counts[model.name] += 1
+
+    for client in (harness.aws.dynamodb, harness.aws.dynamodb_resource.meta.client, harness.aws.sqs):
+        client.meta.events.register("before-call.*.*", hook)
+    return counts
 
 
 def test_due_job_gets_one_run_enqueued_and_moves_from_scheduled_for(harness: Any) -> None:
@@ -18,7 +41,7 @@ def test_due_job_gets_one_run_enqueued_and_moves_from_scheduled_for(harness: Any
     # When the scheduler ticks once a second for 25 s (5 ms after each boundary)
     results = harness.run_seconds(a, 25)
 
-    # Then the fires T0+10 s, +20 s ran once each (T0 itself was due at creation: the first tick finds it)
+    # Then the fires T0, T0+10 s, T0+20 s ran once each
     fires = [r["scheduled_for"] for r in harness.runs_of(job.id)]
     assert fires == [harness.T0, harness.T0 + 10_000, harness.T0 + 20_000]
     assert all(r["status"] == RunStatus.QUEUED.value for r in harness.runs_of(job.id))
@@ -28,3 +51,230 @@ def test_due_job_gets_one_run_enqueued_and_moves_from_scheduled_for(harness: Any
     assert sum(r.enqueued for r in results) == 3
     # The run due at T0 was found by the tick at T0+1.005 s; the others 5 ms after their instant
     assert [late for r in results for late in r.dispatch_lateness_ms] == [1005, 5, 5]
+
+
+def test_one_off_leaves_the_index_after_its_run(harness: Any) -> None:
+    job = harness.add("at 2026-03-02T10:00:03Z")
+    harness.run_seconds(harness.contender(), 10)
+    assert [r["scheduled_for"] for r in harness.runs_of(job.id)] == [harness.T0 + 3000]
+    sched = harness.sched(job.id)
+    assert "next_run_at" not in sched and "due_pk" not in sched and "due_at" not in sched
+
+
+def test_paused_and_deleted_jobs_are_not_run(harness: Any) -> None:
+    paused = harness.add("every 1 second", paused=True)
+    deleted = harness.add("every 1 second")
+    harness.jobs.delete(layout.spec_item(deleted))
+    kept = harness.add("every 1 second")
+    harness.run_seconds(harness.contender(), 5)
+    assert harness.runs_of(paused.id) == [] and harness.runs_of(deleted.id) == []
+    assert len(harness.runs_of(kept.id)) == 6  # T0 .. T0+5 s
+
+
+def test_a_job_paused_during_the_tick_is_not_put_back_in_the_index(harness: Any) -> None:
+    job = harness.add("every 1 minute")
+    a = harness.contender()
+
+    def pause_it(*_: Any, **__: Any) -> None:  # the API pauses the job while the tick is running
+        table = harness.aws.table(harness.settings.jobs_table)
+        table.update_item(
+            Key={"pk": layout.job_pk(job.id), "sk": layout.SCHED_SK},
+            UpdateExpression="SET paused = :t REMOVE due_pk, due_at",
+            ExpressionAttributeValues={":t": True},
+        )
+
+    a.recorder.before["move"] = pause_it
+    (result,) = harness.run_seconds(a, 1)
+    assert result.conflicts == 1 and result.moved == 0
+    sched = harness.sched(job.id)
+    assert "due_pk" not in sched and sched["paused"] is True
+    harness.run_seconds(a, 120)
+    assert len(harness.runs_of(job.id)) == 1  # the fire that was due when it was read; nothing after
+
+
+def test_a_job_deleted_during_the_tick_is_not_recreated_by_the_move(harness: Any) -> None:
+    job = harness.add("every 1 minute")
+    a = harness.contender()
+    a.recorder.before["move"] = lambda *_, **__: harness.jobs.delete(layout.spec_item(job))
+    (result,) = harness.run_seconds(a, 1)
+    assert result.conflicts == 1
+    table = harness.aws.table(harness.settings.jobs_table)
+    assert "Item" not in table.get_item(Key={"pk": layout.job_pk(job.id), "sk": layout.SCHED_SK})
+
+
+def test_end_at_stops_the_job(harness: Any) -> None:
+    job = harness.add("every 10 seconds", end_at=from_ms(harness.T0 + 25_000))
+    harness.run_seconds(harness.contender(), 60)
+    assert [r["scheduled_for"] for r in harness.runs_of(job.id)] == [
+        harness.T0 + k * 10_000 for k in range(3)
+    ]
+    assert "due_pk" not in harness.sched(job.id)
+
+
+def test_requests_per_run_stay_under_target(harness: Any) -> None:
+    # Given 200 jobs due in the same second
+    harness.add_many(200, "* * * * *")
+    a = harness.contender()
+    harness.run_seconds(a, 1)  # acquire the lease, load the watermark, run T0's fires
+    harness.drain()
+    harness.clock.now_ms = harness.T0 + 58_000
+    assert harness.run_seconds(a, 1)[0].due == 0  # an idle tick just before the next fire
+    counts = count_requests(harness)
+
+    # When the tick at T0+60 s runs all 200 (lease renewal included)
+    (result,) = harness.run_seconds(a, 1)
+
+    # Then: 200 puts, 200 moves, 20 batches of 10, one renewal, and one query per shard for each of two
+    # buckets (the previous minute's stays open for the watermark margin)
+    assert result.created == 200 and result.enqueued == 200 and result.moved == 200
+    assert counts["PutItem"] == 200 and counts["UpdateItem"] == 201 and counts["SendMessageBatch"] == 20
+    assert counts["Query"] == 2 * harness.settings.due_shards
+    assert set(counts) == {"PutItem", "UpdateItem", "SendMessageBatch", "Query"}
+    assert sum(counts.values()) / 200 <= 2.3
+
+
+def test_refused_messages_leave_the_job_due_and_the_next_tick_enqueues_them(harness: Any) -> None:
+    job = harness.add("every 1 minute")
+    a = harness.contender()
+
+    def refuse(messages: list[RunMessage]) -> None:
+        raise QueueSendError(list(messages))
+
+    a.recorder.before["send"] = refuse
+    (first,) = harness.run_seconds(a, 1)
+    assert first.created == 1 and first.enqueued == 0 and first.moved == 0
+    assert first.lag_ms > 0  # the fire is due and not enqueued
+    del a.recorder.before["send"]
+    (second,) = harness.run_seconds(a, 1)
+    assert second.existing == 1 and second.reenqueued == 1 and second.enqueued == 1 and second.moved == 1
+    assert second.lag_ms == 0
+    assert [m.scheduled_for for m in harness.drain()] == [harness.T0]
+    assert len(harness.runs_of(job.id)) == 1
+
+
+def test_a_failed_send_request_is_retried_next_tick(harness: Any) -> None:
+    harness.add("every 1 minute")
+    a = harness.contender()
+    a.recorder.before["send"] = throttled
+    (first,) = harness.run_seconds(a, 1)
+    assert first.enqueued == 0 and first.moved == 0
+    del a.recorder.before["send"]
+    (second,) = harness.run_seconds(a, 1)
+    assert second.enqueued == 1 and second.moved == 1
+
+
+def test_a_failed_put_leaves_the_job_due_for_the_next_tick(harness: Any) -> None:
+    job = harness.add("every 1 minute")
+    a = harness.contender()
+    a.recorder.before["put_new"] = throttled
+    (first,) = harness.run_seconds(a, 1)
+    assert first.created == 0 and first.moved == 0 and harness.runs_of(job.id) == []
+    del a.recorder.before["put_new"]
+    (second,) = harness.run_seconds(a, 1)
+    assert second.created == 1 and second.moved == 1
+    assert [m.scheduled_for for m in harness.drain()] == [harness.T0]
+
+
+def test_a_failed_move_is_retried_without_a_second_run(harness: Any) -> None:
+    job = harness.add("every 1 minute")
+    a = harness.contender()
+    a.recorder.before["move"] = throttled
+    (first,) = harness.run_seconds(a, 1)
+    assert first.created == 1 and first.moved == 0 and first.errors == 0
+    del a.recorder.before["move"]
+    (second,) = harness.run_seconds(a, 1)
+    assert second.created == 0 and second.existing == 1 and second.moved == 1
+    assert len(harness.runs_of(job.id)) == 1
+    assert harness.sched(job.id)["next_run_at"] == harness.T0 + 60_000
+
+
+def test_a_stale_index_entry_is_handled_once_and_refused(harness: Any) -> None:
+    # Given the index still returns a job's previous entry next to its current one (GSIs lag)
+    job = harness.add("every 1 second")
+    a = harness.contender()
+    harness.run_seconds(a, 1)
+    stale = {**harness.sched(job.id), "next_run_at": harness.T0, "due_at": harness.T0}
+
+    real_query = harness.jobs.query_due
+
+    class StaleJobs:
+        def __init__(self) -> None:
+            self.inner = harness.jobs
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def query_due(self, due_pk: str, up_to_ms: int, *args: Any) -> Any:
+            items, key = real_query(due_pk, up_to_ms, *args)
+            return ([stale] if due_pk == stale["due_pk"] else []) + items, key
+
+    b = harness.contender("b", jobs=StaleJobs())
+    a.lease.release()
+    (result,) = harness.run_seconds(b, 1)
+    # Then the stale entry (older) is the one planned: its run exists, its move is refused; no duplicate
+    assert result.existing >= 1 and result.conflicts == 1
+    fires = [r["scheduled_for"] for r in harness.runs_of(job.id)]
+    assert len(fires) == len(set(fires))
+
+
+def test_at_most_max_jobs_per_tick_oldest_first(harness: Any) -> None:
+    ids = harness.add_many(25, "every 1 minute")
+    a = harness.contender(limits=TickLimits(max_jobs=10, threads=2))
+    results = harness.run_seconds(a, 3)
+    assert [r.due for r in results] == [10, 10, 5]
+    assert {m.job_id for m in harness.drain()} == set(ids)
+    assert results[0].lag_ms > 0 and results[2].lag_ms == 0
+
+
+def test_the_watermark_advances_only_over_drained_buckets(harness: Any) -> None:
+    bucket_ms = harness.settings.due_bucket_s * 1000
+    job = harness.add("every 1 minute")
+    a = harness.contender()
+    a.recorder.before["move"] = throttled  # the job can't move: its bucket stays undrained
+    harness.run_seconds(a, 1)
+    harness.clock.now_ms = harness.T0 + 3 * bucket_ms
+    harness.run_seconds(a, 1)
+    # The empty bucket before the job's advanced; the job's own bucket holds the watermark
+    assert a.scheduler.watermark == harness.T0 // bucket_ms
+    assert harness.control.read_watermark(0) == harness.T0 // bucket_ms
+    # Once it moves, the watermark passes its bucket, but only up to buckets ended > margin ago
+    del a.recorder.before["move"]
+    (result,) = harness.run_seconds(a, 1)
+    assert result.moved == 1
+    now = harness.clock()
+    assert a.scheduler.watermark == (now - WATERMARK_MARGIN_MS) // bucket_ms
+    assert harness.control.read_watermark(0) == a.scheduler.watermark
+    assert len(harness.runs_of(job.id)) == 4  # T0 .. T0+3 min, caught up
+
+
+def test_a_new_partition_starts_its_watermark_at_its_oldest_entry(harness: Any) -> None:
+    # Given a job registered ten minutes before any scheduler ever ran
+    job = harness.add("at 2026-03-02T10:00:30Z")
+    harness.clock.advance(600_000)
+    a = harness.contender()
+    harness.run_seconds(a, 1)
+    assert a.scheduler.watermark is not None
+    assert [r["scheduled_for"] for r in harness.runs_of(job.id)] == [harness.T0 + 30_000]
+
+
+def test_a_schedule_that_no_longer_parses_is_recorded_and_leaves_the_index(harness: Any) -> None:
+    job = harness.add("every 1 minute")
+    table = harness.aws.table(harness.settings.jobs_table)
+    table.update_item(
+        Key={"pk": layout.job_pk(job.id), "sk": layout.SCHED_SK},
+        UpdateExpression="SET #tz = :bad",
+        ExpressionAttributeNames={"#tz": "timezone"},
+        ExpressionAttributeValues={":bad": "Mars/Olympus_Mons"},
+    )
+    harness.run_seconds(harness.contender(), 1)
+    (row,) = harness.runs_of(job.id)
+    assert row["status"] == RunStatus.SKIPPED.value and "schedule error" in row["error"]
+    assert "due_pk" not in harness.sched(job.id)
+
+
+def test_tick_requires_leadership(harness: Any) -> None:
+    a = harness.contender()
+    with pytest.raises(RuntimeError):
+        a.scheduler.tick(harness.clock(), a.lease)
+    with pytest.raises(ValueError):
+        harness.contender(partition=harness.settings.scheduler_partitions)
