@@ -39,10 +39,18 @@ def new_session() -> boto3.session.Session:
 
 @dataclass
 class Aws:
-    """Lazily created boto3 clients of one session/region (``endpoint_url`` for a moto server)."""
+    """Lazily created boto3 clients of one session/region (``endpoint_url`` for a moto server).
 
-    region: str = "us-east-1"
+    ``region`` None means the standard chain (``AWS_REGION`` in Lambda, ``AWS_DEFAULT_REGION``, the config
+    file), falling back to us-east-1 only where nothing names one.
+    """
+
+    region: str | None = None
     endpoint_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.region is None:
+            self.region = new_session().region_name or "us-east-1"
 
     def _client(self, service: str) -> Any:
         return new_session().client(

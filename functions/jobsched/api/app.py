@@ -25,7 +25,6 @@ from functools import lru_cache
 from http import HTTPStatus
 from typing import Annotated, Any
 
-import boto3
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
@@ -87,8 +86,7 @@ def build_api(settings: Settings, aws: Aws, *, clock: Callable[[], int] = system
 @lru_cache(maxsize=1)
 def get_api() -> Api:
     """The process's API wiring from the environment (cached for the life of the Lambda environment)."""
-    region = boto3.session.Session().region_name or "us-east-1"
-    return build_api(get_settings(), Aws(region=region))
+    return build_api(get_settings(), Aws())
 
 
 def install(api: Api | None) -> None:
