@@ -1,0 +1,44 @@
+"""An idle tick costs the same requests with 100 and with 5,000 jobs (SPEC section 4)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+
+def count_requests(harness: Any) -> Counter[str]:
+    counts: Counter[str] = Counter()
+
+    def hook(model: Any, **_: Any) -> None:
+        counts[model.name] += 1
+
+    for client in (harness.aws.dynamodb, harness.aws.dynamodb_resource.meta.client, harness.aws.sqs):
+        client.meta.events.register("before-call.*.*", hook)
+    return counts
+
+
+def idle_tick(harness: Any, contender: Any, at: int) -> Counter[str]:
+    counts = count_requests(harness)
+    counts.clear()
+    harness.clock.now_ms = at
+    result = contender.step()
+    assert result is not None and result.due == 0
+    return Counter(counts)
+
+
+def test_idle_tick_cost_does_not_grow_with_the_number_of_jobs(harness: Any) -> None:
+    # Given 100 jobs: half due later in the current bucket, half tomorrow
+    harness.add_many(50, "at 2026-03-02T10:00:55Z")
+    harness.add_many(50, "0 3 * * *")
+    a = harness.contender()
+    harness.clock.now_ms = harness.T0 + 20_000
+    a.step()  # acquire the lease and load the watermark
+    with_100 = idle_tick(harness, a, harness.T0 + 30_000)
+
+    # When 4,900 more are added the same way
+    harness.add_many(2450, "at 2026-03-02T10:00:55Z")
+    harness.add_many(2450, "0 3 * * *")
+    with_5000 = idle_tick(harness, a, harness.T0 + 40_000)
+
+    # Then the idle tick makes the same requests: one query per shard of the current bucket, one renewal
+    assert with_100 == with_5000 == Counter({"Query": harness.settings.due_shards, "UpdateItem": 1})
