@@ -1,4 +1,4 @@
-"""Three schedulers competing over 1,100 simulated seconds, with random pauses (between steps and in the
+"""Three schedulers competing over 1,000 simulated seconds, with random pauses (between steps and in the
 middle of a write), lease expiries, takeovers and crashes: every fire runs exactly once, none early."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from jobsched.models import from_ms, to_ms
 from jobsched.scheduler import TickLimits
 from jobsched.schedules import jitter_offset_ms, parse_schedule
 
-SECONDS = 1100
+SECONDS = 1000
 
 
 class Crash(BaseException):
@@ -33,18 +33,17 @@ class MemoryQueue:
 
 def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) -> None:
     rng = random.Random(20260302)
-    settings = harness.settings.model_copy(update={"due_shards": 1})
+    settings = harness.settings.model_copy(update={"due_shards": 1, "due_bucket_s": 600})
     harness.settings = settings
     clock: FakeClock = harness.clock
     t0 = harness.T0
     jobs = [
-        harness.add("every 3 seconds"),
+        harness.add("every 5 seconds"),
         harness.add("every 7 seconds"),
-        harness.add("*/10 * * * * *"),
         harness.add("*/15 * * * * *", jitter_s=10),
         harness.add("* * * * *", jitter_s=30),
         harness.add("at 2026-03-02T10:05:00Z"),
-        harness.add("every 4 seconds", end_at=from_ms(t0 + 600_000)),
+        harness.add("every 6 seconds", end_at=from_ms(t0 + 600_000)),
         harness.add("*/20 * * * * *", timezone="Europe/Berlin"),
     ]
     queue = MemoryQueue(clock)
@@ -151,7 +150,7 @@ def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) ->
             fire = schedule.next_fire(fire)
         total_expected += len(expected)
         assert sorted(by_job.get(job.id, [])) == expected, job.schedule  # zero missed, zero extra
-    assert len(rows) == total_expected > 900
+    assert len(rows) == total_expected > 500
     # No run before its time: enqueued (and sent) at or after its dispatch instant
     assert all(row["enqueued_at"] >= row["dispatch_at"] >= row["scheduled_for"] for row in rows)
     dispatch = {(r["job_id"], r["scheduled_for"]): r["dispatch_at"] for r in rows}
