@@ -300,7 +300,8 @@ class TickResult:
     due for the next tick after an error; ``lag_ms``: age of the oldest due fire not enqueued when the tick
     ended (0 when none); ``dispatch_lateness_ms``: per enqueued new run, enqueue time minus dispatch
     instant; ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
-    bucket the watermark stands at after the tick; ``queries``: due-index requests made.
+    bucket the watermark stands at after the tick; ``queries``: due-index requests made; ``malformed``:
+    due entries that could not be read (logged as errors, ignored).
     """
 
     now: int
@@ -319,6 +320,7 @@ class TickResult:
     aborted: bool = False
     watermark: int | None = None
     queries: int = 0
+    malformed: int = 0
 
 
 @dataclass
@@ -330,6 +332,10 @@ class _JobWork:
     new_runs: set[int] = field(default_factory=set)
     failed: bool = False
     sent: bool = True
+
+
+def _entry_key(item: dict[str, Any]) -> tuple[str, str, str]:
+    return (str(item.get("job_id")), str(item.get("due_pk")), str(item.get("due_at")))
 
 
 @dataclass
@@ -372,6 +378,7 @@ class Scheduler:
         self.limits = limits or TickLimits()
         self.bucket_ms = settings.due_bucket_s * 1000
         self._watermark: int | None = None
+        self._ignored: set[tuple[str, str, str]] = set()  # malformed entries: (job_id, due_pk, due_at)
         self._pool = ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
         )
@@ -422,9 +429,10 @@ class Scheduler:
         put costs the same 1 request (the existing row comes back with the refusal). Skipped fires cost one
         PutItem per row (at most ``limits.skip_rows_max`` rows, else one summary row).
 
-        Never raises for a job's or the queue's errors (the job stays due and is retried next tick; its
-        bucket is not drained). Raises only what the guard raises outside a write phase: none; a lost
-        lease ends the tick early with ``aborted=True``. Requires :meth:`on_leadership` first.
+        A job's write errors and the queue's errors do not raise: the job stays due (its bucket undrained)
+        and the next tick retries it. A lost lease ends the tick early with ``aborted=True`` and no further
+        writes. Raises RuntimeError before :meth:`on_leadership`, and the due-index read's errors (the loop
+        logs them and steps again a second later).
         """
         if self._watermark is None:
             raise RuntimeError("tick() before on_leadership(): no watermark loaded")
@@ -436,15 +444,17 @@ class Scheduler:
             self._save(works, now_ms, guard, result)
             self._enqueue(works, guard, result)
             self._move(works, now_ms, guard, result)
+            result.errors = sum(1 for work in works if work.failed or not work.sent)
             self._advance_watermark(reads, works, now_ms, guard, result)
             self._measure_lag(reads, works, now_ms, result)
         except LeaseLost as lost:
             result.aborted = True
             logger.warning("tick aborted: lease lost", partition=self.partition, reason=str(lost))
         result.watermark = self._watermark
-        if result.due or result.errors or result.aborted:
+        if result.due or result.errors or result.aborted or result.malformed:
             logger.info(
                 "tick",
+                malformed=result.malformed,
                 partition=self.partition,
                 now=now_ms,
                 term=result.term,
@@ -518,8 +528,11 @@ class Scheduler:
             try:
                 job = DueJob.from_item(item)
             except (KeyError, TypeError, ValueError) as error:
-                logger.error("malformed due entry", job_id=item.get("job_id"), error=str(error))
-                result.errors += 1
+                # Written by no code path of ours: report it and leave it where it is, without letting it hold
+                # the watermark (the poll would otherwise read ever more buckets).
+                logger.error("malformed due entry ignored", job_id=item.get("job_id"), error=str(error))
+                result.malformed += 1
+                self._ignored.add(_entry_key(item))
                 continue
             try:
                 plan = plan_fires(job, now_ms, self.limits)
@@ -732,7 +745,9 @@ class Scheduler:
                 or (target + 1) * self.bucket_ms + WATERMARK_MARGIN_MS > now_ms
             ):
                 break
-            if not all(self._entry_done(item, handled) for item in read.items):
+            if not all(
+                self._entry_done(item, handled) or _entry_key(item) in self._ignored for item in read.items
+            ):
                 break
             target += 1
         if target <= self._watermark:

@@ -166,7 +166,7 @@ def test_a_failed_put_leaves_the_job_due_for_the_next_tick(harness: Any) -> None
     a = harness.contender()
     a.recorder.before["put_new"] = throttled
     (first,) = harness.run_seconds(a, 1)
-    assert first.created == 0 and first.moved == 0 and harness.runs_of(job.id) == []
+    assert first.created == 0 and first.moved == 0 and first.errors == 1 and harness.runs_of(job.id) == []
     del a.recorder.before["put_new"]
     (second,) = harness.run_seconds(a, 1)
     assert second.created == 1 and second.moved == 1
@@ -178,7 +178,7 @@ def test_a_failed_move_is_retried_without_a_second_run(harness: Any) -> None:
     a = harness.contender()
     a.recorder.before["move"] = throttled
     (first,) = harness.run_seconds(a, 1)
-    assert first.created == 1 and first.moved == 0 and first.errors == 0
+    assert first.created == 1 and first.moved == 0 and first.errors == 1
     del a.recorder.before["move"]
     (second,) = harness.run_seconds(a, 1)
     assert second.created == 0 and second.existing == 1 and second.moved == 1
@@ -325,9 +325,14 @@ def test_a_malformed_due_entry_is_logged_and_left_alone(harness: Any) -> None:
         ExpressionAttributeValues={":bad": "sometimes"},
     )
     good = harness.add("every 1 minute")
-    (result,) = harness.run_seconds(harness.contender(), 1)
-    assert result.errors == 1 and result.created == 1
+    a = harness.contender()
+    (result,) = harness.run_seconds(a, 1)
+    assert result.malformed == 1 and result.created == 1 and result.errors == 0
     assert harness.runs_of(job.id) == [] and len(harness.runs_of(good.id)) == 1
+    # It does not hold the watermark back once its bucket is over
+    harness.clock.now_ms = harness.T0 + 5 * 60_000
+    (later,) = harness.run_seconds(a, 1)
+    assert later.watermark == (harness.clock() - WATERMARK_MARGIN_MS) // 60_000
 
 
 def test_a_far_behind_watermark_is_read_in_bounded_steps_oldest_first(harness: Any) -> None:
