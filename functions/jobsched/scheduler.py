@@ -334,6 +334,14 @@ class _JobWork:
     sent: bool = True
 
 
+LOOK_BEHIND_MS = 300_000
+"""Once per bucket period the poll also re-reads the buckets this far behind the watermark (one query per
+shard per bucket, amortized over the period: with the defaults, 20 queries a minute). A safety net for an
+entry written behind the watermark after it advanced: a writer whose clock is off by more than the margin, or
+a deposed leader's move whose request was held up for longer than the margin. Such an entry is then found
+(late, but found) instead of never again."""
+
+
 def _entry_key(item: dict[str, Any]) -> tuple[str, str, str]:
     return (str(item.get("job_id")), str(item.get("due_pk")), str(item.get("due_at")))
 
@@ -379,6 +387,7 @@ class Scheduler:
         self.bucket_ms = settings.due_bucket_s * 1000
         self._watermark: int | None = None
         self._ignored: set[tuple[str, str, str]] = set()  # malformed entries: (job_id, due_pk, due_at)
+        self._looked_behind_at: int | None = None  # the bucket period of the last look-behind read
         self._pool = ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
         )
@@ -424,8 +433,9 @@ class Scheduler:
         Requests per run: 1 conditional PutItem (runs table) + 1 UpdateItem moving the job (one per job
         per tick, shared by all the fires a catching-up job runs in that tick) + 1/10 SendMessageBatch
         = 2.1, plus per tick one Query per shard per undrained bucket (``due_shards`` x 1-2 buckets with the
-        defaults: 4-8) and, in the loop, one lease renewal, amortized over the tick's runs (about 2.16 at
-        100 runs a second). An idle tick costs the queries alone, whatever the number of jobs. A refused
+        defaults: 4-8; plus, once a minute, ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, one lease
+        renewal, amortized over the tick's runs (about 2.16 at 100 runs a second). An idle tick costs the
+        queries alone, whatever the number of jobs. A refused
         put costs the same 1 request (the existing row comes back with the refusal). Skipped fires cost one
         PutItem per row (at most ``limits.skip_rows_max`` rows, else one summary row).
 
@@ -474,13 +484,22 @@ class Scheduler:
     # --- 1. read ---------------------------------------------------------------------------------
 
     def _buckets(self, now_ms: int) -> list[int]:
+        """Buckets to read, oldest first: the look-behind (on the first tick past each bucket's middle, and on a
+        new leader's first tick), then from the watermark to now (bounded by ``limits.backlog_buckets`` plus
+        the newest two when far behind)."""
         assert self._watermark is not None
         newest = now_ms // self.bucket_ms
         oldest = min(self._watermark, newest)
+        behind: list[int] = []
+        period = (now_ms - self.bucket_ms // 2) // self.bucket_ms  # mid-bucket: away from round-time bursts
+        if self._looked_behind_at != period:
+            self._looked_behind_at = period
+            width = max(1, -(-LOOK_BEHIND_MS // self.bucket_ms))
+            behind = list(range(max(0, oldest - width), oldest))
         if newest - oldest + 1 <= self.limits.backlog_buckets + 2:
-            return list(range(oldest, newest + 1))
+            return [*behind, *range(oldest, newest + 1)]
         backlog = list(range(oldest, oldest + self.limits.backlog_buckets))
-        return [*backlog, newest - 1, newest]
+        return [*behind, *backlog, newest - 1, newest]
 
     def _read_due(self, now_ms: int, result: TickResult) -> list[_BucketRead]:
         """Query every (bucket, shard) in parallel, following pages while under ``limits.max_jobs``."""
@@ -669,6 +688,9 @@ class Scheduler:
                 return
             plan, job = work.plan, work.plan.job
             nxt = plan.next_run_at
+            term = guard.check()
+            # The bucket from the clock at the write (not the tick's start): a move delayed within the tick
+            # still lands at or after the current bucket, never behind a watermark that advanced meanwhile.
             due = (
                 due_attributes(
                     job.job_id,
@@ -676,12 +698,11 @@ class Scheduler:
                     partition=self.partition,
                     shards=self.settings.due_shards,
                     bucket_ms=self.bucket_ms,
-                    now_ms=now_ms,
+                    now_ms=max(now_ms, self.clock()),
                 )
                 if nxt is not None
                 else None
             )
-            term = guard.check()
             try:
                 self.jobs.move(
                     job.job_id, expected_next_run_at=job.next_run_at, term=term, next_run_at=nxt, due=due

@@ -33,12 +33,14 @@ def test_idle_tick_cost_does_not_grow_with_the_number_of_jobs(harness: Any) -> N
     a = harness.contender()
     harness.clock.now_ms = harness.T0 + 20_000
     a.step()  # acquire the lease and load the watermark
-    with_100 = idle_tick(harness, a, harness.T0 + 30_000)
+    harness.clock.now_ms = harness.T0 + 30_000
+    a.step()  # the once-a-minute look-behind (mid-bucket)
+    with_100 = idle_tick(harness, a, harness.T0 + 40_000)
 
     # When 4,900 more are added the same way
     harness.add_many(2450, "at 2026-03-02T10:00:55Z")
     harness.add_many(2450, "0 3 * * *")
-    with_5000 = idle_tick(harness, a, harness.T0 + 40_000)
+    with_5000 = idle_tick(harness, a, harness.T0 + 50_000)
 
     # Then the idle tick makes the same requests: one query per shard of the current bucket, one renewal
     assert with_100 == with_5000 == Counter({"Query": harness.settings.due_shards, "UpdateItem": 1})
