@@ -108,10 +108,10 @@ def test_runs_retries_dead_letters_two_schedulers_restart_and_sigkill(
     printed = re.findall(r"run  tick\s+(\S+)\s+succeeded", first.output() + "\n" + second.output())
     assert len(printed) == len(set(printed))
 
-    # When a job is registered, a snapshot is taken (every 2 s when changed), and the process is SIGKILLed
+    # When a job is registered, saved (changes are flushed every 2 s), and the process is SIGKILLed
     survivor = create(second, {"name": "survivor", "schedule": "@daily", "command": "echo"})
-    state = second.data_dir / "state.json"
-    wait_for("a snapshot with the job", lambda: survivor["id"] in state.read_text(), timeout_s=10)
+    saved = lambda: any(survivor["id"] in f.read_text() for f in second.data_dir.glob("state*"))  # noqa: E731
+    wait_for("the job in the saved state", saved, timeout_s=10)
     assert second.stop(signal.SIGKILL) == -signal.SIGKILL
     third = local("--workers", "1")
 

@@ -1,4 +1,4 @@
-"""What local mode prints: one line per run outcome (from the runs table's stream) and one per alert.
+"""What local mode prints: one line per run outcome (from the write journal) and one per alert.
 
 Run line: ``run  <job name>  <scheduled_for>  <status>  try <attempt>  late <lateness>  [error]``, printed
 when a run reaches ``succeeded``, ``retrying``, ``dead`` or ``skipped``. Alert line: ``ALERT`` and what the
@@ -16,7 +16,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from jobsched.local.state import TableMirror
+from jobsched.local.state import Change, TableMirror
 from jobsched.observability import logger
 
 Emit = Callable[[str], None]
@@ -65,26 +65,19 @@ class RunPrinter:
         item = self.mirror.items.get("Jobs", {}).get(key)
         return str(item["name"]["S"]) if item and "name" in item else job_id
 
-    def __call__(self, table_id: str, records: list[dict[str, Any]]) -> None:
-        if table_id != "Runs":
-            return
-        for record in records:
-            change = record.get("dynamodb", {})
-            if "NewImage" not in change:
+    def __call__(self, changes: list[Change]) -> None:
+        for change in changes:
+            if change.table_id != "Runs" or change.new is None:
                 continue
-            new = _plain(change["NewImage"])
-            old_status = _plain(change["OldImage"]).get("status") if "OldImage" in change else None
+            new = _plain(change.new)
+            old = _plain(change.old) if change.old else {}
             status = new.get("status")
-            if status in OUTCOMES and (
-                status != old_status or (status == "retrying" and self._new_try(change))
+            if status not in OUTCOMES:
+                continue
+            if status != old.get("status") or (
+                status == "retrying" and new.get("attempt") != old.get("attempt")
             ):
                 self.emit(format_run(new, self.job_name(str(new.get("job_id")))))
-
-    @staticmethod
-    def _new_try(change: dict[str, Any]) -> bool:
-        old = _plain(change.get("OldImage", {}))
-        new = _plain(change["NewImage"])
-        return bool(old.get("attempt") != new.get("attempt"))
 
 
 _TEXT_KEYS = {"owner": "owner", "run id": "run_id", "attempts": "attempt"}

@@ -9,7 +9,7 @@ What runs, each in its own thread(s):
 - ``--workers N`` pollers feeding the run queue to the worker Lambda handler the way Lambda's SQS event
   source does (``local.event_source``);
 - the sweeper Lambda handler each minute;
-- the stream pump (run outcome lines), the alert printer and the snapshotter (``local.state``).
+- the change pump (run outcome lines), the alert printer and the snapshotter (``local.state``).
 
 Durability: the tables are restored from ``<data dir>/state.json`` at start and saved every 2 s when they
 changed, and at a graceful stop (SIGINT/SIGTERM: schedulers stop, workers finish the batch in hand, then a
@@ -20,6 +20,7 @@ unfinished runs (queued, retrying, running) are put on the run queue again.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
@@ -28,6 +29,7 @@ import secrets
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from logging.handlers import RotatingFileHandler
@@ -39,7 +41,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from jobsched.adapters.queue import MAX_DELAY_S, RunMessage, RunQueue
 from jobsched.clock import Clock, system_clock
 from jobsched.local.demo import demo_jobs
-from jobsched.local.embedded_aws import REGION, isolate_from_aws, serialize_dynamodb
+from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_bookkeeping, serialize_dynamodb
 from jobsched.local.event_source import LocalLambdaContext, SqsEventSource
 from jobsched.local.printer import AlertPrinter, RunPrinter
 from jobsched.local.server import ApiServer
@@ -49,6 +51,7 @@ from jobsched.local.state import (
     Snapshotter,
     StateFileError,
     TableMirror,
+    WriteJournal,
     read_state,
     restore,
 )
@@ -57,14 +60,47 @@ from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
 
 DEV_TOKEN_FILE = "dev-token"
 LOG_FILE = "local.log"
+METRICS_FILE = "metrics.log"
 TOKENS_FILE = "tokens.json"
 LOCAL_OWNER = "local"
 PREFIX = "jobsched"
 _deserializer = TypeDeserializer()
 
 
-def _print(line: str) -> None:
-    print(line, flush=True)
+class _LinesToLog(io.TextIOBase):
+    """A ``sys.stdout`` stand-in sending each complete line to ``log`` (per-thread line buffers).
+
+    Powertools Metrics prints its EMF documents to stdout; in local mode they go to a rotating file, and the
+    terminal keeps the run and alert lines.
+    """
+
+    def __init__(self, log: logging.Logger) -> None:
+        super().__init__()
+        self._log = log
+        self._local = threading.local()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, rest = (getattr(self._local, "buffer", "") + text).split("\n")
+        for line in lines:
+            if line:
+                self._log.info(line)
+        self._local.buffer = rest
+        return len(text)
+
+
+def _rotating_logger(name: str, path: Path) -> logging.Logger:
+    log = logging.getLogger(name)
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+    handler = RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    return log
 
 
 @dataclass
@@ -72,7 +108,8 @@ class LocalConfig:
     """Options of ``jobsched local`` (see the CLI) plus knobs tests turn.
 
     ``settings`` are extra ``Settings`` values (field name -> value) on top of local mode's own
-    (shell and loopback HTTP targets on, the tokens file); ``emit`` receives every printed line.
+    (shell and loopback HTTP targets on, the tokens file); ``emit`` receives every line meant for the
+    terminal (default: the process's stdout as it was at start).
     """
 
     port: int = 8080
@@ -84,10 +121,10 @@ class LocalConfig:
     host: str = "127.0.0.1"
     snapshot_interval_s: float = 2.0
     sweep_interval_s: float = 60.0
-    stream_poll_s: float = 0.5
+    change_poll_s: float = 0.5
     log_level: str = "INFO"
     settings: dict[str, Any] = field(default_factory=dict)
-    emit: Callable[[str], None] = _print
+    emit: Callable[[str], None] | None = None
     clock: Clock = system_clock
 
     def __post_init__(self) -> None:
@@ -217,12 +254,22 @@ class LocalRuntime:
         self.token = ""
         self.restored: dict[str, int] = {}
         self._mock: Any = None
+        self._wrapper: Any = None
         self._snapshotter: Snapshotter | None = None
         self._stop_scheduling = threading.Event()
         self._stop_workers = threading.Event()
         self._stop_rest = threading.Event()
         self._threads: dict[str, list[threading.Thread]] = {"scheduling": [], "workers": [], "rest": []}
         self._stopped = False
+        self._console = sys.stdout
+        self._redirected: Any = None
+
+    def emit(self, line: str) -> None:
+        """One line for the terminal (``LocalConfig.emit``, or the stdout the process started with)."""
+        if self.config.emit is not None:
+            self.config.emit(line)
+        else:
+            print(line, file=self._console, flush=True)
 
     @property
     def url(self) -> str:
@@ -236,7 +283,7 @@ class LocalRuntime:
         loop runs."""
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        first_start = not self.state_path.exists()
+        first_start = not self.state_path.exists() and not any(config.data_dir.glob("state.*.changes"))
         saved = read_state(self.state_path)
         tokens_path, self.token, generated = prepare_tokens(config.data_dir, config.tokens_file)
         from jobsched.api.wsgi import ApiWsgiApp
@@ -255,7 +302,11 @@ class LocalRuntime:
         from jobsched.settings import get_settings
 
         isolate_from_aws()
-        serialize_dynamodb()
+        wrapper = serialize_dynamodb()
+        if wrapper is None:
+            raise RuntimeError(
+                "this moto version is not supported by local mode (see jobsched.local.embedded_aws)"
+            )
         self._mock = mock_aws()
         self._mock.start()
         aws = Aws(region=REGION)
@@ -268,9 +319,16 @@ class LocalRuntime:
         }
         os.environ.update(env)
         os.environ.update({name.upper(): _env_text(value) for name, value in knobs.items()})
-        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
         os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "jobsched")
+        # a scheduler tick without runs flushes no metric: Powertools warns each time; not news here
+        warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
         route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
+        # EMF metrics (Powertools prints them) to a rotating file; the terminal keeps the run lines
+        self._console = sys.stdout
+        self._redirected = _LinesToLog(
+            _rotating_logger("jobsched.local.stdout", config.data_dir / METRICS_FILE)
+        )
+        sys.stdout = self._redirected
         get_settings.cache_clear()
         settings = get_settings()
 
@@ -282,18 +340,18 @@ class LocalRuntime:
             "runs": len(restored_items.get(RUNS.id, [])),
         }
 
-        import boto3
-
-        from jobsched.local.state import streams_client
-
-        mirror = TableMirror(aws.dynamodb, streams_client(boto3.session.Session(), REGION), table_names)
-        mirror.enable_streams()
+        journal = WriteJournal(Aws(region=REGION).dynamodb, table_names)
+        mirror = TableMirror(journal, aws.dynamodb, table_names)
         for table_id, items in restored_items.items():
             mirror.load(table_id, items)
-        mirror.listeners.append(RunPrinter(mirror, config.emit))
+        wrapper.observer = journal.record
+        self._wrapper = wrapper
+        mirror.listeners.append(RunPrinter(mirror, self.emit))
+        mirror.needs_base = bool(saved)  # expired items dropped and leases released: save a fresh generation
         self._snapshotter = Snapshotter(
             mirror, self.state_path, interval_s=config.snapshot_interval_s, clock=config.clock
         )
+        self._snapshotter.remove_stale_logs()
 
         requeue = unfinished_messages(
             restored_items.get(RUNS.id, []), now_ms=now, heartbeat_stale_s=settings.heartbeat_stale_s
@@ -302,7 +360,7 @@ class LocalRuntime:
             RunQueue(aws.sqs, settings.run_queue_url).send(requeue)
 
         alerts = AlertPrinter(
-            aws.sqs, aws.sns, settings.alerts_topic_arn, f"{PREFIX}-local-alerts", config.emit
+            aws.sqs, aws.sns, settings.alerts_topic_arn, f"{PREFIX}-local-alerts", self.emit
         )
 
         self.server.start()
@@ -310,7 +368,7 @@ class LocalRuntime:
         self._start_schedulers(settings, aws)
         self._start_workers(settings, aws)
         self._spawn("rest", "sweeper", self._sweep_loop)
-        self._spawn("rest", "stream-pump", self._pump_loop, mirror)
+        self._spawn("rest", "change-pump", self._pump_loop, mirror)
         self._spawn("rest", "alerts", alerts.run, self._stop_rest)
         self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
 
@@ -367,14 +425,20 @@ class LocalRuntime:
                 return
 
     def _pump_loop(self, mirror: TableMirror) -> None:
-        while not self._stop_rest.wait(self.config.stream_poll_s):
+        """Apply the write journal (printing run lines) twice a second; every ~5 s let moto forget the
+        objects it tracks (``release_moto_bookkeeping``), so memory follows the data, not the traffic."""
+        polls = 0
+        while not self._stop_rest.wait(self.config.change_poll_s):
+            polls += 1
             try:
                 mirror.poll()
+                if polls % max(1, round(5 / self.config.change_poll_s)) == 0:
+                    release_moto_bookkeeping()
             except Exception:
-                logger.exception("stream pump failed; retrying")
+                logger.exception("change pump failed; retrying")
 
     def _banner(self, generated: bool, requeue: list[RunMessage]) -> None:
-        emit, config = self.config.emit, self.config
+        emit, config = self.emit, self.config
         restored = ""
         if any(self.restored.values()):
             jobs, runs = self.restored["jobs"], self.restored["runs"]
@@ -392,7 +456,7 @@ class LocalRuntime:
         emit(
             f"{config.schedulers} scheduler loop(s), {config.workers} worker(s), sweeper every "
             f"{config.sweep_interval_s:g} s, snapshot every {config.snapshot_interval_s:g} s; "
-            f"logs in {config.data_dir / LOG_FILE}; Ctrl-C stops"
+            f"logs in {config.data_dir / LOG_FILE}, metrics in {config.data_dir / METRICS_FILE}; Ctrl-C stops"
         )
 
     def _register_demo(self) -> None:
@@ -402,16 +466,16 @@ class LocalRuntime:
 
         bodies = demo_jobs(self.url)
         if not bodies:
-            self.config.emit("demo: no events/demo folder next to this installation; no demo jobs")
+            self.emit("demo: no events/demo folder next to this installation; no demo jobs")
             return
         with JobschedClient(self.url, token=self.token, transport=httpx.HTTPTransport(retries=3)) as client:
             for body in bodies:
                 try:
                     job, _ = client.create_job(body)
                 except ApiError as error:
-                    self.config.emit(f"demo: {body.get('name')}: {error}")
+                    self.emit(f"demo: {body.get('name')}: {error}")
                 else:
-                    self.config.emit(
+                    self.emit(
                         f"demo: registered {job['name']} ({job['schedule']}), next run {job.get('next_run_at')}"
                     )
 
@@ -437,9 +501,13 @@ class LocalRuntime:
             except Exception:
                 logger.exception("final snapshot failed")
                 self._snapshotter.save_if_changed()
+        if self._wrapper is not None:
+            self._wrapper.observer = None
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+        if self._redirected is not None and sys.stdout is self._redirected:
+            sys.stdout = self._console
 
     def emergency_save(self) -> None:
         """Best-effort save of the changes seen so far (a second Ctrl-C)."""
@@ -488,7 +556,7 @@ def run_forever(config: LocalConfig) -> None:
     def on_signal(number: int, frame: Any) -> None:
         signals["count"] += 1
         if signals["count"] > 1:
-            config.emit("second signal: saving and exiting now")
+            runtime.emit("second signal: saving and exiting now")
             runtime.emergency_save()
             os._exit(130)
         stop.set()
@@ -501,10 +569,10 @@ def run_forever(config: LocalConfig) -> None:
             raise ValueError(str(error)) from error
         while not stop.wait(0.5):
             pass
-        config.emit("stopping: finishing runs in progress (Ctrl-C again to exit now)...")
+        runtime.emit("stopping: finishing runs in progress (Ctrl-C again to exit now)...")
     finally:
         runtime.stop()
         for number, handler in previous.items():
             signal.signal(number, handler)
-    config.emit(f"stopped; state saved in {runtime.state_path}")
+    runtime.emit(f"stopped; state saved in {runtime.state_path}")
     sys.stdout.flush()

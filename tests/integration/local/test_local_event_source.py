@@ -6,13 +6,14 @@ import json
 import threading
 from typing import Any
 
-import boto3
 import pytest
+from moto import mock_aws
 
 from jobsched.aws import Aws, provision
+from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.local.event_source import LocalLambdaContext, SqsEventSource
 from jobsched.local.printer import AlertPrinter, RunPrinter, format_alert, format_run
-from jobsched.local.state import TableMirror, streams_client
+from jobsched.local.state import TableMirror, WriteJournal
 from jobsched.resources import TABLES
 
 
@@ -148,11 +149,28 @@ def test_context_counts_down() -> None:
     assert context.invoked_function_arn.endswith(":function:f")
 
 
-def test_run_lines_name_the_job_and_each_outcome_once(aws: Aws) -> None:
+def test_run_lines_name_the_job_and_each_outcome_once(aws_credentials: None) -> None:
+    wrapper = serialize_dynamodb()
+    assert wrapper is not None
+    with mock_aws():
+        try:
+            lines = print_run_story(wrapper, Aws())
+        finally:
+            wrapper.observer = None
+    assert lines == [
+        "run  nightly                       2027-01-15T08:00:00Z  retrying   try 1  late -  error: exit status 1",
+        "run  nightly                       2027-01-15T08:00:00Z  succeeded  try 2  late 0.25s",
+        "run  j_gone                        1970-01-01T00:00:00.005Z  skipped    try 0  late -  (3 fires)",
+    ]
+
+
+def print_run_story(wrapper: Any, aws: Aws) -> list[str]:
+    """A run's life written to the runs table, with the printer listening; returns the printed lines."""
     env = provision(aws, prefix="print")
     tables = {t.id: env[t.env_var] for t in TABLES}
-    mirror = TableMirror(aws.dynamodb, streams_client(boto3.session.Session(), "us-east-1"), tables)
-    mirror.enable_streams()
+    journal = WriteJournal(Aws().dynamodb, tables)
+    wrapper.observer = journal.record
+    mirror = TableMirror(journal, aws.dynamodb, tables)
     lines: list[str] = []
     mirror.listeners.append(RunPrinter(mirror, lines.append))
     jobs, runs = aws.table(tables["Jobs"]), aws.table(tables["Runs"])
@@ -169,12 +187,7 @@ def test_run_lines_name_the_job_and_each_outcome_once(aws: Aws) -> None:
     runs.update_item(Key=key, UpdateExpression="SET heartbeat_at = :h", ExpressionAttributeValues={":h": 5})
     runs.put_item(Item={"job_id": "j_gone", "scheduled_for": 5, "status": "skipped", "skipped_count": 3})
     mirror.poll()
-
-    assert lines == [
-        "run  nightly                       2027-01-15T08:00:00Z  retrying   try 1  late -  error: exit status 1",
-        "run  nightly                       2027-01-15T08:00:00Z  succeeded  try 2  late 0.25s",
-        "run  j_gone                        1970-01-01T00:00:00.005Z  skipped    try 0  late -  (3 fires)",
-    ]
+    return lines
 
 
 def test_format_run_marks_manual_runs() -> None:
