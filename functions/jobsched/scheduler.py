@@ -19,11 +19,25 @@ One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick
 The lease is checked before every write (``LeaderLease.check``), so a leader whose lease ran out by its own
 clock stops writing; see ``jobsched.lease`` for the residual window and why it cannot duplicate a run.
 
-Decision (documented, tested): when a run's put is refused because the run exists and the existing row is
-still ``queued``, the tick enqueues it again. That row is either a crash between save and enqueue (the
-next tick then recovers it in a second, instead of the sweeper's minutes) or a run enqueued moments ago
-whose move did not land; a second message is harmless because workers claim a run with a conditional
-update (``queued -> running``) and drop a delivery that loses the claim.
+Decisions (each tested):
+
+- Re-enqueue: when a run's put is refused because the run exists and the existing row is still ``queued``,
+  the tick enqueues it again. That row is either a crash between save and enqueue (the next tick then
+  recovers it in a second, instead of the sweeper's minutes) or a run enqueued moments ago whose move did
+  not land; a second message is harmless because workers claim a run with a conditional update
+  (``queued -> running``) and drop a delivery that loses the claim. A job whose message SQS refused is not
+  moved, so the next tick takes this path for it.
+- Catch-up: a job runs several missed fires in one tick, oldest first, at most
+  ``TickLimits.max_runs_per_job``; it is then moved to its next (still past) fire, which puts it in the
+  current bucket, and the next tick continues. A one-second job after an hour of downtime thus never holds
+  up the other jobs, and its catch-up costs ~1.1 requests per run (one move per tick, not per fire).
+- Skipped fires: one row each up to ``TickLimits.skip_rows_max``, else one summary row (at the first
+  skipped fire, with ``skipped_count``); rates are counted arithmetically, cron fires in bounded chunks.
+- Index lag: a GSI may still return a job's previous entry after a move; the tick plans each job once per
+  tick, and an entry whose fires already exist costs a refused put and a refused move, never a duplicate.
+- Watermark: advanced only over buckets read to the end, all of whose entries were handled, and ended at
+  least ``WATERMARK_MARGIN_MS`` ago; a look-behind (``LOOK_BEHIND_MS``) re-reads recently drained buckets
+  once a minute as a safety net against late writers.
 """
 
 from __future__ import annotations
@@ -956,6 +970,7 @@ def run_scheduler_loop(loop: SchedulerLoop, *, keep_going: Callable[[], bool]) -
 
 
 __all__ = [
+    "LOOK_BEHIND_MS",
     "ON_TIME_TOLERANCE_MS",
     "WATERMARK_MARGIN_MS",
     "DueJob",
