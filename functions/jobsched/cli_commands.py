@@ -613,7 +613,8 @@ def system_zone_name() -> str:
         return "UTC"
     marker = "/zoneinfo/"
     if marker in target:
-        return target.split(marker, 1)[1]
+        name = target.split(marker, 1)[1]
+        return name.removeprefix("posix/").removeprefix("right/")
     return "UTC"
 
 
