@@ -11,11 +11,15 @@ What runs, each in its own thread(s):
 - the sweeper Lambda handler each minute;
 - the change pump (run outcome lines), the alert printer and the snapshotter (``local.state``).
 
-Durability: the tables are restored from ``<data dir>/state.json`` at start and saved every 2 s when they
-changed, and at a graceful stop (SIGINT/SIGTERM: schedulers stop, workers finish the batch in hand, then a
-final snapshot). A SIGKILL loses at most the last ~2.5 s of writes. After a restart, fires missed while
+Durability (``local.state``): the tables are restored from ``<data dir>/state.json`` and its change log at
+start; every write is journaled and the changes are saved every 2 s, compacted into a new snapshot now and
+then, and a final snapshot is written at a graceful stop (SIGINT/SIGTERM: schedulers stop, workers finish
+the batch in hand). A SIGKILL loses at most the last ~2.5 s of writes. After a restart, fires missed while
 stopped follow each job's ``missed`` policy (the scheduler works from the stored ``next_run_at``), and
 unfinished runs (queued, retrying, running) are put on the run queue again.
+
+The terminal gets one line per run outcome and per alert; structured logs go to ``<data dir>/local.log``
+and EMF metrics to ``<data dir>/metrics.log``.
 """
 
 from __future__ import annotations
