@@ -27,7 +27,7 @@ def test_daily_berlin_job_runs_exactly_once_per_day(
     harness: Any, first_day: str, days: int, expected_local: list[str]
 ) -> None:
     # Given the job registered at local midnight of the first day; one-hour buckets, one shard, a lease that
-    # outlives the (sparse, every 20 simulated minutes) steps
+    # outlives the (sparse, every 30 simulated minutes) steps
     harness.settings = harness.settings.model_copy(
         update={"due_bucket_s": 3600, "due_shards": 1, "lease_ttl_s": 7200}
     )
@@ -36,10 +36,10 @@ def test_daily_berlin_job_runs_exactly_once_per_day(
     job = harness.add("0 2 * * *", timezone="Europe/Berlin")
     a = harness.contender()
 
-    # When the scheduler steps every 20 minutes for five days
+    # When the scheduler steps every 30 minutes for five days
     end = start + days * 86400_000
     while harness.clock() < end:
-        harness.clock.advance(20 * 60_000)
+        harness.clock.advance(30 * 60_000)
         a.step()
 
     # Then there is exactly one run per local day, at the ISC-cron instant of that day
