@@ -1,0 +1,152 @@
+"""Shared set-up of the benchmarks: a quiet in-process moto with every resource, and jobs written fast.
+
+Jobs are written as their items (``jobsched.store.layout.spec_item``/``sched_item``) with the table's
+``batch_writer``, not through the API: the benchmarks measure the scheduler and the workers, and 20,000
+registrations through the API would take longer than everything else together.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from jobsched.models import CommandTarget, Job, from_ms, to_ms
+
+T0 = to_ms(datetime(2026, 3, 2, 0, 0, tzinfo=UTC))
+"""A midnight (UTC, a Monday): the simulated "now" the benchmarks start from (epoch ms)."""
+
+FAKE_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "bench",
+    "AWS_SECRET_ACCESS_KEY": "bench",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+QUIET_ENV = {
+    "POWERTOOLS_METRICS_DISABLED": "true",
+    "POWERTOOLS_LOG_LEVEL": "ERROR",
+    "POWERTOOLS_SERVICE_NAME": "jobsched",
+}
+
+
+def quiet_environment() -> None:
+    """Fake AWS credentials (nothing can reach a real account) and quiet Powertools (no EMF lines, errors
+    only). Call before importing the handlers."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        os.environ.pop(name, None)
+    os.environ.update(FAKE_AWS_ENV)
+    os.environ.update(QUIET_ENV)
+    from jobsched.observability import logger
+
+    logger.setLevel("ERROR")
+
+
+@dataclass
+class Backend:
+    """An in-process moto with every table, queue and topic of ``jobsched.resources``."""
+
+    settings: Any  # jobsched.settings.Settings
+    env: dict[str, str]
+
+    @property
+    def tables(self) -> dict[str, Any]:
+        """Table name -> its ``jobsched.resources.TableDef``."""
+        from jobsched.resources import TABLES
+
+        return {self.env[t.env_var]: t for t in TABLES}
+
+
+@contextmanager
+def moto_backend(**settings: Any) -> Iterator[Backend]:
+    """Start ``moto.mock_aws``, provision every resource, and yield a ``Backend`` whose ``settings`` carry
+    the resource names plus ``settings`` overrides."""
+    from moto import mock_aws
+
+    from jobsched.aws import Aws, provision
+    from jobsched.settings import Settings
+
+    quiet_environment()
+    with mock_aws():
+        env = provision(Aws(), prefix="bench")
+        yield Backend(Settings.model_validate({**{k.lower(): v for k, v in env.items()}, **settings}), env)
+
+
+def make_job(
+    index: int,
+    schedule: str,
+    *,
+    created_at_ms: int,
+    input_bytes: int = 0,
+    jitter_s: int = 0,
+    prefix: str = "j_bench",
+) -> Job:
+    """A job with a no-op command target (``echo``) and, if ``input_bytes`` > 0, an ``input`` whose JSON is
+    exactly that many bytes."""
+    return Job(
+        id=f"{prefix}{index:08d}",
+        name=f"bench-{index}",
+        owner="bench",
+        schedule=schedule,
+        target=CommandTarget(name="echo"),
+        input=padded_input(input_bytes) if input_bytes else None,
+        jitter_s=jitter_s,
+        created_at=from_ms(created_at_ms),
+        updated_at=from_ms(created_at_ms),
+    )
+
+
+def padded_input(size: int) -> dict[str, str]:
+    """``{"pad": "xxx..."}`` whose compact JSON is ``size`` bytes (at least 12)."""
+    return {"pad": "x" * max(0, size - len('{"pad":""}'))}
+
+
+def sched_of(job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None = None) -> dict[str, Any]:
+    """The scheduling item the API would write for ``job`` at ``now_ms``: first fire from the schedule
+    (rates anchored at ``created_at``) unless ``next_run_at_ms`` is given."""
+    from jobsched.schedules import parse_schedule
+    from jobsched.store import layout
+
+    anchor = job.start_at or job.created_at
+    if next_run_at_ms is None:
+        first = parse_schedule(job.schedule, job.timezone, start_at=anchor, end_at=job.end_at).first_fire(
+            from_ms(now_ms)
+        )
+        next_run_at_ms = to_ms(first) if first is not None else None
+    return layout.sched_item(
+        job,
+        anchor_at_ms=to_ms(anchor),
+        next_run_at_ms=next_run_at_ms,
+        partition=layout.partition_of(job.id, settings.scheduler_partitions),
+        shards=settings.due_shards,
+        bucket_ms=settings.due_bucket_s * 1000,
+        now_ms=now_ms,
+    )
+
+
+def write_items(table: Any, items: Sequence[dict[str, Any]]) -> None:
+    """Write ``items`` with the table's batch writer (25 per request)."""
+    with table.batch_writer() as batch:
+        for item in items:
+            batch.put_item(Item=item)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) by the nearest-rank method; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(q * len(ordered))))
+    return float(ordered[rank - 1])
+
+
+def quantiles(values: Sequence[float]) -> dict[str, float | None]:
+    """``{"p50", "p99", "max"}`` of ``values`` (None each when empty)."""
+    return {
+        "p50": percentile(values, 0.50),
+        "p99": percentile(values, 0.99),
+        "max": float(max(values)) if values else None,
+    }

@@ -1,0 +1,220 @@
+"""From the measurements to ``results.json``: headline figures, the cost model, targets and the table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench.cost import (
+    PRICES,
+    PartitionIdle,
+    PerRun,
+    cost_per_million_runs,
+    fixed_cost_per_partition_month,
+    price_table,
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target from issue 8: ``key`` (dotted path into the results), ``op`` ``<=`` or ``>=``, ``limit``."""
+
+    name: str
+    key: str
+    op: str
+    limit: float
+
+    def check(self, results: dict[str, Any]) -> dict[str, Any]:
+        value = lookup(results, self.key)
+        if value is None:
+            return {
+                "name": self.name,
+                "key": self.key,
+                "value": None,
+                "target": f"{self.op} {self.limit:g}",
+                "pass": None,
+            }
+        ok = value <= self.limit if self.op == "<=" else value >= self.limit
+        return {
+            "name": self.name,
+            "key": self.key,
+            "value": value,
+            "target": f"{self.op} {self.limit:g}",
+            "pass": ok,
+        }
+
+
+TARGETS = (
+    Target("scheduler requests per run", "requests_per_run.scheduler", "<=", 2.3),
+    Target("worker requests per run", "requests_per_run.worker", "<=", 3.5),
+    Target("idle poll growth, 1k -> 20k jobs", "idle_poll.growth_ratio", "<=", 1.05),
+    Target("rush efficiency vs raw puts", "rush.efficiency_vs_raw", ">=", 0.35),
+    Target("USD per million runs (1 KiB input)", "cost_usd_per_million_runs.total", "<=", 4.0),
+    Target("write units 32 KiB / 1 KiB input", "wcu_per_run.ratio_32KiB_to_1KiB", "<=", 1.0),
+)
+
+
+def lookup(results: dict[str, Any], key: str) -> Any:
+    """``results["a"]["b"]`` for ``key`` ``"a.b"``; None when absent."""
+    value: Any = results
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
+    """Build the results document from the raw measurements (``paths_1KiB``, ``paths_32KiB``, ``idle``,
+    ``rush``, ``steady``; any may be missing) and the deployment facts (``worker_memory_mb``,
+    ``worker_batch_size``, ``scheduler_memory_mb``, ``scheduler_invocation_s``)."""
+    out: dict[str, Any] = {}
+    small, large = measured.get("paths_1KiB"), measured.get("paths_32KiB")
+    if small:
+        paths = [p for p in (small, large) if p]
+        out["requests_per_run"] = {
+            "scheduler": max(p["requests_per_run"]["scheduler"] for p in paths),
+            "worker": max(p["requests_per_run"]["worker"] for p in paths),
+            "runs": small["runs"],
+            "runs_per_tick": small["runs_per_tick"],
+            "worker_split": {
+                "handler": small["requests_per_run"]["worker_handler"],
+                "event_source_receive_delete": small["requests_per_run"]["event_source"],
+            },
+            "operations": small["operations"],
+            "by_input": {f"{p['input_bytes'] // 1024}KiB": p["requests_per_run"] for p in paths},
+        }
+        out["wcu_per_run"] = {
+            **{
+                f"input_{p['input_bytes'] // 1024}KiB": {
+                    **p["wcu_per_run"],
+                    "detail": p["wcu_detail_per_run"],
+                }
+                for p in paths
+            },
+            "method": "item-size rules of bench/capacity.py applied to every write, items read before and after "
+            "each request (moto does not report consumed capacity)",
+        }
+        out["rcu_per_run"] = {f"input_{p['input_bytes'] // 1024}KiB": p["rcu_per_run"] for p in paths}
+        if large:
+            out["wcu_per_run"]["ratio_32KiB_to_1KiB"] = (
+                large["wcu_per_run"]["total"] / small["wcu_per_run"]["total"]
+            )
+        out["cost_usd_per_million_runs"] = _costs(small, large, measured.get("idle"), deployment)
+    if "idle" in measured:
+        out["idle_poll"] = measured["idle"]
+    if "rush" in measured:
+        out["rush"] = measured["rush"]
+    if "steady" in measured:
+        out["steady"] = measured["steady"]
+    out["targets"] = [t.check(out) for t in TARGETS]
+    return out
+
+
+def _per_run(paths: dict[str, Any], deployment: dict[str, Any]) -> PerRun:
+    sqs = paths["sqs_requests_per_run"]
+    return PerRun(
+        write_units=paths["wcu_per_run"]["total"],
+        read_units=paths["rcu_per_run"]["total"],
+        sqs_requests=sqs["scheduler"] + sqs["worker"] + sqs["event_source"],
+        worker_batch_size=paths["worker"]["records_per_invocation"],
+        worker_duration_ms=paths["worker"]["duration_ms_avg"],
+        worker_memory_mb=deployment["worker_memory_mb"],
+    )
+
+
+def _costs(
+    small: dict[str, Any],
+    large: dict[str, Any] | None,
+    idle: dict[str, Any] | None,
+    deployment: dict[str, Any],
+) -> dict[str, Any]:
+    per_run = _per_run(small, deployment)
+    out: dict[str, Any] = {
+        **cost_per_million_runs(per_run),
+        "per_run": per_run.__dict__,
+        "prices": price_table(PRICES),
+        "assumptions": {
+            "input": "1 KiB (the 32 KiB figure is under input_32KiB)",
+            "worker_memory_mb": f"{deployment['worker_memory_mb']} (infra InfraOptions.worker_memory_mb default)",
+            "worker_batch": f"{per_run.worker_batch_size:g} runs per invocation measured (event source batch "
+            f"size {deployment['worker_batch_size']}, infra default)",
+            "worker_duration": "measured here: mean wall time of one worker invocation on in-process moto, no-op "
+            "target (command echo); on AWS each of its ~30 DynamoDB calls takes a few ms instead",
+            "sqs": "scheduler SendMessageBatch share + the event source's ReceiveMessage and DeleteMessageBatch "
+            "shares (empty long polls are a fixed cost, not per run)",
+            "target": "no-op: the target's own cost (an HTTP call, a Lambda invoke) is the owner's",
+        },
+    }
+    if large:
+        out["input_32KiB"] = cost_per_million_runs(_per_run(large, deployment))
+    if idle:
+        largest = max((v for k, v in idle.items() if k.startswith("jobs_")), key=lambda v: v["jobs"])
+        fixed = PartitionIdle(
+            scheduler_memory_mb=deployment["scheduler_memory_mb"],
+            invocation_s=deployment["scheduler_invocation_s"],
+            read_units_per_tick=largest["rcu_per_tick"],
+            write_units_per_tick=largest["wcu_per_tick"],
+        )
+        out["fixed_per_scheduler_partition_per_month"] = {
+            **fixed_cost_per_partition_month(fixed),
+            "assumptions": {
+                "scheduler_memory_mb": fixed.scheduler_memory_mb,
+                "invocation_s": fixed.invocation_s,
+                "invocations_per_month": fixed.invocations_per_month,
+                "ticks_per_month": fixed.ticks_per_month,
+                "idle_tick_units": {"read": fixed.read_units_per_tick, "write": fixed.write_units_per_tick},
+            },
+        }
+    return out
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def table(results: dict[str, Any]) -> str:
+    """The printed summary: each target with PASS/MISS, then the other headline figures."""
+    rows: list[tuple[str, str, str, str]] = []
+    for target in results.get("targets", []):
+        verdict = "-" if target["pass"] is None else ("PASS" if target["pass"] else "MISS")
+        rows.append((target["name"], _fmt(target["value"], 4), target["target"], verdict))
+    info = [
+        ("write units per run, 1 KiB input", "wcu_per_run.input_1KiB.total"),
+        ("write units per run, 32 KiB input", "wcu_per_run.input_32KiB.total"),
+        ("read units per run, 1 KiB input", "rcu_per_run.input_1KiB.total"),
+        ("USD per million runs, 32 KiB input", "cost_usd_per_million_runs.input_32KiB.total"),
+        (
+            "USD per scheduler partition per month",
+            "cost_usd_per_million_runs.fixed_per_scheduler_partition_per_month.total",
+        ),
+        ("idle requests per tick, 1,000 jobs", "idle_poll.jobs_1000.requests_per_tick"),
+        ("idle requests per tick, 20,000 jobs", "idle_poll.jobs_20000.requests_per_tick"),
+        ("rush: jobs (half jittered)", "rush.jobs"),
+        ("rush: s until non-jittered enqueued", "rush.non_jittered_enqueued_s"),
+        ("rush: s until all enqueued", "rush.all_enqueued_s"),
+        ("rush: enqueue throughput, runs/s", "rush.throughput_runs_per_s"),
+        ("rush: raw conditional puts/s", "rush.raw_conditional_puts_per_s"),
+        ("rush: lateness p50 ms", "rush.lateness_ms.p50"),
+        ("rush: lateness p99 ms", "rush.lateness_ms.p99"),
+        ("rush: lateness max ms", "rush.lateness_ms.max"),
+        ("rush: peak RSS MB (incl. moto)", "rush.peak_rss_mb"),
+        ("steady: runs/s", "steady.runs_per_s"),
+        ("steady: lateness p50 ms", "steady.lateness_ms.p50"),
+        ("steady: lateness p99 ms", "steady.lateness_ms.p99"),
+    ]
+    for label, key in info:
+        value = lookup(results, key)
+        if value is not None:
+            rows.append((label, _fmt(value, 4), "", ""))
+    widths = [max(len(r[i]) for r in [("metric", "value", "target", ""), *rows]) for i in range(4)]
+    lines = [
+        "  ".join(h.ljust(w) for h, w in zip(("metric", "value", "target", ""), widths, strict=True)).rstrip()
+    ]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)

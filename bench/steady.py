@@ -1,0 +1,100 @@
+"""Steady lateness in local mode: 50 jobs ``every 1 second`` (50 runs a second) for 60 s.
+
+The whole local runtime (``jobsched.local.runtime.LocalRuntime``: embedded moto, the API on a free port,
+the scheduler loop, the worker pool fed the way Lambda's SQS event source does, the sweeper, snapshots to a
+temporary data dir) is started in this process; the jobs are registered over HTTP with the runtime's dev
+token, as a team's script would. After a warm-up, the runs whose ``scheduled_for`` falls in the measuring
+window are read back from the runs table once they have finished: ``lateness_ms`` (the run row's own
+field: start minus ``scheduled_for``) and the dispatch lateness (``enqueued_at`` minus the dispatch
+instant).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.harness import quantiles
+
+
+def measure_steady(
+    jobs: int = 50, *, seconds: int = 60, warmup_s: int = 5, workers: int = 4, settle_timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """Run the steady load and return ``{"jobs", "seconds", "runs", "runs_per_s", "lateness_ms": {"p50",
+    "p99", "max"}, "dispatch_lateness_ms": {...}, "statuses", "unfinished"}``. Raises RuntimeError if the
+    window holds no runs."""
+    from jobsched.client import JobschedClient
+    from jobsched.local.runtime import LocalConfig, LocalRuntime
+
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="jobsched-bench-") as data_dir:
+        runtime = LocalRuntime(
+            LocalConfig(
+                port=0, data_dir=Path(data_dir), workers=workers, emit=lines.append, log_level="ERROR"
+            )
+        )
+        runtime.start()
+        try:
+            registered = time.time()
+            with JobschedClient(runtime.url, token=runtime.token) as client:
+                for i in range(jobs):
+                    client.create_job(
+                        {"name": f"steady-{i}", "schedule": "every 1 second", "command": "echo"}
+                    )
+            window_start = int((time.time() + warmup_s) * 1000)
+            window_end = window_start + seconds * 1000
+            time.sleep(max(0.0, window_end / 1000 - time.time()))
+            rows = _window_rows(window_start, window_end)
+            deadline = time.monotonic() + settle_timeout_s
+            while (
+                any(r["status"] in ("queued", "running", "retrying") for r in rows)
+                and time.monotonic() < deadline
+            ):
+                time.sleep(1.0)
+                rows = _window_rows(window_start, window_end)
+            registration_s = window_start / 1000 - warmup_s - registered
+        finally:
+            runtime.stop()
+    if not rows:
+        raise RuntimeError("no runs in the measuring window: local mode did not schedule the jobs")
+    started = [r for r in rows if r.get("lateness_ms") is not None]
+    statuses: dict[str, int] = {}
+    for row in rows:
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    lateness = [int(r["lateness_ms"]) for r in started]
+    dispatch = [int(r["enqueued_at"]) - int(r.get("dispatch_at", r["scheduled_for"])) for r in rows]
+    return {
+        "jobs": jobs,
+        "seconds": seconds,
+        "workers": workers,
+        "registration_s": registration_s,
+        "runs": len(rows),
+        "expected_runs": jobs * seconds,
+        "runs_per_s": len(rows) / seconds,
+        "lateness_ms": quantiles(lateness),
+        "dispatch_lateness_ms": quantiles(dispatch),
+        "statuses": statuses,
+        "unfinished": sum(n for s, n in statuses.items() if s in ("queued", "running", "retrying")),
+    }
+
+
+def _window_rows(start_ms: int, end_ms: int) -> list[dict[str, Any]]:
+    """Run rows (plain values) with ``start_ms <= scheduled_for < end_ms``, read from the local runtime's
+    runs table (the embedded moto of this process)."""
+    from boto3.dynamodb.conditions import Attr
+
+    from jobsched.aws import Aws
+    from jobsched.settings import get_settings
+    from jobsched.store.layout import plain
+
+    table = Aws().table(get_settings().runs_table)
+    rows: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"FilterExpression": Attr("scheduled_for").between(start_ms, end_ms - 1)}
+    while True:
+        page = table.scan(**kwargs)
+        rows.extend(plain(i) for i in page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return rows
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
