@@ -36,6 +36,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from croniter import CroniterBadDateError, CroniterError, croniter
 
 __all__ = [
+    "MAX_RATE_INTERVAL_S",
     "ONE_OFF_GRACE_S",
     "Schedule",
     "ScheduleError",
@@ -276,6 +277,8 @@ _FIELD_RANGES = {
     "month": "1-12 or jan-dec",
     "day-of-week": "0-7 or sun-sat (0 and 7 are Sunday), d#n or dL",
 }
+_FIELD_MAX = {"second": 59, "minute": 59, "hour": 23, "day-of-month": 31, "month": 12, "day-of-week": 7}
+_STEP = re.compile(r"/(?P<step>\d+)$")
 _MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -357,6 +360,27 @@ def _cron_field_error(expression: str, fields: list[str], names: tuple[str, ...]
     return ScheduleError("schedule", f"cron schedule {expression!r} is not valid: {_FORMS_HELP}")
 
 
+def _check_steps(text: str, fields: list[str], names: tuple[str, ...]) -> None:
+    """Refuse a step larger than its field's highest value (``*/60`` minutes, ``*/99999999999``).
+
+    Rule from cronie (the maintained Vixie/ISC cron): a step must be at most the field's maximum. croniter
+    accepts any step and then matches only the first value of the range, so ``*/60`` would silently mean
+    "hourly". Raises ``ScheduleError("schedule", ...)``.
+    """
+    for value, name in zip(fields, names, strict=True):
+        for item in value.split(","):
+            step = _STEP.search(item)
+            if step is None:
+                continue
+            highest = _FIELD_MAX[name]
+            if len(step["step"]) > 3 or int(step["step"]) > highest:
+                raise ScheduleError(
+                    "schedule",
+                    f"cron schedule {text!r}: the {name} field {value!r} has a step of {step['step']}; "
+                    f"the {name} step must be between 1 and {highest}",
+                )
+
+
 @lru_cache(maxsize=4096)
 def _compile_cron(text: str) -> _CronSpec:
     """Compile a 5- or 6-field cron text into matchers (croniter ignores case). Cached per text."""
@@ -372,6 +396,7 @@ def _compile_cron(text: str) -> _CronSpec:
         raise ScheduleError(
             "schedule", f"cron schedule {text!r} uses H or R (hashed/random values), which are not supported"
         )
+    _check_steps(text, fields, names)
     second, minute, hour, dom, month, dow = fields if len(fields) == 6 else ["0", *fields]
     dow = _normalize_dow(dow)
     # Vixie cron day rule: both day fields restricted (neither starts with "*") -> union.
@@ -629,6 +654,10 @@ class Schedule:
 # ---------------------------------------------------------------------------------------------
 
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+MAX_RATE_INTERVAL_S = 3650 * 86400
+"""Longest rate interval: 3650 days (about 10 years). jobsched's own bound (EventBridge documents none): a
+longer interval is a one-off in disguise, and unbounded counts overflow date arithmetic."""
+_MAX_COUNT_DIGITS = 12
 _RATE = re.compile(r"^rate\s*\(\s*(?P<count>\d+)\s+(?P<unit>second|minute|hour|day)s?\s*\)$")
 _EVERY = re.compile(r"^every\s+(?:(?P<count>\d+)\s+)?(?P<unit>second|minute|hour|day)s?$")
 _DAILY = re.compile(r"^daily\s+(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?$")
@@ -636,17 +665,25 @@ _AT = re.compile(r"^at\s*\(.*\)$|^at\s+\S")
 
 
 def _rate_rule(match: re.Match[str], expression: str, start_at: datetime | None) -> _RateRule:
-    count = int(match["count"] or 1)
-    if count <= 0:
+    digits = match["count"] or "1"
+    # Bounded before int(): a huge count would overflow timedelta (and very long digit strings int()).
+    seconds = int(digits) * _UNITS[match["unit"]] if len(digits) <= _MAX_COUNT_DIGITS else None
+    if seconds == 0:
         raise ScheduleError(
             "schedule", f"rate {expression!r} must have a positive interval, such as 5 minutes"
+        )
+    if seconds is None or seconds > MAX_RATE_INTERVAL_S:
+        raise ScheduleError(
+            "schedule",
+            f"rate {expression!r} is too long an interval: at most {MAX_RATE_INTERVAL_S // 86400} days "
+            "(about 10 years); for a single run use a one-off such as at 2030-01-01T00:00:00",
         )
     if start_at is None:
         raise ScheduleError(
             "start_at",
             f"rate {expression!r} needs an anchor: pass start_at (the job's creation time by default)",
         )
-    return _RateRule(anchor=start_at, interval=timedelta(seconds=count * _UNITS[match["unit"]]))
+    return _RateRule(anchor=start_at, interval=timedelta(seconds=seconds))
 
 
 def _daily_cron(match: re.Match[str], expression: str) -> str:
@@ -739,7 +776,8 @@ def parse_schedule(
 
     Forms (keywords case-insensitive, surrounding spaces ignored): 5-field cron, 6-field cron
     with seconds FIRST, macros (``@hourly @daily @midnight @weekly @monthly @yearly @annually``),
-    rates (``rate(5 minutes)``, ``every 30 seconds``; units second(s)/minute(s)/hour(s)/day(s)),
+    rates (``rate(5 minutes)``, ``every 30 seconds``; units second(s)/minute(s)/hour(s)/day(s); at most
+    :data:`MAX_RATE_INTERVAL_S`), cron steps no larger than their field's maximum (cronie's rule),
     ``daily HH:MM[:SS]`` (same as cron) and one-offs (``at 2026-12-04T18:00:00``,
     ``at(...)``; naive = ``timezone``, an offset or ``Z`` honoured).
 

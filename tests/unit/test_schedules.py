@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from jobsched.schedules import (
+    MAX_RATE_INTERVAL_S,
     Schedule,
     ScheduleError,
     get_zone,
@@ -396,6 +397,57 @@ def test_rejects_seven_fields() -> None:
 def test_rejects_bad_value(expression: str, fragment: str) -> None:
     error = rejected(expression)
     assert error.field == "schedule" and fragment in error.message
+
+
+@pytest.mark.parametrize(
+    ("expression", "fragment"),
+    [
+        ("*/99999999999 * * * *", "the minute step must be between 1 and 59"),
+        ("*/60 * * * *", "the minute field '*/60' has a step of 60"),
+        ("5/100 * * * *", "the minute step must be between 1 and 59"),
+        ("0 1-5/24 * * *", "the hour field '1-5/24' has a step of 24"),
+        ("0 0 */32 * *", "the day-of-month step must be between 1 and 31"),
+        ("0 0 1 */13 *", "the month step must be between 1 and 12"),
+        ("0 0 * * 1,*/8", "the day-of-week step must be between 1 and 7"),
+        ("*/75 * * * * *", "the second step must be between 1 and 59"),
+    ],
+)
+def test_rejects_a_step_larger_than_its_field(expression: str, fragment: str) -> None:
+    # croniter would read */60 as "minute 0 only" (hourly); cronie refuses steps above the field's maximum
+    error = rejected(expression)
+    assert error.field == "schedule" and fragment in error.message
+
+
+@pytest.mark.parametrize("expression", ["*/59 * * * *", "0 */23 * * *", "0 0 */31 * *", "0 0 1 */12 *"])
+def test_accepts_a_step_up_to_its_fields_maximum(expression: str) -> None:
+    assert validate_schedule(expression, "UTC", now=NOW).kind == "cron"
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "rate(99999999999999999999 minutes)",
+        "every 9999999999999 seconds",
+        "every 99999999999 minutes",
+        "rate(3651 days)",
+        "rate(" + "9" * 5000 + " minutes)",
+    ],
+)
+def test_rejects_a_rate_longer_than_ten_years(expression: str) -> None:
+    for check in (
+        lambda: validate_schedule(expression, "UTC", now=NOW),
+        lambda: parse_schedule(expression, start_at=NOW),
+    ):
+        with pytest.raises(ScheduleError) as caught:
+            check()
+        assert caught.value.field == "schedule"
+        assert "at most 3650 days" in caught.value.message
+
+
+def test_accepts_a_rate_of_exactly_the_longest_interval() -> None:
+    schedule = validate_schedule("rate(3650 days)", "UTC", now=NOW)
+    assert schedule.min_interval_s == MAX_RATE_INTERVAL_S
+    assert schedule.next_fire(NOW) == NOW + timedelta(days=3650)
 
 
 def test_rejects_reboot() -> None:
