@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -164,12 +165,37 @@ class AdmissionThenValidation(OpenAPIRequestValidationMiddleware):
         return super().handler(app, next_middleware)
 
 
+def parse_json_body(text: str) -> Any:
+    """The request body's JSON value (``json.loads``), for Powertools' ``json_body``.
+
+    Raises ``json.JSONDecodeError`` (answered 400 ``invalid_json``, field ``body``) for malformed JSON and
+    also for JSON the parser cannot take: arrays/objects nested thousands deep (Python's parser would raise
+    ``RecursionError``) or an integer longer than Python's 4300-digit conversion limit (``ValueError``).
+    Neither is a server error.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("arrays or objects are nested too deeply", text, 0) from None
+    except ValueError:
+        raise json.JSONDecodeError(
+            "a value cannot be read (integers may have at most 4300 digits)", text, 0
+        ) from None
+
+
 class JobschedResolver(APIGatewayRestResolver):
-    """``APIGatewayRestResolver`` with validation on, admission first, and an OpenAPI document of this API."""
+    """``APIGatewayRestResolver`` with validation on, admission first, and an OpenAPI document of this API.
+
+    Request bodies are parsed with :func:`parse_json_body`.
+    """
 
     def __init__(self) -> None:
         super().__init__(
-            enable_validation=True, response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR
+            enable_validation=True,
+            response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR,
+            json_body_deserializer=parse_json_body,
         )
         # Powertools runs its request validation before any user middleware; admission must come first.
         self._request_validation_middleware = AdmissionThenValidation()

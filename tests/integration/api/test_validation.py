@@ -131,6 +131,24 @@ def test_malformed_bodies_are_400(http, raw, field, code):
     assert reply.error["field"] == field and reply.error["code"] == code
 
 
+@pytest.mark.parametrize(
+    ("raw", "hint"),
+    [
+        ('{"name": "deep", "input": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
+        ('{"name": "deep", "input": ' + '{"a":' * 5000 + "1" + "}" * 5000 + "}", "nested too deeply"),
+        ('{"name": "long", "input": ' + "7" * 5000 + "}", "4300 digits"),
+    ],
+)
+def test_json_the_parser_cannot_take_is_400_invalid_json(http, raw, hint):
+    # Given: a body well under the size limit that json.loads refuses with RecursionError / ValueError
+    for method, path in (("POST", "/jobs"), ("PATCH", "/jobs/j_00000000000000000000")):
+        reply = http(method, path, raw_body=raw)
+
+        assert reply.status == 400, (method, reply.body)
+        assert reply.error["code"] == "invalid_json" and reply.error["field"] == "body"
+        assert hint in reply.error["message"]
+
+
 def test_a_missing_body_is_400(http):
     reply = http("POST", "/jobs")
 
