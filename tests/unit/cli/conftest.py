@@ -20,6 +20,7 @@ from jobsched.api.app import app, build_api, get_api
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.aws import Aws, provision
 from jobsched.cli_commands import register
+from jobsched.client import JobschedClient
 from jobsched.handlers.api import handler
 from jobsched.settings import Settings
 
@@ -39,6 +40,10 @@ class Cli:
     def __call__(self, *args: str, token: str | None = None, stdin: str | None = None) -> Any:
         command = [*args, "--api", API, "--token", token or self.token]
         return CliRunner().invoke(self.app, command, obj={"transport": self.transport}, input=stdin)
+
+    def client(self) -> JobschedClient:
+        """The HTTP client on the same API as this team, to see what the API itself answers."""
+        return JobschedClient(API, token=self.token, transport=self.transport)
 
     def json(self, *args: str) -> Any:
         result = self(*args, "--json")

@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from jobsched.cli_commands import register
+from jobsched.client import ApiError
 
 DATA = Path(__file__).parent / "data"
 
@@ -112,9 +113,49 @@ def test_api_errors_are_one_line_naming_the_field(cli: Any) -> None:
     )
     assert "(field: timezone)" in one_line(bad_zone.stderr)
 
-    # rejected before any call: the model's own validation, same one-line shape
+    # the API judges every field (no client-side check): same one-line shape
     bad_name = cli("jobs", "create", "--name", "no spaces", "--schedule", "@daily", "--command", "echo")
     assert bad_name.exit_code == 1 and "(field: name)" in one_line(bad_name.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "body"),
+    [
+        (
+            ("jobs", "create", "--name", "ftp", "--schedule", "@daily", "--url", "ftp://example.com/x"),
+            {"name": "ftp", "schedule": "@daily", "target": {"type": "http", "url": "ftp://example.com/x"}},
+        ),
+        (
+            ("jobs", "create", "-n", "many", "-s", "@daily", "--command", "echo", "--retries", "99"),
+            {"name": "many", "schedule": "@daily", "command": "echo", "retry": {"max_attempts": 99}},
+        ),
+    ],
+)
+def test_rejected_specs_show_the_apis_own_error_line(
+    cli: Any, args: tuple[str, ...], body: dict[str, Any]
+) -> None:
+    # Given what the API itself answers for this body
+    with cli.client() as client, pytest.raises(ApiError) as answered:
+        client.create_job(body)
+    assert answered.value.status == 400 and answered.value.field
+
+    # When the CLI sends the same spec from flags
+    result = cli(*args)
+
+    # Then its one error line is the API's answer, unchanged (no local check inventing a code)
+    assert result.exit_code == 1
+    assert one_line(result.stderr) == f"error: {answered.value}"
+
+
+def test_update_rejected_by_the_api_names_the_field(cli: Any) -> None:
+    cli.json("jobs", "create", "--name", "fixed", "--schedule", "@daily", "--command", "echo")
+
+    result = cli("jobs", "update", "fixed", "--retries", "0")
+
+    assert result.exit_code == 1
+    line = one_line(result.stderr)
+    assert line.startswith("error: 400 ") and line.endswith("(field: retry.max_attempts)")
+    assert cli.json("jobs", "get", "fixed")["retry"]["max_attempts"] == 4
 
 
 def test_usage_errors_exit_2(cli: Any) -> None:
