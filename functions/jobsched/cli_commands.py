@@ -7,7 +7,8 @@
   bearer token from ``--token`` or ``JOBSCHED_TOKEN``, else (for an API on this machine only) the dev
   token local mode saved in ``.jobsched/dev-token``, searched from the current directory upwards.
   API Gateway URLs (``*.execute-api.<region>.amazonaws.com``) are signed with SigV4 from the standard
-  AWS credential chain instead; ``JOBSCHED_SIGV4_REGION`` does the same for a custom domain.
+  AWS credential chain instead; ``--sigv4-region`` or ``JOBSCHED_SIGV4_REGION`` does the same for a
+  custom domain.
 - tables for people, ``--json`` for scripts (the API's JSON, unchanged);
 - errors: ONE line on stderr (``error: <status> <code>: <message> (field: <field>)``) and a non-zero exit:
   1 for a failed call or rejected input, 2 for a usage error (bad flag value, unreadable file). Job specs
@@ -21,7 +22,6 @@ obj={"transport": httpx.WSGITransport(app=...)})``.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,6 +55,14 @@ TokenOption = Annotated[
         "--token", envvar="JOBSCHED_TOKEN", help="Bearer token (local mode). Default: .jobsched/dev-token."
     ),
 ]
+SigV4RegionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sigv4-region",
+        envvar="JOBSCHED_SIGV4_REGION",
+        help="Sign calls with SigV4 for this region (an API Gateway custom domain).",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table.")]
 JobArgument = Annotated[str, typer.Argument(help="Job id (j_...) or name.", show_default=False)]
 
@@ -84,17 +92,18 @@ def find_dev_token(start: Path | None = None) -> str | None:
 
 
 @contextmanager
-def _client(ctx: typer.Context, api: str, token: str | None) -> Iterator[JobschedClient]:
-    """A client for ``api``; turns every ``ApiError`` inside the block into one error line and exit 1."""
+def _client(
+    ctx: typer.Context, api: str, token: str | None, sigv4_region: str | None
+) -> Iterator[JobschedClient]:
+    """A client for ``api``; turns every ``ApiError`` inside the block into one error line and exit 1.
+
+    ``sigv4_region`` (``--sigv4-region``/``JOBSCHED_SIGV4_REGION``) signs calls to a URL that is not
+    recognisably API Gateway; without a ``token``, an API on this machine gets the saved dev token.
+    """
     obj = ctx.obj if isinstance(ctx.obj, dict) else {}
     if token is None and is_loopback(api):
         token = find_dev_token()
-    client = JobschedClient(
-        api,
-        token=token,
-        transport=obj.get("transport"),
-        sigv4_region=os.environ.get("JOBSCHED_SIGV4_REGION") or None,
-    )
+    client = JobschedClient(api, token=token, transport=obj.get("transport"), sigv4_region=sigv4_region)
     try:
         yield client
     except ApiError as error:
@@ -342,6 +351,7 @@ def jobs_create(
     ] = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Register a job (POST /jobs). Creating the same spec under an existing name changes nothing."""
@@ -371,7 +381,7 @@ def jobs_create(
         body["name"] = name
     if paused:
         body["paused"] = True
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         job, created = client.create_job(body, idempotency_key=idempotency_key)
     if as_json:
         _print_json(job)
@@ -387,10 +397,11 @@ def jobs_list(
     limit: Annotated[int | None, typer.Option("--limit", help="At most this many (default: all).")] = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The caller's jobs, by name (GET /jobs, every page)."""
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         jobs: list[dict[str, Any]] = []
         for job in client.iter_jobs():
             jobs.append(job)
@@ -410,10 +421,11 @@ def jobs_get(
     job: JobArgument,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """One job (GET /jobs/{id})."""
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         found = client.get_job(_resolve(client, job))
     if as_json:
         _print_json(found)
@@ -443,6 +455,7 @@ def jobs_update(
     file: FileOpt = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Change a job (PATCH /jobs/{id}); only the fields given change; next_run_at is recomputed from now."""
@@ -468,7 +481,7 @@ def jobs_update(
     )
     if not body:
         fail("nothing to change: give at least one field flag or --file", 2)
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         updated = client.update_job(_resolve(client, job), body)
     if as_json:
         _print_json(updated)
@@ -477,9 +490,15 @@ def jobs_update(
 
 
 def _pause_or_resume(
-    ctx: typer.Context, job: str, api: str, token: str | None, as_json: bool, pause: bool
+    ctx: typer.Context,
+    job: str,
+    api: str,
+    token: str | None,
+    sigv4_region: str | None,
+    as_json: bool,
+    pause: bool,
 ) -> None:
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         job_id = _resolve(client, job)
         result = client.pause_job(job_id) if pause else client.resume_job(job_id)
     if as_json:
@@ -496,10 +515,11 @@ def jobs_pause(
     job: JobArgument,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Pause a job: no runs until resumed (POST /jobs/{id}/pause)."""
-    _pause_or_resume(ctx, job, api, token, as_json, pause=True)
+    _pause_or_resume(ctx, job, api, token, sigv4_region, as_json, pause=True)
 
 
 @jobs_app.command("resume")
@@ -508,10 +528,11 @@ def jobs_resume(
     job: JobArgument,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Resume a paused job; fires missed while paused follow its `missed` policy (POST /jobs/{id}/resume)."""
-    _pause_or_resume(ctx, job, api, token, as_json, pause=False)
+    _pause_or_resume(ctx, job, api, token, sigv4_region, as_json, pause=False)
 
 
 @jobs_app.command("trigger")
@@ -523,10 +544,11 @@ def jobs_trigger(
     ] = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """One run now, outside the schedule (POST /jobs/{id}/trigger)."""
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         run = client.trigger_job(_resolve(client, job), idempotency_key=idempotency_key)
     if as_json:
         _print_json(run)
@@ -540,10 +562,11 @@ def jobs_delete(
     job: JobArgument,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Delete a job: no new runs; its history stays until retention (DELETE /jobs/{id})."""
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         job_id = _resolve(client, job)
         client.delete_job(job_id)
     if as_json:
@@ -564,10 +587,11 @@ def runs_command(
     limit: Annotated[int, typer.Option("--limit", help="At most this many, newest first.")] = 20,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A job's runs, newest first (GET /jobs/{id}/runs)."""
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         job_id = _resolve(client, job)
         runs: list[dict[str, Any]] = []
         for run in client.iter_runs(job_id, status=status, page_size=min(max(limit, 1), 100)):
@@ -627,6 +651,7 @@ def import_crontab_command(
     ] = False,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import a Vixie/cronie crontab: one job with a shell target per entry. Re-importing changes nothing.
@@ -657,7 +682,7 @@ def import_crontab_command(
         now=datetime.now(UTC),
         job_defaults=defaults,
     )
-    results = _import_entries(ctx, parsed, api, token, dry_run)
+    results = _import_entries(ctx, parsed, api, token, sigv4_region, dry_run)
     display = str(file)
     for notice in parsed.notices:
         kind = "error" if notice.rejected else "note"
@@ -683,7 +708,12 @@ def import_crontab_command(
 
 
 def _import_entries(
-    ctx: typer.Context, parsed: Crontab, api: str, token: str | None, dry_run: bool
+    ctx: typer.Context,
+    parsed: Crontab,
+    api: str,
+    token: str | None,
+    sigv4_region: str | None,
+    dry_run: bool,
 ) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     if dry_run:
@@ -698,7 +728,7 @@ def _import_entries(
         return results
     if not parsed.entries:
         return results
-    with _client(ctx, api, token) as client:
+    with _client(ctx, api, token, sigv4_region) as client:
         for entry in parsed.entries:
             body = entry.job.model_dump(mode="json", exclude_unset=True)
             row: dict[str, Any] = {"line": entry.line, "name": entry.job.name}

@@ -181,6 +181,7 @@ def test_the_saved_dev_token_is_never_sent_to_a_remote_api(
     (tmp_path / ".jobsched" / "dev-token").write_text("dev-secret\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("JOBSCHED_TOKEN", raising=False)
+    monkeypatch.delenv("JOBSCHED_SIGV4_REGION", raising=False)
     seen, transport = recording()
     app = typer.Typer()
     register(app)
@@ -195,3 +196,37 @@ def test_the_saved_dev_token_is_never_sent_to_a_remote_api(
     assert local.exit_code == 0 and remote.exit_code == 0
     assert seen[0].headers["Authorization"] == "Bearer dev-secret"
     assert "Authorization" not in seen[1].headers
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"),
+    [
+        (["--sigv4-region", "eu-central-1"], {}),
+        ([], {"JOBSCHED_SIGV4_REGION": "eu-central-1"}),
+    ],
+)
+def test_the_cli_signs_a_custom_domain_from_the_flag_or_its_variable(
+    flags: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given credentials in the standard chain and no token
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "JOBSCHED_TOKEN", "JOBSCHED_SIGV4_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    seen, transport = recording()
+    app = typer.Typer()
+    register(app)
+
+    # When the CLI calls an API on a custom domain with the region given
+    result = CliRunner().invoke(
+        app,
+        ["jobs", "list", "--json", "--api", "https://jobs.example.com", *flags],
+        obj={"transport": transport},
+        env=env,
+    )
+
+    # Then the call is SigV4-signed for that region
+    assert result.exit_code == 0, result.stderr
+    authorization = seen[0].headers["Authorization"]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert "/eu-central-1/execute-api/aws4_request" in authorization
