@@ -8,6 +8,7 @@ strings in UTC (``2026-12-04T18:00:00Z``); storage keeps them as epoch milliseco
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -19,6 +20,9 @@ T = TypeVar("T")
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 MAX_INPUT_BYTES = 64 * 1024
+MAX_INPUT_DEPTH = 128
+"""Deepest nesting of arrays/objects in ``input`` (serde_json's default recursion limit; deeper JSON is
+refused by many of the parsers targets use, and past ~250 levels pydantic cannot serialize the job)."""
 MAX_ERROR_CHARS = 2000
 
 
@@ -123,8 +127,27 @@ class RetryPolicy(_Strict):
         return int(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
 
 
-def _check_input_size(value: Any) -> Any:
-    size = len(json.dumps(value, separators=(",", ":")).encode())
+def _check_input(value: Any) -> Any:
+    """``input`` must be plain JSON a target can receive unchanged, at most 64 KiB (SPEC section 2).
+
+    Refuses NaN and Infinity (``NaN``, ``Infinity``, ``1e999`` parse to such floats in Python but are not
+    JSON: they would reach targets as null) and arrays/objects nested deeper than ``MAX_INPUT_DEPTH``
+    (walked without recursion). Raises ValueError; returns ``value`` unchanged.
+    """
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(
+                "input holds NaN or Infinity, which JSON cannot carry (targets would receive null); "
+                "send a finite number, a string or null"
+            )
+        if isinstance(item, dict | list | tuple):
+            if depth > MAX_INPUT_DEPTH:
+                raise ValueError(f"input nests arrays and objects more than {MAX_INPUT_DEPTH} levels deep")
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    size = len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
     if size > MAX_INPUT_BYTES:
         raise ValueError(f"input is {size} bytes as JSON; the limit is {MAX_INPUT_BYTES} (64 KiB)")
     return value
@@ -159,7 +182,7 @@ class JobSettings(_Strict):
     end_at: datetime | None = None
     paused: bool = False
 
-    _input_size = field_validator("input")(classmethod(lambda cls, v: _check_input_size(v)))
+    _input = field_validator("input")(classmethod(lambda cls, v: _check_input(v)))
 
     @field_validator("start_at", "end_at")
     @classmethod
@@ -198,7 +221,7 @@ class JobPatch(_Strict):
     end_at: datetime | None = None
     paused: bool | None = None
 
-    _input_size = field_validator("input")(classmethod(lambda cls, v: _check_input_size(v)))
+    _input = field_validator("input")(classmethod(lambda cls, v: _check_input(v)))
 
     @model_validator(mode="before")
     @classmethod

@@ -149,6 +149,42 @@ def test_json_the_parser_cannot_take_is_400_invalid_json(http, raw, hint):
         assert hint in reply.error["message"]
 
 
+@pytest.mark.parametrize(
+    "value",
+    ['{"a": NaN}', "Infinity", "[1, -Infinity]", '{"x": {"y": 1e999}}', "NaN"],
+)
+def test_input_with_nan_or_infinity_is_400_naming_input(http, value):
+    # Given: JSON extensions Python's parser accepts; stored, they would reach the target as null
+    job = http.create("finite")
+    create = '{"name": "nan", "schedule": "0 2 * * *", "command": "echo", "input": ' + value + "}"
+    patch = '{"input": ' + value + "}"
+
+    for reply in (
+        http("POST", "/jobs", raw_body=create),
+        http("PATCH", f"/jobs/{job['id']}", raw_body=patch),
+    ):
+        assert reply.status == 400, reply.body
+        assert reply.error["field"] == "input" and reply.error["code"] == "invalid_input"
+        assert "NaN or Infinity" in reply.error["message"]
+    assert http("GET", f"/jobs/{job['id']}").body["input"] == {"n": 1}  # unchanged
+
+
+def test_input_nested_deeper_than_the_limit_is_400_naming_input(http):
+    deepest = "[" * 128 + "]" * 128
+    too_deep = "[" * 129 + "]" * 129
+    body = '{"name": "%s", "schedule": "0 2 * * *", "command": "echo", "input": %s}'
+
+    accepted = http("POST", "/jobs", raw_body=body % ("deepest", deepest))
+    refused = http("POST", "/jobs", raw_body=body % ("too-deep", too_deep))
+    far_too_deep = http("POST", "/jobs", raw_body=body % ("far", "[" * 400 + "]" * 400))
+
+    assert accepted.status == 201, accepted.body
+    assert accepted.body["input"] == json.loads(deepest)
+    for reply in (refused, far_too_deep):
+        assert reply.status == 400 and reply.error["field"] == "input"
+        assert "more than 128 levels" in reply.error["message"]
+
+
 def test_a_missing_body_is_400(http):
     reply = http("POST", "/jobs")
 
