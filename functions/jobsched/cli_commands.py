@@ -21,13 +21,16 @@ obj={"transport": httpx.WSGITransport(app=...)})``.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, get_type_hints
 
 import typer
 from rich.console import Console
@@ -239,57 +242,6 @@ def _read_json_file(path: Path) -> dict[str, Any]:
 
 # --- job spec flags (create and update) -------------------------------------------------------
 
-
-def _spec_from_flags(
-    *,
-    schedule: str | None,
-    tz: str | None,
-    command: str | None,
-    shell: str | None,
-    url: str | None,
-    target_json: str | None,
-    input_json: str | None,
-    retries: int | None,
-    backoff_s: int | None,
-    timeout_s: int | None,
-    missed: str | None,
-    overlap: str | None,
-    jitter_s: int | None,
-    start_at: str | None,
-    end_at: str | None,
-) -> dict[str, Any]:
-    targets = [t for t in (command, shell, url, target_json) if t is not None]
-    if len(targets) > 1:
-        fail("give one of --command, --shell, --url or --target-json", 2)
-    body: dict[str, Any] = {}
-    if command is not None:
-        body["target"] = {"type": "command", "name": command}
-    if shell is not None:
-        body["target"] = {"type": "shell", "command": shell}
-    if url is not None:
-        body["target"] = {"type": "http", "url": url}
-    if target_json is not None:
-        body["target"] = _json_option(target_json, "--target-json")
-    if input_json is not None:
-        body["input"] = _json_option(input_json, "--input-json")
-    retry = {k: v for k, v in {"max_attempts": retries, "backoff_s": backoff_s}.items() if v is not None}
-    if retry:
-        body["retry"] = retry
-    for key, value in {
-        "schedule": schedule,
-        "timezone": tz,
-        "timeout_s": timeout_s,
-        "missed": missed,
-        "overlap": overlap,
-        "jitter_s": jitter_s,
-        "start_at": start_at,
-        "end_at": end_at,
-    }.items():
-        if value is not None:
-            body[key] = value
-    return body
-
-
 ScheduleOpt = Annotated[
     str | None, typer.Option("--schedule", "-s", help="cron, @daily, rate(5 minutes), daily 02:00, at <ISO>.")
 ]
@@ -323,27 +275,116 @@ FileOpt = Annotated[
 ]
 
 
+@dataclass(frozen=True)
+class SpecFlags:
+    """The job-spec flags of ``jobs create`` and ``jobs update``, defined once (None = not given).
+
+    Each field is one typer option (its ``Annotated`` type carries the flag name and help); commands get
+    them all through ``@with_spec_flags``.
+    """
+
+    schedule: ScheduleOpt = None
+    tz: TzOpt = None
+    command: CommandOpt = None
+    shell: ShellOpt = None
+    url: UrlOpt = None
+    target_json: TargetOpt = None
+    input_json: InputOpt = None
+    retries: RetriesOpt = None
+    backoff: BackoffOpt = None
+    timeout: TimeoutOpt = None
+    missed: MissedOpt = None
+    overlap: OverlapOpt = None
+    jitter: JitterOpt = None
+    start_at: StartOpt = None
+    end_at: EndOpt = None
+
+    def body(self) -> dict[str, Any]:
+        """The request fields the given flags set, under the API's names (SPEC section 2): ``schedule``,
+        ``timezone``, ``target``, ``input``, ``retry`` {``max_attempts``, ``backoff_s``}, ``timeout_s``,
+        ``missed``, ``overlap``, ``jitter_s``, ``start_at``, ``end_at``. Values are passed as given; the
+        API validates them. Exits 2 for two target flags or a flag that is not valid JSON."""
+        targets = [t for t in (self.command, self.shell, self.url, self.target_json) if t is not None]
+        if len(targets) > 1:
+            fail("give one of --command, --shell, --url or --target-json", 2)
+        body: dict[str, Any] = {}
+        if self.command is not None:
+            body["target"] = {"type": "command", "name": self.command}
+        if self.shell is not None:
+            body["target"] = {"type": "shell", "command": self.shell}
+        if self.url is not None:
+            body["target"] = {"type": "http", "url": self.url}
+        if self.target_json is not None:
+            body["target"] = _json_option(self.target_json, "--target-json")
+        if self.input_json is not None:
+            body["input"] = _json_option(self.input_json, "--input-json")
+        retry = {"max_attempts": self.retries, "backoff_s": self.backoff}
+        if any(v is not None for v in retry.values()):
+            body["retry"] = {k: v for k, v in retry.items() if v is not None}
+        for key, value in {
+            "schedule": self.schedule,
+            "timezone": self.tz,
+            "timeout_s": self.timeout,
+            "missed": self.missed,
+            "overlap": self.overlap,
+            "jitter_s": self.jitter,
+            "start_at": self.start_at,
+            "end_at": self.end_at,
+        }.items():
+            if value is not None:
+                body[key] = value
+        return body
+
+
+def with_spec_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a typer command the ``SpecFlags`` options in place of its ``spec: SpecFlags`` parameter.
+
+    typer reads a command's options from its signature: the returned function's signature lists every
+    ``SpecFlags`` field where ``spec`` stood (so ``--help`` keeps their order), and each call folds the
+    values typer passes (always by keyword) back into one ``SpecFlags`` for ``command``.
+    """
+    hints = get_type_hints(command, include_extras=True)
+    flag_hints = get_type_hints(SpecFlags, include_extras=True)
+    names = [f.name for f in fields(SpecFlags)]
+    parameters: list[inspect.Parameter] = []
+    for parameter in inspect.signature(command).parameters.values():
+        if parameter.name == "spec":
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            parameters += [inspect.Parameter(n, kind, default=None, annotation=flag_hints[n]) for n in names]
+        else:
+            parameters.append(parameter.replace(annotation=hints[parameter.name]))
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        spec = SpecFlags(**{name: kwargs.pop(name, None) for name in names})
+        command(*args, spec=spec, **kwargs)
+
+    wrapper.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
+    return wrapper
+
+
+def _job_body(file: Path | None, spec: SpecFlags) -> dict[str, Any]:
+    """A request body: the JSON object of ``file`` (``-`` = stdin), if any, with the flags' fields over it.
+
+    A target flag also replaces the file's ``command`` shorthand. Exits 2 for an unreadable file or bad
+    flags (see ``SpecFlags.body``)."""
+    body = _read_json_file(file) if file else {}
+    flags = spec.body()
+    body.update(flags)
+    if "target" in flags:
+        body.pop("command", None)
+    return body
+
+
 @jobs_app.command("create")
+@with_spec_flags
 def jobs_create(
     ctx: typer.Context,
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="Unique per owner: [A-Za-z0-9._-]{1,128}.")
     ] = None,
-    schedule: ScheduleOpt = None,
-    tz: TzOpt = None,
-    command: CommandOpt = None,
-    shell: ShellOpt = None,
-    url: UrlOpt = None,
-    target_json: TargetOpt = None,
-    input_json: InputOpt = None,
-    retries: RetriesOpt = None,
-    backoff: BackoffOpt = None,
-    timeout: TimeoutOpt = None,
-    missed: MissedOpt = None,
-    overlap: OverlapOpt = None,
-    jitter: JitterOpt = None,
-    start_at: StartOpt = None,
-    end_at: EndOpt = None,
+    spec: SpecFlags = SpecFlags(),
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
     file: FileOpt = None,
     idempotency_key: Annotated[
@@ -355,28 +396,7 @@ def jobs_create(
     as_json: JsonOption = False,
 ) -> None:
     """Register a job (POST /jobs). Creating the same spec under an existing name changes nothing."""
-    body = _read_json_file(file) if file else {}
-    body.update(
-        _spec_from_flags(
-            schedule=schedule,
-            tz=tz,
-            command=command,
-            shell=shell,
-            url=url,
-            target_json=target_json,
-            input_json=input_json,
-            retries=retries,
-            backoff_s=backoff,
-            timeout_s=timeout,
-            missed=missed,
-            overlap=overlap,
-            jitter_s=jitter,
-            start_at=start_at,
-            end_at=end_at,
-        )
-    )
-    if "command" in body and "target" in body:  # a file's "command" shorthand overridden by a target flag
-        body.pop("command")
+    body = _job_body(file, spec)
     if name is not None:
         body["name"] = name
     if paused:
@@ -434,24 +454,11 @@ def jobs_get(
 
 
 @jobs_app.command("update")
+@with_spec_flags
 def jobs_update(
     ctx: typer.Context,
     job: JobArgument,
-    schedule: ScheduleOpt = None,
-    tz: TzOpt = None,
-    command: CommandOpt = None,
-    shell: ShellOpt = None,
-    url: UrlOpt = None,
-    target_json: TargetOpt = None,
-    input_json: InputOpt = None,
-    retries: RetriesOpt = None,
-    backoff: BackoffOpt = None,
-    timeout: TimeoutOpt = None,
-    missed: MissedOpt = None,
-    overlap: OverlapOpt = None,
-    jitter: JitterOpt = None,
-    start_at: StartOpt = None,
-    end_at: EndOpt = None,
+    spec: SpecFlags = SpecFlags(),
     file: FileOpt = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
@@ -459,26 +466,7 @@ def jobs_update(
     as_json: JsonOption = False,
 ) -> None:
     """Change a job (PATCH /jobs/{id}); only the fields given change; next_run_at is recomputed from now."""
-    body = _read_json_file(file) if file else {}
-    body.update(
-        _spec_from_flags(
-            schedule=schedule,
-            tz=tz,
-            command=command,
-            shell=shell,
-            url=url,
-            target_json=target_json,
-            input_json=input_json,
-            retries=retries,
-            backoff_s=backoff,
-            timeout_s=timeout,
-            missed=missed,
-            overlap=overlap,
-            jitter_s=jitter,
-            start_at=start_at,
-            end_at=end_at,
-        )
-    )
+    body = _job_body(file, spec)
     if not body:
         fail("nothing to change: give at least one field flag or --file", 2)
     with _client(ctx, api, token, sigv4_region) as client:

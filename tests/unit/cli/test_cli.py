@@ -78,6 +78,54 @@ def test_create_again_is_unchanged_and_file_with_flag_overrides(cli: Any, tmp_pa
     assert one_line(conflict.stderr).startswith("error: 409 ")
 
 
+def spec_flags(tz: str, url: str, n: int, start: str, end: str) -> tuple[str, ...]:
+    """Every job-spec flag of ``jobs create``/``jobs update``, with values derived from the arguments."""
+    return (
+        "--schedule", f"every {n} minutes", "--tz", tz, "--url", url, "--input-json", f'{{"n": {n}}}',
+        "--retries", str(n), "--backoff", str(10 * n), "--timeout", str(30 * n), "--missed", "skip",
+        "--overlap", "skip", "--jitter", str(n), "--start-at", start, "--end-at", end,
+    )  # fmt: skip
+
+
+def test_every_spec_flag_reaches_the_api_in_create_and_update(cli: Any) -> None:
+    # Given a job created with every spec flag
+    created = cli.json(
+        "jobs", "create", "--name", "full", "--paused",
+        *spec_flags("Europe/Berlin", "http://127.0.0.1:9/a", 2, "2030-01-01T00:00:00Z", "2031-01-01T00:00:00Z"),
+    )  # fmt: skip
+
+    # When every one of them is changed
+    updated = cli.json(
+        "jobs", "update", "full",
+        *spec_flags("Asia/Tokyo", "http://127.0.0.1:9/b", 3, "2030-06-01T00:00:00Z", "2032-01-01T00:00:00Z"),
+    )  # fmt: skip
+
+    # Then each flag set its field of the job, under the API's name
+    for job, tz, url, n in ((created, "Europe/Berlin", "/a", 2), (updated, "Asia/Tokyo", "/b", 3)):
+        assert (job["schedule"], job["timezone"]) == (f"every {n} minutes", tz)
+        assert job["target"]["type"] == "http" and job["target"]["url"].endswith(url)
+        assert job["input"] == {"n": n}
+        assert (job["retry"]["max_attempts"], job["retry"]["backoff_s"]) == (n, 10 * n)
+        assert (job["timeout_s"], job["jitter_s"]) == (30 * n, n)
+        assert (job["missed"], job["overlap"]) == ("skip", "skip")
+        assert job["paused"] is True
+    assert created["start_at"].startswith("2030-01-01") and created["end_at"].startswith("2031-01-01")
+    assert updated["start_at"].startswith("2030-06-01") and updated["end_at"].startswith("2032-01-01")
+
+
+def test_update_from_a_file_with_a_target_flag_over_its_command(cli: Any, tmp_path: Path) -> None:
+    cli.json("jobs", "create", "--name", "patched", "--schedule", "@daily", "--command", "echo")
+    patch = tmp_path / "patch.json"
+    patch.write_text(json.dumps({"command": "fail", "input": {"from": "file"}}))
+
+    with_flag = cli.json("jobs", "update", "patched", "--file", str(patch), "--shell", "echo hi")
+    from_file = cli.json("jobs", "update", "patched", "--file", str(patch))
+
+    assert with_flag["target"] == {"type": "shell", "command": "echo hi"}
+    assert with_flag["input"] == {"from": "file"}
+    assert from_file["target"] == {"type": "command", "name": "fail"}
+
+
 def test_idempotency_key_returns_the_first_job(cli: Any) -> None:
     args = ("jobs", "create", "--name", "once", "--schedule", "@daily", "--command", "echo")
     first = cli.json(*args, "--idempotency-key", "key-1")
