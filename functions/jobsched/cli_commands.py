@@ -38,11 +38,9 @@ from rich.table import Table
 
 from jobsched.client import DEFAULT_API, ApiError, JobschedClient, is_loopback
 from jobsched.crontab import CRON_JOB_DEFAULTS, Crontab, parse_crontab
+from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE
 
-__all__ = ["DEV_TOKEN_FILE", "find_dev_token", "register", "system_zone_name"]
-
-DEV_TOKEN_FILE = "dev-token"
-DEFAULT_DATA_DIR = ".jobsched"
+__all__ = ["find_dev_token", "register", "system_zone_name"]
 
 jobs_app = typer.Typer(help="Register, inspect and change jobs.", no_args_is_help=True)
 
@@ -55,7 +53,9 @@ ApiOption = Annotated[
 TokenOption = Annotated[
     str | None,
     typer.Option(
-        "--token", envvar="JOBSCHED_TOKEN", help="Bearer token (local mode). Default: .jobsched/dev-token."
+        "--token",
+        envvar="JOBSCHED_TOKEN",
+        help=f"Bearer token (local mode). Default: {DEFAULT_DATA_DIR / DEV_TOKEN_FILE}.",
     ),
 ]
 SigV4RegionOption = Annotated[
@@ -755,9 +755,9 @@ def _print_import(results: list[dict[str, Any]], dry_run: bool) -> None:
 
 def local_command(
     port: Annotated[int, typer.Option("--port", help="Port of the API on 127.0.0.1.")] = 8080,
-    data_dir: Annotated[Path, typer.Option("--data-dir", help="Where jobs and history are kept.")] = Path(
-        DEFAULT_DATA_DIR
-    ),
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Where jobs and history are kept.")
+    ] = DEFAULT_DATA_DIR,
     tokens: Annotated[
         Path | None,
         typer.Option("--tokens", help="JSON object token -> owner (default: a dev token for `local`)."),

@@ -52,19 +52,19 @@ class ApiError(Exception):
         return f"{prefix}{self.message}{where}"
 
 
-class ApiUnreachable(ApiError):
-    """No HTTP response: connection refused, DNS failure or timeout."""
-
-    def __init__(self, base_url: str, reason: str) -> None:
-        local = urlsplit(base_url).hostname in ("127.0.0.1", "localhost", "::1")
-        hint = ": is `jobsched local` running?" if local else f" ({reason})"
-        super().__init__(0, "unreachable", f"cannot reach the API at {base_url}{hint}")
-
-
 def is_loopback(url: str) -> bool:
     """True for an API on this machine (local mode): ``127.0.0.0/8``, ``::1`` or ``localhost``."""
     host = urlsplit(url).hostname or ""
     return host in ("localhost", "::1") or host.startswith("127.")
+
+
+class ApiUnreachable(ApiError):
+    """No HTTP response: connection refused, DNS failure or timeout. For an API on this machine
+    (``is_loopback``) the message asks whether local mode runs; otherwise it gives the reason."""
+
+    def __init__(self, base_url: str, reason: str) -> None:
+        hint = ": is `jobsched local` running?" if is_loopback(base_url) else f" ({reason})"
+        super().__init__(0, "unreachable", f"cannot reach the API at {base_url}{hint}")
 
 
 def api_gateway_region(url: str) -> str | None:

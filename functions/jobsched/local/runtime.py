@@ -47,6 +47,7 @@ from jobsched.clock import Clock, system_clock
 from jobsched.local.demo import demo_jobs
 from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_bookkeeping, serialize_dynamodb
 from jobsched.local.event_source import LocalLambdaContext, SqsEventSource
+from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE
 from jobsched.local.printer import AlertPrinter, RunPrinter
 from jobsched.local.server import ApiServer
 from jobsched.local.state import (
@@ -62,7 +63,6 @@ from jobsched.local.state import (
 from jobsched.observability import logger
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
 
-DEV_TOKEN_FILE = "dev-token"
 LOG_FILE = "local.log"
 METRICS_FILE = "metrics.log"
 TOKENS_FILE = "tokens.json"
@@ -117,7 +117,7 @@ class LocalConfig:
     """
 
     port: int = 8080
-    data_dir: Path = Path(".jobsched")
+    data_dir: Path = DEFAULT_DATA_DIR
     tokens_file: Path | None = None
     schedulers: int = 1
     workers: int = 4

@@ -11,7 +11,8 @@ from botocore.credentials import Credentials
 from typer.testing import CliRunner
 
 from jobsched.cli_commands import find_dev_token, register, system_zone_name
-from jobsched.client import ApiError, JobschedClient, api_gateway_region, is_loopback
+from jobsched.client import ApiError, ApiUnreachable, JobschedClient, api_gateway_region, is_loopback
+from jobsched.local.runtime import LocalConfig, prepare_tokens
 from jobsched.schedules import get_zone
 
 GATEWAY = "https://abc123defg.execute-api.eu-west-1.amazonaws.com/prod"
@@ -171,6 +172,36 @@ def test_custom_domain_is_signed_when_a_region_is_given() -> None:
 )
 def test_only_local_apis_count_as_loopback(url: str, local: bool) -> None:
     assert is_loopback(url) is local
+
+
+@pytest.mark.parametrize(
+    ("url", "hint"),
+    [
+        ("http://127.0.0.2:8080", ": is `jobsched local` running?"),
+        ("http://localhost:9000", ": is `jobsched local` running?"),
+        ("http://[::1]:8080", ": is `jobsched local` running?"),
+        ("https://jobs.example.com", " (timed out)"),
+    ],
+)
+def test_unreachable_hints_at_local_mode_only_for_a_local_api(url: str, hint: str) -> None:
+    error = ApiUnreachable(url, "timed out")
+    assert (error.status, error.code) == (0, "unreachable")
+    assert str(error) == f"cannot reach the API at {url}{hint}"
+
+
+def test_the_cli_reads_the_dev_token_where_local_mode_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given local mode started with its default data dir in this folder
+    monkeypatch.chdir(tmp_path)
+    _, token, generated = prepare_tokens(LocalConfig().data_dir, None)
+
+    # Then the CLI finds that token from here and from a folder below
+    nested = tmp_path / "src" / "app"
+    nested.mkdir(parents=True)
+    assert generated and token.startswith("dev-")
+    assert find_dev_token() == token
+    assert find_dev_token(nested) == token
 
 
 def test_the_saved_dev_token_is_never_sent_to_a_remote_api(
