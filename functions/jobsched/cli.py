@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from jobsched.cli_commands import USAGE_ERROR, fail
 from jobsched.cli_commands import register as register_api_commands
 from jobsched.schedules import ScheduleError, get_zone, parse_instant, validate_schedule
 
@@ -21,19 +22,10 @@ app = typer.Typer(
     add_completion=False,
 )
 
-USAGE_ERROR = 2
-"""Exit status for bad input, as for a usage error."""
-
 
 @app.callback()
 def _root() -> None:
     """jobsched: a serverless distributed job scheduler."""
-
-
-def _fail(field: str, message: str) -> typer.Exit:
-    """Print ``error: <field>: <message>`` as ONE line on stderr; return the exit to raise."""
-    typer.echo(f"error: {field}: {' '.join(message.split())}", err=True)
-    return typer.Exit(USAGE_ERROR)
 
 
 @app.command("next")
@@ -64,7 +56,7 @@ def next_fires(
             raise ScheduleError("count", f"--count must be at least 1, got {count}")
         schedule = validate_schedule(expression, tz, now=start, min_interval_s=0)
     except ScheduleError as error:
-        raise _fail(error.field, error.message) from None
+        fail(error.message, USAGE_ERROR, field=error.field)
     fires = schedule.fires(start, datetime.max.replace(tzinfo=UTC), count)
     for fire in fires:
         typer.echo(fire.isoformat())

@@ -40,7 +40,12 @@ from jobsched.client import DEFAULT_API, ApiError, JobschedClient, is_loopback
 from jobsched.crontab import CRON_JOB_DEFAULTS, Crontab, parse_crontab
 from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE
 
-__all__ = ["find_dev_token", "register", "system_zone_name"]
+__all__ = ["FAILED", "USAGE_ERROR", "fail", "find_dev_token", "register", "system_zone_name"]
+
+FAILED = 1
+"""Exit status of a failed call: the API answered an error (rejected input included) or was unreachable."""
+USAGE_ERROR = 2
+"""Exit status of bad input caught before any call (bad flag value, unreadable file), as for a usage error."""
 
 jobs_app = typer.Typer(help="Register, inspect and change jobs.", no_args_is_help=True)
 
@@ -78,9 +83,14 @@ def _out() -> Console:
     return console
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``error: <message>`` (one line) on stderr and exit with ``code``."""
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
+def fail(message: str, code: int = FAILED, *, field: str | None = None) -> NoReturn:
+    """Print ONE line on stderr, ``error: <message>`` or ``error: <field>: <message>``, and exit ``code``.
+
+    The CLI's one error line: every run of whitespace in ``message`` (newlines included) becomes one space.
+    ``code`` is ``FAILED`` (1) or ``USAGE_ERROR`` (2). Raises ``typer.Exit``.
+    """
+    where = f"{field}: " if field else ""
+    typer.echo(f"error: {where}{' '.join(message.split())}", err=True)
     raise typer.Exit(code)
 
 
@@ -225,18 +235,18 @@ def _json_option(text: str | None, option: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as error:
-        fail(f"{option} is not valid JSON: {error}", 2)
+        fail(f"{option} is not valid JSON: {error}", USAGE_ERROR)
 
 
 def _read_json_file(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text() if str(path) != "-" else sys.stdin.read())
     except OSError as error:
-        fail(f"cannot read {path}: {error.strerror or error}", 2)
+        fail(f"cannot read {path}: {error.strerror or error}", USAGE_ERROR)
     except ValueError as error:
-        fail(f"{path} is not valid JSON: {error}", 2)
+        fail(f"{path} is not valid JSON: {error}", USAGE_ERROR)
     if not isinstance(data, dict):
-        fail(f"{path} must hold a JSON object", 2)
+        fail(f"{path} must hold a JSON object", USAGE_ERROR)
     return data
 
 
@@ -306,7 +316,7 @@ class SpecFlags:
         API validates them. Exits 2 for two target flags or a flag that is not valid JSON."""
         targets = [t for t in (self.command, self.shell, self.url, self.target_json) if t is not None]
         if len(targets) > 1:
-            fail("give one of --command, --shell, --url or --target-json", 2)
+            fail("give one of --command, --shell, --url or --target-json", USAGE_ERROR)
         body: dict[str, Any] = {}
         if self.command is not None:
             body["target"] = {"type": "command", "name": self.command}
@@ -468,7 +478,7 @@ def jobs_update(
     """Change a job (PATCH /jobs/{id}); only the fields given change; next_run_at is recomputed from now."""
     body = _job_body(file, spec)
     if not body:
-        fail("nothing to change: give at least one field flag or --file", 2)
+        fail("nothing to change: give at least one field flag or --file", USAGE_ERROR)
     with _client(ctx, api, token, sigv4_region) as client:
         updated = client.update_job(_resolve(client, job), body)
     if as_json:
@@ -652,9 +662,9 @@ def import_crontab_command(
         try:
             text = file.read_text()
         except OSError as error:
-            fail(f"cannot read {file}: {error.strerror or error}", 2)
+            fail(f"cannot read {file}: {error.strerror or error}", USAGE_ERROR)
         except UnicodeDecodeError:
-            fail(f"{file} is not a text file", 2)
+            fail(f"{file} is not a text file", USAGE_ERROR)
         label, stem = str(file.resolve()), file.stem or file.name
     if not system and (label == "/etc/crontab" or label.startswith("/etc/cron.d/")):
         typer.echo(f"hint: {file} is a system crontab; pass --system to read its user field", err=True)
@@ -692,7 +702,7 @@ def import_crontab_command(
     rejected = len(parsed.rejected) + sum(1 for r in results if r["status"] == "rejected")
     if rejected:
         typer.echo(f"{rejected} line(s) rejected", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(FAILED)
 
 
 def _import_entries(

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from jobsched.cli_commands import register
+from jobsched.cli_commands import FAILED, USAGE_ERROR, fail, register
 from jobsched.client import ApiError
 
 DATA = Path(__file__).parent / "data"
@@ -310,3 +310,21 @@ def test_list_empty(cli: Any, flag: str | None) -> None:
     else:
         result = cli("jobs", "list")
         assert result.exit_code == 0 and result.stdout == "" and "no jobs" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "code", "line"),
+    [
+        (None, FAILED, "error: cannot reach the API: is it up?"),
+        ("schedule", USAGE_ERROR, "error: schedule: cannot reach the API: is it up?"),
+    ],
+)
+def test_every_error_is_one_line_on_stderr(
+    field: str | None, code: int, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(typer.Exit) as raised:
+        fail("cannot reach\n  the API:\tis it up?", code, field=field)
+
+    assert raised.value.exit_code == code
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", line + "\n")
