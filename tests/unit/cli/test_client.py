@@ -10,6 +10,7 @@ import typer
 from botocore.credentials import Credentials
 from typer.testing import CliRunner
 
+from jobsched import cli_commands
 from jobsched.cli_commands import find_dev_token, register, system_zone_name
 from jobsched.client import ApiError, ApiUnreachable, JobschedClient, api_gateway_region, is_loopback
 from jobsched.local.runtime import LocalConfig, prepare_tokens
@@ -143,7 +144,20 @@ def test_dev_token_is_found_in_a_parent_folder(tmp_path: Path) -> None:
     nested = tmp_path / "a" / "b"
     nested.mkdir(parents=True)
     assert find_dev_token(nested) == "dev-xyz"
-    assert find_dev_token(Path("/")) is None or Path("/.jobsched/dev-token").exists()
+
+
+def test_no_dev_token_up_to_the_root_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a data-dir name no folder on this machine has (so no parent of tmp_path can hold one)
+    unique = Path(f".jobsched-{tmp_path.name}")
+    monkeypatch.setattr(cli_commands, "DEFAULT_DATA_DIR", unique)
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+
+    # Then the search up to / finds nothing, and an empty token file counts as none
+    assert find_dev_token(nested) is None
+    (tmp_path / unique).mkdir()
+    (tmp_path / unique / "dev-token").write_text("\n")
+    assert find_dev_token(nested) is None
 
 
 def test_system_zone_is_an_iana_name() -> None:
