@@ -7,12 +7,14 @@ strings in UTC (``2026-12-04T18:00:00Z``); storage keeps them as epoch milliseco
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Generic, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -66,19 +68,85 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""RFC 9110 section 5.1: a field name is a ``token``."""
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[ \t]*[\x21-\x7e])*)?")
+"""RFC 9110 section 5.5 field value, ASCII only (httpx encodes header values as ASCII): visible characters
+with inner spaces or tabs; no CR/LF or other control characters, no leading or trailing whitespace."""
+_HOST_LABEL = re.compile(r"(?:[A-Za-z0-9_-]|[^\x00-\x7f])+")
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*", re.IGNORECASE)
+# (all four are used with fullmatch: "$" would let a trailing newline through)
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be requested (None when it can): the checks of RFC 3986 and the WHATWG URL standard
+    that decide whether the worker's HTTP client reaches a host. Host names are DNS names (labels of letters,
+    digits, ``-`` and ``_``, or internationalized); a host ending in a numeric label must be an IPv4 address
+    (WHATWG "ends in a number"); a bracketed host an IPv6 address; the port 1-65535."""
+    if not re.match(r"^https?://", url):
+        return "url must be an absolute http:// or https:// URL"
+    if re.search(r"[\x00-\x20\x7f]", url):
+        return "url must not contain spaces or control characters (percent-encode them, e.g. %20)"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:  # unbalanced brackets, a bad IPv6 literal, a port out of range
+        return f"url is not a valid URL: {error}"
+    host = parts.hostname or ""
+    if not host:
+        return "url has no host"
+    if port == 0:
+        return "url has port 0; use a port from 1 to 65535"
+    if "[" in parts.netloc:
+        return None  # urlsplit checked the IPv6 literal
+    labels = host.removesuffix(".").split(".")
+    if len(host) > 253 or any(not _HOST_LABEL.fullmatch(label) or len(label) > 63 for label in labels):
+        return f"url host {host!r} is not a valid host name"
+    if _NUMERIC_LABEL.fullmatch(labels[-1]):
+        try:
+            ipaddress.IPv4Address(host.removesuffix("."))
+        except ValueError:
+            return f"url host {host!r} is neither a host name nor an IPv4 address (four numbers 0-255)"
+    return None
+
+
 class HttpTarget(_Strict):
-    """Request ``method url`` with body ``input``; 2xx is success (SPEC section 2)."""
+    """Request ``method url`` with body ``input``; 2xx is success (SPEC section 2).
+
+    ``url`` must be one the worker can request (see ``_url_problem``); ``headers`` names are RFC 9110 tokens
+    and values printable ASCII without CR/LF, so a header can never break or inject into the request.
+    """
 
     type: Literal["http"] = "http"
     url: str = Field(min_length=1, max_length=2048, description="http:// or https:// URL")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra request headers: names are RFC 9110 tokens, values printable ASCII",
+    )
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("url must be an absolute http:// or https:// URL")
+        problem = _url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"header name {name!r} is not a valid HTTP field name (RFC 9110 token: letters, digits "
+                    "and !#$%&'*+-.^_`|~)"
+                )
+            if not _HEADER_VALUE.fullmatch(text):
+                raise ValueError(
+                    f"the value of header {name!r} must be printable ASCII: no CR, LF or other control "
+                    "characters, no leading or trailing spaces (RFC 9110 field value)"
+                )
         return value
 
 

@@ -93,6 +93,95 @@ def test_create_rejects_bad_input_with_400_naming_the_field(http, body, field, c
     assert hint in reply.error["message"]
 
 
+def _http_target(url: str = "https://hooks.example.com/run", **fields):
+    return _with(command=..., target={"type": "http", "url": url, **fields})
+
+
+@pytest.mark.parametrize(
+    ("url", "hint"),
+    [
+        ("http://[::1", "not a valid URL"),
+        ("http://[zz]/", "not a valid URL"),
+        ("http://exa mple.com/", "spaces or control characters"),
+        ("http://example.com/\x00", "spaces or control characters"),
+        ("http://999.999.999.999/", "IPv4"),
+        ("http://1.2.3/", "IPv4"),
+        ("http://0x7f.1/", "IPv4"),
+        ("http://example.com:99999/", "out of range"),
+        ("http://example.com:0/", "port 0"),
+        ("http://example.com:http/", "not a valid URL"),
+        ("http:///path", "no host"),
+        ("http://a..b/", "not a valid host name"),
+        ("http://%41.com/", "not a valid host name"),
+        ("http://" + "a" * 64 + ".com/", "not a valid host name"),
+    ],
+)
+def test_an_http_target_url_that_cannot_be_requested_is_400(http, url, hint):
+    reply = http("POST", "/jobs", body=_http_target(url))
+
+    assert reply.status == 400, reply.body
+    assert reply.error["field"] == "target.url" and reply.error["code"] == "invalid_input"
+    assert hint in reply.error["message"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.example.com/services/T0/B0?token=x#frag",
+        "http://127.0.0.1:8080/hook",
+        "http://[::1]:8080/",
+        "http://localhost/",
+        "http://user:secret@internal_service.example:443/a%20b",
+        "https://bücher.example/",
+        "https://example.com./",
+    ],
+)
+def test_usable_http_target_urls_are_accepted(http, url):
+    reply = http("POST", "/jobs", body=_http_target(url))
+
+    assert reply.status == 201, reply.body
+    assert reply.body["target"]["url"] == url
+
+
+@pytest.mark.parametrize(
+    ("headers", "hint"),
+    [
+        ({"a\nb": "c"}, "not a valid HTTP field name"),
+        ({"X Trace": "1"}, "not a valid HTTP field name"),
+        ({"X-Tráce": "1"}, "not a valid HTTP field name"),
+        ({"": "1"}, "not a valid HTTP field name"),
+        ({"X-Trace": "1\r\nX-Injected: yes"}, "no CR, LF"),
+        ({"X-Trace": "1\n"}, "no CR, LF"),
+        ({"X-Trace": "a\x00b"}, "control characters"),
+        ({"X-Trace": " padded"}, "leading or trailing"),
+        ({"X-Trace": "caf\u00e9"}, "printable ASCII"),
+    ],
+)
+def test_http_target_headers_that_would_break_the_request_are_400(http, headers, hint):
+    job = http.create()
+
+    for reply in (
+        http("POST", "/jobs", body=_http_target(headers=headers)),
+        http(
+            "PATCH",
+            f"/jobs/{job['id']}",
+            body={"target": {"type": "http", "url": "https://x.io/", "headers": headers}},
+        ),
+    ):
+        assert reply.status == 400, reply.body
+        assert reply.error["field"] == "target.headers" and reply.error["code"] == "invalid_input"
+        assert hint in reply.error["message"]
+
+
+def test_valid_http_target_headers_are_kept(http):
+    headers = {"Authorization": "Bearer abc.def", "X-Empty": "", "X-Tab": "a\tb", "x-custom_1!": "v=1; w=2"}
+
+    reply = http("POST", "/jobs", body=_http_target(headers=headers))
+
+    assert reply.status == 201, reply.body
+    assert reply.body["target"]["headers"] == headers
+
+
 def test_the_sample_bad_input_event_names_the_schedule(http):
     reply = http.invoke(http.sample("create_job_bad_schedule"))
 
