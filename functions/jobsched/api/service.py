@@ -11,8 +11,10 @@ Rules and where they come from:
   existing job, a different spec is a conflict (SPEC section 3, walkthrough "The API");
 - registration-time checks of the schedule (``schedules.validate_schedule``), ``timeout_s`` at most the
   worker's cap, ``shell`` targets only where the deployment allows them (SPEC section 2);
-- ``next_run_at`` of a new or re-timed job is the schedule's first fire from now; rates are anchored at
-  ``start_at``, else at the job's creation (SPEC section 1);
+- ``next_run_at`` of a new job is the schedule's first fire from now; rates are anchored at ``start_at``,
+  else at the job's creation (SPEC section 1); a re-timed job's is the first fire from now of its new
+  settings, except that fires still pending (jitter not yet elapsed, or missed while the scheduler was down)
+  are kept for the scheduler's ``missed`` policy;
 - pause takes the job out of the due index, resume puts it back with its stored (possibly past)
   ``next_run_at`` so the scheduler applies the job's ``missed`` policy (SPEC section 4);
 - a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run.
@@ -49,7 +51,7 @@ from jobsched.models import (
     to_ms,
 )
 from jobsched.observability import logger
-from jobsched.schedules import Schedule, parse_schedule, validate_schedule
+from jobsched.schedules import Schedule, jitter_offset_ms, parse_schedule, validate_schedule
 from jobsched.settings import Settings
 from jobsched.store import layout
 from jobsched.store.errors import Conflict, NameTaken, NotFound
@@ -253,9 +255,11 @@ class JobService:
         """Apply ``patch`` (fields present replace the stored ones; ``retry`` merges field by field).
 
         When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
-        from now with the new settings; otherwise it is kept, so a pending catch-up is not lost by editing
-        ``input``. The stored fencing ``term`` is kept. Raises ``JobNotFound``, ``InvalidInput`` or
-        ``ScheduleError`` (400), ``ConcurrentChange`` (409, the job kept changing).
+        with the new settings (see :meth:`_retimed_since_ms`): future fires from now on (SPEC section 3), while
+        fires still pending are kept, so an edit never silently drops a run. Otherwise ``next_run_at`` is kept,
+        so a pending catch-up is not lost by editing ``input``. The stored fencing ``term`` is kept. Raises
+        ``JobNotFound``, ``InvalidInput`` or ``ScheduleError`` (400), ``ConcurrentChange`` (409, the job kept
+        changing).
         """
         changes = patch.model_dump(exclude_unset=True)
         for field in sorted(NON_NULLABLE_PATCH_FIELDS & changes.keys()):
@@ -280,10 +284,28 @@ class JobService:
             job = current.model_copy(update=dict(settings))
             if retimed:
                 anchor_ms = self._anchor_ms(job)
-                return job, anchor_ms, self._first_fire_ms(job, anchor_ms, now_ms)
+                since_ms = self._retimed_since_ms(job, sched.get("next_run_at"), now_ms)
+                return job, anchor_ms, self._first_fire_ms(job, anchor_ms, now_ms, since_ms=since_ms)
             return job, int(sched.get("anchor_at", to_ms(current.created_at))), sched.get("next_run_at")
 
         return self._rewrite(owner, job_id, change, event="job updated")
+
+    @staticmethod
+    def _retimed_since_ms(job: Job, stored_next_run_at: Any, now_ms: int) -> int:
+        """The instant (epoch ms) from which a re-timed job's first fire is taken: fires at or after it count.
+
+        ``min(now - jitter offset, stored next_run_at)``. Fires whose dispatch instant (fire + the job's jitter
+        offset, SPEC section 4) is still ahead of now are not dropped; nor is a stored ``next_run_at`` already
+        past, i.e. a fire not yet run, or a backlog the scheduler missed while down or while the job was
+        paused. Those come out as a past ``next_run_at``, so the scheduler runs them or records them
+        ``skipped`` by the job's ``missed`` policy and catch-up window (``scheduler.plan_fires``); the unique
+        run key ``(job_id, scheduled_for)`` keeps it from creating a run that already exists. Everything else
+        is "from now on" (SPEC section 3).
+        """
+        since_ms = now_ms - jitter_offset_ms(job.id, job.jitter_s)
+        if stored_next_run_at is not None:
+            since_ms = min(since_ms, int(stored_next_run_at))
+        return since_ms
 
     def pause_job(self, owner: str, job_id: str) -> Job:
         """Take the job out of the due index (``paused`` true, ``next_run_at`` kept). Idempotent.
@@ -450,8 +472,11 @@ class JobService:
         """A rate's anchor (and the bound before which nothing fires): ``start_at``, else creation time."""
         return to_ms(job.start_at) if job.start_at is not None else to_ms(job.created_at)
 
-    def _first_fire_ms(self, job: Job, anchor_ms: int, now_ms: int) -> int | None:
-        """Validate the job's schedule as at registration and return its first fire from ``now`` (epoch ms).
+    def _first_fire_ms(
+        self, job: Job, anchor_ms: int, now_ms: int, *, since_ms: int | None = None
+    ) -> int | None:
+        """Validate the job's schedule as at registration (at ``now_ms``) and return its first fire at or
+        after ``since_ms`` (default: now), epoch ms; None when it has none.
 
         Raises ``ScheduleError`` (field ``schedule``, ``timezone``, ``start_at`` or ``end_at``).
         """
@@ -468,7 +493,7 @@ class JobService:
             schedule = parse_schedule(
                 job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at
             )
-        first = schedule.first_fire(now)
+        first = schedule.first_fire(now if since_ms is None else from_ms(since_ms))
         return to_ms(first) if first is not None else None
 
     def _sched_item(

@@ -58,9 +58,26 @@ def test_a_rate_is_anchored_at_creation_and_fires_first_at_once(http):
     job = http.create("heartbeat", schedule="rate(5 minutes)")
 
     assert job["next_run_at"] == "2026-03-02T10:00:00Z"
+    # Given: the scheduler has run 10:00 and 10:05 (next_run_at moved to 10:10), and it is 10:07
+    http.aws.table(http.settings.jobs_table).update_item(
+        Key={"pk": job_pk(job["id"]), "sk": SCHED_SK},
+        UpdateExpression="SET next_run_at = :n",
+        ExpressionAttributeValues={":n": http.NOW_MS + 10 * 60_000},
+    )
     http.clock.advance(7 * 60_000)
     changed = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "every 10 minutes"}).body
     assert changed["next_run_at"] == "2026-03-02T10:10:00Z"  # still on the creation-time grid
+
+
+def test_a_retimed_job_keeps_a_fire_the_scheduler_has_not_run_yet(http):
+    # Given: a rate job whose first fire (10:00, at creation) the scheduler has not run by 10:07
+    job = http.create("heartbeat", schedule="rate(5 minutes)")
+    http.clock.advance(7 * 60_000)
+
+    changed = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "every 10 minutes"}).body
+
+    # Then: it stays due (the scheduler applies the job's missed policy; see test_with_scheduler)
+    assert changed["next_run_at"] == "2026-03-02T10:00:00Z"
 
 
 def test_a_rate_with_start_at_is_anchored_there(http):

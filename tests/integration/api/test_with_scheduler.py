@@ -1,0 +1,184 @@
+"""API edits and triggers seen through the scheduler: the scheduler really ticks (FakeClock, moto) after each call.
+
+A PATCH that re-times a job must not drop fires that are still pending (jitter not yet elapsed) or were missed
+while the scheduler was down; a manual trigger must never take the run key of a scheduled fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter
+
+from jobsched.adapters.queue import RunMessage, RunQueue
+from jobsched.aws import Aws
+from jobsched.lease import LeaderLease
+from jobsched.models import from_ms
+from jobsched.scheduler import Scheduler, SchedulerLoop, TickLimits
+from jobsched.schedules import jitter_offset_ms
+from jobsched.settings import Settings
+from jobsched.store import layout
+from jobsched.store.control import ControlStore
+from jobsched.store.jobs import JobStore
+from jobsched.store.runs import RunStore
+
+MINUTE = 60_000
+DAY = 86_400_000
+JITTERED_ID = "j_00000000000000000005"  # jitter_offset_ms(JITTERED_ID, 600) is 246 078 ms
+
+
+@pytest.fixture
+def deployment(aws: Aws, settings: Settings) -> tuple[Aws, Settings]:
+    """A fresh deployment per test (overrides the module-wide one): each test's scheduler starts with no
+    lease and no watermark left by another test's clock."""
+    return aws, settings
+
+
+@pytest.fixture
+def scheduler(http: Any) -> Iterator[SchedulerLoop]:
+    """The partition-0 scheduler loop (one partition by default) on the test's tables, queue and clock."""
+    settings, aws = http.settings, http.aws
+    control = ControlStore(aws.dynamodb, settings.control_table)
+    tick = Scheduler(
+        partition=0,
+        jobs=JobStore(aws.table(settings.jobs_table)),
+        runs=RunStore(aws.table(settings.runs_table)),
+        queue=RunQueue(aws.sqs, settings.run_queue_url),
+        control=control,
+        settings=settings,
+        clock=http.clock,
+        limits=TickLimits(threads=2),
+    )
+    lease = LeaderLease(control, 0, "api-tests", clock=http.clock, ttl_ms=int(settings.lease_ttl_s * 1000))
+    yield SchedulerLoop(tick, lease, clock=http.clock, sleep=http.clock.sleep)
+    tick.close()
+
+
+def step_at(http: Any, loop: SchedulerLoop, now_ms: int) -> None:
+    http.clock.now_ms = now_ms
+    loop.step()
+
+
+def runs(http: Any, job_id: str) -> list[dict[str, Any]]:
+    """The job's runs through the API, oldest first."""
+    reply = http("GET", f"/jobs/{job_id}/runs", query={"limit": "100"})
+    assert reply.status == 200, reply.body
+    return list(reversed(reply.body["items"]))
+
+
+def drain(http: Any) -> list[RunMessage]:
+    sqs, url = http.aws.sqs, http.settings.run_queue_url
+    found: list[RunMessage] = []
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        found.extend(RunMessage.parse(m["Body"]) for m in got)
+        for message in got:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return found
+
+
+def iso(ms: int) -> str:
+    """An instant as the API writes it (``2026-03-02T10:05:00Z``)."""
+    return str(TypeAdapter(datetime).dump_python(from_ms(ms), mode="json"))
+
+
+# --- PATCH keeps pending fires ------------------------------------------------------------------------
+
+
+def test_a_patch_between_a_fire_and_its_jittered_dispatch_keeps_that_run(http, scheduler, monkeypatch):
+    # Given: a daily 10:05 job with a 600 s jitter window, whose 10:05 fire is due at 10:05 + its offset
+    monkeypatch.setattr(layout, "new_job_id", lambda: JITTERED_ID)
+    job = http.create("jittered", schedule="5 10 * * *", jitter_s=600)
+    offset = jitter_offset_ms(JITTERED_ID, 600)
+    fire = http.NOW_MS + 5 * MINUTE
+    assert job["next_run_at"] == iso(fire) and offset > 2 * MINUTE
+    step_at(http, scheduler, http.NOW_MS)
+    step_at(http, scheduler, fire + 1_000)  # past the nominal fire, before its dispatch: nothing runs yet
+    assert runs(http, job["id"]) == []
+
+    # When: the owner changes a timing field in that window
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"end_at": "2027-01-01T00:00:00Z"})
+
+    # Then: the pending fire stays next, and runs at its dispatch instant, never earlier
+    assert reply.status == 200 and reply.body["next_run_at"] == iso(fire)
+    step_at(http, scheduler, fire + offset - 1)
+    assert runs(http, job["id"]) == []
+    step_at(http, scheduler, fire + offset)
+    [run] = runs(http, job["id"])
+    assert run["scheduled_for"] == iso(fire) and run["status"] == "queued" and run["kind"] == "scheduled"
+    assert drain(http) == [RunMessage(job_id=job["id"], scheduled_for=fire)]
+    assert http("GET", f"/jobs/{job['id']}").body["next_run_at"] == iso(fire + DAY)
+
+
+def test_a_patch_after_scheduler_downtime_keeps_the_catch_up_backlog(http, scheduler):
+    # Given: an every-minute job whose 10:00 run was made, then 29 minutes without a scheduler
+    job = http.create("minutely", schedule="* * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    http.clock.now_ms = http.NOW_MS + 30 * MINUTE + 500
+
+    # When: the owner edits end_at before the scheduler is back
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"end_at": "2027-01-01T00:00:00Z"})
+
+    # Then: next_run_at is the first missed fire, and the scheduler runs each missed fire once (catch_up)
+    assert reply.status == 200 and reply.body["next_run_at"] == iso(http.NOW_MS + MINUTE)
+    step_at(http, scheduler, http.NOW_MS + 30 * MINUTE + 600)
+    rows = runs(http, job["id"])
+    assert [r["scheduled_for"] for r in rows] == [iso(http.NOW_MS + i * MINUTE) for i in range(31)]
+    assert {r["status"] for r in rows} == {"queued"}
+    assert len(drain(http)) == 31
+    assert http("GET", f"/jobs/{job['id']}").body["next_run_at"] == iso(http.NOW_MS + 31 * MINUTE)
+
+
+def test_a_patch_after_downtime_lets_the_skip_policy_record_what_did_not_run(http, scheduler):
+    # Given: the same downtime for a job whose missed fires are skipped
+    job = http.create("minutely-skip", schedule="* * * * *", missed="skip")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    http.clock.now_ms = http.NOW_MS + 30 * MINUTE + 500
+
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"timezone": "Europe/Berlin"})
+
+    # Then: the 29 fires late by more than the grace show as one skipped summary row; 10:30 (on time) runs
+    assert reply.body["next_run_at"] == iso(http.NOW_MS + MINUTE)
+    step_at(http, scheduler, http.NOW_MS + 30 * MINUTE + 600)
+    rows = runs(http, job["id"])
+    assert [(r["scheduled_for"], r["status"], r["skipped_count"]) for r in rows] == [
+        (iso(http.NOW_MS), "queued", None),
+        (iso(http.NOW_MS + MINUTE), "skipped", 29),
+        (iso(http.NOW_MS + 30 * MINUTE), "queued", None),
+    ]
+
+
+def test_a_patch_to_a_new_schedule_keeps_missed_fires_of_the_new_schedule_only(http, scheduler):
+    # Given: an hourly job (last run 10:00) and a scheduler down until 12:30
+    job = http.create("hourly", schedule="0 * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    http.clock.now_ms = http.NOW_MS + 150 * MINUTE  # 12:30
+
+    # When: the schedule becomes half-hourly
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "*/30 * * * *"})
+
+    # Then: the new schedule's fires since the first missed one (11:00) run; nothing before it repeats
+    assert reply.body["next_run_at"] == iso(http.NOW_MS + 60 * MINUTE)
+    step_at(http, scheduler, http.NOW_MS + 150 * MINUTE + 5)
+    assert [r["scheduled_for"] for r in runs(http, job["id"])] == [
+        iso(http.NOW_MS + m * MINUTE) for m in (0, 60, 90, 120, 150)
+    ]
+
+
+def test_a_patch_while_the_scheduler_keeps_up_retimes_from_now_on(http, scheduler):
+    # Given: an every-minute job the scheduler has kept up with (next fire 10:03, ahead of now)
+    job = http.create("current", schedule="* * * * *")
+    for minute in range(3):
+        step_at(http, scheduler, http.NOW_MS + minute * MINUTE + 5)
+    http.clock.now_ms = http.NOW_MS + 2 * MINUTE + 30_000  # 10:02:30
+
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "*/5 * * * *"})
+
+    # Then: the first fire of the new schedule from now on; the runs made stay as they were
+    assert reply.body["next_run_at"] == iso(http.NOW_MS + 5 * MINUTE)
+    step_at(http, scheduler, http.NOW_MS + 5 * MINUTE + 5)
+    assert [r["scheduled_for"] for r in runs(http, job["id"])] == [
+        iso(http.NOW_MS + m * MINUTE) for m in (0, 1, 2, 5)
+    ]
