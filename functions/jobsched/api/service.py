@@ -17,7 +17,8 @@ Rules and where they come from:
   are kept for the scheduler's ``missed`` policy;
 - pause takes the job out of the due index, resume puts it back with its stored (possibly past)
   ``next_run_at`` so the scheduler applies the job's ``missed`` policy (SPEC section 4);
-- a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run.
+- a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run; it takes
+  the next free millisecond when ``now`` is one of the schedule's fire instants, which stay the scheduler's.
 """
 
 from __future__ import annotations
@@ -51,7 +52,13 @@ from jobsched.models import (
     to_ms,
 )
 from jobsched.observability import logger
-from jobsched.schedules import Schedule, jitter_offset_ms, parse_schedule, validate_schedule
+from jobsched.schedules import (
+    Schedule,
+    ScheduleError,
+    jitter_offset_ms,
+    parse_schedule,
+    validate_schedule,
+)
 from jobsched.settings import Settings
 from jobsched.store import layout
 from jobsched.store.errors import Conflict, NameTaken, NotFound
@@ -390,7 +397,8 @@ class JobService:
     def trigger_job(self, owner: str, job_id: str, *, idempotency_key: str | None = None) -> TriggerResult:
         """Create one run of the job now, outside its schedule (paused jobs too), and enqueue it.
 
-        The run is ``(job_id, now)``, kind ``manual``. If the enqueue fails the run stays ``queued`` and the
+        The run is ``(job_id, now)``, kind ``manual`` (``now`` + 1 ms, up to 4 ms, when that instant is a fire
+        of the schedule or already a run). If the enqueue fails the run stays ``queued`` and the
         sweeper enqueues it (SPEC section 4), so the call still succeeds. With ``idempotency_key`` a repeat
         returns the first run. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
         idempotency errors of ``IdempotencyKeys.run``.
@@ -406,12 +414,15 @@ class JobService:
         return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
 
     def _trigger(self, owner: str, job_id: str) -> Run:
-        self._load(owner, job_id)
+        spec, sched = self._load(owner, job_id)
         now_ms = self.clock()
-        for slot in range(TRIGGER_SLOTS):
+        fires = self._fire_instants_ms(spec, sched, now_ms, now_ms + TRIGGER_SLOTS - 1)
+        for slot in (now_ms + i for i in range(TRIGGER_SLOTS)):
+            if slot in fires:
+                continue
             item = layout.new_run_item(
                 job_id,
-                now_ms + slot,
+                slot,
                 now_ms=now_ms,
                 retention_days=self.settings.retention_days,
                 kind=RunKind.MANUAL,
@@ -433,6 +444,29 @@ class JobService:
             )
         logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
         return run
+
+    @staticmethod
+    def _fire_instants_ms(
+        spec: dict[str, Any], sched: dict[str, Any] | None, first_ms: int, last_ms: int
+    ) -> set[int]:
+        """The job's scheduled fires in ``[first_ms, last_ms]`` (epoch ms), which a manual run must not take.
+
+        The run key ``(job_id, scheduled_for)`` is shared by scheduled and manual runs: a manual run keyed at a
+        fire instant would stand in for that fire (the scheduler's put is refused) and the fire would never run.
+        The schedule is read as the scheduler reads it (rates anchored at ``anchor_at``, bounded by ``end_at``).
+        A stored schedule that no longer parses has no fires the scheduler could run: empty set.
+        """
+        job = layout.job_from_items(spec, sched)
+        anchor_ms = int((sched or {}).get("anchor_at", to_ms(job.start_at or job.created_at)))
+        try:
+            schedule = parse_schedule(
+                job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at
+            )
+        except ScheduleError as error:
+            logger.warning("stored schedule does not parse", job_id=job.id, error=error.message)
+            return set()
+        fires = schedule.fires(from_ms(first_ms - 1), from_ms(last_ms), last_ms - first_ms + 1)
+        return {to_ms(fire) for fire in fires}
 
     # --- helpers ------------------------------------------------------------------------------
 

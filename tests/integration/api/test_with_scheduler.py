@@ -182,3 +182,52 @@ def test_a_patch_while_the_scheduler_keeps_up_retimes_from_now_on(http, schedule
     assert [r["scheduled_for"] for r in runs(http, job["id"])] == [
         iso(http.NOW_MS + m * MINUTE) for m in (0, 1, 2, 5)
     ]
+
+
+# --- trigger never takes a scheduled fire's run key --------------------------------------------------
+
+
+@pytest.mark.parametrize("schedule", ["* * * * *", "every 1 minute", "* * * * * *"])
+def test_a_trigger_at_a_fire_instant_leaves_that_fire_to_the_scheduler(http, scheduler, schedule):
+    # Given: a job whose schedule fires at 10:01:00.000, triggered at exactly that millisecond
+    job = http.create("busy", schedule=schedule)
+    step_at(http, scheduler, http.NOW_MS + MINUTE - 1_000)
+    drain(http)
+    fire = http.NOW_MS + MINUTE
+    http.clock.now_ms = fire
+
+    manual = http("POST", f"/jobs/{job['id']}/trigger")
+
+    # Then: the manual run takes the next free millisecond, and the scheduled fire still gets its own run
+    assert manual.status == 202 and manual.body["id"] == f"{job['id']}@{fire + 1}"
+    step_at(http, scheduler, fire + 5)
+    rows = {r["scheduled_for"]: r["kind"] for r in runs(http, job["id"])}
+    assert rows[iso(fire)] == "scheduled" and rows[iso(fire + 1)] == "manual"
+    assert sorted(m.scheduled_for for m in drain(http) if m.scheduled_for >= fire) == [fire, fire + 1]
+
+
+def test_a_trigger_between_fires_keeps_its_instant(http):
+    job = http.create("quiet", schedule="* * * * *")
+    http.clock.now_ms = http.NOW_MS + 1_234
+
+    manual = http("POST", f"/jobs/{job['id']}/trigger").body
+
+    assert manual["id"] == f"{job['id']}@{http.NOW_MS + 1_234}"
+    assert manual["scheduled_for"] == iso(http.NOW_MS + 1_234)
+
+
+def test_a_trigger_still_runs_when_the_stored_schedule_no_longer_parses(http):
+    # Given: a job whose stored zone tzdata no longer knows (so the scheduler cannot fire it either)
+    job = http.create("orphaned", schedule="* * * * *")
+    table = http.aws.table(http.settings.jobs_table)
+    spec = table.get_item(Key={"pk": layout.job_pk(job["id"]), "sk": layout.SPEC_SK})["Item"]
+    table.update_item(
+        Key={"pk": spec["pk"], "sk": spec["sk"]},
+        UpdateExpression="SET doc = :d",
+        ExpressionAttributeValues={":d": spec["doc"].replace('"UTC"', '"Gone/Zone"')},
+    )
+    http.clock.now_ms = http.NOW_MS + MINUTE
+
+    manual = http("POST", f"/jobs/{job['id']}/trigger")
+
+    assert manual.status == 202 and manual.body["id"] == f"{job['id']}@{http.NOW_MS + MINUTE}"
