@@ -103,7 +103,11 @@ class InfraOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     worker_batch_size: int = Field(
-        10, ge=1, le=10, description="runs per worker invocation (SQS batch; 10 needs no batching window)"
+        10,
+        ge=1,
+        le=10,
+        description="runs per worker invocation (SQS batch, its runs started concurrently, one thread each; "
+        "10 needs no batching window)",
     )
     worker_max_concurrency: int = Field(
         50, ge=2, le=1000, description="most concurrent worker invocations the SQS event source starts"

@@ -146,6 +146,7 @@ class Functions(Construct):
                 messaging.run_queue,
                 batch_size=infra.worker_batch_size,
                 max_concurrency=infra.worker_max_concurrency,
+                # The handler starts a batch's runs concurrently (no run waits for another's target).
                 # Partial batch responses: one failed run does not redeliver its nine neighbours.
                 report_batch_item_failures=True,
             )

@@ -4,6 +4,10 @@ in behind the small interfaces below.
 
 One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_for"}``):
 
+0. Enough time? A delivery that arrives with less of its invocation left (``Delivery.remaining_ms``) than the
+   job's ``timeout_s`` plus ``CLAIM_MARGIN_S`` is not claimed: it is handed back (``DEFERRED``: its message's
+   visibility set to 0 and the record reported failed) so a fresh invocation runs it instead of a try the
+   Lambda limit would kill mid-way (and the sweeper would later count as failed).
 1. Claim the run with one conditional update: ``queued|retrying -> running`` (a retrying run once its
    ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``Settings.heartbeat_stale_s``
    (its worker was lost). The claim sets ``worker``, ``attempt + 1``, ``started_at``, ``heartbeat_at`` and,
@@ -56,6 +60,12 @@ NOTIFY_RETRY_MS = 60_000
 """A dead run whose notifications are not confirmed within this is re-notified by the sweeper."""
 OVERLAP_SCAN_LIMIT = 100
 """``overlap: skip`` looks for a running run among the job's this many newest runs."""
+CLAIM_MARGIN_S = 20
+"""Seconds a claimed try needs beyond its ``timeout_s`` to record its result (a few conditional writes, the
+retry or dead-run messages, each with SDK retries). A delivery whose invocation has less than
+``timeout_s + CLAIM_MARGIN_S`` left is not claimed. Kept below the deployment's own bookkeeping allowance
+(``infra.config.WORKER_BOOKKEEPING_S``, 30 s: ``worker_timeout_cap_s`` <= function timeout - 30 s), so a fresh
+invocation can always claim a job at the cap."""
 
 
 class Outcome(StrEnum):
@@ -67,6 +77,12 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     DROPPED = "dropped"  # lost the claim: a duplicate or late delivery
     LOST = "lost"  # the run stopped being ours mid-try (the sweeper or a redelivery took it over)
+    DEFERRED = "deferred"  # not claimed: too little time left in this invocation (handed back to SQS)
+
+
+class Deferred(Exception):
+    """Raised by ``Worker.handle_record`` for a ``DEFERRED`` delivery so the batch processor reports the record
+    as a batch item failure (the message stays on the queue; see ``Worker.process``)."""
 
 
 # --- the interfaces the worker needs ------------------------------------------------------------------
@@ -197,6 +213,8 @@ class Delivery:
     worker: str
     receipt_handle: str | None = None
     receive_count: int = 1
+    remaining_ms: Callable[[], int] | None = None
+    """Milliseconds left in the invocation (Lambda's ``context.get_remaining_time_in_millis``); None: no limit."""
 
 
 @dataclass(frozen=True)
@@ -481,11 +499,13 @@ class Worker:
         self.failures = Failures(runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock)
 
     def handle_record(self, record: SQSRecord | dict[str, Any], lambda_context: Any = None) -> str:
-        """The Powertools ``BatchProcessor`` record handler: one SQS record (or its event dict) -> ``Outcome``.
+        """The batch processor's record handler: one SQS record (or its event dict) -> ``Outcome`` value.
 
-        The worker id is the Lambda request id when a context is given, else ``default_worker_id()``.
+        The worker id is the Lambda request id when a context is given, else ``default_worker_id()``; the
+        context's ``get_remaining_time_in_millis`` bounds what may be claimed (see ``process``).
         Raises ValueError for a malformed body (the record fails; SQS redrive moves a poison message to the
-        run queue's DLQ) and lets storage errors propagate (the record fails and is redelivered).
+        run queue's DLQ), ``Deferred`` when the run was handed back unclaimed (the record fails and comes
+        back), and lets storage errors propagate (the record fails and is redelivered).
         """
         if isinstance(record, dict):
             record = SQSRecord(record)
@@ -495,13 +515,37 @@ class Worker:
             worker=str(request_id) if request_id else default_worker_id(),
             receipt_handle=record.raw_event.get("receiptHandle") or None,
             receive_count=int((record.raw_event.get("attributes") or {}).get("ApproximateReceiveCount", 1)),
+            remaining_ms=getattr(lambda_context, "get_remaining_time_in_millis", None),
         )
-        return self.process(delivery).value
+        outcome = self.process(delivery)
+        if outcome is Outcome.DEFERRED:
+            raise Deferred(f"run {run_id(delivery.message.job_id, delivery.message.scheduled_for)} deferred")
+        return outcome.value
 
     def process(self, delivery: Delivery) -> Outcome:
-        """Process one delivery of a run (claim, checks, try, result). See the module docstring."""
+        """Process one delivery of a run (time check, claim, checks, try, result). See the module docstring.
+
+        Time check: when ``delivery.remaining_ms()`` is under ``worker_timeout_cap_s + CLAIM_MARGIN_S`` (never
+        at the start of a worker Lambda invocation with the deployment's limits), the job's spec is read
+        before the claim (it is read anyway, so this costs nothing) and the run is claimed only if
+        ``min(timeout_s, cap) + CLAIM_MARGIN_S`` fits; otherwise it is ``DEFERRED``: not claimed, its
+        message made visible again at once (``visibility_s = 0``, 1 request) so the event source hands it
+        to another invocation. If that request fails the message comes back after the queue's visibility
+        timeout; every receive counts toward the run queue's redrive limit, and a message redriven to the
+        DLQ leaves its run ``queued``/``retrying`` with ``sweep_at`` set: the sweeper re-enqueues it.
+        """
         message = delivery.message
         rid = run_id(message.job_id, message.scheduled_for)
+        spec: dict[str, Any] | None = None
+        spec_read = False
+        if delivery.remaining_ms is not None:
+            remaining = delivery.remaining_ms()
+            if remaining < self._time_needed_ms(self.settings.worker_timeout_cap_s):
+                spec, spec_read = self.jobs.get_spec(message.job_id), True
+                if spec is not None:
+                    needed = self._time_needed_ms(job_from_items(spec, None).timeout_s)
+                    if remaining < needed:
+                        return self._defer(delivery, remaining_ms=remaining, needed_ms=needed)
         now = self.clock()
         claimed, before = self.runs.claim(
             message.job_id,
@@ -534,7 +578,8 @@ class Worker:
             "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.get("status")
         )
 
-        spec = self.jobs.get_spec(message.job_id)
+        if not spec_read:
+            spec = self.jobs.get_spec(message.job_id)
         if spec is None:
             return self._skip(owned, "job deleted before the run started")
         job = job_from_items(spec, None)
@@ -588,6 +633,28 @@ class Worker:
         metrics.add_metric(name=MetricName.RUNS_SUCCEEDED, unit=MetricUnit.Count, value=1)
         logger.info("run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=detail)
         return Outcome.SUCCEEDED
+
+    def _time_needed_ms(self, timeout_s: int) -> int:
+        """Invocation time a try of ``timeout_s`` (capped) needs before it may be claimed, ms."""
+        return (min(timeout_s, self.settings.worker_timeout_cap_s) + CLAIM_MARGIN_S) * 1000
+
+    def _defer(self, delivery: Delivery, *, remaining_ms: int, needed_ms: int) -> Outcome:
+        """Hand an unclaimed delivery back: its message visible again at once (see ``process``)."""
+        logger.warning(
+            "run not claimed: too little time left in this invocation; handed back to the queue",
+            run_id=run_id(delivery.message.job_id, delivery.message.scheduled_for),
+            remaining_ms=remaining_ms,
+            needed_ms=needed_ms,
+        )
+        if self.visibility is not None and delivery.receipt_handle:
+            try:
+                self.visibility.change_visibility(delivery.receipt_handle, 0)
+            except Exception:
+                logger.exception(
+                    "could not make the deferred message visible; it returns after the visibility timeout",
+                    run_id=run_id(delivery.message.job_id, delivery.message.scheduled_for),
+                )
+        return Outcome.DEFERRED
 
     def _skip(self, owned: Owned, reason: str) -> Outcome:
         if not self.runs.skip(

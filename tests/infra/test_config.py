@@ -8,6 +8,7 @@ import pytest
 from infra.config import (
     RESOURCE_ENV_VARS,
     RUNTIME_KNOBS,
+    WORKER_BOOKKEEPING_S,
     ConfigError,
     DeploymentConfig,
     InfraOptions,
@@ -15,6 +16,7 @@ from infra.config import (
 )
 from jobsched import resources
 from jobsched.settings import Settings
+from jobsched.worker import CLAIM_MARGIN_S
 
 
 def test_runtime_knobs_are_the_settings_fields_that_are_not_resource_names() -> None:
@@ -97,6 +99,14 @@ def test_invalid_values_fail_naming_the_key(context: dict[str, str], key: str) -
 def test_job_timeout_cap_must_leave_the_worker_time_to_record_the_try() -> None:
     with pytest.raises(ConfigError, match="worker_timeout_cap_s"):
         DeploymentConfig.from_context({"worker_timeout_cap_s": str(resources.WORKER_FUNCTION_TIMEOUT_S)})
+    # The largest cap accepted still lets a fresh worker invocation claim a job with that timeout (the
+    # worker claims only with timeout_s + CLAIM_MARGIN_S left), with seconds to spare for the start-up.
+    largest = resources.WORKER_FUNCTION_TIMEOUT_S - WORKER_BOOKKEEPING_S
+    assert (
+        DeploymentConfig.from_context({"worker_timeout_cap_s": str(largest)}).settings.worker_timeout_cap_s
+        == largest
+    )
+    assert largest + CLAIM_MARGIN_S <= resources.WORKER_FUNCTION_TIMEOUT_S - 5
 
 
 def test_the_synth_machines_environment_does_not_leak_in(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from jobsched.adapters.queue import RunMessage, RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.handlers.worker import build_worker
+from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job, JobCreate, to_ms
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
@@ -43,6 +46,15 @@ class SimWaiter:
         self.now += seconds
         self.clock.advance(int(seconds * 1000))
         return False
+
+
+@pytest.fixture(autouse=True)
+def atomic_dynamodb() -> None:
+    """DynamoDB applies each conditional write atomically; moto checks and writes in separate steps. The
+    handler runs a batch's records in concurrent threads (a duplicate delivery in the same batch races for
+    the claim), so moto's DynamoDB requests are serialized, as local mode does. Installed before any boto3
+    session of the test is created (autouse fixtures run first)."""
+    serialize_dynamodb()
 
 
 @pytest.fixture
@@ -165,3 +177,49 @@ def calls() -> Iterator[list[TargetCall]]:
 
     yield seen
     commands.unregister("record")
+
+
+@dataclass
+class Context:
+    """The Lambda context fields Powertools reads."""
+
+    aws_request_id: str = "req-123"
+    function_name: str = "jobsched-worker"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-worker"
+    remaining_ms: int = 899_000  # a fresh invocation of the 900 s worker function
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@pytest.fixture
+def visibility_calls(aws: Aws) -> list[dict[str, Any]]:
+    """The parameters of every ChangeMessageVisibility request made from now on."""
+    seen: list[dict[str, Any]] = []
+    aws.sqs.meta.events.register(
+        "provide-client-params.sqs.ChangeMessageVisibility", lambda params, **_: seen.append(dict(params))
+    )
+    return seen
+
+
+@pytest.fixture
+def delivered(aws: Aws, settings: Settings) -> Callable[[Job, int], dict[str, Any]]:
+    """Send a run message to the run queue and receive it: an SQS event record with a live receipt handle."""
+
+    def deliver(job: Job, scheduled_for: int) -> dict[str, Any]:
+        RunQueue(aws.sqs, settings.run_queue_url).send([RunMessage(job.id, scheduled_for)])
+        message = aws.sqs.receive_message(
+            QueueUrl=settings.run_queue_url, AttributeNames=["All"], WaitTimeSeconds=0
+        )["Messages"][0]
+        return {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": message["Attributes"],
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:test-RunQueue",
+        }
+
+    return deliver

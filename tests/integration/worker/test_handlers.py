@@ -3,8 +3,8 @@ default wiring from the environment."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,25 +14,14 @@ from jobsched.clock import FakeClock
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.handlers.sweeper import build_sweeper
+from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, RunStatus
 from jobsched.settings import Settings, get_settings
 from jobsched.store.runs import RunStore
-from jobsched.worker import Worker
+from jobsched.targets import TargetCall, commands
+from jobsched.worker import RealWaiter, Worker
 
-from .conftest import T0
-
-
-@dataclass
-class Context:
-    """The Lambda context fields Powertools reads."""
-
-    aws_request_id: str = "req-123"
-    function_name: str = "jobsched-worker"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-worker"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+from .conftest import T0, Context
 
 
 def test_a_batch_reports_only_its_failed_records(
@@ -65,11 +54,11 @@ def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -
     for name, value in resource_env.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
-    worker_handler._local.__dict__.clear()
+    worker_handler.clear_default_workers()
     sweeper_handler.default_sweeper.cache_clear()
     yield
     get_settings.cache_clear()
-    worker_handler._local.__dict__.clear()
+    worker_handler.clear_default_workers()
     sweeper_handler.default_sweeper.cache_clear()
 
 
@@ -105,3 +94,117 @@ def test_the_sweeper_handler_returns_its_report(
     clock.advance(settings.sweep_queued_after_s * 1000)
     report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
     assert report["requeued"] == 1 and report["examined"] == 1
+
+
+@pytest.fixture
+def rendezvous() -> Iterator[list[tuple[str, str]]]:
+    """Command ``rendezvous``: waits until 3 tries are inside it at once (10 s at most, then it fails).
+    Returns the ``("start"|"end", run_id)`` events in order."""
+    barrier = threading.Barrier(3, timeout=10)
+    events: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    @commands.register("rendezvous", replace=True)
+    def meet(call: TargetCall) -> str:
+        with lock:
+            events.append(("start", call.run_id))
+        barrier.wait()  # BrokenBarrierError (a failed try) unless the other two are running too
+        with lock:
+            events.append(("end", call.run_id))
+        return "met"
+
+    yield events
+    barrier.abort()
+    commands.unregister("rendezvous")
+
+
+def test_the_records_of_a_batch_run_concurrently(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    rendezvous: list[tuple[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given three runs due now in one batch, whose targets each finish only once all three have started
+    worker = build_worker(settings, aws, clock=clock, waiter=RealWaiter())  # beats are 30 s away
+    monkeypatch.setattr(worker_handler, "worker_factory", lambda: worker)
+    jobs = [make_job(command="rendezvous") for _ in range(3)]
+    for job in jobs:
+        make_run(job)
+    event = {"Records": [record(job.id, T0, message_id=f"m-{i}") for i, job in enumerate(jobs)]}
+    # When the worker handles the batch
+    response = worker_handler.handler(event, Context())
+    # Then every run started before any finished (run 3 did not wait for the targets of runs 1 and 2)
+    assert response == {"batchItemFailures": []}
+    assert [kind for kind, _ in rendezvous] == ["start"] * 3 + ["end"] * 3
+    for job in jobs:
+        row = runs.get(job.id, T0)
+        assert row is not None and row["status"] == RunStatus.SUCCEEDED and row["attempt"] == 1
+
+
+def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_back(
+    worker: Worker,
+    settings: Settings,
+    aws: Aws,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    delivered: Callable[[Job, int], dict[str, Any]],
+    visibility_calls: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker_handler, "worker_factory", lambda: worker)
+    # Given an invocation with 100 s left, a run whose job may take 300 s and one whose job takes 60 s
+    long_job = make_job(timeout_s=300)
+    short_job = make_job(timeout_s=60)  # 60 s + the claim margin fits in 100 s
+    make_run(long_job)
+    make_run(short_job)
+    long_record, short_record = delivered(long_job, T0), delivered(short_job, T0)
+    # When the batch is handled
+    response = worker_handler.handler({"Records": [long_record, short_record]}, Context(remaining_ms=100_000))
+    # Then the long run is not claimed: reported failed, its message visible again at once
+    assert response == {"batchItemFailures": [{"itemIdentifier": long_record["messageId"]}]}
+    row = runs.get(long_job.id, T0)
+    assert row is not None and row["status"] == RunStatus.QUEUED
+    assert row["attempt"] == 0 and "worker" not in row and "started_at" not in row
+    assert visibility_calls == [
+        {
+            "QueueUrl": settings.run_queue_url,
+            "ReceiptHandle": long_record["receiptHandle"],
+            "VisibilityTimeout": 0,
+        }
+    ]
+    again = aws.sqs.receive_message(QueueUrl=settings.run_queue_url, WaitTimeSeconds=0)["Messages"]
+    assert [m["MessageId"] for m in again] == [long_record["messageId"]]
+    # and the short one ran
+    short_row = runs.get(short_job.id, T0)
+    assert short_row is not None and short_row["status"] == RunStatus.SUCCEEDED
+
+
+def test_a_deferred_record_whose_visibility_change_fails_is_still_reported(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class BrokenVisibility:
+        def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+            raise ConnectionError("SQS unreachable")
+
+    monkeypatch.setattr(worker_handler, "worker_factory", lambda: worker)
+    monkeypatch.setattr(worker, "visibility", BrokenVisibility())
+    job = make_job(timeout_s=600)
+    make_run(job)
+    event = {"Records": [record(job.id, T0, receipt_handle="rh-1")]}
+    # the whole batch failed: reported, not raised (no function error for a batch handed back)
+    assert worker_handler.handler(event, Context(remaining_ms=600_000)) == {
+        "batchItemFailures": [{"itemIdentifier": "m-1"}]
+    }
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.QUEUED

@@ -14,9 +14,10 @@ from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.models import Job
 from jobsched.settings import Settings
-from jobsched.worker import Outcome, Worker
+from jobsched.store.jobs import JobStore
+from jobsched.worker import Deferred, Outcome, Worker
 
-from .conftest import T0
+from .conftest import T0, Context
 
 
 @pytest.fixture
@@ -113,3 +114,50 @@ def test_the_sweeper_idle_pass_costs_one_query_per_shard(
 
     build_sweeper(settings, aws, clock=clock).sweep()
     assert requests == {"dynamodb.Query": SWEEP_SHARDS}
+
+
+def test_time_checks_cost_nothing_on_the_paths_that_run(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    requests: Counter[str],
+    jobs: JobStore,
+) -> None:
+    # a fresh invocation: the claim does not wait for the spec
+    job = make_job(timeout_s=840)
+    make_run(job)
+    requests.clear()
+    assert worker.handle_record(record(job.id, T0), Context(remaining_ms=899_000)) == Outcome.SUCCEEDED
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
+    # little time left, but enough for this job: the spec is read before the claim, not twice
+    short = make_job(timeout_s=30)
+    make_run(short)
+    requests.clear()
+    assert worker.handle_record(record(short.id, T0), Context(remaining_ms=60_000)) == Outcome.SUCCEEDED
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
+    # a deleted job is claimed and skipped (no try to make room for)
+    gone = make_job(timeout_s=600)
+    make_run(gone)
+    spec = jobs.get_spec(gone.id)
+    assert spec is not None
+    jobs.delete(spec)
+    requests.clear()
+    assert worker.handle_record(record(gone.id, T0), Context(remaining_ms=60_000)) == Outcome.SKIPPED
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
+
+
+def test_a_record_handed_back_for_lack_of_time_costs_two_requests(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    delivered: Callable[[Job, int], dict[str, Any]],
+    requests: Counter[str],
+) -> None:
+    job = make_job(timeout_s=600)
+    make_run(job)
+    message = delivered(job, T0)
+    requests.clear()
+    with pytest.raises(Deferred):
+        worker.handle_record(message, Context(remaining_ms=600_000))
+    assert requests == {"dynamodb.GetItem": 1, "sqs.ChangeMessageVisibility": 1}

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import RunMessage, RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.handlers.worker import build_worker
@@ -23,37 +22,6 @@ from jobsched.targets import TargetCall, commands
 from jobsched.worker import Heartbeat, Outcome, Owned, Worker
 
 from .conftest import T0, SimWaiter
-
-
-@pytest.fixture
-def visibility_calls(aws: Aws) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-    aws.sqs.meta.events.register(
-        "provide-client-params.sqs.ChangeMessageVisibility", lambda params, **_: seen.append(dict(params))
-    )
-    return seen
-
-
-@pytest.fixture
-def delivered(aws: Aws, settings: Settings) -> Callable[[Job, int], dict[str, Any]]:
-    """Send a run message to the run queue and receive it: an SQS event record with a live receipt handle."""
-
-    def deliver(job: Job, scheduled_for: int) -> dict[str, Any]:
-        RunQueue(aws.sqs, settings.run_queue_url).send([RunMessage(job.id, scheduled_for)])
-        message = aws.sqs.receive_message(
-            QueueUrl=settings.run_queue_url, AttributeNames=["All"], WaitTimeSeconds=0
-        )["Messages"][0]
-        return {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": message["Attributes"],
-            "messageAttributes": {},
-            "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:test-RunQueue",
-        }
-
-    return deliver
 
 
 @pytest.fixture
