@@ -292,7 +292,13 @@ class JobService:
             if retimed:
                 anchor_ms = self._anchor_ms(job)
                 since_ms = self._retimed_since_ms(job, sched.get("next_run_at"), now_ms)
-                return job, anchor_ms, self._first_fire_ms(job, anchor_ms, now_ms, since_ms=since_ms)
+                return (
+                    job,
+                    anchor_ms,
+                    self._first_fire_ms(
+                        job, anchor_ms, now_ms, since_ms=since_ms, changed=frozenset(changes)
+                    ),
+                )
             return job, int(sched.get("anchor_at", to_ms(current.created_at))), sched.get("next_run_at")
 
         return self._rewrite(owner, job_id, change, event="job updated")
@@ -507,22 +513,32 @@ class JobService:
         return to_ms(job.start_at) if job.start_at is not None else to_ms(job.created_at)
 
     def _first_fire_ms(
-        self, job: Job, anchor_ms: int, now_ms: int, *, since_ms: int | None = None
+        self,
+        job: Job,
+        anchor_ms: int,
+        now_ms: int,
+        *,
+        since_ms: int | None = None,
+        changed: frozenset[str] = frozenset(),
     ) -> int | None:
         """Validate the job's schedule as at registration (at ``now_ms``) and return its first fire at or
         after ``since_ms`` (default: now), epoch ms; None when it has none.
 
+        ``changed``: the fields a PATCH gives, to name the one at fault (see :func:`_blame_start_at`).
         Raises ``ScheduleError`` (field ``schedule``, ``timezone``, ``start_at`` or ``end_at``).
         """
         now = from_ms(now_ms)
-        schedule: Schedule = validate_schedule(
-            job.schedule,
-            job.timezone,
-            now=now,
-            start_at=job.start_at,
-            end_at=job.end_at,
-            min_interval_s=self.settings.min_interval_s,
-        )
+        try:
+            schedule: Schedule = validate_schedule(
+                job.schedule,
+                job.timezone,
+                now=now,
+                start_at=job.start_at,
+                end_at=job.end_at,
+                min_interval_s=self.settings.min_interval_s,
+            )
+        except ScheduleError as error:
+            raise _blame_start_at(error, job, changed) from None
         if schedule.kind == "rate" and job.start_at is None:
             schedule = parse_schedule(
                 job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at
@@ -543,6 +559,31 @@ class JobService:
             now_ms=now_ms,
             term=term,
         )
+
+
+def _blame_start_at(error: ScheduleError, job: JobSettings, changed: frozenset[str]) -> ScheduleError:
+    """``error`` naming ``start_at`` where that is the field at fault, else ``error`` itself.
+
+    ``validate_schedule`` names ``end_at`` whenever the window ``[start_at, end_at]`` holds no fire, or ends
+    before it starts. That is ``start_at``'s doing when there is no ``end_at`` (a start so late that no fire
+    follows it, e.g. in year 9999), or when a PATCH moved ``start_at`` and left ``end_at`` as it was.
+    """
+    if error.field != "end_at" or job.start_at is None:
+        return error
+    if job.end_at is None:
+        return ScheduleError(
+            "start_at",
+            "start_at is so late that the schedule has no fire after it, so the job would never run",
+        )
+    if "start_at" not in changed or "end_at" in changed:
+        return error
+    if job.start_at >= job.end_at:
+        return ScheduleError("start_at", f"start_at must be before end_at ({job.end_at.isoformat()})")
+    return ScheduleError(
+        "start_at",
+        f"start_at leaves no fire of the schedule before end_at ({job.end_at.isoformat()}), "
+        "so the job would never run",
+    )
 
 
 def _is_job_id(value: Any) -> bool:

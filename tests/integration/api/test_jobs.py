@@ -284,10 +284,28 @@ def test_patch_validates_the_merged_job(http):
         ({"name": "renamed"}, "name"),
         ({"start_at": "2026-04-01T00:00:00"}, "start_at"),
         ({"end_at": "2026-03-01T00:00:00Z"}, "end_at"),
+        ({"start_at": "9999-12-31T23:59:59Z"}, "start_at"),
     ):
         reply = http("PATCH", f"/jobs/{job['id']}", body=body)
         assert reply.status == 400, body
         assert reply.error["field"] == field, (body, reply.error)
+
+
+def test_patch_names_start_at_when_moving_it_leaves_no_fire_before_end_at(http):
+    # Given: a daily 02:00 job that ends on 2026-03-10
+    job = http.create(end_at="2026-03-10T00:00:00Z")
+
+    for body, field, hint in (
+        ({"start_at": "2026-03-11T00:00:00Z"}, "start_at", "before end_at"),
+        ({"start_at": "2026-03-09T03:00:00Z"}, "start_at", "no fire of the schedule before end_at"),
+        ({"start_at": "2026-03-09T03:00:00Z", "end_at": "2026-03-09T04:00:00Z"}, "end_at", "never run"),
+        ({"end_at": "2026-03-02T11:00:00Z"}, "end_at", "never run"),
+    ):
+        reply = http("PATCH", f"/jobs/{job['id']}", body=body)
+
+        assert reply.status == 400, body
+        assert reply.error["field"] == field and hint in reply.error["message"], (body, reply.error)
+    assert http("PATCH", f"/jobs/{job['id']}", body={"start_at": "2026-03-09T01:00:00Z"}).status == 200
 
 
 # --- DELETE ---------------------------------------------------------------------------------------
