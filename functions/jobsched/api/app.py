@@ -429,7 +429,8 @@ def get_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
 )
 def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
     """Fields given replace the stored ones (``retry`` merges field by field). Changing the schedule,
-    timezone, start_at or end_at recomputes ``next_run_at`` from now on."""
+    timezone, start_at or end_at recomputes ``next_run_at`` from now on; fires still pending (inside their
+    jitter window, or missed while the scheduler was down) are kept and follow the job's ``missed`` policy."""
     return api.service.update_job(owner, id, body)
 
 
