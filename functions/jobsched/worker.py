@@ -19,7 +19,11 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    of the job running: ``skipped``.
 3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
    is cancelled: a shell command is killed, a command is abandoned); every ``heartbeat_interval_s`` the run
-   row's ``heartbeat_at`` and the message's visibility are extended.
+   row's ``heartbeat_at`` and the message's visibility are extended. A refused beat (the run was taken over)
+   cancels the try, which ends ``LOST`` without writing anything; heartbeat writes failing for so long that
+   the row would soon look lost (``heartbeat_stale_s`` minus one interval since the last recorded beat)
+   cancel it too, recorded as a failed try if the run is still ours. Either way no second worker ever runs
+   the target while this one still does.
 4. Record the result, conditioned on the run still being this claim's: ``succeeded``; or after a failed try
    ``retrying`` (then the retry message, SQS delay ``RetryPolicy.delay_s``) or, out of attempts, ``dead``
    (then the dead-run message and the owner's alert).
@@ -28,7 +32,8 @@ Crash safety, write by write: every state is recoverable. ``queued``/``retrying`
 (re-enqueued by the sweeper when their message never comes); a ``running`` row whose worker died stops
 beating (taken over by a redelivery or the sweeper, as a failed try); ``dead`` is written before its
 notifications and keeps its sweep keys with ``notify_pending`` until they are out (the sweeper resends).
-No second worker runs a try concurrently: every claim is conditional.
+No second worker runs a try concurrently: every claim is conditional, and a worker that can no longer prove
+it holds the run (refused or long-failing heartbeats) abandons its try before the run can be taken over.
 """
 
 from __future__ import annotations
@@ -83,6 +88,11 @@ class Outcome(StrEnum):
 class Deferred(Exception):
     """Raised by ``Worker.handle_record`` for a ``DEFERRED`` delivery so the batch processor reports the record
     as a batch item failure (the message stays on the queue; see ``Worker.process``)."""
+
+
+class TryAbandoned(Exception):
+    """``supervise`` stopped a try because its heartbeat said to (``Heartbeat.beat`` returned False): the run
+    is no longer ours, or its heartbeat has not been recorded for so long that it would soon look lost."""
 
 
 # --- the interfaces the worker needs ------------------------------------------------------------------
@@ -381,8 +391,14 @@ class Heartbeat:
     redelivers it only after the beats stop long enough for the run to be taken over).
 
     ``beat(now_ms)`` is called by ``supervise`` in production and directly by tests. Errors are logged,
-    never raised: a missed beat must not fail a try that is running fine. ``lost`` turns True once the row
-    is no longer ours (the sweeper declared the worker lost).
+    never raised: one missed beat must not fail a try that is running fine. But the beat says when the try
+    must stop (returns False), because another worker may run it next:
+
+    - ``lost``: the row refused the beat: it is no longer ours (the sweeper or a redelivery declared this
+      worker lost and took the run over).
+    - ``expiring``: no beat has been recorded for ``give_up_after_ms`` since ``last_ok_ms`` (the claim, then
+      each recorded beat; epoch ms). Callers pass ``heartbeat_stale_s - heartbeat_interval_s``: the next beat
+      would come when a claimer may already see the row as stale and take it over.
     """
 
     def __init__(
@@ -393,17 +409,23 @@ class Heartbeat:
         visibility: VisibilityExtender | None,
         receipt_handle: str | None,
         visibility_s: int,
+        last_ok_ms: int | None = None,
+        give_up_after_ms: int | None = None,
     ) -> None:
         self.runs = runs
         self.owned = owned
         self.visibility = visibility
         self.receipt_handle = receipt_handle
         self.visibility_s = visibility_s
+        self.last_ok_ms = last_ok_ms
+        self.give_up_after_ms = give_up_after_ms
         self.lost = False
+        self.expiring = False
         self.beats = 0
 
     def beat(self, now_ms: int) -> bool:
-        """Beat once at ``now_ms`` (epoch ms). Returns False when the run is no longer ours."""
+        """Beat once at ``now_ms`` (epoch ms). Returns False when the try must stop (``lost`` or
+        ``expiring``); the message's visibility is then left alone."""
         self.beats += 1
         try:
             if not self.runs.heartbeat(
@@ -415,28 +437,51 @@ class Heartbeat:
             ):
                 self.lost = True
                 logger.warning("heartbeat refused: the run is no longer ours", run_id=self.owned.run_id)
+                return False
+            self.last_ok_ms = now_ms
         except Exception:
-            logger.exception("heartbeat write failed", run_id=self.owned.run_id)
+            logger.exception("heartbeat write failed", run_id=self.owned.run_id, last_ok_ms=self.last_ok_ms)
+            if (
+                self.give_up_after_ms is not None
+                and self.last_ok_ms is not None
+                and now_ms - self.last_ok_ms >= self.give_up_after_ms
+            ):
+                self.expiring = True
+                logger.error(
+                    "heartbeats failing too long: abandoning the try before the run looks lost",
+                    run_id=self.owned.run_id,
+                    silent_ms=now_ms - self.last_ok_ms,
+                )
+                return False
         if self.visibility is not None and self.receipt_handle:
             try:
                 self.visibility.change_visibility(self.receipt_handle, self.visibility_s)
             except Exception:
                 logger.exception("visibility extension failed", run_id=self.owned.run_id)
-        return not self.lost
+        return True
+
+    def expiring_error(self, now_ms: int) -> str:
+        """The error recorded for a try abandoned because its heartbeats kept failing."""
+        silent_s = (now_ms - (self.last_ok_ms if self.last_ok_ms is not None else now_ms)) / 1000
+        return (
+            f"attempt {self.owned.attempt} abandoned: its heartbeat could not be recorded for {silent_s:g} s "
+            "(the run would soon look lost and be taken over)"
+        )
 
 
 def supervise(
     work: Callable[[], str],
     *,
     call: TargetCall,
-    beat: Callable[[], object] | None,
+    beat: Callable[[], bool] | None,
     interval_s: float,
     waiter: Waiter,
 ) -> str:
     """Run ``work`` (one try) in a daemon thread; call ``beat`` every ``interval_s`` seconds while it runs.
 
     Past ``call.timeout_s`` seconds (monotonic, from ``waiter``) the try is cancelled (``call.cancel``: a
-    shell command is killed, a cooperative command stops) and abandoned, raising ``TargetTimedOut``.
+    shell command is killed, a cooperative command stops) and abandoned, raising ``TargetTimedOut``. When
+    ``beat`` returns False the try is cancelled and abandoned the same way, raising ``TryAbandoned``.
     Returns ``work``'s result or re-raises its exception.
     """
     done = threading.Event()
@@ -460,8 +505,9 @@ def supervise(
             call.cancel.cancel()
             raise TargetTimedOut(f"timed out after {call.timeout_s:g} s (timeout_s)")
         if now >= next_beat:
-            if beat is not None:
-                beat()
+            if beat is not None and not beat():
+                call.cancel.cancel()
+                raise TryAbandoned(f"try abandoned after {now - start:g} s: told to stop by its heartbeat")
             next_beat = now + interval_s
         waiter.wait(done, min(deadline, next_beat) - now)
     if "error" in result:
@@ -610,6 +656,8 @@ class Worker:
             visibility=self.visibility,
             receipt_handle=delivery.receipt_handle,
             visibility_s=self.settings.heartbeat_stale_s + self.settings.heartbeat_interval_s,
+            last_ok_ms=now,  # the claim wrote heartbeat_at = now
+            give_up_after_ms=(self.settings.heartbeat_stale_s - self.settings.heartbeat_interval_s) * 1000,
         )
         try:
             detail = supervise(
@@ -619,6 +667,12 @@ class Worker:
                 interval_s=self.settings.heartbeat_interval_s,
                 waiter=self.waiter,
             )
+        except TryAbandoned:
+            if heartbeat.lost:
+                logger.warning("try abandoned: the run was taken over", run_id=owned.run_id, attempt=attempt)
+                return Outcome.LOST
+            # Still ours as far as we know: record the failed try, conditioned on that (LOST if it is not).
+            return self.failures.failed_try(owned, job, heartbeat.expiring_error(self.clock()))
         except TargetFailed as error:
             return self.failures.failed_try(owned, job, str(error))
         except Exception as error:  # a bug in an executor still ends the try, never the run

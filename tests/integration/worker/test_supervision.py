@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -128,14 +129,124 @@ def test_a_failing_heartbeat_does_not_fail_the_try(
             raise ConnectionError("DynamoDB unreachable")
 
     beat = Heartbeat(
-        runs=BrokenRuns(),
-        owned=Owned("j", T0, 1, "w1"),  # type: ignore[arg-type]
+        runs=BrokenRuns(),  # type: ignore[arg-type]
+        owned=Owned("j", T0, 1, "w1"),
         visibility=BrokenVisibility(),
         receipt_handle="rh",
         visibility_s=150,
+        last_ok_ms=clock(),
+        give_up_after_ms=90_000,
     )
-    assert beat.beat(clock())
-    assert not beat.lost
+    assert beat.beat(clock() + 30_000)
+    assert not beat.lost and not beat.expiring
+
+
+@dataclass
+class Held:
+    """What the ``hold`` command saw: whether its try was cancelled, and when (fake clock, epoch ms)."""
+
+    stolen: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)
+    cancelled_at: int | None = None
+
+
+@pytest.fixture
+def hold_command(runs: RunStore, clock: FakeClock) -> Iterator[Held]:
+    """Command ``hold``: runs until its try is cancelled (5 s real at most); with ``input.steal`` another
+    worker first takes the run over (a claim as if this worker's heartbeat were stale)."""
+    held = Held()
+
+    @commands.register("hold", replace=True)
+    def hold(call: TargetCall) -> str:
+        try:
+            if (call.input or {}).get("steal"):
+                claimed, _ = runs.claim(
+                    call.job_id,
+                    call.scheduled_for_ms,
+                    worker="w-2",
+                    now_ms=clock(),
+                    stale_before_ms=clock() + 1,
+                    retry_due_by_ms=0,
+                )
+                assert claimed
+                held.stolen.set()
+            if call.cancel.wait(5):
+                held.cancelled_at = clock()
+            return "held"
+        finally:
+            held.finished.set()
+
+    yield held
+    commands.unregister("hold")
+
+
+def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
+    settings: Settings,
+    aws: Aws,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    record: Callable[..., dict[str, Any]],
+    hold_command: Held,
+) -> None:
+    class AfterTheTakeover(SimWaiter):
+        """Simulated time moves on only once the takeover has happened (the first beat must see it)."""
+
+        def wait(self, event: threading.Event, seconds: float) -> bool:
+            hold_command.stolen.wait(5)
+            return super().wait(event, seconds)
+
+    worker = build_worker(settings, aws, clock=clock, waiter=AfterTheTakeover(clock))
+    # Given a try that keeps running while another worker takes its run over
+    job = make_job(command="hold", input={"steal": True})
+    make_run(job)
+    started = clock()
+    # When its next heartbeat is refused
+    assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
+    # Then the target was cancelled at that beat, and nothing was written over the new owner's claim
+    assert hold_command.finished.wait(5)
+    assert hold_command.cancelled_at is not None
+    assert hold_command.cancelled_at - started == settings.heartbeat_interval_s * 1000  # the first beat
+    row = runs.get(job.id, T0)
+    assert row is not None
+    assert (row["status"], row["worker"], row["attempt"]) == (RunStatus.RUNNING, "w-2", 2)
+    assert "error" not in row
+    assert aws.sqs.receive_message(QueueUrl=settings.run_queue_url, WaitTimeSeconds=0).get("Messages") is None
+
+
+def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    clock: FakeClock,
+    record: Callable[..., dict[str, Any]],
+    hold_command: Held,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a try that keeps running while every heartbeat write fails
+    def unreachable(*args: Any, **kwargs: Any) -> bool:
+        raise ConnectionError("DynamoDB unreachable")
+
+    monkeypatch.setattr(worker.runs, "heartbeat", unreachable)
+    job = make_job(command="hold")
+    make_run(job)
+    # When it has gone unrecorded for heartbeat_stale_s minus one interval
+    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    # Then the target was cancelled while the row was not yet stale (no other worker could have claimed it)
+    assert hold_command.finished.wait(5)
+    row = runs.get(job.id, T0)
+    assert row is not None and hold_command.cancelled_at is not None
+    silent_ms = hold_command.cancelled_at - row["heartbeat_at"]
+    assert silent_ms == (settings.heartbeat_stale_s - settings.heartbeat_interval_s) * 1000
+    # and the abandoned try is recorded as failed (the run was still ours), to be retried
+    assert row["status"] == RunStatus.RETRYING and row["attempt"] == 1
+    assert row["error"] == (
+        f"attempt 1 abandoned: its heartbeat could not be recorded for {silent_ms // 1000} s "
+        "(the run would soon look lost and be taken over)"
+    )
 
 
 def test_a_command_past_its_timeout_fails_the_try_as_timed_out(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut, iso_utc, truncate
-from jobsched.worker import lost_worker_error, supervise
+from jobsched.worker import TryAbandoned, lost_worker_error, supervise
 
 
 class SimWaiter:
@@ -28,6 +29,16 @@ class SimWaiter:
         return event.wait(1.0) if self.release is not None and self.release.is_set() else event.is_set()
 
 
+def _recording(beats: list[float], waiter: SimWaiter) -> Callable[[], bool]:
+    """A beat that records when it came and lets the try go on."""
+
+    def beat() -> bool:
+        beats.append(waiter.now)
+        return True
+
+    return beat
+
+
 def _call(timeout_s: float) -> TargetCall:
     return TargetCall(run_id="j_1@0", job_id="j_1", scheduled_for_ms=0, attempt=1, timeout_s=timeout_s)
 
@@ -41,7 +52,7 @@ def test_beats_every_interval_while_the_try_runs() -> None:
     result = supervise(
         lambda: "done" if release.wait(5) else "stuck",
         call=_call(300),
-        beat=lambda: beats.append(waiter.now),
+        beat=_recording(beats, waiter),
         interval_s=30,
         waiter=waiter,
     )
@@ -58,13 +69,38 @@ def test_past_the_timeout_the_try_is_cancelled_and_abandoned() -> None:
         supervise(
             lambda: "never" if call.cancel.wait(5) else "x",
             call=call,
-            beat=lambda: beats.append(waiter.now),
+            beat=_recording(beats, waiter),
             interval_s=30,
             waiter=waiter,
         )
     assert call.cancel.cancelled
     assert beats == [30]
     assert waiter.now == 45
+
+
+def test_a_beat_that_says_stop_cancels_and_abandons_the_try() -> None:
+    # Given a try that would run for ever, and a heartbeat that says stop on its second beat
+    waiter = SimWaiter()
+    call = _call(300)
+    beats: list[float] = []
+
+    def beat() -> bool:
+        beats.append(waiter.now)
+        return len(beats) < 2
+
+    # When it runs under supervision
+    with pytest.raises(TryAbandoned, match="try abandoned after 60 s"):
+        supervise(
+            lambda: "never" if call.cancel.wait(5) else "x",
+            call=call,
+            beat=beat,
+            interval_s=30,
+            waiter=waiter,
+        )
+    # Then the try was cancelled at once, long before its timeout
+    assert call.cancel.cancelled
+    assert beats == [30, 60]
+    assert waiter.now == 60
 
 
 def test_the_try_exception_is_re_raised() -> None:
