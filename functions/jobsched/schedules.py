@@ -90,7 +90,6 @@ _ZONE_HINTS = {
     "EST": "America/New_York",
     "EDT": "America/New_York",
     "HST": "Pacific/Honolulu",
-    "GMT": "Europe/London or UTC",
     "BST": "Europe/London",
     "CET": "Europe/Berlin",
     "CEST": "Europe/Berlin",
@@ -112,13 +111,19 @@ _ZONE_HINTS = {
 }
 
 
+_SINGLE_WORD_ZONES = frozenset({"UTC", "GMT"})
+"""The IANA names without a ``/`` that are accepted: the links to ``Etc/UTC`` and ``Etc/GMT``, which is how
+people name those zones. Every other single-word name tzdata ships is an abbreviation or POSIX-style rule
+(``EST``, ``HST``, ``CET``, ``EST5EDT``), or a country link (``Japan``)."""
+
+
 @cache
 def _iana_names() -> dict[str, str]:
     """Accepted zone names, keyed by their lower-case spelling (for a did-you-mean hint)."""
     names = {
         name
         for name in available_timezones()
-        if name == "UTC" or ("/" in name and not name.startswith(("posix/", "right/")))
+        if name in _SINGLE_WORD_ZONES or ("/" in name and not name.startswith(("posix/", "right/")))
     }
     return {name.lower(): name for name in names}
 
@@ -128,10 +133,11 @@ def get_zone(name: str) -> ZoneInfo:
     """Return the ZoneInfo for an IANA time zone name, or raise ``ScheduleError("timezone", ...)``.
 
     Rule (SPEC section 1, "IANA names only"): a name is accepted when tzdata knows it AND it is
-    either ``UTC`` or has the IANA ``Area/Location`` shape. That accepts canonical names
-    (``Europe/Berlin``), legacy links (``US/Pacific``, ``Etc/UTC``, ``Etc/GMT+5``) and ``UTC``; it
-    rejects abbreviations and POSIX-style names that tzdata happens to ship (``EST``, ``MST``,
-    ``HST``, ``CET``, ``EST5EDT``, ``GMT``), other single-word links (``Japan``), Windows names
+    ``UTC``, ``GMT`` or has the IANA ``Area/Location`` shape. That accepts canonical names
+    (``Europe/Berlin``), legacy links (``US/Pacific``), the ``Etc/*`` zones (``Etc/UTC``, ``Etc/GMT+5``:
+    POSIX sign, five hours west of Greenwich), ``UTC`` and ``GMT`` (IANA links to ``Etc/UTC`` and
+    ``Etc/GMT``); it rejects abbreviations and POSIX-style names that tzdata happens to ship (``EST``,
+    ``MST``, ``HST``, ``CET``, ``EST5EDT``, ``GMT0``), other single-word links (``Japan``), Windows names
     (``Pacific Standard Time``), empty and unknown names. Matching is case-sensitive; a wrong case
     gets a did-you-mean hint. Never falls back to UTC.
     """

@@ -329,10 +329,31 @@ def test_naive_after_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["UTC", "Etc/UTC", "Europe/Berlin", "US/Pacific", "America/Argentina/Buenos_Aires"]
+    "name",
+    [
+        "UTC",
+        "GMT",  # an IANA link to Etc/GMT, as UTC is to Etc/UTC: how people name the zone, not an abbreviation
+        "Etc/UTC",
+        "Etc/GMT",
+        "Etc/GMT+5",  # POSIX sign: five hours WEST of Greenwich
+        "Etc/GMT-14",
+        "Europe/Berlin",
+        "US/Pacific",
+        "America/Argentina/Buenos_Aires",
+    ],
 )
 def test_iana_zones_accepted(name: str) -> None:
     assert get_zone(name).key == name
+
+
+def test_gmt_and_etc_zones_fire_at_their_offsets() -> None:
+    # Given a daily 02:00 job in GMT and one in Etc/GMT+5 (UTC-5)
+    after = datetime(2024, 7, 1, tzinfo=UTC)
+
+    # Then GMT is UTC all year (no British summer time) and Etc/GMT+5 is five hours behind it
+    assert parse_schedule("0 2 * * *", "GMT").next_fire(after) == datetime(2024, 7, 1, 2, tzinfo=UTC)
+    assert parse_schedule("0 2 * * *", "Etc/GMT+5").next_fire(after) == datetime(2024, 7, 1, 7, tzinfo=UTC)
+    assert validate_schedule("0 2 * * *", "GMT", now=NOW).timezone == "GMT"
 
 
 @pytest.mark.parametrize(
@@ -344,7 +365,12 @@ def test_iana_zones_accepted(name: str) -> None:
         ("IST", "abbreviation"),
         ("EST", "abbreviation"),
         ("MST", "abbreviation"),
+        ("HST", "abbreviation"),
+        ("CET", "abbreviation"),
+        ("BST", "abbreviation"),
         ("EST5EDT", "Area/Location"),
+        ("gmt", "did you mean GMT"),
+        ("GMT0", "Area/Location"),
         ("Pacific Standard Time", "Windows time zone name"),
         ("Mars/Olympus_Mons", "unknown timezone"),
         ("europe/berlin", "did you mean Europe/Berlin"),
