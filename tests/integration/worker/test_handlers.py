@@ -3,6 +3,7 @@ default wiring from the environment."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -128,6 +129,7 @@ def test_the_records_of_a_batch_run_concurrently(
     record: Callable[..., dict[str, Any]],
     rendezvous: list[tuple[str, str]],
     monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Given three runs due now in one batch, whose targets each finish only once all three have started
     worker = build_worker(settings, aws, clock=clock, waiter=RealWaiter())  # beats are 30 s away
@@ -144,6 +146,10 @@ def test_the_records_of_a_batch_run_concurrently(
     for job in jobs:
         row = runs.get(job.id, T0)
         assert row is not None and row["status"] == RunStatus.SUCCEEDED and row["attempt"] == 1
+    # and the metrics the three threads added at once were all kept (one EMF document at the end)
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert len(emf) == 1
+    assert emf[0]["RunsSucceeded"] == [1.0, 1.0, 1.0] and len(emf[0]["RunLatenessMs"]) == 3
 
 
 def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_back(
