@@ -791,6 +791,7 @@ def local_command(
             schedulers=schedulers,
             workers=workers,
             demo=demo,
+            redirect_stdout=True,
         )
         run_forever(config)
     except (OSError, ValueError) as error:

@@ -130,6 +130,8 @@ class LocalConfig:
     settings: dict[str, Any] = field(default_factory=dict)
     emit: Callable[[str], None] | None = None
     clock: Clock = system_clock
+    redirect_stdout: bool = False
+    """Send stdout (Powertools' EMF metric lines) to the metrics file: the CLI does; tests keep pytest's capture."""
 
     def __post_init__(self) -> None:
         if self.schedulers < 1 or self.workers < 1:
@@ -329,10 +331,11 @@ class LocalRuntime:
         route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
         # EMF metrics (Powertools prints them) to a rotating file; the terminal keeps the run lines
         self._console = sys.stdout
-        self._redirected = _LinesToLog(
-            _rotating_logger("jobsched.local.stdout", config.data_dir / METRICS_FILE)
-        )
-        sys.stdout = self._redirected
+        if config.redirect_stdout:
+            self._redirected = _LinesToLog(
+                _rotating_logger("jobsched.local.stdout", config.data_dir / METRICS_FILE)
+            )
+            sys.stdout = self._redirected
         get_settings.cache_clear()
         settings = get_settings()
 
