@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 from moto import mock_aws
 
 from jobsched.aws import Aws, provision
-from jobsched.settings import Settings
+from jobsched.settings import Settings, get_settings
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment() -> Iterator[None]:
+    """Each test starts from the same environment: local mode configures itself through os.environ, and a
+    runtime started in one test must not change the settings a later test in the same process sees."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+    get_settings.cache_clear()
 
 
 @pytest.fixture
