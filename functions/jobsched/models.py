@@ -16,7 +16,9 @@ from enum import StrEnum
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
 
 T = TypeVar("T")
 
@@ -66,6 +68,24 @@ class RunKind(StrEnum):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _instant_text(value: Any) -> Any:
+    """An instant is an ISO 8601 string (or, from Python, a datetime): never a number pydantic would read as
+    epoch seconds, which the API's schema (``format: date-time``) does not offer."""
+    if isinstance(value, int | float):
+        raise PydanticCustomError(
+            "datetime_type", "give an ISO 8601 date-time string with an offset, e.g. 2026-12-04T18:00:00Z"
+        )
+    return value
+
+
+Count = Annotated[int, Strict()]
+"""A JSON integer as the schema says: no ``"30"``, ``30.5`` or ``true`` coerced into one."""
+Flag = Annotated[bool, Strict()]
+"""A JSON boolean as the schema says: no ``0``, ``"yes"`` or ``"true"`` coerced into one."""
+Instant = Annotated[datetime, BeforeValidator(_instant_text)]
+"""An owner-set instant: ISO 8601 text (naive ones are refused by the models that take them)."""
 
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -186,9 +206,9 @@ Target = Annotated[
 class RetryPolicy(_Strict):
     """Retries of a failed try: delay ``min(backoff_s * 2**(attempt-1), max_backoff_s)`` seconds."""
 
-    max_attempts: int = Field(4, ge=1, le=10)
-    backoff_s: int = Field(60, ge=0, le=900)
-    max_backoff_s: int = Field(900, ge=0, le=900, description="SQS delays cap at 900 s")
+    max_attempts: Count = Field(4, ge=1, le=10)
+    backoff_s: Count = Field(60, ge=0, le=900)
+    max_backoff_s: Count = Field(900, ge=0, le=900, description="SQS delays cap at 900 s")
 
     def delay_s(self, attempt: int) -> int:
         """Delay before try ``attempt + 1`` after try ``attempt`` (1-based) failed, in seconds."""
@@ -222,14 +242,33 @@ def _check_input(value: Any) -> Any:
 
 
 def _expand_command(data: Any) -> Any:
-    """``"command": "send-report"`` is shorthand for a command target (SPEC section 2)."""
-    if isinstance(data, dict) and "command" in data:
+    """``"command": "send-report"`` is shorthand for a command target (SPEC section 2).
+
+    Alone, it becomes ``"target": {"type": "command", "name": ...}``; given with ``target`` it is left in place
+    for the ``command`` field's validator to refuse, so the error names ``command``.
+    """
+    if isinstance(data, dict) and "command" in data and "target" not in data:
         data = dict(data)
-        command = data.pop("command")
-        if "target" in data:
-            raise ValueError("give either command or target, not both")
-        data["target"] = {"type": "command", "name": command}
+        data["target"] = {"type": "command", "name": data.pop("command")}
     return data
+
+
+def _refuse_command_with_target(value: Any) -> Any:
+    """Validator of the ``command`` field: only reached when ``target`` was given too (see ``_expand_command``)."""
+    raise PydanticCustomError("command_and_target", "give either command or target, not both")
+
+
+_COMMAND_DESCRIPTION = (
+    'shorthand for "target": {"type": "command", "name": <command>}; give command or target, not both'
+)
+
+
+def _command_shorthand_schema(schema: dict[str, Any], *, target_required: bool) -> None:
+    """Document ``command`` as the alternative to ``target`` (never both; on create, one of them)."""
+    schema["not"] = {"required": ["command", "target"]}
+    if target_required:
+        schema["required"] = [name for name in schema.get("required", []) if name != "target"]
+        schema["anyOf"] = [{"required": ["target"]}, {"required": ["command"]}]
 
 
 class JobSettings(_Strict):
@@ -240,15 +279,15 @@ class JobSettings(_Strict):
     target: Target
     input: Any = None
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    timeout_s: int = Field(300, ge=1, description="at most the worker's cap (deployment setting)")
+    timeout_s: Count = Field(300, ge=1, description="at most the worker's cap (deployment setting)")
     missed: MissedPolicy = MissedPolicy.CATCH_UP
-    catch_up_window_s: int = Field(86400, ge=0, le=30 * 86400)
-    misfire_grace_s: int = Field(60, ge=0, le=86400)
+    catch_up_window_s: Count = Field(86400, ge=0, le=30 * 86400)
+    misfire_grace_s: Count = Field(60, ge=0, le=86400)
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
-    jitter_s: int = Field(0, ge=0, le=86400)
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    paused: bool = False
+    jitter_s: Count = Field(0, ge=0, le=86400)
+    start_at: Instant | None = None
+    end_at: Instant | None = None
+    paused: Flag = False
 
     _input = field_validator("input")(classmethod(lambda cls, v: _check_input(v)))
 
@@ -261,9 +300,21 @@ class JobSettings(_Strict):
 
 
 class JobCreate(JobSettings):
-    """Body of ``POST /jobs``. ``owner`` is never taken from the body."""
+    """Body of ``POST /jobs``. ``owner`` is never taken from the body; ``command`` is the shorthand for a
+    command target (read, never stored or returned)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=lambda schema: _command_shorthand_schema(schema, target_required=True)
+    )
 
     name: str = Field(pattern=NAME_PATTERN)
+    command: str | SkipJsonSchema[None] = Field(
+        None, min_length=1, max_length=128, exclude=True, description=_COMMAND_DESCRIPTION
+    )
+
+    _refuse = field_validator("command", mode="before")(
+        classmethod(lambda cls, value: _refuse_command_with_target(value))
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -272,24 +323,35 @@ class JobCreate(JobSettings):
 
 
 class JobPatch(_Strict):
-    """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value."""
+    """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value. ``command``
+    is the shorthand for a command target, as on create."""
+
+    model_config = ConfigDict(
+        json_schema_extra=lambda schema: _command_shorthand_schema(schema, target_required=False)
+    )
 
     schedule: str | None = Field(None, min_length=1, max_length=256)
     timezone: str | None = Field(None, max_length=64)
     target: Target | None = None
     input: Any = None
     retry: RetryPolicy | None = None
-    timeout_s: int | None = Field(None, ge=1)
+    timeout_s: Count | None = Field(None, ge=1)
     missed: MissedPolicy | None = None
-    catch_up_window_s: int | None = Field(None, ge=0, le=30 * 86400)
-    misfire_grace_s: int | None = Field(None, ge=0, le=86400)
+    catch_up_window_s: Count | None = Field(None, ge=0, le=30 * 86400)
+    misfire_grace_s: Count | None = Field(None, ge=0, le=86400)
     overlap: OverlapPolicy | None = None
-    jitter_s: int | None = Field(None, ge=0, le=86400)
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    paused: bool | None = None
+    jitter_s: Count | None = Field(None, ge=0, le=86400)
+    start_at: Instant | None = None
+    end_at: Instant | None = None
+    paused: Flag | None = None
+    command: str | SkipJsonSchema[None] = Field(
+        None, min_length=1, max_length=128, exclude=True, description=_COMMAND_DESCRIPTION
+    )
 
     _input = field_validator("input")(classmethod(lambda cls, v: _check_input(v)))
+    _refuse = field_validator("command", mode="before")(
+        classmethod(lambda cls, value: _refuse_command_with_target(value))
+    )
 
     @model_validator(mode="before")
     @classmethod

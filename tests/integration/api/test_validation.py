@@ -82,7 +82,16 @@ def _with(**changes):
             "invalid_input",
             "authenticated caller",
         ),
-        (_with(target={"type": "command", "name": "x"}), "body", "invalid_input", "command or target"),
+        (_with(target={"type": "command", "name": "x"}), "command", "invalid_input", "command or target"),
+        (_with(target={"type": "ftp"}), "target", "invalid_input", "http"),
+        # JSON types as the OpenAPI document gives them: no lax coercion of strings, numbers or booleans
+        (_with(paused=0), "paused", "invalid_input", "boolean"),
+        (_with(paused="true"), "paused", "invalid_input", "boolean"),
+        (_with(timeout_s="30"), "timeout_s", "invalid_input", "integer"),
+        (_with(timeout_s=True), "timeout_s", "invalid_input", "integer"),
+        (_with(jitter_s=1.5), "jitter_s", "invalid_input", "integer"),
+        (_with(retry={"max_attempts": "3"}), "retry.max_attempts", "invalid_input", "integer"),
+        (_with(start_at=1_800_000_000), "start_at", "invalid_input", "ISO 8601"),
     ],
 )
 def test_create_rejects_bad_input_with_400_naming_the_field(http, body, field, code, hint):
@@ -92,6 +101,18 @@ def test_create_rejects_bad_input_with_400_naming_the_field(http, body, field, c
     assert reply.error["field"] == field
     assert reply.error["code"] == code
     assert hint in reply.error["message"]
+
+
+def test_command_shorthand_and_target_together_name_command_on_create_and_patch(http):
+    job = http.create()
+    both = {"command": "echo", "target": {"type": "command", "name": "echo"}}
+
+    for reply in (http("POST", "/jobs", body=_with(**both)), http("PATCH", f"/jobs/{job['id']}", body=both)):
+        assert reply.status == 400, reply.body
+        assert reply.error["field"] == "command" and reply.error["code"] == "invalid_input"
+        assert "give either command or target, not both" in reply.error["message"]
+    patched = http("PATCH", f"/jobs/{job['id']}", body={"command": "sleep"})
+    assert patched.status == 200 and patched.body["target"] == {"type": "command", "name": "sleep"}
 
 
 def _http_target(url: str = "https://hooks.example.com/run", **fields):

@@ -144,3 +144,15 @@ def test_response_headers_are_documented():
     assert "Retry-After" in create["409"]["headers"] and "Retry-After" in create["429"]["headers"]
     assert "WWW-Authenticate" in create["401"]["headers"]
     assert "headers" not in DOC["paths"]["/jobs/{id}"]["get"]["responses"]["200"]
+
+
+def test_the_command_shorthand_is_documented_as_an_alternative_to_target():
+    create = DOC["components"]["schemas"]["JobCreate"]
+    patch = DOC["components"]["schemas"]["JobPatch"]
+
+    for model in (create, patch):
+        assert model["properties"]["command"]["type"] == "string"
+        assert model["not"] == {"required": ["command", "target"]}
+    assert "target" not in create["required"]
+    assert create["anyOf"] == [{"required": ["target"]}, {"required": ["command"]}]
+    assert "command" not in DOC["components"]["schemas"]["Job"]["properties"]
