@@ -16,7 +16,16 @@ from enum import StrEnum
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
@@ -70,12 +79,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _instant_text(value: Any) -> Any:
+def _instant_text(value: Any, info: ValidationInfo) -> Any:
     """An instant is an ISO 8601 string (or, from Python, a datetime): never a number pydantic would read as
     epoch seconds, which the API's schema (``format: date-time``) does not offer."""
     if isinstance(value, int | float):
         raise PydanticCustomError(
-            "datetime_type", "give an ISO 8601 date-time string with an offset, e.g. 2026-12-04T18:00:00Z"
+            "datetime_type",
+            "{field} must be an ISO 8601 date-time string with an offset, e.g. 2026-12-04T18:00:00Z",
+            {"field": info.field_name or "the instant"},
         )
     return value
 
@@ -293,9 +304,9 @@ class JobSettings(_Strict):
 
     @field_validator("start_at", "end_at")
     @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
+    def _aware(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         if value is not None and value.tzinfo is None:
-            raise ValueError("give an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+            raise ValueError(f"{info.field_name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
         return value
 
 

@@ -19,8 +19,7 @@ Codes 409 and 422 for key reuse follow the IETF draft "The Idempotency-Key HTTP 
 
 from __future__ import annotations
 
-import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -47,7 +46,7 @@ from jobsched.api.exceptions import (
     PayloadTooLarge,
     Unauthorized,
 )
-from jobsched.models import Target
+from jobsched.api.validation import describe
 from jobsched.observability import logger
 from jobsched.schedules import ScheduleError
 
@@ -61,10 +60,6 @@ THROTTLING_CODES = frozenset(
         "Throttling",
         "TooManyRequestsException",
     }
-)
-
-_TARGET_TAGS = frozenset(
-    member.model_fields["type"].default for member in typing.get_args(typing.get_args(Target)[0])
 )
 
 
@@ -102,39 +97,6 @@ def error_response(
 # --- request validation -------------------------------------------------------------------------
 
 
-def _field_of(loc: Sequence[Any]) -> str | None:
-    """``("body", "target", "http", "url")`` -> ``"target.url"``; ``("query", "limit")`` -> ``"limit"``.
-
-    Drops the location kind, list indexes, and the union tag pydantic puts after ``target``.
-    """
-    if loc and loc[0] == "header" and len(loc) > 1:
-        return "-".join(word.capitalize() for word in str(loc[1]).split("-"))
-    parts = [str(p) for p in loc[1:] if isinstance(p, str)] if loc else []
-    cleaned = [
-        p for i, p in enumerate(parts) if not (i > 0 and parts[i - 1] == "target" and p in _TARGET_TAGS)
-    ]
-    if not cleaned:
-        return "body" if loc and loc[0] == "body" else None
-    return ".".join(cleaned)
-
-
-def _validation_message(error: Mapping[str, Any], field: str | None) -> str:
-    kind = error.get("type", "")
-    msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
-    where = "request body" if field in (None, "body") else field
-    if kind == "missing":
-        return f"{where} is required"
-    if kind == "extra_forbidden":
-        if field == "owner":
-            return "owner is not accepted in the body: a job's owner is the authenticated caller"
-        return f"{where} is not a known field"
-    if kind == "union_tag_not_found":
-        return f"{where} needs a type: one of {', '.join(sorted(_TARGET_TAGS))}"
-    if kind in ("model_attributes_type", "dict_type", "model_type") and where == "request body":
-        return "request body must be a JSON object"
-    return f"{where}: {msg}"
-
-
 def validation_error_response(error: RequestValidationError) -> ErrorResponse:
     """400 naming the first invalid field (path, then query, header, body), or ``invalid_json``."""
     errors = list(error.errors())
@@ -146,8 +108,8 @@ def validation_error_response(error: RequestValidationError) -> ErrorResponse:
         return error_response(
             HTTPStatus.BAD_REQUEST, "invalid_json", f"request body is not valid JSON: {detail}", "body"
         )
-    field = _field_of(first.get("loc") or ())
-    return error_response(HTTPStatus.BAD_REQUEST, "invalid_input", _validation_message(first, field), field)
+    field, message = describe(first)
+    return error_response(HTTPStatus.BAD_REQUEST, "invalid_input", message, field)
 
 
 # --- the mapping --------------------------------------------------------------------------------

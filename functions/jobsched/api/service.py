@@ -36,6 +36,7 @@ from jobsched.adapters.queue import QueueSendError, RunMessage, RunQueue
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.api.validation import describe
 from jobsched.clock import Clock
 from jobsched.models import (
     NAME_PATTERN,
@@ -99,11 +100,11 @@ class TriggerResult:
 
 
 def _validation_problem(error: ValidationError) -> InvalidInput:
-    """The first pydantic error as ``InvalidInput`` naming its field (``retry.max_attempts``, ``start_at``)."""
+    """The first pydantic error of a job's settings as ``InvalidInput`` naming its field (``retry.max_attempts``,
+    ``start_at``), worded as request validation words it (``jobsched.api.validation``)."""
     first = error.errors()[0]
-    field = ".".join(str(p) for p in first["loc"] if isinstance(p, str)) or None
-    message = first["msg"].removeprefix("Value error, ")
-    return InvalidInput(field, f"{field}: {message}" if field else message)
+    field, message = describe({**first, "loc": ("body", *first["loc"])})
+    return InvalidInput(field, message)
 
 
 class JobService:

@@ -103,14 +103,69 @@ def test_create_rejects_bad_input_with_400_naming_the_field(http, body, field, c
     assert hint in reply.error["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        (
+            _with(command=..., target={"type": "http", "url": "ftp://x"}),
+            "target.url",
+            "url must be an absolute http:// or https:// URL",
+        ),
+        (_with(timeout_s=0), "timeout_s", "timeout_s should be greater than or equal to 1"),
+        (
+            _with(retry={"max_attempts": 11}),
+            "retry.max_attempts",
+            "retry.max_attempts should be less than or equal to 10",
+        ),
+        (
+            _with(start_at="2026-04-01T00:00:00"),
+            "start_at",
+            "start_at needs an offset or Z (e.g. 2026-12-04T18:00:00Z)",
+        ),
+        (
+            _with(end_at=1_800_000_000),
+            "end_at",
+            "end_at must be an ISO 8601 date-time string with an offset, e.g. 2026-12-04T18:00:00Z",
+        ),
+        (
+            _with(command=..., target={"type": "ftp"}),
+            "target",
+            "target type 'ftp' is unknown; use one of command, http, lambda, shell, sqs",
+        ),
+    ],
+)
+def test_messages_do_not_repeat_the_field_they_already_name(http, body, field, message):
+    reply = http("POST", "/jobs", body=body)
+
+    assert reply.status == 400
+    assert reply.error == {"code": "invalid_input", "message": message, "field": field}
+
+
+def test_a_patch_refused_by_the_merged_job_names_the_field_once(http):
+    # Given: a PATCH body valid on its own, refused when merged into the job (a naive start_at)
+    job = http.create("naive")
+
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"start_at": "2026-04-01T00:00:00"})
+
+    assert reply.status == 400
+    assert reply.error == {
+        "code": "invalid_input",
+        "message": "start_at needs an offset or Z (e.g. 2026-12-04T18:00:00Z)",
+        "field": "start_at",
+    }
+
+
 def test_command_shorthand_and_target_together_name_command_on_create_and_patch(http):
     job = http.create()
     both = {"command": "echo", "target": {"type": "command", "name": "echo"}}
 
     for reply in (http("POST", "/jobs", body=_with(**both)), http("PATCH", f"/jobs/{job['id']}", body=both)):
         assert reply.status == 400, reply.body
-        assert reply.error["field"] == "command" and reply.error["code"] == "invalid_input"
-        assert "give either command or target, not both" in reply.error["message"]
+        assert reply.error == {
+            "code": "invalid_input",
+            "message": "give either command or target, not both",
+            "field": "command",
+        }
     patched = http("PATCH", f"/jobs/{job['id']}", body={"command": "sleep"})
     assert patched.status == 200 and patched.body["target"] == {"type": "command", "name": "sleep"}
 
