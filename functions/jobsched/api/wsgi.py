@@ -17,10 +17,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
+
+from jobsched.lambda_context import LOCAL_ACCOUNT_ID, LocalLambdaContext
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 StartResponse = Callable[..., Any]
@@ -39,22 +40,13 @@ RESOURCES = (
 _TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
 
 
-@dataclass
-class LocalContext:
-    """A stand-in for the Lambda context (what Powertools' Logger and idempotency read)."""
+API_TIMEOUT_S = 30
+"""The local API function's timeout (API Gateway ends an integration after 29 s)."""
 
-    timeout_ms: int = 30_000
-    function_name: str = "jobsched-api-local"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:jobsched-api-local"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    log_group_name: str = "/aws/lambda/jobsched-api-local"
-    log_stream_name: str = "local"
-    _started: float = field(default_factory=time.monotonic)
 
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, self.timeout_ms - int((time.monotonic() - self._started) * 1000))
+def api_context() -> LocalLambdaContext:
+    """The Lambda context of one local API invocation."""
+    return LocalLambdaContext("jobsched-api-local", timeout_s=API_TIMEOUT_S, memory_limit_in_mb=512)
 
 
 def _match_resource(path: str) -> tuple[str, dict[str, str] | None]:
@@ -146,7 +138,7 @@ def event_from_environ(environ: Mapping[str, Any], body: bytes, *, stage: str = 
             "requestId": str(uuid.uuid4()),
             "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
             "requestTimeEpoch": int(now * 1000),
-            "accountId": "000000000000",
+            "accountId": LOCAL_ACCOUNT_ID,
             "apiId": "local",
             "protocol": str(environ.get("SERVER_PROTOCOL", "HTTP/1.1")),
             "identity": {
@@ -215,7 +207,7 @@ class ApiWsgiApp:
         body = _read_body(environ, self.max_body_bytes)
         event = event_from_environ(environ, body, stage=self.stage)
         with self._lock:
-            response = self.handler(event, LocalContext())
+            response = self.handler(event, api_context())
         status = int(response.get("statusCode", 500))
         payload = response.get("body") or ""
         data = base64.b64decode(payload) if response.get("isBase64Encoded") else str(payload).encode("utf-8")

@@ -18,47 +18,14 @@ One deliberate difference: Lambda lets a failed message reappear after the queue
 from __future__ import annotations
 
 import threading
-import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.lambda_context import LocalLambdaContext
 from jobsched.observability import logger
 
 Handler = Callable[[dict[str, Any], Any], Any]
 """A Lambda handler: ``handler(event, context)``."""
-
-
-@dataclass
-class LocalLambdaContext:
-    """The parts of the Lambda context object handlers and Powertools read."""
-
-    function_name: str
-    timeout_s: int = 900
-    memory_limit_in_mb: int = 1024
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    region: str = "us-east-1"
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{self.region}:123456789012:function:{self.function_name}"
-
-    @property
-    def function_version(self) -> str:
-        return "$LATEST"
-
-    @property
-    def log_group_name(self) -> str:
-        return f"/aws/lambda/{self.function_name}"
-
-    @property
-    def log_stream_name(self) -> str:
-        return "local"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self.timeout_s - (time.monotonic() - self.started)) * 1000))
 
 
 def _message_attributes(raw: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 from moto import mock_aws
 
 from jobsched.api.app import Api, build_api, install
-from jobsched.api.wsgi import LocalContext
+from jobsched.api.wsgi import api_context
 from jobsched.aws import Aws, provision
 from jobsched.clock import FakeClock
 from jobsched.handlers.api import handler
@@ -60,7 +60,7 @@ class Reply:
 
 def invoke(event: dict[str, Any]) -> Reply:
     """Call the Lambda handler with ``event`` and decode its proxy response."""
-    response = handler(event, LocalContext())
+    response = handler(event, api_context())
     headers = {k.lower(): v[-1] for k, v in (response.get("multiValueHeaders") or {}).items()}
     headers.update({k.lower(): v for k, v in (response.get("headers") or {}).items()})
     raw = response.get("body")

@@ -12,7 +12,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
 from jobsched.api.app import build_api, install
-from jobsched.api.wsgi import LocalContext
+from jobsched.api.wsgi import api_context
 from jobsched.models import JobCreate
 
 
@@ -156,7 +156,7 @@ def test_the_same_key_while_the_first_request_is_in_flight_is_409(http):
     outcome: dict[str, Any] = {}
 
     def first_request() -> None:
-        first_env.service.idempotency.bind_invocation(LocalContext())
+        first_env.service.idempotency.bind_invocation(api_context())
         outcome["first"] = first_env.service.create_job(http.alice_owner, request, idempotency_key="k-8")
 
     worker = threading.Thread(target=first_request)
@@ -219,7 +219,7 @@ def test_two_concurrent_identical_posts_with_one_key_create_one_job(http):
     lock = threading.Lock()
 
     def post(env: Any) -> None:
-        env.service.idempotency.bind_invocation(LocalContext())
+        env.service.idempotency.bind_invocation(api_context())
         start.wait(10)
         try:
             result: Any = env.service.create_job(http.alice_owner, request, idempotency_key="k-10")

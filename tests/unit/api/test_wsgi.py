@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from werkzeug.test import Client, EnvironBuilder
 
-from jobsched.api.wsgi import ApiWsgiApp, LocalContext, event_from_environ
+from jobsched.api.wsgi import ApiWsgiApp, event_from_environ
+from jobsched.lambda_context import LOCAL_ACCOUNT_ID, LocalLambdaContext
 
 
 def environ(**kwargs: Any) -> tuple[dict[str, Any], bytes]:
@@ -97,7 +98,9 @@ def test_the_handlers_response_becomes_the_http_response():
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         seen.append(event)
-        assert isinstance(context, LocalContext) and 0 < context.get_remaining_time_in_millis() <= 30_000
+        assert (
+            isinstance(context, LocalLambdaContext) and 0 < context.get_remaining_time_in_millis() <= 30_000
+        )
         return {
             "statusCode": 201,
             "multiValueHeaders": {"Content-Type": ["application/json"], "Set-Cookie": ["a=1", "b=2"]},
@@ -162,3 +165,24 @@ def test_requests_are_handled_one_at_a_time():
         thread.join()
 
     assert peak == 1
+
+
+def test_local_requests_come_from_motos_account_in_the_event_and_the_context():
+    # Given: one fake Lambda context for every local invocation, in moto's default account
+    contexts: list[Any] = []
+    env, body = environ(method="GET", path="/jobs")
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        contexts.append(context)
+        return {"statusCode": 204, "body": None}
+
+    Client(ApiWsgiApp(handler)).get("/jobs")
+
+    assert LOCAL_ACCOUNT_ID == "123456789012"
+    assert event_from_environ(env, body)["requestContext"]["accountId"] == LOCAL_ACCOUNT_ID
+    (context,) = contexts
+    assert (
+        context.invoked_function_arn
+        == f"arn:aws:lambda:us-east-1:{LOCAL_ACCOUNT_ID}:function:jobsched-api-local"
+    )
+    assert context.function_name == "jobsched-api-local" and context.memory_limit_in_mb == 512
