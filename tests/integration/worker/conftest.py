@@ -1,10 +1,11 @@
 """Fixtures of the worker/sweeper integration tests: jobs and runs written straight through the stores
-(no scheduler or API needed), a fake clock, a simulated-time waiter, and SQS event records."""
+(no scheduler or API needed), a fake clock, a simulated-time waiter, SQS event records, and reading a queue."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,30 +23,103 @@ from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.layout import new_run_item, sched_item, spec_item
 from jobsched.store.runs import RunStore
-from jobsched.targets import TargetCall, commands
+from jobsched.targets import CancelToken, TargetCall, commands
 from jobsched.worker import Worker
 
 T0 = to_ms(datetime(2026, 1, 5, 2, 0, tzinfo=UTC))
 """The scheduled_for of most test runs (epoch ms)."""
 
 
-class SimWaiter:
-    """A ``Waiter`` in simulated time: each wait gives the try a brief real chance to finish, then moves
-    the monotonic time and the fake clock by the full wait. Heartbeats and timeouts happen without sleeping."""
+class SimTimeStuck(AssertionError):
+    """A try under ``SimWaiter`` neither finished nor parked within its (real) patience: a test command that
+    waits for simulated time must say so (``SimWaiter.sleep_until`` or the ``parked`` predicate)."""
 
-    def __init__(self, clock: FakeClock) -> None:
+
+class SimWaiter:
+    """A ``Waiter`` in simulated time whose outcome does not depend on how busy the machine is.
+
+    A try either finishes by itself (most commands: ``wait`` lets it, waiting in real time for as long as it
+    takes, up to ``patience_s``), or waits for simulated time: a test command blocks in ``sleep_until`` (or a
+    test passes ``parked``, a predicate that is true once its try can only wait, e.g. a subprocess that has
+    started). Simulated time (``monotonic`` seconds and the fake ``clock`` together) moves only while the try
+    is parked, by the waited seconds or up to the first sleeper's wake-up, whichever is earlier. So heartbeats
+    and timeouts happen exactly where the test puts them, never because a slow machine ran a try late.
+    """
+
+    def __init__(
+        self, clock: FakeClock, *, parked: Callable[[], bool] | None = None, patience_s: float = 30.0
+    ) -> None:
         self.clock = clock
-        self.now = 0.0
+        self.parked = parked
+        self.patience_s = patience_s
+        self.stuck: list[str] = []
+        self._now_ms = 0
+        self._cond = threading.Condition()
+        self._sleepers: dict[object, int | None] = {}  # sleeper -> wake-up (fake clock ms; None: cancel only)
 
     def monotonic(self) -> float:
-        return self.now
+        return self._now_ms / 1000
+
+    @property
+    def now(self) -> float:
+        """Simulated monotonic seconds since the waiter was made."""
+        return self.monotonic()
 
     def wait(self, event: threading.Event, seconds: float) -> bool:
-        if event.wait(0.05):
-            return True
-        self.now += seconds
-        self.clock.advance(int(seconds * 1000))
-        return False
+        """Wait for ``event`` (the try's end) for ``seconds`` of simulated time; True when it ended."""
+        target_ms = self._now_ms + max(0, round(seconds * 1000))
+        while True:
+            self._settle(event)
+            if event.is_set():
+                return True
+            if self._now_ms >= target_ms:
+                return False
+            with self._cond:
+                wakes = [
+                    max(0, until - self.clock()) for until in self._sleepers.values() if until is not None
+                ]
+                step_ms = min([target_ms - self._now_ms, *wakes])
+                self._now_ms += step_ms
+                self.clock.advance(step_ms)
+                now = self.clock()
+                for sleeper, until in list(self._sleepers.items()):
+                    if until is not None and until <= now:
+                        del self._sleepers[sleeper]  # released here, so the next settle waits for it
+                self._cond.notify_all()
+
+    def sleep_until(self, until_ms: int | None, cancel: CancelToken) -> bool:
+        """For test commands: park the calling try until the fake clock reaches ``until_ms`` (epoch ms;
+        None: until cancelled) or the try is cancelled. Returns True when cancelled."""
+        sleeper = object()
+
+        def release() -> None:
+            with self._cond:
+                self._sleepers.pop(sleeper, None)
+                self._cond.notify_all()
+
+        with self._cond:
+            if until_ms is None or until_ms > self.clock():
+                self._sleepers[sleeper] = until_ms
+                self._cond.notify_all()
+        cancel.on_cancel(release)
+        with self._cond:
+            self._cond.wait_for(lambda: sleeper not in self._sleepers, timeout=self.patience_s * 10)
+        release()
+        return cancel.cancelled
+
+    def _is_parked(self) -> bool:
+        return bool(self._sleepers) or (self.parked is not None and self.parked())
+
+    def _settle(self, event: threading.Event) -> None:
+        """Wait (real time, up to ``patience_s``) until the try has ended or is parked."""
+        deadline = time.monotonic() + self.patience_s
+        while not event.wait(0.002):
+            with self._cond:
+                if self._is_parked():
+                    return
+            if time.monotonic() >= deadline:
+                self.stuck.append(f"a try neither ended nor parked within {self.patience_s:g} s")
+                raise SimTimeStuck(self.stuck[-1])
 
 
 @pytest.fixture(autouse=True)
@@ -63,8 +137,10 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def waiter(clock: FakeClock) -> SimWaiter:
-    return SimWaiter(clock)
+def waiter(clock: FakeClock) -> Iterator[SimWaiter]:
+    sim = SimWaiter(clock)
+    yield sim
+    assert not sim.stuck, sim.stuck  # the worker turns the waiter's error into a failed try: say it here
 
 
 @pytest.fixture

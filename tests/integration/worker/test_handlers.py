@@ -99,9 +99,9 @@ def test_the_sweeper_handler_returns_its_report(
 
 @pytest.fixture
 def rendezvous() -> Iterator[list[tuple[str, str]]]:
-    """Command ``rendezvous``: waits until 3 tries are inside it at once (10 s at most, then it fails).
+    """Command ``rendezvous``: waits until 3 tries are inside it at once (30 s at most, then it fails).
     Returns the ``("start"|"end", run_id)`` events in order."""
-    barrier = threading.Barrier(3, timeout=10)
+    barrier = threading.Barrier(3, timeout=30)
     events: list[tuple[str, str]] = []
     lock = threading.Lock()
 

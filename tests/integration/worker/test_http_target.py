@@ -30,11 +30,13 @@ from .conftest import T0, SimWaiter
 
 @dataclass
 class Server:
-    """A local HTTP server: answers with ``responses`` in order (status, body, delay_s), then 200."""
+    """A local HTTP server: answers with ``responses`` in order (status, body, delay_s), then 200. A delayed
+    answer waits ``delay_s`` real seconds or until the test ends (``closing``), whichever comes first."""
 
     url: str
     requests: list[dict[str, Any]] = field(default_factory=list)
     responses: list[tuple[int, str, float]] = field(default_factory=list)
+    closing: threading.Event = field(default_factory=threading.Event)
 
 
 @pytest.fixture
@@ -54,7 +56,7 @@ def server() -> Iterator[Server]:
             )
             status, body, delay = state.responses.pop(0) if state.responses else (200, "ok", 0.0)
             if delay:
-                time.sleep(delay)
+                state.closing.wait(delay)
             payload = body.encode()
             self.send_response(status)
             if 300 <= status < 400:
@@ -74,6 +76,7 @@ def server() -> Iterator[Server]:
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield state
+    state.closing.set()
     httpd.shutdown()
     httpd.server_close()
 
@@ -167,11 +170,13 @@ def test_get_sends_no_body_and_secrets_in_the_query_stay_out_of_errors(server: S
 
 
 def test_a_slow_server_times_out(server: Server) -> None:
-    server.responses = [(200, "late", 3.0)]
+    # Given a server that answers only after a minute (or when the test ends)
+    server.responses = [(200, "late", 60.0)]
     started = time.monotonic()
+    # Then a try with a 1 s timeout gives up (real time: httpx's own timeout), long before the answer
     with pytest.raises(TargetTimedOut, match="timed out after 1 s"):
         HttpExecutor(LOOPBACK).execute(HttpTarget(url=server.url), _call(timeout_s=1.0))
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 30
 
 
 def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(
@@ -184,14 +189,20 @@ def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(
     record: Callable[..., dict[str, Any]],
     server: Server,
 ) -> None:
-    server.responses = [(200, "late", 3.0)]
-    worker = build_worker(settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock)
-    job = make_job(target={"type": "http", "url": server.url}, timeout_s=1)
+    # Given a server that answers only after the test ends; simulated time moves once it has the request
+    server.responses = [(200, "late", 60.0)]
+    waiter = SimWaiter(clock, parked=lambda: bool(server.requests))
+    worker = build_worker(
+        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock, waiter=waiter
+    )
+    job = make_job(target={"type": "http", "url": server.url}, timeout_s=20)
     make_run(job)
+    # When the try passes its timeout, it fails as timed out (to be retried)
     assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and row["status"] == RunStatus.RETRYING
-    assert row["error"].startswith("timed out after 1 s")
+    assert row["error"] == "timed out after 20 s (timeout_s)"
+    assert not waiter.stuck
 
 
 def test_a_connection_error_fails_the_try() -> None:

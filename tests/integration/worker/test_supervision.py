@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,20 +19,19 @@ from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, commands
 from jobsched.worker import Heartbeat, Outcome, Owned, Worker
+from tests.support.processes import pid_written, process_gone
 
 from .conftest import T0, SimWaiter
 
 
 @pytest.fixture
-def long_command(clock: FakeClock) -> Iterator[None]:
-    """Command ``long``: runs until the (simulated) clock has moved ``input.seconds`` past its start."""
+def long_command(clock: FakeClock, waiter: SimWaiter) -> Iterator[None]:
+    """Command ``long``: runs until the simulated clock has moved ``input.seconds`` past its start (parked
+    in the waiter meanwhile, so simulated time moves only while it waits)."""
 
     @commands.register("long", replace=True)
     def long(call: TargetCall) -> str:
-        until = clock() + int(call.input["seconds"] * 1000)
-        deadline = time.monotonic() + 5
-        while clock() < until and time.monotonic() < deadline and not call.cancel.cancelled:
-            time.sleep(0.005)
+        waiter.sleep_until(clock() + int(call.input["seconds"] * 1000), call.cancel)
         return "done"
 
     yield
@@ -59,8 +56,8 @@ def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
     started = clock()
     # When the worker runs it
     assert worker.handle_record(record) == Outcome.SUCCEEDED
-    # Then it beat every 30 s: the row's heartbeat and the message's visibility (stale + interval)
-    assert len(visibility_calls) >= 3
+    # Then it beat every 30 s (at 30, 60 and 90 s): the row's heartbeat and the message's visibility
+    assert len(visibility_calls) == 3
     assert {c["VisibilityTimeout"] for c in visibility_calls} == {
         settings.heartbeat_stale_s + settings.heartbeat_interval_s
     }
@@ -68,7 +65,8 @@ def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
     assert {c["QueueUrl"] for c in visibility_calls} == {settings.run_queue_url}
     row = runs.get(job.id, T0)
     assert row is not None and row["status"] == RunStatus.SUCCEEDED
-    assert row["heartbeat_at"] >= started + 90_000
+    assert row["heartbeat_at"] == started + 90_000
+    assert clock() == started + 95_000
 
 
 def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
@@ -151,9 +149,10 @@ class Held:
 
 
 @pytest.fixture
-def hold_command(runs: RunStore, clock: FakeClock) -> Iterator[Held]:
-    """Command ``hold``: runs until its try is cancelled (5 s real at most); with ``input.steal`` another
-    worker first takes the run over (a claim as if this worker's heartbeat were stale)."""
+def hold_command(runs: RunStore, clock: FakeClock, waiter: SimWaiter) -> Iterator[Held]:
+    """Command ``hold``: runs until its try is cancelled (parked in the waiter, so simulated time moves only
+    once it waits); with ``input.steal`` another worker first takes the run over (a claim as if this worker's
+    heartbeat were stale)."""
     held = Held()
 
     @commands.register("hold", replace=True)
@@ -170,7 +169,7 @@ def hold_command(runs: RunStore, clock: FakeClock) -> Iterator[Held]:
                 )
                 assert claimed
                 held.stolen.set()
-            if call.cancel.wait(5):
+            if waiter.sleep_until(None, call.cancel):
                 held.cancelled_at = clock()
             return "held"
         finally:
@@ -189,23 +188,17 @@ def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
+    worker: Worker,
 ) -> None:
-    class AfterTheTakeover(SimWaiter):
-        """Simulated time moves on only once the takeover has happened (the first beat must see it)."""
-
-        def wait(self, event: threading.Event, seconds: float) -> bool:
-            hold_command.stolen.wait(5)
-            return super().wait(event, seconds)
-
-    worker = build_worker(settings, aws, clock=clock, waiter=AfterTheTakeover(clock))
-    # Given a try that keeps running while another worker takes its run over
+    # Given a try that keeps running after another worker took its run over (before simulated time moves on)
     job = make_job(command="hold", input={"steal": True})
     make_run(job)
     started = clock()
     # When its next heartbeat is refused
     assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
     # Then the target was cancelled at that beat, and nothing was written over the new owner's claim
-    assert hold_command.finished.wait(5)
+    assert hold_command.stolen.is_set()
+    assert hold_command.finished.wait(30)
     assert hold_command.cancelled_at is not None
     assert hold_command.cancelled_at - started == settings.heartbeat_interval_s * 1000  # the first beat
     row = runs.get(job.id, T0)
@@ -236,7 +229,7 @@ def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
     # When it has gone unrecorded for heartbeat_stale_s minus one interval
     assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
     # Then the target was cancelled while the row was not yet stale (no other worker could have claimed it)
-    assert hold_command.finished.wait(5)
+    assert hold_command.finished.wait(30)
     row = runs.get(job.id, T0)
     assert row is not None and hold_command.cancelled_at is not None
     silent_ms = hold_command.cancelled_at - row["heartbeat_at"]
@@ -255,13 +248,17 @@ def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
+    hold_command: Held,
+    clock: FakeClock,
 ) -> None:
-    job = make_job(command="sleep", input={"seconds": 60}, timeout_s=1)
+    job = make_job(command="hold", timeout_s=1)
     make_run(job)
+    started = clock()
     assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and row["status"] == RunStatus.RETRYING
     assert row["error"] == "timed out after 1 s (timeout_s)"
+    assert hold_command.finished.wait(30) and hold_command.cancelled_at == started + 1_000
 
 
 def test_timeout_s_is_capped_by_the_worker_cap(
@@ -273,11 +270,12 @@ def test_timeout_s_is_capped_by_the_worker_cap(
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
+    hold_command: Held,
 ) -> None:
     worker = build_worker(
         settings.model_copy(update={"worker_timeout_cap_s": 2}), aws, clock=clock, waiter=waiter
     )
-    job = make_job(command="sleep", input={"seconds": 60}, timeout_s=600)
+    job = make_job(command="hold", timeout_s=600)
     make_run(job)
     assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
     row = runs.get(job.id, T0)
@@ -288,50 +286,40 @@ def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
     settings: Settings,
     aws: Aws,
     clock: FakeClock,
-    waiter: SimWaiter,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     tmp_path: Path,
 ) -> None:
+    # Given a shell command whose child sleeps 30 s; simulated time moves once the child has started (the
+    # shell's own real-time limit, timeout_s, is far away: the worker's simulated timeout comes first)
+    pidfile = tmp_path / "child.pid"
+    waiter = SimWaiter(clock, parked=lambda: pid_written(pidfile))
     worker = build_worker(
         settings.model_copy(update={"allow_shell_targets": True}), aws, clock=clock, waiter=waiter
     )
-    pidfile = tmp_path / "child.pid"
-    job = make_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=1)
+    job = make_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=20)
     make_run(job)
-    started = time.monotonic()
+    # When the try passes its timeout
     assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
-    assert time.monotonic() - started < 5
+    # Then it failed as timed out, and the shell's child was killed with it
     row = runs.get(job.id, T0)
-    assert row is not None and "timed out after 1 s" in row["error"]
-    child = int(pidfile.read_text())
-    assert _gone(child)
-
-
-def _gone(pid: int) -> bool:
-    for _ in range(200):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        if Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
-            return True  # a zombie waiting for its reaper: killed
-        time.sleep(0.01)
-    return False
+    assert row is not None and row["error"] == "timed out after 20 s (timeout_s)"
+    assert process_gone(int(pidfile.read_text()))
+    assert not waiter.stuck
 
 
 @pytest.fixture
 def blocking_command() -> Iterator[threading.Event]:
-    """Command ``block``: runs until the test sets the returned event (5 s at most)."""
+    """Command ``block``: runs until the test sets the returned event (60 s real at most)."""
     release = threading.Event()
     started = threading.Event()
 
     @commands.register("block", replace=True)
     def block(call: TargetCall) -> str:
         started.set()
-        release.wait(5)
+        release.wait(60)  # the test sets it (and again at teardown)
         return "released"
 
     release.started = started  # type: ignore[attr-defined]
@@ -362,7 +350,7 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
     results: list[str] = []
     thread = threading.Thread(target=lambda: results.append(long_worker.handle_record(record(job.id, T0))))
     thread.start()
-    assert blocking_command.started.wait(5)  # type: ignore[attr-defined]
+    assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     # When the 02:01 run is delivered to another worker
     clock.advance(60_000)
     other = build_worker(settings, aws, clock=clock, waiter=waiter)
@@ -370,7 +358,7 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
         blocking_command.set()  # let the second try finish too
     outcome = other.handle_record(record(job.id, T0 + 60_000, message_id="m-2"))
     blocking_command.set()
-    thread.join(5)
+    thread.join(30)
     # Then under skip it is recorded skipped, naming the running run; under allow it runs
     assert outcome == expected
     assert results == [Outcome.SUCCEEDED]

@@ -12,7 +12,8 @@ from jobsched.worker import TryAbandoned, lost_worker_error, supervise
 
 
 class SimWaiter:
-    """Simulated monotonic time; ``release_at`` lets the try finish once that much time has passed."""
+    """Simulated monotonic time; ``release_at`` lets the try finish once that much time has passed (then the
+    wait gives it up to 30 s real to end, so a busy machine cannot add a heartbeat)."""
 
     def __init__(self, release: threading.Event | None = None, release_at: float = float("inf")) -> None:
         self.now = 0.0
@@ -26,7 +27,7 @@ class SimWaiter:
         self.now += seconds
         if self.release is not None and self.now >= self.release_at:
             self.release.set()
-        return event.wait(1.0) if self.release is not None and self.release.is_set() else event.is_set()
+        return event.wait(30.0) if self.release is not None and self.release.is_set() else event.is_set()
 
 
 def _recording(beats: list[float], waiter: SimWaiter) -> Callable[[], bool]:
@@ -50,7 +51,7 @@ def test_beats_every_interval_while_the_try_runs() -> None:
     beats: list[float] = []
     # When it runs under supervision
     result = supervise(
-        lambda: "done" if release.wait(5) else "stuck",
+        lambda: "done" if release.wait(30) else "stuck",
         call=_call(300),
         beat=_recording(beats, waiter),
         interval_s=30,
