@@ -1,6 +1,7 @@
 """The REST API (API Gateway): SPEC section 3 routes, IAM (SigV4) auth on every method, access logs.
 
-Every route of SPEC section 3 is declared (so an unknown path never reaches the function) and
+Every route of SPEC section 3 is declared from the API's one route table (``jobsched.api.routes.ROUTES``, from
+which the handler's routes are registered too), so an unknown path never reaches the function, and each is
 proxied to the one API function, which owns validation, error mapping and the owner check. The
 caller's identity (``requestContext.identity.userArn``) is the owner: API Gateway has already
 verified the SigV4 signature.
@@ -23,23 +24,16 @@ from constructs import Construct
 
 from infra.config import DeploymentConfig
 from infra.nag import acknowledge
+from jobsched.api import routes
 
 STAGE = "v1"
 
-ROUTES: dict[str, tuple[str, ...]] = {
-    "/jobs": ("GET", "POST"),
-    "/jobs/{id}": ("GET", "PATCH", "DELETE"),
-    "/jobs/{id}/pause": ("POST",),
-    "/jobs/{id}/resume": ("POST",),
-    "/jobs/{id}/trigger": ("POST",),
-    "/jobs/{id}/runs": ("GET",),
-    "/openapi.json": ("GET",),
-}
-"""SPEC section 3: path -> methods."""
+ROUTES: dict[str, tuple[str, ...]] = routes.methods_by_path()
+"""Path -> methods, from the API's one route table (``jobsched.api.routes``, which the handler's routes are
+registered from): a route added to the API is declared here too."""
 
 QUERY_PARAMETERS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("/jobs", "GET"): ("limit", "cursor"),
-    ("/jobs/{id}/runs", "GET"): ("status", "limit", "cursor"),
+    (route.path, route.method): route.query for route in routes.ROUTES if route.query
 }
 """Optional query strings, declared for documentation (the handler validates their values)."""
 
@@ -143,26 +137,25 @@ class Api(Construct):
             # One resource-policy statement for the whole API instead of one per method.
             scope_permission_to_method=False,
         )
-        for path, methods in ROUTES.items():
-            resource = self.rest_api.root.resource_for_path(path)
-            for method in methods:
-                parameters = {f"method.request.path.{name}": True for name in _path_parameters(path)}
-                for name in QUERY_PARAMETERS.get((path, method), ()):
-                    parameters[f"method.request.querystring.{name}"] = False
-                api_method = resource.add_method(
-                    method,
-                    integration,
-                    authorization_type=apigw.AuthorizationType.IAM,
-                    request_validator=validator,
-                    request_parameters=parameters or None,
-                )
-                acknowledge(
-                    api_method,
-                    "AwsSolutions-COG4",
-                    "Callers are AWS principals (team roles, CI), authenticated with SigV4 by IAM authorization "
-                    "(SPEC section 3); the owner is the caller's IAM identity. A Cognito user pool would add a "
-                    "second identity system for machine callers that already have one.",
-                )
+        for route in routes.ROUTES:
+            resource = self.rest_api.root.resource_for_path(route.path)
+            parameters = {f"method.request.path.{name}": True for name in route.path_parameters}
+            for name in route.query:
+                parameters[f"method.request.querystring.{name}"] = False
+            api_method = resource.add_method(
+                route.method,
+                integration,
+                authorization_type=apigw.AuthorizationType.IAM,
+                request_validator=validator,
+                request_parameters=parameters or None,
+            )
+            acknowledge(
+                api_method,
+                "AwsSolutions-COG4",
+                "Callers are AWS principals (team roles, CI), authenticated with SigV4 by IAM authorization "
+                "(SPEC section 3); the owner is the caller's IAM identity. A Cognito user pool would add a "
+                "second identity system for machine callers that already have one.",
+            )
         for response_type, (status, _) in GATEWAY_ERRORS.items():
             self.rest_api.add_gateway_response(
                 f"Error{response_type.title().replace('_', '')}",
@@ -187,10 +180,6 @@ class Api(Construct):
         # The stack exports the URL once, as ApiUrl; drop RestApi's auto-named duplicate output.
         self.rest_api.node.try_remove_child("Endpoint")
         self.url: str = self.rest_api.url
-
-
-def _path_parameters(path: str) -> list[str]:
-    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
 
 
 def _response_type_attr(name: str) -> str:

@@ -14,6 +14,7 @@ from infra.api import GATEWAY_ERRORS, ROUTES, STAGE, error_template
 from infra.config import RESOURCE_ENV_VARS, RUNTIME_KNOBS
 from infra.functions import SCHEDULER_CONCURRENCY_PER_PARTITION, SCHEDULER_TIMEOUT_S, handler_path
 from jobsched import resources
+from jobsched.api.app import app
 from jobsched.api.errors import ErrorBody
 from jobsched.observability import MetricName
 from jobsched.settings import Settings
@@ -321,7 +322,8 @@ def test_every_method_requires_iam_auth(synth: Synth) -> None:
     synth.template.resource_properties_count_is("AWS::ApiGateway::Method", {"AuthorizationType": "NONE"}, 0)
 
 
-def test_spec_paths_are_routed_to_the_api_function(synth: Synth) -> None:
+def _gateway_methods(synth: Synth) -> dict[tuple[str, str], dict[str, Any]]:
+    """``{(resource path, HTTP method): method properties}`` of the synthesized REST API."""
     resources_by_id = synth.resources("AWS::ApiGateway::Resource")
     parts = {k: v["Properties"]["PathPart"] for k, v in resources_by_id.items()}
     parents = {k: v["Properties"]["ParentId"] for k, v in resources_by_id.items()}
@@ -334,16 +336,46 @@ def test_spec_paths_are_routed_to_the_api_function(synth: Synth) -> None:
             parent = parents[parent["Ref"]]
         return "/" + path
 
-    routed = {
-        (path_of(m["Properties"]["ResourceId"]["Ref"]), m["Properties"]["HttpMethod"])
+    return {
+        (path_of(m["Properties"]["ResourceId"]["Ref"]), m["Properties"]["HttpMethod"]): m["Properties"]
         for m in synth.resources("AWS::ApiGateway::Method").values()
     }
-    assert routed == {(path, method) for path, methods in ROUTES.items() for method in methods}
+
+
+def test_spec_paths_are_routed_to_the_api_function(synth: Synth) -> None:
+    routed = _gateway_methods(synth)
+
+    assert set(routed) == {(path, method) for path, methods in ROUTES.items() for method in methods}
     api_id, _ = _function(synth, "api")
-    for method in synth.resources("AWS::ApiGateway::Method").values():
-        integration = method["Properties"]["Integration"]
+    for method in routed.values():
+        integration = method["Integration"]
         assert integration["Type"] == "AWS_PROXY"
         assert api_id in json.dumps(integration["Uri"])
+
+
+def test_every_route_the_handler_serves_is_on_api_gateway(synth: Synth) -> None:
+    # Given: the operations of the handler's own OpenAPI document (generated from its route decorators),
+    # and GET /openapi.json, which serves that document and is not in it
+    document = app.openapi_document()
+    served = {
+        (path, method.upper()) for path, operations in document["paths"].items() for method in operations
+    }
+    served.add(("/openapi.json", "GET"))
+
+    routed = _gateway_methods(synth)
+
+    # Then: API Gateway declares each of them (it refuses an undeclared one before it reaches the function)
+    assert served <= set(routed)
+    assert set(routed) <= served
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            declared = routed[(path, method.upper())].get("RequestParameters", {})
+            query = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+            assert {
+                k.removeprefix("method.request.querystring.") for k in declared if "querystring" in k
+            } == query
+            for parameter in (p for p in operation.get("parameters", []) if p["in"] == "path"):
+                assert declared[f"method.request.path.{parameter['name']}"] is True
 
 
 def test_stage_has_access_logs_throttling_and_error_shape(synth: Synth) -> None:

@@ -19,12 +19,11 @@ import base64
 import binascii
 import copy
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
@@ -37,6 +36,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from jobsched.adapters.queue import RunQueue
+from jobsched.api import routes
 from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
 from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody, register_error_handlers
 from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
@@ -266,18 +266,10 @@ def _tidy_parameter(parameter: dict[str, Any]) -> None:
         parameter["name"] = IDEMPOTENCY_HEADER
 
 
-@lru_cache(maxsize=1)
-def _route_patterns() -> list[tuple[re.Pattern[str], list[str]]]:
-    patterns = []
-    for path, operations in _openapi_document()["paths"].items():
-        regex = "^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "/?$"
-        patterns.append((re.compile(regex), sorted(m.upper() for m in operations)))
-    return patterns
-
-
 def allowed_methods(path: str) -> list[str]:
-    """The methods the API serves on ``path`` (empty when the path is unknown)."""
-    return next((methods for regex, methods in _route_patterns() if regex.match(path)), [])
+    """The methods the API serves on ``path`` (``routes.ROUTES``), sorted; empty when the path is unknown."""
+    matched = routes.match(path)
+    return sorted(routes.methods_by_path()[matched[0]]) if matched else []
 
 
 register_error_handlers(app, allowed_methods)
@@ -367,10 +359,25 @@ Cursor = Annotated[
 
 # --- routes ---------------------------------------------------------------------------------------
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-@app.post(
-    "/jobs",
-    operation_id="createJob",
+
+def _route(operation_id: str, **options: Any) -> Callable[[_F], _F]:
+    """Register the handler of route ``operation_id`` of ``routes.ROUTES``, with the method and path given
+    there (the table API Gateway and the WSGI adapter are built from); ``options`` are Powertools' route
+    options (summary, responses, ...)."""
+    entry = routes.route(operation_id)
+    return app.route(
+        entry.resolver_path,
+        entry.method,
+        operation_id=operation_id if entry.documented else None,
+        include_in_schema=entry.documented,
+        **options,
+    )
+
+
+@_route(
+    "createJob",
     summary="Register a job",
     tags=["jobs"],
     responses=_responses(
@@ -397,9 +404,8 @@ def create_job(
     )
 
 
-@app.get(
-    "/jobs",
-    operation_id="listJobs",
+@_route(
+    "listJobs",
     summary="The caller's jobs, by name",
     tags=["jobs"],
     responses=_responses({200: (Page[Job], "A page of jobs")}),
@@ -409,9 +415,8 @@ def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = Non
     return api.service.list_jobs(owner, limit=limit, cursor=cursor)
 
 
-@app.get(
-    "/jobs/<id>",
-    operation_id="getJob",
+@_route(
+    "getJob",
     summary="Read a job",
     tags=["jobs"],
     responses=_responses({200: (Job, "The job")}, 404),
@@ -420,9 +425,8 @@ def get_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.get_job(owner, id)
 
 
-@app.patch(
-    "/jobs/<id>",
-    operation_id="updateJob",
+@_route(
+    "updateJob",
     summary="Change a job",
     tags=["jobs"],
     responses=_responses({200: (Job, "The changed job")}, 404, 409, 413),
@@ -434,9 +438,8 @@ def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
     return api.service.update_job(owner, id, body)
 
 
-@app.delete(
-    "/jobs/<id>",
-    operation_id="deleteJob",
+@_route(
+    "deleteJob",
     summary="Delete a job",
     tags=["jobs"],
     responses=_responses({204: (None, "Deleted: no new runs; run history is kept until retention")}, 404),
@@ -446,9 +449,8 @@ def delete_job(id: JobId, api: ApiDep, owner: Owner) -> Response[None]:
     return Response(status_code=HTTPStatus.NO_CONTENT)
 
 
-@app.post(
-    "/jobs/<id>/pause",
-    operation_id="pauseJob",
+@_route(
+    "pauseJob",
     summary="Pause a job (it leaves the due index)",
     tags=["jobs"],
     responses=_responses({200: (Job, "The paused job")}, 404, 409),
@@ -457,9 +459,8 @@ def pause_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.pause_job(owner, id)
 
 
-@app.post(
-    "/jobs/<id>/resume",
-    operation_id="resumeJob",
+@_route(
+    "resumeJob",
     summary="Resume a job (missed fires follow its `missed` policy)",
     tags=["jobs"],
     responses=_responses({200: (Job, "The resumed job")}, 404, 409),
@@ -468,9 +469,8 @@ def resume_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.resume_job(owner, id)
 
 
-@app.post(
-    "/jobs/<id>/trigger",
-    operation_id="triggerJob",
+@_route(
+    "triggerJob",
     summary="Run a job once now, outside its schedule",
     tags=["runs"],
     responses=_responses({202: (Run, "The run, queued")}, 404, 409, 422, idempotent=True),
@@ -487,9 +487,8 @@ def trigger_job(
     )
 
 
-@app.get(
-    "/jobs/<id>/runs",
-    operation_id="listRuns",
+@_route(
+    "listRuns",
     summary="A job's runs, newest first",
     tags=["runs"],
     responses=_responses({200: (Page[Run], "A page of runs")}, 404),
@@ -505,7 +504,7 @@ def list_runs(
     return api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
 
 
-@app.get("/openapi.json", include_in_schema=False, enable_validation=False)
+@_route("getOpenApi", enable_validation=False)
 def openapi_json() -> Response[dict[str, Any]]:
     """The OpenAPI document of this API (no credentials needed: it holds no data)."""
     return Response(

@@ -21,21 +21,11 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
+from jobsched.api import routes
 from jobsched.lambda_context import LOCAL_ACCOUNT_ID, LocalLambdaContext
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 StartResponse = Callable[..., Any]
-
-RESOURCES = (
-    "/jobs",
-    "/jobs/{id}",
-    "/jobs/{id}/pause",
-    "/jobs/{id}/resume",
-    "/jobs/{id}/trigger",
-    "/jobs/{id}/runs",
-    "/openapi.json",
-)
-"""The API Gateway resource templates of the API (``resource`` and ``pathParameters`` of an event)."""
 
 _TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
 
@@ -50,23 +40,13 @@ def api_context() -> LocalLambdaContext:
 
 
 def _match_resource(path: str) -> tuple[str, dict[str, str] | None]:
-    """``/jobs/j_1/runs`` -> ``("/jobs/{id}/runs", {"id": "j_1"})``; unknown paths map to themselves."""
-    parts = path.rstrip("/").split("/") if path != "/" else [""]
-    for template in RESOURCES:
-        names = template.split("/")
-        if len(names) != len(parts):
-            continue
-        params: dict[str, str] = {}
-        for name, part in zip(names, parts, strict=True):
-            if name.startswith("{") and name.endswith("}"):
-                if not part:
-                    break
-                params[name[1:-1]] = part
-            elif name != part:
-                break
-        else:
-            return template, params or None
-    return path, None
+    """``/jobs/j_1/runs`` -> ``("/jobs/{id}/runs", {"id": "j_1"})`` (the resource templates of
+    ``jobsched.api.routes``, as API Gateway maps them); unknown paths map to themselves."""
+    matched = routes.match(path)
+    if matched is None:
+        return path, None
+    template, parameters = matched
+    return template, parameters or None
 
 
 def _headers(environ: Mapping[str, Any]) -> dict[str, list[str]]:
