@@ -299,3 +299,36 @@ def delivered(aws: Aws, settings: Settings) -> Callable[[Job, int], dict[str, An
         }
 
     return deliver
+
+
+class Drain:
+    """Reads a queue to the end: ``drain(url)`` returns every message visible now (system and message
+    attributes included), oldest batch first, deleting each; ``drain.bodies(url)`` their JSON bodies."""
+
+    def __init__(self, sqs: Any) -> None:
+        self.sqs = sqs
+
+    def __call__(self, url: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        while batch := self.sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+            WaitTimeSeconds=0,
+        ).get("Messages", []):
+            found.extend(batch)
+            self.sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)],
+            )
+        return found
+
+    def bodies(self, url: str) -> list[Any]:
+        return [json.loads(message["Body"]) for message in self(url)]
+
+
+@pytest.fixture
+def drain(aws: Aws) -> Drain:
+    """Read (and empty) a queue: see ``Drain``."""
+    return Drain(aws.sqs)

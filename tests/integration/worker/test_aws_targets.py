@@ -23,7 +23,7 @@ from jobsched.targets import TargetCall, TargetFailed, Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.worker import Outcome
 
-from .conftest import T0, SimWaiter
+from .conftest import T0, Drain, SimWaiter
 
 ENVELOPE_KEYS = {"run_id", "job_id", "scheduled_for", "attempt", "input"}
 
@@ -127,31 +127,21 @@ def test_lambda_target_through_the_worker_keeps_the_run_id_across_attempts(
     assert row is not None and row["status"] == RunStatus.SUCCEEDED and row["attempt"] == 2
 
 
-def _receive(aws: Aws, url: str) -> list[dict[str, Any]]:
-    return aws.sqs.receive_message(
-        QueueUrl=url,
-        MaxNumberOfMessages=10,
-        AttributeNames=["All"],
-        MessageAttributeNames=["All"],
-        WaitTimeSeconds=0,
-    ).get("Messages", [])
-
-
-def test_sqs_target_sends_the_envelope(aws: Aws) -> None:
+def test_sqs_target_sends_the_envelope(aws: Aws, drain: Drain) -> None:
     url = aws.sqs.create_queue(QueueName="team-inbox")["QueueUrl"]
     SqsExecutor(lambda: aws.sqs).execute(SqsTarget(queue_url=url), _call())
-    (message,) = _receive(aws, url)
+    (message,) = drain(url)
     assert json.loads(message["Body"]) == _call().envelope()
     assert set(json.loads(message["Body"])) == ENVELOPE_KEYS
     assert message["MessageAttributes"]["run_id"]["StringValue"] == f"j_1@{T0}"
 
 
-def test_sqs_fifo_target_deduplicates_on_the_run_id(aws: Aws) -> None:
+def test_sqs_fifo_target_deduplicates_on_the_run_id(aws: Aws, drain: Drain) -> None:
     url = aws.sqs.create_queue(QueueName="team-inbox.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     executor = SqsExecutor(lambda: aws.sqs)
     executor.execute(SqsTarget(queue_url=url), _call(attempt=1))
     executor.execute(SqsTarget(queue_url=url), _call(attempt=2))  # a retry of the same run: same key
-    messages = _receive(aws, url)
+    messages = drain(url)
     assert len(messages) == 1
     assert messages[0]["Attributes"]["MessageDeduplicationId"] == f"j_1@{T0}"
     assert messages[0]["Attributes"]["MessageGroupId"] == "j_1"

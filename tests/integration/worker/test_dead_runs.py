@@ -20,7 +20,7 @@ from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.worker import Outcome, Worker
 
-from .conftest import T0, SimWaiter
+from .conftest import T0, Drain, SimWaiter
 
 
 def _subscribe(aws: Aws, settings: Settings, owner: str, queue_name: str | None = None) -> str:
@@ -36,19 +36,6 @@ def _subscribe(aws: Aws, settings: Settings, owner: str, queue_name: str | None 
     return url
 
 
-def _receive(aws: Aws, url: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    while True:
-        batch = aws.sqs.receive_message(
-            QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
-        ).get("Messages", [])
-        if not batch:
-            return found
-        found.extend(batch)
-        for message in batch:
-            aws.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-
-
 def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     worker: Worker,
     make_job: Callable[..., Job],
@@ -58,6 +45,7 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     clock: FakeClock,
     aws: Aws,
     settings: Settings,
+    drain: Drain,
 ) -> None:
     # Given team-a and team-b each subscribed to alerts with a filter on their owner
     team_a = _subscribe(aws, settings, "team-a")
@@ -81,7 +69,7 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     assert "attempt 2 failed on purpose" in row["error"]
     assert "sweep_pk" not in row and "notify_pending" not in row
     # exactly one dead-letter message: the envelope plus owner, job name and error
-    dead_letters = _receive(aws, settings.dead_run_queue_url)
+    dead_letters = drain(settings.dead_run_queue_url)
     assert len(dead_letters) == 1
     body = json.loads(dead_letters[0]["Body"])
     assert body["run_id"] == run_id(job.id, T0)
@@ -90,7 +78,7 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     assert body["owner"] == "team-a" and body["job_name"] == "nightly-billing"
     assert "failed on purpose" in body["error"]
     # exactly one alert, to team-a's subscription, with owner/job_id attributes and a readable body
-    alerts = _receive(aws, team_a)
+    alerts = drain(team_a)
     assert len(alerts) == 1
     note = json.loads(alerts[0]["Body"])
     assert note["MessageAttributes"]["owner"]["Value"] == "team-a"
@@ -105,7 +93,7 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
         "failed on purpose",
     ):
         assert fact in note["Message"]
-    assert _receive(aws, team_b) == []
+    assert drain(team_b) == []
 
 
 class FlakyNotifier:
@@ -190,6 +178,7 @@ def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
+    drain: Drain,
 ) -> None:
     class DownQueue:
         def send(self, messages: Any) -> None:
@@ -207,8 +196,7 @@ def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(
     assert sweeper.sweep().requeued == 0  # retry due, but its message may still be on the way
     clock.advance(settings.sweep_queued_after_s * 1000)
     assert sweeper.sweep().requeued == 1
-    messages = _receive(aws, settings.run_queue_url)
-    assert [json.loads(m["Body"]) for m in messages] == [{"job_id": job.id, "scheduled_for": T0}]
+    assert drain.bodies(settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
     assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
 
 
@@ -221,9 +209,10 @@ def test_alert_attributes_carry_any_owner(
     aws: Aws,
     settings: Settings,
     owner: str,
+    drain: Drain,
 ) -> None:
     queue = _subscribe(aws, settings, owner, queue_name="owner-alerts")
     job = make_job(owner=owner, command="fail", retry={"max_attempts": 1})
     make_run(job)
     assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
-    assert len(_receive(aws, queue)) == 1
+    assert len(drain(queue)) == 1

@@ -20,7 +20,7 @@ from jobsched.sweeper import Sweeper
 from jobsched.targets import TargetCall
 from jobsched.worker import Outcome, Worker
 
-from .conftest import T0
+from .conftest import T0, Drain
 
 
 @pytest.fixture
@@ -37,13 +37,6 @@ def sent(aws: Aws) -> list[dict[str, Any]]:
     return entries
 
 
-def _queue(aws: Aws, url: str) -> list[dict[str, Any]]:
-    messages = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
-        "Messages", []
-    )
-    return [json.loads(m["Body"]) for m in messages]
-
-
 def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     sweeper: Sweeper,
     make_job: Callable[..., Job],
@@ -55,6 +48,7 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     worker: Worker,
     calls: list[TargetCall],
     record: Callable[..., dict[str, Any]],
+    drain: Drain,
 ) -> None:
     # Given the scheduler saved a run and crashed before enqueueing it
     job = make_job(command="record")
@@ -68,7 +62,7 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     # Then a second pass right after does not enqueue it again
     clock.advance(60_000)
     assert sweeper.sweep().requeued == 0
-    assert _queue(aws, settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
+    assert drain.bodies(settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
     # and the worker runs it; the finished run leaves the sweep index
     assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
     assert len(calls) == 1
@@ -148,6 +142,7 @@ def test_a_run_that_keeps_killing_its_worker_ends_dead(
     clock: FakeClock,
     settings: Settings,
     aws: Aws,
+    drain: Drain,
 ) -> None:
     job = make_job(retry={"max_attempts": 2, "backoff_s": 0})
     make_run(job)
@@ -164,7 +159,7 @@ def test_a_run_that_keeps_killing_its_worker_ends_dead(
     row = runs.get(job.id, T0)
     assert row is not None and row["status"] == RunStatus.DEAD and row["attempt"] == 2
     assert "sweep_pk" not in row
-    dead_letters = _queue(aws, settings.dead_run_queue_url)
+    dead_letters = drain.bodies(settings.dead_run_queue_url)
     assert [d["run_id"] for d in dead_letters] == [run_id(job.id, T0)]
     clock.advance(3_600_000)
     assert sweeper.sweep().examined == 0

@@ -17,7 +17,7 @@ from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall
 from jobsched.worker import Outcome, Worker
 
-from .conftest import T0
+from .conftest import T0, Drain
 
 
 @pytest.fixture
@@ -138,6 +138,7 @@ def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
     clock: FakeClock,
     aws: Aws,
     settings: Settings,
+    drain: Drain,
 ) -> None:
     job = make_job(command="record", retry={"max_attempts": 1})
     make_run(job)
@@ -148,7 +149,7 @@ def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
     row = runs.get(job.id, T0)
     assert row is not None and row["status"] == RunStatus.DEAD and row["attempt"] == 1
     assert "worker lost during attempt 1" in row["error"]
-    assert _drain(aws, settings.dead_run_queue_url)[0]["run_id"] == run_id(job.id, T0)
+    assert drain.bodies(settings.dead_run_queue_url)[0]["run_id"] == run_id(job.id, T0)
 
 
 def test_a_run_of_a_deleted_job_is_skipped(
@@ -260,10 +261,3 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     row = runs.get(job.id, T0)
     assert row is not None and row["status"] == RunStatus.DEAD and row["attempt"] == 1
     assert "out of attempts" in row["error"]
-
-
-def _drain(aws: Aws, url: str) -> list[dict[str, Any]]:
-    messages = aws.sqs.receive_message(
-        QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=0
-    ).get("Messages", [])
-    return [json.loads(m["Body"]) for m in messages]
