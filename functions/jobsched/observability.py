@@ -2,16 +2,103 @@
 
 Log with keyword fields (``logger.info("run enqueued", job_id=..., run_id=...)``), not f-strings.
 Metrics go out as CloudWatch EMF under the ``jobsched`` namespace.
+
+Metrics are added from several threads at once: the records of a worker batch run concurrently, and local
+mode runs the scheduler, worker pollers and sweeper as threads of one process sharing this ``metrics``
+object. Powertools' metric set is a plain dict updated read-modify-write, and a flush serializes it then
+clears it, so unguarded, two threads adding the first value of a metric at once keep one, and a value added
+during a flush is cleared without being published. Hence one module lock (``METRICS_LOCK``) around every
+change and flush of the set: code adds through ``add_metric``/``add_metrics`` and flushes through
+``flush_metrics``; the provider behind ``metrics`` takes the same lock, so the ``@metrics.log_metrics``
+decorators' end-of-invocation flush is guarded too.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
+from typing import Any
+
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
 SERVICE = "jobsched"
+NAMESPACE = "jobsched"
+
+METRICS_LOCK = threading.RLock()
+"""Guards Powertools' shared metric set (reentrant: a flush may run inside ``add_metric`` at 100 values)."""
+
+
+class ThreadSafeEMFProvider(AmazonCloudWatchEMFProvider):
+    """Powertools' CloudWatch EMF provider with every change, serialization and flush of its metric,
+    dimension and metadata sets under ``METRICS_LOCK`` (Powertools itself does not lock them)."""
+
+    def add_metric(self, *args: Any, **kwargs: Any) -> None:
+        with METRICS_LOCK:
+            super().add_metric(*args, **kwargs)
+
+    def add_dimension(self, name: str, value: str) -> None:
+        with METRICS_LOCK:
+            super().add_dimension(name, value)
+
+    def add_metadata(self, key: str, value: Any) -> None:
+        with METRICS_LOCK:
+            super().add_metadata(key, value)
+
+    def serialize_metric_set(self, *args: Any, **kwargs: Any) -> Any:
+        with METRICS_LOCK:
+            return super().serialize_metric_set(*args, **kwargs)
+
+    def clear_metrics(self) -> None:
+        with METRICS_LOCK:
+            super().clear_metrics()
+
+    def flush_metrics(self, raise_on_empty_metrics: bool = False) -> None:
+        with METRICS_LOCK:
+            super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
+
+
+def _thread_safe_metrics() -> Metrics:
+    """Powertools ``Metrics`` whose provider is a ``ThreadSafeEMFProvider`` over the same shared sets."""
+    shared = Metrics(namespace=NAMESPACE, service=SERVICE)
+    shared.provider = ThreadSafeEMFProvider(
+        metric_set=shared.metric_set,
+        dimension_set=shared.dimension_set,
+        namespace=NAMESPACE,
+        metadata_set=shared.metadata_set,
+        service=SERVICE,
+        default_dimensions=shared.default_dimensions,
+    )
+    return shared
+
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace="jobsched", service=SERVICE)
+metrics = _thread_safe_metrics()
+
+
+def add_metric(name: str, unit: MetricUnit | str, value: float) -> None:
+    """Add one value of metric ``name`` (a ``MetricName``) in ``unit`` (``MetricUnit``, e.g. Count,
+    Milliseconds) to the set the next flush publishes; safe from any thread (under ``METRICS_LOCK``).
+    Raises Powertools' ``MetricUnitError``/``MetricValueError`` on a bad unit or a non-numeric value."""
+    with METRICS_LOCK:
+        metrics.add_metric(name=name, unit=unit, value=value)
+
+
+def add_metrics(values: Iterable[tuple[str, MetricUnit | str, float]], *, flush: bool = False) -> None:
+    """Add several ``(name, unit, value)`` at once and, with ``flush``, publish the set at once (one EMF
+    line): no other thread's values or flush come between them. Safe from any thread."""
+    with METRICS_LOCK:
+        for name, unit, value in values:
+            metrics.add_metric(name=name, unit=unit, value=value)
+        if flush:
+            metrics.flush_metrics()
+
+
+def flush_metrics() -> None:
+    """Publish the metrics added so far (one EMF line on stdout) and clear them; safe from any thread."""
+    with METRICS_LOCK:
+        metrics.flush_metrics()
 
 
 class MetricName:

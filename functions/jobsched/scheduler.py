@@ -54,7 +54,7 @@ from jobsched.adapters.queue import QueueSendError, RunMessage
 from jobsched.clock import Clock
 from jobsched.lease import LeaderLease, LeaseLost
 from jobsched.models import MissedPolicy, RunStatus, from_ms, to_ms
-from jobsched.observability import MetricName, logger, metrics
+from jobsched.observability import MetricName, add_metrics, logger
 from jobsched.schedules import Schedule, ScheduleError, parse_schedule
 from jobsched.settings import Settings
 from jobsched.store.errors import Conflict
@@ -856,17 +856,17 @@ class PowertoolsTickMetrics:
     ``RunsEnqueued`` (count), ``DispatchLatenessMs`` (one value per new run), ``SchedulerLagMs``, ``RunsSkipped``.
     """
 
-    _lock = threading.Lock()
-
     def record(self, result: TickResult) -> None:
-        with self._lock:
-            metrics.add_metric(name=MetricName.RUNS_ENQUEUED, unit="Count", value=result.enqueued)
-            metrics.add_metric(name=MetricName.SCHEDULER_LAG, unit="Milliseconds", value=result.lag_ms)
-            if result.skipped:
-                metrics.add_metric(name=MetricName.RUNS_SKIPPED, unit="Count", value=result.skipped)
-            for lateness in result.dispatch_lateness_ms:
-                metrics.add_metric(name=MetricName.DISPATCH_LATENESS, unit="Milliseconds", value=lateness)
-            metrics.flush_metrics()
+        values: list[tuple[str, str, float]] = [
+            (MetricName.RUNS_ENQUEUED, "Count", result.enqueued),
+            (MetricName.SCHEDULER_LAG, "Milliseconds", result.lag_ms),
+        ]
+        if result.skipped:
+            values.append((MetricName.RUNS_SKIPPED, "Count", result.skipped))
+        values.extend(
+            (MetricName.DISPATCH_LATENESS, "Milliseconds", ms) for ms in result.dispatch_lateness_ms
+        )
+        add_metrics(values, flush=True)  # thread-safe: local mode's worker and sweeper threads add meanwhile
 
 
 @dataclass

@@ -32,7 +32,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from jobsched.adapters.queue import RunMessage
 from jobsched.clock import Clock
 from jobsched.models import Job, RunStatus
-from jobsched.observability import MetricName, logger, metrics
+from jobsched.observability import MetricName, add_metric, logger
 from jobsched.settings import Settings
 from jobsched.store.layout import SWEEP_SHARDS, job_from_items, run_id
 from jobsched.worker import (
@@ -143,7 +143,7 @@ class Sweeper:
                 report.errors.append(f"enqueue: {type(error).__name__}")
         swept = report.requeued + report.lost_workers
         if swept:
-            metrics.add_metric(name=MetricName.RUNS_SWEPT, unit=MetricUnit.Count, value=swept)
+            add_metric(MetricName.RUNS_SWEPT, MetricUnit.Count, swept)
         logger.info("sweep done", **report.as_dict())
         return report
 

@@ -54,7 +54,7 @@ from jobsched.adapters.alerts import DeadRun
 from jobsched.adapters.queue import MAX_DELAY_S, RunMessage
 from jobsched.clock import Clock
 from jobsched.models import Job, OverlapPolicy, RunStatus
-from jobsched.observability import MetricName, logger, metrics
+from jobsched.observability import MetricName, add_metric, logger
 from jobsched.settings import Settings
 from jobsched.store.layout import job_from_items, run_id
 from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, iso_utc, truncate
@@ -93,17 +93,6 @@ class Deferred(Exception):
 class TryAbandoned(Exception):
     """``supervise`` stopped a try because its heartbeat said to (``Heartbeat.beat`` returned False): the run
     is no longer ours, or its heartbeat has not been recorded for so long that it would soon look lost."""
-
-
-_METRICS_LOCK = threading.Lock()
-
-
-def count_metric(name: str, unit: MetricUnit, value: float) -> None:
-    """``metrics.add_metric`` under a lock: the records of a batch run in concurrent threads, and Powertools'
-    metric set is a plain dict updated read-modify-write (two threads adding the first value of a metric at
-    once would lose one)."""
-    with _METRICS_LOCK:
-        metrics.add_metric(name=name, unit=unit, value=value)
 
 
 # --- the interfaces the worker needs ------------------------------------------------------------------
@@ -333,7 +322,7 @@ class Failures:
         if not recorded:
             logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
             return Outcome.LOST
-        count_metric(MetricName.RUNS_RETRIED, MetricUnit.Count, 1)
+        add_metric(MetricName.RUNS_RETRIED, MetricUnit.Count, 1)
         logger.warning(
             "run failed; retrying",
             run_id=owned.run_id,
@@ -367,7 +356,7 @@ class Failures:
         if not recorded:
             logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)
             return Outcome.LOST
-        count_metric(MetricName.RUNS_DEAD, MetricUnit.Count, 1)
+        add_metric(MetricName.RUNS_DEAD, MetricUnit.Count, 1)
         logger.error(
             "run dead: out of attempts",
             run_id=owned.run_id,
@@ -626,9 +615,7 @@ class Worker:
             message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.get("owner")
         )
         if before.get("lateness_ms") is None:
-            count_metric(
-                MetricName.RUN_LATENESS, MetricUnit.Milliseconds, max(0, now - message.scheduled_for)
-            )
+            add_metric(MetricName.RUN_LATENESS, MetricUnit.Milliseconds, max(0, now - message.scheduled_for))
         logger.info(
             "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.get("status")
         )
@@ -693,7 +680,7 @@ class Worker:
         ):
             logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
             return Outcome.LOST
-        count_metric(MetricName.RUNS_SUCCEEDED, MetricUnit.Count, 1)
+        add_metric(MetricName.RUNS_SUCCEEDED, MetricUnit.Count, 1)
         logger.info("run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=detail)
         return Outcome.SUCCEEDED
 
@@ -729,7 +716,7 @@ class Worker:
             reason=reason,
         ):
             return Outcome.LOST
-        count_metric(MetricName.RUNS_SKIPPED, MetricUnit.Count, 1)
+        add_metric(MetricName.RUNS_SKIPPED, MetricUnit.Count, 1)
         logger.info("run skipped", run_id=owned.run_id, job_id=owned.job_id, reason=reason)
         return Outcome.SKIPPED
 
