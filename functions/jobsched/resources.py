@@ -105,9 +105,11 @@ JOBS = TableDef(
         # The due index (SPEC section 4): partition "p<partition>#b<bucket>#s<shard>", sort the dispatch
         # instant (next_run_at + jitter offset, epoch ms). Sparse: only active scheduling items carry it.
         Index("due", Key("due_pk", "S"), Key("due_at", "N"), "INCLUDE", DUE_PROJECTION),
-        # A team's jobs by name: only job spec items carry "owner".
+        # A team's jobs by name: only job spec items carry "owner" (a deleted job's tombstone does not).
         Index("by_owner", Key("owner", "S"), Key("name", "S"), "ALL"),
     ),
+    # Only deleted jobs' tombstones carry it: they go once the job's run history has expired.
+    ttl_attribute="expires_at",
     point_in_time_recovery=True,
 )
 

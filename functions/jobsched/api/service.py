@@ -239,9 +239,12 @@ class JobService:
     ) -> Page[Run]:
         """A page of the job's runs, newest ``scheduled_for`` first, optionally only those in ``status``.
 
-        Raises ``JobNotFound``; ``InvalidInput(field="cursor")`` for a cursor not of this job's run listing.
+        A deleted job's runs stay listed for its owner until retention (SPEC section 3); every other route
+        treats a deleted job as absent. Raises ``JobNotFound`` (absent, or not the owner's);
+        ``InvalidInput(field="cursor")`` for a cursor not of this job's run listing.
         """
-        self._load(owner, job_id)
+        if not _is_job_id(job_id) or self.jobs.history_owner(job_id) != owner:
+            raise JobNotFound(job_id)
         before_ms: int | None = None
         if cursor is not None:
             position = decode_cursor(cursor, "runs", owner)
@@ -394,9 +397,18 @@ class JobService:
         raise ConcurrentChange(f"job {job_id} kept changing while being edited; retry the request")
 
     def delete_job(self, owner: str, job_id: str) -> None:
-        """Delete the job: no new runs; its run history stays until retention. Raises ``JobNotFound``."""
+        """Delete the job: it leaves the due index (no new runs), its name is free again, and a tombstone keeps
+        its run history readable by its owner until retention (``layout.tombstone_item``). Raises
+        ``JobNotFound`` (also when another request deleted it first).
+        """
         spec, _ = self._load(owner, job_id)
-        self.jobs.delete(spec)
+        tombstone = layout.tombstone_item(
+            spec, deleted_at_ms=self.clock(), retention_days=self.settings.retention_days
+        )
+        try:
+            self.jobs.delete(spec, tombstone)
+        except NotFound:
+            raise JobNotFound(job_id) from None
         logger.info("job deleted", job_id=job_id, owner=owner)
 
     # --- trigger ------------------------------------------------------------------------------

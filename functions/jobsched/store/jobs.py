@@ -9,7 +9,16 @@ from botocore.exceptions import ClientError
 
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import Conflict, NameTaken, NotFound
-from jobsched.store.layout import SCHED_SK, SPEC_SK, job_pk, name_key, parse_due_pk, plain
+from jobsched.store.layout import (
+    SCHED_SK,
+    SPEC_SK,
+    history_owner,
+    is_tombstone,
+    job_pk,
+    name_key,
+    parse_due_pk,
+    plain,
+)
 
 
 class JobStore:
@@ -64,14 +73,25 @@ class JobStore:
             "Items"
         ]
         by_sk = {item["sk"]: plain(item) for item in items}
-        if SPEC_SK not in by_sk:
+        if SPEC_SK not in by_sk or is_tombstone(by_sk[SPEC_SK]):
             raise NotFound(job_id)
         return by_sk[SPEC_SK], by_sk.get(SCHED_SK)
 
     def get_spec(self, job_id: str) -> dict[str, Any] | None:
         """The spec item alone (what a worker needs to run the job), or None when deleted."""
         item = self.table.get_item(Key={"pk": job_pk(job_id), "sk": SPEC_SK}).get("Item")
-        return plain(item) if item else None
+        return plain(item) if item and not is_tombstone(item) else None
+
+    def history_owner(self, job_id: str) -> str | None:
+        """The owner of the job's run history: of the job, or of the deleted job while its tombstone lasts
+        (until retention); None when there is neither. One strongly consistent GetItem."""
+        item = self.table.get_item(
+            Key={"pk": job_pk(job_id), "sk": SPEC_SK},
+            ConsistentRead=True,
+            ProjectionExpression="#owner, deleted_owner, deleted_at",
+            ExpressionAttributeNames={"#owner": "owner"},
+        ).get("Item")
+        return history_owner(item) if item else None
 
     def list_by_owner(
         self, owner: str, limit: int, after: tuple[str, str] | None = None
@@ -155,26 +175,45 @@ class JobStore:
                 raise Conflict("the job changed meanwhile; read it again") from error
             raise
 
-    def delete(self, spec: dict[str, Any]) -> None:
-        """Delete a job's three items in one transaction (its run history stays until retention)."""
-        client = self.table.meta.client
-        client.transact_write_items(
-            TransactItems=[
-                {
-                    "Delete": {
-                        "TableName": self.table.name,
-                        "Key": {"pk": job_pk(spec["job_id"]), "sk": SPEC_SK},
-                    }
-                },
-                {
-                    "Delete": {
-                        "TableName": self.table.name,
-                        "Key": {"pk": job_pk(spec["job_id"]), "sk": SCHED_SK},
-                    }
-                },
-                {"Delete": {"TableName": self.table.name, "Key": name_key(spec["owner"], spec["name"])}},
-            ]
+    def delete(self, spec: dict[str, Any], tombstone: dict[str, Any] | None = None) -> None:
+        """Delete a job in one transaction: its spec item becomes ``tombstone`` (``layout.tombstone_item``;
+        None removes it outright), its scheduling item (so its due-index entry) and its name lock go. Its run
+        history stays until retention.
+
+        Raises ``NotFound`` when the job is already deleted (a late repeat: it changes nothing, and never frees
+        a name a newer job holds).
+        """
+        key = {"pk": job_pk(spec["job_id"]), "sk": SPEC_SK}
+        live = {"ConditionExpression": "attribute_exists(doc)"}
+        spec_write: dict[str, Any] = (
+            {"Put": {"TableName": self.table.name, "Item": tombstone, **live}}
+            if tombstone is not None
+            else {"Delete": {"TableName": self.table.name, "Key": key, **live}}
         )
+        try:
+            self.table.meta.client.transact_write_items(
+                TransactItems=[
+                    spec_write,
+                    {
+                        "Delete": {
+                            "TableName": self.table.name,
+                            "Key": {"pk": job_pk(spec["job_id"]), "sk": SCHED_SK},
+                        }
+                    },
+                    {
+                        "Delete": {
+                            "TableName": self.table.name,
+                            "Key": name_key(spec["owner"], spec["name"]),
+                            "ConditionExpression": "attribute_not_exists(pk) OR job_id = :job",
+                            "ExpressionAttributeValues": {":job": spec["job_id"]},
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                raise NotFound(spec["job_id"]) from error
+            raise
 
     # --- scheduler side -----------------------------------------------------------------------
 

@@ -9,6 +9,12 @@ Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
   Keeping it apart from the spec makes the per-run write cost independent of the size of ``input``.
 - name lock ``pk=name#<owner>#<name> sk=name``: makes ``name`` unique per owner (conditional write).
 
+A deleted job leaves one item: its tombstone, in the spec item's place (``pk=job#<id> sk=spec``), so the
+owner can still read the job's run history (SPEC section 3: "history kept until retention"). It holds
+``job_id``, ``deleted_owner``, ``deleted_name``, ``deleted_at`` (epoch ms) and ``expires_at`` (epoch s, the
+jobs table's TTL attribute: deletion + retention, when the last run row has expired too); no ``doc`` (so
+nothing runs it) and no ``owner``/``name`` (so it is not in the ``by_owner`` index).
+
 Runs table (``resources.RUNS``): ``job_id`` + ``scheduled_for`` (epoch ms) is the key, so the pair is unique.
 Unfinished runs carry ``sweep_pk``/``sweep_at`` (the sparse sweeper index). ``expires_at`` (epoch s) is the TTL.
 """
@@ -126,6 +132,34 @@ def spec_item(job: Job) -> dict[str, Any]:
         "created_at": to_ms(job.created_at),
         "updated_at": to_ms(job.updated_at),
     }
+
+
+def tombstone_item(spec: dict[str, Any], *, deleted_at_ms: int, retention_days: int) -> dict[str, Any]:
+    """The item that replaces the spec item ``spec`` of a job deleted at ``deleted_at_ms`` (epoch ms).
+
+    It expires (``expires_at``, epoch s) ``retention_days`` after the deletion: every run row of the job was
+    written before then and expires no later (``new_run_item``).
+    """
+    return {
+        "pk": job_pk(spec["job_id"]),
+        "sk": SPEC_SK,
+        "job_id": spec["job_id"],
+        "deleted_owner": spec["owner"],
+        "deleted_name": spec["name"],
+        "deleted_at": deleted_at_ms,
+        "expires_at": deleted_at_ms // 1000 + retention_days * 86400,
+    }
+
+
+def is_tombstone(item: dict[str, Any]) -> bool:
+    """Whether a spec-key item is a deleted job's tombstone rather than a job's spec."""
+    return "deleted_at" in item
+
+
+def history_owner(item: dict[str, Any]) -> str | None:
+    """The owner of the run history of the job whose spec-key item this is (live job or tombstone)."""
+    owner = item.get("deleted_owner") if is_tombstone(item) else item.get("owner")
+    return str(owner) if owner is not None else None
 
 
 def sched_item(

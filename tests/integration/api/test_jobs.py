@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.store.layout import SCHED_SK, job_pk, partition_of
+import pytest
+from boto3.dynamodb.conditions import Key
+
+from jobsched import resources
+from jobsched.models import RunStatus
+from jobsched.store import layout
+from jobsched.store.errors import NotFound
+from jobsched.store.layout import SCHED_SK, job_pk, new_run_item, partition_of
 
 TOMORROW_2AM = "2026-03-03T02:00:00Z"
 
@@ -14,6 +21,11 @@ def sched_item(http: Any, job_id: str) -> dict[str, Any]:
         "Item"
     ]
     return dict(item)
+
+
+def put_run(http: Any, job_id: str, scheduled_for_ms: int, status: RunStatus) -> None:
+    item = new_run_item(job_id, scheduled_for_ms, now_ms=scheduled_for_ms, retention_days=90, status=status)
+    http.aws.table(http.settings.runs_table).put_item(Item=item)
 
 
 # --- create ---------------------------------------------------------------------------------------
@@ -138,15 +150,6 @@ def test_names_are_unique_per_owner_only(http):
     theirs = http.create("report", caller="bob")
 
     assert mine["id"] != theirs["id"] and theirs["owner"] == http.bob_owner
-
-
-def test_a_deleted_jobs_name_can_be_used_again(http):
-    first = http.create("report")
-    assert http("DELETE", f"/jobs/{first['id']}").status == 204
-
-    second = http.create("report", schedule="0 4 * * *")
-
-    assert second["id"] != first["id"]
 
 
 # --- read and list --------------------------------------------------------------------------------
@@ -317,21 +320,101 @@ def test_delete_answers_204_then_the_job_is_gone_from_every_route(http):
     reply = http.invoke(http.sample("delete_job", path_id=job["id"]))
 
     assert reply.status == 204 and reply.body is None
-    assert http("GET", f"/jobs/{job['id']}").status == 404
-    assert http("DELETE", f"/jobs/{job['id']}").status == 404
+    for method, path in (
+        ("GET", f"/jobs/{job['id']}"),
+        ("PATCH", f"/jobs/{job['id']}"),
+        ("DELETE", f"/jobs/{job['id']}"),
+        ("POST", f"/jobs/{job['id']}/pause"),
+        ("POST", f"/jobs/{job['id']}/resume"),
+        ("POST", f"/jobs/{job['id']}/trigger"),
+    ):
+        gone = http(method, path, body={"input": 1} if method == "PATCH" else None)
+        assert gone.status == 404 and gone.error["code"] == "not_found", (method, path, gone.body)
     assert http("GET", "/jobs").body["items"] == []
 
 
-def test_delete_keeps_the_run_history(http):
+def test_delete_keeps_the_run_history_readable_by_its_owner_until_retention(http):
+    # Given: a job with a manual run and a succeeded run
     job = http.create()
-    run = http("POST", f"/jobs/{job['id']}/trigger").body
+    manual = http("POST", f"/jobs/{job['id']}/trigger").body
+    put_run(http, job["id"], http.NOW_MS - 60_000, RunStatus.SUCCEEDED)
+
+    assert http("DELETE", f"/jobs/{job['id']}").status == 204
+
+    # Then: GET /jobs/{id}/runs still lists the history (newest first), filters and pages it
+    runs = http("GET", f"/jobs/{job['id']}/runs")
+    assert runs.status == 200, runs.body
+    assert [r["id"] for r in runs.body["items"]] == [manual["id"], f"{job['id']}@{http.NOW_MS - 60_000}"]
+    succeeded = http("GET", f"/jobs/{job['id']}/runs", query={"status": "succeeded"}).body["items"]
+    assert [r["status"] for r in succeeded] == ["succeeded"]
+    first = http("GET", f"/jobs/{job['id']}/runs", query={"limit": "1"}).body
+    rest = http("GET", f"/jobs/{job['id']}/runs", query={"limit": "1", "cursor": first["next_cursor"]}).body
+    assert [r["id"] for r in first["items"] + rest["items"]] == [r["id"] for r in runs.body["items"]]
+    # ... and to no one else: another team gets the same 404 as for a job that never existed
+    theirs = http("GET", f"/jobs/{job['id']}/runs", caller="bob")
+    absent = http("GET", "/jobs/j_0000000000000000dead/runs", caller="bob")
+    assert theirs.status == absent.status == 404
+    assert theirs.error == {
+        **absent.error,
+        "message": absent.error["message"].replace("j_0000000000000000dead", job["id"]),
+    }
+    assert http("GET", f"/jobs/{job['id']}/runs", caller="carol").status == 200  # same role, same owner
+
+
+def test_delete_leaves_a_tombstone_that_expires_with_the_history(http):
+    job = http.create()
+    http.clock.now_ms = http.NOW_MS + 5_000
 
     http("DELETE", f"/jobs/{job['id']}")
 
-    rows = http.aws.table(http.settings.runs_table).query(
-        KeyConditionExpression="job_id = :j", ExpressionAttributeValues={":j": job["id"]}
-    )["Items"]
-    assert [row["run_id"] for row in rows] == [run["id"]]
+    table = http.aws.table(http.settings.jobs_table)
+    items = {
+        i["sk"]: i
+        for i in table.query(KeyConditionExpression=Key("pk").eq(layout.job_pk(job["id"])))["Items"]
+    }
+    assert set(items) == {layout.SPEC_SK}  # the scheduling item (and so the due-index entry) is gone
+    tombstone = items[layout.SPEC_SK]
+    assert tombstone["deleted_owner"] == http.alice_owner and tombstone["deleted_name"] == job["name"]
+    assert int(tombstone["deleted_at"]) == http.NOW_MS + 5_000
+    retention_s = http.settings.retention_days * 86400
+    assert int(tombstone["expires_at"]) == (http.NOW_MS + 5_000) // 1000 + retention_s
+    assert resources.JOBS.ttl_attribute == "expires_at"
+    # not in the by_owner index (no owner/name pair), no spec document, no name lock
+    assert not {"owner", "name", "doc"} & set(tombstone)
+    assert "Item" not in table.get_item(Key=layout.name_key(http.alice_owner, job["name"]))
+    # workers and the sweeper read it as deleted
+    assert http.api.service.jobs.get_spec(job["id"]) is None
+
+
+def test_a_deleted_jobs_name_can_be_used_again_and_each_keeps_its_history(http):
+    first = http.create("report")
+    old_run = http("POST", f"/jobs/{first['id']}/trigger").body
+    assert http("DELETE", f"/jobs/{first['id']}").status == 204
+
+    second = http.create("report", schedule="0 4 * * *")
+
+    assert second["id"] != first["id"]
+    assert [j["id"] for j in http("GET", "/jobs").body["items"]] == [second["id"]]
+    assert [r["id"] for r in http("GET", f"/jobs/{first['id']}/runs").body["items"]] == [old_run["id"]]
+    assert http("GET", f"/jobs/{second['id']}/runs").body["items"] == []
+
+
+def test_a_late_repeat_of_a_delete_is_404_and_leaves_the_names_new_job_alone(http):
+    # Given: a job read by a DELETE that lost the race to another DELETE, and a new job of the same name since
+    job = http.create("report")
+    stale = http.api.service.jobs.get(job["id"])[0]
+    assert http("DELETE", f"/jobs/{job['id']}").status == 204
+    newer = http.create("report", schedule="0 4 * * *")
+
+    # When: the stale delete is written
+    with pytest.raises(NotFound):
+        http.api.service.jobs.delete(
+            stale, layout.tombstone_item(stale, deleted_at_ms=http.NOW_MS, retention_days=1)
+        )
+
+    # Then: it changed nothing: the new job keeps its name
+    assert http.api.service.jobs.job_id_by_name(http.alice_owner, "report") == newer["id"]
+    assert http("GET", f"/jobs/{newer['id']}").status == 200
 
 
 # --- pause / resume -------------------------------------------------------------------------------
