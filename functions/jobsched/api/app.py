@@ -490,6 +490,8 @@ def trigger_job(
 @_route(
     "listRuns",
     summary="A job's runs, newest first",
+    description="Newest `scheduled_for` first, optionally only one `status`. A deleted job's runs stay "
+    "listed for its owner until retention.",
     tags=["runs"],
     responses=_responses({200: (Page[Run], "A page of runs")}, 404),
 )
