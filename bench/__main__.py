@@ -2,8 +2,9 @@
 
 Each measurement runs in a fresh interpreter (``python -m bench --child NAME``): its own moto, its own
 environment (local mode sets process-wide state) and a clean peak-memory figure. The two steady-load passes
-(1 KiB and 32 KiB input) count requests and units, not time, so they run side by side; the idle poll, the
-rush and the local-mode run are timed and run alone.
+(1 KiB and 32 KiB input) count requests and units, not time, so they run side by side, and so do the idle
+poll and the client CPU measurement (thread CPU time); the rush and the local-mode run are timed and run
+alone.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ RESULTS = Path(__file__).resolve().parent / "results.json"
 
 
 def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, Any]]]:
+    from bench.client_cpu import measure_client_cpu
     from bench.idle import measure_idle
     from bench.paths import measure_paths
     from bench.rush import measure_rush
@@ -40,12 +42,13 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
         "paths_1KiB": lambda: measure_paths(1024, seconds=3 if quick else 12),
         "paths_32KiB": lambda: measure_paths(32 * 1024, seconds=3 if quick else 12),
         "idle": lambda: measure_idle((200, 2_000) if quick else (1_000, 20_000), ticks=10 if quick else None),
+        "client_cpu": lambda: measure_client_cpu(100 if quick else 1000),
         "rush": lambda: measure_rush(args.rush_jobs, jitter_s=30 if quick else 300),
         "steady": lambda: measure_steady(seconds=10 if quick else 60),
     }
 
 
-GROUPS = (("paths_1KiB", "paths_32KiB"), ("idle",), ("rush",), ("steady",))
+GROUPS = (("paths_1KiB", "paths_32KiB"), ("idle", "client_cpu"), ("rush",), ("steady",))
 
 
 def _child(name: str, out: Path, args: argparse.Namespace) -> None:
@@ -71,8 +74,10 @@ def _spawn(name: str, out: Path, args: argparse.Namespace) -> subprocess.Popen[b
 
 def _deployment() -> dict[str, Any]:
     """Memory sizes and batch size of the CDK app's defaults, and the scheduler invocation's billed time."""
-    from infra.config import InfraOptions
-    from infra.functions import SCHEDULER_TIMEOUT_S
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    with contextlib.redirect_stdout(io.StringIO()):  # jsii's banners, if any
+        from infra.config import InfraOptions
+        from infra.functions import SCHEDULER_TIMEOUT_S
     from jobsched.scheduler_runtime import STOP_BEFORE_MS
 
     options = InfraOptions()
@@ -87,7 +92,10 @@ def _deployment() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
-        "--rush-jobs", type=int, default=10_000, help="jobs due in the same second (default 10000)"
+        "--rush-jobs",
+        type=int,
+        default=None,
+        help="jobs due in the same second (default 10000; 1000 with --quick)",
     )
     parser.add_argument("--only", nargs="+", choices=[n for g in GROUPS for n in g], help="run only these")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not the benchmark")
@@ -95,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--json-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.rush_jobs is None:
+        args.rush_jobs = 1_000 if args.quick else 10_000
     if args.rush_jobs < 10:
         parser.error("--rush-jobs must be at least 10")
     if args.child:

@@ -150,11 +150,14 @@ class RequestLog:
 
     def _before(self, path: str) -> Callable[..., None]:
         def before(event_name: str, params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
-            if not self.enabled:
+            if not self.enabled and not self.observers:
                 return
             _, service, operation = event_name.split(".", 2)
             request = _decode(params.get("body"))
             context["bench.request"] = request
+            context["bench.observed"] = True
+            if not self.enabled:
+                return
             context["bench.counted"] = True
             context["bench.started"] = time.perf_counter()
             with self._lock:
@@ -167,14 +170,19 @@ class RequestLog:
 
     def _after(self, path: str) -> Callable[..., None]:
         def after(event_name: str, http_response: Any, context: dict[str, Any], **kwargs: Any) -> None:
-            if not context.get("bench.counted"):
+            if not context.get("bench.observed"):
                 return
             _, service, operation = event_name.split(".", 2)
-            with self._lock:
-                self.seconds[(path, service, operation)] += time.perf_counter() - context["bench.started"]
             request = context.get("bench.request", {})
             response = _decode(getattr(http_response, "content", b""))
             ok = getattr(http_response, "status_code", 500) < 300
+            # Observers see every call, counted or not (a call racing the moment counting starts included).
+            for observer in self.observers:
+                observer(path, operation, request, response)
+            if not context.get("bench.counted"):
+                return
+            with self._lock:
+                self.seconds[(path, service, operation)] += time.perf_counter() - context["bench.started"]
             if service == "sqs" and operation == "ReceiveMessage" and ok and not response.get("Messages"):
                 with self._lock:
                     self.requests[(path, service, operation)] -= 1
@@ -184,8 +192,6 @@ class RequestLog:
                     self._price_writes(path, context.get("bench.writes", []), ok)
                 elif operation in _READS and ok:
                     self._price_reads(path, operation, request, response)
-            for observer in self.observers:
-                observer(path, operation, request, response)
 
         return after
 

@@ -127,6 +127,13 @@ def sched_of(job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None
     )
 
 
+class NoTickMetrics:
+    """A scheduler loop's tick-metrics sink that publishes nothing (the benchmarks read tick results)."""
+
+    def record(self, result: Any) -> None:
+        return None
+
+
 def write_items(table: Any, items: Sequence[dict[str, Any]]) -> None:
     """Write ``items`` with the table's batch writer (25 per request)."""
     with table.batch_writer() as batch:

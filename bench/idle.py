@@ -16,8 +16,7 @@ import time
 from typing import Any
 
 from bench.counting import CountingAws, RequestLog, probe_client
-from bench.harness import T0, make_job, moto_backend, sched_of, write_items
-from bench.paths import _NoMetrics
+from bench.harness import T0, NoTickMetrics, make_job, moto_backend, sched_of, write_items
 
 DAY_MS = 86_400_000
 
@@ -57,7 +56,7 @@ def measure_idle(
             clock=clock,
             sleep=clock.sleep,
             holder="bench-idle",
-            tick_metrics=_NoMetrics(),
+            tick_metrics=NoTickMetrics(),
         )
         seeded = 0
         try:

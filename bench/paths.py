@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.counting import CountingAws, RequestLog, probe_client
-from bench.harness import T0, make_job, moto_backend, sched_of, write_items
+from bench.harness import T0, NoTickMetrics, make_job, moto_backend, sched_of, write_items
 
 SCHEDULER, WORKER, EVENT_SOURCE = "scheduler", "worker", "event_source"
 
@@ -94,7 +94,7 @@ def measure_paths(
             clock=clock,
             sleep=clock.sleep,
             holder="bench-scheduler",
-            tick_metrics=_NoMetrics(),
+            tick_metrics=NoTickMetrics(),
         )
         worker = build_worker(settings, CountingAws(log=log, path=WORKER), clock=clock)
         previous_factory = worker_handler.worker_factory
@@ -175,13 +175,6 @@ def measure_paths(
         },
         "statuses": statuses,
     }
-
-
-class _NoMetrics:
-    """Tick metrics sink that publishes nothing (the benchmarks read the tick results themselves)."""
-
-    def record(self, result: Any) -> None:
-        return None
 
 
 def _statuses(table: Any) -> dict[str, int]:

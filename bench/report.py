@@ -103,6 +103,8 @@ def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, 
         out["cost_usd_per_million_runs"] = _costs(small, large, measured.get("idle"), deployment)
     if "idle" in measured:
         out["idle_poll"] = measured["idle"]
+    if "client_cpu" in measured:
+        out["scheduler_cpu"] = measured["client_cpu"]
     if "rush" in measured:
         out["rush"] = measured["rush"]
     if "steady" in measured:
@@ -194,11 +196,13 @@ def table(results: dict[str, Any]) -> str:
         ),
         ("idle requests per tick, 1,000 jobs", "idle_poll.jobs_1000.requests_per_tick"),
         ("idle requests per tick, 20,000 jobs", "idle_poll.jobs_20000.requests_per_tick"),
+        ("scheduler CPU ms per run (no backend)", "scheduler_cpu.per_run_ms"),
         ("rush: jobs (half jittered)", "rush.jobs"),
         ("rush: s until non-jittered enqueued", "rush.non_jittered_enqueued_s"),
         ("rush: s until all enqueued", "rush.all_enqueued_s"),
         ("rush: enqueue throughput, runs/s", "rush.throughput_runs_per_s"),
         ("rush: raw conditional puts/s", "rush.raw_conditional_puts_per_s"),
+        ("rush: share of the backend bound", "rush.efficiency_vs_backend_bound"),
         ("rush: lateness p50 ms", "rush.lateness_ms.p50"),
         ("rush: lateness p99 ms", "rush.lateness_ms.p99"),
         ("rush: lateness max ms", "rush.lateness_ms.max"),

@@ -23,6 +23,7 @@ uses (``efficiency_vs_raw`` = throughput / raw rate).
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import threading
@@ -133,10 +134,12 @@ def measure_rush(
 ) -> dict[str, Any]:
     """Run the rush (see the module docstring). ``limit_s``: simulated seconds after ``T`` to give up
     (default ``jitter_s + 300``). Returns the figures as a dict; raises RuntimeError when runs are missing."""
+    from jobsched.adapters.queue import RunMessage, RunQueue
     from jobsched.aws import Aws
     from jobsched.scheduler import PowertoolsTickMetrics, TickLimits
     from jobsched.scheduler_runtime import build_scheduler_loop
     from jobsched.schedules import jitter_offset_ms
+    from jobsched.store.jobs import JobStore
     from jobsched.store.layout import new_run_item
     from jobsched.store.runs import RunStore
 
@@ -207,11 +210,13 @@ def measure_rush(
         def keep_going() -> bool:
             nonlocal rss_before
             now = clock()
-            if now >= midnight and "t" not in wall_at_midnight:
-                # The first tick at or after midnight: wall time of the nominal instant.
-                wall_at_midnight["t"] = time.perf_counter() - (now - midnight) / 1000
+            if now >= midnight - 1000 and not log.enabled:
+                # Count from the idle tick one second before midnight: a rush tick may start a few ms after
+                # a check made just before midnight (sleeps and the wall clock disagree by that much).
                 rss_before = _maxrss_mb()
                 log.enabled = True
+            if now >= midnight and "t" not in wall_at_midnight:
+                wall_at_midnight["t"] = time.perf_counter() - (now - midnight) / 1000  # wall time of midnight
             return len(sent) < jobs and now < midnight + limit_ms
 
         started_wall = time.perf_counter()
@@ -221,6 +226,7 @@ def measure_rush(
             log.enabled = False
         scheduler_wall_s = time.perf_counter() - started_wall
         rss_peak = _maxrss_mb()
+        missing = _missing(setup, settings, sorted(set(dispatch_at) - sent.keys()))
 
         # --- the raw rate of the same backend: conditional puts of run rows, same thread count ----------
         raw_store = RunStore(CountingAws(log=RequestLog(), path="raw").table(settings.runs_table))
@@ -233,6 +239,22 @@ def measure_rush(
         with ThreadPoolExecutor(max_workers=threads) as pool:
             created = sum(1 for previous in pool.map(raw_store.put_new, raw_items) if previous is None)
         raw_s = time.perf_counter() - raw_started
+        # For the analysis: the same backend's rates of the tick's other two requests, on the same threads:
+        # the fenced move of a job (a sample of the non-jittered jobs, now due tomorrow) and a batch send.
+        raw_aws = CountingAws(log=RequestLog(), path="raw")
+        moves = _moves(
+            JobStore(raw_aws.table(settings.jobs_table)), sorted(plain_ids)[:2000], midnight, settings
+        )
+        move_started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(lambda call: call(), moves))
+        move_rate = len(moves) / (time.perf_counter() - move_started)
+        queue = RunQueue(raw_aws.sqs, settings.run_queue_url)
+        batches = [[RunMessage(f"j_raw{b:04d}{i}", midnight) for i in range(10)] for b in range(200)]
+        send_started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(queue.send, batches))
+        send_rate = len(batches) / (time.perf_counter() - send_started)
         for drainer in drainers:
             drainer.stop.set()
             drainer.join(timeout=10)
@@ -246,6 +268,7 @@ def measure_rush(
     in_rush = [j for j, (_, wall) in sent.items() if wall - t_mid <= plain_done_wall]
     throughput = len(in_rush) / plain_done_wall
     raw_rate = jobs / raw_s
+    backend_bound = 1 / (1 / raw_rate + 1 / move_rate + 0.1 / send_rate)
     lateness = [sent[j][0] - dispatch_at[j] for j in sent]
     lateness_plain = [sent[j][0] - dispatch_at[j] for j in plain_ids if j in sent]
     lateness_jittered = [sent[j][0] - dispatch_at[j] for j in sent if j not in plain_ids]
@@ -268,6 +291,11 @@ def measure_rush(
         "throughput_runs_per_s": throughput,
         "raw_conditional_puts_per_s": raw_rate,
         "efficiency_vs_raw": throughput / raw_rate,
+        "raw_job_moves_per_s": move_rate,
+        "raw_send_batches_per_s": send_rate,
+        # The best any tick could do on this backend with 1 put + 1 move + 1/10 send per run:
+        "backend_bound_runs_per_s": backend_bound,
+        "efficiency_vs_backend_bound": throughput / backend_bound,
         "threads": threads,
         "lateness_ms": quantiles(lateness),
         "lateness_ms_non_jittered": quantiles(lateness_plain),
@@ -287,12 +315,60 @@ def measure_rush(
         "rss_growth_mb": rss_peak - rss_before,
         "scheduler_wall_s": scheduler_wall_s,
         "real_sleep_s": pacer.slept_real_s,
+        "missing": missing,
         "drain": drain,
         "drainer_threads": drainer_threads,
         "purges": sum(d.purges for d in drainers),
         "drained": sum(d.drained for d in drainers),
         "drainer_errors": sum(d.errors for d in drainers),
     }
+
+
+def _missing(aws: Any, settings: Any, job_ids: list[str]) -> dict[str, Any]:
+    """What became of jobs whose run was never enqueued: how many, a sample of their scheduling items and
+    run rows, and the partition's watermark (for the report; empty when none are missing)."""
+    if not job_ids:
+        return {"count": 0}
+    from jobsched.store.layout import SCHED_SK, job_pk, plain
+    from jobsched.store.runs import RunStore
+
+    jobs, runs = aws.table(settings.jobs_table), RunStore(aws.table(settings.runs_table))
+    sample = []
+    for job_id in job_ids[:5]:
+        sched = jobs.get_item(Key={"pk": job_pk(job_id), "sk": SCHED_SK}, ConsistentRead=True).get("Item")
+        rows, _ = runs.list_for_job(job_id, 5)
+        sample.append({"job_id": job_id, "sched": plain(sched) if sched else None, "runs": rows})
+    watermark = aws.table(settings.control_table).get_item(Key={"pk": "watermark#0"}).get("Item")
+    return {"count": len(job_ids), "sample": sample, "watermark": str(watermark)}
+
+
+def _moves(store: Any, job_ids: list[str], midnight: int, settings: Any) -> list[Any]:
+    """Calls moving each of ``job_ids`` (daily jobs the rush moved to the next midnight) one more day, as the
+    scheduler's tick does (conditional, fenced by a term above any stored one)."""
+    from jobsched.store.layout import due_attributes
+
+    day = 86_400_000
+    calls = []
+    for job_id in job_ids:
+        due = due_attributes(
+            job_id,
+            midnight + 2 * day,
+            partition=0,
+            shards=settings.due_shards,
+            bucket_ms=settings.due_bucket_s * 1000,
+            now_ms=midnight + day,
+        )
+        calls.append(
+            functools.partial(
+                store.move,
+                job_id,
+                expected_next_run_at=midnight + day,
+                term=2**62,
+                next_run_at=midnight + 2 * day,
+                due=due,
+            )
+        )
+    return calls
 
 
 def _phases(

@@ -1,0 +1,110 @@
+"""The scheduler's own CPU per run, without any backend: what a scheduler Lambda's vCPU must pay for.
+
+moto runs in the benchmark's own process, so its timings mix the scheduler's work with the backend's. Here
+the scheduler's per-run code runs against canned HTTP 200 responses (a botocore ``before-send`` hook answers
+every request, so nothing is sent anywhere): planning a due job's fires (``plan_fires``, croniter included),
+building its run row, the conditional ``RunStore.put_new``, the fenced ``JobStore.move`` and a tenth of a
+``RunQueue.send`` of 10, each through boto3 exactly as in production (serialization, SigV4 signing,
+parsing). Measured as the calling thread's CPU time (``time.thread_time``), so the machine's load does not
+inflate it. The result projects what one scheduler partition sustains per vCPU (README).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.harness import T0, make_job, quiet_environment, sched_of
+
+_BODIES = {
+    "PutItem": b"{}",
+    "UpdateItem": b"{}",
+    "SendMessageBatch": b'{"Successful": [], "Failed": []}',
+}
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self.body
+
+
+def _answer(**kwargs: Any) -> Any:
+    from botocore.awsrequest import AWSResponse
+
+    operation = kwargs["event_name"].rsplit(".", 1)[-1]
+    return AWSResponse(
+        kwargs["request"].url, 200, {"x-amzn-requestid": "bench"}, _Raw(_BODIES.get(operation, b"{}"))
+    )
+
+
+def _cpu_ms(call: Callable[[], Any], repeat: int) -> float:
+    call()  # warm (lazy imports, client creation)
+    started = time.thread_time()
+    for _ in range(repeat):
+        call()
+    return (time.thread_time() - started) * 1000 / repeat
+
+
+def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
+    """CPU milliseconds per call of each per-run step, and their sum per run. Returns ``{"plan_ms",
+    "put_ms", "move_ms", "send_batch_ms", "per_run_ms", "runs_per_vcpu_s"}``."""
+    quiet_environment()
+    from jobsched.adapters.queue import RunMessage, RunQueue
+    from jobsched.aws import Aws
+    from jobsched.scheduler import DueJob, TickLimits, plan_fires
+    from jobsched.settings import Settings
+    from jobsched.store.jobs import JobStore
+    from jobsched.store.layout import due_attributes, new_run_item
+    from jobsched.store.runs import RunStore
+
+    settings = Settings.model_validate(
+        {
+            "jobs_table": "jobs",
+            "runs_table": "runs",
+            "control_table": "control",
+            "idempotency_table": "idem",
+            "run_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/runs",
+            "dead_run_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/dead",
+            "alerts_topic_arn": "arn:aws:sns:us-east-1:123456789012:alerts",
+        }
+    )
+    aws = Aws()
+    for client in (aws.dynamodb_resource.meta.client, aws.sqs):
+        client.meta.events.register("before-send", _answer)
+    runs = RunStore(aws.table("runs"))
+    jobs = JobStore(aws.table("jobs"))
+    queue = RunQueue(aws.sqs, settings.run_queue_url)
+    midnight = T0 + 86_400_000
+    job = make_job(1, "0 0 * * *", created_at_ms=T0)
+    item = sched_of(job, settings, now_ms=midnight - 60_000, next_run_at_ms=midnight)
+    due = DueJob.from_item(item)
+    limits = TickLimits()
+    batch = [RunMessage(f"j_bench{i:08d}", midnight) for i in range(10)]
+
+    def plan() -> Any:
+        return plan_fires(due, midnight + 5, limits)
+
+    def put() -> Any:
+        return runs.put_new(
+            new_run_item(
+                job.id, midnight, now_ms=midnight + 5, retention_days=90, dispatch_at_ms=midnight, term=7
+            )
+        )
+
+    def move() -> Any:
+        nxt = midnight + 86_400_000
+        attrs = due_attributes(job.id, nxt, partition=0, shards=4, bucket_ms=60_000, now_ms=midnight)
+        return jobs.move(job.id, expected_next_run_at=midnight, term=7, next_run_at=nxt, due=attrs)
+
+    out = {
+        "plan_ms": _cpu_ms(plan, repeat),
+        "put_ms": _cpu_ms(put, repeat),
+        "move_ms": _cpu_ms(move, repeat),
+        "send_batch_ms": _cpu_ms(lambda: queue.send(batch), max(1, repeat // 5)),
+    }
+    per_run = out["plan_ms"] + out["put_ms"] + out["move_ms"] + out["send_batch_ms"] / 10
+    return {**out, "per_run_ms": per_run, "runs_per_vcpu_s": 1000 / per_run}
