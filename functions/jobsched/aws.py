@@ -16,7 +16,15 @@ from botocore.config import Config
 
 from jobsched.resources import ALERTS_TOPIC_ENV, QUEUES, TABLES
 
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=32)
+# Our own calls (DynamoDB, SQS, SNS) answer in milliseconds; bound each one so a hanging endpoint cannot
+# hold a worker past its heartbeat window: 3 attempts x (3 s connect + 5 s read) + standard backoff stays
+# under the 30 s heartbeat interval. (Lambda targets use their own client with the job's timeout.)
+_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3},
+    connect_timeout=3,
+    read_timeout=5,
+    max_pool_connections=32,
+)
 _LOADER: botocore.loaders.Loader | None = None
 _LOADER_LOCK = threading.Lock()
 

@@ -149,7 +149,9 @@ class Sweeper:
 
     def _due_keys(self, now: int, report: SweepReport) -> list[tuple[str, int]]:
         keys: list[tuple[str, int]] = []
-        for shard in range(SWEEP_SHARDS):
+        # start at a shard that rotates each minute, so a pass cut short by max_rows starves no shard
+        first = (now // 60_000) % SWEEP_SHARDS
+        for shard in [(first + i) % SWEEP_SHARDS for i in range(SWEEP_SHARDS)]:
             start: dict[str, Any] | None = None
             while len(keys) < self.max_rows:
                 page, start = self.runs.sweep_due(

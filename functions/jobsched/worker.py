@@ -423,10 +423,28 @@ class Heartbeat:
         self.expiring = False
         self.beats = 0
 
+    def _silent_too_long(self, now_ms: int, *, strictly: bool) -> bool:
+        if self.give_up_after_ms is None or self.last_ok_ms is None:
+            return False
+        silent = now_ms - self.last_ok_ms
+        return silent > self.give_up_after_ms if strictly else silent >= self.give_up_after_ms
+
+    def _give_up(self, now_ms: int) -> bool:
+        self.expiring = True
+        logger.error(
+            "heartbeats failing too long: abandoning the try before the run looks lost",
+            run_id=self.owned.run_id,
+            silent_ms=now_ms - (self.last_ok_ms or now_ms),
+        )
+        return False
+
     def beat(self, now_ms: int) -> bool:
         """Beat once at ``now_ms`` (epoch ms). Returns False when the try must stop (``lost`` or
         ``expiring``); the message's visibility is then left alone."""
         self.beats += 1
+        if self._silent_too_long(now_ms, strictly=True):
+            # the previous write hung or this beat came late: the row may look stale before a write lands
+            return self._give_up(now_ms)
         try:
             if not self.runs.heartbeat(
                 self.owned.job_id,
@@ -441,18 +459,8 @@ class Heartbeat:
             self.last_ok_ms = now_ms
         except Exception:
             logger.exception("heartbeat write failed", run_id=self.owned.run_id, last_ok_ms=self.last_ok_ms)
-            if (
-                self.give_up_after_ms is not None
-                and self.last_ok_ms is not None
-                and now_ms - self.last_ok_ms >= self.give_up_after_ms
-            ):
-                self.expiring = True
-                logger.error(
-                    "heartbeats failing too long: abandoning the try before the run looks lost",
-                    run_id=self.owned.run_id,
-                    silent_ms=now_ms - self.last_ok_ms,
-                )
-                return False
+            if self._silent_too_long(now_ms, strictly=False):
+                return self._give_up(now_ms)
         if self.visibility is not None and self.receipt_handle:
             try:
                 self.visibility.change_visibility(self.receipt_handle, self.visibility_s)

@@ -97,3 +97,13 @@ def test_without_a_give_up_limit_failing_beats_never_stop_the_try() -> None:
     )
     assert all(heartbeat.beat(t * 30_000) for t in range(1, 11))
     assert not heartbeat.expiring
+
+
+def test_a_late_beat_gives_up_without_writing_when_the_row_may_already_look_stale() -> None:
+    # Given a write that hung (the supervisor's next beat comes 117 s after the last recorded one)
+    runs, visibility = FakeRuns(True), FakeVisibility()
+    heartbeat = _heartbeat(runs, visibility)
+    # When it beats past the give-up limit
+    assert not heartbeat.beat(117_000)
+    # Then it stops the try without touching the row or the message: another worker may own it soon
+    assert heartbeat.expiring and runs.calls == [] and visibility.calls == []
