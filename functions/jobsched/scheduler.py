@@ -46,14 +46,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from jobsched.adapters.queue import QueueSendError, RunMessage
 from jobsched.clock import Clock
 from jobsched.lease import LeaderLease, LeaseLost
-from jobsched.models import MissedPolicy, RunStatus, from_ms, to_ms
+from jobsched.models import JobSettings, MissedPolicy, RunStatus, from_ms, to_ms
 from jobsched.observability import MetricName, add_metrics, logger
 from jobsched.schedules import Schedule, ScheduleError, parse_schedule
 from jobsched.settings import Settings
@@ -141,6 +141,11 @@ class TickLimits:
 # --- planning (pure) ------------------------------------------------------------------------------
 
 
+# Defaults for scheduling items written before a field existed: the job model's own defaults.
+_DEFAULT_CATCH_UP_WINDOW_S: int = JobSettings.model_fields["catch_up_window_s"].default
+_DEFAULT_MISFIRE_GRACE_S: int = JobSettings.model_fields["misfire_grace_s"].default
+
+
 @dataclass(frozen=True)
 class DueJob:
     """A due-index entry: a job's scheduling state as projected by the due index (``DUE_PROJECTION``).
@@ -176,8 +181,8 @@ class DueJob:
             anchor_at=int(item["anchor_at"]) if item.get("anchor_at") is not None else None,
             end_at=int(item["end_at"]) if item.get("end_at") is not None else None,
             missed=MissedPolicy(item.get("missed", MissedPolicy.CATCH_UP.value)),
-            catch_up_window_s=int(item.get("catch_up_window_s", 86400)),
-            misfire_grace_s=int(item.get("misfire_grace_s", 60)),
+            catch_up_window_s=int(item.get("catch_up_window_s", _DEFAULT_CATCH_UP_WINDOW_S)),
+            misfire_grace_s=int(item.get("misfire_grace_s", _DEFAULT_MISFIRE_GRACE_S)),
             jitter_offset_ms=int(item.get("jitter_offset_ms", 0)),
             term=int(item.get("term", 0)),
         )
@@ -880,13 +885,7 @@ class LoopReport:
     aborted_ticks: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "iterations": self.iterations,
-            "ticks": self.ticks,
-            "enqueued": self.enqueued,
-            "skipped": self.skipped,
-            "aborted_ticks": self.aborted_ticks,
-        }
+        return asdict(self)
 
 
 class SchedulerLoop:
@@ -963,12 +962,6 @@ class SchedulerLoop:
         return self.report
 
 
-def run_scheduler_loop(loop: SchedulerLoop, *, keep_going: Callable[[], bool]) -> LoopReport:
-    """Run ``loop`` until ``keep_going()`` is false (see :meth:`SchedulerLoop.run`); the entry point the
-    Lambda handler and local mode share."""
-    return loop.run(keep_going)
-
-
 __all__ = [
     "LOOK_BEHIND_MS",
     "ON_TIME_TOLERANCE_MS",
@@ -984,6 +977,5 @@ __all__ = [
     "TickMetrics",
     "TickResult",
     "plan_fires",
-    "run_scheduler_loop",
     "skip_through_ms",
 ]

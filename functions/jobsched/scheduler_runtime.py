@@ -23,7 +23,6 @@ from jobsched.scheduler import (
     SchedulerLoop,
     TickLimits,
     TickMetrics,
-    run_scheduler_loop,
 )
 from jobsched.settings import Settings
 from jobsched.store.control import ControlStore
@@ -108,7 +107,5 @@ def serve_invocation(event: dict[str, Any], context: Any, runtime: Runtime) -> d
         sleep=runtime.sleep,
         holder=new_holder_id(getattr(context, "aws_request_id", None)),
     )
-    report = run_scheduler_loop(
-        loop, keep_going=lambda: context.get_remaining_time_in_millis() > STOP_BEFORE_MS
-    )
+    report = loop.run(lambda: context.get_remaining_time_in_millis() > STOP_BEFORE_MS)
     return {"partition": partition, **report.as_dict()}

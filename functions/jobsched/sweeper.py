@@ -24,7 +24,7 @@ runs re-enqueued or taken from a lost worker.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -91,7 +91,7 @@ class SweepReport:
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return asdict(self)
 
 
 class Sweeper:

@@ -44,9 +44,10 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from jobsched.adapters.queue import MAX_DELAY_S, RunMessage, RunQueue
 from jobsched.clock import Clock, system_clock
+from jobsched.lambda_context import LocalLambdaContext
 from jobsched.local.demo import demo_jobs
 from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_bookkeeping, serialize_dynamodb
-from jobsched.local.event_source import LocalLambdaContext, SqsEventSource
+from jobsched.local.event_source import SqsEventSource
 from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE
 from jobsched.local.printer import AlertPrinter, RunPrinter
 from jobsched.local.server import ApiServer
@@ -538,10 +539,8 @@ def _waiter(stop: threading.Event) -> Callable[[float], None]:
 
 
 def _run_loop(loop: Any, stop: threading.Event) -> None:
-    from jobsched.scheduler import run_scheduler_loop
-
     try:
-        run_scheduler_loop(loop, keep_going=lambda: not stop.is_set())
+        loop.run(lambda: not stop.is_set())
     except Exception:
         logger.exception("scheduler loop crashed")
 

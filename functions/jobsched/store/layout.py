@@ -59,14 +59,6 @@ def run_id(job_id: str, scheduled_for_ms: int) -> str:
     return f"{job_id}@{scheduled_for_ms}"
 
 
-def parse_run_id(value: str) -> tuple[str, int]:
-    """Inverse of ``run_id``. Raises ValueError for anything else."""
-    job_id, sep, ms = value.rpartition("@")
-    if not sep or not job_id or not ms.isdigit():
-        raise ValueError(f"not a run id: {value!r}")
-    return job_id, int(ms)
-
-
 def _stable_hash(value: str) -> int:
     return int.from_bytes(hashlib.sha256(value.encode()).digest()[:8], "big")
 
