@@ -10,6 +10,7 @@ from moto import mock_aws
 
 from jobsched.aws import Aws, provision
 from jobsched.settings import Settings, get_settings
+from tests.support.aws import set_fake_credentials
 
 
 @pytest.fixture(autouse=True)
@@ -26,13 +27,7 @@ def _isolated_environment() -> Iterator[None]:
 @pytest.fixture
 def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials so nothing can reach a real account."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
+    set_fake_credentials(monkeypatch)
 
 
 @pytest.fixture

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from jobsched.api.app import Api, build_api, install
 from jobsched.api.wsgi import api_context
-from jobsched.aws import Aws, provision
+from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.handlers.api import handler
 from jobsched.settings import Settings
+from tests.support.aws import moto_deployment
 
 EVENTS = Path(__file__).resolve().parents[3] / "events" / "api"
 NOW_MS = 1_772_445_600_000  # 2026-03-02T10:00:00Z
@@ -175,18 +175,8 @@ class Http:
 @pytest.fixture(scope="module")
 def deployment() -> Iterator[tuple[Aws, Settings]]:
     """Every table, queue and topic (from ``jobsched.resources``) in a moto shared by the module's tests."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            patch.setenv(name, value)
-        with mock_aws():
-            aws = Aws()
-            env = provision(aws, prefix="api")
-            yield aws, Settings(**{k.lower(): v for k, v in env.items()})
+    with moto_deployment("api") as deployed:
+        yield deployed
 
 
 @pytest.fixture

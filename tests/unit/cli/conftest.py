@@ -13,16 +13,16 @@ from typing import Any
 import httpx
 import pytest
 import typer
-from moto import mock_aws
 from typer.testing import CliRunner
 
 from jobsched.api.app import app, build_api, get_api
 from jobsched.api.wsgi import ApiWsgiApp
-from jobsched.aws import Aws, provision
+from jobsched.aws import Aws
 from jobsched.cli_commands import register
 from jobsched.client import JobschedClient
 from jobsched.handlers.api import handler
 from jobsched.settings import Settings
+from tests.support.aws import moto_deployment
 
 API = "http://127.0.0.1:8080"
 _teams = itertools.count(1)
@@ -54,18 +54,8 @@ class Cli:
 @pytest.fixture(scope="module")
 def deployment() -> Iterator[tuple[Aws, Settings]]:
     """Every table, queue and topic in a moto shared by the module's tests."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            patch.setenv(name, value)
-        patch.delenv("AWS_SESSION_TOKEN", raising=False)
-        with mock_aws():
-            aws = Aws()
-            env = provision(aws, prefix="cli")
-            yield aws, Settings.model_validate({k.lower(): v for k, v in env.items()})
+    with moto_deployment("cli", session_token=False) as deployed:
+        yield deployed
 
 
 @pytest.fixture

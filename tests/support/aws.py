@@ -1,0 +1,38 @@
+"""Fake AWS for tests: credentials that can reach no account, and a moto deployment of every resource."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from moto import mock_aws
+
+from jobsched.aws import Aws, provision
+from jobsched.settings import Settings
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def set_fake_credentials(patch: pytest.MonkeyPatch, *, session_token: bool = True) -> None:
+    """Point boto3 at fake credentials (without a session token when ``session_token`` is False)."""
+    for name, value in FAKE_CREDENTIALS.items():
+        patch.setenv(name, value)
+    if not session_token:
+        patch.delenv("AWS_SESSION_TOKEN")
+
+
+@contextmanager
+def moto_deployment(prefix: str, *, session_token: bool = True) -> Iterator[tuple[Aws, Settings]]:
+    """Every table, queue and topic of ``jobsched.resources`` in a fresh moto, with settings wired to them."""
+    with pytest.MonkeyPatch.context() as patch:
+        set_fake_credentials(patch, session_token=session_token)
+        with mock_aws():
+            aws = Aws()
+            env = provision(aws, prefix=prefix)
+            yield aws, Settings(**{k.lower(): v for k, v in env.items()})
