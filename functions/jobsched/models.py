@@ -29,6 +29,8 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
+from jobsched.schedules import ceil_to_ms
+
 T = TypeVar("T")
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
@@ -95,6 +97,20 @@ Count = Annotated[int, Strict()]
 """A JSON integer as the schema says: no ``"30"``, ``30.5`` or ``true`` coerced into one."""
 Flag = Annotated[bool, Strict()]
 """A JSON boolean as the schema says: no ``0``, ``"yes"`` or ``"true"`` coerced into one."""
+
+
+def _whole_ms(value: datetime | None, info: ValidationInfo) -> datetime | None:
+    """Instants are whole milliseconds from parsing on: sub-millisecond digits round up (never early)."""
+    if value is None:
+        return None
+    try:
+        return ceil_to_ms(value)
+    except OverflowError:
+        raise ValueError(
+            f"{info.field_name} is past the last instant jobsched supports (year 9999)"
+        ) from None
+
+
 Instant = Annotated[datetime, BeforeValidator(_instant_text)]
 """An owner-set instant: ISO 8601 text (naive ones are refused by the models that take them)."""
 
@@ -307,7 +323,7 @@ class JobSettings(_Strict):
     def _aware(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         if value is not None and value.tzinfo is None:
             raise ValueError(f"{info.field_name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
-        return value
+        return _whole_ms(value, info)
 
 
 class JobCreate(JobSettings):
@@ -404,6 +420,11 @@ class Run(BaseModel):
     lateness_ms: int | None = None
     skipped_count: int | None = Field(
         None, description="on a skipped summary row: how many fires it stands for"
+    )
+    skipped_through: datetime | None = Field(
+        None,
+        description="on a skipped summary row: the end (inclusive) of the range of fires it stands for, "
+        "which starts at scheduled_for",
     )
 
 

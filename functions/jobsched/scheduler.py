@@ -80,14 +80,19 @@ class DueIndex(Protocol):
         self, due_pk: str, up_to_ms: int, limit: int = 500, start_key: dict[str, Any] | None = None
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]: ...
 
+    def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+
     def move(
         self,
         job_id: str,
         *,
         expected_next_run_at: int,
+        expected_version: int | None,
+        partition: int,
         term: int,
         next_run_at: int | None,
         due: dict[str, Any] | None,
+        to_partition: int | None = None,
     ) -> None: ...
 
     def oldest_due_bucket(self, partition: int) -> int | None: ...
@@ -95,6 +100,8 @@ class DueIndex(Protocol):
 
 class RunWriter(Protocol):
     def put_new(self, item: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[dict[str, Any]]: ...
 
 
 class RunSender(Protocol):
@@ -123,8 +130,7 @@ class TickLimits:
     ``max_jobs``: due jobs handled per tick, oldest dispatch first (the rest stay due for the next tick).
     ``max_runs_per_job``: fires one job runs per tick while catching up (a one-second job after an hour of
     downtime takes ~36 ticks and never holds up the other jobs). ``skip_rows_max``: up to this many skipped
-    fires get one row each; more get one summary row with ``skipped_count``. ``skip_chunk``: cron fires
-    counted into one summary row per tick (rates are counted arithmetically, unbounded).
+    fires get one row each; more get one summary row with ``skipped_count`` (counted, never enumerated).
     ``backlog_buckets``: buckets read per tick when the watermark is far behind (the two newest are always
     read too). ``page_size``: Limit of each due-index query. ``threads``: parallel requests.
     """
@@ -132,7 +138,6 @@ class TickLimits:
     max_jobs: int = 1000
     max_runs_per_job: int = 100
     skip_rows_max: int = 10
-    skip_chunk: int = 1000
     backlog_buckets: int = 60
     page_size: int = 500
     threads: int = 16
@@ -148,10 +153,16 @@ _DEFAULT_MISFIRE_GRACE_S: int = JobSettings.model_fields["misfire_grace_s"].defa
 
 @dataclass(frozen=True)
 class DueJob:
-    """A due-index entry: a job's scheduling state as projected by the due index (``DUE_PROJECTION``).
+    """A due job's scheduling state, read from its scheduling item (consistently, not from the due index's
+    projection, which may lag behind an edit).
 
     Instants are epoch ms (UTC). ``next_run_at`` is the nominal fire (``scheduled_for`` of the next run);
-    ``due_at = next_run_at + jitter_offset_ms`` is the dispatch instant.
+    ``due_at = next_run_at + jitter_offset_ms`` is the dispatch instant. ``version`` is bumped by every API
+    rewrite of the item (None on items written before versions existed): a move lands only on the version it
+    was planned from. ``partition`` is the scheduler partition the item is homed in, whose leader's ``term``
+    fences it. ``on_time_from``: set by the API when it accepted a one-off whose instant was already past (the
+    registration grace): that fire's lateness counts from then, so the missed policy never skips what the API
+    just accepted.
     """
 
     job_id: str
@@ -167,10 +178,19 @@ class DueJob:
     misfire_grace_s: int
     jitter_offset_ms: int
     term: int
+    version: int | None = None
+    partition: int = 0
+    on_time_from: int | None = None
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> DueJob:
-        """Build from a due-index item (plain Python values). Raises KeyError/ValueError if malformed."""
+        """Build from a scheduling item (plain Python values) in the due index (``due_pk`` set).
+
+        Raises KeyError/TypeError/ValueError if malformed."""
+
+        def optional(name: str) -> int | None:
+            return int(item[name]) if item.get(name) is not None else None
+
         return cls(
             job_id=str(item["job_id"]),
             due_pk=str(item["due_pk"]),
@@ -178,13 +198,16 @@ class DueJob:
             next_run_at=int(item["next_run_at"]),
             schedule=str(item["schedule"]),
             timezone=str(item.get("timezone", "UTC")),
-            anchor_at=int(item["anchor_at"]) if item.get("anchor_at") is not None else None,
-            end_at=int(item["end_at"]) if item.get("end_at") is not None else None,
+            anchor_at=optional("anchor_at"),
+            end_at=optional("end_at"),
             missed=MissedPolicy(item.get("missed", MissedPolicy.CATCH_UP.value)),
             catch_up_window_s=int(item.get("catch_up_window_s", _DEFAULT_CATCH_UP_WINDOW_S)),
             misfire_grace_s=int(item.get("misfire_grace_s", _DEFAULT_MISFIRE_GRACE_S)),
             jitter_offset_ms=int(item.get("jitter_offset_ms", 0)),
             term=int(item.get("term", 0)),
+            version=optional("version"),
+            partition=int(item.get("partition", 0)),
+            on_time_from=optional("on_time_from"),
         )
 
     def parsed_schedule(self) -> Schedule:
@@ -200,12 +223,19 @@ class DueJob:
 
 @dataclass(frozen=True)
 class SkipRow:
-    """Skipped fires recorded as one run row at ``scheduled_for``: one fire (``count == 1``), or a summary
-    of ``count`` consecutive fires starting there."""
+    """Skipped fires recorded as one run row at ``scheduled_for`` (epoch ms): one fire (``count == 1``), or a
+    summary of the ``count`` fires of the schedule in ``[scheduled_for, through]`` (``through``: epoch ms,
+    inclusive; for one fire it equals ``scheduled_for``)."""
 
     scheduled_for: int
     count: int
     reason: str
+    through: int = -1
+
+    @property
+    def last(self) -> int:
+        """The inclusive end of the range this row stands for (epoch ms)."""
+        return self.through if self.through >= self.scheduled_for else self.scheduled_for
 
 
 @dataclass(frozen=True)
@@ -226,10 +256,14 @@ class FirePlan:
 def skip_through_ms(job: DueJob, now_ms: int) -> int:
     """The latest nominal fire (epoch ms) that ``job`` skips at ``now_ms``: fires at or before it are missed.
 
-    A fire's lateness is ``now - (fire + jitter offset)``. Rule (SPEC section 4): a fire late by less than
-    ``misfire_grace_s`` (never less than ``ON_TIME_TOLERANCE_MS``) always runs; under ``catch_up`` a fire
-    late by at most ``catch_up_window_s`` runs too; every other fire is skipped.
+    A fire's lateness is ``now - (fire + jitter offset)``. Rule (docs/design.md, "Missed fires"): a fire late
+    by less than ``misfire_grace_s`` (never less than ``ON_TIME_TOLERANCE_MS``) always runs; under
+    ``catch_up`` a fire late by at most ``catch_up_window_s`` runs too; every other fire is skipped. A fire the
+    API accepted already late (``on_time_from``) is late only from then on.
     """
+    if job.on_time_from is not None and job.next_run_at + job.jitter_offset_ms < job.on_time_from:
+        # the one fire accepted late: its lateness runs from its acceptance, not from its instant
+        now_ms -= job.on_time_from - (job.next_run_at + job.jitter_offset_ms)
     grace_ms = max(job.misfire_grace_s * 1000, ON_TIME_TOLERANCE_MS)
     window_ms = job.catch_up_window_s * 1000
     if job.missed is MissedPolicy.CATCH_UP and window_ms >= grace_ms:
@@ -245,6 +279,21 @@ def _skip_reason(job: DueJob) -> str:
 
 def _ms(value: datetime | None) -> int | None:
     return to_ms(value) if value is not None else None
+
+
+def next_fire_ms(schedule: Schedule, after_ms: int, *, job_id: str = "") -> int | None:
+    """The schedule's first fire strictly after ``after_ms`` (epoch ms), or None when it has none.
+
+    Guards the scheduler against a schedule that yields a fire not later than ``after_ms`` (which would keep a
+    job in the due index forever, re-planning the same fire each tick): such a schedule is treated as ended.
+    """
+    fire = _ms(schedule.next_fire(from_ms(after_ms)))
+    if fire is not None and fire <= after_ms:
+        logger.error(
+            "schedule yielded no later fire; the job leaves the due index", job_id=job_id, at=after_ms
+        )
+        return None
+    return fire
 
 
 def plan_fires(job: DueJob, now_ms: int, limits: TickLimits, schedule: Schedule | None = None) -> FirePlan:
@@ -272,37 +321,30 @@ def plan_fires(job: DueJob, now_ms: int, limits: TickLimits, schedule: Schedule 
         and len(runs) < limits.max_runs_per_job
     ):
         runs.append(cursor)
-        cursor = _ms(schedule.next_fire(from_ms(cursor)))
+        cursor = next_fire_ms(schedule, cursor, job_id=job.job_id)
     return FirePlan(job, skipped, tuple(runs), cursor)
 
 
 def _skip_prefix(
     job: DueJob, schedule: Schedule, through: int, limits: TickLimits
 ) -> tuple[tuple[SkipRow, ...], int | None]:
-    """The skipped rows for fires in ``[next_run_at, through]`` and the first fire after them.
+    """The skipped rows for the fires in ``[next_run_at, through]`` and the first fire after ``through``.
 
-    Rates are counted in O(1); cron fires are enumerated, at most ``limits.skip_chunk`` per tick (the job then
-    stays due and the next tick continues, so a summary row never stands for an unbounded scan).
+    Bounded work whatever the backlog: the job jumps straight to its first fire after ``through``
+    (``Schedule.next_fire``), and the skipped fires are counted (``Schedule.count_fires``: arithmetic for
+    rates, per day for cron), not planned one by one. Up to ``limits.skip_rows_max`` fires get a row each;
+    more get one summary row covering ``[next_run_at, through]``.
     """
     first = job.next_run_at
     reason = _skip_reason(job)
-    until = from_ms(through)
-    listed: list[int]
-    if schedule.kind == "rate":
-        count = 1 + schedule.count_fires(from_ms(first), until, cap=2**62)
-        following = _ms(schedule.next_fire(until))
-        listed = (
-            [first] + [to_ms(f) for f in schedule.fires(from_ms(first), until, limits.skip_rows_max)]
-            if count <= limits.skip_rows_max
-            else []
-        )
-    else:
-        listed = [first] + [to_ms(f) for f in schedule.fires(from_ms(first), until, limits.skip_chunk - 1)]
-        count = len(listed)
-        following = _ms(schedule.next_fire(from_ms(listed[-1])))
+    count = 1 + schedule.count_fires(from_ms(first), from_ms(through), cap=2**62)
+    following = next_fire_ms(schedule, through, job_id=job.job_id)
     if count <= limits.skip_rows_max:
-        return tuple(SkipRow(fire, 1, reason) for fire in listed[:count]), following
-    return (SkipRow(first, count, reason),), following
+        listed = [first] + [
+            to_ms(f) for f in schedule.fires(from_ms(first), from_ms(through), limits.skip_rows_max)
+        ]
+        return tuple(SkipRow(fire, 1, reason, fire) for fire in listed[:count]), following
+    return (SkipRow(first, count, reason, through),), following
 
 
 # --- the tick -------------------------------------------------------------------------------------
@@ -406,6 +448,7 @@ class Scheduler:
         self.bucket_ms = settings.due_bucket_s * 1000
         self._watermark: int | None = None
         self._ignored: set[tuple[str, str, str]] = set()  # malformed entries: (job_id, due_pk, due_at)
+        self._stale: set[tuple[str, str, str]] = set()  # this tick's entries no longer current (see _plan)
         self._looked_behind_at: int | None = None  # the bucket period of the last look-behind read
         self._pool = ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
@@ -466,6 +509,7 @@ class Scheduler:
         if self._watermark is None:
             raise RuntimeError("tick() before on_leadership(): no watermark loaded")
         result = TickResult(now=now_ms, term=0)
+        self._stale = set()
         try:
             result.term = guard.check()
             reads = self._read_due(now_ms, result)
@@ -552,26 +596,38 @@ class Scheduler:
     # --- 2. plan ---------------------------------------------------------------------------------
 
     def _plan(self, reads: list[_BucketRead], now_ms: int, result: TickResult) -> list[_JobWork]:
-        """Plan each due job once (a job seen twice, e.g. a stale index entry, is handled once: the entry
-        left out keeps its bucket undrained this tick). At most ``limits.max_jobs``, oldest first."""
+        """Plan each due job once, from its scheduling item read consistently (one BatchGetItem per 100 jobs),
+        never from the due index's projection: a GSI is eventually consistent, and an entry may still show
+        the state before an edit, a pause or a move. An entry that is not the item's current one (the job
+        moved, was edited, paused or deleted since) is stale: it is left alone (the index drops it) and counts
+        as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first."""
         entries: dict[str, dict[str, Any]] = {}
         for read in reads:
             for item in read.items:
                 known = entries.get(item["job_id"])
                 if known is None or int(item["due_at"]) < int(known["due_at"]):
                     entries[item["job_id"]] = item
-        ordered = sorted(entries.values(), key=lambda i: (int(i["due_at"]), i["job_id"]))
+        ordered = sorted(entries.values(), key=lambda i: (int(i["due_at"]), i["job_id"]))[
+            : self.limits.max_jobs
+        ]
+        states = self.jobs.scheduling_states([str(item["job_id"]) for item in ordered]) if ordered else {}
         works: list[_JobWork] = []
-        for item in ordered[: self.limits.max_jobs]:
+        for item in ordered:
+            state = states.get(str(item["job_id"]))
+            if state is None or state.get("due_pk") is None or int(state.get("due_at", now_ms + 1)) > now_ms:
+                self._stale.add(_entry_key(item))  # deleted, paused, ended, or moved on: nothing due now
+                continue
             try:
-                job = DueJob.from_item(item)
+                job = DueJob.from_item(state)
             except (KeyError, TypeError, ValueError) as error:
                 # Written by no code path of ours: report it and leave it where it is, without letting it hold
                 # the watermark (the poll would otherwise read ever more buckets).
-                logger.error("malformed due entry ignored", job_id=item.get("job_id"), error=str(error))
+                logger.error("malformed scheduling item ignored", job_id=item.get("job_id"), error=str(error))
                 result.malformed += 1
                 self._ignored.add(_entry_key(item))
                 continue
+            if (job.due_pk, job.due_at) != (item.get("due_pk"), int(item["due_at"])):
+                self._stale.add(_entry_key(item))  # the index still shows an older entry of this job
             try:
                 plan = plan_fires(job, now_ms, self.limits)
             except ScheduleError as error:
@@ -579,7 +635,10 @@ class Scheduler:
                 # it on the job's history and take the job out of the index rather than block the bucket.
                 logger.error("schedule cannot be evaluated", job_id=job.job_id, error=error.message)
                 plan = FirePlan(
-                    job, (SkipRow(job.next_run_at, 1, f"schedule error: {error.message}"),), (), None
+                    job,
+                    (SkipRow(job.next_run_at, 1, f"schedule error: {error.message}", job.next_run_at),),
+                    (),
+                    None,
                 )
             works.append(_JobWork(plan))
         result.due = len(works)
@@ -587,32 +646,41 @@ class Scheduler:
 
     # --- 3. save ---------------------------------------------------------------------------------
 
+    def _skip_item(self, job: DueJob, row: SkipRow, now_ms: int, term: int) -> dict[str, Any]:
+        return new_run_item(
+            job.job_id,
+            row.scheduled_for,
+            now_ms=now_ms,
+            retention_days=self.settings.retention_days,
+            status=RunStatus.SKIPPED,
+            dispatch_at_ms=row.scheduled_for + job.jitter_offset_ms,
+            term=term,
+            skipped_count=row.count if row.count > 1 else None,
+            skipped_through=row.last if row.count > 1 else None,
+            error=row.reason,
+        )
+
     def _save(self, works: list[_JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
         lock = threading.Lock()
 
         def save(work: _JobWork) -> None:
             plan, job = work.plan, work.plan.job
-            rows = [
-                (
-                    row.scheduled_for,
-                    new_run_item(
-                        job.job_id,
-                        row.scheduled_for,
-                        now_ms=now_ms,
-                        retention_days=self.settings.retention_days,
-                        status=RunStatus.SKIPPED,
-                        dispatch_at_ms=row.scheduled_for + job.jitter_offset_ms,
-                        term=term,
-                        skipped_count=row.count if row.count > 1 else None,
-                        error=row.reason,
-                    ),
-                    row.count,
-                )
-                for row in plan.skipped
-            ] + [
-                (
-                    fire,
-                    new_run_item(
+            counts = {"created": 0, "existing": 0, "reenqueued": 0, "skipped": 0}
+
+            def refused(fire: int, previous: dict[str, Any]) -> None:
+                # The fire already has a row (saved by an earlier tick or a leader that died): a queued one may
+                # never have been sent, so it is sent again (a duplicate message loses the worker's claim).
+                counts["existing"] += 1
+                if previous.get("status") == RunStatus.QUEUED.value:
+                    counts["reenqueued"] += 1
+                    work.to_send.append(RunMessage(job.job_id, fire))
+
+            try:
+                for row in plan.skipped:
+                    self._save_skipped(job, row, now_ms, guard, counts, refused)
+                for fire in plan.runs:
+                    term = guard.check()
+                    item = new_run_item(
                         job.job_id,
                         fire,
                         now_ms=now_ms,
@@ -620,27 +688,14 @@ class Scheduler:
                         dispatch_at_ms=fire + job.jitter_offset_ms,
                         sweep_after_ms=self.settings.sweep_queued_after_s * 1000,
                         term=term,
-                    ),
-                    0,
-                )
-                for fire in plan.runs
-            ]
-            created = existing = reenqueue = skipped = 0
-            try:
-                for fire, item, skip_count in rows:
-                    guard.check()
+                    )
                     previous = self.runs.put_new(item)
                     if previous is None:
-                        created += 0 if skip_count else 1
-                        skipped += skip_count
-                        if not skip_count:
-                            work.new_runs.add(fire)
-                            work.to_send.append(RunMessage(job.job_id, fire))
+                        counts["created"] += 1
+                        work.new_runs.add(fire)
+                        work.to_send.append(RunMessage(job.job_id, fire))
                     else:
-                        existing += 1
-                        if not skip_count and previous.get("status") == RunStatus.QUEUED.value:
-                            reenqueue += 1
-                            work.to_send.append(RunMessage(job.job_id, fire))
+                        refused(fire, previous)
             except LeaseLost:
                 work.failed = True
                 raise
@@ -649,13 +704,46 @@ class Scheduler:
                 logger.warning("run save failed", job_id=job.job_id, error=str(error))
             finally:
                 with lock:
-                    result.created += created
-                    result.existing += existing
-                    result.reenqueued += reenqueue
-                    result.skipped += skipped
+                    result.created += counts["created"]
+                    result.existing += counts["existing"]
+                    result.reenqueued += counts["reenqueued"]
+                    result.skipped += counts["skipped"]
 
-        term = guard.check()
         self._run_all(save, works)
+
+    def _save_skipped(
+        self,
+        job: DueJob,
+        row: SkipRow,
+        now_ms: int,
+        guard: Guard,
+        counts: dict[str, int],
+        refused: Callable[[int, dict[str, Any]], None],
+    ) -> None:
+        """Record the skipped fires of ``row``. When its put is refused because a fire in its range already
+        has a row (a leader that died saved it), the range is split around the rows that exist (one Query of
+        the range): every fire of the range ends up with a row of its own or inside a summary, never lost."""
+        previous = self.runs.put_new(self._skip_item(job, row, now_ms, guard.check()))
+        if previous is None:
+            counts["skipped"] += row.count
+            return
+        if row.count == 1:
+            refused(row.scheduled_for, previous)
+            return
+        existing = self.runs.rows_between(job.job_id, row.scheduled_for, row.last, limit=10_000)
+        schedule = job.parsed_schedule()
+        cursor = row.scheduled_for - 1  # fires after cursor and before the next existing row are skipped
+        for bound in [*(int(r["scheduled_for"]) for r in existing), row.last + 1]:
+            gap_last = bound - 1
+            first = next_fire_ms(schedule, cursor, job_id=job.job_id)
+            if first is not None and first <= gap_last:
+                count = 1 + schedule.count_fires(from_ms(first), from_ms(gap_last), cap=2**62)
+                part = SkipRow(first, count, row.reason, gap_last if count > 1 else first)
+                if self.runs.put_new(self._skip_item(job, part, now_ms, guard.check())) is None:
+                    counts["skipped"] += count
+            cursor = bound
+        for found in existing:
+            refused(int(found["scheduled_for"]), found)
 
     # --- 4. enqueue ------------------------------------------------------------------------------
 
@@ -724,7 +812,13 @@ class Scheduler:
             )
             try:
                 self.jobs.move(
-                    job.job_id, expected_next_run_at=job.next_run_at, term=term, next_run_at=nxt, due=due
+                    job.job_id,
+                    expected_next_run_at=job.next_run_at,
+                    expected_version=job.version,
+                    partition=self.partition,
+                    term=term,
+                    next_run_at=nxt,
+                    due=due,
                 )
             except Conflict as conflict:
                 current = conflict.current or {}
@@ -786,7 +880,8 @@ class Scheduler:
             ):
                 break
             if not all(
-                self._entry_done(item, handled) or _entry_key(item) in self._ignored for item in read.items
+                self._entry_done(item, handled) or _entry_key(item) in self._ignored | self._stale
+                for item in read.items
             ):
                 break
             target += 1

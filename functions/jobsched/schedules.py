@@ -253,18 +253,33 @@ def localize(wall: datetime, zone: ZoneInfo) -> datetime:
     return instant.astimezone(zone)
 
 
+def ceil_to_ms(value: datetime) -> datetime:
+    """``value`` rounded up to a whole millisecond (unchanged when it is one).
+
+    Every instant jobsched stores is whole epoch milliseconds; an instant typed with microseconds is rounded up,
+    never down, so a fire is never before the instant its owner wrote. Raises OverflowError past year 9999.
+    """
+    extra = value.microsecond % 1000
+    return value if extra == 0 else value + timedelta(microseconds=1000 - extra)
+
+
 def parse_instant(text: str, zone: ZoneInfo, *, field: str) -> datetime:
     """Parse an ISO 8601 date-time (``2026-12-04T18:00:00``, ``...+01:00``, ``...Z``).
 
     An offset or ``Z`` is honoured; a naive time is a wall time in ``zone`` (see
-    :func:`localize`). Returns an aware datetime in ``zone``. Raises ``ScheduleError(field, ...)``.
+    :func:`localize`). Sub-millisecond digits are rounded up to a whole millisecond (:func:`ceil_to_ms`).
+    Returns an aware datetime in ``zone``. Raises ``ScheduleError(field, ...)``.
     """
     try:
-        parsed = datetime.fromisoformat(text.strip())
+        parsed = ceil_to_ms(datetime.fromisoformat(text.strip()))
     except ValueError:
         raise ScheduleError(
             field,
             f"{text!r} is not an ISO 8601 date-time such as 2026-12-04T18:00:00 or 2026-12-04T18:00:00Z",
+        ) from None
+    except OverflowError:
+        raise ScheduleError(
+            field, f"{text!r} is past the last instant jobsched supports (year 9999)"
         ) from None
     return localize(parsed, zone)
 

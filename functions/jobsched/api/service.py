@@ -178,11 +178,18 @@ class JobService:
         next_run_at_ms = self._first_fire_ms(job, anchor_ms, now_ms)
         job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
         partition = layout.partition_of(job.id, self.settings.scheduler_partitions)
+        sched = self._sched_item(
+            job,
+            anchor_ms,
+            next_run_at_ms,
+            partition=partition,
+            term=0,
+            now_ms=now_ms,
+            version=1,
+            on_time_from_ms=self._on_time_from_ms(job, next_run_at_ms, now_ms),
+        )
         try:
-            self.jobs.create(
-                layout.spec_item(job),
-                self._sched_item(job, anchor_ms, next_run_at_ms, partition=partition, term=0, now_ms=now_ms),
-            )
+            self.jobs.create(layout.spec_item(job), sched)
         except NameTaken as taken:
             return self._existing_by_name(owner, job, taken.job_id)
         except Conflict as conflict:
@@ -379,8 +386,21 @@ class JobService:
             partition = int(
                 sched.get("partition", layout.partition_of(job_id, self.settings.scheduler_partitions))
             )
+            stored_next = sched.get("next_run_at")
+            on_time_from = (
+                sched.get("on_time_from")
+                if next_run_at_ms == stored_next
+                else self._on_time_from_ms(job, next_run_at_ms, now_ms)
+            )
             new_sched = self._sched_item(
-                job, anchor_ms, next_run_at_ms, partition=partition, term=term, now_ms=now_ms
+                job,
+                anchor_ms,
+                next_run_at_ms,
+                partition=partition,
+                term=term,
+                now_ms=now_ms,
+                version=int(sched.get("version", 0)) + 1,
+                on_time_from_ms=on_time_from,
             )
             try:
                 self.jobs.replace(
@@ -559,8 +579,30 @@ class JobService:
         first = schedule.first_fire(now if since_ms is None else from_ms(since_ms))
         return to_ms(first) if first is not None else None
 
+    @staticmethod
+    def _on_time_from_ms(job: Job, next_run_at_ms: int | None, now_ms: int) -> int | None:
+        """``now_ms`` when the job is a one-off whose fire (plus jitter) the API accepts already past (the
+        registration grace), else None: the scheduler then counts that fire's lateness from ``now_ms``, so its
+        missed policy never skips the run the API just accepted (``scheduler.skip_through_ms``)."""
+        if next_run_at_ms is None or next_run_at_ms + jitter_offset_ms(job.id, job.jitter_s) >= now_ms:
+            return None
+        try:
+            kind = parse_schedule(job.schedule, job.timezone).kind
+        except ScheduleError:
+            return None
+        return now_ms if kind == "once" else None
+
     def _sched_item(
-        self, job: Job, anchor_ms: int, next_run_at_ms: int | None, *, partition: int, term: int, now_ms: int
+        self,
+        job: Job,
+        anchor_ms: int,
+        next_run_at_ms: int | None,
+        *,
+        partition: int,
+        term: int,
+        now_ms: int,
+        version: int,
+        on_time_from_ms: int | None,
     ) -> dict[str, Any]:
         return layout.sched_item(
             job,
@@ -571,6 +613,8 @@ class JobService:
             bucket_ms=self.settings.due_bucket_s * 1000,
             now_ms=now_ms,
             term=term,
+            version=version,
+            on_time_from_ms=on_time_from_ms,
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, Key
@@ -115,11 +116,11 @@ class JobStore:
         cursor = (specs[-1]["name"], specs[-1]["job_id"]) if last and specs else None
         return [(s, scheds.get(s["job_id"])) for s in specs], cursor
 
-    def _batch_get_sched(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
+    def _batch_get_sched(self, job_ids: list[str], *, consistent: bool = False) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(job_ids), 100):
-            keys = [{"pk": job_pk(j), "sk": SCHED_SK} for j in job_ids[start : start + 100]]
-            request: dict[str, Any] = {self.table.name: {"Keys": keys}}
+            keys = [{"pk": job_pk(j), "sk": SCHED_SK} for j in dict.fromkeys(job_ids[start : start + 100])]
+            request: dict[str, Any] = {self.table.name: {"Keys": keys, "ConsistentRead": consistent}}
             while request:
                 response = self.table.meta.client.batch_get_item(RequestItems=request)
                 for item in response["Responses"].get(self.table.name, []):
@@ -234,26 +235,47 @@ class JobStore:
         page = self.table.query(**kwargs)
         return [plain(i) for i in page["Items"]], page.get("LastEvaluatedKey")
 
+    def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The current scheduling items of ``job_ids`` by job id, read strongly consistent (absent jobs are left
+        out). One BatchGetItem per 100 ids (plus retries of unprocessed keys); 0.5 read units per item."""
+        return self._batch_get_sched(list(job_ids), consistent=True)
+
     def move(
         self,
         job_id: str,
         *,
         expected_next_run_at: int,
+        expected_version: int | None,
+        partition: int,
         term: int,
         next_run_at: int | None,
         due: dict[str, Any] | None,
+        to_partition: int | None = None,
     ) -> None:
         """Move a job's ``next_run_at`` after a fire, fenced by the scheduler's ``term``. 1 request.
 
         ``next_run_at=None`` ends the schedule (the job leaves the due index); ``due`` carries the new
-        ``due_pk``/``due_at`` (None: leave the index, e.g. paused). Refused (``Conflict`` with the stored item)
-        when ``next_run_at`` is no longer ``expected_next_run_at`` (someone else moved it, or the job was
-        edited/deleted), the job left the due index meanwhile (paused: a move must not put it back), or the
-        stored ``term`` is higher than ``term`` (a newer leader wrote it: fencing).
+        ``due_pk``/``due_at`` (None: leave the index). The move lands only on the scheduling state it was
+        planned from: refused (``Conflict`` with the stored item) when ``next_run_at`` is no longer
+        ``expected_next_run_at`` (someone else moved it), the item's ``version`` is no longer
+        ``expected_version`` (an API edit, pause or resume rewrote it; None: an item written before versions,
+        still without one), the job left the due index (paused, deleted), the item is no longer homed in
+        ``partition``, or its ``term`` is higher than ``term`` (a newer leader of the partition wrote it:
+        fencing). ``to_partition``: re-home the job there (its ``term`` restarts at 0, the new partition's
+        leaders' terms being unrelated to this one's).
         """
-        sets = ["#term = :term"]
+        rehome = to_partition is not None and to_partition != partition
+        sets = ["#term = :new_term"]
         removes: list[str] = []
-        values: dict[str, Any] = {":term": term, ":expected": expected_next_run_at}
+        values: dict[str, Any] = {
+            ":term": term,
+            ":new_term": 0 if rehome else term,
+            ":expected": expected_next_run_at,
+            ":partition": partition,
+        }
+        if rehome:
+            sets.append("#partition = :to_partition")
+            values[":to_partition"] = to_partition
         if next_run_at is None:
             removes += ["next_run_at", "due_pk", "due_at"]
         else:
@@ -265,19 +287,25 @@ class JobStore:
                 values[":due_at"] = due["due_at"]
             else:
                 removes += ["due_pk", "due_at"]
+        condition = "next_run_at = :expected AND attribute_exists(due_pk) AND #partition = :partition AND #term <= :term"
+        if expected_version is None:
+            condition += " AND attribute_not_exists(#version)"
+        else:
+            condition += " AND #version = :version"
+            values[":version"] = expected_version
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         try:
             self.table.update_item(
                 Key={"pk": job_pk(job_id), "sk": SCHED_SK},
                 UpdateExpression=expression,
-                ConditionExpression="next_run_at = :expected AND attribute_exists(due_pk) AND #term <= :term",
-                ExpressionAttributeNames={"#term": "term"},
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#term": "term", "#partition": "partition", "#version": "version"},
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as error:
             if is_condition_failure(error):
-                raise Conflict("scheduling item moved or fenced", old_item(error)) from error
+                raise Conflict("scheduling item moved, edited or fenced", old_item(error)) from error
             raise
 
     def oldest_due_bucket(self, partition: int) -> int | None:

@@ -166,8 +166,14 @@ def sched_item(
     bucket_ms: int,
     now_ms: int,
     term: int = 0,
+    version: int = 1,
+    on_time_from_ms: int | None = None,
 ) -> dict[str, Any]:
-    """The scheduling item of ``job``: in the due index iff not paused and ``next_run_at_ms`` is set."""
+    """The scheduling item of ``job``: in the due index iff not paused and ``next_run_at_ms`` is set.
+
+    ``version`` counts the API's rewrites of the item (a scheduler's move lands only on the version it planned
+    from); ``on_time_from_ms`` (epoch ms) marks a one-off accepted after its instant (see
+    ``scheduler.DueJob``)."""
     offset = jitter_offset_ms(job.id, job.jitter_s)
     item: dict[str, Any] = {
         "pk": job_pk(job.id),
@@ -183,7 +189,10 @@ def sched_item(
         "jitter_offset_ms": offset,
         "paused": job.paused,
         "term": term,
+        "version": version,
     }
+    if on_time_from_ms is not None:
+        item["on_time_from"] = on_time_from_ms
     if job.end_at is not None:
         item["end_at"] = to_ms(job.end_at)
     if next_run_at_ms is not None:
@@ -235,6 +244,7 @@ def new_run_item(
     term: int | None = None,
     owner: str | None = None,
     skipped_count: int | None = None,
+    skipped_through: int | None = None,
     error: str | None = None,
 ) -> dict[str, Any]:
     """A new run row. Unfinished runs enter the sweeper index at ``now + sweep_after_ms``."""
@@ -255,6 +265,8 @@ def new_run_item(
         item["owner"] = owner
     if skipped_count is not None:
         item["skipped_count"] = skipped_count
+    if skipped_through is not None:
+        item["skipped_through"] = skipped_through
     if error is not None:
         item["error"] = error
     if status is RunStatus.SKIPPED:
@@ -287,4 +299,5 @@ def run_from_item(item: dict[str, Any]) -> Run:
         error=item.get("error"),
         lateness_ms=item.get("lateness_ms"),
         skipped_count=item.get("skipped_count"),
+        skipped_through=instant("skipped_through"),
     )

@@ -76,6 +76,23 @@ class RunStore:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return rows[:limit], rows[limit - 1]["scheduled_for"]
 
+    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[dict[str, Any]]:
+        """The job's rows with ``first_ms <= scheduled_for <= last_ms`` (epoch ms), oldest first, at most
+        ``limit`` (consistent reads). One Query per 1 MB page."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key("job_id").eq(job_id)
+            & Key("scheduled_for").between(first_ms, last_ms),
+            "ConsistentRead": True,
+        }
+        rows: list[dict[str, Any]] = []
+        while len(rows) < limit:
+            page = self.table.query(**kwargs, Limit=limit - len(rows))
+            rows.extend(plain(i) for i in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return rows
+
     # --- worker side ----------------------------------------------------------------------------
     #
     # Every worker transition after the claim is conditioned on "still ours": status running with the

@@ -133,6 +133,8 @@ def test_a_scheduler_move_between_read_and_write_is_retried_and_kept(http):
             jobs.move(
                 job["id"],
                 expected_next_run_at=1_772_503_200_000,
+                expected_version=1,
+                partition=int(jobs.get(job["id"])[1]["partition"]),
                 term=3,
                 next_run_at=1_772_589_600_000,
                 due={"due_pk": "p0#b0#s0", "due_at": 1_772_589_600_000},

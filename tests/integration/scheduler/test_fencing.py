@@ -50,7 +50,9 @@ def test_a_leader_paused_mid_tick_stops_before_its_writes(harness: Any) -> None:
     calls_before = len(a.recorder.calls)
     harness.clock.now_ms += 1000
     result = a.step()
-    assert result is not None and result.aborted
+    # a either finds its lease gone at its first write, or (reading the scheduling items after the stall) that
+    # b moved the job on, so it has nothing to write
+    assert result is not None and (result.aborted or (result.due == 0 and result.created == 0))
     names = [name for name, _, _ in a.recorder.calls[calls_before:]]
     assert "put_new" not in names and "move" not in names and "send" not in names
     fires = [r["scheduled_for"] for r in harness.runs_of(job.id)]
@@ -85,6 +87,8 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
         harness.jobs.move(
             job.id,
             expected_next_run_at=current["next_run_at"],
+            expected_version=current["version"],
+            partition=0,
             term=a.lease.term if a.lease.held else b.lease.term - 1,
             next_run_at=current["next_run_at"] + 60_000,
             due=due,

@@ -122,12 +122,14 @@ def test_requests_per_run_stay_under_target(harness: Any) -> None:
     # When the tick at T0+60 s runs all 100 (lease renewal included)
     (result,) = harness.run_seconds(a, 1)
 
-    # Then: 100 puts, 100 moves, 10 batches of 10, one renewal, and one query per shard for each of two
-    # buckets (the previous minute's stays open for the watermark margin)
+    # Then: 100 puts, 100 moves, 10 batches of 10, one renewal, one query per shard for each of two
+    # buckets (the previous minute's stays open for the watermark margin), and one consistent BatchGetItem of
+    # the 100 scheduling items (planning never trusts the due index's possibly stale projection)
     assert result.created == 100 and result.enqueued == 100 and result.moved == 100
     assert counts["PutItem"] == 100 and counts["UpdateItem"] == 101 and counts["SendMessageBatch"] == 10
     assert counts["Query"] == 2 * harness.settings.due_shards
-    assert set(counts) == {"PutItem", "UpdateItem", "SendMessageBatch", "Query"}
+    assert counts["BatchGetItem"] == 1
+    assert set(counts) == {"PutItem", "UpdateItem", "SendMessageBatch", "Query", "BatchGetItem"}
     assert sum(counts.values()) / 100 <= 2.3
 
 
@@ -209,10 +211,12 @@ def test_a_stale_index_entry_is_handled_once_and_refused(harness: Any) -> None:
     b = harness.contender("b", jobs=StaleJobs())
     a.lease.release()
     (result,) = harness.run_seconds(b, 1)
-    # Then the stale entry (older) is the one planned: its run exists, its move is refused; no duplicate
-    assert result.existing >= 1 and result.conflicts == 1
+    # Then the job is planned once, from its scheduling item read consistently (not from the stale entry):
+    # no refused put, no refused move, no duplicate, and the current fire runs
+    assert result.due == 1 and result.existing == 0 and result.conflicts == 0 and result.moved == 1
     fires = [r["scheduled_for"] for r in harness.runs_of(job.id)]
     assert len(fires) == len(set(fires))
+    assert fires == [harness.T0 + k * 1000 for k in range(len(fires))]
 
 
 def test_at_most_max_jobs_per_tick_oldest_first(harness: Any) -> None:

@@ -118,27 +118,69 @@ def test_a_month_of_missed_one_second_fires_is_counted_without_enumerating() -> 
     assert plan.next_run_at is not None and plan.next_run_at > now - 60_000
 
 
-def test_cron_skips_are_counted_in_bounded_chunks_across_ticks() -> None:
-    # A six-field every-second cron missed for an hour: at most skip_chunk fires per tick
-    limits = TickLimits(skip_chunk=100)
+class CountingSchedule:
+    """A Schedule proxy counting the calls the planner makes into it (the planner's work)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if not callable(target):
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return target(*args, **kwargs)
+
+        return call
+
+
+def test_every_second_cron_skipped_after_two_days_jumps_to_now_in_one_plan() -> None:
+    # [2.1] break 7: an every-second cron under skip after two days down walked its backlog 1,000 fires a tick
+    # (173 ticks, 173 summary rows, on-time fires recorded as missed meanwhile). Now: one plan, one summary row,
+    # and the fires within grace run at once; the planner's calls into the schedule do not grow with the backlog.
     job = due("* * * * * *", missed=MissedPolicy.SKIP)
-    now = T0 + 3600_000
-    plan = plan_fires(job, now, limits)
-    assert plan.skipped[0].count == 100
-    assert plan.runs == ()  # still inside the missed range: the job stays due, the next tick continues
-    assert plan.next_run_at == T0 + 100_000
-    # Repeating the plan from where it stopped eventually reaches the fires within grace
-    total, cursor, ticks = plan.skipped_fires, plan.next_run_at, 1
-    while True:
-        plan = plan_fires(replace(job, next_run_at=cursor, due_at=cursor), now, limits)
-        total += plan.skipped_fires
-        ticks += 1
-        if plan.runs:
-            break
-        cursor = plan.next_run_at
-    assert total == (now - 60_000 - T0) // 1000 + 1
-    assert plan.runs[0] == now - 59_000
-    assert ticks == 36
+    now = T0 + 2 * 86400_000
+    schedule = CountingSchedule(job.parsed_schedule())
+    plan = plan_fires(job, now, LIMITS, schedule)  # type: ignore[arg-type]
+    assert len(plan.skipped) == 1
+    summary = plan.skipped[0]
+    assert (summary.scheduled_for, summary.through) == (T0, now - 60_000)
+    assert summary.count == (now - 60_000 - T0) // 1000 + 1
+    assert plan.runs[0] == now - 59_000  # the first fire within the misfire grace runs in this tick
+    assert schedule.calls.get("next_fire", 0) <= len(plan.runs) + 1
+    assert schedule.calls.get("count_fires", 0) == 1
+
+
+def test_a_schedule_that_yields_no_later_fire_leaves_the_due_index() -> None:
+    # [2.1] break 8: a schedule whose next fire is not after the previous one must end, not be re-planned forever
+    class Stuck:
+        kind = "once"
+
+        def next_fire(self, after: datetime) -> datetime:
+            return after  # no progress
+
+    plan = plan_fires(due("at 2026-03-02T10:00:00Z"), T0 + 500, LIMITS, Stuck())  # type: ignore[arg-type]
+    assert plan.runs == (T0,)
+    assert plan.next_run_at is None
+
+
+def test_a_one_off_accepted_late_is_not_skipped_by_its_policy() -> None:
+    # [2.1] break 3: registered 50 s after its instant with missed: skip and a 5 s grace, it must still run
+    accepted = T0 + 50_000
+    for policy, fields in (
+        (MissedPolicy.SKIP, {"misfire_grace_s": 5}),
+        (MissedPolicy.CATCH_UP, {"catch_up_window_s": 0}),
+    ):
+        job = due("at 2026-03-02T10:00:00Z", missed=policy, on_time_from=accepted, **fields)
+        plan = plan_fires(job, accepted + 1_500, LIMITS)
+        assert plan.runs == (T0,), policy
+        assert plan.skipped == ()
+        # the grace still applies from the acceptance on: a scheduler down for a while afterwards skips it
+        late = plan_fires(job, accepted + 600_000, LIMITS)
+        assert late.runs == () and late.skipped[0].scheduled_for == T0
 
 
 def test_catch_up_of_a_one_second_job_is_bounded_per_tick() -> None:

@@ -1,0 +1,166 @@
+"""Regression tests for the promise breaks of issue [2.1] on the scheduler side: each scenario is the one that
+broke the promise (on 6d86f0d), driven with the product's classes on moto and a FakeClock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from jobsched.adapters.queue import RunQueue
+from jobsched.api.service import JobService
+from jobsched.models import JobCreate, JobPatch, MissedPolicy, RunStatus, from_ms, to_ms
+
+MIN = 60_000
+
+
+def service(harness: Any) -> JobService:
+    return JobService(
+        settings=harness.settings,
+        jobs=harness.jobs,
+        runs=harness.runs,
+        queue=RunQueue(harness.aws.sqs, harness.settings.run_queue_url),
+        clock=harness.clock,
+    )
+
+
+def create(harness: Any, schedule: str, **fields: Any) -> str:
+    body = {"name": f"job-{harness.clock()}-{len(fields)}", "schedule": schedule, "command": "echo", **fields}
+    return service(harness).create_job("team-a", JobCreate.model_validate(body)).job.id
+
+
+def fires(harness: Any, job_id: str) -> list[int]:
+    return [row["scheduled_for"] for row in harness.runs_of(job_id)]
+
+
+def test_a_patch_between_the_ticks_read_and_its_move_is_not_undone(harness: Any) -> None:
+    # Break 1: daily 10:00 -> every minute, PATCHed at 10:00 while the tick that runs the 10:00 fire is between
+    # its read and its move. The move used to write tomorrow's 10:00 under the new schedule text.
+    harness.clock.now_ms = harness.T0 - 30 * MIN
+    job_id = create(harness, "0 10 * * *")
+    a = harness.contender()
+    harness.run_seconds(a, 1)
+    patched: list[Any] = []
+
+    def patch_once(*_: Any, **__: Any) -> None:
+        if not patched:
+            patched.append(service(harness).update_job("team-a", job_id, JobPatch(schedule="* * * * *")))
+
+    a.recorder.after["put_new"] = patch_once
+    harness.clock.now_ms = harness.T0 - 1000
+    harness.run_seconds(a, 1)  # 10:00:00.005: saves the 10:00 run, the PATCH lands, then the move
+    assert patched, "the tick did not save the 10:00 run"
+    del a.recorder.after["put_new"]
+    harness.run_seconds(a, 3 * 60)
+
+    assert fires(harness, job_id) == [harness.T0 + k * MIN for k in range(4)]
+    stored = harness.sched(job_id)
+    assert stored["schedule"] == "* * * * *" and stored["next_run_at"] == harness.T0 + 4 * MIN
+
+
+def test_a_tick_reading_a_lagging_due_index_runs_no_fire_of_the_replaced_schedule(harness: Any) -> None:
+    # Break 1 (index lag): every minute -> daily 10:00 at 10:00:30; the due index still shows the old entry at
+    # 10:01, so the tick used to run a 10:01 fire the new schedule does not have.
+    harness.clock.now_ms = harness.T0 + 20_000
+    job_id = create(harness, "* * * * *")
+    before_patch = dict(harness.sched(job_id))
+    harness.clock.now_ms = harness.T0 + 30_000
+    service(harness).update_job("team-a", job_id, JobPatch(schedule="0 10 * * *"))
+    assert harness.sched(job_id)["next_run_at"] == harness.T0 + 86_400_000
+
+    real_query = harness.jobs.query_due
+
+    class LaggingIndex:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(harness.jobs, name)
+
+        def query_due(self, due_pk: str, up_to_ms: int, *args: Any) -> Any:
+            items, key = real_query(due_pk, up_to_ms, *args)
+            items = [i for i in items if i["job_id"] != job_id]
+            if due_pk == before_patch["due_pk"] and before_patch["due_at"] <= up_to_ms:
+                items.append(before_patch)  # the projection from before the PATCH
+            return items, key
+
+    a = harness.contender(jobs=LaggingIndex())
+    harness.run_seconds(a, 45)  # to 10:01:15
+    assert fires(harness, job_id) == []
+    assert harness.sched(job_id)["next_run_at"] == harness.T0 + 86_400_000
+
+
+def test_a_skipped_range_whose_first_fire_has_a_run_keeps_every_fire_in_the_history(harness: Any) -> None:
+    # Break 6: a leader saved the run of the first fire, then died before enqueueing or moving the job. The next
+    # leader, an hour later, skips the range: the summary row used to collide with that run and vanish.
+    harness.clock.now_ms = harness.T0
+    job_id = create(harness, "every 10 seconds", missed="skip")
+    a = harness.contender()
+
+    def crash(*_: Any, **__: Any) -> None:
+        raise ConnectionError("leader died after saving the run")
+
+    a.recorder.before["send"] = crash
+    harness.run_seconds(a, 1)
+    first = harness.runs_of(job_id)
+    assert [(r["scheduled_for"], r["status"]) for r in first] == [(harness.T0, "queued")]
+
+    harness.clock.now_ms = harness.T0 + 3600_000
+    b = harness.contender("b")
+    harness.run_seconds(b, 8)  # past a's lease
+
+    rows = harness.runs_of(job_id)
+    covered: set[int] = set()
+    for row in rows:
+        if row.get("skipped_count"):
+            span = range(row["scheduled_for"], row["skipped_through"] + 1, 10_000)
+            assert len(span) == row["skipped_count"]
+            covered.update(span)
+        else:
+            covered.add(row["scheduled_for"])
+    latest = max(covered)
+    assert covered == set(range(harness.T0, latest + 1, 10_000))  # every fire has a row or a summary
+    assert latest >= harness.clock() - 10_000
+    # and the run the dead leader saved was sent again at once, not left to the sweeper
+    assert any(m.scheduled_for == harness.T0 for m in harness.drain())
+
+
+def test_a_one_off_accepted_a_little_late_runs_whatever_its_missed_policy(harness: Any) -> None:
+    # Break 3: "at" 30 s in the past is accepted (the registration grace); missed: skip with a 5 s grace, or
+    # catch_up with a window of 0, used to record it skipped at the first tick.
+    a = harness.contender()
+    harness.run_seconds(a, 1)
+    instant = harness.clock() - 30_000
+    at = "at " + from_ms(instant).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    skip = create(harness, at, missed=MissedPolicy.SKIP.value, misfire_grace_s=5)
+    window0 = create(harness, at, catch_up_window_s=0)
+    harness.clock.now_ms += 1500
+    harness.run_seconds(a, 1)
+    for job_id in (skip, window0):
+        (row,) = harness.runs_of(job_id)
+        assert row["scheduled_for"] == instant and row["status"] == RunStatus.QUEUED.value
+
+
+def test_a_one_off_at_a_sub_millisecond_instant_runs_once_and_leaves_the_index(harness: Any) -> None:
+    # Break 8: "at ...T10:00:30.0004Z" was stored rounded down; next_fire returned the same fire again and the job
+    # never left the due index (a put and a message every second, for one run).
+    harness.clock.now_ms = harness.T0
+    job_id = create(harness, "at 2026-03-02T10:00:30.0004Z")
+    assert harness.sched(job_id)["next_run_at"] == harness.T0 + 30_001  # rounded up: never early
+    a = harness.contender()
+    results = harness.run_seconds(a, 40)
+    assert fires(harness, job_id) == [harness.T0 + 30_001]
+    assert "due_pk" not in harness.sched(job_id)
+    assert sum(r.created + r.existing for r in results) == 1
+    assert len(harness.drain()) == 1
+
+
+def test_instants_are_whole_milliseconds_from_parsing_on() -> None:
+    job = JobCreate.model_validate(
+        {
+            "name": "sub-ms",
+            "schedule": "every 1 second",
+            "command": "echo",
+            "start_at": "2026-03-02T10:00:00.0004Z",
+            "end_at": "2026-03-02T11:00:00.000001Z",
+        }
+    )
+    assert job.start_at == datetime(2026, 3, 2, 10, 0, 0, 1000, tzinfo=UTC)
+    assert job.end_at == datetime(2026, 3, 2, 11, 0, 0, 1000, tzinfo=UTC)
+    assert to_ms(job.start_at) % 1000 == 1
