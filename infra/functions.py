@@ -250,28 +250,31 @@ class Functions(Construct):
         self._send(fn, self._messaging.run_queue.queue_arn)
 
     def _grant_scheduler(self) -> None:
-        """JobStore query_due (due index Query), oldest_due_bucket (due index Scan, bootstrap only) and the
-        fenced move (UpdateItem); RunStore put_new; ControlStore lease and watermark items; enqueueing."""
+        """JobStore query_due (due index Query), oldest_due_bucket (due index Scan, bootstrap only),
+        scheduling_states (BatchGetItem) and the fenced move (UpdateItem); RunStore put_new and rows_between
+        (Query, when a skipped range meets existing runs); ControlStore lease and watermark items; enqueueing."""
         s, fn = self._storage, self.scheduler
         due = index_name(resources.JOBS, "due")
         self._dynamo(
             fn,
             s.jobs,
-            ["dynamodb:UpdateItem"],
+            ["dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
             indexes=[due],
             index_actions=("dynamodb:Query", "dynamodb:Scan"),
         )
-        self._dynamo(fn, s.runs, ["dynamodb:PutItem"])
+        self._dynamo(fn, s.runs, ["dynamodb:PutItem", "dynamodb:Query"])
         self._dynamo(fn, s.control, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"])
         self._send(fn, self._messaging.run_queue.queue_arn)
 
     def _grant_worker(self) -> None:
-        """RunStore claim/heartbeat/succeed/retry/dead/skip (UpdateItem) and running_runs (Query); JobStore
-        get_spec; retries on the run queue (consuming it and extending visibility are granted by the event
+        """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem); JobStore get_spec (GetItem)
+        and the overlap lock (PutItem, UpdateItem, DeleteItem); retries on the run queue (consuming it and extending visibility are granted by the event
         source); dead runs to the dead-run queue and the alerts topic; the targets jobs point at."""
         s, m, fn = self._storage, self._messaging, self.worker
-        self._dynamo(fn, s.jobs, ["dynamodb:GetItem"])
-        self._dynamo(fn, s.runs, ["dynamodb:Query", "dynamodb:UpdateItem"])
+        self._dynamo(
+            fn, s.jobs, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+        )
+        self._dynamo(fn, s.runs, ["dynamodb:UpdateItem"])
         self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
         fn.add_to_role_policy(
             iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])

@@ -15,8 +15,11 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    duplicate, a finished run) is acknowledged and dropped: SQS gives at least once, the claim gives at most
    one try at a time.
 2. Read the job's spec. Deleted: the run is recorded ``skipped``. Out of attempts (the lost worker's try was
-   the last, or ``max_attempts`` was lowered): ``dead`` without running. ``overlap: skip`` with another run
-   of the job running: ``skipped``.
+   the last, or ``max_attempts`` was lowered): ``dead`` without running. ``overlap: skip``: take the job's
+   overlap lock (``JobSpecs.acquire_overlap``, one conditional write, exact whatever the history length); held
+   by another run with a fresh heartbeat: ``skipped``. A storage error anywhere in this step gives the claim
+   back (``RunRows.give_back``: the row as it was before the claim) and the delivery comes again in
+   ``GIVE_BACK_DELAY_S``: a try the target never saw does not count.
 3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
    is cancelled: a shell command is killed, a command is abandoned); every ``heartbeat_interval_s`` the run
    row's ``heartbeat_at`` and the message's visibility are extended. A refused beat (the run was taken over)
@@ -63,8 +66,8 @@ RETRY_EARLY_SLACK_MS = 5_000
 """A retrying run may be claimed this long before its ``retry_at`` (clock skew between hosts)."""
 NOTIFY_RETRY_MS = 60_000
 """A dead run whose notifications are not confirmed within this is re-notified by the sweeper."""
-OVERLAP_SCAN_LIMIT = 100
-"""``overlap: skip`` looks for a running run among the job's this many newest runs."""
+GIVE_BACK_DELAY_S = 5
+"""A delivery whose claim was given back (a storage error before the target started) comes back after this."""
 CLAIM_MARGIN_S = 20
 """Seconds a claimed try needs beyond its ``timeout_s`` to record its result (a few conditional writes, the
 retry or dead-run messages, each with SDK retries). A delivery whose invocation has less than
@@ -82,7 +85,7 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     DROPPED = "dropped"  # lost the claim: a duplicate or late delivery
     LOST = "lost"  # the run stopped being ours mid-try (the sweeper or a redelivery took it over)
-    DEFERRED = "deferred"  # not claimed: too little time left in this invocation (handed back to SQS)
+    DEFERRED = "deferred"  # handed back to SQS: not claimed (too little time left), or the claim given back
 
 
 class Deferred(Exception):
@@ -161,13 +164,32 @@ class RunRows(Protocol):
         heartbeat_at: int | None = None,
     ) -> bool: ...
 
-    def running_runs(self, job_id: str, *, limit: int = ...) -> list[dict[str, Any]]: ...
+    def give_back(
+        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: dict[str, Any]
+    ) -> bool: ...
 
 
 class JobSpecs(Protocol):
-    """Reads a job's spec item (``jobsched.store.jobs.JobStore.get_spec``): None when deleted."""
+    """A job's spec item (``get_spec``: None when deleted) and its overlap lock (``jobsched.store.jobs.JobStore``):
+    ``acquire_overlap`` returns None when taken, else the run id holding it."""
 
     def get_spec(self, job_id: str) -> dict[str, Any] | None: ...
+
+    def acquire_overlap(
+        self,
+        job_id: str,
+        *,
+        run_id: str,
+        attempt: int,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        expires_at_s: int,
+    ) -> str | None: ...
+
+    def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool: ...
+
+    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None: ...
 
 
 class RunSender(Protocol):
@@ -396,6 +418,8 @@ class Heartbeat:
 
     - ``lost``: the row refused the beat: it is no longer ours (the sweeper or a redelivery declared this
       worker lost and took the run over).
+    - ``lock_lost``: with ``lock`` (an ``overlap: skip`` job), the job's overlap lock refused the beat: another
+      run took it as stale, so this try must stop before two runs of the job run together.
     - ``expiring``: no beat has been recorded for ``give_up_after_ms`` since ``last_ok_ms`` (the claim, then
       each recorded beat; epoch ms). Callers pass ``heartbeat_stale_s - heartbeat_interval_s``: the next beat
       would come when a claimer may already see the row as stale and take it over.
@@ -411,8 +435,10 @@ class Heartbeat:
         visibility_s: int,
         last_ok_ms: int | None = None,
         give_up_after_ms: int | None = None,
+        lock: JobSpecs | None = None,
     ) -> None:
         self.runs = runs
+        self.lock = lock
         self.owned = owned
         self.visibility = visibility
         self.receipt_handle = receipt_handle
@@ -420,6 +446,7 @@ class Heartbeat:
         self.last_ok_ms = last_ok_ms
         self.give_up_after_ms = give_up_after_ms
         self.lost = False
+        self.lock_lost = False
         self.expiring = False
         self.beats = 0
 
@@ -455,6 +482,18 @@ class Heartbeat:
             ):
                 self.lost = True
                 logger.warning("heartbeat refused: the run is no longer ours", run_id=self.owned.run_id)
+                return False
+            if self.lock is not None and not self.lock.renew_overlap(
+                self.owned.job_id,
+                run_id=self.owned.run_id,
+                attempt=self.owned.attempt,
+                worker=self.owned.worker,
+                now_ms=now_ms,
+            ):
+                self.lock_lost = True
+                logger.warning(
+                    "overlap lock taken over: another run of the job may start", run_id=self.owned.run_id
+                )
                 return False
             self.last_ok_ms = now_ms
         except Exception:
@@ -599,7 +638,13 @@ class Worker:
                 if spec is not None:
                     needed = self._time_needed_ms(job_from_items(spec, None).timeout_s)
                     if remaining < needed:
-                        return self._defer(delivery, remaining_ms=remaining, needed_ms=needed)
+                        logger.warning(
+                            "run not claimed: too little time left in this invocation",
+                            run_id=run_id(message.job_id, message.scheduled_for),
+                            remaining_ms=remaining,
+                            needed_ms=needed,
+                        )
+                        return self._defer(delivery, visible_in_s=0, reason="too little invocation time")
         now = self.clock()
         claimed, before = self.runs.claim(
             message.job_id,
@@ -628,24 +673,47 @@ class Worker:
             "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.get("status")
         )
 
-        if not spec_read:
-            spec = self.jobs.get_spec(message.job_id)
-        if spec is None:
-            return self._skip(owned, "job deleted before the run started")
-        job = job_from_items(spec, None)
-        if attempt > job.retry.max_attempts:
-            if before.get("status") == RunStatus.RUNNING.value:
-                error = lost_worker_error(
-                    attempt - 1, before.get("heartbeat_at"), self.settings.heartbeat_stale_s
+        try:
+            if not spec_read:
+                spec = self.jobs.get_spec(message.job_id)
+            if spec is None:
+                return self._skip(owned, "job deleted before the run started")
+            job = job_from_items(spec, None)
+            if attempt > job.retry.max_attempts:
+                if before.get("status") == RunStatus.RUNNING.value:
+                    error = lost_worker_error(
+                        attempt - 1, before.get("heartbeat_at"), self.settings.heartbeat_stale_s
+                    )
+                else:
+                    error = f"out of attempts: the job allows {job.retry.max_attempts}"
+                return self.failures.dead(owned, job, error, attempts=attempt - 1)
+            locked = job.overlap is OverlapPolicy.SKIP
+            if locked:
+                holder = self.jobs.acquire_overlap(
+                    owned.job_id,
+                    run_id=owned.run_id,
+                    attempt=attempt,
+                    worker=owned.worker,
+                    now_ms=now,
+                    stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
+                    expires_at_s=now // 1000 + self.settings.retention_days * 86400,
                 )
-            else:
-                error = f"out of attempts: the job allows {job.retry.max_attempts}"
-            return self.failures.dead(owned, job, error, attempts=attempt - 1)
-        if job.overlap is OverlapPolicy.SKIP:
-            other = self._running_other(owned, started_at=now)
-            if other is not None:
-                return self._skip(owned, f"overlap: run {other.get('run_id')} of this job is still running")
+                if holder is not None:
+                    return self._skip(owned, f"overlap: run {holder} of this job is still running")
+        except Exception as error:
+            # Nothing has run: a storage error between the claim and the target must not cost a try.
+            return self._give_back(delivery, owned, before, error)
+        try:
+            return self._run(delivery, owned, job, now, overlap_locked=locked)
+        finally:
+            if locked:
+                self._release_overlap(owned)
 
+    def _run(
+        self, delivery: Delivery, owned: Owned, job: Job, claimed_at: int, *, overlap_locked: bool
+    ) -> Outcome:
+        """Run the claimed try ``owned`` of ``job`` under supervision and record its result."""
+        attempt = owned.attempt
         call = TargetCall(
             run_id=owned.run_id,
             job_id=owned.job_id,
@@ -660,8 +728,9 @@ class Worker:
             visibility=self.visibility,
             receipt_handle=delivery.receipt_handle,
             visibility_s=self.settings.heartbeat_stale_s + self.settings.heartbeat_interval_s,
-            last_ok_ms=now,  # the claim wrote heartbeat_at = now
+            last_ok_ms=claimed_at,  # the claim wrote heartbeat_at = now
             give_up_after_ms=(self.settings.heartbeat_stale_s - self.settings.heartbeat_interval_s) * 1000,
+            lock=self.jobs if overlap_locked else None,
         )
         try:
             detail = supervise(
@@ -676,7 +745,12 @@ class Worker:
                 logger.warning("try abandoned: the run was taken over", run_id=owned.run_id, attempt=attempt)
                 return Outcome.LOST
             # Still ours as far as we know: record the failed try, conditioned on that (LOST if it is not).
-            return self.failures.failed_try(owned, job, heartbeat.expiring_error(self.clock()))
+            error = (
+                f"attempt {attempt} abandoned: the job's overlap lock was taken by another run"
+                if heartbeat.lock_lost
+                else heartbeat.expiring_error(self.clock())
+            )
+            return self.failures.failed_try(owned, job, error)
         except TargetFailed as error:
             return self.failures.failed_try(owned, job, str(error))
         except Exception as error:  # a bug in an executor still ends the try, never the run
@@ -692,25 +766,56 @@ class Worker:
         logger.info("run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=detail)
         return Outcome.SUCCEEDED
 
+    def _give_back(
+        self, delivery: Delivery, owned: Owned, before: dict[str, Any], error: Exception
+    ) -> Outcome:
+        """Undo the claim after an error before the target started (``RunRows.give_back``) and hand the delivery
+        back to come again in ``GIVE_BACK_DELAY_S`` (``DEFERRED``). If the claim cannot be given back either, the
+        error propagates: the record fails, and the run is recovered as a lost worker's once its heartbeat is
+        stale (that try then counts)."""
+        logger.warning(
+            "storage error before the target started; giving the claim back",
+            run_id=owned.run_id,
+            error=str(error),
+        )
+        try:
+            given = self.runs.give_back(
+                owned.job_id, owned.scheduled_for, attempt=owned.attempt, worker=owned.worker, before=before
+            )
+        except Exception:
+            logger.exception("claim could not be given back", run_id=owned.run_id)
+            raise error from None
+        if not given:
+            return Outcome.LOST
+        return self._defer(
+            delivery, visible_in_s=GIVE_BACK_DELAY_S, reason="claim given back after a storage error"
+        )
+
+    def _release_overlap(self, owned: Owned) -> None:
+        try:
+            self.jobs.release_overlap(
+                owned.job_id, run_id=owned.run_id, attempt=owned.attempt, worker=owned.worker
+            )
+        except Exception:
+            logger.exception(
+                "overlap lock not released; it goes stale after heartbeat_stale_s", run_id=owned.run_id
+            )
+
     def _time_needed_ms(self, timeout_s: int) -> int:
         """Invocation time a try of ``timeout_s`` (capped) needs before it may be claimed, ms."""
         return (min(timeout_s, self.settings.worker_timeout_cap_s) + CLAIM_MARGIN_S) * 1000
 
-    def _defer(self, delivery: Delivery, *, remaining_ms: int, needed_ms: int) -> Outcome:
-        """Hand an unclaimed delivery back: its message visible again at once (see ``process``)."""
-        logger.warning(
-            "run not claimed: too little time left in this invocation; handed back to the queue",
-            run_id=run_id(delivery.message.job_id, delivery.message.scheduled_for),
-            remaining_ms=remaining_ms,
-            needed_ms=needed_ms,
-        )
+    def _defer(self, delivery: Delivery, *, visible_in_s: int, reason: str) -> Outcome:
+        """Hand an unclaimed delivery back: its message visible again in ``visible_in_s`` seconds (see
+        ``process``)."""
         if self.visibility is not None and delivery.receipt_handle:
             try:
-                self.visibility.change_visibility(delivery.receipt_handle, 0)
+                self.visibility.change_visibility(delivery.receipt_handle, visible_in_s)
             except Exception:
                 logger.exception(
-                    "could not make the deferred message visible; it returns after the visibility timeout",
+                    "could not hand the message back; it returns after the visibility timeout",
                     run_id=run_id(delivery.message.job_id, delivery.message.scheduled_for),
+                    reason=reason,
                 )
         return Outcome.DEFERRED
 
@@ -727,20 +832,3 @@ class Worker:
         add_metric(MetricName.RUNS_SKIPPED, MetricUnit.Count, 1)
         logger.info("run skipped", run_id=owned.run_id, job_id=owned.job_id, reason=reason)
         return Outcome.SKIPPED
-
-    def _running_other(self, owned: Owned, *, started_at: int) -> dict[str, Any] | None:
-        """Another run of the job that is running (fresh heartbeat) and started before this one.
-
-        Run after the claim, with the tie broken by ``(started_at, scheduled_for)``: of two runs claimed at
-        the same moment exactly one sees the other first, so they never both skip.
-        """
-        fresh_after = self.clock() - self.settings.heartbeat_stale_s * 1000
-        mine = (started_at, owned.scheduled_for)
-        for row in self.runs.running_runs(owned.job_id, limit=OVERLAP_SCAN_LIMIT):
-            if row["scheduled_for"] == owned.scheduled_for:
-                continue
-            if int(row.get("heartbeat_at", 0)) < fresh_after:
-                continue  # its worker is lost: not running any more
-            if (int(row.get("started_at", 0)), int(row["scheduled_for"])) < mine:
-                return row
-        return None

@@ -280,11 +280,12 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     # Only the worker consumes the run queue.
     assert "sqs:ReceiveMessage" in worker
     assert "sqs:ReceiveMessage" not in api | scheduler | sweeper
-    # Nobody administers tables or IAM; only the API deletes items (jobs, idempotency records).
+    # Nobody administers tables or IAM; only the API (jobs, idempotency records) and the worker (a job's
+    # overlap lock) delete items.
     everything = api | scheduler | worker | sweeper
     assert not {a for a in everything if a.startswith(("iam:", "dynamodb:Create", "dynamodb:DeleteTable"))}
-    assert "dynamodb:DeleteItem" in api
-    assert "dynamodb:DeleteItem" not in scheduler | worker | sweeper
+    assert "dynamodb:DeleteItem" in api & worker
+    assert "dynamodb:DeleteItem" not in scheduler | sweeper
     # The only Scan is the scheduler's bootstrap over its own (small, projected) due index.
     scans = [
         (role, s["Resource"])

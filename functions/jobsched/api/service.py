@@ -438,8 +438,11 @@ class JobService:
 
         The run is ``(job_id, now)``, kind ``manual`` (``now`` + 1 ms, up to 4 ms, when that instant is a fire
         of the schedule or already a run). If the enqueue fails the run stays ``queued`` and the
-        sweeper enqueues it (SPEC section 4), so the call still succeeds. With ``idempotency_key`` a repeat
-        returns the first run. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
+        sweeper enqueues it, so the call still succeeds. With ``idempotency_key`` a repeat returns the first
+        run: the stored result while the key's record lasts, and in any case the run the key created, which is
+        bound to the key in the same transaction as the run itself (``layout.trigger_key_item``): a retry after
+        a failure anywhere past that write (the key's record not completed, the invocation died) names the same
+        run, never a second one. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
         idempotency errors of ``IdempotencyKeys.run``.
         """
         if idempotency_key is None:
@@ -448,11 +451,11 @@ class JobService:
             owner,
             idempotency_key,
             {"op": "trigger_job", "job_id": job_id},
-            lambda: {"run": self._trigger(owner, job_id).model_dump(mode="json")},
+            lambda: {"run": self._trigger(owner, job_id, idempotency_key).model_dump(mode="json")},
         )
         return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
 
-    def _trigger(self, owner: str, job_id: str) -> Run:
+    def _trigger(self, owner: str, job_id: str, idempotency_key: str | None = None) -> Run:
         spec, sched = self._load(owner, job_id)
         now_ms = self.clock()
         fires = self._fire_instants_ms(spec, sched, now_ms, now_ms + TRIGGER_SLOTS - 1)
@@ -468,21 +471,47 @@ class JobService:
                 sweep_after_ms=self.settings.sweep_queued_after_s * 1000,
                 owner=owner,
             )
-            if self.runs.put_new(item) is None:
+            if idempotency_key is None:
+                if self.runs.put_new(item) is None:
+                    break
+                continue
+            key_item = layout.trigger_key_item(
+                job_id, owner, idempotency_key, scheduled_for_ms=slot, expires_at_s=item["expires_at"]
+            )
+            used, taken = self.runs.put_new_keyed(item, key_item)
+            if used is not None:
+                return self._keyed_run(job_id, used)
+            if taken is None:
                 break
         else:
             raise ConcurrentChange(f"job {job_id} was triggered many times this millisecond; retry")
         run = layout.run_from_item(item)
+        self._send_manual(run)
+        logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
+        return run
+
+    def _keyed_run(self, job_id: str, key_item: dict[str, Any]) -> Run:
+        """The run an Idempotency-Key created earlier, sent again if it is still ``queued`` (the first request
+        may have died before sending it; a duplicate message loses the worker's claim)."""
+        scheduled_for = key_item.get("run_scheduled_for")
+        row = self.runs.get(job_id, int(scheduled_for)) if scheduled_for is not None else None
+        if row is None:
+            raise ConcurrentChange("the run of this Idempotency-Key is being created; retry")
+        run = layout.run_from_item(row)
+        if run.status is RunStatus.QUEUED:
+            self._send_manual(run)
+        logger.info("trigger replayed from its key", job_id=job_id, run_id=run.id)
+        return run
+
+    def _send_manual(self, run: Run) -> None:
         try:
-            self.queue.send([RunMessage(job_id=job_id, scheduled_for=item["scheduled_for"])])
+            self.queue.send([RunMessage(job_id=run.job_id, scheduled_for=to_ms(run.scheduled_for))])
         except (QueueSendError, ClientError, BotoCoreError) as error:
             logger.warning(
                 "manual run saved but not enqueued; the sweeper will enqueue it",
                 run_id=run.id,
                 error=str(error),
             )
-        logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
-        return run
 
     @staticmethod
     def _fire_instants_ms(

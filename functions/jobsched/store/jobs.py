@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import Conflict, NameTaken, NotFound
 from jobsched.store.layout import (
+    RUNNING_SK,
     SCHED_SK,
     SPEC_SK,
     history_owner,
@@ -82,6 +83,84 @@ class JobStore:
         """The spec item alone (what a worker needs to run the job), or None when deleted."""
         item = self.table.get_item(Key={"pk": job_pk(job_id), "sk": SPEC_SK}).get("Item")
         return plain(item) if item and not is_tombstone(item) else None
+
+    # --- worker side: the overlap lock ------------------------------------------------------------
+    #
+    # A job with ``overlap: skip`` runs one try at a time: its worker holds the item ``pk=job#<id> sk=running``
+    # (run_id, attempt, worker, heartbeat_at) from before the target starts until its result is recorded,
+    # refreshing ``heartbeat_at`` with each heartbeat. Exact whatever the history length, 1 write to take it
+    # and 1 to give it back; a holder whose heartbeat went stale (its worker died) loses it to the next claim.
+
+    def acquire_overlap(
+        self,
+        job_id: str,
+        *,
+        run_id: str,
+        attempt: int,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        expires_at_s: int,
+    ) -> str | None:
+        """Take the job's overlap lock for the try ``(run_id, attempt, worker)``. 1 request.
+
+        Succeeds when no one holds it, its holder's ``heartbeat_at`` is older than ``stale_before_ms`` (epoch
+        ms: the holder was lost), or the holder is this run (a retry or a takeover of it). Returns None when
+        taken, else the ``run_id`` of the run holding it. ``expires_at_s`` (epoch s, the table's TTL) bounds how
+        long a lock left behind by a crash is kept.
+        """
+        try:
+            self.table.put_item(
+                Item={
+                    "pk": job_pk(job_id),
+                    "sk": RUNNING_SK,
+                    "run_id": run_id,
+                    "attempt": attempt,
+                    "worker": worker,
+                    "heartbeat_at": now_ms,
+                    "expires_at": expires_at_s,
+                },
+                ConditionExpression="attribute_not_exists(pk) OR heartbeat_at < :stale OR run_id = :run",
+                ExpressionAttributeValues={":stale": stale_before_ms, ":run": run_id},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return str((old_item(error) or {}).get("run_id", "?"))
+            raise
+        return None
+
+    def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool:
+        """Refresh the lock's ``heartbeat_at`` if this try still holds it. 1 request. False: it does not."""
+        try:
+            self.table.update_item(
+                Key={"pk": job_pk(job_id), "sk": RUNNING_SK},
+                UpdateExpression="SET heartbeat_at = :now",
+                ConditionExpression="run_id = :run AND attempt = :attempt AND worker = :worker",
+                ExpressionAttributeValues={
+                    ":now": now_ms,
+                    ":run": run_id,
+                    ":attempt": attempt,
+                    ":worker": worker,
+                },
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None:
+        """Give the lock back if this try holds it (else nothing). 1 request."""
+        try:
+            self.table.delete_item(
+                Key={"pk": job_pk(job_id), "sk": RUNNING_SK},
+                ConditionExpression="run_id = :run AND attempt = :attempt AND worker = :worker",
+                ExpressionAttributeValues={":run": run_id, ":attempt": attempt, ":worker": worker},
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
 
     def history_owner(self, job_id: str) -> str | None:
         """The owner of the job's run history: of the job, or of the deleted job while its tombstone lasts

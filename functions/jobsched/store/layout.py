@@ -8,6 +8,8 @@ Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
   the job is active), ``term`` (fencing token of the last scheduler that moved it), schedule fields.
   Keeping it apart from the spec makes the per-run write cost independent of the size of ``input``.
 - name lock ``pk=name#<owner>#<name> sk=name``: makes ``name`` unique per owner (conditional write).
+- overlap lock ``pk=job#<id> sk=running`` (only ``overlap: skip`` jobs, only while a try runs): the run holding
+  it, refreshed by its heartbeats (``JobStore.acquire_overlap``).
 
 A deleted job leaves one item: its tombstone, in the spec item's place (``pk=job#<id> sk=spec``), so the
 owner can still read the job's run history (SPEC section 3: "history kept until retention"). It holds
@@ -32,6 +34,9 @@ from jobsched.schedules import jitter_offset_ms
 
 SPEC_SK = "spec"
 SCHED_SK = "sched"
+RUNNING_SK = "running"
+"""Sort key of a job's overlap lock (``JobStore.acquire_overlap``), held while a try of an ``overlap: skip``
+job runs."""
 SWEEP_SHARDS = 16
 """Keys of the sparse sweeper index. Each run writes its key twice (enter, leave): 16 keys x 1,000 writes/s per
 key / 2 = 8,000 runs/s, above the walkthrough's 5,000 runs/s of workers (see bench/README.md)."""
@@ -275,6 +280,24 @@ def new_run_item(
         item["sweep_pk"] = f"sweep#{_stable_hash(job_id) % SWEEP_SHARDS}"
         item["sweep_at"] = now_ms + sweep_after_ms
     return item
+
+
+def trigger_key_item(
+    job_id: str, owner: str, idempotency_key: str, *, scheduled_for_ms: int, expires_at_s: int
+) -> dict[str, Any]:
+    """The runs-table item that binds a manual trigger's ``Idempotency-Key`` to the run it created.
+
+    Key: ``job_id = trigger#<job_id>`` (no job's id, so no listing of runs sees it) and ``scheduled_for`` = 48
+    bits of ``sha256(owner, key)``; ``run_scheduled_for`` names the run (epoch ms). Written in one transaction
+    with the run, so the key decides the run's identity as durably as the run itself; it expires with it.
+    """
+    digest = hashlib.sha256(f"{owner}\0{idempotency_key}".encode()).digest()
+    return {
+        "job_id": f"trigger#{job_id}",
+        "scheduled_for": int.from_bytes(digest[:6], "big"),
+        "run_scheduled_for": scheduled_for_ms,
+        "expires_at": expires_at_s,
+    }
 
 
 def run_from_item(item: dict[str, Any]) -> Run:

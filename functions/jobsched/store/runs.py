@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, Key
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.models import RunStatus
@@ -40,6 +41,46 @@ class RunStore:
                 return old_item(error) or {}
             raise
         return None
+
+    def put_new_keyed(
+        self, item: dict[str, Any], key_item: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Insert a run together with the item of the idempotency key that asked for it, in one transaction
+        (``layout.trigger_key_item``); neither is written unless both are new. 1 request (2 write units each).
+
+        Returns ``(None, None)`` when both were written; ``(stored key item, None)`` when the key was used
+        before (its run is the answer); ``(None, existing run row)`` when the run's key is taken.
+        """
+        try:
+            self.table.meta.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table.name,
+                            "Item": key_item,
+                            "ConditionExpression": "attribute_not_exists(job_id)",
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table.name,
+                            "Item": item,
+                            "ConditionExpression": "attribute_not_exists(job_id)",
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            reasons = error.response.get("CancellationReasons") or [{}, {}]
+            key_reason, run_reason = [*reasons, {}, {}][:2]
+            if key_reason.get("Code") == "ConditionalCheckFailed":
+                return _deserialized(key_reason.get("Item")) or {**key_item, "run_scheduled_for": None}, None
+            return None, _deserialized(run_reason.get("Item")) or {}
+        return None, None
 
     def get(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any] | None:
         """One run row (strongly consistent), or None."""
@@ -247,6 +288,25 @@ class RunStore:
             condition=("#s = :dead", {":dead": RunStatus.DEAD.value}),
         )
 
+    def give_back(
+        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: dict[str, Any]
+    ) -> bool:
+        """Undo the claim ``(attempt, worker)``: the row returns to ``before`` (the row as the claim found it:
+        its status, attempt, worker, start, heartbeat, retry and lateness), so the try the claim opened does not
+        count. For a failure after the claim and before the target started. 1 request. False: not ours."""
+        restored = ("worker", "started_at", "heartbeat_at", "retry_at", "lateness_ms")
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            sets={
+                "status": before.get("status", RunStatus.QUEUED.value),
+                "attempt": int(before.get("attempt", 0)),
+                **{name: before[name] for name in restored if before.get(name) is not None},
+            },
+            removes=tuple(name for name in restored if before.get(name) is None),
+            condition=_ours(attempt, worker, None),
+        )
+
     def skip(
         self,
         job_id: str,
@@ -266,22 +326,6 @@ class RunStore:
             removes=("sweep_pk", "sweep_at", "retry_at"),
             condition=_ours(attempt, worker, heartbeat_at),
         )
-
-    def running_runs(self, job_id: str, *, limit: int = 100) -> list[dict[str, Any]]:
-        """The ``running`` rows among the job's ``limit`` newest runs (consistent read). 1 request.
-
-        Bounded on purpose: the overlap check of a job looks at its recent history only.
-        """
-        page = self.table.query(
-            KeyConditionExpression=Key("job_id").eq(job_id),
-            FilterExpression=Attr("status").eq(RunStatus.RUNNING.value),
-            ProjectionExpression="job_id, scheduled_for, run_id, #s, attempt, worker, started_at, heartbeat_at",
-            ExpressionAttributeNames={"#s": "status"},
-            ScanIndexForward=False,
-            ConsistentRead=True,
-            Limit=limit,
-        )
-        return [plain(i) for i in page["Items"]]
 
     # --- sweeper side ---------------------------------------------------------------------------
 
@@ -403,6 +447,19 @@ class RunStore:
                 return False
             raise
         return True
+
+
+def _deserialized(raw: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An item returned inside a transaction's cancellation reasons (low-level or plain), as plain Python."""
+    if not raw:
+        return None
+    if all(isinstance(v, dict) and len(v) == 1 and next(iter(v)) in _TYPE_TAGS for v in raw.values()):
+        return plain({k: _type_deserializer.deserialize(v) for k, v in raw.items()})
+    return plain(raw)
+
+
+_TYPE_TAGS = {"S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL"}
+_type_deserializer = TypeDeserializer()
 
 
 def _key(job_id: str, scheduled_for_ms: int) -> dict[str, Any]:

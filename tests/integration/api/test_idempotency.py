@@ -241,3 +241,40 @@ def test_two_concurrent_identical_posts_with_one_key_create_one_job(http):
     assert len(results) == 2 and len(created) == 1 and created[0].job.id == jobs[0]["id"]
     other = next(r for r in results if r is not created[0])
     assert isinstance(other, IdempotencyAlreadyInProgressError) or other.job.id == jobs[0]["id"]
+
+
+def test_a_trigger_retried_after_a_failure_past_its_run_names_the_same_run(http, monkeypatch):
+    # [2.1] break 2: the run is saved and enqueued, then completing the key's record fails (a throttle, a dead
+    # invocation): the request fails and the key's record stays in flight until it expires. The client's retry
+    # with the same key then used to create a second run at a new instant: two run ids, both executed.
+    from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+
+    job = http.create()
+    save_success = BasePersistenceLayer.save_success
+    failures: list[int] = []
+
+    def throttled(self: Any, *args: Any, **kwargs: Any) -> None:
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("ProvisionedThroughputExceededException")
+        save_success(self, *args, **kwargs)
+
+    monkeypatch.setattr(BasePersistenceLayer, "save_success", throttled)
+    first = http("POST", f"/jobs/{job['id']}/trigger", headers=key("k-retry"))
+    assert first.status >= 500 and failures
+    # the in-flight record expires (the crashed invocation's time is up), and the client retries later
+    digest = hashlib.sha256(json.dumps([http.alice_owner, "k-retry"], sort_keys=True).encode()).hexdigest()
+    http.aws.table(http.settings.idempotency_table).update_item(
+        Key={"id": f"jobsched-api#{digest}"},
+        UpdateExpression="SET in_progress_expiration = :past",
+        ExpressionAttributeValues={":past": 0},
+    )
+    http.clock.advance(7_000)
+    again = http("POST", f"/jobs/{job['id']}/trigger", headers=key("k-retry"))
+
+    assert again.status == 202
+    runs = http("GET", f"/jobs/{job['id']}/runs").body["items"]
+    assert [r["id"] for r in runs] == [again.body["id"]]
+    # and a new key is a new run
+    other = http("POST", f"/jobs/{job['id']}/trigger", headers=key("k-other"))
+    assert other.status == 202 and other.body["id"] != again.body["id"]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
@@ -19,7 +19,7 @@ from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
-from jobsched.worker import Outcome, Worker
+from jobsched.worker import Deferred, Outcome, Worker
 
 from .conftest import T0, SimWaiter
 
@@ -177,3 +177,41 @@ def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(
     clock.advance((settings.sweep_queued_after_s + settings.heartbeat_stale_s) * 1000)
     report = build_sweeper(settings, aws, clock=clock).sweep()
     assert report.conflicts == 1 and report.lost_workers == 0
+
+
+@pytest.mark.parametrize("overlap", ["allow", "skip"])
+def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    calls: list[TargetCall],
+    monkeypatch: pytest.MonkeyPatch,
+    overlap: str,
+) -> None:
+    # [2.1] break 5: a transient DynamoDB error after the claim (reading the spec, or taking the overlap lock)
+    # left the run `running`: no redelivery could claim it, the sweeper later took it for a lost worker, and
+    # with max_attempts 1 the run went dead and its owner was alerted although the target never ran.
+    job = make_job(command="record", input={"n": 1}, retry={"max_attempts": 1}, overlap=overlap)
+    make_run(job)
+    step = "acquire_overlap" if overlap == "skip" else "get_spec"
+    real = getattr(worker.jobs, step)
+    failures: list[str] = []
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        if not failures:
+            failures.append(step)
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, step)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker.jobs, step, throttled)
+    with pytest.raises(Deferred):
+        worker.handle_record(record(job.id, T0))
+    row = runs.get(job.id, T0)
+    assert row is not None and (row["status"], row["attempt"]) == (RunStatus.QUEUED, 0)
+    assert "worker" not in row and "started_at" not in row and calls == []
+    # the delivery comes back and the one try the job allows runs
+    assert worker.handle_record(record(job.id, T0, message_id="m-again")) == Outcome.SUCCEEDED
+    row = runs.get(job.id, T0)
+    assert row is not None and (row["status"], row["attempt"]) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1

@@ -50,7 +50,7 @@ def test_the_success_path_costs_three_requests_per_run(
     assert sum(requests.values()) / len(jobs) == 3 <= 3.5
 
 
-def test_overlap_skip_adds_one_query(
+def test_overlap_skip_adds_one_lock_and_one_release(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
@@ -61,7 +61,13 @@ def test_overlap_skip_adds_one_query(
     make_run(job)
     requests.clear()
     assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "dynamodb.Query": 1}
+    # the job's overlap lock: taken with one conditional put, given back with one conditional delete
+    assert requests == {
+        "dynamodb.UpdateItem": 2,
+        "dynamodb.GetItem": 1,
+        "dynamodb.PutItem": 1,
+        "dynamodb.DeleteItem": 1,
+    }
 
 
 def test_a_duplicate_delivery_costs_one_request(

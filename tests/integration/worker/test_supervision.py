@@ -15,6 +15,7 @@ from jobsched.clock import FakeClock
 from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, RunStatus
 from jobsched.settings import Settings
+from jobsched.store.jobs import JobStore
 from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, commands
@@ -390,18 +391,63 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
+    jobs: JobStore,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
 ) -> None:
-    # Given an older run claimed at this very millisecond by another worker
+    # Given an older run claimed at this very millisecond by another worker, which took the job's overlap lock
     job = make_job(schedule="* * * * *", overlap="skip")
     make_run(job, T0)
     make_run(job, T0 + 60_000)
     runs.claim(job.id, T0, worker="w-1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
-    # the newer run, claimed at the same instant, yields to the older one (tie broken by scheduled_for)
+    holder = jobs.acquire_overlap(
+        job.id,
+        run_id=run_id(job.id, T0),
+        attempt=1,
+        worker="w-1",
+        now_ms=clock(),
+        stale_before_ms=0,
+        expires_at_s=0,
+    )
+    assert holder is None
+    # the newer run, claimed at the same instant, finds the lock taken and is skipped
     assert worker.handle_record(record(job.id, T0 + 60_000)) == Outcome.SKIPPED
     # and only the older run is left running
-    assert [r["scheduled_for"] for r in runs.running_runs(job.id)] == [T0]
+    older, newer = runs.get(job.id, T0), runs.get(job.id, T0 + 60_000)
+    assert older is not None and older["status"] == RunStatus.RUNNING
+    assert newer is not None and newer["status"] == RunStatus.SKIPPED
+
+
+def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    blocking_command: threading.Event,
+    waiter: SimWaiter,
+) -> None:
+    # [2.1] break 4: the check read the job's 100 newest rows; an every-5-seconds job whose run lasts 10 minutes
+    # piled up skipped rows, and after 100 of them a second run started alongside the first.
+    job = make_job(schedule="every 5 seconds", overlap="skip", command="block")
+    clock.now_ms = T0 + 760_000
+    make_run(job, T0)
+    long_worker = build_worker(settings, aws, clock=clock)
+    results: list[str] = []
+    thread = threading.Thread(target=lambda: results.append(long_worker.handle_record(record(job.id, T0))))
+    thread.start()
+    assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
+    for k in range(1, 151):  # the fires skipped meanwhile: 150 rows newer than the running one
+        make_run(job, T0 + k * 5_000, status=RunStatus.SKIPPED, error="overlap")
+    make_run(job, T0 + 755_000)
+    other = build_worker(settings, aws, clock=clock, waiter=waiter)
+    outcome = other.handle_record(record(job.id, T0 + 755_000, message_id="m-2"))
+    blocking_command.set()
+    thread.join(30)
+    assert outcome == Outcome.SKIPPED
+    assert results == [Outcome.SUCCEEDED]
 
 
 def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(
