@@ -58,7 +58,7 @@ from jobsched.observability import MetricName, add_metrics, logger
 from jobsched.schedules import Schedule, ScheduleError, parse_schedule
 from jobsched.settings import Settings
 from jobsched.store.errors import Conflict
-from jobsched.store.layout import due_attributes, due_pk, new_run_item
+from jobsched.store.layout import due_attributes, due_pk, new_run_item, partition_of
 
 ON_TIME_TOLERANCE_MS = 2_000
 """A fire late by less than this is never treated as missed, whatever ``misfire_grace_s`` says: the poll
@@ -419,7 +419,12 @@ class Scheduler:
 
     ``jobs``/``runs``/``queue``/``control`` are the adapters (``JobStore``, ``RunStore``, ``RunQueue``,
     ``ControlStore`` in production); ``settings`` gives partitions, shards, bucket width, retention and the
-    sweeper delay; ``clock`` returns epoch ms. Keeps the watermark in memory while leading
+    sweeper delay; ``clock`` returns epoch ms. ``adopted``: ``partition`` is no longer one of the deployment's
+    (``scheduler_partitions`` was lowered) and is served by an adopter until its jobs have moved home.
+
+    Re-homing: every move puts the job in its home partition, ``partition_of(job_id, scheduler_partitions)``,
+    so after the partition count changes (either way) each job moves to its new partition at its next fire,
+    fenced by the lease of the partition it leaves (its ``term`` restarts at 0 in the new one). Keeps the watermark in memory while leading
     (:meth:`on_leadership` loads it, :meth:`on_lost` drops it). Call :meth:`close` when done.
     """
 
@@ -434,8 +439,9 @@ class Scheduler:
         settings: Settings,
         clock: Clock,
         limits: TickLimits | None = None,
+        adopted: bool = False,
     ) -> None:
-        if not 0 <= partition < settings.scheduler_partitions:
+        if partition < 0 or (partition >= settings.scheduler_partitions and not adopted):
             raise ValueError(f"partition {partition} is outside 0..{settings.scheduler_partitions - 1}")
         self.partition = partition
         self.jobs = jobs
@@ -798,11 +804,12 @@ class Scheduler:
             term = guard.check()
             # The bucket from the clock at the write (not the tick's start): a move delayed within the tick
             # still lands at or after the current bucket, never behind a watermark that advanced meanwhile.
+            home = partition_of(job.job_id, self.settings.scheduler_partitions)
             due = (
                 due_attributes(
                     job.job_id,
                     nxt + job.jitter_offset_ms,
-                    partition=self.partition,
+                    partition=home,
                     shards=self.settings.due_shards,
                     bucket_ms=self.bucket_ms,
                     now_ms=max(now_ms, self.clock()),
@@ -819,6 +826,7 @@ class Scheduler:
                     term=term,
                     next_run_at=nxt,
                     due=due,
+                    to_partition=home,
                 )
             except Conflict as conflict:
                 current = conflict.current or {}
@@ -1050,11 +1058,55 @@ class SchedulerLoop:
                     break
                 self.sleep_to_next_second()
         finally:
-            if self.lease.held:
-                self.lease.release()
-            self.scheduler.on_lost()
-            self.scheduler.close()
+            self.stop()
         return self.report
+
+    def stop(self) -> None:
+        """Release the lease if held (the next contender takes over at once) and stop the tick's threads."""
+        if self.lease.held:
+            self.lease.release()
+        self.scheduler.on_lost()
+        self.scheduler.close()
+
+
+def adopted_partitions(partition: int, partitions: int, high_water: int) -> list[int]:
+    """The partitions that the leader of ``partition`` (of ``partitions``) also serves: those a deployment
+    with more partitions (up to ``high_water``) had and this one has not, ``q`` with ``q % partitions ==
+    partition``. Their jobs keep firing from there, fenced by their own leases, until each moves home at its
+    next fire (``Scheduler``, re-homing)."""
+    return [q for q in range(partitions, high_water) if q % partitions == partition]
+
+
+class SchedulerGroup:
+    """The loops one scheduler process runs: its home partition's and the adopted ones (``adopted_partitions``),
+    stepped one after another on each second boundary of the first loop's clock."""
+
+    def __init__(self, loops: Sequence[SchedulerLoop]) -> None:
+        if not loops:
+            raise ValueError("a scheduler group needs at least its home partition's loop")
+        self.loops = list(loops)
+
+    def step(self) -> list[TickResult | None]:
+        """One iteration of every loop (see ``SchedulerLoop.step``)."""
+        return [loop.step() for loop in self.loops]
+
+    def run(self, keep_going: Callable[[], bool]) -> LoopReport:
+        """Step every loop on each second boundary while ``keep_going()``; stop them all at the end. Returns the
+        loops' reports added up."""
+        try:
+            while keep_going():
+                self.step()
+                if not keep_going():
+                    break
+                self.loops[0].sleep_to_next_second()
+        finally:
+            for loop in self.loops:
+                loop.stop()
+        total = LoopReport()
+        for loop in self.loops:
+            for name, value in loop.report.as_dict().items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
 
 
 __all__ = [
@@ -1066,11 +1118,14 @@ __all__ = [
     "LoopReport",
     "PowertoolsTickMetrics",
     "Scheduler",
+    "SchedulerGroup",
     "SchedulerLoop",
     "SkipRow",
     "TickLimits",
     "TickMetrics",
     "TickResult",
+    "adopted_partitions",
+    "next_fire_ms",
     "plan_fires",
     "skip_through_ms",
 ]

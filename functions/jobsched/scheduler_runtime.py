@@ -20,9 +20,11 @@ from jobsched.lease import LeaderLease, new_holder_id
 from jobsched.scheduler import (
     PowertoolsTickMetrics,
     Scheduler,
+    SchedulerGroup,
     SchedulerLoop,
     TickLimits,
     TickMetrics,
+    adopted_partitions,
 )
 from jobsched.settings import Settings
 from jobsched.store.control import ControlStore
@@ -44,11 +46,14 @@ def build_scheduler_loop(
     holder: str | None = None,
     limits: TickLimits | None = None,
     tick_metrics: TickMetrics | None = None,
+    adopted: bool = False,
 ) -> SchedulerLoop:
-    """A scheduler loop for ``partition`` (0 <= partition < ``settings.scheduler_partitions``) on the tables and
-    queue named by ``settings``. ``holder`` is the lease contender id (default: host, pid and a random
-    suffix); ``tick_metrics`` defaults to Powertools EMF. Raises ValueError for a partition out of range."""
+    """A scheduler loop for ``partition`` (0 <= partition < ``settings.scheduler_partitions``, or above when
+    ``adopted``) on the tables and queue named by ``settings``. ``holder`` is the lease contender id (default:
+    host, pid and a random suffix); ``tick_metrics`` defaults to Powertools EMF. Raises ValueError for a
+    partition out of range."""
     scheduler = Scheduler(
+        adopted=adopted,
         partition=partition,
         jobs=JobStore(aws.table(settings.jobs_table)),
         runs=RunStore(aws.table(settings.runs_table)),
@@ -74,6 +79,42 @@ def build_scheduler_loop(
     )
 
 
+def build_scheduler_group(
+    settings: Settings,
+    aws: Aws,
+    partition: int,
+    *,
+    clock: Clock,
+    sleep: Callable[[float], None] = time.sleep,
+    holder: str | None = None,
+    limits: TickLimits | None = None,
+    tick_metrics: TickMetrics | None = None,
+) -> SchedulerGroup:
+    """The loops the process serving ``partition`` runs: that partition's, and one for each partition it adopts
+    because a deployment with more partitions ran before (``adopted_partitions``; the high-water mark is
+    recorded in the CONTROL table, 1 request). Raises ValueError for a partition out of range."""
+    high_water = ControlStore(aws.dynamodb, settings.control_table).raise_partition_high_water(
+        settings.scheduler_partitions
+    )
+    partitions = [partition, *adopted_partitions(partition, settings.scheduler_partitions, high_water)]
+    return SchedulerGroup(
+        [
+            build_scheduler_loop(
+                settings,
+                aws,
+                p,
+                clock=clock,
+                sleep=sleep,
+                holder=holder,
+                limits=limits,
+                tick_metrics=tick_metrics,
+                adopted=p != partition,
+            )
+            for p in partitions
+        ]
+    )
+
+
 class SchedulerEvent(BaseModel):
     """The scheduler function's event: ``{"partition": n}`` (the EventBridge rule's constant input). Other
     fields (a raw scheduled event) are ignored; a missing partition means 0."""
@@ -96,10 +137,11 @@ class Runtime:
 def serve_invocation(event: dict[str, Any], context: Any, runtime: Runtime) -> dict[str, int]:
     """Run the scheduler loop of the event's partition until ``STOP_BEFORE_MS`` before the invocation's
     timeout (``context.get_remaining_time_in_millis()``), then release the lease so the next invocation
-    (EventBridge starts one each minute) takes over. Returns ``{"partition", "iterations", "ticks",
+    (EventBridge starts one each minute) takes over. Partitions it adopts are served in the same loop.
+    Returns ``{"partition", "iterations", "ticks",
     "enqueued", "skipped", "aborted_ticks"}``. Raises pydantic ValidationError for a malformed event."""
     partition = SchedulerEvent.model_validate(event or {}).partition
-    loop = build_scheduler_loop(
+    loop = build_scheduler_group(
         runtime.settings,
         runtime.aws,
         partition,

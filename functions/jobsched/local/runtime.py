@@ -391,12 +391,12 @@ class LocalRuntime:
 
     def _start_schedulers(self, settings: Any, aws: Any) -> None:
         from jobsched.lease import new_holder_id
-        from jobsched.scheduler_runtime import build_scheduler_loop
+        from jobsched.scheduler_runtime import build_scheduler_group
 
         stop = self._stop_scheduling
         for index in range(self.config.schedulers):
             for partition in range(settings.scheduler_partitions):
-                loop = build_scheduler_loop(
+                loop = build_scheduler_group(
                     settings,
                     aws,
                     partition,

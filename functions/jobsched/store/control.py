@@ -5,6 +5,8 @@ Items (key ``pk``):
   (epoch ms, by the holder's clock). Never deleted: a release sets ``expires_at = 0``.
 - ``watermark#<partition>``: ``bucket`` (the oldest due-index bucket not yet drained, an integer
   ``due_at // bucket width``), ``term`` of the leader that wrote it, ``updated_at`` (epoch ms).
+- ``partitions``: ``high_water``, the most scheduler partitions any deployment ran (see
+  ``raise_partition_high_water``).
 """
 
 from __future__ import annotations
@@ -136,3 +138,24 @@ class ControlStore:
             ExpressionAttributeNames={"#bucket": "bucket", "#term": "term"},
             ExpressionAttributeValues={":bucket": _n(bucket), ":term": _n(term), ":now": _n(now_ms)},
         )
+
+    def raise_partition_high_water(self, partitions: int) -> int:
+        """Record that a deployment runs ``partitions`` scheduler partitions and return the most partitions any
+        deployment has run (item ``pk=partitions``, attribute ``high_water``). Partitions at or above the
+        current count but below that mark may still hold jobs: their adopters poll them
+        (``scheduler.adopted_partitions``). 1 request."""
+        try:
+            self.client.update_item(
+                TableName=self.name,
+                Key=self._key({"pk": "partitions"}),
+                UpdateExpression="SET high_water = :n",
+                ConditionExpression="attribute_not_exists(high_water) OR high_water < :n",
+                ExpressionAttributeValues={":n": _n(partitions)},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            stored = error.response.get("Item", {}).get("high_water", {}).get("N")
+            return max(partitions, int(stored)) if stored is not None else partitions
+        return partitions
