@@ -128,7 +128,11 @@ class InfraOptions(BaseModel):
         10_000, ge=1000, description="alarm when the oldest due run waits longer than this, ms"
     )
     run_queue_age_alarm_s: int = Field(
-        300, ge=60, description="alarm when a run waits in the run queue longer than this, s"
+        1200,
+        ge=60,
+        description="alarm when the run queue's oldest message is older than this, s (a message stays in the "
+        "queue, in flight, while its try runs: above the longest job timeout, the default leaves 5 minutes "
+        "of waiting on top of a whole 900 s try)",
     )
     target_tag_key: str = Field(
         "jobsched:target",

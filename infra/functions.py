@@ -17,9 +17,11 @@ Timeouts and the run queue's visibility are chosen together:
   may still be running it, even when Lambda retries a throttled batch. A long run extends its own
   visibility with each heartbeat (every ``heartbeat_interval_s``); a lost worker is found by the
   sweeper after ``heartbeat_stale_s`` (2 min), not after the visibility timeout.
-* scheduler: 70 s. EventBridge starts it once a minute per partition and it ticks once a second for
-  about a minute; the next invocation overlaps the end of the previous one by a few seconds and they
-  hand over through the partition's lease, so the clock never stops between invocations.
+* scheduler: 82 s. EventBridge starts it once a minute per partition and it ticks once a second for
+  67 s; the next invocation overlaps the end of the previous one by a few seconds and they hand over
+  through the partition's lease, so the clock never stops between invocations. It stops ticking 15 s
+  before its timeout, room for an AWS call in flight and the lease release at their longest (each call
+  bounded to 7 s: ``jobsched.scheduler_runtime.SCHEDULER_CALLS``).
 * sweeper: 60 s, started once a minute; sweeps are idempotent (conditional updates), so an overlap
   is harmless.
 * api: 15 s, well inside API Gateway's 29 s integration timeout.
@@ -27,6 +29,7 @@ Timeouts and the run queue's visibility are chosen together:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,17 +43,24 @@ from constructs import Construct
 
 from infra.config import DeploymentConfig
 from infra.messaging import Messaging
+from infra.monitoring import metric_namespace
 from infra.nag import acknowledge
 from infra.storage import Storage
 from jobsched import resources
 from jobsched.observability import SERVICE
 from jobsched.resources import TableDef
+from jobsched.scheduler_runtime import STOP_BEFORE_MS
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.X86_64
 
 API_TIMEOUT_S = 15
-SCHEDULER_TIMEOUT_S = 70
+SCHEDULER_TICKING_S = 67
+"""How long one scheduler invocation ticks: its minute, and a few seconds of overlap with the next minute's
+invocation (they hand over through the partition's lease)."""
+SCHEDULER_TIMEOUT_S = SCHEDULER_TICKING_S + math.ceil(STOP_BEFORE_MS / 1000)
+"""82 s: the ticking, then ``STOP_BEFORE_MS`` for a slow call in flight and the lease release, whose AWS calls
+are bounded (``jobsched.scheduler_runtime.SCHEDULER_CALLS``), so a slow call cannot reach the timeout."""
 SWEEPER_TIMEOUT_S = 60
 SCHEDULER_CONCURRENCY_PER_PARTITION = 2
 """An invocation and its successor overlap for a few seconds at each minute's hand-over."""
@@ -103,7 +113,8 @@ class Functions(Construct):
             **messaging.environment(),
             **config.runtime_environment(),
             "POWERTOOLS_SERVICE_NAME": SERVICE,
-            "POWERTOOLS_METRICS_NAMESPACE": SERVICE,
+            # Named after the stack, so two stacks of one account keep their metrics and alarms apart.
+            "POWERTOOLS_METRICS_NAMESPACE": metric_namespace(self),
         }
         self._retention = logs.RetentionDays[config.infra.log_retention_name]
         infra = config.infra
