@@ -115,6 +115,10 @@ class Aws:
     def lambda_(self) -> Any:
         return self._client("lambda")
 
+    @cached_property
+    def sts(self) -> Any:
+        return self._client("sts")
+
     def table(self, name: str) -> Any:
         """A DynamoDB ``Table`` resource by name."""
         return self.dynamodb_resource.Table(name)

@@ -31,9 +31,11 @@ def test_runtime_knobs_are_the_settings_fields_that_are_not_resource_names() -> 
     assert "allow_shell_targets" in RUNTIME_KNOBS
     assert "jobs_table" not in RUNTIME_KNOBS
     assert "local_tokens_file" not in RUNTIME_KNOBS
+    assert "target_role_arn" not in RUNTIME_KNOBS  # set by the stack from the role it creates
     assert set(RUNTIME_KNOBS) | {n.lower() for n in RESOURCE_ENV_VARS} >= set(Settings.model_fields) - {
         "local_tokens_file",
         "allow_loopback_http_targets",
+        "target_role_arn",
     }
 
 

@@ -216,9 +216,12 @@ def test_functions_get_settings_env_vars_that_settings_accepts(synth: Synth) -> 
     settings = Settings.model_validate({k.lower(): v for k, v in plain.items()})
     assert settings.scheduler_partitions == PARTITIONS
     assert settings.allow_shell_targets is False
-    # Every function sees the same configuration.
+    # Every function sees the same configuration (the worker also gets the role it acts for owners with).
     for other in ("api", "worker", "sweeper"):
-        assert _function(synth, other)[1]["Environment"]["Variables"] == env
+        other_env = dict(_function(synth, other)[1]["Environment"]["Variables"])
+        if other == "worker":
+            assert other_env.pop("TARGET_ROLE_ARN")
+        assert other_env == env
 
 
 def test_scheduler_timeout_and_reserved_concurrency_per_partition(synth: Synth) -> None:
@@ -273,9 +276,11 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     scheduler = _actions(_statements(synth, _role_of(synth, "scheduler")))
     worker = _actions(_statements(synth, _role_of(synth, "worker")))
     sweeper = _actions(_statements(synth, _role_of(synth, "sweeper")))
-    # Only the worker calls targets; only the worker and sweeper raise dead-run alerts.
-    assert "lambda:InvokeFunction" in worker
-    assert not {"lambda:InvokeFunction"} & (api | scheduler | sweeper)
+    # Only the worker calls targets (through the role it assumes for a job's owner); only the worker and
+    # sweeper raise dead-run alerts.
+    assert "sts:AssumeRole" in worker
+    assert "lambda:InvokeFunction" not in api | scheduler | worker | sweeper
+    assert "sts:AssumeRole" not in api | scheduler | sweeper
     assert "sns:Publish" not in api | scheduler
     # Only the worker consumes the run queue.
     assert "sqs:ReceiveMessage" in worker
@@ -298,12 +303,75 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     assert json.dumps(resource).endswith('"/index/due"]]}')
 
 
-def test_target_wildcards_are_narrowed_by_tag(synth: Synth) -> None:
-    statements = _statements(synth, _role_of(synth, "worker"))
-    invoke = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
-    assert invoke and all(
-        s["Condition"] == {"StringEquals": {"aws:ResourceTag/jobsched:target": "true"}} for s in invoke
+def _target_role(synth: Synth) -> str:
+    (logical_id,) = [k for k in synth.resources("AWS::IAM::Role") if k.startswith("FunctionsTargetRole")]
+    return logical_id
+
+
+def test_the_worker_reaches_targets_only_through_the_target_role_tagged_with_the_owner(synth: Synth) -> None:
+    worker_role, target_role = _role_of(synth, "worker"), _target_role(synth)
+    # The worker itself reaches no target: it may only assume the target role, tagging the session
+    worker = _statements(synth, worker_role)
+    assert not {"lambda:InvokeFunction", "kms:Decrypt"} & _actions(worker)
+    (assume,) = [s for s in worker if "sts:AssumeRole" in _actions([s])]
+    assert set(assume["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
+    assert assume["Resource"] == {"Fn::GetAtt": [target_role, "Arn"]}
+    _, props = _function(synth, "worker")
+    assert props["Environment"]["Variables"]["TARGET_ROLE_ARN"] == {"Fn::GetAtt": [target_role, "Arn"]}
+    # Only the worker role may assume it, and only with the owner as its one session tag
+    trust = synth.raw["Resources"][target_role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert {json.dumps(s["Principal"]) for s in trust} == {
+        json.dumps({"AWS": {"Fn::GetAtt": [worker_role, "Arn"]}})
+    }
+    (tag_session,) = [s for s in trust if s["Action"] == "sts:TagSession"]
+    assert tag_session["Condition"] == {
+        "StringLike": {"aws:RequestTag/jobsched-owner": "?*"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": ["jobsched-owner"]},
+    }
+
+
+def test_the_target_role_allows_invoke_send_and_kms_only_on_resources_tagged_with_the_owner(
+    synth: Synth,
+) -> None:
+    statements = _statements(synth, _target_role(synth))
+    by_action = {json.dumps(sorted(_actions([s]))): s for s in statements}
+    assert set(by_action) == {
+        '["lambda:InvokeFunction"]',
+        '["sqs:SendMessage"]',
+        '["kms:Decrypt", "kms:GenerateDataKey"]',
+    }
+    same_owner = {"aws:ResourceTag/jobsched:owner": "${aws:PrincipalTag/jobsched-owner}"}
+    for statement in by_action.values():
+        assert statement["Effect"] == "Allow"
+        conditions = statement["Condition"]
+        assert set(conditions) == {"StringEquals"}
+        assert same_owner.items() <= conditions["StringEquals"].items()
+    kms = by_action['["kms:Decrypt", "kms:GenerateDataKey"]']["Condition"]["StringEquals"]
+    assert kms["kms:ViaService"] == {"Fn::Join": ["", ["sqs.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
+
+
+def test_the_owner_tag_key_is_a_setting_and_listed_targets_keep_the_owner_rule(tmp_path: Path) -> None:
+    other = synthesize(
+        tmp_path,
+        {
+            "target_owner_tag_key": "team",
+            "target_function_arns": "arn:aws:lambda:eu-west-1:210987654321:function:shared",
+        },
     )
+    statements = _statements(other, _target_role(other))
+    (invoke,) = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    assert "arn:aws:lambda:eu-west-1:210987654321:function:shared" in invoke["Resource"]
+    assert invoke["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/jobsched-owner}"}
+    }
+    _, props = _function(other, "worker")
+    assert props["Environment"]["Variables"]["TARGET_OWNER_TAG_KEY"] == "team"
+
+
+def test_the_api_may_read_target_tags_only(synth: Synth) -> None:
+    api = _actions(_statements(synth, _role_of(synth, "api")))
+    assert {"lambda:ListTags", "sqs:ListQueueTags"} <= api
+    assert not {"lambda:InvokeFunction", "lambda:GetFunction", "sts:AssumeRole"} & api
 
 
 def test_dynamo_grants_name_their_index(synth: Synth) -> None:
