@@ -14,9 +14,10 @@ Timeouts and the run queue's visibility are chosen together:
   capped below it (``Settings.worker_timeout_cap_s``, 840 s) so the worker can still record a timed-out
   try. The run queue's visibility timeout is 6x the function timeout (``resources.RUN_QUEUE``, 5400 s),
   AWS's advice for SQS event sources: a message is never handed to a second worker while the first
-  may still be running it, even when Lambda retries a throttled batch. A long run extends its own
-  visibility with each heartbeat (every ``heartbeat_interval_s``); a lost worker is found by the
-  sweeper after ``heartbeat_stale_s`` (2 min), not after the visibility timeout.
+  may still be running it, even when Lambda retries a throttled batch. Each heartbeat of a run
+  (every ``heartbeat_interval_s``) sets its message's visibility to ``heartbeat_stale_s +
+  heartbeat_interval_s`` (150 s) from now; a lost worker is found by the sweeper after
+  ``heartbeat_stale_s`` (2 min), not after the visibility timeout.
 * scheduler: 82 s. EventBridge starts it once a minute per partition and it ticks once a second for
   67 s; the next invocation overlaps the end of the previous one by a few seconds and they hand over
   through the partition's lease, so the clock never stops between invocations. It stops ticking 15 s
