@@ -106,8 +106,8 @@ class TargetTags:
                 tags: dict[str, str] = client.list_tags(Resource=arn).get("Tags") or {}
             else:
                 tags = self._sqs_client().list_queue_tags(QueueUrl=target.queue_url).get("Tags") or {}
-        except (ClientError, BotoCoreError) as error:
-            raise TagsUnreadable(f"{target_name(target)}: {error}") from error
+        except Exception as error:  # advisory: whatever went wrong (denied, absent, malformed), IAM decides
+            raise TagsUnreadable(f"{target_name(target)}: {type(error).__name__}: {error}") from error
         return tags.get(self.tag_key)
 
     def refusal(self, target: Any, owner: str) -> str | None:

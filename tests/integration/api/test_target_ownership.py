@@ -72,3 +72,14 @@ def test_an_unreadable_target_is_left_to_iam(http: Any) -> None:
     # A queue that does not exist here (another account, or no permission to read its tags)
     url = "https://sqs.us-east-1.amazonaws.com/210987654321/elsewhere"
     http.create("elsewhere", target={"type": "sqs", "queue_url": url})
+
+
+def test_a_malformed_target_name_is_not_a_server_error(http: Any) -> None:
+    # Whatever the tag lookup makes of it (here an invalid ARN), the API decides without a 5xx
+    for function in ("arn:aws:lambda:nowhere", "x" * 200, "a:b:c:d"):
+        reply = http(
+            "POST", "/jobs", body=http.job_body("odd", target={"type": "lambda", "function": function})
+        )
+        assert reply.status in (200, 201, 400), (function, reply.status)
+        if reply.status != 400:
+            http("DELETE", f"/jobs/{reply.body['id']}")
