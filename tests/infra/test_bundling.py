@@ -143,7 +143,9 @@ def test_a_dependency_the_runtime_provides_need_not_be_bundled(source: Path, tmp
 
 def test_a_compile_failure_fails_the_bundle(source: Path, tmp_path: Path) -> None:
     bundler = LocalBundler(source=source, compiler="py312", run=FakePip(compile_rc=1))
-    with pytest.raises(BundlingError, match=r"(?s)compiling the Lambda asset with py312 failed.*compile error"):
+    with pytest.raises(
+        BundlingError, match=r"(?s)compiling the Lambda asset with py312 failed.*compile error"
+    ):
         bundler.try_bundle(str(tmp_path / "out"))
 
 
