@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,9 @@ from typing import Any
 import pytest
 
 from infra.bundling import (
+    FUNCTIONS_DIR,
     LOCK,
+    PACKAGE,
     PLATFORM,
     PYTHON_VERSION,
     REQUIREMENTS,
@@ -223,3 +227,24 @@ def test_runtime_requirements_are_pinned_and_free_of_dev_tools() -> None:
     assert not names & {"aws-cdk-lib", "constructs", "cdk-nag", "moto", "pytest", "boto3", "botocore", "jsii"}
     (dateutil,) = [line for line in lines if line.lower().startswith("python-dateutil")]
     assert int(dateutil.split("==")[1].split(".")[0]) < 3
+
+
+def test_the_runtimes_byte_code_is_the_same_wherever_and_whenever_it_is_built(tmp_path: Path) -> None:
+    # Given the package copied into two different build directories at different times
+    python = runtime_python()
+    builds = []
+    for index, mtime in enumerate((1_000_000_000, 1_700_000_000)):
+        out = tmp_path / f"build-{index}"
+        shutil.copytree(FUNCTIONS_DIR / PACKAGE, out / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+        for path in out.rglob("*.py"):
+            os.utime(path, (mtime, mtime))
+        # When the real CPython 3.12 compiles each
+        subprocess.run(compile_command(str(out), python=python), check=True, capture_output=True)
+        builds.append({p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*.cpython-312.pyc"))})
+    # Then every module has byte code for 3.12, byte for byte the same in both builds
+    modules = {p.relative_to(tmp_path / "build-0") for p in (tmp_path / "build-0").rglob("*.py")}
+    assert len(builds[0]) == len(modules) and builds[0] == builds[1]
+    handler = builds[0][Path(PACKAGE, "handlers", "__pycache__", "api.cpython-312.pyc")]
+    # hash-based and never checked against the source (flags 0b01), no timestamp; paths under /var/task
+    assert int.from_bytes(handler[4:8], "little") == 0b01
+    assert b"/var/task/jobsched/handlers/api.py" in handler and str(tmp_path).encode() not in handler
