@@ -32,6 +32,7 @@ RESULTS = Path(__file__).resolve().parent / "results.json"
 
 def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, Any]]]:
     from bench.client_cpu import measure_client_cpu
+    from bench.cold_start import measure_cold_start
     from bench.idle import measure_idle
     from bench.paths import measure_paths
     from bench.rush import measure_rush
@@ -45,10 +46,11 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
         "client_cpu": lambda: measure_client_cpu(100 if quick else 1000),
         "rush": lambda: measure_rush(args.rush_jobs, jitter_s=30 if quick else 300),
         "steady": lambda: measure_steady(seconds=10 if quick else 60),
+        "cold_start": lambda: measure_cold_start(repeats=3 if quick else 5),
     }
 
 
-GROUPS = (("paths_1KiB", "paths_32KiB"), ("idle", "client_cpu"), ("rush",), ("steady",))
+GROUPS = (("paths_1KiB", "paths_32KiB"), ("idle", "client_cpu"), ("rush",), ("steady",), ("cold_start",))
 
 
 def _child(name: str, out: Path, args: argparse.Namespace) -> None:

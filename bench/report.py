@@ -66,7 +66,7 @@ def lookup(results: dict[str, Any], key: str) -> Any:
 
 def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
     """Build the results document from the raw measurements (``paths_1KiB``, ``paths_32KiB``, ``idle``,
-    ``rush``, ``steady``; any may be missing) and the deployment facts (``worker_memory_mb``,
+    ``rush``, ``steady``, ``cold_start`` (under ``cold_import_s``); any may be missing) and the deployment facts (``worker_memory_mb``,
     ``worker_batch_size``, ``scheduler_memory_mb``, ``scheduler_invocation_s``)."""
     out: dict[str, Any] = {}
     small, large = measured.get("paths_1KiB"), measured.get("paths_32KiB")
@@ -109,6 +109,8 @@ def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, 
         out["rush"] = measured["rush"]
     if "steady" in measured:
         out["steady"] = measured["steady"]
+    if "cold_start" in measured:
+        out["cold_import_s"] = measured["cold_start"]
     out["targets"] = [t.check(out) for t in TARGETS]
     return out
 
@@ -210,6 +212,11 @@ def table(results: dict[str, Any]) -> str:
         ("steady: runs/s", "steady.runs_per_s"),
         ("steady: lateness p50 ms", "steady.lateness_ms.p50"),
         ("steady: lateness p99 ms", "steady.lateness_ms.p99"),
+        *(
+            (f"cold import s, {name} handler (3.12, {variant})", f"cold_import_s.handlers.{name}.{variant}_s")
+            for name in ("api", "scheduler", "worker", "sweeper")
+            for variant in ("bytecode", "source")
+        ),
     ]
     for label, key in info:
         value = lookup(results, key)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -88,7 +88,8 @@ _ACCESS_LOG = {
 
 
 class Api(Construct):
-    """The REST API in front of ``handler``; attributes ``rest_api``, ``url``, ``access_logs``.
+    """The REST API in front of ``handler`` (named after the stack); attributes ``rest_api``, ``url``,
+    ``access_logs``, ``execution_logs`` (the stage's execution log group, owned by the stack).
 
     Throttling (steady rate and burst) and log retention come from ``config.infra``.
     """
@@ -107,7 +108,8 @@ class Api(Construct):
         self.rest_api = apigw.RestApi(
             self,
             "RestApi",
-            rest_api_name="jobsched",
+            # Named after the stack: two stacks of one account keep their APIs (and API metrics) apart.
+            rest_api_name=Stack.of(self).stack_name,
             description="jobsched: register jobs, read runs (SigV4)",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             # Execution logs (errors only, never bodies) need API Gateway's account-level CloudWatch
@@ -177,9 +179,25 @@ class Api(Construct):
             "traffic before it reaches the function) and the stage is throttled. A web ACL can be associated "
             "with the stage later without changing this stack.",
         )
+        # API Gateway writes the stage's execution logs to a group of this exact name, creating it on first
+        # use if it does not exist (then with no retention, and outliving the stack). The stack creates it
+        # first, so it is owned: the deployment's retention, deleted by `cdk destroy`.
+        self.execution_logs = logs.LogGroup(
+            self,
+            "ExecutionLogs",
+            log_group_name=execution_log_group_name(self.rest_api.rest_api_id, STAGE),
+            retention=logs.RetentionDays[infra.log_retention_name],
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.rest_api.deployment_stage.node.add_dependency(self.execution_logs)
         # The stack exports the URL once, as ApiUrl; drop RestApi's auto-named duplicate output.
         self.rest_api.node.try_remove_child("Endpoint")
         self.url: str = self.rest_api.url
+
+
+def execution_log_group_name(rest_api_id: str, stage: str) -> str:
+    """The log group API Gateway writes a stage's execution logs to (a fixed name API Gateway chooses)."""
+    return f"API-Gateway-Execution-Logs_{rest_api_id}/{stage}"
 
 
 def _response_type_attr(name: str) -> str:

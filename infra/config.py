@@ -10,7 +10,8 @@ Two kinds of knobs, both set with ``cdk deploy -c name=value`` (or the ``context
   environment variables named after the field in upper case (``SCHEDULER_PARTITIONS=4``), which
   is what ``Settings`` reads at cold start.
 * Infrastructure knobs (``InfraOptions``): worker batch size and maximum concurrency, log
-  retention, API throttling, alarm thresholds, memory sizes, the target permissions of workers.
+  retention, API throttling, alarm thresholds, memory sizes, extra (cross-account) targets. Which
+  targets a job may use is the runtime knob ``target_owner_tag_key`` (see ``infra.functions``).
 
 Context values given on the command line arrive as strings (``-c allow_shell_targets=true``);
 pydantic coerces and validates them, so a bad value fails ``cdk synth`` with the field's name.
@@ -37,13 +38,17 @@ RESOURCE_ENV_VARS: tuple[str, ...] = (
 )
 """Environment variables that carry resource names (set by the stack from the resources it creates)."""
 
+TARGET_ROLE_ENV = "TARGET_ROLE_ARN"
+"""The worker's environment variable naming the target role it assumes for a job's owner (set by the stack
+on the worker only: ``Settings.target_role_arn``)."""
+
 LOCAL_ONLY_SETTINGS = frozenset({"local_tokens_file", "allow_loopback_http_targets"})
 """``Settings`` fields that only mean something in local mode; a deployment never sets them."""
 
 RUNTIME_KNOBS: tuple[str, ...] = tuple(
     name
     for name in Settings.model_fields
-    if name.upper() not in RESOURCE_ENV_VARS and name not in LOCAL_ONLY_SETTINGS
+    if name.upper() not in (*RESOURCE_ENV_VARS, TARGET_ROLE_ENV) and name not in LOCAL_ONLY_SETTINGS
 )
 """``Settings`` fields a deployment may set through CDK context (defaults from ``Settings``)."""
 
@@ -128,19 +133,21 @@ class InfraOptions(BaseModel):
         10_000, ge=1000, description="alarm when the oldest due run waits longer than this, ms"
     )
     run_queue_age_alarm_s: int = Field(
-        300, ge=60, description="alarm when a run waits in the run queue longer than this, s"
-    )
-    target_tag_key: str = Field(
-        "jobsched:target",
-        min_length=1,
-        description="workers may invoke Lambda functions / send to SQS queues of this account and region "
-        "tagged <key>=true (attribute-based access control)",
+        1200,
+        ge=60,
+        description="alarm when the run queue's oldest message is older than this, s (a message stays in the "
+        "queue, in flight, while its try runs: above the longest job timeout, the default leaves 5 minutes "
+        "of waiting on top of a whole 900 s try)",
     )
     target_function_arns: tuple[str, ...] = Field(
-        (), description="extra Lambda function ARNs workers may invoke (e.g. in other accounts)"
+        (),
+        description="extra Lambda function ARNs (e.g. in other accounts) the target role may invoke, still "
+        "only for the owner their owner tag names",
     )
     target_queue_arns: tuple[str, ...] = Field(
-        (), description="extra SQS queue ARNs workers may send to (e.g. in other accounts)"
+        (),
+        description="extra SQS queue ARNs (e.g. in other accounts) the target role may send to, still only "
+        "for the owner their owner tag names",
     )
 
     @field_validator("log_retention_days")

@@ -14,12 +14,15 @@ Timeouts and the run queue's visibility are chosen together:
   capped below it (``Settings.worker_timeout_cap_s``, 840 s) so the worker can still record a timed-out
   try. The run queue's visibility timeout is 6x the function timeout (``resources.RUN_QUEUE``, 5400 s),
   AWS's advice for SQS event sources: a message is never handed to a second worker while the first
-  may still be running it, even when Lambda retries a throttled batch. A long run extends its own
-  visibility with each heartbeat (every ``heartbeat_interval_s``); a lost worker is found by the
-  sweeper after ``heartbeat_stale_s`` (2 min), not after the visibility timeout.
-* scheduler: 70 s. EventBridge starts it once a minute per partition and it ticks once a second for
-  about a minute; the next invocation overlaps the end of the previous one by a few seconds and they
-  hand over through the partition's lease, so the clock never stops between invocations.
+  may still be running it, even when Lambda retries a throttled batch. Each heartbeat of a run
+  (every ``heartbeat_interval_s``) sets its message's visibility to ``heartbeat_stale_s +
+  heartbeat_interval_s`` (150 s) from now; a lost worker is found by the sweeper after
+  ``heartbeat_stale_s`` (2 min), not after the visibility timeout.
+* scheduler: 82 s. EventBridge starts it once a minute per partition and it ticks once a second for
+  67 s; the next invocation overlaps the end of the previous one by a few seconds and they hand over
+  through the partition's lease, so the clock never stops between invocations. It stops ticking 15 s
+  before its timeout, room for an AWS call in flight and the lease release at their longest (each call
+  bounded to 7 s: ``jobsched.scheduler_runtime.SCHEDULER_CALLS``).
 * sweeper: 60 s, started once a minute; sweeps are idempotent (conditional updates), so an overlap
   is harmless.
 * api: 15 s, well inside API Gateway's 29 s integration timeout.
@@ -27,6 +30,7 @@ Timeouts and the run queue's visibility are chosen together:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,19 +42,27 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import DeploymentConfig
+from infra.config import TARGET_ROLE_ENV, DeploymentConfig
 from infra.messaging import Messaging
+from infra.monitoring import metric_namespace
 from infra.nag import acknowledge
 from infra.storage import Storage
 from jobsched import resources
 from jobsched.observability import SERVICE
 from jobsched.resources import TableDef
+from jobsched.scheduler_runtime import STOP_BEFORE_MS
+from jobsched.targets.ownership import OWNER_SESSION_TAG
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.X86_64
 
 API_TIMEOUT_S = 15
-SCHEDULER_TIMEOUT_S = 70
+SCHEDULER_TICKING_S = 67
+"""How long one scheduler invocation ticks: its minute, and a few seconds of overlap with the next minute's
+invocation (they hand over through the partition's lease)."""
+SCHEDULER_TIMEOUT_S = SCHEDULER_TICKING_S + math.ceil(STOP_BEFORE_MS / 1000)
+"""82 s: the ticking, then ``STOP_BEFORE_MS`` for a slow call in flight and the lease release, whose AWS calls
+are bounded (``jobsched.scheduler_runtime.SCHEDULER_CALLS``), so a slow call cannot reach the timeout."""
 SWEEPER_TIMEOUT_S = 60
 SCHEDULER_CONCURRENCY_PER_PARTITION = 2
 """An invocation and its successor overlap for a few seconds at each minute's hand-over."""
@@ -103,7 +115,8 @@ class Functions(Construct):
             **messaging.environment(),
             **config.runtime_environment(),
             "POWERTOOLS_SERVICE_NAME": SERVICE,
-            "POWERTOOLS_METRICS_NAMESPACE": SERVICE,
+            # Named after the stack, so two stacks of one account keep their metrics and alarms apart.
+            "POWERTOOLS_METRICS_NAMESPACE": metric_namespace(self),
         }
         self._retention = logs.RetentionDays[config.infra.log_retention_name]
         infra = config.infra
@@ -248,6 +261,7 @@ class Functions(Construct):
             ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
         )
         self._send(fn, self._messaging.run_queue.queue_arn)
+        self._grant_target_tag_reads(fn)
 
     def _grant_scheduler(self) -> None:
         """JobStore query_due (due index Query), oldest_due_bucket (due index Scan, bootstrap only),
@@ -301,42 +315,105 @@ class Functions(Construct):
         )
 
     def _grant_targets(self, function: lambda_.Function) -> None:
-        """``lambda`` and ``sqs`` targets: functions/queues of this account and region tagged
-        ``<target_tag_key>=true`` (ABAC, so a team opts a resource in by tagging it), plus any ARNs
-        listed in context (other accounts; those also need a resource policy on their side)."""
+        """``lambda`` and ``sqs`` targets, reached only for the job's owner (no confused deputy).
+
+        The worker's own role cannot reach any target. It may only assume ``target_role`` with the session tag
+        ``jobsched-owner=<the job's owner>`` (``jobsched.targets.ownership``); that role may invoke functions,
+        send to queues and use the customer-managed KMS keys of encrypted queues of this account and region
+        (plus any ARNs listed in context) only where the resource's ``<target_owner_tag_key>`` tag equals
+        ``${aws:PrincipalTag/jobsched-owner}``. So a team opts a resource in by tagging it with its own
+        owner id, and IAM refuses every job of another owner."""
         infra = self._config.infra
-        tagged = {"StringEquals": {f"aws:ResourceTag/{infra.target_tag_key}": "true"}}
+        role = function.role
+        assert isinstance(role, iam.Role)
+        owner_tag = f"aws:ResourceTag/{self._config.settings.target_owner_tag_key}"
+        same_owner = {"StringEquals": {owner_tag: f"${{aws:PrincipalTag/{OWNER_SESSION_TAG}}}"}}
+        self.target_role = iam.Role(
+            self,
+            "TargetRole",
+            assumed_by=iam.ArnPrincipal(role.role_arn),
+            description="jobsched worker acting for a job's owner: only targets tagged with that owner",
+            max_session_duration=Duration.hours(1),
+        )
+        assume_policy = self.target_role.assume_role_policy
+        assert assume_policy is not None
+        # The session must carry the owner tag, and no other tag.
+        assume_policy.add_statements(
+            iam.PolicyStatement(
+                actions=["sts:TagSession"],
+                principals=[iam.ArnPrincipal(role.role_arn)],
+                conditions={
+                    "StringLike": {f"aws:RequestTag/{OWNER_SESSION_TAG}": "?*"},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": [OWNER_SESSION_TAG]},
+                },
+            )
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sts:AssumeRole", "sts:TagSession"], resources=[self.target_role.role_arn]
+            )
+        )
+        function.add_environment(TARGET_ROLE_ENV, self.target_role.role_arn)
         # Pseudo parameters (not the stack's env) so the ARNs, and the findings acknowledged below,
         # read the same whether or not the app was synthesized with an account and region.
         any_function = f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:function:*"
         any_queue = f"arn:{Aws.PARTITION}:sqs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"
+        any_key = f"arn:{Aws.PARTITION}:kms:{Aws.REGION}:{Aws.ACCOUNT_ID}:key/*"
         self.target_statements = (
             iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"], resources=[any_function], conditions=tagged
+                actions=["lambda:InvokeFunction"],
+                resources=[any_function, *infra.target_function_arns],
+                conditions=same_owner,
             ),
-            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[any_queue], conditions=tagged),
+            iam.PolicyStatement(
+                actions=["sqs:SendMessage"],
+                resources=[any_queue, *infra.target_queue_arns],
+                conditions=same_owner,
+            ),
+            # Queues encrypted with a customer-managed key: SQS uses the key on the sender's behalf.
+            iam.PolicyStatement(
+                actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                resources=[any_key],
+                conditions={
+                    "StringEquals": {
+                        **same_owner["StringEquals"],
+                        "kms:ViaService": f"sqs.{Aws.REGION}.amazonaws.com",
+                    }
+                },
+            ),
         )
         for statement in self.target_statements:
-            function.add_to_role_policy(statement)
+            self.target_role.add_to_policy(statement)
         reason = (
-            "Jobs name their own target functions and queues at run time, so the worker cannot list them "
-            f"at deploy time. The wildcard is narrowed to this account and region AND to resources tagged "
-            f"{infra.target_tag_key}=true (aws:ResourceTag condition): a team opts a resource in by tagging it."
+            "Jobs name their own target functions and queues at run time, so targets cannot be listed at "
+            "deploy time. The wildcard is narrowed to this account and region AND to resources whose "
+            f"{self._config.settings.target_owner_tag_key} tag equals the job owner's session tag "
+            "(aws:ResourceTag = aws:PrincipalTag): a team opts a resource in by tagging it with its own owner id."
         )
+        for finding in (
+            "Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:*",
+            "Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:*",
+            "Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*",
+        ):
+            acknowledge(self.target_role, f"AwsSolutions-IAM5[{finding}]", reason)
+
+    def _grant_target_tag_reads(self, function: lambda_.Function) -> None:
+        """The API reads a target's owner tag to refuse, at registration, a target tagged for another owner."""
+        any_function = f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:function:*"
+        any_queue = f"arn:{Aws.PARTITION}:sqs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=["lambda:ListTags"], resources=[any_function])
+        )
+        function.add_to_role_policy(iam.PolicyStatement(actions=["sqs:ListQueueTags"], resources=[any_queue]))
         role = function.role
         assert role is not None
         for finding in (
             "Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:*",
             "Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:*",
         ):
-            acknowledge(role, f"AwsSolutions-IAM5[{finding}]", reason)
-        if infra.target_function_arns:
-            function.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["lambda:InvokeFunction"], resources=list(infra.target_function_arns)
-                )
-            )
-        if infra.target_queue_arns:
-            function.add_to_role_policy(
-                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=list(infra.target_queue_arns))
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[{finding}]",
+                "Reading tags only (ListTags, ListQueueTags): the API checks the owner tag of whatever target a "
+                "job names, which cannot be listed at deploy time.",
             )

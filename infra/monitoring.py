@@ -1,16 +1,20 @@
 """Alarms and the CloudWatch dashboard.
 
-Application metrics are the Powertools EMF metrics of ``jobsched.observability`` (namespace
-``jobsched``, dimension ``service=jobsched``, names from ``MetricName``). Every alarm notifies the
-operations topic (``alarm_topic``): subscribe the on-call rotation to it (see docs/deploy.md).
+Application metrics are the Powertools EMF metrics of ``jobsched.observability`` (dimension
+``service=jobsched``, names from ``MetricName``) in the namespace named after the stack
+(``metric_namespace``: ``jobsched`` for the default stack), so two stacks in one account keep their
+metrics, alarms and dashboards apart. Every alarm notifies the operations topic (``alarm_topic``), whose
+policy lets CloudWatch publish for this account's alarms: subscribe the on-call rotation to it (see
+docs/deploy.md).
 """
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -19,15 +23,27 @@ from constructs import Construct
 from infra.config import DeploymentConfig
 from jobsched.observability import SERVICE, MetricName
 
-NAMESPACE = "jobsched"
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
 
 
-def app_metric(name: str, statistic: str, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
-    """A jobsched EMF metric (``MetricName`` constant) with the ``service`` dimension Powertools adds."""
+def metric_namespace(scope: Construct) -> str:
+    """The CloudWatch namespace of the application metrics of the stack ``scope`` belongs to: the stack
+    name (``jobsched`` by default; stack names are valid namespaces). The functions receive it as
+    ``POWERTOOLS_METRICS_NAMESPACE``."""
+    return Stack.of(scope).stack_name
+
+
+def alarm_name_prefix(scope: Construct) -> str:
+    """Every alarm of the stack is named ``<stack name>-<alarm>``; the alarm topic's policy is scoped to it."""
+    return f"{Stack.of(scope).stack_name}-"
+
+
+def app_metric(namespace: str, name: str, statistic: str, period: Duration = ONE_MINUTE) -> cloudwatch.Metric:
+    """A jobsched EMF metric (``MetricName`` constant) in ``namespace`` (``metric_namespace``) with the
+    ``service`` dimension Powertools adds."""
     return cloudwatch.Metric(
-        namespace=NAMESPACE,
+        namespace=namespace,
         metric_name=name,
         dimensions_map={"service": SERVICE},
         statistic=statistic,
@@ -38,10 +54,11 @@ def app_metric(name: str, statistic: str, period: Duration = ONE_MINUTE) -> clou
 class Monitoring(Construct):
     """Alarms (attribute ``alarms``, by name), the operations topic and the dashboard.
 
-    The alarms: scheduler lag above ``infra.scheduler_lag_alarm_ms``; the scheduler not being invoked
-    (EventBridge or Lambda broken, so the clock stopped: lag cannot be reported then); errors of the
-    scheduler, worker and sweeper functions; API 5xx; any message in the run queue's DLQ (poison
-    messages) or in the dead-run queue (runs out of attempts).
+    The alarms (named ``<stack name>-<name>``): scheduler lag above ``infra.scheduler_lag_alarm_ms``; the
+    scheduler not being invoked (EventBridge or Lambda broken, so the clock stopped: lag cannot be reported
+    then); errors of the scheduler, worker and sweeper functions; API 5xx; the run queue's oldest message
+    older than ``infra.run_queue_age_alarm_s``; any message in the run queue's DLQ (poison messages) or in
+    the dead-run queue (runs out of attempts).
     """
 
     def __init__(
@@ -62,12 +79,36 @@ class Monitoring(Construct):
         super().__init__(scope, construct_id)
         infra = config.infra
         partitions = config.settings.scheduler_partitions
+        stack = Stack.of(self)
+        self.namespace = metric_namespace(self)
         self.alarm_topic = sns.Topic(
             self, "AlarmTopic", display_name="jobsched operations alarms", enforce_ssl=True
         )
+        # enforce_ssl gives the topic a policy, which replaces SNS's default one: without this Allow,
+        # CloudWatch could not publish and every alarm would change state silently. Scoped to this
+        # account's alarms of this stack (aws:SourceAccount, aws:SourceArn: no confused deputy).
+        self.alarm_topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.alarm_topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name=f"{alarm_name_prefix(self)}*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    },
+                },
+            )
+        )
         self.alarms: dict[str, cloudwatch.Alarm] = {}
 
-        lag = app_metric(MetricName.SCHEDULER_LAG, "Maximum")
+        lag = app_metric(self.namespace, MetricName.SCHEDULER_LAG, "Maximum")
         self._alarm(
             "SchedulerLag",
             lag,
@@ -98,6 +139,16 @@ class Monitoring(Construct):
             api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
             threshold=5,
             description="The API answered 5xx at least 5 times in 5 minutes.",
+        )
+        # The age of the oldest message not yet deleted: one waiting for a worker, or one in flight for
+        # the length of its try (so the threshold sits above the longest try by default).
+        self._alarm(
+            "RunQueueAge",
+            run_queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
+            threshold=infra.run_queue_age_alarm_s,
+            evaluation_periods=3,
+            datapoints_to_alarm=2,
+            description="A run waited in the run queue longer than the threshold (s): workers fall behind.",
         )
         self._alarm(
             "RunDlqDepth",
@@ -133,6 +184,7 @@ class Monitoring(Construct):
         alarm = cloudwatch.Alarm(
             self,
             name,
+            alarm_name=f"{alarm_name_prefix(self)}{name}",
             metric=metric,
             threshold=threshold,
             evaluation_periods=evaluation_periods,
@@ -161,24 +213,30 @@ class Monitoring(Construct):
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24)
         )
         self.dashboard.add_widgets(
-            graph(title="Scheduler lag (ms, max)", left=[app_metric(MetricName.SCHEDULER_LAG, "Maximum")]),
+            graph(
+                title="Scheduler lag (ms, max)",
+                left=[app_metric(self.namespace, MetricName.SCHEDULER_LAG, "Maximum")],
+            ),
             graph(
                 title="Dispatch lateness (ms)",
                 left=[
-                    app_metric(MetricName.DISPATCH_LATENESS, "p99"),
-                    app_metric(MetricName.DISPATCH_LATENESS, "Maximum"),
+                    app_metric(self.namespace, MetricName.DISPATCH_LATENESS, "p99"),
+                    app_metric(self.namespace, MetricName.DISPATCH_LATENESS, "Maximum"),
                 ],
             ),
             graph(
                 title="Run start lateness (ms)",
-                left=[app_metric(MetricName.RUN_LATENESS, "p50"), app_metric(MetricName.RUN_LATENESS, "p99")],
+                left=[
+                    app_metric(self.namespace, MetricName.RUN_LATENESS, "p50"),
+                    app_metric(self.namespace, MetricName.RUN_LATENESS, "p99"),
+                ],
             ),
         )
         self.dashboard.add_widgets(
             graph(
                 title="Runs per minute",
                 left=[
-                    app_metric(name, "Sum")
+                    app_metric(self.namespace, name, "Sum")
                     for name in (
                         MetricName.RUNS_ENQUEUED,
                         MetricName.RUNS_SUCCEEDED,

@@ -16,15 +16,41 @@ from botocore.config import Config
 
 from jobsched.resources import ALERTS_TOPIC_ENV, QUEUES, TABLES
 
-# Our own calls (DynamoDB, SQS, SNS) answer in milliseconds; bound each one so a hanging endpoint cannot
-# hold a worker past its heartbeat window: 3 attempts x (3 s connect + 5 s read) + standard backoff stays
-# under the 30 s heartbeat interval. (Lambda targets use their own client with the job's timeout.)
-_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 3},
-    connect_timeout=3,
-    read_timeout=5,
-    max_pool_connections=32,
-)
+
+@dataclass(frozen=True)
+class CallBounds:
+    """How long one AWS call of ours may take: per attempt ``connect_timeout_s`` + ``read_timeout_s``
+    (seconds), at most ``max_attempts`` attempts (botocore's ``standard`` retry mode, which sleeps up to
+    ``2 ** (k - 1)`` s, jittered, before retry k). ``config()`` is the botocore ``Config``."""
+
+    connect_timeout_s: float
+    read_timeout_s: float
+    max_attempts: int
+
+    def config(self) -> Config:
+        """The botocore client ``Config`` enforcing these bounds (32 pooled connections: threads share it)."""
+        return Config(
+            # total_max_attempts counts the first attempt (botocore's max_attempts counts retries only).
+            retries={"mode": "standard", "total_max_attempts": self.max_attempts},
+            connect_timeout=self.connect_timeout_s,
+            read_timeout=self.read_timeout_s,
+            max_pool_connections=32,
+        )
+
+    @property
+    def worst_case_s(self) -> float:
+        """The longest one call can take before it raises: every attempt timing out, plus the longest
+        backoff before each retry (seconds)."""
+        backoff = sum(2 ** (k - 1) for k in range(1, self.max_attempts))
+        return self.max_attempts * (self.connect_timeout_s + self.read_timeout_s) + backoff
+
+
+DEFAULT_CALLS = CallBounds(connect_timeout_s=3, read_timeout_s=5, max_attempts=3)
+"""Our own calls (DynamoDB, SQS, SNS) answer in milliseconds; each is bounded so a hanging endpoint cannot
+hold a worker past its heartbeat window: 3 x (3 s + 5 s) + 1 s + 2 s of backoff = 27 s, under the 30 s
+heartbeat interval. (Lambda targets use their own client with the job's timeout; the scheduler uses
+tighter bounds, ``jobsched.scheduler_runtime.SCHEDULER_CALLS``.)"""
+
 _LOADER: botocore.loaders.Loader | None = None
 _LOADER_LOCK = threading.Lock()
 
@@ -47,7 +73,8 @@ def new_session() -> boto3.session.Session:
 
 @dataclass
 class Aws:
-    """Lazily created boto3 clients of one session/region (``endpoint_url`` for a moto server).
+    """Lazily created boto3 clients of one session/region (``endpoint_url`` for a moto server), every call
+    bounded by ``calls``.
 
     ``region`` None means the standard chain (``AWS_REGION`` in Lambda, ``AWS_DEFAULT_REGION``, the config
     file), falling back to us-east-1 only where nothing names one.
@@ -55,6 +82,7 @@ class Aws:
 
     region: str | None = None
     endpoint_url: str | None = None
+    calls: CallBounds = DEFAULT_CALLS
 
     def __post_init__(self) -> None:
         if self.region is None:
@@ -62,7 +90,7 @@ class Aws:
 
     def _client(self, service: str) -> Any:
         return new_session().client(
-            service, region_name=self.region, endpoint_url=self.endpoint_url, config=_CONFIG
+            service, region_name=self.region, endpoint_url=self.endpoint_url, config=self.calls.config()
         )
 
     @cached_property
@@ -72,7 +100,7 @@ class Aws:
     @cached_property
     def dynamodb_resource(self) -> Any:
         return new_session().resource(
-            "dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=_CONFIG
+            "dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=self.calls.config()
         )
 
     @cached_property
@@ -86,6 +114,10 @@ class Aws:
     @cached_property
     def lambda_(self) -> Any:
         return self._client("lambda")
+
+    @cached_property
+    def sts(self) -> Any:
+        return self._client("sts")
 
     def table(self, name: str) -> Any:
         """A DynamoDB ``Table`` resource by name."""

@@ -1,7 +1,7 @@
 """The one place that creates the Powertools Logger and Metrics (no X-Ray SDK in the asset: no Tracer).
 
 Log with keyword fields (``logger.info("run enqueued", job_id=..., run_id=...)``), not f-strings.
-Metrics go out as CloudWatch EMF under the ``jobsched`` namespace.
+Metrics go out as CloudWatch EMF under the namespace ``NAMESPACE`` (the stack name in AWS, ``jobsched`` locally).
 
 Metrics are added from several threads at once: the records of a worker batch run concurrently, and local
 mode runs the scheduler, worker pollers and sweeper as threads of one process sharing this ``metrics``
@@ -15,6 +15,7 @@ decorators' end-of-invocation flush is guarded too.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -24,7 +25,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
 SERVICE = "jobsched"
-NAMESPACE = "jobsched"
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "jobsched"
+"""CloudWatch namespace of the metrics: the deployment's (the CDK stack sets ``POWERTOOLS_METRICS_NAMESPACE``
+to the stack name, so two stacks of one account stay apart), ``jobsched`` where it is unset (local mode)."""
 
 METRICS_LOCK = threading.RLock()
 """Guards Powertools' shared metric set (reentrant: a flush may run inside ``add_metric`` at 100 values)."""
@@ -102,7 +105,7 @@ def flush_metrics() -> None:
 
 
 class MetricName:
-    """Metric names (EMF, namespace ``jobsched``, dimension ``service=jobsched``); alarms in ``infra/`` use them."""
+    """Metric names (EMF, namespace ``NAMESPACE``, dimension ``service=jobsched``); alarms in ``infra/`` use them."""
 
     RUNS_ENQUEUED = "RunsEnqueued"  # Count, per scheduler tick
     DISPATCH_LATENESS = "DispatchLatenessMs"  # Milliseconds, enqueue time minus dispatch instant

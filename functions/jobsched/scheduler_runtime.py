@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched.adapters.queue import RunQueue
-from jobsched.aws import Aws
+from jobsched.aws import Aws, CallBounds
 from jobsched.clock import Clock
 from jobsched.lease import LeaderLease, new_holder_id
 from jobsched.scheduler import (
@@ -31,9 +31,15 @@ from jobsched.store.control import ControlStore
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 
-STOP_BEFORE_MS = 3_000
-"""The Lambda loop stops ticking (and releases its lease) once less than this remains before its timeout:
-room for one slow tick and the release."""
+SCHEDULER_CALLS = CallBounds(connect_timeout_s=1, read_timeout_s=2, max_attempts=2)
+"""Bounds on each AWS call of the scheduler Lambda (DynamoDB and SQS answer in milliseconds): at most
+2 x (1 s + 2 s) + 1 s of backoff = 7 s, instead of botocore's default (60 s connect and read timeouts,
+several attempts). A slow call then fails the tick, which the next tick retries."""
+
+STOP_BEFORE_MS = int(2 * SCHEDULER_CALLS.worst_case_s * 1000) + 1_000
+"""The Lambda loop stops ticking (and releases its lease) once less than this remains before its timeout
+(15 s): room for a call in flight and the lease release to take their longest (``SCHEDULER_CALLS``), plus
+a second; the function's timeout (``infra.functions.SCHEDULER_TIMEOUT_S``) adds this to its minute of ticking."""
 
 
 def build_scheduler_loop(

@@ -43,6 +43,17 @@ class Settings(BaseSettings):
     allow_loopback_http_targets: bool = Field(False, description="http targets on 127.0.0.0/8 and ::1")
     api_max_body_bytes: int = Field(256 * 1024, description="larger request bodies get 413")
     local_tokens_file: str | None = Field(None, description="JSON token->owner map (local mode auth)")
+    target_owner_tag_key: str = Field(
+        "jobsched:owner",
+        min_length=1,
+        max_length=128,
+        description="resource tag naming the owner whose jobs may use a lambda/sqs target",
+    )
+    target_role_arn: str | None = Field(
+        None,
+        description="TARGET_ROLE_ARN: the role workers assume for a job's owner to reach lambda/sqs targets "
+        "(set by the stack; unset in local mode, where the owner tag is checked in code)",
+    )
 
 
 @lru_cache(maxsize=1)

@@ -721,6 +721,7 @@ class Worker:
             attempt=attempt,
             input=job.input,
             timeout_s=float(min(job.timeout_s, self.settings.worker_timeout_cap_s)),
+            owner=job.owner,
         )
         heartbeat = Heartbeat(
             runs=self.runs,

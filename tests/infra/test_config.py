@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any
+
 import aws_cdk as cdk
 import pytest
 
+import jobsched
+from infra import config as config_module
 from infra.config import (
     RESOURCE_ENV_VARS,
     RUNTIME_KNOBS,
@@ -17,6 +23,7 @@ from infra.config import (
 from jobsched import resources
 from jobsched.settings import Settings
 from jobsched.worker import CLAIM_MARGIN_S
+from tests.infra.support import synthesize
 
 
 def test_runtime_knobs_are_the_settings_fields_that_are_not_resource_names() -> None:
@@ -24,9 +31,11 @@ def test_runtime_knobs_are_the_settings_fields_that_are_not_resource_names() -> 
     assert "allow_shell_targets" in RUNTIME_KNOBS
     assert "jobs_table" not in RUNTIME_KNOBS
     assert "local_tokens_file" not in RUNTIME_KNOBS
+    assert "target_role_arn" not in RUNTIME_KNOBS  # set by the stack from the role it creates
     assert set(RUNTIME_KNOBS) | {n.lower() for n in RESOURCE_ENV_VARS} >= set(Settings.model_fields) - {
         "local_tokens_file",
         "allow_loopback_http_targets",
+        "target_role_arn",
     }
 
 
@@ -122,3 +131,34 @@ def test_the_synth_machines_environment_does_not_leak_in(monkeypatch: pytest.Mon
 def test_context_values_reads_only_known_keys_that_are_set() -> None:
     app = cdk.App(context={"due_shards": "2", "worker_max_concurrency": 10, "unrelated": "x"})
     assert context_values(app.node) == {"due_shards": "2", "worker_max_concurrency": 10}
+
+
+# -- every setting is read somewhere ---------------------------------------------------------------
+
+
+def test_every_infrastructure_knob_is_read_by_the_stack(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given InfraOptions that record which of their fields are read
+    read: set[str] = set()
+
+    class RecordingOptions(InfraOptions):
+        def __getattribute__(self, name: str) -> Any:
+            if name in InfraOptions.model_fields:
+                read.add(name)
+            return super().__getattribute__(name)
+
+    monkeypatch.setattr(config_module, "InfraOptions", RecordingOptions)
+    # When the stack is synthesized
+    synthesize(tmp_path, {})
+    # Then it read every one of them: none is accepted, validated and then ignored
+    assert set(InfraOptions.model_fields) - read == set()
+
+
+@pytest.mark.parametrize("name", RUNTIME_KNOBS)
+def test_every_runtime_knob_is_read_by_the_functions(name: str) -> None:
+    # The stack passes every runtime knob to the functions (test_stack checks the environment); some
+    # module of the package must then read it from its Settings.
+    package = Path(jobsched.__file__).parent
+    sources = [p.read_text() for p in package.rglob("*.py") if p.name != "settings.py"]
+    assert any(re.search(rf"\.{name}\b", text) for text in sources), f"Settings.{name} is never read"

@@ -199,7 +199,7 @@ def test_each_function_runs_python_312_on_x86_64_with_its_own_role(synth: Synth,
 def test_four_functions_and_their_log_groups_keep_logs_for_the_retention(synth: Synth) -> None:
     assert len(synth.resources("AWS::Lambda::Function")) == 4
     groups = synth.resources("AWS::Logs::LogGroup")
-    assert len(groups) == 5  # four functions and the API access log
+    assert len(groups) == 6  # four functions, the API's access log and its execution log
     assert {g["Properties"]["RetentionInDays"] for g in groups.values()} == {30}
 
 
@@ -216,9 +216,12 @@ def test_functions_get_settings_env_vars_that_settings_accepts(synth: Synth) -> 
     settings = Settings.model_validate({k.lower(): v for k, v in plain.items()})
     assert settings.scheduler_partitions == PARTITIONS
     assert settings.allow_shell_targets is False
-    # Every function sees the same configuration.
+    # Every function sees the same configuration (the worker also gets the role it acts for owners with).
     for other in ("api", "worker", "sweeper"):
-        assert _function(synth, other)[1]["Environment"]["Variables"] == env
+        other_env = dict(_function(synth, other)[1]["Environment"]["Variables"])
+        if other == "worker":
+            assert other_env.pop("TARGET_ROLE_ARN")
+        assert other_env == env
 
 
 def test_scheduler_timeout_and_reserved_concurrency_per_partition(synth: Synth) -> None:
@@ -273,9 +276,11 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     scheduler = _actions(_statements(synth, _role_of(synth, "scheduler")))
     worker = _actions(_statements(synth, _role_of(synth, "worker")))
     sweeper = _actions(_statements(synth, _role_of(synth, "sweeper")))
-    # Only the worker calls targets; only the worker and sweeper raise dead-run alerts.
-    assert "lambda:InvokeFunction" in worker
-    assert not {"lambda:InvokeFunction"} & (api | scheduler | sweeper)
+    # Only the worker calls targets (through the role it assumes for a job's owner); only the worker and
+    # sweeper raise dead-run alerts.
+    assert "sts:AssumeRole" in worker
+    assert "lambda:InvokeFunction" not in api | scheduler | worker | sweeper
+    assert "sts:AssumeRole" not in api | scheduler | sweeper
     assert "sns:Publish" not in api | scheduler
     # Only the worker consumes the run queue.
     assert "sqs:ReceiveMessage" in worker
@@ -299,12 +304,75 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     assert json.dumps(resource).endswith('"/index/due"]]}')
 
 
-def test_target_wildcards_are_narrowed_by_tag(synth: Synth) -> None:
-    statements = _statements(synth, _role_of(synth, "worker"))
-    invoke = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
-    assert invoke and all(
-        s["Condition"] == {"StringEquals": {"aws:ResourceTag/jobsched:target": "true"}} for s in invoke
+def _target_role(synth: Synth) -> str:
+    (logical_id,) = [k for k in synth.resources("AWS::IAM::Role") if k.startswith("FunctionsTargetRole")]
+    return logical_id
+
+
+def test_the_worker_reaches_targets_only_through_the_target_role_tagged_with_the_owner(synth: Synth) -> None:
+    worker_role, target_role = _role_of(synth, "worker"), _target_role(synth)
+    # The worker itself reaches no target: it may only assume the target role, tagging the session
+    worker = _statements(synth, worker_role)
+    assert not {"lambda:InvokeFunction", "kms:Decrypt"} & _actions(worker)
+    (assume,) = [s for s in worker if "sts:AssumeRole" in _actions([s])]
+    assert set(assume["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
+    assert assume["Resource"] == {"Fn::GetAtt": [target_role, "Arn"]}
+    _, props = _function(synth, "worker")
+    assert props["Environment"]["Variables"]["TARGET_ROLE_ARN"] == {"Fn::GetAtt": [target_role, "Arn"]}
+    # Only the worker role may assume it, and only with the owner as its one session tag
+    trust = synth.raw["Resources"][target_role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert {json.dumps(s["Principal"]) for s in trust} == {
+        json.dumps({"AWS": {"Fn::GetAtt": [worker_role, "Arn"]}})
+    }
+    (tag_session,) = [s for s in trust if s["Action"] == "sts:TagSession"]
+    assert tag_session["Condition"] == {
+        "StringLike": {"aws:RequestTag/jobsched-owner": "?*"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": ["jobsched-owner"]},
+    }
+
+
+def test_the_target_role_allows_invoke_send_and_kms_only_on_resources_tagged_with_the_owner(
+    synth: Synth,
+) -> None:
+    statements = _statements(synth, _target_role(synth))
+    by_action = {json.dumps(sorted(_actions([s]))): s for s in statements}
+    assert set(by_action) == {
+        '["lambda:InvokeFunction"]',
+        '["sqs:SendMessage"]',
+        '["kms:Decrypt", "kms:GenerateDataKey"]',
+    }
+    same_owner = {"aws:ResourceTag/jobsched:owner": "${aws:PrincipalTag/jobsched-owner}"}
+    for statement in by_action.values():
+        assert statement["Effect"] == "Allow"
+        conditions = statement["Condition"]
+        assert set(conditions) == {"StringEquals"}
+        assert same_owner.items() <= conditions["StringEquals"].items()
+    kms = by_action['["kms:Decrypt", "kms:GenerateDataKey"]']["Condition"]["StringEquals"]
+    assert kms["kms:ViaService"] == {"Fn::Join": ["", ["sqs.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
+
+
+def test_the_owner_tag_key_is_a_setting_and_listed_targets_keep_the_owner_rule(tmp_path: Path) -> None:
+    other = synthesize(
+        tmp_path,
+        {
+            "target_owner_tag_key": "team",
+            "target_function_arns": "arn:aws:lambda:eu-west-1:210987654321:function:shared",
+        },
     )
+    statements = _statements(other, _target_role(other))
+    (invoke,) = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    assert "arn:aws:lambda:eu-west-1:210987654321:function:shared" in invoke["Resource"]
+    assert invoke["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/jobsched-owner}"}
+    }
+    _, props = _function(other, "worker")
+    assert props["Environment"]["Variables"]["TARGET_OWNER_TAG_KEY"] == "team"
+
+
+def test_the_api_may_read_target_tags_only(synth: Synth) -> None:
+    api = _actions(_statements(synth, _role_of(synth, "api")))
+    assert {"lambda:ListTags", "sqs:ListQueueTags"} <= api
+    assert not {"lambda:InvokeFunction", "lambda:GetFunction", "sts:AssumeRole"} & api
 
 
 def test_dynamo_grants_name_their_index(synth: Synth) -> None:
@@ -497,3 +565,109 @@ def test_scheduler_reservation_and_log_expiry_can_be_turned_off(tmp_path: Path) 
     assert all("ReservedConcurrentExecutions" not in f["Properties"] for f in functions)
     groups = other.resources("AWS::Logs::LogGroup").values()
     assert groups and all("RetentionInDays" not in g["Properties"] for g in groups)
+
+
+# -- deploy readiness: alarms reach someone, one stack's names are its own --------------------------
+
+
+def _topic_policies(synth: Synth, topic_logical_id: str) -> list[dict[str, Any]]:
+    return [
+        statement
+        for policy in synth.resources("AWS::SNS::TopicPolicy").values()
+        if {"Ref": topic_logical_id} in policy["Properties"]["Topics"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _lets_cloudwatch_publish(statement: dict[str, Any], topic_logical_id: str) -> bool:
+    actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+    return (
+        statement["Effect"] == "Allow"
+        and statement.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+        and "sns:Publish" in actions
+        and statement["Resource"] == {"Ref": topic_logical_id}
+    )
+
+
+def test_every_alarm_actions_topic_lets_cloudwatch_publish_for_this_accounts_alarms(synth: Synth) -> None:
+    alarms = synth.resources("AWS::CloudWatch::Alarm").values()
+    topics = {
+        action["Ref"]
+        for alarm in alarms
+        for key in ("AlarmActions", "OKActions")
+        for action in alarm["Properties"].get(key, [])
+    }
+    assert topics  # every alarm notifies (checked above): there are topics to check
+    for topic in topics:
+        statements = _topic_policies(synth, topic)
+        (allow,) = [s for s in statements if _lets_cloudwatch_publish(s, topic)]
+        # Scoped: only alarms of this account, named after this stack, may publish (no confused deputy).
+        assert allow["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+        (source_arn,) = allow["Condition"]["ArnLike"].values()
+        assert source_arn == "arn:aws:cloudwatch:eu-west-1:123456789012:alarm:jobsched-*"
+        # The only Deny is the TLS one, which CloudWatch (calling over TLS) never meets.
+        denies = [s for s in statements if s["Effect"] == "Deny"]
+        assert [d["Condition"] for d in denies] == [{"Bool": {"aws:SecureTransport": "false"}}]
+    for alarm in alarms:
+        assert alarm["Properties"]["AlarmName"].startswith("jobsched-")
+
+
+def test_the_run_queue_age_alarm_uses_its_setting(tmp_path: Path) -> None:
+    other = synthesize(tmp_path, {"run_queue_age_alarm_s": "450"})
+    run_queue = other.logical_id_of_output("RunQueueUrl")
+    other.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ApproximateAgeOfOldestMessage",
+            "Namespace": "AWS/SQS",
+            "Dimensions": [{"Name": "QueueName", "Value": {"Fn::GetAtt": [run_queue, "QueueName"]}}],
+            "Threshold": 450,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "AlarmActions": Match.any_value(),
+        },
+    )
+
+
+def test_default_stack_uses_the_jobsched_namespace_and_api_name(synth: Synth) -> None:
+    synth.template.has_resource_properties("AWS::ApiGateway::RestApi", {"Name": "jobsched"})
+    _, props = _function(synth, "worker")
+    assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "jobsched"
+
+
+def test_a_second_stack_names_its_namespace_api_alarms_and_dashboard_after_itself(tmp_path: Path) -> None:
+    # Given a second deployment in the same account
+    other = synthesize(tmp_path, {"stack_name": "jobsched-staging"})
+    # Then its API, metric namespace, alarms and dashboard do not mix with the first one's
+    other.template.has_resource_properties("AWS::ApiGateway::RestApi", {"Name": "jobsched-staging"})
+    functions = other.resources("AWS::Lambda::Function").values()
+    assert {
+        f["Properties"]["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] for f in functions
+    } == {"jobsched-staging"}
+    alarms = [a["Properties"] for a in other.resources("AWS::CloudWatch::Alarm").values()]
+    (lag,) = [a for a in alarms if a["MetricName"] == MetricName.SCHEDULER_LAG]
+    assert lag["Namespace"] == "jobsched-staging"
+    assert all(a["AlarmName"].startswith("jobsched-staging-") for a in alarms)
+    other.template.has_resource_properties(
+        "AWS::CloudWatch::Dashboard",
+        {"DashboardName": "jobsched-staging", "DashboardBody": Match.any_value()},
+    )
+    body = json.dumps(other.resources("AWS::CloudWatch::Dashboard"))
+    # Each graphed metric is [namespace, name, dimension, value, ...] in the body
+    assert '[\\"jobsched-staging\\",' in body and '[\\"jobsched\\",' not in body
+
+
+def test_the_stack_owns_the_api_execution_log_group(synth: Synth) -> None:
+    (rest_api,) = synth.resources("AWS::ApiGateway::RestApi")
+    groups = synth.resources("AWS::Logs::LogGroup")
+    (logical_id,) = [
+        k
+        for k, g in groups.items()
+        if g["Properties"].get("LogGroupName")
+        == {"Fn::Join": ["", ["API-Gateway-Execution-Logs_", {"Ref": rest_api}, f"/{STAGE}"]]}
+    ]
+    group = groups[logical_id]
+    assert group["Properties"]["RetentionInDays"] == 30
+    assert group["DeletionPolicy"] == "Delete"
+    # Created before the stage, so API Gateway never creates (and orphans) it first.
+    (stage,) = synth.resources("AWS::ApiGateway::Stage").values()
+    assert logical_id in stage["DependsOn"]

@@ -48,6 +48,7 @@ from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus
 from jobsched.settings import Settings, get_settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
+from jobsched.targets.ownership import TAG_READ_CALLS, TargetTags
 
 API_TITLE = "jobsched"
 API_VERSION = "1.0.0"
@@ -73,6 +74,8 @@ def build_api(settings: Settings, aws: Aws, *, clock: Callable[[], int] = system
         if settings.local_tokens_file
         else IamAuthenticator()
     )
+    # Reading a target's tags is advisory (IAM decides at run time): one short attempt, never a slow request.
+    tag_reads = Aws(region=aws.region, endpoint_url=aws.endpoint_url, calls=TAG_READ_CALLS)
     service = JobService(
         settings=settings,
         jobs=JobStore(aws.table(settings.jobs_table)),
@@ -80,6 +83,12 @@ def build_api(settings: Settings, aws: Aws, *, clock: Callable[[], int] = system
         queue=RunQueue(aws.sqs, settings.run_queue_url),
         clock=clock,
         idempotency=IdempotencyKeys.on_dynamodb(settings.idempotency_table, aws.dynamodb),
+        target_tags=TargetTags(
+            settings.target_owner_tag_key,
+            lambda_client=lambda: tag_reads.lambda_,
+            sqs_client=lambda: tag_reads.sqs,
+            sts_client=lambda: tag_reads.sts,
+        ),
     )
     return Api(settings=settings, service=service, authenticator=authenticator)
 

@@ -65,6 +65,7 @@ from jobsched.store import layout
 from jobsched.store.errors import Conflict, NameTaken, NotFound
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
+from jobsched.targets.ownership import TargetTags
 
 JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
 """Ids made by ``layout.new_job_id``; anything else is "not found" without a read."""
@@ -110,7 +111,8 @@ def _validation_problem(error: ValidationError) -> InvalidInput:
 class JobService:
     """The use cases behind every route. ``clock`` returns epoch ms (UTC).
 
-    ``idempotency`` is required only for calls that pass an ``idempotency_key``.
+    ``idempotency`` is required only for calls that pass an ``idempotency_key``; ``target_tags`` (optional)
+    refuses a lambda/sqs target whose owner tag names another owner.
     """
 
     def __init__(
@@ -122,6 +124,7 @@ class JobService:
         queue: RunQueue,
         clock: Clock,
         idempotency: IdempotencyKeys | None = None,
+        target_tags: TargetTags | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
@@ -129,6 +132,7 @@ class JobService:
         self.queue = queue
         self.clock = clock
         self.idempotency = idempotency
+        self.target_tags = target_tags
 
     # --- create -------------------------------------------------------------------------------
 
@@ -164,7 +168,7 @@ class JobService:
     def _create(self, owner: str, request: JobCreate) -> CreateResult:
         now_ms = self.clock()
         now = from_ms(now_ms)
-        self._check_settings(request)
+        self._check_settings(request, owner)
         job = Job.model_validate(
             {
                 **request.model_dump(),
@@ -298,7 +302,7 @@ class JobService:
                 settings = JobSettings.model_validate(merged)
             except ValidationError as error:
                 raise _validation_problem(error) from error
-            self._check_settings(settings)
+            self._check_settings(settings, owner)
             job = current.model_copy(update=dict(settings))
             if retimed:
                 anchor_ms = self._anchor_ms(job)
@@ -555,8 +559,9 @@ class JobService:
             raise JobNotFound(job_id)
         return spec, sched
 
-    def _check_settings(self, job: JobSettings) -> None:
-        """Deployment limits on owner-set fields (SPEC section 2). Raises ``InvalidInput``."""
+    def _check_settings(self, job: JobSettings, owner: str) -> None:
+        """Deployment limits on owner-set fields (SPEC section 2), and a lambda/sqs target tagged for another
+        owner (``target_tags``). Raises ``InvalidInput``."""
         cap = self.settings.worker_timeout_cap_s
         if job.timeout_s > cap:
             raise InvalidInput(
@@ -568,6 +573,9 @@ class JobService:
                 "shell targets are disabled in this deployment (they would run with the worker's role); "
                 "use an http, lambda, sqs or command target",
             )
+        refusal = self.target_tags.refusal(job.target, owner) if self.target_tags is not None else None
+        if refusal is not None:
+            raise InvalidInput("target", refusal)
 
     @staticmethod
     def _anchor_ms(job: Job) -> int:

@@ -13,14 +13,17 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.aws import Aws
 from jobsched.clock import system_clock
 from jobsched.observability import logger
-from jobsched.scheduler_runtime import Runtime, serve_invocation
+from jobsched.scheduler_runtime import SCHEDULER_CALLS, Runtime, serve_invocation
 from jobsched.settings import get_settings
 
 
 @lru_cache(maxsize=1)
 def default_runtime() -> Runtime:
-    """Settings from the environment, lazily created boto3 clients, the system clock and ``time.sleep``."""
-    return Runtime(settings=get_settings(), aws=Aws(), clock=system_clock, sleep=time.sleep)
+    """Settings from the environment, lazily created boto3 clients bounded by ``SCHEDULER_CALLS`` (a slow
+    call cannot outlast the invocation), the system clock and ``time.sleep``."""
+    return Runtime(
+        settings=get_settings(), aws=Aws(calls=SCHEDULER_CALLS), clock=system_clock, sleep=time.sleep
+    )
 
 
 runtime_factory: Callable[[], Runtime] = default_runtime

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -56,24 +57,49 @@ from jobsched.targets import Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.targets.commands import CommandExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
+from jobsched.targets.ownership import ActingForOwner, OwnerClients, TargetTags
 from jobsched.targets.shell import ShellExecutor
 from jobsched.worker import Failures, Waiter, Worker
 
 
 def build_targets(settings: Settings, aws: Aws) -> Targets:
-    """Every target executor, configured from ``settings`` (address guard, shell switch, timeout cap)."""
+    """Every target executor, configured from ``settings`` (address guard, shell switch, timeout cap).
 
-    def lambda_client() -> Any:
-        # Long synchronous invokes: read timeout past the worker's cap; no automatic retry of an invoke
-        # (a retry after a read timeout would run the function twice).
-        config = Config(
-            read_timeout=settings.worker_timeout_cap_s + 30,
-            connect_timeout=10,
-            retries={"total_max_attempts": 1},
-        )
+    ``lambda`` and ``sqs`` targets act for the job's owner (``jobsched.targets.ownership``): through the
+    target role ``settings.target_role_arn`` tagged with the owner when the deployment has one (AWS), else
+    with the worker's own clients after an owner-tag check (local mode).
+    """
+    # Long synchronous invokes: read timeout past the worker's cap; no automatic retry of an invoke
+    # (a retry after a read timeout would run the function twice).
+    lambda_config = Config(
+        read_timeout=settings.worker_timeout_cap_s + 30,
+        connect_timeout=10,
+        retries={"total_max_attempts": 1},
+    )
+
+    def client(service: str, credentials: dict[str, str] | None = None) -> Any:
+        config = lambda_config if service == "lambda" else aws.calls.config()
         return new_session().client(
-            "lambda", region_name=aws.region, endpoint_url=aws.endpoint_url, config=config
+            service,
+            region_name=aws.region,
+            endpoint_url=aws.endpoint_url,
+            config=config,
+            **(credentials or {}),
         )
+
+    tags = TargetTags(
+        settings.target_owner_tag_key,
+        lambda_client=lambda: aws.lambda_,
+        sqs_client=lambda: aws.sqs,
+        sts_client=lambda: aws.sts,
+    )
+    owner_clients = (
+        OwnerClients(
+            settings.target_role_arn, sts_client=lambda: aws.sts, make_client=client, now_s=time.time
+        )
+        if settings.target_role_arn
+        else None
+    )
 
     return Targets(
         http=HttpExecutor(
@@ -82,8 +108,20 @@ def build_targets(settings: Settings, aws: Aws) -> Targets:
                 allow_loopback=settings.allow_loopback_http_targets,
             )
         ),
-        lambda_=LambdaExecutor(lambda_client),
-        sqs=SqsExecutor(lambda: aws.sqs),
+        lambda_=ActingForOwner(
+            "lambda",
+            per_client=LambdaExecutor,
+            clients=owner_clients,
+            local=LambdaExecutor(lambda: client("lambda")),
+            tags=tags,
+        ),
+        sqs=ActingForOwner(
+            "sqs",
+            per_client=SqsExecutor,
+            clients=owner_clients,
+            local=SqsExecutor(lambda: aws.sqs),
+            tags=tags,
+        ),
         command=CommandExecutor(),
         shell=ShellExecutor(enabled=settings.allow_shell_targets),
     )

@@ -88,7 +88,8 @@ class TargetCall:
 
     ``scheduled_for_ms`` is the run's nominal fire instant (epoch ms, UTC); ``attempt`` is 1-based;
     ``timeout_s`` is the job's timeout (already capped by the deployment's worker cap); ``input`` is the
-    job's JSON input.
+    job's JSON input; ``owner`` the job's owner (``lambda`` and ``sqs`` targets act for it:
+    ``jobsched.targets.ownership``).
     """
 
     run_id: str
@@ -97,6 +98,7 @@ class TargetCall:
     attempt: int
     input: Any = None
     timeout_s: float = 300.0
+    owner: str | None = None
     cancel: CancelToken = field(default_factory=CancelToken)
 
     @property

@@ -56,12 +56,13 @@ def test_one_invocation_ticks_each_second_then_releases_the_lease(
     job = harness.add("every 10 seconds")
     harness.clock.now_ms = harness.T0 + 250  # started by EventBridge a little after the minute
 
-    report = invoke({"partition": 0}, timeout_s=70)
+    timeout_s = 67 + STOP_BEFORE_MS // 1000  # the deployed timeout: 67 s of ticking, then the stop margin
+    report = invoke({"partition": 0}, timeout_s=timeout_s)
 
     # It ticked once a second on the second boundary until STOP_BEFORE_MS before the timeout
     assert report["partition"] == 0 and report["ticks"] == report["iterations"] == 68
     assert invoke.sleeps[0] == pytest.approx(0.75) and all(s == 1.0 for s in invoke.sleeps[1:])
-    assert harness.clock() <= harness.T0 + 250 + 70_000 - STOP_BEFORE_MS + 1000
+    assert harness.clock() <= harness.T0 + 250 + timeout_s * 1000 - STOP_BEFORE_MS + 1000
     # It ran the job's fires in that window, and released the lease for the next invocation
     assert [r["scheduled_for"] for r in harness.runs_of(job.id)] == [
         harness.T0 + k * 10_000 for k in range(7)
@@ -78,9 +79,9 @@ def test_one_invocation_ticks_each_second_then_releases_the_lease(
 
 def test_the_next_invocation_takes_over_at_once_with_a_higher_term(harness: Any, invoke: Any) -> None:
     job = harness.add("every 10 seconds")
-    invoke({"partition": 0}, timeout_s=30, request_id="first")
+    invoke({"partition": 0}, timeout_s=40, request_id="first")
     first = ControlStore(harness.aws.dynamodb, harness.settings.control_table).read_lease(0)
-    report = invoke({"partition": 0}, timeout_s=30, request_id="second")
+    report = invoke({"partition": 0}, timeout_s=40, request_id="second")
     second = ControlStore(harness.aws.dynamodb, harness.settings.control_table).read_lease(0)
     assert first is not None and second is not None and second.term > first.term
     assert report["ticks"] == report["iterations"]  # led from its first step
