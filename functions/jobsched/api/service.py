@@ -80,7 +80,9 @@ WRITE_ATTEMPTS = 3
 """Read-modify-write attempts before a job that keeps changing (an every-second schedule) is a 409."""
 
 TRIGGER_SLOTS = 5
-"""A manual run takes the first free millisecond from now: the pair (job_id, scheduled_for) is the run key."""
+"""A manual run takes the first free millisecond from now backwards (now, now - 1 ms, ...): the pair
+(job_id, scheduled_for) is the run key, and a run is never started before its ``scheduled_for``, so a manual
+run keyed even 1 ms after the request could be started early by a worker that receives it at once."""
 
 
 @dataclass(frozen=True)
@@ -440,7 +442,7 @@ class JobService:
     def trigger_job(self, owner: str, job_id: str, *, idempotency_key: str | None = None) -> TriggerResult:
         """Create one run of the job now, outside its schedule (paused jobs too), and enqueue it.
 
-        The run is ``(job_id, now)``, kind ``manual`` (``now`` + 1 ms, up to 4 ms, when that instant is a fire
+        The run is ``(job_id, now)``, kind ``manual`` (``now`` - 1 ms, down to - 4 ms, when that instant is a fire
         of the schedule or already a run). If the enqueue fails the run stays ``queued`` and the
         sweeper enqueues it, so the call still succeeds. With ``idempotency_key`` a repeat returns the first
         run: the stored result while the key's record lasts, and in any case the run the key created, which is
@@ -462,8 +464,8 @@ class JobService:
     def _trigger(self, owner: str, job_id: str, idempotency_key: str | None = None) -> Run:
         spec, sched = self._load(owner, job_id)
         now_ms = self.clock()
-        fires = self._fire_instants_ms(spec, sched, now_ms, now_ms + TRIGGER_SLOTS - 1)
-        for slot in (now_ms + i for i in range(TRIGGER_SLOTS)):
+        fires = self._fire_instants_ms(spec, sched, now_ms - TRIGGER_SLOTS + 1, now_ms)
+        for slot in (now_ms - i for i in range(TRIGGER_SLOTS)):
             if slot in fires:
                 continue
             item = layout.new_run_item(

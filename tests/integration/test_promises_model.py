@@ -1,0 +1,717 @@
+"""A model-based test of jobsched's promises: every fire of a job runs once (never lost, never twice, never
+early), ``overlap: skip`` never lets two runs of a job run together, and every fire that did not run is in the
+history with a reason that holds.
+
+Hypothesis drives, on an injected clock and an in-process moto: job creation of every schedule kind and policy,
+PATCH (also landing in the middle of a tick), pause, resume, delete, manual triggers with and without keys
+(also failing after the run was saved), ticks of two competing scheduler loops (one may stall past its lease),
+crashes before and after each AWS call of a tick, scheduler downtime, a due index whose read lags behind the
+table, deliveries (duplicate, late, a storage error after the claim, a long run during which the job keeps
+firing) and the sweeper. After every step it checks the safety invariants, and after each ``settle`` step (a
+few clean seconds of ticks and deliveries) the liveness ones (see ``Model.check_*``).
+
+Budget: ``JOBSCHED_FUZZ_EXAMPLES`` (default 6) examples of up to ``JOBSCHED_FUZZ_STEPS`` (default 30) steps;
+``make fuzz`` runs it long. Each of the eight breaks of issue [2.1] was found by it with its fix reverted (see
+the closing note of that issue for how).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from jobsched.adapters.queue import RunQueue
+from jobsched.api.app import build_api
+from jobsched.api.exceptions import ApiProblem
+from jobsched.api.wsgi import api_context
+from jobsched.clock import FakeClock
+from jobsched.handlers.sweeper import build_sweeper
+from jobsched.handlers.worker import build_worker
+from jobsched.lease import LeaderLease
+from jobsched.models import JobCreate, JobPatch, from_ms, to_ms
+from jobsched.scheduler import ON_TIME_TOLERANCE_MS, Scheduler, SchedulerLoop, TickLimits
+from jobsched.schedules import parse_schedule
+from jobsched.store import layout
+from jobsched.store.control import ControlStore
+from jobsched.store.jobs import JobStore
+from jobsched.store.runs import RunStore
+from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.worker import Deferred
+from tests.support.aws import moto_deployment
+
+T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
+OWNER = "team-model"
+EXAMPLES = int(os.environ.get("JOBSCHED_FUZZ_EXAMPLES", "6"))
+STEPS = int(os.environ.get("JOBSCHED_FUZZ_STEPS", "30"))
+
+SCHEDULES = {
+    "minutely": "* * * * *",
+    "every-10s": "*/10 * * * * *",
+    "every-second": "* * * * * *",
+    "rate-7s": "every 7 seconds",
+    "daily-10": "0 10 * * *",
+}
+
+
+class Crash(BaseException):
+    """A process dying in the middle of a call: not an Exception, so nothing on the way catches it."""
+
+
+# --- fault-injecting adapters ----------------------------------------------------------------------------
+
+
+@dataclass
+class Faults:
+    """One pending fault for the next tick: at the ``nth`` call of ``method`` (None: any), crash ``before`` or
+    ``after`` the real call, or raise a transient error (``error``)."""
+
+    method: str | None = None
+    nth: int = 0
+    mode: str = "none"  # before | after | error | none
+    seen: int = 0
+    fired: bool = False
+    hooks: dict[str, Any] = field(default_factory=dict)  # method -> callable run once after the real call
+
+    def around(self, name: str, call: Any) -> Any:
+        if self.mode != "none" and not self.fired and (self.method is None or self.method == name):
+            self.seen += 1
+            if self.seen > self.nth:
+                self.fired = True
+                if self.mode == "before":
+                    raise Crash(f"crash before {name}")
+                if self.mode == "error":
+                    raise ConnectionError(f"transient error in {name}")
+                value = call()
+                raise Crash(f"crash after {name}")
+        value = call()
+        hook = self.hooks.pop(name, None)
+        if hook is not None:
+            hook()
+        return value
+
+
+class Faulty:
+    """A proxy over an adapter whose calls go through ``Faults.around`` (and, for the due index, may lag)."""
+
+    def __init__(self, inner: Any, faults: Faults, lag: dict[str, Any] | None = None) -> None:
+        self._inner, self._faults, self._lag = inner, faults, lag
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if not callable(target):
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if name == "query_due" and self._lag is not None and self._lag.get("active"):
+                return self._lagging(args[0], args[1])
+            return self._faults.around(name, lambda: target(*args, **kwargs))
+
+        return call
+
+    def _lagging(self, due_pk: str, up_to_ms: int) -> Any:
+        """The due index as it was when the lag began (a GSI that has not replicated since)."""
+        items = [
+            dict(i) for i in self._lag["snapshot"] if i.get("due_pk") == due_pk and i["due_at"] <= up_to_ms
+        ]
+        return items, None
+
+
+# --- the model ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Version:
+    """One schedule a job had: from the API write at ``written`` (epoch ms) until the next one; its first fire
+    as the API answered (``first``)."""
+
+    schedule: str
+    anchor: int
+    written: int
+    first: int | None
+    retired: int | None = None
+    accepted_late: bool = False
+
+
+@dataclass
+class ModelJob:
+    job_id: str
+    kind: str
+    missed: str
+    grace_s: int
+    window_s: int
+    overlap: str
+    max_attempts: int
+    versions: list[Version] = field(default_factory=list)
+    paused: list[list[int | None]] = field(default_factory=list)  # [paused_at, resumed_at or None]
+    deleted_at: int | None = None
+    exact_once: int | None = None  # a one-off's instant as typed, rounded up to whole ms by the model itself
+    keys: set[str] = field(default_factory=set)
+    unkeyed_triggers: int = 0
+
+    @property
+    def current(self) -> Version:
+        return self.versions[-1]
+
+    def paused_at(self, instant: int) -> bool:
+        return any(start <= instant and (end is None or instant < end) for start, end in self.paused)
+
+
+def fires_of(version: Version, start: int, end: int, limit: int = 5000) -> list[int]:
+    """The version's fires in ``[start, end]`` (epoch ms), computed by the schedule engine."""
+    schedule = parse_schedule(version.schedule, "UTC", start_at=from_ms(version.anchor))
+    return [to_ms(f) for f in schedule.fires(from_ms(start - 1), from_ms(end), limit)]
+
+
+def is_fire(version: Version, instant: int) -> bool:
+    schedule = parse_schedule(version.schedule, "UTC", start_at=from_ms(version.anchor))
+    following = schedule.next_fire(from_ms(instant - 1))
+    return following is not None and to_ms(following) == instant
+
+
+class ModelExecutor:
+    """The ``command`` executor of the model's worker: records every try and can keep a try running while the
+    machine delivers more runs of its job (``long``)."""
+
+    def __init__(self, machine: PromisesMachine) -> None:
+        self.machine = machine
+
+    def execute(self, target: Any, call: TargetCall) -> str:
+        machine = self.machine
+        machine.executions[call.run_id] = machine.executions.get(call.run_id, 0) + 1
+        job = machine.jobs.get(call.job_id)
+        if job is not None and job.overlap == "skip" and call.job_id in machine.running:
+            machine.violations.append(
+                f"overlap: {call.run_id} started while {machine.running[call.job_id]} of its job runs"
+            )
+        machine.running.setdefault(call.job_id, call.run_id)
+        try:
+            long = machine.long_runs.pop(call.job_id, 0)
+            if long:
+                machine.during_long_run(call.job_id, long)
+            if target.name == "fail":
+                raise TargetFailed("failing on purpose")
+            return "ok"
+        finally:
+            if machine.running.get(call.job_id) == call.run_id:
+                del machine.running[call.job_id]
+
+
+class PromisesMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack = ExitStack()
+        self.aws, base = self.stack.enter_context(moto_deployment("model"))
+        self.settings = base.model_copy(update={"due_shards": 2})
+        self.clock = FakeClock(T0)
+        self.api = build_api(self.settings, self.aws, clock=self.clock)
+        self.api.service.idempotency.bind_invocation(api_context())  # type: ignore[union-attr]
+        self.jobstore = JobStore(self.aws.table(self.settings.jobs_table))
+        self.runstore = RunStore(self.aws.table(self.settings.runs_table))
+        self.worker = build_worker(
+            self.settings, self.aws, clock=self.clock, targets=Targets(command=ModelExecutor(self))
+        )
+        self.sweeper = build_sweeper(self.settings, self.aws, clock=self.clock)
+        self.faults = Faults()
+        self.lag: dict[str, Any] = {"active": False, "snapshot": []}
+        self.loops: dict[str, SchedulerLoop] = {}
+        self.stalled: set[str] = set()
+        self.jobs: dict[str, ModelJob] = {}
+        self.executions: dict[str, int] = {}
+        self.running: dict[str, str] = {}
+        self.long_runs: dict[str, int] = {}
+        self.late: list[dict[str, Any]] = []
+        self.clean_ticks: list[int] = []
+        self.violations: list[str] = []
+        self.last_next: dict[tuple[str, int], int] = {}
+        self.names = 0
+        for name in ("a", "b"):
+            self._start_loop(name)
+
+    def teardown(self) -> None:
+        for loop in self.loops.values():
+            loop.scheduler.close()
+        self.stack.close()
+
+    # --- plumbing ------------------------------------------------------------------------------------
+
+    def _start_loop(self, name: str) -> None:
+        old = self.loops.pop(name, None)
+        if old is not None:
+            old.scheduler.close()
+        scheduler = Scheduler(
+            partition=0,
+            jobs=Faulty(self.jobstore, self.faults, self.lag),
+            runs=Faulty(self.runstore, self.faults),
+            queue=Faulty(RunQueue(self.aws.sqs, self.settings.run_queue_url), self.faults),
+            control=Faulty(ControlStore(self.aws.dynamodb, self.settings.control_table), self.faults),
+            settings=self.settings,
+            clock=self.clock,
+            limits=TickLimits(threads=1),
+        )
+        lease = LeaderLease(
+            ControlStore(self.aws.dynamodb, self.settings.control_table),
+            0,
+            f"model-{name}-{self.names}",
+            clock=self.clock,
+            ttl_ms=int(self.settings.lease_ttl_s * 1000),
+        )
+        self.names += 1
+        self.loops[name] = SchedulerLoop(scheduler, lease, clock=self.clock, sleep=self.clock.sleep)
+
+    def _second(self) -> None:
+        self.clock.now_ms = (self.clock.now_ms // 1000 + 1) * 1000 + 5
+
+    def _step_loops(self) -> None:
+        for name in sorted(self.loops):
+            if name in self.stalled:
+                continue
+            clean = self.faults.mode == "none" and not self.lag["active"]
+            try:
+                result = self.loops[name].step()
+            except Crash:
+                self._start_loop(name)  # the process died; a new one starts in its place
+                continue
+            if (
+                result is not None
+                and clean
+                and not result.aborted
+                and not result.errors
+                and not result.malformed
+            ):
+                self.clean_ticks.append(result.now)
+
+    def _deliver(self, message: dict[str, Any], *, get_spec_error: bool = False) -> None:
+        record = {
+            "messageId": message["MessageId"],
+            "receiptHandle": "",
+            "body": message["Body"],
+            "attributes": {"ApproximateReceiveCount": "1"},
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+        }
+        if get_spec_error:
+            real = self.worker.jobs.get_spec
+
+            def failing(job_id: str) -> Any:
+                self.worker.jobs.get_spec = real  # type: ignore[method-assign]
+                raise ConnectionError("transient storage error after the claim")
+
+            self.worker.jobs.get_spec = failing  # type: ignore[method-assign]
+        try:
+            self.worker.handle_record(record)
+        except Deferred:
+            self.late.append(message)  # handed back: it comes again
+        except ConnectionError:
+            pass  # the record failed: SQS redelivers it after its visibility timeout (modelled by the sweeper)
+        finally:
+            if get_spec_error:
+                self.worker.jobs.get_spec = type(self.worker.jobs).get_spec.__get__(self.worker.jobs)  # type: ignore[method-assign]
+
+    def _receive(self, limit: int) -> list[dict[str, Any]]:
+        sqs, url = self.aws.sqs, self.settings.run_queue_url
+        got: list[dict[str, Any]] = []
+        while len(got) < limit:
+            batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=min(10, limit - len(got))).get(
+                "Messages", []
+            )
+            if not batch:
+                break
+            for m in batch:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+            got.extend(batch)
+        return got
+
+    def _rows(self) -> list[dict[str, Any]]:
+        table = self.aws.table(self.settings.runs_table)
+        rows: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"ConsistentRead": True}
+        while True:
+            page = table.scan(**kwargs)
+            rows.extend(layout.plain(i) for i in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return [r for r in rows if not str(r["job_id"]).startswith("trigger#")]
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _api(self, call: Any) -> Any:
+        try:
+            return call()
+        except (ApiProblem, ValueError):
+            return None
+
+    # --- rules: the API ----------------------------------------------------------------------------------
+
+    @rule(
+        kind=st.sampled_from([*SCHEDULES, "once-future", "once-late", "once-sub-ms"]),
+        missed=st.sampled_from(["catch_up", "skip"]),
+        grace_s=st.sampled_from([0, 5, 60]),
+        window_s=st.sampled_from([0, 30, 600]),
+        overlap=st.sampled_from(["allow", "skip"]),
+        max_attempts=st.sampled_from([1, 2]),
+    )
+    def create(
+        self, kind: str, missed: str, grace_s: int, window_s: int, overlap: str, max_attempts: int
+    ) -> None:
+        if len(self.jobs) >= 4:
+            return
+        now = self.clock()
+        exact: int | None = None
+        if kind.startswith("once"):
+            offset_us = {"once-future": 20_000_000, "once-late": -30_000_000, "once-sub-ms": 20_000_400}[kind]
+            instant_us = now * 1000 + offset_us
+            text = datetime.fromtimestamp(instant_us // 1_000_000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+            text += f".{instant_us % 1_000_000:06d}Z"
+            schedule = f"at {text}"
+            exact = math.ceil(instant_us / 1000)
+        else:
+            schedule = SCHEDULES[kind]
+        body = {
+            "name": f"m{len(self.jobs)}-{now}",
+            "schedule": schedule,
+            "command": "echo",
+            "missed": missed,
+            "misfire_grace_s": grace_s,
+            "catch_up_window_s": window_s,
+            "overlap": overlap,
+            "retry": {"max_attempts": max_attempts, "backoff_s": 1},
+            "timeout_s": 60,
+        }
+        job = self.api.service.create_job(OWNER, JobCreate.model_validate(body)).job
+        first = to_ms(job.next_run_at) if job.next_run_at else None
+        model = ModelJob(job.id, kind, missed, grace_s, window_s, overlap, max_attempts, exact_once=exact)
+        anchor = (
+            0 if kind.startswith("once") else now
+        )  # a one-off's instant needs no anchor (and may be past)
+        model.versions.append(
+            Version(schedule, anchor, now, first, accepted_late=first is not None and first < now)
+        )
+        self.jobs[job.id] = model
+
+    def _live(self) -> list[ModelJob]:
+        return [j for j in self.jobs.values() if j.deleted_at is None]
+
+    def _patch(self, job: ModelJob, kind: str) -> None:
+        now = self.clock()
+        result = self._api(
+            lambda: self.api.service.update_job(OWNER, job.job_id, JobPatch(schedule=SCHEDULES[kind]))
+        )
+        if result is None:
+            return
+        job.current.retired = now
+        anchor = to_ms(result.created_at)
+        first = to_ms(result.next_run_at) if result.next_run_at else None
+        job.versions.append(Version(SCHEDULES[kind], anchor, now, first))
+        job.kind = kind
+        job.exact_once = None
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(data=st.data(), kind=st.sampled_from(list(SCHEDULES)))
+    def patch_schedule(self, data: st.DataObject, kind: str) -> None:
+        self._patch(data.draw(st.sampled_from(self._live())), kind)
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(data=st.data(), kind=st.sampled_from(list(SCHEDULES)), at=st.sampled_from(["put_new", "query_due"]))
+    def patch_during_a_tick(self, data: st.DataObject, kind: str, at: str) -> None:
+        """A PATCH landing between a tick's read and its writes (after the first run save, or the due read)."""
+        job = data.draw(st.sampled_from(self._live()))
+        self.faults.hooks[at] = lambda: self._patch(job, kind)
+        self._second()
+        self._step_loops()
+        self.faults.hooks.clear()
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(data=st.data(), pause=st.booleans())
+    def pause_or_resume(self, data: st.DataObject, pause: bool) -> None:
+        job = data.draw(st.sampled_from(self._live()))
+        now = self.clock()
+        call = self.api.service.pause_job if pause else self.api.service.resume_job
+        if self._api(lambda: call(OWNER, job.job_id)) is None:
+            return
+        if pause and not job.paused_at(now):
+            job.paused.append([now, None])
+        elif not pause and job.paused and job.paused[-1][1] is None:
+            job.paused[-1][1] = now
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        job = data.draw(st.sampled_from(self._live()))
+        if self._api(lambda: self.api.service.delete_job(OWNER, job.job_id)) is not None or True:
+            job.deleted_at = self.clock()
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(data=st.data(), key=st.sampled_from([None, "k1", "k2"]), fail_after_save=st.booleans())
+    def trigger(self, data: st.DataObject, key: str | None, fail_after_save: bool) -> None:
+        job = data.draw(st.sampled_from(self._live()))
+        service = self.api.service
+        if key is None:
+            job.unkeyed_triggers += 1
+        else:
+            job.keys.add(key)
+        send = service.queue.send
+        if fail_after_save:
+
+            def dies(messages: Any) -> None:
+                raise Crash("the invocation died after saving the run")
+
+            service.queue.send = dies  # type: ignore[method-assign]
+        try:
+            service.trigger_job(OWNER, job.job_id, idempotency_key=f"{job.job_id}-{key}" if key else None)
+        except (Crash, Exception):
+            pass
+        finally:
+            service.queue.send = send  # type: ignore[method-assign]
+        if fail_after_save and key is not None:
+            # the key's record stayed in flight; it expires and the client retries with the same key
+            table = self.aws.table(self.settings.idempotency_table)
+            for item in table.scan()["Items"]:
+                table.delete_item(Key={"id": item["id"]})
+            self.clock.advance(1000)
+            self._api(lambda: service.trigger_job(OWNER, job.job_id, idempotency_key=f"{job.job_id}-{key}"))
+
+    # --- rules: schedulers, workers, sweeper ---------------------------------------------------------------
+
+    @rule(seconds=st.integers(1, 20))
+    def tick(self, seconds: int) -> None:
+        for _ in range(seconds):
+            self._second()
+            self._step_loops()
+
+    @rule(
+        mode=st.sampled_from(["before", "after", "error"]),
+        method=st.sampled_from(
+            [None, "put_new", "send", "move", "query_due", "scheduling_states", "rows_between"]
+        ),
+        nth=st.integers(0, 3),
+    )
+    def tick_with_fault(self, mode: str, method: str | None, nth: int) -> None:
+        self.faults.method, self.faults.mode, self.faults.nth = method, mode, nth
+        self.faults.seen, self.faults.fired = 0, False
+        self._second()
+        self._step_loops()
+        self.faults.mode = "none"
+
+    @rule(name=st.sampled_from(["a", "b"]), seconds=st.integers(1, 12))
+    def stall(self, name: str, seconds: int) -> None:
+        """One loop stalls (a long GC pause, a frozen container) while the other goes on, past the lease."""
+        self.stalled.add(name)
+        self.tick(seconds)
+        self.stalled.discard(name)
+
+    @rule(seconds=st.sampled_from([45, 600, 2 * 86400]))
+    def downtime(self, seconds: int) -> None:
+        """Every scheduler is down for a while: nothing ticks."""
+        self.clock.advance(seconds * 1000)
+
+    @rule(seconds=st.integers(1, 5))
+    def lagging_index(self, seconds: int) -> None:
+        """The due index stops replicating for a few ticks: reads return what it held when the lag began."""
+        table = self.aws.table(self.settings.jobs_table)
+        self.lag["snapshot"] = [layout.plain(i) for i in table.scan()["Items"] if "due_pk" in i]
+        self.lag["active"] = True
+        self.tick(seconds)
+        self.lag["active"] = False
+
+    @rule(limit=st.integers(1, 10), duplicate=st.booleans(), postpone=st.booleans())
+    def deliver(self, limit: int, duplicate: bool, postpone: bool) -> None:
+        for message in self._receive(limit):
+            if postpone:
+                self.late.append(message)
+                continue
+            self._deliver(message)
+            if duplicate:
+                self._deliver(message)
+
+    @precondition(lambda self: bool(self.late))
+    @rule()
+    def deliver_late(self) -> None:
+        late, self.late = self.late, []
+        for message in late:
+            self._deliver(message)
+
+    @rule()
+    def deliver_with_a_storage_error(self) -> None:
+        for message in self._receive(1):
+            self._deliver(message, get_spec_error=True)
+
+    @precondition(lambda self: any(j.overlap == "skip" for j in self._live()))
+    @rule(data=st.data(), seconds=st.integers(1, 110))
+    def long_run(self, data: st.DataObject, seconds: int) -> None:
+        """The next run of an ``overlap: skip`` job takes ``seconds``; its job keeps firing meanwhile."""
+        job = data.draw(st.sampled_from([j for j in self._live() if j.overlap == "skip"]))
+        self.long_runs[job.job_id] = seconds
+        job.unkeyed_triggers += 1
+        self.api.service.trigger_job(OWNER, job.job_id)
+        for message in self._receive(50):
+            if json.loads(message["Body"])["job_id"] == job.job_id:
+                self._deliver(message)
+            else:
+                self.late.append(message)
+        self.long_runs.pop(job.job_id, None)
+
+    def during_long_run(self, job_id: str, seconds: int) -> None:
+        """Called from inside a try: the clock moves on, schedulers tick, and new runs of the job are
+        delivered to other workers while this try still runs."""
+        for _ in range(seconds):
+            self._second()
+            self._step_loops()
+            for message in self._receive(10):
+                if json.loads(message["Body"])["job_id"] == job_id:
+                    self._deliver(message)
+                else:
+                    self.late.append(message)
+
+    @rule(minutes=st.integers(0, 4))
+    def sweep(self, minutes: int) -> None:
+        self.clock.advance(minutes * 60_000)
+        self.sweeper.sweep()
+
+    @rule()
+    def settle(self) -> None:
+        """A few clean seconds (no faults, no lag, every loop running), every message delivered, then the
+        liveness checks."""
+        self.stalled.clear()
+        for _ in range(4):
+            self._second()
+            self._step_loops()
+            for message in self._receive(100) + self.late:
+                self._deliver(message)
+            self.late = []
+        self.check_liveness()
+
+    # --- invariants -----------------------------------------------------------------------------------
+
+    @invariant()
+    def no_violation_seen(self) -> None:
+        assert not self.violations, self.violations
+
+    @invariant()
+    def safety(self) -> None:
+        rows = self._rows()
+        by_job: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_job.setdefault(str(row["job_id"]), []).append(row)
+        for job_id, job_rows in by_job.items():
+            job = self.jobs.get(job_id)
+            if job is None:
+                continue
+            manual = [r for r in job_rows if r.get("kind") == "manual"]
+            assert len(manual) <= len(job.keys) + job.unkeyed_triggers, (
+                f"{job_id}: {len(manual)} manual runs for {len(job.keys)} keys and {job.unkeyed_triggers} unkeyed"
+            )
+            for row in job_rows:
+                self._check_row(job, row)
+            self._check_next_run_at(job)
+
+    def _check_row(self, job: ModelJob, row: dict[str, Any]) -> None:
+        fire, status = int(row["scheduled_for"]), row["status"]
+        if row.get("started_at") is not None:
+            assert int(row["started_at"]) >= int(row.get("dispatch_at", fire)), f"early start: {row}"
+        if status in ("succeeded", "retrying", "dead") and row.get("kind") != "skipped":
+            tries = int(row.get("attempt", 0))
+            assert tries <= self.executions.get(row["run_id"], 0), (
+                f"{row['run_id']} counted {tries} tries ({status}) but its target ran "
+                f"{self.executions.get(row['run_id'], 0)} times"
+            )
+        if row.get("kind") == "manual":
+            return
+        if job.exact_once is not None and len(job.versions) == 1:
+            assert fire == job.exact_once, (
+                f"{job.job_id}: one-off ran at {fire}, its instant is {job.exact_once}"
+            )
+        owners = [  # a fire due by the instant a schedule was replaced may have run under it
+            v
+            for v in job.versions
+            if v.first is not None
+            and fire >= v.first
+            and is_fire(v, fire)
+            and (v.retired is None or fire <= v.retired)
+        ]
+        assert owners, f"{job.job_id}: a run at {from_ms(fire)} is a fire of no schedule it had ({row})"
+        if status == "skipped" and str(row.get("error", "")).startswith("missed"):
+            self._check_skip_was_due(job, row)
+
+    def _check_skip_was_due(self, job: ModelJob, row: dict[str, Any]) -> None:
+        """A fire recorded missed: no clean tick came while it was within its policy's lateness."""
+        fire = int(row["scheduled_for"])
+        version = next(v for v in reversed(job.versions) if v.first is not None and fire >= v.first)
+        start = max(fire, version.written) if version.accepted_late else fire
+        grace = max(job.grace_s * 1000, ON_TIME_TOLERANCE_MS)
+        threshold = (
+            job.window_s * 1000 + 1 if job.missed == "catch_up" and job.window_s * 1000 >= grace else grace
+        )
+        for tick in self.clean_ticks:
+            if start <= tick < start + threshold - 1000 and not job.paused_at(tick):
+                if version.retired is not None and tick >= version.retired:
+                    continue
+                raise AssertionError(
+                    f"{job.job_id}: fire {from_ms(fire)} recorded missed, but a clean tick at "
+                    f"{from_ms(tick)} came {tick - start} ms after it ({row.get('error')})"
+                )
+
+    def _check_next_run_at(self, job: ModelJob) -> None:
+        if job.deleted_at is not None:
+            return
+        sched = self.jobstore.get(job.job_id)[1] or {}
+        nxt = sched.get("next_run_at")
+        version = len(job.versions)
+        if nxt is not None:
+            key = (job.job_id, version)
+            assert int(nxt) >= self.last_next.get(key, 0), f"{job.job_id}: next_run_at moved backwards"
+            self.last_next[key] = int(nxt)
+
+    def check_liveness(self) -> None:
+        """After a settle: every fire of each active job's current schedule, due by two seconds ago, has a row or
+        lies in a skipped summary's range; a schedule with no further fire has left the due index."""
+        rows = self._rows()
+        now = self.clock()
+        for job in self._live():
+            version = job.current
+            if version.first is None or (job.paused and job.paused[-1][1] is None):
+                continue
+            covered: set[int] = set()
+            ranges: list[tuple[int, int]] = []
+            for row in rows:
+                if row["job_id"] != job.job_id:
+                    continue
+                covered.add(int(row["scheduled_for"]))
+                if row.get("skipped_through") is not None:
+                    ranges.append((int(row["scheduled_for"]), int(row["skipped_through"])))
+            for fire in fires_of(version, version.first, now - 2000):
+                if fire in covered or any(a <= fire <= b for a, b in ranges):
+                    continue
+                if job.paused_at(fire):
+                    continue
+                raise AssertionError(f"{job.job_id}: fire {from_ms(fire)} of {version.schedule!r} has no row")
+            sched = self.jobstore.get(job.job_id)[1] or {}
+            nxt = sched.get("next_run_at")
+            if nxt is None:
+                assert "due_pk" not in sched, f"{job.job_id}: no next fire but still in the due index"
+
+
+def test_the_promises_hold_under_interleavings() -> None:
+    run_state_machine_as_test(
+        PromisesMachine,
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=STEPS,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=os.environ.get("JOBSCHED_FUZZ_SEED") is None,
+            database=None,
+        ),
+    )
