@@ -38,6 +38,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo, available_timezones
 
 from jobsched.cron_fields import CronFieldError, CronFields
+from jobsched.fire_count import count_cron_fires
 
 __all__ = [
     "MAX_RATE_INTERVAL_S",
@@ -503,15 +504,16 @@ class _CronRule:
             return None
         return _occurrences(match, self.zone)[-1]
 
-    def gap_fires(self, transition: _Transition) -> bool:
-        """Whether a fixed-time entry fires at the end of the spring-forward gap of ``transition``.
+    def gap_fires(self, wall_before: datetime, wall_after: datetime) -> bool:
+        """Whether a fixed-time entry fires at the end of a spring-forward gap: the clock jumped from
+        naive ``wall_before`` to ``wall_after``.
 
         ISC cron moves the matches inside a gap to its end, once; jobsched does so only for a match on
         the local date the gap ends on (a date the gap swallowed, or its part before the gap, has no
         run of its own: at most one run per local calendar day).
         """
-        end = transition.wall_after
-        low = max(transition.wall_before, datetime.combine(end.date(), time()))
+        end = wall_after
+        low = max(wall_before, datetime.combine(end.date(), time()))
         match = self.spec.next_wall(low - _EPSILON) if low > datetime.min else self.spec.next_wall(None)
         return match is not None and match < end
 
@@ -529,7 +531,7 @@ class _CronRule:
                     continue
                 # in a spring-forward gap
                 transition = _transition_near(match, self.zone)
-                if self.spec.fixed_time and transition.at > after and self.gap_fires(transition):
+                if self.spec.fixed_time and transition.at > after and self.gap_fires(transition.wall_before, transition.wall_after):
                     return transition.at  # ISC: once, at the first instant after the gap
                 cursor = max(transition.wall_after - _EPSILON, match)
                 continue
@@ -680,12 +682,22 @@ class Schedule:
         return found
 
     def count_fires(self, after: datetime, until: datetime, cap: int) -> int:
-        """Number of fires in ``(after, until]``, counting no further than ``cap``.
+        """Number of fires in ``(after, until]`` (aware, any zone), counting no further than ``cap``.
 
-        Rates are counted arithmetically (O(1)); cron and one-offs cost O(min(count, cap)).
+        Same fires as :meth:`fires` (start_at/end_at respected). Rates are counted arithmetically
+        (O(1)); cron by per-day arithmetic (``jobsched.fire_count``: cost bounded by the local days
+        in the range, whatever the number of fires); a one-off is 0 or 1.
         """
+        start, end = _utc(after, "after"), _utc(until, "until")
         if isinstance(self._rule, _RateRule):
-            return self._count_rate(self._rule, _utc(after, "after"), _utc(until, "until"), cap)
+            return self._count_rate(self._rule, start, end, cap)
+        if isinstance(self._rule, _CronRule):
+            if self.start_at is not None:
+                start = max(start, _minus(self.start_at, _EPSILON))
+            if self.end_at is not None:
+                end = min(end, self.end_at)
+            rule = self._rule
+            return count_cron_fires(rule.spec, rule.zone, start, end, cap, rule.gap_fires)
         step = self._iter_fires(after, until)
         count = 0
         while count < cap and step() is not None:
