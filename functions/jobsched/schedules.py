@@ -938,10 +938,15 @@ def validate_schedule(
             raise ScheduleError(
                 "end_at", "end_at is before the schedule's first fire, so the job would never run"
             )
-        since = max(moment, schedule.start_at) if schedule.start_at is not None else moment
+        if start_at is not None and schedule.start_at is not None and schedule.start_at > moment:
+            raise ScheduleError(
+                "start_at",
+                f"start_at is so late that {expression.strip()!r} has no fire after it before the end of "
+                "the supported range (9999-12-31T23:59:59Z), so the job would never run",
+            )
         raise ScheduleError(
-            "start_at" if start_at is not None else "schedule",
-            f"{expression.strip()!r} has no fire at or after {since.isoformat()} before the end of the "
+            "schedule",
+            f"{expression.strip()!r} has no fire at or after {moment.isoformat()} before the end of the "
             "supported range (9999-12-31T23:59:59Z), so the job would never run",
         )
     return schedule
