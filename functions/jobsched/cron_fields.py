@@ -393,9 +393,9 @@ class CronFields:
                 count += per_day - self.times_up_to(low_second - 1)
             else:
                 count += self.times_up_to(high_second)
-        inner_first, inner_last = first + timedelta(days=1), last - timedelta(days=1) if last > first else first
-        if first < last and inner_first <= inner_last:
-            count += per_day * self._count_dates(inner_first, inner_last, cap // max(per_day, 1) + 1)
+        if (last - first).days >= 2:  # whole days between the partial first and last days
+            inner_first, inner_last = first + timedelta(days=1), last - timedelta(days=1)
+            count += per_day * self._count_dates(inner_first, inner_last, cap // per_day + 1)
         return min(count, cap)
 
     def _partial_days(self, first: date, last: date) -> list[date]:

@@ -779,6 +779,9 @@ def _cron_text(text: str, expression: str) -> str:
                 "@reboot is not supported: jobsched has no machine start to run at; "
                 "use a one-off (at 2026-12-04T18:00:00) or a cron schedule",
             )
+        unsupported = _unsupported_cron(text, expression)
+        if unsupported is not None:
+            raise unsupported
         if text not in _MACROS:
             raise ScheduleError(
                 "schedule", f"unknown macro {expression.strip()!r}; use one of {', '.join(sorted(_MACROS))}"
