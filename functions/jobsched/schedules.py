@@ -635,11 +635,11 @@ class Schedule:
             moment = _minus(self.start_at, _EPSILON)
         try:
             fire = self._rule.next_after(moment)
-        except OverflowError:  # past year 9999
+            if fire is None or (self.end_at is not None and fire > self.end_at):
+                return None
+            return fire.astimezone(self.zone)
+        except OverflowError:  # past year 9999, in UTC or in the schedule's zone
             return None
-        if fire is None or (self.end_at is not None and fire > self.end_at):
-            return None
-        return fire.astimezone(self.zone)
 
     def first_fire(self, now: datetime, *, grace_s: float = ONE_OFF_GRACE_S) -> datetime | None:
         """The first fire a newly registered or updated job gets, in the schedule's zone.
