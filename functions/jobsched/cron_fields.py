@@ -18,8 +18,8 @@ The dialect (Vixie cron plus the Quartz/Cronos/cronsim extensions, one rule each
   its minimum to ``b``; a step counts from ``a`` across the wrap: ``23-3/2`` hours is 23, 1, 3;
   ``sat-tue`` is Saturday, Sunday, Monday, Tuesday (Quartz's reading of ``FRI-MON``).
 - Steps are between 1 and the field's maximum (cronie's rule: ``*/60`` minutes is refused).
-- Day-of-month items: ``L`` (last day), ``L-n`` (n days before the last day, none if that is before
-  the 1st), ``nW`` (the weekday, Monday to Friday, nearest to day n without leaving the month; none
+- Day-of-month items: ``L`` (last day), ``n-L`` (day n to the last day, croniter's form), ``L-n`` (n
+  days before the last day, none if that is before the 1st), ``nW`` (the weekday, Monday to Friday, nearest to day n without leaving the month; none
   in a month without day n), ``LW`` (the last weekday of the month), ``L-nW``.
 - Day-of-week items: ``d#n`` (the n-th weekday d of the month, n 1-5), ``dL`` (the last weekday d).
 - Vixie cron's day rule: when both day fields are restricted a day matches if EITHER matches, unless
@@ -47,19 +47,20 @@ FIELD_MIN = {"second": 0, "minute": 0, "hour": 0, "day-of-month": 1, "month": 1,
 FIELD_MAX = {"second": 59, "minute": 59, "hour": 23, "day-of-month": 31, "month": 12, "day-of-week": 7, "year": 2199}
 """Bounds of each field's values; day-of-week 7 is Sunday again. Years are EventBridge's 1970-2199."""
 
-_NUMBER = re.compile(r"^\d{1,4}$")
-_STEP = re.compile(r"^(?P<base>.*)/(?P<step>\d+)$")
-_DOM_LAST = re.compile(r"^l(?:-(?P<offset>\d{1,2}))?(?P<weekday>w)?$")
-_DOM_NEAREST = re.compile(r"^(?P<day>\d{1,2})w$")
-_DOW_NTH = re.compile(r"^(?P<day>\w+)#(?P<nth>\d)$")
-_DOW_LAST = re.compile(r"^(?P<day>\w+)l$")
+_NUMBER = re.compile(r"^[0-9]{1,4}$")
+_STEP = re.compile(r"^(?P<base>.*)/(?P<step>[0-9]+)$")
+_DOM_LAST = re.compile(r"^l(?:-(?P<offset>[0-9]{1,2}))?(?P<weekday>w)?$")
+_DOM_NEAREST = re.compile(r"^(?P<day>[0-9]{1,2})w$")
+_DOM_TO_LAST = re.compile(r"^(?P<day>[0-9]{1,2})-l$")
+_DOW_NTH = re.compile(r"^(?P<day>[a-z0-9]+)#(?P<nth>[0-9])$")
+_DOW_LAST = re.compile(r"^(?P<day>[a-z0-9]+)l$")
 
 
 ALLOWED = {
     "second": "0-59",
     "minute": "0-59",
     "hour": "0-23",
-    "day-of-month": "1-31, L, L-n, nW, LW or L-nW",
+    "day-of-month": "1-31, L, n-L, L-n, nW, LW or L-nW",
     "month": "1-12 or jan-dec",
     "day-of-week": "0-7 or sun-sat (0 and 7 are Sunday), d#n or dL",
     "year": "1970-2199",
@@ -224,6 +225,8 @@ def _parse_dom(text: str) -> tuple[frozenset[int] | None, tuple[tuple[int, bool]
             last.append((offset, match["weekday"] is not None))
         elif (match := _DOM_NEAREST.match(item)) is not None:
             nearest.append(_number(name, match["day"]))
+        elif (match := _DOM_TO_LAST.match(item)) is not None:  # n-L: day n to the last day of the month
+            plain.update(range(_number(name, match["day"]), 32))
         elif not item:
             raise _invalid(name, "an empty list item")
         else:

@@ -37,7 +37,7 @@ from itertools import pairwise
 from typing import Protocol
 from zoneinfo import ZoneInfo, available_timezones
 
-from jobsched.cron_fields import CronFieldError, CronFields
+from jobsched.cron_fields import ALLOWED, CronFieldError, CronFields
 from jobsched.fire_count import count_cron_fires
 
 __all__ = [
@@ -346,7 +346,7 @@ _MACROS = {
 }
 _HASHED = re.compile(r"(?:^|[,\s(])[hr](?:$|[,\s()/-])")  # Jenkins-style hashed (H) and random (R) values
 _EVENTBRIDGE = re.compile(r"^cron\s*\((?P<body>.*)\)$")
-_EB_DOW_ITEM = re.compile(r"^(?P<day>\d+)(?P<rest>(?:#\d+|l)?)$")
+_EB_DOW_ITEM = re.compile(r"^(?P<day>[0-9]+)(?P<rest>(?:#[0-9]+|l)?)$")
 
 
 def _eventbridge_dow(text: str, expression: str) -> str:
@@ -357,7 +357,7 @@ def _eventbridge_dow(text: str, expression: str) -> str:
     """
 
     def convert(number: str) -> str:
-        value = int(number) if number.isdigit() and len(number) <= 2 else 0
+        value = int(number) if re.fullmatch(r"[0-9]{1,2}", number) else 0
         if not 1 <= value <= 7:
             raise ScheduleError(
                 "schedule",
@@ -376,7 +376,7 @@ def _eventbridge_dow(text: str, expression: str) -> str:
             base = convert(match["day"]) + match["rest"]
         elif "-" in base:
             first, _, last = base.partition("-")
-            base = "-".join(convert(part) if part.isdigit() else part for part in (first, last))
+            base = "-".join(convert(part) if re.fullmatch(r"[0-9]+", part) else part for part in (first, last))
         items.append(base + slash + step)
     return ",".join(items)
 
@@ -417,9 +417,11 @@ def _eventbridge_fields(body: str, expression: str) -> CronFields:
     try:
         return CronFields.parse("0", minute, hour, dom, month, _eventbridge_dow(dow, expression), year)
     except CronFieldError as error:
-        value = dict(zip(_EVENTBRIDGE_FIELDS, fields, strict=True))[error.name]
+        written = _EVENTBRIDGE.match(shown.lower()) and shown[shown.index("(") + 1 : shown.rindex(")")].split()
+        value = dict(zip(_EVENTBRIDGE_FIELDS, written or fields, strict=True))[error.name]
+        reason = error.reason.replace(ALLOWED["day-of-week"], "1-7 or sun-sat (1 = Sunday), d#n, dL or L")
         raise ScheduleError(
-            "schedule", f"EventBridge schedule {shown!r}: the {error.name} field {value!r} {error.reason}"
+            "schedule", f"EventBridge schedule {shown!r}: the {error.name} field {value!r} {reason}"
         ) from None
 
 
@@ -432,6 +434,12 @@ def _compile_cron(text: str) -> CronFields:
         raise unsupported
     if (eventbridge := _EVENTBRIDGE.match(lowered)) is not None:
         return _eventbridge_fields(eventbridge["body"], text)
+    if re.match(r"^cron\s*\(", lowered):
+        raise ScheduleError(
+            "schedule",
+            f"{text!r} is not an EventBridge cron expression: write cron(minutes hours day-of-month month "
+            "day-of-week year), such as cron(0 12 * * ? *), with nothing after the closing parenthesis",
+        )
     fields = lowered.split()
     if len(fields) == 7:
         raise ScheduleError(
