@@ -43,8 +43,24 @@ _CALENDAR_CYCLE_YEARS = 400  # the Gregorian calendar (dates and weekdays) repea
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 
-FIELD_MIN = {"second": 0, "minute": 0, "hour": 0, "day-of-month": 1, "month": 1, "day-of-week": 0, "year": 1970}
-FIELD_MAX = {"second": 59, "minute": 59, "hour": 23, "day-of-month": 31, "month": 12, "day-of-week": 7, "year": 2199}
+FIELD_MIN = {
+    "second": 0,
+    "minute": 0,
+    "hour": 0,
+    "day-of-month": 1,
+    "month": 1,
+    "day-of-week": 0,
+    "year": 1970,
+}
+FIELD_MAX = {
+    "second": 59,
+    "minute": 59,
+    "hour": 23,
+    "day-of-month": 31,
+    "month": 12,
+    "day-of-week": 7,
+    "year": 2199,
+}
 """Bounds of each field's values; day-of-week 7 is Sunday again. Years are EventBridge's 1970-2199."""
 
 _NUMBER = re.compile(r"^[0-9]{1,4}$")
@@ -79,7 +95,9 @@ class CronFieldError(ValueError):
 
 
 def _invalid(name: str, detail: str) -> CronFieldError:
-    return CronFieldError(name, f"is not valid: {detail} (allowed: {ALLOWED[name]}, with lists, ranges and steps)")
+    return CronFieldError(
+        name, f"is not valid: {detail} (allowed: {ALLOWED[name]}, with lists, ranges and steps)"
+    )
 
 
 def _number(name: str, text: str, names: tuple[str, ...] = ()) -> int:

@@ -218,7 +218,10 @@ def _shell_command(command: str, stdin: str | None, shell: str) -> str:
 
 def _shell_target(command: str, stdin: str | None, env: _Env) -> dict[str, Any]:
     """The ``shell`` target of an entry: the command, the crontab's variables as ``env``, its ``SHELL``."""
-    target: dict[str, Any] = {"type": "shell", "command": _shell_command(command, stdin, env.shell or DEFAULT_SHELL)}
+    target: dict[str, Any] = {
+        "type": "shell",
+        "command": _shell_command(command, stdin, env.shell or DEFAULT_SHELL),
+    }
     if env.exported:
         target["env"] = dict(env.exported)
     if env.shell and env.shell != DEFAULT_SHELL:

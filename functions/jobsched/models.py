@@ -233,13 +233,17 @@ class ShellTarget(_Strict):
                     "by the worker)"
                 )
             if "\0" in text or len(text) > 8192:
-                raise ValueError(f"the value of env {name!r} must have no NUL character and at most 8192 characters")
+                raise ValueError(
+                    f"the value of env {name!r} must have no NUL character and at most 8192 characters"
+                )
         return value
 
     @field_validator("shell")
     @classmethod
     def _shell(cls, value: str | None) -> str | None:
-        if value is not None and (not value.startswith("/") or "\0" in value or any(c.isspace() for c in value)):
+        if value is not None and (
+            not value.startswith("/") or "\0" in value or any(c.isspace() for c in value)
+        ):
             raise ValueError(f"shell {value!r} must be an absolute path without spaces, such as /bin/bash")
         return value
 

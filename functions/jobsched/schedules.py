@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta
@@ -323,9 +322,7 @@ def parse_in_range(text: str, zone: ZoneInfo, *, field: str) -> datetime:
     try:
         return parse_instant(text, zone, field=field)
     except OverflowError:
-        raise ScheduleError(
-            field, f"{text.strip()!r} is outside the supported range {_RANGE_TEXT}"
-        ) from None
+        raise ScheduleError(field, f"{text.strip()!r} is outside the supported range {_RANGE_TEXT}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,7 +373,9 @@ def _eventbridge_dow(text: str, expression: str) -> str:
             base = convert(match["day"]) + match["rest"]
         elif "-" in base:
             first, _, last = base.partition("-")
-            base = "-".join(convert(part) if re.fullmatch(r"[0-9]+", part) else part for part in (first, last))
+            base = "-".join(
+                convert(part) if re.fullmatch(r"[0-9]+", part) else part for part in (first, last)
+            )
         items.append(base + slash + step)
     return ",".join(items)
 
@@ -417,7 +416,9 @@ def _eventbridge_fields(body: str, expression: str) -> CronFields:
     try:
         return CronFields.parse("0", minute, hour, dom, month, _eventbridge_dow(dow, expression), year)
     except CronFieldError as error:
-        written = _EVENTBRIDGE.match(shown.lower()) and shown[shown.index("(") + 1 : shown.rindex(")")].split()
+        written = (
+            _EVENTBRIDGE.match(shown.lower()) and shown[shown.index("(") + 1 : shown.rindex(")")].split()
+        )
         value = dict(zip(_EVENTBRIDGE_FIELDS, written or fields, strict=True))[error.name]
         reason = error.reason.replace(ALLOWED["day-of-week"], "1-7 or sun-sat (1 = Sunday), d#n, dL or L")
         raise ScheduleError(
@@ -459,7 +460,9 @@ def _compile_cron(text: str) -> CronFields:
         return CronFields.parse(*(fields if len(fields) == 6 else ["0", *fields]))
     except CronFieldError as error:
         value = dict(zip(names, text.split(), strict=True))[error.name]
-        raise ScheduleError("schedule", f"cron schedule {text!r}: the {error.name} field {value!r} {error.reason}") from None
+        raise ScheduleError(
+            "schedule", f"cron schedule {text!r}: the {error.name} field {value!r} {error.reason}"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,7 +542,11 @@ class _CronRule:
                     continue
                 # in a spring-forward gap
                 transition = _transition_near(match, self.zone)
-                if self.spec.fixed_time and transition.at > after and self.gap_fires(transition.wall_before, transition.wall_after):
+                if (
+                    self.spec.fixed_time
+                    and transition.at > after
+                    and self.gap_fires(transition.wall_before, transition.wall_after)
+                ):
                     return transition.at  # ISC: once, at the first instant after the gap
                 cursor = max(transition.wall_after - _EPSILON, match)
                 continue

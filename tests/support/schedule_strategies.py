@@ -9,9 +9,15 @@ from hypothesis import strategies as st
 
 _NUMBERS = st.integers(0, 99).map(str)
 _NAMES = st.sampled_from(["mon", "FRI", "sun", "jan", "Dec", "xyz"])
-_ATOMS = st.one_of(_NUMBERS, _NAMES, st.sampled_from(["*", "?", "L", "W", "LW", "L-3", "L-40", "15W", "H", "R", ""]))
+_ATOMS = st.one_of(
+    _NUMBERS, _NAMES, st.sampled_from(["*", "?", "L", "W", "LW", "L-3", "L-40", "15W", "H", "R", ""])
+)
 _RANGES = st.builds(lambda a, b: f"{a}-{b}", _ATOMS, _ATOMS)
-_STEPPED = st.builds(lambda a, n: f"{a}/{n}", st.one_of(_ATOMS, _RANGES), st.sampled_from(["0", "1", "2", "5", "7", "60", "999999"]))
+_STEPPED = st.builds(
+    lambda a, n: f"{a}/{n}",
+    st.one_of(_ATOMS, _RANGES),
+    st.sampled_from(["0", "1", "2", "5", "7", "60", "999999"]),
+)
 _SPECIAL = st.builds(lambda a, n: f"{a}#{n}", _ATOMS, st.sampled_from(["0", "1", "3", "5", "6"])) | st.builds(
     lambda a: f"{a}L", _ATOMS
 )
@@ -28,8 +34,14 @@ PLAUSIBLE_CRON = st.builds(
     st.sampled_from(["*", "1,5L", "sat-tue/2", "2#1", "?", "*/7"]),
 )
 OTHER_FORMS = st.one_of(
-    st.builds(lambda n, u: f"rate({n} {u})", st.integers(0, 10**13), st.sampled_from(["second", "minutes", "hour", "days", "weeks"])),
-    st.builds(lambda n, u: f"every {n} {u}", st.integers(0, 10**6), st.sampled_from(["seconds", "minute", "day"])),
+    st.builds(
+        lambda n, u: f"rate({n} {u})",
+        st.integers(0, 10**13),
+        st.sampled_from(["second", "minutes", "hour", "days", "weeks"]),
+    ),
+    st.builds(
+        lambda n, u: f"every {n} {u}", st.integers(0, 10**6), st.sampled_from(["seconds", "minute", "day"])
+    ),
     st.builds(lambda h, m: f"daily {h}:{m:02d}", st.integers(0, 30), st.integers(0, 70)),
     st.sampled_from(["@daily", "@hourly", "@yearly", "@reboot", "@every 5m", "@weekly", "@fortnightly"]),
     st.text(alphabet="0123456789*/-,?#LWHabc() @", max_size=30),
@@ -81,4 +93,6 @@ INSTANTS = st.one_of(
 )
 """ISO 8601 instants from year 1 to 9999, naive or with an offset, the edges of the range included."""
 
-EXPRESSIONS = st.one_of(CRON, EVENTBRIDGE, PLAUSIBLE_CRON, OTHER_FORMS, INSTANTS.map(lambda text: f"at {text}"))
+EXPRESSIONS = st.one_of(
+    CRON, EVENTBRIDGE, PLAUSIBLE_CRON, OTHER_FORMS, INSTANTS.map(lambda text: f"at {text}")
+)

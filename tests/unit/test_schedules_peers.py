@@ -39,7 +39,9 @@ def _product_rows() -> list[Any]:
             for pattern in product["patterns"]:
                 for value in product["values"]:
                     schedule = pattern % value
-                    rows.append(pytest.param(table["source"], schedule, id=f"{peer}: {product['name']} {schedule!r}"))
+                    rows.append(
+                        pytest.param(table["source"], schedule, id=f"{peer}: {product['name']} {schedule!r}")
+                    )
     return rows
 
 

@@ -18,7 +18,9 @@ FIELDS = {"schedule", "timezone", "start_at", "end_at"}
 @given(EXPRESSIONS, ZONES, st.one_of(st.none(), INSTANTS), st.one_of(st.none(), INSTANTS))
 def test_create_never_answers_500(http, expression, zone, start_at, end_at):
     body = {"name": f"fuzz-{next(_names)}", "schedule": expression, "timezone": zone, "command": "echo"}
-    body.update({key: value for key, value in (("start_at", start_at), ("end_at", end_at)) if value is not None})
+    body.update(
+        {key: value for key, value in (("start_at", start_at), ("end_at", end_at)) if value is not None}
+    )
 
     reply = http("POST", "/jobs", body=body)
 
