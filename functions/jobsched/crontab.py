@@ -393,7 +393,11 @@ def _parse_entry(
     except ScheduleError as error:
         return CrontabNotice(number, f"{error.field}: {error.message}")
     target = _shell_target(command, stdin, env)
-    digest_source = json.dumps([schedule, env.zone, target, user, env.jitter_s], separators=(",", ":"))
+    # The target's environment and shell join the hash only when set, so an entry without them keeps the
+    # name it had when variables were pasted into the command (one stable name per entry across versions).
+    extra = [target.get("env", {}), target.get("shell")] if ("env" in target or "shell" in target) else []
+    hashed = [schedule, env.zone, target["command"], user, env.jitter_s, *extra]
+    digest_source = json.dumps(hashed, separators=(",", ":"))
     digest = hashlib.sha256(digest_source.encode()).hexdigest()[:8]
     details: dict[str, Any] = {"source": f"{source}:{number}", "entry": raw.strip()}
     if user is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -207,3 +209,14 @@ def test_quoted_environment_values() -> None:
     result = parse_crontab('GREETING = \'a b\'\n"ODD"="x"\n* * * * * echo $GREETING\n', now=NOW)
     assert command_of(result, 3) == "echo $GREETING"
     assert target_of(result, 3).env == {"GREETING": "a b", "ODD": "x"}
+
+
+def test_entries_without_variables_keep_their_names_and_variables_join_the_hash() -> None:
+    # Given the same entry without and with a variable in force
+    plain = parse_crontab("0 1 * * * echo a\n", now=NOW).entries[0].job.name
+    with_env = parse_crontab("FOO=1\n0 1 * * * echo a\n", now=NOW).entries[0].job.name
+    # Then the plain entry's name hashes its schedule, zone, command, user and jitter as before env maps
+    source = json.dumps(["0 1 * * *", "UTC", "echo a", None, 0], separators=(",", ":"))
+    assert plain == f"crontab-1-{hashlib.sha256(source.encode()).hexdigest()[:8]}"
+    # and a variable makes it another job
+    assert with_env.rsplit("-", 1)[1] != plain.rsplit("-", 1)[1]
