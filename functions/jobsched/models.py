@@ -218,10 +218,17 @@ class ShellTarget(_Strict):
     command: str = Field(min_length=1, max_length=8192)
     env: dict[str, str] = Field(
         default_factory=dict,
+        exclude_if=lambda value: not value,  # absent when empty, so existing jobs read back unchanged
         max_length=MAX_SHELL_ENV,
         description="environment variables for the command: names [A-Za-z_][A-Za-z0-9_]*, values without NUL",
     )
-    shell: str | None = Field(None, min_length=2, max_length=256, description="absolute path, e.g. /bin/bash")
+    shell: str | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        min_length=2,
+        max_length=256,
+        description="absolute path, e.g. /bin/bash",
+    )
 
     @field_validator("env")
     @classmethod

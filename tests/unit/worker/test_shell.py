@@ -129,3 +129,11 @@ def test_the_targets_env_and_shell_are_used(tmp_path: Path) -> None:
 def test_bad_env_or_shell_is_refused(fields: dict[str, object], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         ShellTarget.model_validate({"command": "true", **fields})
+
+
+def test_env_and_shell_are_stored_only_when_set() -> None:
+    bare = ShellTarget(command="true")
+    full = ShellTarget(command="true", env={"PATH": "/bin"}, shell="/bin/bash")
+    assert bare.model_dump() == {"type": "shell", "command": "true"}
+    assert ShellTarget.model_validate_json(full.model_dump_json()) == full
+    assert full.model_dump() == {"type": "shell", "command": "true", "env": {"PATH": "/bin"}, "shell": "/bin/bash"}
