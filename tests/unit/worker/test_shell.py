@@ -136,4 +136,9 @@ def test_env_and_shell_are_stored_only_when_set() -> None:
     full = ShellTarget(command="true", env={"PATH": "/bin"}, shell="/bin/bash")
     assert bare.model_dump() == {"type": "shell", "command": "true"}
     assert ShellTarget.model_validate_json(full.model_dump_json()) == full
-    assert full.model_dump() == {"type": "shell", "command": "true", "env": {"PATH": "/bin"}, "shell": "/bin/bash"}
+    assert full.model_dump() == {
+        "type": "shell",
+        "command": "true",
+        "env": {"PATH": "/bin"},
+        "shell": "/bin/bash",
+    }
