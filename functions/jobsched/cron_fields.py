@@ -141,7 +141,7 @@ def _range_values(name: str, item: str) -> list[int]:
     elif "-" in base:
         first, _, last = base.partition("-")
         start, end = _number(name, first, names), _number(name, last, names)
-        if name == "day-of-week" and start == 7:
+        if name == "day-of-week" and start == 7 and end != 7:  # 7-2 is Sunday to Tuesday; 7-7 Sunday
             start = 0
     else:
         start = _number(name, base, names)

@@ -62,8 +62,8 @@ _INTERVAL_SAMPLE_SIZE = 64
 _REFERENCE_WALL = datetime(2000, 1, 1)  # a leap year; any fixed naive start for samples and searches
 
 _FORMS_HELP = (
-    "expected a cron expression (5 fields, or 6 with seconds first), a macro such as @daily, "
-    "rate(5 minutes) or every 5 minutes, daily 02:00, or at 2026-12-04T18:00:00"
+    "expected a cron expression (5 fields, or 6 with seconds first), an EventBridge cron(0 12 * * ? *), "
+    "a macro such as @daily, rate(5 minutes) or every 5 minutes, daily 02:00, or at 2026-12-04T18:00:00"
 )
 
 
@@ -874,10 +874,12 @@ def parse_schedule(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
 ) -> Schedule:
-    """Parse any schedule form of SPEC section 1 into a :class:`Schedule`. Cached per input.
+    """Parse any schedule form into a :class:`Schedule`. Cached per input.
 
     Forms (keywords case-insensitive, surrounding spaces ignored): 5-field cron, 6-field cron
-    with seconds FIRST, macros (``@hourly @daily @midnight @weekly @monthly @yearly @annually``),
+    with seconds FIRST (the dialect: ``jobsched.cron_fields``), EventBridge Scheduler's
+    ``cron(minutes hours day-of-month month day-of-week year)`` (day-of-week 1-7 with 1 = Sunday,
+    ``?`` in exactly one day field, years 1970-2199 honoured), macros (``@hourly @daily @midnight @weekly @monthly @yearly @annually``),
     rates (``rate(5 minutes)``, ``every 30 seconds``; units second(s)/minute(s)/hour(s)/day(s); at most
     :data:`MAX_RATE_INTERVAL_S`), cron steps no larger than their field's maximum (cronie's rule),
     ``daily HH:MM[:SS]`` (same as cron) and one-offs (``at 2026-12-04T18:00:00``,
