@@ -2,7 +2,7 @@
 
 moto runs in the benchmark's own process, so its timings mix the scheduler's work with the backend's. Here
 the scheduler's per-run code runs against canned HTTP 200 responses (a botocore ``before-send`` hook answers
-every request, so nothing is sent anywhere): planning a due job's fires (``plan_fires``, croniter included),
+every request, so nothing is sent anywhere): planning a due job's fires (``plan_fires``, the cron arithmetic included),
 building its run row, the conditional ``RunStore.put_new``, the fenced ``JobStore.move`` and a tenth of a
 ``RunQueue.send`` of 10, each through boto3 exactly as in production (serialization, SigV4 signing,
 parsing). Measured as the calling thread's CPU time (``time.thread_time``), so the machine's load does not

@@ -13,7 +13,7 @@ import typer
 
 from jobsched.cli_commands import USAGE_ERROR, fail
 from jobsched.cli_commands import register as register_api_commands
-from jobsched.schedules import ScheduleError, get_zone, parse_instant, validate_schedule
+from jobsched.schedules import ScheduleError, get_zone, parse_in_range, validate_schedule
 
 app = typer.Typer(
     name="jobsched",
@@ -50,7 +50,7 @@ def next_fires(
         start = (
             datetime.now(UTC).replace(microsecond=0)
             if after is None
-            else parse_instant(after, zone, field="after")
+            else parse_in_range(after, zone, field="after")
         )
         if count < 1:
             raise ScheduleError("count", f"--count must be at least 1, got {count}")

@@ -19,8 +19,10 @@ How the environment is honoured (each entry becomes a job with a ``shell`` targe
 
 - ``CRON_TZ`` (and ``TZ``, which also reaches the command's environment) set the time zone of the
   entries after them; without either, entries use ``default_timezone`` (cron uses the machine's zone).
-- ``SHELL`` runs the command through that shell (``<shell> -c '<command>'``; cron's default ``/bin/sh``).
-- ``PATH``, ``HOME`` and every other setting are exported to the command (``export NAME='value'; ...``).
+- ``SHELL`` runs the command through that shell (the target's ``shell``; cron's default ``/bin/sh``).
+- ``PATH``, ``HOME`` and every other setting reach the command's environment as the target's ``env`` map;
+  the target's ``command`` stays the command the user wrote (with standard input from ``%``, it is run
+  by the shell with that input piped in through ``printf``).
 - ``RANDOM_DELAY`` (cronie, minutes) becomes the job's ``jitter_s``.
 - ``MAILTO``/``MAILFROM`` cannot be honoured (jobsched sends no mail: a run that fails all its tries is
   dead-lettered and alerted on the alerts topic): reported, not an error.
@@ -206,18 +208,25 @@ def job_name(stem: str, line: int, digest: str, user: str | None = None) -> str:
     return "-".join(parts)
 
 
-def _shell_command(command: str, stdin: str | None, env: _Env) -> str:
-    """The one shell command line that runs ``command`` as cron would with ``env`` and ``stdin``."""
-    steps: list[str] = []
+def _shell_command(command: str, stdin: str | None, shell: str) -> str:
+    """The command line as the user wrote it; with ``%`` standard input, the command run by ``shell`` with
+    that input piped in (as cron feeds the whole command's shell)."""
+    if stdin is None:
+        return command
+    return f"printf '%s' {shlex.quote(stdin)} | {shlex.quote(shell)} -c {shlex.quote(command)}"
+
+
+def _shell_target(command: str, stdin: str | None, env: _Env) -> dict[str, Any]:
+    """The ``shell`` target of an entry: the command, the crontab's variables as ``env``, its ``SHELL``."""
+    target: dict[str, Any] = {
+        "type": "shell",
+        "command": _shell_command(command, stdin, env.shell or DEFAULT_SHELL),
+    }
     if env.exported:
-        steps.append("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.exported.items()))
-    run = command
-    if stdin is not None or (env.shell and env.shell != DEFAULT_SHELL):
-        run = f"{shlex.quote(env.shell or DEFAULT_SHELL)} -c {shlex.quote(command)}"
-        if stdin is not None:
-            run = f"printf '%s' {shlex.quote(stdin)} | {run}"
-    steps.append(run)
-    return "; ".join(steps)
+        target["env"] = dict(env.exported)
+    if env.shell and env.shell != DEFAULT_SHELL:
+        target["shell"] = env.shell
+    return target
 
 
 def _set_zone(env: _Env, line: int, value: str) -> CrontabNotice | None:
@@ -383,8 +392,12 @@ def _parse_entry(
         validate_schedule(schedule, env.zone, now=now)
     except ScheduleError as error:
         return CrontabNotice(number, f"{error.field}: {error.message}")
-    shell_command = _shell_command(command, stdin, env)
-    digest_source = json.dumps([schedule, env.zone, shell_command, user, env.jitter_s], separators=(",", ":"))
+    target = _shell_target(command, stdin, env)
+    # The target's environment and shell join the hash only when set, so an entry without them keeps the
+    # name it had when variables were pasted into the command (one stable name per entry across versions).
+    extra = [target.get("env", {}), target.get("shell")] if ("env" in target or "shell" in target) else []
+    hashed = [schedule, env.zone, target["command"], user, env.jitter_s, *extra]
+    digest_source = json.dumps(hashed, separators=(",", ":"))
     digest = hashlib.sha256(digest_source.encode()).hexdigest()[:8]
     details: dict[str, Any] = {"source": f"{source}:{number}", "entry": raw.strip()}
     if user is not None:
@@ -394,7 +407,7 @@ def _parse_entry(
         "name": job_name(stem, number, digest, user),
         "schedule": schedule,
         "timezone": env.zone,
-        "target": {"type": "shell", "command": shell_command},
+        "target": target,
         "input": {"crontab": details},
     }
     if env.jitter_s:

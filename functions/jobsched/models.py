@@ -218,11 +218,57 @@ class CommandTarget(_Strict):
     name: str = Field(min_length=1, max_length=128)
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_SHELL_ENV = 64
+
+
 class ShellTarget(_Strict):
-    """A shell command; only where the deployment enables shell targets (local mode does)."""
+    """A shell command; only where the deployment enables shell targets (local mode does).
+
+    ``env``: variables set for the command on top of the worker's environment (crontab settings such as
+    ``PATH`` land here); ``shell``: the absolute path of the shell that runs ``command`` with ``-c``
+    (``/bin/sh`` when absent; a crontab's ``SHELL``).
+    """
 
     type: Literal["shell"] = "shell"
     command: str = Field(min_length=1, max_length=8192)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        exclude_if=lambda value: not value,  # absent when empty, so existing jobs read back unchanged
+        max_length=MAX_SHELL_ENV,
+        description="environment variables for the command: names [A-Za-z_][A-Za-z0-9_]*, values without NUL",
+    )
+    shell: str | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        min_length=2,
+        max_length=256,
+        description="absolute path, e.g. /bin/bash",
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _ENV_NAME.fullmatch(name) or name.startswith("JOBSCHED_"):
+                raise ValueError(
+                    f"env name {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*; JOBSCHED_* are set "
+                    "by the worker)"
+                )
+            if "\0" in text or len(text) > 8192:
+                raise ValueError(
+                    f"the value of env {name!r} must have no NUL character and at most 8192 characters"
+                )
+        return value
+
+    @field_validator("shell")
+    @classmethod
+    def _shell(cls, value: str | None) -> str | None:
+        if value is not None and (
+            not value.startswith("/") or "\0" in value or any(c.isspace() for c in value)
+        ):
+            raise ValueError(f"shell {value!r} must be an absolute path without spaces, such as /bin/bash")
+        return value
 
 
 Target = Annotated[

@@ -1,20 +1,24 @@
 """Schedule parsing and next-fire computation: the one module that owns jobsched's schedule rules.
 
-Pure: no AWS, no clock reads, no environment. croniter does the cron field arithmetic on naive
-*wall-clock* times; this module owns every convention on top of it (SPEC section 1):
+Pure: no AWS, no clock reads, no environment. ``jobsched.cron_fields`` does the cron field arithmetic
+on naive *wall-clock* times (the dialect is described there); this module owns every convention on
+top of it:
 
-- 6-field cron reads SECONDS FIRST (croniter is told ``second_at_beginning=True``).
-- Vixie cron day rule: when day-of-month and day-of-week are both restricted a day matches if
-  EITHER matches, unless either field starts with ``*`` (e.g. ``*/10``), in which case both must
-  match. The union is computed here as two croniter matchers (one per day field), because
-  croniter mixes up the union when ``#``/``W`` are involved and ORs ``*``-prefixed fields.
-- ``dL`` (last weekday d of the month) is rewritten to croniter's ``Ld`` spelling.
+- 6-field cron reads SECONDS FIRST; EventBridge Scheduler's ``cron(min hour dom month dow year)`` is
+  read verbatim (day-of-week 1-7 with 1 = Sunday, ``?`` in exactly one day field, years honoured).
 - ISC cron daylight-saving convention, applied when mapping wall-clock times to instants:
   a fixed-time entry (minute and hour fields do not start with ``*``) fires once at the first
   instant after a spring-forward gap and only on the first pass of a repeated (fall-back) time;
   a wildcard entry follows the wall clock: never in the gap, on both passes of a repeated time.
+- A skipped local date (Pacific/Apia skipped 2011-12-30): a fixed-time entry's fire moved out of a
+  gap happens only when the gap ends on the same local date as the matched time, so an entry runs
+  at most once per local calendar day, and a date that does not exist has no run of its own. One
+  instant is never two runs.
 - Rates are fixed intervals of real time from an anchor (``start_at``), unaffected by DST.
 - Time zones are IANA names only (see :func:`get_zone`).
+- The supported range is Python's: 0001-01-01T00:00:00 to 9999-12-31T23:59:59.999999, both as UTC
+  instants and as local wall times; a fire must be representable in both, and an instant outside the
+  range is a ``ScheduleError`` naming its field.
 
 All instants handed out are aware datetimes in the schedule's zone; inputs may be aware
 datetimes in any zone (naive ones are refused, except where a function says otherwise).
@@ -24,16 +28,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, time, timedelta
 from functools import cache, cached_property, lru_cache
 from itertools import pairwise
 from typing import Protocol
 from zoneinfo import ZoneInfo, available_timezones
 
-from croniter import CroniterBadDateError, CroniterError, croniter
+from jobsched.cron_fields import ALLOWED, CronFieldError, CronFields
+from jobsched.fire_count import count_cron_fires
 
 __all__ = [
     "MAX_RATE_INTERVAL_S",
@@ -43,6 +47,7 @@ __all__ = [
     "get_zone",
     "jitter_offset_ms",
     "localize",
+    "parse_in_range",
     "parse_instant",
     "parse_schedule",
     "validate_schedule",
@@ -57,8 +62,8 @@ _INTERVAL_SAMPLE_SIZE = 64
 _REFERENCE_WALL = datetime(2000, 1, 1)  # a leap year; any fixed naive start for samples and searches
 
 _FORMS_HELP = (
-    "expected a cron expression (5 fields, or 6 with seconds first), a macro such as @daily, "
-    "rate(5 minutes) or every 5 minutes, daily 02:00, or at 2026-12-04T18:00:00"
+    "expected a cron expression (5 fields, or 6 with seconds first), an EventBridge cron(0 12 * * ? *), "
+    "a macro such as @daily, rate(5 minutes) or every 5 minutes, daily 02:00, or at 2026-12-04T18:00:00"
 )
 
 
@@ -171,11 +176,29 @@ def get_zone(name: str) -> ZoneInfo:
 # ---------------------------------------------------------------------------------------------
 
 
+_RANGE_TEXT = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z"
+
+
 def _utc(moment: datetime, name: str) -> datetime:
-    """``moment`` (aware, any zone) as a UTC datetime; naive input is a programming error."""
+    """``moment`` (aware, any zone) as a UTC datetime; naive input is a programming error.
+
+    Raises ``ScheduleError(name, ...)`` when the instant is outside the supported range (such as
+    9999-12-31T23:00:00-12:00, which is in year 10000 in UTC).
+    """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"{name} must be a timezone-aware datetime, got naive {moment!r}")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ScheduleError(
+            name, f"{moment.isoformat()} is outside the supported range {_RANGE_TEXT}"
+        ) from None
+
+
+def _minus(moment: datetime, delta: timedelta) -> datetime:
+    """``moment - delta``, or the first instant there is (0001-01-01T00:00:00Z) if that is earlier."""
+    floor = datetime.min.replace(tzinfo=UTC)
+    return floor if moment - floor <= delta else moment - delta
 
 
 def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
@@ -190,10 +213,31 @@ def _occurrences(wall: datetime, zone: ZoneInfo) -> list[datetime]:
     """
     found: list[datetime] = []
     for fold in (0, 1):
-        instant = wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
-        if _wall(instant, zone) == wall and instant not in found:
-            found.append(instant)
+        try:
+            instant = wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+            if _wall(instant, zone) == wall and instant not in found:
+                found.append(instant)
+        except OverflowError:  # outside years 1-9999 as an instant or as a wall time
+            continue
     return found
+
+
+def _converts(wall: datetime, zone: ZoneInfo) -> bool:
+    """Whether both readings of naive ``wall`` in ``zone`` are instants within years 1-9999."""
+    try:
+        for fold in (0, 1):
+            wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+    except OverflowError:
+        return False
+    return True
+
+
+def _first_wall(zone: ZoneInfo) -> datetime:
+    """The local wall time of the first instant there is (0001-01-01T00:00:00Z) in ``zone``."""
+    try:
+        return _wall(datetime.min.replace(tzinfo=UTC), zone)
+    except OverflowError:  # a zone west of Greenwich: the first instant is before year 1 locally
+        return datetime.min
 
 
 @dataclass(frozen=True)
@@ -244,11 +288,14 @@ def localize(wall: datetime, zone: ZoneInfo) -> datetime:
 
     ISC cron convention, as for fixed-time cron entries: a wall time that does not exist (spring
     forward) maps to the first instant after the gap; one that occurs twice (fall back) maps to
-    the first occurrence. An aware ``wall`` is converted to ``zone`` unchanged in instant.
+    the first occurrence. An aware ``wall`` is converted to ``zone`` unchanged in instant. Raises
+    OverflowError when the instant or its wall time in ``zone`` is outside years 1-9999.
     """
     if wall.tzinfo is not None:
-        return wall.astimezone(zone)
+        return wall.astimezone(UTC).astimezone(zone)
     found = _occurrences(wall, zone)
+    if not found and not _converts(wall, zone):
+        raise OverflowError(f"{wall.isoformat()} in {zone.key} is outside years 1-9999 as an instant")
     instant = found[0] if found else _transition_near(wall, zone).at
     return instant.astimezone(zone)
 
@@ -284,22 +331,22 @@ def parse_instant(text: str, zone: ZoneInfo, *, field: str) -> datetime:
     return localize(parsed, zone)
 
 
+def parse_in_range(text: str, zone: ZoneInfo, *, field: str) -> datetime:
+    """:func:`parse_instant`, with an instant outside the supported range (years 1-9999 both in UTC and
+    in ``zone``) refused as ``ScheduleError(field, ...)`` instead of an OverflowError."""
+    try:
+        return parse_instant(text, zone, field=field)
+    except OverflowError:
+        raise ScheduleError(field, f"{text.strip()!r} is outside the supported range {_RANGE_TEXT}") from None
+
+
 # ---------------------------------------------------------------------------------------------
 # Cron
 # ---------------------------------------------------------------------------------------------
 
 _CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _SECONDS_FIELD = "second"
-_FIELD_RANGES = {
-    "second": "0-59",
-    "minute": "0-59",
-    "hour": "0-23",
-    "day-of-month": "1-31, L or nW",
-    "month": "1-12 or jan-dec",
-    "day-of-week": "0-7 or sun-sat (0 and 7 are Sunday), d#n or dL",
-}
-_FIELD_MAX = {"second": 59, "minute": 59, "hour": 23, "day-of-month": 31, "month": 12, "day-of-week": 7}
-_STEP = re.compile(r"/(?P<step>\d+)$")
+_EVENTBRIDGE_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week", "year")
 _MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -309,103 +356,114 @@ _MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_DOW_NUMBERS = {
-    name: str(number) for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))
-}
-_LAST_WEEKDAY = re.compile(r"^(?P<day>[0-7]|sun|mon|tue|wed|thu|fri|sat)l$", re.IGNORECASE)
-_UNSUPPORTED_CRON = re.compile(
-    r"(?:^|,)[hr](?:$|[,(/])", re.IGNORECASE
-)  # Jenkins-style hashed (H) and random (R) values
+_HASHED = re.compile(r"(?:^|[,\s(])[hr](?:$|[,\s()/-])")  # Jenkins-style hashed (H) and random (R) values
+_EVENTBRIDGE = re.compile(r"^cron\s*\((?P<body>.*)\)$")
+_EB_DOW_ITEM = re.compile(r"^(?P<day>[0-9]+)(?P<rest>(?:#[0-9]+|l)?)$")
 
 
-class _NaiveMatcher:
-    """One croniter expansion, asked for the next matching naive wall time (thread-safe)."""
+def _eventbridge_dow(text: str, expression: str) -> str:
+    """EventBridge's day-of-week (1-7, 1 = Sunday; ``L`` alone = Saturday) in Vixie numbering (0 = Sunday).
 
-    def __init__(self, expression: str) -> None:
-        self._cron = croniter(
-            expression,
-            _REFERENCE_WALL,
-            ret_type=datetime,
-            day_or=False,
-            second_at_beginning=True,
-        )
-        self._lock = threading.Lock()
+    Names, ``*`` and ``?`` are the same in both; each number n becomes n - 1, in ranges, steps' starts,
+    ``d#n`` and ``dL``. Raises ScheduleError for a number outside 1-7.
+    """
 
-    def next_after(self, wall: datetime) -> datetime | None:
-        """First matching wall time strictly after naive ``wall``; None if none within 50 years."""
-        with self._lock:
-            try:
-                found: datetime = self._cron.get_next(datetime, start_time=wall, update_current=False)
-            except (CroniterBadDateError, OverflowError, ValueError):
-                return None
-            return found
+    def convert(number: str) -> str:
+        value = int(number) if re.fullmatch(r"[0-9]{1,2}", number) else 0
+        if not 1 <= value <= 7:
+            raise ScheduleError(
+                "schedule",
+                f"EventBridge schedule {expression.strip()!r}: the day-of-week field {text!r} uses {number}; "
+                "inside cron(...) days of the week are 1-7 with 1 = Sunday (or SUN-SAT)",
+            )
+        return str(value - 1)
 
-
-@dataclass(frozen=True)
-class _CronSpec:
-    """A normalized cron expression: croniter matchers whose union is the schedule."""
-
-    matchers: tuple[_NaiveMatcher, ...]
-    fixed_time: bool
-
-    def next_wall(self, wall: datetime) -> datetime | None:
-        """First matching naive wall time strictly after ``wall`` (the union of the matchers)."""
-        found = [match for matcher in self.matchers if (match := matcher.next_after(wall)) is not None]
-        return min(found, default=None)
-
-
-def _normalize_dow(field_text: str) -> str:
-    """Rewrite ``dL`` (last weekday d, Quartz spelling) to croniter's ``Ld`` spelling."""
     items = []
-    for item in field_text.split(","):
-        match = _LAST_WEEKDAY.match(item)
-        if match:
-            day = match["day"].lower()
-            items.append("l" + _DOW_NUMBERS.get(day, day))
-        else:
-            items.append(item)
+    for item in text.split(","):
+        base, slash, step = item.partition("/")
+        if base == "l":
+            items.append("6" + slash + step)
+            continue
+        if (match := _EB_DOW_ITEM.match(base)) is not None:
+            base = convert(match["day"]) + match["rest"]
+        elif "-" in base:
+            first, _, last = base.partition("-")
+            base = "-".join(
+                convert(part) if re.fullmatch(r"[0-9]+", part) else part for part in (first, last)
+            )
+        items.append(base + slash + step)
     return ",".join(items)
 
 
-def _cron_field_error(expression: str, fields: list[str], names: tuple[str, ...]) -> ScheduleError:
-    """Name the first field croniter rejects on its own, for a message a person can act on."""
-    for index, (value, name) in enumerate(zip(fields, names, strict=True)):
-        probe = ["0", "*", "*", "*", "*", "*"]
-        probe[index + 6 - len(fields)] = _normalize_dow(value) if name == "day-of-week" else value
-        if not croniter.is_valid(" ".join(probe), second_at_beginning=True):
-            return ScheduleError(
-                "schedule",
-                f"cron schedule {expression!r}: the {name} field {value!r} is not valid "
-                f"(allowed: {_FIELD_RANGES[name]}, with lists, ranges and steps)",
-            )
-    return ScheduleError("schedule", f"cron schedule {expression!r} is not valid: {_FORMS_HELP}")
+def _unsupported_cron(text: str, expression: str) -> ScheduleError | None:
+    """A clear error for the cron dialects jobsched does not read, saying what to write instead."""
+    shown = expression.strip()
+    if text.startswith("@every"):
+        return ScheduleError(
+            "schedule", f"{shown!r}: @every is not supported; write every 5 minutes or rate(5 minutes)"
+        )
+    if _HASHED.search(text):
+        return ScheduleError(
+            "schedule",
+            f"cron schedule {shown!r} uses H or R (hashed or random values), which are not supported; "
+            "write a fixed value such as 17, a list (5,35) or a range with a step (0-59/15)",
+        )
+    return None
 
 
-def _check_steps(text: str, fields: list[str], names: tuple[str, ...]) -> None:
-    """Refuse a step larger than its field's highest value (``*/60`` minutes, ``*/99999999999``).
-
-    Rule from cronie (the maintained Vixie/ISC cron): a step must be at most the field's maximum. croniter
-    accepts any step and then matches only the first value of the range, so ``*/60`` would silently mean
-    "hourly". Raises ``ScheduleError("schedule", ...)``.
-    """
-    for value, name in zip(fields, names, strict=True):
-        for item in value.split(","):
-            step = _STEP.search(item)
-            if step is None:
-                continue
-            highest = _FIELD_MAX[name]
-            if len(step["step"]) > 3 or int(step["step"]) > highest:
-                raise ScheduleError(
-                    "schedule",
-                    f"cron schedule {text!r}: the {name} field {value!r} has a step of {step['step']}; "
-                    f"the {name} step must be between 1 and {highest}",
-                )
+def _eventbridge_fields(body: str, expression: str) -> CronFields:
+    """The fields of an EventBridge Scheduler ``cron(minutes hours day-of-month month day-of-week year)``."""
+    fields = body.split()
+    shown = expression.strip()
+    if len(fields) != 6:
+        raise ScheduleError(
+            "schedule",
+            f"EventBridge schedule {shown!r} has {len(fields)} fields inside cron(...); it needs 6: "
+            "minutes hours day-of-month month day-of-week year, such as cron(0 12 * * ? *)",
+        )
+    minute, hour, dom, month, dow, year = fields
+    if (dom == "?") == (dow == "?"):
+        raise ScheduleError(
+            "schedule",
+            f"EventBridge schedule {shown!r}: put ? in exactly one of day-of-month and day-of-week "
+            "(EventBridge's rule), such as cron(0 12 * * ? *) or cron(0 12 ? * MON-FRI *)",
+        )
+    try:
+        return CronFields.parse("0", minute, hour, dom, month, _eventbridge_dow(dow, expression), year)
+    except CronFieldError as error:
+        written = (
+            _EVENTBRIDGE.match(shown.lower()) and shown[shown.index("(") + 1 : shown.rindex(")")].split()
+        )
+        value = dict(zip(_EVENTBRIDGE_FIELDS, written or fields, strict=True))[error.name]
+        reason = error.reason.replace(ALLOWED["day-of-week"], "1-7 or sun-sat (1 = Sunday), d#n, dL or L")
+        raise ScheduleError(
+            "schedule", f"EventBridge schedule {shown!r}: the {error.name} field {value!r} {reason}"
+        ) from None
 
 
 @lru_cache(maxsize=4096)
-def _compile_cron(text: str) -> _CronSpec:
-    """Compile a 5- or 6-field cron text into matchers (croniter ignores case). Cached per text."""
-    fields = text.split()
+def _compile_cron(text: str) -> CronFields:
+    """Compile a 5- or 6-field cron text (or EventBridge ``cron(...)``) into fields. Cached per text."""
+    lowered = text.lower()
+    unsupported = _unsupported_cron(lowered, text)
+    if unsupported is not None:
+        raise unsupported
+    if (eventbridge := _EVENTBRIDGE.match(lowered)) is not None:
+        return _eventbridge_fields(eventbridge["body"], text)
+    if re.match(r"^cron\s*\(", lowered):
+        raise ScheduleError(
+            "schedule",
+            f"{text!r} is not an EventBridge cron expression: write cron(minutes hours day-of-month month "
+            "day-of-week year), such as cron(0 12 * * ? *), with nothing after the closing parenthesis",
+        )
+    fields = lowered.split()
+    if len(fields) == 7:
+        raise ScheduleError(
+            "schedule",
+            f"cron schedule {text!r} has 7 fields; a year is read only in the EventBridge form "
+            "cron(minutes hours day-of-month month day-of-week year), such as cron(0 12 * * ? 2027); "
+            "otherwise drop the year",
+        )
     if len(fields) not in (5, 6):
         raise ScheduleError(
             "schedule",
@@ -413,26 +471,13 @@ def _compile_cron(text: str) -> _CronSpec:
             "(minute hour day-of-month month day-of-week) or 6 (second first, then those 5)",
         )
     names = _CRON_FIELDS if len(fields) == 5 else (_SECONDS_FIELD, *_CRON_FIELDS)
-    if any(_UNSUPPORTED_CRON.search(value) for value in fields):
-        raise ScheduleError(
-            "schedule", f"cron schedule {text!r} uses H or R (hashed/random values), which are not supported"
-        )
-    _check_steps(text, fields, names)
-    second, minute, hour, dom, month, dow = fields if len(fields) == 6 else ["0", *fields]
-    dow = _normalize_dow(dow)
-    # Vixie cron day rule: both day fields restricted (neither starts with "*") -> union.
-    day_or = not dom.startswith(("*", "?")) and not dow.startswith(("*", "?"))
-    variants = [(dom, "*"), ("*", dow)] if day_or else [(dom, dow)]
     try:
-        matchers = tuple(
-            _NaiveMatcher(" ".join((second, minute, hour, day_of_month, month, day_of_week)))
-            for day_of_month, day_of_week in variants
-        )
-    except CroniterError:
-        raise _cron_field_error(text, fields, names) from None
-    # ISC cron: a fixed-time entry is one whose minute and hour fields do not start with "*".
-    fixed_time = not minute.startswith("*") and not hour.startswith("*")
-    return _CronSpec(matchers=matchers, fixed_time=fixed_time)
+        return CronFields.parse(*(fields if len(fields) == 6 else ["0", *fields]))
+    except CronFieldError as error:
+        value = dict(zip(names, text.split(), strict=True))[error.name]
+        raise ScheduleError(
+            "schedule", f"cron schedule {text!r}: the {error.name} field {value!r} {error.reason}"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,11 +499,16 @@ class _Rule(Protocol):
 class _CronRule:
     """Cron fires in a zone with the ISC daylight-saving convention."""
 
-    spec: _CronSpec
+    spec: CronFields
     zone: ZoneInfo
 
     def next_after(self, after: datetime) -> datetime | None:
-        local = after.astimezone(self.zone)
+        try:
+            local = after.astimezone(self.zone)
+        except OverflowError:  # the local time is outside years 1-9999
+            if after.year > 1:
+                return None  # past the last wall time there is
+            return self._forward_fire(None, after)
         wall = local.replace(tzinfo=None)
         second_pass = self._second_pass_fire(wall, local.fold, after)
         candidate = self._forward_fire(wall, after)
@@ -480,14 +530,38 @@ class _CronRule:
             return None
         return _occurrences(match, self.zone)[-1]
 
-    def _forward_fire(self, wall: datetime, after: datetime) -> datetime | None:
-        """The first fire > ``after`` among matches of wall times strictly after ``wall``."""
-        cursor: datetime | None = wall
-        while cursor is not None and (match := self.spec.next_wall(cursor)) is not None:
+    def gap_fires(self, wall_before: datetime, wall_after: datetime) -> bool:
+        """Whether a fixed-time entry fires at the end of a spring-forward gap: the clock jumped from
+        naive ``wall_before`` to ``wall_after``.
+
+        ISC cron moves the matches inside a gap to its end, once; jobsched does so only for a match on
+        the local date the gap ends on (a date the gap swallowed, or its part before the gap, has no
+        run of its own: at most one run per local calendar day).
+        """
+        end = wall_after
+        low = max(wall_before, datetime.combine(end.date(), time()))
+        match = self.spec.next_wall(low - _EPSILON) if low > datetime.min else self.spec.next_wall(None)
+        return match is not None and match < end
+
+    def _forward_fire(self, wall: datetime | None, after: datetime) -> datetime | None:
+        """The first fire > ``after`` among matches of wall times strictly after ``wall`` (None: from
+        the first wall time there is)."""
+        cursor = wall
+        while (match := self.spec.next_wall(cursor)) is not None:
             found = _occurrences(match, self.zone)
-            if not found:  # in a spring-forward gap
+            if not found:
+                if not _converts(match, self.zone):  # the instant is outside years 1-9999
+                    if match.year > 1:
+                        return None
+                    cursor = max(match, _first_wall(self.zone) - _EPSILON)
+                    continue
+                # in a spring-forward gap
                 transition = _transition_near(match, self.zone)
-                if self.spec.fixed_time and transition.at > after:
+                if (
+                    self.spec.fixed_time
+                    and transition.at > after
+                    and self.gap_fires(transition.wall_before, transition.wall_after)
+                ):
                     return transition.at  # ISC: once, at the first instant after the gap
                 cursor = max(transition.wall_after - _EPSILON, match)
                 continue
@@ -588,14 +662,14 @@ class Schedule:
         """
         moment = _utc(after, "after")
         if self.start_at is not None and moment < self.start_at:
-            moment = self.start_at - _EPSILON
+            moment = _minus(self.start_at, _EPSILON)
         try:
             fire = self._rule.next_after(moment)
-        except OverflowError:  # past year 9999
+            if fire is None or (self.end_at is not None and fire > self.end_at):
+                return None
+            return fire.astimezone(self.zone)
+        except OverflowError:  # past year 9999, in UTC or in the schedule's zone
             return None
-        if fire is None or (self.end_at is not None and fire > self.end_at):
-            return None
-        return fire.astimezone(self.zone)
 
     def first_fire(self, now: datetime, *, grace_s: float = ONE_OFF_GRACE_S) -> datetime | None:
         """The first fire a newly registered or updated job gets, in the schedule's zone.
@@ -607,8 +681,8 @@ class Schedule:
         """
         moment = _utc(now, "now")
         if isinstance(self._rule, _OnceRule):
-            moment -= timedelta(seconds=grace_s)
-        return self.next_fire(moment - _FIRST_FIRE_TOLERANCE)
+            moment = _minus(moment, timedelta(seconds=grace_s))
+        return self.next_fire(_minus(moment, _FIRST_FIRE_TOLERANCE))
 
     def _iter_fires(self, after: datetime, until: datetime) -> Callable[[], datetime | None]:
         """A step function returning successive fires in (after, until], then None."""
@@ -638,12 +712,22 @@ class Schedule:
         return found
 
     def count_fires(self, after: datetime, until: datetime, cap: int) -> int:
-        """Number of fires in ``(after, until]``, counting no further than ``cap``.
+        """Number of fires in ``(after, until]`` (aware, any zone), counting no further than ``cap``.
 
-        Rates are counted arithmetically (O(1)); cron and one-offs cost O(min(count, cap)).
+        Same fires as :meth:`fires` (start_at/end_at respected). Rates are counted arithmetically
+        (O(1)); cron by per-day arithmetic (``jobsched.fire_count``: cost bounded by the local days
+        in the range, whatever the number of fires); a one-off is 0 or 1.
         """
+        start, end = _utc(after, "after"), _utc(until, "until")
         if isinstance(self._rule, _RateRule):
-            return self._count_rate(self._rule, _utc(after, "after"), _utc(until, "until"), cap)
+            return self._count_rate(self._rule, start, end, cap)
+        if isinstance(self._rule, _CronRule):
+            if self.start_at is not None:
+                start = max(start, _minus(self.start_at, _EPSILON))
+            if self.end_at is not None:
+                end = min(end, self.end_at)
+            rule = self._rule
+            return count_cron_fires(rule.spec, rule.zone, start, end, cap, rule.gap_fires)
         step = self._iter_fires(after, until)
         count = 0
         while count < cap and step() is not None:
@@ -725,6 +809,9 @@ def _cron_text(text: str, expression: str) -> str:
                 "@reboot is not supported: jobsched has no machine start to run at; "
                 "use a one-off (at 2026-12-04T18:00:00) or a cron schedule",
             )
+        unsupported = _unsupported_cron(text, expression)
+        if unsupported is not None:
+            raise unsupported
         if text not in _MACROS:
             raise ScheduleError(
                 "schedule", f"unknown macro {expression.strip()!r}; use one of {', '.join(sorted(_MACROS))}"
@@ -746,9 +833,18 @@ def _cron_text(text: str, expression: str) -> str:
     return " ".join(expression.split())  # as written, for messages that quote it
 
 
-def _bound(value: datetime | None, zone: ZoneInfo) -> datetime | None:
-    """start_at/end_at as UTC; a naive value is a wall time in the job's zone."""
-    return None if value is None else localize(value, zone).astimezone(UTC)
+def _bound(value: datetime | None, zone: ZoneInfo, name: str) -> datetime | None:
+    """start_at/end_at as UTC; a naive value is a wall time in the job's zone. Raises
+    ``ScheduleError(name, ...)`` for an instant outside the supported range."""
+    if value is None:
+        return None
+    try:
+        local = localize(value, zone)
+    except OverflowError:
+        raise ScheduleError(
+            name, f"{value.isoformat()} is outside the supported range {_RANGE_TEXT}"
+        ) from None
+    return _utc(local, name)
 
 
 def _normalized(expression: str) -> str:
@@ -771,7 +867,7 @@ def _at_text(expression: str) -> str:
 @lru_cache(maxsize=8192)
 def _parse(expression: str, timezone: str, start_at: datetime | None, end_at: datetime | None) -> Schedule:
     zone = get_zone(timezone)
-    start, end = _bound(start_at, zone), _bound(end_at, zone)
+    start, end = _bound(start_at, zone, "start_at"), _bound(end_at, zone, "end_at")
     text = _normalized(expression)
     if not text:
         raise ScheduleError("schedule", f"schedule is empty: {_FORMS_HELP}")
@@ -779,7 +875,7 @@ def _parse(expression: str, timezone: str, start_at: datetime | None, end_at: da
     if (rate := _rate_match(text)) is not None:
         kind, rule = "rate", _rate_rule(rate, expression, start)
     elif _AT.match(text) is not None:
-        at = parse_instant(_at_text(expression), zone, field="schedule")
+        at = parse_in_range(_at_text(expression), zone, field="schedule")
         kind, rule = "once", _OnceRule(at.astimezone(UTC))
     else:
         kind, rule = "cron", _CronRule(_compile_cron(_cron_text(text, expression)), zone)
@@ -793,10 +889,12 @@ def parse_schedule(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
 ) -> Schedule:
-    """Parse any schedule form of SPEC section 1 into a :class:`Schedule`. Cached per input.
+    """Parse any schedule form into a :class:`Schedule`. Cached per input.
 
     Forms (keywords case-insensitive, surrounding spaces ignored): 5-field cron, 6-field cron
-    with seconds FIRST, macros (``@hourly @daily @midnight @weekly @monthly @yearly @annually``),
+    with seconds FIRST (the dialect: ``jobsched.cron_fields``), EventBridge Scheduler's
+    ``cron(minutes hours day-of-month month day-of-week year)`` (day-of-week 1-7 with 1 = Sunday,
+    ``?`` in exactly one day field, years 1970-2199 honoured), macros (``@hourly @daily @midnight @weekly @monthly @yearly @annually``),
     rates (``rate(5 minutes)``, ``every 30 seconds``; units second(s)/minute(s)/hour(s)/day(s); at most
     :data:`MAX_RATE_INTERVAL_S`), cron steps no larger than their field's maximum (cronie's rule),
     ``daily HH:MM[:SS]`` (same as cron) and one-offs (``at 2026-12-04T18:00:00``,
@@ -835,11 +933,11 @@ def validate_schedule(
     Rates are anchored at ``start_at`` or, if absent, ``now``. Raises ``ScheduleError``:
     ``end_at`` not after ``start_at`` (field ``end_at``); a one-off more than ``grace_s`` in the
     past (``schedule``; SPEC: one less than 60 s in the past runs once, now); a cron that matches
-    no calendar date such as ``0 0 30 2 *`` (``schedule``; croniter's ``is_valid`` accepts these, so
-    a match is searched for over 50 years, longer than the 28-year Gregorian weekday/leap cycle,
-    which catches ``0 9 29 2 *``-style rare dates as valid); fires more often than
+    no calendar date such as ``0 0 30 2 *`` (``schedule``; searched over a whole 400-year Gregorian
+    cycle, so rare dates such as ``0 9 29 2 mon`` are valid); fires more often than
     ``min_interval_s``, the deployment's minimum interval (``schedule``); no fire before
-    ``end_at`` (``end_at``) or a one-off before ``start_at`` (``start_at``). Returns the Schedule.
+    ``end_at`` (``end_at``); no fire left before the end of year 9999 (``start_at`` when it is given,
+    else ``schedule``); a one-off before ``start_at`` (``start_at``). Returns the Schedule.
     """
     anchor = now if start_at is None and _rate_match(_normalized(expression)) else start_at
     schedule = parse_schedule(expression, timezone, start_at=anchor, end_at=end_at)
@@ -857,7 +955,7 @@ def validate_schedule(
             )
         if schedule.start_at is not None and rule.at < schedule.start_at:
             raise ScheduleError("start_at", "start_at is after the one-off time, so the job would never run")
-    if isinstance(rule, _CronRule) and rule.spec.next_wall(_REFERENCE_WALL) is None:
+    if isinstance(rule, _CronRule) and rule.spec.next_wall(None) is None:
         raise ScheduleError(
             "schedule",
             f"cron schedule {expression.strip()!r} never fires: no calendar date matches its day-of-month, "
@@ -871,8 +969,20 @@ def validate_schedule(
             f"deployment allows (at most once every {_describe_seconds(min_interval_s)})",
         )
     if schedule.first_fire(now, grace_s=grace_s) is None:
+        if schedule.end_at is not None and replace(schedule, end_at=None).first_fire(now, grace_s=grace_s):
+            raise ScheduleError(
+                "end_at", "end_at is before the schedule's first fire, so the job would never run"
+            )
+        if start_at is not None and schedule.start_at is not None and schedule.start_at > moment:
+            raise ScheduleError(
+                "start_at",
+                f"start_at is so late that {expression.strip()!r} has no fire after it before the end of "
+                "the supported range (9999-12-31T23:59:59Z), so the job would never run",
+            )
         raise ScheduleError(
-            "end_at", "end_at is before the schedule's first fire, so the job would never run"
+            "schedule",
+            f"{expression.strip()!r} has no fire at or after {moment.isoformat()} before the end of the "
+            "supported range (9999-12-31T23:59:59Z), so the job would never run",
         )
     return schedule
 

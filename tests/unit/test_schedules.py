@@ -439,7 +439,7 @@ def test_rejects_bad_value(expression: str, fragment: str) -> None:
     ],
 )
 def test_rejects_a_step_larger_than_its_field(expression: str, fragment: str) -> None:
-    # croniter would read */60 as "minute 0 only" (hourly); cronie refuses steps above the field's maximum
+    # a step above the field's maximum would match only the range's first value; cronie refuses it
     error = rejected(expression)
     assert error.field == "schedule" and fragment in error.message
 

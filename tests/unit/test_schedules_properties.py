@@ -6,6 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from zoneinfo import available_timezones
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,9 +45,9 @@ def transitions(zone_name: str, year: int) -> tuple[datetime, ...]:
 
 
 @st.composite
-def near_transition(draw: st.DrawFn) -> tuple[str, datetime]:
+def near_transition(draw: st.DrawFn, zones: list[str] = ZONES) -> tuple[str, datetime]:
     """A zone and an instant up to two days before one of its offset changes (or any instant)."""
-    zone = draw(st.sampled_from(ZONES))
+    zone = draw(st.sampled_from(zones))
     year = draw(YEARS)
     changes = transitions(zone, year)
     base = draw(st.sampled_from(changes)) if changes else datetime(year, 6, 1, tzinfo=UTC)
@@ -142,3 +143,110 @@ def test_next_fire_is_strictly_after_any_instant(
     assert fire is not None and fire > start
     # nothing fires between `start` and that fire: stepping back from just before it lands on it again
     assert schedule.next_fire(fire.astimezone(UTC) - timedelta(microseconds=1)) == fire
+
+
+# --- count_fires is exact: per-day arithmetic against plain enumeration --------------------------
+
+COUNT_SECONDS = st.sampled_from(["0", "0", "*/20", "15,45", "10-50/20"])
+COUNT_MINUTES = st.sampled_from(["0", "30", "*/15", "5,35", "10-20/5", "50-10/10", "*", "*/7"])
+COUNT_HOURS = st.sampled_from(["*", "0", "1", "2", "3", "23", "*/6", "1-3", "2,3", "22-2", "0,12"])
+# zones with daylight saving, half-hour shifts (Lord Howe), midnight changes (Havana, Santiago), a
+# skipped date (Apia) and 2:00/2:30/3:00 changes; every second draw is one of them
+DST_ZONES = [
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Lord_Howe",
+    "Pacific/Apia",
+    "America/Santiago",
+    "America/Havana",
+    "Asia/Tehran",
+    "America/St_Johns",
+    "Pacific/Chatham",
+    "Europe/London",
+]
+COUNT_DAYS_OF_MONTH = st.sampled_from(["*", "*", "L", "LW", "L-2", "15W", "1,15", "*/10", "28-3", "L-1W,1"])
+COUNT_DAYS_OF_WEEK = st.sampled_from(["*", "*", "1-5", "0", "5L", "0#2", "1,5L", "sat-mon", "2#1,4"])
+COUNT_CRON = st.builds(
+    lambda s, m, h, dom, dow, seconds: (f"{s} " if seconds else "") + f"{m} {h} {dom} * {dow}",
+    COUNT_SECONDS,
+    COUNT_MINUTES,
+    COUNT_HOURS,
+    COUNT_DAYS_OF_MONTH,
+    COUNT_DAYS_OF_WEEK,
+    st.booleans(),
+)
+ENUMERATION_LIMIT = 3000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(near_transition(DST_ZONES), near_transition()),
+    COUNT_CRON,
+    st.integers(0, 4 * 86400 * 1000),
+    st.integers(0, 86400 * 1000),
+    st.one_of(st.none(), st.integers(0, 3 * 86400)),
+    st.one_of(st.none(), st.integers(0, 3 * 86400)),
+    st.integers(1, 5000),
+)
+def test_count_fires_equals_enumeration(
+    zone_and_start: tuple[str, datetime],
+    expression: str,
+    length_ms: int,
+    offset_ms: int,
+    start_after_s: int | None,
+    end_after_s: int | None,
+    cap: int,
+) -> None:
+    # Given a cron schedule (L, W, #, wrap-around ranges) in a zone, and a range of up to 4 days that
+    # starts up to 2 days before an offset change, at any millisecond; start_at/end_at inside or absent
+    zone, base = zone_and_start
+    after = base + timedelta(milliseconds=offset_ms)
+    until = after + timedelta(milliseconds=length_ms)
+    start_at = None if start_after_s is None else base + timedelta(seconds=start_after_s)
+    end_at = None if end_after_s is None else base + timedelta(seconds=end_after_s + 86400)
+    schedule = parse_schedule(expression, zone, start_at=start_at, end_at=end_at)
+
+    # When the fires are counted by arithmetic and enumerated one by one
+    counted = schedule.count_fires(after, until, 2**62)
+    listed = schedule.fires(after, until, ENUMERATION_LIMIT)
+
+    # Then both agree (past the enumeration limit: the count is at least that), and the cap caps
+    if len(listed) < ENUMERATION_LIMIT:
+        assert counted == len(listed), (expression, zone, after, until)
+    else:
+        assert counted >= ENUMERATION_LIMIT
+    assert schedule.count_fires(after, until, cap) == min(cap, counted)
+
+
+def test_count_fires_of_every_second_over_two_days_is_exact_across_a_transition() -> None:
+    # Given a one-second cron in Berlin over the 49-hour local span of the fall-back weekend
+    schedule = parse_schedule("* * * * * *", "Europe/Berlin")
+    after = datetime(2026, 10, 24, 22, 0, tzinfo=UTC)  # local midnight 2026-10-25, a 25-hour day
+    until = after + timedelta(days=2)
+    # Then each second of the two days (172,800 instants) is one fire: the wildcard entry also fires on
+    # the second pass of the repeated hour, so counting by instants is exact
+    assert schedule.count_fires(after, until, 2**62) == 172_800
+    assert schedule.count_fires(after, until, 1000) == 1000
+    # and a fixed-time entry fires once in the repeated hour: 02:30 on 25 and 26 October
+    fixed = parse_schedule("0 30 2 * * *", "Europe/Berlin")
+    assert [f.isoformat() for f in fixed.fires(after, until, 5)] == [
+        "2026-10-25T02:30:00+02:00",
+        "2026-10-26T02:30:00+01:00",
+    ]
+    assert fixed.count_fires(after, until, 2**62) == 2
+
+
+@pytest.mark.parametrize("zone", DST_ZONES)
+@pytest.mark.parametrize(
+    "expression",
+    ["0 2,3 * * *", "30 2 * * *", "0,30 1-3 * * *", "0 0 * * *", "0 12 * * *", "30 23 * * *", "*/30 * * * *"],
+)
+def test_count_fires_equals_enumeration_over_each_transition_of_a_year(zone: str, expression: str) -> None:
+    # Given fixed-time entries whose matches fall in gaps (some also matching the gap's end, one instant)
+    # and in repeated ranges, and a wildcard entry, over every offset change of a year in the zone
+    schedule = parse_schedule(expression, zone)
+    for year in (2011, 2026):
+        for change in transitions(zone, year):
+            after, until = change - timedelta(days=1, seconds=1), change + timedelta(days=1)
+            # Then the arithmetic count is the enumerated count
+            assert schedule.count_fires(after, until, 2**62) == len(schedule.fires(after, until, 500)), change

@@ -1,10 +1,11 @@
-"""``shell`` targets: ``/bin/sh -c <command>`` in its own process group.
+"""``shell`` targets: ``/bin/sh -c <command>`` (or the target's ``shell``) in its own process group.
 
 Only where the deployment enables them (``Settings.allow_shell_targets``; local mode does, AWS does not by
 default since the command would run with the worker's role); otherwise the try fails saying so.
 
 The command gets ``JOBSCHED_RUN_ID`` (its idempotency key), ``JOBSCHED_JOB_ID``,
-``JOBSCHED_SCHEDULED_FOR`` (ISO 8601 UTC) and ``JOBSCHED_ATTEMPT`` on top of the worker's environment;
+``JOBSCHED_SCHEDULED_FOR`` (ISO 8601 UTC) and ``JOBSCHED_ATTEMPT`` on top of the worker's environment and
+the target's ``env``;
 ``input`` on stdin: a string as is, null as nothing, anything else as JSON. Exit status 0 is success;
 otherwise the try fails with the tail of stderr. Past ``timeout_s`` (or when the worker cancels the try)
 the whole process group is killed (SIGKILL), children included. Output goes to temporary files, so a
@@ -56,6 +57,7 @@ class ShellExecutor:
             )
         env = {
             **self.base_env,
+            **target.env,
             "JOBSCHED_RUN_ID": call.run_id,
             "JOBSCHED_JOB_ID": call.job_id,
             "JOBSCHED_SCHEDULED_FOR": call.scheduled_for,
@@ -70,7 +72,7 @@ class ShellExecutor:
             stdin.seek(0)
             try:
                 process = subprocess.Popen(
-                    [SHELL, "-c", target.command],
+                    [target.shell or SHELL, "-c", target.command],
                     stdin=stdin,
                     stdout=stdout,
                     stderr=stderr,

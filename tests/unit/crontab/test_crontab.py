@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import subprocess
 from datetime import UTC, datetime
@@ -14,7 +17,7 @@ from jobsched.models import NAME_PATTERN, MissedPolicy, ShellTarget
 
 DATA = Path(__file__).parent / "data"
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
-PATH_EXPORT = "export PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin; "
+DEBIAN_PATH = {"PATH": "/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin"}
 
 
 def parse(name: str, *, system: bool) -> Crontab:
@@ -22,10 +25,14 @@ def parse(name: str, *, system: bool) -> Crontab:
     return parse_crontab(text, stem=Path(name).stem, source=str(DATA / name), system=system, now=NOW)
 
 
-def command_of(result: Crontab, line: int) -> str:
+def target_of(result: Crontab, line: int) -> ShellTarget:
     entry = next(e for e in result.entries if e.line == line)
     assert isinstance(entry.job.target, ShellTarget)
-    return entry.job.target.command
+    return entry.job.target
+
+
+def command_of(result: Crontab, line: int) -> str:
+    return target_of(result, line).command
 
 
 def test_system_crontab_entries_keep_user_zone_and_environment() -> None:
@@ -43,11 +50,16 @@ def test_system_crontab_entries_keep_user_zone_and_environment() -> None:
         ("0 9 * * mon-fri", "Europe/Berlin", "mailer"),
         ("0 12 * * *", "Asia/Tokyo", "root"),
     ]
-    assert command_of(result, 7) == PATH_EXPORT + "/bin/bash -c 'cd / && run-parts --report /etc/cron.hourly'"
+    # the command is the one written; the crontab's variables and SHELL are structured data of the target
+    assert target_of(result, 7).model_dump() == {
+        "type": "shell",
+        "command": "cd / && run-parts --report /etc/cron.hourly",
+        "env": DEBIAN_PATH,
+        "shell": "/bin/bash",
+    }
     # \% is a literal % in the command
-    assert (
-        command_of(result, 11) == PATH_EXPORT + "/bin/bash -c '/opt/billing/run --date \"$(date +%Y-%m-%d)\"'"
-    )
+    assert command_of(result, 11) == '/opt/billing/run --date "$(date +%Y-%m-%d)"'
+    assert (target_of(result, 11).env, target_of(result, 11).shell) == (DEBIAN_PATH, "/bin/bash")
     # the user is kept on the job: in its name and its input
     billing = by_line[11].job
     assert billing.name.startswith("crontab-system-billing-11-")
@@ -94,7 +106,8 @@ def test_user_crontab_tabs_comments_random_delay_tz_and_unknown_lines() -> None:
     assert command_of(result, 5) == "tar czf /backup/home-$(date +%d).tgz ~ # keeps the comment text"
     # TZ sets the zone of later entries and reaches the command's environment
     assert (by_line[7].schedule, by_line[7].timezone) == ("@daily", "America/New_York")
-    assert command_of(result, 7) == 'export TZ=America/New_York; echo "report" | mail -s report me'
+    assert command_of(result, 7) == 'echo "report" | mail -s report me'
+    assert (target_of(result, 7).env, target_of(result, 7).shell) == ({"TZ": "America/New_York"}, None)
     # MAILTO="" (mail off) says nothing; @every and prose are rejected with their line numbers
     assert [(n.line, n.rejected) for n in result.notices] == [(8, True), (9, True)]
     assert "unknown macro '@every'" in result.notices[0].message
@@ -117,8 +130,11 @@ def test_percent_follows_vixie_cron(raw: str, command: str, stdin: str | None) -
     assert split_percent(raw) == (command, stdin)
 
 
-def run_shell(command: str) -> str:
-    return subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=True).stdout
+def run_shell(target: ShellTarget) -> str:
+    """Run a target as the worker's shell executor does: its shell, its env on top of ours."""
+    argv = [target.shell or "/bin/sh", "-c", target.command]
+    env = {**os.environ, **target.env}
+    return subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
 
 
 def test_generated_commands_feed_stdin_and_environment_like_cron() -> None:
@@ -128,8 +144,9 @@ def test_generated_commands_feed_stdin_and_environment_like_cron() -> None:
 
     # When the generated shell commands run
     # Then stdin carries the text after the first %, and the environment reaches the command
-    assert run_shell(command_of(result, 3)) == "first line\nsecond % line\n"
-    assert run_shell(command_of(result, 4)) == "hi there 5%\n"
+    assert run_shell(target_of(result, 3)) == "first line\nsecond % line\n"
+    assert run_shell(target_of(result, 4)) == "hi there 5%\n"
+    assert command_of(result, 4) == "echo $GREETING 5%"
 
 
 def test_names_are_deterministic_and_valid() -> None:
@@ -190,4 +207,16 @@ def test_job_defaults_override_cron_behaviour_and_bad_random_delay() -> None:
 
 def test_quoted_environment_values() -> None:
     result = parse_crontab('GREETING = \'a b\'\n"ODD"="x"\n* * * * * echo $GREETING\n', now=NOW)
-    assert command_of(result, 3) == "export GREETING='a b' ODD=x; echo $GREETING"
+    assert command_of(result, 3) == "echo $GREETING"
+    assert target_of(result, 3).env == {"GREETING": "a b", "ODD": "x"}
+
+
+def test_entries_without_variables_keep_their_names_and_variables_join_the_hash() -> None:
+    # Given the same entry without and with a variable in force
+    plain = parse_crontab("0 1 * * * echo a\n", now=NOW).entries[0].job.name
+    with_env = parse_crontab("FOO=1\n0 1 * * * echo a\n", now=NOW).entries[0].job.name
+    # Then the plain entry's name hashes its schedule, zone, command, user and jitter as before env maps
+    source = json.dumps(["0 1 * * *", "UTC", "echo a", None, 0], separators=(",", ":"))
+    assert plain == f"crontab-1-{hashlib.sha256(source.encode()).hexdigest()[:8]}"
+    # and a variable makes it another job
+    assert with_env.rsplit("-", 1)[1] != plain.rsplit("-", 1)[1]

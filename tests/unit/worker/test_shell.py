@@ -104,3 +104,41 @@ def test_a_command_that_cannot_start_fails(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_json_input_round_trips() -> None:
     assert json.loads(stdin_bytes({"k": "v"})) == {"k": "v"}
+
+
+def test_the_targets_env_and_shell_are_used(tmp_path: Path) -> None:
+    # Given a target with its own variables (a crontab's PATH, GREETING) and shell
+    out = tmp_path / "env.txt"
+    target = ShellTarget(
+        command=f'echo "$GREETING $0" > {out}', env={"GREETING": "hi there"}, shell="/bin/bash"
+    )
+    # When it runs, Then the command sees the variables and runs in that shell
+    SHELL.execute(target, _call())
+    assert out.read_text() == "hi there /bin/bash\n"
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"env": {"1BAD": "x"}}, "not a variable name"),
+        ({"env": {"JOBSCHED_RUN_ID": "x"}}, "set by the worker"),
+        ({"env": {"A": "x\0y"}}, "no NUL"),
+        ({"shell": "bash"}, "absolute path"),
+    ],
+)
+def test_bad_env_or_shell_is_refused(fields: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        ShellTarget.model_validate({"command": "true", **fields})
+
+
+def test_env_and_shell_are_stored_only_when_set() -> None:
+    bare = ShellTarget(command="true")
+    full = ShellTarget(command="true", env={"PATH": "/bin"}, shell="/bin/bash")
+    assert bare.model_dump() == {"type": "shell", "command": "true"}
+    assert ShellTarget.model_validate_json(full.model_dump_json()) == full
+    assert full.model_dump() == {
+        "type": "shell",
+        "command": "true",
+        "env": {"PATH": "/bin"},
+        "shell": "/bin/bash",
+    }
