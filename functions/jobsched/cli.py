@@ -50,7 +50,7 @@ def next_fires(
         start = (
             datetime.now(UTC).replace(microsecond=0)
             if after is None
-            else parse_in_range(after, zone, field="after")
+            else parse_in_range(after, zone, field="after", whole_ms=False)
         )
         if count < 1:
             raise ScheduleError("count", f"--count must be at least 1, got {count}")

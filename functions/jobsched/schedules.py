@@ -310,32 +310,30 @@ def ceil_to_ms(value: datetime) -> datetime:
     return value if extra == 0 else value + timedelta(microseconds=1000 - extra)
 
 
-def parse_instant(text: str, zone: ZoneInfo, *, field: str) -> datetime:
+def parse_instant(text: str, zone: ZoneInfo, *, field: str, whole_ms: bool = True) -> datetime:
     """Parse an ISO 8601 date-time (``2026-12-04T18:00:00``, ``...+01:00``, ``...Z``).
 
     An offset or ``Z`` is honoured; a naive time is a wall time in ``zone`` (see
-    :func:`localize`). Sub-millisecond digits are rounded up to a whole millisecond (:func:`ceil_to_ms`).
-    Returns an aware datetime in ``zone``. Raises ``ScheduleError(field, ...)``.
+    :func:`localize`). With ``whole_ms`` (an instant something fires at), sub-millisecond digits are rounded
+    up to a whole millisecond (:func:`ceil_to_ms`); a bound that fires are counted after keeps them.
+    Returns an aware datetime in ``zone``. Raises ``ScheduleError(field, ...)``, and OverflowError past
+    year 9999 (see :func:`parse_in_range`).
     """
     try:
-        parsed = ceil_to_ms(datetime.fromisoformat(text.strip()))
+        parsed = datetime.fromisoformat(text.strip())
     except ValueError:
         raise ScheduleError(
             field,
             f"{text!r} is not an ISO 8601 date-time such as 2026-12-04T18:00:00 or 2026-12-04T18:00:00Z",
         ) from None
-    except OverflowError:
-        raise ScheduleError(
-            field, f"{text!r} is past the last instant jobsched supports (year 9999)"
-        ) from None
-    return localize(parsed, zone)
+    return localize(ceil_to_ms(parsed) if whole_ms else parsed, zone)
 
 
-def parse_in_range(text: str, zone: ZoneInfo, *, field: str) -> datetime:
+def parse_in_range(text: str, zone: ZoneInfo, *, field: str, whole_ms: bool = True) -> datetime:
     """:func:`parse_instant`, with an instant outside the supported range (years 1-9999 both in UTC and
     in ``zone``) refused as ``ScheduleError(field, ...)`` instead of an OverflowError."""
     try:
-        return parse_instant(text, zone, field=field)
+        return parse_instant(text, zone, field=field, whole_ms=whole_ms)
     except OverflowError:
         raise ScheduleError(field, f"{text.strip()!r} is outside the supported range {_RANGE_TEXT}") from None
 

@@ -90,3 +90,14 @@ def test_app_keeps_next_as_a_subcommand() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
     assert "next" in result.stdout
+
+
+def test_a_sub_millisecond_after_keeps_the_fire_right_after_it() -> None:
+    # [2.2] item 4 with [2.1]'s whole-millisecond instants: --after is a bound, not a fire, so it is not rounded
+    # up (rounding it would lose the last second of year 9999)
+    code, out, err = run(
+        "* * * * * *", "--tz", "UTC", "--after", "9999-12-31T23:59:58.999999Z", "--count", "3"
+    )
+    assert (code, out, err) == (0, ["9999-12-31T23:59:59+00:00"], [])
+    code, out, _ = run("at 2026-03-02T10:00:30.0004Z", "--after", "2026-03-02T10:00:00Z")
+    assert (code, out) == (0, ["2026-03-02T10:00:30.001000+00:00"])
