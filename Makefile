@@ -1,11 +1,12 @@
-# The interface: `make run` (local system with sample jobs), `make test`, `make lint`, `make synth`, `make bench`.
+# The interface: `make run` (local system with sample jobs), `make test`, `make lint`, `make synth`, `make bench`,
+# `make fuzz` (the model-based test of the promises, long).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: setup test lint run synth bench clean
+.PHONY: setup test lint run synth bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -36,6 +37,11 @@ synth: setup
 
 bench: setup
 	$(PY) -m bench
+
+# The model-based test of the promises, long: 300 examples of up to 60 steps (make test runs 6 of 30).
+fuzz: setup
+	JOBSCHED_FUZZ_EXAMPLES=$${JOBSCHED_FUZZ_EXAMPLES:-300} JOBSCHED_FUZZ_STEPS=$${JOBSCHED_FUZZ_STEPS:-60} \
+	JOBSCHED_FUZZ_SEED=$${JOBSCHED_FUZZ_SEED:-random} $(PY) -m pytest tests/integration/test_promises_model.py -x
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .jobsched

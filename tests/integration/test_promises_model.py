@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -713,5 +713,8 @@ def test_the_promises_hold_under_interleavings() -> None:
             suppress_health_check=list(HealthCheck),
             derandomize=os.environ.get("JOBSCHED_FUZZ_SEED") is None,
             database=None,
+            phases=[
+                p for p in Phase if p is not Phase.shrink or not os.environ.get("JOBSCHED_FUZZ_NO_SHRINK")
+            ],
         ),
     )
