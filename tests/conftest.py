@@ -9,6 +9,7 @@ import pytest
 from moto import mock_aws
 
 from jobsched.aws import Aws, provision
+from jobsched.observability import metrics
 from jobsched.settings import Settings, get_settings
 from tests.support.aws import set_fake_credentials
 
@@ -18,6 +19,7 @@ def _isolated_environment() -> Iterator[None]:
     """Each test starts from the same environment: local mode configures itself through os.environ, and a
     runtime started in one test must not change the settings a later test in the same process sees."""
     saved = dict(os.environ)
+    metrics.clear_metrics()  # the Powertools metric set is process-wide: no test sees another's values
     yield
     os.environ.clear()
     os.environ.update(saved)

@@ -86,6 +86,7 @@ class Faults:
     seen: int = 0
     fired: bool = False
     hooks: dict[str, Any] = field(default_factory=dict)  # method -> callable run once after the real call
+    planned: set[str] = field(default_factory=set)  # jobs whose state a tick read (they were due and planned)
 
     def around(self, name: str, call: Any) -> Any:
         if self.mode != "none" and not self.fired and (self.method is None or self.method == name):
@@ -117,6 +118,8 @@ class Faulty:
             return target
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if name == "scheduling_states":
+                self._faults.planned.update(args[0])
             if name == "query_due" and self._lag is not None and self._lag.get("active"):
                 return self._lagging(args[0], args[1])
             return self._faults.around(name, lambda: target(*args, **kwargs))
@@ -235,7 +238,7 @@ class PromisesMachine(RuleBasedStateMachine):
         self.running: dict[str, str] = {}
         self.long_runs: dict[str, int] = {}
         self.late: list[dict[str, Any]] = []
-        self.clean_ticks: list[int] = []
+        self.clean_ticks: list[tuple[int, frozenset[str]]] = []
         self.violations: list[str] = []
         self.last_next: dict[tuple[str, int], int] = {}
         self.names = 0
@@ -276,24 +279,25 @@ class PromisesMachine(RuleBasedStateMachine):
     def _second(self) -> None:
         self.clock.now_ms = (self.clock.now_ms // 1000 + 1) * 1000 + 5
 
-    def _step_loops(self) -> None:
+    def _step_loops(self) -> list[Any]:
+        """Step every loop that is not stalled once; returns the tick results of this second."""
+        results = []
         for name in sorted(self.loops):
             if name in self.stalled:
                 continue
             clean = self.faults.mode == "none" and not self.lag["active"]
+            self.faults.planned = set()
             try:
                 result = self.loops[name].step()
             except Crash:
                 self._start_loop(name)  # the process died; a new one starts in its place
                 continue
-            if (
-                result is not None
-                and clean
-                and not result.aborted
-                and not result.errors
-                and not result.malformed
-            ):
-                self.clean_ticks.append(result.now)
+            if result is None:
+                continue
+            results.append(result)
+            if clean and not result.aborted and not result.errors and not result.malformed:
+                self.clean_ticks.append((result.now, frozenset(self.faults.planned)))
+        return results
 
     def _deliver(self, message: dict[str, Any], *, get_spec_error: bool = False) -> None:
         record = {
@@ -388,7 +392,7 @@ class PromisesMachine(RuleBasedStateMachine):
             "catch_up_window_s": window_s,
             "overlap": overlap,
             "retry": {"max_attempts": max_attempts, "backoff_s": 1},
-            "timeout_s": 60,
+            "timeout_s": 840,  # the cap: a try never times out in real seconds while simulated time runs
         }
         job = self.api.service.create_job(OWNER, JobCreate.model_validate(body)).job
         first = to_ms(job.next_run_at) if job.next_run_at else None
@@ -585,12 +589,14 @@ class PromisesMachine(RuleBasedStateMachine):
         """A few clean seconds (no faults, no lag, every loop running), every message delivered, then the
         liveness checks."""
         self.stalled.clear()
-        for _ in range(4):
+        for second in range(200):  # after a long downtime the poll reads its backlog a bounded slice a tick
             self._second()
-            self._step_loops()
+            results = self._step_loops()
             for message in self._receive(100) + self.late:
                 self._deliver(message)
             self.late = []
+            if second >= 3 and results and all(r.lag_ms == 0 for r in results):
+                break
         self.check_liveness()
 
     # --- invariants -----------------------------------------------------------------------------------
@@ -654,7 +660,9 @@ class PromisesMachine(RuleBasedStateMachine):
         threshold = (
             job.window_s * 1000 + 1 if job.missed == "catch_up" and job.window_s * 1000 >= grace else grace
         )
-        for tick in self.clean_ticks:
+        for tick, planned in self.clean_ticks:
+            if job.job_id not in planned:
+                continue
             if start <= tick < start + threshold - 1000 and not job.paused_at(tick):
                 if version.retired is not None and tick >= version.retired:
                     continue
