@@ -430,8 +430,15 @@ class PromisesMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self._live()))
     @rule(data=st.data(), kind=st.sampled_from(list(SCHEDULES)), at=st.sampled_from(["put_new", "query_due"]))
     def patch_during_a_tick(self, data: st.DataObject, kind: str, at: str) -> None:
-        """A PATCH landing between a tick's read and its writes (after the first run save, or the due read)."""
+        """A PATCH landing between a tick's read and its writes (after the first run save, or the due read) of
+        the tick that handles the job's next fire: the clock first runs (ticking) up to that fire when it is
+        less than two minutes away."""
         job = data.draw(st.sampled_from(self._live()))
+        nxt = (self.jobstore.get(job.job_id)[1] or {}).get("next_run_at")
+        if nxt is not None and self.clock() < int(nxt) <= self.clock() + 120_000:
+            while self.clock() < int(nxt) - 1000:
+                self._second()
+                self._step_loops()
         self.faults.hooks[at] = lambda: self._patch(job, kind)
         self._second()
         self._step_loops()
