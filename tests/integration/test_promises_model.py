@@ -668,10 +668,14 @@ class PromisesMachine(RuleBasedStateMachine):
         threshold = (
             job.window_s * 1000 + 1 if job.missed == "catch_up" and job.window_s * 1000 >= grace else grace
         )
+        if len(fires_of(version, fire - threshold, fire, limit=TickLimits().max_runs_per_job)) >= (
+            TickLimits().max_runs_per_job
+        ):
+            return  # more fires in its window than a tick runs per job: catching up may push it out, by design
         for tick, planned in self.clean_ticks:
             if job.job_id not in planned:
                 continue
-            if start <= tick < start + threshold - 1000 and not job.paused_at(tick):
+            if start <= tick < start + threshold and not job.paused_at(tick):
                 if version.retired is not None and tick >= version.retired:
                     continue
                 raise AssertionError(
