@@ -239,7 +239,9 @@ class Functions(Construct):
     def _grant_api(self) -> None:
         """JobStore create/replace/delete (transactions of Put and Delete), get (Query), get_spec and
         job_id_by_name (GetItem), list_by_owner (by_owner index + BatchGetItem); RunStore list_for_job
-        (Query) and put_new (manual trigger); the trigger's enqueue; Powertools idempotency records."""
+        (Query), put_new/put_new_keyed (manual trigger) and get (the run of a replayed Idempotency-Key);
+        ControlStore raise_partition_high_water (UpdateItem, once per process); the trigger's enqueue;
+        Powertools idempotency records."""
         s, fn = self._storage, self.api
         by_owner = index_name(resources.JOBS, "by_owner")
         self._dynamo(
@@ -254,7 +256,9 @@ class Functions(Construct):
             ],
             indexes=[by_owner],
         )
-        self._dynamo(fn, s.runs, ["dynamodb:Query", "dynamodb:PutItem"])
+        # GetItem: the run a retried keyed trigger names (JobService._keyed_run)
+        self._dynamo(fn, s.runs, ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:GetItem"])
+        self._dynamo(fn, s.control, ["dynamodb:UpdateItem"])
         self._dynamo(
             fn,
             s.idempotency,
@@ -281,14 +285,15 @@ class Functions(Construct):
         self._send(fn, self._messaging.run_queue.queue_arn)
 
     def _grant_worker(self) -> None:
-        """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem); JobStore get_spec (GetItem)
+        """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem) and get (the overlap lock's
+        holder, under contention); JobStore get_spec (GetItem)
         and the overlap lock (PutItem, UpdateItem, DeleteItem); retries on the run queue (consuming it and extending visibility are granted by the event
         source); dead runs to the dead-run queue and the alerts topic; the targets jobs point at."""
         s, m, fn = self._storage, self._messaging, self.worker
         self._dynamo(
             fn, s.jobs, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
         )
-        self._dynamo(fn, s.runs, ["dynamodb:UpdateItem"])
+        self._dynamo(fn, s.runs, ["dynamodb:UpdateItem", "dynamodb:GetItem"])
         self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
         fn.add_to_role_policy(
             iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])

@@ -620,8 +620,14 @@ class Scheduler:
         works: list[_JobWork] = []
         for item in ordered:
             state = states.get(str(item["job_id"]))
-            if state is None or state.get("due_pk") is None or int(state.get("due_at", now_ms + 1)) > now_ms:
-                self._stale.add(_entry_key(item))  # deleted, paused, ended, or moved on: nothing due now
+            if (
+                state is None
+                or state.get("due_pk") is None
+                or int(state.get("due_at", now_ms + 1)) > now_ms
+                or int(state.get("partition", self.partition)) != self.partition
+            ):
+                # deleted, paused, ended, moved on, or re-homed in another partition: nothing due here now
+                self._stale.add(_entry_key(item))
                 continue
             try:
                 job = DueJob.from_item(state)
@@ -739,15 +745,17 @@ class Scheduler:
         existing = self.runs.rows_between(job.job_id, row.scheduled_for, row.last, limit=10_000)
         schedule = job.parsed_schedule()
         cursor = row.scheduled_for - 1  # fires after cursor and before the next existing row are skipped
-        for bound in [*(int(r["scheduled_for"]) for r in existing), row.last + 1]:
-            gap_last = bound - 1
+        for found in [*existing, {"scheduled_for": row.last + 1}]:
+            bound = int(found["scheduled_for"])
             first = next_fire_ms(schedule, cursor, job_id=job.job_id)
-            if first is not None and first <= gap_last:
+            if first is not None and first < bound:
+                gap_last = bound - 1
                 count = 1 + schedule.count_fires(from_ms(first), from_ms(gap_last), cap=2**62)
                 part = SkipRow(first, count, row.reason, gap_last if count > 1 else first)
                 if self.runs.put_new(self._skip_item(job, part, now_ms, guard.check())) is None:
                     counts["skipped"] += count
-            cursor = bound
+            # an existing summary (an earlier tick's, whose move failed) already stands for its whole range
+            cursor = max(cursor, bound, int(found.get("skipped_through") or bound))
         for found in existing:
             refused(int(found["scheduled_for"]), found)
 

@@ -97,11 +97,16 @@ def build_scheduler_group(
     tick_metrics: TickMetrics | None = None,
 ) -> SchedulerGroup:
     """The loops the process serving ``partition`` runs: that partition's, and one for each partition it adopts
-    because a deployment with more partitions ran before (``adopted_partitions``; the high-water mark is
-    recorded in the CONTROL table, 1 request). Raises ValueError for a partition out of range."""
-    high_water = ControlStore(aws.dynamodb, settings.control_table).raise_partition_high_water(
-        settings.scheduler_partitions
-    )
+    because a deployment with more partitions ran before, or an API already created jobs for more
+    (``adopted_partitions``; the high-water mark is kept in the CONTROL table: 1 request, plus a one-off scan of
+    the due index when a deployment from before the mark first runs this code). Raises ValueError for a
+    partition out of range."""
+    control = ControlStore(aws.dynamodb, settings.control_table)
+    high_water, missing = control.raise_partition_high_water(settings.scheduler_partitions)
+    if missing:  # a deployment from before the mark: its jobs tell how many partitions it ran
+        highest = JobStore(aws.table(settings.jobs_table)).highest_due_partition()
+        if highest is not None and highest + 1 > high_water:
+            high_water, _ = control.raise_partition_high_water(highest + 1)
     partitions = [partition, *adopted_partitions(partition, settings.scheduler_partitions, high_water)]
     return SchedulerGroup(
         [

@@ -59,8 +59,16 @@ from jobsched.clock import Clock
 from jobsched.models import Job, OverlapPolicy, RunStatus
 from jobsched.observability import MetricName, add_metric, logger
 from jobsched.settings import Settings
+from jobsched.store.errors import TRANSIENT_ERRORS
 from jobsched.store.layout import job_from_items, run_id
-from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, iso_utc, truncate
+from jobsched.targets.base import (
+    TargetCall,
+    TargetFailed,
+    TargetNotStarted,
+    TargetTimedOut,
+    iso_utc,
+    truncate,
+)
 
 RETRY_EARLY_SLACK_MS = 5_000
 """A retrying run may be claimed this long before its ``retry_at`` (clock skew between hosts)."""
@@ -168,10 +176,12 @@ class RunRows(Protocol):
         self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: dict[str, Any]
     ) -> bool: ...
 
+    def get(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any] | None: ...
+
 
 class JobSpecs(Protocol):
     """A job's spec item (``get_spec``: None when deleted) and its overlap lock (``jobsched.store.jobs.JobStore``):
-    ``acquire_overlap`` returns None when taken, else the run id holding it."""
+    ``acquire_overlap`` returns None when taken, else the lock item of the try holding it."""
 
     def get_spec(self, job_id: str) -> dict[str, Any] | None: ...
 
@@ -185,7 +195,8 @@ class JobSpecs(Protocol):
         now_ms: int,
         stale_before_ms: int,
         expires_at_s: int,
-    ) -> str | None: ...
+        replacing: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None: ...
 
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool: ...
 
@@ -689,28 +700,29 @@ class Worker:
                 return self.failures.dead(owned, job, error, attempts=attempt - 1)
             locked = job.overlap is OverlapPolicy.SKIP
             if locked:
-                holder = self.jobs.acquire_overlap(
-                    owned.job_id,
-                    run_id=owned.run_id,
-                    attempt=attempt,
-                    worker=owned.worker,
-                    now_ms=now,
-                    stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
-                    expires_at_s=now // 1000 + self.settings.retention_days * 86400,
-                )
+                holder = self._acquire_overlap(owned, now)
                 if holder is not None:
                     return self._skip(owned, f"overlap: run {holder} of this job is still running")
-        except Exception as error:
-            # Nothing has run: a storage error between the claim and the target must not cost a try.
+        except TRANSIENT_ERRORS as error:
+            # Nothing has run: a storage error between the claim and the target must not cost a try. (Any other
+            # error, e.g. a spec this worker cannot read, propagates: the run is recovered as a lost worker's and
+            # its tries count, so it ends dead with an alert rather than coming back forever.)
             return self._give_back(delivery, owned, before, error)
         try:
-            return self._run(delivery, owned, job, now, overlap_locked=locked)
+            return self._run(delivery, owned, job, now, overlap_locked=locked, before=before)
         finally:
             if locked:
                 self._release_overlap(owned)
 
     def _run(
-        self, delivery: Delivery, owned: Owned, job: Job, claimed_at: int, *, overlap_locked: bool
+        self,
+        delivery: Delivery,
+        owned: Owned,
+        job: Job,
+        claimed_at: int,
+        *,
+        overlap_locked: bool,
+        before: dict[str, Any],
     ) -> Outcome:
         """Run the claimed try ``owned`` of ``job`` under supervision and record its result."""
         attempt = owned.attempt
@@ -752,6 +764,8 @@ class Worker:
                 else heartbeat.expiring_error(self.clock())
             )
             return self.failures.failed_try(owned, job, error)
+        except TargetNotStarted as error:
+            return self._give_back(delivery, owned, before, error)
         except TargetFailed as error:
             return self.failures.failed_try(owned, job, str(error))
         except Exception as error:  # a bug in an executor still ends the try, never the run
@@ -791,6 +805,39 @@ class Worker:
         return self._defer(
             delivery, visible_in_s=GIVE_BACK_DELAY_S, reason="claim given back after a storage error"
         )
+
+    def _acquire_overlap(self, owned: Owned, now: int) -> str | None:
+        """Take the job's overlap lock for ``owned``; None when taken, else the run id of the try running.
+
+        A holder whose heartbeat is fresh may still be over: its worker finished the try but could not give the
+        lock back (an error, or it died right after recording the result). So when refused, the holder's run
+        row is read (1 consistent GetItem, only under contention): unless it is still running under the lock's
+        claim, the lock is taken from that exact holder (a conditional write), so a finished run never makes the
+        job's next fires skip."""
+        lock: dict[str, Any] = {
+            "run_id": owned.run_id,
+            "attempt": owned.attempt,
+            "worker": owned.worker,
+            "now_ms": now,
+            "stale_before_ms": now - self.settings.heartbeat_stale_s * 1000,
+            "expires_at_s": now // 1000 + self.settings.retention_days * 86400,
+        }
+        holder = self.jobs.acquire_overlap(owned.job_id, **lock)
+        if holder is None:
+            return None
+        held = str(holder.get("run_id", "?"))
+        _, _, scheduled_for = held.partition("@")
+        row = self.runs.get(owned.job_id, int(scheduled_for)) if scheduled_for.isdigit() else None
+        still_running = (
+            row is not None
+            and row.get("status") == RunStatus.RUNNING.value
+            and row.get("attempt") == holder.get("attempt")
+            and row.get("worker") == holder.get("worker")
+        )
+        if still_running or self.jobs.acquire_overlap(owned.job_id, replacing=holder, **lock) is not None:
+            return held
+        logger.info("overlap lock taken from a finished try", run_id=owned.run_id, previous=held)
+        return None
 
     def _release_overlap(self, owned: Owned) -> None:
         try:

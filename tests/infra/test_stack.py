@@ -671,3 +671,14 @@ def test_the_stack_owns_the_api_execution_log_group(synth: Synth) -> None:
     # Created before the stage, so API Gateway never creates (and orphans) it first.
     (stage,) = synth.resources("AWS::ApiGateway::Stage").values()
     assert logical_id in stage["DependsOn"]
+
+
+def test_the_api_may_read_the_run_a_retried_idempotent_trigger_names(synth: Synth) -> None:
+    # JobService._keyed_run -> RunStore.get (GetItem on the runs table) answers a retried keyed trigger.
+    runs_table = [k for k in synth.resources("AWS::DynamoDB::Table") if "Runs" in k]
+    granted = [
+        s
+        for s in _statements(synth, _role_of(synth, "api"))
+        if "dynamodb:GetItem" in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    ]
+    assert any(any(t in json.dumps(s["Resource"]) for t in runs_table) for s in granted), runs_table

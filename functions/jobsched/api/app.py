@@ -46,6 +46,7 @@ from jobsched.aws import Aws
 from jobsched.clock import system_clock
 from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus
 from jobsched.settings import Settings, get_settings
+from jobsched.store.control import ControlStore
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 from jobsched.targets.ownership import TAG_READ_CALLS, TargetTags
@@ -89,6 +90,7 @@ def build_api(settings: Settings, aws: Aws, *, clock: Callable[[], int] = system
             sqs_client=lambda: tag_reads.sqs,
             sts_client=lambda: tag_reads.sts,
         ),
+        partition_marks=ControlStore(aws.dynamodb, settings.control_table),
     )
     return Api(settings=settings, service=service, authenticator=authenticator)
 

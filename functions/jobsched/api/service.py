@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -85,6 +85,12 @@ TRIGGER_SLOTS = 5
 run keyed even 1 ms after the request could be started early by a worker that receives it at once."""
 
 
+class PartitionMarks(Protocol):
+    """The scheduler partitions' high-water mark (``jobsched.store.control.ControlStore``)."""
+
+    def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]: ...
+
+
 @dataclass(frozen=True)
 class CreateResult:
     """``job`` as created (``created`` True) or the identical one that already had this name (False)."""
@@ -127,6 +133,7 @@ class JobService:
         clock: Clock,
         idempotency: IdempotencyKeys | None = None,
         target_tags: TargetTags | None = None,
+        partition_marks: PartitionMarks | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
@@ -135,6 +142,8 @@ class JobService:
         self.clock = clock
         self.idempotency = idempotency
         self.target_tags = target_tags
+        self.partition_marks = partition_marks
+        self._partitions_marked = False
 
     # --- create -------------------------------------------------------------------------------
 
@@ -184,6 +193,7 @@ class JobService:
         next_run_at_ms = self._first_fire_ms(job, anchor_ms, now_ms)
         job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
         partition = layout.partition_of(job.id, self.settings.scheduler_partitions)
+        self._mark_partitions()
         sched = self._sched_item(
             job,
             anchor_ms,
@@ -617,6 +627,15 @@ class JobService:
             )
         first = schedule.first_fire(now if since_ms is None else from_ms(since_ms))
         return to_ms(first) if first is not None else None
+
+    def _mark_partitions(self) -> None:
+        """Before the first job this process homes in a partition: record the partition count in the
+        high-water mark the schedulers adopt from (``ControlStore.raise_partition_high_water``), so a job
+        created by an API already on a higher count than the schedulers (mid-deploy, or a rolled-back update)
+        is never stranded. 1 request per process."""
+        if self.partition_marks is not None and not self._partitions_marked:
+            self.partition_marks.raise_partition_high_water(self.settings.scheduler_partitions)
+            self._partitions_marked = True
 
     @staticmethod
     def _on_time_from_ms(job: Job, next_run_at_ms: int | None, now_ms: int) -> int | None:

@@ -139,23 +139,25 @@ class ControlStore:
             ExpressionAttributeValues={":bucket": _n(bucket), ":term": _n(term), ":now": _n(now_ms)},
         )
 
-    def raise_partition_high_water(self, partitions: int) -> int:
-        """Record that a deployment runs ``partitions`` scheduler partitions and return the most partitions any
-        deployment has run (item ``pk=partitions``, attribute ``high_water``). Partitions at or above the
-        current count but below that mark may still hold jobs: their adopters poll them
-        (``scheduler.adopted_partitions``). 1 request."""
+    def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
+        """Record that a deployment runs ``partitions`` scheduler partitions. Returns ``(the most partitions any
+        deployment has run, whether the mark was missing)`` (item ``pk=partitions``, attribute ``high_water``).
+        Partitions at or above the current count but below that mark may still hold jobs: their adopters poll
+        them (``scheduler.adopted_partitions``). A missing mark (a deployment from before it existed) is to be
+        bootstrapped from the jobs themselves (``JobStore.highest_due_partition``). 1 request."""
         try:
-            self.client.update_item(
+            response = self.client.update_item(
                 TableName=self.name,
                 Key=self._key({"pk": "partitions"}),
                 UpdateExpression="SET high_water = :n",
                 ConditionExpression="attribute_not_exists(high_water) OR high_water < :n",
                 ExpressionAttributeValues={":n": _n(partitions)},
+                ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as error:
             if not is_condition_failure(error):
                 raise
             stored = error.response.get("Item", {}).get("high_water", {}).get("N")
-            return max(partitions, int(stored)) if stored is not None else partitions
-        return partitions
+            return (max(partitions, int(stored)) if stored is not None else partitions), False
+        return partitions, "high_water" not in response.get("Attributes", {})

@@ -101,14 +101,27 @@ class JobStore:
         now_ms: int,
         stale_before_ms: int,
         expires_at_s: int,
-    ) -> str | None:
+        replacing: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
         """Take the job's overlap lock for the try ``(run_id, attempt, worker)``. 1 request.
 
         Succeeds when no one holds it, its holder's ``heartbeat_at`` is older than ``stale_before_ms`` (epoch
-        ms: the holder was lost), or the holder is this run (a retry or a takeover of it). Returns None when
-        taken, else the ``run_id`` of the run holding it. ``expires_at_s`` (epoch s, the table's TTL) bounds how
-        long a lock left behind by a crash is kept.
+        ms: the holder was lost), or the holder is this run (a retry or a takeover of it); with ``replacing`` (a
+        lock item as returned by a refusal), exactly when that holder still holds it (its try is known to be
+        over: it finished but could not give the lock back). Returns None when taken, else the lock item of the
+        try holding it (``run_id``, ``attempt``, ``worker``, ``heartbeat_at``). ``expires_at_s`` (epoch s, the
+        table's TTL) bounds how long a lock left behind by a crash is kept.
         """
+        if replacing is None:
+            condition = "attribute_not_exists(pk) OR heartbeat_at < :stale OR run_id = :run"
+            values: dict[str, Any] = {":stale": stale_before_ms, ":run": run_id}
+        else:
+            condition = "run_id = :held_run AND attempt = :held_attempt AND worker = :held_worker"
+            values = {
+                ":held_run": replacing.get("run_id"),
+                ":held_attempt": replacing.get("attempt"),
+                ":held_worker": replacing.get("worker"),
+            }
         try:
             self.table.put_item(
                 Item={
@@ -120,13 +133,13 @@ class JobStore:
                     "heartbeat_at": now_ms,
                     "expires_at": expires_at_s,
                 },
-                ConditionExpression="attribute_not_exists(pk) OR heartbeat_at < :stale OR run_id = :run",
-                ExpressionAttributeValues={":stale": stale_before_ms, ":run": run_id},
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as error:
             if is_condition_failure(error):
-                return str((old_item(error) or {}).get("run_id", "?"))
+                return plain(old_item(error) or {"run_id": "?"})
             raise
         return None
 
@@ -386,6 +399,22 @@ class JobStore:
             if is_condition_failure(error):
                 raise Conflict("scheduling item moved, edited or fenced", old_item(error)) from error
             raise
+
+    def highest_due_partition(self) -> int | None:
+        """The highest scheduler partition any due-index entry is in, or None when the index is empty.
+
+        Scans the (small, projected) due index: O(active jobs), so only to bootstrap the partition high-water
+        mark of a deployment that predates it (``scheduler_runtime.build_scheduler_group``)."""
+        kwargs: dict[str, Any] = {"IndexName": "due", "ProjectionExpression": "due_pk"}
+        highest: int | None = None
+        while True:
+            page = self.table.scan(**kwargs)
+            for item in page["Items"]:
+                partition, _, _ = parse_due_pk(item["due_pk"])
+                highest = partition if highest is None else max(highest, partition)
+            if "LastEvaluatedKey" not in page:
+                return highest
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def oldest_due_bucket(self, partition: int) -> int | None:
         """The oldest due-index bucket holding an entry of scheduler ``partition``, or None when it has none.

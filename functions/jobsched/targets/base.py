@@ -22,6 +22,12 @@ class TargetFailed(Exception):
     """The try failed. ``str(error)`` is the message recorded on the run as its ``error``."""
 
 
+class TargetNotStarted(TargetFailed):
+    """The try could not reach its target for a transient reason before anything was sent (e.g. STS throttled
+    the role the worker assumes for the job's owner): the worker gives the claim back instead of counting a
+    try."""
+
+
 class TargetTimedOut(TargetFailed):
     """The try ran past the job's ``timeout_s`` and was abandoned (a shell command is killed)."""
 

@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.aws import CallBounds
 from jobsched.models import LambdaTarget, SqsTarget
-from jobsched.targets.base import Executor, TargetCall, TargetFailed
+from jobsched.targets.base import Executor, TargetCall, TargetFailed, TargetNotStarted
 
 OWNER_SESSION_TAG = "jobsched-owner"
 """The session tag carrying the job's owner when the worker assumes the target role; the role's policy
@@ -235,7 +235,8 @@ class ActingForOwner:
         try:
             client = self._clients.client(self._service, owner)
         except (ClientError, BotoCoreError) as error:
-            raise TargetFailed(
+            denied = isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") in _DENIED
+            raise (TargetFailed if denied else TargetNotStarted)(
                 f"{target_name(target)}: cannot act for owner {owner} (AssumeRole of "
                 f"{self._clients.role_arn}): {error}"
             ) from error

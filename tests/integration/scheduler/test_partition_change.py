@@ -87,3 +87,52 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
         sched = harness.sched(job_id)
         assert sched["partition"] == layout.partition_of(job_id, 3)
         assert sched["due_pk"].startswith(f"p{sched['partition']}#")
+
+
+def test_lowering_the_count_in_the_deploy_that_brings_the_mark_strands_no_job(harness: Any) -> None:
+    # A deployment from before the high-water mark ran 4 partitions and never wrote the mark; it deploys this
+    # version with 2: the first scheduler finds the mark missing and bootstraps it from the due index.
+    harness.settings = harness.settings.model_copy(update={"scheduler_partitions": 4})
+    harness.clock.now_ms = harness.T0
+    job_ids = [harness.add(f"every {PERIOD_MS // 1000} seconds").id for _ in range(12)]
+    two = groups(harness, 2, "v2")
+    assert [len(g.loops) for g in two] == [2, 2]
+    run(harness, two, 60)
+    stop(two)
+    assert_every_fire_ran_once(harness, job_ids, harness.clock())
+
+
+def test_jobs_created_by_an_api_on_a_higher_count_are_served_by_schedulers_on_a_lower_one(
+    harness: Any,
+) -> None:
+    # Raising 2 -> 4: the API runs the new count before any scheduler does (or the update rolls back to 2).
+    # The API records the count in the mark before homing its first job, so the schedulers on 2 adopt 2 and 3.
+    from jobsched.adapters.queue import RunQueue
+    from jobsched.api.service import JobService
+    from jobsched.models import JobCreate
+    from jobsched.store.control import ControlStore
+
+    two = groups(harness, 2, "v2")
+    harness.clock.now_ms = harness.T0
+    four = harness.settings.model_copy(update={"scheduler_partitions": 4})
+    api = JobService(
+        settings=four,
+        jobs=harness.jobs,
+        runs=harness.runs,
+        queue=RunQueue(harness.aws.sqs, four.run_queue_url),
+        clock=harness.clock,
+        partition_marks=ControlStore(harness.aws.dynamodb, four.control_table),
+    )
+    job_ids = [
+        api.create_job(
+            "team-a",
+            JobCreate.model_validate({"name": f"j{k}", "schedule": "every 10 seconds", "command": "echo"}),
+        ).job.id
+        for k in range(12)
+    ]
+    assert {layout.partition_of(j, 4) for j in job_ids} >= {2, 3}
+    stop(two)
+    two = groups(harness, 2, "v2-next-minute")  # the schedulers' next invocations read the raised mark
+    run(harness, two, 60)
+    stop(two)
+    assert_every_fire_ran_once(harness, job_ids, harness.clock())

@@ -164,3 +164,31 @@ def test_instants_are_whole_milliseconds_from_parsing_on() -> None:
     assert job.start_at == datetime(2026, 3, 2, 10, 0, 0, 1000, tzinfo=UTC)
     assert job.end_at == datetime(2026, 3, 2, 11, 0, 0, 1000, tzinfo=UTC)
     assert to_ms(job.start_at) % 1000 == 1
+
+
+def test_a_summary_saved_by_a_tick_whose_move_failed_is_not_counted_twice(harness: Any) -> None:
+    # A skip-policy job 1 h behind: the tick saves one summary row for the missed range, then its move fails
+    # (a throttle). The next tick plans the same range again; its summary put is refused by the first one and
+    # the "split around existing rows" treats that summary as ONE fire, writing a second summary over the
+    # fires the first one already covers.
+    harness.clock.now_ms = harness.T0
+    job_id = create(harness, "every 10 seconds", missed="skip")
+    a = harness.contender()
+    harness.clock.now_ms = harness.T0 + 3600_000
+    failures: list[int] = []
+
+    def throttled(*_: Any, **__: Any) -> None:
+        if not failures:
+            failures.append(1)
+            raise ConnectionError("ProvisionedThroughputExceededException")
+
+    a.recorder.before["move"] = throttled
+    harness.run_seconds(a, 3)
+
+    covered: list[int] = []
+    for row in harness.runs_of(job_id):
+        if row.get("skipped_count"):
+            covered.extend(range(row["scheduled_for"], row["skipped_through"] + 1, 10_000))
+        else:
+            covered.append(row["scheduled_for"])
+    assert len(covered) == len(set(covered)), f"{len(covered) - len(set(covered))} fires recorded twice"

@@ -215,3 +215,64 @@ def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
     assert worker.handle_record(record(job.id, T0, message_id="m-again")) == Outcome.SUCCEEDED
     row = runs.get(job.id, T0)
     assert row is not None and (row["status"], row["attempt"]) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1
+
+
+def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    calls: list[TargetCall],
+    clock: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # overlap: skip, every 10 s, each run takes no time. The run of T0 succeeds, but the DeleteItem that gives
+    # the overlap lock back throttles once. The lock stays with a fresh heartbeat for heartbeat_stale_s, and
+    # every fire in that window is recorded "skipped: run ... is still running" although nothing runs.
+    job = make_job(schedule="every 10 seconds", command="record", overlap="skip")
+    for k in range(3):
+        make_run(job, T0 + k * 10_000)
+    real = worker.jobs.release_overlap
+    failures: list[int] = []
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        if not failures:
+            failures.append(1)
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "DeleteItem"
+            )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker.jobs, "release_overlap", throttled)
+    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    clock.advance(10_000)
+    assert worker.handle_record(record(job.id, T0 + 10_000, message_id="m2")) == Outcome.SUCCEEDED
+
+
+def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    jobs: Any,
+    runs: Any,
+) -> None:
+    # The give-back catches every Exception between the claim and the target, not only storage errors: a spec
+    # this worker cannot parse (a field written by a newer API during a deploy, a hand edit) is "given back" at
+    # every delivery: attempt stays 0, no try is ever counted, nothing goes dead, no owner alert; the message goes
+    # to the DLQ and the sweeper re-enqueues the queued row forever.
+    job = make_job(command="record", retry={"max_attempts": 1})
+    make_run(job)
+    jobs.table.update_item(
+        Key={"pk": f"job#{job.id}", "sk": "spec"},
+        UpdateExpression="SET doc = :d",
+        ExpressionAttributeValues={":d": '{"schedule": 42}'},
+    )
+    outcomes = []
+    for n in range(3):
+        try:
+            outcomes.append(worker.handle_record(record(job.id, T0, message_id=f"m{n}")))
+        except Exception as error:
+            outcomes.append(type(error).__name__)
+    row = runs.get(job.id, T0)
+    assert row["attempt"] > 0 or row["status"] != "queued", (outcomes, row["status"], row["attempt"])

@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from jobsched.aws import Aws
@@ -29,6 +30,7 @@ from jobsched.targets.ownership import (
     OwnerClients,
     TargetTags,
 )
+from jobsched.worker import Deferred
 
 from .conftest import T0, Drain, SimWaiter
 
@@ -235,3 +237,33 @@ def test_build_targets_acts_for_the_owner_only_with_a_target_role(settings: Sett
         for executor in (targets._by_type[LambdaTarget], targets._by_type[SqsTarget]):
             assert isinstance(executor, ActingForOwner)
             assert (executor._clients.role_arn if executor._clients else None) == role
+
+
+def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
+    settings: Settings,
+    aws: Aws,
+    clock: FakeClock,
+    waiter: SimWaiter,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: RunStore,
+    record: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # [2.1] break 5's promise on the worker's other pre-target call, STS AssumeRole of the target role: a throttle
+    # there (after the SDK's retries) used to fail the try, so with max_attempts 1 the run went dead and the
+    # owner was alerted although the target never ran. Now the claim is given back; a refusal stays a failed try.
+    def throttled(self: Any, service: str, owner: str) -> Any:
+        raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "AssumeRole")
+
+    monkeypatch.setattr(OwnerClients, "client", throttled)
+    url = _queue(aws, "team-a-inbox2", "team-a")
+    worker = build_worker(
+        settings.model_copy(update={"target_role_arn": ROLE}), aws, clock=clock, waiter=waiter
+    )
+    job = make_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
+    make_run(job)
+    with pytest.raises(Deferred):
+        worker.handle_record(record(job.id, T0))
+    row = runs.get(job.id, T0)
+    assert row is not None and row["status"] == RunStatus.QUEUED and row["attempt"] == 0
