@@ -500,7 +500,8 @@ class Scheduler:
 
         Requests per run: 1 conditional PutItem (runs table) + 1 UpdateItem moving the job (one per job
         per tick, shared by all the fires a catching-up job runs in that tick) + 1/10 SendMessageBatch
-        = 2.1, plus per tick one Query per shard per undrained bucket (``due_shards`` x 1-2 buckets with the
+        + 1/100 BatchGetItem (the due jobs' scheduling items, read consistently: 0.5 read units each)
+        = 2.11, plus per tick one Query per shard per undrained bucket (``due_shards`` x 1-2 buckets with the
         defaults: 4-8; plus, once a minute, ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, one lease
         renewal, amortized over the tick's runs (about 2.16 at 100 runs a second). An idle tick costs the
         queries alone, whatever the number of jobs. A refused
