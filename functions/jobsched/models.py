@@ -141,7 +141,17 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-class HttpTarget(_Strict):
+def _tag_required(schema: dict[str, Any]) -> None:
+    """Document a target's ``type`` as required: it is the union's discriminator, so a target without it is
+    refused (400 naming ``target``) even though Python callers may omit it (it defaults to the model's tag)."""
+    schema["required"] = ["type", *(name for name in schema.get("required", []) if name != "type")]
+
+
+class _TargetModel(_Strict):
+    model_config = ConfigDict(json_schema_extra=_tag_required)
+
+
+class HttpTarget(_TargetModel):
     """Request ``method url`` with body ``input``; 2xx is success (SPEC section 2).
 
     ``url`` must be one the worker can request (see ``_url_problem``); ``headers`` names are RFC 9110 tokens
@@ -181,28 +191,28 @@ class HttpTarget(_Strict):
         return value
 
 
-class LambdaTarget(_Strict):
+class LambdaTarget(_TargetModel):
     """Synchronous invoke of a Lambda function with the run envelope; FunctionError is failure."""
 
     type: Literal["lambda"] = "lambda"
     function: str = Field(min_length=1, max_length=256, description="function name or ARN")
 
 
-class SqsTarget(_Strict):
+class SqsTarget(_TargetModel):
     """Send the run envelope to a queue; FIFO queues get MessageDeduplicationId = run id."""
 
     type: Literal["sqs"] = "sqs"
     queue_url: str = Field(min_length=1, max_length=2048)
 
 
-class CommandTarget(_Strict):
+class CommandTarget(_TargetModel):
     """A Python callable registered with the worker by name (``echo``, ``sleep``, ``fail`` ship)."""
 
     type: Literal["command"] = "command"
     name: str = Field(min_length=1, max_length=128)
 
 
-class ShellTarget(_Strict):
+class ShellTarget(_TargetModel):
     """A shell command; only where the deployment enables shell targets (local mode does)."""
 
     type: Literal["shell"] = "shell"
@@ -333,13 +343,40 @@ class JobCreate(JobSettings):
         return _expand_command(data)
 
 
-class JobPatch(_Strict):
-    """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value. ``command``
-    is the shorthand for a command target, as on create."""
+PATCH_NULLABLE_FIELDS = frozenset({"input", "start_at", "end_at"})
+"""The PATCH fields that may be set to null (which clears them); any other field given as null is refused."""
 
-    model_config = ConfigDict(
-        json_schema_extra=lambda schema: _command_shorthand_schema(schema, target_required=False)
-    )
+
+def drop_null(schema: dict[str, Any]) -> None:
+    """Remove the ``{"type": "null"}`` variant of a JSON schema's ``anyOf`` in place (an ``anyOf`` left with one
+    variant becomes that variant), for a value that is optional (may be absent) but never null."""
+    variants = schema.get("anyOf")
+    if not isinstance(variants, list):
+        return
+    concrete = [variant for variant in variants if variant.get("type") != "null"]
+    if len(concrete) == 1:
+        schema.pop("anyOf")
+        schema.update(concrete[0])
+    elif concrete:
+        schema["anyOf"] = concrete
+
+
+def _patch_schema(schema: dict[str, Any]) -> None:
+    """``JobPatch``'s document: the command shorthand, and no null for fields outside
+    ``PATCH_NULLABLE_FIELDS`` (their ``None`` default only means "absent")."""
+    _command_shorthand_schema(schema, target_required=False)
+    for name, prop in schema.get("properties", {}).items():
+        if name not in PATCH_NULLABLE_FIELDS:
+            drop_null(prop)
+
+
+class JobPatch(_Strict):
+    """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value; only
+    ``input``, ``start_at`` and ``end_at`` may be set to null (cleared), so the others are documented without
+    null (a null one is refused, 400 naming it). ``command`` is the shorthand for a command target, as on
+    create."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _patch_schema(schema))
 
     schedule: str | None = Field(None, min_length=1, max_length=256)
     timezone: str | None = Field(None, max_length=64)

@@ -38,13 +38,14 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, O
 from jobsched.adapters.queue import RunQueue
 from jobsched.api import routes
 from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
+from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody, register_error_handlers
 from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.service import JobService
 from jobsched.aws import Aws
 from jobsched.clock import system_clock
-from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus
+from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus, drop_null
 from jobsched.settings import Settings, get_settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
@@ -255,13 +256,7 @@ def _openapi_document() -> dict[str, Any]:
 def _tidy_parameter(parameter: dict[str, Any]) -> None:
     """An optional parameter is documented as ``required: false`` with its plain schema (a header or query
     value is never JSON null), and headers keep their canonical spelling (``Idempotency-Key``)."""
-    schema = parameter.get("schema", {})
-    variants = schema.get("anyOf")
-    if isinstance(variants, list):
-        concrete = [v for v in variants if v.get("type") != "null"]
-        if len(concrete) == 1 and len(concrete) < len(variants):
-            schema.pop("anyOf")
-            schema.update(concrete[0])
+    drop_null(parameter.get("schema", {}))
     if parameter.get("in") == "header" and parameter.get("name", "").lower() == IDEMPOTENCY_HEADER.lower():
         parameter["name"] = IDEMPOTENCY_HEADER
 
@@ -286,6 +281,7 @@ _ERROR_DESCRIPTIONS = {
     422: "Idempotency-Key reused with a different request",
     429: "Throttled; retry after a pause",
 }
+_CURSOR_NOT_FOUND = "A `cursor` this listing did not issue (another caller's or another listing's)"
 
 
 _STRING: dict[str, Any] = {"type": "string"}
@@ -311,9 +307,13 @@ _LOCATION: dict[str, OpenAPIResponseHeader] = {
 
 
 def _responses(
-    success: dict[int, tuple[type | None, str]], *errors: int, idempotent: bool = False
+    success: dict[int, tuple[type | None, str]],
+    *errors: int,
+    idempotent: bool = False,
+    descriptions: dict[int, str] | None = None,
 ) -> dict[int, OpenAPIResponse]:
-    """The documented responses of a route: its successes (model, description), 400/401/429 and ``errors``."""
+    """The documented responses of a route: its successes (model, description), 400/401/429 and ``errors``
+    (described by ``descriptions``, else ``_ERROR_DESCRIPTIONS``)."""
     declared: dict[int, OpenAPIResponse] = {}
     for status, (model, description) in success.items():
         response: OpenAPIResponse = {"description": description}
@@ -325,7 +325,7 @@ def _responses(
         declared[status] = response
     for status in (400, 401, *errors, 429):
         declared[status] = {
-            "description": _ERROR_DESCRIPTIONS[status],
+            "description": (descriptions or {}).get(status, _ERROR_DESCRIPTIONS[status]),
             "content": {"application/json": {"model": ErrorBody}},
         }
         if status in _ERROR_HEADERS:
@@ -353,7 +353,14 @@ IdempotencyKey = Annotated[
 JobId = Annotated[str, Path(description="the job's id (`j_` and 20 hex digits)")]
 Limit = Annotated[int, Query(ge=1, le=100, description="page size, 1-100")]
 Cursor = Annotated[
-    str | None, Query(min_length=1, max_length=2048, description="next_cursor of the previous page")
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_CURSOR_CHARS,
+        pattern=CURSOR_PATTERN,
+        description="`next_cursor` of the previous page, unchanged (opaque). A cursor this listing did not "
+        "issue (another caller's or another listing's) is answered 404 naming `cursor`",
+    ),
 ]
 
 
@@ -408,7 +415,7 @@ def create_job(
     "listJobs",
     summary="The caller's jobs, by name",
     tags=["jobs"],
-    responses=_responses({200: (Page[Job], "A page of jobs")}),
+    responses=_responses({200: (Page[Job], "A page of jobs")}, 404, descriptions={404: _CURSOR_NOT_FOUND}),
 )
 def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = None) -> Page[Job]:
     """A page of the caller's jobs; pass ``next_cursor`` back as ``cursor`` for the next one."""
@@ -493,7 +500,11 @@ def trigger_job(
     description="Newest `scheduled_for` first, optionally only one `status`. A deleted job's runs stay "
     "listed for its owner until retention.",
     tags=["runs"],
-    responses=_responses({200: (Page[Run], "A page of runs")}, 404),
+    responses=_responses(
+        {200: (Page[Run], "A page of runs")},
+        404,
+        descriptions={404: "No such job (or not the caller's), or a `cursor` this listing did not issue"},
+    ),
 )
 def list_runs(
     id: JobId,

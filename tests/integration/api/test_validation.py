@@ -371,7 +371,7 @@ def test_a_non_json_content_type_is_400(http):
         ({"limit": "101"}, "limit"),
         ({"limit": "ten"}, "limit"),
         ({"cursor": "!!!"}, "cursor"),
-        ({"cursor": "eyJ2IjoxfQ"}, "cursor"),
+        ({"cursor": "eyJ2IjoxfQ=="}, "cursor"),
     ],
 )
 def test_bad_list_parameters_are_400(http, query, field):
@@ -380,14 +380,22 @@ def test_bad_list_parameters_are_400(http, query, field):
     assert reply.status == 400 and reply.error["field"] == field
 
 
+def test_a_well_formed_cursor_the_listing_did_not_issue_is_404_naming_the_cursor(http):
+    reply = http("GET", "/jobs", query={"cursor": "eyJ2IjoxfQ"})
+
+    assert reply.status == 404 and reply.error["field"] == "cursor"
+
+
 def test_bad_runs_parameters_are_400(http):
     job = http.create()
 
     bad_status = http("GET", f"/jobs/{job['id']}/runs", query={"status": "exploded"})
-    bad_cursor = http("GET", f"/jobs/{job['id']}/runs", query={"cursor": "x"})
+    bad_cursor = http("GET", f"/jobs/{job['id']}/runs", query={"cursor": "x!"})
+    unknown_cursor = http("GET", f"/jobs/{job['id']}/runs", query={"cursor": "x"})
 
     assert bad_status.status == 400 and bad_status.error["field"] == "status"
     assert bad_cursor.status == 400 and bad_cursor.error["field"] == "cursor"
+    assert unknown_cursor.status == 404 and unknown_cursor.error["field"] == "cursor"
 
 
 def test_a_bad_idempotency_key_is_400_naming_the_header(http):
