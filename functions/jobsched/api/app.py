@@ -302,7 +302,11 @@ _REPLAYED: dict[str, OpenAPIResponseHeader] = {
     }
 }
 _LOCATION: dict[str, OpenAPIResponseHeader] = {
-    "Location": {"description": "the new job: /jobs/{id}", "schema": _STRING}
+    "Location": {
+        "description": "the new job's path as the caller reaches it: /jobs/{id} after the stage or base path the "
+        "request came through (/v1/jobs/{id} on the execute-api URL)",
+        "schema": _STRING,
+    }
 }
 
 
@@ -331,6 +335,16 @@ def _responses(
         if status in _ERROR_HEADERS:
             declared[status]["headers"] = _ERROR_HEADERS[status]
     return declared
+
+
+def _public_prefix() -> str:
+    """What the caller's URL path has before this API's own paths: ``/v1`` on the execute-api URL (the
+    stage), a custom domain's base path, or ``""``. API Gateway reports the path as the caller sent it in
+    ``requestContext.path`` and the path within the API in ``path``; the prefix is the difference."""
+    event = app.current_event.raw_event
+    path = str(event.get("path") or "")
+    public = str((event.get("requestContext") or {}).get("path") or path)
+    return public.removesuffix(path) if path and public.endswith(path) else ""
 
 
 def _replay_headers(replayed: bool) -> dict[str, str]:
@@ -402,7 +416,7 @@ def create_job(
     result = api.service.create_job(owner, body, idempotency_key=idempotency_key)
     headers = _replay_headers(result.replayed)
     if result.created:
-        headers["Location"] = f"/jobs/{result.job.id}"
+        headers["Location"] = f"{_public_prefix()}/jobs/{result.job.id}"
     return Response(
         status_code=HTTPStatus.CREATED if result.created else HTTPStatus.OK,
         content_type=content_types.APPLICATION_JSON,
