@@ -91,8 +91,15 @@ def _instant_text(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
-Count = Annotated[int, Strict()]
-"""A JSON integer as the schema says: no ``"30"``, ``30.5`` or ``true`` coerced into one."""
+def _whole_number(value: Any) -> Any:
+    """A JSON number without a fractional part is an integer, as JSON Schema's ``integer`` says: ``30.0`` is 30."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_whole_number), Strict()]
+"""A JSON integer as the schema says (``30`` or ``30.0``): no ``"30"``, ``30.5`` or ``true`` coerced into one."""
 Flag = Annotated[bool, Strict()]
 """A JSON boolean as the schema says: no ``0``, ``"yes"`` or ``"true"`` coerced into one."""
 Instant = Annotated[datetime, BeforeValidator(_instant_text)]
@@ -361,6 +368,9 @@ def drop_null(schema: dict[str, Any]) -> None:
         schema["anyOf"] = concrete
 
 
+_BOUND_KEYWORDS = (("ge", "minimum"), ("le", "maximum"), ("gt", "exclusiveMinimum"), ("lt", "exclusiveMaximum"))
+
+
 def _patch_schema(schema: dict[str, Any]) -> None:
     """``JobPatch``'s document: the command shorthand, and no null for fields outside
     ``PATCH_NULLABLE_FIELDS`` (their ``None`` default only means "absent")."""
@@ -368,6 +378,10 @@ def _patch_schema(schema: dict[str, Any]) -> None:
     for name, prop in schema.get("properties", {}).items():
         if name not in PATCH_NULLABLE_FIELDS:
             drop_null(prop)
+        # pydantic leaves the bounds of an optional ``Count`` (a validator wraps it) under their Python names
+        for python, json_schema in _BOUND_KEYWORDS:
+            if python in prop:
+                prop[json_schema] = prop.pop(python)
 
 
 class JobPatch(_Strict):
@@ -383,12 +397,12 @@ class JobPatch(_Strict):
     target: Target | None = None
     input: Any = None
     retry: RetryPolicy | None = None
-    timeout_s: Count | None = Field(None, ge=1)
+    timeout_s: Annotated[Count, Field(ge=1)] | None = None
     missed: MissedPolicy | None = None
-    catch_up_window_s: Count | None = Field(None, ge=0, le=30 * 86400)
-    misfire_grace_s: Count | None = Field(None, ge=0, le=86400)
+    catch_up_window_s: Annotated[Count, Field(ge=0, le=30 * 86400)] | None = None
+    misfire_grace_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
     overlap: OverlapPolicy | None = None
-    jitter_s: Count | None = Field(None, ge=0, le=86400)
+    jitter_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
     start_at: Instant | None = None
     end_at: Instant | None = None
     paused: Flag | None = None

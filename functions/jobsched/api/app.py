@@ -39,6 +39,7 @@ from jobsched.adapters.queue import RunQueue
 from jobsched.api import routes
 from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
+from jobsched.api.document import describe_rules, for_deployment
 from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody, register_error_handlers
 from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
 from jobsched.api.idempotency import IdempotencyKeys
@@ -201,8 +202,11 @@ class JobschedResolver(APIGatewayRestResolver):
         # Powertools runs its request validation before any user middleware; admission must come first.
         self._request_validation_middleware = AdmissionThenValidation()
 
-    def openapi_document(self) -> dict[str, Any]:
-        """The OpenAPI 3.1 document, generated from the routes and models (computed once; a fresh copy)."""
+    def openapi_document(self, settings: Settings | None = None) -> dict[str, Any]:
+        """The OpenAPI 3.1 document, generated from the routes and models (computed once; a fresh copy),
+        with the limits of the deployment ``settings`` describes when given (``document.for_deployment``)."""
+        if settings is not None:
+            return for_deployment(_openapi_document(), settings)
         return copy.deepcopy(_openapi_document())
 
 
@@ -250,6 +254,7 @@ def _openapi_document() -> dict[str, Any]:
     schemas = document.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)
+    describe_rules(document)
     return document
 
 
@@ -533,7 +538,10 @@ def list_runs(
 
 @_route("getOpenApi", enable_validation=False)
 def openapi_json() -> Response[dict[str, Any]]:
-    """The OpenAPI document of this API (no credentials needed: it holds no data)."""
+    """The OpenAPI document of this API with this deployment's limits (no credentials needed: it holds no
+    data)."""
     return Response(
-        status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=app.openapi_document()
+        status_code=HTTPStatus.OK,
+        content_type=content_types.APPLICATION_JSON,
+        body=app.openapi_document(current_api().settings),
     )
