@@ -509,3 +509,15 @@ def test_openapi_json_is_served_without_credentials(http):
     assert reply.status == 200
     assert reply.body["openapi"].startswith("3.")
     assert "/jobs/{id}/trigger" in reply.body["paths"]
+
+
+def test_openapi_json_carries_this_deployments_limits(http):
+    http.reconfigure(http.settings, worker_timeout_cap_s=120, allow_shell_targets=True)
+
+    properties = http("GET", "/openapi.json", caller=None).body["components"]["schemas"]["JobCreate"][
+        "properties"
+    ]
+    too_long = http("POST", "/jobs", body=http.job_body("long", timeout_s=121))
+
+    assert properties["timeout_s"]["maximum"] == 120 and too_long.status == 400
+    assert "ShellTarget" in str(properties["target"])

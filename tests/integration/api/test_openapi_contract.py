@@ -171,7 +171,7 @@ HYPOTHESIS = settings(
     derandomize=True,
     deadline=None,
     database=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=[Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
 

@@ -493,3 +493,19 @@ def test_local_mode_refuses_missing_and_bad_tokens_with_401(http, tokens, author
 
     assert reply.status == 401
     assert reply.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_whole_numbers_written_with_a_fraction_are_integers_as_json_schema_says(http):
+    created = http("POST", "/jobs", body=http.job_body("floats", timeout_s=30.0, retry={"max_attempts": 2.0}))
+    patched = http("PATCH", f"/jobs/{created.body['id']}", body={"jitter_s": 5.0})
+    fractional = http("PATCH", f"/jobs/{created.body['id']}", body={"jitter_s": 5.5})
+    boolean = http("PATCH", f"/jobs/{created.body['id']}", body={"jitter_s": True})
+
+    assert (
+        created.status == 201
+        and created.body["timeout_s"] == 30
+        and created.body["retry"]["max_attempts"] == 2
+    )
+    assert patched.status == 200 and patched.body["jitter_s"] == 5
+    assert fractional.status == 400 and fractional.error["field"] == "jitter_s"
+    assert boolean.status == 400 and boolean.error["field"] == "jitter_s"
