@@ -37,6 +37,9 @@ MAX_INPUT_DEPTH = 128
 """Deepest nesting of arrays/objects in ``input`` (serde_json's default recursion limit; deeper JSON is
 refused by many of the parsers targets use, and past ~250 levels pydantic cannot serialize the job)."""
 MAX_ERROR_CHARS = 2000
+INSTANT_YEARS = (1000, 8999)
+"""The years (as written, before the offset) ``start_at`` and ``end_at`` may have: with a margin from
+Python's 1-9999, so that any instant can be localized to any zone without leaving the datetime range."""
 
 
 class RunStatus(StrEnum):
@@ -324,6 +327,11 @@ class JobSettings(_Strict):
     def _aware(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         if value is not None and value.tzinfo is None:
             raise ValueError(f"{info.field_name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+        if value is not None and not INSTANT_YEARS[0] <= value.year <= INSTANT_YEARS[1]:
+            raise ValueError(
+                f"{info.field_name} must be in the years {INSTANT_YEARS[0]} to {INSTANT_YEARS[1]} "
+                "(as written): outside them an instant cannot be moved to every time zone"
+            )
         return value
 
 
@@ -368,7 +376,12 @@ def drop_null(schema: dict[str, Any]) -> None:
         schema["anyOf"] = concrete
 
 
-_BOUND_KEYWORDS = (("ge", "minimum"), ("le", "maximum"), ("gt", "exclusiveMinimum"), ("lt", "exclusiveMaximum"))
+_BOUND_KEYWORDS = (
+    ("ge", "minimum"),
+    ("le", "maximum"),
+    ("gt", "exclusiveMinimum"),
+    ("lt", "exclusiveMaximum"),
+)
 
 
 def _patch_schema(schema: dict[str, Any]) -> None:

@@ -43,6 +43,8 @@ _URL_DESCRIPTION = (
 )
 _START_DESCRIPTION = "ISO 8601 with an offset: no fire before it (a rate counts from it)"
 _END_DESCRIPTION = "ISO 8601 with an offset, after `start_at`: no fire after it"
+_INSTANT_YEARS_PATTERN = "^[1-8][0-9]{3}-"
+"""The years 1000 to 8999 (``models.INSTANT_YEARS``), as the date-time is written."""
 _HEADER_NAME_PATTERN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
 _HEADER_VALUE_PATTERN = r"^([!-~]([ \t]*[!-~])*)?$"
 
@@ -81,8 +83,11 @@ def describe_rules(document: dict[str, Any]) -> None:
         }
         if "default" in zone:
             properties["timezone"]["default"] = zone["default"]
-        properties["start_at"]["description"] = _START_DESCRIPTION
-        properties["end_at"]["description"] = _END_DESCRIPTION
+        for field, description in (("start_at", _START_DESCRIPTION), ("end_at", _END_DESCRIPTION)):
+            properties[field]["description"] = description
+            for variant in properties[field].get("anyOf", []):
+                if variant.get("format") == "date-time":
+                    variant["pattern"] = _INSTANT_YEARS_PATTERN
     http = schemas["HttpTarget"]["properties"]
     http["url"].update(format=HTTP_URL_FORMAT, description=_URL_DESCRIPTION)
     http["headers"]["propertyNames"] = {"pattern": _HEADER_NAME_PATTERN}

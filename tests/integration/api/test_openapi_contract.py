@@ -22,10 +22,12 @@ operation (default 25) and as many stateful scenarios; raise it for a deeper run
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,7 +38,8 @@ from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi import checks
 
-from jobsched.api.app import app, build_api, install
+from jobsched.api.app import Api, app, build_api, install
+from jobsched.api.auth import TokenAuthenticator
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
 from jobsched.api.errors import IDEMPOTENCY_HEADER
 from jobsched.api.wsgi import ApiWsgiApp
@@ -123,7 +126,8 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     - ``end_at`` after ``start_at``, far enough ahead that the schedule still fires; a one-off (its own
       instant) without bounds;
     - an ``Idempotency-Key`` sent again with a different request is answered 422 (as the IETF draft says):
-      a well-formed key gets a suffix from the request's body, so a repeated key means a repeated request.
+      a well-formed key gets a suffix from the request (method, path, body), so a repeated key means a
+      repeated request.
 
     Requests the document calls invalid are left as they are.
     """
@@ -138,7 +142,8 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
             body.pop("end_at")
     key = (case.headers or {}).get(IDEMPOTENCY_HEADER)
     if isinstance(key, str) and re.fullmatch(r"[\x20-\x7e]{1,255}", key):
-        digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        request = [case.method, case.path, case.path_parameters, body]
+        digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
         case.headers[IDEMPOTENCY_HEADER] = f"{key[:200]}-{digest}"
     return case
 
@@ -146,7 +151,7 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
 @pytest.fixture(scope="module")
 def wsgi(
     deployment: tuple[Aws, Settings], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[ApiWsgiApp, str]]:
+) -> Iterator[tuple[ApiWsgiApp, str, Api]]:
     """The WSGI app in local-mode auth (a tokens file), with one job of the token's owner to aim at."""
     aws, base = deployment
     tokens = tmp_path_factory.mktemp("auth") / "tokens.json"
@@ -156,11 +161,11 @@ def wsgi(
     wsgi_app = schema.app
     request = JobCreate.model_validate({"name": "seeded", "schedule": "*/5 * * * *", "command": "echo"})
     seeded = api.service.create_job("team-schemathesis", request).job
-    yield wsgi_app, seeded.id
+    yield wsgi_app, seeded.id, api
     install(None)
 
 
-def test_the_wsgi_app_serves_the_document_under_test(wsgi: tuple[ApiWsgiApp, str]) -> None:
+def test_the_wsgi_app_serves_the_document_under_test(wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
     served = schemathesis.openapi.from_wsgi("/openapi.json", wsgi[0])
 
     assert served.raw_schema == schema.raw_schema
@@ -178,8 +183,8 @@ HYPOTHESIS = settings(
 
 @schema.parametrize()
 @HYPOTHESIS
-def test_the_api_honours_its_openapi_document(case: Any, wsgi: tuple[ApiWsgiApp, str]) -> None:
-    wsgi_app, seeded_job = wsgi
+def test_the_api_honours_its_openapi_document(case: Any, wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
+    wsgi_app, seeded_job, _ = wsgi
     # Aim half of the job-scoped requests (chosen by a hash of the generated id, so runs repeat) at a real
     # job, so bodies reach the use cases; DELETE keeps its random ids so the job survives the run.
     job_id = (case.path_parameters or {}).get("id")
@@ -189,12 +194,26 @@ def test_the_api_honours_its_openapi_document(case: Any, wsgi: tuple[ApiWsgiApp,
     case.call_and_validate(app=wsgi_app, headers=AUTH, checks=CHECKS)
 
 
-def test_sequences_along_the_documents_links_honour_it(wsgi: tuple[ApiWsgiApp, str]) -> None:
-    wsgi_app, _ = wsgi
+def test_sequences_along_the_documents_links_honour_it(wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
+    wsgi_app, _, api = wsgi
+    answered: set[tuple[str, int]] = set()
+    owners = itertools.count(1)
 
     class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        def setup(self) -> None:
+            # each sequence as a team of its own: no names, jobs or Idempotency-Keys of earlier sequences
+            # change its answers (Hypothesis replays sequences and needs them to behave the same)
+            install(replace(api, authenticator=TokenAuthenticator({TOKEN: f"team-sequence-{next(owners)}"})))
+
+        def teardown(self) -> None:
+            install(api)
+
         def get_call_kwargs(self, case: Any) -> dict[str, Any]:
             return {"app": wsgi_app, "headers": AUTH}
+
+        def after_call(self, response: Any, case: Any) -> None:
+            super().after_call(response, case)
+            answered.add((case.operation.definition.raw.get("operationId"), response.status_code // 100))
 
         def validate_response(
             self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any
@@ -202,3 +221,7 @@ def test_sequences_along_the_documents_links_honour_it(wsgi: tuple[ApiWsgiApp, s
             case.validate_response(response, checks=CHECKS, headers=AUTH, transport_kwargs=kwargs)
 
     Workflow.run(settings=settings(HYPOTHESIS, stateful_step_count=6, phases=[Phase.generate]))
+
+    # the links gave the job operations real ids: they succeeded on jobs the sequences created
+    linked = {"getJob", "updateJob", "pauseJob", "resumeJob", "triggerJob", "listRuns", "deleteJob"}
+    assert linked <= {operation for operation, family in answered if family == 2}

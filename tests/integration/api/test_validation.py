@@ -509,3 +509,18 @@ def test_whole_numbers_written_with_a_fraction_are_integers_as_json_schema_says(
     assert patched.status == 200 and patched.body["jitter_s"] == 5
     assert fractional.status == 400 and fractional.error["field"] == "jitter_s"
     assert boolean.status == 400 and boolean.error["field"] == "jitter_s"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("start_at", "0001-01-01T00:01:00+02:01"),  # before year 1 in UTC: no datetime can hold it
+        ("start_at", "0999-12-31T23:59:59Z"),
+        ("end_at", "9999-12-31T23:00:00-05:00"),  # after year 9999 in UTC
+    ],
+)
+def test_instants_outside_the_years_1000_to_8999_are_400_naming_the_field(http, field, value):
+    reply = http("POST", "/jobs", body=http.job_body(f"range-{field}", **{field: value}))
+
+    assert reply.status == 400 and reply.error["field"] == field
+    assert "1000" in reply.error["message"]

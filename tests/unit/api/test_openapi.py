@@ -10,7 +10,7 @@ import pytest
 from jobsched.api.app import allowed_methods, app
 from jobsched.api.cursor import CURSOR_PATTERN, encode_cursor
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
-from jobsched.models import PATCH_NULLABLE_FIELDS
+from jobsched.models import INSTANT_YEARS, PATCH_NULLABLE_FIELDS
 from jobsched.schedules import get_zone
 from jobsched.settings import Settings
 
@@ -250,3 +250,15 @@ def test_the_served_document_carries_the_deployments_limits(shell):
         assert ("ShellTarget" in offered) is shell and ('"shell"' in offered) is shell
     assert "ShellTarget" in json.dumps(served["components"]["schemas"]["Job"])  # stored jobs may have one
     assert "maximum" not in DOC["components"]["schemas"]["JobCreate"]["properties"]["timeout_s"]
+
+
+def test_instants_are_documented_in_the_years_the_api_takes():
+    (variant,) = [
+        v
+        for v in DOC["components"]["schemas"]["JobCreate"]["properties"]["start_at"]["anyOf"]
+        if "format" in v
+    ]
+    low, high = INSTANT_YEARS
+
+    for year, accepted in ((low, True), (high, True), (low - 1, False), (high + 1, False)):
+        assert bool(re.search(variant["pattern"], f"{year:04d}-01-01T00:00:00Z")) is accepted
