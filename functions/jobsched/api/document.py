@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 from zoneinfo import available_timezones
 
+from jobsched.models import MAX_INPUT_BYTES, MAX_INPUT_DEPTH
 from jobsched.schedules import ScheduleError, get_zone
 from jobsched.settings import Settings
 
@@ -40,6 +41,10 @@ _URL_DESCRIPTION = (
     "(percent-encode them); its host a DNS name (labels of letters, digits, `-`, `_` or non-ASCII letters, "
     "at most 63 characters each, 253 in all), an IPv4 address (a host ending in a numeric label must be "
     "one) or a bracketed IPv6 address; its port, if any, 1-65535."
+)
+_INPUT_DESCRIPTION = (
+    f"Any JSON value, given to every run's target: at most {MAX_INPUT_BYTES // 1024} KiB as compact JSON, "
+    f"arrays and objects at most {MAX_INPUT_DEPTH} levels deep"
 )
 _START_DESCRIPTION = "ISO 8601 with an offset: no fire before it (a rate counts from it)"
 _END_DESCRIPTION = "ISO 8601 with an offset, after `start_at`: no fire after it"
@@ -76,6 +81,7 @@ def describe_rules(document: dict[str, Any]) -> None:
     for name in _JOB_BODIES:
         properties = schemas[name]["properties"]
         properties["schedule"].update(format=SCHEDULE_FORMAT, description=_SCHEDULE_DESCRIPTION)
+        properties["input"]["description"] = _INPUT_DESCRIPTION
         zone = properties["timezone"]
         properties["timezone"] = {
             "$ref": "#/components/schemas/TimeZone",
