@@ -42,6 +42,7 @@ from jobsched.api.app import Api, app, build_api, install
 from jobsched.api.auth import TokenAuthenticator
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
 from jobsched.api.errors import IDEMPOTENCY_HEADER
+from jobsched.api.service import TIMING_FIELDS
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.aws import Aws
 from jobsched.models import JobCreate
@@ -124,7 +125,8 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     """Keep a generated request inside the rules JSON Schema cannot state (the document says them in words):
 
     - ``end_at`` after ``start_at``, far enough ahead that the schedule still fires; a one-off (its own
-      instant) without bounds;
+      instant) without bounds; a PATCH that re-times a job gives all of schedule, start_at and end_at, as
+      the job's stored ones count otherwise;
     - an ``Idempotency-Key`` sent again with a different request is answered 422 (as the IETF draft says):
       a well-formed key gets a suffix from the request (method, path, body), so a repeated key means a
       repeated request.
@@ -133,13 +135,18 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     """
     body = case.body
     if isinstance(body, dict):
+        if case.method.upper() == "PATCH" and TIMING_FIELDS & body.keys():
+            # a PATCH is judged with the job it changes: give all the timing fields, so the stored ones
+            # (set by earlier requests) cannot contradict the new ones
+            body.setdefault("schedule", SCHEDULES[1])
+            body.setdefault("start_at", None)
+            body.setdefault("end_at", None)
         if str(body.get("schedule", "")).startswith("at "):
-            body.pop("start_at", None)
-            body.pop("end_at", None)
+            body.update(start_at=None, end_at=None)
         start, end = _instant(body.get("start_at")), _instant(body.get("end_at"))
         horizon = datetime.now(UTC) + timedelta(days=800)
         if end is not None and (end < horizon or (start is not None and end <= start + timedelta(days=800))):
-            body.pop("end_at")
+            body["end_at"] = None
     key = (case.headers or {}).get(IDEMPOTENCY_HEADER)
     if isinstance(key, str) and re.fullmatch(r"[\x20-\x7e]{1,255}", key):
         request = [case.method, case.path, case.path_parameters, body]
