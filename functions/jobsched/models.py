@@ -324,14 +324,19 @@ class JobSettings(_Strict):
 
     @field_validator("start_at", "end_at")
     @classmethod
-    def _aware(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError(f"{info.field_name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+    def _in_range(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         if value is not None and not INSTANT_YEARS[0] <= value.year <= INSTANT_YEARS[1]:
             raise ValueError(
                 f"{info.field_name} must be in the years {INSTANT_YEARS[0]} to {INSTANT_YEARS[1]} "
                 "(as written): outside them an instant cannot be moved to every time zone"
             )
+        return value
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _aware(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError(f"{info.field_name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
         return value
 
 
