@@ -72,7 +72,7 @@ def _with(**changes):
             "",
         ),
         (_with(end_at="2026-03-01T00:00:00Z"), "end_at", "invalid_input", "never run"),
-        (_with(start_at="9999-12-31T23:59:59Z"), "start_at", "invalid_input", "no fire after it"),
+        (_with(start_at="9999-12-31T23:59:59Z"), "start_at", "invalid_input", "years 1000 to 8999"),
         (_with(missed="sometimes"), "missed", "invalid_input", "catch_up"),
         (_with(overlap="queue"), "overlap", "invalid_input", ""),
         (_with(catch_up_window_s=-1), "catch_up_window_s", "invalid_input", ""),
