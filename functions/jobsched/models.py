@@ -151,17 +151,7 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-def _tag_required(schema: dict[str, Any]) -> None:
-    """Document a target's ``type`` as required: it is the union's discriminator, so a target without it is
-    refused (400 naming ``target``) even though Python callers may omit it (it defaults to the model's tag)."""
-    schema["required"] = ["type", *(name for name in schema.get("required", []) if name != "type")]
-
-
-class _TargetModel(_Strict):
-    model_config = ConfigDict(json_schema_extra=_tag_required)
-
-
-class HttpTarget(_TargetModel):
+class HttpTarget(_Strict):
     """Request ``method url`` with body ``input``; 2xx is success (SPEC section 2).
 
     ``url`` must be one the worker can request (see ``_url_problem``); ``headers`` names are RFC 9110 tokens
@@ -201,28 +191,28 @@ class HttpTarget(_TargetModel):
         return value
 
 
-class LambdaTarget(_TargetModel):
+class LambdaTarget(_Strict):
     """Synchronous invoke of a Lambda function with the run envelope; FunctionError is failure."""
 
     type: Literal["lambda"] = "lambda"
     function: str = Field(min_length=1, max_length=256, description="function name or ARN")
 
 
-class SqsTarget(_TargetModel):
+class SqsTarget(_Strict):
     """Send the run envelope to a queue; FIFO queues get MessageDeduplicationId = run id."""
 
     type: Literal["sqs"] = "sqs"
     queue_url: str = Field(min_length=1, max_length=2048)
 
 
-class CommandTarget(_TargetModel):
+class CommandTarget(_Strict):
     """A Python callable registered with the worker by name (``echo``, ``sleep``, ``fail`` ship)."""
 
     type: Literal["command"] = "command"
     name: str = Field(min_length=1, max_length=128)
 
 
-class ShellTarget(_TargetModel):
+class ShellTarget(_Strict):
     """A shell command; only where the deployment enables shell targets (local mode does)."""
 
     type: Literal["shell"] = "shell"

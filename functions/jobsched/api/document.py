@@ -2,7 +2,7 @@
 the API accepts (a request valid by the document is never refused with 400, an invalid one always is).
 
 - ``describe_rules`` (once, when the document is generated): the rules pydantic checks in code, written into
-  the schemas: IANA zone names as an enum (``TimeZone``), the target headers' RFC 9110 grammar as patterns,
+  the schemas: a target's ``type`` required (the union's tag), IANA zone names as an enum (``TimeZone``), the target headers' RFC 9110 grammar as patterns,
   the formats ``schedule`` and ``http-url`` (defined below: custom formats, as JSON Schema allows, for
   grammars no pattern can state), the rules between fields and with the clock in the descriptions, and
   OpenAPI links from a created job's ``id`` to every operation on it.
@@ -94,6 +94,10 @@ def describe_rules(document: dict[str, Any]) -> None:
             for variant in properties[field].get("anyOf", []):
                 if variant.get("format") == "date-time":
                     variant["pattern"] = _INSTANT_YEARS_PATTERN
+    for reference in schemas["JobCreate"]["properties"]["target"]["discriminator"]["mapping"].values():
+        # the union's tag: a target without it is refused (Python callers may omit it: it has a default)
+        target = schemas[reference.rsplit("/", 1)[-1]]
+        target["required"] = ["type", *(name for name in target.get("required", []) if name != "type")]
     http = schemas["HttpTarget"]["properties"]
     http["url"].update(format=HTTP_URL_FORMAT, description=_URL_DESCRIPTION)
     http["headers"]["propertyNames"] = {"pattern": _HEADER_NAME_PATTERN}
