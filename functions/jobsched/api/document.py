@@ -4,7 +4,8 @@ the API accepts (a request valid by the document is never refused with 400, an i
 - ``describe_rules`` (once, when the document is generated): the rules pydantic checks in code, written into
   the schemas: a target's ``type`` required (the union's tag), IANA zone names as an enum (``TimeZone``), the target headers' RFC 9110 grammar as patterns,
   the formats ``schedule`` and ``http-url`` (defined below: custom formats, as JSON Schema allows, for
-  grammars no pattern can state), the rules between fields and with the clock in the descriptions, and
+  grammars no pattern can state), ``next_cursor`` in the form ``cursor`` takes, the rules between fields and
+  with the clock in the descriptions, and
   OpenAPI links from a created job's ``id`` to every operation on it.
 - ``for_deployment`` (each time the document is served): the limits a deployment sets, which the API
   enforces: ``timeout_s`` at most ``worker_timeout_cap_s``, and no ``shell`` target where they are disabled.
@@ -19,6 +20,7 @@ from functools import cache
 from typing import Any
 from zoneinfo import available_timezones
 
+from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.models import MAX_INPUT_BYTES, MAX_INPUT_DEPTH
 from jobsched.schedules import ScheduleError, get_zone
 from jobsched.settings import Settings
@@ -102,6 +104,12 @@ def describe_rules(document: dict[str, Any]) -> None:
     http["url"].update(format=HTTP_URL_FORMAT, description=_URL_DESCRIPTION)
     http["headers"]["propertyNames"] = {"pattern": _HEADER_NAME_PATTERN}
     http["headers"]["additionalProperties"] = {"type": "string", "pattern": _HEADER_VALUE_PATTERN}
+    for name in ("Page_Job_", "Page_Run_"):
+        cursor = schemas[name]["properties"]["next_cursor"]
+        cursor["description"] = "pass as `cursor` for the next page; null on the last page"
+        for variant in cursor.get("anyOf", []):
+            if variant.get("type") == "string":
+                variant.update(pattern=CURSOR_PATTERN, maxLength=MAX_CURSOR_CHARS)
     _link_created_jobs(document)
 
 

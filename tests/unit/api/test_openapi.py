@@ -193,6 +193,13 @@ def test_a_cursor_is_documented_as_what_next_cursor_is_made_of():
         (cursor,) = [p for p in operation["parameters"] if p["name"] == "cursor"]
         assert cursor["schema"]["pattern"] == CURSOR_PATTERN
         assert "cursor" in operation["responses"]["404"]["description"]
+    for page in ("Page_Job_", "Page_Run_"):
+        (issued,) = [
+            v
+            for v in DOC["components"]["schemas"][page]["properties"]["next_cursor"]["anyOf"]
+            if "pattern" in v
+        ]
+        assert issued["pattern"] == CURSOR_PATTERN
     token = encode_cursor("jobs", "owner", {"name": "a", "id": "j_1"})
     assert re.fullmatch(CURSOR_PATTERN.strip("^$"), token)
 
