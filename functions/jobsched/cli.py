@@ -62,7 +62,7 @@ def next_fires(
         typer.echo(fire.isoformat())
 
 
-# jobs, runs, import-crontab and local: the API-facing commands (jobsched.cli_commands).
+# jobs, runs, import-crontab, smoke and local: the API-facing commands (jobsched.cli_commands).
 register_api_commands(app)
 
 

@@ -1,4 +1,5 @@
-"""The API-facing CLI commands: ``jobs ...``, ``runs``, ``import-crontab`` and ``local`` (SPEC section 7).
+"""The API-facing CLI commands: ``jobs ...``, ``runs``, ``import-crontab``, ``smoke`` and ``local`` (SPEC
+section 7).
 
 ``register(app)`` adds them to the typer app of ``jobsched.cli`` (which owns ``next``). Conventions, as
 ``aws``/``kubectl`` users expect:
@@ -16,7 +17,8 @@
   the user sees.
 
 Tests inject an HTTP transport through the click context object: ``runner.invoke(app, args,
-obj={"transport": httpx.WSGITransport(app=...)})``.
+obj={"transport": httpx.WSGITransport(app=...)})``; ``smoke`` also takes ``"clock"`` (epoch ms) and
+``"sleep"`` (seconds) there.
 """
 
 from __future__ import annotations
@@ -760,6 +762,42 @@ def _print_import(results: list[dict[str, Any]], dry_run: bool) -> None:
     _out().print(table)
 
 
+# --- smoke ----------------------------------------------------------------------------------------
+
+
+def smoke_command(
+    ctx: typer.Context,
+    lead: Annotated[
+        float, typer.Option("--lead", min=1, max=600, help="Seconds ahead of now the one-off job fires.")
+    ] = 5.0,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=1, max=3600, help="Seconds after its instant the run may take."),
+    ] = 120.0,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    sigv4_region: SigV4RegionOption = None,
+) -> None:
+    """Check a deployment end to end: a one-off `echo` job runs on time, a repeated create replays.
+
+    Prints each step (created, replayed, enqueued, started, succeeded, with the run id and the dispatch and
+    start lateness), deletes the job at the end (also on failure), and exits 1 naming the failing step.
+    """
+    from jobsched.smoke import SmokeCheck, SmokeFailed, SmokeSettings
+
+    obj = ctx.obj if isinstance(ctx.obj, dict) else {}
+    timing = {name: obj[name] for name in ("clock", "sleep") if name in obj}
+    with _client(ctx, api, token, sigv4_region) as client:
+        typer.echo(f"smoke      {client.base_url}")
+        check = SmokeCheck(
+            client, say=typer.echo, settings=SmokeSettings(lead_s=lead, timeout_s=timeout), **timing
+        )
+        try:
+            check.run()
+        except SmokeFailed as failure:
+            fail(f"smoke failed at step {failure.step}: {failure.message}")
+
+
 # --- local ----------------------------------------------------------------------------------------
 
 
@@ -799,8 +837,9 @@ def local_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``jobs``, ``runs``, ``import-crontab`` and ``local`` to the ``jobsched`` typer app."""
+    """Add ``jobs``, ``runs``, ``import-crontab``, ``smoke`` and ``local`` to the ``jobsched`` typer app."""
     app.add_typer(jobs_app, name="jobs")
     app.command("runs")(runs_command)
     app.command("import-crontab")(import_crontab_command)
+    app.command("smoke")(smoke_command)
     app.command("local")(local_command)

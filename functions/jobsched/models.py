@@ -39,6 +39,9 @@ MAX_INPUT_DEPTH = 128
 """Deepest nesting of arrays/objects in ``input`` (serde_json's default recursion limit; deeper JSON is
 refused by many of the parsers targets use, and past ~250 levels pydantic cannot serialize the job)."""
 MAX_ERROR_CHARS = 2000
+INSTANT_YEARS = (1000, 8999)
+"""The years (as written, before the offset) ``start_at`` and ``end_at`` may have: with a margin from
+Python's 1-9999, so that any instant can be localized to any zone without leaving the datetime range."""
 
 
 class RunStatus(StrEnum):
@@ -93,8 +96,15 @@ def _instant_text(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
-Count = Annotated[int, Strict()]
-"""A JSON integer as the schema says: no ``"30"``, ``30.5`` or ``true`` coerced into one."""
+def _whole_number(value: Any) -> Any:
+    """A JSON number without a fractional part is an integer, as JSON Schema's ``integer`` says: ``30.0`` is 30."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_whole_number), Strict()]
+"""A JSON integer as the schema says (``30`` or ``30.0``): no ``"30"``, ``30.5`` or ``true`` coerced into one."""
 Flag = Annotated[bool, Strict()]
 """A JSON boolean as the schema says: no ``0``, ``"yes"`` or ``"true"`` coerced into one."""
 
@@ -366,6 +376,16 @@ class JobSettings(_Strict):
 
     @field_validator("start_at", "end_at")
     @classmethod
+    def _in_range(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is not None and not INSTANT_YEARS[0] <= value.year <= INSTANT_YEARS[1]:
+            raise ValueError(
+                f"{info.field_name} must be in the years {INSTANT_YEARS[0]} to {INSTANT_YEARS[1]} "
+                "(as written): outside them an instant cannot be moved to every time zone"
+            )
+        return value
+
+    @field_validator("start_at", "end_at")
+    @classmethod
     def _aware(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         if value is not None and value.tzinfo is None:
             raise ValueError(f"{info.field_name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
@@ -395,25 +415,64 @@ class JobCreate(JobSettings):
         return _expand_command(data)
 
 
-class JobPatch(_Strict):
-    """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value. ``command``
-    is the shorthand for a command target, as on create."""
+PATCH_NULLABLE_FIELDS = frozenset({"input", "start_at", "end_at"})
+"""The PATCH fields that may be set to null (which clears them); any other field given as null is refused."""
 
-    model_config = ConfigDict(
-        json_schema_extra=lambda schema: _command_shorthand_schema(schema, target_required=False)
-    )
+
+def drop_null(schema: dict[str, Any]) -> None:
+    """Remove the ``{"type": "null"}`` variant of a JSON schema's ``anyOf`` in place (an ``anyOf`` left with one
+    variant becomes that variant), for a value that is optional (may be absent) but never null."""
+    variants = schema.get("anyOf")
+    if not isinstance(variants, list):
+        return
+    concrete = [variant for variant in variants if variant.get("type") != "null"]
+    if len(concrete) == 1:
+        schema.pop("anyOf")
+        schema.update(concrete[0])
+    elif concrete:
+        schema["anyOf"] = concrete
+
+
+_BOUND_KEYWORDS = (
+    ("ge", "minimum"),
+    ("le", "maximum"),
+    ("gt", "exclusiveMinimum"),
+    ("lt", "exclusiveMaximum"),
+)
+
+
+def _patch_schema(schema: dict[str, Any]) -> None:
+    """``JobPatch``'s document: the command shorthand, and no null for fields outside
+    ``PATCH_NULLABLE_FIELDS`` (their ``None`` default only means "absent")."""
+    _command_shorthand_schema(schema, target_required=False)
+    for name, prop in schema.get("properties", {}).items():
+        if name not in PATCH_NULLABLE_FIELDS:
+            drop_null(prop)
+        # pydantic leaves the bounds of an optional ``Count`` (a validator wraps it) under their Python names
+        for python, json_schema in _BOUND_KEYWORDS:
+            if python in prop:
+                prop[json_schema] = prop.pop(python)
+
+
+class JobPatch(_Strict):
+    """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value; only
+    ``input``, ``start_at`` and ``end_at`` may be set to null (cleared), so the others are documented without
+    null (a null one is refused, 400 naming it). ``command`` is the shorthand for a command target, as on
+    create."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _patch_schema(schema))
 
     schedule: str | None = Field(None, min_length=1, max_length=256)
     timezone: str | None = Field(None, max_length=64)
     target: Target | None = None
     input: Any = None
     retry: RetryPolicy | None = None
-    timeout_s: Count | None = Field(None, ge=1)
+    timeout_s: Annotated[Count, Field(ge=1)] | None = None
     missed: MissedPolicy | None = None
-    catch_up_window_s: Count | None = Field(None, ge=0, le=30 * 86400)
-    misfire_grace_s: Count | None = Field(None, ge=0, le=86400)
+    catch_up_window_s: Annotated[Count, Field(ge=0, le=30 * 86400)] | None = None
+    misfire_grace_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
     overlap: OverlapPolicy | None = None
-    jitter_s: Count | None = Field(None, ge=0, le=86400)
+    jitter_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
     start_at: Instant | None = None
     end_at: Instant | None = None
     paused: Flag | None = None

@@ -38,13 +38,15 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, O
 from jobsched.adapters.queue import RunQueue
 from jobsched.api import routes
 from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
+from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
+from jobsched.api.document import describe_rules, for_deployment
 from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody, register_error_handlers
 from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.service import JobService
 from jobsched.aws import Aws
 from jobsched.clock import system_clock
-from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus
+from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus, drop_null
 from jobsched.settings import Settings, get_settings
 from jobsched.store.control import ControlStore
 from jobsched.store.jobs import JobStore
@@ -211,8 +213,11 @@ class JobschedResolver(APIGatewayRestResolver):
         # Powertools runs its request validation before any user middleware; admission must come first.
         self._request_validation_middleware = AdmissionThenValidation()
 
-    def openapi_document(self) -> dict[str, Any]:
-        """The OpenAPI 3.1 document, generated from the routes and models (computed once; a fresh copy)."""
+    def openapi_document(self, settings: Settings | None = None) -> dict[str, Any]:
+        """The OpenAPI 3.1 document, generated from the routes and models (computed once; a fresh copy),
+        with the limits of the deployment ``settings`` describes when given (``document.for_deployment``)."""
+        if settings is not None:
+            return for_deployment(_openapi_document(), settings)
         return copy.deepcopy(_openapi_document())
 
 
@@ -260,19 +265,14 @@ def _openapi_document() -> dict[str, Any]:
     schemas = document.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(name, None)
+    describe_rules(document)
     return document
 
 
 def _tidy_parameter(parameter: dict[str, Any]) -> None:
     """An optional parameter is documented as ``required: false`` with its plain schema (a header or query
     value is never JSON null), and headers keep their canonical spelling (``Idempotency-Key``)."""
-    schema = parameter.get("schema", {})
-    variants = schema.get("anyOf")
-    if isinstance(variants, list):
-        concrete = [v for v in variants if v.get("type") != "null"]
-        if len(concrete) == 1 and len(concrete) < len(variants):
-            schema.pop("anyOf")
-            schema.update(concrete[0])
+    drop_null(parameter.get("schema", {}))
     if parameter.get("in") == "header" and parameter.get("name", "").lower() == IDEMPOTENCY_HEADER.lower():
         parameter["name"] = IDEMPOTENCY_HEADER
 
@@ -297,6 +297,7 @@ _ERROR_DESCRIPTIONS = {
     422: "Idempotency-Key reused with a different request",
     429: "Throttled; retry after a pause",
 }
+_CURSOR_NOT_FOUND = "A `cursor` this listing did not issue (another caller's or another listing's)"
 
 
 _STRING: dict[str, Any] = {"type": "string"}
@@ -317,14 +318,22 @@ _REPLAYED: dict[str, OpenAPIResponseHeader] = {
     }
 }
 _LOCATION: dict[str, OpenAPIResponseHeader] = {
-    "Location": {"description": "the new job: /jobs/{id}", "schema": _STRING}
+    "Location": {
+        "description": "the new job's path as the caller reaches it: /jobs/{id} after the stage or base path the "
+        "request came through (/v1/jobs/{id} on the execute-api URL)",
+        "schema": _STRING,
+    }
 }
 
 
 def _responses(
-    success: dict[int, tuple[type | None, str]], *errors: int, idempotent: bool = False
+    success: dict[int, tuple[type | None, str]],
+    *errors: int,
+    idempotent: bool = False,
+    descriptions: dict[int, str] | None = None,
 ) -> dict[int, OpenAPIResponse]:
-    """The documented responses of a route: its successes (model, description), 400/401/429 and ``errors``."""
+    """The documented responses of a route: its successes (model, description), 400/401/429 and ``errors``
+    (described by ``descriptions``, else ``_ERROR_DESCRIPTIONS``)."""
     declared: dict[int, OpenAPIResponse] = {}
     for status, (model, description) in success.items():
         response: OpenAPIResponse = {"description": description}
@@ -336,12 +345,22 @@ def _responses(
         declared[status] = response
     for status in (400, 401, *errors, 429):
         declared[status] = {
-            "description": _ERROR_DESCRIPTIONS[status],
+            "description": (descriptions or {}).get(status, _ERROR_DESCRIPTIONS[status]),
             "content": {"application/json": {"model": ErrorBody}},
         }
         if status in _ERROR_HEADERS:
             declared[status]["headers"] = _ERROR_HEADERS[status]
     return declared
+
+
+def _public_prefix() -> str:
+    """What the caller's URL path has before this API's own paths: ``/v1`` on the execute-api URL (the
+    stage), a custom domain's base path, or ``""``. API Gateway reports the path as the caller sent it in
+    ``requestContext.path`` and the path within the API in ``path``; the prefix is the difference."""
+    event = app.current_event.raw_event
+    path = str(event.get("path") or "")
+    public = str((event.get("requestContext") or {}).get("path") or path)
+    return public.removesuffix(path) if path and public.endswith(path) else ""
 
 
 def _replay_headers(replayed: bool) -> dict[str, str]:
@@ -364,7 +383,14 @@ IdempotencyKey = Annotated[
 JobId = Annotated[str, Path(description="the job's id (`j_` and 20 hex digits)")]
 Limit = Annotated[int, Query(ge=1, le=100, description="page size, 1-100")]
 Cursor = Annotated[
-    str | None, Query(min_length=1, max_length=2048, description="next_cursor of the previous page")
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_CURSOR_CHARS,
+        pattern=CURSOR_PATTERN,
+        description="`next_cursor` of the previous page, unchanged (opaque). A cursor this listing did not "
+        "issue (another caller's or another listing's) is answered 404 naming `cursor`",
+    ),
 ]
 
 
@@ -406,7 +432,7 @@ def create_job(
     result = api.service.create_job(owner, body, idempotency_key=idempotency_key)
     headers = _replay_headers(result.replayed)
     if result.created:
-        headers["Location"] = f"/jobs/{result.job.id}"
+        headers["Location"] = f"{_public_prefix()}/jobs/{result.job.id}"
     return Response(
         status_code=HTTPStatus.CREATED if result.created else HTTPStatus.OK,
         content_type=content_types.APPLICATION_JSON,
@@ -419,7 +445,7 @@ def create_job(
     "listJobs",
     summary="The caller's jobs, by name",
     tags=["jobs"],
-    responses=_responses({200: (Page[Job], "A page of jobs")}),
+    responses=_responses({200: (Page[Job], "A page of jobs")}, 404, descriptions={404: _CURSOR_NOT_FOUND}),
 )
 def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = None) -> Page[Job]:
     """A page of the caller's jobs; pass ``next_cursor`` back as ``cursor`` for the next one."""
@@ -504,7 +530,11 @@ def trigger_job(
     description="Newest `scheduled_for` first, optionally only one `status`. A deleted job's runs stay "
     "listed for its owner until retention.",
     tags=["runs"],
-    responses=_responses({200: (Page[Run], "A page of runs")}, 404),
+    responses=_responses(
+        {200: (Page[Run], "A page of runs")},
+        404,
+        descriptions={404: "No such job (or not the caller's), or a `cursor` this listing did not issue"},
+    ),
 )
 def list_runs(
     id: JobId,
@@ -519,7 +549,10 @@ def list_runs(
 
 @_route("getOpenApi", enable_validation=False)
 def openapi_json() -> Response[dict[str, Any]]:
-    """The OpenAPI document of this API (no credentials needed: it holds no data)."""
+    """The OpenAPI document of this API with this deployment's limits (no credentials needed: it holds no
+    data)."""
     return Response(
-        status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=app.openapi_document()
+        status_code=HTTPStatus.OK,
+        content_type=content_types.APPLICATION_JSON,
+        body=app.openapi_document(current_api().settings),
     )

@@ -6,7 +6,7 @@ Every error body is ``{"error": {"code": "...", "message": "...", "field": "..."
 |---|---|---|
 | 400 | ``invalid_input``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
 | 401 | ``unauthorized`` | ``Unauthorized`` |
-| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), unknown path |
+| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), unknown path |
 | 405 | ``method_not_allowed`` | a known path with another method |
 | 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``IdempotencyAlreadyInProgressError`` |
 | 413 | ``payload_too_large`` | ``PayloadTooLarge`` |
@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field
 
 from jobsched.api.exceptions import (
     ConcurrentChange,
+    CursorNotFound,
     InvalidInput,
     JobNotFound,
     NameConflict,
@@ -185,6 +186,10 @@ def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callab
     @app.exception_handler(JobNotFound)
     def _not_found(error: JobNotFound) -> ErrorResponse:
         return error_response(HTTPStatus.NOT_FOUND, "not_found", error.message)
+
+    @app.exception_handler(CursorNotFound)
+    def _cursor_not_found(error: CursorNotFound) -> ErrorResponse:
+        return error_response(HTTPStatus.NOT_FOUND, "not_found", error.message, "cursor")
 
     @app.exception_handler(NameConflict)
     def _name(error: NameConflict) -> ErrorResponse:

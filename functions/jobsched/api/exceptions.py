@@ -36,6 +36,17 @@ class JobNotFound(ApiProblem):
         self.job_id = job_id
 
 
+class CursorNotFound(ApiProblem):
+    """A well-formed ``cursor`` this listing did not issue: another owner's, another listing's, altered, or
+    of an older format (404, field ``cursor``; like a job of another owner, never told apart)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "cursor was not issued for this listing; pass next_cursor from the previous page, "
+            "or start again without a cursor"
+        )
+
+
 class NameConflict(ApiProblem):
     """The owner already has a job with this ``name`` and a different spec (409)."""
 

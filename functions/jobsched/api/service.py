@@ -34,12 +34,13 @@ from pydantic import ValidationError
 
 from jobsched.adapters.queue import QueueSendError, RunMessage, RunQueue
 from jobsched.api.cursor import decode_cursor, encode_cursor
-from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound, NameConflict
+from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.validation import describe
 from jobsched.clock import Clock
 from jobsched.models import (
     NAME_PATTERN,
+    PATCH_NULLABLE_FIELDS,
     Job,
     JobCreate,
     JobPatch,
@@ -73,7 +74,7 @@ JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
 TIMING_FIELDS = frozenset({"schedule", "timezone", "start_at", "end_at"})
 """PATCH fields that re-time a job: ``next_run_at`` is recomputed from now when any of them is given."""
 
-NON_NULLABLE_PATCH_FIELDS = frozenset(JobPatch.model_fields) - {"input", "start_at", "end_at"}
+NON_NULLABLE_PATCH_FIELDS = frozenset(JobPatch.model_fields) - PATCH_NULLABLE_FIELDS
 """PATCH fields that may be omitted but not set to null (``input``/``start_at``/``end_at`` may be cleared)."""
 
 WRITE_ATTEMPTS = 3
@@ -237,14 +238,15 @@ class JobService:
     def list_jobs(self, owner: str, *, limit: int = 50, cursor: str | None = None) -> Page[Job]:
         """A page of the owner's jobs ordered by name; ``cursor`` is a previous page's ``next_cursor``.
 
-        Raises ``InvalidInput(field="cursor")`` for a cursor that is not one of this owner's job listings.
+        Raises ``InvalidInput`` (a malformed cursor) or ``CursorNotFound`` (a cursor not of this owner's
+        job listing), both naming ``cursor``.
         """
         after: tuple[str, str] | None = None
         if cursor is not None:
             position = decode_cursor(cursor, "jobs", owner)
             name, job_id = position.get("name"), position.get("id")
             if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or not _is_job_id(job_id):
-                raise InvalidInput("cursor", "cursor is not valid for this listing")
+                raise CursorNotFound()
             after = (name, str(job_id))
         pairs, last = self.jobs.list_by_owner(owner, limit, after)
         items = [layout.job_from_items(spec, sched) for spec, sched in pairs]
@@ -264,7 +266,7 @@ class JobService:
 
         A deleted job's runs stay listed for its owner until retention (SPEC section 3); every other route
         treats a deleted job as absent. Raises ``JobNotFound`` (absent, or not the owner's);
-        ``InvalidInput(field="cursor")`` for a cursor not of this job's run listing.
+        ``InvalidInput`` (a malformed cursor) or ``CursorNotFound`` (not of this job's run listing).
         """
         if not _is_job_id(job_id) or self.jobs.history_owner(job_id) != owner:
             raise JobNotFound(job_id)
@@ -273,7 +275,7 @@ class JobService:
             position = decode_cursor(cursor, "runs", owner)
             before = position.get("before")
             if position.get("job") != job_id or not isinstance(before, int) or before < 0:
-                raise InvalidInput("cursor", "cursor is not valid for this listing")
+                raise CursorNotFound()
             before_ms = before
         rows, last = self.runs.list_for_job(
             job_id, limit, status=status.value if status else None, before_ms=before_ms

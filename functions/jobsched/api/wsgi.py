@@ -113,7 +113,7 @@ def event_from_environ(environ: Mapping[str, Any], body: bytes, *, stage: str = 
         "requestContext": {
             "resourcePath": resource,
             "httpMethod": method,
-            "path": f"/{stage}{path}",
+            "path": path,  # as the client sent it: local mode serves the API at the root, without the stage
             "stage": stage,
             "requestId": str(uuid.uuid4()),
             "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),

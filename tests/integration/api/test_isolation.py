@@ -65,7 +65,7 @@ def test_a_cursor_cannot_be_used_by_another_owner(http):
 
     reply = http("GET", "/jobs", query={"limit": "1", "cursor": cursor}, caller="bob")
 
-    assert reply.status == 400 and reply.error["field"] == "cursor"
+    assert reply.status == 404 and reply.error["field"] == "cursor"
     assert http("GET", "/jobs", query={"limit": "1", "cursor": cursor}).body["items"][0]["name"] == "b"
 
 
@@ -76,5 +76,5 @@ def test_a_runs_cursor_is_bound_to_its_job(http):
         http.clock.advance(1_000)
     cursor = http("GET", f"/jobs/{first['id']}/runs", query={"limit": "1"}).body["next_cursor"]
 
-    assert http("GET", f"/jobs/{second['id']}/runs", query={"cursor": cursor}).status == 400
+    assert http("GET", f"/jobs/{second['id']}/runs", query={"cursor": cursor}).status == 404
     assert http("GET", f"/jobs/{first['id']}/runs", query={"cursor": cursor}, caller="bob").status == 404

@@ -31,13 +31,31 @@ def put_run(http: Any, job_id: str, scheduled_for_ms: int, status: RunStatus) ->
 # --- create ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("public_path", "location_prefix"),
+    [
+        ("/v1/jobs", "/v1"),  # the execute-api URL: the stage comes first
+        ("/scheduler/jobs", "/scheduler"),  # a custom domain with a base path mapping
+        ("/jobs", ""),  # a custom domain mapped at its root
+    ],
+)
+def test_location_is_the_path_the_caller_used_to_reach_the_api(http, public_path, location_prefix):
+    event = http.event("POST", "/jobs", body=http.job_body("located"))
+    event["requestContext"]["path"] = public_path
+
+    reply = http.invoke(event)
+
+    assert reply.status == 201
+    assert reply.headers["location"] == f"{location_prefix}/jobs/{reply.body['id']}"
+
+
 def test_create_answers_201_with_the_job_its_location_and_first_fire(http):
     reply = http("POST", "/jobs", body=http.job_body("nightly-report", timezone="Europe/Berlin"))
 
     assert reply.status == 201
     job = reply.body
     assert job["id"].startswith("j_")
-    assert reply.headers["location"] == f"/jobs/{job['id']}"
+    assert reply.headers["location"] == f"/prod/jobs/{job['id']}"  # under the stage, as the caller sees it
     assert job["owner"] == http.alice_owner  # the assumed-role session maps to its role
     assert job["schedule"] == "0 2 * * *"
     assert job["target"] == {"type": "command", "name": "echo"}  # the "command" shorthand
@@ -491,3 +509,15 @@ def test_openapi_json_is_served_without_credentials(http):
     assert reply.status == 200
     assert reply.body["openapi"].startswith("3.")
     assert "/jobs/{id}/trigger" in reply.body["paths"]
+
+
+def test_openapi_json_carries_this_deployments_limits(http):
+    http.reconfigure(http.settings, worker_timeout_cap_s=120, allow_shell_targets=True)
+
+    properties = http("GET", "/openapi.json", caller=None).body["components"]["schemas"]["JobCreate"][
+        "properties"
+    ]
+    too_long = http("POST", "/jobs", body=http.job_body("long", timeout_s=121))
+
+    assert properties["timeout_s"]["maximum"] == 120 and too_long.status == 400
+    assert "ShellTarget" in str(properties["target"])

@@ -1,32 +1,48 @@
 """Property-based contract test: schemathesis drives the WSGI app (the same Lambda handler, in-process)
-with requests generated from the API's own OpenAPI document, and checks every response against it.
+with requests generated from the API's own OpenAPI document (as this deployment serves it), and checks
+every response against it.
 
-Bounded and derandomized (25 examples per operation, fixed seed) so ``make test`` stays quick. Checks run:
-no 5xx, documented status codes, content types and headers, response bodies matching their schemas,
-schema-invalid requests rejected, required headers enforced, unsupported methods answered 405, requests
-without credentials refused.
+Checks run on every operation: no 5xx; **a request valid by the document is accepted** (2xx, or 401, 403,
+404, 409, 429: a missing job, a taken name or a throttle are not rejections of the request's form); a
+request invalid by it is rejected; documented status codes, content types, headers and response bodies;
+required headers enforced; unsupported methods answered 405; requests without credentials refused. Two
+runs: every operation on its own (half of the job-scoped requests aimed at a real job), and stateful
+sequences following the document's links (a created job's ``id`` into get, update, pause, resume, trigger,
+runs and delete).
 
-Excluded: ``positive_data_acceptance``. It expects every schema-valid request to succeed, but some rules
-cannot be written in JSON Schema and are checked by the API itself: a ``schedule`` must parse and fire
-(``"0 0 30 2 *"`` is a valid string but never fires), a ``timezone`` must be an IANA name, ``timeout_s`` is
-capped per deployment, ``end_at`` must follow ``start_at``, a ``cursor`` must be one the API issued and a
-``name`` may already be taken. Those requests correctly get 400/404/409 in the SPEC error shape, which the
-other checks still validate.
+The document's custom formats (``schedule``, ``http-url``; see ``jobsched.api.document``) get generators
+here, as schemathesis only knows the standard ones. Two rules of the document are in words because JSON
+Schema cannot compare two fields, a field with the clock or a request with an earlier one: see
+``within_the_unwritten_rules``, which keeps generated requests inside them.
+
+Bounded and derandomized so ``make test`` stays quick: ``JOBSCHED_SCHEMATHESIS_EXAMPLES`` examples per
+operation (default 25) and as many stateful scenarios; raise it for a deeper run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import os
+import re
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi import checks
 
-from jobsched.api.app import app, build_api, install
+from jobsched.api.app import Api, app, build_api, install
+from jobsched.api.auth import TokenAuthenticator
+from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
+from jobsched.api.errors import IDEMPOTENCY_HEADER
+from jobsched.api.service import TIMING_FIELDS
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.aws import Aws
 from jobsched.models import JobCreate
@@ -34,8 +50,11 @@ from jobsched.settings import Settings
 
 TOKEN = "schemathesis-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+EXAMPLES = int(os.environ.get("JOBSCHED_SCHEMATHESIS_EXAMPLES", "25"))
+ACCEPTED = ["2xx", "401", "403", "404", "409", "429"]
 CHECKS = [
     schemathesis.checks.not_a_server_error,
+    checks.positive_data_acceptance,
     checks.status_code_conformance,
     checks.content_type_conformance,
     checks.response_headers_conformance,
@@ -45,12 +64,103 @@ CHECKS = [
     checks.unsupported_method,
     checks.ignored_auth,
 ]
+DEPLOYMENT_LIMITS = Settings.model_construct()
+"""The test deployment's limits are the defaults (``timeout_s`` cap 840 s, no shell targets)."""
+
+SCHEDULES = [
+    "0 2 * * *",
+    "*/5 * * * *",
+    "30 8 * * 1-5",
+    "0 0 L * *",
+    "0 9 1W * *",
+    "0 12 * * 5#2",
+    "0 0 29 2 *",
+    "*/20 * * * * *",
+    "@daily",
+    "@hourly",
+    "rate(5 minutes)",
+    "every 30 seconds",
+    "every 1 second",
+    "daily 02:00",
+    "at 2099-01-01T00:00:00",
+]
+"""Valid instances of format ``schedule``, one of each form."""
+URLS = st.builds(
+    "{}://{}{}{}".format,
+    st.sampled_from(["http", "https"]),
+    st.sampled_from(["example.com", "api.example.org", "203.0.113.7", "[2001:db8::1]", "bücher.example"]),
+    st.sampled_from(["", ":8443", ":1", ":65535"]),
+    st.sampled_from(["", "/", "/hook", "/a/b?x=1&y=%20", "/#frag"]),
+)
+"""Valid instances of format ``http-url``: every host form, ports at the bounds."""
+
+schemathesis.openapi.format(SCHEDULE_FORMAT, st.sampled_from(SCHEDULES))
+schemathesis.openapi.format(HTTP_URL_FORMAT, URLS)
+
+# The document is generated from the routes and models alone (no AWS), so it is loaded at collection;
+# requests go to the WSGI app of the fixture (``app=``), which serves the same document at /openapi.json.
+schema = schemathesis.openapi.from_dict(
+    app.openapi_document(DEPLOYMENT_LIMITS),
+    config=SchemathesisConfig.from_dict(
+        {
+            "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
+            # sequences are for reaching real ids with valid requests; invalid ones are the test above's
+            # only the document's own links (not ones schemathesis would infer): every sequence step is
+            # then a job operation on a created job, so each gets real ids within a small budget
+            "phases": {"stateful": {"generation": {"mode": "positive"}, "inference": {"algorithms": []}}},
+        }
+    ),
+)
+schema.app = ApiWsgiApp()  # builds nothing until called; the probes of some checks use the schema's app
+
+
+def _instant(value: Any) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+@schema.hook("map_case")
+def within_the_unwritten_rules(context: Any, case: Any) -> Any:
+    """Keep a generated request inside the rules JSON Schema cannot state (the document says them in words):
+
+    - ``end_at`` after ``start_at``, far enough ahead that the schedule still fires; a one-off (its own
+      instant) without bounds; a PATCH that re-times a job gives all of schedule, start_at and end_at, as
+      the job's stored ones count otherwise;
+    - an ``Idempotency-Key`` sent again with a different request is answered 422 (as the IETF draft says):
+      a well-formed key gets a suffix from the request (method, path, body), so a repeated key means a
+      repeated request.
+
+    Requests the document calls invalid are left as they are.
+    """
+    body = case.body
+    if isinstance(body, dict):
+        if case.method.upper() == "PATCH" and TIMING_FIELDS & body.keys():
+            # a PATCH is judged with the job it changes: give all the timing fields, so the stored ones
+            # (set by earlier requests) cannot contradict the new ones
+            body.setdefault("schedule", SCHEDULES[1])
+            body.setdefault("start_at", None)
+            body.setdefault("end_at", None)
+        if str(body.get("schedule", "")).startswith("at "):
+            body.update(start_at=None, end_at=None)
+        start, end = _instant(body.get("start_at")), _instant(body.get("end_at"))
+        horizon = datetime.now(UTC) + timedelta(days=800)
+        if end is not None and (end < horizon or (start is not None and end <= start + timedelta(days=800))):
+            body["end_at"] = None
+    key = (case.headers or {}).get(IDEMPOTENCY_HEADER)
+    if isinstance(key, str) and re.fullmatch(r"[\x20-\x7e]{1,255}", key):
+        request = [case.method, case.path, case.path_parameters, body]
+        digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        case.headers[IDEMPOTENCY_HEADER] = f"{key[:200]}-{digest}"
+    return case
 
 
 @pytest.fixture(scope="module")
 def wsgi(
     deployment: tuple[Aws, Settings], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[ApiWsgiApp, str]]:
+) -> Iterator[tuple[ApiWsgiApp, str, Api]]:
     """The WSGI app in local-mode auth (a tokens file), with one job of the token's owner to aim at."""
     aws, base = deployment
     tokens = tmp_path_factory.mktemp("auth") / "tokens.json"
@@ -60,33 +170,30 @@ def wsgi(
     wsgi_app = schema.app
     request = JobCreate.model_validate({"name": "seeded", "schedule": "*/5 * * * *", "command": "echo"})
     seeded = api.service.create_job("team-schemathesis", request).job
-    yield wsgi_app, seeded.id
+    yield wsgi_app, seeded.id, api
     install(None)
 
 
-# The document is generated from the routes and models alone (no AWS), so it is loaded at collection;
-# requests go to the WSGI app of the fixture (``app=``), which serves the same document at /openapi.json.
-schema = schemathesis.openapi.from_dict(app.openapi_document())
-schema.app = ApiWsgiApp()  # builds nothing until called; the probes of some checks use the schema's app
-
-
-def test_the_wsgi_app_serves_the_document_under_test(wsgi: tuple[ApiWsgiApp, str]) -> None:
+def test_the_wsgi_app_serves_the_document_under_test(wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
     served = schemathesis.openapi.from_wsgi("/openapi.json", wsgi[0])
 
     assert served.raw_schema == schema.raw_schema
 
 
-@schema.parametrize()
-@settings(
-    max_examples=25,
+HYPOTHESIS = settings(
+    max_examples=EXAMPLES,
     derandomize=True,
     deadline=None,
     database=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=[Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
-def test_the_api_honours_its_openapi_document(case: Any, wsgi: tuple[ApiWsgiApp, str]) -> None:
-    wsgi_app, seeded_job = wsgi
+
+
+@schema.parametrize()
+@HYPOTHESIS
+def test_the_api_honours_its_openapi_document(case: Any, wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
+    wsgi_app, seeded_job, _ = wsgi
     # Aim half of the job-scoped requests (chosen by a hash of the generated id, so runs repeat) at a real
     # job, so bodies reach the use cases; DELETE keeps its random ids so the job survives the run.
     job_id = (case.path_parameters or {}).get("id")
@@ -94,3 +201,36 @@ def test_the_api_honours_its_openapi_document(case: Any, wsgi: tuple[ApiWsgiApp,
     if aimed and case.method.upper() != "DELETE":
         case.path_parameters["id"] = seeded_job
     case.call_and_validate(app=wsgi_app, headers=AUTH, checks=CHECKS)
+
+
+def test_sequences_along_the_documents_links_honour_it(wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
+    wsgi_app, _, api = wsgi
+    answered: set[tuple[str, int]] = set()
+    owners = itertools.count(1)
+
+    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        def setup(self) -> None:
+            # each sequence as a team of its own: no names, jobs or Idempotency-Keys of earlier sequences
+            # change its answers (Hypothesis replays sequences and needs them to behave the same)
+            install(replace(api, authenticator=TokenAuthenticator({TOKEN: f"team-sequence-{next(owners)}"})))
+
+        def teardown(self) -> None:
+            install(api)
+
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"app": wsgi_app, "headers": AUTH}
+
+        def after_call(self, response: Any, case: Any) -> None:
+            super().after_call(response, case)
+            answered.add((case.operation.definition.raw.get("operationId"), response.status_code // 100))
+
+        def validate_response(
+            self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any
+        ) -> None:
+            case.validate_response(response, checks=CHECKS, headers=AUTH, transport_kwargs=kwargs)
+
+    Workflow.run(settings=settings(HYPOTHESIS, stateful_step_count=6, phases=[Phase.generate]))
+
+    # the links gave the job operations real ids: they succeeded on jobs the sequences created
+    linked = {"getJob", "updateJob", "pauseJob", "resumeJob", "triggerJob", "listRuns", "deleteJob"}
+    assert linked <= {operation for operation, family in answered if family == 2}

@@ -72,7 +72,7 @@ def _with(**changes):
             "",
         ),
         (_with(end_at="2026-03-01T00:00:00Z"), "end_at", "invalid_input", "never run"),
-        (_with(start_at="9999-12-31T23:59:59Z"), "start_at", "invalid_input", "no fire after it"),
+        (_with(start_at="9999-12-31T23:59:59Z"), "start_at", "invalid_input", "years 1000 to 8999"),
         (_with(missed="sometimes"), "missed", "invalid_input", "catch_up"),
         (_with(overlap="queue"), "overlap", "invalid_input", ""),
         (_with(catch_up_window_s=-1), "catch_up_window_s", "invalid_input", ""),
@@ -371,7 +371,7 @@ def test_a_non_json_content_type_is_400(http):
         ({"limit": "101"}, "limit"),
         ({"limit": "ten"}, "limit"),
         ({"cursor": "!!!"}, "cursor"),
-        ({"cursor": "eyJ2IjoxfQ"}, "cursor"),
+        ({"cursor": "eyJ2IjoxfQ=="}, "cursor"),
     ],
 )
 def test_bad_list_parameters_are_400(http, query, field):
@@ -380,14 +380,22 @@ def test_bad_list_parameters_are_400(http, query, field):
     assert reply.status == 400 and reply.error["field"] == field
 
 
+def test_a_well_formed_cursor_the_listing_did_not_issue_is_404_naming_the_cursor(http):
+    reply = http("GET", "/jobs", query={"cursor": "eyJ2IjoxfQ"})
+
+    assert reply.status == 404 and reply.error["field"] == "cursor"
+
+
 def test_bad_runs_parameters_are_400(http):
     job = http.create()
 
     bad_status = http("GET", f"/jobs/{job['id']}/runs", query={"status": "exploded"})
-    bad_cursor = http("GET", f"/jobs/{job['id']}/runs", query={"cursor": "x"})
+    bad_cursor = http("GET", f"/jobs/{job['id']}/runs", query={"cursor": "x!"})
+    unknown_cursor = http("GET", f"/jobs/{job['id']}/runs", query={"cursor": "x"})
 
     assert bad_status.status == 400 and bad_status.error["field"] == "status"
     assert bad_cursor.status == 400 and bad_cursor.error["field"] == "cursor"
+    assert unknown_cursor.status == 404 and unknown_cursor.error["field"] == "cursor"
 
 
 def test_a_bad_idempotency_key_is_400_naming_the_header(http):
@@ -485,3 +493,34 @@ def test_local_mode_refuses_missing_and_bad_tokens_with_401(http, tokens, author
 
     assert reply.status == 401
     assert reply.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_whole_numbers_written_with_a_fraction_are_integers_as_json_schema_says(http):
+    created = http("POST", "/jobs", body=http.job_body("floats", timeout_s=30.0, retry={"max_attempts": 2.0}))
+    patched = http("PATCH", f"/jobs/{created.body['id']}", body={"jitter_s": 5.0})
+    fractional = http("PATCH", f"/jobs/{created.body['id']}", body={"jitter_s": 5.5})
+    boolean = http("PATCH", f"/jobs/{created.body['id']}", body={"jitter_s": True})
+
+    assert (
+        created.status == 201
+        and created.body["timeout_s"] == 30
+        and created.body["retry"]["max_attempts"] == 2
+    )
+    assert patched.status == 200 and patched.body["jitter_s"] == 5
+    assert fractional.status == 400 and fractional.error["field"] == "jitter_s"
+    assert boolean.status == 400 and boolean.error["field"] == "jitter_s"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("start_at", "0001-01-01T00:01:00+02:01"),  # before year 1 in UTC: no datetime can hold it
+        ("start_at", "0999-12-31T23:59:59Z"),
+        ("end_at", "9999-12-31T23:00:00-05:00"),  # after year 9999 in UTC
+    ],
+)
+def test_instants_outside_the_years_1000_to_8999_are_400_naming_the_field(http, field, value):
+    reply = http("POST", "/jobs", body=http.job_body(f"range-{field}", **{field: value}))
+
+    assert reply.status == 400 and reply.error["field"] == field
+    assert "1000" in reply.error["message"]

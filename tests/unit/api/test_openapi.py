@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from jobsched.api.app import allowed_methods, app
+from jobsched.api.cursor import CURSOR_PATTERN, encode_cursor
+from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
+from jobsched.models import INSTANT_YEARS, PATCH_NULLABLE_FIELDS
+from jobsched.schedules import get_zone
+from jobsched.settings import Settings
 
 DOC = app.openapi_document()
 REF = "#/components/schemas/"
@@ -156,3 +164,108 @@ def test_the_command_shorthand_is_documented_as_an_alternative_to_target():
     assert "target" not in create["required"]
     assert create["anyOf"] == [{"required": ["target"]}, {"required": ["command"]}]
     assert "command" not in DOC["components"]["schemas"]["Job"]["properties"]
+
+
+# --- the document says exactly what the API accepts ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "target", ["HttpTarget", "LambdaTarget", "SqsTarget", "CommandTarget", "ShellTarget"]
+)
+def test_a_targets_type_is_required_as_the_api_requires_it(target):
+    assert DOC["components"]["schemas"][target]["required"][0] == "type"
+
+
+def test_patch_fields_allow_null_exactly_where_the_api_takes_it():
+    properties = DOC["components"]["schemas"]["JobPatch"]["properties"]
+
+    nullable = {name for name, prop in properties.items() if '"null"' in json.dumps(prop)}
+
+    assert nullable == {"start_at", "end_at"}  # and `input`, which takes any JSON value
+    assert properties["paused"] == {"type": "boolean", "title": "Paused"}
+    assert properties["timeout_s"]["minimum"] == 1 and "ge" not in properties["timeout_s"]
+    assert set(PATCH_NULLABLE_FIELDS) == {"input", "start_at", "end_at"}
+
+
+def test_a_cursor_is_documented_as_what_next_cursor_is_made_of():
+    for path in ("/jobs", "/jobs/{id}/runs"):
+        operation = DOC["paths"][path]["get"]
+        (cursor,) = [p for p in operation["parameters"] if p["name"] == "cursor"]
+        assert cursor["schema"]["pattern"] == CURSOR_PATTERN
+        assert "cursor" in operation["responses"]["404"]["description"]
+    for page in ("Page_Job_", "Page_Run_"):
+        (issued,) = [
+            v
+            for v in DOC["components"]["schemas"][page]["properties"]["next_cursor"]["anyOf"]
+            if "pattern" in v
+        ]
+        assert issued["pattern"] == CURSOR_PATTERN
+    token = encode_cursor("jobs", "owner", {"name": "a", "id": "j_1"})
+    assert re.fullmatch(CURSOR_PATTERN.strip("^$"), token)
+
+
+def test_time_zones_are_the_names_the_api_accepts():
+    names = DOC["components"]["schemas"]["TimeZone"]["enum"]
+
+    assert {"UTC", "GMT", "Europe/Berlin", "America/New_York", "Etc/GMT+5", "US/Pacific"} <= set(names)
+    assert not {"EST", "CET", "Japan", "GMT0", "EST5EDT"} & set(names)
+    for name in names:
+        get_zone(name)  # raises for a name the API refuses
+    for model in ("JobCreate", "JobPatch"):
+        assert DOC["components"]["schemas"][model]["properties"]["timezone"]["$ref"] == REF + "TimeZone"
+
+
+def test_rules_beyond_json_schema_are_named_formats_and_patterns():
+    schemas = DOC["components"]["schemas"]
+    http = schemas["HttpTarget"]["properties"]
+
+    assert schemas["JobCreate"]["properties"]["schedule"]["format"] == SCHEDULE_FORMAT
+    assert http["url"]["format"] == HTTP_URL_FORMAT
+    assert re.search(http["headers"]["propertyNames"]["pattern"], "X-Request-Id")
+    assert not re.search(http["headers"]["propertyNames"]["pattern"], "Bad Name")
+    assert re.search(http["headers"]["additionalProperties"]["pattern"], "a b\tc")
+    assert not re.search(http["headers"]["additionalProperties"]["pattern"], " padded")
+
+
+def test_a_created_jobs_id_links_to_every_operation_on_it():
+    responses = DOC["paths"]["/jobs"]["post"]["responses"]
+
+    for status in ("200", "201"):
+        links = responses[status]["links"]
+        assert set(links) == {
+            "getJob",
+            "updateJob",
+            "deleteJob",
+            "pauseJob",
+            "resumeJob",
+            "triggerJob",
+            "listRuns",
+        }
+        assert all(link["parameters"] == {"id": "$response.body#/id"} for link in links.values())
+
+
+@pytest.mark.parametrize("shell", [False, True])
+def test_the_served_document_carries_the_deployments_limits(shell):
+    limits = Settings.model_construct(worker_timeout_cap_s=600, allow_shell_targets=shell)
+
+    served = app.openapi_document(limits)
+
+    for model in ("JobCreate", "JobPatch"):
+        properties = served["components"]["schemas"][model]["properties"]
+        assert properties["timeout_s"]["maximum"] == 600
+        offered = json.dumps(properties["target"])
+        assert ("ShellTarget" in offered) is shell and ('"shell"' in offered) is shell
+    assert "ShellTarget" in json.dumps(served["components"]["schemas"]["Job"])  # stored jobs may have one
+    assert "maximum" not in DOC["components"]["schemas"]["JobCreate"]["properties"]["timeout_s"]
+
+
+def test_instants_are_documented_in_the_years_the_api_takes():
+    (variant,) = [
+        v
+        for v in DOC["components"]["schemas"]["JobCreate"]["properties"]["start_at"]["anyOf"]
+        if "format" in v
+    ]
+    low, high = INSTANT_YEARS
+
+    for year, accepted in ((low, True), (high, True), (low - 1, False), (high + 1, False)):
+        assert bool(re.search(variant["pattern"], f"{year:04d}-01-01T00:00:00Z")) is accepted

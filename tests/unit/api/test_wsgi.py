@@ -42,7 +42,8 @@ def test_a_request_becomes_a_rest_proxy_event():
     assert event["multiValueHeaders"]["Content-Type"] == ["application/json"]
     assert json.loads(event["body"]) == {"x": "é"} and event["isBase64Encoded"] is False
     context = event["requestContext"]
-    assert context["stage"] == "local" and context["path"] == "/local/jobs/j_0123456789abcdef0123/trigger"
+    # the path as the client sent it: local mode serves the API at its root (no stage in the URL)
+    assert context["stage"] == "local" and context["path"] == "/jobs/j_0123456789abcdef0123/trigger"
     assert context["resourcePath"] == "/jobs/{id}/trigger" and context["requestId"]
     assert context["identity"]["userArn"] is None  # no IAM locally: the API checks the bearer token
 
