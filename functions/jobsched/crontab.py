@@ -48,7 +48,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobsched.models import JobCreate
+from jobsched.models import ENV_NAME, JobCreate
 from jobsched.schedules import ScheduleError, get_zone, validate_schedule
 
 __all__ = [
@@ -275,6 +275,12 @@ def _apply_env(env: _Env, line: int, name: str, value: str, said: set[str]) -> C
             line,
             f"{name} ignored: jobsched sends no mail; a run that fails all its tries is dead-lettered "
             "and alerted on the alerts topic",
+            rejected=False,
+        )
+    if not ENV_NAME.fullmatch(name) or name.startswith("JOBSCHED_"):
+        return CrontabNotice(
+            line,
+            f"{name} ignored: a job's environment takes variable names ([A-Za-z_][A-Za-z0-9_]*, not JOBSCHED_*)",
             rejected=False,
         )
     env.exported[name] = value

@@ -228,7 +228,8 @@ class CommandTarget(_Strict):
     name: str = Field(min_length=1, max_length=128)
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A shell target's environment variable name (``JOBSCHED_*`` are reserved for the run's own)."""
 MAX_SHELL_ENV = 64
 
 
@@ -260,7 +261,7 @@ class ShellTarget(_Strict):
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         for name, text in value.items():
-            if not _ENV_NAME.fullmatch(name) or name.startswith("JOBSCHED_"):
+            if not ENV_NAME.fullmatch(name) or name.startswith("JOBSCHED_"):
                 raise ValueError(
                     f"env name {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*; JOBSCHED_* are set "
                     "by the worker)"

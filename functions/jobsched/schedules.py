@@ -335,7 +335,11 @@ def parse_in_range(text: str, zone: ZoneInfo, *, field: str, whole_ms: bool = Tr
     try:
         return parse_instant(text, zone, field=field, whole_ms=whole_ms)
     except OverflowError:
-        raise ScheduleError(field, f"{text.strip()!r} is outside the supported range {_RANGE_TEXT}") from None
+        raise ScheduleError(
+            field,
+            f"{text.strip()!r} is outside the supported range {_RANGE_TEXT} as an instant or as local time "
+            f"in {zone.key}",
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -680,7 +684,16 @@ class Schedule:
         moment = _utc(now, "now")
         if isinstance(self._rule, _OnceRule):
             moment = _minus(moment, timedelta(seconds=grace_s))
-        return self.next_fire(_minus(moment, _FIRST_FIRE_TOLERANCE))
+        earliest = _minus(moment, _FIRST_FIRE_TOLERANCE)
+        at_first_instant = (
+            earliest == datetime.min.replace(tzinfo=UTC)
+            and isinstance(self._rule, _OnceRule)
+            and self._rule.at == earliest
+            and (self.end_at is None or earliest <= self.end_at)
+        )
+        if at_first_instant:  # the first instant there is: nothing is "strictly before" it to search from
+            return earliest.astimezone(self.zone)
+        return self.next_fire(earliest)
 
     def _iter_fires(self, after: datetime, until: datetime) -> Callable[[], datetime | None]:
         """A step function returning successive fires in (after, until], then None."""
@@ -737,6 +750,11 @@ class Schedule:
             after = max(after, self.start_at - _EPSILON)
         if self.end_at is not None:
             until = min(until, self.end_at)
+        # as next_fire: no fire whose local time would fall past year 9999 (east of UTC, before the UTC end)
+        last_local = datetime.max.replace(tzinfo=self.zone)
+        offset = self.zone.utcoffset(datetime.max.replace(tzinfo=None) - timedelta(days=2))
+        if offset is not None and offset > timedelta(0):
+            until = min(until, (last_local.replace(tzinfo=None) - offset).replace(tzinfo=UTC))
         if until <= after:
             return 0
         return max(0, min(cap, rule.index_after(until) - rule.index_after(after)))
@@ -840,7 +858,9 @@ def _bound(value: datetime | None, zone: ZoneInfo, name: str) -> datetime | None
         local = localize(value, zone)
     except OverflowError:
         raise ScheduleError(
-            name, f"{value.isoformat()} is outside the supported range {_RANGE_TEXT}"
+            name,
+            f"{value.isoformat()} is outside the supported range {_RANGE_TEXT} as an instant or as local time "
+            f"in {zone.key}",
         ) from None
     return _utc(local, name)
 

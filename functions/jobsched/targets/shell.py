@@ -57,6 +57,7 @@ class ShellExecutor:
             )
         env = {
             **self.base_env,
+            "SHELL": target.shell or SHELL,  # as cron does: the command sees the shell that runs it
             **target.env,
             "JOBSCHED_RUN_ID": call.run_id,
             "JOBSCHED_JOB_ID": call.job_id,
