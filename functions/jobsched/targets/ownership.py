@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from botocore import exceptions as botocore_exceptions
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.aws import CallBounds
@@ -42,6 +43,22 @@ TAG_READ_CALLS = CallBounds(connect_timeout_s=1, read_timeout_s=2, max_attempts=
 """Bounds on the API's reads of a target's tags (advisory: an unreadable tag leaves the decision to IAM)."""
 
 _DENIED = ("AccessDenied", "AccessDeniedException", "KMS.AccessDeniedException", "AuthorizationError")
+
+
+_TRANSIENT_CODES = frozenset(
+    {"Throttling", "ThrottlingException", "RequestLimitExceeded", "ServiceUnavailable", "InternalFailure"}
+)
+
+
+def _transient(error: Exception) -> bool:
+    """Whether an STS error is worth trying again (the try is then not counted): throttles, 5xx, transport
+    errors. A refusal (AccessDenied, a session tag STS rejects: ValidationError, ...) fails the try."""
+    if isinstance(error, BotoCoreError):  # transport trouble only (a malformed request is not transient)
+        return isinstance(error, (botocore_exceptions.ConnectionError, botocore_exceptions.HTTPClientError))
+    if isinstance(error, ClientError):
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return error.response.get("Error", {}).get("Code") in _TRANSIENT_CODES or status >= 500
+    return False
 
 
 class TagsUnreadable(Exception):
@@ -235,8 +252,7 @@ class ActingForOwner:
         try:
             client = self._clients.client(self._service, owner)
         except (ClientError, BotoCoreError) as error:
-            denied = isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") in _DENIED
-            raise (TargetFailed if denied else TargetNotStarted)(
+            raise (TargetNotStarted if _transient(error) else TargetFailed)(
                 f"{target_name(target)}: cannot act for owner {owner} (AssumeRole of "
                 f"{self._clients.role_arn}): {error}"
             ) from error

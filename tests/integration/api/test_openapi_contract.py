@@ -5,7 +5,9 @@ every response against it.
 Checks run on every operation: no 5xx; **a request valid by the document is accepted** (2xx, or 401, 403,
 404, 409, 429: a missing job, a taken name or a throttle are not rejections of the request's form); a
 request invalid by it is rejected; documented status codes, content types, headers and response bodies;
-required headers enforced; unsupported methods answered 405; requests without credentials refused. Two
+requests without credentials refused. (Schemathesis' coverage phase, and with it its missing-header and
+unsupported-method checks, is off: it runs only with the explicit-examples phase, which the zone enum makes
+cost about 1,500 calls for ``POST /jobs`` alone.) Two
 runs: every operation on its own (half of the job-scoped requests aimed at a real job), and stateful
 sequences following the document's links (a created job's ``id`` into get, update, pause, resume, trigger,
 runs and delete).
@@ -60,8 +62,6 @@ CHECKS = [
     checks.response_headers_conformance,
     checks.response_schema_conformance,
     checks.negative_data_rejection,
-    checks.missing_required_header,
-    checks.unsupported_method,
     checks.ignored_auth,
 ]
 DEPLOYMENT_LIMITS = Settings.model_construct()

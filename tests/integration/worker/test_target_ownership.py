@@ -179,8 +179,23 @@ def test_a_role_that_cannot_be_assumed_fails_the_try(aws: Aws) -> None:
         def client(self, service: str, owner: str) -> Any:
             return aws.sts.assume_role(RoleArn="not-an-arn", RoleSessionName="x")
 
-    with pytest.raises(TargetFailed, match=f"cannot act for owner team-a .*{ROLE}"):
+    with pytest.raises(TargetFailed, match=f"cannot act for owner team-a .*{ROLE}") as refused:
         _acting(Refusing()).execute(LambdaTarget(function="f"), _call())
+    assert type(refused.value) is TargetFailed  # a refusal counts as a try (never given back forever)
+
+
+def test_an_owner_sts_rejects_fails_the_try_and_is_not_given_back() -> None:
+    class Rejecting:
+        role_arn = ROLE
+
+        def client(self, service: str, owner: str) -> Any:
+            raise ClientError(
+                {"Error": {"Code": "ValidationError", "Message": "bad tag value"}}, "AssumeRole"
+            )
+
+    with pytest.raises(TargetFailed) as failed:
+        _acting(Rejecting()).execute(LambdaTarget(function="f"), _call(owner="arn:aws:iam::1:user/a,b"))
+    assert type(failed.value) is TargetFailed
 
 
 def test_a_run_without_owner_is_not_run() -> None:
