@@ -7,13 +7,14 @@ One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick
 
 1. reads the due index (``due_pk = p<partition>#b<bucket>#s<shard>``, ``due_at <= now``) for every bucket
    from the watermark (the oldest bucket not yet drained) up to now, every shard in parallel;
-2. plans each due job's fires (:func:`plan_fires`): the policy for missed fires, the catch-up window,
-   the misfire grace, ``end_at``, one-offs and the jitter offset;
+2. reads the due jobs' scheduling items consistently (one BatchGetItem per 100 jobs; an entry the item no
+   longer matches is stale and left alone) and plans each job's fires (:func:`plan_fires`): the policy for
+   missed fires, the catch-up window, the misfire grace, ``end_at``, one-offs and the jitter offset;
 3. saves each run with a conditional put on the unique ``(job_id, scheduled_for)``; skipped fires become
    ``skipped`` rows (one each, or one summary row with ``skipped_count``);
 4. enqueues the new runs in SQS batches of 10, oldest dispatch instant first;
-5. moves each job's ``next_run_at`` from its last fire's ``scheduled_for`` (never from now), fenced by the
-   leader's term;
+5. moves each job's ``next_run_at`` from its last fire's ``scheduled_for`` (never from now), only onto the
+   item ``version`` it planned from, fenced by the leader's term, into the job's home partition;
 6. advances the watermark over buckets that are drained.
 
 The lease is checked before every write (``LeaderLease.check``), so a leader whose lease ran out by its own
@@ -33,8 +34,8 @@ Decisions (each tested):
   up the other jobs, and its catch-up costs ~1.1 requests per run (one move per tick, not per fire).
 - Skipped fires: one row each up to ``TickLimits.skip_rows_max``, else one summary row (at the first
   skipped fire, with ``skipped_count``); rates are counted arithmetically, cron fires in bounded chunks.
-- Index lag: a GSI may still return a job's previous entry after a move; the tick plans each job once per
-  tick, and an entry whose fires already exist costs a refused put and a refused move, never a duplicate.
+- Index lag: a GSI may still return a job's previous entry after a move or an edit; the tick plans from the
+  item read consistently, never from the entry, so a lagging entry costs a read, never a wrong fire.
 - Watermark: advanced only over buckets read to the end, all of whose entries were handled, and ended at
   least ``WATERMARK_MARGIN_MS`` ago; a look-behind (``LOOK_BEHIND_MS``) re-reads recently drained buckets
   once a minute as a safety net against late writers.
@@ -159,8 +160,7 @@ class DueJob:
     Instants are epoch ms (UTC). ``next_run_at`` is the nominal fire (``scheduled_for`` of the next run);
     ``due_at = next_run_at + jitter_offset_ms`` is the dispatch instant. ``version`` is bumped by every API
     rewrite of the item (None on items written before versions existed): a move lands only on the version it
-    was planned from. ``partition`` is the scheduler partition the item is homed in, whose leader's ``term``
-    fences it. ``on_time_from``: set by the API when it accepted a one-off whose instant was already past (the
+    was planned from. ``on_time_from``: set by the API when it accepted a one-off whose instant was already past (the
     registration grace): that fire's lateness counts from then, so the missed policy never skips what the API
     just accepted.
     """
@@ -179,7 +179,6 @@ class DueJob:
     jitter_offset_ms: int
     term: int
     version: int | None = None
-    partition: int = 0
     on_time_from: int | None = None
 
     @classmethod
@@ -206,7 +205,6 @@ class DueJob:
             jitter_offset_ms=int(item.get("jitter_offset_ms", 0)),
             term=int(item.get("term", 0)),
             version=optional("version"),
-            partition=int(item.get("partition", 0)),
             on_time_from=optional("on_time_from"),
         )
 
