@@ -660,14 +660,25 @@ class PromisesMachine(RuleBasedStateMachine):
             self._check_skip_was_due(job, row)
 
     def _check_skip_was_due(self, job: ModelJob, row: dict[str, Any]) -> None:
-        """A fire recorded missed: no clean tick came while it was within its policy's lateness."""
-        fire = int(row["scheduled_for"])
-        version = next(v for v in reversed(job.versions) if v.first is not None and fire >= v.first)
-        start = max(fire, version.written) if version.accepted_late else fire
+        """Fires recorded missed (the row's, and for a summary the last ones of its range, those that were due
+        most recently): no clean tick that planned the job came while one was within its policy's lateness."""
+        first = int(row["scheduled_for"])
+        version = next(v for v in reversed(job.versions) if v.first is not None and first >= v.first)
         grace = max(job.grace_s * 1000, ON_TIME_TOLERANCE_MS)
         threshold = (
             job.window_s * 1000 + 1 if job.missed == "catch_up" and job.window_s * 1000 >= grace else grace
         )
+        fires = [first]
+        if row.get("skipped_through") is not None:
+            last = int(row["skipped_through"])
+            fires += fires_of(version, max(first + 1, last - threshold), last, limit=200)
+        for fire in fires:
+            self._check_fire_was_late(job, version, fire, threshold, row)
+
+    def _check_fire_was_late(
+        self, job: ModelJob, version: Version, fire: int, threshold: int, row: dict[str, Any]
+    ) -> None:
+        start = max(fire, version.written) if version.accepted_late else fire
         if len(fires_of(version, fire - threshold, fire, limit=TickLimits().max_runs_per_job)) >= (
             TickLimits().max_runs_per_job
         ):
