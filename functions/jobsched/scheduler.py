@@ -228,12 +228,7 @@ class SkipRow:
     scheduled_for: int
     count: int
     reason: str
-    through: int = -1
-
-    @property
-    def last(self) -> int:
-        """The inclusive end of the range this row stands for (epoch ms)."""
-        return self.through if self.through >= self.scheduled_for else self.scheduled_for
+    through: int
 
 
 @dataclass(frozen=True)
@@ -667,7 +662,7 @@ class Scheduler:
             dispatch_at_ms=row.scheduled_for + job.jitter_offset_ms,
             term=term,
             skipped_count=row.count if row.count > 1 else None,
-            skipped_through=row.last if row.count > 1 else None,
+            skipped_through=row.through if row.count > 1 else None,
             error=row.reason,
         )
 
@@ -741,10 +736,10 @@ class Scheduler:
         if row.count == 1:
             refused(row.scheduled_for, previous)
             return
-        existing = self.runs.rows_between(job.job_id, row.scheduled_for, row.last, limit=10_000)
+        existing = self.runs.rows_between(job.job_id, row.scheduled_for, row.through, limit=10_000)
         schedule = job.parsed_schedule()
         cursor = row.scheduled_for - 1  # fires after cursor and before the next existing row are skipped
-        for found in [*existing, {"scheduled_for": row.last + 1}]:
+        for found in [*existing, {"scheduled_for": row.through + 1}]:
             bound = int(found["scheduled_for"])
             first = next_fire_ms(schedule, cursor, job_id=job.job_id)
             if first is not None and first < bound:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, Key
@@ -403,36 +403,28 @@ class JobStore:
     def highest_due_partition(self) -> int | None:
         """The highest scheduler partition any due-index entry is in, or None when the index is empty.
 
-        Scans the (small, projected) due index: O(active jobs), so only to bootstrap the partition high-water
-        mark of a deployment that predates it (``scheduler_runtime.build_scheduler_group``)."""
-        kwargs: dict[str, Any] = {"IndexName": "due", "ProjectionExpression": "due_pk"}
-        highest: int | None = None
-        while True:
-            page = self.table.scan(**kwargs)
-            for item in page["Items"]:
-                partition, _, _ = parse_due_pk(item["due_pk"])
-                highest = partition if highest is None else max(highest, partition)
-            if "LastEvaluatedKey" not in page:
-                return highest
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        Scans the due index (:meth:`_scan_due_keys`): only to bootstrap the partition high-water mark of a
+        deployment that predates it (``scheduler_runtime.build_scheduler_group``)."""
+        return max((partition for partition, _, _ in self._scan_due_keys()), default=None)
 
     def oldest_due_bucket(self, partition: int) -> int | None:
         """The oldest due-index bucket holding an entry of scheduler ``partition``, or None when it has none.
 
-        Scans the (small, projected) due index: O(active jobs), so only for bootstrapping a partition that
-        has no watermark yet (first start, or a lost CONTROL table); never on the per-tick path.
+        Scans the due index (:meth:`_scan_due_keys`): only for bootstrapping a partition that has no watermark
+        yet (first start, or a lost CONTROL table); never on the per-tick path.
         """
-        kwargs: dict[str, Any] = {
-            "IndexName": "due",
-            "ProjectionExpression": "due_pk",
-            "FilterExpression": Attr("due_pk").begins_with(f"p{partition}#"),
-        }
-        oldest: int | None = None
+        return min((bucket for _, bucket, _ in self._scan_due_keys(partition)), default=None)
+
+    def _scan_due_keys(self, partition: int | None = None) -> Iterator[tuple[int, int, int]]:
+        """``(partition, bucket, shard)`` of every due-index entry (of ``partition`` only, when given). Scans the
+        small, projected due index page by page: O(active jobs)."""
+        kwargs: dict[str, Any] = {"IndexName": "due", "ProjectionExpression": "due_pk"}
+        if partition is not None:
+            kwargs["FilterExpression"] = Attr("due_pk").begins_with(f"p{partition}#")
         while True:
             page = self.table.scan(**kwargs)
             for item in page["Items"]:
-                _, bucket, _ = parse_due_pk(item["due_pk"])
-                oldest = bucket if oldest is None else min(oldest, bucket)
+                yield parse_due_pk(item["due_pk"])
             if "LastEvaluatedKey" not in page:
-                return oldest
+                return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
