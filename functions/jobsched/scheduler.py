@@ -56,9 +56,9 @@ from jobsched.clock import Clock
 from jobsched.lease import LeaderLease, LeaseLost
 from jobsched.models import JobSettings, MissedPolicy, RunStatus, from_ms, to_ms
 from jobsched.observability import MetricName, add_metrics, logger
+from jobsched.ports.errors import Conflict
 from jobsched.schedules import Schedule, ScheduleError, parse_schedule
 from jobsched.settings import Settings
-from jobsched.store.errors import Conflict
 from jobsched.store.layout import due_attributes, due_pk, new_run_item, partition_of
 
 ON_TIME_TOLERANCE_MS = 2_000

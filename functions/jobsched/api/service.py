@@ -54,6 +54,7 @@ from jobsched.models import (
     to_ms,
 )
 from jobsched.observability import logger
+from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.schedules import (
     Schedule,
     ScheduleError,
@@ -63,7 +64,6 @@ from jobsched.schedules import (
 )
 from jobsched.settings import Settings
 from jobsched.store import layout
-from jobsched.store.errors import Conflict, NameTaken, NotFound
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 from jobsched.targets.ownership import TargetTags

@@ -8,8 +8,8 @@ from typing import Any
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
+from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.store.dynamo import is_condition_failure, old_item
-from jobsched.store.errors import Conflict, NameTaken, NotFound
 from jobsched.store.layout import (
     RUNNING_SK,
     SCHED_SK,

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from jobsched.adapters.queue import QueueSendError, RunMessage
-from jobsched.store.errors import Conflict
+from jobsched.ports.errors import Conflict
 from jobsched.store.layout import SCHED_SK, job_pk, name_key
 
 

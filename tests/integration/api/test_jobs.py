@@ -9,8 +9,8 @@ from boto3.dynamodb.conditions import Key
 
 from jobsched import resources
 from jobsched.models import RunStatus
+from jobsched.ports.errors import NotFound
 from jobsched.store import layout
-from jobsched.store.errors import NotFound
 from jobsched.store.layout import SCHED_SK, job_pk, new_run_item, partition_of
 
 TOMORROW_2AM = "2026-03-03T02:00:00Z"

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from jobsched.ports.errors import Conflict
 from jobsched.scheduler import TickLimits
 from jobsched.store import layout
-from jobsched.store.errors import Conflict
 
 
 def takeover(harness: Any, a: Any, seconds: int = 8) -> Any:
