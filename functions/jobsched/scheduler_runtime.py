@@ -13,19 +13,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobsched.adapters.metrics import PowertoolsTickMetrics
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws, CallBounds
 from jobsched.clock import Clock
-from jobsched.lease import LeaderLease, new_holder_id
-from jobsched.scheduler import (
-    PowertoolsTickMetrics,
-    Scheduler,
-    SchedulerGroup,
-    SchedulerLoop,
-    TickLimits,
-    TickMetrics,
-    adopted_partitions,
-)
+from jobsched.domain.lease import LeaderLease, new_holder_id
+from jobsched.domain.loop import SchedulerGroup, SchedulerLoop, TickMetrics, adopted_partitions
+from jobsched.domain.planning import TickLimits
+from jobsched.domain.tick import Scheduler
 from jobsched.settings import Settings
 from jobsched.store.control import ControlStore
 from jobsched.store.jobs import JobStore

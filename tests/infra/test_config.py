@@ -21,8 +21,8 @@ from infra.config import (
     context_values,
 )
 from jobsched import resources
+from jobsched.domain.worker import CLAIM_MARGIN_S
 from jobsched.settings import Settings
-from jobsched.worker import CLAIM_MARGIN_S
 from tests.infra.support import synthesize
 
 

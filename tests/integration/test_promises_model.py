@@ -42,18 +42,20 @@ from jobsched.api.app import build_api
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.wsgi import api_context
 from jobsched.clock import FakeClock
+from jobsched.domain.lease import LeaderLease
+from jobsched.domain.loop import SchedulerLoop
+from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
+from jobsched.domain.tick import Scheduler
+from jobsched.domain.worker import Deferred
 from jobsched.handlers.sweeper import build_sweeper
 from jobsched.handlers.worker import build_worker
-from jobsched.lease import LeaderLease
 from jobsched.models import JobCreate, JobPatch, from_ms, to_ms
-from jobsched.scheduler import ON_TIME_TOLERANCE_MS, Scheduler, SchedulerLoop, TickLimits
 from jobsched.schedules import parse_schedule
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
-from jobsched.worker import Deferred
 from tests.support.aws import moto_deployment
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire

@@ -10,49 +10,13 @@ is written for a person (job name and id, schedule, scheduled_for, attempts, las
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from jobsched.ports.runs import DeadRun
 from jobsched.targets.base import iso_utc
 
 SUBJECT_LIMIT = 100  # SNS subject limit (characters)
 UNKNOWN_OWNER = "unknown"
-
-
-@dataclass(frozen=True)
-class DeadRun:
-    """A run that ended ``dead``. Instants are epoch ms (UTC); ``attempts`` is the number of tries made."""
-
-    run_id: str
-    job_id: str
-    scheduled_for_ms: int
-    attempts: int
-    error: str
-    dead_at_ms: int
-    owner: str | None = None
-    job_name: str | None = None
-    schedule: str | None = None
-    timezone: str | None = None
-    target_type: str | None = None
-    input: Any = None
-
-    def envelope(self) -> dict[str, Any]:
-        """The dead-run queue message: the run envelope (``run_id, job_id, scheduled_for, attempt, input``)
-        plus ``owner``, ``job_name``, ``schedule``, ``timezone``, ``target_type``, ``error``, ``dead_at``."""
-        return {
-            "run_id": self.run_id,
-            "job_id": self.job_id,
-            "scheduled_for": iso_utc(self.scheduled_for_ms),
-            "attempt": self.attempts,
-            "input": self.input,
-            "owner": self.owner,
-            "job_name": self.job_name,
-            "schedule": self.schedule,
-            "timezone": self.timezone,
-            "target_type": self.target_type,
-            "error": self.error,
-            "dead_at": iso_utc(self.dead_at_ms),
-        }
 
 
 def alert_subject(dead: DeadRun) -> str:

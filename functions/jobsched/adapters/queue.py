@@ -2,41 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from jobsched.ports.runs import QueueSendError, RunMessage
+
 MAX_DELAY_S = 900  # SQS DelaySeconds limit
-
-
-@dataclass(frozen=True)
-class RunMessage:
-    """The body of a run-queue message: the run's key. ``delay_s`` (0-900) defers delivery."""
-
-    job_id: str
-    scheduled_for: int  # epoch ms
-    delay_s: int = 0
-
-    def body(self) -> str:
-        return json.dumps({"job_id": self.job_id, "scheduled_for": self.scheduled_for}, separators=(",", ":"))
-
-    @classmethod
-    def parse(cls, body: str) -> RunMessage:
-        """Parse a message body; raises ValueError (KeyError/TypeError wrapped) for a malformed one."""
-        try:
-            data = json.loads(body)
-            return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"malformed run message: {body[:200]!r}") from error
-
-
-class QueueSendError(Exception):
-    """Some messages of a batch were not accepted; ``failed`` lists them."""
-
-    def __init__(self, failed: list[RunMessage]) -> None:
-        super().__init__(f"{len(failed)} run message(s) not accepted by SQS")
-        self.failed = failed
 
 
 class RunQueue:

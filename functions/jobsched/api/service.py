@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
-from jobsched.adapters.queue import QueueSendError, RunMessage, RunQueue
+from jobsched.adapters.queue import RunQueue
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
@@ -55,6 +55,7 @@ from jobsched.models import (
 )
 from jobsched.observability import logger
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.runs import QueueSendError, RunMessage
 from jobsched.schedules import (
     Schedule,
     ScheduleError,

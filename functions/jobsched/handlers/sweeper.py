@@ -13,12 +13,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import Clock, system_clock
+from jobsched.domain.sweeper import Sweeper
 from jobsched.handlers.worker import build_failures
 from jobsched.observability import logger, metrics
 from jobsched.settings import Settings, get_settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
-from jobsched.sweeper import Sweeper
 
 
 def build_sweeper(settings: Settings, aws: Aws, *, clock: Clock = system_clock) -> Sweeper:

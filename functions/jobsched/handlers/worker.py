@@ -49,6 +49,9 @@ from jobsched.adapters.alerts import DeadRunNotifier
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws, new_session
 from jobsched.clock import Clock, system_clock
+from jobsched.domain.retries import Failures
+from jobsched.domain.supervision import Waiter
+from jobsched.domain.worker import Worker
 from jobsched.observability import logger, metrics
 from jobsched.settings import Settings, get_settings
 from jobsched.store.jobs import JobStore
@@ -59,7 +62,6 @@ from jobsched.targets.commands import CommandExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
 from jobsched.targets.ownership import ActingForOwner, OwnerClients, TargetTags
 from jobsched.targets.shell import ShellExecutor
-from jobsched.worker import Failures, Waiter, Worker
 
 
 def build_targets(settings: Settings, aws: Aws) -> Targets:

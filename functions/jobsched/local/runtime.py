@@ -42,7 +42,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from jobsched.adapters.queue import MAX_DELAY_S, RunMessage, RunQueue
+from jobsched.adapters.queue import RunQueue
 from jobsched.clock import Clock, system_clock
 from jobsched.lambda_context import LocalLambdaContext
 from jobsched.local.demo import demo_jobs
@@ -62,6 +62,7 @@ from jobsched.local.state import (
     restore,
 )
 from jobsched.observability import logger
+from jobsched.ports.runs import MAX_DELAY_S, RunMessage
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
 
 LOG_FILE = "local.log"

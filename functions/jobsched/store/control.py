@@ -16,7 +16,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from jobsched.lease import LeaseRecord
+from jobsched.domain.lease import LeaseRecord
 from jobsched.store.dynamo import is_condition_failure
 from jobsched.store.layout import plain
 

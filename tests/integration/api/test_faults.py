@@ -8,8 +8,8 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from jobsched.adapters.queue import QueueSendError, RunMessage
 from jobsched.ports.errors import Conflict
+from jobsched.ports.runs import QueueSendError, RunMessage
 from jobsched.store.layout import SCHED_SK, job_pk, name_key
 
 

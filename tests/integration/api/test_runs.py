@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jobsched.adapters.queue import RunMessage
 from jobsched.models import RunKind, RunStatus
+from jobsched.ports.runs import RunMessage
 from jobsched.store.layout import new_run_item
 
 

@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from jobsched.adapters.queue import RunMessage, RunQueue
+from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
-from jobsched.lease import LeaderLease
+from jobsched.domain.lease import LeaderLease
+from jobsched.domain.loop import SchedulerLoop
+from jobsched.domain.planning import TickLimits
+from jobsched.domain.tick import Scheduler
 from jobsched.models import from_ms
-from jobsched.scheduler import Scheduler, SchedulerLoop, TickLimits
+from jobsched.ports.runs import RunMessage
 from jobsched.schedules import jitter_offset_ms
 from jobsched.settings import Settings
 from jobsched.store import layout

@@ -12,12 +12,15 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import RunMessage, RunQueue
+from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
-from jobsched.lease import LeaderLease
+from jobsched.domain.lease import LeaderLease
+from jobsched.domain.loop import SchedulerLoop
+from jobsched.domain.planning import TickLimits
+from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.models import CommandTarget, Job, from_ms, to_ms
-from jobsched.scheduler import Scheduler, SchedulerLoop, TickLimits, TickResult
+from jobsched.ports.runs import RunMessage
 from jobsched.schedules import parse_schedule
 from jobsched.settings import Settings
 from jobsched.store import layout

@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from jobsched.lease import LeaseRecord
+from jobsched.domain.lease import LeaseRecord
 from jobsched.store.control import ControlStore
 
 

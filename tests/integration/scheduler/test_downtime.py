@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobsched.domain.planning import TickLimits
 from jobsched.models import MissedPolicy, RunStatus
-from jobsched.scheduler import TickLimits
 
 MIN = 60_000
 

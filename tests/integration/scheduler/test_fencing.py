@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.planning import TickLimits
 from jobsched.ports.errors import Conflict
-from jobsched.scheduler import TickLimits
 from jobsched.store import layout
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.scheduler import SchedulerGroup, adopted_partitions
+from jobsched.domain.loop import SchedulerGroup, adopted_partitions
 from jobsched.scheduler_runtime import build_scheduler_group
 from jobsched.store import layout
 

@@ -7,10 +7,10 @@ import random
 from collections import Counter
 from typing import Any
 
-from jobsched.adapters.queue import RunMessage
 from jobsched.clock import FakeClock
+from jobsched.domain.planning import TickLimits
 from jobsched.models import from_ms, to_ms
-from jobsched.scheduler import TickLimits
+from jobsched.ports.runs import RunMessage
 from jobsched.schedules import jitter_offset_ms, parse_schedule
 
 SECONDS = 1000

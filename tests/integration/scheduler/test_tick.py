@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from jobsched.adapters.queue import QueueSendError, RunMessage
+from jobsched.domain.planning import TickLimits
+from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.models import RunStatus, from_ms
-from jobsched.scheduler import WATERMARK_MARGIN_MS, TickLimits
+from jobsched.ports.runs import QueueSendError, RunMessage
 from jobsched.store import layout
 
 

@@ -13,18 +13,19 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import RunMessage, RunQueue
+from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.worker import Worker
 from jobsched.handlers.worker import build_worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job, JobCreate, to_ms
+from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.layout import new_run_item, sched_item, spec_item
 from jobsched.store.runs import RunStore
 from jobsched.targets import CancelToken, TargetCall, commands
-from jobsched.worker import Worker
 
 T0 = to_ms(datetime(2026, 1, 5, 2, 0, tzinfo=UTC))
 """The scheduled_for of most test runs (epoch ms)."""

@@ -14,6 +14,7 @@ from botocore.stub import Stubber
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome
 from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.settings import Settings
@@ -21,7 +22,6 @@ from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
-from jobsched.worker import Outcome
 
 from .conftest import T0, Drain, SimWaiter
 

@@ -9,16 +9,17 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.alerts import DeadRun
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome
+from jobsched.domain.worker import Worker
 from jobsched.handlers.sweeper import build_sweeper
 from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, RunStatus
+from jobsched.ports.runs import DeadRun
 from jobsched.settings import Settings
 from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
-from jobsched.worker import Outcome, Worker
 
 from .conftest import T0, Drain, SimWaiter
 

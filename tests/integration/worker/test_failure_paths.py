@@ -12,6 +12,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome
+from jobsched.domain.worker import Deferred, Worker
 from jobsched.handlers.worker import build_worker
 from jobsched.models import HttpTarget, Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.settings import Settings
@@ -19,7 +21,6 @@ from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
-from jobsched.worker import Deferred, Outcome, Worker
 
 from .conftest import T0, SimWaiter
 

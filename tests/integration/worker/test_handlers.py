@@ -12,6 +12,8 @@ import pytest
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.supervision import RealWaiter
+from jobsched.domain.worker import Worker
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.handlers.sweeper import build_sweeper
@@ -20,7 +22,6 @@ from jobsched.models import Job, RunStatus
 from jobsched.settings import Settings, get_settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, commands
-from jobsched.worker import RealWaiter, Worker
 
 from .conftest import T0, Context
 

@@ -16,6 +16,8 @@ import pytest
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome
+from jobsched.domain.worker import Worker
 from jobsched.handlers.worker import build_worker
 from jobsched.models import HttpTarget, Job, RunStatus
 from jobsched.settings import Settings
@@ -23,7 +25,6 @@ from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.http import AddressPolicy, HttpExecutor
-from jobsched.worker import Outcome, Worker
 
 from .conftest import T0, SimWaiter
 

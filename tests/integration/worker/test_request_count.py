@@ -12,10 +12,11 @@ import pytest
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome
+from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
-from jobsched.worker import Deferred, Outcome, Worker
 
 from .conftest import T0, Context
 

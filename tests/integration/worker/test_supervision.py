@@ -12,6 +12,9 @@ import pytest
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome, Owned
+from jobsched.domain.supervision import Heartbeat
+from jobsched.domain.worker import Worker
 from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, RunStatus
 from jobsched.settings import Settings
@@ -19,7 +22,6 @@ from jobsched.store.jobs import JobStore
 from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, commands
-from jobsched.worker import Heartbeat, Outcome, Owned, Worker
 from tests.support.processes import pid_written, process_gone
 
 from .conftest import T0, SimWaiter

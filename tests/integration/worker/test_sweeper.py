@@ -11,14 +11,15 @@ import pytest
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome
+from jobsched.domain.sweeper import Sweeper
+from jobsched.domain.worker import Worker
 from jobsched.handlers.sweeper import build_sweeper
 from jobsched.models import Job, RunStatus
 from jobsched.settings import Settings
 from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
-from jobsched.sweeper import Sweeper
 from jobsched.targets import TargetCall
-from jobsched.worker import Outcome, Worker
 
 from .conftest import T0, Drain
 

@@ -17,6 +17,7 @@ from botocore.stub import Stubber
 
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.worker import Deferred
 from jobsched.handlers.worker import build_targets, build_worker
 from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.settings import Settings
@@ -30,7 +31,6 @@ from jobsched.targets.ownership import (
     OwnerClients,
     TargetTags,
 )
-from jobsched.worker import Deferred
 
 from .conftest import T0, Drain, SimWaiter
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobsched.clock import FakeClock
-from jobsched.lease import LeaderLease, LeaseLost, LeaseRecord, new_holder_id
+from jobsched.domain.lease import LeaderLease, LeaseLost, LeaseRecord, new_holder_id
 
 T0 = 1_772_445_600_000
 TTL = 5_000

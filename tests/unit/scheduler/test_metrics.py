@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jobsched.adapters.metrics import PowertoolsTickMetrics
+from jobsched.domain.tick import TickResult
 from jobsched.observability import MetricName
-from jobsched.scheduler import PowertoolsTickMetrics, TickResult
 
 
 def test_each_tick_publishes_enqueued_lag_skipped_and_lateness(capsys: Any) -> None:

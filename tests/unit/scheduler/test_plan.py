@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, DueJob, TickLimits, plan_fires, skip_through_ms
 from jobsched.models import MissedPolicy, to_ms
-from jobsched.scheduler import ON_TIME_TOLERANCE_MS, DueJob, TickLimits, plan_fires, skip_through_ms
 
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
 MIN = 60_000

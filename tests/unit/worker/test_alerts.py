@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from jobsched.adapters.alerts import DeadRun, alert_body, alert_subject
+from jobsched.adapters.alerts import alert_body, alert_subject
+from jobsched.ports.runs import DeadRun
 
 T0 = 1_767_578_400_000
 

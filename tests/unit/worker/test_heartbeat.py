@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.worker import Heartbeat, Owned
+from jobsched.domain.retries import Owned
+from jobsched.domain.supervision import Heartbeat
 
 STALE_MS = 120_000
 INTERVAL_MS = 30_000

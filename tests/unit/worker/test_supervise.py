@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from jobsched.domain.retries import lost_worker_error
+from jobsched.domain.supervision import TryAbandoned, supervise
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut, iso_utc, truncate
-from jobsched.worker import TryAbandoned, lost_worker_error, supervise
 
 
 class SimWaiter:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobsched.domain.sweeper import Sweeper, SweepReport
 from jobsched.store.layout import SWEEP_SHARDS
-from jobsched.sweeper import Sweeper, SweepReport
 
 
 class ShardedRows:

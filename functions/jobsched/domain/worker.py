@@ -44,20 +44,27 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from jobsched.adapters.alerts import DeadRun
-from jobsched.adapters.queue import MAX_DELAY_S, RunMessage
 from jobsched.clock import Clock
+from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error
+from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.models import Job, OverlapPolicy, RunStatus
 from jobsched.observability import MetricName, add_metric, logger
+from jobsched.ports.runs import (
+    DeadRunSink,
+    JobSpecs,
+    RunMessage,
+    RunRows,
+    RunSender,
+    TargetRunner,
+    VisibilityExtender,
+)
 from jobsched.settings import Settings
 from jobsched.store.errors import TRANSIENT_ERRORS
 from jobsched.store.layout import job_from_items, run_id
@@ -65,15 +72,10 @@ from jobsched.targets.base import (
     TargetCall,
     TargetFailed,
     TargetNotStarted,
-    TargetTimedOut,
-    iso_utc,
-    truncate,
 )
 
 RETRY_EARLY_SLACK_MS = 5_000
 """A retrying run may be claimed this long before its ``retry_at`` (clock skew between hosts)."""
-NOTIFY_RETRY_MS = 60_000
-"""A dead run whose notifications are not confirmed within this is re-notified by the sweeper."""
 GIVE_BACK_DELAY_S = 5
 """A delivery whose claim was given back (a storage error before the target started) comes back after this."""
 CLAIM_MARGIN_S = 20
@@ -84,165 +86,9 @@ retry or dead-run messages, each with SDK retries). A delivery whose invocation 
 invocation can always claim a job at the cap."""
 
 
-class Outcome(StrEnum):
-    """What one delivery did (the record handler's result)."""
-
-    SUCCEEDED = "succeeded"
-    RETRYING = "retrying"
-    DEAD = "dead"
-    SKIPPED = "skipped"
-    DROPPED = "dropped"  # lost the claim: a duplicate or late delivery
-    LOST = "lost"  # the run stopped being ours mid-try (the sweeper or a redelivery took it over)
-    DEFERRED = "deferred"  # handed back to SQS: not claimed (too little time left), or the claim given back
-
-
 class Deferred(Exception):
     """Raised by ``Worker.handle_record`` for a ``DEFERRED`` delivery so the batch processor reports the record
     as a batch item failure (the message stays on the queue; see ``Worker.process``)."""
-
-
-class TryAbandoned(Exception):
-    """``supervise`` stopped a try because its heartbeat said to (``Heartbeat.beat`` returned False): the run
-    is no longer ours, or its heartbeat has not been recorded for so long that it would soon look lost."""
-
-
-# --- the interfaces the worker needs ------------------------------------------------------------------
-
-
-class RunRows(Protocol):
-    """The run lifecycle writes (``jobsched.store.runs.RunStore``)."""
-
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-    ) -> tuple[bool, dict[str, Any] | None]: ...
-
-    def heartbeat(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
-    ) -> bool: ...
-
-    def succeed(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
-    ) -> bool: ...
-
-    def retry(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        heartbeat_at: int | None = None,
-    ) -> bool: ...
-
-    def dead(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        heartbeat_at: int | None = None,
-    ) -> bool: ...
-
-    def notified(self, job_id: str, scheduled_for_ms: int) -> bool: ...
-
-    def skip(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        reason: str,
-        heartbeat_at: int | None = None,
-    ) -> bool: ...
-
-    def give_back(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: dict[str, Any]
-    ) -> bool: ...
-
-    def get(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any] | None: ...
-
-
-class JobSpecs(Protocol):
-    """A job's spec item (``get_spec``: None when deleted) and its overlap lock (``jobsched.store.jobs.JobStore``):
-    ``acquire_overlap`` returns None when taken, else the lock item of the try holding it."""
-
-    def get_spec(self, job_id: str) -> dict[str, Any] | None: ...
-
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: dict[str, Any] | None = None,
-    ) -> dict[str, Any] | None: ...
-
-    def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool: ...
-
-    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None: ...
-
-
-class RunSender(Protocol):
-    """Sends run messages (``jobsched.adapters.queue.RunQueue``). Raises on refusal."""
-
-    def send(self, messages: Sequence[RunMessage]) -> None: ...
-
-
-class VisibilityExtender(Protocol):
-    """Extends an in-flight message's visibility (``RunQueue.change_visibility``)."""
-
-    def change_visibility(self, receipt_handle: str, seconds: int) -> None: ...
-
-
-class DeadRunSink(Protocol):
-    """Dead-run queue + owner alert (``jobsched.adapters.alerts.DeadRunNotifier``). Raises on failure."""
-
-    def notify(self, dead: DeadRun) -> None: ...
-
-
-class TargetRunner(Protocol):
-    """Runs one try against a target (``jobsched.targets.Targets``); raises ``TargetFailed``."""
-
-    def execute(self, target: Any, call: TargetCall) -> str: ...
-
-
-class Waiter(Protocol):
-    """Monotonic seconds and waiting on an event; tests pass a fake that moves simulated time."""
-
-    def monotonic(self) -> float: ...
-
-    def wait(self, event: threading.Event, seconds: float) -> bool: ...
-
-
-class RealWaiter:
-    """``time.monotonic`` and ``Event.wait``: the production waiter."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def wait(self, event: threading.Event, seconds: float) -> bool:
-        return event.wait(max(0.0, seconds))
 
 
 # --- values ---------------------------------------------------------------------------------------------
@@ -260,317 +106,9 @@ class Delivery:
     """Milliseconds left in the invocation (Lambda's ``context.get_remaining_time_in_millis``); None: no limit."""
 
 
-@dataclass(frozen=True)
-class Owned:
-    """The state a transition is conditioned on: running under the claim ``(attempt, worker)``; the sweeper
-    adds the stale ``heartbeat_at`` it saw, so a beat since then wins."""
-
-    job_id: str
-    scheduled_for: int
-    attempt: int
-    worker: str
-    heartbeat_at: int | None = None
-    owner: str | None = None
-
-    @property
-    def run_id(self) -> str:
-        return run_id(self.job_id, self.scheduled_for)
-
-
 def default_worker_id() -> str:
     """``<host>/<pid>/<thread>``: names a worker thread when no Lambda request id is at hand."""
     return f"{socket.gethostname()}/{os.getpid()}/{threading.get_ident()}"
-
-
-def lost_worker_error(attempt: int, heartbeat_at: int | None, stale_s: int) -> str:
-    """The error recorded for a try whose worker stopped beating (it counts as a failed try)."""
-    since = f" since {iso_utc(heartbeat_at)}" if heartbeat_at is not None else ""
-    return f"worker lost during attempt {attempt}: no heartbeat{since} (over {stale_s} s)"
-
-
-def dead_run(owned: Owned, job: Job | None, error: str, attempts: int, now_ms: int) -> DeadRun:
-    """The ``DeadRun`` (dead-letter envelope + alert facts) of a run; ``job`` None when it was deleted."""
-    return DeadRun(
-        run_id=owned.run_id,
-        job_id=owned.job_id,
-        scheduled_for_ms=owned.scheduled_for,
-        attempts=attempts,
-        error=error,
-        dead_at_ms=now_ms,
-        owner=job.owner if job else owned.owner,
-        job_name=job.name if job else None,
-        schedule=job.schedule if job else None,
-        timezone=job.timezone if job else None,
-        target_type=job.target.type if job else None,
-        input=job.input if job else None,
-    )
-
-
-# --- failed tries: retry with backoff, or dead with notifications (shared with the sweeper) ------------
-
-
-class Failures:
-    """What happens after a failed try, for the worker and the sweeper alike.
-
-    With attempts left (``attempt < retry.max_attempts``): ``retrying`` with ``retry_at = now + delay``,
-    ``delay = min(backoff_s * 2**(attempt-1), max_backoff_s)`` seconds (``RetryPolicy.delay_s``, SQS caps
-    it at 900 s), then the retry message with that SQS delay. Otherwise ``dead``, then the dead-run message
-    and the alert. State first, messages second: a crash in between is repaired by the sweeper.
-    """
-
-    def __init__(
-        self,
-        *,
-        runs: RunRows,
-        queue: RunSender,
-        dead_runs: DeadRunSink,
-        settings: Settings,
-        clock: Clock,
-    ) -> None:
-        self.runs = runs
-        self.queue = queue
-        self.dead_runs = dead_runs
-        self.settings = settings
-        self.clock = clock
-
-    def failed_try(self, owned: Owned, job: Job, error: str) -> Outcome:
-        """Record the failed try ``owned.attempt`` of ``job``'s run: ``RETRYING``, ``DEAD``, or ``LOST``
-        when the run is no longer ``owned`` (someone else moved it on)."""
-        error = truncate(error)
-        if owned.attempt >= job.retry.max_attempts:
-            return self.dead(owned, job, error, attempts=owned.attempt)
-        now = self.clock()
-        delay_s = min(job.retry.delay_s(owned.attempt), MAX_DELAY_S)
-        retry_at = now + delay_s * 1000
-        recorded = self.runs.retry(
-            owned.job_id,
-            owned.scheduled_for,
-            attempt=owned.attempt,
-            worker=owned.worker,
-            error=error,
-            retry_at_ms=retry_at,
-            sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
-            heartbeat_at=owned.heartbeat_at,
-        )
-        if not recorded:
-            logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
-            return Outcome.LOST
-        add_metric(MetricName.RUNS_RETRIED, MetricUnit.Count, 1)
-        logger.warning(
-            "run failed; retrying",
-            run_id=owned.run_id,
-            job_id=owned.job_id,
-            attempt=owned.attempt,
-            max_attempts=job.retry.max_attempts,
-            retry_in_s=delay_s,
-            error=error,
-        )
-        try:
-            self.queue.send([RunMessage(owned.job_id, owned.scheduled_for, delay_s=delay_s)])
-        except Exception:
-            logger.exception("retry not enqueued; the sweeper re-enqueues it when due", run_id=owned.run_id)
-        return Outcome.RETRYING
-
-    def dead(self, owned: Owned, job: Job, error: str, *, attempts: int) -> Outcome:
-        """Record the run ``dead`` after ``attempts`` tries, then send its dead-run message and alert."""
-        error = truncate(error)
-        now = self.clock()
-        recorded = self.runs.dead(
-            owned.job_id,
-            owned.scheduled_for,
-            attempt=owned.attempt,
-            worker=owned.worker,
-            now_ms=now,
-            error=error,
-            final_attempt=attempts,
-            notify_at_ms=now + NOTIFY_RETRY_MS,
-            heartbeat_at=owned.heartbeat_at,
-        )
-        if not recorded:
-            logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)
-            return Outcome.LOST
-        add_metric(MetricName.RUNS_DEAD, MetricUnit.Count, 1)
-        logger.error(
-            "run dead: out of attempts",
-            run_id=owned.run_id,
-            job_id=owned.job_id,
-            owner=job.owner,
-            attempts=attempts,
-            error=error,
-        )
-        self.notify(dead_run(owned, job, error, attempts, now))
-        return Outcome.DEAD
-
-    def notify(self, dead: DeadRun) -> bool:
-        """Send a dead run's dead-run message and alert, then clear its ``notify_pending`` mark.
-
-        False when something failed (logged): the mark stays and the sweeper sends again (at least once).
-        """
-        try:
-            self.dead_runs.notify(dead)
-            self.runs.notified(dead.job_id, dead.scheduled_for_ms)
-        except Exception:
-            logger.exception("dead-run notification failed; the sweeper will resend it", run_id=dead.run_id)
-            return False
-        return True
-
-
-# --- heartbeat and supervision ---------------------------------------------------------------------------
-
-
-class Heartbeat:
-    """One beat per ``heartbeat_interval_s`` while a try runs: ``heartbeat_at = now`` on the run row
-    (conditional on still being ours) and the message's visibility extended by ``visibility_s`` (so SQS
-    redelivers it only after the beats stop long enough for the run to be taken over).
-
-    ``beat(now_ms)`` is called by ``supervise`` in production and directly by tests. Errors are logged,
-    never raised: one missed beat must not fail a try that is running fine. But the beat says when the try
-    must stop (returns False), because another worker may run it next:
-
-    - ``lost``: the row refused the beat: it is no longer ours (the sweeper or a redelivery declared this
-      worker lost and took the run over).
-    - ``lock_lost``: with ``lock`` (an ``overlap: skip`` job), the job's overlap lock refused the beat: another
-      run took it as stale, so this try must stop before two runs of the job run together.
-    - ``expiring``: no beat has been recorded for ``give_up_after_ms`` since ``last_ok_ms`` (the claim, then
-      each recorded beat; epoch ms). Callers pass ``heartbeat_stale_s - heartbeat_interval_s``: the next beat
-      would come when a claimer may already see the row as stale and take it over.
-    """
-
-    def __init__(
-        self,
-        *,
-        runs: RunRows,
-        owned: Owned,
-        visibility: VisibilityExtender | None,
-        receipt_handle: str | None,
-        visibility_s: int,
-        last_ok_ms: int | None = None,
-        give_up_after_ms: int | None = None,
-        lock: JobSpecs | None = None,
-    ) -> None:
-        self.runs = runs
-        self.lock = lock
-        self.owned = owned
-        self.visibility = visibility
-        self.receipt_handle = receipt_handle
-        self.visibility_s = visibility_s
-        self.last_ok_ms = last_ok_ms
-        self.give_up_after_ms = give_up_after_ms
-        self.lost = False
-        self.lock_lost = False
-        self.expiring = False
-        self.beats = 0
-
-    def _silent_too_long(self, now_ms: int, *, strictly: bool) -> bool:
-        if self.give_up_after_ms is None or self.last_ok_ms is None:
-            return False
-        silent = now_ms - self.last_ok_ms
-        return silent > self.give_up_after_ms if strictly else silent >= self.give_up_after_ms
-
-    def _give_up(self, now_ms: int) -> bool:
-        self.expiring = True
-        logger.error(
-            "heartbeats failing too long: abandoning the try before the run looks lost",
-            run_id=self.owned.run_id,
-            silent_ms=now_ms - (self.last_ok_ms or now_ms),
-        )
-        return False
-
-    def beat(self, now_ms: int) -> bool:
-        """Beat once at ``now_ms`` (epoch ms). Returns False when the try must stop (``lost`` or
-        ``expiring``); the message's visibility is then left alone."""
-        self.beats += 1
-        if self._silent_too_long(now_ms, strictly=True):
-            # the previous write hung or this beat came late: the row may look stale before a write lands
-            return self._give_up(now_ms)
-        try:
-            if not self.runs.heartbeat(
-                self.owned.job_id,
-                self.owned.scheduled_for,
-                attempt=self.owned.attempt,
-                worker=self.owned.worker,
-                now_ms=now_ms,
-            ):
-                self.lost = True
-                logger.warning("heartbeat refused: the run is no longer ours", run_id=self.owned.run_id)
-                return False
-            if self.lock is not None and not self.lock.renew_overlap(
-                self.owned.job_id,
-                run_id=self.owned.run_id,
-                attempt=self.owned.attempt,
-                worker=self.owned.worker,
-                now_ms=now_ms,
-            ):
-                self.lock_lost = True
-                logger.warning(
-                    "overlap lock taken over: another run of the job may start", run_id=self.owned.run_id
-                )
-                return False
-            self.last_ok_ms = now_ms
-        except Exception:
-            logger.exception("heartbeat write failed", run_id=self.owned.run_id, last_ok_ms=self.last_ok_ms)
-            if self._silent_too_long(now_ms, strictly=False):
-                return self._give_up(now_ms)
-        if self.visibility is not None and self.receipt_handle:
-            try:
-                self.visibility.change_visibility(self.receipt_handle, self.visibility_s)
-            except Exception:
-                logger.exception("visibility extension failed", run_id=self.owned.run_id)
-        return True
-
-    def expiring_error(self, now_ms: int) -> str:
-        """The error recorded for a try abandoned because its heartbeats kept failing."""
-        silent_s = (now_ms - (self.last_ok_ms if self.last_ok_ms is not None else now_ms)) / 1000
-        return (
-            f"attempt {self.owned.attempt} abandoned: its heartbeat could not be recorded for {silent_s:g} s "
-            "(the run would soon look lost and be taken over)"
-        )
-
-
-def supervise(
-    work: Callable[[], str],
-    *,
-    call: TargetCall,
-    beat: Callable[[], bool] | None,
-    interval_s: float,
-    waiter: Waiter,
-) -> str:
-    """Run ``work`` (one try) in a daemon thread; call ``beat`` every ``interval_s`` seconds while it runs.
-
-    Past ``call.timeout_s`` seconds (monotonic, from ``waiter``) the try is cancelled (``call.cancel``: a
-    shell command is killed, a cooperative command stops) and abandoned, raising ``TargetTimedOut``. When
-    ``beat`` returns False the try is cancelled and abandoned the same way, raising ``TryAbandoned``.
-    Returns ``work``'s result or re-raises its exception.
-    """
-    done = threading.Event()
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["value"] = work()
-        except BaseException as error:
-            result["error"] = error
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name=f"try-{call.run_id}-{call.attempt}", daemon=True).start()
-    start = waiter.monotonic()
-    deadline = start + call.timeout_s
-    next_beat = start + interval_s
-    while not done.is_set():
-        now = waiter.monotonic()
-        if now >= deadline:
-            call.cancel.cancel()
-            raise TargetTimedOut(f"timed out after {call.timeout_s:g} s (timeout_s)")
-        if now >= next_beat:
-            if beat is not None and not beat():
-                call.cancel.cancel()
-                raise TryAbandoned(f"try abandoned after {now - start:g} s: told to stop by its heartbeat")
-            next_beat = now + interval_s
-        waiter.wait(done, min(deadline, next_beat) - now)
-    if "error" in result:
-        raise result["error"]
-    return str(result["value"])
 
 
 # --- the worker -------------------------------------------------------------------------------------------

@@ -29,22 +29,14 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from jobsched.adapters.queue import RunMessage
 from jobsched.clock import Clock
+from jobsched.domain.retries import Failures, Outcome, Owned, dead_run, lost_worker_error
+from jobsched.domain.tick import RunSender
 from jobsched.models import Job, RunStatus
 from jobsched.observability import MetricName, add_metric, logger
+from jobsched.ports.runs import JobSpecs, RunMessage, RunRows
 from jobsched.settings import Settings
 from jobsched.store.layout import SWEEP_SHARDS, job_from_items, run_id
-from jobsched.worker import (
-    Failures,
-    JobSpecs,
-    Outcome,
-    Owned,
-    RunRows,
-    RunSender,
-    dead_run,
-    lost_worker_error,
-)
 
 MAX_ROWS_PER_PASS = 1000
 MAX_SWEEP_BACKOFF_MS = 3_600_000

@@ -1,0 +1,154 @@
+"""The scheduler loop: a lease contender plus its partition's tick, once a second; partitions adopted after
+``scheduler_partitions`` was lowered, and the group of loops one process runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from jobsched.clock import Clock
+from jobsched.domain.lease import LeaderLease, LeaseLost
+from jobsched.domain.tick import Scheduler, TickResult
+from jobsched.observability import logger
+
+# --- the loop -------------------------------------------------------------------------------------
+
+
+class TickMetrics(Protocol):
+    """Where a loop reports each tick (``PowertoolsTickMetrics`` in Lambda and local mode)."""
+
+    def record(self, result: TickResult) -> None: ...
+
+
+@dataclass
+class LoopReport:
+    """What a loop did: iterations, ticks as leader, runs enqueued, whether it held the lease at the end."""
+
+    iterations: int = 0
+    ticks: int = 0
+    enqueued: int = 0
+    skipped: int = 0
+    aborted_ticks: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class SchedulerLoop:
+    """A lease contender plus its partition's scheduler: :meth:`step` once a second (:meth:`run`).
+
+    Each step renews or acquires the lease and, while leading, ticks. Local mode runs several of these in
+    threads (competing for the lease); the Lambda handler runs one per invocation.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        lease: LeaderLease,
+        *,
+        clock: Clock,
+        sleep: Callable[[float], None] = time.sleep,
+        tick_metrics: TickMetrics | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.lease = lease
+        self.clock = clock
+        self.sleep = sleep
+        self.tick_metrics = tick_metrics
+        self.report = LoopReport()
+
+    def step(self) -> TickResult | None:
+        """One iteration: ensure the lease, then tick if leading. Returns the tick's result, or None as a
+        standby. Errors reading the due index or the watermark end the step (the next one retries)."""
+        self.report.iterations += 1
+        was_leading = self.scheduler.watermark is not None
+        if self.lease.ensure() is None:
+            if was_leading:
+                self.scheduler.on_lost()
+            return None
+        try:
+            if not was_leading:
+                self.scheduler.on_leadership(self.lease)
+            result = self.scheduler.tick(self.clock(), self.lease)
+        except LeaseLost:
+            self.scheduler.on_lost()
+            return None
+        except Exception as error:
+            logger.exception("scheduler step failed", partition=self.scheduler.partition, error=str(error))
+            return None
+        self.report.ticks += 1
+        self.report.enqueued += result.enqueued
+        self.report.skipped += result.skipped
+        self.report.aborted_ticks += int(result.aborted)
+        if result.aborted:
+            self.scheduler.on_lost()
+        if self.tick_metrics is not None:
+            self.tick_metrics.record(result)
+        return result
+
+    def sleep_to_next_second(self) -> None:
+        """Sleep until the next whole second of the clock (ticks run on the second boundary)."""
+        now = self.clock()
+        self.sleep((1000 - now % 1000) / 1000)
+
+    def run(self, keep_going: Callable[[], bool]) -> LoopReport:
+        """Step on each second boundary while ``keep_going()``; release the lease at the end (so the next
+        invocation takes over at once) and stop the worker threads. Returns the report."""
+        try:
+            while keep_going():
+                self.step()
+                if not keep_going():
+                    break
+                self.sleep_to_next_second()
+        finally:
+            self.stop()
+        return self.report
+
+    def stop(self) -> None:
+        """Release the lease if held (the next contender takes over at once) and stop the tick's threads."""
+        if self.lease.held:
+            self.lease.release()
+        self.scheduler.on_lost()
+        self.scheduler.close()
+
+
+def adopted_partitions(partition: int, partitions: int, high_water: int) -> list[int]:
+    """The partitions that the leader of ``partition`` (of ``partitions``) also serves: those a deployment
+    with more partitions (up to ``high_water``) had and this one has not, ``q`` with ``q % partitions ==
+    partition``. Their jobs keep firing from there, fenced by their own leases, until each moves home at its
+    next fire (``Scheduler``, re-homing)."""
+    return [q for q in range(partitions, high_water) if q % partitions == partition]
+
+
+class SchedulerGroup:
+    """The loops one scheduler process runs: its home partition's and the adopted ones (``adopted_partitions``),
+    stepped one after another on each second boundary of the first loop's clock."""
+
+    def __init__(self, loops: Sequence[SchedulerLoop]) -> None:
+        if not loops:
+            raise ValueError("a scheduler group needs at least its home partition's loop")
+        self.loops = list(loops)
+
+    def step(self) -> list[TickResult | None]:
+        """One iteration of every loop (see ``SchedulerLoop.step``)."""
+        return [loop.step() for loop in self.loops]
+
+    def run(self, keep_going: Callable[[], bool]) -> LoopReport:
+        """Step every loop on each second boundary while ``keep_going()``; stop them all at the end. Returns the
+        loops' reports added up."""
+        try:
+            while keep_going():
+                self.step()
+                if not keep_going():
+                    break
+                self.loops[0].sleep_to_next_second()
+        finally:
+            for loop in self.loops:
+                loop.stop()
+        total = LoopReport()
+        for loop in self.loops:
+            for name, value in loop.report.as_dict().items():
+                setattr(total, name, getattr(total, name) + value)
+        return total

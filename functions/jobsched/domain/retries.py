@@ -1,0 +1,185 @@
+"""Failed tries (shared by the worker and the sweeper): retry with backoff, or ``dead`` with its dead-run
+message and owner alert."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from jobsched.clock import Clock
+from jobsched.models import Job
+from jobsched.observability import MetricName, add_metric, logger
+from jobsched.ports.runs import MAX_DELAY_S, DeadRun, DeadRunSink, RunMessage, RunRows, RunSender
+from jobsched.settings import Settings
+from jobsched.store.layout import run_id
+from jobsched.targets.base import (
+    iso_utc,
+    truncate,
+)
+
+NOTIFY_RETRY_MS = 60_000
+"""A dead run whose notifications are not confirmed within this is re-notified by the sweeper."""
+
+
+class Outcome(StrEnum):
+    """What one delivery did (the record handler's result)."""
+
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    SKIPPED = "skipped"
+    DROPPED = "dropped"  # lost the claim: a duplicate or late delivery
+    LOST = "lost"  # the run stopped being ours mid-try (the sweeper or a redelivery took it over)
+    DEFERRED = "deferred"  # handed back to SQS: not claimed (too little time left), or the claim given back
+
+
+@dataclass(frozen=True)
+class Owned:
+    """The state a transition is conditioned on: running under the claim ``(attempt, worker)``; the sweeper
+    adds the stale ``heartbeat_at`` it saw, so a beat since then wins."""
+
+    job_id: str
+    scheduled_for: int
+    attempt: int
+    worker: str
+    heartbeat_at: int | None = None
+    owner: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.job_id, self.scheduled_for)
+
+
+def lost_worker_error(attempt: int, heartbeat_at: int | None, stale_s: int) -> str:
+    """The error recorded for a try whose worker stopped beating (it counts as a failed try)."""
+    since = f" since {iso_utc(heartbeat_at)}" if heartbeat_at is not None else ""
+    return f"worker lost during attempt {attempt}: no heartbeat{since} (over {stale_s} s)"
+
+
+def dead_run(owned: Owned, job: Job | None, error: str, attempts: int, now_ms: int) -> DeadRun:
+    """The ``DeadRun`` (dead-letter envelope + alert facts) of a run; ``job`` None when it was deleted."""
+    return DeadRun(
+        run_id=owned.run_id,
+        job_id=owned.job_id,
+        scheduled_for_ms=owned.scheduled_for,
+        attempts=attempts,
+        error=error,
+        dead_at_ms=now_ms,
+        owner=job.owner if job else owned.owner,
+        job_name=job.name if job else None,
+        schedule=job.schedule if job else None,
+        timezone=job.timezone if job else None,
+        target_type=job.target.type if job else None,
+        input=job.input if job else None,
+    )
+
+
+# --- failed tries: retry with backoff, or dead with notifications (shared with the sweeper) ------------
+
+
+class Failures:
+    """What happens after a failed try, for the worker and the sweeper alike.
+
+    With attempts left (``attempt < retry.max_attempts``): ``retrying`` with ``retry_at = now + delay``,
+    ``delay = min(backoff_s * 2**(attempt-1), max_backoff_s)`` seconds (``RetryPolicy.delay_s``, SQS caps
+    it at 900 s), then the retry message with that SQS delay. Otherwise ``dead``, then the dead-run message
+    and the alert. State first, messages second: a crash in between is repaired by the sweeper.
+    """
+
+    def __init__(
+        self,
+        *,
+        runs: RunRows,
+        queue: RunSender,
+        dead_runs: DeadRunSink,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.runs = runs
+        self.queue = queue
+        self.dead_runs = dead_runs
+        self.settings = settings
+        self.clock = clock
+
+    def failed_try(self, owned: Owned, job: Job, error: str) -> Outcome:
+        """Record the failed try ``owned.attempt`` of ``job``'s run: ``RETRYING``, ``DEAD``, or ``LOST``
+        when the run is no longer ``owned`` (someone else moved it on)."""
+        error = truncate(error)
+        if owned.attempt >= job.retry.max_attempts:
+            return self.dead(owned, job, error, attempts=owned.attempt)
+        now = self.clock()
+        delay_s = min(job.retry.delay_s(owned.attempt), MAX_DELAY_S)
+        retry_at = now + delay_s * 1000
+        recorded = self.runs.retry(
+            owned.job_id,
+            owned.scheduled_for,
+            attempt=owned.attempt,
+            worker=owned.worker,
+            error=error,
+            retry_at_ms=retry_at,
+            sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
+            heartbeat_at=owned.heartbeat_at,
+        )
+        if not recorded:
+            logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
+            return Outcome.LOST
+        add_metric(MetricName.RUNS_RETRIED, MetricUnit.Count, 1)
+        logger.warning(
+            "run failed; retrying",
+            run_id=owned.run_id,
+            job_id=owned.job_id,
+            attempt=owned.attempt,
+            max_attempts=job.retry.max_attempts,
+            retry_in_s=delay_s,
+            error=error,
+        )
+        try:
+            self.queue.send([RunMessage(owned.job_id, owned.scheduled_for, delay_s=delay_s)])
+        except Exception:
+            logger.exception("retry not enqueued; the sweeper re-enqueues it when due", run_id=owned.run_id)
+        return Outcome.RETRYING
+
+    def dead(self, owned: Owned, job: Job, error: str, *, attempts: int) -> Outcome:
+        """Record the run ``dead`` after ``attempts`` tries, then send its dead-run message and alert."""
+        error = truncate(error)
+        now = self.clock()
+        recorded = self.runs.dead(
+            owned.job_id,
+            owned.scheduled_for,
+            attempt=owned.attempt,
+            worker=owned.worker,
+            now_ms=now,
+            error=error,
+            final_attempt=attempts,
+            notify_at_ms=now + NOTIFY_RETRY_MS,
+            heartbeat_at=owned.heartbeat_at,
+        )
+        if not recorded:
+            logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)
+            return Outcome.LOST
+        add_metric(MetricName.RUNS_DEAD, MetricUnit.Count, 1)
+        logger.error(
+            "run dead: out of attempts",
+            run_id=owned.run_id,
+            job_id=owned.job_id,
+            owner=job.owner,
+            attempts=attempts,
+            error=error,
+        )
+        self.notify(dead_run(owned, job, error, attempts, now))
+        return Outcome.DEAD
+
+    def notify(self, dead: DeadRun) -> bool:
+        """Send a dead run's dead-run message and alert, then clear its ``notify_pending`` mark.
+
+        False when something failed (logged): the mark stays and the sweeper sends again (at least once).
+        """
+        try:
+            self.dead_runs.notify(dead)
+            self.runs.notified(dead.job_id, dead.scheduled_for_ms)
+        except Exception:
+            logger.exception("dead-run notification failed; the sweeper will resend it", run_id=dead.run_id)
+            return False
+        return True

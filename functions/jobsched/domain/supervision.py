@@ -1,0 +1,197 @@
+"""Supervision of a running try: heartbeats (run row and message visibility) and the timeout."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from jobsched.domain.retries import Owned
+from jobsched.observability import logger
+from jobsched.ports.runs import JobSpecs, RunRows, VisibilityExtender
+from jobsched.targets.base import (
+    TargetCall,
+    TargetTimedOut,
+)
+
+
+class TryAbandoned(Exception):
+    """``supervise`` stopped a try because its heartbeat said to (``Heartbeat.beat`` returned False): the run
+    is no longer ours, or its heartbeat has not been recorded for so long that it would soon look lost."""
+
+
+class Waiter(Protocol):
+    """Monotonic seconds and waiting on an event; tests pass a fake that moves simulated time."""
+
+    def monotonic(self) -> float: ...
+
+    def wait(self, event: threading.Event, seconds: float) -> bool: ...
+
+
+class RealWaiter:
+    """``time.monotonic`` and ``Event.wait``: the production waiter."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        return event.wait(max(0.0, seconds))
+
+
+# --- heartbeat and supervision ---------------------------------------------------------------------------
+
+
+class Heartbeat:
+    """One beat per ``heartbeat_interval_s`` while a try runs: ``heartbeat_at = now`` on the run row
+    (conditional on still being ours) and the message's visibility extended by ``visibility_s`` (so SQS
+    redelivers it only after the beats stop long enough for the run to be taken over).
+
+    ``beat(now_ms)`` is called by ``supervise`` in production and directly by tests. Errors are logged,
+    never raised: one missed beat must not fail a try that is running fine. But the beat says when the try
+    must stop (returns False), because another worker may run it next:
+
+    - ``lost``: the row refused the beat: it is no longer ours (the sweeper or a redelivery declared this
+      worker lost and took the run over).
+    - ``lock_lost``: with ``lock`` (an ``overlap: skip`` job), the job's overlap lock refused the beat: another
+      run took it as stale, so this try must stop before two runs of the job run together.
+    - ``expiring``: no beat has been recorded for ``give_up_after_ms`` since ``last_ok_ms`` (the claim, then
+      each recorded beat; epoch ms). Callers pass ``heartbeat_stale_s - heartbeat_interval_s``: the next beat
+      would come when a claimer may already see the row as stale and take it over.
+    """
+
+    def __init__(
+        self,
+        *,
+        runs: RunRows,
+        owned: Owned,
+        visibility: VisibilityExtender | None,
+        receipt_handle: str | None,
+        visibility_s: int,
+        last_ok_ms: int | None = None,
+        give_up_after_ms: int | None = None,
+        lock: JobSpecs | None = None,
+    ) -> None:
+        self.runs = runs
+        self.lock = lock
+        self.owned = owned
+        self.visibility = visibility
+        self.receipt_handle = receipt_handle
+        self.visibility_s = visibility_s
+        self.last_ok_ms = last_ok_ms
+        self.give_up_after_ms = give_up_after_ms
+        self.lost = False
+        self.lock_lost = False
+        self.expiring = False
+        self.beats = 0
+
+    def _silent_too_long(self, now_ms: int, *, strictly: bool) -> bool:
+        if self.give_up_after_ms is None or self.last_ok_ms is None:
+            return False
+        silent = now_ms - self.last_ok_ms
+        return silent > self.give_up_after_ms if strictly else silent >= self.give_up_after_ms
+
+    def _give_up(self, now_ms: int) -> bool:
+        self.expiring = True
+        logger.error(
+            "heartbeats failing too long: abandoning the try before the run looks lost",
+            run_id=self.owned.run_id,
+            silent_ms=now_ms - (self.last_ok_ms or now_ms),
+        )
+        return False
+
+    def beat(self, now_ms: int) -> bool:
+        """Beat once at ``now_ms`` (epoch ms). Returns False when the try must stop (``lost`` or
+        ``expiring``); the message's visibility is then left alone."""
+        self.beats += 1
+        if self._silent_too_long(now_ms, strictly=True):
+            # the previous write hung or this beat came late: the row may look stale before a write lands
+            return self._give_up(now_ms)
+        try:
+            if not self.runs.heartbeat(
+                self.owned.job_id,
+                self.owned.scheduled_for,
+                attempt=self.owned.attempt,
+                worker=self.owned.worker,
+                now_ms=now_ms,
+            ):
+                self.lost = True
+                logger.warning("heartbeat refused: the run is no longer ours", run_id=self.owned.run_id)
+                return False
+            if self.lock is not None and not self.lock.renew_overlap(
+                self.owned.job_id,
+                run_id=self.owned.run_id,
+                attempt=self.owned.attempt,
+                worker=self.owned.worker,
+                now_ms=now_ms,
+            ):
+                self.lock_lost = True
+                logger.warning(
+                    "overlap lock taken over: another run of the job may start", run_id=self.owned.run_id
+                )
+                return False
+            self.last_ok_ms = now_ms
+        except Exception:
+            logger.exception("heartbeat write failed", run_id=self.owned.run_id, last_ok_ms=self.last_ok_ms)
+            if self._silent_too_long(now_ms, strictly=False):
+                return self._give_up(now_ms)
+        if self.visibility is not None and self.receipt_handle:
+            try:
+                self.visibility.change_visibility(self.receipt_handle, self.visibility_s)
+            except Exception:
+                logger.exception("visibility extension failed", run_id=self.owned.run_id)
+        return True
+
+    def expiring_error(self, now_ms: int) -> str:
+        """The error recorded for a try abandoned because its heartbeats kept failing."""
+        silent_s = (now_ms - (self.last_ok_ms if self.last_ok_ms is not None else now_ms)) / 1000
+        return (
+            f"attempt {self.owned.attempt} abandoned: its heartbeat could not be recorded for {silent_s:g} s "
+            "(the run would soon look lost and be taken over)"
+        )
+
+
+def supervise(
+    work: Callable[[], str],
+    *,
+    call: TargetCall,
+    beat: Callable[[], bool] | None,
+    interval_s: float,
+    waiter: Waiter,
+) -> str:
+    """Run ``work`` (one try) in a daemon thread; call ``beat`` every ``interval_s`` seconds while it runs.
+
+    Past ``call.timeout_s`` seconds (monotonic, from ``waiter``) the try is cancelled (``call.cancel``: a
+    shell command is killed, a cooperative command stops) and abandoned, raising ``TargetTimedOut``. When
+    ``beat`` returns False the try is cancelled and abandoned the same way, raising ``TryAbandoned``.
+    Returns ``work``'s result or re-raises its exception.
+    """
+    done = threading.Event()
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as error:
+            result["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"try-{call.run_id}-{call.attempt}", daemon=True).start()
+    start = waiter.monotonic()
+    deadline = start + call.timeout_s
+    next_beat = start + interval_s
+    while not done.is_set():
+        now = waiter.monotonic()
+        if now >= deadline:
+            call.cancel.cancel()
+            raise TargetTimedOut(f"timed out after {call.timeout_s:g} s (timeout_s)")
+        if now >= next_beat:
+            if beat is not None and not beat():
+                call.cancel.cancel()
+                raise TryAbandoned(f"try abandoned after {now - start:g} s: told to stop by its heartbeat")
+            next_beat = now + interval_s
+        waiter.wait(done, min(deadline, next_beat) - now)
+    if "error" in result:
+        raise result["error"]
+    return str(result["value"])
