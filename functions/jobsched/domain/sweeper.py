@@ -31,10 +31,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.clock import Clock
 from jobsched.domain.retries import Failures, Outcome, Owned, dead_run, lost_worker_error
-from jobsched.domain.tick import RunSender
 from jobsched.models import Job, RunStatus
 from jobsched.observability import MetricName, add_metric, logger
-from jobsched.ports.runs import JobSpecs, RunMessage, RunRows
+from jobsched.ports.runs import JobSpecs, RunMessage, RunRows, RunSender
 from jobsched.settings import Settings
 from jobsched.store.layout import SWEEP_SHARDS, job_from_items, run_id
 

@@ -55,7 +55,7 @@ from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, next
 from jobsched.models import RunStatus, from_ms
 from jobsched.observability import logger
 from jobsched.ports.errors import Conflict
-from jobsched.ports.runs import QueueSendError, RunMessage
+from jobsched.ports.runs import QueueSendError, RunMessage, RunSender
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
 from jobsched.store.layout import due_attributes, due_pk, new_run_item, partition_of
@@ -97,10 +97,6 @@ class RunWriter(Protocol):
     def put_new(self, item: dict[str, Any]) -> dict[str, Any] | None: ...
 
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[dict[str, Any]]: ...
-
-
-class RunSender(Protocol):
-    def send(self, messages: Sequence[RunMessage]) -> None: ...
 
 
 class WatermarkStore(Protocol):
