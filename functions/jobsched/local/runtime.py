@@ -279,6 +279,8 @@ class LocalRuntime:
         self._console = sys.stdout
         self._redirected: Any = None
         self._api: Any = None
+        self.components: Any = None
+        """The ``jobsched.wiring.Components`` everything runs on (set by ``start()``)."""
 
     def emit(self, line: str) -> None:
         """One line for the terminal (``LocalConfig.emit``, or the stdout the process started with)."""
@@ -337,7 +339,7 @@ class LocalRuntime:
                 **config.settings,
             }
         )
-        components = Components(settings, aws, clock=config.clock)
+        components = self.components = Components(settings, aws, clock=config.clock)
         # a scheduler tick without runs flushes no metric: Powertools warns each time; not news here
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
         route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
