@@ -11,38 +11,32 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from botocore.config import Config
-
-from jobsched.adapters.alerts import DeadRunNotifier
-from jobsched.adapters.metrics import PowertoolsTickMetrics
-from jobsched.adapters.queue import RunQueue
-from jobsched.api.app import Api
-from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
-from jobsched.api.idempotency import IdempotencyKeys
-from jobsched.api.service import JobService
 from jobsched.aws import DEFAULT_CALLS, Aws, CallBounds, new_session
 from jobsched.clock import Clock, system_clock
-from jobsched.domain.lease import LeaderLease, new_holder_id
-from jobsched.domain.loop import SchedulerGroup, SchedulerLoop, TickMetrics, adopted_partitions
-from jobsched.domain.planning import TickLimits
-from jobsched.domain.retries import Failures
-from jobsched.domain.supervision import Waiter
-from jobsched.domain.sweeper import Sweeper
-from jobsched.domain.tick import Scheduler
-from jobsched.domain.worker import Worker
 from jobsched.settings import Settings, get_settings
-from jobsched.store.control import ControlStore
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
-from jobsched.targets import Targets
-from jobsched.targets.aws import LambdaExecutor, SqsExecutor
-from jobsched.targets.commands import CommandExecutor
-from jobsched.targets.http import AddressPolicy, HttpExecutor
-from jobsched.targets.ownership import TAG_READ_CALLS, ActingForOwner, OwnerClients, TargetTags
-from jobsched.targets.shell import ShellExecutor
-from jobsched.worker_runtime import Batches
+
+if TYPE_CHECKING:
+    from jobsched.adapters.alerts import DeadRunNotifier
+    from jobsched.adapters.queue import RunQueue
+    from jobsched.api.app import Api
+    from jobsched.api.service import JobService
+    from jobsched.domain.loop import SchedulerGroup, SchedulerLoop, TickMetrics
+    from jobsched.domain.planning import TickLimits
+    from jobsched.domain.retries import Failures
+    from jobsched.domain.supervision import Waiter
+    from jobsched.domain.sweeper import Sweeper
+    from jobsched.domain.worker import Worker
+    from jobsched.store.control import ControlStore
+    from jobsched.store.jobs import JobStore
+    from jobsched.store.runs import RunStore
+    from jobsched.targets import Targets
+    from jobsched.worker_runtime import Batches
+
+# Each function imports only what it builds (the API's routes and models, the target executors and the
+# batch processor take a second or more to import between them): components are imported where they
+# are built, so a function's cold start pays only for its own.
 
 
 @dataclass(frozen=True)
@@ -75,22 +69,32 @@ class Components:
 
     def jobs(self) -> JobStore:
         """The JOBS table (job specs, scheduling state, the due index)."""
+        from jobsched.store.jobs import JobStore
+
         return JobStore(self.aws.table(self.settings.jobs_table))
 
     def runs(self) -> RunStore:
         """The RUNS table (run history, claims, the sweep index)."""
+        from jobsched.store.runs import RunStore
+
         return RunStore(self.aws.table(self.settings.runs_table))
 
     def control(self) -> ControlStore:
         """The CONTROL table (leases, watermarks, the partition high-water mark)."""
+        from jobsched.store.control import ControlStore
+
         return ControlStore(self.aws.dynamodb, self.settings.control_table)
 
     def run_queue(self) -> RunQueue:
         """The run queue (SQS): run messages, retries with delay, visibility changes."""
+        from jobsched.adapters.queue import RunQueue
+
         return RunQueue(self.aws.sqs, self.settings.run_queue_url)
 
     def notifier(self) -> DeadRunNotifier:
         """The dead-run queue + alerts topic adapter."""
+        from jobsched.adapters.alerts import DeadRunNotifier
+
         return DeadRunNotifier(
             self.aws.sqs,
             self.aws.sns,
@@ -100,6 +104,8 @@ class Components:
 
     def failures(self) -> Failures:
         """Retry/dead handling over the runs table, the run queue and the dead-run notifier."""
+        from jobsched.domain.retries import Failures
+
         return Failures(
             runs=self.runs(),
             queue=self.run_queue(),
@@ -115,6 +121,15 @@ class Components:
         target role ``settings.target_role_arn`` tagged with the owner when the deployment has one (AWS), else
         with the worker's own clients after an owner-tag check (local mode).
         """
+        from botocore.config import Config
+
+        from jobsched.targets import Targets
+        from jobsched.targets.aws import LambdaExecutor, SqsExecutor
+        from jobsched.targets.commands import CommandExecutor
+        from jobsched.targets.http import AddressPolicy, HttpExecutor
+        from jobsched.targets.ownership import ActingForOwner, OwnerClients, TargetTags
+        from jobsched.targets.shell import ShellExecutor
+
         settings, aws = self.settings, self.aws
         # Long synchronous invokes: read timeout past the worker's cap; no automatic retry of an invoke
         # (a retry after a read timeout would run the function twice).
@@ -177,6 +192,8 @@ class Components:
     def worker(self, *, targets: Targets | None = None, waiter: Waiter | None = None) -> Worker:
         """The worker: claims, runs and records one run per record (``targets`` default: :meth:`targets`;
         ``waiter`` default: real time between heartbeats)."""
+        from jobsched.domain.worker import Worker
+
         queue = self.run_queue()
         return Worker(
             settings=self.settings,
@@ -193,10 +210,14 @@ class Components:
     def worker_batches(self) -> Batches:
         """The worker function's batch runner: each record thread gets a worker of its own on boto3 clients
         of its own (:meth:`with_own_clients`), built on its first record and kept."""
+        from jobsched.worker_runtime import Batches
+
         return Batches(lambda: self.with_own_clients().worker())
 
     def sweeper(self) -> Sweeper:
         """The sweeper: one bounded pass over the runs table's sweep index per call of ``sweep()``."""
+        from jobsched.domain.sweeper import Sweeper
+
         return Sweeper(
             settings=self.settings,
             runs=self.runs(),
@@ -218,6 +239,11 @@ class Components:
         """A scheduler loop for ``partition`` (0 <= partition < ``settings.scheduler_partitions``, or above
         when ``adopted``). ``holder`` is the lease contender id (default: host, pid and a random suffix);
         ``tick_metrics`` defaults to Powertools EMF. Raises ValueError for a partition out of range."""
+        from jobsched.adapters.metrics import PowertoolsTickMetrics
+        from jobsched.domain.lease import LeaderLease, new_holder_id
+        from jobsched.domain.loop import SchedulerLoop
+        from jobsched.domain.tick import Scheduler
+
         scheduler = Scheduler(
             adopted=adopted,
             partition=partition,
@@ -257,6 +283,8 @@ class Components:
         (``adopted_partitions``; the high-water mark is kept in the CONTROL table: 1 request, plus a one-off
         scan of the due index when a deployment from before the mark first runs this code). Raises
         ValueError for a partition out of range."""
+        from jobsched.domain.loop import SchedulerGroup, adopted_partitions
+
         control = self.control()
         high_water, missing = control.raise_partition_high_water(self.settings.scheduler_partitions)
         if missing:  # a deployment from before the mark: its jobs tell how many partitions it ran
@@ -279,6 +307,10 @@ class Components:
     def job_service(self) -> JobService:
         """The API's use cases. Reading a target's tags is advisory (IAM decides at run time): those reads
         get one short attempt (``TAG_READ_CALLS``) on clients of their own, never a slow request."""
+        from jobsched.api.idempotency import IdempotencyKeys
+        from jobsched.api.service import JobService
+        from jobsched.targets.ownership import TAG_READ_CALLS, TargetTags
+
         settings = self.settings
         tag_reads = replace(self.aws, calls=TAG_READ_CALLS)
         return JobService(
@@ -300,6 +332,9 @@ class Components:
     def api(self) -> Api:
         """What the API's routes need. Auth: bearer tokens when ``settings.local_tokens_file`` is set (local
         mode; raises ValueError for an unreadable tokens file), else the IAM principal API Gateway reports."""
+        from jobsched.api.app import Api
+        from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
+
         authenticator: Authenticator = (
             TokenAuthenticator.from_file(self.settings.local_tokens_file)
             if self.settings.local_tokens_file
