@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
@@ -69,6 +69,10 @@ from jobsched.local.state import (
 from jobsched.observability import logger
 from jobsched.ports.runs import MAX_DELAY_S, RunMessage
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from jobsched.api.app import Api
+    from jobsched.wiring import Components
 
 LOG_FILE = "local.log"
 METRICS_FILE = "metrics.log"
@@ -278,8 +282,8 @@ class LocalRuntime:
         self._stopped = False
         self._console = sys.stdout
         self._redirected: Any = None
-        self._api: Any = None
-        self.components: Any = None
+        self._api: Api | None = None
+        self.components: Components | None = None
         """The ``jobsched.wiring.Components`` everything runs on (set by ``start()``)."""
 
     def emit(self, line: str) -> None:
@@ -407,7 +411,7 @@ class LocalRuntime:
 
         return handler(event, context, api=self._api)
 
-    def _start_schedulers(self, components: Any) -> None:
+    def _start_schedulers(self, components: Components) -> None:
         from jobsched.domain.lease import new_holder_id
 
         stop = self._stop_scheduling
@@ -417,7 +421,7 @@ class LocalRuntime:
                 loop = pacing.scheduler_group(partition, holder=new_holder_id(f"local-scheduler-{index}"))
                 self._spawn("scheduling", f"scheduler-{index}-p{partition}", _run_loop, loop, stop)
 
-    def _start_workers(self, components: Any) -> None:
+    def _start_workers(self, components: Components) -> None:
         from jobsched.handlers.worker import handler
 
         batches = components.worker_batches()  # each record thread: a worker on clients of its own
@@ -432,7 +436,7 @@ class LocalRuntime:
             )
             self._spawn("workers", f"worker-{index}", source.run, self._stop_workers)
 
-    def _sweep_loop(self, components: Any) -> None:
+    def _sweep_loop(self, components: Components) -> None:
         from jobsched.handlers.sweeper import handler
 
         event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
