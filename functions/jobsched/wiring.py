@@ -1,9 +1,10 @@
 """The composition root: every component of jobsched built from one ``Settings`` and one ``Aws``.
 
-The Lambda handlers (``jobsched.handlers``), local mode, the tests and the bench all build their stores,
-queues, notifier, targets, scheduler loops, worker, sweeper and API from a :class:`Components`; nothing
-else constructs an adapter. In a Lambda, ``Components.from_environment()`` reads the settings the stack
-sets and creates boto3 clients lazily (never at import, so moto can intercept them).
+The Lambda handlers (``jobsched.handlers``), local mode, the tests and the bench build their stores, queues,
+notifier, targets, scheduler loops, worker, sweeper and API from a :class:`Components`, so each component is
+wired in one place. In a Lambda, ``Components.from_environment()`` reads the settings the stack sets and
+creates boto3 clients lazily (never at import, so moto can intercept them); the handlers take the
+components they run on as optional arguments, which is how local mode and the tests pass their own.
 """
 
 from __future__ import annotations
