@@ -6,8 +6,8 @@ validation. Admission runs before validation so that an oversized or unauthentic
 before its body is parsed. The routes only translate between HTTP and the use cases of ``service``; every
 error response comes from ``errors``.
 
-Dependencies come from :func:`get_api` through Powertools ``Depends``; local mode and tests hand in their own
-wiring with :func:`install` (Powertools ``dependency_overrides``).
+Dependencies come from :func:`get_api` through Powertools ``Depends``: the ``Api`` the caller of
+:func:`resolve_with` (the API Lambda handler) serves the request with, built by ``jobsched.wiring``.
 
 Powertools keeps the current event on the resolver class, so one process resolves one request at a time
 (as a Lambda execution environment does); ``jobsched.api.wsgi`` serializes requests accordingly.
@@ -35,23 +35,15 @@ from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn,
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
-from jobsched.adapters.queue import RunQueue
 from jobsched.api import routes
-from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
+from jobsched.api.auth import Authenticator
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.api.document import describe_rules, for_deployment
 from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody, register_error_handlers
 from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
-from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.service import JobService
-from jobsched.aws import Aws
-from jobsched.clock import system_clock
 from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus, drop_null
-from jobsched.settings import Settings, get_settings
-from jobsched.store.control import ControlStore
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
-from jobsched.targets.ownership import TAG_READ_CALLS, TargetTags
+from jobsched.settings import Settings
 
 API_TITLE = "jobsched"
 API_VERSION = "1.0.0"
@@ -67,54 +59,22 @@ class Api:
     authenticator: Authenticator
 
 
-def build_api(settings: Settings, aws: Aws, *, clock: Callable[[], int] = system_clock) -> Api:
-    """Wire the API to the AWS resources named by ``settings`` (clients made on first use, never at import).
-
-    Auth: bearer tokens when ``settings.local_tokens_file`` is set (local mode), else the IAM principal.
-    """
-    authenticator: Authenticator = (
-        TokenAuthenticator.from_file(settings.local_tokens_file)
-        if settings.local_tokens_file
-        else IamAuthenticator()
-    )
-    # Reading a target's tags is advisory (IAM decides at run time): one short attempt, never a slow request.
-    tag_reads = Aws(region=aws.region, endpoint_url=aws.endpoint_url, calls=TAG_READ_CALLS)
-    service = JobService(
-        settings=settings,
-        jobs=JobStore(aws.table(settings.jobs_table)),
-        runs=RunStore(aws.table(settings.runs_table)),
-        queue=RunQueue(aws.sqs, settings.run_queue_url),
-        clock=clock,
-        idempotency=IdempotencyKeys.on_dynamodb(settings.idempotency_table, aws.dynamodb),
-        target_tags=TargetTags(
-            settings.target_owner_tag_key,
-            lambda_client=lambda: tag_reads.lambda_,
-            sqs_client=lambda: tag_reads.sqs,
-            sts_client=lambda: tag_reads.sts,
-        ),
-        partition_marks=ControlStore(aws.dynamodb, settings.control_table),
-    )
-    return Api(settings=settings, service=service, authenticator=authenticator)
-
-
-@lru_cache(maxsize=1)
 def get_api() -> Api:
-    """The process's API wiring from the environment (cached for the life of the Lambda environment)."""
-    return build_api(get_settings(), Aws())
-
-
-def install(api: Api | None) -> None:
-    """Serve requests with ``api`` instead of :func:`get_api`'s wiring (local mode builds its own with
-    :func:`build_api`; tests too). ``None`` restores the default."""
-    if api is None:
-        app.dependency_overrides.pop(get_api, None)
-    else:
-        app.dependency_overrides[get_api] = lambda: api
+    """The wiring of the request being resolved (what the routes' ``Depends(get_api)`` sees): the ``Api``
+    handed to :func:`resolve_with`. Raises KeyError outside a request."""
+    return app.context["api"]  # type: ignore[no-any-return]
 
 
 def current_api() -> Api:
-    """``get_api()`` honouring ``app.dependency_overrides`` (what the routes' ``Depends(get_api)`` sees)."""
-    return app.dependency_overrides.get(get_api, get_api)()
+    """The current request's ``Api`` (:func:`get_api`), for code running before the routes (admission)."""
+    return get_api()
+
+
+def resolve_with(api: Api, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Resolve one API Gateway REST proxy ``event`` into its proxy response, served by ``api`` (built by
+    ``jobsched.wiring.Components.api``). Powertools clears the request's context after each request."""
+    app.append_context(api=api)
+    return app.resolve(event, context)
 
 
 def caller() -> str:

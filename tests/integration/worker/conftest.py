@@ -17,7 +17,6 @@ from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.worker import Worker
-from jobsched.handlers.worker import build_worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job, JobCreate, to_ms
 from jobsched.ports.runs import RunMessage
@@ -26,6 +25,7 @@ from jobsched.store.jobs import JobStore
 from jobsched.store.layout import new_run_item, sched_item, spec_item
 from jobsched.store.runs import RunStore
 from jobsched.targets import CancelToken, TargetCall, commands
+from jobsched.wiring import Components
 
 T0 = to_ms(datetime(2026, 1, 5, 2, 0, tzinfo=UTC))
 """The scheduled_for of most test runs (epoch ms)."""
@@ -147,7 +147,7 @@ def waiter(clock: FakeClock) -> Iterator[SimWaiter]:
 @pytest.fixture
 def worker(settings: Settings, aws: Aws, clock: FakeClock, waiter: SimWaiter) -> Worker:
     """The worker as the Lambda handler builds it, on moto, in simulated time."""
-    return build_worker(settings, aws, clock=clock, waiter=waiter)
+    return Components(settings, aws, clock=clock).worker(waiter=waiter)
 
 
 @pytest.fixture

@@ -13,13 +13,12 @@ from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
-from jobsched.handlers.sweeper import build_sweeper
-from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import DeadRun
 from jobsched.settings import Settings
 from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
+from jobsched.wiring import Components
 
 from .conftest import T0, Drain, SimWaiter
 
@@ -122,7 +121,7 @@ def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(
     record: Callable[..., dict[str, Any]],
 ) -> None:
     notifier = FlakyNotifier(failures=1)
-    worker = build_worker(settings, aws, clock=clock, waiter=waiter)
+    worker = Components(settings, aws, clock=clock).worker(waiter=waiter)
     worker.failures.dead_runs = notifier
     job = make_job(command="fail", retry={"max_attempts": 1})
     make_run(job)
@@ -132,7 +131,7 @@ def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(
     assert row is not None and row["status"] == RunStatus.DEAD and row["notify_pending"] is True
     assert notifier.sent == []
     # Then the sweeper, a minute later, sends it and clears the mark
-    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper = Components(settings, aws, clock=clock).sweeper()
     sweeper.failures.dead_runs = notifier
     clock.advance(61_000)
     report = sweeper.sweep()
@@ -155,9 +154,9 @@ def test_a_notification_failing_again_is_retried_later(
     record: Callable[..., dict[str, Any]],
 ) -> None:
     notifier = FlakyNotifier(failures=2)
-    worker = build_worker(settings, aws, clock=clock, waiter=waiter)
+    worker = Components(settings, aws, clock=clock).worker(waiter=waiter)
     worker.failures.dead_runs = notifier
-    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper = Components(settings, aws, clock=clock).sweeper()
     sweeper.failures.dead_runs = notifier
     job = make_job(command="fail", retry={"max_attempts": 1})
     make_run(job)
@@ -185,14 +184,14 @@ def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(
         def send(self, messages: Any) -> None:
             raise ConnectionError("SQS unreachable")
 
-    worker = build_worker(settings, aws, clock=clock, waiter=waiter)
+    worker = Components(settings, aws, clock=clock).worker(waiter=waiter)
     worker.failures.queue = DownQueue()
     job = make_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
     make_run(job)
     assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and row["status"] == RunStatus.RETRYING
-    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper = Components(settings, aws, clock=clock).sweeper()
     clock.advance(30_000)
     assert sweeper.sweep().requeued == 0  # retry due, but its message may still be on the way
     clock.advance(settings.sweep_queued_after_s * 1000)

@@ -14,13 +14,13 @@ from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
-from jobsched.handlers.worker import build_worker
 from jobsched.models import HttpTarget, Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
+from jobsched.wiring import Components
 
 from .conftest import T0, SimWaiter
 
@@ -83,7 +83,7 @@ def test_an_unexpected_exception_from_an_executor_is_a_failed_try(
         def execute(self, target: Any, call: TargetCall) -> str:
             raise RuntimeError("executor bug")
 
-    worker = build_worker(settings, aws, clock=clock, waiter=waiter, targets=Targets(command=Buggy()))
+    worker = Components(settings, aws, clock=clock).worker(waiter=waiter, targets=Targets(command=Buggy()))
     job = make_job()
     make_run(job)
     assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
@@ -111,7 +111,7 @@ def test_a_skip_of_a_run_taken_over_is_not_recorded(
             )
             return super().skip(*args, **kwargs)
 
-    worker = build_worker(settings, aws, clock=clock, waiter=waiter)
+    worker = Components(settings, aws, clock=clock).worker(waiter=waiter)
     worker.runs = TakenOver(runs.table)
     job = make_job()
     make_run(job)
@@ -165,7 +165,6 @@ def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
 ) -> None:
-    from jobsched.handlers.sweeper import build_sweeper
 
     job = make_job()
     make_run(job)
@@ -176,7 +175,7 @@ def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(
         ExpressionAttributeValues={":r": "running"},
     )
     clock.advance((settings.sweep_queued_after_s + settings.heartbeat_stale_s) * 1000)
-    report = build_sweeper(settings, aws, clock=clock).sweep()
+    report = Components(settings, aws, clock=clock).sweeper().sweep()
     assert report.conflicts == 1 and report.lost_workers == 0
 
 

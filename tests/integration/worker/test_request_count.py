@@ -17,6 +17,7 @@ from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
+from jobsched.wiring import Components
 
 from .conftest import T0, Context
 
@@ -116,10 +117,9 @@ def test_the_sweeper_idle_pass_costs_one_query_per_shard(
     clock: FakeClock,
     requests: Counter[str],
 ) -> None:
-    from jobsched.handlers.sweeper import build_sweeper
     from jobsched.store.layout import SWEEP_SHARDS
 
-    build_sweeper(settings, aws, clock=clock).sweep()
+    Components(settings, aws, clock=clock).sweeper().sweep()
     assert requests == {"dynamodb.Query": SWEEP_SHARDS}
 
 

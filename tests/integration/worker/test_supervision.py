@@ -15,13 +15,13 @@ from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
 from jobsched.domain.worker import Worker
-from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, RunStatus
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, commands
+from jobsched.wiring import Components
 from tests.support.processes import pid_written, process_gone
 
 from .conftest import T0, SimWaiter
@@ -275,8 +275,8 @@ def test_timeout_s_is_capped_by_the_worker_cap(
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
 ) -> None:
-    worker = build_worker(
-        settings.model_copy(update={"worker_timeout_cap_s": 2}), aws, clock=clock, waiter=waiter
+    worker = Components(settings.model_copy(update={"worker_timeout_cap_s": 2}), aws, clock=clock).worker(
+        waiter=waiter
     )
     job = make_job(command="hold", timeout_s=600)
     make_run(job)
@@ -299,8 +299,8 @@ def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
     # shell's own real-time limit, timeout_s, is far away: the worker's simulated timeout comes first)
     pidfile = tmp_path / "child.pid"
     waiter = SimWaiter(clock, parked=lambda: pid_written(pidfile))
-    worker = build_worker(
-        settings.model_copy(update={"allow_shell_targets": True}), aws, clock=clock, waiter=waiter
+    worker = Components(settings.model_copy(update={"allow_shell_targets": True}), aws, clock=clock).worker(
+        waiter=waiter
     )
     job = make_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=20)
     make_run(job)
@@ -349,14 +349,14 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
     job = make_job(schedule="* * * * *", overlap=overlap, command="block")
     make_run(job, T0)
     make_run(job, T0 + 60_000)
-    long_worker = build_worker(settings, aws, clock=clock)  # real waiter: beats are 30 s away
+    long_worker = Components(settings, aws, clock=clock).worker()  # real waiter: beats are 30 s away
     results: list[str] = []
     thread = threading.Thread(target=lambda: results.append(long_worker.handle_record(record(job.id, T0))))
     thread.start()
     assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     # When the 02:01 run is delivered to another worker
     clock.advance(60_000)
-    other = build_worker(settings, aws, clock=clock, waiter=waiter)
+    other = Components(settings, aws, clock=clock).worker(waiter=waiter)
     if overlap == "allow":
         blocking_command.set()  # let the second try finish too
     outcome = other.handle_record(record(job.id, T0 + 60_000, message_id="m-2"))
@@ -436,7 +436,7 @@ def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     job = make_job(schedule="every 5 seconds", overlap="skip", command="block")
     clock.now_ms = T0 + 760_000
     make_run(job, T0)
-    long_worker = build_worker(settings, aws, clock=clock)
+    long_worker = Components(settings, aws, clock=clock).worker()
     results: list[str] = []
     thread = threading.Thread(target=lambda: results.append(long_worker.handle_record(record(job.id, T0))))
     thread.start()
@@ -444,7 +444,7 @@ def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     for k in range(1, 151):  # the fires skipped meanwhile: 150 rows newer than the running one
         make_run(job, T0 + k * 5_000, status=RunStatus.SKIPPED, error="overlap")
     make_run(job, T0 + 755_000)
-    other = build_worker(settings, aws, clock=clock, waiter=waiter)
+    other = Components(settings, aws, clock=clock).worker(waiter=waiter)
     outcome = other.handle_record(record(job.id, T0 + 755_000, message_id="m-2"))
     blocking_command.set()
     thread.join(30)

@@ -14,19 +14,19 @@ from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.worker import Worker
-from jobsched.handlers.sweeper import build_sweeper
 from jobsched.models import Job, RunStatus
 from jobsched.settings import Settings
 from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall
+from jobsched.wiring import Components
 
 from .conftest import T0, Drain
 
 
 @pytest.fixture
 def sweeper(settings: Settings, aws: Aws, clock: FakeClock) -> Sweeper:
-    return build_sweeper(settings, aws, clock=clock)
+    return Components(settings, aws, clock=clock).sweeper()
 
 
 @pytest.fixture
@@ -238,7 +238,7 @@ def test_a_pass_is_bounded_and_the_rest_waits_for_the_next(
     job = make_job()
     for minute in range(5):
         make_run(job, T0 - minute * 60_000)
-    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper = Components(settings, aws, clock=clock).sweeper()
     sweeper.max_rows = 2
     clock.advance(settings.sweep_queued_after_s * 1000)
     first = sweeper.sweep()
@@ -270,7 +270,7 @@ def test_a_claim_between_the_read_and_the_write_wins(
 
     job = make_job()
     make_run(job)
-    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper = Components(settings, aws, clock=clock).sweeper()
     sweeper.runs = RacingRuns(runs.table)
     clock.advance(settings.sweep_queued_after_s * 1000)
     report = sweeper.sweep()
@@ -297,7 +297,7 @@ def test_a_failing_re_enqueue_is_reported_and_retried_on_a_later_pass(
 
     job = make_job()
     make_run(job)
-    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper = Components(settings, aws, clock=clock).sweeper()
     sweeper.queue = DownOnce(sweeper.queue)
     clock.advance(settings.sweep_queued_after_s * 1000)
     assert sweeper.sweep().errors == ["enqueue: ConnectionError"]
@@ -322,7 +322,7 @@ def test_one_bad_row_does_not_stop_the_pass(
     make_run(lost_job)
     make_run(queued_job)
     runs.claim(lost_job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
-    sweeper = build_sweeper(settings, aws, clock=clock)
+    sweeper = Components(settings, aws, clock=clock).sweeper()
     sweeper.jobs = BrokenSpecs()
     clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
     report = sweeper.sweep()
