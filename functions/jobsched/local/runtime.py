@@ -295,9 +295,10 @@ class LocalRuntime:
         saved = read_state(self.state_path)
         tokens_path, self.token, generated = prepare_tokens(config.data_dir, config.tokens_file)
         from jobsched.api.wsgi import ApiWsgiApp
+        from jobsched.handlers.api import handler as api_handler
 
         try:  # bind first: a busy port fails before anything else starts
-            self.server = ApiServer(ApiWsgiApp(), config.host, config.port)
+            self.server = ApiServer(ApiWsgiApp(api_handler), config.host, config.port)
         except OSError as error:
             raise OSError(
                 f"cannot listen on {config.host}:{config.port} ({error.strerror or error}); is another "

@@ -47,6 +47,7 @@ from jobsched.api.errors import IDEMPOTENCY_HEADER
 from jobsched.api.service import TIMING_FIELDS
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.aws import Aws
+from jobsched.handlers.api import handler
 from jobsched.models import JobCreate
 from jobsched.settings import Settings
 
@@ -111,7 +112,8 @@ schema = schemathesis.openapi.from_dict(
         }
     ),
 )
-schema.app = ApiWsgiApp()  # builds nothing until called; the probes of some checks use the schema's app
+# builds nothing until called; the probes of some checks use the schema's app
+schema.app = ApiWsgiApp(handler)
 
 
 def _instant(value: Any) -> datetime | None:
