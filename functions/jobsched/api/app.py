@@ -44,17 +44,6 @@ from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 from jobsched.targets.ownership import TAG_READ_CALLS, TargetTags
 
-__all__ = [
-    "REPLAYED_HEADER",
-    "Api",
-    "allowed_methods",
-    "app",
-    "build_api",
-    "current_api",
-    "get_api",
-    "install",
-]
-
 
 @dataclass(frozen=True)
 class Api:
