@@ -392,7 +392,7 @@ class LocalRuntime:
         self._threads[group].append(thread)
 
     def _start_schedulers(self, settings: Any, aws: Any) -> None:
-        from jobsched.lease import new_holder_id
+        from jobsched.domain.lease import new_holder_id
         from jobsched.scheduler_runtime import build_scheduler_group
 
         stop = self._stop_scheduling
