@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["job_detail", "jobs_table", "print_json", "show", "table", "when"]
+__all__ = ["job_detail", "jobs_table", "print_json", "print_table", "seconds", "show", "table", "when"]
 
 
 def _out() -> Console:
