@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.aws import Aws
-from jobsched.cli_commands import register
+from jobsched.cli import register
 from jobsched.client import JobschedClient
 from jobsched.handlers.api import handler
 from jobsched.settings import Settings
@@ -31,7 +31,7 @@ _teams = itertools.count(1)
 
 @dataclass
 class Cli:
-    """Runs ``jobsched ...`` (the commands of ``cli_commands``) against the in-process API as one team."""
+    """Runs ``jobsched ...`` (the commands ``jobsched.cli.register`` adds) against the in-process API as one team."""
 
     app: typer.Typer
     transport: httpx.BaseTransport
