@@ -67,7 +67,7 @@ TARGETS = (
         "USD per million runs (1 KiB input)", "cost_usd_per_million_runs.total", "<=", ON_DEMAND_TARGET_USD
     ),
     Target(
-        "USD per million runs, provisioned (1 KiB input)",
+        "USD per million runs, provisioned (1 KiB)",
         "cost_usd_per_million_runs_provisioned.total",
         "<=",
         PROVISIONED_TARGET_USD,
@@ -272,11 +272,11 @@ def table(results: dict[str, Any]) -> str:
         ("read units per run, 1 KiB input", "rcu_per_run.input_1KiB.total"),
         ("USD per million runs, 32 KiB input", "cost_usd_per_million_runs.input_32KiB.total"),
         (
-            "write units per run for the on-demand target",
+            "WCU per run for the on-demand target",
             "cost_usd_per_million_runs.write_units_per_run_for_target.write_units_per_run",
         ),
         (
-            "write units per run for the provisioned target",
+            "WCU per run for the provisioned target",
             "cost_usd_per_million_runs_provisioned.write_units_per_run_for_target.write_units_per_run",
         ),
         (
