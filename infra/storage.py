@@ -60,11 +60,8 @@ def build_table(
     options = options or InfraOptions()
     provisioned = options.provisioned
     # Initial capacity of a provisioned table or index: the floor; auto scaling raises it with the load.
-    initial: dict[str, int] = (
-        {"read_capacity": options.capacity_min_read, "write_capacity": options.capacity_min_write}
-        if provisioned
-        else {}
-    )
+    read_capacity = options.capacity_min_read if provisioned else None
+    write_capacity = options.capacity_min_write if provisioned else None
     retained = definition.id in RETAINED
     table = dynamodb.Table(
         scope,
@@ -74,7 +71,8 @@ def build_table(
         billing_mode=dynamodb.BillingMode.PROVISIONED
         if provisioned
         else dynamodb.BillingMode.PAY_PER_REQUEST,
-        **initial,
+        read_capacity=read_capacity,
+        write_capacity=write_capacity,
         # Encrypted at rest with the AWS owned key (DynamoDB's default, no KMS cost).
         time_to_live_attribute=definition.ttl_attribute,
         point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
@@ -92,7 +90,8 @@ def build_table(
             sort_key=_attribute(index.sort) if index.sort else None,
             projection_type=_PROJECTIONS[index.projection],
             non_key_attributes=list(index.non_key) if index.projection == "INCLUDE" else None,
-            **initial,
+            read_capacity=read_capacity,
+            write_capacity=write_capacity,
         )
     if provisioned:
         _auto_scale(table, definition, options)
