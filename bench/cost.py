@@ -148,7 +148,8 @@ def units_per_run_for_target(
     """The write units per run at which ``cost`` (a cost breakdown with ``total``) would come to
     ``target_usd`` per million runs, everything else unchanged: ``write_units - (total - target) /
     usd_per_write_unit`` (``usd_per_write_unit``: dollars per million runs one more write unit per run adds).
-    Negative when the other items alone exceed the target."""
+    Negative when the other items alone exceed the target. Raises ``ValueError`` when
+    ``usd_per_write_unit`` is not positive."""
     if usd_per_write_unit <= 0:
         raise ValueError("usd_per_write_unit must be positive")
     return write_units - (cost["total"] - target_usd) / usd_per_write_unit
