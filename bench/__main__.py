@@ -75,7 +75,8 @@ def _spawn(name: str, out: Path, args: argparse.Namespace) -> subprocess.Popen[b
 
 
 def _deployment() -> dict[str, Any]:
-    """Memory sizes and batch size of the CDK app's defaults, and the scheduler invocation's billed time."""
+    """Memory sizes, batch size and provisioned-capacity settings of the CDK app's defaults, and the
+    scheduler invocation's billed time."""
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     with contextlib.redirect_stdout(io.StringIO()):  # jsii's banners, if any
         from infra.config import InfraOptions
@@ -88,6 +89,9 @@ def _deployment() -> dict[str, Any]:
         "worker_batch_size": options.worker_batch_size,
         "scheduler_memory_mb": options.scheduler_memory_mb,
         "scheduler_invocation_s": SCHEDULER_TIMEOUT_S - STOP_BEFORE_MS / 1000,
+        "capacity_target_utilization": options.capacity_target_utilization,
+        "capacity_min_read": options.capacity_min_read,
+        "capacity_min_write": options.capacity_min_write,
     }
 
 

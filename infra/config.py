@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from constructs import Node
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -139,6 +139,36 @@ class InfraOptions(BaseModel):
         "queue, in flight, while its try runs: above the longest job timeout, the default leaves 5 minutes "
         "of waiting on top of a whole 900 s try)",
     )
+    capacity: Literal["on_demand", "provisioned"] = Field(
+        "on_demand",
+        description="DynamoDB capacity mode of every table and index: on_demand (pay per request, no "
+        "planning) or provisioned (read and write capacity with target-tracking auto scaling)",
+    )
+    capacity_min_read: int = Field(
+        5, ge=1, le=40_000, description="provisioned mode: least read capacity units of each table and index"
+    )
+    capacity_max_read: int = Field(
+        4000,
+        ge=1,
+        le=40_000,
+        description="provisioned mode: most read capacity units of each table and index",
+    )
+    capacity_min_write: int = Field(
+        5, ge=1, le=40_000, description="provisioned mode: least write capacity units of each table and index"
+    )
+    capacity_max_write: int = Field(
+        4000,
+        ge=1,
+        le=40_000,
+        description="provisioned mode: most write capacity units of each table and index",
+    )
+    capacity_target_utilization: int = Field(
+        70,
+        ge=20,
+        le=90,
+        description="provisioned mode: consumed / provisioned capacity, percent, that auto scaling keeps "
+        "(Application Auto Scaling accepts 20..90 for DynamoDB)",
+    )
     target_function_arns: tuple[str, ...] = Field(
         (),
         description="extra Lambda function ARNs (e.g. in other accounts) the target role may invoke, still "
@@ -168,6 +198,11 @@ class InfraOptions(BaseModel):
                 return json.loads(text)
             return [part.strip() for part in text.split(",") if part.strip()]
         return value
+
+    @property
+    def provisioned(self) -> bool:
+        """True when the tables use provisioned capacity with auto scaling (``capacity=provisioned``)."""
+        return self.capacity == "provisioned"
 
     @property
     def log_retention_name(self) -> str:
@@ -213,6 +248,12 @@ class DeploymentConfig:
                 f"context value 'worker_timeout_cap_s': at most {margin} (the worker function times out "
                 f"after {resources.WORKER_FUNCTION_TIMEOUT_S} s and needs {WORKER_BOOKKEEPING_S} s to record the try)"
             )
+        for kind in ("read", "write"):
+            low, high = getattr(infra, f"capacity_min_{kind}"), getattr(infra, f"capacity_max_{kind}")
+            if low > high:
+                raise ConfigError(
+                    f"context value 'capacity_min_{kind}': {low} is above capacity_max_{kind} ({high})"
+                )
         return cls(settings=settings, infra=infra)
 
     def runtime_environment(self) -> dict[str, str]:

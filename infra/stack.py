@@ -40,7 +40,7 @@ class JobschedStack(cdk.Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.storage = Storage(self, "Storage")
+        self.storage = Storage(self, "Storage", options=config.infra)
         self.messaging = Messaging(self, "Messaging")
         self.functions = Functions(
             self,

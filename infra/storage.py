@@ -1,4 +1,10 @@
-"""DynamoDB tables, built from the one definition in ``jobsched.resources`` (never a second key schema)."""
+"""DynamoDB tables, built from the one definition in ``jobsched.resources`` (never a second key schema).
+
+Capacity mode is the deployment setting ``capacity`` (``infra.config.InfraOptions``): ``on_demand`` (pay per
+request) or ``provisioned``, where every table and every global secondary index gets read and write capacity
+that Application Auto Scaling keeps at ``capacity_target_utilization`` percent between the min and max
+settings. Local mode and the tests provision from ``TableDef.create_table_kwargs`` and stay on-demand.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from infra.config import InfraOptions
 from infra.nag import acknowledge
 from jobsched import resources
 from jobsched.resources import Key, TableDef
@@ -40,19 +47,32 @@ def _attribute(key: Key) -> dynamodb.Attribute:
     return dynamodb.Attribute(name=key.name, type=_ATTRIBUTE_TYPES[key.type])
 
 
-def build_table(scope: Construct, definition: TableDef) -> dynamodb.Table:
-    """One on-demand table from its shared definition: keys, GSIs with their projections, TTL, PITR.
+def build_table(
+    scope: Construct, definition: TableDef, options: InfraOptions | None = None
+) -> dynamodb.Table:
+    """One table from its shared definition: keys, GSIs with their projections, TTL, PITR, capacity.
 
-    Retained tables (jobs, runs) get ``RemovalPolicy.RETAIN`` and deletion protection; the others
-    are destroyed with the stack.
+    ``options`` (default: ``InfraOptions()``, on-demand) chooses the capacity mode: with
+    ``capacity="provisioned"`` the table and each of its indexes start at the minimum read and write
+    capacity and get target-tracking auto scaling on both (``_auto_scale``). Retained tables (jobs, runs)
+    get ``RemovalPolicy.RETAIN`` and deletion protection; the others are destroyed with the stack.
     """
+    options = options or InfraOptions()
+    provisioned = options.provisioned
+    # Initial capacity of a provisioned table or index: the floor; auto scaling raises it with the load.
+    read_capacity = options.capacity_min_read if provisioned else None
+    write_capacity = options.capacity_min_write if provisioned else None
     retained = definition.id in RETAINED
     table = dynamodb.Table(
         scope,
         definition.id,
         partition_key=_attribute(definition.partition),
         sort_key=_attribute(definition.sort) if definition.sort else None,
-        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+        billing_mode=dynamodb.BillingMode.PROVISIONED
+        if provisioned
+        else dynamodb.BillingMode.PAY_PER_REQUEST,
+        read_capacity=read_capacity,
+        write_capacity=write_capacity,
         # Encrypted at rest with the AWS owned key (DynamoDB's default, no KMS cost).
         time_to_live_attribute=definition.ttl_attribute,
         point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
@@ -70,22 +90,52 @@ def build_table(scope: Construct, definition: TableDef) -> dynamodb.Table:
             sort_key=_attribute(index.sort) if index.sort else None,
             projection_type=_PROJECTIONS[index.projection],
             non_key_attributes=list(index.non_key) if index.projection == "INCLUDE" else None,
+            read_capacity=read_capacity,
+            write_capacity=write_capacity,
         )
+    if provisioned:
+        _auto_scale(table, definition, options)
     if not definition.point_in_time_recovery:
         acknowledge(table, "AwsSolutions-DDB3", _NO_PITR_REASONS[definition.id])
     return table
 
 
+def _auto_scale(table: dynamodb.Table, definition: TableDef, options: InfraOptions) -> None:
+    """Target-tracking auto scaling of read and write capacity on ``table`` and each of its indexes.
+
+    One scalable target per dimension (``dynamodb:table:ReadCapacityUnits``, ``...:WriteCapacityUnits``
+    and the ``dynamodb:index:...`` ones), between ``capacity_min_*`` and ``capacity_max_*`` units, with a
+    target-tracking policy holding consumed / provisioned at ``capacity_target_utilization`` percent.
+    Auto scaling reacts in minutes (it raises capacity after about two minutes above the target, and
+    DynamoDB limits how often capacity may decrease, 27 times a day): a known rush is pre-scaled with
+    scheduled actions on these targets (docs/deploy.md).
+    """
+    read = {"min_capacity": options.capacity_min_read, "max_capacity": options.capacity_max_read}
+    write = {"min_capacity": options.capacity_min_write, "max_capacity": options.capacity_max_write}
+    target = options.capacity_target_utilization
+    table.auto_scale_read_capacity(**read).scale_on_utilization(target_utilization_percent=target)
+    table.auto_scale_write_capacity(**write).scale_on_utilization(target_utilization_percent=target)
+    for index in definition.indexes:
+        table.auto_scale_global_secondary_index_read_capacity(index.name, **read).scale_on_utilization(
+            target_utilization_percent=target
+        )
+        table.auto_scale_global_secondary_index_write_capacity(index.name, **write).scale_on_utilization(
+            target_utilization_percent=target
+        )
+
+
 class Storage(Construct):
     """Every table of ``resources.TABLES``; ``tables`` maps a definition's ``env_var`` to its table.
+
+    ``options`` carries the capacity settings (default: on-demand).
 
     Attributes ``jobs``, ``runs``, ``control`` and ``idempotency`` name them for the other constructs.
     """
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, options: InfraOptions | None = None) -> None:
         super().__init__(scope, construct_id)
         self.tables: dict[str, dynamodb.Table] = {
-            definition.env_var: build_table(self, definition) for definition in resources.TABLES
+            definition.env_var: build_table(self, definition, options) for definition in resources.TABLES
         }
         self.jobs = self.tables[resources.JOBS.env_var]
         self.runs = self.tables[resources.RUNS.env_var]

@@ -12,6 +12,7 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
 
 from infra.stack import JobschedStack, build_app
 
@@ -51,3 +52,16 @@ def synthesize(outdir: Path, context: dict[str, Any], env: cdk.Environment | Non
     app.synth()
     raw = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
     return Synth(stack=stack, raw=raw, template=Template.from_json(raw), outdir=outdir)
+
+
+def nag_violations(scope: Any) -> list[dict[str, Any]]:
+    """cdk-nag's AwsSolutions findings on ``scope``, acknowledged ones excluded: rule, severity, where."""
+    report = AwsSolutionsChecks(verbose=False).validate_scope(scope)
+    return [
+        {
+            "rule": v.rule_name,
+            "severity": v.severity,
+            "where": [r.construct_path for r in v.violating_resources],
+        }
+        for v in report.violations
+    ]

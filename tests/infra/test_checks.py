@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_sqs as sqs
-from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import lint
 
-from tests.infra.support import Synth, synthesize
+from tests.infra.support import Synth, nag_violations, synthesize
 
 
 @pytest.fixture(scope="module")
@@ -21,20 +19,8 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(tmp_path_factory.mktemp("cdk-out"), {})
 
 
-def _violations(scope: Any) -> list[dict[str, Any]]:
-    report = AwsSolutionsChecks(verbose=False).validate_scope(scope)
-    return [
-        {
-            "rule": v.rule_name,
-            "severity": v.severity,
-            "where": [r.construct_path for r in v.violating_resources],
-        }
-        for v in report.violations
-    ]
-
-
 def test_cdk_nag_reports_nothing_unacknowledged(synth: Synth) -> None:
-    violations = _violations(synth.stack)
+    violations = nag_violations(synth.stack)
     assert [v for v in violations if v["severity"] == "error"] == []
     # Warnings were reviewed too (each acknowledged with a reason): none is left.
     assert violations == []
@@ -45,7 +31,7 @@ def test_the_nag_check_does_see_a_violation() -> None:
     stack = cdk.Stack(cdk.App(), "Probe")
     sqs.Queue(stack, "Bare", encryption=sqs.QueueEncryption.UNENCRYPTED)
     # When the same checks run on it, then they report errors (so an empty report above means something).
-    rules = {v["rule"] for v in _violations(stack) if v["severity"] == "error"}
+    rules = {v["rule"] for v in nag_violations(stack) if v["severity"] == "error"}
     assert {"AwsSolutions-SQS2", "AwsSolutions-SQS3", "AwsSolutions-SQS4"} <= rules
 
 
