@@ -37,7 +37,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from jobsched.adapters.queue import RunQueue
+from jobsched.adapters.queue import RunQueue, delivery_of
 from jobsched.api.app import build_api
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.wsgi import api_context
@@ -50,6 +50,7 @@ from jobsched.domain.worker import Deferred
 from jobsched.handlers.sweeper import build_sweeper
 from jobsched.handlers.worker import build_worker
 from jobsched.models import JobCreate, JobPatch, from_ms, to_ms
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.schedules import parse_schedule
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
@@ -317,14 +318,14 @@ class PromisesMachine(RuleBasedStateMachine):
 
             def failing(job_id: str) -> Any:
                 self.worker.jobs.get_spec = real  # type: ignore[method-assign]
-                raise ConnectionError("transient storage error after the claim")
+                raise StoreUnavailable("transient storage error after the claim")
 
             self.worker.jobs.get_spec = failing  # type: ignore[method-assign]
         try:
-            self.worker.handle_record(record)
+            self.worker.handle(delivery_of(record))
         except Deferred:
             self.late.append(message)  # handed back: it comes again
-        except ConnectionError:
+        except StoreUnavailable:
             pass  # the record failed: SQS redelivers it after its visibility timeout (modelled by the sweeper)
         finally:
             if get_spec_error:

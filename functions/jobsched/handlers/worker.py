@@ -1,8 +1,9 @@
 """Worker Lambda: SQS batches from the run queue, one record per run, partial batch failure reporting
 (Powertools ``AsyncBatchProcessor``; the event source mapping needs ``ReportBatchItemFailures``). The
-per-record logic is ``jobsched.worker.Worker.handle_record``; local mode's worker pool calls this same
-handler with SQS event dicts (records with ``messageId``, ``receiptHandle``, ``body``, ``attributes``,
-``eventSourceARN``) and a context object carrying ``aws_request_id`` and the other Lambda context fields.
+per-record logic is ``jobsched.domain.worker.Worker.handle`` (of ``adapters.queue.delivery_of(record)``);
+local mode's worker pool calls this same handler with SQS event dicts (records with ``messageId``,
+``receiptHandle``, ``body``, ``attributes``, ``eventSourceARN``) and a context object carrying
+``aws_request_id`` and the other Lambda context fields.
 
 The records of a batch run concurrently, each in its own thread: a run waits for no other run's target
 (run k of a batch of 10 starts as early as run 1: "starts within seconds"), and every record is claimed
@@ -46,7 +47,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
 from jobsched.adapters.alerts import DeadRunNotifier
-from jobsched.adapters.queue import RunQueue
+from jobsched.adapters.queue import RunQueue, delivery_of
 from jobsched.aws import Aws, new_session
 from jobsched.clock import Clock, system_clock
 from jobsched.domain.retries import Failures
@@ -214,7 +215,7 @@ def record_pool(size: int) -> ThreadPoolExecutor:
 
 def _handle_record(record: SQSRecord, lambda_context: LambdaContext | None) -> str:
     """Runs in a pool thread: that thread's worker handles the record."""
-    return worker_factory().handle_record(record, lambda_context)
+    return worker_factory().handle(delivery_of(record, lambda_context))
 
 
 def process_batch(event: dict[str, Any], context: LambdaContext | None) -> PartialItemFailureResponse:

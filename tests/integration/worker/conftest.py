@@ -20,10 +20,10 @@ from jobsched.domain.worker import Worker
 from jobsched.handlers.worker import build_worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job, JobCreate, to_ms
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.runs import RunMessage, RunRow, new_run
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
-from jobsched.store.layout import new_run_item, sched_item, spec_item
+from jobsched.store.layout import sched_item, spec_item
 from jobsched.store.runs import RunStore
 from jobsched.targets import CancelToken, TargetCall, commands
 
@@ -196,11 +196,11 @@ def make_job(jobs: JobStore, clock: FakeClock) -> Callable[..., Job]:
 
 
 @pytest.fixture
-def make_run(runs: RunStore, settings: Settings, clock: FakeClock) -> Callable[..., dict[str, Any]]:
+def make_run(runs: RunStore, settings: Settings, clock: FakeClock) -> Callable[..., RunRow]:
     """``make_run(job, scheduled_for_ms=T0)``: the run row the scheduler saves before it enqueues."""
 
-    def make(job: Job, scheduled_for_ms: int = T0, **kwargs: Any) -> dict[str, Any]:
-        item = new_run_item(
+    def make(job: Job, scheduled_for_ms: int = T0, **kwargs: Any) -> RunRow:
+        row = new_run(
             job.id,
             scheduled_for_ms,
             now_ms=clock(),
@@ -209,8 +209,8 @@ def make_run(runs: RunStore, settings: Settings, clock: FakeClock) -> Callable[.
             owner=job.owner,
             **kwargs,
         )
-        assert runs.put_new(item) is None
-        return item
+        assert runs.put_new(row) is None
+        return row
 
     return make
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
@@ -16,9 +17,8 @@ from jobsched.domain.worker import Worker
 from jobsched.handlers.sweeper import build_sweeper
 from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import DeadRun
+from jobsched.ports.runs import DeadRun, run_id
 from jobsched.settings import Settings
-from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 
 from .conftest import T0, Drain, SimWaiter
@@ -60,15 +60,15 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     )
     make_run(job)
     # When both attempts fail
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     clock.advance(10_000)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     # Then the run is dead after 2 attempts, out of the sweep index
     row = runs.get(job.id, T0)
     assert row is not None
-    assert row["status"] == RunStatus.DEAD and row["attempt"] == 2 and row["finished_at"] == clock()
-    assert "attempt 2 failed on purpose" in row["error"]
-    assert "sweep_pk" not in row and "notify_pending" not in row
+    assert row.status == RunStatus.DEAD and row.attempt == 2 and row.finished_at == clock()
+    assert "attempt 2 failed on purpose" in row.error
+    assert row.sweep_at is None and not row.notify_pending
     # exactly one dead-letter message: the envelope plus owner, job name and error
     dead_letters = drain(settings.dead_run_queue_url)
     assert len(dead_letters) == 1
@@ -127,9 +127,9 @@ def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(
     job = make_job(command="fail", retry={"max_attempts": 1})
     make_run(job)
     # When the alert cannot be sent at the run's death
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.DEAD and row["notify_pending"] is True
+    assert row is not None and row.status == RunStatus.DEAD and row.notify_pending is True
     assert notifier.sent == []
     # Then the sweeper, a minute later, sends it and clears the mark
     sweeper = build_sweeper(settings, aws, clock=clock)
@@ -140,7 +140,7 @@ def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(
     assert [d.run_id for d in notifier.sent] == [run_id(job.id, T0)]
     assert notifier.sent[0].owner == job.owner and notifier.sent[0].attempts == 1
     row = runs.get(job.id, T0)
-    assert row is not None and "notify_pending" not in row and "sweep_pk" not in row
+    assert row is not None and not row.notify_pending and row.sweep_at is None
     assert sweeper.sweep().notified == 0
 
 
@@ -161,7 +161,7 @@ def test_a_notification_failing_again_is_retried_later(
     sweeper.failures.dead_runs = notifier
     job = make_job(command="fail", retry={"max_attempts": 1})
     make_run(job)
-    worker.handle_record(record(job.id, T0))
+    worker.handle(delivery_of(record(job.id, T0)))
     clock.advance(61_000)
     first = sweeper.sweep()
     assert first.notified == 0 and first.deferred == 1
@@ -189,16 +189,16 @@ def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(
     worker.failures.queue = DownQueue()
     job = make_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
     make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RETRYING
+    assert row is not None and row.status == RunStatus.RETRYING
     sweeper = build_sweeper(settings, aws, clock=clock)
     clock.advance(30_000)
     assert sweeper.sweep().requeued == 0  # retry due, but its message may still be on the way
     clock.advance(settings.sweep_queued_after_s * 1000)
     assert sweeper.sweep().requeued == 1
     assert drain.bodies(settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
 
 
 @pytest.mark.parametrize("owner", ["team-a", "arn:aws:iam::123456789012:role/billing"])
@@ -215,5 +215,5 @@ def test_alert_attributes_carry_any_owner(
     queue = _subscribe(aws, settings, owner, queue_name="owner-alerts")
     job = make_job(owner=owner, command="fail", retry={"max_attempts": 1})
     make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     assert len(drain(queue)) == 1

@@ -10,13 +10,16 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.handlers.worker import build_worker
 from jobsched.models import HttpTarget, Job, LambdaTarget, RunStatus, SqsTarget
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.settings import Settings
+from jobsched.store.layout import spec_item
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
@@ -62,10 +65,10 @@ def test_a_failed_try_of_a_run_taken_over_changes_nothing(
     job = make_job(command="steal-and-fail", retry={"max_attempts": max_attempts})
     make_run(job)
     # Then its failure is not recorded: the run is the other worker's
-    assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RUNNING and row["worker"] == "thief"
-    assert "error" not in row
+    assert row is not None and row.status == RunStatus.RUNNING and row.worker == "thief"
+    assert row.error is None
     assert "Messages" not in aws.sqs.receive_message(QueueUrl=settings.dead_run_queue_url, WaitTimeSeconds=0)
 
 
@@ -86,9 +89,9 @@ def test_an_unexpected_exception_from_an_executor_is_a_failed_try(
     worker = build_worker(settings, aws, clock=clock, waiter=waiter, targets=Targets(command=Buggy()))
     job = make_job()
     make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
-    assert row is not None and row["error"] == "RuntimeError: executor bug"
+    assert row is not None and row.error == "RuntimeError: executor bug"
 
 
 def test_a_skip_of_a_run_taken_over_is_not_recorded(
@@ -115,10 +118,10 @@ def test_a_skip_of_a_run_taken_over_is_not_recorded(
     worker.runs = TakenOver(runs.table)
     job = make_job()
     make_run(job)
-    jobs.delete(jobs.get_spec(job.id))
-    assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
+    jobs.delete(spec_item(job))
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RUNNING
+    assert row is not None and row.status == RunStatus.RUNNING
 
 
 @pytest.mark.parametrize(
@@ -203,19 +206,20 @@ def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
     def throttled(*args: Any, **kwargs: Any) -> Any:
         if not failures:
             failures.append(step)
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, step)
+            # what the DynamoDB adapter raises for a throttle (its contract test forces the ClientError)
+            raise StoreUnavailable(f"{step}: ThrottlingException")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(worker.jobs, step, throttled)
     with pytest.raises(Deferred):
-        worker.handle_record(record(job.id, T0))
+        worker.handle(delivery_of(record(job.id, T0)))
     row = runs.get(job.id, T0)
-    assert row is not None and (row["status"], row["attempt"]) == (RunStatus.QUEUED, 0)
-    assert "worker" not in row and "started_at" not in row and calls == []
+    assert row is not None and (row.status, row.attempt) == (RunStatus.QUEUED, 0)
+    assert row.worker is None and row.started_at is None and calls == []
     # the delivery comes back and the one try the job allows runs
-    assert worker.handle_record(record(job.id, T0, message_id="m-again")) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0, message_id="m-again"))) == Outcome.SUCCEEDED
     row = runs.get(job.id, T0)
-    assert row is not None and (row["status"], row["attempt"]) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1
+    assert row is not None and (row.status, row.attempt) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1
 
 
 def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
@@ -245,9 +249,9 @@ def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(worker.jobs, "release_overlap", throttled)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     clock.advance(10_000)
-    assert worker.handle_record(record(job.id, T0 + 10_000, message_id="m2")) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0 + 10_000, message_id="m2"))) == Outcome.SUCCEEDED
 
 
 def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(
@@ -272,8 +276,8 @@ def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(
     outcomes = []
     for n in range(3):
         try:
-            outcomes.append(worker.handle_record(record(job.id, T0, message_id=f"m{n}")))
+            outcomes.append(worker.handle(delivery_of(record(job.id, T0, message_id=f"m{n}"))))
         except Exception as error:
             outcomes.append(type(error).__name__)
     row = runs.get(job.id, T0)
-    assert row["attempt"] > 0 or row["status"] != "queued", (outcomes, row["status"], row["attempt"])
+    assert row.attempt > 0 or row.status != "queued", (outcomes, row.status, row.attempt)

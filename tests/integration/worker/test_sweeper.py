@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
@@ -16,8 +17,9 @@ from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.worker import Worker
 from jobsched.handlers.sweeper import build_sweeper
 from jobsched.models import Job, RunStatus
+from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.layout import run_id
+from jobsched.store.layout import spec_item
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall
 
@@ -65,7 +67,7 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     assert sweeper.sweep().requeued == 0
     assert drain.bodies(settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
     # and the worker runs it; the finished run leaves the sweep index
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     assert len(calls) == 1
     clock.advance(3_600_000)
     assert sweeper.sweep().examined == 0
@@ -92,7 +94,7 @@ def test_a_run_stuck_queued_is_re_enqueued_with_growing_gaps(
     gaps = [b - a for a, b in itertools.pairwise(sweeps_at)]
     assert gaps == [after, 2 * after, 4 * after][: len(gaps)] and len(gaps) >= 2
     row = runs.get(job.id, T0)
-    assert row is not None and row["sweeps"] == len(sweeps_at) and row["status"] == RunStatus.QUEUED
+    assert row is not None and row.sweeps == len(sweeps_at) and row.status == RunStatus.QUEUED
 
 
 def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backoff(
@@ -116,22 +118,20 @@ def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backof
     clock.advance(settings.sweep_queued_after_s * 1000 - 60_000)
     assert sweeper.sweep().deferred == 1
     row = runs.get(job.id, T0)
-    assert (
-        row is not None and row["sweep_at"] == row["heartbeat_at"] + settings.heartbeat_stale_s * 1000 + 1000
-    )
+    assert row is not None and row.sweep_at == row.heartbeat_at + settings.heartbeat_stale_s * 1000 + 1000
     # Once it has been silent for heartbeat_stale_s, the try counts as failed: retrying, with backoff
     clock.advance(settings.heartbeat_stale_s * 1000)
     report = sweeper.sweep()
     assert report.lost_workers == 1 and report.dead == 0
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RETRYING and row["attempt"] == 1
-    assert row["error"].startswith("worker lost during attempt 1: no heartbeat since")
+    assert row is not None and row.status == RunStatus.RETRYING and row.attempt == 1
+    assert row.error.startswith("worker lost during attempt 1: no heartbeat since")
     assert [(json.loads(e["MessageBody"]), e["DelaySeconds"]) for e in sent] == [
         ({"job_id": job.id, "scheduled_for": T0}, 60)
     ]
     # Then the retry runs as attempt 2, with the same key
     clock.advance(60_000)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     assert [(c.attempt, c.run_id) for c in calls] == [(2, run_id(job.id, T0))]
 
 
@@ -149,17 +149,17 @@ def test_a_run_that_keeps_killing_its_worker_ends_dead(
     make_run(job)
     stale = (settings.heartbeat_stale_s + 1) * 1000
     for attempt in (1, 2):
-        claimed, _ = runs.claim(
+        claimed = runs.claim(
             job.id, T0, worker=f"w{attempt}", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock()
-        )
+        ).claimed
         assert claimed
         clock.advance(stale)
         report = sweeper.sweep()
         assert report.lost_workers == 1
     assert report.dead == 1
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.DEAD and row["attempt"] == 2
-    assert "sweep_pk" not in row
+    assert row is not None and row.status == RunStatus.DEAD and row.attempt == 2
+    assert row.sweep_at is None
     dead_letters = drain.bodies(settings.dead_run_queue_url)
     assert [d["run_id"] for d in dead_letters] == [run_id(job.id, T0)]
     clock.advance(3_600_000)
@@ -178,11 +178,11 @@ def test_a_lost_worker_of_a_deleted_job_is_skipped(
     job = make_job()
     make_run(job)
     runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
-    jobs.delete(jobs.get_spec(job.id))
+    jobs.delete(spec_item(job))
     clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
     assert sweeper.sweep().skipped == 1
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.SKIPPED and "deleted" in row["error"]
+    assert row is not None and row.status == RunStatus.SKIPPED and "deleted" in row.error
 
 
 def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
@@ -203,7 +203,7 @@ def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
     report = sweeper.sweep()
     assert report.deferred == 1 and report.requeued == 0 and sent == []
     row = runs.get(job.id, T0)
-    assert row is not None and row["sweep_at"] == retry_at + settings.sweep_queued_after_s * 1000
+    assert row is not None and row.sweep_at == retry_at + settings.sweep_queued_after_s * 1000
 
 
 def test_finished_rows_still_in_the_index_are_cleared(
@@ -225,7 +225,7 @@ def test_finished_rows_still_in_the_index_are_cleared(
     clock.advance(settings.sweep_queued_after_s * 1000)
     assert sweeper.sweep().cleared == 1
     row = runs.get(job.id, T0)
-    assert row is not None and "sweep_pk" not in row and "sweep_at" not in row
+    assert row is not None and row.sweep_at is None and row.sweep_at is None
 
 
 def test_a_pass_is_bounded_and_the_rest_waits_for_the_next(
