@@ -13,6 +13,8 @@ from jobsched.observability import metrics
 from jobsched.settings import Settings, get_settings
 from tests.support.aws import set_fake_credentials
 
+pytest_plugins = ["tests.support.worker"]  # the worker tests' fixtures (clock, waiter, record, calls)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_environment() -> Iterator[None]:
