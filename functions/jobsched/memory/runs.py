@@ -31,6 +31,14 @@ class MemoryRunStore:
         with self._lock:
             return [self._rows[k] for k in sorted(self._rows)]
 
+    def force(self, job_id: str, scheduled_for_ms: int, **changes: Any) -> RunRow:
+        """Change fields of a row without any condition (for tests: another process's write, a crash's
+        leftovers). Raises KeyError when there is no such row."""
+        with self._lock:
+            key = RunKey(job_id, scheduled_for_ms)
+            self._rows[key] = replace(self._rows[key], **changes)
+            return self._rows[key]
+
     # --- inserts and reads ---------------------------------------------------------------------
 
     def put_new(self, row: RunRow) -> RunRow | None:

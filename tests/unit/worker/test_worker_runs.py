@@ -1,4 +1,4 @@
-"""The worker on moto: claim, success, duplicates, lost workers, deleted jobs, retries and dead runs."""
+"""The worker on the in-memory fakes: claim, success, duplicates, lost workers, deleted jobs, retries and dead runs."""
 
 from __future__ import annotations
 
@@ -9,37 +9,24 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
+from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.layout import spec_item
-from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall
+from tests.support.worker import T0
 
-from .conftest import T0, Drain
-
-
-@pytest.fixture
-def sent(aws: Aws) -> list[dict[str, Any]]:
-    """Every SendMessageBatch entry sent to the run queue (params seen through a botocore event hook)."""
-    entries: list[dict[str, Any]] = []
-
-    def capture(params: dict[str, Any], **_: Any) -> None:
-        entries.extend(params["Entries"])
-
-    aws.sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", capture)
-    return entries
+from .conftest import FakeDrain as Drain
 
 
 def test_a_run_succeeds_once_and_records_its_try(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
@@ -81,7 +68,7 @@ def test_a_duplicate_while_the_first_is_running_loses_the_claim(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
@@ -103,7 +90,7 @@ def test_a_redelivery_after_a_lost_worker_runs_again_with_the_same_key(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
@@ -114,12 +101,8 @@ def test_a_redelivery_after_a_lost_worker_runs_again_with_the_same_key(
     make_run(job)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED  # the first run of the target
     first_key = calls[0].idempotency_key
-    runs.table.update_item(  # rewind: as if that worker had died before recording its result
-        Key={"job_id": job.id, "scheduled_for": T0},
-        UpdateExpression="SET #s = :r, heartbeat_at = :hb",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":r": "running", ":hb": clock()},
-    )
+    # rewind: as if that worker had died before recording its result
+    runs.force(job.id, T0, status=RunStatus.RUNNING, heartbeat_at=clock())
     # When SQS redelivers the message after the heartbeat went stale
     clock.advance(settings.heartbeat_stale_s * 1000 + 1)
     assert worker.handle(delivery_of(record(job.id, T0, receive_count=2))) == Outcome.SUCCEEDED
@@ -135,11 +118,10 @@ def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
-    aws: Aws,
     settings: Settings,
     drain: Drain,
 ) -> None:
@@ -159,14 +141,14 @@ def test_a_run_of_a_deleted_job_is_skipped(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     jobs: Any,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
 ) -> None:
     job = make_job(command="record")
     make_run(job)
-    jobs.delete(spec_item(job))
+    jobs.delete(job.id)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SKIPPED
     assert calls == []
     row = runs.get(job.id, T0)
@@ -191,7 +173,7 @@ def test_a_failed_try_retries_with_backoff_then_succeeds_with_the_same_key(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     clock: FakeClock,
     sent: list[dict[str, Any]],
@@ -243,7 +225,7 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     jobs: Any,
     record: Callable[..., dict[str, Any]],
     clock: FakeClock,
@@ -253,11 +235,8 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     make_run(job)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     # the owner lowers max_attempts to 1 while the retry waits
-    spec, sched = jobs.get(job.id)
-    doc = json.loads(spec["doc"])
-    doc["retry"]["max_attempts"] = 1
-    doc["target"] = {"type": "command", "name": "record"}
-    jobs.replace({**spec, "doc": json.dumps(doc)}, sched, expected_updated_at=spec["updated_at"])
+    changed = job.model_dump() | {"retry": {**job.retry.model_dump(), "max_attempts": 1}}
+    jobs.put(Job.model_validate(changed | {"target": {"type": "command", "name": "record"}}))
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     assert calls == []
     row = runs.get(job.id, T0)
