@@ -47,7 +47,7 @@ def test_a_run_succeeds_once_and_records_its_try(
     assert row.started_at == clock() and row.finished_at == clock()
     assert row.lateness_ms == 1_500
     assert row.worker
-    assert row.sweep_at is None and row.sweep_at is None and row.error is None
+    assert row.sweep_at is None and row.error is None
 
 
 def test_a_duplicate_delivery_executes_the_target_once(
