@@ -24,7 +24,7 @@ from jobsched.models import Job
 from jobsched.ports.runs import MAX_DELAY_S, RunMessage, RunRow, new_run
 from jobsched.settings import Settings
 from jobsched.targets import Targets
-from tests.support.worker import T0, new_job
+from tests.support.worker import T0, new_job, sqs_record
 
 RUN_QUEUE_URL = "memory://run-queue"
 DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
@@ -191,3 +191,27 @@ def drain(queue: MemoryRunQueue, dead_runs: MemoryDeadRuns) -> FakeDrain:
 
 
 __all__ = ["FakeDrain", "RunMessage"]
+
+
+@pytest.fixture
+def visibility_calls(queue: MemoryRunQueue) -> list[dict[str, Any]]:
+    """Every visibility change from now on, as the ChangeMessageVisibility parameters the queue adapter would
+    send (``QueueUrl``, ``ReceiptHandle``, ``VisibilityTimeout``)."""
+    seen: list[dict[str, Any]] = []
+    change = queue.change_visibility
+
+    def recording(receipt_handle: str, seconds: int) -> None:
+        change(receipt_handle, seconds)
+        seen.append(
+            {"QueueUrl": RUN_QUEUE_URL, "ReceiptHandle": receipt_handle, "VisibilityTimeout": seconds}
+        )
+
+    queue.change_visibility = recording  # type: ignore[method-assign]
+    return seen
+
+
+@pytest.fixture
+def delivered() -> Callable[[Job, int], dict[str, Any]]:
+    """A run message as received from the run queue: an SQS event record with its own receipt handle."""
+    handles = count(1)
+    return lambda job, scheduled_for: sqs_record(job.id, scheduled_for, receipt_handle=f"rh-{next(handles)}")

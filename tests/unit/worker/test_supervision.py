@@ -11,21 +11,20 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
 from jobsched.domain.worker import Worker
-from jobsched.handlers.worker import build_worker
+from jobsched.memory.job_specs import MemoryJobSpecs
+from jobsched.memory.queue import MemoryRunQueue
+from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
-from jobsched.targets import TargetCall, commands
+from jobsched.targets import TargetCall, Targets, commands
+from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
-
-from .conftest import T0, SimWaiter
+from tests.support.worker import T0, SimWaiter
 
 
 @pytest.fixture
@@ -46,7 +45,7 @@ def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     delivered: Callable[[Job, int], dict[str, Any]],
     visibility_calls: list[dict[str, Any]],
@@ -76,7 +75,7 @@ def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
 def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
 ) -> None:
@@ -119,7 +118,7 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
 def test_a_failing_heartbeat_does_not_fail_the_try(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
 ) -> None:
     class BrokenVisibility:
@@ -153,7 +152,7 @@ class Held:
 
 
 @pytest.fixture
-def hold_command(runs: RunStore, clock: FakeClock, waiter: SimWaiter) -> Iterator[Held]:
+def hold_command(runs: MemoryRunStore, clock: FakeClock, waiter: SimWaiter) -> Iterator[Held]:
     """Command ``hold``: runs until its try is cancelled (parked in the waiter, so simulated time moves only
     once it waits); with ``input.steal`` another worker first takes the run over (a claim as if this worker's
     heartbeat were stale)."""
@@ -185,10 +184,10 @@ def hold_command(runs: RunStore, clock: FakeClock, waiter: SimWaiter) -> Iterato
 
 def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
     settings: Settings,
-    aws: Aws,
+    queue: MemoryRunQueue,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
@@ -209,14 +208,14 @@ def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
     assert row is not None
     assert (row.status, row.worker, row.attempt) == (RunStatus.RUNNING, "w-2", 2)
     assert row.error is None
-    assert aws.sqs.receive_message(QueueUrl=settings.run_queue_url, WaitTimeSeconds=0).get("Messages") is None
+    assert queue.sent == []  # no retry message
 
 
 def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
@@ -250,7 +249,7 @@ def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
     clock: FakeClock,
@@ -267,18 +266,16 @@ def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
 
 def test_timeout_s_is_capped_by_the_worker_cap(
     settings: Settings,
-    aws: Aws,
+    build_worker: Callable[..., Worker],
     clock: FakeClock,
     waiter: SimWaiter,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
 ) -> None:
-    worker = build_worker(
-        settings.model_copy(update={"worker_timeout_cap_s": 2}), aws, clock=clock, waiter=waiter
-    )
+    worker = build_worker(settings=settings.model_copy(update={"worker_timeout_cap_s": 2}))
     job = make_job(command="hold", timeout_s=600)
     make_run(job)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
@@ -288,11 +285,11 @@ def test_timeout_s_is_capped_by_the_worker_cap(
 
 def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
     settings: Settings,
-    aws: Aws,
+    build_worker: Callable[..., Worker],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     tmp_path: Path,
 ) -> None:
@@ -301,7 +298,9 @@ def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
     pidfile = tmp_path / "child.pid"
     waiter = SimWaiter(clock, parked=lambda: pid_written(pidfile))
     worker = build_worker(
-        settings.model_copy(update={"allow_shell_targets": True}), aws, clock=clock, waiter=waiter
+        settings=settings.model_copy(update={"allow_shell_targets": True}),
+        targets=Targets(shell=ShellExecutor(enabled=True)),
+        waiter=waiter,
     )
     job = make_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=20)
     make_run(job)
@@ -335,11 +334,11 @@ def blocking_command() -> Iterator[threading.Event]:
 @pytest.mark.parametrize(("overlap", "expected"), [("skip", Outcome.SKIPPED), ("allow", Outcome.SUCCEEDED)])
 def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
     settings: Settings,
-    aws: Aws,
+    build_worker: Callable[..., Worker],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     blocking_command: threading.Event,
     overlap: str,
@@ -350,7 +349,7 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
     job = make_job(schedule="* * * * *", overlap=overlap, command="block")
     make_run(job, T0)
     make_run(job, T0 + 60_000)
-    long_worker = build_worker(settings, aws, clock=clock)  # real waiter: beats are 30 s away
+    long_worker = build_worker(waiter=None)  # real waiter: beats are 30 s away
     results: list[str] = []
     thread = threading.Thread(
         target=lambda: results.append(long_worker.handle(delivery_of(record(job.id, T0))))
@@ -359,7 +358,7 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
     assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     # When the 02:01 run is delivered to another worker
     clock.advance(60_000)
-    other = build_worker(settings, aws, clock=clock, waiter=waiter)
+    other = build_worker()
     if overlap == "allow":
         blocking_command.set()  # let the second try finish too
     outcome = other.handle(delivery_of(record(job.id, T0 + 60_000, message_id="m-2")))
@@ -378,7 +377,7 @@ def test_overlap_skip_ignores_a_run_whose_worker_is_lost(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
     settings: Settings,
@@ -395,8 +394,8 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    jobs: JobStore,
+    runs: MemoryRunStore,
+    jobs: MemoryJobSpecs,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
 ) -> None:
@@ -425,11 +424,11 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
 
 def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     settings: Settings,
-    aws: Aws,
+    build_worker: Callable[..., Worker],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     blocking_command: threading.Event,
     waiter: SimWaiter,
@@ -439,7 +438,7 @@ def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     job = make_job(schedule="every 5 seconds", overlap="skip", command="block")
     clock.now_ms = T0 + 760_000
     make_run(job, T0)
-    long_worker = build_worker(settings, aws, clock=clock)
+    long_worker = build_worker(waiter=None)
     results: list[str] = []
     thread = threading.Thread(
         target=lambda: results.append(long_worker.handle(delivery_of(record(job.id, T0))))
@@ -449,7 +448,7 @@ def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     for k in range(1, 151):  # the fires skipped meanwhile: 150 rows newer than the running one
         make_run(job, T0 + k * 5_000, status=RunStatus.SKIPPED, error="overlap")
     make_run(job, T0 + 755_000)
-    other = build_worker(settings, aws, clock=clock, waiter=waiter)
+    other = build_worker()
     outcome = other.handle(delivery_of(record(job.id, T0 + 755_000, message_id="m-2")))
     blocking_command.set()
     thread.join(30)
@@ -461,16 +460,14 @@ def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
 ) -> None:
     @commands.register("steal", replace=True)
     def steal(call: TargetCall) -> None:
-        runs.table.update_item(
-            Key={"job_id": call.job_id, "scheduled_for": call.scheduled_for_ms},
-            UpdateExpression="SET worker = :w, attempt = attempt + :one",
-            ExpressionAttributeValues={":w": "thief", ":one": 1},
-        )
+        row = runs.get(call.job_id, call.scheduled_for_ms)
+        assert row is not None
+        runs.force(call.job_id, call.scheduled_for_ms, worker="thief", attempt=row.attempt + 1)
 
     try:
         job = make_job(command="steal")
