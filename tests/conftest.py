@@ -13,7 +13,9 @@ from jobsched.observability import metrics
 from jobsched.settings import Settings, get_settings
 from tests.support.aws import set_fake_credentials
 
-pytest_plugins = ["tests.support.worker"]  # the worker tests' fixtures (clock, waiter, record, calls)
+pytest_plugins = [
+    "tests.support.worker"
+]  # the worker tests' fixtures (clock, waiter, record, calls, make_run)
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
 """Shared pieces of the worker and sweeper tests (on moto in tests/integration/worker, on the in-memory fakes
 in tests/unit/worker): the run instant ``T0``, simulated time (``SimWaiter``), jobs as the API saves them,
-SQS event records, the ``record`` test command, and a Lambda context."""
+SQS event records, the ``record`` test command, a Lambda context, and ``make_run`` (a run saved as the
+scheduler saves it, through whichever ``runs`` store the directory's conftest provides)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import pytest
 
 from jobsched.clock import FakeClock
 from jobsched.models import Job, JobCreate, to_ms
+from jobsched.ports.runs import RunRow, new_run
+from jobsched.settings import Settings
 from jobsched.targets import CancelToken, TargetCall, commands
 
 T0 = to_ms(datetime(2026, 1, 5, 2, 0, tzinfo=UTC))
@@ -132,6 +135,26 @@ def new_job(
             "updated_at": now,
         }
     )
+
+
+@pytest.fixture
+def make_run(runs: Any, settings: Settings, clock: FakeClock) -> Callable[..., RunRow]:
+    """``make_run(job, scheduled_for_ms=T0)``: the run row the scheduler saves before it enqueues."""
+
+    def make(job: Job, scheduled_for_ms: int = T0, **kwargs: Any) -> RunRow:
+        row = new_run(
+            job.id,
+            scheduled_for_ms,
+            now_ms=clock(),
+            retention_days=settings.retention_days,
+            sweep_after_ms=settings.sweep_queued_after_s * 1000,
+            owner=job.owner,
+            **kwargs,
+        )
+        assert runs.put_new(row) is None
+        return row
+
+    return make
 
 
 @pytest.fixture

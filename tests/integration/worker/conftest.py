@@ -17,7 +17,7 @@ from jobsched.domain.worker import Worker
 from jobsched.handlers.worker import build_worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job
-from jobsched.ports.runs import RunMessage, RunRow, new_run
+from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.layout import sched_item, spec_item
@@ -70,26 +70,6 @@ def make_job(jobs: JobStore, clock: FakeClock) -> Callable[..., Job]:
         )
         jobs.create(spec_item(job), sched)
         return job
-
-    return make
-
-
-@pytest.fixture
-def make_run(runs: RunStore, settings: Settings, clock: FakeClock) -> Callable[..., RunRow]:
-    """``make_run(job, scheduled_for_ms=T0)``: the run row the scheduler saves before it enqueues."""
-
-    def make(job: Job, scheduled_for_ms: int = T0, **kwargs: Any) -> RunRow:
-        row = new_run(
-            job.id,
-            scheduled_for_ms,
-            now_ms=clock(),
-            retention_days=settings.retention_days,
-            sweep_after_ms=settings.sweep_queued_after_s * 1000,
-            owner=job.owner,
-            **kwargs,
-        )
-        assert runs.put_new(row) is None
-        return row
 
     return make
 

@@ -21,10 +21,10 @@ from jobsched.memory.job_specs import MemoryJobSpecs
 from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job
-from jobsched.ports.runs import MAX_DELAY_S, RunMessage, RunRow, new_run
+from jobsched.ports.runs import MAX_DELAY_S, RunMessage
 from jobsched.settings import Settings
 from jobsched.targets import Targets
-from tests.support.worker import T0, new_job, sqs_record
+from tests.support.worker import new_job, sqs_record
 
 RUN_QUEUE_URL = "memory://run-queue"
 DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
@@ -131,26 +131,6 @@ def make_job(jobs: MemoryJobSpecs, clock: FakeClock) -> Callable[..., Job]:
     return lambda owner="team-a", name=None, **fields: jobs.put(
         new_job(clock, next(numbers), owner, name, **fields)
     )
-
-
-@pytest.fixture
-def make_run(runs: MemoryRunStore, settings: Settings, clock: FakeClock) -> Callable[..., RunRow]:
-    """``make_run(job, scheduled_for_ms=T0)``: the run row the scheduler saves before it enqueues."""
-
-    def make(job: Job, scheduled_for_ms: int = T0, **kwargs: Any) -> RunRow:
-        row = new_run(
-            job.id,
-            scheduled_for_ms,
-            now_ms=clock(),
-            retention_days=settings.retention_days,
-            sweep_after_ms=settings.sweep_queued_after_s * 1000,
-            owner=job.owner,
-            **kwargs,
-        )
-        assert runs.put_new(row) is None
-        return row
-
-    return make
 
 
 @pytest.fixture
