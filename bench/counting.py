@@ -1,7 +1,8 @@
 """Counting AWS requests and DynamoDB capacity units with botocore event hooks.
 
-Every client a component uses is built by a :class:`CountingAws` (a ``jobsched.aws.Aws`` whose clients carry
-hooks), tagged with the *path* it belongs to (``scheduler``, ``worker``, ``event_source``). The hooks:
+Every client a component uses is built by an ``Aws`` from :func:`counting_aws` (a ``jobsched.aws.Aws`` whose
+``event_hooks``, its public hook argument, are this module's), tagged with the *path* it belongs to
+(``scheduler``, ``worker``, ``event_source``). The hooks:
 
 - ``before-call.*.*`` counts one request per API call (a batch call counts once; botocore retries would be
   below this event, and moto never throttles), keyed ``(path, service, operation)``;
@@ -21,14 +22,13 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
 
 from bench.capacity import IndexShape, Item, item_size, item_write_cost, read_units
-from jobsched.aws import Aws
+from jobsched.aws import Aws, EventHook
 from jobsched.resources import TableDef
 
 Observer = Callable[[str, str, dict[str, Any], dict[str, Any]], None]
@@ -96,10 +96,9 @@ class RequestLog:
 
     # --- wiring ---------------------------------------------------------------------------------
 
-    def attach(self, client: Any, path: str) -> None:
-        """Count every call of ``client`` under ``path``."""
-        client.meta.events.register("before-call.*.*", self._before(path))
-        client.meta.events.register("after-call.*.*", self._after(path))
+    def hooks(self, path: str) -> tuple[EventHook, ...]:
+        """The botocore event hooks counting every call of a client under ``path`` (``Aws(event_hooks=...)``)."""
+        return (("before-call.*.*", self._before(path)), ("after-call.*.*", self._after(path)))
 
     def reset(self) -> None:
         with self._lock:
@@ -305,24 +304,10 @@ class RequestLog:
                 self.read_units[(path, table.id if table else table_name)] += value
 
 
-@dataclass
-class CountingAws(Aws):
-    """``jobsched.aws.Aws`` whose clients report to ``log`` under ``path``. Pass it wherever the components'
-    wiring takes an ``Aws`` (``build_scheduler_loop``, ``build_worker``)."""
-
-    log: RequestLog = field(default_factory=RequestLog)
-    path: str = "other"
-
-    def _client(self, service: str) -> Any:
-        client = super()._client(service)
-        self.log.attach(client, self.path)
-        return client
-
-    @cached_property
-    def dynamodb_resource(self) -> Any:
-        resource = Aws.dynamodb_resource.func(self)  # type: ignore[attr-defined]
-        self.log.attach(resource.meta.client, self.path)
-        return resource
+def counting_aws(log: RequestLog, path: str) -> Aws:
+    """A ``jobsched.aws.Aws`` (default region and bounds) whose every client reports its calls to ``log``
+    under ``path``. Pass it wherever the components' wiring takes an ``Aws`` (``jobsched.wiring.Components``)."""
+    return Aws(event_hooks=log.hooks(path))
 
 
 def probe_client(region: str = "us-east-1", endpoint_url: str | None = None) -> Any:

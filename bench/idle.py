@@ -2,7 +2,7 @@
 
 Jobs are scheduling items (``sched_item``) whose next fire is between 1 and 25 hours ahead, spread over the
 day, so every tick finds nothing due but the due index holds every job. The scheduler loop is the production
-one (``build_scheduler_loop``) on a FakeClock; after two warm-up ticks (lease acquisition, watermark
+one (``Components.scheduler_loop``) on a FakeClock; after two warm-up ticks (lease acquisition, watermark
 bootstrap: per invocation, not per tick), both starting at the same phase of a bucket, it ticks once a
 simulated second for ``ticks`` seconds (one bucket width by default, so the once-a-bucket watermark write is
 counted once and the ticks that still read the previous bucket are counted in their true proportion) and the requests and read/write
@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.counting import CountingAws, RequestLog, probe_client
+from bench.counting import RequestLog, counting_aws, probe_client
 from bench.harness import T0, NoTickMetrics, make_job, moto_backend, sched_of, write_items
 
 DAY_MS = 86_400_000
@@ -40,7 +40,7 @@ def measure_idle(
     to the first. Returns ``{"jobs_<n>": {"jobs", "ticks", "requests_per_tick", "operations", "rcu_per_tick",
     "wcu_per_tick", "wall_ms_per_tick"}, ..., "growth_ratio"}``. Raises RuntimeError if a tick found work."""
     from jobsched.clock import FakeClock
-    from jobsched.scheduler_runtime import build_scheduler_loop
+    from jobsched.wiring import Components
 
     out: dict[str, Any] = {}
     with moto_backend() as backend:
@@ -49,15 +49,9 @@ def measure_idle(
         clock = FakeClock(T0)
         log = RequestLog(backend.tables, probe_client())
         log.enabled = False
-        loop = build_scheduler_loop(
-            settings,
-            CountingAws(log=log, path="scheduler"),
-            0,
-            clock=clock,
-            sleep=clock.sleep,
-            holder="bench-idle",
-            tick_metrics=NoTickMetrics(),
-        )
+        loop = Components(
+            settings, counting_aws(log, "scheduler"), clock=clock, sleep=clock.sleep
+        ).scheduler_loop(0, holder="bench-idle", tick_metrics=NoTickMetrics())
         seeded = 0
         try:
             for count in sorted(job_counts):

@@ -3,7 +3,7 @@
 Set-up: ``jobs`` jobs ``every 1 second`` (a no-op ``echo`` command target, an ``input`` of ``input_bytes``),
 their creation instants spread over a second, so each tick finds ``jobs`` runs due: 100 by default, close
 to the walkthrough's average of 116 runs a second. The components are the production ones, wired the
-production way: ``build_scheduler_loop`` and ``build_worker`` on a :class:`~bench.counting.CountingAws`
+production way: ``Components.scheduler_loop`` and ``Components.worker`` on a :func:`~bench.counting.counting_aws`
 each; the run queue is drained after every tick through the worker Lambda handler by
 ``jobsched.local.event_source.SqsEventSource`` (receive 10, call the handler with the SQS event, delete the
 successes), which is what Lambda's event source mapping does.
@@ -16,12 +16,13 @@ the capacity accounting.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.counting import CountingAws, RequestLog, probe_client
+from bench.counting import RequestLog, counting_aws, probe_client
 from bench.harness import T0, NoTickMetrics, make_job, moto_backend, sched_of, write_items
 
 SCHEDULER, WORKER, EVENT_SOURCE = "scheduler", "worker", "event_source"
@@ -65,10 +66,10 @@ def measure_paths(
     """
     from jobsched.clock import FakeClock
     from jobsched.handlers import worker as worker_handler
-    from jobsched.handlers.worker import build_worker
     from jobsched.local.event_source import SqsEventSource
-    from jobsched.scheduler_runtime import build_scheduler_loop
     from jobsched.store import layout
+    from jobsched.wiring import Components
+    from jobsched.worker_runtime import Batches
 
     with moto_backend() as backend:
         settings = backend.settings
@@ -87,21 +88,14 @@ def measure_paths(
             items += [layout.spec_item(job), sched_of(job, settings, now_ms=clock())]
         write_items(setup.table(settings.jobs_table), items)
 
-        loop = build_scheduler_loop(
-            settings,
-            CountingAws(log=log, path=SCHEDULER),
-            0,
-            clock=clock,
-            sleep=clock.sleep,
-            holder="bench-scheduler",
-            tick_metrics=NoTickMetrics(),
-        )
-        worker = build_worker(settings, CountingAws(log=log, path=WORKER), clock=clock)
-        previous_factory = worker_handler.worker_factory
-        worker_handler.worker_factory = lambda: worker
-        timed = _TimedHandler(worker_handler.handler, log)
+        loop = Components(
+            settings, counting_aws(log, SCHEDULER), clock=clock, sleep=clock.sleep
+        ).scheduler_loop(0, holder="bench-scheduler", tick_metrics=NoTickMetrics())
+        worker = Components(settings, counting_aws(log, WORKER), clock=clock).worker()
+        batches = Batches(lambda: worker)
+        timed = _TimedHandler(functools.partial(worker_handler.handler, batches=batches), log)
         source = SqsEventSource(
-            CountingAws(log=log, path=EVENT_SOURCE).sqs,
+            counting_aws(log, EVENT_SOURCE).sqs,
             settings.run_queue_url,
             timed,
             function_name="jobsched-worker-bench",
@@ -122,7 +116,6 @@ def measure_paths(
                     pass
         finally:
             log.enabled = False
-            worker_handler.worker_factory = previous_factory
             loop.scheduler.close()
         statuses = _statuses(setup.table(settings.runs_table))
 

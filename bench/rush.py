@@ -4,7 +4,7 @@ Set-up: ``jobs`` daily jobs (``0 0 * * *``) whose next fire is midnight ``T``; e
 ``jitter_s`` (300 s), so its run is dispatched at ``T + offset`` with the job's fixed offset in
 ``[0, jitter_s)``. Only their scheduling items are written (the scheduler never reads a spec).
 
-The scheduler is the production loop (``build_scheduler_loop``: lease, 16 threads, ``TickLimits``
+The scheduler is the production loop (``Components.scheduler_loop``: lease, 16 threads, ``TickLimits``
 defaults) on a clock that is wall time plus an offset, so ``due == now`` happens for real: the loop's sleep
 between ticks is a real sleep from one second before ``T`` until every non-jittered run is enqueued (the
 rush, measured in wall time), and a jump of the offset before and after it (nothing is waited for
@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
-from bench.counting import CountingAws, RequestLog
+from bench.counting import RequestLog, counting_aws
 from bench.harness import T0, make_job, moto_backend, quantiles, sched_of, write_items
 
 
@@ -139,10 +139,10 @@ def measure_rush(
     from jobsched.aws import Aws
     from jobsched.ports.runs import new_run
     from jobsched.scheduler import PowertoolsTickMetrics, TickLimits
-    from jobsched.scheduler_runtime import build_scheduler_loop
     from jobsched.schedules import jitter_offset_ms
     from jobsched.store.jobs import JobStore
     from jobsched.store.runs import RunStore
+    from jobsched.wiring import Components
 
     # moto refuses a second PurgeQueue within 60 s (as SQS does) unless told otherwise; the drainer purges often.
     os.environ["MOTO_SQS_ENFORCE_STRICT_QUEUE_PURGE_BEHAVIOUR"] = "false"
@@ -196,9 +196,9 @@ def measure_rush(
         ticks = _Ticks(PowertoolsTickMetrics())
         # Real sleeps from one second before midnight until the last non-jittered run is out; jumps otherwise.
         pacer = Pacer(clock, lambda wake_at: wake_at >= midnight - 1000 and plain_left["n"] > 0)
-        scheduler_aws = CountingAws(log=log, path="scheduler")
-        loop = build_scheduler_loop(
-            settings, scheduler_aws, 0, clock=clock, sleep=pacer, holder="bench-rush", tick_metrics=ticks
+        scheduler_aws = counting_aws(log, "scheduler")
+        loop = Components(settings, scheduler_aws, clock=clock, sleep=pacer).scheduler_loop(
+            0, holder="bench-rush", tick_metrics=ticks
         )
         threads = TickLimits().threads
         drainer_threads = drainer_threads or (1 if drain == "purge" else 4)
@@ -230,7 +230,7 @@ def measure_rush(
         missing = _missing(setup, settings, sorted(set(dispatch_at) - sent.keys()))
 
         # --- the raw rate of the same backend: conditional puts of run rows, same thread count ----------
-        raw_store = RunStore(CountingAws(log=RequestLog(), path="raw").table(settings.runs_table))
+        raw_store = RunStore(counting_aws(RequestLog(), "raw").table(settings.runs_table))
         now_ms = clock()
         raw_items = [
             new_run(f"j_raw{i:08d}", midnight, now_ms=now_ms, retention_days=settings.retention_days)
@@ -242,7 +242,7 @@ def measure_rush(
         raw_s = time.perf_counter() - raw_started
         # For the analysis: the same backend's rates of the tick's other two requests, on the same threads:
         # the fenced move of a job (a sample of the non-jittered jobs, now due tomorrow) and a batch send.
-        raw_aws = CountingAws(log=RequestLog(), path="raw")
+        raw_aws = counting_aws(RequestLog(), "raw")
         moves = _moves(
             JobStore(raw_aws.table(settings.jobs_table)), sorted(plain_ids)[:2000], midnight, settings
         )

@@ -50,14 +50,14 @@ def measure_steady(
             window_start = int((time.time() + warmup_s) * 1000)
             window_end = window_start + seconds * 1000
             time.sleep(max(0.0, window_end / 1000 - time.time()))
-            rows = _window_rows(window_start, window_end)
+            rows = _window_rows(runtime, window_start, window_end)
             deadline = time.monotonic() + settle_timeout_s
             while (
                 any(r["status"] in ("queued", "running", "retrying") for r in rows)
                 and time.monotonic() < deadline
             ):
                 time.sleep(1.0)
-                rows = _window_rows(window_start, window_end)
+                rows = _window_rows(runtime, window_start, window_end)
             read_at = int(time.time() * 1000)
             registration_s = window_start / 1000 - warmup_s - registered
         finally:
@@ -90,16 +90,15 @@ def measure_steady(
     }
 
 
-def _window_rows(start_ms: int, end_ms: int) -> list[dict[str, Any]]:
-    """Run rows (plain values) with ``start_ms <= scheduled_for < end_ms``, read from the local runtime's
-    runs table (the embedded moto of this process)."""
+def _window_rows(runtime: Any, start_ms: int, end_ms: int) -> list[dict[str, Any]]:
+    """Run rows (plain values) with ``start_ms <= scheduled_for < end_ms``, read from the local ``runtime``'s
+    runs table (the embedded moto of this process), on clients of this thread's own."""
     from boto3.dynamodb.conditions import Attr
 
-    from jobsched.aws import Aws
-    from jobsched.settings import get_settings
     from jobsched.store.layout import plain
 
-    table = Aws().table(get_settings().runs_table)
+    components = runtime.components.with_own_clients()
+    table = components.aws.table(components.settings.runs_table)
     rows: list[dict[str, Any]] = []
     kwargs: dict[str, Any] = {"FilterExpression": Attr("scheduled_for").between(start_ms, end_ms - 1)}
     while True:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -10,7 +9,7 @@ from moto import mock_aws
 
 from jobsched.aws import Aws, provision
 from jobsched.observability import metrics
-from jobsched.settings import Settings, get_settings
+from jobsched.settings import Settings
 from tests.support.aws import set_fake_credentials
 
 pytest_plugins = [
@@ -19,15 +18,9 @@ pytest_plugins = [
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment() -> Iterator[None]:
-    """Each test starts from the same environment: local mode configures itself through os.environ, and a
-    runtime started in one test must not change the settings a later test in the same process sees."""
-    saved = dict(os.environ)
-    metrics.clear_metrics()  # the Powertools metric set is process-wide: no test sees another's values
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
-    get_settings.cache_clear()
+def _fresh_metrics() -> None:
+    """The Powertools metric set is process-wide: no test sees another's values."""
+    metrics.clear_metrics()
 
 
 @pytest.fixture

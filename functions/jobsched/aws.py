@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -71,26 +72,42 @@ def new_session() -> boto3.session.Session:
     return session
 
 
+EventHook = tuple[str, Callable[..., Any]]
+"""A botocore event handler and the event name it is registered for, e.g.
+``("before-call.*.*", handler)``; botocore calls ``handler(**kwargs)`` with the event's keyword arguments
+(``model``, ``params``, ``context``... see botocore's event system)."""
+
+
 @dataclass
 class Aws:
     """Lazily created boto3 clients of one session/region (``endpoint_url`` for a moto server), every call
     bounded by ``calls``.
 
     ``region`` None means the standard chain (``AWS_REGION`` in Lambda, ``AWS_DEFAULT_REGION``, the config
-    file), falling back to us-east-1 only where nothing names one.
+    file), falling back to us-east-1 only where nothing names one. ``event_hooks`` are registered on every
+    client this object creates (the DynamoDB resource's client included): the public way to observe or
+    count the requests of the components built on it (the bench does).
     """
 
     region: str | None = None
     endpoint_url: str | None = None
     calls: CallBounds = DEFAULT_CALLS
+    event_hooks: tuple[EventHook, ...] = ()
 
     def __post_init__(self) -> None:
         if self.region is None:
             self.region = new_session().region_name or "us-east-1"
 
+    def _hooked(self, client: Any) -> Any:
+        for event_name, hook in self.event_hooks:
+            client.meta.events.register(event_name, hook)
+        return client
+
     def _client(self, service: str) -> Any:
-        return new_session().client(
-            service, region_name=self.region, endpoint_url=self.endpoint_url, config=self.calls.config()
+        return self._hooked(
+            new_session().client(
+                service, region_name=self.region, endpoint_url=self.endpoint_url, config=self.calls.config()
+            )
         )
 
     @cached_property
@@ -99,9 +116,11 @@ class Aws:
 
     @cached_property
     def dynamodb_resource(self) -> Any:
-        return new_session().resource(
+        resource = new_session().resource(
             "dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=self.calls.config()
         )
+        self._hooked(resource.meta.client)
+        return resource
 
     @cached_property
     def sqs(self) -> Any:

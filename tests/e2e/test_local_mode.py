@@ -17,7 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from jobsched.cli_commands import register
+from jobsched.cli import register
 from tests.e2e.support import LocalProcess, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -38,7 +38,6 @@ from hypothesis.stateful import (
 )
 
 from jobsched.adapters.queue import RunQueue, delivery_of
-from jobsched.api.app import build_api
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.wsgi import api_context
 from jobsched.clock import FakeClock
@@ -47,8 +46,6 @@ from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
 from jobsched.domain.tick import Scheduler
 from jobsched.domain.worker import Deferred
-from jobsched.handlers.sweeper import build_sweeper
-from jobsched.handlers.worker import build_worker
 from jobsched.models import JobCreate, JobPatch, from_ms, to_ms
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.schedules import parse_schedule
@@ -57,6 +54,7 @@ from jobsched.store.control import ControlStore
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.wiring import Components
 from tests.support.aws import moto_deployment
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
@@ -226,14 +224,14 @@ class PromisesMachine(RuleBasedStateMachine):
         self.aws, base = self.stack.enter_context(moto_deployment("model"))
         self.settings = base.model_copy(update={"due_shards": 1})  # fewer moto queries: more steps per second
         self.clock = FakeClock(T0)
-        self.api = build_api(self.settings, self.aws, clock=self.clock)
+        self.api = Components(self.settings, self.aws, clock=self.clock).api()
         self.api.service.idempotency.bind_invocation(api_context())  # type: ignore[union-attr]
         self.jobstore = JobStore(self.aws.table(self.settings.jobs_table))
         self.runstore = RunStore(self.aws.table(self.settings.runs_table))
-        self.worker = build_worker(
-            self.settings, self.aws, clock=self.clock, targets=Targets(command=ModelExecutor(self))
+        self.worker = Components(self.settings, self.aws, clock=self.clock).worker(
+            targets=Targets(command=ModelExecutor(self))
         )
-        self.sweeper = build_sweeper(self.settings, self.aws, clock=self.clock)
+        self.sweeper = Components(self.settings, self.aws, clock=self.clock).sweeper()
         self.faults = Faults()
         self.lag: dict[str, Any] = {"active": False, "snapshot": []}
         self.loops: dict[str, SchedulerLoop] = {}

@@ -1,13 +1,14 @@
-"""The HTTP API of SPEC section 3 on Powertools' ``APIGatewayRestResolver`` (validation on, pydantic models).
+"""The HTTP API's routes, on Powertools' REST resolver (``jobsched.api.openapi.JobschedResolver``), and
+its wiring.
 
 Request pipeline (every route but ``/openapi.json``): admission (caller identity -> owner, 401; body size,
-413) -> Powertools request validation (400 via ``errors``) -> the route -> ``JobService`` -> response
-validation. Admission runs before validation so that an oversized or unauthenticated request is refused
-before its body is parsed. The routes only translate between HTTP and the use cases of ``service``; every
-error response comes from ``errors``.
+413; ``jobsched.api.admission``) -> Powertools request validation (400 via ``errors``) -> the route ->
+``JobService`` -> response validation. The routes only translate between HTTP and the use cases of
+``service``; every error response comes from ``errors``; the OpenAPI document and the responses each route
+documents come from ``openapi``.
 
-Dependencies come from :func:`get_api` through Powertools ``Depends``; local mode and tests hand in their own
-wiring with :func:`install` (Powertools ``dependency_overrides``).
+Dependencies come from :func:`get_api` through Powertools ``Depends``: the ``Api`` the caller of
+:func:`resolve_with` (the API Lambda handler) serves the request with, built by ``jobsched.wiring``.
 
 Powertools keeps the current event on the resolver class, so one process resolves one request at a time
 (as a Lambda execution environment does); ``jobsched.api.wsgi`` serializes requests accordingly.
@@ -15,47 +16,24 @@ Powertools keeps the current event on the resolver class, so one process resolve
 
 from __future__ import annotations
 
-import base64
-import binascii
-import copy
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
-from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
-    OpenAPIRequestValidationMiddleware,
-)
-from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, HTTPBearer
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
-from jobsched.adapters.queue import RunQueue
 from jobsched.api import routes
-from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
+from jobsched.api.admission import Admission
+from jobsched.api.auth import Authenticator
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
-from jobsched.api.document import describe_rules, for_deployment
-from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody, register_error_handlers
-from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
-from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
+from jobsched.api.openapi import REPLAYED_HEADER, JobschedResolver, responses
 from jobsched.api.service import JobService
-from jobsched.aws import Aws
-from jobsched.clock import system_clock
-from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus, drop_null
-from jobsched.settings import Settings, get_settings
-from jobsched.store.control import ControlStore
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
-from jobsched.targets.ownership import TAG_READ_CALLS, TargetTags
-
-API_TITLE = "jobsched"
-API_VERSION = "1.0.0"
-REPLAYED_HEADER = "Idempotent-Replayed"
+from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus
+from jobsched.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -67,54 +45,22 @@ class Api:
     authenticator: Authenticator
 
 
-def build_api(settings: Settings, aws: Aws, *, clock: Callable[[], int] = system_clock) -> Api:
-    """Wire the API to the AWS resources named by ``settings`` (clients made on first use, never at import).
-
-    Auth: bearer tokens when ``settings.local_tokens_file`` is set (local mode), else the IAM principal.
-    """
-    authenticator: Authenticator = (
-        TokenAuthenticator.from_file(settings.local_tokens_file)
-        if settings.local_tokens_file
-        else IamAuthenticator()
-    )
-    # Reading a target's tags is advisory (IAM decides at run time): one short attempt, never a slow request.
-    tag_reads = Aws(region=aws.region, endpoint_url=aws.endpoint_url, calls=TAG_READ_CALLS)
-    service = JobService(
-        settings=settings,
-        jobs=JobStore(aws.table(settings.jobs_table)),
-        runs=RunStore(aws.table(settings.runs_table)),
-        queue=RunQueue(aws.sqs, settings.run_queue_url),
-        clock=clock,
-        idempotency=IdempotencyKeys.on_dynamodb(settings.idempotency_table, aws.dynamodb),
-        target_tags=TargetTags(
-            settings.target_owner_tag_key,
-            lambda_client=lambda: tag_reads.lambda_,
-            sqs_client=lambda: tag_reads.sqs,
-            sts_client=lambda: tag_reads.sts,
-        ),
-        partition_marks=ControlStore(aws.dynamodb, settings.control_table),
-    )
-    return Api(settings=settings, service=service, authenticator=authenticator)
-
-
-@lru_cache(maxsize=1)
 def get_api() -> Api:
-    """The process's API wiring from the environment (cached for the life of the Lambda environment)."""
-    return build_api(get_settings(), Aws())
-
-
-def install(api: Api | None) -> None:
-    """Serve requests with ``api`` instead of :func:`get_api`'s wiring (local mode builds its own with
-    :func:`build_api`; tests too). ``None`` restores the default."""
-    if api is None:
-        app.dependency_overrides.pop(get_api, None)
-    else:
-        app.dependency_overrides[get_api] = lambda: api
+    """The wiring of the request being resolved (what the routes' ``Depends(get_api)`` sees): the ``Api``
+    handed to :func:`resolve_with`. Raises KeyError outside a request."""
+    return app.context["api"]  # type: ignore[no-any-return]
 
 
 def current_api() -> Api:
-    """``get_api()`` honouring ``app.dependency_overrides`` (what the routes' ``Depends(get_api)`` sees)."""
-    return app.dependency_overrides.get(get_api, get_api)()
+    """The current request's ``Api`` (:func:`get_api`), for code running before the routes (admission)."""
+    return get_api()
+
+
+def resolve_with(api: Api, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Resolve one API Gateway REST proxy ``event`` into its proxy response, served by ``api`` (built by
+    ``jobsched.wiring.Components.api``). Powertools clears the request's context after each request."""
+    app.append_context(api=api)
+    return app.resolve(event, context)
 
 
 def caller() -> str:
@@ -122,159 +68,8 @@ def caller() -> str:
     return str(app.context["owner"])
 
 
-# --- admission: before Powertools parses and validates the request --------------------------------
-
-
-def _body_bytes(event: dict[str, Any]) -> bytes:
-    """The request body as sent (base64 bodies decoded). Raises ``InvalidInput`` for broken base64."""
-    body = event.get("body")
-    if not body:
-        return b""
-    if event.get("isBase64Encoded"):
-        try:
-            return base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidInput("body", "request body is not valid base64", code="invalid_json") from None
-    return str(body).encode("utf-8", "surrogatepass")
-
-
-def _is_json(content_type: str | None) -> bool:
-    """No Content-Type (taken as JSON, as Powertools does), ``application/json`` or ``application/*+json``."""
-    if not content_type:
-        return True
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
-
-
-class AdmissionThenValidation(OpenAPIRequestValidationMiddleware):
-    """Powertools' request validation, preceded by the checks that must not wait for body parsing.
-
-    Raises ``Unauthorized`` (no or bad credentials), then ``PayloadTooLarge`` (body over
-    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body that is not JSON text: this API takes no
-    form data); on success the owner is in ``app.context["owner"]``.
-    """
-
-    def handler(self, app: Any, next_middleware: NextMiddleware) -> Response:
-        api = current_api()
-        event = app.current_event.raw_event
-        app.append_context(owner=api.authenticator.owner_of(event))
-        body, limit = _body_bytes(event), api.settings.api_max_body_bytes
-        if len(body) > limit:
-            raise PayloadTooLarge(len(body), limit)
-        if body and not _is_json(app.current_event.headers.get("content-type")):
-            raise InvalidInput(
-                "body",
-                "send the request body as JSON (Content-Type: application/json)",
-                code="unsupported_media_type",
-            )
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInput(
-                "body", "request body is not valid JSON: not UTF-8 text", code="invalid_json"
-            ) from None
-        if api.service.idempotency is not None:
-            api.service.idempotency.bind_invocation(app.lambda_context)
-        return super().handler(app, next_middleware)
-
-
-def parse_json_body(text: str) -> Any:
-    """The request body's JSON value (``json.loads``), for Powertools' ``json_body``.
-
-    Raises ``json.JSONDecodeError`` (answered 400 ``invalid_json``, field ``body``) for malformed JSON and
-    also for JSON the parser cannot take: arrays/objects nested thousands deep (Python's parser would raise
-    ``RecursionError``) or an integer longer than Python's 4300-digit conversion limit (``ValueError``).
-    Neither is a server error.
-    """
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise json.JSONDecodeError("arrays or objects are nested too deeply", text, 0) from None
-    except ValueError:
-        raise json.JSONDecodeError(
-            "a value cannot be read (integers may have at most 4300 digits)", text, 0
-        ) from None
-
-
-class JobschedResolver(APIGatewayRestResolver):
-    """``APIGatewayRestResolver`` with validation on, admission first, and an OpenAPI document of this API.
-
-    Request bodies are parsed with :func:`parse_json_body`.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(
-            enable_validation=True,
-            response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR,
-            json_body_deserializer=parse_json_body,
-        )
-        # Powertools runs its request validation before any user middleware; admission must come first.
-        self._request_validation_middleware = AdmissionThenValidation()
-
-    def openapi_document(self, settings: Settings | None = None) -> dict[str, Any]:
-        """The OpenAPI 3.1 document, generated from the routes and models (computed once; a fresh copy),
-        with the limits of the deployment ``settings`` describes when given (``document.for_deployment``)."""
-        if settings is not None:
-            return for_deployment(_openapi_document(), settings)
-        return copy.deepcopy(_openapi_document())
-
-
-app = JobschedResolver()
-
-
-@lru_cache(maxsize=1)
-def _openapi_document() -> dict[str, Any]:
-    document: dict[str, Any] = app.get_openapi_schema(
-        title=API_TITLE,
-        version=API_VERSION,
-        description=(
-            "Register jobs (one-off, cron, rate) and read their runs. Every run starts on time and runs "
-            "effectively once; targets receive the run id as their idempotency key. Errors are "
-            '`{"error": {"code", "message", "field"}}`. In AWS every call is signed with SigV4 (IAM); '
-            "locally, send `Authorization: Bearer <token>`."
-        ),
-        security_schemes={
-            "sigv4": APIKey(
-                name="Authorization",
-                in_=APIKeyIn.header,
-                description="AWS Signature Version 4 (API Gateway IAM auth)",
-            ),
-            "bearer": HTTPBearer(description="local mode: a token of the tokens file"),
-        },
-        security=[{"sigv4": []}, {"bearer": []}],
-    ).model_dump(mode="json", by_alias=True, exclude_none=True)
-    # Powertools documents its own 422 "detail" body on every route; this API answers bad input with 400 in
-    # the SPEC error shape (see ``errors``) and uses 422 only for a reused Idempotency-Key, documented per route.
-    for operations in document.get("paths", {}).values():
-        for operation in operations.values():
-            for parameter in operation.get("parameters", []):
-                _tidy_parameter(parameter)
-            responses = operation.get("responses", {})
-            if "204" in responses:
-                responses["204"].pop("content", None)
-            if "HTTPValidationError" in str(responses.get("422", "")):
-                del responses["422"]
-            server_error = responses.get("500")
-            if server_error is not None:
-                server_error["description"] = "Internal error (logged; never caused by bad input)"
-                server_error["content"] = {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
-                }
-    schemas = document.get("components", {}).get("schemas", {})
-    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
-        schemas.pop(name, None)
-    describe_rules(document)
-    return document
-
-
-def _tidy_parameter(parameter: dict[str, Any]) -> None:
-    """An optional parameter is documented as ``required: false`` with its plain schema (a header or query
-    value is never JSON null), and headers keep their canonical spelling (``Idempotency-Key``)."""
-    drop_null(parameter.get("schema", {}))
-    if parameter.get("in") == "header" and parameter.get("name", "").lower() == IDEMPOTENCY_HEADER.lower():
-        parameter["name"] = IDEMPOTENCY_HEADER
+app = JobschedResolver(Admission(current_api))
+"""The API's resolver: ``handlers.api`` resolves every API Gateway event with it."""
 
 
 def allowed_methods(path: str) -> list[str]:
@@ -286,71 +81,7 @@ def allowed_methods(path: str) -> list[str]:
 register_error_handlers(app, allowed_methods)
 
 
-# --- OpenAPI response declarations ----------------------------------------------------------------
-
-_ERROR_DESCRIPTIONS = {
-    400: "Bad input: `error.field` names the field",
-    401: "No or bad credentials",
-    404: "No such job (or not the caller's)",
-    409: "Conflict",
-    413: "Request body too large",
-    422: "Idempotency-Key reused with a different request",
-    429: "Throttled; retry after a pause",
-}
 _CURSOR_NOT_FOUND = "A `cursor` this listing did not issue (another caller's or another listing's)"
-
-
-_STRING: dict[str, Any] = {"type": "string"}
-_ERROR_HEADERS: dict[int, dict[str, OpenAPIResponseHeader]] = {
-    401: {"WWW-Authenticate": {"description": "the auth scheme to use", "schema": _STRING}},
-    409: {
-        "Retry-After": {
-            "description": "seconds to wait before retrying, when a retry may work",
-            "schema": _STRING,
-        }
-    },
-    429: {"Retry-After": {"description": "seconds to wait before retrying", "schema": _STRING}},
-}
-_REPLAYED: dict[str, OpenAPIResponseHeader] = {
-    REPLAYED_HEADER: {
-        "description": "`true` when this is the stored response of an earlier request with the same Idempotency-Key",
-        "schema": {"type": "string", "enum": ["true"]},
-    }
-}
-_LOCATION: dict[str, OpenAPIResponseHeader] = {
-    "Location": {
-        "description": "the new job's path as the caller reaches it: /jobs/{id} after the stage or base path the "
-        "request came through (/v1/jobs/{id} on the execute-api URL)",
-        "schema": _STRING,
-    }
-}
-
-
-def _responses(
-    success: dict[int, tuple[type | None, str]],
-    *errors: int,
-    idempotent: bool = False,
-    descriptions: dict[int, str] | None = None,
-) -> dict[int, OpenAPIResponse]:
-    """The documented responses of a route: its successes (model, description), 400/401/429 and ``errors``
-    (described by ``descriptions``, else ``_ERROR_DESCRIPTIONS``)."""
-    declared: dict[int, OpenAPIResponse] = {}
-    for status, (model, description) in success.items():
-        response: OpenAPIResponse = {"description": description}
-        if model is not None:
-            response["content"] = {"application/json": {"model": model}}
-        headers = {**(_REPLAYED if idempotent else {}), **(_LOCATION if status == HTTPStatus.CREATED else {})}
-        if headers:
-            response["headers"] = headers
-        declared[status] = response
-    for status in (400, 401, *errors, 429):
-        declared[status] = {
-            "description": (descriptions or {}).get(status, _ERROR_DESCRIPTIONS[status]),
-            "content": {"application/json": {"model": ErrorBody}},
-        }
-        if status in _ERROR_HEADERS:
-            declared[status]["headers"] = _ERROR_HEADERS[status]
-    return declared
 
 
 def _public_prefix() -> str:
@@ -402,22 +133,19 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def _route(operation_id: str, **options: Any) -> Callable[[_F], _F]:
     """Register the handler of route ``operation_id`` of ``routes.ROUTES``, with the method and path given
     there (the table API Gateway and the WSGI adapter are built from); ``options`` are Powertools' route
-    options (summary, responses, ...)."""
+    options (summary, responses, ...). A documented route is admitted (admission, request and response
+    validation); an undocumented one (``/openapi.json``) is served as is."""
     entry = routes.route(operation_id)
-    return app.route(
-        entry.resolver_path,
-        entry.method,
-        operation_id=operation_id if entry.documented else None,
-        include_in_schema=entry.documented,
-        **options,
-    )
+    if entry.documented:
+        return app.admitted_route(entry.resolver_path, entry.method, operation_id=operation_id, **options)
+    return app.route(entry.resolver_path, entry.method, include_in_schema=False, **options)
 
 
 @_route(
     "createJob",
     summary="Register a job",
     tags=["jobs"],
-    responses=_responses(
+    responses=responses(
         {201: (Job, "Created"), 200: (Job, "An identical job already has this name: that job")},
         409,
         413,
@@ -445,7 +173,7 @@ def create_job(
     "listJobs",
     summary="The caller's jobs, by name",
     tags=["jobs"],
-    responses=_responses({200: (Page[Job], "A page of jobs")}, 404, descriptions={404: _CURSOR_NOT_FOUND}),
+    responses=responses({200: (Page[Job], "A page of jobs")}, 404, descriptions={404: _CURSOR_NOT_FOUND}),
 )
 def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = None) -> Page[Job]:
     """A page of the caller's jobs; pass ``next_cursor`` back as ``cursor`` for the next one."""
@@ -456,7 +184,7 @@ def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = Non
     "getJob",
     summary="Read a job",
     tags=["jobs"],
-    responses=_responses({200: (Job, "The job")}, 404),
+    responses=responses({200: (Job, "The job")}, 404),
 )
 def get_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.get_job(owner, id)
@@ -466,7 +194,7 @@ def get_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     "updateJob",
     summary="Change a job",
     tags=["jobs"],
-    responses=_responses({200: (Job, "The changed job")}, 404, 409, 413),
+    responses=responses({200: (Job, "The changed job")}, 404, 409, 413),
 )
 def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
     """Fields given replace the stored ones (``retry`` merges field by field). Changing the schedule,
@@ -479,7 +207,7 @@ def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
     "deleteJob",
     summary="Delete a job",
     tags=["jobs"],
-    responses=_responses({204: (None, "Deleted: no new runs; run history is kept until retention")}, 404),
+    responses=responses({204: (None, "Deleted: no new runs; run history is kept until retention")}, 404),
 )
 def delete_job(id: JobId, api: ApiDep, owner: Owner) -> Response[None]:
     api.service.delete_job(owner, id)
@@ -490,7 +218,7 @@ def delete_job(id: JobId, api: ApiDep, owner: Owner) -> Response[None]:
     "pauseJob",
     summary="Pause a job (it leaves the due index)",
     tags=["jobs"],
-    responses=_responses({200: (Job, "The paused job")}, 404, 409),
+    responses=responses({200: (Job, "The paused job")}, 404, 409),
 )
 def pause_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.pause_job(owner, id)
@@ -500,7 +228,7 @@ def pause_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     "resumeJob",
     summary="Resume a job (missed fires follow its `missed` policy)",
     tags=["jobs"],
-    responses=_responses({200: (Job, "The resumed job")}, 404, 409),
+    responses=responses({200: (Job, "The resumed job")}, 404, 409),
 )
 def resume_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     return api.service.resume_job(owner, id)
@@ -510,7 +238,7 @@ def resume_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     "triggerJob",
     summary="Run a job once now, outside its schedule",
     tags=["runs"],
-    responses=_responses({202: (Run, "The run, queued")}, 404, 409, 422, idempotent=True),
+    responses=responses({202: (Run, "The run, queued")}, 404, 409, 422, idempotent=True),
 )
 def trigger_job(
     id: JobId, api: ApiDep, owner: Owner, idempotency_key: IdempotencyKey = None
@@ -530,7 +258,7 @@ def trigger_job(
     description="Newest `scheduled_for` first, optionally only one `status`. A deleted job's runs stay "
     "listed for its owner until retention.",
     tags=["runs"],
-    responses=_responses(
+    responses=responses(
         {200: (Page[Run], "A page of runs")},
         404,
         descriptions={404: "No such job (or not the caller's), or a `cursor` this listing did not issue"},

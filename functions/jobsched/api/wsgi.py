@@ -162,26 +162,21 @@ def _response_headers(response: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 class ApiWsgiApp:
-    """WSGI application calling ``handler`` (default: ``jobsched.handlers.api.handler``) once per request.
+    """WSGI application calling ``handler`` once per request: the API's Lambda handler
+    (``jobsched.handlers.api.handler``; the caller passes it in, since this adapter does not import the
+    layer above it) or any function of an API Gateway REST proxy event and a Lambda context returning a
+    proxy response.
 
     ``max_body_bytes`` bounds how much of a body is read (the handler itself answers 413 past its limit).
     """
 
     def __init__(
-        self, handler: Handler | None = None, *, stage: str = "local", max_body_bytes: int = 10 * 1024 * 1024
+        self, handler: Handler, *, stage: str = "local", max_body_bytes: int = 10 * 1024 * 1024
     ) -> None:
-        self._handler = handler
+        self.handler = handler
         self.stage = stage
         self.max_body_bytes = max_body_bytes
         self._lock = threading.Lock()
-
-    @property
-    def handler(self) -> Handler:
-        if self._handler is None:
-            from jobsched.handlers.api import handler
-
-            self._handler = handler
-        return self._handler
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ, self.max_body_bytes)

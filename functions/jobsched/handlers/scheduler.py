@@ -1,35 +1,29 @@
 """Scheduler Lambda: started each minute per partition by EventBridge (``{"partition": n}``); ticks once a
-second until shortly before its timeout, then hands over through the lease (``jobsched.scheduler``)."""
+second until shortly before its timeout, then hands over through the lease (``jobsched.scheduler_runtime``)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.aws import Aws
-from jobsched.clock import system_clock
 from jobsched.observability import logger
-from jobsched.scheduler_runtime import SCHEDULER_CALLS, Runtime, serve_invocation
-from jobsched.settings import get_settings
+from jobsched.scheduler_runtime import SCHEDULER_CALLS, serve_invocation
+from jobsched.wiring import Components
 
 
 @lru_cache(maxsize=1)
-def default_runtime() -> Runtime:
+def default_components() -> Components:
     """Settings from the environment, lazily created boto3 clients bounded by ``SCHEDULER_CALLS`` (a slow
     call cannot outlast the invocation), the system clock and ``time.sleep``."""
-    return Runtime(
-        settings=get_settings(), aws=Aws(calls=SCHEDULER_CALLS), clock=system_clock, sleep=time.sleep
-    )
-
-
-runtime_factory: Callable[[], Runtime] = default_runtime
-"""Replaced by tests (fake clock and sleep, moto-backed settings)."""
+    return Components.from_environment(calls=SCHEDULER_CALLS)
 
 
 @logger.inject_lambda_context(clear_state=True)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    return serve_invocation(event, context, runtime_factory())
+def handler(
+    event: dict[str, Any], context: LambdaContext, components: Components | None = None
+) -> dict[str, int]:
+    """One invocation of the loop (``jobsched.scheduler_runtime.serve_invocation``) on ``components``
+    (default: ``default_components()``)."""
+    return serve_invocation(event, context, components or default_components())

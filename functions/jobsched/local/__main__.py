@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from jobsched.cli_commands import local_command
+from jobsched.local.command import local_command
 
 
 def main() -> None:

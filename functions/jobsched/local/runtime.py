@@ -4,7 +4,7 @@ What runs, each in its own thread(s):
 
 - the API: ``jobsched.api.wsgi.ApiWsgiApp`` (HTTP request -> API Gateway proxy event -> the API Lambda
   handler) on a threaded stdlib HTTP server, ``127.0.0.1:<port>``;
-- ``--schedulers N`` scheduler loops per partition (``jobsched.scheduler_runtime.build_scheduler_loop``),
+- ``--schedulers N`` scheduler loops per partition (``jobsched.wiring.Components.scheduler_group``),
   each its own lease contender: one leads, the others stand by and take over within the lease TTL;
 - ``--workers N`` pollers feeding the run queue to the worker Lambda handler the way Lambda's SQS event
   source does (``local.event_source``);
@@ -18,12 +18,18 @@ the batch in hand). A SIGKILL loses at most the last ~2.5 s of writes. After a r
 stopped follow each job's ``missed`` policy (the scheduler works from the stored ``next_run_at``), and
 unfinished runs (queued, retrying, running) are put on the run queue again.
 
+Every component is built by ``jobsched.wiring.Components`` from local mode's own ``Settings`` (the embedded
+resources' names and local mode's knobs) and the embedded AWS; the Lambda handlers are called with those
+components, so nothing is configured through the process environment.
+
 The terminal gets one line per run outcome and per alert; structured logs go to ``<data dir>/local.log``
 and EMF metrics to ``<data dir>/metrics.log``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import json
 import logging
@@ -38,11 +44,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from jobsched.adapters.queue import RunQueue
 from jobsched.clock import Clock, system_clock
 from jobsched.lambda_context import LocalLambdaContext
 from jobsched.local.demo import demo_jobs
@@ -64,6 +69,10 @@ from jobsched.local.state import (
 from jobsched.observability import logger
 from jobsched.ports.runs import MAX_DELAY_S, RunMessage
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from jobsched.api.app import Api
+    from jobsched.wiring import Components
 
 LOG_FILE = "local.log"
 METRICS_FILE = "metrics.log"
@@ -251,8 +260,10 @@ def unfinished_messages(runs: list[Item], *, now_ms: int, heartbeat_stale_s: int
 class LocalRuntime:
     """The local system: ``start()`` brings it up (moto, restore, threads, API), ``stop()`` drains and saves.
 
-    Not re-entrant and one per process: it starts ``moto.mock_aws`` and sets the process environment the
-    Lambda handlers read their settings from.
+    Not re-entrant and one per process: it starts ``moto.mock_aws`` (and points the process's AWS
+    credentials at fake ones, ``isolate_from_aws``). Its components are built from ``settings``, set by
+    ``start()``: the embedded resources plus local mode's knobs (shell and loopback HTTP targets on, the
+    tokens file) and ``LocalConfig.settings``.
     """
 
     def __init__(self, config: LocalConfig) -> None:
@@ -271,6 +282,9 @@ class LocalRuntime:
         self._stopped = False
         self._console = sys.stdout
         self._redirected: Any = None
+        self._api: Api | None = None
+        self.components: Components | None = None
+        """The ``jobsched.wiring.Components`` everything runs on (set by ``start()``)."""
 
     def emit(self, line: str) -> None:
         """One line for the terminal (``LocalConfig.emit``, or the stdout the process started with)."""
@@ -297,7 +311,7 @@ class LocalRuntime:
         from jobsched.api.wsgi import ApiWsgiApp
 
         try:  # bind first: a busy port fails before anything else starts
-            self.server = ApiServer(ApiWsgiApp(), config.host, config.port)
+            self.server = ApiServer(ApiWsgiApp(self._serve_api), config.host, config.port)
         except OSError as error:
             raise OSError(
                 f"cannot listen on {config.host}:{config.port} ({error.strerror or error}); is another "
@@ -307,7 +321,8 @@ class LocalRuntime:
         from moto import mock_aws
 
         from jobsched.aws import Aws, provision
-        from jobsched.settings import get_settings
+        from jobsched.settings import Settings
+        from jobsched.wiring import Components
 
         isolate_from_aws()
         wrapper = serialize_dynamodb()
@@ -319,15 +334,16 @@ class LocalRuntime:
         self._mock.start()
         aws = Aws(region=REGION)
         env = provision(aws, PREFIX)
-        knobs = {
-            "allow_shell_targets": True,
-            "allow_loopback_http_targets": True,
-            "local_tokens_file": str(tokens_path.resolve()),
-            **config.settings,
-        }
-        os.environ.update(env)
-        os.environ.update({name.upper(): _env_text(value) for name, value in knobs.items()})
-        os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "jobsched")
+        settings = Settings(
+            **{
+                **{name.lower(): value for name, value in env.items()},
+                "allow_shell_targets": True,
+                "allow_loopback_http_targets": True,
+                "local_tokens_file": str(tokens_path.resolve()),
+                **config.settings,
+            }
+        )
+        components = self.components = Components(settings, aws, clock=config.clock)
         # a scheduler tick without runs flushes no metric: Powertools warns each time; not news here
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
         route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
@@ -338,8 +354,6 @@ class LocalRuntime:
                 _rotating_logger("jobsched.local.stdout", config.data_dir / METRICS_FILE)
             )
             sys.stdout = self._redirected
-        get_settings.cache_clear()
-        settings = get_settings()
 
         table_names = {t.id: env[t.env_var] for t in TABLES}
         now = config.clock()
@@ -366,17 +380,18 @@ class LocalRuntime:
             restored_items.get(RUNS.id, []), now_ms=now, heartbeat_stale_s=settings.heartbeat_stale_s
         )
         if requeue:
-            RunQueue(aws.sqs, settings.run_queue_url).send(requeue)
+            components.run_queue().send(requeue)
 
         alerts = AlertPrinter(
             aws.sqs, aws.sns, settings.alerts_topic_arn, f"{PREFIX}-local-alerts", self.emit
         )
 
+        self._api = components.with_own_clients().api()
         self.server.start()
 
-        self._start_schedulers(settings, aws)
-        self._start_workers(settings, aws)
-        self._spawn("rest", "sweeper", self._sweep_loop)
+        self._start_schedulers(components)
+        self._start_workers(components)
+        self._spawn("rest", "sweeper", self._sweep_loop, components.with_own_clients())
         self._spawn("rest", "change-pump", self._pump_loop, mirror)
         self._spawn("rest", "alerts", alerts.run, self._stop_rest)
         self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
@@ -390,44 +405,46 @@ class LocalRuntime:
         thread.start()
         self._threads[group].append(thread)
 
-    def _start_schedulers(self, settings: Any, aws: Any) -> None:
-        from jobsched.lease import new_holder_id
-        from jobsched.scheduler_runtime import build_scheduler_group
+    def _serve_api(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """The API Lambda handler on local mode's API wiring (set by ``start()`` before the server starts)."""
+        from jobsched.handlers.api import handler
+
+        return handler(event, context, api=self._api)
+
+    def _start_schedulers(self, components: Components) -> None:
+        from jobsched.domain.lease import new_holder_id
 
         stop = self._stop_scheduling
+        pacing = dataclasses.replace(components, sleep=_waiter(stop))
         for index in range(self.config.schedulers):
-            for partition in range(settings.scheduler_partitions):
-                loop = build_scheduler_group(
-                    settings,
-                    aws,
-                    partition,
-                    clock=self.config.clock,
-                    sleep=_waiter(stop),
-                    holder=new_holder_id(f"local-scheduler-{index}"),
-                )
+            for partition in range(components.settings.scheduler_partitions):
+                loop = pacing.scheduler_group(partition, holder=new_holder_id(f"local-scheduler-{index}"))
                 self._spawn("scheduling", f"scheduler-{index}-p{partition}", _run_loop, loop, stop)
 
-    def _start_workers(self, settings: Any, aws: Any) -> None:
+    def _start_workers(self, components: Components) -> None:
         from jobsched.handlers.worker import handler
 
+        batches = components.worker_batches()  # each record thread: a worker on clients of its own
         for index in range(self.config.workers):
             source = SqsEventSource(
-                aws.sqs,
-                settings.run_queue_url,
-                handler,
+                components.aws.sqs,
+                components.settings.run_queue_url,
+                functools.partial(handler, batches=batches),
                 function_name="jobsched-worker-local",
                 region=REGION,
                 timeout_s=WORKER_FUNCTION_TIMEOUT_S,
             )
             self._spawn("workers", f"worker-{index}", source.run, self._stop_workers)
 
-    def _sweep_loop(self) -> None:
+    def _sweep_loop(self, components: Components) -> None:
         from jobsched.handlers.sweeper import handler
 
         event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+        sweeper = components.sweeper()
         while not self._stop_scheduling.is_set():
             try:
-                handler(event, LocalLambdaContext("jobsched-sweeper-local", timeout_s=60, region=REGION))
+                context = LocalLambdaContext("jobsched-sweeper-local", timeout_s=60, region=REGION)
+                handler(event, context, sweeper=sweeper)
             except Exception:
                 logger.exception("sweeper failed; next sweep in a minute")
             if self._stop_scheduling.wait(self.config.sweep_interval_s):
@@ -522,12 +539,6 @@ class LocalRuntime:
         """Best-effort save of the changes seen so far (a second Ctrl-C)."""
         if self._snapshotter:
             self._snapshotter.save_if_changed()
-
-
-def _env_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _waiter(stop: threading.Event) -> Callable[[float], None]:

@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from jobsched.api.app import Api, build_api, install
+from jobsched.api.app import Api
 from jobsched.api.wsgi import api_context
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.handlers.api import handler
 from jobsched.settings import Settings
+from jobsched.wiring import Components
 from tests.support.aws import moto_deployment
 
 EVENTS = Path(__file__).resolve().parents[3] / "events" / "api"
@@ -58,9 +59,9 @@ class Reply:
         return dict(self.body["error"])
 
 
-def invoke(event: dict[str, Any]) -> Reply:
-    """Call the Lambda handler with ``event`` and decode its proxy response."""
-    response = handler(event, api_context())
+def invoke(event: dict[str, Any], api: Api) -> Reply:
+    """Call the Lambda handler with ``event``, served by ``api``, and decode its proxy response."""
+    response = handler(event, api_context(), api=api)
     headers = {k.lower(): v[-1] for k, v in (response.get("multiValueHeaders") or {}).items()}
     headers.update({k.lower(): v for k, v in (response.get("headers") or {}).items()})
     raw = response.get("body")
@@ -120,7 +121,6 @@ class Http:
 
     NOW_MS = NOW_MS
     load_event = staticmethod(load_event)
-    invoke = staticmethod(invoke)
     job_body = staticmethod(job_body)
 
     def __init__(self, aws: Aws, settings: Settings, clock: FakeClock) -> None:
@@ -135,11 +135,18 @@ class Http:
         self.reconfigure(settings)
 
     def reconfigure(self, settings: Settings, **updates: Any) -> Api:
-        """Rebuild the API with ``settings`` (plus ``updates``) and install it as the handler's dependency."""
+        """Rebuild the API with ``settings`` (plus ``updates``); the handler serves requests with it."""
         self.settings = settings.model_copy(update=updates)
-        self.api = build_api(self.settings, self.aws, clock=self.clock)
-        install(self.api)
+        self.api = Components(self.settings, self.aws, clock=self.clock).api()
         return self.api
+
+    def invoke(self, event: dict[str, Any]) -> Reply:
+        """Call the Lambda handler with ``event`` on this test's API and decode its proxy response."""
+        return invoke(event, self.api)
+
+    def handler(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """The Lambda handler on this test's current API (``reconfigure`` changes it), e.g. for the WSGI app."""
+        return handler(event, context, api=self.api)
 
     def event(self, method: str, path: str, *, caller: str | None = "alice", **kwargs: Any) -> dict[str, Any]:
         """``make_event`` with ``caller`` one of "alice", "carol", "bob", None or a full ARN."""
@@ -148,7 +155,7 @@ class Http:
 
     def __call__(self, method: str, path: str, **kwargs: Any) -> Reply:
         """Send ``method path`` through the handler (see ``event`` for the keyword arguments)."""
-        return invoke(self.event(method, path, **kwargs))
+        return self.invoke(self.event(method, path, **kwargs))
 
     def create(
         self, name: str = "nightly-report", *, caller: str = "alice", **overrides: Any
@@ -185,8 +192,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def http(deployment: tuple[Aws, Settings], clock: FakeClock) -> Iterator[Http]:
+def http(deployment: tuple[Aws, Settings], clock: FakeClock) -> Http:
     """The handler wired to the module's moto deployment, a fake clock, and two fresh teams."""
     aws, settings = deployment
-    yield Http(aws, settings, clock)
-    install(None)
+    return Http(aws, settings, clock)

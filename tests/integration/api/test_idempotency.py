@@ -11,9 +11,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
-from jobsched.api.app import build_api, install
 from jobsched.api.wsgi import api_context
 from jobsched.models import JobCreate
+from jobsched.wiring import Components
 
 
 def key(value: str) -> dict[str, str]:
@@ -141,7 +141,7 @@ def test_a_trigger_of_another_owners_job_with_a_key_stores_nothing(http):
 
 def test_the_same_key_while_the_first_request_is_in_flight_is_409(http):
     # Given: two API execution environments (Lambda runs one request per environment at a time)
-    first_env = build_api(http.settings, http.aws, clock=http.clock)
+    first_env = Components(http.settings, http.aws, clock=http.clock).api()
     second_env = http.api
     inside, release = threading.Event(), threading.Event()
     create = first_env.service.jobs.create
@@ -165,7 +165,7 @@ def test_the_same_key_while_the_first_request_is_in_flight_is_409(http):
         assert inside.wait(10)
         # When: the retry arrives while the first request is still being processed
         in_flight = idempotency_record(http, http.alice_owner, "k-8")
-        install(second_env)
+        http.api = second_env  # the retry reaches the other execution environment
         retry = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-8"))
     finally:
         release.set()
@@ -212,7 +212,7 @@ def test_an_in_flight_record_expires_with_the_invocation_that_wrote_it(http):
 
 def test_two_concurrent_identical_posts_with_one_key_create_one_job(http):
     # Given: two execution environments receiving the same request at the same moment
-    environments = [build_api(http.settings, http.aws, clock=http.clock) for _ in range(2)]
+    environments = [Components(http.settings, http.aws, clock=http.clock).api() for _ in range(2)]
     request = JobCreate.model_validate(http.job_body("report"))
     start = threading.Barrier(2)
     results: list[Any] = []

@@ -40,15 +40,17 @@ from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi import checks
 
-from jobsched.api.app import Api, app, build_api, install
+from jobsched.api.app import Api, app
 from jobsched.api.auth import TokenAuthenticator
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
 from jobsched.api.errors import IDEMPOTENCY_HEADER
 from jobsched.api.service import TIMING_FIELDS
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.aws import Aws
+from jobsched.handlers.api import handler
 from jobsched.models import JobCreate
 from jobsched.settings import Settings
+from jobsched.wiring import Components
 
 TOKEN = "schemathesis-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -111,7 +113,10 @@ schema = schemathesis.openapi.from_dict(
         }
     ),
 )
-schema.app = ApiWsgiApp()  # builds nothing until called; the probes of some checks use the schema's app
+SERVED: dict[str, Api] = {}
+"""The ``Api`` the WSGI app's handler serves with (set by the ``wsgi`` fixture, swapped per sequence)."""
+schema.app = ApiWsgiApp(lambda event, context: handler(event, context, api=SERVED["api"]))
+"""Builds nothing until called; the probes of some checks use the schema's app."""
 
 
 def _instant(value: Any) -> datetime | None:
@@ -165,13 +170,13 @@ def wsgi(
     aws, base = deployment
     tokens = tmp_path_factory.mktemp("auth") / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: "team-schemathesis"}))
-    api = build_api(base.model_copy(update={"local_tokens_file": str(tokens)}), aws)
-    install(api)
+    api = Components(base.model_copy(update={"local_tokens_file": str(tokens)}), aws).api()
+    SERVED["api"] = api
     wsgi_app = schema.app
     request = JobCreate.model_validate({"name": "seeded", "schedule": "*/5 * * * *", "command": "echo"})
     seeded = api.service.create_job("team-schemathesis", request).job
     yield wsgi_app, seeded.id, api
-    install(None)
+    SERVED.clear()
 
 
 def test_the_wsgi_app_serves_the_document_under_test(wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
@@ -212,10 +217,12 @@ def test_sequences_along_the_documents_links_honour_it(wsgi: tuple[ApiWsgiApp, s
         def setup(self) -> None:
             # each sequence as a team of its own: no names, jobs or Idempotency-Keys of earlier sequences
             # change its answers (Hypothesis replays sequences and needs them to behave the same)
-            install(replace(api, authenticator=TokenAuthenticator({TOKEN: f"team-sequence-{next(owners)}"})))
+            SERVED["api"] = replace(
+                api, authenticator=TokenAuthenticator({TOKEN: f"team-sequence-{next(owners)}"})
+            )
 
         def teardown(self) -> None:
-            install(api)
+            SERVED["api"] = api
 
         def get_call_kwargs(self, case: Any) -> dict[str, Any]:
             return {"app": wsgi_app, "headers": AUTH}

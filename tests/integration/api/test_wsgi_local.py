@@ -15,7 +15,7 @@ def client(http, tmp_path):
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"tok-a": http.alice_owner, "tok-b": http.bob_owner}))
     http.reconfigure(http.settings, local_tokens_file=str(tokens))
-    return Client(ApiWsgiApp())
+    return Client(ApiWsgiApp(http.handler))
 
 
 def test_a_job_registered_over_http_is_the_token_owners(client, http):

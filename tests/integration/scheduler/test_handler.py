@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from jobsched.clock import FakeClock
 from jobsched.handlers import scheduler as handler_module
 from jobsched.observability import MetricName
-from jobsched.scheduler_runtime import STOP_BEFORE_MS, Runtime
+from jobsched.scheduler_runtime import STOP_BEFORE_MS
 from jobsched.store.control import ControlStore
+from jobsched.wiring import Components
 
 
 @dataclass
@@ -32,19 +33,18 @@ class FakeContext:
 
 
 @pytest.fixture
-def invoke(harness: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def invoke(harness: Any) -> Any:
     sleeps: list[float] = []
 
     def sleep(seconds: float) -> None:
         sleeps.append(seconds)
         harness.clock.sleep(seconds)
 
-    runtime = Runtime(settings=harness.settings, aws=harness.aws, clock=harness.clock, sleep=sleep)
-    monkeypatch.setattr(handler_module, "runtime_factory", lambda: runtime)
+    components = Components(settings=harness.settings, aws=harness.aws, clock=harness.clock, sleep=sleep)
 
     def call(event: dict[str, Any], timeout_s: int, request_id: str = "req-1") -> dict[str, int]:
         context = FakeContext(harness.clock, harness.clock() + timeout_s * 1000, aws_request_id=request_id)
-        return handler_module.handler(event, context)
+        return handler_module.handler(event, context, components=components)
 
     call.sleeps = sleeps  # type: ignore[attr-defined]
     return call

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.domain.loop import SchedulerGroup, adopted_partitions
-from jobsched.scheduler_runtime import build_scheduler_group
 from jobsched.store import layout
+from jobsched.wiring import Components
 
 PERIOD_MS = 10_000
 
@@ -19,8 +19,8 @@ PERIOD_MS = 10_000
 def groups(harness: Any, partitions: int, holder: str) -> list[SchedulerGroup]:
     settings = harness.settings.model_copy(update={"scheduler_partitions": partitions})
     return [
-        build_scheduler_group(
-            settings, harness.aws, p, clock=harness.clock, sleep=harness.clock.sleep, holder=f"{holder}-{p}"
+        Components(settings, harness.aws, clock=harness.clock, sleep=harness.clock.sleep).scheduler_group(
+            p, holder=f"{holder}-{p}"
         )
         for p in range(partitions)
     ]

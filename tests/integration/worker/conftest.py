@@ -14,7 +14,6 @@ from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.worker import Worker
-from jobsched.handlers.worker import build_worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job
 from jobsched.ports.runs import RunMessage
@@ -22,6 +21,7 @@ from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.layout import sched_item, spec_item
 from jobsched.store.runs import RunStore
+from jobsched.wiring import Components
 from tests.support.worker import T0, Context, SimTimeStuck, SimWaiter, new_job, sqs_record
 
 __all__ = ["T0", "Context", "SimTimeStuck", "SimWaiter", "sqs_record"]  # imported by the tests from here
@@ -39,7 +39,7 @@ def atomic_dynamodb() -> None:
 @pytest.fixture
 def worker(settings: Settings, aws: Aws, clock: FakeClock, waiter: SimWaiter) -> Worker:
     """The worker as the Lambda handler builds it, on moto, in simulated time."""
-    return build_worker(settings, aws, clock=clock, waiter=waiter)
+    return Components(settings, aws, clock=clock).worker(waiter=waiter)
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
-from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
+from jobsched.wiring import Components
 
 from .conftest import T0, Drain, SimWaiter
 
@@ -106,7 +106,7 @@ def test_lambda_target_through_the_worker_keeps_the_run_id_across_attempts(
 ) -> None:
     client, stubber = lambda_client
     targets = Targets(lambda_=LambdaExecutor(lambda: client))
-    worker = build_worker(settings, aws, clock=clock, waiter=waiter, targets=targets)
+    worker = Components(settings, aws, clock=clock).worker(waiter=waiter, targets=targets)
     job = make_job(target={"type": "lambda", "function": "billing"}, input={"n": 1}, retry={"backoff_s": 1})
     make_run(job)
     first = TargetCall(

@@ -16,12 +16,12 @@ from jobsched.domain.supervision import RealWaiter
 from jobsched.domain.worker import Worker
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
-from jobsched.handlers.sweeper import build_sweeper
-from jobsched.handlers.worker import build_worker
 from jobsched.models import Job, RunStatus
 from jobsched.settings import Settings, get_settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, commands
+from jobsched.wiring import Components
+from jobsched.worker_runtime import Batches
 
 from .conftest import T0, Context
 
@@ -32,9 +32,7 @@ def test_a_batch_reports_only_its_failed_records(
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(worker_handler, "worker_factory", lambda: worker)
     job = make_job()
     make_run(job)
     event = {
@@ -44,7 +42,7 @@ def test_a_batch_reports_only_its_failed_records(
             record(job.id, T0, message_id="duplicate"),
         ]
     }
-    response = worker_handler.handler(event, Context())
+    response = worker_handler.handler(event, Context(), batches=Batches(lambda: worker))
     # the malformed record fails (SQS redelivers it, then redrive moves it to the DLQ); the others are acked
     assert response == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
     row = runs.get(job.id, T0)
@@ -55,13 +53,12 @@ def test_a_batch_reports_only_its_failed_records(
 def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name, value in resource_env.items():
         monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    worker_handler.clear_default_workers()
-    sweeper_handler.default_sweeper.cache_clear()
+    defaults = (get_settings, worker_handler.default_batches, sweeper_handler.default_sweeper)
+    for default in defaults:
+        default.cache_clear()
     yield
-    get_settings.cache_clear()
-    worker_handler.clear_default_workers()
-    sweeper_handler.default_sweeper.cache_clear()
+    for default in defaults:
+        default.cache_clear()
 
 
 def test_the_default_wiring_comes_from_the_environment(
@@ -75,7 +72,7 @@ def test_the_default_wiring_comes_from_the_environment(
     make_run(job, T0)
     response = worker_handler.handler({"Records": [record(job.id, T0)]}, Context())
     assert response == {"batchItemFailures": []}
-    assert worker_handler.default_worker() is worker_handler.default_worker()
+    assert worker_handler.default_batches().worker() is worker_handler.default_batches().worker()
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.SUCCEEDED
     report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
@@ -88,13 +85,14 @@ def test_the_sweeper_handler_returns_its_report(
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sweeper_handler, "sweeper_factory", lambda: build_sweeper(settings, aws, clock=clock))
+    sweeper = Components(settings, aws, clock=clock).sweeper()
     job = make_job()
     make_run(job)
     clock.advance(settings.sweep_queued_after_s * 1000)
-    report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
+    report = sweeper_handler.handler(
+        {"source": "aws.events"}, Context(function_name="jobsched-sweeper"), sweeper=sweeper
+    )
     assert report["requeued"] == 1 and report["examined"] == 1
 
 
@@ -129,18 +127,16 @@ def test_the_records_of_a_batch_run_concurrently(
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     rendezvous: list[tuple[str, str]],
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Given three runs due now in one batch, whose targets each finish only once all three have started
-    worker = build_worker(settings, aws, clock=clock, waiter=RealWaiter())  # beats are 30 s away
-    monkeypatch.setattr(worker_handler, "worker_factory", lambda: worker)
+    worker = Components(settings, aws, clock=clock).worker(waiter=RealWaiter())  # beats are 30 s away
     jobs = [make_job(command="rendezvous") for _ in range(3)]
     for job in jobs:
         make_run(job)
     event = {"Records": [record(job.id, T0, message_id=f"m-{i}") for i, job in enumerate(jobs)]}
     # When the worker handles the batch
-    response = worker_handler.handler(event, Context())
+    response = worker_handler.handler(event, Context(), batches=Batches(lambda: worker))
     # Then every run started before any finished (run 3 did not wait for the targets of runs 1 and 2)
     assert response == {"batchItemFailures": []}
     assert [kind for kind, _ in rendezvous] == ["start"] * 3 + ["end"] * 3
@@ -162,9 +158,7 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
     runs: RunStore,
     delivered: Callable[[Job, int], dict[str, Any]],
     visibility_calls: list[dict[str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(worker_handler, "worker_factory", lambda: worker)
     # Given an invocation with 100 s left, a run whose job may take 300 s and one whose job takes 60 s
     long_job = make_job(timeout_s=300)
     short_job = make_job(timeout_s=60)  # 60 s + the claim margin fits in 100 s
@@ -172,7 +166,11 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
     make_run(short_job)
     long_record, short_record = delivered(long_job, T0), delivered(short_job, T0)
     # When the batch is handled
-    response = worker_handler.handler({"Records": [long_record, short_record]}, Context(remaining_ms=100_000))
+    response = worker_handler.handler(
+        {"Records": [long_record, short_record]},
+        Context(remaining_ms=100_000),
+        batches=Batches(lambda: worker),
+    )
     # Then the long run is not claimed: reported failed, its message visible again at once
     assert response == {"batchItemFailures": [{"itemIdentifier": long_record["messageId"]}]}
     row = runs.get(long_job.id, T0)
@@ -204,13 +202,12 @@ def test_a_deferred_record_whose_visibility_change_fails_is_still_reported(
         def change_visibility(self, receipt_handle: str, seconds: int) -> None:
             raise ConnectionError("SQS unreachable")
 
-    monkeypatch.setattr(worker_handler, "worker_factory", lambda: worker)
     monkeypatch.setattr(worker, "visibility", BrokenVisibility())
     job = make_job(timeout_s=600)
     make_run(job)
     event = {"Records": [record(job.id, T0, receipt_handle="rh-1")]}
     # the whole batch failed: reported, not raised (no function error for a batch handed back)
-    assert worker_handler.handler(event, Context(remaining_ms=600_000)) == {
+    assert worker_handler.handler(event, Context(remaining_ms=600_000), batches=Batches(lambda: worker)) == {
         "batchItemFailures": [{"itemIdentifier": "m-1"}]
     }
     row = runs.get(job.id, T0)

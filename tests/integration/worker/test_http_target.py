@@ -19,13 +19,13 @@ from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
-from jobsched.handlers.worker import build_worker
 from jobsched.models import HttpTarget, Job, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.http import AddressPolicy, HttpExecutor
+from jobsched.wiring import Components
 
 from .conftest import T0, SimWaiter
 
@@ -85,9 +85,9 @@ def server() -> Iterator[Server]:
 
 @pytest.fixture
 def loopback_worker(settings: Settings, aws: Aws, clock: FakeClock, waiter: SimWaiter) -> Worker:
-    return build_worker(
-        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock, waiter=waiter
-    )
+    return Components(
+        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock
+    ).worker(waiter=waiter)
 
 
 def _call(**kwargs: Any) -> TargetCall:
@@ -194,9 +194,9 @@ def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(
     # Given a server that answers only after the test ends; simulated time moves once it has the request
     server.responses = [(200, "late", 60.0)]
     waiter = SimWaiter(clock, parked=lambda: bool(server.requests))
-    worker = build_worker(
-        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock, waiter=waiter
-    )
+    worker = Components(
+        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock
+    ).worker(waiter=waiter)
     job = make_job(target={"type": "http", "url": server.url}, timeout_s=20)
     make_run(job)
     # When the try passes its timeout, it fails as timed out (to be retried)

@@ -19,6 +19,7 @@ from jobsched.models import Job
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.layout import spec_item
+from jobsched.wiring import Components
 
 from .conftest import T0, Context
 
@@ -118,10 +119,9 @@ def test_the_sweeper_idle_pass_costs_one_query_per_shard(
     clock: FakeClock,
     requests: Counter[str],
 ) -> None:
-    from jobsched.handlers.sweeper import build_sweeper
     from jobsched.ports.runs import SWEEP_SHARDS
 
-    build_sweeper(settings, aws, clock=clock).sweep()
+    Components(settings, aws, clock=clock).sweeper().sweep()
     assert requests == {"dynamodb.Query": SWEEP_SHARDS}
 
 

@@ -19,7 +19,6 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.worker import Deferred
-from jobsched.handlers.worker import build_targets, build_worker
 from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
@@ -32,6 +31,7 @@ from jobsched.targets.ownership import (
     OwnerClients,
     TargetTags,
 )
+from jobsched.wiring import Components
 
 from .conftest import T0, Drain, SimWaiter
 
@@ -62,7 +62,7 @@ def run_once(
     """``run_once(target, settings=...)``: one try of a one-attempt job of team A; returns the run row."""
 
     def run(target: dict[str, Any], worker_settings: Settings = settings) -> dict[str, Any]:
-        worker = build_worker(worker_settings, aws, clock=clock, waiter=waiter)
+        worker = Components(worker_settings, aws, clock=clock).worker(waiter=waiter)
         job = make_job(owner="team-a", target=target, retry={"max_attempts": 1})
         make_run(job)
         worker.handle(delivery_of(record(job.id, T0)))
@@ -247,8 +247,8 @@ def test_local_mode_refuses_a_function_tagged_for_another_owner() -> None:
 
 
 def test_build_targets_acts_for_the_owner_only_with_a_target_role(settings: Settings, aws: Aws) -> None:
-    local = build_targets(settings, aws)
-    deployed = build_targets(settings.model_copy(update={"target_role_arn": ROLE}), aws)
+    local = Components(settings, aws).targets()
+    deployed = Components(settings.model_copy(update={"target_role_arn": ROLE}), aws).targets()
     for targets, role in ((local, None), (deployed, ROLE)):
         for executor in (targets._by_type[LambdaTarget], targets._by_type[SqsTarget]):
             assert isinstance(executor, ActingForOwner)
@@ -274,8 +274,8 @@ def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
 
     monkeypatch.setattr(OwnerClients, "client", throttled)
     url = _queue(aws, "team-a-inbox2", "team-a")
-    worker = build_worker(
-        settings.model_copy(update={"target_role_arn": ROLE}), aws, clock=clock, waiter=waiter
+    worker = Components(settings.model_copy(update={"target_role_arn": ROLE}), aws, clock=clock).worker(
+        waiter=waiter
     )
     job = make_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
     make_run(job)

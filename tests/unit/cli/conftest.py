@@ -3,6 +3,7 @@ reached through ``httpx.WSGITransport``; each test gets its own team tokens, so 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Iterator
@@ -15,13 +16,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from jobsched.api.app import app, build_api, get_api
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.aws import Aws
-from jobsched.cli_commands import register
+from jobsched.cli import register
 from jobsched.client import JobschedClient
 from jobsched.handlers.api import handler
 from jobsched.settings import Settings
+from jobsched.wiring import Components
 from tests.support.aws import moto_deployment
 
 API = "http://127.0.0.1:8080"
@@ -30,7 +31,7 @@ _teams = itertools.count(1)
 
 @dataclass
 class Cli:
-    """Runs ``jobsched ...`` (the commands of ``cli_commands``) against the in-process API as one team."""
+    """Runs ``jobsched ...`` (the commands ``jobsched.cli.register`` adds) against the in-process API as one team."""
 
     app: typer.Typer
     transport: httpx.BaseTransport
@@ -73,11 +74,7 @@ def cli(deployment: tuple[Aws, Settings], tmp_path: Path) -> Iterator[Cli]:
             "allow_loopback_http_targets": True,
         }
     )
-    api = build_api(local, aws)
-    app.dependency_overrides[get_api] = lambda: api
+    api = Components(local, aws).api()
     cli_app = typer.Typer()
     register(cli_app)
-    try:
-        yield Cli(cli_app, httpx.WSGITransport(app=ApiWsgiApp(handler)), token, other)
-    finally:
-        app.dependency_overrides.pop(get_api, None)
+    yield Cli(cli_app, httpx.WSGITransport(app=ApiWsgiApp(functools.partial(handler, api=api))), token, other)

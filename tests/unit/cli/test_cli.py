@@ -11,8 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from jobsched.cli_commands import FAILED, USAGE_ERROR, fail, register
+from jobsched.cli import register
 from jobsched.client import ApiError
+from jobsched.exits import FAILED, USAGE_ERROR, fail
 
 DATA = Path(__file__).parent / "data"
 

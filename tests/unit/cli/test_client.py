@@ -10,8 +10,10 @@ import typer
 from botocore.credentials import Credentials
 from typer.testing import CliRunner
 
-from jobsched import cli_commands
-from jobsched.cli_commands import find_dev_token, register, system_zone_name
+from jobsched.cli import options as cli_options
+from jobsched.cli import register
+from jobsched.cli.import_crontab import system_zone_name
+from jobsched.cli.options import find_dev_token
 from jobsched.client import ApiError, ApiUnreachable, JobschedClient, api_gateway_region, is_loopback
 from jobsched.local.runtime import LocalConfig, prepare_tokens
 from jobsched.schedules import get_zone
@@ -149,7 +151,7 @@ def test_dev_token_is_found_in_a_parent_folder(tmp_path: Path) -> None:
 def test_no_dev_token_up_to_the_root_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a data-dir name no folder on this machine has (so no parent of tmp_path can hold one)
     unique = Path(f".jobsched-{tmp_path.name}")
-    monkeypatch.setattr(cli_commands, "DEFAULT_DATA_DIR", unique)
+    monkeypatch.setattr(cli_options, "DEFAULT_DATA_DIR", unique)
     nested = tmp_path / "a" / "b"
     nested.mkdir(parents=True)
 

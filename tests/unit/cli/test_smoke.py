@@ -15,7 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from jobsched.api.app import REPLAYED_HEADER as API_REPLAYED_HEADER
-from jobsched.cli_commands import register
+from jobsched.cli import register
 from jobsched.client import JobschedClient
 from jobsched.clock import FakeClock
 from jobsched.smoke import REPLAYED_HEADER, SmokeCheck, SmokeFailed, SmokeSettings

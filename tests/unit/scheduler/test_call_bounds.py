@@ -33,18 +33,19 @@ def test_the_scheduler_handlers_clients_carry_the_bounds(
     # Given the scheduler Lambda's own runtime (not a test's), from a deployment's environment
     for name, value in resource_env.items():
         monkeypatch.setenv(name, value)
-    handler_module.default_runtime.cache_clear()
+    handler_module.default_components.cache_clear()
     get_settings.cache_clear()
     try:
-        runtime = handler_module.default_runtime()
+        components = handler_module.default_components()
         # Then every client it builds times out and retries within SCHEDULER_CALLS
-        for client in (runtime.aws.dynamodb, runtime.aws.sqs, runtime.aws.dynamodb_resource.meta.client):
+        aws = components.aws
+        for client in (aws.dynamodb, aws.sqs, aws.dynamodb_resource.meta.client):
             config = client.meta.config
             assert config.connect_timeout == SCHEDULER_CALLS.connect_timeout_s
             assert config.read_timeout == SCHEDULER_CALLS.read_timeout_s
             assert config.retries == {"mode": "standard", "total_max_attempts": SCHEDULER_CALLS.max_attempts}
     finally:
-        handler_module.default_runtime.cache_clear()
+        handler_module.default_components.cache_clear()
         get_settings.cache_clear()
 
 

@@ -1,8 +1,4 @@
-"""The ``jobsched`` command line: one typer app, one function per command.
-
-Commands are registered with ``@app.command("<name>")``; there are no global options, so each
-command owns its flags. ``next`` previews a schedule's fire instants offline.
-"""
+"""``jobsched next EXPRESSION``: preview a schedule's fire instants, offline (no API call)."""
 
 from __future__ import annotations
 
@@ -11,25 +7,13 @@ from typing import Annotated
 
 import typer
 
-from jobsched.cli_commands import USAGE_ERROR, fail
-from jobsched.cli_commands import register as register_api_commands
+from jobsched.exits import USAGE_ERROR, fail
 from jobsched.schedules import ScheduleError, get_zone, parse_in_range, validate_schedule
 
-app = typer.Typer(
-    name="jobsched",
-    help="jobsched: a serverless distributed job scheduler.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+__all__ = ["next_command"]
 
 
-@app.callback()
-def _root() -> None:
-    """jobsched: a serverless distributed job scheduler."""
-
-
-@app.command("next")
-def next_fires(
+def next_command(
     expression: Annotated[
         str, typer.Argument(help="Schedule: cron, @macro, rate(...), every ..., daily, at ...")
     ],
@@ -60,12 +44,3 @@ def next_fires(
     fires = schedule.fires(start, datetime.max.replace(tzinfo=UTC), count)
     for fire in fires:
         typer.echo(fire.isoformat())
-
-
-# jobs, runs, import-crontab, smoke and local: the API-facing commands (jobsched.cli_commands).
-register_api_commands(app)
-
-
-def main() -> None:
-    """Console-script entry point (``jobsched = jobsched.cli:main``)."""
-    app()

@@ -1,0 +1,122 @@
+"""Admission: the checks a request passes before Powertools parses and validates it.
+
+In order: the caller's identity -> owner (``Unauthorized``, 401), the body's size (``PayloadTooLarge``, 413,
+above ``Settings.api_max_body_bytes``), a body that is JSON text (``InvalidInput``, 400: this API takes no
+form data and no other encoding than UTF-8). They come first so that an unauthenticated or oversized request
+is refused before its body is parsed. Also here: :func:`parse_json_body`, the resolver's JSON parser, which
+turns JSON Python cannot read into a 400 instead of a 500.
+
+``jobsched.api.openapi.JobschedResolver`` runs :class:`Admission` ahead of request validation on every
+documented route; the errors become responses in ``jobsched.api.errors``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.middlewares import BaseMiddlewareHandler, NextMiddleware
+
+from jobsched.api.auth import Authenticator
+from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
+from jobsched.settings import Settings
+
+if TYPE_CHECKING:
+    from jobsched.api.service import JobService
+
+__all__ = ["Admission", "Admitting", "parse_json_body"]
+
+
+class Admitting(Protocol):
+    """What admission reads of the API's wiring (``jobsched.api.app.Api`` has it)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def authenticator(self) -> Authenticator: ...
+
+    @property
+    def service(self) -> JobService: ...
+
+
+def _body_bytes(event: dict[str, Any]) -> bytes:
+    """The request body as sent (base64 bodies decoded). Raises ``InvalidInput`` for broken base64."""
+    body = event.get("body")
+    if not body:
+        return b""
+    if event.get("isBase64Encoded"):
+        try:
+            return base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput("body", "request body is not valid base64", code="invalid_json") from None
+    return str(body).encode("utf-8", "surrogatepass")
+
+
+def _is_json(content_type: str | None) -> bool:
+    """No Content-Type (taken as JSON, as Powertools does), ``application/json`` or ``application/*+json``."""
+    if not content_type:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class Admission(BaseMiddlewareHandler):
+    """A Powertools middleware admitting a request to request validation and the route.
+
+    ``api`` returns the current wiring (read per request, so tests and local mode can swap it). Raises
+    ``Unauthorized`` (no or bad credentials), then ``PayloadTooLarge`` (body over
+    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body that is not JSON text); on success the
+    owner is in ``app.context["owner"]`` and the idempotency layer knows the Lambda context.
+    """
+
+    def __init__(self, api: Callable[[], Admitting]) -> None:
+        super().__init__()
+        self._api = api
+
+    def handler(self, app: Any, next_middleware: NextMiddleware) -> Response:
+        api = self._api()
+        event = app.current_event.raw_event
+        app.append_context(owner=api.authenticator.owner_of(event))
+        body, limit = _body_bytes(event), api.settings.api_max_body_bytes
+        if len(body) > limit:
+            raise PayloadTooLarge(len(body), limit)
+        if body and not _is_json(app.current_event.headers.get("content-type")):
+            raise InvalidInput(
+                "body",
+                "send the request body as JSON (Content-Type: application/json)",
+                code="unsupported_media_type",
+            )
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(
+                "body", "request body is not valid JSON: not UTF-8 text", code="invalid_json"
+            ) from None
+        if api.service.idempotency is not None:
+            api.service.idempotency.bind_invocation(app.lambda_context)
+        return next_middleware(app)
+
+
+def parse_json_body(text: str) -> Any:
+    """The request body's JSON value (``json.loads``), for Powertools' ``json_body``.
+
+    Raises ``json.JSONDecodeError`` (answered 400 ``invalid_json``, field ``body``) for malformed JSON and
+    also for JSON the parser cannot take: arrays/objects nested thousands deep (Python's parser would raise
+    ``RecursionError``) or an integer longer than Python's 4300-digit conversion limit (``ValueError``).
+    Neither is a server error.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("arrays or objects are nested too deeply", text, 0) from None
+    except ValueError:
+        raise json.JSONDecodeError(
+            "a value cannot be read (integers may have at most 4300 digits)", text, 0
+        ) from None

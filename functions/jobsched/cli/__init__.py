@@ -1,0 +1,65 @@
+"""The ``jobsched`` command line: one typer app (console script ``jobsched = jobsched.cli:main``).
+
+Commands, by module:
+
+| command | module |
+|---|---|
+| ``next`` (offline schedule preview) | ``schedule`` |
+| ``jobs create/list/get/update/pause/resume/trigger/delete`` | ``jobs`` |
+| ``runs`` | ``runs`` |
+| ``import-crontab`` | ``import_crontab`` |
+| ``smoke`` | ``smoke`` |
+| ``local`` | ``jobsched.local.command`` (shared with ``python -m jobsched.local``) |
+
+Conventions, as ``aws``/``kubectl`` users expect: the connection options (``--api``, ``--token``,
+``--sigv4-region``, with their environment variables) are declared once (``options.Connection``) and taken
+by every API-facing command; tables for people, ``--json`` for scripts (the API's JSON, unchanged); errors
+are ONE line on stderr (``error: <status> <code>: <message> (field: <field>)``) and a non-zero exit: 1 for a
+failed call or rejected input, 2 for a usage error (``jobsched.exits``).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from jobsched.cli.import_crontab import import_crontab_command
+from jobsched.cli.jobs import jobs_app
+from jobsched.cli.runs import runs_command
+from jobsched.cli.schedule import next_command
+from jobsched.cli.smoke import smoke_command
+from jobsched.local.command import local_command
+
+__all__ = ["app", "main", "register"]
+
+app = typer.Typer(
+    name="jobsched",
+    help="jobsched: a serverless distributed job scheduler.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """jobsched: a serverless distributed job scheduler."""
+
+
+app.command("next")(next_command)
+
+
+def register(target: typer.Typer) -> None:
+    """Add the API-facing commands (``jobs``, ``runs``, ``import-crontab``, ``smoke``) and ``local`` to the
+    typer app ``target`` (``app`` has them; tests register them on an app of their own)."""
+    target.add_typer(jobs_app, name="jobs")
+    target.command("runs")(runs_command)
+    target.command("import-crontab")(import_crontab_command)
+    target.command("smoke")(smoke_command)
+    target.command("local")(local_command)
+
+
+register(app)
+
+
+def main() -> None:
+    """Console-script entry point (``jobsched = jobsched.cli:main``)."""
+    app()

@@ -1,0 +1,59 @@
+"""The ``local`` command's options and entry: ``jobsched local`` and ``python -m jobsched.local``.
+
+Defined here, in local mode's own package, so that both entry points share one declaration of the options
+and local mode does not import the CLI (the CLI registers this command; the dependency goes downward).
+The runtime (boto3, the embedded moto) is imported only when the command runs, which lasts until
+interrupted; a data dir or tokens file it cannot use (``OSError``, ``ValueError``) is one error line on
+stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jobsched.exits import fail
+from jobsched.local.paths import DEFAULT_DATA_DIR
+
+__all__ = ["local_command"]
+
+
+PortOpt = Annotated[int, typer.Option("--port", help="Port of the API on 127.0.0.1.")]
+DataDirOpt = Annotated[Path, typer.Option("--data-dir", help="Where jobs and history are kept.")]
+TokensOpt = Annotated[
+    Path | None,
+    typer.Option("--tokens", help="JSON object token -> owner (default: a dev token for `local`)."),
+]
+SchedulersOpt = Annotated[int, typer.Option("--schedulers", min=1, max=16, help="Competing scheduler loops.")]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=64, help="Worker threads.")]
+DemoOpt = Annotated[
+    bool, typer.Option("--demo", help="Register the sample jobs of events/demo on first start.")
+]
+
+
+def local_command(
+    port: PortOpt = 8080,
+    data_dir: DataDirOpt = DEFAULT_DATA_DIR,
+    tokens: TokensOpt = None,
+    schedulers: SchedulersOpt = 1,
+    workers: WorkersOpt = 4,
+    demo: DemoOpt = False,
+) -> None:
+    """Run the whole system on this machine: API, scheduler, workers and sweeper on an embedded moto."""
+    from jobsched.local.runtime import LocalConfig, run_forever
+
+    try:
+        config = LocalConfig(
+            port=port,
+            data_dir=data_dir,
+            tokens_file=tokens,
+            schedulers=schedulers,
+            workers=workers,
+            demo=demo,
+            redirect_stdout=True,
+        )
+        run_forever(config)
+    except (OSError, ValueError) as error:
+        fail(str(error))

@@ -1,0 +1,344 @@
+"""The composition root: every component of jobsched built from one ``Settings`` and one ``Aws``.
+
+The Lambda handlers (``jobsched.handlers``), local mode, the tests and the bench build their stores, queues,
+notifier, targets, scheduler loops, worker, sweeper and API from a :class:`Components`, so each component is
+wired in one place. In a Lambda, ``Components.from_environment()`` reads the settings the stack sets and
+creates boto3 clients lazily (never at import, so moto can intercept them); the handlers take the
+components they run on as optional arguments, which is how local mode and the tests pass their own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from jobsched.aws import DEFAULT_CALLS, Aws, CallBounds, new_session
+from jobsched.clock import Clock, system_clock
+from jobsched.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from jobsched.adapters.alerts import DeadRunNotifier
+    from jobsched.adapters.queue import RunQueue
+    from jobsched.api.app import Api
+    from jobsched.api.service import JobService
+    from jobsched.domain.loop import SchedulerGroup, SchedulerLoop, TickMetrics
+    from jobsched.domain.planning import TickLimits
+    from jobsched.domain.retries import Failures
+    from jobsched.domain.supervision import Waiter
+    from jobsched.domain.sweeper import Sweeper
+    from jobsched.domain.worker import Worker
+    from jobsched.store.control import ControlStore
+    from jobsched.store.jobs import JobStore
+    from jobsched.store.runs import RunStore
+    from jobsched.targets import Targets
+    from jobsched.worker_runtime import Batches
+
+# Each function imports only what it builds (the API's routes and models, the target executors and the
+# batch processor take a second or more to import between them): components are imported where they
+# are built, so a function's cold start pays only for its own.
+
+
+@dataclass(frozen=True)
+class Components:
+    """Builds each component on the tables, queues and topic ``settings`` names, through ``aws``'s clients.
+
+    ``clock`` gives epoch milliseconds (UTC); ``sleep`` waits seconds (the scheduler loop's pacing). Every
+    method builds a new component; components built from one ``Components`` share its boto3 clients, which
+    are thread-safe (low-level clients) except the DynamoDB resource: a thread of its own gets its own
+    clients with :meth:`with_own_clients`.
+    """
+
+    settings: Settings
+    aws: Aws
+    clock: Clock = system_clock
+    sleep: Callable[[float], None] = time.sleep
+
+    @classmethod
+    def from_environment(cls, *, calls: CallBounds = DEFAULT_CALLS) -> Components:
+        """A Lambda function's components: ``Settings`` from the environment the stack sets (validated once
+        per process; raises pydantic ValidationError when a name is missing), boto3 clients of the
+        standard credential chain each bounded by ``calls``, the system clock and ``time.sleep``."""
+        return cls(settings=get_settings(), aws=Aws(calls=calls))
+
+    def with_own_clients(self) -> Components:
+        """The same components on new boto3 clients (same region, endpoint, bounds and event hooks)."""
+        return replace(self, aws=replace(self.aws))
+
+    # --- adapters ---------------------------------------------------------------------------------
+
+    def jobs(self) -> JobStore:
+        """The JOBS table (job specs, scheduling state, the due index)."""
+        from jobsched.store.jobs import JobStore
+
+        return JobStore(self.aws.table(self.settings.jobs_table))
+
+    def runs(self) -> RunStore:
+        """The RUNS table (run history, claims, the sweep index)."""
+        from jobsched.store.runs import RunStore
+
+        return RunStore(self.aws.table(self.settings.runs_table))
+
+    def control(self) -> ControlStore:
+        """The CONTROL table (leases, watermarks, the partition high-water mark)."""
+        from jobsched.store.control import ControlStore
+
+        return ControlStore(self.aws.dynamodb, self.settings.control_table)
+
+    def run_queue(self) -> RunQueue:
+        """The run queue (SQS): run messages, retries with delay, visibility changes."""
+        from jobsched.adapters.queue import RunQueue
+
+        return RunQueue(self.aws.sqs, self.settings.run_queue_url)
+
+    def notifier(self) -> DeadRunNotifier:
+        """The dead-run queue + alerts topic adapter."""
+        from jobsched.adapters.alerts import DeadRunNotifier
+
+        return DeadRunNotifier(
+            self.aws.sqs,
+            self.aws.sns,
+            dead_run_queue_url=self.settings.dead_run_queue_url,
+            topic_arn=self.settings.alerts_topic_arn,
+        )
+
+    def failures(self) -> Failures:
+        """Retry/dead handling over the runs table, the run queue and the dead-run notifier."""
+        from jobsched.domain.retries import Failures
+
+        return Failures(
+            runs=self.runs(),
+            queue=self.run_queue(),
+            dead_runs=self.notifier(),
+            settings=self.settings,
+            clock=self.clock,
+        )
+
+    def targets(self) -> Targets:
+        """Every target executor, configured from ``settings`` (address guard, shell switch, timeout cap).
+
+        ``lambda`` and ``sqs`` targets act for the job's owner (``jobsched.targets.ownership``): through the
+        target role ``settings.target_role_arn`` tagged with the owner when the deployment has one (AWS), else
+        with the worker's own clients after an owner-tag check (local mode).
+        """
+        from botocore.config import Config
+
+        from jobsched.targets import Targets
+        from jobsched.targets.aws import LambdaExecutor, SqsExecutor
+        from jobsched.targets.commands import CommandExecutor
+        from jobsched.targets.http import AddressPolicy, HttpExecutor
+        from jobsched.targets.ownership import ActingForOwner, OwnerClients, TargetTags
+        from jobsched.targets.shell import ShellExecutor
+
+        settings, aws = self.settings, self.aws
+        # Long synchronous invokes: read timeout past the worker's cap; no automatic retry of an invoke
+        # (a retry after a read timeout would run the function twice).
+        lambda_config = Config(
+            read_timeout=settings.worker_timeout_cap_s + 30,
+            connect_timeout=10,
+            retries={"total_max_attempts": 1},
+        )
+
+        def client(service: str, credentials: dict[str, str] | None = None) -> Any:
+            config = lambda_config if service == "lambda" else aws.calls.config()
+            return new_session().client(
+                service,
+                region_name=aws.region,
+                endpoint_url=aws.endpoint_url,
+                config=config,
+                **(credentials or {}),
+            )
+
+        tags = TargetTags(
+            settings.target_owner_tag_key,
+            lambda_client=lambda: aws.lambda_,
+            sqs_client=lambda: aws.sqs,
+            sts_client=lambda: aws.sts,
+        )
+        owner_clients = (
+            OwnerClients(
+                settings.target_role_arn, sts_client=lambda: aws.sts, make_client=client, now_s=time.time
+            )
+            if settings.target_role_arn
+            else None
+        )
+        return Targets(
+            http=HttpExecutor(
+                AddressPolicy(
+                    allow_private=settings.allow_private_http_targets,
+                    allow_loopback=settings.allow_loopback_http_targets,
+                )
+            ),
+            lambda_=ActingForOwner(
+                "lambda",
+                per_client=LambdaExecutor,
+                clients=owner_clients,
+                local=LambdaExecutor(lambda: client("lambda")),
+                tags=tags,
+            ),
+            sqs=ActingForOwner(
+                "sqs",
+                per_client=SqsExecutor,
+                clients=owner_clients,
+                local=SqsExecutor(lambda: aws.sqs),
+                tags=tags,
+            ),
+            command=CommandExecutor(),
+            shell=ShellExecutor(enabled=settings.allow_shell_targets),
+        )
+
+    # --- the four functions ---------------------------------------------------------------------
+
+    def worker(self, *, targets: Targets | None = None, waiter: Waiter | None = None) -> Worker:
+        """The worker: claims, runs and records one run per record (``targets`` default: :meth:`targets`;
+        ``waiter`` default: real time between heartbeats)."""
+        from jobsched.domain.worker import Worker
+
+        queue = self.run_queue()
+        return Worker(
+            settings=self.settings,
+            runs=self.runs(),
+            jobs=self.jobs(),
+            queue=queue,
+            dead_runs=self.notifier(),
+            targets=targets or self.targets(),
+            clock=self.clock,
+            visibility=queue,
+            waiter=waiter,
+        )
+
+    def worker_batches(self) -> Batches:
+        """The worker function's batch runner: each record thread gets a worker of its own on boto3 clients
+        of its own (:meth:`with_own_clients`), built on its first record and kept."""
+        from jobsched.worker_runtime import Batches
+
+        return Batches(lambda: self.with_own_clients().worker())
+
+    def sweeper(self) -> Sweeper:
+        """The sweeper: one bounded pass over the runs table's sweep index per call of ``sweep()``."""
+        from jobsched.domain.sweeper import Sweeper
+
+        return Sweeper(
+            settings=self.settings,
+            runs=self.runs(),
+            jobs=self.jobs(),
+            queue=self.run_queue(),
+            failures=self.failures(),
+            clock=self.clock,
+        )
+
+    def scheduler_loop(
+        self,
+        partition: int,
+        *,
+        holder: str | None = None,
+        limits: TickLimits | None = None,
+        tick_metrics: TickMetrics | None = None,
+        adopted: bool = False,
+    ) -> SchedulerLoop:
+        """A scheduler loop for ``partition`` (0 <= partition < ``settings.scheduler_partitions``, or above
+        when ``adopted``). ``holder`` is the lease contender id (default: host, pid and a random suffix);
+        ``tick_metrics`` defaults to Powertools EMF. Raises ValueError for a partition out of range."""
+        from jobsched.adapters.metrics import PowertoolsTickMetrics
+        from jobsched.domain.lease import LeaderLease, new_holder_id
+        from jobsched.domain.loop import SchedulerLoop
+        from jobsched.domain.tick import Scheduler
+
+        scheduler = Scheduler(
+            adopted=adopted,
+            partition=partition,
+            jobs=self.jobs(),
+            runs=self.runs(),
+            queue=self.run_queue(),
+            control=self.control(),
+            settings=self.settings,
+            clock=self.clock,
+            limits=limits,
+        )
+        lease = LeaderLease(
+            self.control(),
+            partition,
+            holder or new_holder_id(),
+            clock=self.clock,
+            ttl_ms=int(self.settings.lease_ttl_s * 1000),
+        )
+        return SchedulerLoop(
+            scheduler,
+            lease,
+            clock=self.clock,
+            sleep=self.sleep,
+            tick_metrics=tick_metrics if tick_metrics is not None else PowertoolsTickMetrics(),
+        )
+
+    def scheduler_group(
+        self,
+        partition: int,
+        *,
+        holder: str | None = None,
+        limits: TickLimits | None = None,
+        tick_metrics: TickMetrics | None = None,
+    ) -> SchedulerGroup:
+        """The loops the process serving ``partition`` runs: that partition's, and one for each partition it
+        adopts because a deployment with more partitions ran before, or an API already created jobs for more
+        (``adopted_partitions``; the high-water mark is kept in the CONTROL table: 1 request, plus a one-off
+        scan of the due index when a deployment from before the mark first runs this code). Raises
+        ValueError for a partition out of range."""
+        from jobsched.domain.loop import SchedulerGroup, adopted_partitions
+
+        control = self.control()
+        high_water, missing = control.raise_partition_high_water(self.settings.scheduler_partitions)
+        if missing:  # a deployment from before the mark: its jobs tell how many partitions it ran
+            highest = self.jobs().highest_due_partition()
+            if highest is not None and highest + 1 > high_water:
+                high_water, _ = control.raise_partition_high_water(highest + 1)
+        partitions = [
+            partition,
+            *adopted_partitions(partition, self.settings.scheduler_partitions, high_water),
+        ]
+        return SchedulerGroup(
+            [
+                self.scheduler_loop(
+                    p, holder=holder, limits=limits, tick_metrics=tick_metrics, adopted=p != partition
+                )
+                for p in partitions
+            ]
+        )
+
+    def job_service(self) -> JobService:
+        """The API's use cases. Reading a target's tags is advisory (IAM decides at run time): those reads
+        get one short attempt (``TAG_READ_CALLS``) on clients of their own, never a slow request."""
+        from jobsched.api.idempotency import IdempotencyKeys
+        from jobsched.api.service import JobService
+        from jobsched.targets.ownership import TAG_READ_CALLS, TargetTags
+
+        settings = self.settings
+        tag_reads = replace(self.aws, calls=TAG_READ_CALLS)
+        return JobService(
+            settings=settings,
+            jobs=self.jobs(),
+            runs=self.runs(),
+            queue=self.run_queue(),
+            clock=self.clock,
+            idempotency=IdempotencyKeys.on_dynamodb(settings.idempotency_table, self.aws.dynamodb),
+            target_tags=TargetTags(
+                settings.target_owner_tag_key,
+                lambda_client=lambda: tag_reads.lambda_,
+                sqs_client=lambda: tag_reads.sqs,
+                sts_client=lambda: tag_reads.sts,
+            ),
+            partition_marks=self.control(),
+        )
+
+    def api(self) -> Api:
+        """What the API's routes need. Auth: bearer tokens when ``settings.local_tokens_file`` is set (local
+        mode; raises ValueError for an unreadable tokens file), else the IAM principal API Gateway reports."""
+        from jobsched.api.app import Api
+        from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
+
+        authenticator: Authenticator = (
+            TokenAuthenticator.from_file(self.settings.local_tokens_file)
+            if self.settings.local_tokens_file
+            else IamAuthenticator()
+        )
+        return Api(settings=self.settings, service=self.job_service(), authenticator=authenticator)

@@ -1,0 +1,112 @@
+"""Running the worker Lambda's SQS batches: one record per run, partial batch failure reporting (Powertools
+``AsyncBatchProcessor``; the event source mapping needs ``ReportBatchItemFailures``). The per-record logic
+is ``jobsched.domain.worker.Worker.handle`` (of ``adapters.queue.delivery_of(record)``); local mode's worker
+pool calls the same handler with SQS event dicts (records with ``messageId``, ``receiptHandle``, ``body``, ``attributes``, ``eventSourceARN``)
+and a context object carrying ``aws_request_id`` and the other Lambda context fields.
+
+The records of a batch run concurrently, each in its own thread: a run waits for no other run's target
+(run k of a batch of 10 starts as early as run 1: "starts within seconds"), and every record is claimed
+at the start of the invocation, with the whole invocation's time left for its try. Powertools'
+``AsyncBatchProcessor`` gathers the records and builds the ``batchItemFailures`` response; each record's
+(blocking) handler runs in a thread pool of the calling thread sized to the batch (``record_pool``),
+whose threads are kept across invocations with their per-thread ``Worker`` (boto3 clients built once).
+A record whose invocation has too little time left is handed back unclaimed (``jobsched.domain.worker.Deferred``):
+a batch item failure, its message visible again at once.
+
+AWS requests per run (the target's own call, e.g. the Lambda invoke of a ``lambda`` target, not counted):
+- success path: 3 = claim (UpdateItem) + job spec (GetItem) + succeed (UpdateItem); 4 with
+  ``overlap: skip`` (+1 Query for a running run). The message is deleted by the event source mapping.
+- while a try runs: +2 per ``heartbeat_interval_s`` (30 s): UpdateItem + ChangeMessageVisibility.
+- failed try with attempts left: 4 = claim + spec + retrying (UpdateItem) + retry message (SendMessageBatch).
+- last failed try: 6 = claim + spec + dead (UpdateItem) + dead-run SendMessage + SNS Publish + UpdateItem.
+- duplicate delivery: 1 (the refused claim).
+- handed back for lack of time (rare: never at the start of an invocation with the deployment's limits):
+  2 = job spec (GetItem) + ChangeMessageVisibility, then the redelivery's own path.
+Counted in ``tests/integration/worker/test_request_count.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import (
+    AsyncBatchProcessor,
+    EventType,
+    async_process_partial_response,
+)
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from jobsched.adapters.queue import delivery_of
+from jobsched.domain.worker import Worker
+
+_pools = threading.local()
+
+
+def record_pool(size: int) -> ThreadPoolExecutor:
+    """The calling thread's pool for running a batch's records, with at least ``size`` threads.
+
+    One pool per calling thread: in Lambda that is the one invocation thread; in local mode each event
+    source poller has its own, so concurrent batches never queue behind each other. Threads are started on
+    demand and kept (idle) across invocations; a pool too small for a batch is replaced by a larger one.
+    """
+    pool: ThreadPoolExecutor | None = getattr(_pools, "pool", None)
+    if pool is None or _pools.size < size:
+        if pool is not None:
+            pool.shutdown(wait=False)
+        pool = _pools.pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="record")
+        _pools.size = size
+    return pool
+
+
+class Batches:
+    """Runs SQS batches of run records, each record on the ``Worker`` of the thread that runs it.
+
+    ``make_worker`` builds a thread's worker on its first record (boto3 resources are not shared across
+    threads; e.g. ``lambda: components.with_own_clients().worker()``); the worker is kept for the thread's
+    later records. Pass ``lambda: worker`` to run every record on one worker (tests, the bench).
+    """
+
+    def __init__(self, make_worker: Callable[[], Worker]) -> None:
+        self._make_worker = make_worker
+        self._local = threading.local()
+
+    def worker(self) -> Worker:
+        """The calling thread's worker (built on first use)."""
+        worker: Worker | None = getattr(self._local, "worker", None)
+        if worker is None:
+            worker = self._local.worker = self._make_worker()
+        return worker
+
+    def _handle_record(self, record: SQSRecord, lambda_context: LambdaContext | None) -> str:
+        """Runs in a pool thread: that thread's worker handles the record."""
+        return self.worker().handle(delivery_of(record, lambda_context))
+
+    def process(self, event: dict[str, Any], context: LambdaContext | None) -> PartialItemFailureResponse:
+        """Run every record of an SQS ``event`` concurrently (one thread each); the partial batch response.
+
+        A record fails (listed in ``batchItemFailures``) when its handler raises; the others are
+        acknowledged. An entirely failed batch is reported the same way, not raised, so a batch handed back
+        for lack of time is not counted as a function error (the event source mapping treats both alike).
+        """
+        pool = record_pool(max(1, len(event.get("Records") or [])))
+
+        async def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                pool, functools.partial(self._handle_record, record, lambda_context)
+            )
+
+        return async_process_partial_response(
+            event=event,
+            record_handler=record_handler,
+            # one per call: processors keep batch state
+            processor=AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
+            context=context,
+        )
