@@ -55,10 +55,11 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
     quiet_environment()
     from jobsched.adapters.queue import RunMessage, RunQueue
     from jobsched.aws import Aws
+    from jobsched.ports.runs import new_run
     from jobsched.scheduler import DueJob, TickLimits, plan_fires
     from jobsched.settings import Settings
     from jobsched.store.jobs import JobStore
-    from jobsched.store.layout import due_attributes, new_run_item
+    from jobsched.store.layout import due_attributes
     from jobsched.store.runs import RunStore
 
     settings = Settings.model_validate(
@@ -90,9 +91,7 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
 
     def put() -> Any:
         return runs.put_new(
-            new_run_item(
-                job.id, midnight, now_ms=midnight + 5, retention_days=90, dispatch_at_ms=midnight, term=7
-            )
+            new_run(job.id, midnight, now_ms=midnight + 5, retention_days=90, dispatch_at_ms=midnight, term=7)
         )
 
     def move() -> Any:

@@ -29,6 +29,7 @@ import resource
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from typing import Any
 
 from bench.counting import RequestLog, counting_aws
@@ -136,10 +137,10 @@ def measure_rush(
     (default ``jitter_s + 300``). Returns the figures as a dict; raises RuntimeError when runs are missing."""
     from jobsched.adapters.queue import RunMessage, RunQueue
     from jobsched.aws import Aws
+    from jobsched.ports.runs import new_run
     from jobsched.scheduler import PowertoolsTickMetrics, TickLimits
     from jobsched.schedules import jitter_offset_ms
     from jobsched.store.jobs import JobStore
-    from jobsched.store.layout import new_run_item
     from jobsched.store.runs import RunStore
     from jobsched.wiring import Components
 
@@ -232,7 +233,7 @@ def measure_rush(
         raw_store = RunStore(counting_aws(RequestLog(), "raw").table(settings.runs_table))
         now_ms = clock()
         raw_items = [
-            new_run_item(f"j_raw{i:08d}", midnight, now_ms=now_ms, retention_days=settings.retention_days)
+            new_run(f"j_raw{i:08d}", midnight, now_ms=now_ms, retention_days=settings.retention_days)
             for i in range(jobs)
         ]
         raw_started = time.perf_counter()
@@ -337,7 +338,9 @@ def _missing(aws: Any, settings: Any, job_ids: list[str]) -> dict[str, Any]:
     for job_id in job_ids[:5]:
         sched = jobs.get_item(Key={"pk": job_pk(job_id), "sk": SCHED_SK}, ConsistentRead=True).get("Item")
         rows, _ = runs.list_for_job(job_id, 5)
-        sample.append({"job_id": job_id, "sched": plain(sched) if sched else None, "runs": rows})
+        sample.append(
+            {"job_id": job_id, "sched": plain(sched) if sched else None, "runs": [asdict(r) for r in rows]}
+        )
     watermark = aws.table(settings.control_table).get_item(Key={"pk": "watermark#0"}).get("Item")
     return {"count": len(job_ids), "sample": sample, "watermark": str(watermark)}
 

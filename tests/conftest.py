@@ -12,6 +12,10 @@ from jobsched.observability import metrics
 from jobsched.settings import Settings
 from tests.support.aws import set_fake_credentials
 
+pytest_plugins = [
+    "tests.support.worker"
+]  # the worker tests' fixtures (clock, waiter, record, calls, make_run)
+
 
 @pytest.fixture(autouse=True)
 def _fresh_metrics() -> None:

@@ -104,6 +104,13 @@ def flush_metrics() -> None:
         metrics.flush_metrics()
 
 
+COUNT = "Count"
+"""The unit of a count metric (Powertools' ``MetricUnit.Count`` as its string), for callers that do not import
+Powertools (the domain)."""
+MILLISECONDS = "Milliseconds"
+"""The unit of a duration metric in ms (``MetricUnit.Milliseconds``)."""
+
+
 class MetricName:
     """Metric names (EMF, namespace ``NAMESPACE``, dimension ``service=jobsched``); alarms in ``infra/`` use them."""
 

@@ -1,7 +1,7 @@
 """Running the worker Lambda's SQS batches: one record per run, partial batch failure reporting (Powertools
 ``AsyncBatchProcessor``; the event source mapping needs ``ReportBatchItemFailures``). The per-record logic
-is ``jobsched.domain.worker.Worker.handle_record``; local mode's worker pool calls the same handler with SQS
-event dicts (records with ``messageId``, ``receiptHandle``, ``body``, ``attributes``, ``eventSourceARN``)
+is ``jobsched.domain.worker.Worker.handle`` (of ``adapters.queue.delivery_of(record)``); local mode's worker
+pool calls the same handler with SQS event dicts (records with ``messageId``, ``receiptHandle``, ``body``, ``attributes``, ``eventSourceARN``)
 and a context object carrying ``aws_request_id`` and the other Lambda context fields.
 
 The records of a batch run concurrently, each in its own thread: a run waits for no other run's target
@@ -43,6 +43,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.domain.worker import Worker
 
 _pools = threading.local()
@@ -85,7 +86,7 @@ class Batches:
 
     def _handle_record(self, record: SQSRecord, lambda_context: LambdaContext | None) -> str:
         """Runs in a pool thread: that thread's worker handles the record."""
-        return self.worker().handle_record(record, lambda_context)
+        return self.worker().handle(delivery_of(record, lambda_context))
 
     def process(self, event: dict[str, Any], context: LambdaContext | None) -> PartialItemFailureResponse:
         """Run every record of an SQS ``event`` concurrently (one thread each); the partial batch response.

@@ -37,7 +37,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from jobsched.adapters.queue import RunQueue
+from jobsched.adapters.queue import RunQueue, delivery_of
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.wsgi import api_context
 from jobsched.clock import FakeClock
@@ -47,6 +47,7 @@ from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
 from jobsched.domain.tick import Scheduler
 from jobsched.domain.worker import Deferred
 from jobsched.models import JobCreate, JobPatch, from_ms, to_ms
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.schedules import parse_schedule
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
@@ -315,14 +316,14 @@ class PromisesMachine(RuleBasedStateMachine):
 
             def failing(job_id: str) -> Any:
                 self.worker.jobs.get_spec = real  # type: ignore[method-assign]
-                raise ConnectionError("transient storage error after the claim")
+                raise StoreUnavailable("transient storage error after the claim")
 
             self.worker.jobs.get_spec = failing  # type: ignore[method-assign]
         try:
-            self.worker.handle_record(record)
+            self.worker.handle(delivery_of(record))
         except Deferred:
             self.late.append(message)  # handed back: it comes again
-        except ConnectionError:
+        except StoreUnavailable:
             pass  # the record failed: SQS redelivers it after its visibility timeout (modelled by the sweeper)
         finally:
             if get_spec_error:

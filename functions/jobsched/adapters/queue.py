@@ -1,13 +1,41 @@
-"""The run queue (SQS): one message per delivery of a run, sent in batches of 10."""
+"""The run queue (SQS): one message per delivery of a run, sent in batches of 10; and the parsing of a
+delivered SQS record into the worker's ``Delivery``."""
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
 from collections.abc import Sequence
 from typing import Any
 
-from jobsched.ports.runs import QueueSendError, RunMessage
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-MAX_DELAY_S = 900  # SQS DelaySeconds limit
+from jobsched.ports.runs import MAX_DELAY_S, Delivery, QueueSendError, RunMessage
+
+
+def default_worker_id() -> str:
+    """``<host>/<pid>/<thread>``: names a worker thread when no Lambda request id is at hand."""
+    return f"{socket.gethostname()}/{os.getpid()}/{threading.get_ident()}"
+
+
+def delivery_of(record: SQSRecord | dict[str, Any], lambda_context: Any = None) -> Delivery:
+    """The ``Delivery`` of one SQS record of the run queue (Powertools' ``SQSRecord`` or its event dict).
+
+    The worker id is the Lambda request id when a context is given, else ``default_worker_id()``; the
+    context's ``get_remaining_time_in_millis`` becomes ``Delivery.remaining_ms``. Raises ValueError for a
+    malformed body (the record fails; SQS redrive moves a poison message to the run queue's DLQ).
+    """
+    if isinstance(record, dict):
+        record = SQSRecord(record)
+    request_id = getattr(lambda_context, "aws_request_id", None)
+    return Delivery(
+        message=RunMessage.parse(record.body),
+        worker=str(request_id) if request_id else default_worker_id(),
+        receipt_handle=record.raw_event.get("receiptHandle") or None,
+        receive_count=int((record.raw_event.get("attributes") or {}).get("ApproximateReceiveCount", 1)),
+        remaining_ms=getattr(lambda_context, "get_remaining_time_in_millis", None),
+    )
 
 
 class RunQueue:

@@ -55,7 +55,7 @@ from jobsched.models import (
 )
 from jobsched.observability import logger
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.runs import QueueSendError, RunMessage
+from jobsched.ports.runs import QueueSendError, RunMessage, new_run
 from jobsched.schedules import (
     Schedule,
     ScheduleError,
@@ -278,13 +278,11 @@ class JobService:
             if position.get("job") != job_id or not isinstance(before, int) or before < 0:
                 raise CursorNotFound()
             before_ms = before
-        rows, last = self.runs.list_for_job(
-            job_id, limit, status=status.value if status else None, before_ms=before_ms
-        )
+        rows, last = self.runs.list_for_job(job_id, limit, status=status, before_ms=before_ms)
         next_cursor = (
             encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None
         )
-        return Page[Run](items=[layout.run_from_item(row) for row in rows], next_cursor=next_cursor)
+        return Page[Run](items=[row.as_run() for row in rows], next_cursor=next_cursor)
 
     # --- change -------------------------------------------------------------------------------
 
@@ -459,7 +457,7 @@ class JobService:
         of the schedule or already a run). If the enqueue fails the run stays ``queued`` and the
         sweeper enqueues it, so the call still succeeds. With ``idempotency_key`` a repeat returns the first
         run: the stored result while the key's record lasts, and in any case the run the key created, which is
-        bound to the key in the same transaction as the run itself (``layout.trigger_key_item``): a retry after
+        bound to the key in the same transaction as the run itself (``RunStore.put_new_keyed``): a retry after
         a failure anywhere past that write (the key's record not completed, the invocation died) names the same
         run, never a second one. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
         idempotency errors of ``IdempotencyKeys.run``.
@@ -481,7 +479,7 @@ class JobService:
         for slot in (now_ms - i for i in range(TRIGGER_SLOTS)):
             if slot in fires:
                 continue
-            item = layout.new_run_item(
+            row = new_run(
                 job_id,
                 slot,
                 now_ms=now_ms,
@@ -491,32 +489,29 @@ class JobService:
                 owner=owner,
             )
             if idempotency_key is None:
-                if self.runs.put_new(item) is None:
+                if self.runs.put_new(row) is None:
                     break
                 continue
-            key_item = layout.trigger_key_item(
-                job_id, owner, idempotency_key, scheduled_for_ms=slot, expires_at_s=item["expires_at"]
-            )
-            used, taken = self.runs.put_new_keyed(item, key_item)
-            if used is not None:
-                return self._keyed_run(job_id, used)
-            if taken is None:
+            inserted = self.runs.put_new_keyed(row, owner=owner, idempotency_key=idempotency_key)
+            if inserted.key_used:
+                return self._keyed_run(job_id, inserted.key_run_at)
+            if inserted.created:
                 break
         else:
             raise ConcurrentChange(f"job {job_id} was triggered many times this millisecond; retry")
-        run = layout.run_from_item(item)
+        run = row.as_run()
         self._send_manual(run)
         logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
         return run
 
-    def _keyed_run(self, job_id: str, key_item: dict[str, Any]) -> Run:
-        """The run an Idempotency-Key created earlier, sent again if it is still ``queued`` (the first request
-        may have died before sending it; a duplicate message loses the worker's claim)."""
-        scheduled_for = key_item.get("run_scheduled_for")
-        row = self.runs.get(job_id, int(scheduled_for)) if scheduled_for is not None else None
+    def _keyed_run(self, job_id: str, scheduled_for: int | None) -> Run:
+        """The run an Idempotency-Key created earlier (``scheduled_for``, epoch ms; None: not readable), sent
+        again if it is still ``queued`` (the first request may have died before sending it; a duplicate message
+        loses the worker's claim)."""
+        row = self.runs.get(job_id, scheduled_for) if scheduled_for is not None else None
         if row is None:
             raise ConcurrentChange("the run of this Idempotency-Key is being created; retry")
-        run = layout.run_from_item(row)
+        run = row.as_run()
         if run.status is RunStatus.QUEUED:
             self._send_manual(run)
         logger.info("trigger replayed from its key", job_id=job_id, run_id=run.id)

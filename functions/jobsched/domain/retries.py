@@ -6,14 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from jobsched.clock import Clock
 from jobsched.models import Job
-from jobsched.observability import MetricName, add_metric, logger
-from jobsched.ports.runs import MAX_DELAY_S, DeadRun, DeadRunSink, RunMessage, RunRows, RunSender
+from jobsched.observability import COUNT, MetricName, add_metric, logger
+from jobsched.ports.runs import (
+    MAX_DELAY_S,
+    DeadRun,
+    DeadRunSink,
+    RunMessage,
+    RunSender,
+    RunTransitions,
+    run_id,
+)
 from jobsched.settings import Settings
-from jobsched.store.layout import run_id
 from jobsched.targets.base import (
     iso_utc,
     truncate,
@@ -91,7 +96,7 @@ class Failures:
     def __init__(
         self,
         *,
-        runs: RunRows,
+        runs: RunTransitions,
         queue: RunSender,
         dead_runs: DeadRunSink,
         settings: Settings,
@@ -125,7 +130,7 @@ class Failures:
         if not recorded:
             logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
             return Outcome.LOST
-        add_metric(MetricName.RUNS_RETRIED, MetricUnit.Count, 1)
+        add_metric(MetricName.RUNS_RETRIED, COUNT, 1)
         logger.warning(
             "run failed; retrying",
             run_id=owned.run_id,
@@ -159,7 +164,7 @@ class Failures:
         if not recorded:
             logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)
             return Outcome.LOST
-        add_metric(MetricName.RUNS_DEAD, MetricUnit.Count, 1)
+        add_metric(MetricName.RUNS_DEAD, COUNT, 1)
         logger.error(
             "run dead: out of attempts",
             run_id=owned.run_id,

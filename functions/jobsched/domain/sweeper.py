@@ -23,46 +23,28 @@ runs re-enqueued or taken from a lost worker.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
-
-from aws_lambda_powertools.metrics import MetricUnit
+from typing import Any
 
 from jobsched.clock import Clock
 from jobsched.domain.retries import Failures, Outcome, Owned, dead_run, lost_worker_error
 from jobsched.models import Job, RunStatus
-from jobsched.observability import MetricName, add_metric, logger
-from jobsched.ports.runs import JobSpecs, RunMessage, RunRows, RunSender
+from jobsched.observability import COUNT, MetricName, add_metric, logger
+from jobsched.ports.runs import (
+    SWEEP_SHARDS,
+    JobSpecs,
+    RunKey,
+    RunMessage,
+    RunRow,
+    RunSender,
+    SweepRows,
+    run_id,
+)
 from jobsched.settings import Settings
-from jobsched.store.layout import SWEEP_SHARDS, job_from_items, run_id
 
 MAX_ROWS_PER_PASS = 1000
 MAX_SWEEP_BACKOFF_MS = 3_600_000
 STALE_MARGIN_MS = 1_000
-
-
-class SweepRows(RunRows, Protocol):
-    """The sweeper's reads and writes on the runs table (``jobsched.store.runs.RunStore``)."""
-
-    def sweep_due(
-        self, shard: int, now_ms: int, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[tuple[str, int]], dict[str, Any] | None]: ...
-
-    def get_many(self, keys: Sequence[tuple[str, int]]) -> list[dict[str, Any]]: ...
-
-    def defer_sweep(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        status: str,
-        seen_sweep_at: int,
-        sweep_at_ms: int,
-        sweeps: int | None = None,
-    ) -> bool: ...
-
-    def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool: ...
 
 
 @dataclass
@@ -123,8 +105,8 @@ class Sweeper:
             try:
                 self._sweep_row(row, now, report, requeue, specs)
             except Exception as error:
-                logger.exception("sweeping a run failed", run_id=row.get("run_id"))
-                report.errors.append(f"{row.get('run_id')}: {type(error).__name__}")
+                logger.exception("sweeping a run failed", run_id=row.run_id)
+                report.errors.append(f"{row.run_id}: {type(error).__name__}")
         if requeue:
             try:
                 self.queue.send(requeue)
@@ -134,22 +116,21 @@ class Sweeper:
                 report.errors.append(f"enqueue: {type(error).__name__}")
         swept = report.requeued + report.lost_workers
         if swept:
-            add_metric(MetricName.RUNS_SWEPT, MetricUnit.Count, swept)
+            add_metric(MetricName.RUNS_SWEPT, COUNT, swept)
         logger.info("sweep done", **report.as_dict())
         return report
 
-    def _due_keys(self, now: int, report: SweepReport) -> list[tuple[str, int]]:
-        keys: list[tuple[str, int]] = []
+    def _due_keys(self, now: int, report: SweepReport) -> list[RunKey]:
+        keys: list[RunKey] = []
         # start at a shard that rotates each minute, so a pass cut short by max_rows starves no shard
         first = (now // 60_000) % SWEEP_SHARDS
         for shard in [(first + i) % SWEEP_SHARDS for i in range(SWEEP_SHARDS)]:
-            start: dict[str, Any] | None = None
+            cursor: Any = None
             while len(keys) < self.max_rows:
-                page, start = self.runs.sweep_due(
-                    shard, now, limit=self.max_rows - len(keys), start_key=start
-                )
-                keys.extend(page)
-                if not start:
+                page = self.runs.sweep_due(shard, now, limit=self.max_rows - len(keys), cursor=cursor)
+                keys.extend(page.keys)
+                cursor = page.cursor
+                if not cursor:
                     break
             if len(keys) >= self.max_rows:
                 report.truncated = True
@@ -158,28 +139,28 @@ class Sweeper:
 
     def _sweep_row(
         self,
-        row: dict[str, Any],
+        row: RunRow,
         now: int,
         report: SweepReport,
         requeue: list[RunMessage],
         specs: dict[str, Job | None],
     ) -> None:
-        status = row.get("status")
-        job_id, scheduled_for = str(row["job_id"]), int(row["scheduled_for"])
-        seen = row.get("sweep_at")
+        status = row.status
+        job_id, scheduled_for = row.job_id, row.scheduled_for
+        seen = row.sweep_at
         if seen is None:
             return  # left the index meanwhile
         after_ms = self.settings.sweep_queued_after_s * 1000
-        if status in (RunStatus.QUEUED.value, RunStatus.RETRYING.value):
-            if status == RunStatus.QUEUED.value:
-                base = max(int(row.get("enqueued_at", 0)), int(row.get("dispatch_at", scheduled_for)))
+        if status in (RunStatus.QUEUED, RunStatus.RETRYING):
+            if status is RunStatus.QUEUED:
+                base = max(row.enqueued_at or 0, _first_set(row.dispatch_at, scheduled_for))
             else:
-                base = int(row.get("retry_at", 0))
+                base = row.retry_at or 0
             overdue_at = base + after_ms
             if now < overdue_at:
                 self._defer(row, status, seen, overdue_at, report)
                 return
-            sweeps = int(row.get("sweeps", 0)) + 1
+            sweeps = row.sweeps + 1
             backoff = min(after_ms * 2 ** min(sweeps - 1, 20), MAX_SWEEP_BACKOFF_MS)
             if self.runs.defer_sweep(
                 job_id,
@@ -200,24 +181,24 @@ class Sweeper:
                 )
             else:
                 report.conflicts += 1
-        elif status == RunStatus.RUNNING.value:
-            heartbeat_at = int(row.get("heartbeat_at", row.get("started_at", 0)))
+        elif status is RunStatus.RUNNING:
+            heartbeat_at = _first_set(row.heartbeat_at, row.started_at, 0)
             stale_at = heartbeat_at + self.settings.heartbeat_stale_s * 1000
             if now < stale_at:
                 self._defer(row, status, seen, stale_at + STALE_MARGIN_MS, report)
                 return
             self._lost_worker(row, heartbeat_at, report, specs)
-        elif status == RunStatus.DEAD.value and row.get("notify_pending"):
+        elif status is RunStatus.DEAD and row.notify_pending:
             self._renotify(row, now, report, specs)
         elif self.runs.clear_sweep(job_id, scheduled_for):
             report.cleared += 1
         else:
             report.conflicts += 1
 
-    def _defer(self, row: dict[str, Any], status: str, seen: int, sweep_at: int, report: SweepReport) -> None:
+    def _defer(self, row: RunRow, status: RunStatus, seen: int, sweep_at: int, report: SweepReport) -> None:
         if self.runs.defer_sweep(
-            str(row["job_id"]),
-            int(row["scheduled_for"]),
+            row.job_id,
+            row.scheduled_for,
             status=status,
             seen_sweep_at=seen,
             sweep_at_ms=sweep_at,
@@ -228,21 +209,20 @@ class Sweeper:
 
     def _job(self, job_id: str, specs: dict[str, Job | None]) -> Job | None:
         if job_id not in specs:
-            spec = self.jobs.get_spec(job_id)
-            specs[job_id] = job_from_items(spec, None) if spec else None
+            specs[job_id] = self.jobs.get_spec(job_id)
         return specs[job_id]
 
     def _lost_worker(
-        self, row: dict[str, Any], heartbeat_at: int, report: SweepReport, specs: dict[str, Job | None]
+        self, row: RunRow, heartbeat_at: int, report: SweepReport, specs: dict[str, Job | None]
     ) -> None:
         """A running run whose beats stopped: its try failed (retry with backoff, or dead)."""
         owned = Owned(
-            job_id=str(row["job_id"]),
-            scheduled_for=int(row["scheduled_for"]),
-            attempt=int(row.get("attempt", 1)),
-            worker=str(row.get("worker", "")),
-            heartbeat_at=int(row["heartbeat_at"]) if "heartbeat_at" in row else None,
-            owner=row.get("owner"),
+            job_id=row.job_id,
+            scheduled_for=row.scheduled_for,
+            attempt=row.attempt,
+            worker=row.worker or "",
+            heartbeat_at=row.heartbeat_at,
+            owner=row.owner,
         )
         if owned.heartbeat_at is None:
             report.conflicts += 1  # a running row always has heartbeat_at; nothing safe to condition on
@@ -271,24 +251,24 @@ class Sweeper:
         if outcome is Outcome.DEAD:
             report.dead += 1
 
-    def _renotify(
-        self, row: dict[str, Any], now: int, report: SweepReport, specs: dict[str, Job | None]
-    ) -> None:
+    def _renotify(self, row: RunRow, now: int, report: SweepReport, specs: dict[str, Job | None]) -> None:
         owned = Owned(
-            job_id=str(row["job_id"]),
-            scheduled_for=int(row["scheduled_for"]),
-            attempt=int(row.get("attempt", 0)),
-            worker=str(row.get("worker", "")),
-            owner=row.get("owner"),
+            job_id=row.job_id,
+            scheduled_for=row.scheduled_for,
+            attempt=row.attempt,
+            worker=row.worker or "",
+            owner=row.owner,
         )
         job = self._job(owned.job_id, specs)
-        dead = dead_run(
-            owned, job, str(row.get("error", "")), owned.attempt, int(row.get("finished_at", now))
-        )
+        dead = dead_run(owned, job, row.error or "", owned.attempt, _first_set(row.finished_at, now))
         if self.failures.notify(dead):
             report.notified += 1
-        else:
-            seen = int(row["sweep_at"])
+        elif row.sweep_at is not None:
             self._defer(
-                row, RunStatus.DEAD.value, seen, now + self.settings.sweep_queued_after_s * 1000, report
+                row, RunStatus.DEAD, row.sweep_at, now + self.settings.sweep_queued_after_s * 1000, report
             )
+
+
+def _first_set(*values: int | None) -> int:
+    """The first of ``values`` that is not None (callers end with a default that is never None)."""
+    return next(v for v in values if v is not None)

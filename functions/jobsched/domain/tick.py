@@ -55,10 +55,10 @@ from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, next
 from jobsched.models import RunStatus, from_ms
 from jobsched.observability import logger
 from jobsched.ports.errors import Conflict
-from jobsched.ports.runs import QueueSendError, RunMessage, RunSender
+from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, new_run
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
-from jobsched.store.layout import due_attributes, due_pk, new_run_item, partition_of
+from jobsched.store.layout import due_attributes, due_pk, partition_of
 
 WATERMARK_MARGIN_MS = 15_000
 """A bucket counts as drained only once now is past its end by this much. Writers (API, scheduler) put an
@@ -94,9 +94,9 @@ class DueIndex(Protocol):
 
 
 class RunWriter(Protocol):
-    def put_new(self, item: dict[str, Any]) -> dict[str, Any] | None: ...
+    def put_new(self, row: RunRow) -> RunRow | None: ...
 
-    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[dict[str, Any]]: ...
+    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
 
 
 class WatermarkStore(Protocol):
@@ -423,8 +423,8 @@ class Scheduler:
 
     # --- 3. save ---------------------------------------------------------------------------------
 
-    def _skip_item(self, job: DueJob, row: SkipRow, now_ms: int, term: int) -> dict[str, Any]:
-        return new_run_item(
+    def _skip_item(self, job: DueJob, row: SkipRow, now_ms: int, term: int) -> RunRow:
+        return new_run(
             job.job_id,
             row.scheduled_for,
             now_ms=now_ms,
@@ -444,11 +444,11 @@ class Scheduler:
             plan, job = work.plan, work.plan.job
             counts = {"created": 0, "existing": 0, "reenqueued": 0, "skipped": 0}
 
-            def refused(fire: int, previous: dict[str, Any]) -> None:
+            def refused(fire: int, previous: RunRow) -> None:
                 # The fire already has a row (saved by an earlier tick or a leader that died): a queued one may
                 # never have been sent, so it is sent again (a duplicate message loses the worker's claim).
                 counts["existing"] += 1
-                if previous.get("status") == RunStatus.QUEUED.value:
+                if previous.status is RunStatus.QUEUED:
                     counts["reenqueued"] += 1
                     work.to_send.append(RunMessage(job.job_id, fire))
 
@@ -457,7 +457,7 @@ class Scheduler:
                     self._save_skipped(job, row, now_ms, guard, counts, refused)
                 for fire in plan.runs:
                     term = guard.check()
-                    item = new_run_item(
+                    item = new_run(
                         job.job_id,
                         fire,
                         now_ms=now_ms,
@@ -495,7 +495,7 @@ class Scheduler:
         now_ms: int,
         guard: Guard,
         counts: dict[str, int],
-        refused: Callable[[int, dict[str, Any]], None],
+        refused: Callable[[int, RunRow], None],
     ) -> None:
         """Record the skipped fires of ``row``. When its put is refused because a fire in its range already
         has a row (a leader that died saved it), the range is split around the rows that exist (one Query of
@@ -510,8 +510,8 @@ class Scheduler:
         existing = self.runs.rows_between(job.job_id, row.scheduled_for, row.through, limit=10_000)
         schedule = job.parsed_schedule()
         cursor = row.scheduled_for - 1  # fires after cursor and before the next existing row are skipped
-        for found in [*existing, {"scheduled_for": row.through + 1}]:
-            bound = int(found["scheduled_for"])
+        for found in [*existing, RunRow(job.job_id, row.through + 1)]:
+            bound = found.scheduled_for
             first = next_fire_ms(schedule, cursor, job_id=job.job_id)
             if first is not None and first < bound:
                 gap_last = bound - 1
@@ -520,9 +520,9 @@ class Scheduler:
                 if self.runs.put_new(self._skip_item(job, part, now_ms, guard.check())) is None:
                     counts["skipped"] += count
             # an existing summary (an earlier tick's, whose move failed) already stands for its whole range
-            cursor = max(cursor, bound, int(found.get("skipped_through") or bound))
+            cursor = max(cursor, bound, found.skipped_through or bound)
         for found in existing:
-            refused(int(found["scheduled_for"]), found)
+            refused(found.scheduled_for, found)
 
     # --- 4. enqueue ------------------------------------------------------------------------------
 

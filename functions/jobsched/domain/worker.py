@@ -41,33 +41,25 @@ it holds the run (refused or long-failing heartbeats) abandons its try before th
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
 from jobsched.clock import Clock
 from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.models import Job, OverlapPolicy, RunStatus
-from jobsched.observability import MetricName, add_metric, logger
+from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
     DeadRunSink,
+    Delivery,
     JobSpecs,
-    RunMessage,
+    OverlapHolder,
+    RunRow,
     RunRows,
     RunSender,
     TargetRunner,
     VisibilityExtender,
+    run_id,
 )
 from jobsched.settings import Settings
-from jobsched.store.errors import TRANSIENT_ERRORS
-from jobsched.store.layout import job_from_items, run_id
 from jobsched.targets.base import (
     TargetCall,
     TargetFailed,
@@ -87,28 +79,8 @@ invocation can always claim a job at the cap."""
 
 
 class Deferred(Exception):
-    """Raised by ``Worker.handle_record`` for a ``DEFERRED`` delivery so the batch processor reports the record
-    as a batch item failure (the message stays on the queue; see ``Worker.process``)."""
-
-
-# --- values ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One delivery of a run message. ``receipt_handle`` is None when not from SQS (nothing to extend)."""
-
-    message: RunMessage
-    worker: str
-    receipt_handle: str | None = None
-    receive_count: int = 1
-    remaining_ms: Callable[[], int] | None = None
-    """Milliseconds left in the invocation (Lambda's ``context.get_remaining_time_in_millis``); None: no limit."""
-
-
-def default_worker_id() -> str:
-    """``<host>/<pid>/<thread>``: names a worker thread when no Lambda request id is at hand."""
-    return f"{socket.gethostname()}/{os.getpid()}/{threading.get_ident()}"
+    """Raised by ``Worker.handle`` for a ``DEFERRED`` delivery so the batch processor reports the record as a
+    batch item failure (the message stays on the queue; see ``Worker.process``)."""
 
 
 # --- the worker -------------------------------------------------------------------------------------------
@@ -140,25 +112,12 @@ class Worker:
         self.waiter = waiter or RealWaiter()
         self.failures = Failures(runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock)
 
-    def handle_record(self, record: SQSRecord | dict[str, Any], lambda_context: Any = None) -> str:
-        """The batch processor's record handler: one SQS record (or its event dict) -> ``Outcome`` value.
-
-        The worker id is the Lambda request id when a context is given, else ``default_worker_id()``; the
-        context's ``get_remaining_time_in_millis`` bounds what may be claimed (see ``process``).
-        Raises ValueError for a malformed body (the record fails; SQS redrive moves a poison message to the
-        run queue's DLQ), ``Deferred`` when the run was handed back unclaimed (the record fails and comes
+    def handle(self, delivery: Delivery) -> str:
+        """The batch processor's record handler, once the record is parsed (``adapters.queue.delivery_of``):
+        one delivery -> ``Outcome`` value. ``delivery.remaining_ms`` bounds what may be claimed (see
+        ``process``). Raises ``Deferred`` when the run was handed back unclaimed (the record fails and comes
         back), and lets storage errors propagate (the record fails and is redelivered).
         """
-        if isinstance(record, dict):
-            record = SQSRecord(record)
-        request_id = getattr(lambda_context, "aws_request_id", None)
-        delivery = Delivery(
-            message=RunMessage.parse(record.body),
-            worker=str(request_id) if request_id else default_worker_id(),
-            receipt_handle=record.raw_event.get("receiptHandle") or None,
-            receive_count=int((record.raw_event.get("attributes") or {}).get("ApproximateReceiveCount", 1)),
-            remaining_ms=getattr(lambda_context, "get_remaining_time_in_millis", None),
-        )
         outcome = self.process(delivery)
         if outcome is Outcome.DEFERRED:
             raise Deferred(f"run {run_id(delivery.message.job_id, delivery.message.scheduled_for)} deferred")
@@ -178,14 +137,14 @@ class Worker:
         """
         message = delivery.message
         rid = run_id(message.job_id, message.scheduled_for)
-        spec: dict[str, Any] | None = None
+        job: Job | None = None
         spec_read = False
         if delivery.remaining_ms is not None:
             remaining = delivery.remaining_ms()
             if remaining < self._time_needed_ms(self.settings.worker_timeout_cap_s):
-                spec, spec_read = self.jobs.get_spec(message.job_id), True
-                if spec is not None:
-                    needed = self._time_needed_ms(job_from_items(spec, None).timeout_s)
+                job, spec_read = self.jobs.get_spec(message.job_id), True
+                if job is not None:
+                    needed = self._time_needed_ms(job.timeout_s)
                     if remaining < needed:
                         logger.warning(
                             "run not claimed: too little time left in this invocation",
@@ -195,7 +154,7 @@ class Worker:
                         )
                         return self._defer(delivery, visible_in_s=0, reason="too little invocation time")
         now = self.clock()
-        claimed, before = self.runs.claim(
+        claim = self.runs.claim(
             message.job_id,
             message.scheduled_for,
             worker=delivery.worker,
@@ -203,35 +162,32 @@ class Worker:
             stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
             retry_due_by_ms=now + RETRY_EARLY_SLACK_MS,
         )
-        if not claimed:
+        before = claim.before
+        if not claim.claimed or before is None:
             logger.info(
                 "delivery dropped: run not claimable",
                 run_id=rid,
-                status=(before or {}).get("status", "missing"),
+                status=before.status.value if before is not None else "missing",
                 receive_count=delivery.receive_count,
             )
             return Outcome.DROPPED
-        before = before or {}
-        attempt = int(before.get("attempt", 0)) + 1
-        owned = Owned(
-            message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.get("owner")
-        )
-        if before.get("lateness_ms") is None:
-            add_metric(MetricName.RUN_LATENESS, MetricUnit.Milliseconds, max(0, now - message.scheduled_for))
+        attempt = before.attempt + 1
+        owned = Owned(message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.owner)
+        if before.lateness_ms is None:
+            add_metric(MetricName.RUN_LATENESS, MILLISECONDS, max(0, now - message.scheduled_for))
         logger.info(
-            "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.get("status")
+            "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.status.value
         )
 
         try:
             if not spec_read:
-                spec = self.jobs.get_spec(message.job_id)
-            if spec is None:
+                job = self.jobs.get_spec(message.job_id)
+            if job is None:
                 return self._skip(owned, "job deleted before the run started")
-            job = job_from_items(spec, None)
             if attempt > job.retry.max_attempts:
-                if before.get("status") == RunStatus.RUNNING.value:
+                if before.status is RunStatus.RUNNING:
                     error = lost_worker_error(
-                        attempt - 1, before.get("heartbeat_at"), self.settings.heartbeat_stale_s
+                        attempt - 1, before.heartbeat_at, self.settings.heartbeat_stale_s
                     )
                 else:
                     error = f"out of attempts: the job allows {job.retry.max_attempts}"
@@ -241,7 +197,7 @@ class Worker:
                 holder = self._acquire_overlap(owned, now)
                 if holder is not None:
                     return self._skip(owned, f"overlap: run {holder} of this job is still running")
-        except TRANSIENT_ERRORS as error:
+        except StoreUnavailable as error:
             # Nothing has run: a storage error between the claim and the target must not cost a try. (Any other
             # error, e.g. a spec this worker cannot read, propagates: the run is recovered as a lost worker's and
             # its tries count, so it ends dead with an alert rather than coming back forever.)
@@ -260,7 +216,7 @@ class Worker:
         claimed_at: int,
         *,
         overlap_locked: bool,
-        before: dict[str, Any],
+        before: RunRow,
     ) -> Outcome:
         """Run the claimed try ``owned`` of ``job`` under supervision and record its result."""
         attempt = owned.attempt
@@ -315,13 +271,11 @@ class Worker:
         ):
             logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
             return Outcome.LOST
-        add_metric(MetricName.RUNS_SUCCEEDED, MetricUnit.Count, 1)
+        add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
         logger.info("run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=detail)
         return Outcome.SUCCEEDED
 
-    def _give_back(
-        self, delivery: Delivery, owned: Owned, before: dict[str, Any], error: Exception
-    ) -> Outcome:
+    def _give_back(self, delivery: Delivery, owned: Owned, before: RunRow, error: Exception) -> Outcome:
         """Undo the claim after an error before the target started (``RunRows.give_back``) and hand the delivery
         back to come again in ``GIVE_BACK_DELAY_S`` (``DEFERRED``). If the claim cannot be given back either, the
         error propagates: the record fails, and the run is recovered as a lost worker's once its heartbeat is
@@ -352,27 +306,32 @@ class Worker:
         row is read (1 consistent GetItem, only under contention): unless it is still running under the lock's
         claim, the lock is taken from that exact holder (a conditional write), so a finished run never makes the
         job's next fires skip."""
-        lock: dict[str, Any] = {
-            "run_id": owned.run_id,
-            "attempt": owned.attempt,
-            "worker": owned.worker,
-            "now_ms": now,
-            "stale_before_ms": now - self.settings.heartbeat_stale_s * 1000,
-            "expires_at_s": now // 1000 + self.settings.retention_days * 86400,
-        }
-        holder = self.jobs.acquire_overlap(owned.job_id, **lock)
+
+        def acquire(replacing: OverlapHolder | None = None) -> OverlapHolder | None:
+            return self.jobs.acquire_overlap(
+                owned.job_id,
+                run_id=owned.run_id,
+                attempt=owned.attempt,
+                worker=owned.worker,
+                now_ms=now,
+                stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
+                expires_at_s=now // 1000 + self.settings.retention_days * 86400,
+                replacing=replacing,
+            )
+
+        holder = acquire()
         if holder is None:
             return None
-        held = str(holder.get("run_id", "?"))
+        held = holder.run_id
         _, _, scheduled_for = held.partition("@")
         row = self.runs.get(owned.job_id, int(scheduled_for)) if scheduled_for.isdigit() else None
         still_running = (
             row is not None
-            and row.get("status") == RunStatus.RUNNING.value
-            and row.get("attempt") == holder.get("attempt")
-            and row.get("worker") == holder.get("worker")
+            and row.status is RunStatus.RUNNING
+            and row.attempt == holder.attempt
+            and row.worker == holder.worker
         )
-        if still_running or self.jobs.acquire_overlap(owned.job_id, replacing=holder, **lock) is not None:
+        if still_running or acquire(replacing=holder) is not None:
             return held
         logger.info("overlap lock taken from a finished try", run_id=owned.run_id, previous=held)
         return None
@@ -415,6 +374,6 @@ class Worker:
             reason=reason,
         ):
             return Outcome.LOST
-        add_metric(MetricName.RUNS_SKIPPED, MetricUnit.Count, 1)
+        add_metric(MetricName.RUNS_SKIPPED, COUNT, 1)
         logger.info("run skipped", run_id=owned.run_id, job_id=owned.job_id, reason=reason)
         return Outcome.SKIPPED

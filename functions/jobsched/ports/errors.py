@@ -29,3 +29,9 @@ class Conflict(StoreError):
     def __init__(self, message: str, current: Any = None) -> None:
         super().__init__(message)
         self.current = current
+
+
+class StoreUnavailable(StoreError):
+    """A storage call failed for a reason that says nothing about the data (a throttle, a timeout, a dropped
+    connection, a service error after the SDK's retries): worth trying again later. The adapters raise it
+    ``from`` the original error (``__cause__``). Refused conditional writes are never reported this way."""

@@ -8,14 +8,18 @@ from typing import Any
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
+from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.runs import OverlapHolder
 from jobsched.store.dynamo import is_condition_failure, old_item
+from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import (
     RUNNING_SK,
     SCHED_SK,
     SPEC_SK,
     history_owner,
     is_tombstone,
+    job_from_items,
     job_pk,
     name_key,
     parse_due_pk,
@@ -79,10 +83,12 @@ class JobStore:
             raise NotFound(job_id)
         return by_sk[SPEC_SK], by_sk.get(SCHED_SK)
 
-    def get_spec(self, job_id: str) -> dict[str, Any] | None:
-        """The spec item alone (what a worker needs to run the job), or None when deleted."""
+    @unavailable_on_failure
+    def get_spec(self, job_id: str) -> Job | None:
+        """The job as its spec item alone gives it (what a worker needs to run it: no scheduling state), or
+        None when deleted. Raises ``StoreUnavailable`` on a transient failure."""
         item = self.table.get_item(Key={"pk": job_pk(job_id), "sk": SPEC_SK}).get("Item")
-        return plain(item) if item and not is_tombstone(item) else None
+        return job_from_items(item, None) if item and not is_tombstone(item) else None
 
     # --- worker side: the overlap lock ------------------------------------------------------------
     #
@@ -91,6 +97,7 @@ class JobStore:
     # refreshing ``heartbeat_at`` with each heartbeat. Exact whatever the history length, 1 write to take it
     # and 1 to give it back; a holder whose heartbeat went stale (its worker died) loses it to the next claim.
 
+    @unavailable_on_failure
     def acquire_overlap(
         self,
         job_id: str,
@@ -101,16 +108,15 @@ class JobStore:
         now_ms: int,
         stale_before_ms: int,
         expires_at_s: int,
-        replacing: dict[str, Any] | None = None,
-    ) -> dict[str, Any] | None:
+        replacing: OverlapHolder | None = None,
+    ) -> OverlapHolder | None:
         """Take the job's overlap lock for the try ``(run_id, attempt, worker)``. 1 request.
 
         Succeeds when no one holds it, its holder's ``heartbeat_at`` is older than ``stale_before_ms`` (epoch
         ms: the holder was lost), or the holder is this run (a retry or a takeover of it); with ``replacing`` (a
-        lock item as returned by a refusal), exactly when that holder still holds it (its try is known to be
-        over: it finished but could not give the lock back). Returns None when taken, else the lock item of the
-        try holding it (``run_id``, ``attempt``, ``worker``, ``heartbeat_at``). ``expires_at_s`` (epoch s, the
-        table's TTL) bounds how long a lock left behind by a crash is kept.
+        holder as returned by a refusal), exactly when that holder still holds it (its try is known to be
+        over: it finished but could not give the lock back). Returns None when taken, else the try holding
+        it. ``expires_at_s`` (epoch s, the table's TTL) bounds how long a lock left behind by a crash is kept.
         """
         if replacing is None:
             condition = "attribute_not_exists(pk) OR heartbeat_at < :stale OR run_id = :run"
@@ -118,9 +124,9 @@ class JobStore:
         else:
             condition = "run_id = :held_run AND attempt = :held_attempt AND worker = :held_worker"
             values = {
-                ":held_run": replacing.get("run_id"),
-                ":held_attempt": replacing.get("attempt"),
-                ":held_worker": replacing.get("worker"),
+                ":held_run": replacing.run_id,
+                ":held_attempt": replacing.attempt,
+                ":held_worker": replacing.worker,
             }
         try:
             self.table.put_item(
@@ -139,10 +145,17 @@ class JobStore:
             )
         except ClientError as error:
             if is_condition_failure(error):
-                return plain(old_item(error) or {"run_id": "?"})
+                held = plain(old_item(error) or {})
+                return OverlapHolder(
+                    run_id=str(held.get("run_id", "?")),
+                    attempt=held.get("attempt"),
+                    worker=held.get("worker"),
+                    heartbeat_at=held.get("heartbeat_at"),
+                )
             raise
         return None
 
+    @unavailable_on_failure
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool:
         """Refresh the lock's ``heartbeat_at`` if this try still holds it. 1 request. False: it does not."""
         try:
@@ -163,6 +176,7 @@ class JobStore:
             raise
         return True
 
+    @unavailable_on_failure
     def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None:
         """Give the lock back if this try holds it (else nothing). 1 request."""
         try:

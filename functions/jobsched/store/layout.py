@@ -29,7 +29,8 @@ import secrets
 from decimal import Decimal
 from typing import Any
 
-from jobsched.models import Job, JobSettings, Run, RunKind, RunStatus, from_ms, to_ms
+from jobsched.models import Job, JobSettings, RunKind, RunStatus, from_ms, to_ms
+from jobsched.ports.runs import RunRow, sweep_shard
 from jobsched.schedules import jitter_offset_ms
 
 SPEC_SK = "spec"
@@ -37,9 +38,6 @@ SCHED_SK = "sched"
 RUNNING_SK = "running"
 """Sort key of a job's overlap lock (``JobStore.acquire_overlap``), held while a try of an ``overlap: skip``
 job runs."""
-SWEEP_SHARDS = 16
-"""Keys of the sparse sweeper index. Each run writes its key twice (enter, leave): 16 keys x 1,000 writes/s per
-key / 2 = 8,000 runs/s, above the walkthrough's 5,000 runs/s of workers (see bench/README.md)."""
 
 
 def new_job_id() -> str:
@@ -54,14 +52,6 @@ def job_pk(job_id: str) -> str:
 def name_key(owner: str, name: str) -> dict[str, str]:
     """Key of the item that makes ``name`` unique per owner."""
     return {"pk": f"name#{owner}#{name}", "sk": "name"}
-
-
-def run_id(job_id: str, scheduled_for_ms: int) -> str:
-    """The deterministic run id of ``(job_id, scheduled_for)``: ``<job_id>@<epoch ms>``.
-
-    Every target receives it as its idempotency key, so each delivery of one run carries the same key.
-    """
-    return f"{job_id}@{scheduled_for_ms}"
 
 
 def _stable_hash(value: str) -> int:
@@ -137,7 +127,7 @@ def tombstone_item(spec: dict[str, Any], *, deleted_at_ms: int, retention_days: 
     """The item that replaces the spec item ``spec`` of a job deleted at ``deleted_at_ms`` (epoch ms).
 
     It expires (``expires_at``, epoch s) ``retention_days`` after the deletion: every run row of the job was
-    written before then and expires no later (``new_run_item``).
+    written before then and expires no later (``jobsched.ports.runs.new_run``).
     """
     return {
         "pk": job_pk(spec["job_id"]),
@@ -236,50 +226,74 @@ def job_from_items(spec: dict[str, Any], sched: dict[str, Any] | None) -> Job:
     )
 
 
-def new_run_item(
-    job_id: str,
-    scheduled_for_ms: int,
-    *,
-    now_ms: int,
-    retention_days: int,
-    status: RunStatus = RunStatus.QUEUED,
-    kind: RunKind = RunKind.SCHEDULED,
-    dispatch_at_ms: int | None = None,
-    sweep_after_ms: int = 120_000,
-    term: int | None = None,
-    owner: str | None = None,
-    skipped_count: int | None = None,
-    skipped_through: int | None = None,
-    error: str | None = None,
-) -> dict[str, Any]:
-    """A new run row. Unfinished runs enter the sweeper index at ``now + sweep_after_ms``."""
+RUN_ATTRIBUTES = {
+    "status": "status",
+    "kind": "kind",
+    "attempt": "attempt",
+    "enqueued_at": "enqueued_at",
+    "dispatch_at": "dispatch_at",
+    "started_at": "started_at",
+    "heartbeat_at": "heartbeat_at",
+    "retry_at": "retry_at",
+    "finished_at": "finished_at",
+    "lateness_ms": "lateness_ms",
+    "worker": "worker",
+    "error": "error",
+    "owner": "owner",
+    "term": "term",
+    "skipped_count": "skipped_count",
+    "skipped_through": "skipped_through",
+    "sweep_at": "sweep_at",
+    "sweeps": "sweeps",
+    "notify_pending": "notify_pending",
+    "expires_at_s": "expires_at",
+}
+"""``RunRow`` field -> runs-table attribute (the key ``job_id``/``scheduled_for`` and ``run_id``, ``sweep_pk``
+aside)."""
+
+
+def sweep_pk(shard: int) -> str:
+    """Partition key of shard ``shard`` of the sparse sweep index: ``sweep#<shard>`` (a run's shard is
+    ``ports.runs.sweep_shard(job_id)``)."""
+    return f"sweep#{shard}"
+
+
+def run_item(row: RunRow) -> dict[str, Any]:
+    """The runs-table item of ``row``: its attributes that are set (None and defaults left out, so the
+    sparse index and ``attribute_not_exists`` conditions see them absent), plus ``run_id`` and, while the row
+    is in the sweep index, ``sweep_pk``."""
     item: dict[str, Any] = {
-        "job_id": job_id,
-        "scheduled_for": scheduled_for_ms,
-        "run_id": run_id(job_id, scheduled_for_ms),
-        "status": status.value,
-        "kind": kind.value,
-        "attempt": 0,
-        "enqueued_at": now_ms,
-        "dispatch_at": dispatch_at_ms if dispatch_at_ms is not None else scheduled_for_ms,
-        "expires_at": now_ms // 1000 + retention_days * 86400,
+        "job_id": row.job_id,
+        "scheduled_for": row.scheduled_for,
+        "run_id": row.run_id,
+        "status": row.status.value,
+        "kind": row.kind.value,
+        "attempt": row.attempt,
     }
-    if term is not None:
-        item["term"] = term
-    if owner is not None:
-        item["owner"] = owner
-    if skipped_count is not None:
-        item["skipped_count"] = skipped_count
-    if skipped_through is not None:
-        item["skipped_through"] = skipped_through
-    if error is not None:
-        item["error"] = error
-    if status is RunStatus.SKIPPED:
-        item["finished_at"] = now_ms
-    else:
-        item["sweep_pk"] = f"sweep#{_stable_hash(job_id) % SWEEP_SHARDS}"
-        item["sweep_at"] = now_ms + sweep_after_ms
+    for name, attribute in RUN_ATTRIBUTES.items():
+        value = getattr(row, name)
+        if (
+            attribute not in item
+            and value is not None
+            and value is not False
+            and not (name == "sweeps" and value == 0)
+        ):
+            item[attribute] = value
+    if row.sweep_at is not None:
+        item["sweep_pk"] = sweep_pk(sweep_shard(row.job_id))
     return item
+
+
+def run_row(item: dict[str, Any]) -> RunRow:
+    """The ``RunRow`` of a runs-table item (DynamoDB or plain values)."""
+    item = plain(item)
+    values = {
+        name: item[attribute] for name, attribute in RUN_ATTRIBUTES.items() if item.get(attribute) is not None
+    }
+    values["status"] = RunStatus(item["status"])
+    values["kind"] = RunKind(item.get("kind", RunKind.SCHEDULED.value))
+    values["notify_pending"] = bool(item.get("notify_pending", False))
+    return RunRow(job_id=str(item["job_id"]), scheduled_for=int(item["scheduled_for"]), **values)
 
 
 def trigger_key_item(
@@ -298,29 +312,3 @@ def trigger_key_item(
         "run_scheduled_for": scheduled_for_ms,
         "expires_at": expires_at_s,
     }
-
-
-def run_from_item(item: dict[str, Any]) -> Run:
-    """Rebuild the API's ``Run`` from a run row."""
-    item = plain(item)
-
-    def instant(name: str) -> Any:
-        value = item.get(name)
-        return from_ms(value) if value is not None else None
-
-    return Run(
-        id=item["run_id"],
-        job_id=item["job_id"],
-        scheduled_for=from_ms(item["scheduled_for"]),
-        status=RunStatus(item["status"]),
-        kind=RunKind(item.get("kind", RunKind.SCHEDULED.value)),
-        attempt=item.get("attempt", 0),
-        enqueued_at=instant("enqueued_at"),
-        started_at=instant("started_at"),
-        finished_at=instant("finished_at"),
-        worker=item.get("worker"),
-        error=item.get("error"),
-        lateness_ms=item.get("lateness_ms"),
-        skipped_count=item.get("skipped_count"),
-        skipped_through=instant("skipped_through"),
-    )

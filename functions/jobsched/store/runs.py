@@ -1,5 +1,8 @@
-"""The runs table: the unique ``(job_id, scheduled_for)`` insert, the run history, and the run lifecycle
-transitions of workers and the sweeper (claim, heartbeat, finish, retry, dead, skip, sweep index)."""
+"""The runs table: the DynamoDB adapter of the run port (``jobsched.ports.runs``: ``RunRows``, ``SweepRows``,
+the scheduler's and the API's inserts and reads). The unique ``(job_id, scheduled_for)`` insert, the run
+history, and the run lifecycle transitions of workers and the sweeper (claim, heartbeat, finish, retry, dead,
+skip, sweep index). Takes and returns ``RunRow`` records; item layouts are ``jobsched.store.layout``'s.
+Transient DynamoDB failures are raised as ``jobsched.ports.errors.StoreUnavailable``."""
 
 from __future__ import annotations
 
@@ -11,12 +14,14 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.models import RunStatus
+from jobsched.ports.runs import Claim, KeyedInsert, RunKey, RunRow, SweepPage
 from jobsched.store.dynamo import is_condition_failure, old_item
-from jobsched.store.layout import plain
+from jobsched.store.errors import unavailable_on_failure
+from jobsched.store.layout import plain, run_item, run_row, sweep_pk, trigger_key_item
 
 
 class RunStore:
-    """DynamoDB adapter of the runs table (``resources.RUNS``); rows as built by ``store.layout``.
+    """DynamoDB adapter of the runs table (``resources.RUNS``); items as built by ``store.layout``.
 
     ``table`` is a boto3 ``Table`` resource.
     """
@@ -24,33 +29,44 @@ class RunStore:
     def __init__(self, table: Any) -> None:
         self.table = table
 
-    def put_new(self, item: dict[str, Any]) -> dict[str, Any] | None:
+    @unavailable_on_failure
+    def put_new(self, row: RunRow) -> RunRow | None:
         """Insert a run unless ``(job_id, scheduled_for)`` exists. 1 request.
 
         Returns None when the run was created, else the existing row (read from the refused write, at no
-        extra cost): the pair names exactly one run (walkthrough, "exactly once").
+        extra cost; if the refusal carries none, one consistent read, and ``row`` itself if that finds none
+        either): the pair names exactly one run.
         """
         try:
             self.table.put_item(
-                Item=item,
+                Item=run_item(row),
                 ConditionExpression="attribute_not_exists(job_id)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as error:
             if is_condition_failure(error):
-                return old_item(error) or {}
+                old = old_item(error)
+                return run_row(old) if old else (self.get(row.job_id, row.scheduled_for) or row)
             raise
         return None
 
-    def put_new_keyed(
-        self, item: dict[str, Any], key_item: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Insert a run together with the item of the idempotency key that asked for it, in one transaction
-        (``layout.trigger_key_item``); neither is written unless both are new. 1 request (2 write units each).
+    @unavailable_on_failure
+    def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert:
+        """Insert a run together with the item of the manual trigger's ``idempotency_key`` (of ``owner``) that
+        asked for it, in one transaction (``layout.trigger_key_item``, expiring with the run); neither is
+        written unless both are new. 1 request (2 write units each).
 
-        Returns ``(None, None)`` when both were written; ``(stored key item, None)`` when the key was used
-        before (its run is the answer); ``(None, existing run row)`` when the run's key is taken.
+        Returns ``KeyedInsert(created=True)`` when both were written; ``key_used`` with ``key_run_at`` when the
+        key was used before (its run is the answer); ``existing`` when the run's key is taken.
         """
+        item = run_item(row)
+        key_item = trigger_key_item(
+            row.job_id,
+            owner,
+            idempotency_key,
+            scheduled_for_ms=row.scheduled_for,
+            expires_at_s=int(item.get("expires_at", 0)),
+        )
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[
@@ -78,25 +94,35 @@ class RunStore:
             reasons = error.response.get("CancellationReasons") or [{}, {}]
             key_reason, run_reason = [*reasons, {}, {}][:2]
             if key_reason.get("Code") == "ConditionalCheckFailed":
-                return _deserialized(key_reason.get("Item")) or {**key_item, "run_scheduled_for": None}, None
-            return None, _deserialized(run_reason.get("Item")) or {}
-        return None, None
+                stored = _deserialized(key_reason.get("Item")) or {}
+                at = stored.get("run_scheduled_for")
+                return KeyedInsert(
+                    created=False, key_used=True, key_run_at=int(at) if at is not None else None
+                )
+            taken = _deserialized(run_reason.get("Item"))
+            return KeyedInsert(
+                created=False,
+                existing=run_row(taken) if taken else (self.get(row.job_id, row.scheduled_for) or row),
+            )
+        return KeyedInsert(created=True)
 
-    def get(self, job_id: str, scheduled_for_ms: int) -> dict[str, Any] | None:
+    @unavailable_on_failure
+    def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None:
         """One run row (strongly consistent), or None."""
         item = self.table.get_item(
             Key={"job_id": job_id, "scheduled_for": scheduled_for_ms}, ConsistentRead=True
         ).get("Item")
-        return plain(item) if item else None
+        return run_row(item) if item else None
 
+    @unavailable_on_failure
     def list_for_job(
         self,
         job_id: str,
         limit: int,
         *,
-        status: str | None = None,
+        status: RunStatus | None = None,
         before_ms: int | None = None,
-    ) -> tuple[list[dict[str, Any]], int | None]:
+    ) -> tuple[list[RunRow], int | None]:
         """A page of a job's runs, newest first, optionally only ``status``, older than ``before_ms``.
 
         Returns ``(rows, scheduled_for of the last row when more may follow, else None)``.
@@ -107,17 +133,20 @@ class RunStore:
         rows: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {"KeyConditionExpression": condition, "ScanIndexForward": False}
         if status:
-            kwargs["FilterExpression"] = Attr("status").eq(status)
+            kwargs["FilterExpression"] = Attr("status").eq(RunStatus(status).value)
         while len(rows) < limit:
             kwargs["Limit"] = limit - len(rows) if not status else max(limit, 100)
             page = self.table.query(**kwargs)
             rows.extend(plain(i) for i in page["Items"])
             if "LastEvaluatedKey" not in page:
-                return rows[:limit], (rows[limit - 1]["scheduled_for"] if len(rows) > limit else None)
+                return [run_row(r) for r in rows[:limit]], (
+                    rows[limit - 1]["scheduled_for"] if len(rows) > limit else None
+                )
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return rows[:limit], rows[limit - 1]["scheduled_for"]
+        return [run_row(r) for r in rows[:limit]], rows[limit - 1]["scheduled_for"]
 
-    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[dict[str, Any]]:
+    @unavailable_on_failure
+    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]:
         """The job's rows with ``first_ms <= scheduled_for <= last_ms`` (epoch ms), oldest first, at most
         ``limit`` (consistent reads). One Query per 1 MB page."""
         kwargs: dict[str, Any] = {
@@ -132,7 +161,7 @@ class RunStore:
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return rows
+        return [run_row(r) for r in rows]
 
     # --- worker side ----------------------------------------------------------------------------
     #
@@ -142,6 +171,7 @@ class RunStore:
     # Claims and heartbeats never touch ``sweep_pk``/``sweep_at`` (the sweep index is KEYS_ONLY, so they cost
     # no index write); finishing as succeeded or skipped removes them (the run leaves the sparse index).
 
+    @unavailable_on_failure
     def claim(
         self,
         job_id: str,
@@ -151,15 +181,15 @@ class RunStore:
         now_ms: int,
         stale_before_ms: int,
         retry_due_by_ms: int,
-    ) -> tuple[bool, dict[str, Any] | None]:
+    ) -> Claim:
         """Claim a run for one try: ``queued|retrying -> running``, or take over a ``running`` run whose
         ``heartbeat_at`` is older than ``stale_before_ms`` (a lost worker). 1 request.
 
         A ``retrying`` run is claimable once its ``retry_at`` is at most ``retry_due_by_ms`` (an early extra
         copy of its message is dropped; the delayed one, or the sweeper, delivers it on time). Sets ``worker``,
         ``attempt`` + 1, ``started_at`` and ``heartbeat_at`` (epoch ms), and ``lateness_ms`` on the first try.
-        Returns ``(True, the row as it was before)`` when claimed, else ``(False, the row as stored or None
-        when there is no such run)``: the caller drops the delivery.
+        Returns ``Claim(True, the row as it was before)`` when claimed, else ``Claim(False, the row as stored
+        or None when there is no such run)``: the caller drops the delivery.
         """
         try:
             response = self.table.update_item(
@@ -192,10 +222,12 @@ class RunStore:
             )
         except ClientError as error:
             if is_condition_failure(error):
-                return False, old_item(error)
+                old = old_item(error)
+                return Claim(False, run_row(old) if old else None)
             raise
-        return True, plain(response.get("Attributes", {}))
+        return Claim(True, run_row(response["Attributes"]))
 
+    @unavailable_on_failure
     def heartbeat(
         self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
     ) -> bool:
@@ -207,6 +239,7 @@ class RunStore:
             condition=_ours(attempt, worker, None),
         )
 
+    @unavailable_on_failure
     def succeed(self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int) -> bool:
         """``running -> succeeded`` (clears the last error, leaves the sweep index). 1 request. False: not ours."""
         return self._transition(
@@ -217,6 +250,7 @@ class RunStore:
             condition=_ours(attempt, worker, None),
         )
 
+    @unavailable_on_failure
     def retry(
         self,
         job_id: str,
@@ -245,6 +279,7 @@ class RunStore:
             condition=_ours(attempt, worker, heartbeat_at),
         )
 
+    @unavailable_on_failure
     def dead(
         self,
         job_id: str,
@@ -279,6 +314,7 @@ class RunStore:
             condition=_ours(attempt, worker, heartbeat_at),
         )
 
+    @unavailable_on_failure
     def notified(self, job_id: str, scheduled_for_ms: int) -> bool:
         """A dead run's dead-letter message and alert went out: it leaves the sweep index. 1 request."""
         return self._transition(
@@ -288,25 +324,33 @@ class RunStore:
             condition=("#s = :dead", {":dead": RunStatus.DEAD.value}),
         )
 
+    @unavailable_on_failure
     def give_back(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: dict[str, Any]
+        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: RunRow
     ) -> bool:
         """Undo the claim ``(attempt, worker)``: the row returns to ``before`` (the row as the claim found it:
         its status, attempt, worker, start, heartbeat, retry and lateness), so the try the claim opened does not
         count. For a failure after the claim and before the target started. 1 request. False: not ours."""
-        restored = ("worker", "started_at", "heartbeat_at", "retry_at", "lateness_ms")
+        restored = {
+            "worker": before.worker,
+            "started_at": before.started_at,
+            "heartbeat_at": before.heartbeat_at,
+            "retry_at": before.retry_at,
+            "lateness_ms": before.lateness_ms,
+        }
         return self._transition(
             job_id,
             scheduled_for_ms,
             sets={
-                "status": before.get("status", RunStatus.QUEUED.value),
-                "attempt": int(before.get("attempt", 0)),
-                **{name: before[name] for name in restored if before.get(name) is not None},
+                "status": before.status.value,
+                "attempt": before.attempt,
+                **{name: value for name, value in restored.items() if value is not None},
             },
-            removes=tuple(name for name in restored if before.get(name) is None),
+            removes=tuple(name for name, value in restored.items() if value is None),
             condition=_ours(attempt, worker, None),
         )
 
+    @unavailable_on_failure
     def skip(
         self,
         job_id: str,
@@ -329,29 +373,27 @@ class RunStore:
 
     # --- sweeper side ---------------------------------------------------------------------------
 
-    def sweep_due(
-        self, shard: int, now_ms: int, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[tuple[str, int]], dict[str, Any] | None]:
-        """One page of the sparse ``sweep`` index of shard ``shard`` (``sweep_pk = sweep#<shard>``, see
-        ``layout.new_run_item``) with ``sweep_at <= now_ms``, oldest first. 1 request.
-
-        Returns ``([(job_id, scheduled_for), ...], start key of the next page or None)``.
-        """
+    @unavailable_on_failure
+    def sweep_due(self, shard: int, now_ms: int, limit: int, cursor: Any = None) -> SweepPage:
+        """One page of at most ``limit`` keys of the sparse ``sweep`` index of shard ``shard`` (``sweep_pk =
+        sweep#<shard>``, ``layout.sweep_pk``) with ``sweep_at <= now_ms``, oldest first; ``cursor`` is the
+        previous page's. 1 request."""
         kwargs: dict[str, Any] = {
             "IndexName": "sweep",
-            "KeyConditionExpression": Key("sweep_pk").eq(f"sweep#{shard}") & Key("sweep_at").lte(now_ms),
+            "KeyConditionExpression": Key("sweep_pk").eq(sweep_pk(shard)) & Key("sweep_at").lte(now_ms),
             "Limit": limit,
         }
-        if start_key:
-            kwargs["ExclusiveStartKey"] = start_key
+        if cursor:
+            kwargs["ExclusiveStartKey"] = cursor
         page = self.table.query(**kwargs)
-        keys = [(str(i["job_id"]), int(i["scheduled_for"])) for i in page["Items"]]
-        return keys, page.get("LastEvaluatedKey")
+        keys = [RunKey(str(i["job_id"]), int(i["scheduled_for"])) for i in page["Items"]]
+        return SweepPage(keys, page.get("LastEvaluatedKey"))
 
-    def get_many(self, keys: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+    @unavailable_on_failure
+    def get_many(self, keys: Sequence[RunKey]) -> list[RunRow]:
         """The rows of ``[(job_id, scheduled_for), ...]`` (consistent reads, batches of 100; absent rows are
         left out). One request per 100 keys, plus retries of unprocessed keys."""
-        rows: list[dict[str, Any]] = []
+        rows: list[RunRow] = []
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), 100):
             request: dict[str, Any] = {
@@ -362,16 +404,17 @@ class RunStore:
             }
             while request:
                 response = self.table.meta.client.batch_get_item(RequestItems=request)
-                rows.extend(plain(i) for i in response["Responses"].get(self.table.name, []))
+                rows.extend(run_row(i) for i in response["Responses"].get(self.table.name, []))
                 request = response.get("UnprocessedKeys") or {}
         return rows
 
+    @unavailable_on_failure
     def defer_sweep(
         self,
         job_id: str,
         scheduled_for_ms: int,
         *,
-        status: str,
+        status: RunStatus,
         seen_sweep_at: int,
         sweep_at_ms: int,
         sweeps: int | None = None,
@@ -387,10 +430,11 @@ class RunStore:
             sets=sets,
             condition=(
                 "#s = :seen_s AND sweep_at = :seen_at",
-                {":seen_s": status, ":seen_at": seen_sweep_at},
+                {":seen_s": RunStatus(status).value, ":seen_at": seen_sweep_at},
             ),
         )
 
+    @unavailable_on_failure
     def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool:
         """Remove the sweep keys of a finished run (not of a dead run still owing its alert). 1 request."""
         return self._transition(

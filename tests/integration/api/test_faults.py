@@ -111,7 +111,7 @@ def test_a_trigger_whose_enqueue_fails_still_saves_the_run_for_the_sweeper(http,
 
 def test_a_run_key_taken_in_every_slot_is_409(http, monkeypatch):
     job = http.create()
-    monkeypatch.setattr(http.api.service.runs, "put_new", lambda item: {"job_id": item["job_id"]})
+    monkeypatch.setattr(http.api.service.runs, "put_new", lambda row: row)  # every slot taken
 
     reply = http("POST", f"/jobs/{job['id']}/trigger")
 

@@ -10,8 +10,9 @@ from boto3.dynamodb.conditions import Key
 from jobsched import resources
 from jobsched.models import RunStatus
 from jobsched.ports.errors import NotFound
+from jobsched.ports.runs import new_run
 from jobsched.store import layout
-from jobsched.store.layout import SCHED_SK, job_pk, new_run_item, partition_of
+from jobsched.store.layout import SCHED_SK, job_pk, partition_of, run_item
 
 TOMORROW_2AM = "2026-03-03T02:00:00Z"
 
@@ -24,7 +25,9 @@ def sched_item(http: Any, job_id: str) -> dict[str, Any]:
 
 
 def put_run(http: Any, job_id: str, scheduled_for_ms: int, status: RunStatus) -> None:
-    item = new_run_item(job_id, scheduled_for_ms, now_ms=scheduled_for_ms, retention_days=90, status=status)
+    item = run_item(
+        new_run(job_id, scheduled_for_ms, now_ms=scheduled_for_ms, retention_days=90, status=status)
+    )
     http.aws.table(http.settings.runs_table).put_item(Item=item)
 
 

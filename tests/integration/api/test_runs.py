@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import RunMessage
-from jobsched.store.layout import new_run_item
+from jobsched.ports.runs import RunMessage, new_run
+from jobsched.store.layout import run_item
 
 
 def drain_queue(http: Any) -> list[dict[str, Any]]:
@@ -24,7 +24,9 @@ def drain_queue(http: Any) -> list[dict[str, Any]]:
 
 
 def put_run(http: Any, job_id: str, scheduled_for_ms: int, status: RunStatus) -> None:
-    item = new_run_item(job_id, scheduled_for_ms, now_ms=scheduled_for_ms, retention_days=90, status=status)
+    item = run_item(
+        new_run(job_id, scheduled_for_ms, now_ms=scheduled_for_ms, retention_days=90, status=status)
+    )
     http.aws.table(http.settings.runs_table).put_item(Item=item)
 
 

@@ -223,7 +223,7 @@ class Harness:
     def runs_of(self, job_id: str) -> list[dict[str, Any]]:
         """Every run row of ``job_id``, oldest scheduled_for first."""
         rows, _ = self.runs.list_for_job(job_id, 10_000)
-        return sorted(rows, key=lambda r: r["scheduled_for"])
+        return sorted((layout.run_item(r) for r in rows), key=lambda r: r["scheduled_for"])
 
     def all_runs(self) -> list[dict[str, Any]]:
         table = self.aws.table(self.settings.runs_table)

@@ -8,6 +8,7 @@ import pytest
 
 from jobsched.domain.planning import TickLimits
 from jobsched.ports.errors import Conflict
+from jobsched.ports.runs import new_run
 from jobsched.store import layout
 
 
@@ -98,8 +99,6 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
     assert harness.sched(job.id) == current
     # And a run it tries to save again is refused by the unique (job_id, scheduled_for)
     existing = harness.runs.put_new(
-        layout.new_run_item(
-            job.id, harness.T0, now_ms=harness.clock(), retention_days=90, term=b.lease.term - 1
-        )
+        new_run(job.id, harness.T0, now_ms=harness.clock(), retention_days=90, term=b.lease.term - 1)
     )
-    assert existing is not None and existing["term"] != b.lease.term - 1
+    assert existing is not None and existing.term != b.lease.term - 1

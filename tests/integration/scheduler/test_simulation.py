@@ -132,7 +132,7 @@ def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) ->
     for row in rows:
         by_job.setdefault(row["job_id"], []).append(row["scheduled_for"])
     created = Counter(
-        (args[0]["job_id"], args[0]["scheduled_for"])
+        (args[0].job_id, args[0].scheduled_for)
         for contender in harness.contenders
         for name, args, value in contender.recorder.results
         if name == "put_new" and value is None

@@ -1,14 +1,11 @@
-"""Fixtures of the worker/sweeper integration tests: jobs and runs written straight through the stores
-(no scheduler or API needed), a fake clock, a simulated-time waiter, SQS event records, and reading a queue."""
+"""Fixtures of the worker/sweeper integration tests: jobs and runs written straight through the DynamoDB stores
+on moto (no scheduler or API needed), and reading a queue. The fake clock, the simulated-time waiter, SQS event
+records and the ``record`` command are ``tests.support.worker``'s."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,109 +15,16 @@ from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.worker import Worker
 from jobsched.local.embedded_aws import serialize_dynamodb
-from jobsched.models import Job, JobCreate, to_ms
+from jobsched.models import Job
 from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
-from jobsched.store.layout import new_run_item, sched_item, spec_item
+from jobsched.store.layout import sched_item, spec_item
 from jobsched.store.runs import RunStore
-from jobsched.targets import CancelToken, TargetCall, commands
 from jobsched.wiring import Components
+from tests.support.worker import T0, Context, SimTimeStuck, SimWaiter, new_job, sqs_record
 
-T0 = to_ms(datetime(2026, 1, 5, 2, 0, tzinfo=UTC))
-"""The scheduled_for of most test runs (epoch ms)."""
-
-
-class SimTimeStuck(AssertionError):
-    """A try under ``SimWaiter`` neither finished nor parked within its (real) patience: a test command that
-    waits for simulated time must say so (``SimWaiter.sleep_until`` or the ``parked`` predicate)."""
-
-
-class SimWaiter:
-    """A ``Waiter`` in simulated time whose outcome does not depend on how busy the machine is.
-
-    A try either finishes by itself (most commands: ``wait`` lets it, waiting in real time for as long as it
-    takes, up to ``patience_s``), or waits for simulated time: a test command blocks in ``sleep_until`` (or a
-    test passes ``parked``, a predicate that is true once its try can only wait, e.g. a subprocess that has
-    started). Simulated time (``monotonic`` seconds and the fake ``clock`` together) moves only while the try
-    is parked, by the waited seconds or up to the first sleeper's wake-up, whichever is earlier. So heartbeats
-    and timeouts happen exactly where the test puts them, never because a slow machine ran a try late.
-    """
-
-    def __init__(
-        self, clock: FakeClock, *, parked: Callable[[], bool] | None = None, patience_s: float = 30.0
-    ) -> None:
-        self.clock = clock
-        self.parked = parked
-        self.patience_s = patience_s
-        self.stuck: list[str] = []
-        self._now_ms = 0
-        self._cond = threading.Condition()
-        self._sleepers: dict[object, int | None] = {}  # sleeper -> wake-up (fake clock ms; None: cancel only)
-
-    def monotonic(self) -> float:
-        return self._now_ms / 1000
-
-    @property
-    def now(self) -> float:
-        """Simulated monotonic seconds since the waiter was made."""
-        return self.monotonic()
-
-    def wait(self, event: threading.Event, seconds: float) -> bool:
-        """Wait for ``event`` (the try's end) for ``seconds`` of simulated time; True when it ended."""
-        target_ms = self._now_ms + max(0, round(seconds * 1000))
-        while True:
-            self._settle(event)
-            if event.is_set():
-                return True
-            if self._now_ms >= target_ms:
-                return False
-            with self._cond:
-                wakes = [
-                    max(0, until - self.clock()) for until in self._sleepers.values() if until is not None
-                ]
-                step_ms = min([target_ms - self._now_ms, *wakes])
-                self._now_ms += step_ms
-                self.clock.advance(step_ms)
-                now = self.clock()
-                for sleeper, until in list(self._sleepers.items()):
-                    if until is not None and until <= now:
-                        del self._sleepers[sleeper]  # released here, so the next settle waits for it
-                self._cond.notify_all()
-
-    def sleep_until(self, until_ms: int | None, cancel: CancelToken) -> bool:
-        """For test commands: park the calling try until the fake clock reaches ``until_ms`` (epoch ms;
-        None: until cancelled) or the try is cancelled. Returns True when cancelled."""
-        sleeper = object()
-
-        def release() -> None:
-            with self._cond:
-                self._sleepers.pop(sleeper, None)
-                self._cond.notify_all()
-
-        with self._cond:
-            if until_ms is None or until_ms > self.clock():
-                self._sleepers[sleeper] = until_ms
-                self._cond.notify_all()
-        cancel.on_cancel(release)
-        with self._cond:
-            self._cond.wait_for(lambda: sleeper not in self._sleepers, timeout=self.patience_s * 10)
-        release()
-        return cancel.cancelled
-
-    def _is_parked(self) -> bool:
-        return bool(self._sleepers) or (self.parked is not None and self.parked())
-
-    def _settle(self, event: threading.Event) -> None:
-        """Wait (real time, up to ``patience_s``) until the try has ended or is parked."""
-        deadline = time.monotonic() + self.patience_s
-        while not event.wait(0.002):
-            with self._cond:
-                if self._is_parked():
-                    return
-            if time.monotonic() >= deadline:
-                self.stuck.append(f"a try neither ended nor parked within {self.patience_s:g} s")
-                raise SimTimeStuck(self.stuck[-1])
+__all__ = ["T0", "Context", "SimTimeStuck", "SimWaiter", "sqs_record"]  # imported by the tests from here
 
 
 @pytest.fixture(autouse=True)
@@ -130,18 +34,6 @@ def atomic_dynamodb() -> None:
     the claim), so moto's DynamoDB requests are serialized, as local mode does. Installed before any boto3
     session of the test is created (autouse fixtures run first)."""
     serialize_dynamodb()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0 + 1_500)
-
-
-@pytest.fixture
-def waiter(clock: FakeClock) -> Iterator[SimWaiter]:
-    sim = SimWaiter(clock)
-    yield sim
-    assert not sim.stuck, sim.stuck  # the worker turns the waiter's error into a failed try: say it here
 
 
 @pytest.fixture
@@ -166,20 +58,7 @@ def make_job(jobs: JobStore, clock: FakeClock) -> Callable[..., Job]:
     counter = iter(range(10_000))
 
     def make(owner: str = "team-a", name: str | None = None, **fields: Any) -> Job:
-        fields.setdefault("schedule", "0 2 * * *")
-        if "target" not in fields:
-            fields.setdefault("command", "echo")
-        create = JobCreate.model_validate({"name": name or f"job-{next(counter)}", **fields})
-        now = datetime.fromtimestamp(clock() / 1000, tz=UTC)
-        job = Job.model_validate(
-            {
-                **create.model_dump(),
-                "id": f"j_{next(counter):020x}",
-                "owner": owner,
-                "created_at": now,
-                "updated_at": now,
-            }
-        )
+        job = new_job(clock, next(counter), owner, name, **fields)
         sched = sched_item(
             job,
             anchor_at_ms=clock(),
@@ -193,81 +72,6 @@ def make_job(jobs: JobStore, clock: FakeClock) -> Callable[..., Job]:
         return job
 
     return make
-
-
-@pytest.fixture
-def make_run(runs: RunStore, settings: Settings, clock: FakeClock) -> Callable[..., dict[str, Any]]:
-    """``make_run(job, scheduled_for_ms=T0)``: the run row the scheduler saves before it enqueues."""
-
-    def make(job: Job, scheduled_for_ms: int = T0, **kwargs: Any) -> dict[str, Any]:
-        item = new_run_item(
-            job.id,
-            scheduled_for_ms,
-            now_ms=clock(),
-            retention_days=settings.retention_days,
-            sweep_after_ms=settings.sweep_queued_after_s * 1000,
-            owner=job.owner,
-            **kwargs,
-        )
-        assert runs.put_new(item) is None
-        return item
-
-    return make
-
-
-def sqs_record(
-    job_id: str,
-    scheduled_for_ms: int,
-    *,
-    message_id: str = "m-1",
-    receive_count: int = 1,
-    receipt_handle: str = "",
-) -> dict[str, Any]:
-    """An SQS event record as Lambda's event source mapping delivers it."""
-    return {
-        "messageId": message_id,
-        "receiptHandle": receipt_handle,
-        "body": json.dumps({"job_id": job_id, "scheduled_for": scheduled_for_ms}),
-        "attributes": {"ApproximateReceiveCount": str(receive_count), "SentTimestamp": "0"},
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:test-RunQueue",
-        "awsRegion": "us-east-1",
-    }
-
-
-@pytest.fixture
-def record() -> Callable[..., dict[str, Any]]:
-    return sqs_record
-
-
-@pytest.fixture
-def calls() -> Iterator[list[TargetCall]]:
-    """Registers the command ``record`` (returns its input, remembering every call) for one test."""
-    seen: list[TargetCall] = []
-
-    @commands.register("record", replace=True)
-    def record_command(call: TargetCall) -> Any:
-        seen.append(call)
-        return call.input
-
-    yield seen
-    commands.unregister("record")
-
-
-@dataclass
-class Context:
-    """The Lambda context fields Powertools reads."""
-
-    aws_request_id: str = "req-123"
-    function_name: str = "jobsched-worker"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-worker"
-    remaining_ms: int = 899_000  # a fresh invocation of the 900 s worker function
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
 
 
 @pytest.fixture

@@ -12,12 +12,13 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
+from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
@@ -120,11 +121,11 @@ def test_lambda_target_through_the_worker_keeps_the_run_id_across_attempts(
         _invoke_params(first),
     )
     stubber.add_response("invoke", {"StatusCode": 200, "Payload": _payload(None)}, _invoke_params(second))
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     clock.advance(1_000)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.SUCCEEDED and row["attempt"] == 2
+    assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 2
 
 
 def test_sqs_target_sends_the_envelope(aws: Aws, drain: Drain) -> None:

@@ -1,5 +1,6 @@
-"""Out of attempts: one dead-letter message, one alert to the owner's filtered subscription only, and the
-crash/failure paths around them (the sweeper finishes what the worker could not)."""
+"""Out of attempts on moto: one dead-letter message, one alert to the owner's filtered subscription only, with
+the owner in the message attributes. The failure paths around them (the sweeper finishes what the worker could
+not) run on the fakes: tests/unit/worker/test_dead_runs.py."""
 
 from __future__ import annotations
 
@@ -9,18 +10,17 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import DeadRun
+from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
-from jobsched.wiring import Components
 
-from .conftest import T0, Drain, SimWaiter
+from .conftest import T0, Drain
 
 
 def _subscribe(aws: Aws, settings: Settings, owner: str, queue_name: str | None = None) -> str:
@@ -59,15 +59,15 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     )
     make_run(job)
     # When both attempts fail
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     clock.advance(10_000)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     # Then the run is dead after 2 attempts, out of the sweep index
     row = runs.get(job.id, T0)
     assert row is not None
-    assert row["status"] == RunStatus.DEAD and row["attempt"] == 2 and row["finished_at"] == clock()
-    assert "attempt 2 failed on purpose" in row["error"]
-    assert "sweep_pk" not in row and "notify_pending" not in row
+    assert row.status == RunStatus.DEAD and row.attempt == 2 and row.finished_at == clock()
+    assert "attempt 2 failed on purpose" in row.error
+    assert row.sweep_at is None and not row.notify_pending
     # exactly one dead-letter message: the envelope plus owner, job name and error
     dead_letters = drain(settings.dead_run_queue_url)
     assert len(dead_letters) == 1
@@ -96,110 +96,6 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     assert drain(team_b) == []
 
 
-class FlakyNotifier:
-    """A dead-run sink that fails its first ``failures`` calls, then records."""
-
-    def __init__(self, failures: int) -> None:
-        self.failures = failures
-        self.sent: list[DeadRun] = []
-
-    def notify(self, dead: DeadRun) -> None:
-        if self.failures:
-            self.failures -= 1
-            raise ConnectionError("SNS unreachable")
-        self.sent.append(dead)
-
-
-def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(
-    settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
-    waiter: SimWaiter,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-) -> None:
-    notifier = FlakyNotifier(failures=1)
-    worker = Components(settings, aws, clock=clock).worker(waiter=waiter)
-    worker.failures.dead_runs = notifier
-    job = make_job(command="fail", retry={"max_attempts": 1})
-    make_run(job)
-    # When the alert cannot be sent at the run's death
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
-    row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.DEAD and row["notify_pending"] is True
-    assert notifier.sent == []
-    # Then the sweeper, a minute later, sends it and clears the mark
-    sweeper = Components(settings, aws, clock=clock).sweeper()
-    sweeper.failures.dead_runs = notifier
-    clock.advance(61_000)
-    report = sweeper.sweep()
-    assert report.notified == 1
-    assert [d.run_id for d in notifier.sent] == [run_id(job.id, T0)]
-    assert notifier.sent[0].owner == job.owner and notifier.sent[0].attempts == 1
-    row = runs.get(job.id, T0)
-    assert row is not None and "notify_pending" not in row and "sweep_pk" not in row
-    assert sweeper.sweep().notified == 0
-
-
-def test_a_notification_failing_again_is_retried_later(
-    settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
-    waiter: SimWaiter,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-) -> None:
-    notifier = FlakyNotifier(failures=2)
-    worker = Components(settings, aws, clock=clock).worker(waiter=waiter)
-    worker.failures.dead_runs = notifier
-    sweeper = Components(settings, aws, clock=clock).sweeper()
-    sweeper.failures.dead_runs = notifier
-    job = make_job(command="fail", retry={"max_attempts": 1})
-    make_run(job)
-    worker.handle_record(record(job.id, T0))
-    clock.advance(61_000)
-    first = sweeper.sweep()
-    assert first.notified == 0 and first.deferred == 1
-    clock.advance(settings.sweep_queued_after_s * 1000)
-    assert sweeper.sweep().notified == 1
-    assert len(notifier.sent) == 1
-
-
-def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(
-    settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
-    waiter: SimWaiter,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    drain: Drain,
-) -> None:
-    class DownQueue:
-        def send(self, messages: Any) -> None:
-            raise ConnectionError("SQS unreachable")
-
-    worker = Components(settings, aws, clock=clock).worker(waiter=waiter)
-    worker.failures.queue = DownQueue()
-    job = make_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
-    make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
-    row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RETRYING
-    sweeper = Components(settings, aws, clock=clock).sweeper()
-    clock.advance(30_000)
-    assert sweeper.sweep().requeued == 0  # retry due, but its message may still be on the way
-    clock.advance(settings.sweep_queued_after_s * 1000)
-    assert sweeper.sweep().requeued == 1
-    assert drain.bodies(settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
-
-
 @pytest.mark.parametrize("owner", ["team-a", "arn:aws:iam::123456789012:role/billing"])
 def test_alert_attributes_carry_any_owner(
     worker: Worker,
@@ -214,5 +110,5 @@ def test_alert_attributes_carry_any_owner(
     queue = _subscribe(aws, settings, owner, queue_name="owner-alerts")
     job = make_job(owner=owner, command="fail", retry={"max_attempts": 1})
     make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     assert len(drain(queue)) == 1

@@ -1,252 +1,56 @@
-"""Failure paths forced on purpose: a target that raises something unexpected, a run taken over between
-the try and its result, AWS client errors, name resolution failures."""
+"""Failure paths of the worker that depend on the DynamoDB adapters (the rest run on the fakes in
+tests/unit/worker/test_failure_paths.py): a throttled read of the spec is ``StoreUnavailable`` and gives the
+claim back; a spec the worker cannot parse is not given back forever."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from botocore.stub import Stubber
 
-from jobsched.aws import Aws
-from jobsched.clock import FakeClock
+from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
-from jobsched.models import HttpTarget, Job, LambdaTarget, RunStatus, SqsTarget
-from jobsched.settings import Settings
+from jobsched.models import Job, RunStatus
 from jobsched.store.runs import RunStore
-from jobsched.targets import TargetCall, TargetFailed, Targets, commands
-from jobsched.targets.aws import LambdaExecutor, SqsExecutor
-from jobsched.targets.http import AddressPolicy, HttpExecutor
-from jobsched.wiring import Components
+from jobsched.targets import TargetCall
 
-from .conftest import T0, SimWaiter
+from .conftest import T0
 
 
-def _call() -> TargetCall:
-    return TargetCall(run_id=f"j_1@{T0}", job_id="j_1", scheduled_for_ms=T0, attempt=1, timeout_s=2.0)
-
-
-@pytest.fixture
-def steal(runs: RunStore) -> Iterator[None]:
-    """Command ``steal-and-fail``: another worker takes the run over, then this try fails."""
-
-    @commands.register("steal-and-fail", replace=True)
-    def steal_and_fail(call: TargetCall) -> None:
-        runs.table.update_item(
-            Key={"job_id": call.job_id, "scheduled_for": call.scheduled_for_ms},
-            UpdateExpression="SET worker = :w, attempt = attempt + :one",
-            ExpressionAttributeValues={":w": "thief", ":one": 1},
-        )
-        raise TargetFailed("failed after losing the run")
-
-    yield
-    commands.unregister("steal-and-fail")
-
-
-@pytest.mark.parametrize("max_attempts", [1, 3])
-def test_a_failed_try_of_a_run_taken_over_changes_nothing(
+def test_a_throttled_spec_read_on_dynamodb_gives_the_claim_back(
     worker: Worker,
     make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    steal: None,
-    aws: Aws,
-    settings: Settings,
-    max_attempts: int,
-) -> None:
-    # Given a try that fails after another worker took its run over (retry or dead alike)
-    job = make_job(command="steal-and-fail", retry={"max_attempts": max_attempts})
-    make_run(job)
-    # Then its failure is not recorded: the run is the other worker's
-    assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
-    row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RUNNING and row["worker"] == "thief"
-    assert "error" not in row
-    assert "Messages" not in aws.sqs.receive_message(QueueUrl=settings.dead_run_queue_url, WaitTimeSeconds=0)
-
-
-def test_an_unexpected_exception_from_an_executor_is_a_failed_try(
-    settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
-    waiter: SimWaiter,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-) -> None:
-    class Buggy:
-        def execute(self, target: Any, call: TargetCall) -> str:
-            raise RuntimeError("executor bug")
-
-    worker = Components(settings, aws, clock=clock).worker(waiter=waiter, targets=Targets(command=Buggy()))
-    job = make_job()
-    make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
-    row = runs.get(job.id, T0)
-    assert row is not None and row["error"] == "RuntimeError: executor bug"
-
-
-def test_a_skip_of_a_run_taken_over_is_not_recorded(
-    settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
-    waiter: SimWaiter,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
+    make_run: Callable[..., Any],
     runs: RunStore,
     jobs: Any,
     record: Callable[..., dict[str, Any]],
-) -> None:
-    class TakenOver(RunStore):
-        def skip(self, *args: Any, **kwargs: Any) -> bool:
-            self.table.update_item(
-                Key={"job_id": args[0], "scheduled_for": args[1]},
-                UpdateExpression="SET worker = :w",
-                ExpressionAttributeValues={":w": "thief"},
-            )
-            return super().skip(*args, **kwargs)
-
-    worker = Components(settings, aws, clock=clock).worker(waiter=waiter)
-    worker.runs = TakenOver(runs.table)
-    job = make_job()
-    make_run(job)
-    jobs.delete(jobs.get_spec(job.id))
-    assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
-    row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RUNNING
-
-
-@pytest.mark.parametrize(
-    "error",
-    [ReadTimeoutError(endpoint_url="https://lambda"), EndpointConnectionError(endpoint_url="https://lambda")],
-)
-def test_lambda_transport_errors_fail_the_try(error: Exception) -> None:
-    class Client:
-        def invoke(self, **kwargs: Any) -> Any:
-            raise error
-
-    with pytest.raises(TargetFailed, match=f"lambda billing: {type(error).__name__}"):
-        LambdaExecutor(lambda: Client()).execute(LambdaTarget(function="billing"), _call())
-
-
-def test_sqs_transport_errors_fail_the_try() -> None:
-    class Client:
-        def send_message(self, **kwargs: Any) -> Any:
-            raise EndpointConnectionError(endpoint_url="https://sqs")
-
-    with pytest.raises(TargetFailed, match="sqs https://q/x: EndpointConnectionError"):
-        SqsExecutor(lambda: Client()).execute(SqsTarget(queue_url="https://q/x"), _call())
-
-
-def test_a_host_that_does_not_resolve_fails_the_try() -> None:
-    def unresolvable(host: str, port: int) -> list[str]:
-        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-
-    with pytest.raises(TargetFailed, match=r"cannot resolve nowhere\.invalid"):
-        HttpExecutor(AddressPolicy(), resolver=unresolvable).execute(
-            HttpTarget(url="http://nowhere.invalid/"), _call()
-        )
-    with pytest.raises(TargetFailed, match="no addresses"):
-        HttpExecutor(AddressPolicy(), resolver=lambda host, port: []).execute(
-            HttpTarget(url="http://empty.example/"), _call()
-        )
-
-
-def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(
-    settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-) -> None:
-
-    job = make_job()
-    make_run(job)
-    runs.table.update_item(  # a malformed row: running with neither heartbeat nor claim facts
-        Key={"job_id": job.id, "scheduled_for": T0},
-        UpdateExpression="SET #s = :r",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":r": "running"},
-    )
-    clock.advance((settings.sweep_queued_after_s + settings.heartbeat_stale_s) * 1000)
-    report = Components(settings, aws, clock=clock).sweeper().sweep()
-    assert report.conflicts == 1 and report.lost_workers == 0
-
-
-@pytest.mark.parametrize("overlap", ["allow", "skip"])
-def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
-    monkeypatch: pytest.MonkeyPatch,
-    overlap: str,
 ) -> None:
-    # [2.1] break 5: a transient DynamoDB error after the claim (reading the spec, or taking the overlap lock)
-    # left the run `running`: no redelivery could claim it, the sweeper later took it for a lost worker, and
-    # with max_attempts 1 the run went dead and its owner was alerted although the target never ran.
-    job = make_job(command="record", input={"n": 1}, retry={"max_attempts": 1}, overlap=overlap)
+    # The JobStore turns DynamoDB's throttle into StoreUnavailable, the error the worker gives the claim back on
+    job = make_job(command="record", retry={"max_attempts": 1})
     make_run(job)
-    step = "acquire_overlap" if overlap == "skip" else "get_spec"
-    real = getattr(worker.jobs, step)
-    failures: list[str] = []
+    client = jobs.table.meta.client
+    real_get_item = client.get_item
 
-    def throttled(*args: Any, **kwargs: Any) -> Any:
-        if not failures:
-            failures.append(step)
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, step)
-        return real(*args, **kwargs)
+    def throttled_once(**kwargs: Any) -> Any:
+        client.get_item = real_get_item
+        with Stubber(client) as stubber:
+            stubber.add_client_error("get_item", "ThrottlingException", http_status_code=400)
+            return client.get_item(**kwargs)
 
-    monkeypatch.setattr(worker.jobs, step, throttled)
-    with pytest.raises(Deferred):
-        worker.handle_record(record(job.id, T0))
+    client.get_item = throttled_once
+    try:
+        with pytest.raises(Deferred):
+            worker.handle(delivery_of(record(job.id, T0)))
+    finally:
+        client.get_item = real_get_item
     row = runs.get(job.id, T0)
-    assert row is not None and (row["status"], row["attempt"]) == (RunStatus.QUEUED, 0)
-    assert "worker" not in row and "started_at" not in row and calls == []
-    # the delivery comes back and the one try the job allows runs
-    assert worker.handle_record(record(job.id, T0, message_id="m-again")) == Outcome.SUCCEEDED
-    row = runs.get(job.id, T0)
-    assert row is not None and (row["status"], row["attempt"]) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1
-
-
-def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
-    calls: list[TargetCall],
-    clock: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # overlap: skip, every 10 s, each run takes no time. The run of T0 succeeds, but the DeleteItem that gives
-    # the overlap lock back throttles once. The lock stays with a fresh heartbeat for heartbeat_stale_s, and
-    # every fire in that window is recorded "skipped: run ... is still running" although nothing runs.
-    job = make_job(schedule="every 10 seconds", command="record", overlap="skip")
-    for k in range(3):
-        make_run(job, T0 + k * 10_000)
-    real = worker.jobs.release_overlap
-    failures: list[int] = []
-
-    def throttled(*args: Any, **kwargs: Any) -> Any:
-        if not failures:
-            failures.append(1)
-            raise ClientError(
-                {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "DeleteItem"
-            )
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(worker.jobs, "release_overlap", throttled)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
-    clock.advance(10_000)
-    assert worker.handle_record(record(job.id, T0 + 10_000, message_id="m2")) == Outcome.SUCCEEDED
+    assert row is not None and (row.status, row.attempt, row.worker) == (RunStatus.QUEUED, 0, None)
+    assert worker.handle(delivery_of(record(job.id, T0, message_id="m-again"))) == Outcome.SUCCEEDED
+    assert len(calls) == 1
 
 
 def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(
@@ -271,8 +75,8 @@ def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(
     outcomes = []
     for n in range(3):
         try:
-            outcomes.append(worker.handle_record(record(job.id, T0, message_id=f"m{n}")))
+            outcomes.append(worker.handle(delivery_of(record(job.id, T0, message_id=f"m{n}"))))
         except Exception as error:
             outcomes.append(type(error).__name__)
     row = runs.get(job.id, T0)
-    assert row["attempt"] > 0 or row["status"] != "queued", (outcomes, row["status"], row["attempt"])
+    assert row.attempt > 0 or row.status != "queued", (outcomes, row.status, row.attempt)

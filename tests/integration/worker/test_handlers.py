@@ -46,7 +46,7 @@ def test_a_batch_reports_only_its_failed_records(
     # the malformed record fails (SQS redelivers it, then redrive moves it to the DLQ); the others are acked
     assert response == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.SUCCEEDED and row["worker"] == "req-123"
+    assert row is not None and row.status == RunStatus.SUCCEEDED and row.worker == "req-123"
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_the_default_wiring_comes_from_the_environment(
     assert response == {"batchItemFailures": []}
     assert worker_handler.default_batches().worker() is worker_handler.default_batches().worker()
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.SUCCEEDED
+    assert row is not None and row.status == RunStatus.SUCCEEDED
     report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
     assert report["examined"] == 0 and report["errors"] == []
 
@@ -142,7 +142,7 @@ def test_the_records_of_a_batch_run_concurrently(
     assert [kind for kind, _ in rendezvous] == ["start"] * 3 + ["end"] * 3
     for job in jobs:
         row = runs.get(job.id, T0)
-        assert row is not None and row["status"] == RunStatus.SUCCEEDED and row["attempt"] == 1
+        assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 1
     # and the metrics the three threads added at once were all kept (one EMF document at the end)
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
     assert len(emf) == 1
@@ -174,8 +174,8 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
     # Then the long run is not claimed: reported failed, its message visible again at once
     assert response == {"batchItemFailures": [{"itemIdentifier": long_record["messageId"]}]}
     row = runs.get(long_job.id, T0)
-    assert row is not None and row["status"] == RunStatus.QUEUED
-    assert row["attempt"] == 0 and "worker" not in row and "started_at" not in row
+    assert row is not None and row.status == RunStatus.QUEUED
+    assert row.attempt == 0 and row.worker is None and row.started_at is None
     assert visibility_calls == [
         {
             "QueueUrl": settings.run_queue_url,
@@ -187,7 +187,7 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
     assert [m["MessageId"] for m in again] == [long_record["messageId"]]
     # and the short one ran
     short_row = runs.get(short_job.id, T0)
-    assert short_row is not None and short_row["status"] == RunStatus.SUCCEEDED
+    assert short_row is not None and short_row.status == RunStatus.SUCCEEDED
 
 
 def test_a_deferred_record_whose_visibility_change_fails_is_still_reported(
@@ -211,4 +211,4 @@ def test_a_deferred_record_whose_visibility_change_fails_is_still_reported(
         "batchItemFailures": [{"itemIdentifier": "m-1"}]
     }
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.QUEUED
+    assert row is not None and row.status == RunStatus.QUEUED

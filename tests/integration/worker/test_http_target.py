@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.models import HttpTarget, Job, RunStatus
+from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.http import AddressPolicy, HttpExecutor
@@ -119,7 +120,7 @@ def test_a_2xx_succeeds_with_the_input_as_body_and_the_run_headers(
         input={"report": "sales"},
     )
     make_run(job)
-    assert loopback_worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     (request,) = server.requests
     assert request["method"] == "POST" and request["path"] == "/hook?token=s3cret"
     assert json.loads(request["body"]) == {"report": "sales"}
@@ -143,12 +144,12 @@ def test_every_delivery_and_attempt_of_a_run_carries_the_same_idempotency_key(
     server.responses = [(503, "busy, try later", 0.0)]
     job = make_job(target={"type": "http", "url": server.url}, retry={"backoff_s": 5})
     make_run(job)
-    assert loopback_worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
-    assert row is not None and row["error"] == f"HTTP 503 from POST {server.url}: busy, try later"
+    assert row is not None and row.error == f"HTTP 503 from POST {server.url}: busy, try later"
     clock.advance(5_000)
-    assert loopback_worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
-    assert loopback_worker.handle_record(record(job.id, T0)) == Outcome.DROPPED  # duplicate: not sent
+    assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+    assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED  # duplicate: not sent
     keys = [r["headers"]["idempotency-key"] for r in server.requests]
     assert keys == [run_id(job.id, T0)] * 2
     assert [r["headers"]["x-jobsched-attempt"] for r in server.requests] == ["1", "2"]
@@ -199,10 +200,10 @@ def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(
     job = make_job(target={"type": "http", "url": server.url}, timeout_s=20)
     make_run(job)
     # When the try passes its timeout, it fails as timed out (to be retried)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RETRYING
-    assert row["error"] == "timed out after 20 s (timeout_s)"
+    assert row is not None and row.status == RunStatus.RETRYING
+    assert row.error == "timed out after 20 s (timeout_s)"
     assert not waiter.stuck
 
 
@@ -246,9 +247,9 @@ def test_the_local_server_is_refused_without_the_loopback_switch(
 ) -> None:
     job = make_job(target={"type": "http", "url": server.url})
     make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
-    assert row is not None and "refused: 127.0.0.1 resolves to 127.0.0.1 (loopback)" in row["error"]
+    assert row is not None and "refused: 127.0.0.1 resolves to 127.0.0.1 (loopback)" in row.error
     assert server.requests == []
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
@@ -17,6 +18,7 @@ from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
+from jobsched.store.layout import spec_item
 from jobsched.wiring import Components
 
 from .conftest import T0, Context
@@ -47,7 +49,7 @@ def test_the_success_path_costs_three_requests_per_run(
         make_run(job)
     requests.clear()
     for job in jobs:
-        assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+        assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     assert requests == {"dynamodb.UpdateItem": 8, "dynamodb.GetItem": 4}
     assert sum(requests.values()) / len(jobs) == 3 <= 3.5
 
@@ -62,7 +64,7 @@ def test_overlap_skip_adds_one_lock_and_one_release(
     job = make_job(overlap="skip")
     make_run(job)
     requests.clear()
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     # the job's overlap lock: taken with one conditional put, given back with one conditional delete
     assert requests == {
         "dynamodb.UpdateItem": 2,
@@ -81,9 +83,9 @@ def test_a_duplicate_delivery_costs_one_request(
 ) -> None:
     job = make_job()
     make_run(job)
-    worker.handle_record(record(job.id, T0))
+    worker.handle(delivery_of(record(job.id, T0)))
     requests.clear()
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DROPPED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED
     assert requests == {"dynamodb.UpdateItem": 1}
 
 
@@ -98,11 +100,11 @@ def test_failure_paths_cost_what_the_docstring_says(
     job = make_job(command="fail", retry={"max_attempts": 2, "backoff_s": 1})
     make_run(job)
     requests.clear()
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "sqs.SendMessageBatch": 1}
     requests.clear()
     clock.advance(1_000)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     assert requests == {
         "dynamodb.UpdateItem": 3,
         "dynamodb.GetItem": 1,
@@ -117,7 +119,7 @@ def test_the_sweeper_idle_pass_costs_one_query_per_shard(
     clock: FakeClock,
     requests: Counter[str],
 ) -> None:
-    from jobsched.store.layout import SWEEP_SHARDS
+    from jobsched.ports.runs import SWEEP_SHARDS
 
     Components(settings, aws, clock=clock).sweeper().sweep()
     assert requests == {"dynamodb.Query": SWEEP_SHARDS}
@@ -135,22 +137,21 @@ def test_time_checks_cost_nothing_on_the_paths_that_run(
     job = make_job(timeout_s=840)
     make_run(job)
     requests.clear()
-    assert worker.handle_record(record(job.id, T0), Context(remaining_ms=899_000)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0), Context(remaining_ms=899_000))) == Outcome.SUCCEEDED
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
     # little time left, but enough for this job: the spec is read before the claim, not twice
     short = make_job(timeout_s=30)
     make_run(short)
     requests.clear()
-    assert worker.handle_record(record(short.id, T0), Context(remaining_ms=60_000)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(short.id, T0), Context(remaining_ms=60_000))) == Outcome.SUCCEEDED
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
     # a deleted job is claimed and skipped (no try to make room for)
     gone = make_job(timeout_s=600)
     make_run(gone)
-    spec = jobs.get_spec(gone.id)
-    assert spec is not None
-    jobs.delete(spec)
+    assert jobs.get_spec(gone.id) is not None
+    jobs.delete(spec_item(gone))
     requests.clear()
-    assert worker.handle_record(record(gone.id, T0), Context(remaining_ms=60_000)) == Outcome.SKIPPED
+    assert worker.handle(delivery_of(record(gone.id, T0), Context(remaining_ms=60_000))) == Outcome.SKIPPED
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
 
 
@@ -166,5 +167,5 @@ def test_a_record_handed_back_for_lack_of_time_costs_two_requests(
     message = delivered(job, T0)
     requests.clear()
     with pytest.raises(Deferred):
-        worker.handle_record(message, Context(remaining_ms=600_000))
+        worker.handle(delivery_of(message, Context(remaining_ms=600_000)))
     assert requests == {"dynamodb.GetItem": 1, "sqs.ChangeMessageVisibility": 1}

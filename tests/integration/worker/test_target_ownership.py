@@ -15,6 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.worker import Deferred
@@ -64,7 +65,7 @@ def run_once(
         worker = Components(worker_settings, aws, clock=clock).worker(waiter=waiter)
         job = make_job(owner="team-a", target=target, retry={"max_attempts": 1})
         make_run(job)
-        worker.handle_record(record(job.id, T0))
+        worker.handle(delivery_of(record(job.id, T0)))
         row = runs.get(job.id, T0)
         assert row is not None
         return row
@@ -83,8 +84,8 @@ def test_a_queue_of_another_team_is_refused_and_gets_nothing(
     # When a job of team A aimed at it runs
     row = run_once({"type": "sqs", "queue_url": url})
     # Then the try is refused, naming the tag, and B's queue receives nothing
-    assert row["status"] == RunStatus.DEAD
-    assert "refused" in row["error"] and f"{TAG}=team-b" in row["error"] and "team-a" in row["error"]
+    assert row.status == RunStatus.DEAD
+    assert "refused" in row.error and f"{TAG}=team-b" in row.error and "team-a" in row.error
     assert drain(url) == []
 
 
@@ -94,7 +95,7 @@ def test_the_owners_own_or_an_untagged_queue_receives_the_run(
 ) -> None:
     url = _queue(aws, f"inbox-{owner}", owner)
     row = run_once({"type": "sqs", "queue_url": url})
-    assert row["status"] == RunStatus.SUCCEEDED
+    assert row.status == RunStatus.SUCCEEDED
     assert len(drain(url)) == 1
 
 
@@ -114,7 +115,7 @@ def test_the_worker_assumes_the_target_role_tagged_with_the_jobs_owner(
     with_role = settings.model_copy(update={"target_role_arn": ROLE})
     rows = [run_once({"type": "sqs", "queue_url": url}, with_role) for _ in range(2)]
     # Then the target was reached through one session of the target role carrying the owner as session tag
-    assert [row["status"] for row in rows] == [RunStatus.SUCCEEDED] * 2
+    assert [row.status for row in rows] == [RunStatus.SUCCEEDED] * 2
     assert len(drain(url)) == 2
     assert len(assumed) == 2  # one session per worker (each run_once builds one): reused within a worker
     assert {a["RoleArn"] for a in assumed} == {ROLE}
@@ -279,6 +280,6 @@ def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
     job = make_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
     make_run(job)
     with pytest.raises(Deferred):
-        worker.handle_record(record(job.id, T0))
+        worker.handle(delivery_of(record(job.id, T0)))
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.QUEUED and row["attempt"] == 0
+    assert row is not None and row.status == RunStatus.QUEUED and row.attempt == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.domain.sweeper import Sweeper, SweepReport
-from jobsched.store.layout import SWEEP_SHARDS
+from jobsched.ports.runs import SWEEP_SHARDS, RunKey, SweepPage
 
 
 class ShardedRows:
@@ -14,11 +14,9 @@ class ShardedRows:
     def __init__(self) -> None:
         self.read: list[int] = []
 
-    def sweep_due(
-        self, shard: int, now_ms: int, *, limit: int, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[tuple[str, int]], dict[str, Any] | None]:
+    def sweep_due(self, shard: int, now_ms: int, *, limit: int, cursor: Any = None) -> SweepPage:
         self.read.append(shard)
-        return [(f"j_{shard}", 0)], None
+        return SweepPage([RunKey(f"j_{shard}", 0)], None)
 
 
 def _first_shards(now_ms: int, max_rows: int) -> list[int]:

@@ -1,4 +1,4 @@
-"""The sweeper on moto: runs stuck queued, lost workers, owed alerts, finished rows, bounded passes."""
+"""The sweeper on the in-memory fakes: runs stuck queued, lost workers, owed alerts, finished rows, bounded passes."""
 
 from __future__ import annotations
 
@@ -9,42 +9,32 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws import Aws
+from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.worker import Worker
+from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
+from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.layout import run_id
-from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall
-from jobsched.wiring import Components
+from tests.support.worker import T0
 
-from .conftest import T0, Drain
-
-
-@pytest.fixture
-def sweeper(settings: Settings, aws: Aws, clock: FakeClock) -> Sweeper:
-    return Components(settings, aws, clock=clock).sweeper()
+from .conftest import FakeDrain as Drain
 
 
 @pytest.fixture
-def sent(aws: Aws) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
-    aws.sqs.meta.events.register(
-        "provide-client-params.sqs.SendMessageBatch", lambda params, **_: entries.extend(params["Entries"])
-    )
-    return entries
+def sweeper(build_sweeper: Callable[..., Sweeper]) -> Sweeper:
+    return build_sweeper()
 
 
 def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     sweeper: Sweeper,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
-    aws: Aws,
     settings: Settings,
     worker: Worker,
     calls: list[TargetCall],
@@ -65,7 +55,7 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     assert sweeper.sweep().requeued == 0
     assert drain.bodies(settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
     # and the worker runs it; the finished run leaves the sweep index
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     assert len(calls) == 1
     clock.advance(3_600_000)
     assert sweeper.sweep().examined == 0
@@ -75,7 +65,7 @@ def test_a_run_stuck_queued_is_re_enqueued_with_growing_gaps(
     sweeper: Sweeper,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
     sent: list[dict[str, Any]],
@@ -92,14 +82,14 @@ def test_a_run_stuck_queued_is_re_enqueued_with_growing_gaps(
     gaps = [b - a for a, b in itertools.pairwise(sweeps_at)]
     assert gaps == [after, 2 * after, 4 * after][: len(gaps)] and len(gaps) >= 2
     row = runs.get(job.id, T0)
-    assert row is not None and row["sweeps"] == len(sweeps_at) and row["status"] == RunStatus.QUEUED
+    assert row is not None and row.sweeps == len(sweeps_at) and row.status == RunStatus.QUEUED
 
 
 def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backoff(
     sweeper: Sweeper,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
     sent: list[dict[str, Any]],
@@ -116,22 +106,20 @@ def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backof
     clock.advance(settings.sweep_queued_after_s * 1000 - 60_000)
     assert sweeper.sweep().deferred == 1
     row = runs.get(job.id, T0)
-    assert (
-        row is not None and row["sweep_at"] == row["heartbeat_at"] + settings.heartbeat_stale_s * 1000 + 1000
-    )
+    assert row is not None and row.sweep_at == row.heartbeat_at + settings.heartbeat_stale_s * 1000 + 1000
     # Once it has been silent for heartbeat_stale_s, the try counts as failed: retrying, with backoff
     clock.advance(settings.heartbeat_stale_s * 1000)
     report = sweeper.sweep()
     assert report.lost_workers == 1 and report.dead == 0
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RETRYING and row["attempt"] == 1
-    assert row["error"].startswith("worker lost during attempt 1: no heartbeat since")
+    assert row is not None and row.status == RunStatus.RETRYING and row.attempt == 1
+    assert row.error.startswith("worker lost during attempt 1: no heartbeat since")
     assert [(json.loads(e["MessageBody"]), e["DelaySeconds"]) for e in sent] == [
         ({"job_id": job.id, "scheduled_for": T0}, 60)
     ]
     # Then the retry runs as attempt 2, with the same key
     clock.advance(60_000)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     assert [(c.attempt, c.run_id) for c in calls] == [(2, run_id(job.id, T0))]
 
 
@@ -139,27 +127,26 @@ def test_a_run_that_keeps_killing_its_worker_ends_dead(
     sweeper: Sweeper,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
-    aws: Aws,
     drain: Drain,
 ) -> None:
     job = make_job(retry={"max_attempts": 2, "backoff_s": 0})
     make_run(job)
     stale = (settings.heartbeat_stale_s + 1) * 1000
     for attempt in (1, 2):
-        claimed, _ = runs.claim(
+        claimed = runs.claim(
             job.id, T0, worker=f"w{attempt}", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock()
-        )
+        ).claimed
         assert claimed
         clock.advance(stale)
         report = sweeper.sweep()
         assert report.lost_workers == 1
     assert report.dead == 1
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.DEAD and row["attempt"] == 2
-    assert "sweep_pk" not in row
+    assert row is not None and row.status == RunStatus.DEAD and row.attempt == 2
+    assert row.sweep_at is None
     dead_letters = drain.bodies(settings.dead_run_queue_url)
     assert [d["run_id"] for d in dead_letters] == [run_id(job.id, T0)]
     clock.advance(3_600_000)
@@ -170,7 +157,7 @@ def test_a_lost_worker_of_a_deleted_job_is_skipped(
     sweeper: Sweeper,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     jobs: Any,
     clock: FakeClock,
     settings: Settings,
@@ -178,18 +165,18 @@ def test_a_lost_worker_of_a_deleted_job_is_skipped(
     job = make_job()
     make_run(job)
     runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
-    jobs.delete(jobs.get_spec(job.id))
+    jobs.delete(job.id)
     clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
     assert sweeper.sweep().skipped == 1
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.SKIPPED and "deleted" in row["error"]
+    assert row is not None and row.status == RunStatus.SKIPPED and "deleted" in row.error
 
 
 def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
     sweeper: Sweeper,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
     sent: list[dict[str, Any]],
@@ -203,34 +190,30 @@ def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
     report = sweeper.sweep()
     assert report.deferred == 1 and report.requeued == 0 and sent == []
     row = runs.get(job.id, T0)
-    assert row is not None and row["sweep_at"] == retry_at + settings.sweep_queued_after_s * 1000
+    assert row is not None and row.sweep_at == retry_at + settings.sweep_queued_after_s * 1000
 
 
 def test_finished_rows_still_in_the_index_are_cleared(
     sweeper: Sweeper,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
 ) -> None:
     job = make_job()
     make_run(job)
-    runs.table.update_item(  # e.g. a succeeded row written by an older worker that kept the keys
-        Key={"job_id": job.id, "scheduled_for": T0},
-        UpdateExpression="SET #s = :ok",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":ok": "succeeded"},
-    )
+    # e.g. a succeeded row written by an older worker that kept the keys
+    runs.force(job.id, T0, status=RunStatus.SUCCEEDED)
     clock.advance(settings.sweep_queued_after_s * 1000)
     assert sweeper.sweep().cleared == 1
     row = runs.get(job.id, T0)
-    assert row is not None and "sweep_pk" not in row and "sweep_at" not in row
+    assert row is not None and row.sweep_at is None
 
 
 def test_a_pass_is_bounded_and_the_rest_waits_for_the_next(
     settings: Settings,
-    aws: Aws,
+    build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
@@ -238,7 +221,7 @@ def test_a_pass_is_bounded_and_the_rest_waits_for_the_next(
     job = make_job()
     for minute in range(5):
         make_run(job, T0 - minute * 60_000)
-    sweeper = Components(settings, aws, clock=clock).sweeper()
+    sweeper = build_sweeper()
     sweeper.max_rows = 2
     clock.advance(settings.sweep_queued_after_s * 1000)
     first = sweeper.sweep()
@@ -250,28 +233,30 @@ def test_a_pass_is_bounded_and_the_rest_waits_for_the_next(
 
 def test_a_claim_between_the_read_and_the_write_wins(
     settings: Settings,
-    aws: Aws,
+    build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     sent: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    class RacingRuns(RunStore):
-        """Reads the rows, then lets a worker claim them before the sweeper writes."""
+    get_many = runs.get_many
 
-        def get_many(self, keys: Any) -> list[dict[str, Any]]:
-            rows = super().get_many(keys)
-            for job_id, scheduled_for in keys:
-                self.claim(
-                    job_id, scheduled_for, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0
-                )
-            return rows
+    def racing(keys: Any) -> list[Any]:
+        """Reads the rows, then lets a worker claim them before the sweeper writes."""
+        rows = get_many(keys)
+        for job_id, scheduled_for in keys:
+            runs.claim(
+                job_id, scheduled_for, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0
+            )
+        return rows
+
+    monkeypatch.setattr(runs, "get_many", racing)
 
     job = make_job()
     make_run(job)
-    sweeper = Components(settings, aws, clock=clock).sweeper()
-    sweeper.runs = RacingRuns(runs.table)
+    sweeper = build_sweeper()
     clock.advance(settings.sweep_queued_after_s * 1000)
     report = sweeper.sweep()
     assert report.conflicts == 1 and report.requeued == 0 and sent == []
@@ -279,7 +264,7 @@ def test_a_claim_between_the_read_and_the_write_wins(
 
 def test_a_failing_re_enqueue_is_reported_and_retried_on_a_later_pass(
     settings: Settings,
-    aws: Aws,
+    build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
@@ -297,7 +282,7 @@ def test_a_failing_re_enqueue_is_reported_and_retried_on_a_later_pass(
 
     job = make_job()
     make_run(job)
-    sweeper = Components(settings, aws, clock=clock).sweeper()
+    sweeper = build_sweeper()
     sweeper.queue = DownOnce(sweeper.queue)
     clock.advance(settings.sweep_queued_after_s * 1000)
     assert sweeper.sweep().errors == ["enqueue: ConnectionError"]
@@ -308,11 +293,11 @@ def test_a_failing_re_enqueue_is_reported_and_retried_on_a_later_pass(
 
 def test_one_bad_row_does_not_stop_the_pass(
     settings: Settings,
-    aws: Aws,
+    build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
 ) -> None:
     class BrokenSpecs:
         def get_spec(self, job_id: str) -> None:
@@ -322,7 +307,7 @@ def test_one_bad_row_does_not_stop_the_pass(
     make_run(lost_job)
     make_run(queued_job)
     runs.claim(lost_job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
-    sweeper = Components(settings, aws, clock=clock).sweeper()
+    sweeper = build_sweeper()
     sweeper.jobs = BrokenSpecs()
     clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
     report = sweeper.sweep()

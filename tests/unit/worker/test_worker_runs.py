@@ -1,4 +1,4 @@
-"""The worker on moto: claim, success, duplicates, lost workers, deleted jobs, retries and dead runs."""
+"""The worker on the in-memory fakes: claim, success, duplicates, lost workers, deleted jobs, retries and dead runs."""
 
 from __future__ import annotations
 
@@ -8,36 +8,25 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws import Aws
+from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
+from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
+from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.layout import run_id
-from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall
+from tests.support.worker import T0
 
-from .conftest import T0, Drain
-
-
-@pytest.fixture
-def sent(aws: Aws) -> list[dict[str, Any]]:
-    """Every SendMessageBatch entry sent to the run queue (params seen through a botocore event hook)."""
-    entries: list[dict[str, Any]] = []
-
-    def capture(params: dict[str, Any], **_: Any) -> None:
-        entries.extend(params["Entries"])
-
-    aws.sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", capture)
-    return entries
+from .conftest import FakeDrain as Drain
 
 
 def test_a_run_succeeds_once_and_records_its_try(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
@@ -46,19 +35,19 @@ def test_a_run_succeeds_once_and_records_its_try(
     job = make_job(command="record", input={"day": "monday"})
     make_run(job)
     # When its message is delivered
-    outcome = worker.handle_record(record(job.id, T0))
+    outcome = worker.handle(delivery_of(record(job.id, T0)))
     # Then the command ran once with the run id as key, and the run is succeeded with its facts
     assert outcome == Outcome.SUCCEEDED
     assert [c.run_id for c in calls] == [run_id(job.id, T0)]
     assert calls[0].input == {"day": "monday"} and calls[0].attempt == 1
     row = runs.get(job.id, T0)
     assert row is not None
-    assert row["status"] == RunStatus.SUCCEEDED
-    assert row["attempt"] == 1
-    assert row["started_at"] == clock() and row["finished_at"] == clock()
-    assert row["lateness_ms"] == 1_500
-    assert row["worker"]
-    assert "sweep_pk" not in row and "sweep_at" not in row and "error" not in row
+    assert row.status == RunStatus.SUCCEEDED
+    assert row.attempt == 1
+    assert row.started_at == clock() and row.finished_at == clock()
+    assert row.lateness_ms == 1_500
+    assert row.worker
+    assert row.sweep_at is None and row.error is None
 
 
 def test_a_duplicate_delivery_executes_the_target_once(
@@ -70,8 +59,8 @@ def test_a_duplicate_delivery_executes_the_target_once(
 ) -> None:
     job = make_job(command="record")
     make_run(job)
-    assert worker.handle_record(record(job.id, T0, message_id="a")) == Outcome.SUCCEEDED
-    assert worker.handle_record(record(job.id, T0, message_id="b", receive_count=2)) == Outcome.DROPPED
+    assert worker.handle(delivery_of(record(job.id, T0, message_id="a"))) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0, message_id="b", receive_count=2))) == Outcome.DROPPED
     assert len(calls) == 1
 
 
@@ -79,29 +68,29 @@ def test_a_duplicate_while_the_first_is_running_loses_the_claim(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
 ) -> None:
     job = make_job(command="record")
     make_run(job)
-    claimed, _ = runs.claim(
+    claimed = runs.claim(
         job.id, T0, worker="other", now_ms=clock(), stale_before_ms=clock() - 120_000, retry_due_by_ms=clock()
-    )
+    ).claimed
     assert claimed
     clock.advance(60_000)  # its heartbeat is a minute old: fresh
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DROPPED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED
     assert calls == []
     row = runs.get(job.id, T0)
-    assert row is not None and row["worker"] == "other" and row["status"] == RunStatus.RUNNING
+    assert row is not None and row.worker == "other" and row.status == RunStatus.RUNNING
 
 
 def test_a_redelivery_after_a_lost_worker_runs_again_with_the_same_key(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
@@ -110,34 +99,29 @@ def test_a_redelivery_after_a_lost_worker_runs_again_with_the_same_key(
     # Given a run whose first worker claimed it, ran the target, then died without a word
     job = make_job(command="record")
     make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED  # the first run of the target
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED  # the first run of the target
     first_key = calls[0].idempotency_key
-    runs.table.update_item(  # rewind: as if that worker had died before recording its result
-        Key={"job_id": job.id, "scheduled_for": T0},
-        UpdateExpression="SET #s = :r, heartbeat_at = :hb",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":r": "running", ":hb": clock()},
-    )
+    # rewind: as if that worker had died before recording its result
+    runs.force(job.id, T0, status=RunStatus.RUNNING, heartbeat_at=clock())
     # When SQS redelivers the message after the heartbeat went stale
     clock.advance(settings.heartbeat_stale_s * 1000 + 1)
-    assert worker.handle_record(record(job.id, T0, receive_count=2)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0, receive_count=2))) == Outcome.SUCCEEDED
     # Then the target ran again, as attempt 2, with the same idempotency key
     assert [c.idempotency_key for c in calls] == [first_key, first_key]
     assert [c.attempt for c in calls] == [1, 2]
     row = runs.get(job.id, T0)
-    assert row is not None and row["attempt"] == 2 and row["status"] == RunStatus.SUCCEEDED
-    assert row["lateness_ms"] == 1_500  # the first try's lateness is kept
+    assert row is not None and row.attempt == 2 and row.status == RunStatus.SUCCEEDED
+    assert row.lateness_ms == 1_500  # the first try's lateness is kept
 
 
 def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
-    aws: Aws,
     settings: Settings,
     drain: Drain,
 ) -> None:
@@ -145,11 +129,11 @@ def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
     make_run(job)
     runs.claim(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
     clock.advance(settings.heartbeat_stale_s * 1000 + 1)
-    assert worker.handle_record(record(job.id, T0, receive_count=2)) == Outcome.DEAD
+    assert worker.handle(delivery_of(record(job.id, T0, receive_count=2))) == Outcome.DEAD
     assert calls == []
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.DEAD and row["attempt"] == 1
-    assert "worker lost during attempt 1" in row["error"]
+    assert row is not None and row.status == RunStatus.DEAD and row.attempt == 1
+    assert "worker lost during attempt 1" in row.error
     assert drain.bodies(settings.dead_run_queue_url)[0]["run_id"] == run_id(job.id, T0)
 
 
@@ -157,40 +141,39 @@ def test_a_run_of_a_deleted_job_is_skipped(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     jobs: Any,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
 ) -> None:
     job = make_job(command="record")
     make_run(job)
-    spec = jobs.get_spec(job.id)
-    jobs.delete(spec)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SKIPPED
+    jobs.delete(job.id)
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SKIPPED
     assert calls == []
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.SKIPPED
-    assert "deleted" in row["error"] and "sweep_pk" not in row
+    assert row is not None and row.status == RunStatus.SKIPPED
+    assert "deleted" in row.error and row.sweep_at is None
 
 
 def test_a_message_for_a_run_that_does_not_exist_is_dropped(
     worker: Worker, make_job: Callable[..., Job], record: Callable[..., dict[str, Any]]
 ) -> None:
     job = make_job()
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DROPPED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED
 
 
 def test_a_malformed_message_fails_the_record(worker: Worker, record: Callable[..., dict[str, Any]]) -> None:
     bad = record("j", T0) | {"body": "not json"}
     with pytest.raises(ValueError, match="malformed run message"):
-        worker.handle_record(bad)
+        worker.handle(delivery_of(bad))
 
 
 def test_a_failed_try_retries_with_backoff_then_succeeds_with_the_same_key(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     clock: FakeClock,
     sent: list[dict[str, Any]],
@@ -200,24 +183,24 @@ def test_a_failed_try_retries_with_backoff_then_succeeds_with_the_same_key(
     job = make_job(command="fail", input={"times": 1}, retry={"backoff_s": 60})
     make_run(job)
     # When the first delivery fails
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     # Then the run waits for its retry, due in 60 s, re-enqueued with that SQS delay
     row = runs.get(job.id, T0)
     assert row is not None
-    assert row["status"] == RunStatus.RETRYING and row["attempt"] == 1
-    assert "attempt 1 failed on purpose" in row["error"]
-    assert row["retry_at"] == clock() + 60_000
-    assert row["sweep_at"] == row["retry_at"] + settings.sweep_queued_after_s * 1000
+    assert row.status == RunStatus.RETRYING and row.attempt == 1
+    assert "attempt 1 failed on purpose" in row.error
+    assert row.retry_at == clock() + 60_000
+    assert row.sweep_at == row.retry_at + settings.sweep_queued_after_s * 1000
     assert len(sent) == 1 and sent[0]["DelaySeconds"] == 60
     assert json.loads(sent[0]["MessageBody"]) == {"job_id": job.id, "scheduled_for": T0}
     # An early copy (before the retry is due) is dropped
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DROPPED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED
     # When the delayed message arrives
     clock.advance(60_000)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.SUCCEEDED and row["attempt"] == 2
-    assert "error" not in row and "retry_at" not in row
+    assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 2
+    assert row.error is None and row.retry_at is None
 
 
 def test_retry_delays_double_up_to_the_cap(
@@ -231,7 +214,7 @@ def test_retry_delays_double_up_to_the_cap(
     job = make_job(command="fail", retry={"max_attempts": 7, "backoff_s": 30, "max_backoff_s": 300})
     make_run(job)
     for _ in range(6):
-        assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+        assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
         clock.advance(sent[-1]["DelaySeconds"] * 1000)
     # min(backoff_s * 2^(attempt-1), max_backoff_s)
     assert [e["DelaySeconds"] for e in sent] == [30, 60, 120, 240, 300, 300]
@@ -242,7 +225,7 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     jobs: Any,
     record: Callable[..., dict[str, Any]],
     clock: FakeClock,
@@ -250,15 +233,12 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
 ) -> None:
     job = make_job(command="fail", retry={"max_attempts": 3, "backoff_s": 0})
     make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     # the owner lowers max_attempts to 1 while the retry waits
-    spec, sched = jobs.get(job.id)
-    doc = json.loads(spec["doc"])
-    doc["retry"]["max_attempts"] = 1
-    doc["target"] = {"type": "command", "name": "record"}
-    jobs.replace({**spec, "doc": json.dumps(doc)}, sched, expected_updated_at=spec["updated_at"])
-    assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
+    changed = job.model_dump() | {"retry": {**job.retry.model_dump(), "max_attempts": 1}}
+    jobs.put(Job.model_validate(changed | {"target": {"type": "command", "name": "record"}}))
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     assert calls == []
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.DEAD and row["attempt"] == 1
-    assert "out of attempts" in row["error"]
+    assert row is not None and row.status == RunStatus.DEAD and row.attempt == 1
+    assert "out of attempts" in row.error

@@ -10,21 +10,21 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws import Aws
+from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
 from jobsched.domain.worker import Worker
+from jobsched.memory.job_specs import MemoryJobSpecs
+from jobsched.memory.queue import MemoryRunQueue
+from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
+from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.jobs import JobStore
-from jobsched.store.layout import run_id
-from jobsched.store.runs import RunStore
-from jobsched.targets import TargetCall, commands
-from jobsched.wiring import Components
+from jobsched.targets import TargetCall, Targets, commands
+from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
-
-from .conftest import T0, SimWaiter
+from tests.support.worker import T0, SimWaiter
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     delivered: Callable[[Job, int], dict[str, Any]],
     visibility_calls: list[dict[str, Any]],
@@ -58,7 +58,7 @@ def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
     record = delivered(job, T0)
     started = clock()
     # When the worker runs it
-    assert worker.handle_record(record) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record)) == Outcome.SUCCEEDED
     # Then it beat every 30 s (at 30, 60 and 90 s): the row's heartbeat and the message's visibility
     assert len(visibility_calls) == 3
     assert {c["VisibilityTimeout"] for c in visibility_calls} == {
@@ -67,15 +67,15 @@ def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
     assert {c["ReceiptHandle"] for c in visibility_calls} == {record["receiptHandle"]}
     assert {c["QueueUrl"] for c in visibility_calls} == {settings.run_queue_url}
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.SUCCEEDED
-    assert row["heartbeat_at"] == started + 90_000
+    assert row is not None and row.status == RunStatus.SUCCEEDED
+    assert row.heartbeat_at == started + 90_000
     assert clock() == started + 95_000
 
 
 def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
 ) -> None:
@@ -99,8 +99,8 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
     )
     assert beat.beat(clock() + 30_000)
     row = runs.get(job.id, T0)
-    assert row is not None and row["heartbeat_at"] == clock() + 30_000
-    assert row["sweep_at"] == clock() + settings.sweep_queued_after_s * 1000  # claims and beats leave it
+    assert row is not None and row.heartbeat_at == clock() + 30_000
+    assert row.sweep_at == clock() + settings.sweep_queued_after_s * 1000  # claims and beats leave it
     assert visibility.calls == [("rh-1", 150)]
     # another worker took the run over (stale heartbeat): the beat is refused
     runs.claim(
@@ -118,7 +118,7 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
 def test_a_failing_heartbeat_does_not_fail_the_try(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
 ) -> None:
     class BrokenVisibility:
@@ -152,7 +152,7 @@ class Held:
 
 
 @pytest.fixture
-def hold_command(runs: RunStore, clock: FakeClock, waiter: SimWaiter) -> Iterator[Held]:
+def hold_command(runs: MemoryRunStore, clock: FakeClock, waiter: SimWaiter) -> Iterator[Held]:
     """Command ``hold``: runs until its try is cancelled (parked in the waiter, so simulated time moves only
     once it waits); with ``input.steal`` another worker first takes the run over (a claim as if this worker's
     heartbeat were stale)."""
@@ -162,14 +162,14 @@ def hold_command(runs: RunStore, clock: FakeClock, waiter: SimWaiter) -> Iterato
     def hold(call: TargetCall) -> str:
         try:
             if (call.input or {}).get("steal"):
-                claimed, _ = runs.claim(
+                claimed = runs.claim(
                     call.job_id,
                     call.scheduled_for_ms,
                     worker="w-2",
                     now_ms=clock(),
                     stale_before_ms=clock() + 1,
                     retry_due_by_ms=0,
-                )
+                ).claimed
                 assert claimed
                 held.stolen.set()
             if waiter.sleep_until(None, call.cancel):
@@ -184,10 +184,10 @@ def hold_command(runs: RunStore, clock: FakeClock, waiter: SimWaiter) -> Iterato
 
 def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
     settings: Settings,
-    aws: Aws,
+    queue: MemoryRunQueue,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
@@ -198,7 +198,7 @@ def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
     make_run(job)
     started = clock()
     # When its next heartbeat is refused
-    assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
     # Then the target was cancelled at that beat, and nothing was written over the new owner's claim
     assert hold_command.stolen.is_set()
     assert hold_command.finished.wait(30)
@@ -206,16 +206,16 @@ def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
     assert hold_command.cancelled_at - started == settings.heartbeat_interval_s * 1000  # the first beat
     row = runs.get(job.id, T0)
     assert row is not None
-    assert (row["status"], row["worker"], row["attempt"]) == (RunStatus.RUNNING, "w-2", 2)
-    assert "error" not in row
-    assert aws.sqs.receive_message(QueueUrl=settings.run_queue_url, WaitTimeSeconds=0).get("Messages") is None
+    assert (row.status, row.worker, row.attempt) == (RunStatus.RUNNING, "w-2", 2)
+    assert row.error is None
+    assert queue.sent == []  # no retry message
 
 
 def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
@@ -230,16 +230,16 @@ def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
     job = make_job(command="hold")
     make_run(job)
     # When it has gone unrecorded for heartbeat_stale_s minus one interval
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     # Then the target was cancelled while the row was not yet stale (no other worker could have claimed it)
     assert hold_command.finished.wait(30)
     row = runs.get(job.id, T0)
     assert row is not None and hold_command.cancelled_at is not None
-    silent_ms = hold_command.cancelled_at - row["heartbeat_at"]
+    silent_ms = hold_command.cancelled_at - row.heartbeat_at
     assert silent_ms == (settings.heartbeat_stale_s - settings.heartbeat_interval_s) * 1000
     # and the abandoned try is recorded as failed (the run was still ours), to be retried
-    assert row["status"] == RunStatus.RETRYING and row["attempt"] == 1
-    assert row["error"] == (
+    assert row.status == RunStatus.RETRYING and row.attempt == 1
+    assert row.error == (
         f"attempt 1 abandoned: its heartbeat could not be recorded for {silent_ms // 1000} s "
         "(the run would soon look lost and be taken over)"
     )
@@ -249,7 +249,7 @@ def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
     clock: FakeClock,
@@ -257,41 +257,39 @@ def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
     job = make_job(command="hold", timeout_s=1)
     make_run(job)
     started = clock()
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
-    assert row is not None and row["status"] == RunStatus.RETRYING
-    assert row["error"] == "timed out after 1 s (timeout_s)"
+    assert row is not None and row.status == RunStatus.RETRYING
+    assert row.error == "timed out after 1 s (timeout_s)"
     assert hold_command.finished.wait(30) and hold_command.cancelled_at == started + 1_000
 
 
 def test_timeout_s_is_capped_by_the_worker_cap(
     settings: Settings,
-    aws: Aws,
+    build_worker: Callable[..., Worker],
     clock: FakeClock,
     waiter: SimWaiter,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
 ) -> None:
-    worker = Components(settings.model_copy(update={"worker_timeout_cap_s": 2}), aws, clock=clock).worker(
-        waiter=waiter
-    )
+    worker = build_worker(settings=settings.model_copy(update={"worker_timeout_cap_s": 2}))
     job = make_job(command="hold", timeout_s=600)
     make_run(job)
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
-    assert row is not None and row["error"] == "timed out after 2 s (timeout_s)"
+    assert row is not None and row.error == "timed out after 2 s (timeout_s)"
 
 
 def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
     settings: Settings,
-    aws: Aws,
+    build_worker: Callable[..., Worker],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     tmp_path: Path,
 ) -> None:
@@ -299,16 +297,18 @@ def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
     # shell's own real-time limit, timeout_s, is far away: the worker's simulated timeout comes first)
     pidfile = tmp_path / "child.pid"
     waiter = SimWaiter(clock, parked=lambda: pid_written(pidfile))
-    worker = Components(settings.model_copy(update={"allow_shell_targets": True}), aws, clock=clock).worker(
-        waiter=waiter
+    worker = build_worker(
+        settings=settings.model_copy(update={"allow_shell_targets": True}),
+        targets=Targets(shell=ShellExecutor(enabled=True)),
+        waiter=waiter,
     )
     job = make_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=20)
     make_run(job)
     # When the try passes its timeout
-    assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     # Then it failed as timed out, and the shell's child was killed with it
     row = runs.get(job.id, T0)
-    assert row is not None and row["error"] == "timed out after 20 s (timeout_s)"
+    assert row is not None and row.error == "timed out after 20 s (timeout_s)"
     assert process_gone(int(pidfile.read_text()))
     assert not waiter.stuck
 
@@ -334,11 +334,11 @@ def blocking_command() -> Iterator[threading.Event]:
 @pytest.mark.parametrize(("overlap", "expected"), [("skip", Outcome.SKIPPED), ("allow", Outcome.SUCCEEDED)])
 def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
     settings: Settings,
-    aws: Aws,
+    build_worker: Callable[..., Worker],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     blocking_command: threading.Event,
     overlap: str,
@@ -349,33 +349,35 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
     job = make_job(schedule="* * * * *", overlap=overlap, command="block")
     make_run(job, T0)
     make_run(job, T0 + 60_000)
-    long_worker = Components(settings, aws, clock=clock).worker()  # real waiter: beats are 30 s away
+    long_worker = build_worker(waiter=None)  # real waiter: beats are 30 s away
     results: list[str] = []
-    thread = threading.Thread(target=lambda: results.append(long_worker.handle_record(record(job.id, T0))))
+    thread = threading.Thread(
+        target=lambda: results.append(long_worker.handle(delivery_of(record(job.id, T0))))
+    )
     thread.start()
     assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     # When the 02:01 run is delivered to another worker
     clock.advance(60_000)
-    other = Components(settings, aws, clock=clock).worker(waiter=waiter)
+    other = build_worker()
     if overlap == "allow":
         blocking_command.set()  # let the second try finish too
-    outcome = other.handle_record(record(job.id, T0 + 60_000, message_id="m-2"))
+    outcome = other.handle(delivery_of(record(job.id, T0 + 60_000, message_id="m-2")))
     blocking_command.set()
     thread.join(30)
     # Then under skip it is recorded skipped, naming the running run; under allow it runs
     assert outcome == expected
     assert results == [Outcome.SUCCEEDED]
     row = runs.get(job.id, T0 + 60_000)
-    assert row is not None and row["status"] == expected.value
+    assert row is not None and row.status == expected.value
     if overlap == "skip":
-        assert row["error"] == f"overlap: run {run_id(job.id, T0)} of this job is still running"
+        assert row.error == f"overlap: run {run_id(job.id, T0)} of this job is still running"
 
 
 def test_overlap_skip_ignores_a_run_whose_worker_is_lost(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
     settings: Settings,
@@ -385,15 +387,15 @@ def test_overlap_skip_ignores_a_run_whose_worker_is_lost(
     make_run(job, T0 + 60_000)
     runs.claim(job.id, T0, worker="dead-worker", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
     clock.advance(settings.heartbeat_stale_s * 1000 + 1)
-    assert worker.handle_record(record(job.id, T0 + 60_000)) == Outcome.SUCCEEDED
+    assert worker.handle(delivery_of(record(job.id, T0 + 60_000))) == Outcome.SUCCEEDED
 
 
 def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    jobs: JobStore,
+    runs: MemoryRunStore,
+    jobs: MemoryJobSpecs,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
 ) -> None:
@@ -413,20 +415,20 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
     )
     assert holder is None
     # the newer run, claimed at the same instant, finds the lock taken and is skipped
-    assert worker.handle_record(record(job.id, T0 + 60_000)) == Outcome.SKIPPED
+    assert worker.handle(delivery_of(record(job.id, T0 + 60_000))) == Outcome.SKIPPED
     # and only the older run is left running
     older, newer = runs.get(job.id, T0), runs.get(job.id, T0 + 60_000)
-    assert older is not None and older["status"] == RunStatus.RUNNING
-    assert newer is not None and newer["status"] == RunStatus.SKIPPED
+    assert older is not None and older.status == RunStatus.RUNNING
+    assert newer is not None and newer.status == RunStatus.SKIPPED
 
 
 def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     settings: Settings,
-    aws: Aws,
+    build_worker: Callable[..., Worker],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     blocking_command: threading.Event,
     waiter: SimWaiter,
@@ -436,16 +438,18 @@ def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     job = make_job(schedule="every 5 seconds", overlap="skip", command="block")
     clock.now_ms = T0 + 760_000
     make_run(job, T0)
-    long_worker = Components(settings, aws, clock=clock).worker()
+    long_worker = build_worker(waiter=None)
     results: list[str] = []
-    thread = threading.Thread(target=lambda: results.append(long_worker.handle_record(record(job.id, T0))))
+    thread = threading.Thread(
+        target=lambda: results.append(long_worker.handle(delivery_of(record(job.id, T0))))
+    )
     thread.start()
     assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     for k in range(1, 151):  # the fires skipped meanwhile: 150 rows newer than the running one
         make_run(job, T0 + k * 5_000, status=RunStatus.SKIPPED, error="overlap")
     make_run(job, T0 + 755_000)
-    other = Components(settings, aws, clock=clock).worker(waiter=waiter)
-    outcome = other.handle_record(record(job.id, T0 + 755_000, message_id="m-2"))
+    other = build_worker()
+    outcome = other.handle(delivery_of(record(job.id, T0 + 755_000, message_id="m-2")))
     blocking_command.set()
     thread.join(30)
     assert outcome == Outcome.SKIPPED
@@ -456,22 +460,20 @@ def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(
     worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
+    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
 ) -> None:
     @commands.register("steal", replace=True)
     def steal(call: TargetCall) -> None:
-        runs.table.update_item(
-            Key={"job_id": call.job_id, "scheduled_for": call.scheduled_for_ms},
-            UpdateExpression="SET worker = :w, attempt = attempt + :one",
-            ExpressionAttributeValues={":w": "thief", ":one": 1},
-        )
+        row = runs.get(call.job_id, call.scheduled_for_ms)
+        assert row is not None
+        runs.force(call.job_id, call.scheduled_for_ms, worker="thief", attempt=row.attempt + 1)
 
     try:
         job = make_job(command="steal")
         make_run(job)
-        assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
+        assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
         row = runs.get(job.id, T0)
-        assert row is not None and row["status"] == RunStatus.RUNNING and row["worker"] == "thief"
+        assert row is not None and row.status == RunStatus.RUNNING and row.worker == "thief"
     finally:
         commands.unregister("steal")

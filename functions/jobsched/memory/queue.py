@@ -1,0 +1,64 @@
+"""In-memory fakes of the run queue (``RunSender`` + ``VisibilityExtender``, like ``adapters.queue.RunQueue``)
+and of the dead-run sink (``DeadRunSink``, like ``adapters.alerts.DeadRunNotifier``): they record what was
+sent, and refuse on demand (``fail_next``) so tests can force the failure paths."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from jobsched.ports.runs import DeadRun, QueueSendError, RunMessage
+
+
+class MemoryRunQueue:
+    """Records every accepted message (``sent``, in order) and visibility change (``visibility``: ``(receipt
+    handle, seconds)``). ``fail_next`` (a count) makes that many next ``send`` calls raise ``QueueSendError``
+    for the whole batch (as SQS's per-entry refusals would), and that many ``change_visibility`` calls raise
+    ``ConnectionError``."""
+
+    def __init__(self) -> None:
+        self.sent: list[RunMessage] = []
+        self.visibility: list[tuple[str, int]] = []
+        self.fail_next = 0
+        self._lock = threading.Lock()
+
+    def _failing(self) -> bool:
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            return True
+        return False
+
+    def send(self, messages: Sequence[RunMessage]) -> None:
+        with self._lock:
+            if self._failing():
+                raise QueueSendError(list(messages))
+            self.sent.extend(messages)
+
+    def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+        with self._lock:
+            if self._failing():
+                raise ConnectionError("visibility change refused (fake)")
+            self.visibility.append((receipt_handle, max(0, min(seconds, 43200))))
+
+    def take(self) -> list[RunMessage]:
+        """The messages sent so far, emptying the record (a consumer reading the queue)."""
+        with self._lock:
+            taken, self.sent = self.sent, []
+            return taken
+
+
+class MemoryDeadRuns:
+    """Records every notified dead run (``notified``); ``fail_next`` makes that many next ``notify`` calls
+    raise ``ConnectionError`` (nothing recorded), as a lost dead-run message or alert would."""
+
+    def __init__(self) -> None:
+        self.notified: list[DeadRun] = []
+        self.fail_next = 0
+        self._lock = threading.Lock()
+
+    def notify(self, dead: DeadRun) -> None:
+        with self._lock:
+            if self.fail_next > 0:
+                self.fail_next -= 1
+                raise ConnectionError("dead-run notification refused (fake)")
+            self.notified.append(dead)

@@ -1,0 +1,335 @@
+"""The in-memory run store: the fake of the run port (``jobsched.ports.runs``: ``RunRows``, ``SweepRows`` and
+the scheduler's and the API's inserts and reads), with the DynamoDB adapter's conditional semantics
+(``jobsched.store.runs.RunStore``; ``tests/contract/test_run_store_contract.py`` runs the same cases on both).
+
+Every write is atomic under one lock, as DynamoDB applies each conditional write atomically."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from jobsched.models import RunStatus
+from jobsched.ports.runs import Claim, KeyedInsert, RunKey, RunRow, SweepPage, sweep_shard
+
+
+class MemoryRunStore:
+    """Run rows in a dict keyed by ``(job_id, scheduled_for)``; manual triggers' idempotency keys beside them.
+
+    ``rows()`` returns every row (for tests). Never raises ``StoreUnavailable`` by itself: tests that need a
+    storage failure replace a method."""
+
+    def __init__(self) -> None:
+        self._rows: dict[RunKey, RunRow] = {}
+        self._keys: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.RLock()
+
+    def rows(self) -> list[RunRow]:
+        """Every row, by key."""
+        with self._lock:
+            return [self._rows[k] for k in sorted(self._rows)]
+
+    def force(self, job_id: str, scheduled_for_ms: int, **changes: Any) -> RunRow:
+        """Change fields of a row without any condition (for tests: another process's write, a crash's
+        leftovers). Raises KeyError when there is no such row."""
+        with self._lock:
+            key = RunKey(job_id, scheduled_for_ms)
+            self._rows[key] = replace(self._rows[key], **changes)
+            return self._rows[key]
+
+    # --- inserts and reads ---------------------------------------------------------------------
+
+    def put_new(self, row: RunRow) -> RunRow | None:
+        """Insert ``row`` unless its key exists: None when created, else the existing row."""
+        with self._lock:
+            existing = self._rows.get(row.key)
+            if existing is None:
+                self._rows[row.key] = row
+            return existing
+
+    def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert:
+        """Insert ``row`` and bind ``owner``'s ``idempotency_key`` (for this job) to it, both or neither."""
+        with self._lock:
+            key = (row.job_id, owner, idempotency_key)
+            if key in self._keys:
+                return KeyedInsert(created=False, key_used=True, key_run_at=self._keys[key])
+            existing = self._rows.get(row.key)
+            if existing is not None:
+                return KeyedInsert(created=False, existing=existing)
+            self._rows[row.key] = row
+            self._keys[key] = row.scheduled_for
+            return KeyedInsert(created=True)
+
+    def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None:
+        with self._lock:
+            return self._rows.get(RunKey(job_id, scheduled_for_ms))
+
+    def list_for_job(
+        self,
+        job_id: str,
+        limit: int,
+        *,
+        status: RunStatus | None = None,
+        before_ms: int | None = None,
+    ) -> tuple[list[RunRow], int | None]:
+        """A page of a job's runs, newest first (only ``status``, older than ``before_ms`` when given):
+        ``(rows, scheduled_for of the last row when more follow, else None)``."""
+        with self._lock:
+            rows = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if r.job_id == job_id
+                    and (before_ms is None or r.scheduled_for < before_ms)
+                    and (status is None or r.status is RunStatus(status))
+                ),
+                key=lambda r: r.scheduled_for,
+                reverse=True,
+            )
+        page = rows[:limit]
+        return page, (page[-1].scheduled_for if len(rows) > limit else None)
+
+    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]:
+        """The job's rows with ``first_ms <= scheduled_for <= last_ms``, oldest first, at most ``limit``."""
+        with self._lock:
+            rows = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if r.job_id == job_id and first_ms <= r.scheduled_for <= last_ms
+                ),
+                key=lambda r: r.scheduled_for,
+            )
+        return rows[:limit]
+
+    # --- worker side ---------------------------------------------------------------------------
+
+    def claim(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        retry_due_by_ms: int,
+    ) -> Claim:
+        """``queued``, or ``retrying`` due by ``retry_due_by_ms``, or ``running`` with a heartbeat older than
+        ``stale_before_ms`` -> ``running`` under ``(attempt + 1, worker)``."""
+        with self._lock:
+            row = self._rows.get(RunKey(job_id, scheduled_for_ms))
+            if row is None:
+                return Claim(False, None)
+            claimable = (
+                row.status is RunStatus.QUEUED
+                or (
+                    row.status is RunStatus.RETRYING
+                    and (row.retry_at is None or row.retry_at <= retry_due_by_ms)
+                )
+                or (
+                    row.status is RunStatus.RUNNING
+                    and row.heartbeat_at is not None
+                    and row.heartbeat_at < stale_before_ms
+                )
+            )
+            if not claimable:
+                return Claim(False, row)
+            self._rows[row.key] = replace(
+                row,
+                status=RunStatus.RUNNING,
+                worker=worker,
+                attempt=row.attempt + 1,
+                started_at=now_ms,
+                heartbeat_at=now_ms,
+                lateness_ms=row.lateness_ms if row.lateness_ms is not None else now_ms - scheduled_for_ms,
+                retry_at=None,
+            )
+            return Claim(True, row)
+
+    def heartbeat(
+        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
+    ) -> bool:
+        return self._transition(job_id, scheduled_for_ms, _ours(attempt, worker, None), heartbeat_at=now_ms)
+
+    def succeed(self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int) -> bool:
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            _ours(attempt, worker, None),
+            status=RunStatus.SUCCEEDED,
+            finished_at=now_ms,
+            sweep_at=None,
+            error=None,
+            retry_at=None,
+        )
+
+    def retry(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        attempt: int,
+        worker: str,
+        error: str,
+        retry_at_ms: int,
+        sweep_at_ms: int,
+        heartbeat_at: int | None = None,
+    ) -> bool:
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            _ours(attempt, worker, heartbeat_at),
+            status=RunStatus.RETRYING,
+            error=error,
+            retry_at=retry_at_ms,
+            sweep_at=sweep_at_ms,
+        )
+
+    def dead(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        attempt: int,
+        worker: str,
+        now_ms: int,
+        error: str,
+        final_attempt: int,
+        notify_at_ms: int,
+        heartbeat_at: int | None = None,
+    ) -> bool:
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            _ours(attempt, worker, heartbeat_at),
+            status=RunStatus.DEAD,
+            error=error,
+            finished_at=now_ms,
+            attempt=final_attempt,
+            notify_pending=True,
+            sweep_at=notify_at_ms,
+            retry_at=None,
+        )
+
+    def notified(self, job_id: str, scheduled_for_ms: int) -> bool:
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            lambda r: r.status is RunStatus.DEAD,
+            notify_pending=False,
+            sweep_at=None,
+        )
+
+    def give_back(
+        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: RunRow
+    ) -> bool:
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            _ours(attempt, worker, None),
+            status=before.status,
+            attempt=before.attempt,
+            worker=before.worker,
+            started_at=before.started_at,
+            heartbeat_at=before.heartbeat_at,
+            retry_at=before.retry_at,
+            lateness_ms=before.lateness_ms,
+        )
+
+    def skip(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        attempt: int,
+        worker: str,
+        now_ms: int,
+        reason: str,
+        heartbeat_at: int | None = None,
+    ) -> bool:
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            _ours(attempt, worker, heartbeat_at),
+            status=RunStatus.SKIPPED,
+            error=reason,
+            finished_at=now_ms,
+            sweep_at=None,
+            retry_at=None,
+        )
+
+    # --- sweeper side --------------------------------------------------------------------------
+
+    def sweep_due(self, shard: int, now_ms: int, limit: int, cursor: Any = None) -> SweepPage:
+        """Keys of shard ``shard`` with ``sweep_at <= now_ms``, oldest ``sweep_at`` first, ``limit`` a page;
+        the cursor is the last ``(sweep_at, key)`` returned."""
+        with self._lock:
+            due = sorted(
+                (r.sweep_at, r.key)
+                for r in self._rows.values()
+                if r.sweep_at is not None and r.sweep_at <= now_ms and sweep_shard(r.job_id) == shard
+            )
+        if cursor is not None:
+            due = [entry for entry in due if entry > cursor]
+        page = due[:limit]
+        return SweepPage([key for _, key in page], page[-1] if len(due) > limit else None)
+
+    def get_many(self, keys: Sequence[RunKey]) -> list[RunRow]:
+        with self._lock:
+            return [self._rows[k] for k in dict.fromkeys(RunKey(*k) for k in keys) if k in self._rows]
+
+    def defer_sweep(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        status: RunStatus,
+        seen_sweep_at: int,
+        sweep_at_ms: int,
+        sweeps: int | None = None,
+    ) -> bool:
+        changes: dict[str, Any] = {"sweep_at": sweep_at_ms}
+        if sweeps is not None:
+            changes["sweeps"] = sweeps
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            lambda r: r.status is RunStatus(status) and r.sweep_at == seen_sweep_at,
+            **changes,
+        )
+
+    def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool:
+        return self._transition(
+            job_id,
+            scheduled_for_ms,
+            lambda r: (
+                r.status in (RunStatus.SUCCEEDED, RunStatus.SKIPPED)
+                or (r.status is RunStatus.DEAD and not r.notify_pending)
+            ),
+            sweep_at=None,
+        )
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _transition(
+        self, job_id: str, scheduled_for_ms: int, condition: Callable[[RunRow], bool], **changes: Any
+    ) -> bool:
+        """Apply ``changes`` to the row if it exists and ``condition`` holds; False otherwise."""
+        with self._lock:
+            row = self._rows.get(RunKey(job_id, scheduled_for_ms))
+            if row is None or not condition(row):
+                return False
+            self._rows[row.key] = replace(row, **changes)
+            return True
+
+
+def _ours(attempt: int, worker: str, heartbeat_at: int | None) -> Callable[[RunRow], bool]:
+    """Condition: running under the claim ``(attempt, worker)`` [with this heartbeat]."""
+    return lambda r: (
+        r.status is RunStatus.RUNNING
+        and r.attempt == attempt
+        and r.worker == worker
+        and (heartbeat_at is None or r.heartbeat_at == heartbeat_at)
+    )

@@ -1,0 +1,113 @@
+"""The worker's view of jobs (``jobsched.ports.runs.JobSpecs``): the same cases against the in-memory fake
+(``jobsched.memory.job_specs``) and the DynamoDB adapter (``jobsched.store.jobs.JobStore``) on moto. The job as
+the worker reads it, and the overlap lock of ``overlap: skip`` jobs: taken once, stale holders replaced, an
+exact holder replaced, renewals and releases only by the holder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+
+from jobsched.clock import FakeClock
+from jobsched.memory.job_specs import MemoryJobSpecs
+from jobsched.models import Job
+from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.runs import OverlapHolder
+from jobsched.store.jobs import JobStore
+from jobsched.store.layout import sched_item, spec_item
+from tests.support.worker import T0, new_job
+
+NOW = T0 + 1_500
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def specs(
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[Any, Callable[[Job], None], Callable[[Job], None]]]:
+    """``(store, save(job), delete(job))`` for the fake, or for the DynamoDB adapter on the moto jobs table."""
+    if request.param == "memory":
+        memory = MemoryJobSpecs()
+        yield memory, memory.put, lambda job: memory.delete(job.id)
+        return
+    aws, settings = request.getfixturevalue("aws"), request.getfixturevalue("settings")
+    store = JobStore(aws.table(settings.jobs_table))
+
+    def save(job: Job) -> None:
+        sched = sched_item(
+            job, anchor_at_ms=NOW, next_run_at_ms=None, partition=0, shards=1, bucket_ms=60_000, now_ms=NOW
+        )
+        store.create(spec_item(job), sched)
+
+    yield store, save, lambda job: store.delete(spec_item(job))
+
+
+def _take(store: Any, run: str, worker: str = "w1", now: int = NOW, **kwargs: Any) -> OverlapHolder | None:
+    return store.acquire_overlap(
+        "j_1",
+        run_id=run,
+        attempt=1,
+        worker=worker,
+        now_ms=now,
+        stale_before_ms=now - 120_000,
+        expires_at_s=now // 1000 + 86_400,
+        **kwargs,
+    )
+
+
+def test_the_worker_reads_the_job_until_it_is_deleted(specs: Any) -> None:
+    store, save, delete = specs
+    job = new_job(FakeClock(NOW), 7, command="record", retry={"max_attempts": 2}, overlap="skip")
+    save(job)
+    read = store.get_spec(job.id)
+    assert read is not None
+    assert (read.id, read.owner, read.name, read.retry.max_attempts, read.overlap, read.target) == (
+        job.id,
+        job.owner,
+        job.name,
+        2,
+        job.overlap,
+        job.target,
+    )
+    delete(job)
+    assert store.get_spec(job.id) is None
+    assert store.get_spec("j_unknown") is None
+
+
+def test_the_overlap_lock_is_held_by_one_try_and_renewed_only_by_it(specs: Any) -> None:
+    store, _, _ = specs
+    assert _take(store, "j_1@1") is None
+    holder = _take(store, "j_1@2", "w2")
+    assert holder is not None and (holder.run_id, holder.attempt, holder.worker) == ("j_1@1", 1, "w1")
+    assert holder.heartbeat_at == NOW
+    assert _take(store, "j_1@1", "w3") is None  # the same run (a retry or a takeover) may take it
+    assert not store.renew_overlap("j_1", run_id="j_1@1", attempt=1, worker="w1", now_ms=NOW + 1)
+    assert store.renew_overlap("j_1", run_id="j_1@1", attempt=1, worker="w3", now_ms=NOW + 30_000)
+    store.release_overlap("j_1", run_id="j_1@1", attempt=1, worker="w1")  # not the holder: nothing
+    assert _take(store, "j_1@2", "w2", now=NOW + 30_000) is not None
+    store.release_overlap("j_1", run_id="j_1@1", attempt=1, worker="w3")
+    assert _take(store, "j_1@2", "w2", now=NOW + 30_000) is None
+
+
+def test_a_stale_holder_loses_the_lock_and_an_exact_holder_can_be_replaced(specs: Any) -> None:
+    store, _, _ = specs
+    assert _take(store, "j_1@1") is None
+    assert _take(store, "j_1@2", "w2", now=NOW + 120_000) is not None  # exactly at the limit: still fresh
+    assert _take(store, "j_1@2", "w2", now=NOW + 120_001) is None  # stale: taken over
+    holder = _take(store, "j_1@3", "w3", now=NOW + 120_002)
+    assert holder is not None and holder.run_id == "j_1@2"
+    stranger = OverlapHolder("j_1@2", 1, "someone-else")
+    assert _take(store, "j_1@3", "w3", now=NOW + 120_002, replacing=stranger) is not None
+    assert _take(store, "j_1@3", "w3", now=NOW + 120_002, replacing=holder) is None
+
+
+def test_a_throttled_spec_read_is_store_unavailable(aws: Any, settings: Any) -> None:
+    store = JobStore(aws.table(settings.jobs_table))
+    with Stubber(store.table.meta.client) as stubber:
+        stubber.add_client_error("get_item", "ThrottlingException", http_status_code=400)
+        with pytest.raises(StoreUnavailable) as raised:
+            store.get_spec("j_1")
+    assert isinstance(raised.value.__cause__, ClientError)

@@ -1,0 +1,287 @@
+"""The run store's contract: the same cases against the in-memory fake (``jobsched.memory.runs``) and the
+DynamoDB adapter (``jobsched.store.runs``) on moto. Conditional inserts, claims, fencing of every transition on
+the claim ``(attempt, worker)``, give-back, paging of a job's history, and the sweep index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+
+from jobsched.memory.runs import MemoryRunStore
+from jobsched.models import RunKind, RunStatus
+from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.runs import RunKey, RunRow, new_run, sweep_shard
+from jobsched.store.runs import RunStore
+
+T0 = 1_767_578_400_000  # 2026-01-05T02:00Z, epoch ms
+NOW = T0 + 1_500
+SWEEP_AFTER_MS = 120_000
+FIRST = RunKey("j_a", T0)
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def store(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The run store under test: the fake, or the DynamoDB adapter on the moto runs table."""
+    if request.param == "memory":
+        yield MemoryRunStore()
+    else:
+        aws, settings = request.getfixturevalue("aws"), request.getfixturevalue("settings")
+        yield RunStore(aws.table(settings.runs_table))
+
+
+def _run(job_id: str = "j_a", scheduled_for: int = T0, now: int = NOW, **kwargs: Any) -> RunRow:
+    return new_run(
+        job_id, scheduled_for, now_ms=now, retention_days=90, sweep_after_ms=SWEEP_AFTER_MS, **kwargs
+    )
+
+
+def _claim(store: Any, worker: str = "w1", now: int = NOW, *, key: RunKey = FIRST) -> Any:
+    return store.claim(*key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now)
+
+
+# --- inserts and reads ----------------------------------------------------------------------------------
+
+
+def test_a_run_is_inserted_once_and_reads_back_as_written(store: Any) -> None:
+    row = _run(
+        owner="team-a", kind=RunKind.MANUAL, term=7, dispatch_at_ms=T0 + 300, error="note", skipped_count=None
+    )
+    assert store.put_new(row) is None
+    assert store.get("j_a", T0) == row
+    # a second insert of the same (job_id, scheduled_for) is refused with the row as stored
+    existing = store.put_new(_run(term=8))
+    assert existing == row and existing.term == 7
+    assert store.get("j_a", T0 + 1) is None
+
+
+def test_a_skipped_summary_row_is_finished_and_outside_the_sweep_index(store: Any) -> None:
+    row = _run(status=RunStatus.SKIPPED, skipped_count=5, skipped_through=T0 + 4_000, error="missed")
+    assert store.put_new(row) is None
+    stored = store.get("j_a", T0)
+    assert stored == row and stored.finished_at == NOW and stored.sweep_at is None
+    assert store.sweep_due(sweep_shard("j_a"), NOW + 10**9, 10).keys == []
+
+
+def test_a_keyed_insert_binds_the_key_to_its_run(store: Any) -> None:
+    first = store.put_new_keyed(_run(scheduled_for=T0), owner="team-a", idempotency_key="k1")
+    assert first.created
+    # the same key again names the first run, whatever slot it asks for; nothing is written
+    again = store.put_new_keyed(_run(scheduled_for=T0 + 1), owner="team-a", idempotency_key="k1")
+    assert (again.created, again.key_used, again.key_run_at) == (False, True, T0)
+    assert store.get("j_a", T0 + 1) is None
+    # another key on a taken slot reports the run holding it
+    taken = store.put_new_keyed(_run(scheduled_for=T0), owner="team-a", idempotency_key="k2")
+    assert (taken.created, taken.key_used) == (False, False) and taken.existing == store.get("j_a", T0)
+    # the key is per owner
+    other = store.put_new_keyed(_run(scheduled_for=T0 + 2), owner="team-b", idempotency_key="k1")
+    assert other.created
+
+
+def test_a_jobs_history_pages_newest_first(store: Any) -> None:
+    for k in range(5):
+        status = RunStatus.SKIPPED if k % 2 else RunStatus.QUEUED
+        assert store.put_new(_run(scheduled_for=T0 + k, status=status)) is None
+    assert store.put_new(_run("j_b")) is None
+    rows, cursor = store.list_for_job("j_a", 2)
+    assert [r.scheduled_for for r in rows] == [T0 + 4, T0 + 3] and cursor == T0 + 3
+    rows, cursor = store.list_for_job("j_a", 2, before_ms=cursor)
+    assert [r.scheduled_for for r in rows] == [T0 + 2, T0 + 1] and cursor == T0 + 1
+    rows, cursor = store.list_for_job("j_a", 2, before_ms=cursor)
+    assert [r.scheduled_for for r in rows] == [T0] and cursor is None
+    rows, cursor = store.list_for_job("j_a", 10, status=RunStatus.SKIPPED)
+    assert [r.scheduled_for for r in rows] == [T0 + 3, T0 + 1] and cursor is None
+    rows, cursor = store.list_for_job("j_a", 1, status=RunStatus.QUEUED)
+    assert [r.scheduled_for for r in rows] == [T0 + 4] and cursor == T0 + 4
+
+
+def test_rows_between_are_oldest_first_within_the_range(store: Any) -> None:
+    for k in range(6):
+        store.put_new(_run(scheduled_for=T0 + k * 1000))
+    rows = store.rows_between("j_a", T0 + 1000, T0 + 4000, limit=10)
+    assert [r.scheduled_for for r in rows] == [T0 + 1000, T0 + 2000, T0 + 3000, T0 + 4000]
+    assert [r.scheduled_for for r in store.rows_between("j_a", T0, T0 + 5000, limit=2)] == [T0, T0 + 1000]
+
+
+# --- claims ---------------------------------------------------------------------------------------------
+
+
+def test_a_claim_takes_a_queued_run_once(store: Any) -> None:
+    store.put_new(_run())
+    claim = _claim(store, now=NOW + 500)
+    assert claim.claimed and claim.before == _run()
+    row = store.get("j_a", T0)
+    assert (row.status, row.attempt, row.worker) == (RunStatus.RUNNING, 1, "w1")
+    assert row.started_at == row.heartbeat_at == NOW + 500 and row.lateness_ms == NOW + 500 - T0
+    assert row.sweep_at == NOW + SWEEP_AFTER_MS  # claims leave the sweep index alone
+    refused = _claim(store, "w2", now=NOW + 600)
+    assert not refused.claimed and refused.before == row
+    assert _claim(store, key=RunKey("j_a", T0 + 1)).before is None
+
+
+def test_a_retrying_run_is_claimable_once_due_and_a_stale_running_one_is_taken_over(store: Any) -> None:
+    store.put_new(_run())
+    _claim(store)
+    assert store.retry(
+        "j_a", T0, attempt=1, worker="w1", error="boom", retry_at_ms=NOW + 10_000, sweep_at_ms=NOW + 130_000
+    )
+    assert not _claim(store, "w2", now=NOW + 9_000).claimed  # not yet due
+    second = _claim(store, "w2", now=NOW + 10_000)
+    assert (
+        second.claimed
+        and second.before.status is RunStatus.RETRYING
+        and second.before.retry_at == NOW + 10_000
+    )
+    row = store.get("j_a", T0)
+    assert (row.attempt, row.worker, row.retry_at, row.lateness_ms) == (2, "w2", None, NOW - T0)
+    # a running run is taken over only once its heartbeat is stale
+    assert not _claim(store, "w3", now=NOW + 10_000 + 120_000).claimed
+    third = _claim(store, "w3", now=NOW + 10_000 + 120_001)
+    assert third.claimed and store.get("j_a", T0).attempt == 3
+
+
+# --- fencing of transitions ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stranger", [{"attempt": 2, "worker": "w1"}, {"attempt": 1, "worker": "w2"}])
+def test_every_transition_is_fenced_on_the_claim(store: Any, stranger: dict[str, Any]) -> None:
+    store.put_new(_run())
+    _claim(store)
+    before = store.get("j_a", T0)
+    assert not store.heartbeat("j_a", T0, now_ms=NOW + 1, **stranger)
+    assert not store.succeed("j_a", T0, now_ms=NOW + 1, **stranger)
+    assert not store.retry("j_a", T0, error="e", retry_at_ms=NOW, sweep_at_ms=NOW, **stranger)
+    assert not store.dead("j_a", T0, now_ms=NOW, error="e", final_attempt=1, notify_at_ms=NOW, **stranger)
+    assert not store.skip("j_a", T0, now_ms=NOW, reason="r", **stranger)
+    assert not store.give_back("j_a", T0, before=_run(), **stranger)
+    assert store.get("j_a", T0) == before
+    # an absent run refuses too
+    assert not store.heartbeat("j_a", T0 + 1, attempt=1, worker="w1", now_ms=NOW)
+
+
+def test_a_sweepers_transition_loses_to_a_beat_since_it_read(store: Any) -> None:
+    store.put_new(_run())
+    _claim(store)
+    assert store.heartbeat("j_a", T0, attempt=1, worker="w1", now_ms=NOW + 30_000)
+    assert not store.retry(
+        "j_a", T0, attempt=1, worker="w1", error="lost", retry_at_ms=NOW, sweep_at_ms=NOW, heartbeat_at=NOW
+    )
+    assert store.get("j_a", T0).heartbeat_at == NOW + 30_000
+    assert store.skip(
+        "j_a", T0, attempt=1, worker="w1", now_ms=NOW + 40_000, reason="gone", heartbeat_at=NOW + 30_000
+    )
+
+
+def test_success_clears_the_error_and_leaves_the_sweep_index(store: Any) -> None:
+    store.put_new(_run())
+    _claim(store)
+    store.retry("j_a", T0, attempt=1, worker="w1", error="boom", retry_at_ms=NOW, sweep_at_ms=NOW + 1)
+    _claim(store, "w2", now=NOW + 5)
+    assert store.succeed("j_a", T0, attempt=2, worker="w2", now_ms=NOW + 9)
+    row = store.get("j_a", T0)
+    assert (row.status, row.finished_at, row.error, row.sweep_at, row.retry_at) == (
+        RunStatus.SUCCEEDED,
+        NOW + 9,
+        None,
+        None,
+        None,
+    )
+    assert store.sweep_due(sweep_shard("j_a"), NOW + 10**9, 10).keys == []
+
+
+def test_a_dead_run_stays_in_the_sweep_index_until_notified(store: Any) -> None:
+    store.put_new(_run())
+    _claim(store)
+    assert store.dead(
+        "j_a",
+        T0,
+        attempt=1,
+        worker="w1",
+        now_ms=NOW + 5,
+        error="out",
+        final_attempt=1,
+        notify_at_ms=NOW + 60_000,
+    )
+    row = store.get("j_a", T0)
+    assert (row.status, row.notify_pending, row.sweep_at, row.finished_at) == (
+        RunStatus.DEAD,
+        True,
+        NOW + 60_000,
+        NOW + 5,
+    )
+    assert not store.clear_sweep("j_a", T0)  # still owes its alert
+    assert store.sweep_due(sweep_shard("j_a"), NOW + 60_000, 10).keys == [RunKey("j_a", T0)]
+    assert store.notified("j_a", T0)
+    row = store.get("j_a", T0)
+    assert not row.notify_pending and row.sweep_at is None
+
+
+def test_a_give_back_restores_the_row_as_the_claim_found_it(store: Any) -> None:
+    store.put_new(_run())
+    _claim(store)
+    store.retry("j_a", T0, attempt=1, worker="w1", error="e", retry_at_ms=NOW + 7, sweep_at_ms=NOW + 9)
+    found = store.get("j_a", T0)
+    claim = _claim(store, "w2", now=NOW + 7)
+    assert store.give_back("j_a", T0, attempt=2, worker="w2", before=claim.before)
+    assert store.get("j_a", T0) == found
+    # a first claim given back leaves no trace of it either
+    store.put_new(_run(scheduled_for=T0 + 1))
+    first = _claim(store, key=RunKey("j_a", T0 + 1))
+    assert store.give_back("j_a", T0 + 1, attempt=1, worker="w1", before=first.before)
+    assert store.get("j_a", T0 + 1) == _run(scheduled_for=T0 + 1)
+
+
+# --- the sweep index -----------------------------------------------------------------------------------
+
+
+def test_the_sweep_index_pages_due_keys_of_one_shard_oldest_first(store: Any) -> None:
+    for k in range(3):
+        store.put_new(_run(scheduled_for=T0 + k, now=NOW + 1000 * (2 - k)))
+    store.put_new(_run(scheduled_for=T0 + 9, now=NOW + 10**6))  # not yet due
+    shard = sweep_shard("j_a")
+    due_by = NOW + SWEEP_AFTER_MS + 2000
+    page = store.sweep_due(shard, due_by, 2)
+    assert page.keys == [RunKey("j_a", T0 + 2), RunKey("j_a", T0 + 1)] and page.cursor is not None
+    rest = store.sweep_due(shard, due_by, 2, cursor=page.cursor)
+    assert rest.keys == [RunKey("j_a", T0)] and not rest.cursor
+    other = next(s for s in range(16) if s != shard)
+    assert store.sweep_due(other, due_by, 10).keys == []
+    rows = store.get_many([*page.keys, RunKey("j_a", T0 + 2), RunKey("j_a", T0 + 77)])
+    assert sorted(r.scheduled_for for r in rows) == [T0 + 1, T0 + 2]
+
+
+def test_a_sweep_deferral_is_conditioned_on_what_the_sweeper_saw(store: Any) -> None:
+    store.put_new(_run())
+    seen = NOW + SWEEP_AFTER_MS
+    assert not store.defer_sweep(
+        "j_a", T0, status=RunStatus.QUEUED, seen_sweep_at=seen - 1, sweep_at_ms=seen + 5
+    )
+    assert not store.defer_sweep(
+        "j_a", T0, status=RunStatus.RUNNING, seen_sweep_at=seen, sweep_at_ms=seen + 5
+    )
+    assert store.defer_sweep(
+        "j_a", T0, status=RunStatus.QUEUED, seen_sweep_at=seen, sweep_at_ms=seen + 5, sweeps=2
+    )
+    row = store.get("j_a", T0)
+    assert (row.sweep_at, row.sweeps) == (seen + 5, 2)
+    assert not store.clear_sweep("j_a", T0)  # unfinished runs keep their keys
+    _claim(store)
+    store.skip("j_a", T0, attempt=1, worker="w1", now_ms=NOW, reason="r")
+    assert store.clear_sweep("j_a", T0)  # nothing left to clear is fine for a finished run
+
+
+# --- transient failures (the adapter only: the fake never fails by itself) --------------------------------
+
+
+@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "InternalServerError"])
+def test_a_transient_dynamodb_failure_is_store_unavailable(aws: Any, settings: Any, code: str) -> None:
+    store = RunStore(aws.table(settings.runs_table))
+    with Stubber(store.table.meta.client) as stubber:
+        stubber.add_client_error("update_item", code, http_status_code=400)
+        with pytest.raises(StoreUnavailable) as raised:
+            _claim(store)
+    assert isinstance(raised.value.__cause__, ClientError)
+    assert raised.value.__cause__.response["Error"]["Code"] == code

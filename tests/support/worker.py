@@ -1,0 +1,224 @@
+"""Shared pieces of the worker and sweeper tests (on moto in tests/integration/worker, on the in-memory fakes
+in tests/unit/worker): the run instant ``T0``, simulated time (``SimWaiter``), jobs as the API saves them,
+SQS event records, the ``record`` test command, a Lambda context, and ``make_run`` (a run saved as the
+scheduler saves it, through whichever ``runs`` store the directory's conftest provides)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from jobsched.clock import FakeClock
+from jobsched.models import Job, JobCreate, to_ms
+from jobsched.ports.runs import RunRow, new_run
+from jobsched.settings import Settings
+from jobsched.targets import CancelToken, TargetCall, commands
+
+T0 = to_ms(datetime(2026, 1, 5, 2, 0, tzinfo=UTC))
+"""The scheduled_for of most test runs (epoch ms)."""
+
+
+class SimTimeStuck(AssertionError):
+    """A try under ``SimWaiter`` neither finished nor parked within its (real) patience: a test command that
+    waits for simulated time must say so (``SimWaiter.sleep_until`` or the ``parked`` predicate)."""
+
+
+class SimWaiter:
+    """A ``Waiter`` in simulated time whose outcome does not depend on how busy the machine is.
+
+    A try either finishes by itself (most commands: ``wait`` lets it, waiting in real time for as long as it
+    takes, up to ``patience_s``), or waits for simulated time: a test command blocks in ``sleep_until`` (or a
+    test passes ``parked``, a predicate that is true once its try can only wait, e.g. a subprocess that has
+    started). Simulated time (``monotonic`` seconds and the fake ``clock`` together) moves only while the try
+    is parked, by the waited seconds or up to the first sleeper's wake-up, whichever is earlier. So heartbeats
+    and timeouts happen exactly where the test puts them, never because a slow machine ran a try late.
+    """
+
+    def __init__(
+        self, clock: FakeClock, *, parked: Callable[[], bool] | None = None, patience_s: float = 30.0
+    ) -> None:
+        self.clock = clock
+        self.parked = parked
+        self.patience_s = patience_s
+        self.stuck: list[str] = []
+        self._now_ms = 0
+        self._cond = threading.Condition()
+        self._sleepers: dict[object, int | None] = {}  # sleeper -> wake-up (fake clock ms; None: cancel only)
+
+    def monotonic(self) -> float:
+        return self._now_ms / 1000
+
+    @property
+    def now(self) -> float:
+        """Simulated monotonic seconds since the waiter was made."""
+        return self.monotonic()
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        """Wait for ``event`` (the try's end) for ``seconds`` of simulated time; True when it ended."""
+        target_ms = self._now_ms + max(0, round(seconds * 1000))
+        while True:
+            self._settle(event)
+            if event.is_set():
+                return True
+            if self._now_ms >= target_ms:
+                return False
+            with self._cond:
+                wakes = [
+                    max(0, until - self.clock()) for until in self._sleepers.values() if until is not None
+                ]
+                step_ms = min([target_ms - self._now_ms, *wakes])
+                self._now_ms += step_ms
+                self.clock.advance(step_ms)
+                now = self.clock()
+                for sleeper, until in list(self._sleepers.items()):
+                    if until is not None and until <= now:
+                        del self._sleepers[sleeper]  # released here, so the next settle waits for it
+                self._cond.notify_all()
+
+    def sleep_until(self, until_ms: int | None, cancel: CancelToken) -> bool:
+        """For test commands: park the calling try until the fake clock reaches ``until_ms`` (epoch ms;
+        None: until cancelled) or the try is cancelled. Returns True when cancelled."""
+        sleeper = object()
+
+        def release() -> None:
+            with self._cond:
+                self._sleepers.pop(sleeper, None)
+                self._cond.notify_all()
+
+        with self._cond:
+            if until_ms is None or until_ms > self.clock():
+                self._sleepers[sleeper] = until_ms
+                self._cond.notify_all()
+        cancel.on_cancel(release)
+        with self._cond:
+            self._cond.wait_for(lambda: sleeper not in self._sleepers, timeout=self.patience_s * 10)
+        release()
+        return cancel.cancelled
+
+    def _is_parked(self) -> bool:
+        return bool(self._sleepers) or (self.parked is not None and self.parked())
+
+    def _settle(self, event: threading.Event) -> None:
+        """Wait (real time, up to ``patience_s``) until the try has ended or is parked."""
+        deadline = time.monotonic() + self.patience_s
+        while not event.wait(0.002):
+            with self._cond:
+                if self._is_parked():
+                    return
+            if time.monotonic() >= deadline:
+                self.stuck.append(f"a try neither ended nor parked within {self.patience_s:g} s")
+                raise SimTimeStuck(self.stuck[-1])
+
+
+def new_job(
+    clock: FakeClock, number: int, owner: str = "team-a", name: str | None = None, **fields: Any
+) -> Job:
+    """A ``Job`` as the API creates it (``command: echo``, ``0 2 * * *`` unless given), id ``j_<number>``."""
+    fields.setdefault("schedule", "0 2 * * *")
+    if "target" not in fields:
+        fields.setdefault("command", "echo")
+    create = JobCreate.model_validate({"name": name or f"job-{number}", **fields})
+    now = datetime.fromtimestamp(clock() / 1000, tz=UTC)
+    return Job.model_validate(
+        {
+            **create.model_dump(),
+            "id": f"j_{number:020x}",
+            "owner": owner,
+            "created_at": now,
+            "updated_at": now,
+        }
+    )
+
+
+@pytest.fixture
+def make_run(runs: Any, settings: Settings, clock: FakeClock) -> Callable[..., RunRow]:
+    """``make_run(job, scheduled_for_ms=T0)``: the run row the scheduler saves before it enqueues."""
+
+    def make(job: Job, scheduled_for_ms: int = T0, **kwargs: Any) -> RunRow:
+        row = new_run(
+            job.id,
+            scheduled_for_ms,
+            now_ms=clock(),
+            retention_days=settings.retention_days,
+            sweep_after_ms=settings.sweep_queued_after_s * 1000,
+            owner=job.owner,
+            **kwargs,
+        )
+        assert runs.put_new(row) is None
+        return row
+
+    return make
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0 + 1_500)
+
+
+@pytest.fixture
+def waiter(clock: FakeClock) -> Iterator[SimWaiter]:
+    sim = SimWaiter(clock)
+    yield sim
+    assert not sim.stuck, sim.stuck  # the worker turns the waiter's error into a failed try: say it here
+
+
+def sqs_record(
+    job_id: str,
+    scheduled_for_ms: int,
+    *,
+    message_id: str = "m-1",
+    receive_count: int = 1,
+    receipt_handle: str = "",
+) -> dict[str, Any]:
+    """An SQS event record as Lambda's event source mapping delivers it."""
+    return {
+        "messageId": message_id,
+        "receiptHandle": receipt_handle,
+        "body": json.dumps({"job_id": job_id, "scheduled_for": scheduled_for_ms}),
+        "attributes": {"ApproximateReceiveCount": str(receive_count), "SentTimestamp": "0"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:test-RunQueue",
+        "awsRegion": "us-east-1",
+    }
+
+
+@pytest.fixture
+def record() -> Callable[..., dict[str, Any]]:
+    return sqs_record
+
+
+@pytest.fixture
+def calls() -> Iterator[list[TargetCall]]:
+    """Registers the command ``record`` (returns its input, remembering every call) for one test."""
+    seen: list[TargetCall] = []
+
+    @commands.register("record", replace=True)
+    def record_command(call: TargetCall) -> Any:
+        seen.append(call)
+        return call.input
+
+    yield seen
+    commands.unregister("record")
+
+
+@dataclass
+class Context:
+    """The Lambda context fields Powertools reads."""
+
+    aws_request_id: str = "req-123"
+    function_name: str = "jobsched-worker"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-worker"
+    remaining_ms: int = 899_000  # a fresh invocation of the 900 s worker function
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms

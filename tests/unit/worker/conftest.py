@@ -1,0 +1,197 @@
+"""Fixtures of the worker's and sweeper's logic tests on the in-memory fakes (``jobsched.memory``): no moto, no
+network. The same names as tests/integration/worker's fixtures (``worker``, ``runs``, ``jobs``, ``make_job``,
+``make_run``, ``sent``, ``drain``), so a test reads the same on either; simulated time and SQS records are
+``tests.support.worker``'s."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from itertools import count
+from typing import Any
+
+import pytest
+
+from jobsched.clock import FakeClock
+from jobsched.domain.retries import Failures
+from jobsched.domain.supervision import Waiter
+from jobsched.domain.sweeper import Sweeper
+from jobsched.domain.worker import Worker
+from jobsched.memory.job_specs import MemoryJobSpecs
+from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
+from jobsched.memory.runs import MemoryRunStore
+from jobsched.models import Job
+from jobsched.ports.runs import MAX_DELAY_S, RunMessage
+from jobsched.settings import Settings
+from jobsched.targets import Targets
+from tests.support.worker import new_job, sqs_record
+
+RUN_QUEUE_URL = "memory://run-queue"
+DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """Default settings; resource names only label the fakes."""
+    return Settings(
+        jobs_table="jobs",
+        runs_table="runs",
+        control_table="control",
+        idempotency_table="idempotency",
+        run_queue_url=RUN_QUEUE_URL,
+        dead_run_queue_url=DEAD_RUN_QUEUE_URL,
+        alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
+    )
+
+
+@pytest.fixture
+def runs() -> MemoryRunStore:
+    return MemoryRunStore()
+
+
+@pytest.fixture
+def jobs() -> MemoryJobSpecs:
+    return MemoryJobSpecs()
+
+
+@pytest.fixture
+def queue() -> MemoryRunQueue:
+    return MemoryRunQueue()
+
+
+@pytest.fixture
+def dead_runs() -> MemoryDeadRuns:
+    return MemoryDeadRuns()
+
+
+@pytest.fixture
+def build_worker(
+    settings: Settings,
+    runs: MemoryRunStore,
+    jobs: MemoryJobSpecs,
+    queue: MemoryRunQueue,
+    dead_runs: MemoryDeadRuns,
+    clock: FakeClock,
+    waiter: Waiter,
+) -> Callable[..., Worker]:
+    """``build_worker(targets=None, **overrides)``: a ``Worker`` on the fakes (command targets unless told)."""
+
+    def build(targets: Targets | None = None, **overrides: Any) -> Worker:
+        parts: dict[str, Any] = {
+            "settings": settings,
+            "runs": runs,
+            "jobs": jobs,
+            "queue": queue,
+            "dead_runs": dead_runs,
+            "targets": targets or Targets(),
+            "clock": clock,
+            "visibility": queue,
+            "waiter": waiter,
+        }
+        return Worker(**{**parts, **overrides})
+
+    return build
+
+
+@pytest.fixture
+def worker(build_worker: Callable[..., Worker]) -> Worker:
+    return build_worker()
+
+
+@pytest.fixture
+def build_sweeper(
+    settings: Settings,
+    runs: MemoryRunStore,
+    jobs: MemoryJobSpecs,
+    queue: MemoryRunQueue,
+    dead_runs: MemoryDeadRuns,
+    clock: FakeClock,
+) -> Callable[..., Sweeper]:
+    """``build_sweeper(**overrides)``: a ``Sweeper`` on the fakes."""
+
+    def build(**overrides: Any) -> Sweeper:
+        failures = Failures(runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock)
+        parts: dict[str, Any] = {
+            "settings": settings,
+            "runs": runs,
+            "jobs": jobs,
+            "queue": queue,
+            "failures": failures,
+            "clock": clock,
+        }
+        return Sweeper(**{**parts, **overrides})
+
+    return build
+
+
+@pytest.fixture
+def make_job(jobs: MemoryJobSpecs, clock: FakeClock) -> Callable[..., Job]:
+    """``make_job(name=..., owner=..., **JobCreate fields)``: a job as the API saves it."""
+    numbers = count()
+    return lambda owner="team-a", name=None, **fields: jobs.put(
+        new_job(clock, next(numbers), owner, name, **fields)
+    )
+
+
+@pytest.fixture
+def sent(queue: MemoryRunQueue) -> list[dict[str, Any]]:
+    """Every run message sent from now on, as the SQS SendMessageBatch entry the queue adapter would make of
+    it (``MessageBody``, ``DelaySeconds``)."""
+    entries: list[dict[str, Any]] = []
+    send = queue.send
+
+    def recording(messages: Any) -> None:
+        send(messages)
+        entries.extend(
+            {"MessageBody": m.body(), "DelaySeconds": max(0, min(m.delay_s, MAX_DELAY_S))} for m in messages
+        )
+
+    queue.send = recording  # type: ignore[method-assign]
+    return entries
+
+
+class FakeDrain:
+    """``drain.bodies(url)``: the JSON bodies on the run queue (its messages) or the dead-run queue (each dead
+    run's envelope), emptying it, as the moto tests read the queues."""
+
+    def __init__(self, queue: MemoryRunQueue, dead_runs: MemoryDeadRuns) -> None:
+        self.queue, self.dead_runs = queue, dead_runs
+
+    def bodies(self, url: str) -> list[Any]:
+        if url == RUN_QUEUE_URL:
+            return [json.loads(m.body()) for m in self.queue.take()]
+        assert url == DEAD_RUN_QUEUE_URL, url
+        dead, self.dead_runs.notified = self.dead_runs.notified, []
+        return [json.loads(json.dumps(d.envelope(), default=str)) for d in dead]
+
+
+@pytest.fixture
+def drain(queue: MemoryRunQueue, dead_runs: MemoryDeadRuns) -> FakeDrain:
+    return FakeDrain(queue, dead_runs)
+
+
+__all__ = ["FakeDrain", "RunMessage"]
+
+
+@pytest.fixture
+def visibility_calls(queue: MemoryRunQueue) -> list[dict[str, Any]]:
+    """Every visibility change from now on, as the ChangeMessageVisibility parameters the queue adapter would
+    send (``QueueUrl``, ``ReceiptHandle``, ``VisibilityTimeout``)."""
+    seen: list[dict[str, Any]] = []
+    change = queue.change_visibility
+
+    def recording(receipt_handle: str, seconds: int) -> None:
+        change(receipt_handle, seconds)
+        seen.append(
+            {"QueueUrl": RUN_QUEUE_URL, "ReceiptHandle": receipt_handle, "VisibilityTimeout": seconds}
+        )
+
+    queue.change_visibility = recording  # type: ignore[method-assign]
+    return seen
+
+
+@pytest.fixture
+def delivered() -> Callable[[Job, int], dict[str, Any]]:
+    """A run message as received from the run queue: an SQS event record with its own receipt handle."""
+    handles = count(1)
+    return lambda job, scheduled_for: sqs_record(job.id, scheduled_for, receipt_handle=f"rh-{next(handles)}")

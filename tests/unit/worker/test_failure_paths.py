@@ -1,0 +1,234 @@
+"""Failure paths forced on purpose: a target that raises something unexpected, a run taken over between
+the try and its result, transport errors of targets, name resolution failures, storage errors around the try.
+On the in-memory fakes; a spec the worker cannot read is tests/integration/worker/test_failure_paths.py's."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+from jobsched.adapters.queue import delivery_of
+from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome
+from jobsched.domain.sweeper import Sweeper
+from jobsched.domain.worker import Deferred, Worker
+from jobsched.memory.queue import MemoryDeadRuns
+from jobsched.memory.runs import MemoryRunStore
+from jobsched.models import HttpTarget, Job, LambdaTarget, RunStatus, SqsTarget
+from jobsched.ports.errors import StoreUnavailable
+from jobsched.settings import Settings
+from jobsched.targets import TargetCall, TargetFailed, Targets, commands
+from jobsched.targets.aws import LambdaExecutor, SqsExecutor
+from jobsched.targets.http import AddressPolicy, HttpExecutor
+from tests.support.worker import T0
+
+
+def _call() -> TargetCall:
+    return TargetCall(run_id=f"j_1@{T0}", job_id="j_1", scheduled_for_ms=T0, attempt=1, timeout_s=2.0)
+
+
+@pytest.fixture
+def steal(runs: MemoryRunStore) -> Iterator[None]:
+    """Command ``steal-and-fail``: another worker takes the run over, then this try fails."""
+
+    @commands.register("steal-and-fail", replace=True)
+    def steal_and_fail(call: TargetCall) -> None:
+        row = runs.get(call.job_id, call.scheduled_for_ms)
+        assert row is not None
+        runs.force(call.job_id, call.scheduled_for_ms, worker="thief", attempt=row.attempt + 1)
+        raise TargetFailed("failed after losing the run")
+
+    yield
+    commands.unregister("steal-and-fail")
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_a_failed_try_of_a_run_taken_over_changes_nothing(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: MemoryRunStore,
+    record: Callable[..., dict[str, Any]],
+    steal: None,
+    dead_runs: MemoryDeadRuns,
+    max_attempts: int,
+) -> None:
+    # Given a try that fails after another worker took its run over (retry or dead alike)
+    job = make_job(command="steal-and-fail", retry={"max_attempts": max_attempts})
+    make_run(job)
+    # Then its failure is not recorded: the run is the other worker's
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
+    row = runs.get(job.id, T0)
+    assert row is not None and row.status == RunStatus.RUNNING and row.worker == "thief"
+    assert row.error is None
+    assert dead_runs.notified == []
+
+
+def test_an_unexpected_exception_from_an_executor_is_a_failed_try(
+    build_worker: Callable[..., Worker],
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: MemoryRunStore,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    class Buggy:
+        def execute(self, target: Any, call: TargetCall) -> str:
+            raise RuntimeError("executor bug")
+
+    worker = build_worker(targets=Targets(command=Buggy()))
+    job = make_job()
+    make_run(job)
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    row = runs.get(job.id, T0)
+    assert row is not None and row.error == "RuntimeError: executor bug"
+
+
+def test_a_skip_of_a_run_taken_over_is_not_recorded(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: MemoryRunStore,
+    jobs: Any,
+    record: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    skip = runs.skip
+
+    def taken_over(*args: Any, **kwargs: Any) -> bool:
+        runs.force(args[0], args[1], worker="thief")
+        return skip(*args, **kwargs)
+
+    monkeypatch.setattr(runs, "skip", taken_over)
+    job = make_job()
+    make_run(job)
+    jobs.delete(job.id)
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
+    row = runs.get(job.id, T0)
+    assert row is not None and row.status == RunStatus.RUNNING
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ReadTimeoutError(endpoint_url="https://lambda"), EndpointConnectionError(endpoint_url="https://lambda")],
+)
+def test_lambda_transport_errors_fail_the_try(error: Exception) -> None:
+    class Client:
+        def invoke(self, **kwargs: Any) -> Any:
+            raise error
+
+    with pytest.raises(TargetFailed, match=f"lambda billing: {type(error).__name__}"):
+        LambdaExecutor(lambda: Client()).execute(LambdaTarget(function="billing"), _call())
+
+
+def test_sqs_transport_errors_fail_the_try() -> None:
+    class Client:
+        def send_message(self, **kwargs: Any) -> Any:
+            raise EndpointConnectionError(endpoint_url="https://sqs")
+
+    with pytest.raises(TargetFailed, match="sqs https://q/x: EndpointConnectionError"):
+        SqsExecutor(lambda: Client()).execute(SqsTarget(queue_url="https://q/x"), _call())
+
+
+def test_a_host_that_does_not_resolve_fails_the_try() -> None:
+    def unresolvable(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    with pytest.raises(TargetFailed, match=r"cannot resolve nowhere\.invalid"):
+        HttpExecutor(AddressPolicy(), resolver=unresolvable).execute(
+            HttpTarget(url="http://nowhere.invalid/"), _call()
+        )
+    with pytest.raises(TargetFailed, match="no addresses"):
+        HttpExecutor(AddressPolicy(), resolver=lambda host, port: []).execute(
+            HttpTarget(url="http://empty.example/"), _call()
+        )
+
+
+def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(
+    settings: Settings,
+    build_sweeper: Callable[..., Sweeper],
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: MemoryRunStore,
+) -> None:
+    job = make_job()
+    make_run(job)
+    runs.force(
+        job.id, T0, status=RunStatus.RUNNING
+    )  # a malformed row: running with neither heartbeat nor claim facts
+    clock.advance((settings.sweep_queued_after_s + settings.heartbeat_stale_s) * 1000)
+    report = build_sweeper().sweep()
+    assert report.conflicts == 1 and report.lost_workers == 0
+
+
+@pytest.mark.parametrize("overlap", ["allow", "skip"])
+def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    runs: MemoryRunStore,
+    record: Callable[..., dict[str, Any]],
+    calls: list[TargetCall],
+    monkeypatch: pytest.MonkeyPatch,
+    overlap: str,
+) -> None:
+    # [2.1] break 5: a transient DynamoDB error after the claim (reading the spec, or taking the overlap lock)
+    # left the run `running`: no redelivery could claim it, the sweeper later took it for a lost worker, and
+    # with max_attempts 1 the run went dead and its owner was alerted although the target never ran.
+    job = make_job(command="record", input={"n": 1}, retry={"max_attempts": 1}, overlap=overlap)
+    make_run(job)
+    step = "acquire_overlap" if overlap == "skip" else "get_spec"
+    real = getattr(worker.jobs, step)
+    failures: list[str] = []
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        if not failures:
+            failures.append(step)
+            # what the DynamoDB adapter raises for a throttle (tests/integration/worker/test_failure_paths.py)
+            raise StoreUnavailable(f"{step}: ThrottlingException")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker.jobs, step, throttled)
+    with pytest.raises(Deferred):
+        worker.handle(delivery_of(record(job.id, T0)))
+    row = runs.get(job.id, T0)
+    assert row is not None and (row.status, row.attempt) == (RunStatus.QUEUED, 0)
+    assert row.worker is None and row.started_at is None and calls == []
+    # the delivery comes back and the one try the job allows runs
+    assert worker.handle(delivery_of(record(job.id, T0, message_id="m-again"))) == Outcome.SUCCEEDED
+    row = runs.get(job.id, T0)
+    assert row is not None and (row.status, row.attempt) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1
+
+
+def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
+    worker: Worker,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    record: Callable[..., dict[str, Any]],
+    calls: list[TargetCall],
+    clock: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # overlap: skip, every 10 s, each run takes no time. The run of T0 succeeds, but the DeleteItem that gives
+    # the overlap lock back throttles once. The lock stays with a fresh heartbeat for heartbeat_stale_s, and
+    # every fire in that window is recorded "skipped: run ... is still running" although nothing runs.
+    job = make_job(schedule="every 10 seconds", command="record", overlap="skip")
+    for k in range(3):
+        make_run(job, T0 + k * 10_000)
+    real = worker.jobs.release_overlap
+    failures: list[int] = []
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        if not failures:
+            failures.append(1)
+            raise StoreUnavailable("release_overlap: ThrottlingException")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker.jobs, "release_overlap", throttled)
+    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+    clock.advance(10_000)
+    assert worker.handle(delivery_of(record(job.id, T0 + 10_000, message_id="m2"))) == Outcome.SUCCEEDED
