@@ -68,10 +68,13 @@ def first_fire_ms(job: Job, since_ms: int, *, schedule: Schedule | None = None) 
     job when not given. Rates without ``start_at`` are anchored at the job's creation (:func:`anchor_ms`).
     Raises ``ScheduleError`` when the schedule does not parse.
     """
-    if schedule is None or (schedule.kind == "rate" and job.start_at is None):
-        schedule = parse_schedule(
-            job.schedule, job.timezone, start_at=from_ms(anchor_ms(job)), end_at=job.end_at
-        )
+    anchored = from_ms(anchor_ms(job))
+    if schedule is None:
+        schedule = parse_schedule(job.schedule, job.timezone, start_at=anchored, end_at=job.end_at)
+        if schedule.kind != "rate":  # only a rate needs the anchor; nothing else is bounded by creation
+            schedule = parse_schedule(job.schedule, job.timezone, start_at=job.start_at, end_at=job.end_at)
+    elif schedule.kind == "rate" and job.start_at is None:
+        schedule = parse_schedule(job.schedule, job.timezone, start_at=anchored, end_at=job.end_at)
     first = schedule.first_fire(from_ms(since_ms))
     return to_ms(first) if first is not None else None
 

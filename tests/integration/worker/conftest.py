@@ -16,6 +16,7 @@ import pytest
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.registration import scheduling_state
 from jobsched.domain.worker import Worker
 from jobsched.handlers.worker import build_worker
 from jobsched.local.embedded_aws import serialize_dynamodb
@@ -23,7 +24,7 @@ from jobsched.models import Job, JobCreate, to_ms
 from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
-from jobsched.store.layout import new_run_item, sched_item, spec_item
+from jobsched.store.layout import new_run_item
 from jobsched.store.runs import RunStore
 from jobsched.targets import CancelToken, TargetCall, commands
 
@@ -161,7 +162,7 @@ def runs(aws: Aws, settings: Settings) -> RunStore:
 
 
 @pytest.fixture
-def make_job(jobs: JobStore, clock: FakeClock) -> Callable[..., Job]:
+def make_job(jobs: JobStore, clock: FakeClock, settings: Settings) -> Callable[..., Job]:
     """``make_job(name=..., owner=..., **JobCreate fields)``: a job saved as the API would (spec + sched)."""
     counter = iter(range(10_000))
 
@@ -180,16 +181,15 @@ def make_job(jobs: JobStore, clock: FakeClock) -> Callable[..., Job]:
                 "updated_at": now,
             }
         )
-        sched = sched_item(
+        state = scheduling_state(
             job,
             anchor_at_ms=clock(),
             next_run_at_ms=T0 + 86_400_000,
             partition=0,
-            shards=1,
-            bucket_ms=60_000,
+            settings=settings.model_copy(update={"due_shards": 1, "due_bucket_s": 60}),
             now_ms=clock(),
         )
-        jobs.create(spec_item(job), sched)
+        jobs.create(job, state)
         return job
 
     return make

@@ -115,7 +115,7 @@ def test_a_skip_of_a_run_taken_over_is_not_recorded(
     worker.runs = TakenOver(runs.table)
     job = make_job()
     make_run(job)
-    jobs.delete(jobs.get_spec(job.id))
+    jobs.delete(jobs.get(job.id).job, deleted_at_ms=T0, retention_days=None)
     assert worker.handle_record(record(job.id, T0)) == Outcome.LOST
     row = runs.get(job.id, T0)
     assert row is not None and row["status"] == RunStatus.RUNNING

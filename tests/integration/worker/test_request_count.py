@@ -148,7 +148,7 @@ def test_time_checks_cost_nothing_on_the_paths_that_run(
     make_run(gone)
     spec = jobs.get_spec(gone.id)
     assert spec is not None
-    jobs.delete(spec)
+    jobs.delete(jobs.get(spec["job_id"]).job, deleted_at_ms=T0, retention_days=None)
     requests.clear()
     assert worker.handle_record(record(gone.id, T0), Context(remaining_ms=60_000)) == Outcome.SKIPPED
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}

@@ -12,7 +12,7 @@ from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
-from jobsched.models import Job, RunStatus
+from jobsched.models import CommandTarget, Job, RunStatus, to_ms
 from jobsched.settings import Settings
 from jobsched.store.layout import run_id
 from jobsched.store.runs import RunStore
@@ -165,7 +165,7 @@ def test_a_run_of_a_deleted_job_is_skipped(
     job = make_job(command="record")
     make_run(job)
     spec = jobs.get_spec(job.id)
-    jobs.delete(spec)
+    jobs.delete(jobs.get(spec["job_id"]).job, deleted_at_ms=T0, retention_days=None)
     assert worker.handle_record(record(job.id, T0)) == Outcome.SKIPPED
     assert calls == []
     row = runs.get(job.id, T0)
@@ -252,11 +252,11 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     make_run(job)
     assert worker.handle_record(record(job.id, T0)) == Outcome.RETRYING
     # the owner lowers max_attempts to 1 while the retry waits
-    spec, sched = jobs.get(job.id)
-    doc = json.loads(spec["doc"])
-    doc["retry"]["max_attempts"] = 1
-    doc["target"] = {"type": "command", "name": "record"}
-    jobs.replace({**spec, "doc": json.dumps(doc)}, sched, expected_updated_at=spec["updated_at"])
+    stored = jobs.get(job.id)
+    assert stored.state is not None
+    retry = stored.job.retry.model_copy(update={"max_attempts": 1})
+    edited = stored.job.model_copy(update={"retry": retry, "target": CommandTarget(name="record")})
+    jobs.replace(edited, stored.state, expected_updated_at=to_ms(stored.job.updated_at))
     assert worker.handle_record(record(job.id, T0)) == Outcome.DEAD
     assert calls == []
     row = runs.get(job.id, T0)
