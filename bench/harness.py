@@ -107,24 +107,20 @@ def padded_input(size: int) -> dict[str, str]:
 def sched_of(job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None = None) -> dict[str, Any]:
     """The scheduling item the API would write for ``job`` at ``now_ms``: first fire from the schedule
     (rates anchored at ``created_at``) unless ``next_run_at_ms`` is given."""
-    from jobsched.schedules import parse_schedule
+    from jobsched.domain import registration
     from jobsched.store import layout
 
-    anchor = job.start_at or job.created_at
     if next_run_at_ms is None:
-        first = parse_schedule(job.schedule, job.timezone, start_at=anchor, end_at=job.end_at).first_fire(
-            from_ms(now_ms)
-        )
-        next_run_at_ms = to_ms(first) if first is not None else None
-    return layout.sched_item(
+        return layout.sched_item(registration.register(job, settings=settings, now_ms=now_ms))
+    state = registration.scheduling_state(
         job,
-        anchor_at_ms=to_ms(anchor),
+        anchor_at_ms=registration.anchor_ms(job),
         next_run_at_ms=next_run_at_ms,
-        partition=layout.partition_of(job.id, settings.scheduler_partitions),
-        shards=settings.due_shards,
-        bucket_ms=settings.due_bucket_s * 1000,
+        partition=registration.partition_of(job.id, settings.scheduler_partitions),
+        settings=settings,
         now_ms=now_ms,
     )
+    return layout.sched_item(state)
 
 
 class NoTickMetrics:

@@ -13,12 +13,12 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from jobsched.clock import FakeClock
+from jobsched.domain.registration import scheduling_state
 from jobsched.memory.job_specs import MemoryJobSpecs
 from jobsched.models import Job
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import OverlapHolder
 from jobsched.store.jobs import JobStore
-from jobsched.store.layout import sched_item, spec_item
 from tests.support.worker import T0, new_job
 
 NOW = T0 + 1_500
@@ -37,12 +37,12 @@ def specs(
     store = JobStore(aws.table(settings.jobs_table))
 
     def save(job: Job) -> None:
-        sched = sched_item(
-            job, anchor_at_ms=NOW, next_run_at_ms=None, partition=0, shards=1, bucket_ms=60_000, now_ms=NOW
+        state = scheduling_state(
+            job, anchor_at_ms=NOW, next_run_at_ms=None, partition=0, settings=settings, now_ms=NOW
         )
-        store.create(spec_item(job), sched)
+        store.create(job, state)
 
-    yield store, save, lambda job: store.delete(spec_item(job))
+    yield store, save, lambda job: store.delete(job, deleted_at_ms=NOW, retention_days=None)
 
 
 def _take(store: Any, run: str, worker: str = "w1", now: int = NOW, **kwargs: Any) -> OverlapHolder | None:

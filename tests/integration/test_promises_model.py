@@ -124,7 +124,7 @@ class Faulty:
             if name == "scheduling_states":
                 self._faults.planned.update(args[0])
             if name == "query_due" and self._lag is not None and self._lag.get("active"):
-                return self._lagging(args[0], args[1])
+                return self._lagging(layout.due_pk(*args[:3]), args[3])
             return self._faults.around(name, lambda: target(*args, **kwargs))
 
         return call
@@ -132,7 +132,9 @@ class Faulty:
     def _lagging(self, due_pk: str, up_to_ms: int) -> Any:
         """The due index as it was when the lag began (a GSI that has not replicated since)."""
         items = [
-            dict(i) for i in self._lag["snapshot"] if i.get("due_pk") == due_pk and i["due_at"] <= up_to_ms
+            layout.due_entry_from_item(i)
+            for i in self._lag["snapshot"]
+            if i.get("due_pk") == due_pk and i["due_at"] <= up_to_ms
         ]
         return items, None
 
@@ -254,6 +256,12 @@ class PromisesMachine(RuleBasedStateMachine):
         self.stack.close()
 
     # --- plumbing ------------------------------------------------------------------------------------
+
+    def sched_item(self, job_id: str) -> dict[str, Any]:
+        """The job's scheduling item as stored (plain Python values), or {} when there is none."""
+        key = {"pk": layout.job_pk(job_id), "sk": layout.SCHED_SK}
+        item = self.aws.table(self.settings.jobs_table).get_item(Key=key, ConsistentRead=True).get("Item")
+        return layout.plain(item) if item else {}
 
     def _start_loop(self, name: str) -> None:
         old = self.loops.pop(name, None)
@@ -437,7 +445,7 @@ class PromisesMachine(RuleBasedStateMachine):
         the tick that handles the job's next fire: the clock first runs (ticking) up to that fire when it is
         less than two minutes away."""
         job = data.draw(st.sampled_from(self._live()))
-        nxt = (self.jobstore.get(job.job_id)[1] or {}).get("next_run_at")
+        nxt = self.sched_item(job.job_id).get("next_run_at")
         if nxt is not None and self.clock() < int(nxt) <= self.clock() + 120_000:
             while self.clock() < int(nxt) - 1000:
                 self._second()
@@ -700,7 +708,7 @@ class PromisesMachine(RuleBasedStateMachine):
     def _check_next_run_at(self, job: ModelJob) -> None:
         if job.deleted_at is not None:
             return
-        sched = self.jobstore.get(job.job_id)[1] or {}
+        sched = self.sched_item(job.job_id)
         nxt = sched.get("next_run_at")
         version = len(job.versions)
         if nxt is not None:
@@ -731,7 +739,7 @@ class PromisesMachine(RuleBasedStateMachine):
                 if job.paused_at(fire):
                     continue
                 raise AssertionError(f"{job.job_id}: fire {from_ms(fire)} of {version.schedule!r} has no row")
-            sched = self.jobstore.get(job.job_id)[1] or {}
+            sched = self.sched_item(job.job_id)
             nxt = sched.get("next_run_at")
             if nxt is None:
                 assert "due_pk" not in sched, f"{job.job_id}: no next fire but still in the due index"

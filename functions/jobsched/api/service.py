@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -38,6 +38,7 @@ from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInp
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.validation import describe
 from jobsched.clock import Clock
+from jobsched.domain import registration
 from jobsched.models import (
     NAME_PATTERN,
     PATCH_NULLABLE_FIELDS,
@@ -54,7 +55,9 @@ from jobsched.models import (
     to_ms,
 )
 from jobsched.observability import logger
+from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.jobs import JobRepository, SchedulingState, StoredJob
 from jobsched.ports.runs import QueueSendError, RunMessage, new_run
 from jobsched.schedules import (
     Schedule,
@@ -64,13 +67,11 @@ from jobsched.schedules import (
     validate_schedule,
 )
 from jobsched.settings import Settings
-from jobsched.store import layout
-from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 from jobsched.targets.ownership import TargetTags
 
 JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
-"""Ids made by ``layout.new_job_id``; anything else is "not found" without a read."""
+"""Ids made by ``registration.new_job_id``; anything else is "not found" without a read."""
 
 TIMING_FIELDS = frozenset({"schedule", "timezone", "start_at", "end_at"})
 """PATCH fields that re-time a job: ``next_run_at`` is recomputed from now when any of them is given."""
@@ -85,12 +86,6 @@ TRIGGER_SLOTS = 5
 """A manual run takes the first free millisecond from now backwards (now, now - 1 ms, ...): the pair
 (job_id, scheduled_for) is the run key, and a run is never started before its ``scheduled_for``, so a manual
 run keyed even 1 ms after the request could be started early by a worker that receives it at once."""
-
-
-class PartitionMarks(Protocol):
-    """The scheduler partitions' high-water mark (``jobsched.store.control.ControlStore``)."""
-
-    def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]: ...
 
 
 @dataclass(frozen=True)
@@ -129,7 +124,7 @@ class JobService:
         self,
         *,
         settings: Settings,
-        jobs: JobStore,
+        jobs: JobRepository,
         runs: RunStore,
         queue: RunQueue,
         clock: Clock,
@@ -185,29 +180,20 @@ class JobService:
         job = Job.model_validate(
             {
                 **request.model_dump(),
-                "id": layout.new_job_id(),
+                "id": registration.new_job_id(),
                 "owner": owner,
                 "created_at": now,
                 "updated_at": now,
             }
         )
-        anchor_ms = self._anchor_ms(job)
-        next_run_at_ms = self._first_fire_ms(job, anchor_ms, now_ms)
-        job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
-        partition = layout.partition_of(job.id, self.settings.scheduler_partitions)
-        self._mark_partitions()
-        sched = self._sched_item(
-            job,
-            anchor_ms,
-            next_run_at_ms,
-            partition=partition,
-            term=0,
-            now_ms=now_ms,
-            version=1,
-            on_time_from_ms=self._on_time_from_ms(job, next_run_at_ms, now_ms),
+        state = registration.register(
+            job, settings=self.settings, now_ms=now_ms, schedule=self._validated_schedule(job, now_ms)
         )
+        next_run_at_ms = state.next_run_at
+        job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
+        self._mark_partitions()
         try:
-            self.jobs.create(layout.spec_item(job), sched)
+            self.jobs.create(job, state)
         except NameTaken as taken:
             return self._existing_by_name(owner, job, taken.job_id)
         except Conflict as conflict:
@@ -233,8 +219,7 @@ class JobService:
 
     def get_job(self, owner: str, job_id: str) -> Job:
         """The owner's job ``job_id``. Raises ``JobNotFound`` (absent, malformed id, or another owner's)."""
-        spec, sched = self._load(owner, job_id)
-        return layout.job_from_items(spec, sched)
+        return self._load(owner, job_id).job
 
     def list_jobs(self, owner: str, *, limit: int = 50, cursor: str | None = None) -> Page[Job]:
         """A page of the owner's jobs ordered by name; ``cursor`` is a previous page's ``next_cursor``.
@@ -249,8 +234,8 @@ class JobService:
             if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or not _is_job_id(job_id):
                 raise CursorNotFound()
             after = (name, str(job_id))
-        pairs, last = self.jobs.list_by_owner(owner, limit, after)
-        items = [layout.job_from_items(spec, sched) for spec, sched in pairs]
+        stored, last = self.jobs.list_by_owner(owner, limit, after)
+        items = [found.job for found in stored]
         next_cursor = encode_cursor("jobs", owner, {"name": last[0], "id": last[1]}) if last else None
         return Page[Job](items=items, next_cursor=next_cursor)
 
@@ -304,7 +289,7 @@ class JobService:
             return self.get_job(owner, job_id)
         retimed = bool(TIMING_FIELDS & changes.keys())
 
-        def change(current: Job, sched: dict[str, Any], now_ms: int) -> tuple[Job, int, int | None]:
+        def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
             merged = current.model_dump(include=set(JobSettings.model_fields))
             for field, value in changes.items():
                 if field == "retry" and isinstance(value, dict):
@@ -318,21 +303,16 @@ class JobService:
             self._check_settings(settings, owner)
             job = current.model_copy(update=dict(settings))
             if retimed:
-                anchor_ms = self._anchor_ms(job)
-                since_ms = self._retimed_since_ms(job, sched.get("next_run_at"), now_ms)
-                return (
-                    job,
-                    anchor_ms,
-                    self._first_fire_ms(
-                        job, anchor_ms, now_ms, since_ms=since_ms, changed=frozenset(changes)
-                    ),
-                )
-            return job, int(sched.get("anchor_at", to_ms(current.created_at))), sched.get("next_run_at")
+                since_ms = self._retimed_since_ms(job, state.next_run_at if state else None, now_ms)
+                schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
+                first = registration.first_fire_ms(job, since_ms, schedule=schedule)
+                return job, registration.anchor_ms(job), first
+            return job, _stored_anchor_ms(state, current), state.next_run_at if state else None
 
         return self._rewrite(owner, job_id, change, event="job updated")
 
     @staticmethod
-    def _retimed_since_ms(job: Job, stored_next_run_at: Any, now_ms: int) -> int:
+    def _retimed_since_ms(job: Job, stored_next_run_at: int | None, now_ms: int) -> int:
         """The instant (epoch ms) from which a re-timed job's first fire is taken: fires at or after it count.
 
         ``min(now - jitter offset, stored next_run_at)``. Fires whose dispatch instant (fire + the job's jitter
@@ -345,7 +325,7 @@ class JobService:
         """
         since_ms = now_ms - jitter_offset_ms(job.id, job.jitter_s)
         if stored_next_run_at is not None:
-            since_ms = min(since_ms, int(stored_next_run_at))
+            since_ms = min(since_ms, stored_next_run_at)
         return since_ms
 
     def pause_job(self, owner: str, job_id: str) -> Job:
@@ -364,9 +344,9 @@ class JobService:
         return self._set_paused(owner, job_id, paused=False)
 
     def _set_paused(self, owner: str, job_id: str, *, paused: bool) -> Job:
-        def change(current: Job, sched: dict[str, Any], now_ms: int) -> tuple[Job, int, int | None]:
+        def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
             job = current.model_copy(update={"paused": paused})
-            return job, int(sched.get("anchor_at", to_ms(current.created_at))), sched.get("next_run_at")
+            return job, _stored_anchor_ms(state, current), state.next_run_at if state else None
 
         return self._rewrite(
             owner, job_id, change, event="job paused" if paused else "job resumed", skip_if_paused=paused
@@ -376,56 +356,54 @@ class JobService:
         self,
         owner: str,
         job_id: str,
-        change: Callable[[Job, dict[str, Any], int], tuple[Job, int, int | None]],
+        change: Callable[[Job, SchedulingState | None, int], tuple[Job, int, int | None]],
         *,
         event: str,
         skip_if_paused: bool | None = None,
     ) -> Job:
         """Read, change and conditionally write a job, retrying when a scheduler or another edit got between.
 
-        ``change(current, sched item, now_ms)`` returns ``(job, anchor_at ms, next_run_at ms or None)``.
+        ``change(current, its scheduling state, now_ms)`` returns ``(job, anchor_at ms, next_run_at ms or None)``.
         ``skip_if_paused``: when set, a job whose ``paused`` already equals it is returned unchanged (pause and
         resume are idempotent).
         """
         for attempt in range(1, WRITE_ATTEMPTS + 1):
-            spec, sched = self._load(owner, job_id)
-            sched = sched or {}
-            current = layout.job_from_items(spec, sched)
+            stored = self._load(owner, job_id)
+            current, state = stored.job, stored.state
             if skip_if_paused is not None and current.paused == skip_if_paused:
                 return current
             now_ms = self.clock()
-            job, anchor_ms, next_run_at_ms = change(current, sched, now_ms)
-            updated_ms = max(now_ms, int(spec["updated_at"]) + 1)
+            job, anchor_ms, next_run_at_ms = change(current, state, now_ms)
+            stored_updated_ms = to_ms(current.updated_at)
+            updated_ms = max(now_ms, stored_updated_ms + 1)
             job = job.model_copy(
                 update={"updated_at": from_ms(updated_ms), "next_run_at": _instant(next_run_at_ms)}
             )
-            term = int(sched.get("term", 0))
-            partition = int(
-                sched.get("partition", layout.partition_of(job_id, self.settings.scheduler_partitions))
+            term = state.term if state else 0
+            partition = (
+                state.partition
+                if state
+                else registration.partition_of(job_id, self.settings.scheduler_partitions)
             )
-            stored_next = sched.get("next_run_at")
+            stored_next = state.next_run_at if state else None
             on_time_from = (
-                sched.get("on_time_from")
+                (state.on_time_from if state else None)
                 if next_run_at_ms == stored_next
-                else self._on_time_from_ms(job, next_run_at_ms, now_ms)
+                else registration.on_time_from_ms(job, next_run_at_ms, now_ms)
             )
-            new_sched = self._sched_item(
+            new_state = registration.scheduling_state(
                 job,
-                anchor_ms,
-                next_run_at_ms,
+                anchor_at_ms=anchor_ms,
+                next_run_at_ms=next_run_at_ms,
                 partition=partition,
-                term=term,
+                settings=self.settings,
                 now_ms=now_ms,
-                version=int(sched.get("version", 0)) + 1,
-                on_time_from_ms=on_time_from,
+                term=term,
+                version=(state.version or 0) + 1 if state else 1,
+                on_time_from=on_time_from,
             )
             try:
-                self.jobs.replace(
-                    layout.spec_item(job),
-                    new_sched,
-                    int(spec["updated_at"]),
-                    expected_sched=(sched.get("next_run_at"), term),
-                )
+                self.jobs.replace(job, new_state, stored_updated_ms, expected_state=(stored_next, term))
             except Conflict:
                 logger.info("job changed during an edit; retrying", job_id=job_id, attempt=attempt)
                 continue
@@ -435,15 +413,14 @@ class JobService:
 
     def delete_job(self, owner: str, job_id: str) -> None:
         """Delete the job: it leaves the due index (no new runs), its name is free again, and a tombstone keeps
-        its run history readable by its owner until retention (``layout.tombstone_item``). Raises
-        ``JobNotFound`` (also when another request deleted it first).
+        its run history readable by its owner until retention. Raises ``JobNotFound`` (also when another
+        request deleted it first).
         """
-        spec, _ = self._load(owner, job_id)
-        tombstone = layout.tombstone_item(
-            spec, deleted_at_ms=self.clock(), retention_days=self.settings.retention_days
-        )
+        stored = self._load(owner, job_id)
         try:
-            self.jobs.delete(spec, tombstone)
+            self.jobs.delete(
+                stored.job, deleted_at_ms=self.clock(), retention_days=self.settings.retention_days
+            )
         except NotFound:
             raise JobNotFound(job_id) from None
         logger.info("job deleted", job_id=job_id, owner=owner)
@@ -473,9 +450,9 @@ class JobService:
         return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
 
     def _trigger(self, owner: str, job_id: str, idempotency_key: str | None = None) -> Run:
-        spec, sched = self._load(owner, job_id)
+        stored = self._load(owner, job_id)
         now_ms = self.clock()
-        fires = self._fire_instants_ms(spec, sched, now_ms - TRIGGER_SLOTS + 1, now_ms)
+        fires = self._fire_instants_ms(stored, now_ms - TRIGGER_SLOTS + 1, now_ms)
         for slot in (now_ms - i for i in range(TRIGGER_SLOTS)):
             if slot in fires:
                 continue
@@ -528,9 +505,7 @@ class JobService:
             )
 
     @staticmethod
-    def _fire_instants_ms(
-        spec: dict[str, Any], sched: dict[str, Any] | None, first_ms: int, last_ms: int
-    ) -> set[int]:
+    def _fire_instants_ms(stored: StoredJob, first_ms: int, last_ms: int) -> set[int]:
         """The job's scheduled fires in ``[first_ms, last_ms]`` (epoch ms), which a manual run must not take.
 
         The run key ``(job_id, scheduled_for)`` is shared by scheduled and manual runs: a manual run keyed at a
@@ -538,8 +513,12 @@ class JobService:
         The schedule is read as the scheduler reads it (rates anchored at ``anchor_at``, bounded by ``end_at``).
         A stored schedule that no longer parses has no fires the scheduler could run: empty set.
         """
-        job = layout.job_from_items(spec, sched)
-        anchor_ms = int((sched or {}).get("anchor_at", to_ms(job.start_at or job.created_at)))
+        job = stored.job
+        anchor_ms = (
+            stored.state.anchor_at
+            if stored.state and stored.state.anchor_at is not None
+            else registration.anchor_ms(job)
+        )
         try:
             schedule = parse_schedule(
                 job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at
@@ -557,17 +536,17 @@ class JobService:
             raise RuntimeError("JobService was built without IdempotencyKeys but got an Idempotency-Key")
         return self.idempotency
 
-    def _load(self, owner: str, job_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """The owner's job items, read strongly consistent (a job just created is found). Raises ``JobNotFound``."""
+    def _load(self, owner: str, job_id: str) -> StoredJob:
+        """The owner's job, read strongly consistent (a job just created is found). Raises ``JobNotFound``."""
         if not _is_job_id(job_id):
             raise JobNotFound(job_id)
         try:
-            spec, sched = self.jobs.get(job_id)
+            stored = self.jobs.get(job_id)
         except NotFound:
             raise JobNotFound(job_id) from None
-        if spec.get("owner") != owner:
+        if stored.job.owner != owner:
             raise JobNotFound(job_id)
-        return spec, sched
+        return stored
 
     def _check_settings(self, job: JobSettings, owner: str) -> None:
         """Deployment limits on owner-set fields (SPEC section 2), and a lambda/sqs target tagged for another
@@ -587,44 +566,24 @@ class JobService:
         if refusal is not None:
             raise InvalidInput("target", refusal)
 
-    @staticmethod
-    def _anchor_ms(job: Job) -> int:
-        """A rate's anchor (and the bound before which nothing fires): ``start_at``, else creation time."""
-        return to_ms(job.start_at) if job.start_at is not None else to_ms(job.created_at)
-
-    def _first_fire_ms(
-        self,
-        job: Job,
-        anchor_ms: int,
-        now_ms: int,
-        *,
-        since_ms: int | None = None,
-        changed: frozenset[str] = frozenset(),
-    ) -> int | None:
-        """Validate the job's schedule as at registration (at ``now_ms``) and return its first fire at or
-        after ``since_ms`` (default: now), epoch ms; None when it has none.
-
-        ``changed``: the fields a PATCH gives, to name the one at fault (see :func:`_blame_start_at`).
-        Raises ``ScheduleError`` (field ``schedule``, ``timezone``, ``start_at`` or ``end_at``).
-        """
-        now = from_ms(now_ms)
+    def _validated_schedule(
+        self, job: Job, now_ms: int, *, changed: frozenset[str] = frozenset()
+    ) -> Schedule:
+        """The job's schedule, validated as at registration (at ``now_ms``, epoch ms; the deployment's
+        ``min_interval_s``). ``changed``: the fields a PATCH gives, to name the one at fault (see
+        :func:`_blame_start_at`). Raises ``ScheduleError`` (field ``schedule``, ``timezone``, ``start_at`` or
+        ``end_at``)."""
         try:
-            schedule: Schedule = validate_schedule(
+            return validate_schedule(
                 job.schedule,
                 job.timezone,
-                now=now,
+                now=from_ms(now_ms),
                 start_at=job.start_at,
                 end_at=job.end_at,
                 min_interval_s=self.settings.min_interval_s,
             )
         except ScheduleError as error:
             raise _blame_start_at(error, job, changed) from None
-        if schedule.kind == "rate" and job.start_at is None:
-            schedule = parse_schedule(
-                job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at
-            )
-        first = schedule.first_fire(now if since_ms is None else from_ms(since_ms))
-        return to_ms(first) if first is not None else None
 
     def _mark_partitions(self) -> None:
         """Before the first job this process homes in a partition: record the partition count in the
@@ -634,44 +593,6 @@ class JobService:
         if self.partition_marks is not None and not self._partitions_marked:
             self.partition_marks.raise_partition_high_water(self.settings.scheduler_partitions)
             self._partitions_marked = True
-
-    @staticmethod
-    def _on_time_from_ms(job: Job, next_run_at_ms: int | None, now_ms: int) -> int | None:
-        """``now_ms`` when the job is a one-off whose fire (plus jitter) the API accepts already past (the
-        registration grace), else None: the scheduler then counts that fire's lateness from ``now_ms``, so its
-        missed policy never skips the run the API just accepted (``scheduler.skip_through_ms``)."""
-        if next_run_at_ms is None or next_run_at_ms + jitter_offset_ms(job.id, job.jitter_s) >= now_ms:
-            return None
-        try:
-            kind = parse_schedule(job.schedule, job.timezone).kind
-        except ScheduleError:
-            return None
-        return now_ms if kind == "once" else None
-
-    def _sched_item(
-        self,
-        job: Job,
-        anchor_ms: int,
-        next_run_at_ms: int | None,
-        *,
-        partition: int,
-        term: int,
-        now_ms: int,
-        version: int,
-        on_time_from_ms: int | None,
-    ) -> dict[str, Any]:
-        return layout.sched_item(
-            job,
-            anchor_at_ms=anchor_ms,
-            next_run_at_ms=next_run_at_ms,
-            partition=partition,
-            shards=self.settings.due_shards,
-            bucket_ms=self.settings.due_bucket_s * 1000,
-            now_ms=now_ms,
-            term=term,
-            version=version,
-            on_time_from_ms=on_time_from_ms,
-        )
 
 
 def _blame_start_at(error: ScheduleError, job: JobSettings, changed: frozenset[str]) -> ScheduleError:
@@ -697,6 +618,11 @@ def _blame_start_at(error: ScheduleError, job: JobSettings, changed: frozenset[s
         f"start_at leaves no fire of the schedule before end_at ({job.end_at.isoformat()}), "
         "so the job would never run",
     )
+
+
+def _stored_anchor_ms(state: SchedulingState | None, job: Job) -> int:
+    """The anchor (epoch ms) a job's state was stored with; its creation for a state stored without one."""
+    return state.anchor_at if state and state.anchor_at is not None else to_ms(job.created_at)
 
 
 def _is_job_id(value: Any) -> bool:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from jobsched.models import JobSettings, MissedPolicy, from_ms, to_ms
+from jobsched.models import MissedPolicy, from_ms, to_ms
 from jobsched.observability import logger
+from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.schedules import Schedule, parse_schedule
 
 ON_TIME_TOLERANCE_MS = 2_000
@@ -45,18 +45,12 @@ class TickLimits:
 # --- planning (pure) ------------------------------------------------------------------------------
 
 
-# Defaults for scheduling items written before a field existed: the job model's own defaults.
-_DEFAULT_CATCH_UP_WINDOW_S: int = JobSettings.model_fields["catch_up_window_s"].default
-_DEFAULT_MISFIRE_GRACE_S: int = JobSettings.model_fields["misfire_grace_s"].default
-
-
 @dataclass(frozen=True)
 class DueJob:
-    """A due job's scheduling state, read from its scheduling item (consistently, not from the due index's
-    projection, which may lag behind an edit).
+    """A due job's scheduling state, read consistently (not from the due index, which may lag behind an edit).
 
     Instants are epoch ms (UTC). ``next_run_at`` is the nominal fire (``scheduled_for`` of the next run);
-    ``due_at = next_run_at + jitter_offset_ms`` is the dispatch instant. ``version`` is bumped by every API
+    ``due`` is its current due-index entry and ``due_at = next_run_at + jitter_offset_ms`` the dispatch instant. ``version`` is bumped by every API
     rewrite of the item (None on items written before versions existed): a move lands only on the version it
     was planned from. ``on_time_from``: set by the API when it accepted a one-off whose instant was already past (the
     registration grace): that fire's lateness counts from then, so the missed policy never skips what the API
@@ -64,7 +58,7 @@ class DueJob:
     """
 
     job_id: str
-    due_pk: str
+    due: DueEntry
     due_at: int
     next_run_at: int
     schedule: str
@@ -80,30 +74,27 @@ class DueJob:
     on_time_from: int | None = None
 
     @classmethod
-    def from_item(cls, item: dict[str, Any]) -> DueJob:
-        """Build from a scheduling item (plain Python values) in the due index (``due_pk`` set).
-
-        Raises KeyError/TypeError/ValueError if malformed."""
-
-        def optional(name: str) -> int | None:
-            return int(item[name]) if item.get(name) is not None else None
-
+    def from_state(cls, state: SchedulingState) -> DueJob:
+        """Build from a scheduling state in the due index. Raises ValueError when it is not (no ``due`` entry or
+        no ``next_run_at``)."""
+        if state.due is None or state.next_run_at is None:
+            raise ValueError(f"job {state.job_id} is not in the due index")
         return cls(
-            job_id=str(item["job_id"]),
-            due_pk=str(item["due_pk"]),
-            due_at=int(item["due_at"]),
-            next_run_at=int(item["next_run_at"]),
-            schedule=str(item["schedule"]),
-            timezone=str(item.get("timezone", "UTC")),
-            anchor_at=optional("anchor_at"),
-            end_at=optional("end_at"),
-            missed=MissedPolicy(item.get("missed", MissedPolicy.CATCH_UP.value)),
-            catch_up_window_s=int(item.get("catch_up_window_s", _DEFAULT_CATCH_UP_WINDOW_S)),
-            misfire_grace_s=int(item.get("misfire_grace_s", _DEFAULT_MISFIRE_GRACE_S)),
-            jitter_offset_ms=int(item.get("jitter_offset_ms", 0)),
-            term=int(item.get("term", 0)),
-            version=optional("version"),
-            on_time_from=optional("on_time_from"),
+            job_id=state.job_id,
+            due=state.due,
+            due_at=state.due.due_at,
+            next_run_at=state.next_run_at,
+            schedule=state.schedule,
+            timezone=state.timezone,
+            anchor_at=state.anchor_at,
+            end_at=state.end_at,
+            missed=state.missed,
+            catch_up_window_s=state.catch_up_window_s,
+            misfire_grace_s=state.misfire_grace_s,
+            jitter_offset_ms=state.jitter_offset_ms,
+            term=state.term,
+            version=state.version,
+            on_time_from=state.on_time_from,
         )
 
     def parsed_schedule(self) -> Schedule:

@@ -44,7 +44,7 @@ Decisions (each tested):
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,13 +52,15 @@ from typing import Any, Protocol
 from jobsched.clock import Clock
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, next_fire_ms, plan_fires
+from jobsched.domain.registration import due_entry, partition_of
 from jobsched.models import RunStatus, from_ms
 from jobsched.observability import logger
+from jobsched.ports.control import Guard, WatermarkStore
 from jobsched.ports.errors import Conflict
+from jobsched.ports.jobs import DueEntry, DueIndex, DuePageToken, SchedulingState, Unreadable
 from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, new_run
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
-from jobsched.store.layout import due_attributes, due_pk, partition_of
 
 WATERMARK_MARGIN_MS = 15_000
 """A bucket counts as drained only once now is past its end by this much. Writers (API, scheduler) put an
@@ -66,31 +68,7 @@ entry in the bucket of ``max(due_at, their now)``; the margin covers a writer wh
 and the due index's replication delay (a GSI is eventually consistent)."""
 
 
-# --- ports (implemented by store.jobs.JobStore, store.runs.RunStore, adapters.queue.RunQueue, ------
-# --- store.control.ControlStore; tests pass fakes or fault-injecting wrappers) ----------------------
-
-
-class DueIndex(Protocol):
-    def query_due(
-        self, due_pk: str, up_to_ms: int, limit: int = 500, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]: ...
-
-    def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
-
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: dict[str, Any] | None,
-        to_partition: int | None = None,
-    ) -> None: ...
-
-    def oldest_due_bucket(self, partition: int) -> int | None: ...
+# --- ports: the job side's in ``jobsched.ports.jobs``/``jobsched.ports.control``; the run writer here ------
 
 
 class RunWriter(Protocol):
@@ -99,19 +77,18 @@ class RunWriter(Protocol):
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
 
 
-class WatermarkStore(Protocol):
-    def read_watermark(self, partition: int) -> int | None: ...
-
-    def advance_watermark(self, partition: int, bucket: int, *, term: int, now_ms: int) -> bool: ...
-
-
-class Guard(Protocol):
-    """What the tick asks before each write: the held term, or ``LeaseLost`` (``LeaderLease.check``)."""
-
-    def check(self) -> int: ...
-
-
 # --- the tick -------------------------------------------------------------------------------------
+
+
+def _due_here(state: SchedulingState | None, partition: int, now_ms: int) -> bool:
+    """Whether ``state`` is in the due index, due by ``now_ms`` and homed in ``partition``."""
+    return (
+        state is not None
+        and state.due is not None
+        and state.next_run_at is not None
+        and state.due.due_at <= now_ms
+        and state.partition == partition
+    )
 
 
 @dataclass
@@ -167,15 +144,11 @@ a deposed leader's move whose request was held up for longer than the margin. Su
 (late, but found) instead of never again."""
 
 
-def _entry_key(item: dict[str, Any]) -> tuple[str, str, str]:
-    return (str(item.get("job_id")), str(item.get("due_pk")), str(item.get("due_at")))
-
-
 @dataclass
 class _BucketRead:
     bucket: int
     complete: bool = True  # every shard read to the end
-    items: list[dict[str, Any]] = field(default_factory=list)
+    items: list[DueEntry] = field(default_factory=list)
 
 
 class Scheduler:
@@ -217,8 +190,8 @@ class Scheduler:
         self.limits = limits or TickLimits()
         self.bucket_ms = settings.due_bucket_s * 1000
         self._watermark: int | None = None
-        self._ignored: set[tuple[str, str, str]] = set()  # malformed entries: (job_id, due_pk, due_at)
-        self._stale: set[tuple[str, str, str]] = set()  # this tick's entries no longer current (see _plan)
+        self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
+        self._stale: set[DueEntry] = set()  # this tick's entries no longer current (see _plan)
         self._looked_behind_at: int | None = None  # the bucket period of the last look-behind read
         self._pool = ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
@@ -338,20 +311,21 @@ class Scheduler:
     def _read_due(self, now_ms: int, result: TickResult) -> list[_BucketRead]:
         """Query every (bucket, shard) in parallel, following pages while under ``limits.max_jobs``."""
         reads = [_BucketRead(b) for b in self._buckets(now_ms)]
-        pending: list[tuple[_BucketRead, str, dict[str, Any] | None]] = [
-            (read, due_pk(self.partition, read.bucket, shard), None)
-            for read in reads
-            for shard in range(self.settings.due_shards)
+        pending: list[tuple[_BucketRead, int, DuePageToken | None]] = [
+            (read, shard, None) for read in reads for shard in range(self.settings.due_shards)
         ]
         total = 0
         while pending:
             pages = list(
                 self._pool.map(
-                    lambda p: self.jobs.query_due(p[1], now_ms, self.limits.page_size, p[2]), pending
+                    lambda p: self.jobs.query_due(
+                        self.partition, p[0].bucket, p[1], now_ms, self.limits.page_size, p[2]
+                    ),
+                    pending,
                 )
             )
             result.queries += len(pending)
-            following: list[tuple[_BucketRead, str, dict[str, Any] | None]] = []
+            following: list[tuple[_BucketRead, int, DuePageToken | None]] = []
             for (read, key, _), (items, next_key) in zip(pending, pages, strict=True):
                 read.items.extend(items)
                 total += len(items)
@@ -372,39 +346,32 @@ class Scheduler:
         the state before an edit, a pause or a move. An entry that is not the item's current one (the job
         moved, was edited, paused or deleted since) is stale: it is left alone (the index drops it) and counts
         as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first."""
-        entries: dict[str, dict[str, Any]] = {}
+        entries: dict[str, DueEntry] = {}
         for read in reads:
             for item in read.items:
-                known = entries.get(item["job_id"])
-                if known is None or int(item["due_at"]) < int(known["due_at"]):
-                    entries[item["job_id"]] = item
-        ordered = sorted(entries.values(), key=lambda i: (int(i["due_at"]), i["job_id"]))[
-            : self.limits.max_jobs
-        ]
-        states = self.jobs.scheduling_states([str(item["job_id"]) for item in ordered]) if ordered else {}
+                known = entries.get(item.job_id)
+                if known is None or item.due_at < known.due_at:
+                    entries[item.job_id] = item
+        ordered = sorted(entries.values(), key=lambda e: (e.due_at, e.job_id))[: self.limits.max_jobs]
+        states = self.jobs.scheduling_states([entry.job_id for entry in ordered]) if ordered else {}
         works: list[_JobWork] = []
         for item in ordered:
-            state = states.get(str(item["job_id"]))
-            if (
-                state is None
-                or state.get("due_pk") is None
-                or int(state.get("due_at", now_ms + 1)) > now_ms
-                or int(state.get("partition", self.partition)) != self.partition
-            ):
-                # deleted, paused, ended, moved on, or re-homed in another partition: nothing due here now
-                self._stale.add(_entry_key(item))
-                continue
-            try:
-                job = DueJob.from_item(state)
-            except (KeyError, TypeError, ValueError) as error:
+            state = states.get(item.job_id)
+            if isinstance(state, Unreadable):
                 # Written by no code path of ours: report it and leave it where it is, without letting it hold
                 # the watermark (the poll would otherwise read ever more buckets).
-                logger.error("malformed scheduling item ignored", job_id=item.get("job_id"), error=str(error))
+                logger.error("malformed scheduling item ignored", job_id=item.job_id, error=state.reason)
                 result.malformed += 1
-                self._ignored.add(_entry_key(item))
+                self._ignored.add(item)
                 continue
-            if (job.due_pk, job.due_at) != (item.get("due_pk"), int(item["due_at"])):
-                self._stale.add(_entry_key(item))  # the index still shows an older entry of this job
+            if not _due_here(state, self.partition, now_ms):
+                # deleted, paused, ended, moved on, or re-homed in another partition: nothing due here now
+                self._stale.add(item)
+                continue
+            assert state is not None
+            job = DueJob.from_state(state)
+            if job.due != item:
+                self._stale.add(item)  # the index still shows an older entry of this job
             try:
                 plan = plan_fires(job, now_ms, self.limits)
             except ScheduleError as error:
@@ -579,7 +546,7 @@ class Scheduler:
             # still lands at or after the current bucket, never behind a watermark that advanced meanwhile.
             home = partition_of(job.job_id, self.settings.scheduler_partitions)
             due = (
-                due_attributes(
+                due_entry(
                     job.job_id,
                     nxt + job.jitter_offset_ms,
                     partition=home,
@@ -602,13 +569,13 @@ class Scheduler:
                     to_partition=home,
                 )
             except Conflict as conflict:
-                current = conflict.current or {}
+                current = conflict.current if isinstance(conflict.current, SchedulingState) else None
                 logger.info(
                     "job moved meanwhile",
                     job_id=job.job_id,
                     expected_next_run_at=job.next_run_at,
-                    stored_next_run_at=current.get("next_run_at"),
-                    stored_term=current.get("term"),
+                    stored_next_run_at=current.next_run_at if current else None,
+                    stored_term=current.term if current else None,
                     term=term,
                 )
                 with lock:
@@ -661,7 +628,7 @@ class Scheduler:
             ):
                 break
             if not all(
-                self._entry_done(item, handled) or _entry_key(item) in self._ignored | self._stale
+                self._entry_done(item, handled) or item in self._ignored or item in self._stale
                 for item in read.items
             ):
                 break
@@ -680,15 +647,9 @@ class Scheduler:
             logger.warning("watermark write failed", partition=self.partition, error=str(error))
 
     @staticmethod
-    def _entry_done(item: dict[str, Any], handled: dict[str, _JobWork]) -> bool:
-        work = handled.get(item.get("job_id", ""))
-        return (
-            work is not None
-            and not work.failed
-            and work.sent
-            and work.plan.job.due_at == int(item["due_at"])
-            and work.plan.job.due_pk == item.get("due_pk")
-        )
+    def _entry_done(item: DueEntry, handled: dict[str, _JobWork]) -> bool:
+        work = handled.get(item.job_id)
+        return work is not None and not work.failed and work.sent and work.plan.job.due == item
 
     # --- metrics ---------------------------------------------------------------------------------
 
@@ -713,8 +674,8 @@ class Scheduler:
                 consider(work.plan.next_run_at + job.jitter_offset_ms)
         for read in reads:
             for item in read.items:
-                if item.get("job_id") not in planned:
-                    consider(int(item["due_at"]))
+                if item.job_id not in planned:
+                    consider(item.due_at)
         if self._watermark is not None and reads:
             read_buckets = {read.bucket for read in reads}
             unread = [b for b in range(self._watermark, reads[-1].bucket) if b not in read_buckets]

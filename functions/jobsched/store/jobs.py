@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
@@ -17,6 +18,9 @@ from jobsched.store.layout import (
     RUNNING_SK,
     SCHED_SK,
     SPEC_SK,
+    due_attributes,
+    due_entry_from_item,
+    due_pk,
     history_owner,
     is_tombstone,
     job_from_items,
@@ -24,11 +28,27 @@ from jobsched.store.layout import (
     name_key,
     parse_due_pk,
     plain,
+    sched_item,
+    spec_item,
+    state_from_item,
+    tombstone_item,
 )
 
 
+def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
+    return StoredJob(job_from_items(spec, sched), state_from_item(sched) if sched else None)
+
+
+def _state_or_none(item: dict[str, Any] | None) -> SchedulingState | None:
+    try:
+        return state_from_item(item) if item else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 class JobStore:
-    """DynamoDB adapter of the jobs table (``resources.JOBS``); items as built by ``store.layout``.
+    """DynamoDB adapter of the jobs table (``resources.JOBS``): implements ``ports.jobs.JobRepository`` and
+    ``ports.jobs.DueIndex``; items as built by ``store.layout``.
 
     ``table`` is a boto3 ``Table`` resource.
     """
@@ -38,11 +58,13 @@ class JobStore:
 
     # --- API side -----------------------------------------------------------------------------
 
-    def create(self, spec: dict[str, Any], sched: dict[str, Any]) -> None:
+    def create(self, job: Job, state: SchedulingState) -> None:
         """Write a new job's spec, scheduling item and name lock in one transaction.
 
-        Raises ``NameTaken(job_id)`` when the owner already has a job with this name.
+        Raises ``NameTaken(job_id)`` when the owner already has a job with this name, ``Conflict`` when the
+        name was taken and released meanwhile.
         """
+        spec, sched = spec_item(job), sched_item(state)
         name_item = {**name_key(spec["owner"], spec["name"]), "job_id": spec["job_id"]}
         try:
             self.table.meta.client.transact_write_items(
@@ -73,15 +95,15 @@ class JobStore:
         item = self.table.get_item(Key=name_key(owner, name), ConsistentRead=True).get("Item")
         return item["job_id"] if item else None
 
-    def get(self, job_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """``(spec item, scheduling item)`` of a job, read consistently in one query. Raises ``NotFound``."""
+    def get(self, job_id: str) -> StoredJob:
+        """The job and its scheduling state, read consistently in one query. Raises ``NotFound``."""
         items = self.table.query(KeyConditionExpression=Key("pk").eq(job_pk(job_id)), ConsistentRead=True)[
             "Items"
         ]
         by_sk = {item["sk"]: plain(item) for item in items}
         if SPEC_SK not in by_sk or is_tombstone(by_sk[SPEC_SK]):
             raise NotFound(job_id)
-        return by_sk[SPEC_SK], by_sk.get(SCHED_SK)
+        return _stored(by_sk[SPEC_SK], by_sk.get(SCHED_SK))
 
     @unavailable_on_failure
     def get_spec(self, job_id: str) -> Job | None:
@@ -202,10 +224,10 @@ class JobStore:
 
     def list_by_owner(
         self, owner: str, limit: int, after: tuple[str, str] | None = None
-    ) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None]], tuple[str, str] | None]:
+    ) -> tuple[list[StoredJob], tuple[str, str] | None]:
         """A page of the owner's jobs ordered by name, starting after ``after = (name, job_id)``.
 
-        Returns ``([(spec, sched), ...], (name, job_id) of the last one, or None when there are no more)``.
+        Returns ``([StoredJob, ...], (name, job_id) of the last one, or None when there are no more)``.
         """
         kwargs: dict[str, Any] = {
             "IndexName": "by_owner",
@@ -220,7 +242,7 @@ class JobStore:
         scheds = self._batch_get_sched([s["job_id"] for s in specs])
         last = page.get("LastEvaluatedKey")
         cursor = (specs[-1]["name"], specs[-1]["job_id"]) if last and specs else None
-        return [(s, scheds.get(s["job_id"])) for s in specs], cursor
+        return [_stored(s, scheds.get(s["job_id"])) for s in specs], cursor
 
     def _batch_get_sched(self, job_ids: list[str], *, consistent: bool = False) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
@@ -236,22 +258,23 @@ class JobStore:
 
     def replace(
         self,
-        spec: dict[str, Any],
-        sched: dict[str, Any],
+        job: Job,
+        state: SchedulingState,
         expected_updated_at: int,
-        expected_sched: tuple[int | None, int] | None = None,
+        expected_state: tuple[int | None, int] | None = None,
     ) -> None:
         """Replace a job's spec and scheduling items (PATCH, pause, resume) in one transaction.
 
         The scheduling item's ``term`` is kept at least as high as the stored one by the caller.
-        ``expected_sched = (next_run_at or None, term)`` as the caller read them: the write is also refused
+        ``expected_state = (next_run_at or None, term)`` as the caller read them: the write is also refused
         when a scheduler moved the job (or a newer leader stamped it) since, so an edit never undoes a fire's
         move nor lowers the fencing term.
         Raises ``Conflict`` when the job changed since ``expected_updated_at`` (or was deleted).
         """
-        sched_put: dict[str, Any] = {"TableName": self.table.name, "Item": sched}
-        if expected_sched is not None:
-            next_run_at, term = expected_sched
+        spec = spec_item(job)
+        sched_put: dict[str, Any] = {"TableName": self.table.name, "Item": sched_item(state)}
+        if expected_state is not None:
+            next_run_at, term = expected_state
             values: dict[str, Any] = {":term": term}
             if next_run_at is None:
                 condition = "attribute_not_exists(next_run_at) AND #term = :term"
@@ -282,14 +305,20 @@ class JobStore:
                 raise Conflict("the job changed meanwhile; read it again") from error
             raise
 
-    def delete(self, spec: dict[str, Any], tombstone: dict[str, Any] | None = None) -> None:
-        """Delete a job in one transaction: its spec item becomes ``tombstone`` (``layout.tombstone_item``;
-        None removes it outright), its scheduling item (so its due-index entry) and its name lock go. Its run
-        history stays until retention.
+    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None) -> None:
+        """Delete a job in one transaction: its spec item becomes a tombstone kept ``retention_days`` after
+        ``deleted_at_ms`` (epoch ms; ``layout.tombstone_item``; None removes it outright), its scheduling item
+        (so its due-index entry) and its name lock go. Its run history stays until retention.
 
         Raises ``NotFound`` when the job is already deleted (a late repeat: it changes nothing, and never frees
         a name a newer job holds).
         """
+        spec = spec_item(job)
+        tombstone = (
+            tombstone_item(spec, deleted_at_ms=deleted_at_ms, retention_days=retention_days)
+            if retention_days is not None
+            else None
+        )
         key = {"pk": job_pk(spec["job_id"]), "sk": SPEC_SK}
         live = {"ConditionExpression": "attribute_exists(doc)"}
         spec_write: dict[str, Any] = (
@@ -325,26 +354,40 @@ class JobStore:
     # --- scheduler side -----------------------------------------------------------------------
 
     def query_due(
-        self, due_pk: str, up_to_ms: int, limit: int = 500, start_key: dict[str, Any] | None = None
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """One page of due-index entries of partition ``due_pk`` with ``due_at <= up_to_ms``, oldest first.
+        self,
+        partition: int,
+        bucket: int,
+        shard: int,
+        up_to_ms: int,
+        limit: int = 500,
+        after: DuePageToken | None = None,
+    ) -> tuple[list[DueEntry], DuePageToken | None]:
+        """One page of the due-index entries of ``(partition, bucket, shard)`` (key ``due_pk``) with ``due_at <=
+        up_to_ms``, oldest first. Returns ``(entries, the next page's start key or None)``. 1 request.
 
-        Returns ``(items with the DUE_PROJECTION attributes, start key of the next page or None)``. 1 request.
-        """
+        Raises ``ValueError`` for an item of the index that is no due entry."""
         kwargs: dict[str, Any] = {
             "IndexName": "due",
-            "KeyConditionExpression": Key("due_pk").eq(due_pk) & Key("due_at").lte(up_to_ms),
+            "KeyConditionExpression": Key("due_pk").eq(due_pk(partition, bucket, shard))
+            & Key("due_at").lte(up_to_ms),
             "Limit": limit,
         }
-        if start_key:
-            kwargs["ExclusiveStartKey"] = start_key
+        if after:
+            kwargs["ExclusiveStartKey"] = after
         page = self.table.query(**kwargs)
-        return [plain(i) for i in page["Items"]], page.get("LastEvaluatedKey")
+        return [due_entry_from_item(plain(i)) for i in page["Items"]], page.get("LastEvaluatedKey")
 
-    def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The current scheduling items of ``job_ids`` by job id, read strongly consistent (absent jobs are left
-        out). One BatchGetItem per 100 ids (plus retries of unprocessed keys); 0.5 read units per item."""
-        return self._batch_get_sched(list(job_ids), consistent=True)
+    def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
+        """The current scheduling states of ``job_ids`` by job id, read strongly consistent (absent jobs are left
+        out; an item no code path of ours wrote comes back ``Unreadable``). One BatchGetItem per 100 ids (plus
+        retries of unprocessed keys); 0.5 read units per item."""
+        states: dict[str, SchedulingState | Unreadable] = {}
+        for job_id, item in self._batch_get_sched(list(job_ids), consistent=True).items():
+            try:
+                states[job_id] = state_from_item(item)
+            except (KeyError, TypeError, ValueError) as error:
+                states[job_id] = Unreadable(job_id, f"{type(error).__name__}: {error}")
+        return states
 
     def move(
         self,
@@ -355,14 +398,14 @@ class JobStore:
         partition: int,
         term: int,
         next_run_at: int | None,
-        due: dict[str, Any] | None,
+        due: DueEntry | None,
         to_partition: int | None = None,
     ) -> None:
         """Move a job's ``next_run_at`` after a fire, fenced by the scheduler's ``term``. 1 request.
 
-        ``next_run_at=None`` ends the schedule (the job leaves the due index); ``due`` carries the new
-        ``due_pk``/``due_at`` (None: leave the index). The move lands only on the scheduling state it was
-        planned from: refused (``Conflict`` with the stored item) when ``next_run_at`` is no longer
+        ``next_run_at=None`` ends the schedule (the job leaves the due index); ``due`` is the new due entry
+        (None: leave the index). The move lands only on the scheduling state it was planned from: refused
+        (``Conflict`` with the stored ``SchedulingState``, None when there is none) when ``next_run_at`` is no longer
         ``expected_next_run_at`` (someone else moved it), the item's ``version`` is no longer
         ``expected_version`` (an API edit, pause or resume rewrote it; None: an item written before versions,
         still without one), the job left the due index (paused, deleted), the item is no longer homed in
@@ -389,8 +432,9 @@ class JobStore:
             values[":next"] = next_run_at
             if due:
                 sets += ["due_pk = :due_pk", "due_at = :due_at"]
-                values[":due_pk"] = due["due_pk"]
-                values[":due_at"] = due["due_at"]
+                attributes = due_attributes(due)
+                values[":due_pk"] = attributes["due_pk"]
+                values[":due_at"] = attributes["due_at"]
             else:
                 removes += ["due_pk", "due_at"]
         condition = "next_run_at = :expected AND attribute_exists(due_pk) AND #partition = :partition AND #term <= :term"
@@ -411,7 +455,11 @@ class JobStore:
             )
         except ClientError as error:
             if is_condition_failure(error):
-                raise Conflict("scheduling item moved, edited or fenced", old_item(error)) from error
+                stored = old_item(error)
+                raise Conflict(
+                    "scheduling item moved, edited or fenced",
+                    _state_or_none(plain(stored) if stored else None),
+                ) from error
             raise
 
     def highest_due_partition(self) -> int | None:

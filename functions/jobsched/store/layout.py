@@ -25,24 +25,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
 from decimal import Decimal
 from typing import Any
 
-from jobsched.models import Job, JobSettings, RunKind, RunStatus, from_ms, to_ms
+from jobsched.models import Job, JobSettings, MissedPolicy, RunKind, RunStatus, from_ms, to_ms
+from jobsched.ports.jobs import DEFAULT_CATCH_UP_WINDOW_S, DEFAULT_MISFIRE_GRACE_S, DueEntry, SchedulingState
 from jobsched.ports.runs import RunRow, sweep_shard
-from jobsched.schedules import jitter_offset_ms
 
 SPEC_SK = "spec"
 SCHED_SK = "sched"
 RUNNING_SK = "running"
 """Sort key of a job's overlap lock (``JobStore.acquire_overlap``), held while a try of an ``overlap: skip``
 job runs."""
-
-
-def new_job_id() -> str:
-    """A fresh job id: ``j_`` + 20 random lowercase hex characters."""
-    return "j_" + secrets.token_hex(10)
 
 
 def job_pk(job_id: str) -> str:
@@ -52,20 +46,6 @@ def job_pk(job_id: str) -> str:
 def name_key(owner: str, name: str) -> dict[str, str]:
     """Key of the item that makes ``name`` unique per owner."""
     return {"pk": f"name#{owner}#{name}", "sk": "name"}
-
-
-def _stable_hash(value: str) -> int:
-    return int.from_bytes(hashlib.sha256(value.encode()).digest()[:8], "big")
-
-
-def partition_of(job_id: str, partitions: int) -> int:
-    """The scheduler partition a job belongs to (stable hash of its id)."""
-    return _stable_hash(job_id) % partitions
-
-
-def shard_of(job_id: str, shards: int) -> int:
-    """The due-index write shard of a job (a different hash than the partition)."""
-    return _stable_hash("shard:" + job_id) % shards
 
 
 def due_pk(partition: int, bucket: int, shard: int) -> str:
@@ -84,17 +64,19 @@ def parse_due_pk(value: str) -> tuple[int, int, int]:
         raise ValueError(f"not a due-index key: {value!r}") from None
 
 
-def due_attributes(
-    job_id: str, due_at_ms: int, *, partition: int, shards: int, bucket_ms: int, now_ms: int
-) -> dict[str, Any]:
-    """The due-index attributes of an active scheduling item whose dispatch instant is ``due_at_ms``.
+def due_attributes(entry: DueEntry) -> dict[str, Any]:
+    """The due-index attributes (``due_pk``, ``due_at``) of a scheduling item whose entry is ``entry``."""
+    return {"due_pk": due_pk(entry.partition, entry.bucket, entry.shard), "due_at": entry.due_at}
 
-    The bucket is that of ``max(due_at_ms, now_ms)``: an item written with a past due instant (a resumed job,
-    a catch-up) lands in the current bucket, never behind the scheduler's watermark, and the poll's
-    ``due_at <= now`` still finds it at once.
-    """
-    bucket = max(due_at_ms, now_ms) // bucket_ms
-    return {"due_pk": due_pk(partition, bucket, shard_of(job_id, shards)), "due_at": due_at_ms}
+
+def due_entry_from_item(item: dict[str, Any]) -> DueEntry:
+    """The due entry of an item of the due index (``job_id``, ``due_pk``, ``due_at``). Raises ValueError
+    (KeyError/TypeError wrapped) for anything else."""
+    try:
+        partition, bucket, shard = parse_due_pk(str(item["due_pk"]))
+        return DueEntry(str(item["job_id"]), partition, bucket, shard, int(item["due_at"]))
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not a due-index item: {error}") from error
 
 
 def plain(value: Any) -> Any:
@@ -151,59 +133,63 @@ def history_owner(item: dict[str, Any]) -> str | None:
     return str(owner) if owner is not None else None
 
 
-def sched_item(
-    job: Job,
-    *,
-    anchor_at_ms: int,
-    next_run_at_ms: int | None,
-    partition: int,
-    shards: int,
-    bucket_ms: int,
-    now_ms: int,
-    term: int = 0,
-    version: int = 1,
-    on_time_from_ms: int | None = None,
-) -> dict[str, Any]:
-    """The scheduling item of ``job``: in the due index iff not paused and ``next_run_at_ms`` is set.
-
-    ``version`` counts the API's rewrites of the item (a scheduler's move lands only on the version it planned
-    from); ``on_time_from_ms`` (epoch ms) marks a one-off accepted after its instant (see
-    ``scheduler.DueJob``)."""
-    offset = jitter_offset_ms(job.id, job.jitter_s)
+def sched_item(state: SchedulingState) -> dict[str, Any]:
+    """The scheduling item of ``state`` (``pk=job#<id> sk=sched``): in the due index iff ``state.due`` is set."""
     item: dict[str, Any] = {
-        "pk": job_pk(job.id),
+        "pk": job_pk(state.job_id),
         "sk": SCHED_SK,
-        "job_id": job.id,
-        "partition": partition,
-        "schedule": job.schedule,
-        "timezone": job.timezone,
-        "anchor_at": anchor_at_ms,
-        "missed": job.missed.value,
-        "catch_up_window_s": job.catch_up_window_s,
-        "misfire_grace_s": job.misfire_grace_s,
-        "jitter_offset_ms": offset,
-        "paused": job.paused,
-        "term": term,
-        "version": version,
+        "job_id": state.job_id,
+        "partition": state.partition,
+        "schedule": state.schedule,
+        "timezone": state.timezone,
+        "missed": state.missed.value,
+        "catch_up_window_s": state.catch_up_window_s,
+        "misfire_grace_s": state.misfire_grace_s,
+        "jitter_offset_ms": state.jitter_offset_ms,
+        "paused": state.paused,
+        "term": state.term,
     }
-    if on_time_from_ms is not None:
-        item["on_time_from"] = on_time_from_ms
-    if job.end_at is not None:
-        item["end_at"] = to_ms(job.end_at)
-    if next_run_at_ms is not None:
-        item["next_run_at"] = next_run_at_ms
-        if not job.paused:
-            item.update(
-                due_attributes(
-                    job.id,
-                    next_run_at_ms + offset,
-                    partition=partition,
-                    shards=shards,
-                    bucket_ms=bucket_ms,
-                    now_ms=now_ms,
-                )
-            )
+    optional = {
+        "anchor_at": state.anchor_at,
+        "version": state.version,
+        "on_time_from": state.on_time_from,
+        "end_at": state.end_at,
+        "next_run_at": state.next_run_at,
+    }
+    item.update({name: value for name, value in optional.items() if value is not None})
+    if state.due is not None:
+        item.update(due_attributes(state.due))
     return item
+
+
+def state_from_item(item: dict[str, Any]) -> SchedulingState:
+    """The ``SchedulingState`` of a scheduling item (plain Python values; attributes missing on items written
+    before they existed take their defaults). Raises KeyError/TypeError/ValueError when malformed."""
+
+    def optional(name: str) -> int | None:
+        return int(item[name]) if item.get(name) is not None else None
+
+    due = due_entry_from_item(item) if item.get("due_pk") is not None else None
+    if due is not None and item.get("next_run_at") is None:
+        raise ValueError("in the due index without next_run_at")
+    return SchedulingState(
+        job_id=str(item["job_id"]),
+        partition=int(item.get("partition", due.partition if due else 0)),
+        schedule=str(item["schedule"]),
+        timezone=str(item.get("timezone", "UTC")),
+        anchor_at=optional("anchor_at"),
+        end_at=optional("end_at"),
+        missed=MissedPolicy(item.get("missed", MissedPolicy.CATCH_UP.value)),
+        catch_up_window_s=int(item.get("catch_up_window_s", DEFAULT_CATCH_UP_WINDOW_S)),
+        misfire_grace_s=int(item.get("misfire_grace_s", DEFAULT_MISFIRE_GRACE_S)),
+        jitter_offset_ms=int(item.get("jitter_offset_ms", 0)),
+        paused=bool(item.get("paused", False)),
+        term=int(item.get("term", 0)),
+        version=optional("version"),
+        next_run_at=optional("next_run_at"),
+        on_time_from=optional("on_time_from"),
+        due=due,
+    )
 
 
 def job_from_items(spec: dict[str, Any], sched: dict[str, Any] | None) -> Job:

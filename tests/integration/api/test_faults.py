@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from jobsched.ports.errors import Conflict
+from jobsched.ports.jobs import DueEntry
 from jobsched.ports.runs import QueueSendError, RunMessage
 from jobsched.store.layout import SCHED_SK, job_pk, name_key
 
@@ -134,12 +135,12 @@ def test_a_scheduler_move_between_read_and_write_is_retried_and_kept(http):
                 job["id"],
                 expected_next_run_at=1_772_503_200_000,
                 expected_version=1,
-                partition=int(jobs.get(job["id"])[1]["partition"]),
+                partition=jobs.get(job["id"]).state.partition,
                 term=3,
                 next_run_at=1_772_589_600_000,
-                due={"due_pk": "p0#b0#s0", "due_at": 1_772_589_600_000},
+                due=DueEntry(job["id"], 0, 0, 0, 1_772_589_600_000),
             )
-        calls.append(kwargs.get("expected_sched"))
+        calls.append(kwargs.get("expected_state"))
         replace(*args, **kwargs)
 
     jobs.replace = racing_replace  # type: ignore[method-assign]

@@ -8,11 +8,12 @@ import pytest
 from boto3.dynamodb.conditions import Key
 
 from jobsched import resources
+from jobsched.domain.registration import partition_of
 from jobsched.models import RunStatus
 from jobsched.ports.errors import NotFound
 from jobsched.ports.runs import new_run
 from jobsched.store import layout
-from jobsched.store.layout import SCHED_SK, job_pk, partition_of, run_item
+from jobsched.store.layout import SCHED_SK, job_pk, run_item
 
 TOMORROW_2AM = "2026-03-03T02:00:00Z"
 
@@ -423,15 +424,13 @@ def test_a_deleted_jobs_name_can_be_used_again_and_each_keeps_its_history(http):
 def test_a_late_repeat_of_a_delete_is_404_and_leaves_the_names_new_job_alone(http):
     # Given: a job read by a DELETE that lost the race to another DELETE, and a new job of the same name since
     job = http.create("report")
-    stale = http.api.service.jobs.get(job["id"])[0]
+    stale = http.api.service.jobs.get(job["id"]).job
     assert http("DELETE", f"/jobs/{job['id']}").status == 204
     newer = http.create("report", schedule="0 4 * * *")
 
     # When: the stale delete is written
     with pytest.raises(NotFound):
-        http.api.service.jobs.delete(
-            stale, layout.tombstone_item(stale, deleted_at_ms=http.NOW_MS, retention_days=1)
-        )
+        http.api.service.jobs.delete(stale, deleted_at_ms=http.NOW_MS, retention_days=1)
 
     # Then: it changed nothing: the new job keeps its name
     assert http.api.service.jobs.job_id_by_name(http.alice_owner, "report") == newer["id"]

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
+from jobsched.domain import registration
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
@@ -92,7 +93,7 @@ def iso(ms: int) -> str:
 
 def test_a_patch_between_a_fire_and_its_jittered_dispatch_keeps_that_run(http, scheduler, monkeypatch):
     # Given: a daily 10:05 job with a 600 s jitter window, whose 10:05 fire is due at 10:05 + its offset
-    monkeypatch.setattr(layout, "new_job_id", lambda: JITTERED_ID)
+    monkeypatch.setattr(registration, "new_job_id", lambda: JITTERED_ID)
     job = http.create("jittered", schedule="5 10 * * *", jitter_s=600)
     offset = jitter_offset_ms(JITTERED_ID, 600)
     fire = http.NOW_MS + 5 * MINUTE

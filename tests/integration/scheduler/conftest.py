@@ -18,10 +18,11 @@ from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
+from jobsched.domain.registration import register
 from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.ports.jobs import SchedulingState
 from jobsched.ports.runs import RunMessage
-from jobsched.schedules import parse_schedule
 from jobsched.settings import Settings
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
@@ -133,26 +134,14 @@ class Harness:
             **fields,
         )
 
-    def sched_for(self, job: Job, *, term: int = 0) -> dict[str, Any]:
-        """The scheduling item of ``job`` with its first fire from now (what the API would write)."""
-        anchor = job.start_at or job.created_at
-        schedule = parse_schedule(job.schedule, job.timezone, start_at=anchor, end_at=job.end_at)
-        first = schedule.first_fire(from_ms(self.clock()))
-        return layout.sched_item(
-            job,
-            anchor_at_ms=to_ms(anchor),
-            next_run_at_ms=to_ms(first) if first is not None else None,
-            partition=layout.partition_of(job.id, self.settings.scheduler_partitions),
-            shards=self.settings.due_shards,
-            bucket_ms=self.settings.due_bucket_s * 1000,
-            now_ms=self.clock(),
-            term=term,
-        )
+    def sched_for(self, job: Job) -> SchedulingState:
+        """The scheduling state of ``job`` with its first fire from now (what the API would write)."""
+        return register(job, settings=self.settings, now_ms=self.clock())
 
     def add(self, schedule: str, **fields: Any) -> Job:
         """Register a job (spec, scheduling item, name lock) as the API would; returns it."""
         job = self.job(schedule, **fields)
-        self.jobs.create(layout.spec_item(job), self.sched_for(job))
+        self.jobs.create(job, self.sched_for(job))
         return job
 
     def add_many(self, count: int, schedule: str, **fields: Any) -> list[str]:
@@ -162,12 +151,15 @@ class Harness:
         with table.batch_writer() as batch:
             for _ in range(count):
                 job = self.job(schedule, **fields)
-                batch.put_item(Item=self.sched_for(job))
+                batch.put_item(Item=layout.sched_item(self.sched_for(job)))
                 ids.append(job.id)
         return ids
 
     def sched(self, job_id: str) -> dict[str, Any] | None:
-        return self.jobs.get(job_id)[1]
+        """The job's scheduling item as stored (plain Python values), or None."""
+        table = self.aws.table(self.settings.jobs_table)
+        item = table.get_item(Key={"pk": layout.job_pk(job_id), "sk": layout.SCHED_SK}, ConsistentRead=True)
+        return layout.plain(item["Item"]) if "Item" in item else None
 
     # --- schedulers ---------------------------------------------------------------------------
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from jobsched.domain.planning import TickLimits
+from jobsched.domain.registration import due_entry
 from jobsched.ports.errors import Conflict
 from jobsched.ports.runs import new_run
-from jobsched.store import layout
 
 
 def takeover(harness: Any, a: Any, seconds: int = 8) -> Any:
@@ -76,7 +76,7 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
     current = harness.sched(job.id)
     assert current["term"] == b.lease.term
     # When the old leader (guard bypassed) tries to move it from the current next_run_at
-    due = layout.due_attributes(
+    due = due_entry(
         job.id,
         current["next_run_at"] + 60_000,
         partition=0,
@@ -95,7 +95,7 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
             due=due,
         )
     # Then the move is refused (fencing) and the stored item is returned with the refusal
-    assert refused.value.current is not None and refused.value.current["term"] == b.lease.term
+    assert refused.value.current is not None and refused.value.current.term == b.lease.term
     assert harness.sched(job.id) == current
     # And a run it tries to save again is refused by the unique (job_id, scheduled_for)
     existing = harness.runs.put_new(

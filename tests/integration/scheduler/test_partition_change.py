@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.domain.loop import SchedulerGroup, adopted_partitions
-from jobsched.store import layout
+from jobsched.domain.registration import partition_of
 from jobsched.wiring import Components
 
 PERIOD_MS = 10_000
@@ -45,7 +45,7 @@ def assert_every_fire_ran_once(harness: Any, job_ids: list[str], until_ms: int) 
     for job_id in job_ids:
         fires = [r["scheduled_for"] for r in harness.runs_of(job_id)]
         expected = list(range(harness.T0, until_ms + 1, PERIOD_MS))
-        assert fires == expected, (job_id, layout.partition_of(job_id, 4))
+        assert fires == expected, (job_id, partition_of(job_id, 4))
 
 
 def test_adopted_partitions() -> None:
@@ -60,7 +60,7 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
     harness.settings = harness.settings.model_copy(update={"scheduler_partitions": 4})
     harness.clock.now_ms = harness.T0
     job_ids = [harness.add(f"every {PERIOD_MS // 1000} seconds").id for _ in range(24)]
-    assert {layout.partition_of(j, 4) for j in job_ids} == {0, 1, 2, 3}
+    assert {partition_of(j, 4) for j in job_ids} == {0, 1, 2, 3}
     four = groups(harness, 4, "v1")
     run(harness, four, 60)
 
@@ -73,7 +73,7 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
     # Then every job kept firing, and each moved home to its partition out of 2
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     for job_id in job_ids:
-        assert harness.sched(job_id)["partition"] == layout.partition_of(job_id, 2)
+        assert harness.sched(job_id)["partition"] == partition_of(job_id, 2)
 
     # When the count is raised to 3 (the old leaders overlapping again)
     three = groups(harness, 3, "v3")
@@ -85,7 +85,7 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     for job_id in job_ids:
         sched = harness.sched(job_id)
-        assert sched["partition"] == layout.partition_of(job_id, 3)
+        assert sched["partition"] == partition_of(job_id, 3)
         assert sched["due_pk"].startswith(f"p{sched['partition']}#")
 
 
@@ -125,7 +125,7 @@ def test_jobs_created_by_an_api_on_a_higher_count_are_served_by_schedulers_on_a_
     )
     job_ids: list[str] = []
     # the API's job ids are random: create until partitions 2 and 3 (the ones count 2 lacks) both hold jobs
-    while len(job_ids) < 12 or not {layout.partition_of(j, 4) for j in job_ids} >= {2, 3}:
+    while len(job_ids) < 12 or not {partition_of(j, 4) for j in job_ids} >= {2, 3}:
         assert len(job_ids) < 64, "64 random job ids missed a partition"
         body = {"name": f"j{len(job_ids)}", "schedule": "every 10 seconds", "command": "echo"}
         job_ids.append(api.create_job("team-a", JobCreate.model_validate(body)).job.id)

@@ -4,12 +4,14 @@ adapters' failures; requests per run; the watermark."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from jobsched.domain.planning import TickLimits
+from jobsched.domain.registration import partition_of, shard_of
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.models import RunStatus, from_ms
 from jobsched.ports.runs import QueueSendError, RunMessage
@@ -65,7 +67,7 @@ def test_one_off_leaves_the_index_after_its_run(harness: Any) -> None:
 def test_paused_and_deleted_jobs_are_not_run(harness: Any) -> None:
     paused = harness.add("every 1 second", paused=True)
     deleted = harness.add("every 1 second")
-    harness.jobs.delete(layout.spec_item(deleted))
+    harness.jobs.delete(deleted, deleted_at_ms=harness.clock(), retention_days=None)
     kept = harness.add("every 1 second")
     harness.run_seconds(harness.contender(), 5)
     assert harness.runs_of(paused.id) == [] and harness.runs_of(deleted.id) == []
@@ -96,7 +98,9 @@ def test_a_job_paused_during_the_tick_is_not_put_back_in_the_index(harness: Any)
 def test_a_job_deleted_during_the_tick_is_not_recreated_by_the_move(harness: Any) -> None:
     job = harness.add("every 1 minute")
     a = harness.contender()
-    a.recorder.before["move"] = lambda *_, **__: harness.jobs.delete(layout.spec_item(job))
+    a.recorder.before["move"] = lambda *_, **__: harness.jobs.delete(
+        job, deleted_at_ms=harness.clock(), retention_days=None
+    )
     (result,) = harness.run_seconds(a, 1)
     assert result.conflicts == 1
     table = harness.aws.table(harness.settings.jobs_table)
@@ -194,7 +198,9 @@ def test_a_stale_index_entry_is_handled_once_and_refused(harness: Any) -> None:
     job = harness.add("every 1 second")
     a = harness.contender()
     harness.run_seconds(a, 1)
-    stale = {**harness.sched(job.id), "next_run_at": harness.T0, "due_at": harness.T0}
+    current = layout.state_from_item(harness.sched(job.id)).due
+    assert current is not None
+    stale = replace(current, due_at=harness.T0)
 
     real_query = harness.jobs.query_due
 
@@ -205,9 +211,10 @@ def test_a_stale_index_entry_is_handled_once_and_refused(harness: Any) -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 
-        def query_due(self, due_pk: str, up_to_ms: int, *args: Any) -> Any:
-            items, key = real_query(due_pk, up_to_ms, *args)
-            return ([stale] if due_pk == stale["due_pk"] else []) + items, key
+        def query_due(self, partition: int, bucket: int, shard: int, up_to_ms: int, *args: Any) -> Any:
+            items, key = real_query(partition, bucket, shard, up_to_ms, *args)
+            here = (partition, bucket, shard) == (stale.partition, stale.bucket, stale.shard)
+            return ([stale] if here else []) + items, key
 
     b = harness.contender("b", jobs=StaleJobs())
     a.lease.release()
@@ -369,7 +376,7 @@ def test_a_far_behind_watermark_is_read_in_bounded_steps_oldest_first(harness: A
 def test_partitions_each_run_only_their_own_jobs(harness: Any) -> None:
     harness.settings = harness.settings.model_copy(update={"scheduler_partitions": 2})
     jobs = [harness.add("every 1 minute") for _ in range(12)]
-    partitions = {job.id: layout.partition_of(job.id, 2) for job in jobs}
+    partitions = {job.id: partition_of(job.id, 2) for job in jobs}
     assert set(partitions.values()) == {0, 1}
     p0, p1 = harness.contender("p0", partition=0), harness.contender("p1", partition=1)
     harness.run_seconds(p0, 1)
@@ -393,8 +400,8 @@ def test_an_entry_written_behind_the_watermark_is_found_by_the_look_behind(harne
     harness.clock.now_ms = harness.T0
     job = harness.job("* * * * *")
     late = harness.sched_for(job)
-    harness.jobs.create(layout.spec_item(job), late)
-    assert late["due_pk"] == layout.due_pk(0, harness.T0 // bucket_ms, layout.shard_of(job.id, 4))
+    harness.jobs.create(job, late)
+    assert layout.sched_item(late)["due_pk"] == layout.due_pk(0, harness.T0 // bucket_ms, shard_of(job.id, 4))
     harness.clock.now_ms = resume
     # Then ticks in the same bucket period don't see it, and the next period's look-behind does
     assert harness.run_seconds(a, 10)[-1].due == 0

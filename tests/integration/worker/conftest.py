@@ -13,13 +13,13 @@ import pytest
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.registration import scheduling_state
 from jobsched.domain.worker import Worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job
 from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
-from jobsched.store.layout import sched_item, spec_item
 from jobsched.store.runs import RunStore
 from jobsched.wiring import Components
 from tests.support.worker import T0, Context, SimTimeStuck, SimWaiter, new_job, sqs_record
@@ -53,22 +53,21 @@ def runs(aws: Aws, settings: Settings) -> RunStore:
 
 
 @pytest.fixture
-def make_job(jobs: JobStore, clock: FakeClock) -> Callable[..., Job]:
+def make_job(jobs: JobStore, clock: FakeClock, settings: Settings) -> Callable[..., Job]:
     """``make_job(name=..., owner=..., **JobCreate fields)``: a job saved as the API would (spec + sched)."""
     counter = iter(range(10_000))
 
     def make(owner: str = "team-a", name: str | None = None, **fields: Any) -> Job:
         job = new_job(clock, next(counter), owner, name, **fields)
-        sched = sched_item(
+        state = scheduling_state(
             job,
             anchor_at_ms=clock(),
             next_run_at_ms=T0 + 86_400_000,
             partition=0,
-            shards=1,
-            bucket_ms=60_000,
+            settings=settings.model_copy(update={"due_shards": 1, "due_bucket_s": 60}),
             now_ms=clock(),
         )
-        jobs.create(spec_item(job), sched)
+        jobs.create(job, state)
         return job
 
     return make

@@ -18,7 +18,6 @@ from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
-from jobsched.store.layout import spec_item
 from jobsched.wiring import Components
 
 from .conftest import T0, Context
@@ -149,7 +148,7 @@ def test_time_checks_cost_nothing_on_the_paths_that_run(
     gone = make_job(timeout_s=600)
     make_run(gone)
     assert jobs.get_spec(gone.id) is not None
-    jobs.delete(spec_item(gone))
+    jobs.delete(jobs.get(gone.id).job, deleted_at_ms=T0, retention_days=None)
     requests.clear()
     assert worker.handle(delivery_of(record(gone.id, T0), Context(remaining_ms=60_000))) == Outcome.SKIPPED
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}

@@ -6,54 +6,10 @@ import pytest
 
 from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaderLease, LeaseLost, LeaseRecord, new_holder_id
+from jobsched.memory.control import MemoryControlStore as MemoryLeases
 
 T0 = 1_772_445_600_000
 TTL = 5_000
-
-
-class MemoryLeases:
-    """``LeaseStore`` in memory: the same conditions as ``store.control.ControlStore``."""
-
-    def __init__(self) -> None:
-        self.records: dict[int, LeaseRecord] = {}
-        self.fail_next: list[Exception] = []
-        self.writes = 0
-
-    def _maybe_fail(self) -> None:
-        if self.fail_next:
-            raise self.fail_next.pop(0)
-
-    def read_lease(self, partition: int) -> LeaseRecord | None:
-        self._maybe_fail()
-        return self.records.get(partition)
-
-    def take_lease(self, record: LeaseRecord, *, previous: LeaseRecord | None, now_ms: int) -> bool:
-        self._maybe_fail()
-        current = self.records.get(record.partition)
-        if previous is None and current is not None:
-            return False
-        if previous is not None and (
-            current is None or current.term != previous.term or current.expires_at >= now_ms
-        ):
-            return False
-        self.records[record.partition] = record
-        self.writes += 1
-        return True
-
-    def _update(self, record: LeaseRecord, expires_at: int) -> bool:
-        self._maybe_fail()
-        current = self.records.get(record.partition)
-        if current is None or current.holder != record.holder or current.term != record.term:
-            return False
-        self.records[record.partition] = LeaseRecord(record.partition, record.holder, record.term, expires_at)
-        self.writes += 1
-        return True
-
-    def renew_lease(self, record: LeaseRecord) -> bool:
-        return self._update(record, record.expires_at)
-
-    def release_lease(self, record: LeaseRecord) -> bool:
-        return self._update(record, 0)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, DueJob, TickLimits, plan_fires, skip_through_ms
 from jobsched.models import MissedPolicy, to_ms
+from jobsched.ports.jobs import DueEntry
 
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
 MIN = 60_000
@@ -20,7 +21,7 @@ LIMITS = TickLimits()
 def due(schedule: str, next_run_at: int = T0, **fields: Any) -> DueJob:
     values: dict[str, Any] = {
         "job_id": "j_plan",
-        "due_pk": "p0#b0#s0",
+        "due": DueEntry("j_plan", 0, 0, 0, next_run_at + fields.get("jitter_offset_ms", 0)),
         "due_at": next_run_at + fields.get("jitter_offset_ms", 0),
         "next_run_at": next_run_at,
         "schedule": schedule,

@@ -1,0 +1,96 @@
+"""The CONTROL table in memory: leases (``domain.lease.LeaseStore``), watermarks
+(``ports.control.WatermarkStore``) and the partitions' high-water mark (``ports.control.PartitionMarks``), with
+the conditions of ``store.control.ControlStore`` (``tests/contract/test_control_store_contract.py``)."""
+
+from __future__ import annotations
+
+import threading
+
+from jobsched.domain.lease import LeaseRecord
+
+
+class MemoryControlStore:
+    """Leases, watermarks and the high-water mark in dicts. ``fail_next``: exceptions the next calls raise (one
+    each, oldest first), to force the callers' error paths; ``writes`` counts accepted lease writes."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, LeaseRecord] = {}
+        self.watermarks: dict[int, tuple[int, int]] = {}  # partition -> (bucket, term)
+        self.high_water: int | None = None
+        self.fail_next: list[Exception] = []
+        self.writes = 0
+        self._lock = threading.Lock()
+
+    def _maybe_fail(self) -> None:
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+
+    # --- leases ---------------------------------------------------------------------------------
+
+    def read_lease(self, partition: int) -> LeaseRecord | None:
+        """The lease record of ``partition``, or None."""
+        self._maybe_fail()
+        return self.records.get(partition)
+
+    def take_lease(self, record: LeaseRecord, *, previous: LeaseRecord | None, now_ms: int) -> bool:
+        """Write ``record`` if the stored lease is still ``previous`` (same term) and expired by ``now_ms``; with
+        ``previous=None``, only if none exists."""
+        self._maybe_fail()
+        with self._lock:
+            current = self.records.get(record.partition)
+            if previous is None and current is not None:
+                return False
+            if previous is not None and (
+                current is None or current.term != previous.term or current.expires_at >= now_ms
+            ):
+                return False
+            self.records[record.partition] = record
+            self.writes += 1
+            return True
+
+    def _update(self, record: LeaseRecord, expires_at: int) -> bool:
+        self._maybe_fail()
+        with self._lock:
+            current = self.records.get(record.partition)
+            if current is None or current.holder != record.holder or current.term != record.term:
+                return False
+            self.records[record.partition] = LeaseRecord(
+                record.partition, record.holder, record.term, expires_at
+            )
+            self.writes += 1
+            return True
+
+    def renew_lease(self, record: LeaseRecord) -> bool:
+        """Move ``expires_at`` of the held lease, if holder and term are unchanged."""
+        return self._update(record, record.expires_at)
+
+    def release_lease(self, record: LeaseRecord) -> bool:
+        """Expire the held lease now (``expires_at = 0``), if holder and term are unchanged."""
+        return self._update(record, 0)
+
+    # --- watermarks -----------------------------------------------------------------------------
+
+    def read_watermark(self, partition: int) -> int | None:
+        """The stored watermark bucket of ``partition``, or None."""
+        self._maybe_fail()
+        stored = self.watermarks.get(partition)
+        return stored[0] if stored else None
+
+    def advance_watermark(self, partition: int, bucket: int, *, term: int, now_ms: int) -> bool:
+        """Store ``bucket`` if ahead of the stored one and no newer term wrote it (or none is stored)."""
+        self._maybe_fail()
+        with self._lock:
+            stored = self.watermarks.get(partition)
+            if stored is not None and not (stored[0] < bucket and stored[1] <= term):
+                return False
+            self.watermarks[partition] = (bucket, term)
+            return True
+
+    def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
+        """Record ``partitions``; returns ``(the most any deployment ran, whether no mark was stored)``."""
+        self._maybe_fail()
+        with self._lock:
+            missing = self.high_water is None
+            if self.high_water is None or self.high_water < partitions:
+                self.high_water = partitions
+            return self.high_water, missing

@@ -1,0 +1,211 @@
+"""The job store in memory: ``ports.jobs.JobRepository`` and ``ports.jobs.DueIndex`` with the DynamoDB
+adapter's conditions (``store.jobs.JobStore``), held to the same contract
+(``tests/contract/test_job_store_contract.py``). Thread-safe; reads are always consistent."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from jobsched.models import Job, from_ms, to_ms
+from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
+
+
+@dataclass(frozen=True)
+class _Tombstone:
+    owner: str
+    deleted_at_ms: int
+
+
+class MemoryJobStore:
+    """Jobs, their scheduling states, name locks and tombstones in dicts (see the module docstring).
+
+    ``states`` may be written directly by tests (e.g. an ``Unreadable`` to stand for a malformed item)."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.states: dict[str, SchedulingState | Unreadable] = {}
+        self.names: dict[tuple[str, str], str] = {}
+        self.tombstones: dict[str, _Tombstone] = {}
+        self._lock = threading.RLock()
+
+    # --- JobRepository ------------------------------------------------------------------------
+
+    def create(self, job: Job, state: SchedulingState) -> None:
+        """Store a new job, its state and its name. Raises ``NameTaken(job_id of the holder)``."""
+        with self._lock:
+            holder = self.names.get((job.owner, job.name))
+            if holder is not None:
+                raise NameTaken(holder)
+            self.names[(job.owner, job.name)] = job.id
+            self.jobs[job.id] = job
+            self.states[job.id] = state
+            self.tombstones.pop(job.id, None)
+
+    def get(self, job_id: str) -> StoredJob:
+        """The live job ``job_id``. Raises ``NotFound``."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                raise NotFound(job_id)
+            return self._stored(job)
+
+    def _stored(self, job: Job) -> StoredJob:
+        state = self.states.get(job.id)
+        typed = state if isinstance(state, SchedulingState) else None
+        paused = typed.paused if typed else False
+        next_run_at = typed.next_run_at if typed else None
+        job = job.model_copy(
+            update={
+                "paused": paused,
+                "next_run_at": from_ms(next_run_at) if next_run_at is not None else None,
+            }
+        )
+        return StoredJob(job, typed)
+
+    def job_id_by_name(self, owner: str, name: str) -> str | None:
+        """The id of the owner's job called ``name``, or None."""
+        with self._lock:
+            return self.names.get((owner, name))
+
+    def list_by_owner(
+        self, owner: str, limit: int, after: tuple[str, str] | None = None
+    ) -> tuple[list[StoredJob], tuple[str, str] | None]:
+        """A page of the owner's live jobs ordered by ``(name, job_id)``, after ``after``; the last one's
+        ``(name, job_id)`` when more follow."""
+        with self._lock:
+            mine = sorted((job.name, job.id) for job in self.jobs.values() if job.owner == owner)
+            if after is not None:
+                mine = [key for key in mine if key > after]
+            page = mine[:limit]
+            more = len(mine) > limit
+            return [self._stored(self.jobs[job_id]) for _, job_id in page], (page[-1] if more else None)
+
+    def replace(
+        self,
+        job: Job,
+        state: SchedulingState,
+        expected_updated_at: int,
+        expected_state: tuple[int | None, int] | None = None,
+    ) -> None:
+        """Rewrite a job and its state; ``Conflict`` when it changed (``updated_at``), was deleted, or (with
+        ``expected_state``) its ``(next_run_at, term)`` changed."""
+        with self._lock:
+            current = self.jobs.get(job.id)
+            if current is None or to_ms(current.updated_at) != expected_updated_at:
+                raise Conflict("the job changed meanwhile; read it again")
+            if expected_state is not None:
+                stored = self.states.get(job.id)
+                if (
+                    not isinstance(stored, SchedulingState)
+                    or (stored.next_run_at, stored.term) != expected_state
+                ):
+                    raise Conflict("the job changed meanwhile; read it again")
+            self.jobs[job.id] = job
+            self.states[job.id] = state
+
+    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None) -> None:
+        """Delete a live job (state, due entry and name go; a tombstone stays with ``retention_days``). Raises
+        ``NotFound`` when it is already deleted. Tombstones do not expire here."""
+        with self._lock:
+            if self.jobs.pop(job.id, None) is None:
+                raise NotFound(job.id)
+            self.states.pop(job.id, None)
+            if self.names.get((job.owner, job.name)) == job.id:
+                del self.names[(job.owner, job.name)]
+            if retention_days is not None:
+                self.tombstones[job.id] = _Tombstone(job.owner, deleted_at_ms)
+
+    def history_owner(self, job_id: str) -> str | None:
+        """The owner of the live job, or of the deleted one's tombstone; None when there is neither."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is not None:
+                return job.owner
+            tombstone = self.tombstones.get(job_id)
+            return tombstone.owner if tombstone else None
+
+    # --- DueIndex -----------------------------------------------------------------------------
+
+    def _entries(self) -> list[DueEntry]:
+        return [
+            state.due for state in self.states.values() if isinstance(state, SchedulingState) and state.due
+        ]
+
+    def query_due(
+        self,
+        partition: int,
+        bucket: int,
+        shard: int,
+        up_to_ms: int,
+        limit: int = 500,
+        after: DuePageToken | None = None,
+    ) -> tuple[list[DueEntry], DuePageToken | None]:
+        """A page of the entries of ``(partition, bucket, shard)`` due by ``up_to_ms``, ordered by ``(due_at,
+        job_id)``; the token is the last entry's ``(due_at, job_id)`` when more follow."""
+        with self._lock:
+            found = sorted(
+                (
+                    e
+                    for e in self._entries()
+                    if (e.partition, e.bucket, e.shard) == (partition, bucket, shard) and e.due_at <= up_to_ms
+                ),
+                key=lambda e: (e.due_at, e.job_id),
+            )
+        if after is not None:
+            found = [e for e in found if (e.due_at, e.job_id) > after]  # type: ignore[operator]
+        page = found[:limit]
+        return page, ((page[-1].due_at, page[-1].job_id) if len(found) > limit else None)
+
+    def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
+        """The current states of ``job_ids`` (absent ones left out)."""
+        with self._lock:
+            return {job_id: self.states[job_id] for job_id in job_ids if job_id in self.states}
+
+    def move(
+        self,
+        job_id: str,
+        *,
+        expected_next_run_at: int,
+        expected_version: int | None,
+        partition: int,
+        term: int,
+        next_run_at: int | None,
+        due: DueEntry | None,
+        to_partition: int | None = None,
+    ) -> None:
+        """The fenced move of ``DueIndex.move``: ``Conflict`` (with the stored state) unless the state still has
+        ``expected_next_run_at`` and ``expected_version``, is in the due index, is homed in ``partition`` and
+        its term is at most ``term``."""
+        with self._lock:
+            stored = self.states.get(job_id)
+            current = stored if isinstance(stored, SchedulingState) else None
+            if (
+                current is None
+                or current.next_run_at != expected_next_run_at
+                or current.due is None
+                or current.partition != partition
+                or current.term > term
+                or current.version != expected_version
+            ):
+                raise Conflict("scheduling item moved, edited or fenced", current)
+            rehome = to_partition is not None and to_partition != partition
+            self.states[job_id] = replace(
+                current,
+                term=0 if rehome else term,
+                partition=to_partition if rehome and to_partition is not None else current.partition,
+                next_run_at=next_run_at,
+                due=due if next_run_at is not None else None,
+            )
+
+    def oldest_due_bucket(self, partition: int) -> int | None:
+        """The oldest bucket holding an entry of ``partition``, or None."""
+        with self._lock:
+            return min((e.bucket for e in self._entries() if e.partition == partition), default=None)
+
+    def highest_due_partition(self) -> int | None:
+        """The highest partition any entry is in, or None when there is none."""
+        with self._lock:
+            return max((e.partition for e in self._entries()), default=None)

@@ -1,0 +1,37 @@
+"""The scheduler's control ports: due-index watermarks, the partitions' high-water mark, and the guard the
+tick asks before each write. Implemented by ``jobsched.store.control.ControlStore`` (DynamoDB) and
+``jobsched.memory.control.MemoryControlStore`` (in memory); leases are ``jobsched.domain.lease.LeaseStore``."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class WatermarkStore(Protocol):
+    """Per partition, the oldest due-index bucket not yet drained (an integer ``due_at // bucket width``)."""
+
+    def read_watermark(self, partition: int) -> int | None:
+        """The stored watermark of ``partition`` (strongly consistent), or None."""
+        ...
+
+    def advance_watermark(self, partition: int, bucket: int, *, term: int, now_ms: int) -> bool:
+        """Store ``bucket`` if it is ahead of the stored watermark and no newer ``term`` wrote it (or none is
+        stored). False when refused: watermarks never move back."""
+        ...
+
+
+class PartitionMarks(Protocol):
+    """The most scheduler partitions any deployment ran."""
+
+    def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
+        """Record that a deployment runs ``partitions`` partitions. Returns ``(the most any deployment ran,
+        whether no mark was stored yet)``."""
+        ...
+
+
+class Guard(Protocol):
+    """What the tick asks before each write: the held term, or ``LeaseLost`` (``LeaderLease.check``)."""
+
+    def check(self) -> int:
+        """The fencing term of the held lease. Raises ``jobsched.domain.lease.LeaseLost``."""
+        ...

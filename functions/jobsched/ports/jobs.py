@@ -1,0 +1,178 @@
+"""The job side's ports: a job's scheduling state, its due-index entry, the stored job, and the interfaces
+the tick (:class:`DueIndex`) and the API's ``JobService`` (:class:`JobRepository`) need from the job store.
+
+Instants are epoch ms (UTC) unless a name says otherwise. Implemented by ``jobsched.store.jobs.JobStore``
+(DynamoDB) and ``jobsched.memory.jobs.MemoryJobStore`` (in memory), held to one contract
+(``tests/contract/test_job_store_contract.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from jobsched.models import Job, JobSettings, MissedPolicy
+
+DEFAULT_CATCH_UP_WINDOW_S: int = JobSettings.model_fields["catch_up_window_s"].default
+"""Catch-up window of a scheduling state stored before the field existed: the job model's default."""
+DEFAULT_MISFIRE_GRACE_S: int = JobSettings.model_fields["misfire_grace_s"].default
+"""Misfire grace of a scheduling state stored before the field existed: the job model's default."""
+
+
+@dataclass(frozen=True)
+class DueEntry:
+    """A job's entry in the due index: due at ``due_at`` (epoch ms, the dispatch instant: ``next_run_at`` plus
+    the jitter offset), filed under scheduler ``partition``, time ``bucket`` (``max(due_at, written at) //
+    bucket width``) and write ``shard`` (``jobsched.domain.registration.due_entry``)."""
+
+    job_id: str
+    partition: int
+    bucket: int
+    shard: int
+    due_at: int
+
+
+@dataclass(frozen=True)
+class SchedulingState:
+    """A job's scheduling state: small and hot, what the scheduler reads and moves every run.
+
+    ``next_run_at``: the nominal fire (``scheduled_for`` of the next run), None once the schedule has ended.
+    ``due``: the job's due-index entry, present iff the job is active (not paused, ``next_run_at`` set).
+    ``partition``: the scheduler partition the job is homed in; ``term``: fencing token of the last scheduler
+    that moved it (never lowered by an edit); ``version``: counts the API's rewrites (None on states written
+    before versions existed; a move lands only on the version it was planned from). ``anchor_at``: a rate's
+    anchor; ``end_at``: no fire after it; ``on_time_from``: set when the API accepted a one-off whose instant
+    was already past (its lateness counts from then). ``jitter_offset_ms``: the job's fixed dispatch delay.
+    """
+
+    job_id: str
+    partition: int
+    schedule: str
+    timezone: str = "UTC"
+    anchor_at: int | None = None
+    end_at: int | None = None
+    missed: MissedPolicy = MissedPolicy.CATCH_UP
+    catch_up_window_s: int = DEFAULT_CATCH_UP_WINDOW_S
+    misfire_grace_s: int = DEFAULT_MISFIRE_GRACE_S
+    jitter_offset_ms: int = 0
+    paused: bool = False
+    term: int = 0
+    version: int | None = None
+    next_run_at: int | None = None
+    on_time_from: int | None = None
+    due: DueEntry | None = None
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored scheduling state no code path of ours wrote (a wrong type, an unknown policy): ``reason`` says
+    what is wrong. The tick reports it and leaves it where it is."""
+
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """A live job as stored: ``job`` (its settings; ``paused`` and ``next_run_at`` taken from ``state``) and its
+    scheduling ``state`` (None only if it was never written)."""
+
+    job: Job
+    state: SchedulingState | None
+
+
+DuePageToken = object
+"""Where a page of a due-index query stopped (opaque: only the store that issued it reads it)."""
+
+
+class DueIndex(Protocol):
+    """What the tick needs from the job store."""
+
+    def query_due(
+        self,
+        partition: int,
+        bucket: int,
+        shard: int,
+        up_to_ms: int,
+        limit: int = 500,
+        after: DuePageToken | None = None,
+    ) -> tuple[list[DueEntry], DuePageToken | None]:
+        """One page of the entries filed under ``(partition, bucket, shard)`` with ``due_at <= up_to_ms``, oldest
+        first, and where the next page starts (None: no more). May lag behind writes (an eventually consistent
+        index): the tick re-reads each job's state before acting."""
+        ...
+
+    def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
+        """The current states of ``job_ids`` by job id, read strongly consistent; absent jobs are left out."""
+        ...
+
+    def move(
+        self,
+        job_id: str,
+        *,
+        expected_next_run_at: int,
+        expected_version: int | None,
+        partition: int,
+        term: int,
+        next_run_at: int | None,
+        due: DueEntry | None,
+        to_partition: int | None = None,
+    ) -> None:
+        """Move a job on after a fire, fenced: lands only when the stored state still has
+        ``expected_next_run_at`` and ``expected_version``, is in the due index, is homed in ``partition`` and
+        has a ``term`` not above ``term``. ``next_run_at=None`` ends the schedule; ``due=None`` leaves the
+        index; ``to_partition`` re-homes the job (its term restarts at 0). Raises ``Conflict`` (``current``:
+        the stored ``SchedulingState``, or None when the job is gone)."""
+        ...
+
+    def oldest_due_bucket(self, partition: int) -> int | None:
+        """The oldest bucket holding an entry of ``partition`` (None: none). Slow: for bootstrapping only."""
+        ...
+
+
+class JobRepository(Protocol):
+    """What the API's ``JobService`` needs from the job store. Reads are strongly consistent."""
+
+    def create(self, job: Job, state: SchedulingState) -> None:
+        """Store a new job and its state, taking its name. Raises ``NameTaken(job_id of the holder)``, or
+        ``Conflict`` when the name was taken and released meanwhile."""
+        ...
+
+    def get(self, job_id: str) -> StoredJob:
+        """The live job ``job_id``. Raises ``NotFound`` (absent or deleted)."""
+        ...
+
+    def job_id_by_name(self, owner: str, name: str) -> str | None:
+        """The id of the owner's live job called ``name``, or None."""
+        ...
+
+    def list_by_owner(
+        self, owner: str, limit: int, after: tuple[str, str] | None = None
+    ) -> tuple[list[StoredJob], tuple[str, str] | None]:
+        """A page of at most ``limit`` of the owner's live jobs ordered by name, after ``after = (name,
+        job_id)``, and ``(name, job_id)`` of its last job when more may follow (else None)."""
+        ...
+
+    def replace(
+        self,
+        job: Job,
+        state: SchedulingState,
+        expected_updated_at: int,
+        expected_state: tuple[int | None, int] | None = None,
+    ) -> None:
+        """Rewrite a job and its state. Refused with ``Conflict`` when its ``updated_at`` (epoch ms) is no
+        longer ``expected_updated_at`` (or it was deleted), or, with ``expected_state = (next_run_at or None,
+        term)``, when a scheduler moved it or a newer leader stamped it since."""
+        ...
+
+    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None) -> None:
+        """Delete a job: its state and due entry go, its name is free again (unless a newer job holds it), and,
+        with ``retention_days``, a tombstone keeps its run history's owner known for that long. Raises
+        ``NotFound`` when it is already deleted."""
+        ...
+
+    def history_owner(self, job_id: str) -> str | None:
+        """The owner of the job's run history: of the live job, or of the deleted one while its tombstone
+        lasts; None when there is neither."""
+        ...

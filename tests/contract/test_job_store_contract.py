@@ -1,0 +1,233 @@
+"""One contract for the job store, run against the in-memory fake and the DynamoDB adapter (on moto):
+conditional writes, fencing by partition and term, version conditions, paging, due-index queries."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from jobsched.memory.jobs import MemoryJobStore
+from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.jobs import DueEntry, SchedulingState
+from jobsched.store.jobs import JobStore
+
+T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def store(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        return MemoryJobStore()
+    settings, aws = request.getfixturevalue("settings"), request.getfixturevalue("aws")
+    return JobStore(aws.table(settings.jobs_table))
+
+
+def job(number: int, *, owner: str = "team-a", name: str | None = None) -> Job:
+    return Job(
+        id=f"j_{number:020x}",
+        name=name or f"job-{number:03d}",
+        owner=owner,
+        schedule="* * * * *",
+        target=CommandTarget(name="echo"),
+        created_at=from_ms(T0),
+        updated_at=from_ms(T0),
+    )
+
+
+def state(
+    of: Job,
+    *,
+    next_run_at: int | None = T0,
+    partition: int = 0,
+    bucket: int = 5,
+    shard: int = 0,
+    **fields: Any,
+) -> SchedulingState:
+    due = DueEntry(of.id, partition, bucket, shard, next_run_at) if next_run_at is not None else None
+    values: dict[str, Any] = {"anchor_at": T0, "version": 1, "next_run_at": next_run_at, "due": due}
+    values.update(fields)
+    return SchedulingState(job_id=of.id, partition=partition, schedule=of.schedule, **values)
+
+
+def test_a_created_job_reads_back_with_its_state(store: Any) -> None:
+    first = job(1)
+    stored_state = state(first, term=4, on_time_from=T0 + 3)
+    store.create(first, stored_state)
+    found = store.get(first.id)
+    assert found.state == stored_state
+    assert found.job.id == first.id and found.job.owner == "team-a" and found.job.name == "job-001"
+    assert to_ms(found.job.next_run_at) == T0 and found.job.paused is False
+    assert store.job_id_by_name("team-a", "job-001") == first.id
+    assert store.history_owner(first.id) == "team-a"
+
+
+def test_a_taken_name_is_refused_with_its_holder_and_other_owners_are_apart(store: Any) -> None:
+    first = job(1, name="report")
+    store.create(first, state(first))
+    with pytest.raises(NameTaken) as taken:
+        store.create(job(2, name="report"), state(job(2, name="report")))
+    assert taken.value.job_id == first.id
+    other = job(3, owner="team-b", name="report")
+    store.create(other, state(other))
+    assert store.job_id_by_name("team-b", "report") == other.id
+
+
+def test_unknown_jobs_are_not_found(store: Any) -> None:
+    with pytest.raises(NotFound):
+        store.get("j_" + "0" * 20)
+    assert store.history_owner("j_" + "0" * 20) is None
+    assert store.scheduling_states(["j_" + "0" * 20]) == {}
+
+
+def test_replace_is_conditional_on_updated_at_and_on_the_state_read(store: Any) -> None:
+    first = job(1)
+    store.create(first, state(first, term=2))
+    edited = first.model_copy(update={"updated_at": from_ms(T0 + 1), "paused": True})
+    paused = state(first, term=2, version=2, paused=True, due=None)
+    with pytest.raises(Conflict):  # an older updated_at than stored
+        store.replace(edited, paused, T0 - 1)
+    with pytest.raises(Conflict):  # a scheduler moved it since it was read
+        store.replace(edited, paused, T0, expected_state=(T0 - 60_000, 2))
+    with pytest.raises(Conflict):  # a newer leader stamped it since
+        store.replace(edited, paused, T0, expected_state=(T0, 1))
+    assert store.get(first.id).state.version == 1
+    store.replace(edited, paused, T0, expected_state=(T0, 2))
+    found = store.get(first.id)
+    assert found.state == paused and found.job.paused is True and to_ms(found.job.updated_at) == T0 + 1
+    assert store.query_due(0, 5, 0, T0 + 1) == ([], None)  # out of the due index
+
+
+def test_delete_frees_the_name_keeps_the_history_owner_and_refuses_a_repeat(store: Any) -> None:
+    first = job(1, name="report")
+    store.create(first, state(first))
+    store.delete(first, deleted_at_ms=T0, retention_days=1)
+    with pytest.raises(NotFound):
+        store.get(first.id)
+    with pytest.raises(NotFound):
+        store.delete(first, deleted_at_ms=T0, retention_days=1)
+    assert store.history_owner(first.id) == "team-a"
+    assert store.job_id_by_name("team-a", "report") is None
+    assert store.query_due(0, 5, 0, T0 + 1) == ([], None)
+    newer = job(2, name="report")
+    store.create(newer, state(newer))
+    with pytest.raises(NotFound):  # a late repeat of the first delete leaves the newer job's name alone
+        store.delete(first, deleted_at_ms=T0, retention_days=1)
+    assert store.job_id_by_name("team-a", "report") == newer.id
+    gone = job(3)
+    store.create(gone, state(gone))
+    store.delete(gone, deleted_at_ms=T0, retention_days=None)
+    assert store.history_owner(gone.id) is None
+
+
+def test_list_by_owner_pages_by_name(store: Any) -> None:
+    for number in (5, 1, 4, 2, 3):
+        store.create(job(number), state(job(number)))
+    store.create(job(9, owner="team-b"), state(job(9, owner="team-b")))
+    names: list[str] = []
+    after = None
+    for _ in range(10):
+        page, after = store.list_by_owner("team-a", 2, after)
+        assert len(page) <= 2
+        names += [found.job.name for found in page]
+        if after is None:
+            break
+    assert names == [f"job-{n:03d}" for n in (1, 2, 3, 4, 5)]
+
+
+def test_query_due_reads_one_bucket_and_shard_oldest_first_in_pages(store: Any) -> None:
+    jobs = [job(n) for n in range(1, 8)]
+    for n, one in enumerate(jobs):
+        store.create(one, state(one, next_run_at=T0 + 1000 * (7 - n)))
+    other_shard, other_bucket, later = job(20), job(21), job(22)
+    store.create(other_shard, state(other_shard, shard=1))
+    store.create(other_bucket, state(other_bucket, bucket=6))
+    store.create(later, state(later, next_run_at=T0 + 60_000))
+    found: list[DueEntry] = []
+    token = None
+    for _ in range(10):
+        page, token = store.query_due(0, 5, 0, T0 + 10_000, 3, token)
+        assert len(page) <= 3
+        found += page
+        if token is None:
+            break
+    assert [e.due_at for e in found] == [T0 + 1000 * k for k in range(1, 8)]
+    assert all(e.partition == 0 and e.bucket == 5 and e.shard == 0 for e in found)
+    assert {e.job_id for e in found} == {one.id for one in jobs}
+    assert store.oldest_due_bucket(0) == 5 and store.oldest_due_bucket(1) is None
+    assert store.highest_due_partition() == 0
+
+
+def test_a_move_lands_only_on_the_state_it_was_planned_from(store: Any) -> None:
+    first = job(1)
+    store.create(first, state(first, term=3, version=2))
+    nxt = DueEntry(first.id, 0, 6, 0, T0 + 60_000)
+    move: dict[str, Any] = {
+        "expected_next_run_at": T0,
+        "expected_version": 2,
+        "partition": 0,
+        "term": 3,
+        "next_run_at": T0 + 60_000,
+        "due": nxt,
+    }
+    refusals = [
+        {"term": 2},  # fenced: a newer leader (term 3) wrote it
+        {"expected_next_run_at": T0 - 60_000},  # someone else moved it
+        {"expected_version": 1},  # the API rewrote it
+        {"expected_version": None},
+        {"partition": 1},  # homed elsewhere
+    ]
+    for change in refusals:
+        with pytest.raises(Conflict) as refused:
+            store.move(first.id, **{**move, **change})
+        assert refused.value.current == state(first, term=3, version=2), change
+    store.move(first.id, **{**move, "term": 4})
+    assert store.scheduling_states([first.id])[first.id] == state(
+        first, term=4, version=2, next_run_at=T0 + 60_000, bucket=6
+    )
+    assert store.query_due(0, 6, 0, T0 + 60_000)[0] == [nxt]
+
+
+def test_a_move_can_end_the_schedule_and_rehome_the_job(store: Any) -> None:
+    first, second = job(1), job(2)
+    store.create(first, state(first, term=3))
+    store.create(second, state(second, term=3))
+    moved = DueEntry(first.id, 2, 6, 1, T0 + 60_000)
+    store.move(
+        first.id,
+        expected_next_run_at=T0,
+        expected_version=1,
+        partition=0,
+        term=5,
+        next_run_at=T0 + 60_000,
+        due=moved,
+        to_partition=2,
+    )
+    assert store.scheduling_states([first.id])[first.id] == replace(
+        state(first), partition=2, term=0, next_run_at=T0 + 60_000, due=moved
+    )
+    assert store.highest_due_partition() == 2 and store.oldest_due_bucket(2) == 6
+    store.move(
+        second.id,
+        expected_next_run_at=T0,
+        expected_version=1,
+        partition=0,
+        term=3,
+        next_run_at=None,
+        due=None,
+    )
+    ended = store.scheduling_states([second.id])[second.id]
+    assert ended.next_run_at is None and ended.due is None and ended.term == 3
+    with pytest.raises(Conflict):  # out of the due index: nothing to move
+        store.move(
+            second.id,
+            expected_next_run_at=T0,
+            expected_version=1,
+            partition=0,
+            term=3,
+            next_run_at=1,
+            due=None,
+        )
