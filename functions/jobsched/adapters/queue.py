@@ -12,6 +12,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from jobsched.ports.runs import MAX_DELAY_S, Delivery, QueueSendError, RunMessage
+from jobsched.store.errors import TRANSIENT_ERRORS
 
 
 def default_worker_id() -> str:
@@ -48,7 +49,9 @@ class RunQueue:
     def send(self, messages: Sequence[RunMessage]) -> None:
         """Send messages in batches of 10 (one request per batch).
 
-        Raises ``QueueSendError`` listing the messages SQS refused (callers retry or leave them to the sweeper).
+        Raises ``QueueSendError`` listing the messages SQS refused, or, when a request fails outright (a
+        throttle, a timeout, a service error after the SDK's retries), that batch and every later one (callers
+        retry or leave them to the sweeper).
         """
         failed: list[RunMessage] = []
         for start in range(0, len(messages), 10):
@@ -57,7 +60,10 @@ class RunQueue:
                 {"Id": str(i), "MessageBody": m.body(), "DelaySeconds": max(0, min(m.delay_s, MAX_DELAY_S))}
                 for i, m in enumerate(batch)
             ]
-            response = self.sqs.send_message_batch(QueueUrl=self.url, Entries=entries)
+            try:
+                response = self.sqs.send_message_batch(QueueUrl=self.url, Entries=entries)
+            except TRANSIENT_ERRORS as error:
+                raise QueueSendError([*failed, *messages[start:]]) from error
             failed.extend(batch[int(f["Id"])] for f in response.get("Failed", []))
         if failed:
             raise QueueSendError(failed)

@@ -29,10 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
-from jobsched.adapters.queue import RunQueue
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
@@ -58,7 +56,7 @@ from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, SchedulingState, StoredJob
-from jobsched.ports.runs import QueueSendError, RunMessage, new_run
+from jobsched.ports.runs import QueueSendError, RunHistory, RunMessage, RunSender, new_run
 from jobsched.schedules import (
     Schedule,
     ScheduleError,
@@ -67,7 +65,6 @@ from jobsched.schedules import (
     validate_schedule,
 )
 from jobsched.settings import Settings
-from jobsched.store.runs import RunStore
 from jobsched.targets.ownership import TargetTags
 
 JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
@@ -125,8 +122,8 @@ class JobService:
         *,
         settings: Settings,
         jobs: JobRepository,
-        runs: RunStore,
-        queue: RunQueue,
+        runs: RunHistory,
+        queue: RunSender,
         clock: Clock,
         idempotency: IdempotencyKeys | None = None,
         target_tags: TargetTags | None = None,
@@ -497,7 +494,7 @@ class JobService:
     def _send_manual(self, run: Run) -> None:
         try:
             self.queue.send([RunMessage(job_id=run.job_id, scheduled_for=to_ms(run.scheduled_for))])
-        except (QueueSendError, ClientError, BotoCoreError) as error:
+        except QueueSendError as error:
             logger.warning(
                 "manual run saved but not enqueued; the sweeper will enqueue it",
                 run_id=run.id,

@@ -428,3 +428,18 @@ class TargetRunner(Protocol):
     """Runs one try against a target (``jobsched.targets.Targets``); raises ``TargetFailed``."""
 
     def execute(self, target: Any, call: TargetCall) -> str: ...
+
+
+class RunHistory(Protocol):
+    """What the API's use cases need of the run store (``jobsched.store.runs.RunStore``; the in-memory fake
+    ``jobsched.memory.runs.MemoryRunStore``): manual runs, one run, a job's history page."""
+
+    def put_new(self, row: RunRow) -> RunRow | None: ...
+
+    def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert: ...
+
+    def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None: ...
+
+    def list_for_job(
+        self, job_id: str, limit: int, *, status: RunStatus | None = None, before_ms: int | None = None
+    ) -> tuple[list[RunRow], int | None]: ...

@@ -8,6 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+from jobsched.adapters.queue import RunQueue
 from jobsched.ports.errors import Conflict
 from jobsched.ports.jobs import DueEntry
 from jobsched.ports.runs import QueueSendError, RunMessage
@@ -77,33 +78,39 @@ def test_an_unexpected_exception_is_500_with_a_generic_message_and_a_logged_stac
 
 
 class FailingQueue:
-    """A run queue whose sends fail (refused by SQS or an AWS error)."""
+    """A run queue whose sends SQS refuses."""
 
-    def __init__(self, error: Exception) -> None:
-        self.error = error
+    def __init__(self) -> None:
         self.sent: list[RunMessage] = []
 
     def send(self, messages: list[RunMessage]) -> None:
         self.sent.extend(messages)
-        raise self.error
+        raise QueueSendError(list(messages))
 
 
-@pytest.mark.parametrize(
-    "error",
-    [
-        QueueSendError([RunMessage("j", 1)]),
-        client_error("AWS.SimpleQueueService.NonExistentQueue", "SendMessageBatch"),
-    ],
-)
-def test_a_trigger_whose_enqueue_fails_still_saves_the_run_for_the_sweeper(http, error):
+class FailingSqs:
+    """An SQS client whose SendMessageBatch fails outright (an AWS error after the SDK's retries)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def send_message_batch(self, **kwargs: Any) -> Any:
+        self.sent.extend(kwargs["Entries"])
+        raise client_error("AWS.SimpleQueueService.NonExistentQueue", "SendMessageBatch")
+
+
+@pytest.mark.parametrize("failure", ["refused", "aws-error"])
+def test_a_trigger_whose_enqueue_fails_still_saves_the_run_for_the_sweeper(http, failure):
     job = http.create()
-    queue = FailingQueue(error)
-    http.api.service.queue = queue  # type: ignore[assignment]
+    # SQS refusing the message, or the request failing outright: the queue adapter raises QueueSendError
+    queue = FailingQueue() if failure == "refused" else RunQueue(FailingSqs(), "https://sqs/q")
+    http.api.service.queue = queue
 
     reply = http("POST", f"/jobs/{job['id']}/trigger")
 
     assert reply.status == 202 and reply.body["status"] == "queued"
-    assert len(queue.sent) == 1
+    sent = queue.sent if isinstance(queue, FailingQueue) else queue.sqs.sent
+    assert len(sent) == 1
     row = http.aws.table(http.settings.runs_table).get_item(
         Key={"job_id": job["id"], "scheduled_for": http.NOW_MS}
     )["Item"]
