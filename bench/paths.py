@@ -2,7 +2,7 @@
 
 Set-up: ``jobs`` jobs ``every 1 second`` (a no-op ``echo`` command target, an ``input`` of ``input_bytes``),
 their creation instants spread over a second, so each tick finds ``jobs`` runs due: 100 by default, close
-to the walkthrough's average of 116 runs a second. The components are the production ones, wired the
+to the design §10's average of 116 runs a second. The components are the production ones, wired the
 production way: ``Components.scheduler_loop`` and ``Components.worker`` on a :func:`~bench.counting.counting_aws`
 each; the run queue is drained after every tick through the worker Lambda handler by
 ``jobsched.local.event_source.SqsEventSource`` (receive 10, call the handler with the SQS event, delete the

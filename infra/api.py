@@ -1,6 +1,6 @@
-"""The REST API (API Gateway): SPEC section 3 routes, IAM (SigV4) auth on every method, access logs.
+"""The REST API (API Gateway): design §3 routes, IAM (SigV4) auth on every method, access logs.
 
-Every route of SPEC section 3 is declared from the API's one route table (``jobsched.api.routes.ROUTES``, from
+Every route of design §3 is declared from the API's one route table (``jobsched.api.routes.ROUTES``, from
 which the handler's routes are registered too), so an unknown path never reaches the function, and each is
 proxied to the one API function, which owns validation, error mapping and the owner check. The
 caller's identity (``requestContext.identity.userArn``) is the owner: API Gateway has already
@@ -155,7 +155,7 @@ class Api(Construct):
                 api_method,
                 "AwsSolutions-COG4",
                 "Callers are AWS principals (team roles, CI), authenticated with SigV4 by IAM authorization "
-                "(SPEC section 3); the owner is the caller's IAM identity. A Cognito user pool would add a "
+                "(design §3); the owner is the caller's IAM identity. A Cognito user pool would add a "
                 "second identity system for machine callers that already have one.",
             )
         for response_type, (status, _) in GATEWAY_ERRORS.items():

@@ -207,7 +207,7 @@ class Functions(Construct):
         acknowledge(
             function,
             "AwsSolutions-L1",
-            "Python 3.12 is the runtime this release is built and tested for (SPEC section 6): the asset's "
+            "Python 3.12 is the runtime this release is built and tested for (design §6): the asset's "
             "compiled wheels (pydantic-core) are cp312. Moving to a newer runtime is a deliberate upgrade "
             "of infra/bundling.py PYTHON_VERSION and this RUNTIME together.",
         )

@@ -23,7 +23,7 @@ DEFAULT_STACK_NAME = "jobsched"
 
 
 class JobschedStack(cdk.Stack):
-    """Everything a jobsched deployment needs (SPEC section 6).
+    """Everything a jobsched deployment needs (design §6).
 
     ``config`` carries the deployment's knobs (``infra.config``); ``code`` the Lambda asset
     (default: the locally bundled ``functions/`` package). Attributes: ``storage``, ``messaging``,

@@ -1,4 +1,4 @@
-"""The HTTP client of the jobsched API (SPEC section 3), used by the CLI and by scripts.
+"""The HTTP client of the jobsched API (design §3), used by the CLI and by scripts.
 
 Authentication follows the deployment:
 
@@ -7,7 +7,7 @@ Authentication follows the deployment:
   shared config/SSO profiles, container/instance roles) through botocore's ``SigV4Auth``;
 - any other URL (local mode) gets ``Authorization: Bearer <token>``.
 
-Responses are the API's JSON objects as plain dicts (field names of SPEC section 2). Every failure is
+Responses are the API's JSON objects as plain dicts (field names of design §2). Every failure is
 one exception type, ``ApiError``, whose ``str()`` is one line a person can act on.
 """
 

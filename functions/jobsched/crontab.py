@@ -31,7 +31,7 @@ Imported jobs keep cron's behaviour by default (``CRON_JOB_DEFAULTS``): one try 
 and missed fires skipped (cron does not catch up after downtime); callers may override both.
 
 Job names are deterministic, ``crontab[-<file stem>][-<user>]-<line>-<8 hex of the entry's hash>``,
-so importing the same file again yields the same jobs and the API answers 200 for each (SPEC section 3:
+so importing the same file again yields the same jobs and the API answers 200 for each (design §3:
 an identical spec under an existing name).
 """
 

@@ -1,8 +1,8 @@
 """Pydantic models shared by the API, the scheduler, the workers and storage.
 
-Field names are the public API contract of SPEC section 2. Instants in the API are ISO 8601
+Field names are the public API contract of design §2. Instants in the API are ISO 8601
 strings in UTC (``2026-12-04T18:00:00Z``); storage keeps them as epoch milliseconds (see
-``jobsched.store``). Limits come from SPEC section 2 unless said otherwise.
+``jobsched.store``). Limits come from design §2 unless said otherwise.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ Python's 1-9999, so that any instant can be localized to any zone without leavin
 
 
 class RunStatus(StrEnum):
-    """Lifecycle of a run (SPEC section 2). Terminal: succeeded, dead, skipped."""
+    """Lifecycle of a run (design §2). Terminal: succeeded, dead, skipped."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -60,7 +60,7 @@ class RunStatus(StrEnum):
 
 
 class MissedPolicy(StrEnum):
-    """What the scheduler does with fires missed during downtime (walkthrough, "missed runs")."""
+    """What the scheduler does with fires missed during downtime (design §4.4)."""
 
     CATCH_UP = "catch_up"
     SKIP = "skip"
@@ -168,7 +168,7 @@ def _url_problem(url: str) -> str | None:
 
 
 class HttpTarget(_Strict):
-    """Request ``method url`` with body ``input``; 2xx is success (SPEC section 2).
+    """Request ``method url`` with body ``input``; 2xx is success (design §2).
 
     ``url`` must be one the worker can request (see ``_url_problem``); ``headers`` names are RFC 9110 tokens
     and values printable ASCII without CR/LF, so a header can never break or inject into the request.
@@ -300,7 +300,7 @@ class RetryPolicy(_Strict):
 
 
 def _check_input(value: Any) -> Any:
-    """``input`` must be plain JSON a target can receive unchanged, at most 64 KiB (SPEC section 2).
+    """``input`` must be plain JSON a target can receive unchanged, at most 64 KiB (design §2).
 
     Refuses NaN and Infinity (``NaN``, ``Infinity``, ``1e999`` parse to such floats in Python but are not
     JSON: they would reach targets as null) and arrays/objects nested deeper than ``MAX_INPUT_DEPTH``
@@ -326,7 +326,7 @@ def _check_input(value: Any) -> Any:
 
 
 def _expand_command(data: Any) -> Any:
-    """``"command": "send-report"`` is shorthand for a command target (SPEC section 2).
+    """``"command": "send-report"`` is shorthand for a command target (design §2).
 
     Alone, it becomes ``"target": {"type": "command", "name": ...}``; given with ``target`` it is left in place
     for the ``command`` field's validator to refuse, so the error names ``command``.

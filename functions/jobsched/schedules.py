@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 ONE_OFF_GRACE_S = 60.0
-"""A one-off less than this many seconds in the past at registration runs once, now (SPEC section 1)."""
+"""A one-off less than this many seconds in the past at registration runs once, now (design §1)."""
 
 _EPSILON = timedelta(microseconds=1)
 _FIRST_FIRE_TOLERANCE = timedelta(milliseconds=1)
@@ -137,7 +137,7 @@ def _iana_names() -> dict[str, str]:
 def get_zone(name: str) -> ZoneInfo:
     """Return the ZoneInfo for an IANA time zone name, or raise ``ScheduleError("timezone", ...)``.
 
-    Rule (SPEC section 1, "IANA names only"): a name is accepted when tzdata knows it AND it is
+    Rule (design §1, "IANA names only"): a name is accepted when tzdata knows it AND it is
     ``UTC``, ``GMT`` or has the IANA ``Area/Location`` shape. That accepts canonical names
     (``Europe/Berlin``), legacy links (``US/Pacific``), the ``Etc/*`` zones (``Etc/UTC``, ``Etc/GMT+5``:
     POSIX sign, five hours west of Greenwich), ``UTC`` and ``GMT`` (IANA links to ``Etc/UTC`` and
@@ -950,7 +950,7 @@ def validate_schedule(
 
     Rates are anchored at ``start_at`` or, if absent, ``now``. Raises ``ScheduleError``:
     ``end_at`` not after ``start_at`` (field ``end_at``); a one-off more than ``grace_s`` in the
-    past (``schedule``; SPEC: one less than 60 s in the past runs once, now); a cron that matches
+    past (``schedule``; design §1: one less than 60 s in the past runs once, now); a cron that matches
     no calendar date such as ``0 0 30 2 *`` (``schedule``; searched over a whole 400-year Gregorian
     cycle, so rare dates such as ``0 9 29 2 mon`` are valid); fires more often than
     ``min_interval_s``, the deployment's minimum interval (``schedule``); no fire before

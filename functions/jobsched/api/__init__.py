@@ -1,1 +1,1 @@
-"""The HTTP API of SPEC section 3: Powertools REST resolver (``app``), use cases (``service``), auth, errors."""
+"""The HTTP API of design §3: Powertools REST resolver (``app``), use cases (``service``), auth, errors."""

@@ -1,4 +1,4 @@
-"""The one place that turns exceptions into HTTP responses, in SPEC section 3's error shape.
+"""The one place that turns exceptions into HTTP responses, in design §3's error shape.
 
 Every error body is ``{"error": {"code": "...", "message": "...", "field": "..." | null}}``:
 
@@ -73,7 +73,7 @@ class ErrorDetail(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """The body of every error response (SPEC section 3)."""
+    """The body of every error response (design §3)."""
 
     error: ErrorDetail
 
@@ -85,7 +85,7 @@ ErrorResponse = Response[dict[str, Any]]
 def error_response(
     status: int, code: str, message: str, field: str | None = None, headers: Mapping[str, str] | None = None
 ) -> ErrorResponse:
-    """A JSON error response in the SPEC shape."""
+    """A JSON error response in the API's error shape (design §3)."""
     body = ErrorBody(error=ErrorDetail(code=code, message=message, field=field))
     return Response(
         status_code=status,

@@ -30,7 +30,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
 KEY_TTL_S = 24 * 3600
-"""How long a key's stored result is replayed (SPEC section 3: kept 24 h)."""
+"""How long a key's stored result is replayed (design §3: kept 24 h)."""
 
 KEY_PREFIX = "jobsched-api"
 """Record key prefix: records do not depend on the Lambda function's name."""

@@ -1,4 +1,4 @@
-"""The one table of the API's routes (SPEC section 3): every place that needs to know them reads it here.
+"""The one table of the API's routes (design §3): every place that needs to know them reads it here.
 
 - ``jobsched.api.app`` registers each route's handler with :func:`route`'s method and path (a handler cannot
   be registered for a route that is not in the table);
@@ -55,7 +55,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/jobs/{id}/runs", "listRuns", query=("status", "limit", "cursor")),
     Route("GET", "/openapi.json", "getOpenApi", documented=False),
 )
-"""Every route of the API, in the order of SPEC section 3."""
+"""Every route of the API, in the order of design §3."""
 
 
 def route(operation_id: str) -> Route:

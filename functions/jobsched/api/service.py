@@ -6,17 +6,17 @@ return models, raising the named errors of ``jobsched.api.exceptions`` (or ``sch
 (passed in, so tests can hand in fakes), time through the injected clock (epoch ms).
 
 Rules and where they come from:
-- a job belongs to its owner; another owner's job is "not found" on every call (SPEC section 3);
+- a job belongs to its owner; another owner's job is "not found" on every call (design §3);
 - ``name`` is unique per owner (the name-lock item): a repeated create with an identical spec returns the
-  existing job, a different spec is a conflict (SPEC section 3, walkthrough "The API");
+  existing job, a different spec is a conflict (design §3, design §3);
 - registration-time checks of the schedule (``schedules.validate_schedule``), ``timeout_s`` at most the
-  worker's cap, ``shell`` targets only where the deployment allows them (SPEC section 2);
+  worker's cap, ``shell`` targets only where the deployment allows them (design §2);
 - ``next_run_at`` of a new job is the schedule's first fire from now; rates are anchored at ``start_at``,
-  else at the job's creation (SPEC section 1); a re-timed job's is the first fire from now of its new
+  else at the job's creation (design §1); a re-timed job's is the first fire from now of its new
   settings, except that fires still pending (jitter not yet elapsed, or missed while the scheduler was down)
   are kept for the scheduler's ``missed`` policy;
 - pause takes the job out of the due index, resume puts it back with its stored (possibly past)
-  ``next_run_at`` so the scheduler applies the job's ``missed`` policy (SPEC section 4);
+  ``next_run_at`` so the scheduler applies the job's ``missed`` policy (design §4);
 - a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run; it takes
   the next free millisecond when ``now`` is one of the schedule's fire instants, which stay the scheduler's.
 """
@@ -247,7 +247,7 @@ class JobService:
     ) -> Page[Run]:
         """A page of the job's runs, newest ``scheduled_for`` first, optionally only those in ``status``.
 
-        A deleted job's runs stay listed for its owner until retention (SPEC section 3); every other route
+        A deleted job's runs stay listed for its owner until retention (design §3); every other route
         treats a deleted job as absent. Raises ``JobNotFound`` (absent, or not the owner's);
         ``InvalidInput`` (a malformed cursor) or ``CursorNotFound`` (not of this job's run listing).
         """
@@ -272,7 +272,7 @@ class JobService:
         """Apply ``patch`` (fields present replace the stored ones; ``retry`` merges field by field).
 
         When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
-        with the new settings (see :meth:`_retimed_since_ms`): future fires from now on (SPEC section 3), while
+        with the new settings (see :meth:`_retimed_since_ms`): future fires from now on (design §3), while
         fires still pending are kept, so an edit never silently drops a run. Otherwise ``next_run_at`` is kept,
         so a pending catch-up is not lost by editing ``input``. The stored fencing ``term`` is kept. Raises
         ``JobNotFound``, ``InvalidInput`` or ``ScheduleError`` (400), ``ConcurrentChange`` (409, the job kept
@@ -313,12 +313,12 @@ class JobService:
         """The instant (epoch ms) from which a re-timed job's first fire is taken: fires at or after it count.
 
         ``min(now - jitter offset, stored next_run_at)``. Fires whose dispatch instant (fire + the job's jitter
-        offset, SPEC section 4) is still ahead of now are not dropped; nor is a stored ``next_run_at`` already
+        offset, design §4) is still ahead of now are not dropped; nor is a stored ``next_run_at`` already
         past, i.e. a fire not yet run, or a backlog the scheduler missed while down or while the job was
         paused. Those come out as a past ``next_run_at``, so the scheduler runs them or records them
         ``skipped`` by the job's ``missed`` policy and catch-up window (``scheduler.plan_fires``); the unique
         run key ``(job_id, scheduled_for)`` keeps it from creating a run that already exists. Everything else
-        is "from now on" (SPEC section 3).
+        is "from now on" (design §3).
         """
         since_ms = now_ms - jitter_offset_ms(job.id, job.jitter_s)
         if stored_next_run_at is not None:
@@ -546,7 +546,7 @@ class JobService:
         return stored
 
     def _check_settings(self, job: JobSettings, owner: str) -> None:
-        """Deployment limits on owner-set fields (SPEC section 2), and a lambda/sqs target tagged for another
+        """Deployment limits on owner-set fields (design §2), and a lambda/sqs target tagged for another
         owner (``target_tags``). Raises ``InvalidInput``."""
         cap = self.settings.worker_timeout_cap_s
         if job.timeout_s > cap:

@@ -1,6 +1,6 @@
 """The scheduler's leader lease: one holder per scheduler partition, with a fencing term.
 
-Rules (walkthrough, "exactly once"; SPEC section 4):
+Rules (design §4.3):
 
 - The lease is one record per partition (``lease#<partition>`` in the CONTROL table) holding
   ``holder``, ``term`` and ``expires_at`` (epoch ms, by the holder's clock). Every change is a

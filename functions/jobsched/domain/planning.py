@@ -16,7 +16,7 @@ from jobsched.schedules import Schedule, parse_schedule
 ON_TIME_TOLERANCE_MS = 2_000
 """A fire late by less than this is never treated as missed, whatever ``misfire_grace_s`` says: the poll
 runs once a second, so an on-time fire is routinely found up to a tick (plus the tick's work) after its
-dispatch instant. ``misfire_grace_s`` above this widens it (SPEC: a fire late by less than the grace runs)."""
+dispatch instant. ``misfire_grace_s`` above this widens it (design §4.4: a fire late by less than the grace runs)."""
 
 
 # --- limits ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The sweeper (SPEC section 4, walkthrough "exactly once"): every minute, the runs nobody is looking after.
+"""The sweeper (design §4.7): every minute, the runs nobody is looking after.
 
 Unfinished runs carry ``sweep_pk``/``sweep_at`` (the sparse ``sweep`` index of the runs table, sharded
 ``sweep#0..SWEEP_SHARDS-1``); ``sweep_at`` is when the sweeper should next look at the run. Each pass reads

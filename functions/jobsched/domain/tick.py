@@ -1,6 +1,6 @@
 """The scheduler: each second, find the jobs due now, create each run once, enqueue it, move the job on.
 
-Pure domain logic (SPEC section 4; walkthrough, "finding the due jobs" and "exactly once"): the stores,
+Pure domain logic (design §4.1, §4.2): the stores,
 the queue, the lease and the clock are passed in, so tests drive hours of simulated time with fakes.
 
 One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick`:

@@ -1,6 +1,5 @@
-"""The worker: one delivery of a run, from claim to a recorded result (SPEC section 5; walkthrough deep dives
-"exactly once" and "retries and timeouts"). Pure domain: no boto3; the stores, queues and targets are passed
-in behind the small interfaces below.
+"""The worker: one delivery of a run, from claim to a recorded result (design §5.1-§5.3). Pure domain: no
+boto3; the stores, queues and targets are passed in behind the ports of ``jobsched.ports``.
 
 One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_for"}``):
 

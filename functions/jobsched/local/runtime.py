@@ -1,4 +1,4 @@
-"""``jobsched local``: the whole system in one process, on an embedded moto (SPEC section 7).
+"""``jobsched local``: the whole system in one process, on an embedded moto (design §7).
 
 What runs, each in its own thread(s):
 

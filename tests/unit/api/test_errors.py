@@ -1,4 +1,4 @@
-"""Request validation errors become 400s naming the field, in the SPEC error shape."""
+"""Request validation errors become 400s naming the field, in the API error shape (design §3)."""
 
 from __future__ import annotations
 
