@@ -160,11 +160,11 @@ function timeline(runs, fires) {
       next.length ? h("span", { style: "--c: transparent" }, "dashed: next fires") : null));
 }
 
-function specList(job) {
-  const skip = new Set(["id", "name", "owner"]);
-  return h("dl", { class: "spec" }, Object.entries(job).filter(([key]) => !skip.has(key)).flatMap(([key, value]) => [
+function specList(fields, skip = []) {
+  return h("dl", { class: "spec" }, Object.entries(fields).filter(([key]) => !skip.includes(key)).flatMap(([key, value]) => [
     h("dt", {}, key),
-    h("dd", {}, value !== null && typeof value === "object" ? h("pre", {}, JSON.stringify(value, null, 2)) : String(value)),
+    h("dd", {}, value === null || value === undefined ? "–"
+      : typeof value === "object" ? h("pre", {}, JSON.stringify(value, null, 2)) : String(value)),
   ]));
 }
 
@@ -213,7 +213,7 @@ function jobView(id) {
         h("h2", {}, "Runs"), runs.length ? runsTable(runs) : h("p", { class: "muted" }, "No runs yet."),
         features.events ? [h("h2", {}, "Events"), table(["At", "Event", "Actor", "Detail"], events.map((e) =>
           [e.at || e.time || "", e.type || e.kind || "", e.actor || "", { wrap: JSON.stringify(e.fields || e.detail || "") }]))] : null,
-        h("h2", {}, "Spec"), h("div", { class: "card" }, specList(job)),
+        h("h2", {}, "Spec"), h("div", { class: "card" }, specList(job, ["name"])),
       );
     },
   };
