@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
 
 from tests.e2e.browser import (
     DESKTOP,
@@ -87,12 +89,21 @@ def row_of(driver: WebDriver, name: str) -> str:
     return str(until(driver, f"the row of {name}", lambda d: text_of_row(d, name)))
 
 
+def finished(local: LocalProcess, job_id: str) -> list[dict[str, Any]]:
+    return [r for r in runs_of(local, job_id) if r["status"] in ("succeeded", "dead")]
+
+
 def test_jobs_page_shows_each_job_with_its_schedule_in_words_and_filters(
     local: LocalProcess, desktop: WebDriver, shots: Path
 ) -> None:
-    # Given two jobs of team a
-    nightly = create(local, schedule="0 2 * * *", timezone="Europe/Berlin")
-    often = create(local, schedule="*/30 * * * * *")
+    # Given jobs of team a: a nightly one, a frequent one, a paused one, and one whose run died
+    nightly = create(local, name="nightly-billing", schedule="0 2 * * *", timezone="Europe/Berlin")
+    often = create(local, name="heartbeat", schedule="*/30 * * * * *")
+    create(local, name="weekly-report", schedule="0 9 * * 1-5", timezone="America/New_York", paused=True)
+    broken = create(local, name="broken-export", command="fail", retry={"max_attempts": 1})
+    assert local.http.post(f"/jobs/{broken['id']}/trigger").status_code in (200, 201, 202)
+    wait_for("the broken job's run to die", lambda: finished(local, broken["id"]), 45)
+    wait_for("a run of the frequent job", lambda: finished(local, often["id"]), 45)
 
     # When team a opens the console
     sign_in(desktop, local.url, TEAM_A)
@@ -102,20 +113,26 @@ def test_jobs_page_shows_each_job_with_its_schedule_in_words_and_filters(
     assert "0 2 * * *" in row and "every day at 02:00, Europe/Berlin" in row and "active" in row
     assert nightly["next_run_at"][:10] in row
     assert "every 30 seconds" in row_of(desktop, often["name"])
-    # and once a run of the frequent job finished, its last status, success rate and lateness show
-    wait_for(
-        "a run of the frequent job",
-        lambda: any(r["status"] == "succeeded" for r in runs_of(local, often["id"])),
-        45,
-    )
+    assert "paused" in row_of(desktop, "weekly-report") and "– (paused)" in row_of(desktop, "weekly-report")
+    # with the last run's status, the success rate and the start lateness over the runs
     until(desktop, "the frequent job's last run", lambda d: "succeeded" in row_of(d, often["name"]))
     assert "100%" in row_of(desktop, often["name"])
+    assert re.search(r"\d+\.\d\ds / \d+\.\d\ds", row_of(desktop, often["name"]))
+    broken_row = row_of(desktop, broken["name"])
+    assert "dead" in broken_row and "0%" in broken_row
     desktop.save_screenshot(str(shots / "jobs.png"))
 
-    # When the list is filtered by name, only the matching job is left
-    element(desktop, "#filter-name").send_keys(nightly["name"])
-    until(desktop, "the filter", lambda d: often["name"] not in d.find_element(By.ID, "jobs").text)
-    assert nightly["name"] in desktop.find_element(By.ID, "jobs").text
+    # When the list is filtered by state, then by name, only the matching jobs are left
+    Select(element(desktop, "#filter-state")).select_by_value("dead")
+    until(desktop, "the state filter", lambda d: not text_of_row(d, often["name"]))
+    assert row_of(desktop, broken["name"])
+    Select(element(desktop, "#filter-state")).select_by_value("paused")
+    until(desktop, "the paused filter", lambda d: not text_of_row(d, broken["name"]))
+    assert row_of(desktop, "weekly-report")
+    Select(element(desktop, "#filter-state")).select_by_value("all")
+    element(desktop, "#filter-name").send_keys("billing")
+    until(desktop, "the name filter", lambda d: not text_of_row(d, often["name"]))
+    assert row_of(desktop, nightly["name"])
     assert page_errors(desktop) == []
 
 
