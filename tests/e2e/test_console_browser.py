@@ -113,7 +113,9 @@ def test_jobs_page_shows_each_job_with_its_schedule_in_words_and_filters(
     assert "0 2 * * *" in row and "every day at 02:00, Europe/Berlin" in row and "active" in row
     assert nightly["next_run_at"][:10] in row
     assert "every 30 seconds" in row_of(desktop, often["name"])
-    assert "paused" in row_of(desktop, "weekly-report") and "– (paused)" in row_of(desktop, "weekly-report")
+    assert "paused" in row_of(desktop, "weekly-report") and "\u2013 (paused)" in row_of(
+        desktop, "weekly-report"
+    )
     # with the last run's status, the success rate and the start lateness over the runs
     until(desktop, "the frequent job's last run", lambda d: "succeeded" in row_of(d, often["name"]))
     assert "100%" in row_of(desktop, often["name"])
