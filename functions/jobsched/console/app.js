@@ -86,7 +86,7 @@ async function act(label, text, call, options = {}) {
   } catch (error) {
     showError(error);
   }
-  if (current) await current.refresh();
+  if (current) await refresh(current, generation);
 }
 
 // Run `work` for each item, `limit` at a time.
@@ -186,7 +186,7 @@ function jobView(id) {
     async refresh() {
       const [job, runs, fires, events] = await Promise.all([
         api.getJob(id), api.listRuns(id, { max: 100 }),
-        features.fires ? api.listFires(id, 10).then((page) => page.items || []) : [],
+        features.fires ? api.listFires(id, 10).then((page) => (Array.isArray(page) ? page : page.items || [])) : [],
         features.events ? api.listEvents(id) : [],
       ]);
       const stats = runStats(runs);
@@ -305,7 +305,12 @@ function healthView() {
 }
 
 // --- routing and polling ---------------------------------------------------------------------------
+let inFlight = null; // the view being refreshed: refreshes of a view never overlap;
+let again = false; // one asked for meanwhile (after an action, say) runs when the current one ends
+
 async function refresh(view, mine) {
+  if (inFlight === view) { again = true; return; }
+  inFlight = view;
   try {
     await view.refresh();
     if (mine !== generation) return;
@@ -315,6 +320,9 @@ async function refresh(view, mine) {
     if (mine !== generation) return;
     if (error.status === 401) { loginView(api.token.get() ? `The API refused the token: ${error.message}` : null); return; }
     showError(error);
+  } finally {
+    if (inFlight === view) inFlight = null;
+    if (again && current === view) { again = false; refresh(view, generation); }
   }
 }
 
