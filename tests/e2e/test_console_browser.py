@@ -303,3 +303,49 @@ def test_schedule_in_words(
         zone,
     )
     assert said == words
+
+
+def test_local_mode_prints_the_consoles_address(local: LocalProcess) -> None:
+    assert f"console: {local.url}/ui/  (the web console; it asks for a token)" in local.lines
+
+
+def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
+    local: LocalProcess, desktop: WebDriver
+) -> None:
+    # Today's API document has none of the operability routes: no Failures view, no pause reason field
+    sign_in(desktop, local.url, TEAM_A)
+    assert element(desktop, "#nav a[data-view=jobs]").is_displayed()
+    assert desktop.find_element(By.CSS_SELECTOR, "#nav a[data-view=failures]").is_displayed() is False
+    today = desktop.execute_async_script(
+        "const done = arguments[0]; import('./api.js').then((m) => m.features()).then(done);"
+    )
+    assert today == {
+        "allRuns": False,
+        "runDetail": False,
+        "retry": False,
+        "backfill": False,
+        "fires": False,
+        "events": False,
+        "pauseReason": False,
+    }
+
+    # A document listing them (the paths and names of the operability issue) turns each one on
+    later = desktop.execute_async_script(
+        """
+        const done = arguments[0];
+        const op = { responses: {} };
+        const doc = { paths: {
+          "/runs": { get: op },
+          "/jobs/{id}/runs/{run_id}": { get: op },
+          "/jobs/{id}/runs/{run_id}/retry": { post: op },
+          "/jobs/{id}/backfill": { post: op },
+          "/jobs/{id}/fires": { get: op },
+          "/jobs/{id}/events": { get: op },
+          "/jobs/{id}/pause": { post: { requestBody: {}, responses: {} } },
+        } };
+        const real = window.fetch;
+        window.fetch = async () => new Response(JSON.stringify(doc), { status: 200 });
+        import('./api.js').then((m) => m.features()).then((f) => { window.fetch = real; done(f); });
+        """
+    )
+    assert later == dict.fromkeys(today, True)
