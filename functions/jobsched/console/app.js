@@ -77,7 +77,7 @@ function confirmAction(text, { reason = false } = {}) {
   });
 }
 
-async function act(label, text, call, options = {}) {
+async function act(text, call, options = {}) {
   const answer = await confirmAction(text, options);
   if (!answer) return;
   try {
@@ -196,10 +196,10 @@ function jobView(id) {
         job.paused && job.paused_reason ? h("p", { id: "paused-reason" }, `Paused by ${job.paused_by || "?"} at ${job.paused_at || "?"}: ${job.paused_reason}`) : null,
         h("div", { class: "toolbar" },
           job.paused
-            ? h("button", { id: "resume", onclick: () => act("resume", `Resume ${job.name}? Missed fires follow its missed policy (${job.missed}).`, () => api.resumeJob(id)) }, "Resume")
-            : h("button", { id: "pause", onclick: () => act("pause", `Pause ${job.name}? No new runs start until it is resumed.`, (a) => api.pauseJob(id, reason ? a.reason : undefined), { reason }) }, "Pause"),
-          h("button", { id: "trigger", class: "primary", onclick: () => act("trigger", `Trigger ${job.name} now, outside its schedule?`, () => api.triggerJob(id, api.newKey())) }, "Trigger now"),
-          h("button", { id: "delete", class: "danger", onclick: () => act("delete", `Delete ${job.name}? No new runs; its history is kept until retention.`, async () => { await api.deleteJob(id); location.hash = "#/jobs"; }) }, "Delete")),
+            ? h("button", { id: "resume", onclick: () => act(`Resume ${job.name}? Missed fires follow its missed policy (${job.missed}).`, () => api.resumeJob(id)) }, "Resume")
+            : h("button", { id: "pause", onclick: () => act(`Pause ${job.name}? No new runs start until it is resumed.`, (a) => api.pauseJob(id, reason ? a.reason : undefined), { reason }) }, "Pause"),
+          h("button", { id: "trigger", class: "primary", onclick: () => act(`Trigger ${job.name} now, outside its schedule?`, () => api.triggerJob(id, api.newKey())) }, "Trigger now"),
+          h("button", { id: "delete", class: "danger", onclick: () => act(`Delete ${job.name}? No new runs; its history is kept until retention.`, async () => { await api.deleteJob(id); location.hash = "#/jobs"; }) }, "Delete")),
       );
       fill(body, 
         h("div", { class: "stats" },
@@ -223,7 +223,7 @@ function backfillForm(id) {
   const start = h("input", { id: "backfill-start", placeholder: "start (ISO 8601)" });
   const end = h("input", { id: "backfill-end", placeholder: "end (ISO 8601, exclusive)" });
   return h("div", {}, h("h2", {}, "Backfill"), h("div", { class: "toolbar" }, start, end,
-    h("button", { onclick: () => act("backfill", `Create runs for every fire in [${start.value}, ${end.value})?`,
+    h("button", { onclick: () => act(`Create runs for every fire in [${start.value}, ${end.value})?`,
       () => api.backfill(id, start.value, end.value, api.newKey())) }, "Backfill")));
 }
 
@@ -244,7 +244,7 @@ function runView(id, runId) {
         h("p", {}, h("a", { href: `#/jobs/${encodeURIComponent(id)}` }, `← ${job.name}`)),
         h("h1", {}, `Run ${run.scheduled_for} `, statusBadge(run.status)),
         retry ? h("div", { class: "toolbar" }, h("button", { id: "retry", class: "primary", onclick: () =>
-          act("retry", "Run it again with the same run id and scheduled time?", () => api.retryRun(id, runId, api.newKey())) }, "Retry")) : null,
+          act("Run it again with the same run id and scheduled time?", () => api.retryRun(id, runId, api.newKey())) }, "Retry")) : null,
         h("div", { class: "card" }, specList(fields)),
         attempts ? [h("h2", {}, "Tries"), table(["Try", "Started", "Finished", "Worker", "Error", "Output"],
           attempts.map((a) => [String(a.attempt), when(a.started_at), when(a.finished_at), a.worker || "–",
