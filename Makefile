@@ -1,4 +1,4 @@
-# The interface: `make run` (local system with sample jobs), `make test`, `make lint`, `make synth`, `make bench`,
+# The interface: `make run` (local system with sample jobs and the web console), `make test`, `make lint`, `make synth`, `make bench`,
 # `make fuzz` (the model-based test of the promises, long).
 SHELL := /bin/bash
 VENV := .venv
@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: setup test lint run synth bench fuzz clean
+.PHONY: setup browser test lint run synth bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,7 +20,23 @@ node_modules/.installed: package.json package-lock.json
 
 setup: $(VENV)/.installed $(if $(wildcard package.json),node_modules/.installed)
 
-test: setup
+# The web console's browser tests drive Debian's chromium and chromium-driver (tests/e2e/browser.py): installed
+# here with apt-get when missing (as root, else with sudo); when they cannot be, `make test` stops saying so
+# (the browser tests never skip).
+BROWSER_BINS := /usr/bin/chromium /usr/bin/chromedriver
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+browser:
+	@missing=; for bin in $(BROWSER_BINS); do test -x $$bin || missing="$$missing $$bin"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing chromium and chromium-driver for the console's browser tests (missing:$$missing)"; \
+	  command -v apt-get >/dev/null || { echo "ERROR: no apt-get here: install Chromium and its driver at $(BROWSER_BINS) for the browser tests" >&2; exit 1; }; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+	    || { echo "ERROR: could not install chromium and chromium-driver with apt-get: the browser tests cannot run" >&2; exit 1; }; \
+	  for bin in $(BROWSER_BINS); do test -x $$bin || { echo "ERROR: $$bin is still missing after apt-get" >&2; exit 1; }; done; \
+	fi
+
+test: setup browser
 	$(PY) -m pytest -n 2 --dist loadfile
 
 lint: setup

@@ -27,6 +27,7 @@ __all__ = [
     "JobschedClient",
     "SigV4",
     "api_gateway_region",
+    "connection_auth",
     "is_loopback",
 ]
 
@@ -118,6 +119,21 @@ class SigV4(httpx.Auth):
         yield request
 
 
+def connection_auth(
+    base_url: str, *, token: str | None = None, credentials: Any = None, sigv4_region: str | None = None
+) -> tuple[httpx.Auth | None, dict[str, str]]:
+    """How calls to ``base_url`` authenticate, as ``(auth, headers)`` for an ``httpx.Client``: ``SigV4`` for an
+    API Gateway URL or with ``sigv4_region`` (``credentials`` as for ``SigV4``), else the header
+    ``Authorization: Bearer <token>`` when a ``token`` is given, else nothing. Used by ``JobschedClient``
+    and by ``jobsched ui``'s signing proxy, so both sign alike."""
+    region = sigv4_region or api_gateway_region(base_url)
+    if region:
+        return SigV4(region, credentials), {}
+    if token:
+        return None, {"Authorization": f"Bearer {token}"}
+    return None, {}
+
+
 class JobschedClient:
     """Calls of the jobsched API. ``base_url`` is the API root (e.g. ``http://127.0.0.1:8080`` or
     ``https://abc.execute-api.eu-west-1.amazonaws.com/prod``); ``token`` is the local bearer token
@@ -137,13 +153,10 @@ class JobschedClient:
         sigv4_region: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        region = sigv4_region or api_gateway_region(self.base_url)
-        auth: httpx.Auth | None = None
-        headers = {"Accept": "application/json", "User-Agent": "jobsched-cli"}
-        if region:
-            auth = SigV4(region, credentials)
-        elif token:
-            headers["Authorization"] = f"Bearer {token}"
+        auth, headers = connection_auth(
+            self.base_url, token=token, credentials=credentials, sigv4_region=sigv4_region
+        )
+        headers = {"Accept": "application/json", "User-Agent": "jobsched-cli", **headers}
         self._http = httpx.Client(
             base_url=self.base_url,
             headers=headers,

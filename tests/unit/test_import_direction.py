@@ -21,6 +21,9 @@ RULES = [
     ("handlers", "jobsched.local"),
     ("handlers", "jobsched.cli"),
     ("local", "jobsched.cli"),
+    ("console", "jobsched.local"),
+    ("console", "jobsched.cli"),
+    ("console", "jobsched.api"),
 ]
 
 

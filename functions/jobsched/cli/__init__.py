@@ -9,6 +9,7 @@ Commands, by module:
 | ``runs`` | ``runs`` |
 | ``import-crontab`` | ``import_crontab`` |
 | ``smoke`` | ``smoke`` |
+| ``ui`` (the web console for a deployment) | ``ui`` |
 | ``local`` | ``jobsched.local.command`` (shared with ``python -m jobsched.local``) |
 
 Conventions, as ``aws``/``kubectl`` users expect: the connection options (``--api``, ``--token``,
@@ -27,6 +28,7 @@ from jobsched.cli.jobs import jobs_app
 from jobsched.cli.runs import runs_command
 from jobsched.cli.schedule import next_command
 from jobsched.cli.smoke import smoke_command
+from jobsched.cli.ui import ui_command
 from jobsched.local.command import local_command
 
 __all__ = ["app", "main", "register"]
@@ -48,12 +50,13 @@ app.command("next")(next_command)
 
 
 def register(target: typer.Typer) -> None:
-    """Add the API-facing commands (``jobs``, ``runs``, ``import-crontab``, ``smoke``) and ``local`` to the
+    """Add the API-facing commands (``jobs``, ``runs``, ``import-crontab``, ``smoke``, ``ui``) and ``local`` to the
     typer app ``target`` (``app`` has them; tests register them on an app of their own)."""
     target.add_typer(jobs_app, name="jobs")
     target.command("runs")(runs_command)
     target.command("import-crontab")(import_crontab_command)
     target.command("smoke")(smoke_command)
+    target.command("ui")(ui_command)
     target.command("local")(local_command)
 
 

@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from jobsched.clock import Clock, system_clock
+from jobsched.console import PREFIX as CONSOLE_PREFIX
+from jobsched.console import ConsoleApp
 from jobsched.lambda_context import LocalLambdaContext
 from jobsched.local.demo import demo_jobs
 from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_bookkeeping, serialize_dynamodb
@@ -311,7 +313,8 @@ class LocalRuntime:
         from jobsched.api.wsgi import ApiWsgiApp
 
         try:  # bind first: a busy port fails before anything else starts
-            self.server = ApiServer(ApiWsgiApp(self._serve_api), config.host, config.port)
+            app = ConsoleApp(ApiWsgiApp(self._serve_api))  # the web console at /ui/, the API elsewhere
+            self.server = ApiServer(app, config.host, config.port)
         except OSError as error:
             raise OSError(
                 f"cannot listen on {config.host}:{config.port} ({error.strerror or error}); is another "
@@ -472,6 +475,7 @@ class LocalRuntime:
             if requeue:
                 restored += f", {len(requeue)} unfinished run(s) queued again"
         emit(f"jobsched local: API on {self.url}  (data in {config.data_dir}{restored})")
+        emit(f"console: {self.url}{CONSOLE_PREFIX}/  (the web console; it asks for a token)")
         if generated:
             emit(f"dev token (owner {LOCAL_OWNER!r}): {self.token}")
             emit(

@@ -1,0 +1,359 @@
+// The jobsched console: hash-routed views over the API (api.js), refreshed by polling. No framework:
+// `h` builds DOM nodes (text is always set as text, never parsed as HTML).
+import * as api from "./api.js";
+import { describeSchedule, percent, perMinute, quantile, runStats, seconds, when } from "./describe.js";
+
+const POLL_MS = 5000;
+const RUNS_PER_JOB = 50; // the jobs page's statistics are over each job's newest runs, at most this many
+const STATUSES = ["queued", "running", "retrying", "succeeded", "dead", "skipped"];
+const main = document.getElementById("main");
+let features = {};
+let current = null; // the mounted view: {refresh()}
+let generation = 0; // bumped on each navigation: late answers of a previous view are dropped
+
+function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+// Replace a node's children (null, undefined and false are left out; arrays are spread).
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+const statusBadge = (status) => (status ? h("span", { class: `status ${status}` }, status) : "–");
+const jobLink = (job) => h("a", { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.name);
+
+function table(columns, rows, className = "responsive") {
+  return h("div", { class: "scroll" }, h("table", { class: className },
+    h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
+    h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell, i) =>
+      h("td", { "data-label": columns[i], class: cell && cell.wrap ? "wrap" : null }, cell && cell.wrap ? cell.wrap : cell)))))));
+}
+
+// --- errors, token, confirmation ---------------------------------------------------------------
+const errorBox = document.getElementById("error");
+function showError(error) {
+  errorBox.textContent = error instanceof api.ApiError ? error.toString() : String(error);
+  errorBox.hidden = false;
+}
+const clearError = () => { errorBox.hidden = true; errorBox.textContent = ""; };
+
+function loginView(message) {
+  current = null;
+  document.getElementById("signout").hidden = true;
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", placeholder: "dev-… or a --tokens token" });
+  fill(main, h("form", { class: "card login", onsubmit: (event) => {
+    event.preventDefault();
+    api.token.set(input.value.trim());
+    clearError();
+    route();
+  } },
+  h("h1", {}, "Sign in"),
+  h("p", { class: "muted" }, message || "This API wants a bearer token: local mode prints the dev token at start (also in .jobsched/dev-token)."),
+  input, h("button", { class: "primary", type: "submit", id: "sign-in" }, "Open the console")));
+  input.focus();
+}
+
+function confirmAction(text, { reason = false } = {}) {
+  const dialog = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-reason-label").hidden = !reason;
+  document.getElementById("confirm-reason").value = "";
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"
+      ? { reason: document.getElementById("confirm-reason").value.trim() } : null), { once: true });
+    dialog.showModal();
+  });
+}
+
+async function act(text, call, options = {}) {
+  const answer = await confirmAction(text, options);
+  if (!answer) return;
+  try {
+    await call(answer);
+    clearError();
+  } catch (error) {
+    showError(error);
+  }
+  if (current) await refresh(current, generation);
+}
+
+// Run `work` for each item, `limit` at a time.
+async function pooled(items, limit, work) {
+  const results = new Array(items.length);
+  let next = 0;
+  const worker = async () => { while (next < items.length) { const i = next++; results[i] = await work(items[i]); } };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+// --- jobs --------------------------------------------------------------------------------------
+function jobsView() {
+  const filter = { name: "", state: "all" };
+  const body = h("div", { id: "jobs" });
+  let rows = [];
+  const matches = ({ job, stats }) => job.name.toLowerCase().includes(filter.name.toLowerCase()) && (
+    filter.state === "all" || (filter.state === "paused" && job.paused) || (filter.state === "active" && !job.paused)
+    || (filter.state === "dead" && stats.last === "dead"));
+  const render = () => {
+    const shown = rows.filter(matches);
+    if (!rows.length) {
+      fill(body, h("p", { class: "muted" }, "No jobs yet: create one with `jobsched jobs create` or POST /jobs."));
+      return;
+    }
+    fill(body, shown.length
+      ? table(["Name", "Schedule", "Next fire", "State", "Last run", "Success", "Lateness p50 / p99", "Runs"],
+        shown.map(({ job, stats }) => [
+          jobLink(job),
+          { wrap: h("span", {}, h("code", {}, job.schedule), h("br"), h("span", { class: "muted" },
+            describeSchedule(job.schedule, job.timezone) || `in ${job.timezone}`)) },
+          job.paused ? "– (paused)" : when(job.next_run_at),
+          job.paused ? h("span", {}, statusBadge("paused"), job.paused_reason ? ` ${job.paused_reason}` : "") : statusBadge("active"),
+          statusBadge(stats.last),
+          percent(stats.successRate),
+          `${seconds(stats.p50)} / ${seconds(stats.p99)}`,
+          String(stats.count),
+        ]))
+      : h("p", { class: "muted" }, "No job matches the filter."));
+  };
+  const nameInput = h("input", { id: "filter-name", type: "search", placeholder: "Filter by name",
+    oninput: (e) => { filter.name = e.target.value; render(); } });
+  const stateSelect = h("select", { id: "filter-state", onchange: (e) => { filter.state = e.target.value; render(); } },
+    h("option", { value: "all" }, "All states"), h("option", { value: "active" }, "Active"),
+    h("option", { value: "paused" }, "Paused"), h("option", { value: "dead" }, "Last run dead"));
+  fill(main, h("h1", {}, "Jobs"), h("div", { class: "toolbar" }, nameInput, stateSelect), body,
+    h("p", { class: "muted" }, `Last run, success rate (succeeded of succeeded + dead) and start lateness are over each job's newest ${RUNS_PER_JOB} runs.`));
+  return {
+    async refresh() {
+      const jobs = await api.listJobs();
+      const runs = await pooled(jobs, 4, (job) => api.listRuns(job.id, { max: RUNS_PER_JOB }));
+      rows = jobs.map((job, i) => ({ job, stats: runStats(runs[i]) }));
+      render();
+    },
+  };
+}
+
+// --- one job ---------------------------------------------------------------------------------
+function timeline(runs, fires) {
+  const marks = runs.slice(0, 60).reverse().map((run) => {
+    const recovered = run.status === "succeeded" && run.attempt > 1;
+    const title = `${run.scheduled_for} ${run.status}${recovered ? ` after ${run.attempt} tries` : ""}${run.error ? `: ${run.error}` : ""}`;
+    return h("a", { class: `mark ${recovered ? "recovered" : run.status}`, title,
+      href: `#/jobs/${encodeURIComponent(run.job_id)}/runs/${encodeURIComponent(run.id)}` });
+  });
+  const next = fires.map((fire) => h("span", { class: "mark next", title: `next: ${fire.scheduled_for}${fire.note ? ` (${fire.note})` : ""}` }));
+  const legend = [["succeeded", "--succeeded"], ["failed then succeeded", "--retrying"], ["running", "--running"],
+    ["retrying", "--retrying"], ["dead", "--dead"], ["skipped", "--skipped"], ["queued", "--queued"]];
+  return h("div", {}, h("div", { class: "timeline", id: "timeline" }, marks, next),
+    h("div", { class: "legend" }, legend.map(([label, color]) => h("span", { style: `--c: var(${color})` }, label)),
+      next.length ? h("span", { style: "--c: transparent" }, "dashed: next fires") : null));
+}
+
+function specList(fields, skip = []) {
+  return h("dl", { class: "spec" }, Object.entries(fields).filter(([key]) => !skip.includes(key)).flatMap(([key, value]) => [
+    h("dt", {}, key),
+    h("dd", {}, value === null || value === undefined ? "–"
+      : typeof value === "object" ? h("pre", {}, JSON.stringify(value, null, 2)) : String(value)),
+  ]));
+}
+
+function runsTable(runs) {
+  return table(["Scheduled for", "Status", "Kind", "Try", "Lateness", "Started", "Finished", "Worker", "Error"],
+    runs.map((run) => [
+      h("a", { href: `#/jobs/${encodeURIComponent(run.job_id)}/runs/${encodeURIComponent(run.id)}` }, run.scheduled_for),
+      h("span", {}, statusBadge(run.status), run.skipped_count ? ` ×${run.skipped_count}` : ""),
+      run.kind, String(run.attempt ?? 0), seconds(run.lateness_ms), when(run.started_at), when(run.finished_at),
+      run.worker || "–", { wrap: run.error || "" },
+    ]));
+}
+
+function jobView(id) {
+  const head = h("div");
+  const body = h("div");
+  fill(main, head, body);
+  return {
+    async refresh() {
+      const [job, runs, fires, events] = await Promise.all([
+        api.getJob(id), api.listRuns(id, { max: 100 }),
+        features.fires ? api.listFires(id, 10).then((page) => (Array.isArray(page) ? page : page.items || [])) : [],
+        features.events ? api.listEvents(id) : [],
+      ]);
+      const stats = runStats(runs);
+      const reason = features.pauseReason;
+      fill(head, 
+        h("h1", {}, job.name, " ", job.paused ? statusBadge("paused") : statusBadge("active")),
+        job.paused && job.paused_reason ? h("p", { id: "paused-reason" }, `Paused by ${job.paused_by || "?"} at ${job.paused_at || "?"}: ${job.paused_reason}`) : null,
+        h("div", { class: "toolbar" },
+          job.paused
+            ? h("button", { id: "resume", onclick: () => act(`Resume ${job.name}? Missed fires follow its missed policy (${job.missed}).`, () => api.resumeJob(id)) }, "Resume")
+            : h("button", { id: "pause", onclick: () => act(`Pause ${job.name}? No new runs start until it is resumed.`, (a) => api.pauseJob(id, reason ? a.reason : undefined), { reason }) }, "Pause"),
+          h("button", { id: "trigger", class: "primary", onclick: () => act(`Trigger ${job.name} now, outside its schedule?`, () => api.triggerJob(id, api.newKey())) }, "Trigger now"),
+          h("button", { id: "delete", class: "danger", onclick: () => act(`Delete ${job.name}? No new runs; its history is kept until retention.`, async () => { await api.deleteJob(id); location.hash = "#/jobs"; }) }, "Delete")),
+      );
+      fill(body, 
+        h("div", { class: "stats" },
+          h("div", { class: "card" }, h("div", { class: "muted" }, "Schedule"), h("div", {}, h("code", {}, job.schedule)),
+            h("div", { class: "muted" }, describeSchedule(job.schedule, job.timezone) || `in ${job.timezone}`)),
+          h("div", { class: "card" }, h("div", { class: "muted" }, "Next fire"), h("div", { id: "next-fire" }, job.paused ? "– (paused)" : when(job.next_run_at))),
+          h("div", { class: "card" }, h("div", { class: "muted" }, "Success"), h("div", { class: "value" }, percent(stats.successRate))),
+          h("div", { class: "card" }, h("div", { class: "muted" }, "Lateness p50 / p99"), h("div", { class: "value" }, `${seconds(stats.p50)} / ${seconds(stats.p99)}`))),
+        h("h2", {}, `Recent runs (${runs.length})`), timeline(runs, fires),
+        features.backfill ? backfillForm(id) : null,
+        h("h2", {}, "Runs"), runs.length ? runsTable(runs) : h("p", { class: "muted" }, "No runs yet."),
+        features.events ? [h("h2", {}, "Events"), table(["At", "Event", "Actor", "Detail"], events.map((e) =>
+          [e.at || e.time || "", e.type || e.kind || "", e.actor || "", { wrap: JSON.stringify(e.fields || e.detail || "") }]))] : null,
+        h("h2", {}, "Spec"), h("div", { class: "card" }, specList(job, ["name"])),
+      );
+    },
+  };
+}
+
+function backfillForm(id) {
+  const start = h("input", { id: "backfill-start", placeholder: "start (ISO 8601)" });
+  const end = h("input", { id: "backfill-end", placeholder: "end (ISO 8601, exclusive)" });
+  return h("div", {}, h("h2", {}, "Backfill"), h("div", { class: "toolbar" }, start, end,
+    h("button", { onclick: () => act(`Create runs for every fire in [${start.value}, ${end.value})?`,
+      () => api.backfill(id, start.value, end.value, api.newKey())) }, "Backfill")));
+}
+
+// --- one run -----------------------------------------------------------------------------------
+function runView(id, runId) {
+  const box = h("div");
+  fill(main, box);
+  return {
+    async refresh() {
+      const job = await api.getJob(id);
+      let run;
+      if (features.runDetail) run = await api.getRun(id, runId);
+      else run = (await api.listRuns(id, { max: 1000 })).find((r) => r.id === runId);
+      if (!run) throw new api.ApiError(404, "not_found", `no run ${runId} among the newest 1000 runs of ${job.name}`);
+      const retry = features.retry && (run.status === "dead" || run.status === "skipped");
+      const { attempts, ...fields } = run;
+      fill(box, 
+        h("p", {}, h("a", { href: `#/jobs/${encodeURIComponent(id)}` }, `← ${job.name}`)),
+        h("h1", {}, `Run ${run.scheduled_for} `, statusBadge(run.status)),
+        retry ? h("div", { class: "toolbar" }, h("button", { id: "retry", class: "primary", onclick: () =>
+          act("Run it again with the same run id and scheduled time?", () => api.retryRun(id, runId, api.newKey())) }, "Retry")) : null,
+        h("div", { class: "card" }, specList(fields)),
+        attempts ? [h("h2", {}, "Tries"), table(["Try", "Started", "Finished", "Worker", "Error", "Output"],
+          attempts.map((a) => [String(a.attempt), when(a.started_at), when(a.finished_at), a.worker || "–",
+            { wrap: a.error || "" }, { wrap: h("pre", {}, a.output || "") }]))] : null,
+      );
+    },
+  };
+}
+
+// --- failures ([2.6]'s GET /runs) ------------------------------------------------------------------
+function failuresView() {
+  const box = h("div");
+  fill(main, h("h1", {}, "Failures"), box);
+  return {
+    async refresh() {
+      const [dead, retrying] = await Promise.all([api.listAllRuns({ status: "dead", max: 200 }), api.listAllRuns({ status: "retrying", max: 200 })]);
+      const runs = [...dead, ...retrying].sort((a, b) => Date.parse(b.scheduled_for) - Date.parse(a.scheduled_for));
+      fill(box, runs.length ? runsTable(runs) : h("p", { class: "muted" }, "No dead or retrying runs."));
+    },
+  };
+}
+
+// --- health ---------------------------------------------------------------------------------------
+function healthView() {
+  const box = h("div");
+  fill(main, h("h1", {}, "Health, last hour"), box);
+  return {
+    async refresh() {
+      const now = Date.now();
+      const since = new Date(now - 3600000).toISOString();
+      let runs;
+      if (features.allRuns) runs = await api.listAllRuns({ since, max: 5000 });
+      else {
+        const jobs = await api.listJobs();
+        runs = (await pooled(jobs, 4, (job) => api.listRuns(job.id, { max: 500 }))).flat();
+      }
+      runs = runs.filter((r) => Date.parse(r.scheduled_for) >= now - 3600000 && !r.skipped_count);
+      const start = runs.map((r) => r.lateness_ms);
+      const dispatch = runs.filter((r) => r.enqueued_at).map((r) => Date.parse(r.enqueued_at) - Date.parse(r.scheduled_for));
+      const buckets = perMinute(runs, now, 60);
+      const top = Math.max(1, ...buckets.map((b) => Object.values(b.counts).reduce((x, y) => x + y, 0)));
+      const card = (label, value, id) => h("div", { class: "card" }, h("div", { class: "muted" }, label), h("div", { class: "value", id }, value));
+      fill(box, 
+        h("div", { class: "stats" },
+          card("Runs", String(runs.length), "health-runs"),
+          card("Dispatch lateness p50 / p99", `${seconds(quantile(dispatch, 0.5))} / ${seconds(quantile(dispatch, 0.99))}`, "health-dispatch"),
+          card("Start lateness p50 / p99", `${seconds(quantile(start, 0.5))} / ${seconds(quantile(start, 0.99))}`, "health-start"),
+          card("Dead", String(runs.filter((r) => r.status === "dead").length), "health-dead")),
+        h("h2", {}, "Runs per minute by status (by scheduled time)"),
+        h("div", { class: "card" }, h("div", { class: "bars", id: "health-bars" }, buckets.map((b) => h("div", {
+          class: "bar", title: `${new Date(b.minute).toISOString().slice(11, 16)}Z ${JSON.stringify(b.counts)}` },
+        STATUSES.filter((s) => b.counts[s]).map((s) => h("span", { style: `height:${(b.counts[s] / top) * 118}px;background:var(--${s})` }))))),
+        h("div", { class: "legend" }, STATUSES.map((s) => h("span", { style: `--c: var(--${s})` }, s)))),
+        h("p", { class: "muted" }, "Dispatch lateness: enqueued minus scheduled; start lateness: the run's lateness (started minus scheduled)."),
+      );
+    },
+  };
+}
+
+// --- routing and polling ---------------------------------------------------------------------------
+let inFlight = null; // the view being refreshed: refreshes of a view never overlap;
+let again = false; // one asked for meanwhile (after an action, say) runs when the current one ends
+
+async function refresh(view, mine) {
+  if (inFlight === view) { again = true; return; }
+  inFlight = view;
+  try {
+    await view.refresh();
+    if (mine !== generation) return;
+    clearError();
+    document.getElementById("refreshed").textContent = `refreshed ${new Date().toLocaleTimeString()}`;
+  } catch (error) {
+    if (mine !== generation) return;
+    if (error.status === 401) { loginView(api.token.get() ? `The API refused the token: ${error.message}` : null); return; }
+    showError(error);
+  } finally {
+    if (inFlight === view) inFlight = null;
+    if (again && current === view) { again = false; refresh(view, generation); }
+  }
+}
+
+function route() {
+  const mine = ++generation;
+  const parts = (location.hash.replace(/^#\/?/, "") || "jobs").split("/").map(decodeURIComponent);
+  document.querySelectorAll("#nav a").forEach((a) => a.classList.toggle("active", a.dataset.view === parts[0]));
+  document.getElementById("signout").hidden = !api.token.get();
+  clearError();
+  let view;
+  if (parts[0] === "jobs" && parts.length === 1) view = jobsView();
+  else if (parts[0] === "jobs" && parts.length === 2) view = jobView(parts[1]);
+  else if (parts[0] === "jobs" && parts[2] === "runs" && parts.length === 4) view = runView(parts[1], parts[3]);
+  else if (parts[0] === "health") view = healthView();
+  else if (parts[0] === "failures" && features.allRuns) view = failuresView();
+  else { location.hash = "#/jobs"; return; }
+  current = view;
+  refresh(view, mine);
+}
+
+async function start() {
+  try {
+    features = await api.features();
+  } catch (error) {
+    showError(error);
+  }
+  document.querySelector('#nav a[data-view="failures"]').hidden = !features.allRuns;
+  document.getElementById("signout").addEventListener("click", () => { api.token.clear(); loginView(); });
+  window.addEventListener("hashchange", route);
+  setInterval(() => { if (current && !document.hidden && !document.getElementById("confirm").open) refresh(current, generation); }, POLL_MS);
+  route();
+}
+
+start();

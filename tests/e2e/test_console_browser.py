@@ -1,0 +1,351 @@
+"""The web console in a real browser (headless Chromium) against ``jobsched local``: the jobs page, a job,
+pause, trigger, a run, health, errors as the API words them, another team's view, a phone's width.
+
+One local-mode process with two teams' tokens and one browser serve the module (each start costs seconds);
+each test registers its own jobs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
+
+from tests.e2e.browser import (
+    DESKTOP,
+    PHONE,
+    chromium,
+    click,
+    confirm,
+    element,
+    page_errors,
+    screenshots,
+    sign_in,
+    text_of_row,
+    until,
+)
+from tests.e2e.support import LocalProcess, wait_for
+
+pytestmark = pytest.mark.e2e
+
+TEAM_A, TEAM_B = "console-team-a-token", "console-team-b-token"
+_names = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcess]:
+    """``jobsched local --tokens`` with teams a and b; its HTTP client is team a's."""
+    folder = tmp_path_factory.mktemp("console")
+    tokens = folder / "tokens.json"
+    tokens.write_text(json.dumps({TEAM_A: "team-a", TEAM_B: "team-b"}))
+    data = folder / "data"
+    data.mkdir()
+    (data / "dev-token").write_text(TEAM_A)  # LocalProcess's client reads its token here
+    process = LocalProcess(data, "--tokens", str(tokens))
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[WebDriver]:
+    browser = chromium(DESKTOP)
+    yield browser
+    browser.quit()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    return screenshots(tmp_path)
+
+
+@pytest.fixture
+def desktop(driver: WebDriver) -> WebDriver:
+    driver.set_window_size(*DESKTOP)
+    return driver
+
+
+def create(local: LocalProcess, **fields: Any) -> dict[str, Any]:
+    body = {"name": f"console-{next(_names)}", "schedule": "daily 02:00", "command": "echo", **fields}
+    reply = local.http.post("/jobs", json=body)
+    assert reply.status_code == 201, reply.text
+    return dict(reply.json())
+
+
+def runs_of(local: LocalProcess, job_id: str) -> list[dict[str, Any]]:
+    reply = local.http.get(f"/jobs/{job_id}/runs")
+    assert reply.status_code == 200, reply.text
+    return list(reply.json()["items"])
+
+
+def row_of(driver: WebDriver, name: str) -> str:
+    """The text of the jobs table's row for job ``name``, once it is listed."""
+    return str(until(driver, f"the row of {name}", lambda d: text_of_row(d, name)))
+
+
+def finished(local: LocalProcess, job_id: str) -> list[dict[str, Any]]:
+    return [r for r in runs_of(local, job_id) if r["status"] in ("succeeded", "dead")]
+
+
+def test_jobs_page_shows_each_job_with_its_schedule_in_words_and_filters(
+    local: LocalProcess, desktop: WebDriver, shots: Path
+) -> None:
+    # Given jobs of team a: a nightly one, a frequent one, a paused one, and one whose run died
+    nightly = create(local, name="nightly-billing", schedule="0 2 * * *", timezone="Europe/Berlin")
+    often = create(local, name="heartbeat", schedule="*/30 * * * * *")
+    create(local, name="weekly-report", schedule="0 9 * * 1-5", timezone="America/New_York", paused=True)
+    broken = create(local, name="broken-export", command="fail", retry={"max_attempts": 1})
+    assert local.http.post(f"/jobs/{broken['id']}/trigger").status_code in (200, 201, 202)
+    wait_for("the broken job's run to die", lambda: finished(local, broken["id"]), 45)
+    wait_for("a run of the frequent job", lambda: finished(local, often["id"]), 45)
+
+    # When team a opens the console
+    sign_in(desktop, local.url, TEAM_A)
+
+    # Then each job is listed with its schedule as written and in words, its next fire and its state
+    row = row_of(desktop, nightly["name"])
+    assert "0 2 * * *" in row and "every day at 02:00, Europe/Berlin" in row and "active" in row
+    assert nightly["next_run_at"][:10] in row
+    assert "every 30 seconds" in row_of(desktop, often["name"])
+    assert "paused" in row_of(desktop, "weekly-report") and "\u2013 (paused)" in row_of(
+        desktop, "weekly-report"
+    )
+    # with the last run's status, the success rate and the start lateness over the runs
+    until(desktop, "the frequent job's last run", lambda d: "succeeded" in row_of(d, often["name"]))
+    assert "100%" in row_of(desktop, often["name"])
+    assert re.search(r"\d+\.\d\ds / \d+\.\d\ds", row_of(desktop, often["name"]))
+    broken_row = row_of(desktop, broken["name"])
+    assert "dead" in broken_row and "0%" in broken_row
+    desktop.save_screenshot(str(shots / "jobs.png"))
+
+    # When the list is filtered by state, then by name, only the matching jobs are left
+    Select(element(desktop, "#filter-state")).select_by_value("dead")
+    until(desktop, "the state filter", lambda d: not text_of_row(d, often["name"]))
+    assert row_of(desktop, broken["name"])
+    Select(element(desktop, "#filter-state")).select_by_value("paused")
+    until(desktop, "the paused filter", lambda d: not text_of_row(d, broken["name"]))
+    assert row_of(desktop, "weekly-report")
+    Select(element(desktop, "#filter-state")).select_by_value("all")
+    element(desktop, "#filter-name").send_keys("billing")
+    until(desktop, "the name filter", lambda d: not text_of_row(d, often["name"]))
+    assert row_of(desktop, nightly["name"])
+    assert page_errors(desktop) == []
+
+
+def test_a_job_paused_and_triggered_from_its_page(
+    local: LocalProcess, desktop: WebDriver, shots: Path
+) -> None:
+    job = create(local)
+    sign_in(desktop, local.url, TEAM_A)
+
+    # When the job is opened from the jobs page
+    click(desktop, "#jobs a", job["name"])
+    element(desktop, "h1", job["name"])
+    assert "every day at 02:00, UTC" in desktop.find_element(By.ID, "main").text
+
+    # and paused, after the confirmation
+    click(desktop, "#pause")
+    confirm(desktop)
+
+    # Then the page shows it paused (and the API agrees), with Resume instead of Pause
+    element(desktop, "h1 .status.paused")
+    element(desktop, "#resume")
+    assert local.http.get(f"/jobs/{job['id']}").json()["paused"] is True
+
+    # When it is triggered, the new run appears in its runs table and timeline, and finishes
+    click(desktop, "#trigger")
+    confirm(desktop)
+    element(desktop, "#main table", "manual")
+    until(
+        desktop,
+        "the run to succeed",
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#main table .status.succeeded"),
+        45,
+    )
+    assert len(desktop.find_elements(By.CSS_SELECTOR, "#timeline .mark.succeeded")) == 1
+    (run,) = runs_of(local, job["id"])
+    assert run["kind"] == "manual"
+    desktop.save_screenshot(str(shots / "job.png"))
+
+    # When the run is opened, its page shows the run's fields
+    click(desktop, "#main table a", run["scheduled_for"])
+    element(desktop, "h1", "Run")
+    text = desktop.find_element(By.ID, "main").text
+    assert run["id"] in text and "manual" in text and "succeeded" in text
+    desktop.save_screenshot(str(shots / "run.png"))
+    assert page_errors(desktop) == []
+
+
+def test_resume_and_delete_ask_first_and_cancel_does_nothing(local: LocalProcess, desktop: WebDriver) -> None:
+    job = create(local, paused=True)
+    sign_in(desktop, local.url, TEAM_A)
+    desktop.get(f"{local.url}/ui/#/jobs/{job['id']}")
+
+    # A cancelled delete leaves the job
+    click(desktop, "#delete")
+    click(desktop, "dialog#confirm button[value=cancel]")
+    until(desktop, "the dialog to close", lambda d: not d.find_element(By.ID, "confirm").is_displayed())
+    assert local.http.get(f"/jobs/{job['id']}").status_code == 200
+
+    # Resume, confirmed, resumes it
+    click(desktop, "#resume")
+    confirm(desktop)
+    element(desktop, "h1 .status.active")
+    assert local.http.get(f"/jobs/{job['id']}").json()["paused"] is False
+
+    # Delete, confirmed, deletes it and goes back to the jobs page
+    click(desktop, "#delete")
+    confirm(desktop)
+    element(desktop, "h1", "Jobs")
+    assert local.http.get(f"/jobs/{job['id']}").status_code == 404
+
+
+def test_api_errors_show_as_the_api_words_them(local: LocalProcess, desktop: WebDriver) -> None:
+    job = create(local)
+    sign_in(desktop, local.url, TEAM_A)
+    desktop.get(f"{local.url}/ui/#/jobs/{job['id']}")
+    element(desktop, "h1", job["name"])
+
+    # When the job is deleted elsewhere, the next refresh shows the API's 404 in its words
+    assert local.http.delete(f"/jobs/{job['id']}").status_code == 204
+    api_error = local.http.get(f"/jobs/{job['id']}").json()["error"]
+    shown = element(desktop, "#error", api_error["message"]).text
+    assert shown == f"404 {api_error['code']}: {api_error['message']}"
+
+
+def test_a_refused_token_asks_again(local: LocalProcess, desktop: WebDriver) -> None:
+    desktop.get(f"{local.url}/ui/")
+    desktop.execute_script("sessionStorage.clear()")
+    desktop.get(f"{local.url}/ui/#/jobs")
+    element(desktop, "#token").send_keys("not-a-token")
+    click(desktop, "#sign-in")
+
+    message = element(desktop, "form.login p", "refused").text
+    assert "The API refused the token" in message
+    assert desktop.execute_script("return sessionStorage.getItem('jobsched.token')") == "not-a-token"
+
+
+def test_another_team_sees_none_of_it(local: LocalProcess, desktop: WebDriver) -> None:
+    job = create(local)
+
+    # When team b signs in, its jobs page lists nothing of team a
+    sign_in(desktop, local.url, TEAM_B)
+    element(desktop, "#jobs p", "No jobs yet")
+    assert job["name"] not in desktop.find_element(By.ID, "main").text
+
+    # and team a's job, opened by its address, is the API's 404
+    desktop.get(f"{local.url}/ui/#/jobs/{job['id']}")
+    shown = element(desktop, "#error", "404").text
+    assert "not_found" in shown
+    assert job["name"] not in desktop.find_element(By.ID, "main").text
+
+
+def test_health_counts_the_last_hours_runs(local: LocalProcess, desktop: WebDriver, shots: Path) -> None:
+    job = create(local)
+    assert local.http.post(f"/jobs/{job['id']}/trigger").status_code in (200, 201, 202)
+    wait_for(
+        "the triggered run", lambda: any(r["status"] == "succeeded" for r in runs_of(local, job["id"])), 45
+    )
+    sign_in(desktop, local.url, TEAM_A)
+
+    desktop.get(f"{local.url}/ui/#/health")
+
+    count = until(desktop, "a run counted", lambda d: int(d.find_element(By.ID, "health-runs").text or 0))
+    assert count >= 1
+    assert desktop.find_elements(By.CSS_SELECTOR, "#health-bars .bar span")  # a bar for that minute
+    assert "s /" in desktop.find_element(By.ID, "health-start").text
+    desktop.save_screenshot(str(shots / "health.png"))
+
+
+def test_usable_at_a_phones_width(local: LocalProcess, driver: WebDriver, shots: Path) -> None:
+    create(local)
+    driver.set_window_size(*PHONE)
+    sign_in(driver, local.url, TEAM_A)
+    element(driver, "#jobs a")
+
+    # Nothing is wider than the screen: the table turns into one card per job
+    overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0
+    assert not driver.find_element(By.CSS_SELECTOR, "#jobs thead").is_displayed()
+    driver.save_screenshot(str(shots / "phone.png"))
+
+
+@pytest.mark.parametrize(
+    ("schedule", "zone", "words"),
+    [
+        ("0 2 * * *", "Europe/Berlin", "every day at 02:00, Europe/Berlin"),
+        ("daily 02:00:30", "UTC", "every day at 02:00:30, UTC"),
+        ("*/30 * * * * *", "UTC", "every 30 seconds"),
+        ("every 10 seconds", "UTC", "every 10 seconds"),
+        ("rate(1 hour)", "UTC", "every hour"),
+        ("0 9 * * 1-5", "America/New_York", "on weekdays at 09:00, America/New_York"),
+        ("@monthly", "UTC", "on day 1 of the month at 00:00, UTC"),
+        ("at 2026-12-04T18:00:00", "Asia/Tokyo", "once, at 2026-12-04T18:00:00, Asia/Tokyo"),
+        ("0 9 15W * *", "UTC", None),  # no words rather than wrong ones
+        ("cron(0 12 * * ? *)", "UTC", None),
+    ],
+)
+def test_schedule_in_words(
+    local: LocalProcess, desktop: WebDriver, schedule: str, zone: str, words: str | None
+) -> None:
+    if not desktop.current_url.startswith(f"{local.url}/ui/"):
+        desktop.get(f"{local.url}/ui/")
+    said = desktop.execute_async_script(
+        "const done = arguments[2];"
+        "import('./describe.js').then((m) => done(m.describeSchedule(arguments[0], arguments[1])));",
+        schedule,
+        zone,
+    )
+    assert said == words
+
+
+def test_local_mode_prints_the_consoles_address(local: LocalProcess) -> None:
+    assert f"console: {local.url}/ui/  (the web console; it asks for a token)" in local.lines
+
+
+def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
+    local: LocalProcess, desktop: WebDriver
+) -> None:
+    # Today's API document has none of the operability routes: no Failures view, no pause reason field
+    sign_in(desktop, local.url, TEAM_A)
+    assert element(desktop, "#nav a[data-view=jobs]").is_displayed()
+    assert desktop.find_element(By.CSS_SELECTOR, "#nav a[data-view=failures]").is_displayed() is False
+    today = desktop.execute_async_script(
+        "const done = arguments[0]; import('./api.js').then((m) => m.features()).then(done);"
+    )
+    assert today == {
+        "allRuns": False,
+        "runDetail": False,
+        "retry": False,
+        "backfill": False,
+        "fires": False,
+        "events": False,
+        "pauseReason": False,
+    }
+
+    # A document listing them (the paths and names of the operability issue) turns each one on
+    later = desktop.execute_async_script(
+        """
+        const done = arguments[0];
+        const op = { responses: {} };
+        const doc = { paths: {
+          "/runs": { get: op },
+          "/jobs/{id}/runs/{run_id}": { get: op },
+          "/jobs/{id}/runs/{run_id}/retry": { post: op },
+          "/jobs/{id}/backfill": { post: op },
+          "/jobs/{id}/fires": { get: op },
+          "/jobs/{id}/events": { get: op },
+          "/jobs/{id}/pause": { post: { requestBody: {}, responses: {} } },
+        } };
+        const real = window.fetch;
+        window.fetch = async () => new Response(JSON.stringify(doc), { status: 200 });
+        import('./api.js').then((m) => m.features()).then((f) => { window.fetch = real; done(f); });
+        """
+    )
+    assert later == dict.fromkeys(today, True)

@@ -1,0 +1,219 @@
+"""``jobsched ui`` against a deployment that wants SigV4: local mode behind a test double of API Gateway's IAM
+auth that recomputes each request's signature with botocore from fixed keys and compares. The console's
+calls get through signed, the browser never holds a credential, and a wrong signature is refused."""
+
+from __future__ import annotations
+
+import hmac
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from selenium.webdriver.common.by import By
+
+from jobsched.local.server import ApiServer
+from tests.e2e.browser import chromium, element, text_of_row, until
+from tests.e2e.support import LocalProcess, free_port
+
+pytestmark = pytest.mark.e2e
+
+REGION = "eu-west-1"
+KEYS = Credentials("AKIDCONSOLETEST", "console-test-secret-key")
+_AUTHORIZATION = re.compile(
+    r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/(?P<service>[^/]+)/"
+    r"aws4_request, SignedHeaders=(?P<signed>[a-z0-9;-]+), Signature=(?P<signature>[0-9a-f]{64})"
+)
+
+
+def signature_problem(method: str, url: str, headers: dict[str, str], body: bytes) -> str | None:
+    """Why the request's SigV4 signature is not the one botocore computes with ``KEYS``, or None when it is."""
+    match = _AUTHORIZATION.fullmatch(headers.get("authorization", ""))
+    if match is None:
+        return "no SigV4 Authorization header"
+    if (match["key"], match["region"], match["service"]) != (KEYS.access_key, REGION, "execute-api"):
+        return f"wrong credential scope {match['key']}/{match['region']}/{match['service']}"
+    signed = match["signed"].split(";")
+    if "host" not in signed or "x-amz-date" not in signed:
+        return "host and x-amz-date must be signed"
+    request = AWSRequest(
+        method=method, url=url, data=body or None, headers={n: headers[n] for n in signed if n != "host"}
+    )
+    request.context["timestamp"] = headers["x-amz-date"]
+    signer = SigV4Auth(KEYS, "execute-api", REGION)
+    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
+    return None if hmac.compare_digest(expected, match["signature"]) else "signature mismatch"
+
+
+@dataclass
+class IamGateway:
+    """WSGI stand-in for API Gateway with IAM auth in front of local mode: a request whose signature checks
+    out is forwarded with local mode's bearer token; any other is answered 403 as API Gateway words it."""
+
+    upstream: str
+    token: str
+    verified: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        method = environ["REQUEST_METHOD"]
+        path = quote(environ["PATH_INFO"], safe="/:@!$&'()*+,;=-._~")
+        query = environ.get("QUERY_STRING", "")
+        target = path + (f"?{query}" if query else "")
+        headers = {k[5:].lower().replace("_", "-"): v for k, v in environ.items() if k.startswith("HTTP_")}
+        if environ.get("CONTENT_TYPE"):
+            headers["content-type"] = environ["CONTENT_TYPE"]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        problem = signature_problem(method, f"http://{headers['host']}{target}", headers, body)
+        with self._lock:
+            (self.refused if problem else self.verified).append(f"{method} {path} {problem or ''}".strip())
+        if problem:
+            start_response("403 Forbidden", [("Content-Type", "application/json")])
+            return [
+                b'{"message": "The request signature we calculated does not match the signature you provided."}'
+            ]
+        forwarded = {k: v for k, v in headers.items() if k in ("content-type", "idempotency-key", "accept")}
+        reply = httpx.request(
+            method,
+            self.upstream + target,
+            headers={**forwarded, "Authorization": f"Bearer {self.token}"},
+            content=body or None,
+        )
+        out = [
+            (k, v)
+            for k, v in reply.headers.items()
+            if k.lower() not in ("content-length", "content-encoding", "transfer-encoding", "connection")
+        ]
+        start_response(
+            f"{reply.status_code} {reply.reason_phrase}", [*out, ("Content-Length", str(len(reply.content)))]
+        )
+        return [reply.content]
+
+
+@dataclass
+class Stack:
+    local: LocalProcess
+    gateway: IamGateway
+    gateway_url: str
+    ui_url: str
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Local mode, the IAM double in front of it, and ``jobsched ui --api <double> --sigv4-region`` as a
+    process with fixed AWS keys in its environment (and no shared config or instance role to find)."""
+    folder = tmp_path_factory.mktemp("sigv4")
+    local = LocalProcess(folder / "data")
+    gateway = IamGateway(local.url, local.token)
+    server = ApiServer(gateway, "127.0.0.1", 0)
+    server.start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JOBSCHED_"))}
+    env |= {
+        "AWS_ACCESS_KEY_ID": KEYS.access_key,
+        "AWS_SECRET_ACCESS_KEY": KEYS.secret_key,
+        "AWS_CONFIG_FILE": str(folder / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(folder / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    port = free_port()
+    ui = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from jobsched.cli import main; main()",
+            "ui",
+            "--api",
+            server.url,
+            "--sigv4-region",
+            REGION,
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=folder,
+    )
+    assert ui.stdout is not None
+    banner = ui.stdout.readline()
+    try:
+        assert f"console on http://127.0.0.1:{port}/ui/" in banner, banner
+        yield Stack(local, gateway, server.url, f"http://127.0.0.1:{port}")
+    finally:
+        ui.terminate()
+        ui.wait(timeout=10)
+        server.stop()
+        local.stop()
+
+
+def test_the_consoles_calls_get_through_signed(stack: Stack) -> None:
+    with httpx.Client(base_url=stack.ui_url, timeout=10) as browser:
+        # the calls the console makes, on its own origin, with no credential of its own
+        assert browser.get("/openapi.json").status_code == 200
+        created = browser.post("/jobs", json={"name": "via-ui", "schedule": "daily 02:00", "command": "echo"})
+        assert created.status_code == 201, created.text
+        job_id = created.json()["id"]
+        triggered = browser.post(f"/jobs/{job_id}/trigger", headers={"Idempotency-Key": "ui-1"})
+        assert triggered.status_code in (200, 201, 202), triggered.text
+        listed = browser.get("/jobs", params={"limit": "100"})
+        runs = browser.get(f"/jobs/{job_id}/runs", params={"limit": "10"})
+
+    assert [j["name"] for j in listed.json()["items"]] == ["via-ui"]
+    assert [r["id"] for r in runs.json()["items"]] == [triggered.json()["id"]]
+    # every call reached local mode through the signature check, none was refused
+    assert stack.gateway.refused == []
+    assert {
+        "GET /openapi.json",
+        "POST /jobs",
+        f"POST /jobs/{job_id}/trigger",
+        "GET /jobs",
+        f"GET /jobs/{job_id}/runs",
+    } <= set(stack.gateway.verified)
+
+
+def test_the_double_refuses_a_wrong_signature(stack: Stack) -> None:
+    # Given a call to the double signed with the right key id but another secret, and one unsigned
+    wrong = AWSRequest(method="GET", url=f"{stack.gateway_url}/jobs")
+    SigV4Auth(Credentials(KEYS.access_key, "not-the-secret"), "execute-api", REGION).add_auth(wrong)
+
+    bad = httpx.get(f"{stack.gateway_url}/jobs", headers=dict(wrong.headers.items()))
+    unsigned = httpx.get(f"{stack.gateway_url}/jobs")
+
+    # Then both are refused as API Gateway refuses them, and neither reached local mode
+    assert bad.status_code == 403 and unsigned.status_code == 403
+    assert stack.gateway.refused[-2:] == [
+        "GET /jobs signature mismatch",
+        "GET /jobs no SigV4 Authorization header",
+    ]
+    stack.gateway.refused.clear()
+
+
+def test_the_console_opens_through_ui_without_a_token(stack: Stack, tmp_path: Path) -> None:
+    stack.local.http.post(
+        "/jobs", json={"name": "via-ui-browser", "schedule": "every 1 hour", "command": "echo"}
+    )
+    driver = chromium()
+    try:
+        driver.get(f"{stack.ui_url}/ui/")
+        # the jobs page, not the sign-in form: the proxy signs every call
+        element(driver, "h1", "Jobs")
+        row = until(driver, "the job's row", lambda d: text_of_row(d, "via-ui-browser"))
+        assert "every hour" in row
+        assert driver.find_elements(By.ID, "token") == []
+    finally:
+        driver.quit()
+    assert stack.gateway.refused == []
