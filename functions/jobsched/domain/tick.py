@@ -1,7 +1,7 @@
 """The scheduler: each second, find the jobs due now, create each run once, enqueue it, move the job on.
 
-Pure domain logic (design §4.1, §4.2): the stores,
-the queue, the lease and the clock are passed in, so tests drive hours of simulated time with fakes.
+Pure domain logic (design §4.1, §4.2): the stores, the queue, the lease and the clock are passed in through
+the ports, so tests drive hours of simulated time on the in-memory fakes.
 
 One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick`:
 
@@ -18,27 +18,9 @@ One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick
 6. advances the watermark over buckets that are drained.
 
 The lease is checked before every write (``LeaderLease.check``), so a leader whose lease ran out by its own
-clock stops writing; see ``jobsched.lease`` for the residual window and why it cannot duplicate a run.
+clock stops writing; see ``jobsched.domain.lease`` for the residual window and why it cannot duplicate a run.
 
-Decisions (each tested):
-
-- Re-enqueue: when a run's put is refused because the run exists and the existing row is still ``queued``,
-  the tick enqueues it again. That row is either a crash between save and enqueue (the next tick then
-  recovers it in a second, instead of the sweeper's minutes) or a run enqueued moments ago whose move did
-  not land; a second message is harmless because workers claim a run with a conditional update
-  (``queued -> running``) and drop a delivery that loses the claim. A job whose message SQS refused is not
-  moved, so the next tick takes this path for it.
-- Catch-up: a job runs several missed fires in one tick, oldest first, at most
-  ``TickLimits.max_runs_per_job``; it is then moved to its next (still past) fire, which puts it in the
-  current bucket, and the next tick continues. A one-second job after an hour of downtime thus never holds
-  up the other jobs, and its catch-up costs ~1.1 requests per run (one move per tick, not per fire).
-- Skipped fires: one row each up to ``TickLimits.skip_rows_max``, else one summary row (at the first
-  skipped fire, with ``skipped_count``); rates are counted arithmetically, cron fires in bounded chunks.
-- Index lag: a GSI may still return a job's previous entry after a move or an edit; the tick plans from the
-  item read consistently, never from the entry, so a lagging entry costs a read, never a wrong fire.
-- Watermark: advanced only over buckets read to the end, all of whose entries were handled, and ended at
-  least ``WATERMARK_MARGIN_MS`` ago; a look-behind (``LOOK_BEHIND_MS``) re-reads recently drained buckets
-  once a minute as a safety net against late writers.
+The decisions behind each step (re-enqueue, catch-up, skipped fires, index lag, watermark) are design §4.8.
 """
 
 from __future__ import annotations
@@ -47,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from jobsched.clock import Clock
 from jobsched.domain.lease import LeaseLost
@@ -58,7 +40,7 @@ from jobsched.observability import logger
 from jobsched.ports.control import Guard, WatermarkStore
 from jobsched.ports.errors import Conflict
 from jobsched.ports.jobs import DueEntry, DueIndex, DuePageToken, SchedulingState, Unreadable
-from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, new_run
+from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, RunWriter, new_run
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
 
@@ -66,15 +48,6 @@ WATERMARK_MARGIN_MS = 15_000
 """A bucket counts as drained only once now is past its end by this much. Writers (API, scheduler) put an
 entry in the bucket of ``max(due_at, their now)``; the margin covers a writer whose clock is slightly behind
 and the due index's replication delay (a GSI is eventually consistent)."""
-
-
-# --- ports: the job side's in ``jobsched.ports.jobs``/``jobsched.ports.control``; the run writer here ------
-
-
-class RunWriter(Protocol):
-    def put_new(self, row: RunRow) -> RunRow | None: ...
-
-    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
 
 
 # --- the tick -------------------------------------------------------------------------------------

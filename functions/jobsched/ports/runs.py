@@ -430,6 +430,15 @@ class TargetRunner(Protocol):
     def execute(self, target: Any, call: TargetCall) -> str: ...
 
 
+class RunWriter(Protocol):
+    """What the scheduler's tick needs of the run store: conditional inserts of new runs (the existing row
+    when the key is taken) and a job's rows in a range of ``scheduled_for`` (to split skipped summaries)."""
+
+    def put_new(self, row: RunRow) -> RunRow | None: ...
+
+    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
+
+
 class RunHistory(Protocol):
     """What the API's use cases need of the run store (``jobsched.store.runs.RunStore``; the in-memory fake
     ``jobsched.memory.runs.MemoryRunStore``): manual runs, one run, a job's history page."""

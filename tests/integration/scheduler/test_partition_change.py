@@ -94,7 +94,11 @@ def test_lowering_the_count_in_the_deploy_that_brings_the_mark_strands_no_job(ha
     # version with 2: the first scheduler finds the mark missing and bootstraps it from the due index.
     harness.settings = harness.settings.model_copy(update={"scheduler_partitions": 4})
     harness.clock.now_ms = harness.T0
-    job_ids = [harness.add(f"every {PERIOD_MS // 1000} seconds").id for _ in range(12)]
+    job_ids: list[str] = []
+    # job ids are random: add until partition 3 (the highest, which the bootstrap must find) holds a job
+    while len(job_ids) < 12 or 3 not in {partition_of(j, 4) for j in job_ids}:
+        assert len(job_ids) < 64, "64 random job ids missed partition 3"
+        job_ids.append(harness.add(f"every {PERIOD_MS // 1000} seconds").id)
     two = groups(harness, 2, "v2")
     assert [len(g.loops) for g in two] == [2, 2]
     run(harness, two, 60)
