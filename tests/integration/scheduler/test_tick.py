@@ -7,16 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.store import layout
-
-
-def throttled(*_: Any, **__: Any) -> None:
-    raise ClientError(
-        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Op"
-    )
 
 
 def count_requests(harness: Any) -> Counter[str]:
