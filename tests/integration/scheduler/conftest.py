@@ -21,7 +21,6 @@ from jobsched.domain.registration import register
 from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.models import CommandTarget, Job, from_ms
 from jobsched.ports.jobs import SchedulingState
-from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
@@ -69,10 +68,6 @@ class Harness:
     @property
     def runs(self) -> RunStore:
         return RunStore(self.aws.table(self.settings.runs_table))
-
-    @property
-    def control(self) -> ControlStore:
-        return ControlStore(self.aws.dynamodb, self.settings.control_table)
 
     # --- jobs ---------------------------------------------------------------------------------
 
@@ -173,31 +168,6 @@ class Harness:
         """Every run row of ``job_id``, oldest scheduled_for first."""
         rows, _ = self.runs.list_for_job(job_id, 10_000)
         return sorted((layout.run_item(r) for r in rows), key=lambda r: r["scheduled_for"])
-
-    def all_runs(self) -> list[dict[str, Any]]:
-        table = self.aws.table(self.settings.runs_table)
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {}
-        while True:
-            page = table.scan(**kwargs)
-            items.extend(layout.plain(i) for i in page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return items
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    def drain(self) -> list[RunMessage]:
-        """Receive and delete every message on the run queue (in the order SQS hands them out)."""
-        sqs, url = self.aws.sqs, self.settings.run_queue_url
-        found: list[RunMessage] = []
-        while True:
-            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-            if not got:
-                return found
-            found.extend(RunMessage.parse(m["Body"]) for m in got)
-            sqs.delete_message_batch(
-                QueueUrl=url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)],
-            )
 
 
 @pytest.fixture
