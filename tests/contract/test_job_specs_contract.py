@@ -1,5 +1,5 @@
 """The worker's view of jobs (``jobsched.ports.runs.JobSpecs``): the same cases against the in-memory fake
-(``jobsched.memory.job_specs``) and the DynamoDB adapter (``jobsched.store.jobs.JobStore``) on moto. The job as
+(``jobsched.memory.jobs.MemoryJobStore``) and the DynamoDB adapter (``jobsched.store.jobs.JobStore``) on moto. The job as
 the worker reads it, and the overlap lock of ``overlap: skip`` jobs: taken once, stale holders replaced, an
 exact holder replaced, renewals and releases only by the holder."""
 
@@ -14,7 +14,7 @@ from botocore.stub import Stubber
 
 from jobsched.clock import FakeClock
 from jobsched.domain.registration import scheduling_state
-from jobsched.memory.job_specs import MemoryJobSpecs
+from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import Job
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import OverlapHolder
@@ -29,12 +29,12 @@ def specs(
     request: pytest.FixtureRequest,
 ) -> Iterator[tuple[Any, Callable[[Job], None], Callable[[Job], None]]]:
     """``(store, save(job), delete(job))`` for the fake, or for the DynamoDB adapter on the moto jobs table."""
+    settings = request.getfixturevalue("settings")
+    store: MemoryJobStore | JobStore
     if request.param == "memory":
-        memory = MemoryJobSpecs()
-        yield memory, memory.put, lambda job: memory.delete(job.id)
-        return
-    aws, settings = request.getfixturevalue("aws"), request.getfixturevalue("settings")
-    store = JobStore(aws.table(settings.jobs_table))
+        store = MemoryJobStore()
+    else:
+        store = JobStore(request.getfixturevalue("aws").table(settings.jobs_table))
 
     def save(job: Job) -> None:
         state = scheduling_state(

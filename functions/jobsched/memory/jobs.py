@@ -1,6 +1,7 @@
-"""The job store in memory: ``ports.jobs.JobRepository`` and ``ports.jobs.DueIndex`` with the DynamoDB
-adapter's conditions (``store.jobs.JobStore``), held to the same contract
-(``tests/contract/test_job_store_contract.py``). Thread-safe; reads are always consistent."""
+"""The job store in memory: ``ports.jobs.JobRepository``, ``ports.jobs.DueIndex`` and the worker's view of jobs
+``ports.runs.JobSpecs`` (a job's spec and its overlap lock) with the DynamoDB adapter's conditions
+(``store.jobs.JobStore``), held to the same contracts (``tests/contract/test_job_store_contract.py``,
+``tests/contract/test_job_specs_contract.py``). Thread-safe; reads are always consistent."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, replace
 from jobsched.models import Job, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.runs import OverlapHolder
 
 
 @dataclass(frozen=True)
@@ -19,8 +21,14 @@ class _Tombstone:
     deleted_at_ms: int
 
 
+def _same_try(held: OverlapHolder, run_id: str, attempt: int | None, worker: str | None) -> bool:
+    return (held.run_id, held.attempt, held.worker) == (run_id, attempt, worker)
+
+
 class MemoryJobStore:
-    """Jobs, their scheduling states, name locks and tombstones in dicts (see the module docstring).
+    """Jobs, their scheduling states, name locks, tombstones and overlap locks in dicts (see the module
+    docstring). ``locks`` maps a job id to the try holding its overlap lock; like the DynamoDB lock item, it
+    outlives the job's deletion.
 
     ``states`` may be written directly by tests (e.g. an ``Unreadable`` to stand for a malformed item)."""
 
@@ -29,6 +37,7 @@ class MemoryJobStore:
         self.states: dict[str, SchedulingState | Unreadable] = {}
         self.names: dict[tuple[str, str], str] = {}
         self.tombstones: dict[str, _Tombstone] = {}
+        self.locks: dict[str, OverlapHolder] = {}
         self._lock = threading.RLock()
 
     # --- JobRepository ------------------------------------------------------------------------
@@ -126,6 +135,63 @@ class MemoryJobStore:
                 return job.owner
             tombstone = self.tombstones.get(job_id)
             return tombstone.owner if tombstone else None
+
+    # --- JobSpecs: the worker's view and the overlap lock ----------------------------------------
+
+    def get_spec(self, job_id: str) -> Job | None:
+        """The live job as its spec alone gives it (not paused, no ``next_run_at``: no scheduling state), or
+        None when deleted."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            return job.model_copy(update={"paused": False, "next_run_at": None}) if job is not None else None
+
+    def acquire_overlap(
+        self,
+        job_id: str,
+        *,
+        run_id: str,
+        attempt: int,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        expires_at_s: int,
+        replacing: OverlapHolder | None = None,
+    ) -> OverlapHolder | None:
+        """Take the lock for the try ``(run_id, attempt, worker)`` when free, stale (``heartbeat_at <
+        stale_before_ms``, epoch ms) or held by this run; with ``replacing``, exactly when that try holds it.
+        None when taken, else the holder. ``expires_at_s`` is not kept (locks do not expire here)."""
+        with self._lock:
+            held = self.locks.get(job_id)
+            if replacing is None:
+                free = (
+                    held is None
+                    or (held.heartbeat_at is not None and held.heartbeat_at < stale_before_ms)
+                    or held.run_id == run_id
+                )
+            else:
+                free = held is not None and _same_try(
+                    held, replacing.run_id, replacing.attempt, replacing.worker
+                )
+            if not free:
+                return held or OverlapHolder(run_id="?")
+            self.locks[job_id] = OverlapHolder(run_id, attempt, worker, now_ms)
+            return None
+
+    def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool:
+        """Set the lock's ``heartbeat_at`` to ``now_ms`` if this try holds it; False when it does not."""
+        with self._lock:
+            held = self.locks.get(job_id)
+            if held is None or not _same_try(held, run_id, attempt, worker):
+                return False
+            self.locks[job_id] = OverlapHolder(run_id, attempt, worker, now_ms)
+            return True
+
+    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None:
+        """Give the lock back if this try holds it (else nothing)."""
+        with self._lock:
+            held = self.locks.get(job_id)
+            if held is not None and _same_try(held, run_id, attempt, worker):
+                del self.locks[job_id]
 
     # --- DueIndex -----------------------------------------------------------------------------
 

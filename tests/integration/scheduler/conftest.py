@@ -5,9 +5,8 @@ FakeClock."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,59 +19,16 @@ from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import register
 from jobsched.domain.tick import Scheduler, TickResult
-from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.models import CommandTarget, Job, from_ms
 from jobsched.ports.jobs import SchedulingState
-from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
-
-# 2026-03-02T10:00:00Z, a Monday, on a whole minute.
-T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+from tests.support.scheduler import T0, Recorder, Wrapped
 
 _ids = itertools.count(1)
-
-
-class Recorder:
-    """Counts calls through a wrapper and can inject a fault before (``before``) or after (``after``) the real
-    call: a callable receiving the call's arguments that may raise."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-        self.results: list[tuple[str, tuple[Any, ...], Any]] = []
-        self.before: dict[str, Callable[..., None]] = {}
-        self.after: dict[str, Callable[..., None]] = {}
-
-    def count(self, name: str) -> int:
-        return sum(1 for call in self.calls if call[0] == name)
-
-
-class Wrapped:
-    """A fault-injecting proxy around an adapter: every method call is recorded in ``recorder``."""
-
-    def __init__(self, inner: Any, recorder: Recorder) -> None:
-        self._inner = inner
-        self._recorder = recorder
-
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._inner, name)
-        if not callable(target):
-            return target
-        recorder = self._recorder
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            recorder.calls.append((name, args, kwargs))
-            if name in recorder.before:
-                recorder.before[name](*args, **kwargs)
-            value = target(*args, **kwargs)
-            recorder.results.append((name, args, value))
-            if name in recorder.after:
-                recorder.after[name](*args, **kwargs)
-            return value
-
-        return call
 
 
 @dataclass
@@ -112,10 +68,6 @@ class Harness:
     @property
     def runs(self) -> RunStore:
         return RunStore(self.aws.table(self.settings.runs_table))
-
-    @property
-    def control(self) -> ControlStore:
-        return ControlStore(self.aws.dynamodb, self.settings.control_table)
 
     # --- jobs ---------------------------------------------------------------------------------
 
@@ -216,31 +168,6 @@ class Harness:
         """Every run row of ``job_id``, oldest scheduled_for first."""
         rows, _ = self.runs.list_for_job(job_id, 10_000)
         return sorted((layout.run_item(r) for r in rows), key=lambda r: r["scheduled_for"])
-
-    def all_runs(self) -> list[dict[str, Any]]:
-        table = self.aws.table(self.settings.runs_table)
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {}
-        while True:
-            page = table.scan(**kwargs)
-            items.extend(layout.plain(i) for i in page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return items
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    def drain(self) -> list[RunMessage]:
-        """Receive and delete every message on the run queue (in the order SQS hands them out)."""
-        sqs, url = self.aws.sqs, self.settings.run_queue_url
-        found: list[RunMessage] = []
-        while True:
-            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-            if not got:
-                return found
-            found.extend(RunMessage.parse(m["Body"]) for m in got)
-            sqs.delete_message_batch(
-                QueueUrl=url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)],
-            )
 
 
 @pytest.fixture

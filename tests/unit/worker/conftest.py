@@ -13,18 +13,19 @@ from typing import Any
 import pytest
 
 from jobsched.clock import FakeClock
+from jobsched.domain.registration import scheduling_state
 from jobsched.domain.retries import Failures
 from jobsched.domain.supervision import Waiter
 from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.worker import Worker
-from jobsched.memory.job_specs import MemoryJobSpecs
+from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job
 from jobsched.ports.runs import MAX_DELAY_S, RunMessage
 from jobsched.settings import Settings
 from jobsched.targets import Targets
-from tests.support.worker import new_job, sqs_record
+from tests.support.worker import T0, new_job, sqs_record
 
 RUN_QUEUE_URL = "memory://run-queue"
 DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
@@ -50,8 +51,8 @@ def runs() -> MemoryRunStore:
 
 
 @pytest.fixture
-def jobs() -> MemoryJobSpecs:
-    return MemoryJobSpecs()
+def jobs() -> MemoryJobStore:
+    return MemoryJobStore()
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def dead_runs() -> MemoryDeadRuns:
 def build_worker(
     settings: Settings,
     runs: MemoryRunStore,
-    jobs: MemoryJobSpecs,
+    jobs: MemoryJobStore,
     queue: MemoryRunQueue,
     dead_runs: MemoryDeadRuns,
     clock: FakeClock,
@@ -102,7 +103,7 @@ def worker(build_worker: Callable[..., Worker]) -> Worker:
 def build_sweeper(
     settings: Settings,
     runs: MemoryRunStore,
-    jobs: MemoryJobSpecs,
+    jobs: MemoryJobStore,
     queue: MemoryRunQueue,
     dead_runs: MemoryDeadRuns,
     clock: FakeClock,
@@ -125,12 +126,25 @@ def build_sweeper(
 
 
 @pytest.fixture
-def make_job(jobs: MemoryJobSpecs, clock: FakeClock) -> Callable[..., Job]:
-    """``make_job(name=..., owner=..., **JobCreate fields)``: a job as the API saves it."""
+def make_job(jobs: MemoryJobStore, clock: FakeClock, settings: Settings) -> Callable[..., Job]:
+    """``make_job(name=..., owner=..., **JobCreate fields)``: a job saved as the API would (job + scheduling
+    state), as tests/integration/worker's ``make_job`` saves it."""
     numbers = count()
-    return lambda owner="team-a", name=None, **fields: jobs.put(
-        new_job(clock, next(numbers), owner, name, **fields)
-    )
+
+    def make(owner: str = "team-a", name: str | None = None, **fields: Any) -> Job:
+        job = new_job(clock, next(numbers), owner, name, **fields)
+        state = scheduling_state(
+            job,
+            anchor_at_ms=clock(),
+            next_run_at_ms=T0 + 86_400_000,
+            partition=0,
+            settings=settings.model_copy(update={"due_shards": 1, "due_bucket_s": 60}),
+            now_ms=clock(),
+        )
+        jobs.create(job, state)
+        return job
+
+    return make
 
 
 @pytest.fixture

@@ -105,7 +105,7 @@ def test_a_skip_of_a_run_taken_over_is_not_recorded(
     monkeypatch.setattr(runs, "skip", taken_over)
     job = make_job()
     make_run(job)
-    jobs.delete(job.id)
+    jobs.delete(job, deleted_at_ms=T0, retention_days=None)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RUNNING

@@ -15,7 +15,7 @@ from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
 from jobsched.domain.worker import Worker
-from jobsched.memory.job_specs import MemoryJobSpecs
+from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
@@ -395,7 +395,7 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
-    jobs: MemoryJobSpecs,
+    jobs: MemoryJobStore,
     clock: FakeClock,
     record: Callable[..., dict[str, Any]],
 ) -> None:

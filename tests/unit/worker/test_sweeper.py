@@ -165,7 +165,7 @@ def test_a_lost_worker_of_a_deleted_job_is_skipped(
     job = make_job()
     make_run(job)
     runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
-    jobs.delete(job.id)
+    jobs.delete(job, deleted_at_ms=T0, retention_days=None)
     clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
     assert sweeper.sweep().skipped == 1
     row = runs.get(job.id, T0)

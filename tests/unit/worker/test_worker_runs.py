@@ -13,7 +13,7 @@ from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import Job, RunStatus
+from jobsched.models import Job, RunStatus, to_ms
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall
@@ -148,7 +148,7 @@ def test_a_run_of_a_deleted_job_is_skipped(
 ) -> None:
     job = make_job(command="record")
     make_run(job)
-    jobs.delete(job.id)
+    jobs.delete(job, deleted_at_ms=T0, retention_days=None)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SKIPPED
     assert calls == []
     row = runs.get(job.id, T0)
@@ -236,7 +236,13 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     # the owner lowers max_attempts to 1 while the retry waits
     changed = job.model_dump() | {"retry": {**job.retry.model_dump(), "max_attempts": 1}}
-    jobs.put(Job.model_validate(changed | {"target": {"type": "command", "name": "record"}}))
+    stored = jobs.get(job.id)
+    assert stored.state is not None
+    jobs.replace(
+        Job.model_validate(changed | {"target": {"type": "command", "name": "record"}}),
+        stored.state,
+        expected_updated_at=to_ms(job.updated_at),
+    )
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     assert calls == []
     row = runs.get(job.id, T0)

@@ -1,12 +1,11 @@
 """Regression tests for the promise breaks of issue [2.1] on the scheduler side: each scenario is the one that
-broke the promise (on 6d86f0d), driven with the product's classes on moto and a FakeClock."""
+broke the promise (on 6d86f0d), driven with the product's classes on the in-memory fakes and a FakeClock."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from jobsched.adapters.queue import RunQueue
 from jobsched.api.service import JobService
 from jobsched.models import JobCreate, JobPatch, MissedPolicy, RunStatus, from_ms, to_ms
 from jobsched.store import layout
@@ -19,7 +18,7 @@ def service(harness: Any) -> JobService:
         settings=harness.settings,
         jobs=harness.jobs,
         runs=harness.runs,
-        queue=RunQueue(harness.aws.sqs, harness.settings.run_queue_url),
+        queue=harness.queue,
         clock=harness.clock,
     )
 

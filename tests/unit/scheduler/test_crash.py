@@ -60,12 +60,7 @@ def test_crash_after_enqueue_before_move_creates_no_second_run(harness: Any) -> 
     assert len(harness.drain()) == 1  # enqueued once before the crash
 
     # Given a worker already claimed the run (queued -> running)
-    harness.aws.table(harness.settings.runs_table).update_item(
-        Key={"job_id": job.id, "scheduled_for": harness.T0},
-        UpdateExpression="SET #s = :running",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":running": RunStatus.RUNNING.value},
-    )
+    harness.runs.force(job.id, harness.T0, status=RunStatus.RUNNING)
     take_over(harness)
 
     # Then the new leader's put is refused: no second run, no second message, the job moves on
