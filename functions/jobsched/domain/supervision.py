@@ -7,9 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from jobsched.domain.retries import Owned
 from jobsched.observability import logger
-from jobsched.ports.runs import JobSpecs, RunRows, VisibilityExtender
+from jobsched.ports.runs import JobSpecs, Owned, RunRows, VisibilityExtender
 from jobsched.targets.base import (
     TargetCall,
     TargetTimedOut,
@@ -108,13 +107,7 @@ class Heartbeat:
             # the previous write hung or this beat came late: the row may look stale before a write lands
             return self._give_up(now_ms)
         try:
-            if not self.runs.heartbeat(
-                self.owned.job_id,
-                self.owned.scheduled_for,
-                attempt=self.owned.attempt,
-                worker=self.owned.worker,
-                now_ms=now_ms,
-            ):
+            if not self.runs.heartbeat(self.owned, now_ms=now_ms):
                 self.lost = True
                 logger.warning("heartbeat refused: the run is no longer ours", run_id=self.owned.run_id)
                 return False

@@ -229,15 +229,7 @@ class Sweeper:
             return
         job = self._job(owned.job_id, specs)
         if job is None:
-            if self.runs.skip(
-                owned.job_id,
-                owned.scheduled_for,
-                attempt=owned.attempt,
-                worker=owned.worker,
-                now_ms=self.clock(),
-                reason="job deleted while its worker was lost",
-                heartbeat_at=owned.heartbeat_at,
-            ):
+            if self.runs.skip(owned, now_ms=self.clock(), reason="job deleted while its worker was lost"):
                 report.skipped += 1
             else:
                 report.conflicts += 1

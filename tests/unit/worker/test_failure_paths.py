@@ -99,7 +99,7 @@ def test_a_skip_of_a_run_taken_over_is_not_recorded(
     skip = runs.skip
 
     def taken_over(*args: Any, **kwargs: Any) -> bool:
-        runs.force(args[0], args[1], worker="thief")
+        runs.force(args[0].job_id, args[0].scheduled_for, worker="thief")
         return skip(*args, **kwargs)
 
     monkeypatch.setattr(runs, "skip", taken_over)
