@@ -260,11 +260,10 @@ def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
     aws: Aws,
     clock: FakeClock,
     waiter: SimWaiter,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
+    due_job: Callable[..., Job],
 ) -> None:
     # [2.1] break 5's promise on the worker's other pre-target call, STS AssumeRole of the target role: a throttle
     # there (after the SDK's retries) used to fail the try, so with max_attempts 1 the run went dead and the
@@ -277,8 +276,7 @@ def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
     worker = Components(settings.model_copy(update={"target_role_arn": ROLE}), aws, clock=clock).worker(
         waiter=waiter
     )
-    job = make_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
-    make_run(job)
+    job = due_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
     with pytest.raises(Deferred):
         worker.handle(delivery_of(record(job.id, T0)))
     row = runs.get(job.id, T0)
