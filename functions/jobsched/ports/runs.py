@@ -184,6 +184,19 @@ class Owned:
     def run_id(self) -> str:
         return run_id(self.job_id, self.scheduled_for)
 
+    @classmethod
+    def of(cls, row: RunRow, *, with_heartbeat: bool = False) -> Owned:
+        """The claim ``row`` is under as stored (``worker`` "" when unset); ``with_heartbeat``: also fenced on
+        the row's ``heartbeat_at``, so a beat since the row was read wins."""
+        return cls(
+            job_id=row.job_id,
+            scheduled_for=row.scheduled_for,
+            attempt=row.attempt,
+            worker=row.worker or "",
+            heartbeat_at=row.heartbeat_at if with_heartbeat else None,
+            owner=row.owner,
+        )
+
 
 @dataclass(frozen=True)
 class KeyedInsert:
