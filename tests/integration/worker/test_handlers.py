@@ -116,17 +116,16 @@ def rendezvous() -> Iterator[list[tuple[str, str]]]:
 
 def test_the_records_of_a_batch_run_concurrently(
     settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     rendezvous: list[tuple[str, str]],
     capsys: pytest.CaptureFixture[str],
+    build_worker: Callable[..., Worker],
 ) -> None:
     # Given three runs due now in one batch, whose targets each finish only once all three have started
-    worker = Components(settings, aws, clock=clock).worker(waiter=RealWaiter())  # beats are 30 s away
+    worker = build_worker(waiter=RealWaiter())  # beats are 30 s away
     jobs = [make_job(command="rendezvous") for _ in range(3)]
     for job in jobs:
         make_run(job)

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
@@ -25,7 +24,6 @@ from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.http import AddressPolicy, HttpExecutor
-from jobsched.wiring import Components
 
 from .conftest import T0, SimWaiter
 
@@ -84,10 +82,8 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture
-def loopback_worker(settings: Settings, aws: Aws, clock: FakeClock, waiter: SimWaiter) -> Worker:
-    return Components(
-        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock
-    ).worker(waiter=waiter)
+def loopback_worker(settings: Settings, build_worker: Callable[..., Worker]) -> Worker:
+    return build_worker(settings.model_copy(update={"allow_loopback_http_targets": True}))
 
 
 def _call(**kwargs: Any) -> TargetCall:
@@ -181,19 +177,17 @@ def test_a_slow_server_times_out(server: Server) -> None:
 
 def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(
     settings: Settings,
-    aws: Aws,
     clock: FakeClock,
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     server: Server,
     due_job: Callable[..., Job],
+    build_worker: Callable[..., Worker],
 ) -> None:
     # Given a server that answers only after the test ends; simulated time moves once it has the request
     server.responses = [(200, "late", 60.0)]
     waiter = SimWaiter(clock, parked=lambda: bool(server.requests))
-    worker = Components(
-        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock
-    ).worker(waiter=waiter)
+    worker = build_worker(settings.model_copy(update={"allow_loopback_http_targets": True}), waiter=waiter)
     job = due_job(target={"type": "http", "url": server.url}, timeout_s=20)
     # When the try passes its timeout, it fails as timed out (to be retried)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
