@@ -102,11 +102,12 @@ def worker(build_worker: Callable[..., Worker]) -> Worker:
 
 @pytest.fixture
 def build_sweeper(parts: dict[str, Any]) -> Callable[..., Sweeper]:
-    """``build_sweeper(**overrides)``: a ``Sweeper`` on the fakes."""
+    """``build_sweeper(dead_runs=None, **overrides)``: a ``Sweeper`` on the fakes (its failed tries notify
+    ``dead_runs`` when given)."""
 
-    def build(**overrides: Any) -> Sweeper:
+    def build(dead_runs: Any = None, **overrides: Any) -> Sweeper:
         shared = {name: parts[name] for name in ("settings", "runs", "queue", "clock")}
-        failures = Failures(**shared, dead_runs=parts["dead_runs"])
+        failures = Failures(**shared, dead_runs=dead_runs or parts["dead_runs"])
         return Sweeper(**{**shared, "jobs": parts["jobs"], "failures": failures, **overrides})
 
     return build
