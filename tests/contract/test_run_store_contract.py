@@ -5,6 +5,7 @@ the claim ``(attempt, worker)``, give-back, paging of a job's history, and the s
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,13 +15,14 @@ from botocore.stub import Stubber
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import RunKey, RunRow, new_run, sweep_shard
+from jobsched.ports.runs import Owned, RunKey, RunRow, new_run, sweep_shard
 from jobsched.store.runs import RunStore
 
 T0 = 1_767_578_400_000  # 2026-01-05T02:00Z, epoch ms
 NOW = T0 + 1_500
 SWEEP_AFTER_MS = 120_000
 FIRST = RunKey("j_a", T0)
+W1 = Owned("j_a", T0, 1, "w1")  # the first claim of the first run
 
 
 @pytest.fixture(params=["memory", "dynamodb"])
@@ -125,9 +127,7 @@ def test_a_claim_takes_a_queued_run_once(store: Any) -> None:
 def test_a_retrying_run_is_claimable_once_due_and_a_stale_running_one_is_taken_over(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    assert store.retry(
-        "j_a", T0, attempt=1, worker="w1", error="boom", retry_at_ms=NOW + 10_000, sweep_at_ms=NOW + 130_000
-    )
+    assert store.retry(W1, error="boom", retry_at_ms=NOW + 10_000, sweep_at_ms=NOW + 130_000)
     assert not _claim(store, "w2", now=NOW + 9_000).claimed  # not yet due
     second = _claim(store, "w2", now=NOW + 10_000)
     assert (
@@ -146,41 +146,37 @@ def test_a_retrying_run_is_claimable_once_due_and_a_stale_running_one_is_taken_o
 # --- fencing of transitions ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stranger", [{"attempt": 2, "worker": "w1"}, {"attempt": 1, "worker": "w2"}])
-def test_every_transition_is_fenced_on_the_claim(store: Any, stranger: dict[str, Any]) -> None:
+@pytest.mark.parametrize("stranger", [Owned("j_a", T0, 2, "w1"), Owned("j_a", T0, 1, "w2")])
+def test_every_transition_is_fenced_on_the_claim(store: Any, stranger: Owned) -> None:
     store.put_new(_run())
     _claim(store)
     before = store.get("j_a", T0)
-    assert not store.heartbeat("j_a", T0, now_ms=NOW + 1, **stranger)
-    assert not store.succeed("j_a", T0, now_ms=NOW + 1, **stranger)
-    assert not store.retry("j_a", T0, error="e", retry_at_ms=NOW, sweep_at_ms=NOW, **stranger)
-    assert not store.dead("j_a", T0, now_ms=NOW, error="e", final_attempt=1, notify_at_ms=NOW, **stranger)
-    assert not store.skip("j_a", T0, now_ms=NOW, reason="r", **stranger)
-    assert not store.give_back("j_a", T0, before=_run(), **stranger)
+    assert not store.heartbeat(stranger, now_ms=NOW + 1)
+    assert not store.succeed(stranger, now_ms=NOW + 1)
+    assert not store.retry(stranger, error="e", retry_at_ms=NOW, sweep_at_ms=NOW)
+    assert not store.dead(stranger, now_ms=NOW, error="e", final_attempt=1, notify_at_ms=NOW)
+    assert not store.skip(stranger, now_ms=NOW, reason="r")
+    assert not store.give_back(stranger, before=_run())
     assert store.get("j_a", T0) == before
     # an absent run refuses too
-    assert not store.heartbeat("j_a", T0 + 1, attempt=1, worker="w1", now_ms=NOW)
+    assert not store.heartbeat(Owned("j_a", T0 + 1, 1, "w1"), now_ms=NOW)
 
 
 def test_a_sweepers_transition_loses_to_a_beat_since_it_read(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    assert store.heartbeat("j_a", T0, attempt=1, worker="w1", now_ms=NOW + 30_000)
-    assert not store.retry(
-        "j_a", T0, attempt=1, worker="w1", error="lost", retry_at_ms=NOW, sweep_at_ms=NOW, heartbeat_at=NOW
-    )
+    assert store.heartbeat(W1, now_ms=NOW + 30_000)
+    assert not store.retry(replace(W1, heartbeat_at=NOW), error="lost", retry_at_ms=NOW, sweep_at_ms=NOW)
     assert store.get("j_a", T0).heartbeat_at == NOW + 30_000
-    assert store.skip(
-        "j_a", T0, attempt=1, worker="w1", now_ms=NOW + 40_000, reason="gone", heartbeat_at=NOW + 30_000
-    )
+    assert store.skip(replace(W1, heartbeat_at=NOW + 30_000), now_ms=NOW + 40_000, reason="gone")
 
 
 def test_success_clears_the_error_and_leaves_the_sweep_index(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    store.retry("j_a", T0, attempt=1, worker="w1", error="boom", retry_at_ms=NOW, sweep_at_ms=NOW + 1)
+    store.retry(W1, error="boom", retry_at_ms=NOW, sweep_at_ms=NOW + 1)
     _claim(store, "w2", now=NOW + 5)
-    assert store.succeed("j_a", T0, attempt=2, worker="w2", now_ms=NOW + 9)
+    assert store.succeed(Owned("j_a", T0, 2, "w2"), now_ms=NOW + 9)
     row = store.get("j_a", T0)
     assert (row.status, row.finished_at, row.error, row.sweep_at, row.retry_at) == (
         RunStatus.SUCCEEDED,
@@ -195,16 +191,7 @@ def test_success_clears_the_error_and_leaves_the_sweep_index(store: Any) -> None
 def test_a_dead_run_stays_in_the_sweep_index_until_notified(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    assert store.dead(
-        "j_a",
-        T0,
-        attempt=1,
-        worker="w1",
-        now_ms=NOW + 5,
-        error="out",
-        final_attempt=1,
-        notify_at_ms=NOW + 60_000,
-    )
+    assert store.dead(W1, now_ms=NOW + 5, error="out", final_attempt=1, notify_at_ms=NOW + 60_000)
     row = store.get("j_a", T0)
     assert (row.status, row.notify_pending, row.sweep_at, row.finished_at) == (
         RunStatus.DEAD,
@@ -222,15 +209,15 @@ def test_a_dead_run_stays_in_the_sweep_index_until_notified(store: Any) -> None:
 def test_a_give_back_restores_the_row_as_the_claim_found_it(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    store.retry("j_a", T0, attempt=1, worker="w1", error="e", retry_at_ms=NOW + 7, sweep_at_ms=NOW + 9)
+    store.retry(W1, error="e", retry_at_ms=NOW + 7, sweep_at_ms=NOW + 9)
     found = store.get("j_a", T0)
     claim = _claim(store, "w2", now=NOW + 7)
-    assert store.give_back("j_a", T0, attempt=2, worker="w2", before=claim.before)
+    assert store.give_back(Owned("j_a", T0, 2, "w2"), before=claim.before)
     assert store.get("j_a", T0) == found
     # a first claim given back leaves no trace of it either
     store.put_new(_run(scheduled_for=T0 + 1))
     first = _claim(store, key=RunKey("j_a", T0 + 1))
-    assert store.give_back("j_a", T0 + 1, attempt=1, worker="w1", before=first.before)
+    assert store.give_back(Owned("j_a", T0 + 1, 1, "w1"), before=first.before)
     assert store.get("j_a", T0 + 1) == _run(scheduled_for=T0 + 1)
 
 
@@ -269,7 +256,7 @@ def test_a_sweep_deferral_is_conditioned_on_what_the_sweeper_saw(store: Any) -> 
     assert (row.sweep_at, row.sweeps) == (seen + 5, 2)
     assert not store.clear_sweep("j_a", T0)  # unfinished runs keep their keys
     _claim(store)
-    store.skip("j_a", T0, attempt=1, worker="w1", now_ms=NOW, reason="r")
+    store.skip(W1, now_ms=NOW, reason="r")
     assert store.clear_sweep("j_a", T0)  # nothing left to clear is fine for a finished run
 
 

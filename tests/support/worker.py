@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.models import Job, JobCreate, to_ms
 from jobsched.ports.runs import RunRow, new_run
@@ -222,3 +223,23 @@ class Context:
 
     def get_remaining_time_in_millis(self) -> int:
         return self.remaining_ms
+
+
+@pytest.fixture
+def due_job(make_job: Callable[..., Job], make_run: Callable[..., RunRow]) -> Callable[..., Job]:
+    """``due_job(**make_job arguments)``: a job as the API saves it, with its run at ``T0`` saved as the
+    scheduler saves it (``make_job`` then ``make_run``)."""
+
+    def make(*args: Any, **fields: Any) -> Job:
+        job = make_job(*args, **fields)
+        make_run(job)
+        return job
+
+    return make
+
+
+@pytest.fixture
+def deliver(worker: Any, record: Callable[..., dict[str, Any]]) -> Callable[..., str]:
+    """``deliver(job, scheduled_for_ms=T0)``: the ``worker`` fixture handles one delivery of that run's
+    message (``Worker.handle``: the ``Outcome`` value; raises as it does)."""
+    return lambda job, scheduled_for_ms=T0: worker.handle(delivery_of(record(job.id, scheduled_for_ms)))

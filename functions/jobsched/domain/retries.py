@@ -3,7 +3,6 @@ message and owner alert."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from jobsched.clock import Clock
@@ -13,10 +12,10 @@ from jobsched.ports.runs import (
     MAX_DELAY_S,
     DeadRun,
     DeadRunSink,
+    Owned,
     RunMessage,
     RunSender,
     RunTransitions,
-    run_id,
 )
 from jobsched.settings import Settings
 from jobsched.targets.base import (
@@ -38,23 +37,6 @@ class Outcome(StrEnum):
     DROPPED = "dropped"  # lost the claim: a duplicate or late delivery
     LOST = "lost"  # the run stopped being ours mid-try (the sweeper or a redelivery took it over)
     DEFERRED = "deferred"  # handed back to SQS: not claimed (too little time left), or the claim given back
-
-
-@dataclass(frozen=True)
-class Owned:
-    """The state a transition is conditioned on: running under the claim ``(attempt, worker)``; the sweeper
-    adds the stale ``heartbeat_at`` it saw, so a beat since then wins."""
-
-    job_id: str
-    scheduled_for: int
-    attempt: int
-    worker: str
-    heartbeat_at: int | None = None
-    owner: str | None = None
-
-    @property
-    def run_id(self) -> str:
-        return run_id(self.job_id, self.scheduled_for)
 
 
 def lost_worker_error(attempt: int, heartbeat_at: int | None, stale_s: int) -> str:
@@ -118,14 +100,10 @@ class Failures:
         delay_s = min(job.retry.delay_s(owned.attempt), MAX_DELAY_S)
         retry_at = now + delay_s * 1000
         recorded = self.runs.retry(
-            owned.job_id,
-            owned.scheduled_for,
-            attempt=owned.attempt,
-            worker=owned.worker,
+            owned,
             error=error,
             retry_at_ms=retry_at,
             sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
-            heartbeat_at=owned.heartbeat_at,
         )
         if not recorded:
             logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
@@ -151,15 +129,7 @@ class Failures:
         error = truncate(error)
         now = self.clock()
         recorded = self.runs.dead(
-            owned.job_id,
-            owned.scheduled_for,
-            attempt=owned.attempt,
-            worker=owned.worker,
-            now_ms=now,
-            error=error,
-            final_attempt=attempts,
-            notify_at_ms=now + NOTIFY_RETRY_MS,
-            heartbeat_at=owned.heartbeat_at,
+            owned, now_ms=now, error=error, final_attempt=attempts, notify_at_ms=now + NOTIFY_RETRY_MS
         )
         if not recorded:
             logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)

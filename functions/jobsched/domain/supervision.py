@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobsched.domain.retries import Owned
 from jobsched.observability import logger
-from jobsched.ports.runs import JobSpecs, RunRows, VisibilityExtender
+from jobsched.ports.runs import JobSpecs, Owned, RunRows, VisibilityExtender
 from jobsched.targets.base import (
     TargetCall,
     TargetTimedOut,
@@ -42,6 +42,7 @@ class RealWaiter:
 # --- heartbeat and supervision ---------------------------------------------------------------------------
 
 
+@dataclass(kw_only=True, eq=False)
 class Heartbeat:
     """One beat per ``heartbeat_interval_s`` while a try runs: ``heartbeat_at = now`` on the run row
     (conditional on still being ours) and the message's visibility extended by ``visibility_s`` (so SQS
@@ -60,30 +61,18 @@ class Heartbeat:
       would come when a claimer may already see the row as stale and take it over.
     """
 
-    def __init__(
-        self,
-        *,
-        runs: RunRows,
-        owned: Owned,
-        visibility: VisibilityExtender | None,
-        receipt_handle: str | None,
-        visibility_s: int,
-        last_ok_ms: int | None = None,
-        give_up_after_ms: int | None = None,
-        lock: JobSpecs | None = None,
-    ) -> None:
-        self.runs = runs
-        self.lock = lock
-        self.owned = owned
-        self.visibility = visibility
-        self.receipt_handle = receipt_handle
-        self.visibility_s = visibility_s
-        self.last_ok_ms = last_ok_ms
-        self.give_up_after_ms = give_up_after_ms
-        self.lost = False
-        self.lock_lost = False
-        self.expiring = False
-        self.beats = 0
+    runs: RunRows
+    owned: Owned
+    visibility: VisibilityExtender | None
+    receipt_handle: str | None
+    visibility_s: int
+    last_ok_ms: int | None = None
+    give_up_after_ms: int | None = None
+    lock: JobSpecs | None = None
+    lost: bool = field(default=False, init=False)
+    lock_lost: bool = field(default=False, init=False)
+    expiring: bool = field(default=False, init=False)
+    beats: int = field(default=0, init=False)
 
     def _silent_too_long(self, now_ms: int, *, strictly: bool) -> bool:
         if self.give_up_after_ms is None or self.last_ok_ms is None:
@@ -108,13 +97,7 @@ class Heartbeat:
             # the previous write hung or this beat came late: the row may look stale before a write lands
             return self._give_up(now_ms)
         try:
-            if not self.runs.heartbeat(
-                self.owned.job_id,
-                self.owned.scheduled_for,
-                attempt=self.owned.attempt,
-                worker=self.owned.worker,
-                now_ms=now_ms,
-            ):
+            if not self.runs.heartbeat(self.owned, now_ms=now_ms):
                 self.lost = True
                 logger.warning("heartbeat refused: the run is no longer ours", run_id=self.owned.run_id)
                 return False

@@ -216,28 +216,13 @@ class Sweeper:
         self, row: RunRow, heartbeat_at: int, report: SweepReport, specs: dict[str, Job | None]
     ) -> None:
         """A running run whose beats stopped: its try failed (retry with backoff, or dead)."""
-        owned = Owned(
-            job_id=row.job_id,
-            scheduled_for=row.scheduled_for,
-            attempt=row.attempt,
-            worker=row.worker or "",
-            heartbeat_at=row.heartbeat_at,
-            owner=row.owner,
-        )
+        owned = Owned.of(row, with_heartbeat=True)
         if owned.heartbeat_at is None:
             report.conflicts += 1  # a running row always has heartbeat_at; nothing safe to condition on
             return
         job = self._job(owned.job_id, specs)
         if job is None:
-            if self.runs.skip(
-                owned.job_id,
-                owned.scheduled_for,
-                attempt=owned.attempt,
-                worker=owned.worker,
-                now_ms=self.clock(),
-                reason="job deleted while its worker was lost",
-                heartbeat_at=owned.heartbeat_at,
-            ):
+            if self.runs.skip(owned, now_ms=self.clock(), reason="job deleted while its worker was lost"):
                 report.skipped += 1
             else:
                 report.conflicts += 1
@@ -252,13 +237,7 @@ class Sweeper:
             report.dead += 1
 
     def _renotify(self, row: RunRow, now: int, report: SweepReport, specs: dict[str, Job | None]) -> None:
-        owned = Owned(
-            job_id=row.job_id,
-            scheduled_for=row.scheduled_for,
-            attempt=row.attempt,
-            worker=row.worker or "",
-            owner=row.owner,
-        )
+        owned = Owned.of(row)
         job = self._job(owned.job_id, specs)
         dead = dead_run(owned, job, row.error or "", owned.attempt, _first_set(row.finished_at, now))
         if self.failures.notify(dead):

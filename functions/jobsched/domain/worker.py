@@ -265,9 +265,7 @@ class Worker:
             logger.exception("target raised unexpectedly", run_id=owned.run_id)
             return self.failures.failed_try(owned, job, f"{type(error).__name__}: {error}")
 
-        if not self.runs.succeed(
-            owned.job_id, owned.scheduled_for, attempt=attempt, worker=owned.worker, now_ms=self.clock()
-        ):
+        if not self.runs.succeed(owned, now_ms=self.clock()):
             logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
             return Outcome.LOST
         add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
@@ -285,9 +283,7 @@ class Worker:
             error=str(error),
         )
         try:
-            given = self.runs.give_back(
-                owned.job_id, owned.scheduled_for, attempt=owned.attempt, worker=owned.worker, before=before
-            )
+            given = self.runs.give_back(owned, before=before)
         except Exception:
             logger.exception("claim could not be given back", run_id=owned.run_id)
             raise error from None
@@ -364,14 +360,7 @@ class Worker:
         return Outcome.DEFERRED
 
     def _skip(self, owned: Owned, reason: str) -> Outcome:
-        if not self.runs.skip(
-            owned.job_id,
-            owned.scheduled_for,
-            attempt=owned.attempt,
-            worker=owned.worker,
-            now_ms=self.clock(),
-            reason=reason,
-        ):
+        if not self.runs.skip(owned, now_ms=self.clock(), reason=reason):
             return Outcome.LOST
         add_metric(MetricName.RUNS_SKIPPED, COUNT, 1)
         logger.info("run skipped", run_id=owned.run_id, job_id=owned.job_id, reason=reason)

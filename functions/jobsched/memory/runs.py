@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import Claim, KeyedInsert, RunKey, RunRow, SweepPage, sweep_shard
+from jobsched.ports.runs import Claim, KeyedInsert, Owned, RunKey, RunRow, SweepPage, sweep_shard
 
 
 class MemoryRunStore:
@@ -148,16 +148,12 @@ class MemoryRunStore:
             )
             return Claim(True, row)
 
-    def heartbeat(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
-    ) -> bool:
-        return self._transition(job_id, scheduled_for_ms, _ours(attempt, worker, None), heartbeat_at=now_ms)
+    def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
+        return self._as_claim(owned, heartbeat_at=now_ms)
 
-    def succeed(self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int) -> bool:
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
-            _ours(attempt, worker, None),
+    def succeed(self, owned: Owned, *, now_ms: int) -> bool:
+        return self._as_claim(
+            owned,
             status=RunStatus.SUCCEEDED,
             finished_at=now_ms,
             sweep_at=None,
@@ -165,45 +161,18 @@ class MemoryRunStore:
             retry_at=None,
         )
 
-    def retry(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        heartbeat_at: int | None = None,
-    ) -> bool:
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
-            _ours(attempt, worker, heartbeat_at),
+    def retry(self, owned: Owned, *, error: str, retry_at_ms: int, sweep_at_ms: int) -> bool:
+        return self._as_claim(
+            owned,
             status=RunStatus.RETRYING,
             error=error,
             retry_at=retry_at_ms,
             sweep_at=sweep_at_ms,
         )
 
-    def dead(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        heartbeat_at: int | None = None,
-    ) -> bool:
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
-            _ours(attempt, worker, heartbeat_at),
+    def dead(self, owned: Owned, *, now_ms: int, error: str, final_attempt: int, notify_at_ms: int) -> bool:
+        return self._as_claim(
+            owned,
             status=RunStatus.DEAD,
             error=error,
             finished_at=now_ms,
@@ -222,13 +191,9 @@ class MemoryRunStore:
             sweep_at=None,
         )
 
-    def give_back(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: RunRow
-    ) -> bool:
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
-            _ours(attempt, worker, None),
+    def give_back(self, owned: Owned, *, before: RunRow) -> bool:
+        return self._as_claim(
+            owned,
             status=before.status,
             attempt=before.attempt,
             worker=before.worker,
@@ -238,21 +203,9 @@ class MemoryRunStore:
             lateness_ms=before.lateness_ms,
         )
 
-    def skip(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        reason: str,
-        heartbeat_at: int | None = None,
-    ) -> bool:
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
-            _ours(attempt, worker, heartbeat_at),
+    def skip(self, owned: Owned, *, now_ms: int, reason: str) -> bool:
+        return self._as_claim(
+            owned,
             status=RunStatus.SKIPPED,
             error=reason,
             finished_at=now_ms,
@@ -313,6 +266,10 @@ class MemoryRunStore:
 
     # --- helpers -------------------------------------------------------------------------------
 
+    def _as_claim(self, owned: Owned, **changes: Any) -> bool:
+        """Apply ``changes`` to ``owned``'s run if it is still running under that claim; False otherwise."""
+        return self._transition(owned.job_id, owned.scheduled_for, _ours(owned), **changes)
+
     def _transition(
         self, job_id: str, scheduled_for_ms: int, condition: Callable[[RunRow], bool], **changes: Any
     ) -> bool:
@@ -325,11 +282,11 @@ class MemoryRunStore:
             return True
 
 
-def _ours(attempt: int, worker: str, heartbeat_at: int | None) -> Callable[[RunRow], bool]:
-    """Condition: running under the claim ``(attempt, worker)`` [with this heartbeat]."""
+def _ours(owned: Owned) -> Callable[[RunRow], bool]:
+    """Condition: running under the claim ``(attempt, worker)`` [with the heartbeat ``owned`` saw]."""
     return lambda r: (
         r.status is RunStatus.RUNNING
-        and r.attempt == attempt
-        and r.worker == worker
-        and (heartbeat_at is None or r.heartbeat_at == heartbeat_at)
+        and r.attempt == owned.attempt
+        and r.worker == owned.worker
+        and (owned.heartbeat_at is None or r.heartbeat_at == owned.heartbeat_at)
     )

@@ -167,6 +167,38 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Owned:
+    """A claim as the run-transition writes condition on it: the run ``(job_id, scheduled_for)`` (epoch ms)
+    running under ``(attempt, worker)``; the sweeper adds the stale ``heartbeat_at`` (epoch ms) it saw, so a
+    beat since then wins. ``owner``: the run's owner when known (for a dead run's alert when its job is gone).
+    """
+
+    job_id: str
+    scheduled_for: int
+    attempt: int
+    worker: str
+    heartbeat_at: int | None = None
+    owner: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.job_id, self.scheduled_for)
+
+    @classmethod
+    def of(cls, row: RunRow, *, with_heartbeat: bool = False) -> Owned:
+        """The claim ``row`` is under as stored (``worker`` "" when unset); ``with_heartbeat``: also fenced on
+        the row's ``heartbeat_at``, so a beat since the row was read wins."""
+        return cls(
+            job_id=row.job_id,
+            scheduled_for=row.scheduled_for,
+            attempt=row.attempt,
+            worker=row.worker or "",
+            heartbeat_at=row.heartbeat_at if with_heartbeat else None,
+            owner=row.owner,
+        )
+
+
+@dataclass(frozen=True)
 class KeyedInsert:
     """The answer of ``RunRows.put_new_keyed``: ``created`` (both the run and its key were written); else
     ``key_used`` (the key was used before: ``key_run_at`` is the ``scheduled_for`` of the run it created, None
@@ -285,54 +317,32 @@ class RunTransitions(Protocol):
     """The run-row writes shared by the worker and the sweeper (``jobsched.store.runs.RunStore``,
     ``jobsched.memory.runs.MemoryRunStore``): the result of a failed try and the dead run's notifications.
 
-    Each is one conditional write on the claim ``(attempt, worker)`` (the row is ``running`` with that attempt
-    and worker; with ``heartbeat_at`` also that beat): True when written, False when the row is no longer that
-    claim's. Transient storage failures raise ``jobsched.ports.errors.StoreUnavailable``."""
+    Each write taking an ``Owned`` is one conditional write on that claim (the row is ``running`` with its
+    attempt and worker; when ``owned.heartbeat_at`` is set, also that beat): True when written, False when the
+    row is no longer that claim's. Transient storage failures raise ``jobsched.ports.errors.StoreUnavailable``.
 
-    def retry(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        heartbeat_at: int | None = None,
-    ) -> bool: ...
+    - ``retry``: ``running -> retrying`` with ``error``, the next try due at ``retry_at_ms`` and ``sweep_at``
+      moved to ``sweep_at_ms``.
+    - ``dead``: ``running -> dead`` at ``now_ms`` with ``attempt = final_attempt``, ``notify_pending`` and
+      ``sweep_at = notify_at_ms`` (kept in the sweep index until ``notified``).
+    - ``notified``: a dead run's notifications went out; it leaves the sweep index.
+    - ``skip``: ``running -> skipped`` at ``now_ms`` with ``reason`` as its error.
+    """
+
+    def retry(self, owned: Owned, *, error: str, retry_at_ms: int, sweep_at_ms: int) -> bool: ...
 
     def dead(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        heartbeat_at: int | None = None,
+        self, owned: Owned, *, now_ms: int, error: str, final_attempt: int, notify_at_ms: int
     ) -> bool: ...
 
     def notified(self, job_id: str, scheduled_for_ms: int) -> bool: ...
 
-    def skip(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        reason: str,
-        heartbeat_at: int | None = None,
-    ) -> bool: ...
+    def skip(self, owned: Owned, *, now_ms: int, reason: str) -> bool: ...
 
 
 class RunRows(RunTransitions, Protocol):
-    """The worker's run lifecycle: claim, heartbeat, success, give-back, and one read."""
+    """The worker's run lifecycle: claim, heartbeat, success, give-back (each conditioned on the ``Owned``
+    claim, as in ``RunTransitions``), and one read."""
 
     def claim(
         self,
@@ -345,17 +355,11 @@ class RunRows(RunTransitions, Protocol):
         retry_due_by_ms: int,
     ) -> Claim: ...
 
-    def heartbeat(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
-    ) -> bool: ...
+    def heartbeat(self, owned: Owned, *, now_ms: int) -> bool: ...
 
-    def succeed(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
-    ) -> bool: ...
+    def succeed(self, owned: Owned, *, now_ms: int) -> bool: ...
 
-    def give_back(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: RunRow
-    ) -> bool: ...
+    def give_back(self, owned: Owned, *, before: RunRow) -> bool: ...
 
     def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None: ...
 

@@ -14,7 +14,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import Claim, KeyedInsert, RunKey, RunRow, SweepPage
+from jobsched.ports.runs import Claim, KeyedInsert, Owned, RunKey, RunRow, SweepPage
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import plain, run_item, run_row, sweep_pk, trigger_key_item
@@ -228,80 +228,48 @@ class RunStore:
         return Claim(True, run_row(response["Attributes"]))
 
     @unavailable_on_failure
-    def heartbeat(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
-    ) -> bool:
+    def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
         """Set ``heartbeat_at = now_ms`` if the run is still this claim's. 1 request. False: no longer ours."""
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
+        return self._as_claim(
+            owned,
             sets={"heartbeat_at": now_ms},
-            condition=_ours(attempt, worker, None),
         )
 
     @unavailable_on_failure
-    def succeed(self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int) -> bool:
+    def succeed(self, owned: Owned, *, now_ms: int) -> bool:
         """``running -> succeeded`` (clears the last error, leaves the sweep index). 1 request. False: not ours."""
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
+        return self._as_claim(
+            owned,
             sets={"status": RunStatus.SUCCEEDED.value, "finished_at": now_ms},
             removes=("sweep_pk", "sweep_at", "error", "retry_at"),
-            condition=_ours(attempt, worker, None),
         )
 
     @unavailable_on_failure
-    def retry(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        heartbeat_at: int | None = None,
-    ) -> bool:
+    def retry(self, owned: Owned, *, error: str, retry_at_ms: int, sweep_at_ms: int) -> bool:
         """``running -> retrying`` after a failed try: records ``error`` and when the next try is due
         (``retry_at``, epoch ms) and moves ``sweep_at`` past it, so the sweeper re-enqueues the run only if
-        the retry message never comes. 1 request. False: not ours (or, with ``heartbeat_at``, it beat since).
+        the retry message never comes. 1 request. False: not ours (or, with ``owned.heartbeat_at``, it beat since).
         """
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
+        return self._as_claim(
+            owned,
             sets={
                 "status": RunStatus.RETRYING.value,
                 "error": error,
                 "retry_at": retry_at_ms,
                 "sweep_at": sweep_at_ms,
             },
-            condition=_ours(attempt, worker, heartbeat_at),
         )
 
     @unavailable_on_failure
-    def dead(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        heartbeat_at: int | None = None,
-    ) -> bool:
+    def dead(self, owned: Owned, *, now_ms: int, error: str, final_attempt: int, notify_at_ms: int) -> bool:
         """``running -> dead`` (out of attempts). 1 request. False: not ours.
 
         The row keeps its sweep keys with ``notify_pending`` and ``sweep_at = notify_at_ms`` until
         ``notified``: if the dead-letter message or the alert is lost to a crash, the sweeper sends them.
         ``final_attempt`` is the attempt count to record (the last try that ran).
         """
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
+        return self._as_claim(
+            owned,
             sets={
                 "status": RunStatus.DEAD.value,
                 "error": error,
@@ -311,7 +279,6 @@ class RunStore:
                 "sweep_at": notify_at_ms,
             },
             removes=("retry_at",),
-            condition=_ours(attempt, worker, heartbeat_at),
         )
 
     @unavailable_on_failure
@@ -325,9 +292,7 @@ class RunStore:
         )
 
     @unavailable_on_failure
-    def give_back(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, before: RunRow
-    ) -> bool:
+    def give_back(self, owned: Owned, *, before: RunRow) -> bool:
         """Undo the claim ``(attempt, worker)``: the row returns to ``before`` (the row as the claim found it:
         its status, attempt, worker, start, heartbeat, retry and lateness), so the try the claim opened does not
         count. For a failure after the claim and before the target started. 1 request. False: not ours."""
@@ -338,37 +303,23 @@ class RunStore:
             "retry_at": before.retry_at,
             "lateness_ms": before.lateness_ms,
         }
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
+        return self._as_claim(
+            owned,
             sets={
                 "status": before.status.value,
                 "attempt": before.attempt,
                 **{name: value for name, value in restored.items() if value is not None},
             },
             removes=tuple(name for name, value in restored.items() if value is None),
-            condition=_ours(attempt, worker, None),
         )
 
     @unavailable_on_failure
-    def skip(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        reason: str,
-        heartbeat_at: int | None = None,
-    ) -> bool:
+    def skip(self, owned: Owned, *, now_ms: int, reason: str) -> bool:
         """``running -> skipped`` with ``reason`` in ``error`` (job deleted, overlap). 1 request. False: not ours."""
-        return self._transition(
-            job_id,
-            scheduled_for_ms,
+        return self._as_claim(
+            owned,
             sets={"status": RunStatus.SKIPPED.value, "error": reason, "finished_at": now_ms},
             removes=("sweep_pk", "sweep_at", "retry_at"),
-            condition=_ours(attempt, worker, heartbeat_at),
         )
 
     # --- sweeper side ---------------------------------------------------------------------------
@@ -453,6 +404,12 @@ class RunStore:
 
     # --- helpers --------------------------------------------------------------------------------
 
+    def _as_claim(self, owned: Owned, *, sets: dict[str, Any], removes: Sequence[str] = ()) -> bool:
+        """One update of ``owned``'s run conditioned on that claim (``_ours``). False: no longer ours."""
+        return self._transition(
+            owned.job_id, owned.scheduled_for, condition=_ours(owned), sets=sets, removes=removes
+        )
+
     def _transition(
         self,
         job_id: str,
@@ -510,11 +467,15 @@ def _key(job_id: str, scheduled_for_ms: int) -> dict[str, Any]:
     return {"job_id": job_id, "scheduled_for": scheduled_for_ms}
 
 
-def _ours(attempt: int, worker: str, heartbeat_at: int | None) -> tuple[str, dict[str, Any]]:
-    """Condition: the run is running under the claim ``(attempt, worker)`` [with this heartbeat]."""
+def _ours(owned: Owned) -> tuple[str, dict[str, Any]]:
+    """Condition: the run is running under the claim ``(attempt, worker)`` [with the heartbeat ``owned`` saw]."""
     expression = "#s = :running AND attempt = :attempt AND worker = :worker"
-    values: dict[str, Any] = {":running": RunStatus.RUNNING.value, ":attempt": attempt, ":worker": worker}
-    if heartbeat_at is not None:
+    values: dict[str, Any] = {
+        ":running": RunStatus.RUNNING.value,
+        ":attempt": owned.attempt,
+        ":worker": owned.worker,
+    }
+    if owned.heartbeat_at is not None:
         expression += " AND heartbeat_at = :hb"
-        values[":hb"] = heartbeat_at
+        values[":hb"] = owned.heartbeat_at
     return expression, values

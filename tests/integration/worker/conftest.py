@@ -14,6 +14,7 @@ from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.registration import scheduling_state
+from jobsched.domain.supervision import Waiter
 from jobsched.domain.worker import Worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job
@@ -21,6 +22,7 @@ from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
+from jobsched.targets import Targets
 from jobsched.wiring import Components
 from tests.support.worker import T0, Context, SimTimeStuck, SimWaiter, new_job, sqs_record
 
@@ -37,9 +39,24 @@ def atomic_dynamodb() -> None:
 
 
 @pytest.fixture
-def worker(settings: Settings, aws: Aws, clock: FakeClock, waiter: SimWaiter) -> Worker:
+def build_worker(settings: Settings, aws: Aws, clock: FakeClock, waiter: SimWaiter) -> Callable[..., Worker]:
+    """``build_worker(worker_settings=settings, *, targets=None, waiter=<the SimWaiter>)``: the worker as the
+    Lambda handler builds it (``Components.worker``), on moto, in simulated time unless told."""
+
+    def build(
+        worker_settings: Settings | None = None, *, targets: Targets | None = None, waiter: Waiter = waiter
+    ) -> Worker:
+        return Components(worker_settings or settings, aws, clock=clock).worker(
+            waiter=waiter, targets=targets
+        )
+
+    return build
+
+
+@pytest.fixture
+def worker(build_worker: Callable[..., Worker]) -> Worker:
     """The worker as the Lambda handler builds it, on moto, in simulated time."""
-    return Components(settings, aws, clock=clock).worker(waiter=waiter)
+    return build_worker()
 
 
 @pytest.fixture

@@ -16,15 +16,15 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
+from jobsched.domain.worker import Worker
 from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
-from jobsched.wiring import Components
 
-from .conftest import T0, Drain, SimWaiter
+from .conftest import T0, Drain
 
 ENVELOPE_KEYS = {"run_id", "job_id", "scheduled_for", "attempt", "input"}
 
@@ -95,18 +95,17 @@ def test_lambda_client_error_fails_the_try(lambda_client: tuple[Any, Stubber]) -
 
 def test_lambda_target_through_the_worker_keeps_the_run_id_across_attempts(
     settings: Settings,
-    aws: Aws,
     clock: FakeClock,
-    waiter: SimWaiter,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     lambda_client: tuple[Any, Stubber],
+    build_worker: Callable[..., Worker],
 ) -> None:
     client, stubber = lambda_client
     targets = Targets(lambda_=LambdaExecutor(lambda: client))
-    worker = Components(settings, aws, clock=clock).worker(waiter=waiter, targets=targets)
+    worker = build_worker(targets=targets)
     job = make_job(target={"type": "lambda", "function": "billing"}, input={"n": 1}, retry={"backoff_s": 1})
     make_run(job)
     first = TargetCall(

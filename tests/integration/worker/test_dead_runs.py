@@ -10,11 +10,9 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
-from jobsched.domain.worker import Worker
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
@@ -37,15 +35,14 @@ def _subscribe(aws: Aws, settings: Settings, owner: str, queue_name: str | None 
 
 
 def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
-    worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
-    record: Callable[..., dict[str, Any]],
     clock: FakeClock,
     aws: Aws,
     settings: Settings,
     drain: Drain,
+    deliver: Callable[..., str],
 ) -> None:
     # Given team-a and team-b each subscribed to alerts with a filter on their owner
     team_a = _subscribe(aws, settings, "team-a")
@@ -59,9 +56,9 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     )
     make_run(job)
     # When both attempts fail
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    assert deliver(job) == Outcome.RETRYING
     clock.advance(10_000)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
+    assert deliver(job) == Outcome.DEAD
     # Then the run is dead after 2 attempts, out of the sweep index
     row = runs.get(job.id, T0)
     assert row is not None
@@ -98,17 +95,14 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
 
 @pytest.mark.parametrize("owner", ["team-a", "arn:aws:iam::123456789012:role/billing"])
 def test_alert_attributes_carry_any_owner(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
     aws: Aws,
     settings: Settings,
     owner: str,
     drain: Drain,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     queue = _subscribe(aws, settings, owner, queue_name="owner-alerts")
-    job = make_job(owner=owner, command="fail", retry={"max_attempts": 1})
-    make_run(job)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
+    job = due_job(owner=owner, command="fail", retry={"max_attempts": 1})
+    assert deliver(job) == Outcome.DEAD
     assert len(drain(queue)) == 1

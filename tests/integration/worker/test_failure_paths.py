@@ -22,16 +22,15 @@ from .conftest import T0
 
 def test_a_throttled_spec_read_on_dynamodb_gives_the_claim_back(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., Any],
     runs: RunStore,
     jobs: Any,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # The JobStore turns DynamoDB's throttle into StoreUnavailable, the error the worker gives the claim back on
-    job = make_job(command="record", retry={"max_attempts": 1})
-    make_run(job)
+    job = due_job(command="record", retry={"max_attempts": 1})
     client = jobs.table.meta.client
     real_get_item = client.get_item
 
@@ -44,7 +43,7 @@ def test_a_throttled_spec_read_on_dynamodb_gives_the_claim_back(
     client.get_item = throttled_once
     try:
         with pytest.raises(Deferred):
-            worker.handle(delivery_of(record(job.id, T0)))
+            deliver(job)
     finally:
         client.get_item = real_get_item
     row = runs.get(job.id, T0)
@@ -55,18 +54,16 @@ def test_a_throttled_spec_read_on_dynamodb_gives_the_claim_back(
 
 def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     record: Callable[..., dict[str, Any]],
     jobs: Any,
     runs: Any,
+    due_job: Callable[..., Job],
 ) -> None:
     # The give-back catches every Exception between the claim and the target, not only storage errors: a spec
     # this worker cannot parse (a field written by a newer API during a deploy, a hand edit) is "given back" at
     # every delivery: attempt stays 0, no try is ever counted, nothing goes dead, no owner alert; the message goes
     # to the DLQ and the sweeper re-enqueues the queued row forever.
-    job = make_job(command="record", retry={"max_attempts": 1})
-    make_run(job)
+    job = due_job(command="record", retry={"max_attempts": 1})
     jobs.table.update_item(
         Key={"pk": f"job#{job.id}", "sk": "spec"},
         UpdateExpression="SET doc = :d",

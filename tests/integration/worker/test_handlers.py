@@ -28,13 +28,11 @@ from .conftest import T0, Context
 
 def test_a_batch_reports_only_its_failed_records(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job()
-    make_run(job)
+    job = due_job()
     event = {
         "Records": [
             record(job.id, T0, message_id="good"),
@@ -83,12 +81,10 @@ def test_the_sweeper_handler_returns_its_report(
     settings: Settings,
     aws: Aws,
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
+    due_job: Callable[..., Job],
 ) -> None:
     sweeper = Components(settings, aws, clock=clock).sweeper()
-    job = make_job()
-    make_run(job)
+    due_job()
     clock.advance(settings.sweep_queued_after_s * 1000)
     report = sweeper_handler.handler(
         {"source": "aws.events"}, Context(function_name="jobsched-sweeper"), sweeper=sweeper
@@ -120,17 +116,16 @@ def rendezvous() -> Iterator[list[tuple[str, str]]]:
 
 def test_the_records_of_a_batch_run_concurrently(
     settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     rendezvous: list[tuple[str, str]],
     capsys: pytest.CaptureFixture[str],
+    build_worker: Callable[..., Worker],
 ) -> None:
     # Given three runs due now in one batch, whose targets each finish only once all three have started
-    worker = Components(settings, aws, clock=clock).worker(waiter=RealWaiter())  # beats are 30 s away
+    worker = build_worker(waiter=RealWaiter())  # beats are 30 s away
     jobs = [make_job(command="rendezvous") for _ in range(3)]
     for job in jobs:
         make_run(job)
@@ -192,19 +187,17 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
 
 def test_a_deferred_record_whose_visibility_change_fails_is_still_reported(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
+    due_job: Callable[..., Job],
 ) -> None:
     class BrokenVisibility:
         def change_visibility(self, receipt_handle: str, seconds: int) -> None:
             raise ConnectionError("SQS unreachable")
 
     monkeypatch.setattr(worker, "visibility", BrokenVisibility())
-    job = make_job(timeout_s=600)
-    make_run(job)
+    job = due_job(timeout_s=600)
     event = {"Records": [record(job.id, T0, receipt_handle="rh-1")]}
     # the whole batch failed: reported, not raised (no function error for a batch handed back)
     assert worker_handler.handler(event, Context(remaining_ms=600_000), batches=Batches(lambda: worker)) == {

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
@@ -25,7 +24,6 @@ from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.http import AddressPolicy, HttpExecutor
-from jobsched.wiring import Components
 
 from .conftest import T0, SimWaiter
 
@@ -84,10 +82,8 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture
-def loopback_worker(settings: Settings, aws: Aws, clock: FakeClock, waiter: SimWaiter) -> Worker:
-    return Components(
-        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock
-    ).worker(waiter=waiter)
+def loopback_worker(settings: Settings, build_worker: Callable[..., Worker]) -> Worker:
+    return build_worker(settings.model_copy(update={"allow_loopback_http_targets": True}))
 
 
 def _call(**kwargs: Any) -> TargetCall:
@@ -134,16 +130,14 @@ def test_a_2xx_succeeds_with_the_input_as_body_and_the_run_headers(
 
 def test_every_delivery_and_attempt_of_a_run_carries_the_same_idempotency_key(
     loopback_worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     server: Server,
     clock: FakeClock,
+    due_job: Callable[..., Job],
 ) -> None:
     server.responses = [(503, "busy, try later", 0.0)]
-    job = make_job(target={"type": "http", "url": server.url}, retry={"backoff_s": 5})
-    make_run(job)
+    job = due_job(target={"type": "http", "url": server.url}, retry={"backoff_s": 5})
     assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and row.error == f"HTTP 503 from POST {server.url}: busy, try later"
@@ -183,22 +177,18 @@ def test_a_slow_server_times_out(server: Server) -> None:
 
 def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(
     settings: Settings,
-    aws: Aws,
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     server: Server,
+    due_job: Callable[..., Job],
+    build_worker: Callable[..., Worker],
 ) -> None:
     # Given a server that answers only after the test ends; simulated time moves once it has the request
     server.responses = [(200, "late", 60.0)]
     waiter = SimWaiter(clock, parked=lambda: bool(server.requests))
-    worker = Components(
-        settings.model_copy(update={"allow_loopback_http_targets": True}), aws, clock=clock
-    ).worker(waiter=waiter)
-    job = make_job(target={"type": "http", "url": server.url}, timeout_s=20)
-    make_run(job)
+    worker = build_worker(settings.model_copy(update={"allow_loopback_http_targets": True}), waiter=waiter)
+    job = due_job(target={"type": "http", "url": server.url}, timeout_s=20)
     # When the try passes its timeout, it fails as timed out (to be retried)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
@@ -238,16 +228,13 @@ def test_every_resolved_address_is_checked() -> None:
 
 
 def test_the_local_server_is_refused_without_the_loopback_switch(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
-    record: Callable[..., dict[str, Any]],
     server: Server,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job(target={"type": "http", "url": server.url})
-    make_run(job)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    job = due_job(target={"type": "http", "url": server.url})
+    assert deliver(job) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and "refused: 127.0.0.1 resolves to 127.0.0.1 (loopback)" in row.error
     assert server.requests == []

@@ -37,33 +37,29 @@ def requests(aws: Aws) -> Counter[str]:
 
 
 def test_the_success_path_costs_three_requests_per_run(
-    worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
     requests: Counter[str],
+    deliver: Callable[..., str],
 ) -> None:
     jobs = [make_job() for _ in range(4)]
     for job in jobs:
         make_run(job)
     requests.clear()
     for job in jobs:
-        assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+        assert deliver(job) == Outcome.SUCCEEDED
     assert requests == {"dynamodb.UpdateItem": 8, "dynamodb.GetItem": 4}
     assert sum(requests.values()) / len(jobs) == 3 <= 3.5
 
 
 def test_overlap_skip_adds_one_lock_and_one_release(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
     requests: Counter[str],
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job(overlap="skip")
-    make_run(job)
+    job = due_job(overlap="skip")
     requests.clear()
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+    assert deliver(job) == Outcome.SUCCEEDED
     # the job's overlap lock: taken with one conditional put, given back with one conditional delete
     assert requests == {
         "dynamodb.UpdateItem": 2,
@@ -74,36 +70,30 @@ def test_overlap_skip_adds_one_lock_and_one_release(
 
 
 def test_a_duplicate_delivery_costs_one_request(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
     requests: Counter[str],
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job()
-    make_run(job)
-    worker.handle(delivery_of(record(job.id, T0)))
+    job = due_job()
+    deliver(job)
     requests.clear()
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED
+    assert deliver(job) == Outcome.DROPPED
     assert requests == {"dynamodb.UpdateItem": 1}
 
 
 def test_failure_paths_cost_what_the_docstring_says(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
     requests: Counter[str],
     clock: FakeClock,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job(command="fail", retry={"max_attempts": 2, "backoff_s": 1})
-    make_run(job)
+    job = due_job(command="fail", retry={"max_attempts": 2, "backoff_s": 1})
     requests.clear()
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    assert deliver(job) == Outcome.RETRYING
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "sqs.SendMessageBatch": 1}
     requests.clear()
     clock.advance(1_000)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
+    assert deliver(job) == Outcome.DEAD
     assert requests == {
         "dynamodb.UpdateItem": 3,
         "dynamodb.GetItem": 1,
@@ -126,27 +116,23 @@ def test_the_sweeper_idle_pass_costs_one_query_per_shard(
 
 def test_time_checks_cost_nothing_on_the_paths_that_run(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     record: Callable[..., dict[str, Any]],
     requests: Counter[str],
     jobs: JobStore,
+    due_job: Callable[..., Job],
 ) -> None:
     # a fresh invocation: the claim does not wait for the spec
-    job = make_job(timeout_s=840)
-    make_run(job)
+    job = due_job(timeout_s=840)
     requests.clear()
     assert worker.handle(delivery_of(record(job.id, T0), Context(remaining_ms=899_000))) == Outcome.SUCCEEDED
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
     # little time left, but enough for this job: the spec is read before the claim, not twice
-    short = make_job(timeout_s=30)
-    make_run(short)
+    short = due_job(timeout_s=30)
     requests.clear()
     assert worker.handle(delivery_of(record(short.id, T0), Context(remaining_ms=60_000))) == Outcome.SUCCEEDED
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
     # a deleted job is claimed and skipped (no try to make room for)
-    gone = make_job(timeout_s=600)
-    make_run(gone)
+    gone = due_job(timeout_s=600)
     assert jobs.get_spec(gone.id) is not None
     jobs.delete(jobs.get(gone.id).job, deleted_at_ms=T0, retention_days=None)
     requests.clear()
@@ -156,13 +142,11 @@ def test_time_checks_cost_nothing_on_the_paths_that_run(
 
 def test_a_record_handed_back_for_lack_of_time_costs_two_requests(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     delivered: Callable[[Job, int], dict[str, Any]],
     requests: Counter[str],
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job(timeout_s=600)
-    make_run(job)
+    job = due_job(timeout_s=600)
     message = delivered(job, T0)
     requests.clear()
     with pytest.raises(Deferred):

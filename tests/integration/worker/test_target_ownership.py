@@ -17,8 +17,7 @@ from botocore.stub import Stubber
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
-from jobsched.clock import FakeClock
-from jobsched.domain.worker import Deferred
+from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
@@ -33,7 +32,7 @@ from jobsched.targets.ownership import (
 )
 from jobsched.wiring import Components
 
-from .conftest import T0, Drain, SimWaiter
+from .conftest import T0, Drain
 
 TAG = "jobsched:owner"
 ROLE = "arn:aws:iam::123456789012:role/jobsched-TargetRole"
@@ -51,18 +50,16 @@ def _call(owner: str | None = "team-a") -> TargetCall:
 @pytest.fixture
 def run_once(
     settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
-    waiter: SimWaiter,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
+    build_worker: Callable[..., Worker],
 ) -> Callable[..., dict[str, Any]]:
     """``run_once(target, settings=...)``: one try of a one-attempt job of team A; returns the run row."""
 
     def run(target: dict[str, Any], worker_settings: Settings = settings) -> dict[str, Any]:
-        worker = Components(worker_settings, aws, clock=clock).worker(waiter=waiter)
+        worker = build_worker(worker_settings)
         job = make_job(owner="team-a", target=target, retry={"max_attempts": 1})
         make_run(job)
         worker.handle(delivery_of(record(job.id, T0)))
@@ -258,13 +255,11 @@ def test_build_targets_acts_for_the_owner_only_with_a_target_role(settings: Sett
 def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
     settings: Settings,
     aws: Aws,
-    clock: FakeClock,
-    waiter: SimWaiter,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: RunStore,
     record: Callable[..., dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
+    due_job: Callable[..., Job],
+    build_worker: Callable[..., Worker],
 ) -> None:
     # [2.1] break 5's promise on the worker's other pre-target call, STS AssumeRole of the target role: a throttle
     # there (after the SDK's retries) used to fail the try, so with max_attempts 1 the run went dead and the
@@ -274,11 +269,8 @@ def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
 
     monkeypatch.setattr(OwnerClients, "client", throttled)
     url = _queue(aws, "team-a-inbox2", "team-a")
-    worker = Components(settings.model_copy(update={"target_role_arn": ROLE}), aws, clock=clock).worker(
-        waiter=waiter
-    )
-    job = make_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
-    make_run(job)
+    worker = build_worker(settings.model_copy(update={"target_role_arn": ROLE}))
+    job = due_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
     with pytest.raises(Deferred):
         worker.handle(delivery_of(record(job.id, T0)))
     row = runs.get(job.id, T0)

@@ -66,30 +66,32 @@ def dead_runs() -> MemoryDeadRuns:
 
 
 @pytest.fixture
-def build_worker(
+def parts(
     settings: Settings,
     runs: MemoryRunStore,
     jobs: MemoryJobStore,
     queue: MemoryRunQueue,
     dead_runs: MemoryDeadRuns,
     clock: FakeClock,
-    waiter: Waiter,
-) -> Callable[..., Worker]:
+) -> dict[str, Any]:
+    """What the worker and the sweeper are built from: the settings, the fakes and the clock, by keyword."""
+    return {
+        "settings": settings,
+        "runs": runs,
+        "jobs": jobs,
+        "queue": queue,
+        "dead_runs": dead_runs,
+        "clock": clock,
+    }
+
+
+@pytest.fixture
+def build_worker(parts: dict[str, Any], queue: MemoryRunQueue, waiter: Waiter) -> Callable[..., Worker]:
     """``build_worker(targets=None, **overrides)``: a ``Worker`` on the fakes (command targets unless told)."""
 
     def build(targets: Targets | None = None, **overrides: Any) -> Worker:
-        parts: dict[str, Any] = {
-            "settings": settings,
-            "runs": runs,
-            "jobs": jobs,
-            "queue": queue,
-            "dead_runs": dead_runs,
-            "targets": targets or Targets(),
-            "clock": clock,
-            "visibility": queue,
-            "waiter": waiter,
-        }
-        return Worker(**{**parts, **overrides})
+        defaults = {"targets": targets or Targets(), "visibility": queue, "waiter": waiter}
+        return Worker(**{**parts, **defaults, **overrides})
 
     return build
 
@@ -100,27 +102,14 @@ def worker(build_worker: Callable[..., Worker]) -> Worker:
 
 
 @pytest.fixture
-def build_sweeper(
-    settings: Settings,
-    runs: MemoryRunStore,
-    jobs: MemoryJobStore,
-    queue: MemoryRunQueue,
-    dead_runs: MemoryDeadRuns,
-    clock: FakeClock,
-) -> Callable[..., Sweeper]:
-    """``build_sweeper(**overrides)``: a ``Sweeper`` on the fakes."""
+def build_sweeper(parts: dict[str, Any]) -> Callable[..., Sweeper]:
+    """``build_sweeper(dead_runs=None, **overrides)``: a ``Sweeper`` on the fakes (its failed tries notify
+    ``dead_runs`` when given)."""
 
-    def build(**overrides: Any) -> Sweeper:
-        failures = Failures(runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock)
-        parts: dict[str, Any] = {
-            "settings": settings,
-            "runs": runs,
-            "jobs": jobs,
-            "queue": queue,
-            "failures": failures,
-            "clock": clock,
-        }
-        return Sweeper(**{**parts, **overrides})
+    def build(dead_runs: Any = None, **overrides: Any) -> Sweeper:
+        shared = {name: parts[name] for name in ("settings", "runs", "queue", "clock")}
+        failures = Failures(**shared, dead_runs=dead_runs or parts["dead_runs"])
+        return Sweeper(**{**shared, "jobs": parts["jobs"], "failures": failures, **overrides})
 
     return build
 

@@ -40,24 +40,20 @@ def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(
     build_worker: Callable[..., Worker],
     build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
+    due_job: Callable[..., Job],
 ) -> None:
     notifier = FlakyNotifier(failures=1)
-    worker = build_worker()
-    worker.failures.dead_runs = notifier
-    job = make_job(command="fail", retry={"max_attempts": 1})
-    make_run(job)
+    worker = build_worker(dead_runs=notifier)
+    job = due_job(command="fail", retry={"max_attempts": 1})
     # When the alert cannot be sent at the run's death
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.DEAD and row.notify_pending is True
     assert notifier.sent == []
     # Then the sweeper, a minute later, sends it and clears the mark
-    sweeper = build_sweeper()
-    sweeper.failures.dead_runs = notifier
+    sweeper = build_sweeper(dead_runs=notifier)
     clock.advance(61_000)
     report = sweeper.sweep()
     assert report.notified == 1
@@ -73,18 +69,14 @@ def test_a_notification_failing_again_is_retried_later(
     build_worker: Callable[..., Worker],
     build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
+    due_job: Callable[..., Job],
 ) -> None:
     notifier = FlakyNotifier(failures=2)
-    worker = build_worker()
-    worker.failures.dead_runs = notifier
-    sweeper = build_sweeper()
-    sweeper.failures.dead_runs = notifier
-    job = make_job(command="fail", retry={"max_attempts": 1})
-    make_run(job)
+    worker = build_worker(dead_runs=notifier)
+    sweeper = build_sweeper(dead_runs=notifier)
+    job = due_job(command="fail", retry={"max_attempts": 1})
     worker.handle(delivery_of(record(job.id, T0)))
     clock.advance(61_000)
     first = sweeper.sweep()
@@ -99,20 +91,17 @@ def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(
     build_worker: Callable[..., Worker],
     build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     drain: Drain,
+    due_job: Callable[..., Job],
 ) -> None:
     class DownQueue:
         def send(self, messages: Any) -> None:
             raise ConnectionError("SQS unreachable")
 
-    worker = build_worker()
-    worker.failures.queue = DownQueue()
-    job = make_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
-    make_run(job)
+    worker = build_worker(queue=DownQueue())
+    job = due_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RETRYING

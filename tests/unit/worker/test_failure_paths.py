@@ -48,20 +48,17 @@ def steal(runs: MemoryRunStore) -> Iterator[None]:
 
 @pytest.mark.parametrize("max_attempts", [1, 3])
 def test_a_failed_try_of_a_run_taken_over_changes_nothing(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
     steal: None,
     dead_runs: MemoryDeadRuns,
     max_attempts: int,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # Given a try that fails after another worker took its run over (retry or dead alike)
-    job = make_job(command="steal-and-fail", retry={"max_attempts": max_attempts})
-    make_run(job)
+    job = due_job(command="steal-and-fail", retry={"max_attempts": max_attempts})
     # Then its failure is not recorded: the run is the other worker's
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
+    assert deliver(job) == Outcome.LOST
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RUNNING and row.worker == "thief"
     assert row.error is None
@@ -70,43 +67,38 @@ def test_a_failed_try_of_a_run_taken_over_changes_nothing(
 
 def test_an_unexpected_exception_from_an_executor_is_a_failed_try(
     build_worker: Callable[..., Worker],
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
+    due_job: Callable[..., Job],
 ) -> None:
     class Buggy:
         def execute(self, target: Any, call: TargetCall) -> str:
             raise RuntimeError("executor bug")
 
     worker = build_worker(targets=Targets(command=Buggy()))
-    job = make_job()
-    make_run(job)
+    job = due_job()
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and row.error == "RuntimeError: executor bug"
 
 
 def test_a_skip_of_a_run_taken_over_is_not_recorded(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     jobs: Any,
-    record: Callable[..., dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     skip = runs.skip
 
     def taken_over(*args: Any, **kwargs: Any) -> bool:
-        runs.force(args[0], args[1], worker="thief")
+        runs.force(args[0].job_id, args[0].scheduled_for, worker="thief")
         return skip(*args, **kwargs)
 
     monkeypatch.setattr(runs, "skip", taken_over)
-    job = make_job()
-    make_run(job)
+    job = due_job()
     jobs.delete(job, deleted_at_ms=T0, retention_days=None)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
+    assert deliver(job) == Outcome.LOST
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RUNNING
 
@@ -151,12 +143,10 @@ def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(
     settings: Settings,
     build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job()
-    make_run(job)
+    job = due_job()
     runs.force(
         job.id, T0, status=RunStatus.RUNNING
     )  # a malformed row: running with neither heartbeat nor claim facts
@@ -168,19 +158,18 @@ def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(
 @pytest.mark.parametrize("overlap", ["allow", "skip"])
 def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     monkeypatch: pytest.MonkeyPatch,
     overlap: str,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # [2.1] break 5: a transient DynamoDB error after the claim (reading the spec, or taking the overlap lock)
     # left the run `running`: no redelivery could claim it, the sweeper later took it for a lost worker, and
     # with max_attempts 1 the run went dead and its owner was alerted although the target never ran.
-    job = make_job(command="record", input={"n": 1}, retry={"max_attempts": 1}, overlap=overlap)
-    make_run(job)
+    job = due_job(command="record", input={"n": 1}, retry={"max_attempts": 1}, overlap=overlap)
     step = "acquire_overlap" if overlap == "skip" else "get_spec"
     real = getattr(worker.jobs, step)
     failures: list[str] = []
@@ -194,7 +183,7 @@ def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
 
     monkeypatch.setattr(worker.jobs, step, throttled)
     with pytest.raises(Deferred):
-        worker.handle(delivery_of(record(job.id, T0)))
+        deliver(job)
     row = runs.get(job.id, T0)
     assert row is not None and (row.status, row.attempt) == (RunStatus.QUEUED, 0)
     assert row.worker is None and row.started_at is None and calls == []
@@ -212,6 +201,7 @@ def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
     calls: list[TargetCall],
     clock: Any,
     monkeypatch: pytest.MonkeyPatch,
+    deliver: Callable[..., str],
 ) -> None:
     # overlap: skip, every 10 s, each run takes no time. The run of T0 succeeds, but the DeleteItem that gives
     # the overlap lock back throttles once. The lock stays with a fresh heartbeat for heartbeat_stale_s, and
@@ -229,6 +219,6 @@ def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(worker.jobs, "release_overlap", throttled)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+    assert deliver(job) == Outcome.SUCCEEDED
     clock.advance(10_000)
     assert worker.handle(delivery_of(record(job.id, T0 + 10_000, message_id="m2"))) == Outcome.SUCCEEDED

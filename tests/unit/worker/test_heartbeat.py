@@ -18,9 +18,7 @@ class FakeRuns:
         self.answers = list(answers)
         self.calls: list[int] = []
 
-    def heartbeat(
-        self, job_id: str, scheduled_for_ms: int, *, attempt: int, worker: str, now_ms: int
-    ) -> bool:
+    def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
         self.calls.append(now_ms)
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):

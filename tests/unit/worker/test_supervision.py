@@ -43,18 +43,16 @@ def long_command(clock: FakeClock, waiter: SimWaiter) -> Iterator[None]:
 
 def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
     delivered: Callable[[Job, int], dict[str, Any]],
     visibility_calls: list[dict[str, Any]],
     long_command: None,
     settings: Settings,
+    due_job: Callable[..., Job],
 ) -> None:
     # Given a run whose try lasts 95 s
-    job = make_job(command="long", input={"seconds": 95})
-    make_run(job)
+    job = due_job(command="long", input={"seconds": 95})
     record = delivered(job, T0)
     started = clock()
     # When the worker runs it
@@ -73,11 +71,10 @@ def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
 
 
 def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
+    due_job: Callable[..., Job],
 ) -> None:
     class Visibility:
         def __init__(self) -> None:
@@ -86,8 +83,7 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
         def change_visibility(self, receipt_handle: str, seconds: int) -> None:
             self.calls.append((receipt_handle, seconds))
 
-    job = make_job()
-    make_run(job)
+    job = due_job()
     runs.claim(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
     visibility = Visibility()
     beat = Heartbeat(
@@ -185,20 +181,17 @@ def hold_command(runs: MemoryRunStore, clock: FakeClock, waiter: SimWaiter) -> I
 def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
     settings: Settings,
     queue: MemoryRunQueue,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
-    record: Callable[..., dict[str, Any]],
     hold_command: Held,
-    worker: Worker,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # Given a try that keeps running after another worker took its run over (before simulated time moves on)
-    job = make_job(command="hold", input={"steal": True})
-    make_run(job)
+    job = due_job(command="hold", input={"steal": True})
     started = clock()
     # When its next heartbeat is refused
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
+    assert deliver(job) == Outcome.LOST
     # Then the target was cancelled at that beat, and nothing was written over the new owner's claim
     assert hold_command.stolen.is_set()
     assert hold_command.finished.wait(30)
@@ -213,24 +206,22 @@ def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
 
 def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
-    record: Callable[..., dict[str, Any]],
     hold_command: Held,
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # Given a try that keeps running while every heartbeat write fails
     def unreachable(*args: Any, **kwargs: Any) -> bool:
         raise ConnectionError("DynamoDB unreachable")
 
     monkeypatch.setattr(worker.runs, "heartbeat", unreachable)
-    job = make_job(command="hold")
-    make_run(job)
+    job = due_job(command="hold")
     # When it has gone unrecorded for heartbeat_stale_s minus one interval
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    assert deliver(job) == Outcome.RETRYING
     # Then the target was cancelled while the row was not yet stale (no other worker could have claimed it)
     assert hold_command.finished.wait(30)
     row = runs.get(job.id, T0)
@@ -246,18 +237,15 @@ def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
 
 
 def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
     hold_command: Held,
     clock: FakeClock,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job(command="hold", timeout_s=1)
-    make_run(job)
+    job = due_job(command="hold", timeout_s=1)
     started = clock()
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    assert deliver(job) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RETRYING
     assert row.error == "timed out after 1 s (timeout_s)"
@@ -269,15 +257,13 @@ def test_timeout_s_is_capped_by_the_worker_cap(
     build_worker: Callable[..., Worker],
     clock: FakeClock,
     waiter: SimWaiter,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     hold_command: Held,
+    due_job: Callable[..., Job],
 ) -> None:
     worker = build_worker(settings=settings.model_copy(update={"worker_timeout_cap_s": 2}))
-    job = make_job(command="hold", timeout_s=600)
-    make_run(job)
+    job = due_job(command="hold", timeout_s=600)
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     row = runs.get(job.id, T0)
     assert row is not None and row.error == "timed out after 2 s (timeout_s)"
@@ -287,11 +273,10 @@ def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
     settings: Settings,
     build_worker: Callable[..., Worker],
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     tmp_path: Path,
+    due_job: Callable[..., Job],
 ) -> None:
     # Given a shell command whose child sleeps 30 s; simulated time moves once the child has started (the
     # shell's own real-time limit, timeout_s, is far away: the worker's simulated timeout comes first)
@@ -302,8 +287,7 @@ def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
         targets=Targets(shell=ShellExecutor(enabled=True)),
         waiter=waiter,
     )
-    job = make_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=20)
-    make_run(job)
+    job = due_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=20)
     # When the try passes its timeout
     assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
     # Then it failed as timed out, and the shell's child was killed with it
@@ -374,20 +358,19 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
 
 
 def test_overlap_skip_ignores_a_run_whose_worker_is_lost(
-    worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
-    record: Callable[..., dict[str, Any]],
     settings: Settings,
+    deliver: Callable[..., str],
 ) -> None:
     job = make_job(schedule="* * * * *", overlap="skip")
     make_run(job, T0)
     make_run(job, T0 + 60_000)
     runs.claim(job.id, T0, worker="dead-worker", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
     clock.advance(settings.heartbeat_stale_s * 1000 + 1)
-    assert worker.handle(delivery_of(record(job.id, T0 + 60_000))) == Outcome.SUCCEEDED
+    assert deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
 
 
 def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
@@ -457,11 +440,9 @@ def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
 
 
 def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     @commands.register("steal", replace=True)
     def steal(call: TargetCall) -> None:
@@ -470,9 +451,8 @@ def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(
         runs.force(call.job_id, call.scheduled_for_ms, worker="thief", attempt=row.attempt + 1)
 
     try:
-        job = make_job(command="steal")
-        make_run(job)
-        assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.LOST
+        job = due_job(command="steal")
+        assert deliver(job) == Outcome.LOST
         row = runs.get(job.id, T0)
         assert row is not None and row.status == RunStatus.RUNNING and row.worker == "thief"
     finally:

@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.sweeper import Sweeper
-from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import run_id
+from jobsched.ports.runs import Owned, run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall
 from tests.support.worker import T0
@@ -31,19 +29,16 @@ def sweeper(build_sweeper: Callable[..., Sweeper]) -> Sweeper:
 
 def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     sweeper: Sweeper,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
-    worker: Worker,
     calls: list[TargetCall],
-    record: Callable[..., dict[str, Any]],
     drain: Drain,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # Given the scheduler saved a run and crashed before enqueueing it
-    job = make_job(command="record")
-    make_run(job)
+    job = due_job(command="record")
     # When the sweeper runs before the run is overdue, nothing happens
     assert sweeper.sweep().requeued == 0
     # and once it is overdue (queued for sweep_queued_after_s), it is enqueued
@@ -55,7 +50,7 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     assert sweeper.sweep().requeued == 0
     assert drain.bodies(settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
     # and the worker runs it; the finished run leaves the sweep index
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+    assert deliver(job) == Outcome.SUCCEEDED
     assert len(calls) == 1
     clock.advance(3_600_000)
     assert sweeper.sweep().examined == 0
@@ -63,15 +58,13 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
 
 def test_a_run_stuck_queued_is_re_enqueued_with_growing_gaps(
     sweeper: Sweeper,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
     sent: list[dict[str, Any]],
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job()
-    make_run(job)
+    job = due_job()
     after = settings.sweep_queued_after_s * 1000
     clock.advance(after)
     sweeps_at: list[int] = []
@@ -87,19 +80,16 @@ def test_a_run_stuck_queued_is_re_enqueued_with_growing_gaps(
 
 def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backoff(
     sweeper: Sweeper,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
     sent: list[dict[str, Any]],
-    worker: Worker,
-    record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # Given a run whose worker claimed it and vanished
-    job = make_job(command="record", retry={"backoff_s": 60})
-    make_run(job)
+    job = due_job(command="record", retry={"backoff_s": 60})
     clock.advance(60_000)
     runs.claim(job.id, T0, worker="vanished", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
     # When its heartbeat is fresh, the sweeper leaves it and looks again when it could be stale
@@ -119,21 +109,19 @@ def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backof
     ]
     # Then the retry runs as attempt 2, with the same key
     clock.advance(60_000)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+    assert deliver(job) == Outcome.SUCCEEDED
     assert [(c.attempt, c.run_id) for c in calls] == [(2, run_id(job.id, T0))]
 
 
 def test_a_run_that_keeps_killing_its_worker_ends_dead(
     sweeper: Sweeper,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
     drain: Drain,
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job(retry={"max_attempts": 2, "backoff_s": 0})
-    make_run(job)
+    job = due_job(retry={"max_attempts": 2, "backoff_s": 0})
     stale = (settings.heartbeat_stale_s + 1) * 1000
     for attempt in (1, 2):
         claimed = runs.claim(
@@ -155,15 +143,13 @@ def test_a_run_that_keeps_killing_its_worker_ends_dead(
 
 def test_a_lost_worker_of_a_deleted_job_is_skipped(
     sweeper: Sweeper,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     jobs: Any,
     clock: FakeClock,
     settings: Settings,
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job()
-    make_run(job)
+    job = due_job()
     runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
     jobs.delete(job, deleted_at_ms=T0, retention_days=None)
     clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
@@ -174,18 +160,16 @@ def test_a_lost_worker_of_a_deleted_job_is_skipped(
 
 def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
     sweeper: Sweeper,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
     sent: list[dict[str, Any]],
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job()
-    make_run(job)
+    job = due_job()
     runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
     retry_at = clock() + 600_000
-    runs.retry(job.id, T0, attempt=1, worker="w", error="x", retry_at_ms=retry_at, sweep_at_ms=clock())
+    runs.retry(Owned(job.id, T0, 1, "w"), error="x", retry_at_ms=retry_at, sweep_at_ms=clock())
     clock.advance(1)
     report = sweeper.sweep()
     assert report.deferred == 1 and report.requeued == 0 and sent == []
@@ -195,14 +179,12 @@ def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
 
 def test_finished_rows_still_in_the_index_are_cleared(
     sweeper: Sweeper,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job()
-    make_run(job)
+    job = due_job()
     # e.g. a succeeded row written by an older worker that kept the keys
     runs.force(job.id, T0, status=RunStatus.SUCCEEDED)
     clock.advance(settings.sweep_queued_after_s * 1000)
@@ -235,11 +217,10 @@ def test_a_claim_between_the_read_and_the_write_wins(
     settings: Settings,
     build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     sent: list[dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
+    due_job: Callable[..., Job],
 ) -> None:
     get_many = runs.get_many
 
@@ -254,8 +235,7 @@ def test_a_claim_between_the_read_and_the_write_wins(
 
     monkeypatch.setattr(runs, "get_many", racing)
 
-    job = make_job()
-    make_run(job)
+    due_job()
     sweeper = build_sweeper()
     clock.advance(settings.sweep_queued_after_s * 1000)
     report = sweeper.sweep()
@@ -266,9 +246,8 @@ def test_a_failing_re_enqueue_is_reported_and_retried_on_a_later_pass(
     settings: Settings,
     build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     sent: list[dict[str, Any]],
+    due_job: Callable[..., Job],
 ) -> None:
     class DownOnce:
         def __init__(self, real: Any) -> None:
@@ -280,8 +259,7 @@ def test_a_failing_re_enqueue_is_reported_and_retried_on_a_later_pass(
                 raise ConnectionError("SQS unreachable")
             self.real.send(messages)
 
-    job = make_job()
-    make_run(job)
+    due_job()
     sweeper = build_sweeper()
     sweeper.queue = DownOnce(sweeper.queue)
     clock.advance(settings.sweep_queued_after_s * 1000)

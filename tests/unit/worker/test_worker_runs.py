@@ -23,19 +23,16 @@ from .conftest import FakeDrain as Drain
 
 
 def test_a_run_succeeds_once_and_records_its_try(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # Given a saved run of a job whose command echoes its input
-    job = make_job(command="record", input={"day": "monday"})
-    make_run(job)
+    job = due_job(command="record", input={"day": "monday"})
     # When its message is delivered
-    outcome = worker.handle(delivery_of(record(job.id, T0)))
+    outcome = deliver(job)
     # Then the command ran once with the run id as key, and the run is succeeded with its facts
     assert outcome == Outcome.SUCCEEDED
     assert [c.run_id for c in calls] == [run_id(job.id, T0)]
@@ -52,35 +49,30 @@ def test_a_run_succeeds_once_and_records_its_try(
 
 def test_a_duplicate_delivery_executes_the_target_once(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job(command="record")
-    make_run(job)
+    job = due_job(command="record")
     assert worker.handle(delivery_of(record(job.id, T0, message_id="a"))) == Outcome.SUCCEEDED
     assert worker.handle(delivery_of(record(job.id, T0, message_id="b", receive_count=2))) == Outcome.DROPPED
     assert len(calls) == 1
 
 
 def test_a_duplicate_while_the_first_is_running_loses_the_claim(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job(command="record")
-    make_run(job)
+    job = due_job(command="record")
     claimed = runs.claim(
         job.id, T0, worker="other", now_ms=clock(), stale_before_ms=clock() - 120_000, retry_due_by_ms=clock()
     ).claimed
     assert claimed
     clock.advance(60_000)  # its heartbeat is a minute old: fresh
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED
+    assert deliver(job) == Outcome.DROPPED
     assert calls == []
     row = runs.get(job.id, T0)
     assert row is not None and row.worker == "other" and row.status == RunStatus.RUNNING
@@ -88,18 +80,17 @@ def test_a_duplicate_while_the_first_is_running_loses_the_claim(
 
 def test_a_redelivery_after_a_lost_worker_runs_again_with_the_same_key(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
     settings: Settings,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # Given a run whose first worker claimed it, ran the target, then died without a word
-    job = make_job(command="record")
-    make_run(job)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED  # the first run of the target
+    job = due_job(command="record")
+    assert deliver(job) == Outcome.SUCCEEDED  # the first run of the target
     first_key = calls[0].idempotency_key
     # rewind: as if that worker had died before recording its result
     runs.force(job.id, T0, status=RunStatus.RUNNING, heartbeat_at=clock())
@@ -116,17 +107,15 @@ def test_a_redelivery_after_a_lost_worker_runs_again_with_the_same_key(
 
 def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
     worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
     clock: FakeClock,
     settings: Settings,
     drain: Drain,
+    due_job: Callable[..., Job],
 ) -> None:
-    job = make_job(command="record", retry={"max_attempts": 1})
-    make_run(job)
+    job = due_job(command="record", retry={"max_attempts": 1})
     runs.claim(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
     clock.advance(settings.heartbeat_stale_s * 1000 + 1)
     assert worker.handle(delivery_of(record(job.id, T0, receive_count=2))) == Outcome.DEAD
@@ -138,18 +127,15 @@ def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
 
 
 def test_a_run_of_a_deleted_job_is_skipped(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     jobs: Any,
-    record: Callable[..., dict[str, Any]],
     calls: list[TargetCall],
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job(command="record")
-    make_run(job)
+    job = due_job(command="record")
     jobs.delete(job, deleted_at_ms=T0, retention_days=None)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SKIPPED
+    assert deliver(job) == Outcome.SKIPPED
     assert calls == []
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.SKIPPED
@@ -157,10 +143,11 @@ def test_a_run_of_a_deleted_job_is_skipped(
 
 
 def test_a_message_for_a_run_that_does_not_exist_is_dropped(
-    worker: Worker, make_job: Callable[..., Job], record: Callable[..., dict[str, Any]]
+    make_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     job = make_job()
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED
+    assert deliver(job) == Outcome.DROPPED
 
 
 def test_a_malformed_message_fails_the_record(worker: Worker, record: Callable[..., dict[str, Any]]) -> None:
@@ -170,20 +157,17 @@ def test_a_malformed_message_fails_the_record(worker: Worker, record: Callable[.
 
 
 def test_a_failed_try_retries_with_backoff_then_succeeds_with_the_same_key(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
     clock: FakeClock,
     sent: list[dict[str, Any]],
     settings: Settings,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
     # Given a job whose command fails its first attempt
-    job = make_job(command="fail", input={"times": 1}, retry={"backoff_s": 60})
-    make_run(job)
+    job = due_job(command="fail", input={"times": 1}, retry={"backoff_s": 60})
     # When the first delivery fails
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    assert deliver(job) == Outcome.RETRYING
     # Then the run waits for its retry, due in 60 s, re-enqueued with that SQS delay
     row = runs.get(job.id, T0)
     assert row is not None
@@ -194,27 +178,24 @@ def test_a_failed_try_retries_with_backoff_then_succeeds_with_the_same_key(
     assert len(sent) == 1 and sent[0]["DelaySeconds"] == 60
     assert json.loads(sent[0]["MessageBody"]) == {"job_id": job.id, "scheduled_for": T0}
     # An early copy (before the retry is due) is dropped
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED
+    assert deliver(job) == Outcome.DROPPED
     # When the delayed message arrives
     clock.advance(60_000)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+    assert deliver(job) == Outcome.SUCCEEDED
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 2
     assert row.error is None and row.retry_at is None
 
 
 def test_retry_delays_double_up_to_the_cap(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
     clock: FakeClock,
     sent: list[dict[str, Any]],
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job(command="fail", retry={"max_attempts": 7, "backoff_s": 30, "max_backoff_s": 300})
-    make_run(job)
+    job = due_job(command="fail", retry={"max_attempts": 7, "backoff_s": 30, "max_backoff_s": 300})
     for _ in range(6):
-        assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+        assert deliver(job) == Outcome.RETRYING
         clock.advance(sent[-1]["DelaySeconds"] * 1000)
     # min(backoff_s * 2^(attempt-1), max_backoff_s)
     assert [e["DelaySeconds"] for e in sent] == [30, 60, 120, 240, 300, 300]
@@ -222,18 +203,15 @@ def test_retry_delays_double_up_to_the_cap(
 
 
 def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
     runs: MemoryRunStore,
     jobs: Any,
-    record: Callable[..., dict[str, Any]],
     clock: FakeClock,
     calls: list[TargetCall],
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
 ) -> None:
-    job = make_job(command="fail", retry={"max_attempts": 3, "backoff_s": 0})
-    make_run(job)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    job = due_job(command="fail", retry={"max_attempts": 3, "backoff_s": 0})
+    assert deliver(job) == Outcome.RETRYING
     # the owner lowers max_attempts to 1 while the retry waits
     changed = job.model_dump() | {"retry": {**job.retry.model_dump(), "max_attempts": 1}}
     stored = jobs.get(job.id)
@@ -243,7 +221,7 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
         stored.state,
         expected_updated_at=to_ms(job.updated_at),
     )
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.DEAD
+    assert deliver(job) == Outcome.DEAD
     assert calls == []
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.DEAD and row.attempt == 1
