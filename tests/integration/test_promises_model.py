@@ -15,9 +15,9 @@ Both backends are wired the same way and judged by the same invariants, which re
 states through the ports. Budget: ``JOBSCHED_FUZZ_EXAMPLES`` examples (default 150 on the fakes, 2 on moto:
 the fakes run about 50 times as many examples a second) of up to ``JOBSCHED_FUZZ_STEPS`` (default 30) steps, on
 the backends ``JOBSCHED_FUZZ_BACKENDS`` lists (comma-separated, default both); ``make fuzz`` runs it long on the
-fakes. The directed sequences run on both backends. With each fix of issue [2.1] reverted, random search found breaks 1, 2, 5 and 8
-within minutes; breaks 3, 4, 6 and 7 need rarer sequences of the same rules, which
-``test_directed_sequences_of_the_machine_hold`` runs every time (each fails with its fix reverted).
+fakes. The directed sequences run on both backends. With each fix of issue [2.1] reverted, random search (on
+moto) found breaks 1, 2, 5 and 8 within minutes; breaks 3, 4, 6 and 7 need rarer sequences of the same rules,
+which ``test_directed_sequences_of_the_machine_hold`` runs every time (each fails with its fix reverted).
 """
 
 from __future__ import annotations
