@@ -2,7 +2,8 @@
 early), ``overlap: skip`` never lets two runs of a job run together, and every fire that did not run is in the
 history with a reason that holds.
 
-Hypothesis drives, on an injected clock and an in-process moto: job creation of every schedule kind and policy,
+Hypothesis drives, on an injected clock, on either backend (``tests.support.backends``: the in-memory fakes of
+``jobsched.memory``, or the DynamoDB/SQS adapters on an in-process moto): job creation of every schedule kind and policy,
 PATCH (also landing in the middle of a tick), pause, resume, delete, manual triggers with and without keys
 (also failing after the run was saved), ticks of two competing scheduler loops (one may stall past its lease),
 crashes before and after each AWS call of a tick, scheduler downtime, a due index whose read lags behind the
@@ -10,19 +11,21 @@ table, deliveries (duplicate, late, a storage error after the claim, a long run 
 firing) and the sweeper. After every step it checks the safety invariants, and after each ``settle`` step (a
 few clean seconds of ticks and deliveries) the liveness ones (see ``Model.check_*``).
 
-Budget: ``JOBSCHED_FUZZ_EXAMPLES`` (default 6) examples of up to ``JOBSCHED_FUZZ_STEPS`` (default 30) steps;
-``make fuzz`` runs it long. With each fix of issue [2.1] reverted, random search found breaks 1, 2, 5 and 8
-within minutes; breaks 3, 4, 6 and 7 need rarer sequences of the same rules, which
-``test_directed_sequences_of_the_machine_hold`` runs every time (each fails with its fix reverted).
+Both backends are wired the same way and judged by the same invariants, which read run rows and scheduling
+states through the ports. Budget: ``JOBSCHED_FUZZ_EXAMPLES`` examples (default 150 on the fakes, 2 on moto:
+the fakes run about 50 times as many examples a second) of up to ``JOBSCHED_FUZZ_STEPS`` (default 30) steps, on
+the backends ``JOBSCHED_FUZZ_BACKENDS`` lists (comma-separated, default both); ``make fuzz`` runs it long on the
+fakes. The directed sequences run on both backends. With each fix of issue [2.1] reverted, random search (on
+moto) found breaks 1, 2, 5 and 8 within minutes; breaks 3, 4, 6 and 7 need rarer sequences of the same rules,
+which ``test_directed_sequences_of_the_machine_hold`` runs every time (each fails with its fix reverted).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,30 +40,38 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from jobsched.adapters.queue import RunQueue, delivery_of
+from jobsched.adapters.queue import default_worker_id
 from jobsched.api.exceptions import ApiProblem
+from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
 from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
+from jobsched.domain.retries import Failures
+from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.tick import Scheduler
-from jobsched.domain.worker import Deferred
+from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import JobCreate, JobPatch, from_ms, to_ms
 from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.jobs import DueEntry, SchedulingState
+from jobsched.ports.runs import Delivery, RunMessage, RunRow
 from jobsched.schedules import parse_schedule
-from jobsched.store import layout
-from jobsched.store.control import ControlStore
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
-from jobsched.wiring import Components
-from tests.support.aws import moto_deployment
+from tests.support.backends import BACKENDS, Backend, backend
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
 OWNER = "team-model"
-EXAMPLES = int(os.environ.get("JOBSCHED_FUZZ_EXAMPLES", "6"))
+DEFAULT_EXAMPLES = {"memory": 150, "moto": 2}  # the few on moto hold the adapters to the same rules
+EXAMPLES = {
+    name: int(os.environ.get("JOBSCHED_FUZZ_EXAMPLES", default)) for name, default in DEFAULT_EXAMPLES.items()
+}
 STEPS = int(os.environ.get("JOBSCHED_FUZZ_STEPS", "30"))
+FUZZ_BACKENDS = [b for b in os.environ.get("JOBSCHED_FUZZ_BACKENDS", ",".join(BACKENDS)).split(",") if b]
+if set(FUZZ_BACKENDS) - set(BACKENDS):
+    raise ValueError(
+        f"JOBSCHED_FUZZ_BACKENDS={','.join(FUZZ_BACKENDS)}: each must be one of {', '.join(BACKENDS)}"
+    )
 
 SCHEDULES = {
     "minutely": "* * * * *",
@@ -124,19 +135,19 @@ class Faulty:
             if name == "scheduling_states":
                 self._faults.planned.update(args[0])
             if name == "query_due" and self._lag is not None and self._lag.get("active"):
-                return self._lagging(layout.due_pk(*args[:3]), args[3])
+                return self._lagging(*args[:4])
             return self._faults.around(name, lambda: target(*args, **kwargs))
 
         return call
 
-    def _lagging(self, due_pk: str, up_to_ms: int) -> Any:
+    def _lagging(self, partition: int, bucket: int, shard: int, up_to_ms: int) -> Any:
         """The due index as it was when the lag began (a GSI that has not replicated since)."""
-        items = [
-            layout.due_entry_from_item(i)
-            for i in self._lag["snapshot"]
-            if i.get("due_pk") == due_pk and i["due_at"] <= up_to_ms
+        entries: list[DueEntry] = [
+            e
+            for e in self._lag["snapshot"]
+            if (e.partition, e.bucket, e.shard) == (partition, bucket, shard) and e.due_at <= up_to_ms
         ]
-        return items, None
+        return sorted(entries, key=lambda e: (e.due_at, e.job_id)), None
 
 
 # --- the model ---------------------------------------------------------------------------------------------
@@ -179,6 +190,12 @@ class ModelJob:
         return any(start <= instant and (end is None or instant < end) for start, end in self.paused)
 
 
+def _judged(row: RunRow) -> dict[str, Any]:
+    """A run row as the invariants read it: its fields that are set (an unset one is absent, as in a stored
+    item), and its ``run_id``."""
+    return {**{k: v for k, v in asdict(row).items() if v is not None}, "run_id": row.run_id}
+
+
 def fires_of(version: Version, start: int, end: int, limit: int = 5000) -> list[int]:
     """The version's fires in ``[start, end]`` (epoch ms), computed by the schedule engine."""
     schedule = parse_schedule(version.schedule, "UTC", start_at=from_ms(version.anchor))
@@ -219,21 +236,62 @@ class ModelExecutor:
                 del machine.running[call.job_id]
 
 
+@dataclass
+class ModelApi:
+    """What the machine calls of the API: its use cases (routes, auth and errors are the API tests')."""
+
+    service: JobService
+
+
 class PromisesMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    """The machine on ``backend_name`` (``tests.support.backends.BACKENDS``): the API service, two scheduler
+    loops, the worker and the sweeper wired the same way on that backend's ports."""
+
+    def __init__(self, backend_name: str = "memory") -> None:
         super().__init__()
         self.stack = ExitStack()
-        self.aws, base = self.stack.enter_context(moto_deployment("model"))
-        self.settings = base.model_copy(update={"due_shards": 1})  # fewer moto queries: more steps per second
+        self.backend: Backend = self.stack.enter_context(backend(backend_name))
+        self.settings = self.backend.settings
         self.clock = FakeClock(T0)
-        self.api = Components(self.settings, self.aws, clock=self.clock).api()
-        self.api.service.idempotency.bind_invocation(api_context())  # type: ignore[union-attr]
-        self.jobstore = JobStore(self.aws.table(self.settings.jobs_table))
-        self.runstore = RunStore(self.aws.table(self.settings.runs_table))
-        self.worker = Components(self.settings, self.aws, clock=self.clock).worker(
-            targets=Targets(command=ModelExecutor(self))
+        ports = self.backend
+        ports.idempotency.bind_invocation(api_context())
+        self.api = ModelApi(
+            JobService(
+                settings=self.settings,
+                jobs=ports.jobs,
+                runs=ports.runs,
+                queue=ports.queue,
+                clock=self.clock,
+                idempotency=ports.idempotency,
+                partition_marks=ports.control,
+            )
         )
-        self.sweeper = Components(self.settings, self.aws, clock=self.clock).sweeper()
+        self.jobstore = ports.jobs
+        self.runstore = ports.runs
+        self.worker = Worker(
+            settings=self.settings,
+            runs=ports.runs,
+            jobs=ports.specs,
+            queue=ports.queue,
+            dead_runs=ports.dead_runs,
+            targets=Targets(command=ModelExecutor(self)),
+            clock=self.clock,
+            visibility=ports.queue,
+        )
+        self.sweeper = Sweeper(
+            settings=self.settings,
+            runs=ports.runs,
+            jobs=ports.specs,
+            queue=ports.queue,
+            failures=Failures(
+                runs=ports.runs,
+                queue=ports.queue,
+                dead_runs=ports.dead_runs,
+                settings=self.settings,
+                clock=self.clock,
+            ),
+            clock=self.clock,
+        )
         self.faults = Faults()
         self.lag: dict[str, Any] = {"active": False, "snapshot": []}
         self.loops: dict[str, SchedulerLoop] = {}
@@ -257,11 +315,13 @@ class PromisesMachine(RuleBasedStateMachine):
 
     # --- plumbing ------------------------------------------------------------------------------------
 
-    def sched_item(self, job_id: str) -> dict[str, Any]:
-        """The job's scheduling item as stored (plain Python values), or {} when there is none."""
-        key = {"pk": layout.job_pk(job_id), "sk": layout.SCHED_SK}
-        item = self.aws.table(self.settings.jobs_table).get_item(Key=key, ConsistentRead=True).get("Item")
-        return layout.plain(item) if item else {}
+    def scheduling_state(self, job_id: str) -> SchedulingState | None:
+        """The job's scheduling state as the job store reads it (consistent), or None when there is none."""
+        state = self.jobstore.scheduling_states([job_id]).get(job_id)
+        assert state is None or isinstance(state, SchedulingState), (
+            state
+        )  # the model writes no malformed state
+        return state
 
     def _start_loop(self, name: str) -> None:
         old = self.loops.pop(name, None)
@@ -271,14 +331,14 @@ class PromisesMachine(RuleBasedStateMachine):
             partition=0,
             jobs=Faulty(self.jobstore, self.faults, self.lag),
             runs=Faulty(self.runstore, self.faults),
-            queue=Faulty(RunQueue(self.aws.sqs, self.settings.run_queue_url), self.faults),
-            control=Faulty(ControlStore(self.aws.dynamodb, self.settings.control_table), self.faults),
+            queue=Faulty(self.backend.queue, self.faults),
+            control=Faulty(self.backend.control, self.faults),
             settings=self.settings,
             clock=self.clock,
             limits=TickLimits(threads=1),
         )
         lease = LeaderLease(
-            ControlStore(self.aws.dynamodb, self.settings.control_table),
+            self.backend.control,
             0,
             f"model-{name}-{self.names}",
             clock=self.clock,
@@ -310,15 +370,7 @@ class PromisesMachine(RuleBasedStateMachine):
                 self.clean_ticks.append((result.now, frozenset(self.faults.planned)))
         return results
 
-    def _deliver(self, message: dict[str, Any], *, get_spec_error: bool = False) -> None:
-        record = {
-            "messageId": message["MessageId"],
-            "receiptHandle": "",
-            "body": message["Body"],
-            "attributes": {"ApproximateReceiveCount": "1"},
-            "messageAttributes": {},
-            "eventSource": "aws:sqs",
-        }
+    def _deliver(self, message: RunMessage, *, get_spec_error: bool = False) -> None:
         if get_spec_error:
             real = self.worker.jobs.get_spec
 
@@ -328,7 +380,7 @@ class PromisesMachine(RuleBasedStateMachine):
 
             self.worker.jobs.get_spec = failing  # type: ignore[method-assign]
         try:
-            self.worker.handle(delivery_of(record))
+            self.worker.handle(Delivery(message, worker=default_worker_id()))
         except Deferred:
             self.late.append(message)  # handed back: it comes again
         except StoreUnavailable:
@@ -337,30 +389,16 @@ class PromisesMachine(RuleBasedStateMachine):
             if get_spec_error:
                 self.worker.jobs.get_spec = type(self.worker.jobs).get_spec.__get__(self.worker.jobs)  # type: ignore[method-assign]
 
-    def _receive(self, limit: int) -> list[dict[str, Any]]:
-        sqs, url = self.aws.sqs, self.settings.run_queue_url
-        got: list[dict[str, Any]] = []
-        while len(got) < limit:
-            batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=min(10, limit - len(got))).get(
-                "Messages", []
-            )
-            if not batch:
-                break
-            for m in batch:
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-            got.extend(batch)
-        return got
+    def _receive(self, limit: int) -> list[RunMessage]:
+        return self.backend.receive(limit)
 
     def _rows(self) -> list[dict[str, Any]]:
-        table = self.aws.table(self.settings.runs_table)
+        """Every run of every job the model created (deleted ones too), read through the run store (consistent),
+        each as a dict of its set ``RunRow`` fields plus ``run_id``: what the invariants judge."""
         rows: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"ConsistentRead": True}
-        while True:
-            page = table.scan(**kwargs)
-            rows.extend(layout.plain(i) for i in page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return [r for r in rows if not str(r["job_id"]).startswith("trigger#")]
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        for job_id in self.jobs:
+            rows.extend(_judged(r) for r in self.runstore.rows_between(job_id, 0, 2**62, limit=2**31))
+        return rows
 
     def _api(self, call: Any) -> Any:
         try:
@@ -445,7 +483,8 @@ class PromisesMachine(RuleBasedStateMachine):
         the tick that handles the job's next fire: the clock first runs (ticking) up to that fire when it is
         less than two minutes away."""
         job = data.draw(st.sampled_from(self._live()))
-        nxt = self.sched_item(job.job_id).get("next_run_at")
+        state = self.scheduling_state(job.job_id)
+        nxt = state.next_run_at if state else None
         if nxt is not None and self.clock() < int(nxt) <= self.clock() + 120_000:
             while self.clock() < int(nxt) - 1000:
                 self._second()
@@ -499,9 +538,7 @@ class PromisesMachine(RuleBasedStateMachine):
             service.queue.send = send  # type: ignore[method-assign]
         if fail_after_save and key is not None:
             # the key's record stayed in flight; it expires and the client retries with the same key
-            table = self.aws.table(self.settings.idempotency_table)
-            for item in table.scan()["Items"]:
-                table.delete_item(Key={"id": item["id"]})
+            self.backend.expire_keys()
             self.clock.advance(1000)
             self._api(lambda: service.trigger_job(OWNER, job.job_id, idempotency_key=f"{job.job_id}-{key}"))
 
@@ -542,8 +579,8 @@ class PromisesMachine(RuleBasedStateMachine):
     @rule(seconds=st.integers(1, 5))
     def lagging_index(self, seconds: int) -> None:
         """The due index stops replicating for a few ticks: reads return what it held when the lag began."""
-        table = self.aws.table(self.settings.jobs_table)
-        self.lag["snapshot"] = [layout.plain(i) for i in table.scan()["Items"] if "due_pk" in i]
+        states = self.jobstore.scheduling_states(list(self.jobs))
+        self.lag["snapshot"] = [s.due for s in states.values() if isinstance(s, SchedulingState) and s.due]
         self.lag["active"] = True
         self.tick(seconds)
         self.lag["active"] = False
@@ -580,7 +617,7 @@ class PromisesMachine(RuleBasedStateMachine):
         job.unkeyed_triggers += 1
         self.api.service.trigger_job(OWNER, job.job_id)
         for message in self._receive(50):
-            if json.loads(message["Body"])["job_id"] == job.job_id:
+            if message.job_id == job.job_id:
                 self._deliver(message)
             else:
                 self.late.append(message)
@@ -593,7 +630,7 @@ class PromisesMachine(RuleBasedStateMachine):
             self._second()
             self._step_loops()
             for message in self._receive(10):
-                if json.loads(message["Body"])["job_id"] == job_id:
+                if message.job_id == job_id:
                     self._deliver(message)
                 else:
                     self.late.append(message)
@@ -708,8 +745,8 @@ class PromisesMachine(RuleBasedStateMachine):
     def _check_next_run_at(self, job: ModelJob) -> None:
         if job.deleted_at is not None:
             return
-        sched = self.sched_item(job.job_id)
-        nxt = sched.get("next_run_at")
+        state = self.scheduling_state(job.job_id)
+        nxt = state.next_run_at if state else None
         version = len(job.versions)
         if nxt is not None:
             key = (job.job_id, version)
@@ -739,17 +776,20 @@ class PromisesMachine(RuleBasedStateMachine):
                 if job.paused_at(fire):
                     continue
                 raise AssertionError(f"{job.job_id}: fire {from_ms(fire)} of {version.schedule!r} has no row")
-            sched = self.sched_item(job.job_id)
-            nxt = sched.get("next_run_at")
+            state = self.scheduling_state(job.job_id)
+            nxt = state.next_run_at if state else None
             if nxt is None:
-                assert "due_pk" not in sched, f"{job.job_id}: no next fire but still in the due index"
+                assert state is None or state.due is None, (
+                    f"{job.job_id}: no next fire but still in the due index"
+                )
 
 
-def test_the_promises_hold_under_interleavings() -> None:
+@pytest.mark.parametrize("backend_name", FUZZ_BACKENDS)
+def test_the_promises_hold_under_interleavings(backend_name: str) -> None:
     run_state_machine_as_test(
-        PromisesMachine,
+        lambda: PromisesMachine(backend_name),
         settings=settings(
-            max_examples=EXAMPLES,
+            max_examples=EXAMPLES[backend_name],
             stateful_step_count=STEPS,
             deadline=None,
             suppress_health_check=list(HealthCheck),
@@ -799,14 +839,16 @@ class _Given:
         return self.value
 
 
+@pytest.mark.parametrize("backend_name", BACKENDS)
 @pytest.mark.parametrize(
     "sequence",
     [_late_one_off, _long_run_behind_100_fires, _collision_after_downtime, _every_second_after_two_days],
 )
-def test_directed_sequences_of_the_machine_hold(sequence: Any) -> None:
+def test_directed_sequences_of_the_machine_hold(sequence: Any, backend_name: str) -> None:
     """Sequences of the machine's own rules that random search reaches rarely within ``make test``'s budget
-    (each broke a promise on 6d86f0d: [2.1] breaks 3, 4, 6 and 7), checked with the same invariants."""
-    machine = PromisesMachine()
+    (each broke a promise on 6d86f0d: [2.1] breaks 3, 4, 6 and 7), checked with the same invariants, on
+    each backend."""
+    machine = PromisesMachine(backend_name)
     try:
         sequence(machine)
         machine.settle()

@@ -1,0 +1,193 @@
+"""The ports a whole deployment runs on, on either backend: the DynamoDB/SQS/SNS adapters on an in-process moto,
+or the in-memory fakes of ``jobsched.memory``. Tests that build the API service, scheduler loops, worker and
+sweeper themselves (the model-based test of the promises) take a :class:`Backend` and wire the domain the
+same way on both, so one judgement covers both."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyItemAlreadyExistsError,
+    IdempotencyItemNotFoundError,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence.base import (
+    STATUS_CONSTANTS,
+    BasePersistenceLayer,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+
+from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.memory.control import MemoryControlStore
+from jobsched.memory.job_specs import MemoryJobSpecs
+from jobsched.memory.jobs import MemoryJobStore
+from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
+from jobsched.memory.runs import MemoryRunStore
+from jobsched.ports.runs import RunMessage
+from jobsched.settings import Settings
+from jobsched.wiring import Components
+from tests.support.aws import moto_deployment
+
+BACKENDS = ("memory", "moto")
+"""The backends a :class:`Backend` can be built on (:func:`backend`)."""
+
+
+@dataclass
+class Backend:
+    """One deployment's ports, on ``name`` (``memory`` or ``moto``).
+
+    ``jobs`` is the job store (``JobRepository`` + ``DueIndex``) and ``specs`` the worker's view of the same jobs
+    (``JobSpecs``: spec reads and the overlap lock); ``runs`` the run store; ``control`` the CONTROL store
+    (leases, watermarks, partition marks); ``queue`` the run queue and ``dead_runs`` the dead-run sink;
+    ``idempotency`` the API's ``Idempotency-Key`` records. ``receive(limit)`` takes up to ``limit`` messages
+    off the run queue (each delivered once, delay ignored on the fakes, honoured in real seconds by moto);
+    ``expire_keys()`` drops every idempotency record (as their expiry would).
+    """
+
+    name: str
+    settings: Settings
+    jobs: Any
+    specs: Any
+    runs: Any
+    control: Any
+    queue: Any
+    dead_runs: Any
+    idempotency: IdempotencyKeys
+    receive: Callable[[int], list[RunMessage]]
+    expire_keys: Callable[[], None]
+
+
+class MemoryKeyRecords(BasePersistenceLayer):
+    """Powertools idempotency records in a dict, with ``DynamoDBPersistenceLayer``'s put condition: a record is
+    written when its key is new, its record expired, or it is in progress past its in-progress expiry; else
+    ``IdempotencyItemAlreadyExistsError`` (Powertools then reads the stored record and validates the payload)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: dict[str, DataRecord] = {}
+
+    def _get_record(self, idempotency_key: str) -> DataRecord:
+        try:
+            return self.records[idempotency_key]
+        except KeyError:
+            raise IdempotencyItemNotFoundError from None
+
+    def _put_record(self, data_record: DataRecord) -> None:
+        old = self.records.get(data_record.idempotency_key)
+        if old is not None and not old.is_expired:
+            now_ms = int(datetime.now().timestamp() * 1000)
+            in_progress_expired = (
+                old.status == STATUS_CONSTANTS["INPROGRESS"]
+                and old.in_progress_expiry_timestamp is not None
+                and old.in_progress_expiry_timestamp < now_ms
+            )
+            if not in_progress_expired:
+                raise IdempotencyItemAlreadyExistsError()
+        self.records[data_record.idempotency_key] = data_record
+
+    def _update_record(self, data_record: DataRecord) -> None:
+        self.records[data_record.idempotency_key] = data_record
+
+    def _delete_record(self, data_record: DataRecord) -> None:
+        self.records.pop(data_record.idempotency_key, None)
+
+
+def memory_settings() -> Settings:
+    """Default settings for the fakes (resource names only label them; one due shard, as the model's moto)."""
+    return Settings(
+        jobs_table="jobs",
+        runs_table="runs",
+        control_table="control",
+        idempotency_table="idempotency",
+        run_queue_url="memory://run-queue",
+        dead_run_queue_url="memory://dead-run-queue",
+        alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
+        due_shards=1,
+    )
+
+
+def memory_backend() -> Backend:
+    """The fakes of ``jobsched.memory``: the worker's ``MemoryJobSpecs`` reads the job store's own jobs (a
+    deleted job is gone for the worker too) and keeps the overlap locks."""
+    jobs, queue, keys = MemoryJobStore(), MemoryRunQueue(), MemoryKeyRecords()
+    specs = MemoryJobSpecs()
+    specs.jobs = jobs.jobs  # one set of jobs: the API writes them, the worker and the sweeper read them
+
+    def receive(limit: int) -> list[RunMessage]:
+        taken = queue.take()
+        queue.sent[:0] = taken[limit:]  # the rest stays queued, first in line
+        return taken[:limit]
+
+    return Backend(
+        name="memory",
+        settings=memory_settings(),
+        jobs=jobs,
+        specs=specs,
+        runs=MemoryRunStore(),
+        control=MemoryControlStore(),
+        queue=queue,
+        dead_runs=MemoryDeadRuns(),
+        idempotency=IdempotencyKeys(keys),
+        receive=receive,
+        expire_keys=keys.records.clear,
+    )
+
+
+@contextmanager
+def moto_backend(prefix: str) -> Iterator[Backend]:
+    """The adapters of the composition root (``jobsched.wiring.Components``) on a fresh moto deployment with one
+    due shard (fewer moto queries: more steps per second)."""
+    with moto_deployment(prefix) as (aws, base):
+        settings = base.model_copy(update={"due_shards": 1})
+        components = Components(settings, aws)
+        jobs, queue = components.jobs(), components.run_queue()
+
+        def receive(limit: int) -> list[RunMessage]:
+            got: list[RunMessage] = []
+            while len(got) < limit:
+                batch = aws.sqs.receive_message(
+                    QueueUrl=settings.run_queue_url, MaxNumberOfMessages=min(10, limit - len(got))
+                ).get("Messages", [])
+                if not batch:
+                    break
+                for message in batch:
+                    aws.sqs.delete_message(
+                        QueueUrl=settings.run_queue_url, ReceiptHandle=message["ReceiptHandle"]
+                    )
+                got.extend(RunMessage.parse(m["Body"]) for m in batch)
+            return got
+
+        def expire_keys() -> None:
+            table = aws.table(settings.idempotency_table)
+            for item in table.scan(ConsistentRead=True)["Items"]:
+                table.delete_item(Key={"id": item["id"]})
+
+        yield Backend(
+            name="moto",
+            settings=settings,
+            jobs=jobs,
+            specs=jobs,
+            runs=components.runs(),
+            control=components.control(),
+            queue=queue,
+            dead_runs=components.notifier(),
+            idempotency=IdempotencyKeys.on_dynamodb(settings.idempotency_table, aws.dynamodb),
+            receive=receive,
+            expire_keys=expire_keys,
+        )
+
+
+@contextmanager
+def backend(name: str, prefix: str = "model") -> Iterator[Backend]:
+    """The :class:`Backend` called ``name`` (one of :data:`BACKENDS`); raises ValueError for another name."""
+    if name == "memory":
+        yield memory_backend()
+    elif name == "moto":
+        with moto_backend(prefix) as built:
+            yield built
+    else:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {name!r}")
