@@ -23,7 +23,6 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import D
 
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.memory.control import MemoryControlStore
-from jobsched.memory.job_specs import MemoryJobSpecs
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
@@ -111,11 +110,9 @@ def memory_settings() -> Settings:
 
 
 def memory_backend() -> Backend:
-    """The fakes of ``jobsched.memory``: the worker's ``MemoryJobSpecs`` reads the job store's own jobs (a
-    deleted job is gone for the worker too) and keeps the overlap locks."""
+    """The fakes of ``jobsched.memory``: one ``MemoryJobStore`` serves the API, the scheduler and (as the
+    worker's job specs, with the overlap locks) the worker and the sweeper."""
     jobs, queue, keys = MemoryJobStore(), MemoryRunQueue(), MemoryKeyRecords()
-    specs = MemoryJobSpecs()
-    specs.jobs = jobs.jobs  # one set of jobs: the API writes them, the worker and the sweeper read them
 
     def receive(limit: int) -> list[RunMessage]:
         taken = queue.take()
@@ -126,7 +123,7 @@ def memory_backend() -> Backend:
         name="memory",
         settings=memory_settings(),
         jobs=jobs,
-        specs=specs,
+        specs=jobs,
         runs=MemoryRunStore(),
         control=MemoryControlStore(),
         queue=queue,
