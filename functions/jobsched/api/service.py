@@ -300,8 +300,10 @@ class JobService:
             self._check_settings(settings, owner)
             job = current.model_copy(update=dict(settings))
             if retimed:
-                since_ms = self._retimed_since_ms(job, state.next_run_at if state else None, now_ms)
                 schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
+                since_ms = self._retimed_since_ms(
+                    job, state.next_run_at if state else None, now_ms, one_off=schedule.kind == "once"
+                )
                 first = registration.first_fire_ms(job, since_ms, schedule=schedule)
                 return job, registration.anchor_ms(job), first
             return job, _stored_anchor_ms(state, current), state.next_run_at if state else None
@@ -309,20 +311,27 @@ class JobService:
         return self._rewrite(owner, job_id, change, event="job updated")
 
     @staticmethod
-    def _retimed_since_ms(job: Job, stored_next_run_at: int | None, now_ms: int) -> int:
+    def _retimed_since_ms(
+        job: Job, stored_next_run_at: int | None, now_ms: int, *, one_off: bool = False
+    ) -> int:
         """The instant (epoch ms) from which a re-timed job's first fire is taken: fires at or after it count.
 
-        ``min(now - jitter offset, stored next_run_at)``. Fires whose dispatch instant (fire + the job's jitter
+        ``min(now - jitter offset, stored next_run_at)``, but never before the job's ``created_at`` unless the
+        new schedule is a one-off (``one_off``). Fires whose dispatch instant (fire + the job's jitter
         offset, design §4) is still ahead of now are not dropped; nor is a stored ``next_run_at`` already
         past, i.e. a fire not yet run, or a backlog the scheduler missed while down or while the job was
         paused. Those come out as a past ``next_run_at``, so the scheduler runs them or records them
         ``skipped`` by the job's ``missed`` policy and catch-up window (``scheduler.plan_fires``); the unique
         run key ``(job_id, scheduled_for)`` keeps it from creating a run that already exists. Everything else
-        is "from now on" (design §3).
+        is "from now on" (design §3). The floor: a stored ``next_run_at`` before the job's creation is a
+        one-off accepted late; a recurring schedule replacing it has no fire from before the job existed
+        (a fire of no schedule the job had), while a one-off keeps its instant as registration accepted it.
         """
         since_ms = now_ms - jitter_offset_ms(job.id, job.jitter_s)
         if stored_next_run_at is not None:
             since_ms = min(since_ms, stored_next_run_at)
+        if not one_off:
+            since_ms = max(since_ms, to_ms(job.created_at))
         return since_ms
 
     def pause_job(self, owner: str, job_id: str) -> Job:

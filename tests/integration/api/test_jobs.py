@@ -114,6 +114,28 @@ def test_a_retimed_job_keeps_a_fire_the_scheduler_has_not_run_yet(http):
     assert changed["next_run_at"] == "2026-03-02T10:00:00Z"
 
 
+def test_a_late_one_off_retimed_before_it_ran_gets_no_fire_from_before_the_job_existed(http):
+    # Given: a one-off accepted 30 s late at 10:00 (its instant 09:59:30 is not run yet), re-timed at 10:00:01
+    job = http.create("just-missed", schedule="at 2026-03-02T09:59:30")
+    http.clock.advance(1000)
+
+    changed = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "*/10 * * * * *"}).body
+
+    # Then: the new schedule fires from the job's creation on, not at 09:59:30, 09:59:40, 09:59:50 (the model
+    # test found those run as fires of a schedule the job never had)
+    assert changed["next_run_at"] == "2026-03-02T10:00:00Z"
+    assert int(sched_item(http, job["id"])["next_run_at"]) == 1_772_445_600_000
+
+
+def test_a_late_one_off_retimed_to_another_one_off_keeps_its_instant(http):
+    job = http.create("just-missed", schedule="at 2026-03-02T09:59:30")
+    http.clock.advance(1000)
+
+    changed = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "at 2026-03-02T09:59:40"}).body
+
+    assert changed["next_run_at"] == "2026-03-02T09:59:40Z"
+
+
 def test_a_rate_with_start_at_is_anchored_there(http):
     job = http.create("later", schedule="rate(1 hour)", start_at="2026-03-05T08:30:00Z")
 
