@@ -43,8 +43,9 @@ from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
+from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, Unreadable
-from jobsched.ports.runs import RunMessage, RunRow, sweep_shard
+from jobsched.ports.runs import SWEEP_SHARDS, RunMessage, RunRow, sweep_shard
 from jobsched.settings import Settings
 
 T = TypeVar("T")
@@ -83,13 +84,18 @@ class SimClock:
 class _SimFuture(Future[Any]):
     """A finished task whose result, when waited for, moves the waiter's clock to the task's end."""
 
-    def __init__(self, clock: SimClock, done_at: float) -> None:
+    def __init__(self, executor: SimExecutor) -> None:
         super().__init__()
-        self._clock = clock
-        self._done_at = done_at
+        self._executor = executor
+        self._done_at = 0.0
+        self._waited = False
 
     def result(self, timeout: float | None = None) -> Any:
-        self._clock.now = max(self._clock.now, self._done_at)
+        clock = self._executor.clock
+        clock.now = max(clock.now, self._done_at)
+        if not self._waited:
+            self._waited = True
+            self._executor._pending -= 1
         return super().result(timeout)
 
 
@@ -99,7 +105,8 @@ class SimExecutor(Executor):
     Tasks submitted while none is outstanding start a batch at the caller's time; each task runs at once, on
     the lane (of ``workers``) free earliest, with the clock set to that lane's time, so the latencies it incurs
     land on its lane. The caller's clock stays put until it waits for a future, which moves it to that task's
-    end: waiting for all of a batch ends at its longest lane, as with real threads.
+    end: waiting for all of a batch ends at its longest lane, as with real threads. A batch lasts until each of
+    its futures was waited for (the tick always waits for all it submitted).
     """
 
     def __init__(self, clock: SimClock, workers: int) -> None:
@@ -109,16 +116,15 @@ class SimExecutor(Executor):
         self.workers = workers
         self._lanes: list[float] = []
         self._caller_at = 0.0
-        self._outstanding: list[_SimFuture] = []
+        self._pending = 0  # futures of the current batch not waited for yet
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        self._outstanding = [f for f in self._outstanding if f._done_at > self.clock.now]
-        if not self._outstanding or not self._lanes:
+        if self._pending == 0:
             self._caller_at = self.clock.now
             self._lanes = [self._caller_at] * self.workers
         lane = min(range(self.workers), key=self._lanes.__getitem__)
         self.clock.now = max(self._lanes[lane], self._caller_at)
-        future = _SimFuture(self.clock, 0.0)
+        future = _SimFuture(self)
         try:
             future.set_result(fn(*args, **kwargs))
         except BaseException as error:  # handed to the waiter, as a pool would
@@ -126,11 +132,11 @@ class SimExecutor(Executor):
         future._done_at = self.clock.now
         self._lanes[lane] = self.clock.now
         self.clock.now = self._caller_at
-        self._outstanding.append(future)
+        self._pending += 1
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._outstanding = []
+        self._pending = 0
 
 
 # --- the capacity and latency model -----------------------------------------------------------------
@@ -344,57 +350,30 @@ class SimControl(MemoryControlStore):
 
 @dataclass(frozen=True)
 class Rush:
-    """A rush: ``runs`` daily jobs due at ``MIDNIGHT_MS``, ``jittered_share`` of them with a jitter offset
-    spread evenly over ``[0, jitter_s)`` seconds (the job's fixed offset, as ``schedules.jitter_offset_ms``
-    gives), the others with none."""
+    """A rush: ``runs`` daily jobs (``cron(0 0 * * ? *)``) due at ``MIDNIGHT_MS``; ``jittered_share`` of them
+    (every second job id, for one half) have a fixed jitter offset, spread evenly over ``(0, jitter_s)``
+    seconds (as ``schedules.jitter_offset_ms`` spreads them), the others none."""
 
     runs: int
     jitter_s: float = 600.0
     jittered_share: float = 0.5
 
+    def scaled(self, scale: float) -> Rush:
+        """This rush shrunk ``scale`` times in count and in jitter window: the same arrival rates, in
+        ``1/scale`` of the time."""
+        return Rush(max(1, round(self.runs / scale)), self.jitter_s / scale, self.jittered_share)
 
-def build(
-    rush: Rush, settings: Settings, model: Model, *, partitions: Sequence[int] | None = None, sweep_weight: float = 1.0
-) -> tuple[SimJobStore, SimRunStore, SimQueue, dict[str, int]]:
-    """The stores holding ``rush``'s jobs (``job_id -> jitter offset ms``), only those homed in ``partitions``
-    (default: all). Job ``i`` is ``j_<i>``; every ``1/jittered_share``-th... the first ``runs * share`` of a
-    deterministic interleaving are jittered, with offsets ``k * jitter_s / n_jittered``."""
-    jobs, runs, queue = SimJobStore(model), SimRunStore(model, sweep_weight), SimQueue(model)
-    n_jittered = round(rush.runs * rush.jittered_share)
-    offsets: dict[str, int] = {}
-    bucket_ms = settings.due_bucket_s * 1000
-    wanted = set(partitions) if partitions is not None else None
-    for i in range(rush.runs):
-        job_id = f"j_{i:012d}"
-        home = partition_of(job_id, settings.scheduler_partitions)
-        # interleave: job i is jittered when i * share crosses an integer (evenly spread over the ids)
-        jittered = math.floor((i + 1) * rush.jittered_share) > math.floor(i * rush.jittered_share)
-        k = math.floor(i * rush.jittered_share)
-        offset = int(k * rush.jitter_s * 1000 / n_jittered) if jittered and n_jittered else 0
-        if wanted is not None and home not in wanted:
-            continue
-        offsets[job_id] = offset
-        due = due_entry(
-            job_id,
-            MIDNIGHT_MS + offset,
-            partition=home,
-            shards=settings.due_shards,
-            bucket_ms=bucket_ms,
-            now_ms=MIDNIGHT_MS - 3_600_000,
-        )
-        jobs.add(
-            SchedulingState(
-                job_id=job_id,
-                partition=home,
-                schedule="cron(0 0 * * ? *)",
-                anchor_at=MIDNIGHT_MS - DAY_MS,
-                jitter_offset_ms=offset,
-                version=1,
-                next_run_at=MIDNIGHT_MS,
-                due=due,
-            )
-        )
-    return jobs, runs, queue, offsets
+    def jobs(self) -> list[tuple[str, int | None]]:
+        """``(job_id, jitter offset ms or None when not jittered)`` of every job: ``j_<i>`` (12 digits)."""
+        n_jittered = math.floor(self.runs * self.jittered_share)
+        out: list[tuple[str, int | None]] = []
+        for i in range(self.runs):
+            # job i is jittered when i * share crosses an integer: the jittered ones interleave evenly
+            k = math.floor(i * self.jittered_share)
+            jittered = math.floor((i + 1) * self.jittered_share) > k
+            offset = int((k + 0.5) * self.jitter_s * 1000 / n_jittered) if jittered else None
+            out.append((f"j_{i:012d}", offset))
+        return out
 
 
 def sim_settings(partitions: int, shards: int) -> Settings:
@@ -413,11 +392,78 @@ def sim_settings(partitions: int, shards: int) -> Settings:
     )
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
+def load(rush: Rush, settings: Settings, jobs: SimJobStore, partitions: Sequence[int]) -> dict[str, int | None]:
+    """Store the scheduling states of ``rush``'s jobs homed in ``partitions`` in ``jobs``, as the API would
+    have registered them an hour before (due entry in their dispatch instant's bucket). Returns ``job_id ->
+    jitter offset ms`` (None: not jittered) of the jobs stored."""
+    wanted = set(partitions)
+    stored: dict[str, int | None] = {}
+    for job_id, offset in rush.jobs():
+        home = partition_of(job_id, settings.scheduler_partitions)
+        if home not in wanted:
+            continue
+        stored[job_id] = offset
+        jitter = offset or 0
+        jobs.add(
+            SchedulingState(
+                job_id=job_id,
+                partition=home,
+                schedule="cron(0 0 * * ? *)",
+                anchor_at=MIDNIGHT_MS - DAY_MS,
+                jitter_offset_ms=jitter,
+                version=1,
+                next_run_at=MIDNIGHT_MS,
+                due=due_entry(
+                    job_id,
+                    MIDNIGHT_MS + jitter,
+                    partition=home,
+                    shards=settings.due_shards,
+                    bucket_ms=settings.due_bucket_s * 1000,
+                    now_ms=MIDNIGHT_MS - 3_600_000,
+                ),
+            )
+        )
+    return stored
+
+
+def sweep_weight(partitions: int, only_partition: int | None) -> float:
+    """Units each of a simulated partition's sweep-index writes stands for. All partitions simulated: 1.
+    One of ``partitions``: the partitions writing the same sweep keys. A job's partition and its sweep shard
+    come from the same hash (``stable_hash(id) % partitions``, ``% SWEEP_SHARDS``), so with ``g =
+    gcd(partitions, SWEEP_SHARDS)`` a partition writes only the shards congruent to it mod ``g``, and each of
+    those keys is written by ``partitions / g`` partitions alike (Chinese remainder theorem, uniform hash)."""
+    if only_partition is None:
+        return 1.0
+    return partitions / math.gcd(partitions, SWEEP_SHARDS)
+
+
+def lag_samples(dispatch: dict[str, int], enqueued: dict[str, float], *, start_ms: int) -> list[float]:
+    """The scheduler's lag once a second of simulated time, from ``start_ms`` until the last run is enqueued:
+    at each sample ``t``, ``t`` minus the oldest dispatch instant (``dispatch``: job id -> epoch ms) of a run
+    due by ``t`` and not yet enqueued (``enqueued``: job id -> first enqueue, epoch ms; a run missing from it is
+    never enqueued), else 0. Ms."""
+    order = sorted(dispatch, key=lambda j: (dispatch[j], j))
+    end = max((enqueued.get(j, math.inf) for j in order), default=start_ms)
+    if end == math.inf:
+        end = max(enqueued.values(), default=start_ms)
+    samples: list[float] = []
+    first = 0  # runs before it (in dispatch order) were all enqueued by the current sample
+    t = float(start_ms)
+    while t <= end:
+        while first < len(order) and enqueued.get(order[first], math.inf) <= t:
+            first += 1
+        oldest = dispatch[order[first]] if first < len(order) else None
+        samples.append(t - oldest if oldest is not None and oldest <= t else 0.0)
+        t += 1000
+    return samples
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values`` (0 when empty)."""
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def simulate(
@@ -425,31 +471,43 @@ def simulate(
     *,
     partitions: int,
     shards: int,
+    scale: float = 1.0,
+    only_partition: int | None = None,
     latencies: Latencies | None = None,
     limits: TickLimits | None = None,
-    horizon_s: float = 3_600.0,
-    only_partitions: Sequence[int] | None = None,
+    horizon_s: float = 7_200.0,
     worker_run_s: float = 1.0,
 ) -> dict[str, Any]:
-    """Run the rush through ``partitions`` scheduler loops (``shards`` due shards each) from 00:00 until every
-    run is enqueued or ``horizon_s`` passes. ``only_partitions``: simulate just these partitions (the others
-    are identical by the hash's symmetry); the sweep keys, shared by all, are then charged for all.
+    """Run ``rush`` through ``partitions`` scheduler loops (``shards`` due shards each) from 00:00 until every
+    run is enqueued or ``horizon_s`` (simulated) passes.
 
-    Returns seconds from 00:00 until every non-jittered run was enqueued (``enqueue_non_jittered_s``) and
-    until all were (``enqueue_all_s``), the hottest key and its units in one second, throttled attempts, the
-    scheduler lag p99 (``TickResult.lag_ms`` of every tick), dispatch lateness p50/p99 of the runs, peak
-    enqueue rate in one second, and the Lambda concurrency that peak needs at ``worker_run_s`` per run."""
+    ``only_partition``: simulate just this partition's jobs and loop; the others behave alike (jobs hash
+    evenly), so deployment-wide rates are multiplied by ``partitions`` and the sweep keys it writes are
+    charged for the partitions that share them (:func:`sweep_weight`). ``scale``: simulate ``rush.scaled(scale)`` (``1/scale`` of
+    the runs over ``1/scale`` of the jitter window: the same arrival rates) and report durations times
+    ``scale`` (rates as measured).
+
+    Returns (durations in seconds from 00:00 and ms, rates per second of simulated time):
+    ``enqueue_non_jittered_s``/``enqueue_all_s`` (None when not all were enqueued by the horizon), the
+    hottest key and ``hottest_key_wcu_per_s``, ``throttled_requests``, ``scheduler_lag_ms_p99`` (from the
+    simulation's ground truth, :func:`lag_samples`) and ``tick_reported_lag_ms_p99`` (the ticks' own
+    ``TickResult.lag_ms``, which sees only the entries a tick read), ``dispatch_lateness_ms`` p50/p99,
+    ``peak_enqueue_runs_per_s`` (whole deployment) and ``lambda_concurrency`` (that peak times
+    ``worker_run_s``: Little's law), the tick count and requests by kind (simulated partitions only).
+    """
+    simulated_rush = rush.scaled(scale) if scale != 1.0 else rush
     clock = SimClock(MIDNIGHT_MS - 2_000)
     model = Model(clock, latencies or Latencies())
     settings = sim_settings(partitions, shards)
-    simulated = list(only_partitions) if only_partitions is not None else list(range(partitions))
+    simulated = [only_partition] if only_partition is not None else list(range(partitions))
     weight = partitions / len(simulated)
-    jobs, runs, queue, offsets = build(rush, settings, model, partitions=simulated, sweep_weight=weight)
+    jobs, runs, queue = SimJobStore(model), SimRunStore(model, sweep_weight(partitions, only_partition)), SimQueue(model)
+    offsets = load(simulated_rush, settings, jobs, simulated)
     control = SimControl(model)
     limits = limits or TickLimits()
     loops: list[SchedulerLoop] = []
     for p in simulated:
-        lease = LeaderLease(control, p, f"sim-{p}", clock=clock, ttl_ms=settings.lease_ttl_s * 1000)
+        lease = LeaderLease(control, p, f"sim-{p}", clock=clock, ttl_ms=int(settings.lease_ttl_s * 1000))
         scheduler = Scheduler(
             partition=p,
             jobs=jobs,
@@ -463,13 +521,11 @@ def simulate(
         )
         loops.append(SchedulerLoop(scheduler, lease, clock=clock))
     wake: list[tuple[float, int]] = [(clock.now, i) for i in range(len(loops))]
-    heapq.heapify(wake)
-    lags: list[int] = []
+    tick_lags: list[int] = []
     lateness: list[int] = []
     ticks = 0
-    end = MIDNIGHT_MS + horizon_s * 1000
-    total = len(offsets)
-    while wake and len(queue.enqueued_at) < total:
+    end = MIDNIGHT_MS + horizon_s * 1000 / scale
+    while wake and len(queue.enqueued_at) < len(offsets):
         at, i = heapq.heappop(wake)
         if at > end:
             break
@@ -478,7 +534,7 @@ def simulate(
         if result is not None:
             ticks += 1
             if result.now >= MIDNIGHT_MS:
-                lags.append(result.lag_ms)
+                tick_lags.append(result.lag_ms)
             lateness.extend(result.dispatch_lateness_ms)
         slept: list[float] = []
         loops[i].sleep = slept.append
@@ -492,26 +548,184 @@ def simulate(
     for at, message in queue.enqueued_at:
         first_at.setdefault(message.job_id, at)
         per_second[int(at // 1000)] += 1
-    plain = [first_at.get(j) for j, off in offsets.items() if off == 0]
-    done_plain = None if any(a is None for a in plain) else max((a or 0) for a in plain)
-    done_all = None if len(first_at) < total else max(first_at.values())
+    plain = [first_at.get(j) for j, offset in offsets.items() if offset is None]
+
+    def since_midnight_s(instants: Sequence[float | None]) -> float | None:
+        if any(a is None for a in instants):
+            return None
+        return round((max((a or 0.0) for a in instants) - MIDNIGHT_MS) / 1000 * scale, 1)
+
+    dispatch = {j: MIDNIGHT_MS + (offset or 0) for j, offset in offsets.items()}
+    lags = lag_samples(dispatch, first_at, start_ms=MIDNIGHT_MS)
     hot_key, hot_units = model.hottest()
-    peak_rate = max(per_second.values(), default=0)
+    peak_rate = max(per_second.values(), default=0) * weight
     return {
-        "runs": total,
-        "non_jittered": len(plain),
+        "runs": round(len(offsets) * weight * scale),
+        "simulated_runs": len(offsets),
         "partitions": partitions,
         "due_shards": shards,
         "simulated_partitions": len(simulated),
-        "enqueue_non_jittered_s": None if done_plain is None else round((done_plain - MIDNIGHT_MS) / 1000, 2),
-        "enqueue_all_s": None if done_all is None else round((done_all - MIDNIGHT_MS) / 1000, 2),
+        "scale": scale,
+        "enqueue_non_jittered_s": since_midnight_s(plain),
+        "enqueue_all_s": since_midnight_s(list(first_at.values()) if len(first_at) == len(offsets) else [None]),
         "hottest_key": hot_key,
         "hottest_key_wcu_per_s": hot_units,
         "throttled_requests": model.throttles,
-        "scheduler_lag_ms_p99": _percentile(lags, 0.99),
-        "dispatch_lateness_ms": {"p50": _percentile(lateness, 0.5), "p99": _percentile(lateness, 0.99)},
-        "peak_enqueue_runs_per_s": peak_rate * weight,
-        "lambda_concurrency_at_peak": math.ceil(peak_rate * weight * worker_run_s),
+        "scheduler_lag_ms_p99": round(percentile(lags, 0.99) * scale),
+        "tick_reported_lag_ms_p99": round(percentile(tick_lags, 0.99) * scale),
+        "dispatch_lateness_ms": {
+            "p50": round(percentile(lateness, 0.5) * scale),
+            "p99": round(percentile(lateness, 0.99) * scale),
+        },
+        "peak_enqueue_runs_per_s": round(peak_rate),
+        "lambda_concurrency": math.ceil(peak_rate * worker_run_s),
         "ticks": ticks,
         "requests": dict(model.requests),
     }
+
+
+# --- the sweep and the recommendation ---------------------------------------------------------------
+
+WALKTHROUGH_RUSH = Rush(1_000_000, jitter_s=600.0, jittered_share=0.5)
+"""1 million runs due at 00:00 among the 10 million jobs, half with 600 s of jitter."""
+ENQUEUE_TARGET_S = 200.0
+"""Every non-jittered run enqueued within this (500,000 runs at the workers' 5,000 runs/s)."""
+KEY_TARGET_WCU_PER_S = 1000.0
+"""No partition key above DynamoDB's per-key write limit."""
+DESIGN_WORKER_RUNS_PER_S = 5000
+"""The rate the workers are sized for."""
+
+
+def meets_targets(result: dict[str, Any]) -> bool:
+    """Whether a :func:`simulate` result meets both targets, with no request throttled."""
+    done = result["enqueue_non_jittered_s"]
+    return (
+        done is not None
+        and done <= ENQUEUE_TARGET_S
+        and result["hottest_key_wcu_per_s"] <= KEY_TARGET_WCU_PER_S
+        and result["throttled_requests"] == 0
+    )
+
+
+def scale_for(rush: Rush, partitions: int, simulated_runs: int) -> float:
+    """The scale at which one partition of ``partitions`` holds about ``simulated_runs`` of ``rush`` (1: the
+    full rush)."""
+    return max(1.0, rush.runs / partitions / simulated_runs)
+
+
+def sweep(
+    rush: Rush,
+    configs: Sequence[tuple[int, int]],
+    *,
+    simulated_runs: int,
+    latency_factors: Sequence[float] = (1.0,),
+) -> list[dict[str, Any]]:
+    """:func:`simulate` one partition of each ``(partitions, shards)`` at about ``simulated_runs`` runs, once
+    per latency factor (every latency multiplied by it). Each result gets ``latency_factor`` and
+    ``meets_targets``."""
+    out: list[dict[str, Any]] = []
+    base = Latencies()
+    for partitions, shards in configs:
+        for factor in latency_factors:
+            latencies = Latencies(**{k: v * factor for k, v in base.__dict__.items()})
+            result = simulate(
+                rush,
+                partitions=partitions,
+                shards=shards,
+                scale=scale_for(rush, partitions, simulated_runs),
+                only_partition=0,
+                latencies=latencies,
+            )
+            result["latency_factor"] = factor
+            result["meets_targets"] = meets_targets(result)
+            out.append(result)
+    return out
+
+
+def recommend(results: Sequence[dict[str, Any]], *, margin_factor: float = 1.5) -> tuple[int, int] | None:
+    """The ``(partitions, shards)`` to recommend: the fewest partitions, then the fewest shards, that meet the
+    targets at the modelled latencies and still at ``margin_factor`` times them (a slower day must not miss
+    the rush). None when no configuration does."""
+    ok: dict[tuple[int, int], set[float]] = defaultdict(set)
+    for result in results:
+        if result["meets_targets"]:
+            ok[(result["partitions"], result["due_shards"])].add(result["latency_factor"])
+    good = [config for config, factors in ok.items() if {1.0, margin_factor} <= factors]
+    return min(good) if good else None
+
+
+SWEEP_CONFIGS = tuple((p, s) for p in (2, 3, 4, 6, 8) for s in (1, 2, 4))
+
+
+def measure_scale_sim(*, quick: bool = False, simulated_runs: int | None = None) -> dict[str, Any]:
+    """``make bench``'s ``scale_sim`` figure: the sweep of :data:`SWEEP_CONFIGS` (at 1x and 1.5x latency), the
+    recommended configuration, and its simulation at about ``simulated_runs`` runs of one partition (default
+    50,000; 5,000 with ``quick``). The headline keys (``enqueue_non_jittered_s``, ``hottest_key_wcu_per_s``,
+    ``partitions``, ``due_shards``, ...) are the recommended configuration's."""
+    sweep_runs = 2_000 if quick else 10_000
+    headline_runs = simulated_runs or (5_000 if quick else 50_000)
+    configs = SWEEP_CONFIGS[:6] if quick else SWEEP_CONFIGS
+    results = sweep(WALKTHROUGH_RUSH, configs, simulated_runs=sweep_runs, latency_factors=(1.0, 1.5))
+    chosen = recommend(results)
+    partitions, shards = chosen or max(configs)
+    headline = simulate(
+        WALKTHROUGH_RUSH,
+        partitions=partitions,
+        shards=shards,
+        scale=scale_for(WALKTHROUGH_RUSH, partitions, headline_runs),
+        only_partition=0,
+    )
+    headline["meets_targets"] = meets_targets(headline)
+    headline["recommended"] = chosen is not None
+    headline["lambda_concurrency_at_design_rate"] = math.ceil(DESIGN_WORKER_RUNS_PER_S * 1.0)
+    headline["sweep"] = [
+        {
+            k: r[k]
+            for k in (
+                "partitions",
+                "due_shards",
+                "latency_factor",
+                "scale",
+                "enqueue_non_jittered_s",
+                "enqueue_all_s",
+                "hottest_key_wcu_per_s",
+                "throttled_requests",
+                "scheduler_lag_ms_p99",
+                "meets_targets",
+            )
+        }
+        for r in results
+    ]
+    return headline
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale_sim", description=__doc__)
+    parser.add_argument("--partitions", type=int, help="simulate only this configuration (with --shards)")
+    parser.add_argument("--shards", type=int, default=2, help="due shards of --partitions (default 2)")
+    parser.add_argument("--scale", type=float, help="rush scale for --partitions (default: ~50,000 runs)")
+    parser.add_argument("--all-partitions", action="store_true", help="simulate every partition, not one")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    args = parser.parse_args(argv)
+    logger.setLevel("ERROR")  # the tick's info lines, one per tick
+    if args.partitions is None:
+        out = measure_scale_sim(quick=args.quick)
+    else:
+        if args.partitions < 1 or args.shards < 1:
+            parser.error("--partitions and --shards must be at least 1")
+        scale = args.scale or scale_for(WALKTHROUGH_RUSH, args.partitions, 5_000 if args.quick else 50_000)
+        if scale < 1:
+            parser.error("--scale must be at least 1")
+        out = simulate(
+            WALKTHROUGH_RUSH,
+            partitions=args.partitions,
+            shards=args.shards,
+            scale=scale,
+            only_partition=None if args.all_partitions else 0,
+        )
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
