@@ -477,6 +477,7 @@ def simulate(
     limits: TickLimits | None = None,
     horizon_s: float = 7_200.0,
     worker_run_s: float = 1.0,
+    key_wcu_per_s: float = 1000.0,
 ) -> dict[str, Any]:
     """Run ``rush`` through ``partitions`` scheduler loops (``shards`` due shards each) from 00:00 until every
     run is enqueued or ``horizon_s`` (simulated) passes.
@@ -493,11 +494,12 @@ def simulate(
     simulation's ground truth, :func:`lag_samples`) and ``tick_reported_lag_ms_p99`` (the ticks' own
     ``TickResult.lag_ms``, which sees only the entries a tick read), ``dispatch_lateness_ms`` p50/p99,
     ``peak_enqueue_runs_per_s`` (whole deployment) and ``lambda_concurrency`` (that peak times
-    ``worker_run_s``: Little's law), the tick count and requests by kind (simulated partitions only).
+    ``worker_run_s``: Little's law), the tick count, requests by kind and ``created`` run rows (simulated
+    partitions only). ``key_wcu_per_s``: the per-key write budget (:class:`Model`).
     """
     simulated_rush = rush.scaled(scale) if scale != 1.0 else rush
     clock = SimClock(MIDNIGHT_MS - 2_000)
-    model = Model(clock, latencies or Latencies())
+    model = Model(clock, latencies or Latencies(), key_wcu_per_s=key_wcu_per_s)
     settings = sim_settings(partitions, shards)
     simulated = [only_partition] if only_partition is not None else list(range(partitions))
     weight = partitions / len(simulated)
@@ -581,6 +583,7 @@ def simulate(
         "lambda_concurrency": math.ceil(peak_rate * worker_run_s),
         "ticks": ticks,
         "requests": dict(model.requests),
+        "created": len(runs.rows()),
     }
 
 
