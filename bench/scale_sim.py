@@ -24,6 +24,7 @@ only cost would be storage.
 from __future__ import annotations
 
 import argparse
+import functools
 import heapq
 import json
 import math
@@ -157,9 +158,21 @@ class Latencies:
     control_ms: float = 5.0
 
 
+SCHEDULER_CPU_MS_PER_RUN = 1.5
+"""The scheduler's CPU per run on one vCPU: 1.1 ms measured by ``make bench``'s ``scheduler_cpu`` with no
+backend, 1.5 ms with the loop's bookkeeping (threads, logging, lease checks), as bench/README.md's projection
+assumes."""
+LAMBDA_MB_PER_VCPU = 1769
+"""Lambda gives one vCPU at 1,769 MB, CPU in proportion to memory below it."""
+
+
 @dataclass
 class Model:
     """DynamoDB's per-key write budget and the callers' back-off, on a :class:`SimClock`.
+
+    ``cpu``: each scheduler's CPU (one per partition, ``owner`` says whose the current request is): a
+    request's ``cpu_ms`` runs on it one at a time (Python's GIL: the tick's threads share one core), at
+    ``vcpu`` of a core, before the request's latency starts.
 
     ``key_wcu_per_s``: write units one partition key takes per second (DynamoDB's per-partition limit; no
     burst credit is modelled, so the model is conservative); a second is ``floor(ms / 1000)`` of simulated
@@ -177,11 +190,24 @@ class Model:
     used: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
     throttles: int = 0
     requests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    vcpu: float = 1.0
+    owner: int = 0
+    cpu_free_at: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    cpu_busy_ms: float = 0.0
 
-    def call(self, kind: str, latency_ms: float, writes: Sequence[tuple[str, float]] = ()) -> None:
-        """One request of ``kind`` taking ``latency_ms``, writing ``units`` to each ``(key, units)``. Accepted
-        when every key has the units left in the current second (then charged), else throttled: the caller
-        backs off and retries. Raises :class:`Throttled` after ``max_attempts`` refusals."""
+    def call(
+        self, kind: str, latency_ms: float, writes: Sequence[tuple[str, float]] = (), *, cpu_ms: float = 0.0
+    ) -> None:
+        """One request of ``kind``: ``cpu_ms`` (at one vCPU) on the owner's CPU once it is free, then
+        ``latency_ms``, writing ``units`` to each ``(key, units)``. Accepted when every key has the units left
+        in the current second (then charged), else throttled: the caller backs off and retries. Raises
+        :class:`Throttled` after ``max_attempts`` refusals."""
+        if cpu_ms:
+            start = max(self.clock.now, self.cpu_free_at[self.owner])
+            busy = cpu_ms / self.vcpu
+            self.cpu_free_at[self.owner] = start + busy
+            self.cpu_busy_ms += busy
+            self.clock.now = start + busy
         for attempt in range(1, self.max_attempts + 1):
             self.requests[kind] += 1
             self.clock.advance(latency_ms)
@@ -217,11 +243,13 @@ def due_key(entry: DueEntry) -> str:
 
 class SimJobStore(MemoryJobStore):
     """``MemoryJobStore`` with its due entries indexed by key (so a query costs what it returns, as on
-    DynamoDB, not a scan of every job) and each ``DueIndex`` call charged to the :class:`Model`."""
+    DynamoDB, not a scan of every job) and each ``DueIndex`` call charged to the :class:`Model`; each move
+    also costs ``cpu_ms`` of the scheduler's CPU (half a run's)."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, cpu_ms: float = 0.0) -> None:
         super().__init__()
         self.model = model
+        self.cpu_ms = cpu_ms
         self._keys: dict[tuple[int, int, int], dict[str, DueEntry]] = defaultdict(dict)
         self._sorted: dict[tuple[int, int, int], list[DueEntry]] = {}
 
@@ -290,7 +318,7 @@ class SimJobStore(MemoryJobStore):
         stored = self.states.get(job_id)
         old = stored.due if isinstance(stored, SchedulingState) else None
         writes = [(due_key(e), 1.0) for e in (old, due) if e is not None and (old is None or old != due)]
-        self.model.call("UpdateItem", self.model.latencies.update_ms, writes)
+        self.model.call("UpdateItem", self.model.latencies.update_ms, writes, cpu_ms=self.cpu_ms)
         super().move(
             job_id,
             expected_next_run_at=expected_next_run_at,
@@ -306,16 +334,18 @@ class SimJobStore(MemoryJobStore):
 
 class SimRunStore(MemoryRunStore):
     """``MemoryRunStore`` whose ``put_new`` is a PutItem charged to the model: a new queued run enters the
-    sweep index (``sweep#<shard>``, one unit times ``sweep_weight``)."""
+    sweep index (``sweep#<shard>``, one unit times ``sweep_weight``); each put costs ``cpu_ms`` of the
+    scheduler's CPU (half a run's)."""
 
-    def __init__(self, model: Model, sweep_weight: float = 1.0) -> None:
+    def __init__(self, model: Model, sweep_weight: float = 1.0, cpu_ms: float = 0.0) -> None:
         super().__init__()
         self.model = model
         self.sweep_weight = sweep_weight
+        self.cpu_ms = cpu_ms
 
     def put_new(self, row: RunRow) -> RunRow | None:
         writes = [(f"sweep#{sweep_shard(row.job_id)}", self.sweep_weight)] if row.sweep_at else []
-        self.model.call("PutItem", self.model.latencies.put_ms, writes)
+        self.model.call("PutItem", self.model.latencies.put_ms, writes, cpu_ms=self.cpu_ms)
         return super().put_new(row)
 
 
@@ -365,15 +395,21 @@ class Rush:
 
     def jobs(self) -> list[tuple[str, int | None]]:
         """``(job_id, jitter offset ms or None when not jittered)`` of every job: ``j_<i>`` (12 digits)."""
-        n_jittered = math.floor(self.runs * self.jittered_share)
-        out: list[tuple[str, int | None]] = []
-        for i in range(self.runs):
-            # job i is jittered when i * share crosses an integer: the jittered ones interleave evenly
-            k = math.floor(i * self.jittered_share)
-            jittered = math.floor((i + 1) * self.jittered_share) > k
-            offset = int((k + 0.5) * self.jitter_s * 1000 / n_jittered) if jittered else None
-            out.append((f"j_{i:012d}", offset))
-        return out
+        return _rush_jobs(self)
+
+
+@functools.lru_cache(maxsize=1)
+def _rush_jobs(rush: Rush) -> list[tuple[str, int | None]]:
+    """:meth:`Rush.jobs`, cached: a sweep asks for the same million jobs many times."""
+    n_jittered = math.floor(rush.runs * rush.jittered_share)
+    out: list[tuple[str, int | None]] = []
+    for i in range(rush.runs):
+        # job i is jittered when i * share crosses an integer: the jittered ones interleave evenly
+        k = math.floor(i * rush.jittered_share)
+        jittered = math.floor((i + 1) * rush.jittered_share) > k
+        offset = int((k + 0.5) * rush.jitter_s * 1000 / n_jittered) if jittered else None
+        out.append((f"j_{i:012d}", offset))
+    return out
 
 
 def sim_settings(partitions: int, shards: int) -> Settings:
@@ -392,7 +428,9 @@ def sim_settings(partitions: int, shards: int) -> Settings:
     )
 
 
-def load(rush: Rush, settings: Settings, jobs: SimJobStore, partitions: Sequence[int]) -> dict[str, int | None]:
+def load(
+    rush: Rush, settings: Settings, jobs: SimJobStore, partitions: Sequence[int]
+) -> dict[str, int | None]:
     """Store the scheduling states of ``rush``'s jobs homed in ``partitions`` in ``jobs``, as the API would
     have registered them an hour before (due entry in their dispatch instant's bucket). Returns ``job_id ->
     jitter offset ms`` (None: not jittered) of the jobs stored."""
@@ -478,6 +516,7 @@ def simulate(
     horizon_s: float = 7_200.0,
     worker_run_s: float = 1.0,
     key_wcu_per_s: float = 1000.0,
+    scheduler_memory_mb: int | None = LAMBDA_MB_PER_VCPU,
 ) -> dict[str, Any]:
     """Run ``rush`` through ``partitions`` scheduler loops (``shards`` due shards each) from 00:00 until every
     run is enqueued or ``horizon_s`` (simulated) passes.
@@ -489,21 +528,30 @@ def simulate(
     ``scale`` (rates as measured).
 
     Returns (durations in seconds from 00:00 and ms, rates per second of simulated time):
-    ``enqueue_non_jittered_s``/``enqueue_all_s`` (None when not all were enqueued by the horizon), the
+    ``enqueue_non_jittered_s`` (when not all were enqueued by the horizon: extrapolated from the drain rate so
+    far, ``non_jittered_drain_runs_per_s``, and ``non_jittered_extrapolated`` says so; the lag p99 is then
+    None), ``enqueue_all_s`` (None when not all were enqueued by the horizon), the
     hottest key and ``hottest_key_wcu_per_s``, ``throttled_requests``, ``scheduler_lag_ms_p99`` (from the
     simulation's ground truth, :func:`lag_samples`) and ``tick_reported_lag_ms_p99`` (the ticks' own
     ``TickResult.lag_ms``, which sees only the entries a tick read), ``dispatch_lateness_ms`` p50/p99,
     ``peak_enqueue_runs_per_s`` (whole deployment) and ``lambda_concurrency`` (that peak times
     ``worker_run_s``: Little's law), the tick count, requests by kind and ``created`` run rows (simulated
-    partitions only). ``key_wcu_per_s``: the per-key write budget (:class:`Model`).
+    partitions only). ``key_wcu_per_s``: the per-key write budget (:class:`Model`). ``scheduler_memory_mb``:
+    the scheduler Lambda's memory, which gives its share of a vCPU; each run then costs
+    ``SCHEDULER_CPU_MS_PER_RUN`` of it (None: no CPU cost, I/O only); ``scheduler_cpu_busy`` is the share of
+    the time until all were enqueued that the CPU was busy.
     """
     simulated_rush = rush.scaled(scale) if scale != 1.0 else rush
     clock = SimClock(MIDNIGHT_MS - 2_000)
-    model = Model(clock, latencies or Latencies(), key_wcu_per_s=key_wcu_per_s)
+    vcpu = min(1.0, scheduler_memory_mb / LAMBDA_MB_PER_VCPU) if scheduler_memory_mb else 1.0
+    model = Model(clock, latencies or Latencies(), key_wcu_per_s=key_wcu_per_s, vcpu=vcpu)
     settings = sim_settings(partitions, shards)
     simulated = [only_partition] if only_partition is not None else list(range(partitions))
     weight = partitions / len(simulated)
-    jobs, runs, queue = SimJobStore(model), SimRunStore(model, sweep_weight(partitions, only_partition)), SimQueue(model)
+    half_run_cpu = SCHEDULER_CPU_MS_PER_RUN / 2 if scheduler_memory_mb else 0.0
+    jobs = SimJobStore(model, half_run_cpu)
+    runs = SimRunStore(model, sweep_weight(partitions, only_partition), half_run_cpu)
+    queue = SimQueue(model)
     offsets = load(simulated_rush, settings, jobs, simulated)
     control = SimControl(model)
     limits = limits or TickLimits()
@@ -532,6 +580,7 @@ def simulate(
         if at > end:
             break
         clock.now = at
+        model.owner = i
         result = loops[i].step()
         if result is not None:
             ticks += 1
@@ -551,12 +600,20 @@ def simulate(
         first_at.setdefault(message.job_id, at)
         per_second[int(at // 1000)] += 1
     plain = [first_at.get(j) for j, offset in offsets.items() if offset is None]
+    done_plain = [a for a in plain if a is not None]
+    span_s = (max(done_plain, default=MIDNIGHT_MS) - MIDNIGHT_MS) / 1000 * scale
+    drain_rate = len(done_plain) * weight * scale / span_s if span_s > 0 else None
 
     def since_midnight_s(instants: Sequence[float | None]) -> float | None:
         if any(a is None for a in instants):
             return None
-        return round((max((a or 0.0) for a in instants) - MIDNIGHT_MS) / 1000 * scale, 1)
+        return round((max((a or 0.0) for a in instants) - MIDNIGHT_MS) / 1000 * scale, 3)
 
+    enqueue_plain = since_midnight_s(plain)
+    extrapolated = enqueue_plain is None and drain_rate is not None
+    if extrapolated and drain_rate:
+        # the drain is steady: each tick takes the oldest max_jobs entries, whatever the backlog behind them
+        enqueue_plain = round(len(plain) * weight * scale / drain_rate, 3)
     dispatch = {j: MIDNIGHT_MS + (offset or 0) for j, offset in offsets.items()}
     lags = lag_samples(dispatch, first_at, start_ms=MIDNIGHT_MS)
     hot_key, hot_units = model.hottest()
@@ -568,12 +625,16 @@ def simulate(
         "due_shards": shards,
         "simulated_partitions": len(simulated),
         "scale": scale,
-        "enqueue_non_jittered_s": since_midnight_s(plain),
-        "enqueue_all_s": since_midnight_s(list(first_at.values()) if len(first_at) == len(offsets) else [None]),
+        "enqueue_non_jittered_s": enqueue_plain,
+        "non_jittered_extrapolated": extrapolated,
+        "non_jittered_drain_runs_per_s": None if drain_rate is None else round(drain_rate),
+        "enqueue_all_s": since_midnight_s(
+            list(first_at.values()) if len(first_at) == len(offsets) else [None]
+        ),
         "hottest_key": hot_key,
         "hottest_key_wcu_per_s": hot_units,
         "throttled_requests": model.throttles,
-        "scheduler_lag_ms_p99": round(percentile(lags, 0.99) * scale),
+        "scheduler_lag_ms_p99": None if extrapolated else round(percentile(lags, 0.99) * scale),
         "tick_reported_lag_ms_p99": round(percentile(tick_lags, 0.99) * scale),
         "dispatch_lateness_ms": {
             "p50": round(percentile(lateness, 0.5) * scale),
@@ -584,6 +645,11 @@ def simulate(
         "ticks": ticks,
         "requests": dict(model.requests),
         "created": len(runs.rows()),
+        "scheduler_memory_mb": scheduler_memory_mb,
+        "scheduler_cpu_busy": round(
+            model.cpu_busy_ms / len(simulated) / max(1.0, (max(first_at.values(), default=0) - MIDNIGHT_MS)),
+            3,
+        ),
     }
 
 
@@ -610,22 +676,17 @@ def meets_targets(result: dict[str, Any]) -> bool:
     )
 
 
-def scale_for(rush: Rush, partitions: int, simulated_runs: int) -> float:
-    """The scale at which one partition of ``partitions`` holds about ``simulated_runs`` of ``rush`` (1: the
-    full rush)."""
-    return max(1.0, rush.runs / partitions / simulated_runs)
-
-
 def sweep(
     rush: Rush,
     configs: Sequence[tuple[int, int]],
     *,
-    simulated_runs: int,
+    horizon_s: float,
     latency_factors: Sequence[float] = (1.0,),
 ) -> list[dict[str, Any]]:
-    """:func:`simulate` one partition of each ``(partitions, shards)`` at about ``simulated_runs`` runs, once
-    per latency factor (every latency multiplied by it). Each result gets ``latency_factor`` and
-    ``meets_targets``."""
+    """:func:`simulate` one partition of each ``(partitions, shards)`` with its full share of ``rush`` for
+    the first ``horizon_s`` seconds (the time until every non-jittered run is enqueued extrapolated from the
+    drain rate), once per latency factor (every latency multiplied by it). Each result gets
+    ``latency_factor`` and ``meets_targets``."""
     out: list[dict[str, Any]] = []
     base = Latencies()
     for partitions, shards in configs:
@@ -635,9 +696,9 @@ def sweep(
                 rush,
                 partitions=partitions,
                 shards=shards,
-                scale=scale_for(rush, partitions, simulated_runs),
                 only_partition=0,
                 latencies=latencies,
+                horizon_s=horizon_s,
             )
             result["latency_factor"] = factor
             result["meets_targets"] = meets_targets(result)
@@ -645,39 +706,57 @@ def sweep(
     return out
 
 
+KEY_HEADROOM = 0.8
+"""The recommended configuration keeps its hottest key under this share of the per-key limit."""
+
+
 def recommend(results: Sequence[dict[str, Any]], *, margin_factor: float = 1.5) -> tuple[int, int] | None:
     """The ``(partitions, shards)`` to recommend: the fewest partitions, then the fewest shards, that meet the
     targets at the modelled latencies and still at ``margin_factor`` times them (a slower day must not miss
-    the rush). None when no configuration does."""
+    the rush), with the hottest key under ``KEY_HEADROOM`` of the limit. None when no configuration does."""
     ok: dict[tuple[int, int], set[float]] = defaultdict(set)
     for result in results:
-        if result["meets_targets"]:
+        if result["meets_targets"] and result["hottest_key_wcu_per_s"] <= KEY_HEADROOM * KEY_TARGET_WCU_PER_S:
             ok[(result["partitions"], result["due_shards"])].add(result["latency_factor"])
     good = [config for config, factors in ok.items() if {1.0, margin_factor} <= factors]
     return min(good) if good else None
 
 
-SWEEP_CONFIGS = tuple((p, s) for p in (2, 3, 4, 6, 8) for s in (1, 2, 4))
+SWEEP_CONFIGS = tuple((p, s) for p in (4, 6, 8) for s in (1, 2, 4))
+DEFAULT_SCHEDULER_MEMORY_MB = 512
+"""infra's default scheduler memory (``InfraOptions.scheduler_memory_mb``): about 0.29 vCPU."""
 
 
-def measure_scale_sim(*, quick: bool = False, simulated_runs: int | None = None) -> dict[str, Any]:
-    """``make bench``'s ``scale_sim`` figure: the sweep of :data:`SWEEP_CONFIGS` (at 1x and 1.5x latency), the
-    recommended configuration, and its simulation at about ``simulated_runs`` runs of one partition (default
-    50,000; 5,000 with ``quick``). The headline keys (``enqueue_non_jittered_s``, ``hottest_key_wcu_per_s``,
-    ``partitions``, ``due_shards``, ...) are the recommended configuration's."""
-    sweep_runs = 2_000 if quick else 10_000
-    headline_runs = simulated_runs or (5_000 if quick else 50_000)
-    configs = SWEEP_CONFIGS[:6] if quick else SWEEP_CONFIGS
-    results = sweep(WALKTHROUGH_RUSH, configs, simulated_runs=sweep_runs, latency_factors=(1.0, 1.5))
+def measure_scale_sim(*, quick: bool = False, scale: float | None = None) -> dict[str, Any]:
+    """``make bench``'s ``scale_sim`` figure: the sweep of :data:`SWEEP_CONFIGS` (at 1x and 1.5x latency, 15 s
+    of the rush each), the recommended configuration, and its whole rush on one partition at ``scale``
+    (default 1: the full rush; 50 with ``quick``, a smoke run), with the scheduler at 1,769 MB (one vCPU). The
+    headline keys (``enqueue_non_jittered_s``, ``hottest_key_wcu_per_s``, ``partitions``, ``due_shards``, ...)
+    are the recommended configuration's; ``at_default_scheduler_memory`` gives its drain at infra's default
+    512 MB."""
+    configs = SWEEP_CONFIGS[:2] if quick else SWEEP_CONFIGS
+    results = sweep(WALKTHROUGH_RUSH, configs, horizon_s=5 if quick else 15, latency_factors=(1.0, 1.5))
     chosen = recommend(results)
     partitions, shards = chosen or max(configs)
     headline = simulate(
         WALKTHROUGH_RUSH,
         partitions=partitions,
         shards=shards,
-        scale=scale_for(WALKTHROUGH_RUSH, partitions, headline_runs),
+        scale=scale or (50.0 if quick else 1.0),
         only_partition=0,
     )
+    default_memory = simulate(
+        WALKTHROUGH_RUSH,
+        partitions=partitions,
+        shards=shards,
+        only_partition=0,
+        horizon_s=5 if quick else 15,
+        scheduler_memory_mb=DEFAULT_SCHEDULER_MEMORY_MB,
+    )
+    headline["at_default_scheduler_memory"] = {
+        k: default_memory[k]
+        for k in ("scheduler_memory_mb", "enqueue_non_jittered_s", "non_jittered_drain_runs_per_s")
+    }
     headline["meets_targets"] = meets_targets(headline)
     headline["recommended"] = chosen is not None
     headline["lambda_concurrency_at_design_rate"] = math.ceil(DESIGN_WORKER_RUNS_PER_S * 1.0)
@@ -688,12 +767,11 @@ def measure_scale_sim(*, quick: bool = False, simulated_runs: int | None = None)
                 "partitions",
                 "due_shards",
                 "latency_factor",
-                "scale",
                 "enqueue_non_jittered_s",
-                "enqueue_all_s",
+                "non_jittered_drain_runs_per_s",
                 "hottest_key_wcu_per_s",
                 "throttled_requests",
-                "scheduler_lag_ms_p99",
+                "scheduler_cpu_busy",
                 "meets_targets",
             )
         }
@@ -706,7 +784,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scale_sim", description=__doc__)
     parser.add_argument("--partitions", type=int, help="simulate only this configuration (with --shards)")
     parser.add_argument("--shards", type=int, default=2, help="due shards of --partitions (default 2)")
-    parser.add_argument("--scale", type=float, help="rush scale for --partitions (default: ~50,000 runs)")
+    parser.add_argument(
+        "--scale", type=float, help="simulate 1/scale of the rush in 1/scale of the time (default 1)"
+    )
+    parser.add_argument(
+        "--memory", type=int, default=LAMBDA_MB_PER_VCPU, help="scheduler Lambda MB (default 1769)"
+    )
     parser.add_argument("--all-partitions", action="store_true", help="simulate every partition, not one")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     args = parser.parse_args(argv)
@@ -716,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if args.partitions < 1 or args.shards < 1:
             parser.error("--partitions and --shards must be at least 1")
-        scale = args.scale or scale_for(WALKTHROUGH_RUSH, args.partitions, 5_000 if args.quick else 50_000)
+        scale = args.scale or (50.0 if args.quick else 1.0)
         if scale < 1:
             parser.error("--scale must be at least 1")
         out = simulate(
@@ -725,6 +808,7 @@ def main(argv: list[str] | None = None) -> int:
             shards=args.shards,
             scale=scale,
             only_partition=None if args.all_partitions else 0,
+            scheduler_memory_mb=args.memory,
         )
     print(json.dumps(out, indent=2))
     return 0

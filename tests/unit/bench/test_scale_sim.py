@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.scale_sim import (
+    LAMBDA_MB_PER_VCPU,
     MIDNIGHT_MS,
     Latencies,
     Model,
@@ -109,6 +110,37 @@ def test_each_request_advances_the_clock_by_its_latency() -> None:
     assert dict(model.requests) == {"PutItem": 1, "Query": 1}
 
 
+def test_the_schedulers_cpu_serves_one_request_at_a_time_at_its_share_of_a_vcpu() -> None:
+    clock = SimClock(0)
+    model = Model(clock, vcpu=0.5)
+    pool = SimExecutor(clock, workers=4)
+    ends = [
+        f.result()
+        for f in [pool.submit(lambda: (model.call("PutItem", 10, cpu_ms=1), clock.now)[1]) for _ in range(3)]
+    ]
+    # 2 ms of CPU each at half a vCPU, one after another (the GIL), then 10 ms of waiting each, in parallel
+    assert ends == [12, 14, 16]
+    model.owner = 1  # another partition's scheduler has a CPU of its own
+    clock.now = 0
+    model.call("PutItem", 10, cpu_ms=1)
+    assert clock.now == 12
+    assert model.cpu_busy_ms == 8
+
+
+def test_a_tiny_rush_on_a_tenth_of_a_vcpu_is_bound_by_the_schedulers_cpu() -> None:
+    """10 runs at 0.75 ms of CPU per put and per move on a tenth of a vCPU: the 10 puts take 75 ms one after
+    another, however many threads, and the batch goes out then (every latency 0)."""
+    result = simulate(
+        Rush(10, jittered_share=0),
+        partitions=1,
+        shards=1,
+        latencies=NO_LATENCY,
+        scheduler_memory_mb=round(LAMBDA_MB_PER_VCPU / 10),
+    )
+    assert result["enqueue_non_jittered_s"] == pytest.approx(10 * 0.75 * 10 / 1000, abs=0.001)
+    assert result["created"] == 10
+
+
 def test_lag_is_the_age_of_the_oldest_due_run_not_yet_enqueued() -> None:
     dispatch = {"a": 0, "b": 500, "c": 5000}
     enqueued = {"a": 100.0, "b": 2100.0, "c": 5000.0}
@@ -134,9 +166,16 @@ def test_a_scaled_rush_keeps_its_arrival_rates() -> None:
     rush = Rush(1_000_000, jitter_s=600)
     small = rush.scaled(10)
     assert (small.runs, small.jitter_s) == (100_000, 60)
-    assert small.runs * small.jittered_share / small.jitter_s == rush.runs * rush.jittered_share / rush.jitter_s
+    assert (
+        small.runs * small.jittered_share / small.jitter_s == rush.runs * rush.jittered_share / rush.jitter_s
+    )
     jobs = Rush(4, jitter_s=2).jobs()
-    assert jobs == [("j_000000000000", None), ("j_000000000001", 500), ("j_000000000002", None), ("j_000000000003", 1500)]
+    assert jobs == [
+        ("j_000000000000", None),
+        ("j_000000000001", 500),
+        ("j_000000000002", None),
+        ("j_000000000003", 1500),
+    ]
 
 
 # --- a tiny rush, by hand ---------------------------------------------------------------------------
@@ -155,6 +194,7 @@ def test_a_tiny_rush_matches_the_hand_computation() -> None:
         latencies=Latencies(
             put_ms=0, update_ms=0, batch_get_ms=0, query_ms=0, query_item_ms=0, sqs_batch_ms=100, control_ms=0
         ),
+        scheduler_memory_mb=None,
     )
     assert result["runs"] == 20
     assert result["created"] == 20
@@ -176,7 +216,14 @@ def test_a_tiny_rush_matches_the_hand_computation() -> None:
 def test_a_throttled_move_is_retried_by_the_next_tick_and_every_run_is_created_once() -> None:
     """With 4 units a second per key, the 10 moves of the 00:00 tick cannot all land: the refused ones back off,
     fail, stay due, and a later tick re-enqueues their (already saved) runs and moves them."""
-    result = simulate(Rush(10, jittered_share=0), partitions=1, shards=1, latencies=NO_LATENCY, key_wcu_per_s=4)
+    result = simulate(
+        Rush(10, jittered_share=0),
+        partitions=1,
+        shards=1,
+        latencies=NO_LATENCY,
+        key_wcu_per_s=4,
+        scheduler_memory_mb=None,
+    )
     assert result["throttled_requests"] > 0
     assert result["created"] == 10
     assert result["enqueue_non_jittered_s"] == 0.0
@@ -185,7 +232,9 @@ def test_a_throttled_move_is_retried_by_the_next_tick_and_every_run_is_created_o
 
 
 def test_meets_targets_and_recommend() -> None:
-    def row(p: int, s: int, factor: float, done: float | None, hot: float, throttled: int = 0) -> dict[str, object]:
+    def row(
+        p: int, s: int, factor: float, done: float | None, hot: float, throttled: int = 0
+    ) -> dict[str, object]:
         result = {
             "partitions": p,
             "due_shards": s,
@@ -210,4 +259,6 @@ def test_meets_targets_and_recommend() -> None:
     assert [r["meets_targets"] for r in rows] == [True, False, True, False, True, True, True, True]
     assert recommend(rows) == (4, 2)
     assert recommend(rows[:4]) is None
-    assert not meets_targets({"enqueue_non_jittered_s": None, "hottest_key_wcu_per_s": 0, "throttled_requests": 0})
+    assert not meets_targets(
+        {"enqueue_non_jittered_s": None, "hottest_key_wcu_per_s": 0, "throttled_requests": 0}
+    )
