@@ -1,9 +1,9 @@
-"""The walkthrough's scale by simulation: the scheduler's real code on the in-memory fakes, under a latency and
-capacity model of DynamoDB and SQS, on a simulated clock.
+"""Design §10's load by simulation (10 million jobs, a million due at 00:00): the scheduler's real code on
+the in-memory fakes, under a latency and capacity model of DynamoDB and SQS, on a simulated clock.
 
 What runs for real: ``SchedulerLoop.step`` (lease renewal, then ``Scheduler.tick``: the due-index reads, the
-planning, the conditional run puts, the SQS batches, the fenced moves and the watermark), for every one of N
-partitions, on ``MemoryJobStore``/``MemoryRunStore``/``MemoryRunQueue``/``MemoryControlStore``. What is
+planning, the conditional run puts, the SQS batches, the fenced moves and the watermark), once each second
+boundary after the previous step ends, as ``SchedulerLoop.run`` does, for N partitions, on ``MemoryJobStore``/``MemoryRunStore``/``MemoryRunQueue``/``MemoryControlStore``. What is
 modelled (:class:`Model`): each request's latency, which advances the simulated clock (never a sleep); a
 budget of ``key_wcu_per_s`` write units per partition key per second of simulated time, on the keys a rush
 can heat (the due index's ``p#b#s`` keys, which every move deletes from and puts into, and the sweep index's
@@ -12,7 +12,14 @@ one of its indexes: DynamoDB throttles the base write when an index cannot take 
 caller backs off as botocore's standard retry mode does, then fails after ``max_attempts`` (the tick leaves
 that job due for the next tick). Each item is under 1 KiB, so every write is one unit. The tick's parallel
 requests run on :class:`SimExecutor`, which runs them one after another but accounts time as on
-``TickLimits.threads`` parallel lanes.
+``TickLimits.threads`` parallel lanes; the scheduler's CPU (``SCHEDULER_CPU_MS_PER_RUN`` per run, at the
+Lambda's share of a vCPU) is one more resource those lanes queue for, one at a time (the GIL).
+
+Partitions hash their jobs evenly and share only the sweep keys, so by default one partition is simulated
+with its full share of the rush and stands for the others (:func:`sweep_weight`). The sweep runs each
+configuration for the rush's first seconds and extrapolates the time to enqueue every non-jittered run from
+the drain rate (steady: each tick takes the oldest ``TickLimits.max_jobs`` due entries, whatever the backlog
+behind them); the recommended configuration is then simulated through the whole rush.
 
 Idle jobs are not materialized: a due-index query reads one ``(partition, bucket, shard)`` key up to now,
 so the 9 million jobs not due in the rush cost nothing there (their entries live under other buckets); their
@@ -655,8 +662,8 @@ def simulate(
 
 # --- the sweep and the recommendation ---------------------------------------------------------------
 
-WALKTHROUGH_RUSH = Rush(1_000_000, jitter_s=600.0, jittered_share=0.5)
-"""1 million runs due at 00:00 among the 10 million jobs, half with 600 s of jitter."""
+DESIGN_RUSH = Rush(1_000_000, jitter_s=600.0, jittered_share=0.5)
+"""Design §10's rush: 1 million runs due at 00:00 among the 10 million jobs, half with 600 s of jitter."""
 ENQUEUE_TARGET_S = 200.0
 """Every non-jittered run enqueued within this (500,000 runs at the workers' 5,000 runs/s)."""
 KEY_TARGET_WCU_PER_S = 1000.0
@@ -735,18 +742,18 @@ def measure_scale_sim(*, quick: bool = False, scale: float | None = None) -> dic
     are the recommended configuration's; ``at_default_scheduler_memory`` gives its drain at infra's default
     512 MB."""
     configs = SWEEP_CONFIGS[:2] if quick else SWEEP_CONFIGS
-    results = sweep(WALKTHROUGH_RUSH, configs, horizon_s=5 if quick else 15, latency_factors=(1.0, 1.5))
+    results = sweep(DESIGN_RUSH, configs, horizon_s=5 if quick else 15, latency_factors=(1.0, 1.5))
     chosen = recommend(results)
     partitions, shards = chosen or max(configs)
     headline = simulate(
-        WALKTHROUGH_RUSH,
+        DESIGN_RUSH,
         partitions=partitions,
         shards=shards,
         scale=scale or (50.0 if quick else 1.0),
         only_partition=0,
     )
     default_memory = simulate(
-        WALKTHROUGH_RUSH,
+        DESIGN_RUSH,
         partitions=partitions,
         shards=shards,
         only_partition=0,
@@ -803,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         if scale < 1:
             parser.error("--scale must be at least 1")
         out = simulate(
-            WALKTHROUGH_RUSH,
+            DESIGN_RUSH,
             partitions=args.partitions,
             shards=args.shards,
             scale=scale,
