@@ -541,8 +541,9 @@ def simulate(
     hottest key and ``hottest_key_wcu_per_s``, ``throttled_requests``, ``scheduler_lag_ms_p99`` (from the
     simulation's ground truth, :func:`lag_samples`) and ``tick_reported_lag_ms_p99`` (the ticks' own
     ``TickResult.lag_ms``, which sees only the entries a tick read), ``dispatch_lateness_ms`` p50/p99,
-    ``peak_enqueue_runs_per_s`` (whole deployment) and ``lambda_concurrency`` (that peak times
-    ``worker_run_s``: Little's law), the tick count, requests by kind and ``created`` run rows (simulated
+    ``peak_enqueue_runs_per_s`` (whole deployment, in one second: a tick's burst) and ``lambda_concurrency``
+    (that peak times ``worker_run_s``: Little's law), ``lambda_concurrency_sustained`` (the same at the
+    non-jittered drain rate, which the queue smooths the bursts to), the tick count, requests by kind and ``created`` run rows (simulated
     partitions only). ``key_wcu_per_s``: the per-key write budget (:class:`Model`). ``scheduler_memory_mb``:
     the scheduler Lambda's memory, which gives its share of a vCPU; each run then costs
     ``SCHEDULER_CPU_MS_PER_RUN`` of it (None: no CPU cost, I/O only); ``scheduler_cpu_busy`` is the share of
@@ -649,6 +650,7 @@ def simulate(
         },
         "peak_enqueue_runs_per_s": round(peak_rate),
         "lambda_concurrency": math.ceil(peak_rate * worker_run_s),
+        "lambda_concurrency_sustained": None if drain_rate is None else math.ceil(drain_rate * worker_run_s),
         "ticks": ticks,
         "requests": dict(model.requests),
         "created": len(runs.rows()),
