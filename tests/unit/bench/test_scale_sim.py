@@ -262,3 +262,23 @@ def test_meets_targets_and_recommend() -> None:
     assert not meets_targets(
         {"enqueue_non_jittered_s": None, "hottest_key_wcu_per_s": 0, "throttled_requests": 0}
     )
+
+
+def test_a_rush_cut_short_extrapolates_the_non_jittered_drain_from_its_rate() -> None:
+    """3,000 non-jittered runs, 1,000 a tick (``TickLimits.max_jobs``), no latency, stopped after 1.5 s: the ticks
+    at 0 s and 1 s enqueued 2,000 by 1.0 s, so 2,000 runs/s and 3,000 / 2,000 = 1.5 s (the real answer, 2.0 s,
+    comes from the tick cadence, which a drain of hundreds of ticks averages out)."""
+    result = simulate(
+        Rush(3000, jittered_share=0),
+        partitions=1,
+        shards=1,
+        latencies=NO_LATENCY,
+        scheduler_memory_mb=None,
+        horizon_s=1.5,
+    )
+    assert result["non_jittered_extrapolated"] is True
+    assert result["non_jittered_drain_runs_per_s"] == 2000
+    assert result["enqueue_non_jittered_s"] == 1.5
+    assert result["scheduler_lag_ms_p99"] is None
+    assert result["enqueue_all_s"] is None
+    assert result["created"] == 2000
