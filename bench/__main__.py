@@ -36,6 +36,7 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
     from bench.idle import measure_idle
     from bench.paths import measure_paths
     from bench.rush import measure_rush
+    from bench.scale_sim import measure_scale_sim
     from bench.steady import measure_steady
 
     quick = args.quick
@@ -47,10 +48,18 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
         "rush": lambda: measure_rush(args.rush_jobs, jitter_s=30 if quick else 300),
         "steady": lambda: measure_steady(seconds=10 if quick else 60),
         "cold_start": lambda: measure_cold_start(repeats=3 if quick else 5),
+        "scale_sim": lambda: measure_scale_sim(quick=quick),
     }
 
 
-GROUPS = (("paths_1KiB", "paths_32KiB"), ("idle", "client_cpu"), ("rush",), ("steady",), ("cold_start",))
+GROUPS = (
+    ("paths_1KiB", "paths_32KiB"),
+    ("idle", "client_cpu"),
+    ("rush",),
+    ("steady",),
+    ("cold_start",),
+    ("scale_sim",),
+)
 
 
 def _child(name: str, out: Path, args: argparse.Namespace) -> None:

@@ -90,7 +90,7 @@ def lookup(results: dict[str, Any], key: str) -> Any:
 
 def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
     """Build the results document from the raw measurements (``paths_1KiB``, ``paths_32KiB``, ``idle``,
-    ``rush``, ``steady``, ``cold_start`` (under ``cold_import_s``); any may be missing) and the deployment facts (``worker_memory_mb``,
+    ``rush``, ``steady``, ``cold_start`` (under ``cold_import_s``), ``scale_sim``; any may be missing) and the deployment facts (``worker_memory_mb``,
     ``worker_batch_size``, ``scheduler_memory_mb``, ``scheduler_invocation_s``)."""
     out: dict[str, Any] = {}
     small, large = measured.get("paths_1KiB"), measured.get("paths_32KiB")
@@ -136,6 +136,8 @@ def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, 
         out["steady"] = measured["steady"]
     if "cold_start" in measured:
         out["cold_import_s"] = measured["cold_start"]
+    if "scale_sim" in measured:
+        out["scale_sim"] = measured["scale_sim"]
     out["targets"] = [t.check(out) for t in TARGETS]
     return out
 
@@ -298,6 +300,14 @@ def table(results: dict[str, Any]) -> str:
         ("rush: lateness p99 ms", "rush.lateness_ms.p99"),
         ("rush: lateness max ms", "rush.lateness_ms.max"),
         ("rush: peak RSS MB (incl. moto)", "rush.peak_rss_mb"),
+        ("scale sim: s until non-jittered enqueued", "scale_sim.enqueue_non_jittered_s"),
+        ("scale sim: hottest key WCU/s", "scale_sim.hottest_key_wcu_per_s"),
+        ("scale sim: meets both targets", "scale_sim.meets_targets"),
+        ("scale sim: scheduler partitions", "scale_sim.partitions"),
+        ("scale sim: due shards", "scale_sim.due_shards"),
+        ("scale sim: s until all enqueued", "scale_sim.enqueue_all_s"),
+        ("scale sim: scheduler lag p99 ms", "scale_sim.scheduler_lag_ms_p99"),
+        ("scale sim: Lambda concurrency at peak", "scale_sim.lambda_concurrency"),
         ("steady: runs/s", "steady.runs_per_s"),
         ("steady: lateness p50 ms", "steady.lateness_ms.p50"),
         ("steady: lateness p99 ms", "steady.lateness_ms.p99"),

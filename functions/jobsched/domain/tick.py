@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +131,8 @@ class Scheduler:
     ``ControlStore`` in production); ``settings`` gives partitions, shards, bucket width, retention and the
     sweeper delay; ``clock`` returns epoch ms. ``adopted``: ``partition`` is no longer one of the deployment's
     (``scheduler_partitions`` was lowered) and is served by an adopter until its jobs have moved home.
+    ``executor``: runs the tick's parallel requests (default: a thread pool of ``limits.threads``); the bench's
+    simulation passes a deterministic one that runs them on a simulated clock. :meth:`close` shuts it down.
 
     Re-homing: every move puts the job in its home partition, ``partition_of(job_id, scheduler_partitions)``,
     so after the partition count changes (either way) each job moves to its new partition at its next fire,
@@ -150,6 +152,7 @@ class Scheduler:
         clock: Clock,
         limits: TickLimits | None = None,
         adopted: bool = False,
+        executor: Executor | None = None,
     ) -> None:
         if partition < 0 or (partition >= settings.scheduler_partitions and not adopted):
             raise ValueError(f"partition {partition} is outside 0..{settings.scheduler_partitions - 1}")
@@ -166,7 +169,7 @@ class Scheduler:
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._stale: set[DueEntry] = set()  # this tick's entries no longer current (see _plan)
         self._looked_behind_at: int | None = None  # the bucket period of the last look-behind read
-        self._pool = ThreadPoolExecutor(
+        self._pool = executor or ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
         )
 
