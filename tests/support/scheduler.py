@@ -1,13 +1,24 @@
 """The scheduler harnesses' shared parts (tests/integration/scheduler on moto, tests/unit/scheduler on the
-fakes): the start instant and the fault-injecting recorder around adapters."""
+fakes): the start instant, the fault-injecting recorder around adapters, and the harness base."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobsched.models import to_ms
+from jobsched.clock import FakeClock
+from jobsched.domain.lease import LeaderLease
+from jobsched.domain.loop import SchedulerLoop
+from jobsched.domain.planning import TickLimits
+from jobsched.domain.registration import register
+from jobsched.domain.tick import Scheduler, TickResult
+from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.ports.jobs import SchedulingState
+from jobsched.settings import Settings
+from jobsched.store import layout
 
 # 2026-03-02T10:00:00Z, a Monday, on a whole minute.
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
@@ -51,3 +62,134 @@ class Wrapped:
             return value
 
         return call
+
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class Contender:
+    """One scheduler instance (lease contender + its partition's scheduler) with recorded adapters."""
+
+    loop: SchedulerLoop
+    recorder: Recorder
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.loop.scheduler
+
+    @property
+    def lease(self) -> LeaderLease:
+        return self.loop.lease
+
+    def step(self) -> TickResult | None:
+        return self.loop.step()
+
+
+class HarnessBase:
+    """What both scheduler harnesses share: jobs registered as the API would, recorded scheduler loops, and the
+    run rows read back. A subclass gives the adapters (``jobs``, ``runs``, ``*_for(settings)``), ``settings``,
+    ``clock`` and ``contenders``."""
+
+    T0 = T0
+
+    settings: Settings
+    clock: FakeClock
+    contenders: list[Contender]
+    jobs: Any
+    runs: Any
+
+    def jobs_for(self, settings: Settings) -> Any:
+        return self.jobs
+
+    def runs_for(self, settings: Settings) -> Any:
+        return self.runs
+
+    def queue_for(self, settings: Settings) -> Any:
+        raise NotImplementedError
+
+    def control_for(self, settings: Settings) -> Any:
+        raise NotImplementedError
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    def job(self, schedule: str, **fields: Any) -> Job:
+        """A Job model created now (the clock), with a command target and the given fields."""
+        now = from_ms(self.clock())
+        job_id = fields.pop("id", None) or f"j_test{next(_ids):06d}"
+        return Job(
+            id=job_id,
+            name=fields.pop("name", job_id),
+            owner=fields.pop("owner", "team-a"),
+            schedule=schedule,
+            target=fields.pop("target", CommandTarget(name="echo")),
+            created_at=fields.pop("created_at", now),
+            updated_at=now,
+            **fields,
+        )
+
+    def sched_for(self, job: Job) -> SchedulingState:
+        """The scheduling state of ``job`` with its first fire from now (what the API would write)."""
+        return register(job, settings=self.settings, now_ms=self.clock())
+
+    def add(self, schedule: str, **fields: Any) -> Job:
+        """Register a job (job, scheduling state, name) as the API would; returns it."""
+        job = self.job(schedule, **fields)
+        self.jobs.create(job, self.sched_for(job))
+        return job
+
+    # --- schedulers ---------------------------------------------------------------------------
+
+    def contender(
+        self,
+        holder: str = "a",
+        *,
+        partition: int = 0,
+        limits: TickLimits | None = None,
+        settings: Settings | None = None,
+        jobs: Any = None,
+        runs: Any = None,
+        queue: Any = None,
+    ) -> Contender:
+        """A scheduler loop whose adapters are recorded (and can be given faults through its recorder)."""
+        settings = settings or self.settings
+        recorder = Recorder()
+        scheduler = Scheduler(
+            partition=partition,
+            jobs=Wrapped(jobs or self.jobs_for(settings), recorder),
+            runs=Wrapped(runs or self.runs_for(settings), recorder),
+            queue=Wrapped(queue or self.queue_for(settings), recorder),
+            control=Wrapped(self.control_for(settings), recorder),
+            settings=settings,
+            clock=self.clock,
+            limits=limits or TickLimits(threads=4),
+        )
+        lease = LeaderLease(
+            Wrapped(self.control_for(settings), recorder),
+            partition,
+            holder,
+            clock=self.clock,
+            ttl_ms=int(settings.lease_ttl_s * 1000),
+        )
+        contender = Contender(
+            SchedulerLoop(scheduler, lease, clock=self.clock, sleep=self.clock.sleep), recorder
+        )
+        self.contenders.append(contender)
+        return contender
+
+    def run_seconds(self, contender: Contender, seconds: int, *, offset_ms: int = 5) -> list[TickResult]:
+        """Step ``contender`` once per simulated second, ``offset_ms`` past each second boundary."""
+        results = []
+        for _ in range(seconds):
+            self.clock.now_ms = (self.clock.now_ms // 1000 + 1) * 1000 + offset_ms
+            result = contender.step()
+            if result is not None:
+                results.append(result)
+        return results
+
+    # --- runs and messages --------------------------------------------------------------------
+
+    def runs_of(self, job_id: str) -> list[dict[str, Any]]:
+        """Every run row of ``job_id`` as the DynamoDB adapter stores it, oldest scheduled_for first."""
+        rows, _ = self.runs.list_for_job(job_id, 10_000)
+        return sorted((layout.run_item(r) for r in rows), key=lambda r: r["scheduled_for"])

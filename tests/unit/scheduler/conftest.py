@@ -6,7 +6,6 @@ stored attributes stay as they are."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,23 +13,15 @@ from typing import Any
 import pytest
 
 from jobsched.clock import FakeClock
-from jobsched.domain.lease import LeaderLease
-from jobsched.domain.loop import SchedulerLoop
-from jobsched.domain.planning import TickLimits
-from jobsched.domain.registration import register
-from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import CommandTarget, Job, from_ms
 from jobsched.ports.jobs import SchedulingState
 from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store import layout
-from tests.support.scheduler import T0, Recorder, Wrapped
-
-_ids = itertools.count(1)
+from tests.support.scheduler import T0, Contender, HarnessBase
 
 
 @pytest.fixture
@@ -48,29 +39,8 @@ def settings() -> Settings:
 
 
 @dataclass
-class Contender:
-    """One scheduler instance (lease contender + its partition's scheduler) with recorded adapters."""
-
-    loop: SchedulerLoop
-    recorder: Recorder
-
-    @property
-    def scheduler(self) -> Scheduler:
-        return self.loop.scheduler
-
-    @property
-    def lease(self) -> LeaderLease:
-        return self.loop.lease
-
-    def step(self) -> TickResult | None:
-        return self.loop.step()
-
-
-@dataclass
-class Harness:
+class Harness(HarnessBase):
     """The fakes (one job store, run store, run queue and control store), a FakeClock at ``T0``, and helpers."""
-
-    T0 = T0
 
     settings: Settings
     clock: FakeClock
@@ -79,33 +49,6 @@ class Harness:
     queue: MemoryRunQueue = field(default_factory=MemoryRunQueue)
     control: MemoryControlStore = field(default_factory=MemoryControlStore)
     contenders: list[Contender] = field(default_factory=list)
-
-    # --- jobs ---------------------------------------------------------------------------------
-
-    def job(self, schedule: str, **fields: Any) -> Job:
-        """A Job model created now (the clock), with a command target and the given fields."""
-        now = from_ms(self.clock())
-        job_id = fields.pop("id", None) or f"j_test{next(_ids):06d}"
-        return Job(
-            id=job_id,
-            name=fields.pop("name", job_id),
-            owner=fields.pop("owner", "team-a"),
-            schedule=schedule,
-            target=fields.pop("target", CommandTarget(name="echo")),
-            created_at=fields.pop("created_at", now),
-            updated_at=now,
-            **fields,
-        )
-
-    def sched_for(self, job: Job) -> SchedulingState:
-        """The scheduling state of ``job`` with its first fire from now (what the API would write)."""
-        return register(job, settings=self.settings, now_ms=self.clock())
-
-    def add(self, schedule: str, **fields: Any) -> Job:
-        """Register a job (job, scheduling state, name) as the API would; returns it."""
-        job = self.job(schedule, **fields)
-        self.jobs.create(job, self.sched_for(job))
-        return job
 
     def add_many(self, count: int, schedule: str, **fields: Any) -> list[str]:
         """Store ``count`` scheduling states only (no jobs): enough for the scheduler."""
@@ -124,61 +67,11 @@ class Harness:
         assert isinstance(state, SchedulingState), state
         return dict(layout.plain(layout.sched_item(state)))
 
-    # --- schedulers ---------------------------------------------------------------------------
+    def queue_for(self, settings: Settings) -> MemoryRunQueue:
+        return self.queue
 
-    def contender(
-        self,
-        holder: str = "a",
-        *,
-        partition: int = 0,
-        limits: TickLimits | None = None,
-        settings: Settings | None = None,
-        jobs: Any = None,
-        runs: Any = None,
-        queue: Any = None,
-    ) -> Contender:
-        """A scheduler loop whose adapters are recorded (and can be given faults through its recorder)."""
-        settings = settings or self.settings
-        recorder = Recorder()
-        scheduler = Scheduler(
-            partition=partition,
-            jobs=Wrapped(jobs or self.jobs, recorder),
-            runs=Wrapped(runs or self.runs, recorder),
-            queue=Wrapped(queue or self.queue, recorder),
-            control=Wrapped(self.control, recorder),
-            settings=settings,
-            clock=self.clock,
-            limits=limits or TickLimits(threads=4),
-        )
-        lease = LeaderLease(
-            Wrapped(self.control, recorder),
-            partition,
-            holder,
-            clock=self.clock,
-            ttl_ms=int(settings.lease_ttl_s * 1000),
-        )
-        contender = Contender(
-            SchedulerLoop(scheduler, lease, clock=self.clock, sleep=self.clock.sleep), recorder
-        )
-        self.contenders.append(contender)
-        return contender
-
-    def run_seconds(self, contender: Contender, seconds: int, *, offset_ms: int = 5) -> list[TickResult]:
-        """Step ``contender`` once per simulated second, ``offset_ms`` past each second boundary."""
-        results = []
-        for _ in range(seconds):
-            self.clock.now_ms = (self.clock.now_ms // 1000 + 1) * 1000 + offset_ms
-            result = contender.step()
-            if result is not None:
-                results.append(result)
-        return results
-
-    # --- runs and messages --------------------------------------------------------------------
-
-    def runs_of(self, job_id: str) -> list[dict[str, Any]]:
-        """Every run row of ``job_id`` as the DynamoDB adapter would store it, oldest scheduled_for first."""
-        rows, _ = self.runs.list_for_job(job_id, 10_000)
-        return sorted((layout.run_item(r) for r in rows), key=lambda r: r["scheduled_for"])
+    def control_for(self, settings: Settings) -> MemoryControlStore:
+        return self.control
 
     def all_runs(self) -> list[dict[str, Any]]:
         """Every run row, as stored items (plain Python values)."""
