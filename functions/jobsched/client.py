@@ -254,6 +254,11 @@ class JobschedClient:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return self._json("POST", f"/jobs/{_segment(job_id)}/trigger", headers=headers)
 
+    def list_fires(self, job_id: str, *, count: int | None = None) -> dict[str, Any]:
+        """``GET /jobs/{id}/fires``: ``{"items": [{"scheduled_for", "dispatch_at", "local_time", "note"}, ...],
+        "reason": str | None}``, the next ``count`` fires (1-100; the API's default 10)."""
+        return self._json("GET", f"/jobs/{_segment(job_id)}/fires", params={"count": count})
+
     def list_runs(
         self, job_id: str, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
     ) -> dict[str, Any]:

@@ -534,6 +534,28 @@ class Run(BaseModel):
     )
 
 
+class Fire(BaseModel):
+    """A fire to come (``GET /jobs/{id}/fires``), as the scheduler will dispatch it. Instants are UTC."""
+
+    scheduled_for: datetime
+    dispatch_at: datetime = Field(
+        description="when the scheduler hands the run to a worker: scheduled_for plus the job's jitter offset"
+    )
+    local_time: str = Field(description="scheduled_for in the job's timezone, ISO 8601 with its UTC offset")
+    note: str | None = Field(
+        None, description="why daylight saving moves or merges this fire, or that it is already overdue"
+    )
+
+
+class Fires(BaseModel):
+    """A job's next fires, oldest first, and why there are none or fewer than asked."""
+
+    items: list[Fire]
+    reason: str | None = Field(
+        None, description="why the list is empty or shorter than asked (paused, ended), else null"
+    )
+
+
 class Page(BaseModel, Generic[T]):
     """A page of a listing; pass ``next_cursor`` back as ``cursor`` for the next one."""
 

@@ -206,6 +206,11 @@ def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
     return instant.astimezone(zone).replace(tzinfo=None)
 
 
+def _clock(wall: datetime) -> str:
+    """A wall time of day as ``HH:MM``, or ``HH:MM:SS`` when it has seconds."""
+    return wall.strftime("%H:%M:%S" if wall.second else "%H:%M")
+
+
 def _occurrences(wall: datetime, zone: ZoneInfo) -> list[datetime]:
     """The UTC instants at which naive local time ``wall`` occurs in ``zone``, oldest first.
 
@@ -580,6 +585,39 @@ class _CronRule:
             )
         return None
 
+    def dst_note(self, fire: datetime) -> str | None:
+        """Why daylight saving moves or merges ``fire`` (one of this rule's fires), or None when it does not.
+
+        ISC convention (module docstring): a fixed-time entry's matches inside a spring-forward gap run once,
+        at the first instant after it (moved; several matches are merged into that one run); a repeated
+        (fall-back) time runs a fixed-time entry on its first pass only, a wildcard entry on both passes.
+        """
+        instant = fire.astimezone(UTC)
+        wall = _wall(instant, self.zone)
+        day, clock = wall.date().isoformat(), _clock(wall)
+        if len(found := _occurrences(wall, self.zone)) == 2:
+            if self.spec.fixed_time:
+                return f"clocks go back on {day}: {clock} occurs twice and runs once, on its first pass"
+            which = "first" if instant == found[0] else "second"
+            return f"clocks go back on {day}: {clock} occurs twice; this run is on its {which} pass"
+        if not self.spec.fixed_time or self.spec.next_wall(wall - _EPSILON) == wall:
+            return None  # a wall time the entry matches: not moved
+        before = (instant - timedelta(seconds=1)).astimezone(self.zone).utcoffset()
+        after = instant.astimezone(self.zone).utcoffset()
+        if before is None or after is None or before >= after:
+            return None  # not the first instant after a spring-forward gap
+        gap_start = (instant + before).replace(tzinfo=None)
+        low = max(gap_start, datetime.combine(wall.date(), time()))
+        moved: list[datetime] = []
+        while (
+            match := self.spec.next_wall(moved[-1] if moved else low - _EPSILON)
+        ) is not None and match < wall:
+            moved.append(match)
+        shift = f"clocks go forward on {day} from {_clock(gap_start)} to {clock}"
+        if len(moved) == 1:
+            return f"{shift}: {_clock(moved[0])} does not exist and runs at {clock}"
+        return f"{shift}: the {len(moved)} fires from {_clock(moved[0])} to {_clock(moved[-1])} run once, at {clock}"
+
     def min_interval_s(self) -> float | None:
         walls: list[datetime] = []
         cursor: datetime | None = _REFERENCE_WALL
@@ -758,6 +796,19 @@ class Schedule:
         if until <= after:
             return 0
         return max(0, min(cap, rule.index_after(until) - rule.index_after(after)))
+
+    def dst_note(self, fire: datetime) -> str | None:
+        """Why daylight saving moves or merges ``fire`` (aware; one of this schedule's fires), or None.
+
+        Only cron schedules have such notes (rates and one-offs are instants of real time): a fixed-time entry
+        moved out of a spring-forward gap (several matches in the gap merged into one run), or a wall time the
+        clocks repeat, run once (fixed-time) or on both passes (wildcard). Text in English, wall times in the
+        schedule's zone, e.g. ``"clocks go forward on 2027-03-28 from 02:00 to 03:00: 02:30 does not exist and
+        runs at 03:00"``.
+        """
+        if isinstance(self._rule, _CronRule):
+            return self._rule.dst_note(_utc(fire, "fire"))
+        return None
 
     @cached_property
     def min_interval_s(self) -> float | None:

@@ -32,7 +32,8 @@ from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
 from jobsched.api.openapi import REPLAYED_HEADER, JobschedResolver, responses
 from jobsched.api.service import JobService
-from jobsched.models import Job, JobCreate, JobPatch, Page, Run, RunStatus
+from jobsched.domain.fires import MAX_FIRES
+from jobsched.models import Fires, Job, JobCreate, JobPatch, Page, Run, RunStatus
 from jobsched.settings import Settings
 
 
@@ -273,6 +274,23 @@ def list_runs(
     cursor: Cursor = None,
 ) -> Page[Run]:
     return api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
+
+
+@_route(
+    "listFires",
+    summary="A job's next fires, as the scheduler will dispatch them",
+    description="From the job's stored `next_run_at` on, each with its dispatch instant (jitter included) and "
+    "a note where daylight saving moves or merges it. Empty, with the `reason`, for a paused or ended job.",
+    tags=["jobs"],
+    responses=responses({200: (Fires, "The next fires")}, 404),
+)
+def list_fires(
+    id: JobId,
+    api: ApiDep,
+    owner: Owner,
+    count: Annotated[int, Query(ge=1, le=MAX_FIRES, description=f"how many fires, 1-{MAX_FIRES}")] = 10,
+) -> Fires:
+    return api.service.list_fires(owner, id, count)
 
 
 @_route("getOpenApi", enable_validation=False)

@@ -36,10 +36,11 @@ from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInp
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.validation import describe
 from jobsched.clock import Clock
-from jobsched.domain import registration
+from jobsched.domain import fires, registration
 from jobsched.models import (
     NAME_PATTERN,
     PATCH_NULLABLE_FIELDS,
+    Fires,
     Job,
     JobCreate,
     JobPatch,
@@ -265,6 +266,14 @@ class JobService:
             encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None
         )
         return Page[Run](items=[row.as_run() for row in rows], next_cursor=next_cursor)
+
+    def list_fires(self, owner: str, job_id: str, count: int) -> Fires:
+        """The job's next ``count`` fires (1-100) as the scheduler will dispatch them (``domain.fires``), with
+        daylight-saving notes; empty with a reason when paused or ended. Raises ``JobNotFound``."""
+        stored = self._load(owner, job_id)
+        if stored.state is None:
+            return Fires(items=[], reason="the job has no scheduling state yet")
+        return fires.listing(stored.state, count, self.clock())
 
     # --- change -------------------------------------------------------------------------------
 

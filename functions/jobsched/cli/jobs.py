@@ -1,5 +1,5 @@
 """``jobsched jobs ...``: register, inspect and change jobs (``create``, ``list``, ``get``, ``update``,
-``pause``, ``resume``, ``trigger``, ``delete``).
+``pause``, ``resume``, ``trigger``, ``fires``, ``delete``).
 
 Job specs are not validated here: the API is their one judge, and its error (code, message, field) is the
 line the user sees (exit 1). Bad flags caught before any call (two targets, a flag that is not JSON, an
@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from jobsched.cli.options import Connection, JobArgument, JsonOption, option_groups
-from jobsched.cli.output import job_detail, jobs_table, print_json, show, when
+from jobsched.cli.output import job_detail, jobs_table, print_json, print_table, show, when
 from jobsched.client import ApiError, JobschedClient
 from jobsched.exits import USAGE_ERROR, fail
 
@@ -290,6 +290,30 @@ def jobs_trigger(
         print_json(run)
     else:
         typer.echo(f"triggered run {run.get('id', '')} ({run.get('status', '')})")
+
+
+@jobs_app.command("fires")
+@option_groups
+def jobs_fires(
+    job: JobArgument,
+    count: Annotated[int, typer.Option("--count", "-n", help="How many fires, 1-100.")] = 10,
+    conn: Connection = Connection(),
+    as_json: JsonOption = False,
+) -> None:
+    """The next fires as the scheduler will dispatch them, with daylight-saving notes (GET /jobs/{id}/fires)."""
+    with conn.client() as client:
+        found = client.list_fires(resolve_job(client, job), count=count)
+    if as_json:
+        print_json(found)
+        return
+    if found["items"]:
+        rows = [
+            (when(f["scheduled_for"]), f["local_time"], when(f["dispatch_at"]), f.get("note") or "")
+            for f in found["items"]
+        ]
+        print_table(("SCHEDULED FOR", "LOCAL TIME", "DISPATCH AT", "NOTE"), rows)
+    if found.get("reason"):
+        typer.echo(found["reason"], err=True)
 
 
 @jobs_app.command("delete")

@@ -14,6 +14,7 @@ ROUTES = [
     ("POST", "/jobs/{id}/resume", None),
     ("POST", "/jobs/{id}/trigger", None),
     ("GET", "/jobs/{id}/runs", None),
+    ("GET", "/jobs/{id}/fires", None),
 ]
 
 

@@ -450,6 +450,7 @@ def test_a_base64_body_is_measured_decoded(http):
         ("POST", "/jobs/j_00000000000000000000/resume"),
         ("POST", "/jobs/j_00000000000000000000/trigger"),
         ("GET", "/jobs/j_00000000000000000000/runs"),
+        ("GET", "/jobs/j_00000000000000000000/fires"),
     ],
 )
 def test_every_route_needs_a_caller_identity(http, method, path):

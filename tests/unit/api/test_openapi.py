@@ -27,6 +27,7 @@ ROUTES = {
     ("post", "/jobs/{id}/resume"): (None, {"200": "Job"}),
     ("post", "/jobs/{id}/trigger"): (None, {"202": "Run"}),
     ("get", "/jobs/{id}/runs"): (None, {"200": "Page_Run_"}),
+    ("get", "/jobs/{id}/fires"): (None, {"200": "Fires"}),
 }
 
 

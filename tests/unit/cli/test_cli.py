@@ -329,3 +329,30 @@ def test_every_error_is_one_line_on_stderr(
     assert raised.value.exit_code == code
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", line + "\n")
+
+
+def test_jobs_fires_lists_the_next_fires_with_notes_and_says_why_a_paused_job_has_none(cli: Any) -> None:
+    cli.json("jobs", "create", "--name", "berlin", "--schedule", "30 2 * * *", "--tz", "Europe/Berlin",
+             "--command", "echo")  # fmt: skip
+
+    fires = cli.json("jobs", "fires", "berlin", "--count", "3")
+    table = cli("jobs", "fires", "berlin", "-n", "2")
+
+    assert len(fires["items"]) == 3 and fires["reason"] is None
+    assert fires["items"][0]["local_time"].endswith("T02:30:00+01:00")
+    assert table.exit_code == 0 and "LOCAL TIME" in table.stdout
+    assert len([line for line in table.stdout.splitlines() if "+01:00" in line]) == 2
+    cli("jobs", "pause", "berlin")
+    paused = cli("jobs", "fires", "berlin")
+    assert paused.exit_code == 0 and paused.stdout.strip() == ""
+    assert one_line(paused.stderr) == "paused: no fire runs until the job is resumed"
+
+
+def test_jobs_fires_with_a_count_out_of_range_is_the_api_s_error_naming_count(cli: Any) -> None:
+    cli.json("jobs", "create", "--name", "often", "--schedule", "every 5 minutes", "--command", "echo")
+
+    result = cli("jobs", "fires", "often", "--count", "500")
+
+    assert result.exit_code == 1
+    line = one_line(result.stderr)
+    assert line.startswith("error: 400 ") and "count" in line
