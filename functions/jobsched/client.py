@@ -241,9 +241,10 @@ class JobschedClient:
         """``DELETE /jobs/{id}`` (no new runs; history kept until retention)."""
         self.request("DELETE", f"/jobs/{_segment(job_id)}")
 
-    def pause_job(self, job_id: str) -> dict[str, Any]:
-        """``POST /jobs/{id}/pause``; returns the job."""
-        return self._json("POST", f"/jobs/{_segment(job_id)}/pause")
+    def pause_job(self, job_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        """``POST /jobs/{id}/pause`` (with ``{"reason": reason}`` when given); returns the job."""
+        body = {"reason": reason} if reason is not None else None
+        return self._json("POST", f"/jobs/{_segment(job_id)}/pause", json=body)
 
     def resume_job(self, job_id: str) -> dict[str, Any]:
         """``POST /jobs/{id}/resume`` (the job's ``missed`` policy applies); returns the job."""
@@ -253,6 +254,15 @@ class JobschedClient:
         """``POST /jobs/{id}/trigger``: one run now, outside the schedule; returns the run."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return self._json("POST", f"/jobs/{_segment(job_id)}/trigger", headers=headers)
+
+    def list_events(
+        self, job_id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """``GET /jobs/{id}/events``, newest first: ``{"items": [{"at", "kind", "actor", "detail"}, ...],
+        "next_cursor": str | None}``."""
+        return self._json(
+            "GET", f"/jobs/{_segment(job_id)}/events", params={"limit": limit, "cursor": cursor}
+        )
 
     def list_fires(self, job_id: str, *, count: int | None = None) -> dict[str, Any]:
         """``GET /jobs/{id}/fires``: ``{"items": [{"scheduled_for", "dispatch_at", "local_time", "note"}, ...],

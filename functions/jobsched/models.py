@@ -80,6 +80,20 @@ class RunKind(StrEnum):
     MANUAL = "manual"
 
 
+class JobEventKind(StrEnum):
+    """What a job's audit event records (``GET /jobs/{id}/events``, design §3.2)."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    TRIGGERED = "triggered"
+    RUN_RETRIED = "run_retried"
+    BACKFILLED = "backfilled"
+    AUTO_PAUSED = "auto_paused"
+    DELETED = "deleted"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -503,6 +517,12 @@ class Job(JobSettings):
     next_run_at: datetime | None = None
     created_at: datetime
     updated_at: datetime
+    updated_by: str | None = Field(None, description="who made the last change (the caller's identity)")
+    paused_by: str | None = Field(
+        None, description="while paused: who paused it (`jobsched` when it paused itself)"
+    )
+    paused_at: datetime | None = Field(None, description="while paused: when")
+    paused_reason: str | None = Field(None, description="while paused: the reason given, if any")
 
     def spec_fingerprint(self) -> dict[str, Any]:
         """The owner-set fields, for comparing a repeated create with the stored job."""
@@ -532,6 +552,31 @@ class Run(BaseModel):
         description="on a skipped summary row: the end (inclusive) of the range of fires it stands for, "
         "which starts at scheduled_for",
     )
+
+
+MAX_REASON_CHARS = 500
+
+
+class PauseRequest(_Strict):
+    """Optional body of ``POST /jobs/{id}/pause``."""
+
+    reason: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_REASON_CHARS,
+        description="why; shown on the job while it is paused",
+    )
+
+
+class JobEvent(BaseModel):
+    """One entry of a job's audit trail (``GET /jobs/{id}/events``), newest first. ``at`` is UTC; ``actor`` the
+    caller's identity (an IAM principal ARN, a local token's owner) or ``jobsched`` for the system's own acts;
+    ``detail``: the changed fields of an update, a pause's reason, a run's id, a backfill's window."""
+
+    at: datetime
+    kind: JobEventKind
+    actor: str
+    detail: dict[str, Any] = Field(default_factory=dict)
 
 
 class Fire(BaseModel):

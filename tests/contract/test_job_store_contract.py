@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from jobsched.memory.jobs import MemoryJobStore
-from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.models import CommandTarget, Job, JobEventKind, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import DueEntry, SchedulingState
+from jobsched.ports.jobs import AuditEvent, DueEntry, SchedulingState
 from jobsched.store.jobs import JobStore
 
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
@@ -231,3 +231,51 @@ def test_a_move_can_end_the_schedule_and_rehome_the_job(store: Any) -> None:
             next_run_at=1,
             due=None,
         )
+
+
+def event(of: Job, at: int, key: str, kind: JobEventKind, **detail: Any) -> AuditEvent:
+    return AuditEvent(
+        of.id, at, key, kind, "arn:aws:sts::1:assumed-role/ops/ana", dict(detail), at // 1000 + 86400
+    )
+
+
+def test_events_are_written_with_the_change_they_record_or_not_at_all(store: Any) -> None:
+    first = job(1)
+    created = event(first, T0, "v1", JobEventKind.CREATED)
+    store.create(first, state(first), created)
+    paused = event(first, T0 + 5, "v2", JobEventKind.PAUSED, reason="freeze")
+    refused = event(first, T0 + 6, "v2b", JobEventKind.UPDATED)
+    changed = first.model_copy(
+        update={"updated_at": from_ms(T0 + 5), "paused_by": "ana", "paused_reason": "freeze"}
+    )
+    store.replace(changed, state(first, paused=True, next_run_at=None), T0, event=paused)
+
+    with pytest.raises(Conflict):
+        store.replace(changed, state(first), T0, event=refused)  # stale updated_at: no event either
+    with pytest.raises(NameTaken):
+        store.create(job(2, name="job-001"), state(job(2)), event(job(2), T0, "v1", JobEventKind.CREATED))
+
+    assert store.list_events(first.id, 10) == ([paused, created], None)
+    assert store.list_events(job(2).id, 10) == ([], None)
+    found = store.get(first.id).job
+    assert (found.paused_by, found.paused_reason) == ("ana", "freeze")
+
+
+def test_events_page_newest_first_and_outlive_the_job(store: Any) -> None:
+    first = job(1)
+    store.create(first, state(first), event(first, T0, "v1", JobEventKind.CREATED))
+    runs = [event(first, T0 + i, f"run-{i}", JobEventKind.TRIGGERED, run_id=f"r{i}") for i in (1, 2, 3)]
+    for one in runs:
+        store.record_event(one)
+    store.record_event(runs[1])  # a repeat lands on itself
+    store.delete(
+        first, deleted_at_ms=T0 + 9, retention_days=90, event=event(first, T0 + 9, "v2", JobEventKind.DELETED)
+    )
+
+    page, cursor = store.list_events(first.id, 2)
+    rest, end = store.list_events(first.id, 10, cursor)
+
+    assert [e.kind for e in page] == [JobEventKind.DELETED, JobEventKind.TRIGGERED] and cursor == page[
+        -1
+    ].position
+    assert rest == [runs[1], runs[0], event(first, T0, "v1", JobEventKind.CREATED)] and end is None

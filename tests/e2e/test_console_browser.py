@@ -149,14 +149,23 @@ def test_a_job_paused_and_triggered_from_its_page(
     element(desktop, "h1", job["name"])
     assert "every day at 02:00, UTC" in desktop.find_element(By.ID, "main").text
 
-    # and paused, after the confirmation
+    # and paused with a reason, after the confirmation
     click(desktop, "#pause")
-    confirm(desktop)
+    confirm(desktop, reason="ledger migration")
 
-    # Then the page shows it paused (and the API agrees), with Resume instead of Pause
+    # Then the page shows it paused, by whom and why (and the API agrees), with Resume instead of Pause
     element(desktop, "h1 .status.paused")
     element(desktop, "#resume")
-    assert local.http.get(f"/jobs/{job['id']}").json()["paused"] is True
+    element(desktop, "#paused-reason", "ledger migration")
+    stored = local.http.get(f"/jobs/{job['id']}").json()
+    assert stored["paused"] is True and stored["paused_reason"] == "ledger migration"
+    assert stored["paused_by"] in desktop.find_element(By.ID, "paused-reason").text
+    # and its events list the pause with the reason, newest first
+    element(desktop, "#main", "ledger migration")
+    assert [e["kind"] for e in local.http.get(f"/jobs/{job['id']}/events").json()["items"]] == [
+        "paused",
+        "created",
+    ]
 
     # When it is triggered, the new run appears in its runs table and timeline, and finishes
     click(desktop, "#trigger")
@@ -312,7 +321,8 @@ def test_local_mode_prints_the_consoles_address(local: LocalProcess) -> None:
 def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
     local: LocalProcess, desktop: WebDriver
 ) -> None:
-    # Today's API document has none of the operability routes: no Failures view, no pause reason field
+    # Today's API document has the next fires, the events and the pause reason, not yet the other operability
+    # routes: no Failures view
     sign_in(desktop, local.url, TEAM_A)
     assert element(desktop, "#nav a[data-view=jobs]").is_displayed()
     assert desktop.find_element(By.CSS_SELECTOR, "#nav a[data-view=failures]").is_displayed() is False
@@ -324,9 +334,9 @@ def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
         "runDetail": False,
         "retry": False,
         "backfill": False,
-        "fires": False,
-        "events": False,
-        "pauseReason": False,
+        "fires": True,
+        "events": True,
+        "pauseReason": True,
     }
 
     # A document listing them (the paths and names of the operability issue) turns each one on

@@ -70,8 +70,8 @@ class Admission(BaseMiddlewareHandler):
 
     ``api`` returns the current wiring (read per request, so tests and local mode can swap it). Raises
     ``Unauthorized`` (no or bad credentials), then ``PayloadTooLarge`` (body over
-    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body that is not JSON text); on success the
-    owner is in ``app.context["owner"]`` and the idempotency layer knows the Lambda context.
+    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body that is not JSON text, or a JSON array); on success the
+    owner is in ``app.context["owner"]``, the actor in ``app.context["actor"]`` and the idempotency layer knows the Lambda context.
     """
 
     def __init__(self, api: Callable[[], Admitting]) -> None:
@@ -81,7 +81,8 @@ class Admission(BaseMiddlewareHandler):
     def handler(self, app: Any, next_middleware: NextMiddleware) -> Response:
         api = self._api()
         event = app.current_event.raw_event
-        app.append_context(owner=api.authenticator.owner_of(event))
+        caller = api.authenticator.caller_of(event)
+        app.append_context(owner=caller.owner, actor=caller.actor)
         body, limit = _body_bytes(event), api.settings.api_max_body_bytes
         if len(body) > limit:
             raise PayloadTooLarge(len(body), limit)
@@ -92,14 +93,28 @@ class Admission(BaseMiddlewareHandler):
                 code="unsupported_media_type",
             )
         try:
-            body.decode("utf-8")
+            text = body.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInput(
                 "body", "request body is not valid JSON: not UTF-8 text", code="invalid_json"
             ) from None
+        if _is_array(text):
+            # Powertools' body validation takes the one object of ``[{...}]`` as the body: refuse it here
+            raise InvalidInput("body", "request body must be a JSON object")
         if api.service.idempotency is not None:
             api.service.idempotency.bind_invocation(app.lambda_context)
         return next_middleware(app)
+
+
+def _is_array(text: str) -> bool:
+    """Whether a request body is a JSON array (every body of the API is an object, or absent). Malformed JSON is
+    left to the body's own parsing, which names it ``invalid_json``."""
+    if not text.lstrip().startswith("["):
+        return False
+    try:
+        return isinstance(parse_json_body(text), list)
+    except json.JSONDecodeError:
+        return False
 
 
 def parse_json_body(text: str) -> Any:

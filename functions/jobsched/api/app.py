@@ -33,7 +33,7 @@ from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
 from jobsched.api.openapi import REPLAYED_HEADER, JobschedResolver, responses
 from jobsched.api.service import JobService
 from jobsched.domain.fires import MAX_FIRES
-from jobsched.models import Fires, Job, JobCreate, JobPatch, Page, Run, RunStatus
+from jobsched.models import Fires, Job, JobCreate, JobEvent, JobPatch, Page, PauseRequest, Run, RunStatus
 from jobsched.settings import Settings
 
 
@@ -69,6 +69,11 @@ def caller() -> str:
     return str(app.context["owner"])
 
 
+def actor() -> str:
+    """Who is making the current request, as recorded on what it changes (set by admission: design §3.2)."""
+    return str(app.context["actor"])
+
+
 app = JobschedResolver(Admission(current_api))
 """The API's resolver: ``handlers.api`` resolves every API Gateway event with it."""
 
@@ -101,6 +106,7 @@ def _replay_headers(replayed: bool) -> dict[str, str]:
 
 ApiDep = Annotated[Api, Depends(get_api)]
 Owner = Annotated[str, Depends(caller)]
+Actor = Annotated[str, Depends(actor)]
 IdempotencyKey = Annotated[
     str | None,
     Header(
@@ -155,10 +161,10 @@ def _route(operation_id: str, **options: Any) -> Callable[[_F], _F]:
     ),
 )
 def create_job(
-    body: JobCreate, api: ApiDep, owner: Owner, idempotency_key: IdempotencyKey = None
+    body: JobCreate, api: ApiDep, owner: Owner, by: Actor, idempotency_key: IdempotencyKey = None
 ) -> Response[Job]:
     """Register a job for the caller. ``"command": "x"`` is shorthand for ``"target": {"type": "command", "name": "x"}``."""
-    result = api.service.create_job(owner, body, idempotency_key=idempotency_key)
+    result = api.service.create_job(owner, body, idempotency_key=idempotency_key, actor=by)
     headers = _replay_headers(result.replayed)
     if result.created:
         headers["Location"] = f"{_public_prefix()}/jobs/{result.job.id}"
@@ -197,11 +203,11 @@ def get_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     tags=["jobs"],
     responses=responses({200: (Job, "The changed job")}, 404, 409, 413),
 )
-def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
+def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner, by: Actor) -> Job:
     """Fields given replace the stored ones (``retry`` merges field by field). Changing the schedule,
     timezone, start_at or end_at recomputes ``next_run_at`` from now on; fires still pending (inside their
     jitter window, or missed while the scheduler was down) are kept and follow the job's ``missed`` policy."""
-    return api.service.update_job(owner, id, body)
+    return api.service.update_job(owner, id, body, actor=by)
 
 
 @_route(
@@ -210,8 +216,8 @@ def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner) -> Job:
     tags=["jobs"],
     responses=responses({204: (None, "Deleted: no new runs; run history is kept until retention")}, 404),
 )
-def delete_job(id: JobId, api: ApiDep, owner: Owner) -> Response[None]:
-    api.service.delete_job(owner, id)
+def delete_job(id: JobId, api: ApiDep, owner: Owner, by: Actor) -> Response[None]:
+    api.service.delete_job(owner, id, actor=by)
     return Response(status_code=HTTPStatus.NO_CONTENT)
 
 
@@ -221,8 +227,9 @@ def delete_job(id: JobId, api: ApiDep, owner: Owner) -> Response[None]:
     tags=["jobs"],
     responses=responses({200: (Job, "The paused job")}, 404, 409),
 )
-def pause_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
-    return api.service.pause_job(owner, id)
+def pause_job(id: JobId, api: ApiDep, owner: Owner, by: Actor, body: PauseRequest | None = None) -> Job:
+    """The job shows who paused it, when, and the ``reason`` given (optional body ``{"reason": "..."}``)."""
+    return api.service.pause_job(owner, id, reason=body.reason if body else None, actor=by)
 
 
 @_route(
@@ -231,8 +238,8 @@ def pause_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     tags=["jobs"],
     responses=responses({200: (Job, "The resumed job")}, 404, 409),
 )
-def resume_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
-    return api.service.resume_job(owner, id)
+def resume_job(id: JobId, api: ApiDep, owner: Owner, by: Actor) -> Job:
+    return api.service.resume_job(owner, id, actor=by)
 
 
 @_route(
@@ -242,9 +249,9 @@ def resume_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
     responses=responses({202: (Run, "The run, queued")}, 404, 409, 422, idempotent=True),
 )
 def trigger_job(
-    id: JobId, api: ApiDep, owner: Owner, idempotency_key: IdempotencyKey = None
+    id: JobId, api: ApiDep, owner: Owner, by: Actor, idempotency_key: IdempotencyKey = None
 ) -> Response[Run]:
-    result = api.service.trigger_job(owner, id, idempotency_key=idempotency_key)
+    result = api.service.trigger_job(owner, id, idempotency_key=idempotency_key, actor=by)
     return Response(
         status_code=HTTPStatus.ACCEPTED,
         content_type=content_types.APPLICATION_JSON,
@@ -274,6 +281,24 @@ def list_runs(
     cursor: Cursor = None,
 ) -> Page[Run]:
     return api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
+
+
+@_route(
+    "listEvents",
+    summary="A job's audit events, newest first",
+    description="Created, updated (with the fields given), paused (with the reason), resumed, triggered, "
+    "deleted, each with its actor and time; kept as long as run history, a deleted job's too.",
+    tags=["jobs"],
+    responses=responses(
+        {200: (Page[JobEvent], "A page of events")},
+        404,
+        descriptions={404: "No such job (or not the caller's), or a `cursor` this listing did not issue"},
+    ),
+)
+def list_events(
+    id: JobId, api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = None
+) -> Page[JobEvent]:
+    return api.service.list_events(owner, id, limit=limit, cursor=cursor)
 
 
 @_route(

@@ -7,7 +7,9 @@
 - Locally (``Settings.local_tokens_file`` set), ``Authorization: Bearer <token>`` is looked up in a JSON object
   ``{"<token>": "<owner>", ...}``, read once per path and cached.
 
-The owner is never taken from the request body.
+The owner is never taken from the request body. The **actor** (who made a change, design §3.2) is the finer
+identity: the principal ARN as API Gateway reports it (the session ``.../assumed-role/billing/alice``), or a local
+token's owner.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hmac
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,10 +31,19 @@ _ASSUMED_ROLE = re.compile(
 MAX_OWNER_CHARS = 1024
 
 
-class Authenticator(Protocol):
-    """Maps an API Gateway REST (v1) proxy event to the caller's owner id, or raises ``Unauthorized``."""
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: ``owner``, whose jobs the request may touch, and ``actor``, the identity recorded as
+    having made a change (``updated_by``, ``paused_by``, audit events)."""
 
-    def owner_of(self, event: Mapping[str, Any]) -> str: ...
+    owner: str
+    actor: str
+
+
+class Authenticator(Protocol):
+    """Maps an API Gateway REST (v1) proxy event to its :class:`Caller`, or raises ``Unauthorized``."""
+
+    def caller_of(self, event: Mapping[str, Any]) -> Caller: ...
 
 
 def owner_from_principal(arn: str) -> str:
@@ -49,8 +61,9 @@ def owner_from_principal(arn: str) -> str:
 class IamAuthenticator:
     """Owner from the IAM principal API Gateway authenticated (``requestContext.identity.userArn``)."""
 
-    def owner_of(self, event: Mapping[str, Any]) -> str:
-        """Raises ``Unauthorized`` when the event carries no principal (the API must use IAM auth)."""
+    def caller_of(self, event: Mapping[str, Any]) -> Caller:
+        """The principal's owner (:func:`owner_from_principal`) and the principal itself as the actor. Raises
+        ``Unauthorized`` when the event carries no principal (the API must use IAM auth)."""
         context = event.get("requestContext")
         identity = context.get("identity") if isinstance(context, Mapping) else None
         arn = identity.get("userArn") if isinstance(identity, Mapping) else None
@@ -59,7 +72,7 @@ class IamAuthenticator:
                 "no IAM caller identity on the request; sign it with SigV4 (IAM auth)",
                 challenge="AWS4-HMAC-SHA256",
             )
-        return owner_from_principal(arn)
+        return Caller(owner=owner_from_principal(arn), actor=arn)
 
 
 @lru_cache(maxsize=8)
@@ -94,8 +107,9 @@ class TokenAuthenticator:
     def from_file(cls, path: str) -> TokenAuthenticator:
         return cls(load_tokens(path))
 
-    def owner_of(self, event: Mapping[str, Any]) -> str:
-        """Raises ``Unauthorized`` for a missing header, another scheme, or an unknown token.
+    def caller_of(self, event: Mapping[str, Any]) -> Caller:
+        """The token's owner, also as the actor. Raises ``Unauthorized`` for a missing header, another scheme,
+        or an unknown token.
 
         Every known token is compared in constant time, so timing does not reveal a prefix.
         """
@@ -112,4 +126,4 @@ class TokenAuthenticator:
                 owner = known_owner
         if owner is None:
             raise Unauthorized("unknown bearer token")
-        return owner
+        return Caller(owner=owner, actor=owner)

@@ -54,6 +54,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/jobs/{id}/trigger", "triggerJob"),
     Route("GET", "/jobs/{id}/runs", "listRuns", query=("status", "limit", "cursor")),
     Route("GET", "/jobs/{id}/fires", "listFires", query=("count",)),
+    Route("GET", "/jobs/{id}/events", "listEvents", query=("limit", "cursor")),
     Route("GET", "/openapi.json", "getOpenApi", documented=False),
 )
 """Every route of the API, in the order of design §3."""

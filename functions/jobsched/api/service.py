@@ -43,6 +43,8 @@ from jobsched.models import (
     Fires,
     Job,
     JobCreate,
+    JobEvent,
+    JobEventKind,
     JobPatch,
     JobSettings,
     Page,
@@ -55,8 +57,8 @@ from jobsched.models import (
 )
 from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks
-from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import JobRepository, SchedulingState, StoredJob
+from jobsched.ports.errors import Conflict, NameTaken, NotFound, StoreUnavailable
+from jobsched.ports.jobs import AuditEvent, JobRepository, SchedulingState, StoredJob
 from jobsched.ports.runs import QueueSendError, RunHistory, RunMessage, RunSender, new_run
 from jobsched.schedules import (
     Schedule,
@@ -143,9 +145,15 @@ class JobService:
     # --- create -------------------------------------------------------------------------------
 
     def create_job(
-        self, owner: str, request: JobCreate, *, idempotency_key: str | None = None
+        self,
+        owner: str,
+        request: JobCreate,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
     ) -> CreateResult:
-        """Register a job for ``owner``.
+        """Register a job for ``owner``, made by ``actor`` (default: the owner; recorded as ``updated_by`` and in
+        the job's ``created`` event).
 
         Returns ``CreateResult(job, created=True)``, or ``created=False`` with the owner's existing job of
         that name when its spec is identical. With ``idempotency_key`` a repeat returns the first result
@@ -153,13 +161,14 @@ class JobService:
         ``ConcurrentChange`` (409: the name was taken and released meanwhile; retry), and the idempotency
         errors of ``IdempotencyKeys.run``.
         """
+        actor = actor or owner
         if idempotency_key is None:
-            return self._create(owner, request)
+            return self._create(owner, request, actor)
         outcome = self._keys().run(
             owner,
             idempotency_key,
             {"op": "create_job", "body": request.model_dump(mode="json", exclude_unset=True)},
-            lambda: self._create_record(owner, request),
+            lambda: self._create_record(owner, request, actor),
         )
         return CreateResult(
             job=Job.model_validate(outcome.result["job"]),
@@ -167,11 +176,11 @@ class JobService:
             replayed=outcome.replayed,
         )
 
-    def _create_record(self, owner: str, request: JobCreate) -> dict[str, Any]:
-        result = self._create(owner, request)
+    def _create_record(self, owner: str, request: JobCreate, actor: str) -> dict[str, Any]:
+        result = self._create(owner, request, actor)
         return {"job": result.job.model_dump(mode="json"), "created": result.created}
 
-    def _create(self, owner: str, request: JobCreate) -> CreateResult:
+    def _create(self, owner: str, request: JobCreate, actor: str) -> CreateResult:
         now_ms = self.clock()
         now = from_ms(now_ms)
         self._check_settings(request, owner)
@@ -182,6 +191,8 @@ class JobService:
                 "owner": owner,
                 "created_at": now,
                 "updated_at": now,
+                "updated_by": actor,
+                **(_paused_fields(actor, now_ms, None) if request.paused else {}),
             }
         )
         state = registration.register(
@@ -191,7 +202,9 @@ class JobService:
         job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
         self._mark_partitions()
         try:
-            self.jobs.create(job, state)
+            self.jobs.create(
+                job, state, self._event(job.id, now_ms, _version_key(1), JobEventKind.CREATED, actor)
+            )
         except NameTaken as taken:
             return self._existing_by_name(owner, job, taken.job_id)
         except Conflict as conflict:
@@ -277,8 +290,10 @@ class JobService:
 
     # --- change -------------------------------------------------------------------------------
 
-    def update_job(self, owner: str, job_id: str, patch: JobPatch) -> Job:
-        """Apply ``patch`` (fields present replace the stored ones; ``retry`` merges field by field).
+    def update_job(self, owner: str, job_id: str, patch: JobPatch, *, actor: str | None = None) -> Job:
+        """Apply ``patch`` (fields present replace the stored ones; ``retry`` merges field by field), made by
+        ``actor`` (default: the owner), recorded with the names of the fields given (``updated`` event; a
+        ``paused`` given also sets or clears ``paused_by``/``paused_at``/``paused_reason``).
 
         When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
         with the new settings (see :meth:`_retimed_since_ms`): future fires from now on (design §3), while
@@ -308,6 +323,10 @@ class JobService:
                 raise _validation_problem(error) from error
             self._check_settings(settings, owner)
             job = current.model_copy(update=dict(settings))
+            if settings.paused != current.paused:
+                job = job.model_copy(
+                    update=_paused_fields(actor or owner, now_ms, None, paused=settings.paused)
+                )
             if retimed:
                 schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
                 since_ms = self._retimed_since_ms(
@@ -317,7 +336,9 @@ class JobService:
                 return job, registration.anchor_ms(job), first
             return job, _stored_anchor_ms(state, current), state.next_run_at if state else None
 
-        return self._rewrite(owner, job_id, change, event="job updated")
+        return self._rewrite(
+            owner, job_id, change, actor=actor, kind=JobEventKind.UPDATED, detail={"fields": sorted(changes)}
+        )
 
     @staticmethod
     def _retimed_since_ms(
@@ -343,28 +364,35 @@ class JobService:
             since_ms = max(since_ms, to_ms(job.created_at))
         return since_ms
 
-    def pause_job(self, owner: str, job_id: str) -> Job:
-        """Take the job out of the due index (``paused`` true, ``next_run_at`` kept). Idempotent.
+    def pause_job(
+        self, owner: str, job_id: str, *, reason: str | None = None, actor: str | None = None
+    ) -> Job:
+        """Take the job out of the due index (``paused`` true, ``next_run_at`` kept), recording ``paused_by``
+        (``actor``, default the owner), ``paused_at`` and ``reason``. Idempotent: a paused job is returned as it
+        is (its first pause's reason stands).
 
         Raises ``JobNotFound``, ``ConcurrentChange``.
         """
-        return self._set_paused(owner, job_id, paused=True)
+        return self._set_paused(owner, job_id, paused=True, reason=reason, actor=actor or owner)
 
-    def resume_job(self, owner: str, job_id: str) -> Job:
+    def resume_job(self, owner: str, job_id: str, *, actor: str | None = None) -> Job:
         """Return the job to the due index with its stored ``next_run_at`` (a past one is due at once, and the
-        scheduler applies the job's ``missed`` policy to the fires missed while paused). Idempotent.
+        scheduler applies the job's ``missed`` policy to the fires missed while paused); the pause's who/when/
+        why are cleared (the events keep them). Idempotent.
 
         Raises ``JobNotFound``, ``ConcurrentChange``.
         """
-        return self._set_paused(owner, job_id, paused=False)
+        return self._set_paused(owner, job_id, paused=False, reason=None, actor=actor or owner)
 
-    def _set_paused(self, owner: str, job_id: str, *, paused: bool) -> Job:
+    def _set_paused(self, owner: str, job_id: str, *, paused: bool, reason: str | None, actor: str) -> Job:
         def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
-            job = current.model_copy(update={"paused": paused})
+            job = current.model_copy(update=_paused_fields(actor, now_ms, reason, paused=paused))
             return job, _stored_anchor_ms(state, current), state.next_run_at if state else None
 
+        kind = JobEventKind.PAUSED if paused else JobEventKind.RESUMED
+        detail = {"reason": reason} if reason else {}
         return self._rewrite(
-            owner, job_id, change, event="job paused" if paused else "job resumed", skip_if_paused=paused
+            owner, job_id, change, actor=actor, kind=kind, detail=detail, skip_if_paused=paused
         )
 
     def _rewrite(
@@ -373,12 +401,16 @@ class JobService:
         job_id: str,
         change: Callable[[Job, SchedulingState | None, int], tuple[Job, int, int | None]],
         *,
-        event: str,
+        actor: str | None,
+        kind: JobEventKind,
+        detail: dict[str, Any],
         skip_if_paused: bool | None = None,
     ) -> Job:
         """Read, change and conditionally write a job, retrying when a scheduler or another edit got between.
 
-        ``change(current, its scheduling state, now_ms)`` returns ``(job, anchor_at ms, next_run_at ms or None)``.
+        ``change(current, its scheduling state, now_ms)`` returns ``(job, anchor_at ms, next_run_at ms or None)``;
+        the job is stamped ``updated_by`` ``actor`` (default: the owner) and the event ``kind`` with ``detail``
+        is recorded in the same write.
         ``skip_if_paused``: when set, a job whose ``paused`` already equals it is returned unchanged (pause and
         resume are idempotent).
         """
@@ -392,7 +424,11 @@ class JobService:
             stored_updated_ms = to_ms(current.updated_at)
             updated_ms = max(now_ms, stored_updated_ms + 1)
             job = job.model_copy(
-                update={"updated_at": from_ms(updated_ms), "next_run_at": _instant(next_run_at_ms)}
+                update={
+                    "updated_at": from_ms(updated_ms),
+                    "updated_by": actor or owner,
+                    "next_run_at": _instant(next_run_at_ms),
+                }
             )
             term = state.term if state else 0
             partition = (
@@ -406,6 +442,7 @@ class JobService:
                 if next_run_at_ms == stored_next
                 else registration.on_time_from_ms(job, next_run_at_ms, now_ms)
             )
+            version = (state.version or 0) + 1 if state else 1
             new_state = registration.scheduling_state(
                 job,
                 anchor_at_ms=anchor_ms,
@@ -414,27 +451,38 @@ class JobService:
                 settings=self.settings,
                 now_ms=now_ms,
                 term=term,
-                version=(state.version or 0) + 1 if state else 1,
+                version=version,
                 on_time_from=on_time_from,
             )
+            event = self._event(job_id, updated_ms, _version_key(version), kind, actor or owner, detail)
             try:
-                self.jobs.replace(job, new_state, stored_updated_ms, expected_state=(stored_next, term))
+                self.jobs.replace(
+                    job, new_state, stored_updated_ms, expected_state=(stored_next, term), event=event
+                )
             except Conflict:
                 logger.info("job changed during an edit; retrying", job_id=job_id, attempt=attempt)
                 continue
-            logger.info(event, job_id=job_id, owner=owner, next_run_at=next_run_at_ms, paused=job.paused)
+            logger.info(
+                f"job {kind.value}", job_id=job_id, owner=owner, next_run_at=next_run_at_ms, paused=job.paused
+            )
             return job
         raise ConcurrentChange(f"job {job_id} kept changing while being edited; retry the request")
 
-    def delete_job(self, owner: str, job_id: str) -> None:
+    def delete_job(self, owner: str, job_id: str, *, actor: str | None = None) -> None:
         """Delete the job: it leaves the due index (no new runs), its name is free again, and a tombstone keeps
-        its run history readable by its owner until retention. Raises ``JobNotFound`` (also when another
-        request deleted it first).
+        its run history and events readable by its owner until retention (a ``deleted`` event by ``actor``,
+        default the owner). Raises ``JobNotFound`` (also when another request deleted it first).
         """
         stored = self._load(owner, job_id)
+        now_ms = self.clock()
+        version = (stored.state.version or 0) + 1 if stored.state else 1
+        event = self._event(job_id, now_ms, _version_key(version), JobEventKind.DELETED, actor or owner)
         try:
             self.jobs.delete(
-                stored.job, deleted_at_ms=self.clock(), retention_days=self.settings.retention_days
+                stored.job,
+                deleted_at_ms=now_ms,
+                retention_days=self.settings.retention_days,
+                event=event,
             )
         except NotFound:
             raise JobNotFound(job_id) from None
@@ -442,8 +490,16 @@ class JobService:
 
     # --- trigger ------------------------------------------------------------------------------
 
-    def trigger_job(self, owner: str, job_id: str, *, idempotency_key: str | None = None) -> TriggerResult:
-        """Create one run of the job now, outside its schedule (paused jobs too), and enqueue it.
+    def trigger_job(
+        self,
+        owner: str,
+        job_id: str,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> TriggerResult:
+        """Create one run of the job now, outside its schedule (paused jobs too), and enqueue it; a
+        ``triggered`` event by ``actor`` (default: the owner) names the run.
 
         The run is ``(job_id, now)``, kind ``manual`` (``now`` - 1 ms, down to - 4 ms, when that instant is a fire
         of the schedule or already a run). If the enqueue fails the run stays ``queued`` and the
@@ -454,17 +510,18 @@ class JobService:
         run, never a second one. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
         idempotency errors of ``IdempotencyKeys.run``.
         """
+        actor = actor or owner
         if idempotency_key is None:
-            return TriggerResult(run=self._trigger(owner, job_id))
+            return TriggerResult(run=self._trigger(owner, job_id, actor))
         outcome = self._keys().run(
             owner,
             idempotency_key,
             {"op": "trigger_job", "job_id": job_id},
-            lambda: {"run": self._trigger(owner, job_id, idempotency_key).model_dump(mode="json")},
+            lambda: {"run": self._trigger(owner, job_id, actor, idempotency_key).model_dump(mode="json")},
         )
         return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
 
-    def _trigger(self, owner: str, job_id: str, idempotency_key: str | None = None) -> Run:
+    def _trigger(self, owner: str, job_id: str, actor: str, idempotency_key: str | None = None) -> Run:
         stored = self._load(owner, job_id)
         now_ms = self.clock()
         fires = self._fire_instants_ms(stored, now_ms - TRIGGER_SLOTS + 1, now_ms)
@@ -486,26 +543,29 @@ class JobService:
                 continue
             inserted = self.runs.put_new_keyed(row, owner=owner, idempotency_key=idempotency_key)
             if inserted.key_used:
-                return self._keyed_run(job_id, inserted.key_run_at)
+                return self._keyed_run(job_id, inserted.key_run_at, actor)
             if inserted.created:
                 break
         else:
             raise ConcurrentChange(f"job {job_id} was triggered many times this millisecond; retry")
         run = row.as_run()
         self._send_manual(run)
+        self._record_triggered(run, actor)
         logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
         return run
 
-    def _keyed_run(self, job_id: str, scheduled_for: int | None) -> Run:
+    def _keyed_run(self, job_id: str, scheduled_for: int | None, actor: str) -> Run:
         """The run an Idempotency-Key created earlier (``scheduled_for``, epoch ms; None: not readable), sent
         again if it is still ``queued`` (the first request may have died before sending it; a duplicate message
-        loses the worker's claim)."""
+        loses the worker's claim), and its ``triggered`` event written again (the same event: it lands on
+        itself)."""
         row = self.runs.get(job_id, scheduled_for) if scheduled_for is not None else None
         if row is None:
             raise ConcurrentChange("the run of this Idempotency-Key is being created; retry")
         run = row.as_run()
         if run.status is RunStatus.QUEUED:
             self._send_manual(run)
+        self._record_triggered(run, actor)
         logger.info("trigger replayed from its key", job_id=job_id, run_id=run.id)
         return run
 
@@ -543,6 +603,52 @@ class JobService:
             return set()
         fires = schedule.fires(from_ms(first_ms - 1), from_ms(last_ms), last_ms - first_ms + 1)
         return {to_ms(fire) for fire in fires}
+
+    def _record_triggered(self, run: Run, actor: str) -> None:
+        """The run's ``triggered`` event at the run's instant, keyed by the run (a repeat lands on itself). The
+        run is the record of the trigger; an event that cannot be written is logged, the trigger still succeeds."""
+        at_ms = to_ms(run.scheduled_for)
+        event = self._event(run.job_id, at_ms, run.id, JobEventKind.TRIGGERED, actor, {"run_id": run.id})
+        try:
+            self.jobs.record_event(event)
+        except StoreUnavailable as error:
+            logger.error("trigger event not recorded", run_id=run.id, error=str(error))
+
+    # --- events -------------------------------------------------------------------------------
+
+    def list_events(
+        self, owner: str, job_id: str, *, limit: int = 50, cursor: str | None = None
+    ) -> Page[JobEvent]:
+        """A page of the job's audit events, newest first (a deleted job's too, until retention).
+
+        Raises ``JobNotFound`` (absent, or not the owner's), ``InvalidInput``/``CursorNotFound`` (a cursor that
+        is malformed or not of this job's event listing).
+        """
+        if not _is_job_id(job_id) or self.jobs.history_owner(job_id) != owner:
+            raise JobNotFound(job_id)
+        before: str | None = None
+        if cursor is not None:
+            position = decode_cursor(cursor, "events", owner)
+            before = position.get("before")
+            if position.get("job") != job_id or not isinstance(before, str):
+                raise CursorNotFound()
+        events, last = self.jobs.list_events(job_id, limit, before)
+        items = [JobEvent(at=from_ms(e.at), kind=e.kind, actor=e.actor, detail=e.detail) for e in events]
+        next_cursor = encode_cursor("events", owner, {"job": job_id, "before": last}) if last else None
+        return Page[JobEvent](items=items, next_cursor=next_cursor)
+
+    def _event(
+        self,
+        job_id: str,
+        at_ms: int,
+        key: str,
+        kind: JobEventKind,
+        actor: str,
+        detail: dict[str, Any] | None = None,
+    ) -> AuditEvent:
+        """An audit event kept as long as run history (``Settings.retention_days`` after ``at_ms``)."""
+        expires_at = at_ms // 1000 + self.settings.retention_days * 86400
+        return AuditEvent(job_id, at_ms, key, kind, actor, detail or {}, expires_at)
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -638,6 +744,19 @@ def _blame_start_at(error: ScheduleError, job: JobSettings, changed: frozenset[s
 def _stored_anchor_ms(state: SchedulingState | None, job: Job) -> int:
     """The anchor (epoch ms) a job's state was stored with; its creation for a state stored without one."""
     return state.anchor_at if state and state.anchor_at is not None else to_ms(job.created_at)
+
+
+def _paused_fields(actor: str, now_ms: int, reason: str | None, *, paused: bool = True) -> dict[str, Any]:
+    """``paused`` and the who/when/why of a pause (``paused_by``, ``paused_at``, ``paused_reason``), all None
+    for a resume."""
+    if not paused:
+        return {"paused": False, "paused_by": None, "paused_at": None, "paused_reason": None}
+    return {"paused": True, "paused_by": actor, "paused_at": from_ms(now_ms), "paused_reason": reason}
+
+
+def _version_key(version: int) -> str:
+    """The event key of a job change: the job's version after it, so one millisecond's changes sort in order."""
+    return f"v{version:09d}"
 
 
 def _is_job_id(value: Any) -> bool:

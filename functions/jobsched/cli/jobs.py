@@ -1,5 +1,5 @@
 """``jobsched jobs ...``: register, inspect and change jobs (``create``, ``list``, ``get``, ``update``,
-``pause``, ``resume``, ``trigger``, ``fires``, ``delete``).
+``pause``, ``resume``, ``trigger``, ``events``, ``fires``, ``delete``).
 
 Job specs are not validated here: the API is their one judge, and its error (code, message, field) is the
 line the user sees (exit 1). Bad flags caught before any call (two targets, a flag that is not JSON, an
@@ -249,10 +249,12 @@ def jobs_update(
     show(updated, as_json, job_detail)
 
 
-def _pause_or_resume(job: str, conn: Connection, as_json: bool, *, pause: bool) -> None:
+def _pause_or_resume(
+    job: str, conn: Connection, as_json: bool, *, pause: bool, reason: str | None = None
+) -> None:
     with conn.client() as client:
         job_id = resolve_job(client, job)
-        result = client.pause_job(job_id) if pause else client.resume_job(job_id)
+        result = client.pause_job(job_id, reason=reason) if pause else client.resume_job(job_id)
     if as_json:
         print_json(result)
     else:
@@ -263,9 +265,16 @@ def _pause_or_resume(job: str, conn: Connection, as_json: bool, *, pause: bool) 
 
 @jobs_app.command("pause")
 @option_groups
-def jobs_pause(job: JobArgument, conn: Connection = Connection(), as_json: JsonOption = False) -> None:
+def jobs_pause(
+    job: JobArgument,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why; shown on the job while it is paused.")
+    ] = None,
+    conn: Connection = Connection(),
+    as_json: JsonOption = False,
+) -> None:
     """Pause a job: no runs until resumed (POST /jobs/{id}/pause)."""
-    _pause_or_resume(job, conn, as_json, pause=True)
+    _pause_or_resume(job, conn, as_json, pause=True, reason=reason)
 
 
 @jobs_app.command("resume")
@@ -290,6 +299,35 @@ def jobs_trigger(
         print_json(run)
     else:
         typer.echo(f"triggered run {run.get('id', '')} ({run.get('status', '')})")
+
+
+@jobs_app.command("events")
+@option_groups
+def jobs_events(
+    job: JobArgument,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many, newest first.")] = 20,
+    conn: Connection = Connection(),
+    as_json: JsonOption = False,
+) -> None:
+    """Who did what to a job, newest first: created, updated, paused, ... (GET /jobs/{id}/events)."""
+    events: list[dict[str, Any]] = []
+    with conn.client() as client:
+        job_id = resolve_job(client, job)
+        cursor: str | None = None
+        while len(events) < limit:
+            page = client.list_events(job_id, limit=min(max(limit - len(events), 1), 100), cursor=cursor)
+            events.extend(page.get("items", []))
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+    if as_json:
+        print_json(events[:limit])
+        return
+    rows = [
+        (when(e["at"]), e["kind"], e["actor"], json.dumps(e["detail"]) if e.get("detail") else "")
+        for e in events[:limit]
+    ]
+    print_table(("AT", "EVENT", "ACTOR", "DETAIL"), rows)
 
 
 @jobs_app.command("fires")

@@ -115,7 +115,7 @@ def job_detail(job: dict[str, Any]) -> Table:
     ordered = [k for k in _DETAIL_FIRST if k in job] + [k for k in job if k not in _DETAIL_FIRST]
     for key in ordered:
         value = job[key]
-        if key in ("next_run_at", "created_at", "updated_at", "start_at", "end_at"):
+        if key in ("next_run_at", "created_at", "updated_at", "start_at", "end_at", "paused_at"):
             shown = when(value)
         elif isinstance(value, dict | list):
             shown = json.dumps(value, separators=(", ", ": "))

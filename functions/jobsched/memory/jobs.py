@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from jobsched.models import Job, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import AuditEvent, DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder
 
 
@@ -38,12 +38,13 @@ class MemoryJobStore:
         self.names: dict[tuple[str, str], str] = {}
         self.tombstones: dict[str, _Tombstone] = {}
         self.locks: dict[str, OverlapHolder] = {}
+        self.events: dict[str, dict[str, AuditEvent]] = {}
         self._lock = threading.RLock()
 
     # --- JobRepository ------------------------------------------------------------------------
 
-    def create(self, job: Job, state: SchedulingState) -> None:
-        """Store a new job, its state and its name. Raises ``NameTaken(job_id of the holder)``."""
+    def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
+        """Store a new job, its state, its name and ``event``. Raises ``NameTaken(job_id of the holder)``."""
         with self._lock:
             holder = self.names.get((job.owner, job.name))
             if holder is not None:
@@ -52,6 +53,27 @@ class MemoryJobStore:
             self.jobs[job.id] = job
             self.states[job.id] = state
             self.tombstones.pop(job.id, None)
+            self._record(event)
+
+    def _record(self, event: AuditEvent | None) -> None:
+        if event is not None:
+            self.events.setdefault(event.job_id, {})[event.position] = event
+
+    def record_event(self, event: AuditEvent) -> None:
+        """Record ``event`` (the same ``(job_id, at, key)`` again replaces it)."""
+        with self._lock:
+            self._record(event)
+
+    def list_events(
+        self, job_id: str, limit: int, before: str | None = None
+    ) -> tuple[list[AuditEvent], str | None]:
+        """A page of the job's events, newest first, older than ``before``; the last one's position when more
+        follow. Events do not expire here."""
+        with self._lock:
+            ordered = sorted(self.events.get(job_id, {}).items(), reverse=True)
+        found = [event for position, event in ordered if before is None or position < before]
+        page = found[:limit]
+        return page, (page[-1].position if len(found) > limit else None)
 
     def get(self, job_id: str) -> StoredJob:
         """The live job ``job_id``. Raises ``NotFound``."""
@@ -98,9 +120,10 @@ class MemoryJobStore:
         state: SchedulingState,
         expected_updated_at: int,
         expected_state: tuple[int | None, int] | None = None,
+        event: AuditEvent | None = None,
     ) -> None:
-        """Rewrite a job and its state; ``Conflict`` when it changed (``updated_at``), was deleted, or (with
-        ``expected_state``) its ``(next_run_at, term)`` changed."""
+        """Rewrite a job and its state, recording ``event``; ``Conflict`` when it changed (``updated_at``), was
+        deleted, or (with ``expected_state``) its ``(next_run_at, term)`` changed."""
         with self._lock:
             current = self.jobs.get(job.id)
             if current is None or to_ms(current.updated_at) != expected_updated_at:
@@ -114,10 +137,13 @@ class MemoryJobStore:
                     raise Conflict("the job changed meanwhile; read it again")
             self.jobs[job.id] = job
             self.states[job.id] = state
+            self._record(event)
 
-    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None) -> None:
-        """Delete a live job (state, due entry and name go; a tombstone stays with ``retention_days``). Raises
-        ``NotFound`` when it is already deleted. Tombstones do not expire here."""
+    def delete(
+        self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None
+    ) -> None:
+        """Delete a live job (state, due entry and name go; a tombstone stays with ``retention_days``), recording
+        ``event``. Raises ``NotFound`` when it is already deleted. Tombstones do not expire here."""
         with self._lock:
             if self.jobs.pop(job.id, None) is None:
                 raise NotFound(job.id)
@@ -126,6 +152,7 @@ class MemoryJobStore:
                 del self.names[(job.owner, job.name)]
             if retention_days is not None:
                 self.tombstones[job.id] = _Tombstone(job.owner, deleted_at_ms)
+            self._record(event)
 
     def history_owner(self, job_id: str) -> str | None:
         """The owner of the live job, or of the deleted one's tombstone; None when there is neither."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from jobsched.models import Job, JobSettings, MissedPolicy
+from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy
 
 DEFAULT_CATCH_UP_WINDOW_S: int = JobSettings.model_fields["catch_up_window_s"].default
 """Catch-up window of a scheduling state stored before the field existed: the job model's default."""
@@ -82,6 +82,30 @@ class StoredJob:
     state: SchedulingState | None
 
 
+@dataclass(frozen=True)
+class AuditEvent:
+    """One entry of a job's audit trail (design §3.2): ``kind`` done by ``actor`` at ``at`` (epoch ms, UTC).
+
+    ``key`` tells apart the job's events of one millisecond and makes a repeated write of the same event land
+    on itself (the service uses e.g. ``updated-v3``, the job's version after the change, or a run's id);
+    ``detail``: JSON-able facts (changed fields, a reason, a run id); ``expires_at``: epoch seconds after which
+    the store may drop it (kept as long as run history), None to keep it.
+    """
+
+    job_id: str
+    at: int
+    key: str
+    kind: JobEventKind
+    actor: str
+    detail: dict[str, Any]
+    expires_at: int | None = None
+
+    @property
+    def position(self) -> str:
+        """Where the event sorts among the job's events (by ``at``, then ``key``): the listing's cursor."""
+        return f"{self.at:013d}#{self.key}"
+
+
 DuePageToken = object
 """Where a page of a due-index query stopped (opaque: only the store that issued it reads it)."""
 
@@ -134,9 +158,9 @@ class DueIndex(Protocol):
 class JobRepository(Protocol):
     """What the API's ``JobService`` needs from the job store. Reads are strongly consistent."""
 
-    def create(self, job: Job, state: SchedulingState) -> None:
-        """Store a new job and its state, taking its name. Raises ``NameTaken(job_id of the holder)``, or
-        ``Conflict`` when the name was taken and released meanwhile."""
+    def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
+        """Store a new job and its state, taking its name, and ``event`` with them (all or nothing). Raises
+        ``NameTaken(job_id of the holder)``, or ``Conflict`` when the name was taken and released meanwhile."""
         ...
 
     def get(self, job_id: str) -> StoredJob:
@@ -160,16 +184,33 @@ class JobRepository(Protocol):
         state: SchedulingState,
         expected_updated_at: int,
         expected_state: tuple[int | None, int] | None = None,
+        event: AuditEvent | None = None,
     ) -> None:
-        """Rewrite a job and its state. Refused with ``Conflict`` when its ``updated_at`` (epoch ms) is no
-        longer ``expected_updated_at`` (or it was deleted), or, with ``expected_state = (next_run_at or None,
-        term)``, when a scheduler moved it or a newer leader stamped it since."""
+        """Rewrite a job and its state, and record ``event`` with them (all or nothing). Refused with ``Conflict``
+        when its ``updated_at`` (epoch ms) is no longer ``expected_updated_at`` (or it was deleted), or, with
+        ``expected_state = (next_run_at or None, term)``, when a scheduler moved it or a newer leader stamped it
+        since."""
         ...
 
-    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None) -> None:
+    def delete(
+        self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None
+    ) -> None:
         """Delete a job: its state and due entry go, its name is free again (unless a newer job holds it), and,
-        with ``retention_days``, a tombstone keeps its run history's owner known for that long. Raises
-        ``NotFound`` when it is already deleted."""
+        with ``retention_days``, a tombstone keeps its run history's owner known for that long; ``event`` is
+        recorded with it (all or nothing). Raises ``NotFound`` when it is already deleted."""
+        ...
+
+    def record_event(self, event: AuditEvent) -> None:
+        """Record an event that changes no job (a trigger, a retried run, a backfill). Writing the same
+        ``(job_id, at, key)`` again replaces it."""
+        ...
+
+    def list_events(
+        self, job_id: str, limit: int, before: str | None = None
+    ) -> tuple[list[AuditEvent], str | None]:
+        """A page of at most ``limit`` of the job's events, newest first, older than ``before`` (a
+        ``AuditEvent.position``), and the last one's position when more may follow (else None). Events outlive
+        the job's deletion (until they expire)."""
         ...
 
     def history_owner(self, job_id: str) -> str | None:

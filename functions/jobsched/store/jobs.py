@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import AuditEvent, DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
@@ -21,6 +21,9 @@ from jobsched.store.layout import (
     due_attributes,
     due_entry_from_item,
     due_pk,
+    event_from_item,
+    event_item,
+    events_pk,
     history_owner,
     is_tombstone,
     job_from_items,
@@ -58,8 +61,12 @@ class JobStore:
 
     # --- API side -----------------------------------------------------------------------------
 
-    def create(self, job: Job, state: SchedulingState) -> None:
-        """Write a new job's spec, scheduling item and name lock in one transaction.
+    def _event_put(self, event: AuditEvent | None) -> list[dict[str, Any]]:
+        """The transaction item recording ``event`` (none without one)."""
+        return [] if event is None else [{"Put": {"TableName": self.table.name, "Item": event_item(event)}}]
+
+    def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
+        """Write a new job's spec, scheduling item, name lock and ``event`` in one transaction.
 
         Raises ``NameTaken(job_id)`` when the owner already has a job with this name, ``Conflict`` when the
         name was taken and released meanwhile.
@@ -79,6 +86,7 @@ class JobStore:
                     },
                     {"Put": {"TableName": self.table.name, "Item": spec}},
                     {"Put": {"TableName": self.table.name, "Item": sched}},
+                    *self._event_put(event),
                 ]
             )
         except ClientError as error:
@@ -262,8 +270,10 @@ class JobStore:
         state: SchedulingState,
         expected_updated_at: int,
         expected_state: tuple[int | None, int] | None = None,
+        event: AuditEvent | None = None,
     ) -> None:
-        """Replace a job's spec and scheduling items (PATCH, pause, resume) in one transaction.
+        """Replace a job's spec and scheduling items (PATCH, pause, resume) and record ``event``, in one
+        transaction.
 
         The scheduling item's ``term`` is kept at least as high as the stored one by the caller.
         ``expected_state = (next_run_at or None, term)`` as the caller read them: the write is also refused
@@ -298,6 +308,7 @@ class JobStore:
                         }
                     },
                     {"Put": sched_put},
+                    *self._event_put(event),
                 ]
             )
         except ClientError as error:
@@ -305,10 +316,13 @@ class JobStore:
                 raise Conflict("the job changed meanwhile; read it again") from error
             raise
 
-    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None) -> None:
+    def delete(
+        self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None
+    ) -> None:
         """Delete a job in one transaction: its spec item becomes a tombstone kept ``retention_days`` after
         ``deleted_at_ms`` (epoch ms; ``layout.tombstone_item``; None removes it outright), its scheduling item
-        (so its due-index entry) and its name lock go. Its run history stays until retention.
+        (so its due-index entry) and its name lock go, ``event`` is recorded. Its run history and events stay
+        until retention.
 
         Raises ``NotFound`` when the job is already deleted (a late repeat: it changes nothing, and never frees
         a name a newer job holds).
@@ -344,12 +358,34 @@ class JobStore:
                             "ExpressionAttributeValues": {":job": spec["job_id"]},
                         }
                     },
+                    *self._event_put(event),
                 ]
             )
         except ClientError as error:
             if is_condition_failure(error):
                 raise NotFound(spec["job_id"]) from error
             raise
+
+    @unavailable_on_failure
+    def record_event(self, event: AuditEvent) -> None:
+        """Put the event's item (the same ``(job_id, at, key)`` again replaces it)."""
+        self.table.put_item(Item=event_item(event))
+
+    @unavailable_on_failure
+    def list_events(
+        self, job_id: str, limit: int, before: str | None = None
+    ) -> tuple[list[AuditEvent], str | None]:
+        """One query of ``pk=events#<job_id>``, newest first (``sk < before`` when given); the last event's
+        position when DynamoDB says more may follow."""
+        condition = Key("pk").eq(events_pk(job_id))
+        if before is not None:
+            condition = condition & Key("sk").lt(before)
+        reply = self.table.query(
+            KeyConditionExpression=condition, ScanIndexForward=False, Limit=limit, ConsistentRead=True
+        )
+        events = [event_from_item(item) for item in reply["Items"]]
+        more = "LastEvaluatedKey" in reply and events
+        return events, (events[-1].position if more else None)
 
     # --- scheduler side -----------------------------------------------------------------------
 

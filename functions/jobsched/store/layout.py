@@ -11,6 +11,10 @@ Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
 - overlap lock ``pk=job#<id> sk=running`` (only ``overlap: skip`` jobs, only while a try runs): the run holding
   it, refreshed by its heartbeats (``JobStore.acquire_overlap``).
 
+Audit events (design §3.2) ``pk=events#<job id> sk=<at, 13 digits>#<key>``, newest last: ``kind``, ``actor``,
+``at`` (epoch ms), ``detail`` (JSON), ``expires_at`` (epoch s, the TTL: kept as long as run history). Under a
+partition key of their own, so reading a job (one query of ``job#<id>``) never reads its history.
+
 A deleted job leaves one item: its tombstone, in the spec item's place (``pk=job#<id> sk=spec``), so the
 owner can still read the job's run history (design §3: "history kept until retention"). It holds
 ``job_id``, ``deleted_owner``, ``deleted_name``, ``deleted_at`` (epoch ms) and ``expires_at`` (epoch s, the
@@ -28,8 +32,14 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from jobsched.models import Job, JobSettings, MissedPolicy, RunKind, RunStatus, from_ms, to_ms
-from jobsched.ports.jobs import DEFAULT_CATCH_UP_WINDOW_S, DEFAULT_MISFIRE_GRACE_S, DueEntry, SchedulingState
+from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, RunKind, RunStatus, from_ms, to_ms
+from jobsched.ports.jobs import (
+    DEFAULT_CATCH_UP_WINDOW_S,
+    DEFAULT_MISFIRE_GRACE_S,
+    AuditEvent,
+    DueEntry,
+    SchedulingState,
+)
 from jobsched.ports.runs import RunRow, sweep_shard
 
 SPEC_SK = "spec"
@@ -93,6 +103,12 @@ def plain(value: Any) -> Any:
 def spec_item(job: Job) -> dict[str, Any]:
     """The spec item of ``job`` (settings as one JSON document, so any ``input`` JSON round-trips)."""
     doc = job.model_dump(mode="json", include=set(JobSettings.model_fields) - {"paused"})
+    audit = {
+        "updated_by": job.updated_by,
+        "paused_by": job.paused_by,
+        "paused_at": to_ms(job.paused_at) if job.paused_at is not None else None,
+        "paused_reason": job.paused_reason,
+    }
     return {
         "pk": job_pk(job.id),
         "sk": SPEC_SK,
@@ -102,7 +118,43 @@ def spec_item(job: Job) -> dict[str, Any]:
         "doc": json.dumps(doc, separators=(",", ":")),
         "created_at": to_ms(job.created_at),
         "updated_at": to_ms(job.updated_at),
+        **{name: value for name, value in audit.items() if value is not None},
     }
+
+
+def events_pk(job_id: str) -> str:
+    return f"events#{job_id}"
+
+
+def event_item(event: AuditEvent) -> dict[str, Any]:
+    """The item of an audit event (see the module docstring)."""
+    item: dict[str, Any] = {
+        "pk": events_pk(event.job_id),
+        "sk": event.position,
+        "job_id": event.job_id,
+        "at": event.at,
+        "key": event.key,
+        "kind": event.kind.value,
+        "actor": event.actor,
+        "detail": json.dumps(event.detail, separators=(",", ":")),
+    }
+    if event.expires_at is not None:
+        item["expires_at"] = event.expires_at
+    return item
+
+
+def event_from_item(item: dict[str, Any]) -> AuditEvent:
+    """The audit event of an item written by :func:`event_item`. Raises KeyError/ValueError when malformed."""
+    item = plain(item)
+    return AuditEvent(
+        job_id=str(item["job_id"]),
+        at=int(item["at"]),
+        key=str(item["key"]),
+        kind=JobEventKind(item["kind"]),
+        actor=str(item["actor"]),
+        detail=json.loads(item["detail"]),
+        expires_at=int(item["expires_at"]) if item.get("expires_at") is not None else None,
+    )
 
 
 def tombstone_item(spec: dict[str, Any], *, deleted_at_ms: int, retention_days: int) -> dict[str, Any]:
@@ -208,6 +260,10 @@ def job_from_items(spec: dict[str, Any], sched: dict[str, Any] | None) -> Job:
             "next_run_at": from_ms(next_ms) if next_ms is not None else None,
             "created_at": from_ms(spec["created_at"]),
             "updated_at": from_ms(spec["updated_at"]),
+            "updated_by": spec.get("updated_by"),
+            "paused_by": spec.get("paused_by"),
+            "paused_at": from_ms(spec["paused_at"]) if spec.get("paused_at") is not None else None,
+            "paused_reason": spec.get("paused_reason"),
         }
     )
 

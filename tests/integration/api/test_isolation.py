@@ -15,6 +15,7 @@ ROUTES = [
     ("POST", "/jobs/{id}/trigger", None),
     ("GET", "/jobs/{id}/runs", None),
     ("GET", "/jobs/{id}/fires", None),
+    ("GET", "/jobs/{id}/events", None),
 ]
 
 

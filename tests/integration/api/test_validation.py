@@ -451,6 +451,7 @@ def test_a_base64_body_is_measured_decoded(http):
         ("POST", "/jobs/j_00000000000000000000/trigger"),
         ("GET", "/jobs/j_00000000000000000000/runs"),
         ("GET", "/jobs/j_00000000000000000000/fires"),
+        ("GET", "/jobs/j_00000000000000000000/events"),
     ],
 )
 def test_every_route_needs_a_caller_identity(http, method, path):
@@ -525,3 +526,25 @@ def test_instants_outside_the_years_1000_to_8999_are_400_naming_the_field(http, 
 
     assert reply.status == 400 and reply.error["field"] == field
     assert "1000" in reply.error["message"]
+
+
+def test_a_body_wrapped_in_a_json_array_is_refused_not_unwrapped(http):
+    """Regression: Powertools' body validation took the one object of ``[{...}]`` as the body, so a job
+    wrapped in an array was created (found by the OpenAPI contract test on the pause route)."""
+    job = http.create()
+    calls = [
+        ("POST", "/jobs", [http.job_body("wrapped")]),
+        ("PATCH", f"/jobs/{job['id']}", [{"timeout_s": 60}]),
+        ("POST", f"/jobs/{job['id']}/pause", [{}]),
+    ]
+
+    for method, path, body in calls:
+        reply = http(method, path, body=body)
+        assert reply.status == 400, (method, path, reply.body)
+        assert reply.error == {
+            "code": "invalid_input",
+            "message": "request body must be a JSON object",
+            "field": "body",
+        }
+    assert http("GET", f"/jobs/{job['id']}").body == job
+    assert http("GET", "/jobs").body["items"] == [job]

@@ -58,6 +58,8 @@ def test_the_openapi_document_is_served(client):
         "/jobs",
         "/jobs/{id}",
         "/jobs/{id}/pause",
+        "/jobs/{id}/fires",
+        "/jobs/{id}/events",
         "/jobs/{id}/resume",
         "/jobs/{id}/trigger",
         "/jobs/{id}/runs",

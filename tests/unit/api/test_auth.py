@@ -35,10 +35,11 @@ def test_owner_from_principal(principal, owner):
     assert owner_from_principal(principal) == owner
 
 
-def test_iam_owner_comes_from_the_request_context():
-    owner = IamAuthenticator().owner_of(event("arn:aws:sts::123456789012:assumed-role/billing/bob"))
+def test_iam_owner_and_actor_come_from_the_request_context():
+    caller = IamAuthenticator().caller_of(event("arn:aws:sts::123456789012:assumed-role/billing/bob"))
 
-    assert owner == "arn:aws:iam::123456789012:role/billing"
+    assert caller.owner == "arn:aws:iam::123456789012:role/billing"
+    assert caller.actor == "arn:aws:sts::123456789012:assumed-role/billing/bob"
 
 
 @pytest.mark.parametrize(
@@ -56,7 +57,7 @@ def test_iam_owner_comes_from_the_request_context():
 )
 def test_iam_without_a_principal_is_unauthorized(bad_event):
     with pytest.raises(Unauthorized) as raised:
-        IamAuthenticator().owner_of(bad_event)
+        IamAuthenticator().caller_of(bad_event)
 
     assert raised.value.challenge == "AWS4-HMAC-SHA256"
 
@@ -64,8 +65,8 @@ def test_iam_without_a_principal_is_unauthorized(bad_event):
 def test_a_bearer_token_maps_to_its_owner():
     auth = TokenAuthenticator({"t-1": "team-a", "t-2": "team-b"})
 
-    assert auth.owner_of(event(headers={"Authorization": "Bearer t-2"})) == "team-b"
-    assert auth.owner_of(event(headers={"authorization": "bearer  t-1 "})) == "team-a"
+    assert auth.caller_of(event(headers={"Authorization": "Bearer t-2"})).owner == "team-b"
+    assert auth.caller_of(event(headers={"authorization": "bearer  t-1 "})).owner == "team-a"
 
 
 @pytest.mark.parametrize(
@@ -82,7 +83,7 @@ def test_a_bearer_token_maps_to_its_owner():
 )
 def test_missing_or_bad_tokens_are_unauthorized(headers):
     with pytest.raises(Unauthorized) as raised:
-        TokenAuthenticator({"t-1": "team-a"}).owner_of(event("arn:aws:iam::1:user/x", headers))
+        TokenAuthenticator({"t-1": "team-a"}).caller_of(event("arn:aws:iam::1:user/x", headers))
 
     assert raised.value.challenge.startswith("Bearer")
 
@@ -95,8 +96,8 @@ def test_the_tokens_file_is_read_once_per_path(tmp_path):
 
     second = TokenAuthenticator.from_file(str(path))
 
-    assert first.owner_of(event(headers={"Authorization": "Bearer t-1"})) == "team-a"
-    assert second.owner_of(event(headers={"Authorization": "Bearer t-1"})) == "team-a"
+    assert first.caller_of(event(headers={"Authorization": "Bearer t-1"})).owner == "team-a"
+    assert second.caller_of(event(headers={"Authorization": "Bearer t-1"})).owner == "team-a"
 
 
 @pytest.mark.parametrize("content", ['["t-1"]', '{"t-1": 5}', "not json"])

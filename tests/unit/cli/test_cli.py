@@ -356,3 +356,20 @@ def test_jobs_fires_with_a_count_out_of_range_is_the_api_s_error_naming_count(cl
     assert result.exit_code == 1
     line = one_line(result.stderr)
     assert line.startswith("error: 400 ") and "count" in line
+
+
+def test_pause_with_a_reason_shows_it_on_the_job_and_events_list_who_did_what(cli: Any) -> None:
+    cli.json("jobs", "create", "--name", "ledger", "--schedule", "0 2 * * *", "--command", "echo")
+
+    paused = cli.json("jobs", "pause", "ledger", "--reason", "quarter close")
+    shown = cli("jobs", "get", "ledger")
+    cli("jobs", "resume", "ledger")
+    events = cli.json("jobs", "events", "ledger")
+    table = cli("jobs", "events", "ledger", "--limit", "2")
+
+    assert paused["paused_reason"] == "quarter close" and paused["paused_by"] == paused["updated_by"]
+    assert "quarter close" in shown.stdout
+    assert [e["kind"] for e in events] == ["resumed", "paused", "created"]
+    assert events[1]["detail"] == {"reason": "quarter close"}
+    assert table.exit_code == 0 and "EVENT" in table.stdout and "resumed" in table.stdout
+    assert "created" not in table.stdout
