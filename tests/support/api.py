@@ -25,7 +25,7 @@ from jobsched.api.idempotency import KEY_PREFIX, IdempotencyKeys
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
 from jobsched.aws import Aws
-from jobsched.clock import FakeClock
+from jobsched.clock import Clock, FakeClock
 from jobsched.handlers.api import handler
 from jobsched.models import RunStatus
 from jobsched.ports.jobs import SchedulingState
@@ -39,7 +39,7 @@ NOW_MS = 1_772_445_600_000  # 2026-03-02T10:00:00Z
 ACCOUNT = "123456789012"
 _teams = itertools.count(1)
 
-BuildApi = Callable[[Settings, FakeClock], Api]
+BuildApi = Callable[[Settings, Clock], Api]
 """Builds the ``Api`` a request is served with, from the deployment's settings and the test's clock."""
 
 
@@ -145,7 +145,7 @@ def memory_api(backend: Backend) -> BuildApi:
     built shares its stores, queue and idempotency records, as API execution environments share the tables.
     No target-tag reads (they need AWS: ``tests/integration/api/test_target_ownership.py``)."""
 
-    def build(settings: Settings, clock: FakeClock) -> Api:
+    def build(settings: Settings, clock: Clock) -> Api:
         service = JobService(
             settings=settings,
             jobs=backend.jobs,
@@ -163,7 +163,7 @@ def memory_api(backend: Backend) -> BuildApi:
 def moto_api(aws: Aws) -> BuildApi:
     """The composition root's ``Api`` (DynamoDB/SQS adapters) on the moto deployment ``aws``."""
 
-    def build(settings: Settings, clock: FakeClock) -> Api:
+    def build(settings: Settings, clock: Clock) -> Api:
         return Components(settings, aws, clock=clock).api()
 
     return build
