@@ -44,7 +44,7 @@ from jobsched.api.app import Api, app
 from jobsched.api.auth import TokenAuthenticator
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
 from jobsched.api.errors import IDEMPOTENCY_HEADER
-from jobsched.api.service import TIMING_FIELDS
+from jobsched.api.timing import TIMING_FIELDS
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.clock import system_clock
 from jobsched.handlers.api import handler
