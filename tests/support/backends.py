@@ -107,17 +107,22 @@ class MemoryKeyRecords(BasePersistenceLayer):
         self.records.pop(data_record.idempotency_key, None)
 
 
-def memory_settings() -> Settings:
-    """Default settings for the fakes (resource names only label them; one due shard, as the model's moto)."""
+RUN_QUEUE_URL = "memory://run-queue"
+DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
+
+
+def memory_settings(**knobs: Any) -> Settings:
+    """Settings for the fakes: resource names only label them; ``knobs`` (``due_shards=1``, ...) change the
+    other settings from their defaults."""
     return Settings(
         jobs_table="jobs",
         runs_table="runs",
         control_table="control",
         idempotency_table="idempotency",
-        run_queue_url="memory://run-queue",
-        dead_run_queue_url="memory://dead-run-queue",
+        run_queue_url=RUN_QUEUE_URL,
+        dead_run_queue_url=DEAD_RUN_QUEUE_URL,
         alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
-        due_shards=1,
+        **knobs,
     )
 
 
@@ -133,7 +138,7 @@ def memory_backend() -> Backend:
 
     return Backend(
         name="memory",
-        settings=memory_settings(),
+        settings=memory_settings(due_shards=1),  # one due shard, as the model's moto
         jobs=jobs,
         specs=jobs,
         runs=MemoryRunStore(),
