@@ -1,8 +1,15 @@
-"""Shared fixtures: fake credentials, then mock_aws, then resources from the shared definitions."""
+"""Shared fixtures: fake credentials, then mock_aws, then resources from the shared definitions.
+
+Unit and contract tests run with the network blocked (pytest-socket): a test under ``tests/unit`` or
+``tests/contract`` that opens an internet socket fails with ``SocketBlockedError`` (Unix sockets stay allowed:
+``--allow-unix-socket`` in pyproject's addopts; asyncio's self-pipe is one). Tests that need a real socket (a
+local HTTP server, local mode, the browser) live under ``tests/integration`` or ``tests/e2e``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from moto import mock_aws
@@ -15,6 +22,17 @@ from tests.support.aws import set_fake_credentials
 pytest_plugins = [
     "tests.support.worker"
 ]  # the worker tests' fixtures (clock, waiter, record, calls, make_run)
+
+
+OFFLINE = tuple(Path(__file__).parent / folder for folder in ("unit", "contract"))
+"""Where tests run with sockets disabled."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under :data:`OFFLINE` ``disable_socket`` (pytest-socket then blocks its sockets)."""
+    for item in items:
+        if item.path.is_relative_to(OFFLINE[0]) or item.path.is_relative_to(OFFLINE[1]):
+            item.add_marker(pytest.mark.disable_socket)
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ same way on both, so one judgement covers both."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,7 +45,8 @@ class Backend:
     (leases, watermarks, partition marks); ``queue`` the run queue and ``dead_runs`` the dead-run sink;
     ``idempotency`` the API's ``Idempotency-Key`` records. ``receive(limit)`` takes up to ``limit`` messages
     off the run queue (each delivered once, delay ignored on the fakes, honoured in real seconds by moto);
-    ``expire_keys()`` drops every idempotency record (as their expiry would).
+    ``expire_keys()`` drops every idempotency record (as their expiry would); ``key_records`` holds them on the
+    fakes (None on moto).
     """
 
     name: str
@@ -58,16 +60,25 @@ class Backend:
     idempotency: IdempotencyKeys
     receive: Callable[[int], list[RunMessage]]
     expire_keys: Callable[[], None]
+    key_records: MemoryKeyRecords | None = None
 
 
 class MemoryKeyRecords(BasePersistenceLayer):
     """Powertools idempotency records in a dict, with ``DynamoDBPersistenceLayer``'s put condition: a record is
     written when its key is new, its record expired, or it is in progress past its in-progress expiry; else
-    ``IdempotencyItemAlreadyExistsError`` (Powertools then reads the stored record and validates the payload)."""
+    ``IdempotencyItemAlreadyExistsError`` (Powertools then reads the stored record and validates the payload).
+    The condition is checked and the record written under one lock, as DynamoDB's conditional put is atomic.
+    :meth:`sharing` gives another layer on the same records (one per API execution environment, as each
+    environment has its own ``DynamoDBPersistenceLayer`` on the one table)."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: dict[str, DataRecord] | None = None, lock: Any = None) -> None:
         super().__init__()
-        self.records: dict[str, DataRecord] = {}
+        self.records: dict[str, DataRecord] = {} if records is None else records
+        self._lock = lock if lock is not None else threading.Lock()
+
+    def sharing(self) -> MemoryKeyRecords:
+        """A new layer on these records (and their lock)."""
+        return MemoryKeyRecords(self.records, self._lock)
 
     def _get_record(self, idempotency_key: str) -> DataRecord:
         try:
@@ -76,17 +87,18 @@ class MemoryKeyRecords(BasePersistenceLayer):
             raise IdempotencyItemNotFoundError from None
 
     def _put_record(self, data_record: DataRecord) -> None:
-        old = self.records.get(data_record.idempotency_key)
-        if old is not None and not old.is_expired:
-            now_ms = int(datetime.now().timestamp() * 1000)
-            in_progress_expired = (
-                old.status == STATUS_CONSTANTS["INPROGRESS"]
-                and old.in_progress_expiry_timestamp is not None
-                and old.in_progress_expiry_timestamp < now_ms
-            )
-            if not in_progress_expired:
-                raise IdempotencyItemAlreadyExistsError()
-        self.records[data_record.idempotency_key] = data_record
+        with self._lock:
+            old = self.records.get(data_record.idempotency_key)
+            if old is not None and not old.is_expired:
+                now_ms = int(datetime.now().timestamp() * 1000)
+                in_progress_expired = (
+                    old.status == STATUS_CONSTANTS["INPROGRESS"]
+                    and old.in_progress_expiry_timestamp is not None
+                    and old.in_progress_expiry_timestamp < now_ms
+                )
+                if not in_progress_expired:
+                    raise IdempotencyItemAlreadyExistsError()
+            self.records[data_record.idempotency_key] = data_record
 
     def _update_record(self, data_record: DataRecord) -> None:
         self.records[data_record.idempotency_key] = data_record
@@ -95,17 +107,22 @@ class MemoryKeyRecords(BasePersistenceLayer):
         self.records.pop(data_record.idempotency_key, None)
 
 
-def memory_settings() -> Settings:
-    """Default settings for the fakes (resource names only label them; one due shard, as the model's moto)."""
+RUN_QUEUE_URL = "memory://run-queue"
+DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
+
+
+def memory_settings(**knobs: Any) -> Settings:
+    """Settings for the fakes: resource names only label them; ``knobs`` (``due_shards=1``, ...) change the
+    other settings from their defaults."""
     return Settings(
         jobs_table="jobs",
         runs_table="runs",
         control_table="control",
         idempotency_table="idempotency",
-        run_queue_url="memory://run-queue",
-        dead_run_queue_url="memory://dead-run-queue",
+        run_queue_url=RUN_QUEUE_URL,
+        dead_run_queue_url=DEAD_RUN_QUEUE_URL,
         alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
-        due_shards=1,
+        **knobs,
     )
 
 
@@ -121,7 +138,7 @@ def memory_backend() -> Backend:
 
     return Backend(
         name="memory",
-        settings=memory_settings(),
+        settings=memory_settings(due_shards=1),  # one due shard, as the model's moto
         jobs=jobs,
         specs=jobs,
         runs=MemoryRunStore(),
@@ -131,6 +148,7 @@ def memory_backend() -> Backend:
         idempotency=IdempotencyKeys(keys),
         receive=receive,
         expire_keys=keys.records.clear,
+        key_records=keys,
     )
 
 

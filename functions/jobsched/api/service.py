@@ -14,7 +14,7 @@ Rules and where they come from:
 - ``next_run_at`` of a new job is the schedule's first fire from now; rates are anchored at ``start_at``,
   else at the job's creation (design §1); a re-timed job's is the first fire from now of its new
   settings, except that fires still pending (jitter not yet elapsed, or missed while the scheduler was down)
-  are kept for the scheduler's ``missed`` policy;
+  are kept for the scheduler's ``missed`` policy (those timing rules: ``jobsched.api.timing``);
 - pause takes the job out of the due index, resume puts it back with its stored (possibly past)
   ``next_run_at`` so the scheduler applies the job's ``missed`` policy (design §4);
 - a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run; it takes
@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from jobsched.api import timing
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
@@ -63,18 +64,13 @@ from jobsched.ports.runs import QueueSendError, RunHistory, RunMessage, RunSende
 from jobsched.schedules import (
     Schedule,
     ScheduleError,
-    jitter_offset_ms,
     parse_schedule,
-    validate_schedule,
 )
 from jobsched.settings import Settings
 from jobsched.targets.ownership import TargetTags
 
 JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
 """Ids made by ``registration.new_job_id``; anything else is "not found" without a read."""
-
-TIMING_FIELDS = frozenset({"schedule", "timezone", "start_at", "end_at"})
-"""PATCH fields that re-time a job: ``next_run_at`` is recomputed from now when any of them is given."""
 
 NON_NULLABLE_PATCH_FIELDS = frozenset(JobPatch.model_fields) - PATCH_NULLABLE_FIELDS
 """PATCH fields that may be omitted but not set to null (``input``/``start_at``/``end_at`` may be cleared)."""
@@ -296,7 +292,7 @@ class JobService:
         ``paused`` given also sets or clears ``paused_by``/``paused_at``/``paused_reason``).
 
         When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
-        with the new settings (see :meth:`_retimed_since_ms`): future fires from now on (design §3), while
+        with the new settings (see ``timing.retimed_since_ms``): future fires from now on (design §3), while
         fires still pending are kept, so an edit never silently drops a run. Otherwise ``next_run_at`` is kept,
         so a pending catch-up is not lost by editing ``input``. The stored fencing ``term`` is kept. Raises
         ``JobNotFound``, ``InvalidInput`` or ``ScheduleError`` (400), ``ConcurrentChange`` (409, the job kept
@@ -308,7 +304,7 @@ class JobService:
                 raise InvalidInput(field, f"{field} cannot be null; omit it to keep the current value")
         if not changes:
             return self.get_job(owner, job_id)
-        retimed = bool(TIMING_FIELDS & changes.keys())
+        retimed = bool(timing.TIMING_FIELDS & changes.keys())
 
         def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
             merged = current.model_dump(include=set(JobSettings.model_fields))
@@ -329,40 +325,16 @@ class JobService:
                 )
             if retimed:
                 schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
-                since_ms = self._retimed_since_ms(
+                since_ms = timing.retimed_since_ms(
                     job, state.next_run_at if state else None, now_ms, one_off=schedule.kind == "once"
                 )
                 first = registration.first_fire_ms(job, since_ms, schedule=schedule)
                 return job, registration.anchor_ms(job), first
-            return job, _stored_anchor_ms(state, current), state.next_run_at if state else None
+            return job, timing.stored_anchor_ms(state, current), state.next_run_at if state else None
 
         return self._rewrite(
             owner, job_id, change, actor=actor, kind=JobEventKind.UPDATED, detail={"fields": sorted(changes)}
         )
-
-    @staticmethod
-    def _retimed_since_ms(
-        job: Job, stored_next_run_at: int | None, now_ms: int, *, one_off: bool = False
-    ) -> int:
-        """The instant (epoch ms) from which a re-timed job's first fire is taken: fires at or after it count.
-
-        ``min(now - jitter offset, stored next_run_at)``, but never before the job's ``created_at`` unless the
-        new schedule is a one-off (``one_off``). Fires whose dispatch instant (fire + the job's jitter
-        offset, design §4) is still ahead of now are not dropped; nor is a stored ``next_run_at`` already
-        past, i.e. a fire not yet run, or a backlog the scheduler missed while down or while the job was
-        paused. Those come out as a past ``next_run_at``, so the scheduler runs them or records them
-        ``skipped`` by the job's ``missed`` policy and catch-up window (``scheduler.plan_fires``); the unique
-        run key ``(job_id, scheduled_for)`` keeps it from creating a run that already exists. Everything else
-        is "from now on" (design §3). The floor: a stored ``next_run_at`` before the job's creation is a
-        one-off accepted late; a recurring schedule replacing it has no fire from before the job existed
-        (a fire of no schedule the job had), while a one-off keeps its instant as registration accepted it.
-        """
-        since_ms = now_ms - jitter_offset_ms(job.id, job.jitter_s)
-        if stored_next_run_at is not None:
-            since_ms = min(since_ms, stored_next_run_at)
-        if not one_off:
-            since_ms = max(since_ms, to_ms(job.created_at))
-        return since_ms
 
     def pause_job(
         self, owner: str, job_id: str, *, reason: str | None = None, actor: str | None = None
@@ -387,7 +359,7 @@ class JobService:
     def _set_paused(self, owner: str, job_id: str, *, paused: bool, reason: str | None, actor: str) -> Job:
         def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
             job = current.model_copy(update=_paused_fields(actor, now_ms, reason, paused=paused))
-            return job, _stored_anchor_ms(state, current), state.next_run_at if state else None
+            return job, timing.stored_anchor_ms(state, current), state.next_run_at if state else None
 
         kind = JobEventKind.PAUSED if paused else JobEventKind.RESUMED
         detail = {"reason": reason} if reason else {}
@@ -687,25 +659,6 @@ class JobService:
         if refusal is not None:
             raise InvalidInput("target", refusal)
 
-    def _validated_schedule(
-        self, job: Job, now_ms: int, *, changed: frozenset[str] = frozenset()
-    ) -> Schedule:
-        """The job's schedule, validated as at registration (at ``now_ms``, epoch ms; the deployment's
-        ``min_interval_s``). ``changed``: the fields a PATCH gives, to name the one at fault (see
-        :func:`_blame_start_at`). Raises ``ScheduleError`` (field ``schedule``, ``timezone``, ``start_at`` or
-        ``end_at``)."""
-        try:
-            return validate_schedule(
-                job.schedule,
-                job.timezone,
-                now=from_ms(now_ms),
-                start_at=job.start_at,
-                end_at=job.end_at,
-                min_interval_s=self.settings.min_interval_s,
-            )
-        except ScheduleError as error:
-            raise _blame_start_at(error, job, changed) from None
-
     def _mark_partitions(self) -> None:
         """Before the first job this process homes in a partition: record the partition count in the
         high-water mark the schedulers adopt from (``ControlStore.raise_partition_high_water``), so a job
@@ -715,35 +668,11 @@ class JobService:
             self.partition_marks.raise_partition_high_water(self.settings.scheduler_partitions)
             self._partitions_marked = True
 
-
-def _blame_start_at(error: ScheduleError, job: JobSettings, changed: frozenset[str]) -> ScheduleError:
-    """``error`` naming ``start_at`` where that is the field at fault, else ``error`` itself.
-
-    ``validate_schedule`` names ``end_at`` whenever the window ``[start_at, end_at]`` holds no fire, or ends
-    before it starts. That is ``start_at``'s doing when there is no ``end_at`` (a start so late that no fire
-    follows it, e.g. in year 9999), or when a PATCH moved ``start_at`` and left ``end_at`` as it was.
-    """
-    if error.field != "end_at" or job.start_at is None:
-        return error
-    if job.end_at is None:
-        return ScheduleError(
-            "start_at",
-            "start_at is so late that the schedule has no fire after it, so the job would never run",
-        )
-    if "start_at" not in changed or "end_at" in changed:
-        return error
-    if job.start_at >= job.end_at:
-        return ScheduleError("start_at", f"start_at must be before end_at ({job.end_at.isoformat()})")
-    return ScheduleError(
-        "start_at",
-        f"start_at leaves no fire of the schedule before end_at ({job.end_at.isoformat()}), "
-        "so the job would never run",
-    )
-
-
-def _stored_anchor_ms(state: SchedulingState | None, job: Job) -> int:
-    """The anchor (epoch ms) a job's state was stored with; its creation for a state stored without one."""
-    return state.anchor_at if state and state.anchor_at is not None else to_ms(job.created_at)
+    def _validated_schedule(
+        self, job: Job, now_ms: int, *, changed: frozenset[str] = frozenset()
+    ) -> Schedule:
+        """``timing.validated_schedule`` with this deployment's ``min_interval_s``."""
+        return timing.validated_schedule(job, now_ms, self.settings.min_interval_s, changed=changed)
 
 
 def _paused_fields(actor: str, now_ms: int, reason: str | None, *, paused: bool = True) -> dict[str, Any]:

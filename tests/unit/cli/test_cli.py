@@ -240,6 +240,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.enable_socket  # a real socket on 127.0.0.1 (see tests/conftest.py)
 def test_connection_refused_says_to_start_local_mode() -> None:
     app = typer.Typer()
     register(app)

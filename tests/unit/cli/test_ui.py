@@ -119,6 +119,7 @@ def test_no_aws_credentials_is_a_502_saying_so(monkeypatch: pytest.MonkeyPatch, 
     assert seen == []
 
 
+@pytest.mark.enable_socket  # a real socket on 127.0.0.1 (see tests/conftest.py)
 def test_the_console_and_the_api_share_one_origin() -> None:
     seen, transport = recording()
     server, proxy = console_server(GATEWAY, credentials=Credentials("a", "b"), transport=transport)
@@ -142,6 +143,7 @@ def test_a_bad_api_url_is_a_usage_error(api: str) -> None:
     assert result.stderr.startswith("error: api: --api must be an http:// or https:// URL")
 
 
+@pytest.mark.enable_socket  # a real socket on 127.0.0.1 (see tests/conftest.py)
 def test_a_busy_port_is_one_error_line() -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -21,21 +21,14 @@ from jobsched.ports.jobs import SchedulingState
 from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store import layout
+from tests.support.backends import memory_settings
 from tests.support.scheduler import T0, Contender, HarnessBase
 
 
 @pytest.fixture
 def settings() -> Settings:
     """Default settings; resource names only label the fakes."""
-    return Settings(
-        jobs_table="jobs",
-        runs_table="runs",
-        control_table="control",
-        idempotency_table="idempotency",
-        run_queue_url="memory://run-queue",
-        dead_run_queue_url="memory://dead-run-queue",
-        alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
-    )
+    return memory_settings()
 
 
 @dataclass

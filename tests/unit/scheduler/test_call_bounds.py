@@ -62,6 +62,7 @@ def _accept_all(server: socket.socket, accepted: list[socket.socket]) -> None:
             accepted.append(server.accept()[0])
 
 
+@pytest.mark.enable_socket  # a real socket on 127.0.0.1 (see tests/conftest.py)
 def test_a_hanging_endpoint_fails_the_call_after_the_bounded_attempts(aws_credentials: None) -> None:
     # Given an endpoint that accepts connections and never answers, and short reads
     server = socket.socket()

@@ -6,19 +6,10 @@ from datetime import UTC, datetime
 
 from jobsched.domain.registration import due_entry, partition_of, register, shard_of
 from jobsched.models import CommandTarget, Job, from_ms, to_ms
-from jobsched.settings import Settings
+from tests.support.backends import memory_settings
 
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, 0, 500_000, tzinfo=UTC))
-SETTINGS = Settings(
-    jobs_table="jobs",
-    runs_table="runs",
-    control_table="control",
-    idempotency_table="keys",
-    run_queue_url="https://queue/runs",
-    dead_run_queue_url="https://queue/dead",
-    alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
-    scheduler_partitions=4,
-)
+SETTINGS = memory_settings(scheduler_partitions=4)
 
 
 def job(schedule: str, **fields: object) -> Job:

@@ -25,24 +25,14 @@ from jobsched.models import Job
 from jobsched.ports.runs import MAX_DELAY_S, RunMessage
 from jobsched.settings import Settings
 from jobsched.targets import Targets
+from tests.support.backends import DEAD_RUN_QUEUE_URL, RUN_QUEUE_URL, memory_settings
 from tests.support.worker import T0, new_job, sqs_record
-
-RUN_QUEUE_URL = "memory://run-queue"
-DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
 
 
 @pytest.fixture
 def settings() -> Settings:
     """Default settings; resource names only label the fakes."""
-    return Settings(
-        jobs_table="jobs",
-        runs_table="runs",
-        control_table="control",
-        idempotency_table="idempotency",
-        run_queue_url=RUN_QUEUE_URL,
-        dead_run_queue_url=DEAD_RUN_QUEUE_URL,
-        alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
-    )
+    return memory_settings()
 
 
 @pytest.fixture

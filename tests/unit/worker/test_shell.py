@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from jobsched.models import ShellTarget
-from jobsched.settings import Settings
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.shell import ShellExecutor, stdin_bytes
+from tests.support.backends import memory_settings
 from tests.support.processes import process_gone
 
 T0 = 1_767_578_400_000
@@ -28,15 +28,7 @@ SHELL = ShellExecutor(enabled=True, base_env={"PATH": os.environ.get("PATH", "/u
 
 
 def test_shell_targets_are_disabled_by_default() -> None:
-    settings = Settings(
-        jobs_table="j",
-        runs_table="r",
-        control_table="c",
-        idempotency_table="i",
-        run_queue_url="q",
-        dead_run_queue_url="d",
-        alerts_topic_arn="a",
-    )
+    settings = memory_settings()
     assert settings.allow_shell_targets is False
     with pytest.raises(TargetFailed, match="shell targets are disabled in this deployment"):
         ShellExecutor(enabled=settings.allow_shell_targets).execute(ShellTarget(command="true"), _call())

@@ -1,4 +1,4 @@
-"""GET /jobs/{id}/fires through the handler against moto: what will run next, as the scheduler will run it."""
+"""GET /jobs/{id}/fires through the handler on the in-memory fakes: what will run next, as the scheduler will run it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who did what (design §3.2) through the handler against moto: ``updated_by``, the pause's who/when/why, and
+"""Who did what (design §3.2) through the handler on the in-memory fakes: ``updated_by``, the pause's who/when/why, and
 ``GET /jobs/{id}/events``."""
 
 from __future__ import annotations

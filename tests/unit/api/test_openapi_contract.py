@@ -1,5 +1,5 @@
-"""Property-based contract test: schemathesis drives the WSGI app (the same Lambda handler, in-process)
-with requests generated from the API's own OpenAPI document (as this deployment serves it), and checks
+"""Property-based contract test: schemathesis drives the WSGI app (the same Lambda handler, in-process, with
+``JobService`` on the in-memory fakes: the DynamoDB adapters have their own contract suite) with requests generated from the API's own OpenAPI document (as this deployment serves it), and checks
 every response against it.
 
 Checks run on every operation: no 5xx; **a request valid by the document is accepted** (2xx, or 401, 403,
@@ -44,13 +44,14 @@ from jobsched.api.app import Api, app
 from jobsched.api.auth import TokenAuthenticator
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
 from jobsched.api.errors import IDEMPOTENCY_HEADER
-from jobsched.api.service import TIMING_FIELDS
+from jobsched.api.timing import TIMING_FIELDS
 from jobsched.api.wsgi import ApiWsgiApp
-from jobsched.aws import Aws
+from jobsched.clock import system_clock
 from jobsched.handlers.api import handler
 from jobsched.models import JobCreate
 from jobsched.settings import Settings
-from jobsched.wiring import Components
+from tests.support.api import memory_api
+from tests.support.backends import memory_backend
 
 TOKEN = "schemathesis-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -163,14 +164,14 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def wsgi(
-    deployment: tuple[Aws, Settings], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[ApiWsgiApp, str, Api]]:
-    """The WSGI app in local-mode auth (a tokens file), with one job of the token's owner to aim at."""
-    aws, base = deployment
+def wsgi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiWsgiApp, str, Api]]:
+    """The WSGI app in local-mode auth (a tokens file) on the fakes and the system clock, with one job of the
+    token's owner to aim at."""
+    backend = memory_backend()
     tokens = tmp_path_factory.mktemp("auth") / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: "team-schemathesis"}))
-    api = Components(base.model_copy(update={"local_tokens_file": str(tokens)}), aws).api()
+    settings = backend.settings.model_copy(update={"local_tokens_file": str(tokens)})
+    api = memory_api(backend)(settings, system_clock)
     SERVED["api"] = api
     wsgi_app = schema.app
     request = JobCreate.model_validate({"name": "seeded", "schedule": "*/5 * * * *", "command": "echo"})

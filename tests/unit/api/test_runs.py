@@ -1,4 +1,4 @@
-"""POST /jobs/{id}/trigger and GET /jobs/{id}/runs through the handler against moto."""
+"""POST /jobs/{id}/trigger and GET /jobs/{id}/runs through the handler on the in-memory fakes."""
 
 from __future__ import annotations
 
@@ -6,28 +6,12 @@ import json
 from typing import Any
 
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import RunMessage, new_run
-from jobsched.store.layout import run_item
+from jobsched.ports.runs import RunMessage
 
 
 def drain_queue(http: Any) -> list[dict[str, Any]]:
-    """Every message body now on the run queue (received and deleted)."""
-    sqs, url = http.aws.sqs, http.settings.run_queue_url
-    bodies = []
-    while True:
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-        if not messages:
-            return bodies
-        for message in messages:
-            bodies.append(json.loads(message["Body"]))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-
-
-def put_run(http: Any, job_id: str, scheduled_for_ms: int, status: RunStatus) -> None:
-    item = run_item(
-        new_run(job_id, scheduled_for_ms, now_ms=scheduled_for_ms, retention_days=90, status=status)
-    )
-    http.aws.table(http.settings.runs_table).put_item(Item=item)
+    """Every message body now on the run queue (taken off it), decoded."""
+    return [json.loads(message.body()) for message in http.backend.queue.take()]
 
 
 def test_trigger_saves_a_manual_run_now_and_enqueues_it(http):
@@ -42,11 +26,9 @@ def test_trigger_saves_a_manual_run_now_and_enqueues_it(http):
     assert run["scheduled_for"] == "2026-03-02T10:00:00Z"
     assert run["status"] == "queued" and run["kind"] == "manual" and run["attempt"] == 0
     assert drain_queue(http) == [{"job_id": job["id"], "scheduled_for": http.NOW_MS}]
-    row = http.aws.table(http.settings.runs_table).get_item(
-        Key={"job_id": job["id"], "scheduled_for": http.NOW_MS}
-    )["Item"]
-    assert row["owner"] == http.alice_owner and "sweep_pk" in row
-    assert int(row["sweep_at"]) == http.NOW_MS + http.settings.sweep_queued_after_s * 1000
+    row = http.api.service.runs.get(job["id"], http.NOW_MS)
+    assert row.owner == http.alice_owner and row.sweep_at is not None  # in the sweeper's index
+    assert row.sweep_at == http.NOW_MS + http.settings.sweep_queued_after_s * 1000
 
 
 def test_triggers_in_the_same_millisecond_get_distinct_runs(http):
@@ -77,7 +59,7 @@ def test_runs_are_listed_newest_first_and_filtered_by_status(http):
         RunStatus.SUCCEEDED,
     ]
     for day, status in enumerate(statuses):
-        put_run(http, job["id"], base + day * 86_400_000, status)
+        http.put_run(job["id"], base + day * 86_400_000, status)
     manual = http("POST", f"/jobs/{job['id']}/trigger").body
 
     everything = http("GET", f"/jobs/{job['id']}/runs").body
@@ -93,7 +75,7 @@ def test_runs_are_listed_newest_first_and_filtered_by_status(http):
 def test_runs_page_with_cursors(http):
     job = http.create()
     for i in range(7):
-        put_run(http, job["id"], http.NOW_MS - i * 60_000, RunStatus.SUCCEEDED if i % 2 else RunStatus.DEAD)
+        http.put_run(job["id"], http.NOW_MS - i * 60_000, RunStatus.SUCCEEDED if i % 2 else RunStatus.DEAD)
 
     def walk(query: dict[str, str]) -> list[str]:
         seen, cursor = [], None

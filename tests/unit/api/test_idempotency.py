@@ -1,10 +1,9 @@
 """Idempotency-Key on POST /jobs and POST /jobs/{id}/trigger (IETF draft "The Idempotency-Key HTTP Header
-Field": replay of the first response, 422 for another request under the key, 409 while the first is in flight)."""
+Field": replay of the first response, 422 for another request under the key, 409 while the first is in flight),
+on the fakes: the records are Powertools' own, in ``tests.support.backends.MemoryKeyRecords``."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
 from typing import Any
@@ -13,18 +12,11 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAl
 
 from jobsched.api.wsgi import api_context
 from jobsched.models import JobCreate
-from jobsched.wiring import Components
+from tests.support.api import key_record_id
 
 
 def key(value: str) -> dict[str, str]:
     return {"Idempotency-Key": value}
-
-
-def idempotency_record(http: Any, owner: str, value: str) -> dict[str, Any] | None:
-    """The stored record of ``owner``'s key ``value`` (Powertools: ``<prefix>#sha256(json([owner, key]))``)."""
-    digest = hashlib.sha256(json.dumps([owner, value], sort_keys=True).encode()).hexdigest()
-    table = http.aws.table(http.settings.idempotency_table)
-    return table.get_item(Key={"id": f"jobsched-api#{digest}"}, ConsistentRead=True).get("Item")
 
 
 def test_a_repeat_with_the_same_key_replays_the_first_response(http):
@@ -106,7 +98,7 @@ def test_records_are_kept_24_hours(http):
     before = int(time.time())
     http("POST", "/jobs", body=http.job_body("report"), headers=key("k-6"))
 
-    record = idempotency_record(http, http.alice_owner, "k-6")
+    record = http.key_record(http.alice_owner, "k-6")
     assert record is not None and record["status"] == "COMPLETED"
     assert before + 86_400 <= int(record["expiration"]) <= int(time.time()) + 86_400
 
@@ -141,7 +133,7 @@ def test_a_trigger_of_another_owners_job_with_a_key_stores_nothing(http):
 
 def test_the_same_key_while_the_first_request_is_in_flight_is_409(http):
     # Given: two API execution environments (Lambda runs one request per environment at a time)
-    first_env = Components(http.settings, http.aws, clock=http.clock).api()
+    first_env = http.environment()
     second_env = http.api
     inside, release = threading.Event(), threading.Event()
     create = first_env.service.jobs.create
@@ -164,7 +156,7 @@ def test_the_same_key_while_the_first_request_is_in_flight_is_409(http):
     try:
         assert inside.wait(10)
         # When: the retry arrives while the first request is still being processed
-        in_flight = idempotency_record(http, http.alice_owner, "k-8")
+        in_flight = http.key_record(http.alice_owner, "k-8")
         http.api = second_env  # the retry reaches the other execution environment
         retry = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-8"))
     finally:
@@ -200,7 +192,7 @@ def test_an_in_flight_record_expires_with_the_invocation_that_wrote_it(http):
     worker.start()
     try:
         assert inside.wait(10)
-        record = idempotency_record(http, http.alice_owner, "k-9")
+        record = http.key_record(http.alice_owner, "k-9")
     finally:
         release.set()
         worker.join(10)
@@ -212,7 +204,7 @@ def test_an_in_flight_record_expires_with_the_invocation_that_wrote_it(http):
 
 def test_two_concurrent_identical_posts_with_one_key_create_one_job(http):
     # Given: two execution environments receiving the same request at the same moment
-    environments = [Components(http.settings, http.aws, clock=http.clock).api() for _ in range(2)]
+    environments = [http.environment() for _ in range(2)]
     request = JobCreate.model_validate(http.job_body("report"))
     start = threading.Barrier(2)
     results: list[Any] = []
@@ -263,12 +255,9 @@ def test_a_trigger_retried_after_a_failure_past_its_run_names_the_same_run(http,
     first = http("POST", f"/jobs/{job['id']}/trigger", headers=key("k-retry"))
     assert first.status >= 500 and failures
     # the in-flight record expires (the crashed invocation's time is up), and the client retries later
-    digest = hashlib.sha256(json.dumps([http.alice_owner, "k-retry"], sort_keys=True).encode()).hexdigest()
-    http.aws.table(http.settings.idempotency_table).update_item(
-        Key={"id": f"jobsched-api#{digest}"},
-        UpdateExpression="SET in_progress_expiration = :past",
-        ExpressionAttributeValues={":past": 0},
-    )
+    http.backend.key_records.records[
+        key_record_id(http.alice_owner, "k-retry")
+    ].in_progress_expiry_timestamp = 0
     http.clock.advance(7_000)
     again = http("POST", f"/jobs/{job['id']}/trigger", headers=key("k-retry"))
 

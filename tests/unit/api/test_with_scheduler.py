@@ -1,4 +1,5 @@
-"""API edits and triggers seen through the scheduler: the scheduler really ticks (FakeClock, moto) after each call.
+"""API edits and triggers seen through the scheduler: the scheduler really ticks (FakeClock, the
+in-memory fakes) after each call.
 
 A PATCH that re-times a job must not drop fires that are still pending (jitter not yet elapsed) or were missed
 while the scheduler was down; a manual trigger must never take the run key of a scheduled fire.
@@ -13,8 +14,6 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from jobsched.adapters.queue import RunQueue
-from jobsched.aws import Aws
 from jobsched.domain import registration
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
@@ -23,11 +22,6 @@ from jobsched.domain.tick import Scheduler
 from jobsched.models import from_ms
 from jobsched.ports.runs import RunMessage
 from jobsched.schedules import jitter_offset_ms
-from jobsched.settings import Settings
-from jobsched.store import layout
-from jobsched.store.control import ControlStore
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
 
 MINUTE = 60_000
 DAY = 86_400_000
@@ -35,22 +29,16 @@ JITTERED_ID = "j_00000000000000000005"  # jitter_offset_ms(JITTERED_ID, 600) is 
 
 
 @pytest.fixture
-def deployment(aws: Aws, settings: Settings) -> tuple[Aws, Settings]:
-    """A fresh deployment per test (overrides the module-wide one): each test's scheduler starts with no
-    lease and no watermark left by another test's clock."""
-    return aws, settings
-
-
-@pytest.fixture
 def scheduler(http: Any) -> Iterator[SchedulerLoop]:
-    """The partition-0 scheduler loop (one partition by default) on the test's tables, queue and clock."""
-    settings, aws = http.settings, http.aws
-    control = ControlStore(aws.dynamodb, settings.control_table)
+    """The partition-0 scheduler loop (one partition by default) on the test's fakes, queue and clock (fresh
+    per test: no lease and no watermark left by another test's clock)."""
+    settings, backend = http.settings, http.backend
+    control = backend.control
     tick = Scheduler(
         partition=0,
-        jobs=JobStore(aws.table(settings.jobs_table)),
-        runs=RunStore(aws.table(settings.runs_table)),
-        queue=RunQueue(aws.sqs, settings.run_queue_url),
+        jobs=backend.jobs,
+        runs=backend.runs,
+        queue=backend.queue,
         control=control,
         settings=settings,
         clock=http.clock,
@@ -74,13 +62,8 @@ def runs(http: Any, job_id: str) -> list[dict[str, Any]]:
 
 
 def drain(http: Any) -> list[RunMessage]:
-    sqs, url = http.aws.sqs, http.settings.run_queue_url
-    found: list[RunMessage] = []
-    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        found.extend(RunMessage.parse(m["Body"]) for m in got)
-        for message in got:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return found
+    """The messages on the run queue, taken off it."""
+    return list(http.backend.queue.take())
 
 
 def iso(ms: int) -> str:
@@ -225,13 +208,8 @@ def test_a_trigger_between_fires_keeps_its_instant(http):
 def test_a_trigger_still_runs_when_the_stored_schedule_no_longer_parses(http):
     # Given: a job whose stored zone tzdata no longer knows (so the scheduler cannot fire it either)
     job = http.create("orphaned", schedule="* * * * *")
-    table = http.aws.table(http.settings.jobs_table)
-    spec = table.get_item(Key={"pk": layout.job_pk(job["id"]), "sk": layout.SPEC_SK})["Item"]
-    table.update_item(
-        Key={"pk": spec["pk"], "sk": spec["sk"]},
-        UpdateExpression="SET doc = :d",
-        ExpressionAttributeValues={":d": spec["doc"].replace('"UTC"', '"Gone/Zone"')},
-    )
+    jobs = http.backend.jobs.jobs
+    jobs[job["id"]] = jobs[job["id"]].model_copy(update={"timezone": "Gone/Zone"})
     http.clock.now_ms = http.NOW_MS + MINUTE
 
     manual = http("POST", f"/jobs/{job['id']}/trigger")
