@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from jobsched.api import timing
+from jobsched.api.audit import AuditTrail, paused_fields
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
@@ -58,8 +59,8 @@ from jobsched.models import (
 )
 from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks
-from jobsched.ports.errors import Conflict, NameTaken, NotFound, StoreUnavailable
-from jobsched.ports.jobs import AuditEvent, JobRepository, SchedulingState, StoredJob
+from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.jobs import JobRepository, SchedulingState, StoredJob
 from jobsched.ports.runs import QueueSendError, RunHistory, RunMessage, RunSender, new_run
 from jobsched.schedules import (
     Schedule,
@@ -136,6 +137,7 @@ class JobService:
         self.idempotency = idempotency
         self.target_tags = target_tags
         self.partition_marks = partition_marks
+        self.audit = AuditTrail(jobs, settings.retention_days)
         self._partitions_marked = False
 
     # --- create -------------------------------------------------------------------------------
@@ -188,7 +190,7 @@ class JobService:
                 "created_at": now,
                 "updated_at": now,
                 "updated_by": actor,
-                **(_paused_fields(actor, now_ms, None) if request.paused else {}),
+                **(paused_fields(actor, now_ms, None) if request.paused else {}),
             }
         )
         state = registration.register(
@@ -198,9 +200,7 @@ class JobService:
         job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
         self._mark_partitions()
         try:
-            self.jobs.create(
-                job, state, self._event(job.id, now_ms, _version_key(1), JobEventKind.CREATED, actor)
-            )
+            self.jobs.create(job, state, self.audit.change(job.id, now_ms, 1, JobEventKind.CREATED, actor))
         except NameTaken as taken:
             return self._existing_by_name(owner, job, taken.job_id)
         except Conflict as conflict:
@@ -321,7 +321,7 @@ class JobService:
             job = current.model_copy(update=dict(settings))
             if settings.paused != current.paused:
                 job = job.model_copy(
-                    update=_paused_fields(actor or owner, now_ms, None, paused=settings.paused)
+                    update=paused_fields(actor or owner, now_ms, None, paused=settings.paused)
                 )
             if retimed:
                 schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
@@ -358,7 +358,7 @@ class JobService:
 
     def _set_paused(self, owner: str, job_id: str, *, paused: bool, reason: str | None, actor: str) -> Job:
         def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
-            job = current.model_copy(update=_paused_fields(actor, now_ms, reason, paused=paused))
+            job = current.model_copy(update=paused_fields(actor, now_ms, reason, paused=paused))
             return job, timing.stored_anchor_ms(state, current), state.next_run_at if state else None
 
         kind = JobEventKind.PAUSED if paused else JobEventKind.RESUMED
@@ -426,7 +426,7 @@ class JobService:
                 version=version,
                 on_time_from=on_time_from,
             )
-            event = self._event(job_id, updated_ms, _version_key(version), kind, actor or owner, detail)
+            event = self.audit.change(job_id, updated_ms, version, kind, actor or owner, detail)
             try:
                 self.jobs.replace(
                     job, new_state, stored_updated_ms, expected_state=(stored_next, term), event=event
@@ -448,7 +448,7 @@ class JobService:
         stored = self._load(owner, job_id)
         now_ms = self.clock()
         version = (stored.state.version or 0) + 1 if stored.state else 1
-        event = self._event(job_id, now_ms, _version_key(version), JobEventKind.DELETED, actor or owner)
+        event = self.audit.change(job_id, now_ms, version, JobEventKind.DELETED, actor or owner)
         try:
             self.jobs.delete(
                 stored.job,
@@ -577,50 +577,20 @@ class JobService:
         return {to_ms(fire) for fire in fires}
 
     def _record_triggered(self, run: Run, actor: str) -> None:
-        """The run's ``triggered`` event at the run's instant, keyed by the run (a repeat lands on itself). The
-        run is the record of the trigger; an event that cannot be written is logged, the trigger still succeeds."""
+        """The run's ``triggered`` event at the run's instant, keyed by the run (a repeat lands on itself)."""
         at_ms = to_ms(run.scheduled_for)
-        event = self._event(run.job_id, at_ms, run.id, JobEventKind.TRIGGERED, actor, {"run_id": run.id})
-        try:
-            self.jobs.record_event(event)
-        except StoreUnavailable as error:
-            logger.error("trigger event not recorded", run_id=run.id, error=str(error))
-
-    # --- events -------------------------------------------------------------------------------
+        self.audit.record(
+            self.audit.event(run.job_id, at_ms, run.id, JobEventKind.TRIGGERED, actor, {"run_id": run.id})
+        )
 
     def list_events(
         self, owner: str, job_id: str, *, limit: int = 50, cursor: str | None = None
     ) -> Page[JobEvent]:
-        """A page of the job's audit events, newest first (a deleted job's too, until retention).
-
-        Raises ``JobNotFound`` (absent, or not the owner's), ``InvalidInput``/``CursorNotFound`` (a cursor that
-        is malformed or not of this job's event listing).
-        """
-        if not _is_job_id(job_id) or self.jobs.history_owner(job_id) != owner:
+        """``AuditTrail.listing``: a page of the job's audit events, newest first. Raises ``JobNotFound``,
+        ``InvalidInput``/``CursorNotFound`` (a cursor not of this listing)."""
+        if not _is_job_id(job_id):
             raise JobNotFound(job_id)
-        before: str | None = None
-        if cursor is not None:
-            position = decode_cursor(cursor, "events", owner)
-            before = position.get("before")
-            if position.get("job") != job_id or not isinstance(before, str):
-                raise CursorNotFound()
-        events, last = self.jobs.list_events(job_id, limit, before)
-        items = [JobEvent(at=from_ms(e.at), kind=e.kind, actor=e.actor, detail=e.detail) for e in events]
-        next_cursor = encode_cursor("events", owner, {"job": job_id, "before": last}) if last else None
-        return Page[JobEvent](items=items, next_cursor=next_cursor)
-
-    def _event(
-        self,
-        job_id: str,
-        at_ms: int,
-        key: str,
-        kind: JobEventKind,
-        actor: str,
-        detail: dict[str, Any] | None = None,
-    ) -> AuditEvent:
-        """An audit event kept as long as run history (``Settings.retention_days`` after ``at_ms``)."""
-        expires_at = at_ms // 1000 + self.settings.retention_days * 86400
-        return AuditEvent(job_id, at_ms, key, kind, actor, detail or {}, expires_at)
+        return self.audit.listing(owner, job_id, limit=limit, cursor=cursor)
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -673,19 +643,6 @@ class JobService:
     ) -> Schedule:
         """``timing.validated_schedule`` with this deployment's ``min_interval_s``."""
         return timing.validated_schedule(job, now_ms, self.settings.min_interval_s, changed=changed)
-
-
-def _paused_fields(actor: str, now_ms: int, reason: str | None, *, paused: bool = True) -> dict[str, Any]:
-    """``paused`` and the who/when/why of a pause (``paused_by``, ``paused_at``, ``paused_reason``), all None
-    for a resume."""
-    if not paused:
-        return {"paused": False, "paused_by": None, "paused_at": None, "paused_reason": None}
-    return {"paused": True, "paused_by": actor, "paused_at": from_ms(now_ms), "paused_reason": reason}
-
-
-def _version_key(version: int) -> str:
-    """The event key of a job change: the job's version after it, so one millisecond's changes sort in order."""
-    return f"v{version:09d}"
 
 
 def _is_job_id(value: Any) -> bool:
