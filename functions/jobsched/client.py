@@ -255,6 +255,15 @@ class JobschedClient:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return self._json("POST", f"/jobs/{_segment(job_id)}/trigger", headers=headers)
 
+    def backfill_job(
+        self, job_id: str, *, start: str, end: str, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """``POST /jobs/{id}/backfill`` for ``[start, end)`` (ISO 8601): ``{"count", "created", "rerun", "fires",
+        "existing", "first", "last"}``."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        body = {"start": start, "end": end}
+        return self._json("POST", f"/jobs/{_segment(job_id)}/backfill", json=body, headers=headers)
+
     def list_events(
         self, job_id: str, *, limit: int | None = None, cursor: str | None = None
     ) -> dict[str, Any]:

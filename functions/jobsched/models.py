@@ -74,10 +74,12 @@ class OverlapPolicy(StrEnum):
 
 
 class RunKind(StrEnum):
-    """Why a run exists: a fire of the schedule, or a manual ``POST /jobs/{id}/trigger``."""
+    """Why a run exists: a fire of the schedule, a manual ``POST /jobs/{id}/trigger``, or a past fire run by
+    ``POST /jobs/{id}/backfill``."""
 
     SCHEDULED = "scheduled"
     MANUAL = "manual"
+    BACKFILL = "backfill"
 
 
 class JobEventKind(StrEnum):
@@ -566,6 +568,36 @@ class PauseRequest(_Strict):
         max_length=MAX_REASON_CHARS,
         description="why; shown on the job while it is paused",
     )
+
+
+class BackfillRequest(_Strict):
+    """Body of ``POST /jobs/{id}/backfill``: run the job's fires in ``[start, end)`` that have no run yet."""
+
+    start: Instant = Field(description="first instant of the window (inclusive), ISO 8601 with an offset")
+    end: Instant = Field(description="end of the window (exclusive), at most now, ISO 8601 with an offset")
+
+    @field_validator("start", "end")
+    @classmethod
+    def _aware(cls, value: datetime, info: ValidationInfo) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError(f"{info.field_name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+        whole = _whole_ms(value, info)
+        assert whole is not None
+        return whole
+
+
+class BackfillResult(BaseModel):
+    """What a backfill did: ``count`` runs created (kind ``backfill``) or re-run (fires recorded ``skipped``),
+    the ``first`` and ``last`` of their fires (null when none), and the window's ``fires`` of which
+    ``existing`` already had a run and were left alone."""
+
+    count: int
+    created: int
+    rerun: int
+    fires: int
+    existing: int
+    first: datetime | None = None
+    last: datetime | None = None
 
 
 class JobEvent(BaseModel):

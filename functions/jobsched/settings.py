@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     retention_days: int = Field(90, ge=1, description="run history kept this long (DynamoDB TTL)")
     lease_ttl_s: float = Field(5.0, gt=0, description="a leader silent this long loses its lease")
     sweep_queued_after_s: int = Field(120, ge=1, description="a run queued this long is re-enqueued")
+    backfill_rate_per_s: int = Field(
+        10, ge=2, le=1000, description="a backfill's runs are dispatched at most this many per second"
+    )
     heartbeat_interval_s: int = Field(30, ge=1, description="worker heartbeat period, seconds")
     heartbeat_stale_s: int = Field(120, ge=1, description="a running run silent this long lost its worker")
     worker_timeout_cap_s: int = Field(840, ge=1, description="largest timeout_s a job may have")

@@ -321,8 +321,8 @@ def test_local_mode_prints_the_consoles_address(local: LocalProcess) -> None:
 def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
     local: LocalProcess, desktop: WebDriver
 ) -> None:
-    # Today's API document has the next fires, the events and the pause reason, not yet the other operability
-    # routes: no Failures view
+    # Today's API document has the next fires, the events, the pause reason and backfill, not yet the other
+    # operability routes: no Failures view
     sign_in(desktop, local.url, TEAM_A)
     assert element(desktop, "#nav a[data-view=jobs]").is_displayed()
     assert desktop.find_element(By.CSS_SELECTOR, "#nav a[data-view=failures]").is_displayed() is False
@@ -333,7 +333,7 @@ def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
         "allRuns": False,
         "runDetail": False,
         "retry": False,
-        "backfill": False,
+        "backfill": True,
         "fires": True,
         "events": True,
         "pauseReason": True,

@@ -33,7 +33,19 @@ from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
 from jobsched.api.openapi import REPLAYED_HEADER, JobschedResolver, responses
 from jobsched.api.service import JobService
 from jobsched.domain.fires import MAX_FIRES
-from jobsched.models import Fires, Job, JobCreate, JobEvent, JobPatch, Page, PauseRequest, Run, RunStatus
+from jobsched.models import (
+    BackfillRequest,
+    BackfillResult,
+    Fires,
+    Job,
+    JobCreate,
+    JobEvent,
+    JobPatch,
+    Page,
+    PauseRequest,
+    Run,
+    RunStatus,
+)
 from jobsched.settings import Settings
 
 
@@ -281,6 +293,32 @@ def list_runs(
     cursor: Cursor = None,
 ) -> Page[Run]:
     return api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
+
+
+@_route(
+    "backfillJob",
+    summary="Run a job's past fires that have no run yet",
+    description="Every fire of the job's schedule in `[start, end)` (at most 1,000, `end` at most now) without "
+    "a run gets one, kind `backfill`, dispatched at the deployment's backfill rate; a repeat creates nothing "
+    "new. Paused jobs too.",
+    tags=["runs"],
+    responses=responses({200: (BackfillResult, "What was created")}, 404, 409, 422, idempotent=True),
+)
+def backfill_job(
+    id: JobId,
+    body: BackfillRequest,
+    api: ApiDep,
+    owner: Owner,
+    by: Actor,
+    idempotency_key: IdempotencyKey = None,
+) -> Response[BackfillResult]:
+    result, replayed = api.service.backfill(owner, id, body, idempotency_key=idempotency_key, actor=by)
+    return Response(
+        status_code=HTTPStatus.OK,
+        content_type=content_types.APPLICATION_JSON,
+        body=result,
+        headers=_replay_headers(replayed),
+    )
 
 
 @_route(

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from jobsched.api import timing
 from jobsched.api.audit import AuditTrail, paused_fields
+from jobsched.api.backfill import Backfiller
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
@@ -42,6 +43,8 @@ from jobsched.domain import fires, registration
 from jobsched.models import (
     NAME_PATTERN,
     PATCH_NULLABLE_FIELDS,
+    BackfillRequest,
+    BackfillResult,
     Fires,
     Job,
     JobCreate,
@@ -138,6 +141,7 @@ class JobService:
         self.target_tags = target_tags
         self.partition_marks = partition_marks
         self.audit = AuditTrail(jobs, settings.retention_days)
+        self.backfiller = Backfiller(settings, runs, queue, self.audit, clock)
         self._partitions_marked = False
 
     # --- create -------------------------------------------------------------------------------
@@ -525,6 +529,30 @@ class JobService:
         self._record_triggered(run, actor)
         logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
         return run
+
+    def backfill(
+        self,
+        owner: str,
+        job_id: str,
+        request: BackfillRequest,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> tuple[BackfillResult, bool]:
+        """Run the job's past fires in ``[start, end)`` that have no run yet (``Backfiller.backfill``), paused jobs
+        too; returns the result and whether it is the stored one of an earlier request with the same key.
+        Raises ``JobNotFound``, ``InvalidInput`` naming ``end``, and the idempotency errors of
+        ``IdempotencyKeys.run``."""
+        by = actor or owner
+        if idempotency_key is None:
+            return self.backfiller.backfill(self._load(owner, job_id), request, by), False
+        outcome = self._keys().run(
+            owner,
+            idempotency_key,
+            {"op": "backfill", "job_id": job_id, "body": request.model_dump(mode="json")},
+            lambda: self.backfiller.backfill(self._load(owner, job_id), request, by).model_dump(mode="json"),
+        )
+        return BackfillResult.model_validate(outcome.result), outcome.replayed
 
     def _keyed_run(self, job_id: str, scheduled_for: int | None, actor: str) -> Run:
         """The run an Idempotency-Key created earlier (``scheduled_for``, epoch ms; None: not readable), sent

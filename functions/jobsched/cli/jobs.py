@@ -1,5 +1,5 @@
 """``jobsched jobs ...``: register, inspect and change jobs (``create``, ``list``, ``get``, ``update``,
-``pause``, ``resume``, ``trigger``, ``events``, ``fires``, ``delete``).
+``pause``, ``resume``, ``trigger``, ``backfill``, ``events``, ``fires``, ``delete``).
 
 Job specs are not validated here: the API is their one judge, and its error (code, message, field) is the
 line the user sees (exit 1). Bad flags caught before any call (two targets, a flag that is not JSON, an
@@ -95,7 +95,9 @@ FileOpt = Annotated[
 CreateKeyOpt = Annotated[
     str | None, typer.Option("--idempotency-key", help="Safe retries: a repeat returns the first job.")
 ]
-TriggerKeyOpt = Annotated[str | None, typer.Option("--idempotency-key", help="A repeat makes no second run.")]
+KeyOpt = Annotated[
+    str | None, typer.Option("--idempotency-key", help="A repeat with the same key replays the first answer.")
+]
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,7 @@ def jobs_resume(job: JobArgument, conn: Connection = Connection(), as_json: Json
 @option_groups
 def jobs_trigger(
     job: JobArgument,
-    idempotency_key: TriggerKeyOpt = None,
+    idempotency_key: KeyOpt = None,
     conn: Connection = Connection(),
     as_json: JsonOption = False,
 ) -> None:
@@ -299,6 +301,34 @@ def jobs_trigger(
         print_json(run)
     else:
         typer.echo(f"triggered run {run.get('id', '')} ({run.get('status', '')})")
+
+
+@jobs_app.command("backfill")
+@option_groups
+def jobs_backfill(
+    job: JobArgument,
+    start: Annotated[
+        str, typer.Option("--start", help="First instant (inclusive), ISO 8601 with an offset.")
+    ],
+    end: Annotated[str, typer.Option("--end", help="End (exclusive, at most now), ISO 8601 with an offset.")],
+    idempotency_key: KeyOpt = None,
+    conn: Connection = Connection(),
+    as_json: JsonOption = False,
+) -> None:
+    """Run the job's past fires in [start, end) that have no run yet, at most 1,000 (POST /jobs/{id}/backfill)."""
+    with conn.client() as client:
+        result = client.backfill_job(
+            resolve_job(client, job), start=start, end=end, idempotency_key=idempotency_key
+        )
+    if as_json:
+        print_json(result)
+    elif result["count"]:
+        typer.echo(
+            f"backfilled {result['count']} run(s) from {when(result['first'])} to {when(result['last'])}; "
+            f"{result['existing']} of the window's {result['fires']} fire(s) already had a run"
+        )
+    else:
+        typer.echo(f"nothing to backfill: the window's {result['fires']} fire(s) all have a run")
 
 
 @jobs_app.command("events")

@@ -445,13 +445,15 @@ class RunWriter(Protocol):
 
 class RunHistory(Protocol):
     """What the API's use cases need of the run store (``jobsched.store.runs.RunStore``; the in-memory fake
-    ``jobsched.memory.runs.MemoryRunStore``): manual runs, one run, a job's history page."""
+    ``jobsched.memory.runs.MemoryRunStore``): manual and backfill runs, one run, a job's history page."""
 
     def put_new(self, row: RunRow) -> RunRow | None: ...
 
     def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert: ...
 
     def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None: ...
+
+    def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
 
     def list_for_job(
         self, job_id: str, limit: int, *, status: RunStatus | None = None, before_ms: int | None = None

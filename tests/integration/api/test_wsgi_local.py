@@ -60,6 +60,7 @@ def test_the_openapi_document_is_served(client):
         "/jobs/{id}/pause",
         "/jobs/{id}/fires",
         "/jobs/{id}/events",
+        "/jobs/{id}/backfill",
         "/jobs/{id}/resume",
         "/jobs/{id}/trigger",
         "/jobs/{id}/runs",

@@ -16,6 +16,7 @@ ROUTES = [
     ("GET", "/jobs/{id}/runs", None),
     ("GET", "/jobs/{id}/fires", None),
     ("GET", "/jobs/{id}/events", None),
+    ("POST", "/jobs/{id}/backfill", {"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T00:00:00Z"}),
 ]
 
 

@@ -29,6 +29,7 @@ ROUTES = {
     ("get", "/jobs/{id}/runs"): (None, {"200": "Page_Run_"}),
     ("get", "/jobs/{id}/fires"): (None, {"200": "Fires"}),
     ("get", "/jobs/{id}/events"): (None, {"200": "Page_JobEvent_"}),
+    ("post", "/jobs/{id}/backfill"): ("BackfillRequest", {"200": "BackfillResult"}),
 }
 
 

@@ -135,6 +135,8 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     - ``end_at`` after ``start_at``, far enough ahead that the schedule still fires; a one-off (its own
       instant) without bounds; a PATCH that re-times a job gives all of schedule, start_at and end_at, as
       the job's stored ones count otherwise;
+    - a backfill window ends after it starts, at most now, with at most 1,000 fires: a generated pair of
+      instants becomes the hour that ended an hour ago;
     - an ``Idempotency-Key`` sent again with a different request is answered 422 (as the IETF draft says):
       a well-formed key gets a suffix from the request (method, path, body), so a repeated key means a
       repeated request.
@@ -155,6 +157,9 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
         horizon = datetime.now(UTC) + timedelta(days=800)
         if end is not None and (end < horizon or (start is not None and end <= start + timedelta(days=800))):
             body["end_at"] = None
+        if case.path.endswith("/backfill") and _instant(body.get("start")) and _instant(body.get("end")):
+            hour_ago = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+            body.update(start=(hour_ago - timedelta(hours=1)).isoformat(), end=hour_ago.isoformat())
     key = (case.headers or {}).get(IDEMPOTENCY_HEADER)
     if isinstance(key, str) and re.fullmatch(r"[\x20-\x7e]{1,255}", key):
         request = [case.method, case.path, case.path_parameters, body]

@@ -452,6 +452,7 @@ def test_a_base64_body_is_measured_decoded(http):
         ("GET", "/jobs/j_00000000000000000000/runs"),
         ("GET", "/jobs/j_00000000000000000000/fires"),
         ("GET", "/jobs/j_00000000000000000000/events"),
+        ("POST", "/jobs/j_00000000000000000000/backfill"),
     ],
 )
 def test_every_route_needs_a_caller_identity(http, method, path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -374,3 +375,19 @@ def test_pause_with_a_reason_shows_it_on_the_job_and_events_list_who_did_what(cl
     assert events[1]["detail"] == {"reason": "quarter close"}
     assert table.exit_code == 0 and "EVENT" in table.stdout and "resumed" in table.stdout
     assert "created" not in table.stdout
+
+
+def test_jobs_backfill_runs_the_window_s_past_fires_once(cli: Any) -> None:
+    cli.json("jobs", "create", "--name", "hourly", "--schedule", "0 * * * *", "--command", "echo")
+    top = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start, end = (top - timedelta(hours=3)).isoformat(), (top - timedelta(hours=1)).isoformat()
+
+    first = cli("jobs", "backfill", "hourly", "--start", start, "--end", end)
+    again = cli.json("jobs", "backfill", "hourly", "--start", start, "--end", end)
+    future = cli("jobs", "backfill", "hourly", "--start", start, "--end", "9999-01-01T00:00:00Z")
+
+    assert first.exit_code == 0, first.stderr
+    assert first.stdout.startswith("backfilled 2 run(s) from ")
+    assert again["count"] == 0 and again["existing"] == 2
+    assert future.exit_code == 1 and one_line(future.stderr).startswith("error: 400 ")
+    assert "end" in future.stderr

@@ -1,0 +1,160 @@
+"""POST /jobs/{id}/backfill through the handler on the in-memory fakes (design §3.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobsched.domain.backfill import MAX_BACKFILL_FIRES, BackfillWindowError, backfill_fires, dispatch_delay_s
+from jobsched.models import RunStatus
+from jobsched.schedules import parse_schedule
+
+DAY = {"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T00:00:00Z"}
+HOUR_MS = 3_600_000
+MARCH_1 = 1_772_323_200_000  # 2026-03-01T00:00:00Z
+
+
+def backfill(http: Any, job: dict[str, Any], body: dict[str, str], **kwargs: Any) -> Any:
+    return http("POST", f"/jobs/{job['id']}/backfill", body=body, **kwargs)
+
+
+def test_a_backfill_runs_each_past_fire_without_a_run_spread_at_the_backfill_rate(http):
+    job = http.create(schedule="0 * * * *")  # created 2026-03-02T10:00Z: the window is before it
+    http.put_run(job["id"], MARCH_1 + 5 * HOUR_MS, RunStatus.SUCCEEDED)
+    http.backend.queue.take()
+
+    reply = backfill(http, job, DAY)
+
+    assert reply.status == 200, reply.body
+    assert reply.body == {
+        "count": 23,
+        "created": 23,
+        "rerun": 0,
+        "fires": 24,
+        "existing": 1,
+        "first": "2026-03-01T00:00:00Z",
+        "last": "2026-03-01T23:00:00Z",
+    }
+    sent = http.backend.queue.take()
+    assert [m.scheduled_for for m in sent] == [MARCH_1 + h * HOUR_MS for h in range(24) if h != 5]
+    rate = http.settings.backfill_rate_per_s
+    assert [m.delay_s for m in sent] == [i // rate for i in range(23)]
+    runs = http("GET", f"/jobs/{job['id']}/runs", query={"limit": "100"}).body["items"]
+    kinds = {run["scheduled_for"]: (run["kind"], run["status"]) for run in runs}
+    assert kinds["2026-03-01T05:00:00Z"] == ("scheduled", "succeeded")  # left alone
+    assert kinds["2026-03-01T06:00:00Z"] == ("backfill", "queued")
+    assert len(runs) == 24
+
+
+def test_a_repeated_backfill_creates_nothing_new(http):
+    job = http.create(schedule="0 * * * *")
+    first = backfill(http, job, DAY)
+    http.backend.queue.take()
+
+    again = backfill(http, job, DAY)
+
+    assert first.body["count"] == 24
+    assert again.status == 200 and again.body["count"] == 0 and again.body["existing"] == 24
+    assert again.body["first"] is None and again.body["last"] is None
+    assert http.backend.queue.take() == []
+
+
+def test_a_backfill_is_recorded_in_the_job_s_events(http):
+    job = http.create(schedule="0 * * * *")
+    http.clock.advance(1)
+
+    backfill(http, job, DAY, caller="carol")
+
+    latest = http("GET", f"/jobs/{job['id']}/events").body["items"][0]
+    assert latest["kind"] == "backfilled" and latest["actor"] == http.carol
+    assert latest["detail"] == {
+        "start": "2026-03-01T00:00:00+00:00",
+        "end": "2026-03-02T00:00:00+00:00",
+        "count": 24,
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"start": "2026-03-02T00:00:00Z", "end": "2026-03-01T00:00:00Z"}, "end must be after start"),
+        ({"start": "2026-03-02T09:00:00Z", "end": "2026-03-02T11:00:00Z"}, "past fires only"),
+        ({"start": "2026-02-01T00:00:00Z", "end": "2026-03-02T00:00:00Z"}, "at most 1000 fires"),
+    ],
+)
+def test_a_window_that_cannot_be_run_is_a_400_naming_end(http, body, message):
+    job = http.create(schedule="*/30 * * * *")
+
+    reply = backfill(http, job, body)
+
+    assert reply.status == 400 and reply.error["field"] == "end" and message in reply.error["message"]
+    assert http("GET", f"/jobs/{job['id']}/runs").body["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"start": "2026-03-01T00:00:00", "end": "2026-03-02T00:00:00Z"}, "start"),
+        ({"start": "2026-03-01T00:00:00Z"}, "end"),
+        ({"start": "2026-03-01T00:00:00Z", "end": 1772409600}, "end"),
+        ({"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T00:00:00Z", "rate": 5}, "rate"),
+    ],
+)
+def test_a_malformed_backfill_body_is_a_400_naming_the_field(http, body, field):
+    job = http.create(schedule="0 * * * *")
+
+    reply = backfill(http, job, body)
+
+    assert reply.status == 400 and reply.error["field"] == field, reply.body
+
+
+def test_another_team_cannot_backfill_the_job(http):
+    job = http.create(schedule="0 * * * *")
+
+    reply = backfill(http, job, DAY, caller="bob")
+
+    assert reply.status == 404
+    assert http("GET", f"/jobs/{job['id']}/runs").body["items"] == []
+
+
+def test_a_backfill_with_a_key_replays_its_first_answer(http):
+    job = http.create(schedule="0 * * * *")
+    key = {"Idempotency-Key": "backfill-march-1"}
+
+    first = backfill(http, job, DAY, headers=key)
+    again = backfill(http, job, DAY, headers=key)
+    other = backfill(http, job, {**DAY, "start": "2026-03-01T12:00:00Z"}, headers=key)
+
+    assert first.body["count"] == 24 and again.body == first.body
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert other.status == 422
+
+
+# --- domain.backfill (pure) ---------------------------------------------------------------------------
+
+
+def test_fires_are_taken_from_the_window_start_inclusive_end_exclusive():
+    hourly = parse_schedule("0 * * * *", "UTC")
+
+    fires = backfill_fires(hourly, MARCH_1, MARCH_1 + 3 * HOUR_MS, now_ms=MARCH_1 + 10 * HOUR_MS)
+
+    assert fires == (MARCH_1, MARCH_1 + HOUR_MS, MARCH_1 + 2 * HOUR_MS)
+
+
+def test_the_thousand_fire_bound_names_the_last_end_that_fits():
+    minutely = parse_schedule("* * * * *", "UTC")
+    end_that_fits = MARCH_1 + MAX_BACKFILL_FIRES * 60_000
+
+    assert len(backfill_fires(minutely, MARCH_1, end_that_fits, now_ms=end_that_fits)) == MAX_BACKFILL_FIRES
+    with pytest.raises(BackfillWindowError) as refused:
+        backfill_fires(minutely, MARCH_1, end_that_fits + 1, now_ms=end_that_fits + 1)
+    assert (
+        refused.value.field == "end"
+        and "end it at 2026-03-01T16:39:00.001000Z or earlier" in refused.value.message
+    )
+
+
+def test_dispatch_delays_spread_runs_at_the_rate_and_never_past_sqs_longest_delay():
+    assert [dispatch_delay_s(i, 10) for i in (0, 9, 10, 25)] == [0, 0, 1, 2]
+    assert dispatch_delay_s(10_000, 2) == 900
