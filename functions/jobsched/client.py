@@ -288,6 +288,23 @@ class JobschedClient:
             params={"status": status, "limit": limit, "cursor": cursor},
         )
 
+    def list_all_runs(
+        self, *, limit: int | None = None, cursor: str | None = None, **filters: str | None
+    ) -> dict[str, Any]:
+        """``GET /runs``: the caller's runs across their jobs, newest first; ``filters`` among ``status``,
+        ``job_id``, ``kind``, ``since``, ``until`` (ISO 8601). ``{"items": [run, ...], "next_cursor": str | None}``."""
+        return self._json("GET", "/runs", params={**filters, "limit": limit, "cursor": cursor})
+
+    def iter_all_runs(self, *, page_size: int = 100, **filters: str | None) -> Iterator[dict[str, Any]]:
+        """Every run ``GET /runs`` lists with ``filters`` (newest first), following ``next_cursor``."""
+        cursor: str | None = None
+        while True:
+            page = self.list_all_runs(limit=page_size, cursor=cursor, **filters)
+            yield from page.get("items", [])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
     def iter_runs(
         self, job_id: str, *, status: str | None = None, page_size: int = 100
     ) -> Iterator[dict[str, Any]]:

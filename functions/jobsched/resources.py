@@ -122,6 +122,9 @@ RUNS = TableDef(
         # The sweeper index: sparse, only runs not yet finished carry "sweep_pk"; "sweep_at" is when the
         # sweeper should next look at the run. Keys only, so claims and heartbeats cost no index write.
         Index("sweep", Key("sweep_pk", "S"), Key("sweep_at", "N"), "KEYS_ONLY"),
+        # An owner's failed runs across their jobs (design §3.4): sparse, only rows in a failure status
+        # (retrying, dead, skipped) whose owner is known carry "fail_owner". Nothing on the happy path writes it.
+        Index("failures", Key("fail_owner", "S"), Key("scheduled_for", "N"), "ALL"),
     ),
     ttl_attribute="expires_at",
 )

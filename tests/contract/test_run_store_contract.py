@@ -272,3 +272,68 @@ def test_a_transient_dynamodb_failure_is_store_unavailable(aws: Any, settings: A
             _claim(store)
     assert isinstance(raised.value.__cause__, ClientError)
     assert raised.value.__cause__.response["Error"]["Code"] == code
+
+
+# --- an owner's failed runs (the sparse failures index) -------------------------------------------------
+
+
+def _fail(store: Any, key: RunKey, owner: str, *, dead: bool) -> None:
+    """Claim the queued run ``key`` and fail its try under ``owner``: dead, or retrying."""
+    assert _claim(store, key=key).claimed
+    owned = Owned(key.job_id, key.scheduled_for, 1, "w1", owner=owner)
+    if dead:
+        assert store.dead(owned, now_ms=NOW, error="boom", final_attempt=1, notify_at_ms=NOW)
+    else:
+        assert store.retry(owned, error="boom", retry_at_ms=NOW + 60_000, sweep_at_ms=NOW + 120_000)
+
+
+def test_an_owners_failed_runs_are_listed_across_jobs_newest_first(store: Any) -> None:
+    keys = [RunKey("j_a", T0), RunKey("j_b", T0), RunKey("j_a", T0 + 60_000), RunKey("j_c", T0 + 30_000)]
+    for key in keys:
+        assert store.put_new(_run(key.job_id, key.scheduled_for)) is None
+    _fail(store, keys[0], "team-a", dead=True)
+    _fail(store, keys[1], "team-a", dead=False)
+    _fail(store, keys[2], "team-a", dead=True)
+    _fail(store, keys[3], "team-b", dead=True)  # another owner's
+    skipped = _run("j_d", T0 + 10_000, status=RunStatus.SKIPPED, owner="team-a", error="missed")
+    assert store.put_new(skipped) is None
+    assert store.put_new(_run("j_e", T0 + 20_000, status=RunStatus.SKIPPED, error="no owner")) is None
+
+    page, cursor = store.list_failed("team-a", 2)
+    rest, end = store.list_failed("team-a", 10, before=cursor)
+    dead, _ = store.list_failed("team-a", 10, status=RunStatus.DEAD)
+    recent, _ = store.list_failed("team-a", 10, since_ms=T0 + 1)
+
+    assert [r.key for r in page] == [keys[2], RunKey("j_d", T0 + 10_000)] and cursor == (T0 + 10_000, "j_d")
+    assert [r.key for r in rest] == [keys[1], keys[0]] and end is None
+    assert [r.key for r in dead] == [keys[2], keys[0]]
+    assert [r.key for r in recent] == [keys[2], RunKey("j_d", T0 + 10_000)]
+    assert store.list_failed("team-a", 10, kind=RunKind.MANUAL) == ([], None)
+
+
+def test_a_run_leaves_the_failed_list_when_its_next_try_is_claimed_or_succeeds(store: Any) -> None:
+    assert store.put_new(_run()) is None
+    _fail(store, FIRST, "team-a", dead=False)
+    assert [r.status for r in store.list_failed("team-a", 10)[0]] == [RunStatus.RETRYING]
+
+    claimed = store.claim(
+        "j_a", T0, worker="w2", now_ms=NOW + 60_000, stale_before_ms=0, retry_due_by_ms=NOW + 60_000
+    )
+    assert claimed.claimed
+    assert store.list_failed("team-a", 10) == ([], None)
+    assert store.succeed(Owned("j_a", T0, 2, "w2"), now_ms=NOW + 61_000)
+    assert store.list_failed("team-a", 10) == ([], None)
+    assert store.get("j_a", T0).owner == "team-a"
+
+
+def test_a_jobs_history_filters_by_kind_and_since(store: Any) -> None:
+    for offset, kind in ((0, RunKind.SCHEDULED), (1_000, RunKind.MANUAL), (2_000, RunKind.SCHEDULED)):
+        assert store.put_new(_run(scheduled_for=T0 + offset, kind=kind)) is None
+
+    manual, _ = store.list_for_job("j_a", 10, kind=RunKind.MANUAL)
+    recent, cursor = store.list_for_job("j_a", 1, since_ms=T0 + 1)
+    older, end = store.list_for_job("j_a", 10, since_ms=T0 + 1, before_ms=cursor)
+
+    assert [r.scheduled_for for r in manual] == [T0 + 1_000]
+    assert [r.scheduled_for for r in recent] == [T0 + 2_000] and cursor == T0 + 2_000
+    assert [r.scheduled_for for r in older] == [T0 + 1_000] and end is None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar
 
@@ -44,6 +45,7 @@ from jobsched.models import (
     Page,
     PauseRequest,
     Run,
+    RunKind,
     RunStatus,
 )
 from jobsched.settings import Settings
@@ -337,6 +339,42 @@ def list_events(
     id: JobId, api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = None
 ) -> Page[JobEvent]:
     return api.service.list_events(owner, id, limit=limit, cursor=cursor)
+
+
+@_route(
+    "listAllRuns",
+    summary="The caller's runs across all their jobs, newest first",
+    description="Optionally one `status`, `job_id` or `kind`, and `scheduled_for` in `[since, until)`. Failed "
+    "runs (`status` retrying, dead or skipped) come from an index of failures; other listings merge the "
+    "caller's jobs (at most 500: narrow by `job_id` or a failure `status` beyond that). Pass `next_cursor` "
+    "back as `cursor` with the same filters.",
+    tags=["runs"],
+    responses=responses(
+        {200: (Page[Run], "A page of runs")},
+        404,
+        descriptions={404: "No such job (`job_id`), or a `cursor` this listing did not issue"},
+    ),
+)
+def list_all_runs(
+    api: ApiDep,
+    owner: Owner,
+    status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,
+    job_id: Annotated[
+        str | None, Query(pattern=r"^j_[0-9a-f]{20}$", description="only this job's runs")
+    ] = None,
+    kind: Annotated[RunKind | None, Query(description="only runs of this kind")] = None,
+    since: Annotated[
+        datetime | None, Query(description="scheduled_for at or after (ISO 8601, with offset)")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="scheduled_for before (ISO 8601, with offset)")
+    ] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[Run]:
+    return api.service.run_listing.across_jobs(
+        owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit, cursor=cursor
+    )
 
 
 @_route(

@@ -46,6 +46,9 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/jobs", "createJob"),
     Route("GET", "/jobs", "listJobs", query=("limit", "cursor")),
+    Route(
+        "GET", "/runs", "listAllRuns", query=("status", "job_id", "kind", "since", "until", "limit", "cursor")
+    ),
     Route("GET", "/jobs/{id}", "getJob"),
     Route("PATCH", "/jobs/{id}", "updateJob"),
     Route("DELETE", "/jobs/{id}", "deleteJob"),

@@ -37,6 +37,7 @@ from jobsched.api.backfill import Backfiller
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.api.runs_listing import RunListing
 from jobsched.api.validation import describe
 from jobsched.clock import Clock
 from jobsched.domain import fires, registration
@@ -142,6 +143,7 @@ class JobService:
         self.partition_marks = partition_marks
         self.audit = AuditTrail(jobs, settings.retention_days)
         self.backfiller = Backfiller(settings, runs, queue, self.audit, clock)
+        self.run_listing = RunListing(jobs, runs)
         self._partitions_marked = False
 
     # --- create -------------------------------------------------------------------------------

@@ -1,21 +1,26 @@
-"""``jobsched runs JOB``: a job's run history, newest first (``--status`` filters, ``--json`` for scripts)."""
+"""``jobsched runs JOB``: a job's run history, newest first (``--status`` filters, ``--json`` for scripts);
+``jobsched runs --all``: the caller's runs across all their jobs (``GET /runs``), e.g. ``--status dead --since 24h``."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from jobsched.cli.jobs import resolve_job
-from jobsched.cli.options import Connection, JobArgument, JsonOption, option_groups
+from jobsched.cli.options import Connection, JsonOption, option_groups
 from jobsched.cli.output import seconds, show, table, when
+from jobsched.exits import USAGE_ERROR, fail
 
 __all__ = ["runs_command"]
 
 
-def _runs_table(runs: list[dict[str, Any]]) -> Table:
-    """Runs (API JSON) as rows; a summary row of skipped fires shows its count (``skipped x12``)."""
+def _runs_table(runs: list[dict[str, Any]], *, with_job: bool = False) -> Table:
+    """Runs (API JSON) as rows; a summary row of skipped fires shows its count (``skipped x12``); ``with_job``:
+    a first column with each run's job id."""
     rows = []
     for run in runs:
         status = run.get("status", "")
@@ -23,6 +28,7 @@ def _runs_table(runs: list[dict[str, Any]]) -> Table:
             status += f" x{run['skipped_count']}"
         rows.append(
             (
+                *((run.get("job_id", ""),) if with_job else ()),
                 when(run.get("scheduled_for")),
                 status,
                 str(run.get("attempt", 0)),
@@ -34,31 +40,72 @@ def _runs_table(runs: list[dict[str, Any]]) -> Table:
             )
         )
     columns = ("SCHEDULED FOR", "STATUS", "TRY", "LATENESS", "STARTED", "FINISHED", "KIND", "ERROR")
-    return table(columns, rows)
+    return table((("JOB",) if with_job else ()) + columns, rows)
+
+
+_AGO = re.compile(r"^(\d+)\s*([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def instant_option(text: str | None, option: str, now: datetime | None = None) -> str | None:
+    """``24h``/``30m``/``7d``/``90s`` ago as ISO 8601 (UTC), or the text itself (an instant the API judges).
+    Exits 2 naming ``option`` for a count too large to be a date."""
+    if text is None:
+        return None
+    found = _AGO.match(text.strip())
+    if found is None:
+        return text
+    try:
+        moment = (now or datetime.now(UTC)) - timedelta(seconds=int(found[1]) * _UNIT_S[found[2]])
+    except OverflowError:
+        fail(f"{option} {text!r} reaches before year 1", USAGE_ERROR)
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 @option_groups
 def runs_command(
-    job: JobArgument,
+    job: Annotated[str | None, typer.Argument(help="The job's id or name (not with --all).")] = None,
+    every_job: Annotated[bool, typer.Option("--all", help="Runs of all your jobs (GET /runs).")] = False,
     status: Annotated[
         str | None,
         typer.Option(
             "--status", help="Only runs in this status: queued running retrying succeeded dead skipped."
         ),
     ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Scheduled at or after: 24h, 30m, 7d ago, or ISO 8601.")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Scheduled before: as --since.")] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="Only runs of this kind: scheduled manual backfill.")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many, newest first.")] = 20,
     conn: Connection = Connection(),
     as_json: JsonOption = False,
 ) -> None:
-    """A job's runs, newest first (GET /jobs/{id}/runs)."""
+    """A job's runs, newest first (GET /jobs/{id}/runs), or with --all every job's (GET /runs)."""
+    if every_job == (job is not None):
+        fail("give a JOB, or --all for the runs of all your jobs", USAGE_ERROR)
+    filters = {
+        "status": status,
+        "kind": kind,
+        "since": instant_option(since, "--since"),
+        "until": instant_option(until, "--until"),
+    }
+    page_size = min(max(limit, 1), 100)
     with conn.client() as client:
-        job_id = resolve_job(client, job)
+        if job is None:
+            found = client.iter_all_runs(page_size=page_size, **filters)
+        elif since is None and until is None and kind is None:
+            found = client.iter_runs(resolve_job(client, job), status=status, page_size=page_size)
+        else:
+            found = client.iter_all_runs(job_id=resolve_job(client, job), page_size=page_size, **filters)
         runs: list[dict[str, Any]] = []
-        for run in client.iter_runs(job_id, status=status, page_size=min(max(limit, 1), 100)):
+        for run in found:
             runs.append(run)
             if len(runs) >= limit:
                 break
     if runs or as_json:
-        show(runs, as_json, _runs_table)
+        show(runs, as_json, lambda found: _runs_table(found, with_job=job is None))
     else:
         typer.echo("no runs yet", err=True)

@@ -54,7 +54,7 @@ class DueJob:
     rewrite of the item (None on items written before versions existed): a move lands only on the version it
     was planned from. ``on_time_from``: set by the API when it accepted a one-off whose instant was already past (the
     registration grace): that fire's lateness counts from then, so the missed policy never skips what the API
-    just accepted.
+    just accepted. ``owner``: the job's owner when its state keeps it (for the skipped rows it records).
     """
 
     job_id: str
@@ -72,6 +72,7 @@ class DueJob:
     term: int
     version: int | None = None
     on_time_from: int | None = None
+    owner: str | None = None
 
     @classmethod
     def from_state(cls, state: SchedulingState) -> DueJob:
@@ -95,6 +96,7 @@ class DueJob:
             term=state.term,
             version=state.version,
             on_time_from=state.on_time_from,
+            owner=state.owner,
         )
 
     def parsed_schedule(self) -> Schedule:

@@ -134,6 +134,7 @@ def scheduling_state(
         next_run_at=next_run_at_ms,
         on_time_from=on_time_from,
         due=due,
+        owner=job.owner,
     )
 
 

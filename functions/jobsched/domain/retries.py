@@ -3,6 +3,7 @@ message and owner alert."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import StrEnum
 
 from jobsched.clock import Clock
@@ -92,8 +93,10 @@ class Failures:
 
     def failed_try(self, owned: Owned, job: Job, error: str) -> Outcome:
         """Record the failed try ``owned.attempt`` of ``job``'s run: ``RETRYING``, ``DEAD``, or ``LOST``
-        when the run is no longer ``owned`` (someone else moved it on)."""
+        when the run is no longer ``owned`` (someone else moved it on). The run is recorded under the job's
+        owner, so it is listed among the owner's failed runs (design §3.4)."""
         error = truncate(error)
+        owned = replace(owned, owner=job.owner)
         if owned.attempt >= job.retry.max_attempts:
             return self.dead(owned, job, error, attempts=owned.attempt)
         now = self.clock()

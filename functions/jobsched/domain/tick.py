@@ -378,6 +378,7 @@ class Scheduler:
             skipped_count=row.count if row.count > 1 else None,
             skipped_through=row.through if row.count > 1 else None,
             error=row.reason,
+            owner=job.owner,
         )
 
     def _save(self, works: list[_JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:

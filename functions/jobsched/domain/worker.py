@@ -40,6 +40,8 @@ it holds the run (refused or long-failing heartbeats) abandons its try before th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from jobsched.clock import Clock
 from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
@@ -195,7 +197,8 @@ class Worker:
             if locked:
                 holder = self._acquire_overlap(owned, now)
                 if holder is not None:
-                    return self._skip(owned, f"overlap: run {holder} of this job is still running")
+                    running = f"overlap: run {holder} of this job is still running"
+                    return self._skip(replace(owned, owner=job.owner), running)
         except StoreUnavailable as error:
             # Nothing has run: a storage error between the claim and the target must not cost a try. (Any other
             # error, e.g. a spec this worker cannot read, propagates: the run is recovered as a lost worker's and

@@ -11,8 +11,30 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from jobsched.models import RunStatus
-from jobsched.ports.runs import Claim, KeyedInsert, Owned, RunKey, RunRow, SweepPage, sweep_shard
+from jobsched.models import RunKind, RunStatus
+from jobsched.ports.runs import (
+    FAILURE_STATUSES,
+    Claim,
+    KeyedInsert,
+    Owned,
+    RunKey,
+    RunRow,
+    SweepPage,
+    sweep_shard,
+)
+
+
+def _failing(owned: Owned) -> dict[str, Any]:
+    """A failure transition records the run's owner when the claim knows it (the DynamoDB adapter's index key)."""
+    return {"owner": owned.owner} if owned.owner is not None else {}
+
+
+def _matches(row: RunRow, *, status: RunStatus | None, since_ms: int | None, kind: RunKind | None) -> bool:
+    return (
+        (status is None or row.status is RunStatus(status))
+        and (since_ms is None or row.scheduled_for >= since_ms)
+        and (kind is None or row.kind is kind)
+    )
 
 
 class MemoryRunStore:
@@ -73,9 +95,11 @@ class MemoryRunStore:
         *,
         status: RunStatus | None = None,
         before_ms: int | None = None,
+        since_ms: int | None = None,
+        kind: RunKind | None = None,
     ) -> tuple[list[RunRow], int | None]:
-        """A page of a job's runs, newest first (only ``status``, older than ``before_ms`` when given):
-        ``(rows, scheduled_for of the last row when more follow, else None)``."""
+        """A page of a job's runs, newest first (only ``status``/``kind``, older than ``before_ms``, at or after
+        ``since_ms`` when given): ``(rows, scheduled_for of the last row when more follow, else None)``."""
         with self._lock:
             rows = sorted(
                 (
@@ -83,13 +107,42 @@ class MemoryRunStore:
                     for r in self._rows.values()
                     if r.job_id == job_id
                     and (before_ms is None or r.scheduled_for < before_ms)
-                    and (status is None or r.status is RunStatus(status))
+                    and _matches(r, status=status, since_ms=since_ms, kind=kind)
                 ),
                 key=lambda r: r.scheduled_for,
                 reverse=True,
             )
         page = rows[:limit]
         return page, (page[-1].scheduled_for if len(rows) > limit else None)
+
+    def list_failed(
+        self,
+        owner: str,
+        limit: int,
+        *,
+        status: RunStatus | None = None,
+        before: tuple[int, str] | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        kind: RunKind | None = None,
+    ) -> tuple[list[RunRow], tuple[int, str] | None]:
+        """The owner's rows in a failure status, newest ``(scheduled_for, job_id)`` first, before ``before``."""
+        with self._lock:
+            rows = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if r.owner == owner
+                    and r.status in FAILURE_STATUSES
+                    and (before is None or (r.scheduled_for, r.job_id) < before)
+                    and (until_ms is None or r.scheduled_for < until_ms)
+                    and _matches(r, status=status, since_ms=since_ms, kind=kind)
+                ),
+                key=lambda r: (r.scheduled_for, r.job_id),
+                reverse=True,
+            )
+        page = rows[:limit]
+        return page, ((page[-1].scheduled_for, page[-1].job_id) if len(rows) > limit else None)
 
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]:
         """The job's rows with ``first_ms <= scheduled_for <= last_ms``, oldest first, at most ``limit``."""
@@ -168,6 +221,7 @@ class MemoryRunStore:
             error=error,
             retry_at=retry_at_ms,
             sweep_at=sweep_at_ms,
+            **_failing(owned),
         )
 
     def dead(self, owned: Owned, *, now_ms: int, error: str, final_attempt: int, notify_at_ms: int) -> bool:
@@ -180,6 +234,7 @@ class MemoryRunStore:
             notify_pending=True,
             sweep_at=notify_at_ms,
             retry_at=None,
+            **_failing(owned),
         )
 
     def notified(self, job_id: str, scheduled_for_ms: int) -> bool:
@@ -211,6 +266,7 @@ class MemoryRunStore:
             finished_at=now_ms,
             sweep_at=None,
             retry_at=None,
+            **_failing(owned),
         )
 
     # --- sweeper side --------------------------------------------------------------------------

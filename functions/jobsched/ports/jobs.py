@@ -44,6 +44,8 @@ class SchedulingState:
     before versions existed; a move lands only on the version it was planned from). ``anchor_at``: a rate's
     anchor; ``end_at``: no fire after it; ``on_time_from``: set when the API accepted a one-off whose instant
     was already past (its lateness counts from then). ``jitter_offset_ms``: the job's fixed dispatch delay.
+    ``owner``: the job's owner (None on states written before it was kept), so the fires the tick records
+    ``skipped`` are listed among the owner's failed runs (``GET /runs``).
     """
 
     job_id: str
@@ -62,6 +64,7 @@ class SchedulingState:
     next_run_at: int | None = None
     on_time_from: int | None = None
     due: DueEntry | None = None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,11 @@ def sweep_shard(job_id: str) -> int:
     return int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big") % SWEEP_SHARDS
 
 
+FAILURE_STATUSES = frozenset({RunStatus.RETRYING, RunStatus.DEAD, RunStatus.SKIPPED})
+"""The statuses a run is listed under in its owner's failed runs (design §3.4): a row in one of them whose
+``owner`` is known is in the sparse ``failures`` index, which nothing on the happy path writes."""
+
+
 class RunKey(NamedTuple):
     """The key of a run: ``(job_id, scheduled_for)`` (epoch ms)."""
 
@@ -456,5 +461,30 @@ class RunHistory(Protocol):
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
 
     def list_for_job(
-        self, job_id: str, limit: int, *, status: RunStatus | None = None, before_ms: int | None = None
+        self,
+        job_id: str,
+        limit: int,
+        *,
+        status: RunStatus | None = None,
+        before_ms: int | None = None,
+        since_ms: int | None = None,
+        kind: RunKind | None = None,
     ) -> tuple[list[RunRow], int | None]: ...
+
+    def list_failed(
+        self,
+        owner: str,
+        limit: int,
+        *,
+        status: RunStatus | None = None,
+        before: tuple[int, str] | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        kind: RunKind | None = None,
+    ) -> tuple[list[RunRow], tuple[int, str] | None]:
+        """A page of ``owner``'s runs in a failure status (:data:`FAILURE_STATUSES`, or only ``status``) across
+        their jobs, newest ``scheduled_for`` first (ties by job id, descending), after ``before`` =
+        ``(scheduled_for, job_id)`` in that order, with ``since_ms <= scheduled_for < until_ms`` (epoch ms),
+        optionally of one ``kind``; and
+        the last row's ``(scheduled_for, job_id)`` when more may follow (else None)."""
+        ...

@@ -22,7 +22,8 @@ jobs table's TTL attribute: deletion + retention, when the last run row has expi
 nothing runs it) and no ``owner``/``name`` (so it is not in the ``by_owner`` index).
 
 Runs table (``resources.RUNS``): ``job_id`` + ``scheduled_for`` (epoch ms) is the key, so the pair is unique.
-Unfinished runs carry ``sweep_pk``/``sweep_at`` (the sparse sweeper index). ``expires_at`` (epoch s) is the TTL.
+Unfinished runs carry ``sweep_pk``/``sweep_at`` (the sparse sweeper index); failing runs of a known owner carry
+``fail_owner`` (the sparse ``failures`` index: the owner's failed runs across their jobs). ``expires_at`` (epoch s) is the TTL.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from jobsched.ports.jobs import (
     DueEntry,
     SchedulingState,
 )
-from jobsched.ports.runs import RunRow, sweep_shard
+from jobsched.ports.runs import FAILURE_STATUSES, RunRow, sweep_shard
 
 SPEC_SK = "spec"
 SCHED_SK = "sched"
@@ -207,6 +208,7 @@ def sched_item(state: SchedulingState) -> dict[str, Any]:
         "on_time_from": state.on_time_from,
         "end_at": state.end_at,
         "next_run_at": state.next_run_at,
+        "job_owner": state.owner,
     }
     item.update({name: value for name, value in optional.items() if value is not None})
     if state.due is not None:
@@ -241,6 +243,7 @@ def state_from_item(item: dict[str, Any]) -> SchedulingState:
         next_run_at=optional("next_run_at"),
         on_time_from=optional("on_time_from"),
         due=due,
+        owner=str(item["job_owner"]) if item.get("job_owner") is not None else None,
     )
 
 
@@ -294,6 +297,10 @@ RUN_ATTRIBUTES = {
 aside)."""
 
 
+FAIL_OWNER = "fail_owner"
+"""Partition key of the sparse ``failures`` index of the runs table: the owner, on failing rows only."""
+
+
 def sweep_pk(shard: int) -> str:
     """Partition key of shard ``shard`` of the sparse sweep index: ``sweep#<shard>`` (a run's shard is
     ``ports.runs.sweep_shard(job_id)``)."""
@@ -323,6 +330,8 @@ def run_item(row: RunRow) -> dict[str, Any]:
             item[attribute] = value
     if row.sweep_at is not None:
         item["sweep_pk"] = sweep_pk(sweep_shard(row.job_id))
+    if row.status in FAILURE_STATUSES and row.owner is not None:
+        item[FAIL_OWNER] = row.owner
     return item
 
 

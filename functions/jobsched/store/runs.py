@@ -13,11 +13,11 @@ from boto3.dynamodb.conditions import Attr, Key
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from jobsched.models import RunStatus
+from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import Claim, KeyedInsert, Owned, RunKey, RunRow, SweepPage
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
-from jobsched.store.layout import plain, run_item, run_row, sweep_pk, trigger_key_item
+from jobsched.store.layout import FAIL_OWNER, plain, run_item, run_row, sweep_pk, trigger_key_item
 
 
 class RunStore:
@@ -122,28 +122,69 @@ class RunStore:
         *,
         status: RunStatus | None = None,
         before_ms: int | None = None,
+        since_ms: int | None = None,
+        kind: RunKind | None = None,
     ) -> tuple[list[RunRow], int | None]:
-        """A page of a job's runs, newest first, optionally only ``status``, older than ``before_ms``.
+        """A page of a job's runs, newest first, optionally only ``status``/``kind``, older than ``before_ms``
+        and at or after ``since_ms``.
 
         Returns ``(rows, scheduled_for of the last row when more may follow, else None)``.
         """
         condition = Key("job_id").eq(job_id)
-        if before_ms is not None:
-            condition = condition & Key("scheduled_for").lt(before_ms)
+        if before_ms is not None or since_ms is not None:
+            condition = condition & Key("scheduled_for").between(
+                since_ms if since_ms is not None else 0, (before_ms if before_ms is not None else 2**63) - 1
+            )
+        rows = self._query_newest(
+            {"KeyConditionExpression": condition}, limit, _filter(status=status, kind=kind)
+        )
+        return [run_row(r) for r in rows[:limit]], (
+            rows[limit - 1]["scheduled_for"] if len(rows) > limit else None
+        )
+
+    @unavailable_on_failure
+    def list_failed(
+        self,
+        owner: str,
+        limit: int,
+        *,
+        status: RunStatus | None = None,
+        before: tuple[int, str] | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        kind: RunKind | None = None,
+    ) -> tuple[list[RunRow], tuple[int, str] | None]:
+        """``RunHistory.list_failed`` from the sparse ``failures`` index (``fail_owner = owner``), newest first;
+        one Query per page of at most ``limit + 1`` matching items (a filter on status or kind may read more)."""
+        condition = Key(FAIL_OWNER).eq(owner)
+        if since_ms is not None or until_ms is not None:
+            condition = condition & Key("scheduled_for").between(
+                since_ms if since_ms is not None else 0, (until_ms if until_ms is not None else 2**63) - 1
+            )
+        query: dict[str, Any] = {"IndexName": "failures", "KeyConditionExpression": condition}
+        if before is not None:
+            query["ExclusiveStartKey"] = {FAIL_OWNER: owner, "scheduled_for": before[0], "job_id": before[1]}
+        rows = self._query_newest(query, limit, _filter(status=status, kind=kind))
+        last = rows[limit - 1] if len(rows) > limit else None
+        return [run_row(r) for r in rows[:limit]], (
+            (int(last["scheduled_for"]), str(last["job_id"])) if last is not None else None
+        )
+
+    def _query_newest(self, query: dict[str, Any], limit: int, condition: Any) -> list[dict[str, Any]]:
+        """Up to ``limit + 1`` items of ``query`` newest first (one more than asked: whether more follow),
+        following pages; ``condition`` a FilterExpression or None."""
+        kwargs: dict[str, Any] = {**query, "ScanIndexForward": False}
+        if condition is not None:
+            kwargs["FilterExpression"] = condition
         rows: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"KeyConditionExpression": condition, "ScanIndexForward": False}
-        if status:
-            kwargs["FilterExpression"] = Attr("status").eq(RunStatus(status).value)
-        while len(rows) < limit:
-            kwargs["Limit"] = limit - len(rows) if not status else max(limit, 100)
+        while len(rows) <= limit:
+            kwargs["Limit"] = limit + 1 - len(rows) if condition is None else max(limit + 1, 100)
             page = self.table.query(**kwargs)
             rows.extend(plain(i) for i in page["Items"])
             if "LastEvaluatedKey" not in page:
-                return [run_row(r) for r in rows[:limit]], (
-                    rows[limit - 1]["scheduled_for"] if len(rows) > limit else None
-                )
+                break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return [run_row(r) for r in rows[:limit]], rows[limit - 1]["scheduled_for"]
+        return rows
 
     @unavailable_on_failure
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]:
@@ -197,7 +238,7 @@ class RunStore:
                 UpdateExpression=(
                     "SET #s = :running, worker = :worker, attempt = if_not_exists(attempt, :zero) + :one,"
                     " started_at = :now, heartbeat_at = :now, lateness_ms = if_not_exists(lateness_ms, :late)"
-                    " REMOVE retry_at"
+                    " REMOVE retry_at, fail_owner"
                 ),
                 ConditionExpression=(
                     "#s = :queued"
@@ -241,7 +282,7 @@ class RunStore:
         return self._as_claim(
             owned,
             sets={"status": RunStatus.SUCCEEDED.value, "finished_at": now_ms},
-            removes=("sweep_pk", "sweep_at", "error", "retry_at"),
+            removes=("sweep_pk", "sweep_at", "error", "retry_at", FAIL_OWNER),
         )
 
     @unavailable_on_failure
@@ -257,6 +298,7 @@ class RunStore:
                 "error": error,
                 "retry_at": retry_at_ms,
                 "sweep_at": sweep_at_ms,
+                **_failing(owned),
             },
         )
 
@@ -277,6 +319,7 @@ class RunStore:
                 "attempt": final_attempt,
                 "notify_pending": True,
                 "sweep_at": notify_at_ms,
+                **_failing(owned),
             },
             removes=("retry_at",),
         )
@@ -318,7 +361,12 @@ class RunStore:
         """``running -> skipped`` with ``reason`` in ``error`` (job deleted, overlap). 1 request. False: not ours."""
         return self._as_claim(
             owned,
-            sets={"status": RunStatus.SKIPPED.value, "error": reason, "finished_at": now_ms},
+            sets={
+                "status": RunStatus.SKIPPED.value,
+                "error": reason,
+                "finished_at": now_ms,
+                **_failing(owned),
+            },
             removes=("sweep_pk", "sweep_at", "retry_at"),
         )
 
@@ -448,6 +496,22 @@ class RunStore:
                 return False
             raise
         return True
+
+
+def _failing(owned: Owned) -> dict[str, Any]:
+    """The attribute that puts a run entering a failure status in its owner's ``failures`` index (none when the
+    owner is not known: the run is then only in its job's history)."""
+    return {FAIL_OWNER: owned.owner, "owner": owned.owner} if owned.owner is not None else {}
+
+
+def _filter(*, status: RunStatus | None, kind: RunKind | None) -> Any:
+    """The FilterExpression of a listing's status and kind (None: no filter)."""
+    condition = None
+    for attribute, value in (("status", status), ("kind", kind)):
+        if value is not None:
+            clause = Attr(attribute).eq(value.value)
+            condition = clause if condition is None else condition & clause
+    return condition
 
 
 def _deserialized(raw: dict[str, Any] | None) -> dict[str, Any] | None:

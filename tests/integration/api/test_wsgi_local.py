@@ -56,6 +56,7 @@ def test_the_openapi_document_is_served(client):
     assert response.status_code == 200 and response.headers["Content-Type"] == "application/json"
     assert set(response.json["paths"]) == {
         "/jobs",
+        "/runs",
         "/jobs/{id}",
         "/jobs/{id}/pause",
         "/jobs/{id}/fires",

@@ -20,6 +20,7 @@ REF = "#/components/schemas/"
 ROUTES = {
     ("post", "/jobs"): ("JobCreate", {"201": "Job", "200": "Job"}),
     ("get", "/jobs"): (None, {"200": "Page_Job_"}),
+    ("get", "/runs"): (None, {"200": "Page_Run_"}),
     ("get", "/jobs/{id}"): (None, {"200": "Job"}),
     ("patch", "/jobs/{id}"): ("JobPatch", {"200": "Job"}),
     ("delete", "/jobs/{id}"): (None, {"204": None}),

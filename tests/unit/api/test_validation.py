@@ -443,6 +443,7 @@ def test_a_base64_body_is_measured_decoded(http):
     [
         ("POST", "/jobs"),
         ("GET", "/jobs"),
+        ("GET", "/runs"),
         ("GET", "/jobs/j_00000000000000000000"),
         ("PATCH", "/jobs/j_00000000000000000000"),
         ("DELETE", "/jobs/j_00000000000000000000"),

@@ -391,3 +391,32 @@ def test_jobs_backfill_runs_the_window_s_past_fires_once(cli: Any) -> None:
     assert again["count"] == 0 and again["existing"] == 2
     assert future.exit_code == 1 and one_line(future.stderr).startswith("error: 400 ")
     assert "end" in future.stderr
+
+
+def test_runs_all_lists_every_jobs_runs_and_needs_a_job_or_all(cli: Any) -> None:
+    for name in ("alpha", "beta"):
+        cli.json("jobs", "create", "--name", name, "--schedule", "0 2 * * *", "--command", "echo")
+        cli("jobs", "trigger", name)
+
+    listed = cli.json("runs", "--all", "--since", "1h")
+    table = cli("runs", "--all", "--kind", "manual")
+    dead = cli.json("runs", "--all", "--status", "dead", "--since", "24h")
+    neither = cli("runs")
+    both = cli("runs", "alpha", "--all")
+
+    assert sorted(run["kind"] for run in listed) == ["manual", "manual"]
+    assert len({run["job_id"] for run in listed}) == 2
+    assert table.exit_code == 0 and "JOB" in table.stdout
+    assert dead == []
+    assert neither.exit_code == both.exit_code == 2
+    assert one_line(neither.stderr) == "error: give a JOB, or --all for the runs of all your jobs"
+
+
+def test_since_takes_a_duration_ago_or_an_instant() -> None:
+    from jobsched.cli.runs import instant_option
+
+    now = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+    assert instant_option("24h", "--since", now) == "2026-03-01T10:00:00Z"
+    assert instant_option("90 s", "--since", now) == "2026-03-02T09:58:30Z"
+    assert instant_option("2026-01-01T00:00:00Z", "--since", now) == "2026-01-01T00:00:00Z"
+    assert instant_option(None, "--since", now) is None

@@ -226,3 +226,17 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.DEAD and row.attempt == 1
     assert "out of attempts" in row.error
+
+
+def test_a_failing_run_is_listed_among_its_owners_failed_runs_until_it_succeeds(
+    runs: MemoryRunStore, clock: FakeClock, due_job: Callable[..., Job], deliver: Callable[..., str]
+) -> None:
+    # Given a scheduled run whose row knows no owner (as the scheduler saves it) and whose first try fails
+    job = due_job(command="fail", input={"times": 1}, retry={"backoff_s": 60})
+    runs.force(job.id, T0, owner=None)
+    assert deliver(job) == Outcome.RETRYING
+    # Then it is among its owner's failed runs (GET /runs?status=retrying), until its retry succeeds
+    assert [row.key for row in runs.list_failed(job.owner, 10)[0]] == [(job.id, T0)]
+    clock.advance(60_000)
+    assert deliver(job) == Outcome.SUCCEEDED
+    assert runs.list_failed(job.owner, 10) == ([], None)

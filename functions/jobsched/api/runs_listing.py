@@ -1,0 +1,161 @@
+"""``GET /runs`` (design §3.4): the caller's runs across all their jobs, newest ``scheduled_for`` first.
+
+Three ways to serve it, each bounded by the page:
+- ``job_id`` given: that job's history (its partition of the runs table);
+- a failure ``status`` (``retrying``, ``dead``, ``skipped``): the sparse ``failures`` index, keyed by owner, which
+  only failing rows enter, so it costs nothing on the happy path;
+- otherwise: each of the owner's live jobs is read for one page and the pages are merged (at most
+  :data:`MAX_FANOUT_JOBS` jobs; beyond that the caller narrows by ``job_id`` or a failure status).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+from jobsched.api.cursor import decode_cursor, encode_cursor
+from jobsched.api.exceptions import CursorNotFound, InvalidInput, JobNotFound
+from jobsched.models import Page, Run, RunKind, RunStatus, to_ms
+from jobsched.ports.jobs import JobRepository
+from jobsched.ports.runs import FAILURE_STATUSES, RunHistory, RunRow
+
+MAX_FANOUT_JOBS = 500
+"""Most live jobs ``GET /runs`` merges without a ``job_id`` or a failure ``status``."""
+
+
+class RunListing:
+    """Runs across an owner's jobs on the job store ``jobs`` and the run store ``runs``."""
+
+    def __init__(self, jobs: JobRepository, runs: RunHistory) -> None:
+        self.jobs = jobs
+        self.runs = runs
+
+    def across_jobs(
+        self,
+        owner: str,
+        *,
+        job_id: str | None = None,
+        status: RunStatus | None = None,
+        kind: RunKind | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Run]:
+        """A page of ``owner``'s runs, newest first, with ``scheduled_for`` in ``[since, until)`` (aware
+        datetimes), only ``status``/``kind`` when given; pass ``next_cursor`` back as ``cursor`` with the same
+        filters. Raises ``JobNotFound`` (``job_id`` not the owner's), ``InvalidInput`` naming ``until`` (not after
+        ``since``) or ``status`` (more than :data:`MAX_FANOUT_JOBS` jobs to merge), ``CursorNotFound`` (a cursor
+        of another listing or other filters); ``InvalidInput`` naming ``since``/``until`` without an offset."""
+        for name, value in (("since", since), ("until", until)):
+            if value is not None and value.tzinfo is None:
+                raise InvalidInput(name, f"{name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+        since_ms = to_ms(since) if since is not None else None
+        until_ms = to_ms(until) if until is not None else None
+        if since_ms is not None and until_ms is not None and until_ms <= since_ms:
+            raise InvalidInput("until", "until must be after since")
+        filters: dict[str, object] = {
+            "job": job_id,
+            "status": status,
+            "kind": kind,
+            "since": since_ms,
+            "until": until_ms,
+        }
+        start = _position(cursor, owner, filters)
+        window = (since_ms, until_ms)
+        if job_id is not None:
+            rows, last = self._one_job(owner, job_id, status, kind, window, start, limit)
+        elif status in FAILURE_STATUSES:
+            rows, last = self.runs.list_failed(
+                owner, limit, status=status, before=start, since_ms=since_ms, until_ms=until_ms, kind=kind
+            )
+        else:
+            rows, last = self._merged(owner, status, kind, window, start, limit)
+        next_cursor = None
+        if last is not None:
+            next_cursor = encode_cursor("all-runs", owner, {**filters, "at": last[0], "after_job": last[1]})
+        return Page[Run](items=[row.as_run() for row in rows], next_cursor=next_cursor)
+
+    def _one_job(
+        self,
+        owner: str,
+        job_id: str,
+        status: RunStatus | None,
+        kind: RunKind | None,
+        window: tuple[int | None, int | None],
+        start: tuple[int, str] | None,
+        limit: int,
+    ) -> tuple[list[RunRow], tuple[int, str] | None]:
+        if self.jobs.history_owner(job_id) != owner:
+            raise JobNotFound(job_id)
+        before = _earliest(start[0] if start is not None else None, window[1])
+        rows, last = self.runs.list_for_job(
+            job_id, limit, status=status, before_ms=before, since_ms=window[0], kind=kind
+        )
+        return rows, ((last, job_id) if last is not None else None)
+
+    def _merged(
+        self,
+        owner: str,
+        status: RunStatus | None,
+        kind: RunKind | None,
+        window: tuple[int | None, int | None],
+        start: tuple[int, str] | None,
+        limit: int,
+    ) -> tuple[list[RunRow], tuple[int, str] | None]:
+        """One page of each live job after ``start`` (``(scheduled_for, job_id)``, exclusive), merged."""
+        found: list[RunRow] = []
+        for job_id in self._job_ids(owner):
+            before = None
+            if start is not None:
+                # after (at, job) in the order (scheduled_for desc, job_id desc): a job id below the cursor's may
+                # still show its row at the cursor's instant
+                before = start[0] + 1 if job_id < start[1] else start[0]
+            rows, _ = self.runs.list_for_job(
+                job_id,
+                limit + 1,
+                status=status,
+                before_ms=_earliest(before, window[1]),
+                since_ms=window[0],
+                kind=kind,
+            )
+            found.extend(rows)
+        found.sort(key=lambda row: (row.scheduled_for, row.job_id), reverse=True)
+        page = found[:limit]
+        more = len(found) > limit
+        return page, ((page[-1].scheduled_for, page[-1].job_id) if more else None)
+
+    def _job_ids(self, owner: str) -> Iterator[str]:
+        after: tuple[str, str] | None = None
+        count = 0
+        while True:
+            stored, after = self.jobs.list_by_owner(owner, 100, after)
+            for found in stored:
+                count += 1
+                if count > MAX_FANOUT_JOBS:
+                    raise InvalidInput(
+                        "status",
+                        f"more than {MAX_FANOUT_JOBS} jobs to merge: list one job's runs (job_id) or the failed "
+                        "runs (status retrying, dead or skipped), which an index serves",
+                    )
+                yield found.job.id
+            if after is None:
+                return
+
+
+def _earliest(*bounds: int | None) -> int | None:
+    """The tightest of exclusive upper bounds (None: unbounded)."""
+    given = [bound for bound in bounds if bound is not None]
+    return min(given) if given else None
+
+
+def _position(cursor: str | None, owner: str, filters: dict[str, object]) -> tuple[int, str] | None:
+    """Where a cursor of this listing, made with the same filters, resumes: ``(scheduled_for, job_id)``."""
+    if cursor is None:
+        return None
+    position = decode_cursor(cursor, "all-runs", owner)
+    at, after_job = position.get("at"), position.get("after_job")
+    same = all(position.get(name) == value for name, value in filters.items())
+    if not same or not isinstance(at, int) or not isinstance(after_job, str):
+        raise CursorNotFound()
+    return at, after_job
