@@ -148,9 +148,11 @@ def test_index_shapes_follow_the_shared_resource_definitions() -> None:
     )
     assert "next_run_at" in due.non_key
     assert (by_owner.name, by_owner.projection) == ("by_owner", "ALL")
-    (sweep,) = index_shapes(RUNS)
+    sweep, failures = index_shapes(RUNS)
     assert (sweep.keys, sweep.table_keys, sweep.projection) == (
         ("sweep_pk", "sweep_at"),
         ("job_id", "scheduled_for"),
         "KEYS_ONLY",
     )
+    # the failures index shares the table's sort key: only rows carrying fail_owner are in it
+    assert (failures.keys, failures.projection) == (("fail_owner", "scheduled_for"), "ALL")
