@@ -163,6 +163,13 @@ class MemoryComponents(Components):
     run_sender: Any = None
     control_store: Any = None
 
+    @classmethod
+    def on(cls, fakes: Any, settings: Settings) -> MemoryComponents:
+        """Components of ``settings`` on ``fakes``' ``jobs``, ``runs``, ``queue`` and ``control`` stores and its
+        ``clock`` (a FakeClock, whose ``sleep`` only moves simulated time), with no AWS clients."""
+        stores = {"job_store": fakes.jobs, "run_store": fakes.runs, "run_sender": fakes.queue}
+        return cls(settings, None, fakes.clock, fakes.clock.sleep, control_store=fakes.control, **stores)
+
     def jobs(self) -> Any:
         return self.job_store
 

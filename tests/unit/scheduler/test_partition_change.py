@@ -21,16 +21,7 @@ PERIOD_MS = 10_000
 
 def groups(harness: Any, partitions: int, holder: str) -> list[SchedulerGroup]:
     settings = harness.settings.model_copy(update={"scheduler_partitions": partitions})
-    components = MemoryComponents(
-        settings,
-        None,  # type: ignore[arg-type]  # no AWS: every component built is on the fakes
-        clock=harness.clock,
-        sleep=harness.clock.sleep,
-        job_store=harness.jobs,
-        run_store=harness.runs,
-        run_sender=harness.queue,
-        control_store=harness.control,
-    )
+    components = MemoryComponents.on(harness, settings)
     return [components.scheduler_group(p, holder=f"{holder}-{p}") for p in range(partitions)]
 
 
@@ -125,14 +116,8 @@ def test_jobs_created_by_an_api_on_a_higher_count_are_served_by_schedulers_on_a_
     two = groups(harness, 2, "v2")
     harness.clock.now_ms = harness.T0
     four = harness.settings.model_copy(update={"scheduler_partitions": 4})
-    api = JobService(
-        settings=four,
-        jobs=harness.jobs,
-        runs=harness.runs,
-        queue=harness.queue,
-        clock=harness.clock,
-        partition_marks=harness.control,
-    )
+    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
+    api = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
     job_ids: list[str] = []
     # the API's job ids are random: create until partitions 2 and 3 (the ones count 2 lacks) both hold jobs
     while len(job_ids) < 12 or not {partition_of(j, 4) for j in job_ids} >= {2, 3}:
