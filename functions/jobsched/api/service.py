@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from dataclasses import field as dataclass_field
 from datetime import datetime
 from typing import Any
 
@@ -107,24 +106,34 @@ def _validation_problem(error: ValidationError) -> InvalidInput:
     return InvalidInput(field, message)
 
 
-@dataclass(kw_only=True)
 class JobService:
     """The use cases behind every route. ``clock`` returns epoch ms (UTC).
 
     ``idempotency`` is required only for calls that pass an ``idempotency_key``; ``target_tags`` (optional)
-    refuses a lambda/sqs target whose owner tag names another owner; ``partition_marks`` (optional) records
-    the partition count before the first job is homed (:meth:`_mark_partitions`).
+    refuses a lambda/sqs target whose owner tag names another owner.
     """
 
-    settings: Settings
-    jobs: JobRepository
-    runs: RunHistory
-    queue: RunSender
-    clock: Clock
-    idempotency: IdempotencyKeys | None = None
-    target_tags: TargetTags | None = None
-    partition_marks: PartitionMarks | None = None
-    _partitions_marked: bool = dataclass_field(default=False, init=False, repr=False)
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        jobs: JobRepository,
+        runs: RunHistory,
+        queue: RunSender,
+        clock: Clock,
+        idempotency: IdempotencyKeys | None = None,
+        target_tags: TargetTags | None = None,
+        partition_marks: PartitionMarks | None = None,
+    ) -> None:
+        self.settings = settings
+        self.jobs = jobs
+        self.runs = runs
+        self.queue = queue
+        self.clock = clock
+        self.idempotency = idempotency
+        self.target_tags = target_tags
+        self.partition_marks = partition_marks
+        self._partitions_marked = False
 
     # --- create -------------------------------------------------------------------------------
 
