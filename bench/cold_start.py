@@ -39,7 +39,7 @@ def _import_s(python: str, asset: Path, runtime: Path, module: str) -> float:
 def measure_cold_start(repeats: int = 5) -> dict[str, Any]:
     """``{"python": "3.12.x", "repeats": n, "handlers": {"api": {"bytecode_s", "source_s", "speedup"}, ...},
     "asset_pyc_files": n}`` (seconds, medians)."""
-    from infra.bundling import PLATFORM, PYTHON_VERSION, LocalBundler, compile_command, runtime_python
+    from infra.bundling import LocalBundler, compile_command, pip_install_for_lambda, runtime_python
 
     python = runtime_python()
     with tempfile.TemporaryDirectory(prefix="jobsched-cold-") as tmp:
@@ -47,25 +47,14 @@ def measure_cold_start(repeats: int = 5) -> dict[str, Any]:
         asset.mkdir()
         LocalBundler(compiler=python).try_bundle(str(asset))
         subprocess.run(
-            [
+            pip_install_for_lambda(
                 sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
                 "--disable-pip-version-check",
                 "--no-compile",
-                "--platform",
-                PLATFORM,
-                "--python-version",
-                PYTHON_VERSION,
-                "--implementation",
-                "cp",
-                "--only-binary=:all:",
                 "--target",
                 str(runtime),
                 f"boto3=={version('boto3')}",
-            ],
+            ),
             check=True,
             capture_output=True,
         )

@@ -216,25 +216,20 @@ class RequestLog:
             if table and key:
                 writes.append(_Write(table, key, transactional))
 
-        if operation == "PutItem":
-            add(
-                request.get("TableName"),
-                self._key_of(request.get("TableName", ""), request.get("Item", {})),
-                False,
-            )
-        elif operation in ("UpdateItem", "DeleteItem"):
-            add(request.get("TableName"), request.get("Key"), False)
+        def add_one(kind: str, body: dict[str, Any], transactional: bool) -> None:
+            """A Put (keyed by its item), Update or Delete (by its Key) of ``body["TableName"]``."""
+            table = body.get("TableName")
+            if kind == "Put":
+                add(table, self._key_of(table or "", body.get("Item", {})), transactional)
+            elif kind in ("Update", "Delete"):
+                add(table, body.get("Key"), transactional)
+
+        if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            add_one(operation.removesuffix("Item"), request, False)
         elif operation == "TransactWriteItems":
             for entry in request.get("TransactItems", []):
                 for kind, body in entry.items():
-                    if kind == "Put":
-                        add(
-                            body.get("TableName"),
-                            self._key_of(body.get("TableName", ""), body.get("Item", {})),
-                            True,
-                        )
-                    elif kind in ("Update", "Delete"):
-                        add(body.get("TableName"), body.get("Key"), True)
+                    add_one(kind, body, True)
         elif operation == "BatchWriteItem":
             for table, entries in request.get("RequestItems", {}).items():
                 for entry in entries:

@@ -88,6 +88,17 @@ def lookup(results: dict[str, Any], key: str) -> Any:
     return value
 
 
+REPORTED_AS = (
+    ("idle", "idle_poll"),
+    ("client_cpu", "scheduler_cpu"),
+    ("rush", "rush"),
+    ("steady", "steady"),
+    ("cold_start", "cold_import_s"),
+    ("scale_sim", "scale_sim"),
+)
+"""Measurements ``assemble`` reports as they are, each under its key of results.json."""
+
+
 def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
     """Build the results document from the raw measurements (``paths_1KiB``, ``paths_32KiB``, ``idle``,
     ``rush``, ``steady``, ``cold_start`` (under ``cold_import_s``), ``scale_sim``; any may be missing) and the deployment facts (``worker_memory_mb``,
@@ -126,18 +137,9 @@ def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, 
             )
         out["cost_usd_per_million_runs"] = _costs(small, large, measured.get("idle"), deployment)
         out["cost_usd_per_million_runs_provisioned"] = _provisioned_costs(small, deployment)
-    if "idle" in measured:
-        out["idle_poll"] = measured["idle"]
-    if "client_cpu" in measured:
-        out["scheduler_cpu"] = measured["client_cpu"]
-    if "rush" in measured:
-        out["rush"] = measured["rush"]
-    if "steady" in measured:
-        out["steady"] = measured["steady"]
-    if "cold_start" in measured:
-        out["cold_import_s"] = measured["cold_start"]
-    if "scale_sim" in measured:
-        out["scale_sim"] = measured["scale_sim"]
+    for measurement, key in REPORTED_AS:
+        if measurement in measured:
+            out[key] = measured[measurement]
     out["targets"] = [t.check(out) for t in TARGETS]
     return out
 

@@ -64,6 +64,27 @@ class BundlingError(RuntimeError):
     """Local bundling failed (pip could not install the pinned wheels); the message carries pip's output."""
 
 
+def pip_install_for_lambda(python: str, *options: str) -> list[str]:
+    """``python -m pip install --quiet`` of binary wheels only (``--only-binary=:all:``) for the Lambda's
+    platform, Python and implementation, with ``options`` (what to install, where). The one spelling of that
+    target for bundling (:func:`pip_command`), the lock (``infra.lock``) and ``bench.cold_start``."""
+    return [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--platform",
+        PLATFORM,
+        "--python-version",
+        PYTHON_VERSION,
+        "--implementation",
+        "cp",
+        "--only-binary=:all:",
+        *options,
+    ]
+
+
 def pip_command(output_dir: str, *, python: str = sys.executable, requirements: Path = LOCK) -> list[str]:
     """The pip invocation that installs the locked runtime dependencies into ``output_dir``.
 
@@ -72,28 +93,17 @@ def pip_command(output_dir: str, *, python: str = sys.executable, requirements: 
     does not name); ``--no-compile`` because byte code from the local Python would not match the
     runtime's (``compile_command`` compiles it with a 3.12).
     """
-    return [
+    return pip_install_for_lambda(
         python,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
         "--disable-pip-version-check",
         "--no-compile",
-        "--platform",
-        PLATFORM,
-        "--python-version",
-        PYTHON_VERSION,
-        "--implementation",
-        "cp",
-        "--only-binary=:all:",
         "--require-hashes",
         "--no-deps",
         "--target",
         output_dir,
         "-r",
         str(requirements),
-    ]
+    )
 
 
 def compile_command(output_dir: str, *, python: str) -> list[str]:

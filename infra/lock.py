@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.bundling import LOCK, PLATFORM, PYTHON_VERSION, REQUIREMENTS
+from infra.bundling import LOCK, REQUIREMENTS, pip_install_for_lambda
 
 HEADER = (
     "# The Lambda asset's whole dependency closure, one wheel each (cp312, manylinux2014_x86_64), with its hash.\n"
@@ -71,28 +71,17 @@ def resolve(requirements: Path = REQUIREMENTS, *, python: str = sys.executable) 
     with tempfile.TemporaryDirectory() as work:
         report = Path(work) / "report.json"
         subprocess.run(
-            [
+            pip_install_for_lambda(
                 python,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
                 "--dry-run",
                 "--ignore-installed",
                 "--report",
                 str(report),
-                "--platform",
-                PLATFORM,
-                "--python-version",
-                PYTHON_VERSION,
-                "--implementation",
-                "cp",
-                "--only-binary=:all:",
                 "--target",
                 str(Path(work) / "target"),
                 "-r",
                 str(requirements),
-            ],
+            ),
             check=True,
         )
         installs = json.loads(report.read_text())["install"]

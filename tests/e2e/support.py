@@ -42,6 +42,13 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 20.0, 
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what} (last: {last!r})")
 
 
+def python_process(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen[str]:
+    """``python *args`` (this interpreter) with ``env``, its stdout and stderr one text pipe."""
+    return subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
+    )
+
+
 class LocalProcess:
     """One ``jobsched local`` process; ``lines`` collects what it prints."""
 
@@ -51,21 +58,8 @@ class LocalProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.lines: list[str] = []
         env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSCHED_")}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jobsched.local",
-                "--port",
-                str(self.port),
-                "--data-dir",
-                str(data_dir),
-                *args,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
+        self.process = python_process(
+            "-m", "jobsched.local", "--port", str(self.port), "--data-dir", str(data_dir), *args, env=env
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

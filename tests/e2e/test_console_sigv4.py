@@ -7,8 +7,6 @@ from __future__ import annotations
 import hmac
 import os
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +23,7 @@ from selenium.webdriver.common.by import By
 
 from jobsched.local.server import ApiServer
 from tests.e2e.browser import chromium, element, text_of_row, until
-from tests.e2e.support import LocalProcess, free_port
+from tests.e2e.support import LocalProcess, free_port, python_process
 
 pytestmark = pytest.mark.e2e
 
@@ -129,22 +127,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "AWS_EC2_METADATA_DISABLED": "true",
     }
     port = free_port()
-    ui = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from jobsched.cli import main; main()",
-            "ui",
-            "--api",
-            server.url,
-            "--sigv4-region",
-            REGION,
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    ui = python_process(
+        "-c",
+        "from jobsched.cli import main; main()",
+        *("ui", "--api", server.url, "--sigv4-region", REGION, "--port", str(port)),
         env=env,
         cwd=folder,
     )

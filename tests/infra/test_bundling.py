@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from infra import lock
 from infra.bundling import (
     FUNCTIONS_DIR,
     LOCK,
@@ -248,3 +250,28 @@ def test_the_runtimes_byte_code_is_the_same_wherever_and_whenever_it_is_built(tm
     # hash-based and never checked against the source (flags 0b01), no timestamp; paths under /var/task
     assert int.from_bytes(handler[4:8], "little") == 0b01
     assert b"/var/task/jobsched/handlers/api.py" in handler and str(tmp_path).encode() not in handler
+
+
+def test_the_lock_is_resolved_for_the_same_target_the_bundle_installs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given pip, asked for its --report, answering with one wheel
+    seen: list[list[str]] = []
+
+    def dry_run(command: list[str], check: bool) -> None:
+        seen.append(command)
+        report = {"metadata": {"name": "Boto3", "version": "1.0"}, "download_info": {}}
+        report["download_info"] = {"archive_info": {"hashes": {"sha256": "ab" * 32}}}
+        Path(command[command.index("--report") + 1]).write_text(json.dumps({"install": [report]}))
+
+    monkeypatch.setattr(lock.subprocess, "run", dry_run)
+
+    pins = lock.resolve(Path("requirements.txt"), python="python3")
+
+    # Then it resolved a dry run for the bundle's platform, Python and implementation, binary wheels only
+    (command,) = seen
+    bundle = pip_command("/out", python="python3")
+    for option in ("--platform", "--python-version", "--implementation"):
+        assert command[command.index(option) + 1] == bundle[bundle.index(option) + 1]
+    assert command[:4] == bundle[:4] and "--only-binary=:all:" in command and "--dry-run" in command
+    assert [(p.name, p.version) for p in pins] == [("boto3", "1.0")]

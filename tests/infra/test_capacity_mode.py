@@ -4,7 +4,6 @@ write capacity with target-tracking auto scaling, keeps the shared key schema, a
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -133,9 +132,9 @@ def test_provisioned_mode_passes_cdk_nag_and_cfn_lint(synth: Synth) -> None:
     assert errors == []
 
 
-def test_on_demand_is_the_default_with_no_capacity_and_no_scaling(tmp_path: Path) -> None:
+def test_on_demand_is_the_default_with_no_capacity_and_no_scaling(default_synth: Synth) -> None:
     # Given no capacity setting, when the stack is synthesized
-    default = synthesize(tmp_path, {})
+    default = default_synth
     # Then every table and index is on-demand (as local mode creates them) and nothing scales.
     for definition in resources.TABLES:
         _, table = _table(default, definition)

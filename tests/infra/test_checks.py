@@ -10,13 +10,13 @@ import pytest
 from aws_cdk import aws_sqs as sqs
 from cfnlint.api import lint
 
-from tests.infra.support import Synth, nag_violations, synthesize
+from tests.infra.support import Synth, nag_violations
 
 
 @pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    # The synth itself runs cdk-nag as a policy-validation plugin: an unacknowledged error raises here.
-    return synthesize(tmp_path_factory.mktemp("cdk-out"), {})
+def synth(default_synth: Synth) -> Synth:
+    # The synth itself runs cdk-nag as a policy-validation plugin: an unacknowledged error raises there.
+    return default_synth
 
 
 def test_cdk_nag_reports_nothing_unacknowledged(synth: Synth) -> None:

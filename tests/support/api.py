@@ -169,6 +169,7 @@ def moto_api(aws: Aws) -> BuildApi:
     return build
 
 
+@dataclass
 class Http:
     """How tests talk to the handler: two teams of their own (alice and carol share a role; bob does not).
 
@@ -177,30 +178,22 @@ class Http:
     import conftest under importlib mode.)
     """
 
+    build: BuildApi
+    settings: Settings
+    clock: FakeClock
+    aws: Aws | None = None
+    backend: Backend | None = None
+
     NOW_MS = NOW_MS
     load_event = staticmethod(load_event)
     job_body = staticmethod(job_body)
 
-    def __init__(
-        self,
-        build: BuildApi,
-        settings: Settings,
-        clock: FakeClock,
-        *,
-        aws: Aws | None = None,
-        backend: Backend | None = None,
-    ) -> None:
+    def __post_init__(self) -> None:
         n = next(_teams)
-        self.build = build
-        self.aws = aws
-        self.backend = backend
-        self.clock = clock
-        self.alice = session_arn(f"billing-{n}", "alice")
-        self.carol = session_arn(f"billing-{n}", "carol")
-        self.alice_owner = role_arn(f"billing-{n}")
+        self.alice, self.carol = session_arn(f"billing-{n}", "alice"), session_arn(f"billing-{n}", "carol")
         self.bob = session_arn(f"search-{n}", "bob")
-        self.bob_owner = role_arn(f"search-{n}")
-        self.reconfigure(settings)
+        self.alice_owner, self.bob_owner = role_arn(f"billing-{n}"), role_arn(f"search-{n}")
+        self.reconfigure(self.settings)
 
     def reconfigure(self, settings: Settings, **updates: Any) -> Api:
         """Rebuild the API with ``settings`` (plus ``updates``); the handler serves requests with it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from moto import mock_aws
@@ -25,6 +26,16 @@ def set_fake_credentials(patch: pytest.MonkeyPatch, *, session_token: bool = Tru
         patch.setenv(name, value)
     if not session_token:
         patch.delenv("AWS_SESSION_TOKEN")
+
+
+def remove_aws_credentials(patch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Leave boto3 no credentials to find: no key variables or profile, config and credentials files that do
+    not exist (in ``folder``), no instance metadata."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        patch.delenv(name, raising=False)
+    patch.setenv("AWS_CONFIG_FILE", str(folder / "none"))
+    patch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "none"))
+    patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 @contextmanager

@@ -152,6 +152,37 @@ def memory_backend() -> Backend:
     )
 
 
+@dataclass(frozen=True)
+class MemoryComponents(Components):
+    """The composition root (``jobsched.wiring.Components``) with its job store, run store, run queue and
+    CONTROL store replaced by fakes: what the root composes from them (a scheduler group and the partitions it
+    adopts, a scheduler loop) without moto. ``aws`` may be None while nothing built needs AWS clients."""
+
+    job_store: Any = None
+    run_store: Any = None
+    run_sender: Any = None
+    control_store: Any = None
+
+    @classmethod
+    def on(cls, fakes: Any, settings: Settings) -> MemoryComponents:
+        """Components of ``settings`` on ``fakes``' ``jobs``, ``runs``, ``queue`` and ``control`` stores and its
+        ``clock`` (a FakeClock, whose ``sleep`` only moves simulated time), with no AWS clients."""
+        stores = {"job_store": fakes.jobs, "run_store": fakes.runs, "run_sender": fakes.queue}
+        return cls(settings, None, fakes.clock, fakes.clock.sleep, control_store=fakes.control, **stores)
+
+    def jobs(self) -> Any:
+        return self.job_store
+
+    def runs(self) -> Any:
+        return self.run_store
+
+    def run_queue(self) -> Any:
+        return self.run_sender
+
+    def control(self) -> Any:
+        return self.control_store
+
+
 @contextmanager
 def moto_backend(prefix: str) -> Iterator[Backend]:
     """The adapters of the composition root (``jobsched.wiring.Components``) on a fresh moto deployment with one

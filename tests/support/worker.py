@@ -11,12 +11,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import count
 from typing import Any
 
 import pytest
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
+from jobsched.domain.registration import scheduling_state
 from jobsched.models import Job, JobCreate, to_ms
 from jobsched.ports.runs import RunRow, new_run
 from jobsched.settings import Settings
@@ -136,6 +138,28 @@ def new_job(
             "updated_at": now,
         }
     )
+
+
+@pytest.fixture
+def make_job(jobs: Any, clock: FakeClock, settings: Settings) -> Callable[..., Job]:
+    """``make_job(name=..., owner=..., **JobCreate fields)``: a job saved in the test's job store (``jobs``: the
+    DynamoDB adapter or its fake) as the API would (job + scheduling state), next fire a day after ``T0``."""
+    numbers = count()
+
+    def make(owner: str = "team-a", name: str | None = None, **fields: Any) -> Job:
+        job = new_job(clock, next(numbers), owner, name, **fields)
+        state = scheduling_state(
+            job,
+            anchor_at_ms=clock(),
+            next_run_at_ms=T0 + 86_400_000,
+            partition=0,
+            settings=settings.model_copy(update={"due_shards": 1, "due_bucket_s": 60}),
+            now_ms=clock(),
+        )
+        jobs.create(job, state)
+        return job
+
+    return make
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ FakeClock."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,18 @@ class Harness(HarnessBase):
         table = self.aws.table(self.settings.jobs_table)
         item = table.get_item(Key={"pk": layout.job_pk(job_id), "sk": layout.SCHED_SK}, ConsistentRead=True)
         return layout.plain(item["Item"]) if "Item" in item else None
+
+    def count_requests(self) -> Counter[str]:
+        """Count every AWS request made from now on through the harness's clients, by operation name
+        (botocore event hooks)."""
+        counts: Counter[str] = Counter()
+
+        def hook(model: Any, **_: Any) -> None:
+            counts[model.name] += 1
+
+        for client in (self.aws.dynamodb, self.aws.dynamodb_resource.meta.client, self.aws.sqs):
+            client.meta.events.register("before-call.*.*", hook)
+        return counts
 
     def jobs_for(self, settings: Settings) -> JobStore:
         return JobStore(self.aws.table(settings.jobs_table))

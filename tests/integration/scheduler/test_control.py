@@ -37,15 +37,6 @@ def test_lease_is_taken_once_renewed_by_its_holder_and_released(control: Control
     assert control.read_lease(1) is None  # partitions are independent
 
 
-def test_watermark_only_moves_forward_and_refuses_older_terms(control: ControlStore) -> None:
-    assert control.read_watermark(0) is None
-    assert control.advance_watermark(0, 100, term=5, now_ms=1)
-    assert control.advance_watermark(0, 101, term=5, now_ms=2)
-    assert not control.advance_watermark(0, 100, term=6, now_ms=3)  # never back
-    assert not control.advance_watermark(0, 105, term=4, now_ms=4)  # an older leader
-    assert control.read_watermark(0) == 101
-
-
 def test_errors_other_than_refusals_propagate(aws: Any, settings: Any) -> None:
     control = ControlStore(aws.dynamodb, settings.control_table)
     with Stubber(aws.dynamodb) as stub:

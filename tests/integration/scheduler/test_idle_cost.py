@@ -6,19 +6,8 @@ from collections import Counter
 from typing import Any
 
 
-def count_requests(harness: Any) -> Counter[str]:
-    counts: Counter[str] = Counter()
-
-    def hook(model: Any, **_: Any) -> None:
-        counts[model.name] += 1
-
-    for client in (harness.aws.dynamodb, harness.aws.dynamodb_resource.meta.client, harness.aws.sqs):
-        client.meta.events.register("before-call.*.*", hook)
-    return counts
-
-
 def idle_tick(harness: Any, contender: Any, at: int) -> Counter[str]:
-    counts = count_requests(harness)
+    counts = harness.count_requests()
     counts.clear()
     harness.clock.now_ms = at
     result = contender.step()

@@ -4,23 +4,10 @@ that no longer reads as a scheduling state. The tick's logic tests run on the fa
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.store import layout
-
-
-def count_requests(harness: Any) -> Counter[str]:
-    """Count every AWS request made through the harness's clients (botocore event hooks)."""
-    counts: Counter[str] = Counter()
-
-    def hook(model: Any, **_: Any) -> None:
-        counts[model.name] += 1
-
-    for client in (harness.aws.dynamodb, harness.aws.dynamodb_resource.meta.client, harness.aws.sqs):
-        client.meta.events.register("before-call.*.*", hook)
-    return counts
 
 
 def test_requests_per_run_stay_under_target(harness: Any) -> None:
@@ -29,7 +16,7 @@ def test_requests_per_run_stay_under_target(harness: Any) -> None:
     a = harness.contender()
     harness.clock.now_ms = harness.T0 + 58_000
     assert harness.run_seconds(a, 1)[0].due == 0  # lease acquired, watermark loaded: an idle tick
-    counts = count_requests(harness)
+    counts = harness.count_requests()
 
     # When the tick at T0+60 s runs all 100 (lease renewal included)
     (result,) = harness.run_seconds(a, 1)

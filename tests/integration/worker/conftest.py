@@ -13,7 +13,6 @@ import pytest
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
-from jobsched.domain.registration import scheduling_state
 from jobsched.domain.supervision import Waiter
 from jobsched.domain.worker import Worker
 from jobsched.local.embedded_aws import serialize_dynamodb
@@ -24,7 +23,7 @@ from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 from jobsched.targets import Targets
 from jobsched.wiring import Components
-from tests.support.worker import T0, Context, SimTimeStuck, SimWaiter, new_job, sqs_record
+from tests.support.worker import T0, Context, SimTimeStuck, SimWaiter, sqs_record
 
 __all__ = ["T0", "Context", "SimTimeStuck", "SimWaiter", "sqs_record"]  # imported by the tests from here
 
@@ -67,27 +66,6 @@ def jobs(aws: Aws, settings: Settings) -> JobStore:
 @pytest.fixture
 def runs(aws: Aws, settings: Settings) -> RunStore:
     return RunStore(aws.table(settings.runs_table))
-
-
-@pytest.fixture
-def make_job(jobs: JobStore, clock: FakeClock, settings: Settings) -> Callable[..., Job]:
-    """``make_job(name=..., owner=..., **JobCreate fields)``: a job saved as the API would (spec + sched)."""
-    counter = iter(range(10_000))
-
-    def make(owner: str = "team-a", name: str | None = None, **fields: Any) -> Job:
-        job = new_job(clock, next(counter), owner, name, **fields)
-        state = scheduling_state(
-            job,
-            anchor_at_ms=clock(),
-            next_run_at_ms=T0 + 86_400_000,
-            partition=0,
-            settings=settings.model_copy(update={"due_shards": 1, "due_bucket_s": 60}),
-            now_ms=clock(),
-        )
-        jobs.create(job, state)
-        return job
-
-    return make
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.runs import run_id
-from jobsched.settings import Settings
 from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
@@ -94,7 +93,6 @@ def test_lambda_client_error_fails_the_try(lambda_client: tuple[Any, Stubber]) -
 
 
 def test_lambda_target_through_the_worker_keeps_the_run_id_across_attempts(
-    settings: Settings,
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],

@@ -115,7 +115,6 @@ def rendezvous() -> Iterator[list[tuple[str, str]]]:
 
 
 def test_the_records_of_a_batch_run_concurrently(
-    settings: Settings,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     runs: RunStore,

@@ -107,7 +107,6 @@ def test_a_2xx_succeeds_with_the_input_as_body_and_the_run_headers(
     loopback_worker: Worker,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
     record: Callable[..., dict[str, Any]],
     server: Server,
 ) -> None:

@@ -10,21 +10,12 @@ import pytest
 
 from jobsched.clock import FakeClock
 from tests.support.api import NOW_MS, Http, memory_api
-from tests.support.backends import Backend, memory_backend
+from tests.support.backends import memory_backend
 
 
 @pytest.fixture
-def backend() -> Backend:
-    """The fakes of ``jobsched.memory``: one job store, run store, queue, CONTROL store and idempotency records."""
-    return memory_backend()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW_MS)
-
-
-@pytest.fixture
-def http(backend: Backend, clock: FakeClock) -> Http:
-    """The handler on ``JobService`` over the module's fakes, a fake clock, and two fresh teams."""
-    return Http(memory_api(backend), backend.settings, clock, backend=backend)
+def http() -> Http:
+    """The handler on ``JobService`` over fresh fakes (``http.backend``), a fake clock at ``NOW_MS``
+    (``http.clock``), and two fresh teams."""
+    backend = memory_backend()
+    return Http(memory_api(backend), backend.settings, FakeClock(NOW_MS), backend=backend)

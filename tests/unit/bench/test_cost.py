@@ -20,19 +20,22 @@ from bench.cost import (
 )
 from bench.report import PROVISIONED_TARGET_USD, TARGETS, Target, assemble, lookup
 
+PER_RUN = PerRun(
+    write_units=8,
+    read_units=0.5,
+    sqs_requests=0.3,
+    worker_batch_size=10,
+    worker_duration_ms=200,
+    worker_memory_mb=512,
+)
+"""8 write units, 0.5 read units, 0.3 SQS requests per run; a full batch of 10 runs per 200 ms worker
+invocation at 512 MB."""
+
 
 def test_cost_per_million_runs_prices_each_unit() -> None:
     # Given 8 write units, 0.5 read units, 0.3 SQS requests per run and a full batch of 10 runs per
     # 200 ms worker invocation at 512 MB
-    per_run = PerRun(
-        write_units=8,
-        read_units=0.5,
-        sqs_requests=0.3,
-        worker_batch_size=10,
-        worker_duration_ms=200,
-        worker_memory_mb=512,
-    )
-    cost = cost_per_million_runs(per_run)
+    cost = cost_per_million_runs(PER_RUN)
     # Then each item is units x price per million units
     assert cost["dynamodb_writes"] == pytest.approx(8 * 0.625)
     assert cost["dynamodb_reads"] == pytest.approx(0.5 * 0.125)
@@ -101,14 +104,6 @@ def test_every_issue_target_is_checked() -> None:
 
 # -- provisioned capacity ----------------------------------------------------------------------------
 
-PER_RUN = PerRun(
-    write_units=8,
-    read_units=0.5,
-    sqs_requests=0.3,
-    worker_batch_size=10,
-    worker_duration_ms=200,
-    worker_memory_mb=512,
-)
 TABLES = ("Jobs", "Jobs/due", "Runs", "Control")
 
 

@@ -17,6 +17,7 @@ from jobsched.cli.options import find_dev_token
 from jobsched.client import ApiError, ApiUnreachable, JobschedClient, api_gateway_region, is_loopback
 from jobsched.local.runtime import LocalConfig, prepare_tokens
 from jobsched.schedules import get_zone
+from tests.support.aws import remove_aws_credentials
 
 GATEWAY = "https://abc123defg.execute-api.eu-west-1.amazonaws.com/prod"
 
@@ -69,11 +70,7 @@ def test_api_gateway_calls_are_sigv4_signed_not_bearer() -> None:
 def test_sigv4_without_credentials_is_one_clear_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    remove_aws_credentials(monkeypatch, tmp_path)
     _, transport = recording()
 
     with JobschedClient(GATEWAY, transport=transport) as client, pytest.raises(ApiError) as raised:

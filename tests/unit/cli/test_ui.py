@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from jobsched.cli import app
 from jobsched.cli.ui import SigningProxy, console_server
+from tests.support.aws import remove_aws_credentials
 
 GATEWAY = "https://abc123.execute-api.eu-west-1.amazonaws.com/prod"
 
@@ -103,11 +104,7 @@ def test_an_unreachable_api_is_a_502_in_the_api_error_shape() -> None:
 
 
 def test_no_aws_credentials_is_a_502_saying_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    remove_aws_credentials(monkeypatch, tmp_path)
     seen, transport = recording()
     proxy = SigningProxy(GATEWAY, transport=transport)
 

@@ -17,6 +17,15 @@ def crash(*_: Any, **__: Any) -> None:
     raise Crash
 
 
+def dies_at(harness: Any, step: str, hook: Any = crash) -> None:
+    """Contender "a" with ``hook`` (by default :func:`crash`) before its store/queue call ``step``, run for a
+    second until the hook kills it."""
+    a = harness.contender("a")
+    a.recorder.before[step] = hook
+    with pytest.raises(Crash):
+        harness.run_seconds(a, 1)
+
+
 def take_over(harness: Any, holder: str = "b") -> Any:
     """A fresh contender that steps each second until it leads and has ticked once; returns it."""
     b = harness.contender(holder)
@@ -29,10 +38,7 @@ def take_over(harness: Any, holder: str = "b") -> Any:
 def test_crash_after_save_before_enqueue_leaves_a_recoverable_queued_run(harness: Any) -> None:
     # Given a leader that dies right after saving the run, before enqueueing it
     job = harness.add("every 1 minute")
-    a = harness.contender("a")
-    a.recorder.before["send"] = crash
-    with pytest.raises(Crash):
-        harness.run_seconds(a, 1)
+    dies_at(harness, "send")
 
     # Then the run row is queued, in the sweeper's index, and nothing is on the queue
     (row,) = harness.runs_of(job.id)
@@ -53,10 +59,7 @@ def test_crash_after_save_before_enqueue_leaves_a_recoverable_queued_run(harness
 
 def test_crash_after_enqueue_before_move_creates_no_second_run(harness: Any) -> None:
     job = harness.add("every 1 minute")
-    a = harness.contender("a")
-    a.recorder.before["move"] = crash
-    with pytest.raises(Crash):
-        harness.run_seconds(a, 1)
+    dies_at(harness, "move")
     assert len(harness.drain()) == 1  # enqueued once before the crash
 
     # Given a worker already claimed the run (queued -> running)
@@ -71,10 +74,7 @@ def test_crash_after_enqueue_before_move_creates_no_second_run(harness: Any) -> 
 
 def test_crash_after_enqueue_before_move_of_an_unclaimed_run_enqueues_a_harmless_copy(harness: Any) -> None:
     job = harness.add("every 1 minute")
-    a = harness.contender("a")
-    a.recorder.before["move"] = crash
-    with pytest.raises(Crash):
-        harness.run_seconds(a, 1)
+    dies_at(harness, "move")
     b = take_over(harness)
     # One run; its row still queued, so the new leader sent it again (workers claim conditionally)
     assert [r["scheduled_for"] for r in harness.runs_of(job.id)] == [harness.T0]
@@ -88,7 +88,6 @@ def test_crash_in_the_middle_of_a_catch_up_resumes_without_duplicates(harness: A
     # Given an every-second job caught up after 30 s of downtime; the leader dies after 10 puts
     job = harness.add("every 1 second")
     harness.clock.advance(30_000)
-    a = harness.contender("a")
     puts = {"n": 0}
 
     def die_after_ten(*_: Any, **__: Any) -> None:
@@ -96,9 +95,7 @@ def test_crash_in_the_middle_of_a_catch_up_resumes_without_duplicates(harness: A
         if puts["n"] > 10:
             raise Crash
 
-    a.recorder.before["put_new"] = die_after_ten
-    with pytest.raises(Crash):
-        harness.run_seconds(a, 1)
+    dies_at(harness, "put_new", die_after_ten)
     take_over(harness)
     harness.run_seconds(harness.contenders[-1], 3)
     fires = [r["scheduled_for"] for r in harness.runs_of(job.id)]

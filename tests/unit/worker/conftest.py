@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from jobsched.clock import FakeClock
-from jobsched.domain.registration import scheduling_state
 from jobsched.domain.retries import Failures
 from jobsched.domain.supervision import Waiter
 from jobsched.domain.sweeper import Sweeper
@@ -26,7 +25,7 @@ from jobsched.ports.runs import MAX_DELAY_S, RunMessage
 from jobsched.settings import Settings
 from jobsched.targets import Targets
 from tests.support.backends import DEAD_RUN_QUEUE_URL, RUN_QUEUE_URL, memory_settings
-from tests.support.worker import T0, new_job, sqs_record
+from tests.support.worker import sqs_record
 
 
 @pytest.fixture
@@ -102,28 +101,6 @@ def build_sweeper(parts: dict[str, Any]) -> Callable[..., Sweeper]:
         return Sweeper(**{**shared, "jobs": parts["jobs"], "failures": failures, **overrides})
 
     return build
-
-
-@pytest.fixture
-def make_job(jobs: MemoryJobStore, clock: FakeClock, settings: Settings) -> Callable[..., Job]:
-    """``make_job(name=..., owner=..., **JobCreate fields)``: a job saved as the API would (job + scheduling
-    state), as tests/integration/worker's ``make_job`` saves it."""
-    numbers = count()
-
-    def make(owner: str = "team-a", name: str | None = None, **fields: Any) -> Job:
-        job = new_job(clock, next(numbers), owner, name, **fields)
-        state = scheduling_state(
-            job,
-            anchor_at_ms=clock(),
-            next_run_at_ms=T0 + 86_400_000,
-            partition=0,
-            settings=settings.model_copy(update={"due_shards": 1, "due_bucket_s": 60}),
-            now_ms=clock(),
-        )
-        jobs.create(job, state)
-        return job
-
-    return make
 
 
 @pytest.fixture

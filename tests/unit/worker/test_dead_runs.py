@@ -36,7 +36,6 @@ class FlakyNotifier:
 
 
 def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(
-    settings: Settings,
     build_worker: Callable[..., Worker],
     build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
@@ -69,7 +68,6 @@ def test_a_notification_failing_again_is_retried_later(
     build_worker: Callable[..., Worker],
     build_sweeper: Callable[..., Sweeper],
     clock: FakeClock,
-    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     due_job: Callable[..., Job],
 ) -> None:

@@ -112,9 +112,6 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
 
 
 def test_a_failing_heartbeat_does_not_fail_the_try(
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: MemoryRunStore,
     clock: FakeClock,
 ) -> None:
     class BrokenVisibility:
@@ -207,7 +204,6 @@ def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
 def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
     worker: Worker,
     runs: MemoryRunStore,
-    clock: FakeClock,
     hold_command: Held,
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
@@ -255,7 +251,6 @@ def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
 def test_timeout_s_is_capped_by_the_worker_cap(
     settings: Settings,
     build_worker: Callable[..., Worker],
-    clock: FakeClock,
     waiter: SimWaiter,
     runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
@@ -317,7 +312,6 @@ def blocking_command() -> Iterator[threading.Event]:
 
 @pytest.mark.parametrize(("overlap", "expected"), [("skip", Outcome.SKIPPED), ("allow", Outcome.SUCCEEDED)])
 def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
-    settings: Settings,
     build_worker: Callable[..., Worker],
     clock: FakeClock,
     make_job: Callable[..., Job],
@@ -406,12 +400,10 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
 
 
 def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
-    settings: Settings,
     build_worker: Callable[..., Worker],
     clock: FakeClock,
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
-    runs: MemoryRunStore,
     record: Callable[..., dict[str, Any]],
     blocking_command: threading.Event,
     waiter: SimWaiter,

@@ -29,7 +29,6 @@ def sweeper(build_sweeper: Callable[..., Sweeper]) -> Sweeper:
 
 def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(
     sweeper: Sweeper,
-    runs: MemoryRunStore,
     clock: FakeClock,
     settings: Settings,
     calls: list[TargetCall],

@@ -205,7 +205,6 @@ def test_retry_delays_double_up_to_the_cap(
 def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     runs: MemoryRunStore,
     jobs: Any,
-    clock: FakeClock,
     calls: list[TargetCall],
     due_job: Callable[..., Job],
     deliver: Callable[..., str],

@@ -3,6 +3,9 @@
 Lowering it used to strand the jobs of the removed partitions (nothing polled them); raising it only spread new
 jobs. Now the leaders of the remaining partitions adopt the removed ones (``adopted_partitions``, from the
 high-water mark in the CONTROL table), and every move re-homes a job in its partition under the current count.
+On the fakes, with the scheduler groups the composition root builds (``tests.support.backends.MemoryComponents``);
+the stores' high-water mark and due-partition reads are held to the DynamoDB adapters' contract
+(``tests/contract``).
 """
 
 from __future__ import annotations
@@ -11,19 +14,15 @@ from typing import Any
 
 from jobsched.domain.loop import SchedulerGroup, adopted_partitions
 from jobsched.domain.registration import partition_of
-from jobsched.wiring import Components
+from tests.support.backends import MemoryComponents
 
 PERIOD_MS = 10_000
 
 
 def groups(harness: Any, partitions: int, holder: str) -> list[SchedulerGroup]:
     settings = harness.settings.model_copy(update={"scheduler_partitions": partitions})
-    return [
-        Components(settings, harness.aws, clock=harness.clock, sleep=harness.clock.sleep).scheduler_group(
-            p, holder=f"{holder}-{p}"
-        )
-        for p in range(partitions)
-    ]
+    components = MemoryComponents.on(harness, settings)
+    return [components.scheduler_group(p, holder=f"{holder}-{p}") for p in range(partitions)]
 
 
 def run(harness: Any, running: list[SchedulerGroup], seconds: int) -> None:
@@ -111,22 +110,14 @@ def test_jobs_created_by_an_api_on_a_higher_count_are_served_by_schedulers_on_a_
 ) -> None:
     # Raising 2 -> 4: the API runs the new count before any scheduler does (or the update rolls back to 2).
     # The API records the count in the mark before homing its first job, so the schedulers on 2 adopt 2 and 3.
-    from jobsched.adapters.queue import RunQueue
     from jobsched.api.service import JobService
     from jobsched.models import JobCreate
-    from jobsched.store.control import ControlStore
 
     two = groups(harness, 2, "v2")
     harness.clock.now_ms = harness.T0
     four = harness.settings.model_copy(update={"scheduler_partitions": 4})
-    api = JobService(
-        settings=four,
-        jobs=harness.jobs,
-        runs=harness.runs,
-        queue=RunQueue(harness.aws.sqs, four.run_queue_url),
-        clock=harness.clock,
-        partition_marks=ControlStore(harness.aws.dynamodb, four.control_table),
-    )
+    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
+    api = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
     job_ids: list[str] = []
     # the API's job ids are random: create until partitions 2 and 3 (the ones count 2 lacks) both hold jobs
     while len(job_ids) < 12 or not {partition_of(j, 4) for j in job_ids} >= {2, 3}:
