@@ -315,6 +315,22 @@ class RetryPolicy(_Strict):
         return int(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
 
 
+class AlertPolicy(_Strict):
+    """When a job's owner is alerted on the alerts topic (design §5.6), beyond the run history itself.
+
+    ``on_dead``: a run out of attempts; ``on_skipped``: a run skipped by the worker (overlap); ``late_after_s``: a
+    run whose first try starts later than this after its ``scheduled_for``; ``after_consecutive_failures``: the
+    N-th dead run in a row (once per streak); ``pause_after_consecutive_dead``: after N dead runs in a row the
+    job pauses itself (``paused_by`` ``jobsched``, with the reason) and one alert says so.
+    """
+
+    on_dead: Flag = True
+    on_skipped: Flag = False
+    late_after_s: Annotated[Count, Field(ge=1, le=30 * 86400)] | None = None
+    after_consecutive_failures: Annotated[Count, Field(ge=1, le=100)] | None = None
+    pause_after_consecutive_dead: Annotated[Count, Field(ge=1, le=100)] | None = None
+
+
 def _check_input(value: Any) -> Any:
     """``input`` must be plain JSON a target can receive unchanged, at most 64 KiB (design §2).
 
@@ -379,6 +395,7 @@ class JobSettings(_Strict):
     target: Target
     input: Any = None
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    alerts: AlertPolicy = Field(default_factory=AlertPolicy)
     timeout_s: Count = Field(300, ge=1, description="at most the worker's cap (deployment setting)")
     missed: MissedPolicy = MissedPolicy.CATCH_UP
     catch_up_window_s: Count = Field(86400, ge=0, le=30 * 86400)
@@ -484,6 +501,7 @@ class JobPatch(_Strict):
     target: Target | None = None
     input: Any = None
     retry: RetryPolicy | None = None
+    alerts: AlertPolicy | None = None
     timeout_s: Annotated[Count, Field(ge=1)] | None = None
     missed: MissedPolicy | None = None
     catch_up_window_s: Annotated[Count, Field(ge=0, le=30 * 86400)] | None = None
@@ -638,6 +656,14 @@ class Page(BaseModel, Generic[T]):
 
     items: list[T]
     next_cursor: str | None = None
+
+
+def paused_fields(actor: str, now_ms: int, reason: str | None, *, paused: bool = True) -> dict[str, Any]:
+    """``paused`` and the who/when/why of a pause (``paused_by``, ``paused_at``, ``paused_reason``), all None
+    for a resume."""
+    if not paused:
+        return {"paused": False, "paused_by": None, "paused_at": None, "paused_reason": None}
+    return {"paused": True, "paused_by": actor, "paused_at": from_ms(now_ms), "paused_reason": reason}
 
 
 def from_ms(ms: int) -> datetime:

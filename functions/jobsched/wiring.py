@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from jobsched.adapters.queue import RunQueue
     from jobsched.api.app import Api
     from jobsched.api.service import JobService
+    from jobsched.domain.alerting import Alerting
     from jobsched.domain.loop import SchedulerGroup, SchedulerLoop, TickMetrics
     from jobsched.domain.planning import TickLimits
     from jobsched.domain.retries import Failures
@@ -103,6 +104,20 @@ class Components:
             topic_arn=self.settings.alerts_topic_arn,
         )
 
+    def alerting(self) -> Alerting:
+        """The jobs' alert policies: alerts on the alerts topic, streaks read from the runs table, automatic
+        pauses written to the jobs table."""
+        from jobsched.adapters.alerts import AlertPublisher
+        from jobsched.domain.alerting import Alerting
+
+        return Alerting(
+            sink=AlertPublisher(self.aws.sns, topic_arn=self.settings.alerts_topic_arn),
+            runs=self.runs(),
+            jobs=self.jobs(),
+            clock=self.clock,
+            retention_days=self.settings.retention_days,
+        )
+
     def failures(self) -> Failures:
         """Retry/dead handling over the runs table, the run queue and the dead-run notifier."""
         from jobsched.domain.retries import Failures
@@ -113,6 +128,7 @@ class Components:
             dead_runs=self.notifier(),
             settings=self.settings,
             clock=self.clock,
+            alerting=self.alerting(),
         )
 
     def targets(self) -> Targets:
@@ -206,6 +222,7 @@ class Components:
             clock=self.clock,
             visibility=queue,
             waiter=waiter,
+            alerting=self.alerting(),
         )
 
     def worker_batches(self) -> Batches:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jobsched.ports.alerts import Alert
 from jobsched.ports.runs import DeadRun
 from jobsched.targets.base import iso_utc
 
@@ -68,29 +69,52 @@ class DeadRunNotifier:
         self.topic_arn = topic_arn
 
     def notify(self, dead: DeadRun) -> None:
+        """The dead-run message, then the alert unless the job's policy turned it off (``dead.alert``)."""
         self.send_dead_letter(dead)
-        self.publish_alert(dead)
+        if dead.alert:
+            self.publish_alert(dead)
 
     def send_dead_letter(self, dead: DeadRun) -> None:
         """The envelope (``DeadRun.envelope``) as JSON to the dead-run queue, with the same attributes."""
         self.sqs.send_message(
             QueueUrl=self.dead_run_queue_url,
             MessageBody=json.dumps(dead.envelope(), separators=(",", ":"), default=str),
-            MessageAttributes=_attributes(dead),
+            MessageAttributes=_attributes(dead.owner or UNKNOWN_OWNER, dead.job_id),
         )
 
     def publish_alert(self, dead: DeadRun) -> None:
-        """The alert on the topic, with ``owner`` and ``job_id`` message attributes (filter policies)."""
+        """The alert on the topic, with ``owner``, ``job_id`` and ``kind`` (``dead``) message attributes."""
         self.sns.publish(
             TopicArn=self.topic_arn,
             Subject=alert_subject(dead),
             Message=alert_body(dead),
-            MessageAttributes=_attributes(dead),
+            MessageAttributes=_attributes(dead.owner or UNKNOWN_OWNER, dead.job_id, "dead"),
         )
 
 
-def _attributes(dead: DeadRun) -> dict[str, dict[str, str]]:
-    return {
-        "owner": {"DataType": "String", "StringValue": dead.owner or UNKNOWN_OWNER},
-        "job_id": {"DataType": "String", "StringValue": dead.job_id},
+class AlertPublisher:
+    """SNS adapter of ``domain.alerting.AlertSink``: an alert policy's alert on the alerts topic, with ``owner``,
+    ``job_id`` and ``kind`` message attributes (``late``, ``skipped``, ``failures``, ``auto_paused``). 1 request;
+    errors propagate (botocore ClientError)."""
+
+    def __init__(self, sns: Any, *, topic_arn: str) -> None:
+        self.sns = sns
+        self.topic_arn = topic_arn
+
+    def publish(self, alert: Alert) -> None:
+        self.sns.publish(
+            TopicArn=self.topic_arn,
+            Subject=alert.subject,
+            Message=alert.body,
+            MessageAttributes=_attributes(alert.owner, alert.job_id, alert.kind),
+        )
+
+
+def _attributes(owner: str, job_id: str, kind: str | None = None) -> dict[str, dict[str, str]]:
+    attributes = {
+        "owner": {"DataType": "String", "StringValue": owner},
+        "job_id": {"DataType": "String", "StringValue": job_id},
     }
+    if kind is not None:
+        attributes["kind"] = {"DataType": "String", "StringValue": kind}
+    return attributes

@@ -13,7 +13,7 @@ from jobsched.api.exceptions import CursorNotFound, JobNotFound
 from jobsched.models import JobEvent, JobEventKind, Page, from_ms
 from jobsched.observability import logger
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.jobs import AuditEvent, JobRepository
+from jobsched.ports.jobs import AuditEvent, JobRepository, change_key
 
 
 class AuditTrail:
@@ -47,7 +47,7 @@ class AuditTrail:
     ) -> AuditEvent:
         """The event of a job change, keyed by the job's ``version`` after it (so one millisecond's changes
         sort in order), to be written in the change's own write."""
-        return self.event(job_id, at_ms, f"v{version:09d}", kind, actor, detail)
+        return self.event(job_id, at_ms, change_key(version), kind, actor, detail)
 
     def record(self, event: AuditEvent) -> None:
         """Write the event of an act that changes no job, after the act (its own record, e.g. the run, stands
@@ -75,11 +75,3 @@ class AuditTrail:
         items = [JobEvent(at=from_ms(e.at), kind=e.kind, actor=e.actor, detail=e.detail) for e in events]
         next_cursor = encode_cursor("events", owner, {"job": job_id, "before": last}) if last else None
         return Page[JobEvent](items=items, next_cursor=next_cursor)
-
-
-def paused_fields(actor: str, now_ms: int, reason: str | None, *, paused: bool = True) -> dict[str, Any]:
-    """``paused`` and the who/when/why of a pause (``paused_by``, ``paused_at``, ``paused_reason``), all None
-    for a resume."""
-    if not paused:
-        return {"paused": False, "paused_by": None, "paused_at": None, "paused_reason": None}
-    return {"paused": True, "paused_by": actor, "paused_at": from_ms(now_ms), "paused_reason": reason}

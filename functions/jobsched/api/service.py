@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from jobsched.api import timing
-from jobsched.api.audit import AuditTrail, paused_fields
+from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
@@ -59,6 +59,7 @@ from jobsched.models import (
     RunStatus,
     ShellTarget,
     from_ms,
+    paused_fields,
     to_ms,
 )
 from jobsched.observability import logger
@@ -79,6 +80,9 @@ JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
 
 NON_NULLABLE_PATCH_FIELDS = frozenset(JobPatch.model_fields) - PATCH_NULLABLE_FIELDS
 """PATCH fields that may be omitted but not set to null (``input``/``start_at``/``end_at`` may be cleared)."""
+
+MERGED_PATCH_FIELDS = frozenset({"retry", "alerts"})
+"""PATCH fields merged field by field into the stored object (the others replace the stored value)."""
 
 WRITE_ATTEMPTS = 3
 """Read-modify-write attempts before a job that keeps changing (an every-second schedule) is a 409."""
@@ -293,7 +297,7 @@ class JobService:
     # --- change -------------------------------------------------------------------------------
 
     def update_job(self, owner: str, job_id: str, patch: JobPatch, *, actor: str | None = None) -> Job:
-        """Apply ``patch`` (fields present replace the stored ones; ``retry`` merges field by field), made by
+        """Apply ``patch`` (fields present replace the stored ones; ``retry`` and ``alerts`` merge field by field), made by
         ``actor`` (default: the owner), recorded with the names of the fields given (``updated`` event; a
         ``paused`` given also sets or clears ``paused_by``/``paused_at``/``paused_reason``).
 
@@ -315,8 +319,8 @@ class JobService:
         def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
             merged = current.model_dump(include=set(JobSettings.model_fields))
             for field, value in changes.items():
-                if field == "retry" and isinstance(value, dict):
-                    merged["retry"] = {**merged["retry"], **value}
+                if field in MERGED_PATCH_FIELDS and isinstance(value, dict):
+                    merged[field] = {**merged[field], **value}
                 else:
                     merged[field] = value
             try:

@@ -7,6 +7,7 @@ from dataclasses import replace
 from enum import StrEnum
 
 from jobsched.clock import Clock
+from jobsched.domain.alerting import Alerting
 from jobsched.models import Job
 from jobsched.observability import COUNT, MetricName, add_metric, logger
 from jobsched.ports.runs import (
@@ -60,6 +61,7 @@ def dead_run(owned: Owned, job: Job | None, error: str, attempts: int, now_ms: i
         schedule=job.schedule if job else None,
         timezone=job.timezone if job else None,
         target_type=job.target.type if job else None,
+        alert=job.alerts.on_dead if job else True,
         input=job.input if job else None,
     )
 
@@ -84,12 +86,14 @@ class Failures:
         dead_runs: DeadRunSink,
         settings: Settings,
         clock: Clock,
+        alerting: Alerting | None = None,
     ) -> None:
         self.runs = runs
         self.queue = queue
         self.dead_runs = dead_runs
         self.settings = settings
         self.clock = clock
+        self.alerting = alerting
 
     def failed_try(self, owned: Owned, job: Job, error: str) -> Outcome:
         """Record the failed try ``owned.attempt`` of ``job``'s run: ``RETRYING``, ``DEAD``, or ``LOST``
@@ -147,6 +151,11 @@ class Failures:
             error=error,
         )
         self.notify(dead_run(owned, job, error, attempts, now))
+        if self.alerting is not None:
+            try:
+                self.alerting.dead(job, owned.run_id)
+            except Exception as failure:  # the run is recorded dead; its policy's extras are best effort
+                logger.error("alert policy not applied", run_id=owned.run_id, error=str(failure))
         return Outcome.DEAD
 
     def notify(self, dead: DeadRun) -> bool:

@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jobsched.clock import Clock
+from jobsched.domain.alerting import Alerting
 from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.models import Job, OverlapPolicy, RunStatus
@@ -103,6 +104,7 @@ class Worker:
         clock: Clock,
         visibility: VisibilityExtender | None = None,
         waiter: Waiter | None = None,
+        alerting: Alerting | None = None,
     ) -> None:
         self.settings = settings
         self.runs = runs
@@ -111,7 +113,10 @@ class Worker:
         self.clock = clock
         self.visibility = visibility
         self.waiter = waiter or RealWaiter()
-        self.failures = Failures(runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock)
+        self.alerting = alerting
+        self.failures = Failures(
+            runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock, alerting=alerting
+        )
 
     def handle(self, delivery: Delivery) -> str:
         """The batch processor's record handler, once the record is parsed (``adapters.queue.delivery_of``):
@@ -198,12 +203,17 @@ class Worker:
                 holder = self._acquire_overlap(owned, now)
                 if holder is not None:
                     running = f"overlap: run {holder} of this job is still running"
-                    return self._skip(replace(owned, owner=job.owner), running)
+                    outcome = self._skip(replace(owned, owner=job.owner), running)
+                    if outcome is Outcome.SKIPPED and self.alerting is not None:
+                        self.alerting.skipped(job, owned.run_id, running)
+                    return outcome
         except StoreUnavailable as error:
             # Nothing has run: a storage error between the claim and the target must not cost a try. (Any other
             # error, e.g. a spec this worker cannot read, propagates: the run is recovered as a lost worker's and
             # its tries count, so it ends dead with an alert rather than coming back forever.)
             return self._give_back(delivery, owned, before, error)
+        if before.lateness_ms is None and self.alerting is not None:  # the run's first start
+            self.alerting.started(job, owned.run_id, owned.scheduled_for, now - owned.scheduled_for)
         try:
             return self._run(delivery, owned, job, now, overlap_locked=locked, before=before)
         finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from jobsched.ports.alerts import Alert
 from jobsched.ports.runs import DeadRun, QueueSendError, RunMessage
 
 
@@ -45,6 +46,16 @@ class MemoryRunQueue:
         with self._lock:
             taken, self.sent = self.sent, []
             return taken
+
+
+class MemoryAlerts:
+    """Records every published alert (``published``), as the alerts topic's subscribers would see them."""
+
+    def __init__(self) -> None:
+        self.published: list[Alert] = []
+
+    def publish(self, alert: Alert) -> None:
+        self.published.append(alert)
 
 
 class MemoryDeadRuns:

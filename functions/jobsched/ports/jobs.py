@@ -109,6 +109,12 @@ class AuditEvent:
         return f"{self.at:013d}#{self.key}"
 
 
+def change_key(version: int) -> str:
+    """The ``AuditEvent.key`` of a job change: the job's version after it (zero-padded, so one millisecond's
+    changes sort in the order they were made)."""
+    return f"v{version:09d}"
+
+
 DuePageToken = object
 """Where a page of a due-index query stopped (opaque: only the store that issued it reads it)."""
 

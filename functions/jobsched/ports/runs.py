@@ -295,6 +295,9 @@ class DeadRun:
     timezone: str | None = None
     target_type: str | None = None
     input: Any = None
+    alert: bool = (
+        True  # the job's alerts.on_dead: whether the owner's alert goes out with the dead-run message
+    )
 
     def envelope(self) -> dict[str, Any]:
         """The dead-run queue message: the run envelope (``run_id, job_id, scheduled_for, attempt, input``)

@@ -16,6 +16,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
+from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 
 from .conftest import T0, Drain
@@ -80,6 +81,7 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     note = json.loads(alerts[0]["Body"])
     assert note["MessageAttributes"]["owner"]["Value"] == "team-a"
     assert note["MessageAttributes"]["job_id"]["Value"] == job.id
+    assert note["MessageAttributes"]["kind"]["Value"] == "dead"
     assert note["Subject"] == "jobsched: nightly-billing dead after 2 attempt(s)"
     for fact in (
         "nightly-billing",
@@ -106,3 +108,40 @@ def test_alert_attributes_carry_any_owner(
     job = due_job(owner=owner, command="fail", retry={"max_attempts": 1})
     assert deliver(job) == Outcome.DEAD
     assert len(drain(queue)) == 1
+
+
+def test_a_job_with_on_dead_off_sends_its_dead_letter_but_no_alert(
+    aws: Aws, settings: Settings, drain: Drain, due_job: Callable[..., Job], deliver: Callable[..., str]
+) -> None:
+    queue = _subscribe(aws, settings, "team-a")
+    job = due_job(owner="team-a", command="fail", retry={"max_attempts": 1}, alerts={"on_dead": False})
+
+    assert deliver(job) == Outcome.DEAD
+
+    assert len(drain(settings.dead_run_queue_url)) == 1
+    assert drain(queue) == []
+
+
+def test_policy_alerts_reach_the_topic_with_their_kind_and_the_job_pauses_itself(
+    aws: Aws,
+    settings: Settings,
+    clock: FakeClock,
+    drain: Drain,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., Any],
+    deliver: Callable[..., str],
+) -> None:
+    # Given a job that alerts when a run starts over 1 s late and pauses after one dead run
+    queue = _subscribe(aws, settings, "team-a")
+    policy = {"late_after_s": 1, "pause_after_consecutive_dead": 1, "on_dead": False}
+    job = make_job(owner="team-a", command="fail", retry={"max_attempts": 1}, alerts=policy)
+    make_run(job)
+    clock.advance(5_000)
+    # When its run starts late and dies
+    assert deliver(job) == Outcome.DEAD
+    # Then the owner hears "late", then "auto_paused", and the job is paused by jobsched
+    notes = [json.loads(m["Body"]) for m in drain(queue)]
+    assert [n["MessageAttributes"]["kind"]["Value"] for n in notes] == ["late", "auto_paused"]
+    assert all(n["MessageAttributes"]["owner"]["Value"] == "team-a" for n in notes)
+    stored = JobStore(aws.table(settings.jobs_table)).get(job.id)
+    assert stored.job.paused and stored.job.paused_by == "jobsched"

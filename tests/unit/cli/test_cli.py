@@ -420,3 +420,16 @@ def test_since_takes_a_duration_ago_or_an_instant() -> None:
     assert instant_option("90 s", "--since", now) == "2026-03-02T09:58:30Z"
     assert instant_option("2026-01-01T00:00:00Z", "--since", now) == "2026-01-01T00:00:00Z"
     assert instant_option(None, "--since", now) is None
+
+
+def test_an_alert_policy_is_set_from_a_spec_file(cli: Any, tmp_path: Path) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({"name": "watched", "schedule": "@hourly", "command": "echo",
+                                "alerts": {"late_after_s": 60, "pause_after_consecutive_dead": 3}}))  # fmt: skip
+
+    created = cli.json("jobs", "create", "--file", str(spec))
+    spec.with_name("bad.json").write_text(json.dumps({"alerts": {"late_after_s": 0}}))
+    bad = cli("jobs", "update", "watched", "--file", str(spec.with_name("bad.json")))
+
+    assert created["alerts"]["late_after_s"] == 60 and created["alerts"]["pause_after_consecutive_dead"] == 3
+    assert bad.exit_code == 1 and "alerts.late_after_s" in one_line(bad.stderr)

@@ -1,0 +1,163 @@
+"""Alert policies (design §5.6): what a job's owner hears about, besides a dead run's alert, and the pause a
+job gives itself after too many dead runs in a row.
+
+Each alert goes on the alerts topic with ``owner``, ``job_id`` and ``kind`` attributes (``late``, ``skipped``,
+``failures``, ``auto_paused``; ``dead`` is sent with the dead-run message). Alerts are best effort after the
+run's state is recorded: a publish that fails is logged and never changes the run's outcome. The streak of
+dead runs is read from the job's own history (newest first; runs still open or skipped neither count nor
+break it), so it needs no counter of its own and costs nothing on the happy path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Protocol
+
+from jobsched.clock import Clock
+from jobsched.models import Job, JobEventKind, RunStatus, from_ms, paused_fields, to_ms
+from jobsched.observability import logger
+from jobsched.ports.alerts import Alert, AlertSink
+from jobsched.ports.errors import Conflict, NotFound
+from jobsched.ports.jobs import AuditEvent, JobRepository, change_key
+from jobsched.ports.runs import RunRow
+from jobsched.targets.base import iso_utc
+
+SYSTEM_ACTOR = "jobsched"
+"""The actor of what jobsched does by itself (``paused_by`` of an automatic pause, its audit event)."""
+STREAK_WINDOW = 101
+"""Runs read to measure a streak: one more than the largest threshold a policy may set (100)."""
+
+
+class RecentRuns(Protocol):
+    """A job's history, newest first (the run store)."""
+
+    def list_for_job(self, job_id: str, limit: int) -> tuple[list[RunRow], int | None]: ...
+
+
+def dead_streak(rows: list[RunRow]) -> int:
+    """How many runs in a row ended ``dead``, from the newest (``rows`` newest first): runs not finished yet
+    (queued, running, retrying) and skipped ones are passed over; a succeeded run ends the streak."""
+    streak = 0
+    for row in rows:
+        if row.status is RunStatus.DEAD:
+            streak += 1
+        elif row.status is RunStatus.SUCCEEDED:
+            break
+    return streak
+
+
+class Alerting:
+    """Applies each job's ``alerts`` policy: ``sink`` publishes, ``runs`` gives the history a streak is read
+    from, ``jobs`` takes the automatic pause (a conditional rewrite, with its audit event kept
+    ``retention_days``). ``clock`` gives epoch ms (UTC)."""
+
+    def __init__(
+        self, *, sink: AlertSink, runs: RecentRuns, jobs: JobRepository, clock: Clock, retention_days: int
+    ) -> None:
+        self.sink = sink
+        self.runs = runs
+        self.jobs = jobs
+        self.clock = clock
+        self.retention_days = retention_days
+
+    def started(self, job: Job, run_id: str, scheduled_for_ms: int, lateness_ms: int) -> None:
+        """A run's first try started ``lateness_ms`` after ``scheduled_for``: a ``late`` alert past the policy's
+        ``late_after_s``."""
+        late_after_s = job.alerts.late_after_s
+        if late_after_s is None or lateness_ms <= late_after_s * 1000:
+            return
+        self._publish(
+            job,
+            "late",
+            f"run of {job.name} started {lateness_ms / 1000:.1f} s late",
+            f"The run {run_id} of job {job.name} ({job.id}), scheduled for {iso_utc(scheduled_for_ms)}, started "
+            f"{lateness_ms / 1000:.1f} s after its time (the job alerts past {late_after_s} s).",
+        )
+
+    def skipped(self, job: Job, run_id: str, reason: str) -> None:
+        """A run of ``job`` was skipped by a worker: a ``skipped`` alert when the policy asks for one."""
+        if job.alerts.on_skipped:
+            self._publish(
+                job,
+                "skipped",
+                f"run of {job.name} skipped",
+                f"The run {run_id} of job {job.name} ({job.id}) was skipped: {reason}.",
+            )
+
+    def dead(self, job: Job, run_id: str) -> None:
+        """After a run of ``job`` ended dead: the ``failures`` alert when the streak of dead runs reaches the
+        policy's ``after_consecutive_failures``, and the automatic pause (with one ``auto_paused`` alert) once
+        it reaches ``pause_after_consecutive_dead``."""
+        policy = job.alerts
+        if policy.after_consecutive_failures is None and policy.pause_after_consecutive_dead is None:
+            return
+        streak = dead_streak(self.runs.list_for_job(job.id, STREAK_WINDOW)[0])
+        if streak == policy.after_consecutive_failures:
+            self._publish(
+                job,
+                "failures",
+                f"{job.name}: {streak} dead runs in a row",
+                f"Job {job.name} ({job.id}) has had {streak} dead runs in a row; the last is {run_id}.",
+            )
+        threshold = policy.pause_after_consecutive_dead
+        if threshold is not None and streak >= threshold and self._pause(job, streak):
+            self._publish(
+                job,
+                "auto_paused",
+                f"{job.name} paused after {streak} dead runs",
+                f"Job {job.name} ({job.id}) paused itself after {streak} dead runs in a row (its alerts policy "
+                f"pauses after {threshold}); the last is {run_id}. Resume it once the cause is fixed.",
+            )
+
+    def _pause(self, job: Job, streak: int) -> bool:
+        """Pause the job as ``jobsched``, unless it is paused or gone already; True when this call paused it.
+        A conditional rewrite (like the API's), retried when a scheduler or an edit got between."""
+        reason = f"paused by jobsched after {streak} dead runs in a row"
+        for _ in range(3):
+            try:
+                stored = self.jobs.get(job.id)
+            except NotFound:
+                return False
+            current, state = stored.job, stored.state
+            if current.paused or state is None:
+                return False
+            now = self.clock()
+            updated = max(now, to_ms(current.updated_at) + 1)
+            paused = current.model_copy(
+                update={
+                    **paused_fields(SYSTEM_ACTOR, now, reason),
+                    "updated_at": from_ms(updated),
+                    "updated_by": SYSTEM_ACTOR,
+                }
+            )
+            version = (state.version or 0) + 1
+            event = AuditEvent(
+                job.id,
+                updated,
+                change_key(version),
+                JobEventKind.AUTO_PAUSED,
+                SYSTEM_ACTOR,
+                {"reason": reason, "dead_in_a_row": streak},
+                updated // 1000 + self.retention_days * 86400,
+            )
+            try:
+                self.jobs.replace(
+                    paused,
+                    replace(state, paused=True, due=None, version=version),
+                    to_ms(current.updated_at),
+                    expected_state=(state.next_run_at, state.term),
+                    event=event,
+                )
+            except Conflict:
+                continue
+            logger.warning("job paused itself", job_id=job.id, dead_in_a_row=streak)
+            return True
+        return False
+
+    def _publish(self, job: Job, kind: str, subject: str, body: str) -> None:
+        subject = "".join(c if c.isprintable() and c.isascii() else "?" for c in f"jobsched: {subject}")
+        alert = Alert(kind, job.id, job.owner, subject[:100], body)
+        try:
+            self.sink.publish(alert)
+        except Exception as error:  # alerts are best effort: the run's state is already recorded
+            logger.error("alert not published", job_id=job.id, kind=kind, error=str(error))

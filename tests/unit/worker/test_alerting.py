@@ -1,0 +1,141 @@
+"""Alert policies (``domain.alerting``, design §5.6) on the in-memory fakes: late, skipped, dead-run streaks and
+the automatic pause."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobsched.clock import FakeClock
+from jobsched.domain import registration
+from jobsched.domain.alerting import SYSTEM_ACTOR, Alerting, dead_streak
+from jobsched.memory.jobs import MemoryJobStore
+from jobsched.memory.queue import MemoryAlerts
+from jobsched.memory.runs import MemoryRunStore
+from jobsched.models import CommandTarget, Job, JobEventKind, RunStatus, from_ms
+from jobsched.ports.runs import new_run
+from tests.support.backends import memory_settings
+
+T0 = 1_772_445_600_000  # 2026-03-02T10:00:00Z
+HOUR = 3_600_000
+
+
+class Fixture:
+    def __init__(self, **policy: Any) -> None:
+        self.clock = FakeClock(T0)
+        self.jobs, self.runs, self.sink = MemoryJobStore(), MemoryRunStore(), MemoryAlerts()
+        self.job = Job(
+            id="j_0000000000000000000a",
+            name="ledger",
+            owner="team-a",
+            schedule="0 * * * *",
+            target=CommandTarget(name="echo"),
+            alerts=policy,
+            created_at=from_ms(T0 - 10 * HOUR),
+            updated_at=from_ms(T0 - 10 * HOUR),
+        )
+        self.jobs.create(
+            self.job, registration.register(self.job, settings=memory_settings(), now_ms=T0 - 10 * HOUR)
+        )
+        self.alerting = Alerting(
+            sink=self.sink, runs=self.runs, jobs=self.jobs, clock=self.clock, retention_days=90
+        )
+
+    def ended(self, hours_ago: int, status: RunStatus) -> None:
+        row = new_run(self.job.id, T0 - hours_ago * HOUR, now_ms=T0, retention_days=90, status=status)
+        assert self.runs.put_new(row) is None
+
+    def kinds(self) -> list[str]:
+        return [alert.kind for alert in self.sink.published]
+
+
+def test_a_dead_streak_counts_dead_runs_from_the_newest_past_open_and_skipped_ones() -> None:
+    f = Fixture()
+    for hours_ago, status in [(0, RunStatus.QUEUED), (1, RunStatus.DEAD), (2, RunStatus.SKIPPED),
+                              (3, RunStatus.DEAD), (4, RunStatus.SUCCEEDED), (5, RunStatus.DEAD)]:  # fmt: skip
+        f.ended(hours_ago, status)
+
+    assert dead_streak(f.runs.list_for_job(f.job.id, 10)[0]) == 2
+
+
+def test_the_failures_alert_goes_once_when_the_streak_reaches_its_threshold() -> None:
+    f = Fixture(after_consecutive_failures=2)
+    sent = []
+    for hours_ago in (3, 2, 1):
+        f.ended(hours_ago, RunStatus.DEAD)
+        f.alerting.dead(f.job, f"run-{hours_ago}")
+        sent.append(f.kinds().count("failures"))
+
+    assert sent == [0, 1, 1]
+    alert = f.sink.published[0]
+    assert (alert.owner, alert.job_id) == ("team-a", f.job.id)
+    assert alert.subject == "jobsched: ledger: 2 dead runs in a row"
+
+
+def test_the_job_pauses_itself_after_its_dead_streak_and_says_so_once() -> None:
+    f = Fixture(pause_after_consecutive_dead=2)
+    f.ended(2, RunStatus.DEAD)
+    f.alerting.dead(f.job, "run-2")
+    assert f.jobs.get(f.job.id).job.paused is False
+
+    f.ended(1, RunStatus.DEAD)
+    f.alerting.dead(f.job, "run-1")
+    f.ended(0, RunStatus.DEAD)
+    f.alerting.dead(f.job, "run-0")
+
+    stored = f.jobs.get(f.job.id)
+    assert stored.job.paused and stored.state is not None and stored.state.due is None
+    assert (stored.job.paused_by, stored.job.paused_reason) == (
+        SYSTEM_ACTOR,
+        "paused by jobsched after 2 dead runs in a row",
+    )
+    assert f.kinds() == ["auto_paused"]
+    (event,), _ = f.jobs.list_events(f.job.id, 1)
+    assert (event.kind, event.actor, event.detail["dead_in_a_row"]) == (
+        JobEventKind.AUTO_PAUSED,
+        SYSTEM_ACTOR,
+        2,
+    )
+
+
+def test_a_success_ends_the_streak() -> None:
+    f = Fixture(after_consecutive_failures=2, pause_after_consecutive_dead=2)
+    f.ended(2, RunStatus.DEAD)
+    f.ended(1, RunStatus.SUCCEEDED)
+    f.ended(0, RunStatus.DEAD)
+
+    f.alerting.dead(f.job, "run-0")
+
+    assert f.kinds() == [] and f.jobs.get(f.job.id).job.paused is False
+
+
+@pytest.mark.parametrize(("late_s", "alerted"), [(30, []), (31, ["late"])])
+def test_a_late_start_is_alerted_past_the_policy(late_s: int, alerted: list[str]) -> None:
+    f = Fixture(late_after_s=30)
+
+    f.alerting.started(f.job, "run", T0, late_s * 1000)
+
+    assert f.kinds() == alerted
+
+
+def test_skipped_runs_are_alerted_only_when_asked() -> None:
+    quiet, loud = Fixture(), Fixture(on_skipped=True)
+
+    quiet.alerting.skipped(quiet.job, "run", "overlap")
+    loud.alerting.skipped(loud.job, "run", "overlap")
+
+    assert quiet.kinds() == [] and loud.kinds() == ["skipped"]
+    assert "was skipped: overlap" in loud.sink.published[0].body
+
+
+def test_an_alert_that_cannot_be_published_is_logged_and_not_raised() -> None:
+    f = Fixture(late_after_s=1)
+
+    def refuse(alert: Any) -> None:
+        raise ConnectionError("SNS is down")
+
+    f.sink.publish = refuse  # type: ignore[method-assign]
+    f.alerting.started(f.job, "run", T0, 5_000)  # no exception
+
+    assert f.sink.published == []
