@@ -315,6 +315,16 @@ class RetryPolicy(_Strict):
         return int(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
 
 
+def _optional_bounds(schema: dict[str, Any]) -> None:
+    """Bounds of optional ``Count`` fields under their JSON Schema names (pydantic leaves them under their Python
+    names when a validator wraps the type), in every branch of each property."""
+    for prop in schema.get("properties", {}).values():
+        for branch in prop.get("anyOf", [prop]):
+            for python, json_schema in _BOUND_KEYWORDS:
+                if python in branch:
+                    branch[json_schema] = branch.pop(python)
+
+
 class AlertPolicy(_Strict):
     """When a job's owner is alerted on the alerts topic (design §5.6), beyond the run history itself.
 
@@ -324,11 +334,13 @@ class AlertPolicy(_Strict):
     job pauses itself (``paused_by`` ``jobsched``, with the reason) and one alert says so.
     """
 
+    model_config = ConfigDict(json_schema_extra=lambda schema: _optional_bounds(schema))
+
     on_dead: Flag = True
     on_skipped: Flag = False
-    late_after_s: Annotated[Count, Field(ge=1, le=30 * 86400)] | None = None
-    after_consecutive_failures: Annotated[Count, Field(ge=1, le=100)] | None = None
-    pause_after_consecutive_dead: Annotated[Count, Field(ge=1, le=100)] | None = None
+    late_after_s: Count | None = Field(None, ge=1, le=30 * 86400)
+    after_consecutive_failures: Count | None = Field(None, ge=1, le=100)
+    pause_after_consecutive_dead: Count | None = Field(None, ge=1, le=100)
 
 
 def _check_input(value: Any) -> Any:
@@ -482,10 +494,7 @@ def _patch_schema(schema: dict[str, Any]) -> None:
     for name, prop in schema.get("properties", {}).items():
         if name not in PATCH_NULLABLE_FIELDS:
             drop_null(prop)
-        # pydantic leaves the bounds of an optional ``Count`` (a validator wraps it) under their Python names
-        for python, json_schema in _BOUND_KEYWORDS:
-            if python in prop:
-                prop[json_schema] = prop.pop(python)
+    _optional_bounds(schema)
 
 
 class JobPatch(_Strict):

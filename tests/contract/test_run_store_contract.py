@@ -15,7 +15,7 @@ from botocore.stub import Stubber
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import Owned, RunKey, RunRow, new_run, sweep_shard
+from jobsched.ports.runs import Owned, RunFilter, RunKey, RunRow, new_run, sweep_shard
 from jobsched.store.runs import RunStore
 
 T0 = 1_767_578_400_000  # 2026-01-05T02:00Z, epoch ms
@@ -94,9 +94,9 @@ def test_a_jobs_history_pages_newest_first(store: Any) -> None:
     assert [r.scheduled_for for r in rows] == [T0 + 2, T0 + 1] and cursor == T0 + 1
     rows, cursor = store.list_for_job("j_a", 2, before_ms=cursor)
     assert [r.scheduled_for for r in rows] == [T0] and cursor is None
-    rows, cursor = store.list_for_job("j_a", 10, status=RunStatus.SKIPPED)
+    rows, cursor = store.list_for_job("j_a", 10, RunFilter(status=RunStatus.SKIPPED))
     assert [r.scheduled_for for r in rows] == [T0 + 3, T0 + 1] and cursor is None
-    rows, cursor = store.list_for_job("j_a", 1, status=RunStatus.QUEUED)
+    rows, cursor = store.list_for_job("j_a", 1, RunFilter(status=RunStatus.QUEUED))
     assert [r.scheduled_for for r in rows] == [T0 + 4] and cursor == T0 + 4
 
 
@@ -301,14 +301,16 @@ def test_an_owners_failed_runs_are_listed_across_jobs_newest_first(store: Any) -
 
     page, cursor = store.list_failed("team-a", 2)
     rest, end = store.list_failed("team-a", 10, before=cursor)
-    dead, _ = store.list_failed("team-a", 10, status=RunStatus.DEAD)
-    recent, _ = store.list_failed("team-a", 10, since_ms=T0 + 1)
+    dead, _ = store.list_failed("team-a", 10, RunFilter(status=RunStatus.DEAD))
+    recent, _ = store.list_failed("team-a", 10, RunFilter(since_ms=T0 + 1))
+    older, _ = store.list_failed("team-a", 10, RunFilter(until_ms=T0 + 10_000))
 
     assert [r.key for r in page] == [keys[2], RunKey("j_d", T0 + 10_000)] and cursor == (T0 + 10_000, "j_d")
     assert [r.key for r in rest] == [keys[1], keys[0]] and end is None
     assert [r.key for r in dead] == [keys[2], keys[0]]
     assert [r.key for r in recent] == [keys[2], RunKey("j_d", T0 + 10_000)]
-    assert store.list_failed("team-a", 10, kind=RunKind.MANUAL) == ([], None)
+    assert [r.key for r in older] == [keys[1], keys[0]]
+    assert store.list_failed("team-a", 10, RunFilter(kind=RunKind.MANUAL)) == ([], None)
 
 
 def test_a_run_leaves_the_failed_list_when_its_next_try_is_claimed_or_succeeds(store: Any) -> None:
@@ -330,9 +332,9 @@ def test_a_jobs_history_filters_by_kind_and_since(store: Any) -> None:
     for offset, kind in ((0, RunKind.SCHEDULED), (1_000, RunKind.MANUAL), (2_000, RunKind.SCHEDULED)):
         assert store.put_new(_run(scheduled_for=T0 + offset, kind=kind)) is None
 
-    manual, _ = store.list_for_job("j_a", 10, kind=RunKind.MANUAL)
-    recent, cursor = store.list_for_job("j_a", 1, since_ms=T0 + 1)
-    older, end = store.list_for_job("j_a", 10, since_ms=T0 + 1, before_ms=cursor)
+    manual, _ = store.list_for_job("j_a", 10, RunFilter(kind=RunKind.MANUAL))
+    recent, cursor = store.list_for_job("j_a", 1, RunFilter(since_ms=T0 + 1))
+    older, end = store.list_for_job("j_a", 10, RunFilter(since_ms=T0 + 1), cursor)
 
     assert [r.scheduled_for for r in manual] == [T0 + 1_000]
     assert [r.scheduled_for for r in recent] == [T0 + 2_000] and cursor == T0 + 2_000

@@ -344,7 +344,8 @@ def list_events(
 @_route(
     "listAllRuns",
     summary="The caller's runs across all their jobs, newest first",
-    description="Optionally one `status`, `job_id` or `kind`, and `scheduled_for` in `[since, until)`. Failed "
+    description="Optionally one `status`, `job_id` or `kind`, and `scheduled_for` in `[since, until)` (`until` after "
+    "`since`). Failed "
     "runs (`status` retrying, dead or skipped) come from an index of failures; other listings merge the "
     "caller's jobs (at most 500: narrow by `job_id` or a failure `status` beyond that). Pass `next_cursor` "
     "back as `cursor` with the same filters.",

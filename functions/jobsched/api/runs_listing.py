@@ -17,7 +17,7 @@ from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import CursorNotFound, InvalidInput, JobNotFound
 from jobsched.models import Page, Run, RunKind, RunStatus, to_ms
 from jobsched.ports.jobs import JobRepository
-from jobsched.ports.runs import FAILURE_STATUSES, RunHistory, RunRow
+from jobsched.ports.runs import FAILURE_STATUSES, RunFilter, RunHistory, RunRow
 
 MAX_FANOUT_JOBS = 500
 """Most live jobs ``GET /runs`` merges without a ``job_id`` or a failure ``status``."""
@@ -62,46 +62,28 @@ class RunListing:
             "until": until_ms,
         }
         start = _position(cursor, owner, filters)
-        window = (since_ms, until_ms)
+        where = RunFilter(status=status, kind=kind, since_ms=since_ms, until_ms=until_ms)
         if job_id is not None:
-            rows, last = self._one_job(owner, job_id, status, kind, window, start, limit)
+            rows, last = self._one_job(owner, job_id, where, start, limit)
         elif status in FAILURE_STATUSES:
-            rows, last = self.runs.list_failed(
-                owner, limit, status=status, before=start, since_ms=since_ms, until_ms=until_ms, kind=kind
-            )
+            rows, last = self.runs.list_failed(owner, limit, where, start)
         else:
-            rows, last = self._merged(owner, status, kind, window, start, limit)
+            rows, last = self._merged(owner, where, start, limit)
         next_cursor = None
         if last is not None:
             next_cursor = encode_cursor("all-runs", owner, {**filters, "at": last[0], "after_job": last[1]})
         return Page[Run](items=[row.as_run() for row in rows], next_cursor=next_cursor)
 
     def _one_job(
-        self,
-        owner: str,
-        job_id: str,
-        status: RunStatus | None,
-        kind: RunKind | None,
-        window: tuple[int | None, int | None],
-        start: tuple[int, str] | None,
-        limit: int,
+        self, owner: str, job_id: str, where: RunFilter, start: tuple[int, str] | None, limit: int
     ) -> tuple[list[RunRow], tuple[int, str] | None]:
         if self.jobs.history_owner(job_id) != owner:
             raise JobNotFound(job_id)
-        before = _earliest(start[0] if start is not None else None, window[1])
-        rows, last = self.runs.list_for_job(
-            job_id, limit, status=status, before_ms=before, since_ms=window[0], kind=kind
-        )
+        rows, last = self.runs.list_for_job(job_id, limit, where, start[0] if start is not None else None)
         return rows, ((last, job_id) if last is not None else None)
 
     def _merged(
-        self,
-        owner: str,
-        status: RunStatus | None,
-        kind: RunKind | None,
-        window: tuple[int | None, int | None],
-        start: tuple[int, str] | None,
-        limit: int,
+        self, owner: str, where: RunFilter, start: tuple[int, str] | None, limit: int
     ) -> tuple[list[RunRow], tuple[int, str] | None]:
         """One page of each live job after ``start`` (``(scheduled_for, job_id)``, exclusive), merged."""
         found: list[RunRow] = []
@@ -111,15 +93,7 @@ class RunListing:
                 # after (at, job) in the order (scheduled_for desc, job_id desc): a job id below the cursor's may
                 # still show its row at the cursor's instant
                 before = start[0] + 1 if job_id < start[1] else start[0]
-            rows, _ = self.runs.list_for_job(
-                job_id,
-                limit + 1,
-                status=status,
-                before_ms=_earliest(before, window[1]),
-                since_ms=window[0],
-                kind=kind,
-            )
-            found.extend(rows)
+            found.extend(self.runs.list_for_job(job_id, limit + 1, where, before)[0])
         found.sort(key=lambda row: (row.scheduled_for, row.job_id), reverse=True)
         page = found[:limit]
         more = len(found) > limit
@@ -141,12 +115,6 @@ class RunListing:
                 yield found.job.id
             if after is None:
                 return
-
-
-def _earliest(*bounds: int | None) -> int | None:
-    """The tightest of exclusive upper bounds (None: unbounded)."""
-    given = [bound for bound in bounds if bound is not None]
-    return min(given) if given else None
 
 
 def _position(cursor: str | None, owner: str, filters: dict[str, object]) -> tuple[int, str] | None:

@@ -66,7 +66,7 @@ from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, SchedulingState, StoredJob
-from jobsched.ports.runs import QueueSendError, RunHistory, RunMessage, RunSender, new_run
+from jobsched.ports.runs import QueueSendError, RunFilter, RunHistory, RunMessage, RunSender, new_run
 from jobsched.schedules import (
     Schedule,
     ScheduleError,
@@ -280,7 +280,7 @@ class JobService:
             if position.get("job") != job_id or not isinstance(before, int) or before < 0:
                 raise CursorNotFound()
             before_ms = before
-        rows, last = self.runs.list_for_job(job_id, limit, status=status, before_ms=before_ms)
+        rows, last = self.runs.list_for_job(job_id, limit, RunFilter(status=status), before_ms)
         next_cursor = (
             encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None
         )

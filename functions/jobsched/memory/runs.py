@@ -11,12 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from jobsched.models import RunKind, RunStatus
+from jobsched.models import RunStatus
 from jobsched.ports.runs import (
+    EVERY_RUN,
     FAILURE_STATUSES,
     Claim,
     KeyedInsert,
     Owned,
+    RunFilter,
     RunKey,
     RunRow,
     SweepPage,
@@ -27,14 +29,6 @@ from jobsched.ports.runs import (
 def _failing(owned: Owned) -> dict[str, Any]:
     """A failure transition records the run's owner when the claim knows it (the DynamoDB adapter's index key)."""
     return {"owner": owned.owner} if owned.owner is not None else {}
-
-
-def _matches(row: RunRow, *, status: RunStatus | None, since_ms: int | None, kind: RunKind | None) -> bool:
-    return (
-        (status is None or row.status is RunStatus(status))
-        and (since_ms is None or row.scheduled_for >= since_ms)
-        and (kind is None or row.kind is kind)
-    )
 
 
 class MemoryRunStore:
@@ -89,58 +83,34 @@ class MemoryRunStore:
             return self._rows.get(RunKey(job_id, scheduled_for_ms))
 
     def list_for_job(
-        self,
-        job_id: str,
-        limit: int,
-        *,
-        status: RunStatus | None = None,
-        before_ms: int | None = None,
-        since_ms: int | None = None,
-        kind: RunKind | None = None,
+        self, job_id: str, limit: int, where: RunFilter = EVERY_RUN, before_ms: int | None = None
     ) -> tuple[list[RunRow], int | None]:
-        """A page of a job's runs, newest first (only ``status``/``kind``, older than ``before_ms``, at or after
-        ``since_ms`` when given): ``(rows, scheduled_for of the last row when more follow, else None)``."""
+        """A page of the job's runs kept by ``where``, newest first, older than ``before_ms``."""
         with self._lock:
-            rows = sorted(
-                (
-                    r
-                    for r in self._rows.values()
-                    if r.job_id == job_id
-                    and (before_ms is None or r.scheduled_for < before_ms)
-                    and _matches(r, status=status, since_ms=since_ms, kind=kind)
-                ),
-                key=lambda r: r.scheduled_for,
-                reverse=True,
-            )
+            rows = [r for r in self._rows.values() if r.job_id == job_id and where.matches(r)]
+        rows = sorted(
+            (r for r in rows if before_ms is None or r.scheduled_for < before_ms),
+            key=lambda r: r.scheduled_for,
+            reverse=True,
+        )
         page = rows[:limit]
         return page, (page[-1].scheduled_for if len(rows) > limit else None)
 
     def list_failed(
-        self,
-        owner: str,
-        limit: int,
-        *,
-        status: RunStatus | None = None,
-        before: tuple[int, str] | None = None,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-        kind: RunKind | None = None,
+        self, owner: str, limit: int, where: RunFilter = EVERY_RUN, before: tuple[int, str] | None = None
     ) -> tuple[list[RunRow], tuple[int, str] | None]:
-        """The owner's rows in a failure status, newest ``(scheduled_for, job_id)`` first, before ``before``."""
+        """The owner's rows in a failure status kept by ``where``, newest ``(scheduled_for, job_id)`` first."""
         with self._lock:
-            rows = sorted(
-                (
-                    r
-                    for r in self._rows.values()
-                    if r.owner == owner
-                    and r.status in FAILURE_STATUSES
-                    and (before is None or (r.scheduled_for, r.job_id) < before)
-                    and (until_ms is None or r.scheduled_for < until_ms)
-                    and _matches(r, status=status, since_ms=since_ms, kind=kind)
-                ),
-                key=lambda r: (r.scheduled_for, r.job_id),
-                reverse=True,
-            )
+            rows = [r for r in self._rows.values() if r.owner == owner and r.status in FAILURE_STATUSES]
+        rows = sorted(
+            (
+                r
+                for r in rows
+                if where.matches(r) and (before is None or (r.scheduled_for, r.job_id) < before)
+            ),
+            key=lambda r: (r.scheduled_for, r.job_id),
+            reverse=True,
+        )
         page = rows[:limit]
         return page, ((page[-1].scheduled_for, page[-1].job_id) if len(rows) > limit else None)
 

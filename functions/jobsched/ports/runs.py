@@ -40,6 +40,34 @@ FAILURE_STATUSES = frozenset({RunStatus.RETRYING, RunStatus.DEAD, RunStatus.SKIP
 ``owner`` is known is in the sparse ``failures`` index, which nothing on the happy path writes."""
 
 
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a listing keeps: only ``status`` and ``kind`` when set, and ``since_ms <= scheduled_for <
+    until_ms`` (epoch ms; None: unbounded)."""
+
+    status: RunStatus | None = None
+    kind: RunKind | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    def matches(self, row: RunRow) -> bool:
+        return (
+            (self.status is None or row.status is RunStatus(self.status))
+            and (self.kind is None or row.kind is self.kind)
+            and (self.since_ms is None or row.scheduled_for >= self.since_ms)
+            and (self.until_ms is None or row.scheduled_for < self.until_ms)
+        )
+
+    def before(self, before_ms: int | None) -> int | None:
+        """The tighter of ``before_ms`` and ``until_ms``: rows are kept strictly before it (None: unbounded)."""
+        bounds = [bound for bound in (before_ms, self.until_ms) if bound is not None]
+        return min(bounds) if bounds else None
+
+
+EVERY_RUN = RunFilter()
+"""The filter that keeps every run."""
+
+
 class RunKey(NamedTuple):
     """The key of a run: ``(job_id, scheduled_for)`` (epoch ms)."""
 
@@ -464,30 +492,17 @@ class RunHistory(Protocol):
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
 
     def list_for_job(
-        self,
-        job_id: str,
-        limit: int,
-        *,
-        status: RunStatus | None = None,
-        before_ms: int | None = None,
-        since_ms: int | None = None,
-        kind: RunKind | None = None,
-    ) -> tuple[list[RunRow], int | None]: ...
+        self, job_id: str, limit: int, where: RunFilter = EVERY_RUN, before_ms: int | None = None
+    ) -> tuple[list[RunRow], int | None]:
+        """A page of the job's runs kept by ``where``, newest first, older than ``before_ms``; and the last row's
+        ``scheduled_for`` when more may follow (else None)."""
+        ...
 
     def list_failed(
-        self,
-        owner: str,
-        limit: int,
-        *,
-        status: RunStatus | None = None,
-        before: tuple[int, str] | None = None,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-        kind: RunKind | None = None,
+        self, owner: str, limit: int, where: RunFilter = EVERY_RUN, before: tuple[int, str] | None = None
     ) -> tuple[list[RunRow], tuple[int, str] | None]:
-        """A page of ``owner``'s runs in a failure status (:data:`FAILURE_STATUSES`, or only ``status``) across
+        """A page of ``owner``'s runs in a failure status (:data:`FAILURE_STATUSES`) kept by ``where``, across
         their jobs, newest ``scheduled_for`` first (ties by job id, descending), after ``before`` =
-        ``(scheduled_for, job_id)`` in that order, with ``since_ms <= scheduled_for < until_ms`` (epoch ms),
-        optionally of one ``kind``; and
+        ``(scheduled_for, job_id)`` in that order; and
         the last row's ``(scheduled_for, job_id)`` when more may follow (else None)."""
         ...

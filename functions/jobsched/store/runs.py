@@ -13,8 +13,8 @@ from boto3.dynamodb.conditions import Attr, Key
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import Claim, KeyedInsert, Owned, RunKey, RunRow, SweepPage
+from jobsched.models import RunStatus
+from jobsched.ports.runs import EVERY_RUN, Claim, KeyedInsert, Owned, RunFilter, RunKey, RunRow, SweepPage
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import FAIL_OWNER, plain, run_item, run_row, sweep_pk, trigger_key_item
@@ -116,64 +116,41 @@ class RunStore:
 
     @unavailable_on_failure
     def list_for_job(
-        self,
-        job_id: str,
-        limit: int,
-        *,
-        status: RunStatus | None = None,
-        before_ms: int | None = None,
-        since_ms: int | None = None,
-        kind: RunKind | None = None,
+        self, job_id: str, limit: int, where: RunFilter = EVERY_RUN, before_ms: int | None = None
     ) -> tuple[list[RunRow], int | None]:
-        """A page of a job's runs, newest first, optionally only ``status``/``kind``, older than ``before_ms``
-        and at or after ``since_ms``.
-
-        Returns ``(rows, scheduled_for of the last row when more may follow, else None)``.
-        """
+        """``RunHistory.list_for_job``: one Query of the job's partition, newest first, until ``limit + 1``
+        matching items (a filter on status or kind may read more)."""
         condition = Key("job_id").eq(job_id)
-        if before_ms is not None or since_ms is not None:
-            condition = condition & Key("scheduled_for").between(
-                since_ms if since_ms is not None else 0, (before_ms if before_ms is not None else 2**63) - 1
-            )
-        rows = self._query_newest(
-            {"KeyConditionExpression": condition}, limit, _filter(status=status, kind=kind)
-        )
+        rows = self._query_newest({}, condition, where, before_ms, limit)
         return [run_row(r) for r in rows[:limit]], (
             rows[limit - 1]["scheduled_for"] if len(rows) > limit else None
         )
 
     @unavailable_on_failure
     def list_failed(
-        self,
-        owner: str,
-        limit: int,
-        *,
-        status: RunStatus | None = None,
-        before: tuple[int, str] | None = None,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-        kind: RunKind | None = None,
+        self, owner: str, limit: int, where: RunFilter = EVERY_RUN, before: tuple[int, str] | None = None
     ) -> tuple[list[RunRow], tuple[int, str] | None]:
-        """``RunHistory.list_failed`` from the sparse ``failures`` index (``fail_owner = owner``), newest first;
-        one Query per page of at most ``limit + 1`` matching items (a filter on status or kind may read more)."""
-        condition = Key(FAIL_OWNER).eq(owner)
-        if since_ms is not None or until_ms is not None:
-            condition = condition & Key("scheduled_for").between(
-                since_ms if since_ms is not None else 0, (until_ms if until_ms is not None else 2**63) - 1
-            )
-        query: dict[str, Any] = {"IndexName": "failures", "KeyConditionExpression": condition}
+        """``RunHistory.list_failed`` from the sparse ``failures`` index (``fail_owner = owner``), newest first."""
+        query: dict[str, Any] = {"IndexName": "failures"}
         if before is not None:
             query["ExclusiveStartKey"] = {FAIL_OWNER: owner, "scheduled_for": before[0], "job_id": before[1]}
-        rows = self._query_newest(query, limit, _filter(status=status, kind=kind))
+        rows = self._query_newest(query, Key(FAIL_OWNER).eq(owner), where, None, limit)
         last = rows[limit - 1] if len(rows) > limit else None
         return [run_row(r) for r in rows[:limit]], (
             (int(last["scheduled_for"]), str(last["job_id"])) if last is not None else None
         )
 
-    def _query_newest(self, query: dict[str, Any], limit: int, condition: Any) -> list[dict[str, Any]]:
-        """Up to ``limit + 1`` items of ``query`` newest first (one more than asked: whether more follow),
-        following pages; ``condition`` a FilterExpression or None."""
-        kwargs: dict[str, Any] = {**query, "ScanIndexForward": False}
+    def _query_newest(
+        self, query: dict[str, Any], key: Any, where: RunFilter, before_ms: int | None, limit: int
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit + 1`` items of ``query`` on partition ``key`` (a key condition) kept by ``where`` and
+        older than ``before_ms``, newest first (one more than asked: whether more follow), following pages."""
+        before = where.before(before_ms)
+        if before is not None or where.since_ms is not None:
+            low, high = where.since_ms or 0, (before if before is not None else 2**63) - 1
+            key = key & Key("scheduled_for").between(low, high)
+        kwargs: dict[str, Any] = {**query, "KeyConditionExpression": key, "ScanIndexForward": False}
+        condition = _filter(where)
         if condition is not None:
             kwargs["FilterExpression"] = condition
         rows: list[dict[str, Any]] = []
@@ -504,10 +481,10 @@ def _failing(owned: Owned) -> dict[str, Any]:
     return {FAIL_OWNER: owned.owner, "owner": owned.owner} if owned.owner is not None else {}
 
 
-def _filter(*, status: RunStatus | None, kind: RunKind | None) -> Any:
+def _filter(where: RunFilter) -> Any:
     """The FilterExpression of a listing's status and kind (None: no filter)."""
     condition = None
-    for attribute, value in (("status", status), ("kind", kind)):
+    for attribute, value in (("status", where.status), ("kind", where.kind)):
         if value is not None:
             clause = Attr(attribute).eq(value.value)
             condition = clause if condition is None else condition & clause

@@ -135,6 +135,7 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     - ``end_at`` after ``start_at``, far enough ahead that the schedule still fires; a one-off (its own
       instant) without bounds; a PATCH that re-times a job gives all of schedule, start_at and end_at, as
       the job's stored ones count otherwise;
+    - ``GET /runs``'s ``until`` is after its ``since`` (a generated pair is put in order);
     - a backfill window ends after it starts, at most now, with at most 1,000 fires: a generated pair of
       instants becomes the hour that ended an hour ago;
     - an ``Idempotency-Key`` sent again with a different request is answered 422 (as the IETF draft says):
@@ -160,6 +161,17 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
         if case.path.endswith("/backfill") and _instant(body.get("start")) and _instant(body.get("end")):
             hour_ago = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
             body.update(start=(hour_ago - timedelta(hours=1)).isoformat(), end=hour_ago.isoformat())
+        case.body = (
+            body  # re-assigned, so schemathesis re-judges whether the case is still invalid by the document
+        )
+    query = case.query or {}
+    since, until = _instant(query.get("since")), _instant(query.get("until"))
+    if case.path == "/runs" and since and until and until <= since:
+        case.query = (
+            {**query, "since": query["until"], "until": query["since"]}
+            if until < since
+            else {k: v for k, v in query.items() if k != "until"}
+        )
     key = (case.headers or {}).get(IDEMPOTENCY_HEADER)
     if isinstance(key, str) and re.fullmatch(r"[\x20-\x7e]{1,255}", key):
         request = [case.method, case.path, case.path_parameters, body]
