@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from jobsched.domain.supervision import Waiter
     from jobsched.domain.sweeper import Sweeper
     from jobsched.domain.worker import Worker
+    from jobsched.sqlite.control import SqliteControlStore
+    from jobsched.sqlite.database import SqliteDatabase
+    from jobsched.sqlite.jobs import SqliteJobStore
+    from jobsched.sqlite.runs import SqliteRunStore
     from jobsched.store.control import ControlStore
     from jobsched.store.jobs import JobStore
     from jobsched.store.runs import RunStore
@@ -342,3 +346,41 @@ class Components:
             else IamAuthenticator()
         )
         return Api(settings=self.settings, service=self.job_service(), authenticator=authenticator)
+
+
+@dataclass(frozen=True)
+class SqliteComponents(Components):
+    """Local mode's components on its embedded SQLite ``database`` (``jobsched.sqlite``): the job store, the
+    run store and the CONTROL store live there; everything else is as in :class:`Components` on ``aws`` (the
+    embedded moto): the run queue (SQS semantics: visibility, delays, receive counts, dead letters), the
+    dead-run queue and alerts topic, and the API's ``Idempotency-Key`` records (Powertools' DynamoDB layer).
+    Components built from one ``SqliteComponents`` (and its :meth:`with_own_clients` copies) share the one
+    database. Raises ValueError when built without ``database``."""
+
+    database: SqliteDatabase | None = None
+
+    def __post_init__(self) -> None:
+        if self.database is None:
+            raise ValueError("SqliteComponents needs a database")
+
+    def _db(self) -> SqliteDatabase:
+        assert self.database is not None  # checked at construction
+        return self.database
+
+    def jobs(self) -> SqliteJobStore:  # type: ignore[override]  # same ports, another adapter
+        """The job store (specs, scheduling state, the due index, overlap locks) in the database."""
+        from jobsched.sqlite.jobs import SqliteJobStore
+
+        return SqliteJobStore(self._db())
+
+    def runs(self) -> SqliteRunStore:  # type: ignore[override]
+        """The run store (history, claims, the sweep index) in the database."""
+        from jobsched.sqlite.runs import SqliteRunStore
+
+        return SqliteRunStore(self._db())
+
+    def control(self) -> SqliteControlStore:  # type: ignore[override]
+        """The CONTROL store (leases, watermarks, the partition high-water mark) in the database."""
+        from jobsched.sqlite.control import SqliteControlStore
+
+        return SqliteControlStore(self._db())
