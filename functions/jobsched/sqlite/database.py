@@ -125,7 +125,7 @@ class SqliteDatabase:
     for another connection's lock before ``StoreUnavailable``. ``run_listeners`` are told of each run row
     written (local mode prints run outcomes from them). ``lock`` (reentrant) guards the one connection: held
     for each read and each transaction. Thread-safe; ``close()`` when done. Raises ValueError for another
-    ``synchronous``, ``StoreUnavailable`` when the file cannot be opened as a database."""
+    ``synchronous``, or naming the file when it cannot be opened as a database (not one, unreadable, locked)."""
 
     def __init__(
         self, path: Path | str, *, synchronous: Synchronous = "FULL", busy_timeout_s: float = 5.0
@@ -147,8 +147,8 @@ class SqliteDatabase:
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
-        except sqlite3.DatabaseError as error:
-            raise StoreUnavailable(f"cannot open the database {self.path}: {error}") from error
+        except sqlite3.Error as error:
+            raise ValueError(f"{self.path} is not a usable jobsched SQLite database: {error}") from error
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
