@@ -1,10 +1,11 @@
 """Steady lateness in local mode: 50 jobs ``every 1 second`` (50 runs a second) for 60 s.
 
-The whole local runtime (``jobsched.local.runtime.LocalRuntime``: embedded moto, the API on a free port,
+The whole local runtime (``jobsched.local.runtime.LocalRuntime`` on its default SQLite backend: jobs, runs and
+leases in SQLite, the queues on the embedded moto, the API on a free port,
 the scheduler loop, the worker pool fed the way Lambda's SQS event source does, the sweeper, snapshots to a
 temporary data dir) is started in this process; the jobs are registered over HTTP with the runtime's dev
 token, as a team's script would. After a warm-up, the runs whose ``scheduled_for`` falls in the measuring
-window are read back from the runs table once they have finished: ``lateness_ms`` (the run row's own
+window are read back from the run store once they have finished: ``lateness_ms`` (the run row's own
 field: start minus ``scheduled_for``) and the dispatch lateness (``enqueued_at`` minus the dispatch
 instant).
 """
@@ -20,10 +21,17 @@ from bench.harness import quantiles
 
 
 def measure_steady(
-    jobs: int = 50, *, seconds: int = 60, warmup_s: int = 5, workers: int = 4, settle_timeout_s: float = 20.0
+    jobs: int = 50,
+    *,
+    seconds: int = 60,
+    warmup_s: int = 5,
+    workers: int = 4,
+    settle_timeout_s: float = 20.0,
+    backend: str = "sqlite",
 ) -> dict[str, Any]:
-    """Run the steady load and return ``{"jobs", "seconds", "runs", "runs_per_s", "lateness_ms": {"p50",
-    "p99", "max"}, "dispatch_lateness_ms": {...}, "statuses", "not_started", ...}``.
+    """Run the steady load on local mode's ``backend`` (``sqlite``, its default, or ``moto``) and return
+    ``{"jobs", "seconds", "backend", "runs", "runs_per_s", "lateness_ms": {"p50", "p99", "max"},
+    "dispatch_lateness_ms": {...}, "statuses", "not_started", ...}``.
 
     Runs of the window not started ``settle_timeout_s`` after it ended (the workers fell behind) count in
     ``lateness_ms`` with their lateness so far, a lower bound (``not_started`` says how many);
@@ -36,7 +44,12 @@ def measure_steady(
     with tempfile.TemporaryDirectory(prefix="jobsched-bench-") as data_dir:
         runtime = LocalRuntime(
             LocalConfig(
-                port=0, data_dir=Path(data_dir), workers=workers, emit=lines.append, log_level="ERROR"
+                port=0,
+                data_dir=Path(data_dir),
+                workers=workers,
+                emit=lines.append,
+                log_level="ERROR",
+                backend=backend,
             )
         )
         runtime.start()
@@ -76,6 +89,7 @@ def measure_steady(
     return {
         "jobs": jobs,
         "seconds": seconds,
+        "backend": backend,
         "workers": workers,
         "registration_s": registration_s,
         "runs": len(rows),
@@ -92,7 +106,12 @@ def measure_steady(
 
 def _window_rows(runtime: Any, start_ms: int, end_ms: int) -> list[dict[str, Any]]:
     """Run rows (plain values) with ``start_ms <= scheduled_for < end_ms``, read from the local ``runtime``'s
-    runs table (the embedded moto of this process), on clients of this thread's own."""
+    run store: its SQLite database, or on the moto backend the runs table (on clients of this thread's own)."""
+    if runtime.database is not None:
+        from dataclasses import asdict
+
+        rows = runtime.components.runs().scheduled_between(start_ms, end_ms)
+        return [{**asdict(r), "status": r.status.value} for r in rows]
     from boto3.dynamodb.conditions import Attr
 
     from jobsched.store.layout import plain

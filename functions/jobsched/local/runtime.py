@@ -12,8 +12,9 @@ What runs, each in its own thread(s):
 - the change pump (run outcome lines), the alert printer and the snapshotter (``local.state``).
 
 Storage (``LocalConfig.backend``): by default (``sqlite``) the job, run and CONTROL stores are the SQLite
-adapters (``jobsched.sqlite``) on ``<data dir>/jobsched.sqlite3``: every write is committed (WAL,
-``synchronous=FULL``) before it is acknowledged, so a SIGKILL loses nothing acknowledged. The run queue, the
+adapters (``jobsched.sqlite``) on ``<data dir>/jobsched.sqlite3``: every write is committed (WAL) before it
+is acknowledged, so a SIGKILL loses nothing acknowledged (a power loss: at most the last second, the WAL being
+synced every second; none with ``sqlite_synchronous="FULL"``, see ``jobsched.sqlite.database``). The run queue, the
 dead-run queue, the alerts topic and the API's ``Idempotency-Key`` records stay on the embedded moto (the
 queue keeps SQS's semantics; the keys' table is Powertools' DynamoDB layer). ``moto`` keeps every table on moto
 too, for fidelity with AWS.
@@ -143,8 +144,9 @@ class LocalConfig:
     (shell and loopback HTTP targets on, the tokens file); ``emit`` receives every line meant for the
     terminal (default: the process's stdout as it was at start). ``backend``: one of :data:`BACKENDS`
     (``sqlite``: jobs, runs and control in ``<data dir>/jobsched.sqlite3``; ``moto``: every table on moto);
-    ``sqlite_synchronous``: SQLite's ``synchronous`` level (``FULL``: an acknowledged write survives even a
-    power loss; ``NORMAL``: only a crash of the process). Raises ValueError for a bad value.
+    ``sqlite_synchronous``: SQLite's ``synchronous`` level (``NORMAL``: an acknowledged write survives a crash
+    of the process, and a power loss but for the last second; ``FULL``: a power loss too, at an fsync per
+    write). Raises ValueError for a bad value.
     """
 
     port: int = 8080
@@ -164,7 +166,7 @@ class LocalConfig:
     redirect_stdout: bool = False
     """Send stdout (Powertools' EMF metric lines) to the metrics file: the CLI does; tests keep pytest's capture."""
     backend: str = BACKENDS[0]
-    sqlite_synchronous: str = "FULL"
+    sqlite_synchronous: str = "NORMAL"
 
     def __post_init__(self) -> None:
         if self.schedulers < 1 or self.workers < 1:
@@ -473,6 +475,8 @@ class LocalRuntime:
         self._spawn("rest", "change-pump", self._pump_loop, mirror)
         self._spawn("rest", "alerts", alerts.run, self._stop_rest)
         self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
+        if self.database is not None:
+            self._spawn("rest", "sqlite-sync", self._sync_loop, self.database)
 
         self._banner(generated, requeue)
         if config.demo and first_start:
@@ -511,7 +515,7 @@ class LocalRuntime:
         batches = components.worker_batches()  # each record thread: a worker on clients of its own
         for index in range(self.config.workers):
             source = SqsEventSource(
-                components.aws.sqs,
+                components.run_queue_client(),
                 components.settings.run_queue_url,
                 functools.partial(handler, batches=batches),
                 function_name="jobsched-worker-local",
@@ -535,6 +539,14 @@ class LocalRuntime:
                 logger.exception("sweeper failed; next sweep in a minute")
             if self._stop_scheduling.wait(self.config.sweep_interval_s):
                 return
+
+    def _sync_loop(self, database: SqliteDatabase) -> None:
+        """Sync the SQLite WAL to the disk each second (``SqliteDatabase.checkpoint``)."""
+        while not self._stop_rest.wait(1.0):
+            try:
+                database.checkpoint()
+            except Exception:
+                logger.exception("SQLite checkpoint failed; retrying")
 
     def _pump_loop(self, mirror: TableMirror) -> None:
         """Apply the write journal (printing run lines) twice a second; every ~5 s let moto forget the

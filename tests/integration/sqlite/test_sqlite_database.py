@@ -64,13 +64,15 @@ def test_a_file_that_is_not_a_database_is_refused_naming_it(tmp_path: Path) -> N
 def test_only_the_durable_synchronous_levels_are_accepted(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="synchronous"):
         SqliteDatabase(tmp_path / "db", synchronous="OFF")  # type: ignore[arg-type]
-    opened = SqliteDatabase(tmp_path / "db2")
-    try:
-        with opened.read() as conn:
-            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    finally:
-        opened.close()
+    for level, code in (("NORMAL", 1), ("FULL", 2)):
+        opened = SqliteDatabase(tmp_path / f"db-{level}", synchronous=level)  # type: ignore[arg-type]
+        try:
+            with opened.read() as conn:
+                assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+                assert conn.execute("PRAGMA synchronous").fetchone()[0] == code
+            opened.checkpoint()
+        finally:
+            opened.close()
 
 
 def test_a_state_this_store_did_not_write_is_unreadable_and_left_alone(database: SqliteDatabase) -> None:
