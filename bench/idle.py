@@ -91,3 +91,136 @@ def measure_idle(
     out["growth_ratio"] = last["requests_per_tick"] / first["requests_per_tick"]
     out["rcu_growth_ratio"] = last["rcu_per_tick"] / first["rcu_per_tick"] if first["rcu_per_tick"] else None
     return out
+
+
+def measure_local_tick(
+    job_counts: tuple[int, ...] = (1_000, 20_000),
+    history_rows: tuple[int, ...] = (0, 100_000),
+    *,
+    ticks: int | None = None,
+    busy_jobs: int = 50,
+    busy_ticks: int = 60,
+) -> dict[str, Any]:
+    """Wall time of local mode's scheduler tick on its SQLite backend (``jobsched.wiring.SqliteComponents``:
+    the SQLite job, run and CONTROL stores, the run queue on ``SqliteSqsQueue``), in this process, on a
+    FakeClock (one tick per simulated second, timed in real seconds):
+
+    - idle ticks (the jobs' next fires 1 to 25 hours ahead) with each of ``job_counts`` jobs, over ``ticks``
+      ticks (one bucket width by default, as :func:`measure_idle`);
+    - busy ticks (``busy_jobs`` jobs ``every 1 second``, each tick saving, sending and moving that many
+      runs, as ``steady``) with each of ``history_rows`` finished runs already in the history (of those
+      jobs and of others), over ``busy_ticks`` ticks.
+
+    Returns ``{"jobs_<n>": {"jobs", "ticks", "wall_ms_per_tick" (mean), "wall_ms_p50", "wall_ms_max"}, ...,
+    "history_<n>": {"history_rows", "ticks", "runs_per_tick", "wall_ms_..."}, ..., "growth_ratio_jobs",
+    "growth_ratio_history"}`` (the last count's median tick time over the first's). Raises RuntimeError if an idle tick found work or a busy one did
+    not save its runs."""
+    import tempfile
+    from pathlib import Path
+
+    from bench.harness import state_of
+    from jobsched.aws import Aws
+    from jobsched.clock import FakeClock
+    from jobsched.models import RunStatus
+    from jobsched.ports.runs import new_run
+    from jobsched.sqlite.database import SqliteDatabase
+    from jobsched.wiring import SqliteComponents
+
+    out: dict[str, Any] = {}
+    with moto_backend() as backend, tempfile.TemporaryDirectory(prefix="jobsched-local-tick-") as folder:
+        settings = backend.settings
+        database = SqliteDatabase(Path(folder) / "jobsched.sqlite3")
+        clock = FakeClock(T0)
+        components = SqliteComponents(
+            settings,
+            Aws(),
+            clock=clock,
+            sleep=clock.sleep,
+            database=database,
+        )
+        jobs, runs = components.jobs(), components.runs()
+        loop = components.scheduler_loop(0, holder="bench-local-tick", tick_metrics=NoTickMetrics())
+        bucket_ms = settings.due_bucket_s * 1000
+
+        def timed(count: int, *, idle: bool) -> tuple[list[float], int]:
+            walls, saved = [], 0
+            for _ in range(count):
+                clock.now_ms = (clock.now_ms // 1000 + 1) * 1000
+                started = time.perf_counter()
+                result = loop.step()
+                walls.append((time.perf_counter() - started) * 1000)
+                if result is None or (idle and result.due):
+                    raise RuntimeError(f"a local tick was not what it should be: {result}")
+                saved += result.due
+            return walls, saved
+
+        def figures(walls: list[float]) -> dict[str, Any]:
+            ordered = sorted(walls)
+            return {
+                "wall_ms_per_tick": sum(walls) / len(walls),
+                "wall_ms_p50": ordered[len(ordered) // 2],
+                "wall_ms_max": ordered[-1],
+            }
+
+        try:
+            seeded = 0
+            for count in sorted(job_counts):
+                for i in range(seeded, count):
+                    job = make_job(i, "0 3 * * *", created_at_ms=clock(), prefix="j_idle")
+                    next_run = clock() + 3_600_000 + (i * 7919 * 1000) % DAY_MS
+                    jobs.create(job, state_of(job, settings, now_ms=clock(), next_run_at_ms=next_run))
+                seeded = count
+                clock.now_ms = (clock.now_ms // bucket_ms + 1) * bucket_ms
+                timed(2, idle=True)  # lease, watermark bootstrap
+                n = ticks or settings.due_bucket_s
+                walls, _ = timed(n, idle=True)
+                out[f"jobs_{count}"] = {"jobs": count, "ticks": n, **figures(walls)}
+
+            busy = [
+                make_job(10_000_000 + i, "every 1 second", created_at_ms=clock(), prefix="j_busy")
+                for i in range(busy_jobs)
+            ]
+            for job in busy:
+                jobs.create(job, state_of(job, settings, now_ms=clock(), next_run_at_ms=clock() + 1000))
+            history = 0
+            for rows in sorted(history_rows):
+                old = clock() - 86_400_000  # a day ago and before: finished runs, out of the sweep index
+                filler = []
+                for k in range(history, rows):
+                    job_id = busy[k % busy_jobs].id if k % 2 else f"j_past{k % 5_000:08d}"
+                    row = new_run(job_id, old - k * 1000, now_ms=old - k * 1000, retention_days=90)
+                    filler.append(replace_row(row, RunStatus.SUCCEEDED))
+                runs.put_many(filler)
+                history = rows
+                timed(3, idle=False)  # warm
+                walls, saved = timed(busy_ticks, idle=False)
+                if saved < busy_jobs * busy_ticks * 0.9:
+                    raise RuntimeError(
+                        f"busy ticks saved {saved} runs, expected about {busy_jobs * busy_ticks}"
+                    )
+                out[f"history_{rows}"] = {
+                    "history_rows": rows,
+                    "ticks": busy_ticks,
+                    "runs_per_tick": saved / busy_ticks,
+                    **figures(walls),
+                }
+        finally:
+            loop.scheduler.close()
+            database.close()
+    # medians: the machine's other load shows in single ticks' times, not in what a tick costs
+    out["growth_ratio_jobs"] = (
+        out[f"jobs_{max(job_counts)}"]["wall_ms_p50"] / out[f"jobs_{min(job_counts)}"]["wall_ms_p50"]
+    )
+    out["growth_ratio_history"] = (
+        out[f"history_{max(history_rows)}"]["wall_ms_p50"]
+        / out[f"history_{min(history_rows)}"]["wall_ms_p50"]
+    )
+    out["backend"] = "sqlite"
+    return out
+
+
+def replace_row(row: Any, status: Any) -> Any:
+    """``row`` finished with ``status`` at its ``enqueued_at``, out of the sweep index (history filler)."""
+    from dataclasses import replace
+
+    return replace(row, status=status, attempt=1, finished_at=row.enqueued_at, sweep_at=None)

@@ -77,13 +77,14 @@ def import_moto_state(
             logger.error("job not moved to SQLite", job=pk, error=str(error))
             continue
         counts["jobs"] += 1
-    for item in _plain(saved.get("Runs", [])):
-        if str(item.get("job_id", "")).startswith("trigger#"):
-            continue
-        if item.get("expires_at") is not None and int(item["expires_at"]) < now_s:
-            continue
-        if runs.put_new(run_row(item)) is None:
-            counts["runs"] += 1
+    counts["runs"] = runs.put_many(
+        [
+            run_row(item)
+            for item in _plain(saved.get("Runs", []))
+            if not str(item.get("job_id", "")).startswith("trigger#")
+            and not (item.get("expires_at") is not None and int(item["expires_at"]) < now_s)
+        ]
+    )
     for item in _plain(saved.get("Control", [])):
         pk = str(item.get("pk", ""))
         if pk.startswith("lease#"):

@@ -209,6 +209,17 @@ class SqliteRunStore(MemoryRunStore):
         self._rows = _Rows(transaction)  # type: ignore[assignment]
         self._keys = _Keys(transaction)  # type: ignore[assignment]
 
+    def put_many(self, rows: Sequence[RunRow]) -> int:
+        """Insert each of ``rows`` whose key is free, in one transaction (a bulk import: a moto data dir's
+        history, the bench's). Returns how many were inserted."""
+        inserted = 0
+        with self._lock:
+            for row in rows:
+                if row.key not in self._rows:
+                    self._rows[row.key] = row
+                    inserted += 1
+        return inserted
+
     # --- the queries, on indexes ------------------------------------------------------------------
 
     def _select(self, sql: str, parameters: Sequence[Any]) -> list[RunRow]:
