@@ -115,8 +115,8 @@ def _window_rows(runtime: Any, start_ms: int, end_ms: int) -> list[dict[str, Any
     if runtime.database is not None:
         from dataclasses import asdict
 
-        rows = runtime.components.runs().scheduled_between(start_ms, end_ms)
-        return [{**asdict(r), "status": r.status.value} for r in rows]
+        stored = runtime.components.runs().scheduled_between(start_ms, end_ms)
+        return [{**asdict(r), "status": r.status.value} for r in stored]
     from boto3.dynamodb.conditions import Attr
 
     from jobsched.store.layout import plain
