@@ -114,6 +114,9 @@ CREATE TABLE IF NOT EXISTS marks (
 ) WITHOUT ROWID;
 """
 
+CACHE_KIB = 64 * 1024
+"""SQLite's page cache (KiB): the indexes' inner pages of a large history stay in memory."""
+
 _TRANSIENT_CODES = frozenset(
     {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL}
 )
@@ -151,6 +154,7 @@ class SqliteDatabase:
             )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             with self.write() as conn:
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
