@@ -483,10 +483,11 @@ class LocalRuntime:
             self._register_demo()
 
     def _job_name(self, job_id: str) -> str:
-        """The name of job ``job_id`` for a run line (the id when the job is gone)."""
-        assert self.components is not None
-        spec = self.components.jobs().get_spec(job_id)
-        return spec.name if spec is not None else job_id
+        """The name of job ``job_id`` for a run line of the SQLite backend (the id when the job is gone)."""
+        from jobsched.sqlite.jobs import SqliteJobStore
+
+        assert self.database is not None
+        return SqliteJobStore(self.database).name_of(job_id) or job_id
 
     def _spawn(self, group: str, name: str, target: Callable[..., Any], *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)

@@ -166,6 +166,12 @@ class SqliteJobStore:
                     (job.id, job.owner, deleted_at_ms, deleted_at_ms // 1000 + retention_days * _DAY_S),
                 )
 
+    def name_of(self, job_id: str) -> str | None:
+        """The name of the live job ``job_id``, or None (one indexed read, no model: local mode's run lines)."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT name FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return str(row[0]) if row else None
+
     def history_owner(self, job_id: str) -> str | None:
         """The owner of the live job, or of the deleted one's tombstone; None when there is neither."""
         with self.db.read() as conn:
