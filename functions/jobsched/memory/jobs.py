@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from jobsched.models import Job, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
@@ -19,6 +21,58 @@ from jobsched.ports.runs import OverlapHolder
 class _Tombstone:
     owner: str
     deleted_at_ms: int
+
+
+class _States(dict[str, "SchedulingState | Unreadable"]):
+    """Job id -> scheduling state, with the due index kept beside it: the entries of each ``(partition,
+    bucket, shard)`` by job id, and per key a list sorted by ``(due_at, job_id)`` that may hold stale
+    entries (skipped when read, rebuilt when new ones arrive or stale ones outnumber the live), so a due
+    query costs what its key holds, as on DynamoDB, not a scan of every job (the rush simulation's
+    millions). Every write of a state goes through ``__setitem__``/``__delitem__``/``pop``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.due: dict[tuple[int, int, int], dict[str, DueEntry]] = defaultdict(dict)
+        self.sorted: dict[tuple[int, int, int], list[DueEntry]] = {}
+
+    @staticmethod
+    def _due_of(state: object) -> DueEntry | None:
+        return state.due if isinstance(state, SchedulingState) else None
+
+    def _unindex(self, job_id: str) -> None:
+        old = self._due_of(self.get(job_id))
+        if old is not None:
+            key = (old.partition, old.bucket, old.shard)
+            self.due[key].pop(job_id, None)
+            if not self.due[key]:
+                del self.due[key]
+                self.sorted.pop(key, None)
+
+    def __setitem__(self, job_id: str, state: SchedulingState | Unreadable) -> None:
+        self._unindex(job_id)
+        super().__setitem__(job_id, state)
+        new = self._due_of(state)
+        if new is not None:
+            key = (new.partition, new.bucket, new.shard)
+            self.due[key][job_id] = new
+            self.sorted.pop(key, None)
+
+    def __delitem__(self, job_id: str) -> None:
+        self._unindex(job_id)
+        super().__delitem__(job_id)
+
+    def pop(self, job_id: str, *default: Any) -> Any:  # type: ignore[override]
+        self._unindex(job_id)
+        return super().pop(job_id, *default)
+
+    def entries(self, key: tuple[int, int, int]) -> list[DueEntry]:
+        """The entries filed under ``key``, ordered by ``(due_at, job_id)`` (possibly with stale ones: check
+        ``due[key]``)."""
+        live = self.due.get(key, {})
+        ordered = self.sorted.get(key)
+        if ordered is None or len(ordered) > 2 * len(live) + 100:
+            ordered = self.sorted[key] = sorted(live.values(), key=lambda e: (e.due_at, e.job_id))
+        return ordered
 
 
 def _same_try(held: OverlapHolder, run_id: str, attempt: int | None, worker: str | None) -> bool:
@@ -34,7 +88,7 @@ class MemoryJobStore:
 
     def __init__(self) -> None:
         self.jobs: dict[str, Job] = {}
-        self.states: dict[str, SchedulingState | Unreadable] = {}
+        self.states: dict[str, SchedulingState | Unreadable] = _States()
         self.names: dict[tuple[str, str], str] = {}
         self.tombstones: dict[str, _Tombstone] = {}
         self.locks: dict[str, OverlapHolder] = {}
@@ -195,10 +249,9 @@ class MemoryJobStore:
 
     # --- DueIndex -----------------------------------------------------------------------------
 
-    def _entries(self) -> list[DueEntry]:
-        return [
-            state.due for state in self.states.values() if isinstance(state, SchedulingState) and state.due
-        ]
+    def _due_index(self) -> _States:
+        assert isinstance(self.states, _States)  # set at construction; tests write states item by item
+        return self.states
 
     def query_due(
         self,
@@ -210,20 +263,26 @@ class MemoryJobStore:
         after: DuePageToken | None = None,
     ) -> tuple[list[DueEntry], DuePageToken | None]:
         """A page of the entries of ``(partition, bucket, shard)`` due by ``up_to_ms``, ordered by ``(due_at,
-        job_id)``; the token is the last entry's ``(due_at, job_id)`` when more follow."""
+        job_id)``; the token is the last entry's ``(due_at, job_id)`` when more follow. Reads only that key's
+        entries (``_States``)."""
+        key = (partition, bucket, shard)
+        page: list[DueEntry] = []
+        more = False
         with self._lock:
-            found = sorted(
-                (
-                    e
-                    for e in self._entries()
-                    if (e.partition, e.bucket, e.shard) == (partition, bucket, shard) and e.due_at <= up_to_ms
-                ),
-                key=lambda e: (e.due_at, e.job_id),
-            )
-        if after is not None:
-            found = [e for e in found if (e.due_at, e.job_id) > after]  # type: ignore[operator]
-        page = found[:limit]
-        return page, ((page[-1].due_at, page[-1].job_id) if len(found) > limit else None)
+            index = self._due_index()
+            live = index.due.get(key, {})
+            for entry in index.entries(key):
+                if entry.due_at > up_to_ms:
+                    break
+                if live.get(entry.job_id) != entry:
+                    continue  # stale: the job moved since the list was sorted
+                if after is not None and (entry.due_at, entry.job_id) <= after:  # type: ignore[operator]
+                    continue
+                if len(page) == limit:
+                    more = True
+                    break
+                page.append(entry)
+        return page, ((page[-1].due_at, page[-1].job_id) if more else None)
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
         """The current states of ``job_ids`` (absent ones left out)."""
@@ -269,9 +328,9 @@ class MemoryJobStore:
     def oldest_due_bucket(self, partition: int) -> int | None:
         """The oldest bucket holding an entry of ``partition``, or None."""
         with self._lock:
-            return min((e.bucket for e in self._entries() if e.partition == partition), default=None)
+            return min((key[1] for key in self._due_index().due if key[0] == partition), default=None)
 
     def highest_due_partition(self) -> int | None:
         """The highest partition any entry is in, or None when there is none."""
         with self._lock:
-            return max((e.partition for e in self._entries()), default=None)
+            return max((key[0] for key in self._due_index().due), default=None)
