@@ -2,7 +2,7 @@
 
 Defined here, in local mode's own package, so that both entry points share one declaration of the options
 and local mode does not import the CLI (the CLI registers this command; the dependency goes downward).
-The runtime (boto3, the embedded moto) is imported only when the command runs, which lasts until
+The runtime (boto3, SQLite, the embedded moto) is imported only when the command runs, which lasts until
 interrupted; a data dir or tokens file it cannot use (``OSError``, ``ValueError``) is one error line on
 stderr and exit status 1.
 """
