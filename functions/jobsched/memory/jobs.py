@@ -79,6 +79,88 @@ def _same_try(held: OverlapHolder, run_id: str, attempt: int | None, worker: str
     return (held.run_id, held.attempt, held.worker) == (run_id, attempt, worker)
 
 
+# --- the conditions of the job store's writes, shared by the stores that check them in Python (this fake and
+# the SQLite adapter, ``jobsched.sqlite.jobs``); the DynamoDB adapter states them as condition expressions.
+
+
+def stored_job(job: Job, state: SchedulingState | Unreadable | None) -> StoredJob:
+    """The ``StoredJob`` of a job's spec and its stored state (``paused``/``next_run_at`` from the state)."""
+    typed = state if isinstance(state, SchedulingState) else None
+    next_run_at = typed.next_run_at if typed else None
+    job = job.model_copy(
+        update={
+            "paused": typed.paused if typed else False,
+            "next_run_at": from_ms(next_run_at) if next_run_at is not None else None,
+        }
+    )
+    return StoredJob(job, typed)
+
+
+def check_replace(
+    stored_updated_at_ms: int | None,
+    stored: SchedulingState | Unreadable | None,
+    expected_updated_at: int,
+    expected_state: tuple[int | None, int] | None,
+) -> None:
+    """``JobRepository.replace``'s condition on what is stored (``stored_updated_at_ms`` None: no live job).
+    Raises ``Conflict``."""
+    if stored_updated_at_ms is None or stored_updated_at_ms != expected_updated_at:
+        raise Conflict("the job changed meanwhile; read it again")
+    if expected_state is not None and (
+        not isinstance(stored, SchedulingState) or (stored.next_run_at, stored.term) != expected_state
+    ):
+        raise Conflict("the job changed meanwhile; read it again")
+
+
+def moved_state(
+    stored: SchedulingState | Unreadable | None,
+    *,
+    expected_next_run_at: int,
+    expected_version: int | None,
+    partition: int,
+    term: int,
+    next_run_at: int | None,
+    due: DueEntry | None,
+    to_partition: int | None,
+) -> SchedulingState:
+    """The state after ``DueIndex.move`` from ``stored``. Raises ``Conflict`` (``current``: the stored state,
+    or None) unless it still has ``expected_next_run_at`` and ``expected_version``, is in the due index, is
+    homed in ``partition`` and its term is at most ``term``."""
+    current = stored if isinstance(stored, SchedulingState) else None
+    if (
+        current is None
+        or current.next_run_at != expected_next_run_at
+        or current.due is None
+        or current.partition != partition
+        or current.term > term
+        or current.version != expected_version
+    ):
+        raise Conflict("scheduling item moved, edited or fenced", current)
+    rehome = to_partition is not None and to_partition != partition
+    return replace(
+        current,
+        term=0 if rehome else term,
+        partition=to_partition if rehome and to_partition is not None else current.partition,
+        next_run_at=next_run_at,
+        due=due if next_run_at is not None else None,
+    )
+
+
+def overlap_free(
+    held: OverlapHolder | None, *, run_id: str, stale_before_ms: int, replacing: OverlapHolder | None
+) -> bool:
+    """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for run ``run_id``: free,
+    stale (``heartbeat_at < stale_before_ms``, epoch ms) or this run's; with ``replacing``, exactly when that
+    try holds it."""
+    if replacing is None:
+        return (
+            held is None
+            or (held.heartbeat_at is not None and held.heartbeat_at < stale_before_ms)
+            or held.run_id == run_id
+        )
+    return held is not None and _same_try(held, replacing.run_id, replacing.attempt, replacing.worker)
+
+
 class MemoryJobStore:
     """Jobs, their scheduling states, name locks, tombstones and overlap locks in dicts (see the module
     docstring). ``locks`` maps a job id to the try holding its overlap lock; like the DynamoDB lock item, it
@@ -116,17 +198,7 @@ class MemoryJobStore:
             return self._stored(job)
 
     def _stored(self, job: Job) -> StoredJob:
-        state = self.states.get(job.id)
-        typed = state if isinstance(state, SchedulingState) else None
-        paused = typed.paused if typed else False
-        next_run_at = typed.next_run_at if typed else None
-        job = job.model_copy(
-            update={
-                "paused": paused,
-                "next_run_at": from_ms(next_run_at) if next_run_at is not None else None,
-            }
-        )
-        return StoredJob(job, typed)
+        return stored_job(job, self.states.get(job.id))
 
     def job_id_by_name(self, owner: str, name: str) -> str | None:
         """The id of the owner's job called ``name``, or None."""
@@ -157,15 +229,8 @@ class MemoryJobStore:
         ``expected_state``) its ``(next_run_at, term)`` changed."""
         with self._lock:
             current = self.jobs.get(job.id)
-            if current is None or to_ms(current.updated_at) != expected_updated_at:
-                raise Conflict("the job changed meanwhile; read it again")
-            if expected_state is not None:
-                stored = self.states.get(job.id)
-                if (
-                    not isinstance(stored, SchedulingState)
-                    or (stored.next_run_at, stored.term) != expected_state
-                ):
-                    raise Conflict("the job changed meanwhile; read it again")
+            updated_at = to_ms(current.updated_at) if current is not None else None
+            check_replace(updated_at, self.states.get(job.id), expected_updated_at, expected_state)
             self.jobs[job.id] = job
             self.states[job.id] = state
 
@@ -216,17 +281,7 @@ class MemoryJobStore:
         None when taken, else the holder. ``expires_at_s`` is not kept (locks do not expire here)."""
         with self._lock:
             held = self.locks.get(job_id)
-            if replacing is None:
-                free = (
-                    held is None
-                    or (held.heartbeat_at is not None and held.heartbeat_at < stale_before_ms)
-                    or held.run_id == run_id
-                )
-            else:
-                free = held is not None and _same_try(
-                    held, replacing.run_id, replacing.attempt, replacing.worker
-                )
-            if not free:
+            if not overlap_free(held, run_id=run_id, stale_before_ms=stale_before_ms, replacing=replacing):
                 return held or OverlapHolder(run_id="?")
             self.locks[job_id] = OverlapHolder(run_id, attempt, worker, now_ms)
             return None
@@ -305,24 +360,15 @@ class MemoryJobStore:
         ``expected_next_run_at`` and ``expected_version``, is in the due index, is homed in ``partition`` and
         its term is at most ``term``."""
         with self._lock:
-            stored = self.states.get(job_id)
-            current = stored if isinstance(stored, SchedulingState) else None
-            if (
-                current is None
-                or current.next_run_at != expected_next_run_at
-                or current.due is None
-                or current.partition != partition
-                or current.term > term
-                or current.version != expected_version
-            ):
-                raise Conflict("scheduling item moved, edited or fenced", current)
-            rehome = to_partition is not None and to_partition != partition
-            self.states[job_id] = replace(
-                current,
-                term=0 if rehome else term,
-                partition=to_partition if rehome and to_partition is not None else current.partition,
+            self.states[job_id] = moved_state(
+                self.states.get(job_id),
+                expected_next_run_at=expected_next_run_at,
+                expected_version=expected_version,
+                partition=partition,
+                term=term,
                 next_run_at=next_run_at,
-                due=due if next_run_at is not None else None,
+                due=due,
+                to_partition=to_partition,
             )
 
     def oldest_due_bucket(self, partition: int) -> int | None:

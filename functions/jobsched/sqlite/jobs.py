@@ -4,16 +4,19 @@ to the same contracts (``tests/contract/test_job_store_contract.py``, ``test_job
 
 One row per live job in ``jobs``: its spec (the job model as JSON), its scheduling state (JSON) and the state's
 due entry in columns indexed by ``(partition, bucket, shard, due_at, job_id)``, so a due query reads only the
-entries it returns. Names, tombstones and overlap locks have tables of their own. Reads are consistent."""
+entries it returns. Names, tombstones and overlap locks have tables of their own. Reads are consistent. The conditions of
+``replace``, ``move`` and ``acquire_overlap`` are the in-memory fake's (``jobsched.memory.jobs``: ``check_replace``,
+``moved_state``, ``overlap_free``), checked on the stored row inside the write's transaction."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
-from jobsched.models import Job, MissedPolicy, from_ms, to_ms
-from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
+from jobsched.models import Job, MissedPolicy, to_ms
+from jobsched.ports.errors import NameTaken, NotFound
 from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder
 from jobsched.sqlite.database import SqliteDatabase
@@ -134,15 +137,12 @@ class SqliteJobStore:
         changed."""
         with self.db.write() as conn:
             row = conn.execute("SELECT updated_at, state FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
-            if row is None or row[0] != expected_updated_at:
-                raise Conflict("the job changed meanwhile; read it again")
-            if expected_state is not None:
-                stored = state_of(job.id, row[1])
-                if (
-                    not isinstance(stored, SchedulingState)
-                    or (stored.next_run_at, stored.term) != expected_state
-                ):
-                    raise Conflict("the job changed meanwhile; read it again")
+            check_replace(
+                row[0] if row else None,
+                state_of(job.id, row[1]) if row else None,
+                expected_updated_at,
+                expected_state,
+            )
             conn.execute(
                 "UPDATE jobs SET updated_at = ?, spec = ?, state = ?, due_partition = ?, due_bucket = ?,"
                 " due_shard = ?, due_at = ? WHERE job_id = ?",
@@ -208,19 +208,7 @@ class SqliteJobStore:
                 "SELECT run_id, attempt, worker, heartbeat_at FROM overlap_locks WHERE job_id = ?", (job_id,)
             ).fetchone()
             held = OverlapHolder(*row) if row else None
-            if replacing is None:
-                free = (
-                    held is None
-                    or (held.heartbeat_at is not None and held.heartbeat_at < stale_before_ms)
-                    or held.run_id == run_id
-                )
-            else:
-                free = held is not None and (held.run_id, held.attempt, held.worker) == (
-                    replacing.run_id,
-                    replacing.attempt,
-                    replacing.worker,
-                )
-            if not free:
+            if not overlap_free(held, run_id=run_id, stale_before_ms=stale_before_ms, replacing=replacing):
                 return held or OverlapHolder(run_id="?")
             conn.execute(
                 "INSERT OR REPLACE INTO overlap_locks (job_id, run_id, attempt, worker, heartbeat_at,"
@@ -309,24 +297,15 @@ class SqliteJobStore:
         ``ports.jobs.DueIndex.move``). Raises ``Conflict`` with the stored state (None: the job is gone)."""
         with self.db.write() as conn:
             row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-            stored = state_of(job_id, row[0]) if row else None
-            current = stored if isinstance(stored, SchedulingState) else None
-            if (
-                current is None
-                or current.next_run_at != expected_next_run_at
-                or current.due is None
-                or current.partition != partition
-                or current.term > term
-                or current.version != expected_version
-            ):
-                raise Conflict("scheduling item moved, edited or fenced", current)
-            rehome = to_partition is not None and to_partition != partition
-            moved = replace(
-                current,
-                term=0 if rehome else term,
-                partition=to_partition if rehome and to_partition is not None else current.partition,
+            moved = moved_state(
+                state_of(job_id, row[0]) if row else None,
+                expected_next_run_at=expected_next_run_at,
+                expected_version=expected_version,
+                partition=partition,
+                term=term,
                 next_run_at=next_run_at,
-                due=due if next_run_at is not None else None,
+                due=due,
+                to_partition=to_partition,
             )
             conn.execute(
                 "UPDATE jobs SET state = ?, due_partition = ?, due_bucket = ?, due_shard = ?, due_at = ?"
@@ -351,13 +330,4 @@ class SqliteJobStore:
 
 
 def _stored(job_id: str, spec: str, state_text: str | None) -> StoredJob:
-    job = Job.model_validate_json(spec)
-    state = state_of(job_id, state_text)
-    typed = state if isinstance(state, SchedulingState) else None
-    job = job.model_copy(
-        update={
-            "paused": typed.paused if typed else False,
-            "next_run_at": from_ms(typed.next_run_at) if typed and typed.next_run_at is not None else None,
-        }
-    )
-    return StoredJob(job, typed)
+    return stored_job(Job.model_validate_json(spec), state_of(job_id, state_text))
