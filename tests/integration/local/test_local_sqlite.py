@@ -103,3 +103,30 @@ def test_a_database_file_local_mode_cannot_use_is_one_line_and_exit_1(
     assert result.exit_code == 1
     assert f"{SQLITE_FILE} is not a usable jobsched SQLite database" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_unfinished_rows_of_the_sqlite_store_are_enqueued_again_as_the_moto_items_are() -> None:
+    from dataclasses import replace
+
+    from jobsched.local.runtime import unfinished_row_messages
+    from jobsched.models import RunStatus
+    from jobsched.ports.runs import RunMessage, new_run
+
+    now = 1_767_578_400_000
+
+    def row(job_id: str, status: RunStatus, **fields: int) -> object:
+        return replace(
+            new_run(job_id, now - 60_000, now_ms=now - 60_000, retention_days=90), status=status, **fields
+        )
+
+    rows = [
+        row("a", RunStatus.QUEUED, dispatch_at=now + 30_500),
+        row("c", RunStatus.RETRYING, retry_at=now + 4000),
+        row("d", RunStatus.RUNNING, heartbeat_at=now - 100_000),
+        row("f", RunStatus.SUCCEEDED),
+    ]
+    assert unfinished_row_messages(rows, now_ms=now, heartbeat_stale_s=120) == [  # type: ignore[arg-type]
+        RunMessage("a", now - 60_000, 31),
+        RunMessage("c", now - 60_000, 4),
+        RunMessage("d", now - 60_000, 21),
+    ]
