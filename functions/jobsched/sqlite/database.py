@@ -66,6 +66,17 @@ CREATE TABLE IF NOT EXISTS tombstones (
     deleted_at INTEGER NOT NULL,
     expires_at_s INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    job_id TEXT NOT NULL,
+    position TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    expires_at_s INTEGER,
+    PRIMARY KEY (job_id, position)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS overlap_locks (
     job_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -217,12 +228,12 @@ class SqliteDatabase:
 
     def reap_expired(self, now_ms: int) -> int:
         """Delete what retention has expired by ``now_ms`` (epoch ms): run rows and manual-trigger keys past
-        their ``expires_at_s``, tombstones and left-behind overlap locks past theirs (DynamoDB's TTL does
-        this in AWS). Returns how many records went."""
+        their ``expires_at_s``, tombstones, left-behind overlap locks and audit events past theirs (DynamoDB's
+        TTL does this in AWS). Returns how many records went."""
         now_s = now_ms // 1000
         with self.write() as conn:
             gone = 0
-            for table in ("runs", "run_keys", "tombstones", "overlap_locks"):
+            for table in ("runs", "run_keys", "tombstones", "overlap_locks", "events"):
                 gone += conn.execute(
                     f"DELETE FROM {table} WHERE expires_at_s IS NOT NULL AND expires_at_s < ?",
                     (now_s,),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
 from jobsched.models import Job, MissedPolicy, to_ms
@@ -65,8 +66,9 @@ class SqliteJobStore:
 
     # --- JobRepository ------------------------------------------------------------------------
 
-    def create(self, job: Job, state: SchedulingState) -> None:
-        """Store a new job, its state and its name. Raises ``NameTaken(job_id of the holder)``."""
+    def create(self, job: Job, state: SchedulingState, event: Any = None) -> None:
+        """Store a new job, its state, its name and the audit ``event`` (``jobsched.ports.jobs.AuditEvent``, or
+        None) in one transaction. Raises ``NameTaken(job_id of the holder)``."""
         with self.db.write() as conn:
             holder = conn.execute(
                 "SELECT job_id FROM names WHERE owner = ? AND name = ?", (job.owner, job.name)
@@ -90,6 +92,31 @@ class SqliteJobStore:
                 ),
             )
             conn.execute("DELETE FROM tombstones WHERE job_id = ?", (job.id,))
+            _record(conn, event)
+
+    def record_event(self, event: Any) -> None:
+        """Record an audit event that changes no job; the same ``(job_id, at, key)`` again replaces it."""
+        with self.db.write() as conn:
+            _record(conn, event)
+
+    def list_events(self, job_id: str, limit: int, before: str | None = None) -> tuple[list[Any], str | None]:
+        """A page of at most ``limit`` of the job's audit events, newest first, older than ``before`` (an event's
+        ``position``), and the last one's position when more follow (else None). Events outlive the job
+        (until retention reaps them)."""
+        from jobsched.models import JobEventKind  # type: ignore[attr-defined]  # the audit trail's types
+        from jobsched.ports.jobs import AuditEvent  # type: ignore[attr-defined]
+
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT at, key, kind, actor, detail, expires_at_s, position FROM events WHERE job_id = ?"
+                " AND position < ? ORDER BY position DESC LIMIT ?",
+                (job_id, before if before is not None else "~", limit + 1),
+            ).fetchall()
+        page = [
+            AuditEvent(job_id, at, key, JobEventKind(kind), actor, json.loads(detail), expires)
+            for at, key, kind, actor, detail, expires, _ in rows[:limit]
+        ]
+        return page, (rows[limit - 1][6] if len(rows) > limit and limit > 0 else None)
 
     def get(self, job_id: str) -> StoredJob:
         """The live job ``job_id`` with its state. Raises ``NotFound``."""
@@ -131,10 +158,11 @@ class SqliteJobStore:
         state: SchedulingState,
         expected_updated_at: int,
         expected_state: tuple[int | None, int] | None = None,
+        event: Any = None,
     ) -> None:
-        """Rewrite a job and its state; ``Conflict`` when its ``updated_at`` (epoch ms) is no longer
-        ``expected_updated_at`` (or it was deleted), or (with ``expected_state``) its ``(next_run_at, term)``
-        changed."""
+        """Rewrite a job and its state, recording the audit ``event`` with them (one transaction); ``Conflict``
+        when its ``updated_at`` (epoch ms) is no longer ``expected_updated_at`` (or it was deleted), or (with
+        ``expected_state``) its ``(next_run_at, term)`` changed: nothing is written then."""
         with self.db.write() as conn:
             row = conn.execute("SELECT updated_at, state FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
             check_replace(
@@ -148,11 +176,12 @@ class SqliteJobStore:
                 " due_shard = ?, due_at = ? WHERE job_id = ?",
                 (to_ms(job.updated_at), _spec_json(job), state_json(state), *_due_columns(state), job.id),
             )
+            _record(conn, event)
 
-    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None) -> None:
-        """Delete a live job: its state and due entry go, its name is freed unless a newer job holds it, and
-        with ``retention_days`` a tombstone keeps its history's owner that long. Raises ``NotFound`` when it
-        is already deleted."""
+    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: Any = None) -> None:
+        """Delete a live job: its state and due entry go, its name is freed unless a newer job holds it, with
+        ``retention_days`` a tombstone keeps its history's owner that long, and the audit ``event`` is
+        recorded (one transaction). Raises ``NotFound`` when it is already deleted."""
         with self.db.write() as conn:
             if conn.execute("DELETE FROM jobs WHERE job_id = ?", (job.id,)).rowcount == 0:
                 raise NotFound(job.id)
@@ -165,6 +194,7 @@ class SqliteJobStore:
                     " VALUES (?, ?, ?, ?)",
                     (job.id, job.owner, deleted_at_ms, deleted_at_ms // 1000 + retention_days * _DAY_S),
                 )
+            _record(conn, event)
 
     def name_of(self, job_id: str) -> str | None:
         """The name of the live job ``job_id``, or None (one indexed read, no model: local mode's run lines)."""
@@ -327,6 +357,27 @@ class SqliteJobStore:
         with self.db.read() as conn:
             row = conn.execute("SELECT max(due_partition) FROM jobs WHERE due_at IS NOT NULL").fetchone()
         return int(row[0]) if row and row[0] is not None else None
+
+
+def _record(conn: Any, event: Any) -> None:
+    """Write an audit event (``job_id``, ``at`` epoch ms, ``key``, ``kind``, ``actor``, ``detail``, ``expires_at``
+    epoch s; its ``position`` is the key among the job's events) in the open transaction; None: nothing."""
+    if event is None:
+        return
+    conn.execute(
+        "INSERT OR REPLACE INTO events (job_id, position, at, key, kind, actor, detail, expires_at_s)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            event.job_id,
+            event.position,
+            event.at,
+            event.key,
+            str(getattr(event.kind, "value", event.kind)),
+            event.actor,
+            json.dumps(event.detail, separators=(",", ":")),
+            event.expires_at,
+        ),
+    )
 
 
 def _stored(job_id: str, spec: str, state_text: str | None) -> StoredJob:
