@@ -572,6 +572,11 @@ class LocalRuntime:
             if requeue:
                 restored += f", {len(requeue)} unfinished run(s) queued again"
         storage = f"SQLite {config.data_dir / SQLITE_FILE}" if self.database is not None else "moto"
+        saving = (
+            "each write saved before it is answered"
+            if self.database is not None
+            else f"snapshot every {config.snapshot_interval_s:g} s"
+        )
         emit(f"jobsched local: API on {self.url}  (data in {config.data_dir}, {storage}{restored})")
         emit(f"console: {self.url}{CONSOLE_PREFIX}/  (the web console; it asks for a token)")
         if generated:
@@ -583,7 +588,7 @@ class LocalRuntime:
             emit(f"tokens from {config.tokens_file}")
         emit(
             f"{config.schedulers} scheduler loop(s), {config.workers} worker(s), sweeper every "
-            f"{config.sweep_interval_s:g} s, snapshot every {config.snapshot_interval_s:g} s; "
+            f"{config.sweep_interval_s:g} s, {saving}; "
             f"logs in {config.data_dir / LOG_FILE}, metrics in {config.data_dir / METRICS_FILE}; Ctrl-C stops"
         )
 
@@ -696,5 +701,6 @@ def run_forever(config: LocalConfig) -> None:
         runtime.stop()
         for number, handler in previous.items():
             signal.signal(number, handler)
-    runtime.emit(f"stopped; state saved in {runtime.state_path}")
+    saved_in = runtime.database.path if runtime.database is not None else runtime.state_path
+    runtime.emit(f"stopped; state saved in {saved_in}")
     sys.stdout.flush()
