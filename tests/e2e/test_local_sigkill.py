@@ -41,7 +41,7 @@ def test_a_sigkill_loses_no_acknowledged_write(local: Callable[..., LocalProcess
         _ok(first.http.post("/jobs", json={"name": f"job-{n}", "schedule": "@daily", "command": "echo"}), 201)
         for n in range(20)
     ]
-    paused = _ok(first.http.post(f"/jobs/{created[0]['id']}/pause"), 200)
+    paused = _ok(first.http.post(f"/jobs/{created[0]['id']}/pause", json={}), 200)
     _ok(first.http.delete(f"/jobs/{created[1]['id']}"), 200, 204)
     trigger = _ok(
         first.http.post(f"/jobs/{created[2]['id']}/trigger", headers={"Idempotency-Key": "before-the-kill"}),

@@ -136,6 +136,12 @@ class _Rows(MutableMapping[RunKey, RunRow]):
             keys = tx.connection().execute("SELECT job_id, scheduled_for FROM runs").fetchall()
         return iter([RunKey(*k) for k in keys])
 
+    def values(self) -> Any:
+        """Every row in one query (a scan: only the fake's methods that scan anyway reach it, e.g. listings
+        this class does not answer from an index)."""
+        with self.tx as tx:
+            return [row_of(text) for (text,) in tx.connection().execute("SELECT row FROM runs")]
+
     def __len__(self) -> int:
         with self.tx as tx:
             return int(tx.connection().execute("SELECT count(*) FROM runs").fetchone()[0])
@@ -233,14 +239,24 @@ class SqliteRunStore(MemoryRunStore):
         *,
         status: RunStatus | None = None,
         before_ms: int | None = None,
+        since_ms: int | None = None,
+        kind: RunKind | None = None,
     ) -> tuple[list[RunRow], int | None]:
-        """A page of a job's runs, newest first (only ``status``, older than ``before_ms`` when given):
-        ``(rows, scheduled_for of the last row when more follow, else None)``."""
-        sql = "SELECT row FROM runs WHERE job_id = ? AND scheduled_for < ?"
-        parameters: list[Any] = [job_id, before_ms if before_ms is not None else 2**62]
+        """A page of a job's runs, newest first (only ``status``/``kind``, older than ``before_ms``, at or after
+        ``since_ms`` when given): ``(rows, scheduled_for of the last row when more follow, else None)``. Reads
+        the job's key range only."""
+        sql = "SELECT row FROM runs WHERE job_id = ? AND scheduled_for < ? AND scheduled_for >= ?"
+        parameters: list[Any] = [
+            job_id,
+            before_ms if before_ms is not None else 2**62,
+            since_ms if since_ms is not None else -(2**62),
+        ]
         if status is not None:
             sql += " AND status = ?"
             parameters.append(RunStatus(status).value)
+        if kind is not None:
+            sql += " AND json_extract(row, '$.kind') = ?"
+            parameters.append(RunKind(kind).value)
         rows = self._select(sql + " ORDER BY scheduled_for DESC LIMIT ?", [*parameters, limit + 1])
         page = rows[:limit]
         return page, (page[-1].scheduled_for if len(rows) > limit else None)

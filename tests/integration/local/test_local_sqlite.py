@@ -61,7 +61,7 @@ def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_t
                 ).json()
                 for n in range(3)
             ]
-            client.post(f"/jobs/{created[0]['id']}/pause")
+            assert client.post(f"/jobs/{created[0]['id']}/pause", json={}).status_code == 200
             run = client.post(f"/jobs/{created[1]['id']}/trigger").json()
             deleted = client.delete(f"/jobs/{created[2]['id']}")
             assert deleted.status_code in (200, 204)

@@ -212,3 +212,21 @@ def test_audit_events_are_written_with_their_change_or_not_at_all_and_page_newes
         database.reap_expired((T0 // 1000 + 86_401) * 1000) >= 1
     )  # the created event expired, the rest kept
     assert [e.key for e in store.list_events(job.id, 10)[0]] == ["v2", "run-3", "run-2"]
+
+
+def test_a_jobs_history_filters_by_kind_and_since_on_its_key_range(database: SqliteDatabase) -> None:
+    from dataclasses import replace
+
+    from jobsched.models import RunKind
+
+    runs = SqliteRunStore(database)
+    for k in range(6):
+        runs.put_new(replace(_run(scheduled_for=T0 + k), kind=RunKind.MANUAL if k % 2 else RunKind.SCHEDULED))
+    runs.put_new(replace(_run("j_b", T0 + 3), kind=RunKind.MANUAL))
+    rows, cursor = runs.list_for_job("j_a", 2, kind=RunKind.MANUAL)
+    assert [r.scheduled_for for r in rows] == [T0 + 5, T0 + 3] and cursor == T0 + 3
+    rows, cursor = runs.list_for_job("j_a", 10, kind=RunKind.MANUAL, before_ms=cursor)
+    assert [r.scheduled_for for r in rows] == [T0 + 1] and cursor is None
+    rows, _ = runs.list_for_job("j_a", 10, since_ms=T0 + 4)
+    assert [r.scheduled_for for r in rows] == [T0 + 5, T0 + 4]
+    assert len(runs._rows.values()) == 7  # the fake's scans read every row in one query
