@@ -44,7 +44,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# Local mode needs only the Python environment (no Node.js/CDK): the whole system on an embedded moto.
+# Local mode needs only the Python environment (no Node.js/CDK): the whole system on SQLite and an embedded moto.
 run: $(VENV)/.installed
 	$(VENV)/bin/jobsched local --demo
 

@@ -33,7 +33,7 @@ RESULTS = Path(__file__).resolve().parent / "results.json"
 def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, Any]]]:
     from bench.client_cpu import measure_client_cpu
     from bench.cold_start import measure_cold_start
-    from bench.idle import measure_idle
+    from bench.idle import measure_idle, measure_local_tick
     from bench.paths import measure_paths
     from bench.rush import measure_rush
     from bench.scale_sim import measure_scale_sim
@@ -47,6 +47,11 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
         "client_cpu": lambda: measure_client_cpu(100 if quick else 1000),
         "rush": lambda: measure_rush(args.rush_jobs, jitter_s=30 if quick else 300),
         "steady": lambda: measure_steady(seconds=10 if quick else 60),
+        "local_tick": lambda: measure_local_tick(
+            (200, 2_000) if quick else (1_000, 20_000),
+            (0, 5_000) if quick else (0, 100_000),
+            ticks=10 if quick else None,
+        ),
         "cold_start": lambda: measure_cold_start(repeats=3 if quick else 5),
         "scale_sim": lambda: measure_scale_sim(quick=quick),
     }
@@ -57,6 +62,7 @@ GROUPS = (
     ("idle", "client_cpu"),
     ("rush",),
     ("steady",),
+    ("local_tick",),
     ("cold_start",),
     ("scale_sim",),
 )

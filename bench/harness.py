@@ -107,12 +107,18 @@ def padded_input(size: int) -> dict[str, str]:
 def sched_of(job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None = None) -> dict[str, Any]:
     """The scheduling item the API would write for ``job`` at ``now_ms``: first fire from the schedule
     (rates anchored at ``created_at``) unless ``next_run_at_ms`` is given."""
-    from jobsched.domain import registration
     from jobsched.store import layout
 
+    return layout.sched_item(state_of(job, settings, now_ms=now_ms, next_run_at_ms=next_run_at_ms))
+
+
+def state_of(job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None = None) -> Any:
+    """The ``SchedulingState`` of :func:`sched_of` (for the stores that take states, not items)."""
+    from jobsched.domain import registration
+
     if next_run_at_ms is None:
-        return layout.sched_item(registration.register(job, settings=settings, now_ms=now_ms))
-    state = registration.scheduling_state(
+        return registration.register(job, settings=settings, now_ms=now_ms)
+    return registration.scheduling_state(
         job,
         anchor_at_ms=registration.anchor_ms(job),
         next_run_at_ms=next_run_at_ms,
@@ -120,7 +126,6 @@ def sched_of(job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None
         settings=settings,
         now_ms=now_ms,
     )
-    return layout.sched_item(state)
 
 
 class NoTickMetrics:

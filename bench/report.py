@@ -75,6 +75,10 @@ TARGETS = (
         PROVISIONED_TARGET_USD,
     ),
     Target("write units 32 KiB / 1 KiB input", "wcu_per_run.ratio_32KiB_to_1KiB", "<=", 1.0),
+    Target("steady: runs created of 3,000 (local mode)", "steady.runs", ">=", 2950),
+    Target("steady: start lateness p99 ms (local mode)", "steady.lateness_ms.p99", "<=", 1000),
+    Target("local tick growth, 1k -> 20k jobs", "local_tick.growth_ratio_jobs", "<=", 1.2),
+    Target("local tick growth, 0 -> 100k history rows", "local_tick.growth_ratio_history", "<=", 1.2),
 )
 
 
@@ -93,6 +97,7 @@ REPORTED_AS = (
     ("client_cpu", "scheduler_cpu"),
     ("rush", "rush"),
     ("steady", "steady"),
+    ("local_tick", "local_tick"),
     ("cold_start", "cold_import_s"),
     ("scale_sim", "scale_sim"),
 )
@@ -101,7 +106,7 @@ REPORTED_AS = (
 
 def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
     """Build the results document from the raw measurements (``paths_1KiB``, ``paths_32KiB``, ``idle``,
-    ``rush``, ``steady``, ``cold_start`` (under ``cold_import_s``), ``scale_sim``; any may be missing) and the deployment facts (``worker_memory_mb``,
+    ``rush``, ``steady``, ``local_tick``, ``cold_start`` (under ``cold_import_s``), ``scale_sim``; any may be missing) and the deployment facts (``worker_memory_mb``,
     ``worker_batch_size``, ``scheduler_memory_mb``, ``scheduler_invocation_s``)."""
     out: dict[str, Any] = {}
     small, large = measured.get("paths_1KiB"), measured.get("paths_32KiB")
@@ -313,6 +318,11 @@ def table(results: dict[str, Any]) -> str:
         ("steady: runs/s", "steady.runs_per_s"),
         ("steady: lateness p50 ms", "steady.lateness_ms.p50"),
         ("steady: lateness p99 ms", "steady.lateness_ms.p99"),
+        ("steady: dispatch lateness p99 ms", "steady.dispatch_lateness_ms.p99"),
+        ("local tick ms (p50), idle, 1,000 jobs", "local_tick.jobs_1000.wall_ms_p50"),
+        ("local tick ms (p50), idle, 20,000 jobs", "local_tick.jobs_20000.wall_ms_p50"),
+        ("local tick ms (p50), 50 runs, 0 history rows", "local_tick.history_0.wall_ms_p50"),
+        ("local tick ms (p50), 50 runs, 100k history rows", "local_tick.history_100000.wall_ms_p50"),
         *(
             (f"cold import s, {name} handler (3.12, {variant})", f"cold_import_s.handlers.{name}.{variant}_s")
             for name in ("api", "scheduler", "worker", "sweeper")

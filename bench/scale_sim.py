@@ -249,29 +249,18 @@ def due_key(entry: DueEntry) -> str:
 
 
 class SimJobStore(MemoryJobStore):
-    """``MemoryJobStore`` with its due entries indexed by key (so a query costs what it returns, as on
-    DynamoDB, not a scan of every job) and each ``DueIndex`` call charged to the :class:`Model`; each move
-    also costs ``cpu_ms`` of the scheduler's CPU (half a run's)."""
+    """``MemoryJobStore`` (whose due index is kept by key, so a query costs what its key holds, as on
+    DynamoDB) with each ``DueIndex`` call charged to the :class:`Model`; each move also costs ``cpu_ms`` of
+    the scheduler's CPU (half a run's)."""
 
     def __init__(self, model: Model, cpu_ms: float = 0.0) -> None:
         super().__init__()
         self.model = model
         self.cpu_ms = cpu_ms
-        self._keys: dict[tuple[int, int, int], dict[str, DueEntry]] = defaultdict(dict)
-        self._sorted: dict[tuple[int, int, int], list[DueEntry]] = {}
 
     def add(self, state: SchedulingState) -> None:
         """Store a job's scheduling state directly (the rush's set-up, not a request)."""
         self.states[state.job_id] = state
-        self._index(None, state.due)
-
-    def _index(self, old: DueEntry | None, new: DueEntry | None) -> None:
-        if old is not None:
-            self._keys[(old.partition, old.bucket, old.shard)].pop(old.job_id, None)
-        if new is not None:
-            key = (new.partition, new.bucket, new.shard)
-            self._keys[key][new.job_id] = new
-            self._sorted.pop(key, None)
 
     def query_due(
         self,
@@ -282,28 +271,10 @@ class SimJobStore(MemoryJobStore):
         limit: int = 500,
         after: DuePageToken | None = None,
     ) -> tuple[list[DueEntry], DuePageToken | None]:
-        key = (partition, bucket, shard)
-        live = self._keys.get(key, {})
-        ordered = self._sorted.get(key)
-        if ordered is None or len(ordered) > 2 * len(live) + 100:
-            ordered = sorted(live.values(), key=lambda e: (e.due_at, e.job_id))
-            self._sorted[key] = ordered
-        page: list[DueEntry] = []
-        more = False
-        for entry in ordered:
-            if entry.due_at > up_to_ms:
-                break
-            if live.get(entry.job_id) != entry:
-                continue
-            if after is not None and (entry.due_at, entry.job_id) <= after:  # type: ignore[operator]
-                continue
-            if len(page) == limit:
-                more = True
-                break
-            page.append(entry)
+        page, token = super().query_due(partition, bucket, shard, up_to_ms, limit, after)
         latencies = self.model.latencies
         self.model.call("Query", latencies.query_ms + latencies.query_item_ms * len(page))
-        return page, ((page[-1].due_at, page[-1].job_id) if more else None)
+        return page, token
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
         for _ in range(math.ceil(len(job_ids) / 100)):
@@ -336,7 +307,6 @@ class SimJobStore(MemoryJobStore):
             due=due,
             to_partition=to_partition,
         )
-        self._index(old, due)
 
 
 class SimRunStore(MemoryRunStore):

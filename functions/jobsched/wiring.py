@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from jobsched.domain.supervision import Waiter
     from jobsched.domain.sweeper import Sweeper
     from jobsched.domain.worker import Worker
+    from jobsched.sqlite.control import SqliteControlStore
+    from jobsched.sqlite.database import SqliteDatabase
+    from jobsched.sqlite.jobs import SqliteJobStore
+    from jobsched.sqlite.queue import SqliteSqsQueue
+    from jobsched.sqlite.runs import SqliteRunStore
     from jobsched.store.control import ControlStore
     from jobsched.store.jobs import JobStore
     from jobsched.store.runs import RunStore
@@ -87,11 +92,15 @@ class Components:
 
         return ControlStore(self.aws.dynamodb, self.settings.control_table)
 
+    def run_queue_client(self) -> Any:
+        """The SQS client the run queue is reached through (``aws.sqs``; local mode's may be its own)."""
+        return self.aws.sqs
+
     def run_queue(self) -> RunQueue:
         """The run queue (SQS): run messages, retries with delay, visibility changes."""
         from jobsched.adapters.queue import RunQueue
 
-        return RunQueue(self.aws.sqs, self.settings.run_queue_url)
+        return RunQueue(self.run_queue_client(), self.settings.run_queue_url)
 
     def notifier(self) -> DeadRunNotifier:
         """The dead-run queue + alerts topic adapter."""
@@ -359,3 +368,62 @@ class Components:
             else IamAuthenticator()
         )
         return Api(settings=self.settings, service=self.job_service(), authenticator=authenticator)
+
+
+@dataclass(frozen=True)
+class SqliteComponents(Components):
+    """Local mode's components on its embedded SQLite ``database`` (``jobsched.sqlite``): the job store, the
+    run store and the CONTROL store live there, and the run queue is ``jobsched.sqlite.queue.SqliteSqsQueue``
+    (SQS's semantics: visibility, delays, receive counts, the dead-letter queue after the run queue's
+    ``max_receive_count``; in memory, rebuilt from the runs at start). Everything else is as in
+    :class:`Components` on ``aws`` (the embedded moto): the dead-run queue and alerts topic, and the API's
+    ``Idempotency-Key`` records (Powertools' DynamoDB layer). Components built from one ``SqliteComponents``
+    (and its :meth:`with_own_clients` copies) share the one database and queue. Raises ValueError when
+    built without ``database``."""
+
+    database: SqliteDatabase | None = None
+    queue: SqliteSqsQueue | None = None
+
+    def __post_init__(self) -> None:
+        if self.database is None:
+            raise ValueError("SqliteComponents needs a database")
+        if self.queue is None:
+            from jobsched.resources import RUN_QUEUE
+            from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
+
+            url = self.settings.run_queue_url
+            queue = SqliteSqsQueue(
+                url,
+                queue_arn(url),
+                visibility_timeout_s=RUN_QUEUE.visibility_timeout_s,
+                max_receive_count=RUN_QUEUE.max_receive_count,
+                clock=self.clock,
+            )
+            object.__setattr__(self, "queue", queue)
+
+    def run_queue_client(self) -> SqliteSqsQueue:
+        """The run queue's own SQS stand-in (shared by every copy of these components)."""
+        assert self.queue is not None  # set at construction
+        return self.queue
+
+    def _db(self) -> SqliteDatabase:
+        assert self.database is not None  # checked at construction
+        return self.database
+
+    def jobs(self) -> SqliteJobStore:  # type: ignore[override]  # same ports, another adapter
+        """The job store (specs, scheduling state, the due index, overlap locks) in the database."""
+        from jobsched.sqlite.jobs import SqliteJobStore
+
+        return SqliteJobStore(self._db())
+
+    def runs(self) -> SqliteRunStore:  # type: ignore[override]
+        """The run store (history, claims, the sweep index) in the database."""
+        from jobsched.sqlite.runs import SqliteRunStore
+
+        return SqliteRunStore(self._db())
+
+    def control(self) -> SqliteControlStore:  # type: ignore[override]
+        """The CONTROL store (leases, watermarks, the partition high-water mark) in the database."""
+        from jobsched.sqlite.control import SqliteControlStore
+
+        return SqliteControlStore(self._db())

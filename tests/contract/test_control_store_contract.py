@@ -1,5 +1,5 @@
 """One contract for the CONTROL store (leases, watermarks, the partitions' high-water mark), run against the
-in-memory fake and the DynamoDB adapter (on moto)."""
+in-memory fake, the DynamoDB adapter (on moto) and the SQLite adapter of local mode."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ import pytest
 
 from jobsched.domain.lease import LeaseRecord
 from jobsched.memory.control import MemoryControlStore
+from jobsched.sqlite.control import SqliteControlStore
 from jobsched.store.control import ControlStore
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
+@pytest.fixture(params=["memory", "dynamodb", "sqlite"])
 def control(request: pytest.FixtureRequest) -> Any:
     if request.param == "memory":
         return MemoryControlStore()
+    if request.param == "sqlite":
+        return SqliteControlStore(request.getfixturevalue("sqlite_database"))
     settings, aws = request.getfixturevalue("settings"), request.getfixturevalue("aws")
     return ControlStore(aws.dynamodb, settings.control_table)
 

@@ -1,5 +1,5 @@
 """The worker's view of jobs (``jobsched.ports.runs.JobSpecs``): the same cases against the in-memory fake
-(``jobsched.memory.jobs.MemoryJobStore``) and the DynamoDB adapter (``jobsched.store.jobs.JobStore``) on moto. The job as
+(``jobsched.memory.jobs.MemoryJobStore``), the SQLite adapter (``jobsched.sqlite.jobs``) and the DynamoDB adapter (``jobsched.store.jobs.JobStore``) on moto. The job as
 the worker reads it, and the overlap lock of ``overlap: skip`` jobs: taken once, stale holders replaced, an
 exact holder replaced, renewals and releases only by the holder."""
 
@@ -18,21 +18,24 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import Job
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import OverlapHolder
+from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 from tests.support.worker import T0, new_job
 
 NOW = T0 + 1_500
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
+@pytest.fixture(params=["memory", "dynamodb", "sqlite"])
 def specs(
     request: pytest.FixtureRequest,
 ) -> Iterator[tuple[Any, Callable[[Job], None], Callable[[Job], None]]]:
     """``(store, save(job), delete(job))`` for the fake, or for the DynamoDB adapter on the moto jobs table."""
     settings = request.getfixturevalue("settings")
-    store: MemoryJobStore | JobStore
+    store: MemoryJobStore | JobStore | SqliteJobStore
     if request.param == "memory":
         store = MemoryJobStore()
+    elif request.param == "sqlite":
+        store = SqliteJobStore(request.getfixturevalue("sqlite_database"))
     else:
         store = JobStore(request.getfixturevalue("aws").table(settings.jobs_table))
 

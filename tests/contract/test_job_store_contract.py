@@ -1,4 +1,4 @@
-"""One contract for the job store, run against the in-memory fake and the DynamoDB adapter (on moto):
+"""One contract for the job store, run against the in-memory fake, the DynamoDB adapter (on moto) and the SQLite adapter:
 conditional writes, fencing by partition and term, version conditions, paging, due-index queries."""
 
 from __future__ import annotations
@@ -13,15 +13,18 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import CommandTarget, Job, JobEventKind, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import AuditEvent, DueEntry, SchedulingState
+from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
+@pytest.fixture(params=["memory", "dynamodb", "sqlite"])
 def store(request: pytest.FixtureRequest) -> Any:
     if request.param == "memory":
         return MemoryJobStore()
+    if request.param == "sqlite":
+        return SqliteJobStore(request.getfixturevalue("sqlite_database"))
     settings, aws = request.getfixturevalue("settings"), request.getfixturevalue("aws")
     return JobStore(aws.table(settings.jobs_table))
 

@@ -16,6 +16,7 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import Owned, RunFilter, RunKey, RunRow, new_run, sweep_shard
+from jobsched.sqlite.runs import SqliteRunStore
 from jobsched.store.runs import RunStore
 
 T0 = 1_767_578_400_000  # 2026-01-05T02:00Z, epoch ms
@@ -25,11 +26,13 @@ FIRST = RunKey("j_a", T0)
 W1 = Owned("j_a", T0, 1, "w1")  # the first claim of the first run
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
+@pytest.fixture(params=["memory", "dynamodb", "sqlite"])
 def store(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The run store under test: the fake, or the DynamoDB adapter on the moto runs table."""
+    """The run store under test: the fake, the DynamoDB adapter on the moto runs table, or the SQLite one."""
     if request.param == "memory":
         yield MemoryRunStore()
+    elif request.param == "sqlite":
+        yield SqliteRunStore(request.getfixturevalue("sqlite_database"))
     else:
         aws, settings = request.getfixturevalue("aws"), request.getfixturevalue("settings")
         yield RunStore(aws.table(settings.runs_table))

@@ -62,7 +62,11 @@ from tests.support.backends import BACKENDS, Backend, backend
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
 OWNER = "team-model"
-DEFAULT_EXAMPLES = {"memory": 150, "moto": 2}  # the few on moto hold the adapters to the same rules
+DEFAULT_EXAMPLES = {
+    "memory": 150,
+    "moto": 2,
+    "sqlite": 5,
+}  # the few on moto and SQLite hold the adapters to the same rules
 EXAMPLES = {
     name: int(os.environ.get("JOBSCHED_FUZZ_EXAMPLES", default)) for name, default in DEFAULT_EXAMPLES.items()
 }

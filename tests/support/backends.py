@@ -1,15 +1,18 @@
-"""The ports a whole deployment runs on, on either backend: the DynamoDB/SQS/SNS adapters on an in-process moto,
-or the in-memory fakes of ``jobsched.memory``. Tests that build the API service, scheduler loops, worker and
+"""The ports a whole deployment runs on, on any backend: the DynamoDB/SQS/SNS adapters on an in-process moto,
+the in-memory fakes of ``jobsched.memory``, or local mode's SQLite stores (``jobsched.sqlite``) with the fakes'
+queues. Tests that build the API service, scheduler loops, worker and
 sweeper themselves (the model-based test of the promises) take a :class:`Backend` and wire the domain the
 same way on both, so one judgement covers both."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -29,16 +32,20 @@ from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
+from jobsched.sqlite.control import SqliteControlStore
+from jobsched.sqlite.database import SqliteDatabase
+from jobsched.sqlite.jobs import SqliteJobStore
+from jobsched.sqlite.runs import SqliteRunStore
 from jobsched.wiring import Components
 from tests.support.aws import moto_deployment
 
-BACKENDS = ("memory", "moto")
+BACKENDS = ("memory", "moto", "sqlite")
 """The backends a :class:`Backend` can be built on (:func:`backend`)."""
 
 
 @dataclass
 class Backend:
-    """One deployment's ports, on ``name`` (``memory`` or ``moto``).
+    """One deployment's ports, on ``name`` (one of :data:`BACKENDS`).
 
     ``jobs`` is the job store (``JobRepository`` + ``DueIndex``) and ``specs`` the worker's view of the same jobs
     (``JobSpecs``: spec reads and the overlap lock); ``runs`` the run store; ``control`` the CONTROL store
@@ -184,6 +191,27 @@ class MemoryComponents(Components):
 
 
 @contextmanager
+def sqlite_backend() -> Iterator[Backend]:
+    """Local mode's SQLite job, run and CONTROL stores on a database in a temporary folder
+    (``synchronous=NORMAL``: no fsync per write, durability is not what these tests judge), with the fakes'
+    queues and idempotency records (local mode keeps those on moto)."""
+    with tempfile.TemporaryDirectory(prefix="jobsched-sqlite-") as folder:
+        database = SqliteDatabase(Path(folder) / "jobsched.sqlite3", synchronous="NORMAL")
+        try:
+            jobs = SqliteJobStore(database)
+            yield replace(
+                memory_backend(),
+                name="sqlite",
+                jobs=jobs,
+                specs=jobs,
+                runs=SqliteRunStore(database),
+                control=SqliteControlStore(database),
+            )
+        finally:
+            database.close()
+
+
+@contextmanager
 def moto_backend(prefix: str) -> Iterator[Backend]:
     """The adapters of the composition root (``jobsched.wiring.Components``) on a fresh moto deployment with one
     due shard (fewer moto queries: more steps per second)."""
@@ -234,6 +262,9 @@ def backend(name: str, prefix: str = "model") -> Iterator[Backend]:
         yield memory_backend()
     elif name == "moto":
         with moto_backend(prefix) as built:
+            yield built
+    elif name == "sqlite":
+        with sqlite_backend() as built:
             yield built
     else:
         raise ValueError(f"backend must be one of {BACKENDS}, not {name!r}")

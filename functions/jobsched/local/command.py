@@ -2,13 +2,14 @@
 
 Defined here, in local mode's own package, so that both entry points share one declaration of the options
 and local mode does not import the CLI (the CLI registers this command; the dependency goes downward).
-The runtime (boto3, the embedded moto) is imported only when the command runs, which lasts until
+The runtime (boto3, SQLite, the embedded moto) is imported only when the command runs, which lasts until
 interrupted; a data dir or tokens file it cannot use (``OSError``, ``ValueError``) is one error line on
 stderr and exit status 1.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -28,6 +29,23 @@ TokensOpt = Annotated[
 ]
 SchedulersOpt = Annotated[int, typer.Option("--schedulers", min=1, max=16, help="Competing scheduler loops.")]
 WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=64, help="Worker threads.")]
+
+
+class Backend(StrEnum):
+    """Where local mode keeps jobs, runs and leases (``jobsched.local.runtime.BACKENDS``)."""
+
+    sqlite = "sqlite"
+    moto = "moto"
+
+
+BackendOpt = Annotated[
+    Backend,
+    typer.Option(
+        "--backend",
+        help="Storage of jobs, runs and leases: sqlite (each write durable before it is acknowledged) or "
+        "moto (the AWS adapters on the embedded moto, saved every 2 s).",
+    ),
+]
 DemoOpt = Annotated[
     bool, typer.Option("--demo", help="Register the sample jobs of events/demo on first start.")
 ]
@@ -40,8 +58,10 @@ def local_command(
     schedulers: SchedulersOpt = 1,
     workers: WorkersOpt = 4,
     demo: DemoOpt = False,
+    backend: BackendOpt = Backend.sqlite,
 ) -> None:
-    """Run the whole system on this machine: API, scheduler, workers and sweeper on an embedded moto."""
+    """Run the whole system on this machine: API, scheduler, workers and sweeper, on an embedded SQLite
+    (jobs, runs, leases) and moto (queues, topic)."""
     from jobsched.local.runtime import LocalConfig, run_forever
 
     try:
@@ -52,6 +72,7 @@ def local_command(
             schedulers=schedulers,
             workers=workers,
             demo=demo,
+            backend=backend.value,
             redirect_stdout=True,
         )
         run_forever(config)

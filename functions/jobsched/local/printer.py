@@ -1,4 +1,5 @@
-"""What local mode prints: one line per run outcome (from the write journal) and one per alert.
+"""What local mode prints: one line per run outcome (from the SQLite run store's writes, or the moto backend's
+write journal) and one per alert.
 
 Run line: ``run  <job name>  <scheduled_for>  <status>  try <attempt>  late <lateness>  [error]``, printed
 when a run reaches ``succeeded``, ``retrying``, ``dead`` or ``skipped``. Alert line: ``ALERT`` and what the
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +20,7 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from jobsched.local.state import Change, TableMirror
 from jobsched.observability import logger
+from jobsched.ports.runs import RunRow
 
 Emit = Callable[[str], None]
 OUTCOMES = ("succeeded", "retrying", "dead", "skipped")
@@ -70,14 +73,35 @@ class RunPrinter:
             if change.table_id != "Runs" or change.new is None:
                 continue
             new = _plain(change.new)
-            old = _plain(change.old) if change.old else {}
-            status = new.get("status")
-            if status not in OUTCOMES:
-                continue
-            if status != old.get("status") or (
-                status == "retrying" and new.get("attempt") != old.get("attempt")
-            ):
+            if is_new_outcome(_plain(change.old) if change.old else {}, new):
                 self.emit(format_run(new, self.job_name(str(new.get("job_id")))))
+
+
+def is_new_outcome(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a run row's write from ``old`` to ``new`` (plain values; ``{}``: a new row) is an outcome to
+    print: it reached one of ``OUTCOMES``, or a further try of ``retrying``."""
+    status = new.get("status")
+    return status in OUTCOMES and (
+        status != old.get("status") or (status == "retrying" and new.get("attempt") != old.get("attempt"))
+    )
+
+
+def _row_fields(row: RunRow) -> dict[str, Any]:
+    return {**asdict(row), "status": row.status.value, "kind": row.kind.value}
+
+
+class RowPrinter:
+    """A ``jobsched.sqlite.database.SqliteDatabase`` run listener printing each run outcome (the SQLite
+    backend's counterpart of :class:`RunPrinter`); ``job_name(job_id)`` names the job (the id when gone)."""
+
+    def __init__(self, job_name: Callable[[str], str], emit: Emit) -> None:
+        self.job_name = job_name
+        self.emit = emit
+
+    def __call__(self, before: RunRow | None, after: RunRow) -> None:
+        new = _row_fields(after)
+        if is_new_outcome(_row_fields(before) if before else {}, new):
+            self.emit(format_run(new, self.job_name(after.job_id)))
 
 
 _TEXT_KEYS = {"owner": "owner", "run id": "run_id", "attempts": "attempt"}

@@ -1,4 +1,4 @@
-"""``jobsched local``: the whole system in one process, on an embedded moto (design §7).
+"""``jobsched local``: the whole system in one process, on an embedded SQLite and moto (design §7).
 
 What runs, each in its own thread(s):
 
@@ -11,11 +11,21 @@ What runs, each in its own thread(s):
 - the sweeper Lambda handler each minute;
 - the change pump (run outcome lines), the alert printer and the snapshotter (``local.state``).
 
-Durability (``local.state``): the tables are restored from ``<data dir>/state.json`` and its change log at
-start; every write is journaled and the changes are saved every 2 s, compacted into a new snapshot now and
-then, and a final snapshot is written at a graceful stop (SIGINT/SIGTERM: schedulers stop, workers finish
-the batch in hand). A SIGKILL loses at most the last ~2.5 s of writes. After a restart, fires missed while
-stopped follow each job's ``missed`` policy (the scheduler works from the stored ``next_run_at``), and
+Storage (``LocalConfig.backend``): by default (``sqlite``) the job, run and CONTROL stores are the SQLite
+adapters (``jobsched.sqlite``) on ``<data dir>/jobsched.sqlite3``: every write is committed (WAL) before it
+is acknowledged, so a SIGKILL loses nothing acknowledged (a power loss: at most the last second, the WAL being
+synced every second; none with ``sqlite_synchronous="FULL"``, see ``jobsched.sqlite.database``). The run queue, the
+dead-run queue, the alerts topic and the API's ``Idempotency-Key`` records stay on the embedded moto (the
+queue keeps SQS's semantics; the keys' table is Powertools' DynamoDB layer). ``moto`` keeps every table on moto
+too, for fidelity with AWS.
+
+Durability of what is on moto (``local.state``): the tables are restored from ``<data dir>/state.json`` and
+its change log at start; every write is journaled and the changes are saved every 2 s, compacted into a new
+snapshot now and then, and a final snapshot is written at a graceful stop (SIGINT/SIGTERM: schedulers stop,
+workers finish the batch in hand). A SIGKILL loses at most the last ~2.5 s of those writes (with ``sqlite``:
+only idempotency records, whose loss costs a replayed response, never a second job or run: the name and
+a manual trigger's key are bound in SQLite). Queue messages are not saved: after a restart, fires missed
+while stopped follow each job's ``missed`` policy (the scheduler works from the stored ``next_run_at``), and
 unfinished runs (queued, retrying, running) are put on the run queue again.
 
 Every component is built by ``jobsched.wiring.Components`` from local mode's own ``Settings`` (the embedded
@@ -56,7 +66,7 @@ from jobsched.local.demo import demo_jobs
 from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_bookkeeping, serialize_dynamodb
 from jobsched.local.event_source import SqsEventSource
 from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE
-from jobsched.local.printer import AlertPrinter, RunPrinter
+from jobsched.local.printer import AlertPrinter, RowPrinter, RunPrinter
 from jobsched.local.server import ApiServer
 from jobsched.local.state import (
     STATE_FILE,
@@ -69,14 +79,20 @@ from jobsched.local.state import (
     restore,
 )
 from jobsched.observability import logger
-from jobsched.ports.runs import MAX_DELAY_S, RunMessage
+from jobsched.ports.runs import MAX_DELAY_S, RunMessage, RunRow
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
 
 if TYPE_CHECKING:
     from jobsched.api.app import Api
+    from jobsched.sqlite.database import SqliteDatabase
     from jobsched.wiring import Components
 
 LOG_FILE = "local.log"
+SQLITE_FILE = "jobsched.sqlite3"
+BACKENDS = ("sqlite", "moto")
+"""Local mode's storage backends (``LocalConfig.backend``); the first is the default."""
+MOTO_ONLY_TABLES = {"Idempotency"}
+"""The tables (``jobsched.resources`` ids) that stay on moto with the ``sqlite`` backend."""
 METRICS_FILE = "metrics.log"
 TOKENS_FILE = "tokens.json"
 LOCAL_OWNER = "local"
@@ -126,7 +142,11 @@ class LocalConfig:
 
     ``settings`` are extra ``Settings`` values (field name -> value) on top of local mode's own
     (shell and loopback HTTP targets on, the tokens file); ``emit`` receives every line meant for the
-    terminal (default: the process's stdout as it was at start).
+    terminal (default: the process's stdout as it was at start). ``backend``: one of :data:`BACKENDS`
+    (``sqlite``: jobs, runs and control in ``<data dir>/jobsched.sqlite3``; ``moto``: every table on moto);
+    ``sqlite_synchronous``: SQLite's ``synchronous`` level (``NORMAL``: an acknowledged write survives a crash
+    of the process, and a power loss but for the last second; ``FULL``: a power loss too, at an fsync per
+    write). Raises ValueError for a bad value.
     """
 
     port: int = 8080
@@ -145,10 +165,14 @@ class LocalConfig:
     clock: Clock = system_clock
     redirect_stdout: bool = False
     """Send stdout (Powertools' EMF metric lines) to the metrics file: the CLI does; tests keep pytest's capture."""
+    backend: str = BACKENDS[0]
+    sqlite_synchronous: str = "NORMAL"
 
     def __post_init__(self) -> None:
         if self.schedulers < 1 or self.workers < 1:
             raise ValueError("--schedulers and --workers must be at least 1")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
         self.data_dir = Path(self.data_dir)
 
 
@@ -241,9 +265,25 @@ def unfinished_messages(runs: list[Item], *, now_ms: int, heartbeat_stale_s: int
     ``running`` ones (their worker died with the process) for when their heartbeat turns stale, the moment
     a worker may take them over; each delay is capped at SQS's 900 s (the sweeper covers the rest).
     """
+    return _requeue(
+        [{k: _deserializer.deserialize(v) for k, v in raw.items()} for raw in runs],
+        now_ms=now_ms,
+        heartbeat_stale_s=heartbeat_stale_s,
+    )
+
+
+def unfinished_row_messages(rows: list[RunRow], *, now_ms: int, heartbeat_stale_s: int) -> list[RunMessage]:
+    """:func:`unfinished_messages` for run rows (the SQLite run store's ``unfinished()``)."""
+    return _requeue(
+        [{**dataclasses.asdict(r), "status": r.status.value} for r in rows],
+        now_ms=now_ms,
+        heartbeat_stale_s=heartbeat_stale_s,
+    )
+
+
+def _requeue(items: list[dict[str, Any]], *, now_ms: int, heartbeat_stale_s: int) -> list[RunMessage]:
     messages: list[RunMessage] = []
-    for raw in runs:
-        item = {k: _deserializer.deserialize(v) for k, v in raw.items()}
+    for item in items:
         status = item.get("status")
         if status == "queued":
             at = item.get("dispatch_at") or item["scheduled_for"]
@@ -287,6 +327,8 @@ class LocalRuntime:
         self._api: Api | None = None
         self.components: Components | None = None
         """The ``jobsched.wiring.Components`` everything runs on (set by ``start()``)."""
+        self.database: SqliteDatabase | None = None
+        """The SQLite database of the ``sqlite`` backend (set by ``start()``; None on ``moto``)."""
 
     def emit(self, line: str) -> None:
         """One line for the terminal (``LocalConfig.emit``, or the stdout the process started with)."""
@@ -307,7 +349,12 @@ class LocalRuntime:
         loop runs."""
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        first_start = not self.state_path.exists() and not any(config.data_dir.glob("state.*.changes"))
+        sqlite_path = config.data_dir / SQLITE_FILE
+        first_start = (
+            not self.state_path.exists()
+            and not any(config.data_dir.glob("state.*.changes"))
+            and not sqlite_path.exists()
+        )
         saved = read_state(self.state_path)
         tokens_path, self.token, generated = prepare_tokens(config.data_dir, config.tokens_file)
         from jobsched.api.wsgi import ApiWsgiApp
@@ -325,7 +372,7 @@ class LocalRuntime:
 
         from jobsched.aws import Aws, provision
         from jobsched.settings import Settings
-        from jobsched.wiring import Components
+        from jobsched.wiring import Components, SqliteComponents
 
         isolate_from_aws()
         wrapper = serialize_dynamodb()
@@ -346,7 +393,19 @@ class LocalRuntime:
                 **config.settings,
             }
         )
-        components = self.components = Components(settings, aws, clock=config.clock)
+        sqlite = config.backend == "sqlite"
+        if sqlite:
+            from jobsched.sqlite.database import SqliteDatabase
+            from jobsched.sqlite.migration import import_moto_state
+
+            fresh_database = not sqlite_path.exists()
+            self.database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)  # type: ignore[arg-type]
+            components: Components = SqliteComponents(
+                settings, aws, clock=config.clock, database=self.database
+            )
+        else:
+            components = Components(settings, aws, clock=config.clock)
+        self.components = components
         # a scheduler tick without runs flushes no metric: Powertools warns each time; not news here
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
         route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
@@ -360,11 +419,19 @@ class LocalRuntime:
 
         table_names = {t.id: env[t.env_var] for t in TABLES}
         now = config.clock()
+        if self.database is not None:
+            if fresh_database:  # a data dir of the moto backend: its jobs, runs and marks move to SQLite once
+                import_moto_state(self.database, saved, now_ms=now)
+            saved = {table: items for table, items in saved.items() if table in MOTO_ONLY_TABLES}
         restored_items = restore(aws.dynamodb, table_names, saved, now_ms=now)
-        self.restored = {
-            "jobs": sum(1 for i in restored_items.get("Jobs", []) if i.get("sk", {}).get("S") == "spec"),
-            "runs": len(restored_items.get(RUNS.id, [])),
-        }
+        if self.database is not None:
+            self.database.reap_expired(now)
+            self.restored = self.database.counts()
+        else:
+            self.restored = {
+                "jobs": sum(1 for i in restored_items.get("Jobs", []) if i.get("sk", {}).get("S") == "spec"),
+                "runs": len(restored_items.get(RUNS.id, [])),
+            }
 
         journal = WriteJournal(Aws(region=REGION).dynamodb, table_names)
         mirror = TableMirror(journal, aws.dynamodb, table_names)
@@ -372,16 +439,26 @@ class LocalRuntime:
             mirror.load(table_id, items)
         wrapper.observer = journal.record
         self._wrapper = wrapper
-        mirror.listeners.append(RunPrinter(mirror, self.emit))
+        if self.database is not None:
+            self.database.run_listeners.append(RowPrinter(self._job_name, self.emit))
+        else:
+            mirror.listeners.append(RunPrinter(mirror, self.emit))
         mirror.needs_base = bool(saved)  # expired items dropped and leases released: save a fresh generation
         self._snapshotter = Snapshotter(
             mirror, self.state_path, interval_s=config.snapshot_interval_s, clock=config.clock
         )
         self._snapshotter.remove_stale_logs()
 
-        requeue = unfinished_messages(
-            restored_items.get(RUNS.id, []), now_ms=now, heartbeat_stale_s=settings.heartbeat_stale_s
-        )
+        if self.database is not None:
+            requeue = unfinished_row_messages(
+                components.runs().unfinished(),  # type: ignore[attr-defined]
+                now_ms=now,
+                heartbeat_stale_s=settings.heartbeat_stale_s,
+            )
+        else:
+            requeue = unfinished_messages(
+                restored_items.get(RUNS.id, []), now_ms=now, heartbeat_stale_s=settings.heartbeat_stale_s
+            )
         if requeue:
             components.run_queue().send(requeue)
 
@@ -398,10 +475,19 @@ class LocalRuntime:
         self._spawn("rest", "change-pump", self._pump_loop, mirror)
         self._spawn("rest", "alerts", alerts.run, self._stop_rest)
         self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
+        if self.database is not None:
+            self._spawn("rest", "sqlite-sync", self._sync_loop, self.database)
 
         self._banner(generated, requeue)
         if config.demo and first_start:
             self._register_demo()
+
+    def _job_name(self, job_id: str) -> str:
+        """The name of job ``job_id`` for a run line of the SQLite backend (the id when the job is gone)."""
+        from jobsched.sqlite.jobs import SqliteJobStore
+
+        assert self.database is not None
+        return SqliteJobStore(self.database).name_of(job_id) or job_id
 
     def _spawn(self, group: str, name: str, target: Callable[..., Any], *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -430,7 +516,7 @@ class LocalRuntime:
         batches = components.worker_batches()  # each record thread: a worker on clients of its own
         for index in range(self.config.workers):
             source = SqsEventSource(
-                components.aws.sqs,
+                components.run_queue_client(),
                 components.settings.run_queue_url,
                 functools.partial(handler, batches=batches),
                 function_name="jobsched-worker-local",
@@ -448,10 +534,20 @@ class LocalRuntime:
             try:
                 context = LocalLambdaContext("jobsched-sweeper-local", timeout_s=60, region=REGION)
                 handler(event, context, sweeper=sweeper)
+                if self.database is not None:  # retention, as DynamoDB's TTL (the moto backend's snapshotter)
+                    self.database.reap_expired(self.config.clock())
             except Exception:
                 logger.exception("sweeper failed; next sweep in a minute")
             if self._stop_scheduling.wait(self.config.sweep_interval_s):
                 return
+
+    def _sync_loop(self, database: SqliteDatabase) -> None:
+        """Sync the SQLite WAL to the disk each second (``SqliteDatabase.checkpoint``)."""
+        while not self._stop_rest.wait(1.0):
+            try:
+                database.checkpoint()
+            except Exception:
+                logger.exception("SQLite checkpoint failed; retrying")
 
     def _pump_loop(self, mirror: TableMirror) -> None:
         """Apply the write journal (printing run lines) twice a second; every ~5 s let moto forget the
@@ -471,10 +567,17 @@ class LocalRuntime:
         restored = ""
         if any(self.restored.values()):
             jobs, runs = self.restored["jobs"], self.restored["runs"]
-            restored = f"; restored {jobs} job(s) and {runs} run(s) from {self.state_path}"
+            source = self.database.path if self.database is not None else self.state_path
+            restored = f"; restored {jobs} job(s) and {runs} run(s) from {source}"
             if requeue:
                 restored += f", {len(requeue)} unfinished run(s) queued again"
-        emit(f"jobsched local: API on {self.url}  (data in {config.data_dir}{restored})")
+        storage = f"SQLite {config.data_dir / SQLITE_FILE}" if self.database is not None else "moto"
+        saving = (
+            "each write saved before it is answered"
+            if self.database is not None
+            else f"snapshot every {config.snapshot_interval_s:g} s"
+        )
+        emit(f"jobsched local: API on {self.url}  (data in {config.data_dir}, {storage}{restored})")
         emit(f"console: {self.url}{CONSOLE_PREFIX}/  (the web console; it asks for a token)")
         if generated:
             emit(f"dev token (owner {LOCAL_OWNER!r}): {self.token}")
@@ -485,7 +588,7 @@ class LocalRuntime:
             emit(f"tokens from {config.tokens_file}")
         emit(
             f"{config.schedulers} scheduler loop(s), {config.workers} worker(s), sweeper every "
-            f"{config.sweep_interval_s:g} s, snapshot every {config.snapshot_interval_s:g} s; "
+            f"{config.sweep_interval_s:g} s, {saving}; "
             f"logs in {config.data_dir / LOG_FILE}, metrics in {config.data_dir / METRICS_FILE}; Ctrl-C stops"
         )
 
@@ -536,6 +639,8 @@ class LocalRuntime:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+        if self.database is not None:
+            self.database.close()
         if self._redirected is not None and sys.stdout is self._redirected:
             sys.stdout = self._console
 
@@ -596,5 +701,6 @@ def run_forever(config: LocalConfig) -> None:
         runtime.stop()
         for number, handler in previous.items():
             signal.signal(number, handler)
-    runtime.emit(f"stopped; state saved in {runtime.state_path}")
+    saved_in = runtime.database.path if runtime.database is not None else runtime.state_path
+    runtime.emit(f"stopped; state saved in {saved_in}")
     sys.stdout.flush()

@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from jobsched.models import Job, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
@@ -21,8 +23,142 @@ class _Tombstone:
     deleted_at_ms: int
 
 
+class _States(dict[str, "SchedulingState | Unreadable"]):
+    """Job id -> scheduling state, with the due index kept beside it: the entries of each ``(partition,
+    bucket, shard)`` by job id, and per key a list sorted by ``(due_at, job_id)`` that may hold stale
+    entries (skipped when read, rebuilt when new ones arrive or stale ones outnumber the live), so a due
+    query costs what its key holds, as on DynamoDB, not a scan of every job (the rush simulation's
+    millions). Every write of a state goes through ``__setitem__``/``__delitem__``/``pop``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.due: dict[tuple[int, int, int], dict[str, DueEntry]] = defaultdict(dict)
+        self.sorted: dict[tuple[int, int, int], list[DueEntry]] = {}
+
+    @staticmethod
+    def _due_of(state: object) -> DueEntry | None:
+        return state.due if isinstance(state, SchedulingState) else None
+
+    def _unindex(self, job_id: str) -> None:
+        old = self._due_of(self.get(job_id))
+        if old is not None:
+            key = (old.partition, old.bucket, old.shard)
+            self.due[key].pop(job_id, None)
+            if not self.due[key]:
+                del self.due[key]
+                self.sorted.pop(key, None)
+
+    def __setitem__(self, job_id: str, state: SchedulingState | Unreadable) -> None:
+        self._unindex(job_id)
+        super().__setitem__(job_id, state)
+        new = self._due_of(state)
+        if new is not None:
+            key = (new.partition, new.bucket, new.shard)
+            self.due[key][job_id] = new
+            self.sorted.pop(key, None)
+
+    def __delitem__(self, job_id: str) -> None:
+        self._unindex(job_id)
+        super().__delitem__(job_id)
+
+    def pop(self, job_id: str, *default: Any) -> Any:  # type: ignore[override]
+        self._unindex(job_id)
+        return super().pop(job_id, *default)
+
+    def entries(self, key: tuple[int, int, int]) -> list[DueEntry]:
+        """The entries filed under ``key``, ordered by ``(due_at, job_id)`` (possibly with stale ones: check
+        ``due[key]``)."""
+        live = self.due.get(key, {})
+        ordered = self.sorted.get(key)
+        if ordered is None or len(ordered) > 2 * len(live) + 100:
+            ordered = self.sorted[key] = sorted(live.values(), key=lambda e: (e.due_at, e.job_id))
+        return ordered
+
+
 def _same_try(held: OverlapHolder, run_id: str, attempt: int | None, worker: str | None) -> bool:
     return (held.run_id, held.attempt, held.worker) == (run_id, attempt, worker)
+
+
+# --- the conditions of the job store's writes, shared by the stores that check them in Python (this fake and
+# the SQLite adapter, ``jobsched.sqlite.jobs``); the DynamoDB adapter states them as condition expressions.
+
+
+def stored_job(job: Job, state: SchedulingState | Unreadable | None) -> StoredJob:
+    """The ``StoredJob`` of a job's spec and its stored state (``paused``/``next_run_at`` from the state)."""
+    typed = state if isinstance(state, SchedulingState) else None
+    next_run_at = typed.next_run_at if typed else None
+    job = job.model_copy(
+        update={
+            "paused": typed.paused if typed else False,
+            "next_run_at": from_ms(next_run_at) if next_run_at is not None else None,
+        }
+    )
+    return StoredJob(job, typed)
+
+
+def check_replace(
+    stored_updated_at_ms: int | None,
+    stored: SchedulingState | Unreadable | None,
+    expected_updated_at: int,
+    expected_state: tuple[int | None, int] | None,
+) -> None:
+    """``JobRepository.replace``'s condition on what is stored (``stored_updated_at_ms`` None: no live job).
+    Raises ``Conflict``."""
+    if stored_updated_at_ms is None or stored_updated_at_ms != expected_updated_at:
+        raise Conflict("the job changed meanwhile; read it again")
+    if expected_state is not None and (
+        not isinstance(stored, SchedulingState) or (stored.next_run_at, stored.term) != expected_state
+    ):
+        raise Conflict("the job changed meanwhile; read it again")
+
+
+def moved_state(
+    stored: SchedulingState | Unreadable | None,
+    *,
+    expected_next_run_at: int,
+    expected_version: int | None,
+    partition: int,
+    term: int,
+    next_run_at: int | None,
+    due: DueEntry | None,
+    to_partition: int | None,
+) -> SchedulingState:
+    """The state after ``DueIndex.move`` from ``stored``. Raises ``Conflict`` (``current``: the stored state,
+    or None) unless it still has ``expected_next_run_at`` and ``expected_version``, is in the due index, is
+    homed in ``partition`` and its term is at most ``term``."""
+    current = stored if isinstance(stored, SchedulingState) else None
+    if (
+        current is None
+        or current.next_run_at != expected_next_run_at
+        or current.due is None
+        or current.partition != partition
+        or current.term > term
+        or current.version != expected_version
+    ):
+        raise Conflict("scheduling item moved, edited or fenced", current)
+    rehome = to_partition is not None and to_partition != partition
+    return replace(
+        current,
+        term=0 if rehome else term,
+        partition=to_partition if rehome and to_partition is not None else current.partition,
+        next_run_at=next_run_at,
+        due=due if next_run_at is not None else None,
+    )
+
+
+def overlap_free(
+    held: OverlapHolder | None, *, run_id: str, stale_before_ms: int, replacing: OverlapHolder | None
+) -> bool:
+    """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for run ``run_id``: free,
+    stale (``heartbeat_at < stale_before_ms``, epoch ms) or this run's; with ``replacing``, exactly when that
+    try holds it."""
+    if replacing is None:
+        return (
+            held is None
+            or (held.heartbeat_at is not None and held.heartbeat_at < stale_before_ms)
+            or held.run_id == run_id
+        )
+    return held is not None and _same_try(held, replacing.run_id, replacing.attempt, replacing.worker)
 
 
 class MemoryJobStore:
@@ -34,7 +170,7 @@ class MemoryJobStore:
 
     def __init__(self) -> None:
         self.jobs: dict[str, Job] = {}
-        self.states: dict[str, SchedulingState | Unreadable] = {}
+        self.states: dict[str, SchedulingState | Unreadable] = _States()
         self.names: dict[tuple[str, str], str] = {}
         self.tombstones: dict[str, _Tombstone] = {}
         self.locks: dict[str, OverlapHolder] = {}
@@ -84,17 +220,7 @@ class MemoryJobStore:
             return self._stored(job)
 
     def _stored(self, job: Job) -> StoredJob:
-        state = self.states.get(job.id)
-        typed = state if isinstance(state, SchedulingState) else None
-        paused = typed.paused if typed else False
-        next_run_at = typed.next_run_at if typed else None
-        job = job.model_copy(
-            update={
-                "paused": paused,
-                "next_run_at": from_ms(next_run_at) if next_run_at is not None else None,
-            }
-        )
-        return StoredJob(job, typed)
+        return stored_job(job, self.states.get(job.id))
 
     def job_id_by_name(self, owner: str, name: str) -> str | None:
         """The id of the owner's job called ``name``, or None."""
@@ -126,15 +252,8 @@ class MemoryJobStore:
         deleted, or (with ``expected_state``) its ``(next_run_at, term)`` changed."""
         with self._lock:
             current = self.jobs.get(job.id)
-            if current is None or to_ms(current.updated_at) != expected_updated_at:
-                raise Conflict("the job changed meanwhile; read it again")
-            if expected_state is not None:
-                stored = self.states.get(job.id)
-                if (
-                    not isinstance(stored, SchedulingState)
-                    or (stored.next_run_at, stored.term) != expected_state
-                ):
-                    raise Conflict("the job changed meanwhile; read it again")
+            updated_at = to_ms(current.updated_at) if current is not None else None
+            check_replace(updated_at, self.states.get(job.id), expected_updated_at, expected_state)
             self.jobs[job.id] = job
             self.states[job.id] = state
             self._record(event)
@@ -189,17 +308,7 @@ class MemoryJobStore:
         None when taken, else the holder. ``expires_at_s`` is not kept (locks do not expire here)."""
         with self._lock:
             held = self.locks.get(job_id)
-            if replacing is None:
-                free = (
-                    held is None
-                    or (held.heartbeat_at is not None and held.heartbeat_at < stale_before_ms)
-                    or held.run_id == run_id
-                )
-            else:
-                free = held is not None and _same_try(
-                    held, replacing.run_id, replacing.attempt, replacing.worker
-                )
-            if not free:
+            if not overlap_free(held, run_id=run_id, stale_before_ms=stale_before_ms, replacing=replacing):
                 return held or OverlapHolder(run_id="?")
             self.locks[job_id] = OverlapHolder(run_id, attempt, worker, now_ms)
             return None
@@ -222,10 +331,9 @@ class MemoryJobStore:
 
     # --- DueIndex -----------------------------------------------------------------------------
 
-    def _entries(self) -> list[DueEntry]:
-        return [
-            state.due for state in self.states.values() if isinstance(state, SchedulingState) and state.due
-        ]
+    def _due_index(self) -> _States:
+        assert isinstance(self.states, _States)  # set at construction; tests write states item by item
+        return self.states
 
     def query_due(
         self,
@@ -237,20 +345,26 @@ class MemoryJobStore:
         after: DuePageToken | None = None,
     ) -> tuple[list[DueEntry], DuePageToken | None]:
         """A page of the entries of ``(partition, bucket, shard)`` due by ``up_to_ms``, ordered by ``(due_at,
-        job_id)``; the token is the last entry's ``(due_at, job_id)`` when more follow."""
+        job_id)``; the token is the last entry's ``(due_at, job_id)`` when more follow. Reads only that key's
+        entries (``_States``)."""
+        key = (partition, bucket, shard)
+        page: list[DueEntry] = []
+        more = False
         with self._lock:
-            found = sorted(
-                (
-                    e
-                    for e in self._entries()
-                    if (e.partition, e.bucket, e.shard) == (partition, bucket, shard) and e.due_at <= up_to_ms
-                ),
-                key=lambda e: (e.due_at, e.job_id),
-            )
-        if after is not None:
-            found = [e for e in found if (e.due_at, e.job_id) > after]  # type: ignore[operator]
-        page = found[:limit]
-        return page, ((page[-1].due_at, page[-1].job_id) if len(found) > limit else None)
+            index = self._due_index()
+            live = index.due.get(key, {})
+            for entry in index.entries(key):
+                if entry.due_at > up_to_ms:
+                    break
+                if live.get(entry.job_id) != entry:
+                    continue  # stale: the job moved since the list was sorted
+                if after is not None and (entry.due_at, entry.job_id) <= after:  # type: ignore[operator]
+                    continue
+                if len(page) == limit:
+                    more = True
+                    break
+                page.append(entry)
+        return page, ((page[-1].due_at, page[-1].job_id) if more else None)
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
         """The current states of ``job_ids`` (absent ones left out)."""
@@ -273,32 +387,23 @@ class MemoryJobStore:
         ``expected_next_run_at`` and ``expected_version``, is in the due index, is homed in ``partition`` and
         its term is at most ``term``."""
         with self._lock:
-            stored = self.states.get(job_id)
-            current = stored if isinstance(stored, SchedulingState) else None
-            if (
-                current is None
-                or current.next_run_at != expected_next_run_at
-                or current.due is None
-                or current.partition != partition
-                or current.term > term
-                or current.version != expected_version
-            ):
-                raise Conflict("scheduling item moved, edited or fenced", current)
-            rehome = to_partition is not None and to_partition != partition
-            self.states[job_id] = replace(
-                current,
-                term=0 if rehome else term,
-                partition=to_partition if rehome and to_partition is not None else current.partition,
+            self.states[job_id] = moved_state(
+                self.states.get(job_id),
+                expected_next_run_at=expected_next_run_at,
+                expected_version=expected_version,
+                partition=partition,
+                term=term,
                 next_run_at=next_run_at,
-                due=due if next_run_at is not None else None,
+                due=due,
+                to_partition=to_partition,
             )
 
     def oldest_due_bucket(self, partition: int) -> int | None:
         """The oldest bucket holding an entry of ``partition``, or None."""
         with self._lock:
-            return min((e.bucket for e in self._entries() if e.partition == partition), default=None)
+            return min((key[1] for key in self._due_index().due if key[0] == partition), default=None)
 
     def highest_due_partition(self) -> int | None:
         """The highest partition any entry is in, or None when there is none."""
         with self._lock:
-            return max((e.partition for e in self._entries()), default=None)
+            return max((key[0] for key in self._due_index().due), default=None)

@@ -99,6 +99,10 @@ def test_every_issue_target_is_checked() -> None:
         "cost_usd_per_million_runs.total",
         "cost_usd_per_million_runs_provisioned.total",
         "wcu_per_run.ratio_32KiB_to_1KiB",
+        "steady.runs",
+        "steady.lateness_ms.p99",
+        "local_tick.growth_ratio_jobs",
+        "local_tick.growth_ratio_history",
     }
 
 

@@ -1,0 +1,95 @@
+"""The CONTROL store on SQLite: leases (``domain.lease.LeaseStore``), watermarks (``ports.control.WatermarkStore``)
+and the partitions' high-water mark (``ports.control.PartitionMarks``), with the conditions of
+``store.control.ControlStore`` (``tests/contract/test_control_store_contract.py``). Each write is one
+conditional statement in its own transaction."""
+
+from __future__ import annotations
+
+from jobsched.domain.lease import LeaseRecord
+from jobsched.sqlite.database import SqliteDatabase
+
+_HIGH_WATER = "partition_high_water"
+
+
+class SqliteControlStore:
+    """Leases, watermarks and the high-water mark in ``database``. Raises ``StoreUnavailable`` when the
+    database is busy or failing."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self.db = database
+
+    # --- leases ---------------------------------------------------------------------------------
+
+    def read_lease(self, partition: int) -> LeaseRecord | None:
+        """The lease record of ``partition``, or None."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT partition, holder, term, expires_at FROM leases WHERE partition = ?", (partition,)
+            ).fetchone()
+        return LeaseRecord(*row) if row else None
+
+    def take_lease(self, record: LeaseRecord, *, previous: LeaseRecord | None, now_ms: int) -> bool:
+        """Write ``record`` if the stored lease is still ``previous`` (same term) and expired by ``now_ms``
+        (epoch ms); with ``previous=None``, only if none exists."""
+        values = (record.partition, record.holder, record.term, record.expires_at)
+        with self.db.write() as conn:
+            if previous is None:
+                sql = "INSERT OR IGNORE INTO leases (partition, holder, term, expires_at) VALUES (?, ?, ?, ?)"
+                return conn.execute(sql, values).rowcount == 1
+            return (
+                conn.execute(
+                    "UPDATE leases SET holder = ?, term = ?, expires_at = ? WHERE partition = ? AND term = ?"
+                    " AND expires_at < ?",
+                    (record.holder, record.term, record.expires_at, record.partition, previous.term, now_ms),
+                ).rowcount
+                == 1
+            )
+
+    def _update(self, record: LeaseRecord, expires_at: int) -> bool:
+        with self.db.write() as conn:
+            return (
+                conn.execute(
+                    "UPDATE leases SET expires_at = ? WHERE partition = ? AND holder = ? AND term = ?",
+                    (expires_at, record.partition, record.holder, record.term),
+                ).rowcount
+                == 1
+            )
+
+    def renew_lease(self, record: LeaseRecord) -> bool:
+        """Move ``expires_at`` of the held lease, if holder and term are unchanged."""
+        return self._update(record, record.expires_at)
+
+    def release_lease(self, record: LeaseRecord) -> bool:
+        """Expire the held lease now (``expires_at = 0``), if holder and term are unchanged."""
+        return self._update(record, 0)
+
+    # --- watermarks -----------------------------------------------------------------------------
+
+    def read_watermark(self, partition: int) -> int | None:
+        """The stored watermark bucket of ``partition``, or None."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT bucket FROM watermarks WHERE partition = ?", (partition,)).fetchone()
+        return int(row[0]) if row else None
+
+    def advance_watermark(self, partition: int, bucket: int, *, term: int, now_ms: int) -> bool:
+        """Store ``bucket`` if ahead of the stored one and no newer ``term`` wrote it (or none is stored)."""
+        with self.db.write() as conn:
+            return (
+                conn.execute(
+                    "INSERT INTO watermarks (partition, bucket, term, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (partition) DO UPDATE SET bucket = excluded.bucket, term = excluded.term,"
+                    " updated_at = excluded.updated_at"
+                    " WHERE watermarks.bucket < excluded.bucket AND watermarks.term <= excluded.term",
+                    (partition, bucket, term, now_ms),
+                ).rowcount
+                == 1
+            )
+
+    def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
+        """Record that a deployment runs ``partitions`` partitions; returns ``(the most any deployment ran,
+        whether no mark was stored yet)``."""
+        with self.db.write() as conn:
+            row = conn.execute("SELECT value FROM marks WHERE name = ?", (_HIGH_WATER,)).fetchone()
+            highest = max(partitions, int(row[0])) if row else partitions
+            conn.execute("INSERT OR REPLACE INTO marks (name, value) VALUES (?, ?)", (_HIGH_WATER, highest))
+        return highest, row is None

@@ -1,0 +1,384 @@
+"""The job store on SQLite: ``ports.jobs.JobRepository``, ``ports.jobs.DueIndex`` and the worker's view
+``ports.runs.JobSpecs``, with the conditions of the DynamoDB adapter (``jobsched.store.jobs.JobStore``), held
+to the same contracts (``tests/contract/test_job_store_contract.py``, ``test_job_specs_contract.py``).
+
+One row per live job in ``jobs``: its spec (the job model as JSON), its scheduling state (JSON) and the state's
+due entry in columns indexed by ``(partition, bucket, shard, due_at, job_id)``, so a due query reads only the
+entries it returns. Names, tombstones and overlap locks have tables of their own. Reads are consistent. The conditions of
+``replace``, ``move`` and ``acquire_overlap`` are the in-memory fake's (``jobsched.memory.jobs``: ``check_replace``,
+``moved_state``, ``overlap_free``), checked on the stored row inside the write's transaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
+from jobsched.models import Job, MissedPolicy, to_ms
+from jobsched.ports.errors import NameTaken, NotFound
+from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.runs import OverlapHolder
+from jobsched.sqlite.database import SqliteDatabase
+
+_DAY_S = 86_400
+
+
+def state_json(state: SchedulingState) -> str:
+    """A scheduling state as stored: its fields as a JSON object (``missed`` by value, ``due`` nested)."""
+    data = asdict(state)
+    data["missed"] = state.missed.value
+    return json.dumps(data, separators=(",", ":"))
+
+
+def state_of(job_id: str, text: str | None) -> SchedulingState | Unreadable | None:
+    """The stored state ``text`` of ``job_id`` (None: never written); ``Unreadable`` naming the problem when it
+    is not a state this module wrote."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+        due = data.pop("due", None)
+        data["missed"] = MissedPolicy(data.get("missed", MissedPolicy.CATCH_UP.value))
+        return SchedulingState(**data, due=DueEntry(**due) if due is not None else None)
+    except (TypeError, ValueError) as error:
+        return Unreadable(job_id, f"unreadable scheduling state: {error}")
+
+
+def _due_columns(state: SchedulingState) -> tuple[int | None, int | None, int | None, int | None]:
+    due = state.due
+    if due is None:
+        return None, None, None, None
+    return due.partition, due.bucket, due.shard, due.due_at
+
+
+def _spec_json(job: Job) -> str:
+    return job.model_copy(update={"paused": False, "next_run_at": None}).model_dump_json()
+
+
+class SqliteJobStore:
+    """Jobs, their scheduling states, names, tombstones and overlap locks in ``database`` (see the module
+    docstring). Raises ``StoreUnavailable`` when the database is busy or failing."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self.db = database
+
+    # --- JobRepository ------------------------------------------------------------------------
+
+    def create(self, job: Job, state: SchedulingState, event: Any = None) -> None:
+        """Store a new job, its state, its name and the audit ``event`` (``jobsched.ports.jobs.AuditEvent``, or
+        None) in one transaction. Raises ``NameTaken(job_id of the holder)``."""
+        with self.db.write() as conn:
+            holder = conn.execute(
+                "SELECT job_id FROM names WHERE owner = ? AND name = ?", (job.owner, job.name)
+            ).fetchone()
+            if holder is not None:
+                raise NameTaken(holder[0])
+            conn.execute(
+                "INSERT INTO names (owner, name, job_id) VALUES (?, ?, ?)", (job.owner, job.name, job.id)
+            )
+            conn.execute(
+                "INSERT INTO jobs (job_id, owner, name, updated_at, spec, state, due_partition, due_bucket,"
+                " due_shard, due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    job.id,
+                    job.owner,
+                    job.name,
+                    to_ms(job.updated_at),
+                    _spec_json(job),
+                    state_json(state),
+                    *_due_columns(state),
+                ),
+            )
+            conn.execute("DELETE FROM tombstones WHERE job_id = ?", (job.id,))
+            _record(conn, event)
+
+    def record_event(self, event: Any) -> None:
+        """Record an audit event that changes no job; the same ``(job_id, at, key)`` again replaces it."""
+        with self.db.write() as conn:
+            _record(conn, event)
+
+    def list_events(self, job_id: str, limit: int, before: str | None = None) -> tuple[list[Any], str | None]:
+        """A page of at most ``limit`` of the job's audit events, newest first, older than ``before`` (an event's
+        ``position``), and the last one's position when more follow (else None). Events outlive the job
+        (until retention reaps them)."""
+        from jobsched.models import JobEventKind  # type: ignore[attr-defined]  # the audit trail's types
+        from jobsched.ports.jobs import AuditEvent  # type: ignore[attr-defined]
+
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT at, key, kind, actor, detail, expires_at_s, position FROM events WHERE job_id = ?"
+                " AND position < ? ORDER BY position DESC LIMIT ?",
+                (job_id, before if before is not None else "~", limit + 1),
+            ).fetchall()
+        page = [
+            AuditEvent(job_id, at, key, JobEventKind(kind), actor, json.loads(detail), expires)
+            for at, key, kind, actor, detail, expires, _ in rows[:limit]
+        ]
+        return page, (rows[limit - 1][6] if len(rows) > limit and limit > 0 else None)
+
+    def get(self, job_id: str) -> StoredJob:
+        """The live job ``job_id`` with its state. Raises ``NotFound``."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT spec, state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return _stored(job_id, row[0], row[1])
+
+    def job_id_by_name(self, owner: str, name: str) -> str | None:
+        """The id of the owner's live job called ``name``, or None."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT job_id FROM names WHERE owner = ? AND name = ?", (owner, name)
+            ).fetchone()
+        return str(row[0]) if row else None
+
+    def list_by_owner(
+        self, owner: str, limit: int, after: tuple[str, str] | None = None
+    ) -> tuple[list[StoredJob], tuple[str, str] | None]:
+        """A page of at most ``limit`` of the owner's live jobs ordered by ``(name, job_id)`` after ``after``;
+        the last one's ``(name, job_id)`` when more follow (else None)."""
+        name, job_id = after if after is not None else ("", "")
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT job_id, name, spec, state FROM jobs WHERE owner = ? AND (name, job_id) > (?, ?)"
+                " ORDER BY name, job_id LIMIT ?",
+                (owner, name, job_id, limit + 1),
+            ).fetchall()
+        page = rows[:limit]
+        more = len(rows) > limit
+        return [_stored(r[0], r[2], r[3]) for r in page], (
+            (page[-1][1], page[-1][0]) if more and page else None
+        )
+
+    def replace(
+        self,
+        job: Job,
+        state: SchedulingState,
+        expected_updated_at: int,
+        expected_state: tuple[int | None, int] | None = None,
+        event: Any = None,
+    ) -> None:
+        """Rewrite a job and its state, recording the audit ``event`` with them (one transaction); ``Conflict``
+        when its ``updated_at`` (epoch ms) is no longer ``expected_updated_at`` (or it was deleted), or (with
+        ``expected_state``) its ``(next_run_at, term)`` changed: nothing is written then."""
+        with self.db.write() as conn:
+            row = conn.execute("SELECT updated_at, state FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
+            check_replace(
+                row[0] if row else None,
+                state_of(job.id, row[1]) if row else None,
+                expected_updated_at,
+                expected_state,
+            )
+            conn.execute(
+                "UPDATE jobs SET updated_at = ?, spec = ?, state = ?, due_partition = ?, due_bucket = ?,"
+                " due_shard = ?, due_at = ? WHERE job_id = ?",
+                (to_ms(job.updated_at), _spec_json(job), state_json(state), *_due_columns(state), job.id),
+            )
+            _record(conn, event)
+
+    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: Any = None) -> None:
+        """Delete a live job: its state and due entry go, its name is freed unless a newer job holds it, with
+        ``retention_days`` a tombstone keeps its history's owner that long, and the audit ``event`` is
+        recorded (one transaction). Raises ``NotFound`` when it is already deleted."""
+        with self.db.write() as conn:
+            if conn.execute("DELETE FROM jobs WHERE job_id = ?", (job.id,)).rowcount == 0:
+                raise NotFound(job.id)
+            conn.execute(
+                "DELETE FROM names WHERE owner = ? AND name = ? AND job_id = ?", (job.owner, job.name, job.id)
+            )
+            if retention_days is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO tombstones (job_id, owner, deleted_at, expires_at_s)"
+                    " VALUES (?, ?, ?, ?)",
+                    (job.id, job.owner, deleted_at_ms, deleted_at_ms // 1000 + retention_days * _DAY_S),
+                )
+            _record(conn, event)
+
+    def name_of(self, job_id: str) -> str | None:
+        """The name of the live job ``job_id``, or None (one indexed read, no model: local mode's run lines)."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT name FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    def history_owner(self, job_id: str) -> str | None:
+        """The owner of the live job, or of the deleted one's tombstone; None when there is neither."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT owner FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+            if row is None:
+                row = conn.execute("SELECT owner FROM tombstones WHERE job_id = ?", (job_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    # --- JobSpecs: the worker's view and the overlap lock ----------------------------------------
+
+    def get_spec(self, job_id: str) -> Job | None:
+        """The live job as its spec alone gives it (not paused, no ``next_run_at``), or None when deleted."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return Job.model_validate_json(row[0]) if row else None
+
+    def acquire_overlap(
+        self,
+        job_id: str,
+        *,
+        run_id: str,
+        attempt: int,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        expires_at_s: int,
+        replacing: OverlapHolder | None = None,
+    ) -> OverlapHolder | None:
+        """Take the lock for the try ``(run_id, attempt, worker)`` when free, stale (``heartbeat_at <
+        stale_before_ms``, epoch ms) or held by this run; with ``replacing``, exactly when that try holds it.
+        None when taken, else the holder. ``expires_at_s`` (epoch s): when a lock left behind is reaped."""
+        with self.db.write() as conn:
+            row = conn.execute(
+                "SELECT run_id, attempt, worker, heartbeat_at FROM overlap_locks WHERE job_id = ?", (job_id,)
+            ).fetchone()
+            held = OverlapHolder(*row) if row else None
+            if not overlap_free(held, run_id=run_id, stale_before_ms=stale_before_ms, replacing=replacing):
+                return held or OverlapHolder(run_id="?")
+            conn.execute(
+                "INSERT OR REPLACE INTO overlap_locks (job_id, run_id, attempt, worker, heartbeat_at,"
+                " expires_at_s) VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, run_id, attempt, worker, now_ms, expires_at_s),
+            )
+            return None
+
+    def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool:
+        """Set the lock's ``heartbeat_at`` to ``now_ms`` if this try holds it; False when it does not."""
+        with self.db.write() as conn:
+            return (
+                conn.execute(
+                    "UPDATE overlap_locks SET heartbeat_at = ? WHERE job_id = ? AND run_id = ? AND attempt = ?"
+                    " AND worker = ?",
+                    (now_ms, job_id, run_id, attempt, worker),
+                ).rowcount
+                == 1
+            )
+
+    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None:
+        """Give the lock back if this try holds it (else nothing)."""
+        with self.db.write() as conn:
+            conn.execute(
+                "DELETE FROM overlap_locks WHERE job_id = ? AND run_id = ? AND attempt = ? AND worker = ?",
+                (job_id, run_id, attempt, worker),
+            )
+
+    # --- DueIndex -----------------------------------------------------------------------------
+
+    def query_due(
+        self,
+        partition: int,
+        bucket: int,
+        shard: int,
+        up_to_ms: int,
+        limit: int = 500,
+        after: DuePageToken | None = None,
+    ) -> tuple[list[DueEntry], DuePageToken | None]:
+        """A page of the entries of ``(partition, bucket, shard)`` due by ``up_to_ms`` (epoch ms), ordered by
+        ``(due_at, job_id)`` through the due index; the token is the last entry's ``(due_at, job_id)`` when
+        more follow."""
+        start: tuple[int, str] = after if isinstance(after, tuple) else (-(2**62), "")
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT job_id, due_at FROM jobs WHERE due_partition = ? AND due_bucket = ? AND due_shard = ?"
+                " AND due_at IS NOT NULL AND due_at <= ? AND (due_at, job_id) > (?, ?)"
+                " ORDER BY due_at, job_id LIMIT ?",
+                (partition, bucket, shard, up_to_ms, start[0], start[1], limit + 1),
+            ).fetchall()
+        page = [DueEntry(r[0], partition, bucket, shard, r[1]) for r in rows[:limit]]
+        return page, ((page[-1].due_at, page[-1].job_id) if len(rows) > limit else None)
+
+    def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
+        """The current states of ``job_ids`` by job id (absent ones left out)."""
+        if not job_ids:
+            return {}
+        found: dict[str, SchedulingState | Unreadable] = {}
+        ids = list(dict.fromkeys(job_ids))
+        with self.db.read() as conn:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for job_id, text in conn.execute(
+                    f"SELECT job_id, state FROM jobs WHERE job_id IN ({marks})",
+                    chunk,
+                ):
+                    state = state_of(job_id, text)
+                    if state is not None:
+                        found[job_id] = state
+        return found
+
+    def move(
+        self,
+        job_id: str,
+        *,
+        expected_next_run_at: int,
+        expected_version: int | None,
+        partition: int,
+        term: int,
+        next_run_at: int | None,
+        due: DueEntry | None,
+        to_partition: int | None = None,
+    ) -> None:
+        """Move a job on after a fire, fenced on the state it was planned from (see
+        ``ports.jobs.DueIndex.move``). Raises ``Conflict`` with the stored state (None: the job is gone)."""
+        with self.db.write() as conn:
+            row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+            moved = moved_state(
+                state_of(job_id, row[0]) if row else None,
+                expected_next_run_at=expected_next_run_at,
+                expected_version=expected_version,
+                partition=partition,
+                term=term,
+                next_run_at=next_run_at,
+                due=due,
+                to_partition=to_partition,
+            )
+            conn.execute(
+                "UPDATE jobs SET state = ?, due_partition = ?, due_bucket = ?, due_shard = ?, due_at = ?"
+                " WHERE job_id = ?",
+                (state_json(moved), *_due_columns(moved), job_id),
+            )
+
+    def oldest_due_bucket(self, partition: int) -> int | None:
+        """The oldest bucket holding an entry of ``partition`` (None: none), through the due index."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT min(due_bucket) FROM jobs WHERE due_partition = ? AND due_at IS NOT NULL",
+                (partition,),
+            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
+    def highest_due_partition(self) -> int | None:
+        """The highest partition any due entry is in, or None when there is none."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT max(due_partition) FROM jobs WHERE due_at IS NOT NULL").fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
+
+def _record(conn: Any, event: Any) -> None:
+    """Write an audit event (``job_id``, ``at`` epoch ms, ``key``, ``kind``, ``actor``, ``detail``, ``expires_at``
+    epoch s; its ``position`` is the key among the job's events) in the open transaction; None: nothing."""
+    if event is None:
+        return
+    conn.execute(
+        "INSERT OR REPLACE INTO events (job_id, position, at, key, kind, actor, detail, expires_at_s)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            event.job_id,
+            event.position,
+            event.at,
+            event.key,
+            str(getattr(event.kind, "value", event.kind)),
+            event.actor,
+            json.dumps(event.detail, separators=(",", ":")),
+            event.expires_at,
+        ),
+    )
+
+
+def _stored(job_id: str, spec: str, state_text: str | None) -> StoredJob:
+    return stored_job(Job.model_validate_json(spec), state_of(job_id, state_text))

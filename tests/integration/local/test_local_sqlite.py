@@ -1,0 +1,132 @@
+"""Local mode on its SQLite backend (the default): a data dir of the moto backend moves over whole, and a database
+file it cannot use is one error line, not a traceback."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from jobsched.local.command import local_command
+from jobsched.local.runtime import SQLITE_FILE, LocalConfig, LocalRuntime
+from jobsched.observability import logger
+from jobsched.sqlite.control import SqliteControlStore
+
+
+@pytest.fixture
+def quiet_logs() -> Iterator[None]:
+    """Local mode sends the structured logs to its data dir; give them back to the suite afterwards."""
+    std = logging.getLogger(logger.name)
+    handlers, level = list(std.handlers), std.level
+    yield
+    for handler in list(std.handlers):
+        std.removeHandler(handler)
+        handler.close()
+    for handler in handlers:
+        std.addHandler(handler)
+    std.setLevel(level)
+
+
+def _runtime(data_dir: Path, backend: str, lines: list[str]) -> LocalRuntime:
+    return LocalRuntime(
+        LocalConfig(
+            port=0,
+            data_dir=data_dir,
+            workers=1,
+            emit=lines.append,
+            log_level="ERROR",
+            sweep_interval_s=3600,
+            backend=backend,
+        )
+    )
+
+
+def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_terms(
+    tmp_path: Path, quiet_logs: None
+) -> None:
+    # Given jobs, a finished manual run and a leader's term saved by local mode on the moto backend
+    lines: list[str] = []
+    moto = _runtime(tmp_path, "moto", lines)
+    moto.start()
+    try:
+        with httpx.Client(base_url=moto.url, headers={"Authorization": f"Bearer {moto.token}"}) as client:
+            created = [
+                client.post(
+                    "/jobs", json={"name": f"job-{n}", "schedule": "@daily", "command": "echo"}
+                ).json()
+                for n in range(3)
+            ]
+            assert client.post(f"/jobs/{created[0]['id']}/pause", json={}).status_code == 200
+            run = client.post(f"/jobs/{created[1]['id']}/trigger").json()
+            deleted = client.delete(f"/jobs/{created[2]['id']}")
+            assert deleted.status_code in (200, 204)
+    finally:
+        moto.stop()
+    assert not (tmp_path / SQLITE_FILE).exists()
+
+    # When local mode starts on the SQLite backend on the same data dir
+    sqlite = _runtime(tmp_path, "sqlite", lines)
+    sqlite.start()
+    try:
+        with httpx.Client(base_url=sqlite.url, headers={"Authorization": f"Bearer {sqlite.token}"}) as client:
+            jobs = {j["name"]: j for j in client.get("/jobs").json()["items"]}
+            runs = client.get(f"/jobs/{created[1]['id']}/runs").json()["items"]
+            gone_runs = client.get(f"/jobs/{created[2]['id']}/runs")
+        assert sqlite.database is not None
+        lease = SqliteControlStore(sqlite.database).read_lease(0)
+    finally:
+        sqlite.stop()
+
+    # Then the jobs (paused as they were), the run and the deleted job's history owner came along
+    assert set(jobs) == {"job-0", "job-1"}
+    assert jobs["job-0"]["paused"] is True
+    assert jobs["job-1"]["next_run_at"] == created[1]["next_run_at"]
+    assert [r["id"] for r in runs] == [run["id"]]
+    assert gone_runs.status_code == 200  # the tombstone keeps the owner of a deleted job's history
+    # and the scheduler's fencing term went on from the moto backend's (never back to a lower one)
+    assert lease is not None and lease.term >= 2
+    assert any("restored 2 job(s)" in line for line in lines)
+
+
+def test_a_database_file_local_mode_cannot_use_is_one_line_and_exit_1(
+    tmp_path: Path, quiet_logs: None
+) -> None:
+    (tmp_path / SQLITE_FILE).write_bytes(b"not a database, " * 512)
+    app = typer.Typer()
+    app.command()(local_command)
+    result = CliRunner().invoke(app, ["--port", "0", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert f"{SQLITE_FILE} is not a usable jobsched SQLite database" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_unfinished_rows_of_the_sqlite_store_are_enqueued_again_as_the_moto_items_are() -> None:
+    from dataclasses import replace
+
+    from jobsched.local.runtime import unfinished_row_messages
+    from jobsched.models import RunStatus
+    from jobsched.ports.runs import RunMessage, new_run
+
+    now = 1_767_578_400_000
+
+    def row(job_id: str, status: RunStatus, **fields: int) -> object:
+        return replace(
+            new_run(job_id, now - 60_000, now_ms=now - 60_000, retention_days=90), status=status, **fields
+        )
+
+    rows = [
+        row("a", RunStatus.QUEUED, dispatch_at=now + 30_500),
+        row("c", RunStatus.RETRYING, retry_at=now + 4000),
+        row("d", RunStatus.RUNNING, heartbeat_at=now - 100_000),
+        row("f", RunStatus.SUCCEEDED),
+    ]
+    assert unfinished_row_messages(rows, now_ms=now, heartbeat_stale_s=120) == [  # type: ignore[arg-type]
+        RunMessage("a", now - 60_000, 31),
+        RunMessage("c", now - 60_000, 4),
+        RunMessage("d", now - 60_000, 21),
+    ]

@@ -1,0 +1,233 @@
+"""What the SQLite backend does beyond the shared contracts: its failure paths (a busy or unusable database),
+its durability setting, reading a state it did not write, retention, run listeners, and the guard that keeps
+every record of the run store on disk."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobsched.memory.runs import MemoryRunStore
+from jobsched.models import RunStatus
+from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.jobs import Unreadable
+from jobsched.ports.runs import Owned, RunRow, new_run
+from jobsched.sqlite.control import SqliteControlStore
+from jobsched.sqlite.database import SqliteDatabase
+from jobsched.sqlite.jobs import SqliteJobStore
+from jobsched.sqlite.runs import SqliteRunStore
+
+T0 = 1_767_578_400_000  # 2026-01-05T02:00Z, epoch ms
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Any:
+    opened = SqliteDatabase(tmp_path / "jobsched.sqlite3", busy_timeout_s=0.05)
+    yield opened
+    opened.close()
+
+
+def _run(job_id: str = "j_a", scheduled_for: int = T0, now: int = T0, retention_days: int = 90) -> RunRow:
+    return new_run(job_id, scheduled_for, now_ms=now, retention_days=retention_days)
+
+
+def test_a_database_locked_by_another_process_is_store_unavailable(database: SqliteDatabase) -> None:
+    # Given another connection (as another process would) holding the write lock
+    other = sqlite3.connect(database.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        # Then a write gives up after the busy timeout with the transient error, and writes nothing
+        with pytest.raises(StoreUnavailable) as raised:
+            SqliteRunStore(database).put_new(_run())
+        assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
+        with pytest.raises(StoreUnavailable):
+            SqliteControlStore(database).advance_watermark(0, 5, term=1, now_ms=T0)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    # and once the lock is gone the same write lands
+    assert SqliteRunStore(database).put_new(_run()) is None
+    assert SqliteRunStore(database).get("j_a", T0) == _run()
+
+
+def test_a_file_that_is_not_a_database_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "jobsched.sqlite3"
+    path.write_bytes(b"not a database, " * 512)
+    with pytest.raises(ValueError, match=r"jobsched\.sqlite3"):
+        SqliteDatabase(path)
+    assert path.read_bytes() == b"not a database, " * 512  # left as it was
+
+
+def test_only_the_durable_synchronous_levels_are_accepted(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteDatabase(tmp_path / "db", synchronous="OFF")  # type: ignore[arg-type]
+    for level, code in (("NORMAL", 1), ("FULL", 2)):
+        opened = SqliteDatabase(tmp_path / f"db-{level}", synchronous=level)  # type: ignore[arg-type]
+        try:
+            with opened.read() as conn:
+                assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+                assert conn.execute("PRAGMA synchronous").fetchone()[0] == code
+            opened.checkpoint()
+        finally:
+            opened.close()
+
+
+def test_a_state_this_store_did_not_write_is_unreadable_and_left_alone(database: SqliteDatabase) -> None:
+    with database.write() as conn:
+        conn.execute(
+            "INSERT INTO jobs (job_id, owner, name, updated_at, spec, state) VALUES (?, ?, ?, ?, ?, ?)",
+            ("j_bad", "team-a", "bad", T0, "{}", '{"job_id": "j_bad", "missed": "sometimes"}'),
+        )
+    found = SqliteJobStore(database).scheduling_states(["j_bad", "j_absent"])
+    assert set(found) == {"j_bad"} and isinstance(found["j_bad"], Unreadable)
+    assert "sometimes" in found["j_bad"].reason
+
+
+def test_retention_reaps_expired_runs_only(database: SqliteDatabase) -> None:
+    runs = SqliteRunStore(database)
+    runs.put_new(_run(scheduled_for=T0, retention_days=1))
+    runs.put_new(_run(scheduled_for=T0 + 1, retention_days=90))
+    assert database.reap_expired(T0 + 86_400_000) == 0  # exactly at the end: still kept
+    assert database.reap_expired(T0 + 86_401_000) == 1
+    assert [r.scheduled_for for r in runs.rows()] == [T0 + 1]
+
+
+def test_listeners_hear_each_committed_run_write_and_a_failing_one_fails_nothing(
+    database: SqliteDatabase,
+) -> None:
+    heard: list[tuple[RunStatus | None, RunStatus]] = []
+
+    def failing(before: RunRow | None, after: RunRow) -> None:
+        raise RuntimeError("a printer broke")
+
+    database.run_listeners += [failing, lambda b, a: heard.append((b.status if b else None, a.status))]
+    runs = SqliteRunStore(database)
+    runs.put_new(_run())
+    claim = runs.claim("j_a", T0, worker="w1", now_ms=T0 + 5, stale_before_ms=T0 - 1, retry_due_by_ms=T0 + 5)
+    assert claim.claimed
+    assert runs.succeed(Owned("j_a", T0, 1, "w1"), now_ms=T0 + 9)
+    assert not runs.succeed(
+        Owned("j_a", T0, 1, "w1"), now_ms=T0 + 10
+    )  # refused: nothing written, nothing heard
+    assert heard == [
+        (None, RunStatus.QUEUED),
+        (RunStatus.QUEUED, RunStatus.RUNNING),
+        (RunStatus.RUNNING, RunStatus.SUCCEEDED),
+    ]
+    assert runs.get("j_a", T0).status is RunStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_writes_survive_closing_and_reopening_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "jobsched.sqlite3"
+    first = SqliteDatabase(path)
+    SqliteRunStore(first).put_new(_run())
+    SqliteControlStore(first).raise_partition_high_water(3)
+    first.close()
+    again = SqliteDatabase(path)
+    try:
+        assert SqliteRunStore(again).get("j_a", T0) == _run()
+        assert SqliteRunStore(again).unfinished() == [_run()]
+        assert SqliteControlStore(again).raise_partition_high_water(1) == (3, False)
+    finally:
+        again.close()
+
+
+def test_a_record_of_the_fake_that_sqlite_would_not_keep_is_refused_at_construction(
+    database: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the in-memory fake growing a record of its own (a dict SQLite knows nothing of)
+    original = MemoryRunStore.__init__
+
+    def grown(self: MemoryRunStore) -> None:
+        original(self)
+        self.timers = {}  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(MemoryRunStore, "__init__", grown)
+    # Then the SQLite store refuses to start rather than keep it in memory only
+    with pytest.raises(RuntimeError, match="timers"):
+        SqliteRunStore(database)
+
+
+@dataclass(frozen=True)
+class _Event:
+    """The fields of main's ``jobsched.ports.jobs.AuditEvent`` (issue [2.6]'s audit trail), which this branch
+    predates: the store writes them with the change they record, as the job store's port asks there."""
+
+    job_id: str
+    at: int
+    key: str
+    kind: str
+    actor: str
+    detail: dict[str, Any]
+    expires_at: int | None = None
+
+    @property
+    def position(self) -> str:
+        return f"{self.at:013d}#{self.key}"
+
+
+def test_audit_events_are_written_with_their_change_or_not_at_all_and_page_newest_first(
+    database: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jobsched.models
+    import jobsched.ports.jobs
+    from jobsched.models import CommandTarget, Job, from_ms
+    from jobsched.ports.errors import Conflict
+
+    monkeypatch.setattr(jobsched.ports.jobs, "AuditEvent", _Event, raising=False)
+    monkeypatch.setattr(jobsched.models, "JobEventKind", str, raising=False)
+    store = SqliteJobStore(database)
+    job = Job(
+        id="j_" + "1" * 20,
+        name="audited",
+        owner="team-a",
+        schedule="@daily",
+        target=CommandTarget(name="echo"),
+        created_at=from_ms(T0),
+        updated_at=from_ms(T0),
+    )
+    from jobsched.ports.jobs import SchedulingState
+
+    state = SchedulingState(job_id=job.id, partition=0, schedule=job.schedule, version=1)
+    created = _Event(job.id, T0, "v1", "created", "ana", {}, T0 // 1000 + 86_400)
+    store.create(job, state, created)
+    with pytest.raises(Conflict):  # a stale write records nothing either
+        store.replace(job, state, T0 - 1, event=_Event(job.id, T0 + 1, "v2", "updated", "ana", {}))
+    triggered = [_Event(job.id, T0 + k, f"run-{k}", "triggered", "ana", {"run_id": f"r{k}"}) for k in (2, 3)]
+    for one in (*triggered, triggered[0]):  # a repeat lands on itself
+        store.record_event(one)
+    deleted = _Event(job.id, T0 + 9, "v2", "deleted", "bob", {})
+    store.delete(job, deleted_at_ms=T0 + 9, retention_days=1, event=deleted)
+
+    page, cursor = store.list_events(job.id, 2)
+    rest, end = store.list_events(job.id, 10, cursor)
+    assert page == [deleted, triggered[1]] and cursor == triggered[1].position
+    assert rest == [triggered[0], created] and end is None
+    assert store.list_events("j_other", 10) == ([], None)
+    assert (
+        database.reap_expired((T0 // 1000 + 86_401) * 1000) >= 1
+    )  # the created event expired, the rest kept
+    assert [e.key for e in store.list_events(job.id, 10)[0]] == ["v2", "run-3", "run-2"]
+
+
+def test_a_jobs_history_filters_by_kind_and_since_on_its_key_range(database: SqliteDatabase) -> None:
+    from dataclasses import replace
+
+    from jobsched.models import RunKind
+    from jobsched.ports.runs import RunFilter
+
+    runs = SqliteRunStore(database)
+    for k in range(6):
+        runs.put_new(replace(_run(scheduled_for=T0 + k), kind=RunKind.MANUAL if k % 2 else RunKind.SCHEDULED))
+    runs.put_new(replace(_run("j_b", T0 + 3), kind=RunKind.MANUAL))
+    rows, cursor = runs.list_for_job("j_a", 2, RunFilter(kind=RunKind.MANUAL))
+    assert [r.scheduled_for for r in rows] == [T0 + 5, T0 + 3] and cursor == T0 + 3
+    rows, cursor = runs.list_for_job("j_a", 10, RunFilter(kind=RunKind.MANUAL), cursor)
+    assert [r.scheduled_for for r in rows] == [T0 + 1] and cursor is None
+    rows, _ = runs.list_for_job("j_a", 10, RunFilter(since_ms=T0 + 4))
+    assert [r.scheduled_for for r in rows] == [T0 + 5, T0 + 4]
+    assert len(runs._rows.values()) == 7  # the fake's scans read every row in one query
