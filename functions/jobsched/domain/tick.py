@@ -400,22 +400,19 @@ class Scheduler:
                     self._save_skipped(job, row, now_ms, guard, counts, refused)
                 for fire in plan.runs:
                     term = guard.check()
-                    item = new_run(
-                        job.job_id,
-                        fire,
-                        now_ms=now_ms,
-                        retention_days=self.settings.retention_days,
-                        dispatch_at_ms=fire + job.jitter_offset_ms,
-                        sweep_after_ms=self.settings.sweep_queued_after_s * 1000,
-                        term=term,
+                    # No row: the message is the run's durable record until a worker's claim creates the row
+                    # (design §4.7). A fire sent again (a tick whose move did not land) is refused by the claim.
+                    counts["created"] += 1
+                    work.new_runs.add(fire)
+                    work.to_send.append(
+                        RunMessage(
+                            job.job_id,
+                            fire,
+                            dispatch_at=fire + job.jitter_offset_ms,
+                            enqueued_at=now_ms,
+                            term=term,
+                        )
                     )
-                    previous = self.runs.put_new(item)
-                    if previous is None:
-                        counts["created"] += 1
-                        work.new_runs.add(fire)
-                        work.to_send.append(RunMessage(job.job_id, fire))
-                    else:
-                        refused(fire, previous)
             except LeaseLost:
                 work.failed = True
                 raise

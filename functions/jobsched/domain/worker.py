@@ -56,6 +56,7 @@ from jobsched.ports.runs import (
     RunSender,
     TargetRunner,
     VisibilityExtender,
+    new_run,
     run_id,
 )
 from jobsched.settings import Settings
@@ -160,6 +161,15 @@ class Worker:
             now_ms=now,
             stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
             retry_due_by_ms=now + RETRY_EARLY_SLACK_MS,
+            create=new_run(
+                message.job_id,
+                message.scheduled_for,
+                now_ms=message.enqueued_at if message.enqueued_at is not None else now,
+                retention_days=self.settings.retention_days,
+                dispatch_at_ms=message.dispatch_at,
+                sweep_after_ms=None,
+                term=message.term,
+            ),
         )
         before = claim.before
         if not claim.claimed or before is None:
@@ -172,6 +182,7 @@ class Worker:
             return Outcome.DROPPED
         attempt = before.attempt + 1
         owned = Owned(message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.owner)
+        self._hold_message(delivery)
         if before.lateness_ms is None:
             add_metric(MetricName.RUN_LATENESS, MILLISECONDS, max(0, now - message.scheduled_for))
         logger.info(
@@ -339,6 +350,25 @@ class Worker:
         except Exception:
             logger.exception(
                 "overlap lock not released; it goes stale after heartbeat_stale_s", run_id=owned.run_id
+            )
+
+    def _hold_message(self, delivery: Delivery) -> None:
+        """After a claim: the message stays invisible for ``heartbeat_stale_s + heartbeat_interval_s`` (1
+        request), each heartbeat extending it the same way. If this worker is lost, SQS delivers the message
+        again once the run's heartbeat is stale, and that delivery's claim takes the run over: the recovery of a
+        lost worker for a run outside the sweep index (design §4.7). An error is logged: the message then comes
+        back after the queue's own visibility timeout instead (later, still recovered)."""
+        if self.visibility is None or not delivery.receipt_handle:
+            return
+        try:
+            self.visibility.change_visibility(
+                delivery.receipt_handle, self.settings.heartbeat_stale_s + self.settings.heartbeat_interval_s
+            )
+        except Exception:
+            logger.exception(
+                "message visibility not set after the claim; a lost worker's run is recovered after the "
+                "queue's visibility timeout",
+                run_id=run_id(delivery.message.job_id, delivery.message.scheduled_for),
             )
 
     def _time_needed_ms(self, timeout_s: int) -> int:
