@@ -190,6 +190,35 @@ class HarnessBase:
 
     # --- runs and messages --------------------------------------------------------------------
 
+    def drain(self) -> list[Any]:
+        """Take every message on the run queue (each harness reads its own queue)."""
+        raise NotImplementedError
+
+    def claim_sent(self) -> int:
+        """Claim the run of every message on the run queue as a worker would (``Worker.process``: the claim
+        creates the row of a scheduled run from its message); returns the number of claims won."""
+        won = 0
+        for message in self.drain():
+            now = self.clock()
+            won += self.runs.claim(
+                message.job_id,
+                message.scheduled_for,
+                worker="harness",
+                now_ms=now,
+                stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
+                retry_due_by_ms=now,
+                create=new_run(
+                    message.job_id,
+                    message.scheduled_for,
+                    now_ms=message.enqueued_at if message.enqueued_at is not None else now,
+                    retention_days=self.settings.retention_days,
+                    dispatch_at_ms=message.dispatch_at,
+                    sweep_after_ms=None,
+                    term=message.term,
+                ),
+            ).claimed
+        return won
+
     def runs_of(self, job_id: str) -> list[dict[str, Any]]:
         """Every run of ``job_id`` as the DynamoDB adapter stores it, oldest scheduled_for first: its row, or, for
         a scheduled run no worker has claimed yet, the row its claim would create from the message the

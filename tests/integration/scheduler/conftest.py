@@ -13,6 +13,7 @@ import pytest
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
@@ -54,6 +55,15 @@ class Harness(HarnessBase):
         table = self.aws.table(self.settings.jobs_table)
         item = table.get_item(Key={"pk": layout.job_pk(job_id), "sk": layout.SCHED_SK}, ConsistentRead=True)
         return layout.plain(item["Item"]) if "Item" in item else None
+
+    def drain(self) -> list[RunMessage]:
+        """Take every message on the run queue (received and deleted)."""
+        url, got = self.settings.run_queue_url, []
+        while batch := self.aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            for message in batch:
+                self.aws.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                got.append(RunMessage.parse(message["Body"]))
+        return got
 
     def jobs_for(self, settings: Settings) -> JobStore:
         return JobStore(self.aws.table(settings.jobs_table))

@@ -83,7 +83,7 @@ def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) ->
         ref: list[Any] = []
         contender = harness.contender(next(names), queue=queue, limits=TickLimits(threads=1))
         ref.append(contender)
-        for name in ("put_new", "send", "move"):
+        for name in ("put_new", "send", "move", "renew_lease"):
             contender.recorder.before[name] = hook_for(ref)
         alive.append(contender)
         return contender
