@@ -9,10 +9,13 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    Lambda limit would kill mid-way (and the sweeper would later count as failed).
 1. Claim the run with one conditional update: ``queued|retrying -> running`` (a retrying run once its
    ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``Settings.heartbeat_stale_s``
-   (its worker was lost). The claim sets ``worker``, ``attempt + 1``, ``started_at``, ``heartbeat_at`` and,
-   on the first try, ``lateness_ms`` (start minus ``scheduled_for``). A delivery that loses the claim (a
-   duplicate, a finished run) is acknowledged and dropped: SQS gives at least once, the claim gives at most
-   one try at a time.
+   (its worker was lost), or, for a scheduled run (whose message is its only record: the scheduler writes no
+   row), a new row made from the message. The claim sets ``worker``, ``attempt + 1``, ``started_at``,
+   ``heartbeat_at`` and, on the first try, ``lateness_ms`` (start minus ``scheduled_for``). Then the message
+   is made invisible for ``heartbeat_stale_s + heartbeat_interval_s`` (1 request), which each heartbeat
+   extends: if this worker is lost, SQS delivers the message again once the run's heartbeat is stale and that
+   delivery's claim takes the run over. A delivery that loses the claim (a duplicate, a finished run) is
+   acknowledged and dropped: SQS gives at least once, the claim gives at most one try at a time.
 2. Read the job's spec. Deleted: the run is recorded ``skipped``. Out of attempts (the lost worker's try was
    the last, or ``max_attempts`` was lowered): ``dead`` without running. ``overlap: skip``: take the job's
    overlap lock (``JobSpecs.acquire_overlap``, one conditional write, exact whatever the history length); held
@@ -30,10 +33,13 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    ``retrying`` (then the retry message, SQS delay ``RetryPolicy.delay_s``) or, out of attempts, ``dead``
    (then the dead-run message and the owner's alert).
 
-Crash safety, write by write: every state is recoverable. ``queued``/``retrying`` rows carry ``sweep_at``
-(re-enqueued by the sweeper when their message never comes); a ``running`` row whose worker died stops
-beating (taken over by a redelivery or the sweeper, as a failed try); ``dead`` is written before its
-notifications and keeps its sweep keys with ``notify_pending`` until they are out (the sweeper resends).
+Crash safety, write by write: every state is recoverable. A scheduled run before its claim is its message
+(SQS keeps it until a claim succeeds or redrives it to the dead-letter queue, which the sweeper drains:
+design §4.7); ``queued`` rows of manual runs and ``retrying`` rows carry ``sweep_at`` (re-enqueued by the
+sweeper when their message never comes); a ``running`` row whose worker died stops beating and its message
+comes back (taken over by that redelivery, or, for a row in the sweep index, by the sweeper as a failed
+try); ``dead`` is written before its notifications and keeps its sweep keys with ``notify_pending`` until
+they are out (the sweeper resends).
 No second worker runs a try concurrently: every claim is conditional, and a worker that can no longer prove
 it holds the run (refused or long-failing heartbeats) abandons its try before the run can be taken over.
 """
@@ -132,8 +138,8 @@ class Worker:
         ``min(timeout_s, cap) + CLAIM_MARGIN_S`` fits; otherwise it is ``DEFERRED``: not claimed, its
         message made visible again at once (``visibility_s = 0``, 1 request) so the event source hands it
         to another invocation. If that request fails the message comes back after the queue's visibility
-        timeout; every receive counts toward the run queue's redrive limit, and a message redriven to the
-        DLQ leaves its run ``queued``/``retrying`` with ``sweep_at`` set: the sweeper re-enqueues it.
+        timeout; every receive counts toward the run queue's redrive limit, and the sweeper settles the run of a
+        message redriven to the DLQ (``Sweeper``: recorded ``dead`` if it never ran).
         """
         message = delivery.message
         rid = run_id(message.job_id, message.scheduled_for)

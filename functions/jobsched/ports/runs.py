@@ -288,6 +288,17 @@ class Delivery:
     remaining_ms: Callable[[], int] | None = None
 
 
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message of the run queue's dead-letter queue: its ``body`` (a ``RunMessage`` body, or anything a
+    producer got wrong), the ``receipt_handle`` that deletes it, and how many times the run queue delivered it
+    before redriving it here (``receive_count``, 0 when unknown)."""
+
+    body: str
+    receipt_handle: str
+    receive_count: int = 0
+
+
 class QueueSendError(Exception):
     """Some messages of a batch were not accepted; ``failed`` lists them."""
 
@@ -398,7 +409,20 @@ class RunRows(RunTransitions, Protocol):
 
 class SweepRows(RunTransitions, Protocol):
     """The sweeper's reads and writes on the runs: the due keys of one shard of the sweep index (a page,
-    ``sweep_at <= now_ms``), the rows of those keys, and conditional moves of ``sweep_at``."""
+    ``sweep_at <= now_ms``), the rows of those keys, conditional moves of ``sweep_at``, and the claim (as in
+    ``RunRows``) by which it records dead a run whose message was dead-lettered before any try."""
+
+    def claim(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        retry_due_by_ms: int,
+        create: RunRow | None = None,
+    ) -> Claim: ...
 
     def sweep_due(self, shard: int, now_ms: int, limit: int, cursor: Any = None) -> SweepPage: ...
 
@@ -452,6 +476,17 @@ class VisibilityExtender(Protocol):
     """Extends an in-flight message's visibility (``RunQueue.change_visibility``)."""
 
     def change_visibility(self, receipt_handle: str, seconds: int) -> None: ...
+
+
+class DeadLetters(Protocol):
+    """The run queue's dead-letter queue, as the sweeper drains it (``jobsched.adapters.queue.DeadLetterQueue``;
+    the fake ``jobsched.memory.queue.MemoryDeadLetters``): ``receive`` up to ``limit`` messages (they stay
+    invisible for the queue's visibility timeout, then come back unless deleted), ``delete`` one. Raise on
+    failure."""
+
+    def receive(self, limit: int) -> list[DeadLetter]: ...
+
+    def delete(self, receipt_handle: str) -> None: ...
 
 
 class DeadRunSink(Protocol):
