@@ -171,11 +171,19 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
     row = runs.get(long_job.id, T0)
     assert row is not None and row.status == RunStatus.QUEUED
     assert row.attempt == 0 and row.worker is None and row.started_at is None
-    assert visibility_calls == [
+    # (the short one's claim held its message for the heartbeat's stale time plus one beat)
+    assert [c for c in visibility_calls if c["ReceiptHandle"] == long_record["receiptHandle"]] == [
         {
             "QueueUrl": settings.run_queue_url,
             "ReceiptHandle": long_record["receiptHandle"],
             "VisibilityTimeout": 0,
+        }
+    ]
+    assert [c for c in visibility_calls if c["ReceiptHandle"] == short_record["receiptHandle"]] == [
+        {
+            "QueueUrl": settings.run_queue_url,
+            "ReceiptHandle": short_record["receiptHandle"],
+            "VisibilityTimeout": settings.heartbeat_stale_s + settings.heartbeat_interval_s,
         }
     ]
     again = aws.sqs.receive_message(QueueUrl=settings.run_queue_url, WaitTimeSeconds=0)["Messages"]
