@@ -69,6 +69,18 @@ class RunQueue:
         if failed:
             raise QueueSendError(failed)
 
+    def change_visibility_batch(self, receipt_handles: Sequence[str], seconds: int) -> None:
+        """``change_visibility`` for several in-flight messages: one ChangeMessageVisibilityBatch per 10. An
+        entry SQS refuses (an expired handle: the message is back on the queue anyway) is left as it is.
+        Raises botocore ClientError when a request fails."""
+        timeout = max(0, min(seconds, 43200))
+        for start in range(0, len(receipt_handles), 10):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": timeout}
+                for i, handle in enumerate(receipt_handles[start : start + 10])
+            ]
+            self.sqs.change_message_visibility_batch(QueueUrl=self.url, Entries=entries)
+
     def change_visibility(self, receipt_handle: str, seconds: int) -> None:
         """Make an in-flight message invisible for ``seconds`` more from now (0-43200; worker heartbeats).
         1 request. Raises botocore ClientError (e.g. an expired receipt handle)."""

@@ -11,10 +11,10 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``Settings.heartbeat_stale_s``
    (its worker was lost), or, for a scheduled run (whose message is its only record: the scheduler writes no
    row), a new row made from the message. The claim sets ``worker``, ``attempt + 1``, ``started_at``,
-   ``heartbeat_at`` and, on the first try, ``lateness_ms`` (start minus ``scheduled_for``). Then the message
-   is made invisible for ``heartbeat_stale_s + heartbeat_interval_s`` (1 request), which each heartbeat
-   extends: if this worker is lost, SQS delivers the message again once the run's heartbeat is stale and that
-   delivery's claim takes the run over. A delivery that loses the claim (a duplicate, a finished run) is
+   ``heartbeat_at`` and, on the first try, ``lateness_ms`` (start minus ``scheduled_for``). Before the
+   claims, the batch's messages were made invisible for ``heartbeat_stale_s + heartbeat_interval_s``
+   (``Worker.hold``: one request per batch), which each heartbeat extends: if this worker is lost, SQS
+   delivers the message again once the run's heartbeat is stale and that delivery's claim takes the run over. A delivery that loses the claim (a duplicate, a finished run) is
    acknowledged and dropped: SQS gives at least once, the claim gives at most one try at a time.
 2. Read the job's spec. Deleted: the run is recorded ``skipped``. Out of attempts (the lost worker's try was
    the last, or ``max_attempts`` was lowered): ``dead`` without running. ``overlap: skip``: take the job's
@@ -188,7 +188,6 @@ class Worker:
             return Outcome.DROPPED
         attempt = before.attempt + 1
         owned = Owned(message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.owner)
-        self._hold_message(delivery)
         if before.lateness_ms is None:
             add_metric(MetricName.RUN_LATENESS, MILLISECONDS, max(0, now - message.scheduled_for))
         logger.info(
@@ -358,23 +357,25 @@ class Worker:
                 "overlap lock not released; it goes stale after heartbeat_stale_s", run_id=owned.run_id
             )
 
-    def _hold_message(self, delivery: Delivery) -> None:
-        """After a claim: the message stays invisible for ``heartbeat_stale_s + heartbeat_interval_s`` (1
-        request), each heartbeat extending it the same way. If this worker is lost, SQS delivers the message
-        again once the run's heartbeat is stale, and that delivery's claim takes the run over: the recovery of a
-        lost worker for a run outside the sweep index (design §4.7). An error is logged: the message then comes
-        back after the queue's own visibility timeout instead (later, still recovered)."""
-        if self.visibility is None or not delivery.receipt_handle:
+    def hold(self, receipt_handles: list[str]) -> None:
+        """For a batch received from the run queue, before its records are claimed (they are, all at once):
+        their messages stay invisible for ``heartbeat_stale_s + heartbeat_interval_s`` instead of the queue's
+        visibility timeout (one request per 10 messages), and each heartbeat extends a running try's the same
+        way. If a worker is lost, SQS delivers its message again once the run's heartbeat is stale, and that
+        delivery's claim takes the run over: the recovery of a lost worker for a run outside the sweep index
+        (design §4.7). An error is logged: the messages then come back after the queue's own visibility
+        timeout instead (later, still recovered)."""
+        if self.visibility is None or not receipt_handles:
             return
         try:
-            self.visibility.change_visibility(
-                delivery.receipt_handle, self.settings.heartbeat_stale_s + self.settings.heartbeat_interval_s
+            self.visibility.change_visibility_batch(
+                receipt_handles, self.settings.heartbeat_stale_s + self.settings.heartbeat_interval_s
             )
         except Exception:
             logger.exception(
-                "message visibility not set after the claim; a lost worker's run is recovered after the "
-                "queue's visibility timeout",
-                run_id=run_id(delivery.message.job_id, delivery.message.scheduled_for),
+                "message visibility not shortened; a lost worker's run is recovered after the queue's "
+                "visibility timeout",
+                messages=len(receipt_handles),
             )
 
     def _time_needed_ms(self, timeout_s: int) -> int:

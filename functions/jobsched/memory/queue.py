@@ -41,6 +41,11 @@ class MemoryRunQueue:
                 raise ConnectionError("visibility change refused (fake)")
             self.visibility.append((receipt_handle, max(0, min(seconds, 43200))))
 
+    def change_visibility_batch(self, receipt_handles: Sequence[str], seconds: int) -> None:
+        """``change_visibility`` of each handle (recorded one by one)."""
+        for handle in receipt_handles:
+            self.change_visibility(handle, seconds)
+
     def take(self) -> list[RunMessage]:
         """The messages sent so far, emptying the record (a consumer reading the queue)."""
         with self._lock:

@@ -473,9 +473,12 @@ class RunSender(Protocol):
 
 
 class VisibilityExtender(Protocol):
-    """Extends an in-flight message's visibility (``RunQueue.change_visibility``)."""
+    """Extends in-flight messages' visibility: one (``RunQueue.change_visibility``), or a received batch's
+    (``RunQueue.change_visibility_batch``, one request per 10)."""
 
     def change_visibility(self, receipt_handle: str, seconds: int) -> None: ...
+
+    def change_visibility_batch(self, receipt_handles: Sequence[str], seconds: int) -> None: ...
 
 
 class DeadLetters(Protocol):
