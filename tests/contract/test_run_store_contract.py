@@ -132,7 +132,12 @@ def _created(now: int = NOW, **kwargs: Any) -> RunRow:
 def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None:
     create = _created(dispatch_at_ms=T0 + 300, term=7)
     claim = store.claim(
-        *FIRST, worker="w1", now_ms=NOW + 500, stale_before_ms=NOW - 120_000, retry_due_by_ms=NOW, create=create
+        *FIRST,
+        worker="w1",
+        now_ms=NOW + 500,
+        stale_before_ms=NOW - 120_000,
+        retry_due_by_ms=NOW,
+        create=create,
     )
     assert claim.claimed and claim.before == create
     row = store.get("j_a", T0)
@@ -148,7 +153,12 @@ def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None
     assert row.sweep_at is None and store.sweep_due(sweep_shard("j_a"), NOW + 10**9, 10).keys == []
     # a copy of the message (while it runs, or after it finished) is refused with the row as stored
     refused = store.claim(
-        *FIRST, worker="w2", now_ms=NOW + 600, stale_before_ms=NOW - 120_000, retry_due_by_ms=NOW, create=create
+        *FIRST,
+        worker="w2",
+        now_ms=NOW + 600,
+        stale_before_ms=NOW - 120_000,
+        retry_due_by_ms=NOW,
+        create=create,
     )
     assert not refused.claimed and refused.before == row
     assert store.succeed(Owned("j_a", T0, 1, "w1"), now_ms=NOW + 700)

@@ -266,7 +266,9 @@ class RunMessage:
         try:
             data = json.loads(body)
             optional = {
-                name: int(data[name]) for name in ("dispatch_at", "enqueued_at", "term") if data.get(name) is not None
+                name: int(data[name])
+                for name in ("dispatch_at", "enqueued_at", "term")
+                if data.get(name) is not None
             }
             return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]), **optional)
         except (KeyError, TypeError, ValueError) as error:

@@ -98,7 +98,9 @@ def peek(http: Any) -> list[RunMessage]:
     while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
         received.extend(got)
     for message in received:
-        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+        sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
     return [RunMessage.parse(m["Body"]) for m in received]
 
 

@@ -25,10 +25,14 @@ def test_a_message_redriven_before_any_claim_is_recorded_dead_by_the_sweeper(
     # of invocation time each time), so that SQS's redrive policy moved it to the dead-letter queue
     job = make_job()
     url = settings.run_queue_url
-    aws.sqs.send_message(QueueUrl=url, MessageBody=RunMessage(job.id, T0, dispatch_at=T0, enqueued_at=T0).body())
+    aws.sqs.send_message(
+        QueueUrl=url, MessageBody=RunMessage(job.id, T0, dispatch_at=T0, enqueued_at=T0).body()
+    )
     for _ in range(RUN_QUEUE.max_receive_count):
         (message,) = aws.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)["Messages"]
-        aws.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+        aws.sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
     assert aws.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []
     assert settings.run_dlq_url is not None
     assert runs.get(job.id, T0) is None

@@ -220,7 +220,8 @@ def test_a_batchs_messages_are_held_for_the_heartbeats_stale_time_before_the_cla
     records = [delivered(job, T0) for job in jobs]
     held: list[dict[str, Any]] = []
     aws.sqs.meta.events.register(
-        "provide-client-params.sqs.ChangeMessageVisibilityBatch", lambda params, **_: held.append(dict(params))
+        "provide-client-params.sqs.ChangeMessageVisibilityBatch",
+        lambda params, **_: held.append(dict(params)),
     )
     # When the batch is handled
     response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))

@@ -107,7 +107,9 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
         now_ms=now,
         stale_before_ms=now - 120_000,
         retry_due_by_ms=now,
-        create=new_run(job.id, harness.T0, now_ms=now, retention_days=90, term=b.lease.term, sweep_after_ms=None),
+        create=new_run(
+            job.id, harness.T0, now_ms=now, retention_days=90, term=b.lease.term, sweep_after_ms=None
+        ),
     )
     assert claimed.claimed
     existing = harness.runs.put_new(

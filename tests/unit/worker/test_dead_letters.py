@@ -36,7 +36,9 @@ def test_a_message_dead_lettered_before_any_claim_ends_as_a_recorded_dead_run(
 ) -> None:
     # Given a scheduled run whose message was redriven to the dead-letter queue before any worker claimed it
     job = make_job(command="echo")
-    letters.redrive(RunMessage(job.id, T0, dispatch_at=T0 + 200, enqueued_at=T0 + 300, term=4), receive_count=5)
+    letters.redrive(
+        RunMessage(job.id, T0, dispatch_at=T0 + 200, enqueued_at=T0 + 300, term=4), receive_count=5
+    )
     assert runs.get(job.id, T0) is None
     # When the sweeper passes
     report = sweeper.sweep()
@@ -93,7 +95,9 @@ def test_a_lost_workers_run_whose_message_was_dead_lettered_is_a_failed_try(
     report = sweeper.sweep()
     row = runs.get(job.id, T0)
     assert report.lost_workers == 1 and letters.letters == []
-    assert row is not None and row.status is RunStatus.RETRYING and row.attempt == 1 and row.sweep_at is not None
+    assert (
+        row is not None and row.status is RunStatus.RETRYING and row.attempt == 1 and row.sweep_at is not None
+    )
 
 
 def test_a_finished_runs_letter_is_deleted_and_a_malformed_one_dropped(

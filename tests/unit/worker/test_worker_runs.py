@@ -154,7 +154,13 @@ def test_a_message_for_a_run_without_a_row_creates_it_at_the_claim_and_runs_it(
     job = make_job(command="record")
     message = record(job.id, T0) | {
         "body": json.dumps(
-            {"job_id": job.id, "scheduled_for": T0, "dispatch_at": T0 + 700, "enqueued_at": T0 + 900, "term": 7}
+            {
+                "job_id": job.id,
+                "scheduled_for": T0,
+                "dispatch_at": T0 + 700,
+                "enqueued_at": T0 + 900,
+                "term": 7,
+            }
         )
     }
     # When it is delivered
