@@ -10,9 +10,10 @@ One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick
 2. reads the due jobs' scheduling items consistently (one BatchGetItem per 100 jobs; an entry the item no
    longer matches is stale and left alone) and plans each job's fires (:func:`plan_fires`): the policy for
    missed fires, the catch-up window, the misfire grace, ``end_at``, one-offs and the jitter offset;
-3. saves each run with a conditional put on the unique ``(job_id, scheduled_for)``; skipped fires become
-   ``skipped`` rows (one each, or one summary row with ``skipped_count``);
-4. enqueues the new runs in SQS batches of 10, oldest dispatch instant first;
+3. records skipped fires as ``skipped`` rows (one each, or one summary row with ``skipped_count``); a run gets
+   no row here: its message is its record until a worker's claim creates the row on the unique
+   ``(job_id, scheduled_for)`` (design §4.2);
+4. enqueues the runs' messages in SQS batches of 10, oldest dispatch instant first;
 5. moves each job's ``next_run_at`` from its last fire's ``scheduled_for`` (never from now), only onto the
    item ``version`` it planned from, fenced by the leader's term, into the job's home partition;
 6. advances the watermark over buckets that are drained.
@@ -63,10 +64,10 @@ def _due_here(state: SchedulingState | None, partition: int, now_ms: int) -> boo
 class TickResult:
     """What one tick did. Instants and durations in epoch ms / ms.
 
-    ``due``: due jobs handled; ``created``: new run rows (queued); ``existing``: refused puts (run
-    existed); ``enqueued``: messages SQS accepted (new runs plus re-enqueued queued rows); ``reenqueued``:
-    the latter; ``skipped``: fires recorded skipped (new rows only); ``moved``/``conflicts``: job moves
-    that landed / were refused (moved elsewhere, edited, deleted, paused, fenced); ``errors``: jobs left
+    ``due``: due jobs handled; ``created``: runs planned and sent (no row: a worker's claim creates it);
+    ``existing``: refused puts of skipped fires (the fire has a row); ``enqueued``: messages SQS accepted (runs
+    plus re-enqueued queued rows); ``reenqueued``: the latter; ``skipped``: fires recorded skipped (new rows
+    only); ``moved``/``conflicts``: job moves that landed / were refused (moved elsewhere, edited, deleted, paused, fenced); ``errors``: jobs left
     due for the next tick after an error; ``lag_ms``: age of the oldest due fire not enqueued when the tick
     ended (0 when none); ``dispatch_lateness_ms``: per enqueued new run, enqueue time minus dispatch
     instant; ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
@@ -195,15 +196,15 @@ class Scheduler(TickWrites):
     def tick(self, now_ms: int, guard: Guard) -> TickResult:
         """Run one tick at ``now_ms`` (epoch ms) for this partition; ``guard`` is the leader lease.
 
-        Requests per run: 1 conditional PutItem (runs table) + 1 UpdateItem moving the job (one per job
-        per tick, shared by all the fires a catching-up job runs in that tick) + 1/10 SendMessageBatch
-        + 1/100 BatchGetItem (the due jobs' scheduling items, read consistently: 0.5 read units each)
-        = 2.11, plus per tick one Query per shard per undrained bucket (``due_shards`` x 1-2 buckets with the
-        defaults: 4-8; plus, once a minute, ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, one lease
-        renewal, amortized over the tick's runs (about 2.16 at 100 runs a second). An idle tick costs the
+        Requests per run: 1 UpdateItem moving the job (one per job per tick, shared by all the fires a
+        catching-up job runs in that tick) + 1/10 SendMessageBatch + 1/100 BatchGetItem (the due jobs'
+        scheduling items, read consistently: 0.5 read units each) = 1.11, plus per tick one Query per shard per
+        undrained bucket (``due_shards`` x 1-2 buckets with the defaults: 4-8; plus, once a minute,
+        ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, a lease renewal every third tick, amortized over
+        the tick's runs (about 1.19 at 100 runs a second). No run row: the worker's claim writes it. An idle tick costs the
         queries alone, whatever the number of jobs. A refused
-        put costs the same 1 request (the existing row comes back with the refusal). Skipped fires cost one
-        PutItem per row (at most ``limits.skip_rows_max`` rows, else one summary row).
+        put of a skipped fire costs the same 1 request (the existing row comes back with the refusal). Skipped
+        fires cost one PutItem per row (at most ``limits.skip_rows_max`` rows, else one summary row).
 
         A job's write errors and the queue's errors do not raise: the job stays due (its bucket undrained)
         and the next tick retries it. A lost lease ends the tick early with ``aborted=True`` and no further

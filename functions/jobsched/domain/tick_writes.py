@@ -78,8 +78,9 @@ class TickWrites:
             counts = {"created": 0, "existing": 0, "reenqueued": 0, "skipped": 0}
 
             def refused(fire: int, previous: RunRow) -> None:
-                # The fire already has a row (saved by an earlier tick or a leader that died): a queued one may
-                # never have been sent, so it is sent again (a duplicate message loses the worker's claim).
+                # A skipped fire already has a row: a worker's claim made it, or it is a manual run or a row a
+                # scheduler saved before issue [2.5]; a queued one may never have been sent, so it is sent again
+                # (a duplicate message loses the worker's claim).
                 counts["existing"] += 1
                 if previous.status is RunStatus.QUEUED:
                     counts["reenqueued"] += 1
