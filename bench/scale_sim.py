@@ -7,7 +7,8 @@ boundary after the previous step ends, as ``SchedulerLoop.run`` does, for N part
 modelled (:class:`Model`): each request's latency, which advances the simulated clock (never a sleep); a
 budget of ``key_wcu_per_s`` write units per partition key per second of simulated time, on the keys a rush
 can heat (the due index's ``p#b#s`` keys, which every move deletes from and puts into, and the sweep index's
-16 ``sweep#<shard>`` keys, which every new run enters); a write whose key is over budget (on the table or
+16 ``sweep#<shard>`` keys, which only a skipped-fire row the tick puts could enter: none do, and no scheduled
+run does since issue [2.5]); a write whose key is over budget (on the table or
 one of its indexes: DynamoDB throttles the base write when an index cannot take it) is throttled and the
 caller backs off as botocore's standard retry mode does, then fails after ``max_attempts`` (the tick leaves
 that job due for the next tick). Each item is under 1 KiB, so every write is one unit. The tick's parallel
@@ -623,7 +624,7 @@ def simulate(
         "lambda_concurrency_sustained": None if drain_rate is None else math.ceil(drain_rate * worker_run_s),
         "ticks": ticks,
         "requests": dict(model.requests),
-        "created": len(runs.rows()),
+        "created": len({(m.job_id, m.scheduled_for) for _, m in queue.enqueued_at}),
         "scheduler_memory_mb": scheduler_memory_mb,
         "scheduler_cpu_busy": round(
             model.cpu_busy_ms / len(simulated) / max(1.0, (max(first_at.values(), default=0) - MIDNIGHT_MS)),

@@ -296,18 +296,29 @@ class Functions(Construct):
         self._dynamo(fn, s.runs, ["dynamodb:UpdateItem", "dynamodb:GetItem"])
         self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
         fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"], resources=[m.run_dlq.queue_arn]
+            )
+        )
+        fn.add_to_role_policy(
             iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
         )
         self._grant_targets(fn)
 
     def _grant_sweeper(self) -> None:
         """RunStore sweep_due (sweep index Query), get_many (BatchGetItem), defer/clear/retry/dead/skip
-        (UpdateItem); JobStore get_spec; re-enqueueing; owed dead-run letters and alerts."""
+        (UpdateItem); JobStore get_spec; re-enqueueing; owed dead-run letters and alerts; draining the run
+        queue's dead-letter queue (a run whose message SQS gave up on is recorded dead: design §4.7)."""
         s, m, fn = self._storage, self._messaging, self.sweeper
         sweep = index_name(resources.RUNS, "sweep")
         self._dynamo(fn, s.jobs, ["dynamodb:GetItem"])
         self._dynamo(fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], indexes=[sweep])
         self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"], resources=[m.run_dlq.queue_arn]
+            )
+        )
         fn.add_to_role_policy(
             iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
         )

@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     idempotency_table: str = Field(description="IDEMPOTENCY_TABLE")
     run_queue_url: str = Field(description="RUN_QUEUE_URL")
     dead_run_queue_url: str = Field(description="DEAD_RUN_QUEUE_URL")
+    run_dlq_url: str | None = Field(
+        None, description="RUN_DLQ_URL: the run queue's dead-letter queue, drained by the sweeper"
+    )
     alerts_topic_arn: str = Field(description="ALERTS_TOPIC_ARN")
 
     scheduler_partitions: int = Field(1, ge=1, le=256, description="jobs hash into N scheduler partitions")

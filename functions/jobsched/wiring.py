@@ -243,8 +243,10 @@ class Components:
 
     def sweeper(self) -> Sweeper:
         """The sweeper: one bounded pass over the runs table's sweep index per call of ``sweep()``."""
+        from jobsched.adapters.queue import DeadLetterQueue
         from jobsched.domain.sweeper import Sweeper
 
+        dlq = self.settings.run_dlq_url
         return Sweeper(
             settings=self.settings,
             runs=self.runs(),
@@ -252,6 +254,7 @@ class Components:
             queue=self.run_queue(),
             failures=self.failures(),
             clock=self.clock,
+            dead_letters=DeadLetterQueue(self.aws.sqs, dlq) if dlq else None,
         )
 
     def scheduler_loop(

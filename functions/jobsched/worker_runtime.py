@@ -16,6 +16,8 @@ a batch item failure, its message visible again at once.
 AWS requests per run (the target's own call, e.g. the Lambda invoke of a ``lambda`` target, not counted):
 - success path: 3 = claim (UpdateItem) + job spec (GetItem) + succeed (UpdateItem); 4 with
   ``overlap: skip`` (+1 Query for a running run). The message is deleted by the event source mapping.
+- per batch: 1 ChangeMessageVisibilityBatch (``Worker.hold``: a lost worker's message comes back once its
+  run's heartbeat is stale), 0.1 per run in batches of 10.
 - while a try runs: +2 per ``heartbeat_interval_s`` (30 s): UpdateItem + ChangeMessageVisibility.
 - failed try with attempts left: 4 = claim + spec + retrying (UpdateItem) + retry message (SendMessageBatch).
 - last failed try: 6 = claim + spec + dead (UpdateItem) + dead-run SendMessage + SNS Publish + UpdateItem.
@@ -95,7 +97,10 @@ class Batches:
         acknowledged. An entirely failed batch is reported the same way, not raised, so a batch handed back
         for lack of time is not counted as a function error (the event source mapping treats both alike).
         """
-        pool = record_pool(max(1, len(event.get("Records") or [])))
+        records = event.get("Records") or []
+        pool = record_pool(max(1, len(records)))
+        # every record is claimed at once below: hold the batch's messages for the heartbeat's stale time first
+        self.worker().hold([str(r["receiptHandle"]) for r in records if r.get("receiptHandle")])
 
         async def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
             loop = asyncio.get_running_loop()

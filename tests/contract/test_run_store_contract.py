@@ -127,6 +127,80 @@ def test_a_claim_takes_a_queued_run_once(store: Any) -> None:
     assert _claim(store, key=RunKey("j_a", T0 + 1)).before is None
 
 
+def _created(now: int = NOW, **kwargs: Any) -> RunRow:
+    """The row a worker's claim creates for a scheduled run from its message: out of the sweep index."""
+    return new_run("j_a", T0, now_ms=now, retention_days=90, sweep_after_ms=None, **kwargs)
+
+
+def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None:
+    create = _created(dispatch_at_ms=T0 + 300, term=7)
+    claim = store.claim(
+        *FIRST,
+        worker="w1",
+        now_ms=NOW + 500,
+        stale_before_ms=NOW - 120_000,
+        retry_due_by_ms=NOW,
+        create=create,
+    )
+    assert claim.claimed and claim.before == create
+    row = store.get("j_a", T0)
+    assert row == replace(
+        create,
+        status=RunStatus.RUNNING,
+        attempt=1,
+        worker="w1",
+        started_at=NOW + 500,
+        heartbeat_at=NOW + 500,
+        lateness_ms=NOW + 500 - T0,
+    )
+    assert row.sweep_at is None and store.sweep_due(sweep_shard("j_a"), NOW + 10**9, 10).keys == []
+    # a copy of the message (while it runs, or after it finished) is refused with the row as stored
+    refused = store.claim(
+        *FIRST,
+        worker="w2",
+        now_ms=NOW + 600,
+        stale_before_ms=NOW - 120_000,
+        retry_due_by_ms=NOW,
+        create=create,
+    )
+    assert not refused.claimed and refused.before == row
+    assert store.succeed(Owned("j_a", T0, 1, "w1"), now_ms=NOW + 700)
+    again = store.claim(
+        *FIRST,
+        worker="w3",
+        now_ms=NOW + 10**9,
+        stale_before_ms=NOW + 10**9 - 120_000,
+        retry_due_by_ms=NOW + 10**9,
+        create=_created(now=NOW + 10**9),
+    )
+    assert not again.claimed and again.before is not None and again.before.status is RunStatus.SUCCEEDED
+    assert store.get("j_a", T0).attempt == 1
+
+
+def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -> None:
+    # a row saved before the claim (a manual run; a scheduled run of the layout before issue [2.5]) keeps its
+    # fields: create only fills what a new row needs
+    saved = _run(term=3, owner="team-a", kind=RunKind.MANUAL)
+    store.put_new(saved)
+    claim = store.claim(
+        *FIRST,
+        worker="w1",
+        now_ms=NOW + 500,
+        stale_before_ms=NOW - 120_000,
+        retry_due_by_ms=NOW,
+        create=_created(now=NOW + 400, term=9),
+    )
+    assert claim.claimed and claim.before == saved
+    row = store.get("j_a", T0)
+    assert (row.term, row.owner, row.kind, row.enqueued_at, row.sweep_at) == (
+        3,
+        "team-a",
+        RunKind.MANUAL,
+        NOW,
+        NOW + SWEEP_AFTER_MS,
+    )
+
+
 def test_a_retrying_run_is_claimable_once_due_and_a_stale_running_one_is_taken_over(store: Any) -> None:
     store.put_new(_run())
     _claim(store)

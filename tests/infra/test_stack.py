@@ -282,9 +282,15 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     assert "lambda:InvokeFunction" not in api | scheduler | worker | sweeper
     assert "sts:AssumeRole" not in api | scheduler | sweeper
     assert "sns:Publish" not in api | scheduler
-    # Only the worker consumes the run queue.
+    # Only the worker consumes the run queue; the sweeper drains the run queue's dead-letter queue, nothing else.
     assert "sqs:ReceiveMessage" in worker
-    assert "sqs:ReceiveMessage" not in api | scheduler | sweeper
+    assert "sqs:ReceiveMessage" not in api | scheduler
+    drained = [
+        json.dumps(s["Resource"])
+        for s in _statements(synth, _role_of(synth, "sweeper"))
+        if "sqs:ReceiveMessage" in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    ]
+    assert drained and all("RunDlq" in resource and "RunQueue" not in resource for resource in drained)
     # Nobody administers tables or IAM; only the API (jobs, idempotency records) and the worker (a job's
     # overlap lock) delete items.
     everything = api | scheduler | worker | sweeper

@@ -43,25 +43,31 @@ def test_a_crash_before_a_runs_write_kills_the_loop_and_its_successor_catches_up
     job_id = _every_second(machine)
     machine.tick(2)
     before, names = _fires(machine, job_id), machine.names
-    machine.tick_with_fault(mode="before", method="put_new", nth=0)
+    # a scheduled run's first write is its message (its row is made by the worker's claim)
+    machine.tick_with_fault(mode="before", method="send", nth=0)
     assert machine.faults.fired
     assert machine.names == names + 1  # the loop that crashed was replaced by a new process
-    assert _fires(machine, job_id) == before  # the other loop was not the leader: no fire saved this second
+    assert _fires(machine, job_id) == before  # the other loop was not the leader: no fire sent this second
     machine.settle()
     machine.no_violation_seen()
     machine.safety()
 
 
-def test_a_transient_error_on_a_send_leaves_the_run_saved_for_the_next_tick(machine: PromisesMachine) -> None:
+def test_a_transient_error_on_a_send_leaves_the_job_due_for_the_next_tick(machine: PromisesMachine) -> None:
     job_id = _every_second(machine)
     machine.tick(2)
     machine.deliver(limit=100, duplicate=False, postpone=False)
+    before = machine.scheduling_state(job_id)
+    assert isinstance(before, SchedulingState) and before.next_run_at is not None
     machine.tick_with_fault(mode="error", method="send", nth=0)
     assert machine.faults.fired
     assert machine._receive(100) == []  # nothing reached the queue this second
-    newest = max(_fires(machine, job_id))
-    assert machine.runstore.get(job_id, newest) is not None  # ... but the run was saved
-    machine.settle()
+    # ... so the fire has no row yet and the job did not move past it: the next tick sends it
+    assert machine.runstore.get(job_id, before.next_run_at) is None
+    after = machine.scheduling_state(job_id)
+    assert isinstance(after, SchedulingState) and after.next_run_at == before.next_run_at
+    machine.settle()  # the liveness checks: every fire due by now has a row
+    assert before.next_run_at in _fires(machine, job_id)
     machine.safety()
 
 

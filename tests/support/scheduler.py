@@ -17,6 +17,7 @@ from jobsched.domain.registration import register
 from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.models import CommandTarget, Job, from_ms, to_ms
 from jobsched.ports.jobs import SchedulingState
+from jobsched.ports.runs import new_run
 from jobsched.settings import Settings
 from jobsched.store import layout
 
@@ -189,7 +190,57 @@ class HarnessBase:
 
     # --- runs and messages --------------------------------------------------------------------
 
+    def drain(self) -> list[Any]:
+        """Take every message on the run queue (each harness reads its own queue)."""
+        raise NotImplementedError
+
+    def claim_sent(self) -> int:
+        """Claim the run of every message on the run queue as a worker would (``Worker.process``: the claim
+        creates the row of a scheduled run from its message); returns the number of claims won."""
+        won = 0
+        for message in self.drain():
+            now = self.clock()
+            won += self.runs.claim(
+                message.job_id,
+                message.scheduled_for,
+                worker="harness",
+                now_ms=now,
+                stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
+                retry_due_by_ms=now,
+                create=new_run(
+                    message.job_id,
+                    message.scheduled_for,
+                    now_ms=message.enqueued_at if message.enqueued_at is not None else now,
+                    retention_days=self.settings.retention_days,
+                    dispatch_at_ms=message.dispatch_at,
+                    sweep_after_ms=None,
+                    term=message.term,
+                ),
+            ).claimed
+        return won
+
     def runs_of(self, job_id: str) -> list[dict[str, Any]]:
-        """Every run row of ``job_id`` as the DynamoDB adapter stores it, oldest scheduled_for first."""
+        """Every run of ``job_id`` as the DynamoDB adapter stores it, oldest scheduled_for first: its row, or, for
+        a scheduled run no worker has claimed yet, the row its claim would create from the message the
+        contenders' scheduler sent (the message is that run's durable record until the claim; design §4.7)."""
         rows, _ = self.runs.list_for_job(job_id, 10_000)
-        return sorted((layout.run_item(r) for r in rows), key=lambda r: r["scheduled_for"])
+        found = {r.scheduled_for: layout.run_item(r) for r in rows}
+        for contender in self.contenders:
+            for name, args, _ in contender.recorder.results:
+                for message in args[0] if name == "send" else ():
+                    if message.job_id == job_id and message.enqueued_at is not None:
+                        found.setdefault(
+                            message.scheduled_for,
+                            layout.run_item(
+                                new_run(
+                                    job_id,
+                                    message.scheduled_for,
+                                    now_ms=message.enqueued_at,
+                                    retention_days=self.settings.retention_days,
+                                    dispatch_at_ms=message.dispatch_at,
+                                    sweep_after_ms=None,
+                                    term=message.term,
+                                )
+                            ),
+                        )
+        return [found[at] for at in sorted(found)]

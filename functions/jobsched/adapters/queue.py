@@ -1,5 +1,6 @@
-"""The run queue (SQS): one message per delivery of a run, sent in batches of 10; and the parsing of a
-delivered SQS record into the worker's ``Delivery``."""
+"""The run queue (SQS): one message per delivery of a run, sent in batches of 10; the parsing of a
+delivered SQS record into the worker's ``Delivery``; and the run queue's dead-letter queue, which the sweeper
+drains."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from jobsched.ports.runs import MAX_DELAY_S, Delivery, QueueSendError, RunMessage
+from jobsched.ports.runs import MAX_DELAY_S, DeadLetter, Delivery, QueueSendError, RunMessage
 from jobsched.store.errors import TRANSIENT_ERRORS
 
 
@@ -68,9 +69,55 @@ class RunQueue:
         if failed:
             raise QueueSendError(failed)
 
+    def change_visibility_batch(self, receipt_handles: Sequence[str], seconds: int) -> None:
+        """``change_visibility`` for several in-flight messages: one ChangeMessageVisibilityBatch per 10. An
+        entry SQS refuses (an expired handle: the message is back on the queue anyway) is left as it is.
+        Raises botocore ClientError when a request fails."""
+        timeout = max(0, min(seconds, 43200))
+        for start in range(0, len(receipt_handles), 10):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": timeout}
+                for i, handle in enumerate(receipt_handles[start : start + 10])
+            ]
+            self.sqs.change_message_visibility_batch(QueueUrl=self.url, Entries=entries)
+
     def change_visibility(self, receipt_handle: str, seconds: int) -> None:
         """Make an in-flight message invisible for ``seconds`` more from now (0-43200; worker heartbeats).
         1 request. Raises botocore ClientError (e.g. an expired receipt handle)."""
         self.sqs.change_message_visibility(
             QueueUrl=self.url, ReceiptHandle=receipt_handle, VisibilityTimeout=max(0, min(seconds, 43200))
         )
+
+
+class DeadLetterQueue:
+    """SQS adapter of the run queue's dead-letter queue (``resources.RUN_QUEUE_DLQ``), the ``DeadLetters`` port.
+    ``sqs`` is a boto3 SQS client."""
+
+    def __init__(self, sqs: Any, url: str) -> None:
+        self.sqs = sqs
+        self.url = url
+
+    def receive(self, limit: int) -> list[DeadLetter]:
+        """Up to ``limit`` messages, 10 per request (short polls; stops at the first empty answer)."""
+        letters: list[DeadLetter] = []
+        while len(letters) < limit:
+            batch = self.sqs.receive_message(
+                QueueUrl=self.url,
+                MaxNumberOfMessages=min(10, limit - len(letters)),
+                AttributeNames=["ApproximateReceiveCount"],
+            ).get("Messages", [])
+            if not batch:
+                break
+            letters.extend(
+                DeadLetter(
+                    body=m.get("Body", ""),
+                    receipt_handle=m["ReceiptHandle"],
+                    receive_count=int((m.get("Attributes") or {}).get("ApproximateReceiveCount", 0)),
+                )
+                for m in batch
+            )
+        return letters
+
+    def delete(self, receipt_handle: str) -> None:
+        """Delete one message. 1 request. Raises botocore ClientError."""
+        self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=receipt_handle)

@@ -9,7 +9,8 @@ Rules (design §4.3):
   holder's term is ``max(previous term + 1, now_ms)``: strictly higher than every earlier term, and
   (being at least the acquisition time) still higher than the terms stamped on jobs if the lease
   record itself were ever lost. The record is never deleted, so terms only grow.
-- Renew: the holder pushes ``expires_at`` to ``now + ttl`` each tick, conditional on
+- Renew: the holder pushes ``expires_at`` to ``now + ttl`` once less than half of its own validity is left
+  (every third tick with the defaults, not every tick: a renewal is a write unit), conditional on
   ``holder`` and ``term`` being unchanged (nobody acquired in between).
 - Release: ``expires_at = 0`` (conditional on holder and term), so a standby takes over on its next
   poll instead of waiting for the TTL.
@@ -126,15 +127,19 @@ class LeaderLease:
         return self._valid_until
 
     def ensure(self) -> LeaseRecord | None:
-        """Renew the lease if held, else try to acquire it. Returns the held lease, or None.
+        """Renew the lease if held and less than half of its validity is left (:meth:`_renew_due`), else try to
+        acquire it. Returns the held lease, or None.
 
-        Requests: 1 (renewal) while leading; 1 (consistent read) as a standby, +1 write when it takes
-        an expired lease. A refused renewal means someone else took over: the lease is dropped. An error
+        Requests: 1 (renewal) per renewal while leading, that is once every ``(ttl - safety) / 2`` (2 s with
+        the defaults: every third tick); 1 (consistent read) as a standby, +1 write when it takes an expired
+        lease. A refused renewal means someone else took over: the lease is dropped. An error
         of the store (network, throttling) keeps the lease unrenewed: :meth:`check` stops writes once it
         runs out.
         """
         with self._lock:
             if self._record is not None:
+                if not self._renew_due(self.clock()):
+                    return self._record
                 if self._renew():
                     return self._record
                 if self._record is not None:
@@ -143,15 +148,15 @@ class LeaderLease:
             return self._acquire()
 
     def check(self) -> int:
-        """Return the held term if the lease is valid now by the own clock; renew first when it is past
-        its half-life (so a long tick keeps its lease). Raises ``LeaseLost`` otherwise. Call before each
+        """Return the held term if the lease is valid now by the own clock; renew first when less than half
+        of its validity is left (so a long tick keeps its lease). Raises ``LeaseLost`` otherwise. Call before each
         write."""
         with self._lock:
             record = self._record
             if record is None:
                 raise LeaseLost(f"not holding the lease of partition {self.partition}")
             now = self.clock()
-            if now >= self._valid_until - self.ttl_ms // 2 and not self._renew():
+            if self._renew_due(now) and not self._renew():
                 if self._record is None:
                     raise LeaseLost(f"lease of partition {self.partition} was taken over")
                 if self.clock() >= self._valid_until:
@@ -179,6 +184,11 @@ class LeaderLease:
             self._record, self._valid_until = None, 0
 
     # --- internals ---------------------------------------------------------------------------
+
+    def _renew_due(self, now: int) -> bool:
+        """Whether less than half of the holder's validity (``ttl - safety`` from its last renewal) is left at
+        ``now`` (epoch ms, own clock)."""
+        return self._valid_until - now < (self.ttl_ms - self.safety_ms) // 2
 
     def _renew(self) -> bool:
         """Renew the held lease. True when renewed; on refusal the lease is dropped."""

@@ -16,6 +16,15 @@ the index for ``sweep_at <= now`` (keys only), reads those rows consistently, an
 - ``dead`` with ``notify_pending`` (the worker died before its dead-run message/alert went out) -> send them.
 - other finished rows still carrying sweep keys -> remove the keys.
 
+Scheduled runs are not in the index on their happy path (design §4.7): a run's message is its record until a
+worker's claim makes its row, and a lost worker's run is taken over by the redelivery of its message (the claim
+keeps it invisible for the heartbeat's stale time only). What SQS gives up on ends in the run queue's
+dead-letter queue (``maxReceiveCount`` deliveries), which each pass also drains (``dead_letters``, at most
+``MAX_DEAD_LETTERS_PER_PASS``): a run with no row or still ``queued`` is recorded ``dead`` (attempts as made,
+with its dead-run message and alert: a fire is never silently lost), a ``running`` one whose heartbeat is
+stale is a lost worker's (as above), one still beating is looked at again next pass, and anything else (a
+finished run, a ``retrying`` one the index covers) needs nothing: the letter is deleted.
+
 Every write is conditioned on the state read, so a worker's concurrent claim or beat wins. Bounded work:
 at most ``max_rows`` rows per pass (the rest wait for the next minute, oldest first). Metric ``RunsSwept``:
 runs re-enqueued or taken from a lost worker.
@@ -27,22 +36,29 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jobsched.clock import Clock
-from jobsched.domain.retries import Failures, Outcome, Owned, dead_run, lost_worker_error
+from jobsched.domain.retries import Failures, Outcome, dead_run, lost_worker_error
 from jobsched.models import Job, RunStatus
 from jobsched.observability import COUNT, MetricName, add_metric, logger
 from jobsched.ports.runs import (
     SWEEP_SHARDS,
+    DeadLetter,
+    DeadLetters,
     JobSpecs,
+    Owned,
     RunKey,
     RunMessage,
     RunRow,
     RunSender,
     SweepRows,
+    new_run,
     run_id,
 )
 from jobsched.settings import Settings
 
 MAX_ROWS_PER_PASS = 1000
+MAX_DEAD_LETTERS_PER_PASS = 100
+DEAD_LETTER_WORKER = "sweeper:dead-letter"
+"""The ``worker`` of the claim by which the sweeper records dead a run whose message was dead-lettered."""
 MAX_SWEEP_BACKOFF_MS = 3_600_000
 STALE_MARGIN_MS = 1_000
 
@@ -59,6 +75,7 @@ class SweepReport:
     deferred: int = 0
     cleared: int = 0
     notified: int = 0
+    dead_letters: int = 0
     conflicts: int = 0
     truncated: bool = False
     errors: list[str] = field(default_factory=list)
@@ -81,6 +98,7 @@ class Sweeper:
         failures: Failures,
         clock: Clock,
         max_rows: int = MAX_ROWS_PER_PASS,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self.settings = settings
         self.runs = runs
@@ -89,11 +107,13 @@ class Sweeper:
         self.failures = failures
         self.clock = clock
         self.max_rows = max_rows
+        self.dead_letters = dead_letters
 
     def sweep(self) -> SweepReport:
         """One pass. Requests: 1 query per shard (+1 per extra page), 1 BatchGetItem per 100 rows, 1
         conditional write per row acted on, 1 GetItem per distinct job with a lost worker, 1 SendMessageBatch
-        per 10 re-enqueued runs. Raises nothing for a single row's failure (logged, counted in ``errors``)."""
+        per 10 re-enqueued runs; with ``dead_letters``, 1 ReceiveMessage (+1 per 10 letters), and per letter 1
+        BatchGetItem, at most 1 conditional write (+ a dead run's notifications) and 1 DeleteMessage. Raises nothing for a single row's failure (logged, counted in ``errors``)."""
         now = self.clock()
         report = SweepReport()
         keys = self._due_keys(now, report)
@@ -107,6 +127,7 @@ class Sweeper:
             except Exception as error:
                 logger.exception("sweeping a run failed", run_id=row.run_id)
                 report.errors.append(f"{row.run_id}: {type(error).__name__}")
+        self._drain_dead_letters(now, report, specs)
         if requeue:
             try:
                 self.queue.send(requeue)
@@ -194,6 +215,85 @@ class Sweeper:
             report.cleared += 1
         else:
             report.conflicts += 1
+
+    # --- the run queue's dead letters -------------------------------------------------------------------
+
+    def _drain_dead_letters(self, now: int, report: SweepReport, specs: dict[str, Job | None]) -> None:
+        """Handle up to ``MAX_DEAD_LETTERS_PER_PASS`` letters (see the module docstring); a letter is deleted
+        once nothing more is owed for its run. Errors are logged and counted: the letter comes back."""
+        if self.dead_letters is None:
+            return
+        try:
+            letters = self.dead_letters.receive(MAX_DEAD_LETTERS_PER_PASS)
+        except Exception as error:
+            logger.exception("run dead-letter queue not read")
+            report.errors.append(f"dead letters: {type(error).__name__}")
+            return
+        for letter in letters:
+            try:
+                if self._dead_letter(letter, now, report, specs):
+                    self.dead_letters.delete(letter.receipt_handle)
+            except Exception as error:
+                logger.exception("dead letter not handled; it comes back", body=letter.body[:200])
+                report.errors.append(f"dead letter: {type(error).__name__}")
+
+    def _dead_letter(
+        self, letter: DeadLetter, now: int, report: SweepReport, specs: dict[str, Job | None]
+    ) -> bool:
+        """Settle the run of one dead letter; True when the letter may go."""
+        try:
+            message = RunMessage.parse(letter.body)
+        except ValueError:
+            logger.error("malformed message in the run dead-letter queue, dropped", body=letter.body[:200])
+            return True
+        report.dead_letters += 1
+        rows = self.runs.get_many([RunKey(message.job_id, message.scheduled_for)])
+        row = rows[0] if rows else None
+        if row is not None and row.status is RunStatus.RUNNING:
+            heartbeat_at = _first_set(row.heartbeat_at, row.started_at, 0)
+            if now < heartbeat_at + self.settings.heartbeat_stale_s * 1000:
+                return False  # its worker still beats: look again at the next pass
+            self._lost_worker(row, heartbeat_at, report, specs)
+            return True
+        if row is not None and row.status is not RunStatus.QUEUED:
+            return True  # finished, or retrying (in the sweep index): nothing owed to this letter
+        claim = self.runs.claim(
+            message.job_id,
+            message.scheduled_for,
+            worker=DEAD_LETTER_WORKER,
+            now_ms=now,
+            stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
+            retry_due_by_ms=now,
+            create=new_run(
+                message.job_id,
+                message.scheduled_for,
+                now_ms=message.enqueued_at if message.enqueued_at is not None else now,
+                retention_days=self.settings.retention_days,
+                dispatch_at_ms=message.dispatch_at,
+                sweep_after_ms=None,
+                term=message.term,
+            ),
+        )
+        before = claim.before
+        if not claim.claimed or before is None:
+            report.conflicts += 1
+            return False  # a worker claimed it meanwhile: look again at the next pass
+        owned = Owned(
+            message.job_id, message.scheduled_for, before.attempt + 1, DEAD_LETTER_WORKER, owner=before.owner
+        )
+        job = self._job(message.job_id, specs)
+        if job is None:
+            if self.runs.skip(owned, now_ms=now, reason="job deleted; its run message was dead-lettered"):
+                report.skipped += 1
+            return True
+        error = (
+            f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries without a try"
+            if before.attempt == 0
+            else f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries"
+        )
+        if self.failures.dead(owned, job, error, attempts=before.attempt) is Outcome.DEAD:
+            report.dead += 1
+        return True
 
     def _defer(self, row: RunRow, status: RunStatus, seen: int, sweep_at: int, report: SweepReport) -> None:
         if self.runs.defer_sweep(

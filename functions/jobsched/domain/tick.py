@@ -10,9 +10,10 @@ One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick
 2. reads the due jobs' scheduling items consistently (one BatchGetItem per 100 jobs; an entry the item no
    longer matches is stale and left alone) and plans each job's fires (:func:`plan_fires`): the policy for
    missed fires, the catch-up window, the misfire grace, ``end_at``, one-offs and the jitter offset;
-3. saves each run with a conditional put on the unique ``(job_id, scheduled_for)``; skipped fires become
-   ``skipped`` rows (one each, or one summary row with ``skipped_count``);
-4. enqueues the new runs in SQS batches of 10, oldest dispatch instant first;
+3. records skipped fires as ``skipped`` rows (one each, or one summary row with ``skipped_count``); a run gets
+   no row here: its message is its record until a worker's claim creates the row on the unique
+   ``(job_id, scheduled_for)`` (design §4.2);
+4. enqueues the runs' messages in SQS batches of 10, oldest dispatch instant first;
 5. moves each job's ``next_run_at`` from its last fire's ``scheduled_for`` (never from now), only onto the
    item ``version`` it planned from, fenced by the leader's term, into the job's home partition;
 6. advances the watermark over buckets that are drained.
@@ -25,22 +26,17 @@ The decisions behind each step (re-enqueue, catch-up, skipped fires, index lag, 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from jobsched.clock import Clock
 from jobsched.domain.lease import LeaseLost
-from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, next_fire_ms, plan_fires
-from jobsched.domain.registration import due_entry, partition_of
-from jobsched.models import RunStatus, from_ms
+from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, plan_fires
+from jobsched.domain.tick_writes import JobWork, TickWrites
 from jobsched.observability import logger
 from jobsched.ports.control import Guard, WatermarkStore
-from jobsched.ports.errors import Conflict
 from jobsched.ports.jobs import DueEntry, DueIndex, DuePageToken, SchedulingState, Unreadable
-from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, RunWriter, new_run
+from jobsched.ports.runs import RunSender, RunWriter
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
 
@@ -68,10 +64,10 @@ def _due_here(state: SchedulingState | None, partition: int, now_ms: int) -> boo
 class TickResult:
     """What one tick did. Instants and durations in epoch ms / ms.
 
-    ``due``: due jobs handled; ``created``: new run rows (queued); ``existing``: refused puts (run
-    existed); ``enqueued``: messages SQS accepted (new runs plus re-enqueued queued rows); ``reenqueued``:
-    the latter; ``skipped``: fires recorded skipped (new rows only); ``moved``/``conflicts``: job moves
-    that landed / were refused (moved elsewhere, edited, deleted, paused, fenced); ``errors``: jobs left
+    ``due``: due jobs handled; ``created``: runs planned and sent (no row: a worker's claim creates it);
+    ``existing``: refused puts of skipped fires (the fire has a row); ``enqueued``: messages SQS accepted (runs
+    plus re-enqueued queued rows); ``reenqueued``: the latter; ``skipped``: fires recorded skipped (new rows
+    only); ``moved``/``conflicts``: job moves that landed / were refused (moved elsewhere, edited, deleted, paused, fenced); ``errors``: jobs left
     due for the next tick after an error; ``lag_ms``: age of the oldest due fire not enqueued when the tick
     ended (0 when none); ``dispatch_lateness_ms``: per enqueued new run, enqueue time minus dispatch
     instant; ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
@@ -98,17 +94,6 @@ class TickResult:
     malformed: int = 0
 
 
-@dataclass
-class _JobWork:
-    """One due job's progress through a tick."""
-
-    plan: FirePlan
-    to_send: list[RunMessage] = field(default_factory=list)
-    new_runs: set[int] = field(default_factory=set)
-    failed: bool = False
-    sent: bool = True
-
-
 LOOK_BEHIND_MS = 300_000
 """Once per bucket period the poll also re-reads the buckets this far behind the watermark (one query per
 shard per bucket, amortized over the period: with the defaults, 20 queries a minute). A safety net for an
@@ -124,7 +109,7 @@ class _BucketRead:
     items: list[DueEntry] = field(default_factory=list)
 
 
-class Scheduler:
+class Scheduler(TickWrites):
     """The tick of one scheduler partition (see the module docstring).
 
     ``jobs``/``runs``/``queue``/``control`` are the adapters (``JobStore``, ``RunStore``, ``RunQueue``,
@@ -211,15 +196,15 @@ class Scheduler:
     def tick(self, now_ms: int, guard: Guard) -> TickResult:
         """Run one tick at ``now_ms`` (epoch ms) for this partition; ``guard`` is the leader lease.
 
-        Requests per run: 1 conditional PutItem (runs table) + 1 UpdateItem moving the job (one per job
-        per tick, shared by all the fires a catching-up job runs in that tick) + 1/10 SendMessageBatch
-        + 1/100 BatchGetItem (the due jobs' scheduling items, read consistently: 0.5 read units each)
-        = 2.11, plus per tick one Query per shard per undrained bucket (``due_shards`` x 1-2 buckets with the
-        defaults: 4-8; plus, once a minute, ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, one lease
-        renewal, amortized over the tick's runs (about 2.16 at 100 runs a second). An idle tick costs the
+        Requests per run: 1 UpdateItem moving the job (one per job per tick, shared by all the fires a
+        catching-up job runs in that tick) + 1/10 SendMessageBatch + 1/100 BatchGetItem (the due jobs'
+        scheduling items, read consistently: 0.5 read units each) = 1.11, plus per tick one Query per shard per
+        undrained bucket (``due_shards`` x 1-2 buckets with the defaults: 4-8; plus, once a minute,
+        ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, a lease renewal every third tick, amortized over
+        the tick's runs (about 1.19 at 100 runs a second). No run row: the worker's claim writes it. An idle tick costs the
         queries alone, whatever the number of jobs. A refused
-        put costs the same 1 request (the existing row comes back with the refusal). Skipped fires cost one
-        PutItem per row (at most ``limits.skip_rows_max`` rows, else one summary row).
+        put of a skipped fire costs the same 1 request (the existing row comes back with the refusal). Skipped
+        fires cost one PutItem per row (at most ``limits.skip_rows_max`` rows, else one summary row).
 
         A job's write errors and the queue's errors do not raise: the job stays due (its bucket undrained)
         and the next tick retries it. A lost lease ends the tick early with ``aborted=True`` and no further
@@ -316,7 +301,7 @@ class Scheduler:
 
     # --- 2. plan ---------------------------------------------------------------------------------
 
-    def _plan(self, reads: list[_BucketRead], now_ms: int, result: TickResult) -> list[_JobWork]:
+    def _plan(self, reads: list[_BucketRead], now_ms: int, result: TickResult) -> list[JobWork]:
         """Plan each due job once, from its scheduling item read consistently (one BatchGetItem per 100 jobs),
         never from the due index's projection: a GSI is eventually consistent, and an entry may still show
         the state before an edit, a pause or a move. An entry that is not the item's current one (the job
@@ -330,7 +315,7 @@ class Scheduler:
                     entries[item.job_id] = item
         ordered = sorted(entries.values(), key=lambda e: (e.due_at, e.job_id))[: self.limits.max_jobs]
         states = self.jobs.scheduling_states([entry.job_id for entry in ordered]) if ordered else {}
-        works: list[_JobWork] = []
+        works: list[JobWork] = []
         for item in ordered:
             state = states.get(item.job_id)
             if isinstance(state, Unreadable):
@@ -360,234 +345,14 @@ class Scheduler:
                     (),
                     None,
                 )
-            works.append(_JobWork(plan))
+            works.append(JobWork(plan))
         result.due = len(works)
         return works
-
-    # --- 3. save ---------------------------------------------------------------------------------
-
-    def _skip_item(self, job: DueJob, row: SkipRow, now_ms: int, term: int) -> RunRow:
-        return new_run(
-            job.job_id,
-            row.scheduled_for,
-            now_ms=now_ms,
-            retention_days=self.settings.retention_days,
-            status=RunStatus.SKIPPED,
-            dispatch_at_ms=row.scheduled_for + job.jitter_offset_ms,
-            term=term,
-            skipped_count=row.count if row.count > 1 else None,
-            skipped_through=row.through if row.count > 1 else None,
-            error=row.reason,
-            owner=job.owner,
-        )
-
-    def _save(self, works: list[_JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
-        lock = threading.Lock()
-
-        def save(work: _JobWork) -> None:
-            plan, job = work.plan, work.plan.job
-            counts = {"created": 0, "existing": 0, "reenqueued": 0, "skipped": 0}
-
-            def refused(fire: int, previous: RunRow) -> None:
-                # The fire already has a row (saved by an earlier tick or a leader that died): a queued one may
-                # never have been sent, so it is sent again (a duplicate message loses the worker's claim).
-                counts["existing"] += 1
-                if previous.status is RunStatus.QUEUED:
-                    counts["reenqueued"] += 1
-                    work.to_send.append(RunMessage(job.job_id, fire))
-
-            try:
-                for row in plan.skipped:
-                    self._save_skipped(job, row, now_ms, guard, counts, refused)
-                for fire in plan.runs:
-                    term = guard.check()
-                    item = new_run(
-                        job.job_id,
-                        fire,
-                        now_ms=now_ms,
-                        retention_days=self.settings.retention_days,
-                        dispatch_at_ms=fire + job.jitter_offset_ms,
-                        sweep_after_ms=self.settings.sweep_queued_after_s * 1000,
-                        term=term,
-                    )
-                    previous = self.runs.put_new(item)
-                    if previous is None:
-                        counts["created"] += 1
-                        work.new_runs.add(fire)
-                        work.to_send.append(RunMessage(job.job_id, fire))
-                    else:
-                        refused(fire, previous)
-            except LeaseLost:
-                work.failed = True
-                raise
-            except Exception as error:
-                work.failed = True
-                logger.warning("run save failed", job_id=job.job_id, error=str(error))
-            finally:
-                with lock:
-                    result.created += counts["created"]
-                    result.existing += counts["existing"]
-                    result.reenqueued += counts["reenqueued"]
-                    result.skipped += counts["skipped"]
-
-        self._run_all(save, works)
-
-    def _save_skipped(
-        self,
-        job: DueJob,
-        row: SkipRow,
-        now_ms: int,
-        guard: Guard,
-        counts: dict[str, int],
-        refused: Callable[[int, RunRow], None],
-    ) -> None:
-        """Record the skipped fires of ``row``. When its put is refused because a fire in its range already
-        has a row (a leader that died saved it), the range is split around the rows that exist (one Query of
-        the range): every fire of the range ends up with a row of its own or inside a summary, never lost."""
-        previous = self.runs.put_new(self._skip_item(job, row, now_ms, guard.check()))
-        if previous is None:
-            counts["skipped"] += row.count
-            return
-        if row.count == 1:
-            refused(row.scheduled_for, previous)
-            return
-        existing = self.runs.rows_between(job.job_id, row.scheduled_for, row.through, limit=10_000)
-        schedule = job.parsed_schedule()
-        cursor = row.scheduled_for - 1  # fires after cursor and before the next existing row are skipped
-        for found in [*existing, RunRow(job.job_id, row.through + 1)]:
-            bound = found.scheduled_for
-            first = next_fire_ms(schedule, cursor, job_id=job.job_id)
-            if first is not None and first < bound:
-                gap_last = bound - 1
-                count = 1 + schedule.count_fires(from_ms(first), from_ms(gap_last), cap=2**62)
-                part = SkipRow(first, count, row.reason, gap_last if count > 1 else first)
-                if self.runs.put_new(self._skip_item(job, part, now_ms, guard.check())) is None:
-                    counts["skipped"] += count
-            # an existing summary (an earlier tick's, whose move failed) already stands for its whole range
-            cursor = max(cursor, bound, found.skipped_through or bound)
-        for found in existing:
-            refused(found.scheduled_for, found)
-
-    # --- 4. enqueue ------------------------------------------------------------------------------
-
-    def _enqueue(self, works: list[_JobWork], guard: Guard, result: TickResult) -> None:
-        """Send the tick's messages oldest dispatch first, 10 per request; a job whose message SQS did not
-        accept is not moved (the next tick finds it due, its run queued, and enqueues it again)."""
-        owner: dict[tuple[str, int], _JobWork] = {}
-        messages: list[tuple[int, RunMessage]] = []
-        for work in works:
-            for message in work.to_send:
-                owner[(message.job_id, message.scheduled_for)] = work
-                messages.append((message.scheduled_for + work.plan.job.jitter_offset_ms, message))
-        messages.sort(key=lambda pair: (pair[0], pair[1].job_id))
-        batches = [messages[i : i + 10] for i in range(0, len(messages), 10)]
-        lock = threading.Lock()
-
-        def send(batch: list[tuple[int, RunMessage]]) -> None:
-            guard.check()
-            refused: set[tuple[str, int]] = set()
-            try:
-                self.queue.send([m for _, m in batch])
-            except QueueSendError as error:
-                refused = {(m.job_id, m.scheduled_for) for m in error.failed}
-                logger.warning("run messages refused", count=len(refused))
-            except Exception as error:
-                refused = {(m.job_id, m.scheduled_for) for _, m in batch}
-                logger.warning("run message batch failed", count=len(refused), error=str(error))
-            sent_at = self.clock()
-            with lock:
-                for dispatch_at, message in batch:
-                    key = (message.job_id, message.scheduled_for)
-                    work = owner[key]
-                    if key in refused:
-                        work.sent = False
-                        continue
-                    result.enqueued += 1
-                    if message.scheduled_for in work.new_runs:
-                        result.dispatch_lateness_ms.append(sent_at - dispatch_at)
-
-        self._run_all(send, batches)
-
-    # --- 5. move ---------------------------------------------------------------------------------
-
-    def _move(self, works: list[_JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
-        lock = threading.Lock()
-
-        def move(work: _JobWork) -> None:
-            if work.failed or not work.sent:
-                return
-            plan, job = work.plan, work.plan.job
-            nxt = plan.next_run_at
-            term = guard.check()
-            # The bucket from the clock at the write (not the tick's start): a move delayed within the tick
-            # still lands at or after the current bucket, never behind a watermark that advanced meanwhile.
-            home = partition_of(job.job_id, self.settings.scheduler_partitions)
-            due = (
-                due_entry(
-                    job.job_id,
-                    nxt + job.jitter_offset_ms,
-                    partition=home,
-                    shards=self.settings.due_shards,
-                    bucket_ms=self.bucket_ms,
-                    now_ms=max(now_ms, self.clock()),
-                )
-                if nxt is not None
-                else None
-            )
-            try:
-                self.jobs.move(
-                    job.job_id,
-                    expected_next_run_at=job.next_run_at,
-                    expected_version=job.version,
-                    partition=self.partition,
-                    term=term,
-                    next_run_at=nxt,
-                    due=due,
-                    to_partition=home,
-                )
-            except Conflict as conflict:
-                current = conflict.current if isinstance(conflict.current, SchedulingState) else None
-                logger.info(
-                    "job moved meanwhile",
-                    job_id=job.job_id,
-                    expected_next_run_at=job.next_run_at,
-                    stored_next_run_at=current.next_run_at if current else None,
-                    stored_term=current.term if current else None,
-                    term=term,
-                )
-                with lock:
-                    result.conflicts += 1
-                return
-            except Exception as error:
-                work.failed = True
-                logger.warning("job move failed", job_id=job.job_id, error=str(error))
-                return
-            with lock:
-                result.moved += 1
-
-        self._run_all(move, works)
-
-    def _run_all(self, fn: Callable[[Any], None], items: Iterable[Any]) -> None:
-        """Run ``fn`` over ``items`` on the pool; re-raise ``LeaseLost`` (and crash-like BaseExceptions)
-        after all started calls have finished."""
-        futures = [self._pool.submit(fn, item) for item in items]
-        lost: BaseException | None = None
-        for future in futures:
-            try:
-                future.result()
-            except LeaseLost as error:
-                lost = lost or error
-            except Exception as error:  # pragma: no cover - fn handles its own errors
-                logger.error("tick task failed", error=str(error))
-            except BaseException as error:
-                lost = error
-        if lost is not None:
-            raise lost
 
     # --- 6. watermark ----------------------------------------------------------------------------
 
     def _advance_watermark(
-        self, reads: list[_BucketRead], works: list[_JobWork], now_ms: int, guard: Guard, result: TickResult
+        self, reads: list[_BucketRead], works: list[JobWork], now_ms: int, guard: Guard, result: TickResult
     ) -> None:
         """Advance over the contiguous run of drained buckets from the watermark. A bucket is drained when it
         ended at least ``WATERMARK_MARGIN_MS`` ago, was read to the end, and each entry read from it was
@@ -624,14 +389,14 @@ class Scheduler:
             logger.warning("watermark write failed", partition=self.partition, error=str(error))
 
     @staticmethod
-    def _entry_done(item: DueEntry, handled: dict[str, _JobWork]) -> bool:
+    def _entry_done(item: DueEntry, handled: dict[str, JobWork]) -> bool:
         work = handled.get(item.job_id)
         return work is not None and not work.failed and work.sent and work.plan.job.due == item
 
     # --- metrics ---------------------------------------------------------------------------------
 
     def _measure_lag(
-        self, reads: list[_BucketRead], works: list[_JobWork], now_ms: int, result: TickResult
+        self, reads: list[_BucketRead], works: list[JobWork], now_ms: int, result: TickResult
     ) -> None:
         """Age of the oldest due fire not enqueued by the end of the tick (0 if none): jobs left due (errors,
         catch-up still behind, over the per-tick cap) and, as an estimate, the start of buckets not read."""

@@ -9,10 +9,13 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    Lambda limit would kill mid-way (and the sweeper would later count as failed).
 1. Claim the run with one conditional update: ``queued|retrying -> running`` (a retrying run once its
    ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``Settings.heartbeat_stale_s``
-   (its worker was lost). The claim sets ``worker``, ``attempt + 1``, ``started_at``, ``heartbeat_at`` and,
-   on the first try, ``lateness_ms`` (start minus ``scheduled_for``). A delivery that loses the claim (a
-   duplicate, a finished run) is acknowledged and dropped: SQS gives at least once, the claim gives at most
-   one try at a time.
+   (its worker was lost), or, for a scheduled run (whose message is its only record: the scheduler writes no
+   row), a new row made from the message. The claim sets ``worker``, ``attempt + 1``, ``started_at``,
+   ``heartbeat_at`` and, on the first try, ``lateness_ms`` (start minus ``scheduled_for``). Before the
+   claims, the batch's messages were made invisible for ``heartbeat_stale_s + heartbeat_interval_s``
+   (``Worker.hold``: one request per batch), which each heartbeat extends: if this worker is lost, SQS
+   delivers the message again once the run's heartbeat is stale and that delivery's claim takes the run over. A delivery that loses the claim (a duplicate, a finished run) is
+   acknowledged and dropped: SQS gives at least once, the claim gives at most one try at a time.
 2. Read the job's spec. Deleted: the run is recorded ``skipped``. Out of attempts (the lost worker's try was
    the last, or ``max_attempts`` was lowered): ``dead`` without running. ``overlap: skip``: take the job's
    overlap lock (``JobSpecs.acquire_overlap``, one conditional write, exact whatever the history length); held
@@ -30,10 +33,13 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    ``retrying`` (then the retry message, SQS delay ``RetryPolicy.delay_s``) or, out of attempts, ``dead``
    (then the dead-run message and the owner's alert).
 
-Crash safety, write by write: every state is recoverable. ``queued``/``retrying`` rows carry ``sweep_at``
-(re-enqueued by the sweeper when their message never comes); a ``running`` row whose worker died stops
-beating (taken over by a redelivery or the sweeper, as a failed try); ``dead`` is written before its
-notifications and keeps its sweep keys with ``notify_pending`` until they are out (the sweeper resends).
+Crash safety, write by write: every state is recoverable. A scheduled run before its claim is its message
+(SQS keeps it until a claim succeeds or redrives it to the dead-letter queue, which the sweeper drains:
+design §4.7); ``queued`` rows of manual runs and ``retrying`` rows carry ``sweep_at`` (re-enqueued by the
+sweeper when their message never comes); a ``running`` row whose worker died stops beating and its message
+comes back (taken over by that redelivery, or, for a row in the sweep index, by the sweeper as a failed
+try); ``dead`` is written before its notifications and keeps its sweep keys with ``notify_pending`` until
+they are out (the sweeper resends).
 No second worker runs a try concurrently: every claim is conditional, and a worker that can no longer prove
 it holds the run (refused or long-failing heartbeats) abandons its try before the run can be taken over.
 """
@@ -59,6 +65,7 @@ from jobsched.ports.runs import (
     RunSender,
     TargetRunner,
     VisibilityExtender,
+    new_run,
     run_id,
 )
 from jobsched.settings import Settings
@@ -138,8 +145,8 @@ class Worker:
         ``min(timeout_s, cap) + CLAIM_MARGIN_S`` fits; otherwise it is ``DEFERRED``: not claimed, its
         message made visible again at once (``visibility_s = 0``, 1 request) so the event source hands it
         to another invocation. If that request fails the message comes back after the queue's visibility
-        timeout; every receive counts toward the run queue's redrive limit, and a message redriven to the
-        DLQ leaves its run ``queued``/``retrying`` with ``sweep_at`` set: the sweeper re-enqueues it.
+        timeout; every receive counts toward the run queue's redrive limit, and the sweeper settles the run of a
+        message redriven to the DLQ (``Sweeper``: recorded ``dead`` if it never ran).
         """
         message = delivery.message
         rid = run_id(message.job_id, message.scheduled_for)
@@ -167,6 +174,15 @@ class Worker:
             now_ms=now,
             stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
             retry_due_by_ms=now + RETRY_EARLY_SLACK_MS,
+            create=new_run(
+                message.job_id,
+                message.scheduled_for,
+                now_ms=message.enqueued_at if message.enqueued_at is not None else now,
+                retention_days=self.settings.retention_days,
+                dispatch_at_ms=message.dispatch_at,
+                sweep_after_ms=None,
+                term=message.term,
+            ),
         )
         before = claim.before
         if not claim.claimed or before is None:
@@ -352,6 +368,27 @@ class Worker:
         except Exception:
             logger.exception(
                 "overlap lock not released; it goes stale after heartbeat_stale_s", run_id=owned.run_id
+            )
+
+    def hold(self, receipt_handles: list[str]) -> None:
+        """For a batch received from the run queue, before its records are claimed (they are, all at once):
+        their messages stay invisible for ``heartbeat_stale_s + heartbeat_interval_s`` instead of the queue's
+        visibility timeout (one request per 10 messages), and each heartbeat extends a running try's the same
+        way. If a worker is lost, SQS delivers its message again once the run's heartbeat is stale, and that
+        delivery's claim takes the run over: the recovery of a lost worker for a run outside the sweep index
+        (design §4.7). An error is logged: the messages then come back after the queue's own visibility
+        timeout instead (later, still recovered)."""
+        if self.visibility is None or not receipt_handles:
+            return
+        try:
+            self.visibility.change_visibility_batch(
+                receipt_handles, self.settings.heartbeat_stale_s + self.settings.heartbeat_interval_s
+            )
+        except Exception:
+            logger.exception(
+                "message visibility not shortened; a lost worker's run is recovered after the queue's "
+                "visibility timeout",
+                messages=len(receipt_handles),
             )
 
     def _time_needed_ms(self, timeout_s: int) -> int:

@@ -1,14 +1,15 @@
-"""In-memory fakes of the run queue (``RunSender`` + ``VisibilityExtender``, like ``adapters.queue.RunQueue``)
-and of the dead-run sink (``DeadRunSink``, like ``adapters.alerts.DeadRunNotifier``): they record what was
+"""In-memory fakes of the run queue (``RunSender`` + ``VisibilityExtender``, like ``adapters.queue.RunQueue``),
+of its dead-letter queue (``DeadLetters``, like ``adapters.queue.DeadLetterQueue``) and of the dead-run sink (``DeadRunSink``, like ``adapters.alerts.DeadRunNotifier``): they record what was
 sent, and refuse on demand (``fail_next``) so tests can force the failure paths."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 
 from jobsched.ports.alerts import Alert
-from jobsched.ports.runs import DeadRun, QueueSendError, RunMessage
+from jobsched.ports.runs import DeadLetter, DeadRun, QueueSendError, RunMessage
 
 
 class MemoryRunQueue:
@@ -41,6 +42,11 @@ class MemoryRunQueue:
                 raise ConnectionError("visibility change refused (fake)")
             self.visibility.append((receipt_handle, max(0, min(seconds, 43200))))
 
+    def change_visibility_batch(self, receipt_handles: Sequence[str], seconds: int) -> None:
+        """``change_visibility`` of each handle (recorded one by one)."""
+        for handle in receipt_handles:
+            self.change_visibility(handle, seconds)
+
     def take(self) -> list[RunMessage]:
         """The messages sent so far, emptying the record (a consumer reading the queue)."""
         with self._lock:
@@ -56,6 +62,31 @@ class MemoryAlerts:
 
     def publish(self, alert: Alert) -> None:
         self.published.append(alert)
+
+
+class MemoryDeadLetters:
+    """The run queue's dead-letter queue: ``letters`` in order; a received letter stays until deleted (a fake
+    receive hands out every letter each time, as SQS would once their visibility ran out). ``redrive(message,
+    receive_count)`` puts a run message there as SQS's redrive policy would."""
+
+    def __init__(self) -> None:
+        self.letters: list[DeadLetter] = []
+        self._handles = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def redrive(self, message: RunMessage, receive_count: int = 5) -> DeadLetter:
+        with self._lock:
+            letter = DeadLetter(message.body(), f"dlq-{next(self._handles)}", receive_count)
+            self.letters.append(letter)
+            return letter
+
+    def receive(self, limit: int) -> list[DeadLetter]:
+        with self._lock:
+            return self.letters[:limit]
+
+    def delete(self, receipt_handle: str) -> None:
+        with self._lock:
+            self.letters = [letter for letter in self.letters if letter.receipt_handle != receipt_handle]
 
 
 class MemoryDeadRuns:

@@ -138,11 +138,27 @@ class MemoryRunStore:
         now_ms: int,
         stale_before_ms: int,
         retry_due_by_ms: int,
+        create: RunRow | None = None,
     ) -> Claim:
         """``queued``, or ``retrying`` due by ``retry_due_by_ms``, or ``running`` with a heartbeat older than
-        ``stale_before_ms`` -> ``running`` under ``(attempt + 1, worker)``."""
+        ``stale_before_ms``, or (with ``create``) no row at all -> ``running`` under ``(attempt + 1, worker)``;
+        a created row is ``create`` out of the sweep index, and the answer's ``before`` is ``create``."""
         with self._lock:
             row = self._rows.get(RunKey(job_id, scheduled_for_ms))
+            if row is None and create is not None:
+                fresh = replace(
+                    create,
+                    status=RunStatus.QUEUED,
+                    attempt=0,
+                    sweep_at=None,
+                    worker=None,
+                    started_at=None,
+                    heartbeat_at=None,
+                    lateness_ms=None,
+                    retry_at=None,
+                )
+                self._rows[fresh.key] = self._claimed(fresh, worker, now_ms)
+                return Claim(True, create)
             if row is None:
                 return Claim(False, None)
             claimable = (
@@ -159,17 +175,22 @@ class MemoryRunStore:
             )
             if not claimable:
                 return Claim(False, row)
-            self._rows[row.key] = replace(
-                row,
-                status=RunStatus.RUNNING,
-                worker=worker,
-                attempt=row.attempt + 1,
-                started_at=now_ms,
-                heartbeat_at=now_ms,
-                lateness_ms=row.lateness_ms if row.lateness_ms is not None else now_ms - scheduled_for_ms,
-                retry_at=None,
-            )
+            self._rows[row.key] = self._claimed(row, worker, now_ms)
             return Claim(True, row)
+
+    @staticmethod
+    def _claimed(row: RunRow, worker: str, now_ms: int) -> RunRow:
+        """``row`` claimed by ``worker`` at ``now_ms`` (see ``claim``)."""
+        return replace(
+            row,
+            status=RunStatus.RUNNING,
+            worker=worker,
+            attempt=row.attempt + 1,
+            started_at=now_ms,
+            heartbeat_at=now_ms,
+            lateness_ms=row.lateness_ms if row.lateness_ms is not None else now_ms - row.scheduled_for,
+            retry_at=None,
+        )
 
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
         return self._as_claim(owned, heartbeat_at=now_ms)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from jobsched.models import Job, Run, RunKind, RunStatus, from_ms
@@ -18,8 +18,9 @@ from jobsched.targets.base import TargetCall, iso_utc
 MAX_DELAY_S = 900
 """SQS DelaySeconds limit: a run message is deferred by at most this."""
 SWEEP_SHARDS = 16
-"""Shards of the sweep index (``SweepRows.sweep_due`` reads one at a time). Each run enters and leaves the
-index once: 16 shards x 1,000 writes/s per DynamoDB key / 2 = 8,000 runs/s (see bench/README.md)."""
+"""Shards of the sweep index (``SweepRows.sweep_due`` reads one at a time). Only the failure path (``retrying``
+runs, ``dead`` runs owing their alert) and manual runs enter it: a scheduled run that succeeds on its first try
+never does (see bench/README.md)."""
 
 
 def run_id(job_id: str, scheduled_for_ms: int) -> str:
@@ -158,7 +159,7 @@ def new_run(
     status: RunStatus = RunStatus.QUEUED,
     kind: RunKind = RunKind.SCHEDULED,
     dispatch_at_ms: int | None = None,
-    sweep_after_ms: int = 120_000,
+    sweep_after_ms: int | None = 120_000,
     term: int | None = None,
     owner: str | None = None,
     skipped_count: int | None = None,
@@ -168,7 +169,8 @@ def new_run(
     """A new run row saved at ``now_ms``, attempt 0, kept ``retention_days`` (``expires_at_s``).
 
     ``dispatch_at`` defaults to ``scheduled_for``. A ``skipped`` run is finished at once; any other enters the
-    sweep index at ``now + sweep_after_ms`` (so the sweeper re-enqueues it if its message never comes).
+    sweep index at ``now + sweep_after_ms`` (so the sweeper re-enqueues it if its message never comes), unless
+    ``sweep_after_ms`` is None: a run whose message is its durable record (design §4.7) stays out of the index.
     """
     skipped = status is RunStatus.SKIPPED
     return RunRow(
@@ -185,7 +187,7 @@ def new_run(
         term=term,
         skipped_count=skipped_count,
         skipped_through=skipped_through,
-        sweep_at=None if skipped else now_ms + sweep_after_ms,
+        sweep_at=None if skipped or sweep_after_ms is None else now_ms + sweep_after_ms,
         expires_at_s=now_ms // 1000 + retention_days * 86400,
     )
 
@@ -265,21 +267,43 @@ class OverlapHolder:
 
 @dataclass(frozen=True)
 class RunMessage:
-    """The body of a run-queue message: the run's key. ``delay_s`` (0-900) defers delivery."""
+    """The body of a run-queue message: the run's key. ``delay_s`` (0-900) defers delivery.
+
+    A scheduled run has no row until a worker claims it: its message is its durable record (design §4.7), so
+    the scheduler adds what the claim writes into the new row: ``dispatch_at`` (the fire plus the job's jitter
+    offset) and ``enqueued_at`` (when it was sent), epoch ms, and ``term`` (the fencing term of the scheduler
+    that sent it). All are optional (messages of earlier versions, the sweeper's and retries' carry none) and
+    take no part in equality: a message names its run by key.
+    """
 
     job_id: str
     scheduled_for: int  # epoch ms
     delay_s: int = 0
+    dispatch_at: int | None = field(default=None, compare=False)
+    enqueued_at: int | None = field(default=None, compare=False)
+    term: int | None = field(default=None, compare=False)
 
     def body(self) -> str:
-        return json.dumps({"job_id": self.job_id, "scheduled_for": self.scheduled_for}, separators=(",", ":"))
+        data: dict[str, Any] = {"job_id": self.job_id, "scheduled_for": self.scheduled_for}
+        if self.dispatch_at is not None:
+            data["dispatch_at"] = self.dispatch_at
+        if self.enqueued_at is not None:
+            data["enqueued_at"] = self.enqueued_at
+        if self.term is not None:
+            data["term"] = self.term
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def parse(cls, body: str) -> RunMessage:
         """Parse a message body; raises ValueError (KeyError/TypeError wrapped) for a malformed one."""
         try:
             data = json.loads(body)
-            return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]))
+            optional = {
+                name: int(data[name])
+                for name in ("dispatch_at", "enqueued_at", "term")
+                if data.get(name) is not None
+            }
+            return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]), **optional)
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"malformed run message: {body[:200]!r}") from error
 
@@ -297,6 +321,17 @@ class Delivery:
     receipt_handle: str | None = None
     receive_count: int = 1
     remaining_ms: Callable[[], int] | None = None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message of the run queue's dead-letter queue: its ``body`` (a ``RunMessage`` body, or anything a
+    producer got wrong), the ``receipt_handle`` that deletes it, and how many times the run queue delivered it
+    before redriving it here (``receive_count``, 0 when unknown)."""
+
+    body: str
+    receipt_handle: str
+    receive_count: int = 0
 
 
 class QueueSendError(Exception):
@@ -378,7 +413,16 @@ class RunTransitions(Protocol):
 
 class RunRows(RunTransitions, Protocol):
     """The worker's run lifecycle: claim, heartbeat, success, give-back (each conditioned on the ``Owned``
-    claim, as in ``RunTransitions``), and one read."""
+    claim, as in ``RunTransitions``), and one read.
+
+    ``claim`` is one conditional write: ``queued|retrying -> running`` (a ``retrying`` run once its ``retry_at``
+    is at most ``retry_due_by_ms``), or a ``running`` run whose ``heartbeat_at`` is older than
+    ``stale_before_ms`` (a lost worker's), or, when ``create`` is given and the run has no row, a new row made
+    of ``create`` (a scheduled run: its message was its only record) claimed at once. The claim sets
+    ``worker``, ``attempt + 1``, ``started_at = heartbeat_at = now_ms`` and, on the first try, ``lateness_ms``.
+    Returns ``Claim(True, the row as it was before: create itself for a new row)`` or ``Claim(False, the row as
+    stored, None when there is none)``: a fire has at most one row, so a duplicate message of a finished run
+    is refused."""
 
     def claim(
         self,
@@ -389,6 +433,7 @@ class RunRows(RunTransitions, Protocol):
         now_ms: int,
         stale_before_ms: int,
         retry_due_by_ms: int,
+        create: RunRow | None = None,
     ) -> Claim: ...
 
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool: ...
@@ -402,7 +447,20 @@ class RunRows(RunTransitions, Protocol):
 
 class SweepRows(RunTransitions, Protocol):
     """The sweeper's reads and writes on the runs: the due keys of one shard of the sweep index (a page,
-    ``sweep_at <= now_ms``), the rows of those keys, and conditional moves of ``sweep_at``."""
+    ``sweep_at <= now_ms``), the rows of those keys, conditional moves of ``sweep_at``, and the claim (as in
+    ``RunRows``) by which it records dead a run whose message was dead-lettered before any try."""
+
+    def claim(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        retry_due_by_ms: int,
+        create: RunRow | None = None,
+    ) -> Claim: ...
 
     def sweep_due(self, shard: int, now_ms: int, limit: int, cursor: Any = None) -> SweepPage: ...
 
@@ -453,9 +511,23 @@ class RunSender(Protocol):
 
 
 class VisibilityExtender(Protocol):
-    """Extends an in-flight message's visibility (``RunQueue.change_visibility``)."""
+    """Extends in-flight messages' visibility: one (``RunQueue.change_visibility``), or a received batch's
+    (``RunQueue.change_visibility_batch``, one request per 10)."""
 
     def change_visibility(self, receipt_handle: str, seconds: int) -> None: ...
+
+    def change_visibility_batch(self, receipt_handles: Sequence[str], seconds: int) -> None: ...
+
+
+class DeadLetters(Protocol):
+    """The run queue's dead-letter queue, as the sweeper drains it (``jobsched.adapters.queue.DeadLetterQueue``;
+    the fake ``jobsched.memory.queue.MemoryDeadLetters``): ``receive`` up to ``limit`` messages (they stay
+    invisible for the queue's visibility timeout, then come back unless deleted), ``delete`` one. Raise on
+    failure."""
+
+    def receive(self, limit: int) -> list[DeadLetter]: ...
+
+    def delete(self, receipt_handle: str) -> None: ...
 
 
 class DeadRunSink(Protocol):

@@ -187,7 +187,9 @@ class RunStore:
     # attempt number and worker id the claim wrote (each claim increments attempt, so the pair names one
     # claim). The sweeper passes the stale ``heartbeat_at`` it saw as well, so a beat since then wins.
     # Claims and heartbeats never touch ``sweep_pk``/``sweep_at`` (the sweep index is KEYS_ONLY, so they cost
-    # no index write); finishing as succeeded or skipped removes them (the run leaves the sparse index).
+    # no index write); finishing as succeeded or skipped removes them when present (a manual run, a retried
+    # one, or a row of the layout before issue [2.5]: the run leaves the sparse index; a scheduled run whose
+    # first try succeeds was never in it, and removing absent attributes writes no index entry).
 
     @unavailable_on_failure
     def claim(
@@ -199,42 +201,66 @@ class RunStore:
         now_ms: int,
         stale_before_ms: int,
         retry_due_by_ms: int,
+        create: RunRow | None = None,
     ) -> Claim:
         """Claim a run for one try: ``queued|retrying -> running``, or take over a ``running`` run whose
-        ``heartbeat_at`` is older than ``stale_before_ms`` (a lost worker). 1 request.
+        ``heartbeat_at`` is older than ``stale_before_ms`` (a lost worker), or, with ``create``, make the row of
+        a run that has none (its message was its only record) already claimed. 1 request, one write unit: the
+        row is small and a new one carries no sweep keys.
 
         A ``retrying`` run is claimable once its ``retry_at`` is at most ``retry_due_by_ms`` (an early extra
         copy of its message is dropped; the delayed one, or the sweeper, delivers it on time). Sets ``worker``,
-        ``attempt`` + 1, ``started_at`` and ``heartbeat_at`` (epoch ms), and ``lateness_ms`` on the first try.
-        Returns ``Claim(True, the row as it was before)`` when claimed, else ``Claim(False, the row as stored
-        or None when there is no such run)``: the caller drops the delivery.
+        ``attempt`` + 1, ``started_at`` and ``heartbeat_at`` (epoch ms), and ``lateness_ms`` on the first try; a
+        created row also gets ``create``'s ``run_id``, ``kind``, ``enqueued_at``, ``dispatch_at``, ``term``,
+        ``owner`` and ``expires_at`` (each only where the row has none). Returns ``Claim(True, the row as it was
+        before, create for a new row)`` when claimed, else ``Claim(False, the row as stored or None when there
+        is no such run)``: the caller drops the delivery.
         """
+        sets = [
+            "#s = :running",
+            "worker = :worker",
+            "attempt = if_not_exists(attempt, :zero) + :one",
+            "started_at = :now",
+            "heartbeat_at = :now",
+            "lateness_ms = if_not_exists(lateness_ms, :late)",
+        ]
+        condition = (
+            "#s = :queued"
+            " OR (#s = :retrying AND (attribute_not_exists(retry_at) OR retry_at <= :due))"
+            " OR (#s = :running AND heartbeat_at < :stale)"
+        )
+        values: dict[str, Any] = {
+            ":running": RunStatus.RUNNING.value,
+            ":queued": RunStatus.QUEUED.value,
+            ":retrying": RunStatus.RETRYING.value,
+            ":worker": worker,
+            ":zero": 0,
+            ":one": 1,
+            ":now": now_ms,
+            ":late": now_ms - scheduled_for_ms,
+            ":due": retry_due_by_ms,
+            ":stale": stale_before_ms,
+        }
+        names = {"#s": "status"}
+        if create is not None:
+            condition = f"attribute_not_exists(job_id) OR {condition}"
+            fresh = {
+                name: value
+                for name, value in run_item(create).items()
+                if name not in {"job_id", "scheduled_for", "status", "attempt", "sweep_pk", "sweep_at"}
+                and name not in _CLAIM_WRITES
+            }
+            for i, (name, value) in enumerate(sorted(fresh.items())):
+                names[f"#c{i}"] = name
+                values[f":c{i}"] = value
+                sets.append(f"#c{i} = if_not_exists(#c{i}, :c{i})")
         try:
             response = self.table.update_item(
                 Key=_key(job_id, scheduled_for_ms),
-                UpdateExpression=(
-                    "SET #s = :running, worker = :worker, attempt = if_not_exists(attempt, :zero) + :one,"
-                    " started_at = :now, heartbeat_at = :now, lateness_ms = if_not_exists(lateness_ms, :late)"
-                    " REMOVE retry_at, fail_owner"
-                ),
-                ConditionExpression=(
-                    "#s = :queued"
-                    " OR (#s = :retrying AND (attribute_not_exists(retry_at) OR retry_at <= :due))"
-                    " OR (#s = :running AND heartbeat_at < :stale)"
-                ),
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":running": RunStatus.RUNNING.value,
-                    ":queued": RunStatus.QUEUED.value,
-                    ":retrying": RunStatus.RETRYING.value,
-                    ":worker": worker,
-                    ":zero": 0,
-                    ":one": 1,
-                    ":now": now_ms,
-                    ":late": now_ms - scheduled_for_ms,
-                    ":due": retry_due_by_ms,
-                    ":stale": stale_before_ms,
-                },
+                UpdateExpression="SET " + ", ".join(sets) + " REMOVE retry_at, fail_owner",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -243,7 +269,11 @@ class RunStore:
                 old = old_item(error)
                 return Claim(False, run_row(old) if old else None)
             raise
-        return Claim(True, run_row(response["Attributes"]))
+        old_attributes = response.get("Attributes")
+        if not old_attributes:
+            assert create is not None  # without create, an absent row fails the condition
+            return Claim(True, create)
+        return Claim(True, run_row(old_attributes))
 
     @unavailable_on_failure
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
@@ -502,6 +532,10 @@ def _deserialized(raw: dict[str, Any] | None) -> dict[str, Any] | None:
 
 _TYPE_TAGS = {"S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL"}
 _type_deserializer = TypeDeserializer()
+
+
+_CLAIM_WRITES = {"worker", "started_at", "heartbeat_at", "lateness_ms", "retry_at"}
+"""Attributes the claim itself sets (or removes): a created row takes them from the claim, not from ``create``."""
 
 
 def _key(job_id: str, scheduled_for_ms: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
@@ -67,6 +68,15 @@ class Harness(HarnessBase):
         for client in (self.aws.dynamodb, self.aws.dynamodb_resource.meta.client, self.aws.sqs):
             client.meta.events.register("before-call.*.*", hook)
         return counts
+
+    def drain(self) -> list[RunMessage]:
+        """Take every message on the run queue (received and deleted)."""
+        url, got = self.settings.run_queue_url, []
+        while batch := self.aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            for message in batch:
+                self.aws.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                got.append(RunMessage.parse(message["Body"]))
+        return got
 
     def jobs_for(self, settings: Settings) -> JobStore:
         return JobStore(self.aws.table(settings.jobs_table))

@@ -63,7 +63,9 @@ def test_one_invocation_ticks_each_second_then_releases_the_lease(
     assert report["partition"] == 0 and report["ticks"] == report["iterations"] == 68
     assert invoke.sleeps[0] == pytest.approx(0.75) and all(s == 1.0 for s in invoke.sleeps[1:])
     assert harness.clock() <= harness.T0 + 250 + timeout_s * 1000 - STOP_BEFORE_MS + 1000
-    # It ran the job's fires in that window, and released the lease for the next invocation
+    # It ran the job's fires in that window (each run's row made by a worker's claim of its message), and
+    # released the lease for the next invocation
+    harness.claim_sent()
     assert [r["scheduled_for"] for r in harness.runs_of(job.id)] == [
         harness.T0 + k * 10_000 for k in range(7)
     ]
@@ -85,6 +87,7 @@ def test_the_next_invocation_takes_over_at_once_with_a_higher_term(harness: Any,
     second = ControlStore(harness.aws.dynamodb, harness.settings.control_table).read_lease(0)
     assert first is not None and second is not None and second.term > first.term
     assert report["ticks"] == report["iterations"]  # led from its first step
+    harness.claim_sent()
     fires = [r["scheduled_for"] for r in harness.runs_of(job.id)]
     assert fires == list(range(harness.T0, fires[-1] + 1, 10_000)) and len(fires) >= 5
 

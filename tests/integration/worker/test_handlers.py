@@ -204,3 +204,32 @@ def test_a_deferred_record_whose_visibility_change_fails_is_still_reported(
     }
     row = runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.QUEUED
+
+
+def test_a_batchs_messages_are_held_for_the_heartbeats_stale_time_before_the_claims(
+    worker: Worker,
+    settings: Settings,
+    aws: Aws,
+    make_job: Callable[..., Job],
+    runs: RunStore,
+    delivered: Callable[[Job, int], dict[str, Any]],
+) -> None:
+    # Given two scheduled runs received from the run queue (no rows: their messages are their records)
+    jobs = [make_job(), make_job()]
+    records = [delivered(job, T0) for job in jobs]
+    held: list[dict[str, Any]] = []
+    aws.sqs.meta.events.register(
+        "provide-client-params.sqs.ChangeMessageVisibilityBatch",
+        lambda params, **_: held.append(dict(params)),
+    )
+    # When the batch is handled
+    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    # Then one request held both messages for the heartbeat's stale time plus one beat (a lost worker's message
+    # comes back when its run can be taken over), and both runs ran, their rows made by the claims
+    assert response == {"batchItemFailures": []}
+    assert [
+        [(e["ReceiptHandle"], e["VisibilityTimeout"]) for e in request["Entries"]] for request in held
+    ] == [[(r["receiptHandle"], settings.heartbeat_stale_s + settings.heartbeat_interval_s) for r in records]]
+    for job in jobs:
+        row = runs.get(job.id, T0)
+        assert row is not None and row.status == RunStatus.SUCCEEDED and row.sweep_at is None

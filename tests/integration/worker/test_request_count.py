@@ -102,7 +102,7 @@ def test_failure_paths_cost_what_the_docstring_says(
     }
 
 
-def test_the_sweeper_idle_pass_costs_one_query_per_shard(
+def test_the_sweeper_idle_pass_costs_one_query_per_shard_and_one_dead_letter_receive(
     settings: Settings,
     aws: Aws,
     clock: FakeClock,
@@ -111,7 +111,8 @@ def test_the_sweeper_idle_pass_costs_one_query_per_shard(
     from jobsched.ports.runs import SWEEP_SHARDS
 
     Components(settings, aws, clock=clock).sweeper().sweep()
-    assert requests == {"dynamodb.Query": SWEEP_SHARDS}
+    # (the receive is the drain of the run queue's dead-letter queue: empty, one short poll)
+    assert requests == {"dynamodb.Query": SWEEP_SHARDS, "sqs.ReceiveMessage": 1}
 
 
 def test_time_checks_cost_nothing_on_the_paths_that_run(

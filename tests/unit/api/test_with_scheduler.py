@@ -55,10 +55,41 @@ def step_at(http: Any, loop: SchedulerLoop, now_ms: int) -> None:
 
 
 def runs(http: Any, job_id: str) -> list[dict[str, Any]]:
-    """The job's runs through the API, oldest first."""
+    """The job's runs, oldest first: its history through the API, and the scheduled runs whose message waits on
+    the run queue (a scheduled run has no row before a worker's claim: its message is its record, design
+    §4.2), each as the API shows a run not yet started (``id``, ``scheduled_for``, ``status`` queued,
+    ``kind`` scheduled). The messages stay on the queue."""
     reply = http("GET", f"/jobs/{job_id}/runs", query={"limit": "100"})
     assert reply.status == 200, reply.body
-    return list(reversed(reply.body["items"]))
+    history = list(reversed(reply.body["items"]))
+    seen = {run["scheduled_for"] for run in history}
+    pending = {
+        iso(m.scheduled_for): {
+            "id": f"{m.job_id}@{m.scheduled_for}",
+            "job_id": m.job_id,
+            "scheduled_for": iso(m.scheduled_for),
+            "status": "queued",
+            "kind": "scheduled",
+            "skipped_count": None,
+        }
+        for m in peek(http)
+        if m.job_id == job_id
+    }
+    history.extend(run for at, run in pending.items() if at not in seen)
+    return sorted(history, key=lambda run: run["scheduled_for"])
+
+
+def peek(http: Any) -> list[RunMessage]:
+    """The messages on the run queue, left there (received, then made visible again at once)."""
+    sqs, url = http.aws.sqs, http.settings.run_queue_url
+    received: list[dict[str, Any]] = []
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        received.extend(got)
+    for message in received:
+        sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    return [RunMessage.parse(m["Body"]) for m in received]
 
 
 def drain(http: Any) -> list[RunMessage]:

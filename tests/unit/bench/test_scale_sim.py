@@ -128,8 +128,9 @@ def test_the_schedulers_cpu_serves_one_request_at_a_time_at_its_share_of_a_vcpu(
 
 
 def test_a_tiny_rush_on_a_tenth_of_a_vcpu_is_bound_by_the_schedulers_cpu() -> None:
-    """10 runs at 0.75 ms of CPU per put and per move on a tenth of a vCPU: the 10 puts take 75 ms one after
-    another, however many threads, and the batch goes out then (every latency 0)."""
+    """10 runs at 0.75 ms of CPU per move on a tenth of a vCPU (every latency 0): the batch goes out at once (no
+    write comes before it: a scheduled run's row is made by its worker's claim), then the 10 moves take 75 ms
+    of the scheduler's CPU one after another, however many threads."""
     result = simulate(
         Rush(10, jittered_share=0),
         partitions=1,
@@ -137,8 +138,11 @@ def test_a_tiny_rush_on_a_tenth_of_a_vcpu_is_bound_by_the_schedulers_cpu() -> No
         latencies=NO_LATENCY,
         scheduler_memory_mb=round(LAMBDA_MB_PER_VCPU / 10),
     )
-    assert result["enqueue_non_jittered_s"] == pytest.approx(10 * 0.75 * 10 / 1000, abs=0.001)
+    assert result["enqueue_non_jittered_s"] == 0.0
     assert result["created"] == 10
+    assert "PutItem" not in result["requests"] and result["requests"]["UpdateItem"] == 10
+    # busy CPU ms over the enqueue span (floored at 1 ms): the 10 moves, 7.5 ms each at a tenth of a vCPU
+    assert result["scheduler_cpu_busy"] == pytest.approx(10 * 0.75 * 10, abs=0.1)
 
 
 def test_lag_is_the_age_of_the_oldest_due_run_not_yet_enqueued() -> None:
@@ -207,7 +211,7 @@ def test_a_tiny_rush_matches_the_hand_computation() -> None:
     assert result["scheduler_lag_ms_p99"] == 500
     assert result["peak_enqueue_runs_per_s"] == 10
     assert result["lambda_concurrency"] == 10
-    assert result["requests"]["PutItem"] == 20
+    assert "PutItem" not in result["requests"]  # a scheduled run's row is made by its worker's claim
     assert result["requests"]["UpdateItem"] == 20
     assert result["requests"]["SendMessageBatch"] == 11
     assert MIDNIGHT_MS // 60_000 == 29979360

@@ -97,7 +97,21 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
     # Then the move is refused (fencing) and the stored item is returned with the refusal
     assert refused.value.current is not None and refused.value.current.term == b.lease.term
     assert harness.sched(job.id) == current
-    # And a run it tries to save again is refused by the unique (job_id, scheduled_for)
+    # And once a worker's claim made the run's row, a row it tries to save for that fire again is refused by
+    # the unique (job_id, scheduled_for)
+    now = harness.clock()
+    claimed = harness.runs.claim(
+        job.id,
+        harness.T0,
+        worker="w",
+        now_ms=now,
+        stale_before_ms=now - 120_000,
+        retry_due_by_ms=now,
+        create=new_run(
+            job.id, harness.T0, now_ms=now, retention_days=90, term=b.lease.term, sweep_after_ms=None
+        ),
+    )
+    assert claimed.claimed
     existing = harness.runs.put_new(
         new_run(job.id, harness.T0, now_ms=harness.clock(), retention_days=90, term=b.lease.term - 1)
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 from jobsched.api.service import JobService
 from jobsched.models import JobCreate, JobPatch, MissedPolicy, RunStatus, from_ms, to_ms
+from jobsched.ports.runs import new_run
 from jobsched.store import layout
 
 MIN = 60_000
@@ -45,11 +46,11 @@ def test_a_patch_between_the_ticks_read_and_its_move_is_not_undone(harness: Any)
         if not patched:
             patched.append(service(harness).update_job("team-a", job_id, JobPatch(schedule="* * * * *")))
 
-    a.recorder.after["put_new"] = patch_once
+    a.recorder.after["send"] = patch_once
     harness.clock.now_ms = harness.T0 - 1000
-    harness.run_seconds(a, 1)  # 10:00:00.005: saves the 10:00 run, the PATCH lands, then the move
-    assert patched, "the tick did not save the 10:00 run"
-    del a.recorder.after["put_new"]
+    harness.run_seconds(a, 1)  # 10:00:00.005: sends the 10:00 run, the PATCH lands, then the move
+    assert patched, "the tick did not send the 10:00 run"
+    del a.recorder.after["send"]
     harness.run_seconds(a, 3 * 60)
 
     assert fires(harness, job_id) == [harness.T0 + k * MIN for k in range(4)]
@@ -88,19 +89,31 @@ def test_a_tick_reading_a_lagging_due_index_runs_no_fire_of_the_replaced_schedul
 
 
 def test_a_skipped_range_whose_first_fire_has_a_run_keeps_every_fire_in_the_history(harness: Any) -> None:
-    # Break 6: a leader saved the run of the first fire, then died before enqueueing or moving the job. The next
-    # leader, an hour later, skips the range: the summary row used to collide with that run and vanish.
+    # Break 6: a leader sent the run of the first fire, then died before moving the job, and a worker's claim
+    # made the run's row. The next leader, an hour later, skips the range: the summary row used to collide with
+    # that run and vanish.
     harness.clock.now_ms = harness.T0
     job_id = create(harness, "every 10 seconds", missed="skip")
     a = harness.contender()
 
     def crash(*_: Any, **__: Any) -> None:
-        raise ConnectionError("leader died after saving the run")
+        raise ConnectionError("leader died after sending the run")
 
-    a.recorder.before["send"] = crash
+    a.recorder.before["move"] = crash
     harness.run_seconds(a, 1)
+    (message,) = harness.drain()
+    now = harness.clock()
+    assert harness.runs.claim(
+        job_id,
+        message.scheduled_for,
+        worker="w",
+        now_ms=now,
+        stale_before_ms=now - 120_000,
+        retry_due_by_ms=now,
+        create=new_run(job_id, message.scheduled_for, now_ms=now, retention_days=90, sweep_after_ms=None),
+    ).claimed
     first = harness.runs_of(job_id)
-    assert [(r["scheduled_for"], r["status"]) for r in first] == [(harness.T0, "queued")]
+    assert [(r["scheduled_for"], r["status"]) for r in first] == [(harness.T0, "running")]
 
     harness.clock.now_ms = harness.T0 + 3600_000
     b = harness.contender("b")
@@ -118,8 +131,11 @@ def test_a_skipped_range_whose_first_fire_has_a_run_keeps_every_fire_in_the_hist
     latest = max(covered)
     assert covered == set(range(harness.T0, latest + 1, 10_000))  # every fire has a row or a summary
     assert latest >= harness.clock() - 10_000
-    # and the run the dead leader saved was sent again at once, not left to the sweeper
-    assert any(m.scheduled_for == harness.T0 for m in harness.drain())
+    # and the run the worker holds is kept as it is, not sent again
+    assert [(r["scheduled_for"], r["status"]) for r in rows if r["scheduled_for"] == harness.T0] == [
+        (harness.T0, "running")
+    ]
+    assert not any(m.scheduled_for == harness.T0 for m in harness.drain())
 
 
 def test_a_one_off_accepted_a_little_late_runs_whatever_its_missed_policy(harness: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from jobsched.clock import FakeClock
 from jobsched.domain.planning import TickLimits
 from jobsched.models import from_ms, to_ms
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.runs import RunMessage, new_run
 from jobsched.schedules import jitter_offset_ms, parse_schedule
 
 SECONDS = 1000
@@ -83,7 +83,7 @@ def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) ->
         ref: list[Any] = []
         contender = harness.contender(next(names), queue=queue, limits=TickLimits(threads=1))
         ref.append(contender)
-        for name in ("put_new", "send", "move"):
+        for name in ("put_new", "send", "move", "renew_lease"):
             contender.recorder.before[name] = hook_for(ref)
         alive.append(contender)
         return contender
@@ -126,18 +126,33 @@ def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) ->
             step(contender)
     end = clock()
 
-    # Then every fire whose dispatch instant has passed has exactly one run, and nothing else does
+    # Then, once workers have claimed every message sent (each claim creating the run's row from its message),
+    # every fire whose dispatch instant has passed has exactly one run, and nothing else does
+    created = Counter[tuple[str, int]]()
+    for _, m in queue.sent:
+        claim = harness.runs.claim(
+            m.job_id,
+            m.scheduled_for,
+            worker="w",
+            now_ms=end,
+            stale_before_ms=end - 120_000,
+            retry_due_by_ms=end,
+            create=new_run(
+                m.job_id,
+                m.scheduled_for,
+                now_ms=m.enqueued_at,
+                retention_days=90,
+                dispatch_at_ms=m.dispatch_at,
+                sweep_after_ms=None,
+                term=m.term,
+            ),
+        )
+        created[(m.job_id, m.scheduled_for)] += int(claim.claimed)
+    assert created and set(created.values()) == {1}  # zero duplicate (job_id, scheduled_for)
     rows = harness.all_runs()
     by_job: dict[str, list[int]] = {}
     for row in rows:
         by_job.setdefault(row["job_id"], []).append(row["scheduled_for"])
-    created = Counter(
-        (args[0].job_id, args[0].scheduled_for)
-        for contender in harness.contenders
-        for name, args, value in contender.recorder.results
-        if name == "put_new" and value is None
-    )
-    assert created and max(created.values()) == 1  # zero duplicate (job_id, scheduled_for)
     total_expected = 0
     for job in jobs:
         schedule = parse_schedule(job.schedule, job.timezone, start_at=job.created_at, end_at=job.end_at)
@@ -155,10 +170,10 @@ def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) ->
     assert all(row["enqueued_at"] >= row["dispatch_at"] >= row["scheduled_for"] for row in rows)
     dispatch = {(r["job_id"], r["scheduled_for"]): r["dispatch_at"] for r in rows}
     assert all(sent_at >= dispatch[(m.job_id, m.scheduled_for)] for sent_at, m in queue.sent)
-    # Every run was enqueued; copies only where a takeover found the run still queued (harmless)
+    # Every run was enqueued; copies only where a takeover sent a fire again (harmless: one claim each)
     sent = Counter((m.job_id, m.scheduled_for) for _, m in queue.sent)
     assert set(sent) == set(dispatch)
-    assert all(row["status"] == "queued" for row in rows)
+    assert all(row["status"] == "running" and row["attempt"] == 1 for row in rows)
     # And the faults did happen: crashes, pauses, takeovers (several terms), and writes of a deposed leader
     # that landed after its lease ran out (the residual window) and were refused or harmless
     terms = {row["term"] for row in rows}

@@ -112,7 +112,8 @@ def test_refused_messages_leave_the_job_due_and_the_next_tick_enqueues_them(harn
     assert first.lag_ms > 0  # the fire is due and not enqueued
     del a.recorder.before["send"]
     (second,) = harness.run_seconds(a, 1)
-    assert second.existing == 1 and second.reenqueued == 1 and second.enqueued == 1 and second.moved == 1
+    # the run is sent again (a scheduled run has no row before its claim: its message is its record)
+    assert second.created == 1 and second.existing == 0 and second.enqueued == 1 and second.moved == 1
     assert second.lag_ms == 0
     assert [m.scheduled_for for m in harness.drain()] == [harness.T0]
     assert len(harness.runs_of(job.id)) == 1
@@ -129,16 +130,35 @@ def test_a_failed_send_request_is_retried_next_tick(harness: Any) -> None:
     assert second.enqueued == 1 and second.moved == 1
 
 
-def test_a_failed_put_leaves_the_job_due_for_the_next_tick(harness: Any) -> None:
-    job = harness.add("every 1 minute")
+def test_a_scheduled_run_is_sent_without_a_row_and_its_message_carries_the_row_fields(harness: Any) -> None:
+    job = harness.add("every 1 minute", jitter_s=30)
+    a = harness.contender()
+    assert sum(r.created for r in harness.run_seconds(a, 60)) == 1
+    assert a.recorder.count("put_new") == 0 and harness.runs.rows() == []
+    (message,) = harness.drain()
+    assert message.scheduled_for == harness.T0 and message.term == a.lease.term
+    assert message.dispatch_at is not None and message.enqueued_at is not None
+    assert harness.T0 <= message.dispatch_at <= message.enqueued_at
+    assert RunMessage.parse(message.body()) == message
+    assert (RunMessage.parse(message.body()).dispatch_at, RunMessage.parse(message.body()).term) == (
+        message.dispatch_at,
+        message.term,
+    )
+    assert harness.sched(job.id)["next_run_at"] == harness.T0 + 60_000
+
+
+def test_a_failed_put_of_a_skipped_fire_leaves_the_job_due_for_the_next_tick(harness: Any) -> None:
+    job = harness.add("every 1 minute", missed="skip", misfire_grace_s=5)
+    harness.clock.advance(600_000)  # ten fires missed: recorded skipped, the put of their row is throttled
     a = harness.contender()
     a.recorder.before["put_new"] = throttled
     (first,) = harness.run_seconds(a, 1)
-    assert first.created == 0 and first.moved == 0 and first.errors == 1 and harness.runs_of(job.id) == []
+    assert first.skipped == 0 and first.moved == 0 and first.errors == 1 and harness.runs_of(job.id) == []
     del a.recorder.before["put_new"]
     (second,) = harness.run_seconds(a, 1)
-    assert second.created == 1 and second.moved == 1
-    assert [m.scheduled_for for m in harness.drain()] == [harness.T0]
+    assert second.skipped >= 10 and second.moved == 1
+    statuses = [r["status"] for r in harness.runs_of(job.id)]
+    assert statuses.count(RunStatus.SKIPPED.value) == second.skipped
 
 
 def test_a_failed_move_is_retried_without_a_second_run(harness: Any) -> None:
@@ -149,8 +169,9 @@ def test_a_failed_move_is_retried_without_a_second_run(harness: Any) -> None:
     assert first.created == 1 and first.moved == 0 and first.errors == 1
     del a.recorder.before["move"]
     (second,) = harness.run_seconds(a, 1)
-    assert second.created == 0 and second.existing == 1 and second.moved == 1
+    assert second.created == 1 and second.moved == 1  # sent again: a copy the claim refuses
     assert len(harness.runs_of(job.id)) == 1
+    assert [m.scheduled_for for m in harness.drain()] == [harness.T0, harness.T0]
     assert harness.sched(job.id)["next_run_at"] == harness.T0 + 60_000
 
 

@@ -14,7 +14,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus, to_ms
-from jobsched.ports.runs import run_id
+from jobsched.ports.runs import new_run, run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall
 from tests.support.worker import T0
@@ -142,12 +142,69 @@ def test_a_run_of_a_deleted_job_is_skipped(
     assert "deleted" in row.error and row.sweep_at is None
 
 
-def test_a_message_for_a_run_that_does_not_exist_is_dropped(
+def test_a_message_for_a_run_without_a_row_creates_it_at_the_claim_and_runs_it(
+    runs: MemoryRunStore,
+    calls: list[TargetCall],
+    clock: FakeClock,
+    make_job: Callable[..., Job],
+    worker: Worker,
+    record: Callable[..., dict[str, Any]],
+) -> None:
+    # Given a scheduled run whose message is its only record (the scheduler writes no row)
+    job = make_job(command="record")
+    message = record(job.id, T0) | {
+        "body": json.dumps(
+            {
+                "job_id": job.id,
+                "scheduled_for": T0,
+                "dispatch_at": T0 + 700,
+                "enqueued_at": T0 + 900,
+                "term": 7,
+            }
+        )
+    }
+    # When it is delivered
+    assert worker.handle(delivery_of(message)) == Outcome.SUCCEEDED
+    # Then the claim created the row from the message, outside the sweep index, and the try succeeded
+    assert len(calls) == 1
+    row = runs.get(job.id, T0)
+    assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 1
+    assert (row.dispatch_at, row.enqueued_at, row.term) == (T0 + 700, T0 + 900, 7)
+    assert row.lateness_ms == clock() - T0 and row.sweep_at is None
+    assert row.expires_at_s is not None and row.expires_at_s > (T0 + 900) // 1000
+    # And a copy of the message after the success is refused: the fire ran once
+    assert worker.handle(delivery_of(message | {"messageId": "m-2"})) == Outcome.DROPPED
+    assert len(calls) == 1
+
+
+def test_a_lost_workers_run_is_taken_over_by_the_redelivery_of_its_message(
+    runs: MemoryRunStore,
+    calls: list[TargetCall],
+    clock: FakeClock,
     make_job: Callable[..., Job],
     deliver: Callable[..., str],
+    settings: Settings,
 ) -> None:
-    job = make_job()
+    # Given a worker that claimed the run (creating its row) and vanished: no heartbeat since
+    job = make_job(command="record")
+    assert runs.claim(
+        job.id,
+        T0,
+        worker="lost",
+        now_ms=clock(),
+        stale_before_ms=clock() - 1,
+        retry_due_by_ms=clock(),
+        create=new_run(job.id, T0, now_ms=clock(), retention_days=90, sweep_after_ms=None),
+    ).claimed
+    # When its message comes back before the heartbeat is stale, it is dropped
+    clock.advance(settings.heartbeat_stale_s * 1000 - 1000)
     assert deliver(job) == Outcome.DROPPED
+    # And when it comes back after (its visibility, set at the claim, runs out then), it takes the run over
+    clock.advance(settings.heartbeat_interval_s * 1000 + 1000)
+    assert deliver(job) == Outcome.SUCCEEDED
+    row = runs.get(job.id, T0)
+    assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 2 and row.worker != "lost"
+    assert len(calls) == 1
 
 
 def test_a_malformed_message_fails_the_record(worker: Worker, record: Callable[..., dict[str, Any]]) -> None:

@@ -1,0 +1,273 @@
+"""Steps 3-5 of a scheduler tick (``jobsched.domain.tick``): record the skipped fires, send the runs, move the
+jobs on. Pure domain logic (design §4.2, §4.8), mixed into ``Scheduler``, whose adapters and settings it uses.
+
+A scheduled run gets no row here: the tick sends its message (the run's durable record until a worker's claim
+creates the row, design §4.2), with the dispatch instant, the send time and the leader's term the claim
+writes into the row. Skipped fires are rows (a conditional put each, or one summary row per range).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jobsched.clock import Clock
+from jobsched.domain.lease import LeaseLost
+from jobsched.domain.planning import DueJob, FirePlan, SkipRow, next_fire_ms
+from jobsched.domain.registration import due_entry, partition_of
+from jobsched.models import RunStatus, from_ms
+from jobsched.observability import logger
+from jobsched.ports.control import Guard
+from jobsched.ports.errors import Conflict
+from jobsched.ports.jobs import DueIndex, SchedulingState
+from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, RunWriter, new_run
+from jobsched.settings import Settings
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from jobsched.domain.tick import TickResult
+
+
+@dataclass
+class JobWork:
+    """One due job's progress through a tick."""
+
+    plan: FirePlan
+    to_send: list[RunMessage] = field(default_factory=list)
+    new_runs: set[int] = field(default_factory=set)
+    failed: bool = False
+    sent: bool = True
+
+
+class TickWrites:
+    """The tick's writes, for ``Scheduler`` (which sets every attribute declared here)."""
+
+    partition: int
+    jobs: DueIndex
+    runs: RunWriter
+    queue: RunSender
+    settings: Settings
+    clock: Clock
+    bucket_ms: int
+    _pool: Executor
+
+    # --- 3. save ---------------------------------------------------------------------------------
+
+    def _skip_item(self, job: DueJob, row: SkipRow, now_ms: int, term: int) -> RunRow:
+        return new_run(
+            job.job_id,
+            row.scheduled_for,
+            now_ms=now_ms,
+            retention_days=self.settings.retention_days,
+            status=RunStatus.SKIPPED,
+            dispatch_at_ms=row.scheduled_for + job.jitter_offset_ms,
+            term=term,
+            skipped_count=row.count if row.count > 1 else None,
+            skipped_through=row.through if row.count > 1 else None,
+            error=row.reason,
+            owner=job.owner,
+        )
+
+    def _save(self, works: list[JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
+        lock = threading.Lock()
+
+        def save(work: JobWork) -> None:
+            plan, job = work.plan, work.plan.job
+            counts = {"created": 0, "existing": 0, "reenqueued": 0, "skipped": 0}
+
+            def refused(fire: int, previous: RunRow) -> None:
+                # A skipped fire already has a row: a worker's claim made it, or it is a manual run or a row a
+                # scheduler saved before issue [2.5]; a queued one may never have been sent, so it is sent again
+                # (a duplicate message loses the worker's claim).
+                counts["existing"] += 1
+                if previous.status is RunStatus.QUEUED:
+                    counts["reenqueued"] += 1
+                    work.to_send.append(RunMessage(job.job_id, fire))
+
+            try:
+                for row in plan.skipped:
+                    self._save_skipped(job, row, now_ms, guard, counts, refused)
+                for fire in plan.runs:
+                    term = guard.check()
+                    # No row: the message is the run's durable record until a worker's claim creates the row
+                    # (design §4.7). A fire sent again (a tick whose move did not land) is refused by the claim.
+                    counts["created"] += 1
+                    work.new_runs.add(fire)
+                    work.to_send.append(
+                        RunMessage(
+                            job.job_id,
+                            fire,
+                            dispatch_at=fire + job.jitter_offset_ms,
+                            enqueued_at=now_ms,
+                            term=term,
+                        )
+                    )
+            except LeaseLost:
+                work.failed = True
+                raise
+            except Exception as error:
+                work.failed = True
+                logger.warning("run save failed", job_id=job.job_id, error=str(error))
+            finally:
+                with lock:
+                    result.created += counts["created"]
+                    result.existing += counts["existing"]
+                    result.reenqueued += counts["reenqueued"]
+                    result.skipped += counts["skipped"]
+
+        self._run_all(save, works)
+
+    def _save_skipped(
+        self,
+        job: DueJob,
+        row: SkipRow,
+        now_ms: int,
+        guard: Guard,
+        counts: dict[str, int],
+        refused: Callable[[int, RunRow], None],
+    ) -> None:
+        """Record the skipped fires of ``row``. When its put is refused because a fire in its range already
+        has a row (a leader that died saved it), the range is split around the rows that exist (one Query of
+        the range): every fire of the range ends up with a row of its own or inside a summary, never lost."""
+        previous = self.runs.put_new(self._skip_item(job, row, now_ms, guard.check()))
+        if previous is None:
+            counts["skipped"] += row.count
+            return
+        if row.count == 1:
+            refused(row.scheduled_for, previous)
+            return
+        existing = self.runs.rows_between(job.job_id, row.scheduled_for, row.through, limit=10_000)
+        schedule = job.parsed_schedule()
+        cursor = row.scheduled_for - 1  # fires after cursor and before the next existing row are skipped
+        for found in [*existing, RunRow(job.job_id, row.through + 1)]:
+            bound = found.scheduled_for
+            first = next_fire_ms(schedule, cursor, job_id=job.job_id)
+            if first is not None and first < bound:
+                gap_last = bound - 1
+                count = 1 + schedule.count_fires(from_ms(first), from_ms(gap_last), cap=2**62)
+                part = SkipRow(first, count, row.reason, gap_last if count > 1 else first)
+                if self.runs.put_new(self._skip_item(job, part, now_ms, guard.check())) is None:
+                    counts["skipped"] += count
+            # an existing summary (an earlier tick's, whose move failed) already stands for its whole range
+            cursor = max(cursor, bound, found.skipped_through or bound)
+        for found in existing:
+            refused(found.scheduled_for, found)
+
+    # --- 4. enqueue ------------------------------------------------------------------------------
+
+    def _enqueue(self, works: list[JobWork], guard: Guard, result: TickResult) -> None:
+        """Send the tick's messages oldest dispatch first, 10 per request; a job whose message SQS did not
+        accept is not moved (the next tick finds it due, its run queued, and enqueues it again)."""
+        owner: dict[tuple[str, int], JobWork] = {}
+        messages: list[tuple[int, RunMessage]] = []
+        for work in works:
+            for message in work.to_send:
+                owner[(message.job_id, message.scheduled_for)] = work
+                messages.append((message.scheduled_for + work.plan.job.jitter_offset_ms, message))
+        messages.sort(key=lambda pair: (pair[0], pair[1].job_id))
+        batches = [messages[i : i + 10] for i in range(0, len(messages), 10)]
+        lock = threading.Lock()
+
+        def send(batch: list[tuple[int, RunMessage]]) -> None:
+            guard.check()
+            refused: set[tuple[str, int]] = set()
+            try:
+                self.queue.send([m for _, m in batch])
+            except QueueSendError as error:
+                refused = {(m.job_id, m.scheduled_for) for m in error.failed}
+                logger.warning("run messages refused", count=len(refused))
+            except Exception as error:
+                refused = {(m.job_id, m.scheduled_for) for _, m in batch}
+                logger.warning("run message batch failed", count=len(refused), error=str(error))
+            sent_at = self.clock()
+            with lock:
+                for dispatch_at, message in batch:
+                    key = (message.job_id, message.scheduled_for)
+                    work = owner[key]
+                    if key in refused:
+                        work.sent = False
+                        continue
+                    result.enqueued += 1
+                    if message.scheduled_for in work.new_runs:
+                        result.dispatch_lateness_ms.append(sent_at - dispatch_at)
+
+        self._run_all(send, batches)
+
+    # --- 5. move ---------------------------------------------------------------------------------
+
+    def _move(self, works: list[JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
+        lock = threading.Lock()
+
+        def move(work: JobWork) -> None:
+            if work.failed or not work.sent:
+                return
+            plan, job = work.plan, work.plan.job
+            nxt = plan.next_run_at
+            term = guard.check()
+            # The bucket from the clock at the write (not the tick's start): a move delayed within the tick
+            # still lands at or after the current bucket, never behind a watermark that advanced meanwhile.
+            home = partition_of(job.job_id, self.settings.scheduler_partitions)
+            due = (
+                due_entry(
+                    job.job_id,
+                    nxt + job.jitter_offset_ms,
+                    partition=home,
+                    shards=self.settings.due_shards,
+                    bucket_ms=self.bucket_ms,
+                    now_ms=max(now_ms, self.clock()),
+                )
+                if nxt is not None
+                else None
+            )
+            try:
+                self.jobs.move(
+                    job.job_id,
+                    expected_next_run_at=job.next_run_at,
+                    expected_version=job.version,
+                    partition=self.partition,
+                    term=term,
+                    next_run_at=nxt,
+                    due=due,
+                    to_partition=home,
+                )
+            except Conflict as conflict:
+                current = conflict.current if isinstance(conflict.current, SchedulingState) else None
+                logger.info(
+                    "job moved meanwhile",
+                    job_id=job.job_id,
+                    expected_next_run_at=job.next_run_at,
+                    stored_next_run_at=current.next_run_at if current else None,
+                    stored_term=current.term if current else None,
+                    term=term,
+                )
+                with lock:
+                    result.conflicts += 1
+                return
+            except Exception as error:
+                work.failed = True
+                logger.warning("job move failed", job_id=job.job_id, error=str(error))
+                return
+            with lock:
+                result.moved += 1
+
+        self._run_all(move, works)
+
+    def _run_all(self, fn: Callable[[Any], None], items: Iterable[Any]) -> None:
+        """Run ``fn`` over ``items`` on the pool; re-raise ``LeaseLost`` (and crash-like BaseExceptions)
+        after all started calls have finished."""
+        futures = [self._pool.submit(fn, item) for item in items]
+        lost: BaseException | None = None
+        for future in futures:
+            try:
+                future.result()
+            except LeaseLost as error:
+                lost = lost or error
+            except Exception as error:  # pragma: no cover - fn handles its own errors
+                logger.error("tick task failed", error=str(error))
+            except BaseException as error:
+                lost = error
+        if lost is not None:
+            raise lost
