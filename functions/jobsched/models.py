@@ -181,6 +181,10 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
+ALWAYS_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+"""Request headers whose values a run's output and error never show, whether or not ``secret_headers`` names them."""
+
+
 class HttpTarget(_Strict):
     """Request ``method url`` with body ``input``; 2xx is success (design §2).
 
@@ -194,6 +198,12 @@ class HttpTarget(_Strict):
     headers: dict[str, str] = Field(
         default_factory=dict,
         description="extra request headers: names are RFC 9110 tokens, values printable ASCII",
+    )
+    secret_headers: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="names of `headers` whose values are secret (any case): a run's recorded output and "
+        "error never show them (`Authorization`, `Proxy-Authorization` and `Cookie` always count as secret)",
     )
 
     @field_validator("url")
@@ -219,6 +229,22 @@ class HttpTarget(_Strict):
                     "characters, no leading or trailing spaces (RFC 9110 field value)"
                 )
         return value
+
+    @field_validator("secret_headers")
+    @classmethod
+    def _secret_headers(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        given = {name.lower() for name in info.data.get("headers", {})}
+        for name in value:
+            if name.lower() not in given:
+                raise ValueError(f"secret header {name!r} is not one of the target's headers")
+        return value
+
+    def secret_values(self) -> list[str]:
+        """The values of the headers whose values are secret (``secret_headers`` and ``ALWAYS_SECRET_HEADERS``),
+        longest first (so a value containing another is redacted whole)."""
+        secret = {name.lower() for name in self.secret_headers} | ALWAYS_SECRET_HEADERS
+        values = {text for name, text in self.headers.items() if name.lower() in secret and text}
+        return sorted(values, key=len, reverse=True)
 
 
 class LambdaTarget(_Strict):
