@@ -90,9 +90,8 @@ class CommandExecutor:
             raise
         except Exception as error:
             raise TargetFailed(f"command {target.name} raised {type(error).__name__}: {error}") from error
-        returned = json.dumps(result, default=str)
-        call.output = head_bytes(returned, SUCCESS_OUTPUT_BYTES)
-        return f"command {target.name} returned {truncate(returned, 200)}"
+        call.output = head_bytes(json.dumps(result, default=str, ensure_ascii=False), SUCCESS_OUTPUT_BYTES)
+        return f"command {target.name} returned {truncate(json.dumps(result, default=str), 200)}"
 
 
 # --- the commands the package ships -------------------------------------------------------------
