@@ -580,6 +580,41 @@ class Run(BaseModel):
     )
 
 
+class RunAttempt(BaseModel):
+    """One try of a run (``GET /jobs/{id}/runs/{run_id}``). Instants are UTC."""
+
+    attempt: int = Field(description="1 for the first try of its round, 2 for its first retry, ...")
+    started_at: datetime | None = Field(
+        None, description="when the try started (null: unknown, a lost worker's)"
+    )
+    finished_at: datetime | None = Field(None, description="when its result was recorded")
+    worker: str | None = Field(None, description="the worker that ran it")
+    error: str | None = Field(None, description="why it failed (null: it succeeded); at most 1 KiB")
+    output: str | None = Field(
+        None,
+        description="an excerpt of what the target said: http, the status and the head of the body; shell, the "
+        "tails of stdout and stderr; lambda, the head of the response payload or of the function error; sqs, the "
+        "message id; command, the returned value as JSON. At most 256 bytes for a successful try, 4 KiB with "
+        "the error for a failed one; only the 5 newest tries keep theirs. Values of secret headers are redacted",
+    )
+    round: int = Field(0, description="0 for the run's own tries, n for the tries after its n-th re-run")
+
+
+class RunDetail(Run):
+    """One run with its tries (``GET /jobs/{id}/runs/{run_id}``; the listing of runs leaves the tries out)."""
+
+    reruns: int = Field(0, description="how many times the run was re-run (POST .../retry)")
+    attempts: list[RunAttempt] = Field(
+        default_factory=list,
+        description="the tries of the current round (since the last re-run), oldest first",
+    )
+    previous_attempts: list[RunAttempt] = Field(
+        default_factory=list,
+        description="the tries of earlier rounds (before each re-run), oldest first, each with its `round`; "
+        "at most 30 tries are kept in all, the oldest dropped first",
+    )
+
+
 MAX_REASON_CHARS = 500
 
 

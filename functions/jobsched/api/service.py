@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobsched.api import timing
+from jobsched.api import reruns, timing
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
@@ -50,6 +50,7 @@ from jobsched.models import (
     JobSettings,
     Page,
     Run,
+    RunDetail,
     RunKind,
     RunStatus,
     ShellTarget,
@@ -585,6 +586,25 @@ class JobService:
             self.jobs.record_event(event)
         except StoreUnavailable as error:
             logger.error("trigger event not recorded", run_id=run.id, error=str(error))
+
+    # --- one run: its tries, a re-run (``jobsched.api.reruns``) ----------------------------------
+
+    def get_run(self, owner: str, job_id: str, run_id: str) -> RunDetail:
+        """The run with its tries (``reruns.get_run``). Raises ``RunNotFound``."""
+        return reruns.get_run(self, owner, job_id, run_id)
+
+    def retry_run(
+        self,
+        owner: str,
+        job_id: str,
+        run_id: str,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> reruns.RetryResult:
+        """Re-run a ``dead`` or ``skipped`` run (``reruns.retry_run``). Raises ``JobNotFound``, ``RunNotFound``,
+        ``RunNotRetryable`` and the idempotency errors of ``IdempotencyKeys.run``."""
+        return reruns.retry_run(self, owner, job_id, run_id, idempotency_key=idempotency_key, actor=actor)
 
     # --- events -------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from jobsched.models import RunAttempt, RunDetail, from_ms
 from jobsched.targets.base import SUCCESS_OUTPUT_BYTES, head_bytes
 
 if TYPE_CHECKING:
@@ -85,3 +86,26 @@ class Rerun:
 
     done: bool
     row: RunRow | None = None
+
+
+def run_detail(row: RunRow) -> RunDetail:
+    """The API's ``RunDetail`` of ``row``: its ``Run`` with ``attempts`` (the tries of round ``row.reruns``) and
+    ``previous_attempts`` (those of earlier rounds), instants as UTC datetimes."""
+
+    def attempt(record: TryRecord) -> RunAttempt:
+        return RunAttempt(
+            attempt=record.attempt,
+            started_at=from_ms(record.started_at) if record.started_at is not None else None,
+            finished_at=from_ms(record.finished_at) if record.finished_at is not None else None,
+            worker=record.worker,
+            error=record.error,
+            output=record.output,
+            round=record.round,
+        )
+
+    return RunDetail(
+        **row.as_run().model_dump(),
+        reruns=row.reruns,
+        attempts=[attempt(t) for t in row.tries if t.round == row.reruns],
+        previous_attempts=[attempt(t) for t in row.tries if t.round < row.reruns],
+    )

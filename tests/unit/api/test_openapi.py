@@ -29,6 +29,8 @@ ROUTES = {
     ("get", "/jobs/{id}/runs"): (None, {"200": "Page_Run_"}),
     ("get", "/jobs/{id}/fires"): (None, {"200": "Fires"}),
     ("get", "/jobs/{id}/events"): (None, {"200": "Page_JobEvent_"}),
+    ("get", "/jobs/{id}/runs/{run_id}"): (None, {"200": "RunDetail"}),
+    ("post", "/jobs/{id}/runs/{run_id}/retry"): (None, {"202": "RunDetail"}),
 }
 
 

@@ -135,6 +135,7 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     - ``end_at`` after ``start_at``, far enough ahead that the schedule still fires; a one-off (its own
       instant) without bounds; a PATCH that re-times a job gives all of schedule, start_at and end_at, as
       the job's stored ones count otherwise;
+    - an http target's ``secret_headers`` name some of its ``headers``;
     - an ``Idempotency-Key`` sent again with a different request is answered 422 (as the IETF draft says):
       a well-formed key gets a suffix from the request (method, path, body), so a repeated key means a
       repeated request.
@@ -149,6 +150,11 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
             body.setdefault("schedule", SCHEDULES[1])
             body.setdefault("start_at", None)
             body.setdefault("end_at", None)
+        target = body.get("target")
+        if isinstance(target, dict) and isinstance(target.get("secret_headers"), list):
+            # an http target's secret headers are among its headers
+            given = {str(name).lower() for name in target.get("headers") or {}}
+            target["secret_headers"] = [n for n in target["secret_headers"] if str(n).lower() in given]
         if str(body.get("schedule", "")).startswith("at "):
             body.update(start_at=None, end_at=None)
         start, end = _instant(body.get("start_at")), _instant(body.get("end_at"))
