@@ -226,6 +226,10 @@ def test_a_dead_runs_output_is_read_then_the_run_is_retried_to_success(
         lambda d: d.find_elements(By.CSS_SELECTOR, "h1 .status.succeeded"),
         45,
     )
+    element(desktop, "#main", "Earlier tries")
+    assert "no data for" in desktop.find_element(By.ID, "main").text  # the dead try's output, still shown
+    assert "[object Object]" not in desktop.find_element(By.ID, "main").text  # a try with no error shows none
+    desktop.save_screenshot(str(shots / "run-retried.png"))
     detail = local.http.get(f"/jobs/{job['id']}/runs/{run['id']}").json()
     assert detail["status"] == "succeeded" and detail["reruns"] == 1
     assert [a["attempt"] for a in detail["attempts"]] == [1] and detail["attempts"][0]["error"] is None

@@ -271,7 +271,7 @@ class Worker:
             return self._failed(owned, job, f"{type(error).__name__}: {error}", before, call, claimed_at)
 
         now = self.clock()
-        tries = _tried(before, attempt, claimed_at, owned.worker, now, None, call.output or detail)
+        tries = _tried(before, attempt, claimed_at, owned.worker, now, None, call.output)
         if not self.runs.succeed(owned, now_ms=now, tries=tries):
             logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
             return Outcome.LOST
