@@ -210,3 +210,19 @@ def test_a_deleted_jobs_run_is_readable_but_not_retried(http):
 
     assert http("GET", f"/jobs/{job['id']}/runs/{run_id}").status == 200
     assert http("POST", f"/jobs/{job['id']}/runs/{run_id}/retry").status == 404
+
+
+def test_a_bad_idempotency_key_is_400_and_a_key_reused_for_another_run_is_422(http):
+    job = http.create()
+    first = _dead_run(http, job, at=http.NOW_MS - 3_600_000)
+    second = _dead_run(http, job, at=http.NOW_MS - 7_200_000)
+
+    empty = http("POST", f"/jobs/{job['id']}/runs/{first}/retry", headers={"Idempotency-Key": ""})
+    assert (
+        http("POST", f"/jobs/{job['id']}/runs/{first}/retry", headers={"Idempotency-Key": "k"}).status == 202
+    )
+    reused = http("POST", f"/jobs/{job['id']}/runs/{second}/retry", headers={"Idempotency-Key": "k"})
+
+    assert empty.status == 400 and empty.error["field"] == "Idempotency-Key"
+    assert reused.status == 422 and reused.error["code"] == "idempotency_key_reused"
+    assert http.backend.runs.get(job["id"], http.NOW_MS - 7_200_000).status is RunStatus.DEAD
