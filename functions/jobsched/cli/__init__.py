@@ -6,7 +6,7 @@ Commands, by module:
 |---|---|
 | ``next`` (offline schedule preview) | ``schedule`` |
 | ``jobs create/list/get/update/pause/resume/trigger/delete`` | ``jobs`` |
-| ``runs`` (``runs JOB``), ``runs show/retry`` | ``runs`` |
+| ``runs`` (``runs JOB``: ``runs``), ``runs show/retry`` (the group: ``run_commands``) | ``runs``, ``run_commands`` |
 | ``import-crontab`` | ``import_crontab`` |
 | ``smoke`` | ``smoke`` |
 | ``ui`` (the web console for a deployment) | ``ui`` |
@@ -25,7 +25,7 @@ import typer
 
 from jobsched.cli.import_crontab import import_crontab_command
 from jobsched.cli.jobs import jobs_app
-from jobsched.cli.runs import runs_app
+from jobsched.cli.run_commands import runs_app
 from jobsched.cli.schedule import next_command
 from jobsched.cli.smoke import smoke_command
 from jobsched.cli.ui import ui_command

@@ -448,7 +448,9 @@ class RunStore:
             "#s = :queued, attempt = :zero, reruns = if_not_exists(reruns, :zero) + :one, enqueued_at = :now,"
             " sweep_at = :sweep_at, sweep_pk = :sweep_pk"
         )
-        removes = ["worker", "started_at", "heartbeat_at", "finished_at", "retry_at", "#e"]
+        # "fail_owner": the key of the sparse index of an owner's failed runs (issue [2.6] item 1), where that
+        # index exists; a queued run is not a failed one. Removing an absent attribute writes nothing.
+        removes = ["worker", "started_at", "heartbeat_at", "finished_at", "retry_at", "#e", "fail_owner"]
         values: dict[str, Any] = {
             ":queued": RunStatus.QUEUED.value,
             ":dead": RunStatus.DEAD.value,
