@@ -317,6 +317,17 @@ class JobschedClient:
             if not cursor:
                 return
 
+    def get_run(self, job_id: str, run_id: str) -> dict[str, Any]:
+        """``GET /jobs/{id}/runs/{run_id}``: the run with ``attempts`` (its tries: ``attempt``, ``started_at``,
+        ``finished_at``, ``worker``, ``error``, ``output``) and ``previous_attempts`` (before each re-run)."""
+        return self._json("GET", f"/jobs/{_segment(job_id)}/runs/{_segment(run_id)}")
+
+    def retry_run(self, job_id: str, run_id: str, *, idempotency_key: str | None = None) -> dict[str, Any]:
+        """``POST /jobs/{id}/runs/{run_id}/retry``: a dead or skipped run queued again (same run id, fresh
+        attempts); returns the run. Raises ``ApiError`` 409 for a run in any other status."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._json("POST", f"/jobs/{_segment(job_id)}/runs/{_segment(run_id)}/retry", headers=headers)
+
 
 def _segment(value: str) -> str:
     """A path segment: job ids are ``[A-Za-z0-9_]``; anything else is percent-encoded, never a new path."""

@@ -183,6 +183,10 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
+ALWAYS_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+"""Request headers whose values a run's output and error never show, whether or not ``secret_headers`` names them."""
+
+
 class HttpTarget(_Strict):
     """Request ``method url`` with body ``input``; 2xx is success (design §2).
 
@@ -196,6 +200,12 @@ class HttpTarget(_Strict):
     headers: dict[str, str] = Field(
         default_factory=dict,
         description="extra request headers: names are RFC 9110 tokens, values printable ASCII",
+    )
+    secret_headers: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="names of `headers` whose values are secret (any case): a run's recorded output and "
+        "error never show them (`Authorization`, `Proxy-Authorization` and `Cookie` always count as secret)",
     )
 
     @field_validator("url")
@@ -221,6 +231,22 @@ class HttpTarget(_Strict):
                     "characters, no leading or trailing spaces (RFC 9110 field value)"
                 )
         return value
+
+    @field_validator("secret_headers")
+    @classmethod
+    def _secret_headers(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        given = {name.lower() for name in info.data.get("headers", {})}
+        for name in value:
+            if name.lower() not in given:
+                raise ValueError(f"secret header {name!r} is not one of the target's headers")
+        return value
+
+    def secret_values(self) -> list[str]:
+        """The values of the headers whose values are secret (``secret_headers`` and ``ALWAYS_SECRET_HEADERS``),
+        longest first (so a value containing another is redacted whole)."""
+        secret = {name.lower() for name in self.secret_headers} | ALWAYS_SECRET_HEADERS
+        values = {text for name, text in self.headers.items() if name.lower() in secret and text}
+        return sorted(values, key=len, reverse=True)
 
 
 class LambdaTarget(_Strict):
@@ -580,6 +606,41 @@ class Run(BaseModel):
         None,
         description="on a skipped summary row: the end (inclusive) of the range of fires it stands for, "
         "which starts at scheduled_for",
+    )
+
+
+class RunAttempt(BaseModel):
+    """One try of a run (``GET /jobs/{id}/runs/{run_id}``). Instants are UTC."""
+
+    attempt: int = Field(description="1 for the first try of its round, 2 for its first retry, ...")
+    started_at: datetime | None = Field(
+        None, description="when the try started (null: unknown, a lost worker's)"
+    )
+    finished_at: datetime | None = Field(None, description="when its result was recorded")
+    worker: str | None = Field(None, description="the worker that ran it")
+    error: str | None = Field(None, description="why it failed (null: it succeeded); at most 1 KiB")
+    output: str | None = Field(
+        None,
+        description="an excerpt of what the target said: http, the status and the head of the body; shell, the "
+        "tails of stdout and stderr; lambda, the head of the response payload or of the function error; sqs, the "
+        "message id; command, the returned value as JSON. At most 256 bytes for a successful try, 4 KiB with "
+        "the error for a failed one; only the 5 newest tries keep theirs. Values of secret headers are redacted",
+    )
+    round: int = Field(0, description="0 for the run's own tries, n for the tries after its n-th re-run")
+
+
+class RunDetail(Run):
+    """One run with its tries (``GET /jobs/{id}/runs/{run_id}``; the listing of runs leaves the tries out)."""
+
+    reruns: int = Field(0, description="how many times the run was re-run (POST .../retry)")
+    attempts: list[RunAttempt] = Field(
+        default_factory=list,
+        description="the tries of the current round (since the last re-run), oldest first",
+    )
+    previous_attempts: list[RunAttempt] = Field(
+        default_factory=list,
+        description="the tries of earlier rounds (before each re-run), oldest first, each with its `round`; "
+        "at most 30 tries are kept in all, the oldest dropped first",
     )
 
 

@@ -16,6 +16,7 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import Owned, RunFilter, RunKey, RunRow, new_run, sweep_shard
+from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.sqlite.runs import SqliteRunStore
 from jobsched.store.runs import RunStore
 
@@ -416,3 +417,77 @@ def test_a_jobs_history_filters_by_kind_and_since(store: Any) -> None:
     assert [r.scheduled_for for r in manual] == [T0 + 1_000]
     assert [r.scheduled_for for r in recent] == [T0 + 2_000] and cursor == T0 + 2_000
     assert [r.scheduled_for for r in older] == [T0 + 1_000] and end is None
+
+
+# --- tries and re-runs (issue [2.6]) ------------------------------------------------------------------------
+
+
+def test_each_transition_writes_the_tries_it_is_given(store: Any) -> None:
+    store.put_new(_run())
+    _claim(store)
+    first = (TryRecord(1, NOW, NOW + 5, "w1", "HTTP 500 from POST https://x/", "HTTP 500\nü" * 3),)
+    assert store.retry(W1, error="HTTP 500", retry_at_ms=NOW + 60_000, sweep_at_ms=NOW + 180_000, tries=first)
+    assert store.get("j_a", T0).tries == first
+    _claim(store, "w2", NOW + 60_000)
+    second = (*first, TryRecord(2, NOW + 60_000, NOW + 60_010, "w2", None, '{"rows": 42}'))
+    assert store.succeed(Owned("j_a", T0, 2, "w2"), now_ms=NOW + 60_010, tries=second)
+    row = store.get("j_a", T0)
+    assert row.tries == second and row.status is RunStatus.SUCCEEDED
+    # a transition given no tries leaves them as stored
+    store.put_new(_run(scheduled_for=T0 + 1))
+    _claim(store, key=RunKey("j_a", T0 + 1))
+    dead = (TryRecord(1, NOW, NOW + 1, "w1", "boom", None, round=2),)
+    assert store.dead(
+        Owned("j_a", T0 + 1, 1, "w1"), now_ms=NOW, error="e", final_attempt=1, notify_at_ms=NOW, tries=dead
+    )
+    assert store.get("j_a", T0 + 1).tries == dead
+
+
+def _dead(store: Any, scheduled_for: int = T0, *, notified: bool = True) -> None:
+    store.put_new(_run(scheduled_for=scheduled_for))
+    _claim(store, key=RunKey("j_a", scheduled_for))
+    tries = (TryRecord(1, NOW, NOW + 1, "w1", "boom", "out"),)
+    owned = Owned("j_a", scheduled_for, 1, "w1")
+    assert store.dead(
+        owned, now_ms=NOW + 1, error="boom", final_attempt=1, notify_at_ms=NOW + 60_000, tries=tries
+    )
+    if notified:
+        assert store.notified("j_a", scheduled_for)
+
+
+def test_a_rerun_queues_a_dead_run_again_with_a_fresh_set_of_attempts(store: Any) -> None:
+    _dead(store)
+    later = NOW + 3_600_000
+    result = store.rerun("j_a", T0, now_ms=later, sweep_at_ms=later + SWEEP_AFTER_MS, key_digest="abc")
+    assert result.done
+    row = store.get("j_a", T0)
+    assert result.row == row
+    assert (row.status, row.attempt, row.reruns, row.rerun_key) == (RunStatus.QUEUED, 0, 1, "abc")
+    assert (row.enqueued_at, row.sweep_at) == (later, later + SWEEP_AFTER_MS)
+    assert row.worker is row.started_at is row.heartbeat_at is row.finished_at is row.error is None
+    assert row.lateness_ms == 1_500 and row.tries == (TryRecord(1, NOW, NOW + 1, "w1", "boom", "out"),)
+    # it is in the sweep index, so the sweeper enqueues it if its message never comes
+    page = store.sweep_due(sweep_shard("j_a"), later + SWEEP_AFTER_MS, 10)
+    assert RunKey("j_a", T0) in page.keys
+    # the worker claims it as its first try of the new round
+    claim = _claim(store, "w9", later + 1)
+    assert claim.claimed and store.get("j_a", T0).attempt == 1
+    # a second re-run of the same run, without a key, is refused while it is not dead or skipped
+    refused = store.rerun("j_a", T0, now_ms=later + 2, sweep_at_ms=later + 3)
+    assert not refused.done and refused.row.status is RunStatus.RUNNING and refused.row.rerun_key == "abc"
+
+
+def test_a_rerun_is_refused_unless_dead_and_notified_or_one_skipped_fire(store: Any) -> None:
+    assert store.rerun("j_a", T0, now_ms=NOW, sweep_at_ms=NOW) == Rerun(False, None)  # no such run
+    _dead(store, T0, notified=False)
+    owing = store.rerun("j_a", T0, now_ms=NOW, sweep_at_ms=NOW)
+    assert not owing.done and owing.row.status is RunStatus.DEAD and owing.row.notify_pending
+    store.put_new(_run(scheduled_for=T0 + 1))  # queued
+    assert not store.rerun("j_a", T0 + 1, now_ms=NOW, sweep_at_ms=NOW).done
+    summary = _run(scheduled_for=T0 + 2, status=RunStatus.SKIPPED, skipped_count=3, skipped_through=T0 + 4)
+    store.put_new(summary)
+    assert not store.rerun("j_a", T0 + 2, now_ms=NOW, sweep_at_ms=NOW).done
+    store.put_new(_run(scheduled_for=T0 + 5, status=RunStatus.SKIPPED, error="missed: skip"))
+    skipped = store.rerun("j_a", T0 + 5, now_ms=NOW, sweep_at_ms=NOW + 1)
+    assert skipped.done and skipped.row.status is RunStatus.QUEUED and skipped.row.error is None
+    assert skipped.row.rerun_key is None and skipped.row.reruns == 1

@@ -72,7 +72,9 @@ def desktop(driver: WebDriver) -> WebDriver:
 
 
 def create(local: LocalProcess, **fields: Any) -> dict[str, Any]:
-    body = {"name": f"console-{next(_names)}", "schedule": "daily 02:00", "command": "echo", **fields}
+    body = {"name": f"console-{next(_names)}", "schedule": "daily 02:00", **fields}
+    if "target" not in body:
+        body.setdefault("command", "echo")
     reply = local.http.post("/jobs", json=body)
     assert reply.status_code == 201, reply.text
     return dict(reply.json())
@@ -188,6 +190,53 @@ def test_a_job_paused_and_triggered_from_its_page(
     text = desktop.find_element(By.ID, "main").text
     assert run["id"] in text and "manual" in text and "succeeded" in text
     desktop.save_screenshot(str(shots / "run.png"))
+    assert page_errors(desktop) == []
+
+
+def test_a_dead_runs_output_is_read_then_the_run_is_retried_to_success(
+    local: LocalProcess, desktop: WebDriver, tmp_path: Path, shots: Path
+) -> None:
+    # Given a job whose first try finds no data and says so on stderr, with one attempt: its run dies
+    marker = tmp_path / "data-ready"
+    command = f'test -f {marker} || {{ echo "no data for $JOBSCHED_SCHEDULED_FOR yet" >&2; exit 3; }}'
+    job = create(local, target={"type": "shell", "command": command}, retry={"max_attempts": 1})
+    reply = local.http.post(f"/jobs/{job['id']}/trigger")
+    assert reply.status_code == 202, reply.text
+    run = reply.json()
+    wait_for("the run to die", lambda: [r for r in finished(local, job["id"]) if r["status"] == "dead"], 45)
+
+    # When its owner opens the run from the job's page
+    sign_in(desktop, local.url, TEAM_A)
+    click(desktop, "#jobs a", job["name"])
+    click(desktop, "#main table a", run["scheduled_for"])
+    element(desktop, "h1 .status.dead")
+    # Then the tries table shows the failed try with its error and the command's own words
+    tries = element(desktop, "#main table", "no data for")
+    assert "exit status 3" in tries.text and "stderr: no data for" in tries.text
+    desktop.save_screenshot(str(shots / "run-dead.png"))
+
+    # When the data arrives and the run is retried from its page, after the confirmation
+    marker.write_text("ok")
+    click(desktop, "#retry")
+    confirm(desktop)
+    # Then the same run (same id and scheduled_for) runs again and succeeds; its earlier try stays in the history
+    until(
+        desktop,
+        "the re-run to succeed",
+        lambda d: d.find_elements(By.CSS_SELECTOR, "h1 .status.succeeded"),
+        45,
+    )
+    element(desktop, "#main", "Earlier tries")
+    assert "no data for" in desktop.find_element(By.ID, "main").text  # the dead try's output, still shown
+    assert "[object Object]" not in desktop.find_element(By.ID, "main").text  # a try with no error shows none
+    desktop.save_screenshot(str(shots / "run-retried.png"))
+    detail = local.http.get(f"/jobs/{job['id']}/runs/{run['id']}").json()
+    assert detail["status"] == "succeeded" and detail["reruns"] == 1
+    assert [a["attempt"] for a in detail["attempts"]] == [1] and detail["attempts"][0]["error"] is None
+    assert "no data for" in detail["previous_attempts"][0]["output"]
+    assert [r["id"] for r in runs_of(local, job["id"])] == [run["id"]]
+    kinds = [e["kind"] for e in local.http.get(f"/jobs/{job['id']}/events").json()["items"]]
+    assert kinds[:2] == ["run_retried", "triggered"]
     assert page_errors(desktop) == []
 
 
@@ -321,8 +370,8 @@ def test_local_mode_prints_the_consoles_address(local: LocalProcess) -> None:
 def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
     local: LocalProcess, desktop: WebDriver
 ) -> None:
-    # Today's API document has the runs across jobs (the Failures view), the next fires, the events, the pause
-    # reason and backfill, not yet a run's page and its retry
+    # Today's API document has every operability route: runs across jobs (the Failures view), one run with its
+    # tries and its re-run, backfill, the next fires, the events and the pause reason
     sign_in(desktop, local.url, TEAM_A)
     assert element(desktop, "#nav a[data-view=jobs]").is_displayed()
     assert element(desktop, "#nav a[data-view=failures]").is_displayed()
@@ -331,8 +380,8 @@ def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
     )
     assert today == {
         "allRuns": True,
-        "runDetail": False,
-        "retry": False,
+        "runDetail": True,
+        "retry": True,
         "backfill": True,
         "fires": True,
         "events": True,

@@ -45,6 +45,7 @@ from jobsched.models import (
     Page,
     PauseRequest,
     Run,
+    RunDetail,
     RunKind,
     RunStatus,
 )
@@ -393,6 +394,52 @@ def list_fires(
     count: Annotated[int, Query(ge=1, le=MAX_FIRES, description=f"how many fires, 1-{MAX_FIRES}")] = 10,
 ) -> Fires:
     return api.service.list_fires(owner, id, count)
+
+
+RunId = Annotated[
+    str,
+    Path(
+        max_length=64,
+        description="the run's id: the job's id, `@`, its `scheduled_for` in epoch milliseconds "
+        "(`j_0123456789abcdef0123@1767578400000`)",
+    ),
+]
+
+
+@_route(
+    "getRun",
+    summary="One run, with its tries and their output",
+    description="The run with `attempts`: one entry per try of its current round (`attempt`, `started_at`, "
+    "`finished_at`, `worker`, `error`, `output`), and `previous_attempts`: the tries before each re-run. The "
+    "listing of runs keeps its shape and leaves the tries out. A malformed run id, another job's, or a run of "
+    "another owner's job answers 404.",
+    tags=["runs"],
+    responses=responses({200: (RunDetail, "The run")}, 404),
+)
+def get_run(id: JobId, run_id: RunId, api: ApiDep, owner: Owner) -> RunDetail:
+    return api.service.get_run(owner, id, run_id)
+
+
+@_route(
+    "retryRun",
+    summary="Run a dead or skipped run again",
+    description="Puts the run back on the queue with the same run id and `scheduled_for` (its target gets the "
+    "same idempotency key) and a fresh set of attempts; its earlier tries stay in `previous_attempts`. A "
+    "`succeeded`, `queued`, `running` or `retrying` run answers 409, as does a dead run whose alert is still "
+    "being sent (for about a minute) and a summary of several skipped fires.",
+    tags=["runs"],
+    responses=responses({202: (RunDetail, "The run, queued again")}, 404, 409, 422, idempotent=True),
+)
+def retry_run(
+    id: JobId, run_id: RunId, api: ApiDep, owner: Owner, by: Actor, idempotency_key: IdempotencyKey = None
+) -> Response[RunDetail]:
+    result = api.service.retry_run(owner, id, run_id, idempotency_key=idempotency_key, actor=by)
+    return Response(
+        status_code=HTTPStatus.ACCEPTED,
+        content_type=content_types.APPLICATION_JSON,
+        body=result.run,
+        headers=_replay_headers(result.replayed),
+    )
 
 
 @_route("getOpenApi", enable_validation=False)

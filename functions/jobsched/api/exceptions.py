@@ -36,6 +36,17 @@ class JobNotFound(ApiProblem):
         self.job_id = job_id
 
 
+class RunNotFound(JobNotFound):
+    """The run does not exist, its id is malformed or of another job, or its job is another owner's (404, as
+    for a job: never told apart)."""
+
+    def __init__(self, job_id: str, run_id: str) -> None:
+        super().__init__(job_id)
+        self.message = f"run {run_id!r} of job {job_id!r} not found"
+        self.args = (self.message,)
+        self.run_id = run_id
+
+
 class CursorNotFound(ApiProblem):
     """A well-formed ``cursor`` this listing did not issue: another owner's, another listing's, altered, or
     of an older format (404, field ``cursor``; like a job of another owner, never told apart)."""
@@ -61,6 +72,10 @@ class NameConflict(ApiProblem):
 
 class ConcurrentChange(ApiProblem):
     """The job kept changing under a read-modify-write (409); the caller may retry."""
+
+
+class RunNotRetryable(ConcurrentChange):
+    """A re-run of a run that is not ``dead`` or ``skipped`` (409), or cannot be re-run as one run."""
 
 
 class PayloadTooLarge(ApiProblem):

@@ -59,6 +59,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/jobs/{id}/fires", "listFires", query=("count",)),
     Route("GET", "/jobs/{id}/events", "listEvents", query=("limit", "cursor")),
     Route("POST", "/jobs/{id}/backfill", "backfillJob"),
+    Route("GET", "/jobs/{id}/runs/{run_id}", "getRun"),
+    Route("POST", "/jobs/{id}/runs/{run_id}/retry", "retryRun"),
     Route("GET", "/openapi.json", "getOpenApi", documented=False),
 )
 """Every route of the API, in the order of design §3."""

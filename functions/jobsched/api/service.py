@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobsched.api import timing
+from jobsched.api import reruns, timing
 from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
 from jobsched.api.cursor import decode_cursor, encode_cursor
@@ -55,6 +55,7 @@ from jobsched.models import (
     JobSettings,
     Page,
     Run,
+    RunDetail,
     RunKind,
     RunStatus,
     ShellTarget,
@@ -616,6 +617,27 @@ class JobService:
         self.audit.record(
             self.audit.event(run.job_id, at_ms, run.id, JobEventKind.TRIGGERED, actor, {"run_id": run.id})
         )
+
+    # --- one run: its tries, a re-run (``jobsched.api.reruns``) ----------------------------------
+
+    def get_run(self, owner: str, job_id: str, run_id: str) -> RunDetail:
+        """The run with its tries (``reruns.get_run``). Raises ``RunNotFound``."""
+        return reruns.get_run(self, owner, job_id, run_id)
+
+    def retry_run(
+        self,
+        owner: str,
+        job_id: str,
+        run_id: str,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> reruns.RetryResult:
+        """Re-run a ``dead`` or ``skipped`` run (``reruns.retry_run``). Raises ``JobNotFound``, ``RunNotFound``,
+        ``RunNotRetryable`` and the idempotency errors of ``IdempotencyKeys.run``."""
+        return reruns.retry_run(self, owner, job_id, run_id, idempotency_key=idempotency_key, actor=actor)
+
+    # --- events -------------------------------------------------------------------------------
 
     def list_events(
         self, owner: str, job_id: str, *, limit: int = 50, cursor: str | None = None

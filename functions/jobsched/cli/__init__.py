@@ -6,7 +6,7 @@ Commands, by module:
 |---|---|
 | ``next`` (offline schedule preview) | ``schedule`` |
 | ``jobs create/list/get/update/pause/resume/trigger/delete`` | ``jobs`` |
-| ``runs`` | ``runs`` |
+| ``runs`` (``runs JOB``: ``runs``), ``runs show/retry`` (the group: ``run_commands``) | ``runs``, ``run_commands`` |
 | ``import-crontab`` | ``import_crontab`` |
 | ``smoke`` | ``smoke`` |
 | ``ui`` (the web console for a deployment) | ``ui`` |
@@ -25,7 +25,7 @@ import typer
 
 from jobsched.cli.import_crontab import import_crontab_command
 from jobsched.cli.jobs import jobs_app
-from jobsched.cli.runs import runs_command
+from jobsched.cli.run_commands import runs_app
 from jobsched.cli.schedule import next_command
 from jobsched.cli.smoke import smoke_command
 from jobsched.cli.ui import ui_command
@@ -53,7 +53,7 @@ def register(target: typer.Typer) -> None:
     """Add the API-facing commands (``jobs``, ``runs``, ``import-crontab``, ``smoke``, ``ui``) and ``local`` to the
     typer app ``target`` (``app`` has them; tests register them on an app of their own)."""
     target.add_typer(jobs_app, name="jobs")
-    target.command("runs")(runs_command)
+    target.add_typer(runs_app, name="runs")
     target.command("import-crontab")(import_crontab_command)
     target.command("smoke")(smoke_command)
     target.command("ui")(ui_command)

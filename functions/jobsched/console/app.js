@@ -34,11 +34,14 @@ function fill(node, ...children) {
 const statusBadge = (status) => (status ? h("span", { class: `status ${status}` }, status) : "–");
 const jobLink = (job) => h("a", { href: `#/jobs/${encodeURIComponent(job.id)}` }, job.name);
 
+// A cell given as { wrap: content } wraps its text (an empty content too: never shown as "[object Object]").
+const wrapped = (cell) => cell !== null && typeof cell === "object" && !(cell instanceof Node) && "wrap" in cell;
+
 function table(columns, rows, className = "responsive") {
   return h("div", { class: "scroll" }, h("table", { class: className },
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
     h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell, i) =>
-      h("td", { "data-label": columns[i], class: cell && cell.wrap ? "wrap" : null }, cell && cell.wrap ? cell.wrap : cell)))))));
+      h("td", { "data-label": columns[i], class: wrapped(cell) ? "wrap" : null }, wrapped(cell) ? cell.wrap : cell)))))));
 }
 
 // --- errors, token, confirmation ---------------------------------------------------------------
@@ -239,16 +242,18 @@ function runView(id, runId) {
       else run = (await api.listRuns(id, { max: 1000 })).find((r) => r.id === runId);
       if (!run) throw new api.ApiError(404, "not_found", `no run ${runId} among the newest 1000 runs of ${job.name}`);
       const retry = features.retry && (run.status === "dead" || run.status === "skipped");
-      const { attempts, ...fields } = run;
+      const { attempts, previous_attempts: previous, ...fields } = run;
+      const triesTable = (tries) => table(["Try", "Started", "Finished", "Worker", "Error", "Output"],
+        tries.map((a) => [String(a.attempt), when(a.started_at), when(a.finished_at), a.worker || "–",
+          { wrap: a.error || "" }, { wrap: h("pre", {}, a.output || "") }]));
       fill(box, 
         h("p", {}, h("a", { href: `#/jobs/${encodeURIComponent(id)}` }, `← ${job.name}`)),
         h("h1", {}, `Run ${run.scheduled_for} `, statusBadge(run.status)),
         retry ? h("div", { class: "toolbar" }, h("button", { id: "retry", class: "primary", onclick: () =>
           act("Run it again with the same run id and scheduled time?", () => api.retryRun(id, runId, api.newKey())) }, "Retry")) : null,
         h("div", { class: "card" }, specList(fields)),
-        attempts ? [h("h2", {}, "Tries"), table(["Try", "Started", "Finished", "Worker", "Error", "Output"],
-          attempts.map((a) => [String(a.attempt), when(a.started_at), when(a.finished_at), a.worker || "–",
-            { wrap: a.error || "" }, { wrap: h("pre", {}, a.output || "") }]))] : null,
+        attempts ? [h("h2", {}, "Tries"), triesTable(attempts)] : null,
+        previous && previous.length ? [h("h2", {}, "Earlier tries (before each retry)"), triesTable(previous)] : null,
       );
     },
   };

@@ -19,6 +19,7 @@ from jobsched.ports.runs import (
     RunSender,
     RunTransitions,
 )
+from jobsched.ports.tries import TryRecord
 from jobsched.settings import Settings
 from jobsched.targets.base import (
     iso_utc,
@@ -95,14 +96,17 @@ class Failures:
         self.clock = clock
         self.alerting = alerting
 
-    def failed_try(self, owned: Owned, job: Job, error: str) -> Outcome:
+    def failed_try(
+        self, owned: Owned, job: Job, error: str, *, tries: tuple[TryRecord, ...] | None = None
+    ) -> Outcome:
         """Record the failed try ``owned.attempt`` of ``job``'s run: ``RETRYING``, ``DEAD``, or ``LOST``
         when the run is no longer ``owned`` (someone else moved it on). The run is recorded under the job's
-        owner, so it is listed among the owner's failed runs (design §3.4)."""
+        owner, so it is listed among the owner's failed runs (design §3.4). ``tries``: the run's tries with this
+        one (written in the same write; None leaves them as stored)."""
         error = truncate(error)
         owned = replace(owned, owner=job.owner)
         if owned.attempt >= job.retry.max_attempts:
-            return self.dead(owned, job, error, attempts=owned.attempt)
+            return self.dead(owned, job, error, attempts=owned.attempt, tries=tries)
         now = self.clock()
         delay_s = min(job.retry.delay_s(owned.attempt), MAX_DELAY_S)
         retry_at = now + delay_s * 1000
@@ -111,6 +115,7 @@ class Failures:
             error=error,
             retry_at_ms=retry_at,
             sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
+            tries=tries,
         )
         if not recorded:
             logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
@@ -131,12 +136,26 @@ class Failures:
             logger.exception("retry not enqueued; the sweeper re-enqueues it when due", run_id=owned.run_id)
         return Outcome.RETRYING
 
-    def dead(self, owned: Owned, job: Job, error: str, *, attempts: int) -> Outcome:
-        """Record the run ``dead`` after ``attempts`` tries, then send its dead-run message and alert."""
+    def dead(
+        self,
+        owned: Owned,
+        job: Job,
+        error: str,
+        *,
+        attempts: int,
+        tries: tuple[TryRecord, ...] | None = None,
+    ) -> Outcome:
+        """Record the run ``dead`` after ``attempts`` tries (``tries``: its tries with the last one, None: left
+        as stored), then send its dead-run message and alert."""
         error = truncate(error)
         now = self.clock()
         recorded = self.runs.dead(
-            owned, now_ms=now, error=error, final_attempt=attempts, notify_at_ms=now + NOTIFY_RETRY_MS
+            owned,
+            now_ms=now,
+            error=error,
+            final_attempt=attempts,
+            notify_at_ms=now + NOTIFY_RETRY_MS,
+            tries=tries,
         )
         if not recorded:
             logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)

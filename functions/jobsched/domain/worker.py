@@ -29,7 +29,9 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    the row would soon look lost (``heartbeat_stale_s`` minus one interval since the last recorded beat)
    cancel it too, recorded as a failed try if the run is still ours. Either way no second worker ever runs
    the target while this one still does.
-4. Record the result, conditioned on the run still being this claim's: ``succeeded``; or after a failed try
+4. Record the result with the try's entry in the run's ``tries`` (attempt, start, finish, worker, error and the
+   target's ``output`` excerpt; ``jobsched.ports.tries``), in the same write, conditioned on the run still being
+   this claim's: ``succeeded``; or after a failed try
    ``retrying`` (then the retry message, SQS delay ``RetryPolicy.delay_s``) or, out of attempts, ``dead``
    (then the dead-run message and the owner's alert).
 
@@ -68,6 +70,7 @@ from jobsched.ports.runs import (
     new_run,
     run_id,
 )
+from jobsched.ports.tries import TryRecord, with_try
 from jobsched.settings import Settings
 from jobsched.targets.base import (
     TargetCall,
@@ -207,13 +210,15 @@ class Worker:
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
             if attempt > job.retry.max_attempts:
+                lost = None
                 if before.status is RunStatus.RUNNING:
                     error = lost_worker_error(
                         attempt - 1, before.heartbeat_at, self.settings.heartbeat_stale_s
                     )
+                    lost = _tried(before, attempt - 1, before.started_at, before.worker, self.clock(), error)
                 else:
                     error = f"out of attempts: the job allows {job.retry.max_attempts}"
-                return self.failures.dead(owned, job, error, attempts=attempt - 1)
+                return self.failures.dead(owned, job, error, attempts=attempt - 1, tries=lost)
             locked = job.overlap is OverlapPolicy.SKIP
             if locked:
                 holder = self._acquire_overlap(owned, now)
@@ -285,21 +290,30 @@ class Worker:
                 if heartbeat.lock_lost
                 else heartbeat.expiring_error(self.clock())
             )
-            return self.failures.failed_try(owned, job, error)
+            return self._failed(owned, job, error, before, call, claimed_at)
         except TargetNotStarted as error:
             return self._give_back(delivery, owned, before, error)
         except TargetFailed as error:
-            return self.failures.failed_try(owned, job, str(error))
+            return self._failed(owned, job, str(error), before, call, claimed_at)
         except Exception as error:  # a bug in an executor still ends the try, never the run
             logger.exception("target raised unexpectedly", run_id=owned.run_id)
-            return self.failures.failed_try(owned, job, f"{type(error).__name__}: {error}")
+            return self._failed(owned, job, f"{type(error).__name__}: {error}", before, call, claimed_at)
 
-        if not self.runs.succeed(owned, now_ms=self.clock()):
+        now = self.clock()
+        tries = _tried(before, attempt, claimed_at, owned.worker, now, None, call.output)
+        if not self.runs.succeed(owned, now_ms=now, tries=tries):
             logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
             return Outcome.LOST
         add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
         logger.info("run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=detail)
         return Outcome.SUCCEEDED
+
+    def _failed(
+        self, owned: Owned, job: Job, error: str, before: RunRow, call: TargetCall, claimed_at: int
+    ) -> Outcome:
+        """Record the failed try (``Failures.failed_try``) with its entry in the run's tries."""
+        tries = _tried(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, call.output)
+        return self.failures.failed_try(owned, job, error, tries=tries)
 
     def _give_back(self, delivery: Delivery, owned: Owned, before: RunRow, error: Exception) -> Outcome:
         """Undo the claim after an error before the target started (``RunRows.give_back``) and hand the delivery
@@ -415,3 +429,18 @@ class Worker:
         add_metric(MetricName.RUNS_SKIPPED, COUNT, 1)
         logger.info("run skipped", run_id=owned.run_id, job_id=owned.job_id, reason=reason)
         return Outcome.SKIPPED
+
+
+def _tried(
+    before: RunRow,
+    attempt: int,
+    started_at: int | None,
+    worker: str | None,
+    finished_at: int,
+    error: str | None,
+    output: str | None = None,
+) -> tuple[TryRecord, ...]:
+    """The run's tries (as the claim found them, ``before``) with this one appended, in the run's current round
+    (``before.reruns``), bounded by ``jobsched.ports.tries.with_try``."""
+    record = TryRecord(attempt, started_at, finished_at, worker, error, output, round=before.reruns)
+    return with_try(before.tries, record)

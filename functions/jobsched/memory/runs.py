@@ -24,6 +24,7 @@ from jobsched.ports.runs import (
     SweepPage,
     sweep_shard,
 )
+from jobsched.ports.tries import Rerun, TryRecord
 
 
 def _failing(owned: Owned) -> dict[str, Any]:
@@ -195,7 +196,7 @@ class MemoryRunStore:
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
         return self._as_claim(owned, heartbeat_at=now_ms)
 
-    def succeed(self, owned: Owned, *, now_ms: int) -> bool:
+    def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool:
         return self._as_claim(
             owned,
             status=RunStatus.SUCCEEDED,
@@ -203,9 +204,18 @@ class MemoryRunStore:
             sweep_at=None,
             error=None,
             retry_at=None,
+            **_tries(tries),
         )
 
-    def retry(self, owned: Owned, *, error: str, retry_at_ms: int, sweep_at_ms: int) -> bool:
+    def retry(
+        self,
+        owned: Owned,
+        *,
+        error: str,
+        retry_at_ms: int,
+        sweep_at_ms: int,
+        tries: tuple[TryRecord, ...] | None = None,
+    ) -> bool:
         return self._as_claim(
             owned,
             status=RunStatus.RETRYING,
@@ -213,9 +223,19 @@ class MemoryRunStore:
             retry_at=retry_at_ms,
             sweep_at=sweep_at_ms,
             **_failing(owned),
+            **_tries(tries),
         )
 
-    def dead(self, owned: Owned, *, now_ms: int, error: str, final_attempt: int, notify_at_ms: int) -> bool:
+    def dead(
+        self,
+        owned: Owned,
+        *,
+        now_ms: int,
+        error: str,
+        final_attempt: int,
+        notify_at_ms: int,
+        tries: tuple[TryRecord, ...] | None = None,
+    ) -> bool:
         return self._as_claim(
             owned,
             status=RunStatus.DEAD,
@@ -226,6 +246,7 @@ class MemoryRunStore:
             sweep_at=notify_at_ms,
             retry_at=None,
             **_failing(owned),
+            **_tries(tries),
         )
 
     def notified(self, job_id: str, scheduled_for_ms: int) -> bool:
@@ -311,6 +332,39 @@ class MemoryRunStore:
             sweep_at=None,
         )
 
+    # --- re-runs (issue [2.6]) -------------------------------------------------------------------
+
+    def rerun(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        now_ms: int,
+        sweep_at_ms: int,
+        key_digest: str | None = None,
+    ) -> Rerun:
+        """See ``RunHistory.rerun``: ``dead`` (notified) or ``skipped`` (one fire) -> ``queued``, a new round."""
+        with self._lock:
+            row = self._rows.get(RunKey(job_id, scheduled_for_ms))
+            if row is None or not _rerunnable(row):
+                return Rerun(False, row)
+            self._rows[row.key] = replace(
+                row,
+                status=RunStatus.QUEUED,
+                attempt=0,
+                reruns=row.reruns + 1,
+                rerun_key=key_digest,
+                enqueued_at=now_ms,
+                sweep_at=sweep_at_ms,
+                worker=None,
+                started_at=None,
+                heartbeat_at=None,
+                finished_at=None,
+                retry_at=None,
+                error=None,
+            )
+            return Rerun(True, self._rows[row.key])
+
     # --- helpers -------------------------------------------------------------------------------
 
     def _as_claim(self, owned: Owned, **changes: Any) -> bool:
@@ -327,6 +381,18 @@ class MemoryRunStore:
                 return False
             self._rows[row.key] = replace(row, **changes)
             return True
+
+
+def _rerunnable(row: RunRow) -> bool:
+    """``RunHistory.rerun``'s condition: dead with its notifications out, or skipped and not a summary row."""
+    return (row.status is RunStatus.DEAD and not row.notify_pending) or (
+        row.status is RunStatus.SKIPPED and row.skipped_count is None
+    )
+
+
+def _tries(tries: tuple[TryRecord, ...] | None) -> dict[str, Any]:
+    """The change of a transition's ``tries`` (none when None: left as stored)."""
+    return {} if tries is None else {"tries": tries}
 
 
 def _ours(owned: Owned) -> Callable[[RunRow], bool]:

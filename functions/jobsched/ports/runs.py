@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from jobsched.models import Job, Run, RunKind, RunStatus, from_ms
+from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.targets.base import TargetCall, iso_utc
 
 MAX_DELAY_S = 900
@@ -93,6 +94,9 @@ class RunRow:
       times the sweeper re-enqueued it; ``notify_pending``: a dead run whose dead-run message and alert are
       not confirmed sent.
     - ``expires_at_s``: retention end (epoch s, the table's TTL).
+    - ``tries``: the tries run so far, oldest first, bounded (``jobsched.ports.tries``); ``reruns``: how many times
+      the run was re-run (``POST .../retry``: each starts a new round of tries); ``rerun_key``: the digest of the
+      ``Idempotency-Key`` of the last re-run (a repeat of that request is a replay, not a conflict).
     """
 
     job_id: str
@@ -117,6 +121,9 @@ class RunRow:
     sweeps: int = 0
     notify_pending: bool = False
     expires_at_s: int | None = None
+    tries: tuple[TryRecord, ...] = ()
+    reruns: int = 0
+    rerun_key: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -398,12 +405,30 @@ class RunTransitions(Protocol):
       ``sweep_at = notify_at_ms`` (kept in the sweep index until ``notified``).
     - ``notified``: a dead run's notifications went out; it leaves the sweep index.
     - ``skip``: ``running -> skipped`` at ``now_ms`` with ``reason`` as its error.
+
+    ``tries`` (on ``retry``, ``dead`` and ``RunRows.succeed``): the row's tries with the one just ended
+    (``jobsched.ports.tries.with_try``), written in the same write; None leaves them as stored.
     """
 
-    def retry(self, owned: Owned, *, error: str, retry_at_ms: int, sweep_at_ms: int) -> bool: ...
+    def retry(
+        self,
+        owned: Owned,
+        *,
+        error: str,
+        retry_at_ms: int,
+        sweep_at_ms: int,
+        tries: tuple[TryRecord, ...] | None = None,
+    ) -> bool: ...
 
     def dead(
-        self, owned: Owned, *, now_ms: int, error: str, final_attempt: int, notify_at_ms: int
+        self,
+        owned: Owned,
+        *,
+        now_ms: int,
+        error: str,
+        final_attempt: int,
+        notify_at_ms: int,
+        tries: tuple[TryRecord, ...] | None = None,
     ) -> bool: ...
 
     def notified(self, job_id: str, scheduled_for_ms: int) -> bool: ...
@@ -438,7 +463,7 @@ class RunRows(RunTransitions, Protocol):
 
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool: ...
 
-    def succeed(self, owned: Owned, *, now_ms: int) -> bool: ...
+    def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool: ...
 
     def give_back(self, owned: Owned, *, before: RunRow) -> bool: ...
 
@@ -577,4 +602,21 @@ class RunHistory(Protocol):
         their jobs, newest ``scheduled_for`` first (ties by job id, descending), after ``before`` =
         ``(scheduled_for, job_id)`` in that order; and
         the last row's ``(scheduled_for, job_id)`` when more may follow (else None)."""
+
+    def rerun(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        now_ms: int,
+        sweep_at_ms: int,
+        key_digest: str | None = None,
+    ) -> Rerun:
+        """Put a finished run back on its way, one conditional write: the row must be ``dead`` (its
+        notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of several). It
+        becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key = key_digest`` and
+        ``sweep_at = sweep_at_ms`` (the sweep index: the sweeper enqueues it if its message never comes); its
+        worker, start, heartbeat, finish, retry and error are cleared; ``tries`` are kept (the new round's are
+        told apart by their ``round``). Returns ``Rerun(True, the row as written)`` or ``Rerun(False, the row
+        as stored, None when absent)``."""
         ...

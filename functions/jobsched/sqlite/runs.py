@@ -19,6 +19,7 @@ from typing import Any
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import EVERY_RUN, RunFilter, RunKey, RunRow, SweepPage, sweep_shard
+from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.database import SqliteDatabase
 
 _FAKE_RECORDS = {"_rows", "_keys", "_lock"}
@@ -36,6 +37,7 @@ def row_of(text: str) -> RunRow:
     """The run row stored as ``text`` (``row_json``)."""
     data = json.loads(text)
     data["status"], data["kind"] = RunStatus(data["status"]), RunKind(data["kind"])
+    data["tries"] = tuple(TryRecord(**one) for one in data.get("tries", ()))
     return RunRow(**data)
 
 

@@ -42,6 +42,7 @@ from jobsched.ports.jobs import (
     SchedulingState,
 )
 from jobsched.ports.runs import FAILURE_STATUSES, RunRow, sweep_shard
+from jobsched.ports.tries import TryRecord
 
 SPEC_SK = "spec"
 SCHED_SK = "sched"
@@ -292,9 +293,48 @@ RUN_ATTRIBUTES = {
     "sweeps": "sweeps",
     "notify_pending": "notify_pending",
     "expires_at_s": "expires_at",
+    "reruns": "reruns",
+    "rerun_key": "rerun_key",
 }
 """``RunRow`` field -> runs-table attribute (the key ``job_id``/``scheduled_for`` and ``run_id``, ``sweep_pk``
-aside)."""
+aside; ``tries`` is ``TRIES_ATTRIBUTE``)."""
+
+TRIES_ATTRIBUTE = "tries"
+TRY_ATTRIBUTES = {
+    "attempt": "n",
+    "started_at": "s",
+    "finished_at": "f",
+    "worker": "w",
+    "error": "e",
+    "output": "o",
+    "round": "r",
+}
+"""``TryRecord`` field -> key in a ``tries`` list entry (a map): one letter each, since every byte of a run row
+counts toward its write units. Unset values (None, round 0) are left out."""
+
+
+def tries_value(tries: tuple[TryRecord, ...]) -> list[dict[str, Any]]:
+    """The ``tries`` attribute of a row's tries: a list of maps (``TRY_ATTRIBUTES``), oldest first."""
+    return [
+        {
+            key: getattr(record, name)
+            for name, key in TRY_ATTRIBUTES.items()
+            if getattr(record, name) is not None and not (name == "round" and record.round == 0)
+        }
+        for record in tries
+    ]
+
+
+def tries_of(value: Any) -> tuple[TryRecord, ...]:
+    """The ``TryRecord`` s of a stored ``tries`` attribute (plain values; absent: none)."""
+    records = []
+    for entry in value or ():
+        fields = {name: entry[key] for name, key in TRY_ATTRIBUTES.items() if entry.get(key) is not None}
+        for name in ("attempt", "started_at", "finished_at", "round"):
+            if name in fields:
+                fields[name] = int(fields[name])
+        records.append(TryRecord(**fields))
+    return tuple(records)
 
 
 FAIL_OWNER = "fail_owner"
@@ -325,9 +365,11 @@ def run_item(row: RunRow) -> dict[str, Any]:
             attribute not in item
             and value is not None
             and value is not False
-            and not (name == "sweeps" and value == 0)
+            and not (name in ("sweeps", "reruns") and value == 0)
         ):
             item[attribute] = value
+    if row.tries:
+        item[TRIES_ATTRIBUTE] = tries_value(row.tries)
     if row.sweep_at is not None:
         item["sweep_pk"] = sweep_pk(sweep_shard(row.job_id))
     if row.status in FAILURE_STATUSES and row.owner is not None:
@@ -344,6 +386,7 @@ def run_row(item: dict[str, Any]) -> RunRow:
     values["status"] = RunStatus(item["status"])
     values["kind"] = RunKind(item.get("kind", RunKind.SCHEDULED.value))
     values["notify_pending"] = bool(item.get("notify_pending", False))
+    values["tries"] = tries_of(item.get(TRIES_ATTRIBUTE))
     return RunRow(job_id=str(item["job_id"]), scheduled_for=int(item["scheduled_for"]), **values)
 
 

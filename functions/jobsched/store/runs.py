@@ -14,10 +14,30 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import EVERY_RUN, Claim, KeyedInsert, Owned, RunFilter, RunKey, RunRow, SweepPage
+from jobsched.ports.runs import (
+    EVERY_RUN,
+    Claim,
+    KeyedInsert,
+    Owned,
+    RunFilter,
+    RunKey,
+    RunRow,
+    SweepPage,
+    sweep_shard,
+)
+from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
-from jobsched.store.layout import FAIL_OWNER, plain, run_item, run_row, sweep_pk, trigger_key_item
+from jobsched.store.layout import (
+    FAIL_OWNER,
+    TRIES_ATTRIBUTE,
+    plain,
+    run_item,
+    run_row,
+    sweep_pk,
+    tries_value,
+    trigger_key_item,
+)
 
 
 class RunStore:
@@ -284,16 +304,25 @@ class RunStore:
         )
 
     @unavailable_on_failure
-    def succeed(self, owned: Owned, *, now_ms: int) -> bool:
-        """``running -> succeeded`` (clears the last error, leaves the sweep index). 1 request. False: not ours."""
+    def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool:
+        """``running -> succeeded`` (clears the last error, leaves the sweep index; ``tries`` replace the stored
+        ones when given). 1 request. False: not ours."""
         return self._as_claim(
             owned,
-            sets={"status": RunStatus.SUCCEEDED.value, "finished_at": now_ms},
+            sets={"status": RunStatus.SUCCEEDED.value, "finished_at": now_ms, **_tries(tries)},
             removes=("sweep_pk", "sweep_at", "error", "retry_at", FAIL_OWNER),
         )
 
     @unavailable_on_failure
-    def retry(self, owned: Owned, *, error: str, retry_at_ms: int, sweep_at_ms: int) -> bool:
+    def retry(
+        self,
+        owned: Owned,
+        *,
+        error: str,
+        retry_at_ms: int,
+        sweep_at_ms: int,
+        tries: tuple[TryRecord, ...] | None = None,
+    ) -> bool:
         """``running -> retrying`` after a failed try: records ``error`` and when the next try is due
         (``retry_at``, epoch ms) and moves ``sweep_at`` past it, so the sweeper re-enqueues the run only if
         the retry message never comes. 1 request. False: not ours (or, with ``owned.heartbeat_at``, it beat since).
@@ -306,11 +335,21 @@ class RunStore:
                 "retry_at": retry_at_ms,
                 "sweep_at": sweep_at_ms,
                 **_failing(owned),
+                **_tries(tries),
             },
         )
 
     @unavailable_on_failure
-    def dead(self, owned: Owned, *, now_ms: int, error: str, final_attempt: int, notify_at_ms: int) -> bool:
+    def dead(
+        self,
+        owned: Owned,
+        *,
+        now_ms: int,
+        error: str,
+        final_attempt: int,
+        notify_at_ms: int,
+        tries: tuple[TryRecord, ...] | None = None,
+    ) -> bool:
         """``running -> dead`` (out of attempts). 1 request. False: not ours.
 
         The row keeps its sweep keys with ``notify_pending`` and ``sweep_at = notify_at_ms`` until
@@ -327,6 +366,7 @@ class RunStore:
                 "notify_pending": True,
                 "sweep_at": notify_at_ms,
                 **_failing(owned),
+                **_tries(tries),
             },
             removes=("retry_at",),
         )
@@ -457,6 +497,61 @@ class RunStore:
             ),
         )
 
+    # --- re-runs (issue [2.6]) --------------------------------------------------------------------
+
+    @unavailable_on_failure
+    def rerun(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        now_ms: int,
+        sweep_at_ms: int,
+        key_digest: str | None = None,
+    ) -> Rerun:
+        """See ``RunHistory.rerun``. 1 request (the row enters the sweep index: 1 index write)."""
+        sets = (
+            "#s = :queued, attempt = :zero, reruns = if_not_exists(reruns, :zero) + :one, enqueued_at = :now,"
+            " sweep_at = :sweep_at, sweep_pk = :sweep_pk"
+        )
+        # a queued run leaves its owner's failed runs (the sparse failures index); removing an absent
+        # attribute writes nothing
+        removes = ["worker", "started_at", "heartbeat_at", "finished_at", "retry_at", "#e", FAIL_OWNER]
+        values: dict[str, Any] = {
+            ":queued": RunStatus.QUEUED.value,
+            ":dead": RunStatus.DEAD.value,
+            ":skipped": RunStatus.SKIPPED.value,
+            ":zero": 0,
+            ":one": 1,
+            ":now": now_ms,
+            ":sweep_at": sweep_at_ms,
+            ":sweep_pk": sweep_pk(sweep_shard(job_id)),
+        }
+        if key_digest is None:
+            removes.append("rerun_key")
+        else:
+            sets += ", rerun_key = :key"
+            values[":key"] = key_digest
+        try:
+            response = self.table.update_item(
+                Key=_key(job_id, scheduled_for_ms),
+                UpdateExpression=f"SET {sets} REMOVE {', '.join(removes)}",
+                ConditionExpression=(
+                    "(#s = :dead AND attribute_not_exists(notify_pending))"
+                    " OR (#s = :skipped AND attribute_not_exists(skipped_count))"
+                ),
+                ExpressionAttributeNames={"#s": "status", "#e": "error"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                old = old_item(error)
+                return Rerun(False, run_row(old) if old else None)
+            raise
+        return Rerun(True, run_row(response["Attributes"]))
+
     # --- helpers --------------------------------------------------------------------------------
 
     def _as_claim(self, owned: Owned, *, sets: dict[str, Any], removes: Sequence[str] = ()) -> bool:
@@ -536,6 +631,11 @@ _type_deserializer = TypeDeserializer()
 
 _CLAIM_WRITES = {"worker", "started_at", "heartbeat_at", "lateness_ms", "retry_at"}
 """Attributes the claim itself sets (or removes): a created row takes them from the claim, not from ``create``."""
+
+
+def _tries(tries: tuple[TryRecord, ...] | None) -> dict[str, Any]:
+    """The ``SET`` of a transition's ``tries`` (none when None: left as stored)."""
+    return {} if tries is None else {TRIES_ATTRIBUTE: tries_value(tries)}
 
 
 def _key(job_id: str, scheduled_for_ms: int) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.models import LambdaTarget, SqsTarget
-from jobsched.targets.base import TargetCall, TargetFailed, truncate
+from jobsched.targets.base import TargetCall, TargetFailed, head_bytes, output_limit, truncate
 
 
 def _client_error(service: str, name: str, error: Exception) -> TargetFailed:
@@ -28,7 +28,8 @@ def _client_error(service: str, name: str, error: Exception) -> TargetFailed:
 
 class LambdaExecutor:
     """Runs ``lambda`` targets: ``Invoke`` with ``InvocationType=RequestResponse`` and the run envelope.
-    A ``FunctionError`` in the response fails the try, with the function's error payload in the message."""
+    A ``FunctionError`` in the response fails the try, with the function's error payload in the message. The head
+    of the response payload (or of the error payload) is the try's ``output``."""
 
     def __init__(self, client_factory: Callable[[], Any]) -> None:
         self._client_factory = client_factory
@@ -47,6 +48,7 @@ class LambdaExecutor:
         except (ClientError, BotoCoreError) as error:
             raise _client_error("lambda", target.function, error) from error
         text = body.decode("utf-8", "replace")
+        call.output = head_bytes(text, output_limit(bool(response.get("FunctionError")))) if text else None
         if response.get("FunctionError"):
             raise TargetFailed(
                 truncate(f"lambda {target.function} failed ({response['FunctionError']}): {text}")
@@ -57,7 +59,7 @@ class LambdaExecutor:
 class SqsExecutor:
     """Runs ``sqs`` targets: sends the run envelope. A FIFO queue (URL ending ``.fifo``) gets
     ``MessageDeduplicationId = run id`` (SQS drops a repeat within 5 minutes) and ``MessageGroupId = job id``
-    (one job's runs stay in order)."""
+    (one job's runs stay in order). The message id is the try's ``output``."""
 
     def __init__(self, client_factory: Callable[[], Any]) -> None:
         self._client_factory = client_factory
@@ -79,4 +81,5 @@ class SqsExecutor:
             response = self.client.send_message(**kwargs)
         except (ClientError, BotoCoreError) as error:
             raise _client_error("sqs", target.queue_url, error) from error
+        call.output = str(response.get("MessageId")) if response.get("MessageId") else None
         return f"sqs message {response.get('MessageId')}"

@@ -48,6 +48,36 @@ def truncate(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return text[: max(0, limit - len(marker))] + marker
 
 
+SUCCESS_OUTPUT_BYTES = 256
+"""Bytes of output kept of a successful try (its run row must stay small on the happy path)."""
+FAILED_OUTPUT_BYTES = 3072
+"""Bytes of output kept of a failed try (with its error, at most 1 KiB, a failed try keeps at most 4 KiB)."""
+CUT_MARK = "..."
+
+
+def head_bytes(text: str, limit: int) -> str:
+    """The start of ``text`` within ``limit`` UTF-8 bytes (never a broken character), ending in ``...`` when
+    cut. ``limit`` >= 3."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[: limit - len(CUT_MARK)].decode("utf-8", "ignore") + CUT_MARK
+
+
+def tail_bytes(text: str, limit: int) -> str:
+    """The end of ``text`` within ``limit`` UTF-8 bytes (never a broken character), starting with ``...`` when
+    cut (a command's output: the end says what went wrong). ``limit`` >= 3."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return CUT_MARK + data[len(data) - (limit - len(CUT_MARK)) :].decode("utf-8", "ignore")
+
+
+def output_limit(failed: bool) -> int:
+    """Bytes of output a try keeps: ``FAILED_OUTPUT_BYTES`` when it failed, else ``SUCCESS_OUTPUT_BYTES``."""
+    return FAILED_OUTPUT_BYTES if failed else SUCCESS_OUTPUT_BYTES
+
+
 def tail(text: str, limit: int = 1000) -> str:
     """The last ``limit`` characters of ``text`` (a command's stderr: the end says what went wrong)."""
     return text if len(text) <= limit else "..." + text[-limit:]
@@ -96,6 +126,11 @@ class TargetCall:
     ``timeout_s`` is the job's timeout (already capped by the deployment's worker cap); ``input`` is the
     job's JSON input; ``owner`` the job's owner (``lambda`` and ``sqs`` targets act for it:
     ``jobsched.targets.ownership``).
+
+    ``output``: set by the executor to an excerpt of what the target said, already within ``output_limit``
+    (http: status and the head of the body; shell: the tails of stdout and stderr; lambda: the head of the
+    response payload or of the function error; sqs: the message id; command: the returned value as JSON).
+    The worker records it with the try (``jobsched.ports.tries``); None: the target said nothing worth keeping.
     """
 
     run_id: str
@@ -106,6 +141,7 @@ class TargetCall:
     timeout_s: float = 300.0
     owner: str | None = None
     cancel: CancelToken = field(default_factory=CancelToken)
+    output: str | None = None
 
     @property
     def idempotency_key(self) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from jobsched.models import CommandTarget
-from jobsched.targets.base import TargetCall, TargetFailed, truncate
+from jobsched.targets.base import SUCCESS_OUTPUT_BYTES, TargetCall, TargetFailed, head_bytes, truncate
 
 CommandFn = Callable[[TargetCall], Any]
 F = TypeVar("F", bound=CommandFn)
@@ -77,7 +77,8 @@ class CommandExecutor:
         self.registry = registry
 
     def execute(self, target: CommandTarget, call: TargetCall) -> str:
-        """Call the command; its exception (or an unknown name) fails the try with ``TargetFailed``."""
+        """Call the command; its exception (or an unknown name) fails the try with ``TargetFailed``. The returned
+        value, as JSON, is the try's ``output``."""
         fn = self.registry.get(target.name)
         if fn is None:
             raise TargetFailed(
@@ -89,6 +90,7 @@ class CommandExecutor:
             raise
         except Exception as error:
             raise TargetFailed(f"command {target.name} raised {type(error).__name__}: {error}") from error
+        call.output = head_bytes(json.dumps(result, default=str, ensure_ascii=False), SUCCESS_OUTPUT_BYTES)
         return f"command {target.name} returned {truncate(json.dumps(result, default=str), 200)}"
 
 

@@ -28,7 +28,7 @@ import httpcore
 import httpx
 
 from jobsched.models import HttpTarget
-from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, truncate
+from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, head_bytes, output_limit, truncate
 
 Resolver = Callable[[str, int], list[str]]
 """``(host, port) -> IP address strings``; raises OSError when the name does not resolve."""
@@ -161,7 +161,10 @@ class HttpExecutor:
 
     def execute(self, target: HttpTarget, call: TargetCall) -> str:
         """Send the request; 2xx -> ``"HTTP 200"``; else ``TargetFailed`` with the status and a body
-        excerpt; past ``call.timeout_s`` (httpx connect/read/write timeouts) ``TargetTimedOut``."""
+        excerpt; past ``call.timeout_s`` (httpx connect/read/write timeouts) ``TargetTimedOut``. ``call.output``
+        gets the status and the head of the body. The values of the target's secret headers
+        (``HttpTarget.secret_values``) are redacted from the error and the output, wherever the server echoed
+        them."""
         headers = httpx.Headers(target.headers)
         headers["Idempotency-Key"] = call.idempotency_key
         headers["X-Jobsched-Scheduled-For"] = call.scheduled_for
@@ -174,6 +177,25 @@ class HttpExecutor:
             if "content-type" not in headers:
                 headers["Content-Type"] = "application/json"
         shown = f"{target.method} {display_url(target.url)}"
+        secrets = target.secret_values()
+        try:
+            return self._send(target, call, headers, content, shown, secrets)
+        except TargetFailed as error:
+            if not secrets:
+                raise
+            raise type(error)(redact(str(error), secrets)) from error
+
+    def _send(
+        self,
+        target: HttpTarget,
+        call: TargetCall,
+        headers: httpx.Headers,
+        content: bytes | None,
+        shown: str,
+        secrets: list[str],
+    ) -> str:
+        """One request (see ``execute``); sets ``call.output`` to the status and the head of the body, with the
+        values of ``secrets`` redacted."""
         try:
             with self.client.stream(
                 target.method, target.url, headers=headers, content=content, timeout=call.timeout_s
@@ -185,10 +207,26 @@ class HttpExecutor:
             raise TargetTimedOut(f"timed out after {call.timeout_s:g} s (timeout_s): {shown}") from error
         except httpx.HTTPError as error:
             raise TargetFailed(f"{shown} failed: {type(error).__name__}: {error}") from error
-        if not 200 <= response.status_code < 300:
-            body = excerpt.decode("utf-8", "replace").strip()
+        body = excerpt.decode("utf-8", "replace").strip()
+        failed = not 200 <= response.status_code < 300
+        said = f"HTTP {response.status_code}" + (f"\n{body}" if body else "")
+        call.output = head_bytes(redact(said, secrets), output_limit(failed))
+        if failed:
             raise TargetFailed(truncate(f"HTTP {response.status_code} from {shown}: {body}"))
         return f"HTTP {response.status_code}"
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` with every occurrence of each of ``secrets`` (header values marked secret) replaced by
+    ``[redacted]``, and a text ending in the first 4 or more characters of one (a body cut short) cut there;
+    ``secrets`` longest first (``HttpTarget.secret_values``)."""
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    for secret in secrets:
+        for length in range(len(secret) - 1, 3, -1):
+            if text.endswith(secret[:length]):
+                return text[:-length] + "[redacted]"
+    return text
 
 
 def _read_prefix(response: httpx.Response, limit: int) -> bytes:

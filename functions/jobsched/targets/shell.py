@@ -23,7 +23,7 @@ import tempfile
 from typing import IO
 
 from jobsched.models import ShellTarget
-from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, tail
+from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, output_limit, tail, tail_bytes
 
 SHELL = "/bin/sh"
 STDERR_TAIL_CHARS = 1000
@@ -93,6 +93,7 @@ class ShellExecutor:
                 ) from None
             if call.cancel.cancelled:
                 raise TargetTimedOut("shell command killed: the try was cancelled")
+            call.output = _output(stdout, stderr, output_limit(code != 0))
             if code != 0:
                 status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
                 message = _read_tail(stderr)
@@ -103,6 +104,25 @@ class ShellExecutor:
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _output(stdout: IO[bytes], stderr: IO[bytes], limit: int) -> str | None:
+    """The tails of stdout and stderr within ``limit`` bytes in all (half each when both are long), labelled
+    ``stdout:``/``stderr:``; None when the command printed nothing."""
+    out, err = (_read_tail(stream, limit) for stream in (stdout, stderr))
+    parts = [(label, text) for label, text in (("stdout", out), ("stderr", err)) if text]
+    if not parts:
+        return None
+    share = (limit - 20 * len(parts)) // len(parts)
+    sizes = [len(text.encode("utf-8")) for _, text in parts]
+    if len(parts) == 2 and min(sizes) < share:
+        spare = share - min(sizes)  # the short one's unused half goes to the other
+        budgets = [size if size < share else share + spare for size in sizes]
+    else:
+        budgets = [share] * len(parts)
+    return "\n".join(
+        f"{label}: {tail_bytes(text, budget)}" for (label, text), budget in zip(parts, budgets, strict=True)
+    )
 
 
 def _read_tail(stream: IO[bytes], limit: int = STDERR_TAIL_CHARS) -> str:

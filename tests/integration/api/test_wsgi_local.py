@@ -65,4 +65,6 @@ def test_the_openapi_document_is_served(client):
         "/jobs/{id}/resume",
         "/jobs/{id}/trigger",
         "/jobs/{id}/runs",
+        "/jobs/{id}/runs/{run_id}",
+        "/jobs/{id}/runs/{run_id}/retry",
     }

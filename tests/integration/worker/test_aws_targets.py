@@ -155,3 +155,37 @@ def test_sqs_target_error_fails_the_try(aws: Aws) -> None:
 def test_a_worker_without_an_executor_for_a_type_fails_the_try() -> None:
     with pytest.raises(TargetFailed, match="cannot run sqs targets"):
         Targets().execute(SqsTarget(queue_url="https://x/q"), _call())
+
+
+# --- what a try records (issue [2.6]) ----------------------------------------------------------------
+
+
+def test_lambda_output_is_the_head_of_the_payload_or_of_the_function_error(
+    lambda_client: tuple[Any, Stubber],
+) -> None:
+    client, stubber = lambda_client
+    ok, failed = _call(), _call()
+    stubber.add_response(
+        "invoke", {"StatusCode": 200, "Payload": _payload({"rows": "r" * 1_000})}, _invoke_params(ok)
+    )
+    error = {"errorMessage": "card declined " + "d" * 5_000, "errorType": "PaymentError"}
+    stubber.add_response(
+        "invoke",
+        {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _payload(error)},
+        _invoke_params(failed),
+    )
+    executor = LambdaExecutor(lambda: client)
+    executor.execute(LambdaTarget(function="billing"), ok)
+    assert ok.output is not None and ok.output.startswith('{"rows": "rrr') and len(ok.output.encode()) <= 256
+    with pytest.raises(TargetFailed):
+        executor.execute(LambdaTarget(function="billing"), failed)
+    assert failed.output is not None and failed.output.startswith('{"errorMessage": "card declined ddd')
+    assert 256 < len(failed.output.encode()) <= 3072
+
+
+def test_sqs_output_is_the_message_id(aws: Aws, drain: Drain) -> None:
+    url = aws.sqs.create_queue(QueueName="team-inbox")["QueueUrl"]
+    call = _call()
+    SqsExecutor(lambda: aws.sqs).execute(SqsTarget(queue_url=url), call)
+    (message,) = drain(url)
+    assert call.output == message["MessageId"]

@@ -243,3 +243,44 @@ def test_the_private_switch_does_not_open_loopback(server: Server) -> None:
     with pytest.raises(TargetFailed, match="loopback"):
         HttpExecutor(AddressPolicy(allow_private=True)).execute(HttpTarget(url=server.url), _call())
     assert server.requests == []
+
+
+# --- what a try records (issue [2.6]) ----------------------------------------------------------------
+
+
+def test_the_output_is_the_status_and_the_head_of_the_body(server: Server) -> None:
+    server.responses = [(200, "accepted " + "z" * 1_000, 0.0), (500, "database down " + "y" * 5_000, 0.0)]
+    ok = _call()
+    HttpExecutor(LOOPBACK).execute(HttpTarget(url=server.url), ok)
+    assert ok.output is not None and ok.output.startswith("HTTP 200\naccepted zzz")
+    assert len(ok.output.encode()) <= 256
+    failed = _call()
+    with pytest.raises(TargetFailed):
+        HttpExecutor(LOOPBACK).execute(HttpTarget(url=server.url), failed)
+    assert failed.output is not None and failed.output.startswith("HTTP 500\ndatabase down yyy")
+    assert 256 < len(failed.output.encode()) <= 3072
+
+
+def test_secret_header_values_never_reach_the_output_or_the_error(server: Server) -> None:
+    # Given a server that echoes the request's headers, and a target marking X-Api-Key secret
+    target = HttpTarget(
+        url=server.url,
+        headers={"X-Api-Key": "k-123456789", "Authorization": "Bearer tok-abcdef", "X-Team": "billing"},
+        secret_headers=["x-api-key"],
+    )
+    echoed = "seen X-Api-Key: k-123456789, Authorization: Bearer tok-abcdef, X-Team: billing"
+    server.responses = [(200, echoed, 0.0), (401, echoed + " cut at k-1234", 0.0)]
+    ok = _call()
+    HttpExecutor(LOOPBACK).execute(target, ok)
+    assert ok.output == ("HTTP 200\nseen X-Api-Key: [redacted], Authorization: [redacted], X-Team: billing")
+    failed = _call()
+    with pytest.raises(TargetFailed) as failure:
+        HttpExecutor(LOOPBACK).execute(target, failed)
+    for text in (str(failure.value), failed.output or ""):
+        assert "k-123456789" not in text and "tok-abcdef" not in text and "k-1234" not in text
+        assert "X-Team: billing" in text
+
+
+def test_a_secret_header_must_be_one_of_the_targets_headers() -> None:
+    with pytest.raises(ValueError, match="secret header 'X-Token' is not one of the target's headers"):
+        HttpTarget(url="https://example.com/", headers={"X-Api-Key": "k"}, secret_headers=["X-Token"])

@@ -31,6 +31,8 @@ ROUTES = {
     ("get", "/jobs/{id}/fires"): (None, {"200": "Fires"}),
     ("get", "/jobs/{id}/events"): (None, {"200": "Page_JobEvent_"}),
     ("post", "/jobs/{id}/backfill"): ("BackfillRequest", {"200": "BackfillResult"}),
+    ("get", "/jobs/{id}/runs/{run_id}"): (None, {"200": "RunDetail"}),
+    ("post", "/jobs/{id}/runs/{run_id}/retry"): (None, {"202": "RunDetail"}),
 }
 
 

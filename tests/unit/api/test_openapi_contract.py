@@ -138,6 +138,7 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     - ``GET /runs``'s ``until`` is after its ``since`` (a generated pair is put in order);
     - a backfill window ends after it starts, at most now, with at most 1,000 fires: a generated pair of
       instants becomes the hour that ended an hour ago;
+    - an http target's ``secret_headers`` name some of its ``headers``;
     - an ``Idempotency-Key`` sent again with a different request is answered 422 (as the IETF draft says):
       a well-formed key gets a suffix from the request (method, path, body), so a repeated key means a
       repeated request.
@@ -152,6 +153,11 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
             body.setdefault("schedule", SCHEDULES[1])
             body.setdefault("start_at", None)
             body.setdefault("end_at", None)
+        target = body.get("target")
+        if isinstance(target, dict) and isinstance(target.get("secret_headers"), list):
+            # an http target's secret headers are among its headers
+            given = {str(name).lower() for name in target.get("headers") or {}}
+            target["secret_headers"] = [n for n in target["secret_headers"] if str(n).lower() in given]
         if str(body.get("schedule", "")).startswith("at "):
             body.update(start_at=None, end_at=None)
         start, end = _instant(body.get("start_at")), _instant(body.get("end_at"))

@@ -216,12 +216,15 @@ def _served_routes() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("method", "template"), _served_routes())
 def test_every_route_the_handler_serves_maps_to_its_api_gateway_resource(method, template):
     # Given: a request for the route, with a concrete value for each path parameter
-    values = {"id": "j_0123456789abcdef0123"}
-    path = template.replace("{id}", values["id"])
+    values = {"id": "j_0123456789abcdef0123", "run_id": "j_0123456789abcdef0123@1767578400000"}
+    path = template
+    for name, value in values.items():
+        path = path.replace(f"{{{name}}}", value)
     env, body = environ(method=method, path=path)
 
     event = event_from_environ(env, body)
 
     # Then: the event carries the resource template and path parameters API Gateway would send
     assert event["resource"] == template and event["requestContext"]["resourcePath"] == template
-    assert event["pathParameters"] == ({"id": values["id"]} if "{id}" in template else None)
+    expected = {name: value for name, value in values.items() if f"{{{name}}}" in template}
+    assert event["pathParameters"] == (expected or None)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,10 @@ from typer.testing import CliRunner
 from jobsched.cli import register
 from jobsched.client import ApiError
 from jobsched.exits import FAILED, USAGE_ERROR, fail
+from jobsched.models import RunStatus
+from jobsched.ports.runs import new_run
+from jobsched.ports.tries import TryRecord
+from jobsched.store.runs import RunStore
 
 DATA = Path(__file__).parent / "data"
 
@@ -433,3 +439,107 @@ def test_an_alert_policy_is_set_from_a_spec_file(cli: Any, tmp_path: Path) -> No
 
     assert created["alerts"]["late_after_s"] == 60 and created["alerts"]["pause_after_consecutive_dead"] == 3
     assert bad.exit_code == 1 and "alerts.late_after_s" in one_line(bad.stderr)
+
+
+# --- one run with its tries, re-runs (issue [2.6]) ------------------------------------------------------
+
+
+def _dead_runs(deployment: Any, job_id: str, *instants: int) -> list[str]:
+    """Dead runs of ``job_id`` at ``instants`` (epoch ms), each with one failed try, as the worker leaves them."""
+    aws, settings = deployment
+    store = RunStore(aws.table(settings.runs_table))
+    for at in instants:
+        row = new_run(job_id, at, now_ms=at, retention_days=90, status=RunStatus.DEAD)
+        tried = TryRecord(
+            1, at + 10, at + 20, "w-1", "HTTP 502 from POST https://x/", "HTTP 502\nbad gateway"
+        )
+        assert (
+            store.put_new(replace(row, attempt=1, error=tried.error, finished_at=at + 20, tries=(tried,)))
+            is None
+        )
+    return [f"{job_id}@{at}" for at in instants]
+
+
+def test_runs_show_prints_each_try_with_its_output(cli: Any, deployment: Any) -> None:
+    job = cli.json("jobs", "create", "--name", "nightly", "--schedule", "@daily", "--command", "echo")
+    (run_id,) = _dead_runs(deployment, job["id"], 1_767_578_400_000)
+
+    shown = cli("runs", "show", run_id)
+    as_json = cli.json("runs", "show", run_id)
+
+    assert shown.exit_code == 0, shown.stderr
+    assert "TRIES" in shown.stdout and "bad gateway" in shown.stdout and "HTTP 502 from POST" in shown.stdout
+    assert [(a["attempt"], a["output"]) for a in as_json["attempts"]] == [(1, "HTTP 502\nbad gateway")]
+    # the job's listing of runs still works as `runs JOB` (the default subcommand) and as `runs list JOB`
+    assert (
+        [r["id"] for r in cli.json("runs", "nightly")]
+        == [run_id]
+        == [r["id"] for r in cli.json("runs", "list", "nightly")]
+    )
+
+
+def test_runs_show_of_a_bad_or_foreign_run_id(cli: Any, deployment: Any) -> None:
+    job = cli.json("jobs", "create", "--name", "mine", "--schedule", "@daily", "--command", "echo")
+    (run_id,) = _dead_runs(deployment, job["id"], 1_767_578_400_000)
+
+    malformed = cli("runs", "show", "not-a-run")
+    foreign = cli("runs", "show", run_id, token=cli.other_token)
+    missing = cli("runs", "show")
+
+    assert malformed.exit_code == 2 and one_line(malformed.stderr).startswith(
+        "error: RUN_ID: 'not-a-run' is not"
+    )
+    assert foreign.exit_code == 1 and one_line(foreign.stderr).startswith("error: 404 ")
+    assert missing.exit_code == 2 and "RUN_ID" in missing.stderr
+
+
+def test_runs_retry_one_then_again_is_a_409(cli: Any, deployment: Any) -> None:
+    job = cli.json("jobs", "create", "--name", "flaky", "--schedule", "@daily", "--command", "echo")
+    (run_id,) = _dead_runs(deployment, job["id"], 1_767_578_400_000)
+
+    first = cli("runs", "retry", run_id, "--idempotency-key", "again-1")
+    repeat = cli.json("runs", "retry", run_id, "--idempotency-key", "again-1")
+    second = cli("runs", "retry", run_id)
+
+    assert first.exit_code == 0 and first.stdout.strip() == f"queued again: {run_id} (re-run 1)"
+    assert repeat["reruns"] == 1 and repeat["status"] == "queued"
+    assert second.exit_code == 1 and one_line(second.stderr).startswith("error: 409 ")
+    assert "is queued; only a dead or skipped run can be retried" in second.stderr
+
+
+def test_runs_retry_many_by_status_and_window_one_call_each_with_a_count(cli: Any, deployment: Any) -> None:
+    now = int(time.time() * 1000)
+    a = cli.json("jobs", "create", "--name", "a", "--schedule", "@daily", "--command", "echo")
+    b = cli.json("jobs", "create", "--name", "b", "--schedule", "@daily", "--command", "echo")
+    recent = _dead_runs(deployment, a["id"], now - 3_600_000, now - 7_200_000) + _dead_runs(
+        deployment, b["id"], now - 60_000
+    )
+    _dead_runs(deployment, b["id"], now - 3 * 86_400_000)  # outside the window: left dead
+
+    result = cli("runs", "retry", "--status", "dead", "--since", "24h")
+
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert sorted(lines[:-1]) == sorted(f"queued again: {r} (re-run 1)" for r in recent)
+    assert lines[-1] == "3 run(s) queued again"
+    assert [r["status"] for r in cli.json("runs", "b")] == ["queued", "dead"]
+    # nothing dead is left in the window: a second pass queues nothing
+    assert cli("runs", "retry", "--status", "dead", "--since", "24h", "--job", "a").stdout.strip() == (
+        "0 run(s) queued again"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("--status", "succeeded"), "--status"),
+        (("--status", "dead", "--since", "yesterday"), "--since"),
+        (("j_1@5", "--status", "dead"), "RUN_ID"),
+        ((), "RUN_ID"),
+    ],
+)
+def test_runs_retry_usage_errors_exit_2_naming_the_option(
+    cli: Any, args: tuple[str, ...], field: str
+) -> None:
+    result = cli("runs", "retry", *args)
+    assert result.exit_code == 2 and one_line(result.stderr).startswith(f"error: {field}: ")

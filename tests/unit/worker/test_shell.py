@@ -134,3 +134,24 @@ def test_env_and_shell_are_stored_only_when_set() -> None:
         "env": {"PATH": "/bin"},
         "shell": "/bin/bash",
     }
+
+
+# --- what a try records (issue [2.6]) ----------------------------------------------------------------
+
+
+def test_the_output_is_the_tail_of_stdout_and_stderr() -> None:
+    ok = _call()
+    SHELL.execute(ShellTarget(command="seq 1 2000; echo warn-end >&2"), ok)
+    assert ok.output is not None and len(ok.output.encode()) <= 256
+    assert ok.output.startswith("stdout: ...") and "2000\nstderr: warn-end" in ok.output
+    failed = _call()
+    with pytest.raises(TargetFailed):
+        SHELL.execute(ShellTarget(command="echo started; seq 1 5000 >&2; exit 3"), failed)
+    assert failed.output is not None and len(failed.output.encode()) <= 3072
+    assert failed.output.startswith("stdout: started\nstderr: ...") and failed.output.endswith("5000")
+
+
+def test_a_silent_command_has_no_output() -> None:
+    call = _call()
+    SHELL.execute(ShellTarget(command="true"), call)
+    assert call.output is None

@@ -1,0 +1,143 @@
+"""The API's use cases on one run (issue [2.6]): read it with its tries, and re-run a failed one.
+
+- ``GET /jobs/{id}/runs/{run_id}``: the run with ``attempts`` (its current round's tries) and
+  ``previous_attempts`` (earlier rounds'). ``run_id`` is ``<job_id>@<scheduled_for epoch ms>``
+  (``ports.runs.run_id``); a malformed id, another job's, or a job of another owner answers 404 as an absent
+  run does. A deleted job's runs stay readable by its owner until retention, as in the listing.
+- ``POST /jobs/{id}/runs/{run_id}/retry``: a ``dead`` or ``skipped`` run goes back on the queue with the same run
+  id and ``scheduled_for`` (so its target gets the same idempotency key) and a fresh set of attempts: one
+  conditional write (``RunHistory.rerun``), then its message; if the message cannot be sent the run stays
+  ``queued`` in the sweep index and the sweeper sends it. The earlier tries stay in the run's history
+  (``previous_attempts``, each with its ``round``). A ``succeeded``, ``queued``, ``running`` or ``retrying`` run
+  answers 409, as does a dead run whose dead-run notification is still being sent (for about a minute at most;
+  re-running it then would lose its alert) and a summary row of several skipped fires. An ``run_retried`` audit
+  event names the caller. With ``Idempotency-Key`` a repeat returns the first answer: the stored response while
+  the key's record lasts (24 h), and in any case the run itself, which carries a digest of the last re-run's key
+  written with the re-run (a repeat after a failure past that write is a replay, not a 409).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jobsched.api.exceptions import RunNotFound, RunNotRetryable
+from jobsched.models import JobEventKind, RunDetail, RunStatus
+from jobsched.observability import logger
+from jobsched.ports.runs import RunRow
+from jobsched.ports.tries import run_detail
+
+if TYPE_CHECKING:
+    from jobsched.api.service import JobService
+
+RUN_ID_PATTERN = re.compile(r"^(j_[0-9a-f]{20})@(\d{1,15})$")
+"""A run id as ``ports.runs.run_id`` makes it: the job id, ``@``, the ``scheduled_for`` epoch ms."""
+
+
+@dataclass(frozen=True)
+class RetryResult:
+    """The re-run run, and whether it is the stored answer of an earlier request with the same key."""
+
+    run: RunDetail
+    replayed: bool = False
+
+
+def scheduled_for_of(job_id: str, run_id: str) -> int:
+    """The ``scheduled_for`` (epoch ms) named by ``run_id`` of job ``job_id``. Raises ``RunNotFound`` for a
+    malformed id or one of another job."""
+    matched = RUN_ID_PATTERN.match(run_id)
+    if matched is None or matched.group(1) != job_id:
+        raise RunNotFound(job_id, run_id)
+    return int(matched.group(2))
+
+
+def get_run(service: JobService, owner: str, job_id: str, run_id: str) -> RunDetail:
+    """The owner's run ``run_id`` of job ``job_id`` with its tries. Raises ``RunNotFound``."""
+    scheduled_for = scheduled_for_of(job_id, run_id)
+    if service.jobs.history_owner(job_id) != owner:
+        raise RunNotFound(job_id, run_id)
+    row = service.runs.get(job_id, scheduled_for)
+    if row is None:
+        raise RunNotFound(job_id, run_id)
+    return run_detail(row)
+
+
+def retry_run(
+    service: JobService,
+    owner: str,
+    job_id: str,
+    run_id: str,
+    *,
+    idempotency_key: str | None = None,
+    actor: str | None = None,
+) -> RetryResult:
+    """Re-run the owner's ``dead`` or ``skipped`` run (see the module docstring), by ``actor`` (default: the
+    owner). Raises ``JobNotFound`` (the job is absent, deleted or another owner's), ``RunNotFound``,
+    ``RunNotRetryable`` (409), and the idempotency errors of ``IdempotencyKeys.run``."""
+    by = actor or owner
+    if idempotency_key is None:
+        return RetryResult(_retry(service, owner, job_id, run_id, by, None))
+    outcome = service._keys().run(
+        owner,
+        idempotency_key,
+        {"op": "retry_run", "job_id": job_id, "run_id": run_id},
+        lambda: {
+            "run": _retry(service, owner, job_id, run_id, by, _digest(owner, idempotency_key)).model_dump(
+                mode="json"
+            )
+        },
+    )
+    return RetryResult(RunDetail.model_validate(outcome.result["run"]), replayed=outcome.replayed)
+
+
+def _retry(
+    service: JobService, owner: str, job_id: str, run_id: str, actor: str, key_digest: str | None
+) -> RunDetail:
+    service._load(owner, job_id)
+    scheduled_for = scheduled_for_of(job_id, run_id)
+    now = service.clock()
+    result = service.runs.rerun(
+        job_id,
+        scheduled_for,
+        now_ms=now,
+        sweep_at_ms=now + service.settings.sweep_queued_after_s * 1000,
+        key_digest=key_digest,
+    )
+    row = result.row
+    if row is None:
+        raise RunNotFound(job_id, run_id)
+    if not result.done:
+        if key_digest is None or row.rerun_key != key_digest:
+            raise RunNotRetryable(_refusal(row))
+        logger.info("run retry replayed from its key", run_id=run_id)
+    detail = run_detail(row)
+    if row.status is RunStatus.QUEUED:
+        service._send_manual(detail)
+    at = row.enqueued_at if row.enqueued_at is not None else now  # a replay's event lands on the first one
+    key = f"{run_id}#{row.reruns}"
+    service.audit.record(
+        service.audit.event(job_id, at, key, JobEventKind.RUN_RETRIED, actor, {"run_id": run_id})
+    )
+    logger.info("run retried", job_id=job_id, run_id=run_id, owner=owner, reruns=row.reruns)
+    return detail
+
+
+def _refusal(row: RunRow) -> str:
+    """Why ``row`` cannot be re-run (the 409's message)."""
+    if row.status is RunStatus.DEAD:
+        return (
+            f"run {row.run_id} is dead but its dead-run notification is still being sent; retry in a minute"
+        )
+    if row.status is RunStatus.SKIPPED:
+        return (
+            f"run {row.run_id} stands for {row.skipped_count} skipped fires through its skipped_through; "
+            "only one run can be retried"
+        )
+    return f"run {row.run_id} is {row.status.value}; only a dead or skipped run can be retried"
+
+
+def _digest(owner: str, idempotency_key: str) -> str:
+    """What the run keeps of the re-run's ``Idempotency-Key``: 16 hex digits of ``sha256(owner, key)``."""
+    return hashlib.sha256(f"{owner}\0{idempotency_key}".encode()).hexdigest()[:16]

@@ -1,0 +1,146 @@
+"""Each try of a run is recorded in its row as it ends (issue [2.6] item 2), on the in-memory fakes: attempt,
+start, finish, worker, error and an excerpt of what the target said, bounded per try and per row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from jobsched.clock import FakeClock
+from jobsched.domain.retries import Outcome
+from jobsched.domain.worker import Worker
+from jobsched.memory.runs import MemoryRunStore
+from jobsched.models import Job, RunStatus
+from jobsched.ports.runs import RunRow
+from jobsched.ports.tries import FAILED_TRY_BYTES, TryRecord, with_try
+from jobsched.targets import CommandExecutor, CommandRegistry, TargetCall, TargetFailed, Targets
+from jobsched.targets.base import SUCCESS_OUTPUT_BYTES
+from tests.support.worker import T0
+
+
+@pytest.fixture
+def registry() -> CommandRegistry:
+    return CommandRegistry()
+
+
+@pytest.fixture
+def worker(build_worker: Callable[..., Worker], registry: CommandRegistry) -> Worker:
+    """The worker running the commands of ``registry`` (this module's)."""
+    return build_worker(Targets(command=CommandExecutor(registry)))
+
+
+@pytest.fixture
+def flaky(registry: CommandRegistry) -> Iterator[None]:
+    """``flaky``: fails its first two attempts with a message, then returns ``{"rows": 42}``."""
+
+    @registry.register("flaky")
+    def flaky(call: TargetCall) -> Any:
+        if call.attempt <= 2:
+            raise TargetFailed(f"upstream said no (try {call.attempt})")
+        return {"rows": 42}
+
+    yield
+
+
+def _row(runs: MemoryRunStore, job: Job) -> RunRow:
+    row = runs.get(job.id, T0)
+    assert row is not None
+    return row
+
+
+def test_each_try_is_recorded_with_its_error_then_the_success_with_its_output(
+    runs: MemoryRunStore,
+    clock: FakeClock,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
+    flaky: None,
+) -> None:
+    job = due_job(command="flaky", retry={"max_attempts": 3, "backoff_s": 1})
+    starts = []
+    for expected in (Outcome.RETRYING, Outcome.RETRYING, Outcome.SUCCEEDED):
+        starts.append(clock())
+        assert deliver(job) == expected
+        clock.advance(2_000)
+    row = _row(runs, job)
+    assert row.status is RunStatus.SUCCEEDED
+    assert [t.attempt for t in row.tries] == [1, 2, 3]
+    assert [t.started_at for t in row.tries] == starts
+    assert all(t.finished_at == t.started_at for t in row.tries)  # the fake clock stands still during a try
+    assert [t.error for t in row.tries] == [
+        "upstream said no (try 1)",
+        "upstream said no (try 2)",
+        None,
+    ]
+    assert row.tries[2].output == '{"rows": 42}'
+    assert all(t.worker and t.round == 0 for t in row.tries)
+
+
+def test_a_dead_run_keeps_every_failed_try(
+    runs: MemoryRunStore, due_job: Callable[..., Job], deliver: Callable[..., str], clock: FakeClock
+) -> None:
+    job = due_job(command="fail", retry={"max_attempts": 2, "backoff_s": 1})
+    assert deliver(job) == Outcome.RETRYING
+    clock.advance(2_000)
+    assert deliver(job) == Outcome.DEAD
+    row = _row(runs, job)
+    assert row.status is RunStatus.DEAD
+    assert [t.attempt for t in row.tries] == [1, 2]
+    assert all(t.error and "fail" in t.error for t in row.tries)
+
+
+def test_outputs_are_cut_to_their_budgets(
+    runs: MemoryRunStore,
+    registry: CommandRegistry,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
+    clock: FakeClock,
+) -> None:
+    @registry.register("chatty")
+    def chatty(call: TargetCall) -> Any:
+        return "ü" * 10_000
+
+    @registry.register("loud-failure")
+    def loud(call: TargetCall) -> Any:
+        raise TargetFailed("bad " * 2_000)
+
+    ok = due_job(command="chatty")
+    assert deliver(ok) == Outcome.SUCCEEDED
+    (tried,) = _row(runs, ok).tries
+    assert tried.output is not None and len(tried.output.encode()) <= SUCCESS_OUTPUT_BYTES
+    assert tried.output.startswith('"üü')  # the head of the returned value, never a broken character
+
+    bad = due_job(command="loud-failure", retry={"max_attempts": 1})
+    assert deliver(bad) == Outcome.DEAD
+    (failed,) = _row(runs, bad).tries
+    assert failed.error is not None and failed.error.endswith("...")
+    assert len(failed.error.encode()) + len((failed.output or "").encode()) <= FAILED_TRY_BYTES
+
+
+def test_a_lost_workers_last_try_is_recorded_when_the_run_dies_of_it(
+    runs: MemoryRunStore,
+    clock: FakeClock,
+    due_job: Callable[..., Job],
+    deliver: Callable[..., str],
+    settings: Any,
+) -> None:
+    job = due_job(command="echo", retry={"max_attempts": 1})
+    first = clock()
+    assert runs.claim(
+        job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
+    ).claimed
+    clock.advance((settings.heartbeat_stale_s + 1) * 1000)  # its heartbeat goes stale: the worker is lost
+    assert deliver(job) == Outcome.DEAD
+    (lost,) = _row(runs, job).tries
+    assert (lost.attempt, lost.worker, lost.started_at) == (1, "lost-one", first)
+    assert lost.error is not None and "worker lost" in lost.error
+
+
+def test_older_tries_are_summarised_and_the_oldest_dropped() -> None:
+    tries: tuple[TryRecord, ...] = ()
+    for attempt in range(1, 41):
+        tries = with_try(tries, TryRecord(attempt, 1, 2, "w", "e" * 500, "o" * 5_000))
+    assert [t.attempt for t in tries] == list(range(11, 41))  # at most 30, the newest
+    assert all(t.output is None and t.error == "e" * 197 + "..." for t in tries[:-5])
+    assert all(t.output and t.error == "e" * 500 for t in tries[-5:])
