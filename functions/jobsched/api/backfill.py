@@ -16,10 +16,10 @@ from jobsched.api.exceptions import InvalidInput
 from jobsched.clock import Clock
 from jobsched.domain import registration
 from jobsched.domain.backfill import BackfillWindowError, backfill_fires, backfill_schedule, dispatch_delay_s
-from jobsched.models import BackfillRequest, BackfillResult, JobEventKind, RunKind, from_ms, to_ms
+from jobsched.models import BackfillRequest, BackfillResult, JobEventKind, RunKind, RunStatus, from_ms, to_ms
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
-from jobsched.ports.runs import QueueSendError, RunHistory, RunMessage, RunSender, new_run
+from jobsched.ports.runs import QueueSendError, RunHistory, RunMessage, RunRow, RunSender, new_run
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
 
@@ -35,8 +35,9 @@ class Backfiller:
     clock: Clock
 
     def backfill(self, stored: StoredJob, request: BackfillRequest, actor: str) -> BackfillResult:
-        """Create a run for every fire of ``stored``'s schedule in ``[start, end)`` that has none, and send them
-        at the deployment's backfill rate; record a ``backfilled`` event by ``actor``.
+        """Create a run for every fire of ``stored``'s schedule in ``[start, end)`` that has none, re-run those
+        recorded ``skipped`` (``RunHistory.rerun``), and send them at the deployment's backfill rate; record a
+        ``backfilled`` event by ``actor``.
 
         Raises ``InvalidInput`` naming ``end`` (not after ``start``, after now, or more than 1,000 fires) or
         ``schedule`` (the stored schedule no longer parses).
@@ -52,10 +53,20 @@ class Backfiller:
         except (BackfillWindowError, ScheduleError) as error:
             raise InvalidInput(error.field, error.message) from None
         rows = self.runs.rows_between(job.id, fires[0], fires[-1], 2 * len(fires)) if fires else []
-        recorded = {row.scheduled_for for row in rows}
+        recorded = {row.scheduled_for: row for row in rows}
         created: list[RunMessage] = []
-        for fire in (fire for fire in fires if fire not in recorded):
-            delay_s = dispatch_delay_s(len(created), self.settings.backfill_rate_per_s)
+        rerun: list[RunMessage] = []
+        for fire in fires:
+            delay_s = dispatch_delay_s(len(created) + len(rerun), self.settings.backfill_rate_per_s)
+            sweep_after_ms = (delay_s + self.settings.sweep_queued_after_s) * 1000
+            found = recorded.get(fire)
+            if found is not None:
+                if (
+                    _skipped_fire(found)
+                    and self.runs.rerun(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms).done
+                ):
+                    rerun.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+                continue
             row = new_run(
                 job.id,
                 fire,
@@ -63,20 +74,21 @@ class Backfiller:
                 retention_days=self.settings.retention_days,
                 kind=RunKind.BACKFILL,
                 dispatch_at_ms=now_ms + delay_s * 1000,
-                sweep_after_ms=(delay_s + self.settings.sweep_queued_after_s) * 1000,
+                sweep_after_ms=sweep_after_ms,
                 owner=job.owner,
             )
             if self.runs.put_new(row) is None:
                 created.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
-        self._send(created)
+        sent = sorted(created + rerun, key=lambda message: message.scheduled_for)
+        self._send(sent)
         result = BackfillResult(
-            count=len(created),
+            count=len(sent),
             created=len(created),
-            rerun=0,
+            rerun=len(rerun),
             fires=len(fires),
-            existing=len(fires) - len(created),
-            first=from_ms(created[0].scheduled_for) if created else None,
-            last=from_ms(created[-1].scheduled_for) if created else None,
+            existing=len(fires) - len(sent),
+            first=from_ms(sent[0].scheduled_for) if sent else None,
+            last=from_ms(sent[-1].scheduled_for) if sent else None,
         )
         detail = {"start": request.start.isoformat(), "end": request.end.isoformat(), "count": result.count}
         event = self.audit.event(job.id, now_ms, f"backfill-{now_ms}", JobEventKind.BACKFILLED, actor, detail)
@@ -85,6 +97,8 @@ class Backfiller:
         return result
 
     def _send(self, messages: list[RunMessage]) -> None:
+        if not messages:
+            return
         """Send the runs' messages; those SQS refuses stay ``queued`` for the sweeper (after their delay)."""
         try:
             self.queue.send(messages)
@@ -92,3 +106,9 @@ class Backfiller:
             logger.warning(
                 "backfill runs saved but not all enqueued; the sweeper will", failed=len(error.failed)
             )
+
+
+def _skipped_fire(row: RunRow) -> bool:
+    """A fire recorded ``skipped`` on its own (a summary row of several skipped fires is not re-run: its other
+    fires have no rows and get runs of their own)."""
+    return row.status is RunStatus.SKIPPED and not row.skipped_count

@@ -158,3 +158,26 @@ def test_the_thousand_fire_bound_names_the_last_end_that_fits():
 def test_dispatch_delays_spread_runs_at_the_rate_and_never_past_sqs_longest_delay():
     assert [dispatch_delay_s(i, 10) for i in (0, 9, 10, 25)] == [0, 0, 1, 2]
     assert dispatch_delay_s(10_000, 2) == 900
+
+
+def test_a_backfill_reruns_fires_recorded_skipped(http):
+    job = http.create(schedule="0 * * * *")
+    http.put_run(job["id"], MARCH_1 + 3 * HOUR_MS, RunStatus.SKIPPED)
+    http.put_run(job["id"], MARCH_1 + 4 * HOUR_MS, RunStatus.SUCCEEDED)
+    http.backend.queue.take()
+
+    reply = backfill(http, job, {"start": "2026-03-01T02:00:00Z", "end": "2026-03-01T06:00:00Z"})
+
+    assert (reply.body["count"], reply.body["created"], reply.body["rerun"], reply.body["existing"]) == (
+        3,
+        2,
+        1,
+        1,
+    )
+    assert [m.scheduled_for for m in http.backend.queue.take()] == [MARCH_1 + h * HOUR_MS for h in (2, 3, 5)]
+    rerun = http.api.service.runs.get(job["id"], MARCH_1 + 3 * HOUR_MS)
+    assert rerun.status is RunStatus.QUEUED and rerun.reruns == 1
+    assert (
+        backfill(http, job, {"start": "2026-03-01T02:00:00Z", "end": "2026-03-01T06:00:00Z"}).body["count"]
+        == 0
+    )
