@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from jobsched.api import triggers
 from jobsched.api.exceptions import RunNotFound, RunNotRetryable
 from jobsched.models import JobEventKind, RunDetail, RunStatus
 from jobsched.observability import logger
@@ -114,7 +115,7 @@ def _retry(
         logger.info("run retry replayed from its key", run_id=run_id)
     detail = run_detail(row)
     if row.status is RunStatus.QUEUED:
-        service._send_manual(detail)
+        triggers.send_manual(service.queue, detail)
     at = row.enqueued_at if row.enqueued_at is not None else now  # a replay's event lands on the first one
     key = f"{run_id}#{row.reruns}"
     service.audit.record(

@@ -1,4 +1,5 @@
-"""``GET /runs`` (design §3.4): the caller's runs across all their jobs, newest ``scheduled_for`` first.
+"""``GET /runs`` (design §3.4): the caller's runs across all their jobs, newest ``scheduled_for`` first; and
+``GET /jobs/{id}/runs``, one job's.
 
 Three ways to serve it, each bounded by the page:
 - ``job_id`` given: that job's history (its partition of the runs table);
@@ -29,6 +30,28 @@ class RunListing:
     def __init__(self, jobs: JobRepository, runs: RunHistory) -> None:
         self.jobs = jobs
         self.runs = runs
+
+    def for_job(
+        self, owner: str, job_id: str, *, status: RunStatus | None, limit: int, cursor: str | None
+    ) -> Page[Run]:
+        """A page of the job's runs (``GET /jobs/{id}/runs``), newest ``scheduled_for`` first, optionally only
+        those in ``status``. A deleted job's runs stay listed for its owner until retention (design §3). Raises
+        ``JobNotFound`` (absent, or not the owner's); ``InvalidInput`` (a malformed cursor) or
+        ``CursorNotFound`` (not of this job's run listing)."""
+        if self.jobs.history_owner(job_id) != owner:
+            raise JobNotFound(job_id)
+        before_ms: int | None = None
+        if cursor is not None:
+            position = decode_cursor(cursor, "runs", owner)
+            before = position.get("before")
+            if position.get("job") != job_id or not isinstance(before, int) or before < 0:
+                raise CursorNotFound()
+            before_ms = before
+        rows, last = self.runs.list_for_job(job_id, limit, RunFilter(status=status), before_ms)
+        next_cursor = (
+            encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None
+        )
+        return Page[Run](items=[row.as_run() for row in rows], next_cursor=next_cursor)
 
     def across_jobs(
         self,

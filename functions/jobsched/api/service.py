@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobsched.api import reruns, timing
+from jobsched.api import reruns, timing, triggers
 from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
 from jobsched.api.cursor import decode_cursor, encode_cursor
@@ -56,7 +56,6 @@ from jobsched.models import (
     Page,
     Run,
     RunDetail,
-    RunKind,
     RunStatus,
     ShellTarget,
     from_ms,
@@ -67,11 +66,9 @@ from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, SchedulingState, StoredJob
-from jobsched.ports.runs import QueueSendError, RunFilter, RunHistory, RunMessage, RunSender, new_run
+from jobsched.ports.runs import RunHistory, RunSender
 from jobsched.schedules import (
     Schedule,
-    ScheduleError,
-    parse_schedule,
 )
 from jobsched.settings import Settings
 from jobsched.targets.ownership import TargetTags
@@ -87,11 +84,6 @@ MERGED_PATCH_FIELDS = frozenset({"retry", "alerts"})
 
 WRITE_ATTEMPTS = 3
 """Read-modify-write attempts before a job that keeps changing (an every-second schedule) is a 409."""
-
-TRIGGER_SLOTS = 5
-"""A manual run takes the first free millisecond from now backwards (now, now - 1 ms, ...): the pair
-(job_id, scheduled_for) is the run key, and a run is never started before its ``scheduled_for``, so a manual
-run keyed even 1 ms after the request could be started early by a worker that receives it at once."""
 
 
 @dataclass(frozen=True)
@@ -266,26 +258,11 @@ class JobService:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[Run]:
-        """A page of the job's runs, newest ``scheduled_for`` first, optionally only those in ``status``.
-
-        A deleted job's runs stay listed for its owner until retention (design §3); every other route
-        treats a deleted job as absent. Raises ``JobNotFound`` (absent, or not the owner's);
-        ``InvalidInput`` (a malformed cursor) or ``CursorNotFound`` (not of this job's run listing).
-        """
-        if not _is_job_id(job_id) or self.jobs.history_owner(job_id) != owner:
+        """``RunListing.for_job``: a page of the job's runs, newest first. Raises ``JobNotFound``,
+        ``InvalidInput``/``CursorNotFound`` (a cursor not of this job's run listing)."""
+        if not _is_job_id(job_id):
             raise JobNotFound(job_id)
-        before_ms: int | None = None
-        if cursor is not None:
-            position = decode_cursor(cursor, "runs", owner)
-            before = position.get("before")
-            if position.get("job") != job_id or not isinstance(before, int) or before < 0:
-                raise CursorNotFound()
-            before_ms = before
-        rows, last = self.runs.list_for_job(job_id, limit, RunFilter(status=status), before_ms)
-        next_cursor = (
-            encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None
-        )
-        return Page[Run](items=[row.as_run() for row in rows], next_cursor=next_cursor)
+        return self.run_listing.for_job(owner, job_id, status=status, limit=limit, cursor=cursor)
 
     def list_fires(self, owner: str, job_id: str, count: int) -> Fires:
         """The job's next ``count`` fires (1-100) as the scheduler will dispatch them (``domain.fires``), with
@@ -495,47 +472,16 @@ class JobService:
         """
         actor = actor or owner
         if idempotency_key is None:
-            return TriggerResult(run=self._trigger(owner, job_id, actor))
+            return TriggerResult(run=triggers.trigger(self, owner, job_id, actor))
         outcome = self._keys().run(
             owner,
             idempotency_key,
             {"op": "trigger_job", "job_id": job_id},
-            lambda: {"run": self._trigger(owner, job_id, actor, idempotency_key).model_dump(mode="json")},
+            lambda: {
+                "run": triggers.trigger(self, owner, job_id, actor, idempotency_key).model_dump(mode="json")
+            },
         )
         return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
-
-    def _trigger(self, owner: str, job_id: str, actor: str, idempotency_key: str | None = None) -> Run:
-        stored = self._load(owner, job_id)
-        now_ms = self.clock()
-        fires = self._fire_instants_ms(stored, now_ms - TRIGGER_SLOTS + 1, now_ms)
-        for slot in (now_ms - i for i in range(TRIGGER_SLOTS)):
-            if slot in fires:
-                continue
-            row = new_run(
-                job_id,
-                slot,
-                now_ms=now_ms,
-                retention_days=self.settings.retention_days,
-                kind=RunKind.MANUAL,
-                sweep_after_ms=self.settings.sweep_queued_after_s * 1000,
-                owner=owner,
-            )
-            if idempotency_key is None:
-                if self.runs.put_new(row) is None:
-                    break
-                continue
-            inserted = self.runs.put_new_keyed(row, owner=owner, idempotency_key=idempotency_key)
-            if inserted.key_used:
-                return self._keyed_run(job_id, inserted.key_run_at, actor)
-            if inserted.created:
-                break
-        else:
-            raise ConcurrentChange(f"job {job_id} was triggered many times this millisecond; retry")
-        run = row.as_run()
-        self._send_manual(run)
-        self._record_triggered(run, actor)
-        logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
-        return run
 
     def backfill(
         self,
@@ -560,63 +506,6 @@ class JobService:
             lambda: self.backfiller.backfill(self._load(owner, job_id), request, by).model_dump(mode="json"),
         )
         return BackfillResult.model_validate(outcome.result), outcome.replayed
-
-    def _keyed_run(self, job_id: str, scheduled_for: int | None, actor: str) -> Run:
-        """The run an Idempotency-Key created earlier (``scheduled_for``, epoch ms; None: not readable), sent
-        again if it is still ``queued`` (the first request may have died before sending it; a duplicate message
-        loses the worker's claim), and its ``triggered`` event written again (the same event: it lands on
-        itself)."""
-        row = self.runs.get(job_id, scheduled_for) if scheduled_for is not None else None
-        if row is None:
-            raise ConcurrentChange("the run of this Idempotency-Key is being created; retry")
-        run = row.as_run()
-        if run.status is RunStatus.QUEUED:
-            self._send_manual(run)
-        self._record_triggered(run, actor)
-        logger.info("trigger replayed from its key", job_id=job_id, run_id=run.id)
-        return run
-
-    def _send_manual(self, run: Run) -> None:
-        try:
-            self.queue.send([RunMessage(job_id=run.job_id, scheduled_for=to_ms(run.scheduled_for))])
-        except QueueSendError as error:
-            logger.warning(
-                "manual run saved but not enqueued; the sweeper will enqueue it",
-                run_id=run.id,
-                error=str(error),
-            )
-
-    @staticmethod
-    def _fire_instants_ms(stored: StoredJob, first_ms: int, last_ms: int) -> set[int]:
-        """The job's scheduled fires in ``[first_ms, last_ms]`` (epoch ms), which a manual run must not take.
-
-        The run key ``(job_id, scheduled_for)`` is shared by scheduled and manual runs: a manual run keyed at a
-        fire instant would stand in for that fire (the scheduler's put is refused) and the fire would never run.
-        The schedule is read as the scheduler reads it (rates anchored at ``anchor_at``, bounded by ``end_at``).
-        A stored schedule that no longer parses has no fires the scheduler could run: empty set.
-        """
-        job = stored.job
-        anchor_ms = (
-            stored.state.anchor_at
-            if stored.state and stored.state.anchor_at is not None
-            else registration.anchor_ms(job)
-        )
-        try:
-            schedule = parse_schedule(
-                job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at
-            )
-        except ScheduleError as error:
-            logger.warning("stored schedule does not parse", job_id=job.id, error=error.message)
-            return set()
-        fires = schedule.fires(from_ms(first_ms - 1), from_ms(last_ms), last_ms - first_ms + 1)
-        return {to_ms(fire) for fire in fires}
-
-    def _record_triggered(self, run: Run, actor: str) -> None:
-        """The run's ``triggered`` event at the run's instant, keyed by the run (a repeat lands on itself)."""
-        at_ms = to_ms(run.scheduled_for)
-        self.audit.record(
-            self.audit.event(run.job_id, at_ms, run.id, JobEventKind.TRIGGERED, actor, {"run_id": run.id})
-        )
 
     # --- one run: its tries, a re-run (``jobsched.api.reruns``) ----------------------------------
 
