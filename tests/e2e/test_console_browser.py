@@ -10,6 +10,7 @@ import itertools
 import json
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,32 @@ def test_a_dead_runs_output_is_read_then_the_run_is_retried_to_success(
     assert [r["id"] for r in runs_of(local, job["id"])] == [run["id"]]
     kinds = [e["kind"] for e in local.http.get(f"/jobs/{job['id']}/events").json()["items"]]
     assert kinds[:2] == ["run_retried", "triggered"]
+    assert page_errors(desktop) == []
+
+
+def test_a_window_is_backfilled_from_the_jobs_page(local: LocalProcess, desktop: WebDriver) -> None:
+    # Given an hourly job created now
+    job = create(local, schedule="0 * * * *")
+    top = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start, end = (top - timedelta(hours=3)).isoformat(), (top - timedelta(hours=1)).isoformat()
+    sign_in(desktop, local.url, TEAM_A)
+    click(desktop, "#jobs a", job["name"])
+
+    # When the two hours before the last are backfilled from its page, after the confirmation
+    element(desktop, "#backfill-start").send_keys(start)
+    element(desktop, "#backfill-end").send_keys(end)
+    click(desktop, "#backfill")
+    confirm(desktop)
+
+    # Then the two fires run, as backfill runs, and succeed; a second backfill of the window creates nothing
+    wait_for("the backfilled runs to succeed", lambda: len(finished(local, job["id"])) == 2, 45)
+    runs = runs_of(local, job["id"])
+    assert sorted(r["scheduled_for"] for r in runs) == [
+        (top - timedelta(hours=h)).isoformat().replace("+00:00", "Z") for h in (3, 2)
+    ]
+    assert {(r["kind"], r["status"]) for r in runs} == {("backfill", "succeeded")}
+    again = local.http.post(f"/jobs/{job['id']}/backfill", json={"start": start, "end": end})
+    assert again.status_code == 200 and again.json()["count"] == 0
     assert page_errors(desktop) == []
 
 

@@ -226,7 +226,7 @@ function backfillForm(id) {
   const start = h("input", { id: "backfill-start", placeholder: "start (ISO 8601)" });
   const end = h("input", { id: "backfill-end", placeholder: "end (ISO 8601, exclusive)" });
   return h("div", {}, h("h2", {}, "Backfill"), h("div", { class: "toolbar" }, start, end,
-    h("button", { onclick: () => act(`Create runs for every fire in [${start.value}, ${end.value})?`,
+    h("button", { id: "backfill", onclick: () => act(`Create runs for every fire in [${start.value}, ${end.value})?`,
       () => api.backfill(id, start.value, end.value, api.newKey())) }, "Backfill")));
 }
 
