@@ -113,3 +113,13 @@ def test_a_cursor_only_resumes_the_listing_and_filters_it_came_from(http, team):
     assert http("GET", "/runs", query={"cursor": cursor}).status == 404
     assert http("GET", "/runs", query={"cursor": cursor, "status": "dead"}).status == 200
     assert http("GET", "/runs", query={"cursor": cursor, "status": "dead"}, caller="bob").status == 404
+
+
+def test_merging_more_jobs_than_the_bound_asks_for_a_narrower_listing(http, team, monkeypatch):
+    monkeypatch.setattr("jobsched.api.runs_listing.MAX_FANOUT_JOBS", 1)
+
+    merged = http("GET", "/runs")
+    failed = http("GET", "/runs", query={"status": "dead"})
+
+    assert merged.status == 400 and merged.error["field"] == "status"
+    assert failed.status == 200 and len(failed.body["items"]) == 2

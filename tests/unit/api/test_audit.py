@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from jobsched.ports.errors import StoreUnavailable
+
 
 def kinds(reply) -> list[str]:
     return [event["kind"] for event in reply.body["items"]]
@@ -109,3 +111,16 @@ def test_events_page_with_a_cursor_that_only_this_listing_accepts(http):
     assert kinds(first) == ["triggered", "triggered"] and kinds(rest) == ["triggered", "created"]
     assert rest.body["next_cursor"] is None
     assert foreign.status == 404
+
+
+def test_a_trigger_whose_event_cannot_be_written_still_answers_its_run(http, monkeypatch):
+    job = http.create()
+
+    def unavailable(event):
+        raise StoreUnavailable("jobs table throttled")
+
+    monkeypatch.setattr(http.api.service.jobs, "record_event", unavailable)
+    reply = http("POST", f"/jobs/{job['id']}/trigger")
+
+    assert reply.status == 202 and reply.body["kind"] == "manual"
+    assert [e["kind"] for e in http("GET", f"/jobs/{job['id']}/events").body["items"]] == ["created"]

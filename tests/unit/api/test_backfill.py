@@ -181,3 +181,16 @@ def test_a_backfill_reruns_fires_recorded_skipped(http):
         backfill(http, job, {"start": "2026-03-01T02:00:00Z", "end": "2026-03-01T06:00:00Z"}).body["count"]
         == 0
     )
+
+
+def test_runs_whose_messages_sqs_refused_stay_queued_for_the_sweeper(http):
+    job = http.create(schedule="0 * * * *")
+    http.backend.queue.take()
+    http.backend.queue.fail_next = 1
+
+    reply = backfill(http, job, {"start": "2026-03-01T00:00:00Z", "end": "2026-03-01T03:00:00Z"})
+
+    assert reply.status == 200 and reply.body["count"] == 3
+    assert http.backend.queue.take() == []
+    rows = [http.api.service.runs.get(job["id"], MARCH_1 + h * HOUR_MS) for h in range(3)]
+    assert all(row.status is RunStatus.QUEUED and row.sweep_at is not None for row in rows)

@@ -139,3 +139,29 @@ def test_an_alert_that_cannot_be_published_is_logged_and_not_raised() -> None:
     f.alerting.started(f.job, "run", T0, 5_000)  # no exception
 
     assert f.sink.published == []
+
+
+def test_a_policy_that_cannot_be_applied_leaves_the_run_dead_and_notified() -> None:
+    from jobsched.domain.retries import Failures, Outcome
+    from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
+    from jobsched.ports.runs import Owned
+
+    f = Fixture(after_consecutive_failures=1)
+    f.ended(0, RunStatus.QUEUED)
+    claim = f.runs.claim(f.job.id, T0, worker="w", now_ms=T0, stale_before_ms=T0, retry_due_by_ms=T0)
+    assert claim.claimed
+
+    def unreadable(job_id: str, limit: int) -> Any:
+        raise ConnectionError("history unreadable")
+
+    f.runs.list_for_job = unreadable  # type: ignore[method-assign]
+    dead_runs = MemoryDeadRuns()
+    failures = Failures(
+        runs=f.runs, queue=MemoryRunQueue(), dead_runs=dead_runs, settings=memory_settings(), clock=f.clock,
+        alerting=f.alerting,
+    )  # fmt: skip
+
+    outcome = failures.dead(Owned(f.job.id, T0, 1, "w"), f.job, "boom", attempts=1)
+
+    assert outcome is Outcome.DEAD and len(dead_runs.notified) == 1
+    assert f.runs.get(f.job.id, T0).status is RunStatus.DEAD and f.kinds() == []
