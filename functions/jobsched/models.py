@@ -354,7 +354,7 @@ def _optional_bounds(schema: dict[str, Any]) -> None:
 class AlertPolicy(_Strict):
     """When a job's owner is alerted on the alerts topic (design §5.6), beyond the run history itself.
 
-    ``on_dead``: a run out of attempts; ``on_skipped``: a run skipped by the worker (overlap); ``late_after_s``: a
+    ``on_dead``: a run out of attempts; ``on_skipped``: fires recorded skipped (missed, or overlap); ``late_after_s``: a
     run whose first try starts later than this after its ``scheduled_for``; ``after_consecutive_failures``: the
     N-th dead run in a row (once per streak); ``pause_after_consecutive_dead``: after N dead runs in a row the
     job pauses itself (``paused_by`` ``jobsched``, with the reason) and one alert says so.

@@ -19,7 +19,7 @@ from jobsched.clock import Clock, system_clock
 from jobsched.settings import Settings, get_settings
 
 if TYPE_CHECKING:
-    from jobsched.adapters.alerts import DeadRunNotifier
+    from jobsched.adapters.alerts import AlertPublisher, DeadRunNotifier
     from jobsched.adapters.queue import RunQueue
     from jobsched.api.app import Api
     from jobsched.api.service import JobService
@@ -113,14 +113,19 @@ class Components:
             topic_arn=self.settings.alerts_topic_arn,
         )
 
+    def alert_publisher(self) -> AlertPublisher:
+        """The alerts topic adapter for the jobs' alert policies (``owner``, ``job_id``, ``kind`` attributes)."""
+        from jobsched.adapters.alerts import AlertPublisher
+
+        return AlertPublisher(self.aws.sns, topic_arn=self.settings.alerts_topic_arn)
+
     def alerting(self) -> Alerting:
         """The jobs' alert policies: alerts on the alerts topic, streaks read from the runs table, automatic
         pauses written to the jobs table."""
-        from jobsched.adapters.alerts import AlertPublisher
         from jobsched.domain.alerting import Alerting
 
         return Alerting(
-            sink=AlertPublisher(self.aws.sns, topic_arn=self.settings.alerts_topic_arn),
+            sink=self.alert_publisher(),
             runs=self.runs(),
             jobs=self.jobs(),
             clock=self.clock,
@@ -284,6 +289,7 @@ class Components:
             settings=self.settings,
             clock=self.clock,
             limits=limits,
+            alerts=self.alert_publisher(),
         )
         lease = LeaderLease(
             self.control(),

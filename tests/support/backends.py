@@ -28,7 +28,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import D
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
-from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
+from jobsched.memory.queue import MemoryAlerts, MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.ports.runs import RunMessage
 from jobsched.settings import Settings
@@ -162,7 +162,7 @@ def memory_backend() -> Backend:
 @dataclass(frozen=True)
 class MemoryComponents(Components):
     """The composition root (``jobsched.wiring.Components``) with its job store, run store, run queue and
-    CONTROL store replaced by fakes: what the root composes from them (a scheduler group and the partitions it
+    CONTROL store replaced by fakes (alerts go to a ``MemoryAlerts``): what the root composes from them (a scheduler group and the partitions it
     adopts, a scheduler loop) without moto. ``aws`` may be None while nothing built needs AWS clients."""
 
     job_store: Any = None
@@ -188,6 +188,9 @@ class MemoryComponents(Components):
 
     def control(self) -> Any:
         return self.control_store
+
+    def alert_publisher(self) -> Any:
+        return MemoryAlerts()
 
 
 @contextmanager

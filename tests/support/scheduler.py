@@ -151,8 +151,10 @@ class HarnessBase:
         jobs: Any = None,
         runs: Any = None,
         queue: Any = None,
+        alerts: Any = None,
     ) -> Contender:
-        """A scheduler loop whose adapters are recorded (and can be given faults through its recorder)."""
+        """A scheduler loop whose adapters are recorded (and can be given faults through its recorder);
+        ``alerts``: where its alert policies publish (none by default)."""
         settings = settings or self.settings
         recorder = Recorder()
         scheduler = Scheduler(
@@ -164,6 +166,7 @@ class HarnessBase:
             settings=settings,
             clock=self.clock,
             limits=limits or TickLimits(threads=4),
+            alerts=alerts,
         )
         lease = LeaderLease(
             Wrapped(self.control_for(settings), recorder),

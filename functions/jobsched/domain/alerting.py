@@ -34,6 +34,25 @@ class RecentRuns(Protocol):
     def list_for_job(self, job_id: str, limit: int) -> tuple[list[RunRow], int | None]: ...
 
 
+def alert(kind: str, job_id: str, owner: str, subject: str, body: str) -> Alert:
+    """An alert with a one-line printable ASCII subject of at most 100 characters (``jobsched: <subject>``)."""
+    line = "".join(c if c.isprintable() and c.isascii() else "?" for c in f"jobsched: {subject}")
+    return Alert(kind, job_id, owner, line[:100], body)
+
+
+def skipped_fires_alert(job_id: str, owner: str, count: int, reason: str) -> Alert:
+    """The ``skipped`` alert of ``count`` fires the scheduler recorded skipped for job ``job_id`` (``reason``:
+    the first skipped row's, e.g. missed while the scheduler was down)."""
+    return alert(
+        "skipped",
+        job_id,
+        owner,
+        f"{count} fire(s) of {job_id} skipped",
+        f"The scheduler recorded {count} fire(s) of job {job_id} as skipped: {reason}. They are in the job's "
+        "run history (status skipped); POST /jobs/{id}/backfill runs them if they are still wanted.",
+    )
+
+
 def dead_streak(rows: list[RunRow]) -> int:
     """How many runs in a row ended ``dead``, from the newest (``rows`` newest first): runs not finished yet
     (queued, running, retrying) and skipped ones are passed over; a succeeded run ends the streak."""
@@ -155,9 +174,7 @@ class Alerting:
         return False
 
     def _publish(self, job: Job, kind: str, subject: str, body: str) -> None:
-        subject = "".join(c if c.isprintable() and c.isascii() else "?" for c in f"jobsched: {subject}")
-        alert = Alert(kind, job.id, job.owner, subject[:100], body)
         try:
-            self.sink.publish(alert)
+            self.sink.publish(alert(kind, job.id, job.owner, subject, body))
         except Exception as error:  # alerts are best effort: the run's state is already recorded
             logger.error("alert not published", job_id=job.id, kind=kind, error=str(error))

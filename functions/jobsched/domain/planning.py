@@ -73,6 +73,7 @@ class DueJob:
     version: int | None = None
     on_time_from: int | None = None
     owner: str | None = None
+    alert_on_skipped: bool = False
 
     @classmethod
     def from_state(cls, state: SchedulingState) -> DueJob:
@@ -97,6 +98,7 @@ class DueJob:
             version=state.version,
             on_time_from=state.on_time_from,
             owner=state.owner,
+            alert_on_skipped=state.alert_on_skipped,
         )
 
     def parsed_schedule(self) -> Schedule:

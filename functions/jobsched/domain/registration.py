@@ -135,6 +135,7 @@ def scheduling_state(
         on_time_from=on_time_from,
         due=due,
         owner=job.owner,
+        alert_on_skipped=job.alerts.on_skipped,
     )
 
 

@@ -34,6 +34,7 @@ from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, plan_fires
 from jobsched.domain.tick_writes import JobWork, TickWrites
 from jobsched.observability import logger
+from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard, WatermarkStore
 from jobsched.ports.jobs import DueEntry, DueIndex, DuePageToken, SchedulingState, Unreadable
 from jobsched.ports.runs import RunSender, RunWriter
@@ -138,6 +139,7 @@ class Scheduler(TickWrites):
         limits: TickLimits | None = None,
         adopted: bool = False,
         executor: Executor | None = None,
+        alerts: AlertSink | None = None,
     ) -> None:
         if partition < 0 or (partition >= settings.scheduler_partitions and not adopted):
             raise ValueError(f"partition {partition} is outside 0..{settings.scheduler_partitions - 1}")
@@ -149,6 +151,7 @@ class Scheduler(TickWrites):
         self.settings = settings
         self.clock = clock
         self.limits = limits or TickLimits()
+        self.alerts = alerts
         self.bucket_ms = settings.due_bucket_s * 1000
         self._watermark: int | None = None
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobsched.clock import Clock
+from jobsched.domain.alerting import skipped_fires_alert
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, next_fire_ms
 from jobsched.domain.registration import due_entry, partition_of
 from jobsched.models import RunStatus, from_ms
 from jobsched.observability import logger
+from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard
 from jobsched.ports.errors import Conflict
 from jobsched.ports.jobs import DueIndex, SchedulingState
@@ -51,6 +53,7 @@ class TickWrites:
     queue: RunSender
     settings: Settings
     clock: Clock
+    alerts: AlertSink | None
     bucket_ms: int
     _pool: Executor
 
@@ -112,6 +115,8 @@ class TickWrites:
                 work.failed = True
                 logger.warning("run save failed", job_id=job.job_id, error=str(error))
             finally:
+                if counts["skipped"] and job.alert_on_skipped:
+                    self._alert_skipped(job, counts["skipped"], plan.skipped)
                 with lock:
                     result.created += counts["created"]
                     result.existing += counts["existing"]
@@ -119,6 +124,16 @@ class TickWrites:
                     result.skipped += counts["skipped"]
 
         self._run_all(save, works)
+
+    def _alert_skipped(self, job: DueJob, count: int, rows: tuple[SkipRow, ...]) -> None:
+        """The owner's ``skipped`` alert for the fires this tick recorded skipped (best effort: logged when it
+        cannot be published; never when the owner is not known, as on states stored before it was kept)."""
+        if self.alerts is None or job.owner is None:
+            return
+        try:
+            self.alerts.publish(skipped_fires_alert(job.job_id, job.owner, count, rows[0].reason))
+        except Exception as error:  # the rows are recorded: an alert never undoes or blocks them
+            logger.error("skipped-fires alert not published", job_id=job.job_id, error=str(error))
 
     def _save_skipped(
         self,

@@ -45,7 +45,8 @@ class SchedulingState:
     anchor; ``end_at``: no fire after it; ``on_time_from``: set when the API accepted a one-off whose instant
     was already past (its lateness counts from then). ``jitter_offset_ms``: the job's fixed dispatch delay.
     ``owner``: the job's owner (None on states written before it was kept), so the fires the tick records
-    ``skipped`` are listed among the owner's failed runs (``GET /runs``).
+    ``skipped`` are listed among the owner's failed runs (``GET /runs``); ``alert_on_skipped``: the job's
+    ``alerts.on_skipped``, so the tick alerts the owner of the fires it records skipped.
     """
 
     job_id: str
@@ -65,6 +66,7 @@ class SchedulingState:
     on_time_from: int | None = None
     due: DueEntry | None = None
     owner: str | None = None
+    alert_on_skipped: bool = False
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,8 @@ def sched_item(state: SchedulingState) -> dict[str, Any]:
         "job_owner": state.owner,
     }
     item.update({name: value for name, value in optional.items() if value is not None})
+    if state.alert_on_skipped:
+        item["alert_on_skipped"] = True
     if state.due is not None:
         item.update(due_attributes(state.due))
     return item
@@ -245,6 +247,7 @@ def state_from_item(item: dict[str, Any]) -> SchedulingState:
         on_time_from=optional("on_time_from"),
         due=due,
         owner=str(item["job_owner"]) if item.get("job_owner") is not None else None,
+        alert_on_skipped=bool(item.get("alert_on_skipped", False)),
     )
 
 

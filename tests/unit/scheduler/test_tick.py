@@ -365,3 +365,22 @@ def test_an_entry_written_behind_the_watermark_is_found_by_the_look_behind(harne
     harness.clock.now_ms = harness.T0 + 3 * bucket_ms + 30_000
     (result,) = harness.run_seconds(a, 1)
     assert result.due == 1 and harness.runs_of(job.id)[0]["scheduled_for"] == harness.T0
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_fires_recorded_skipped_alert_the_owner_when_the_job_asks(harness: Any, asked: bool) -> None:
+    from jobsched.memory.queue import MemoryAlerts
+
+    job = harness.add("every 1 minute", missed="skip", misfire_grace_s=5, alerts={"on_skipped": asked})
+    harness.clock.advance(600_000)  # ten fires missed while no scheduler ran
+    alerts = MemoryAlerts()
+
+    (result,) = harness.run_seconds(harness.contender(alerts=alerts), 1)
+
+    assert result.skipped >= 10
+    if not asked:
+        assert alerts.published == []
+        return
+    (alert,) = alerts.published
+    assert (alert.kind, alert.job_id, alert.owner) == ("skipped", job.id, job.owner)
+    assert f"{result.skipped} fire(s)" in alert.subject and "backfill" in alert.body
