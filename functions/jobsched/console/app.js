@@ -171,9 +171,11 @@ function specList(fields, skip = []) {
   ]));
 }
 
-function runsTable(runs) {
-  return table(["Scheduled for", "Status", "Kind", "Try", "Lateness", "Started", "Finished", "Worker", "Error"],
+function runsTable(runs, { withJob = false } = {}) {
+  const job = (run) => (withJob ? [h("a", { href: `#/jobs/${encodeURIComponent(run.job_id)}` }, run.job_id)] : []);
+  return table([...(withJob ? ["Job"] : []), "Scheduled for", "Status", "Kind", "Try", "Lateness", "Started", "Finished", "Worker", "Error"],
     runs.map((run) => [
+      ...job(run),
       h("a", { href: `#/jobs/${encodeURIComponent(run.job_id)}/runs/${encodeURIComponent(run.id)}` }, run.scheduled_for),
       h("span", {}, statusBadge(run.status), run.skipped_count ? ` ×${run.skipped_count}` : ""),
       run.kind, String(run.attempt ?? 0), seconds(run.lateness_ms), when(run.started_at), when(run.finished_at),
@@ -267,7 +269,7 @@ function failuresView() {
     async refresh() {
       const [dead, retrying] = await Promise.all([api.listAllRuns({ status: "dead", max: 200 }), api.listAllRuns({ status: "retrying", max: 200 })]);
       const runs = [...dead, ...retrying].sort((a, b) => Date.parse(b.scheduled_for) - Date.parse(a.scheduled_for));
-      fill(box, runs.length ? runsTable(runs) : h("p", { class: "muted" }, "No dead or retrying runs."));
+      fill(box, runs.length ? runsTable(runs, { withJob: true }) : h("p", { class: "muted" }, "No dead or retrying runs."));
     },
   };
 }
