@@ -379,12 +379,17 @@ class Components:
         return Api(settings=self.settings, service=self.job_service(), authenticator=authenticator)
 
 
+RUN_QUEUE_FILE = "run-queue.sqlite3"
+"""Local mode's run queue file, in the SQLite database's directory (``jobsched.sqlite.queue``)."""
+
+
 @dataclass(frozen=True)
 class SqliteComponents(Components):
     """Local mode's components on its embedded SQLite ``database`` (``jobsched.sqlite``): the job store, the
     run store and the CONTROL store live there, and the run queue is ``jobsched.sqlite.queue.SqliteSqsQueue``
     (SQS's semantics: visibility, delays, receive counts, the dead-letter queue after the run queue's
-    ``max_receive_count``; in memory, rebuilt from the runs at start). Everything else is as in
+    ``max_receive_count``; kept in ``run-queue.sqlite3`` next to the database, since a scheduled run's message is
+    its only record until a worker claims it). Everything else is as in
     :class:`Components` on ``aws`` (the embedded moto): the dead-run queue and alerts topic, and the API's
     ``Idempotency-Key`` records (Powertools' DynamoDB layer). Components built from one ``SqliteComponents``
     (and its :meth:`with_own_clients` copies) share the one database and queue. Raises ValueError when
@@ -407,6 +412,7 @@ class SqliteComponents(Components):
                 visibility_timeout_s=RUN_QUEUE.visibility_timeout_s,
                 max_receive_count=RUN_QUEUE.max_receive_count,
                 clock=self.clock,
+                path=self.database.path.with_name(RUN_QUEUE_FILE),
             )
             object.__setattr__(self, "queue", queue)
 

@@ -1,6 +1,6 @@
 """Local mode's run queue with SQS's semantics, off moto: the part of the SQS API the run queue's users call
-(``jobsched.adapters.queue.RunQueue`` and ``jobsched.local.event_source.SqsEventSource``), on an in-memory
-SQLite database of its own.
+(``jobsched.adapters.queue.RunQueue`` and ``jobsched.local.event_source.SqsEventSource``), on an SQLite
+database of its own: a file in local mode's data directory (in memory when no path is given, for tests).
 
 Why: profiled at 50 runs a second, moto's SQS recomputes every queue attribute by a pass over all its
 messages on each ``SendMessageBatch`` (``moto.sqs.models.Queue.attributes``), so a send costs by queue length,
@@ -12,9 +12,11 @@ message's first visibility; a receive makes each message invisible for the queue
 gives it a new receipt handle and ``ApproximateReceiveCount``; only the latest receipt handle deletes it or
 changes its visibility (an older one is refused, as SQS refuses an expired handle); a message received
 ``max_receive_count`` times and not deleted goes to the dead-letter queue at its next receive instead of being
-delivered again; ``WaitTimeSeconds`` long-polls. Messages are not kept across restarts (neither were moto's):
-local mode queues every unfinished run again from the run store at start. Times are the injected ``clock``'s
-epoch ms.
+delivered again; ``WaitTimeSeconds`` long-polls. Messages are kept across restarts and a ``kill -9`` (WAL,
+``synchronous=NORMAL``: a committed send is in the kernel's hands): a scheduled run has no row until a worker
+claims it, so its message is its only record (design §4.2). At open, the messages received by the previous
+process and not deleted are visible again at once (their receipt handles died with it). Times are the injected
+``clock``'s epoch ms.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -31,11 +34,11 @@ from botocore.exceptions import ClientError
 from jobsched.clock import Clock, system_clock
 
 _SCHEMA = (
-    "CREATE TABLE messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, queue TEXT NOT NULL,"
+    "CREATE TABLE IF NOT EXISTS messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, queue TEXT NOT NULL,"
     " body TEXT NOT NULL, sent_at INTEGER NOT NULL, visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL,"
     " first_received_at INTEGER, receipt TEXT)",
-    "CREATE INDEX messages_visible ON messages (queue, visible_at, seq)",
-    "CREATE UNIQUE INDEX messages_receipt ON messages (receipt) WHERE receipt IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS messages_visible ON messages (queue, visible_at, seq)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS messages_receipt ON messages (receipt) WHERE receipt IS NOT NULL",
 )
 MAX_DELAY_S = 900
 MAX_VISIBILITY_S = 43_200
@@ -59,7 +62,7 @@ class SqliteSqsQueue:
     """One SQS queue (``url``, ``arn``) and its dead-letter queue, answering like a boto3 SQS client for that
     queue. ``visibility_timeout_s``: a receive's invisibility; ``max_receive_count``: receives before the
     dead-letter queue (0: never); ``clock``: epoch ms; ``wait``: how a long poll waits (seconds; tests pass a
-    fake). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
+    fake); ``path``: the database file that keeps the messages (None: in memory). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
     arguments raise ``ClientError`` ``InvalidParameterValue``, as SQS answers them."""
 
     def __init__(
@@ -71,6 +74,7 @@ class SqliteSqsQueue:
         max_receive_count: int,
         clock: Clock = system_clock,
         wait: Callable[[threading.Condition, float], Any] | None = None,
+        path: Path | str | None = None,
     ) -> None:
         self.url = url
         self.arn = arn
@@ -78,9 +82,22 @@ class SqliteSqsQueue:
         self.max_receive_count = max_receive_count
         self.clock = clock
         self._wait = wait or (lambda condition, seconds: condition.wait(seconds))
-        self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._conn = sqlite3.connect(
+            str(path) if path is not None else ":memory:",
+            timeout=5.0,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        if path is not None:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
         for statement in _SCHEMA:
             self._conn.execute(statement)
+        # a previous process's receipts died with it: what it received and did not delete is visible again
+        self._conn.execute(
+            "UPDATE messages SET receipt = NULL, visible_at = MIN(visible_at, ?) WHERE receipt IS NOT NULL",
+            (clock(),),
+        )
         self._lock = threading.RLock()
         self._arrived = threading.Condition(self._lock)
 

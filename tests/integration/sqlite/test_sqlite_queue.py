@@ -5,6 +5,7 @@ the run queue's adapter (``RunQueue``) as an SQS client would."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
@@ -18,7 +19,7 @@ URL = "https://sqs.eu-west-1.amazonaws.com/123456789012/jobsched-RunQueue"
 T0 = 1_767_578_400_000
 
 
-def _queue(clock: FakeClock, max_receive_count: int = 3) -> SqliteSqsQueue:
+def _queue(clock: FakeClock, max_receive_count: int = 3, path: Path | None = None) -> SqliteSqsQueue:
     def wait(condition: threading.Condition, seconds: float) -> None:
         clock.advance(max(1, int(seconds * 1000)))  # a long poll's wait passes in simulated time
 
@@ -29,6 +30,7 @@ def _queue(clock: FakeClock, max_receive_count: int = 3) -> SqliteSqsQueue:
         max_receive_count=max_receive_count,
         clock=clock,
         wait=wait,
+        path=path,
     )
 
 
@@ -127,3 +129,24 @@ def test_a_failed_batch_entry_is_reported_and_bad_calls_are_refused_as_sqs_refus
         attributes["QueueArn"] == queue_arn(URL)
         and attributes["ApproximateNumberOfMessagesNotVisible"] == "1"
     )
+
+
+def test_messages_outlive_the_process_and_what_it_held_is_visible_again(tmp_path: Path) -> None:
+    # Given a queue in a file: one message waiting, one received and not deleted, one delayed
+    clock = FakeClock(T0)
+    first = _queue(clock, path=tmp_path / "queue.sqlite3")
+    RunQueue(first, URL).send([RunMessage("j_a", T0), RunMessage("j_b", T0)])
+    (held,) = _receive(first, n=1)
+    RunQueue(first, URL).send([RunMessage("j_c", T0, delay_s=60)])
+
+    # When the process is gone and a new one opens the same file
+    second = _queue(clock, path=tmp_path / "queue.sqlite3")
+
+    # Then the waiting and the held messages are delivered at once, the delayed one after its delay
+    delivered = _receive(second)
+    bodies = sorted(RunMessage.parse(m["Body"]).job_id for m in delivered)
+    assert bodies == ["j_a", "j_b"] and RunMessage.parse(held["Body"]).job_id in bodies
+    for message in delivered:
+        second.delete_message(QueueUrl=URL, ReceiptHandle=message["ReceiptHandle"])
+    clock.advance(60_000)
+    assert [RunMessage.parse(m["Body"]).job_id for m in _receive(second)] == ["j_c"]
