@@ -50,7 +50,7 @@ from jobsched.ports.runs import (
     RunRow,
     RunSender,
     SweepRows,
-    new_run,
+    claim_message,
     run_id,
 )
 from jobsched.settings import Settings
@@ -257,22 +257,13 @@ class Sweeper:
             return True
         if row is not None and row.status is not RunStatus.QUEUED:
             return True  # finished, or retrying (in the sweep index): nothing owed to this letter
-        claim = self.runs.claim(
-            message.job_id,
-            message.scheduled_for,
+        claim = claim_message(
+            self.runs,
+            message,
             worker=DEAD_LETTER_WORKER,
             now_ms=now,
-            stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
             retry_due_by_ms=now,
-            create=new_run(
-                message.job_id,
-                message.scheduled_for,
-                now_ms=message.enqueued_at if message.enqueued_at is not None else now,
-                retention_days=self.settings.retention_days,
-                dispatch_at_ms=message.dispatch_at,
-                sweep_after_ms=None,
-                term=message.term,
-            ),
+            settings=self.settings,
         )
         before = claim.before
         if not claim.claimed or before is None:
