@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +10,6 @@ import httpx
 import pytest
 
 from jobsched.local.runtime import LocalConfig, LocalRuntime
-from jobsched.observability import logger
 from jobsched.settings import Settings
 
 SETTINGS_NAMES = {name.upper() for name in Settings.model_fields}
@@ -25,20 +23,6 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     copy = {name: value for name, value in os.environ.items() if name not in SETTINGS_NAMES}
     monkeypatch.setattr(os, "environ", copy)
     yield copy
-
-
-@pytest.fixture
-def quiet_logs() -> Iterator[None]:
-    """Local mode sends the structured logs to its data dir; give them back to the suite afterwards."""
-    std = logging.getLogger(logger.name)
-    handlers, level = list(std.handlers), std.level
-    yield
-    for handler in list(std.handlers):
-        std.removeHandler(handler)
-        handler.close()
-    for handler in handlers:
-        std.addHandler(handler)
-    std.setLevel(level)
 
 
 def test_local_mode_runs_on_its_own_settings_without_writing_them_to_the_environment(

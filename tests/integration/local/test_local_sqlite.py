@@ -3,33 +3,15 @@ file it cannot use is one error line, not a traceback."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import typer
 from typer.testing import CliRunner
 
 from jobsched.local.command import local_command
 from jobsched.local.runtime import SQLITE_FILE, LocalConfig, LocalRuntime
-from jobsched.observability import logger
 from jobsched.sqlite.control import SqliteControlStore
-
-
-@pytest.fixture
-def quiet_logs() -> Iterator[None]:
-    """Local mode sends the structured logs to its data dir; give them back to the suite afterwards."""
-    std = logging.getLogger(logger.name)
-    handlers, level = list(std.handlers), std.level
-    yield
-    for handler in list(std.handlers):
-        std.removeHandler(handler)
-        handler.close()
-    for handler in handlers:
-        std.addHandler(handler)
-    std.setLevel(level)
 
 
 def _runtime(data_dir: Path, backend: str, lines: list[str]) -> LocalRuntime:
