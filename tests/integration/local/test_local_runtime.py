@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobsched.local.runtime import LocalConfig, LocalRuntime
 from jobsched.settings import Settings
+from tests.support.local import quiet_runtime
 
 SETTINGS_NAMES = {name.upper() for name in Settings.model_fields}
 """The environment variables ``Settings`` would read (``JOBS_TABLE``, ``ALLOW_SHELL_TARGETS``...)."""
@@ -30,17 +30,7 @@ def test_local_mode_runs_on_its_own_settings_without_writing_them_to_the_environ
 ) -> None:
     # Given local mode started in this process with an extra setting of the caller's
     lines: list[str] = []
-    runtime = LocalRuntime(
-        LocalConfig(
-            port=0,
-            data_dir=tmp_path,
-            workers=1,
-            emit=lines.append,
-            log_level="ERROR",
-            sweep_interval_s=3600,
-            settings={"due_shards": 2},
-        )
-    )
+    runtime = quiet_runtime(tmp_path, lines, settings={"due_shards": 2})
     runtime.start()
     try:
         settings = runtime.components.settings

@@ -10,22 +10,9 @@ import typer
 from typer.testing import CliRunner
 
 from jobsched.local.command import local_command
-from jobsched.local.runtime import SQLITE_FILE, LocalConfig, LocalRuntime
+from jobsched.local.runtime import SQLITE_FILE
 from jobsched.sqlite.control import SqliteControlStore
-
-
-def _runtime(data_dir: Path, backend: str, lines: list[str]) -> LocalRuntime:
-    return LocalRuntime(
-        LocalConfig(
-            port=0,
-            data_dir=data_dir,
-            workers=1,
-            emit=lines.append,
-            log_level="ERROR",
-            sweep_interval_s=3600,
-            backend=backend,
-        )
-    )
+from tests.support.local import quiet_runtime
 
 
 def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_terms(
@@ -33,7 +20,7 @@ def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_t
 ) -> None:
     # Given jobs, a finished manual run and a leader's term saved by local mode on the moto backend
     lines: list[str] = []
-    moto = _runtime(tmp_path, "moto", lines)
+    moto = quiet_runtime(tmp_path, lines, backend="moto")
     moto.start()
     try:
         with httpx.Client(base_url=moto.url, headers={"Authorization": f"Bearer {moto.token}"}) as client:
@@ -52,7 +39,7 @@ def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_t
     assert not (tmp_path / SQLITE_FILE).exists()
 
     # When local mode starts on the SQLite backend on the same data dir
-    sqlite = _runtime(tmp_path, "sqlite", lines)
+    sqlite = quiet_runtime(tmp_path, lines, backend="sqlite")
     sqlite.start()
     try:
         with httpx.Client(base_url=sqlite.url, headers={"Authorization": f"Bearer {sqlite.token}"}) as client:
