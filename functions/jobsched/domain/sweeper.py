@@ -84,30 +84,19 @@ class SweepReport:
         return asdict(self)
 
 
+@dataclass(kw_only=True, eq=False)
 class Sweeper:
     """One pass over the sweep index (see the module docstring). ``failures`` is the worker's ``Failures``
     (retry with backoff or dead + notifications), so a lost worker's try ends exactly like a failed one."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        runs: SweepRows,
-        jobs: JobSpecs,
-        queue: RunSender,
-        failures: Failures,
-        clock: Clock,
-        max_rows: int = MAX_ROWS_PER_PASS,
-        dead_letters: DeadLetters | None = None,
-    ) -> None:
-        self.settings = settings
-        self.runs = runs
-        self.jobs = jobs
-        self.queue = queue
-        self.failures = failures
-        self.clock = clock
-        self.max_rows = max_rows
-        self.dead_letters = dead_letters
+    settings: Settings
+    runs: SweepRows
+    jobs: JobSpecs
+    queue: RunSender
+    failures: Failures
+    clock: Clock
+    max_rows: int = MAX_ROWS_PER_PASS
+    dead_letters: DeadLetters | None = None
 
     def sweep(self) -> SweepReport:
         """One pass. Requests: 1 query per shard (+1 per extra page), 1 BatchGetItem per 100 rows, 1
