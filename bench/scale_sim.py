@@ -263,16 +263,9 @@ class SimJobStore(MemoryJobStore):
         """Store a job's scheduling state directly (the rush's set-up, not a request)."""
         self.states[state.job_id] = state
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        page, token = super().query_due(partition, bucket, shard, up_to_ms, limit, after)
+    def query_due(self, *query: Any, **paging: Any) -> tuple[list[DueEntry], DuePageToken | None]:
+        """``MemoryJobStore.query_due`` (its arguments passed on as given) charged as one Query reading its page."""
+        page, token = super().query_due(*query, **paging)
         latencies = self.model.latencies
         self.model.call("Query", latencies.query_ms + latencies.query_item_ms * len(page))
         return page, token
@@ -282,32 +275,14 @@ class SimJobStore(MemoryJobStore):
             self.model.call("BatchGetItem", self.model.latencies.batch_get_ms)
         return super().scheduling_states(job_ids)
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
+    def move(self, job_id: str, *, due: DueEntry | None, **fence: Any) -> None:
+        """``MemoryJobStore.move`` (``fence``: its other keywords, passed on as given) charged to the model as
+        one UpdateItem writing the due-index keys it changes."""
         stored = self.states.get(job_id)
         old = stored.due if isinstance(stored, SchedulingState) else None
         writes = [(due_key(e), 1.0) for e in (old, due) if e is not None and (old is None or old != due)]
         self.model.call("UpdateItem", self.model.latencies.update_ms, writes, cpu_ms=self.cpu_ms)
-        super().move(
-            job_id,
-            expected_next_run_at=expected_next_run_at,
-            expected_version=expected_version,
-            partition=partition,
-            term=term,
-            next_run_at=next_run_at,
-            due=due,
-            to_partition=to_partition,
-        )
+        super().move(job_id, due=due, **fence)
 
 
 class SimRunStore(MemoryRunStore):

@@ -289,11 +289,18 @@ class Functions(Construct):
         holder, under contention); JobStore get_spec (GetItem)
         and the overlap lock (PutItem, UpdateItem, DeleteItem); retries on the run queue (consuming it and extending visibility are granted by the event
         source); dead runs to the dead-run queue and the alerts topic; the targets jobs point at."""
-        s, m, fn = self._storage, self._messaging, self.worker
+        s, fn = self._storage, self.worker
         self._dynamo(
             fn, s.jobs, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
         )
         self._dynamo(fn, s.runs, ["dynamodb:UpdateItem", "dynamodb:GetItem"])
+        self._grant_runs_and_dead_letters(fn)
+        self._grant_targets(fn)
+
+    def _grant_runs_and_dead_letters(self, fn: lambda_.Function) -> None:
+        """What the worker and the sweeper both need: sending to the run and dead-run queues, draining the run
+        queue's dead-letter queue, and publishing alerts."""
+        m = self._messaging
         self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
         fn.add_to_role_policy(
             iam.PolicyStatement(
@@ -303,25 +310,16 @@ class Functions(Construct):
         fn.add_to_role_policy(
             iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
         )
-        self._grant_targets(fn)
 
     def _grant_sweeper(self) -> None:
         """RunStore sweep_due (sweep index Query), get_many (BatchGetItem), defer/clear/retry/dead/skip
         (UpdateItem); JobStore get_spec; re-enqueueing; owed dead-run letters and alerts; draining the run
         queue's dead-letter queue (a run whose message SQS gave up on is recorded dead: design §4.7)."""
-        s, m, fn = self._storage, self._messaging, self.sweeper
+        s, fn = self._storage, self.sweeper
         sweep = index_name(resources.RUNS, "sweep")
         self._dynamo(fn, s.jobs, ["dynamodb:GetItem"])
         self._dynamo(fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], indexes=[sweep])
-        self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
-        fn.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"], resources=[m.run_dlq.queue_arn]
-            )
-        )
-        fn.add_to_role_policy(
-            iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
-        )
+        self._grant_runs_and_dead_letters(fn)
 
     @staticmethod
     def _send(function: lambda_.Function, *queue_arns: str) -> None:

@@ -416,6 +416,14 @@ _COMMAND_DESCRIPTION = (
     'shorthand for "target": {"type": "command", "name": <command>}; give command or target, not both'
 )
 
+CommandShorthand = Annotated[
+    str | SkipJsonSchema[None],
+    BeforeValidator(_refuse_command_with_target),
+    Field(min_length=1, max_length=128, exclude=True, description=_COMMAND_DESCRIPTION),
+]
+"""The ``command`` field of a job's create and patch bodies: read, never stored or returned; refused beside
+``target`` (``_expand_command`` turns it alone into the target before field validation)."""
+
 
 def _command_shorthand_schema(schema: dict[str, Any], *, target_required: bool) -> None:
     """Document ``command`` as the alternative to ``target`` (never both; on create, one of them)."""
@@ -473,13 +481,7 @@ class JobCreate(JobSettings):
     )
 
     name: str = Field(pattern=NAME_PATTERN)
-    command: str | SkipJsonSchema[None] = Field(
-        None, min_length=1, max_length=128, exclude=True, description=_COMMAND_DESCRIPTION
-    )
-
-    _refuse = field_validator("command", mode="before")(
-        classmethod(lambda cls, value: _refuse_command_with_target(value))
-    )
+    command: CommandShorthand = None
 
     @model_validator(mode="before")
     @classmethod
@@ -546,14 +548,9 @@ class JobPatch(_Strict):
     start_at: Instant | None = None
     end_at: Instant | None = None
     paused: Flag | None = None
-    command: str | SkipJsonSchema[None] = Field(
-        None, min_length=1, max_length=128, exclude=True, description=_COMMAND_DESCRIPTION
-    )
+    command: CommandShorthand = None
 
     _input = field_validator("input")(classmethod(lambda cls, v: _check_input(v)))
-    _refuse = field_validator("command", mode="before")(
-        classmethod(lambda cls, value: _refuse_command_with_target(value))
-    )
 
     @model_validator(mode="before")
     @classmethod

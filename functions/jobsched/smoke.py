@@ -21,7 +21,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -83,6 +83,7 @@ def _seconds(ms: int | None) -> str:
     return "unknown" if ms is None else f"{ms / 1000:.2f} s"
 
 
+@dataclass(eq=False)
 class SmokeCheck:
     """One run of the check against ``client``'s API; ``say`` receives each step's line.
 
@@ -90,22 +91,16 @@ class SmokeCheck:
     ``suffix`` makes the job's name unique (random by default).
     """
 
-    def __init__(
-        self,
-        client: JobschedClient,
-        *,
-        say: Callable[[str], None],
-        settings: SmokeSettings = SmokeSettings(),
-        clock: Clock = system_clock,
-        sleep: Callable[[float], None] = time.sleep,
-        suffix: str | None = None,
-    ) -> None:
-        self.client = client
-        self.say = say
-        self.settings = settings
-        self.clock = clock
-        self.sleep = sleep
-        self.suffix = suffix or secrets.token_hex(4)
+    client: JobschedClient
+    _: KW_ONLY
+    say: Callable[[str], None]
+    settings: SmokeSettings = SmokeSettings()
+    clock: Clock = system_clock
+    sleep: Callable[[float], None] = time.sleep
+    suffix: str | None = None
+
+    def __post_init__(self) -> None:
+        self.suffix = self.suffix or secrets.token_hex(4)
 
     def run(self) -> SmokeResult:
         """Run every step; the job is deleted at the end, also when a step fails.

@@ -199,41 +199,17 @@ def test_a_move_can_end_the_schedule_and_rehome_the_job(store: Any) -> None:
     store.create(first, state(first, term=3))
     store.create(second, state(second, term=3))
     moved = DueEntry(first.id, 2, 6, 1, T0 + 60_000)
-    store.move(
-        first.id,
-        expected_next_run_at=T0,
-        expected_version=1,
-        partition=0,
-        term=5,
-        next_run_at=T0 + 60_000,
-        due=moved,
-        to_partition=2,
-    )
+    planned = {"expected_next_run_at": T0, "expected_version": 1, "partition": 0}
+    store.move(first.id, **planned, term=5, next_run_at=T0 + 60_000, due=moved, to_partition=2)
     assert store.scheduling_states([first.id])[first.id] == replace(
         state(first), partition=2, term=0, next_run_at=T0 + 60_000, due=moved
     )
     assert store.highest_due_partition() == 2 and store.oldest_due_bucket(2) == 6
-    store.move(
-        second.id,
-        expected_next_run_at=T0,
-        expected_version=1,
-        partition=0,
-        term=3,
-        next_run_at=None,
-        due=None,
-    )
+    store.move(second.id, **planned, term=3, next_run_at=None, due=None)
     ended = store.scheduling_states([second.id])[second.id]
     assert ended.next_run_at is None and ended.due is None and ended.term == 3
     with pytest.raises(Conflict):  # out of the due index: nothing to move
-        store.move(
-            second.id,
-            expected_next_run_at=T0,
-            expected_version=1,
-            partition=0,
-            term=3,
-            next_run_at=1,
-            due=None,
-        )
+        store.move(second.id, **planned, term=3, next_run_at=1, due=None)
 
 
 def event(of: Job, at: int, key: str, kind: JobEventKind, **detail: Any) -> AuditEvent:

@@ -17,7 +17,7 @@ from jobsched.domain.registration import register
 from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.models import CommandTarget, Job, from_ms, to_ms
 from jobsched.ports.jobs import SchedulingState
-from jobsched.ports.runs import new_run
+from jobsched.ports.runs import claim_message, new_run
 from jobsched.settings import Settings
 from jobsched.store import layout
 
@@ -203,23 +203,10 @@ class HarnessBase:
         won = 0
         for message in self.drain():
             now = self.clock()
-            won += self.runs.claim(
-                message.job_id,
-                message.scheduled_for,
-                worker="harness",
-                now_ms=now,
-                stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
-                retry_due_by_ms=now,
-                create=new_run(
-                    message.job_id,
-                    message.scheduled_for,
-                    now_ms=message.enqueued_at if message.enqueued_at is not None else now,
-                    retention_days=self.settings.retention_days,
-                    dispatch_at_ms=message.dispatch_at,
-                    sweep_after_ms=None,
-                    term=message.term,
-                ),
-            ).claimed
+            claim = claim_message(
+                self.runs, message, worker="harness", now_ms=now, retry_due_by_ms=now, settings=self.settings
+            )
+            won += claim.claimed
         return won
 
     def runs_of(self, job_id: str) -> list[dict[str, Any]]:

@@ -111,6 +111,7 @@ def _validation_problem(error: ValidationError) -> InvalidInput:
     return InvalidInput(field, message)
 
 
+@dataclass(kw_only=True, eq=False)
 class JobService:
     """The use cases behind every route. ``clock`` returns epoch ms (UTC).
 
@@ -118,29 +119,19 @@ class JobService:
     refuses a lambda/sqs target whose owner tag names another owner.
     """
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        jobs: JobRepository,
-        runs: RunHistory,
-        queue: RunSender,
-        clock: Clock,
-        idempotency: IdempotencyKeys | None = None,
-        target_tags: TargetTags | None = None,
-        partition_marks: PartitionMarks | None = None,
-    ) -> None:
-        self.settings = settings
-        self.jobs = jobs
-        self.runs = runs
-        self.queue = queue
-        self.clock = clock
-        self.idempotency = idempotency
-        self.target_tags = target_tags
-        self.partition_marks = partition_marks
-        self.audit = AuditTrail(jobs, settings.retention_days)
-        self.backfiller = Backfiller(settings, runs, queue, self.audit, clock)
-        self.run_listing = RunListing(jobs, runs)
+    settings: Settings
+    jobs: JobRepository
+    runs: RunHistory
+    queue: RunSender
+    clock: Clock
+    idempotency: IdempotencyKeys | None = None
+    target_tags: TargetTags | None = None
+    partition_marks: PartitionMarks | None = None
+
+    def __post_init__(self) -> None:
+        self.audit = AuditTrail(self.jobs, self.settings.retention_days)
+        self.backfiller = Backfiller(self.settings, self.runs, self.queue, self.audit, self.clock)
+        self.run_listing = RunListing(self.jobs, self.runs)
         self._partitions_marked = False
 
     # --- create -------------------------------------------------------------------------------

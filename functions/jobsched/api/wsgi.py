@@ -136,8 +136,9 @@ def event_from_environ(environ: Mapping[str, Any], body: bytes, *, stage: str = 
     }
 
 
-def _read_body(environ: Mapping[str, Any], limit: int) -> bytes:
-    """The request body, at most ``limit + 1`` bytes (enough for the API to answer 413)."""
+def read_body(environ: Mapping[str, Any], limit: int) -> bytes:
+    """The request body of a WSGI ``environ``, at most ``limit + 1`` bytes (enough for the API to answer 413);
+    empty when there is none or ``CONTENT_LENGTH`` is not a number."""
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -179,7 +180,7 @@ class ApiWsgiApp:
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        body = _read_body(environ, self.max_body_bytes)
+        body = read_body(environ, self.max_body_bytes)
         event = event_from_environ(environ, body, stage=self.stage)
         with self._lock:
             response = self.handler(event, api_context())

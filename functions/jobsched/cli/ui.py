@@ -20,6 +20,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 import typer
 
+from jobsched.api.wsgi import read_body
 from jobsched.cli.options import Connection, find_dev_token, injected, option_groups
 from jobsched.client import ApiError, ApiUnreachable, connection_auth, is_loopback
 from jobsched.console import PREFIX, ConsoleApp, StartResponse
@@ -95,7 +96,7 @@ class SigningProxy:
             for name in _REQUEST_HEADERS
             if (key := _environ_key(name)) in environ and environ[key] != ""
         }
-        body = _read_body(environ)
+        body = read_body(environ, _MAX_BODY_BYTES)  # the API answers 413 past its limit
         try:
             response = self._http.request(method, url, headers=headers, content=body or None)
         except ApiError as error:  # no AWS credentials to sign with
@@ -113,17 +114,6 @@ class SigningProxy:
 def _environ_key(header: str) -> str:
     name = header.upper().replace("-", "_")
     return name if name == "CONTENT_TYPE" else f"HTTP_{name}"
-
-
-def _read_body(environ: dict[str, Any]) -> bytes:
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    stream = environ.get("wsgi.input")
-    if stream is None or length <= 0:
-        return b""
-    return bytes(stream.read(min(length, _MAX_BODY_BYTES + 1)))  # the API answers 413 past its limit
 
 
 def _answer(start_response: StartResponse, status: int, code: str, message: str) -> Iterable[bytes]:

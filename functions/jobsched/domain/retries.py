@@ -3,7 +3,7 @@ message and owner alert."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from jobsched.clock import Clock
@@ -70,6 +70,7 @@ def dead_run(owned: Owned, job: Job | None, error: str, attempts: int, now_ms: i
 # --- failed tries: retry with backoff, or dead with notifications (shared with the sweeper) ------------
 
 
+@dataclass(kw_only=True, eq=False)
 class Failures:
     """What happens after a failed try, for the worker and the sweeper alike.
 
@@ -79,22 +80,12 @@ class Failures:
     and the alert. State first, messages second: a crash in between is repaired by the sweeper.
     """
 
-    def __init__(
-        self,
-        *,
-        runs: RunTransitions,
-        queue: RunSender,
-        dead_runs: DeadRunSink,
-        settings: Settings,
-        clock: Clock,
-        alerting: Alerting | None = None,
-    ) -> None:
-        self.runs = runs
-        self.queue = queue
-        self.dead_runs = dead_runs
-        self.settings = settings
-        self.clock = clock
-        self.alerting = alerting
+    runs: RunTransitions
+    queue: RunSender
+    dead_runs: DeadRunSink
+    settings: Settings
+    clock: Clock
+    alerting: Alerting | None = None
 
     def failed_try(
         self, owned: Owned, job: Job, error: str, *, tries: tuple[TryRecord, ...] | None = None

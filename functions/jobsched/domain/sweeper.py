@@ -50,7 +50,7 @@ from jobsched.ports.runs import (
     RunRow,
     RunSender,
     SweepRows,
-    new_run,
+    claim_message,
     run_id,
 )
 from jobsched.settings import Settings
@@ -84,30 +84,19 @@ class SweepReport:
         return asdict(self)
 
 
+@dataclass(kw_only=True, eq=False)
 class Sweeper:
     """One pass over the sweep index (see the module docstring). ``failures`` is the worker's ``Failures``
     (retry with backoff or dead + notifications), so a lost worker's try ends exactly like a failed one."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        runs: SweepRows,
-        jobs: JobSpecs,
-        queue: RunSender,
-        failures: Failures,
-        clock: Clock,
-        max_rows: int = MAX_ROWS_PER_PASS,
-        dead_letters: DeadLetters | None = None,
-    ) -> None:
-        self.settings = settings
-        self.runs = runs
-        self.jobs = jobs
-        self.queue = queue
-        self.failures = failures
-        self.clock = clock
-        self.max_rows = max_rows
-        self.dead_letters = dead_letters
+    settings: Settings
+    runs: SweepRows
+    jobs: JobSpecs
+    queue: RunSender
+    failures: Failures
+    clock: Clock
+    max_rows: int = MAX_ROWS_PER_PASS
+    dead_letters: DeadLetters | None = None
 
     def sweep(self) -> SweepReport:
         """One pass. Requests: 1 query per shard (+1 per extra page), 1 BatchGetItem per 100 rows, 1
@@ -257,22 +246,13 @@ class Sweeper:
             return True
         if row is not None and row.status is not RunStatus.QUEUED:
             return True  # finished, or retrying (in the sweep index): nothing owed to this letter
-        claim = self.runs.claim(
-            message.job_id,
-            message.scheduled_for,
+        claim = claim_message(
+            self.runs,
+            message,
             worker=DEAD_LETTER_WORKER,
             now_ms=now,
-            stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
             retry_due_by_ms=now,
-            create=new_run(
-                message.job_id,
-                message.scheduled_for,
-                now_ms=message.enqueued_at if message.enqueued_at is not None else now,
-                retention_days=self.settings.retention_days,
-                dispatch_at_ms=message.dispatch_at,
-                sweep_after_ms=None,
-                term=message.term,
-            ),
+            settings=self.settings,
         )
         before = claim.before
         if not claim.claimed or before is None:

@@ -10,11 +10,14 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from jobsched.models import Job, Run, RunKind, RunStatus, from_ms
 from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.targets.base import TargetCall, iso_utc
+
+if TYPE_CHECKING:
+    from jobsched.settings import Settings
 
 MAX_DELAY_S = 900
 """SQS DelaySeconds limit: a run message is deferred by at most this."""
@@ -436,7 +439,56 @@ class RunTransitions(Protocol):
     def skip(self, owned: Owned, *, now_ms: int, reason: str) -> bool: ...
 
 
-class RunRows(RunTransitions, Protocol):
+class RunClaims(Protocol):
+    """The claim of a run, shared by the worker (``RunRows``) and the sweeper (``SweepRows``); its rules are
+    those told in ``RunRows``."""
+
+    def claim(
+        self,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        worker: str,
+        now_ms: int,
+        stale_before_ms: int,
+        retry_due_by_ms: int,
+        create: RunRow | None = None,
+    ) -> Claim: ...
+
+
+def claim_message(
+    runs: RunClaims,
+    message: RunMessage,
+    *,
+    worker: str,
+    now_ms: int,
+    retry_due_by_ms: int,
+    settings: Settings,
+) -> Claim:
+    """Claim the run of a run-queue ``message`` for ``worker`` at ``now_ms`` (epoch ms), as ``RunRows.claim``
+    does: a running run counts as lost when its beat is older than ``settings.heartbeat_stale_s``; a scheduled
+    run with no row yet gets one made from the message (its ``enqueued_at``, or ``now_ms``; its
+    ``dispatch_at`` and ``term``), kept ``settings.retention_days`` and out of the sweep index."""
+    return runs.claim(
+        message.job_id,
+        message.scheduled_for,
+        worker=worker,
+        now_ms=now_ms,
+        stale_before_ms=now_ms - settings.heartbeat_stale_s * 1000,
+        retry_due_by_ms=retry_due_by_ms,
+        create=new_run(
+            message.job_id,
+            message.scheduled_for,
+            now_ms=message.enqueued_at if message.enqueued_at is not None else now_ms,
+            retention_days=settings.retention_days,
+            dispatch_at_ms=message.dispatch_at,
+            sweep_after_ms=None,
+            term=message.term,
+        ),
+    )
+
+
+class RunRows(RunTransitions, RunClaims, Protocol):
     """The worker's run lifecycle: claim, heartbeat, success, give-back (each conditioned on the ``Owned``
     claim, as in ``RunTransitions``), and one read.
 
@@ -449,18 +501,6 @@ class RunRows(RunTransitions, Protocol):
     stored, None when there is none)``: a fire has at most one row, so a duplicate message of a finished run
     is refused."""
 
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-        create: RunRow | None = None,
-    ) -> Claim: ...
-
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool: ...
 
     def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool: ...
@@ -470,22 +510,10 @@ class RunRows(RunTransitions, Protocol):
     def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None: ...
 
 
-class SweepRows(RunTransitions, Protocol):
+class SweepRows(RunTransitions, RunClaims, Protocol):
     """The sweeper's reads and writes on the runs: the due keys of one shard of the sweep index (a page,
     ``sweep_at <= now_ms``), the rows of those keys, conditional moves of ``sweep_at``, and the claim (as in
     ``RunRows``) by which it records dead a run whose message was dead-lettered before any try."""
-
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-        create: RunRow | None = None,
-    ) -> Claim: ...
 
     def sweep_due(self, shard: int, now_ms: int, limit: int, cursor: Any = None) -> SweepPage: ...
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,9 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobsched.local.runtime import LocalConfig, LocalRuntime
-from jobsched.observability import logger
 from jobsched.settings import Settings
+from tests.support.local import quiet_runtime
 
 SETTINGS_NAMES = {name.upper() for name in Settings.model_fields}
 """The environment variables ``Settings`` would read (``JOBS_TABLE``, ``ALLOW_SHELL_TARGETS``...)."""
@@ -27,36 +25,12 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     yield copy
 
 
-@pytest.fixture
-def quiet_logs() -> Iterator[None]:
-    """Local mode sends the structured logs to its data dir; give them back to the suite afterwards."""
-    std = logging.getLogger(logger.name)
-    handlers, level = list(std.handlers), std.level
-    yield
-    for handler in list(std.handlers):
-        std.removeHandler(handler)
-        handler.close()
-    for handler in handlers:
-        std.addHandler(handler)
-    std.setLevel(level)
-
-
 def test_local_mode_runs_on_its_own_settings_without_writing_them_to_the_environment(
     environment: dict[str, str], quiet_logs: None, tmp_path: Path
 ) -> None:
     # Given local mode started in this process with an extra setting of the caller's
     lines: list[str] = []
-    runtime = LocalRuntime(
-        LocalConfig(
-            port=0,
-            data_dir=tmp_path,
-            workers=1,
-            emit=lines.append,
-            log_level="ERROR",
-            sweep_interval_s=3600,
-            settings={"due_shards": 2},
-        )
-    )
+    runtime = quiet_runtime(tmp_path, lines, settings={"due_shards": 2})
     runtime.start()
     try:
         settings = runtime.components.settings

@@ -3,47 +3,16 @@ file it cannot use is one error line, not a traceback."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import typer
 from typer.testing import CliRunner
 
 from jobsched.local.command import local_command
-from jobsched.local.runtime import SQLITE_FILE, LocalConfig, LocalRuntime
-from jobsched.observability import logger
+from jobsched.local.runtime import SQLITE_FILE
 from jobsched.sqlite.control import SqliteControlStore
-
-
-@pytest.fixture
-def quiet_logs() -> Iterator[None]:
-    """Local mode sends the structured logs to its data dir; give them back to the suite afterwards."""
-    std = logging.getLogger(logger.name)
-    handlers, level = list(std.handlers), std.level
-    yield
-    for handler in list(std.handlers):
-        std.removeHandler(handler)
-        handler.close()
-    for handler in handlers:
-        std.addHandler(handler)
-    std.setLevel(level)
-
-
-def _runtime(data_dir: Path, backend: str, lines: list[str]) -> LocalRuntime:
-    return LocalRuntime(
-        LocalConfig(
-            port=0,
-            data_dir=data_dir,
-            workers=1,
-            emit=lines.append,
-            log_level="ERROR",
-            sweep_interval_s=3600,
-            backend=backend,
-        )
-    )
+from tests.support.local import quiet_runtime
 
 
 def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_terms(
@@ -51,7 +20,7 @@ def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_t
 ) -> None:
     # Given jobs, a finished manual run and a leader's term saved by local mode on the moto backend
     lines: list[str] = []
-    moto = _runtime(tmp_path, "moto", lines)
+    moto = quiet_runtime(tmp_path, lines, backend="moto")
     moto.start()
     try:
         with httpx.Client(base_url=moto.url, headers={"Authorization": f"Bearer {moto.token}"}) as client:
@@ -70,7 +39,7 @@ def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_t
     assert not (tmp_path / SQLITE_FILE).exists()
 
     # When local mode starts on the SQLite backend on the same data dir
-    sqlite = _runtime(tmp_path, "sqlite", lines)
+    sqlite = quiet_runtime(tmp_path, lines, backend="sqlite")
     sqlite.start()
     try:
         with httpx.Client(base_url=sqlite.url, headers={"Authorization": f"Bearer {sqlite.token}"}) as client:

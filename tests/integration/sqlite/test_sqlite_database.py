@@ -5,7 +5,6 @@ every record of the run store on disk."""
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -152,34 +151,13 @@ def test_a_record_of_the_fake_that_sqlite_would_not_keep_is_refused_at_construct
         SqliteRunStore(database)
 
 
-@dataclass(frozen=True)
-class _Event:
-    """The fields of main's ``jobsched.ports.jobs.AuditEvent`` (issue [2.6]'s audit trail), which this branch
-    predates: the store writes them with the change they record, as the job store's port asks there."""
-
-    job_id: str
-    at: int
-    key: str
-    kind: str
-    actor: str
-    detail: dict[str, Any]
-    expires_at: int | None = None
-
-    @property
-    def position(self) -> str:
-        return f"{self.at:013d}#{self.key}"
-
-
 def test_audit_events_are_written_with_their_change_or_not_at_all_and_page_newest_first(
-    database: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
+    database: SqliteDatabase,
 ) -> None:
-    import jobsched.models
-    import jobsched.ports.jobs
-    from jobsched.models import CommandTarget, Job, from_ms
+    from jobsched.models import CommandTarget, Job, JobEventKind, from_ms
     from jobsched.ports.errors import Conflict
+    from jobsched.ports.jobs import AuditEvent
 
-    monkeypatch.setattr(jobsched.ports.jobs, "AuditEvent", _Event, raising=False)
-    monkeypatch.setattr(jobsched.models, "JobEventKind", str, raising=False)
     store = SqliteJobStore(database)
     job = Job(
         id="j_" + "1" * 20,
@@ -193,14 +171,19 @@ def test_audit_events_are_written_with_their_change_or_not_at_all_and_page_newes
     from jobsched.ports.jobs import SchedulingState
 
     state = SchedulingState(job_id=job.id, partition=0, schedule=job.schedule, version=1)
-    created = _Event(job.id, T0, "v1", "created", "ana", {}, T0 // 1000 + 86_400)
+    created = AuditEvent(job.id, T0, "v1", JobEventKind.CREATED, "ana", {}, T0 // 1000 + 86_400)
     store.create(job, state, created)
     with pytest.raises(Conflict):  # a stale write records nothing either
-        store.replace(job, state, T0 - 1, event=_Event(job.id, T0 + 1, "v2", "updated", "ana", {}))
-    triggered = [_Event(job.id, T0 + k, f"run-{k}", "triggered", "ana", {"run_id": f"r{k}"}) for k in (2, 3)]
+        store.replace(
+            job, state, T0 - 1, event=AuditEvent(job.id, T0 + 1, "v2", JobEventKind.UPDATED, "ana", {})
+        )
+    triggered = [
+        AuditEvent(job.id, T0 + k, f"run-{k}", JobEventKind.TRIGGERED, "ana", {"run_id": f"r{k}"})
+        for k in (2, 3)
+    ]
     for one in (*triggered, triggered[0]):  # a repeat lands on itself
         store.record_event(one)
-    deleted = _Event(job.id, T0 + 9, "v2", "deleted", "bob", {})
+    deleted = AuditEvent(job.id, T0 + 9, "v2", JobEventKind.DELETED, "bob", {})
     store.delete(job, deleted_at_ms=T0 + 9, retention_days=1, event=deleted)
 
     page, cursor = store.list_events(job.id, 2)

@@ -1,0 +1,24 @@
+"""Local mode as the tests start it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jobsched.local.runtime import LocalConfig, LocalRuntime
+
+
+def quiet_runtime(data_dir: Path, lines: list[str], **config: Any) -> LocalRuntime:
+    """Local mode on an ephemeral port over ``data_dir`` with one worker, its lines kept in ``lines``, errors
+    only in its logs and the sweeper idle for an hour; ``config`` sets further ``LocalConfig`` fields."""
+    return LocalRuntime(
+        LocalConfig(
+            port=0,
+            data_dir=data_dir,
+            workers=1,
+            emit=lines.append,
+            log_level="ERROR",
+            sweep_interval_s=3600,
+            **config,
+        )
+    )
