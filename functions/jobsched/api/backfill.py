@@ -60,25 +60,27 @@ class Backfiller:
             delay_s = dispatch_delay_s(len(created) + len(rerun), self.settings.backfill_rate_per_s)
             sweep_after_ms = (delay_s + self.settings.sweep_queued_after_s) * 1000
             found = recorded.get(fire)
-            if found is not None:
-                if (
-                    _skipped_fire(found)
-                    and self.runs.rerun(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms).done
-                ):
-                    rerun.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
-                continue
-            row = new_run(
-                job.id,
-                fire,
-                now_ms=now_ms,
-                retention_days=self.settings.retention_days,
-                kind=RunKind.BACKFILL,
-                dispatch_at_ms=now_ms + delay_s * 1000,
-                sweep_after_ms=sweep_after_ms,
-                owner=job.owner,
-            )
-            if self.runs.put_new(row) is None:
-                created.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+            if found is None:
+                row = new_run(
+                    job.id,
+                    fire,
+                    now_ms=now_ms,
+                    retention_days=self.settings.retention_days,
+                    kind=RunKind.BACKFILL,
+                    dispatch_at_ms=now_ms + delay_s * 1000,
+                    sweep_after_ms=sweep_after_ms,
+                    owner=job.owner,
+                )
+                # the existing row when the fire has one the batch read left out (past its limit, or new since)
+                found = self.runs.put_new(row)
+                if found is None:
+                    created.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+                    continue
+            if (
+                _skipped_fire(found)
+                and self.runs.rerun(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms).done
+            ):
+                rerun.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
         sent = sorted(created + rerun, key=lambda message: message.scheduled_for)
         self._send(sent)
         result = BackfillResult(

@@ -194,3 +194,20 @@ def test_runs_whose_messages_sqs_refused_stay_queued_for_the_sweeper(http):
     assert http.backend.queue.take() == []
     rows = [http.api.service.runs.get(job["id"], MARCH_1 + h * HOUR_MS) for h in range(3)]
     assert all(row.status is RunStatus.QUEUED and row.sweep_at is not None for row in rows)
+
+
+def test_a_skipped_fire_is_re_run_past_many_other_rows_in_the_window(http):
+    # manual triggers (or fires of an earlier schedule) leave rows between the window's fires
+    job = http.create(schedule="0 0 * * *")
+    first, second = MARCH_1, MARCH_1 + 24 * HOUR_MS
+    http.put_run(job["id"], first, RunStatus.SKIPPED)
+    http.put_run(job["id"], second, RunStatus.SKIPPED)
+    for hour in range(1, 6):
+        http.put_run(job["id"], first + hour * HOUR_MS, RunStatus.SUCCEEDED)
+    http.backend.queue.take()
+
+    reply = backfill(http, job, {"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T01:00:00Z"})
+
+    assert reply.status == 200, reply.body
+    assert (reply.body["fires"], reply.body["rerun"], reply.body["existing"]) == (2, 2, 0)
+    assert [m.scheduled_for for m in http.backend.queue.take()] == [first, second]
