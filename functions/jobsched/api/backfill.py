@@ -9,6 +9,7 @@ by the sweeper, not rushed.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from jobsched.api.audit import AuditTrail
@@ -93,7 +94,9 @@ class Backfiller:
             last=from_ms(sent[-1].scheduled_for) if sent else None,
         )
         detail = {"start": request.start.isoformat(), "end": request.end.isoformat(), "count": result.count}
-        event = self.audit.event(job.id, now_ms, f"backfill-{now_ms}", JobEventKind.BACKFILLED, actor, detail)
+        # a key of its own: another backfill in the same millisecond (the next window) must not replace it
+        key = f"backfill-{now_ms}-{uuid.uuid4().hex[:12]}"
+        event = self.audit.event(job.id, now_ms, key, JobEventKind.BACKFILLED, actor, detail)
         self.audit.record(event)
         logger.info("job backfilled", job_id=job.id, fires=len(fires), runs_created=len(created))
         return result

@@ -211,3 +211,15 @@ def test_a_skipped_fire_is_re_run_past_many_other_rows_in_the_window(http):
     assert reply.status == 200, reply.body
     assert (reply.body["fires"], reply.body["rerun"], reply.body["existing"]) == (2, 2, 0)
     assert [m.scheduled_for for m in http.backend.queue.take()] == [first, second]
+
+
+def test_two_backfills_in_one_millisecond_each_leave_their_event(http):
+    job = http.create(schedule="0 * * * *")
+    http.clock.advance(1)
+
+    backfill(http, job, {"start": "2026-03-01T00:00:00Z", "end": "2026-03-01T05:00:00Z"})
+    backfill(http, job, {"start": "2026-03-01T05:00:00Z", "end": "2026-03-01T09:00:00Z"})
+
+    events = http("GET", f"/jobs/{job['id']}/events").body["items"]
+    counts = sorted(event["detail"]["count"] for event in events if event["kind"] == "backfilled")
+    assert counts == [4, 5]
