@@ -40,8 +40,8 @@ class Backfiller:
         recorded ``skipped`` (``RunHistory.rerun``), and send them at the deployment's backfill rate; record a
         ``backfilled`` event by ``actor``.
 
-        Raises ``InvalidInput`` naming ``end`` (not after ``start``, after now, or more than 1,000 fires) or
-        ``schedule`` (the stored schedule no longer parses).
+        Raises ``InvalidInput`` naming ``start`` (before 1970), ``end`` (not after ``start``, after now, or more
+        than 1,000 fires) or ``schedule`` (the stored schedule no longer parses).
         """
         job, now_ms = stored.job, self.clock()
         start_ms, end_ms = to_ms(request.start), to_ms(request.end)

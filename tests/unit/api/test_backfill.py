@@ -223,3 +223,16 @@ def test_two_backfills_in_one_millisecond_each_leave_their_event(http):
     events = http("GET", f"/jobs/{job['id']}/events").body["items"]
     counts = sorted(event["detail"]["count"] for event in events if event["kind"] == "backfilled")
     assert counts == [4, 5]
+
+
+@pytest.mark.parametrize(
+    "start", ["0001-01-01T00:00:00Z", "1960-01-01T00:00:00Z", "1969-12-31T23:59:59.999Z"]
+)
+def test_a_window_starting_before_1970_is_a_400_naming_start(http, start):
+    # instants are epoch ms from 0 on: a run before that would get an id no route reads
+    job = http.create(schedule="0 * * * *")
+
+    reply = backfill(http, job, {"start": start, "end": "1970-01-02T00:00:00Z"})
+
+    assert reply.status == 400 and reply.error["field"] == "start", reply.body
+    assert http("GET", f"/jobs/{job['id']}/runs").body["items"] == []
