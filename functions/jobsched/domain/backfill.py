@@ -30,10 +30,11 @@ def backfill_schedule(job: Job, anchor_ms: int) -> Schedule:
     """The job's schedule as a backfill reads it: bounded by the job's own ``start_at``/``end_at``; a rate keeps
     its phase (``anchor_ms``, epoch ms: fires at anchor + k x interval, none before it). Raises
     ``ScheduleError`` when the stored schedule no longer parses."""
-    schedule = parse_schedule(job.schedule, job.timezone, start_at=job.start_at, end_at=job.end_at)
-    if schedule.kind == "rate":
-        return parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at)
-    return schedule
+    # parsed with the anchor first: a rate without start_at does not parse without one
+    anchored = parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at)
+    if anchored.kind == "rate":
+        return anchored
+    return parse_schedule(job.schedule, job.timezone, start_at=job.start_at, end_at=job.end_at)
 
 
 def backfill_fires(schedule: Schedule, start_ms: int, end_ms: int, now_ms: int) -> tuple[int, ...]:

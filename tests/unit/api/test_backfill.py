@@ -236,3 +236,18 @@ def test_a_window_starting_before_1970_is_a_400_naming_start(http, start):
 
     assert reply.status == 400 and reply.error["field"] == "start", reply.body
     assert http("GET", f"/jobs/{job['id']}/runs").body["items"] == []
+
+
+def test_a_rate_job_without_start_at_is_backfilled_from_its_creation(http):
+    # a rate without start_at is anchored at the job's creation (2026-03-02T10:00Z): fires every 7 minutes from it
+    job = http.create(schedule="rate(7 minutes)")
+    http.clock.advance(HOUR_MS)
+
+    reply = backfill(http, job, {"start": "2026-03-02T00:00:00Z", "end": "2026-03-02T10:30:00Z"})
+
+    assert reply.status == 200, reply.body
+    assert (reply.body["fires"], reply.body["first"], reply.body["last"]) == (
+        5,
+        "2026-03-02T10:00:00Z",
+        "2026-03-02T10:28:00Z",
+    )
