@@ -233,8 +233,9 @@ class Worker:
             # error, e.g. a spec this worker cannot read, propagates: the run is recovered as a lost worker's and
             # its tries count, so it ends dead with an alert rather than coming back forever.)
             return self._give_back(delivery, owned, before, error)
-        # the run's first start; a backfill runs past fires on purpose, so it is never "late"
-        if before.lateness_ms is None and before.kind is not RunKind.BACKFILL and self.alerting is not None:
+        # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
+        on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
+        if before.lateness_ms is None and not on_request and self.alerting is not None:
             self.alerting.started(job, owned.run_id, owned.scheduled_for, now - owned.scheduled_for)
         try:
             return self._run(delivery, owned, job, now, overlap_locked=locked, before=before)
