@@ -9,6 +9,7 @@ by the sweeper, not rushed.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from jobsched.api.audit import AuditTrail
@@ -39,8 +40,8 @@ class Backfiller:
         recorded ``skipped`` (``RunHistory.rerun``), and send them at the deployment's backfill rate; record a
         ``backfilled`` event by ``actor``.
 
-        Raises ``InvalidInput`` naming ``end`` (not after ``start``, after now, or more than 1,000 fires) or
-        ``schedule`` (the stored schedule no longer parses).
+        Raises ``InvalidInput`` naming ``start`` (before 1970), ``end`` (not after ``start``, after now, or more
+        than 1,000 fires) or ``schedule`` (the stored schedule no longer parses).
         """
         job, now_ms = stored.job, self.clock()
         start_ms, end_ms = to_ms(request.start), to_ms(request.end)
@@ -60,25 +61,27 @@ class Backfiller:
             delay_s = dispatch_delay_s(len(created) + len(rerun), self.settings.backfill_rate_per_s)
             sweep_after_ms = (delay_s + self.settings.sweep_queued_after_s) * 1000
             found = recorded.get(fire)
-            if found is not None:
-                if (
-                    _skipped_fire(found)
-                    and self.runs.rerun(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms).done
-                ):
-                    rerun.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
-                continue
-            row = new_run(
-                job.id,
-                fire,
-                now_ms=now_ms,
-                retention_days=self.settings.retention_days,
-                kind=RunKind.BACKFILL,
-                dispatch_at_ms=now_ms + delay_s * 1000,
-                sweep_after_ms=sweep_after_ms,
-                owner=job.owner,
-            )
-            if self.runs.put_new(row) is None:
-                created.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+            if found is None:
+                row = new_run(
+                    job.id,
+                    fire,
+                    now_ms=now_ms,
+                    retention_days=self.settings.retention_days,
+                    kind=RunKind.BACKFILL,
+                    dispatch_at_ms=now_ms + delay_s * 1000,
+                    sweep_after_ms=sweep_after_ms,
+                    owner=job.owner,
+                )
+                # the existing row when the fire has one the batch read left out (past its limit, or new since)
+                found = self.runs.put_new(row)
+                if found is None:
+                    created.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+                    continue
+            if (
+                _skipped_fire(found)
+                and self.runs.rerun(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms).done
+            ):
+                rerun.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
         sent = sorted(created + rerun, key=lambda message: message.scheduled_for)
         self._send(sent)
         result = BackfillResult(
@@ -91,7 +94,9 @@ class Backfiller:
             last=from_ms(sent[-1].scheduled_for) if sent else None,
         )
         detail = {"start": request.start.isoformat(), "end": request.end.isoformat(), "count": result.count}
-        event = self.audit.event(job.id, now_ms, f"backfill-{now_ms}", JobEventKind.BACKFILLED, actor, detail)
+        # a key of its own: another backfill in the same millisecond (the next window) must not replace it
+        key = f"backfill-{now_ms}-{uuid.uuid4().hex[:12]}"
+        event = self.audit.event(job.id, now_ms, key, JobEventKind.BACKFILLED, actor, detail)
         self.audit.record(event)
         logger.info("job backfilled", job_id=job.id, fires=len(fires), runs_created=len(created))
         return result

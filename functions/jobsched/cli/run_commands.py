@@ -115,7 +115,10 @@ def parse_since(text: str, now: datetime) -> datetime:
     ISO 8601 instant with its offset (``2026-12-01T00:00:00Z``). Raises ValueError saying what is accepted."""
     matched = _SINCE.match(text.strip())
     if matched:
-        return now - timedelta(**{_UNITS[matched.group(2)]: int(matched.group(1))})
+        try:
+            return now - timedelta(**{_UNITS[matched.group(2)]: int(matched.group(1))})
+        except OverflowError:
+            raise ValueError(f"--since {text!r} reaches before year 1") from None
     try:
         instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -129,7 +129,8 @@ class Alerting:
             )
 
     def _pause(self, job: Job, streak: int) -> bool:
-        """Pause the job as ``jobsched``, unless it is paused or gone already; True when this call paused it.
+        """Pause the job as ``jobsched``, unless it is paused or gone already, or its stored policy no longer
+        pauses at ``streak``; True when this call paused it.
         A conditional rewrite (like the API's), retried when a scheduler or an edit got between."""
         reason = f"paused by jobsched after {streak} dead runs in a row"
         for _ in range(3):
@@ -138,7 +139,8 @@ class Alerting:
             except NotFound:
                 return False
             current, state = stored.job, stored.state
-            if current.paused or state is None:
+            threshold = current.alerts.pause_after_consecutive_dead  # the owner may have changed it since
+            if current.paused or state is None or threshold is None or streak < threshold:
                 return False
             now = self.clock()
             updated = max(now, to_ms(current.updated_at) + 1)

@@ -30,19 +30,23 @@ def backfill_schedule(job: Job, anchor_ms: int) -> Schedule:
     """The job's schedule as a backfill reads it: bounded by the job's own ``start_at``/``end_at``; a rate keeps
     its phase (``anchor_ms``, epoch ms: fires at anchor + k x interval, none before it). Raises
     ``ScheduleError`` when the stored schedule no longer parses."""
-    schedule = parse_schedule(job.schedule, job.timezone, start_at=job.start_at, end_at=job.end_at)
-    if schedule.kind == "rate":
-        return parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at)
-    return schedule
+    # parsed with the anchor first: a rate without start_at does not parse without one
+    anchored = parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at)
+    if anchored.kind == "rate":
+        return anchored
+    return parse_schedule(job.schedule, job.timezone, start_at=job.start_at, end_at=job.end_at)
 
 
 def backfill_fires(schedule: Schedule, start_ms: int, end_ms: int, now_ms: int) -> tuple[int, ...]:
     """The schedule's fires in ``[start_ms, end_ms)`` (epoch ms), oldest first.
 
-    Raises :class:`BackfillWindowError` naming ``end`` when it is not after ``start``, is after ``now_ms`` (a
+    Raises :class:`BackfillWindowError` naming ``start`` when it is before 1970 (run ids and rows hold
+    non-negative epoch ms), or naming ``end`` when it is not after ``start``, is after ``now_ms`` (a
     backfill runs past fires only), or leaves more than :data:`MAX_BACKFILL_FIRES` fires in the window (the
     message gives the last ``end`` that fits).
     """
+    if start_ms < 0:
+        raise BackfillWindowError("start", "start must not be before 1970-01-01T00:00:00Z (epoch ms 0)")
     if end_ms <= start_ms:
         raise BackfillWindowError("end", "end must be after start")
     if end_ms > now_ms:

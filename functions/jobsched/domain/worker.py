@@ -54,7 +54,7 @@ from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
-from jobsched.models import Job, OverlapPolicy, RunStatus
+from jobsched.models import Job, OverlapPolicy, RunKind, RunStatus
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
@@ -233,7 +233,9 @@ class Worker:
             # error, e.g. a spec this worker cannot read, propagates: the run is recovered as a lost worker's and
             # its tries count, so it ends dead with an alert rather than coming back forever.)
             return self._give_back(delivery, owned, before, error)
-        if before.lateness_ms is None and self.alerting is not None:  # the run's first start
+        # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
+        on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
+        if before.lateness_ms is None and not on_request and self.alerting is not None:
             self.alerting.started(job, owned.run_id, owned.scheduled_for, now - owned.scheduled_for)
         try:
             return self._run(delivery, owned, job, now, overlap_locked=locked, before=before)

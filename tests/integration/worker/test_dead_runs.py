@@ -13,7 +13,7 @@ import pytest
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
-from jobsched.models import Job, RunStatus
+from jobsched.models import Job, RunKind, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
@@ -145,3 +145,45 @@ def test_policy_alerts_reach_the_topic_with_their_kind_and_the_job_pauses_itself
     assert all(n["MessageAttributes"]["owner"]["Value"] == "team-a" for n in notes)
     stored = JobStore(aws.table(settings.jobs_table)).get(job.id)
     assert stored.job.paused and stored.job.paused_by == "jobsched"
+
+
+def test_a_backfill_run_is_not_alerted_late(
+    aws: Aws,
+    settings: Settings,
+    clock: FakeClock,
+    drain: Drain,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., Any],
+    deliver: Callable[..., str],
+) -> None:
+    # Given a job that alerts past 1 s late, and a run its owner backfilled a day after its time
+    queue = _subscribe(aws, settings, "team-a")
+    job = make_job(owner="team-a", command="echo", alerts={"late_after_s": 1})
+    make_run(job, kind=RunKind.BACKFILL)
+    clock.advance(86_400_000)
+    # When it runs
+    assert deliver(job) == Outcome.SUCCEEDED
+    # Then no "late" alert: a backfill runs past fires on purpose (a window of 1,000 would send 1,000)
+    assert drain(queue) == []
+
+
+def test_a_skipped_run_its_owner_re_runs_is_not_alerted_late(
+    aws: Aws,
+    settings: Settings,
+    clock: FakeClock,
+    drain: Drain,
+    runs: RunStore,
+    make_job: Callable[..., Job],
+    make_run: Callable[..., Any],
+    deliver: Callable[..., str],
+) -> None:
+    # Given a job that alerts past 1 s late, and a skipped run its owner re-runs (POST .../retry) a day later
+    queue = _subscribe(aws, settings, "team-a")
+    job = make_job(owner="team-a", command="echo", alerts={"late_after_s": 1})
+    make_run(job, status=RunStatus.SKIPPED)
+    clock.advance(86_400_000)
+    assert runs.rerun(job.id, T0, now_ms=clock(), sweep_at_ms=clock() + 60_000).done
+    # When it runs
+    assert deliver(job) == Outcome.SUCCEEDED
+    # Then no "late" alert: it starts when its owner asked
+    assert drain(queue) == []

@@ -194,3 +194,60 @@ def test_runs_whose_messages_sqs_refused_stay_queued_for_the_sweeper(http):
     assert http.backend.queue.take() == []
     rows = [http.api.service.runs.get(job["id"], MARCH_1 + h * HOUR_MS) for h in range(3)]
     assert all(row.status is RunStatus.QUEUED and row.sweep_at is not None for row in rows)
+
+
+def test_a_skipped_fire_is_re_run_past_many_other_rows_in_the_window(http):
+    # manual triggers (or fires of an earlier schedule) leave rows between the window's fires
+    job = http.create(schedule="0 0 * * *")
+    first, second = MARCH_1, MARCH_1 + 24 * HOUR_MS
+    http.put_run(job["id"], first, RunStatus.SKIPPED)
+    http.put_run(job["id"], second, RunStatus.SKIPPED)
+    for hour in range(1, 6):
+        http.put_run(job["id"], first + hour * HOUR_MS, RunStatus.SUCCEEDED)
+    http.backend.queue.take()
+
+    reply = backfill(http, job, {"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T01:00:00Z"})
+
+    assert reply.status == 200, reply.body
+    assert (reply.body["fires"], reply.body["rerun"], reply.body["existing"]) == (2, 2, 0)
+    assert [m.scheduled_for for m in http.backend.queue.take()] == [first, second]
+
+
+def test_two_backfills_in_one_millisecond_each_leave_their_event(http):
+    job = http.create(schedule="0 * * * *")
+    http.clock.advance(1)
+
+    backfill(http, job, {"start": "2026-03-01T00:00:00Z", "end": "2026-03-01T05:00:00Z"})
+    backfill(http, job, {"start": "2026-03-01T05:00:00Z", "end": "2026-03-01T09:00:00Z"})
+
+    events = http("GET", f"/jobs/{job['id']}/events").body["items"]
+    counts = sorted(event["detail"]["count"] for event in events if event["kind"] == "backfilled")
+    assert counts == [4, 5]
+
+
+@pytest.mark.parametrize(
+    "start", ["0001-01-01T00:00:00Z", "1960-01-01T00:00:00Z", "1969-12-31T23:59:59.999Z"]
+)
+def test_a_window_starting_before_1970_is_a_400_naming_start(http, start):
+    # instants are epoch ms from 0 on: a run before that would get an id no route reads
+    job = http.create(schedule="0 * * * *")
+
+    reply = backfill(http, job, {"start": start, "end": "1970-01-02T00:00:00Z"})
+
+    assert reply.status == 400 and reply.error["field"] == "start", reply.body
+    assert http("GET", f"/jobs/{job['id']}/runs").body["items"] == []
+
+
+def test_a_rate_job_without_start_at_is_backfilled_from_its_creation(http):
+    # a rate without start_at is anchored at the job's creation (2026-03-02T10:00Z): fires every 7 minutes from it
+    job = http.create(schedule="rate(7 minutes)")
+    http.clock.advance(HOUR_MS)
+
+    reply = backfill(http, job, {"start": "2026-03-02T00:00:00Z", "end": "2026-03-02T10:30:00Z"})
+
+    assert reply.status == 200, reply.body
+    assert (reply.body["fires"], reply.body["first"], reply.body["last"]) == (
+        5,
+        "2026-03-02T10:00:00Z",
+        "2026-03-02T10:28:00Z",
+    )

@@ -534,6 +534,8 @@ def test_runs_retry_many_by_status_and_window_one_call_each_with_a_count(cli: An
     [
         (("--status", "succeeded"), "--status"),
         (("--status", "dead", "--since", "yesterday"), "--since"),
+        (("--status", "dead", "--since", "1000000d"), "--since"),  # before year 1
+        (("--status", "dead", "--since", "99999999999999d"), "--since"),  # past timedelta's range
         (("j_1@5", "--status", "dead"), "RUN_ID"),
         ((), "RUN_ID"),
     ],

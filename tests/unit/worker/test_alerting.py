@@ -13,7 +13,7 @@ from jobsched.domain.alerting import SYSTEM_ACTOR, Alerting, dead_streak
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryAlerts
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import CommandTarget, Job, JobEventKind, RunStatus, from_ms
+from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunStatus, from_ms
 from jobsched.ports.runs import new_run
 from tests.support.backends import memory_settings
 
@@ -97,6 +97,22 @@ def test_the_job_pauses_itself_after_its_dead_streak_and_says_so_once() -> None:
         SYSTEM_ACTOR,
         2,
     )
+
+
+def test_an_owner_who_turned_the_automatic_pause_off_meanwhile_is_not_paused() -> None:
+    # the worker applies the policy of the job it loaded when the run began; the owner's edit since wins
+    f = Fixture(pause_after_consecutive_dead=2)
+    stored = f.jobs.get(f.job.id)
+    assert stored.state is not None
+    edited = f.job.model_copy(update={"alerts": AlertPolicy(), "updated_at": from_ms(T0 - HOUR)})
+    f.jobs.replace(edited, stored.state, T0 - 10 * HOUR)
+    f.ended(1, RunStatus.DEAD)
+    f.ended(0, RunStatus.DEAD)
+
+    f.alerting.dead(f.job, "run-0")
+
+    assert f.jobs.get(f.job.id).job.paused is False
+    assert f.kinds() == []
 
 
 def test_a_success_ends_the_streak() -> None:
