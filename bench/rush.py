@@ -132,9 +132,10 @@ def measure_rush(
     limit_s: int | None = None,
     drain: str = "purge",
     drainer_threads: int | None = None,
+    raw_batches: int = 200,
 ) -> dict[str, Any]:
     """Run the rush (see the module docstring). ``limit_s``: simulated seconds after ``T`` to give up
-    (default ``jitter_s + 300``). Returns the figures as a dict; raises RuntimeError when runs are missing."""
+    (default ``jitter_s + 300``); ``raw_batches``: batch sends of 10 timed after the rush. Returns the figures as a dict; raises RuntimeError when runs are missing."""
     from jobsched.adapters.metrics import PowertoolsTickMetrics
     from jobsched.aws import Aws
     from jobsched.domain.planning import TickLimits
@@ -247,7 +248,7 @@ def measure_rush(
             list(pool.map(lambda call: call(), moves))
         move_rate = len(moves) / (time.perf_counter() - move_started)
         queue = raw.run_queue()
-        batches = [[RunMessage(f"j_raw{b:04d}{i}", midnight) for i in range(10)] for b in range(200)]
+        batches = [[RunMessage(f"j_raw{b:04d}{i}", midnight) for i in range(10)] for b in range(raw_batches)]
         send_started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=threads) as pool:
             list(pool.map(queue.send, batches))
