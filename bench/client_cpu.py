@@ -3,10 +3,14 @@
 moto runs in the benchmark's own process, so its timings mix the scheduler's work with the backend's. Here
 the scheduler's per-run code runs against canned HTTP 200 responses (a botocore ``before-send`` hook answers
 every request, so nothing is sent anywhere): planning a due job's fires (``plan_fires``, the cron arithmetic included),
-building its run row, the conditional ``RunStore.put_new``, the fenced ``JobStore.move`` and a tenth of a
-``RunQueue.send`` of 10, each through boto3 exactly as in production (serialization, SigV4 signing,
-parsing). Measured as the calling thread's CPU time (``time.thread_time``), so the machine's load does not
-inflate it. The result projects what one scheduler partition sustains per vCPU (README).
+the fenced ``move`` of its scheduling state and a tenth of a ``RunQueue.send`` of 10, each through boto3 exactly
+as in production (serialization, SigV4 signing, parsing). Measured as the calling thread's CPU time
+(``time.thread_time``), so the machine's load does not inflate it. The result projects what one scheduler
+partition sustains per vCPU (README).
+
+The scheduler no longer writes a run row (the worker's claim creates it, design §4.2), so ``per_run_ms`` is
+plan + move + a tenth of a send. ``put_ms`` is still measured (building a run row and its conditional
+``put_new``, the write a backfill or a manual trigger makes per run) for comparison with earlier results.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.harness import T0, make_job, quiet_environment, sched_of
+from bench.harness import T0, make_job, quiet_environment, state_of
 
 _BODIES = {
     "PutItem": b"{}",
@@ -50,17 +54,16 @@ def _cpu_ms(call: Callable[[], Any], repeat: int) -> float:
 
 
 def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
-    """CPU milliseconds per call of each per-run step, and their sum per run. Returns ``{"plan_ms",
-    "put_ms", "move_ms", "send_batch_ms", "per_run_ms", "runs_per_vcpu_s"}``."""
+    """CPU milliseconds per call of each step (``repeat`` calls each, after one warm-up call), and the
+    scheduler's sum per run. Returns ``{"plan_ms", "put_ms", "move_ms", "send_batch_ms", "per_run_ms",
+    "runs_per_vcpu_s"}`` (``per_run_ms`` = plan + move + send_batch / 10: see the module docstring)."""
     quiet_environment()
-    from jobsched.adapters.queue import RunMessage, RunQueue
     from jobsched.aws import Aws
-    from jobsched.ports.runs import new_run
-    from jobsched.scheduler import DueJob, TickLimits, plan_fires
+    from jobsched.domain.planning import DueJob, TickLimits, plan_fires
+    from jobsched.domain.registration import due_entry
+    from jobsched.ports.runs import RunMessage, new_run
     from jobsched.settings import Settings
-    from jobsched.store.jobs import JobStore
-    from jobsched.store.layout import due_attributes
-    from jobsched.store.runs import RunStore
+    from jobsched.wiring import Components
 
     settings = Settings.model_validate(
         {
@@ -76,15 +79,17 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
     aws = Aws()
     for client in (aws.dynamodb_resource.meta.client, aws.sqs):
         client.meta.events.register("before-send", _answer)
-    runs = RunStore(aws.table("runs"))
-    jobs = JobStore(aws.table("jobs"))
-    queue = RunQueue(aws.sqs, settings.run_queue_url)
+    components = Components(settings, aws)
+    runs, jobs, queue = components.runs(), components.jobs(), components.run_queue()
     midnight = T0 + 86_400_000
     job = make_job(1, "0 0 * * *", created_at_ms=T0)
-    item = sched_of(job, settings, now_ms=midnight - 60_000, next_run_at_ms=midnight)
-    due = DueJob.from_item(item)
+    state = state_of(job, settings, now_ms=midnight - 60_000, next_run_at_ms=midnight)
+    due = DueJob.from_state(state)
     limits = TickLimits()
-    batch = [RunMessage(f"j_bench{i:08d}", midnight) for i in range(10)]
+    batch = [
+        RunMessage(f"j_bench{i:08d}", midnight, dispatch_at=midnight, enqueued_at=midnight + 5, term=7)
+        for i in range(10)
+    ]
 
     def plan() -> Any:
         return plan_fires(due, midnight + 5, limits)
@@ -96,8 +101,23 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
 
     def move() -> Any:
         nxt = midnight + 86_400_000
-        attrs = due_attributes(job.id, nxt, partition=0, shards=4, bucket_ms=60_000, now_ms=midnight)
-        return jobs.move(job.id, expected_next_run_at=midnight, term=7, next_run_at=nxt, due=attrs)
+        entry = due_entry(
+            job.id,
+            nxt,
+            partition=state.partition,
+            shards=settings.due_shards,
+            bucket_ms=settings.due_bucket_s * 1000,
+            now_ms=midnight,
+        )
+        return jobs.move(
+            job.id,
+            expected_next_run_at=midnight,
+            expected_version=state.version,
+            partition=state.partition,
+            term=7,
+            next_run_at=nxt,
+            due=entry,
+        )
 
     out = {
         "plan_ms": _cpu_ms(plan, repeat),
@@ -105,5 +125,5 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
         "move_ms": _cpu_ms(move, repeat),
         "send_batch_ms": _cpu_ms(lambda: queue.send(batch), max(1, repeat // 5)),
     }
-    per_run = out["plan_ms"] + out["put_ms"] + out["move_ms"] + out["send_batch_ms"] / 10
+    per_run = out["plan_ms"] + out["move_ms"] + out["send_batch_ms"] / 10
     return {**out, "per_run_ms": per_run, "runs_per_vcpu_s": 1000 / per_run}

@@ -132,16 +132,15 @@ def measure_rush(
     limit_s: int | None = None,
     drain: str = "purge",
     drainer_threads: int | None = None,
+    raw_batches: int = 200,
 ) -> dict[str, Any]:
     """Run the rush (see the module docstring). ``limit_s``: simulated seconds after ``T`` to give up
-    (default ``jitter_s + 300``). Returns the figures as a dict; raises RuntimeError when runs are missing."""
-    from jobsched.adapters.queue import RunMessage, RunQueue
+    (default ``jitter_s + 300``); ``raw_batches``: batch sends of 10 timed after the rush. Returns the figures as a dict; raises RuntimeError when runs are missing."""
+    from jobsched.adapters.metrics import PowertoolsTickMetrics
     from jobsched.aws import Aws
-    from jobsched.ports.runs import new_run
-    from jobsched.scheduler import PowertoolsTickMetrics, TickLimits
+    from jobsched.domain.planning import TickLimits
+    from jobsched.ports.runs import RunMessage, new_run
     from jobsched.schedules import jitter_offset_ms
-    from jobsched.store.jobs import JobStore
-    from jobsched.store.runs import RunStore
     from jobsched.wiring import Components
 
     # moto refuses a second PurgeQueue within 60 s (as SQS does) unless told otherwise; the drainer purges often.
@@ -230,7 +229,7 @@ def measure_rush(
         missing = _missing(setup, settings, sorted(set(dispatch_at) - sent.keys()))
 
         # --- the raw rate of the same backend: conditional puts of run rows, same thread count ----------
-        raw_store = RunStore(counting_aws(RequestLog(), "raw").table(settings.runs_table))
+        raw_store = Components(settings, counting_aws(RequestLog(), "raw")).runs()
         now_ms = clock()
         raw_items = [
             new_run(f"j_raw{i:08d}", midnight, now_ms=now_ms, retention_days=settings.retention_days)
@@ -242,16 +241,14 @@ def measure_rush(
         raw_s = time.perf_counter() - raw_started
         # For the analysis: the same backend's rates of the tick's other two requests, on the same threads:
         # the fenced move of a job (a sample of the non-jittered jobs, now due tomorrow) and a batch send.
-        raw_aws = counting_aws(RequestLog(), "raw")
-        moves = _moves(
-            JobStore(raw_aws.table(settings.jobs_table)), sorted(plain_ids)[:2000], midnight, settings
-        )
+        raw = Components(settings, counting_aws(RequestLog(), "raw"))
+        moves = _moves(raw.jobs(), sorted(plain_ids)[:2000], midnight, settings)
         move_started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=threads) as pool:
             list(pool.map(lambda call: call(), moves))
         move_rate = len(moves) / (time.perf_counter() - move_started)
-        queue = RunQueue(raw_aws.sqs, settings.run_queue_url)
-        batches = [[RunMessage(f"j_raw{b:04d}{i}", midnight) for i in range(10)] for b in range(200)]
+        queue = raw.run_queue()
+        batches = [[RunMessage(f"j_raw{b:04d}{i}", midnight) for i in range(10)] for b in range(raw_batches)]
         send_started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=threads) as pool:
             list(pool.map(queue.send, batches))
@@ -269,7 +266,7 @@ def measure_rush(
     in_rush = [j for j, (_, wall) in sent.items() if wall - t_mid <= plain_done_wall]
     throughput = len(in_rush) / plain_done_wall
     raw_rate = jobs / raw_s
-    backend_bound = 1 / (1 / raw_rate + 1 / move_rate + 0.1 / send_rate)
+    backend_bound = 1 / (1 / move_rate + 0.1 / send_rate)
     lateness = [sent[j][0] - dispatch_at[j] for j in sent]
     lateness_plain = [sent[j][0] - dispatch_at[j] for j in plain_ids if j in sent]
     lateness_jittered = [sent[j][0] - dispatch_at[j] for j in sent if j not in plain_ids]
@@ -294,7 +291,8 @@ def measure_rush(
         "efficiency_vs_raw": throughput / raw_rate,
         "raw_job_moves_per_s": move_rate,
         "raw_send_batches_per_s": send_rate,
-        # The best any tick could do on this backend with 1 put + 1 move + 1/10 send per run:
+        # The best any tick could do on this backend with 1 move + 1/10 send per run (no run row: the
+        # worker's claim creates it):
         "backend_bound_runs_per_s": backend_bound,
         "efficiency_vs_backend_bound": throughput / backend_bound,
         "threads": threads,
@@ -330,33 +328,38 @@ def _missing(aws: Any, settings: Any, job_ids: list[str]) -> dict[str, Any]:
     run rows, and the partition's watermark (for the report; empty when none are missing)."""
     if not job_ids:
         return {"count": 0}
-    from jobsched.store.layout import SCHED_SK, job_pk, plain
-    from jobsched.store.runs import RunStore
+    from jobsched.wiring import Components
 
-    jobs, runs = aws.table(settings.jobs_table), RunStore(aws.table(settings.runs_table))
+    components = Components(settings, aws)
+    runs = components.runs()
+    states = components.jobs().scheduling_states(job_ids[:5])
     sample = []
     for job_id in job_ids[:5]:
-        sched = jobs.get_item(Key={"pk": job_pk(job_id), "sk": SCHED_SK}, ConsistentRead=True).get("Item")
+        state = states.get(job_id)
         rows, _ = runs.list_for_job(job_id, 5)
         sample.append(
-            {"job_id": job_id, "sched": plain(sched) if sched else None, "runs": [asdict(r) for r in rows]}
+            {"job_id": job_id, "sched": asdict(state) if state else None, "runs": [asdict(r) for r in rows]}
         )
     watermark = aws.table(settings.control_table).get_item(Key={"pk": "watermark#0"}).get("Item")
     return {"count": len(job_ids), "sample": sample, "watermark": str(watermark)}
 
 
 def _moves(store: Any, job_ids: list[str], midnight: int, settings: Any) -> list[Any]:
-    """Calls moving each of ``job_ids`` (daily jobs the rush moved to the next midnight) one more day, as the
-    scheduler's tick does (conditional, fenced by a term above any stored one)."""
-    from jobsched.store.layout import due_attributes
+    """Calls moving each of ``job_ids`` (daily jobs the rush moved to the next midnight, not jittered) one more
+    day, as the scheduler's tick does (conditional on the stored fire and version, fenced by a term above any
+    stored one, in the partition the job is homed in). ``store``: a ``DueIndex``."""
+    from jobsched.domain.registration import due_entry
 
     day = 86_400_000
+    states = store.scheduling_states(job_ids)
     calls = []
     for job_id in job_ids:
-        due = due_attributes(
+        state = states.get(job_id)
+        partition = getattr(state, "partition", 0)
+        due = due_entry(
             job_id,
             midnight + 2 * day,
-            partition=0,
+            partition=partition,
             shards=settings.due_shards,
             bucket_ms=settings.due_bucket_s * 1000,
             now_ms=midnight + day,
@@ -366,6 +369,8 @@ def _moves(store: Any, job_ids: list[str], midnight: int, settings: Any) -> list
                 store.move,
                 job_id,
                 expected_next_run_at=midnight + day,
+                expected_version=getattr(state, "version", None),
+                partition=partition,
                 term=2**62,
                 next_run_at=midnight + 2 * day,
                 due=due,
