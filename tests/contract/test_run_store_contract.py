@@ -491,3 +491,18 @@ def test_a_rerun_is_refused_unless_dead_and_notified_or_one_skipped_fire(store: 
     skipped = store.rerun("j_a", T0 + 5, now_ms=NOW, sweep_at_ms=NOW + 1)
     assert skipped.done and skipped.row.status is RunStatus.QUEUED and skipped.row.error is None
     assert skipped.row.rerun_key is None and skipped.row.reruns == 1
+
+
+def test_an_empty_window_lists_nothing(store: Any) -> None:
+    assert store.put_new(_run(scheduled_for=T0)) is None
+    queries: list[Any] = []
+    if isinstance(
+        store, RunStore
+    ):  # DynamoDB refuses a BETWEEN with reversed bounds (moto does not): no query
+        query = store.table.query
+        store.table.query = lambda **kwargs: queries.append(kwargs) or query(**kwargs)
+
+    assert store.list_for_job("j_a", 10, RunFilter(until_ms=0)) == ([], None)
+    assert store.list_for_job("j_a", 10, RunFilter(since_ms=T0 + 1, until_ms=T0)) == ([], None)
+    assert store.list_failed("team-a", 10, RunFilter(until_ms=0)) == ([], None)
+    assert queries == []

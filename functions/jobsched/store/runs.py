@@ -168,6 +168,8 @@ class RunStore:
         before = where.before(before_ms)
         if before is not None or where.since_ms is not None:
             low, high = where.since_ms or 0, (before if before is not None else 2**63) - 1
+            if high < low:
+                return []  # an empty window (DynamoDB refuses a BETWEEN whose bounds are reversed)
             key = key & Key("scheduled_for").between(low, high)
         kwargs: dict[str, Any] = {**query, "KeyConditionExpression": key, "ScanIndexForward": False}
         condition = _filter(where)
