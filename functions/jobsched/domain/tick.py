@@ -33,7 +33,16 @@ from typing import Any
 
 from jobsched.clock import Clock
 from jobsched.domain.lease import LeaseLost
-from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, next_fire_ms, plan_fires
+from jobsched.domain.planning import (
+    DueJob,
+    FirePlan,
+    SkipRow,
+    TickLimits,
+    horizon_ms,
+    next_fire_ms,
+    plan_fires,
+    run_message,
+)
 from jobsched.domain.registration import due_entry, partition_of
 from jobsched.models import RunStatus, from_ms
 from jobsched.observability import logger
@@ -53,13 +62,14 @@ and the due index's replication delay (a GSI is eventually consistent)."""
 # --- the tick -------------------------------------------------------------------------------------
 
 
-def _due_here(state: SchedulingState | None, partition: int, now_ms: int) -> bool:
-    """Whether ``state`` is in the due index, due by ``now_ms`` and homed in ``partition``."""
+def _due_here(state: SchedulingState | None, partition: int, horizon: int) -> bool:
+    """Whether ``state`` is in the due index, due by ``horizon`` (epoch ms: the tick's now plus its look-ahead)
+    and homed in ``partition``."""
     return (
         state is not None
         and state.due is not None
         and state.next_run_at is not None
-        and state.due.due_at <= now_ms
+        and state.due.due_at <= horizon
         and state.partition == partition
     )
 
@@ -74,7 +84,7 @@ class TickResult:
     that landed / were refused (moved elsewhere, edited, deleted, paused, fenced); ``errors``: jobs left
     due for the next tick after an error; ``lag_ms``: age of the oldest due fire not enqueued when the tick
     ended (0 when none); ``dispatch_lateness_ms``: per enqueued new run, enqueue time minus dispatch
-    instant; ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
+    instant (0 for a run sent ahead of its instant by the look-ahead); ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
     bucket the watermark stands at after the tick; ``queries``: due-index requests made; ``malformed``:
     due entries that could not be read (logged as errors, ignored).
     """
@@ -271,7 +281,7 @@ class Scheduler:
         new leader's first tick), then from the watermark to now (bounded by ``limits.backlog_buckets`` plus
         the newest two when far behind)."""
         assert self._watermark is not None
-        newest = now_ms // self.bucket_ms
+        newest = self._horizon(now_ms) // self.bucket_ms
         oldest = min(self._watermark, newest)
         behind: list[int] = []
         period = (now_ms - self.bucket_ms // 2) // self.bucket_ms  # mid-bucket: away from round-time bursts
@@ -284,8 +294,15 @@ class Scheduler:
         backlog = list(range(oldest, oldest + self.limits.backlog_buckets))
         return [*behind, *backlog, newest - 1, newest]
 
+    def _horizon(self, now_ms: int) -> int:
+        """The last dispatch instant this tick dispatches (epoch ms): now plus the look-ahead up to just before
+        the next tick (``settings.dispatch_lookahead_ms``; ``planning.horizon_ms``)."""
+        return horizon_ms(now_ms, self.settings.dispatch_lookahead_ms)
+
     def _read_due(self, now_ms: int, result: TickResult) -> list[_BucketRead]:
-        """Query every (bucket, shard) in parallel, following pages while under ``limits.max_jobs``."""
+        """Query every (bucket, shard) in parallel for the entries due by the tick's horizon (now plus the
+        look-ahead), following pages while under ``limits.max_jobs``."""
+        horizon = self._horizon(now_ms)
         reads = [_BucketRead(b) for b in self._buckets(now_ms)]
         pending: list[tuple[_BucketRead, int, DuePageToken | None]] = [
             (read, shard, None) for read in reads for shard in range(self.settings.due_shards)
@@ -295,7 +312,7 @@ class Scheduler:
             pages = list(
                 self._pool.map(
                     lambda p: self.jobs.query_due(
-                        self.partition, p[0].bucket, p[1], now_ms, self.limits.page_size, p[2]
+                        self.partition, p[0].bucket, p[1], horizon, self.limits.page_size, p[2]
                     ),
                     pending,
                 )
@@ -321,7 +338,9 @@ class Scheduler:
         never from the due index's projection: a GSI is eventually consistent, and an entry may still show
         the state before an edit, a pause or a move. An entry that is not the item's current one (the job
         moved, was edited, paused or deleted since) is stale: it is left alone (the index drops it) and counts
-        as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first."""
+        as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first. Fires whose dispatch instant is
+        in ``(now, horizon]`` are planned too (the look-ahead); missed fires are still judged at now."""
+        horizon = self._horizon(now_ms)
         entries: dict[str, DueEntry] = {}
         for read in reads:
             for item in read.items:
@@ -340,7 +359,7 @@ class Scheduler:
                 result.malformed += 1
                 self._ignored.add(item)
                 continue
-            if not _due_here(state, self.partition, now_ms):
+            if not _due_here(state, self.partition, horizon):
                 # deleted, paused, ended, moved on, or re-homed in another partition: nothing due here now
                 self._stale.add(item)
                 continue
@@ -349,7 +368,7 @@ class Scheduler:
             if job.due != item:
                 self._stale.add(item)  # the index still shows an older entry of this job
             try:
-                plan = plan_fires(job, now_ms, self.limits)
+                plan = plan_fires(job, now_ms, self.limits, horizon=horizon)
             except ScheduleError as error:
                 # Validated at registration, so this means the environment changed (e.g. tzdata): record
                 # it on the job's history and take the job out of the index rather than block the bucket.
@@ -393,7 +412,7 @@ class Scheduler:
                 counts["existing"] += 1
                 if previous.status is RunStatus.QUEUED:
                     counts["reenqueued"] += 1
-                    work.to_send.append(RunMessage(job.job_id, fire))
+                    work.to_send.append(run_message(job, fire, now_ms))
 
             try:
                 for row in plan.skipped:
@@ -413,7 +432,7 @@ class Scheduler:
                     if previous is None:
                         counts["created"] += 1
                         work.new_runs.add(fire)
-                        work.to_send.append(RunMessage(job.job_id, fire))
+                        work.to_send.append(run_message(job, fire, now_ms))
                     else:
                         refused(fire, previous)
             except LeaseLost:
@@ -503,7 +522,7 @@ class Scheduler:
                         continue
                     result.enqueued += 1
                     if message.scheduled_for in work.new_runs:
-                        result.dispatch_lateness_ms.append(sent_at - dispatch_at)
+                        result.dispatch_lateness_ms.append(max(0, sent_at - dispatch_at))
 
         self._run_all(send, batches)
 
