@@ -75,6 +75,9 @@ TARGETS = (
         PROVISIONED_TARGET_USD,
     ),
     Target("write units 32 KiB / 1 KiB input", "wcu_per_run.ratio_32KiB_to_1KiB", "<=", 1.0),
+    Target("precision: dispatch lateness p99 ms", "precision.dispatch_lateness_ms.p99", "<=", 100),
+    Target("precision: start lateness p99 ms", "precision.start_lateness_ms.p99", "<=", 300),
+    Target("precision: early starts", "precision.early_starts", "<=", 0),
 )
 
 
@@ -90,7 +93,8 @@ def lookup(results: dict[str, Any], key: str) -> Any:
 
 def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
     """Build the results document from the raw measurements (``paths_1KiB``, ``paths_32KiB``, ``idle``,
-    ``rush``, ``steady``, ``cold_start`` (under ``cold_import_s``), ``scale_sim``; any may be missing) and the deployment facts (``worker_memory_mb``,
+    ``rush``, ``steady``, ``cold_start`` (under ``cold_import_s``), ``scale_sim``, ``precision``; any may be
+    missing) and the deployment facts (``worker_memory_mb``,
     ``worker_batch_size``, ``scheduler_memory_mb``, ``scheduler_invocation_s``)."""
     out: dict[str, Any] = {}
     small, large = measured.get("paths_1KiB"), measured.get("paths_32KiB")
@@ -138,6 +142,8 @@ def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, 
         out["cold_import_s"] = measured["cold_start"]
     if "scale_sim" in measured:
         out["scale_sim"] = measured["scale_sim"]
+    if "precision" in measured:
+        out["precision"] = measured["precision"]
     out["targets"] = [t.check(out) for t in TARGETS]
     return out
 
@@ -311,6 +317,9 @@ def table(results: dict[str, Any]) -> str:
         ("steady: runs/s", "steady.runs_per_s"),
         ("steady: lateness p50 ms", "steady.lateness_ms.p50"),
         ("steady: lateness p99 ms", "steady.lateness_ms.p99"),
+        ("precision: runs/s", "precision.runs_per_s"),
+        ("precision: runs sent ahead", "precision.sent_ahead"),
+        ("precision: worker hold per run, mean ms", "precision.hold_ms_mean_per_run"),
         *(
             (f"cold import s, {name} handler (3.12, {variant})", f"cold_import_s.handlers.{name}.{variant}_s")
             for name in ("api", "scheduler", "worker", "sweeper")

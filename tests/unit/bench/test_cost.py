@@ -96,6 +96,9 @@ def test_every_issue_target_is_checked() -> None:
         "cost_usd_per_million_runs.total",
         "cost_usd_per_million_runs_provisioned.total",
         "wcu_per_run.ratio_32KiB_to_1KiB",
+        "precision.dispatch_lateness_ms.p99",
+        "precision.start_lateness_ms.p99",
+        "precision.early_starts",
     }
 
 
