@@ -187,7 +187,8 @@ def horizon_ms(now_ms: int, lookahead_ms: int) -> int:
     look-ahead the instant before the next tick (the next whole second, ``TICK_MS``), at most
     ``lookahead_ms`` ahead. A fire on a whole second is so always dispatched by the tick of its own second
     (never held), and one between two ticks by the tick before it, ahead of its instant (the worker holds
-    its message until then: ``jobsched.domain.worker``). Raises ValueError for a negative ``lookahead_ms``.
+    its message until then: ``jobsched.domain.worker``; design §4.9). Raises ValueError for a negative
+    ``lookahead_ms``.
     """
     if lookahead_ms < 0:
         raise ValueError(f"lookahead_ms must be >= 0, not {lookahead_ms}")

@@ -8,7 +8,7 @@ H. Hold until the instant. A message carrying a ``dispatch_at`` still ahead is h
    look-ahead plus ``HOLD_SLACK_MS``) and processed once the clock reaches it; it keeps its visibility (the
    hold is far shorter than the queue's visibility timeout). Never early: a message further ahead, or one
    the worker cannot hold (no ``sleep``), is handed back unclaimed (``DEFERRED``), visible again at its
-   instant (whole seconds, rounded up).
+   instant (whole seconds, rounded up). See design §4.9.
 0. Enough time? A delivery that arrives with less of its invocation left (``Delivery.remaining_ms``) than the
    job's ``timeout_s`` plus ``CLAIM_MARGIN_S`` is not claimed: it is handed back (``DEFERRED``: its message's
    visibility set to 0 and the record reported failed) so a fresh invocation runs it instead of a try the

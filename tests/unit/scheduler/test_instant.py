@@ -252,3 +252,15 @@ def test_no_early_start_under_jitter(harness: Any) -> None:
     held = [row for row in rows if row["enqueued_at"] < row["dispatch_at"]]
     assert held and all(row["started_at"] == row["dispatch_at"] for row in held)
     assert sleeper.slept
+
+
+def test_the_message_carries_its_dispatch_instant_only_when_sent_ahead() -> None:
+    ahead = RunMessage("j_1", 10_000, dispatch_at=10_400)
+    assert ahead.body() == '{"job_id":"j_1","scheduled_for":10000,"dispatch_at":10400}'
+    assert RunMessage.parse(ahead.body()) == ahead
+    plain = RunMessage("j_1", 10_000)
+    assert plain.body() == '{"job_id":"j_1","scheduled_for":10000}'  # as before: older workers read it alike
+    assert RunMessage.parse(plain.body()) == plain
+    for bad in ('{"job_id":"j_1","scheduled_for":1,"dispatch_at":"soon"}', "[1, 2]"):
+        with pytest.raises(ValueError, match="malformed run message"):
+            RunMessage.parse(bad)
