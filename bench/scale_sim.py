@@ -524,11 +524,9 @@ def simulate(
     worker_run_s: float = 1.0,
     key_wcu_per_s: float = 1000.0,
     scheduler_memory_mb: int | None = LAMBDA_MB_PER_VCPU,
-    lookahead_ms: int | None = None,
 ) -> dict[str, Any]:
     """Run ``rush`` through ``partitions`` scheduler loops (``shards`` due shards each) from 00:00 until every
-    run is enqueued or ``horizon_s`` (simulated) passes. ``lookahead_ms``: the ticks' dispatch look-ahead
-    (``Settings.dispatch_lookahead_ms``; None: its default).
+    run is enqueued or ``horizon_s`` (simulated) passes.
 
     ``only_partition``: simulate just this partition's jobs and loop; the others behave alike (jobs hash
     evenly), so deployment-wide rates are multiplied by ``partitions`` and the sweep keys it writes are
@@ -556,8 +554,6 @@ def simulate(
     vcpu = min(1.0, scheduler_memory_mb / LAMBDA_MB_PER_VCPU) if scheduler_memory_mb else 1.0
     model = Model(clock, latencies or Latencies(), key_wcu_per_s=key_wcu_per_s, vcpu=vcpu)
     settings = sim_settings(partitions, shards)
-    if lookahead_ms is not None:
-        settings = settings.model_copy(update={"dispatch_lookahead_ms": lookahead_ms})
     simulated = [only_partition] if only_partition is not None else list(range(partitions))
     weight = partitions / len(simulated)
     half_run_cpu = SCHEDULER_CPU_MS_PER_RUN / 2 if scheduler_memory_mb else 0.0

@@ -44,10 +44,10 @@ if TYPE_CHECKING:
 class Components:
     """Builds each component on the tables, queues and topic ``settings`` names, through ``aws``'s clients.
 
-    ``clock`` gives epoch milliseconds (UTC); ``sleep`` waits seconds (the scheduler loop's pacing, the
-    worker's hold of a message sent ahead of its instant). Every method builds a new component; components
-    built from one ``Components`` share its boto3 clients, which are thread-safe (low-level clients) except
-    the DynamoDB resource: a thread of its own gets its own clients with :meth:`with_own_clients`.
+    ``clock`` gives epoch milliseconds (UTC); ``sleep`` waits seconds (the scheduler loop's pacing). Every
+    method builds a new component; components built from one ``Components`` share its boto3 clients, which
+    are thread-safe (low-level clients) except the DynamoDB resource: a thread of its own gets its own
+    clients with :meth:`with_own_clients`.
     """
 
     settings: Settings
@@ -192,8 +192,7 @@ class Components:
 
     def worker(self, *, targets: Targets | None = None, waiter: Waiter | None = None) -> Worker:
         """The worker: claims, runs and records one run per record (``targets`` default: :meth:`targets`;
-        ``waiter`` default: real time between heartbeats); it holds a message sent ahead of its dispatch
-        instant with ``sleep``."""
+        ``waiter`` default: real time between heartbeats)."""
         from jobsched.domain.worker import Worker
 
         queue = self.run_queue()
@@ -207,7 +206,6 @@ class Components:
             clock=self.clock,
             visibility=queue,
             waiter=waiter,
-            sleep=self.sleep,
         )
 
     def worker_batches(self) -> Batches:

@@ -11,7 +11,6 @@ from datetime import datetime
 from jobsched.models import MissedPolicy, from_ms, to_ms
 from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, SchedulingState
-from jobsched.ports.runs import RunMessage
 from jobsched.schedules import Schedule, parse_schedule
 
 TICK_MS = 1_000
@@ -183,12 +182,11 @@ def next_fire_ms(schedule: Schedule, after_ms: int, *, job_id: str = "") -> int 
 
 
 def horizon_ms(now_ms: int, lookahead_ms: int) -> int:
-    """The last dispatch instant (epoch ms) a tick at ``now_ms`` dispatches: ``now_ms`` itself, or with a
+    """The last dispatch instant (epoch ms) a tick at ``now_ms`` looks at: ``now_ms`` itself, or with a
     look-ahead the instant before the next tick (the next whole second, ``TICK_MS``), at most
-    ``lookahead_ms`` ahead. A fire on a whole second is so always dispatched by the tick of its own second
-    (never held), and one between two ticks by the tick before it, ahead of its instant (the worker holds
-    its message until then: ``jobsched.domain.worker``; design §4.9). Raises ValueError for a negative
-    ``lookahead_ms``.
+    ``lookahead_ms`` ahead. A fire on a whole second is so found by the tick of its own second, and one
+    between two ticks is seen by the tick before it, which tells its loop to tick again at that instant
+    (``TickResult.next_due_at``; design §4.9). Raises ValueError for a negative ``lookahead_ms``.
     """
     if lookahead_ms < 0:
         raise ValueError(f"lookahead_ms must be >= 0, not {lookahead_ms}")
@@ -196,34 +194,16 @@ def horizon_ms(now_ms: int, lookahead_ms: int) -> int:
     return max(now_ms, min(now_ms + lookahead_ms, next_tick - 1))
 
 
-def run_message(job: DueJob, fire: int, now_ms: int) -> RunMessage:
-    """The run-queue message of ``job``'s run at ``fire`` (epoch ms) sent by a tick at ``now_ms``: it carries
-    the run's dispatch instant (``fire`` + jitter offset) when that is still ahead, so the worker holds it
-    until then. No SQS delay: the look-ahead ends before the next whole second (:func:`horizon_ms`), so
-    the whole seconds a delay could cover (``DelaySeconds``, floored) are always 0."""
-    dispatch_at = fire + job.jitter_offset_ms
-    return RunMessage(job.job_id, fire, dispatch_at=dispatch_at if dispatch_at > now_ms else None)
-
-
-def plan_fires(
-    job: DueJob,
-    now_ms: int,
-    limits: TickLimits,
-    schedule: Schedule | None = None,
-    *,
-    horizon: int | None = None,
-) -> FirePlan:
+def plan_fires(job: DueJob, now_ms: int, limits: TickLimits, schedule: Schedule | None = None) -> FirePlan:
     """Decide a due job's fires at ``now_ms`` (epoch ms). Pure; cost bounded by ``limits``.
 
     Fires are ``job.next_run_at`` and its successors by ``Schedule.next_fire`` (always from the previous
-    fire, never from now, so delays never shift a job). The missed prefix (:func:`skip_through_ms`, judged
-    at ``now_ms``) becomes skipped rows; the fires due by ``horizon`` (``fire + jitter offset <= horizon``,
-    epoch ms; default and at least ``now_ms``; a tick's look-ahead, :func:`horizon_ms`) that remain run,
-    oldest first, at most ``limits.max_runs_per_job``. A job whose ``next_run_at`` is past ``end_at`` ends
-    without running. Raises ``ScheduleError`` when the stored schedule cannot be parsed.
+    fire, never from now, so delays never shift a job). The missed prefix (:func:`skip_through_ms`) becomes
+    skipped rows; the fires due by now (``fire + jitter offset <= now``) that remain run, oldest first, at
+    most ``limits.max_runs_per_job``. A job whose ``next_run_at`` is past ``end_at`` ends without running.
+    Raises ``ScheduleError`` when the stored schedule cannot be parsed.
     """
     schedule = schedule or job.parsed_schedule()
-    until = now_ms if horizon is None else max(now_ms, horizon)
     if job.end_at is not None and job.next_run_at > job.end_at:
         return FirePlan(job, (), (), None)
     through = skip_through_ms(job, now_ms)
@@ -235,7 +215,7 @@ def plan_fires(
     while (
         cursor is not None
         and cursor > through
-        and cursor + job.jitter_offset_ms <= until
+        and cursor + job.jitter_offset_ms <= now_ms
         and len(runs) < limits.max_runs_per_job
     ):
         runs.append(cursor)

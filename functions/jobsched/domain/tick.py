@@ -41,7 +41,6 @@ from jobsched.domain.planning import (
     horizon_ms,
     next_fire_ms,
     plan_fires,
-    run_message,
 )
 from jobsched.domain.registration import due_entry, partition_of
 from jobsched.models import RunStatus, from_ms
@@ -62,14 +61,13 @@ and the due index's replication delay (a GSI is eventually consistent)."""
 # --- the tick -------------------------------------------------------------------------------------
 
 
-def _due_here(state: SchedulingState | None, partition: int, horizon: int) -> bool:
-    """Whether ``state`` is in the due index, due by ``horizon`` (epoch ms: the tick's now plus its look-ahead)
-    and homed in ``partition``."""
+def _due_here(state: SchedulingState | None, partition: int, now_ms: int) -> bool:
+    """Whether ``state`` is in the due index, due by ``now_ms`` and homed in ``partition``."""
     return (
         state is not None
         and state.due is not None
         and state.next_run_at is not None
-        and state.due.due_at <= horizon
+        and state.due.due_at <= now_ms
         and state.partition == partition
     )
 
@@ -84,9 +82,11 @@ class TickResult:
     that landed / were refused (moved elsewhere, edited, deleted, paused, fenced); ``errors``: jobs left
     due for the next tick after an error; ``lag_ms``: age of the oldest due fire not enqueued when the tick
     ended (0 when none); ``dispatch_lateness_ms``: per enqueued new run, enqueue time minus dispatch
-    instant (0 for a run sent ahead of its instant by the look-ahead); ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
+    instant; ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
     bucket the watermark stands at after the tick; ``queries``: due-index requests made; ``malformed``:
-    due entries that could not be read (logged as errors, ignored).
+    due entries that could not be read (logged as errors, ignored); ``next_due_at``: the earliest dispatch
+    instant after now and before the next tick seen in the due index (the look-ahead; None: none), when the
+    loop ticks again (``SchedulerLoop``; design §4.9).
     """
 
     now: int
@@ -106,6 +106,7 @@ class TickResult:
     watermark: int | None = None
     queries: int = 0
     malformed: int = 0
+    next_due_at: int | None = None
 
 
 @dataclass
@@ -295,13 +296,13 @@ class Scheduler:
         return [*behind, *backlog, newest - 1, newest]
 
     def _horizon(self, now_ms: int) -> int:
-        """The last dispatch instant this tick dispatches (epoch ms): now plus the look-ahead up to just before
+        """The last dispatch instant this tick looks at (epoch ms): now plus the look-ahead up to just before
         the next tick (``settings.dispatch_lookahead_ms``; ``planning.horizon_ms``)."""
         return horizon_ms(now_ms, self.settings.dispatch_lookahead_ms)
 
     def _read_due(self, now_ms: int, result: TickResult) -> list[_BucketRead]:
         """Query every (bucket, shard) in parallel for the entries due by the tick's horizon (now plus the
-        look-ahead), following pages while under ``limits.max_jobs``."""
+        look-ahead: those after now are only noted, ``_plan``), following pages while under ``limits.max_jobs``."""
         horizon = self._horizon(now_ms)
         reads = [_BucketRead(b) for b in self._buckets(now_ms)]
         pending: list[tuple[_BucketRead, int, DuePageToken | None]] = [
@@ -338,12 +339,15 @@ class Scheduler:
         never from the due index's projection: a GSI is eventually consistent, and an entry may still show
         the state before an edit, a pause or a move. An entry that is not the item's current one (the job
         moved, was edited, paused or deleted since) is stale: it is left alone (the index drops it) and counts
-        as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first. Fires whose dispatch instant is
-        in ``(now, horizon]`` are planned too (the look-ahead); missed fires are still judged at now."""
-        horizon = self._horizon(now_ms)
+        as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first. Entries due after now (read by
+        the look-ahead) are not planned: the earliest gives ``result.next_due_at``, when the loop ticks again."""
         entries: dict[str, DueEntry] = {}
         for read in reads:
             for item in read.items:
+                if item.due_at > now_ms:
+                    if result.next_due_at is None or item.due_at < result.next_due_at:
+                        result.next_due_at = item.due_at
+                    continue
                 known = entries.get(item.job_id)
                 if known is None or item.due_at < known.due_at:
                     entries[item.job_id] = item
@@ -359,7 +363,7 @@ class Scheduler:
                 result.malformed += 1
                 self._ignored.add(item)
                 continue
-            if not _due_here(state, self.partition, horizon):
+            if not _due_here(state, self.partition, now_ms):
                 # deleted, paused, ended, moved on, or re-homed in another partition: nothing due here now
                 self._stale.add(item)
                 continue
@@ -368,7 +372,7 @@ class Scheduler:
             if job.due != item:
                 self._stale.add(item)  # the index still shows an older entry of this job
             try:
-                plan = plan_fires(job, now_ms, self.limits, horizon=horizon)
+                plan = plan_fires(job, now_ms, self.limits)
             except ScheduleError as error:
                 # Validated at registration, so this means the environment changed (e.g. tzdata): record
                 # it on the job's history and take the job out of the index rather than block the bucket.
@@ -412,7 +416,7 @@ class Scheduler:
                 counts["existing"] += 1
                 if previous.status is RunStatus.QUEUED:
                     counts["reenqueued"] += 1
-                    work.to_send.append(run_message(job, fire, now_ms))
+                    work.to_send.append(RunMessage(job.job_id, fire))
 
             try:
                 for row in plan.skipped:
@@ -432,7 +436,7 @@ class Scheduler:
                     if previous is None:
                         counts["created"] += 1
                         work.new_runs.add(fire)
-                        work.to_send.append(run_message(job, fire, now_ms))
+                        work.to_send.append(RunMessage(job.job_id, fire))
                     else:
                         refused(fire, previous)
             except LeaseLost:
@@ -522,7 +526,7 @@ class Scheduler:
                         continue
                     result.enqueued += 1
                     if message.scheduled_for in work.new_runs:
-                        result.dispatch_lateness_ms.append(max(0, sent_at - dispatch_at))
+                        result.dispatch_lateness_ms.append(sent_at - dispatch_at)
 
         self._run_all(send, batches)
 

@@ -1,14 +1,8 @@
 """The worker: one delivery of a run, from claim to a recorded result (design §5.1-§5.3). Pure domain: no
 boto3; the stores, queues and targets are passed in behind the ports of ``jobsched.ports``.
 
-One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_for"}``, and ``dispatch_at``
-when the scheduler sent it ahead of its instant):
+One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_for"}``):
 
-H. Hold until the instant. A message carrying a ``dispatch_at`` still ahead is held (``sleep``, at most the
-   look-ahead plus ``HOLD_SLACK_MS``) and processed once the clock reaches it; it keeps its visibility (the
-   hold is far shorter than the queue's visibility timeout). Never early: a message further ahead, or one
-   the worker cannot hold (no ``sleep``), is handed back unclaimed (``DEFERRED``), visible again at its
-   instant (whole seconds, rounded up). See design §4.9.
 0. Enough time? A delivery that arrives with less of its invocation left (``Delivery.remaining_ms``) than the
    job's ``timeout_s`` plus ``CLAIM_MARGIN_S`` is not claimed: it is handed back (``DEFERRED``: its message's
    visibility set to 0 and the record reported failed) so a fresh invocation runs it instead of a try the
@@ -45,9 +39,6 @@ it holds the run (refused or long-failing heartbeats) abandons its try before th
 """
 
 from __future__ import annotations
-
-import math
-from collections.abc import Callable
 
 from jobsched.clock import Clock
 from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error
@@ -86,14 +77,6 @@ retry or dead-run messages, each with SDK retries). A delivery whose invocation 
 invocation can always claim a job at the cap."""
 
 
-HOLD_SLACK_MS = 1_000
-"""A held message may be this much further ahead of its instant than the look-ahead alone allows (the
-scheduler's and the worker's clocks may differ); further ahead, it is handed back instead of held."""
-HOLD_ROUNDS = 3
-"""Sleeps per hold at most: a sleep may end a little early (timer granularity); after these the clock has not
-reached the instant (a stalled clock) and the message is handed back, never started early."""
-
-
 class Deferred(Exception):
     """Raised by ``Worker.handle`` for a ``DEFERRED`` delivery so the batch processor reports the record as a
     batch item failure (the message stays on the queue; see ``Worker.process``)."""
@@ -104,12 +87,7 @@ class Deferred(Exception):
 
 class Worker:
     """Processes deliveries of runs (see the module docstring). Thread-safe: no per-delivery state is kept
-    on the object, so one instance serves a local pool of worker threads.
-
-    ``clock`` gives epoch ms; ``waiter`` paces heartbeats and timeouts (default: real time); ``sleep`` waits
-    seconds while a message is held until its dispatch instant (``time.sleep`` in production, a fake clock's
-    sleep in tests). Without ``sleep`` the worker never holds: a message ahead of its instant is handed back.
-    """
+    on the object, so one instance serves a local pool of worker threads."""
 
     def __init__(
         self,
@@ -123,10 +101,8 @@ class Worker:
         clock: Clock,
         visibility: VisibilityExtender | None = None,
         waiter: Waiter | None = None,
-        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.sleep = sleep
         self.runs = runs
         self.jobs = jobs
         self.targets = targets
@@ -160,12 +136,6 @@ class Worker:
         """
         message = delivery.message
         rid = run_id(message.job_id, message.scheduled_for)
-        if message.dispatch_at is not None and not self._hold(message.dispatch_at):
-            return self._defer(
-                delivery,
-                visible_in_s=math.ceil(max(0, message.dispatch_at - self.clock()) / 1000),
-                reason="ahead of its dispatch instant",
-            )
         job: Job | None = None
         spec_read = False
         if delivery.remaining_ms is not None:
@@ -370,25 +340,6 @@ class Worker:
             logger.exception(
                 "overlap lock not released; it goes stale after heartbeat_stale_s", run_id=owned.run_id
             )
-
-    def _hold(self, dispatch_at: int) -> bool:
-        """Wait until the clock reaches ``dispatch_at`` (epoch ms); True once it has. False (the caller hands
-        the message back) when it is further ahead than a hold may last (``settings.dispatch_lookahead_ms``
-        + ``HOLD_SLACK_MS``), when there is no ``sleep``, or when ``HOLD_ROUNDS`` sleeps did not get there."""
-        for _ in range(HOLD_ROUNDS):
-            ahead = dispatch_at - self.clock()
-            if ahead <= 0:
-                return True
-            if self.sleep is None or ahead > self.settings.dispatch_lookahead_ms + HOLD_SLACK_MS:
-                break
-            self.sleep(ahead / 1000)
-        ahead = dispatch_at - self.clock()
-        if ahead <= 0:
-            return True
-        logger.info(
-            "delivery ahead of its dispatch instant: handed back", dispatch_at=dispatch_at, ahead_ms=ahead
-        )
-        return False
 
     def _time_needed_ms(self, timeout_s: int) -> int:
         """Invocation time a try of ``timeout_s`` (capped) needs before it may be claimed, ms."""

@@ -232,35 +232,22 @@ class OverlapHolder:
 
 @dataclass(frozen=True)
 class RunMessage:
-    """The body of a run-queue message: the run's key. ``delay_s`` (0-900) defers delivery.
-
-    ``dispatch_at`` (epoch ms, optional): the run's dispatch instant (``scheduled_for`` plus the job's jitter
-    offset), set when the scheduler sends the message ahead of it (look-ahead); the worker does not start the
-    run before it. Absent from messages sent at or after their instant (and from older messages)."""
+    """The body of a run-queue message: the run's key. ``delay_s`` (0-900) defers delivery."""
 
     job_id: str
     scheduled_for: int  # epoch ms
     delay_s: int = 0
-    dispatch_at: int | None = None
 
     def body(self) -> str:
-        data: dict[str, Any] = {"job_id": self.job_id, "scheduled_for": self.scheduled_for}
-        if self.dispatch_at is not None:
-            data["dispatch_at"] = self.dispatch_at
-        return json.dumps(data, separators=(",", ":"))
+        return json.dumps({"job_id": self.job_id, "scheduled_for": self.scheduled_for}, separators=(",", ":"))
 
     @classmethod
     def parse(cls, body: str) -> RunMessage:
         """Parse a message body; raises ValueError (KeyError/TypeError wrapped) for a malformed one."""
         try:
             data = json.loads(body)
-            dispatch_at = data.get("dispatch_at")
-            return cls(
-                job_id=str(data["job_id"]),
-                scheduled_for=int(data["scheduled_for"]),
-                dispatch_at=int(dispatch_at) if dispatch_at is not None else None,
-            )
-        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]))
+        except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"malformed run message: {body[:200]!r}") from error
 
 

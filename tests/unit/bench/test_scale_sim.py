@@ -181,25 +181,20 @@ def test_a_scaled_rush_keeps_its_arrival_rates() -> None:
 # --- a tiny rush, by hand ---------------------------------------------------------------------------
 
 
-TINY_LATENCIES = Latencies(
-    put_ms=0, update_ms=0, batch_get_ms=0, query_ms=0, query_item_ms=0, sqs_batch_ms=100, control_ms=0
-)
-
-
 def test_a_tiny_rush_matches_the_hand_computation() -> None:
-    """20 jobs, 1 partition, 1 shard, every latency 0 but SQS's 100 ms, no dispatch look-ahead. The 10
-    non-jittered are due at 00:00:00 and go in one batch at the 00:00:00 tick: enqueued at 0.1 s. The 10
-    jittered have offsets 0.5, 1.5, ..., 9.5 s: each is found by the tick of the next whole second and enqueued
-    0.1 s later, the last at 10.1 s, 0.6 s after its instant. Each move deletes from today's bucket key and puts
-    into tomorrow's: 10 units on each in second 0, one a second after. The scheduler lags 0.5 s at each of the
-    seconds 1-10."""
+    """20 jobs, 1 partition, 1 shard, every latency 0 but SQS's 100 ms. The 10 non-jittered are due at 00:00:00
+    and go in one batch at the 00:00:00 tick: enqueued at 0.1 s. The 10 jittered have offsets 0.5, 1.5, ...,
+    9.5 s: each is found by the tick of the next whole second and enqueued 0.1 s later, the last at 10.1 s,
+    0.6 s after its instant. Each move deletes from today's bucket key and puts into tomorrow's: 10 units on
+    each in second 0, one a second after. The scheduler lags 0.5 s at each of the seconds 1-10."""
     result = simulate(
         Rush(20, jitter_s=10),
         partitions=1,
         shards=1,
-        latencies=TINY_LATENCIES,
+        latencies=Latencies(
+            put_ms=0, update_ms=0, batch_get_ms=0, query_ms=0, query_item_ms=0, sqs_batch_ms=100, control_ms=0
+        ),
         scheduler_memory_mb=None,
-        lookahead_ms=0,
     )
     assert result["runs"] == 20
     assert result["created"] == 20
@@ -216,24 +211,6 @@ def test_a_tiny_rush_matches_the_hand_computation() -> None:
     assert result["requests"]["UpdateItem"] == 20
     assert result["requests"]["SendMessageBatch"] == 11
     assert MIDNIGHT_MS // 60_000 == 29979360
-
-
-def test_with_the_look_ahead_a_tiny_rush_dispatches_the_jittered_runs_ahead() -> None:
-    """The same rush with the default look-ahead: each jittered fire (offset k + 0.5 s) is found by the tick of
-    its own second k, which looks ahead to k.999, and enqueued at k.1 s, before its instant (the worker holds
-    it): none is late and the scheduler never lags. The 00:00:00 tick sends 11 (the 10 non-jittered, then the
-    0.5 s one: 2 batches), so 11 moves land in second 0; the last jittered run is enqueued at 9.1 s."""
-    result = simulate(
-        Rush(20, jitter_s=10), partitions=1, shards=1, latencies=TINY_LATENCIES, scheduler_memory_mb=None
-    )
-    assert result["runs"] == 20 and result["created"] == 20
-    assert result["enqueue_non_jittered_s"] == 0.1
-    assert result["enqueue_all_s"] == 9.1
-    assert result["dispatch_lateness_ms"] == {"p50": 0, "p99": 100}  # the 10 jittered: 0 (sent ahead)
-    assert result["scheduler_lag_ms_p99"] == 0
-    assert result["hottest_key_wcu_per_s"] == 11 and result["peak_enqueue_runs_per_s"] == 11
-    assert result["requests"]["SendMessageBatch"] == 11
-    assert result["requests"]["PutItem"] == 20 and result["requests"]["UpdateItem"] == 20
 
 
 def test_a_throttled_move_is_retried_by_the_next_tick_and_every_run_is_created_once() -> None:

@@ -12,9 +12,8 @@ HOUR = 3600_000
 
 
 def test_jitter_dispatches_late_by_a_fixed_offset_never_early(harness: Any) -> None:
-    """With the look-ahead off, each tick sends only what is due by its own now (test_instant.py has it on)."""
     harness.settings = harness.settings.model_copy(
-        update={"due_bucket_s": 3600, "due_shards": 1, "lease_ttl_s": 7200, "dispatch_lookahead_ms": 0}
+        update={"due_bucket_s": 3600, "due_shards": 1, "lease_ttl_s": 7200}
     )
     jobs = [harness.add("0 2 * * *", jitter_s=600) for _ in range(3)]
     offsets = {job.id: jitter_offset_ms(job.id, 600) for job in jobs}
