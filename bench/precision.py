@@ -9,13 +9,11 @@ Every message the run queue accepts is timed (a wrapper around ``RunQueue.send``
 uses); after the window the runs whose ``scheduled_for`` falls in it are read back from the runs table. Per
 run, with ``D`` its dispatch instant (``dispatch_at``: ``scheduled_for`` plus the jitter offset, 0 here):
 
-- dispatch lateness: ``max(0, accepted - D)``, ``accepted`` the first time SQS accepted a message of the run
-  (a message sent ahead of ``D`` is on time: the worker holds it until ``D``);
+- dispatch lateness: ``accepted - D``, ``accepted`` the first time SQS accepted a message of the run;
 - start lateness: ``started_at - D`` (the claim, just before the target starts); a run not started when the
   settle time ends counts with its lateness so far (a lower bound; ``not_started`` says how many);
-- early starts: runs with ``started_at < D`` (must be 0);
-- hold: ``D - accepted`` for the runs sent ahead, the time a worker holds their message (what the look-ahead
-  costs in worker time).
+- early starts: runs with ``started_at < D`` (must be 0); ``sent_early``: runs whose message was accepted
+  before ``D`` (0: the scheduler sends a run at its instant, never before).
 """
 
 from __future__ import annotations
@@ -52,7 +50,7 @@ def measure_precision(
 ) -> dict[str, Any]:
     """Run the load and return ``{"jobs", "seconds", "workers", "lookahead_ms", "runs", "expected_runs",
     "runs_per_s", "dispatch_lateness_ms": {"p50", "p99", "max"...}, "start_lateness_ms": {...},
-    "early_starts", "sent_ahead", "hold_ms": {...}, "not_started", "statuses"}``.
+    "early_starts", "sent_early", "not_started", "statuses"}``.
 
     ``lookahead_ms``: the deployment's ``dispatch_lookahead_ms`` (None: its default). Raises RuntimeError if
     the window holds no runs.
@@ -138,8 +136,7 @@ def summarize(
     SQS accepted a message of each run (``(job_id, scheduled_for) -> epoch ms``)."""
     dispatch: list[int] = []
     start: list[int] = []
-    hold: list[int] = []
-    early = not_started = unsent = 0
+    early = sent_early = not_started = unsent = 0
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
@@ -148,9 +145,8 @@ def summarize(
         if sent is None:
             unsent += 1
         else:
-            dispatch.append(max(0, sent - instant))
-            if sent < instant:
-                hold.append(instant - sent)
+            dispatch.append(sent - instant)
+            sent_early += sent < instant
         if row.get("started_at") is None:
             not_started += 1
             start.append(read_at - instant)
@@ -163,9 +159,7 @@ def summarize(
         "dispatch_lateness_ms": quantiles(dispatch),
         "start_lateness_ms": quantiles(start),
         "early_starts": early,
-        "sent_ahead": len(hold),
-        "hold_ms": quantiles(hold),
-        "hold_ms_mean_per_run": sum(hold) / len(rows),
+        "sent_early": sent_early,
         "not_started": not_started,
         "not_seen_sent": unsent,
         "statuses": statuses,

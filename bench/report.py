@@ -318,8 +318,7 @@ def table(results: dict[str, Any]) -> str:
         ("steady: lateness p50 ms", "steady.lateness_ms.p50"),
         ("steady: lateness p99 ms", "steady.lateness_ms.p99"),
         ("precision: runs/s", "precision.runs_per_s"),
-        ("precision: runs sent ahead", "precision.sent_ahead"),
-        ("precision: worker hold per run, mean ms", "precision.hold_ms_mean_per_run"),
+        ("precision: runs sent before their instant", "precision.sent_early"),
         *(
             (f"cold import s, {name} handler (3.12, {variant})", f"cold_import_s.handlers.{name}.{variant}_s")
             for name in ("api", "scheduler", "worker", "sweeper")
