@@ -32,16 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.clock import Clock
+from jobsched.domain import planning
 from jobsched.domain.lease import LeaseLost
-from jobsched.domain.planning import (
-    DueJob,
-    FirePlan,
-    SkipRow,
-    TickLimits,
-    horizon_ms,
-    next_fire_ms,
-    plan_fires,
-)
+from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, next_fire_ms, plan_fires
 from jobsched.domain.registration import due_entry, partition_of
 from jobsched.models import RunStatus, from_ms
 from jobsched.observability import logger
@@ -298,7 +291,7 @@ class Scheduler:
     def _horizon(self, now_ms: int) -> int:
         """The last dispatch instant this tick looks at (epoch ms): now plus the look-ahead up to just before
         the next tick (``settings.dispatch_lookahead_ms``; ``planning.horizon_ms``)."""
-        return horizon_ms(now_ms, self.settings.dispatch_lookahead_ms)
+        return planning.horizon_ms(now_ms, self.settings.dispatch_lookahead_ms)
 
     def _read_due(self, now_ms: int, result: TickResult) -> list[_BucketRead]:
         """Query every (bucket, shard) in parallel for the entries due by the tick's horizon (now plus the
