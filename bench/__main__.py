@@ -35,6 +35,7 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
     from bench.cold_start import measure_cold_start
     from bench.idle import measure_idle, measure_local_tick
     from bench.paths import measure_paths
+    from bench.precision import measure_precision
     from bench.rush import measure_rush
     from bench.scale_sim import measure_scale_sim
     from bench.steady import measure_steady
@@ -54,6 +55,7 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
         ),
         "cold_start": lambda: measure_cold_start(repeats=3 if quick else 5),
         "scale_sim": lambda: measure_scale_sim(quick=quick),
+        "precision": lambda: measure_precision(seconds=10 if quick else 60),
     }
 
 
@@ -65,6 +67,7 @@ GROUPS = (
     ("local_tick",),
     ("cold_start",),
     ("scale_sim",),
+    ("precision",),
 )
 
 

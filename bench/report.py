@@ -79,6 +79,9 @@ TARGETS = (
     Target("steady: start lateness p99 ms (local mode)", "steady.lateness_ms.p99", "<=", 1000),
     Target("local tick growth, 1k -> 20k jobs", "local_tick.growth_ratio_jobs", "<=", 1.2),
     Target("local tick growth, 0 -> 100k history rows", "local_tick.growth_ratio_history", "<=", 1.2),
+    Target("precision: dispatch lateness p99 ms", "precision.dispatch_lateness_ms.p99", "<=", 100),
+    Target("precision: start lateness p99 ms", "precision.start_lateness_ms.p99", "<=", 300),
+    Target("precision: early starts", "precision.early_starts", "<=", 0),
 )
 
 
@@ -100,13 +103,15 @@ REPORTED_AS = (
     ("local_tick", "local_tick"),
     ("cold_start", "cold_import_s"),
     ("scale_sim", "scale_sim"),
+    ("precision", "precision"),
 )
 """Measurements ``assemble`` reports as they are, each under its key of results.json."""
 
 
 def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
     """Build the results document from the raw measurements (``paths_1KiB``, ``paths_32KiB``, ``idle``,
-    ``rush``, ``steady``, ``local_tick``, ``cold_start`` (under ``cold_import_s``), ``scale_sim``; any may be missing) and the deployment facts (``worker_memory_mb``,
+    ``rush``, ``steady``, ``local_tick``, ``cold_start`` (under ``cold_import_s``), ``scale_sim``, ``precision``;
+    any may be missing) and the deployment facts (``worker_memory_mb``,
     ``worker_batch_size``, ``scheduler_memory_mb``, ``scheduler_invocation_s``)."""
     out: dict[str, Any] = {}
     small, large = measured.get("paths_1KiB"), measured.get("paths_32KiB")
@@ -323,6 +328,8 @@ def table(results: dict[str, Any]) -> str:
         ("local tick ms (p50), idle, 20,000 jobs", "local_tick.jobs_20000.wall_ms_p50"),
         ("local tick ms (p50), 50 runs, 0 history rows", "local_tick.history_0.wall_ms_p50"),
         ("local tick ms (p50), 50 runs, 100k history rows", "local_tick.history_100000.wall_ms_p50"),
+        ("precision: runs/s", "precision.runs_per_s"),
+        ("precision: runs sent before their instant", "precision.sent_early"),
         *(
             (f"cold import s, {name} handler (3.12, {variant})", f"cold_import_s.handlers.{name}.{variant}_s")
             for name in ("api", "scheduler", "worker", "sweeper")

@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     scheduler_partitions: int = Field(1, ge=1, le=256, description="jobs hash into N scheduler partitions")
     due_shards: int = Field(4, ge=1, le=64, description="write shards per due-index bucket")
     due_bucket_s: int = Field(60, ge=1, le=3600, description="width of a due-index time bucket, seconds")
+    dispatch_lookahead_ms: int = Field(
+        1000,
+        ge=0,
+        le=1000,
+        description="a tick also sends the fires due before the next tick (the next whole second), at most "
+        "this far ahead; workers hold each until its instant (0: off, each fire waits for its own tick)",
+    )
     min_interval_s: float = Field(1.0, ge=0.001, description="smallest allowed gap between fires, seconds")
     retention_days: int = Field(90, ge=1, description="run history kept this long (DynamoDB TTL)")
     lease_ttl_s: float = Field(5.0, gt=0, description="a leader silent this long loses its lease")

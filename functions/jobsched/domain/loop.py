@@ -13,6 +13,10 @@ from jobsched.domain.lease import LeaderLease, LeaseLost
 from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.observability import logger
 
+INSTANT_TICKS_MAX = 20
+"""Extra ticks a loop makes within one second, at the instants its ticks saw due before the next whole second
+(design §4.9). Past this many, the second's remaining fires wait for the next whole second's tick."""
+
 # --- the loop -------------------------------------------------------------------------------------
 
 
@@ -37,7 +41,8 @@ class LoopReport:
 
 
 class SchedulerLoop:
-    """A lease contender plus its partition's scheduler: :meth:`step` once a second (:meth:`run`).
+    """A lease contender plus its partition's scheduler: :meth:`step` once a second (:meth:`run`), and in
+    between a tick at each instant a tick saw due before the next second (:meth:`tick_at`).
 
     Each step renews or acquires the lease and, while leading, ticks. Local mode runs several of these in
     threads (competing for the lease); the Lambda handler runs one per invocation.
@@ -71,6 +76,28 @@ class SchedulerLoop:
         try:
             if not was_leading:
                 self.scheduler.on_leadership(self.lease)
+        except LeaseLost:
+            self.scheduler.on_lost()
+            return None
+        except Exception as error:
+            logger.exception("scheduler step failed", partition=self.scheduler.partition, error=str(error))
+            return None
+        return self._tick()
+
+    def tick_at(self, instant_ms: int) -> TickResult | None:
+        """Tick again at ``instant_ms`` (epoch ms; sleeping until then), without renewing the lease (the
+        step of this second did; the tick checks it before each write). For the instants a tick saw due
+        before the next second (``TickResult.next_due_at``), so a fire between two seconds is dispatched at
+        its instant (design §4.9). Returns the tick's result, or None when not leading or it failed."""
+        now = self.clock()
+        if instant_ms > now:
+            self.sleep((instant_ms - now) / 1000)
+        if self.scheduler.watermark is None or not self.lease.held:
+            return None
+        return self._tick()
+
+    def _tick(self) -> TickResult | None:
+        try:
             result = self.scheduler.tick(self.clock(), self.lease)
         except LeaseLost:
             self.scheduler.on_lost()
@@ -94,11 +121,15 @@ class SchedulerLoop:
         self.sleep((1000 - now % 1000) / 1000)
 
     def run(self, keep_going: Callable[[], bool]) -> LoopReport:
-        """Step on each second boundary while ``keep_going()``; release the lease at the end (so the next
-        invocation takes over at once) and stop the worker threads. Returns the report."""
+        """Step on each second boundary while ``keep_going()``, ticking in between at the instants due before
+        the next second (:func:`tick_on_instants`); release the lease at the end (so the next invocation takes
+        over at once) and stop the worker threads. Returns the report."""
         try:
             while keep_going():
-                self.step()
+                result = self.step()
+                if not keep_going():
+                    break
+                tick_on_instants([(self, result)], keep_going)
                 if not keep_going():
                     break
                 self.sleep_to_next_second()
@@ -114,6 +145,36 @@ class SchedulerLoop:
         self.scheduler.close()
 
 
+def tick_on_instants(
+    stepped: Sequence[tuple[SchedulerLoop, TickResult | None]], keep_going: Callable[[], bool]
+) -> int:
+    """After a second's steps, tick each loop again at the instants its ticks saw due before the next whole
+    second (``TickResult.next_due_at``), earliest first, at most ``INSTANT_TICKS_MAX`` ticks in all. Each
+    such tick costs the due-index queries of an idle tick plus the work of the fires it finds; only fires
+    between two whole seconds cause one. Returns the number of ticks made."""
+    pending: dict[int, tuple[SchedulerLoop, int]] = {}
+    for index, (loop, result) in enumerate(stepped):
+        instant = _next_instant(result)
+        if instant is not None:
+            pending[index] = (loop, instant)
+    ticks = 0
+    while pending and ticks < INSTANT_TICKS_MAX and keep_going():
+        index, (loop, instant) = min(pending.items(), key=lambda item: item[1][1])
+        del pending[index]
+        ticks += 1
+        following = _next_instant(loop.tick_at(instant))
+        if following is not None:
+            pending[index] = (loop, following)
+    return ticks
+
+
+def _next_instant(result: TickResult | None) -> int | None:
+    """The instant ``result``'s tick saw due before the next whole second after it, if any."""
+    if result is None or result.aborted or result.next_due_at is None:
+        return None
+    return result.next_due_at if result.next_due_at < (result.now // 1000 + 1) * 1000 else None
+
+
 def adopted_partitions(partition: int, partitions: int, high_water: int) -> list[int]:
     """The partitions that the leader of ``partition`` (of ``partitions``) also serves: those a deployment
     with more partitions (up to ``high_water``) had and this one has not, ``q`` with ``q % partitions ==
@@ -124,7 +185,8 @@ def adopted_partitions(partition: int, partitions: int, high_water: int) -> list
 
 class SchedulerGroup:
     """The loops one scheduler process runs: its home partition's and the adopted ones (``adopted_partitions``),
-    stepped one after another on each second boundary of the first loop's clock."""
+    stepped one after another on each second boundary of the first loop's clock, then ticked at the instants
+    due before the next second (:func:`tick_on_instants`)."""
 
     def __init__(self, loops: Sequence[SchedulerLoop]) -> None:
         if not loops:
@@ -140,7 +202,10 @@ class SchedulerGroup:
         loops' reports added up."""
         try:
             while keep_going():
-                self.step()
+                results = self.step()
+                if not keep_going():
+                    break
+                tick_on_instants(list(zip(self.loops, results, strict=True)), keep_going)
                 if not keep_going():
                     break
                 self.loops[0].sleep_to_next_second()

@@ -13,6 +13,9 @@ from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.schedules import Schedule, parse_schedule
 
+TICK_MS = 1_000
+"""The scheduler loop ticks on each whole second of its clock (``jobsched.domain.loop``)."""
+
 ON_TIME_TOLERANCE_MS = 2_000
 """A fire late by less than this is never treated as missed, whatever ``misfire_grace_s`` says: the poll
 runs once a second, so an on-time fire is routinely found up to a tick (plus the tick's work) after its
@@ -180,6 +183,19 @@ def next_fire_ms(schedule: Schedule, after_ms: int, *, job_id: str = "") -> int 
         )
         return None
     return fire
+
+
+def horizon_ms(now_ms: int, lookahead_ms: int) -> int:
+    """The last dispatch instant (epoch ms) a tick at ``now_ms`` looks at: ``now_ms`` itself, or with a
+    look-ahead the instant before the next tick (the next whole second, ``TICK_MS``), at most
+    ``lookahead_ms`` ahead. A fire on a whole second is so found by the tick of its own second, and one
+    between two ticks is seen by the tick before it, which tells its loop to tick again at that instant
+    (``TickResult.next_due_at``; design §4.9). Raises ValueError for a negative ``lookahead_ms``.
+    """
+    if lookahead_ms < 0:
+        raise ValueError(f"lookahead_ms must be >= 0, not {lookahead_ms}")
+    next_tick = (now_ms // TICK_MS + 1) * TICK_MS
+    return max(now_ms, min(now_ms + lookahead_ms, next_tick - 1))
 
 
 def plan_fires(job: DueJob, now_ms: int, limits: TickLimits, schedule: Schedule | None = None) -> FirePlan:

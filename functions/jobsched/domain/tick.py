@@ -30,6 +30,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from jobsched.clock import Clock
+from jobsched.domain import planning
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, plan_fires
 from jobsched.domain.tick_writes import JobWork, TickWrites
@@ -73,7 +74,9 @@ class TickResult:
     ended (0 when none); ``dispatch_lateness_ms``: per enqueued new run, enqueue time minus dispatch
     instant; ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
     bucket the watermark stands at after the tick; ``queries``: due-index requests made; ``malformed``:
-    due entries that could not be read (logged as errors, ignored).
+    due entries that could not be read (logged as errors, ignored); ``next_due_at``: the earliest dispatch
+    instant after now and before the next tick seen in the due index (the look-ahead; None: none), when the
+    loop ticks again (``SchedulerLoop``; design §4.9).
     """
 
     now: int
@@ -93,6 +96,7 @@ class TickResult:
     watermark: int | None = None
     queries: int = 0
     malformed: int = 0
+    next_due_at: int | None = None
 
 
 LOOK_BEHIND_MS = 300_000
@@ -259,7 +263,7 @@ class Scheduler(TickWrites):
         new leader's first tick), then from the watermark to now (bounded by ``limits.backlog_buckets`` plus
         the newest two when far behind)."""
         assert self._watermark is not None
-        newest = now_ms // self.bucket_ms
+        newest = self._horizon(now_ms) // self.bucket_ms
         oldest = min(self._watermark, newest)
         behind: list[int] = []
         period = (now_ms - self.bucket_ms // 2) // self.bucket_ms  # mid-bucket: away from round-time bursts
@@ -272,8 +276,15 @@ class Scheduler(TickWrites):
         backlog = list(range(oldest, oldest + self.limits.backlog_buckets))
         return [*behind, *backlog, newest - 1, newest]
 
+    def _horizon(self, now_ms: int) -> int:
+        """The last dispatch instant this tick looks at (epoch ms): now plus the look-ahead up to just before
+        the next tick (``settings.dispatch_lookahead_ms``; ``planning.horizon_ms``)."""
+        return planning.horizon_ms(now_ms, self.settings.dispatch_lookahead_ms)
+
     def _read_due(self, now_ms: int, result: TickResult) -> list[_BucketRead]:
-        """Query every (bucket, shard) in parallel, following pages while under ``limits.max_jobs``."""
+        """Query every (bucket, shard) in parallel for the entries due by the tick's horizon (now plus the
+        look-ahead: those after now are only noted, ``_plan``), following pages while under ``limits.max_jobs``."""
+        horizon = self._horizon(now_ms)
         reads = [_BucketRead(b) for b in self._buckets(now_ms)]
         pending: list[tuple[_BucketRead, int, DuePageToken | None]] = [
             (read, shard, None) for read in reads for shard in range(self.settings.due_shards)
@@ -283,7 +294,7 @@ class Scheduler(TickWrites):
             pages = list(
                 self._pool.map(
                     lambda p: self.jobs.query_due(
-                        self.partition, p[0].bucket, p[1], now_ms, self.limits.page_size, p[2]
+                        self.partition, p[0].bucket, p[1], horizon, self.limits.page_size, p[2]
                     ),
                     pending,
                 )
@@ -309,10 +320,15 @@ class Scheduler(TickWrites):
         never from the due index's projection: a GSI is eventually consistent, and an entry may still show
         the state before an edit, a pause or a move. An entry that is not the item's current one (the job
         moved, was edited, paused or deleted since) is stale: it is left alone (the index drops it) and counts
-        as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first."""
+        as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first. Entries due after now (read by
+        the look-ahead) are not planned: the earliest gives ``result.next_due_at``, when the loop ticks again."""
         entries: dict[str, DueEntry] = {}
         for read in reads:
             for item in read.items:
+                if item.due_at > now_ms:
+                    if result.next_due_at is None or item.due_at < result.next_due_at:
+                        result.next_due_at = item.due_at
+                    continue
                 known = entries.get(item.job_id)
                 if known is None or item.due_at < known.due_at:
                     entries[item.job_id] = item

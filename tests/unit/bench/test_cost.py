@@ -103,6 +103,9 @@ def test_every_issue_target_is_checked() -> None:
         "steady.lateness_ms.p99",
         "local_tick.growth_ratio_jobs",
         "local_tick.growth_ratio_history",
+        "precision.dispatch_lateness_ms.p99",
+        "precision.start_lateness_ms.p99",
+        "precision.early_starts",
     }
 
 
