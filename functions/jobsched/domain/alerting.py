@@ -5,7 +5,7 @@ Each alert goes on the alerts topic with ``owner``, ``job_id`` and ``kind`` attr
 ``failures``, ``auto_paused``; ``dead`` is sent with the dead-run message). Alerts are best effort after the
 run's state is recorded: a publish that fails is logged and never changes the run's outcome. The streak of
 dead runs is read from the job's own history (newest first; runs still open or skipped neither count nor
-break it), so it needs no counter of its own and costs nothing on the happy path.
+break it; a resume starts a new streak), so it needs no counter of its own and costs nothing on the happy path.
 """
 
 from __future__ import annotations
@@ -110,7 +110,11 @@ class Alerting:
         policy = job.alerts
         if policy.after_consecutive_failures is None and policy.pause_after_consecutive_dead is None:
             return
-        streak = dead_streak(self.runs.list_for_job(job.id, STREAK_WINDOW)[0])
+        rows = self.runs.list_for_job(job.id, STREAK_WINDOW)[0]
+        resumed_at = self._resumed_at(job.id)
+        if resumed_at is not None:  # a resume starts a new streak: runs that ended before it do not count
+            rows = [row for row in rows if (row.finished_at or row.scheduled_for) >= resumed_at]
+        streak = dead_streak(rows)
         if streak == policy.after_consecutive_failures:
             self._publish(
                 job,
@@ -127,6 +131,11 @@ class Alerting:
                 f"Job {job.name} ({job.id}) paused itself after {streak} dead runs in a row (its alerts policy "
                 f"pauses after {threshold}); the last is {run_id}. Resume it once the cause is fixed.",
             )
+
+    def _resumed_at(self, job_id: str) -> int | None:
+        """When the job was last resumed (epoch ms; its newest ``resumed`` event among the recent ones), or None."""
+        events, _ = self.jobs.list_events(job_id, STREAK_WINDOW)
+        return next((event.at for event in events if event.kind is JobEventKind.RESUMED), None)
 
     def _pause(self, job: Job, streak: int) -> bool:
         """Pause the job as ``jobsched``, unless it is paused or gone already, or its stored policy no longer

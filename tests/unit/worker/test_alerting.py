@@ -13,7 +13,7 @@ from jobsched.domain.alerting import SYSTEM_ACTOR, Alerting, dead_streak
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryAlerts
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunStatus, from_ms
+from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunStatus, from_ms, to_ms
 from jobsched.ports.runs import new_run
 from tests.support.backends import memory_settings
 
@@ -181,3 +181,30 @@ def test_a_policy_that_cannot_be_applied_leaves_the_run_dead_and_notified() -> N
 
     assert outcome is Outcome.DEAD and len(dead_runs.notified) == 1
     assert f.runs.get(f.job.id, T0).status is RunStatus.DEAD and f.kinds() == []
+
+
+def test_a_resume_starts_a_new_streak_so_the_next_dead_run_does_not_pause_the_job_again() -> None:
+    # Given a job that paused itself after 2 dead runs, resumed by its owner an hour later
+    f = Fixture(pause_after_consecutive_dead=2)
+    f.ended(3, RunStatus.DEAD)
+    f.ended(2, RunStatus.DEAD)
+    f.alerting.dead(f.job, "run-2")
+    assert f.jobs.get(f.job.id).job.paused
+    stored = f.jobs.get(f.job.id)
+    resumed = stored.job.model_copy(update={"paused": False, "updated_at": from_ms(T0)})
+    assert stored.state is not None
+    from dataclasses import replace as replace_state
+
+    from jobsched.ports.jobs import AuditEvent
+
+    event = AuditEvent(f.job.id, T0, "v-resume", JobEventKind.RESUMED, "ana", {})
+    f.jobs.replace(
+        resumed, replace_state(stored.state, paused=False), to_ms(stored.job.updated_at), event=event
+    )
+    # When the first run after the resume dies
+    row = new_run(f.job.id, T0 + HOUR, now_ms=T0 + HOUR, retention_days=90, status=RunStatus.DEAD)
+    assert f.runs.put_new(replace_state(row, finished_at=T0 + HOUR)) is None
+    f.alerting.dead(f.job, "run-after")
+    # Then the job is not paused again: one dead run in the new streak is below its threshold of 2
+    assert f.jobs.get(f.job.id).job.paused is False
+    assert f.kinds() == ["auto_paused"]
