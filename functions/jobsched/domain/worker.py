@@ -67,7 +67,7 @@ from jobsched.ports.runs import (
     RunSender,
     TargetRunner,
     VisibilityExtender,
-    new_run,
+    claim_message,
     run_id,
 )
 from jobsched.ports.tries import TryRecord, with_try
@@ -170,22 +170,13 @@ class Worker:
                         )
                         return self._defer(delivery, visible_in_s=0, reason="too little invocation time")
         now = self.clock()
-        claim = self.runs.claim(
-            message.job_id,
-            message.scheduled_for,
+        claim = claim_message(
+            self.runs,
+            message,
             worker=delivery.worker,
             now_ms=now,
-            stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
             retry_due_by_ms=now + RETRY_EARLY_SLACK_MS,
-            create=new_run(
-                message.job_id,
-                message.scheduled_for,
-                now_ms=message.enqueued_at if message.enqueued_at is not None else now,
-                retention_days=self.settings.retention_days,
-                dispatch_at_ms=message.dispatch_at,
-                sweep_after_ms=None,
-                term=message.term,
-            ),
+            settings=self.settings,
         )
         before = claim.before
         if not claim.claimed or before is None:
