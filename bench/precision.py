@@ -24,15 +24,13 @@ import io
 import json
 import random
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from bench.harness import make_job, quantiles, state_of
-from bench.steady import _window_rows
+from bench.steady import _window_rows, local_runtime
 
 JOBS = 200
 PERIODS_S = range(1, 11)
@@ -56,7 +54,6 @@ def measure_precision(
     the window holds no runs.
     """
     from jobsched.adapters.queue import RunQueue
-    from jobsched.local.runtime import LocalConfig, LocalRuntime
     from jobsched.settings import Settings
 
     rng = random.Random(seed)
@@ -78,44 +75,28 @@ def measure_precision(
     lines: list[str] = []
     RunQueue.send = timed_send  # type: ignore[method-assign,assignment]
     try:
-        with tempfile.TemporaryDirectory(prefix="jobsched-bench-") as data_dir:
-            runtime = LocalRuntime(
-                LocalConfig(
-                    port=0,
-                    data_dir=Path(data_dir),
-                    workers=workers,
-                    emit=lines.append,
-                    log_level="ERROR",
-                    settings=extra,
+        with local_runtime(workers=workers, emit=lines.append, settings=extra) as runtime:
+            components = runtime.components
+            assert components is not None  # set by start()
+            settings = components.settings
+            store = components.jobs()
+            base = (time.time_ns() // 1_000_000 // 1000 + 3) * 1000
+            for i in range(jobs):
+                anchor = base + rng.randrange(1, 1000)  # rates fire from created_at: never on a whole second
+                job = make_job(
+                    i, f"every {rng.choice(PERIODS_S)} seconds", created_at_ms=anchor, prefix="j_prec"
                 )
-            )
-            runtime.start()
-            try:
-                components = runtime.components
-                assert components is not None  # set by start()
-                settings = components.settings
-                store = components.jobs()
-                base = (time.time_ns() // 1_000_000 // 1000 + 3) * 1000
-                for i in range(jobs):
-                    anchor = base + rng.randrange(
-                        1, 1000
-                    )  # rates fire from created_at: never on a whole second
-                    job = make_job(
-                        i, f"every {rng.choice(PERIODS_S)} seconds", created_at_ms=anchor, prefix="j_prec"
-                    )
-                    # through the job store local mode schedules from (its SQLite database by default)
-                    store.create(job, state_of(job, settings, now_ms=anchor - 1))
-                window_start = base + warmup_s * 1000
-                window_end = window_start + seconds * 1000
-                time.sleep(max(0.0, window_end / 1000 - time.time()))
+                # through the job store local mode schedules from (its SQLite database by default)
+                store.create(job, state_of(job, settings, now_ms=anchor - 1))
+            window_start = base + warmup_s * 1000
+            window_end = window_start + seconds * 1000
+            time.sleep(max(0.0, window_end / 1000 - time.time()))
+            rows = _window_rows(runtime, window_start, window_end)
+            deadline = time.monotonic() + settle_timeout_s
+            while any(r.get("started_at") is None for r in rows) and time.monotonic() < deadline:
+                time.sleep(1.0)
                 rows = _window_rows(runtime, window_start, window_end)
-                deadline = time.monotonic() + settle_timeout_s
-                while any(r.get("started_at") is None for r in rows) and time.monotonic() < deadline:
-                    time.sleep(1.0)
-                    rows = _window_rows(runtime, window_start, window_end)
-                read_at = time.time_ns() // 1_000_000
-            finally:
-                runtime.stop()
+            read_at = time.time_ns() // 1_000_000
     finally:
         RunQueue.send = send  # type: ignore[method-assign]
     if not rows:

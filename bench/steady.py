@@ -12,8 +12,10 @@ instant).
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,21 @@ from bench.harness import quantiles
 DISPATCH_GRACE_S = 2.0
 """The window's rows are first read this long after its end: a fire a few ms before the end is dispatched at
 the next tick (up to a second later, as lateness says), and must not count as not created."""
+
+
+@contextlib.contextmanager
+def local_runtime(**config: Any) -> Iterator[Any]:
+    """Local mode started on a fresh temporary data directory, on a free port, logging errors only, with
+    ``config`` (``LocalConfig`` fields: ``workers``, ``emit``, ``backend``, ``settings``...); stopped on exit."""
+    from jobsched.local.runtime import LocalConfig, LocalRuntime
+
+    with tempfile.TemporaryDirectory(prefix="jobsched-bench-") as data_dir:
+        runtime = LocalRuntime(LocalConfig(port=0, data_dir=Path(data_dir), log_level="ERROR", **config))
+        runtime.start()
+        try:
+            yield runtime
+        finally:
+            runtime.stop()
 
 
 def measure_steady(
@@ -42,44 +59,27 @@ def measure_steady(
     ``lateness_ms_started`` is over the started runs only. Raises RuntimeError if the window holds no runs.
     """
     from jobsched.client import JobschedClient
-    from jobsched.local.runtime import LocalConfig, LocalRuntime
 
     lines: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="jobsched-bench-") as data_dir:
-        runtime = LocalRuntime(
-            LocalConfig(
-                port=0,
-                data_dir=Path(data_dir),
-                workers=workers,
-                emit=lines.append,
-                log_level="ERROR",
-                backend=backend,
-            )
-        )
-        runtime.start()
-        try:
-            registered = time.time()
-            with JobschedClient(runtime.url, token=runtime.token) as client:
-                for i in range(jobs):
-                    client.create_job(
-                        {"name": f"steady-{i}", "schedule": "every 1 second", "command": "echo"}
-                    )
-            window_start = int((time.time() + warmup_s) * 1000)
-            window_end = window_start + seconds * 1000
-            # the window's last fires are dispatched at the next whole-second tick: read once it has run
-            time.sleep(max(0.0, window_end / 1000 + DISPATCH_GRACE_S - time.time()))
+    with local_runtime(workers=workers, emit=lines.append, backend=backend) as runtime:
+        registered = time.time()
+        with JobschedClient(runtime.url, token=runtime.token) as client:
+            for i in range(jobs):
+                client.create_job({"name": f"steady-{i}", "schedule": "every 1 second", "command": "echo"})
+        window_start = int((time.time() + warmup_s) * 1000)
+        window_end = window_start + seconds * 1000
+        # the window's last fires are dispatched at the next whole-second tick: read once it has run
+        time.sleep(max(0.0, window_end / 1000 + DISPATCH_GRACE_S - time.time()))
+        rows = _window_rows(runtime, window_start, window_end)
+        deadline = time.monotonic() + settle_timeout_s
+        while (
+            any(r["status"] in ("queued", "running", "retrying") for r in rows)
+            and time.monotonic() < deadline
+        ):
+            time.sleep(1.0)
             rows = _window_rows(runtime, window_start, window_end)
-            deadline = time.monotonic() + settle_timeout_s
-            while (
-                any(r["status"] in ("queued", "running", "retrying") for r in rows)
-                and time.monotonic() < deadline
-            ):
-                time.sleep(1.0)
-                rows = _window_rows(runtime, window_start, window_end)
-            read_at = int(time.time() * 1000)
-            registration_s = window_start / 1000 - warmup_s - registered
-        finally:
-            runtime.stop()
+        read_at = int(time.time() * 1000)
+        registration_s = window_start / 1000 - warmup_s - registered
     if not rows:
         raise RuntimeError("no runs in the measuring window: local mode did not schedule the jobs")
     started = [r for r in rows if r.get("lateness_ms") is not None]
