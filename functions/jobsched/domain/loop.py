@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -14,8 +15,17 @@ from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.observability import logger
 
 INSTANT_TICKS_MAX = 20
-"""Extra ticks a loop makes within one second, at the instants its ticks saw due before the next whole second
-(design §4.9). Past this many, the second's remaining fires wait for the next whole second's tick."""
+"""Extra ticks a loop makes in a second, on average at most, at the instants its ticks saw due before the
+next whole second (design §4.9): a token bucket refilled with one tick every ``INSTANT_TICK_GAP_MS`` and
+holding ``INSTANT_TICK_BURST``."""
+
+INSTANT_TICK_GAP_MS = 1000 // INSTANT_TICKS_MAX
+"""Milliseconds per token of the instant ticks' bucket: once a burst is spent, ticks come this far apart, and
+each finds every fire due by then, so no fire waits longer than this for its tick (design §4.9)."""
+
+INSTANT_TICK_BURST = 5
+"""Instant ticks a loop may make back to back (fires a few ms apart are each sent at their instant) before
+they are spaced ``INSTANT_TICK_GAP_MS`` apart."""
 
 # --- the loop -------------------------------------------------------------------------------------
 
@@ -63,6 +73,8 @@ class SchedulerLoop:
         self.sleep = sleep
         self.tick_metrics = tick_metrics
         self.report = LoopReport()
+        self._tokens = float(INSTANT_TICK_BURST)
+        self._tokens_at: int | None = None
 
     def step(self) -> TickResult | None:
         """One iteration: ensure the lease, then tick if leading. Returns the tick's result, or None as a
@@ -94,7 +106,20 @@ class SchedulerLoop:
             self.sleep((instant_ms - now) / 1000)
         if self.scheduler.watermark is None or not self.lease.held:
             return None
+        now = self.clock()
+        self._tokens, self._tokens_at = self._tokens_by(now) - 1, now
         return self._tick()
+
+    def instant_tick_at(self, instant_ms: int) -> int:
+        """When this loop may tick for a fire due at ``instant_ms`` (epoch ms): that instant, or later when
+        the instant ticks' bucket has no token then (``INSTANT_TICKS_MAX``; design §4.9)."""
+        missing = 1 - self._tokens_by(instant_ms)
+        return instant_ms if missing <= 0 else instant_ms + math.ceil(missing * INSTANT_TICK_GAP_MS)
+
+    def _tokens_by(self, at_ms: int) -> float:
+        if self._tokens_at is None:
+            return float(INSTANT_TICK_BURST)
+        return min(float(INSTANT_TICK_BURST), self._tokens + (at_ms - self._tokens_at) / INSTANT_TICK_GAP_MS)
 
     def _tick(self) -> TickResult | None:
         try:
@@ -149,30 +174,34 @@ def tick_on_instants(
     stepped: Sequence[tuple[SchedulerLoop, TickResult | None]], keep_going: Callable[[], bool]
 ) -> int:
     """After a second's steps, tick each loop again at the instants its ticks saw due before the next whole
-    second (``TickResult.next_due_at``), earliest first, at most ``INSTANT_TICKS_MAX`` ticks in all. Each
-    such tick costs the due-index queries of an idle tick plus the work of the fires it finds; only fires
-    between two whole seconds cause one. Returns the number of ticks made."""
+    second (``TickResult.next_due_at``), earliest first, as often as each loop's bucket allows
+    (``SchedulerLoop.instant_tick_at``: ``INSTANT_TICKS_MAX`` a second on average). Each such tick costs the due-index queries of an idle
+    tick plus the work of the fires it finds; only fires between two whole seconds cause one. Returns the
+    number of ticks made."""
     pending: dict[int, tuple[SchedulerLoop, int]] = {}
     for index, (loop, result) in enumerate(stepped):
-        instant = _next_instant(result)
+        instant = _next_instant(loop, result)
         if instant is not None:
             pending[index] = (loop, instant)
     ticks = 0
-    while pending and ticks < INSTANT_TICKS_MAX and keep_going():
+    while pending and keep_going():
         index, (loop, instant) = min(pending.items(), key=lambda item: item[1][1])
         del pending[index]
         ticks += 1
-        following = _next_instant(loop.tick_at(instant))
+        following = _next_instant(loop, loop.tick_at(instant))
         if following is not None:
             pending[index] = (loop, following)
     return ticks
 
 
-def _next_instant(result: TickResult | None) -> int | None:
-    """The instant ``result``'s tick saw due before the next whole second after it, if any."""
+def _next_instant(loop: SchedulerLoop, result: TickResult | None) -> int | None:
+    """When ``loop`` ticks next for the instant ``result``'s tick saw due (``SchedulerLoop.instant_tick_at``);
+    None when that is not before the next whole second after the tick (whose step finds it), or there is
+    nothing to tick for."""
     if result is None or result.aborted or result.next_due_at is None:
         return None
-    return result.next_due_at if result.next_due_at < (result.now // 1000 + 1) * 1000 else None
+    instant = loop.instant_tick_at(result.next_due_at)
+    return instant if instant < (result.now // 1000 + 1) * 1000 else None
 
 
 def adopted_partitions(partition: int, partitions: int, high_water: int) -> list[int]:

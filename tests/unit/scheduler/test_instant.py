@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.domain.loop import INSTANT_TICKS_MAX, tick_on_instants
+from jobsched.domain.loop import INSTANT_TICK_BURST, INSTANT_TICK_GAP_MS, INSTANT_TICKS_MAX, tick_on_instants
 from jobsched.domain.planning import horizon_ms
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
@@ -175,8 +175,8 @@ def test_no_early_start_under_jitter_and_each_run_sent_at_its_instant(harness: A
         assert row["started_at"] >= row["dispatch_at"], row
 
 
-def test_instant_ticks_are_bounded_per_second(harness: Any) -> None:
-    # Given more distinct sub-second instants in one second than a loop ticks for
+def test_instant_ticks_are_rate_limited_and_a_crowded_second_is_not_sent_a_second_late(harness: Any) -> None:
+    # Given more distinct sub-second instants in one second than a loop ticks for (30 ms apart)
     harness.settings = harness.settings.model_copy(update={"due_shards": 1})
     jobs = [
         harness.add(f"at 2026-03-02T10:00:05.{100 + 30 * i:03d}Z", id=f"j_instant_many{i}")
@@ -184,11 +184,25 @@ def test_instant_ticks_are_bounded_per_second(harness: Any) -> None:
     ]
     a = harness.contender()
     (result,) = harness.run_seconds(a, 5)[-1:]
+    starts: list[int] = []
+    tick = a.loop.scheduler.tick
 
-    # Then the loop ticks at most INSTANT_TICKS_MAX times; the rest go with the next second's step
-    assert tick_on_instants([(a.loop, result)], lambda: True) == INSTANT_TICKS_MAX
-    on_time = [r for job in jobs for r in harness.runs_of(job.id)]
-    assert len(on_time) == INSTANT_TICKS_MAX
-    assert all(r["enqueued_at"] == r["dispatch_at"] for r in on_time)
-    harness.run_seconds(a, 1)
-    assert sum(len(harness.runs_of(job.id)) for job in jobs) == len(jobs)
+    def timed(now: int, lease: Any) -> Any:
+        starts.append(now)
+        return tick(now, lease)
+
+    a.loop.scheduler.tick = timed  # type: ignore[method-assign]
+
+    # When the loop ticks on the instants of that second
+    made = tick_on_instants([(a.loop, result)], lambda: True)
+
+    # Then its ticks keep to the bucket: a burst, then one per INSTANT_TICK_GAP_MS
+    assert made == len(starts) < len(jobs)
+    for i, first in enumerate(starts):
+        for j in range(i, len(starts)):
+            assert j - i + 1 <= INSTANT_TICK_BURST + (starts[j] - first) / INSTANT_TICK_GAP_MS, starts
+    # and every fire of the second was sent within the gap of its instant: never before it, not a second late
+    rows = [r for job in jobs for r in harness.runs_of(job.id)]
+    assert len(rows) == len(jobs)
+    assert all(0 <= r["enqueued_at"] - r["dispatch_at"] < INSTANT_TICK_GAP_MS for r in rows), rows
+    assert any(r["enqueued_at"] > r["dispatch_at"] for r in rows)  # the bucket did make some wait
