@@ -189,7 +189,9 @@ class Worker:
             return Outcome.DROPPED
         attempt = before.attempt + 1
         owned = Owned(message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.owner)
-        if before.lateness_ms is None:
+        # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
+        on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
+        if before.lateness_ms is None and not on_request:
             add_metric(MetricName.RUN_LATENESS, MILLISECONDS, max(0, now - message.scheduled_for))
         logger.info(
             "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.status.value
@@ -224,8 +226,6 @@ class Worker:
             # error, e.g. a spec this worker cannot read, propagates: the run is recovered as a lost worker's and
             # its tries count, so it ends dead with an alert rather than coming back forever.)
             return self._give_back(delivery, owned, before, error)
-        # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
-        on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
         if before.lateness_ms is None and not on_request and self.alerting is not None:
             self.alerting.started(job, owned.run_id, owned.scheduled_for, now - owned.scheduled_for)
         try:
