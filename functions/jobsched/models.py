@@ -146,6 +146,8 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[ \t]*[\x21-\x7e])*)?")
 """RFC 9110 section 5.5 field value, ASCII only (httpx encodes header values as ASCII): visible characters
 with inner spaces or tabs; no CR/LF or other control characters, no leading or trailing whitespace."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""C0 control characters and DEL (CR, LF, tab, NUL, ...)."""
 _HOST_LABEL = re.compile(r"(?:[A-Za-z0-9_-]|[^\x00-\x7f])+")
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*", re.IGNORECASE)
 # (all four are used with fullmatch: "$" would let a trailing newline through)
@@ -651,8 +653,21 @@ class PauseRequest(_Strict):
         None,
         min_length=1,
         max_length=MAX_REASON_CHARS,
-        description="why; shown on the job while it is paused",
+        description="why, one line of text; shown on the job while it is paused",
+        json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f]*[^\s\x7f][^\x00-\x1f\x7f]*$"},
     )
+
+    @field_validator("reason")
+    @classmethod
+    def _one_line_of_text(cls, reason: str | None) -> str | None:
+        """A reason is shown in tables and alerts: not blank, and no control characters (CR/LF, NUL, ...)."""
+        if reason is not None and not reason.strip():
+            raise PydanticCustomError("blank_reason", "reason must not be blank")
+        if reason is not None and _CONTROL.search(reason):
+            raise PydanticCustomError(
+                "reason_control", "reason must be one line of text, without control characters"
+            )
+        return reason
 
 
 class BackfillRequest(_Strict):

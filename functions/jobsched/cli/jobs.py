@@ -207,7 +207,9 @@ def jobs_create(
 @jobs_app.command("list")
 @option_groups
 def jobs_list(
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many (default: all).")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most this many (default: all).")
+    ] = None,
     conn: Connection = Connection(),
     as_json: JsonOption = False,
 ) -> None:
@@ -335,7 +337,7 @@ def jobs_backfill(
 @option_groups
 def jobs_events(
     job: JobArgument,
-    limit: Annotated[int, typer.Option("--limit", help="At most this many, newest first.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many, newest first.")] = 20,
     conn: Connection = Connection(),
     as_json: JsonOption = False,
 ) -> None:

@@ -79,7 +79,7 @@ def runs_command(
     kind: Annotated[
         str | None, typer.Option("--kind", help="Only runs of this kind: scheduled manual backfill.")
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", help="At most this many, newest first.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many, newest first.")] = 20,
     conn: Connection = Connection(),
     as_json: JsonOption = False,
 ) -> None:

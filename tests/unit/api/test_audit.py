@@ -79,7 +79,15 @@ def test_pausing_a_paused_job_changes_nothing_and_records_no_event(http):
 
 def test_a_bad_pause_reason_is_a_400_naming_reason(http):
     job = http.create()
-    for body in ({"reason": ""}, {"reason": "x" * 501}, {"reason": 7}, {"why": "x"}):
+    bad = (
+        {"reason": ""},
+        {"reason": "x" * 501},
+        {"reason": 7},
+        {"why": "x"},
+        {"reason": "   "},
+        {"reason": "a\x00b"},
+    )
+    for body in (*bad, {"reason": "line\nbreak"}, {"reason": "bell\x07"}):
         reply = http("POST", f"/jobs/{job['id']}/pause", body=body)
         assert reply.status == 400, (body, reply.body)
         assert reply.error["field"] in ("reason", "why"), reply.error
