@@ -267,8 +267,9 @@ class JobService:
 
     def update_job(self, owner: str, job_id: str, patch: JobPatch, *, actor: str | None = None) -> Job:
         """Apply ``patch`` (fields present replace the stored ones; ``retry`` and ``alerts`` merge field by field), made by
-        ``actor`` (default: the owner), recorded with the names of the fields given (``updated`` event; a
-        ``paused`` given also sets or clears ``paused_by``/``paused_at``/``paused_reason``).
+        ``actor`` (default: the owner), recorded with the names of the fields given (an ``updated`` event, or
+        ``paused``/``resumed`` when it changes ``paused``, which also sets or clears ``paused_by``/``paused_at``/
+        ``paused_reason``).
 
         When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
         with the new settings (see ``timing.retimed_since_ms``): future fires from now on (design §3), while
@@ -372,6 +373,9 @@ class JobService:
                 return current
             now_ms = self.clock()
             job, anchor_ms, next_run_at_ms = change(current, state, now_ms)
+            event_kind = kind
+            if kind is JobEventKind.UPDATED and job.paused != current.paused:  # a PATCH of `paused`
+                event_kind = JobEventKind.PAUSED if job.paused else JobEventKind.RESUMED
             stored_updated_ms = to_ms(current.updated_at)
             updated_ms = max(now_ms, stored_updated_ms + 1)
             job = job.model_copy(
@@ -405,7 +409,7 @@ class JobService:
                 version=version,
                 on_time_from=on_time_from,
             )
-            event = self.audit.change(job_id, updated_ms, version, kind, actor or owner, detail)
+            event = self.audit.change(job_id, updated_ms, version, event_kind, actor or owner, detail)
             try:
                 self.jobs.replace(
                     job, new_state, stored_updated_ms, expected_state=(stored_next, term), event=event
@@ -414,7 +418,11 @@ class JobService:
                 logger.info("job changed during an edit; retrying", job_id=job_id, attempt=attempt)
                 continue
             logger.info(
-                f"job {kind.value}", job_id=job_id, owner=owner, next_run_at=next_run_at_ms, paused=job.paused
+                f"job {event_kind.value}",
+                job_id=job_id,
+                owner=owner,
+                next_run_at=next_run_at_ms,
+                paused=job.paused,
             )
             return job
         raise ConcurrentChange(f"job {job_id} kept changing while being edited; retry the request")

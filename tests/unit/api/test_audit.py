@@ -132,3 +132,19 @@ def test_a_trigger_whose_event_cannot_be_written_still_answers_its_run(http, mon
 
     assert reply.status == 202 and reply.body["kind"] == "manual"
     assert [e["kind"] for e in http("GET", f"/jobs/{job['id']}/events").body["items"]] == ["created"]
+
+
+def test_a_patch_that_pauses_or_resumes_is_recorded_as_a_pause_or_a_resume(http):
+    # the events are how an operator finds who paused a job: a PATCH of `paused` must not hide as "updated"
+    job = http.create()
+    assert http("PATCH", f"/jobs/{job['id']}", body={"paused": True}, caller="carol").status == 200
+    assert http("PATCH", f"/jobs/{job['id']}", body={"paused": False, "timeout_s": 60}).status == 200
+    assert http("PATCH", f"/jobs/{job['id']}", body={"paused": False}).status == 200  # no change of state
+
+    events = http("GET", f"/jobs/{job['id']}/events").body["items"]
+
+    assert [(e["kind"], e["actor"], e["detail"]) for e in events[:3]] == [
+        ("updated", http.alice, {"fields": ["paused"]}),
+        ("resumed", http.alice, {"fields": ["paused", "timeout_s"]}),
+        ("paused", http.carol, {"fields": ["paused"]}),
+    ]
