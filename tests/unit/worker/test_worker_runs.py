@@ -12,9 +12,26 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.models import Job, RunStatus, to_ms
-from jobsched.ports.runs import new_run, run_id
+from jobsched.ports.runs import Claim, RunRow, new_run, run_id
 from jobsched.targets import TargetCall
 from tests.support.worker import T0, Kit
+
+
+def claim_now(
+    kit: Kit, job: Job, worker: str, *, stale_before_ms: int, create: RunRow | None = None
+) -> Claim:
+    """``worker``'s claim, now (the kit's clock), of ``job``'s run at ``T0``: a running row whose heartbeat is
+    older than ``stale_before_ms`` (epoch ms) is taken over; a row is made from ``create`` when it has none."""
+    now = kit.clock()
+    return kit.runs.claim(
+        job.id,
+        T0,
+        worker=worker,
+        now_ms=now,
+        stale_before_ms=stale_before_ms,
+        retry_due_by_ms=now,
+        create=create,
+    )
 
 
 def test_a_run_succeeds_once_and_records_its_try(kit: Kit, calls: list[TargetCall]) -> None:
@@ -48,14 +65,7 @@ def test_a_duplicate_delivery_executes_the_target_once(kit: Kit, calls: list[Tar
 
 def test_a_duplicate_while_the_first_is_running_loses_the_claim(kit: Kit, calls: list[TargetCall]) -> None:
     job = kit.due_job(command="record")
-    claimed = kit.runs.claim(
-        job.id,
-        T0,
-        worker="other",
-        now_ms=kit.clock(),
-        stale_before_ms=kit.clock() - 120_000,
-        retry_due_by_ms=kit.clock(),
-    ).claimed
+    claimed = claim_now(kit, job, "other", stale_before_ms=kit.clock() - 120_000).claimed
     assert claimed
     kit.clock.advance(60_000)  # its heartbeat is a minute old: fresh
     assert kit.deliver(job) == Outcome.DROPPED
@@ -88,9 +98,7 @@ def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     job = kit.due_job(command="record", retry={"max_attempts": 1})
-    kit.runs.claim(
-        job.id, T0, worker="w1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=kit.clock()
-    )
+    claim_now(kit, job, "w1", stale_before_ms=0)
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     assert kit.worker.handle(delivery_of(kit.record(job.id, T0, receive_count=2))) == Outcome.DEAD
     assert calls == []
@@ -145,15 +153,8 @@ def test_a_lost_workers_run_is_taken_over_by_the_redelivery_of_its_message(
 ) -> None:
     # Given a worker that claimed the run (creating its row) and vanished: no heartbeat since
     job = kit.make_job(command="record")
-    assert kit.runs.claim(
-        job.id,
-        T0,
-        worker="lost",
-        now_ms=kit.clock(),
-        stale_before_ms=kit.clock() - 1,
-        retry_due_by_ms=kit.clock(),
-        create=new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None),
-    ).claimed
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    assert claim_now(kit, job, "lost", stale_before_ms=kit.clock() - 1, create=create).claimed
     # When its message comes back before the heartbeat is stale, it is dropped
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 - 1000)
     assert kit.deliver(job) == Outcome.DROPPED
