@@ -274,9 +274,9 @@ class Kit:
     """The fixtures most worker and sweeper tests share, as one object: ``kit.runs``, ``kit.due_job(...)``,
     ``kit.deliver(job)``... Each attribute is the test's fixture of that name (the in-memory fakes under
     tests/unit/worker, moto under tests/integration/worker; a test module's own override included), made on
-    first use and the same object for the whole test. Fixtures that record from the moment they are made
-    (``calls``, ``sent``, ``visibility_calls``, the test commands) stay parameters of the test, so they
-    are in place before it starts."""
+    first use and the same object for the whole test. Make one in the test's thread before a thread of a try
+    reads it. Fixtures that record from the moment they are made (``calls``, ``sent``, ``visibility_calls``,
+    the test commands) stay parameters of the test, so they are in place before it starts."""
 
     settings: Settings
     clock: FakeClock
@@ -306,7 +306,9 @@ class Kit:
     def __getattr__(self, name: str) -> Any:
         if name not in Kit.__annotations__:
             raise AttributeError(f"Kit has no {name!r}: take that fixture as a parameter of the test")
-        return self._request.getfixturevalue(name)
+        value = self._request.getfixturevalue(name)
+        setattr(self, name, value)  # later reads (from a try's thread, too) are plain attribute reads
+        return value
 
 
 @pytest.fixture

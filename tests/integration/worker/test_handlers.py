@@ -24,6 +24,7 @@ from .conftest import T0, Context
 
 
 def test_a_batch_reports_only_its_failed_records(kit: Kit) -> None:
+    worker = kit.worker  # made here, not in the handler's threads
     job = kit.due_job()
     event = {
         "Records": [
@@ -32,7 +33,7 @@ def test_a_batch_reports_only_its_failed_records(kit: Kit) -> None:
             kit.record(job.id, T0, message_id="duplicate"),
         ]
     }
-    response = worker_handler.handler(event, Context(), batches=Batches(lambda: kit.worker))
+    response = worker_handler.handler(event, Context(), batches=Batches(lambda: worker))
     # the malformed record fails (SQS redelivers it, then redrive moves it to the DLQ); the others are acked
     assert response == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
     row = kit.runs.get(job.id, T0)
@@ -121,6 +122,7 @@ def test_the_records_of_a_batch_run_concurrently(
 def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_back(
     kit: Kit, visibility_calls: list[dict[str, Any]]
 ) -> None:
+    worker = kit.worker  # made here, not in the handler's threads
     # Given an invocation with 100 s left, a run whose job may take 300 s and one whose job takes 60 s
     long_job = kit.make_job(timeout_s=300)
     short_job = kit.make_job(timeout_s=60)  # 60 s + the claim margin fits in 100 s
@@ -131,7 +133,7 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
     response = worker_handler.handler(
         {"Records": [long_record, short_record]},
         Context(remaining_ms=100_000),
-        batches=Batches(lambda: kit.worker),
+        batches=Batches(lambda: worker),
     )
     # Then the long run is not claimed: reported failed, its message visible again at once
     assert response == {"batchItemFailures": [{"itemIdentifier": long_record["messageId"]}]}
@@ -155,22 +157,25 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
 def test_a_deferred_record_whose_visibility_change_fails_is_still_reported(
     kit: Kit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    worker = kit.worker  # made here, not in the handler's threads
+
     class BrokenVisibility:
         def change_visibility(self, receipt_handle: str, seconds: int) -> None:
             raise ConnectionError("SQS unreachable")
 
-    monkeypatch.setattr(kit.worker, "visibility", BrokenVisibility())
+    monkeypatch.setattr(worker, "visibility", BrokenVisibility())
     job = kit.due_job(timeout_s=600)
     event = {"Records": [kit.record(job.id, T0, receipt_handle="rh-1")]}
     # the whole batch failed: reported, not raised (no function error for a batch handed back)
-    assert worker_handler.handler(
-        event, Context(remaining_ms=600_000), batches=Batches(lambda: kit.worker)
-    ) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert worker_handler.handler(event, Context(remaining_ms=600_000), batches=Batches(lambda: worker)) == {
+        "batchItemFailures": [{"itemIdentifier": "m-1"}]
+    }
     row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.QUEUED
 
 
 def test_a_batchs_messages_are_held_for_the_heartbeats_stale_time_before_the_claims(kit: Kit) -> None:
+    worker = kit.worker  # made here, not in the handler's threads
     # Given two scheduled runs received from the run queue (no rows: their messages are their records)
     jobs = [kit.make_job(), kit.make_job()]
     records = [kit.delivered(job, T0) for job in jobs]
@@ -180,7 +185,7 @@ def test_a_batchs_messages_are_held_for_the_heartbeats_stale_time_before_the_cla
         lambda params, **_: held.append(dict(params)),
     )
     # When the batch is handled
-    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: kit.worker))
+    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
     # Then one request held both messages for the heartbeat's stale time plus one beat (a lost worker's message
     # comes back when its run can be taken over), and both runs ran, their rows made by the claims
     assert response == {"batchItemFailures": []}

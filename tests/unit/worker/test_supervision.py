@@ -272,9 +272,8 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
     kit.make_run(job, T0 + 60_000)
     long_worker = kit.build_worker(waiter=None)  # real waiter: beats are 30 s away
     results: list[str] = []
-    thread = threading.Thread(
-        target=lambda: results.append(long_worker.handle(delivery_of(kit.record(job.id, T0))))
-    )
+    message = delivery_of(kit.record(job.id, T0))
+    thread = threading.Thread(target=lambda: results.append(long_worker.handle(message)))
     thread.start()
     assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     # When the 02:01 run is delivered to another worker
@@ -337,9 +336,8 @@ def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     kit.make_run(job, T0)
     long_worker = kit.build_worker(waiter=None)
     results: list[str] = []
-    thread = threading.Thread(
-        target=lambda: results.append(long_worker.handle(delivery_of(kit.record(job.id, T0))))
-    )
+    message = delivery_of(kit.record(job.id, T0))
+    thread = threading.Thread(target=lambda: results.append(long_worker.handle(message)))
     thread.start()
     assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     for k in range(1, 151):  # the fires skipped meanwhile: 150 rows newer than the running one
