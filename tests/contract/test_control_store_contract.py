@@ -7,20 +7,23 @@ from typing import Any
 
 import pytest
 
+from jobsched.aws import Aws
 from jobsched.domain.lease import LeaseRecord
 from jobsched.memory.control import MemoryControlStore
+from jobsched.settings import Settings
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.store.control import ControlStore
 
+from .conftest import BACKENDS, adapter_on
 
-@pytest.fixture(params=["memory", "dynamodb", "sqlite"])
-def control(request: pytest.FixtureRequest) -> Any:
-    if request.param == "memory":
-        return MemoryControlStore()
-    if request.param == "sqlite":
-        return SqliteControlStore(request.getfixturevalue("sqlite_database"))
-    settings, aws = request.getfixturevalue("settings"), request.getfixturevalue("aws")
+
+def _dynamodb_control(aws: Aws, settings: Settings) -> ControlStore:
     return ControlStore(aws.dynamodb, settings.control_table)
+
+
+@pytest.fixture(params=BACKENDS)
+def control(request: pytest.FixtureRequest) -> Any:
+    return adapter_on(request, MemoryControlStore, SqliteControlStore, _dynamodb_control)
 
 
 def test_a_lease_is_taken_once_and_then_only_from_the_expired_term_it_was_read_at(control: Any) -> None:

@@ -22,22 +22,18 @@ from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 from tests.support.worker import T0, new_job
 
+from .conftest import BACKENDS, adapter_on, on_table
+
 NOW = T0 + 1_500
 
 
-@pytest.fixture(params=["memory", "dynamodb", "sqlite"])
+@pytest.fixture(params=BACKENDS)
 def specs(
     request: pytest.FixtureRequest,
 ) -> Iterator[tuple[Any, Callable[[Job], None], Callable[[Job], None]]]:
     """``(store, save(job), delete(job))`` for the fake, or for the DynamoDB adapter on the moto jobs table."""
     settings = request.getfixturevalue("settings")
-    store: MemoryJobStore | JobStore | SqliteJobStore
-    if request.param == "memory":
-        store = MemoryJobStore()
-    elif request.param == "sqlite":
-        store = SqliteJobStore(request.getfixturevalue("sqlite_database"))
-    else:
-        store = JobStore(request.getfixturevalue("aws").table(settings.jobs_table))
+    store = adapter_on(request, MemoryJobStore, SqliteJobStore, on_table(JobStore, "jobs_table"))
 
     def save(job: Job) -> None:
         state = scheduling_state(

@@ -16,17 +16,14 @@ from jobsched.ports.jobs import AuditEvent, DueEntry, SchedulingState
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 
+from .conftest import BACKENDS, adapter_on, on_table
+
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
 
 
-@pytest.fixture(params=["memory", "dynamodb", "sqlite"])
+@pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest) -> Any:
-    if request.param == "memory":
-        return MemoryJobStore()
-    if request.param == "sqlite":
-        return SqliteJobStore(request.getfixturevalue("sqlite_database"))
-    settings, aws = request.getfixturevalue("settings"), request.getfixturevalue("aws")
-    return JobStore(aws.table(settings.jobs_table))
+    return adapter_on(request, MemoryJobStore, SqliteJobStore, on_table(JobStore, "jobs_table"))
 
 
 def job(number: int, *, owner: str = "team-a", name: str | None = None) -> Job:

@@ -4,7 +4,6 @@ the claim ``(attempt, worker)``, give-back, paging of a job's history, and the s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -20,6 +19,8 @@ from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.sqlite.runs import SqliteRunStore
 from jobsched.store.runs import RunStore
 
+from .conftest import BACKENDS, adapter_on, on_table
+
 T0 = 1_767_578_400_000  # 2026-01-05T02:00Z, epoch ms
 NOW = T0 + 1_500
 SWEEP_AFTER_MS = 120_000
@@ -27,16 +28,10 @@ FIRST = RunKey("j_a", T0)
 W1 = Owned("j_a", T0, 1, "w1")  # the first claim of the first run
 
 
-@pytest.fixture(params=["memory", "dynamodb", "sqlite"])
-def store(request: pytest.FixtureRequest) -> Iterator[Any]:
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest) -> Any:
     """The run store under test: the fake, the DynamoDB adapter on the moto runs table, or the SQLite one."""
-    if request.param == "memory":
-        yield MemoryRunStore()
-    elif request.param == "sqlite":
-        yield SqliteRunStore(request.getfixturevalue("sqlite_database"))
-    else:
-        aws, settings = request.getfixturevalue("aws"), request.getfixturevalue("settings")
-        yield RunStore(aws.table(settings.runs_table))
+    return adapter_on(request, MemoryRunStore, SqliteRunStore, on_table(RunStore, "runs_table"))
 
 
 def _run(job_id: str = "j_a", scheduled_for: int = T0, now: int = NOW, **kwargs: Any) -> RunRow:
@@ -45,8 +40,14 @@ def _run(job_id: str = "j_a", scheduled_for: int = T0, now: int = NOW, **kwargs:
     )
 
 
-def _claim(store: Any, worker: str = "w1", now: int = NOW, *, key: RunKey = FIRST) -> Any:
-    return store.claim(*key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now)
+def _claim(
+    store: Any, worker: str = "w1", now: int = NOW, *, key: RunKey = FIRST, create: RunRow | None = None
+) -> Any:
+    """``worker``'s claim of the run ``key`` at ``now`` (epoch ms) as a worker makes it: a heartbeat over 120 s
+    old is lost, a retry due by now is taken; ``create``: the row to make when the run has none."""
+    return store.claim(
+        *key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now, create=create
+    )
 
 
 # --- inserts and reads ----------------------------------------------------------------------------------
@@ -135,14 +136,7 @@ def _created(now: int = NOW, **kwargs: Any) -> RunRow:
 
 def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None:
     create = _created(dispatch_at_ms=T0 + 300, term=7)
-    claim = store.claim(
-        *FIRST,
-        worker="w1",
-        now_ms=NOW + 500,
-        stale_before_ms=NOW - 120_000,
-        retry_due_by_ms=NOW,
-        create=create,
-    )
+    claim = _claim(store, "w1", NOW + 500, create=create)
     assert claim.claimed and claim.before == create
     row = store.get("j_a", T0)
     assert row == replace(
@@ -156,24 +150,10 @@ def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None
     )
     assert row.sweep_at is None and store.sweep_due(sweep_shard("j_a"), NOW + 10**9, 10).keys == []
     # a copy of the message (while it runs, or after it finished) is refused with the row as stored
-    refused = store.claim(
-        *FIRST,
-        worker="w2",
-        now_ms=NOW + 600,
-        stale_before_ms=NOW - 120_000,
-        retry_due_by_ms=NOW,
-        create=create,
-    )
+    refused = _claim(store, "w2", NOW + 600, create=create)
     assert not refused.claimed and refused.before == row
     assert store.succeed(Owned("j_a", T0, 1, "w1"), now_ms=NOW + 700)
-    again = store.claim(
-        *FIRST,
-        worker="w3",
-        now_ms=NOW + 10**9,
-        stale_before_ms=NOW + 10**9 - 120_000,
-        retry_due_by_ms=NOW + 10**9,
-        create=_created(now=NOW + 10**9),
-    )
+    again = _claim(store, "w3", NOW + 10**9, create=_created(now=NOW + 10**9))
     assert not again.claimed and again.before is not None and again.before.status is RunStatus.SUCCEEDED
     assert store.get("j_a", T0).attempt == 1
 
@@ -183,14 +163,7 @@ def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -
     # fields: create only fills what a new row needs
     saved = _run(term=3, owner="team-a", kind=RunKind.MANUAL)
     store.put_new(saved)
-    claim = store.claim(
-        *FIRST,
-        worker="w1",
-        now_ms=NOW + 500,
-        stale_before_ms=NOW - 120_000,
-        retry_due_by_ms=NOW,
-        create=_created(now=NOW + 400, term=9),
-    )
+    claim = _claim(store, "w1", NOW + 500, create=_created(now=NOW + 400, term=9))
     assert claim.claimed and claim.before == saved
     row = store.get("j_a", T0)
     assert (row.term, row.owner, row.kind, row.enqueued_at, row.sweep_at) == (

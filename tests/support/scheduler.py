@@ -17,7 +17,7 @@ from jobsched.domain.registration import register
 from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.models import CommandTarget, Job, from_ms, to_ms
 from jobsched.ports.jobs import SchedulingState
-from jobsched.ports.runs import claim_message, new_run
+from jobsched.ports.runs import Claim, RunMessage, claim_message, new_run
 from jobsched.settings import Settings
 from jobsched.store import layout
 
@@ -196,6 +196,16 @@ class HarnessBase:
     def drain(self) -> list[Any]:
         """Take every message on the run queue (each harness reads its own queue)."""
         raise NotImplementedError
+
+    def claim(self, job_id: str, scheduled_for: int, worker: str = "w", *, term: int | None = None) -> Claim:
+        """A worker's claim, now (the clock), of the run ``(job_id, scheduled_for)`` from its message (sent by
+        a scheduler of fencing ``term``), as ``Worker.process`` makes it: the claim creates the row of a run
+        that has none (``claim_message``)."""
+        now = self.clock()
+        message = RunMessage(job_id, scheduled_for, term=term)
+        return claim_message(
+            self.runs, message, worker=worker, now_ms=now, retry_due_by_ms=now, settings=self.settings
+        )
 
     def claim_sent(self) -> int:
         """Claim the run of every message on the run queue as a worker would (``Worker.process``: the claim

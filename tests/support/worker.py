@@ -1,7 +1,8 @@
 """Shared pieces of the worker and sweeper tests (on moto in tests/integration/worker, on the in-memory fakes
 in tests/unit/worker): the run instant ``T0``, simulated time (``SimWaiter``), jobs as the API saves them,
-SQS event records, the ``record`` test command, a Lambda context, and ``make_run`` (a run saved as the
-scheduler saves it, through whichever ``runs`` store the directory's conftest provides)."""
+SQS event records, the ``record`` test command, a Lambda context, ``make_run`` (a run saved as the
+scheduler saves it, through whichever ``runs`` store the directory's conftest provides), and ``kit``: the
+common fixtures as one object, for the tests that use many of them."""
 
 from __future__ import annotations
 
@@ -267,3 +268,50 @@ def deliver(worker: Any, record: Callable[..., dict[str, Any]]) -> Callable[...,
     """``deliver(job, scheduled_for_ms=T0)``: the ``worker`` fixture handles one delivery of that run's
     message (``Worker.handle``: the ``Outcome`` value; raises as it does)."""
     return lambda job, scheduled_for_ms=T0: worker.handle(delivery_of(record(job.id, scheduled_for_ms)))
+
+
+class Kit:
+    """The fixtures most worker and sweeper tests share, as one object: ``kit.runs``, ``kit.due_job(...)``,
+    ``kit.deliver(job)``... Each attribute is the test's fixture of that name (the in-memory fakes under
+    tests/unit/worker, moto under tests/integration/worker; a test module's own override included), made on
+    first use and the same object for the whole test. Make one in the test's thread before a thread of a try
+    reads it. Fixtures that record from the moment they are made (``calls``, ``sent``, ``visibility_calls``,
+    the test commands) stay parameters of the test, so they are in place before it starts."""
+
+    settings: Settings
+    clock: FakeClock
+    waiter: SimWaiter
+    aws: Any  # jobsched.aws.Aws (moto only)
+    jobs: Any  # the job store: MemoryJobStore or the DynamoDB JobStore
+    runs: Any  # the run store: MemoryRunStore or the DynamoDB RunStore
+    queue: Any  # the run queue fake (fakes only)
+    dead_runs: Any  # the dead-run notifier fake (fakes only)
+    letters: Any  # the dead-letter queue fake (tests/unit/worker/test_dead_letters.py)
+    registry: Any  # a command registry (tests/unit/worker/test_tries.py)
+    make_job: Callable[..., Job]
+    make_run: Callable[..., RunRow]
+    due_job: Callable[..., Job]
+    record: Callable[..., dict[str, Any]]
+    delivered: Callable[[Job, int], dict[str, Any]]
+    deliver: Callable[..., str]
+    build_worker: Callable[..., Any]
+    build_sweeper: Callable[..., Any]
+    worker: Any  # jobsched.domain.worker.Worker
+    sweeper: Any  # jobsched.domain.sweeper.Sweeper
+    drain: Any  # reads a queue to the end (``drain(url)``, ``drain.bodies(url)``)
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in Kit.__annotations__:
+            raise AttributeError(f"Kit has no {name!r}: take that fixture as a parameter of the test")
+        value = self._request.getfixturevalue(name)
+        setattr(self, name, value)  # later reads (from a try's thread, too) are plain attribute reads
+        return value
+
+
+@pytest.fixture
+def kit(request: pytest.FixtureRequest) -> Kit:
+    """The common fixtures as one object: see ``Kit``."""
+    return Kit(request)

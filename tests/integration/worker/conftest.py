@@ -1,6 +1,6 @@
 """Fixtures of the worker/sweeper integration tests: jobs and runs written straight through the DynamoDB stores
 on moto (no scheduler or API needed), and reading a queue. The fake clock, the simulated-time waiter, SQS event
-records and the ``record`` command are ``tests.support.worker``'s."""
+records, the ``record`` command and ``kit`` (the common fixtures as one object) are ``tests.support.worker``'s."""
 
 from __future__ import annotations
 

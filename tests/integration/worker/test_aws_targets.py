@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -14,14 +14,12 @@ from botocore.stub import Stubber
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
-from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
-from jobsched.domain.worker import Worker
-from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
+from jobsched.models import LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.runs import run_id
-from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
+from tests.support.worker import Kit
 
 from .conftest import T0, Drain
 
@@ -93,19 +91,15 @@ def test_lambda_client_error_fails_the_try(lambda_client: tuple[Any, Stubber]) -
 
 
 def test_lambda_target_through_the_worker_keeps_the_run_id_across_attempts(
-    clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    lambda_client: tuple[Any, Stubber],
-    build_worker: Callable[..., Worker],
+    kit: Kit, lambda_client: tuple[Any, Stubber]
 ) -> None:
     client, stubber = lambda_client
     targets = Targets(lambda_=LambdaExecutor(lambda: client))
-    worker = build_worker(targets=targets)
-    job = make_job(target={"type": "lambda", "function": "billing"}, input={"n": 1}, retry={"backoff_s": 1})
-    make_run(job)
+    worker = kit.build_worker(targets=targets)
+    job = kit.make_job(
+        target={"type": "lambda", "function": "billing"}, input={"n": 1}, retry={"backoff_s": 1}
+    )
+    kit.make_run(job)
     first = TargetCall(
         run_id=run_id(job.id, T0), job_id=job.id, scheduled_for_ms=T0, attempt=1, input={"n": 1}
     )
@@ -118,10 +112,10 @@ def test_lambda_target_through_the_worker_keeps_the_run_id_across_attempts(
         _invoke_params(first),
     )
     stubber.add_response("invoke", {"StatusCode": 200, "Payload": _payload(None)}, _invoke_params(second))
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
-    clock.advance(1_000)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
-    row = runs.get(job.id, T0)
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    kit.clock.advance(1_000)
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.SUCCEEDED
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 2
 
 

@@ -5,21 +5,18 @@ not) run on the fakes: tests/unit/worker/test_dead_runs.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from jobsched.aws import Aws
-from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
-from jobsched.models import Job, RunKind, RunStatus
+from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
+from tests.support.worker import Kit
 
-from .conftest import T0, Drain
+from .conftest import T0
 
 
 def _subscribe(aws: Aws, settings: Settings, owner: str, queue_name: str | None = None) -> str:
@@ -35,39 +32,30 @@ def _subscribe(aws: Aws, settings: Settings, owner: str, queue_name: str | None 
     return url
 
 
-def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    clock: FakeClock,
-    aws: Aws,
-    settings: Settings,
-    drain: Drain,
-    deliver: Callable[..., str],
-) -> None:
+def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(kit: Kit) -> None:
     # Given team-a and team-b each subscribed to alerts with a filter on their owner
-    team_a = _subscribe(aws, settings, "team-a")
-    team_b = _subscribe(aws, settings, "team-b")
-    job = make_job(
+    team_a = _subscribe(kit.aws, kit.settings, "team-a")
+    team_b = _subscribe(kit.aws, kit.settings, "team-b")
+    job = kit.make_job(
         owner="team-a",
         name="nightly-billing",
         command="fail",
         input={"batch": 7},
         retry={"max_attempts": 2, "backoff_s": 10},
     )
-    make_run(job)
+    kit.make_run(job)
     # When both attempts fail
-    assert deliver(job) == Outcome.RETRYING
-    clock.advance(10_000)
-    assert deliver(job) == Outcome.DEAD
+    assert kit.deliver(job) == Outcome.RETRYING
+    kit.clock.advance(10_000)
+    assert kit.deliver(job) == Outcome.DEAD
     # Then the run is dead after 2 attempts, out of the sweep index
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row is not None
-    assert row.status == RunStatus.DEAD and row.attempt == 2 and row.finished_at == clock()
+    assert row.status == RunStatus.DEAD and row.attempt == 2 and row.finished_at == kit.clock()
     assert "attempt 2 failed on purpose" in row.error
     assert row.sweep_at is None and not row.notify_pending
     # exactly one dead-letter message: the envelope plus owner, job name and error
-    dead_letters = drain(settings.dead_run_queue_url)
+    dead_letters = kit.drain(kit.settings.dead_run_queue_url)
     assert len(dead_letters) == 1
     body = json.loads(dead_letters[0]["Body"])
     assert body["run_id"] == run_id(job.id, T0)
@@ -76,7 +64,7 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
     assert body["owner"] == "team-a" and body["job_name"] == "nightly-billing"
     assert "failed on purpose" in body["error"]
     # exactly one alert, to team-a's subscription, with owner/job_id attributes and a readable body
-    alerts = drain(team_a)
+    alerts = kit.drain(team_a)
     assert len(alerts) == 1
     note = json.loads(alerts[0]["Body"])
     assert note["MessageAttributes"]["owner"]["Value"] == "team-a"
@@ -92,98 +80,64 @@ def test_the_last_failure_sends_one_dead_letter_and_one_alert_to_the_owner_only(
         "failed on purpose",
     ):
         assert fact in note["Message"]
-    assert drain(team_b) == []
+    assert kit.drain(team_b) == []
 
 
 @pytest.mark.parametrize("owner", ["team-a", "arn:aws:iam::123456789012:role/billing"])
-def test_alert_attributes_carry_any_owner(
-    aws: Aws,
-    settings: Settings,
-    owner: str,
-    drain: Drain,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
-    queue = _subscribe(aws, settings, owner, queue_name="owner-alerts")
-    job = due_job(owner=owner, command="fail", retry={"max_attempts": 1})
-    assert deliver(job) == Outcome.DEAD
-    assert len(drain(queue)) == 1
+def test_alert_attributes_carry_any_owner(kit: Kit, owner: str) -> None:
+    queue = _subscribe(kit.aws, kit.settings, owner, queue_name="owner-alerts")
+    job = kit.due_job(owner=owner, command="fail", retry={"max_attempts": 1})
+    assert kit.deliver(job) == Outcome.DEAD
+    assert len(kit.drain(queue)) == 1
 
 
-def test_a_job_with_on_dead_off_sends_its_dead_letter_but_no_alert(
-    aws: Aws, settings: Settings, drain: Drain, due_job: Callable[..., Job], deliver: Callable[..., str]
-) -> None:
-    queue = _subscribe(aws, settings, "team-a")
-    job = due_job(owner="team-a", command="fail", retry={"max_attempts": 1}, alerts={"on_dead": False})
+def test_a_job_with_on_dead_off_sends_its_dead_letter_but_no_alert(kit: Kit) -> None:
+    queue = _subscribe(kit.aws, kit.settings, "team-a")
+    job = kit.due_job(owner="team-a", command="fail", retry={"max_attempts": 1}, alerts={"on_dead": False})
 
-    assert deliver(job) == Outcome.DEAD
+    assert kit.deliver(job) == Outcome.DEAD
 
-    assert len(drain(settings.dead_run_queue_url)) == 1
-    assert drain(queue) == []
+    assert len(kit.drain(kit.settings.dead_run_queue_url)) == 1
+    assert kit.drain(queue) == []
 
 
-def test_policy_alerts_reach_the_topic_with_their_kind_and_the_job_pauses_itself(
-    aws: Aws,
-    settings: Settings,
-    clock: FakeClock,
-    drain: Drain,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., Any],
-    deliver: Callable[..., str],
-) -> None:
+def test_policy_alerts_reach_the_topic_with_their_kind_and_the_job_pauses_itself(kit: Kit) -> None:
     # Given a job that alerts when a run starts over 1 s late and pauses after one dead run
-    queue = _subscribe(aws, settings, "team-a")
+    queue = _subscribe(kit.aws, kit.settings, "team-a")
     policy = {"late_after_s": 1, "pause_after_consecutive_dead": 1, "on_dead": False}
-    job = make_job(owner="team-a", command="fail", retry={"max_attempts": 1}, alerts=policy)
-    make_run(job)
-    clock.advance(5_000)
+    job = kit.make_job(owner="team-a", command="fail", retry={"max_attempts": 1}, alerts=policy)
+    kit.make_run(job)
+    kit.clock.advance(5_000)
     # When its run starts late and dies
-    assert deliver(job) == Outcome.DEAD
+    assert kit.deliver(job) == Outcome.DEAD
     # Then the owner hears "late", then "auto_paused", and the job is paused by jobsched
-    notes = [json.loads(m["Body"]) for m in drain(queue)]
+    notes = [json.loads(m["Body"]) for m in kit.drain(queue)]
     assert [n["MessageAttributes"]["kind"]["Value"] for n in notes] == ["late", "auto_paused"]
     assert all(n["MessageAttributes"]["owner"]["Value"] == "team-a" for n in notes)
-    stored = JobStore(aws.table(settings.jobs_table)).get(job.id)
+    stored = JobStore(kit.aws.table(kit.settings.jobs_table)).get(job.id)
     assert stored.job.paused and stored.job.paused_by == "jobsched"
 
 
-def test_a_backfill_run_is_not_alerted_late(
-    aws: Aws,
-    settings: Settings,
-    clock: FakeClock,
-    drain: Drain,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., Any],
-    deliver: Callable[..., str],
-) -> None:
+def test_a_backfill_run_is_not_alerted_late(kit: Kit) -> None:
     # Given a job that alerts past 1 s late, and a run its owner backfilled a day after its time
-    queue = _subscribe(aws, settings, "team-a")
-    job = make_job(owner="team-a", command="echo", alerts={"late_after_s": 1})
-    make_run(job, kind=RunKind.BACKFILL)
-    clock.advance(86_400_000)
+    queue = _subscribe(kit.aws, kit.settings, "team-a")
+    job = kit.make_job(owner="team-a", command="echo", alerts={"late_after_s": 1})
+    kit.make_run(job, kind=RunKind.BACKFILL)
+    kit.clock.advance(86_400_000)
     # When it runs
-    assert deliver(job) == Outcome.SUCCEEDED
+    assert kit.deliver(job) == Outcome.SUCCEEDED
     # Then no "late" alert: a backfill runs past fires on purpose (a window of 1,000 would send 1,000)
-    assert drain(queue) == []
+    assert kit.drain(queue) == []
 
 
-def test_a_skipped_run_its_owner_re_runs_is_not_alerted_late(
-    aws: Aws,
-    settings: Settings,
-    clock: FakeClock,
-    drain: Drain,
-    runs: RunStore,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., Any],
-    deliver: Callable[..., str],
-) -> None:
+def test_a_skipped_run_its_owner_re_runs_is_not_alerted_late(kit: Kit) -> None:
     # Given a job that alerts past 1 s late, and a skipped run its owner re-runs (POST .../retry) a day later
-    queue = _subscribe(aws, settings, "team-a")
-    job = make_job(owner="team-a", command="echo", alerts={"late_after_s": 1})
-    make_run(job, status=RunStatus.SKIPPED)
-    clock.advance(86_400_000)
-    assert runs.rerun(job.id, T0, now_ms=clock(), sweep_at_ms=clock() + 60_000).done
+    queue = _subscribe(kit.aws, kit.settings, "team-a")
+    job = kit.make_job(owner="team-a", command="echo", alerts={"late_after_s": 1})
+    kit.make_run(job, status=RunStatus.SKIPPED)
+    kit.clock.advance(86_400_000)
+    assert kit.runs.rerun(job.id, T0, now_ms=kit.clock(), sweep_at_ms=kit.clock() + 60_000).done
     # When it runs
-    assert deliver(job) == Outcome.SUCCEEDED
+    assert kit.deliver(job) == Outcome.SUCCEEDED
     # Then no "late" alert: it starts when its owner asked
-    assert drain(queue) == []
+    assert kit.drain(queue) == []

@@ -4,7 +4,6 @@ claim back; a spec the worker cannot parse is not given back forever."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,26 +11,18 @@ from botocore.stub import Stubber
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome
-from jobsched.domain.worker import Deferred, Worker
-from jobsched.models import Job, RunStatus
-from jobsched.store.runs import RunStore
+from jobsched.domain.worker import Deferred
+from jobsched.models import RunStatus
 from jobsched.targets import TargetCall
+from tests.support.worker import Kit
 
 from .conftest import T0
 
 
-def test_a_throttled_spec_read_on_dynamodb_gives_the_claim_back(
-    worker: Worker,
-    runs: RunStore,
-    jobs: Any,
-    record: Callable[..., dict[str, Any]],
-    calls: list[TargetCall],
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
+def test_a_throttled_spec_read_on_dynamodb_gives_the_claim_back(kit: Kit, calls: list[TargetCall]) -> None:
     # The JobStore turns DynamoDB's throttle into StoreUnavailable, the error the worker gives the claim back on
-    job = due_job(command="record", retry={"max_attempts": 1})
-    client = jobs.table.meta.client
+    job = kit.due_job(command="record", retry={"max_attempts": 1})
+    client = kit.jobs.table.meta.client
     real_get_item = client.get_item
 
     def throttled_once(**kwargs: Any) -> Any:
@@ -43,28 +34,22 @@ def test_a_throttled_spec_read_on_dynamodb_gives_the_claim_back(
     client.get_item = throttled_once
     try:
         with pytest.raises(Deferred):
-            deliver(job)
+            kit.deliver(job)
     finally:
         client.get_item = real_get_item
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row is not None and (row.status, row.attempt, row.worker) == (RunStatus.QUEUED, 0, None)
-    assert worker.handle(delivery_of(record(job.id, T0, message_id="m-again"))) == Outcome.SUCCEEDED
+    assert kit.worker.handle(delivery_of(kit.record(job.id, T0, message_id="m-again"))) == Outcome.SUCCEEDED
     assert len(calls) == 1
 
 
-def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(
-    worker: Worker,
-    record: Callable[..., dict[str, Any]],
-    jobs: Any,
-    runs: Any,
-    due_job: Callable[..., Job],
-) -> None:
+def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(kit: Kit) -> None:
     # The give-back catches every Exception between the claim and the target, not only storage errors: a spec
     # this worker cannot parse (a field written by a newer API during a deploy, a hand edit) is "given back" at
     # every delivery: attempt stays 0, no try is ever counted, nothing goes dead, no owner alert; the message goes
     # to the DLQ and the sweeper re-enqueues the queued row forever.
-    job = due_job(command="record", retry={"max_attempts": 1})
-    jobs.table.update_item(
+    job = kit.due_job(command="record", retry={"max_attempts": 1})
+    kit.jobs.table.update_item(
         Key={"pk": f"job#{job.id}", "sk": "spec"},
         UpdateExpression="SET doc = :d",
         ExpressionAttributeValues={":d": '{"schedule": 42}'},
@@ -72,8 +57,8 @@ def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(
     outcomes = []
     for n in range(3):
         try:
-            outcomes.append(worker.handle(delivery_of(record(job.id, T0, message_id=f"m{n}"))))
+            outcomes.append(kit.worker.handle(delivery_of(kit.record(job.id, T0, message_id=f"m{n}"))))
         except Exception as error:
             outcomes.append(type(error).__name__)
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row.attempt > 0 or row.status != "queued", (outcomes, row.status, row.attempt)

@@ -5,45 +5,38 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from jobsched.aws import Aws
-from jobsched.clock import FakeClock
 from jobsched.domain.supervision import RealWaiter
-from jobsched.domain.worker import Worker
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
-from jobsched.models import Job, RunStatus
-from jobsched.settings import Settings, get_settings
-from jobsched.store.runs import RunStore
+from jobsched.models import RunStatus
+from jobsched.settings import get_settings
 from jobsched.targets import TargetCall, commands
 from jobsched.wiring import Components
 from jobsched.worker_runtime import Batches
+from tests.support.worker import Kit
 
 from .conftest import T0, Context
 
 
-def test_a_batch_reports_only_its_failed_records(
-    worker: Worker,
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    due_job: Callable[..., Job],
-) -> None:
-    job = due_job()
+def test_a_batch_reports_only_its_failed_records(kit: Kit) -> None:
+    worker = kit.worker  # made here, not in the handler's threads
+    job = kit.due_job()
     event = {
         "Records": [
-            record(job.id, T0, message_id="good"),
-            record(job.id, T0, message_id="bad") | {"body": "{}"},
-            record(job.id, T0, message_id="duplicate"),
+            kit.record(job.id, T0, message_id="good"),
+            kit.record(job.id, T0, message_id="bad") | {"body": "{}"},
+            kit.record(job.id, T0, message_id="duplicate"),
         ]
     }
     response = worker_handler.handler(event, Context(), batches=Batches(lambda: worker))
     # the malformed record fails (SQS redelivers it, then redrive moves it to the DLQ); the others are acked
     assert response == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.worker == "req-123"
 
 
@@ -59,33 +52,22 @@ def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -
         default.cache_clear()
 
 
-def test_the_default_wiring_comes_from_the_environment(
-    environment: None,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-) -> None:
-    job = make_job()
-    make_run(job, T0)
-    response = worker_handler.handler({"Records": [record(job.id, T0)]}, Context())
+def test_the_default_wiring_comes_from_the_environment(kit: Kit, environment: None) -> None:
+    job = kit.make_job()
+    kit.make_run(job, T0)
+    response = worker_handler.handler({"Records": [kit.record(job.id, T0)]}, Context())
     assert response == {"batchItemFailures": []}
     assert worker_handler.default_batches().worker() is worker_handler.default_batches().worker()
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.SUCCEEDED
     report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
     assert report["examined"] == 0 and report["errors"] == []
 
 
-def test_the_sweeper_handler_returns_its_report(
-    settings: Settings,
-    aws: Aws,
-    clock: FakeClock,
-    due_job: Callable[..., Job],
-) -> None:
-    sweeper = Components(settings, aws, clock=clock).sweeper()
-    due_job()
-    clock.advance(settings.sweep_queued_after_s * 1000)
+def test_the_sweeper_handler_returns_its_report(kit: Kit) -> None:
+    sweeper = Components(kit.settings, kit.aws, clock=kit.clock).sweeper()
+    kit.due_job()
+    kit.clock.advance(kit.settings.sweep_queued_after_s * 1000)
     report = sweeper_handler.handler(
         {"source": "aws.events"}, Context(function_name="jobsched-sweeper"), sweeper=sweeper
     )
@@ -115,27 +97,21 @@ def rendezvous() -> Iterator[list[tuple[str, str]]]:
 
 
 def test_the_records_of_a_batch_run_concurrently(
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    rendezvous: list[tuple[str, str]],
-    capsys: pytest.CaptureFixture[str],
-    build_worker: Callable[..., Worker],
+    kit: Kit, rendezvous: list[tuple[str, str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given three runs due now in one batch, whose targets each finish only once all three have started
-    worker = build_worker(waiter=RealWaiter())  # beats are 30 s away
-    jobs = [make_job(command="rendezvous") for _ in range(3)]
+    worker = kit.build_worker(waiter=RealWaiter())  # beats are 30 s away
+    jobs = [kit.make_job(command="rendezvous") for _ in range(3)]
     for job in jobs:
-        make_run(job)
-    event = {"Records": [record(job.id, T0, message_id=f"m-{i}") for i, job in enumerate(jobs)]}
+        kit.make_run(job)
+    event = {"Records": [kit.record(job.id, T0, message_id=f"m-{i}") for i, job in enumerate(jobs)]}
     # When the worker handles the batch
     response = worker_handler.handler(event, Context(), batches=Batches(lambda: worker))
     # Then every run started before any finished (run 3 did not wait for the targets of runs 1 and 2)
     assert response == {"batchItemFailures": []}
     assert [kind for kind, _ in rendezvous] == ["start"] * 3 + ["end"] * 3
     for job in jobs:
-        row = runs.get(job.id, T0)
+        row = kit.runs.get(job.id, T0)
         assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 1
     # and the metrics the three threads added at once were all kept (one EMF document at the end)
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
@@ -144,21 +120,15 @@ def test_the_records_of_a_batch_run_concurrently(
 
 
 def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_back(
-    worker: Worker,
-    settings: Settings,
-    aws: Aws,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    delivered: Callable[[Job, int], dict[str, Any]],
-    visibility_calls: list[dict[str, Any]],
+    kit: Kit, visibility_calls: list[dict[str, Any]]
 ) -> None:
+    worker = kit.worker  # made here, not in the handler's threads
     # Given an invocation with 100 s left, a run whose job may take 300 s and one whose job takes 60 s
-    long_job = make_job(timeout_s=300)
-    short_job = make_job(timeout_s=60)  # 60 s + the claim margin fits in 100 s
-    make_run(long_job)
-    make_run(short_job)
-    long_record, short_record = delivered(long_job, T0), delivered(short_job, T0)
+    long_job = kit.make_job(timeout_s=300)
+    short_job = kit.make_job(timeout_s=60)  # 60 s + the claim margin fits in 100 s
+    kit.make_run(long_job)
+    kit.make_run(short_job)
+    long_record, short_record = kit.delivered(long_job, T0), kit.delivered(short_job, T0)
     # When the batch is handled
     response = worker_handler.handler(
         {"Records": [long_record, short_record]},
@@ -167,58 +137,50 @@ def test_a_record_without_time_left_for_its_timeout_is_not_claimed_and_comes_bac
     )
     # Then the long run is not claimed: reported failed, its message visible again at once
     assert response == {"batchItemFailures": [{"itemIdentifier": long_record["messageId"]}]}
-    row = runs.get(long_job.id, T0)
+    row = kit.runs.get(long_job.id, T0)
     assert row is not None and row.status == RunStatus.QUEUED
     assert row.attempt == 0 and row.worker is None and row.started_at is None
     assert visibility_calls == [
         {
-            "QueueUrl": settings.run_queue_url,
+            "QueueUrl": kit.settings.run_queue_url,
             "ReceiptHandle": long_record["receiptHandle"],
             "VisibilityTimeout": 0,
         }
     ]
-    again = aws.sqs.receive_message(QueueUrl=settings.run_queue_url, WaitTimeSeconds=0)["Messages"]
+    again = kit.aws.sqs.receive_message(QueueUrl=kit.settings.run_queue_url, WaitTimeSeconds=0)["Messages"]
     assert [m["MessageId"] for m in again] == [long_record["messageId"]]
     # and the short one ran
-    short_row = runs.get(short_job.id, T0)
+    short_row = kit.runs.get(short_job.id, T0)
     assert short_row is not None and short_row.status == RunStatus.SUCCEEDED
 
 
 def test_a_deferred_record_whose_visibility_change_fails_is_still_reported(
-    worker: Worker,
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
-    due_job: Callable[..., Job],
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    worker = kit.worker  # made here, not in the handler's threads
+
     class BrokenVisibility:
         def change_visibility(self, receipt_handle: str, seconds: int) -> None:
             raise ConnectionError("SQS unreachable")
 
     monkeypatch.setattr(worker, "visibility", BrokenVisibility())
-    job = due_job(timeout_s=600)
-    event = {"Records": [record(job.id, T0, receipt_handle="rh-1")]}
+    job = kit.due_job(timeout_s=600)
+    event = {"Records": [kit.record(job.id, T0, receipt_handle="rh-1")]}
     # the whole batch failed: reported, not raised (no function error for a batch handed back)
     assert worker_handler.handler(event, Context(remaining_ms=600_000), batches=Batches(lambda: worker)) == {
         "batchItemFailures": [{"itemIdentifier": "m-1"}]
     }
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.QUEUED
 
 
-def test_a_batchs_messages_are_held_for_the_heartbeats_stale_time_before_the_claims(
-    worker: Worker,
-    settings: Settings,
-    aws: Aws,
-    make_job: Callable[..., Job],
-    runs: RunStore,
-    delivered: Callable[[Job, int], dict[str, Any]],
-) -> None:
+def test_a_batchs_messages_are_held_for_the_heartbeats_stale_time_before_the_claims(kit: Kit) -> None:
+    worker = kit.worker  # made here, not in the handler's threads
     # Given two scheduled runs received from the run queue (no rows: their messages are their records)
-    jobs = [make_job(), make_job()]
-    records = [delivered(job, T0) for job in jobs]
+    jobs = [kit.make_job(), kit.make_job()]
+    records = [kit.delivered(job, T0) for job in jobs]
     held: list[dict[str, Any]] = []
-    aws.sqs.meta.events.register(
+    kit.aws.sqs.meta.events.register(
         "provide-client-params.sqs.ChangeMessageVisibilityBatch",
         lambda params, **_: held.append(dict(params)),
     )
@@ -229,7 +191,12 @@ def test_a_batchs_messages_are_held_for_the_heartbeats_stale_time_before_the_cla
     assert response == {"batchItemFailures": []}
     assert [
         [(e["ReceiptHandle"], e["VisibilityTimeout"]) for e in request["Entries"]] for request in held
-    ] == [[(r["receiptHandle"], settings.heartbeat_stale_s + settings.heartbeat_interval_s) for r in records]]
+    ] == [
+        [
+            (r["receiptHandle"], kit.settings.heartbeat_stale_s + kit.settings.heartbeat_interval_s)
+            for r in records
+        ]
+    ]
     for job in jobs:
-        row = runs.get(job.id, T0)
+        row = kit.runs.get(job.id, T0)
         assert row is not None and row.status == RunStatus.SUCCEEDED and row.sweep_at is None

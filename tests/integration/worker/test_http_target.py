@@ -15,15 +15,14 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
-from jobsched.models import HttpTarget, Job, RunStatus
+from jobsched.models import HttpTarget, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.settings import Settings
-from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.http import AddressPolicy, HttpExecutor
+from tests.support.worker import Kit
 
 from .conftest import T0, SimWaiter
 
@@ -104,18 +103,14 @@ LOOPBACK = AddressPolicy(allow_loopback=True)
 
 
 def test_a_2xx_succeeds_with_the_input_as_body_and_the_run_headers(
-    loopback_worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
-    server: Server,
+    kit: Kit, loopback_worker: Worker, server: Server
 ) -> None:
-    job = make_job(
+    job = kit.make_job(
         target={"type": "http", "url": f"{server.url}/hook?token=s3cret", "headers": {"X-Team": "a"}},
         input={"report": "sales"},
     )
-    make_run(job)
-    assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
+    kit.make_run(job)
+    assert loopback_worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.SUCCEEDED
     (request,) = server.requests
     assert request["method"] == "POST" and request["path"] == "/hook?token=s3cret"
     assert json.loads(request["body"]) == {"report": "sales"}
@@ -128,21 +123,18 @@ def test_a_2xx_succeeds_with_the_input_as_body_and_the_run_headers(
 
 
 def test_every_delivery_and_attempt_of_a_run_carries_the_same_idempotency_key(
-    loopback_worker: Worker,
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    server: Server,
-    clock: FakeClock,
-    due_job: Callable[..., Job],
+    kit: Kit, loopback_worker: Worker, server: Server
 ) -> None:
     server.responses = [(503, "busy, try later", 0.0)]
-    job = due_job(target={"type": "http", "url": server.url}, retry={"backoff_s": 5})
-    assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
-    row = runs.get(job.id, T0)
+    job = kit.due_job(target={"type": "http", "url": server.url}, retry={"backoff_s": 5})
+    assert loopback_worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.error == f"HTTP 503 from POST {server.url}: busy, try later"
-    clock.advance(5_000)
-    assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.SUCCEEDED
-    assert loopback_worker.handle(delivery_of(record(job.id, T0))) == Outcome.DROPPED  # duplicate: not sent
+    kit.clock.advance(5_000)
+    assert loopback_worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.SUCCEEDED
+    assert (
+        loopback_worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.DROPPED
+    )  # duplicate: not sent
     keys = [r["headers"]["idempotency-key"] for r in server.requests]
     assert keys == [run_id(job.id, T0)] * 2
     assert [r["headers"]["x-jobsched-attempt"] for r in server.requests] == ["1", "2"]
@@ -174,23 +166,17 @@ def test_a_slow_server_times_out(server: Server) -> None:
     assert time.monotonic() - started < 30
 
 
-def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(
-    settings: Settings,
-    clock: FakeClock,
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    server: Server,
-    due_job: Callable[..., Job],
-    build_worker: Callable[..., Worker],
-) -> None:
+def test_a_slow_server_through_the_worker_fails_the_try_as_timed_out(kit: Kit, server: Server) -> None:
     # Given a server that answers only after the test ends; simulated time moves once it has the request
     server.responses = [(200, "late", 60.0)]
-    waiter = SimWaiter(clock, parked=lambda: bool(server.requests))
-    worker = build_worker(settings.model_copy(update={"allow_loopback_http_targets": True}), waiter=waiter)
-    job = due_job(target={"type": "http", "url": server.url}, timeout_s=20)
+    waiter = SimWaiter(kit.clock, parked=lambda: bool(server.requests))
+    worker = kit.build_worker(
+        kit.settings.model_copy(update={"allow_loopback_http_targets": True}), waiter=waiter
+    )
+    job = kit.due_job(target={"type": "http", "url": server.url}, timeout_s=20)
     # When the try passes its timeout, it fails as timed out (to be retried)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
-    row = runs.get(job.id, T0)
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RETRYING
     assert row.error == "timed out after 20 s (timeout_s)"
     assert not waiter.stuck
@@ -226,15 +212,10 @@ def test_every_resolved_address_is_checked() -> None:
         executor.execute(HttpTarget(url="http://mixed.example/"), _call())
 
 
-def test_the_local_server_is_refused_without_the_loopback_switch(
-    runs: RunStore,
-    server: Server,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
-    job = due_job(target={"type": "http", "url": server.url})
-    assert deliver(job) == Outcome.RETRYING
-    row = runs.get(job.id, T0)
+def test_the_local_server_is_refused_without_the_loopback_switch(kit: Kit, server: Server) -> None:
+    job = kit.due_job(target={"type": "http", "url": server.url})
+    assert kit.deliver(job) == Outcome.RETRYING
+    row = kit.runs.get(job.id, T0)
     assert row is not None and "refused: 127.0.0.1 resolves to 127.0.0.1 (loopback)" in row.error
     assert server.requests == []
 

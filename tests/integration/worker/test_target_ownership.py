@@ -17,10 +17,9 @@ from botocore.stub import Stubber
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
-from jobsched.domain.worker import Deferred, Worker
-from jobsched.models import Job, LambdaTarget, RunStatus, SqsTarget
+from jobsched.domain.worker import Deferred
+from jobsched.models import LambdaTarget, RunStatus, SqsTarget
 from jobsched.settings import Settings
-from jobsched.store.runs import RunStore
 from jobsched.targets import TargetCall, TargetFailed
 from jobsched.targets.aws import LambdaExecutor
 from jobsched.targets.ownership import (
@@ -31,8 +30,9 @@ from jobsched.targets.ownership import (
     TargetTags,
 )
 from jobsched.wiring import Components
+from tests.support.worker import Kit
 
-from .conftest import T0, Drain
+from .conftest import T0
 
 TAG = "jobsched:owner"
 ROLE = "arn:aws:iam::123456789012:role/jobsched-TargetRole"
@@ -48,22 +48,15 @@ def _call(owner: str | None = "team-a") -> TargetCall:
 
 
 @pytest.fixture
-def run_once(
-    settings: Settings,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    build_worker: Callable[..., Worker],
-) -> Callable[..., dict[str, Any]]:
+def run_once(kit: Kit) -> Callable[..., dict[str, Any]]:
     """``run_once(target, settings=...)``: one try of a one-attempt job of team A; returns the run row."""
 
-    def run(target: dict[str, Any], worker_settings: Settings = settings) -> dict[str, Any]:
-        worker = build_worker(worker_settings)
-        job = make_job(owner="team-a", target=target, retry={"max_attempts": 1})
-        make_run(job)
-        worker.handle(delivery_of(record(job.id, T0)))
-        row = runs.get(job.id, T0)
+    def run(target: dict[str, Any], worker_settings: Settings = kit.settings) -> dict[str, Any]:
+        worker = kit.build_worker(worker_settings)
+        job = kit.make_job(owner="team-a", target=target, retry={"max_attempts": 1})
+        kit.make_run(job)
+        worker.handle(delivery_of(kit.record(job.id, T0)))
+        row = kit.runs.get(job.id, T0)
         assert row is not None
         return row
 
@@ -74,46 +67,46 @@ def run_once(
 
 
 def test_a_queue_of_another_team_is_refused_and_gets_nothing(
-    aws: Aws, run_once: Callable[..., dict[str, Any]], drain: Drain
+    kit: Kit, run_once: Callable[..., dict[str, Any]]
 ) -> None:
     # Given team B's queue, tagged as B's
-    url = _queue(aws, "team-b-inbox", "team-b")
+    url = _queue(kit.aws, "team-b-inbox", "team-b")
     # When a job of team A aimed at it runs
     row = run_once({"type": "sqs", "queue_url": url})
     # Then the try is refused, naming the tag, and B's queue receives nothing
     assert row.status == RunStatus.DEAD
     assert "refused" in row.error and f"{TAG}=team-b" in row.error and "team-a" in row.error
-    assert drain(url) == []
+    assert kit.drain(url) == []
 
 
 @pytest.mark.parametrize("owner", ["team-a", None])
 def test_the_owners_own_or_an_untagged_queue_receives_the_run(
-    aws: Aws, run_once: Callable[..., dict[str, Any]], drain: Drain, owner: str | None
+    kit: Kit, run_once: Callable[..., dict[str, Any]], owner: str | None
 ) -> None:
-    url = _queue(aws, f"inbox-{owner}", owner)
+    url = _queue(kit.aws, f"inbox-{owner}", owner)
     row = run_once({"type": "sqs", "queue_url": url})
     assert row.status == RunStatus.SUCCEEDED
-    assert len(drain(url)) == 1
+    assert len(kit.drain(url)) == 1
 
 
 # -- with a target role (AWS): the worker acts for the owner, IAM decides ----------------------------
 
 
 def test_the_worker_assumes_the_target_role_tagged_with_the_jobs_owner(
-    settings: Settings, aws: Aws, run_once: Callable[..., dict[str, Any]], drain: Drain
+    kit: Kit, run_once: Callable[..., dict[str, Any]]
 ) -> None:
     # Given a deployment with a target role, and the worker's STS requests recorded
     assumed: list[dict[str, Any]] = []
-    aws.sts.meta.events.register(
+    kit.aws.sts.meta.events.register(
         "provide-client-params.sts.AssumeRole", lambda params, **_: assumed.append(dict(params))
     )
-    url = _queue(aws, "team-a-inbox", "team-a")
+    url = _queue(kit.aws, "team-a-inbox", "team-a")
     # When a job of team A runs, twice
-    with_role = settings.model_copy(update={"target_role_arn": ROLE})
+    with_role = kit.settings.model_copy(update={"target_role_arn": ROLE})
     rows = [run_once({"type": "sqs", "queue_url": url}, with_role) for _ in range(2)]
     # Then the target was reached through one session of the target role carrying the owner as session tag
     assert [row.status for row in rows] == [RunStatus.SUCCEEDED] * 2
-    assert len(drain(url)) == 2
+    assert len(kit.drain(url)) == 2
     assert len(assumed) == 2  # one session per worker (each run_once builds one): reused within a worker
     assert {a["RoleArn"] for a in assumed} == {ROLE}
     assert all(a["Tags"] == [{"Key": OWNER_SESSION_TAG, "Value": "team-a"}] for a in assumed)
@@ -253,13 +246,7 @@ def test_build_targets_acts_for_the_owner_only_with_a_target_role(settings: Sett
 
 
 def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
-    settings: Settings,
-    aws: Aws,
-    runs: RunStore,
-    record: Callable[..., dict[str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
-    due_job: Callable[..., Job],
-    build_worker: Callable[..., Worker],
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # [2.1] break 5's promise on the worker's other pre-target call, STS AssumeRole of the target role: a throttle
     # there (after the SDK's retries) used to fail the try, so with max_attempts 1 the run went dead and the
@@ -268,10 +255,10 @@ def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
         raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "AssumeRole")
 
     monkeypatch.setattr(OwnerClients, "client", throttled)
-    url = _queue(aws, "team-a-inbox2", "team-a")
-    worker = build_worker(settings.model_copy(update={"target_role_arn": ROLE}))
-    job = due_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
+    url = _queue(kit.aws, "team-a-inbox2", "team-a")
+    worker = kit.build_worker(kit.settings.model_copy(update={"target_role_arn": ROLE}))
+    job = kit.due_job(owner="team-a", target={"type": "sqs", "queue_url": url}, retry={"max_attempts": 1})
     with pytest.raises(Deferred):
-        worker.handle(delivery_of(record(job.id, T0)))
-    row = runs.get(job.id, T0)
+        worker.handle(delivery_of(kit.record(job.id, T0)))
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.QUEUED and row.attempt == 0

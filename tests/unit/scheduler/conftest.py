@@ -60,6 +60,17 @@ class Harness(HarnessBase):
         assert isinstance(state, SchedulingState), state
         return dict(layout.plain(layout.sched_item(state)))
 
+    def parts(self) -> dict[str, Any]:
+        """What the worker and the API's ``JobService`` are built from, by keyword: the settings, the job and
+        run stores, the run queue and the clock."""
+        return {
+            "settings": self.settings,
+            "jobs": self.jobs,
+            "runs": self.runs,
+            "queue": self.queue,
+            "clock": self.clock,
+        }
+
     def queue_for(self, settings: Settings) -> MemoryRunQueue:
         return self.queue
 

@@ -99,18 +99,7 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
     assert harness.sched(job.id) == current
     # And once a worker's claim made the run's row, a row it tries to save for that fire again is refused by
     # the unique (job_id, scheduled_for)
-    now = harness.clock()
-    claimed = harness.runs.claim(
-        job.id,
-        harness.T0,
-        worker="w",
-        now_ms=now,
-        stale_before_ms=now - 120_000,
-        retry_due_by_ms=now,
-        create=new_run(
-            job.id, harness.T0, now_ms=now, retention_days=90, term=b.lease.term, sweep_after_ms=None
-        ),
-    )
+    claimed = harness.claim(job.id, harness.T0, term=b.lease.term)
     assert claimed.claimed
     existing = harness.runs.put_new(
         new_run(job.id, harness.T0, now_ms=harness.clock(), retention_days=90, term=b.lease.term - 1)

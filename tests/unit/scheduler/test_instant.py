@@ -39,13 +39,9 @@ def run_until(harness: Any, contender: Any, end_ms: int) -> None:
 def worker_of(harness: Any) -> Worker:
     """A worker on the harness's fakes and clock (``echo`` targets)."""
     return Worker(
-        settings=harness.settings,
-        runs=harness.runs,
-        jobs=harness.jobs,
-        queue=harness.queue,
+        **harness.parts(),
         dead_runs=MemoryDeadRuns(),
         targets=Targets(),
-        clock=harness.clock,
         visibility=harness.queue,
         waiter=SimWaiter(harness.clock),
     )

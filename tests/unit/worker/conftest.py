@@ -1,7 +1,7 @@
 """Fixtures of the worker's and sweeper's logic tests on the in-memory fakes (``jobsched.memory``): no moto, no
 network. The same names as tests/integration/worker's fixtures (``worker``, ``runs``, ``jobs``, ``make_job``,
-``make_run``, ``sent``, ``drain``), so a test reads the same on either; simulated time and SQS records are
-``tests.support.worker``'s."""
+``make_run``, ``sent``, ``drain``), so a test reads the same on either; simulated time, SQS records and
+``kit`` (the common fixtures as one object) are ``tests.support.worker``'s."""
 
 from __future__ import annotations
 

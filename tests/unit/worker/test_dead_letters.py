@@ -7,14 +7,11 @@ from collections.abc import Callable
 
 import pytest
 
-from jobsched.clock import FakeClock
 from jobsched.domain.sweeper import Sweeper
-from jobsched.memory.queue import MemoryDeadLetters, MemoryDeadRuns
-from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import Job, RunStatus
+from jobsched.memory.queue import MemoryDeadLetters
+from jobsched.models import RunStatus
 from jobsched.ports.runs import RunMessage, new_run
-from jobsched.settings import Settings
-from tests.support.worker import T0
+from tests.support.worker import T0, Kit
 
 
 @pytest.fixture
@@ -27,106 +24,82 @@ def sweeper(build_sweeper: Callable[..., Sweeper], letters: MemoryDeadLetters) -
     return build_sweeper(dead_letters=letters)
 
 
-def test_a_message_dead_lettered_before_any_claim_ends_as_a_recorded_dead_run(
-    sweeper: Sweeper,
-    runs: MemoryRunStore,
-    letters: MemoryDeadLetters,
-    dead_runs: MemoryDeadRuns,
-    make_job: Callable[..., Job],
-) -> None:
+def test_a_message_dead_lettered_before_any_claim_ends_as_a_recorded_dead_run(kit: Kit) -> None:
     # Given a scheduled run whose message was redriven to the dead-letter queue before any worker claimed it
-    job = make_job(command="echo")
-    letters.redrive(
+    job = kit.make_job(command="echo")
+    kit.letters.redrive(
         RunMessage(job.id, T0, dispatch_at=T0 + 200, enqueued_at=T0 + 300, term=4), receive_count=5
     )
-    assert runs.get(job.id, T0) is None
+    assert kit.runs.get(job.id, T0) is None
     # When the sweeper passes
-    report = sweeper.sweep()
+    report = kit.sweeper.sweep()
     # Then the run is recorded dead with no try, its dead-run message and alert went out, and the letter is gone
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status is RunStatus.DEAD and row.attempt == 0
     assert row.error is not None and "dead-lettered after 5 deliveries without a try" in row.error
     assert (row.dispatch_at, row.enqueued_at, row.term) == (T0 + 200, T0 + 300, 4)
     assert row.sweep_at is None and not row.notify_pending
-    assert [d.run_id for d in dead_runs.notified] == [row.run_id] and dead_runs.notified[0].attempts == 0
-    assert report.dead_letters == 1 and report.dead == 1 and letters.letters == []
+    assert [d.run_id for d in kit.dead_runs.notified] == [row.run_id] and kit.dead_runs.notified[
+        0
+    ].attempts == 0
+    assert report.dead_letters == 1 and report.dead == 1 and kit.letters.letters == []
     # And a late copy of its message on the run queue is refused: the fire does not run after its alert
-    assert not runs.claim(job.id, T0, worker="w", now_ms=T0, stale_before_ms=0, retry_due_by_ms=T0).claimed
+    assert not kit.runs.claim(
+        job.id, T0, worker="w", now_ms=T0, stale_before_ms=0, retry_due_by_ms=T0
+    ).claimed
 
 
-def test_a_queued_row_of_a_dead_lettered_message_is_recorded_dead(
-    sweeper: Sweeper,
-    runs: MemoryRunStore,
-    letters: MemoryDeadLetters,
-    dead_runs: MemoryDeadRuns,
-    due_job: Callable[..., Job],
-) -> None:
+def test_a_queued_row_of_a_dead_lettered_message_is_recorded_dead(kit: Kit) -> None:
     # Given a run saved queued (a manual run, or one saved by a scheduler before issue [2.5]) whose message was
     # dead-lettered
-    job = due_job(command="echo")
-    letters.redrive(RunMessage(job.id, T0))
-    sweeper.sweep()
-    row = runs.get(job.id, T0)
+    job = kit.due_job(command="echo")
+    kit.letters.redrive(RunMessage(job.id, T0))
+    kit.sweeper.sweep()
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status is RunStatus.DEAD and row.attempt == 0
-    assert len(dead_runs.notified) == 1 and letters.letters == []
+    assert len(kit.dead_runs.notified) == 1 and kit.letters.letters == []
 
 
-def test_a_lost_workers_run_whose_message_was_dead_lettered_is_a_failed_try(
-    sweeper: Sweeper,
-    runs: MemoryRunStore,
-    letters: MemoryDeadLetters,
-    clock: FakeClock,
-    settings: Settings,
-    make_job: Callable[..., Job],
-) -> None:
+def test_a_lost_workers_run_whose_message_was_dead_lettered_is_a_failed_try(kit: Kit) -> None:
     # Given a worker that claimed the run (no sweep keys) and vanished, and its message dead-lettered
-    job = make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
-    now = clock()
+    job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
+    now = kit.clock()
     create = new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
-    assert runs.claim(
+    assert kit.runs.claim(
         job.id, T0, worker="lost", now_ms=now, stale_before_ms=now, retry_due_by_ms=now, create=create
     ).claimed
-    letters.redrive(RunMessage(job.id, T0))
+    kit.letters.redrive(RunMessage(job.id, T0))
     # When the sweeper passes while the heartbeat is fresh, the letter is kept for the next pass
-    assert sweeper.sweep().lost_workers == 0 and len(letters.letters) == 1
-    assert runs.get(job.id, T0).status is RunStatus.RUNNING  # type: ignore[union-attr]
+    assert kit.sweeper.sweep().lost_workers == 0 and len(kit.letters.letters) == 1
+    assert kit.runs.get(job.id, T0).status is RunStatus.RUNNING  # type: ignore[union-attr]
     # And once the heartbeat is stale, the lost try fails: retrying with backoff, in the sweep index
-    clock.advance(settings.heartbeat_stale_s * 1000 + 1)
-    report = sweeper.sweep()
-    row = runs.get(job.id, T0)
-    assert report.lost_workers == 1 and letters.letters == []
+    kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
+    report = kit.sweeper.sweep()
+    row = kit.runs.get(job.id, T0)
+    assert report.lost_workers == 1 and kit.letters.letters == []
     assert (
         row is not None and row.status is RunStatus.RETRYING and row.attempt == 1 and row.sweep_at is not None
     )
 
 
-def test_a_finished_runs_letter_is_deleted_and_a_malformed_one_dropped(
-    sweeper: Sweeper,
-    runs: MemoryRunStore,
-    letters: MemoryDeadLetters,
-    dead_runs: MemoryDeadRuns,
-    make_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
-    job = make_job(command="echo")
-    assert deliver(job) == "succeeded"
-    letters.redrive(RunMessage(job.id, T0))
-    letters.letters.append(letters.letters[0].__class__("not json", "dlq-bad"))
-    sweeper.sweep()
-    row = runs.get(job.id, T0)
-    assert row is not None and row.status is RunStatus.SUCCEEDED and letters.letters == []
-    assert dead_runs.notified == []
+def test_a_finished_runs_letter_is_deleted_and_a_malformed_one_dropped(kit: Kit) -> None:
+    job = kit.make_job(command="echo")
+    assert kit.deliver(job) == "succeeded"
+    kit.letters.redrive(RunMessage(job.id, T0))
+    kit.letters.letters.append(kit.letters.letters[0].__class__("not json", "dlq-bad"))
+    kit.sweeper.sweep()
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.SUCCEEDED and kit.letters.letters == []
+    assert kit.dead_runs.notified == []
 
 
-def test_a_failing_dead_letter_queue_is_counted_and_the_pass_goes_on(
-    sweeper: Sweeper, letters: MemoryDeadLetters, make_job: Callable[..., Job]
-) -> None:
-    job = make_job(command="echo")
-    letters.redrive(RunMessage(job.id, T0))
+def test_a_failing_dead_letter_queue_is_counted_and_the_pass_goes_on(kit: Kit) -> None:
+    job = kit.make_job(command="echo")
+    kit.letters.redrive(RunMessage(job.id, T0))
 
     def broken(limit: int) -> list[object]:
         raise ConnectionError("SQS unreachable")
 
-    letters.receive = broken  # type: ignore[method-assign,assignment]
-    report = sweeper.sweep()
-    assert report.errors == ["dead letters: ConnectionError"] and len(letters.letters) == 1
+    kit.letters.receive = broken  # type: ignore[method-assign,assignment]
+    report = kit.sweeper.sweep()
+    assert report.errors == ["dead letters: ConnectionError"] and len(kit.letters.letters) == 1

@@ -5,26 +5,22 @@ On the in-memory fakes; a spec the worker cannot read is tests/integration/worke
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
-from jobsched.domain.sweeper import Sweeper
-from jobsched.domain.worker import Deferred, Worker
-from jobsched.memory.queue import MemoryDeadRuns
+from jobsched.domain.worker import Deferred
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import HttpTarget, Job, LambdaTarget, RunStatus, SqsTarget
+from jobsched.models import HttpTarget, LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.settings import Settings
 from jobsched.targets import TargetCall, TargetFailed, Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
-from tests.support.worker import T0
+from tests.support.worker import T0, Kit
 
 
 def _call() -> TargetCall:
@@ -47,59 +43,41 @@ def steal(runs: MemoryRunStore) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("max_attempts", [1, 3])
-def test_a_failed_try_of_a_run_taken_over_changes_nothing(
-    runs: MemoryRunStore,
-    steal: None,
-    dead_runs: MemoryDeadRuns,
-    max_attempts: int,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
+def test_a_failed_try_of_a_run_taken_over_changes_nothing(kit: Kit, steal: None, max_attempts: int) -> None:
     # Given a try that fails after another worker took its run over (retry or dead alike)
-    job = due_job(command="steal-and-fail", retry={"max_attempts": max_attempts})
+    job = kit.due_job(command="steal-and-fail", retry={"max_attempts": max_attempts})
     # Then its failure is not recorded: the run is the other worker's
-    assert deliver(job) == Outcome.LOST
-    row = runs.get(job.id, T0)
+    assert kit.deliver(job) == Outcome.LOST
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RUNNING and row.worker == "thief"
     assert row.error is None
-    assert dead_runs.notified == []
+    assert kit.dead_runs.notified == []
 
 
-def test_an_unexpected_exception_from_an_executor_is_a_failed_try(
-    build_worker: Callable[..., Worker],
-    runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
-    due_job: Callable[..., Job],
-) -> None:
+def test_an_unexpected_exception_from_an_executor_is_a_failed_try(kit: Kit) -> None:
     class Buggy:
         def execute(self, target: Any, call: TargetCall) -> str:
             raise RuntimeError("executor bug")
 
-    worker = build_worker(targets=Targets(command=Buggy()))
-    job = due_job()
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
-    row = runs.get(job.id, T0)
+    worker = kit.build_worker(targets=Targets(command=Buggy()))
+    job = kit.due_job()
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.error == "RuntimeError: executor bug"
 
 
-def test_a_skip_of_a_run_taken_over_is_not_recorded(
-    runs: MemoryRunStore,
-    jobs: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
-    skip = runs.skip
+def test_a_skip_of_a_run_taken_over_is_not_recorded(kit: Kit, monkeypatch: pytest.MonkeyPatch) -> None:
+    skip = kit.runs.skip
 
     def taken_over(*args: Any, **kwargs: Any) -> bool:
-        runs.force(args[0].job_id, args[0].scheduled_for, worker="thief")
+        kit.runs.force(args[0].job_id, args[0].scheduled_for, worker="thief")
         return skip(*args, **kwargs)
 
-    monkeypatch.setattr(runs, "skip", taken_over)
-    job = due_job()
-    jobs.delete(job, deleted_at_ms=T0, retention_days=None)
-    assert deliver(job) == Outcome.LOST
-    row = runs.get(job.id, T0)
+    monkeypatch.setattr(kit.runs, "skip", taken_over)
+    job = kit.due_job()
+    kit.jobs.delete(job, deleted_at_ms=T0, retention_days=None)
+    assert kit.deliver(job) == Outcome.LOST
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RUNNING
 
 
@@ -139,39 +117,26 @@ def test_a_host_that_does_not_resolve_fails_the_try() -> None:
         )
 
 
-def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(
-    settings: Settings,
-    build_sweeper: Callable[..., Sweeper],
-    clock: FakeClock,
-    runs: MemoryRunStore,
-    due_job: Callable[..., Job],
-) -> None:
-    job = due_job()
-    runs.force(
+def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(kit: Kit) -> None:
+    job = kit.due_job()
+    kit.runs.force(
         job.id, T0, status=RunStatus.RUNNING
     )  # a malformed row: running with neither heartbeat nor claim facts
-    clock.advance((settings.sweep_queued_after_s + settings.heartbeat_stale_s) * 1000)
-    report = build_sweeper().sweep()
+    kit.clock.advance((kit.settings.sweep_queued_after_s + kit.settings.heartbeat_stale_s) * 1000)
+    report = kit.build_sweeper().sweep()
     assert report.conflicts == 1 and report.lost_workers == 0
 
 
 @pytest.mark.parametrize("overlap", ["allow", "skip"])
 def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
-    worker: Worker,
-    runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
-    calls: list[TargetCall],
-    monkeypatch: pytest.MonkeyPatch,
-    overlap: str,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
+    kit: Kit, calls: list[TargetCall], monkeypatch: pytest.MonkeyPatch, overlap: str
 ) -> None:
     # [2.1] break 5: a transient DynamoDB error after the claim (reading the spec, or taking the overlap lock)
     # left the run `running`: no redelivery could claim it, the sweeper later took it for a lost worker, and
     # with max_attempts 1 the run went dead and its owner was alerted although the target never ran.
-    job = due_job(command="record", input={"n": 1}, retry={"max_attempts": 1}, overlap=overlap)
+    job = kit.due_job(command="record", input={"n": 1}, retry={"max_attempts": 1}, overlap=overlap)
     step = "acquire_overlap" if overlap == "skip" else "get_spec"
-    real = getattr(worker.jobs, step)
+    real = getattr(kit.worker.jobs, step)
     failures: list[str] = []
 
     def throttled(*args: Any, **kwargs: Any) -> Any:
@@ -181,35 +146,28 @@ def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
             raise StoreUnavailable(f"{step}: ThrottlingException")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(worker.jobs, step, throttled)
+    monkeypatch.setattr(kit.worker.jobs, step, throttled)
     with pytest.raises(Deferred):
-        deliver(job)
-    row = runs.get(job.id, T0)
+        kit.deliver(job)
+    row = kit.runs.get(job.id, T0)
     assert row is not None and (row.status, row.attempt) == (RunStatus.QUEUED, 0)
     assert row.worker is None and row.started_at is None and calls == []
     # the delivery comes back and the one try the job allows runs
-    assert worker.handle(delivery_of(record(job.id, T0, message_id="m-again"))) == Outcome.SUCCEEDED
-    row = runs.get(job.id, T0)
+    assert kit.worker.handle(delivery_of(kit.record(job.id, T0, message_id="m-again"))) == Outcome.SUCCEEDED
+    row = kit.runs.get(job.id, T0)
     assert row is not None and (row.status, row.attempt) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1
 
 
 def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
-    calls: list[TargetCall],
-    clock: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    deliver: Callable[..., str],
+    kit: Kit, calls: list[TargetCall], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # overlap: skip, every 10 s, each run takes no time. The run of T0 succeeds, but the DeleteItem that gives
     # the overlap lock back throttles once. The lock stays with a fresh heartbeat for heartbeat_stale_s, and
     # every fire in that window is recorded "skipped: run ... is still running" although nothing runs.
-    job = make_job(schedule="every 10 seconds", command="record", overlap="skip")
+    job = kit.make_job(schedule="every 10 seconds", command="record", overlap="skip")
     for k in range(3):
-        make_run(job, T0 + k * 10_000)
-    real = worker.jobs.release_overlap
+        kit.make_run(job, T0 + k * 10_000)
+    real = kit.worker.jobs.release_overlap
     failures: list[int] = []
 
     def throttled(*args: Any, **kwargs: Any) -> Any:
@@ -218,7 +176,9 @@ def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
             raise StoreUnavailable("release_overlap: ThrottlingException")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(worker.jobs, "release_overlap", throttled)
-    assert deliver(job) == Outcome.SUCCEEDED
-    clock.advance(10_000)
-    assert worker.handle(delivery_of(record(job.id, T0 + 10_000, message_id="m2"))) == Outcome.SUCCEEDED
+    monkeypatch.setattr(kit.worker.jobs, "release_overlap", throttled)
+    assert kit.deliver(job) == Outcome.SUCCEEDED
+    kit.clock.advance(10_000)
+    assert (
+        kit.worker.handle(delivery_of(kit.record(job.id, T0 + 10_000, message_id="m2"))) == Outcome.SUCCEEDED
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,17 +14,13 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
-from jobsched.domain.worker import Worker
-from jobsched.memory.jobs import MemoryJobStore
-from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import Job, RunStatus
+from jobsched.models import RunStatus
 from jobsched.ports.runs import run_id
-from jobsched.settings import Settings
 from jobsched.targets import TargetCall, Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
-from tests.support.worker import T0, SimWaiter
+from tests.support.worker import T0, Kit, SimWaiter
 
 
 @pytest.fixture
@@ -42,40 +38,28 @@ def long_command(clock: FakeClock, waiter: SimWaiter) -> Iterator[None]:
 
 
 def test_a_long_try_beats_on_the_run_row_and_the_message_visibility(
-    worker: Worker,
-    runs: MemoryRunStore,
-    clock: FakeClock,
-    delivered: Callable[[Job, int], dict[str, Any]],
-    visibility_calls: list[dict[str, Any]],
-    long_command: None,
-    settings: Settings,
-    due_job: Callable[..., Job],
+    kit: Kit, visibility_calls: list[dict[str, Any]], long_command: None
 ) -> None:
     # Given a run whose try lasts 95 s
-    job = due_job(command="long", input={"seconds": 95})
-    record = delivered(job, T0)
-    started = clock()
+    job = kit.due_job(command="long", input={"seconds": 95})
+    record = kit.delivered(job, T0)
+    started = kit.clock()
     # When the worker runs it
-    assert worker.handle(delivery_of(record)) == Outcome.SUCCEEDED
+    assert kit.worker.handle(delivery_of(record)) == Outcome.SUCCEEDED
     # Then it beat every 30 s (at 30, 60 and 90 s): the row's heartbeat and the message's visibility
     assert len(visibility_calls) == 3
     assert {c["VisibilityTimeout"] for c in visibility_calls} == {
-        settings.heartbeat_stale_s + settings.heartbeat_interval_s
+        kit.settings.heartbeat_stale_s + kit.settings.heartbeat_interval_s
     }
     assert {c["ReceiptHandle"] for c in visibility_calls} == {record["receiptHandle"]}
-    assert {c["QueueUrl"] for c in visibility_calls} == {settings.run_queue_url}
-    row = runs.get(job.id, T0)
+    assert {c["QueueUrl"] for c in visibility_calls} == {kit.settings.run_queue_url}
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.SUCCEEDED
     assert row.heartbeat_at == started + 90_000
-    assert clock() == started + 95_000
+    assert kit.clock() == started + 95_000
 
 
-def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
-    runs: MemoryRunStore,
-    clock: FakeClock,
-    settings: Settings,
-    due_job: Callable[..., Job],
-) -> None:
+def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(kit: Kit) -> None:
     class Visibility:
         def __init__(self) -> None:
             self.calls: list[tuple[str, int]] = []
@@ -83,31 +67,33 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
         def change_visibility(self, receipt_handle: str, seconds: int) -> None:
             self.calls.append((receipt_handle, seconds))
 
-    job = due_job()
-    runs.claim(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
+    job = kit.due_job()
+    kit.runs.claim(
+        job.id, T0, worker="w1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=kit.clock()
+    )
     visibility = Visibility()
     beat = Heartbeat(
-        runs=runs,
+        runs=kit.runs,
         owned=Owned(job.id, T0, 1, "w1"),
         visibility=visibility,
         receipt_handle="rh-1",
         visibility_s=150,
     )
-    assert beat.beat(clock() + 30_000)
-    row = runs.get(job.id, T0)
-    assert row is not None and row.heartbeat_at == clock() + 30_000
-    assert row.sweep_at == clock() + settings.sweep_queued_after_s * 1000  # claims and beats leave it
+    assert beat.beat(kit.clock() + 30_000)
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.heartbeat_at == kit.clock() + 30_000
+    assert row.sweep_at == kit.clock() + kit.settings.sweep_queued_after_s * 1000  # claims and beats leave it
     assert visibility.calls == [("rh-1", 150)]
     # another worker took the run over (stale heartbeat): the beat is refused
-    runs.claim(
+    kit.runs.claim(
         job.id,
         T0,
         worker="w2",
-        now_ms=clock() + 500_000,
-        stale_before_ms=clock() + 400_000,
+        now_ms=kit.clock() + 500_000,
+        stale_before_ms=kit.clock() + 400_000,
         retry_due_by_ms=0,
     )
-    assert not beat.beat(clock() + 500_001)
+    assert not beat.beat(kit.clock() + 500_001)
     assert beat.lost
 
 
@@ -175,55 +161,41 @@ def hold_command(runs: MemoryRunStore, clock: FakeClock, waiter: SimWaiter) -> I
     commands.unregister("hold")
 
 
-def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(
-    settings: Settings,
-    queue: MemoryRunQueue,
-    runs: MemoryRunStore,
-    clock: FakeClock,
-    hold_command: Held,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
+def test_a_try_whose_run_was_taken_over_is_cancelled_and_writes_nothing(kit: Kit, hold_command: Held) -> None:
     # Given a try that keeps running after another worker took its run over (before simulated time moves on)
-    job = due_job(command="hold", input={"steal": True})
-    started = clock()
+    job = kit.due_job(command="hold", input={"steal": True})
+    started = kit.clock()
     # When its next heartbeat is refused
-    assert deliver(job) == Outcome.LOST
+    assert kit.deliver(job) == Outcome.LOST
     # Then the target was cancelled at that beat, and nothing was written over the new owner's claim
     assert hold_command.stolen.is_set()
     assert hold_command.finished.wait(30)
     assert hold_command.cancelled_at is not None
-    assert hold_command.cancelled_at - started == settings.heartbeat_interval_s * 1000  # the first beat
-    row = runs.get(job.id, T0)
+    assert hold_command.cancelled_at - started == kit.settings.heartbeat_interval_s * 1000  # the first beat
+    row = kit.runs.get(job.id, T0)
     assert row is not None
     assert (row.status, row.worker, row.attempt) == (RunStatus.RUNNING, "w-2", 2)
     assert row.error is None
-    assert queue.sent == []  # no retry message
+    assert kit.queue.sent == []  # no retry message
 
 
 def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
-    worker: Worker,
-    runs: MemoryRunStore,
-    hold_command: Held,
-    settings: Settings,
-    monkeypatch: pytest.MonkeyPatch,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
+    kit: Kit, hold_command: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a try that keeps running while every heartbeat write fails
     def unreachable(*args: Any, **kwargs: Any) -> bool:
         raise ConnectionError("DynamoDB unreachable")
 
-    monkeypatch.setattr(worker.runs, "heartbeat", unreachable)
-    job = due_job(command="hold")
+    monkeypatch.setattr(kit.worker.runs, "heartbeat", unreachable)
+    job = kit.due_job(command="hold")
     # When it has gone unrecorded for heartbeat_stale_s minus one interval
-    assert deliver(job) == Outcome.RETRYING
+    assert kit.deliver(job) == Outcome.RETRYING
     # Then the target was cancelled while the row was not yet stale (no other worker could have claimed it)
     assert hold_command.finished.wait(30)
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row is not None and hold_command.cancelled_at is not None
     silent_ms = hold_command.cancelled_at - row.heartbeat_at
-    assert silent_ms == (settings.heartbeat_stale_s - settings.heartbeat_interval_s) * 1000
+    assert silent_ms == (kit.settings.heartbeat_stale_s - kit.settings.heartbeat_interval_s) * 1000
     # and the abandoned try is recorded as failed (the run was still ours), to be retried
     assert row.status == RunStatus.RETRYING and row.attempt == 1
     assert row.error == (
@@ -232,61 +204,41 @@ def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
     )
 
 
-def test_a_command_past_its_timeout_fails_the_try_as_timed_out(
-    runs: MemoryRunStore,
-    hold_command: Held,
-    clock: FakeClock,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
-    job = due_job(command="hold", timeout_s=1)
-    started = clock()
-    assert deliver(job) == Outcome.RETRYING
-    row = runs.get(job.id, T0)
+def test_a_command_past_its_timeout_fails_the_try_as_timed_out(kit: Kit, hold_command: Held) -> None:
+    job = kit.due_job(command="hold", timeout_s=1)
+    started = kit.clock()
+    assert kit.deliver(job) == Outcome.RETRYING
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.RETRYING
     assert row.error == "timed out after 1 s (timeout_s)"
     assert hold_command.finished.wait(30) and hold_command.cancelled_at == started + 1_000
 
 
-def test_timeout_s_is_capped_by_the_worker_cap(
-    settings: Settings,
-    build_worker: Callable[..., Worker],
-    waiter: SimWaiter,
-    runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
-    hold_command: Held,
-    due_job: Callable[..., Job],
-) -> None:
-    worker = build_worker(settings=settings.model_copy(update={"worker_timeout_cap_s": 2}))
-    job = due_job(command="hold", timeout_s=600)
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
-    row = runs.get(job.id, T0)
+def test_timeout_s_is_capped_by_the_worker_cap(kit: Kit, hold_command: Held) -> None:
+    worker = kit.build_worker(settings=kit.settings.model_copy(update={"worker_timeout_cap_s": 2}))
+    job = kit.due_job(command="hold", timeout_s=600)
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.error == "timed out after 2 s (timeout_s)"
 
 
-def test_a_shell_command_past_its_timeout_is_killed_with_its_children(
-    settings: Settings,
-    build_worker: Callable[..., Worker],
-    clock: FakeClock,
-    runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
-    tmp_path: Path,
-    due_job: Callable[..., Job],
-) -> None:
+def test_a_shell_command_past_its_timeout_is_killed_with_its_children(kit: Kit, tmp_path: Path) -> None:
     # Given a shell command whose child sleeps 30 s; simulated time moves once the child has started (the
     # shell's own real-time limit, timeout_s, is far away: the worker's simulated timeout comes first)
     pidfile = tmp_path / "child.pid"
-    waiter = SimWaiter(clock, parked=lambda: pid_written(pidfile))
-    worker = build_worker(
-        settings=settings.model_copy(update={"allow_shell_targets": True}),
+    waiter = SimWaiter(kit.clock, parked=lambda: pid_written(pidfile))
+    worker = kit.build_worker(
+        settings=kit.settings.model_copy(update={"allow_shell_targets": True}),
         targets=Targets(shell=ShellExecutor(enabled=True)),
         waiter=waiter,
     )
-    job = due_job(target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=20)
+    job = kit.due_job(
+        target={"type": "shell", "command": f"sleep 30 & echo $! > {pidfile}; wait"}, timeout_s=20
+    )
     # When the try passes its timeout
-    assert worker.handle(delivery_of(record(job.id, T0))) == Outcome.RETRYING
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
     # Then it failed as timed out, and the shell's child was killed with it
-    row = runs.get(job.id, T0)
+    row = kit.runs.get(job.id, T0)
     assert row is not None and row.error == "timed out after 20 s (timeout_s)"
     assert process_gone(int(pidfile.read_text()))
     assert not waiter.stuck
@@ -312,140 +264,104 @@ def blocking_command() -> Iterator[threading.Event]:
 
 @pytest.mark.parametrize(("overlap", "expected"), [("skip", Outcome.SKIPPED), ("allow", Outcome.SUCCEEDED)])
 def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
-    build_worker: Callable[..., Worker],
-    clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: MemoryRunStore,
-    record: Callable[..., dict[str, Any]],
-    blocking_command: threading.Event,
-    overlap: str,
-    expected: Outcome,
-    waiter: SimWaiter,
+    kit: Kit, blocking_command: threading.Event, overlap: str, expected: Outcome
 ) -> None:
     # Given an every-minute job whose 02:00 run is still running (blocked) on one worker
-    job = make_job(schedule="* * * * *", overlap=overlap, command="block")
-    make_run(job, T0)
-    make_run(job, T0 + 60_000)
-    long_worker = build_worker(waiter=None)  # real waiter: beats are 30 s away
+    job = kit.make_job(schedule="* * * * *", overlap=overlap, command="block")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + 60_000)
+    long_worker = kit.build_worker(waiter=None)  # real waiter: beats are 30 s away
     results: list[str] = []
-    thread = threading.Thread(
-        target=lambda: results.append(long_worker.handle(delivery_of(record(job.id, T0))))
-    )
+    message = delivery_of(kit.record(job.id, T0))
+    thread = threading.Thread(target=lambda: results.append(long_worker.handle(message)))
     thread.start()
     assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     # When the 02:01 run is delivered to another worker
-    clock.advance(60_000)
-    other = build_worker()
+    kit.clock.advance(60_000)
+    other = kit.build_worker()
     if overlap == "allow":
         blocking_command.set()  # let the second try finish too
-    outcome = other.handle(delivery_of(record(job.id, T0 + 60_000, message_id="m-2")))
+    outcome = other.handle(delivery_of(kit.record(job.id, T0 + 60_000, message_id="m-2")))
     blocking_command.set()
     thread.join(30)
     # Then under skip it is recorded skipped, naming the running run; under allow it runs
     assert outcome == expected
     assert results == [Outcome.SUCCEEDED]
-    row = runs.get(job.id, T0 + 60_000)
+    row = kit.runs.get(job.id, T0 + 60_000)
     assert row is not None and row.status == expected.value
     if overlap == "skip":
         assert row.error == f"overlap: run {run_id(job.id, T0)} of this job is still running"
 
 
-def test_overlap_skip_ignores_a_run_whose_worker_is_lost(
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: MemoryRunStore,
-    clock: FakeClock,
-    settings: Settings,
-    deliver: Callable[..., str],
-) -> None:
-    job = make_job(schedule="* * * * *", overlap="skip")
-    make_run(job, T0)
-    make_run(job, T0 + 60_000)
-    runs.claim(job.id, T0, worker="dead-worker", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
-    clock.advance(settings.heartbeat_stale_s * 1000 + 1)
-    assert deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
+def test_overlap_skip_ignores_a_run_whose_worker_is_lost(kit: Kit) -> None:
+    job = kit.make_job(schedule="* * * * *", overlap="skip")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + 60_000)
+    kit.runs.claim(job.id, T0, worker="dead-worker", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+    kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
+    assert kit.deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
 
 
-def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
-    worker: Worker,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    runs: MemoryRunStore,
-    jobs: MemoryJobStore,
-    clock: FakeClock,
-    record: Callable[..., dict[str, Any]],
-) -> None:
+def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(kit: Kit) -> None:
     # Given an older run claimed at this very millisecond by another worker, which took the job's overlap lock
-    job = make_job(schedule="* * * * *", overlap="skip")
-    make_run(job, T0)
-    make_run(job, T0 + 60_000)
-    runs.claim(job.id, T0, worker="w-1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
-    holder = jobs.acquire_overlap(
+    job = kit.make_job(schedule="* * * * *", overlap="skip")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + 60_000)
+    kit.runs.claim(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+    holder = kit.jobs.acquire_overlap(
         job.id,
         run_id=run_id(job.id, T0),
         attempt=1,
         worker="w-1",
-        now_ms=clock(),
+        now_ms=kit.clock(),
         stale_before_ms=0,
         expires_at_s=0,
     )
     assert holder is None
     # the newer run, claimed at the same instant, finds the lock taken and is skipped
-    assert worker.handle(delivery_of(record(job.id, T0 + 60_000))) == Outcome.SKIPPED
+    assert kit.worker.handle(delivery_of(kit.record(job.id, T0 + 60_000))) == Outcome.SKIPPED
     # and only the older run is left running
-    older, newer = runs.get(job.id, T0), runs.get(job.id, T0 + 60_000)
+    older, newer = kit.runs.get(job.id, T0), kit.runs.get(job.id, T0 + 60_000)
     assert older is not None and older.status == RunStatus.RUNNING
     assert newer is not None and newer.status == RunStatus.SKIPPED
 
 
 def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
-    build_worker: Callable[..., Worker],
-    clock: FakeClock,
-    make_job: Callable[..., Job],
-    make_run: Callable[..., dict[str, Any]],
-    record: Callable[..., dict[str, Any]],
-    blocking_command: threading.Event,
-    waiter: SimWaiter,
+    kit: Kit, blocking_command: threading.Event
 ) -> None:
     # [2.1] break 4: the check read the job's 100 newest rows; an every-5-seconds job whose run lasts 10 minutes
     # piled up skipped rows, and after 100 of them a second run started alongside the first.
-    job = make_job(schedule="every 5 seconds", overlap="skip", command="block")
-    clock.now_ms = T0 + 760_000
-    make_run(job, T0)
-    long_worker = build_worker(waiter=None)
+    job = kit.make_job(schedule="every 5 seconds", overlap="skip", command="block")
+    kit.clock.now_ms = T0 + 760_000
+    kit.make_run(job, T0)
+    long_worker = kit.build_worker(waiter=None)
     results: list[str] = []
-    thread = threading.Thread(
-        target=lambda: results.append(long_worker.handle(delivery_of(record(job.id, T0))))
-    )
+    message = delivery_of(kit.record(job.id, T0))
+    thread = threading.Thread(target=lambda: results.append(long_worker.handle(message)))
     thread.start()
     assert blocking_command.started.wait(30)  # type: ignore[attr-defined]
     for k in range(1, 151):  # the fires skipped meanwhile: 150 rows newer than the running one
-        make_run(job, T0 + k * 5_000, status=RunStatus.SKIPPED, error="overlap")
-    make_run(job, T0 + 755_000)
-    other = build_worker()
-    outcome = other.handle(delivery_of(record(job.id, T0 + 755_000, message_id="m-2")))
+        kit.make_run(job, T0 + k * 5_000, status=RunStatus.SKIPPED, error="overlap")
+    kit.make_run(job, T0 + 755_000)
+    other = kit.build_worker()
+    outcome = other.handle(delivery_of(kit.record(job.id, T0 + 755_000, message_id="m-2")))
     blocking_command.set()
     thread.join(30)
     assert outcome == Outcome.SKIPPED
     assert results == [Outcome.SUCCEEDED]
 
 
-def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(
-    runs: MemoryRunStore,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-) -> None:
+def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(kit: Kit) -> None:
     @commands.register("steal", replace=True)
     def steal(call: TargetCall) -> None:
-        row = runs.get(call.job_id, call.scheduled_for_ms)
+        row = kit.runs.get(call.job_id, call.scheduled_for_ms)
         assert row is not None
-        runs.force(call.job_id, call.scheduled_for_ms, worker="thief", attempt=row.attempt + 1)
+        kit.runs.force(call.job_id, call.scheduled_for_ms, worker="thief", attempt=row.attempt + 1)
 
     try:
-        job = due_job(command="steal")
-        assert deliver(job) == Outcome.LOST
-        row = runs.get(job.id, T0)
+        job = kit.due_job(command="steal")
+        assert kit.deliver(job) == Outcome.LOST
+        row = kit.runs.get(job.id, T0)
         assert row is not None and row.status == RunStatus.RUNNING and row.worker == "thief"
     finally:
         commands.unregister("steal")

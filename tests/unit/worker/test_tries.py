@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
@@ -17,7 +16,7 @@ from jobsched.ports.runs import RunRow
 from jobsched.ports.tries import FAILED_TRY_BYTES, TryRecord, with_try
 from jobsched.targets import CommandExecutor, CommandRegistry, TargetCall, TargetFailed, Targets
 from jobsched.targets.base import SUCCESS_OUTPUT_BYTES
-from tests.support.worker import T0
+from tests.support.worker import T0, Kit
 
 
 @pytest.fixture
@@ -50,20 +49,14 @@ def _row(runs: MemoryRunStore, job: Job) -> RunRow:
     return row
 
 
-def test_each_try_is_recorded_with_its_error_then_the_success_with_its_output(
-    runs: MemoryRunStore,
-    clock: FakeClock,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-    flaky: None,
-) -> None:
-    job = due_job(command="flaky", retry={"max_attempts": 3, "backoff_s": 1})
+def test_each_try_is_recorded_with_its_error_then_the_success_with_its_output(kit: Kit, flaky: None) -> None:
+    job = kit.due_job(command="flaky", retry={"max_attempts": 3, "backoff_s": 1})
     starts = []
     for expected in (Outcome.RETRYING, Outcome.RETRYING, Outcome.SUCCEEDED):
-        starts.append(clock())
-        assert deliver(job) == expected
-        clock.advance(2_000)
-    row = _row(runs, job)
+        starts.append(kit.clock())
+        assert kit.deliver(job) == expected
+        kit.clock.advance(2_000)
+    row = _row(kit.runs, job)
     assert row.status is RunStatus.SUCCEEDED
     assert [t.attempt for t in row.tries] == [1, 2, 3]
     assert [t.started_at for t in row.tries] == starts
@@ -77,62 +70,50 @@ def test_each_try_is_recorded_with_its_error_then_the_success_with_its_output(
     assert all(t.worker and t.round == 0 for t in row.tries)
 
 
-def test_a_dead_run_keeps_every_failed_try(
-    runs: MemoryRunStore, due_job: Callable[..., Job], deliver: Callable[..., str], clock: FakeClock
-) -> None:
-    job = due_job(command="fail", retry={"max_attempts": 2, "backoff_s": 1})
-    assert deliver(job) == Outcome.RETRYING
-    clock.advance(2_000)
-    assert deliver(job) == Outcome.DEAD
-    row = _row(runs, job)
+def test_a_dead_run_keeps_every_failed_try(kit: Kit) -> None:
+    job = kit.due_job(command="fail", retry={"max_attempts": 2, "backoff_s": 1})
+    assert kit.deliver(job) == Outcome.RETRYING
+    kit.clock.advance(2_000)
+    assert kit.deliver(job) == Outcome.DEAD
+    row = _row(kit.runs, job)
     assert row.status is RunStatus.DEAD
     assert [t.attempt for t in row.tries] == [1, 2]
     assert all(t.error and "fail" in t.error for t in row.tries)
 
 
-def test_outputs_are_cut_to_their_budgets(
-    runs: MemoryRunStore,
-    registry: CommandRegistry,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-    clock: FakeClock,
-) -> None:
-    @registry.register("chatty")
+def test_outputs_are_cut_to_their_budgets(kit: Kit) -> None:
+    @kit.registry.register("chatty")
     def chatty(call: TargetCall) -> Any:
         return "ü" * 10_000
 
-    @registry.register("loud-failure")
+    @kit.registry.register("loud-failure")
     def loud(call: TargetCall) -> Any:
         raise TargetFailed("bad " * 2_000)
 
-    ok = due_job(command="chatty")
-    assert deliver(ok) == Outcome.SUCCEEDED
-    (tried,) = _row(runs, ok).tries
+    ok = kit.due_job(command="chatty")
+    assert kit.deliver(ok) == Outcome.SUCCEEDED
+    (tried,) = _row(kit.runs, ok).tries
     assert tried.output is not None and len(tried.output.encode()) <= SUCCESS_OUTPUT_BYTES
     assert tried.output.startswith('"üü')  # the head of the returned value, never a broken character
 
-    bad = due_job(command="loud-failure", retry={"max_attempts": 1})
-    assert deliver(bad) == Outcome.DEAD
-    (failed,) = _row(runs, bad).tries
+    bad = kit.due_job(command="loud-failure", retry={"max_attempts": 1})
+    assert kit.deliver(bad) == Outcome.DEAD
+    (failed,) = _row(kit.runs, bad).tries
     assert failed.error is not None and failed.error.endswith("...")
     assert len(failed.error.encode()) + len((failed.output or "").encode()) <= FAILED_TRY_BYTES
 
 
-def test_a_lost_workers_last_try_is_recorded_when_the_run_dies_of_it(
-    runs: MemoryRunStore,
-    clock: FakeClock,
-    due_job: Callable[..., Job],
-    deliver: Callable[..., str],
-    settings: Any,
-) -> None:
-    job = due_job(command="echo", retry={"max_attempts": 1})
-    first = clock()
-    assert runs.claim(
+def test_a_lost_workers_last_try_is_recorded_when_the_run_dies_of_it(kit: Kit) -> None:
+    job = kit.due_job(command="echo", retry={"max_attempts": 1})
+    first = kit.clock()
+    assert kit.runs.claim(
         job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
     ).claimed
-    clock.advance((settings.heartbeat_stale_s + 1) * 1000)  # its heartbeat goes stale: the worker is lost
-    assert deliver(job) == Outcome.DEAD
-    (lost,) = _row(runs, job).tries
+    kit.clock.advance(
+        (kit.settings.heartbeat_stale_s + 1) * 1000
+    )  # its heartbeat goes stale: the worker is lost
+    assert kit.deliver(job) == Outcome.DEAD
+    (lost,) = _row(kit.runs, job).tries
     assert (lost.attempt, lost.worker, lost.started_at) == (1, "lost-one", first)
     assert lost.error is not None and "worker lost" in lost.error
 
