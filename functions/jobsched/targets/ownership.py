@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from botocore import exceptions as botocore_exceptions
@@ -89,6 +89,7 @@ def function_arn(function: str, *, partition: str, region: str, account: str) ->
     return f"arn:{partition}:lambda:{region}:{account}:function:{parts[0]}"
 
 
+@dataclass(eq=False)
 class TargetTags:
     """Reads the owner tag (``tag_key``) of ``lambda`` and ``sqs`` targets with the caller's own clients.
 
@@ -97,32 +98,25 @@ class TargetTags:
     account of a function named without one.
     """
 
-    def __init__(
-        self,
-        tag_key: str,
-        *,
-        lambda_client: Callable[[], Any],
-        sqs_client: Callable[[], Any],
-        sts_client: Callable[[], Any],
-    ) -> None:
-        self.tag_key = tag_key
-        self._lambda_client = lambda_client
-        self._sqs_client = sqs_client
-        self._sts_client = sts_client
-        self._identity: tuple[str, str] | None = None
+    tag_key: str
+    _: KW_ONLY
+    lambda_client: Callable[[], Any]
+    sqs_client: Callable[[], Any]
+    sts_client: Callable[[], Any]
+    _identity: tuple[str, str] | None = field(default=None, init=False)
 
     def owner_of(self, target: LambdaTarget | SqsTarget) -> str | None:
         """The target's owner tag, None when it has none. Raises ``TagsUnreadable``."""
         try:
             if isinstance(target, LambdaTarget):
-                client = self._lambda_client()
+                client = self.lambda_client()
                 partition, account = self._caller()
                 arn = function_arn(
                     target.function, partition=partition, region=client.meta.region_name, account=account
                 )
                 tags: dict[str, str] = client.list_tags(Resource=arn).get("Tags") or {}
             else:
-                tags = self._sqs_client().list_queue_tags(QueueUrl=target.queue_url).get("Tags") or {}
+                tags = self.sqs_client().list_queue_tags(QueueUrl=target.queue_url).get("Tags") or {}
         except Exception as error:  # advisory: whatever went wrong (denied, absent, malformed), IAM decides
             raise TagsUnreadable(f"{target_name(target)}: {type(error).__name__}: {error}") from error
         return tags.get(self.tag_key)
@@ -142,7 +136,7 @@ class TargetTags:
 
     def _caller(self) -> tuple[str, str]:
         if self._identity is None:
-            arn = self._sts_client().get_caller_identity()["Arn"]  # arn:<partition>:...:<account>:...
+            arn = self.sts_client().get_caller_identity()["Arn"]  # arn:<partition>:...:<account>:...
             parts = arn.split(":")
             self._identity = (parts[1], parts[4])
         return self._identity
