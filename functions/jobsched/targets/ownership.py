@@ -209,6 +209,7 @@ class OwnerClients:
         )
 
 
+@dataclass(eq=False)
 class ActingForOwner:
     """Runs ``lambda`` or ``sqs`` targets for the job's owner (``TargetCall.owner``).
 
@@ -218,45 +219,37 @@ class ActingForOwner:
     another owner. Raises ``TargetFailed``.
     """
 
-    def __init__(
-        self,
-        service: str,
-        *,
-        per_client: Callable[[Callable[[], Any]], Executor],
-        clients: OwnerClients | None,
-        local: Executor,
-        tags: TargetTags,
-    ) -> None:
-        self._service = service
-        self._per_client = per_client
-        self._clients = clients
-        self._local = local
-        self._tags = tags
+    service: str
+    _: KW_ONLY
+    per_client: Callable[[Callable[[], Any]], Executor]
+    clients: OwnerClients | None
+    local: Executor
+    tags: TargetTags
 
     def execute(self, target: Any, call: TargetCall) -> str:
         """One try of ``call`` against ``target`` for ``call.owner``; returns the executor's result."""
         owner = call.owner
         if owner is None:
             raise TargetFailed(f"{target_name(target)}: the run has no owner to act for")
-        if self._clients is None:
-            refusal = self._tags.refusal(target, owner)
+        if self.clients is None:
+            refusal = self.tags.refusal(target, owner)
             if refusal is not None:
                 raise TargetFailed(f"refused: {refusal}")
-            return self._local.execute(target, call)
+            return self.local.execute(target, call)
         try:
-            client = self._clients.client(self._service, owner)
+            client = self.clients.client(self.service, owner)
         except (ClientError, BotoCoreError) as error:
             raise (TargetNotStarted if _transient(error) else TargetFailed)(
                 f"{target_name(target)}: cannot act for owner {owner} (AssumeRole of "
-                f"{self._clients.role_arn}): {error}"
+                f"{self.clients.role_arn}): {error}"
             ) from error
         try:
-            return self._per_client(lambda: client).execute(target, call)
+            return self.per_client(lambda: client).execute(target, call)
         except TargetFailed as failure:
             cause = failure.__cause__
             if isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") in _DENIED:
                 raise TargetFailed(
                     f"refused by IAM: {failure} (a job may use only functions and queues tagged "
-                    f"{self._tags.tag_key}={owner}, its owner)"
+                    f"{self.tags.tag_key}={owner}, its owner)"
                 ) from cause
             raise
