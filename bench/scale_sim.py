@@ -55,7 +55,7 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, Unreadable
 from jobsched.ports.runs import SWEEP_SHARDS, RunMessage, RunRow, sweep_shard
-from jobsched.settings import Settings
+from jobsched.settings import Settings, memory_settings
 
 T = TypeVar("T")
 
@@ -365,22 +365,6 @@ def _rush_jobs(rush: Rush) -> list[tuple[str, int | None]]:
     return out
 
 
-def sim_settings(partitions: int, shards: int) -> Settings:
-    """Deployment settings for the simulation: the defaults, with ``partitions`` and ``shards`` (the
-    resource names are placeholders: nothing is called)."""
-    return Settings(
-        jobs_table="sim-jobs",
-        runs_table="sim-runs",
-        control_table="sim-control",
-        idempotency_table="sim-keys",
-        run_queue_url="sim://runs",
-        dead_run_queue_url="sim://dead",
-        alerts_topic_arn="arn:aws:sns:us-east-1:000000000000:sim",
-        scheduler_partitions=partitions,
-        due_shards=shards,
-    )
-
-
 def load(
     rush: Rush, settings: Settings, jobs: SimJobStore, partitions: Sequence[int]
 ) -> dict[str, int | None]:
@@ -499,7 +483,7 @@ def simulate(
     clock = SimClock(MIDNIGHT_MS - 2_000)
     vcpu = min(1.0, scheduler_memory_mb / LAMBDA_MB_PER_VCPU) if scheduler_memory_mb else 1.0
     model = Model(clock, latencies or Latencies(), key_wcu_per_s=key_wcu_per_s, vcpu=vcpu)
-    settings = sim_settings(partitions, shards)
+    settings = memory_settings(scheduler_partitions=partitions, due_shards=shards)
     simulated = [only_partition] if only_partition is not None else list(range(partitions))
     weight = partitions / len(simulated)
     half_run_cpu = SCHEDULER_CPU_MS_PER_RUN / 2 if scheduler_memory_mb else 0.0

@@ -102,6 +102,17 @@ class _ContextSettings(Settings):
         return (init_settings,)
 
 
+def _capacity_units(default: int, which: str) -> Any:
+    """The field of one provisioned-mode capacity bound (``which``: "least read", "most write"...), in capacity
+    units, 1..40,000 (DynamoDB's default per-table quota)."""
+    return Field(
+        default,
+        ge=1,
+        le=40_000,
+        description=f"provisioned mode: {which} capacity units of each table and index",
+    )
+
+
 class InfraOptions(BaseModel):
     """Knobs of the AWS deployment itself (not read by the functions). Context key = field name."""
 
@@ -144,24 +155,10 @@ class InfraOptions(BaseModel):
         description="DynamoDB capacity mode of every table and index: on_demand (pay per request, no "
         "planning) or provisioned (read and write capacity with target-tracking auto scaling)",
     )
-    capacity_min_read: int = Field(
-        5, ge=1, le=40_000, description="provisioned mode: least read capacity units of each table and index"
-    )
-    capacity_max_read: int = Field(
-        4000,
-        ge=1,
-        le=40_000,
-        description="provisioned mode: most read capacity units of each table and index",
-    )
-    capacity_min_write: int = Field(
-        5, ge=1, le=40_000, description="provisioned mode: least write capacity units of each table and index"
-    )
-    capacity_max_write: int = Field(
-        4000,
-        ge=1,
-        le=40_000,
-        description="provisioned mode: most write capacity units of each table and index",
-    )
+    capacity_min_read: int = _capacity_units(5, "least read")
+    capacity_max_read: int = _capacity_units(4000, "most read")
+    capacity_min_write: int = _capacity_units(5, "least write")
+    capacity_max_write: int = _capacity_units(4000, "most write")
     capacity_target_utilization: int = Field(
         70,
         ge=20,

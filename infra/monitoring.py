@@ -113,8 +113,7 @@ class Monitoring(Construct):
             "SchedulerLag",
             lag,
             threshold=infra.scheduler_lag_alarm_ms,
-            evaluation_periods=3,
-            datapoints_to_alarm=2,
+            sustained=True,
             description="The oldest due run waited longer than the threshold to be enqueued (ms).",
         )
         # Each partition is started once a minute: fewer than one start per partition per minute over
@@ -146,8 +145,7 @@ class Monitoring(Construct):
             "RunQueueAge",
             run_queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
             threshold=infra.run_queue_age_alarm_s,
-            evaluation_periods=3,
-            datapoints_to_alarm=2,
+            sustained=True,
             description="A run waited in the run queue longer than the threshold (s): workers fall behind.",
         )
         self._alarm(
@@ -176,19 +174,21 @@ class Monitoring(Construct):
         *,
         threshold: float,
         description: str,
-        evaluation_periods: int = 1,
-        datapoints_to_alarm: int | None = None,
+        sustained: bool = False,
         comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> None:
+        """An alarm on ``metric`` (``GREATER_THAN_OR_EQUAL_TO_THRESHOLD`` unless ``comparison``), notifying the
+        alarm topic on alarm and back to OK. ``sustained``: breaching in 2 of the last 3 periods (one slow period
+        alone does not alarm), otherwise in the last one."""
         alarm = cloudwatch.Alarm(
             self,
             name,
             alarm_name=f"{alarm_name_prefix(self)}{name}",
             metric=metric,
             threshold=threshold,
-            evaluation_periods=evaluation_periods,
-            datapoints_to_alarm=datapoints_to_alarm,
+            evaluation_periods=3 if sustained else 1,
+            datapoints_to_alarm=2 if sustained else None,
             comparison_operator=comparison,
             treat_missing_data=missing,
             alarm_description=f"jobsched: {description}",

@@ -78,6 +78,11 @@ EventHook = tuple[str, Callable[..., Any]]
 (``model``, ``params``, ``context``... see botocore's event system)."""
 
 
+def _service_client(service: str) -> cached_property[Any]:
+    """An ``Aws`` attribute: the boto3 client of ``service``, made on first use (``Aws._client``), then kept."""
+    return cached_property(lambda aws: aws._client(service))
+
+
 @dataclass
 class Aws:
     """Lazily created boto3 clients of one session/region (``endpoint_url`` for a moto server), every call
@@ -110,9 +115,11 @@ class Aws:
             )
         )
 
-    @cached_property
-    def dynamodb(self) -> Any:
-        return self._client("dynamodb")
+    dynamodb = _service_client("dynamodb")
+    sqs = _service_client("sqs")
+    sns = _service_client("sns")
+    lambda_ = _service_client("lambda")
+    sts = _service_client("sts")
 
     @cached_property
     def dynamodb_resource(self) -> Any:
@@ -121,22 +128,6 @@ class Aws:
         )
         self._hooked(resource.meta.client)
         return resource
-
-    @cached_property
-    def sqs(self) -> Any:
-        return self._client("sqs")
-
-    @cached_property
-    def sns(self) -> Any:
-        return self._client("sns")
-
-    @cached_property
-    def lambda_(self) -> Any:
-        return self._client("lambda")
-
-    @cached_property
-    def sts(self) -> Any:
-        return self._client("sts")
 
     def table(self, name: str) -> Any:
         """A DynamoDB ``Table`` resource by name."""

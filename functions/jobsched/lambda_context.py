@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 LOCAL_ACCOUNT_ID = "123456789012"
 """The AWS account of local mode: moto's default account, so ARNs built locally match the resources moto made."""
@@ -31,22 +32,16 @@ class LocalLambdaContext:
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     region: str = LOCAL_REGION
     started: float = field(default_factory=time.monotonic)
+    function_version: ClassVar[str] = "$LATEST"
+    log_stream_name: ClassVar[str] = "local"
 
     @property
     def invoked_function_arn(self) -> str:
         return f"arn:aws:lambda:{self.region}:{LOCAL_ACCOUNT_ID}:function:{self.function_name}"
 
     @property
-    def function_version(self) -> str:
-        return "$LATEST"
-
-    @property
     def log_group_name(self) -> str:
         return f"/aws/lambda/{self.function_name}"
-
-    @property
-    def log_stream_name(self) -> str:
-        return "local"
 
     def get_remaining_time_in_millis(self) -> int:
         """Milliseconds left before ``timeout_s`` runs out (0 once it has)."""

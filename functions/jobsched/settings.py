@@ -7,6 +7,7 @@ receives a ``Settings`` object and never reads ``os.environ`` itself.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -73,3 +74,23 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process's settings from the environment (cached; raises pydantic ValidationError if wiring is wrong)."""
     return Settings()  # type: ignore[call-arg]
+
+
+MEMORY_RUN_QUEUE_URL = "memory://run-queue"
+MEMORY_DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
+
+
+def memory_settings(**knobs: Any) -> Settings:
+    """Settings for components on the in-memory fakes, which call no AWS service (the tests, the bench's
+    simulation): the table, queue and topic names only label them. ``knobs`` (``due_shards=1``, ...) change the
+    other settings from their defaults; a bad one raises pydantic ``ValidationError``."""
+    return Settings(
+        jobs_table="jobs",
+        runs_table="runs",
+        control_table="control",
+        idempotency_table="idempotency",
+        run_queue_url=MEMORY_RUN_QUEUE_URL,
+        dead_run_queue_url=MEMORY_DEAD_RUN_QUEUE_URL,
+        alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
+        **knobs,
+    )

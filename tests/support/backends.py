@@ -31,7 +31,7 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryAlerts, MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.ports.runs import RunMessage
-from jobsched.settings import Settings
+from jobsched.settings import MEMORY_DEAD_RUN_QUEUE_URL, MEMORY_RUN_QUEUE_URL, Settings, memory_settings
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.jobs import SqliteJobStore
@@ -114,23 +114,8 @@ class MemoryKeyRecords(BasePersistenceLayer):
         self.records.pop(data_record.idempotency_key, None)
 
 
-RUN_QUEUE_URL = "memory://run-queue"
-DEAD_RUN_QUEUE_URL = "memory://dead-run-queue"
-
-
-def memory_settings(**knobs: Any) -> Settings:
-    """Settings for the fakes: resource names only label them; ``knobs`` (``due_shards=1``, ...) change the
-    other settings from their defaults."""
-    return Settings(
-        jobs_table="jobs",
-        runs_table="runs",
-        control_table="control",
-        idempotency_table="idempotency",
-        run_queue_url=RUN_QUEUE_URL,
-        dead_run_queue_url=DEAD_RUN_QUEUE_URL,
-        alerts_topic_arn="arn:aws:sns:us-east-1:123456789012:alerts",
-        **knobs,
-    )
+RUN_QUEUE_URL = MEMORY_RUN_QUEUE_URL
+DEAD_RUN_QUEUE_URL = MEMORY_DEAD_RUN_QUEUE_URL
 
 
 def memory_backend() -> Backend:

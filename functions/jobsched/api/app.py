@@ -103,6 +103,7 @@ register_error_handlers(app, allowed_methods)
 
 
 _CURSOR_NOT_FOUND = "A `cursor` this listing did not issue (another caller's or another listing's)"
+_HISTORY_NOT_FOUND = "No such job (or not the caller's), or a `cursor` this listing did not issue"
 
 
 def _public_prefix() -> str:
@@ -281,11 +282,7 @@ def trigger_job(
     description="Newest `scheduled_for` first, optionally only one `status`. A deleted job's runs stay "
     "listed for its owner until retention.",
     tags=["runs"],
-    responses=responses(
-        {200: (Page[Run], "A page of runs")},
-        404,
-        descriptions={404: "No such job (or not the caller's), or a `cursor` this listing did not issue"},
-    ),
+    responses=responses({200: (Page[Run], "A page of runs")}, 404, descriptions={404: _HISTORY_NOT_FOUND}),
 )
 def list_runs(
     id: JobId,
@@ -331,9 +328,7 @@ def backfill_job(
     "deleted, each with its actor and time; kept as long as run history, a deleted job's too.",
     tags=["jobs"],
     responses=responses(
-        {200: (Page[JobEvent], "A page of events")},
-        404,
-        descriptions={404: "No such job (or not the caller's), or a `cursor` this listing did not issue"},
+        {200: (Page[JobEvent], "A page of events")}, 404, descriptions={404: _HISTORY_NOT_FOUND}
     ),
 )
 def list_events(

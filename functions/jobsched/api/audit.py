@@ -6,22 +6,23 @@ act that changes no job records its event after it) and reads a job's trail for 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from jobsched.api.cursor import decode_cursor, encode_cursor
-from jobsched.api.exceptions import CursorNotFound, JobNotFound
+from jobsched.api.cursor import encode_cursor, history_before
+from jobsched.api.exceptions import JobNotFound
 from jobsched.models import JobEvent, JobEventKind, Page, from_ms
 from jobsched.observability import logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import AuditEvent, JobRepository, change_key
 
 
+@dataclass(eq=False)
 class AuditTrail:
     """A job's audit events on ``jobs`` (the job store), each kept ``retention_days`` (as long as run history)."""
 
-    def __init__(self, jobs: JobRepository, retention_days: int) -> None:
-        self.jobs = jobs
-        self.retention_days = retention_days
+    jobs: JobRepository
+    retention_days: int
 
     def event(
         self,
@@ -65,12 +66,7 @@ class AuditTrail:
         malformed or not of this job's event listing)."""
         if self.jobs.history_owner(job_id) != owner:
             raise JobNotFound(job_id)
-        before: str | None = None
-        if cursor is not None:
-            position = decode_cursor(cursor, "events", owner)
-            before = position.get("before")
-            if position.get("job") != job_id or not isinstance(before, str):
-                raise CursorNotFound()
+        before = history_before(cursor, "events", owner, job_id, str)
         events, last = self.jobs.list_events(job_id, limit, before)
         items = [JobEvent(at=from_ms(e.at), kind=e.kind, actor=e.actor, detail=e.detail) for e in events]
         next_cursor = encode_cursor("events", owner, {"job": job_id, "before": last}) if last else None

@@ -16,9 +16,11 @@ import binascii
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from jobsched.api.exceptions import CursorNotFound, InvalidInput
+
+T = TypeVar("T")
 
 VERSION = 1
 MAX_CURSOR_CHARS = 2048
@@ -66,3 +68,17 @@ def decode_cursor(token: str, kind: str, owner: str) -> dict[str, Any]:
     ):
         raise bad
     return dict(document["p"])
+
+
+def history_before(token: str | None, kind: str, owner: str, job_id: str, before_type: type[T]) -> T | None:
+    """Where a page of one job's history listing ``kind`` (``"runs"``: ``before`` an epoch ms; ``"events"``:
+    ``before`` an event key) resumes: the ``before`` of the cursor ``token``, None without one. Raises as
+    :func:`decode_cursor`, and ``CursorNotFound`` for a cursor of another job or whose ``before`` is not a
+    ``before_type``."""
+    if token is None:
+        return None
+    position = decode_cursor(token, kind, owner)
+    before = position.get("before")
+    if position.get("job") != job_id or not isinstance(before, before_type):
+        raise CursorNotFound()
+    return before

@@ -20,6 +20,7 @@ Codes 409 and 422 for key reuse follow the IETF draft "The Idempotency-Key HTTP 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -39,6 +40,7 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, Field
 
 from jobsched.api.exceptions import (
+    ApiProblem,
     ConcurrentChange,
     CursorNotFound,
     InvalidInput,
@@ -146,12 +148,64 @@ def _schedule_error(error: ScheduleError) -> ErrorResponse:
     return error_response(HTTPStatus.BAD_REQUEST, code, error.message, error.field)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """How one exception is answered: ``status``, ``code``, ``field`` and ``headers``, with ``message``, or when
+    that is None the exception's own (``ApiProblem.message``). Called with the exception, returns the response."""
+
+    status: HTTPStatus
+    code: str
+    field: str | None = None
+    message: str | None = None
+    headers: Mapping[str, str] | None = None
+
+    def __call__(self, error: Exception) -> ErrorResponse:
+        message = self.message
+        if message is None:
+            message = error.message if isinstance(error, ApiProblem) else str(error)
+        return error_response(self.status, self.code, message, self.field, self.headers)
+
+
+RETRY_SHORTLY = {"Retry-After": "1"}
+
+ANSWERS: dict[type[Exception], Answer] = {
+    RequestUnsupportedContentType: Answer(
+        HTTPStatus.BAD_REQUEST,
+        "unsupported_media_type",
+        "body",
+        "send the request body as JSON (Content-Type: application/json)",
+    ),
+    JobNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found"),
+    CursorNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "cursor"),
+    NameConflict: Answer(HTTPStatus.CONFLICT, "name_taken", "name"),
+    ConcurrentChange: Answer(HTTPStatus.CONFLICT, "conflict", headers=RETRY_SHORTLY),
+    PayloadTooLarge: Answer(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "payload_too_large", "body"),
+    IdempotencyValidationError: Answer(
+        HTTPStatus.UNPROCESSABLE_ENTITY,
+        "idempotency_key_reused",
+        IDEMPOTENCY_HEADER,
+        "this Idempotency-Key was already used with a different request; use a new key for a new request",
+    ),
+    IdempotencyAlreadyInProgressError: Answer(
+        HTTPStatus.CONFLICT,
+        "request_in_progress",
+        IDEMPOTENCY_HEADER,
+        "a request with this Idempotency-Key is still being processed; retry shortly",
+        RETRY_SHORTLY,
+    ),
+}
+"""The exceptions answered by status, code and field alone (the others have handlers below)."""
+
+
 def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callable[[str], list[str]]) -> None:
     """Register every exception handler on ``app``.
 
     ``allowed_methods(path)`` lists the methods of a known path (empty for unknown ones): a request for a
     known path with another method is answered 405 with ``Allow``, anything else unknown 404.
     """
+
+    for kind, answer in ANSWERS.items():
+        app.exception_handler(kind)(answer)
 
     @app.exception_handler(InvalidInput)
     def _invalid(error: InvalidInput) -> ErrorResponse:
@@ -165,15 +219,6 @@ def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callab
     def _request_validation(error: RequestValidationError) -> ErrorResponse:
         return validation_error_response(error)
 
-    @app.exception_handler(RequestUnsupportedContentType)
-    def _content_type(error: RequestUnsupportedContentType) -> ErrorResponse:
-        return error_response(
-            HTTPStatus.BAD_REQUEST,
-            "unsupported_media_type",
-            "send the request body as JSON (Content-Type: application/json)",
-            "body",
-        )
-
     @app.exception_handler(Unauthorized)
     def _unauthorized(error: Unauthorized) -> ErrorResponse:
         return error_response(
@@ -181,45 +226,6 @@ def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callab
             "unauthorized",
             error.message,
             headers={"WWW-Authenticate": error.challenge},
-        )
-
-    @app.exception_handler(JobNotFound)
-    def _not_found(error: JobNotFound) -> ErrorResponse:
-        return error_response(HTTPStatus.NOT_FOUND, "not_found", error.message)
-
-    @app.exception_handler(CursorNotFound)
-    def _cursor_not_found(error: CursorNotFound) -> ErrorResponse:
-        return error_response(HTTPStatus.NOT_FOUND, "not_found", error.message, "cursor")
-
-    @app.exception_handler(NameConflict)
-    def _name(error: NameConflict) -> ErrorResponse:
-        return error_response(HTTPStatus.CONFLICT, "name_taken", error.message, "name")
-
-    @app.exception_handler(ConcurrentChange)
-    def _conflict(error: ConcurrentChange) -> ErrorResponse:
-        return error_response(HTTPStatus.CONFLICT, "conflict", error.message, headers={"Retry-After": "1"})
-
-    @app.exception_handler(PayloadTooLarge)
-    def _too_large(error: PayloadTooLarge) -> ErrorResponse:
-        return error_response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "payload_too_large", error.message, "body")
-
-    @app.exception_handler(IdempotencyValidationError)
-    def _key_reused(error: IdempotencyValidationError) -> ErrorResponse:
-        return error_response(
-            HTTPStatus.UNPROCESSABLE_ENTITY,
-            "idempotency_key_reused",
-            "this Idempotency-Key was already used with a different request; use a new key for a new request",
-            IDEMPOTENCY_HEADER,
-        )
-
-    @app.exception_handler(IdempotencyAlreadyInProgressError)
-    def _in_flight(error: IdempotencyAlreadyInProgressError) -> ErrorResponse:
-        return error_response(
-            HTTPStatus.CONFLICT,
-            "request_in_progress",
-            "a request with this Idempotency-Key is still being processed; retry shortly",
-            IDEMPOTENCY_HEADER,
-            headers={"Retry-After": "1"},
         )
 
     @app.exception_handler(IdempotencyPersistenceLayerError)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from jobsched.api.cursor import decode_cursor, encode_cursor
+from jobsched.api.cursor import decode_cursor, encode_cursor, history_before
 from jobsched.api.exceptions import CursorNotFound, InvalidInput, JobNotFound
 from jobsched.models import Page, Run, RunKind, RunStatus, to_ms
 from jobsched.ports.jobs import JobRepository
@@ -40,13 +40,9 @@ class RunListing:
         ``CursorNotFound`` (not of this job's run listing)."""
         if self.jobs.history_owner(job_id) != owner:
             raise JobNotFound(job_id)
-        before_ms: int | None = None
-        if cursor is not None:
-            position = decode_cursor(cursor, "runs", owner)
-            before = position.get("before")
-            if position.get("job") != job_id or not isinstance(before, int) or before < 0:
-                raise CursorNotFound()
-            before_ms = before
+        before_ms = history_before(cursor, "runs", owner, job_id, int)
+        if before_ms is not None and before_ms < 0:
+            raise CursorNotFound()
         rows, last = self.runs.list_for_job(job_id, limit, RunFilter(status=status), before_ms)
         next_cursor = (
             encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None

@@ -10,7 +10,7 @@ break it; a resume starts a new streak), so it needs no counter of its own and c
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from jobsched.clock import Clock
@@ -65,19 +65,17 @@ def dead_streak(rows: list[RunRow]) -> int:
     return streak
 
 
+@dataclass(kw_only=True, eq=False)
 class Alerting:
     """Applies each job's ``alerts`` policy: ``sink`` publishes, ``runs`` gives the history a streak is read
     from, ``jobs`` takes the automatic pause (a conditional rewrite, with its audit event kept
     ``retention_days``). ``clock`` gives epoch ms (UTC)."""
 
-    def __init__(
-        self, *, sink: AlertSink, runs: RecentRuns, jobs: JobRepository, clock: Clock, retention_days: int
-    ) -> None:
-        self.sink = sink
-        self.runs = runs
-        self.jobs = jobs
-        self.clock = clock
-        self.retention_days = retention_days
+    sink: AlertSink
+    runs: RecentRuns
+    jobs: JobRepository
+    clock: Clock
+    retention_days: int
 
     def started(self, job: Job, run_id: str, scheduled_for_ms: int, lateness_ms: int) -> None:
         """A run's first try started ``lateness_ms`` after ``scheduled_for``: a ``late`` alert past the policy's

@@ -31,7 +31,7 @@ import os
 import socket
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from jobsched.clock import Clock
@@ -79,34 +79,29 @@ def new_holder_id(hint: str | None = None) -> str:
     return f"{base}/{uuid.uuid4().hex[:8]}"
 
 
+@dataclass(eq=False)
 class LeaderLease:
     """One contender for the lease of ``partition``.
 
     ``clock`` returns epoch ms; ``ttl_ms`` is how long a silent holder keeps the lease
-    (``Settings.lease_ttl_s``); ``safety_ms`` (default ``min(1000, ttl_ms // 5)``) is how much earlier than
+    (``Settings.lease_ttl_s``); ``safety_ms`` (``min(1000, ttl_ms // 5)``) is how much earlier than
     the stored expiry the holder itself stops writing. Thread-safe: the scheduler's write threads call
     :meth:`check` concurrently.
     """
 
-    def __init__(
-        self,
-        store: LeaseStore,
-        partition: int,
-        holder: str,
-        *,
-        clock: Clock,
-        ttl_ms: int,
-        safety_ms: int | None = None,
-    ) -> None:
-        self.store = store
-        self.partition = partition
-        self.holder = holder
-        self.clock = clock
-        self.ttl_ms = ttl_ms
-        self.safety_ms = safety_ms if safety_ms is not None else min(1000, ttl_ms // 5)
-        self._record: LeaseRecord | None = None
-        self._valid_until = 0
-        self._lock = threading.RLock()
+    store: LeaseStore
+    partition: int
+    holder: str
+    _: KW_ONLY
+    clock: Clock
+    ttl_ms: int
+    safety_ms: int = field(init=False)
+    _record: LeaseRecord | None = field(default=None, init=False)
+    _valid_until: int = field(default=0, init=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+
+    def __post_init__(self) -> None:
+        self.safety_ms = min(1000, self.ttl_ms // 5)
 
     @property
     def term(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Protocol
 
 from jobsched.clock import Clock
@@ -50,6 +50,7 @@ class LoopReport:
         return asdict(self)
 
 
+@dataclass(eq=False)
 class SchedulerLoop:
     """A lease contender plus its partition's scheduler: :meth:`step` once a second (:meth:`run`), and in
     between a tick at each instant a tick saw due before the next second (:meth:`tick_at`).
@@ -58,23 +59,15 @@ class SchedulerLoop:
     threads (competing for the lease); the Lambda handler runs one per invocation.
     """
 
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        lease: LeaderLease,
-        *,
-        clock: Clock,
-        sleep: Callable[[float], None] = time.sleep,
-        tick_metrics: TickMetrics | None = None,
-    ) -> None:
-        self.scheduler = scheduler
-        self.lease = lease
-        self.clock = clock
-        self.sleep = sleep
-        self.tick_metrics = tick_metrics
-        self.report = LoopReport()
-        self._tokens = float(INSTANT_TICK_BURST)
-        self._tokens_at: int | None = None
+    scheduler: Scheduler
+    lease: LeaderLease
+    _: KW_ONLY
+    clock: Clock
+    sleep: Callable[[float], None] = time.sleep
+    tick_metrics: TickMetrics | None = None
+    report: LoopReport = field(default_factory=LoopReport, init=False)
+    _tokens: float = field(default=float(INSTANT_TICK_BURST), init=False)
+    _tokens_at: int | None = field(default=None, init=False)
 
     def step(self) -> TickResult | None:
         """One iteration: ensure the lease, then tick if leading. Returns the tick's result, or None as a
@@ -85,16 +78,7 @@ class SchedulerLoop:
             if was_leading:
                 self.scheduler.on_lost()
             return None
-        try:
-            if not was_leading:
-                self.scheduler.on_leadership(self.lease)
-        except LeaseLost:
-            self.scheduler.on_lost()
-            return None
-        except Exception as error:
-            logger.exception("scheduler step failed", partition=self.scheduler.partition, error=str(error))
-            return None
-        return self._tick()
+        return self._tick(take_over=not was_leading)
 
     def tick_at(self, instant_ms: int) -> TickResult | None:
         """Tick again at ``instant_ms`` (epoch ms; sleeping until then), without renewing the lease (the
@@ -121,8 +105,12 @@ class SchedulerLoop:
             return float(INSTANT_TICK_BURST)
         return min(float(INSTANT_TICK_BURST), self._tokens + (at_ms - self._tokens_at) / INSTANT_TICK_GAP_MS)
 
-    def _tick(self) -> TickResult | None:
+    def _tick(self, *, take_over: bool = False) -> TickResult | None:
+        """One tick, after ``on_leadership`` when ``take_over`` (the lease was just acquired). None when the lease
+        was lost, or on any other error (logged; the next step retries)."""
         try:
+            if take_over:
+                self.scheduler.on_leadership(self.lease)
             result = self.scheduler.tick(self.clock(), self.lease)
         except LeaseLost:
             self.scheduler.on_lost()

@@ -48,7 +48,7 @@ it holds the run (refused or long-failing heartbeats) abandons its try before th
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import InitVar, dataclass, field, replace
 
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
@@ -98,34 +98,32 @@ class Deferred(Exception):
 # --- the worker -------------------------------------------------------------------------------------------
 
 
+@dataclass(kw_only=True, eq=False)
 class Worker:
     """Processes deliveries of runs (see the module docstring). Thread-safe: no per-delivery state is kept
     on the object, so one instance serves a local pool of worker threads."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        runs: RunRows,
-        jobs: JobSpecs,
-        queue: RunSender,
-        dead_runs: DeadRunSink,
-        targets: TargetRunner,
-        clock: Clock,
-        visibility: VisibilityExtender | None = None,
-        waiter: Waiter | None = None,
-        alerting: Alerting | None = None,
-    ) -> None:
-        self.settings = settings
-        self.runs = runs
-        self.jobs = jobs
-        self.targets = targets
-        self.clock = clock
-        self.visibility = visibility
-        self.waiter = waiter or RealWaiter()
-        self.alerting = alerting
+    settings: Settings
+    runs: RunRows
+    jobs: JobSpecs
+    queue: InitVar[RunSender]
+    dead_runs: InitVar[DeadRunSink]
+    targets: TargetRunner
+    clock: Clock
+    visibility: VisibilityExtender | None = None
+    waiter: Waiter | None = None
+    """Monotonic time and waiting while a try runs; None: ``RealWaiter``."""
+    alerting: Alerting | None = None
+    failures: Failures = field(init=False)
+
+    def __post_init__(self, queue: RunSender, dead_runs: DeadRunSink) -> None:
         self.failures = Failures(
-            runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock, alerting=alerting
+            runs=self.runs,
+            queue=queue,
+            dead_runs=dead_runs,
+            settings=self.settings,
+            clock=self.clock,
+            alerting=self.alerting,
         )
 
     def handle(self, delivery: Delivery) -> str:
@@ -271,7 +269,7 @@ class Worker:
                 call=call,
                 beat=lambda: heartbeat.beat(self.clock()),
                 interval_s=self.settings.heartbeat_interval_s,
-                waiter=self.waiter,
+                waiter=self.waiter or RealWaiter(),
             )
         except TryAbandoned:
             if heartbeat.lost:

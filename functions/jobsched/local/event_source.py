@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
+from functools import cached_property
 from typing import Any
 
 from jobsched.lambda_context import LocalLambdaContext
@@ -62,6 +64,7 @@ def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str) -> di
     }
 
 
+@dataclass(eq=False)
 class SqsEventSource:
     """Feeds one queue to one handler, like an SQS event source mapping with batch item failures on.
 
@@ -69,37 +72,23 @@ class SqsEventSource:
     batch in hand finish (drain) before returning.
     """
 
-    def __init__(
-        self,
-        sqs: Any,
-        queue_url: str,
-        handler: Handler,
-        *,
-        function_name: str,
-        region: str = "us-east-1",
-        batch_size: int = 10,
-        wait_s: int = 1,
-        failure_visibility_s: int = 10,
-        timeout_s: int = 900,
-    ) -> None:
-        self.sqs = sqs
-        self.queue_url = queue_url
-        self.handler = handler
-        self.function_name = function_name
-        self.region = region
-        self.batch_size = batch_size
-        self.wait_s = wait_s
-        self.failure_visibility_s = failure_visibility_s
-        self.timeout_s = timeout_s
-        self._queue_arn: str | None = None
+    sqs: Any
+    queue_url: str
+    handler: Handler
+    _: KW_ONLY
+    function_name: str
+    region: str = "us-east-1"
+    batch_size: int = 10
+    wait_s: int = 1
+    failure_visibility_s: int = 10
+    timeout_s: int = 900
 
-    @property
+    @cached_property
     def queue_arn(self) -> str:
-        if self._queue_arn is None:
-            self._queue_arn = self.sqs.get_queue_attributes(
-                QueueUrl=self.queue_url, AttributeNames=["QueueArn"]
-            )["Attributes"]["QueueArn"]
-        return self._queue_arn
+        """The queue's ARN (one ``GetQueueAttributes`` call, then kept)."""
+        attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])
+        arn: str = attributes["Attributes"]["QueueArn"]
+        return arn
 
     def poll_once(self) -> tuple[int, int]:
         """Receive one batch and process it. Returns ``(messages received, messages failed)``."""

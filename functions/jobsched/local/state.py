@@ -27,7 +27,7 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -418,6 +418,7 @@ class TableMirror:
         return found
 
 
+@dataclass(eq=False)
 class Snapshotter:
     """Saves the mirror: changes are appended to the generation's change log every ``interval_s`` (fsync);
     when the log outgrows the snapshot (at least ``compact_bytes``), or after a resynchronization, a new
@@ -425,25 +426,21 @@ class Snapshotter:
     ``final()`` writes a snapshot from a full scan.
     """
 
-    def __init__(
-        self,
-        mirror: TableMirror,
-        path: Path,
-        *,
-        interval_s: float = 2.0,
-        clock: Clock = system_clock,
-        compact_bytes: int = 1024 * 1024,
-    ) -> None:
-        self.mirror = mirror
-        self.path = path
-        self.interval_s = interval_s
-        self.clock = clock
-        self.compact_bytes = compact_bytes
-        self.generation = state_generation(path)
-        self.writes = 0
-        self.compactions = 0
-        self._base_bytes = path.stat().st_size if path.exists() else 0
-        self._lock = threading.Lock()
+    mirror: TableMirror
+    path: Path
+    _: KW_ONLY
+    interval_s: float = 2.0
+    clock: Clock = system_clock
+    compact_bytes: int = 1024 * 1024
+    generation: int = field(init=False)
+    writes: int = field(default=0, init=False)
+    compactions: int = field(default=0, init=False)
+    _base_bytes: int = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self.generation = state_generation(self.path)
+        self._base_bytes = self.path.stat().st_size if self.path.exists() else 0
 
     def save_if_changed(self) -> bool:
         """Apply the journal, then save what changed. Returns True when it wrote."""

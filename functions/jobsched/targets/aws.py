@@ -26,10 +26,8 @@ def _client_error(service: str, name: str, error: Exception) -> TargetFailed:
     return TargetFailed(f"{service} {name}: {type(error).__name__}: {error}")
 
 
-class LambdaExecutor:
-    """Runs ``lambda`` targets: ``Invoke`` with ``InvocationType=RequestResponse`` and the run envelope.
-    A ``FunctionError`` in the response fails the try, with the function's error payload in the message. The head
-    of the response payload (or of the error payload) is the try's ``output``."""
+class _ClientExecutor:
+    """An executor holding one boto3 client, made by ``client_factory`` on first use (see the module docstring)."""
 
     def __init__(self, client_factory: Callable[[], Any]) -> None:
         self._client_factory = client_factory
@@ -37,6 +35,12 @@ class LambdaExecutor:
     @cached_property
     def client(self) -> Any:
         return self._client_factory()
+
+
+class LambdaExecutor(_ClientExecutor):
+    """Runs ``lambda`` targets: ``Invoke`` with ``InvocationType=RequestResponse`` and the run envelope.
+    A ``FunctionError`` in the response fails the try, with the function's error payload in the message. The head
+    of the response payload (or of the error payload) is the try's ``output``."""
 
     def execute(self, target: LambdaTarget, call: TargetCall) -> str:
         payload = json.dumps(call.envelope(), separators=(",", ":")).encode()
@@ -56,17 +60,10 @@ class LambdaExecutor:
         return f"lambda {target.function}: status {response.get('StatusCode')}"
 
 
-class SqsExecutor:
+class SqsExecutor(_ClientExecutor):
     """Runs ``sqs`` targets: sends the run envelope. A FIFO queue (URL ending ``.fifo``) gets
     ``MessageDeduplicationId = run id`` (SQS drops a repeat within 5 minutes) and ``MessageGroupId = job id``
     (one job's runs stay in order). The message id is the try's ``output``."""
-
-    def __init__(self, client_factory: Callable[[], Any]) -> None:
-        self._client_factory = client_factory
-
-    @cached_property
-    def client(self) -> Any:
-        return self._client_factory()
 
     def execute(self, target: SqsTarget, call: TargetCall) -> str:
         kwargs: dict[str, Any] = {

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from botocore import exceptions as botocore_exceptions
@@ -89,6 +89,7 @@ def function_arn(function: str, *, partition: str, region: str, account: str) ->
     return f"arn:{partition}:lambda:{region}:{account}:function:{parts[0]}"
 
 
+@dataclass(eq=False)
 class TargetTags:
     """Reads the owner tag (``tag_key``) of ``lambda`` and ``sqs`` targets with the caller's own clients.
 
@@ -97,32 +98,25 @@ class TargetTags:
     account of a function named without one.
     """
 
-    def __init__(
-        self,
-        tag_key: str,
-        *,
-        lambda_client: Callable[[], Any],
-        sqs_client: Callable[[], Any],
-        sts_client: Callable[[], Any],
-    ) -> None:
-        self.tag_key = tag_key
-        self._lambda_client = lambda_client
-        self._sqs_client = sqs_client
-        self._sts_client = sts_client
-        self._identity: tuple[str, str] | None = None
+    tag_key: str
+    _: KW_ONLY
+    lambda_client: Callable[[], Any]
+    sqs_client: Callable[[], Any]
+    sts_client: Callable[[], Any]
+    _identity: tuple[str, str] | None = field(default=None, init=False)
 
     def owner_of(self, target: LambdaTarget | SqsTarget) -> str | None:
         """The target's owner tag, None when it has none. Raises ``TagsUnreadable``."""
         try:
             if isinstance(target, LambdaTarget):
-                client = self._lambda_client()
+                client = self.lambda_client()
                 partition, account = self._caller()
                 arn = function_arn(
                     target.function, partition=partition, region=client.meta.region_name, account=account
                 )
                 tags: dict[str, str] = client.list_tags(Resource=arn).get("Tags") or {}
             else:
-                tags = self._sqs_client().list_queue_tags(QueueUrl=target.queue_url).get("Tags") or {}
+                tags = self.sqs_client().list_queue_tags(QueueUrl=target.queue_url).get("Tags") or {}
         except Exception as error:  # advisory: whatever went wrong (denied, absent, malformed), IAM decides
             raise TagsUnreadable(f"{target_name(target)}: {type(error).__name__}: {error}") from error
         return tags.get(self.tag_key)
@@ -142,7 +136,7 @@ class TargetTags:
 
     def _caller(self) -> tuple[str, str]:
         if self._identity is None:
-            arn = self._sts_client().get_caller_identity()["Arn"]  # arn:<partition>:...:<account>:...
+            arn = self.sts_client().get_caller_identity()["Arn"]  # arn:<partition>:...:<account>:...
             parts = arn.split(":")
             self._identity = (parts[1], parts[4])
         return self._identity
@@ -215,6 +209,7 @@ class OwnerClients:
         )
 
 
+@dataclass(eq=False)
 class ActingForOwner:
     """Runs ``lambda`` or ``sqs`` targets for the job's owner (``TargetCall.owner``).
 
@@ -224,45 +219,37 @@ class ActingForOwner:
     another owner. Raises ``TargetFailed``.
     """
 
-    def __init__(
-        self,
-        service: str,
-        *,
-        per_client: Callable[[Callable[[], Any]], Executor],
-        clients: OwnerClients | None,
-        local: Executor,
-        tags: TargetTags,
-    ) -> None:
-        self._service = service
-        self._per_client = per_client
-        self._clients = clients
-        self._local = local
-        self._tags = tags
+    service: str
+    _: KW_ONLY
+    per_client: Callable[[Callable[[], Any]], Executor]
+    clients: OwnerClients | None
+    local: Executor
+    tags: TargetTags
 
     def execute(self, target: Any, call: TargetCall) -> str:
         """One try of ``call`` against ``target`` for ``call.owner``; returns the executor's result."""
         owner = call.owner
         if owner is None:
             raise TargetFailed(f"{target_name(target)}: the run has no owner to act for")
-        if self._clients is None:
-            refusal = self._tags.refusal(target, owner)
+        if self.clients is None:
+            refusal = self.tags.refusal(target, owner)
             if refusal is not None:
                 raise TargetFailed(f"refused: {refusal}")
-            return self._local.execute(target, call)
+            return self.local.execute(target, call)
         try:
-            client = self._clients.client(self._service, owner)
+            client = self.clients.client(self.service, owner)
         except (ClientError, BotoCoreError) as error:
             raise (TargetNotStarted if _transient(error) else TargetFailed)(
                 f"{target_name(target)}: cannot act for owner {owner} (AssumeRole of "
-                f"{self._clients.role_arn}): {error}"
+                f"{self.clients.role_arn}): {error}"
             ) from error
         try:
-            return self._per_client(lambda: client).execute(target, call)
+            return self.per_client(lambda: client).execute(target, call)
         except TargetFailed as failure:
             cause = failure.__cause__
             if isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") in _DENIED:
                 raise TargetFailed(
                     f"refused by IAM: {failure} (a job may use only functions and queues tagged "
-                    f"{self._tags.tag_key}={owner}, its owner)"
+                    f"{self.tags.tag_key}={owner}, its owner)"
                 ) from cause
             raise

@@ -242,7 +242,7 @@ def test_build_targets_acts_for_the_owner_only_with_a_target_role(settings: Sett
     for targets, role in ((local, None), (deployed, ROLE)):
         for executor in (targets._by_type[LambdaTarget], targets._by_type[SqsTarget]):
             assert isinstance(executor, ActingForOwner)
-            assert (executor._clients.role_arn if executor._clients else None) == role
+            assert (executor.clients.role_arn if executor.clients else None) == role
 
 
 def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
