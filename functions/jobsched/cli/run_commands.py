@@ -15,9 +15,8 @@ A run id names its job (``<job id>@<scheduled_for epoch ms>``), so ``show`` and 
 
 from __future__ import annotations
 
-import re
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -26,7 +25,7 @@ from typer.core import TyperGroup, _click
 from jobsched.cli.jobs import resolve_job
 from jobsched.cli.options import Connection, JsonOption, option_groups
 from jobsched.cli.output import job_detail, print_json, print_table, show, when
-from jobsched.cli.runs import runs_command
+from jobsched.cli.runs import ago, runs_command
 from jobsched.client import ApiError
 from jobsched.exits import FAILED, USAGE_ERROR, fail
 
@@ -40,8 +39,6 @@ RunIdArgument = Annotated[
     ),
 ]
 RETRYABLE = ("dead", "skipped")
-_SINCE = re.compile(r"^(\d+)\s*([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 class _RunsGroup(TyperGroup):
@@ -111,14 +108,14 @@ def runs_show(
 
 
 def parse_since(text: str, now: datetime) -> datetime:
-    """The start of a ``--since`` window: a duration back from ``now`` (``90s``, ``30m``, ``24h``, ``7d``) or an
-    ISO 8601 instant with its offset (``2026-12-01T00:00:00Z``). Raises ValueError saying what is accepted."""
-    matched = _SINCE.match(text.strip())
-    if matched:
-        try:
-            return now - timedelta(**{_UNITS[matched.group(2)]: int(matched.group(1))})
-        except OverflowError:
-            raise ValueError(f"--since {text!r} reaches before year 1") from None
+    """The start of a ``--since`` window: a duration back from ``now`` (``90s``, ``30m``, ``24h``, ``7d``: ``ago``)
+    or an ISO 8601 instant with its offset (``2026-12-01T00:00:00Z``). Raises ValueError saying what is accepted."""
+    try:
+        moment = ago(text, now)
+    except ValueError as error:
+        raise ValueError(f"--since {error}") from None
+    if moment is not None:
+        return moment
     try:
         instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -47,19 +47,28 @@ _AGO = re.compile(r"^(\d+)\s*([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def instant_option(text: str | None, option: str, now: datetime | None = None) -> str | None:
-    """``24h``/``30m``/``7d``/``90s`` ago as ISO 8601 (UTC), or the text itself (an instant the API judges).
-    Exits 2 naming ``option`` for a count too large to be a date."""
-    if text is None:
-        return None
+def ago(text: str, now: datetime) -> datetime | None:
+    """``now`` minus the duration ``text`` (``90s``, ``30m``, ``24h``, ``7d``; a space may stand before the unit),
+    or None when ``text`` is not a duration. Raises ValueError when the duration reaches before year 1."""
     found = _AGO.match(text.strip())
     if found is None:
-        return text
+        return None
     try:
-        moment = (now or datetime.now(UTC)) - timedelta(seconds=int(found[1]) * _UNIT_S[found[2]])
+        return now - timedelta(seconds=int(found[1]) * _UNIT_S[found[2]])
     except OverflowError:
-        fail(f"{option} {text!r} reaches before year 1", USAGE_ERROR)
-    return moment.isoformat().replace("+00:00", "Z")
+        raise ValueError(f"{text!r} reaches before year 1") from None
+
+
+def instant_option(text: str | None, option: str, now: datetime | None = None) -> str | None:
+    """``24h``/``30m``/``7d``/``90s`` ago (``ago``) as ISO 8601 (UTC), or the text itself (an instant the API
+    judges). Exits 2 naming ``option`` for a count too large to be a date."""
+    if text is None:
+        return None
+    try:
+        moment = ago(text, now or datetime.now(UTC))
+    except ValueError as error:
+        fail(f"{option} {error}", USAGE_ERROR)
+    return text if moment is None else moment.isoformat().replace("+00:00", "Z")
 
 
 @option_groups
