@@ -189,6 +189,8 @@ def _costs(
             "target": "no-op: the target's own cost (an HTTP call, a Lambda invoke) is the owner's",
         },
     }
+    # the floor of this item layout: what the measured units and requests cost were the worker instant
+    out["total_without_worker_duration"] = out["total"] - out["lambda_duration"]
     out["write_units_per_run_for_target"] = {
         "target_usd": ON_DEMAND_TARGET_USD,
         "write_units_per_run": units_per_run_for_target(
@@ -242,6 +244,8 @@ def _provisioned_costs(small: dict[str, Any], deployment: dict[str, Any]) -> dic
     usd_per_write_unit = PRICES.dynamodb_write_per_unit_hour * 1e6 / 3600 / provisioning.target_utilization
     return {
         **cost,
+        # the floor of this item layout: what the measured units and requests cost were the worker instant
+        "total_without_worker_duration": cost["total"] - cost["lambda_duration"],
         "write_units_per_run_for_target": {
             "target_usd": PROVISIONED_TARGET_USD,
             "write_units_per_run": units_per_run_for_target(
@@ -287,6 +291,14 @@ def table(results: dict[str, Any]) -> str:
         ("write units per run, 32 KiB input", "wcu_per_run.input_32KiB.total"),
         ("read units per run, 1 KiB input", "rcu_per_run.input_1KiB.total"),
         ("USD per million runs, 32 KiB input", "cost_usd_per_million_runs.input_32KiB.total"),
+        (
+            "USD per million runs with an instant worker",
+            "cost_usd_per_million_runs.total_without_worker_duration",
+        ),
+        (
+            "USD per million runs provisioned, instant worker",
+            "cost_usd_per_million_runs_provisioned.total_without_worker_duration",
+        ),
         (
             "WCU per run for the on-demand target",
             "cost_usd_per_million_runs.write_units_per_run_for_target.write_units_per_run",

@@ -249,3 +249,19 @@ def test_the_results_carry_both_modes_computed_from_the_measured_units_by_table(
     at_target = assemble({"paths_1KiB": _paths(scaled)}, DEPLOYMENT)["cost_usd_per_million_runs_provisioned"]
     # (the floors of the tables whose load falls below them make it a few tenths of a cent more)
     assert at_target["total"] == pytest.approx(PROVISIONED_TARGET_USD, abs=0.01)
+
+
+def test_both_modes_report_their_floor_the_cost_with_an_instant_worker() -> None:
+    # The floor of an item layout is what its measured units and requests cost with no worker time at all:
+    # above the target, no faster worker meets it.
+    five_units = {"scheduler": {"Jobs/due": 2.0, "Jobs": 1.0}, "worker": {"Runs": 2.0}}
+    results = assemble({"paths_1KiB": _paths(five_units)}, DEPLOYMENT)
+    for key in ("cost_usd_per_million_runs", "cost_usd_per_million_runs_provisioned"):
+        cost = results[key]
+        assert cost["lambda_duration"] > 0
+        assert cost["total_without_worker_duration"] == pytest.approx(cost["total"] - cost["lambda_duration"])
+    on_demand = results["cost_usd_per_million_runs"]
+    # 5 write units, 0.56 read units, 0.3 SQS requests and 0.1 invocation per run
+    assert on_demand["total_without_worker_duration"] == pytest.approx(
+        5 * 0.625 + 0.56 * 0.125 + 0.3 * 0.40 + 0.1 * 0.20
+    )
