@@ -12,7 +12,7 @@ import pytest
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import CommandTarget, Job, JobEventKind, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, SchedulingState
+from jobsched.ports.jobs import AuditEvent, DueEntry, Move, SchedulingState
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 
@@ -185,9 +185,9 @@ def test_a_move_lands_only_on_the_state_it_was_planned_from(store: Any) -> None:
     ]
     for change in refusals:
         with pytest.raises(Conflict) as refused:
-            store.move(first.id, **{**move, **change})
+            store.move(Move(first.id, **{**move, **change}))
         assert refused.value.current == state(first, term=3, version=2), change
-    store.move(first.id, **{**move, "term": 4})
+    store.move(Move(first.id, **{**move, "term": 4}))
     assert store.scheduling_states([first.id])[first.id] == state(
         first, term=4, version=2, next_run_at=T0 + 60_000, bucket=6
     )
@@ -200,16 +200,16 @@ def test_a_move_can_end_the_schedule_and_rehome_the_job(store: Any) -> None:
     store.create(second, state(second, term=3))
     moved = DueEntry(first.id, 2, 6, 1, T0 + 60_000)
     planned = {"expected_next_run_at": T0, "expected_version": 1, "partition": 0}
-    store.move(first.id, **planned, term=5, next_run_at=T0 + 60_000, due=moved, to_partition=2)
+    store.move(Move(first.id, **planned, term=5, next_run_at=T0 + 60_000, due=moved, to_partition=2))
     assert store.scheduling_states([first.id])[first.id] == replace(
         state(first), partition=2, term=0, next_run_at=T0 + 60_000, due=moved
     )
     assert store.highest_due_partition() == 2 and store.oldest_due_bucket(2) == 6
-    store.move(second.id, **planned, term=3, next_run_at=None, due=None)
+    store.move(Move(second.id, **planned, term=3, next_run_at=None, due=None))
     ended = store.scheduling_states([second.id])[second.id]
     assert ended.next_run_at is None and ended.due is None and ended.term == 3
     with pytest.raises(Conflict):  # out of the due index: nothing to move
-        store.move(second.id, **planned, term=3, next_run_at=1, due=None)
+        store.move(Move(second.id, **planned, term=3, next_run_at=1, due=None))
 
 
 def event(of: Job, at: int, key: str, kind: JobEventKind, **detail: Any) -> AuditEvent:

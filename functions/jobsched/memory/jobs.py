@@ -13,7 +13,15 @@ from typing import Any
 
 from jobsched.models import Job, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import (
+    AuditEvent,
+    DueEntry,
+    DuePageToken,
+    Move,
+    SchedulingState,
+    StoredJob,
+    Unreadable,
+)
 from jobsched.ports.runs import OverlapHolder
 
 
@@ -112,37 +120,26 @@ def check_replace(
         raise Conflict("the job changed meanwhile; read it again")
 
 
-def moved_state(
-    stored: SchedulingState | Unreadable | None,
-    *,
-    expected_next_run_at: int,
-    expected_version: int | None,
-    partition: int,
-    term: int,
-    next_run_at: int | None,
-    due: DueEntry | None,
-    to_partition: int | None,
-) -> SchedulingState:
+def moved_state(stored: SchedulingState | Unreadable | None, move: Move) -> SchedulingState:
     """The state after ``DueIndex.move`` from ``stored``. Raises ``Conflict`` (``current``: the stored state,
-    or None) unless it still has ``expected_next_run_at`` and ``expected_version``, is in the due index, is
-    homed in ``partition`` and its term is at most ``term``."""
+    or None) unless it still has ``move.expected_next_run_at`` and ``move.expected_version``, is in the due
+    index, is homed in ``move.partition`` and its term is at most ``move.term``."""
     current = stored if isinstance(stored, SchedulingState) else None
     if (
         current is None
-        or current.next_run_at != expected_next_run_at
+        or current.next_run_at != move.expected_next_run_at
         or current.due is None
-        or current.partition != partition
-        or current.term > term
-        or current.version != expected_version
+        or current.partition != move.partition
+        or current.term > move.term
+        or current.version != move.expected_version
     ):
         raise Conflict("scheduling item moved, edited or fenced", current)
-    rehome = to_partition is not None and to_partition != partition
     return replace(
         current,
-        term=0 if rehome else term,
-        partition=to_partition if rehome and to_partition is not None else current.partition,
-        next_run_at=next_run_at,
-        due=due if next_run_at is not None else None,
+        term=move.new_term,
+        partition=move.to_partition if move.rehome and move.to_partition is not None else current.partition,
+        next_run_at=move.next_run_at,
+        due=move.due if move.next_run_at is not None else None,
     )
 
 
@@ -371,32 +368,11 @@ class MemoryJobStore:
         with self._lock:
             return {job_id: self.states[job_id] for job_id in job_ids if job_id in self.states}
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
-        """The fenced move of ``DueIndex.move``: ``Conflict`` (with the stored state) unless the state still has
-        ``expected_next_run_at`` and ``expected_version``, is in the due index, is homed in ``partition`` and
-        its term is at most ``term``."""
+    def move(self, move: Move) -> None:
+        """The fenced ``DueIndex.move``: ``Conflict`` (with the stored state) unless the state is the one the move
+        was planned from (see :class:`Move`)."""
         with self._lock:
-            self.states[job_id] = moved_state(
-                self.states.get(job_id),
-                expected_next_run_at=expected_next_run_at,
-                expected_version=expected_version,
-                partition=partition,
-                term=term,
-                next_run_at=next_run_at,
-                due=due,
-                to_partition=to_partition,
-            )
+            self.states[move.job_id] = moved_state(self.states.get(move.job_id), move)
 
     def oldest_due_bucket(self, partition: int) -> int | None:
         """The oldest bucket holding an entry of ``partition``, or None."""

@@ -117,6 +117,36 @@ def change_key(version: int) -> str:
     return f"v{version:09d}"
 
 
+@dataclass(frozen=True)
+class Move:
+    """A fenced move of job ``job_id`` after a fire (``DueIndex.move``; instants epoch ms).
+
+    Lands only when the stored state still has ``expected_next_run_at`` and ``expected_version`` (None: a state
+    written before versions, still without one), is in the due index, is homed in ``partition`` and has a
+    ``term`` not above ``term`` (the mover's fencing term, which the state takes). ``next_run_at=None`` ends the
+    schedule; ``due=None`` leaves the index; ``to_partition`` re-homes the job (its term restarts at 0, the new
+    partition's leaders' terms being unrelated to this one's)."""
+
+    job_id: str
+    expected_next_run_at: int
+    expected_version: int | None
+    partition: int
+    term: int
+    next_run_at: int | None
+    due: DueEntry | None
+    to_partition: int | None = None
+
+    @property
+    def rehome(self) -> bool:
+        """Whether the move re-homes the job in another partition."""
+        return self.to_partition is not None and self.to_partition != self.partition
+
+    @property
+    def new_term(self) -> int:
+        """The term the moved state takes: 0 when re-homed, else ``term``."""
+        return 0 if self.rehome else self.term
+
+
 DuePageToken = object
 """Where a page of a due-index query stopped (opaque: only the store that issued it reads it)."""
 
@@ -142,23 +172,9 @@ class DueIndex(Protocol):
         """The current states of ``job_ids`` by job id, read strongly consistent; absent jobs are left out."""
         ...
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
-        """Move a job on after a fire, fenced: lands only when the stored state still has
-        ``expected_next_run_at`` and ``expected_version``, is in the due index, is homed in ``partition`` and
-        has a ``term`` not above ``term``. ``next_run_at=None`` ends the schedule; ``due=None`` leaves the
-        index; ``to_partition`` re-homes the job (its term restarts at 0). Raises ``Conflict`` (``current``:
-        the stored ``SchedulingState``, or None when the job is gone)."""
+    def move(self, move: Move) -> None:
+        """Move a job on after a fire, fenced as :class:`Move` tells. Raises ``Conflict`` (``current``: the
+        stored ``SchedulingState``, or None when the job is gone)."""
         ...
 
     def oldest_due_bucket(self, partition: int) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
 from jobsched.models import Job, MissedPolicy, to_ms
 from jobsched.ports.errors import NameTaken, NotFound
-from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import DueEntry, DuePageToken, Move, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder
 from jobsched.sqlite.database import SqliteDatabase
 
@@ -311,36 +311,16 @@ class SqliteJobStore:
                         found[job_id] = state
         return found
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
-        """Move a job on after a fire, fenced on the state it was planned from (see
-        ``ports.jobs.DueIndex.move``). Raises ``Conflict`` with the stored state (None: the job is gone)."""
+    def move(self, move: Move) -> None:
+        """Move a job on after a fire, fenced on the state it was planned from (see ``ports.jobs.Move``). Raises
+        ``Conflict`` with the stored state (None: the job is gone)."""
         with self.db.write() as conn:
-            row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-            moved = moved_state(
-                state_of(job_id, row[0]) if row else None,
-                expected_next_run_at=expected_next_run_at,
-                expected_version=expected_version,
-                partition=partition,
-                term=term,
-                next_run_at=next_run_at,
-                due=due,
-                to_partition=to_partition,
-            )
+            row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (move.job_id,)).fetchone()
+            moved = moved_state(state_of(move.job_id, row[0]) if row else None, move)
             conn.execute(
                 "UPDATE jobs SET state = ?, due_partition = ?, due_bucket = ?, due_shard = ?, due_at = ?"
                 " WHERE job_id = ?",
-                (state_json(moved), *_due_columns(moved), job_id),
+                (state_json(moved), *_due_columns(moved), move.job_id),
             )
 
     def oldest_due_bucket(self, partition: int) -> int | None:

@@ -10,7 +10,15 @@ from botocore.exceptions import ClientError
 
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import (
+    AuditEvent,
+    DueEntry,
+    DuePageToken,
+    Move,
+    SchedulingState,
+    StoredJob,
+    Unreadable,
+)
 from jobsched.ports.runs import OverlapHolder
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
@@ -425,64 +433,48 @@ class JobStore:
                 states[job_id] = Unreadable(job_id, f"{type(error).__name__}: {error}")
         return states
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
+    def move(self, move: Move) -> None:
         """Move a job's ``next_run_at`` after a fire, fenced by the scheduler's ``term``. 1 request.
 
-        ``next_run_at=None`` ends the schedule (the job leaves the due index); ``due`` is the new due entry
-        (None: leave the index). The move lands only on the scheduling state it was planned from: refused
-        (``Conflict`` with the stored ``SchedulingState``, None when there is none) when ``next_run_at`` is no longer
-        ``expected_next_run_at`` (someone else moved it), the item's ``version`` is no longer
-        ``expected_version`` (an API edit, pause or resume rewrote it; None: an item written before versions,
-        still without one), the job left the due index (paused, deleted), the item is no longer homed in
-        ``partition``, or its ``term`` is higher than ``term`` (a newer leader of the partition wrote it:
-        fencing). ``to_partition``: re-home the job there (its ``term`` restarts at 0, the new partition's
-        leaders' terms being unrelated to this one's).
+        The move lands only on the scheduling state it was planned from (:class:`Move`: ``next_run_at`` still
+        ``expected_next_run_at``, ``version`` still ``expected_version``, still in the due index and homed in
+        ``partition``, ``term`` not above the mover's), else ``Conflict`` with the stored ``SchedulingState``
+        (None when there is none). ``next_run_at=None`` ends the schedule (the job leaves the due index);
+        ``due=None`` leaves the index; ``to_partition`` re-homes the job (its ``term`` restarts at 0).
         """
-        rehome = to_partition is not None and to_partition != partition
         sets = ["#term = :new_term"]
         removes: list[str] = []
         values: dict[str, Any] = {
-            ":term": term,
-            ":new_term": 0 if rehome else term,
-            ":expected": expected_next_run_at,
-            ":partition": partition,
+            ":term": move.term,
+            ":new_term": move.new_term,
+            ":expected": move.expected_next_run_at,
+            ":partition": move.partition,
         }
-        if rehome:
+        if move.rehome:
             sets.append("#partition = :to_partition")
-            values[":to_partition"] = to_partition
-        if next_run_at is None:
+            values[":to_partition"] = move.to_partition
+        if move.next_run_at is None:
             removes += ["next_run_at", "due_pk", "due_at"]
         else:
             sets.append("next_run_at = :next")
-            values[":next"] = next_run_at
-            if due:
+            values[":next"] = move.next_run_at
+            if move.due:
                 sets += ["due_pk = :due_pk", "due_at = :due_at"]
-                attributes = due_attributes(due)
+                attributes = due_attributes(move.due)
                 values[":due_pk"] = attributes["due_pk"]
                 values[":due_at"] = attributes["due_at"]
             else:
                 removes += ["due_pk", "due_at"]
         condition = "next_run_at = :expected AND attribute_exists(due_pk) AND #partition = :partition AND #term <= :term"
-        if expected_version is None:
+        if move.expected_version is None:
             condition += " AND attribute_not_exists(#version)"
         else:
             condition += " AND #version = :version"
-            values[":version"] = expected_version
+            values[":version"] = move.expected_version
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         try:
             self.table.update_item(
-                Key={"pk": job_pk(job_id), "sk": SCHED_SK},
+                Key={"pk": job_pk(move.job_id), "sk": SCHED_SK},
                 UpdateExpression=expression,
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#term": "term", "#partition": "partition", "#version": "version"},
