@@ -22,7 +22,7 @@ from jobsched.ports.jobs import (
     StoredJob,
     Unreadable,
 )
-from jobsched.ports.runs import OverlapHolder
+from jobsched.ports.runs import OverlapHolder, OverlapRequest
 
 
 @dataclass(frozen=True)
@@ -143,17 +143,16 @@ def moved_state(stored: SchedulingState | Unreadable | None, move: Move) -> Sche
     )
 
 
-def overlap_free(
-    held: OverlapHolder | None, *, run_id: str, stale_before_ms: int, replacing: OverlapHolder | None
-) -> bool:
-    """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for run ``run_id``: free,
-    stale (``heartbeat_at < stale_before_ms``, epoch ms) or this run's; with ``replacing``, exactly when that
-    try holds it."""
+def overlap_free(held: OverlapHolder | None, request: OverlapRequest) -> bool:
+    """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for ``request``: free, stale
+    (``heartbeat_at < request.stale_before_ms``, epoch ms) or this run's; with ``request.replacing``, exactly when
+    that try holds it."""
+    replacing = request.replacing
     if replacing is None:
         return (
             held is None
-            or (held.heartbeat_at is not None and held.heartbeat_at < stale_before_ms)
-            or held.run_id == run_id
+            or (held.heartbeat_at is not None and held.heartbeat_at < request.stale_before_ms)
+            or held.run_id == request.run_id
         )
     return held is not None and _same_try(held, replacing.run_id, replacing.attempt, replacing.worker)
 
@@ -288,26 +287,14 @@ class MemoryJobStore:
             job = self.jobs.get(job_id)
             return job.model_copy(update={"paused": False, "next_run_at": None}) if job is not None else None
 
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: OverlapHolder | None = None,
-    ) -> OverlapHolder | None:
-        """Take the lock for the try ``(run_id, attempt, worker)`` when free, stale (``heartbeat_at <
-        stale_before_ms``, epoch ms) or held by this run; with ``replacing``, exactly when that try holds it.
-        None when taken, else the holder. ``expires_at_s`` is not kept (locks do not expire here)."""
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
+        """Take the lock for ``request``'s try when :func:`overlap_free`: None when taken, else the holder.
+        ``expires_at_s`` is not kept (locks do not expire here)."""
         with self._lock:
-            held = self.locks.get(job_id)
-            if not overlap_free(held, run_id=run_id, stale_before_ms=stale_before_ms, replacing=replacing):
+            held = self.locks.get(request.job_id)
+            if not overlap_free(held, request):
                 return held or OverlapHolder(run_id="?")
-            self.locks[job_id] = OverlapHolder(run_id, attempt, worker, now_ms)
+            self.locks[request.job_id] = request.holder
             return None
 
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool:

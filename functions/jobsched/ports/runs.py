@@ -276,6 +276,29 @@ class OverlapHolder:
 
 
 @dataclass(frozen=True)
+class OverlapRequest:
+    """A try asking for its job's overlap lock (``JobSpecs.acquire_overlap``): job ``job_id``'s lock for the try
+    ``(run_id, attempt, worker)`` at ``now_ms``. Granted when free, when its holder's ``heartbeat_at`` is older
+    than ``stale_before_ms`` (epoch ms: the holder was lost) or when the holder is this run (a retry or a
+    takeover of it); with ``replacing`` (a holder as a refusal returned it), exactly when that holder still holds
+    it. ``expires_at_s`` (epoch s) bounds how long a lock left behind by a crash is kept."""
+
+    job_id: str
+    run_id: str
+    attempt: int
+    worker: str
+    now_ms: int
+    stale_before_ms: int
+    expires_at_s: int
+    replacing: OverlapHolder | None = None
+
+    @property
+    def holder(self) -> OverlapHolder:
+        """The lock as this request takes it: held by its try, beaten at ``now_ms``."""
+        return OverlapHolder(self.run_id, self.attempt, self.worker, self.now_ms)
+
+
+@dataclass(frozen=True)
 class RunMessage:
     """The body of a run-queue message: the run's key. ``delay_s`` (0-900) defers delivery.
 
@@ -535,22 +558,12 @@ class SweepRows(RunTransitions, RunClaims, Protocol):
 
 class JobSpecs(Protocol):
     """A job as the worker runs it (``get_spec``: None when deleted) and its overlap lock
-    (``jobsched.store.jobs.JobStore``): ``acquire_overlap`` returns None when taken, else the try holding it."""
+    (``jobsched.store.jobs.JobStore``): ``acquire_overlap`` returns None when taken (:class:`OverlapRequest` tells
+    when), else the try holding it."""
 
     def get_spec(self, job_id: str) -> Job | None: ...
 
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: OverlapHolder | None = None,
-    ) -> OverlapHolder | None: ...
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None: ...
 
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool: ...
 

@@ -19,7 +19,7 @@ from jobsched.memory.jobs import check_replace, moved_state, overlap_free, store
 from jobsched.models import Job, MissedPolicy, to_ms
 from jobsched.ports.errors import NameTaken, NotFound
 from jobsched.ports.jobs import DueEntry, DuePageToken, Move, SchedulingState, StoredJob, Unreadable
-from jobsched.ports.runs import OverlapHolder
+from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
 
 _DAY_S = 86_400
@@ -218,32 +218,28 @@ class SqliteJobStore:
             row = conn.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return Job.model_validate_json(row[0]) if row else None
 
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: OverlapHolder | None = None,
-    ) -> OverlapHolder | None:
-        """Take the lock for the try ``(run_id, attempt, worker)`` when free, stale (``heartbeat_at <
-        stale_before_ms``, epoch ms) or held by this run; with ``replacing``, exactly when that try holds it.
-        None when taken, else the holder. ``expires_at_s`` (epoch s): when a lock left behind is reaped."""
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
+        """Take the lock for ``request``'s try when ``overlap_free``: None when taken, else the holder. Its
+        ``expires_at_s`` (epoch s): when a lock left behind is reaped."""
         with self.db.write() as conn:
             row = conn.execute(
-                "SELECT run_id, attempt, worker, heartbeat_at FROM overlap_locks WHERE job_id = ?", (job_id,)
+                "SELECT run_id, attempt, worker, heartbeat_at FROM overlap_locks WHERE job_id = ?",
+                (request.job_id,),
             ).fetchone()
             held = OverlapHolder(*row) if row else None
-            if not overlap_free(held, run_id=run_id, stale_before_ms=stale_before_ms, replacing=replacing):
+            if not overlap_free(held, request):
                 return held or OverlapHolder(run_id="?")
             conn.execute(
                 "INSERT OR REPLACE INTO overlap_locks (job_id, run_id, attempt, worker, heartbeat_at,"
                 " expires_at_s) VALUES (?, ?, ?, ?, ?, ?)",
-                (job_id, run_id, attempt, worker, now_ms, expires_at_s),
+                (
+                    request.job_id,
+                    request.run_id,
+                    request.attempt,
+                    request.worker,
+                    request.now_ms,
+                    request.expires_at_s,
+                ),
             )
             return None
 

@@ -19,7 +19,7 @@ from jobsched.ports.jobs import (
     StoredJob,
     Unreadable,
 )
-from jobsched.ports.runs import OverlapHolder
+from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import (
@@ -136,19 +136,8 @@ class JobStore:
     # and 1 to give it back; a holder whose heartbeat went stale (its worker died) loses it to the next claim.
 
     @unavailable_on_failure
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: OverlapHolder | None = None,
-    ) -> OverlapHolder | None:
-        """Take the job's overlap lock for the try ``(run_id, attempt, worker)``. 1 request.
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
+        """Take the job's overlap lock for ``request``'s try ``(run_id, attempt, worker)``. 1 request.
 
         Succeeds when no one holds it, its holder's ``heartbeat_at`` is older than ``stale_before_ms`` (epoch
         ms: the holder was lost), or the holder is this run (a retry or a takeover of it); with ``replacing`` (a
@@ -156,9 +145,10 @@ class JobStore:
         over: it finished but could not give the lock back). Returns None when taken, else the try holding
         it. ``expires_at_s`` (epoch s, the table's TTL) bounds how long a lock left behind by a crash is kept.
         """
+        replacing = request.replacing
         if replacing is None:
             condition = "attribute_not_exists(pk) OR heartbeat_at < :stale OR run_id = :run"
-            values: dict[str, Any] = {":stale": stale_before_ms, ":run": run_id}
+            values: dict[str, Any] = {":stale": request.stale_before_ms, ":run": request.run_id}
         else:
             condition = "run_id = :held_run AND attempt = :held_attempt AND worker = :held_worker"
             values = {
@@ -169,13 +159,13 @@ class JobStore:
         try:
             self.table.put_item(
                 Item={
-                    "pk": job_pk(job_id),
+                    "pk": job_pk(request.job_id),
                     "sk": RUNNING_SK,
-                    "run_id": run_id,
-                    "attempt": attempt,
-                    "worker": worker,
-                    "heartbeat_at": now_ms,
-                    "expires_at": expires_at_s,
+                    "run_id": request.run_id,
+                    "attempt": request.attempt,
+                    "worker": request.worker,
+                    "heartbeat_at": request.now_ms,
+                    "expires_at": request.expires_at_s,
                 },
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,

@@ -19,7 +19,7 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import run_id
+from jobsched.ports.runs import OverlapRequest, run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall, Targets, commands
 from jobsched.targets.shell import ShellExecutor
@@ -382,13 +382,15 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
     make_run(job, T0 + 60_000)
     runs.claim(job.id, T0, worker="w-1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
     holder = jobs.acquire_overlap(
-        job.id,
-        run_id=run_id(job.id, T0),
-        attempt=1,
-        worker="w-1",
-        now_ms=clock(),
-        stale_before_ms=0,
-        expires_at_s=0,
+        OverlapRequest(
+            job.id,
+            run_id=run_id(job.id, T0),
+            attempt=1,
+            worker="w-1",
+            now_ms=clock(),
+            stale_before_ms=0,
+            expires_at_s=0,
+        )
     )
     assert holder is None
     # the newer run, claimed at the same instant, finds the lock taken and is skipped
