@@ -53,7 +53,7 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.observability import logger
-from jobsched.ports.jobs import DueEntry, DuePageToken, Move, SchedulingState, Unreadable
+from jobsched.ports.jobs import DueEntry, DuePageToken, DueQuery, Move, SchedulingState, Unreadable
 from jobsched.ports.runs import SWEEP_SHARDS, RunMessage, RunRow, sweep_shard
 from jobsched.settings import Settings
 
@@ -263,9 +263,9 @@ class SimJobStore(MemoryJobStore):
         """Store a job's scheduling state directly (the rush's set-up, not a request)."""
         self.states[state.job_id] = state
 
-    def query_due(self, *query: Any, **paging: Any) -> tuple[list[DueEntry], DuePageToken | None]:
-        """``MemoryJobStore.query_due`` (its arguments passed on as given) charged as one Query reading its page."""
-        page, token = super().query_due(*query, **paging)
+    def query_due(self, query: DueQuery) -> tuple[list[DueEntry], DuePageToken | None]:
+        """``MemoryJobStore.query_due`` charged as one Query reading its page."""
+        page, token = super().query_due(query)
         latencies = self.model.latencies
         self.model.call("Query", latencies.query_ms + latencies.query_item_ms * len(page))
         return page, token

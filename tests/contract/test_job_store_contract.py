@@ -12,7 +12,7 @@ import pytest
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import CommandTarget, Job, JobEventKind, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, Move, SchedulingState
+from jobsched.ports.jobs import AuditEvent, DueEntry, DueQuery, Move, SchedulingState
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 
@@ -101,7 +101,7 @@ def test_replace_is_conditional_on_updated_at_and_on_the_state_read(store: Any) 
     store.replace(edited, paused, T0, expected_state=(T0, 2))
     found = store.get(first.id)
     assert found.state == paused and found.job.paused is True and to_ms(found.job.updated_at) == T0 + 1
-    assert store.query_due(0, 5, 0, T0 + 1) == ([], None)  # out of the due index
+    assert store.query_due(DueQuery(0, 5, 0, T0 + 1)) == ([], None)  # out of the due index
 
 
 def test_delete_frees_the_name_keeps_the_history_owner_and_refuses_a_repeat(store: Any) -> None:
@@ -114,7 +114,7 @@ def test_delete_frees_the_name_keeps_the_history_owner_and_refuses_a_repeat(stor
         store.delete(first, deleted_at_ms=T0, retention_days=1)
     assert store.history_owner(first.id) == "team-a"
     assert store.job_id_by_name("team-a", "report") is None
-    assert store.query_due(0, 5, 0, T0 + 1) == ([], None)
+    assert store.query_due(DueQuery(0, 5, 0, T0 + 1)) == ([], None)
     newer = job(2, name="report")
     store.create(newer, state(newer))
     with pytest.raises(NotFound):  # a late repeat of the first delete leaves the newer job's name alone
@@ -152,7 +152,7 @@ def test_query_due_reads_one_bucket_and_shard_oldest_first_in_pages(store: Any) 
     found: list[DueEntry] = []
     token = None
     for _ in range(10):
-        page, token = store.query_due(0, 5, 0, T0 + 10_000, 3, token)
+        page, token = store.query_due(DueQuery(0, 5, 0, T0 + 10_000, 3, token))
         assert len(page) <= 3
         found += page
         if token is None:
@@ -191,7 +191,7 @@ def test_a_move_lands_only_on_the_state_it_was_planned_from(store: Any) -> None:
     assert store.scheduling_states([first.id])[first.id] == state(
         first, term=4, version=2, next_run_at=T0 + 60_000, bucket=6
     )
-    assert store.query_due(0, 6, 0, T0 + 60_000)[0] == [nxt]
+    assert store.query_due(DueQuery(0, 6, 0, T0 + 60_000))[0] == [nxt]
 
 
 def test_a_move_can_end_the_schedule_and_rehome_the_job(store: Any) -> None:

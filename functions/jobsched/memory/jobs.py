@@ -16,7 +16,8 @@ from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import (
     AuditEvent,
     DueEntry,
-    DuePageToken,
+    DuePage,
+    DueQuery,
     Move,
     SchedulingState,
     StoredJob,
@@ -319,32 +320,24 @@ class MemoryJobStore:
         assert isinstance(self.states, _States)  # set at construction; tests write states item by item
         return self.states
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        """A page of the entries of ``(partition, bucket, shard)`` due by ``up_to_ms``, ordered by ``(due_at,
-        job_id)``; the token is the last entry's ``(due_at, job_id)`` when more follow. Reads only that key's
-        entries (``_States``)."""
-        key = (partition, bucket, shard)
+    def query_due(self, query: DueQuery) -> DuePage:
+        """A page of the entries of ``query.key`` due by ``query.up_to_ms``, ordered by ``(due_at, job_id)``; the
+        token is the last entry's ``(due_at, job_id)`` when more follow. Reads only that key's entries
+        (``_States``)."""
+        key, after = query.key, query.after
         page: list[DueEntry] = []
         more = False
         with self._lock:
             index = self._due_index()
             live = index.due.get(key, {})
             for entry in index.entries(key):
-                if entry.due_at > up_to_ms:
+                if entry.due_at > query.up_to_ms:
                     break
                 if live.get(entry.job_id) != entry:
                     continue  # stale: the job moved since the list was sorted
                 if after is not None and (entry.due_at, entry.job_id) <= after:  # type: ignore[operator]
                     continue
-                if len(page) == limit:
+                if len(page) == query.limit:
                     more = True
                     break
                 page.append(entry)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy
 
@@ -151,20 +151,34 @@ DuePageToken = object
 """Where a page of a due-index query stopped (opaque: only the store that issued it reads it)."""
 
 
+@dataclass(frozen=True)
+class DueQuery:
+    """One page of a due-index read (``DueIndex.query_due``): the entries filed under ``(partition, bucket,
+    shard)`` with ``due_at <= up_to_ms`` (epoch ms), at most ``limit``, from where the page token ``after`` (as
+    the store returned it; None: the start) stopped."""
+
+    partition: int
+    bucket: int
+    shard: int
+    up_to_ms: int
+    limit: int = 500
+    after: DuePageToken | None = None
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """``(partition, bucket, shard)``: where the entries read are filed."""
+        return (self.partition, self.bucket, self.shard)
+
+
+DuePage: TypeAlias = tuple[list[DueEntry], DuePageToken | None]
+"""The answer of a due-index query: its entries, oldest first, and where the next page starts (None: no more)."""
+
+
 class DueIndex(Protocol):
     """What the tick needs from the job store."""
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        """One page of the entries filed under ``(partition, bucket, shard)`` with ``due_at <= up_to_ms``, oldest
-        first, and where the next page starts (None: no more). May lag behind writes (an eventually consistent
+    def query_due(self, query: DueQuery) -> DuePage:
+        """The page of entries ``query`` asks for, oldest first, and where the next page starts (None: no more). May lag behind writes (an eventually consistent
         index): the tick re-reads each job's state before acting."""
         ...
 

@@ -18,7 +18,7 @@ from typing import Any
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
 from jobsched.models import Job, MissedPolicy, to_ms
 from jobsched.ports.errors import NameTaken, NotFound
-from jobsched.ports.jobs import DueEntry, DuePageToken, Move, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import DueEntry, DuePage, DueQuery, Move, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
 
@@ -265,27 +265,19 @@ class SqliteJobStore:
 
     # --- DueIndex -----------------------------------------------------------------------------
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        """A page of the entries of ``(partition, bucket, shard)`` due by ``up_to_ms`` (epoch ms), ordered by
-        ``(due_at, job_id)`` through the due index; the token is the last entry's ``(due_at, job_id)`` when
-        more follow."""
-        start: tuple[int, str] = after if isinstance(after, tuple) else (-(2**62), "")
+    def query_due(self, query: DueQuery) -> DuePage:
+        """A page of the entries of ``query.key`` due by ``query.up_to_ms`` (epoch ms), ordered by ``(due_at,
+        job_id)`` through the due index; the token is the last entry's ``(due_at, job_id)`` when more follow."""
+        start: tuple[int, str] = query.after if isinstance(query.after, tuple) else (-(2**62), "")
+        limit = query.limit
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT job_id, due_at FROM jobs WHERE due_partition = ? AND due_bucket = ? AND due_shard = ?"
                 " AND due_at IS NOT NULL AND due_at <= ? AND (due_at, job_id) > (?, ?)"
                 " ORDER BY due_at, job_id LIMIT ?",
-                (partition, bucket, shard, up_to_ms, start[0], start[1], limit + 1),
+                (*query.key, query.up_to_ms, start[0], start[1], limit + 1),
             ).fetchall()
-        page = [DueEntry(r[0], partition, bucket, shard, r[1]) for r in rows[:limit]]
+        page = [DueEntry(r[0], *query.key, r[1]) for r in rows[:limit]]
         return page, ((page[-1].due_at, page[-1].job_id) if len(rows) > limit else None)
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:

@@ -10,15 +10,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import (
-    AuditEvent,
-    DueEntry,
-    DuePageToken,
-    Move,
-    SchedulingState,
-    StoredJob,
-    Unreadable,
-)
+from jobsched.ports.jobs import AuditEvent, DuePage, DueQuery, Move, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
@@ -387,27 +379,19 @@ class JobStore:
 
     # --- scheduler side -----------------------------------------------------------------------
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        """One page of the due-index entries of ``(partition, bucket, shard)`` (key ``due_pk``) with ``due_at <=
-        up_to_ms``, oldest first. Returns ``(entries, the next page's start key or None)``. 1 request.
+    def query_due(self, query: DueQuery) -> DuePage:
+        """One page of the due-index entries of ``query.key`` (key ``due_pk``) with ``due_at <= query.up_to_ms``,
+        oldest first. Returns ``(entries, the next page's start key or None)``. 1 request.
 
         Raises ``ValueError`` for an item of the index that is no due entry."""
         kwargs: dict[str, Any] = {
             "IndexName": "due",
-            "KeyConditionExpression": Key("due_pk").eq(due_pk(partition, bucket, shard))
-            & Key("due_at").lte(up_to_ms),
-            "Limit": limit,
+            "KeyConditionExpression": Key("due_pk").eq(due_pk(*query.key))
+            & Key("due_at").lte(query.up_to_ms),
+            "Limit": query.limit,
         }
-        if after:
-            kwargs["ExclusiveStartKey"] = after
+        if query.after:
+            kwargs["ExclusiveStartKey"] = query.after
         page = self.table.query(**kwargs)
         return [due_entry_from_item(plain(i)) for i in page["Items"]], page.get("LastEvaluatedKey")
 
