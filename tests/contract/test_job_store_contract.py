@@ -12,7 +12,7 @@ import pytest
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import CommandTarget, Job, JobEventKind, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, DueQuery, Move, SchedulingState
+from jobsched.ports.jobs import AuditEvent, DueEntry, DueQuery, Move, Rewrite, SchedulingState
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 
@@ -92,13 +92,13 @@ def test_replace_is_conditional_on_updated_at_and_on_the_state_read(store: Any) 
     edited = first.model_copy(update={"updated_at": from_ms(T0 + 1), "paused": True})
     paused = state(first, term=2, version=2, paused=True, due=None)
     with pytest.raises(Conflict):  # an older updated_at than stored
-        store.replace(edited, paused, T0 - 1)
+        store.replace(Rewrite(edited, paused, T0 - 1))
     with pytest.raises(Conflict):  # a scheduler moved it since it was read
-        store.replace(edited, paused, T0, expected_state=(T0 - 60_000, 2))
+        store.replace(Rewrite(edited, paused, T0, expected_state=(T0 - 60_000, 2)))
     with pytest.raises(Conflict):  # a newer leader stamped it since
-        store.replace(edited, paused, T0, expected_state=(T0, 1))
+        store.replace(Rewrite(edited, paused, T0, expected_state=(T0, 1)))
     assert store.get(first.id).state.version == 1
-    store.replace(edited, paused, T0, expected_state=(T0, 2))
+    store.replace(Rewrite(edited, paused, T0, expected_state=(T0, 2)))
     found = store.get(first.id)
     assert found.state == paused and found.job.paused is True and to_ms(found.job.updated_at) == T0 + 1
     assert store.query_due(DueQuery(0, 5, 0, T0 + 1)) == ([], None)  # out of the due index
@@ -227,10 +227,10 @@ def test_events_are_written_with_the_change_they_record_or_not_at_all(store: Any
     changed = first.model_copy(
         update={"updated_at": from_ms(T0 + 5), "paused_by": "ana", "paused_reason": "freeze"}
     )
-    store.replace(changed, state(first, paused=True, next_run_at=None), T0, event=paused)
+    store.replace(Rewrite(changed, state(first, paused=True, next_run_at=None), T0, event=paused))
 
     with pytest.raises(Conflict):
-        store.replace(changed, state(first), T0, event=refused)  # stale updated_at: no event either
+        store.replace(Rewrite(changed, state(first), T0, event=refused))  # stale updated_at: no event either
     with pytest.raises(NameTaken):
         store.create(job(2, name="job-001"), state(job(2)), event(job(2), T0, "v1", JobEventKind.CREATED))
 

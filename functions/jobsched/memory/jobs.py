@@ -9,21 +9,15 @@ import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsched.models import Job, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import (
-    AuditEvent,
-    DueEntry,
-    DuePage,
-    DueQuery,
-    Move,
-    SchedulingState,
-    StoredJob,
-    Unreadable,
-)
+from jobsched.ports.jobs import AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
+
+if TYPE_CHECKING:
+    from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
 
 
 @dataclass(frozen=True)
@@ -106,14 +100,12 @@ def stored_job(job: Job, state: SchedulingState | Unreadable | None) -> StoredJo
 
 
 def check_replace(
-    stored_updated_at_ms: int | None,
-    stored: SchedulingState | Unreadable | None,
-    expected_updated_at: int,
-    expected_state: tuple[int | None, int] | None,
+    stored_updated_at_ms: int | None, stored: SchedulingState | Unreadable | None, rewrite: Rewrite
 ) -> None:
     """``JobRepository.replace``'s condition on what is stored (``stored_updated_at_ms`` None: no live job).
     Raises ``Conflict``."""
-    if stored_updated_at_ms is None or stored_updated_at_ms != expected_updated_at:
+    expected_state = rewrite.expected_state
+    if stored_updated_at_ms is None or stored_updated_at_ms != rewrite.expected_updated_at:
         raise Conflict("the job changed meanwhile; read it again")
     if expected_state is not None and (
         not isinstance(stored, SchedulingState) or (stored.next_run_at, stored.term) != expected_state
@@ -237,23 +229,17 @@ class MemoryJobStore:
             more = len(mine) > limit
             return [self._stored(self.jobs[job_id]) for _, job_id in page], (page[-1] if more else None)
 
-    def replace(
-        self,
-        job: Job,
-        state: SchedulingState,
-        expected_updated_at: int,
-        expected_state: tuple[int | None, int] | None = None,
-        event: AuditEvent | None = None,
-    ) -> None:
-        """Rewrite a job and its state, recording ``event``; ``Conflict`` when it changed (``updated_at``), was
-        deleted, or (with ``expected_state``) its ``(next_run_at, term)`` changed."""
+    def replace(self, rewrite: Rewrite) -> None:
+        """Rewrite a job and its state, recording the rewrite's ``event``; ``Conflict`` when it changed
+        (``updated_at``), was deleted, or (with ``expected_state``) its ``(next_run_at, term)`` changed."""
+        job = rewrite.job
         with self._lock:
             current = self.jobs.get(job.id)
             updated_at = to_ms(current.updated_at) if current is not None else None
-            check_replace(updated_at, self.states.get(job.id), expected_updated_at, expected_state)
+            check_replace(updated_at, self.states.get(job.id), rewrite)
             self.jobs[job.id] = job
-            self.states[job.id] = state
-            self._record(event)
+            self.states[job.id] = rewrite.state
+            self._record(rewrite.event)
 
     def delete(
         self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None

@@ -111,6 +111,21 @@ class AuditEvent:
         return f"{self.at:013d}#{self.key}"
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """A rewrite of a live job (``JobRepository.replace``: PATCH, pause, resume, an auto-pause): its new ``job``
+    and ``state``, written only while the stored job's ``updated_at`` (epoch ms) is still
+    ``expected_updated_at`` and, with ``expected_state = (next_run_at or None, term)`` as the caller read them,
+    no scheduler moved the job (or a newer leader stamped it) since, so an edit never undoes a fire's move nor
+    lowers the fencing term; ``event`` is recorded with it (all or nothing)."""
+
+    job: Job
+    state: SchedulingState
+    expected_updated_at: int
+    expected_state: tuple[int | None, int] | None = None
+    event: AuditEvent | None = None
+
+
 def change_key(version: int) -> str:
     """The ``AuditEvent.key`` of a job change: the job's version after it (zero-padded, so one millisecond's
     changes sort in the order they were made)."""
@@ -219,18 +234,9 @@ class JobRepository(Protocol):
         job_id)``, and ``(name, job_id)`` of its last job when more may follow (else None)."""
         ...
 
-    def replace(
-        self,
-        job: Job,
-        state: SchedulingState,
-        expected_updated_at: int,
-        expected_state: tuple[int | None, int] | None = None,
-        event: AuditEvent | None = None,
-    ) -> None:
-        """Rewrite a job and its state, and record ``event`` with them (all or nothing). Refused with ``Conflict``
-        when its ``updated_at`` (epoch ms) is no longer ``expected_updated_at`` (or it was deleted), or, with
-        ``expected_state = (next_run_at or None, term)``, when a scheduler moved it or a newer leader stamped it
-        since."""
+    def replace(self, rewrite: Rewrite) -> None:
+        """Rewrite a job and its state, and record the rewrite's ``event`` with them (all or nothing). Refused
+        with ``Conflict`` when the stored job is not the one the :class:`Rewrite` expects (or it was deleted)."""
         ...
 
     def delete(

@@ -13,14 +13,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
 from jobsched.models import Job, MissedPolicy, to_ms
 from jobsched.ports.errors import NameTaken, NotFound
-from jobsched.ports.jobs import DueEntry, DuePage, DueQuery, Move, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import DueEntry, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
+
+if TYPE_CHECKING:
+    from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
 
 _DAY_S = 86_400
 
@@ -152,31 +155,20 @@ class SqliteJobStore:
             (page[-1][1], page[-1][0]) if more and page else None
         )
 
-    def replace(
-        self,
-        job: Job,
-        state: SchedulingState,
-        expected_updated_at: int,
-        expected_state: tuple[int | None, int] | None = None,
-        event: Any = None,
-    ) -> None:
-        """Rewrite a job and its state, recording the audit ``event`` with them (one transaction); ``Conflict``
-        when its ``updated_at`` (epoch ms) is no longer ``expected_updated_at`` (or it was deleted), or (with
-        ``expected_state``) its ``(next_run_at, term)`` changed: nothing is written then."""
+    def replace(self, rewrite: Rewrite) -> None:
+        """Rewrite a job and its state, recording the rewrite's audit ``event`` with them (one transaction);
+        ``Conflict`` when the stored job is not the one ``rewrite`` expects (``check_replace``): nothing is
+        written then."""
+        job, state = rewrite.job, rewrite.state
         with self.db.write() as conn:
             row = conn.execute("SELECT updated_at, state FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
-            check_replace(
-                row[0] if row else None,
-                state_of(job.id, row[1]) if row else None,
-                expected_updated_at,
-                expected_state,
-            )
+            check_replace(row[0] if row else None, state_of(job.id, row[1]) if row else None, rewrite)
             conn.execute(
                 "UPDATE jobs SET updated_at = ?, spec = ?, state = ?, due_partition = ?, due_bucket = ?,"
                 " due_shard = ?, due_at = ? WHERE job_id = ?",
                 (to_ms(job.updated_at), _spec_json(job), state_json(state), *_due_columns(state), job.id),
             )
-            _record(conn, event)
+            _record(conn, rewrite.event)
 
     def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: Any = None) -> None:
         """Delete a live job: its state and due entry go, its name is freed unless a newer job holds it, with

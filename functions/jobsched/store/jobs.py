@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DuePage, DueQuery, Move, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import AuditEvent, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.store.dynamo import is_condition_failure, old_item
 from jobsched.store.errors import unavailable_on_failure
@@ -36,6 +36,9 @@ from jobsched.store.layout import (
     state_from_item,
     tombstone_item,
 )
+
+if TYPE_CHECKING:
+    from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
 
 
 def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
@@ -254,27 +257,18 @@ class JobStore:
                 request = response.get("UnprocessedKeys") or {}
         return found
 
-    def replace(
-        self,
-        job: Job,
-        state: SchedulingState,
-        expected_updated_at: int,
-        expected_state: tuple[int | None, int] | None = None,
-        event: AuditEvent | None = None,
-    ) -> None:
-        """Replace a job's spec and scheduling items (PATCH, pause, resume) and record ``event``, in one
-        transaction.
+    def replace(self, rewrite: Rewrite) -> None:
+        """Replace a job's spec and scheduling items (PATCH, pause, resume) and record the rewrite's ``event``,
+        in one transaction.
 
-        The scheduling item's ``term`` is kept at least as high as the stored one by the caller.
-        ``expected_state = (next_run_at or None, term)`` as the caller read them: the write is also refused
-        when a scheduler moved the job (or a newer leader stamped it) since, so an edit never undoes a fire's
-        move nor lowers the fencing term.
-        Raises ``Conflict`` when the job changed since ``expected_updated_at`` (or was deleted).
+        The scheduling item's ``term`` is kept at least as high as the stored one by the caller. Raises
+        ``Conflict`` when the stored job is not the one ``rewrite`` expects (:class:`Rewrite`: its
+        ``updated_at``, and with ``expected_state`` its ``next_run_at`` and ``term``) or was deleted.
         """
-        spec = spec_item(job)
-        sched_put: dict[str, Any] = {"TableName": self.table.name, "Item": sched_item(state)}
-        if expected_state is not None:
-            next_run_at, term = expected_state
+        spec = spec_item(rewrite.job)
+        sched_put: dict[str, Any] = {"TableName": self.table.name, "Item": sched_item(rewrite.state)}
+        if rewrite.expected_state is not None:
+            next_run_at, term = rewrite.expected_state
             values: dict[str, Any] = {":term": term}
             if next_run_at is None:
                 condition = "attribute_not_exists(next_run_at) AND #term = :term"
@@ -294,11 +288,11 @@ class JobStore:
                             "TableName": self.table.name,
                             "Item": spec,
                             "ConditionExpression": "updated_at = :u",
-                            "ExpressionAttributeValues": {":u": expected_updated_at},
+                            "ExpressionAttributeValues": {":u": rewrite.expected_updated_at},
                         }
                     },
                     {"Put": sched_put},
-                    *self._event_put(event),
+                    *self._event_put(rewrite.event),
                 ]
             )
         except ClientError as error:

@@ -168,14 +168,16 @@ def test_audit_events_are_written_with_their_change_or_not_at_all_and_page_newes
         created_at=from_ms(T0),
         updated_at=from_ms(T0),
     )
-    from jobsched.ports.jobs import SchedulingState
+    from jobsched.ports.jobs import Rewrite, SchedulingState
 
     state = SchedulingState(job_id=job.id, partition=0, schedule=job.schedule, version=1)
     created = AuditEvent(job.id, T0, "v1", JobEventKind.CREATED, "ana", {}, T0 // 1000 + 86_400)
     store.create(job, state, created)
     with pytest.raises(Conflict):  # a stale write records nothing either
         store.replace(
-            job, state, T0 - 1, event=AuditEvent(job.id, T0 + 1, "v2", JobEventKind.UPDATED, "ana", {})
+            Rewrite(
+                job, state, T0 - 1, event=AuditEvent(job.id, T0 + 1, "v2", JobEventKind.UPDATED, "ana", {})
+            )
         )
     triggered = [
         AuditEvent(job.id, T0 + k, f"run-{k}", JobEventKind.TRIGGERED, "ana", {"run_id": f"r{k}"})

@@ -56,7 +56,7 @@ def test_a_scheduler_move_between_read_and_write_is_retried_and_kept(http):
                     due=DueEntry(job["id"], 0, 0, 0, 1_772_589_600_000),
                 )
             )
-        calls.append(kwargs.get("expected_state"))
+        calls.append(args[0].expected_state)
         replace(*args, **kwargs)
 
     jobs.replace = racing_replace  # type: ignore[method-assign]

@@ -14,6 +14,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus, to_ms
+from jobsched.ports.jobs import Rewrite
 from jobsched.ports.runs import new_run, run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall
@@ -273,9 +274,11 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     stored = jobs.get(job.id)
     assert stored.state is not None
     jobs.replace(
-        Job.model_validate(changed | {"target": {"type": "command", "name": "record"}}),
-        stored.state,
-        expected_updated_at=to_ms(job.updated_at),
+        Rewrite(
+            Job.model_validate(changed | {"target": {"type": "command", "name": "record"}}),
+            stored.state,
+            expected_updated_at=to_ms(job.updated_at),
+        )
     )
     assert deliver(job) == Outcome.DEAD
     assert calls == []
