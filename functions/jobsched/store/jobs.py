@@ -12,7 +12,7 @@ from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import AuditEvent, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
-from jobsched.store.dynamo import is_condition_failure, old_item
+from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import (
     RUNNING_SK,
@@ -66,7 +66,7 @@ class JobStore:
 
     def _event_put(self, event: AuditEvent | None) -> list[dict[str, Any]]:
         """The transaction item recording ``event`` (none without one)."""
-        return [] if event is None else [{"Put": {"TableName": self.table.name, "Item": event_item(event)}}]
+        return [] if event is None else [transact_put(self.table.name, event_item(event))]
 
     def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
         """Write a new job's spec, scheduling item, name lock and ``event`` in one transaction.
@@ -79,16 +79,9 @@ class JobStore:
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table.name,
-                            "Item": name_item,
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        }
-                    },
-                    {"Put": {"TableName": self.table.name, "Item": spec}},
-                    {"Put": {"TableName": self.table.name, "Item": sched}},
+                    transact_put(self.table.name, name_item, "attribute_not_exists(pk)", return_old=True),
+                    transact_put(self.table.name, spec),
+                    transact_put(self.table.name, sched),
                     *self._event_put(event),
                 ]
             )
@@ -265,35 +258,32 @@ class JobStore:
         ``Conflict`` when the stored job is not the one ``rewrite`` expects (:class:`Rewrite`: its
         ``updated_at``, and with ``expected_state`` its ``next_run_at`` and ``term``) or was deleted.
         """
-        spec = spec_item(rewrite.job)
-        sched_put: dict[str, Any] = {"TableName": self.table.name, "Item": sched_item(rewrite.state)}
+        condition: str | None = None
+        values: dict[str, Any] = {}
         if rewrite.expected_state is not None:
             next_run_at, term = rewrite.expected_state
-            values: dict[str, Any] = {":term": term}
+            values[":term"] = term
             if next_run_at is None:
                 condition = "attribute_not_exists(next_run_at) AND #term = :term"
             else:
                 condition = "next_run_at = :next AND #term = :term"
                 values[":next"] = next_run_at
-            sched_put.update(
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#term": "term"},
-                ExpressionAttributeValues=values,
-            )
+        sched_put = transact_put(
+            self.table.name,
+            sched_item(rewrite.state),
+            condition,
+            values=values,
+            names={"#term": "term"} if condition else None,
+        )
+        spec_put = transact_put(
+            self.table.name,
+            spec_item(rewrite.job),
+            "updated_at = :u",
+            values={":u": rewrite.expected_updated_at},
+        )
         try:
             self.table.meta.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table.name,
-                            "Item": spec,
-                            "ConditionExpression": "updated_at = :u",
-                            "ExpressionAttributeValues": {":u": rewrite.expected_updated_at},
-                        }
-                    },
-                    {"Put": sched_put},
-                    *self._event_put(rewrite.event),
-                ]
+                TransactItems=[spec_put, sched_put, *self._event_put(rewrite.event)]
             )
         except ClientError as error:
             if is_condition_failure(error):
@@ -320,7 +310,7 @@ class JobStore:
         key = {"pk": job_pk(spec["job_id"]), "sk": SPEC_SK}
         live = {"ConditionExpression": "attribute_exists(doc)"}
         spec_write: dict[str, Any] = (
-            {"Put": {"TableName": self.table.name, "Item": tombstone, **live}}
+            transact_put(self.table.name, tombstone, "attribute_exists(doc)")
             if tombstone is not None
             else {"Delete": {"TableName": self.table.name, "Key": key, **live}}
         )

@@ -26,7 +26,7 @@ from jobsched.ports.runs import (
     sweep_shard,
 )
 from jobsched.ports.tries import Rerun, TryRecord
-from jobsched.store.dynamo import is_condition_failure, old_item
+from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import (
     FAIL_OWNER,
@@ -90,22 +90,8 @@ class RunStore:
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table.name,
-                            "Item": key_item,
-                            "ConditionExpression": "attribute_not_exists(job_id)",
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table.name,
-                            "Item": item,
-                            "ConditionExpression": "attribute_not_exists(job_id)",
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        }
-                    },
+                    transact_put(self.table.name, key_item, "attribute_not_exists(job_id)", return_old=True),
+                    transact_put(self.table.name, item, "attribute_not_exists(job_id)", return_old=True),
                 ]
             )
         except ClientError as error:
