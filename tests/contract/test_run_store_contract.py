@@ -15,7 +15,7 @@ from botocore.stub import Stubber
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import Owned, RunFilter, RunKey, RunRow, new_run, sweep_shard
+from jobsched.ports.runs import ClaimRequest, Owned, RunFilter, RunKey, RunRow, new_run, sweep_shard
 from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.sqlite.runs import SqliteRunStore
 from jobsched.store.runs import RunStore
@@ -46,7 +46,9 @@ def _run(job_id: str = "j_a", scheduled_for: int = T0, now: int = NOW, **kwargs:
 
 
 def _claim(store: Any, worker: str = "w1", now: int = NOW, *, key: RunKey = FIRST) -> Any:
-    return store.claim(*key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now)
+    return store.claim(
+        ClaimRequest(*key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now)
+    )
 
 
 # --- inserts and reads ----------------------------------------------------------------------------------
@@ -136,12 +138,14 @@ def _created(now: int = NOW, **kwargs: Any) -> RunRow:
 def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None:
     create = _created(dispatch_at_ms=T0 + 300, term=7)
     claim = store.claim(
-        *FIRST,
-        worker="w1",
-        now_ms=NOW + 500,
-        stale_before_ms=NOW - 120_000,
-        retry_due_by_ms=NOW,
-        create=create,
+        ClaimRequest(
+            *FIRST,
+            worker="w1",
+            now_ms=NOW + 500,
+            stale_before_ms=NOW - 120_000,
+            retry_due_by_ms=NOW,
+            create=create,
+        )
     )
     assert claim.claimed and claim.before == create
     row = store.get("j_a", T0)
@@ -157,22 +161,26 @@ def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None
     assert row.sweep_at is None and store.sweep_due(sweep_shard("j_a"), NOW + 10**9, 10).keys == []
     # a copy of the message (while it runs, or after it finished) is refused with the row as stored
     refused = store.claim(
-        *FIRST,
-        worker="w2",
-        now_ms=NOW + 600,
-        stale_before_ms=NOW - 120_000,
-        retry_due_by_ms=NOW,
-        create=create,
+        ClaimRequest(
+            *FIRST,
+            worker="w2",
+            now_ms=NOW + 600,
+            stale_before_ms=NOW - 120_000,
+            retry_due_by_ms=NOW,
+            create=create,
+        )
     )
     assert not refused.claimed and refused.before == row
     assert store.succeed(Owned("j_a", T0, 1, "w1"), now_ms=NOW + 700)
     again = store.claim(
-        *FIRST,
-        worker="w3",
-        now_ms=NOW + 10**9,
-        stale_before_ms=NOW + 10**9 - 120_000,
-        retry_due_by_ms=NOW + 10**9,
-        create=_created(now=NOW + 10**9),
+        ClaimRequest(
+            *FIRST,
+            worker="w3",
+            now_ms=NOW + 10**9,
+            stale_before_ms=NOW + 10**9 - 120_000,
+            retry_due_by_ms=NOW + 10**9,
+            create=_created(now=NOW + 10**9),
+        )
     )
     assert not again.claimed and again.before is not None and again.before.status is RunStatus.SUCCEEDED
     assert store.get("j_a", T0).attempt == 1
@@ -184,12 +192,14 @@ def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -
     saved = _run(term=3, owner="team-a", kind=RunKind.MANUAL)
     store.put_new(saved)
     claim = store.claim(
-        *FIRST,
-        worker="w1",
-        now_ms=NOW + 500,
-        stale_before_ms=NOW - 120_000,
-        retry_due_by_ms=NOW,
-        create=_created(now=NOW + 400, term=9),
+        ClaimRequest(
+            *FIRST,
+            worker="w1",
+            now_ms=NOW + 500,
+            stale_before_ms=NOW - 120_000,
+            retry_due_by_ms=NOW,
+            create=_created(now=NOW + 400, term=9),
+        )
     )
     assert claim.claimed and claim.before == saved
     row = store.get("j_a", T0)
@@ -397,7 +407,9 @@ def test_a_run_leaves_the_failed_list_when_its_next_try_is_claimed_or_succeeds(s
     assert [r.status for r in store.list_failed("team-a", 10)[0]] == [RunStatus.RETRYING]
 
     claimed = store.claim(
-        "j_a", T0, worker="w2", now_ms=NOW + 60_000, stale_before_ms=0, retry_due_by_ms=NOW + 60_000
+        ClaimRequest(
+            "j_a", T0, worker="w2", now_ms=NOW + 60_000, stale_before_ms=0, retry_due_by_ms=NOW + 60_000
+        )
     )
     assert claimed.claimed
     assert store.list_failed("team-a", 10) == ([], None)

@@ -16,6 +16,7 @@ from jobsched.ports.runs import (
     EVERY_RUN,
     FAILURE_STATUSES,
     Claim,
+    ClaimRequest,
     KeyedInsert,
     Owned,
     RunFilter,
@@ -130,22 +131,13 @@ class MemoryRunStore:
 
     # --- worker side ---------------------------------------------------------------------------
 
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-        create: RunRow | None = None,
-    ) -> Claim:
+    def claim(self, request: ClaimRequest) -> Claim:
         """``queued``, or ``retrying`` due by ``retry_due_by_ms``, or ``running`` with a heartbeat older than
         ``stale_before_ms``, or (with ``create``) no row at all -> ``running`` under ``(attempt + 1, worker)``;
         a created row is ``create`` out of the sweep index, and the answer's ``before`` is ``create``."""
+        create, worker, now_ms = request.create, request.worker, request.now_ms
         with self._lock:
-            row = self._rows.get(RunKey(job_id, scheduled_for_ms))
+            row = self._rows.get(request.key)
             if row is None and create is not None:
                 fresh = replace(
                     create,
@@ -166,12 +158,12 @@ class MemoryRunStore:
                 row.status is RunStatus.QUEUED
                 or (
                     row.status is RunStatus.RETRYING
-                    and (row.retry_at is None or row.retry_at <= retry_due_by_ms)
+                    and (row.retry_at is None or row.retry_at <= request.retry_due_by_ms)
                 )
                 or (
                     row.status is RunStatus.RUNNING
                     and row.heartbeat_at is not None
-                    and row.heartbeat_at < stale_before_ms
+                    and row.heartbeat_at < request.stale_before_ms
                 )
             )
             if not claimable:

@@ -212,6 +212,26 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class ClaimRequest:
+    """A worker asking for run ``(job_id, scheduled_for_ms)`` (``RunClaims.claim``; instants epoch ms): claimed
+    by ``worker`` at ``now_ms`` when ``queued``, ``retrying`` with its ``retry_at`` at most ``retry_due_by_ms``,
+    or ``running`` with a ``heartbeat_at`` older than ``stale_before_ms`` (a lost worker's); with ``create``, a
+    run with no row gets one made of ``create`` (a scheduled run: its message was its only record)."""
+
+    job_id: str
+    scheduled_for_ms: int
+    worker: str
+    now_ms: int
+    stale_before_ms: int
+    retry_due_by_ms: int
+    create: RunRow | None = None
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for_ms)
+
+
+@dataclass(frozen=True)
 class Owned:
     """A claim as the run-transition writes condition on it: the run ``(job_id, scheduled_for)`` (epoch ms)
     running under ``(attempt, worker)``; the sweeper adds the stale ``heartbeat_at`` (epoch ms) it saw, so a
@@ -466,17 +486,7 @@ class RunClaims(Protocol):
     """The claim of a run, shared by the worker (``RunRows``) and the sweeper (``SweepRows``); its rules are
     those told in ``RunRows``."""
 
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-        create: RunRow | None = None,
-    ) -> Claim: ...
+    def claim(self, request: ClaimRequest) -> Claim: ...
 
 
 def claim_message(
@@ -492,22 +502,20 @@ def claim_message(
     does: a running run counts as lost when its beat is older than ``settings.heartbeat_stale_s``; a scheduled
     run with no row yet gets one made from the message (its ``enqueued_at``, or ``now_ms``; its
     ``dispatch_at`` and ``term``), kept ``settings.retention_days`` and out of the sweep index."""
-    return runs.claim(
+    create = new_run(
         message.job_id,
         message.scheduled_for,
-        worker=worker,
-        now_ms=now_ms,
-        stale_before_ms=now_ms - settings.heartbeat_stale_s * 1000,
-        retry_due_by_ms=retry_due_by_ms,
-        create=new_run(
-            message.job_id,
-            message.scheduled_for,
-            now_ms=message.enqueued_at if message.enqueued_at is not None else now_ms,
-            retention_days=settings.retention_days,
-            dispatch_at_ms=message.dispatch_at,
-            sweep_after_ms=None,
-            term=message.term,
-        ),
+        now_ms=message.enqueued_at if message.enqueued_at is not None else now_ms,
+        retention_days=settings.retention_days,
+        dispatch_at_ms=message.dispatch_at,
+        sweep_after_ms=None,
+        term=message.term,
+    )
+    stale_before_ms = now_ms - settings.heartbeat_stale_s * 1000
+    return runs.claim(
+        ClaimRequest(
+            message.job_id, message.scheduled_for, worker, now_ms, stale_before_ms, retry_due_by_ms, create
+        )
     )
 
 
@@ -516,9 +524,9 @@ class RunRows(RunTransitions, RunClaims, Protocol):
     claim, as in ``RunTransitions``), and one read.
 
     ``claim`` is one conditional write: ``queued|retrying -> running`` (a ``retrying`` run once its ``retry_at``
-    is at most ``retry_due_by_ms``), or a ``running`` run whose ``heartbeat_at`` is older than
+    is at most the request's ``retry_due_by_ms``), or a ``running`` run whose ``heartbeat_at`` is older than
     ``stale_before_ms`` (a lost worker's), or, when ``create`` is given and the run has no row, a new row made
-    of ``create`` (a scheduled run: its message was its only record) claimed at once. The claim sets
+    of ``create`` claimed at once (:class:`ClaimRequest`). The claim sets
     ``worker``, ``attempt + 1``, ``started_at = heartbeat_at = now_ms`` and, on the first try, ``lateness_ms``.
     Returns ``Claim(True, the row as it was before: create itself for a new row)`` or ``Claim(False, the row as
     stored, None when there is none)``: a fire has at most one row, so a duplicate message of a finished run

@@ -17,6 +17,7 @@ from jobsched.models import RunStatus
 from jobsched.ports.runs import (
     EVERY_RUN,
     Claim,
+    ClaimRequest,
     KeyedInsert,
     Owned,
     RunFilter,
@@ -200,17 +201,7 @@ class RunStore:
     # first try succeeds was never in it, and removing absent attributes writes no index entry).
 
     @unavailable_on_failure
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-        create: RunRow | None = None,
-    ) -> Claim:
+    def claim(self, request: ClaimRequest) -> Claim:
         """Claim a run for one try: ``queued|retrying -> running``, or take over a ``running`` run whose
         ``heartbeat_at`` is older than ``stale_before_ms`` (a lost worker), or, with ``create``, make the row of
         a run that has none (its message was its only record) already claimed. 1 request, one write unit: the
@@ -241,14 +232,15 @@ class RunStore:
             ":running": RunStatus.RUNNING.value,
             ":queued": RunStatus.QUEUED.value,
             ":retrying": RunStatus.RETRYING.value,
-            ":worker": worker,
+            ":worker": request.worker,
             ":zero": 0,
             ":one": 1,
-            ":now": now_ms,
-            ":late": now_ms - scheduled_for_ms,
-            ":due": retry_due_by_ms,
-            ":stale": stale_before_ms,
+            ":now": request.now_ms,
+            ":late": request.now_ms - request.scheduled_for_ms,
+            ":due": request.retry_due_by_ms,
+            ":stale": request.stale_before_ms,
         }
+        create = request.create
         names = {"#s": "status"}
         if create is not None:
             condition = f"attribute_not_exists(job_id) OR {condition}"
@@ -264,7 +256,7 @@ class RunStore:
                 sets.append(f"#c{i} = if_not_exists(#c{i}, :c{i})")
         try:
             response = self.table.update_item(
-                Key=_key(job_id, scheduled_for_ms),
+                Key=_key(request.job_id, request.scheduled_for_ms),
                 UpdateExpression="SET " + ", ".join(sets) + " REMOVE retry_at, fail_owner",
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,

@@ -14,7 +14,7 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import Unreadable
-from jobsched.ports.runs import Owned, RunRow, new_run
+from jobsched.ports.runs import ClaimRequest, Owned, RunRow, new_run
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.jobs import SqliteJobStore
@@ -106,7 +106,9 @@ def test_listeners_hear_each_committed_run_write_and_a_failing_one_fails_nothing
     database.run_listeners += [failing, lambda b, a: heard.append((b.status if b else None, a.status))]
     runs = SqliteRunStore(database)
     runs.put_new(_run())
-    claim = runs.claim("j_a", T0, worker="w1", now_ms=T0 + 5, stale_before_ms=T0 - 1, retry_due_by_ms=T0 + 5)
+    claim = runs.claim(
+        ClaimRequest("j_a", T0, worker="w1", now_ms=T0 + 5, stale_before_ms=T0 - 1, retry_due_by_ms=T0 + 5)
+    )
     assert claim.claimed
     assert runs.succeed(Owned("j_a", T0, 1, "w1"), now_ms=T0 + 9)
     assert not runs.succeed(

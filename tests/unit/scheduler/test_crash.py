@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.ports.runs import Claim, new_run
+from jobsched.ports.runs import Claim, ClaimRequest, new_run
 
 
 class Crash(BaseException):
@@ -30,13 +30,15 @@ def claim(harness: Any, job_id: str, fire: int, worker: str) -> Claim:
     """A worker's claim of the run ``(job_id, fire)`` from its message, as ``Worker.process`` makes it."""
     now = harness.clock()
     return harness.runs.claim(
-        job_id,
-        fire,
-        worker=worker,
-        now_ms=now,
-        stale_before_ms=now - 120_000,
-        retry_due_by_ms=now,
-        create=new_run(job_id, fire, now_ms=now, retention_days=90, sweep_after_ms=None),
+        ClaimRequest(
+            job_id,
+            fire,
+            worker=worker,
+            now_ms=now,
+            stale_before_ms=now - 120_000,
+            retry_due_by_ms=now,
+            create=new_run(job_id, fire, now_ms=now, retention_days=90, sweep_after_ms=None),
+        )
     )
 
 

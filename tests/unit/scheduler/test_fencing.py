@@ -10,7 +10,7 @@ from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import due_entry
 from jobsched.ports.errors import Conflict
 from jobsched.ports.jobs import Move
-from jobsched.ports.runs import new_run
+from jobsched.ports.runs import ClaimRequest, new_run
 
 
 def takeover(harness: Any, a: Any, seconds: int = 8) -> Any:
@@ -104,15 +104,17 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
     # the unique (job_id, scheduled_for)
     now = harness.clock()
     claimed = harness.runs.claim(
-        job.id,
-        harness.T0,
-        worker="w",
-        now_ms=now,
-        stale_before_ms=now - 120_000,
-        retry_due_by_ms=now,
-        create=new_run(
-            job.id, harness.T0, now_ms=now, retention_days=90, term=b.lease.term, sweep_after_ms=None
-        ),
+        ClaimRequest(
+            job.id,
+            harness.T0,
+            worker="w",
+            now_ms=now,
+            stale_before_ms=now - 120_000,
+            retry_due_by_ms=now,
+            create=new_run(
+                job.id, harness.T0, now_ms=now, retention_days=90, term=b.lease.term, sweep_after_ms=None
+            ),
+        )
     )
     assert claimed.claimed
     existing = harness.runs.put_new(

@@ -9,7 +9,7 @@ from typing import Any
 from jobsched.api.service import JobService
 from jobsched.models import JobCreate, JobPatch, MissedPolicy, RunStatus, from_ms, to_ms
 from jobsched.ports.jobs import DueQuery
-from jobsched.ports.runs import new_run
+from jobsched.ports.runs import ClaimRequest, new_run
 from jobsched.store import layout
 
 MIN = 60_000
@@ -105,13 +105,15 @@ def test_a_skipped_range_whose_first_fire_has_a_run_keeps_every_fire_in_the_hist
     (message,) = harness.drain()
     now = harness.clock()
     assert harness.runs.claim(
-        job_id,
-        message.scheduled_for,
-        worker="w",
-        now_ms=now,
-        stale_before_ms=now - 120_000,
-        retry_due_by_ms=now,
-        create=new_run(job_id, message.scheduled_for, now_ms=now, retention_days=90, sweep_after_ms=None),
+        ClaimRequest(
+            job_id,
+            message.scheduled_for,
+            worker="w",
+            now_ms=now,
+            stale_before_ms=now - 120_000,
+            retry_due_by_ms=now,
+            create=new_run(job_id, message.scheduled_for, now_ms=now, retention_days=90, sweep_after_ms=None),
+        )
     ).claimed
     first = harness.runs_of(job_id)
     assert [(r["scheduled_for"], r["status"]) for r in first] == [(harness.T0, "running")]

@@ -10,7 +10,7 @@ from typing import Any
 from jobsched.clock import FakeClock
 from jobsched.domain.planning import TickLimits
 from jobsched.models import from_ms, to_ms
-from jobsched.ports.runs import RunMessage, new_run
+from jobsched.ports.runs import ClaimRequest, RunMessage, new_run
 from jobsched.schedules import jitter_offset_ms, parse_schedule
 
 SECONDS = 1000
@@ -131,21 +131,23 @@ def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) ->
     created = Counter[tuple[str, int]]()
     for _, m in queue.sent:
         claim = harness.runs.claim(
-            m.job_id,
-            m.scheduled_for,
-            worker="w",
-            now_ms=end,
-            stale_before_ms=end - 120_000,
-            retry_due_by_ms=end,
-            create=new_run(
+            ClaimRequest(
                 m.job_id,
                 m.scheduled_for,
-                now_ms=m.enqueued_at,
-                retention_days=90,
-                dispatch_at_ms=m.dispatch_at,
-                sweep_after_ms=None,
-                term=m.term,
-            ),
+                worker="w",
+                now_ms=end,
+                stale_before_ms=end - 120_000,
+                retry_due_by_ms=end,
+                create=new_run(
+                    m.job_id,
+                    m.scheduled_for,
+                    now_ms=m.enqueued_at,
+                    retention_days=90,
+                    dispatch_at_ms=m.dispatch_at,
+                    sweep_after_ms=None,
+                    term=m.term,
+                ),
+            )
         )
         created[(m.job_id, m.scheduled_for)] += int(claim.claimed)
     assert created and set(created.values()) == {1}  # zero duplicate (job_id, scheduled_for)

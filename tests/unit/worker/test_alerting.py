@@ -15,7 +15,7 @@ from jobsched.memory.queue import MemoryAlerts
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunStatus, from_ms, to_ms
 from jobsched.ports.jobs import Rewrite
-from jobsched.ports.runs import new_run
+from jobsched.ports.runs import ClaimRequest, new_run
 from tests.support.backends import memory_settings
 
 T0 = 1_772_445_600_000  # 2026-03-02T10:00:00Z
@@ -165,7 +165,9 @@ def test_a_policy_that_cannot_be_applied_leaves_the_run_dead_and_notified() -> N
 
     f = Fixture(after_consecutive_failures=1)
     f.ended(0, RunStatus.QUEUED)
-    claim = f.runs.claim(f.job.id, T0, worker="w", now_ms=T0, stale_before_ms=T0, retry_due_by_ms=T0)
+    claim = f.runs.claim(
+        ClaimRequest(f.job.id, T0, worker="w", now_ms=T0, stale_before_ms=T0, retry_due_by_ms=T0)
+    )
     assert claim.claimed
 
     def unreadable(job_id: str, limit: int) -> Any:

@@ -12,7 +12,7 @@ from jobsched.domain.sweeper import Sweeper
 from jobsched.memory.queue import MemoryDeadLetters, MemoryDeadRuns
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import RunMessage, new_run
+from jobsched.ports.runs import ClaimRequest, RunMessage, new_run
 from jobsched.settings import Settings
 from tests.support.worker import T0
 
@@ -51,7 +51,9 @@ def test_a_message_dead_lettered_before_any_claim_ends_as_a_recorded_dead_run(
     assert [d.run_id for d in dead_runs.notified] == [row.run_id] and dead_runs.notified[0].attempts == 0
     assert report.dead_letters == 1 and report.dead == 1 and letters.letters == []
     # And a late copy of its message on the run queue is refused: the fire does not run after its alert
-    assert not runs.claim(job.id, T0, worker="w", now_ms=T0, stale_before_ms=0, retry_due_by_ms=T0).claimed
+    assert not runs.claim(
+        ClaimRequest(job.id, T0, worker="w", now_ms=T0, stale_before_ms=0, retry_due_by_ms=T0)
+    ).claimed
 
 
 def test_a_queued_row_of_a_dead_lettered_message_is_recorded_dead(
@@ -84,7 +86,9 @@ def test_a_lost_workers_run_whose_message_was_dead_lettered_is_a_failed_try(
     now = clock()
     create = new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
     assert runs.claim(
-        job.id, T0, worker="lost", now_ms=now, stale_before_ms=now, retry_due_by_ms=now, create=create
+        ClaimRequest(
+            job.id, T0, worker="lost", now_ms=now, stale_before_ms=now, retry_due_by_ms=now, create=create
+        )
     ).claimed
     letters.redrive(RunMessage(job.id, T0))
     # When the sweeper passes while the heartbeat is fresh, the letter is kept for the next pass

@@ -19,7 +19,7 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import OverlapRequest, run_id
+from jobsched.ports.runs import ClaimRequest, OverlapRequest, run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall, Targets, commands
 from jobsched.targets.shell import ShellExecutor
@@ -84,7 +84,9 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
             self.calls.append((receipt_handle, seconds))
 
     job = due_job()
-    runs.claim(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
+    runs.claim(
+        ClaimRequest(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
+    )
     visibility = Visibility()
     beat = Heartbeat(
         runs=runs,
@@ -100,12 +102,14 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(
     assert visibility.calls == [("rh-1", 150)]
     # another worker took the run over (stale heartbeat): the beat is refused
     runs.claim(
-        job.id,
-        T0,
-        worker="w2",
-        now_ms=clock() + 500_000,
-        stale_before_ms=clock() + 400_000,
-        retry_due_by_ms=0,
+        ClaimRequest(
+            job.id,
+            T0,
+            worker="w2",
+            now_ms=clock() + 500_000,
+            stale_before_ms=clock() + 400_000,
+            retry_due_by_ms=0,
+        )
     )
     assert not beat.beat(clock() + 500_001)
     assert beat.lost
@@ -156,12 +160,14 @@ def hold_command(runs: MemoryRunStore, clock: FakeClock, waiter: SimWaiter) -> I
         try:
             if (call.input or {}).get("steal"):
                 claimed = runs.claim(
-                    call.job_id,
-                    call.scheduled_for_ms,
-                    worker="w-2",
-                    now_ms=clock(),
-                    stale_before_ms=clock() + 1,
-                    retry_due_by_ms=0,
+                    ClaimRequest(
+                        call.job_id,
+                        call.scheduled_for_ms,
+                        worker="w-2",
+                        now_ms=clock(),
+                        stale_before_ms=clock() + 1,
+                        retry_due_by_ms=0,
+                    )
                 ).claimed
                 assert claimed
                 held.stolen.set()
@@ -362,7 +368,9 @@ def test_overlap_skip_ignores_a_run_whose_worker_is_lost(
     job = make_job(schedule="* * * * *", overlap="skip")
     make_run(job, T0)
     make_run(job, T0 + 60_000)
-    runs.claim(job.id, T0, worker="dead-worker", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    runs.claim(
+        ClaimRequest(job.id, T0, worker="dead-worker", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    )
     clock.advance(settings.heartbeat_stale_s * 1000 + 1)
     assert deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
 
@@ -380,7 +388,7 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(
     job = make_job(schedule="* * * * *", overlap="skip")
     make_run(job, T0)
     make_run(job, T0 + 60_000)
-    runs.claim(job.id, T0, worker="w-1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    runs.claim(ClaimRequest(job.id, T0, worker="w-1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0))
     holder = jobs.acquire_overlap(
         OverlapRequest(
             job.id,

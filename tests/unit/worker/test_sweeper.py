@@ -14,7 +14,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.sweeper import Sweeper
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import Owned, run_id
+from jobsched.ports.runs import ClaimRequest, Owned, run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall
 from tests.support.worker import T0
@@ -90,7 +90,9 @@ def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backof
     # Given a run whose worker claimed it and vanished
     job = due_job(command="record", retry={"backoff_s": 60})
     clock.advance(60_000)
-    runs.claim(job.id, T0, worker="vanished", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    runs.claim(
+        ClaimRequest(job.id, T0, worker="vanished", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    )
     # When its heartbeat is fresh, the sweeper leaves it and looks again when it could be stale
     clock.advance(settings.sweep_queued_after_s * 1000 - 60_000)
     assert sweeper.sweep().deferred == 1
@@ -124,7 +126,9 @@ def test_a_run_that_keeps_killing_its_worker_ends_dead(
     stale = (settings.heartbeat_stale_s + 1) * 1000
     for attempt in (1, 2):
         claimed = runs.claim(
-            job.id, T0, worker=f"w{attempt}", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock()
+            ClaimRequest(
+                job.id, T0, worker=f"w{attempt}", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock()
+            )
         ).claimed
         assert claimed
         clock.advance(stale)
@@ -149,7 +153,7 @@ def test_a_lost_worker_of_a_deleted_job_is_skipped(
     due_job: Callable[..., Job],
 ) -> None:
     job = due_job()
-    runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    runs.claim(ClaimRequest(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0))
     jobs.delete(job, deleted_at_ms=T0, retention_days=None)
     clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)
     assert sweeper.sweep().skipped == 1
@@ -166,7 +170,7 @@ def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
     due_job: Callable[..., Job],
 ) -> None:
     job = due_job()
-    runs.claim(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    runs.claim(ClaimRequest(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0))
     retry_at = clock() + 600_000
     runs.retry(Owned(job.id, T0, 1, "w"), error="x", retry_at_ms=retry_at, sweep_at_ms=clock())
     clock.advance(1)
@@ -228,7 +232,9 @@ def test_a_claim_between_the_read_and_the_write_wins(
         rows = get_many(keys)
         for job_id, scheduled_for in keys:
             runs.claim(
-                job_id, scheduled_for, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0
+                ClaimRequest(
+                    job_id, scheduled_for, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0
+                )
             )
         return rows
 
@@ -283,7 +289,9 @@ def test_one_bad_row_does_not_stop_the_pass(
     lost_job, queued_job = make_job(), make_job()
     make_run(lost_job)
     make_run(queued_job)
-    runs.claim(lost_job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    runs.claim(
+        ClaimRequest(lost_job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0)
+    )
     sweeper = build_sweeper()
     sweeper.jobs = BrokenSpecs()
     clock.advance((settings.heartbeat_stale_s + settings.sweep_queued_after_s) * 1000)

@@ -15,7 +15,7 @@ from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus, to_ms
 from jobsched.ports.jobs import Rewrite
-from jobsched.ports.runs import new_run, run_id
+from jobsched.ports.runs import ClaimRequest, new_run, run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall
 from tests.support.worker import T0
@@ -69,7 +69,14 @@ def test_a_duplicate_while_the_first_is_running_loses_the_claim(
 ) -> None:
     job = due_job(command="record")
     claimed = runs.claim(
-        job.id, T0, worker="other", now_ms=clock(), stale_before_ms=clock() - 120_000, retry_due_by_ms=clock()
+        ClaimRequest(
+            job.id,
+            T0,
+            worker="other",
+            now_ms=clock(),
+            stale_before_ms=clock() - 120_000,
+            retry_due_by_ms=clock(),
+        )
     ).claimed
     assert claimed
     clock.advance(60_000)  # its heartbeat is a minute old: fresh
@@ -117,7 +124,9 @@ def test_a_lost_worker_on_the_last_attempt_ends_dead_without_running_again(
     due_job: Callable[..., Job],
 ) -> None:
     job = due_job(command="record", retry={"max_attempts": 1})
-    runs.claim(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
+    runs.claim(
+        ClaimRequest(job.id, T0, worker="w1", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=clock())
+    )
     clock.advance(settings.heartbeat_stale_s * 1000 + 1)
     assert worker.handle(delivery_of(record(job.id, T0, receive_count=2))) == Outcome.DEAD
     assert calls == []
@@ -189,13 +198,15 @@ def test_a_lost_workers_run_is_taken_over_by_the_redelivery_of_its_message(
     # Given a worker that claimed the run (creating its row) and vanished: no heartbeat since
     job = make_job(command="record")
     assert runs.claim(
-        job.id,
-        T0,
-        worker="lost",
-        now_ms=clock(),
-        stale_before_ms=clock() - 1,
-        retry_due_by_ms=clock(),
-        create=new_run(job.id, T0, now_ms=clock(), retention_days=90, sweep_after_ms=None),
+        ClaimRequest(
+            job.id,
+            T0,
+            worker="lost",
+            now_ms=clock(),
+            stale_before_ms=clock() - 1,
+            retry_due_by_ms=clock(),
+            create=new_run(job.id, T0, now_ms=clock(), retention_days=90, sweep_after_ms=None),
+        )
     ).claimed
     # When its message comes back before the heartbeat is stale, it is dropped
     clock.advance(settings.heartbeat_stale_s * 1000 - 1000)
