@@ -264,6 +264,67 @@ class Owned:
 
 
 @dataclass(frozen=True)
+class RetryTransition:
+    """``RunTransitions.retry``: the claimed run becomes ``retrying`` with ``error``, its next try due at
+    ``retry_at_ms`` and ``sweep_at`` moved to ``sweep_at_ms`` (epoch ms, past the retry, so the sweeper re-enqueues
+    the run only if the retry message never comes); ``tries``: the row's tries with the one just ended."""
+
+    error: str
+    retry_at_ms: int
+    sweep_at_ms: int
+    tries: tuple[TryRecord, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DeadTransition:
+    """``RunTransitions.dead``: the claimed run becomes ``dead`` at ``now_ms`` (epoch ms) with ``error`` and
+    ``attempt = final_attempt`` (the last try that ran), ``notify_pending`` and ``sweep_at = notify_at_ms`` (kept
+    in the sweep index until ``notified``: the sweeper sends a notification lost to a crash); ``tries``: the
+    row's tries with the one just ended."""
+
+    now_ms: int
+    error: str
+    final_attempt: int
+    notify_at_ms: int
+    tries: tuple[TryRecord, ...] | None = None
+
+
+@dataclass(frozen=True)
+class SweepDeferral:
+    """``SweepRows.defer_sweep``: move run ``(job_id, scheduled_for_ms)``'s ``sweep_at`` to ``sweep_at_ms``
+    (epoch ms) if its status and ``sweep_at`` are still the ``status`` and ``seen_sweep_at`` the sweeper saw;
+    ``sweeps``: how many times the sweeper re-enqueued it (None: left as stored)."""
+
+    job_id: str
+    scheduled_for_ms: int
+    status: RunStatus
+    seen_sweep_at: int
+    sweep_at_ms: int
+    sweeps: int | None = None
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for_ms)
+
+
+@dataclass(frozen=True)
+class RerunRequest:
+    """``RunHistory.rerun`` of run ``(job_id, scheduled_for_ms)``: queued again at ``now_ms`` with ``sweep_at =
+    sweep_at_ms`` (epoch ms); ``key_digest``: the digest of the re-run request's ``Idempotency-Key`` (None:
+    none)."""
+
+    job_id: str
+    scheduled_for_ms: int
+    now_ms: int
+    sweep_at_ms: int
+    key_digest: str | None = None
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for_ms)
+
+
+@dataclass(frozen=True)
 class KeyedInsert:
     """The answer of ``RunRows.put_new_keyed``: ``created`` (both the run and its key were written); else
     ``key_used`` (the key was used before: ``key_run_at`` is the ``scheduled_for`` of the run it created, None
@@ -445,37 +506,18 @@ class RunTransitions(Protocol):
     attempt and worker; when ``owned.heartbeat_at`` is set, also that beat): True when written, False when the
     row is no longer that claim's. Transient storage failures raise ``jobsched.ports.errors.StoreUnavailable``.
 
-    - ``retry``: ``running -> retrying`` with ``error``, the next try due at ``retry_at_ms`` and ``sweep_at``
-      moved to ``sweep_at_ms``.
-    - ``dead``: ``running -> dead`` at ``now_ms`` with ``attempt = final_attempt``, ``notify_pending`` and
-      ``sweep_at = notify_at_ms`` (kept in the sweep index until ``notified``).
+    - ``retry``: ``running -> retrying`` as :class:`RetryTransition` tells.
+    - ``dead``: ``running -> dead`` as :class:`DeadTransition` tells.
     - ``notified``: a dead run's notifications went out; it leaves the sweep index.
     - ``skip``: ``running -> skipped`` at ``now_ms`` with ``reason`` as its error.
 
-    ``tries`` (on ``retry``, ``dead`` and ``RunRows.succeed``): the row's tries with the one just ended
-    (``jobsched.ports.tries.with_try``), written in the same write; None leaves them as stored.
+    ``tries`` (of ``retry``'s and ``dead``'s records, and of ``RunRows.succeed``): the row's tries with the one
+    just ended (``jobsched.ports.tries.with_try``), written in the same write; None leaves them as stored.
     """
 
-    def retry(
-        self,
-        owned: Owned,
-        *,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool: ...
+    def retry(self, owned: Owned, change: RetryTransition) -> bool: ...
 
-    def dead(
-        self,
-        owned: Owned,
-        *,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool: ...
+    def dead(self, owned: Owned, change: DeadTransition) -> bool: ...
 
     def notified(self, job_id: str, scheduled_for_ms: int) -> bool: ...
 
@@ -550,16 +592,7 @@ class SweepRows(RunTransitions, RunClaims, Protocol):
 
     def get_many(self, keys: Sequence[RunKey]) -> list[RunRow]: ...
 
-    def defer_sweep(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        status: RunStatus,
-        seen_sweep_at: int,
-        sweep_at_ms: int,
-        sweeps: int | None = None,
-    ) -> bool: ...
+    def defer_sweep(self, deferral: SweepDeferral) -> bool: ...
 
     def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool: ...
 
@@ -652,19 +685,12 @@ class RunHistory(Protocol):
         ``(scheduled_for, job_id)`` in that order; and
         the last row's ``(scheduled_for, job_id)`` when more may follow (else None)."""
 
-    def rerun(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        now_ms: int,
-        sweep_at_ms: int,
-        key_digest: str | None = None,
-    ) -> Rerun:
-        """Put a finished run back on its way, one conditional write: the row must be ``dead`` (its
-        notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of several). It
-        becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key = key_digest`` and
-        ``sweep_at = sweep_at_ms`` (the sweep index: the sweeper enqueues it if its message never comes); its
+    def rerun(self, request: RerunRequest) -> Rerun:
+        """Put a finished run back on its way (:class:`RerunRequest`), one conditional write: the row must be
+        ``dead`` (its notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of
+        several). It becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key =
+        key_digest`` and ``sweep_at = sweep_at_ms`` (the sweep index: the sweeper enqueues it if its message
+        never comes); its
         worker, start, heartbeat, finish, retry and error are cleared; ``tries`` are kept (the new round's are
         told apart by their ``round``). Returns ``Rerun(True, the row as written)`` or ``Rerun(False, the row
         as stored, None when absent)``."""

@@ -7,25 +7,14 @@ Transient DynamoDB failures are raised as ``jobsched.ports.errors.StoreUnavailab
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import (
-    EVERY_RUN,
-    Claim,
-    ClaimRequest,
-    KeyedInsert,
-    Owned,
-    RunFilter,
-    RunKey,
-    RunRow,
-    SweepPage,
-    sweep_shard,
-)
+from jobsched.ports.runs import EVERY_RUN, Claim, KeyedInsert, RunFilter, RunKey, SweepPage, sweep_shard
 from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
@@ -39,6 +28,17 @@ from jobsched.store.layout import (
     tries_value,
     trigger_key_item,
 )
+
+if TYPE_CHECKING:
+    from jobsched.ports.runs import (
+        ClaimRequest,
+        DeadTransition,
+        Owned,
+        RerunRequest,
+        RetryTransition,
+        RunRow,
+        SweepDeferral,
+    )
 
 
 class RunStore:
@@ -294,15 +294,7 @@ class RunStore:
         )
 
     @unavailable_on_failure
-    def retry(
-        self,
-        owned: Owned,
-        *,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool:
+    def retry(self, owned: Owned, change: RetryTransition) -> bool:
         """``running -> retrying`` after a failed try: records ``error`` and when the next try is due
         (``retry_at``, epoch ms) and moves ``sweep_at`` past it, so the sweeper re-enqueues the run only if
         the retry message never comes. 1 request. False: not ours (or, with ``owned.heartbeat_at``, it beat since).
@@ -311,25 +303,16 @@ class RunStore:
             owned,
             sets={
                 "status": RunStatus.RETRYING.value,
-                "error": error,
-                "retry_at": retry_at_ms,
-                "sweep_at": sweep_at_ms,
+                "error": change.error,
+                "retry_at": change.retry_at_ms,
+                "sweep_at": change.sweep_at_ms,
                 **_failing(owned),
-                **_tries(tries),
+                **_tries(change.tries),
             },
         )
 
     @unavailable_on_failure
-    def dead(
-        self,
-        owned: Owned,
-        *,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool:
+    def dead(self, owned: Owned, change: DeadTransition) -> bool:
         """``running -> dead`` (out of attempts). 1 request. False: not ours.
 
         The row keeps its sweep keys with ``notify_pending`` and ``sweep_at = notify_at_ms`` until
@@ -340,13 +323,13 @@ class RunStore:
             owned,
             sets={
                 "status": RunStatus.DEAD.value,
-                "error": error,
-                "finished_at": now_ms,
-                "attempt": final_attempt,
+                "error": change.error,
+                "finished_at": change.now_ms,
+                "attempt": change.final_attempt,
                 "notify_pending": True,
-                "sweep_at": notify_at_ms,
+                "sweep_at": change.notify_at_ms,
                 **_failing(owned),
-                **_tries(tries),
+                **_tries(change.tries),
             },
             removes=("retry_at",),
         )
@@ -435,28 +418,18 @@ class RunStore:
         return rows
 
     @unavailable_on_failure
-    def defer_sweep(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        status: RunStatus,
-        seen_sweep_at: int,
-        sweep_at_ms: int,
-        sweeps: int | None = None,
-    ) -> bool:
+    def defer_sweep(self, deferral: SweepDeferral) -> bool:
         """Move a run's ``sweep_at`` to ``sweep_at_ms`` if its status and ``sweep_at`` are still what the
         sweeper saw; ``sweeps`` records how many times the sweeper re-enqueued it. 1 request."""
-        sets: dict[str, Any] = {"sweep_at": sweep_at_ms}
-        if sweeps is not None:
-            sets["sweeps"] = sweeps
+        sets: dict[str, Any] = {"sweep_at": deferral.sweep_at_ms}
+        if deferral.sweeps is not None:
+            sets["sweeps"] = deferral.sweeps
         return self._transition(
-            job_id,
-            scheduled_for_ms,
+            *deferral.key,
             sets=sets,
             condition=(
                 "#s = :seen_s AND sweep_at = :seen_at",
-                {":seen_s": RunStatus(status).value, ":seen_at": seen_sweep_at},
+                {":seen_s": RunStatus(deferral.status).value, ":seen_at": deferral.seen_sweep_at},
             ),
         )
 
@@ -480,15 +453,7 @@ class RunStore:
     # --- re-runs (issue [2.6]) --------------------------------------------------------------------
 
     @unavailable_on_failure
-    def rerun(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        now_ms: int,
-        sweep_at_ms: int,
-        key_digest: str | None = None,
-    ) -> Rerun:
+    def rerun(self, request: RerunRequest) -> Rerun:
         """See ``RunHistory.rerun``. 1 request (the row enters the sweep index: 1 index write)."""
         sets = (
             "#s = :queued, attempt = :zero, reruns = if_not_exists(reruns, :zero) + :one, enqueued_at = :now,"
@@ -503,18 +468,18 @@ class RunStore:
             ":skipped": RunStatus.SKIPPED.value,
             ":zero": 0,
             ":one": 1,
-            ":now": now_ms,
-            ":sweep_at": sweep_at_ms,
-            ":sweep_pk": sweep_pk(sweep_shard(job_id)),
+            ":now": request.now_ms,
+            ":sweep_at": request.sweep_at_ms,
+            ":sweep_pk": sweep_pk(sweep_shard(request.job_id)),
         }
-        if key_digest is None:
+        if request.key_digest is None:
             removes.append("rerun_key")
         else:
             sets += ", rerun_key = :key"
-            values[":key"] = key_digest
+            values[":key"] = request.key_digest
         try:
             response = self.table.update_item(
-                Key=_key(job_id, scheduled_for_ms),
+                Key=_key(request.job_id, request.scheduled_for_ms),
                 UpdateExpression=f"SET {sets} REMOVE {', '.join(removes)}",
                 ConditionExpression=(
                     "(#s = :dead AND attribute_not_exists(notify_pending))"

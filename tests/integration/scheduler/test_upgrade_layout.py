@@ -20,7 +20,7 @@ from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.worker import Worker
 from jobsched.memory.queue import MemoryDeadRuns
 from jobsched.models import CommandTarget, RetryPolicy, RunStatus
-from jobsched.ports.runs import ClaimRequest, Delivery, Owned, RunMessage, new_run, run_id
+from jobsched.ports.runs import ClaimRequest, Delivery, Owned, RetryTransition, RunMessage, new_run, run_id
 from jobsched.targets import TargetCall, Targets, commands
 
 MIN = 60_000
@@ -77,9 +77,7 @@ def test_a_deployment_upgraded_mid_stream_runs_every_fire_exactly_once(
     assert runs.claim(ClaimRequest(jobs["retrying"], t0, now_ms=t0 + 2_000, **old_claim)).claimed
     assert runs.retry(
         Owned(jobs["retrying"], t0, 1, "old-worker"),
-        error="boom",
-        retry_at_ms=t0 + 3_000,
-        sweep_at_ms=t0 + 123_000,
+        RetryTransition(error="boom", retry_at_ms=t0 + 3_000, sweep_at_ms=t0 + 123_000),
     )
     queue.send([RunMessage(jobs["retrying"], t0)])
     executions.update({run_id(jobs["succeeded"], t0): 1, run_id(jobs["retrying"], t0): 1})

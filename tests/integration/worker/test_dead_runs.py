@@ -14,7 +14,7 @@ from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.models import Job, RunKind, RunStatus
-from jobsched.ports.runs import run_id
+from jobsched.ports.runs import RerunRequest, run_id
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
@@ -182,7 +182,7 @@ def test_a_skipped_run_its_owner_re_runs_is_not_alerted_late(
     job = make_job(owner="team-a", command="echo", alerts={"late_after_s": 1})
     make_run(job, status=RunStatus.SKIPPED)
     clock.advance(86_400_000)
-    assert runs.rerun(job.id, T0, now_ms=clock(), sweep_at_ms=clock() + 60_000).done
+    assert runs.rerun(RerunRequest(job.id, T0, now_ms=clock(), sweep_at_ms=clock() + 60_000)).done
     # When it runs
     assert deliver(job) == Outcome.SUCCEEDED
     # Then no "late" alert: it starts when its owner asked

@@ -14,7 +14,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.sweeper import Sweeper
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import ClaimRequest, Owned, run_id
+from jobsched.ports.runs import ClaimRequest, Owned, RetryTransition, run_id
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall
 from tests.support.worker import T0
@@ -172,7 +172,9 @@ def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(
     job = due_job()
     runs.claim(ClaimRequest(job.id, T0, worker="w", now_ms=clock(), stale_before_ms=0, retry_due_by_ms=0))
     retry_at = clock() + 600_000
-    runs.retry(Owned(job.id, T0, 1, "w"), error="x", retry_at_ms=retry_at, sweep_at_ms=clock())
+    runs.retry(
+        Owned(job.id, T0, 1, "w"), RetryTransition(error="x", retry_at_ms=retry_at, sweep_at_ms=clock())
+    )
     clock.advance(1)
     report = sweeper.sweep()
     assert report.deferred == 1 and report.requeued == 0 and sent == []
