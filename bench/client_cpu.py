@@ -61,6 +61,7 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
     from jobsched.aws import Aws
     from jobsched.domain.planning import DueJob, TickLimits, plan_fires
     from jobsched.domain.registration import due_entry
+    from jobsched.ports.jobs import Move
     from jobsched.ports.runs import RunMessage, new_run
     from jobsched.settings import Settings
     from jobsched.wiring import Components
@@ -110,13 +111,15 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
             now_ms=midnight,
         )
         return jobs.move(
-            job.id,
-            expected_next_run_at=midnight,
-            expected_version=state.version,
-            partition=state.partition,
-            term=7,
-            next_run_at=nxt,
-            due=entry,
+            Move(
+                job.id,
+                expected_next_run_at=midnight,
+                expected_version=state.version,
+                partition=state.partition,
+                term=7,
+                next_run_at=nxt,
+                due=entry,
+            )
         )
 
     out = {

@@ -349,6 +349,7 @@ def _moves(store: Any, job_ids: list[str], midnight: int, settings: Any) -> list
     day, as the scheduler's tick does (conditional on the stored fire and version, fenced by a term above any
     stored one, in the partition the job is homed in). ``store``: a ``DueIndex``."""
     from jobsched.domain.registration import due_entry
+    from jobsched.ports.jobs import Move
 
     day = 86_400_000
     states = store.scheduling_states(job_ids)
@@ -367,13 +368,15 @@ def _moves(store: Any, job_ids: list[str], midnight: int, settings: Any) -> list
         calls.append(
             functools.partial(
                 store.move,
-                job_id,
-                expected_next_run_at=midnight + day,
-                expected_version=getattr(state, "version", None),
-                partition=partition,
-                term=2**62,
-                next_run_at=midnight + 2 * day,
-                due=due,
+                Move(
+                    job_id,
+                    expected_next_run_at=midnight + day,
+                    expected_version=getattr(state, "version", None),
+                    partition=partition,
+                    term=2**62,
+                    next_run_at=midnight + 2 * day,
+                    due=due,
+                ),
             )
         )
     return calls

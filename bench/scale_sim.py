@@ -53,7 +53,7 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.observability import logger
-from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, Unreadable
+from jobsched.ports.jobs import DueEntry, DuePageToken, DueQuery, Move, SchedulingState, Unreadable
 from jobsched.ports.runs import SWEEP_SHARDS, RunMessage, RunRow, sweep_shard
 from jobsched.settings import Settings, memory_settings
 
@@ -263,9 +263,9 @@ class SimJobStore(MemoryJobStore):
         """Store a job's scheduling state directly (the rush's set-up, not a request)."""
         self.states[state.job_id] = state
 
-    def query_due(self, *query: Any, **paging: Any) -> tuple[list[DueEntry], DuePageToken | None]:
-        """``MemoryJobStore.query_due`` (its arguments passed on as given) charged as one Query reading its page."""
-        page, token = super().query_due(*query, **paging)
+    def query_due(self, query: DueQuery) -> tuple[list[DueEntry], DuePageToken | None]:
+        """``MemoryJobStore.query_due`` charged as one Query reading its page."""
+        page, token = super().query_due(query)
         latencies = self.model.latencies
         self.model.call("Query", latencies.query_ms + latencies.query_item_ms * len(page))
         return page, token
@@ -275,14 +275,15 @@ class SimJobStore(MemoryJobStore):
             self.model.call("BatchGetItem", self.model.latencies.batch_get_ms)
         return super().scheduling_states(job_ids)
 
-    def move(self, job_id: str, *, due: DueEntry | None, **fence: Any) -> None:
-        """``MemoryJobStore.move`` (``fence``: its other keywords, passed on as given) charged to the model as
-        one UpdateItem writing the due-index keys it changes."""
-        stored = self.states.get(job_id)
+    def move(self, move: Move) -> None:
+        """``MemoryJobStore.move`` charged to the model as one UpdateItem writing the due-index keys it
+        changes."""
+        due = move.due
+        stored = self.states.get(move.job_id)
         old = stored.due if isinstance(stored, SchedulingState) else None
         writes = [(due_key(e), 1.0) for e in (old, due) if e is not None and (old is None or old != due)]
         self.model.call("UpdateItem", self.model.latencies.update_ms, writes, cpu_ms=self.cpu_ms)
-        super().move(job_id, due=due, **fence)
+        super().move(move)
 
 
 class SimRunStore(MemoryRunStore):

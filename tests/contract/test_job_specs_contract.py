@@ -17,7 +17,7 @@ from jobsched.domain.registration import scheduling_state
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import Job
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import OverlapHolder
+from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 from tests.support.worker import T0, new_job
@@ -46,14 +46,16 @@ def specs(
 
 def _take(store: Any, run: str, worker: str = "w1", now: int = NOW, **kwargs: Any) -> OverlapHolder | None:
     return store.acquire_overlap(
-        "j_1",
-        run_id=run,
-        attempt=1,
-        worker=worker,
-        now_ms=now,
-        stale_before_ms=now - 120_000,
-        expires_at_s=now // 1000 + 86_400,
-        **kwargs,
+        OverlapRequest(
+            "j_1",
+            run_id=run,
+            attempt=1,
+            worker=worker,
+            now_ms=now,
+            stale_before_ms=now - 120_000,
+            expires_at_s=now // 1000 + 86_400,
+            **kwargs,
+        )
     )
 
 

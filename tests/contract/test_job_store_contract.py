@@ -12,7 +12,7 @@ import pytest
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import CommandTarget, Job, JobEventKind, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, SchedulingState
+from jobsched.ports.jobs import AuditEvent, DueEntry, DueQuery, Move, Rewrite, SchedulingState
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
 
@@ -89,16 +89,16 @@ def test_replace_is_conditional_on_updated_at_and_on_the_state_read(store: Any) 
     edited = first.model_copy(update={"updated_at": from_ms(T0 + 1), "paused": True})
     paused = state(first, term=2, version=2, paused=True, due=None)
     with pytest.raises(Conflict):  # an older updated_at than stored
-        store.replace(edited, paused, T0 - 1)
+        store.replace(Rewrite(edited, paused, T0 - 1))
     with pytest.raises(Conflict):  # a scheduler moved it since it was read
-        store.replace(edited, paused, T0, expected_state=(T0 - 60_000, 2))
+        store.replace(Rewrite(edited, paused, T0, expected_state=(T0 - 60_000, 2)))
     with pytest.raises(Conflict):  # a newer leader stamped it since
-        store.replace(edited, paused, T0, expected_state=(T0, 1))
+        store.replace(Rewrite(edited, paused, T0, expected_state=(T0, 1)))
     assert store.get(first.id).state.version == 1
-    store.replace(edited, paused, T0, expected_state=(T0, 2))
+    store.replace(Rewrite(edited, paused, T0, expected_state=(T0, 2)))
     found = store.get(first.id)
     assert found.state == paused and found.job.paused is True and to_ms(found.job.updated_at) == T0 + 1
-    assert store.query_due(0, 5, 0, T0 + 1) == ([], None)  # out of the due index
+    assert store.query_due(DueQuery(0, 5, 0, T0 + 1)) == ([], None)  # out of the due index
 
 
 def test_delete_frees_the_name_keeps_the_history_owner_and_refuses_a_repeat(store: Any) -> None:
@@ -111,7 +111,7 @@ def test_delete_frees_the_name_keeps_the_history_owner_and_refuses_a_repeat(stor
         store.delete(first, deleted_at_ms=T0, retention_days=1)
     assert store.history_owner(first.id) == "team-a"
     assert store.job_id_by_name("team-a", "report") is None
-    assert store.query_due(0, 5, 0, T0 + 1) == ([], None)
+    assert store.query_due(DueQuery(0, 5, 0, T0 + 1)) == ([], None)
     newer = job(2, name="report")
     store.create(newer, state(newer))
     with pytest.raises(NotFound):  # a late repeat of the first delete leaves the newer job's name alone
@@ -149,7 +149,7 @@ def test_query_due_reads_one_bucket_and_shard_oldest_first_in_pages(store: Any) 
     found: list[DueEntry] = []
     token = None
     for _ in range(10):
-        page, token = store.query_due(0, 5, 0, T0 + 10_000, 3, token)
+        page, token = store.query_due(DueQuery(0, 5, 0, T0 + 10_000, 3, token))
         assert len(page) <= 3
         found += page
         if token is None:
@@ -182,13 +182,13 @@ def test_a_move_lands_only_on_the_state_it_was_planned_from(store: Any) -> None:
     ]
     for change in refusals:
         with pytest.raises(Conflict) as refused:
-            store.move(first.id, **{**move, **change})
+            store.move(Move(first.id, **{**move, **change}))
         assert refused.value.current == state(first, term=3, version=2), change
-    store.move(first.id, **{**move, "term": 4})
+    store.move(Move(first.id, **{**move, "term": 4}))
     assert store.scheduling_states([first.id])[first.id] == state(
         first, term=4, version=2, next_run_at=T0 + 60_000, bucket=6
     )
-    assert store.query_due(0, 6, 0, T0 + 60_000)[0] == [nxt]
+    assert store.query_due(DueQuery(0, 6, 0, T0 + 60_000))[0] == [nxt]
 
 
 def test_a_move_can_end_the_schedule_and_rehome_the_job(store: Any) -> None:
@@ -197,16 +197,16 @@ def test_a_move_can_end_the_schedule_and_rehome_the_job(store: Any) -> None:
     store.create(second, state(second, term=3))
     moved = DueEntry(first.id, 2, 6, 1, T0 + 60_000)
     planned = {"expected_next_run_at": T0, "expected_version": 1, "partition": 0}
-    store.move(first.id, **planned, term=5, next_run_at=T0 + 60_000, due=moved, to_partition=2)
+    store.move(Move(first.id, **planned, term=5, next_run_at=T0 + 60_000, due=moved, to_partition=2))
     assert store.scheduling_states([first.id])[first.id] == replace(
         state(first), partition=2, term=0, next_run_at=T0 + 60_000, due=moved
     )
     assert store.highest_due_partition() == 2 and store.oldest_due_bucket(2) == 6
-    store.move(second.id, **planned, term=3, next_run_at=None, due=None)
+    store.move(Move(second.id, **planned, term=3, next_run_at=None, due=None))
     ended = store.scheduling_states([second.id])[second.id]
     assert ended.next_run_at is None and ended.due is None and ended.term == 3
     with pytest.raises(Conflict):  # out of the due index: nothing to move
-        store.move(second.id, **planned, term=3, next_run_at=1, due=None)
+        store.move(Move(second.id, **planned, term=3, next_run_at=1, due=None))
 
 
 def event(of: Job, at: int, key: str, kind: JobEventKind, **detail: Any) -> AuditEvent:
@@ -224,10 +224,10 @@ def test_events_are_written_with_the_change_they_record_or_not_at_all(store: Any
     changed = first.model_copy(
         update={"updated_at": from_ms(T0 + 5), "paused_by": "ana", "paused_reason": "freeze"}
     )
-    store.replace(changed, state(first, paused=True, next_run_at=None), T0, event=paused)
+    store.replace(Rewrite(changed, state(first, paused=True, next_run_at=None), T0, event=paused))
 
     with pytest.raises(Conflict):
-        store.replace(changed, state(first), T0, event=refused)  # stale updated_at: no event either
+        store.replace(Rewrite(changed, state(first), T0, event=refused))  # stale updated_at: no event either
     with pytest.raises(NameTaken):
         store.create(job(2, name="job-001"), state(job(2)), event(job(2), T0, "v1", JobEventKind.CREATED))
 

@@ -14,7 +14,19 @@ from botocore.stub import Stubber
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import Owned, RunFilter, RunKey, RunRow, new_run, sweep_shard
+from jobsched.ports.runs import (
+    ClaimRequest,
+    DeadTransition,
+    Owned,
+    RerunRequest,
+    RetryTransition,
+    RunFilter,
+    RunKey,
+    RunRow,
+    SweepDeferral,
+    new_run,
+    sweep_shard,
+)
 from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.sqlite.runs import SqliteRunStore
 from jobsched.store.runs import RunStore
@@ -46,7 +58,9 @@ def _claim(
     """``worker``'s claim of the run ``key`` at ``now`` (epoch ms) as a worker makes it: a heartbeat over 120 s
     old is lost, a retry due by now is taken; ``create``: the row to make when the run has none."""
     return store.claim(
-        *key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now, create=create
+        ClaimRequest(
+            *key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now, create=create
+        )
     )
 
 
@@ -178,7 +192,7 @@ def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -
 def test_a_retrying_run_is_claimable_once_due_and_a_stale_running_one_is_taken_over(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    assert store.retry(W1, error="boom", retry_at_ms=NOW + 10_000, sweep_at_ms=NOW + 130_000)
+    assert store.retry(W1, RetryTransition(error="boom", retry_at_ms=NOW + 10_000, sweep_at_ms=NOW + 130_000))
     assert not _claim(store, "w2", now=NOW + 9_000).claimed  # not yet due
     second = _claim(store, "w2", now=NOW + 10_000)
     assert (
@@ -204,8 +218,8 @@ def test_every_transition_is_fenced_on_the_claim(store: Any, stranger: Owned) ->
     before = store.get("j_a", T0)
     assert not store.heartbeat(stranger, now_ms=NOW + 1)
     assert not store.succeed(stranger, now_ms=NOW + 1)
-    assert not store.retry(stranger, error="e", retry_at_ms=NOW, sweep_at_ms=NOW)
-    assert not store.dead(stranger, now_ms=NOW, error="e", final_attempt=1, notify_at_ms=NOW)
+    assert not store.retry(stranger, RetryTransition(error="e", retry_at_ms=NOW, sweep_at_ms=NOW))
+    assert not store.dead(stranger, DeadTransition(now_ms=NOW, error="e", final_attempt=1, notify_at_ms=NOW))
     assert not store.skip(stranger, now_ms=NOW, reason="r")
     assert not store.give_back(stranger, before=_run())
     assert store.get("j_a", T0) == before
@@ -217,7 +231,9 @@ def test_a_sweepers_transition_loses_to_a_beat_since_it_read(store: Any) -> None
     store.put_new(_run())
     _claim(store)
     assert store.heartbeat(W1, now_ms=NOW + 30_000)
-    assert not store.retry(replace(W1, heartbeat_at=NOW), error="lost", retry_at_ms=NOW, sweep_at_ms=NOW)
+    assert not store.retry(
+        replace(W1, heartbeat_at=NOW), RetryTransition(error="lost", retry_at_ms=NOW, sweep_at_ms=NOW)
+    )
     assert store.get("j_a", T0).heartbeat_at == NOW + 30_000
     assert store.skip(replace(W1, heartbeat_at=NOW + 30_000), now_ms=NOW + 40_000, reason="gone")
 
@@ -225,7 +241,7 @@ def test_a_sweepers_transition_loses_to_a_beat_since_it_read(store: Any) -> None
 def test_success_clears_the_error_and_leaves_the_sweep_index(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    store.retry(W1, error="boom", retry_at_ms=NOW, sweep_at_ms=NOW + 1)
+    store.retry(W1, RetryTransition(error="boom", retry_at_ms=NOW, sweep_at_ms=NOW + 1))
     _claim(store, "w2", now=NOW + 5)
     assert store.succeed(Owned("j_a", T0, 2, "w2"), now_ms=NOW + 9)
     row = store.get("j_a", T0)
@@ -242,7 +258,9 @@ def test_success_clears_the_error_and_leaves_the_sweep_index(store: Any) -> None
 def test_a_dead_run_stays_in_the_sweep_index_until_notified(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    assert store.dead(W1, now_ms=NOW + 5, error="out", final_attempt=1, notify_at_ms=NOW + 60_000)
+    assert store.dead(
+        W1, DeadTransition(now_ms=NOW + 5, error="out", final_attempt=1, notify_at_ms=NOW + 60_000)
+    )
     row = store.get("j_a", T0)
     assert (row.status, row.notify_pending, row.sweep_at, row.finished_at) == (
         RunStatus.DEAD,
@@ -260,7 +278,7 @@ def test_a_dead_run_stays_in_the_sweep_index_until_notified(store: Any) -> None:
 def test_a_give_back_restores_the_row_as_the_claim_found_it(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
-    store.retry(W1, error="e", retry_at_ms=NOW + 7, sweep_at_ms=NOW + 9)
+    store.retry(W1, RetryTransition(error="e", retry_at_ms=NOW + 7, sweep_at_ms=NOW + 9))
     found = store.get("j_a", T0)
     claim = _claim(store, "w2", now=NOW + 7)
     assert store.give_back(Owned("j_a", T0, 2, "w2"), before=claim.before)
@@ -295,13 +313,13 @@ def test_a_sweep_deferral_is_conditioned_on_what_the_sweeper_saw(store: Any) -> 
     store.put_new(_run())
     seen = NOW + SWEEP_AFTER_MS
     assert not store.defer_sweep(
-        "j_a", T0, status=RunStatus.QUEUED, seen_sweep_at=seen - 1, sweep_at_ms=seen + 5
+        SweepDeferral("j_a", T0, status=RunStatus.QUEUED, seen_sweep_at=seen - 1, sweep_at_ms=seen + 5)
     )
     assert not store.defer_sweep(
-        "j_a", T0, status=RunStatus.RUNNING, seen_sweep_at=seen, sweep_at_ms=seen + 5
+        SweepDeferral("j_a", T0, status=RunStatus.RUNNING, seen_sweep_at=seen, sweep_at_ms=seen + 5)
     )
     assert store.defer_sweep(
-        "j_a", T0, status=RunStatus.QUEUED, seen_sweep_at=seen, sweep_at_ms=seen + 5, sweeps=2
+        SweepDeferral("j_a", T0, status=RunStatus.QUEUED, seen_sweep_at=seen, sweep_at_ms=seen + 5, sweeps=2)
     )
     row = store.get("j_a", T0)
     assert (row.sweep_at, row.sweeps) == (seen + 5, 2)
@@ -333,9 +351,11 @@ def _fail(store: Any, key: RunKey, owner: str, *, dead: bool) -> None:
     assert _claim(store, key=key).claimed
     owned = Owned(key.job_id, key.scheduled_for, 1, "w1", owner=owner)
     if dead:
-        assert store.dead(owned, now_ms=NOW, error="boom", final_attempt=1, notify_at_ms=NOW)
+        assert store.dead(owned, DeadTransition(now_ms=NOW, error="boom", final_attempt=1, notify_at_ms=NOW))
     else:
-        assert store.retry(owned, error="boom", retry_at_ms=NOW + 60_000, sweep_at_ms=NOW + 120_000)
+        assert store.retry(
+            owned, RetryTransition(error="boom", retry_at_ms=NOW + 60_000, sweep_at_ms=NOW + 120_000)
+        )
 
 
 def test_an_owners_failed_runs_are_listed_across_jobs_newest_first(store: Any) -> None:
@@ -370,7 +390,9 @@ def test_a_run_leaves_the_failed_list_when_its_next_try_is_claimed_or_succeeds(s
     assert [r.status for r in store.list_failed("team-a", 10)[0]] == [RunStatus.RETRYING]
 
     claimed = store.claim(
-        "j_a", T0, worker="w2", now_ms=NOW + 60_000, stale_before_ms=0, retry_due_by_ms=NOW + 60_000
+        ClaimRequest(
+            "j_a", T0, worker="w2", now_ms=NOW + 60_000, stale_before_ms=0, retry_due_by_ms=NOW + 60_000
+        )
     )
     assert claimed.claimed
     assert store.list_failed("team-a", 10) == ([], None)
@@ -399,7 +421,10 @@ def test_each_transition_writes_the_tries_it_is_given(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
     first = (TryRecord(1, NOW, NOW + 5, "w1", "HTTP 500 from POST https://x/", "HTTP 500\nü" * 3),)
-    assert store.retry(W1, error="HTTP 500", retry_at_ms=NOW + 60_000, sweep_at_ms=NOW + 180_000, tries=first)
+    assert store.retry(
+        W1,
+        RetryTransition(error="HTTP 500", retry_at_ms=NOW + 60_000, sweep_at_ms=NOW + 180_000, tries=first),
+    )
     assert store.get("j_a", T0).tries == first
     _claim(store, "w2", NOW + 60_000)
     second = (*first, TryRecord(2, NOW + 60_000, NOW + 60_010, "w2", None, '{"rows": 42}'))
@@ -411,7 +436,8 @@ def test_each_transition_writes_the_tries_it_is_given(store: Any) -> None:
     _claim(store, key=RunKey("j_a", T0 + 1))
     dead = (TryRecord(1, NOW, NOW + 1, "w1", "boom", None, round=2),)
     assert store.dead(
-        Owned("j_a", T0 + 1, 1, "w1"), now_ms=NOW, error="e", final_attempt=1, notify_at_ms=NOW, tries=dead
+        Owned("j_a", T0 + 1, 1, "w1"),
+        DeadTransition(now_ms=NOW, error="e", final_attempt=1, notify_at_ms=NOW, tries=dead),
     )
     assert store.get("j_a", T0 + 1).tries == dead
 
@@ -422,7 +448,8 @@ def _dead(store: Any, scheduled_for: int = T0, *, notified: bool = True) -> None
     tries = (TryRecord(1, NOW, NOW + 1, "w1", "boom", "out"),)
     owned = Owned("j_a", scheduled_for, 1, "w1")
     assert store.dead(
-        owned, now_ms=NOW + 1, error="boom", final_attempt=1, notify_at_ms=NOW + 60_000, tries=tries
+        owned,
+        DeadTransition(now_ms=NOW + 1, error="boom", final_attempt=1, notify_at_ms=NOW + 60_000, tries=tries),
     )
     if notified:
         assert store.notified("j_a", scheduled_for)
@@ -431,7 +458,9 @@ def _dead(store: Any, scheduled_for: int = T0, *, notified: bool = True) -> None
 def test_a_rerun_queues_a_dead_run_again_with_a_fresh_set_of_attempts(store: Any) -> None:
     _dead(store)
     later = NOW + 3_600_000
-    result = store.rerun("j_a", T0, now_ms=later, sweep_at_ms=later + SWEEP_AFTER_MS, key_digest="abc")
+    result = store.rerun(
+        RerunRequest("j_a", T0, now_ms=later, sweep_at_ms=later + SWEEP_AFTER_MS, key_digest="abc")
+    )
     assert result.done
     row = store.get("j_a", T0)
     assert result.row == row
@@ -446,22 +475,24 @@ def test_a_rerun_queues_a_dead_run_again_with_a_fresh_set_of_attempts(store: Any
     claim = _claim(store, "w9", later + 1)
     assert claim.claimed and store.get("j_a", T0).attempt == 1
     # a second re-run of the same run, without a key, is refused while it is not dead or skipped
-    refused = store.rerun("j_a", T0, now_ms=later + 2, sweep_at_ms=later + 3)
+    refused = store.rerun(RerunRequest("j_a", T0, now_ms=later + 2, sweep_at_ms=later + 3))
     assert not refused.done and refused.row.status is RunStatus.RUNNING and refused.row.rerun_key == "abc"
 
 
 def test_a_rerun_is_refused_unless_dead_and_notified_or_one_skipped_fire(store: Any) -> None:
-    assert store.rerun("j_a", T0, now_ms=NOW, sweep_at_ms=NOW) == Rerun(False, None)  # no such run
+    assert store.rerun(RerunRequest("j_a", T0, now_ms=NOW, sweep_at_ms=NOW)) == Rerun(
+        False, None
+    )  # no such run
     _dead(store, T0, notified=False)
-    owing = store.rerun("j_a", T0, now_ms=NOW, sweep_at_ms=NOW)
+    owing = store.rerun(RerunRequest("j_a", T0, now_ms=NOW, sweep_at_ms=NOW))
     assert not owing.done and owing.row.status is RunStatus.DEAD and owing.row.notify_pending
     store.put_new(_run(scheduled_for=T0 + 1))  # queued
-    assert not store.rerun("j_a", T0 + 1, now_ms=NOW, sweep_at_ms=NOW).done
+    assert not store.rerun(RerunRequest("j_a", T0 + 1, now_ms=NOW, sweep_at_ms=NOW)).done
     summary = _run(scheduled_for=T0 + 2, status=RunStatus.SKIPPED, skipped_count=3, skipped_through=T0 + 4)
     store.put_new(summary)
-    assert not store.rerun("j_a", T0 + 2, now_ms=NOW, sweep_at_ms=NOW).done
+    assert not store.rerun(RerunRequest("j_a", T0 + 2, now_ms=NOW, sweep_at_ms=NOW)).done
     store.put_new(_run(scheduled_for=T0 + 5, status=RunStatus.SKIPPED, error="missed: skip"))
-    skipped = store.rerun("j_a", T0 + 5, now_ms=NOW, sweep_at_ms=NOW + 1)
+    skipped = store.rerun(RerunRequest("j_a", T0 + 5, now_ms=NOW, sweep_at_ms=NOW + 1))
     assert skipped.done and skipped.row.status is RunStatus.QUEUED and skipped.row.error is None
     assert skipped.row.rerun_key is None and skipped.row.reruns == 1
 

@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 
 from jobsched.api.wsgi import api_context
 from jobsched.models import JobCreate
-from jobsched.ports.jobs import SchedulingState
+from jobsched.ports.jobs import DueQuery, SchedulingState
 from tests.integration.test_promises_model import OWNER, Faults, Faulty, PromisesMachine, _Given
 from tests.support.backends import BACKENDS, backend
 
@@ -81,10 +81,10 @@ def test_a_lagging_due_index_reads_what_it_held_when_the_lag_began(machine: Prom
     machine.api.service.pause_job(OWNER, job_id)  # leaves the due index
     lagging = Faulty(machine.jobstore, Faults(), machine.lag)
     due = state.due
-    entries, _ = lagging.query_due(due.partition, due.bucket, due.shard, due.due_at)
+    entries, _ = lagging.query_due(DueQuery(due.partition, due.bucket, due.shard, due.due_at))
     assert entries == [due]
     machine.lag["active"] = False
-    assert lagging.query_due(due.partition, due.bucket, due.shard, due.due_at)[0] == []
+    assert lagging.query_due(DueQuery(due.partition, due.bucket, due.shard, due.due_at))[0] == []
 
 
 def test_a_key_names_one_run_and_its_expired_in_flight_record_lets_the_retry_through(

@@ -54,7 +54,7 @@ from jobsched.domain.tick import Scheduler
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import JobCreate, JobPatch, from_ms, to_ms
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.jobs import DueEntry, SchedulingState
+from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
 from jobsched.ports.runs import Delivery, RunMessage, RunRow
 from jobsched.schedules import parse_schedule
 from jobsched.targets import TargetCall, TargetFailed, Targets
@@ -141,17 +141,17 @@ class Faulty:
             if name == "scheduling_states":
                 self._faults.planned.update((j, self._faults.version_of(j)) for j in args[0])
             if name == "query_due" and self._lag is not None and self._lag.get("active"):
-                return self._lagging(*args[:4])
+                return self._lagging(args[0])
             return self._faults.around(name, lambda: target(*args, **kwargs))
 
         return call
 
-    def _lagging(self, partition: int, bucket: int, shard: int, up_to_ms: int) -> Any:
+    def _lagging(self, query: DueQuery) -> Any:
         """The due index as it was when the lag began (a GSI that has not replicated since)."""
         entries: list[DueEntry] = [
             e
             for e in self._lag["snapshot"]
-            if (e.partition, e.bucket, e.shard) == (partition, bucket, shard) and e.due_at <= up_to_ms
+            if (e.partition, e.bucket, e.shard) == query.key and e.due_at <= query.up_to_ms
         ]
         return sorted(entries, key=lambda e: (e.due_at, e.job_id)), None
 

@@ -20,7 +20,15 @@ from jobsched.domain.backfill import BackfillWindowError, backfill_fires, backfi
 from jobsched.models import BackfillRequest, BackfillResult, JobEventKind, RunKind, RunStatus, from_ms, to_ms
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
-from jobsched.ports.runs import QueueSendError, RunHistory, RunMessage, RunRow, RunSender, new_run
+from jobsched.ports.runs import (
+    QueueSendError,
+    RerunRequest,
+    RunHistory,
+    RunMessage,
+    RunRow,
+    RunSender,
+    new_run,
+)
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
 
@@ -79,7 +87,9 @@ class Backfiller:
                     continue
             if (
                 _skipped_fire(found)
-                and self.runs.rerun(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms).done
+                and self.runs.rerun(
+                    RerunRequest(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms)
+                ).done
             ):
                 rerun.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
         sent = sorted(created + rerun, key=lambda message: message.scheduled_for)

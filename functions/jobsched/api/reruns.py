@@ -27,7 +27,7 @@ from jobsched.api import triggers
 from jobsched.api.exceptions import RunNotFound, RunNotRetryable
 from jobsched.models import JobEventKind, RunDetail, RunStatus
 from jobsched.observability import logger
-from jobsched.ports.runs import RunRow
+from jobsched.ports.runs import RerunRequest, RunRow
 from jobsched.ports.tries import run_detail
 
 if TYPE_CHECKING:
@@ -100,11 +100,13 @@ def _retry(
     scheduled_for = scheduled_for_of(job_id, run_id)
     now = service.clock()
     result = service.runs.rerun(
-        job_id,
-        scheduled_for,
-        now_ms=now,
-        sweep_at_ms=now + service.settings.sweep_queued_after_s * 1000,
-        key_digest=key_digest,
+        RerunRequest(
+            job_id,
+            scheduled_for,
+            now_ms=now,
+            sweep_at_ms=now + service.settings.sweep_queued_after_s * 1000,
+            key_digest=key_digest,
+        )
     )
     row = result.row
     if row is None:

@@ -65,7 +65,7 @@ from jobsched.models import (
 from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import JobRepository, SchedulingState, StoredJob
+from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState, StoredJob
 from jobsched.ports.runs import RunHistory, RunSender
 from jobsched.schedules import (
     Schedule,
@@ -411,9 +411,7 @@ class JobService:
             )
             event = self.audit.change(job_id, updated_ms, version, event_kind, actor or owner, detail)
             try:
-                self.jobs.replace(
-                    job, new_state, stored_updated_ms, expected_state=(stored_next, term), event=event
-                )
+                self.jobs.replace(Rewrite(job, new_state, stored_updated_ms, (stored_next, term), event))
             except Conflict:
                 logger.info("job changed during an edit; retrying", job_id=job_id, attempt=attempt)
                 continue

@@ -18,7 +18,7 @@ from jobsched.models import Job, JobEventKind, RunStatus, from_ms, paused_fields
 from jobsched.observability import logger
 from jobsched.ports.alerts import Alert, AlertSink
 from jobsched.ports.errors import Conflict, NotFound
-from jobsched.ports.jobs import AuditEvent, JobRepository, change_key
+from jobsched.ports.jobs import AuditEvent, JobRepository, Rewrite, change_key
 from jobsched.ports.runs import RunRow
 from jobsched.targets.base import iso_utc
 
@@ -170,11 +170,13 @@ class Alerting:
             )
             try:
                 self.jobs.replace(
-                    paused,
-                    replace(state, paused=True, due=None, version=version),
-                    to_ms(current.updated_at),
-                    expected_state=(state.next_run_at, state.term),
-                    event=event,
+                    Rewrite(
+                        paused,
+                        replace(state, paused=True, due=None, version=version),
+                        to_ms(current.updated_at),
+                        expected_state=(state.next_run_at, state.term),
+                        event=event,
+                    )
                 )
             except Conflict:
                 continue

@@ -14,7 +14,9 @@ from jobsched.ports.runs import (
     MAX_DELAY_S,
     DeadRun,
     DeadRunSink,
+    DeadTransition,
     Owned,
+    RetryTransition,
     RunMessage,
     RunSender,
     RunTransitions,
@@ -103,10 +105,12 @@ class Failures:
         retry_at = now + delay_s * 1000
         recorded = self.runs.retry(
             owned,
-            error=error,
-            retry_at_ms=retry_at,
-            sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
-            tries=tries,
+            RetryTransition(
+                error=error,
+                retry_at_ms=retry_at,
+                sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
+                tries=tries,
+            ),
         )
         if not recorded:
             logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
@@ -142,11 +146,13 @@ class Failures:
         now = self.clock()
         recorded = self.runs.dead(
             owned,
-            now_ms=now,
-            error=error,
-            final_attempt=attempts,
-            notify_at_ms=now + NOTIFY_RETRY_MS,
-            tries=tries,
+            DeadTransition(
+                now_ms=now,
+                error=error,
+                final_attempt=attempts,
+                notify_at_ms=now + NOTIFY_RETRY_MS,
+                tries=tries,
+            ),
         )
         if not recorded:
             logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)

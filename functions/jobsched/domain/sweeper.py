@@ -49,6 +49,7 @@ from jobsched.ports.runs import (
     RunMessage,
     RunRow,
     RunSender,
+    SweepDeferral,
     SweepRows,
     claim_message,
     run_id,
@@ -173,12 +174,14 @@ class Sweeper:
             sweeps = row.sweeps + 1
             backoff = min(after_ms * 2 ** min(sweeps - 1, 20), MAX_SWEEP_BACKOFF_MS)
             if self.runs.defer_sweep(
-                job_id,
-                scheduled_for,
-                status=status,
-                seen_sweep_at=seen,
-                sweep_at_ms=now + backoff,
-                sweeps=sweeps,
+                SweepDeferral(
+                    job_id,
+                    scheduled_for,
+                    status=status,
+                    seen_sweep_at=seen,
+                    sweep_at_ms=now + backoff,
+                    sweeps=sweeps,
+                )
             ):
                 requeue.append(RunMessage(job_id, scheduled_for))
                 report.requeued += 1
@@ -277,11 +280,13 @@ class Sweeper:
 
     def _defer(self, row: RunRow, status: RunStatus, seen: int, sweep_at: int, report: SweepReport) -> None:
         if self.runs.defer_sweep(
-            row.job_id,
-            row.scheduled_for,
-            status=status,
-            seen_sweep_at=seen,
-            sweep_at_ms=sweep_at,
+            SweepDeferral(
+                row.job_id,
+                row.scheduled_for,
+                status=status,
+                seen_sweep_at=seen,
+                sweep_at_ms=sweep_at,
+            )
         ):
             report.deferred += 1
         else:

@@ -37,7 +37,7 @@ from jobsched.domain.tick_writes import JobWork, TickWrites
 from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard, WatermarkStore
-from jobsched.ports.jobs import DueEntry, DueIndex, DuePageToken, SchedulingState, Unreadable
+from jobsched.ports.jobs import DueEntry, DueIndex, DuePageToken, DueQuery, SchedulingState, Unreadable
 from jobsched.ports.runs import RunSender, RunWriter
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
@@ -294,7 +294,7 @@ class Scheduler(TickWrites):
             pages = list(
                 self._pool.map(
                     lambda p: self.jobs.query_due(
-                        self.partition, p[0].bucket, p[1], horizon, self.limits.page_size, p[2]
+                        DueQuery(self.partition, p[0].bucket, p[1], horizon, self.limits.page_size, p[2])
                     ),
                     pending,
                 )

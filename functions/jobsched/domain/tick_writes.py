@@ -23,7 +23,7 @@ from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard
 from jobsched.ports.errors import Conflict
-from jobsched.ports.jobs import DueIndex, SchedulingState
+from jobsched.ports.jobs import DueIndex, Move, SchedulingState
 from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, RunWriter, new_run
 from jobsched.settings import Settings
 
@@ -239,14 +239,16 @@ class TickWrites:
             )
             try:
                 self.jobs.move(
-                    job.job_id,
-                    expected_next_run_at=job.next_run_at,
-                    expected_version=job.version,
-                    partition=self.partition,
-                    term=term,
-                    next_run_at=nxt,
-                    due=due,
-                    to_partition=home,
+                    Move(
+                        job.job_id,
+                        expected_next_run_at=job.next_run_at,
+                        expected_version=job.version,
+                        partition=self.partition,
+                        term=term,
+                        next_run_at=nxt,
+                        due=due,
+                        to_partition=home,
+                    )
                 )
             except Conflict as conflict:
                 current = conflict.current if isinstance(conflict.current, SchedulingState) else None

@@ -62,6 +62,7 @@ from jobsched.ports.runs import (
     Delivery,
     JobSpecs,
     OverlapHolder,
+    OverlapRequest,
     RunRow,
     RunRows,
     RunSender,
@@ -338,14 +339,16 @@ class Worker:
 
         def acquire(replacing: OverlapHolder | None = None) -> OverlapHolder | None:
             return self.jobs.acquire_overlap(
-                owned.job_id,
-                run_id=owned.run_id,
-                attempt=owned.attempt,
-                worker=owned.worker,
-                now_ms=now,
-                stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
-                expires_at_s=now // 1000 + self.settings.retention_days * 86400,
-                replacing=replacing,
+                OverlapRequest(
+                    job_id=owned.job_id,
+                    run_id=owned.run_id,
+                    attempt=owned.attempt,
+                    worker=owned.worker,
+                    now_ms=now,
+                    stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
+                    expires_at_s=now // 1000 + self.settings.retention_days * 86400,
+                    replacing=replacing,
+                )
             )
 
         holder = acquire()

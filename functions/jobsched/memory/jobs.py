@@ -9,12 +9,15 @@ import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsched.models import Job, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
-from jobsched.ports.runs import OverlapHolder
+from jobsched.ports.jobs import AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.runs import OverlapHolder, OverlapRequest
+
+if TYPE_CHECKING:
+    from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
 
 
 @dataclass(frozen=True)
@@ -97,14 +100,12 @@ def stored_job(job: Job, state: SchedulingState | Unreadable | None) -> StoredJo
 
 
 def check_replace(
-    stored_updated_at_ms: int | None,
-    stored: SchedulingState | Unreadable | None,
-    expected_updated_at: int,
-    expected_state: tuple[int | None, int] | None,
+    stored_updated_at_ms: int | None, stored: SchedulingState | Unreadable | None, rewrite: Rewrite
 ) -> None:
     """``JobRepository.replace``'s condition on what is stored (``stored_updated_at_ms`` None: no live job).
     Raises ``Conflict``."""
-    if stored_updated_at_ms is None or stored_updated_at_ms != expected_updated_at:
+    expected_state = rewrite.expected_state
+    if stored_updated_at_ms is None or stored_updated_at_ms != rewrite.expected_updated_at:
         raise Conflict("the job changed meanwhile; read it again")
     if expected_state is not None and (
         not isinstance(stored, SchedulingState) or (stored.next_run_at, stored.term) != expected_state
@@ -112,51 +113,39 @@ def check_replace(
         raise Conflict("the job changed meanwhile; read it again")
 
 
-def moved_state(
-    stored: SchedulingState | Unreadable | None,
-    *,
-    expected_next_run_at: int,
-    expected_version: int | None,
-    partition: int,
-    term: int,
-    next_run_at: int | None,
-    due: DueEntry | None,
-    to_partition: int | None,
-) -> SchedulingState:
+def moved_state(stored: SchedulingState | Unreadable | None, move: Move) -> SchedulingState:
     """The state after ``DueIndex.move`` from ``stored``. Raises ``Conflict`` (``current``: the stored state,
-    or None) unless it still has ``expected_next_run_at`` and ``expected_version``, is in the due index, is
-    homed in ``partition`` and its term is at most ``term``."""
+    or None) unless it still has ``move.expected_next_run_at`` and ``move.expected_version``, is in the due
+    index, is homed in ``move.partition`` and its term is at most ``move.term``."""
     current = stored if isinstance(stored, SchedulingState) else None
     if (
         current is None
-        or current.next_run_at != expected_next_run_at
+        or current.next_run_at != move.expected_next_run_at
         or current.due is None
-        or current.partition != partition
-        or current.term > term
-        or current.version != expected_version
+        or current.partition != move.partition
+        or current.term > move.term
+        or current.version != move.expected_version
     ):
         raise Conflict("scheduling item moved, edited or fenced", current)
-    rehome = to_partition is not None and to_partition != partition
     return replace(
         current,
-        term=0 if rehome else term,
-        partition=to_partition if rehome and to_partition is not None else current.partition,
-        next_run_at=next_run_at,
-        due=due if next_run_at is not None else None,
+        term=move.new_term,
+        partition=move.to_partition if move.rehome and move.to_partition is not None else current.partition,
+        next_run_at=move.next_run_at,
+        due=move.due if move.next_run_at is not None else None,
     )
 
 
-def overlap_free(
-    held: OverlapHolder | None, *, run_id: str, stale_before_ms: int, replacing: OverlapHolder | None
-) -> bool:
-    """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for run ``run_id``: free,
-    stale (``heartbeat_at < stale_before_ms``, epoch ms) or this run's; with ``replacing``, exactly when that
-    try holds it."""
+def overlap_free(held: OverlapHolder | None, request: OverlapRequest) -> bool:
+    """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for ``request``: free, stale
+    (``heartbeat_at < request.stale_before_ms``, epoch ms) or this run's; with ``request.replacing``, exactly when
+    that try holds it."""
+    replacing = request.replacing
     if replacing is None:
         return (
             held is None
-            or (held.heartbeat_at is not None and held.heartbeat_at < stale_before_ms)
-            or held.run_id == run_id
+            or (held.heartbeat_at is not None and held.heartbeat_at < request.stale_before_ms)
+            or held.run_id == request.run_id
         )
     return held is not None and _same_try(held, replacing.run_id, replacing.attempt, replacing.worker)
 
@@ -240,23 +229,17 @@ class MemoryJobStore:
             more = len(mine) > limit
             return [self._stored(self.jobs[job_id]) for _, job_id in page], (page[-1] if more else None)
 
-    def replace(
-        self,
-        job: Job,
-        state: SchedulingState,
-        expected_updated_at: int,
-        expected_state: tuple[int | None, int] | None = None,
-        event: AuditEvent | None = None,
-    ) -> None:
-        """Rewrite a job and its state, recording ``event``; ``Conflict`` when it changed (``updated_at``), was
-        deleted, or (with ``expected_state``) its ``(next_run_at, term)`` changed."""
+    def replace(self, rewrite: Rewrite) -> None:
+        """Rewrite a job and its state, recording the rewrite's ``event``; ``Conflict`` when it changed
+        (``updated_at``), was deleted, or (with ``expected_state``) its ``(next_run_at, term)`` changed."""
+        job = rewrite.job
         with self._lock:
             current = self.jobs.get(job.id)
             updated_at = to_ms(current.updated_at) if current is not None else None
-            check_replace(updated_at, self.states.get(job.id), expected_updated_at, expected_state)
+            check_replace(updated_at, self.states.get(job.id), rewrite)
             self.jobs[job.id] = job
-            self.states[job.id] = state
-            self._record(event)
+            self.states[job.id] = rewrite.state
+            self._record(rewrite.event)
 
     def delete(
         self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None
@@ -291,26 +274,14 @@ class MemoryJobStore:
             job = self.jobs.get(job_id)
             return job.model_copy(update={"paused": False, "next_run_at": None}) if job is not None else None
 
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: OverlapHolder | None = None,
-    ) -> OverlapHolder | None:
-        """Take the lock for the try ``(run_id, attempt, worker)`` when free, stale (``heartbeat_at <
-        stale_before_ms``, epoch ms) or held by this run; with ``replacing``, exactly when that try holds it.
-        None when taken, else the holder. ``expires_at_s`` is not kept (locks do not expire here)."""
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
+        """Take the lock for ``request``'s try when :func:`overlap_free`: None when taken, else the holder.
+        ``expires_at_s`` is not kept (locks do not expire here)."""
         with self._lock:
-            held = self.locks.get(job_id)
-            if not overlap_free(held, run_id=run_id, stale_before_ms=stale_before_ms, replacing=replacing):
+            held = self.locks.get(request.job_id)
+            if not overlap_free(held, request):
                 return held or OverlapHolder(run_id="?")
-            self.locks[job_id] = OverlapHolder(run_id, attempt, worker, now_ms)
+            self.locks[request.job_id] = request.holder
             return None
 
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool:
@@ -335,32 +306,24 @@ class MemoryJobStore:
         assert isinstance(self.states, _States)  # set at construction; tests write states item by item
         return self.states
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        """A page of the entries of ``(partition, bucket, shard)`` due by ``up_to_ms``, ordered by ``(due_at,
-        job_id)``; the token is the last entry's ``(due_at, job_id)`` when more follow. Reads only that key's
-        entries (``_States``)."""
-        key = (partition, bucket, shard)
+    def query_due(self, query: DueQuery) -> DuePage:
+        """A page of the entries of ``query.key`` due by ``query.up_to_ms``, ordered by ``(due_at, job_id)``; the
+        token is the last entry's ``(due_at, job_id)`` when more follow. Reads only that key's entries
+        (``_States``)."""
+        key, after = query.key, query.after
         page: list[DueEntry] = []
         more = False
         with self._lock:
             index = self._due_index()
             live = index.due.get(key, {})
             for entry in index.entries(key):
-                if entry.due_at > up_to_ms:
+                if entry.due_at > query.up_to_ms:
                     break
                 if live.get(entry.job_id) != entry:
                     continue  # stale: the job moved since the list was sorted
                 if after is not None and (entry.due_at, entry.job_id) <= after:  # type: ignore[operator]
                     continue
-                if len(page) == limit:
+                if len(page) == query.limit:
                     more = True
                     break
                 page.append(entry)
@@ -371,32 +334,11 @@ class MemoryJobStore:
         with self._lock:
             return {job_id: self.states[job_id] for job_id in job_ids if job_id in self.states}
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
-        """The fenced move of ``DueIndex.move``: ``Conflict`` (with the stored state) unless the state still has
-        ``expected_next_run_at`` and ``expected_version``, is in the due index, is homed in ``partition`` and
-        its term is at most ``term``."""
+    def move(self, move: Move) -> None:
+        """The fenced ``DueIndex.move``: ``Conflict`` (with the stored state) unless the state is the one the move
+        was planned from (see :class:`Move`)."""
         with self._lock:
-            self.states[job_id] = moved_state(
-                self.states.get(job_id),
-                expected_next_run_at=expected_next_run_at,
-                expected_version=expected_version,
-                partition=partition,
-                term=term,
-                next_run_at=next_run_at,
-                due=due,
-                to_partition=to_partition,
-            )
+            self.states[move.job_id] = moved_state(self.states.get(move.job_id), move)
 
     def oldest_due_bucket(self, partition: int) -> int | None:
         """The oldest bucket holding an entry of ``partition``, or None."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsched.models import RunStatus
 from jobsched.ports.runs import (
@@ -25,6 +25,9 @@ from jobsched.ports.runs import (
     sweep_shard,
 )
 from jobsched.ports.tries import Rerun, TryRecord
+
+if TYPE_CHECKING:
+    from jobsched.ports.runs import ClaimRequest, DeadTransition, RerunRequest, RetryTransition, SweepDeferral
 
 
 def _failing(owned: Owned) -> dict[str, Any]:
@@ -130,22 +133,13 @@ class MemoryRunStore:
 
     # --- worker side ---------------------------------------------------------------------------
 
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-        create: RunRow | None = None,
-    ) -> Claim:
+    def claim(self, request: ClaimRequest) -> Claim:
         """``queued``, or ``retrying`` due by ``retry_due_by_ms``, or ``running`` with a heartbeat older than
         ``stale_before_ms``, or (with ``create``) no row at all -> ``running`` under ``(attempt + 1, worker)``;
         a created row is ``create`` out of the sweep index, and the answer's ``before`` is ``create``."""
+        create, worker, now_ms = request.create, request.worker, request.now_ms
         with self._lock:
-            row = self._rows.get(RunKey(job_id, scheduled_for_ms))
+            row = self._rows.get(request.key)
             if row is None and create is not None:
                 fresh = replace(
                     create,
@@ -166,12 +160,12 @@ class MemoryRunStore:
                 row.status is RunStatus.QUEUED
                 or (
                     row.status is RunStatus.RETRYING
-                    and (row.retry_at is None or row.retry_at <= retry_due_by_ms)
+                    and (row.retry_at is None or row.retry_at <= request.retry_due_by_ms)
                 )
                 or (
                     row.status is RunStatus.RUNNING
                     and row.heartbeat_at is not None
-                    and row.heartbeat_at < stale_before_ms
+                    and row.heartbeat_at < request.stale_before_ms
                 )
             )
             if not claimable:
@@ -207,35 +201,20 @@ class MemoryRunStore:
             **_tries(tries),
         )
 
-    def retry(
-        self,
-        owned: Owned,
-        *,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool:
+    def retry(self, owned: Owned, change: RetryTransition) -> bool:
         return self._as_claim(
             owned,
             status=RunStatus.RETRYING,
-            error=error,
-            retry_at=retry_at_ms,
-            sweep_at=sweep_at_ms,
+            error=change.error,
+            retry_at=change.retry_at_ms,
+            sweep_at=change.sweep_at_ms,
             **_failing(owned),
-            **_tries(tries),
+            **_tries(change.tries),
         )
 
-    def dead(
-        self,
-        owned: Owned,
-        *,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool:
+    def dead(self, owned: Owned, change: DeadTransition) -> bool:
+        error, now_ms, notify_at_ms = change.error, change.now_ms, change.notify_at_ms
+        final_attempt = change.final_attempt
         return self._as_claim(
             owned,
             status=RunStatus.DEAD,
@@ -246,7 +225,7 @@ class MemoryRunStore:
             sweep_at=notify_at_ms,
             retry_at=None,
             **_failing(owned),
-            **_tries(tries),
+            **_tries(change.tries),
         )
 
     def notified(self, job_id: str, scheduled_for_ms: int) -> bool:
@@ -301,23 +280,13 @@ class MemoryRunStore:
         with self._lock:
             return [self._rows[k] for k in dict.fromkeys(RunKey(*k) for k in keys) if k in self._rows]
 
-    def defer_sweep(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        status: RunStatus,
-        seen_sweep_at: int,
-        sweep_at_ms: int,
-        sweeps: int | None = None,
-    ) -> bool:
-        changes: dict[str, Any] = {"sweep_at": sweep_at_ms}
-        if sweeps is not None:
-            changes["sweeps"] = sweeps
+    def defer_sweep(self, deferral: SweepDeferral) -> bool:
+        changes: dict[str, Any] = {"sweep_at": deferral.sweep_at_ms}
+        if deferral.sweeps is not None:
+            changes["sweeps"] = deferral.sweeps
         return self._transition(
-            job_id,
-            scheduled_for_ms,
-            lambda r: r.status is RunStatus(status) and r.sweep_at == seen_sweep_at,
+            *deferral.key,
+            lambda r: r.status is RunStatus(deferral.status) and r.sweep_at == deferral.seen_sweep_at,
             **changes,
         )
 
@@ -334,18 +303,11 @@ class MemoryRunStore:
 
     # --- re-runs (issue [2.6]) -------------------------------------------------------------------
 
-    def rerun(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        now_ms: int,
-        sweep_at_ms: int,
-        key_digest: str | None = None,
-    ) -> Rerun:
+    def rerun(self, request: RerunRequest) -> Rerun:
         """See ``RunHistory.rerun``: ``dead`` (notified) or ``skipped`` (one fire) -> ``queued``, a new round."""
+        key_digest, now_ms, sweep_at_ms = request.key_digest, request.now_ms, request.sweep_at_ms
         with self._lock:
-            row = self._rows.get(RunKey(job_id, scheduled_for_ms))
+            row = self._rows.get(request.key)
             if row is None or not _rerunnable(row):
                 return Rerun(False, row)
             self._rows[row.key] = replace(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy
 
@@ -111,30 +111,89 @@ class AuditEvent:
         return f"{self.at:013d}#{self.key}"
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """A rewrite of a live job (``JobRepository.replace``: PATCH, pause, resume, an auto-pause): its new ``job``
+    and ``state``, written only while the stored job's ``updated_at`` (epoch ms) is still
+    ``expected_updated_at`` and, with ``expected_state = (next_run_at or None, term)`` as the caller read them,
+    no scheduler moved the job (or a newer leader stamped it) since, so an edit never undoes a fire's move nor
+    lowers the fencing term; ``event`` is recorded with it (all or nothing)."""
+
+    job: Job
+    state: SchedulingState
+    expected_updated_at: int
+    expected_state: tuple[int | None, int] | None = None
+    event: AuditEvent | None = None
+
+
 def change_key(version: int) -> str:
     """The ``AuditEvent.key`` of a job change: the job's version after it (zero-padded, so one millisecond's
     changes sort in the order they were made)."""
     return f"v{version:09d}"
 
 
+@dataclass(frozen=True)
+class Move:
+    """A fenced move of job ``job_id`` after a fire (``DueIndex.move``; instants epoch ms).
+
+    Lands only when the stored state still has ``expected_next_run_at`` and ``expected_version`` (None: a state
+    written before versions, still without one), is in the due index, is homed in ``partition`` and has a
+    ``term`` not above ``term`` (the mover's fencing term, which the state takes). ``next_run_at=None`` ends the
+    schedule; ``due=None`` leaves the index; ``to_partition`` re-homes the job (its term restarts at 0, the new
+    partition's leaders' terms being unrelated to this one's)."""
+
+    job_id: str
+    expected_next_run_at: int
+    expected_version: int | None
+    partition: int
+    term: int
+    next_run_at: int | None
+    due: DueEntry | None
+    to_partition: int | None = None
+
+    @property
+    def rehome(self) -> bool:
+        """Whether the move re-homes the job in another partition."""
+        return self.to_partition is not None and self.to_partition != self.partition
+
+    @property
+    def new_term(self) -> int:
+        """The term the moved state takes: 0 when re-homed, else ``term``."""
+        return 0 if self.rehome else self.term
+
+
 DuePageToken = object
 """Where a page of a due-index query stopped (opaque: only the store that issued it reads it)."""
+
+
+@dataclass(frozen=True)
+class DueQuery:
+    """One page of a due-index read (``DueIndex.query_due``): the entries filed under ``(partition, bucket,
+    shard)`` with ``due_at <= up_to_ms`` (epoch ms), at most ``limit``, from where the page token ``after`` (as
+    the store returned it; None: the start) stopped."""
+
+    partition: int
+    bucket: int
+    shard: int
+    up_to_ms: int
+    limit: int = 500
+    after: DuePageToken | None = None
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """``(partition, bucket, shard)``: where the entries read are filed."""
+        return (self.partition, self.bucket, self.shard)
+
+
+DuePage: TypeAlias = tuple[list[DueEntry], DuePageToken | None]
+"""The answer of a due-index query: its entries, oldest first, and where the next page starts (None: no more)."""
 
 
 class DueIndex(Protocol):
     """What the tick needs from the job store."""
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        """One page of the entries filed under ``(partition, bucket, shard)`` with ``due_at <= up_to_ms``, oldest
-        first, and where the next page starts (None: no more). May lag behind writes (an eventually consistent
+    def query_due(self, query: DueQuery) -> DuePage:
+        """The page of entries ``query`` asks for, oldest first, and where the next page starts (None: no more). May lag behind writes (an eventually consistent
         index): the tick re-reads each job's state before acting."""
         ...
 
@@ -142,23 +201,9 @@ class DueIndex(Protocol):
         """The current states of ``job_ids`` by job id, read strongly consistent; absent jobs are left out."""
         ...
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
-        """Move a job on after a fire, fenced: lands only when the stored state still has
-        ``expected_next_run_at`` and ``expected_version``, is in the due index, is homed in ``partition`` and
-        has a ``term`` not above ``term``. ``next_run_at=None`` ends the schedule; ``due=None`` leaves the
-        index; ``to_partition`` re-homes the job (its term restarts at 0). Raises ``Conflict`` (``current``:
-        the stored ``SchedulingState``, or None when the job is gone)."""
+    def move(self, move: Move) -> None:
+        """Move a job on after a fire, fenced as :class:`Move` tells. Raises ``Conflict`` (``current``: the
+        stored ``SchedulingState``, or None when the job is gone)."""
         ...
 
     def oldest_due_bucket(self, partition: int) -> int | None:
@@ -189,18 +234,9 @@ class JobRepository(Protocol):
         job_id)``, and ``(name, job_id)`` of its last job when more may follow (else None)."""
         ...
 
-    def replace(
-        self,
-        job: Job,
-        state: SchedulingState,
-        expected_updated_at: int,
-        expected_state: tuple[int | None, int] | None = None,
-        event: AuditEvent | None = None,
-    ) -> None:
-        """Rewrite a job and its state, and record ``event`` with them (all or nothing). Refused with ``Conflict``
-        when its ``updated_at`` (epoch ms) is no longer ``expected_updated_at`` (or it was deleted), or, with
-        ``expected_state = (next_run_at or None, term)``, when a scheduler moved it or a newer leader stamped it
-        since."""
+    def replace(self, rewrite: Rewrite) -> None:
+        """Rewrite a job and its state, and record the rewrite's ``event`` with them (all or nothing). Refused
+        with ``Conflict`` when the stored job is not the one the :class:`Rewrite` expects (or it was deleted)."""
         ...
 
     def delete(

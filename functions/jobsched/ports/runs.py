@@ -212,6 +212,26 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class ClaimRequest:
+    """A worker asking for run ``(job_id, scheduled_for_ms)`` (``RunClaims.claim``; instants epoch ms): claimed
+    by ``worker`` at ``now_ms`` when ``queued``, ``retrying`` with its ``retry_at`` at most ``retry_due_by_ms``,
+    or ``running`` with a ``heartbeat_at`` older than ``stale_before_ms`` (a lost worker's); with ``create``, a
+    run with no row gets one made of ``create`` (a scheduled run: its message was its only record)."""
+
+    job_id: str
+    scheduled_for_ms: int
+    worker: str
+    now_ms: int
+    stale_before_ms: int
+    retry_due_by_ms: int
+    create: RunRow | None = None
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for_ms)
+
+
+@dataclass(frozen=True)
 class Owned:
     """A claim as the run-transition writes condition on it: the run ``(job_id, scheduled_for)`` (epoch ms)
     running under ``(attempt, worker)``; the sweeper adds the stale ``heartbeat_at`` (epoch ms) it saw, so a
@@ -244,6 +264,67 @@ class Owned:
 
 
 @dataclass(frozen=True)
+class RetryTransition:
+    """``RunTransitions.retry``: the claimed run becomes ``retrying`` with ``error``, its next try due at
+    ``retry_at_ms`` and ``sweep_at`` moved to ``sweep_at_ms`` (epoch ms, past the retry, so the sweeper re-enqueues
+    the run only if the retry message never comes); ``tries``: the row's tries with the one just ended."""
+
+    error: str
+    retry_at_ms: int
+    sweep_at_ms: int
+    tries: tuple[TryRecord, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DeadTransition:
+    """``RunTransitions.dead``: the claimed run becomes ``dead`` at ``now_ms`` (epoch ms) with ``error`` and
+    ``attempt = final_attempt`` (the last try that ran), ``notify_pending`` and ``sweep_at = notify_at_ms`` (kept
+    in the sweep index until ``notified``: the sweeper sends a notification lost to a crash); ``tries``: the
+    row's tries with the one just ended."""
+
+    now_ms: int
+    error: str
+    final_attempt: int
+    notify_at_ms: int
+    tries: tuple[TryRecord, ...] | None = None
+
+
+@dataclass(frozen=True)
+class SweepDeferral:
+    """``SweepRows.defer_sweep``: move run ``(job_id, scheduled_for_ms)``'s ``sweep_at`` to ``sweep_at_ms``
+    (epoch ms) if its status and ``sweep_at`` are still the ``status`` and ``seen_sweep_at`` the sweeper saw;
+    ``sweeps``: how many times the sweeper re-enqueued it (None: left as stored)."""
+
+    job_id: str
+    scheduled_for_ms: int
+    status: RunStatus
+    seen_sweep_at: int
+    sweep_at_ms: int
+    sweeps: int | None = None
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for_ms)
+
+
+@dataclass(frozen=True)
+class RerunRequest:
+    """``RunHistory.rerun`` of run ``(job_id, scheduled_for_ms)``: queued again at ``now_ms`` with ``sweep_at =
+    sweep_at_ms`` (epoch ms); ``key_digest``: the digest of the re-run request's ``Idempotency-Key`` (None:
+    none)."""
+
+    job_id: str
+    scheduled_for_ms: int
+    now_ms: int
+    sweep_at_ms: int
+    key_digest: str | None = None
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for_ms)
+
+
+@dataclass(frozen=True)
 class KeyedInsert:
     """The answer of ``RunRows.put_new_keyed``: ``created`` (both the run and its key were written); else
     ``key_used`` (the key was used before: ``key_run_at`` is the ``scheduled_for`` of the run it created, None
@@ -273,6 +354,29 @@ class OverlapHolder:
     attempt: int | None = None
     worker: str | None = None
     heartbeat_at: int | None = None
+
+
+@dataclass(frozen=True)
+class OverlapRequest:
+    """A try asking for its job's overlap lock (``JobSpecs.acquire_overlap``): job ``job_id``'s lock for the try
+    ``(run_id, attempt, worker)`` at ``now_ms``. Granted when free, when its holder's ``heartbeat_at`` is older
+    than ``stale_before_ms`` (epoch ms: the holder was lost) or when the holder is this run (a retry or a
+    takeover of it); with ``replacing`` (a holder as a refusal returned it), exactly when that holder still holds
+    it. ``expires_at_s`` (epoch s) bounds how long a lock left behind by a crash is kept."""
+
+    job_id: str
+    run_id: str
+    attempt: int
+    worker: str
+    now_ms: int
+    stale_before_ms: int
+    expires_at_s: int
+    replacing: OverlapHolder | None = None
+
+    @property
+    def holder(self) -> OverlapHolder:
+        """The lock as this request takes it: held by its try, beaten at ``now_ms``."""
+        return OverlapHolder(self.run_id, self.attempt, self.worker, self.now_ms)
 
 
 @dataclass(frozen=True)
@@ -402,37 +506,18 @@ class RunTransitions(Protocol):
     attempt and worker; when ``owned.heartbeat_at`` is set, also that beat): True when written, False when the
     row is no longer that claim's. Transient storage failures raise ``jobsched.ports.errors.StoreUnavailable``.
 
-    - ``retry``: ``running -> retrying`` with ``error``, the next try due at ``retry_at_ms`` and ``sweep_at``
-      moved to ``sweep_at_ms``.
-    - ``dead``: ``running -> dead`` at ``now_ms`` with ``attempt = final_attempt``, ``notify_pending`` and
-      ``sweep_at = notify_at_ms`` (kept in the sweep index until ``notified``).
+    - ``retry``: ``running -> retrying`` as :class:`RetryTransition` tells.
+    - ``dead``: ``running -> dead`` as :class:`DeadTransition` tells.
     - ``notified``: a dead run's notifications went out; it leaves the sweep index.
     - ``skip``: ``running -> skipped`` at ``now_ms`` with ``reason`` as its error.
 
-    ``tries`` (on ``retry``, ``dead`` and ``RunRows.succeed``): the row's tries with the one just ended
-    (``jobsched.ports.tries.with_try``), written in the same write; None leaves them as stored.
+    ``tries`` (of ``retry``'s and ``dead``'s records, and of ``RunRows.succeed``): the row's tries with the one
+    just ended (``jobsched.ports.tries.with_try``), written in the same write; None leaves them as stored.
     """
 
-    def retry(
-        self,
-        owned: Owned,
-        *,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool: ...
+    def retry(self, owned: Owned, change: RetryTransition) -> bool: ...
 
-    def dead(
-        self,
-        owned: Owned,
-        *,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool: ...
+    def dead(self, owned: Owned, change: DeadTransition) -> bool: ...
 
     def notified(self, job_id: str, scheduled_for_ms: int) -> bool: ...
 
@@ -443,17 +528,7 @@ class RunClaims(Protocol):
     """The claim of a run, shared by the worker (``RunRows``) and the sweeper (``SweepRows``); its rules are
     those told in ``RunRows``."""
 
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-        create: RunRow | None = None,
-    ) -> Claim: ...
+    def claim(self, request: ClaimRequest) -> Claim: ...
 
 
 def claim_message(
@@ -469,22 +544,20 @@ def claim_message(
     does: a running run counts as lost when its beat is older than ``settings.heartbeat_stale_s``; a scheduled
     run with no row yet gets one made from the message (its ``enqueued_at``, or ``now_ms``; its
     ``dispatch_at`` and ``term``), kept ``settings.retention_days`` and out of the sweep index."""
-    return runs.claim(
+    create = new_run(
         message.job_id,
         message.scheduled_for,
-        worker=worker,
-        now_ms=now_ms,
-        stale_before_ms=now_ms - settings.heartbeat_stale_s * 1000,
-        retry_due_by_ms=retry_due_by_ms,
-        create=new_run(
-            message.job_id,
-            message.scheduled_for,
-            now_ms=message.enqueued_at if message.enqueued_at is not None else now_ms,
-            retention_days=settings.retention_days,
-            dispatch_at_ms=message.dispatch_at,
-            sweep_after_ms=None,
-            term=message.term,
-        ),
+        now_ms=message.enqueued_at if message.enqueued_at is not None else now_ms,
+        retention_days=settings.retention_days,
+        dispatch_at_ms=message.dispatch_at,
+        sweep_after_ms=None,
+        term=message.term,
+    )
+    stale_before_ms = now_ms - settings.heartbeat_stale_s * 1000
+    return runs.claim(
+        ClaimRequest(
+            message.job_id, message.scheduled_for, worker, now_ms, stale_before_ms, retry_due_by_ms, create
+        )
     )
 
 
@@ -493,9 +566,9 @@ class RunRows(RunTransitions, RunClaims, Protocol):
     claim, as in ``RunTransitions``), and one read.
 
     ``claim`` is one conditional write: ``queued|retrying -> running`` (a ``retrying`` run once its ``retry_at``
-    is at most ``retry_due_by_ms``), or a ``running`` run whose ``heartbeat_at`` is older than
+    is at most the request's ``retry_due_by_ms``), or a ``running`` run whose ``heartbeat_at`` is older than
     ``stale_before_ms`` (a lost worker's), or, when ``create`` is given and the run has no row, a new row made
-    of ``create`` (a scheduled run: its message was its only record) claimed at once. The claim sets
+    of ``create`` claimed at once (:class:`ClaimRequest`). The claim sets
     ``worker``, ``attempt + 1``, ``started_at = heartbeat_at = now_ms`` and, on the first try, ``lateness_ms``.
     Returns ``Claim(True, the row as it was before: create itself for a new row)`` or ``Claim(False, the row as
     stored, None when there is none)``: a fire has at most one row, so a duplicate message of a finished run
@@ -519,38 +592,19 @@ class SweepRows(RunTransitions, RunClaims, Protocol):
 
     def get_many(self, keys: Sequence[RunKey]) -> list[RunRow]: ...
 
-    def defer_sweep(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        status: RunStatus,
-        seen_sweep_at: int,
-        sweep_at_ms: int,
-        sweeps: int | None = None,
-    ) -> bool: ...
+    def defer_sweep(self, deferral: SweepDeferral) -> bool: ...
 
     def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool: ...
 
 
 class JobSpecs(Protocol):
     """A job as the worker runs it (``get_spec``: None when deleted) and its overlap lock
-    (``jobsched.store.jobs.JobStore``): ``acquire_overlap`` returns None when taken, else the try holding it."""
+    (``jobsched.store.jobs.JobStore``): ``acquire_overlap`` returns None when taken (:class:`OverlapRequest` tells
+    when), else the try holding it."""
 
     def get_spec(self, job_id: str) -> Job | None: ...
 
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: OverlapHolder | None = None,
-    ) -> OverlapHolder | None: ...
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None: ...
 
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool: ...
 
@@ -631,19 +685,12 @@ class RunHistory(Protocol):
         ``(scheduled_for, job_id)`` in that order; and
         the last row's ``(scheduled_for, job_id)`` when more may follow (else None)."""
 
-    def rerun(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        now_ms: int,
-        sweep_at_ms: int,
-        key_digest: str | None = None,
-    ) -> Rerun:
-        """Put a finished run back on its way, one conditional write: the row must be ``dead`` (its
-        notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of several). It
-        becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key = key_digest`` and
-        ``sweep_at = sweep_at_ms`` (the sweep index: the sweeper enqueues it if its message never comes); its
+    def rerun(self, request: RerunRequest) -> Rerun:
+        """Put a finished run back on its way (:class:`RerunRequest`), one conditional write: the row must be
+        ``dead`` (its notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of
+        several). It becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key =
+        key_digest`` and ``sweep_at = sweep_at_ms`` (the sweep index: the sweeper enqueues it if its message
+        never comes); its
         worker, start, heartbeat, finish, retry and error are cleared; ``tries`` are kept (the new round's are
         told apart by their ``round``). Returns ``Rerun(True, the row as written)`` or ``Rerun(False, the row
         as stored, None when absent)``."""

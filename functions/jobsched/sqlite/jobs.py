@@ -13,14 +13,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
 from jobsched.models import Job, MissedPolicy, to_ms
 from jobsched.ports.errors import NameTaken, NotFound
-from jobsched.ports.jobs import DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
-from jobsched.ports.runs import OverlapHolder
+from jobsched.ports.jobs import DueEntry, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
+
+if TYPE_CHECKING:
+    from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
 
 _DAY_S = 86_400
 
@@ -152,31 +155,20 @@ class SqliteJobStore:
             (page[-1][1], page[-1][0]) if more and page else None
         )
 
-    def replace(
-        self,
-        job: Job,
-        state: SchedulingState,
-        expected_updated_at: int,
-        expected_state: tuple[int | None, int] | None = None,
-        event: Any = None,
-    ) -> None:
-        """Rewrite a job and its state, recording the audit ``event`` with them (one transaction); ``Conflict``
-        when its ``updated_at`` (epoch ms) is no longer ``expected_updated_at`` (or it was deleted), or (with
-        ``expected_state``) its ``(next_run_at, term)`` changed: nothing is written then."""
+    def replace(self, rewrite: Rewrite) -> None:
+        """Rewrite a job and its state, recording the rewrite's audit ``event`` with them (one transaction);
+        ``Conflict`` when the stored job is not the one ``rewrite`` expects (``check_replace``): nothing is
+        written then."""
+        job, state = rewrite.job, rewrite.state
         with self.db.write() as conn:
             row = conn.execute("SELECT updated_at, state FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
-            check_replace(
-                row[0] if row else None,
-                state_of(job.id, row[1]) if row else None,
-                expected_updated_at,
-                expected_state,
-            )
+            check_replace(row[0] if row else None, state_of(job.id, row[1]) if row else None, rewrite)
             conn.execute(
                 "UPDATE jobs SET updated_at = ?, spec = ?, state = ?, due_partition = ?, due_bucket = ?,"
                 " due_shard = ?, due_at = ? WHERE job_id = ?",
                 (to_ms(job.updated_at), _spec_json(job), state_json(state), *_due_columns(state), job.id),
             )
-            _record(conn, event)
+            _record(conn, rewrite.event)
 
     def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: Any = None) -> None:
         """Delete a live job: its state and due entry go, its name is freed unless a newer job holds it, with
@@ -218,32 +210,28 @@ class SqliteJobStore:
             row = conn.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return Job.model_validate_json(row[0]) if row else None
 
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: OverlapHolder | None = None,
-    ) -> OverlapHolder | None:
-        """Take the lock for the try ``(run_id, attempt, worker)`` when free, stale (``heartbeat_at <
-        stale_before_ms``, epoch ms) or held by this run; with ``replacing``, exactly when that try holds it.
-        None when taken, else the holder. ``expires_at_s`` (epoch s): when a lock left behind is reaped."""
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
+        """Take the lock for ``request``'s try when ``overlap_free``: None when taken, else the holder. Its
+        ``expires_at_s`` (epoch s): when a lock left behind is reaped."""
         with self.db.write() as conn:
             row = conn.execute(
-                "SELECT run_id, attempt, worker, heartbeat_at FROM overlap_locks WHERE job_id = ?", (job_id,)
+                "SELECT run_id, attempt, worker, heartbeat_at FROM overlap_locks WHERE job_id = ?",
+                (request.job_id,),
             ).fetchone()
             held = OverlapHolder(*row) if row else None
-            if not overlap_free(held, run_id=run_id, stale_before_ms=stale_before_ms, replacing=replacing):
+            if not overlap_free(held, request):
                 return held or OverlapHolder(run_id="?")
             conn.execute(
                 "INSERT OR REPLACE INTO overlap_locks (job_id, run_id, attempt, worker, heartbeat_at,"
                 " expires_at_s) VALUES (?, ?, ?, ?, ?, ?)",
-                (job_id, run_id, attempt, worker, now_ms, expires_at_s),
+                (
+                    request.job_id,
+                    request.run_id,
+                    request.attempt,
+                    request.worker,
+                    request.now_ms,
+                    request.expires_at_s,
+                ),
             )
             return None
 
@@ -269,27 +257,19 @@ class SqliteJobStore:
 
     # --- DueIndex -----------------------------------------------------------------------------
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        """A page of the entries of ``(partition, bucket, shard)`` due by ``up_to_ms`` (epoch ms), ordered by
-        ``(due_at, job_id)`` through the due index; the token is the last entry's ``(due_at, job_id)`` when
-        more follow."""
-        start: tuple[int, str] = after if isinstance(after, tuple) else (-(2**62), "")
+    def query_due(self, query: DueQuery) -> DuePage:
+        """A page of the entries of ``query.key`` due by ``query.up_to_ms`` (epoch ms), ordered by ``(due_at,
+        job_id)`` through the due index; the token is the last entry's ``(due_at, job_id)`` when more follow."""
+        start: tuple[int, str] = query.after if isinstance(query.after, tuple) else (-(2**62), "")
+        limit = query.limit
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT job_id, due_at FROM jobs WHERE due_partition = ? AND due_bucket = ? AND due_shard = ?"
                 " AND due_at IS NOT NULL AND due_at <= ? AND (due_at, job_id) > (?, ?)"
                 " ORDER BY due_at, job_id LIMIT ?",
-                (partition, bucket, shard, up_to_ms, start[0], start[1], limit + 1),
+                (*query.key, query.up_to_ms, start[0], start[1], limit + 1),
             ).fetchall()
-        page = [DueEntry(r[0], partition, bucket, shard, r[1]) for r in rows[:limit]]
+        page = [DueEntry(r[0], *query.key, r[1]) for r in rows[:limit]]
         return page, ((page[-1].due_at, page[-1].job_id) if len(rows) > limit else None)
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
@@ -311,36 +291,16 @@ class SqliteJobStore:
                         found[job_id] = state
         return found
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
-        """Move a job on after a fire, fenced on the state it was planned from (see
-        ``ports.jobs.DueIndex.move``). Raises ``Conflict`` with the stored state (None: the job is gone)."""
+    def move(self, move: Move) -> None:
+        """Move a job on after a fire, fenced on the state it was planned from (see ``ports.jobs.Move``). Raises
+        ``Conflict`` with the stored state (None: the job is gone)."""
         with self.db.write() as conn:
-            row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-            moved = moved_state(
-                state_of(job_id, row[0]) if row else None,
-                expected_next_run_at=expected_next_run_at,
-                expected_version=expected_version,
-                partition=partition,
-                term=term,
-                next_run_at=next_run_at,
-                due=due,
-                to_partition=to_partition,
-            )
+            row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (move.job_id,)).fetchone()
+            moved = moved_state(state_of(move.job_id, row[0]) if row else None, move)
             conn.execute(
                 "UPDATE jobs SET state = ?, due_partition = ?, due_bucket = ?, due_shard = ?, due_at = ?"
                 " WHERE job_id = ?",
-                (state_json(moved), *_due_columns(moved), job_id),
+                (state_json(moved), *_due_columns(moved), move.job_id),
             )
 
     def oldest_due_bucket(self, partition: int) -> int | None:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, DuePageToken, SchedulingState, StoredJob, Unreadable
-from jobsched.ports.runs import OverlapHolder
-from jobsched.store.dynamo import is_condition_failure, old_item
+from jobsched.ports.jobs import AuditEvent, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.runs import OverlapHolder, OverlapRequest
+from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import (
     RUNNING_SK,
@@ -36,6 +36,9 @@ from jobsched.store.layout import (
     state_from_item,
     tombstone_item,
 )
+
+if TYPE_CHECKING:
+    from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
 
 
 def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
@@ -63,7 +66,7 @@ class JobStore:
 
     def _event_put(self, event: AuditEvent | None) -> list[dict[str, Any]]:
         """The transaction item recording ``event`` (none without one)."""
-        return [] if event is None else [{"Put": {"TableName": self.table.name, "Item": event_item(event)}}]
+        return [] if event is None else [transact_put(self.table.name, event_item(event))]
 
     def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
         """Write a new job's spec, scheduling item, name lock and ``event`` in one transaction.
@@ -76,16 +79,9 @@ class JobStore:
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table.name,
-                            "Item": name_item,
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        }
-                    },
-                    {"Put": {"TableName": self.table.name, "Item": spec}},
-                    {"Put": {"TableName": self.table.name, "Item": sched}},
+                    transact_put(self.table.name, name_item, "attribute_not_exists(pk)", return_old=True),
+                    transact_put(self.table.name, spec),
+                    transact_put(self.table.name, sched),
                     *self._event_put(event),
                 ]
             )
@@ -128,19 +124,8 @@ class JobStore:
     # and 1 to give it back; a holder whose heartbeat went stale (its worker died) loses it to the next claim.
 
     @unavailable_on_failure
-    def acquire_overlap(
-        self,
-        job_id: str,
-        *,
-        run_id: str,
-        attempt: int,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        expires_at_s: int,
-        replacing: OverlapHolder | None = None,
-    ) -> OverlapHolder | None:
-        """Take the job's overlap lock for the try ``(run_id, attempt, worker)``. 1 request.
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
+        """Take the job's overlap lock for ``request``'s try ``(run_id, attempt, worker)``. 1 request.
 
         Succeeds when no one holds it, its holder's ``heartbeat_at`` is older than ``stale_before_ms`` (epoch
         ms: the holder was lost), or the holder is this run (a retry or a takeover of it); with ``replacing`` (a
@@ -148,9 +133,10 @@ class JobStore:
         over: it finished but could not give the lock back). Returns None when taken, else the try holding
         it. ``expires_at_s`` (epoch s, the table's TTL) bounds how long a lock left behind by a crash is kept.
         """
+        replacing = request.replacing
         if replacing is None:
             condition = "attribute_not_exists(pk) OR heartbeat_at < :stale OR run_id = :run"
-            values: dict[str, Any] = {":stale": stale_before_ms, ":run": run_id}
+            values: dict[str, Any] = {":stale": request.stale_before_ms, ":run": request.run_id}
         else:
             condition = "run_id = :held_run AND attempt = :held_attempt AND worker = :held_worker"
             values = {
@@ -161,13 +147,13 @@ class JobStore:
         try:
             self.table.put_item(
                 Item={
-                    "pk": job_pk(job_id),
+                    "pk": job_pk(request.job_id),
                     "sk": RUNNING_SK,
-                    "run_id": run_id,
-                    "attempt": attempt,
-                    "worker": worker,
-                    "heartbeat_at": now_ms,
-                    "expires_at": expires_at_s,
+                    "run_id": request.run_id,
+                    "attempt": request.attempt,
+                    "worker": request.worker,
+                    "heartbeat_at": request.now_ms,
+                    "expires_at": request.expires_at_s,
                 },
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
@@ -264,52 +250,40 @@ class JobStore:
                 request = response.get("UnprocessedKeys") or {}
         return found
 
-    def replace(
-        self,
-        job: Job,
-        state: SchedulingState,
-        expected_updated_at: int,
-        expected_state: tuple[int | None, int] | None = None,
-        event: AuditEvent | None = None,
-    ) -> None:
-        """Replace a job's spec and scheduling items (PATCH, pause, resume) and record ``event``, in one
-        transaction.
+    def replace(self, rewrite: Rewrite) -> None:
+        """Replace a job's spec and scheduling items (PATCH, pause, resume) and record the rewrite's ``event``,
+        in one transaction.
 
-        The scheduling item's ``term`` is kept at least as high as the stored one by the caller.
-        ``expected_state = (next_run_at or None, term)`` as the caller read them: the write is also refused
-        when a scheduler moved the job (or a newer leader stamped it) since, so an edit never undoes a fire's
-        move nor lowers the fencing term.
-        Raises ``Conflict`` when the job changed since ``expected_updated_at`` (or was deleted).
+        The scheduling item's ``term`` is kept at least as high as the stored one by the caller. Raises
+        ``Conflict`` when the stored job is not the one ``rewrite`` expects (:class:`Rewrite`: its
+        ``updated_at``, and with ``expected_state`` its ``next_run_at`` and ``term``) or was deleted.
         """
-        spec = spec_item(job)
-        sched_put: dict[str, Any] = {"TableName": self.table.name, "Item": sched_item(state)}
-        if expected_state is not None:
-            next_run_at, term = expected_state
-            values: dict[str, Any] = {":term": term}
+        condition: str | None = None
+        values: dict[str, Any] = {}
+        if rewrite.expected_state is not None:
+            next_run_at, term = rewrite.expected_state
+            values[":term"] = term
             if next_run_at is None:
                 condition = "attribute_not_exists(next_run_at) AND #term = :term"
             else:
                 condition = "next_run_at = :next AND #term = :term"
                 values[":next"] = next_run_at
-            sched_put.update(
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#term": "term"},
-                ExpressionAttributeValues=values,
-            )
+        sched_put = transact_put(
+            self.table.name,
+            sched_item(rewrite.state),
+            condition,
+            values=values,
+            names={"#term": "term"} if condition else None,
+        )
+        spec_put = transact_put(
+            self.table.name,
+            spec_item(rewrite.job),
+            "updated_at = :u",
+            values={":u": rewrite.expected_updated_at},
+        )
         try:
             self.table.meta.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table.name,
-                            "Item": spec,
-                            "ConditionExpression": "updated_at = :u",
-                            "ExpressionAttributeValues": {":u": expected_updated_at},
-                        }
-                    },
-                    {"Put": sched_put},
-                    *self._event_put(event),
-                ]
+                TransactItems=[spec_put, sched_put, *self._event_put(rewrite.event)]
             )
         except ClientError as error:
             if is_condition_failure(error):
@@ -336,7 +310,7 @@ class JobStore:
         key = {"pk": job_pk(spec["job_id"]), "sk": SPEC_SK}
         live = {"ConditionExpression": "attribute_exists(doc)"}
         spec_write: dict[str, Any] = (
-            {"Put": {"TableName": self.table.name, "Item": tombstone, **live}}
+            transact_put(self.table.name, tombstone, "attribute_exists(doc)")
             if tombstone is not None
             else {"Delete": {"TableName": self.table.name, "Key": key, **live}}
         )
@@ -389,27 +363,19 @@ class JobStore:
 
     # --- scheduler side -----------------------------------------------------------------------
 
-    def query_due(
-        self,
-        partition: int,
-        bucket: int,
-        shard: int,
-        up_to_ms: int,
-        limit: int = 500,
-        after: DuePageToken | None = None,
-    ) -> tuple[list[DueEntry], DuePageToken | None]:
-        """One page of the due-index entries of ``(partition, bucket, shard)`` (key ``due_pk``) with ``due_at <=
-        up_to_ms``, oldest first. Returns ``(entries, the next page's start key or None)``. 1 request.
+    def query_due(self, query: DueQuery) -> DuePage:
+        """One page of the due-index entries of ``query.key`` (key ``due_pk``) with ``due_at <= query.up_to_ms``,
+        oldest first. Returns ``(entries, the next page's start key or None)``. 1 request.
 
         Raises ``ValueError`` for an item of the index that is no due entry."""
         kwargs: dict[str, Any] = {
             "IndexName": "due",
-            "KeyConditionExpression": Key("due_pk").eq(due_pk(partition, bucket, shard))
-            & Key("due_at").lte(up_to_ms),
-            "Limit": limit,
+            "KeyConditionExpression": Key("due_pk").eq(due_pk(*query.key))
+            & Key("due_at").lte(query.up_to_ms),
+            "Limit": query.limit,
         }
-        if after:
-            kwargs["ExclusiveStartKey"] = after
+        if query.after:
+            kwargs["ExclusiveStartKey"] = query.after
         page = self.table.query(**kwargs)
         return [due_entry_from_item(plain(i)) for i in page["Items"]], page.get("LastEvaluatedKey")
 
@@ -425,64 +391,48 @@ class JobStore:
                 states[job_id] = Unreadable(job_id, f"{type(error).__name__}: {error}")
         return states
 
-    def move(
-        self,
-        job_id: str,
-        *,
-        expected_next_run_at: int,
-        expected_version: int | None,
-        partition: int,
-        term: int,
-        next_run_at: int | None,
-        due: DueEntry | None,
-        to_partition: int | None = None,
-    ) -> None:
+    def move(self, move: Move) -> None:
         """Move a job's ``next_run_at`` after a fire, fenced by the scheduler's ``term``. 1 request.
 
-        ``next_run_at=None`` ends the schedule (the job leaves the due index); ``due`` is the new due entry
-        (None: leave the index). The move lands only on the scheduling state it was planned from: refused
-        (``Conflict`` with the stored ``SchedulingState``, None when there is none) when ``next_run_at`` is no longer
-        ``expected_next_run_at`` (someone else moved it), the item's ``version`` is no longer
-        ``expected_version`` (an API edit, pause or resume rewrote it; None: an item written before versions,
-        still without one), the job left the due index (paused, deleted), the item is no longer homed in
-        ``partition``, or its ``term`` is higher than ``term`` (a newer leader of the partition wrote it:
-        fencing). ``to_partition``: re-home the job there (its ``term`` restarts at 0, the new partition's
-        leaders' terms being unrelated to this one's).
+        The move lands only on the scheduling state it was planned from (:class:`Move`: ``next_run_at`` still
+        ``expected_next_run_at``, ``version`` still ``expected_version``, still in the due index and homed in
+        ``partition``, ``term`` not above the mover's), else ``Conflict`` with the stored ``SchedulingState``
+        (None when there is none). ``next_run_at=None`` ends the schedule (the job leaves the due index);
+        ``due=None`` leaves the index; ``to_partition`` re-homes the job (its ``term`` restarts at 0).
         """
-        rehome = to_partition is not None and to_partition != partition
         sets = ["#term = :new_term"]
         removes: list[str] = []
         values: dict[str, Any] = {
-            ":term": term,
-            ":new_term": 0 if rehome else term,
-            ":expected": expected_next_run_at,
-            ":partition": partition,
+            ":term": move.term,
+            ":new_term": move.new_term,
+            ":expected": move.expected_next_run_at,
+            ":partition": move.partition,
         }
-        if rehome:
+        if move.rehome:
             sets.append("#partition = :to_partition")
-            values[":to_partition"] = to_partition
-        if next_run_at is None:
+            values[":to_partition"] = move.to_partition
+        if move.next_run_at is None:
             removes += ["next_run_at", "due_pk", "due_at"]
         else:
             sets.append("next_run_at = :next")
-            values[":next"] = next_run_at
-            if due:
+            values[":next"] = move.next_run_at
+            if move.due:
                 sets += ["due_pk = :due_pk", "due_at = :due_at"]
-                attributes = due_attributes(due)
+                attributes = due_attributes(move.due)
                 values[":due_pk"] = attributes["due_pk"]
                 values[":due_at"] = attributes["due_at"]
             else:
                 removes += ["due_pk", "due_at"]
         condition = "next_run_at = :expected AND attribute_exists(due_pk) AND #partition = :partition AND #term <= :term"
-        if expected_version is None:
+        if move.expected_version is None:
             condition += " AND attribute_not_exists(#version)"
         else:
             condition += " AND #version = :version"
-            values[":version"] = expected_version
+            values[":version"] = move.expected_version
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         try:
             self.table.update_item(
-                Key={"pk": job_pk(job_id), "sk": SCHED_SK},
+                Key={"pk": job_pk(move.job_id), "sk": SCHED_SK},
                 UpdateExpression=expression,
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#term": "term", "#partition": "partition", "#version": "version"},

@@ -7,26 +7,16 @@ Transient DynamoDB failures are raised as ``jobsched.ports.errors.StoreUnavailab
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import (
-    EVERY_RUN,
-    Claim,
-    KeyedInsert,
-    Owned,
-    RunFilter,
-    RunKey,
-    RunRow,
-    SweepPage,
-    sweep_shard,
-)
+from jobsched.ports.runs import EVERY_RUN, Claim, KeyedInsert, RunFilter, RunKey, SweepPage, sweep_shard
 from jobsched.ports.tries import Rerun, TryRecord
-from jobsched.store.dynamo import is_condition_failure, old_item
+from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import (
     FAIL_OWNER,
@@ -38,6 +28,17 @@ from jobsched.store.layout import (
     tries_value,
     trigger_key_item,
 )
+
+if TYPE_CHECKING:
+    from jobsched.ports.runs import (
+        ClaimRequest,
+        DeadTransition,
+        Owned,
+        RerunRequest,
+        RetryTransition,
+        RunRow,
+        SweepDeferral,
+    )
 
 
 class RunStore:
@@ -90,22 +91,8 @@ class RunStore:
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table.name,
-                            "Item": key_item,
-                            "ConditionExpression": "attribute_not_exists(job_id)",
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table.name,
-                            "Item": item,
-                            "ConditionExpression": "attribute_not_exists(job_id)",
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        }
-                    },
+                    transact_put(self.table.name, key_item, "attribute_not_exists(job_id)", return_old=True),
+                    transact_put(self.table.name, item, "attribute_not_exists(job_id)", return_old=True),
                 ]
             )
         except ClientError as error:
@@ -214,17 +201,7 @@ class RunStore:
     # first try succeeds was never in it, and removing absent attributes writes no index entry).
 
     @unavailable_on_failure
-    def claim(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        worker: str,
-        now_ms: int,
-        stale_before_ms: int,
-        retry_due_by_ms: int,
-        create: RunRow | None = None,
-    ) -> Claim:
+    def claim(self, request: ClaimRequest) -> Claim:
         """Claim a run for one try: ``queued|retrying -> running``, or take over a ``running`` run whose
         ``heartbeat_at`` is older than ``stale_before_ms`` (a lost worker), or, with ``create``, make the row of
         a run that has none (its message was its only record) already claimed. 1 request, one write unit: the
@@ -255,14 +232,15 @@ class RunStore:
             ":running": RunStatus.RUNNING.value,
             ":queued": RunStatus.QUEUED.value,
             ":retrying": RunStatus.RETRYING.value,
-            ":worker": worker,
+            ":worker": request.worker,
             ":zero": 0,
             ":one": 1,
-            ":now": now_ms,
-            ":late": now_ms - scheduled_for_ms,
-            ":due": retry_due_by_ms,
-            ":stale": stale_before_ms,
+            ":now": request.now_ms,
+            ":late": request.now_ms - request.scheduled_for_ms,
+            ":due": request.retry_due_by_ms,
+            ":stale": request.stale_before_ms,
         }
+        create = request.create
         names = {"#s": "status"}
         if create is not None:
             condition = f"attribute_not_exists(job_id) OR {condition}"
@@ -278,7 +256,7 @@ class RunStore:
                 sets.append(f"#c{i} = if_not_exists(#c{i}, :c{i})")
         try:
             response = self.table.update_item(
-                Key=_key(job_id, scheduled_for_ms),
+                Key=_key(request.job_id, request.scheduled_for_ms),
                 UpdateExpression="SET " + ", ".join(sets) + " REMOVE retry_at, fail_owner",
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
@@ -316,15 +294,7 @@ class RunStore:
         )
 
     @unavailable_on_failure
-    def retry(
-        self,
-        owned: Owned,
-        *,
-        error: str,
-        retry_at_ms: int,
-        sweep_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool:
+    def retry(self, owned: Owned, change: RetryTransition) -> bool:
         """``running -> retrying`` after a failed try: records ``error`` and when the next try is due
         (``retry_at``, epoch ms) and moves ``sweep_at`` past it, so the sweeper re-enqueues the run only if
         the retry message never comes. 1 request. False: not ours (or, with ``owned.heartbeat_at``, it beat since).
@@ -333,25 +303,16 @@ class RunStore:
             owned,
             sets={
                 "status": RunStatus.RETRYING.value,
-                "error": error,
-                "retry_at": retry_at_ms,
-                "sweep_at": sweep_at_ms,
+                "error": change.error,
+                "retry_at": change.retry_at_ms,
+                "sweep_at": change.sweep_at_ms,
                 **_failing(owned),
-                **_tries(tries),
+                **_tries(change.tries),
             },
         )
 
     @unavailable_on_failure
-    def dead(
-        self,
-        owned: Owned,
-        *,
-        now_ms: int,
-        error: str,
-        final_attempt: int,
-        notify_at_ms: int,
-        tries: tuple[TryRecord, ...] | None = None,
-    ) -> bool:
+    def dead(self, owned: Owned, change: DeadTransition) -> bool:
         """``running -> dead`` (out of attempts). 1 request. False: not ours.
 
         The row keeps its sweep keys with ``notify_pending`` and ``sweep_at = notify_at_ms`` until
@@ -362,13 +323,13 @@ class RunStore:
             owned,
             sets={
                 "status": RunStatus.DEAD.value,
-                "error": error,
-                "finished_at": now_ms,
-                "attempt": final_attempt,
+                "error": change.error,
+                "finished_at": change.now_ms,
+                "attempt": change.final_attempt,
                 "notify_pending": True,
-                "sweep_at": notify_at_ms,
+                "sweep_at": change.notify_at_ms,
                 **_failing(owned),
-                **_tries(tries),
+                **_tries(change.tries),
             },
             removes=("retry_at",),
         )
@@ -457,28 +418,18 @@ class RunStore:
         return rows
 
     @unavailable_on_failure
-    def defer_sweep(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        status: RunStatus,
-        seen_sweep_at: int,
-        sweep_at_ms: int,
-        sweeps: int | None = None,
-    ) -> bool:
+    def defer_sweep(self, deferral: SweepDeferral) -> bool:
         """Move a run's ``sweep_at`` to ``sweep_at_ms`` if its status and ``sweep_at`` are still what the
         sweeper saw; ``sweeps`` records how many times the sweeper re-enqueued it. 1 request."""
-        sets: dict[str, Any] = {"sweep_at": sweep_at_ms}
-        if sweeps is not None:
-            sets["sweeps"] = sweeps
+        sets: dict[str, Any] = {"sweep_at": deferral.sweep_at_ms}
+        if deferral.sweeps is not None:
+            sets["sweeps"] = deferral.sweeps
         return self._transition(
-            job_id,
-            scheduled_for_ms,
+            *deferral.key,
             sets=sets,
             condition=(
                 "#s = :seen_s AND sweep_at = :seen_at",
-                {":seen_s": RunStatus(status).value, ":seen_at": seen_sweep_at},
+                {":seen_s": RunStatus(deferral.status).value, ":seen_at": deferral.seen_sweep_at},
             ),
         )
 
@@ -502,15 +453,7 @@ class RunStore:
     # --- re-runs (issue [2.6]) --------------------------------------------------------------------
 
     @unavailable_on_failure
-    def rerun(
-        self,
-        job_id: str,
-        scheduled_for_ms: int,
-        *,
-        now_ms: int,
-        sweep_at_ms: int,
-        key_digest: str | None = None,
-    ) -> Rerun:
+    def rerun(self, request: RerunRequest) -> Rerun:
         """See ``RunHistory.rerun``. 1 request (the row enters the sweep index: 1 index write)."""
         sets = (
             "#s = :queued, attempt = :zero, reruns = if_not_exists(reruns, :zero) + :one, enqueued_at = :now,"
@@ -525,18 +468,18 @@ class RunStore:
             ":skipped": RunStatus.SKIPPED.value,
             ":zero": 0,
             ":one": 1,
-            ":now": now_ms,
-            ":sweep_at": sweep_at_ms,
-            ":sweep_pk": sweep_pk(sweep_shard(job_id)),
+            ":now": request.now_ms,
+            ":sweep_at": request.sweep_at_ms,
+            ":sweep_pk": sweep_pk(sweep_shard(request.job_id)),
         }
-        if key_digest is None:
+        if request.key_digest is None:
             removes.append("rerun_key")
         else:
             sets += ", rerun_key = :key"
-            values[":key"] = key_digest
+            values[":key"] = request.key_digest
         try:
             response = self.table.update_item(
-                Key=_key(job_id, scheduled_for_ms),
+                Key=_key(request.job_id, request.scheduled_for_ms),
                 UpdateExpression=f"SET {sets} REMOVE {', '.join(removes)}",
                 ConditionExpression=(
                     "(#s = :dead AND attribute_not_exists(notify_pending))"

@@ -20,7 +20,7 @@ from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.worker import Worker
 from jobsched.memory.queue import MemoryDeadRuns
 from jobsched.models import CommandTarget, RetryPolicy, RunStatus
-from jobsched.ports.runs import Delivery, Owned, RunMessage, new_run, run_id
+from jobsched.ports.runs import ClaimRequest, Delivery, Owned, RetryTransition, RunMessage, new_run, run_id
 from jobsched.targets import TargetCall, Targets, commands
 
 MIN = 60_000
@@ -69,17 +69,15 @@ def test_a_deployment_upgraded_mid_stream_runs_every_fire_exactly_once(
     queue.send([RunMessage(jobs["in_flight"], t0)])
     # lost_message: queued, its message lost (the sweeper re-enqueues it once overdue)
     # lost_worker: claimed by an old worker that died at once (its message invisible for the queue's 90 min)
-    assert runs.claim(jobs["lost_worker"], t0, now_ms=t0 + 2_000, **old_claim).claimed
+    assert runs.claim(ClaimRequest(jobs["lost_worker"], t0, now_ms=t0 + 2_000, **old_claim)).claimed
     # succeeded: ran and finished under the old code (out of the sweep index)
-    assert runs.claim(jobs["succeeded"], t0, now_ms=t0 + 2_000, **old_claim).claimed
+    assert runs.claim(ClaimRequest(jobs["succeeded"], t0, now_ms=t0 + 2_000, **old_claim)).claimed
     assert runs.succeed(Owned(jobs["succeeded"], t0, 1, "old-worker"), now_ms=t0 + 3_000)
     # retrying: its first try failed; the retry message is on the queue
-    assert runs.claim(jobs["retrying"], t0, now_ms=t0 + 2_000, **old_claim).claimed
+    assert runs.claim(ClaimRequest(jobs["retrying"], t0, now_ms=t0 + 2_000, **old_claim)).claimed
     assert runs.retry(
         Owned(jobs["retrying"], t0, 1, "old-worker"),
-        error="boom",
-        retry_at_ms=t0 + 3_000,
-        sweep_at_ms=t0 + 123_000,
+        RetryTransition(error="boom", retry_at_ms=t0 + 3_000, sweep_at_ms=t0 + 123_000),
     )
     queue.send([RunMessage(jobs["retrying"], t0)])
     executions.update({run_id(jobs["succeeded"], t0): 1, run_id(jobs["retrying"], t0): 1})

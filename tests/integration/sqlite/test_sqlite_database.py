@@ -14,7 +14,7 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import Unreadable
-from jobsched.ports.runs import Owned, RunRow, new_run
+from jobsched.ports.runs import ClaimRequest, Owned, RunRow, new_run
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.jobs import SqliteJobStore
@@ -106,7 +106,9 @@ def test_listeners_hear_each_committed_run_write_and_a_failing_one_fails_nothing
     database.run_listeners += [failing, lambda b, a: heard.append((b.status if b else None, a.status))]
     runs = SqliteRunStore(database)
     runs.put_new(_run())
-    claim = runs.claim("j_a", T0, worker="w1", now_ms=T0 + 5, stale_before_ms=T0 - 1, retry_due_by_ms=T0 + 5)
+    claim = runs.claim(
+        ClaimRequest("j_a", T0, worker="w1", now_ms=T0 + 5, stale_before_ms=T0 - 1, retry_due_by_ms=T0 + 5)
+    )
     assert claim.claimed
     assert runs.succeed(Owned("j_a", T0, 1, "w1"), now_ms=T0 + 9)
     assert not runs.succeed(
@@ -168,14 +170,16 @@ def test_audit_events_are_written_with_their_change_or_not_at_all_and_page_newes
         created_at=from_ms(T0),
         updated_at=from_ms(T0),
     )
-    from jobsched.ports.jobs import SchedulingState
+    from jobsched.ports.jobs import Rewrite, SchedulingState
 
     state = SchedulingState(job_id=job.id, partition=0, schedule=job.schedule, version=1)
     created = AuditEvent(job.id, T0, "v1", JobEventKind.CREATED, "ana", {}, T0 // 1000 + 86_400)
     store.create(job, state, created)
     with pytest.raises(Conflict):  # a stale write records nothing either
         store.replace(
-            job, state, T0 - 1, event=AuditEvent(job.id, T0 + 1, "v2", JobEventKind.UPDATED, "ana", {})
+            Rewrite(
+                job, state, T0 - 1, event=AuditEvent(job.id, T0 + 1, "v2", JobEventKind.UPDATED, "ana", {})
+            )
         )
     triggered = [
         AuditEvent(job.id, T0 + k, f"run-{k}", JobEventKind.TRIGGERED, "ana", {"run_id": f"r{k}"})

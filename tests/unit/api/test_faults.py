@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.ports.errors import Conflict
-from jobsched.ports.jobs import DueEntry
+from jobsched.ports.jobs import DueEntry, Move
 
 
 def test_an_unexpected_exception_is_500_with_a_generic_message_and_a_logged_stack(http, caplog, monkeypatch):
@@ -46,15 +46,17 @@ def test_a_scheduler_move_between_read_and_write_is_retried_and_kept(http):
     def racing_replace(*args: Any, **kwargs: Any) -> None:
         if not calls:
             jobs.move(
-                job["id"],
-                expected_next_run_at=1_772_503_200_000,
-                expected_version=1,
-                partition=jobs.get(job["id"]).state.partition,
-                term=3,
-                next_run_at=1_772_589_600_000,
-                due=DueEntry(job["id"], 0, 0, 0, 1_772_589_600_000),
+                Move(
+                    job["id"],
+                    expected_next_run_at=1_772_503_200_000,
+                    expected_version=1,
+                    partition=jobs.get(job["id"]).state.partition,
+                    term=3,
+                    next_run_at=1_772_589_600_000,
+                    due=DueEntry(job["id"], 0, 0, 0, 1_772_589_600_000),
+                )
             )
-        calls.append(kwargs.get("expected_state"))
+        calls.append(args[0].expected_state)
         replace(*args, **kwargs)
 
     jobs.replace = racing_replace  # type: ignore[method-assign]

@@ -9,6 +9,7 @@ import pytest
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import due_entry
 from jobsched.ports.errors import Conflict
+from jobsched.ports.jobs import Move
 from jobsched.ports.runs import new_run
 
 
@@ -86,13 +87,15 @@ def test_the_store_refuses_a_stale_term_even_when_next_run_at_matches(harness: A
     )
     with pytest.raises(Conflict) as refused:
         harness.jobs.move(
-            job.id,
-            expected_next_run_at=current["next_run_at"],
-            expected_version=current["version"],
-            partition=0,
-            term=a.lease.term if a.lease.held else b.lease.term - 1,
-            next_run_at=current["next_run_at"] + 60_000,
-            due=due,
+            Move(
+                job.id,
+                expected_next_run_at=current["next_run_at"],
+                expected_version=current["version"],
+                partition=0,
+                term=a.lease.term if a.lease.held else b.lease.term - 1,
+                next_run_at=current["next_run_at"] + 60_000,
+                due=due,
+            )
         )
     # Then the move is refused (fencing) and the stored item is returned with the refusal
     assert refused.value.current is not None and refused.value.current.term == b.lease.term

@@ -8,6 +8,7 @@ from typing import Any
 
 from jobsched.api.service import JobService
 from jobsched.models import JobCreate, JobPatch, MissedPolicy, RunStatus, from_ms, to_ms
+from jobsched.ports.jobs import DueQuery
 from jobsched.store import layout
 
 MIN = 60_000
@@ -67,11 +68,11 @@ def test_a_tick_reading_a_lagging_due_index_runs_no_fire_of_the_replaced_schedul
         def __getattr__(self, name: str) -> Any:
             return getattr(harness.jobs, name)
 
-        def query_due(self, partition: int, bucket: int, shard: int, up_to_ms: int, *args: Any) -> Any:
-            items, key = real_query(partition, bucket, shard, up_to_ms, *args)
+        def query_due(self, query: DueQuery) -> Any:
+            items, key = real_query(query)
             items = [i for i in items if i.job_id != job_id]
-            here = layout.due_pk(partition, bucket, shard) == before_patch["due_pk"]
-            if here and before_patch["due_at"] <= up_to_ms:
+            here = layout.due_pk(*query.key) == before_patch["due_pk"]
+            if here and before_patch["due_at"] <= query.up_to_ms:
                 items.append(layout.due_entry_from_item(before_patch))  # the projection from before the PATCH
             return items, key
 

@@ -14,6 +14,7 @@ from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import partition_of, shard_of
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.models import RunStatus, from_ms
+from jobsched.ports.jobs import DueQuery
 from jobsched.ports.runs import QueueSendError, RunMessage
 from jobsched.store import layout
 
@@ -193,9 +194,9 @@ def test_a_stale_index_entry_is_handled_once_and_refused(harness: Any) -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 
-        def query_due(self, partition: int, bucket: int, shard: int, up_to_ms: int, *args: Any) -> Any:
-            items, key = real_query(partition, bucket, shard, up_to_ms, *args)
-            here = (partition, bucket, shard) == (stale.partition, stale.bucket, stale.shard)
+        def query_due(self, query: DueQuery) -> Any:
+            items, key = real_query(query)
+            here = query.key == (stale.partition, stale.bucket, stale.shard)
             return ([stale] if here else []) + items, key
 
     b = harness.contender("b", jobs=StaleJobs())

@@ -14,7 +14,8 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryAlerts
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunStatus, from_ms, to_ms
-from jobsched.ports.runs import new_run
+from jobsched.ports.jobs import Rewrite
+from jobsched.ports.runs import ClaimRequest, new_run
 from tests.support.backends import memory_settings
 
 T0 = 1_772_445_600_000  # 2026-03-02T10:00:00Z
@@ -105,7 +106,7 @@ def test_an_owner_who_turned_the_automatic_pause_off_meanwhile_is_not_paused() -
     stored = f.jobs.get(f.job.id)
     assert stored.state is not None
     edited = f.job.model_copy(update={"alerts": AlertPolicy(), "updated_at": from_ms(T0 - HOUR)})
-    f.jobs.replace(edited, stored.state, T0 - 10 * HOUR)
+    f.jobs.replace(Rewrite(edited, stored.state, T0 - 10 * HOUR))
     f.ended(1, RunStatus.DEAD)
     f.ended(0, RunStatus.DEAD)
 
@@ -164,7 +165,9 @@ def test_a_policy_that_cannot_be_applied_leaves_the_run_dead_and_notified() -> N
 
     f = Fixture(after_consecutive_failures=1)
     f.ended(0, RunStatus.QUEUED)
-    claim = f.runs.claim(f.job.id, T0, worker="w", now_ms=T0, stale_before_ms=T0, retry_due_by_ms=T0)
+    claim = f.runs.claim(
+        ClaimRequest(f.job.id, T0, worker="w", now_ms=T0, stale_before_ms=T0, retry_due_by_ms=T0)
+    )
     assert claim.claimed
 
     def unreadable(job_id: str, limit: int) -> Any:
@@ -199,7 +202,7 @@ def test_a_resume_starts_a_new_streak_so_the_next_dead_run_does_not_pause_the_jo
 
     event = AuditEvent(f.job.id, T0, "v-resume", JobEventKind.RESUMED, "ana", {})
     f.jobs.replace(
-        resumed, replace_state(stored.state, paused=False), to_ms(stored.job.updated_at), event=event
+        Rewrite(resumed, replace_state(stored.state, paused=False), to_ms(stored.job.updated_at), event=event)
     )
     # When the first run after the resume dies
     row = new_run(f.job.id, T0 + HOUR, now_ms=T0 + HOUR, retention_days=90, status=RunStatus.DEAD)

@@ -10,7 +10,7 @@ import pytest
 from jobsched.domain.sweeper import Sweeper
 from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.models import RunStatus
-from jobsched.ports.runs import RunMessage, new_run
+from jobsched.ports.runs import ClaimRequest, RunMessage, new_run
 from tests.support.worker import T0, Kit
 
 
@@ -45,7 +45,7 @@ def test_a_message_dead_lettered_before_any_claim_ends_as_a_recorded_dead_run(ki
     assert report.dead_letters == 1 and report.dead == 1 and kit.letters.letters == []
     # And a late copy of its message on the run queue is refused: the fire does not run after its alert
     assert not kit.runs.claim(
-        job.id, T0, worker="w", now_ms=T0, stale_before_ms=0, retry_due_by_ms=T0
+        ClaimRequest(job.id, T0, worker="w", now_ms=T0, stale_before_ms=0, retry_due_by_ms=T0)
     ).claimed
 
 
@@ -66,7 +66,9 @@ def test_a_lost_workers_run_whose_message_was_dead_lettered_is_a_failed_try(kit:
     now = kit.clock()
     create = new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
     assert kit.runs.claim(
-        job.id, T0, worker="lost", now_ms=now, stale_before_ms=now, retry_due_by_ms=now, create=create
+        ClaimRequest(
+            job.id, T0, worker="lost", now_ms=now, stale_before_ms=now, retry_due_by_ms=now, create=create
+        )
     ).claimed
     kit.letters.redrive(RunMessage(job.id, T0))
     # When the sweeper passes while the heartbeat is fresh, the letter is kept for the next pass

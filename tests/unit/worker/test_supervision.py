@@ -16,7 +16,7 @@ from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunStatus
-from jobsched.ports.runs import run_id
+from jobsched.ports.runs import ClaimRequest, OverlapRequest, run_id
 from jobsched.targets import TargetCall, Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
@@ -69,7 +69,9 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(kit: Kit) -> None
 
     job = kit.due_job()
     kit.runs.claim(
-        job.id, T0, worker="w1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=kit.clock()
+        ClaimRequest(
+            job.id, T0, worker="w1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=kit.clock()
+        )
     )
     visibility = Visibility()
     beat = Heartbeat(
@@ -86,12 +88,14 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(kit: Kit) -> None
     assert visibility.calls == [("rh-1", 150)]
     # another worker took the run over (stale heartbeat): the beat is refused
     kit.runs.claim(
-        job.id,
-        T0,
-        worker="w2",
-        now_ms=kit.clock() + 500_000,
-        stale_before_ms=kit.clock() + 400_000,
-        retry_due_by_ms=0,
+        ClaimRequest(
+            job.id,
+            T0,
+            worker="w2",
+            now_ms=kit.clock() + 500_000,
+            stale_before_ms=kit.clock() + 400_000,
+            retry_due_by_ms=0,
+        )
     )
     assert not beat.beat(kit.clock() + 500_001)
     assert beat.lost
@@ -142,12 +146,14 @@ def hold_command(runs: MemoryRunStore, clock: FakeClock, waiter: SimWaiter) -> I
         try:
             if (call.input or {}).get("steal"):
                 claimed = runs.claim(
-                    call.job_id,
-                    call.scheduled_for_ms,
-                    worker="w-2",
-                    now_ms=clock(),
-                    stale_before_ms=clock() + 1,
-                    retry_due_by_ms=0,
+                    ClaimRequest(
+                        call.job_id,
+                        call.scheduled_for_ms,
+                        worker="w-2",
+                        now_ms=clock(),
+                        stale_before_ms=clock() + 1,
+                        retry_due_by_ms=0,
+                    )
                 ).claimed
                 assert claimed
                 held.stolen.set()
@@ -297,7 +303,11 @@ def test_overlap_skip_ignores_a_run_whose_worker_is_lost(kit: Kit) -> None:
     job = kit.make_job(schedule="* * * * *", overlap="skip")
     kit.make_run(job, T0)
     kit.make_run(job, T0 + 60_000)
-    kit.runs.claim(job.id, T0, worker="dead-worker", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+    kit.runs.claim(
+        ClaimRequest(
+            job.id, T0, worker="dead-worker", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+        )
+    )
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     assert kit.deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
 
@@ -307,15 +317,19 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(kit: Kit) -
     job = kit.make_job(schedule="* * * * *", overlap="skip")
     kit.make_run(job, T0)
     kit.make_run(job, T0 + 60_000)
-    kit.runs.claim(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+    kit.runs.claim(
+        ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+    )
     holder = kit.jobs.acquire_overlap(
-        job.id,
-        run_id=run_id(job.id, T0),
-        attempt=1,
-        worker="w-1",
-        now_ms=kit.clock(),
-        stale_before_ms=0,
-        expires_at_s=0,
+        OverlapRequest(
+            job.id,
+            run_id=run_id(job.id, T0),
+            attempt=1,
+            worker="w-1",
+            now_ms=kit.clock(),
+            stale_before_ms=0,
+            expires_at_s=0,
+        )
     )
     assert holder is None
     # the newer run, claimed at the same instant, finds the lock taken and is skipped

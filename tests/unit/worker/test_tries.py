@@ -12,7 +12,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import RunRow
+from jobsched.ports.runs import ClaimRequest, RunRow
 from jobsched.ports.tries import FAILED_TRY_BYTES, TryRecord, with_try
 from jobsched.targets import CommandExecutor, CommandRegistry, TargetCall, TargetFailed, Targets
 from jobsched.targets.base import SUCCESS_OUTPUT_BYTES
@@ -107,7 +107,9 @@ def test_a_lost_workers_last_try_is_recorded_when_the_run_dies_of_it(kit: Kit) -
     job = kit.due_job(command="echo", retry={"max_attempts": 1})
     first = kit.clock()
     assert kit.runs.claim(
-        job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
+        ClaimRequest(
+            job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
+        )
     ).claimed
     kit.clock.advance(
         (kit.settings.heartbeat_stale_s + 1) * 1000

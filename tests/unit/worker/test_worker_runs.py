@@ -12,7 +12,8 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.models import Job, RunStatus, to_ms
-from jobsched.ports.runs import Claim, RunRow, new_run, run_id
+from jobsched.ports.jobs import Rewrite
+from jobsched.ports.runs import Claim, ClaimRequest, RunRow, new_run, run_id
 from jobsched.targets import TargetCall
 from tests.support.worker import T0, Kit
 
@@ -24,13 +25,15 @@ def claim_now(
     older than ``stale_before_ms`` (epoch ms) is taken over; a row is made from ``create`` when it has none."""
     now = kit.clock()
     return kit.runs.claim(
-        job.id,
-        T0,
-        worker=worker,
-        now_ms=now,
-        stale_before_ms=stale_before_ms,
-        retry_due_by_ms=now,
-        create=create,
+        ClaimRequest(
+            job.id,
+            T0,
+            worker=worker,
+            now_ms=now,
+            stale_before_ms=stale_before_ms,
+            retry_due_by_ms=now,
+            create=create,
+        )
     )
 
 
@@ -218,9 +221,11 @@ def test_max_attempts_lowered_below_the_tries_made_ends_dead_without_running(
     stored = kit.jobs.get(job.id)
     assert stored.state is not None
     kit.jobs.replace(
-        Job.model_validate(changed | {"target": {"type": "command", "name": "record"}}),
-        stored.state,
-        expected_updated_at=to_ms(job.updated_at),
+        Rewrite(
+            Job.model_validate(changed | {"target": {"type": "command", "name": "record"}}),
+            stored.state,
+            expected_updated_at=to_ms(job.updated_at),
+        )
     )
     assert kit.deliver(job) == Outcome.DEAD
     assert calls == []
