@@ -126,3 +126,28 @@ def test_an_entry_written_behind_a_backlog_is_not_passed_by_the_watermark(harnes
     harness.run_seconds(a, 2)
     assert {job_id for job_id, _ in _sent(harness)} == {*ids, late}
     assert a.scheduler.watermark > bucket
+
+
+def test_the_look_behind_waits_while_a_backlog_drains(harness: Any) -> None:
+    # Given 100 jobs due at T0 and a new leader's first tick 29 s later, just before the bucket's middle (when
+    # the look-behind reads the buckets behind the watermark again)
+    harness.add_many(100, "every 1 hour")
+    bucket = harness.T0 // (harness.settings.due_bucket_s * 1000)
+    harness.clock.now_ms = harness.T0 + 28_000
+    a = harness.contender(limits=LIMITS)
+
+    # When it ticks once a second through the middle of the bucket while it takes the backlog
+    behind, results = [], []
+    for _ in range(5):
+        before = sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        results += harness.run_seconds(a, 1)
+        behind.append(
+            sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        )
+        behind[-1] -= before
+
+    # Then the first tick looked behind (a new leader), the ticks taking its backlog did not, and the first
+    # tick after it did (the period's look-behind, postponed, not dropped)
+    assert [r.due for r in results] == [30, 30, 30, 10, 0]
+    shards = harness.settings.due_shards
+    assert behind == [5 * shards, 0, 0, 0, 5 * shards]
