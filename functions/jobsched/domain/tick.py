@@ -316,7 +316,10 @@ class Scheduler(TickWrites):
         kept = {
             (r.bucket, s): carry[(r.bucket, s)] for r in reads for s in shards if carry.get((r.bucket, s))
         }
-        full = sum(len(items) for items in kept.values()) >= self.limits.max_jobs
+        # (a look-behind due in this tick, overdue: ``_buckets``, reads the buckets behind the watermark anyway)
+        assert self._watermark is not None
+        looking_behind = any(read.bucket < self._watermark for read in reads)
+        full = sum(len(items) for items in kept.values()) >= self.limits.max_jobs and not looking_behind
         pending: list[tuple[_BucketRead, int, DuePageToken | None]] = []
         total = 0
         for read in reads:

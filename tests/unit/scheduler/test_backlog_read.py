@@ -151,3 +151,25 @@ def test_the_look_behind_waits_while_a_backlog_drains(harness: Any) -> None:
     assert [r.due for r in results] == [30, 30, 30, 10, 0]
     shards = harness.settings.due_shards
     assert behind == [5 * shards, 0, 0, 0, 5 * shards]
+
+
+def test_a_look_behind_postponed_for_its_width_runs_even_in_a_backlog(harness: Any) -> None:
+    # Given a backlog that lasts longer than the look-behind's width (700 jobs, 2 a tick, one read of all)
+    harness.add_many(700, "every 1 day")
+    bucket = harness.T0 // (harness.settings.due_bucket_s * 1000)
+    a = harness.contender(limits=TickLimits(max_jobs=2, page_size=1000, threads=2))
+
+    # When it ticks once a second through it
+    looked = []
+    for second in range(360):
+        before = sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        (result,) = harness.run_seconds(a, 1)
+        after = sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        if after > before:
+            looked.append((second, result.due))
+
+    # Then besides the new leader's first tick, it looked behind once the look-behind was LOOK_BEHIND_MS late,
+    # while still full (the buckets behind were read though the backlog alone filled the tick)
+    assert looked[0] == (0, 2)
+    second, due = looked[1]
+    assert due == 2 and 5 * 60 - 60 <= second <= 5 * 60 + 60, looked
