@@ -6,8 +6,9 @@ the ports, so tests drive hours of simulated time on the in-memory fakes.
 One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick`:
 
 1. reads the due index (``due_pk = p<partition>#b<bucket>#s<shard>``, ``due_at <= now``) for every bucket
-   from the watermark (the oldest bucket not yet drained) up to now, every shard in parallel;
-2. reads the due jobs' scheduling items consistently (one BatchGetItem per 100 jobs; an entry the item no
+   from the watermark (the oldest bucket not yet drained) up to now, every shard in parallel; after a full
+   tick (a rush), the entries it read and did not reach stand for their shards instead of a new query;
+2. reads the due jobs' scheduling items consistently (one BatchGetItem per 100 jobs, in parallel; an entry the item no
    longer matches is stale and left alone) and plans each job's fires (:func:`plan_fires`): the policy for
    missed fires, the catch-up window, the misfire grace, ``end_at``, one-offs and the jitter offset;
 3. records skipped fires as ``skipped`` rows (one each, or one summary row with ``skipped_count``); a run gets
@@ -217,7 +218,8 @@ class Scheduler(TickWrites):
         Requests per run: 1 UpdateItem moving the job (one per job per tick, shared by all the fires a
         catching-up job runs in that tick) + 1/10 SendMessageBatch + 1/100 BatchGetItem (the due jobs'
         scheduling items, read consistently: 0.5 read units each) = 1.11, plus per tick one Query per shard per
-        undrained bucket (``due_shards`` x 1-2 buckets with the defaults: 4-8; plus, once a minute,
+        undrained bucket (``due_shards`` x 1-2 buckets with the defaults: 4-8, none for a shard whose backlog
+        the previous full tick read; plus, once a minute,
         ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, a lease renewal every third tick, amortized over
         the tick's runs (about 1.19 at 100 runs a second). No run row: the worker's claim writes it. An idle tick costs the
         queries alone, whatever the number of jobs. A refused
