@@ -167,6 +167,7 @@ class Scheduler(TickWrites):
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._stale: set[DueEntry] = set()  # this tick's entries no longer current (see _plan)
         self._considered: set[str] = set()  # the jobs this tick planned or found stale (at most max_jobs)
+        self._was_full = False  # the last tick had max_jobs jobs due or more
         self._looked_behind_at: int | None = None  # the bucket period of the last look-behind read
         # The backlog a full tick read but did not reach, by (bucket, shard): the next tick takes it instead of
         # querying those shards again (see _read_due). Only a hint: every entry is checked against the job's
@@ -209,6 +210,7 @@ class Scheduler(TickWrites):
         """Forget leader state after losing the lease (the next holder reloads it from the store)."""
         self._watermark = None
         self._carry = {}
+        self._was_full = False
 
     # --- the tick -------------------------------------------------------------------------------
 
@@ -275,8 +277,8 @@ class Scheduler(TickWrites):
 
     def _buckets(self, now_ms: int) -> list[int]:
         """Buckets to read, oldest first: the look-behind (on the first tick past each bucket's middle, and on a
-        new leader's first tick; while a backlog is being taken, on the first tick after it or once the look-behind
-        is ``LOOK_BEHIND_MS`` late), then from the watermark to now (bounded by ``limits.backlog_buckets`` plus
+        new leader's first tick; while a backlog drains, after a tick that was not full, or once the look-behind is
+        ``LOOK_BEHIND_MS`` late), then from the watermark to now (bounded by ``limits.backlog_buckets`` plus
         the newest two when far behind)."""
         assert self._watermark is not None
         newest = self._horizon(now_ms) // self.bucket_ms
@@ -285,8 +287,10 @@ class Scheduler(TickWrites):
         period = (now_ms - self.bucket_ms // 2) // self.bucket_ms  # mid-bucket: away from round-time bursts
         width = max(1, -(-LOOK_BEHIND_MS // self.bucket_ms))
         last = self._looked_behind_at
-        # A tick taking a full tick's backlog (a rush) postpones it, by at most its own width of periods.
-        if last != period and (not self._carry or last is None or period - last >= width):
+        # While a backlog drains (the last tick was full, or left entries for this one: a rush) it is postponed,
+        # by at most its own width of periods.
+        busy = bool(self._carry) or self._was_full
+        if last != period and (not busy or last is None or period - last >= width):
             self._looked_behind_at = period
             behind = list(range(max(0, oldest - width), oldest))
         if newest - oldest + 1 <= self.limits.backlog_buckets + 2:
@@ -391,6 +395,7 @@ class Scheduler(TickWrites):
                     entries[item.job_id] = item
         ordered = sorted(entries.values(), key=lambda e: (e.due_at, e.job_id))[: self.limits.max_jobs]
         self._considered = {entry.job_id for entry in ordered}
+        self._was_full = len(ordered) >= self.limits.max_jobs
         states = self._states([entry.job_id for entry in ordered])
         works: list[JobWork] = []
         for item in ordered:

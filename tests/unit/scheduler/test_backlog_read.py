@@ -173,3 +173,26 @@ def test_a_look_behind_postponed_for_its_width_runs_even_in_a_backlog(harness: A
     assert looked[0] == (0, 2)
     second, due = looked[1]
     assert due == 2 and 5 * 60 - 60 <= second <= 5 * 60 + 60, looked
+
+
+def test_the_look_behind_waits_for_a_tick_after_the_last_full_one(harness: Any) -> None:
+    # Given 90 jobs due at T0, ticks of 30 and one read of all of them: the third tick takes the last of the
+    # backlog and is still full, leaving nothing
+    harness.add_many(90, "every 1 hour")
+    bucket = harness.T0 // (harness.settings.due_bucket_s * 1000)
+    harness.clock.now_ms = harness.T0 + 28_000
+    a = harness.contender(limits=TickLimits(max_jobs=30, page_size=1000, threads=2))
+
+    behind, results = [], []
+    for _ in range(5):
+        before = sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        results += harness.run_seconds(a, 1)
+        behind.append(
+            sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        )
+        behind[-1] -= before
+
+    # Then the look-behind of the bucket's middle waits for the first tick after one that was not full
+    assert [r.due for r in results] == [30, 30, 30, 0, 0]
+    shards = harness.settings.due_shards
+    assert behind == [5 * shards, 0, 0, 0, 5 * shards]
