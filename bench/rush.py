@@ -239,9 +239,13 @@ def measure_rush(
         with ThreadPoolExecutor(max_workers=threads) as pool:
             created = sum(1 for previous in pool.map(raw_store.put_new, raw_items) if previous is None)
         raw_s = time.perf_counter() - raw_started
-        # For the analysis: the same backend's rates of the tick's other two requests, on the same threads:
-        # the fenced move of a job (a sample of the non-jittered jobs, now due tomorrow) and a batch send.
+        # For the analysis: the same backend's rates of the tick's other requests, on the same threads: the two
+        # reads every run needs (the due index, by full pages; the job's scheduling state, consistently, 100 a
+        # request), the fenced move of a job (a sample of the non-jittered jobs, now due tomorrow), a batch send.
         raw = Components(settings, counting_aws(RequestLog(), "raw"))
+        due_read_rate, state_read_rate = _read_rates(
+            raw.jobs(), sorted(plain_ids), midnight, settings, threads
+        )
         moves = _moves(raw.jobs(), sorted(plain_ids)[:2000], midnight, settings)
         move_started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -266,7 +270,8 @@ def measure_rush(
     in_rush = [j for j, (_, wall) in sent.items() if wall - t_mid <= plain_done_wall]
     throughput = len(in_rush) / plain_done_wall
     raw_rate = jobs / raw_s
-    backend_bound = 1 / (1 / move_rate + 0.1 / send_rate)
+    writes_bound = 1 / (1 / move_rate + 0.1 / send_rate)
+    backend_bound = 1 / (1 / move_rate + 0.1 / send_rate + 1 / due_read_rate + 1 / state_read_rate)
     lateness = [sent[j][0] - dispatch_at[j] for j in sent]
     lateness_plain = [sent[j][0] - dispatch_at[j] for j in plain_ids if j in sent]
     lateness_jittered = [sent[j][0] - dispatch_at[j] for j in sent if j not in plain_ids]
@@ -291,10 +296,15 @@ def measure_rush(
         "efficiency_vs_raw": throughput / raw_rate,
         "raw_job_moves_per_s": move_rate,
         "raw_send_batches_per_s": send_rate,
-        # The best any tick could do on this backend with 1 move + 1/10 send per run (no run row: the
-        # worker's claim creates it):
+        "raw_due_entries_read_per_s": due_read_rate,
+        "raw_states_read_per_s": state_read_rate,
+        # The best any tick could do on this backend with, per run, 1 move + 1/10 send (no run row: the worker's
+        # claim creates it) + reading its due-index entry (full pages) and its scheduling state (consistently,
+        # 100 a request); the bound before the two reads were counted is kept as ``..._writes_only``:
         "backend_bound_runs_per_s": backend_bound,
         "efficiency_vs_backend_bound": throughput / backend_bound,
+        "backend_bound_runs_per_s_writes_only": writes_bound,
+        "efficiency_vs_backend_bound_writes_only": throughput / writes_bound,
         "threads": threads,
         "lateness_ms": quantiles(lateness),
         "lateness_ms_non_jittered": quantiles(lateness_plain),
@@ -342,6 +352,44 @@ def _missing(aws: Any, settings: Any, job_ids: list[str]) -> dict[str, Any]:
         )
     watermark = aws.table(settings.control_table).get_item(Key={"pk": "watermark#0"}).get("Item")
     return {"count": len(job_ids), "sample": sample, "watermark": str(watermark)}
+
+
+def _read_rates(
+    store: Any, job_ids: list[str], midnight: int, settings: Any, threads: int
+) -> tuple[float, float]:
+    """The backend's raw rates of the two reads the tick makes per run, on ``threads`` threads, as
+    ``(due-index entries read per s, scheduling states read per s)``: every due-index page (``TickLimits``'
+    ``page_size``, each (partition, shard) of the bucket where the rush moved the non-jittered ``job_ids``,
+    due tomorrow at midnight, read to its end, shards in parallel), then the consistent reads of ``job_ids``'
+    scheduling states, 100 a request (``DueIndex.scheduling_states``). Raises RuntimeError when the pages do
+    not hold every one of ``job_ids``."""
+    from jobsched.domain.planning import TickLimits
+
+    day = 86_400_000
+    bucket = (midnight + day) // (settings.due_bucket_s * 1000)
+    page_size = TickLimits().page_size
+
+    def read_shard(key: tuple[int, int]) -> int:
+        partition, shard = key
+        count, after = 0, None
+        while True:
+            items, after = store.query_due(partition, bucket, shard, midnight + day, page_size, after)
+            count += len(items)
+            if not after:
+                return count
+
+    keys = [(p, s) for p in range(settings.scheduler_partitions) for s in range(settings.due_shards)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        entries = sum(pool.map(read_shard, keys))
+    due_rate = entries / (time.perf_counter() - started)
+    if entries < len(job_ids):
+        raise RuntimeError(f"due-index read: {entries} entries of {len(job_ids)} jobs")
+    batches = [job_ids[i : i + 100] for i in range(0, len(job_ids), 100)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        states = sum(len(found) for found in pool.map(store.scheduling_states, batches))
+    return due_rate, states / (time.perf_counter() - started)
 
 
 def _moves(store: Any, job_ids: list[str], midnight: int, settings: Any) -> list[Any]:

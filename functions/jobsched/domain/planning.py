@@ -41,7 +41,7 @@ class TickLimits:
     max_runs_per_job: int = 100
     skip_rows_max: int = 10
     backlog_buckets: int = 60
-    page_size: int = 500
+    page_size: int = 1000
     threads: int = 16
 
 

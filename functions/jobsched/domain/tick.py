@@ -6,8 +6,9 @@ the ports, so tests drive hours of simulated time on the in-memory fakes.
 One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick`:
 
 1. reads the due index (``due_pk = p<partition>#b<bucket>#s<shard>``, ``due_at <= now``) for every bucket
-   from the watermark (the oldest bucket not yet drained) up to now, every shard in parallel;
-2. reads the due jobs' scheduling items consistently (one BatchGetItem per 100 jobs; an entry the item no
+   from the watermark (the oldest bucket not yet drained) up to now, every shard in parallel; after a full
+   tick (a rush), the entries it read and did not reach stand for their shards instead of a new query;
+2. reads the due jobs' scheduling items consistently (one BatchGetItem per 100 jobs, in parallel; an entry the item no
    longer matches is stale and left alone) and plans each job's fires (:func:`plan_fires`): the policy for
    missed fires, the catch-up window, the misfire grace, ``end_at``, one-offs and the jitter offset;
 3. records skipped fires as ``skipped`` rows (one each, or one summary row with ``skipped_count``); a run gets
@@ -107,10 +108,15 @@ a deposed leader's move whose request was held up for longer than the margin. Su
 (late, but found) instead of never again."""
 
 
+STATE_BATCH = 100
+"""Scheduling states read per request (DynamoDB's BatchGetItem takes at most 100 keys); a tick's batches are read
+concurrently on its pool."""
+
+
 @dataclass
 class _BucketRead:
     bucket: int
-    complete: bool = True  # every shard read to the end
+    complete: bool = True  # every shard read from its start to the end in this tick
     items: list[DueEntry] = field(default_factory=list)
 
 
@@ -160,7 +166,13 @@ class Scheduler(TickWrites):
         self._watermark: int | None = None
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._stale: set[DueEntry] = set()  # this tick's entries no longer current (see _plan)
+        self._considered: set[str] = set()  # the jobs this tick planned or found stale (at most max_jobs)
+        self._was_full = False  # the last tick had max_jobs jobs due or more
         self._looked_behind_at: int | None = None  # the bucket period of the last look-behind read
+        # The backlog a full tick read but did not reach, by (bucket, shard): the next tick takes it instead of
+        # querying those shards again (see _read_due). Only a hint: every entry is checked against the job's
+        # state read consistently, and the due index stays the truth (a lost carry costs a query, no run).
+        self._carry: dict[tuple[int, int], list[DueEntry]] = {}
         self._pool = executor or ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
         )
@@ -197,6 +209,8 @@ class Scheduler(TickWrites):
     def on_lost(self) -> None:
         """Forget leader state after losing the lease (the next holder reloads it from the store)."""
         self._watermark = None
+        self._carry = {}
+        self._was_full = False
 
     # --- the tick -------------------------------------------------------------------------------
 
@@ -206,7 +220,8 @@ class Scheduler(TickWrites):
         Requests per run: 1 UpdateItem moving the job (one per job per tick, shared by all the fires a
         catching-up job runs in that tick) + 1/10 SendMessageBatch + 1/100 BatchGetItem (the due jobs'
         scheduling items, read consistently: 0.5 read units each) = 1.11, plus per tick one Query per shard per
-        undrained bucket (``due_shards`` x 1-2 buckets with the defaults: 4-8; plus, once a minute,
+        undrained bucket (``due_shards`` x 1-2 buckets with the defaults: 4-8, none for a shard whose backlog
+        the previous full tick read; plus, once a minute,
         ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, a lease renewal every third tick, amortized over
         the tick's runs (about 1.19 at 100 runs a second). No run row: the worker's claim writes it. An idle tick costs the
         queries alone, whatever the number of jobs. A refused
@@ -222,6 +237,7 @@ class Scheduler(TickWrites):
             raise RuntimeError("tick() before on_leadership(): no watermark loaded")
         result = TickResult(now=now_ms, term=0)
         self._stale = set()
+        self._considered = set()
         try:
             result.term = guard.check()
             reads = self._read_due(now_ms, result)
@@ -229,6 +245,7 @@ class Scheduler(TickWrites):
             self._save(works, now_ms, guard, result)
             self._enqueue(works, guard, result)
             self._move(works, now_ms, guard, result)
+            self._keep_backlog(reads, works, now_ms)
             result.errors = sum(1 for work in works if work.failed or not work.sent)
             self._advance_watermark(reads, works, now_ms, guard, result)
             self._measure_lag(reads, works, now_ms, result)
@@ -260,16 +277,21 @@ class Scheduler(TickWrites):
 
     def _buckets(self, now_ms: int) -> list[int]:
         """Buckets to read, oldest first: the look-behind (on the first tick past each bucket's middle, and on a
-        new leader's first tick), then from the watermark to now (bounded by ``limits.backlog_buckets`` plus
+        new leader's first tick; while a backlog drains, after a tick that was not full, or once the look-behind is
+        ``LOOK_BEHIND_MS`` late), then from the watermark to now (bounded by ``limits.backlog_buckets`` plus
         the newest two when far behind)."""
         assert self._watermark is not None
         newest = self._horizon(now_ms) // self.bucket_ms
         oldest = min(self._watermark, newest)
         behind: list[int] = []
         period = (now_ms - self.bucket_ms // 2) // self.bucket_ms  # mid-bucket: away from round-time bursts
-        if self._looked_behind_at != period:
+        width = max(1, -(-LOOK_BEHIND_MS // self.bucket_ms))
+        last = self._looked_behind_at
+        # While a backlog drains (the last tick was full, or left entries for this one: a rush) it is postponed,
+        # by at most its own width of periods.
+        busy = bool(self._carry) or self._was_full
+        if last != period and (not busy or last is None or period - last >= width):
             self._looked_behind_at = period
-            width = max(1, -(-LOOK_BEHIND_MS // self.bucket_ms))
             behind = list(range(max(0, oldest - width), oldest))
         if newest - oldest + 1 <= self.limits.backlog_buckets + 2:
             return [*behind, *range(oldest, newest + 1)]
@@ -283,13 +305,39 @@ class Scheduler(TickWrites):
 
     def _read_due(self, now_ms: int, result: TickResult) -> list[_BucketRead]:
         """Query every (bucket, shard) in parallel for the entries due by the tick's horizon (now plus the
-        look-ahead: those after now are only noted, ``_plan``), following pages while under ``limits.max_jobs``."""
+        look-ahead: those after now are only noted, ``_plan``), following pages while under ``limits.max_jobs``.
+
+        A shard for which the previous tick left a backlog (it was full: ``_keep_backlog``) is not queried: its
+        backlog stands for it, and its bucket counts as not read to the end (the watermark waits for a tick
+        that reads it from its start). When the backlog alone fills this tick, nothing is queried: the backlog is
+        the oldest due work read so far, and what newer entries the index holds wait for the tick after it (as
+        they would behind a backlog read afresh; an entry written late, due before the backlog's, waits at most
+        the backlog's ticks). During a rush this saves the queries of all but one in
+        ``shards * page_size / max_jobs`` ticks: a full tick reads ``page_size`` entries per shard and plans
+        ``max_jobs`` of them."""
         horizon = self._horizon(now_ms)
         reads = [_BucketRead(b) for b in self._buckets(now_ms)]
-        pending: list[tuple[_BucketRead, int, DuePageToken | None]] = [
-            (read, shard, None) for read in reads for shard in range(self.settings.due_shards)
-        ]
+        carry, self._carry = self._carry, {}
+        shards = range(self.settings.due_shards)
+        kept = {
+            (r.bucket, s): carry[(r.bucket, s)] for r in reads for s in shards if carry.get((r.bucket, s))
+        }
+        # (a look-behind due in this tick, overdue: ``_buckets``, reads the buckets behind the watermark anyway)
+        assert self._watermark is not None
+        looking_behind = any(read.bucket < self._watermark for read in reads)
+        full = sum(len(items) for items in kept.values()) >= self.limits.max_jobs and not looking_behind
+        pending: list[tuple[_BucketRead, int, DuePageToken | None]] = []
         total = 0
+        for read in reads:
+            for shard in shards:
+                items = kept.get((read.bucket, shard))
+                if items:
+                    read.items.extend(items)
+                    total += len(items)
+                if items or full:
+                    read.complete = False  # not read from its start in this tick
+                else:
+                    pending.append((read, shard, None))
         while pending:
             pages = list(
                 self._pool.map(
@@ -313,6 +361,19 @@ class Scheduler(TickWrites):
             pending = following
         return reads
 
+    def _keep_backlog(self, reads: list[_BucketRead], works: list[JobWork], now_ms: int) -> None:
+        """After a full tick (more jobs due than ``limits.max_jobs``), keep for the next tick (``_read_due``) the
+        entries it read, due by now, of the jobs it left for later and of the jobs whose writes failed (so the
+        next tick retries them, as it would by querying). A tick that was not full keeps nothing: its next tick
+        queries every shard afresh."""
+        due = [item for read in reads for item in read.items if item.due_at <= now_ms]
+        if all(item.job_id in self._considered for item in due):
+            return
+        retry = {work.plan.job.job_id for work in works if work.failed or not work.sent}
+        for item in due:
+            if item.job_id not in self._considered or item.job_id in retry:
+                self._carry.setdefault((item.bucket, item.shard), []).append(item)
+
     # --- 2. plan ---------------------------------------------------------------------------------
 
     def _plan(self, reads: list[_BucketRead], now_ms: int, result: TickResult) -> list[JobWork]:
@@ -333,7 +394,9 @@ class Scheduler(TickWrites):
                 if known is None or item.due_at < known.due_at:
                     entries[item.job_id] = item
         ordered = sorted(entries.values(), key=lambda e: (e.due_at, e.job_id))[: self.limits.max_jobs]
-        states = self.jobs.scheduling_states([entry.job_id for entry in ordered]) if ordered else {}
+        self._considered = {entry.job_id for entry in ordered}
+        self._was_full = len(ordered) >= self.limits.max_jobs
+        states = self._states([entry.job_id for entry in ordered])
         works: list[JobWork] = []
         for item in ordered:
             state = states.get(item.job_id)
@@ -367,6 +430,14 @@ class Scheduler(TickWrites):
             works.append(JobWork(plan))
         result.due = len(works)
         return works
+
+    def _states(self, job_ids: list[str]) -> dict[str, SchedulingState | Unreadable]:
+        """The scheduling states of ``job_ids``, read consistently in batches of ``STATE_BATCH``, concurrently."""
+        batches = [job_ids[i : i + STATE_BATCH] for i in range(0, len(job_ids), STATE_BATCH)]
+        states: dict[str, SchedulingState | Unreadable] = {}
+        for found in self._pool.map(self.jobs.scheduling_states, batches):
+            states.update(found)
+        return states
 
     # --- 6. watermark ----------------------------------------------------------------------------
 

@@ -96,6 +96,7 @@ def test_every_issue_target_is_checked() -> None:
         "requests_per_run.worker",
         "idle_poll.growth_ratio",
         "rush.efficiency_vs_raw",
+        "rush.efficiency_vs_backend_bound",
         "cost_usd_per_million_runs.total",
         "cost_usd_per_million_runs_provisioned.total",
         "wcu_per_run.ratio_32KiB_to_1KiB",

@@ -57,6 +57,9 @@ def test_a_tiny_rush_enqueues_every_run_and_measures_the_raw_rates() -> None:
     for key in (
         "efficiency_vs_raw",
         "efficiency_vs_backend_bound",
+        "efficiency_vs_backend_bound_writes_only",
+        "raw_due_entries_read_per_s",
+        "raw_states_read_per_s",
         "raw_conditional_puts_per_s",
         "raw_job_moves_per_s",
         "raw_send_batches_per_s",
