@@ -364,6 +364,7 @@ def _read_rates(
     scheduling states, 100 a request (``DueIndex.scheduling_states``). Raises RuntimeError when the pages do
     not hold every one of ``job_ids``."""
     from jobsched.domain.planning import TickLimits
+    from jobsched.ports.jobs import DueQuery
 
     day = 86_400_000
     bucket = (midnight + day) // (settings.due_bucket_s * 1000)
@@ -373,7 +374,9 @@ def _read_rates(
         partition, shard = key
         count, after = 0, None
         while True:
-            items, after = store.query_due(partition, bucket, shard, midnight + day, page_size, after)
+            items, after = store.query_due(
+                DueQuery(partition, bucket, shard, midnight + day, page_size, after)
+            )
             count += len(items)
             if not after:
                 return count

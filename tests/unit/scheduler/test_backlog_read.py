@@ -11,6 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.domain.planning import TickLimits
+from jobsched.ports.jobs import Move
 
 LIMITS = TickLimits(max_jobs=30, page_size=50, threads=2)
 
@@ -22,7 +23,9 @@ def throttled(*_: Any, **__: Any) -> None:
 
 
 def _queries_of_bucket(contender: Any, bucket: int) -> int:
-    return sum(1 for name, args, _ in contender.recorder.calls if name == "query_due" and args[1] == bucket)
+    return sum(
+        1 for name, args, _ in contender.recorder.calls if name == "query_due" and args[0].bucket == bucket
+    )
 
 
 def _sent(harness: Any) -> Counter[tuple[str, int]]:
@@ -82,8 +85,8 @@ def test_jobs_whose_move_failed_in_a_full_tick_are_retried_by_the_next(harness: 
     failing = set(ids[:2])
     a = harness.contender(limits=LIMITS)
 
-    def move_refused(job_id: str, **_: Any) -> None:
-        if job_id in failing:
+    def move_refused(move: Move) -> None:
+        if move.job_id in failing:
             throttled()
 
     a.recorder.before["move"] = move_refused
@@ -139,10 +142,12 @@ def test_the_look_behind_waits_while_a_backlog_drains(harness: Any) -> None:
     # When it ticks once a second through the middle of the bucket while it takes the backlog
     behind, results = [], []
     for _ in range(5):
-        before = sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        before = sum(
+            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket
+        )
         results += harness.run_seconds(a, 1)
         behind.append(
-            sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+            sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket)
         )
         behind[-1] -= before
 
@@ -162,9 +167,13 @@ def test_a_look_behind_postponed_for_its_width_runs_even_in_a_backlog(harness: A
     # When it ticks once a second through it
     looked = []
     for second in range(360):
-        before = sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        before = sum(
+            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket
+        )
         (result,) = harness.run_seconds(a, 1)
-        after = sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        after = sum(
+            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket
+        )
         if after > before:
             looked.append((second, result.due))
 
@@ -185,10 +194,12 @@ def test_the_look_behind_waits_for_a_tick_after_the_last_full_one(harness: Any) 
 
     behind, results = [], []
     for _ in range(5):
-        before = sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+        before = sum(
+            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket
+        )
         results += harness.run_seconds(a, 1)
         behind.append(
-            sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[1] < bucket)
+            sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket)
         )
         behind[-1] -= before
 
