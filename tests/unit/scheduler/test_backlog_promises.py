@@ -1,0 +1,141 @@
+"""The promises around a full tick's carried backlog (issue [2.5], the rush change to the tick): edits, pauses and
+deletes landing while a job waits in the carry, a lease lost and regained with a carry, a failed send or state read
+in a tick that takes a carry, and an entry written into a carried shard after the full tick's read. On the
+in-memory fakes with the injected clock and small ``TickLimits`` so that ticks are full."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from jobsched.api.service import JobService
+from jobsched.domain.planning import TickLimits
+from jobsched.models import JobCreate, JobPatch
+
+LIMITS = TickLimits(max_jobs=30, page_size=100, threads=2)
+
+
+def service(harness: Any) -> JobService:
+    return JobService(
+        settings=harness.settings,
+        jobs=harness.jobs,
+        runs=harness.runs,
+        queue=harness.queue,
+        clock=harness.clock,
+    )
+
+
+def create(harness: Any, schedule: str, **fields: Any) -> str:
+    body = {
+        "name": f"job-{harness.clock()}-{fields.pop('n', 0)}",
+        "schedule": schedule,
+        "command": "echo",
+        **fields,
+    }
+    return service(harness).create_job("team-a", JobCreate.model_validate(body)).job.id
+
+
+def throttled(*_: Any, **__: Any) -> None:
+    raise ClientError(
+        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Op"
+    )
+
+
+def carried(contender: Any) -> set[str]:
+    return {entry.job_id for entries in contender.scheduler._carry.values() for entry in entries}
+
+
+def sent_by(harness: Any, contenders: list[Any]) -> Counter[tuple[str, int]]:
+    """Every (job, fire) the contenders' schedulers enqueued, with how many times."""
+    sent: Counter[tuple[str, int]] = Counter()
+    for contender in contenders:
+        for name, args, _ in contender.recorder.results:
+            if name == "send":
+                sent.update((m.job_id, m.scheduled_for) for m in args[0])
+    return sent
+
+
+def rush(harness: Any, count: int, schedule: str) -> list[str]:
+    """``count`` jobs registered through the API, each with its first fire at T0 (created 30 s before)."""
+    harness.clock.now_ms = harness.T0 - 30_000
+    return [create(harness, schedule, n=i) for i in range(count)]
+
+
+def test_jobs_edited_paused_and_deleted_while_in_the_carry_are_honoured(harness: Any) -> None:
+    # Given 100 hourly jobs due at T0 and a first tick of 30 that carries the other 70
+    ids = rush(harness, 100, "0 * * * *")
+    a = harness.contender(limits=LIMITS)
+    harness.clock.now_ms = harness.T0 - 1000
+    (first,) = harness.run_seconds(a, 1)
+    assert first.due == 30
+    waiting = sorted(carried(a))
+    assert len(waiting) == 70
+
+    # When, before the next tick, one carried job is re-timed to 10:30 daily, one is paused, one deleted, and
+    # one re-timed to every minute
+    retimed, paused, deleted, minutely = waiting[:4]
+    svc = service(harness)
+    svc.update_job("team-a", retimed, JobPatch(schedule="30 10 * * *"))
+    svc.pause_job("team-a", paused)
+    svc.delete_job("team-a", deleted)
+    svc.update_job("team-a", minutely, JobPatch(schedule="* * * * *"))
+    harness.run_seconds(a, 5 * 60)
+
+    # Then no fire went out twice, none of the paused, deleted or re-timed jobs' T0 fire went out after the
+    # change (their edit landed before the tick that would have taken them), the re-timed ones follow their
+    # new schedules, and every other job's T0 fire went out once
+    sent = sent_by(harness, [a])
+    assert set(sent.values()) == {1}
+    fires = {job_id: sorted(at for j, at in sent if j == job_id) for job_id in ids}
+    assert fires[paused] == [] and fires[deleted] == [] and fires[retimed] == []
+    assert fires[minutely] == [harness.T0 + k * 60_000 for k in range(6)]
+    assert harness.sched(retimed)["next_run_at"] == harness.T0 + 30 * 60_000
+    others = set(ids) - {retimed, paused, deleted, minutely}
+    assert all(fires[job_id] == [harness.T0] for job_id in others)
+
+
+def test_a_lease_lost_and_regained_with_a_carry_sends_no_fire_twice(harness: Any) -> None:
+    # Given leader a's full tick at T0 that carries 70 of 100 jobs
+    ids = rush(harness, 100, "0 * * * *")
+    a = harness.contender("a", limits=LIMITS)
+    b = harness.contender("b", limits=LIMITS)
+    harness.clock.now_ms = harness.T0 - 1000
+    harness.run_seconds(a, 1)
+    assert len(carried(a)) == 70
+
+    # When a stalls past its lease, b takes over and drains the backlog, then b stops and a steps again
+    harness.clock.advance(int(harness.settings.lease_ttl_s * 1000) + 1000)
+    harness.run_seconds(b, 6)
+    b.loop.stop()
+    harness.run_seconds(a, 6)
+
+    # Then each fire went out exactly once between the two leaders, and a's carry was dropped with its lease
+    sent = sent_by(harness, [a, b])
+    assert set(sent) == {(job_id, harness.T0) for job_id in ids} and set(sent.values()) == {1}
+    assert not carried(a)
+
+
+def test_a_failed_send_or_state_read_in_a_tick_taking_a_carry_loses_no_fire(harness: Any) -> None:
+    # Given 100 jobs due at T0 and a first tick of 30 that carries 70
+    ids = rush(harness, 100, "0 * * * *")
+    a = harness.contender(limits=LIMITS)
+    harness.clock.now_ms = harness.T0 - 1000
+    harness.run_seconds(a, 1)
+
+    # When the next tick's sends all fail, and the tick after it cannot read the scheduling states
+    a.recorder.before["send"] = throttled
+    (second,) = harness.run_seconds(a, 1)
+    assert second.due == 30 and second.errors == 30
+    del a.recorder.before["send"]
+    a.recorder.before["scheduling_states"] = throttled
+    assert harness.run_seconds(a, 1) == []
+    del a.recorder.before["scheduling_states"]
+    harness.run_seconds(a, 8)
+
+    # Then every fire went out exactly once, and the watermark passed the rush's bucket
+    sent = sent_by(harness, [a])
+    assert set(sent) == {(job_id, harness.T0) for job_id in ids} and set(sent.values()) == {1}
+    harness.run_seconds(a, 90)
+    assert a.scheduler.watermark > harness.T0 // (harness.settings.due_bucket_s * 1000)
