@@ -6,13 +6,14 @@ in-memory fakes with the injected clock and small ``TickLimits`` so that ticks a
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from jobsched.api.service import JobService
 from jobsched.domain.planning import TickLimits
-from jobsched.models import JobCreate, JobPatch
+from jobsched.models import JobCreate, JobPatch, RunStatus, from_ms
 
 LIMITS = TickLimits(max_jobs=30, page_size=100, threads=2)
 
@@ -139,3 +140,33 @@ def test_a_failed_send_or_state_read_in_a_tick_taking_a_carry_loses_no_fire(harn
     assert set(sent) == {(job_id, harness.T0) for job_id in ids} and set(sent.values()) == {1}
     harness.run_seconds(a, 90)
     assert a.scheduler.watermark > harness.T0 // (harness.settings.due_bucket_s * 1000)
+
+
+def test_an_entry_due_before_the_backlog_written_into_a_carried_shard_is_taken_oldest_first(
+    harness: Any,
+) -> None:
+    # Given 400 hourly jobs due at T0 and a first tick of 30 that reads them all and carries 370
+    rush(harness, 400, "0 * * * *")
+    a = harness.contender(limits=TickLimits(max_jobs=30, page_size=1000, threads=2))
+    harness.clock.now_ms = harness.T0 - 1000
+    (first,) = harness.run_seconds(a, 1)
+    assert first.due == 30
+
+    # When a one-off whose instant is 2 s before the rush (accepted late, misfire grace 5 s) is created half a
+    # second into it: its entry, the oldest due, lands in a shard the carry stands for
+    harness.clock.now_ms = harness.T0 + 500
+    instant = harness.T0 - 2000
+    late = create(
+        harness,
+        f"at {from_ms(instant).astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')}Z",
+        misfire_grace_s=5,
+        missed="skip",
+    )
+    assert harness.sched(late)["next_run_at"] == instant
+    harness.run_seconds(a, 15)
+
+    # Then the next tick takes it first, oldest dispatch first (as a query of its shard would have), and it
+    # runs within its grace: it is not recorded missed 14 ticks later behind the backlog
+    rows = [r for r in harness.all_runs() if r["job_id"] == late]
+    assert not [r for r in rows if r["status"] == RunStatus.SKIPPED], rows
+    assert sent_by(harness, [a])[(late, instant)] == 1
