@@ -1,7 +1,8 @@
 """The promises around a full tick's carried backlog (issue [2.5], the rush change to the tick): edits, pauses and
 deletes landing while a job waits in the carry, a lease lost and regained with a carry, a failed send or state read
-in a tick that takes a carry, and an entry written into a carried shard after the full tick's read. On the
-in-memory fakes with the injected clock and small ``TickLimits`` so that ticks are full."""
+in a tick that takes a carry, an entry written into a carried shard after the full tick's read, and instant ticks
+between whole seconds while a carry drains. On the in-memory fakes with the injected clock and small ``TickLimits``
+so that ticks are full."""
 
 from __future__ import annotations
 
@@ -170,3 +171,30 @@ def test_an_entry_due_before_the_backlog_written_into_a_carried_shard_is_taken_o
     rows = [r for r in harness.all_runs() if r["job_id"] == late]
     assert not [r for r in rows if r["status"] == RunStatus.SKIPPED], rows
     assert sent_by(harness, [a])[(late, instant)] == 1
+
+
+def test_instant_ticks_between_seconds_while_a_carry_drains_send_each_fire_once_never_early(
+    harness: Any,
+) -> None:
+    # Given 100 hourly jobs due at T0 and ten one-offs at sub-second instants through the first ten seconds
+    ids = rush(harness, 100, "0 * * * *")
+    instants = [harness.T0 + 1000 * k + 400 for k in range(10)]
+    one_offs = [
+        create(
+            harness, f"at {from_ms(at).astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%f')[:-3]}Z", n=1000 + k
+        )
+        for k, at in enumerate(instants)
+    ]
+    a = harness.contender(limits=LIMITS)
+
+    # When its loop runs on the fake clock (ticks on each second, instant ticks between them) through the rush
+    harness.clock.now_ms = harness.T0 - 1000
+    a.loop.run(lambda: harness.clock() < harness.T0 + 20_000)
+    assert a.loop.report.ticks > 21  # instant ticks besides the 21 on whole seconds
+
+    # Then every fire went out once, none before its dispatch instant
+    messages = [m for name, args, _ in a.recorder.results if name == "send" for m in args[0]]
+    sent = Counter((m.job_id, m.scheduled_for) for m in messages)
+    expected = {(job_id, harness.T0) for job_id in ids} | set(zip(one_offs, instants, strict=True))
+    assert set(sent) == expected and set(sent.values()) == {1}
+    assert all(m.enqueued_at is not None and m.enqueued_at >= m.dispatch_at for m in messages)
