@@ -307,14 +307,15 @@ class Scheduler(TickWrites):
         """Query every (bucket, shard) in parallel for the entries due by the tick's horizon (now plus the
         look-ahead: those after now are only noted, ``_plan``), following pages while under ``limits.max_jobs``.
 
-        A shard for which the previous tick left a backlog (it was full: ``_keep_backlog``) is not queried: its
-        backlog stands for it, and its bucket counts as not read to the end (the watermark waits for a tick
-        that reads it from its start). When the backlog alone fills this tick, nothing is queried: the backlog is
-        the oldest due work read so far, and what newer entries the index holds wait for the tick after it (as
-        they would behind a backlog read afresh; an entry written late, due before the backlog's, waits at most
-        the backlog's ticks). During a rush this saves the queries of all but one in
-        ``shards * page_size / max_jobs`` ticks: a full tick reads ``page_size`` entries per shard and plans
-        ``max_jobs`` of them."""
+        A shard for which the previous tick left a backlog (it was full: ``_keep_backlog``) is queried only for
+        entries due before the oldest of its backlog, and when the backlog alone fills this tick, every other
+        shard only for entries due before the oldest of the whole backlog: an entry written since (a one-off
+        accepted late, a resume, a catching-up job's next fire) still goes first, oldest first, as a fresh read
+        would take it, instead of waiting behind the backlog past its misfire grace. Such a bucket counts as not
+        read to the end (the watermark waits for a tick that reads it from its start). (A bucket holds entries
+        due before its start: a late write is filed in the bucket of its writing, so even a bound before the
+        bucket's start is queried.) During a rush this saves re-reading ``page_size`` entries per shard in all but
+        one in ``shards * page_size / max_jobs`` ticks: the bounded queries return only what was written since."""
         horizon = self._horizon(now_ms)
         reads = [_BucketRead(b) for b in self._buckets(now_ms)]
         carry, self._carry = self._carry, {}
@@ -326,36 +327,42 @@ class Scheduler(TickWrites):
         assert self._watermark is not None
         looking_behind = any(read.bucket < self._watermark for read in reads)
         full = sum(len(items) for items in kept.values()) >= self.limits.max_jobs and not looking_behind
-        pending: list[tuple[_BucketRead, int, DuePageToken | None]] = []
+        oldest_kept = min((item.due_at for items in kept.values() for item in items), default=horizon + 1)
+        pending: list[tuple[_BucketRead, int, int, DuePageToken | None]] = []
         total = 0
         for read in reads:
             for shard in shards:
                 items = kept.get((read.bucket, shard))
+                up_to = horizon
                 if items:
                     read.items.extend(items)
                     total += len(items)
-                if items or full:
-                    read.complete = False  # not read from its start in this tick
-                else:
-                    pending.append((read, shard, None))
+                    up_to = min(horizon, min(item.due_at for item in items) - 1)
+                elif full:
+                    up_to = min(horizon, oldest_kept - 1)
+                # an entry is due before its bucket ends (``registration.due_entry``): a read up to the bucket's
+                # last instant, or to the horizon, has all of it
+                if items or up_to < min(horizon, (read.bucket + 1) * self.bucket_ms - 1):
+                    read.complete = False  # not read to its end in this tick
+                pending.append((read, shard, up_to, None))
         while pending:
             pages = list(
                 self._pool.map(
                     lambda p: self.jobs.query_due(
-                        DueQuery(self.partition, p[0].bucket, p[1], horizon, self.limits.page_size, p[2])
+                        DueQuery(self.partition, p[0].bucket, p[1], p[2], self.limits.page_size, p[3])
                     ),
                     pending,
                 )
             )
             result.queries += len(pending)
-            following: list[tuple[_BucketRead, int, DuePageToken | None]] = []
-            for (read, key, _), (items, next_key) in zip(pending, pages, strict=True):
+            following: list[tuple[_BucketRead, int, int, DuePageToken | None]] = []
+            for (read, key, up_to, _), (items, next_key) in zip(pending, pages, strict=True):
                 read.items.extend(items)
                 total += len(items)
                 if next_key:
-                    following.append((read, key, next_key))
+                    following.append((read, key, up_to, next_key))
             if total >= self.limits.max_jobs:
-                for read, _, _ in following:
+                for read, _, _, _ in following:
                     read.complete = False
                 break
             pending = following

@@ -22,35 +22,39 @@ def throttled(*_: Any, **__: Any) -> None:
     )
 
 
-def _queries_of_bucket(contender: Any, bucket: int) -> int:
-    return sum(
-        1 for name, args, _ in contender.recorder.calls if name == "query_due" and args[0].bucket == bucket
-    )
+def _queries_of_bucket(contender: Any, bucket: int) -> list[int]:
+    """The ``up_to_ms`` bound of each due-index query of ``bucket`` the contender made so far."""
+    return [
+        args[0].up_to_ms
+        for name, args, _ in contender.recorder.calls
+        if name == "query_due" and args[0].bucket == bucket
+    ]
 
 
 def _sent(harness: Any) -> Counter[tuple[str, int]]:
     return Counter((m.job_id, m.scheduled_for) for m in harness.drain())
 
 
-def test_the_next_tick_takes_a_full_ticks_backlog_without_querying_its_shards(harness: Any) -> None:
+def test_the_next_tick_takes_a_full_ticks_backlog_without_reading_it_again(harness: Any) -> None:
     # Given 100 jobs due at T0 (25 in each of the bucket's 4 shards) and ticks of at most 30 jobs
     ids = harness.add_many(100, "every 1 minute")
     bucket = harness.T0 // (harness.settings.due_bucket_s * 1000)
     a = harness.contender(limits=LIMITS)
 
-    # When the scheduler ticks once a second, counting the queries of the rush's bucket tick by tick
+    # When the scheduler ticks once a second, noting the bounds of the queries of the rush's bucket tick by tick
     per_tick, results = [], []
     for _ in range(5):
-        before = _queries_of_bucket(a, bucket)
+        before = len(_queries_of_bucket(a, bucket))
         results += harness.run_seconds(a, 1)
-        per_tick.append(_queries_of_bucket(a, bucket) - before)
+        per_tick.append(_queries_of_bucket(a, bucket)[before:])
 
-    # Then the first tick queried the bucket's 4 shards, the next three planned what it had read (30, 30, 10),
-    # and the fifth, no longer behind, queried afresh
+    # Then the first tick read the bucket's 4 shards, the next three planned what it had read (30, 30, 10),
+    # asking each shard only for entries due before its backlog (written since: none here), and the fifth, no
+    # longer behind, read them afresh up to its now
     assert [r.due for r in results] == [30, 30, 30, 10, 0]
-    assert per_tick == [4, 0, 0, 0, 4]
-    # (the two ticks whose backlog alone filled them queried nothing at all)
-    assert [r.queries for r in results[1:3]] == [0, 0]
+    assert [len(bounds) for bounds in per_tick] == [4, 4, 4, 4, 4]
+    assert all(bound == harness.T0 - 1 for bounds in per_tick[1:4] for bound in bounds)
+    assert all(bound >= results[4].now for bound in per_tick[4])
     # And each fire was enqueued exactly once, oldest first (by job id among equals)
     sent = _sent(harness)
     assert set(sent) == {(job_id, harness.T0) for job_id in ids} and set(sent.values()) == {1}
@@ -167,12 +171,13 @@ def test_a_look_behind_postponed_for_its_width_runs_even_in_a_backlog(harness: A
     # When it ticks once a second through it
     looked = []
     for second in range(360):
+        # (buckets before the one ahead of the rush's are read by the look-behind alone)
         before = sum(
-            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket
+            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket - 1
         )
         (result,) = harness.run_seconds(a, 1)
         after = sum(
-            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket
+            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket - 1
         )
         if after > before:
             looked.append((second, result.due))
