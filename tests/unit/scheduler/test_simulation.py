@@ -37,14 +37,15 @@ def test_competing_schedulers_never_duplicate_miss_or_run_early(harness: Any) ->
     harness.settings = settings
     clock: FakeClock = harness.clock
     t0 = harness.T0
+    # (fixed ids: the random faults then fall the same way whichever tests ran before in this process)
     jobs = [
-        harness.add("every 5 seconds"),
-        harness.add("every 7 seconds"),
-        harness.add("*/15 * * * * *", jitter_s=10),
-        harness.add("* * * * *", jitter_s=30),
-        harness.add("at 2026-03-02T10:05:00Z"),
-        harness.add("every 6 seconds", end_at=from_ms(t0 + 600_000)),
-        harness.add("*/20 * * * * *", timezone="Europe/Berlin"),
+        harness.add("every 5 seconds", id="j_sim_every5"),
+        harness.add("every 7 seconds", id="j_sim_every7"),
+        harness.add("*/15 * * * * *", jitter_s=10, id="j_sim_cron15"),
+        harness.add("* * * * *", jitter_s=30, id="j_sim_minutely"),
+        harness.add("at 2026-03-02T10:05:00Z", id="j_sim_once"),
+        harness.add("every 6 seconds", end_at=from_ms(t0 + 600_000), id="j_sim_ending"),
+        harness.add("*/20 * * * * *", timezone="Europe/Berlin", id="j_sim_berlin"),
     ]
     queue = MemoryQueue(clock)
     paused_until: dict[str, int] = {}
