@@ -31,6 +31,13 @@ def _queries_of_bucket(contender: Any, bucket: int) -> list[int]:
     ]
 
 
+def _queries_before(contender: Any, bucket: int) -> int:
+    """How many due-index queries of buckets before ``bucket`` the contender made so far."""
+    return sum(
+        1 for name, args, _ in contender.recorder.calls if name == "query_due" and args[0].bucket < bucket
+    )
+
+
 def _sent(harness: Any) -> Counter[tuple[str, int]]:
     return Counter((m.job_id, m.scheduled_for) for m in harness.drain())
 
@@ -146,14 +153,9 @@ def test_the_look_behind_waits_while_a_backlog_drains(harness: Any) -> None:
     # When it ticks once a second through the middle of the bucket while it takes the backlog
     behind, results = [], []
     for _ in range(5):
-        before = sum(
-            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket
-        )
+        before = _queries_before(a, bucket)
         results += harness.run_seconds(a, 1)
-        behind.append(
-            sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket)
-        )
-        behind[-1] -= before
+        behind.append(_queries_before(a, bucket) - before)
 
     # Then the first tick looked behind (a new leader), the ticks taking its backlog did not, and the first
     # tick after it did (the period's look-behind, postponed, not dropped)
@@ -172,14 +174,9 @@ def test_a_look_behind_postponed_for_its_width_runs_even_in_a_backlog(harness: A
     looked = []
     for second in range(360):
         # (buckets before the one ahead of the rush's are read by the look-behind alone)
-        before = sum(
-            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket - 1
-        )
+        before = _queries_before(a, bucket - 1)
         (result,) = harness.run_seconds(a, 1)
-        after = sum(
-            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket - 1
-        )
-        if after > before:
+        if _queries_before(a, bucket - 1) > before:
             looked.append((second, result.due))
 
     # Then besides the new leader's first tick, it looked behind once the look-behind was LOOK_BEHIND_MS late,
@@ -199,14 +196,9 @@ def test_the_look_behind_waits_for_a_tick_after_the_last_full_one(harness: Any) 
 
     behind, results = [], []
     for _ in range(5):
-        before = sum(
-            1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket
-        )
+        before = _queries_before(a, bucket)
         results += harness.run_seconds(a, 1)
-        behind.append(
-            sum(1 for name, args, _ in a.recorder.calls if name == "query_due" and args[0].bucket < bucket)
-        )
-        behind[-1] -= before
+        behind.append(_queries_before(a, bucket) - before)
 
     # Then the look-behind of the bucket's middle waits for the first tick after one that was not full
     assert [r.due for r in results] == [30, 30, 30, 0, 0]
