@@ -127,11 +127,6 @@ def parse_since(text: str, now: datetime) -> datetime:
     return instant
 
 
-def _instant(value: str) -> datetime:
-    """An API instant (ISO 8601 with ``Z``) as an aware datetime."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 @runs_app.command("retry")
 @option_groups
 def runs_retry(
@@ -188,25 +183,27 @@ def runs_retry(
 def _retry_many(
     conn: Connection, status: str, start: datetime | None, job: str | None, as_json: bool
 ) -> None:
-    """Re-run each run of ``status`` scheduled at or after ``start`` of ``job`` (or of every job of the caller):
-    one call each (each with its own Idempotency-Key), a line each, then the count. Exit 1 if any failed."""
+    """Re-run each run of ``status`` scheduled at or after ``start`` of ``job`` (or of every job of the caller),
+    as ``GET /runs`` lists them: one call each (each with its own Idempotency-Key), a line each, then the count.
+    Exit 1 if any failed."""
     done: list[dict[str, Any]] = []
     failed = 0
     with conn.client() as client:
-        job_ids = [resolve_job(client, job)] if job else [j["id"] for j in client.iter_jobs()]
-        for job_id in job_ids:
-            for run in client.iter_runs(job_id, status=status):
-                if start is not None and _instant(run["scheduled_for"]) < start:
-                    break  # newest first: the rest are older still
-                try:
-                    again = client.retry_run(job_id, run["id"], idempotency_key=f"cli-{uuid.uuid4()}")
-                except ApiError as error:
-                    failed += 1
-                    typer.echo(f"error: {run['id']}: {error}", err=True)
-                    continue
-                done.append(again)
-                if not as_json:
-                    typer.echo(f"queued again: {again.get('id', '')} (re-run {again.get('reruns', '')})")
+        filters = {
+            "status": status,
+            "since": start.astimezone(UTC).isoformat().replace("+00:00", "Z") if start else None,
+            "job_id": resolve_job(client, job) if job else None,
+        }
+        for run in list(client.iter_all_runs(**filters)):  # listed first: a re-run leaves the listing
+            try:
+                again = client.retry_run(run["job_id"], run["id"], idempotency_key=f"cli-{uuid.uuid4()}")
+            except ApiError as error:
+                failed += 1
+                typer.echo(f"error: {run['id']}: {error}", err=True)
+                continue
+            done.append(again)
+            if not as_json:
+                typer.echo(f"queued again: {again.get('id', '')} (re-run {again.get('reruns', '')})")
     if as_json:
         print_json(done)
     typer.echo(f"{len(done)} run(s) queued again" + (f", {failed} refused" if failed else ""), err=as_json)

@@ -20,6 +20,7 @@ from jobsched.exits import FAILED, USAGE_ERROR, fail
 from jobsched.models import RunStatus
 from jobsched.ports.runs import new_run
 from jobsched.ports.tries import TryRecord
+from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
 
 DATA = Path(__file__).parent / "data"
@@ -445,11 +446,13 @@ def test_an_alert_policy_is_set_from_a_spec_file(cli: Any, tmp_path: Path) -> No
 
 
 def _dead_runs(deployment: Any, job_id: str, *instants: int) -> list[str]:
-    """Dead runs of ``job_id`` at ``instants`` (epoch ms), each with one failed try, as the worker leaves them."""
+    """Dead runs of ``job_id`` at ``instants`` (epoch ms), each with one failed try, as the worker leaves them
+    (with the job's owner: in the owner's failures index)."""
     aws, settings = deployment
     store = RunStore(aws.table(settings.runs_table))
+    owner = JobStore(aws.table(settings.jobs_table)).get(job_id).job.owner
     for at in instants:
-        row = new_run(job_id, at, now_ms=at, retention_days=90, status=RunStatus.DEAD)
+        row = new_run(job_id, at, now_ms=at, retention_days=90, status=RunStatus.DEAD, owner=owner)
         tried = TryRecord(
             1, at + 10, at + 20, "w-1", "HTTP 502 from POST https://x/", "HTTP 502\nbad gateway"
         )
