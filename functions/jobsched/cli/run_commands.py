@@ -189,12 +189,13 @@ def _retry_many(
     done: list[dict[str, Any]] = []
     failed = 0
     with conn.client() as client:
-        filters = {
-            "status": status,
-            "since": start.astimezone(UTC).isoformat().replace("+00:00", "Z") if start else None,
-            "job_id": resolve_job(client, job) if job else None,
-        }
-        for run in list(client.iter_all_runs(**filters)):  # listed first: a re-run leaves the listing
+        job_id = resolve_job(client, job) if job else None
+        live = (
+            {job_id} if job_id else {j["id"] for j in client.iter_jobs()}
+        )  # a deleted job's runs stay listed
+        since = start.astimezone(UTC).isoformat().replace("+00:00", "Z") if start else None
+        listed = client.iter_all_runs(status=status, since=since, job_id=job_id)
+        for run in [r for r in listed if r["job_id"] in live]:  # listed first: a re-run leaves the listing
             try:
                 again = client.retry_run(run["job_id"], run["id"], idempotency_key=f"cli-{uuid.uuid4()}")
             except ApiError as error:
