@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.domain.planning import TickLimits
-from jobsched.ports.jobs import Move
+from jobsched.ports.jobs import DueQuery, Move
 
 LIMITS = TickLimits(max_jobs=30, page_size=50, threads=2)
 
@@ -75,8 +75,8 @@ def test_a_failed_read_after_a_full_tick_loses_no_run(harness: Any) -> None:
     harness.run_seconds(a, 1)
 
     # When the next tick's read of one shard fails (the tick ends: the loop steps again a second later)
-    def shard_0_throttled(partition: int, bucket: int, shard: int, *_: Any) -> None:
-        if shard == 0:
+    def shard_0_throttled(query: DueQuery) -> None:
+        if query.shard == 0:
             throttled()
 
     a.recorder.before["query_due"] = shard_0_throttled
