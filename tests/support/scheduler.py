@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
@@ -244,3 +246,10 @@ class HarnessBase:
                             ),
                         )
         return [found[at] for at in sorted(found)]
+
+
+def throttled(*_: Any, **__: Any) -> None:
+    """A store call refused as DynamoDB throttles (``ProvisionedThroughputExceededException``): a fault hook."""
+    raise ClientError(
+        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Op"
+    )

@@ -10,23 +10,16 @@ from collections import Counter
 from datetime import UTC
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from jobsched.api.service import JobService
 from jobsched.domain.planning import TickLimits
 from jobsched.models import JobCreate, JobPatch, RunStatus, from_ms
+from tests.support.scheduler import throttled
 
 LIMITS = TickLimits(max_jobs=30, page_size=100, threads=2)
 
 
 def service(harness: Any) -> JobService:
-    return JobService(
-        settings=harness.settings,
-        jobs=harness.jobs,
-        runs=harness.runs,
-        queue=harness.queue,
-        clock=harness.clock,
-    )
+    return JobService(**harness.parts())
 
 
 def create(harness: Any, schedule: str, **fields: Any) -> str:
@@ -37,12 +30,6 @@ def create(harness: Any, schedule: str, **fields: Any) -> str:
         **fields,
     }
     return service(harness).create_job("team-a", JobCreate.model_validate(body)).job.id
-
-
-def throttled(*_: Any, **__: Any) -> None:
-    raise ClientError(
-        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Op"
-    )
 
 
 def carried(contender: Any) -> set[str]:

@@ -8,18 +8,11 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from jobsched.domain.planning import TickLimits
 from jobsched.ports.jobs import DueQuery, Move
+from tests.support.scheduler import throttled
 
 LIMITS = TickLimits(max_jobs=30, page_size=50, threads=2)
-
-
-def throttled(*_: Any, **__: Any) -> None:
-    raise ClientError(
-        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Op"
-    )
 
 
 def _queries_of_bucket(contender: Any, bucket: int) -> list[int]:

@@ -8,7 +8,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import partition_of, shard_of
@@ -17,12 +16,7 @@ from jobsched.models import RunStatus, from_ms
 from jobsched.ports.jobs import DueQuery
 from jobsched.ports.runs import QueueSendError, RunMessage
 from jobsched.store import layout
-
-
-def throttled(*_: Any, **__: Any) -> None:
-    raise ClientError(
-        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "Op"
-    )
+from tests.support.scheduler import throttled
 
 
 def test_due_job_gets_one_run_enqueued_and_moves_from_scheduled_for(harness: Any) -> None:
