@@ -38,7 +38,15 @@ from jobsched.domain.tick_writes import JobWork, TickWrites
 from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard, WatermarkStore
-from jobsched.ports.jobs import DueEntry, DueIndex, DuePageToken, DueQuery, SchedulingState, Unreadable
+from jobsched.ports.jobs import (
+    STATE_BATCH,
+    DueEntry,
+    DueIndex,
+    DuePageToken,
+    DueQuery,
+    SchedulingState,
+    Unreadable,
+)
 from jobsched.ports.runs import RunSender, RunWriter
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
@@ -108,11 +116,6 @@ a deposed leader's move whose request was held up for longer than the margin. Su
 (late, but found) instead of never again."""
 
 
-STATE_BATCH = 100
-"""Scheduling states read per request (DynamoDB's BatchGetItem takes at most 100 keys); a tick's batches are read
-concurrently on its pool."""
-
-
 @dataclass
 class _BucketRead:
     bucket: int
@@ -166,8 +169,8 @@ class Scheduler(TickWrites):
         self._watermark: int | None = None
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._stale: set[DueEntry] = set()  # this tick's entries no longer current (see _plan)
-        self._considered: set[str] = set()  # the jobs this tick planned or found stale (at most max_jobs)
-        self._was_full = False  # the last tick had max_jobs jobs due or more
+        # the jobs the last tick planned or found stale (at most max_jobs: as many when it was full)
+        self._considered: set[str] = set()
         self._looked_behind_at: int | None = None  # the bucket period of the last look-behind read
         # The backlog a full tick read but did not reach, by (bucket, shard): the next tick takes it instead of
         # querying those shards again (see _read_due). Only a hint: every entry is checked against the job's
@@ -210,7 +213,7 @@ class Scheduler(TickWrites):
         """Forget leader state after losing the lease (the next holder reloads it from the store)."""
         self._watermark = None
         self._carry = {}
-        self._was_full = False
+        self._considered = set()
 
     # --- the tick -------------------------------------------------------------------------------
 
@@ -237,7 +240,6 @@ class Scheduler(TickWrites):
             raise RuntimeError("tick() before on_leadership(): no watermark loaded")
         result = TickResult(now=now_ms, term=0)
         self._stale = set()
-        self._considered = set()
         try:
             result.term = guard.check()
             reads = self._read_due(now_ms, result)
@@ -289,7 +291,7 @@ class Scheduler(TickWrites):
         last = self._looked_behind_at
         # While a backlog drains (the last tick was full, or left entries for this one: a rush) it is postponed,
         # by at most its own width of periods.
-        busy = bool(self._carry) or self._was_full
+        busy = bool(self._carry) or len(self._considered) >= self.limits.max_jobs
         if last != period and (not busy or last is None or period - last >= width):
             self._looked_behind_at = period
             behind = list(range(max(0, oldest - width), oldest))
@@ -402,7 +404,6 @@ class Scheduler(TickWrites):
                     entries[item.job_id] = item
         ordered = sorted(entries.values(), key=lambda e: (e.due_at, e.job_id))[: self.limits.max_jobs]
         self._considered = {entry.job_id for entry in ordered}
-        self._was_full = len(ordered) >= self.limits.max_jobs
         states = self._states([entry.job_id for entry in ordered])
         works: list[JobWork] = []
         for item in ordered:

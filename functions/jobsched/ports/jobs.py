@@ -189,6 +189,11 @@ DuePage: TypeAlias = tuple[list[DueEntry], DuePageToken | None]
 """The answer of a due-index query: its entries, oldest first, and where the next page starts (None: no more)."""
 
 
+STATE_BATCH = 100
+"""Scheduling states one read request takes at most (DynamoDB's BatchGetItem: 100 keys); the tick reads its
+batches concurrently (``DueIndex.scheduling_states``)."""
+
+
 class DueIndex(Protocol):
     """What the tick needs from the job store."""
 

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import STATE_BATCH, AuditEvent, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
@@ -240,8 +240,10 @@ class JobStore:
 
     def _batch_get_sched(self, job_ids: list[str], *, consistent: bool = False) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(job_ids), 100):
-            keys = [{"pk": job_pk(j), "sk": SCHED_SK} for j in dict.fromkeys(job_ids[start : start + 100])]
+        for start in range(0, len(job_ids), STATE_BATCH):
+            keys = [
+                {"pk": job_pk(j), "sk": SCHED_SK} for j in dict.fromkeys(job_ids[start : start + STATE_BATCH])
+            ]
             request: dict[str, Any] = {self.table.name: {"Keys": keys, "ConsistentRead": consistent}}
             while request:
                 response = self.table.meta.client.batch_get_item(RequestItems=request)
