@@ -136,18 +136,9 @@ class SchedulerLoop:
     def run(self, keep_going: Callable[[], bool]) -> LoopReport:
         """Step on each second boundary while ``keep_going()``, ticking in between at the instants due before
         the next second (:func:`tick_on_instants`); release the lease at the end (so the next invocation takes
-        over at once) and stop the worker threads. Returns the report."""
-        try:
-            while keep_going():
-                result = self.step()
-                if not keep_going():
-                    break
-                tick_on_instants([(self, result)], keep_going)
-                if not keep_going():
-                    break
-                self.sleep_to_next_second()
-        finally:
-            self.stop()
+        over at once) and stop the worker threads: a group of this loop alone (:meth:`SchedulerGroup.run`).
+        Returns the report."""
+        SchedulerGroup([self]).run(keep_going)
         return self.report
 
     def stop(self) -> None:
