@@ -63,10 +63,10 @@ class Backfiller:
             raise InvalidInput(error.field, error.message) from None
         rows = self.runs.rows_between(job.id, fires[0], fires[-1], 2 * len(fires)) if fires else []
         recorded = {row.scheduled_for: row for row in rows}
-        created: list[RunMessage] = []
-        rerun: list[RunMessage] = []
+        sent: list[RunMessage] = []  # oldest first, as the fires are
+        created = 0
         for fire in fires:
-            delay_s = dispatch_delay_s(len(created) + len(rerun), self.settings.backfill_rate_per_s)
+            delay_s = dispatch_delay_s(len(sent), self.settings.backfill_rate_per_s)
             sweep_after_ms = (delay_s + self.settings.sweep_queued_after_s) * 1000
             found = recorded.get(fire)
             if found is None:
@@ -83,7 +83,8 @@ class Backfiller:
                 # the existing row when the fire has one the batch read left out (past its limit, or new since)
                 found = self.runs.put_new(row)
                 if found is None:
-                    created.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+                    created += 1
+                    sent.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
                     continue
             if (
                 _skipped_fire(found)
@@ -91,13 +92,12 @@ class Backfiller:
                     RerunRequest(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms)
                 ).done
             ):
-                rerun.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
-        sent = sorted(created + rerun, key=lambda message: message.scheduled_for)
+                sent.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
         self._send(sent)
         result = BackfillResult(
             count=len(sent),
-            created=len(created),
-            rerun=len(rerun),
+            created=created,
+            rerun=len(sent) - created,
             fires=len(fires),
             existing=len(fires) - len(sent),
             first=from_ms(sent[0].scheduled_for) if sent else None,
@@ -108,13 +108,13 @@ class Backfiller:
         key = f"backfill-{now_ms}-{uuid.uuid4().hex[:12]}"
         event = self.audit.event(job.id, now_ms, key, JobEventKind.BACKFILLED, actor, detail)
         self.audit.record(event)
-        logger.info("job backfilled", job_id=job.id, fires=len(fires), runs_created=len(created))
+        logger.info("job backfilled", job_id=job.id, fires=len(fires), runs_created=created)
         return result
 
     def _send(self, messages: list[RunMessage]) -> None:
+        """Send the runs' messages; those SQS refuses stay ``queued`` for the sweeper (after their delay)."""
         if not messages:
             return
-        """Send the runs' messages; those SQS refuses stay ``queued`` for the sweeper (after their delay)."""
         try:
             self.queue.send(messages)
         except QueueSendError as error:
