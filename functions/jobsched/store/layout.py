@@ -329,15 +329,11 @@ def tries_value(tries: tuple[TryRecord, ...]) -> list[dict[str, Any]]:
 
 
 def tries_of(value: Any) -> tuple[TryRecord, ...]:
-    """The ``TryRecord`` s of a stored ``tries`` attribute (plain values; absent: none)."""
-    records = []
-    for entry in value or ():
-        fields = {name: entry[key] for name, key in TRY_ATTRIBUTES.items() if entry.get(key) is not None}
-        for name in ("attempt", "started_at", "finished_at", "round"):
-            if name in fields:
-                fields[name] = int(fields[name])
-        records.append(TryRecord(**fields))
-    return tuple(records)
+    """The ``TryRecord`` s of a stored ``tries`` attribute (``plain`` values: numbers already ints; absent: none)."""
+    return tuple(
+        TryRecord(**{name: entry[key] for name, key in TRY_ATTRIBUTES.items() if entry.get(key) is not None})
+        for entry in value or ()
+    )
 
 
 FAIL_OWNER = "fail_owner"
