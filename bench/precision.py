@@ -54,7 +54,6 @@ def measure_precision(
     the window holds no runs.
     """
     from jobsched.adapters.queue import RunQueue
-    from jobsched.settings import Settings
 
     rng = random.Random(seed)
     accepted: dict[tuple[str, int], int] = {}
@@ -69,9 +68,6 @@ def measure_precision(
                 accepted.setdefault((message.job_id, message.scheduled_for), at)
 
     extra = {} if lookahead_ms is None else {"dispatch_lookahead_ms": lookahead_ms}
-    effective_lookahead = extra.get(
-        "dispatch_lookahead_ms", Settings.model_fields["dispatch_lookahead_ms"].default
-    )
     lines: list[str] = []
     RunQueue.send = timed_send  # type: ignore[method-assign,assignment]
     try:
@@ -106,7 +102,7 @@ def measure_precision(
         "seconds": seconds,
         "runs_per_s": len(rows) / seconds,
         "workers": workers,
-        "lookahead_ms": effective_lookahead,
+        "lookahead_ms": settings.dispatch_lookahead_ms,
         "expected_runs": round(sum(seconds / p for p in PERIODS_S) * jobs / len(PERIODS_S)),
     }
 
