@@ -53,6 +53,15 @@ def skipped_fires_alert(job_id: str, owner: str, count: int, reason: str) -> Ale
     )
 
 
+def publish_best_effort(sink: AlertSink, alert: Alert) -> None:
+    """Publish ``alert`` on ``sink``, logging (not raising) when it cannot be: alerts are best effort, the state
+    they tell of (a run, a skipped fire) is recorded before them and never undone or blocked by them."""
+    try:
+        sink.publish(alert)
+    except Exception as error:
+        logger.error("alert not published", job_id=alert.job_id, kind=alert.kind, error=str(error))
+
+
 def dead_streak(rows: list[RunRow]) -> int:
     """How many runs in a row ended ``dead``, from the newest (``rows`` newest first): runs not finished yet
     (queued, running, retrying) and skipped ones are passed over; a succeeded run ends the streak."""
@@ -185,7 +194,4 @@ class Alerting:
         return False
 
     def _publish(self, job: Job, kind: str, subject: str, body: str) -> None:
-        try:
-            self.sink.publish(alert(kind, job.id, job.owner, subject, body))
-        except Exception as error:  # alerts are best effort: the run's state is already recorded
-            logger.error("alert not published", job_id=job.id, kind=kind, error=str(error))
+        publish_best_effort(self.sink, alert(kind, job.id, job.owner, subject, body))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobsched.clock import Clock
-from jobsched.domain.alerting import skipped_fires_alert
+from jobsched.domain.alerting import publish_best_effort, skipped_fires_alert
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, next_fire_ms
 from jobsched.domain.registration import due_entry, partition_of
@@ -130,10 +130,7 @@ class TickWrites:
         cannot be published; never when the owner is not known, as on states stored before it was kept)."""
         if self.alerts is None or job.owner is None:
             return
-        try:
-            self.alerts.publish(skipped_fires_alert(job.job_id, job.owner, count, rows[0].reason))
-        except Exception as error:  # the rows are recorded: an alert never undoes or blocks them
-            logger.error("skipped-fires alert not published", job_id=job.job_id, error=str(error))
+        publish_best_effort(self.alerts, skipped_fires_alert(job.job_id, job.owner, count, rows[0].reason))
 
     def _save_skipped(
         self,
