@@ -229,7 +229,8 @@ def measure_rush(
         missing = _missing(setup, settings, sorted(set(dispatch_at) - sent.keys()))
 
         # --- the raw rate of the same backend: conditional puts of run rows, same thread count ----------
-        raw_store = Components(settings, counting_aws(RequestLog(), "raw")).runs()
+        raw = Components(settings, counting_aws(RequestLog(), "raw"))
+        raw_store = raw.runs()
         now_ms = clock()
         raw_items = [
             new_run(f"j_raw{i:08d}", midnight, now_ms=now_ms, retention_days=settings.retention_days)
@@ -242,7 +243,6 @@ def measure_rush(
         # For the analysis: the same backend's rates of the tick's other requests, on the same threads: the two
         # reads every run needs (the due index, by full pages; the job's scheduling state, consistently, 100 a
         # request), the fenced move of a job (a sample of the non-jittered jobs, now due tomorrow), a batch send.
-        raw = Components(settings, counting_aws(RequestLog(), "raw"))
         due_read_rate, state_read_rate = _read_rates(
             raw.jobs(), sorted(plain_ids), midnight, settings, threads
         )
