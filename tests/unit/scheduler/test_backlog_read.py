@@ -8,6 +8,8 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from jobsched.domain.planning import TickLimits
 from jobsched.ports.jobs import DueQuery, Move
 from tests.support.scheduler import throttled
@@ -135,13 +137,25 @@ def test_an_entry_written_behind_a_backlog_is_not_passed_by_the_watermark(harnes
     assert a.scheduler.watermark > bucket
 
 
-def test_the_look_behind_waits_while_a_backlog_drains(harness: Any) -> None:
-    # Given 100 jobs due at T0 and a new leader's first tick 29 s later, just before the bucket's middle (when
-    # the look-behind reads the buckets behind the watermark again)
-    harness.add_many(100, "every 1 hour")
+@pytest.mark.parametrize(
+    ("jobs", "limits", "due"),
+    [
+        # a backlog left: 100 jobs, ticks of 30, pages of 50 (the first tick reads all, plans 30)
+        (100, LIMITS, [30, 30, 30, 10, 0]),
+        # the third tick takes the last of the backlog and is still full, leaving nothing (one read of all 90)
+        (90, TickLimits(max_jobs=30, page_size=1000, threads=2), [30, 30, 30, 0, 0]),
+    ],
+    ids=["while a backlog drains", "after the last full tick"],
+)
+def test_the_look_behind_waits_while_a_backlog_drains_and_for_a_tick_after_the_last_full_one(
+    harness: Any, jobs: int, limits: TickLimits, due: list[int]
+) -> None:
+    # Given jobs due at T0 and a new leader's first tick 29 s later, just before the bucket's middle (when the
+    # look-behind reads the buckets behind the watermark again)
+    harness.add_many(jobs, "every 1 hour")
     bucket = harness.T0 // (harness.settings.due_bucket_s * 1000)
     harness.clock.now_ms = harness.T0 + 28_000
-    a = harness.contender(limits=LIMITS)
+    a = harness.contender(limits=limits)
 
     # When it ticks once a second through the middle of the bucket while it takes the backlog
     behind, results = [], []
@@ -150,9 +164,9 @@ def test_the_look_behind_waits_while_a_backlog_drains(harness: Any) -> None:
         results += harness.run_seconds(a, 1)
         behind.append(_queries_before(a, bucket) - before)
 
-    # Then the first tick looked behind (a new leader), the ticks taking its backlog did not, and the first
-    # tick after it did (the period's look-behind, postponed, not dropped)
-    assert [r.due for r in results] == [30, 30, 30, 10, 0]
+    # Then the first tick looked behind (a new leader), the ticks taking the backlog or full did not, and the
+    # first tick after them did (the period's look-behind, postponed, not dropped)
+    assert [r.due for r in results] == due
     shards = harness.settings.due_shards
     assert behind == [5 * shards, 0, 0, 0, 5 * shards]
 
@@ -177,23 +191,3 @@ def test_a_look_behind_postponed_for_its_width_runs_even_in_a_backlog(harness: A
     assert looked[0] == (0, 2)
     second, due = looked[1]
     assert due == 2 and 5 * 60 - 60 <= second <= 5 * 60 + 60, looked
-
-
-def test_the_look_behind_waits_for_a_tick_after_the_last_full_one(harness: Any) -> None:
-    # Given 90 jobs due at T0, ticks of 30 and one read of all of them: the third tick takes the last of the
-    # backlog and is still full, leaving nothing
-    harness.add_many(90, "every 1 hour")
-    bucket = harness.T0 // (harness.settings.due_bucket_s * 1000)
-    harness.clock.now_ms = harness.T0 + 28_000
-    a = harness.contender(limits=TickLimits(max_jobs=30, page_size=1000, threads=2))
-
-    behind, results = [], []
-    for _ in range(5):
-        before = _queries_before(a, bucket)
-        results += harness.run_seconds(a, 1)
-        behind.append(_queries_before(a, bucket) - before)
-
-    # Then the look-behind of the bucket's middle waits for the first tick after one that was not full
-    assert [r.due for r in results] == [30, 30, 30, 0, 0]
-    shards = harness.settings.due_shards
-    assert behind == [5 * shards, 0, 0, 0, 5 * shards]
