@@ -133,6 +133,7 @@ def test_a_run_that_is_not_dead_or_skipped_is_409(http, status):
 
     assert reply.status == 409 and reply.error["code"] == "conflict"
     assert f"is {status}; only a dead or skipped run can be retried" in reply.error["message"]
+    assert "retry-after" not in reply.headers  # final: asking again cannot succeed
     assert http.backend.runs.get(job["id"], at).status is RunStatus(status)
 
 
@@ -147,7 +148,9 @@ def test_a_dead_run_still_owing_its_alert_and_a_summary_of_skipped_fires_are_409
     second = http("POST", f"/jobs/{job['id']}/runs/{job['id']}@{at}/retry")
 
     assert first.status == 409 and "notification is still being sent" in first.error["message"]
+    assert first.headers["retry-after"] == "60"  # temporary: the notification goes out within a minute
     assert second.status == 409 and "stands for 12 skipped fires" in second.error["message"]
+    assert "retry-after" not in second.headers
 
 
 def test_a_second_retry_without_a_key_is_409_and_with_the_same_key_replays(http):
