@@ -47,6 +47,7 @@ from jobsched.api.exceptions import (
     JobNotFound,
     NameConflict,
     PayloadTooLarge,
+    RunNotRetryable,
     Unauthorized,
 )
 from jobsched.api.validation import describe
@@ -218,6 +219,12 @@ def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callab
     @app.exception_handler(RequestValidationError)
     def _request_validation(error: RequestValidationError) -> ErrorResponse:
         return validation_error_response(error)
+
+    @app.exception_handler(RunNotRetryable)
+    def _not_retryable(error: RunNotRetryable) -> ErrorResponse:
+        wait = error.retry_after_s
+        headers = None if wait is None else {"Retry-After": str(wait)}
+        return error_response(HTTPStatus.CONFLICT, "conflict", error.message, headers=headers)
 
     @app.exception_handler(Unauthorized)
     def _unauthorized(error: Unauthorized) -> ErrorResponse:

@@ -74,8 +74,16 @@ class ConcurrentChange(ApiProblem):
     """The job kept changing under a read-modify-write (409); the caller may retry."""
 
 
-class RunNotRetryable(ConcurrentChange):
-    """A re-run of a run that is not ``dead`` or ``skipped`` (409), or cannot be re-run as one run."""
+class RunNotRetryable(ApiProblem):
+    """A re-run of a run that is not ``dead`` or ``skipped`` (409), or cannot be re-run as one run.
+
+    ``retry_after_s``: seconds after which the same request may succeed when the refusal is temporary (a dead
+    run whose notification is still being sent), answered as ``Retry-After``; None when it is final (no
+    ``Retry-After``: asking again cannot succeed)."""
+
+    def __init__(self, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class PayloadTooLarge(ApiProblem):

@@ -113,7 +113,7 @@ def _retry(
         raise RunNotFound(job_id, run_id)
     if not result.done:
         if key_digest is None or row.rerun_key != key_digest:
-            raise RunNotRetryable(_refusal(row))
+            raise _refusal(row)
         logger.info("run retry replayed from its key", run_id=run_id)
     detail = run_detail(row)
     if row.status is RunStatus.QUEUED:
@@ -127,18 +127,27 @@ def _retry(
     return detail
 
 
-def _refusal(row: RunRow) -> str:
-    """Why ``row`` cannot be re-run (the 409's message)."""
+NOTIFICATION_WAIT_S = 60
+"""How long to wait before asking again to re-run a dead run whose notification is still being sent: the sweeper
+sends owed notifications on its next pass, and it is started once a minute."""
+
+
+def _refusal(row: RunRow) -> RunNotRetryable:
+    """Why ``row`` cannot be re-run (the 409), temporary (with ``retry_after_s``) only while a dead run's
+    notification is still being sent."""
     if row.status is RunStatus.DEAD:
-        return (
-            f"run {row.run_id} is dead but its dead-run notification is still being sent; retry in a minute"
+        return RunNotRetryable(
+            f"run {row.run_id} is dead but its dead-run notification is still being sent; retry in a minute",
+            retry_after_s=NOTIFICATION_WAIT_S,
         )
     if row.status is RunStatus.SKIPPED:
-        return (
+        return RunNotRetryable(
             f"run {row.run_id} stands for {row.skipped_count} skipped fires through its skipped_through; "
             "only one run can be retried"
         )
-    return f"run {row.run_id} is {row.status.value}; only a dead or skipped run can be retried"
+    return RunNotRetryable(
+        f"run {row.run_id} is {row.status.value}; only a dead or skipped run can be retried"
+    )
 
 
 def _digest(owner: str, idempotency_key: str) -> str:
