@@ -211,3 +211,19 @@ def test_a_resume_starts_a_new_streak_so_the_next_dead_run_does_not_pause_the_jo
     # Then the job is not paused again: one dead run in the new streak is below its threshold of 2
     assert f.jobs.get(f.job.id).job.paused is False
     assert f.kinds() == ["auto_paused"]
+
+
+def test_a_dead_run_far_below_the_thresholds_reads_no_audit_events() -> None:
+    # Given a policy acting at 3 dead runs and a history with a single dead run
+    f = Fixture(after_consecutive_failures=3, pause_after_consecutive_dead=5)
+    f.ended(2, RunStatus.SUCCEEDED)
+    f.ended(1, RunStatus.DEAD)
+    reads = []
+    list_events = f.jobs.list_events
+    f.jobs.list_events = lambda *args, **kwargs: reads.append(args) or list_events(*args, **kwargs)  # type: ignore[method-assign]
+
+    # When the dead run's policy is applied
+    f.alerting.dead(f.job, "run-1")
+
+    # Then no streak can reach a threshold, so the job's events (where a resume would be found) are not read
+    assert reads == [] and f.kinds() == []
