@@ -113,11 +113,19 @@ class Alerting:
     def dead(self, job: Job, run_id: str) -> None:
         """After a run of ``job`` ended dead: the ``failures`` alert when the streak of dead runs reaches the
         policy's ``after_consecutive_failures``, and the automatic pause (with one ``auto_paused`` alert) once
-        it reaches ``pause_after_consecutive_dead``."""
+        it reaches ``pause_after_consecutive_dead``. Reads the job's recent runs, and its recent events (for the
+        last resume) only when the runs hold enough dead ones to reach a threshold."""
         policy = job.alerts
         if policy.after_consecutive_failures is None and policy.pause_after_consecutive_dead is None:
             return
         rows = self.runs.list_for_job(job.id, STREAK_WINDOW)[0]
+        thresholds = [
+            t
+            for t in (policy.after_consecutive_failures, policy.pause_after_consecutive_dead)
+            if t is not None
+        ]
+        if sum(row.status is RunStatus.DEAD for row in rows) < min(thresholds):
+            return  # no streak among these rows can reach a threshold: skip reading the job's events
         resumed_at = self._resumed_at(job.id)
         if resumed_at is not None:  # a resume starts a new streak: runs that ended before it do not count
             rows = [row for row in rows if (row.finished_at or row.scheduled_for) >= resumed_at]
