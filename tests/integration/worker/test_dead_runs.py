@@ -5,6 +5,7 @@ not) run on the fakes: tests/unit/worker/test_dead_runs.py."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import RerunRequest, run_id
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
+from jobsched.store.runs import RunStore
 from tests.support.worker import Kit
 
 from .conftest import T0
@@ -141,3 +143,16 @@ def test_a_skipped_run_its_owner_re_runs_is_not_alerted_late(kit: Kit) -> None:
     assert kit.deliver(job) == Outcome.SUCCEEDED
     # Then no "late" alert: it starts when its owner asked
     assert kit.drain(queue) == []
+
+
+def test_a_jobs_history_is_read_consistently(kit: Kit, runs: RunStore) -> None:
+    # A dead-run streak (domain.alerting) is counted from the job's history just after the run's own write:
+    # read eventually consistent, two runs of one job dying at once could each miss the other's write and
+    # neither send the ``failures`` alert.
+    queries: list[dict[str, Any]] = []
+    client = kit.aws.dynamodb_resource.meta.client
+    client.meta.events.register("before-call.dynamodb.Query", lambda params, **_: queries.append(params))
+
+    runs.list_for_job("j_0000000000000000000a", 10)
+
+    assert [query.get("ConsistentRead") for query in queries] == [True]
