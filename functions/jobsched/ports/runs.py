@@ -674,7 +674,8 @@ class RunHistory(Protocol):
         self, job_id: str, limit: int, where: RunFilter = EVERY_RUN, before_ms: int | None = None
     ) -> tuple[list[RunRow], int | None]:
         """A page of the job's runs kept by ``where``, newest first, older than ``before_ms``; and the last row's
-        ``scheduled_for`` when more may follow (else None)."""
+        ``scheduled_for`` when more may follow (else None). Read strongly consistent: a dead-run streak counted
+        just after a run's own write (``domain.alerting``) sees every run recorded before it."""
         ...
 
     def list_failed(

@@ -125,10 +125,10 @@ class RunStore:
     def list_for_job(
         self, job_id: str, limit: int, where: RunFilter = EVERY_RUN, before_ms: int | None = None
     ) -> tuple[list[RunRow], int | None]:
-        """``RunHistory.list_for_job``: one Query of the job's partition, newest first, until ``limit + 1``
-        matching items (a filter on status or kind may read more)."""
+        """``RunHistory.list_for_job``: one Query of the job's partition, newest first, strongly consistent,
+        until ``limit + 1`` matching items (a filter on status or kind may read more)."""
         condition = Key("job_id").eq(job_id)
-        rows = self._query_newest({}, condition, where, before_ms, limit)
+        rows = self._query_newest({"ConsistentRead": True}, condition, where, before_ms, limit)
         return [run_row(r) for r in rows[:limit]], (
             rows[limit - 1]["scheduled_for"] if len(rows) > limit else None
         )
