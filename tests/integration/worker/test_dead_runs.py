@@ -151,7 +151,9 @@ def test_a_jobs_history_is_read_consistently(kit: Kit, runs: RunStore) -> None:
     # neither send the ``failures`` alert.
     queries: list[dict[str, Any]] = []
     client = kit.aws.dynamodb_resource.meta.client
-    client.meta.events.register("before-parameter-build.dynamodb.Query", lambda params, **_: queries.append(params))
+    client.meta.events.register(
+        "before-parameter-build.dynamodb.Query", lambda params, **_: queries.append(params)
+    )
 
     runs.list_for_job("j_0000000000000000000a", 10)
 
