@@ -379,3 +379,28 @@ def test_fires_recorded_skipped_alert_the_owner_when_the_job_asks(harness: Any, 
     (alert,) = alerts.published
     assert (alert.kind, alert.job_id, alert.owner) == ("skipped", job.id, job.owner)
     assert f"{result.skipped} fire(s)" in alert.subject and "backfill" in alert.body
+
+
+def test_a_skipped_fires_alert_goes_out_after_the_ticks_runs_are_sent(harness: Any) -> None:
+    # Given a job that skips the fires it missed and alerts its owner, and a job due now in the same tick
+    harness.add("every 1 minute", missed="skip", misfire_grace_s=5, alerts={"on_skipped": True})
+    harness.clock.advance(600_000)  # ten fires missed while no scheduler ran
+    on_time = harness.add("every 1 second")
+    sent_before_alert: list[int] = []
+
+    class Sink:
+        """Notes how many sends the tick had made when the alert was published (SNS answers in tens of ms,
+        and up to its call bounds when it is down: an alert published first holds every run of the tick)."""
+
+        def publish(self, _alert: Any) -> None:
+            sent_before_alert.append(contender.recorder.count("send"))
+
+    contender = harness.contender(alerts=Sink())
+
+    (result,) = harness.run_seconds(contender, 1)
+
+    assert result.skipped >= 10 and result.created >= 1
+    assert any(
+        m.job_id == on_time.id for call in contender.recorder.calls if call[0] == "send" for m in call[1][0]
+    )
+    assert sent_before_alert == [contender.recorder.count("send")]
