@@ -11,7 +11,8 @@ One :class:`Scheduler` serves one scheduler partition. Its :meth:`Scheduler.tick
 2. reads the due jobs' scheduling items consistently (one BatchGetItem per 100 jobs, in parallel; an entry the item no
    longer matches is stale and left alone) and plans each job's fires (:func:`plan_fires`): the policy for
    missed fires, the catch-up window, the misfire grace, ``end_at``, one-offs and the jitter offset;
-3. records skipped fires as ``skipped`` rows (one each, or one summary row with ``skipped_count``); a run gets
+3. records skipped fires as ``skipped`` rows (one each, or one summary row with ``skipped_count``; the owners who
+   ask are alerted at the end of the tick, once its runs are sent and its jobs moved); a run gets
    no row here: its message is its record until a worker's claim creates the row on the unique
    ``(job_id, scheduled_for)`` (design §4.2);
 4. enqueues the runs' messages in SQS batches of 10, oldest dispatch instant first;
@@ -240,6 +241,7 @@ class Scheduler(TickWrites):
             raise RuntimeError("tick() before on_leadership(): no watermark loaded")
         result = TickResult(now=now_ms, term=0)
         self._stale = set()
+        works: list[JobWork] = []
         try:
             result.term = guard.check()
             reads = self._read_due(now_ms, result)
@@ -254,6 +256,9 @@ class Scheduler(TickWrites):
         except LeaseLost as lost:
             result.aborted = True
             logger.warning("tick aborted: lease lost", partition=self.partition, reason=str(lost))
+        # After the runs are sent and the jobs moved (a slow publish never holds them); the skipped rows a tick
+        # saved stand even when it lost its lease, so their owners still hear of them.
+        self._alert_skipped(works)
         result.watermark = self._watermark
         if result.due or result.errors or result.aborted or result.malformed:
             logger.info(

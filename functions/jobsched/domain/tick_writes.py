@@ -35,13 +35,14 @@ if TYPE_CHECKING:
 
 @dataclass
 class JobWork:
-    """One due job's progress through a tick."""
+    """One due job's progress through a tick; ``skipped``: the fires this tick recorded skipped for it."""
 
     plan: FirePlan
     to_send: list[RunMessage] = field(default_factory=list)
     new_runs: set[int] = field(default_factory=set)
     failed: bool = False
     sent: bool = True
+    skipped: int = 0
 
 
 class TickWrites:
@@ -115,8 +116,7 @@ class TickWrites:
                 work.failed = True
                 logger.warning("run save failed", job_id=job.job_id, error=str(error))
             finally:
-                if counts["skipped"] and job.alert_on_skipped:
-                    self._alert_skipped(job, counts["skipped"], plan.skipped)
+                work.skipped = counts["skipped"]
                 with lock:
                     result.created += counts["created"]
                     result.existing += counts["existing"]
@@ -125,12 +125,19 @@ class TickWrites:
 
         self._run_all(save, works)
 
-    def _alert_skipped(self, job: DueJob, count: int, rows: tuple[SkipRow, ...]) -> None:
-        """The owner's ``skipped`` alert for the fires this tick recorded skipped (best effort: logged when it
-        cannot be published; never when the owner is not known, as on states stored before it was kept)."""
-        if self.alerts is None or job.owner is None:
+    def _alert_skipped(self, works: list[JobWork]) -> None:
+        """Each owner's ``skipped`` alert for the fires this tick recorded skipped, for the jobs that ask for it.
+        Called once the tick's runs are sent and its jobs moved, so a slow or failing publish never holds them;
+        best effort (logged when it cannot be published; never when the owner is not known, as on states stored
+        before it was kept)."""
+        alerts = self.alerts
+        if alerts is None:
             return
-        publish_best_effort(self.alerts, skipped_fires_alert(job.job_id, job.owner, count, rows[0].reason))
+        for work in works:
+            job = work.plan.job
+            if work.skipped and job.alert_on_skipped and job.owner is not None:
+                reason = work.plan.skipped[0].reason
+                publish_best_effort(alerts, skipped_fires_alert(job.job_id, job.owner, work.skipped, reason))
 
     def _save_skipped(
         self,

@@ -404,3 +404,32 @@ def test_a_skipped_fires_alert_goes_out_after_the_ticks_runs_are_sent(harness: A
         m.job_id == on_time.id for call in contender.recorder.calls if call[0] == "send" for m in call[1][0]
     )
     assert sent_before_alert == [contender.recorder.count("send")]
+
+
+def test_a_tick_that_loses_its_lease_after_saving_skipped_fires_still_alerts_their_owner_once(
+    harness: Any,
+) -> None:
+    from jobsched.memory.queue import MemoryAlerts
+    from tests.unit.scheduler.test_fencing import takeover
+
+    # Given a job that skips the fires it missed and alerts its owner, and a leader that stalls right after
+    # saving the skipped row while a standby takes its lease over
+    job = harness.add("every 1 minute", missed="skip", misfire_grace_s=5, alerts={"on_skipped": True})
+    harness.clock.advance(600_000)
+    alerts = MemoryAlerts()
+    a = harness.contender("a", alerts=alerts, limits=TickLimits(threads=1))
+    stalled: list[Any] = []
+
+    def stall(*_: Any, **__: Any) -> None:
+        if not stalled:
+            stalled.append(None)
+            stalled.append(takeover(harness, a))
+
+    a.recorder.after["put_new"] = stall
+
+    (result,) = harness.run_seconds(a, 1)
+
+    # Then its tick stops at its next write, and the skipped rows it saved are told of, once
+    assert result.aborted and result.skipped >= 1
+    (alert,) = alerts.published
+    assert (alert.kind, alert.job_id) == ("skipped", job.id) and f"{result.skipped} fire(s)" in alert.subject
