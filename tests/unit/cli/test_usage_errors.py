@@ -20,7 +20,7 @@ NO_ENV: dict[str, str | None] = {"JOBSCHED_API": None, "JOBSCHED_TOKEN": None, "
         (["runs", "--all", "--limit", "-3"], "--limit"),
         (["jobs", "events", "ledger", "--limit", "0"], "--limit"),
         (["jobs", "list", "--colour"], "--colour"),
-        (["jobs", "get"], "JOB"),
+        (["jobs", "get"], "job"),
         (["next", "0 2 * * *", "--count", "many"], "--count"),
     ],
     ids=["limit 0", "limit abc", "runs limit -3", "events limit 0", "unknown option", "missing JOB", "count"],
