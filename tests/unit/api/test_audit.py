@@ -148,3 +148,18 @@ def test_a_patch_that_pauses_or_resumes_is_recorded_as_a_pause_or_a_resume(http)
         ("resumed", http.alice, {"fields": ["paused", "timeout_s"]}),
         ("paused", http.carol, {"fields": ["paused"]}),
     ]
+
+
+def test_a_delete_is_listed_first_after_changes_stamped_later_in_the_same_millisecond(http):
+    # Given: two edits in one millisecond (the second is stamped a millisecond on, so that it sorts after the first)
+    job = http.create()
+    for n in (2, 3):
+        assert http("PATCH", f"/jobs/{job['id']}", body={"input": {"n": n}}).status == 200
+
+    # When: the job is deleted in that same millisecond
+    assert http("DELETE", f"/jobs/{job['id']}").status == 204
+
+    # Then: the events, newest first, start with the deletion, and no event is later than it
+    events = http("GET", f"/jobs/{job['id']}/events").body["items"]
+    assert [event["kind"] for event in events] == ["deleted", "updated", "updated", "created"], events
+    assert events[0]["at"] == max(event["at"] for event in events)
