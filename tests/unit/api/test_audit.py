@@ -163,3 +163,14 @@ def test_a_delete_is_listed_first_after_changes_stamped_later_in_the_same_millis
     events = http("GET", f"/jobs/{job['id']}/events").body["items"]
     assert [event["kind"] for event in events] == ["deleted", "updated", "updated", "created"], events
     assert events[0]["at"] == max(event["at"] for event in events)
+
+
+def test_a_pause_reason_with_a_unicode_line_break_or_c1_control_is_a_400_naming_reason(http):
+    # A reason is "one line of text, without control characters" (it is shown in tables, alerts and the terminal):
+    # NEL (U+0085) and LINE/PARAGRAPH SEPARATOR break lines, and C1 controls such as CSI (U+009B) drive terminals.
+    job = http.create()
+    for reason in ("first\x85second", "first\u2028second", "first\u2029second", "\x9b31mred"):
+        reply = http("POST", f"/jobs/{job['id']}/pause", body={"reason": reason})
+        assert reply.status == 400, (reason, reply.body)
+        assert reply.error["field"] == "reason", reply.error
+    assert http("GET", f"/jobs/{job['id']}").body["paused"] is False
