@@ -433,7 +433,10 @@ class JobService:
         stored = self._load(owner, job_id)
         now_ms = self.clock()
         version = (stored.state.version or 0) + 1 if stored.state else 1
-        event = self.audit.change(job_id, now_ms, version, JobEventKind.DELETED, actor or owner)
+        # after the job's last change, as ``_rewrite`` stamps a change: an edit of this millisecond (or of an API
+        # environment whose clock runs ahead) may be stamped later than this request's clock
+        at_ms = max(now_ms, to_ms(stored.job.updated_at) + 1)
+        event = self.audit.change(job_id, at_ms, version, JobEventKind.DELETED, actor or owner)
         try:
             self.jobs.delete(
                 stored.job,
