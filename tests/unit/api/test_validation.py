@@ -550,3 +550,24 @@ def test_a_body_wrapped_in_a_json_array_is_refused_not_unwrapped(http):
         }
     assert http("GET", f"/jobs/{job['id']}").body == job
     assert http("GET", "/jobs").body["items"] == [job]
+
+
+@pytest.mark.parametrize("text", ["1772445600", "1872445600000", "-1", "1.5e9"])
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/jobs", lambda text: _with(start_at=text), "start_at"),
+        ("POST", "/jobs", lambda text: _with(end_at=text), "end_at"),
+        ("PATCH", "/jobs/{id}", lambda text: {"end_at": text}, "end_at"),
+        ("POST", "/jobs/{id}/backfill", lambda text: {"start": text, "end": "2026-03-02T00:00:00Z"}, "start"),
+    ],
+    ids=["create start_at", "create end_at", "patch end_at", "backfill start"],
+)
+def test_an_instant_given_as_a_string_of_digits_is_a_400_naming_it(http, text, method, path, body, field):
+    # Instants are ISO 8601 date-times with an offset; a JSON number is refused, and so must a number in a string
+    # be, rather than read as epoch seconds (or milliseconds, by pydantic's rule on the number's size)
+    job = http.create("existing")
+
+    reply = http(method, path.format(id=job["id"]), body=body(text))
+
+    assert reply.status == 400 and reply.error["field"] == field, reply.body
