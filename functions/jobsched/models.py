@@ -102,14 +102,24 @@ class _Strict(BaseModel):
 
 def _instant_text(value: Any, info: ValidationInfo) -> Any:
     """An instant is an ISO 8601 string (or, from Python, a datetime): never a number pydantic would read as
-    epoch seconds, which the API's schema (``format: date-time``) does not offer."""
-    if isinstance(value, int | float):
+    epoch seconds (or milliseconds, past 2e10), which the API's schema (``format: date-time``) does not offer,
+    whether a JSON number or a number in a string (``"1772445600"``, as a query parameter always is)."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _is_number(value)):
         raise PydanticCustomError(
             "datetime_type",
             "{field} must be an ISO 8601 date-time string with an offset, e.g. 2026-12-04T18:00:00Z",
             {"field": info.field_name or "the instant"},
         )
     return value
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` reads as a number (``float`` takes it: ``1772445600``, ``-1``, ``1.5e9``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _whole_number(value: Any) -> Any:
