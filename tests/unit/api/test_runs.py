@@ -132,3 +132,12 @@ def test_a_filter_a_job_s_run_listing_does_not_take_is_a_400_naming_it_not_ignor
         reply = http("GET", f"/jobs/{job['id']}/runs", query={name: value})
         assert reply.status == 400 and reply.error["field"] == name, (name, reply.body)
 
+
+def test_a_body_sent_to_trigger_is_a_400_not_ignored(http):
+    # A trigger is one run now: a body asking for another instant must not be dropped and the run made now
+    job = http.create()
+
+    reply = http("POST", f"/jobs/{job['id']}/trigger", body={"scheduled_for": "2030-01-01T00:00:00Z"})
+
+    assert reply.status == 400 and reply.error["field"] in ("body", "scheduled_for"), reply.body
+    assert http.backend.queue.sent == []
