@@ -571,3 +571,17 @@ def test_an_instant_given_as_a_string_of_digits_is_a_400_naming_it(http, text, m
     reply = http(method, path.format(id=job["id"]), body=body(text))
 
     assert reply.status == 400 and reply.error["field"] == field, reply.body
+
+
+@pytest.mark.parametrize("zone", ["UTC\n", " Europe/Berlin", "Europe/Berlin\t", "\u00a0UTC"])
+def test_a_timezone_with_whitespace_around_it_is_a_400_naming_timezone_not_stored_as_given(http, zone):
+    # Time zones are IANA names only: 'UTC\n' is not one. Accepting it (the check strips it) stores and returns a
+    # zone name that the console, the CLI and any other reader of the job cannot use as given
+    job = http.create("existing")
+
+    created = http("POST", "/jobs", body=_with(timezone=zone))
+    patched = http("PATCH", f"/jobs/{job['id']}", body={"timezone": zone})
+
+    for reply in (created, patched):
+        assert reply.status == 400 and reply.error["field"] == "timezone", reply.body
+    assert http("GET", f"/jobs/{job['id']}").body["timezone"] == "UTC"
