@@ -585,3 +585,19 @@ def test_a_timezone_with_whitespace_around_it_is_a_400_naming_timezone_not_store
     for reply in (created, patched):
         assert reply.status == 400 and reply.error["field"] == "timezone", reply.body
     assert http("GET", f"/jobs/{job['id']}").body["timezone"] == "UTC"
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    ["every \u0665 minutes", "rate(\u0665 minutes)", "daily \u0660\u0662:00", "every \uff15 minutes"],
+    ids=["every arabic-indic", "rate arabic-indic", "daily arabic-indic", "every fullwidth"],
+)
+def test_a_rate_or_daily_schedule_with_non_ascii_digits_is_a_400_as_a_cron_one_is(http, schedule):
+    # cron fields refuse digits other than 0-9; rates and daily times must too (Python's \d and int() take any
+    # Unicode digit): the stored expression is read by the console and other tools that know ASCII digits only
+    cron = http("POST", "/jobs", body=_with(name="cron", schedule="\u0665 2 * * *"))
+    reply = http("POST", "/jobs", body=_with(schedule=schedule))
+
+    assert cron.status == 400 and cron.error["code"] == "invalid_schedule", cron.body
+    assert reply.status == 400 and reply.error["code"] == "invalid_schedule", reply.body
+    assert reply.error["field"] == "schedule"
