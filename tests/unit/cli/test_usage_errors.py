@@ -33,3 +33,27 @@ def test_a_usage_error_found_by_the_parser_is_one_line_and_exit_2(args: list[str
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ") and named in lines[0], lines[0]
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("--since", "5x"), "--since"),
+        (("--since", "yesterday"), "--since"),
+        (("--until", "2026-03-02T10:00:00"), "--until"),  # no offset
+        (("--status", "exploded"), "--status"),
+        (("--kind", "sometimes"), "--kind"),
+    ],
+)
+@pytest.mark.parametrize("which", [("--all",), ("ledger",)], ids=["runs --all", "runs JOB"])
+def test_a_bad_runs_filter_is_a_usage_error_naming_the_option(cli, which, args, option) -> None:
+    # As `runs retry --status dead --since yesterday` is (exit 2 naming --since), before any call; not the API's
+    # 400 about `since` and exit 1
+    cli("jobs", "create", "--name", "ledger", "--schedule", "0 2 * * *", "--command", "echo")
+
+    result = cli("runs", *which, *args)
+
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"error: {option}"), result.stderr
+    assert result.stdout == ""
