@@ -159,7 +159,9 @@ class JobService:
         outcome = self._keys().run(
             owner,
             idempotency_key,
-            {"op": "create_job", "body": request.model_dump(mode="json", exclude_unset=True)},
+            # every field, defaults included: bodies giving a default or leaving it out are one request, as the
+            # repeat without a key (``Job.spec_fingerprint``) takes them
+            {"op": "create_job", "body": request.model_dump(mode="json")},
             lambda: self._create_record(owner, request, actor),
         )
         return CreateResult(
