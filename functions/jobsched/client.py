@@ -201,7 +201,15 @@ class JobschedClient:
         response = self.request(method, path, **kwargs)
         if response.status_code == 204 or not response.content:
             return {}
-        body = response.json()
+        try:
+            body = response.json()
+        except ValueError:  # another web server's page: say so as any failed call does
+            text = " ".join(response.text.split())[:80]
+            raise ApiError(
+                response.status_code,
+                "not_json",
+                f"the answer is not JSON ({text!r}): is {self.base_url} the jobsched API?",
+            ) from None
         return body if isinstance(body, dict) else {"items": body}
 
     # --- jobs -------------------------------------------------------------------------------

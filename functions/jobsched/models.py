@@ -102,14 +102,24 @@ class _Strict(BaseModel):
 
 def _instant_text(value: Any, info: ValidationInfo) -> Any:
     """An instant is an ISO 8601 string (or, from Python, a datetime): never a number pydantic would read as
-    epoch seconds, which the API's schema (``format: date-time``) does not offer."""
-    if isinstance(value, int | float):
+    epoch seconds (or milliseconds, past 2e10), which the API's schema (``format: date-time``) does not offer,
+    whether a JSON number or a number in a string (``"1772445600"``, as a query parameter always is)."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _is_number(value)):
         raise PydanticCustomError(
             "datetime_type",
             "{field} must be an ISO 8601 date-time string with an offset, e.g. 2026-12-04T18:00:00Z",
             {"field": info.field_name or "the instant"},
         )
     return value
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` reads as a number (``float`` takes it: ``1772445600``, ``-1``, ``1.5e9``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _whole_number(value: Any) -> Any:
@@ -146,8 +156,10 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[ \t]*[\x21-\x7e])*)?")
 """RFC 9110 section 5.5 field value, ASCII only (httpx encodes header values as ASCII): visible characters
 with inner spaces or tabs; no CR/LF or other control characters, no leading or trailing whitespace."""
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-"""C0 control characters and DEL (CR, LF, tab, NUL, ...)."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0 control characters, DEL and C1 control characters (CR, LF, tab, NUL, NEL U+0085, CSI U+009B, ...), and the
+LINE and PARAGRAPH SEPARATORs (U+2028, U+2029): what breaks a line of text or drives a terminal (Unicode
+category Cc, and the line breaks of Unicode's ``splitlines``)."""
 _HOST_LABEL = re.compile(r"(?:[A-Za-z0-9_-]|[^\x00-\x7f])+")
 _NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*", re.IGNORECASE)
 # (all four are used with fullmatch: "$" would let a trailing newline through)
@@ -654,7 +666,9 @@ class PauseRequest(_Strict):
         min_length=1,
         max_length=MAX_REASON_CHARS,
         description="why, one line of text; shown on the job while it is paused",
-        json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f]*[^\s\x7f][^\x00-\x1f\x7f]*$"},
+        json_schema_extra={
+            "pattern": r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*[^\s\x7f-\x9f][^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+        },
     )
 
     @field_validator("reason")

@@ -830,9 +830,10 @@ MAX_RATE_INTERVAL_S = 3650 * 86400
 """Longest rate interval: 3650 days (about 10 years). jobsched's own bound (EventBridge documents none): a
 longer interval is a one-off in disguise, and unbounded counts overflow date arithmetic."""
 _MAX_COUNT_DIGITS = 12
-_RATE = re.compile(r"^rate\s*\(\s*(?P<count>\d+)\s+(?P<unit>second|minute|hour|day)s?\s*\)$")
-_EVERY = re.compile(r"^every\s+(?:(?P<count>\d+)\s+)?(?P<unit>second|minute|hour|day)s?$")
-_DAILY = re.compile(r"^daily\s+(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?$")
+# ASCII digits only, as in cron fields ([0-9]: Python's \d and int() take any Unicode digit)
+_RATE = re.compile(r"^rate\s*\(\s*(?P<count>[0-9]+)\s+(?P<unit>second|minute|hour|day)s?\s*\)$")
+_EVERY = re.compile(r"^every\s+(?:(?P<count>[0-9]+)\s+)?(?P<unit>second|minute|hour|day)s?$")
+_DAILY = re.compile(r"^daily\s+(?P<hour>[0-9]{1,2}):(?P<minute>[0-9]{2})(?::(?P<second>[0-9]{2}))?$")
 _AT = re.compile(r"^at\s*\(.*\)$|^at\s+\S")
 
 

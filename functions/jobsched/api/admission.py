@@ -2,7 +2,8 @@
 
 In order: the caller's identity -> owner (``Unauthorized``, 401), the body's size (``PayloadTooLarge``, 413,
 above ``Settings.api_max_body_bytes``), a body that is JSON text (``InvalidInput``, 400: this API takes no
-form data and no other encoding than UTF-8). They come first so that an unauthenticated or oversized request
+form data and no other encoding than UTF-8), a query parameter or a body the route does not take (``InvalidInput``,
+400 naming it: ``jobsched.api.routes``). They come first so that an unauthenticated or oversized request
 is refused before its body is parsed. Also here: :func:`parse_json_body`, the resolver's JSON parser, which
 turns JSON Python cannot read into a 400 instead of a 500.
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.middlewares import BaseMiddlewareHandler, NextMiddleware
 
+from jobsched.api import routes
 from jobsched.api.auth import Authenticator
 from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
 from jobsched.settings import Settings
@@ -70,7 +72,8 @@ class Admission(BaseMiddlewareHandler):
 
     ``api`` returns the current wiring (read per request, so tests and local mode can swap it). Raises
     ``Unauthorized`` (no or bad credentials), then ``PayloadTooLarge`` (body over
-    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body that is not JSON text, or a JSON array); on success the
+    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body that is not JSON text, or a JSON array; a query
+    parameter or a body the route does not take); on success the
     owner is in ``app.context["owner"]``, the actor in ``app.context["actor"]`` and the idempotency layer knows the Lambda context.
     """
 
@@ -101,9 +104,28 @@ class Admission(BaseMiddlewareHandler):
         if _is_array(text):
             # Powertools' body validation takes the one object of ``[{...}]`` as the body: refuse it here
             raise InvalidInput("body", "request body must be a JSON object")
+        _refuse_what_the_route_does_not_take(app.current_event, bool(body))
         if api.service.idempotency is not None:
             api.service.idempotency.bind_invocation(app.lambda_context)
         return next_middleware(app)
+
+
+def _refuse_what_the_route_does_not_take(event: Any, has_body: bool) -> None:
+    """A query parameter the route does not take (``routes.Route.query``), or a body sent to a route that takes
+    none (``routes.Route.body``), is refused naming it (``InvalidInput``), never ignored: a filter one listing
+    takes and another does not (``since`` on ``GET /jobs/{id}/runs``), a misspelled one, or ``scheduled_for``
+    sent to a trigger would otherwise be dropped and the answer read as if it had applied."""
+    entry = routes.find(event.http_method, event.path)
+    if entry is None:
+        return
+    unknown = sorted(set(event.query_string_parameters or {}) - set(entry.query))
+    if unknown:
+        takes = f"it takes {', '.join(entry.query)}" if entry.query else "it takes none"
+        raise InvalidInput(
+            unknown[0], f"{unknown[0]} is not a query parameter of {entry.method} {entry.path}; {takes}"
+        )
+    if has_body and not entry.body:
+        raise InvalidInput("body", f"{entry.method} {entry.path} takes no request body; send none")
 
 
 def _is_array(text: str) -> bool:

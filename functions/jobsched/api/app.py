@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar
 
@@ -38,6 +37,7 @@ from jobsched.models import (
     BackfillRequest,
     BackfillResult,
     Fires,
+    Instant,
     Job,
     JobCreate,
     JobEvent,
@@ -361,10 +361,10 @@ def list_all_runs(
     ] = None,
     kind: Annotated[RunKind | None, Query(description="only runs of this kind")] = None,
     since: Annotated[
-        datetime | None, Query(description="scheduled_for at or after (ISO 8601, with offset)")
+        Instant | None, Query(description="scheduled_for at or after (ISO 8601, with offset)")
     ] = None,
     until: Annotated[
-        datetime | None, Query(description="scheduled_for before (ISO 8601, with offset)")
+        Instant | None, Query(description="scheduled_for before (ISO 8601, with offset)")
     ] = None,
     limit: Limit = 50,
     cursor: Cursor = None,

@@ -33,8 +33,9 @@ from jobsched.ports.tries import run_detail
 if TYPE_CHECKING:
     from jobsched.api.service import JobService
 
-RUN_ID_PATTERN = re.compile(r"^(j_[0-9a-f]{20})@(\d{1,15})$")
-"""A run id as ``ports.runs.run_id`` makes it: the job id, ``@``, the ``scheduled_for`` epoch ms."""
+RUN_ID_PATTERN = re.compile(r"^(j_[0-9a-f]{20})@(0|[1-9][0-9]{0,14})$")
+"""A run id as ``ports.runs.run_id`` makes it: the job id, ``@``, the ``scheduled_for`` epoch ms in ASCII digits
+without a leading zero, matched whole (``fullmatch``): no other spelling of the number names the run."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class RetryResult:
 def scheduled_for_of(job_id: str, run_id: str) -> int:
     """The ``scheduled_for`` (epoch ms) named by ``run_id`` of job ``job_id``. Raises ``RunNotFound`` for a
     malformed id or one of another job."""
-    matched = RUN_ID_PATTERN.match(run_id)
+    matched = RUN_ID_PATTERN.fullmatch(run_id)
     if matched is None or matched.group(1) != job_id:
         raise RunNotFound(job_id, run_id)
     return int(matched.group(2))

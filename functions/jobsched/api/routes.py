@@ -22,8 +22,9 @@ class Route:
     """One operation of the API.
 
     ``method``: upper-case HTTP method; ``path``: template (``/jobs/{id}/runs``); ``operation_id``: the
-    OpenAPI ``operationId``; ``query``: names of its (optional) query-string parameters; ``documented``:
-    whether it is in the OpenAPI document (``GET /openapi.json``, the document itself, is not).
+    OpenAPI ``operationId``; ``query``: names of its (optional) query-string parameters, the only ones it
+    takes; ``body``: whether it takes a JSON request body; ``documented``: whether it is in the OpenAPI
+    document (``GET /openapi.json``, the document itself, is not).
     """
 
     method: str
@@ -31,6 +32,7 @@ class Route:
     operation_id: str
     query: tuple[str, ...] = ()
     documented: bool = True
+    body: bool = False
 
     @property
     def path_parameters(self) -> tuple[str, ...]:
@@ -44,21 +46,21 @@ class Route:
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/jobs", "createJob"),
+    Route("POST", "/jobs", "createJob", body=True),
     Route("GET", "/jobs", "listJobs", query=("limit", "cursor")),
     Route(
         "GET", "/runs", "listAllRuns", query=("status", "job_id", "kind", "since", "until", "limit", "cursor")
     ),
     Route("GET", "/jobs/{id}", "getJob"),
-    Route("PATCH", "/jobs/{id}", "updateJob"),
+    Route("PATCH", "/jobs/{id}", "updateJob", body=True),
     Route("DELETE", "/jobs/{id}", "deleteJob"),
-    Route("POST", "/jobs/{id}/pause", "pauseJob"),
+    Route("POST", "/jobs/{id}/pause", "pauseJob", body=True),
     Route("POST", "/jobs/{id}/resume", "resumeJob"),
     Route("POST", "/jobs/{id}/trigger", "triggerJob"),
     Route("GET", "/jobs/{id}/runs", "listRuns", query=("status", "limit", "cursor")),
     Route("GET", "/jobs/{id}/fires", "listFires", query=("count",)),
     Route("GET", "/jobs/{id}/events", "listEvents", query=("limit", "cursor")),
-    Route("POST", "/jobs/{id}/backfill", "backfillJob"),
+    Route("POST", "/jobs/{id}/backfill", "backfillJob", body=True),
     Route("GET", "/jobs/{id}/runs/{run_id}", "getRun"),
     Route("POST", "/jobs/{id}/runs/{run_id}/retry", "retryRun"),
     Route("GET", "/openapi.json", "getOpenApi", documented=False),
@@ -72,6 +74,17 @@ def route(operation_id: str) -> Route:
         if candidate.operation_id == operation_id:
             return candidate
     raise KeyError(f"no route {operation_id!r} in jobsched.api.routes.ROUTES")
+
+
+def find(method: str, path: str) -> Route | None:
+    """The route serving ``method`` on the request path ``path`` (see :func:`match`), or None."""
+    matched = match(path)
+    if matched is None:
+        return None
+    for candidate in ROUTES:
+        if candidate.path == matched[0] and candidate.method == method.upper():
+            return candidate
+    return None
 
 
 def methods_by_path() -> dict[str, tuple[str, ...]]:

@@ -159,7 +159,9 @@ class JobService:
         outcome = self._keys().run(
             owner,
             idempotency_key,
-            {"op": "create_job", "body": request.model_dump(mode="json", exclude_unset=True)},
+            # every field, defaults included: bodies giving a default or leaving it out are one request, as the
+            # repeat without a key (``Job.spec_fingerprint``) takes them
+            {"op": "create_job", "body": request.model_dump(mode="json")},
             lambda: self._create_record(owner, request, actor),
         )
         return CreateResult(
@@ -433,7 +435,10 @@ class JobService:
         stored = self._load(owner, job_id)
         now_ms = self.clock()
         version = (stored.state.version or 0) + 1 if stored.state else 1
-        event = self.audit.change(job_id, now_ms, version, JobEventKind.DELETED, actor or owner)
+        # after the job's last change, as ``_rewrite`` stamps a change: an edit of this millisecond (or of an API
+        # environment whose clock runs ahead) may be stamped later than this request's clock
+        at_ms = max(now_ms, to_ms(stored.job.updated_at) + 1)
+        event = self.audit.change(job_id, at_ms, version, JobEventKind.DELETED, actor or owner)
         try:
             self.jobs.delete(
                 stored.job,

@@ -48,7 +48,13 @@ def validated_schedule(
     """The job's schedule, validated as at registration (at ``now_ms``, epoch ms; the deployment's
     ``min_interval_s``, seconds). ``changed``: the fields a PATCH gives, to name the one at fault (see
     :func:`blame_start_at`). Raises ``ScheduleError`` (field ``schedule``, ``timezone``, ``start_at`` or
-    ``end_at``)."""
+    ``end_at``); a ``timezone`` with whitespace around it names ``timezone``: the zone check reads the name
+    stripped, but the job would store and return it as given, which is not an IANA name."""
+    if job.timezone != job.timezone.strip():
+        raise ScheduleError(
+            "timezone",
+            f"timezone {job.timezone!r} has whitespace around it; use the IANA name alone, {job.timezone.strip()!r}",
+        )
     try:
         return validate_schedule(
             job.schedule,

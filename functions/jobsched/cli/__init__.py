@@ -21,7 +21,12 @@ failed call or rejected input, 2 for a usage error (``jobsched.exits``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import typer
+from typer.core import TyperGroup, _click
 
 from jobsched.cli.import_crontab import import_crontab_command
 from jobsched.cli.jobs import jobs_app
@@ -29,11 +34,41 @@ from jobsched.cli.run_commands import runs_app
 from jobsched.cli.schedule import next_command
 from jobsched.cli.smoke import smoke_command
 from jobsched.cli.ui import ui_command
+from jobsched.exits import USAGE_ERROR, fail
 from jobsched.local.command import local_command
 
 __all__ = ["app", "main", "register"]
 
+
+class _OneLineUsageErrors(TyperGroup):
+    """The root group: a usage error click finds while parsing (a flag value of the wrong type or out of range,
+    an unknown option, a missing argument), at any depth of subcommands, is the CLI's one error line and exit 2
+    (``jobsched.exits.fail``), not click's usage block and typer's boxed panel. Asking for help (a group run
+    without a subcommand) still prints the help."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> _click.Context:
+        with _one_line_usage_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: _click.Context) -> Any:
+        with _one_line_usage_errors():
+            return super().invoke(ctx)
+
+
+@contextmanager
+def _one_line_usage_errors() -> Iterator[None]:
+    """A click ``UsageError`` raised inside, other than a request for help, becomes ``fail(..., USAGE_ERROR)``."""
+    try:
+        yield
+    except _click.exceptions.NoArgsIsHelpError:
+        raise
+    except _click.exceptions.UsageError as error:
+        where = f"{error.ctx.command_path}: " if error.ctx is not None else ""
+        fail(f"{where}{error.format_message()}", USAGE_ERROR)
+
+
 app = typer.Typer(
+    cls=_OneLineUsageErrors,
     name="jobsched",
     help="jobsched: a serverless distributed job scheduler.",
     no_args_is_help=True,

@@ -25,7 +25,7 @@ from typer.core import TyperGroup, _click
 from jobsched.cli.jobs import resolve_job
 from jobsched.cli.options import Connection, JsonOption, option_groups
 from jobsched.cli.output import job_detail, print_json, print_table, show, when
-from jobsched.cli.runs import ago, runs_command
+from jobsched.cli.runs import ago, iso_instant, runs_command
 from jobsched.client import ApiError
 from jobsched.exits import FAILED, USAGE_ERROR, fail
 
@@ -116,11 +116,8 @@ def parse_since(text: str, now: datetime) -> datetime:
         raise ValueError(f"--since {error}") from None
     if moment is not None:
         return moment
-    try:
-        instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        instant = None
-    if instant is None or instant.tzinfo is None:
+    instant = iso_instant(text)
+    if instant is None:
         raise ValueError(
             f"--since {text!r} is neither a duration (90s, 30m, 24h, 7d) nor an ISO 8601 instant with its offset"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -14,6 +15,7 @@ from jobsched.cli.jobs import resolve_job
 from jobsched.cli.options import Connection, JsonOption, option_groups
 from jobsched.cli.output import seconds, show, table, when
 from jobsched.exits import USAGE_ERROR, fail
+from jobsched.models import RunKind, RunStatus
 
 __all__ = ["runs_command"]
 
@@ -59,16 +61,41 @@ def ago(text: str, now: datetime) -> datetime | None:
         raise ValueError(f"{text!r} reaches before year 1") from None
 
 
+def iso_instant(text: str) -> datetime | None:
+    """``text`` as an ISO 8601 instant with its offset (``2026-12-01T00:00:00Z``), or None when it is not one
+    (malformed, or without an offset)."""
+    try:
+        instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return instant if instant.tzinfo is not None else None
+
+
 def instant_option(text: str | None, option: str, now: datetime | None = None) -> str | None:
-    """``24h``/``30m``/``7d``/``90s`` ago (``ago``) as ISO 8601 (UTC), or the text itself (an instant the API
-    judges). Exits 2 naming ``option`` for a count too large to be a date."""
+    """``24h``/``30m``/``7d``/``90s`` ago (``ago``) as ISO 8601 (UTC), or the text itself when it is an ISO 8601
+    instant with its offset. Exits 2 naming ``option`` for anything else, or a count too large to be a date."""
     if text is None:
         return None
     try:
         moment = ago(text, now or datetime.now(UTC))
     except ValueError as error:
         fail(f"{option} {error}", USAGE_ERROR)
-    return text if moment is None else moment.isoformat().replace("+00:00", "Z")
+    if moment is None:
+        if iso_instant(text) is None:
+            fail(
+                f"{text!r} is neither a duration (90s, 30m, 24h, 7d) nor an ISO 8601 instant with its offset",
+                USAGE_ERROR,
+                field=option,
+            )
+        return text
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def one_of(option: str, value: str | None, choices: type[StrEnum]) -> None:
+    """Exit 2 naming ``option`` when ``value`` is given and is not one of the values of ``choices``."""
+    if value is not None and value not in {choice.value for choice in choices}:
+        allowed = " ".join(choice.value for choice in choices)
+        fail(f"{value!r} is not one of: {allowed}", USAGE_ERROR, field=option)
 
 
 @option_groups
@@ -95,6 +122,8 @@ def runs_command(
     """A job's runs, newest first (GET /jobs/{id}/runs), or with --all every job's (GET /runs)."""
     if every_job == (job is not None):
         fail("give a JOB, or --all for the runs of all your jobs", USAGE_ERROR)
+    one_of("--status", status, RunStatus)
+    one_of("--kind", kind, RunKind)
     filters = {
         "status": status,
         "kind": kind,

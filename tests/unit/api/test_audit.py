@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from jobsched.ports.errors import StoreUnavailable
 
 
@@ -148,3 +150,45 @@ def test_a_patch_that_pauses_or_resumes_is_recorded_as_a_pause_or_a_resume(http)
         ("resumed", http.alice, {"fields": ["paused", "timeout_s"]}),
         ("paused", http.carol, {"fields": ["paused"]}),
     ]
+
+
+def test_a_delete_is_listed_first_after_changes_stamped_later_in_the_same_millisecond(http):
+    # Given: two edits in one millisecond (the second is stamped a millisecond on, so that it sorts after the first)
+    job = http.create()
+    for n in (2, 3):
+        assert http("PATCH", f"/jobs/{job['id']}", body={"input": {"n": n}}).status == 200
+
+    # When: the job is deleted in that same millisecond
+    assert http("DELETE", f"/jobs/{job['id']}").status == 204
+
+    # Then: the events, newest first, start with the deletion, and no event is later than it
+    events = http("GET", f"/jobs/{job['id']}/events").body["items"]
+    assert [event["kind"] for event in events] == ["deleted", "updated", "updated", "created"], events
+    instants = [datetime.fromisoformat(event["at"]) for event in events]
+    assert instants == sorted(instants, reverse=True), instants
+
+
+def test_a_pause_reason_with_a_unicode_line_break_or_c1_control_is_a_400_naming_reason(http):
+    # A reason is "one line of text, without control characters" (it is shown in tables, alerts and the terminal):
+    # NEL (U+0085) and LINE/PARAGRAPH SEPARATOR break lines, and C1 controls such as CSI (U+009B) drive terminals.
+    job = http.create()
+    for reason in ("first\x85second", "first\u2028second", "first\u2029second", "\x9b31mred"):
+        reply = http("POST", f"/jobs/{job['id']}/pause", body={"reason": reason})
+        assert reply.status == 400, (reason, reply.body)
+        assert reply.error["field"] == "reason", reply.error
+    assert http("GET", f"/jobs/{job['id']}").body["paused"] is False
+
+
+def test_acts_in_the_millisecond_of_the_job_s_creation_are_listed_newer_than_it(http):
+    # A script creating a job and at once triggering and backfilling it can land all three in one millisecond:
+    # the events, newest first, must still end with the creation (an act's key, a run id or a window, must not
+    # sort below the creation's `v...` key)
+    job = http.create()  # daily at 02:00: the trigger keeps its instant, now
+    assert http("POST", f"/jobs/{job['id']}/trigger").status == 202
+    window = {"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T00:00:00Z"}
+    assert http("POST", f"/jobs/{job['id']}/backfill", body=window).status == 200
+
+    events = http("GET", f"/jobs/{job['id']}/events").body["items"]
+
+    assert [event["kind"] for event in events][-1] == "created", events
+    assert sorted(event["kind"] for event in events[:2]) == ["backfilled", "triggered"]

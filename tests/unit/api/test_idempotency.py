@@ -267,3 +267,16 @@ def test_a_trigger_retried_after_a_failure_past_its_run_names_the_same_run(http,
     # and a new key is a new run
     other = http("POST", f"/jobs/{job['id']}/trigger", headers=key("k-other"))
     assert other.status == 202 and other.body["id"] != again.body["id"]
+
+
+def test_a_body_giving_defaults_explicitly_is_the_same_request(http):
+    # Equivalent bodies are one request (as the shorthand and the spelled-out target are); a repeat without a key
+    # already treats them as the same job (200), so a repeat with the key must replay, not answer 422
+    first = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-defaults"))
+    explicit = http.job_body("report", timezone="UTC", missed="catch_up", retry={"max_attempts": 4})
+    without_key = http("POST", "/jobs", body=explicit)
+    with_key = http("POST", "/jobs", body=explicit, headers=key("k-defaults"))
+
+    assert first.status == 201 and without_key.status == 200
+    assert with_key.status == 201, with_key.body
+    assert with_key.headers.get("idempotent-replayed") == "true" and with_key.body["id"] == first.body["id"]

@@ -229,3 +229,32 @@ def test_a_bad_idempotency_key_is_400_and_a_key_reused_for_another_run_is_422(ht
     assert empty.status == 400 and empty.error["field"] == "Idempotency-Key"
     assert reused.status == 422 and reused.error["code"] == "idempotency_key_reused"
     assert http.backend.runs.get(job["id"], http.NOW_MS - 7_200_000).status is RunStatus.DEAD
+
+
+def _digits_from(zero: int):
+    """Spells an ASCII number with the ten digits from code point ``zero`` on (``str.isdigit`` takes them all)."""
+    return lambda ms: "".join(chr(zero + int(digit)) for digit in ms)
+
+
+@pytest.mark.parametrize(
+    "spell",
+    [
+        _digits_from(0x0660),
+        _digits_from(0xFF10),
+        lambda ms: "0" + ms,
+    ],
+    ids=["arabic-indic digits", "fullwidth digits", "leading zero"],
+)
+def test_another_spelling_of_a_run_id_is_malformed_so_404_to_read_and_to_retry(http, spell):
+    # A run id is the job id, '@' and the scheduled_for epoch ms in ASCII digits as the API writes it: another
+    # spelling of the same number names no run (no alias of a run that answers with a different id)
+    job = http.create()
+    run_id = _dead_run(http, job)
+    at = run_id.split("@")[1]
+    alias = f"{job['id']}@{spell(at)}"
+
+    read = http("GET", f"/jobs/{job['id']}/runs/{alias}")
+    retried = http("POST", f"/jobs/{job['id']}/runs/{alias}/retry")
+
+    assert (read.status, retried.status) == (404, 404), (read.body, retried.body)
+    assert http.backend.runs.get(job["id"], int(at)).status is RunStatus.DEAD

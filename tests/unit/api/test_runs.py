@@ -114,3 +114,30 @@ def test_the_queue_message_is_the_run_key(http):
 
     message = RunMessage.parse(json.dumps(body))
     assert f"{message.job_id}@{message.scheduled_for}" == run["id"]
+
+
+def test_a_filter_a_job_s_run_listing_does_not_take_is_a_400_naming_it_not_ignored(http):
+    # GET /runs takes since, until and kind; GET /jobs/{id}/runs does not. Ignoring them answers the whole
+    # history as if it were the window or kind asked for: the caller cannot tell the filter was dropped
+    job = http.create()
+    for days in (1, 2, 3):
+        http.put_run(job["id"], http.NOW_MS - days * 86_400_000, RunStatus.SUCCEEDED)
+
+    for name, value in (
+        ("since", "2026-03-01T00:00:00Z"),
+        ("until", "2026-02-28T00:00:00Z"),
+        ("kind", "manual"),
+        ("stauts", "dead"),
+    ):
+        reply = http("GET", f"/jobs/{job['id']}/runs", query={name: value})
+        assert reply.status == 400 and reply.error["field"] == name, (name, reply.body)
+
+
+def test_a_body_sent_to_trigger_is_a_400_not_ignored(http):
+    # A trigger is one run now: a body asking for another instant must not be dropped and the run made now
+    job = http.create()
+
+    reply = http("POST", f"/jobs/{job['id']}/trigger", body={"scheduled_for": "2030-01-01T00:00:00Z"})
+
+    assert reply.status == 400 and reply.error["field"] in ("body", "scheduled_for"), reply.body
+    assert http.backend.queue.sent == []

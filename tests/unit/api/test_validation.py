@@ -550,3 +550,54 @@ def test_a_body_wrapped_in_a_json_array_is_refused_not_unwrapped(http):
         }
     assert http("GET", f"/jobs/{job['id']}").body == job
     assert http("GET", "/jobs").body["items"] == [job]
+
+
+@pytest.mark.parametrize("text", ["1772445600", "1872445600000", "-1", "1.5e9"])
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/jobs", lambda text: _with(start_at=text), "start_at"),
+        ("POST", "/jobs", lambda text: _with(end_at=text), "end_at"),
+        ("PATCH", "/jobs/{id}", lambda text: {"end_at": text}, "end_at"),
+        ("POST", "/jobs/{id}/backfill", lambda text: {"start": text, "end": "2026-03-02T00:00:00Z"}, "start"),
+    ],
+    ids=["create start_at", "create end_at", "patch end_at", "backfill start"],
+)
+def test_an_instant_given_as_a_string_of_digits_is_a_400_naming_it(http, text, method, path, body, field):
+    # Instants are ISO 8601 date-times with an offset; a JSON number is refused, and so must a number in a string
+    # be, rather than read as epoch seconds (or milliseconds, by pydantic's rule on the number's size)
+    job = http.create("existing")
+
+    reply = http(method, path.format(id=job["id"]), body=body(text))
+
+    assert reply.status == 400 and reply.error["field"] == field, reply.body
+
+
+@pytest.mark.parametrize("zone", ["UTC\n", " Europe/Berlin", "Europe/Berlin\t", "\u00a0UTC"])
+def test_a_timezone_with_whitespace_around_it_is_a_400_naming_timezone_not_stored_as_given(http, zone):
+    # Time zones are IANA names only: 'UTC\n' is not one. Accepting it (the check strips it) stores and returns a
+    # zone name that the console, the CLI and any other reader of the job cannot use as given
+    job = http.create("existing")
+
+    created = http("POST", "/jobs", body=_with(timezone=zone))
+    patched = http("PATCH", f"/jobs/{job['id']}", body={"timezone": zone})
+
+    for reply in (created, patched):
+        assert reply.status == 400 and reply.error["field"] == "timezone", reply.body
+    assert http("GET", f"/jobs/{job['id']}").body["timezone"] == "UTC"
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    ["every \u0665 minutes", "rate(\u0665 minutes)", "daily \u0660\u0662:00", "every \uff15 minutes"],
+    ids=["every arabic-indic", "rate arabic-indic", "daily arabic-indic", "every fullwidth"],
+)
+def test_a_rate_or_daily_schedule_with_non_ascii_digits_is_a_400_as_a_cron_one_is(http, schedule):
+    # cron fields refuse digits other than 0-9; rates and daily times must too (Python's \d and int() take any
+    # Unicode digit): the stored expression is read by the console and other tools that know ASCII digits only
+    cron = http("POST", "/jobs", body=_with(name="cron", schedule="\u0665 2 * * *"))
+    reply = http("POST", "/jobs", body=_with(schedule=schedule))
+
+    assert cron.status == 400 and cron.error["code"] == "invalid_schedule", cron.body
+    assert reply.status == 400 and reply.error["code"] == "invalid_schedule", reply.body
+    assert reply.error["field"] == "schedule"

@@ -274,3 +274,22 @@ def test_the_cli_signs_a_custom_domain_from_the_flag_or_its_variable(
     authorization = seen[0].headers["Authorization"]
     assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
     assert "/eu-central-1/execute-api/aws4_request" in authorization
+
+
+@pytest.mark.parametrize(
+    "args", [("jobs", "list"), ("jobs", "get", "j_00000000000000000000"), ("runs", "--all")]
+)
+def test_a_success_whose_body_is_not_json_is_one_error_line_not_a_traceback(args: tuple[str, ...]) -> None:
+    # --api pointing at another web server (a proxy's or a portal's page, the console's port) answers 200 with
+    # HTML: the CLI says so on one line and exits 1
+    _, transport = recording(200, text="<html><body>Welcome</body></html>")
+    app = typer.Typer()
+    register(app)
+
+    result = CliRunner().invoke(
+        app, [*args, "--api", "http://127.0.0.1:8080", "--token", "t"], obj={"transport": transport}
+    )
+
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 1 and not isinstance(result.exception, ValueError), result.exception
+    assert len(lines) == 1 and lines[0].startswith("error: 200 "), result.stderr

@@ -1,0 +1,59 @@
+"""A usage error the command line's parser finds itself (a flag value of the wrong type or out of range, an
+unknown option, a missing argument) is ONE line on stderr and exit 2, like the usage errors the commands find
+(``jobsched.exits``): no multi-line usage block or boxed panel. No API call is made, so none is needed."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from jobsched.cli import app
+
+NO_ENV: dict[str, str | None] = {"JOBSCHED_API": None, "JOBSCHED_TOKEN": None, "JOBSCHED_SIGV4_REGION": None}
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["jobs", "list", "--limit", "0"], "--limit"),
+        (["jobs", "list", "--limit", "abc"], "--limit"),
+        (["runs", "--all", "--limit", "-3"], "--limit"),
+        (["jobs", "events", "ledger", "--limit", "0"], "--limit"),
+        (["jobs", "list", "--colour"], "--colour"),
+        (["jobs", "get"], "job"),
+        (["next", "0 2 * * *", "--count", "many"], "--count"),
+    ],
+    ids=["limit 0", "limit abc", "runs limit -3", "events limit 0", "unknown option", "missing JOB", "count"],
+)
+def test_a_usage_error_found_by_the_parser_is_one_line_and_exit_2(args: list[str], named: str) -> None:
+    result = CliRunner().invoke(app, args, env=NO_ENV)
+
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and named in lines[0], lines[0]
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("--since", "5x"), "--since"),
+        (("--since", "yesterday"), "--since"),
+        (("--until", "2026-03-02T10:00:00"), "--until"),  # no offset
+        (("--status", "exploded"), "--status"),
+        (("--kind", "sometimes"), "--kind"),
+    ],
+)
+@pytest.mark.parametrize("which", [("--all",), ("ledger",)], ids=["runs --all", "runs JOB"])
+def test_a_bad_runs_filter_is_a_usage_error_naming_the_option(cli, which, args, option) -> None:
+    # As `runs retry --status dead --since yesterday` is (exit 2 naming --since), before any call; not the API's
+    # 400 about `since` and exit 1
+    cli("jobs", "create", "--name", "ledger", "--schedule", "0 2 * * *", "--command", "echo")
+
+    result = cli("runs", *which, *args)
+
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"error: {option}"), result.stderr
+    assert result.stdout == ""
