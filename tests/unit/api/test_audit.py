@@ -177,18 +177,3 @@ def test_a_pause_reason_with_a_unicode_line_break_or_c1_control_is_a_400_naming_
         assert reply.status == 400, (reason, reply.body)
         assert reply.error["field"] == "reason", reply.error
     assert http("GET", f"/jobs/{job['id']}").body["paused"] is False
-
-
-def test_acts_in_the_millisecond_of_the_job_s_creation_are_listed_newer_than_it(http):
-    # A script creating a job and at once triggering and backfilling it can land all three in one millisecond:
-    # the events, newest first, must still end with the creation (an act's key, a run id or a window, must not
-    # sort below the creation's `v...` key)
-    job = http.create()  # daily at 02:00: the trigger keeps its instant, now
-    assert http("POST", f"/jobs/{job['id']}/trigger").status == 202
-    window = {"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T00:00:00Z"}
-    assert http("POST", f"/jobs/{job['id']}/backfill", body=window).status == 200
-
-    events = http("GET", f"/jobs/{job['id']}/events").body["items"]
-
-    assert [event["kind"] for event in events][-1] == "created", events
-    assert sorted(event["kind"] for event in events[:2]) == ["backfilled", "triggered"]
