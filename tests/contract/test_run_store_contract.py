@@ -401,6 +401,23 @@ def test_a_run_leaves_the_failed_list_when_its_next_try_is_claimed_or_succeeds(s
     assert store.get("j_a", T0).owner == "team-a"
 
 
+def test_a_retrying_run_whose_claim_is_given_back_is_still_among_its_owners_failed_runs(store: Any) -> None:
+    # Given a retrying run of team-a's (listed among its failed runs), claimed by its retry's delivery
+    assert store.put_new(_run()) is None
+    _fail(store, FIRST, "team-a", dead=False)
+    claim = _claim(store, "w2", now=NOW + 60_000)
+    assert claim.claimed and store.list_failed("team-a", 10) == ([], None)
+    # When that claim is given back (a storage error before the target started: the try does not count)
+    assert store.give_back(Owned("j_a", T0, 2, "w2"), before=claim.before)
+    # Then the run is retrying again as the claim found it, and listed among team-a's failed runs again
+    row = store.get("j_a", T0)
+    assert row.status is RunStatus.RETRYING and row.attempt == 1
+    assert [r.key for r in store.list_failed("team-a", 10)[0]] == [FIRST]
+    assert [r.key for r in store.list_failed("team-a", 10, RunFilter(status=RunStatus.RETRYING))[0]] == [
+        FIRST
+    ]
+
+
 def test_a_jobs_history_filters_by_kind_and_since(store: Any) -> None:
     for offset, kind in ((0, RunKind.SCHEDULED), (1_000, RunKind.MANUAL), (2_000, RunKind.SCHEDULED)):
         assert store.put_new(_run(scheduled_for=T0 + offset, kind=kind)) is None
