@@ -14,7 +14,16 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import EVERY_RUN, Claim, KeyedInsert, RunFilter, RunKey, SweepPage, sweep_shard
+from jobsched.ports.runs import (
+    EVERY_RUN,
+    FAILURE_STATUSES,
+    Claim,
+    KeyedInsert,
+    RunFilter,
+    RunKey,
+    SweepPage,
+    sweep_shard,
+)
 from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
@@ -348,7 +357,11 @@ class RunStore:
     def give_back(self, owned: Owned, *, before: RunRow) -> bool:
         """Undo the claim ``(attempt, worker)``: the row returns to ``before`` (the row as the claim found it:
         its status, attempt, worker, start, heartbeat, retry and lateness), so the try the claim opened does not
-        count. For a failure after the claim and before the target started. 1 request. False: not ours."""
+        count. For a failure after the claim and before the target started. 1 request. False: not ours.
+
+        The claim took the run out of its owner's failed runs (it removed ``fail_owner``): a ``retrying`` run
+        given back returns to them, as its status says (``FAILURE_STATUSES``)."""
+        failing = before.status in FAILURE_STATUSES and before.owner is not None
         restored = {
             "worker": before.worker,
             "started_at": before.started_at,
@@ -362,6 +375,7 @@ class RunStore:
                 "status": before.status.value,
                 "attempt": before.attempt,
                 **{name: value for name, value in restored.items() if value is not None},
+                **({FAIL_OWNER: before.owner} if failing else {}),
             },
             removes=tuple(name for name, value in restored.items() if value is None),
         )
