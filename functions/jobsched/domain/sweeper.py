@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jobsched.clock import Clock
-from jobsched.domain.retries import Failures, Outcome, dead_run, lost_worker_error
+from jobsched.domain.retries import Failures, Outcome, dead_run, lost_worker_error, with_lost_try
 from jobsched.models import Job, RunStatus
 from jobsched.observability import COUNT, MetricName, add_metric, logger
 from jobsched.ports.runs import (
@@ -313,7 +313,7 @@ class Sweeper:
                 report.conflicts += 1
             return
         error = lost_worker_error(owned.attempt, heartbeat_at, self.settings.heartbeat_stale_s)
-        outcome = self.failures.failed_try(owned, job, error)
+        outcome = self.failures.failed_try(owned, job, error, tries=with_lost_try(row, error, self.clock()))
         if outcome is Outcome.LOST:
             report.conflicts += 1
             return

@@ -52,7 +52,7 @@ from dataclasses import InitVar, dataclass, field, replace
 
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
-from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error
+from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error, with_lost_try
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.models import Job, OverlapPolicy, RunKind, RunStatus
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
@@ -187,6 +187,10 @@ class Worker:
             )
             return Outcome.DROPPED
         attempt = before.attempt + 1
+        # a lost worker's run taken over: its try counts, so it is recorded with this one's result
+        if before.status is RunStatus.RUNNING:
+            lost = lost_worker_error(before.attempt, before.heartbeat_at, self.settings.heartbeat_stale_s)
+            before = replace(before, tries=with_lost_try(before, lost, now))
         owned = Owned(message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.owner)
         # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
         on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
@@ -202,15 +206,13 @@ class Worker:
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
             if attempt > job.retry.max_attempts:
-                lost = None
-                if before.status is RunStatus.RUNNING:
+                if before.status is RunStatus.RUNNING:  # the lost worker's try (recorded above) was the last
                     error = lost_worker_error(
                         attempt - 1, before.heartbeat_at, self.settings.heartbeat_stale_s
                     )
-                    lost = _tried(before, attempt - 1, before.started_at, before.worker, self.clock(), error)
-                else:
-                    error = f"out of attempts: the job allows {job.retry.max_attempts}"
-                return self.failures.dead(owned, job, error, attempts=attempt - 1, tries=lost)
+                    return self.failures.dead(owned, job, error, attempts=attempt - 1, tries=before.tries)
+                error = f"out of attempts: the job allows {job.retry.max_attempts}"
+                return self.failures.dead(owned, job, error, attempts=attempt - 1)
             locked = job.overlap is OverlapPolicy.SKIP
             if locked:
                 holder = self._acquire_overlap(owned, now)
