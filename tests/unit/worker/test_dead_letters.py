@@ -10,6 +10,7 @@ import pytest
 from jobsched.domain.sweeper import Sweeper
 from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.models import RunStatus
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import ClaimRequest, RunMessage, new_run
 from tests.support.worker import T0, Kit
 
@@ -105,3 +106,32 @@ def test_a_failing_dead_letter_queue_is_counted_and_the_pass_goes_on(kit: Kit) -
     kit.letters.receive = broken  # type: ignore[method-assign,assignment]
     report = kit.sweeper.sweep()
     assert report.errors == ["dead letters: ConnectionError"] and len(kit.letters.letters) == 1
+
+
+def test_a_storage_error_after_the_dead_letters_claim_does_not_turn_it_into_a_lost_workers_try(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a scheduled run whose message was dead-lettered before any try
+    job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
+    kit.letters.redrive(RunMessage(job.id, T0), receive_count=5)
+    # When the sweeper's claim of it succeeds but the job's spec cannot be read (a throttled GetItem)
+    get_spec = kit.jobs.get_spec
+    failures = iter([StoreUnavailable("jobs table throttled")])
+
+    def flaky_get_spec(job_id: str) -> object:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return get_spec(job_id)
+
+    monkeypatch.setattr(kit.jobs, "get_spec", flaky_get_spec)
+    assert kit.sweeper.sweep().errors  # the letter stays for a later pass
+    # Then later passes (the letter back, the run's claim now stale) still record the run dead without a try
+    for _ in range(5):
+        kit.clock.advance(60_000)
+        kit.sweeper.sweep()
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD and row.attempt == 0, (row.status, row.error)
+    assert row.error is not None and "without a try" in row.error and row.tries == ()
+    assert len(kit.dead_runs.notified) == 1 and kit.letters.letters == []
+    assert kit.drain.bodies(kit.settings.run_queue_url) == []  # no try of it was enqueued
