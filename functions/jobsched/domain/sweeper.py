@@ -39,6 +39,7 @@ from jobsched.clock import Clock
 from jobsched.domain.retries import Failures, Outcome, dead_run, lost_worker_error, with_lost_try
 from jobsched.models import Job, RunStatus
 from jobsched.observability import COUNT, MetricName, add_metric, logger
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
     SWEEP_SHARDS,
     DeadLetter,
@@ -264,18 +265,25 @@ class Sweeper:
         owned = Owned(
             message.job_id, message.scheduled_for, before.attempt + 1, DEAD_LETTER_WORKER, owner=before.owner
         )
-        job = self._job(message.job_id, specs)
-        if job is None:
-            if self.runs.skip(owned, now_ms=now, reason="job deleted; its run message was dead-lettered"):
-                report.skipped += 1
-            return True
-        error = (
-            f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries without a try"
-            if before.attempt == 0
-            else f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries"
-        )
-        if self.failures.dead(owned, job, error, attempts=before.attempt) is Outcome.DEAD:
-            report.dead += 1
+        try:
+            job = self._job(message.job_id, specs)
+            if job is None:
+                if self.runs.skip(owned, now_ms=now, reason="job deleted; its run message was dead-lettered"):
+                    report.skipped += 1
+                return True
+            error = (
+                f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries without a try"
+                if before.attempt == 0
+                else f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries"
+            )
+            if self.failures.dead(owned, job, error, attempts=before.attempt) is Outcome.DEAD:
+                report.dead += 1
+        except StoreUnavailable:
+            # The claim opened no try: give it back (the row as it was, as the worker does), so the letter, back at
+            # a later pass, is settled again, and the claim is never taken for a lost worker's try (and retried).
+            logger.warning("dead letter not settled; giving its claim back", run_id=owned.run_id)
+            self.runs.give_back(owned, before=before)
+            raise
         return True
 
     def _defer(self, row: RunRow, status: RunStatus, seen: int, sweep_at: int, report: SweepReport) -> None:
