@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jobsched.domain.sweeper import Sweeper
+from jobsched.domain.sweeper import DEAD_LETTER_WORKER, Sweeper
 from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.models import RunStatus
 from jobsched.ports.errors import StoreUnavailable
@@ -135,3 +135,34 @@ def test_a_storage_error_after_the_dead_letters_claim_does_not_turn_it_into_a_lo
     assert row.error is not None and "without a try" in row.error and row.tries == ()
     assert len(kit.dead_runs.notified) == 1 and kit.letters.letters == []
     assert kit.drain.bodies(kit.settings.run_queue_url) == []  # no try of it was enqueued
+
+
+def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_workers_try(kit: Kit) -> None:
+    # Given a sweeper pass that claimed a dead-lettered run to record it dead, then stopped (its Lambda timed
+    # out) before the dead write: the run is running under the sweeper's claim, and the letter is still there
+    job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
+    message = RunMessage(job.id, T0)
+    kit.letters.redrive(message, receive_count=5)
+    now = kit.clock()
+    create = new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
+    assert kit.runs.claim(
+        ClaimRequest(
+            job.id,
+            T0,
+            worker=DEAD_LETTER_WORKER,
+            now_ms=now,
+            stale_before_ms=now,
+            retry_due_by_ms=now,
+            create=create,
+        )
+    ).claimed
+    # When later passes find the letter again, the claim's heartbeat long stale
+    for _ in range(5):
+        kit.clock.advance(60_000)
+        kit.sweeper.sweep()
+    # Then the run is recorded dead without a try (that claim ran none), not retried as a lost worker's
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD and row.attempt == 0, (row.status, row.error)
+    assert row.error is not None and "without a try" in row.error and row.tries == ()
+    assert len(kit.dead_runs.notified) == 1 and kit.letters.letters == []
+    assert kit.drain.bodies(kit.settings.run_queue_url) == []
