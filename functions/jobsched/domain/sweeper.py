@@ -22,8 +22,9 @@ keeps it invisible for the heartbeat's stale time only). What SQS gives up on en
 dead-letter queue (``maxReceiveCount`` deliveries), which each pass also drains (``dead_letters``, at most
 ``MAX_DEAD_LETTERS_PER_PASS``): a run with no row or still ``queued`` is recorded ``dead`` (attempts as made,
 with its dead-run message and alert: a fire is never silently lost), a ``running`` one whose heartbeat is
-stale is a lost worker's (as above), one still beating is looked at again next pass, and anything else (a
-finished run, a ``retrying`` one the index covers) needs nothing: the letter is deleted.
+stale is a lost worker's (as above; unless it is the sweeper's own claim of it, left by a pass that stopped before
+recording the run dead: that claim ran no try, the run is recorded dead), one still beating is looked at again next
+pass, and anything else (a finished run, a ``retrying`` one the index covers) needs nothing: the letter is deleted.
 
 Every write is conditioned on the state read, so a worker's concurrent claim or beat wins. Bounded work:
 at most ``max_rows`` rows per pass (the rest wait for the next minute, oldest first). Metric ``RunsSwept``:
@@ -246,9 +247,11 @@ class Sweeper:
             heartbeat_at = _first_set(row.heartbeat_at, row.started_at, 0)
             if now < heartbeat_at + self.settings.heartbeat_stale_s * 1000:
                 return False  # its worker still beats: look again at the next pass
-            self._lost_worker(row, heartbeat_at, report, specs)
-            return True
-        if row is not None and row.status is not RunStatus.QUEUED:
+            if row.worker != DEAD_LETTER_WORKER:
+                self._lost_worker(row, heartbeat_at, report, specs)
+                return True
+            # else a pass claimed it to record it dead and stopped short: that claim ran no try; claimed again below
+        elif row is not None and row.status is not RunStatus.QUEUED:
             return True  # finished, or retrying (in the sweep index): nothing owed to this letter
         claim = claim_message(
             self.runs,
@@ -265,6 +268,8 @@ class Sweeper:
         owned = Owned(
             message.job_id, message.scheduled_for, before.attempt + 1, DEAD_LETTER_WORKER, owner=before.owner
         )
+        # the tries made: a dead-letter claim taken over (a pass stopped short) counted one that never ran
+        tries = before.attempt - 1 if before.status is RunStatus.RUNNING else before.attempt
         try:
             job = self._job(message.job_id, specs)
             if job is None:
@@ -273,10 +278,10 @@ class Sweeper:
                 return True
             error = (
                 f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries without a try"
-                if before.attempt == 0
+                if tries == 0
                 else f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries"
             )
-            if self.failures.dead(owned, job, error, attempts=before.attempt) is Outcome.DEAD:
+            if self.failures.dead(owned, job, error, attempts=tries) is Outcome.DEAD:
                 report.dead += 1
         except StoreUnavailable:
             # The claim opened no try: give it back (the row as it was, as the worker does), so the letter, back at
