@@ -137,14 +137,20 @@ def test_a_storage_error_after_the_dead_letters_claim_does_not_turn_it_into_a_lo
     assert kit.drain.bodies(kit.settings.run_queue_url) == []  # no try of it was enqueued
 
 
-def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_workers_try(kit: Kit) -> None:
+@pytest.mark.parametrize("saved_queued", [False, True], ids=["message-only", "queued-row-in-sweep-index"])
+def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_workers_try(
+    kit: Kit, saved_queued: bool
+) -> None:
     # Given a sweeper pass that claimed a dead-lettered run to record it dead, then stopped (its Lambda timed
-    # out) before the dead write: the run is running under the sweeper's claim, and the letter is still there
+    # out) before the dead write: the run is running under the sweeper's claim, and the letter is still there.
+    # The run had no row (a scheduled run), or a queued one in the sweep index (a manual run).
     job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
+    if saved_queued:
+        kit.make_run(job)
     message = RunMessage(job.id, T0)
     kit.letters.redrive(message, receive_count=5)
     now = kit.clock()
-    create = new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
+    create = None if saved_queued else new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
     assert kit.runs.claim(
         ClaimRequest(
             job.id,
