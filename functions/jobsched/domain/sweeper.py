@@ -22,9 +22,10 @@ keeps it invisible for the heartbeat's stale time only). What SQS gives up on en
 dead-letter queue (``maxReceiveCount`` deliveries), which each pass also drains (``dead_letters``, at most
 ``MAX_DEAD_LETTERS_PER_PASS``): a run with no row or still ``queued`` is recorded ``dead`` (attempts as made,
 with its dead-run message and alert: a fire is never silently lost), a ``running`` one whose heartbeat is
-stale is a lost worker's (as above; unless it is the sweeper's own claim of it, left by a pass that stopped before
-recording the run dead: that claim ran no try, the run is recorded dead), one still beating is looked at again next
-pass, and anything else (a finished run, a ``retrying`` one the index covers) needs nothing: the letter is deleted.
+stale is a lost worker's (as above), one still beating is looked at again next pass, and anything else (a
+finished run, a ``retrying`` one the index covers) needs nothing: the letter is deleted. A ``running`` run under
+the sweeper's own claim (``DEAD_LETTER_WORKER``: a pass stopped between that claim and the dead write) ran no try
+under it: wherever it is found stale, it is recorded ``dead`` (never retried as a lost worker's).
 
 Every write is conditioned on the state read, so a worker's concurrent claim or beat wins. Bounded work:
 at most ``max_rows`` rows per pass (the rest wait for the next minute, oldest first). Metric ``RunsSwept``:
@@ -247,11 +248,9 @@ class Sweeper:
             heartbeat_at = _first_set(row.heartbeat_at, row.started_at, 0)
             if now < heartbeat_at + self.settings.heartbeat_stale_s * 1000:
                 return False  # its worker still beats: look again at the next pass
-            if row.worker != DEAD_LETTER_WORKER:
-                self._lost_worker(row, heartbeat_at, report, specs)
-                return True
-            # else a pass claimed it to record it dead and stopped short: that claim ran no try; claimed again below
-        elif row is not None and row.status is not RunStatus.QUEUED:
+            self._lost_worker(row, heartbeat_at, report, specs)
+            return True
+        if row is not None and row.status is not RunStatus.QUEUED:
             return True  # finished, or retrying (in the sweep index): nothing owed to this letter
         claim = claim_message(
             self.runs,
@@ -268,8 +267,6 @@ class Sweeper:
         owned = Owned(
             message.job_id, message.scheduled_for, before.attempt + 1, DEAD_LETTER_WORKER, owner=before.owner
         )
-        # the tries made: a dead-letter claim taken over (a pass stopped short) counted one that never ran
-        tries = before.attempt - 1 if before.status is RunStatus.RUNNING else before.attempt
         try:
             job = self._job(message.job_id, specs)
             if job is None:
@@ -278,10 +275,10 @@ class Sweeper:
                 return True
             error = (
                 f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries without a try"
-                if tries == 0
+                if before.attempt == 0
                 else f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries"
             )
-            if self.failures.dead(owned, job, error, attempts=tries) is Outcome.DEAD:
+            if self.failures.dead(owned, job, error, attempts=before.attempt) is Outcome.DEAD:
                 report.dead += 1
         except StoreUnavailable:
             # The claim opened no try: give it back (the row as it was, as the worker does), so the letter, back at
@@ -325,8 +322,17 @@ class Sweeper:
             else:
                 report.conflicts += 1
             return
-        error = lost_worker_error(owned.attempt, heartbeat_at, self.settings.heartbeat_stale_s)
-        outcome = self.failures.failed_try(owned, job, error, tries=with_lost_try(row, error, self.clock()))
+        if owned.worker == DEAD_LETTER_WORKER:
+            # the sweeper's own claim of a dead-lettered run, left by a pass that stopped before recording it dead:
+            # it ran no try, so the run is recorded dead with the tries made before it
+            made = owned.attempt - 1
+            error = "run message dead-lettered" + (" without a try" if made == 0 else "")
+            outcome = self.failures.dead(owned, job, error, attempts=made)
+        else:
+            error = lost_worker_error(owned.attempt, heartbeat_at, self.settings.heartbeat_stale_s)
+            outcome = self.failures.failed_try(
+                owned, job, error, tries=with_lost_try(row, error, self.clock())
+            )
         if outcome is Outcome.LOST:
             report.conflicts += 1
             return
