@@ -172,6 +172,25 @@ def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None
     assert store.get("j_a", T0).attempt == 1
 
 
+@pytest.mark.parametrize("dead", [False, True], ids=["retrying", "dead"])
+def test_a_created_row_enters_the_sweep_index_when_its_try_fails(store: Any, dead: bool) -> None:
+    # Given a scheduled run whose row its claim made (out of the sweep index, as the happy path wants)
+    assert _claim(store, create=_created()).claimed
+    owned = Owned("j_a", T0, 1, "w1", owner="team-a")
+    # When its try fails: retrying (the sweeper re-enqueues it if the retry message never comes), or dead (the
+    # sweeper sends its notifications if the worker could not)
+    if dead:
+        change = DeadTransition(now_ms=NOW, error="boom", final_attempt=1, notify_at_ms=NOW + 60_000)
+        assert store.dead(owned, change)
+    else:
+        assert store.retry(
+            owned, RetryTransition(error="boom", retry_at_ms=NOW + 1, sweep_at_ms=NOW + 60_000)
+        )
+    # Then the sweep index lists it once its sweep_at is due
+    assert store.get("j_a", T0).sweep_at == NOW + 60_000
+    assert store.sweep_due(sweep_shard("j_a"), NOW + 60_000, 10).keys == [FIRST]
+
+
 def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -> None:
     # a row saved before the claim (a manual run; a scheduled run of the layout before issue [2.5]) keeps its
     # fields: create only fills what a new row needs
