@@ -306,7 +306,8 @@ class RunStore:
     def retry(self, owned: Owned, change: RetryTransition) -> bool:
         """``running -> retrying`` after a failed try: records ``error`` and when the next try is due
         (``retry_at``, epoch ms) and moves ``sweep_at`` past it, so the sweeper re-enqueues the run only if
-        the retry message never comes. 1 request. False: not ours (or, with ``owned.heartbeat_at``, it beat since).
+        the retry message never comes (``sweep_pk`` too: a scheduled run's row, made by its claim, enters the sparse
+        index here). 1 request. False: not ours (or, with ``owned.heartbeat_at``, it beat since).
         """
         return self._as_claim(
             owned,
@@ -315,6 +316,7 @@ class RunStore:
                 "error": change.error,
                 "retry_at": change.retry_at_ms,
                 "sweep_at": change.sweep_at_ms,
+                "sweep_pk": sweep_pk(sweep_shard(owned.job_id)),  # a row its claim made has none yet
                 **_failing(owned),
                 **_tries(change.tries),
             },
@@ -337,6 +339,7 @@ class RunStore:
                 "attempt": change.final_attempt,
                 "notify_pending": True,
                 "sweep_at": change.notify_at_ms,
+                "sweep_pk": sweep_pk(sweep_shard(owned.job_id)),  # a row its claim made has none yet
                 **_failing(owned),
                 **_tries(change.tries),
             },
