@@ -172,3 +172,13 @@ def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_work
     assert row.error is not None and "without a try" in row.error and row.tries == ()
     assert len(kit.dead_runs.notified) == 1 and kit.letters.letters == []
     assert kit.drain.bodies(kit.settings.run_queue_url) == []
+
+
+def test_a_dead_lettered_scheduled_run_is_listed_among_its_owners_failed_runs(kit: Kit) -> None:
+    # Given a scheduled run (no row) whose message was dead-lettered before any claim
+    job = kit.make_job(command="echo")
+    kit.letters.redrive(RunMessage(job.id, T0), receive_count=5)
+    # When the sweeper records it dead
+    assert kit.sweeper.sweep().dead == 1
+    # Then its owner finds it among the failed runs (GET /runs?status=dead)
+    assert [r.key for r in kit.runs.list_failed(job.owner, 10)[0]] == [(job.id, T0)]

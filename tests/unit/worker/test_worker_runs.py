@@ -274,3 +274,18 @@ def test_a_failing_run_is_listed_among_its_owners_failed_runs_until_it_succeeds(
     kit.clock.advance(60_000)
     assert kit.deliver(job) == Outcome.SUCCEEDED
     assert kit.runs.list_failed(job.owner, 10) == ([], None)
+
+
+def test_a_scheduled_run_dead_without_a_failed_try_is_listed_among_its_owners_failed_runs(kit: Kit) -> None:
+    # Given a scheduled run whose row its claim made (no owner on it), claimed by a worker that vanished on the
+    # only attempt its job allows
+    job = kit.make_job(command="record", retry={"max_attempts": 1})
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    assert claim_now(kit, job, "lost", stale_before_ms=kit.clock() - 1, create=create).claimed
+    # When its message comes back once the heartbeat is stale: out of attempts, dead without running again
+    kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
+    assert kit.deliver(job) == Outcome.DEAD
+    # Then it is among its owner's failed runs (GET /runs?status=dead), as a run dead of a failed try is
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD
+    assert [r.key for r in kit.runs.list_failed(job.owner, 10)[0]] == [(job.id, T0)]
