@@ -151,8 +151,10 @@ class Failures:
         tries: tuple[TryRecord, ...] | None = None,
     ) -> Outcome:
         """Record the run ``dead`` after ``attempts`` tries (``tries``: its tries with the last one, None: left
-        as stored), then send its dead-run message and alert."""
+        as stored), then send its dead-run message and alert. Like a failed try, it is recorded under the job's
+        owner (so it is listed among the owner's failed runs)."""
         error = truncate(error)
+        owned = replace(owned, owner=job.owner)
         now = self.clock()
         recorded = self.runs.dead(
             owned,
