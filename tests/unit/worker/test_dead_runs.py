@@ -121,3 +121,22 @@ def test_a_dead_runs_alert_is_sent_once_when_its_sending_is_slow(kit: Kit) -> No
     assert [d.run_id for d in notifier.sent] == [run_id(job.id, T0)]
     row = kit.runs.get(job.id, T0)
     assert row is not None and row.status == RunStatus.DEAD and not row.notify_pending
+
+
+def test_two_sweeper_passes_at_once_resend_an_owed_notification_once(kit: Kit) -> None:
+    # Given a dead run whose notification the worker could not send (it is owed: notify_pending)
+    worker = kit.build_worker(dead_runs=FlakyNotifier(failures=1))
+    job = kit.due_job(command="fail", retry={"max_attempts": 1})
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.DEAD
+    # When two sweeper passes run at once (EventBridge delivers a scheduled event at least once; Lambda retries
+    # an asynchronous invocation that failed), the second while the first is sending
+    notifier = SlowNotifier()
+    first, second = kit.build_sweeper(dead_runs=notifier), kit.build_sweeper(dead_runs=notifier)
+    reports = []
+    notifier.meanwhile = lambda: reports.append(second.sweep())
+    kit.clock.advance(NOTIFY_RETRY_MS + 1_000)
+    reports.append(first.sweep())
+    # Then the owner gets the dead-run message and the alert once
+    assert [d.run_id for d in notifier.sent] == [run_id(job.id, T0)], reports
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and not row.notify_pending
