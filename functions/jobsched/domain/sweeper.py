@@ -104,8 +104,8 @@ class Sweeper:
 
     def sweep(self) -> SweepReport:
         """One pass. Requests: 1 query per shard (+1 per extra page), 1 BatchGetItem per 100 rows, 1
-        conditional write per row acted on, 1 GetItem per distinct job with a lost worker, 1 SendMessageBatch
-        per 10 re-enqueued runs; with ``dead_letters``, 1 ReceiveMessage (+1 per 10 letters), and per letter 1
+        conditional write per row acted on (2 for a dead run whose notifications are resent), 1 GetItem per
+        distinct job with a lost worker, 1 SendMessageBatch per 10 re-enqueued runs; with ``dead_letters``, 1 ReceiveMessage (+1 per 10 letters), and per letter 1
         BatchGetItem, at most 1 conditional write (+ a dead run's notifications) and 1 DeleteMessage. Raises nothing for a single row's failure (logged, counted in ``errors``)."""
         now = self.clock()
         report = SweepReport()
@@ -341,15 +341,27 @@ class Sweeper:
             report.dead += 1
 
     def _renotify(self, row: RunRow, now: int, report: SweepReport, specs: dict[str, Job | None]) -> None:
+        """Send a dead run's owed notifications. The resend is taken first: ``sweep_at`` moved on, conditioned on
+        the one this pass saw, so a pass running at the same time (a scheduled event delivered twice, a retried
+        invocation) does not send them too; if sending fails, that move is when it is tried again."""
         owned = Owned.of(row)
+        if row.sweep_at is None or not self.runs.defer_sweep(
+            SweepDeferral(
+                row.job_id,
+                row.scheduled_for,
+                status=RunStatus.DEAD,
+                seen_sweep_at=row.sweep_at,
+                sweep_at_ms=now + self.settings.sweep_queued_after_s * 1000,
+            )
+        ):
+            report.conflicts += 1
+            return
         job = self._job(owned.job_id, specs)
         dead = dead_run(owned, job, row.error or "", owned.attempt, _first_set(row.finished_at, now))
         if self.failures.notify(dead):
             report.notified += 1
-        elif row.sweep_at is not None:
-            self._defer(
-                row, RunStatus.DEAD, row.sweep_at, now + self.settings.sweep_queued_after_s * 1000, report
-            )
+        else:
+            report.deferred += 1
 
 
 def _first_set(*values: int | None) -> int:
