@@ -172,6 +172,25 @@ def test_a_claim_creates_the_row_of_a_run_that_has_none_once(store: Any) -> None
     assert store.get("j_a", T0).attempt == 1
 
 
+@pytest.mark.parametrize("dead", [False, True], ids=["retrying", "dead"])
+def test_a_created_row_enters_the_sweep_index_when_its_try_fails(store: Any, dead: bool) -> None:
+    # Given a scheduled run whose row its claim made (out of the sweep index, as the happy path wants)
+    assert _claim(store, create=_created()).claimed
+    owned = Owned("j_a", T0, 1, "w1", owner="team-a")
+    # When its try fails: retrying (the sweeper re-enqueues it if the retry message never comes), or dead (the
+    # sweeper sends its notifications if the worker could not)
+    if dead:
+        change = DeadTransition(now_ms=NOW, error="boom", final_attempt=1, notify_at_ms=NOW + 60_000)
+        assert store.dead(owned, change)
+    else:
+        assert store.retry(
+            owned, RetryTransition(error="boom", retry_at_ms=NOW + 1, sweep_at_ms=NOW + 60_000)
+        )
+    # Then the sweep index lists it once its sweep_at is due
+    assert store.get("j_a", T0).sweep_at == NOW + 60_000
+    assert store.sweep_due(sweep_shard("j_a"), NOW + 60_000, 10).keys == [FIRST]
+
+
 def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -> None:
     # a row saved before the claim (a manual run; a scheduled run of the layout before issue [2.5]) keeps its
     # fields: create only fills what a new row needs
@@ -399,6 +418,23 @@ def test_a_run_leaves_the_failed_list_when_its_next_try_is_claimed_or_succeeds(s
     assert store.succeed(Owned("j_a", T0, 2, "w2"), now_ms=NOW + 61_000)
     assert store.list_failed("team-a", 10) == ([], None)
     assert store.get("j_a", T0).owner == "team-a"
+
+
+def test_a_retrying_run_whose_claim_is_given_back_is_still_among_its_owners_failed_runs(store: Any) -> None:
+    # Given a retrying run of team-a's (listed among its failed runs), claimed by its retry's delivery
+    assert store.put_new(_run()) is None
+    _fail(store, FIRST, "team-a", dead=False)
+    claim = _claim(store, "w2", now=NOW + 60_000)
+    assert claim.claimed and store.list_failed("team-a", 10) == ([], None)
+    # When that claim is given back (a storage error before the target started: the try does not count)
+    assert store.give_back(Owned("j_a", T0, 2, "w2"), before=claim.before)
+    # Then the run is retrying again as the claim found it, and listed among team-a's failed runs again
+    row = store.get("j_a", T0)
+    assert row.status is RunStatus.RETRYING and row.attempt == 1
+    assert [r.key for r in store.list_failed("team-a", 10)[0]] == [FIRST]
+    assert [r.key for r in store.list_failed("team-a", 10, RunFilter(status=RunStatus.RETRYING))[0]] == [
+        FIRST
+    ]
 
 
 def test_a_jobs_history_filters_by_kind_and_since(store: Any) -> None:

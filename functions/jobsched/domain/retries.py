@@ -18,10 +18,11 @@ from jobsched.ports.runs import (
     Owned,
     RetryTransition,
     RunMessage,
+    RunRow,
     RunSender,
     RunTransitions,
 )
-from jobsched.ports.tries import TryRecord
+from jobsched.ports.tries import TryRecord, with_try
 from jobsched.settings import Settings
 from jobsched.targets.base import (
     iso_utc,
@@ -48,6 +49,15 @@ def lost_worker_error(attempt: int, heartbeat_at: int | None, stale_s: int) -> s
     """The error recorded for a try whose worker stopped beating (it counts as a failed try)."""
     since = f" since {iso_utc(heartbeat_at)}" if heartbeat_at is not None else ""
     return f"worker lost during attempt {attempt}: no heartbeat{since} (over {stale_s} s)"
+
+
+def with_lost_try(row: RunRow, error: str, now_ms: int) -> tuple[TryRecord, ...]:
+    """``row``'s tries with the try of its current claim recorded as failed with ``error`` at ``now_ms`` (epoch
+    ms): a lost worker's try (attempt ``row.attempt``, started at ``row.started_at`` by ``row.worker``, in the
+    row's round). It counts as a try, so it is recorded like one, whoever takes the run over (the redelivery's
+    claim or the sweeper)."""
+    record = TryRecord(row.attempt, row.started_at, now_ms, row.worker, error, round=row.reruns)
+    return with_try(row.tries, record)
 
 
 def dead_run(owned: Owned, job: Job | None, error: str, attempts: int, now_ms: int) -> DeadRun:
@@ -141,8 +151,10 @@ class Failures:
         tries: tuple[TryRecord, ...] | None = None,
     ) -> Outcome:
         """Record the run ``dead`` after ``attempts`` tries (``tries``: its tries with the last one, None: left
-        as stored), then send its dead-run message and alert."""
+        as stored), then send its dead-run message and alert. Like a failed try, it is recorded under the job's
+        owner (so it is listed among the owner's failed runs)."""
         error = truncate(error)
+        owned = replace(owned, owner=job.owner)
         now = self.clock()
         recorded = self.runs.dead(
             owned,

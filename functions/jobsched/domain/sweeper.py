@@ -23,7 +23,9 @@ dead-letter queue (``maxReceiveCount`` deliveries), which each pass also drains 
 ``MAX_DEAD_LETTERS_PER_PASS``): a run with no row or still ``queued`` is recorded ``dead`` (attempts as made,
 with its dead-run message and alert: a fire is never silently lost), a ``running`` one whose heartbeat is
 stale is a lost worker's (as above), one still beating is looked at again next pass, and anything else (a
-finished run, a ``retrying`` one the index covers) needs nothing: the letter is deleted.
+finished run, a ``retrying`` one the index covers) needs nothing: the letter is deleted. A ``running`` run under
+the sweeper's own claim (``DEAD_LETTER_WORKER``: a pass stopped between that claim and the dead write) ran no try
+under it: wherever it is found stale, it is recorded ``dead`` (never retried as a lost worker's).
 
 Every write is conditioned on the state read, so a worker's concurrent claim or beat wins. Bounded work:
 at most ``max_rows`` rows per pass (the rest wait for the next minute, oldest first). Metric ``RunsSwept``:
@@ -36,9 +38,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jobsched.clock import Clock
-from jobsched.domain.retries import Failures, Outcome, dead_run, lost_worker_error
+from jobsched.domain.retries import Failures, Outcome, dead_run, lost_worker_error, with_lost_try
 from jobsched.models import Job, RunStatus
 from jobsched.observability import COUNT, MetricName, add_metric, logger
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
     SWEEP_SHARDS,
     DeadLetter,
@@ -101,8 +104,8 @@ class Sweeper:
 
     def sweep(self) -> SweepReport:
         """One pass. Requests: 1 query per shard (+1 per extra page), 1 BatchGetItem per 100 rows, 1
-        conditional write per row acted on, 1 GetItem per distinct job with a lost worker, 1 SendMessageBatch
-        per 10 re-enqueued runs; with ``dead_letters``, 1 ReceiveMessage (+1 per 10 letters), and per letter 1
+        conditional write per row acted on (2 for a dead run whose notifications are resent), 1 GetItem per
+        distinct job with a lost worker, 1 SendMessageBatch per 10 re-enqueued runs; with ``dead_letters``, 1 ReceiveMessage (+1 per 10 letters), and per letter 1
         BatchGetItem, at most 1 conditional write (+ a dead run's notifications) and 1 DeleteMessage. Raises nothing for a single row's failure (logged, counted in ``errors``)."""
         now = self.clock()
         report = SweepReport()
@@ -264,18 +267,25 @@ class Sweeper:
         owned = Owned(
             message.job_id, message.scheduled_for, before.attempt + 1, DEAD_LETTER_WORKER, owner=before.owner
         )
-        job = self._job(message.job_id, specs)
-        if job is None:
-            if self.runs.skip(owned, now_ms=now, reason="job deleted; its run message was dead-lettered"):
-                report.skipped += 1
-            return True
-        error = (
-            f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries without a try"
-            if before.attempt == 0
-            else f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries"
-        )
-        if self.failures.dead(owned, job, error, attempts=before.attempt) is Outcome.DEAD:
-            report.dead += 1
+        try:
+            job = self._job(message.job_id, specs)
+            if job is None:
+                if self.runs.skip(owned, now_ms=now, reason="job deleted; its run message was dead-lettered"):
+                    report.skipped += 1
+                return True
+            error = (
+                f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries without a try"
+                if before.attempt == 0
+                else f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries"
+            )
+            if self.failures.dead(owned, job, error, attempts=before.attempt) is Outcome.DEAD:
+                report.dead += 1
+        except StoreUnavailable:
+            # The claim opened no try: give it back (the row as it was, as the worker does), so the letter, back at
+            # a later pass, is settled again, and the claim is never taken for a lost worker's try (and retried).
+            logger.warning("dead letter not settled; giving its claim back", run_id=owned.run_id)
+            self.runs.give_back(owned, before=before)
+            raise
         return True
 
     def _defer(self, row: RunRow, status: RunStatus, seen: int, sweep_at: int, report: SweepReport) -> None:
@@ -312,8 +322,17 @@ class Sweeper:
             else:
                 report.conflicts += 1
             return
-        error = lost_worker_error(owned.attempt, heartbeat_at, self.settings.heartbeat_stale_s)
-        outcome = self.failures.failed_try(owned, job, error)
+        if owned.worker == DEAD_LETTER_WORKER:
+            # the sweeper's own claim of a dead-lettered run, left by a pass that stopped before recording it dead:
+            # it ran no try, so the run is recorded dead with the tries made before it
+            made = owned.attempt - 1
+            error = "run message dead-lettered" + (" without a try" if made == 0 else "")
+            outcome = self.failures.dead(owned, job, error, attempts=made)
+        else:
+            error = lost_worker_error(owned.attempt, heartbeat_at, self.settings.heartbeat_stale_s)
+            outcome = self.failures.failed_try(
+                owned, job, error, tries=with_lost_try(row, error, self.clock())
+            )
         if outcome is Outcome.LOST:
             report.conflicts += 1
             return
@@ -322,15 +341,27 @@ class Sweeper:
             report.dead += 1
 
     def _renotify(self, row: RunRow, now: int, report: SweepReport, specs: dict[str, Job | None]) -> None:
+        """Send a dead run's owed notifications. The resend is taken first: ``sweep_at`` moved on, conditioned on
+        the one this pass saw, so a pass running at the same time (a scheduled event delivered twice, a retried
+        invocation) does not send them too; if sending fails, that move is when it is tried again."""
         owned = Owned.of(row)
+        if row.sweep_at is None or not self.runs.defer_sweep(
+            SweepDeferral(
+                row.job_id,
+                row.scheduled_for,
+                status=RunStatus.DEAD,
+                seen_sweep_at=row.sweep_at,
+                sweep_at_ms=now + self.settings.sweep_queued_after_s * 1000,
+            )
+        ):
+            report.conflicts += 1
+            return
         job = self._job(owned.job_id, specs)
         dead = dead_run(owned, job, row.error or "", owned.attempt, _first_set(row.finished_at, now))
         if self.failures.notify(dead):
             report.notified += 1
-        elif row.sweep_at is not None:
-            self._defer(
-                row, RunStatus.DEAD, row.sweep_at, now + self.settings.sweep_queued_after_s * 1000, report
-            )
+        else:
+            report.deferred += 1
 
 
 def _first_set(*values: int | None) -> int:

@@ -52,7 +52,7 @@ from dataclasses import InitVar, dataclass, field, replace
 
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
-from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error
+from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error, with_lost_try
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.models import Job, OverlapPolicy, RunKind, RunStatus
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
@@ -82,7 +82,12 @@ from jobsched.targets.base import (
 RETRY_EARLY_SLACK_MS = 5_000
 """A retrying run may be claimed this long before its ``retry_at`` (clock skew between hosts)."""
 GIVE_BACK_DELAY_S = 5
-"""A delivery whose claim was given back (a storage error before the target started) comes back after this."""
+"""A delivery whose claim was given back (a storage error before the target started) comes back after this,
+doubled for each earlier receive of its message (``Delivery.receive_count``: 5, 10, 20, 40, 80 s): every receive
+counts toward the run queue's redrive limit (``resources.RUN_QUEUE.max_receive_count``, 5), so a message given back
+that often is dead-lettered, and its run recorded dead without a try, only after an outage of over 2 minutes."""
+MAX_GIVE_BACK_DELAY_S = 900
+"""The longest a given-back delivery is handed back for (s)."""
 CLAIM_MARGIN_S = 20
 """Seconds a claimed try needs beyond its ``timeout_s`` to record its result (a few conditional writes, the
 retry or dead-run messages, each with SDK retries). A delivery whose invocation has less than
@@ -187,6 +192,10 @@ class Worker:
             )
             return Outcome.DROPPED
         attempt = before.attempt + 1
+        # a lost worker's run taken over: its try counts, so it is recorded with this one's result
+        if before.status is RunStatus.RUNNING:
+            lost = lost_worker_error(before.attempt, before.heartbeat_at, self.settings.heartbeat_stale_s)
+            before = replace(before, tries=with_lost_try(before, lost, now))
         owned = Owned(message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.owner)
         # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
         on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
@@ -202,15 +211,13 @@ class Worker:
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
             if attempt > job.retry.max_attempts:
-                lost = None
-                if before.status is RunStatus.RUNNING:
+                if before.status is RunStatus.RUNNING:  # the lost worker's try (recorded above) was the last
                     error = lost_worker_error(
                         attempt - 1, before.heartbeat_at, self.settings.heartbeat_stale_s
                     )
-                    lost = _tried(before, attempt - 1, before.started_at, before.worker, self.clock(), error)
-                else:
-                    error = f"out of attempts: the job allows {job.retry.max_attempts}"
-                return self.failures.dead(owned, job, error, attempts=attempt - 1, tries=lost)
+                    return self.failures.dead(owned, job, error, attempts=attempt - 1, tries=before.tries)
+                error = f"out of attempts: the job allows {job.retry.max_attempts}"
+                return self.failures.dead(owned, job, error, attempts=attempt - 1)
             locked = job.overlap is OverlapPolicy.SKIP
             if locked:
                 holder = self._acquire_overlap(owned, now)
@@ -309,9 +316,9 @@ class Worker:
 
     def _give_back(self, delivery: Delivery, owned: Owned, before: RunRow, error: Exception) -> Outcome:
         """Undo the claim after an error before the target started (``RunRows.give_back``) and hand the delivery
-        back to come again in ``GIVE_BACK_DELAY_S`` (``DEFERRED``). If the claim cannot be given back either, the
-        error propagates: the record fails, and the run is recovered as a lost worker's once its heartbeat is
-        stale (that try then counts)."""
+        back to come again in ``GIVE_BACK_DELAY_S``, doubled per earlier receive (``DEFERRED``). If the claim
+        cannot be given back either, the error propagates: the record fails, and the run is recovered as a lost
+        worker's once its heartbeat is stale (that try then counts)."""
         logger.warning(
             "storage error before the target started; giving the claim back",
             run_id=owned.run_id,
@@ -324,9 +331,10 @@ class Worker:
             raise error from None
         if not given:
             return Outcome.LOST
-        return self._defer(
-            delivery, visible_in_s=GIVE_BACK_DELAY_S, reason="claim given back after a storage error"
+        back_in_s = min(
+            GIVE_BACK_DELAY_S * 2 ** min(max(delivery.receive_count, 1) - 1, 10), MAX_GIVE_BACK_DELAY_S
         )
+        return self._defer(delivery, visible_in_s=back_in_s, reason="claim given back after a storage error")
 
     def _acquire_overlap(self, owned: Owned, now: int) -> str | None:
         """Take the job's overlap lock for ``owned``; None when taken, else the run id of the try running.

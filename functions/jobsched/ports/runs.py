@@ -586,7 +586,10 @@ class RunRows(RunTransitions, RunClaims, Protocol):
 class SweepRows(RunTransitions, RunClaims, Protocol):
     """The sweeper's reads and writes on the runs: the due keys of one shard of the sweep index (a page,
     ``sweep_at <= now_ms``), the rows of those keys, conditional moves of ``sweep_at``, and the claim (as in
-    ``RunRows``) by which it records dead a run whose message was dead-lettered before any try."""
+    ``RunRows``) by which it records dead a run whose message was dead-lettered before any try, with its
+    ``give_back`` (as in ``RunRows``) when that cannot be recorded."""
+
+    def give_back(self, owned: Owned, *, before: RunRow) -> bool: ...
 
     def sweep_due(self, shard: int, now_ms: int, limit: int, cursor: Any = None) -> SweepPage: ...
 

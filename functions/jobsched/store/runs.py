@@ -14,7 +14,16 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import EVERY_RUN, Claim, KeyedInsert, RunFilter, RunKey, SweepPage, sweep_shard
+from jobsched.ports.runs import (
+    EVERY_RUN,
+    FAILURE_STATUSES,
+    Claim,
+    KeyedInsert,
+    RunFilter,
+    RunKey,
+    SweepPage,
+    sweep_shard,
+)
 from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
@@ -297,7 +306,8 @@ class RunStore:
     def retry(self, owned: Owned, change: RetryTransition) -> bool:
         """``running -> retrying`` after a failed try: records ``error`` and when the next try is due
         (``retry_at``, epoch ms) and moves ``sweep_at`` past it, so the sweeper re-enqueues the run only if
-        the retry message never comes. 1 request. False: not ours (or, with ``owned.heartbeat_at``, it beat since).
+        the retry message never comes (``sweep_pk`` too: a scheduled run's row, made by its claim, enters the sparse
+        index here). 1 request. False: not ours (or, with ``owned.heartbeat_at``, it beat since).
         """
         return self._as_claim(
             owned,
@@ -306,6 +316,7 @@ class RunStore:
                 "error": change.error,
                 "retry_at": change.retry_at_ms,
                 "sweep_at": change.sweep_at_ms,
+                "sweep_pk": sweep_pk(sweep_shard(owned.job_id)),  # a row its claim made has none yet
                 **_failing(owned),
                 **_tries(change.tries),
             },
@@ -328,6 +339,7 @@ class RunStore:
                 "attempt": change.final_attempt,
                 "notify_pending": True,
                 "sweep_at": change.notify_at_ms,
+                "sweep_pk": sweep_pk(sweep_shard(owned.job_id)),  # a row its claim made has none yet
                 **_failing(owned),
                 **_tries(change.tries),
             },
@@ -348,7 +360,11 @@ class RunStore:
     def give_back(self, owned: Owned, *, before: RunRow) -> bool:
         """Undo the claim ``(attempt, worker)``: the row returns to ``before`` (the row as the claim found it:
         its status, attempt, worker, start, heartbeat, retry and lateness), so the try the claim opened does not
-        count. For a failure after the claim and before the target started. 1 request. False: not ours."""
+        count. For a failure after the claim and before the target started. 1 request. False: not ours.
+
+        The claim took the run out of its owner's failed runs (it removed ``fail_owner``): a ``retrying`` run
+        given back returns to them, as its status says (``FAILURE_STATUSES``)."""
+        failing = before.status in FAILURE_STATUSES and before.owner is not None
         restored = {
             "worker": before.worker,
             "started_at": before.started_at,
@@ -362,6 +378,7 @@ class RunStore:
                 "status": before.status.value,
                 "attempt": before.attempt,
                 **{name: value for name, value in restored.items() if value is not None},
+                **({FAIL_OWNER: before.owner} if failing else {}),
             },
             removes=tuple(name for name, value in restored.items() if value is None),
         )

@@ -1,6 +1,7 @@
 """Failure paths of the worker that depend on the DynamoDB adapters (the rest run on the fakes in
 tests/unit/worker/test_failure_paths.py): a throttled read of the spec is ``StoreUnavailable`` and gives the
-claim back; a spec the worker cannot parse is not given back forever."""
+claim back; a spec the worker cannot parse is not given back forever; a scheduled run (its row made by its
+claim) whose retry message or dead-run notification is lost is found by the sweeper."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pytest
 from botocore.stub import Stubber
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.domain.retries import Outcome
+from jobsched.domain.retries import NOTIFY_RETRY_MS, Outcome
 from jobsched.domain.worker import Deferred
 from jobsched.models import RunStatus
 from jobsched.targets import TargetCall
+from jobsched.wiring import Components
 from tests.support.worker import Kit
 
 from .conftest import T0
@@ -62,3 +64,49 @@ def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(kit: Kit) -> No
             outcomes.append(type(error).__name__)
     row = kit.runs.get(job.id, T0)
     assert row.attempt > 0 or row.status != "queued", (outcomes, row.status, row.attempt)
+
+
+def test_a_scheduled_runs_lost_retry_message_is_re_enqueued_by_the_sweeper(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a scheduled run: no row until its claim makes one (the happy path since issue [2.5])
+    job = kit.make_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
+    worker = kit.worker
+
+    def unreachable(messages: Any) -> None:
+        raise ConnectionError("SQS unreachable")
+
+    # When its first try fails and the retry message cannot be sent
+    monkeypatch.setattr(worker.failures.queue, "send", unreachable)
+    assert kit.deliver(job) == Outcome.RETRYING
+    monkeypatch.undo()
+    # Then the sweeper re-enqueues it once overdue ("the sweeper re-enqueues it when due"), and the retry runs
+    kit.clock.advance((30 + kit.settings.sweep_queued_after_s) * 1000)
+    report = Components(kit.settings, kit.aws, clock=kit.clock).sweeper().sweep()
+    assert report.requeued == 1, report
+    assert kit.drain.bodies(kit.settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
+    assert kit.deliver(job) == Outcome.SUCCEEDED
+
+
+def test_a_scheduled_dead_runs_failed_notification_is_sent_by_the_sweeper(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a scheduled run (no row until its claim) whose only try fails
+    job = kit.make_job(command="fail", retry={"max_attempts": 1})
+    worker = kit.worker
+
+    def unreachable(dead: Any) -> None:
+        raise ConnectionError("SQS unreachable")
+
+    # When the dead-run message and alert cannot be sent
+    monkeypatch.setattr(worker.failures.dead_runs, "notify", unreachable)
+    assert kit.deliver(job) == Outcome.DEAD
+    monkeypatch.undo()
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD and row.notify_pending
+    # Then the sweeper, once they are due again, sends them: the owner is told once
+    kit.clock.advance(NOTIFY_RETRY_MS + 1_000)
+    report = Components(kit.settings, kit.aws, clock=kit.clock).sweeper().sweep()
+    assert report.notified == 1, report
+    assert [b["run_id"] for b in kit.drain.bodies(kit.settings.dead_run_queue_url)] == [row.run_id]
+    assert not kit.runs.get(job.id, T0).notify_pending  # type: ignore[union-attr]

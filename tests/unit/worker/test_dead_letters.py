@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from jobsched.domain.sweeper import Sweeper
+from jobsched.domain.sweeper import DEAD_LETTER_WORKER, Sweeper
 from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.models import RunStatus
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import ClaimRequest, RunMessage, new_run
 from tests.support.worker import T0, Kit
 
@@ -105,3 +106,79 @@ def test_a_failing_dead_letter_queue_is_counted_and_the_pass_goes_on(kit: Kit) -
     kit.letters.receive = broken  # type: ignore[method-assign,assignment]
     report = kit.sweeper.sweep()
     assert report.errors == ["dead letters: ConnectionError"] and len(kit.letters.letters) == 1
+
+
+def test_a_storage_error_after_the_dead_letters_claim_does_not_turn_it_into_a_lost_workers_try(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a scheduled run whose message was dead-lettered before any try
+    job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
+    kit.letters.redrive(RunMessage(job.id, T0), receive_count=5)
+    # When the sweeper's claim of it succeeds but the job's spec cannot be read (a throttled GetItem)
+    get_spec = kit.jobs.get_spec
+    failures = iter([StoreUnavailable("jobs table throttled")])
+
+    def flaky_get_spec(job_id: str) -> object:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return get_spec(job_id)
+
+    monkeypatch.setattr(kit.jobs, "get_spec", flaky_get_spec)
+    assert kit.sweeper.sweep().errors  # the letter stays for a later pass
+    # Then later passes (the letter back, the run's claim now stale) still record the run dead without a try
+    for _ in range(5):
+        kit.clock.advance(60_000)
+        kit.sweeper.sweep()
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD and row.attempt == 0, (row.status, row.error)
+    assert row.error is not None and "without a try" in row.error and row.tries == ()
+    assert len(kit.dead_runs.notified) == 1 and kit.letters.letters == []
+    assert kit.drain.bodies(kit.settings.run_queue_url) == []  # no try of it was enqueued
+
+
+@pytest.mark.parametrize("saved_queued", [False, True], ids=["message-only", "queued-row-in-sweep-index"])
+def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_workers_try(
+    kit: Kit, saved_queued: bool
+) -> None:
+    # Given a sweeper pass that claimed a dead-lettered run to record it dead, then stopped (its Lambda timed
+    # out) before the dead write: the run is running under the sweeper's claim, and the letter is still there.
+    # The run had no row (a scheduled run), or a queued one in the sweep index (a manual run).
+    job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
+    if saved_queued:
+        kit.make_run(job)
+    message = RunMessage(job.id, T0)
+    kit.letters.redrive(message, receive_count=5)
+    now = kit.clock()
+    create = None if saved_queued else new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
+    assert kit.runs.claim(
+        ClaimRequest(
+            job.id,
+            T0,
+            worker=DEAD_LETTER_WORKER,
+            now_ms=now,
+            stale_before_ms=now,
+            retry_due_by_ms=now,
+            create=create,
+        )
+    ).claimed
+    # When later passes find the letter again, the claim's heartbeat long stale
+    for _ in range(5):
+        kit.clock.advance(60_000)
+        kit.sweeper.sweep()
+    # Then the run is recorded dead without a try (that claim ran none), not retried as a lost worker's
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD and row.attempt == 0, (row.status, row.error)
+    assert row.error is not None and "without a try" in row.error and row.tries == ()
+    assert len(kit.dead_runs.notified) == 1 and kit.letters.letters == []
+    assert kit.drain.bodies(kit.settings.run_queue_url) == []
+
+
+def test_a_dead_lettered_scheduled_run_is_listed_among_its_owners_failed_runs(kit: Kit) -> None:
+    # Given a scheduled run (no row) whose message was dead-lettered before any claim
+    job = kit.make_job(command="echo")
+    kit.letters.redrive(RunMessage(job.id, T0), receive_count=5)
+    # When the sweeper records it dead
+    assert kit.sweeper.sweep().dead == 1
+    # Then its owner finds it among the failed runs (GET /runs?status=dead)
+    assert [r.key for r in kit.runs.list_failed(job.owner, 10)[0]] == [(job.id, T0)]

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.domain.retries import Outcome
+from jobsched.aws import DEFAULT_CALLS
+from jobsched.domain.retries import NOTIFY_RETRY_MS, Outcome
 from jobsched.models import RunStatus
 from jobsched.ports.runs import DeadRun, run_id
 from tests.support.worker import T0, Kit
@@ -79,3 +80,62 @@ def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(kit: K
     assert sweeper.sweep().requeued == 1
     assert kit.drain.bodies(kit.settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
     assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.SUCCEEDED
+
+
+class SlowNotifier:
+    """A dead-run sink whose first call takes over a minute (a slow SNS publish under the SDK's retries): while it
+    hangs, ``meanwhile`` runs (the sweeper's pass of that minute); every call that completes is recorded."""
+
+    def __init__(self) -> None:
+        self.sent: list[DeadRun] = []
+        self.meanwhile: Any = None
+        self.calls = 0
+
+    def notify(self, dead: DeadRun) -> None:
+        self.calls += 1
+        if self.calls == 1 and self.meanwhile is not None:
+            self.meanwhile()
+        self.sent.append(dead)
+
+
+def test_a_dead_runs_alert_is_sent_once_when_its_sending_is_slow(kit: Kit) -> None:
+    # Given a run out of attempts whose worker is sending its dead-run message and alert, slowly
+    notifier = SlowNotifier()
+    worker = kit.build_worker(dead_runs=notifier)
+    sweeper = kit.build_sweeper(dead_runs=notifier)
+    passes = []
+
+    def sweeper_pass_while_the_worker_sends() -> None:
+        # a live worker may still be at it this long after the dead write's clock reading: the dead write, the
+        # dead-run message, the alert and the notified mark are each bounded by DEFAULT_CALLS (with retries)
+        kit.clock.advance(round(4 * DEFAULT_CALLS.worst_case_s * 1000))
+        passes.append(sweeper.sweep())
+
+    notifier.meanwhile = sweeper_pass_while_the_worker_sends
+    job = kit.due_job(command="fail", retry={"max_attempts": 1})
+    # When the sweeper's pass runs while that sending hangs, and the sending then completes
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.DEAD
+    assert len(passes) == 1
+    # Then the owner got one dead-run message and one alert, not one from the worker and one from the sweeper
+    assert [d.run_id for d in notifier.sent] == [run_id(job.id, T0)]
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status == RunStatus.DEAD and not row.notify_pending
+
+
+def test_two_sweeper_passes_at_once_resend_an_owed_notification_once(kit: Kit) -> None:
+    # Given a dead run whose notification the worker could not send (it is owed: notify_pending)
+    worker = kit.build_worker(dead_runs=FlakyNotifier(failures=1))
+    job = kit.due_job(command="fail", retry={"max_attempts": 1})
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.DEAD
+    # When two sweeper passes run at once (EventBridge delivers a scheduled event at least once; Lambda retries
+    # an asynchronous invocation that failed), the second while the first is sending
+    notifier = SlowNotifier()
+    first, second = kit.build_sweeper(dead_runs=notifier), kit.build_sweeper(dead_runs=notifier)
+    reports = []
+    notifier.meanwhile = lambda: reports.append(second.sweep())
+    kit.clock.advance(NOTIFY_RETRY_MS + 1_000)
+    reports.append(first.sweep())
+    # Then the owner gets the dead-run message and the alert once
+    assert [d.run_id for d in notifier.sent] == [run_id(job.id, T0)], reports
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and not row.notify_pending

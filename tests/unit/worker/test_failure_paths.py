@@ -4,6 +4,7 @@ On the in-memory fakes; a spec the worker cannot read is tests/integration/worke
 
 from __future__ import annotations
 
+import itertools
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -14,9 +15,12 @@ from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred
+from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import HttpTarget, LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.runs import RunMessage
+from jobsched.resources import RUN_QUEUE
 from jobsched.targets import TargetCall, TargetFailed, Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
@@ -182,3 +186,41 @@ def test_one_failed_lock_release_does_not_skip_the_next_fires_of_an_idle_job(
     assert (
         kit.worker.handle(delivery_of(kit.record(job.id, T0 + 10_000, message_id="m2"))) == Outcome.SUCCEEDED
     )
+
+
+def test_a_storage_outage_of_half_a_minute_before_the_target_does_not_kill_the_run(
+    kit: Kit, calls: list[TargetCall], monkeypatch: pytest.MonkeyPatch, visibility_calls: list[dict[str, Any]]
+) -> None:
+    # Each delivery that meets the outage gives its claim back and hands the message back for GIVE_BACK_DELAY_S;
+    # every receive counts toward the run queue's redrive limit (RUN_QUEUE.max_receive_count), so past it SQS
+    # moves the message to the DLQ, where the sweeper records the run dead without a try and alerts its owner:
+    # the harm of [2.1] break 5 (dead and alerted, the target never ran), after a 30 s jobs-table throttle.
+    job = kit.due_job(command="record", retry={"max_attempts": 4})
+    back_at = kit.clock() + 30_000
+    real = kit.jobs.get_spec
+
+    def throttled(job_id: str) -> Any:
+        if kit.clock() < back_at:
+            raise StoreUnavailable("get_spec: ThrottlingException")  # as the DynamoDB adapter raises it
+        return real(job_id)
+
+    monkeypatch.setattr(kit.jobs, "get_spec", throttled)
+    letters = MemoryDeadLetters()
+    sweeper = kit.build_sweeper(dead_letters=letters)
+    # When SQS delivers the message each time it is visible again, until the worker keeps it or SQS gives up
+    for receives in itertools.count(1):
+        if receives > RUN_QUEUE.max_receive_count:
+            letters.redrive(RunMessage(job.id, T0), receive_count=receives - 1)
+            break
+        record = kit.record(job.id, T0, receive_count=receives, receipt_handle=f"rh-{receives}")
+        try:
+            kit.worker.handle(delivery_of(record))
+            break
+        except Deferred:
+            kit.clock.advance(visibility_calls[-1]["VisibilityTimeout"] * 1000)
+    kit.clock.advance(60_000)
+    sweeper.sweep()
+    # Then the run ran once the table was back, rather than ending dead with its owner alerted
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.SUCCEEDED, (row.status, row.error)
+    assert len(calls) == 1 and kit.dead_runs.notified == []

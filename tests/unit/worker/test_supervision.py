@@ -15,7 +15,8 @@ from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import RunStatus
+from jobsched.models import Job, RunStatus, to_ms
+from jobsched.ports.jobs import Rewrite
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, run_id
 from jobsched.targets import TargetCall, Targets, commands
 from jobsched.targets.shell import ShellExecutor
@@ -310,6 +311,27 @@ def test_overlap_skip_ignores_a_run_whose_worker_is_lost(kit: Kit) -> None:
     )
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     assert kit.deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
+
+
+def test_overlap_skip_set_while_a_run_is_running_skips_the_next_run(kit: Kit) -> None:
+    # Given an every-minute job with overlap allow whose 02:00 run is running (its worker beats: fresh)
+    job = kit.make_job(schedule="* * * * *", overlap="allow")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + 60_000)
+    assert kit.runs.claim(
+        ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+    ).claimed
+    # When its owner sets overlap: skip (PATCH) and the 02:01 run is delivered while the 02:00 one still runs
+    stored = kit.jobs.get(job.id)
+    assert stored.state is not None
+    edited = Job.model_validate(job.model_dump() | {"overlap": "skip"})
+    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at)))
+    kit.clock.advance(60_000)
+    outcome = kit.deliver(job, T0 + 60_000)
+    # Then it is skipped: another run of the job is running (the 02:00 run took no lock under allow)
+    assert outcome == Outcome.SKIPPED
+    row = kit.runs.get(job.id, T0 + 60_000)
+    assert row is not None and row.status is RunStatus.SKIPPED
 
 
 def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(kit: Kit) -> None:

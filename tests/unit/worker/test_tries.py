@@ -120,6 +120,54 @@ def test_a_lost_workers_last_try_is_recorded_when_the_run_dies_of_it(kit: Kit) -
     assert lost.error is not None and "worker lost" in lost.error
 
 
+def test_a_lost_workers_try_is_recorded_when_a_redelivery_takes_the_run_over(kit: Kit) -> None:
+    # Given a run whose first worker claimed it and vanished, with attempts left
+    @kit.registry.register("ok")
+    def ok(call: TargetCall) -> Any:
+        return "done"
+
+    job = kit.due_job(command="ok", retry={"max_attempts": 3})
+    first = kit.clock()
+    assert kit.runs.claim(
+        ClaimRequest(
+            job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
+        )
+    ).claimed
+    # When its message comes back once the heartbeat is stale and the redelivery takes the run over
+    kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
+    assert kit.deliver(job) == Outcome.SUCCEEDED
+    # Then the row counts two tries and records both: the lost one (it counts as a try) and the success
+    row = _row(kit.runs, job)
+    assert row.status is RunStatus.SUCCEEDED and row.attempt == 2
+    assert [(t.attempt, t.worker) for t in row.tries] == [(1, "lost-one"), (2, row.worker)]
+    lost = row.tries[0]
+    assert lost.started_at == first and lost.error is not None and "worker lost" in lost.error
+    assert row.tries[1].error is None
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])
+def test_a_lost_workers_try_is_recorded_when_the_sweeper_counts_it_failed(
+    kit: Kit, max_attempts: int
+) -> None:
+    # Given a run whose worker claimed it and vanished
+    job = kit.due_job(command="echo", retry={"max_attempts": max_attempts, "backoff_s": 60})
+    first = kit.clock()
+    assert kit.runs.claim(
+        ClaimRequest(
+            job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
+        )
+    ).claimed
+    # When the sweeper finds its heartbeat stale: a failed try (retrying, or dead when it was the last)
+    kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
+    assert kit.build_sweeper().sweep().lost_workers == 1
+    # Then that try is in the row's tries, as the worker records a try it ran
+    row = _row(kit.runs, job)
+    assert row.status is (RunStatus.DEAD if max_attempts == 1 else RunStatus.RETRYING) and row.attempt == 1
+    (lost,) = row.tries
+    assert (lost.attempt, lost.worker, lost.started_at) == (1, "lost-one", first)
+    assert lost.error is not None and "worker lost" in lost.error
+
+
 def test_older_tries_are_summarised_and_the_oldest_dropped() -> None:
     tries: tuple[TryRecord, ...] = ()
     for attempt in range(1, 41):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome
-from jobsched.domain.worker import Worker
+from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, RunStatus, to_ms
 from jobsched.ports.jobs import Rewrite
 from jobsched.ports.runs import Claim, ClaimRequest, RunRow, new_run, run_id
@@ -169,6 +170,35 @@ def test_a_lost_workers_run_is_taken_over_by_the_redelivery_of_its_message(
     assert len(calls) == 1
 
 
+def test_a_dropped_duplicate_of_a_running_run_does_not_leave_it_unguarded(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given a scheduled run (its message is its only record) whose worker claimed it and is still running it
+    job = kit.make_job(command="record")
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    assert claim_now(kit, job, "slow", stale_before_ms=kit.clock() - 1, create=create).claimed
+    kit.clock.advance(30_000)
+    # When SQS delivers a duplicate of that same message (at least once) to another worker
+    try:
+        kit.worker.handle(delivery_of(kit.record(job.id, T0, receive_count=2)))
+        message_kept = (
+            False  # acknowledged: the event source mapping deletes the message, the slow worker's too
+        )
+    except Deferred:
+        message_kept = True  # handed back: the message comes again
+    # And the slow worker then vanishes: no beat, no result
+    # Then the run is still recovered as a lost worker's, by the sweeper or by the message coming back
+    for _ in range(10):  # ten minutes, the sweeper's pass each minute
+        kit.clock.advance(60_000)
+        kit.build_sweeper().sweep()
+        if message_kept and kit.runs.get(job.id, T0).status is RunStatus.RUNNING:
+            with contextlib.suppress(Deferred):  # handed back again: it comes again
+                kit.deliver(job)
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.worker != "slow", f"still {row.status} under the vanished worker"
+    assert row.status is not RunStatus.RUNNING
+
+
 def test_a_malformed_message_fails_the_record(worker: Worker, record: Callable[..., dict[str, Any]]) -> None:
     bad = record("j", T0) | {"body": "not json"}
     with pytest.raises(ValueError, match="malformed run message"):
@@ -244,3 +274,18 @@ def test_a_failing_run_is_listed_among_its_owners_failed_runs_until_it_succeeds(
     kit.clock.advance(60_000)
     assert kit.deliver(job) == Outcome.SUCCEEDED
     assert kit.runs.list_failed(job.owner, 10) == ([], None)
+
+
+def test_a_scheduled_run_dead_without_a_failed_try_is_listed_among_its_owners_failed_runs(kit: Kit) -> None:
+    # Given a scheduled run whose row its claim made (no owner on it), claimed by a worker that vanished on the
+    # only attempt its job allows
+    job = kit.make_job(command="record", retry={"max_attempts": 1})
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    assert claim_now(kit, job, "lost", stale_before_ms=kit.clock() - 1, create=create).claimed
+    # When its message comes back once the heartbeat is stale: out of attempts, dead without running again
+    kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
+    assert kit.deliver(job) == Outcome.DEAD
+    # Then it is among its owner's failed runs (GET /runs?status=dead), as a run dead of a failed try is
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD
+    assert [r.key for r in kit.runs.list_failed(job.owner, 10)[0]] == [(job.id, T0)]
