@@ -29,8 +29,11 @@ from jobsched.targets.base import (
     truncate,
 )
 
-NOTIFY_RETRY_MS = 60_000
-"""A dead run whose notifications are not confirmed within this is re-notified by the sweeper."""
+NOTIFY_RETRY_MS = 120_000
+"""A dead run whose notifications are not confirmed within this is re-notified by the sweeper. Longer than a live
+worker can still be sending them: its dead write, dead-run message, alert and notified mark are four calls, each
+bounded by ``jobsched.aws.DEFAULT_CALLS`` (27 s with retries), 108 s in all; a shorter wait sent the owner a
+second message and alert while the worker's were still on their way."""
 
 
 class Outcome(StrEnum):

@@ -39,7 +39,7 @@ def test_a_failed_notification_stays_owed_and_the_sweeper_sends_it(kit: Kit) -> 
     assert notifier.sent == []
     # Then the sweeper, a minute later, sends it and clears the mark
     sweeper = kit.build_sweeper(dead_runs=notifier)
-    kit.clock.advance(61_000)
+    kit.clock.advance(NOTIFY_RETRY_MS + 1_000)
     report = sweeper.sweep()
     assert report.notified == 1
     assert [d.run_id for d in notifier.sent] == [run_id(job.id, T0)]
@@ -55,7 +55,7 @@ def test_a_notification_failing_again_is_retried_later(kit: Kit) -> None:
     sweeper = kit.build_sweeper(dead_runs=notifier)
     job = kit.due_job(command="fail", retry={"max_attempts": 1})
     worker.handle(delivery_of(kit.record(job.id, T0)))
-    kit.clock.advance(61_000)
+    kit.clock.advance(NOTIFY_RETRY_MS + 1_000)
     first = sweeper.sweep()
     assert first.notified == 0 and first.deferred == 1
     kit.clock.advance(kit.settings.sweep_queued_after_s * 1000)
