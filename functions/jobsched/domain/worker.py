@@ -54,7 +54,7 @@ from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error, with_lost_try
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
-from jobsched.models import Job, OverlapPolicy, RunKind, RunStatus
+from jobsched.models import Job, OverlapPolicy, RunKind, RunStatus, to_ms
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
@@ -63,6 +63,7 @@ from jobsched.ports.runs import (
     JobSpecs,
     OverlapHolder,
     OverlapRequest,
+    RunFilter,
     RunRow,
     RunRows,
     RunSender,
@@ -220,7 +221,7 @@ class Worker:
                 return self.failures.dead(owned, job, error, attempts=attempt - 1)
             locked = job.overlap is OverlapPolicy.SKIP
             if locked:
-                holder = self._acquire_overlap(owned, now)
+                holder = self._acquire_overlap(owned, now) or self._unlocked_try(owned, job, now)
                 if holder is not None:
                     running = f"overlap: run {holder} of this job is still running"
                     outcome = self._skip(replace(owned, owner=job.owner), running)
@@ -375,6 +376,26 @@ class Worker:
             return held
         logger.info("overlap lock taken from a finished try", run_id=owned.run_id, previous=held)
         return None
+
+    def _unlocked_try(self, owned: Owned, job: Job, now: int) -> str | None:
+        """With the overlap lock just taken: the run id of another try of the job still running without it (its
+        heartbeat fresh), else None; when there is one, the lock is given back. Such a try started while the job
+        had ``overlap: allow`` (it took no lock), so it can only exist when the job changed within the longest a
+        try lasts (``worker_timeout_cap_s`` plus the heartbeat's staleness); only then is the job's history
+        read (1 query), so a job edited long ago costs nothing more."""
+        lasts_ms = (self.settings.worker_timeout_cap_s + self.settings.heartbeat_stale_s) * 1000
+        if now - to_ms(job.updated_at) > lasts_ms:
+            return None
+        stale_before = now - self.settings.heartbeat_stale_s * 1000
+        rows, _ = self.runs.list_for_job(owned.job_id, 10, RunFilter(status=RunStatus.RUNNING))
+        other = next(
+            (row for row in rows if row.run_id != owned.run_id and (row.heartbeat_at or 0) >= stale_before),
+            None,
+        )
+        if other is None:
+            return None
+        self._release_overlap(owned)
+        return other.run_id
 
     def _release_overlap(self, owned: Owned) -> None:
         try:

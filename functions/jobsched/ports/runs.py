@@ -582,6 +582,10 @@ class RunRows(RunTransitions, RunClaims, Protocol):
 
     def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None: ...
 
+    def list_for_job(
+        self, job_id: str, limit: int, where: RunFilter = EVERY_RUN, before_ms: int | None = None
+    ) -> tuple[list[RunRow], int | None]: ...
+
 
 class SweepRows(RunTransitions, RunClaims, Protocol):
     """The sweeper's reads and writes on the runs: the due keys of one shard of the sweep index (a page,

@@ -52,20 +52,28 @@ def test_the_success_path_costs_three_requests_per_run(
     assert sum(requests.values()) / len(jobs) == 3 <= 3.5
 
 
+@pytest.mark.parametrize("edited_recently", [False, True])
 def test_overlap_skip_adds_one_lock_and_one_release(
     requests: Counter[str],
     due_job: Callable[..., Job],
     deliver: Callable[..., str],
+    clock: FakeClock,
+    settings: Settings,
+    edited_recently: bool,
 ) -> None:
     job = due_job(overlap="skip")
+    if not edited_recently:  # past the longest a try started before the job's last change can still run
+        clock.advance((settings.worker_timeout_cap_s + settings.heartbeat_stale_s) * 1000 + 1)
     requests.clear()
     assert deliver(job) == Outcome.SUCCEEDED
-    # the job's overlap lock: taken with one conditional put, given back with one conditional delete
+    # the job's overlap lock: taken with one conditional put, given back with one conditional delete; a job
+    # changed within that time also has its running tries listed (one query), as one may run without the lock
     assert requests == {
         "dynamodb.UpdateItem": 2,
         "dynamodb.GetItem": 1,
         "dynamodb.PutItem": 1,
         "dynamodb.DeleteItem": 1,
+        **({"dynamodb.Query": 1} if edited_recently else {}),
     }
 
 

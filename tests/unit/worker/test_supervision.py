@@ -334,6 +334,25 @@ def test_overlap_skip_set_while_a_run_is_running_skips_the_next_run(kit: Kit) ->
     assert row is not None and row.status is RunStatus.SKIPPED
 
 
+def test_overlap_skip_set_while_a_lost_run_is_running_does_not_skip_the_next_run(kit: Kit) -> None:
+    # Given the same switch from allow to skip, but the 02:00 run's worker was lost (its heartbeat is stale)
+    job = kit.make_job(schedule="* * * * *", overlap="allow")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + 60_000)
+    assert kit.runs.claim(
+        ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+    ).claimed
+    stored = kit.jobs.get(job.id)
+    assert stored.state is not None
+    edited = Job.model_validate(job.model_dump() | {"overlap": "skip"})
+    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at)))
+    kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
+    # When the 02:01 run is delivered
+    outcome = kit.deliver(job, T0 + 60_000)
+    # Then it runs: a lost try does not hold the job's next runs back (the sweeper takes it over)
+    assert outcome == Outcome.SUCCEEDED
+
+
 def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(kit: Kit) -> None:
     # Given an older run claimed at this very millisecond by another worker, which took the job's overlap lock
     job = kit.make_job(schedule="* * * * *", overlap="skip")
