@@ -191,6 +191,18 @@ def test_a_created_row_enters_the_sweep_index_when_its_try_fails(store: Any, dea
     assert store.sweep_due(sweep_shard("j_a"), NOW + 60_000, 10).keys == [FIRST]
 
 
+def test_a_running_row_is_watched_once_and_only_under_its_claim(store: Any) -> None:
+    # Given a scheduled run whose row its claim made (out of the sweep index) and is running under w1
+    assert _claim(store, create=_created()).claimed
+    # When a duplicate delivery asks the store to watch it: not under another claim, then under its own
+    assert not store.watch(Owned("j_a", T0, 1, "w2"), sweep_at_ms=NOW + 120_000)
+    assert store.watch(Owned("j_a", T0, 1, "w1"), sweep_at_ms=NOW + 120_000)
+    # Then it is in the sweep index from then on, and a second watch changes nothing
+    assert not store.watch(Owned("j_a", T0, 1, "w1"), sweep_at_ms=NOW + 999_000)
+    assert store.get("j_a", T0).sweep_at == NOW + 120_000
+    assert store.sweep_due(sweep_shard("j_a"), NOW + 120_000, 10).keys == [FIRST]
+
+
 def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -> None:
     # a row saved before the claim (a manual run; a scheduled run of the layout before issue [2.5]) keeps its
     # fields: create only fills what a new row needs

@@ -185,6 +185,13 @@ class Worker:
         )
         before = claim.before
         if not claim.claimed or before is None:
+            if before is not None and before.status is RunStatus.RUNNING and before.sweep_at is None:
+                try:
+                    self._watch(before)
+                except StoreUnavailable:
+                    return self._defer(
+                        delivery, visible_in_s=GIVE_BACK_DELAY_S, reason="running run not watched"
+                    )
             logger.info(
                 "delivery dropped: run not claimable",
                 run_id=rid,
@@ -376,6 +383,17 @@ class Worker:
             return held
         logger.info("overlap lock taken from a finished try", run_id=owned.run_id, previous=held)
         return None
+
+    def _watch(self, running: RunRow) -> None:
+        """Before a duplicate delivery of a ``running`` run is dropped: put the run into the sweep index, due when
+        its heartbeat would go stale. Its message was its only guard (a row made by its claim has no sweep keys),
+        and dropping a copy of that message deletes it, so without this a worker lost afterwards would leave the
+        run ``running`` for ever; the sweeper now takes it over instead. Raises ``StoreUnavailable``."""
+        beat = running.heartbeat_at or running.started_at or self.clock()
+        if self.runs.watch(Owned.of(running), sweep_at_ms=beat + self.settings.heartbeat_stale_s * 1000):
+            logger.info(
+                "running run watched by the sweeper after a duplicate delivery", run_id=running.run_id
+            )
 
     def _unlocked_try(self, owned: Owned, job: Job, now: int) -> str | None:
         """With the overlap lock just taken: the run id of another try of the job still running without it (its

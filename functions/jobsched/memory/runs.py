@@ -249,6 +249,15 @@ class MemoryRunStore:
             lateness_ms=before.lateness_ms,
         )
 
+    def watch(self, owned: Owned, *, sweep_at_ms: int) -> bool:
+        ours = _ours(owned)
+        return self._transition(
+            owned.job_id,
+            owned.scheduled_for,
+            lambda r: ours(r) and r.sweep_at is None,
+            sweep_at=sweep_at_ms,
+        )
+
     def skip(self, owned: Owned, *, now_ms: int, reason: str) -> bool:
         return self._as_claim(
             owned,

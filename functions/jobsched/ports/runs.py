@@ -580,6 +580,12 @@ class RunRows(RunTransitions, RunClaims, Protocol):
 
     def give_back(self, owned: Owned, *, before: RunRow) -> bool: ...
 
+    def watch(self, owned: Owned, *, sweep_at_ms: int) -> bool:
+        """Put a run still running under the claim ``owned`` (``attempt``, ``worker``) into the sweep index at
+        ``sweep_at_ms`` (epoch ms) when it is not there yet. False: it is not (any more) running under that
+        claim, or it is in the index already. 1 request."""
+        ...
+
     def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None: ...
 
     def list_for_job(

@@ -384,6 +384,19 @@ class RunStore:
         )
 
     @unavailable_on_failure
+    def watch(self, owned: Owned, *, sweep_at_ms: int) -> bool:
+        """``RunRows.watch``: a running row made by its claim has no sweep keys (its message guards it); this sets
+        them, conditioned on the claim and on there being none. 1 request (1 write unit, plus the KEYS_ONLY
+        sweep index's)."""
+        expression, values = _ours(owned)
+        return self._transition(
+            owned.job_id,
+            owned.scheduled_for,
+            sets={"sweep_pk": sweep_pk(sweep_shard(owned.job_id)), "sweep_at": sweep_at_ms},
+            condition=(f"{expression} AND attribute_not_exists(sweep_at)", values),
+        )
+
+    @unavailable_on_failure
     def skip(self, owned: Owned, *, now_ms: int, reason: str) -> bool:
         """``running -> skipped`` with ``reason`` in ``error`` (job deleted, overlap). 1 request. False: not ours."""
         return self._as_claim(

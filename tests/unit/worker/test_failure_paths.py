@@ -224,3 +224,33 @@ def test_a_storage_outage_of_half_a_minute_before_the_target_does_not_kill_the_r
     row = kit.runs.get(job.id, T0)
     assert row is not None and row.status is RunStatus.SUCCEEDED, (row.status, row.error)
     assert len(calls) == 1 and kit.dead_runs.notified == []
+
+
+def test_a_duplicate_of_a_running_run_that_cannot_be_watched_comes_back_instead_of_being_dropped(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch, visibility_calls: list[dict[str, Any]]
+) -> None:
+    from jobsched.domain.worker import GIVE_BACK_DELAY_S
+    from jobsched.ports.runs import ClaimRequest, new_run
+
+    # Given a scheduled run whose row its claim made, running under another worker
+    job = kit.make_job(command="record")
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    now = kit.clock()
+    assert kit.runs.claim(
+        ClaimRequest(
+            job.id, T0, worker="slow", now_ms=now, stale_before_ms=now - 1, retry_due_by_ms=now, create=create
+        )
+    ).claimed
+
+    # When a duplicate of its message arrives while the runs table is throttled
+    def throttled(*_: Any, **__: Any) -> bool:
+        raise StoreUnavailable("watch: ThrottlingException")
+
+    monkeypatch.setattr(kit.runs, "watch", throttled)
+    with pytest.raises(Deferred):
+        kit.worker.handle(delivery_of(kit.record(job.id, T0, receive_count=2, receipt_handle="rh-2")))
+    # Then the copy is handed back (it comes again, and is watched then), not acknowledged (which deletes the
+    # run's only guard)
+    assert visibility_calls[-1]["VisibilityTimeout"] == GIVE_BACK_DELAY_S
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.RUNNING and row.sweep_at is None
