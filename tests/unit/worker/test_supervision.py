@@ -420,3 +420,35 @@ def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(kit: Kit) 
         assert row is not None and row.status == RunStatus.RUNNING and row.worker == "thief"
     finally:
         commands.unregister("steal")
+
+
+def test_a_run_whose_message_visibility_cannot_be_extended_is_watched_by_the_sweeper(kit: Kit) -> None:
+    from jobsched.ports.runs import new_run
+
+    class GoneMessage:
+        """SQS refuses the extension: the message was deleted (a copy acknowledged) or its handle is stale."""
+
+        def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+            raise ConnectionError("ReceiptHandleIsInvalid")
+
+    # Given a scheduled run whose row its claim made (its message is its only guard: no sweep keys)
+    job = kit.make_job()
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    now = kit.clock()
+    assert kit.runs.claim(
+        ClaimRequest(
+            job.id, T0, worker="w1", now_ms=now, stale_before_ms=0, retry_due_by_ms=now, create=create
+        )
+    ).claimed
+    beat = Heartbeat(
+        runs=kit.runs,
+        owned=Owned(job.id, T0, 1, "w1"),
+        visibility=GoneMessage(),
+        receipt_handle="rh",
+        visibility_s=150,
+    )
+    # When its beats land but the message's visibility cannot be extended, twice
+    assert beat.beat(now + 30_000) and beat.beat(now + 60_000)
+    # Then the run is in the sweep index from the first failure on (so a worker lost later is taken over)
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.RUNNING and row.sweep_at == now + 30_000 + 150_000
