@@ -59,6 +59,8 @@ class Heartbeat:
     - ``expiring``: no beat has been recorded for ``give_up_after_ms`` since ``last_ok_ms`` (the claim, then
       each recorded beat; epoch ms). Callers pass ``heartbeat_stale_s - heartbeat_interval_s``: the next beat
       would come when a claimer may already see the row as stale and take it over.
+
+    ``watched``: a visibility extension failed and the run was put into the sweep index (``_watch``).
     """
 
     runs: RunRows
@@ -73,6 +75,7 @@ class Heartbeat:
     lock_lost: bool = field(default=False, init=False)
     expiring: bool = field(default=False, init=False)
     beats: int = field(default=0, init=False)
+    watched: bool = field(default=False, init=False)
 
     def _silent_too_long(self, now_ms: int, *, strictly: bool) -> bool:
         if self.give_up_after_ms is None or self.last_ok_ms is None:
@@ -123,7 +126,21 @@ class Heartbeat:
                 self.visibility.change_visibility(self.receipt_handle, self.visibility_s)
             except Exception:
                 logger.exception("visibility extension failed", run_id=self.owned.run_id)
+                self._watch(now_ms)
         return True
+
+    def _watch(self, now_ms: int) -> None:
+        """After a failed visibility extension, once: the message may be gone (a copy of it acknowledged) or come
+        back early, so the run goes into the sweep index (``RunRows.watch``), due when this extension would have
+        ended; a worker lost later is then taken over by the sweeper. Errors are logged (the next failure tries
+        again)."""
+        if self.watched:
+            return
+        try:
+            self.runs.watch(self.owned, sweep_at_ms=now_ms + self.visibility_s * 1000)
+            self.watched = True
+        except Exception:
+            logger.exception("run not put in the sweep index", run_id=self.owned.run_id)
 
     def expiring_error(self, now_ms: int) -> str:
         """The error recorded for a try abandoned because its heartbeats kept failing."""
