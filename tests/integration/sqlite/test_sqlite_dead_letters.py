@@ -1,0 +1,64 @@
+"""Local mode's run queue on SQLite (``SqliteComponents``) hands the messages it gives up on to the sweeper, as
+SQS's redrive policy hands them to the run dead-letter queue the sweeper drains: a scheduled run has no row
+before its claim, so its dead-lettered message must still end as a recorded run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.models import JobCreate, RunStatus
+from jobsched.ports.runs import RunMessage
+from jobsched.resources import RUN_QUEUE
+from jobsched.settings import Settings
+from jobsched.sqlite.database import SqliteDatabase
+from jobsched.wiring import SqliteComponents
+
+T0 = 1_767_578_400_000
+OWNER = "local"
+
+
+@pytest.fixture
+def components(aws: Aws, settings: Settings, tmp_path: Path) -> Iterator[SqliteComponents]:
+    database = SqliteDatabase(tmp_path / "jobsched.sqlite3")
+    try:
+        yield SqliteComponents(settings, aws, clock=FakeClock(T0), database=database)
+    finally:
+        database.close()
+
+
+def test_a_run_message_the_sqlite_queue_dead_letters_is_drained_by_the_sweeper_and_the_run_recorded_dead(
+    components: SqliteComponents,
+) -> None:
+    # Given a job's scheduled run whose message is received max_receive_count times and never deleted (its
+    # worker dies each time), so the next receive moves it to the dead-letter queue
+    clock = components.clock
+    assert isinstance(clock, FakeClock)
+    job = (
+        components.job_service()
+        .create_job(
+            OWNER, JobCreate.model_validate({"name": "nightly", "schedule": "@daily", "command": "echo"})
+        )
+        .job
+    )
+    queue = components.run_queue_client()
+    components.run_queue().send([RunMessage(job.id, T0)])
+    for _ in range(RUN_QUEUE.max_receive_count):
+        received = queue.receive_message(QueueUrl=queue.url, MaxNumberOfMessages=10).get("Messages", [])
+        assert len(received) == 1
+        clock.advance(RUN_QUEUE.visibility_timeout_s * 1000)
+    assert queue.receive_message(QueueUrl=queue.url, MaxNumberOfMessages=10).get("Messages", []) == []
+    assert len(queue.dead_lettered()) == 1
+
+    # When the sweeper passes
+    report = components.sweeper().sweep()
+
+    # Then it read the letter, the run is recorded dead (with its alert owed), and the letter is gone
+    assert report.dead_letters == 1 and report.dead == 1
+    row = components.runs().get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD and row.attempt == 0
+    assert queue.dead_lettered() == []
