@@ -60,7 +60,8 @@ def _error(code: str, message: str, operation: str) -> ClientError:
 
 class SqliteSqsQueue:
     """One SQS queue (``url``, ``arn``) and its dead-letter queue, answering like a boto3 SQS client for that
-    queue. ``visibility_timeout_s``: a receive's invisibility; ``max_receive_count``: receives before the
+    queue, and for the dead-letter queue at ``dead_letter_url`` (receive, delete, visibility: what the sweeper's
+    ``DeadLetterQueue`` calls; None: the dead letters are only listed by ``dead_lettered``). ``visibility_timeout_s``: a receive's invisibility; ``max_receive_count``: receives before the
     dead-letter queue (0: never); ``clock``: epoch ms; ``wait``: how a long poll waits (seconds; tests pass a
     fake); ``path``: the database file that keeps the messages (None: in memory). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
     arguments raise ``ClientError`` ``InvalidParameterValue``, as SQS answers them."""
@@ -75,8 +76,10 @@ class SqliteSqsQueue:
         clock: Clock = system_clock,
         wait: Callable[[threading.Condition, float], Any] | None = None,
         path: Path | str | None = None,
+        dead_letter_url: str | None = None,
     ) -> None:
         self.url = url
+        self.dead_letter_url = dead_letter_url
         self.arn = arn
         self.visibility_timeout_s = visibility_timeout_s
         self.max_receive_count = max_receive_count
@@ -106,6 +109,13 @@ class SqliteSqsQueue:
             raise _error(
                 "AWS.SimpleQueueService.NonExistentQueue", f"no queue {url!r} in local mode", operation
             )
+
+    def _queue_of(self, url: str, operation: str) -> str:
+        """The stored queue name (``main`` or ``dead``) of ``url``; ``_check``'s error for another URL."""
+        if url == self.dead_letter_url:
+            return _DEAD
+        self._check(url, operation)
+        return _MAIN
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -162,24 +172,24 @@ class SqliteSqsQueue:
         """Up to ``MaxNumberOfMessages`` (1-10) visible messages, oldest visible first, each with its new
         ``ReceiptHandle`` and ``Attributes`` (``ApproximateReceiveCount``, ``SentTimestamp``,
         ``ApproximateFirstReceiveTimestamp``); waits up to ``WaitTimeSeconds`` for one to arrive."""
-        self._check(QueueUrl, "ReceiveMessage")
+        queue = self._queue_of(QueueUrl, "ReceiveMessage")
         if not 1 <= MaxNumberOfMessages <= 10:
             raise _error("InvalidParameterValue", "MaxNumberOfMessages must be 1-10", "ReceiveMessage")
         hidden_ms = (self.visibility_timeout_s if VisibilityTimeout is None else VisibilityTimeout) * 1000
         deadline = self.clock() + max(0, WaitTimeSeconds) * 1000
         with self._lock:
             while True:
-                got = self._take(MaxNumberOfMessages, hidden_ms)
+                got = self._take(queue, MaxNumberOfMessages, hidden_ms)
                 now = self.clock()
                 if got or now >= deadline:
                     return {"Messages": got} if got else {}
                 soonest = self._conn.execute(
-                    "SELECT min(visible_at) FROM messages WHERE queue = ?", (_MAIN,)
+                    "SELECT min(visible_at) FROM messages WHERE queue = ?", (queue,)
                 ).fetchone()[0]
                 until = min(deadline, soonest) if soonest is not None else deadline
                 self._wait(self._arrived, max(0.001, (until - now) / 1000))
 
-    def _take(self, limit: int, hidden_ms: int) -> list[dict[str, Any]]:
+    def _take(self, queue: str, limit: int, hidden_ms: int) -> list[dict[str, Any]]:
         now = self.clock()
         got: list[dict[str, Any]] = []
         self._conn.execute("BEGIN")
@@ -188,12 +198,14 @@ class SqliteSqsQueue:
                 rows = self._conn.execute(
                     "SELECT seq, id, body, sent_at, receive_count, first_received_at FROM messages"
                     " WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, seq LIMIT ?",
-                    (_MAIN, now, limit - len(got)),
+                    (queue, now, limit - len(got)),
                 ).fetchall()
                 if not rows:
                     break
                 for seq, message_id, body, sent_at, count, first in rows:
-                    if self.max_receive_count and count >= self.max_receive_count:  # redrive, as SQS does
+                    if (
+                        queue == _MAIN and self.max_receive_count and count >= self.max_receive_count
+                    ):  # redrive
                         self._conn.execute(
                             "UPDATE messages SET queue = ?, receipt = NULL, visible_at = ? WHERE seq = ?",
                             (_DEAD, now, seq),
@@ -231,9 +243,9 @@ class SqliteSqsQueue:
     def delete_message(self, *, QueueUrl: str, ReceiptHandle: str) -> dict[str, Any]:
         """Delete the message ``ReceiptHandle`` was issued for, if it is still its latest (else nothing,
         as SQS does for a handle of a deleted message)."""
-        self._check(QueueUrl, "DeleteMessage")
+        queue = self._queue_of(QueueUrl, "DeleteMessage")
         with self._lock:
-            self._conn.execute("DELETE FROM messages WHERE receipt = ? AND queue = ?", (ReceiptHandle, _MAIN))
+            self._conn.execute("DELETE FROM messages WHERE receipt = ? AND queue = ?", (ReceiptHandle, queue))
         return {}
 
     def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -248,7 +260,7 @@ class SqliteSqsQueue:
         """Make the in-flight message of ``ReceiptHandle`` visible ``VisibilityTimeout`` s (0-43200) from now.
         Raises ``ClientError`` ``InvalidParameterValue`` when the handle is not the message's latest or the
         message is no longer in flight (SQS: the receipt handle has expired)."""
-        self._check(QueueUrl, "ChangeMessageVisibility")
+        queue = self._queue_of(QueueUrl, "ChangeMessageVisibility")
         if not 0 <= VisibilityTimeout <= MAX_VISIBILITY_S:
             raise _error(
                 "InvalidParameterValue", "VisibilityTimeout must be 0-43200", "ChangeMessageVisibility"
@@ -257,7 +269,7 @@ class SqliteSqsQueue:
         with self._lock:
             changed = self._conn.execute(
                 "UPDATE messages SET visible_at = ? WHERE receipt = ? AND queue = ? AND visible_at > ?",
-                (now + VisibilityTimeout * 1000, ReceiptHandle, _MAIN, now),
+                (now + VisibilityTimeout * 1000, ReceiptHandle, queue, now),
             ).rowcount
             if VisibilityTimeout == 0:
                 self._arrived.notify_all()
