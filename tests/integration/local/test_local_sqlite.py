@@ -4,14 +4,17 @@ file it cannot use is one error line, not a traceback."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from jobsched.local.command import local_command
 from jobsched.local.runtime import SQLITE_FILE
 from jobsched.sqlite.control import SqliteControlStore
+from jobsched.sqlite.jobs import SqliteJobStore
 from tests.support.local import quiet_runtime
 
 
@@ -99,3 +102,55 @@ def test_unfinished_rows_of_the_sqlite_store_are_enqueued_again_as_the_moto_item
         RunMessage("c", now - 60_000, 4),
         RunMessage("d", now - 60_000, 21),
     ]
+
+
+def test_a_first_sqlite_start_killed_while_moving_a_moto_data_dir_moves_every_job_at_the_next_start(
+    tmp_path: Path, quiet_logs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a data dir of the moto backend with three jobs
+    lines: list[str] = []
+    moto = quiet_runtime(tmp_path, lines, backend="moto")
+    moto.start()
+    try:
+        with httpx.Client(base_url=moto.url, headers={"Authorization": f"Bearer {moto.token}"}) as client:
+            for n in range(3):
+                created = client.post(
+                    "/jobs", json={"name": f"job-{n}", "schedule": "@daily", "command": "echo"}
+                )
+                assert created.status_code == 201
+    finally:
+        moto.stop()
+
+    # And a first start on the SQLite backend that dies (kill -9) after moving one job: nothing after the
+    # first job's write runs, as a killed process runs nothing more
+    class Killed(BaseException):
+        pass
+
+    created_jobs: list[str] = []
+    original = SqliteJobStore.create
+
+    def dies_after_the_first(self: SqliteJobStore, job: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+        if created_jobs:
+            raise Killed()
+        created_jobs.append(job.id)
+        return original(self, job, state, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SqliteJobStore, "create", dies_after_the_first)
+        dying = quiet_runtime(tmp_path, lines, backend="sqlite")
+        with pytest.raises(Killed):
+            dying.start()
+        dying.stop()  # frees the port and moto; writes no state (no snapshotter started)
+    assert created_jobs and (tmp_path / SQLITE_FILE).exists()
+
+    # When local mode starts again on the SQLite backend
+    sqlite = quiet_runtime(tmp_path, lines, backend="sqlite")
+    sqlite.start()
+    try:
+        with httpx.Client(base_url=sqlite.url, headers={"Authorization": f"Bearer {sqlite.token}"}) as client:
+            names = sorted(j["name"] for j in client.get("/jobs").json()["items"])
+    finally:
+        sqlite.stop()
+
+    # Then every job of the moto data dir is there (expected), not only the one moved before the kill
+    assert names == ["job-0", "job-1", "job-2"]
