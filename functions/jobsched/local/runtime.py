@@ -299,6 +299,26 @@ def _requeue(items: list[dict[str, Any]], *, now_ms: int, heartbeat_stale_s: int
     return messages
 
 
+def _move_moto_state(
+    sqlite_path: Path, saved: dict[str, list[Item]], *, synchronous: str, now_ms: int
+) -> None:
+    """Move the moto backend's saved tables into a new SQLite database at ``sqlite_path`` (``import_moto_state``),
+    built in a file of its own and renamed into place once whole: a start killed midway leaves no database, so
+    the next start moves the data dir again instead of serving what was moved before the kill."""
+    from jobsched.sqlite.database import SqliteDatabase
+    from jobsched.sqlite.migration import import_moto_state
+
+    moving = sqlite_path.with_name(f".{sqlite_path.name}.moving")
+    for leftover in (moving, moving.with_name(moving.name + "-wal"), moving.with_name(moving.name + "-shm")):
+        leftover.unlink(missing_ok=True)  # a killed move's: started over
+    staging = SqliteDatabase(moving, synchronous=synchronous)  # type: ignore[arg-type]
+    try:
+        import_moto_state(staging, saved, now_ms=now_ms)
+    finally:
+        staging.close()  # the WAL folded into the file: the rename moves everything
+    os.replace(moving, sqlite_path)
+
+
 class LocalRuntime:
     """The local system: ``start()`` brings it up (moto, restore, threads, API), ``stop()`` drains and saves.
 
@@ -396,9 +416,11 @@ class LocalRuntime:
         sqlite = config.backend == "sqlite"
         if sqlite:
             from jobsched.sqlite.database import SqliteDatabase
-            from jobsched.sqlite.migration import import_moto_state
 
-            fresh_database = not sqlite_path.exists()
+            if not sqlite_path.exists() and saved:  # a data dir of the moto backend: its jobs, runs and marks
+                _move_moto_state(
+                    sqlite_path, saved, synchronous=config.sqlite_synchronous, now_ms=config.clock()
+                )
             self.database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)  # type: ignore[arg-type]
             components: Components = SqliteComponents(
                 settings, aws, clock=config.clock, database=self.database
@@ -420,8 +442,6 @@ class LocalRuntime:
         table_names = {t.id: env[t.env_var] for t in TABLES}
         now = config.clock()
         if self.database is not None:
-            if fresh_database:  # a data dir of the moto backend: its jobs, runs and marks move to SQLite once
-                import_moto_state(self.database, saved, now_ms=now)
             saved = {table: items for table, items in saved.items() if table in MOTO_ONLY_TABLES}
         restored_items = restore(aws.dynamodb, table_names, saved, now_ms=now)
         if self.database is not None:
