@@ -154,3 +154,29 @@ def test_a_first_sqlite_start_killed_while_moving_a_moto_data_dir_moves_every_jo
 
     # Then every job of the moto data dir is there (expected), not only the one moved before the kill
     assert names == ["job-0", "job-1", "job-2"]
+
+
+def test_a_second_local_mode_on_a_data_dir_in_use_is_refused_naming_it(
+    tmp_path: Path, quiet_logs: None
+) -> None:
+    # Given local mode running on a data dir (a run in flight would be its queue message, received and hidden)
+    lines: list[str] = []
+    first = quiet_runtime(tmp_path, lines)
+    first.start()
+    try:
+        # When a second one is started on the same data dir by mistake (another port)
+        second = quiet_runtime(tmp_path, lines)
+        try:
+            # Then it is refused before it opens anything: opening the run queue makes every message the first
+            # one holds visible again at once, before its visibility timeout (the previous process is taken
+            # for dead), and both would schedule, work and snapshot the same data
+            with pytest.raises(OSError, match="in use by another jobsched local") as refused:
+                second.start()
+            assert str(tmp_path) in str(refused.value)
+        finally:
+            second.stop()
+        # and the first one goes on serving
+        with httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {first.token}"}) as client:
+            assert client.get("/jobs").status_code == 200
+    finally:
+        first.stop()
