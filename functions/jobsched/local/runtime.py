@@ -88,6 +88,8 @@ if TYPE_CHECKING:
     from jobsched.wiring import Components
 
 LOG_FILE = "local.log"
+LOCK_FILE = "local.lock"
+"""Held locked (``flock``) by the running ``jobsched local`` of a data dir: a second one is refused."""
 SQLITE_FILE = "jobsched.sqlite3"
 BACKENDS = ("sqlite", "moto")
 """Local mode's storage backends (``LocalConfig.backend``); the first is the default."""
@@ -258,6 +260,27 @@ def prepare_tokens(data_dir: Path, tokens_file: Path | None) -> tuple[Path, str,
     return effective, local, False
 
 
+def lock_data_dir(data_dir: Path) -> int:
+    """Lock ``data_dir`` for this process (an exclusive ``flock`` of ``<data dir>/local.lock``, released when the
+    returned descriptor is closed or the process ends, ``kill -9`` included). Raises OSError naming the data dir
+    when another process holds it: two of them on one data dir would reopen each other's in-flight queue
+    messages and schedule, sweep and snapshot the same data."""
+    import fcntl
+
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise OSError(
+            f"{data_dir} is in use by another jobsched local (pid {holder}); stop it or pick another --data-dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
 def unfinished_messages(runs: list[Item], *, now_ms: int, heartbeat_stale_s: int) -> list[RunMessage]:
     """Run-queue messages for the unfinished runs of a restored runs table (low-level items).
 
@@ -342,6 +365,7 @@ class LocalRuntime:
         self._stop_rest = threading.Event()
         self._threads: dict[str, list[threading.Thread]] = {"scheduling": [], "workers": [], "rest": []}
         self._stopped = False
+        self._lock_fd: int | None = None
         self._console = sys.stdout
         self._redirected: Any = None
         self._api: Api | None = None
@@ -369,6 +393,7 @@ class LocalRuntime:
         loop runs."""
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = lock_data_dir(config.data_dir)
         sqlite_path = config.data_dir / SQLITE_FILE
         first_start = (
             not self.state_path.exists()
@@ -663,6 +688,9 @@ class LocalRuntime:
             self.database.close()
         if self._redirected is not None and sys.stdout is self._redirected:
             sys.stdout = self._console
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the data dir's lock
+            self._lock_fd = None
 
     def emergency_save(self) -> None:
         """Best-effort save of the changes seen so far (a second Ctrl-C)."""
