@@ -180,3 +180,32 @@ def test_a_second_local_mode_on_a_data_dir_in_use_is_refused_naming_it(
             assert client.get("/jobs").status_code == 200
     finally:
         first.stop()
+
+
+def test_an_input_holding_a_lone_surrogate_is_400_naming_input_not_a_500(
+    tmp_path: Path, quiet_logs: None
+) -> None:
+    # Given local mode on SQLite and a job
+    lines: list[str] = []
+    runtime = quiet_runtime(tmp_path, lines)
+    runtime.start()
+    try:
+        headers = {"Authorization": f"Bearer {runtime.token}", "Content-Type": "application/json"}
+        with httpx.Client(base_url=runtime.url, headers=headers) as client:
+            job = client.post("/jobs", json={"name": "fine", "schedule": "@daily", "command": "echo"}).json()
+            # When an input holds "\ud800" (valid JSON, not Unicode text: no UTF-8 encodes it), as a value or a key
+            replies = [
+                client.post(
+                    "/jobs",
+                    content=b'{"name": "odd", "schedule": "@daily", "command": "echo", "input": {"k": "\\ud800"}}',
+                ),
+                client.patch(f"/jobs/{job['id']}", content=b'{"input": {"\\udfff": 1}}'),
+            ]
+            stored = client.get(f"/jobs/{job['id']}").json()
+    finally:
+        runtime.stop()
+    # Then each is a 400 naming input (it was a 500: the SQLite store cannot encode the spec), nothing stored
+    for reply in replies:
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"]["field"] == "input"
+    assert stored.get("input") is None
