@@ -12,8 +12,8 @@ import pytest
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.models import JobCreate, RunStatus
-from jobsched.ports.runs import RunMessage
-from jobsched.resources import RUN_QUEUE
+from jobsched.ports.runs import ClaimRequest, RunMessage, new_run
+from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
 from jobsched.settings import Settings
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.wiring import SqliteComponents
@@ -62,3 +62,51 @@ def test_a_run_message_the_sqlite_queue_dead_letters_is_drained_by_the_sweeper_a
     row = components.runs().get(job.id, T0)
     assert row is not None and row.status is RunStatus.DEAD and row.attempt == 0
     assert queue.dead_lettered() == []
+
+
+def test_a_dead_letter_of_a_run_still_beating_is_looked_at_again_at_the_next_pass_as_on_sqs(
+    components: SqliteComponents,
+) -> None:
+    # Given a scheduled run's message dead-lettered while a worker runs the try it claimed (fresh heartbeat)
+    clock = components.clock
+    assert isinstance(clock, FakeClock)
+    job = (
+        components.job_service()
+        .create_job(
+            OWNER, JobCreate.model_validate({"name": "nightly", "schedule": "@daily", "command": "echo"})
+        )
+        .job
+    )
+    queue = components.run_queue_client()
+    components.run_queue().send([RunMessage(job.id, T0)])
+    for _ in range(RUN_QUEUE.max_receive_count):
+        assert len(queue.receive_message(QueueUrl=queue.url).get("Messages", [])) == 1
+        clock.advance(RUN_QUEUE.visibility_timeout_s * 1000)
+    now = clock()
+    claim = components.runs().claim(
+        ClaimRequest(
+            job.id,
+            T0,
+            worker="w1",
+            now_ms=now,
+            stale_before_ms=now - 120_000,
+            retry_due_by_ms=now,
+            create=new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None, owner=OWNER),
+        )
+    )
+    assert claim.claimed
+    assert queue.receive_message(QueueUrl=queue.url).get("Messages", []) == []  # moved to the dead letters
+    first = components.sweeper().sweep()
+    assert first.dead_letters == 1 and first.lost_workers == 0  # its worker still beats: kept for later
+
+    # When the worker dies (no beat since) and the sweeper passes once its heartbeat is stale, plus the
+    # dead-letter queue's visibility timeout (30 s: the letter it kept is visible again)
+    stale_s = components.settings.heartbeat_stale_s
+    clock.advance((stale_s + 1 + RUN_QUEUE_DLQ.visibility_timeout_s) * 1000)
+    second = components.sweeper().sweep()
+
+    # Then the letter is read again and the lost worker's try is recorded failed (the run is not left running
+    # for the run queue's visibility timeout, 90 min, which is what hid the letter)
+    assert second.dead_letters == 1 and second.lost_workers == 1
+    row = components.runs().get(job.id, T0)
+    assert row is not None and row.status is not RunStatus.RUNNING
