@@ -407,7 +407,7 @@ class SqliteComponents(Components):
         if self.database is None:
             raise ValueError("SqliteComponents needs a database")
         if self.queue is None:
-            from jobsched.resources import RUN_QUEUE
+            from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
             from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
 
             url = self.settings.run_queue_url
@@ -419,6 +419,7 @@ class SqliteComponents(Components):
                 clock=self.clock,
                 path=self.database.path.with_name(RUN_QUEUE_FILE),
                 dead_letter_url=self.settings.run_dlq_url,
+                dead_letter_visibility_s=RUN_QUEUE_DLQ.visibility_timeout_s,
             )
             object.__setattr__(self, "queue", queue)
 

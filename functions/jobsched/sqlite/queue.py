@@ -61,7 +61,8 @@ def _error(code: str, message: str, operation: str) -> ClientError:
 class SqliteSqsQueue:
     """One SQS queue (``url``, ``arn``) and its dead-letter queue, answering like a boto3 SQS client for that
     queue, and for the dead-letter queue at ``dead_letter_url`` (receive, delete, visibility: what the sweeper's
-    ``DeadLetterQueue`` calls; None: the dead letters are only listed by ``dead_lettered``). ``visibility_timeout_s``: a receive's invisibility; ``max_receive_count``: receives before the
+    ``DeadLetterQueue`` calls; None: the dead letters are only listed by ``dead_lettered``), whose receives
+    hide a letter ``dead_letter_visibility_s`` (that queue's own visibility timeout). ``visibility_timeout_s``: a receive's invisibility; ``max_receive_count``: receives before the
     dead-letter queue (0: never); ``clock``: epoch ms; ``wait``: how a long poll waits (seconds; tests pass a
     fake); ``path``: the database file that keeps the messages (None: in memory). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
     arguments raise ``ClientError`` ``InvalidParameterValue``, as SQS answers them."""
@@ -77,9 +78,11 @@ class SqliteSqsQueue:
         wait: Callable[[threading.Condition, float], Any] | None = None,
         path: Path | str | None = None,
         dead_letter_url: str | None = None,
+        dead_letter_visibility_s: int = 30,
     ) -> None:
         self.url = url
         self.dead_letter_url = dead_letter_url
+        self.dead_letter_visibility_s = dead_letter_visibility_s
         self.arn = arn
         self.visibility_timeout_s = visibility_timeout_s
         self.max_receive_count = max_receive_count
@@ -175,7 +178,8 @@ class SqliteSqsQueue:
         queue = self._queue_of(QueueUrl, "ReceiveMessage")
         if not 1 <= MaxNumberOfMessages <= 10:
             raise _error("InvalidParameterValue", "MaxNumberOfMessages must be 1-10", "ReceiveMessage")
-        hidden_ms = (self.visibility_timeout_s if VisibilityTimeout is None else VisibilityTimeout) * 1000
+        default_s = self.visibility_timeout_s if queue == _MAIN else self.dead_letter_visibility_s
+        hidden_ms = (default_s if VisibilityTimeout is None else VisibilityTimeout) * 1000
         deadline = self.clock() + max(0, WaitTimeSeconds) * 1000
         with self._lock:
             while True:
