@@ -110,3 +110,19 @@ def test_a_dead_letter_of_a_run_still_beating_is_looked_at_again_at_the_next_pas
     assert second.dead_letters == 1 and second.lost_workers == 1
     row = components.runs().get(job.id, T0)
     assert row is not None and row.status is not RunStatus.RUNNING
+
+
+def test_the_run_queue_file_is_as_durable_as_the_database_local_mode_is_configured_with(
+    aws: Aws, settings: Settings, tmp_path: Path
+) -> None:
+    # Given local mode's database with synchronous=FULL (a power loss loses no acknowledged write)
+    database = SqliteDatabase(tmp_path / "jobsched.sqlite3", synchronous="FULL")
+    try:
+        components = SqliteComponents(settings, aws, clock=FakeClock(T0), database=database)
+        queue = components.run_queue_client()
+        # Then the run queue's file, which holds a scheduled run's only record until its claim, is synced at
+        # every commit too (it was NORMAL: a power loss could drop messages whose jobs the database, synced,
+        # shows as sent: fires lost)
+        assert queue._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    finally:
+        database.close()
