@@ -420,6 +420,7 @@ class SqliteComponents(Components):
                 path=self.database.path.with_name(RUN_QUEUE_FILE),
                 dead_letter_url=self.settings.run_dlq_url,
                 dead_letter_visibility_s=RUN_QUEUE_DLQ.visibility_timeout_s,
+                synchronous=self.database.synchronous,
             )
             object.__setattr__(self, "queue", queue)
 

@@ -64,7 +64,8 @@ class SqliteSqsQueue:
     ``DeadLetterQueue`` calls; None: the dead letters are only listed by ``dead_lettered``), whose receives
     hide a letter ``dead_letter_visibility_s`` (that queue's own visibility timeout). ``visibility_timeout_s``: a receive's invisibility; ``max_receive_count``: receives before the
     dead-letter queue (0: never); ``clock``: epoch ms; ``wait``: how a long poll waits (seconds; tests pass a
-    fake); ``path``: the database file that keeps the messages (None: in memory). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
+    fake); ``path``: the database file that keeps the messages (None: in memory), with SQLite's ``synchronous``
+    level (``NORMAL`` or ``FULL``, as ``jobsched.sqlite.database`` explains them). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
     arguments raise ``ClientError`` ``InvalidParameterValue``, as SQS answers them."""
 
     def __init__(
@@ -79,7 +80,10 @@ class SqliteSqsQueue:
         path: Path | str | None = None,
         dead_letter_url: str | None = None,
         dead_letter_visibility_s: int = 30,
+        synchronous: str = "NORMAL",
     ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
         self.url = url
         self.dead_letter_url = dead_letter_url
         self.dead_letter_visibility_s = dead_letter_visibility_s
@@ -96,7 +100,7 @@ class SqliteSqsQueue:
         )
         if path is not None:
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
         for statement in _SCHEMA:
             self._conn.execute(statement)
         # a previous process's receipts died with it: what it received and did not delete is visible again

@@ -16,6 +16,7 @@ from jobsched.ports.runs import ClaimRequest, RunMessage, new_run
 from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
 from jobsched.settings import Settings
 from jobsched.sqlite.database import SqliteDatabase
+from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
 from jobsched.wiring import SqliteComponents
 
 T0 = 1_767_578_400_000
@@ -126,3 +127,16 @@ def test_the_run_queue_file_is_as_durable_as_the_database_local_mode_is_configur
         assert queue._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     finally:
         database.close()
+
+
+def test_the_run_queue_refuses_a_synchronous_level_that_is_not_durable(tmp_path: Path) -> None:
+    url = "https://sqs.eu-west-1.amazonaws.com/123456789012/runs"
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteSqsQueue(
+            url,
+            queue_arn(url),
+            visibility_timeout_s=30,
+            max_receive_count=5,
+            path=tmp_path / "q",
+            synchronous="OFF",
+        )
