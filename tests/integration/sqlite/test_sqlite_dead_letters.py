@@ -140,3 +140,22 @@ def test_the_run_queue_refuses_a_synchronous_level_that_is_not_durable(tmp_path:
             path=tmp_path / "q",
             synchronous="OFF",
         )
+
+
+def test_a_checkpoint_of_the_run_queue_puts_its_messages_in_its_file_not_only_in_its_wal(
+    tmp_path: Path,
+) -> None:
+    # Given a queue file in WAL mode with a message sent (committed to the WAL only)
+    url = "https://sqs.eu-west-1.amazonaws.com/123456789012/runs"
+    path = tmp_path / "run-queue.sqlite3"
+    queue = SqliteSqsQueue(url, queue_arn(url), visibility_timeout_s=30, max_receive_count=5, path=path)
+    queue.send_message(QueueUrl=url, MessageBody="m1")
+
+    # When local mode's sync step checkpoints it (as it does the database's, each second)
+    queue.checkpoint()
+
+    # Then the database file alone (what a power loss would leave of an unsynced WAL) holds the message
+    alone = tmp_path / "alone.sqlite3"
+    alone.write_bytes(path.read_bytes())
+    copy = SqliteSqsQueue(url, queue_arn(url), visibility_timeout_s=30, max_receive_count=5, path=alone)
+    assert [m["Body"] for m in copy.receive_message(QueueUrl=url).get("Messages", [])] == ["m1"]
