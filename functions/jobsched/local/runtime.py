@@ -521,7 +521,7 @@ class LocalRuntime:
         self._spawn("rest", "alerts", alerts.run, self._stop_rest)
         self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
         if self.database is not None:
-            self._spawn("rest", "sqlite-sync", self._sync_loop, self.database)
+            self._spawn("rest", "sqlite-sync", self._sync_loop, self.database, components.run_queue_client())
 
         self._banner(generated, requeue)
         if config.demo and first_start:
@@ -586,13 +586,14 @@ class LocalRuntime:
             if self._stop_scheduling.wait(self.config.sweep_interval_s):
                 return
 
-    def _sync_loop(self, database: SqliteDatabase) -> None:
-        """Sync the SQLite WAL to the disk each second (``SqliteDatabase.checkpoint``)."""
+    def _sync_loop(self, *files: Any) -> None:
+        """Sync the SQLite WALs to the disk each second (``checkpoint()`` of the database and the run queue)."""
         while not self._stop_rest.wait(1.0):
-            try:
-                database.checkpoint()
-            except Exception:
-                logger.exception("SQLite checkpoint failed; retrying")
+            for file in files:
+                try:
+                    file.checkpoint()
+                except Exception:
+                    logger.exception("SQLite checkpoint failed; retrying")
 
     def _pump_loop(self, mirror: TableMirror) -> None:
         """Apply the write journal (printing run lines) twice a second; every ~5 s let moto forget the

@@ -329,6 +329,12 @@ class SqliteSqsQueue:
             }
         }
 
+    def checkpoint(self) -> None:
+        """Sync the queue file's WAL to the disk and copy it into the file (a passive checkpoint, as
+        ``SqliteDatabase.checkpoint``): local mode calls both each second. Raises ``sqlite3.Error``."""
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
     def dead_lettered(self) -> list[str]:
         """The bodies of the messages moved to the dead-letter queue, oldest first."""
         with self._lock:
