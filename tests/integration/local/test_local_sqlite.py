@@ -209,3 +209,37 @@ def test_an_input_holding_a_lone_surrogate_is_400_naming_input_not_a_500(
         assert reply.status_code == 400, reply.text
         assert reply.json()["error"]["field"] == "input"
     assert stored.get("input") is None
+
+
+def test_jobs_created_on_the_moto_backend_after_the_move_to_sqlite_are_not_dropped_at_the_next_sqlite_start(
+    tmp_path: Path, quiet_logs: None
+) -> None:
+    # Given a data dir already on SQLite (its database made), then run once with --backend moto, where a job
+    # is created and acknowledged (saved in state.json at the graceful stop)
+    lines: list[str] = []
+
+    def run(backend: str, action: Any) -> Any:
+        runtime = quiet_runtime(tmp_path, lines, backend=backend)
+        runtime.start()
+        try:
+            with httpx.Client(
+                base_url=runtime.url, headers={"Authorization": f"Bearer {runtime.token}"}
+            ) as client:
+                return action(client)
+        finally:
+            runtime.stop()
+
+    def create(name: str) -> Any:
+        return lambda client: client.post(
+            "/jobs", json={"name": name, "schedule": "@daily", "command": "echo"}
+        )
+
+    assert run("sqlite", create("on-sqlite")).status_code == 201
+    assert run("moto", create("on-moto")).status_code == 201
+
+    # When local mode starts on SQLite again (the default backend)
+    names = run("sqlite", lambda client: sorted(j["name"] for j in client.get("/jobs").json()["items"]))
+
+    # Then the job acknowledged on moto is served (it was ignored, since the database exists, and the state
+    # file was rewritten without it: lost from both)
+    assert names == ["on-moto", "on-sqlite"]
