@@ -25,13 +25,15 @@ import hashlib
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from jobsched.clock import Clock, system_clock
+from jobsched.sqlite.database import _transient
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, queue TEXT NOT NULL,"
@@ -58,6 +60,18 @@ def _error(code: str, message: str, operation: str) -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": message}}, operation)
 
 
+@contextmanager
+def _service_errors(operation: str) -> Iterator[None]:
+    """A busy or failing queue file (lock timeout, I/O error, full disk) raised as SQS's 5xx
+    ``ServiceUnavailable`` ``ClientError``, which the adapters treat as a failed request; other errors as they are."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        if _transient(error):
+            raise _error("ServiceUnavailable", f"local run queue: {error}", operation) from error
+        raise
+
+
 class SqliteSqsQueue:
     """One SQS queue (``url``, ``arn``) and its dead-letter queue, answering like a boto3 SQS client for that
     queue, and for the dead-letter queue at ``dead_letter_url`` (receive, delete, visibility: what the sweeper's
@@ -66,7 +80,9 @@ class SqliteSqsQueue:
     dead-letter queue (0: never); ``clock``: epoch ms; ``wait``: how a long poll waits (seconds; tests pass a
     fake); ``path``: the database file that keeps the messages (None: in memory), with SQLite's ``synchronous``
     level (``NORMAL`` or ``FULL``, as ``jobsched.sqlite.database`` explains them). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
-    arguments raise ``ClientError`` ``InvalidParameterValue``, as SQS answers them."""
+    arguments raise ``ClientError`` ``InvalidParameterValue``, as SQS answers them; a busy or failing file (lock
+    timeout, I/O error, full disk) ``ClientError`` ``ServiceUnavailable``, as SQS's 5xx (a batch is sent whole or
+    not at all)."""
 
     def __init__(
         self,
@@ -135,26 +151,34 @@ class SqliteSqsQueue:
             )
         now = self.clock()
         done = []
-        with self._lock:
-            for entry in Entries:
-                delay = int(entry.get("DelaySeconds", 0))
-                if not 0 <= delay <= MAX_DELAY_S:
-                    raise _error(
-                        "InvalidParameterValue", f"DelaySeconds {delay} not in 0-900", "SendMessageBatch"
+        with self._lock, _service_errors("SendMessageBatch"):
+            self._conn.execute("BEGIN")  # the batch is written whole or not at all
+            try:
+                for entry in Entries:
+                    delay = int(entry.get("DelaySeconds", 0))
+                    if not 0 <= delay <= MAX_DELAY_S:
+                        raise _error(
+                            "InvalidParameterValue", f"DelaySeconds {delay} not in 0-900", "SendMessageBatch"
+                        )
+                    message_id = str(uuid.uuid4())
+                    body = str(entry["MessageBody"])
+                    self._conn.execute(
+                        "INSERT INTO messages (id, queue, body, sent_at, visible_at, receive_count)"
+                        " VALUES (?, ?, ?, ?, ?, 0)",
+                        (message_id, _MAIN, body, now, now + delay * 1000),
                     )
-                message_id = str(uuid.uuid4())
-                body = str(entry["MessageBody"])
-                self._conn.execute(
-                    "INSERT INTO messages (id, queue, body, sent_at, visible_at, receive_count) VALUES (?, ?, ?, ?, ?, 0)",
-                    (message_id, _MAIN, body, now, now + delay * 1000),
-                )
-                done.append(
-                    {
-                        "Id": entry["Id"],
-                        "MessageId": message_id,
-                        "MD5OfMessageBody": hashlib.md5(body.encode()).hexdigest(),
-                    }
-                )
+                    done.append(
+                        {
+                            "Id": entry["Id"],
+                            "MessageId": message_id,
+                            "MD5OfMessageBody": hashlib.md5(body.encode()).hexdigest(),
+                        }
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
             self._arrived.notify_all()
         return {"Successful": done, "Failed": []}
 
@@ -185,7 +209,7 @@ class SqliteSqsQueue:
         default_s = self.visibility_timeout_s if queue == _MAIN else self.dead_letter_visibility_s
         hidden_ms = (default_s if VisibilityTimeout is None else VisibilityTimeout) * 1000
         deadline = self.clock() + max(0, WaitTimeSeconds) * 1000
-        with self._lock:
+        with self._lock, _service_errors("ReceiveMessage"):
             while True:
                 got = self._take(queue, MaxNumberOfMessages, hidden_ms)
                 now = self.clock()
@@ -242,7 +266,8 @@ class SqliteSqsQueue:
                     )
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise
         return got
 
@@ -252,7 +277,7 @@ class SqliteSqsQueue:
         """Delete the message ``ReceiptHandle`` was issued for, if it is still its latest (else nothing,
         as SQS does for a handle of a deleted message)."""
         queue = self._queue_of(QueueUrl, "DeleteMessage")
-        with self._lock:
+        with self._lock, _service_errors("DeleteMessage"):
             self._conn.execute("DELETE FROM messages WHERE receipt = ? AND queue = ?", (ReceiptHandle, queue))
         return {}
 
@@ -274,7 +299,7 @@ class SqliteSqsQueue:
                 "InvalidParameterValue", "VisibilityTimeout must be 0-43200", "ChangeMessageVisibility"
             )
         now = self.clock()
-        with self._lock:
+        with self._lock, _service_errors("ChangeMessageVisibility"):
             changed = self._conn.execute(
                 "UPDATE messages SET visible_at = ? WHERE receipt = ? AND queue = ? AND visible_at > ?",
                 (now + VisibilityTimeout * 1000, ReceiptHandle, queue, now),
@@ -314,7 +339,7 @@ class SqliteSqsQueue:
         """``QueueArn`` and the approximate counts (visible, in flight, delayed) of the queue."""
         self._check(QueueUrl, "GetQueueAttributes")
         now = self.clock()
-        with self._lock:
+        with self._lock, _service_errors("GetQueueAttributes"):
             visible, hidden, delayed = self._conn.execute(
                 "SELECT sum(visible_at <= ?), sum(visible_at > ? AND receive_count > 0),"
                 " sum(visible_at > ? AND receive_count = 0) FROM messages WHERE queue = ?",
