@@ -14,17 +14,18 @@ What runs, each in its own thread(s):
 Storage (``LocalConfig.backend``): by default (``sqlite``) the job, run and CONTROL stores are the SQLite
 adapters (``jobsched.sqlite``) on ``<data dir>/jobsched.sqlite3``: every write is committed (WAL) before it
 is acknowledged, so a SIGKILL loses nothing acknowledged (a power loss: at most the last second, the WAL being
-synced every second; none with ``sqlite_synchronous="FULL"``, see ``jobsched.sqlite.database``). The run queue, the
-dead-run queue, the alerts topic and the API's ``Idempotency-Key`` records stay on the embedded moto (the
-queue keeps SQS's semantics; the keys' table is Powertools' DynamoDB layer). ``moto`` keeps every table on moto
-too, for fidelity with AWS.
+synced every second; none with ``sqlite_synchronous="FULL"``, see ``jobsched.sqlite.database``). The run queue
+and its dead letters are ``jobsched.sqlite.queue`` on ``<data dir>/run-queue.sqlite3`` (SQS's semantics, the
+same durability). The dead-run queue, the alerts topic and the API's ``Idempotency-Key`` records stay on the
+embedded moto (the keys' table is Powertools' DynamoDB layer). ``moto`` keeps every table and the run queue on
+moto too, for fidelity with AWS. One process per data dir (``lock_data_dir``).
 
 Durability of what is on moto (``local.state``): the tables are restored from ``<data dir>/state.json`` and
 its change log at start; every write is journaled and the changes are saved every 2 s, compacted into a new
 snapshot now and then, and a final snapshot is written at a graceful stop (SIGINT/SIGTERM: schedulers stop,
 workers finish the batch in hand). A SIGKILL loses at most the last ~2.5 s of those writes (with ``sqlite``:
 only idempotency records, whose loss costs a replayed response, never a second job or run: the name and
-a manual trigger's key are bound in SQLite). Queue messages are not saved: after a restart, fires missed
+a manual trigger's key are bound in SQLite). On ``moto`` queue messages are not saved: after a restart, fires missed
 while stopped follow each job's ``missed`` policy (the scheduler works from the stored ``next_run_at``), and
 unfinished runs (queued, retrying, running) are put on the run queue again.
 
