@@ -1,8 +1,9 @@
 """Local mode's run queue (``SqliteSqsQueue``) against moto's SQS on the same sequences of operations: sends with
 delays, receives with visibility timeouts, visibility changes and deletes by the latest receipt handle, the
 redrive to the dead-letter queue after ``maxReceiveCount`` receives, and time passing. Both run on one injected
-clock (moto's SQS reads the time through ``moto.sqs.models.unix_time*``), and after each step both must hold the
-same messages, hand out the same ones with the same receive counts, and count them alike.
+clock (moto's SQS reads the time through ``moto.sqs.models.unix_time*``; SQS's time never steps back when the
+host's clock does), and after each step both must hold the same messages, hand out the same ones with the same
+receive counts, and count them alike.
 
 Left out where moto is not SQS: a delete or visibility change by an older receipt handle (moto honours any
 handle the message ever had; SQS deletes only by the latest, which ``test_sqlite_queue`` checks), and a
@@ -38,10 +39,11 @@ class QueueVersusSqs(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock(T0)
+        self.latest = T0
         self._patches: list[Any] = [
             mock.patch.dict("os.environ", FAKE_CREDENTIALS),
-            mock.patch("moto.sqs.models.unix_time_millis", lambda *_: float(self.clock())),
-            mock.patch("moto.sqs.models.unix_time", lambda *_: self.clock() / 1000),
+            mock.patch("moto.sqs.models.unix_time_millis", lambda *_: float(self.sqs_time())),
+            mock.patch("moto.sqs.models.unix_time", lambda *_: self.sqs_time() / 1000),
         ]
         for patch in self._patches:
             patch.start()
@@ -77,6 +79,12 @@ class QueueVersusSqs(RuleBasedStateMachine):
         self.hidden_until: dict[str, int] = {}  # body -> end of its visibility timeout (in flight until)
         self.gone: set[str] = set()
 
+    def sqs_time(self) -> int:
+        """SQS's own time: the host's clock as it went, but never back (SQS does not see a host's clock step
+        back)."""
+        self.latest = max(self.latest, self.clock())
+        return self.latest
+
     def teardown(self) -> None:
         self._aws.stop()
         for patch in reversed(self._patches):
@@ -100,7 +108,7 @@ class QueueVersusSqs(RuleBasedStateMachine):
         hidden = (VISIBILITY_S if visibility_s is None else visibility_s) * 1000
         for message in from_sqlite:
             self.handles[message["Body"]] = (queue, by_body[message["Body"]], message["ReceiptHandle"])
-            self.hidden_until[message["Body"]] = self.clock() + hidden
+            self.hidden_until[message["Body"]] = self.sqs_time() + hidden
 
     @precondition(lambda self: self.sent < MAX_MESSAGES)
     @rule(delay_s=st.sampled_from([0, 0, 1, 5, 40]))
@@ -121,9 +129,15 @@ class QueueVersusSqs(RuleBasedStateMachine):
     @rule(ms=st.sampled_from([1_001, 4_001, 29_001, 30_001, 61_001]))
     def time_passes(self, ms: int) -> None:
         self.clock.advance(ms)
+        self.sqs_time()
+
+    @rule()
+    def clock_steps_back(self) -> None:
+        """The host's clock going back a little (corrected by NTP): SQS's time does not."""
+        self.clock.advance(-250)  # with the 1 ms of each step forward, no instant lands on a visibility edge
 
     def _in_flight(self) -> list[str]:
-        now = self.clock()
+        now = self.sqs_time()
         return sorted(b for b, until in self.hidden_until.items() if until > now and b not in self.gone)
 
     @precondition(lambda self: bool(self._in_flight()))
@@ -146,7 +160,7 @@ class QueueVersusSqs(RuleBasedStateMachine):
         self.sqlite.change_message_visibility(
             QueueUrl=self.moto[queue], ReceiptHandle=on_sqlite, VisibilityTimeout=seconds
         )
-        self.hidden_until[body] = self.clock() + seconds * 1000
+        self.hidden_until[body] = self.sqs_time() + seconds * 1000
 
     @invariant()
     def counted_alike(self) -> None:
