@@ -126,6 +126,14 @@ class SqliteSqsQueue:
         )
         self._lock = threading.RLock()
         self._arrived = threading.Condition(self._lock)
+        self._latest = 0
+
+    def _now(self) -> int:
+        """The queue's time: the clock's epoch ms, never before a time it already used (SQS's own time does not
+        step back when a host's clock is corrected: a message sent without delay is visible at once)."""
+        with self._lock:
+            self._latest = max(self._latest, self.clock())
+            return self._latest
 
     def _check(self, url: str, operation: str) -> None:
         if url != self.url:
@@ -149,7 +157,7 @@ class SqliteSqsQueue:
             raise _error(
                 "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", "1 to 10 entries", "SendMessageBatch"
             )
-        now = self.clock()
+        now = self._now()
         done = []
         with self._lock, _service_errors("SendMessageBatch"):
             self._conn.execute("BEGIN")  # the batch is written whole or not at all
@@ -208,11 +216,11 @@ class SqliteSqsQueue:
             raise _error("InvalidParameterValue", "MaxNumberOfMessages must be 1-10", "ReceiveMessage")
         default_s = self.visibility_timeout_s if queue == _MAIN else self.dead_letter_visibility_s
         hidden_ms = (default_s if VisibilityTimeout is None else VisibilityTimeout) * 1000
-        deadline = self.clock() + max(0, WaitTimeSeconds) * 1000
+        deadline = self._now() + max(0, WaitTimeSeconds) * 1000
         with self._lock, _service_errors("ReceiveMessage"):
             while True:
                 got = self._take(queue, MaxNumberOfMessages, hidden_ms)
-                now = self.clock()
+                now = self._now()
                 if got or now >= deadline:
                     return {"Messages": got} if got else {}
                 soonest = self._conn.execute(
@@ -222,7 +230,7 @@ class SqliteSqsQueue:
                 self._wait(self._arrived, max(0.001, (until - now) / 1000))
 
     def _take(self, queue: str, limit: int, hidden_ms: int) -> list[dict[str, Any]]:
-        now = self.clock()
+        now = self._now()
         got: list[dict[str, Any]] = []
         self._conn.execute("BEGIN")
         try:
@@ -298,7 +306,7 @@ class SqliteSqsQueue:
             raise _error(
                 "InvalidParameterValue", "VisibilityTimeout must be 0-43200", "ChangeMessageVisibility"
             )
-        now = self.clock()
+        now = self._now()
         with self._lock, _service_errors("ChangeMessageVisibility"):
             changed = self._conn.execute(
                 "UPDATE messages SET visible_at = ? WHERE receipt = ? AND queue = ? AND visible_at > ?",
@@ -338,7 +346,7 @@ class SqliteSqsQueue:
     ) -> dict[str, Any]:
         """``QueueArn`` and the approximate counts (visible, in flight, delayed) of the queue."""
         self._check(QueueUrl, "GetQueueAttributes")
-        now = self.clock()
+        now = self._now()
         with self._lock, _service_errors("GetQueueAttributes"):
             visible, hidden, delayed = self._conn.execute(
                 "SELECT sum(visible_at <= ?), sum(visible_at > ? AND receive_count > 0),"
