@@ -439,6 +439,8 @@ class LocalRuntime:
                 **config.settings,
             }
         )
+        # structured logs to the data dir from here on (a moto data dir's move to SQLite logs what it skips)
+        route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
         sqlite = config.backend == "sqlite"
         if sqlite:
             from jobsched.sqlite.database import SqliteDatabase
@@ -456,7 +458,6 @@ class LocalRuntime:
         self.components = components
         # a scheduler tick without runs flushes no metric: Powertools warns each time; not news here
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
-        route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
         # EMF metrics (Powertools prints them) to a rotating file; the terminal keeps the run lines
         self._console = sys.stdout
         if config.redirect_stdout:
