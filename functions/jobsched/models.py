@@ -387,8 +387,9 @@ def _check_input(value: Any) -> Any:
     """``input`` must be plain JSON a target can receive unchanged, at most 64 KiB (design §2).
 
     Refuses NaN and Infinity (``NaN``, ``Infinity``, ``1e999`` parse to such floats in Python but are not
-    JSON: they would reach targets as null) and arrays/objects nested deeper than ``MAX_INPUT_DEPTH``
-    (walked without recursion). Raises ValueError; returns ``value`` unchanged.
+    JSON: they would reach targets as null), strings (values or keys) holding a lone surrogate (``"\\ud800"``
+    is valid JSON but no UTF-8 text: a store or a target could not encode it), and arrays/objects nested
+    deeper than ``MAX_INPUT_DEPTH`` (walked without recursion). Raises ValueError; returns ``value`` unchanged.
     """
     pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
@@ -398,10 +399,18 @@ def _check_input(value: Any) -> Any:
                 "input holds NaN or Infinity, which JSON cannot carry (targets would receive null); "
                 "send a finite number, a string or null"
             )
+        if isinstance(item, str):
+            try:
+                item.encode()
+            except UnicodeEncodeError:
+                raise ValueError(
+                    "input holds a lone surrogate (a \\ud800-\\udfff escape outside a pair), which is not "
+                    "Unicode text; send the character's pair or its text"
+                ) from None
         if isinstance(item, dict | list | tuple):
             if depth > MAX_INPUT_DEPTH:
                 raise ValueError(f"input nests arrays and objects more than {MAX_INPUT_DEPTH} levels deep")
-            children = item.values() if isinstance(item, dict) else item
+            children = [*item, *item.values()] if isinstance(item, dict) else item
             pending.extend((child, depth + 1) for child in children)
     size = len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
     if size > MAX_INPUT_BYTES:

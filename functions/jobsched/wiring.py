@@ -96,6 +96,11 @@ class Components:
         """The SQS client the run queue is reached through (``aws.sqs``; local mode's may be its own)."""
         return self.aws.sqs
 
+    def run_dlq_client(self) -> Any:
+        """The SQS client the run queue's dead-letter queue is reached through (``aws.sqs``; local mode's
+        SQLite run queue answers for its own)."""
+        return self.aws.sqs
+
     def run_queue(self) -> RunQueue:
         """The run queue (SQS): run messages, retries with delay, visibility changes."""
         from jobsched.adapters.queue import RunQueue
@@ -259,7 +264,7 @@ class Components:
             queue=self.run_queue(),
             failures=self.failures(),
             clock=self.clock,
-            dead_letters=DeadLetterQueue(self.aws.sqs, dlq) if dlq else None,
+            dead_letters=DeadLetterQueue(self.run_dlq_client(), dlq) if dlq else None,
         )
 
     def scheduler_loop(
@@ -402,7 +407,7 @@ class SqliteComponents(Components):
         if self.database is None:
             raise ValueError("SqliteComponents needs a database")
         if self.queue is None:
-            from jobsched.resources import RUN_QUEUE
+            from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
             from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
 
             url = self.settings.run_queue_url
@@ -413,6 +418,9 @@ class SqliteComponents(Components):
                 max_receive_count=RUN_QUEUE.max_receive_count,
                 clock=self.clock,
                 path=self.database.path.with_name(RUN_QUEUE_FILE),
+                dead_letter_url=self.settings.run_dlq_url,
+                dead_letter_visibility_s=RUN_QUEUE_DLQ.visibility_timeout_s,
+                synchronous=self.database.synchronous,
             )
             object.__setattr__(self, "queue", queue)
 
@@ -420,6 +428,10 @@ class SqliteComponents(Components):
         """The run queue's own SQS stand-in (shared by every copy of these components)."""
         assert self.queue is not None  # set at construction
         return self.queue
+
+    def run_dlq_client(self) -> SqliteSqsQueue:
+        """The same stand-in: it keeps the messages it dead-letters and answers for ``settings.run_dlq_url``."""
+        return self.run_queue_client()
 
     def _db(self) -> SqliteDatabase:
         assert self.database is not None  # checked at construction

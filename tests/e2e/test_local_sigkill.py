@@ -7,7 +7,9 @@ write is committed before the API answers it."""
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -73,3 +75,52 @@ def test_a_sigkill_loses_no_acknowledged_write(local: Callable[..., LocalProcess
         for r in second.http.get(f"/jobs/{ticking['id']}/runs", params={"limit": "100"}).json()["items"]
     }
     assert seen_runs <= after
+
+
+def test_after_a_sigkill_every_fire_of_a_catch_up_job_runs_once_none_lost(
+    local: Callable[..., LocalProcess],
+) -> None:
+    # Given a job firing every second (missed: catch_up, the default) that has run a few times
+    first = local("--workers", "2")
+    job = _ok(
+        first.http.post("/jobs", json={"name": "tick", "schedule": "every 1 second", "command": "echo"}), 201
+    )
+
+    def succeeded(process: LocalProcess) -> list[dict[str, Any]]:
+        items = process.http.get(f"/jobs/{job['id']}/runs", params={"limit": "100"}).json()["items"]
+        return [r for r in items if r["status"] == "succeeded"]
+
+    wait_for("three finished runs", lambda: len(succeeded(first)) >= 3)
+
+    # When the process is killed (fires in the queue and in flight), stays down a few seconds and restarts
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    killed_ms = int(time.time() * 1000)
+    time.sleep(3)  # real downtime: local mode runs on the system clock
+    second = local("--workers", "2")
+    restarted_ms = int(time.time() * 1000)
+
+    # Then every fire from the first one to the restart ran, exactly once: the ones queued or running at the
+    # kill, and the ones missed while it was down (caught up)
+    def caught_up() -> list[dict[str, Any]] | None:
+        runs = succeeded(second)
+        return runs if any(r["scheduled_for"] >= _iso(restarted_ms) for r in runs) else None
+
+    wait_for("runs after the restart", caught_up, timeout_s=30)
+    items = second.http.get(f"/jobs/{job['id']}/runs", params={"limit": "100"}).json()["items"]
+    fires = sorted(r["scheduled_for"] for r in items)
+    assert len(fires) == len(set(fires))  # one run per fire
+    done = sorted(r["scheduled_for"] for r in items if r["status"] == "succeeded")
+    seconds = [_ms(f) for f in done if _ms(f) < restarted_ms - 1000]
+    assert seconds and seconds[0] < killed_ms - 2000 and seconds[-1] > killed_ms + 2000, fires  # the downtime
+    missing = sorted(set(range(seconds[0], seconds[-1] + 1, 1000)) - set(seconds))
+    assert missing == [], (
+        f"fires not run: {[_iso(m) for m in missing]}; runs: {[(r['scheduled_for'], r['status']) for r in items]}"
+    )
+
+
+def _ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

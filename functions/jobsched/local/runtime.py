@@ -14,17 +14,18 @@ What runs, each in its own thread(s):
 Storage (``LocalConfig.backend``): by default (``sqlite``) the job, run and CONTROL stores are the SQLite
 adapters (``jobsched.sqlite``) on ``<data dir>/jobsched.sqlite3``: every write is committed (WAL) before it
 is acknowledged, so a SIGKILL loses nothing acknowledged (a power loss: at most the last second, the WAL being
-synced every second; none with ``sqlite_synchronous="FULL"``, see ``jobsched.sqlite.database``). The run queue, the
-dead-run queue, the alerts topic and the API's ``Idempotency-Key`` records stay on the embedded moto (the
-queue keeps SQS's semantics; the keys' table is Powertools' DynamoDB layer). ``moto`` keeps every table on moto
-too, for fidelity with AWS.
+synced every second; none with ``sqlite_synchronous="FULL"``, see ``jobsched.sqlite.database``). The run queue
+and its dead letters are ``jobsched.sqlite.queue`` on ``<data dir>/run-queue.sqlite3`` (SQS's semantics, the
+same durability). The dead-run queue, the alerts topic and the API's ``Idempotency-Key`` records stay on the
+embedded moto (the keys' table is Powertools' DynamoDB layer). ``moto`` keeps every table and the run queue on
+moto too, for fidelity with AWS. One process per data dir (``lock_data_dir``).
 
 Durability of what is on moto (``local.state``): the tables are restored from ``<data dir>/state.json`` and
 its change log at start; every write is journaled and the changes are saved every 2 s, compacted into a new
 snapshot now and then, and a final snapshot is written at a graceful stop (SIGINT/SIGTERM: schedulers stop,
 workers finish the batch in hand). A SIGKILL loses at most the last ~2.5 s of those writes (with ``sqlite``:
 only idempotency records, whose loss costs a replayed response, never a second job or run: the name and
-a manual trigger's key are bound in SQLite). Queue messages are not saved: after a restart, fires missed
+a manual trigger's key are bound in SQLite). On ``moto`` queue messages are not saved: after a restart, fires missed
 while stopped follow each job's ``missed`` policy (the scheduler works from the stored ``next_run_at``), and
 unfinished runs (queued, retrying, running) are put on the run queue again.
 
@@ -88,6 +89,8 @@ if TYPE_CHECKING:
     from jobsched.wiring import Components
 
 LOG_FILE = "local.log"
+LOCK_FILE = "local.lock"
+"""Held locked (``flock``) by the running ``jobsched local`` of a data dir: a second one is refused."""
 SQLITE_FILE = "jobsched.sqlite3"
 BACKENDS = ("sqlite", "moto")
 """Local mode's storage backends (``LocalConfig.backend``); the first is the default."""
@@ -258,6 +261,27 @@ def prepare_tokens(data_dir: Path, tokens_file: Path | None) -> tuple[Path, str,
     return effective, local, False
 
 
+def lock_data_dir(data_dir: Path) -> int:
+    """Lock ``data_dir`` for this process (an exclusive ``flock`` of ``<data dir>/local.lock``, released when the
+    returned descriptor is closed or the process ends, ``kill -9`` included). Raises OSError naming the data dir
+    when another process holds it: two of them on one data dir would reopen each other's in-flight queue
+    messages and schedule, sweep and snapshot the same data."""
+    import fcntl
+
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise OSError(
+            f"{data_dir} is in use by another jobsched local (pid {holder}); stop it or pick another --data-dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
 def unfinished_messages(runs: list[Item], *, now_ms: int, heartbeat_stale_s: int) -> list[RunMessage]:
     """Run-queue messages for the unfinished runs of a restored runs table (low-level items).
 
@@ -299,6 +323,26 @@ def _requeue(items: list[dict[str, Any]], *, now_ms: int, heartbeat_stale_s: int
     return messages
 
 
+def _move_moto_state(
+    sqlite_path: Path, saved: dict[str, list[Item]], *, synchronous: str, now_ms: int
+) -> None:
+    """Move the moto backend's saved tables into a new SQLite database at ``sqlite_path`` (``import_moto_state``),
+    built in a file of its own and renamed into place once whole: a start killed midway leaves no database, so
+    the next start moves the data dir again instead of serving what was moved before the kill."""
+    from jobsched.sqlite.database import SqliteDatabase
+    from jobsched.sqlite.migration import import_moto_state
+
+    moving = sqlite_path.with_name(f".{sqlite_path.name}.moving")
+    for leftover in (moving, moving.with_name(moving.name + "-wal"), moving.with_name(moving.name + "-shm")):
+        leftover.unlink(missing_ok=True)  # a killed move's: started over
+    staging = SqliteDatabase(moving, synchronous=synchronous)  # type: ignore[arg-type]
+    try:
+        import_moto_state(staging, saved, now_ms=now_ms)
+    finally:
+        staging.close()  # the WAL folded into the file: the rename moves everything
+    os.replace(moving, sqlite_path)
+
+
 class LocalRuntime:
     """The local system: ``start()`` brings it up (moto, restore, threads, API), ``stop()`` drains and saves.
 
@@ -322,6 +366,7 @@ class LocalRuntime:
         self._stop_rest = threading.Event()
         self._threads: dict[str, list[threading.Thread]] = {"scheduling": [], "workers": [], "rest": []}
         self._stopped = False
+        self._lock_fd: int | None = None
         self._console = sys.stdout
         self._redirected: Any = None
         self._api: Api | None = None
@@ -349,6 +394,7 @@ class LocalRuntime:
         loop runs."""
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = lock_data_dir(config.data_dir)
         sqlite_path = config.data_dir / SQLITE_FILE
         first_start = (
             not self.state_path.exists()
@@ -393,12 +439,16 @@ class LocalRuntime:
                 **config.settings,
             }
         )
+        # structured logs to the data dir from here on (a moto data dir's move to SQLite logs what it skips)
+        route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
         sqlite = config.backend == "sqlite"
         if sqlite:
             from jobsched.sqlite.database import SqliteDatabase
-            from jobsched.sqlite.migration import import_moto_state
 
-            fresh_database = not sqlite_path.exists()
+            if not sqlite_path.exists() and saved:  # a data dir of the moto backend: its jobs, runs and marks
+                _move_moto_state(
+                    sqlite_path, saved, synchronous=config.sqlite_synchronous, now_ms=config.clock()
+                )
             self.database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)  # type: ignore[arg-type]
             components: Components = SqliteComponents(
                 settings, aws, clock=config.clock, database=self.database
@@ -408,7 +458,6 @@ class LocalRuntime:
         self.components = components
         # a scheduler tick without runs flushes no metric: Powertools warns each time; not news here
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
-        route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
         # EMF metrics (Powertools prints them) to a rotating file; the terminal keeps the run lines
         self._console = sys.stdout
         if config.redirect_stdout:
@@ -420,8 +469,6 @@ class LocalRuntime:
         table_names = {t.id: env[t.env_var] for t in TABLES}
         now = config.clock()
         if self.database is not None:
-            if fresh_database:  # a data dir of the moto backend: its jobs, runs and marks move to SQLite once
-                import_moto_state(self.database, saved, now_ms=now)
             saved = {table: items for table, items in saved.items() if table in MOTO_ONLY_TABLES}
         restored_items = restore(aws.dynamodb, table_names, saved, now_ms=now)
         if self.database is not None:
@@ -476,7 +523,7 @@ class LocalRuntime:
         self._spawn("rest", "alerts", alerts.run, self._stop_rest)
         self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
         if self.database is not None:
-            self._spawn("rest", "sqlite-sync", self._sync_loop, self.database)
+            self._spawn("rest", "sqlite-sync", self._sync_loop, self.database, components.run_queue_client())
 
         self._banner(generated, requeue)
         if config.demo and first_start:
@@ -541,13 +588,14 @@ class LocalRuntime:
             if self._stop_scheduling.wait(self.config.sweep_interval_s):
                 return
 
-    def _sync_loop(self, database: SqliteDatabase) -> None:
-        """Sync the SQLite WAL to the disk each second (``SqliteDatabase.checkpoint``)."""
+    def _sync_loop(self, *files: Any) -> None:
+        """Sync the SQLite WALs to the disk each second (``checkpoint()`` of the database and the run queue)."""
         while not self._stop_rest.wait(1.0):
-            try:
-                database.checkpoint()
-            except Exception:
-                logger.exception("SQLite checkpoint failed; retrying")
+            for file in files:
+                try:
+                    file.checkpoint()
+                except Exception:
+                    logger.exception("SQLite checkpoint failed; retrying")
 
     def _pump_loop(self, mirror: TableMirror) -> None:
         """Apply the write journal (printing run lines) twice a second; every ~5 s let moto forget the
@@ -643,6 +691,9 @@ class LocalRuntime:
             self.database.close()
         if self._redirected is not None and sys.stdout is self._redirected:
             sys.stdout = self._console
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the data dir's lock
+            self._lock_fd = None
 
     def emergency_save(self) -> None:
         """Best-effort save of the changes seen so far (a second Ctrl-C)."""

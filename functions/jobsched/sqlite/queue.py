@@ -25,13 +25,15 @@ import hashlib
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from jobsched.clock import Clock, system_clock
+from jobsched.sqlite.database import _transient
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, queue TEXT NOT NULL,"
@@ -58,12 +60,29 @@ def _error(code: str, message: str, operation: str) -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": message}}, operation)
 
 
+@contextmanager
+def _service_errors(operation: str) -> Iterator[None]:
+    """A busy or failing queue file (lock timeout, I/O error, full disk) raised as SQS's 5xx
+    ``ServiceUnavailable`` ``ClientError``, which the adapters treat as a failed request; other errors as they are."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        if _transient(error):
+            raise _error("ServiceUnavailable", f"local run queue: {error}", operation) from error
+        raise
+
+
 class SqliteSqsQueue:
     """One SQS queue (``url``, ``arn``) and its dead-letter queue, answering like a boto3 SQS client for that
-    queue. ``visibility_timeout_s``: a receive's invisibility; ``max_receive_count``: receives before the
+    queue, and for the dead-letter queue at ``dead_letter_url`` (receive, delete, visibility: what the sweeper's
+    ``DeadLetterQueue`` calls; None: the dead letters are only listed by ``dead_lettered``), whose receives
+    hide a letter ``dead_letter_visibility_s`` (that queue's own visibility timeout). ``visibility_timeout_s``: a receive's invisibility; ``max_receive_count``: receives before the
     dead-letter queue (0: never); ``clock``: epoch ms; ``wait``: how a long poll waits (seconds; tests pass a
-    fake); ``path``: the database file that keeps the messages (None: in memory). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
-    arguments raise ``ClientError`` ``InvalidParameterValue``, as SQS answers them."""
+    fake); ``path``: the database file that keeps the messages (None: in memory), with SQLite's ``synchronous``
+    level (``NORMAL`` or ``FULL``, as ``jobsched.sqlite.database`` explains them). Thread-safe. Calls naming another queue URL raise ``ClientError`` ``NonExistentQueue``; bad
+    arguments raise ``ClientError`` ``InvalidParameterValue``, as SQS answers them; a busy or failing file (lock
+    timeout, I/O error, full disk) ``ClientError`` ``ServiceUnavailable``, as SQS's 5xx (a batch is sent whole or
+    not at all)."""
 
     def __init__(
         self,
@@ -75,8 +94,15 @@ class SqliteSqsQueue:
         clock: Clock = system_clock,
         wait: Callable[[threading.Condition, float], Any] | None = None,
         path: Path | str | None = None,
+        dead_letter_url: str | None = None,
+        dead_letter_visibility_s: int = 30,
+        synchronous: str = "NORMAL",
     ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
         self.url = url
+        self.dead_letter_url = dead_letter_url
+        self.dead_letter_visibility_s = dead_letter_visibility_s
         self.arn = arn
         self.visibility_timeout_s = visibility_timeout_s
         self.max_receive_count = max_receive_count
@@ -90,7 +116,7 @@ class SqliteSqsQueue:
         )
         if path is not None:
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
         for statement in _SCHEMA:
             self._conn.execute(statement)
         # a previous process's receipts died with it: what it received and did not delete is visible again
@@ -100,12 +126,27 @@ class SqliteSqsQueue:
         )
         self._lock = threading.RLock()
         self._arrived = threading.Condition(self._lock)
+        self._latest = 0
+
+    def _now(self) -> int:
+        """The queue's time: the clock's epoch ms, never before a time it already used (SQS's own time does not
+        step back when a host's clock is corrected: a message sent without delay is visible at once)."""
+        with self._lock:
+            self._latest = max(self._latest, self.clock())
+            return self._latest
 
     def _check(self, url: str, operation: str) -> None:
         if url != self.url:
             raise _error(
                 "AWS.SimpleQueueService.NonExistentQueue", f"no queue {url!r} in local mode", operation
             )
+
+    def _queue_of(self, url: str, operation: str) -> str:
+        """The stored queue name (``main`` or ``dead``) of ``url``; ``_check``'s error for another URL."""
+        if url == self.dead_letter_url:
+            return _DEAD
+        self._check(url, operation)
+        return _MAIN
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -116,28 +157,36 @@ class SqliteSqsQueue:
             raise _error(
                 "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", "1 to 10 entries", "SendMessageBatch"
             )
-        now = self.clock()
+        now = self._now()
         done = []
-        with self._lock:
-            for entry in Entries:
-                delay = int(entry.get("DelaySeconds", 0))
-                if not 0 <= delay <= MAX_DELAY_S:
-                    raise _error(
-                        "InvalidParameterValue", f"DelaySeconds {delay} not in 0-900", "SendMessageBatch"
+        with self._lock, _service_errors("SendMessageBatch"):
+            self._conn.execute("BEGIN")  # the batch is written whole or not at all
+            try:
+                for entry in Entries:
+                    delay = int(entry.get("DelaySeconds", 0))
+                    if not 0 <= delay <= MAX_DELAY_S:
+                        raise _error(
+                            "InvalidParameterValue", f"DelaySeconds {delay} not in 0-900", "SendMessageBatch"
+                        )
+                    message_id = str(uuid.uuid4())
+                    body = str(entry["MessageBody"])
+                    self._conn.execute(
+                        "INSERT INTO messages (id, queue, body, sent_at, visible_at, receive_count)"
+                        " VALUES (?, ?, ?, ?, ?, 0)",
+                        (message_id, _MAIN, body, now, now + delay * 1000),
                     )
-                message_id = str(uuid.uuid4())
-                body = str(entry["MessageBody"])
-                self._conn.execute(
-                    "INSERT INTO messages (id, queue, body, sent_at, visible_at, receive_count) VALUES (?, ?, ?, ?, ?, 0)",
-                    (message_id, _MAIN, body, now, now + delay * 1000),
-                )
-                done.append(
-                    {
-                        "Id": entry["Id"],
-                        "MessageId": message_id,
-                        "MD5OfMessageBody": hashlib.md5(body.encode()).hexdigest(),
-                    }
-                )
+                    done.append(
+                        {
+                            "Id": entry["Id"],
+                            "MessageId": message_id,
+                            "MD5OfMessageBody": hashlib.md5(body.encode()).hexdigest(),
+                        }
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
             self._arrived.notify_all()
         return {"Successful": done, "Failed": []}
 
@@ -162,25 +211,26 @@ class SqliteSqsQueue:
         """Up to ``MaxNumberOfMessages`` (1-10) visible messages, oldest visible first, each with its new
         ``ReceiptHandle`` and ``Attributes`` (``ApproximateReceiveCount``, ``SentTimestamp``,
         ``ApproximateFirstReceiveTimestamp``); waits up to ``WaitTimeSeconds`` for one to arrive."""
-        self._check(QueueUrl, "ReceiveMessage")
+        queue = self._queue_of(QueueUrl, "ReceiveMessage")
         if not 1 <= MaxNumberOfMessages <= 10:
             raise _error("InvalidParameterValue", "MaxNumberOfMessages must be 1-10", "ReceiveMessage")
-        hidden_ms = (self.visibility_timeout_s if VisibilityTimeout is None else VisibilityTimeout) * 1000
-        deadline = self.clock() + max(0, WaitTimeSeconds) * 1000
-        with self._lock:
+        default_s = self.visibility_timeout_s if queue == _MAIN else self.dead_letter_visibility_s
+        hidden_ms = (default_s if VisibilityTimeout is None else VisibilityTimeout) * 1000
+        deadline = self._now() + max(0, WaitTimeSeconds) * 1000
+        with self._lock, _service_errors("ReceiveMessage"):
             while True:
-                got = self._take(MaxNumberOfMessages, hidden_ms)
-                now = self.clock()
+                got = self._take(queue, MaxNumberOfMessages, hidden_ms)
+                now = self._now()
                 if got or now >= deadline:
                     return {"Messages": got} if got else {}
                 soonest = self._conn.execute(
-                    "SELECT min(visible_at) FROM messages WHERE queue = ?", (_MAIN,)
+                    "SELECT min(visible_at) FROM messages WHERE queue = ?", (queue,)
                 ).fetchone()[0]
                 until = min(deadline, soonest) if soonest is not None else deadline
                 self._wait(self._arrived, max(0.001, (until - now) / 1000))
 
-    def _take(self, limit: int, hidden_ms: int) -> list[dict[str, Any]]:
-        now = self.clock()
+    def _take(self, queue: str, limit: int, hidden_ms: int) -> list[dict[str, Any]]:
+        now = self._now()
         got: list[dict[str, Any]] = []
         self._conn.execute("BEGIN")
         try:
@@ -188,12 +238,14 @@ class SqliteSqsQueue:
                 rows = self._conn.execute(
                     "SELECT seq, id, body, sent_at, receive_count, first_received_at FROM messages"
                     " WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, seq LIMIT ?",
-                    (_MAIN, now, limit - len(got)),
+                    (queue, now, limit - len(got)),
                 ).fetchall()
                 if not rows:
                     break
                 for seq, message_id, body, sent_at, count, first in rows:
-                    if self.max_receive_count and count >= self.max_receive_count:  # redrive, as SQS does
+                    if (
+                        queue == _MAIN and self.max_receive_count and count >= self.max_receive_count
+                    ):  # redrive
                         self._conn.execute(
                             "UPDATE messages SET queue = ?, receipt = NULL, visible_at = ? WHERE seq = ?",
                             (_DEAD, now, seq),
@@ -222,7 +274,8 @@ class SqliteSqsQueue:
                     )
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise
         return got
 
@@ -231,9 +284,9 @@ class SqliteSqsQueue:
     def delete_message(self, *, QueueUrl: str, ReceiptHandle: str) -> dict[str, Any]:
         """Delete the message ``ReceiptHandle`` was issued for, if it is still its latest (else nothing,
         as SQS does for a handle of a deleted message)."""
-        self._check(QueueUrl, "DeleteMessage")
-        with self._lock:
-            self._conn.execute("DELETE FROM messages WHERE receipt = ? AND queue = ?", (ReceiptHandle, _MAIN))
+        queue = self._queue_of(QueueUrl, "DeleteMessage")
+        with self._lock, _service_errors("DeleteMessage"):
+            self._conn.execute("DELETE FROM messages WHERE receipt = ? AND queue = ?", (ReceiptHandle, queue))
         return {}
 
     def delete_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -248,16 +301,16 @@ class SqliteSqsQueue:
         """Make the in-flight message of ``ReceiptHandle`` visible ``VisibilityTimeout`` s (0-43200) from now.
         Raises ``ClientError`` ``InvalidParameterValue`` when the handle is not the message's latest or the
         message is no longer in flight (SQS: the receipt handle has expired)."""
-        self._check(QueueUrl, "ChangeMessageVisibility")
+        queue = self._queue_of(QueueUrl, "ChangeMessageVisibility")
         if not 0 <= VisibilityTimeout <= MAX_VISIBILITY_S:
             raise _error(
                 "InvalidParameterValue", "VisibilityTimeout must be 0-43200", "ChangeMessageVisibility"
             )
-        now = self.clock()
-        with self._lock:
+        now = self._now()
+        with self._lock, _service_errors("ChangeMessageVisibility"):
             changed = self._conn.execute(
                 "UPDATE messages SET visible_at = ? WHERE receipt = ? AND queue = ? AND visible_at > ?",
-                (now + VisibilityTimeout * 1000, ReceiptHandle, _MAIN, now),
+                (now + VisibilityTimeout * 1000, ReceiptHandle, queue, now),
             ).rowcount
             if VisibilityTimeout == 0:
                 self._arrived.notify_all()
@@ -293,8 +346,8 @@ class SqliteSqsQueue:
     ) -> dict[str, Any]:
         """``QueueArn`` and the approximate counts (visible, in flight, delayed) of the queue."""
         self._check(QueueUrl, "GetQueueAttributes")
-        now = self.clock()
-        with self._lock:
+        now = self._now()
+        with self._lock, _service_errors("GetQueueAttributes"):
             visible, hidden, delayed = self._conn.execute(
                 "SELECT sum(visible_at <= ?), sum(visible_at > ? AND receive_count > 0),"
                 " sum(visible_at > ? AND receive_count = 0) FROM messages WHERE queue = ?",
@@ -308,6 +361,12 @@ class SqliteSqsQueue:
                 "ApproximateNumberOfMessagesDelayed": str(delayed or 0),
             }
         }
+
+    def checkpoint(self) -> None:
+        """Sync the queue file's WAL to the disk and copy it into the file (a passive checkpoint, as
+        ``SqliteDatabase.checkpoint``): local mode calls both each second. Raises ``sqlite3.Error``."""
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def dead_lettered(self) -> list[str]:
         """The bodies of the messages moved to the dead-letter queue, oldest first."""

@@ -4,14 +4,17 @@ file it cannot use is one error line, not a traceback."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from jobsched.local.command import local_command
 from jobsched.local.runtime import SQLITE_FILE
 from jobsched.sqlite.control import SqliteControlStore
+from jobsched.sqlite.jobs import SqliteJobStore
 from tests.support.local import quiet_runtime
 
 
@@ -99,3 +102,144 @@ def test_unfinished_rows_of_the_sqlite_store_are_enqueued_again_as_the_moto_item
         RunMessage("c", now - 60_000, 4),
         RunMessage("d", now - 60_000, 21),
     ]
+
+
+def test_a_first_sqlite_start_killed_while_moving_a_moto_data_dir_moves_every_job_at_the_next_start(
+    tmp_path: Path, quiet_logs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a data dir of the moto backend with three jobs
+    lines: list[str] = []
+    moto = quiet_runtime(tmp_path, lines, backend="moto")
+    moto.start()
+    try:
+        with httpx.Client(base_url=moto.url, headers={"Authorization": f"Bearer {moto.token}"}) as client:
+            for n in range(3):
+                created = client.post(
+                    "/jobs", json={"name": f"job-{n}", "schedule": "@daily", "command": "echo"}
+                )
+                assert created.status_code == 201
+    finally:
+        moto.stop()
+
+    # And a first start on the SQLite backend that dies (kill -9) after moving one job: nothing after the
+    # first job's write runs, as a killed process runs nothing more
+    class Killed(BaseException):
+        pass
+
+    created_jobs: list[str] = []
+    original = SqliteJobStore.create
+
+    def dies_after_the_first(self: SqliteJobStore, job: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+        if created_jobs:
+            raise Killed()
+        created_jobs.append(job.id)
+        return original(self, job, state, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SqliteJobStore, "create", dies_after_the_first)
+        dying = quiet_runtime(tmp_path, lines, backend="sqlite")
+        with pytest.raises(Killed):
+            dying.start()
+        dying.stop()  # frees the port and moto; writes no state (no snapshotter started)
+    assert len(created_jobs) == 1  # killed after the first job was written
+
+    # When local mode starts again on the SQLite backend
+    sqlite = quiet_runtime(tmp_path, lines, backend="sqlite")
+    sqlite.start()
+    try:
+        with httpx.Client(base_url=sqlite.url, headers={"Authorization": f"Bearer {sqlite.token}"}) as client:
+            names = sorted(j["name"] for j in client.get("/jobs").json()["items"])
+    finally:
+        sqlite.stop()
+
+    # Then every job of the moto data dir is there (expected), not only the one moved before the kill
+    assert names == ["job-0", "job-1", "job-2"]
+
+
+def test_a_second_local_mode_on_a_data_dir_in_use_is_refused_naming_it(
+    tmp_path: Path, quiet_logs: None
+) -> None:
+    # Given local mode running on a data dir (a run in flight would be its queue message, received and hidden)
+    lines: list[str] = []
+    first = quiet_runtime(tmp_path, lines)
+    first.start()
+    try:
+        # When a second one is started on the same data dir by mistake (another port)
+        second = quiet_runtime(tmp_path, lines)
+        try:
+            # Then it is refused before it opens anything: opening the run queue makes every message the first
+            # one holds visible again at once, before its visibility timeout (the previous process is taken
+            # for dead), and both would schedule, work and snapshot the same data
+            with pytest.raises(OSError, match="in use by another jobsched local") as refused:
+                second.start()
+            assert str(tmp_path) in str(refused.value)
+        finally:
+            second.stop()
+        # and the first one goes on serving
+        with httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {first.token}"}) as client:
+            assert client.get("/jobs").status_code == 200
+    finally:
+        first.stop()
+
+
+def test_an_input_holding_a_lone_surrogate_is_400_naming_input_not_a_500(
+    tmp_path: Path, quiet_logs: None
+) -> None:
+    # Given local mode on SQLite and a job
+    lines: list[str] = []
+    runtime = quiet_runtime(tmp_path, lines)
+    runtime.start()
+    try:
+        headers = {"Authorization": f"Bearer {runtime.token}", "Content-Type": "application/json"}
+        with httpx.Client(base_url=runtime.url, headers=headers) as client:
+            job = client.post("/jobs", json={"name": "fine", "schedule": "@daily", "command": "echo"}).json()
+            # When an input holds "\ud800" (valid JSON, not Unicode text: no UTF-8 encodes it), as a value or a key
+            replies = [
+                client.post(
+                    "/jobs",
+                    content=b'{"name": "odd", "schedule": "@daily", "command": "echo", "input": {"k": "\\ud800"}}',
+                ),
+                client.patch(f"/jobs/{job['id']}", content=b'{"input": {"\\udfff": 1}}'),
+            ]
+            stored = client.get(f"/jobs/{job['id']}").json()
+    finally:
+        runtime.stop()
+    # Then each is a 400 naming input (it was a 500: the SQLite store cannot encode the spec), nothing stored
+    for reply in replies:
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"]["field"] == "input"
+    assert stored.get("input") is None
+
+
+def test_jobs_created_on_the_moto_backend_after_the_move_to_sqlite_are_not_dropped_at_the_next_sqlite_start(
+    tmp_path: Path, quiet_logs: None
+) -> None:
+    # Given a data dir already on SQLite (its database made), then run once with --backend moto, where a job
+    # is created and acknowledged (saved in state.json at the graceful stop)
+    lines: list[str] = []
+
+    def run(backend: str, action: Any) -> Any:
+        runtime = quiet_runtime(tmp_path, lines, backend=backend)
+        runtime.start()
+        try:
+            with httpx.Client(
+                base_url=runtime.url, headers={"Authorization": f"Bearer {runtime.token}"}
+            ) as client:
+                return action(client)
+        finally:
+            runtime.stop()
+
+    def create(name: str) -> Any:
+        return lambda client: client.post(
+            "/jobs", json={"name": name, "schedule": "@daily", "command": "echo"}
+        )
+
+    assert run("sqlite", create("on-sqlite")).status_code == 201
+    assert run("moto", create("on-moto")).status_code == 201
+
+    # When local mode starts on SQLite again (the default backend)
+    names = run("sqlite", lambda client: sorted(j["name"] for j in client.get("/jobs").json()["items"]))
+
+    # Then the job acknowledged on moto is served (it was ignored, since the database exists, and the state
+    # file was rewritten without it: lost from both)
+    assert names == ["on-moto", "on-sqlite"]
