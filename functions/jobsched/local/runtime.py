@@ -82,6 +82,7 @@ from jobsched.local.state import (
 from jobsched.observability import logger
 from jobsched.ports.runs import MAX_DELAY_S, RunMessage, RunRow
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
+from jobsched.store.layout import SPEC_SK
 
 if TYPE_CHECKING:
     from jobsched.api.app import Api
@@ -343,6 +344,30 @@ def _move_moto_state(
     os.replace(moving, sqlite_path)
 
 
+def _refuse_jobs_only_on_moto(sqlite_path: Path, saved: dict[str, list[Item]], config: LocalConfig) -> None:
+    """Refuse a SQLite start whose data dir's ``state.json`` (``saved``) holds live jobs the database at
+    ``sqlite_path`` has never known: jobs created with ``--backend moto`` after the data dir moved to SQLite.
+    Starting would rewrite the state file without them (only the moto-only tables stay in it), losing them from
+    both files. Raises ``OSError`` naming the state file, how many jobs, and the two ways on (the CLI prints it
+    as one line and exits 1)."""
+    from jobsched.sqlite.database import SqliteDatabase
+
+    specs = [i for i in saved.get("Jobs", []) if i.get("sk", {}).get("S") == SPEC_SK and "doc" in i]
+    if not specs:
+        return
+    database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)  # type: ignore[arg-type]
+    try:
+        only_on_moto = {str(i["pk"]["S"]).removeprefix("job#") for i in specs} - database.known_job_ids()
+    finally:
+        database.close()
+    if only_on_moto:
+        raise OSError(
+            f"{config.data_dir / STATE_FILE} holds {len(only_on_moto)} job(s) created with --backend moto after this data"
+            f" dir moved to SQLite (e.g. {min(only_on_moto)}); start with --backend moto to keep using them, or"
+            " move state.json aside to start on SQLite without them"
+        )
+
+
 class LocalRuntime:
     """The local system: ``start()`` brings it up (moto, restore, threads, API), ``stop()`` drains and saves.
 
@@ -401,7 +426,14 @@ class LocalRuntime:
             and not any(config.data_dir.glob("state.*.changes"))
             and not sqlite_path.exists()
         )
-        saved = read_state(self.state_path)
+        try:
+            saved = read_state(self.state_path)
+            if config.backend == "sqlite" and sqlite_path.exists():
+                _refuse_jobs_only_on_moto(sqlite_path, saved, config)
+        except BaseException:
+            os.close(self._lock_fd)  # refused before anything started: the data dir is free again
+            self._lock_fd = None
+            raise
         tokens_path, self.token, generated = prepare_tokens(config.data_dir, config.tokens_file)
         from jobsched.api.wsgi import ApiWsgiApp
 

@@ -247,6 +247,12 @@ class SqliteDatabase:
             runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
         return {"jobs": int(jobs), "runs": int(runs)}
 
+    def known_job_ids(self) -> set[str]:
+        """The ids of every job the database knows: live, or deleted and still kept as a tombstone."""
+        with self.read() as conn:
+            rows = conn.execute("SELECT job_id FROM jobs UNION SELECT job_id FROM tombstones").fetchall()
+        return {str(row[0]) for row in rows}
+
     def close(self) -> None:
         """Close the connection (a checkpoint folds the WAL into the file)."""
         with self.lock:

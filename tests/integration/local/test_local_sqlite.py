@@ -211,7 +211,7 @@ def test_an_input_holding_a_lone_surrogate_is_400_naming_input_not_a_500(
     assert stored.get("input") is None
 
 
-def test_jobs_created_on_the_moto_backend_after_the_move_to_sqlite_are_not_dropped_at_the_next_sqlite_start(
+def test_jobs_created_on_the_moto_backend_after_the_move_to_sqlite_refuse_the_next_sqlite_start(
     tmp_path: Path, quiet_logs: None
 ) -> None:
     # Given a data dir already on SQLite (its database made), then run once with --backend moto, where a job
@@ -237,9 +237,11 @@ def test_jobs_created_on_the_moto_backend_after_the_move_to_sqlite_are_not_dropp
     assert run("sqlite", create("on-sqlite")).status_code == 201
     assert run("moto", create("on-moto")).status_code == 201
 
-    # When local mode starts on SQLite again (the default backend)
-    names = run("sqlite", lambda client: sorted(j["name"] for j in client.get("/jobs").json()["items"]))
+    # When local mode starts on SQLite again (the default backend), it refuses, naming the state file: starting
+    # would rewrite state.json without the job acknowledged on moto, which the database never had (lost from both)
+    with pytest.raises(OSError, match=r"state\.json holds 1 job\(s\) created with --backend moto"):
+        run("sqlite", lambda client: None)
 
-    # Then the job acknowledged on moto is served (it was ignored, since the database exists, and the state
-    # file was rewritten without it: lost from both)
-    assert names == ["on-moto", "on-sqlite"]
+    # Then nothing was lost: the moto backend still serves the job, and the data dir is free again
+    names = run("moto", lambda client: sorted(j["name"] for j in client.get("/jobs").json()["items"]))
+    assert "on-moto" in names
