@@ -102,7 +102,7 @@ def test_after_a_sigkill_every_fire_of_a_catch_up_job_runs_once_none_lost(
 
     # Then every fire from the first one to the restart ran, exactly once: the ones queued or running at the
     # kill, and the ones missed while it was down (caught up)
-    def caught_up() -> list[dict[str, Any]] | None:
+    def caught_up() -> list[int] | None:
         # every fire through a second before the restart succeeded, and one after it: two workers finish the
         # caught-up fires in any order, so a later one done does not mean the earlier ones are
         ms = sorted(_ms(r["scheduled_for"]) for r in succeeded(second))
