@@ -201,6 +201,7 @@ class Worker:
             return Outcome.DROPPED
         attempt = before.attempt + 1
         # a lost worker's run taken over: its try counts, so it is recorded with this one's result
+        lost: str | None = None
         if before.status is RunStatus.RUNNING:
             lost = lost_worker_error(before.attempt, before.heartbeat_at, self.settings.heartbeat_stale_s)
             before = replace(before, tries=with_lost_try(before, lost, now))
@@ -219,11 +220,8 @@ class Worker:
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
             if attempt > job.retry.max_attempts:
-                if before.status is RunStatus.RUNNING:  # the lost worker's try (recorded above) was the last
-                    error = lost_worker_error(
-                        attempt - 1, before.heartbeat_at, self.settings.heartbeat_stale_s
-                    )
-                    return self.failures.dead(owned, job, error, attempts=attempt - 1, tries=before.tries)
+                if lost is not None:  # the lost worker's try (recorded above) was the last
+                    return self.failures.dead(owned, job, lost, attempts=attempt - 1, tries=before.tries)
                 error = f"out of attempts: the job allows {job.retry.max_attempts}"
                 return self.failures.dead(owned, job, error, attempts=attempt - 1)
             locked = job.overlap is OverlapPolicy.SKIP
