@@ -114,7 +114,7 @@ def _retry(
         raise RunNotFound(job_id, run_id)
     if not result.done:
         if key_digest is None or row.rerun_key != key_digest:
-            raise _refusal(row)
+            raise _refusal(row, now)
         logger.info("run retry replayed from its key", run_id=run_id)
     detail = run_detail(row)
     if row.status is RunStatus.QUEUED:
@@ -129,17 +129,22 @@ def _retry(
 
 
 NOTIFICATION_WAIT_S = 60
-"""How long to wait before asking again to re-run a dead run whose notification is still being sent: the sweeper
-sends owed notifications on its next pass, and it is started once a minute."""
+"""The sweeper's period (s): it is started once a minute, and sends a dead run's owed notifications at the first
+pass once the row's ``sweep_at`` is due (``domain.retries.NOTIFY_RETRY_MS`` after the dead write)."""
 
 
-def _refusal(row: RunRow) -> RunNotRetryable:
-    """Why ``row`` cannot be re-run (the 409), temporary (with ``retry_after_s``) only while a dead run's
-    notification is still being sent."""
+def _refusal(row: RunRow, now_ms: int) -> RunNotRetryable:
+    """Why ``row`` cannot be re-run at ``now_ms`` (epoch ms) (the 409), temporary (with ``retry_after_s``) only
+    while a dead run's notification is still being sent: then ask again after its ``sweep_at`` (when the sweeper
+    resends it, if the worker could not) plus one sweeper period."""
     if row.status is RunStatus.DEAD:
+        due_in_s = (
+            -(-(row.sweep_at - now_ms) // 1000) if row.sweep_at is not None and row.sweep_at > now_ms else 0
+        )
+        wait_s = due_in_s + NOTIFICATION_WAIT_S
         return RunNotRetryable(
-            f"run {row.run_id} is dead but its dead-run notification is still being sent; retry in a minute",
-            retry_after_s=NOTIFICATION_WAIT_S,
+            f"run {row.run_id} is dead but its dead-run notification is still being sent; retry in {wait_s} s",
+            retry_after_s=wait_s,
         )
     if row.status is RunStatus.SKIPPED:
         return RunNotRetryable(

@@ -72,8 +72,10 @@ def iso_instant(text: str) -> datetime | None:
 
 
 def instant_option(text: str | None, option: str, now: datetime | None = None) -> str | None:
-    """``24h``/``30m``/``7d``/``90s`` ago (``ago``) as ISO 8601 (UTC), or the text itself when it is an ISO 8601
-    instant with its offset. Exits 2 naming ``option`` for anything else, or a count too large to be a date."""
+    """``24h``/``30m``/``7d``/``90s`` ago (``ago``) as ISO 8601 (UTC), or an ISO 8601 instant with its offset
+    (any form ``iso_instant`` reads, such as the basic ``20261201T000000Z``) written as the API's ``since`` and
+    ``until`` take it (RFC 3339, its offset kept). Exits 2 naming ``option`` for anything else, or a count too
+    large to be a date."""
     if text is None:
         return None
     try:
@@ -81,13 +83,13 @@ def instant_option(text: str | None, option: str, now: datetime | None = None) -
     except ValueError as error:
         fail(f"{option} {error}", USAGE_ERROR)
     if moment is None:
-        if iso_instant(text) is None:
+        moment = iso_instant(text)
+        if moment is None:
             fail(
                 f"{text!r} is neither a duration (90s, 30m, 24h, 7d) nor an ISO 8601 instant with its offset",
                 USAGE_ERROR,
                 field=option,
             )
-        return text
     return moment.isoformat().replace("+00:00", "Z")
 
 

@@ -128,16 +128,20 @@ class TickWrites:
     def _alert_skipped(self, works: list[JobWork]) -> None:
         """Each owner's ``skipped`` alert for the fires this tick recorded skipped, for the jobs that ask for it.
         Called once the tick's runs are sent and its jobs moved, so a slow or failing publish never holds them;
-        best effort (logged when it cannot be published; never when the owner is not known, as on states stored
-        before it was kept)."""
+        published in parallel on the tick's pool, so a down SNS holds the scheduler about one call's bounds, not
+        one per job; best effort (logged when it cannot be published; never when the owner is not known, as on
+        states stored before it was kept)."""
         alerts = self.alerts
         if alerts is None:
             return
-        for work in works:
+
+        def publish(work: JobWork) -> None:
             job = work.plan.job
             if work.skipped and job.alert_on_skipped and job.owner is not None:
                 reason = work.plan.skipped[0].reason
                 publish_best_effort(alerts, skipped_fires_alert(job.job_id, job.owner, work.skipped, reason))
+
+        self._run_all(publish, [work for work in works if work.skipped])
 
     def _save_skipped(
         self,

@@ -15,16 +15,21 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    claims, the batch's messages were made invisible for ``heartbeat_stale_s + heartbeat_interval_s``
    (``Worker.hold``: one request per batch), which each heartbeat extends: if this worker is lost, SQS
    delivers the message again once the run's heartbeat is stale and that delivery's claim takes the run over. A delivery that loses the claim (a duplicate, a finished run) is
-   acknowledged and dropped: SQS gives at least once, the claim gives at most one try at a time.
+   acknowledged and dropped: SQS gives at least once, the claim gives at most one try at a time. Acknowledging
+   a duplicate of a ``running`` run deletes its message, so the run is first put into the sweep index
+   (``RunRows.watch``; a watch that fails hands the duplicate back instead).
 2. Read the job's spec. Deleted: the run is recorded ``skipped``. Out of attempts (the lost worker's try was
    the last, or ``max_attempts`` was lowered): ``dead`` without running. ``overlap: skip``: take the job's
    overlap lock (``JobSpecs.acquire_overlap``, one conditional write, exact whatever the history length); held
-   by another run with a fresh heartbeat: ``skipped``. A storage error anywhere in this step gives the claim
-   back (``RunRows.give_back``: the row as it was before the claim) and the delivery comes again in
-   ``GIVE_BACK_DELAY_S``: a try the target never saw does not count.
+   by another run with a fresh heartbeat, or, for a job changed within the longest a try lasts, another try
+   still running without the lock (started under ``overlap: allow``): ``skipped``. A storage error anywhere in
+   this step gives the claim back (``RunRows.give_back``: the row as it was before the claim) and the delivery
+   comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier receive: a try the target never saw does not
+   count.
 3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
    is cancelled: a shell command is killed, a command is abandoned); every ``heartbeat_interval_s`` the run
-   row's ``heartbeat_at`` and the message's visibility are extended. A refused beat (the run was taken over)
+   row's ``heartbeat_at`` and the message's visibility are extended (an extension that fails puts the run into
+   the sweep index, ``Heartbeat``). A refused beat (the run was taken over)
    cancels the try, which ends ``LOST`` without writing anything; heartbeat writes failing for so long that
    the row would soon look lost (``heartbeat_stale_s`` minus one interval since the last recorded beat)
    cancel it too, recorded as a failed try if the run is still ours. Either way no second worker ever runs

@@ -280,3 +280,24 @@ def test_a_body_giving_defaults_explicitly_is_the_same_request(http):
     assert first.status == 201 and without_key.status == 200
     assert with_key.status == 201, with_key.body
     assert with_key.headers.get("idempotent-replayed") == "true" and with_key.body["id"] == first.body["id"]
+
+
+def test_a_create_keyed_before_the_fingerprint_took_defaults_still_replays(http):
+    # Given a create with a key answered by the release before this one, whose fingerprint was the body as
+    # sent (the fields given, ``exclude_unset``), as its record stays for 24 h across a deploy
+    service = http.api.service
+    request = JobCreate.model_validate(http.job_body("report"))
+    first = service.create_job(http.alice_owner, request)
+    service.idempotency.bind_invocation(api_context())
+    service.idempotency.run(
+        http.alice_owner,
+        "k-deploy",
+        {"op": "create_job", "body": request.model_dump(mode="json", exclude_unset=True)},
+        lambda: {"job": first.job.model_dump(mode="json"), "created": True},
+    )
+    # When the client, which saw no answer, retries the same body with the same key after the deploy
+    retry = http("POST", "/jobs", body=http.job_body("report"), headers=key("k-deploy"))
+    # Then it gets the first answer again (expected the replay, 201), not 422 "key already used with a
+    # different request": the request is the same, only how it is fingerprinted changed
+    assert retry.status == 201, retry.body
+    assert retry.headers.get("idempotent-replayed") == "true" and retry.body["id"] == first.job.id

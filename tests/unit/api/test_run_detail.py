@@ -258,3 +258,21 @@ def test_another_spelling_of_a_run_id_is_malformed_so_404_to_read_and_to_retry(h
 
     assert (read.status, retried.status) == (404, 404), (read.body, retried.body)
     assert http.backend.runs.get(job["id"], int(at)).status is RunStatus.DEAD
+
+
+def test_a_dead_run_owing_its_alert_says_to_ask_again_once_the_sweeper_has_resent_it(http):
+    from jobsched.domain.retries import NOTIFY_RETRY_MS
+
+    # Given a run recorded dead a second ago whose worker could not send its notification: the sweeper resends it
+    # once the row's sweep_at is due, NOTIFY_RETRY_MS (120 s) after the dead write, at its next pass (each minute)
+    job = http.create()
+    died_at = http.NOW_MS - 1_000
+    owing = _dead_run(http, job, notify_pending=True, finished_at=died_at, sweep_at=died_at + NOTIFY_RETRY_MS)
+
+    # When its owner asks to re-run it
+    reply = http("POST", f"/jobs/{job['id']}/runs/{owing}/retry")
+
+    # Then the 409's Retry-After is not before the resend (expected at least 119 s; 60 s invited a second 409)
+    resend_in_s = (died_at + NOTIFY_RETRY_MS - http.NOW_MS) / 1000
+    assert reply.status == 409 and "notification is still being sent" in reply.error["message"]
+    assert int(reply.headers["retry-after"]) >= resend_in_s, reply.headers["retry-after"]

@@ -4,6 +4,8 @@ unknown option, a missing argument) is ONE line on stderr and exit 2, like the u
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -57,3 +59,22 @@ def test_a_bad_runs_filter_is_a_usage_error_naming_the_option(cli, which, args, 
     assert result.exit_code == 2, (result.exit_code, result.stderr)
     assert len(lines) == 1 and lines[0].startswith(f"error: {option}"), result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "instant",
+    ["20261201T000000Z", "2026-W49-2T00:00:00Z", "2026-12-01T00Z", " 2026-12-01T00:00:00Z"],
+    ids=["basic format", "week date", "hour only", "leading space"],
+)
+@pytest.mark.parametrize("option", ["--since", "--until"])
+def test_an_instant_the_runs_filter_takes_is_one_the_api_takes(cli, option, instant) -> None:
+    # The CLI checks --since/--until itself and lets through what reads as an ISO 8601 instant with its offset
+    # (Python's datetime.fromisoformat); the API's since/until take RFC 3339 text only. So an instant the CLI
+    # lets through must reach the API in a form it takes: expected exit 0 (no run yet), not the API's 400
+    # about since/until and exit 1 for an option the CLI itself accepted.
+    cli("jobs", "create", "--name", "ledger", "--schedule", "0 2 * * *", "--command", "echo")
+
+    result = cli("runs", "--all", option, instant, "--json")
+
+    assert result.exit_code == 0, (result.exit_code, result.stderr)
+    assert json.loads(result.stdout) == []

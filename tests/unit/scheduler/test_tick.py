@@ -433,3 +433,36 @@ def test_a_tick_that_loses_its_lease_after_saving_skipped_fires_still_alerts_the
     assert result.aborted and result.skipped >= 1
     (alert,) = alerts.published
     assert (alert.kind, alert.job_id) == ("skipped", job.id) and f"{result.skipped} fire(s)" in alert.subject
+
+
+def test_the_skipped_fires_alerts_of_one_tick_are_published_together(harness: Any) -> None:
+    import threading
+
+    from jobsched.memory.queue import MemoryAlerts
+
+    # Given three jobs that skip the fires they missed and alert their owners, all due in one tick
+    jobs = [
+        harness.add("every 1 minute", missed="skip", misfire_grace_s=5, alerts={"on_skipped": True})
+        for _ in range(3)
+    ]
+    harness.clock.advance(600_000)  # ten fires missed while no scheduler ran
+
+    class Sink(MemoryAlerts):
+        """SNS down: each publish takes its call bounds (SCHEDULER_CALLS: 7 s). Published one after another,
+        the alerts of n jobs hold the scheduler n x 7 s (the next ticks' runs late, the invocation past its
+        stop margin, which leaves room for one call in flight), where the saves that published them before
+        held it 7 s: so each publish here waits until the three are in flight together, else fails."""
+
+        together = threading.Barrier(3, timeout=5)
+
+        def publish(self, alert: Any) -> None:
+            self.together.wait()
+            super().publish(alert)
+
+    alerts = Sink()
+
+    (result,) = harness.run_seconds(harness.contender(alerts=alerts), 1)
+
+    # Then every owner hears of their skipped fires (the three publishes were in flight at once)
+    assert result.skipped >= 30
+    assert sorted(alert.job_id for alert in alerts.published) == sorted(job.id for job in jobs)

@@ -182,3 +182,28 @@ def test_a_dead_lettered_scheduled_run_is_listed_among_its_owners_failed_runs(ki
     assert kit.sweeper.sweep().dead == 1
     # Then its owner finds it among the failed runs (GET /runs?status=dead)
     assert [r.key for r in kit.runs.list_failed(job.owner, 10)[0]] == [(job.id, T0)]
+
+
+def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_workers_try_by_a_redelivery(
+    kit: Kit,
+) -> None:
+    # Given a manual run (a queued row in the sweep index, so the sweeper re-enqueued it while its first message
+    # was being handed back: a copy is still on the run queue) whose first message was dead-lettered, and a
+    # sweeper pass that claimed it to record it dead, then stopped before the dead write
+    job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
+    kit.make_run(job)
+    now = kit.clock()
+    assert kit.runs.claim(
+        ClaimRequest(
+            job.id, T0, worker=DEAD_LETTER_WORKER, now_ms=now, stale_before_ms=now, retry_due_by_ms=now
+        )
+    ).claimed
+    # When the copy on the run queue reaches a worker once that claim's heartbeat is stale
+    kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
+    kit.deliver(job, T0)
+    # Then that claim, which ran no try, is not recorded as a lost worker's try ("worker lost during attempt 1",
+    # by the sweeper) nor counted as an attempt: the sweeper's own passes record it dead without a try
+    row = kit.runs.get(job.id, T0)
+    assert row is not None
+    phantom = [t for t in row.tries if t.worker == DEAD_LETTER_WORKER]
+    assert phantom == [], (row.status, row.attempt, phantom)
