@@ -59,7 +59,7 @@ from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error, with_lost_try
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
-from jobsched.models import Job, OverlapPolicy, RunKind, RunStatus, to_ms
+from jobsched.models import Job, JobEventKind, OverlapPolicy, RunKind, RunStatus, to_ms
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
@@ -94,6 +94,9 @@ counts toward the run queue's redrive limit (``resources.RUN_QUEUE.max_receive_c
 that often is dead-lettered, and its run recorded dead without a try, only after an outage of over 2 minutes."""
 MAX_GIVE_BACK_DELAY_S = 900
 """The longest a given-back delivery is handed back for (s)."""
+OVERLAP_CHANGE_EVENTS = 20
+"""How many of a recently changed job's newest audit events the worker reads to find a change of its ``overlap``
+(``Worker._unlocked_try``): more than a job is edited in the minutes a try can last, but for a script."""
 CLAIM_MARGIN_S = 20
 """Seconds a claimed try needs beyond its ``timeout_s`` to record its result (a few conditional writes, the
 retry or dead-run messages, each with SDK retries). A delivery whose invocation has less than
@@ -401,11 +404,21 @@ class Worker:
     def _unlocked_try(self, owned: Owned, job: Job, now: int) -> str | None:
         """With the overlap lock just taken: the run id of another try of the job still running without it (its
         heartbeat fresh), else None; when there is one, the lock is given back. Such a try started while the job
-        had ``overlap: allow`` (it took no lock), so it can only exist when the job changed within the longest a
-        try lasts (``worker_timeout_cap_s`` plus the heartbeat's staleness); only then is the job's history
-        read (1 query), so a job edited long ago costs nothing more."""
+        had ``overlap: allow`` (it took no lock), so it can only exist when a change of the job's ``overlap``
+        lies within the longest a try lasts (``worker_timeout_cap_s`` plus the heartbeat's staleness). Only a job
+        changed that recently has its newest audit events read (1 query, ``OVERLAP_CHANGE_EVENTS``), and only
+        when one of them set ``overlap`` are its running tries listed (a status-filtered read of its history,
+        so in the minutes after such a change alone)."""
         lasts_ms = (self.settings.worker_timeout_cap_s + self.settings.heartbeat_stale_s) * 1000
         if now - to_ms(job.updated_at) > lasts_ms:
+            return None
+        events, _ = self.jobs.list_events(owned.job_id, OVERLAP_CHANGE_EVENTS)
+        if not any(
+            event.kind is JobEventKind.UPDATED
+            and event.at >= now - lasts_ms
+            and "overlap" in event.detail.get("fields", ())
+            for event in events
+        ):
             return None
         stale_before = now - self.settings.heartbeat_stale_s * 1000
         rows, _ = self.runs.list_for_job(owned.job_id, 10, RunFilter(status=RunStatus.RUNNING))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from jobsched.models import Job, Run, RunKind, RunStatus, from_ms
+from jobsched.ports.jobs import AuditEvent
 from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.targets.base import TargetCall, iso_utc
 
@@ -622,6 +623,10 @@ class JobSpecs(Protocol):
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool: ...
 
     def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None: ...
+
+    def list_events(
+        self, job_id: str, limit: int, before: str | None = None
+    ) -> tuple[list[AuditEvent], str | None]: ...
 
 
 class RunSender(Protocol):

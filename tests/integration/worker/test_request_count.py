@@ -67,7 +67,8 @@ def test_overlap_skip_adds_one_lock_and_one_release(
     requests.clear()
     assert deliver(job) == Outcome.SUCCEEDED
     # the job's overlap lock: taken with one conditional put, given back with one conditional delete; a job
-    # changed within that time also has its running tries listed (one query), as one may run without the lock
+    # changed within that time also has its newest audit events read (one query): a change of its overlap may have
+    # left a try running without the lock
     assert requests == {
         "dynamodb.UpdateItem": 2,
         "dynamodb.GetItem": 1,
@@ -77,23 +78,23 @@ def test_overlap_skip_adds_one_lock_and_one_release(
     }
 
 
-def test_overlap_skip_on_a_recently_edited_job_lists_its_running_tries_in_one_query_whatever_its_history(
+def test_overlap_skip_on_a_recently_changed_job_reads_one_page_of_events_whatever_its_history(
     requests: Counter[str],
     due_job: Callable[..., Job],
     make_run: Callable[..., Any],
     deliver: Callable[..., str],
 ) -> None:
-    # Given a job switched to overlap: skip just now, with a day of runs every 5 minutes behind it (288 rows, none
-    # running: the usual case)
+    # Given a job changed just now (created with overlap: skip, so no change of its overlap), with a day of runs
+    # every 5 minutes behind it (288 rows, none running: the usual case)
     job = due_job(overlap="skip")
     for n in range(1, 289):
         make_run(job, T0 - n * 300_000)
     requests.clear()
     # When its next run is delivered
     assert deliver(job) == Outcome.SUCCEEDED
-    # Then looking for a try running without the lock costs the one query the worker documents, not a read of
-    # the job's whole history before the target starts (a Query with a status filter reads pages of 100 items
-    # until 11 match: a job run every minute for the 90 days kept reads ~1,300 pages, seconds, on each run)
+    # Then looking for a try running without the lock costs one query (its newest audit events: no change of its
+    # overlap), not a read of the job's whole history before the target starts (a Query with a status filter
+    # reads pages of 100 items until 11 match: a job run every minute for the 90 days kept reads ~1,300 pages)
     assert requests["dynamodb.Query"] == 1, requests
 
 

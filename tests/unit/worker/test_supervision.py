@@ -15,8 +15,8 @@ from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import Job, RunStatus, to_ms
-from jobsched.ports.jobs import Rewrite
+from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
+from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, run_id
 from jobsched.targets import TargetCall, Targets, commands
 from jobsched.targets.shell import ShellExecutor
@@ -313,6 +313,16 @@ def test_overlap_skip_ignores_a_run_whose_worker_is_lost(kit: Kit) -> None:
     assert kit.deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
 
 
+def _switch_to_skip(kit: Kit, job: Job) -> None:
+    """A PATCH of ``overlap: skip`` as the API writes it: the job and its ``updated`` event (the fields given)."""
+    stored = kit.jobs.get(job.id)
+    assert stored.state is not None
+    at = kit.clock()
+    edited = Job.model_validate(job.model_dump() | {"overlap": "skip", "updated_at": from_ms(at)})
+    event = AuditEvent(job.id, at, change_key(1), JobEventKind.UPDATED, job.owner, {"fields": ["overlap"]})
+    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at), event=event))
+
+
 def test_overlap_skip_set_while_a_run_is_running_skips_the_next_run(kit: Kit) -> None:
     # Given an every-minute job with overlap allow whose 02:00 run is running (its worker beats: fresh)
     job = kit.make_job(schedule="* * * * *", overlap="allow")
@@ -322,10 +332,7 @@ def test_overlap_skip_set_while_a_run_is_running_skips_the_next_run(kit: Kit) ->
         ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
     ).claimed
     # When its owner sets overlap: skip (PATCH) and the 02:01 run is delivered while the 02:00 one still runs
-    stored = kit.jobs.get(job.id)
-    assert stored.state is not None
-    edited = Job.model_validate(job.model_dump() | {"overlap": "skip"})
-    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at)))
+    _switch_to_skip(kit, job)
     kit.clock.advance(60_000)
     outcome = kit.deliver(job, T0 + 60_000)
     # Then it is skipped: another run of the job is running (the 02:00 run took no lock under allow)
@@ -342,10 +349,7 @@ def test_overlap_skip_set_while_a_lost_run_is_running_does_not_skip_the_next_run
     assert kit.runs.claim(
         ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
     ).claimed
-    stored = kit.jobs.get(job.id)
-    assert stored.state is not None
-    edited = Job.model_validate(job.model_dump() | {"overlap": "skip"})
-    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at)))
+    _switch_to_skip(kit, job)
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     # When the 02:01 run is delivered
     outcome = kit.deliver(job, T0 + 60_000)
