@@ -36,6 +36,10 @@ bounded by ``jobsched.aws.DEFAULT_CALLS`` (27 s with retries), 108 s in all; a s
 second message and alert while the worker's were still on their way."""
 
 
+DEAD_LETTER_WORKER = "sweeper:dead-letter"
+"""The ``worker`` of the claim by which the sweeper records dead a run whose message was dead-lettered."""
+
+
 class Outcome(StrEnum):
     """What one delivery did (the record handler's result)."""
 
@@ -143,6 +147,16 @@ class Failures:
         except Exception:
             logger.exception("retry not enqueued; the sweeper re-enqueues it when due", run_id=owned.run_id)
         return Outcome.RETRYING
+
+    def dead_letter_claim_left(self, owned: Owned, job: Job, claim_attempt: int) -> Outcome:
+        """Settle a run found under a stale claim of the sweeper's own (``DEAD_LETTER_WORKER``, attempt
+        ``claim_attempt``): a pass claimed its dead-lettered message to record it dead and stopped before the dead
+        write. That claim ran no try, so the run is recorded dead with the tries made before it, as the pass
+        would have (never taken for a lost worker's try, nor retried), whoever finds it: the sweeper's index
+        pass, or a worker given another copy of its message. ``owned``: the finder's claim."""
+        made = claim_attempt - 1
+        error = "run message dead-lettered" + (" without a try" if made == 0 else "")
+        return self.dead(owned, job, error, attempts=made)
 
     def dead(
         self,

@@ -38,7 +38,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jobsched.clock import Clock
-from jobsched.domain.retries import Failures, Outcome, dead_run, lost_worker_error, with_lost_try
+from jobsched.domain.retries import (
+    DEAD_LETTER_WORKER,
+    Failures,
+    Outcome,
+    dead_run,
+    lost_worker_error,
+    with_lost_try,
+)
 from jobsched.models import Job, RunStatus
 from jobsched.observability import COUNT, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
@@ -61,8 +68,6 @@ from jobsched.settings import Settings
 
 MAX_ROWS_PER_PASS = 1000
 MAX_DEAD_LETTERS_PER_PASS = 100
-DEAD_LETTER_WORKER = "sweeper:dead-letter"
-"""The ``worker`` of the claim by which the sweeper records dead a run whose message was dead-lettered."""
 MAX_SWEEP_BACKOFF_MS = 3_600_000
 STALE_MARGIN_MS = 1_000
 
@@ -323,11 +328,7 @@ class Sweeper:
                 report.conflicts += 1
             return
         if owned.worker == DEAD_LETTER_WORKER:
-            # the sweeper's own claim of a dead-lettered run, left by a pass that stopped before recording it dead:
-            # it ran no try, so the run is recorded dead with the tries made before it
-            made = owned.attempt - 1
-            error = "run message dead-lettered" + (" without a try" if made == 0 else "")
-            outcome = self.failures.dead(owned, job, error, attempts=made)
+            outcome = self.failures.dead_letter_claim_left(owned, job, owned.attempt)
         else:
             error = lost_worker_error(owned.attempt, heartbeat_at, self.settings.heartbeat_stale_s)
             outcome = self.failures.failed_try(

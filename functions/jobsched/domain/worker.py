@@ -57,7 +57,14 @@ from dataclasses import InitVar, dataclass, field, replace
 
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
-from jobsched.domain.retries import Failures, Outcome, Owned, lost_worker_error, with_lost_try
+from jobsched.domain.retries import (
+    DEAD_LETTER_WORKER,
+    Failures,
+    Outcome,
+    Owned,
+    lost_worker_error,
+    with_lost_try,
+)
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.models import Job, JobEventKind, OverlapPolicy, RunKind, RunStatus, to_ms
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
@@ -210,7 +217,8 @@ class Worker:
         attempt = before.attempt + 1
         # a lost worker's run taken over: its try counts, so it is recorded with this one's result
         lost: str | None = None
-        if before.status is RunStatus.RUNNING:
+        dead_letter_claim = before.status is RunStatus.RUNNING and before.worker == DEAD_LETTER_WORKER
+        if before.status is RunStatus.RUNNING and not dead_letter_claim:
             lost = lost_worker_error(before.attempt, before.heartbeat_at, self.settings.heartbeat_stale_s)
             before = replace(before, tries=with_lost_try(before, lost, now))
         owned = Owned(message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.owner)
@@ -227,6 +235,10 @@ class Worker:
                 job = self.jobs.get_spec(message.job_id)
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
+            if (
+                dead_letter_claim
+            ):  # SQS gave up on the run's message; the sweeper's pass stopped before saying so
+                return self.failures.dead_letter_claim_left(owned, job, before.attempt)
             if attempt > job.retry.max_attempts:
                 if lost is not None:  # the lost worker's try (recorded above) was the last
                     return self.failures.dead(owned, job, lost, attempts=attempt - 1, tries=before.tries)

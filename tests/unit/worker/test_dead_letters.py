@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from jobsched.domain.sweeper import DEAD_LETTER_WORKER, Sweeper
+from jobsched.domain.retries import DEAD_LETTER_WORKER
+from jobsched.domain.sweeper import Sweeper
 from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.models import RunStatus
 from jobsched.ports.errors import StoreUnavailable
@@ -207,3 +208,5 @@ def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_work
     assert row is not None
     phantom = [t for t in row.tries if t.worker == DEAD_LETTER_WORKER]
     assert phantom == [], (row.status, row.attempt, phantom)
+    # and it is recorded dead as the pass would have (SQS gave up on its message), with its owner told once
+    assert row.status is RunStatus.DEAD and row.error == "run message dead-lettered without a try"
