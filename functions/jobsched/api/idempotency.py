@@ -26,6 +26,7 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
@@ -89,14 +90,29 @@ class IdempotencyKeys:
         else:
             self.config.lambda_context = None
 
-    def run(self, owner: str, key: str, request: Any, action: Callable[[], dict[str, Any]]) -> Outcome:
+    def run(
+        self,
+        owner: str,
+        key: str,
+        request: Any,
+        action: Callable[[], dict[str, Any]],
+        *,
+        formerly: Any = None,
+    ) -> Outcome:
         """Run ``action`` unless ``owner`` already used ``key``; ``request`` (JSON) identifies the request.
 
-        Returns the action's result, or the stored one for a repeat. Raises Powertools'
-        ``IdempotencyValidationError`` (same key, different ``request``: 422),
-        ``IdempotencyAlreadyInProgressError`` (the first request is still running: 409), or
+        Returns the action's result, or the stored one for a repeat. ``formerly``: how an earlier release
+        identified the same request; a stored record that matches it (not ``request``) is replayed too, so a
+        client retrying across a deploy that changed the identification still gets its first answer (a record
+        lives ``KEY_TTL_S``). Raises Powertools' ``IdempotencyValidationError`` (same key, different
+        ``request``: 422), ``IdempotencyAlreadyInProgressError`` (the first request is still running: 409), or
         ``IdempotencyPersistenceLayerError`` (the store failed); exceptions of ``action`` propagate and store
         nothing.
         """
-        stored = self._guarded(call={"owner": owner, "key": key, "request": request}, action=action)
+        try:
+            stored = self._guarded(call={"owner": owner, "key": key, "request": request}, action=action)
+        except IdempotencyValidationError:
+            if formerly is None or formerly == request:
+                raise
+            stored = self._guarded(call={"owner": owner, "key": key, "request": formerly}, action=action)
         return Outcome(result=stored["result"], replayed=bool(stored.get("replayed", False)))

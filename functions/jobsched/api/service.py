@@ -163,6 +163,9 @@ class JobService:
             # repeat without a key (``Job.spec_fingerprint``) takes them
             {"op": "create_job", "body": request.model_dump(mode="json")},
             lambda: self._create_record(owner, request, actor),
+            # releases before 2026-12-02 identified a create by the fields given: their records (kept 24 h)
+            # still replay an identical retry after the deploy
+            formerly={"op": "create_job", "body": request.model_dump(mode="json", exclude_unset=True)},
         )
         return CreateResult(
             job=Job.model_validate(outcome.result["job"]),
