@@ -246,7 +246,13 @@ class Worker:
                 return self.failures.dead(owned, job, error, attempts=attempt - 1)
             locked = job.overlap is OverlapPolicy.SKIP
             if locked:
-                holder = self._acquire_overlap(owned, now) or self._unlocked_try(owned, job, now)
+                holder = self._acquire_overlap(owned, now)
+                if holder is None:
+                    try:
+                        holder = self._unlocked_try(owned, job, now)
+                    except StoreUnavailable:
+                        self._release_overlap(owned)  # the claim is given back below: so is the lock
+                        raise
                 if holder is not None:
                     running = f"overlap: run {holder} of this job is still running"
                     outcome = self._skip(replace(owned, owner=job.owner), running)

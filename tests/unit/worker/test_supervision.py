@@ -341,6 +341,43 @@ def test_overlap_skip_set_while_a_run_is_running_skips_the_next_run(kit: Kit) ->
     assert row is not None and row.status is RunStatus.SKIPPED
 
 
+def test_a_storage_error_looking_for_an_unlocked_try_gives_the_overlap_lock_back(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobsched.domain.worker import Deferred
+    from jobsched.ports.errors import StoreUnavailable
+
+    # Given a job just switched to overlap: skip, whose audit events cannot be read (the table throttles)
+    job = kit.make_job(schedule="* * * * *", overlap="allow")
+    kit.make_run(job, T0)
+    _switch_to_skip(kit, job)
+
+    def throttled(*_: Any, **__: Any) -> Any:
+        raise StoreUnavailable("list_events: ThrottlingException")
+
+    monkeypatch.setattr(kit.jobs, "list_events", throttled)
+    # When its run is delivered: the worker takes the lock, then cannot look for a try running without it
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0)
+    # Then the claim and the lock are both given back: the next delivery takes the lock at once
+    holder = kit.jobs.acquire_overlap(
+        OverlapRequest(
+            job.id,
+            run_id=run_id(
+                job.id, T0 + 60_000
+            ),  # another run: only a free lock is taken (its holder is not stale)
+            attempt=1,
+            worker="w-2",
+            now_ms=kit.clock(),
+            stale_before_ms=0,
+            expires_at_s=0,
+        )
+    )
+    assert holder is None
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.QUEUED and row.attempt == 0
+
+
 def test_overlap_skip_set_while_a_lost_run_is_running_does_not_skip_the_next_run(kit: Kit) -> None:
     # Given the same switch from allow to skip, but the 02:00 run's worker was lost (its heartbeat is stale)
     job = kit.make_job(schedule="* * * * *", overlap="allow")
