@@ -25,7 +25,7 @@ from typer.core import TyperGroup, _click
 from jobsched.cli.jobs import resolve_job
 from jobsched.cli.options import Connection, JsonOption, option_groups
 from jobsched.cli.output import job_detail, print_json, print_table, show, when
-from jobsched.cli.runs import ago, iso_instant, runs_command
+from jobsched.cli.runs import moment, runs_command
 from jobsched.client import ApiError
 from jobsched.exits import FAILED, USAGE_ERROR, fail
 
@@ -107,23 +107,6 @@ def runs_show(
     _tries("EARLIER TRIES (before each re-run)", previous)
 
 
-def parse_since(text: str, now: datetime) -> datetime:
-    """The start of a ``--since`` window: a duration back from ``now`` (``90s``, ``30m``, ``24h``, ``7d``: ``ago``)
-    or an ISO 8601 instant with its offset (``2026-12-01T00:00:00Z``). Raises ValueError saying what is accepted."""
-    try:
-        moment = ago(text, now)
-    except ValueError as error:
-        raise ValueError(f"--since {error}") from None
-    if moment is not None:
-        return moment
-    instant = iso_instant(text)
-    if instant is None:
-        raise ValueError(
-            f"--since {text!r} is neither a duration (90s, 30m, 24h, 7d) nor an ISO 8601 instant with its offset"
-        )
-    return instant
-
-
 @runs_app.command("retry")
 @option_groups
 def runs_retry(
@@ -171,7 +154,7 @@ def runs_retry(
     if idempotency_key:
         fail("--idempotency-key goes with one RUN_ID", USAGE_ERROR, field="--idempotency-key")
     try:
-        start = parse_since(since, datetime.now(UTC)) if since else None
+        start = moment(since, datetime.now(UTC)) if since else None
     except ValueError as error:
         fail(str(error), USAGE_ERROR, field="--since")
     _retry_many(conn, status, start, job, as_json)

@@ -71,26 +71,30 @@ def iso_instant(text: str) -> datetime | None:
     return instant if instant.tzinfo is not None else None
 
 
+def moment(text: str, now: datetime) -> datetime:
+    """``text`` as an instant: a duration back from ``now`` (``90s``, ``30m``, ``24h``, ``7d``: ``ago``) or an ISO
+    8601 instant with its offset (any form ``iso_instant`` reads, such as the basic ``20261201T000000Z``). Raises
+    ValueError saying what is accepted, or that a duration reaches before year 1."""
+    found = ago(text, now)
+    if found is None:
+        found = iso_instant(text)
+        if found is None:
+            raise ValueError(
+                f"{text!r} is neither a duration (90s, 30m, 24h, 7d) nor an ISO 8601 instant with its offset"
+            )
+    return found
+
+
 def instant_option(text: str | None, option: str, now: datetime | None = None) -> str | None:
-    """``24h``/``30m``/``7d``/``90s`` ago (``ago``) as ISO 8601 (UTC), or an ISO 8601 instant with its offset
-    (any form ``iso_instant`` reads, such as the basic ``20261201T000000Z``) written as the API's ``since`` and
-    ``until`` take it (RFC 3339, its offset kept). Exits 2 naming ``option`` for anything else, or a count too
-    large to be a date."""
+    """``text`` (``moment``) written as the API's ``since`` and ``until`` take it (RFC 3339, UTC as ``Z``), None
+    when not given. Exits 2 naming ``option`` for anything else."""
     if text is None:
         return None
     try:
-        moment = ago(text, now or datetime.now(UTC))
+        found = moment(text, now or datetime.now(UTC))
     except ValueError as error:
-        fail(f"{option} {error}", USAGE_ERROR)
-    if moment is None:
-        moment = iso_instant(text)
-        if moment is None:
-            fail(
-                f"{text!r} is neither a duration (90s, 30m, 24h, 7d) nor an ISO 8601 instant with its offset",
-                USAGE_ERROR,
-                field=option,
-            )
-    return moment.isoformat().replace("+00:00", "Z")
+        fail(str(error), USAGE_ERROR, field=option)
+    return found.isoformat().replace("+00:00", "Z")
 
 
 def one_of(option: str, value: str | None, choices: type[StrEnum]) -> None:
