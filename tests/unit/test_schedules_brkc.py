@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobsched.domain.planning import next_fire_ms
+from jobsched.models import from_ms, to_ms
 from jobsched.schedules import parse_schedule
 
 END = datetime.max.replace(tzinfo=UTC)
@@ -25,3 +27,16 @@ def test_a_step_from_day_of_week_7_is_sunday_only(dow: str) -> None:
         "Sun 29",
         "Sun 05",
     ]
+
+
+def test_a_rate_anchored_off_the_whole_second_after_2242_keeps_firing() -> None:
+    """start_at may be any instant up to year 8999. Past 2^33 s (year 2242) a float of epoch seconds has
+    coarser steps than a microsecond, so ``from_ms`` landed up to a few microseconds before the instant it was
+    given; the scheduler then found the fire it had just run as the "next" one and dropped the job from the
+    due index (``next_fire_ms`` returned None after the first run)."""
+    anchor = datetime(2300, 1, 1, 0, 0, 0, 1000, tzinfo=UTC)  # 2300-01-01T00:00:00.001Z
+    schedule = parse_schedule("rate(1 minute)", "UTC", start_at=anchor)
+    first = to_ms(anchor)
+
+    assert from_ms(first) == anchor
+    assert next_fire_ms(schedule, first) == first + 60_000
