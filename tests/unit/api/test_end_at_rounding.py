@@ -1,0 +1,21 @@
+"""end_at written with sub-millisecond digits: instants are whole milliseconds, and no fire may come after the
+end_at its owner wrote."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def test_an_end_at_with_sub_millisecond_digits_never_lets_a_later_fire_run(http):
+    """Rounding an instant UP keeps a fire from being early; for end_at (the last instant a fire may have) it
+    moved the bound later, so end_at 2026-03-04T01:59:59.9999Z became 02:00:00.000Z and the daily 02:00 fire
+    of 2026-03-04, a tenth of a millisecond after the bound, was still listed (and run)."""
+    job = http.create(schedule="0 2 * * *", timezone="UTC", end_at="2026-03-04T01:59:59.9999Z")
+
+    reply = http("GET", f"/jobs/{job['id']}/fires", query={"count": "5"})
+
+    assert reply.status == 200, reply.body
+    fires = [datetime.fromisoformat(f["scheduled_for"]) for f in reply.body["items"]]
+    assert fires == [datetime(2026, 3, 3, 2, tzinfo=UTC)]
+    assert all(fire <= datetime(2026, 3, 4, 1, 59, 59, 999900, tzinfo=UTC) for fire in fires)
+    assert reply.body["reason"] == "ended: the schedule has no further fire"
