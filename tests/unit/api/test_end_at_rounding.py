@@ -1,5 +1,5 @@
-"""end_at written with sub-millisecond digits: instants are whole milliseconds, and no fire may come after the
-end_at its owner wrote."""
+"""end_at edge cases: sub-millisecond digits (no fire may come after the end_at its owner wrote), and an end_at
+already past on a rate anchored at creation."""
 
 from __future__ import annotations
 
