@@ -145,7 +145,7 @@ def _range_values(name: str, item: str) -> list[int]:
             start = 0
     else:
         start = _number(name, base, names)
-        end = start if step is None else (6 if name == "day-of-week" else FIELD_MAX[name])
+        end = start if step is None else (6 if name == "day-of-week" and start != 7 else FIELD_MAX[name])
     if start <= end:
         span = list(range(start, end + 1))
     else:  # wrap-around: start .. top of the cycle, then bottom .. end

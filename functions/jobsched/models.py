@@ -11,7 +11,7 @@ import ipaddress
 import json
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -771,9 +771,17 @@ def paused_fields(actor: str, now_ms: int, reason: str | None, *, paused: bool =
     return {"paused": True, "paused_by": actor, "paused_at": from_ms(now_ms), "paused_reason": reason}
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def from_ms(ms: int) -> datetime:
-    """Epoch milliseconds -> aware UTC datetime."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    """Epoch milliseconds -> aware UTC datetime, exactly: integer arithmetic, as a float of epoch seconds is
+    coarser than a microsecond past 2^33 s (year 2242) and landed before the instant. Raises ValueError for an
+    instant outside years 1-9999."""
+    try:
+        return _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        raise ValueError(f"{ms} ms since the epoch is outside years 1-9999") from None
 
 
 def to_ms(value: datetime) -> int:

@@ -1012,6 +1012,11 @@ def validate_schedule(
     anchor = now if start_at is None and _rate_match(_normalized(expression)) else start_at
     schedule = parse_schedule(expression, timezone, start_at=anchor, end_at=end_at)
     if schedule.start_at is not None and schedule.end_at is not None and schedule.end_at <= schedule.start_at:
+        if start_at is None:  # a rate anchored at now: the owner gave no start_at
+            raise ScheduleError(
+                "end_at",
+                f"end_at {schedule.end_at.isoformat()} is not in the future, so the job would never run",
+            )
         raise ScheduleError("end_at", "end_at must be after start_at")
     rule = schedule._rule
     moment = _utc(now, "now")

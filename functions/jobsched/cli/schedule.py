@@ -27,7 +27,8 @@ def next_command(
     """Print the next COUNT fire instants of EXPRESSION, one ISO 8601 instant with offset per line.
 
     Instants are in the schedule's zone (e.g. 2023-10-30T02:00:00+01:00). A rate is anchored at
-    --after. Bad input exits 2 with one line on stderr.
+    --after. A one-off less than 60 s before --after is shown, as registration then accepts it and runs it
+    once, now. Bad input exits 2 with one line on stderr.
     """
     try:
         zone = get_zone(tz)
@@ -41,6 +42,10 @@ def next_command(
         schedule = validate_schedule(expression, tz, now=start, min_interval_s=0)
     except ScheduleError as error:
         fail(error.message, USAGE_ERROR, field=error.field)
-    fires = schedule.fires(start, datetime.max.replace(tzinfo=UTC), count)
+    if schedule.kind == "once":  # as registration at --after runs it: within the grace, once, now
+        first = schedule.first_fire(start)
+        fires = [first] if first is not None else []
+    else:
+        fires = schedule.fires(start, datetime.max.replace(tzinfo=UTC), count)
     for fire in fires:
         typer.echo(fire.isoformat())

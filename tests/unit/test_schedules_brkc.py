@@ -1,0 +1,61 @@
+"""Schedule semantics found broken by the BRK-C review (each test names the promise it checks)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+
+import pytest
+
+from jobsched.domain.planning import next_fire_ms
+from jobsched.models import from_ms, to_ms
+from jobsched.schedules import ScheduleError, parse_schedule, validate_schedule
+
+END = datetime.max.replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize("dow", ["7/1", "7/3", "7/6"])
+def test_a_step_from_day_of_week_7_is_sunday_only(dow: str) -> None:
+    """``a/n`` runs from ``a`` to the field's maximum, and 7 is Sunday (the maximum day-of-week), so
+    ``7/n`` is Sunday alone; it read 7 as a wrap-around start and fired on other days (``7/1`` daily)."""
+    schedule = parse_schedule(f"0 9 * * {dow}", "UTC")
+    fires = schedule.fires(datetime(2026, 3, 1, tzinfo=UTC), END, 6)  # 2026-03-01 is a Sunday
+    assert [fire.strftime("%a %d") for fire in fires] == [
+        "Sun 01",
+        "Sun 08",
+        "Sun 15",
+        "Sun 22",
+        "Sun 29",
+        "Sun 05",
+    ]
+
+
+def test_a_rate_anchored_off_the_whole_second_after_2242_keeps_firing() -> None:
+    """start_at may be any instant up to year 8999. Past 2^33 s (year 2242) a float of epoch seconds has
+    coarser steps than a microsecond, so ``from_ms`` landed up to a few microseconds before the instant it was
+    given; the scheduler then found the fire it had just run as the "next" one and dropped the job from the
+    due index (``next_fire_ms`` returned None after the first run)."""
+    anchor = datetime(2300, 1, 1, 0, 0, 0, 1000, tzinfo=UTC)  # 2300-01-01T00:00:00.001Z
+    schedule = parse_schedule("rate(1 minute)", "UTC", start_at=anchor)
+    first = to_ms(anchor)
+
+    assert from_ms(first) == anchor
+    assert next_fire_ms(schedule, first) == first + 60_000
+
+
+def test_a_fire_moved_out_of_a_spring_forward_gap_keeps_the_deployment_minimum_interval() -> None:
+    """A deployment may set a minimum interval between fires (here 45 minutes). ``30 2,3 * * *`` fires an hour
+    apart on ordinary days, so registration accepts it; on 2027-03-28 in Europe/Berlin 02:30 does not exist
+    and runs at 03:00 (ISC), 30 minutes before the 03:30 fire. Either registration refuses the schedule
+    (naming ``schedule``) or no two fires come closer than the minimum; it did neither (the interval is
+    sampled on wall-clock fires, where the gap does not exist)."""
+    minimum = timedelta(minutes=45)
+    now = datetime(2027, 3, 1, tzinfo=UTC)
+    try:
+        schedule = validate_schedule("30 2,3 * * *", "Europe/Berlin", now=now, min_interval_s=minimum.seconds)
+    except ScheduleError as error:
+        assert error.field == "schedule"
+        return
+    fires = schedule.fires(datetime(2027, 3, 27, tzinfo=UTC), datetime(2027, 3, 29, tzinfo=UTC), 10)
+    assert len(fires) == 4
+    assert min(later - earlier for earlier, later in pairwise(fires)) >= minimum
