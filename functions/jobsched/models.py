@@ -136,9 +136,12 @@ Flag = Annotated[bool, Strict()]
 
 
 def _whole_ms(value: datetime | None, info: ValidationInfo) -> datetime | None:
-    """Instants are whole milliseconds from parsing on: sub-millisecond digits round up (never early)."""
+    """Instants are whole milliseconds from parsing on: sub-millisecond digits round up (never early), except on
+    ``end_at``, a last allowed instant, where they round down (never a fire after the end the owner wrote)."""
     if value is None:
         return None
+    if info.field_name == "end_at":
+        return value.replace(microsecond=value.microsecond // 1000 * 1000)
     try:
         return ceil_to_ms(value)
     except OverflowError:
