@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import ConfigError, DeploymentConfig
+from infra.config import MAX_STACK_PARTITIONS, ConfigError, DeploymentConfig
 from infra.stack import build_app
 from tests.infra.support import SKIP_BUNDLING, project_context
 
@@ -58,3 +58,10 @@ def test_an_extra_target_that_is_not_an_arn_is_refused_naming_it(key: str, value
 def test_a_stack_name_cloudformation_refuses_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="stack_name"):
         build_app({**SKIP_BUNDLING, "stack_name": "billing_prod"}, outdir=str(tmp_path))
+
+
+def test_the_most_partitions_a_deployment_accepts_synthesize(tmp_path: Path) -> None:
+    context = {**project_context(), **SKIP_BUNDLING, "scheduler_partitions": str(MAX_STACK_PARTITIONS)}
+    app, stack = build_app(context, outdir=str(tmp_path))
+    app.synth()
+    assert len(stack.triggers.scheduler_rules) == MAX_STACK_PARTITIONS
