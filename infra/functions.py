@@ -315,15 +315,10 @@ class Functions(Construct):
         self._grant_targets(fn)
 
     def _grant_runs_and_dead_letters(self, fn: lambda_.Function) -> None:
-        """What the worker and the sweeper both need: sending to the run and dead-run queues, draining the run
-        queue's dead-letter queue, and publishing alerts."""
+        """What the worker and the sweeper both need: sending to the run and dead-run queues, and publishing
+        alerts."""
         m = self._messaging
         self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
-        fn.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"], resources=[m.run_dlq.queue_arn]
-            )
-        )
         fn.add_to_role_policy(
             iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
         )
@@ -340,6 +335,12 @@ class Functions(Construct):
             fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:Query"], indexes=[sweep]
         )
         self._grant_runs_and_dead_letters(fn)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"],
+                resources=[self._messaging.run_dlq.queue_arn],
+            )
+        )
 
     @staticmethod
     def _send(function: lambda_.Function, *queue_arns: str) -> None:
