@@ -296,8 +296,9 @@ class Functions(Construct):
         """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem), get (the overlap lock's
         holder, under contention) and list_for_job (Query: the unlocked-try check, an alert policy's streak);
         JobStore get_spec (GetItem), list_events and get (Query: the unlocked-try check, the alert policy's
-        automatic pause, a transaction of Put) and the overlap lock (PutItem, UpdateItem, DeleteItem); retries on the run queue (consuming it and extending visibility are granted by the event
-        source); dead runs to the dead-run queue and the alerts topic; the targets jobs point at."""
+        automatic pause, a transaction of Put) and the overlap lock (PutItem, UpdateItem, DeleteItem); retries
+        on the run queue (consuming it and extending visibility are granted by the event source); dead runs to
+        the dead-run queue and the alerts topic; the targets jobs point at."""
         s, fn = self._storage, self.worker
         self._dynamo(
             fn,
@@ -326,8 +327,9 @@ class Functions(Construct):
     def _grant_sweeper(self) -> None:
         """RunStore sweep_due (sweep index Query), get_many (BatchGetItem), defer/clear/retry/dead/skip
         (UpdateItem), list_for_job (Query: an alert policy's streak); JobStore get_spec (GetItem), and list_events,
-        get and replace (Query, a transaction of Put: an alert policy's automatic pause); re-enqueueing; owed dead-run letters and alerts; draining the run
-        queue's dead-letter queue (a run whose message SQS gave up on is recorded dead: design §4.7)."""
+        get and replace (Query, a transaction of Put: an alert policy's automatic pause); re-enqueueing; owed
+        dead-run letters and alerts; draining the run queue's dead-letter queue (a run whose message SQS gave up
+        on is recorded dead: design §4.7)."""
         s, fn = self._storage, self.sweeper
         sweep = index_name(resources.RUNS, "sweep")
         self._dynamo(fn, s.jobs, ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"])
