@@ -6,13 +6,15 @@ IAM)."""
 from __future__ import annotations
 
 from jobsched.domain.retries import Outcome
+from jobsched.handlers import worker as worker_handler
 from jobsched.ports.runs import RunMessage
 from jobsched.resources import RUN_QUEUE
 from jobsched.wiring import Components
+from jobsched.worker_runtime import Batches
 from tests.support.grants import granted, record_requests
 from tests.support.worker import Kit
 
-from .conftest import T0
+from .conftest import T0, Context
 
 PAUSE_AFTER_ONE_DEAD = {"pause_after_consecutive_dead": 1, "after_consecutive_failures": 1}
 
@@ -48,3 +50,16 @@ def test_the_sweeper_role_allows_a_dead_letter_of_a_job_with_an_alert_policy(kit
     # Then every request it made is one its role allows
     assert report.dead == 1 and kit.jobs.get(job.id).job.paused
     assert requests.needed - granted("sweeper") == set()
+
+
+def test_the_worker_role_allows_a_batch_through_the_lambda_handler(kit: Kit) -> None:
+    # Given two runs received from the run queue (held, claimed, run, acknowledged by the handler)
+    worker = kit.worker  # made here, not in the handler's threads
+    records = [kit.delivered(job, T0) for job in (kit.make_job(), kit.make_job())]
+    # When the worker function handles the batch, as deployed
+    with record_requests(kit.settings) as requests:
+        response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    # Then every request it made (the batch's visibility hold, the claims, heartbeats, results) is allowed
+    assert response == {"batchItemFailures": []}
+    assert ("sqs:ChangeMessageVisibility", "RUN_QUEUE_URL", None) in requests.needed
+    assert requests.needed - granted("worker") == set()
