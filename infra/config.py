@@ -20,6 +20,7 @@ pydantic coerces and validates them, so a bad value fails ``cdk synth`` with the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -54,6 +55,22 @@ RUNTIME_KNOBS: tuple[str, ...] = tuple(
 
 WORKER_BOOKKEEPING_S = 30
 """Seconds a worker keeps, after a job's timeout, to record the try before its Lambda times out."""
+
+MAX_STACK_PARTITIONS = 192
+"""The most scheduler partitions one stack deploys: each adds an EventBridge rule and its Lambda permission, and
+a CloudFormation stack holds at most 500 resources (the rest of the stack is about 100; the margin leaves room
+for a few more resources). ``Settings`` allows more (256) for local mode."""
+
+SQS_MAX_VISIBILITY_S = 43_200
+"""The longest visibility timeout SQS accepts (12 hours): each heartbeat sets ``heartbeat_stale_s +
+heartbeat_interval_s``."""
+
+_TARGET_ARN_PATTERNS = {
+    "target_function_arns": re.compile(r"^arn:[^:]+:lambda:[^:]*:[^:]*:function:[^:/]+(:[^:/]+)?$"),
+    "target_queue_arns": re.compile(r"^arn:[^:]+:sqs:[^:]*:[^:]*:[^:/]+$"),
+}
+"""What an extra target must look like: a Lambda function ARN (optionally qualified) or an SQS queue ARN, IAM
+wildcards allowed (IAM refuses, at deploy time, a policy resource that is no ARN: a function name, a queue URL)."""
 
 # CloudWatch Logs accepts only these retention periods (days); 0 means "never expire".
 _RETENTION_NAMES: dict[int, str] = {
@@ -240,6 +257,25 @@ class DeploymentConfig:
         # A job's timeout must end before the worker Lambda's own timeout, leaving time to record the
         # failed try (the worker abandons the target call at timeout_s, then writes the run row).
         margin = resources.WORKER_FUNCTION_TIMEOUT_S - WORKER_BOOKKEEPING_S
+        if settings.scheduler_partitions > MAX_STACK_PARTITIONS:
+            raise ConfigError(
+                f"context value 'scheduler_partitions': at most {MAX_STACK_PARTITIONS} in a deployment (each "
+                "partition adds an EventBridge rule and a Lambda permission; a CloudFormation stack holds 500 resources)"
+            )
+        if settings.heartbeat_interval_s >= settings.heartbeat_stale_s:
+            raise ConfigError(
+                f"context value 'heartbeat_interval_s': {settings.heartbeat_interval_s} must be below "
+                f"heartbeat_stale_s ({settings.heartbeat_stale_s}), or a running run looks lost between two beats"
+            )
+        if settings.heartbeat_stale_s + settings.heartbeat_interval_s > SQS_MAX_VISIBILITY_S:
+            raise ConfigError(
+                f"context value 'heartbeat_stale_s': heartbeat_stale_s + heartbeat_interval_s is the visibility "
+                f"each heartbeat sets, at most {SQS_MAX_VISIBILITY_S} s (SQS's maximum)"
+            )
+        for key, pattern in _TARGET_ARN_PATTERNS.items():
+            for arn in getattr(infra, key):
+                if not pattern.match(arn):
+                    raise ConfigError(f"context value {key!r}: {arn!r} is not a {key.split('_')[1]} ARN")
         if settings.worker_timeout_cap_s > margin:
             raise ConfigError(
                 f"context value 'worker_timeout_cap_s': at most {margin} (the worker function times out "

@@ -239,7 +239,9 @@ class Functions(Construct):
     def _grant_api(self) -> None:
         """JobStore create/replace/delete (transactions of Put and Delete), get (Query), get_spec and
         job_id_by_name (GetItem), list_by_owner (by_owner index + BatchGetItem); RunStore list_for_job
-        (Query), put_new/put_new_keyed (manual trigger) and get (the run of a replayed Idempotency-Key);
+        (Query), list_failed (failures index Query: ``GET /runs?status=dead``), put_new/put_new_keyed (manual
+        trigger), rerun (UpdateItem: the retry of a dead run, a backfill over a failed one) and get (the run of
+        a replayed Idempotency-Key);
         ControlStore raise_partition_high_water (UpdateItem, once per process); the trigger's enqueue;
         Powertools idempotency records."""
         s, fn = self._storage, self.api
@@ -257,7 +259,13 @@ class Functions(Construct):
             indexes=[by_owner],
         )
         # GetItem: the run a retried keyed trigger names (JobService._keyed_run)
-        self._dynamo(fn, s.runs, ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:GetItem"])
+        failures = index_name(resources.RUNS, "failures")
+        self._dynamo(
+            fn,
+            s.runs,
+            ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem"],
+            indexes=[failures],
+        )
         self._dynamo(fn, s.control, ["dynamodb:UpdateItem"])
         self._dynamo(
             fn,
@@ -285,41 +293,56 @@ class Functions(Construct):
         self._send(fn, self._messaging.run_queue.queue_arn)
 
     def _grant_worker(self) -> None:
-        """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem) and get (the overlap lock's
-        holder, under contention); JobStore get_spec (GetItem)
-        and the overlap lock (PutItem, UpdateItem, DeleteItem); retries on the run queue (consuming it and extending visibility are granted by the event
-        source); dead runs to the dead-run queue and the alerts topic; the targets jobs point at."""
+        """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem), get (the overlap lock's
+        holder, under contention) and list_for_job (Query: the unlocked-try check, an alert policy's streak);
+        JobStore get_spec (GetItem), list_events and get (Query: the unlocked-try check, the alert policy's
+        automatic pause, a transaction of Put) and the overlap lock (PutItem, UpdateItem, DeleteItem); retries
+        on the run queue (consuming it and extending visibility are granted by the event source); dead runs to
+        the dead-run queue and the alerts topic; the targets jobs point at."""
         s, fn = self._storage, self.worker
         self._dynamo(
-            fn, s.jobs, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+            fn,
+            s.jobs,
+            [
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+            ],
         )
-        self._dynamo(fn, s.runs, ["dynamodb:UpdateItem", "dynamodb:GetItem"])
+        self._dynamo(fn, s.runs, ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:Query"])
         self._grant_runs_and_dead_letters(fn)
         self._grant_targets(fn)
 
     def _grant_runs_and_dead_letters(self, fn: lambda_.Function) -> None:
-        """What the worker and the sweeper both need: sending to the run and dead-run queues, draining the run
-        queue's dead-letter queue, and publishing alerts."""
+        """What the worker and the sweeper both need: sending to the run and dead-run queues, and publishing
+        alerts."""
         m = self._messaging
         self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
-        fn.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"], resources=[m.run_dlq.queue_arn]
-            )
-        )
         fn.add_to_role_policy(
             iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
         )
 
     def _grant_sweeper(self) -> None:
         """RunStore sweep_due (sweep index Query), get_many (BatchGetItem), defer/clear/retry/dead/skip
-        (UpdateItem); JobStore get_spec; re-enqueueing; owed dead-run letters and alerts; draining the run
-        queue's dead-letter queue (a run whose message SQS gave up on is recorded dead: design §4.7)."""
+        (UpdateItem), list_for_job (Query: an alert policy's streak); JobStore get_spec (GetItem), and list_events,
+        get and replace (Query, a transaction of Put: an alert policy's automatic pause); re-enqueueing; owed
+        dead-run letters and alerts; draining the run queue's dead-letter queue (a run whose message SQS gave up
+        on is recorded dead: design §4.7)."""
         s, fn = self._storage, self.sweeper
         sweep = index_name(resources.RUNS, "sweep")
-        self._dynamo(fn, s.jobs, ["dynamodb:GetItem"])
-        self._dynamo(fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], indexes=[sweep])
+        self._dynamo(fn, s.jobs, ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"])
+        self._dynamo(
+            fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:Query"], indexes=[sweep]
+        )
         self._grant_runs_and_dead_letters(fn)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"],
+                resources=[self._messaging.run_dlq.queue_arn],
+            )
+        )
 
     @staticmethod
     def _send(function: lambda_.Function, *queue_arns: str) -> None:

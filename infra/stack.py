@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ from constructs import Construct
 
 from infra.api import Api
 from infra.bundling import lambda_code
-from infra.config import DeploymentConfig, context_values
+from infra.config import ConfigError, DeploymentConfig, context_values
 from infra.functions import Functions
 from infra.messaging import Messaging
 from infra.monitoring import Monitoring
@@ -20,6 +21,8 @@ from infra.storage import Storage
 from infra.triggers import Triggers
 
 DEFAULT_STACK_NAME = "jobsched"
+STACK_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+"""What CloudFormation accepts as a stack name: a letter, then letters, digits and hyphens, 128 at most."""
 
 
 class JobschedStack(cdk.Stack):
@@ -108,6 +111,11 @@ def build_app(
     app = cdk.App(context=dict(context or {}), outdir=outdir)
     config = DeploymentConfig.from_context(context_values(app.node))
     name = app.node.try_get_context("stack_name") or DEFAULT_STACK_NAME
+    if not isinstance(name, str) or not STACK_NAME_PATTERN.match(name):
+        raise ConfigError(
+            f"context value 'stack_name': {name!r} is not a CloudFormation stack name (a letter, then letters, "
+            "digits and hyphens, 128 at most)"
+        )
     stack = JobschedStack(
         app,
         name,

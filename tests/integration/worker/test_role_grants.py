@@ -1,0 +1,65 @@
+"""The worker's and the sweeper's deployed IAM roles against the requests their code makes on moto: every
+DynamoDB, SQS and SNS request of a path (recorded by ``tests.support.grants``) must be allowed by the role the
+stack gives that function, or the path fails in AWS with AccessDenied while passing on moto (which enforces no
+IAM)."""
+
+from __future__ import annotations
+
+from jobsched.domain.retries import Outcome
+from jobsched.handlers import worker as worker_handler
+from jobsched.ports.runs import RunMessage
+from jobsched.resources import RUN_QUEUE
+from jobsched.wiring import Components
+from jobsched.worker_runtime import Batches
+from tests.support.grants import granted, record_requests
+from tests.support.worker import Kit
+
+from .conftest import T0, Context
+
+PAUSE_AFTER_ONE_DEAD = {"pause_after_consecutive_dead": 1, "after_consecutive_failures": 1}
+
+
+def test_the_worker_role_allows_a_dead_run_of_a_job_with_an_alert_policy(kit: Kit) -> None:
+    # Given a job (just edited) that alerts and pauses itself after one dead run, whose run has one attempt
+    job = kit.make_job(command="fail", retry={"max_attempts": 1}, alerts=PAUSE_AFTER_ONE_DEAD)
+    kit.make_run(job)
+    # When the worker runs it to its death, as deployed
+    with record_requests(kit.settings) as requests:
+        assert kit.deliver(job) == Outcome.DEAD
+    # Then every request it made is one its role allows (the streak read, the audit events, the pause)
+    assert kit.jobs.get(job.id).job.paused  # the path did reach the pause (moto enforces no IAM)
+    assert requests.needed - granted("worker") == set()
+
+
+def test_the_sweeper_role_allows_a_dead_letter_of_a_job_with_an_alert_policy(kit: Kit) -> None:
+    # Given a run message of a job that pauses itself after one dead run, redriven to the run queue's DLQ
+    job = kit.make_job(alerts=PAUSE_AFTER_ONE_DEAD)
+    url = kit.settings.run_queue_url
+    kit.aws.sqs.send_message(
+        QueueUrl=url, MessageBody=RunMessage(job.id, T0, dispatch_at=T0, enqueued_at=T0).body()
+    )
+    for _ in range(RUN_QUEUE.max_receive_count):
+        (message,) = kit.aws.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)["Messages"]
+        kit.aws.sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    assert kit.aws.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []  # redriven
+    # When the sweeper, as deployed, records it dead
+    with record_requests(kit.settings) as requests:
+        report = Components(kit.settings, kit.aws, clock=kit.clock).sweeper().sweep()
+    # Then every request it made is one its role allows
+    assert report.dead == 1 and kit.jobs.get(job.id).job.paused
+    assert requests.needed - granted("sweeper") == set()
+
+
+def test_the_worker_role_allows_a_batch_through_the_lambda_handler(kit: Kit) -> None:
+    # Given two runs received from the run queue (held, claimed, run, acknowledged by the handler)
+    worker = kit.worker  # made here, not in the handler's threads
+    records = [kit.delivered(job, T0) for job in (kit.make_job(), kit.make_job())]
+    # When the worker function handles the batch, as deployed
+    with record_requests(kit.settings) as requests:
+        response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    # Then every request it made (the batch's visibility hold, the claims, heartbeats, results) is allowed
+    assert response == {"batchItemFailures": []}
+    assert ("sqs:ChangeMessageVisibility", "RUN_QUEUE_URL", None) in requests.needed
+    assert requests.needed - granted("worker") == set()
