@@ -278,7 +278,8 @@ class Functions(Construct):
     def _grant_scheduler(self) -> None:
         """JobStore query_due (due index Query), oldest_due_bucket (due index Scan, bootstrap only),
         scheduling_states (BatchGetItem) and the fenced move (UpdateItem); RunStore put_new and rows_between
-        (Query, when a skipped range meets existing runs); ControlStore lease and watermark items; enqueueing."""
+        (Query, when a skipped range meets existing runs); ControlStore lease and watermark items; enqueueing;
+        the skipped-fires alert of a job whose policy asks for it (``alerts.on_skipped``) on the alerts topic."""
         s, fn = self._storage, self.scheduler
         due = index_name(resources.JOBS, "due")
         self._dynamo(
@@ -291,6 +292,7 @@ class Functions(Construct):
         self._dynamo(fn, s.runs, ["dynamodb:PutItem", "dynamodb:Query"])
         self._dynamo(fn, s.control, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"])
         self._send(fn, self._messaging.run_queue.queue_arn)
+        self._publish_alerts(fn)
 
     def _grant_worker(self) -> None:
         """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem), get (the overlap lock's
@@ -320,8 +322,12 @@ class Functions(Construct):
         alerts."""
         m = self._messaging
         self._send(fn, m.run_queue.queue_arn, m.dead_run_queue.queue_arn)
+        self._publish_alerts(fn)
+
+    def _publish_alerts(self, fn: lambda_.Function) -> None:
+        """Publishing on the alerts topic (the owners' alerts)."""
         fn.add_to_role_policy(
-            iam.PolicyStatement(actions=["sns:Publish"], resources=[m.alerts_topic.topic_arn])
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[self._messaging.alerts_topic.topic_arn])
         )
 
     def _grant_sweeper(self) -> None:

@@ -276,12 +276,12 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     scheduler = _actions(_statements(synth, _role_of(synth, "scheduler")))
     worker = _actions(_statements(synth, _role_of(synth, "worker")))
     sweeper = _actions(_statements(synth, _role_of(synth, "sweeper")))
-    # Only the worker calls targets (through the role it assumes for a job's owner); only the worker and
-    # sweeper raise dead-run alerts.
+    # Only the worker calls targets (through the role it assumes for a job's owner); the worker and sweeper
+    # raise dead-run alerts, the scheduler skipped-fires alerts; the API none.
     assert "sts:AssumeRole" in worker
     assert "lambda:InvokeFunction" not in api | scheduler | worker | sweeper
     assert "sts:AssumeRole" not in api | scheduler | sweeper
-    assert "sns:Publish" not in api | scheduler
+    assert "sns:Publish" not in api and "sns:Publish" in scheduler
     # Only the worker consumes the run queue; the sweeper drains the run queue's dead-letter queue, nothing else.
     assert "sqs:ReceiveMessage" in worker
     assert "sqs:ReceiveMessage" not in api | scheduler
