@@ -398,7 +398,7 @@ class JobService:
             )
             stored_next = state.next_run_at if state else None
             on_time_from = (
-                (state.on_time_from if state else None)
+                timing.kept_on_time_from(state, job, now_ms)
                 if next_run_at_ms == stored_next
                 else registration.on_time_from_ms(job, next_run_at_ms, now_ms)
             )

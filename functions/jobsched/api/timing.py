@@ -42,6 +42,25 @@ def retimed_since_ms(job: Job, stored_next_run_at: int | None, now_ms: int, *, o
     return since_ms
 
 
+def kept_on_time_from(state: SchedulingState | None, job: Job, now_ms: int) -> int | None:
+    """The ``on_time_from`` (epoch ms) of a job rewritten at ``now_ms`` with its stored ``next_run_at`` kept.
+
+    The stored one, except when ``job``'s jitter offset moves that fire's dispatch instant (fire + offset) from
+    now or later to before now (a PATCH lowering ``jitter_s`` while the fire waits for its dispatch): the fire
+    was pending, not missed, so its lateness counts from ``now_ms`` (``planning.skip_through_ms``) and the
+    ``missed`` policy does not skip it. None when there is no state.
+    """
+    if state is None:
+        return None
+    fire = state.next_run_at
+    if (
+        fire is not None
+        and fire + jitter_offset_ms(job.id, job.jitter_s) < now_ms <= fire + state.jitter_offset_ms
+    ):
+        return now_ms
+    return state.on_time_from
+
+
 def validated_schedule(
     job: JobSettings, now_ms: int, min_interval_s: float, *, changed: frozenset[str] = frozenset()
 ) -> Schedule:

@@ -122,6 +122,30 @@ def test_a_patch_between_a_fire_and_its_jittered_dispatch_keeps_that_run(http, s
     assert http("GET", f"/jobs/{job['id']}").body["next_run_at"] == iso(fire + DAY)
 
 
+def test_a_patch_of_jitter_between_a_fire_and_its_dispatch_does_not_skip_that_fire(
+    http, scheduler, monkeypatch
+):
+    # Given: a daily 10:05 job (missed: skip, 60 s grace) with a 600 s jitter window, 3 minutes past its 10:05
+    # fire and more than a minute before its dispatch (10:05 + 246 s): the fire is pending, not missed
+    monkeypatch.setattr(registration, "new_job_id", lambda: JITTERED_ID)
+    job = http.create("jittered-skip", schedule="5 10 * * *", jitter_s=600, missed="skip")
+    fire = http.NOW_MS + 5 * MINUTE
+    step_at(http, scheduler, http.NOW_MS)
+    step_at(http, scheduler, fire + 3 * MINUTE)
+    assert runs(http, job["id"]) == []
+
+    # When: the owner drops the jitter (its dispatch instant becomes the nominal fire, already 3 minutes past)
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"jitter_s": 0})
+    assert reply.status == 200 and reply.body["next_run_at"] == iso(fire)
+
+    # Then: the pending fire runs once, at once (its new instant is past): it was never missed, so it is not
+    # recorded skipped
+    step_at(http, scheduler, fire + 3 * MINUTE + 1_000)
+    [run] = runs(http, job["id"])
+    assert (run["scheduled_for"], run["status"]) == (iso(fire), "queued")
+    assert drain(http) == [RunMessage(job_id=job["id"], scheduled_for=fire)]
+
+
 def test_a_patch_after_scheduler_downtime_keeps_the_catch_up_backlog(http, scheduler):
     # Given: an every-minute job whose 10:00 run was made, then 29 minutes without a scheduler
     job = http.create("minutely", schedule="* * * * *")
