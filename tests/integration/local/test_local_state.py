@@ -289,3 +289,20 @@ def test_expired_items_are_reaped_like_dynamodb_ttl(
     mirror.poll()
     assert [r["scheduled_for"]["N"] for r in scan_all(aws.dynamodb, runs)] == ["2"]
     assert [r["scheduled_for"]["N"] for r in mirror.take_snapshot()["Runs"]] == ["2"]
+
+
+def test_restore_drops_idempotency_records_left_in_progress(aws: Aws, tables: dict[str, str]) -> None:
+    # A request in flight at a kill -9 (or whose completion fell after the last save) left its key's record
+    # INPROGRESS; no request survives a restart, so a repeat must run again (a trigger's key is bound to its run
+    # in the run store, so it names the same run) rather than answer 409 "still being processed"
+    expires = {"N": str(NOW // 1000 + 3600)}
+    saved = {
+        "Idempotency": [
+            {"id": {"S": "jobsched-api#done"}, "status": {"S": "COMPLETED"}, "expiration": expires},
+            {"id": {"S": "jobsched-api#cut"}, "status": {"S": "INPROGRESS"}, "expiration": expires},
+        ]
+    }
+
+    restored = restore(aws.dynamodb, tables, saved, now_ms=NOW)
+
+    assert [item["id"]["S"] for item in restored["Idempotency"]] == ["jobsched-api#done"]
