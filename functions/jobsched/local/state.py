@@ -33,7 +33,7 @@ from typing import Any
 
 from jobsched.clock import Clock, system_clock
 from jobsched.observability import logger
-from jobsched.resources import CONTROL, TABLES, TableDef
+from jobsched.resources import CONTROL, IDEMPOTENCY, TABLES, TableDef
 
 FORMAT = "jobsched-local-state"
 VERSION = 1
@@ -175,6 +175,8 @@ def _fsync_folder(folder: Path) -> None:
 
 def _prepare(table: TableDef, items: Iterable[Item], now_s: int) -> list[Item]:
     kept = [item for item in items if not _expired(table, item, now_s)]
+    if table.id == IDEMPOTENCY.id:  # no request survives a restart: a key left in progress is free again
+        kept = [item for item in kept if item.get("status", {}).get("S") != "INPROGRESS"]
     if table.id == CONTROL.id:  # no lease holder survives a restart: expire leases, keep their term
         for item in kept:
             if item.get("pk", {}).get("S", "").startswith("lease#"):
@@ -187,7 +189,9 @@ def restore(
 ) -> dict[str, list[Item]]:
     """Load saved items into the (empty) tables; ``table_names`` maps table id -> physical name.
 
-    Returns the items restored per table id: expired items (TTL) are left out, leases marked expired.
+    Returns the items restored per table id: expired items (TTL) are left out, leases marked expired, and
+    ``Idempotency-Key`` records left in progress (by a request cut by a kill, or whose completion came after the
+    last save) left out, so a repeat runs again instead of answering 409 until the record expires.
     """
     restored: dict[str, list[Item]] = {}
     for table in TABLES:
