@@ -72,6 +72,21 @@ _TARGET_ARN_PATTERNS = {
 """What an extra target must look like: a Lambda function ARN (optionally qualified) or an SQS queue ARN, IAM
 wildcards allowed (IAM refuses, at deploy time, a policy resource that is no ARN: a function name, a queue URL)."""
 
+_EMAIL = re.compile(r"[^@\s,]+@[^@\s,]+\.[^@\s,]+")
+"""An e-mail address as SNS's ``email`` protocol takes it: one ``@``, a dotted domain, no spaces or commas."""
+
+
+def _listed(value: Any) -> Any:
+    """A list given on the command line (``-c key=...``) arrives as a string: a JSON array, or comma-separated
+    items; anything else is left to the field's own validation."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
 # CloudWatch Logs accepts only these retention periods (days); 0 means "never expire".
 _RETENTION_NAMES: dict[int, str] = {
     1: "ONE_DAY",
@@ -194,6 +209,26 @@ class InfraOptions(BaseModel):
         "for the owner their owner tag names",
     )
 
+    alarm_emails: tuple[str, ...] = Field(
+        (),
+        description="e-mail addresses subscribed to the operations alarms' topic at deploy (each confirms the "
+        "subscription from the mail AWS sends); more subscribers (a pager, chat) by hand, docs/deploy.md",
+    )
+
+    @field_validator("alarm_emails", mode="before")
+    @classmethod
+    def _email_list(cls, value: Any) -> Any:
+        # On the command line a list arrives as a string: a JSON array or comma-separated addresses.
+        return _listed(value)
+
+    @field_validator("alarm_emails")
+    @classmethod
+    def _emails(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for address in value:
+            if not _EMAIL.fullmatch(address):
+                raise ValueError(f"{address!r} is not an e-mail address (name@domain)")
+        return value
+
     @field_validator("log_retention_days")
     @classmethod
     def _retention(cls, value: int) -> int:
@@ -206,12 +241,7 @@ class InfraOptions(BaseModel):
     @classmethod
     def _arn_list(cls, value: Any) -> Any:
         # On the command line a list arrives as a string: a JSON array or comma-separated ARNs.
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [part.strip() for part in text.split(",") if part.strip()]
-        return value
+        return _listed(value)
 
     @property
     def provisioned(self) -> bool:

@@ -17,6 +17,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -84,6 +85,8 @@ class Monitoring(Construct):
         self.alarm_topic = sns.Topic(
             self, "AlarmTopic", display_name="jobsched operations alarms", enforce_ssl=True
         )
+        for address in infra.alarm_emails:  # so an alarm reaches someone from the first deploy on
+            self.alarm_topic.add_subscription(subscriptions.EmailSubscription(address))
         # enforce_ssl gives the topic a policy, which replaces SNS's default one: without this Allow,
         # CloudWatch could not publish and every alarm would change state silently. Scoped to this
         # account's alarms of this stack (aws:SourceAccount, aws:SourceArn: no confused deputy).

@@ -65,3 +65,23 @@ def test_the_most_partitions_a_deployment_accepts_synthesize(tmp_path: Path) -> 
     app, stack = build_app(context, outdir=str(tmp_path))
     app.synth()
     assert len(stack.triggers.scheduler_rules) == MAX_STACK_PARTITIONS
+
+
+def test_alarm_emails_are_subscribed_to_the_operations_topic(tmp_path: Path) -> None:
+    from tests.infra.support import synthesize
+
+    synth = synthesize(tmp_path, {"alarm_emails": "ops@example.com, pager@example.org"})
+
+    (topic_id,) = [k for k, v in synth.resources("AWS::SNS::Topic").items() if "AlarmTopic" in k]
+    subscribed = sorted(
+        (s["Properties"]["Protocol"], s["Properties"]["Endpoint"])
+        for s in synth.resources("AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": topic_id}
+    )
+    assert subscribed == [("email", "ops@example.com"), ("email", "pager@example.org")]
+
+
+@pytest.mark.parametrize("value", ["ops", "ops@example", "ops @example.com", "a@b@example.com"])
+def test_an_alarm_email_that_is_no_address_is_refused_naming_it(value: str) -> None:
+    with pytest.raises(ConfigError, match="alarm_emails"):
+        DeploymentConfig.from_context({"alarm_emails": value})
