@@ -148,14 +148,18 @@ class Failures:
             logger.exception("retry not enqueued; the sweeper re-enqueues it when due", run_id=owned.run_id)
         return Outcome.RETRYING
 
-    def dead_letter_claim_left(self, owned: Owned, job: Job, claim_attempt: int) -> Outcome:
-        """Settle a run found under a stale claim of the sweeper's own (``DEAD_LETTER_WORKER``, attempt
-        ``claim_attempt``): a pass claimed its dead-lettered message to record it dead and stopped before the dead
-        write. That claim ran no try, so the run is recorded dead with the tries made before it, as the pass
-        would have (never taken for a lost worker's try, nor retried), whoever finds it: the sweeper's index
-        pass, or a worker given another copy of its message. ``owned``: the finder's claim."""
+    def dead_lettered(
+        self, owned: Owned, job: Job, claim_attempt: int, deliveries: int | str | None = None
+    ) -> Outcome:
+        """Record dead a run whose message SQS dead-lettered, under a claim of the sweeper's own
+        (``DEAD_LETTER_WORKER``, attempt ``claim_attempt``): that claim runs no try, so the run is recorded with
+        the tries made before it (never taken for a lost worker's try, nor retried). ``owned``: the claim the
+        run is recorded under: the sweeper's as it settles the letter (``deliveries``: how many SQS made, for
+        the error), or, when a pass stopped between that claim and the dead write, the claim of whoever finds it
+        stale (the sweeper's index pass, a worker given another copy of the message)."""
         made = claim_attempt - 1
-        error = "run message dead-lettered" + (" without a try" if made == 0 else "")
+        after = "" if deliveries is None else f" after {deliveries} deliveries"
+        error = f"run message dead-lettered{after}" + (" without a try" if made == 0 else "")
         return self.dead(owned, job, error, attempts=made)
 
     def dead(

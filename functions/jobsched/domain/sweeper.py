@@ -278,12 +278,8 @@ class Sweeper:
                 if self.runs.skip(owned, now_ms=now, reason="job deleted; its run message was dead-lettered"):
                     report.skipped += 1
                 return True
-            error = (
-                f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries without a try"
-                if before.attempt == 0
-                else f"run message dead-lettered after {letter.receive_count or 'too many'} deliveries"
-            )
-            if self.failures.dead(owned, job, error, attempts=before.attempt) is Outcome.DEAD:
+            deliveries = letter.receive_count or "too many"
+            if self.failures.dead_lettered(owned, job, owned.attempt, deliveries) is Outcome.DEAD:
                 report.dead += 1
         except StoreUnavailable:
             # The claim opened no try: give it back (the row as it was, as the worker does), so the letter, back at
@@ -328,7 +324,7 @@ class Sweeper:
                 report.conflicts += 1
             return
         if owned.worker == DEAD_LETTER_WORKER:
-            outcome = self.failures.dead_letter_claim_left(owned, job, owned.attempt)
+            outcome = self.failures.dead_lettered(owned, job, owned.attempt)
         else:
             error = lost_worker_error(owned.attempt, heartbeat_at, self.settings.heartbeat_stale_s)
             outcome = self.failures.failed_try(

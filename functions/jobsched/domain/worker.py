@@ -235,10 +235,8 @@ class Worker:
                 job = self.jobs.get_spec(message.job_id)
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
-            if (
-                dead_letter_claim
-            ):  # SQS gave up on the run's message; the sweeper's pass stopped before saying so
-                return self.failures.dead_letter_claim_left(owned, job, before.attempt)
+            if dead_letter_claim:  # SQS gave up on its message; the sweeper's pass stopped before saying so
+                return self.failures.dead_lettered(owned, job, before.attempt)
             if attempt > job.retry.max_attempts:
                 if lost is not None:  # the lost worker's try (recorded above) was the last
                     return self.failures.dead(owned, job, lost, attempts=attempt - 1, tries=before.tries)
