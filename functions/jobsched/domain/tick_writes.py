@@ -135,13 +135,12 @@ class TickWrites:
         if alerts is None:
             return
 
-        def publish(work: JobWork) -> None:
-            job = work.plan.job
-            if work.skipped and job.alert_on_skipped and job.owner is not None:
-                reason = work.plan.skipped[0].reason
-                publish_best_effort(alerts, skipped_fires_alert(job.job_id, job.owner, work.skipped, reason))
-
-        self._run_all(publish, [work for work in works if work.skipped])
+        due = [
+            skipped_fires_alert(job.job_id, job.owner, work.skipped, work.plan.skipped[0].reason)
+            for work in works
+            if work.skipped and (job := work.plan.job).alert_on_skipped and job.owner is not None
+        ]
+        self._run_all(lambda alert: publish_best_effort(alerts, alert), due)
 
     def _save_skipped(
         self,
