@@ -346,6 +346,12 @@ def sweep_pk(shard: int) -> str:
     return f"sweep#{shard}"
 
 
+def sweep_keys(job_id: str, sweep_at_ms: int) -> dict[str, Any]:
+    """The attributes that file a run of ``job_id`` in the sparse sweep index, due at ``sweep_at_ms`` (epoch ms):
+    its shard's ``sweep_pk`` and ``sweep_at`` (a row its claim made has neither until a transition sets them)."""
+    return {"sweep_pk": sweep_pk(sweep_shard(job_id)), "sweep_at": sweep_at_ms}
+
+
 def run_item(row: RunRow) -> dict[str, Any]:
     """The runs-table item of ``row``: its attributes that are set (None and defaults left out, so the
     sparse index and ``attribute_not_exists`` conditions see them absent), plus ``run_id`` and, while the row
@@ -370,7 +376,7 @@ def run_item(row: RunRow) -> dict[str, Any]:
     if row.tries:
         item[TRIES_ATTRIBUTE] = tries_value(row.tries)
     if row.sweep_at is not None:
-        item["sweep_pk"] = sweep_pk(sweep_shard(row.job_id))
+        item.update(sweep_keys(row.job_id, row.sweep_at))
     if row.status in FAILURE_STATUSES and row.owner is not None:
         item[FAIL_OWNER] = row.owner
     return item

@@ -33,6 +33,7 @@ from jobsched.store.layout import (
     plain,
     run_item,
     run_row,
+    sweep_keys,
     sweep_pk,
     tries_value,
     trigger_key_item,
@@ -315,8 +316,7 @@ class RunStore:
                 "status": RunStatus.RETRYING.value,
                 "error": change.error,
                 "retry_at": change.retry_at_ms,
-                "sweep_at": change.sweep_at_ms,
-                "sweep_pk": sweep_pk(sweep_shard(owned.job_id)),  # a row its claim made has none yet
+                **sweep_keys(owned.job_id, change.sweep_at_ms),
                 **_failing(owned),
                 **_tries(change.tries),
             },
@@ -338,8 +338,7 @@ class RunStore:
                 "finished_at": change.now_ms,
                 "attempt": change.final_attempt,
                 "notify_pending": True,
-                "sweep_at": change.notify_at_ms,
-                "sweep_pk": sweep_pk(sweep_shard(owned.job_id)),  # a row its claim made has none yet
+                **sweep_keys(owned.job_id, change.notify_at_ms),
                 **_failing(owned),
                 **_tries(change.tries),
             },
@@ -392,7 +391,7 @@ class RunStore:
         return self._transition(
             owned.job_id,
             owned.scheduled_for,
-            sets={"sweep_pk": sweep_pk(sweep_shard(owned.job_id)), "sweep_at": sweep_at_ms},
+            sets=sweep_keys(owned.job_id, sweep_at_ms),
             condition=(f"{expression} AND attribute_not_exists(sweep_at)", values),
         )
 
