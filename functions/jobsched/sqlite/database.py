@@ -136,9 +136,17 @@ RunListener = Callable[[RunRow | None, RunRow], None]
 """Told of every run row written: ``(the row before or None, the row after)``, after the commit."""
 
 
-def _transient(error: sqlite3.Error) -> bool:
+def is_transient(error: sqlite3.Error) -> bool:
     code = getattr(error, "sqlite_errorcode", None)
     return code is not None and (code & 0xFF) in _TRANSIENT_CODES
+
+
+def checked_synchronous(level: str) -> Synchronous:
+    """``level`` when it is a ``synchronous`` setting that keeps acknowledged writes (``NORMAL`` or ``FULL``, see
+    the module docstring), for the database and the run queue's file alike. Raises ValueError otherwise."""
+    if level not in ("FULL", "NORMAL"):
+        raise ValueError(f"synchronous must be FULL or NORMAL, not {level!r}")
+    return level  # type: ignore[return-value]
 
 
 class SqliteDatabase:
@@ -152,8 +160,7 @@ class SqliteDatabase:
     def __init__(
         self, path: Path | str, *, synchronous: Synchronous = "NORMAL", busy_timeout_s: float = 5.0
     ) -> None:
-        if synchronous not in ("FULL", "NORMAL"):
-            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        checked_synchronous(synchronous)
         self.path = Path(path)
         self.synchronous = synchronous
         self.run_listeners: list[RunListener] = []
@@ -180,7 +187,7 @@ class SqliteDatabase:
             try:
                 yield self._conn
             except sqlite3.Error as error:
-                if _transient(error):
+                if is_transient(error):
                     raise StoreUnavailable(f"sqlite: {error}") from error
                 raise
 
@@ -203,7 +210,7 @@ class SqliteDatabase:
             except sqlite3.Error as error:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
-                if _transient(error):
+                if is_transient(error):
                     raise StoreUnavailable(f"sqlite: {error}") from error
                 raise
             finally:

@@ -33,7 +33,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.clock import Clock, system_clock
-from jobsched.sqlite.database import _transient
+from jobsched.sqlite.database import checked_synchronous, is_transient
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, queue TEXT NOT NULL,"
@@ -67,7 +67,7 @@ def _service_errors(operation: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as error:
-        if _transient(error):
+        if is_transient(error):
             raise _error("ServiceUnavailable", f"local run queue: {error}", operation) from error
         raise
 
@@ -98,8 +98,7 @@ class SqliteSqsQueue:
         dead_letter_visibility_s: int = 30,
         synchronous: str = "NORMAL",
     ) -> None:
-        if synchronous not in ("FULL", "NORMAL"):
-            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        checked_synchronous(synchronous)
         self.url = url
         self.dead_letter_url = dead_letter_url
         self.dead_letter_visibility_s = dead_letter_visibility_s
@@ -135,6 +134,19 @@ class SqliteSqsQueue:
             self._latest = max(self._latest, self.clock())
             return self._latest
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction on the queue file (the caller holds the lock): committed when the block ends, rolled
+        back when it raises."""
+        self._conn.execute("BEGIN")
+        try:
+            yield
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+
     def _check(self, url: str, operation: str) -> None:
         if url != self.url:
             raise _error(
@@ -160,8 +172,7 @@ class SqliteSqsQueue:
         now = self._now()
         done = []
         with self._lock, _service_errors("SendMessageBatch"):
-            self._conn.execute("BEGIN")  # the batch is written whole or not at all
-            try:
+            with self._transaction():  # the batch is written whole or not at all
                 for entry in Entries:
                     delay = int(entry.get("DelaySeconds", 0))
                     if not 0 <= delay <= MAX_DELAY_S:
@@ -182,11 +193,6 @@ class SqliteSqsQueue:
                             "MD5OfMessageBody": hashlib.md5(body.encode()).hexdigest(),
                         }
                     )
-                self._conn.execute("COMMIT")
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
             self._arrived.notify_all()
         return {"Successful": done, "Failed": []}
 
@@ -232,8 +238,7 @@ class SqliteSqsQueue:
     def _take(self, queue: str, limit: int, hidden_ms: int) -> list[dict[str, Any]]:
         now = self._now()
         got: list[dict[str, Any]] = []
-        self._conn.execute("BEGIN")
-        try:
+        with self._transaction():
             while len(got) < limit:
                 rows = self._conn.execute(
                     "SELECT seq, id, body, sent_at, receive_count, first_received_at FROM messages"
@@ -243,9 +248,7 @@ class SqliteSqsQueue:
                 if not rows:
                     break
                 for seq, message_id, body, sent_at, count, first in rows:
-                    if (
-                        queue == _MAIN and self.max_receive_count and count >= self.max_receive_count
-                    ):  # redrive
+                    if queue == _MAIN and 0 < self.max_receive_count <= count:  # redrive, as SQS does
                         self._conn.execute(
                             "UPDATE messages SET queue = ?, receipt = NULL, visible_at = ? WHERE seq = ?",
                             (_DEAD, now, seq),
@@ -272,11 +275,6 @@ class SqliteSqsQueue:
                             },
                         }
                     )
-            self._conn.execute("COMMIT")
-        except BaseException:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            raise
         return got
 
     # --- deleting and visibility ------------------------------------------------------------------
