@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from constructs import Node
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from jobsched import resources
@@ -65,15 +65,18 @@ SQS_MAX_VISIBILITY_S = 43_200
 """The longest visibility timeout SQS accepts (12 hours): each heartbeat sets ``heartbeat_stale_s +
 heartbeat_interval_s``."""
 
-_TARGET_ARN_PATTERNS = {
-    "target_function_arns": re.compile(r"^arn:[^:]+:lambda:[^:]*:[^:]*:function:[^:/]+(:[^:/]+)?$"),
-    "target_queue_arns": re.compile(r"^arn:[^:]+:sqs:[^:]*:[^:]*:[^:/]+$"),
+_LIST_ITEMS: dict[str, tuple[re.Pattern[str], str]] = {
+    "target_function_arns": (
+        re.compile(r"arn:[^:]+:lambda:[^:]*:[^:]*:function:[^:/]+(:[^:/]+)?"),
+        "Lambda function ARN",
+    ),
+    "target_queue_arns": (re.compile(r"arn:[^:]+:sqs:[^:]*:[^:]*:[^:/]+"), "SQS queue ARN"),
+    "alarm_emails": (re.compile(r"[^@\s,]+@[^@\s,]+\.[^@\s,]+"), "e-mail address (name@domain)"),
 }
-"""What an extra target must look like: a Lambda function ARN (optionally qualified) or an SQS queue ARN, IAM
-wildcards allowed (IAM refuses, at deploy time, a policy resource that is no ARN: a function name, a queue URL)."""
-
-_EMAIL = re.compile(r"[^@\s,]+@[^@\s,]+\.[^@\s,]+")
-"""An e-mail address as SNS's ``email`` protocol takes it: one ``@``, a dotted domain, no spaces or commas."""
+"""What each item of a list-valued setting must be (matched whole): an extra target a Lambda function ARN
+(optionally qualified) or an SQS queue ARN, IAM wildcards allowed (IAM refuses, at deploy time, a policy resource
+that is no ARN: a function name, a queue URL); an alarm address one SNS's ``email`` protocol takes (one ``@``, a
+dotted domain, no spaces or commas)."""
 
 
 def _listed(value: Any) -> Any:
@@ -208,26 +211,11 @@ class InfraOptions(BaseModel):
         description="extra SQS queue ARNs (e.g. in other accounts) the target role may send to, still only "
         "for the owner their owner tag names",
     )
-
     alarm_emails: tuple[str, ...] = Field(
         (),
         description="e-mail addresses subscribed to the operations alarms' topic at deploy (each confirms the "
         "subscription from the mail AWS sends); more subscribers (a pager, chat) by hand, docs/deploy.md",
     )
-
-    @field_validator("alarm_emails", mode="before")
-    @classmethod
-    def _email_list(cls, value: Any) -> Any:
-        # On the command line a list arrives as a string: a JSON array or comma-separated addresses.
-        return _listed(value)
-
-    @field_validator("alarm_emails")
-    @classmethod
-    def _emails(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for address in value:
-            if not _EMAIL.fullmatch(address):
-                raise ValueError(f"{address!r} is not an e-mail address (name@domain)")
-        return value
 
     @field_validator("log_retention_days")
     @classmethod
@@ -237,11 +225,19 @@ class InfraOptions(BaseModel):
             raise ValueError(f"CloudWatch Logs accepts only {allowed} (0 = never expire)")
         return value
 
-    @field_validator("target_function_arns", "target_queue_arns", mode="before")
+    @field_validator(*_LIST_ITEMS, mode="before")
     @classmethod
-    def _arn_list(cls, value: Any) -> Any:
-        # On the command line a list arrives as a string: a JSON array or comma-separated ARNs.
+    def _list(cls, value: Any) -> Any:
         return _listed(value)
+
+    @field_validator(*_LIST_ITEMS)
+    @classmethod
+    def _items(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        pattern, what = _LIST_ITEMS[str(info.field_name)]
+        for item in value:
+            if not pattern.fullmatch(item):
+                raise ValueError(f"{item!r} is not a {what}")
+        return value
 
     @property
     def provisioned(self) -> bool:
@@ -302,10 +298,6 @@ class DeploymentConfig:
                 f"context value 'heartbeat_stale_s': heartbeat_stale_s + heartbeat_interval_s is the visibility "
                 f"each heartbeat sets, at most {SQS_MAX_VISIBILITY_S} s (SQS's maximum)"
             )
-        for key, pattern in _TARGET_ARN_PATTERNS.items():
-            for arn in getattr(infra, key):
-                if not pattern.match(arn):
-                    raise ConfigError(f"context value {key!r}: {arn!r} is not a {key.split('_')[1]} ARN")
         if settings.worker_timeout_cap_s > margin:
             raise ConfigError(
                 f"context value 'worker_timeout_cap_s': at most {margin} (the worker function times out "
