@@ -12,7 +12,7 @@ import pytest
 from jobsched.adapters.queue import RunQueue
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
-from jobsched.models import JobCreate, RunStatus
+from jobsched.models import Job, JobCreate, RunStatus
 from jobsched.ports.runs import ClaimRequest, QueueSendError, RunMessage, new_run
 from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
 from jobsched.settings import Settings
@@ -33,11 +33,10 @@ def components(aws: Aws, settings: Settings, tmp_path: Path) -> Iterator[SqliteC
         database.close()
 
 
-def test_a_run_message_the_sqlite_queue_dead_letters_is_drained_by_the_sweeper_and_the_run_recorded_dead(
-    components: SqliteComponents,
-) -> None:
-    # Given a job's scheduled run whose message is received max_receive_count times and never deleted (its
-    # worker dies each time), so the next receive moves it to the dead-letter queue
+def _received_until_its_last_delivery(components: SqliteComponents) -> tuple[Job, SqliteSqsQueue, FakeClock]:
+    """A job's scheduled run at ``T0`` whose message was received ``max_receive_count`` times and never deleted
+    (its worker died each time): the next receive moves it to the dead-letter queue. Returns the job, the SQLite
+    run queue and the clock."""
     clock = components.clock
     assert isinstance(clock, FakeClock)
     job = (
@@ -53,6 +52,15 @@ def test_a_run_message_the_sqlite_queue_dead_letters_is_drained_by_the_sweeper_a
         received = queue.receive_message(QueueUrl=queue.url, MaxNumberOfMessages=10).get("Messages", [])
         assert len(received) == 1
         clock.advance(RUN_QUEUE.visibility_timeout_s * 1000)
+    return job, queue, clock
+
+
+def test_a_run_message_the_sqlite_queue_dead_letters_is_drained_by_the_sweeper_and_the_run_recorded_dead(
+    components: SqliteComponents,
+) -> None:
+    # Given a job's scheduled run whose message is received max_receive_count times and never deleted (its
+    # worker dies each time), so the next receive moves it to the dead-letter queue
+    job, queue, _ = _received_until_its_last_delivery(components)
     assert queue.receive_message(QueueUrl=queue.url, MaxNumberOfMessages=10).get("Messages", []) == []
     assert len(queue.dead_lettered()) == 1
 
@@ -70,20 +78,7 @@ def test_a_dead_letter_of_a_run_still_beating_is_looked_at_again_at_the_next_pas
     components: SqliteComponents,
 ) -> None:
     # Given a scheduled run's message dead-lettered while a worker runs the try it claimed (fresh heartbeat)
-    clock = components.clock
-    assert isinstance(clock, FakeClock)
-    job = (
-        components.job_service()
-        .create_job(
-            OWNER, JobCreate.model_validate({"name": "nightly", "schedule": "@daily", "command": "echo"})
-        )
-        .job
-    )
-    queue = components.run_queue_client()
-    components.run_queue().send([RunMessage(job.id, T0)])
-    for _ in range(RUN_QUEUE.max_receive_count):
-        assert len(queue.receive_message(QueueUrl=queue.url).get("Messages", [])) == 1
-        clock.advance(RUN_QUEUE.visibility_timeout_s * 1000)
+    job, queue, clock = _received_until_its_last_delivery(components)
     now = clock()
     claim = components.runs().claim(
         ClaimRequest(
