@@ -71,6 +71,22 @@ _ids = itertools.count(1)
 
 
 @dataclass
+class FakeContext:
+    """The parts of a Lambda context the scheduler handler and Powertools read; its remaining time runs out at
+    ``deadline_ms`` on the fake ``clock``."""
+
+    clock: FakeClock
+    deadline_ms: int
+    aws_request_id: str = "req-1"
+    function_name: str = "jobsched-scheduler"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-scheduler"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.deadline_ms - self.clock()
+
+
+@dataclass
 class Contender:
     """One scheduler instance (lease contender + its partition's scheduler) with recorded adapters."""
 

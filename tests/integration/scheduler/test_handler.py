@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from jobsched.clock import FakeClock
 from jobsched.handlers import scheduler as handler_module
 from jobsched.observability import MetricName
 from jobsched.scheduler_runtime import STOP_BEFORE_MS
 from jobsched.store.control import ControlStore
 from jobsched.wiring import Components
-
-
-@dataclass
-class FakeContext:
-    """The parts of a Lambda context the handler and Powertools read; time runs on the fake clock."""
-
-    clock: FakeClock
-    deadline_ms: int
-    aws_request_id: str = "req-1"
-    function_name: str = "jobsched-scheduler"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-scheduler"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.deadline_ms - self.clock()
+from tests.support.scheduler import FakeContext
 
 
 @pytest.fixture

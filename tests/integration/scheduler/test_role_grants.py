@@ -4,28 +4,12 @@ scheduler, or it fails in AWS with AccessDenied while passing on moto (which enf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from jobsched.clock import FakeClock
 from jobsched.handlers import scheduler as handler_module
 from jobsched.wiring import Components
 from tests.support.grants import granted, record_requests
-
-
-@dataclass
-class FakeContext:
-    """The parts of a Lambda context the handler and Powertools read; time runs on the fake clock."""
-
-    clock: FakeClock
-    deadline_ms: int
-    aws_request_id: str = "req-1"
-    function_name: str = "jobsched-scheduler"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-scheduler"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.deadline_ms - self.clock()
+from tests.support.scheduler import FakeContext
 
 
 def test_the_scheduler_role_allows_an_invocation_that_runs_fires_and_alerts_skipped_ones(
