@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from jobsched.local.runtime import LocalConfig, LocalRuntime
 
@@ -22,3 +26,18 @@ def quiet_runtime(data_dir: Path, lines: list[str], **config: Any) -> LocalRunti
             **config,
         )
     )
+
+
+@contextmanager
+def serving(data_dir: Path, lines: list[str], **config: Any) -> Iterator[tuple[LocalRuntime, httpx.Client]]:
+    """A ``quiet_runtime`` started, and an HTTP client of its API with its token; stopped at the end (also when
+    its start is refused, which raises here)."""
+    runtime = quiet_runtime(data_dir, lines, **config)
+    try:
+        runtime.start()
+        with httpx.Client(
+            base_url=runtime.url, headers={"Authorization": f"Bearer {runtime.token}"}
+        ) as client:
+            yield runtime, client
+    finally:
+        runtime.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -15,7 +14,7 @@ from jobsched.local.command import local_command
 from jobsched.local.runtime import SQLITE_FILE
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.jobs import SqliteJobStore
-from tests.support.local import quiet_runtime
+from tests.support.local import quiet_runtime, serving
 
 
 def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_terms(
@@ -23,36 +22,24 @@ def test_a_data_dir_of_the_moto_backend_moves_to_sqlite_with_its_jobs_runs_and_t
 ) -> None:
     # Given jobs, a finished manual run and a leader's term saved by local mode on the moto backend
     lines: list[str] = []
-    moto = quiet_runtime(tmp_path, lines, backend="moto")
-    moto.start()
-    try:
-        with httpx.Client(base_url=moto.url, headers={"Authorization": f"Bearer {moto.token}"}) as client:
-            created = [
-                client.post(
-                    "/jobs", json={"name": f"job-{n}", "schedule": "@daily", "command": "echo"}
-                ).json()
-                for n in range(3)
-            ]
-            assert client.post(f"/jobs/{created[0]['id']}/pause", json={}).status_code == 200
-            run = client.post(f"/jobs/{created[1]['id']}/trigger").json()
-            deleted = client.delete(f"/jobs/{created[2]['id']}")
-            assert deleted.status_code in (200, 204)
-    finally:
-        moto.stop()
+    with serving(tmp_path, lines, backend="moto") as (_, client):
+        created = [
+            client.post("/jobs", json={"name": f"job-{n}", "schedule": "@daily", "command": "echo"}).json()
+            for n in range(3)
+        ]
+        assert client.post(f"/jobs/{created[0]['id']}/pause", json={}).status_code == 200
+        run = client.post(f"/jobs/{created[1]['id']}/trigger").json()
+        deleted = client.delete(f"/jobs/{created[2]['id']}")
+        assert deleted.status_code in (200, 204)
     assert not (tmp_path / SQLITE_FILE).exists()
 
     # When local mode starts on the SQLite backend on the same data dir
-    sqlite = quiet_runtime(tmp_path, lines, backend="sqlite")
-    sqlite.start()
-    try:
-        with httpx.Client(base_url=sqlite.url, headers={"Authorization": f"Bearer {sqlite.token}"}) as client:
-            jobs = {j["name"]: j for j in client.get("/jobs").json()["items"]}
-            runs = client.get(f"/jobs/{created[1]['id']}/runs").json()["items"]
-            gone_runs = client.get(f"/jobs/{created[2]['id']}/runs")
+    with serving(tmp_path, lines, backend="sqlite") as (sqlite, client):
+        jobs = {j["name"]: j for j in client.get("/jobs").json()["items"]}
+        runs = client.get(f"/jobs/{created[1]['id']}/runs").json()["items"]
+        gone_runs = client.get(f"/jobs/{created[2]['id']}/runs")
         assert sqlite.database is not None
         lease = SqliteControlStore(sqlite.database).read_lease(0)
-    finally:
-        sqlite.stop()
 
     # Then the jobs (paused as they were), the run and the deleted job's history owner came along
     assert set(jobs) == {"job-0", "job-1"}
@@ -109,17 +96,10 @@ def test_a_first_sqlite_start_killed_while_moving_a_moto_data_dir_moves_every_jo
 ) -> None:
     # Given a data dir of the moto backend with three jobs
     lines: list[str] = []
-    moto = quiet_runtime(tmp_path, lines, backend="moto")
-    moto.start()
-    try:
-        with httpx.Client(base_url=moto.url, headers={"Authorization": f"Bearer {moto.token}"}) as client:
-            for n in range(3):
-                created = client.post(
-                    "/jobs", json={"name": f"job-{n}", "schedule": "@daily", "command": "echo"}
-                )
-                assert created.status_code == 201
-    finally:
-        moto.stop()
+    with serving(tmp_path, lines, backend="moto") as (_, client):
+        for n in range(3):
+            created = client.post("/jobs", json={"name": f"job-{n}", "schedule": "@daily", "command": "echo"})
+            assert created.status_code == 201
 
     # And a first start on the SQLite backend that dies (kill -9) after moving one job: nothing after the
     # first job's write runs, as a killed process runs nothing more
@@ -144,13 +124,8 @@ def test_a_first_sqlite_start_killed_while_moving_a_moto_data_dir_moves_every_jo
     assert len(created_jobs) == 1  # killed after the first job was written
 
     # When local mode starts again on the SQLite backend
-    sqlite = quiet_runtime(tmp_path, lines, backend="sqlite")
-    sqlite.start()
-    try:
-        with httpx.Client(base_url=sqlite.url, headers={"Authorization": f"Bearer {sqlite.token}"}) as client:
-            names = sorted(j["name"] for j in client.get("/jobs").json()["items"])
-    finally:
-        sqlite.stop()
+    with serving(tmp_path, lines, backend="sqlite") as (_, client):
+        names = sorted(j["name"] for j in client.get("/jobs").json()["items"])
 
     # Then every job of the moto data dir is there (expected), not only the one moved before the kill
     assert names == ["job-0", "job-1", "job-2"]
@@ -161,25 +136,19 @@ def test_a_second_local_mode_on_a_data_dir_in_use_is_refused_naming_it(
 ) -> None:
     # Given local mode running on a data dir (a run in flight would be its queue message, received and hidden)
     lines: list[str] = []
-    first = quiet_runtime(tmp_path, lines)
-    first.start()
-    try:
+    with serving(tmp_path, lines) as (_, client):
         # When a second one is started on the same data dir by mistake (another port)
-        second = quiet_runtime(tmp_path, lines)
-        try:
-            # Then it is refused before it opens anything: opening the run queue makes every message the first
-            # one holds visible again at once, before its visibility timeout (the previous process is taken
-            # for dead), and both would schedule, work and snapshot the same data
-            with pytest.raises(OSError, match="in use by another jobsched local") as refused:
-                second.start()
-            assert str(tmp_path) in str(refused.value)
-        finally:
-            second.stop()
+        # Then it is refused before it opens anything: opening the run queue makes every message the first one
+        # holds visible again at once, before its visibility timeout (the previous process is taken for dead),
+        # and both would schedule, work and snapshot the same data
+        with (
+            pytest.raises(OSError, match="in use by another jobsched local") as refused,
+            serving(tmp_path, lines),
+        ):
+            pass
+        assert str(tmp_path) in str(refused.value)
         # and the first one goes on serving
-        with httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {first.token}"}) as client:
-            assert client.get("/jobs").status_code == 200
-    finally:
-        first.stop()
+        assert client.get("/jobs").status_code == 200
 
 
 def test_an_input_holding_a_lone_surrogate_is_400_naming_input_not_a_500(
@@ -187,23 +156,19 @@ def test_an_input_holding_a_lone_surrogate_is_400_naming_input_not_a_500(
 ) -> None:
     # Given local mode on SQLite and a job
     lines: list[str] = []
-    runtime = quiet_runtime(tmp_path, lines)
-    runtime.start()
-    try:
-        headers = {"Authorization": f"Bearer {runtime.token}", "Content-Type": "application/json"}
-        with httpx.Client(base_url=runtime.url, headers=headers) as client:
-            job = client.post("/jobs", json={"name": "fine", "schedule": "@daily", "command": "echo"}).json()
-            # When an input holds "\ud800" (valid JSON, not Unicode text: no UTF-8 encodes it), as a value or a key
-            replies = [
-                client.post(
-                    "/jobs",
-                    content=b'{"name": "odd", "schedule": "@daily", "command": "echo", "input": {"k": "\\ud800"}}',
-                ),
-                client.patch(f"/jobs/{job['id']}", content=b'{"input": {"\\udfff": 1}}'),
-            ]
-            stored = client.get(f"/jobs/{job['id']}").json()
-    finally:
-        runtime.stop()
+    json_body = {"Content-Type": "application/json"}
+    with serving(tmp_path, lines) as (_, client):
+        job = client.post("/jobs", json={"name": "fine", "schedule": "@daily", "command": "echo"}).json()
+        # When an input holds "\ud800" (valid JSON, not Unicode text: no UTF-8 encodes it), as a value or a key
+        replies = [
+            client.post(
+                "/jobs",
+                content=b'{"name": "odd", "schedule": "@daily", "command": "echo", "input": {"k": "\\ud800"}}',
+                headers=json_body,
+            ),
+            client.patch(f"/jobs/{job['id']}", content=b'{"input": {"\\udfff": 1}}', headers=json_body),
+        ]
+        stored = client.get(f"/jobs/{job['id']}").json()
     # Then each is a 400 naming input (it was a 500: the SQLite store cannot encode the spec), nothing stored
     for reply in replies:
         assert reply.status_code == 400, reply.text
@@ -219,15 +184,8 @@ def test_jobs_created_on_the_moto_backend_after_the_move_to_sqlite_refuse_the_ne
     lines: list[str] = []
 
     def run(backend: str, action: Any) -> Any:
-        runtime = quiet_runtime(tmp_path, lines, backend=backend)
-        runtime.start()
-        try:
-            with httpx.Client(
-                base_url=runtime.url, headers={"Authorization": f"Bearer {runtime.token}"}
-            ) as client:
-                return action(client)
-        finally:
-            runtime.stop()
+        with serving(tmp_path, lines, backend=backend) as (_, client):
+            return action(client)
 
     def create(name: str) -> Any:
         return lambda client: client.post(
