@@ -313,6 +313,18 @@ def test_overlap_skip_ignores_a_run_whose_worker_is_lost(kit: Kit) -> None:
     assert kit.deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
 
 
+def _running_without_the_lock(kit: Kit) -> Job:
+    """An every-minute job with ``overlap: allow`` whose 02:00 run (``T0``) runs under worker ``w-1`` (no lock
+    taken) and whose 02:01 run is queued."""
+    job = kit.make_job(schedule="* * * * *", overlap="allow")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + 60_000)
+    assert kit.runs.claim(
+        ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+    ).claimed
+    return job
+
+
 def _switch_to_skip(kit: Kit, job: Job) -> None:
     """A PATCH of ``overlap: skip`` as the API writes it: the job and its ``updated`` event (the fields given)."""
     stored = kit.jobs.get(job.id)
@@ -325,12 +337,7 @@ def _switch_to_skip(kit: Kit, job: Job) -> None:
 
 def test_overlap_skip_set_while_a_run_is_running_skips_the_next_run(kit: Kit) -> None:
     # Given an every-minute job with overlap allow whose 02:00 run is running (its worker beats: fresh)
-    job = kit.make_job(schedule="* * * * *", overlap="allow")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + 60_000)
-    assert kit.runs.claim(
-        ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
-    ).claimed
+    job = _running_without_the_lock(kit)
     # When its owner sets overlap: skip (PATCH) and the 02:01 run is delivered while the 02:00 one still runs
     _switch_to_skip(kit, job)
     kit.clock.advance(60_000)
@@ -363,9 +370,8 @@ def test_a_storage_error_looking_for_an_unlocked_try_gives_the_overlap_lock_back
     holder = kit.jobs.acquire_overlap(
         OverlapRequest(
             job.id,
-            run_id=run_id(
-                job.id, T0 + 60_000
-            ),  # another run: only a free lock is taken (its holder is not stale)
+            # another run: only a free lock is taken (its holder is not stale)
+            run_id=run_id(job.id, T0 + 60_000),
             attempt=1,
             worker="w-2",
             now_ms=kit.clock(),
@@ -380,12 +386,7 @@ def test_a_storage_error_looking_for_an_unlocked_try_gives_the_overlap_lock_back
 
 def test_overlap_skip_set_while_a_lost_run_is_running_does_not_skip_the_next_run(kit: Kit) -> None:
     # Given the same switch from allow to skip, but the 02:00 run's worker was lost (its heartbeat is stale)
-    job = kit.make_job(schedule="* * * * *", overlap="allow")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + 60_000)
-    assert kit.runs.claim(
-        ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
-    ).claimed
+    job = _running_without_the_lock(kit)
     _switch_to_skip(kit, job)
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     # When the 02:01 run is delivered
