@@ -103,17 +103,22 @@ def test_outputs_are_cut_to_their_budgets(kit: Kit) -> None:
     assert len(failed.error.encode()) + len((failed.output or "").encode()) <= FAILED_TRY_BYTES
 
 
-def test_a_lost_workers_last_try_is_recorded_when_the_run_dies_of_it(kit: Kit) -> None:
-    job = kit.due_job(command="echo", retry={"max_attempts": 1})
+def _claimed_by_a_worker_since_lost(kit: Kit, job: Any) -> int:
+    """The run of ``job`` at ``T0`` claimed by worker ``lost-one``, then the clock past its heartbeat's staleness
+    (the worker is lost). Returns when it was claimed (epoch ms)."""
     first = kit.clock()
     assert kit.runs.claim(
         ClaimRequest(
             job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
         )
     ).claimed
-    kit.clock.advance(
-        (kit.settings.heartbeat_stale_s + 1) * 1000
-    )  # its heartbeat goes stale: the worker is lost
+    kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
+    return first
+
+
+def test_a_lost_workers_last_try_is_recorded_when_the_run_dies_of_it(kit: Kit) -> None:
+    job = kit.due_job(command="echo", retry={"max_attempts": 1})
+    first = _claimed_by_a_worker_since_lost(kit, job)
     assert kit.deliver(job) == Outcome.DEAD
     (lost,) = _row(kit.runs, job).tries
     assert (lost.attempt, lost.worker, lost.started_at) == (1, "lost-one", first)
@@ -127,14 +132,8 @@ def test_a_lost_workers_try_is_recorded_when_a_redelivery_takes_the_run_over(kit
         return "done"
 
     job = kit.due_job(command="ok", retry={"max_attempts": 3})
-    first = kit.clock()
-    assert kit.runs.claim(
-        ClaimRequest(
-            job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
-        )
-    ).claimed
     # When its message comes back once the heartbeat is stale and the redelivery takes the run over
-    kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
+    first = _claimed_by_a_worker_since_lost(kit, job)
     assert kit.deliver(job) == Outcome.SUCCEEDED
     # Then the row counts two tries and records both: the lost one (it counts as a try) and the success
     row = _row(kit.runs, job)
@@ -151,14 +150,8 @@ def test_a_lost_workers_try_is_recorded_when_the_sweeper_counts_it_failed(
 ) -> None:
     # Given a run whose worker claimed it and vanished
     job = kit.due_job(command="echo", retry={"max_attempts": max_attempts, "backoff_s": 60})
-    first = kit.clock()
-    assert kit.runs.claim(
-        ClaimRequest(
-            job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
-        )
-    ).claimed
     # When the sweeper finds its heartbeat stale: a failed try (retrying, or dead when it was the last)
-    kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
+    first = _claimed_by_a_worker_since_lost(kit, job)
     assert kit.build_sweeper().sweep().lost_workers == 1
     # Then that try is in the row's tries, as the worker records a try it ran
     row = _row(kit.runs, job)
