@@ -18,6 +18,7 @@ from jobsched.domain.worker import Worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job
 from jobsched.ports.runs import RunMessage
+from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
@@ -131,3 +132,16 @@ class Drain:
 def drain(aws: Aws) -> Drain:
     """Read (and empty) a queue: see ``Drain``."""
     return Drain(aws.sqs)
+
+
+def redrive(sqs: Any, url: str, job_id: str) -> None:
+    """Send the run message of ``job_id`` at ``T0`` to the run queue ``url`` and receive it
+    ``RUN_QUEUE.max_receive_count`` times without a claim, handing it back each time, so that SQS's redrive
+    policy (on moto) moves it to the dead-letter queue."""
+    sqs.send_message(QueueUrl=url, MessageBody=RunMessage(job_id, T0, dispatch_at=T0, enqueued_at=T0).body())
+    for _ in range(RUN_QUEUE.max_receive_count):
+        (message,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)["Messages"]
+        sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []  # redriven

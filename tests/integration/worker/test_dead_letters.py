@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import RunMessage
-from jobsched.resources import RUN_QUEUE
 from jobsched.wiring import Components
 from tests.support.worker import Kit
 
-from .conftest import T0
+from .conftest import T0, redrive
 
 
 def test_a_message_redriven_before_any_claim_is_recorded_dead_by_the_sweeper(kit: Kit) -> None:
@@ -19,15 +17,7 @@ def test_a_message_redriven_before_any_claim_is_recorded_dead_by_the_sweeper(kit
     # of invocation time each time), so that SQS's redrive policy moved it to the dead-letter queue
     job = kit.make_job()
     url = kit.settings.run_queue_url
-    kit.aws.sqs.send_message(
-        QueueUrl=url, MessageBody=RunMessage(job.id, T0, dispatch_at=T0, enqueued_at=T0).body()
-    )
-    for _ in range(RUN_QUEUE.max_receive_count):
-        (message,) = kit.aws.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)["Messages"]
-        kit.aws.sqs.change_message_visibility(
-            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-        )
-    assert kit.aws.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []
+    redrive(kit.aws.sqs, url, job.id)
     assert kit.settings.run_dlq_url is not None
     assert kit.runs.get(job.id, T0) is None
     # When the sweeper passes

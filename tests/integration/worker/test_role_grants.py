@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from jobsched.domain.retries import Outcome
 from jobsched.handlers import worker as worker_handler
-from jobsched.ports.runs import RunMessage
-from jobsched.resources import RUN_QUEUE
 from jobsched.wiring import Components
 from jobsched.worker_runtime import Batches
 from tests.support.grants import granted, record_requests
 from tests.support.worker import Kit
 
-from .conftest import T0, Context
+from .conftest import T0, Context, redrive
 
 PAUSE_AFTER_ONE_DEAD = {"pause_after_consecutive_dead": 1, "after_consecutive_failures": 1}
 
@@ -35,15 +33,7 @@ def test_the_sweeper_role_allows_a_dead_letter_of_a_job_with_an_alert_policy(kit
     # Given a run message of a job that pauses itself after one dead run, redriven to the run queue's DLQ
     job = kit.make_job(alerts=PAUSE_AFTER_ONE_DEAD)
     url = kit.settings.run_queue_url
-    kit.aws.sqs.send_message(
-        QueueUrl=url, MessageBody=RunMessage(job.id, T0, dispatch_at=T0, enqueued_at=T0).body()
-    )
-    for _ in range(RUN_QUEUE.max_receive_count):
-        (message,) = kit.aws.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)["Messages"]
-        kit.aws.sqs.change_message_visibility(
-            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-        )
-    assert kit.aws.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []  # redriven
+    redrive(kit.aws.sqs, url, job.id)
     # When the sweeper, as deployed, records it dead
     with record_requests(kit.settings) as requests:
         report = Components(kit.settings, kit.aws, clock=kit.clock).sweeper().sweep()
