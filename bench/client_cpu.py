@@ -109,6 +109,7 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
             shards=settings.due_shards,
             bucket_ms=settings.due_bucket_s * 1000,
             now_ms=midnight,
+            version=state.version,
         )
         return jobs.move(
             Move(

@@ -91,6 +91,7 @@ class RequestLog:
         self.write_units: Counter[tuple[str, str, str]] = Counter()
         self.read_units: defaultdict[tuple[str, str], float] = defaultdict(float)
         self.seconds: Counter[tuple[str, str, str]] = Counter()
+        self.foreign_cpu_s: defaultdict[str, float] = defaultdict(float)
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -98,7 +99,12 @@ class RequestLog:
 
     def hooks(self, path: str) -> tuple[EventHook, ...]:
         """The botocore event hooks counting every call of a client under ``path`` (``Aws(event_hooks=...)``)."""
-        return (("before-call.*.*", self._before(path)), ("after-call.*.*", self._after(path)))
+        return (
+            ("before-call.*.*", self._before(path)),
+            ("before-send.*.*", self._sending(path)),
+            ("response-received.*.*", self._received(path)),
+            ("after-call.*.*", self._after(path)),
+        )
 
     def reset(self) -> None:
         with self._lock:
@@ -106,6 +112,7 @@ class RequestLog:
             self.write_units.clear()
             self.read_units.clear()
             self.seconds.clear()
+            self.foreign_cpu_s.clear()
 
     # --- reading the tallies --------------------------------------------------------------------
 
@@ -145,10 +152,44 @@ class RequestLog:
     def rcu(self, path: str) -> float:
         return float(sum(n for (p, _), n in self.read_units.items() if p == path))
 
+    def foreign_cpu_seconds(self, path: str) -> float:
+        """CPU seconds ``path``'s callers spent on what costs them nothing on AWS: the in-process moto answering
+        their requests (from the moment a request is sent to its response) and this log's own accounting (its
+        hooks, the capacity probe's reads), each on the calling thread's CPU clock. A caller's process CPU time
+        minus this is its own work."""
+        return float(self.foreign_cpu_s[path])
+
     # --- hooks ----------------------------------------------------------------------------------
+
+    def _sending(self, path: str) -> Callable[..., None]:
+        def sending(**kwargs: Any) -> None:
+            self._local.sent_at = time.thread_time() if self.enabled else None
+
+        return sending
+
+    def _received(self, path: str) -> Callable[..., None]:
+        def received(**kwargs: Any) -> None:
+            sent_at = getattr(self._local, "sent_at", None)
+            if sent_at is not None and self.enabled:
+                self._foreign(path, time.thread_time() - sent_at)
+            self._local.sent_at = None
+
+        return received
+
+    def _foreign(self, path: str, cpu_s: float) -> None:
+        with self._lock:
+            self.foreign_cpu_s[path] += cpu_s
 
     def _before(self, path: str) -> Callable[..., None]:
         def before(event_name: str, params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
+            started = time.thread_time()
+            try:
+                counted(event_name, params, context)
+            finally:
+                if self.enabled:
+                    self._foreign(path, time.thread_time() - started)
+
+        def counted(event_name: str, params: dict[str, Any], context: dict[str, Any]) -> None:
             if not self.enabled and not self.observers:
                 return
             _, service, operation = event_name.split(".", 2)
@@ -169,6 +210,14 @@ class RequestLog:
 
     def _after(self, path: str) -> Callable[..., None]:
         def after(event_name: str, http_response: Any, context: dict[str, Any], **kwargs: Any) -> None:
+            started = time.thread_time()
+            try:
+                counted(event_name, http_response, context)
+            finally:
+                if self.enabled:
+                    self._foreign(path, time.thread_time() - started)
+
+        def counted(event_name: str, http_response: Any, context: dict[str, Any]) -> None:
             if not context.get("bench.observed"):
                 return
             _, service, operation = event_name.split(".", 2)

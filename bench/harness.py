@@ -62,17 +62,26 @@ class Backend:
 
 @contextmanager
 def moto_backend(**settings: Any) -> Iterator[Backend]:
-    """Start ``moto.mock_aws``, provision every resource, and yield a ``Backend`` whose ``settings`` carry
-    the resource names plus ``settings`` overrides."""
+    """Start ``moto.mock_aws``, provision every resource, mark the jobs table's due index as timer items only
+    (``JobStore.due_lanes``), and yield a ``Backend`` whose ``settings`` carry the resource names plus
+    ``settings`` overrides."""
     from moto import mock_aws
 
     from jobsched.aws import Aws, provision
     from jobsched.settings import Settings
+    from jobsched.store.jobs import LAYOUT_KEY
 
     quiet_environment()
     with mock_aws():
-        env = provision(Aws(), prefix="bench")
-        yield Backend(Settings.model_validate({**{k.lower(): v for k, v in env.items()}, **settings}), env)
+        aws = Aws()
+        env = provision(aws, prefix="bench")
+        backend = Backend(
+            Settings.model_validate({**{k.lower(): v for k, v in env.items()}, **settings}), env
+        )
+        # a deployment past the move to timer items (a new one is, once its sweeper found the old index empty for
+        # five minutes): the ticks read the timer lanes only
+        aws.table(backend.settings.jobs_table).put_item(Item={**LAYOUT_KEY, "timers_only": True})
+        yield backend
 
 
 def make_job(
@@ -104,12 +113,14 @@ def padded_input(size: int) -> dict[str, str]:
     return {"pad": "x" * max(0, size - len('{"pad":""}'))}
 
 
-def sched_of(job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None = None) -> dict[str, Any]:
-    """The scheduling item the API would write for ``job`` at ``now_ms``: first fire from the schedule
-    (rates anchored at ``created_at``) unless ``next_run_at_ms`` is given."""
+def sched_of(
+    job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None = None
+) -> list[dict[str, Any]]:
+    """The scheduling item the API would write for ``job`` at ``now_ms`` and the timer item of its due entry:
+    first fire from the schedule (rates anchored at ``created_at``) unless ``next_run_at_ms`` is given."""
     from jobsched.store import layout
 
-    return layout.sched_item(state_of(job, settings, now_ms=now_ms, next_run_at_ms=next_run_at_ms))
+    return layout.state_items(state_of(job, settings, now_ms=now_ms, next_run_at_ms=next_run_at_ms))
 
 
 def state_of(job: Job, settings: Any, *, now_ms: int, next_run_at_ms: int | None = None) -> Any:

@@ -29,7 +29,7 @@ def _seed(backend: Any, start: int, count: int, now_ms: int) -> None:
     for i in range(start, start + count):
         job = make_job(i, "0 3 * * *", created_at_ms=now_ms, prefix="j_idle")
         next_run = now_ms + 3_600_000 + (i * 7919 * 1000) % DAY_MS  # 1 h to 25 h ahead, spread
-        items.append(sched_of(job, settings, now_ms=now_ms, next_run_at_ms=next_run))
+        items += sched_of(job, settings, now_ms=now_ms, next_run_at_ms=next_run)
     write_items(Aws().table(settings.jobs_table), items)
 
 

@@ -30,27 +30,33 @@ SCHEDULER, WORKER, EVENT_SOURCE = "scheduler", "worker", "event_source"
 
 @dataclass
 class _TimedHandler:
-    """Wraps the worker Lambda handler: counts invocations and records, and times them (seconds, minus the
-    capacity probe's reads in this thread)."""
+    """Wraps the worker Lambda handler: counts invocations and records, and times them: wall seconds (minus the
+    capacity probe's reads in this thread) and the worker's own CPU seconds (the process's CPU time during the
+    invocation, the bench's other parts being idle then, minus ``RequestLog.foreign_cpu_seconds``: moto's and
+    the log's work)."""
 
     handler: Callable[[dict[str, Any], Any], Any]
     log: RequestLog
     invocations: int = 0
     records: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     durations_ms: list[float] = field(default_factory=list)
 
     def __call__(self, event: dict[str, Any], context: Any) -> Any:
         probe_before = self.log.probe_seconds()
-        started = time.perf_counter()
+        foreign_before = self.log.foreign_cpu_seconds(WORKER)
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             return self.handler(event, context)
         finally:
             elapsed = time.perf_counter() - started - (self.log.probe_seconds() - probe_before)
+            cpu = time.process_time() - cpu_started - (self.log.foreign_cpu_seconds(WORKER) - foreign_before)
             if self.log.enabled:
                 self.invocations += 1
                 self.records += len(event.get("Records", []))
                 self.seconds += elapsed
+                self.cpu_seconds += max(0.0, cpu)
                 self.durations_ms.append(elapsed * 1000)
 
 
@@ -62,7 +68,7 @@ def measure_paths(
     Returns ``{"runs", "worker_records", "ticks", "runs_per_tick", "requests_per_run": {"scheduler",
     "worker", "worker_handler", "event_source"}, "operations": {path: {op: n}}, "wcu_per_run": {...},
     "rcu_per_run": {...}, "wcu_detail": {...}, "worker": {"invocations", "records_per_invocation",
-    "duration_ms_avg"}, "statuses": {...}}``. Raises RuntimeError if the runs did not all succeed.
+    "duration_ms_avg", "cpu_ms_avg"}, "statuses": {...}}``. Raises RuntimeError if the runs did not all succeed.
     """
     from jobsched.clock import FakeClock
     from jobsched.handlers import worker as worker_handler
@@ -85,7 +91,7 @@ def measure_paths(
             job = make_job(
                 i, "every 1 second", created_at_ms=T0 - 60_000 + (i * 1000) // jobs, input_bytes=input_bytes
             )
-            items += [layout.spec_item(job), sched_of(job, settings, now_ms=clock())]
+            items += [layout.spec_item(job), *sched_of(job, settings, now_ms=clock())]
         write_items(setup.table(settings.jobs_table), items)
 
         loop = Components(
@@ -165,6 +171,8 @@ def measure_paths(
             "invocations": timed.invocations,
             "records_per_invocation": timed.records / max(1, timed.invocations),
             "duration_ms_avg": timed.seconds * 1000 / max(1, timed.invocations),
+            # the worker's own CPU in an invocation (not moto's, not the bench's accounting)
+            "cpu_ms_avg": timed.cpu_seconds * 1000 / max(1, timed.invocations),
         },
         "statuses": statuses,
     }

@@ -18,6 +18,39 @@ from bench.cost import (
 )
 from jobsched import resources
 
+AWS_REQUEST_MS = {"dynamodb": 6.0, "sqs": 15.0}
+"""Per-request latency on AWS, in-region (ms): the scale simulation's assumptions (``bench.scale_sim.Latencies``:
+a DynamoDB single-item write 5-6 ms, an SQS batch 15 ms), the larger figure for each service."""
+
+LAMBDA_MB_PER_VCPU = 1769
+"""Lambda gives one vCPU at 1,769 MB and CPU in proportion to memory below it (Lambda developer guide, "Memory and
+computing power")."""
+
+
+def worker_duration_on_aws_ms(paths: dict[str, Any], memory_mb: int) -> dict[str, float]:
+    """One worker invocation's duration projected onto AWS from the steady load on moto (``paths``), in ms.
+
+    moto answers in-process, so the measured wall time (``duration_ms_avg``) is the worker's work plus moto's and
+    the bench's accounting, all on this machine's cores. On AWS the backend's work is DynamoDB's and SQS's, and
+    the invocation waits for their answers instead: ``cpu_ms`` is the worker's own CPU time measured here
+    (``cpu_ms_avg``: the process's CPU during the invocation minus moto's and the accounting's, this machine's
+    core taken as one vCPU) at the Lambda's share of a vCPU (``memory_mb / LAMBDA_MB_PER_VCPU``), and ``wait_ms``
+    the requests' latency (``AWS_REQUEST_MS``) on the invocation's critical path: its batch-level SQS requests
+    one after the other, then one record's DynamoDB requests (the records of a batch run concurrently, each its
+    requests in turn). Returns ``own_cpu_ms``, ``cpu_ms``, ``wait_ms`` and ``duration_ms`` (``cpu_ms`` +
+    ``wait_ms``)."""
+    worker = paths["worker"]
+    invocations = max(1, worker["invocations"])
+    records = max(1.0, worker["records_per_invocation"])
+    own = worker["cpu_ms_avg"]
+    per_invocation = {op: n / invocations for op, n in paths["operations"]["worker"].items()}
+    sqs = sum(n for op, n in per_invocation.items() if op.startswith("sqs."))
+    dynamodb = sum(n for op, n in per_invocation.items() if op.startswith("dynamodb."))
+    wait = sqs * AWS_REQUEST_MS["sqs"] + dynamodb / records * AWS_REQUEST_MS["dynamodb"]
+    cpu = own * LAMBDA_MB_PER_VCPU / memory_mb
+    return {"own_cpu_ms": own, "cpu_ms": cpu, "wait_ms": wait, "duration_ms": cpu + wait}
+
+
 ON_DEMAND_TARGET_USD = 3.50
 """Issue 15's target, USD per million runs with on-demand tables (issue 8 asked for 4.00)."""
 
@@ -155,15 +188,23 @@ def assemble(measured: dict[str, Any], deployment: dict[str, Any]) -> dict[str, 
     return out
 
 
-def _per_run(paths: dict[str, Any], deployment: dict[str, Any]) -> PerRun:
+def _per_run(paths: dict[str, Any], deployment: dict[str, Any], *, moto_wall: bool = False) -> PerRun:
+    """The per-run figures the cost takes from the steady load: the worker's duration projected onto AWS
+    (:func:`worker_duration_on_aws_ms`), or with ``moto_wall`` the wall time measured on moto."""
     sqs = paths["sqs_requests_per_run"]
+    memory_mb = deployment["worker_memory_mb"]
+    duration = (
+        paths["worker"]["duration_ms_avg"]
+        if moto_wall
+        else worker_duration_on_aws_ms(paths, memory_mb)["duration_ms"]
+    )
     return PerRun(
         write_units=paths["wcu_per_run"]["total"],
         read_units=paths["rcu_per_run"]["total"],
         sqs_requests=sqs["scheduler"] + sqs["worker"] + sqs["event_source"],
         worker_batch_size=paths["worker"]["records_per_invocation"],
-        worker_duration_ms=paths["worker"]["duration_ms_avg"],
-        worker_memory_mb=deployment["worker_memory_mb"],
+        worker_duration_ms=duration,
+        worker_memory_mb=memory_mb,
     )
 
 
@@ -183,13 +224,19 @@ def _costs(
             "worker_memory_mb": f"{deployment['worker_memory_mb']} (infra InfraOptions.worker_memory_mb default)",
             "worker_batch": f"{per_run.worker_batch_size:g} runs per invocation measured (event source batch "
             f"size {deployment['worker_batch_size']}, infra default)",
-            "worker_duration": "measured here: mean wall time of one worker invocation on in-process moto, no-op "
-            "target (command echo); on AWS each of its ~30 DynamoDB calls takes a few ms instead",
+            "worker_duration": "projected onto AWS from the steady load on moto (worker_duration_on_aws_ms): the "
+            "worker's own CPU measured here (process CPU minus moto's and the bench's) at the Lambda's share of a "
+            "vCPU, plus the requests' latency on the invocation's critical path at AWS_REQUEST_MS; no-op target "
+            "(command echo). With moto's wall time instead: total_with_moto_wall_duration",
             "sqs": "scheduler SendMessageBatch share + the event source's ReceiveMessage and DeleteMessageBatch "
             "shares (empty long polls are a fixed cost, not per run)",
             "target": "no-op: the target's own cost (an HTTP call, a Lambda invoke) is the owner's",
         },
     }
+    out["worker_duration_on_aws"] = worker_duration_on_aws_ms(small, deployment["worker_memory_mb"])
+    out["total_with_moto_wall_duration"] = cost_per_million_runs(_per_run(small, deployment, moto_wall=True))[
+        "total"
+    ]
     # the floor of this item layout: what the measured units and requests cost were the worker instant
     out["total_without_worker_duration"] = out["total"] - out["lambda_duration"]
     out["write_units_per_run_for_target"] = {
@@ -241,12 +288,16 @@ def _provisioned_costs(small: dict[str, Any], deployment: dict[str, Any]) -> dic
         min_write=deployment["capacity_min_write"],
     )
     cost = provisioned_cost_per_million_runs(per_run, writes, reads, _table_names(), provisioning)
+    moto_wall = provisioned_cost_per_million_runs(
+        _per_run(small, deployment, moto_wall=True), writes, reads, _table_names(), provisioning
+    )
     # One more write unit per run, on a table above its floor, costs its unit-hours at the utilization.
     usd_per_write_unit = PRICES.dynamodb_write_per_unit_hour * 1e6 / 3600 / provisioning.target_utilization
     return {
         **cost,
         # the floor of this item layout: what the measured units and requests cost were the worker instant
         "total_without_worker_duration": cost["total"] - cost["lambda_duration"],
+        "total_with_moto_wall_duration": moto_wall["total"],
         "write_units_per_run_for_target": {
             "target_usd": PROVISIONED_TARGET_USD,
             "write_units_per_run": units_per_run_for_target(

@@ -159,7 +159,7 @@ def measure_rush(
             job = make_job(
                 i, "0 0 * * *", created_at_ms=T0, jitter_s=jitter_s if jittered else 0, prefix="j_rush"
             )
-            items.append(sched_of(job, settings, now_ms=midnight - 60_000, next_run_at_ms=midnight))
+            items += sched_of(job, settings, now_ms=midnight - 60_000, next_run_at_ms=midnight)
             dispatch_at[job.id] = midnight + jitter_offset_ms(job.id, job.jitter_s)
             if not jittered:
                 plain_ids.add(job.id)
@@ -415,6 +415,7 @@ def _moves(store: Any, job_ids: list[str], midnight: int, settings: Any) -> list
             shards=settings.due_shards,
             bucket_ms=settings.due_bucket_s * 1000,
             now_ms=midnight + day,
+            version=getattr(state, "version", None),
         )
         calls.append(
             functools.partial(

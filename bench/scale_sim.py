@@ -6,7 +6,7 @@ planning, the conditional run puts, the SQS batches, the fenced moves and the wa
 boundary after the previous step ends, as ``SchedulerLoop.run`` does, for N partitions, on ``MemoryJobStore``/``MemoryRunStore``/``MemoryRunQueue``/``MemoryControlStore``. What is
 modelled (:class:`Model`): each request's latency, which advances the simulated clock (never a sleep); a
 budget of ``key_wcu_per_s`` write units per partition key per second of simulated time, on the keys a rush
-can heat (the due index's ``p#b#s`` keys, which every move deletes from and puts into, and the sweep index's
+can heat (the due index's timer keys ``p#b#s#lane``, into which every move files the job's next timer item, and the sweep index's
 16 ``sweep#<shard>`` keys, which only a skipped-fire row the tick puts could enter: none do, and no scheduled
 run does since issue [2.5]); a write whose key is over budget (on the table or
 one of its indexes: DynamoDB throttles the base write when an index cannot take it) is throttled and the
@@ -154,11 +154,12 @@ class SimExecutor(Executor):
 @dataclass(frozen=True)
 class Latencies:
     """Per-request latency in ms (in-region, p50-like figures for DynamoDB and SQS; assumptions, not
-    measurements): writes, consistent BatchGetItem of up to 100 items, a Query (``query_ms`` plus
+    measurements): writes, a BatchWriteItem of up to 25 items, consistent BatchGetItem of up to 100 items, a Query (``query_ms`` plus
     ``query_item_ms`` per item returned), SQS SendMessageBatch, and the control table's lease/watermark calls."""
 
     put_ms: float = 5.0
     update_ms: float = 6.0
+    batch_write_ms: float = 10.0
     batch_get_ms: float = 12.0
     query_ms: float = 6.0
     query_item_ms: float = 0.02
@@ -233,6 +234,28 @@ class Model:
                 raise Throttled(over)
             self.clock.advance(self.backoff_base_ms * 2 ** (attempt - 1) / 2)
 
+    def batch(
+        self, kind: str, latency_ms: float, items: Sequence[T], *, key: Callable[[T], str]
+    ) -> tuple[list[T], list[T]]:
+        """One batch write of ``items`` (a unit each on ``key(item)``) after ``latency_ms``: each key takes as many
+        as it has units left in the current second, the rest come back unprocessed (DynamoDB's
+        ``UnprocessedItems``; counted as a throttle). Returns ``(accepted, unprocessed)``."""
+        self.requests[kind] += 1
+        self.clock.advance(latency_ms)
+        second = int(self.clock.now // 1000)
+        accepted: list[T] = []
+        unprocessed: list[T] = []
+        for item in items:
+            name = key(item)
+            if self.used[(name, second)] + 1 > self.key_wcu_per_s:
+                unprocessed.append(item)
+            else:
+                self.used[(name, second)] += 1
+                accepted.append(item)
+        if unprocessed:
+            self.throttles += 1
+        return accepted, unprocessed
+
     def hottest(self) -> tuple[str, float]:
         """The key with the most units accepted in one second, and that many units (``("", 0)`` if none)."""
         if not self.used:
@@ -245,8 +268,8 @@ class Model:
 
 
 def due_key(entry: DueEntry) -> str:
-    """The due index's partition key of ``entry``: ``p<partition>#b<bucket>#s<shard>``."""
-    return f"p{entry.partition}#b{entry.bucket}#s{entry.shard}"
+    """The partition key of ``entry``'s timer item: ``p<partition>#b<bucket>#s<shard>#<lane>``."""
+    return f"p{entry.partition}#b{entry.bucket}#s{entry.shard}#{entry.lane}"
 
 
 class SimJobStore(MemoryJobStore):
@@ -275,14 +298,27 @@ class SimJobStore(MemoryJobStore):
             self.model.call("BatchGetItem", self.model.latencies.batch_get_ms)
         return super().scheduling_states(job_ids)
 
+    def put_timers(self, entries: Sequence[DueEntry]) -> None:
+        """``MemoryJobStore.put_timers`` charged as BatchWriteItems (the tick files 25 at a time), each writing a
+        unit to each entry's timer key: as on DynamoDB, the items a key over its budget cannot take come back
+        unprocessed and are sent again after a back-off (:meth:`Model.batch`); raises :class:`Throttled` when some
+        are still unprocessed after ``max_attempts`` requests (the tick then leaves their jobs due)."""
+        pending = list(entries)
+        for attempt in range(1, self.model.max_attempts + 1):
+            accepted, pending = self.model.batch(
+                "BatchWriteItem", self.model.latencies.batch_write_ms, pending, key=due_key
+            )
+            super().put_timers(accepted)
+            if not pending:
+                return
+            if attempt < self.model.max_attempts:
+                self.model.clock.advance(self.model.backoff_base_ms * 2 ** (attempt - 1) / 2)
+        raise Throttled(due_key(pending[0]))
+
     def move(self, move: Move) -> None:
-        """``MemoryJobStore.move`` charged to the model as one UpdateItem writing the due-index keys it
-        changes."""
-        due = move.due
-        stored = self.states.get(move.job_id)
-        old = stored.due if isinstance(stored, SchedulingState) else None
-        writes = [(due_key(e), 1.0) for e in (old, due) if e is not None and (old is None or old != due)]
-        self.model.call("UpdateItem", self.model.latencies.update_ms, writes, cpu_ms=self.cpu_ms)
+        """``MemoryJobStore.move`` charged to the model as one UpdateItem of the job's own scheduling item (a key
+        of its own, which no rush heats)."""
+        self.model.call("UpdateItem", self.model.latencies.update_ms, cpu_ms=self.cpu_ms)
         super().move(move)
 
 
@@ -396,6 +432,7 @@ def load(
                     shards=settings.due_shards,
                     bucket_ms=settings.due_bucket_s * 1000,
                     now_ms=MIDNIGHT_MS - 3_600_000,
+                    version=1,
                 ),
             )
         )

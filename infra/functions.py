@@ -276,18 +276,27 @@ class Functions(Construct):
         self._grant_target_tag_reads(fn)
 
     def _grant_scheduler(self) -> None:
-        """JobStore query_due (due index Query), oldest_due_bucket (due index Scan, bootstrap only),
-        scheduling_states (BatchGetItem) and the fenced move (UpdateItem); RunStore put_new and rows_between
-        (Query, when a skipped range meets existing runs); ControlStore lease and watermark items; enqueueing;
-        the skipped-fires alert of a job whose policy asks for it (``alerts.on_skipped``) on the alerts topic."""
+        """JobStore due_lanes (GetItem), query_due (Query of the timer items; of the ``due`` index while it may
+        hold entries of the layout before them), put_timers (BatchWriteItem), oldest_due_bucket (Scan, bootstrap
+        only), scheduling_states (BatchGetItem) and the fenced move (UpdateItem); RunStore put_new and rows_between
+        (Query, when a skipped range meets existing runs); ControlStore lease, watermark and read-position items;
+        enqueueing; the skipped-fires alert of a job whose policy asks for it (``alerts.on_skipped``) on the alerts
+        topic."""
         s, fn = self._storage, self.scheduler
         due = index_name(resources.JOBS, "due")
         self._dynamo(
             fn,
             s.jobs,
-            ["dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
+            [
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:Scan",
+                "dynamodb:UpdateItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:BatchWriteItem",
+            ],
             indexes=[due],
-            index_actions=("dynamodb:Query", "dynamodb:Scan"),
+            index_actions=("dynamodb:Query",),
         )
         self._dynamo(fn, s.runs, ["dynamodb:PutItem", "dynamodb:Query"])
         self._dynamo(fn, s.control, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"])
@@ -335,10 +344,24 @@ class Functions(Construct):
         (UpdateItem), list_for_job (Query: an alert policy's streak); JobStore get_spec (GetItem), and list_events,
         get and replace (Query, a transaction of Put: an alert policy's automatic pause); re-enqueueing; owed
         dead-run letters and alerts; draining the run queue's dead-letter queue (a run whose message SQS gave up
-        on is recorded dead: design §4.7)."""
+        on is recorded dead: design §4.7); JobStore migrate_due_index (Scan of the ``due`` index, BatchWriteItem
+        of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem)."""
         s, fn = self._storage, self.sweeper
         sweep = index_name(resources.RUNS, "sweep")
-        self._dynamo(fn, s.jobs, ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"])
+        due = index_name(resources.JOBS, "due")
+        self._dynamo(
+            fn,
+            s.jobs,
+            [
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:BatchWriteItem",
+            ],
+            indexes=[due],
+            index_actions=("dynamodb:Scan",),
+        )
         self._dynamo(
             fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:Query"], indexes=[sweep]
         )

@@ -59,6 +59,18 @@ def test_watermarks_only_advance_and_an_older_term_cannot_move_them(control: Any
     assert control.read_watermark(0) == 101 and control.read_watermark(1) is None
 
 
+def test_read_positions_are_stored_per_partition_and_an_older_term_cannot_overwrite_them(
+    control: Any,
+) -> None:
+    assert control.read_positions(0) is None
+    assert control.save_positions(0, '{"1:0:early": [5, "j", 5, 1]}', term=5)
+    assert control.save_positions(0, '{"1:0:early": [6, "j", 6, 1]}', term=5)  # the same leader, again
+    assert not control.save_positions(0, "{}", term=4)  # an older leader
+    assert control.read_positions(0) == '{"1:0:early": [6, "j", 6, 1]}' and control.read_positions(1) is None
+    assert control.save_positions(0, "{}", term=6)
+    assert control.read_positions(0) == "{}"
+
+
 def test_the_partition_high_water_mark_only_rises_and_says_when_it_was_missing(control: Any) -> None:
     assert control.raise_partition_high_water(2) == (2, True)
     assert control.raise_partition_high_water(4) == (4, False)

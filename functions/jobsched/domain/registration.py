@@ -11,7 +11,7 @@ import hashlib
 import secrets
 
 from jobsched.models import Job, from_ms, to_ms
-from jobsched.ports.jobs import DueEntry, SchedulingState
+from jobsched.ports.jobs import EARLY, LATE, DueEntry, SchedulingState
 from jobsched.schedules import Schedule, ScheduleError, jitter_offset_ms, parse_schedule
 from jobsched.settings import Settings
 
@@ -37,22 +37,42 @@ def shard_of(job_id: str, shards: int) -> int:
     return stable_hash("shard:" + job_id) % shards
 
 
+TIMER_LEAD_MS = 15_000
+"""An entry written at least this long before its due instant goes to the :data:`~jobsched.ports.jobs.EARLY`
+lane, filed at its due instant; closer, to the :data:`~jobsched.ports.jobs.LATE` lane, filed at its writing.
+It covers what the tick's ``WATERMARK_MARGIN_MS`` covers (a writer's clock slightly behind, a write that lands
+a few seconds after it was sent): an early entry is stored long before a reader reaches its instant."""
+
+
 def due_entry(
-    job_id: str, due_at_ms: int, *, partition: int, shards: int, bucket_ms: int, now_ms: int
+    job_id: str,
+    due_at_ms: int,
+    *,
+    partition: int,
+    shards: int,
+    bucket_ms: int,
+    now_ms: int,
+    version: int | None = None,
 ) -> DueEntry:
     """The due-index entry of a job due at ``due_at_ms`` (epoch ms, its dispatch instant), written at
-    ``now_ms``.
+    ``now_ms`` for its scheduling state's ``version``.
 
-    The bucket is that of ``max(due_at_ms, now_ms)`` (``bucket_ms`` wide): an entry written with a past due
-    instant (a resumed job, a catch-up) lands in the current bucket, never behind the scheduler's watermark,
-    and the poll's ``due_at <= now`` still finds it at once.
+    Its position is ``max(due_at_ms, now_ms)`` and its bucket that of the position (``bucket_ms`` wide): an
+    entry written with a past due instant (a resumed job, a catch-up) lands at the current instant, never behind
+    the scheduler's watermark or read position, and the poll's ``at <= now`` still finds it at once. Its lane
+    is :data:`~jobsched.ports.jobs.EARLY` when it is written at least :data:`TIMER_LEAD_MS` ahead, else
+    :data:`~jobsched.ports.jobs.LATE`.
     """
+    position = max(due_at_ms, now_ms)
     return DueEntry(
         job_id=job_id,
         partition=partition,
-        bucket=max(due_at_ms, now_ms) // bucket_ms,
+        bucket=position // bucket_ms,
         shard=shard_of(job_id, shards),
         due_at=due_at_ms,
+        lane=EARLY if due_at_ms - now_ms >= TIMER_LEAD_MS else LATE,
+        position=position,
+        version=version,
     )
 
 
@@ -116,6 +136,7 @@ def scheduling_state(
             shards=settings.due_shards,
             bucket_ms=settings.due_bucket_s * 1000,
             now_ms=now_ms,
+            version=version,
         )
     return SchedulingState(
         job_id=job.id,

@@ -28,6 +28,8 @@ The decisions behind each step (re-enqueue, catch-up, skipped fires, index lag, 
 
 from __future__ import annotations
 
+import enum
+import json
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -40,7 +42,10 @@ from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard, WatermarkStore
 from jobsched.ports.jobs import (
+    INDEX,
+    LATE,
     STATE_BATCH,
+    DueCursor,
     DueEntry,
     DueIndex,
     DuePageToken,
@@ -58,7 +63,85 @@ entry in the bucket of ``max(due_at, their now)``; the margin covers a writer wh
 and the due index's replication delay (a GSI is eventually consistent)."""
 
 
+UPGRADE_REWIND_MS = 10 * 60_000
+"""How far behind now the first leader of a partition since the move to timer items reads again (its stored
+watermark was written by a leader of the code before them, which read no timer item: during the deploy it may
+have closed buckets into which the new API or the migration filed some). Covers the old leader's last
+invocation (about 67 s) and the minutes a deploy takes to update every function."""
+
+POSITIONS_SAVE_MS = 5_000
+"""The read positions (``Scheduler`` cursors) are stored at most this often: a new leader re-reads at most this
+much more of each lane than the last one had passed (its entries then cost one state read per job, once)."""
+
+
 # --- the tick -------------------------------------------------------------------------------------
+
+
+class _Verdict(enum.Enum):
+    """What a tick makes of a due entry, given its job's state read consistently (:func:`_judge`)."""
+
+    DONE = "done"  # stale: the job moved past it, was deleted or is not due here; or an orphan hint
+    WORK = "work"  # the job's current entry: done once the tick sent its runs and moved it
+    HOLD = "hold"  # ahead of the job's state, and young: its state write may still land
+
+
+def _rank(state: SchedulingState) -> tuple[int, float]:
+    """How far a state has got, to compare with ``DueEntry.rank``: ``(version or -1, due_at)``, due_at infinite
+    when the job is not in the due index (paused, ended)."""
+    version = -1 if state.version is None else state.version
+    return (version, state.due.due_at if state.due is not None else float("inf"))
+
+
+def _judge(entry: DueEntry, state: SchedulingState | None, partition: int, now_ms: int) -> _Verdict:
+    """The verdict on ``entry`` (due by ``now_ms``) given its job's ``state`` (None: no state stored).
+
+    A state whose rank (version, due instant) is above the entry's has moved past it: the entry is stale. One of
+    equal rank is the job's current fire: work for this tick when due here. An entry ahead of its state (or of
+    a missing one) was written before a state write that has not landed (creation, edit, move: writers file
+    the entry first) or was refused: it is held until ``WATERMARK_MARGIN_MS`` after its position, by when a
+    write sent then has landed, and is an orphan after that. An entry of the old :data:`INDEX` lane lives on
+    the state itself: current iff the state still shows it."""
+    old = entry.at <= now_ms - WATERMARK_MARGIN_MS
+    if state is None:
+        return _Verdict.DONE if old else _Verdict.HOLD
+    if entry.lane == INDEX:
+        return _Verdict.WORK if state.due == entry and _due_here(state, partition, now_ms) else _Verdict.DONE
+    rank = _rank(state)
+    if entry.version is None:  # written for no version in particular (e.g. by hand): its instant decides
+        rank = (entry.rank[0], rank[1])
+    if rank > entry.rank:
+        return _Verdict.DONE
+    if rank == entry.rank:
+        return _Verdict.WORK if _due_here(state, partition, now_ms) else _Verdict.DONE
+    return _Verdict.DONE if old else _Verdict.HOLD
+
+
+def encode_positions(cursors: dict[tuple[int, int, str], DueCursor], floor: int | None = None) -> str:
+    """The read positions as stored (``WatermarkStore.save_positions``): JSON ``{"floor": <bucket or null>,
+    "cursors": {"<bucket>:<shard>:<lane>": [at, job_id, due_at, version]}}``; ``floor``: the oldest bucket
+    behind the watermark still to be read (see ``UPGRADE_REWIND_MS``)."""
+    return json.dumps(
+        {
+            "floor": floor,
+            "cursors": {f"{b}:{s}:{lane}": list(c) for (b, s, lane), c in sorted(cursors.items())},
+        }
+    )
+
+
+def decode_positions(text: str) -> tuple[dict[tuple[int, int, str], DueCursor], int | None]:
+    """Inverse of :func:`encode_positions`; a value no code of ours wrote reads as no cursor and no floor (a new
+    leader then reads its lanes from their start: slower, never wrong)."""
+    try:
+        data = json.loads(text)
+        cursors: dict[tuple[int, int, str], DueCursor] = {}
+        for key, (at, job_id, due_at, version) in data["cursors"].items():
+            bucket, shard, lane = key.split(":")
+            cursors[(int(bucket), int(shard), lane)] = (int(at), str(job_id), int(due_at), int(version))
+        floor = data.get("floor")
+        return cursors, (int(floor) if floor is not None else None)
+    except (ValueError, TypeError, AttributeError, KeyError) as error:
+        logger.error("stored read positions unreadable; reading the lanes from their start", error=str(error))
+        return {}, None
 
 
 def _due_here(state: SchedulingState | None, partition: int, now_ms: int) -> bool:
@@ -109,19 +192,23 @@ class TickResult:
     next_due_at: int | None = None
 
 
-LOOK_BEHIND_MS = 300_000
-"""Once per bucket period the poll also re-reads the buckets this far behind the watermark (one query per
-shard per bucket, amortized over the period: with the defaults, 20 queries a minute). A safety net for an
-entry written behind the watermark after it advanced: a writer whose clock is off by more than the margin, or
-a deposed leader's move whose request was held up for longer than the margin. Such an entry is then found
-(late, but found) instead of never again."""
-
-
 @dataclass
 class _BucketRead:
     bucket: int
-    complete: bool = True  # every shard read from its start to the end in this tick
-    items: list[DueEntry] = field(default_factory=list)
+    complete: bool = True  # every lane of every shard read from its position to the end in this tick
+    items: list[DueEntry] = field(default_factory=list)  # entries not known done yet
+    # (shard, lane) -> what this tick's queries returned, in the lane's order, from the lane's read position
+    fresh: dict[tuple[int, str], list[DueEntry]] = field(default_factory=dict)
+
+
+@dataclass
+class _Pending:
+    read: _BucketRead
+    shard: int
+    lane: str
+    up_to: int
+    start: DueCursor | None
+    token: DuePageToken | None = None
 
 
 class Scheduler(TickWrites):
@@ -169,14 +256,23 @@ class Scheduler(TickWrites):
         self.bucket_ms = settings.due_bucket_s * 1000
         self._watermark: int | None = None
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
-        self._stale: set[DueEntry] = set()  # this tick's entries no longer current (see _plan)
+        self._verdicts: dict[DueEntry, _Verdict] = {}  # this tick's verdicts (see _plan)
+        # The read path of the timer lanes (design §4.8): per (bucket, shard, lane) the order of the last entry
+        # passed (every entry up to it is done), and the entries after it known done (read again, not judged
+        # again). Positions are stored every POSITIONS_SAVE_MS, so a new leader starts near them.
+        self._lanes: tuple[str, ...] = ()
+        self._cursors: dict[tuple[int, int, str], DueCursor] = {}
+        self._saved: tuple[str, int] | None = None  # (positions stored, when)
+        self._done: set[DueEntry] = set()
+        self._floor: int | None = (
+            None  # the oldest bucket behind the watermark still to read (UPGRADE_REWIND_MS)
+        )
         # the jobs the last tick planned or found stale (at most max_jobs: as many when it was full)
         self._considered: set[str] = set()
-        self._looked_behind_at: int | None = None  # the bucket period of the last look-behind read
-        # The backlog a full tick read but did not reach, by (bucket, shard): the next tick takes it instead of
+        # The backlog a full tick read but did not reach, by (bucket, shard, lane): the next tick takes it instead of
         # querying those shards again (see _read_due). Only a hint: every entry is checked against the job's
         # state read consistently, and the due index stays the truth (a lost carry costs a query, no run).
-        self._carry: dict[tuple[int, int], list[DueEntry]] = {}
+        self._carry: dict[tuple[int, int, str], list[DueEntry]] = {}
         self._pool = executor or ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
         )
@@ -191,18 +287,32 @@ class Scheduler(TickWrites):
         return self._watermark
 
     def on_leadership(self, guard: Guard) -> None:
-        """Load the watermark after acquiring the lease. If the partition has none yet (first start), it
-        starts at the oldest bucket holding an entry of this partition (a one-off scan of the due index),
-        or at now's bucket minus the margin, and is stored."""
+        """Load the watermark, the read positions and the lanes to read after acquiring the lease. If the
+        partition has no watermark yet (first start), it starts at the oldest bucket holding an entry of this
+        partition (a one-off scan of the jobs' states), or at now's bucket minus the margin, and is stored. A
+        watermark stored without read positions was written by the code before timer items: the ticks then also
+        read the buckets from ``UPGRADE_REWIND_MS`` ago (the floor) until they are drained."""
+        self._lanes = self.jobs.due_lanes()
+        self._done = set()
+        self._cursors, self._saved, self._floor = {}, None, None
         stored = self.control.read_watermark(self.partition)
         if stored is not None:
             self._watermark = stored
+            positions = self.control.read_positions(self.partition)
+            if positions is None:
+                # the first leader since the move to timer items: its watermark was stored by code that read none
+                floor: int | None = (self.clock() - UPGRADE_REWIND_MS) // self.bucket_ms
+            else:
+                self._cursors, floor = decode_positions(positions)
+                self._saved = (positions, self.clock())
+            self._floor = floor if floor is not None and floor < stored else None
+            self._drop_behind()
             return
         now = self.clock()
         start = (now - WATERMARK_MARGIN_MS) // self.bucket_ms
-        oldest = self.jobs.oldest_due_bucket(self.partition)
-        if oldest is not None:
-            start = min(start, oldest)
+        first = self.jobs.oldest_due_bucket(self.partition)
+        if first is not None:
+            start = min(start, first)
         term = guard.check()
         if not self.control.advance_watermark(self.partition, start, term=term, now_ms=now):
             stored = self.control.read_watermark(self.partition)
@@ -215,6 +325,7 @@ class Scheduler(TickWrites):
         self._watermark = None
         self._carry = {}
         self._considered = set()
+        self._cursors, self._saved, self._done, self._floor = {}, None, set(), None
 
     # --- the tick -------------------------------------------------------------------------------
 
@@ -222,15 +333,15 @@ class Scheduler(TickWrites):
         """Run one tick at ``now_ms`` (epoch ms) for this partition; ``guard`` is the leader lease.
 
         Requests per run: 1 UpdateItem moving the job (one per job per tick, shared by all the fires a
-        catching-up job runs in that tick) + 1/10 SendMessageBatch + 1/100 BatchGetItem (the due jobs'
-        scheduling items, read consistently: 0.5 read units each) = 1.11, plus per tick one Query per shard per
-        undrained bucket (``due_shards`` x 1-2 buckets with the defaults: 4-8, none for a shard whose backlog
-        the previous full tick read; plus, once a minute,
-        ``LOOK_BEHIND_MS`` worth of buckets) and, in the loop, a lease renewal every third tick, amortized over
-        the tick's runs (about 1.19 at 100 runs a second). No run row: the worker's claim writes it. An idle tick costs the
-        queries alone, whatever the number of jobs. A refused
-        put of a skipped fire costs the same 1 request (the existing row comes back with the refusal). Skipped
-        fires cost one PutItem per row (at most ``limits.skip_rows_max`` rows, else one summary row).
+        catching-up job runs in that tick) + 1/25 BatchWriteItem filing its next due entry + 1/10
+        SendMessageBatch + 1/100 BatchGetItem (the due jobs' scheduling items, read consistently) = 1.15, plus per
+        tick one Query per lane per shard per undrained bucket (``due_shards`` x 2 lanes x 1-2 buckets with the
+        defaults: 8-16, none for a lane whose backlog the previous full tick read), a store of the read positions
+        at most every ``POSITIONS_SAVE_MS``, and, in the loop, a lease renewal every third tick, amortized over the
+        tick's runs. No run row: the worker's claim writes it. An idle tick costs the queries alone, whatever the
+        number of jobs. A refused put of a skipped fire costs the same 1 request (the existing row comes back with
+        the refusal). Skipped fires cost one PutItem per row (at most ``limits.skip_rows_max`` rows, else one
+        summary row).
 
         A job's write errors and the queue's errors do not raise: the job stays due (its bucket undrained)
         and the next tick retries it. A lost lease ends the tick early with ``aborted=True`` and no further
@@ -240,7 +351,7 @@ class Scheduler(TickWrites):
         if self._watermark is None:
             raise RuntimeError("tick() before on_leadership(): no watermark loaded")
         result = TickResult(now=now_ms, term=0)
-        self._stale = set()
+        self._verdicts = {}
         works: list[JobWork] = []
         try:
             result.term = guard.check()
@@ -251,7 +362,9 @@ class Scheduler(TickWrites):
             self._move(works, now_ms, guard, result)
             self._keep_backlog(reads, works, now_ms)
             result.errors = sum(1 for work in works if work.failed or not work.sent)
+            self._advance_cursors(reads, works, now_ms)
             self._advance_watermark(reads, works, now_ms, guard, result)
+            self._save_positions(now_ms, guard)
             self._measure_lag(reads, works, now_ms, result)
         except LeaseLost as lost:
             result.aborted = True
@@ -283,27 +396,20 @@ class Scheduler(TickWrites):
     # --- 1. read ---------------------------------------------------------------------------------
 
     def _buckets(self, now_ms: int) -> list[int]:
-        """Buckets to read, oldest first: the look-behind (on the first tick past each bucket's middle, and on a
-        new leader's first tick; while a backlog drains, after a tick that was not full, or once the look-behind is
-        ``LOOK_BEHIND_MS`` late), then from the watermark to now (bounded by ``limits.backlog_buckets`` plus
-        the newest two when far behind)."""
-        assert self._watermark is not None
+        """Buckets to read, oldest first: from the watermark to now (bounded by ``limits.backlog_buckets`` plus
+        the newest two when far behind), from the floor while there is one (``UPGRADE_REWIND_MS``). Nothing else
+        behind the watermark: writers file an entry at or after their own instant (``registration.due_entry``),
+        and the watermark passes a bucket only ``WATERMARK_MARGIN_MS`` after its end."""
         newest = self._horizon(now_ms) // self.bucket_ms
-        oldest = min(self._watermark, newest)
-        behind: list[int] = []
-        period = (now_ms - self.bucket_ms // 2) // self.bucket_ms  # mid-bucket: away from round-time bursts
-        width = max(1, -(-LOOK_BEHIND_MS // self.bucket_ms))
-        last = self._looked_behind_at
-        # While a backlog drains (the last tick was full, or left entries for this one: a rush) it is postponed,
-        # by at most its own width of periods.
-        busy = bool(self._carry) or len(self._considered) >= self.limits.max_jobs
-        if last != period and (not busy or last is None or period - last >= width):
-            self._looked_behind_at = period
-            behind = list(range(max(0, oldest - width), oldest))
+        oldest = min(self._oldest_read(), newest)
         if newest - oldest + 1 <= self.limits.backlog_buckets + 2:
-            return [*behind, *range(oldest, newest + 1)]
-        backlog = list(range(oldest, oldest + self.limits.backlog_buckets))
-        return [*behind, *backlog, newest - 1, newest]
+            return list(range(oldest, newest + 1))
+        return [*range(oldest, oldest + self.limits.backlog_buckets), newest - 1, newest]
+
+    def _oldest_read(self) -> int:
+        """The oldest bucket the ticks read: the watermark, or the floor behind it while there is one."""
+        assert self._watermark is not None
+        return self._watermark if self._floor is None else min(self._floor, self._watermark)
 
     def _horizon(self, now_ms: int) -> int:
         """The last dispatch instant this tick looks at (epoch ms): now plus the look-ahead up to just before
@@ -311,66 +417,84 @@ class Scheduler(TickWrites):
         return planning.horizon_ms(now_ms, self.settings.dispatch_lookahead_ms)
 
     def _read_due(self, now_ms: int, result: TickResult) -> list[_BucketRead]:
-        """Query every (bucket, shard) in parallel for the entries due by the tick's horizon (now plus the
-        look-ahead: those after now are only noted, ``_plan``), following pages while under ``limits.max_jobs``.
+        """Query every (bucket, shard, lane) in parallel for the entries due by the tick's horizon (now plus the
+        look-ahead: those after now are only noted, ``_plan``), each from its read position (``_cursors``),
+        following pages while under ``limits.max_jobs``. Entries known done (``_done``) are dropped from what
+        the tick judges, not from what the cursors pass.
 
-        A shard for which the previous tick left a backlog (it was full: ``_keep_backlog``) is queried only for
-        entries due before the oldest of its backlog, and when the backlog alone fills this tick, every other
-        shard only for entries due before the oldest of the whole backlog: an entry written since (a one-off
+        A lane for which the previous tick left a backlog (it was full: ``_keep_backlog``) is queried only for
+        entries filed before the oldest of its backlog, and when the backlog alone fills this tick, every other
+        lane only for entries filed before the oldest of the whole backlog: an entry written since (a one-off
         accepted late, a resume, a catching-up job's next fire) still goes first, oldest first, as a fresh read
         would take it, instead of waiting behind the backlog past its misfire grace. Such a bucket counts as not
-        read to the end (the watermark waits for a tick that reads it from its start). (A bucket holds entries
-        due before its start: a late write is filed in the bucket of its writing, so even a bound before the
-        bucket's start is queried.) During a rush this saves re-reading ``page_size`` entries per shard in all but
-        one in ``shards * page_size / max_jobs`` ticks: the bounded queries return only what was written since."""
+        read to the end (the watermark waits for a tick that reads it to its end). During a rush this saves
+        re-reading ``page_size`` entries per lane in all but one in ``shards * page_size / max_jobs`` ticks."""
         horizon = self._horizon(now_ms)
         reads = [_BucketRead(b) for b in self._buckets(now_ms)]
         carry, self._carry = self._carry, {}
         shards = range(self.settings.due_shards)
+        lanes = self._lanes
         kept = {
-            (r.bucket, s): carry[(r.bucket, s)] for r in reads for s in shards if carry.get((r.bucket, s))
+            (r.bucket, s, lane): carry[(r.bucket, s, lane)]
+            for r in reads
+            for s in shards
+            for lane in lanes
+            if carry.get((r.bucket, s, lane))
         }
-        # (a look-behind due in this tick, overdue: ``_buckets``, reads the buckets behind the watermark anyway)
-        assert self._watermark is not None
-        looking_behind = any(read.bucket < self._watermark for read in reads)
-        full = sum(len(items) for items in kept.values()) >= self.limits.max_jobs and not looking_behind
-        oldest_kept = min((item.due_at for items in kept.values() for item in items), default=horizon + 1)
-        pending: list[tuple[_BucketRead, int, int, DuePageToken | None]] = []
+        full = sum(len(items) for items in kept.values()) >= self.limits.max_jobs
+        oldest_kept = min((item.at for items in kept.values() for item in items), default=horizon + 1)
+        pending: list[_Pending] = []
         total = 0
         for read in reads:
             for shard in shards:
-                items = kept.get((read.bucket, shard))
-                up_to = horizon
-                if items:
-                    read.items.extend(items)
-                    total += len(items)
-                    up_to = min(horizon, min(item.due_at for item in items) - 1)
-                elif full:
-                    up_to = min(horizon, oldest_kept - 1)
-                # an entry is due before its bucket ends (``registration.due_entry``): a read up to the bucket's
-                # last instant, or to the horizon, has all of it
-                if items or up_to < min(horizon, (read.bucket + 1) * self.bucket_ms - 1):
-                    read.complete = False  # not read to its end in this tick
-                pending.append((read, shard, up_to, None))
+                for lane in lanes:
+                    items = kept.get((read.bucket, shard, lane))
+                    up_to = horizon
+                    if items:
+                        read.items.extend(items)
+                        total += len(items)
+                        up_to = min(horizon, min(item.at for item in items) - 1)
+                    elif full and lane != LATE:
+                        # (a late entry sorts at its writing, not at its due instant: its lane is read whole)
+                        up_to = min(horizon, oldest_kept - 1)
+                    # an entry is filed before its bucket ends (``registration.due_entry``): a read up to the
+                    # bucket's last instant, or to the horizon, has all of it
+                    if items or up_to < min(horizon, (read.bucket + 1) * self.bucket_ms - 1):
+                        read.complete = False  # not read to its end in this tick
+                    start = None if lane == INDEX else self._cursors.get((read.bucket, shard, lane))
+                    read.fresh[(shard, lane)] = []
+                    pending.append(_Pending(read, shard, lane, up_to, start))
         while pending:
             pages = list(
                 self._pool.map(
                     lambda p: self.jobs.query_due(
-                        DueQuery(self.partition, p[0].bucket, p[1], p[2], self.limits.page_size, p[3])
+                        DueQuery(
+                            self.partition,
+                            p.read.bucket,
+                            p.shard,
+                            p.up_to,
+                            self.limits.page_size,
+                            p.token,
+                            lane=p.lane,
+                            start=p.start,
+                        )
                     ),
                     pending,
                 )
             )
             result.queries += len(pending)
-            following: list[tuple[_BucketRead, int, int, DuePageToken | None]] = []
-            for (read, key, up_to, _), (items, next_key) in zip(pending, pages, strict=True):
-                read.items.extend(items)
-                total += len(items)
+            following: list[_Pending] = []
+            for query, (items, next_key) in zip(pending, pages, strict=True):
+                query.read.fresh[(query.shard, query.lane)].extend(items)
+                new = [item for item in items if item not in self._done]
+                query.read.items.extend(new)
+                total += len(new)
                 if next_key:
-                    following.append((read, key, up_to, next_key))
+                    query.token = next_key
+                    following.append(query)
             if total >= self.limits.max_jobs:
-                for read, _, _, _ in following:
-                    read.complete = False
+                for query in following:
+                    query.read.complete = False
                 break
             pending = following
         return reads
@@ -380,34 +504,38 @@ class Scheduler(TickWrites):
         entries it read, due by now, of the jobs it left for later and of the jobs whose writes failed (so the
         next tick retries them, as it would by querying). A tick that was not full keeps nothing: its next tick
         queries every shard afresh."""
-        due = [item for read in reads for item in read.items if item.due_at <= now_ms]
+        # (a late entry is not carried: its lane is read from its position each tick, so an entry filed since at
+        # an older due instant is taken first)
+        due = [item for read in reads for item in read.items if item.due_at <= now_ms and item.lane != LATE]
         if all(item.job_id in self._considered for item in due):
             return
         retry = {work.plan.job.job_id for work in works if work.failed or not work.sent}
         for item in due:
             if item.job_id not in self._considered or item.job_id in retry:
-                self._carry.setdefault((item.bucket, item.shard), []).append(item)
+                self._carry.setdefault(item.lane_key, []).append(item)
 
     # --- 2. plan ---------------------------------------------------------------------------------
 
     def _plan(self, reads: list[_BucketRead], now_ms: int, result: TickResult) -> list[JobWork]:
         """Plan each due job once, from its scheduling item read consistently (one BatchGetItem per 100 jobs),
-        never from the due index's projection: a GSI is eventually consistent, and an entry may still show
-        the state before an edit, a pause or a move. An entry that is not the item's current one (the job
-        moved, was edited, paused or deleted since) is stale: it is left alone (the index drops it) and counts
-        as handled. At most ``limits.max_jobs`` jobs, oldest dispatch first. Entries due after now (read by
-        the look-ahead) are not planned: the earliest gives ``result.next_due_at``, when the loop ticks again."""
-        entries: dict[str, DueEntry] = {}
+        never from its entries, which are hints: a timer entry stays after its job moves on, and the old index
+        lags behind writes. Each entry read gets a verdict from its job's state (:func:`_judge`): stale, the
+        job's current fire, or held (ahead of a state write that may still land). At most ``limits.max_jobs``
+        jobs, oldest dispatch first. Entries due after now (read by the look-ahead) are not planned: the earliest
+        gives ``result.next_due_at``, when the loop ticks again."""
+        by_job: dict[str, list[DueEntry]] = {}
+        first: dict[str, DueEntry] = {}
         for read in reads:
             for item in read.items:
                 if item.due_at > now_ms:
                     if result.next_due_at is None or item.due_at < result.next_due_at:
                         result.next_due_at = item.due_at
                     continue
-                known = entries.get(item.job_id)
+                by_job.setdefault(item.job_id, []).append(item)
+                known = first.get(item.job_id)
                 if known is None or item.due_at < known.due_at:
-                    entries[item.job_id] = item
-        ordered = sorted(entries.values(), key=lambda e: (e.due_at, e.job_id))[: self.limits.max_jobs]
+                    first[item.job_id] = item
+        ordered = sorted(first.values(), key=lambda e: (e.due_at, e.job_id))[: self.limits.max_jobs]
         self._considered = {entry.job_id for entry in ordered}
         states = self._states([entry.job_id for entry in ordered])
         works: list[JobWork] = []
@@ -418,16 +546,15 @@ class Scheduler(TickWrites):
                 # the watermark (the poll would otherwise read ever more buckets).
                 logger.error("malformed scheduling item ignored", job_id=item.job_id, error=state.reason)
                 result.malformed += 1
-                self._ignored.add(item)
+                self._ignored.update(by_job[item.job_id])
                 continue
+            for entry in by_job[item.job_id]:
+                self._verdicts[entry] = _judge(entry, state, self.partition, now_ms)
             if not _due_here(state, self.partition, now_ms):
-                # deleted, paused, ended, moved on, or re-homed in another partition: nothing due here now
-                self._stale.add(item)
+                # deleted, paused, ended, not due yet, or homed in another partition: nothing due here now
                 continue
             assert state is not None
             job = DueJob.from_state(state)
-            if job.due != item:
-                self._stale.add(item)  # the index still shows an older entry of this job
             try:
                 plan = plan_fires(job, now_ms, self.limits)
             except ScheduleError as error:
@@ -452,33 +579,83 @@ class Scheduler(TickWrites):
             states.update(found)
         return states
 
-    # --- 6. watermark ----------------------------------------------------------------------------
+    # --- 6. read positions and watermark ---------------------------------------------------------
+
+    def _done_after_tick(self, works: list[JobWork]) -> set[DueEntry]:
+        """The entries this tick read that are now done: stale or orphaned (:class:`_Verdict` ``DONE``), of a
+        malformed state, or the current fire of a job whose runs were sent and whose move was made (or refused
+        because someone else moved it on)."""
+        handled = {w.plan.job.job_id: w for w in works if not w.failed and w.sent}
+        return {
+            entry
+            for entry, verdict in self._verdicts.items()
+            if verdict is _Verdict.DONE or (verdict is _Verdict.WORK and entry.job_id in handled)
+        } | self._ignored
+
+    def _advance_cursors(self, reads: list[_BucketRead], works: list[JobWork], now_ms: int) -> None:
+        """Move each timer lane's read position over the entries this tick's queries returned from it that are
+        done, in the lane's order, stopping at the first that is not; a :data:`LATE` entry is passed only once it
+        is ``WATERMARK_MARGIN_MS`` old, so an entry filed a little late at a position before it is still read.
+        The done entries left after a position are remembered, so the next ticks read them without judging them
+        again."""
+        done = self._done_after_tick(works)
+        self._done |= {entry for entry in done if entry.lane != INDEX}
+        for read in reads:
+            for (shard, lane), fresh in read.fresh.items():
+                if lane == INDEX:
+                    continue
+                key = (read.bucket, shard, lane)
+                for entry in fresh:
+                    if entry not in self._done or (lane == LATE and entry.at > now_ms - WATERMARK_MARGIN_MS):
+                        break
+                    self._cursors[key] = entry.order
+                    self._done.discard(entry)
+
+    def _save_positions(self, now_ms: int, guard: Guard) -> None:
+        """Store the read positions (and the floor) when they moved and ``POSITIONS_SAVE_MS`` have passed since the
+        last store (best effort: a failed store only makes a new leader re-read a little more)."""
+        positions = encode_positions(self._cursors, self._floor)
+        if self._saved is not None and (
+            self._saved[0] == positions or now_ms - self._saved[1] < POSITIONS_SAVE_MS
+        ):
+            return
+        term = guard.check()
+        try:
+            if self.control.save_positions(self.partition, positions, term=term):
+                self._saved = (positions, now_ms)
+        except Exception as error:
+            logger.warning("read positions write failed", partition=self.partition, error=str(error))
 
     def _advance_watermark(
         self, reads: list[_BucketRead], works: list[JobWork], now_ms: int, guard: Guard, result: TickResult
     ) -> None:
         """Advance over the contiguous run of drained buckets from the watermark. A bucket is drained when it
-        ended at least ``WATERMARK_MARGIN_MS`` ago, was read to the end, and each entry read from it was
-        handled (moved on, or found moved/edited/deleted by someone else)."""
+        ended at least ``WATERMARK_MARGIN_MS`` ago, every lane of it was read to the end, and each entry read from
+        it is done. The read positions and remembered entries of the buckets passed are dropped."""
         assert self._watermark is not None
-        handled = {w.plan.job.job_id: w for w in works}
-        target = self._watermark
+        done = self._done_after_tick(works) | self._done
         by_bucket = {read.bucket: read for read in reads}
-        while True:
-            read = by_bucket.get(target)
-            if (
-                read is None
-                or not read.complete
-                or (target + 1) * self.bucket_ms + WATERMARK_MARGIN_MS > now_ms
-            ):
-                break
-            if not all(
-                self._entry_done(item, handled) or item in self._ignored or item in self._stale
-                for item in read.items
-            ):
-                break
-            target += 1
+
+        def drained_from(bucket: int, end: int | None = None) -> int:
+            """The first bucket from ``bucket`` (up to ``end``) not drained."""
+            while end is None or bucket < end:
+                read = by_bucket.get(bucket)
+                if (
+                    read is None
+                    or not read.complete
+                    or (bucket + 1) * self.bucket_ms + WATERMARK_MARGIN_MS > now_ms
+                    or not all(item in done for item in read.items)
+                ):
+                    break
+                bucket += 1
+            return bucket
+
+        if self._floor is not None:
+            floor = drained_from(self._floor, self._watermark)
+            self._floor = floor if floor < self._watermark else None
+        target = drained_from(self._watermark)
         if target <= self._watermark:
+            self._drop_behind()
             return
         term = guard.check()
         try:
@@ -490,11 +667,13 @@ class Scheduler(TickWrites):
                     self._watermark = stored
         except Exception as error:
             logger.warning("watermark write failed", partition=self.partition, error=str(error))
+        self._drop_behind()
 
-    @staticmethod
-    def _entry_done(item: DueEntry, handled: dict[str, JobWork]) -> bool:
-        work = handled.get(item.job_id)
-        return work is not None and not work.failed and work.sent and work.plan.job.due == item
+    def _drop_behind(self) -> None:
+        """Forget the read positions and remembered entries of the buckets no tick reads again."""
+        oldest = self._oldest_read()
+        self._cursors = {key: c for key, c in self._cursors.items() if key[0] >= oldest}
+        self._done = {entry for entry in self._done if entry.bucket >= oldest}
 
     # --- metrics ---------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard
 from jobsched.ports.errors import Conflict
-from jobsched.ports.jobs import DueIndex, Move, SchedulingState
+from jobsched.ports.jobs import DueEntry, DueIndex, Move, SchedulingState
 from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, RunWriter, new_run
 from jobsched.settings import Settings
 
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from jobsched.domain.tick import TickResult
+
+
+TIMER_BATCH = 25
+"""Next due entries the tick files per request (DynamoDB's BatchWriteItem takes 25 items)."""
 
 
 @dataclass
@@ -221,16 +225,18 @@ class TickWrites:
     # --- 5. move ---------------------------------------------------------------------------------
 
     def _move(self, works: list[JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
+        """Move each job whose runs were sent onto its next fire: first file every next entry
+        (``DueIndex.put_timers``, ``TIMER_BATCH`` a request, in parallel), then the fenced moves (one conditional
+        update each, in parallel) of the jobs whose entries were filed. A job whose entry could not be filed is
+        not moved: it stays due and the next tick retries it (an entry filed without its move is a stale hint)."""
         lock = threading.Lock()
-
-        def move(work: JobWork) -> None:
+        moving: list[tuple[JobWork, DueEntry | None]] = []
+        for work in works:
             if work.failed or not work.sent:
-                return
-            plan, job = work.plan, work.plan.job
-            nxt = plan.next_run_at
-            term = guard.check()
-            # The bucket from the clock at the write (not the tick's start): a move delayed within the tick
-            # still lands at or after the current bucket, never behind a watermark that advanced meanwhile.
+                continue
+            job, nxt = work.plan.job, work.plan.next_run_at
+            # The position from the clock at the write (not the tick's start): a move delayed within the tick
+            # still lands at or after the current instant, never behind a read position passed meanwhile.
             home = partition_of(job.job_id, self.settings.scheduler_partitions)
             due = (
                 due_entry(
@@ -240,10 +246,31 @@ class TickWrites:
                     shards=self.settings.due_shards,
                     bucket_ms=self.bucket_ms,
                     now_ms=max(now_ms, self.clock()),
+                    version=job.version,
                 )
                 if nxt is not None
                 else None
             )
+            moving.append((work, due))
+
+        def file(batch: list[tuple[JobWork, DueEntry | None]]) -> None:
+            guard.check()
+            try:
+                self.jobs.put_timers([due for _, due in batch if due is not None])
+            except Exception as error:
+                logger.warning("due entries not filed", count=len(batch), error=str(error))
+                for work, _ in batch:
+                    work.failed = True
+
+        self._run_all(file, [moving[i : i + TIMER_BATCH] for i in range(0, len(moving), TIMER_BATCH)])
+
+        def move(item: tuple[JobWork, DueEntry | None]) -> None:
+            work, due = item
+            if work.failed:
+                return
+            job = work.plan.job
+            term = guard.check()
+            home = partition_of(job.job_id, self.settings.scheduler_partitions)
             try:
                 self.jobs.move(
                     Move(
@@ -252,7 +279,7 @@ class TickWrites:
                         expected_version=job.version,
                         partition=self.partition,
                         term=term,
-                        next_run_at=nxt,
+                        next_run_at=work.plan.next_run_at,
                         due=due,
                         to_partition=home,
                     )
@@ -277,7 +304,7 @@ class TickWrites:
             with lock:
                 result.moved += 1
 
-        self._run_all(move, works)
+        self._run_all(move, moving)
 
     def _run_all(self, fn: Callable[[Any], None], items: Iterable[Any]) -> None:
         """Run ``fn`` over ``items`` on the pool; re-raise ``LeaseLost`` (and crash-like BaseExceptions)

@@ -1,6 +1,8 @@
 """Sweeper Lambda: started every minute by EventBridge; one bounded pass over the runs table's sweep index
 (``jobsched.domain.sweeper``): re-enqueues runs left queued or retrying, takes runs from lost workers (a
-failed try), resends owed dead-run alerts, and clears finished runs from the index."""
+failed try), resends owed dead-run alerts, and clears finished runs from the index. Until it is done, each
+invocation also makes one pass of the move of the jobs' ``due`` GSI entries to timer items (issue [2.5],
+``JobStore.migrate_due_index``)."""
 
 from __future__ import annotations
 
@@ -15,13 +17,41 @@ from jobsched.wiring import Components
 
 
 @lru_cache(maxsize=1)
+def default_components() -> Components:
+    """The function's adapters, from the environment's settings (built once per execution environment)."""
+    return Components.from_environment()
+
+
 def default_sweeper() -> Sweeper:
-    """The function's sweeper, from the environment's settings (built once per execution environment)."""
-    return Components.from_environment().sweeper()
+    """The function's sweeper."""
+    return default_components().sweeper()
+
+
+def migrate_due_index(components: Components) -> dict[str, Any]:
+    """One pass of the due index's move to timer items, at the components' clock; its report as a dict
+    (``moved``, ``done``). Waits (``moved`` 0, ``waiting`` true) until a leader of this code has stored read
+    positions in every partition: a leader of the code before timer items reads only the GSI, so an entry moved
+    out of it while such a leader still runs (the minutes of a deploy) must be in a bucket a new leader reads
+    again (``domain.tick.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
+    control = components.control()
+    partitions = range(components.settings.scheduler_partitions)
+    if any(control.read_positions(partition) is None for partition in partitions):
+        return {"moved": 0, "done": False, "waiting": True}
+    bucket_ms = components.settings.due_bucket_s * 1000
+    done = components.jobs().migrate_due_index(components.clock, bucket_ms=bucket_ms)
+    return {"moved": done.moved, "done": done.done}
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, sweeper: Sweeper | None = None) -> dict[str, Any]:
-    """One sweep (``sweeper`` default: ``default_sweeper()``); its report as a dict."""
-    return (sweeper or default_sweeper()).sweep().as_dict()
+    """One sweep (``sweeper`` default: ``default_sweeper()``, then a pass of :func:`migrate_due_index`); its
+    report as a dict."""
+    if sweeper is not None:
+        return sweeper.sweep().as_dict()
+    report = default_sweeper().sweep().as_dict()
+    try:
+        report["due_index_migration"] = migrate_due_index(default_components())
+    except Exception as error:  # a failed pass is retried by the next invocation
+        logger.warning("due index migration pass failed", error=str(error))
+    return report

@@ -16,6 +16,7 @@ class MemoryControlStore:
     def __init__(self) -> None:
         self.records: dict[int, LeaseRecord] = {}
         self.watermarks: dict[int, tuple[int, int]] = {}  # partition -> (bucket, term)
+        self.positions: dict[int, tuple[str, int]] = {}  # partition -> (positions, term)
         self.high_water: int | None = None
         self.fail_next: list[Exception] = []
         self.writes = 0
@@ -84,6 +85,22 @@ class MemoryControlStore:
             if stored is not None and not (stored[0] < bucket and stored[1] <= term):
                 return False
             self.watermarks[partition] = (bucket, term)
+            return True
+
+    def read_positions(self, partition: int) -> str | None:
+        """The stored read positions of ``partition``, or None."""
+        self._maybe_fail()
+        stored = self.positions.get(partition)
+        return stored[0] if stored else None
+
+    def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
+        """Store ``positions`` unless a newer ``term`` stored them."""
+        self._maybe_fail()
+        with self._lock:
+            stored = self.positions.get(partition)
+            if stored is not None and stored[1] > term:
+                return False
+            self.positions[partition] = (positions, term)
             return True
 
     def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:

@@ -5,19 +5,20 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from jobsched.models import Job, from_ms, to_ms
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import TIMER_LANES, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 
 if TYPE_CHECKING:
-    from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
+    from jobsched.ports.jobs import DueCursor, DuePage, DueQuery, Move, Rewrite
 
 
 @dataclass(frozen=True)
@@ -27,55 +28,30 @@ class _Tombstone:
 
 
 class _States(dict[str, "SchedulingState | Unreadable"]):
-    """Job id -> scheduling state, with the due index kept beside it: the entries of each ``(partition,
-    bucket, shard)`` by job id, and per key a list sorted by ``(due_at, job_id)`` that may hold stale
-    entries (skipped when read, rebuilt when new ones arrive or stale ones outnumber the live), so a due
-    query costs what its key holds, as on DynamoDB, not a scan of every job (the rush simulation's
-    millions). Every write of a state goes through ``__setitem__``/``__delitem__``/``pop``."""
+    """Job id -> scheduling state, with the due index kept beside it as the DynamoDB adapter keeps it: timer
+    entries filed under ``(partition, bucket, shard, lane)`` in the lane's order (``DueEntry.order``), never
+    removed when the job moves on (DynamoDB's expire by TTL, which moto never runs). A due query costs what its
+    lane holds after the read position, as on DynamoDB, not a scan of every job (the rush simulation's
+    millions). Every write of a state files its entry: through ``__setitem__`` (creation, edits, tests writing
+    states) and ``DueIndex.put_timers`` (the tick files the next entry before its move)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.due: dict[tuple[int, int, int], dict[str, DueEntry]] = defaultdict(dict)
-        self.sorted: dict[tuple[int, int, int], list[DueEntry]] = {}
+        self.timers: dict[tuple[int, int, int, str], list[DueEntry]] = defaultdict(list)
 
-    @staticmethod
-    def _due_of(state: object) -> DueEntry | None:
-        return state.due if isinstance(state, SchedulingState) else None
-
-    def _unindex(self, job_id: str) -> None:
-        old = self._due_of(self.get(job_id))
-        if old is not None:
-            key = (old.partition, old.bucket, old.shard)
-            self.due[key].pop(job_id, None)
-            if not self.due[key]:
-                del self.due[key]
-                self.sorted.pop(key, None)
+    def file(self, entry: DueEntry) -> None:
+        """File ``entry`` in its lane (again: a no-op)."""
+        lane = self.timers[(entry.partition, entry.bucket, entry.shard, entry.lane)]
+        at = bisect.bisect_left(lane, entry.order, key=lambda e: e.order)
+        if at < len(lane) and lane[at].order == entry.order:
+            lane[at] = entry
+        else:
+            lane.insert(at, entry)
 
     def __setitem__(self, job_id: str, state: SchedulingState | Unreadable) -> None:
-        self._unindex(job_id)
         super().__setitem__(job_id, state)
-        new = self._due_of(state)
-        if new is not None:
-            key = (new.partition, new.bucket, new.shard)
-            self.due[key][job_id] = new
-            self.sorted.pop(key, None)
-
-    def __delitem__(self, job_id: str) -> None:
-        self._unindex(job_id)
-        super().__delitem__(job_id)
-
-    def pop(self, job_id: str, *default: Any) -> Any:  # type: ignore[override]
-        self._unindex(job_id)
-        return super().pop(job_id, *default)
-
-    def entries(self, key: tuple[int, int, int]) -> list[DueEntry]:
-        """The entries filed under ``key``, ordered by ``(due_at, job_id)`` (possibly with stale ones: check
-        ``due[key]``)."""
-        live = self.due.get(key, {})
-        ordered = self.sorted.get(key)
-        if ordered is None or len(ordered) > 2 * len(live) + 100:
-            ordered = self.sorted[key] = sorted(live.values(), key=lambda e: (e.due_at, e.job_id))
-        return ordered
+        if isinstance(state, SchedulingState) and state.due is not None:
+            self.file(state.due)
 
 
 def _same_try(held: OverlapHolder, run_id: str, attempt: int | None, worker: str | None) -> bool:
@@ -306,28 +282,34 @@ class MemoryJobStore:
         assert isinstance(self.states, _States)  # set at construction; tests write states item by item
         return self.states
 
+    def due_lanes(self) -> tuple[str, ...]:
+        """The timer lanes (this store never had the old index)."""
+        return TIMER_LANES
+
     def query_due(self, query: DueQuery) -> DuePage:
-        """A page of the entries of ``query.key`` due by ``query.up_to_ms``, ordered by ``(due_at, job_id)``; the
-        token is the last entry's ``(due_at, job_id)`` when more follow. Reads only that key's entries
-        (``_States``)."""
-        key, after = query.key, query.after
-        page: list[DueEntry] = []
-        more = False
+        """A page of ``query.lane``'s entries under ``query.key`` sorted after ``query.start`` (or after the token,
+        the last entry's ``order``, when more follow) with ``at <= query.up_to_ms``. Stale entries included, as
+        on DynamoDB. Reads only that lane (``_States``)."""
+        start = cast("DueCursor | None", query.after) if query.after is not None else query.start
         with self._lock:
-            index = self._due_index()
-            live = index.due.get(key, {})
-            for entry in index.entries(key):
-                if entry.due_at > query.up_to_ms:
+            lane = self._due_index().timers.get((*query.key, query.lane), [])
+            at = 0 if start is None else bisect.bisect_right(lane, start, key=lambda e: e.order)
+            page: list[DueEntry] = []
+            more = False
+            for entry in lane[at:]:
+                if entry.at > query.up_to_ms:
                     break
-                if live.get(entry.job_id) != entry:
-                    continue  # stale: the job moved since the list was sorted
-                if after is not None and (entry.due_at, entry.job_id) <= after:  # type: ignore[operator]
-                    continue
                 if len(page) == query.limit:
                     more = True
                     break
                 page.append(entry)
-        return page, ((page[-1].due_at, page[-1].job_id) if more else None)
+        return page, (page[-1].order if more else None)
+
+    def put_timers(self, entries: Sequence[DueEntry]) -> None:
+        """File ``entries`` (``DueIndex.put_timers``)."""
+        with self._lock:
+            for entry in entries:
+                self._due_index().file(entry)
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
         """The current states of ``job_ids`` (absent ones left out)."""
@@ -340,12 +322,16 @@ class MemoryJobStore:
         with self._lock:
             self.states[move.job_id] = moved_state(self.states.get(move.job_id), move)
 
-    def oldest_due_bucket(self, partition: int) -> int | None:
-        """The oldest bucket holding an entry of ``partition``, or None."""
+    def _current_entries(self) -> list[DueEntry]:
         with self._lock:
-            return min((key[1] for key in self._due_index().due if key[0] == partition), default=None)
+            return [
+                s.due for s in self.states.values() if isinstance(s, SchedulingState) and s.due is not None
+            ]
+
+    def oldest_due_bucket(self, partition: int) -> int | None:
+        """The oldest bucket holding the current entry of a job of ``partition``, or None."""
+        return min((e.bucket for e in self._current_entries() if e.partition == partition), default=None)
 
     def highest_due_partition(self) -> int | None:
-        """The highest partition any entry is in, or None when there is none."""
-        with self._lock:
-            return max((key[0] for key in self._due_index().due), default=None)
+        """The highest partition any job's current entry is in, or None when there is none."""
+        return max((e.partition for e in self._current_entries()), default=None)

@@ -1,4 +1,4 @@
-"""The scheduler's control ports: due-index watermarks, the partitions' high-water mark, and the guard the
+"""The scheduler's control ports: due-index watermarks and read positions, the partitions' high-water mark, and the guard the
 tick asks before each write. Implemented by ``jobsched.store.control.ControlStore`` (DynamoDB) and
 ``jobsched.memory.control.MemoryControlStore`` (in memory); leases are ``jobsched.domain.lease.LeaseStore``."""
 
@@ -17,6 +17,15 @@ class WatermarkStore(Protocol):
     def advance_watermark(self, partition: int, bucket: int, *, term: int, now_ms: int) -> bool:
         """Store ``bucket`` if it is ahead of the stored watermark and no newer ``term`` wrote it (or none is
         stored). False when refused: watermarks never move back."""
+        ...
+
+    def read_positions(self, partition: int) -> str | None:
+        """The stored read positions of ``partition``'s due-index lanes (strongly consistent; as
+        ``tick.encode_positions`` wrote them), or None."""
+        ...
+
+    def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
+        """Store ``positions`` unless a newer ``term`` stored them. False when refused."""
         ...
 
 

@@ -20,17 +20,67 @@ DEFAULT_MISFIRE_GRACE_S: int = JobSettings.model_fields["misfire_grace_s"].defau
 """Misfire grace of a scheduling state stored before the field existed: the job model's default."""
 
 
+EARLY = "early"
+"""The due-index lane of entries written at least ``registration.TIMER_LEAD_MS`` before their due instant: filed at
+their due instant, so a reader that passed an instant never sees an entry of this lane appear behind it."""
+LATE = "late"
+"""The lane of entries written closer to their due instant than that (a rate of a few seconds, a catch-up, a job
+created or resumed due now): filed at ``max(due_at, written at)``; a reader passes them only once they are
+older than its margin, so one written a little late is still read."""
+INDEX = "index"
+"""The lane of the due index before timer items (issue [2.5]): a job's entry lives on its scheduling item (the
+``due`` GSI), so it leaves the index when the job moves. Read only while a deployment still holds such entries
+(``DueIndex.due_lanes``)."""
+TIMER_LANES = (EARLY, LATE)
+
+
 @dataclass(frozen=True)
 class DueEntry:
     """A job's entry in the due index: due at ``due_at`` (epoch ms, the dispatch instant: ``next_run_at`` plus
-    the jitter offset), filed under scheduler ``partition``, time ``bucket`` (``max(due_at, written at) //
-    bucket width``) and write ``shard`` (``jobsched.domain.registration.due_entry``)."""
+    the jitter offset), filed under scheduler ``partition``, time ``bucket`` (``position // bucket width``),
+    write ``shard`` and ``lane`` (:data:`EARLY`, :data:`LATE` or :data:`INDEX`), sorted by ``position``
+    (epoch ms: ``max(due_at, written at)``; None on entries written before it existed: ``due_at``).
+    ``version``: the scheduling state's ``version`` the entry was written for (None before versions).
+
+    An entry is a hint: stores may keep an entry after its job moved on (timer items are never deleted, only
+    expired), and the tick compares each with the job's state read consistently
+    (``jobsched.domain.registration.due_entry`` makes them)."""
 
     job_id: str
     partition: int
     bucket: int
     shard: int
     due_at: int
+    lane: str = EARLY
+    position: int | None = None
+    version: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.position is None:
+            object.__setattr__(self, "position", self.due_at)
+
+    @property
+    def at(self) -> int:
+        """Where the entry sorts in its lane (epoch ms): ``position`` (``due_at`` when not given)."""
+        assert self.position is not None  # set by __post_init__
+        return self.position
+
+    @property
+    def order(self) -> tuple[int, str, int, int]:
+        """The entry's place in its lane, ``(at, job_id, due_at, version or -1)``: a read cursor
+        (``DueQuery.start``)."""
+        return (self.at, self.job_id, self.due_at, -1 if self.version is None else self.version)
+
+    @property
+    def lane_key(self) -> tuple[int, int, str]:
+        """``(bucket, shard, lane)``: the lane of its partition the entry is read from."""
+        return (self.bucket, self.shard, self.lane)
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """How far the job's state had got when the entry was written, ``(version or -1, due_at)``: a state
+        whose own rank is higher has moved past the entry."""
+        return (-1 if self.version is None else self.version, self.due_at)
 
 
 @dataclass(frozen=True)
@@ -166,11 +216,16 @@ DuePageToken = object
 """Where a page of a due-index query stopped (opaque: only the store that issued it reads it)."""
 
 
+DueCursor: TypeAlias = tuple[int, str, int, int]
+"""A read position in a lane: the ``DueEntry.order`` of the last entry a reader passed."""
+
+
 @dataclass(frozen=True)
 class DueQuery:
     """One page of a due-index read (``DueIndex.query_due``): the entries filed under ``(partition, bucket,
-    shard)`` with ``due_at <= up_to_ms`` (epoch ms), at most ``limit``, from where the page token ``after`` (as
-    the store returned it; None: the start) stopped."""
+    shard)`` in ``lane``, sorted after ``start`` (a ``DueEntry.order``; None: from the lane's start), with
+    ``at <= up_to_ms`` (epoch ms; in :data:`INDEX`, ``due_at <= up_to_ms``), at most ``limit``, from where the
+    page token ``after`` (as the store returned it; None: the start) stopped."""
 
     partition: int
     bucket: int
@@ -178,6 +233,8 @@ class DueQuery:
     up_to_ms: int
     limit: int = 500
     after: DuePageToken | None = None
+    lane: str = EARLY
+    start: DueCursor | None = None
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -197,9 +254,22 @@ batches concurrently (``DueIndex.scheduling_states``)."""
 class DueIndex(Protocol):
     """What the tick needs from the job store."""
 
+    def due_lanes(self) -> tuple[str, ...]:
+        """The lanes that may hold entries: :data:`TIMER_LANES`, plus :data:`INDEX` while entries of the due
+        index before timer items may remain (until ``JobStore.migrate_due_index`` has moved every one)."""
+        ...
+
     def query_due(self, query: DueQuery) -> DuePage:
-        """The page of entries ``query`` asks for, oldest first, and where the next page starts (None: no more). May lag behind writes (an eventually consistent
-        index): the tick re-reads each job's state before acting."""
+        """The page of entries ``query`` asks for, in the lane's order, and where the next page starts (None: no
+        more). Entries may be stale (their job moved on): the tick re-reads each job's state before acting. A
+        write that returned is visible to the next query (timer lanes are read strongly consistent; the
+        :data:`INDEX` lane may lag)."""
+        ...
+
+    def put_timers(self, entries: Sequence[DueEntry]) -> None:
+        """File ``entries`` in the due index before the moves that point the jobs' states at them (a timer
+        written without its move is a stale hint, a move without its timer would never be found). Raises the
+        store's error when any was not written."""
         ...
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
@@ -207,8 +277,9 @@ class DueIndex(Protocol):
         ...
 
     def move(self, move: Move) -> None:
-        """Move a job on after a fire, fenced as :class:`Move` tells. Raises ``Conflict`` (``current``: the
-        stored ``SchedulingState``, or None when the job is gone)."""
+        """Move a job on after a fire, fenced as :class:`Move` tells (its new entry already filed by
+        :meth:`put_timers`). Raises ``Conflict`` (``current``: the stored ``SchedulingState``, or None when the job
+        is gone)."""
         ...
 
     def oldest_due_bucket(self, partition: int) -> int | None:

@@ -85,6 +85,25 @@ class SqliteControlStore:
                 == 1
             )
 
+    def read_positions(self, partition: int) -> str | None:
+        """The stored read positions of ``partition``, or None."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT positions FROM positions WHERE partition = ?", (partition,)).fetchone()
+        return str(row[0]) if row else None
+
+    def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
+        """Store ``positions`` unless a newer ``term`` stored them."""
+        with self.db.write() as conn:
+            return (
+                conn.execute(
+                    "INSERT INTO positions (partition, positions, term) VALUES (?, ?, ?)"
+                    " ON CONFLICT (partition) DO UPDATE SET positions = excluded.positions, term = excluded.term"
+                    " WHERE positions.term <= excluded.term",
+                    (partition, positions, term),
+                ).rowcount
+                == 1
+            )
+
     def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
         """Record that a deployment runs ``partitions`` partitions; returns ``(the most any deployment ran,
         whether no mark was stored yet)``."""

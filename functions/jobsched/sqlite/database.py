@@ -52,8 +52,6 @@ CREATE TABLE IF NOT EXISTS jobs (
     due_at INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, name, job_id);
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs (due_partition, due_bucket, due_shard, due_at, job_id)
-    WHERE due_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS names (
     owner TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -119,11 +117,31 @@ CREATE TABLE IF NOT EXISTS watermarks (
     term INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS positions (
+    partition INTEGER PRIMARY KEY,
+    positions TEXT NOT NULL,
+    term INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS marks (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
+
+UPGRADES = (
+    # issue [2.5]: the due entry's lane, position and version (``ports.jobs.DueEntry``), its index in lane order;
+    # an entry stored before them is an early one at its due instant, for its state's version
+    "ALTER TABLE jobs ADD COLUMN due_lane TEXT",
+    "ALTER TABLE jobs ADD COLUMN due_position INTEGER",
+    "ALTER TABLE jobs ADD COLUMN due_version INTEGER",
+    "UPDATE jobs SET due_lane = 'early', due_position = due_at,"
+    " due_version = coalesce(json_extract(state, '$.version'), -1) WHERE due_at IS NOT NULL",
+    "DROP INDEX IF EXISTS jobs_due",
+    "CREATE INDEX jobs_lanes ON jobs (due_partition, due_bucket, due_shard, due_lane, due_position, job_id,"
+    " due_at, due_version) WHERE due_at IS NOT NULL",
+)
+"""Schema changes applied once, in order, to a database made before them (``PRAGMA user_version`` counts the
+ones applied)."""
 
 CACHE_KIB = 64 * 1024
 """SQLite's page cache (KiB): the indexes' inner pages of a large history stay in memory."""
@@ -177,6 +195,10 @@ class SqliteDatabase:
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+                applied = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                for statement in UPGRADES[applied:]:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {len(UPGRADES)}")
         except sqlite3.Error as error:
             raise ValueError(f"{self.path} is not a usable jobsched SQLite database: {error}") from error
 

@@ -3,8 +3,9 @@
 to the same contracts (``tests/contract/test_job_store_contract.py``, ``test_job_specs_contract.py``).
 
 One row per live job in ``jobs``: its spec (the job model as JSON), its scheduling state (JSON) and the state's
-due entry in columns indexed by ``(partition, bucket, shard, due_at, job_id)``, so a due query reads only the
-entries it returns. Names, tombstones and overlap locks have tables of their own. Reads are consistent. The conditions of
+due entry in columns indexed by ``(partition, bucket, shard, lane)`` then ``DueEntry.order``, so a due query reads
+only the entries it returns. A row holds only its job's current entry: unlike DynamoDB's timer items, none is
+left behind when the job moves (the tick's reads are the same). Names, tombstones and overlap locks have tables of their own. Reads are consistent. The conditions of
 ``replace``, ``move`` and ``acquire_overlap`` are the in-memory fake's (``jobsched.memory.jobs``: ``check_replace``,
 ``moved_state``, ``overlap_free``), checked on the stored row inside the write's transaction."""
 
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
 from jobsched.models import Job, MissedPolicy, to_ms
 from jobsched.ports.errors import NameTaken, NotFound
-from jobsched.ports.jobs import DueEntry, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
 
@@ -49,11 +50,17 @@ def state_of(job_id: str, text: str | None) -> SchedulingState | Unreadable | No
         return Unreadable(job_id, f"unreadable scheduling state: {error}")
 
 
-def _due_columns(state: SchedulingState) -> tuple[int | None, int | None, int | None, int | None]:
+_DUE_COLUMNS = "due_partition, due_bucket, due_shard, due_at, due_lane, due_position, due_version"
+_SET_DUE = ", ".join(f"{column} = ?" for column in _DUE_COLUMNS.split(", "))
+
+
+def _due_columns(state: SchedulingState) -> tuple[Any, ...]:
+    """The values of ``_DUE_COLUMNS`` for ``state`` (its entry's ``order`` fields; all None when it has none)."""
     due = state.due
     if due is None:
-        return None, None, None, None
-    return due.partition, due.bucket, due.shard, due.due_at
+        return (None,) * 7
+    at, _, due_at, version = due.order
+    return due.partition, due.bucket, due.shard, due_at, due.lane, at, version
 
 
 def _spec_json(job: Job) -> str:
@@ -82,8 +89,8 @@ class SqliteJobStore:
                 "INSERT INTO names (owner, name, job_id) VALUES (?, ?, ?)", (job.owner, job.name, job.id)
             )
             conn.execute(
-                "INSERT INTO jobs (job_id, owner, name, updated_at, spec, state, due_partition, due_bucket,"
-                " due_shard, due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO jobs (job_id, owner, name, updated_at, spec, state, {_DUE_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     job.id,
                     job.owner,
@@ -164,8 +171,7 @@ class SqliteJobStore:
             row = conn.execute("SELECT updated_at, state FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
             check_replace(row[0] if row else None, state_of(job.id, row[1]) if row else None, rewrite)
             conn.execute(
-                "UPDATE jobs SET updated_at = ?, spec = ?, state = ?, due_partition = ?, due_bucket = ?,"
-                " due_shard = ?, due_at = ? WHERE job_id = ?",
+                f"UPDATE jobs SET updated_at = ?, spec = ?, state = ?, {_SET_DUE} WHERE job_id = ?",
                 (to_ms(job.updated_at), _spec_json(job), state_json(state), *_due_columns(state), job.id),
             )
             _record(conn, rewrite.event)
@@ -257,20 +263,34 @@ class SqliteJobStore:
 
     # --- DueIndex -----------------------------------------------------------------------------
 
+    def due_lanes(self) -> tuple[str, ...]:
+        """The timer lanes (a row's entry is in one of them)."""
+        return TIMER_LANES
+
     def query_due(self, query: DueQuery) -> DuePage:
-        """A page of the entries of ``query.key`` due by ``query.up_to_ms`` (epoch ms), ordered by ``(due_at,
-        job_id)`` through the due index; the token is the last entry's ``(due_at, job_id)`` when more follow."""
-        start: tuple[int, str] = query.after if isinstance(query.after, tuple) else (-(2**62), "")
+        """A page of ``query.lane``'s entries under ``query.key`` sorted after ``query.start`` (or after the token,
+        the last entry's ``order``, when more follow) with ``at <= query.up_to_ms``, through the lanes' index."""
+        start = query.after if isinstance(query.after, tuple) else query.start
+        at, job_id, due_at, version = start if start is not None else (-(2**62), "", 0, 0)
         limit = query.limit
         with self.db.read() as conn:
             rows = conn.execute(
-                "SELECT job_id, due_at FROM jobs WHERE due_partition = ? AND due_bucket = ? AND due_shard = ?"
-                " AND due_at IS NOT NULL AND due_at <= ? AND (due_at, job_id) > (?, ?)"
-                " ORDER BY due_at, job_id LIMIT ?",
-                (*query.key, query.up_to_ms, start[0], start[1], limit + 1),
+                "SELECT job_id, due_at, due_position, due_version FROM jobs WHERE due_partition = ?"
+                " AND due_bucket = ? AND due_shard = ? AND due_lane = ? AND due_at IS NOT NULL"
+                " AND due_position <= ? AND (due_position, job_id, due_at, due_version) > (?, ?, ?, ?)"
+                " ORDER BY due_position, job_id, due_at, due_version LIMIT ?",
+                (*query.key, query.lane, query.up_to_ms, at, job_id, due_at, version, limit + 1),
             ).fetchall()
-        page = [DueEntry(r[0], *query.key, r[1]) for r in rows[:limit]]
-        return page, ((page[-1].due_at, page[-1].job_id) if len(rows) > limit else None)
+        page = [
+            DueEntry(
+                r[0], *query.key, r[1], lane=query.lane, position=r[2], version=None if r[3] < 0 else r[3]
+            )
+            for r in rows[:limit]
+        ]
+        return page, (page[-1].order if len(rows) > limit else None)
+
+    def put_timers(self, entries: Sequence[DueEntry]) -> None:
+        """Nothing: a row's entry is written with its state (``move``)."""
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
         """The current states of ``job_ids`` by job id (absent ones left out)."""
@@ -298,8 +318,7 @@ class SqliteJobStore:
             row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (move.job_id,)).fetchone()
             moved = moved_state(state_of(move.job_id, row[0]) if row else None, move)
             conn.execute(
-                "UPDATE jobs SET state = ?, due_partition = ?, due_bucket = ?, due_shard = ?, due_at = ?"
-                " WHERE job_id = ?",
+                f"UPDATE jobs SET state = ?, {_SET_DUE} WHERE job_id = ?",
                 (state_json(moved), *_due_columns(moved), move.job_id),
             )
 

@@ -5,6 +5,8 @@ Items (key ``pk``):
   (epoch ms, by the holder's clock). Never deleted: a release sets ``expires_at = 0``.
 - ``watermark#<partition>``: ``bucket`` (the oldest due-index bucket not yet drained, an integer
   ``due_at // bucket width``), ``term`` of the leader that wrote it, ``updated_at`` (epoch ms).
+- ``positions#<partition>``: ``positions`` (the read positions of the partition's due-index lanes, JSON as
+  ``domain.tick.encode_positions`` writes them), ``term`` of the leader that wrote them.
 - ``partitions``: ``high_water``, the most scheduler partitions any deployment ran (see
   ``raise_partition_high_water``).
 """
@@ -29,6 +31,10 @@ def lease_key(partition: int) -> dict[str, str]:
 
 def watermark_key(partition: int) -> dict[str, str]:
     return {"pk": f"watermark#{partition}"}
+
+
+def positions_key(partition: int) -> dict[str, str]:
+    return {"pk": f"positions#{partition}"}
 
 
 def _n(value: int) -> dict[str, str]:
@@ -137,6 +143,22 @@ class ControlStore:
             ConditionExpression="attribute_not_exists(pk) OR (#bucket < :bucket AND #term <= :term)",
             ExpressionAttributeNames={"#bucket": "bucket", "#term": "term"},
             ExpressionAttributeValues={":bucket": _n(bucket), ":term": _n(term), ":now": _n(now_ms)},
+        )
+
+    def read_positions(self, partition: int) -> str | None:
+        """The stored read positions of ``partition`` (strongly consistent), or None."""
+        item = self._get(positions_key(partition))
+        return str(item["positions"]) if item else None
+
+    def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
+        """Store ``positions`` unless a newer ``term`` stored them."""
+        return self._conditional(
+            "update_item",
+            Key=self._key(positions_key(partition)),
+            UpdateExpression="SET positions = :positions, #term = :term",
+            ConditionExpression="attribute_not_exists(pk) OR #term <= :term",
+            ExpressionAttributeNames={"#term": "term"},
+            ExpressionAttributeValues={":positions": _s(positions), ":term": _n(term)},
         )
 
     def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
+from jobsched.domain.registration import TIMER_LEAD_MS
 from jobsched.models import Job
-from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import STATE_BATCH, AuditEvent, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.errors import Conflict, NameTaken, NotFound, StoreUnavailable
+from jobsched.ports.jobs import (
+    EARLY,
+    INDEX,
+    LATE,
+    STATE_BATCH,
+    TIMER_LANES,
+    AuditEvent,
+    DueEntry,
+    SchedulingState,
+    StoredJob,
+    Unreadable,
+)
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
 from jobsched.store.errors import unavailable_on_failure
@@ -29,16 +43,34 @@ from jobsched.store.layout import (
     job_from_items,
     job_pk,
     name_key,
-    parse_due_pk,
     plain,
     sched_item,
     spec_item,
     state_from_item,
+    timer_entry,
+    timer_item,
+    timer_pk,
+    timer_sk,
     tombstone_item,
 )
 
+MIGRATION_SETTLE_MS = 5 * 60_000
+"""How long the ``due`` GSI must stay empty before ticks stop reading it (``JobStore.migrate_due_index``)."""
+
+LAYOUT_KEY = {"pk": "layout#due", "sk": "layout"}
+"""The jobs table's item telling which due-index layout its entries may still be in (``JobStore.due_lanes``)."""
+
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
+
+
+@dataclass(frozen=True)
+class MigrationPass:
+    """What one pass of ``JobStore.migrate_due_index`` did: ``moved`` entries from the ``due`` GSI to timer
+    items; ``done``: no entry is left and ticks no longer read the GSI."""
+
+    moved: int
+    done: bool
 
 
 def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
@@ -69,13 +101,15 @@ class JobStore:
         return [] if event is None else [transact_put(self.table.name, event_item(event))]
 
     def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
-        """Write a new job's spec, scheduling item, name lock and ``event`` in one transaction.
+        """Write a new job's spec, scheduling item, name lock and ``event`` in one transaction, after the timer
+        item of its due entry (a hint until the transaction lands; left to expire when it is refused).
 
         Raises ``NameTaken(job_id)`` when the owner already has a job with this name, ``Conflict`` when the
         name was taken and released meanwhile.
         """
         spec, sched = spec_item(job), sched_item(state)
         name_item = {**name_key(spec["owner"], spec["name"]), "job_id": spec["job_id"]}
+        self._file(state)
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[
@@ -93,6 +127,11 @@ class JobStore:
             if existing is None and reasons:
                 raise Conflict("job creation raced; retry") from error
             raise NameTaken(existing or "") from error
+
+    def _file(self, state: SchedulingState) -> None:
+        """Put the timer item of ``state``'s due entry, if it has one (1 request, 1 write unit)."""
+        if state.due is not None and state.due.lane != INDEX:
+            self.table.put_item(Item=timer_item(state.due))
 
     def job_id_by_name(self, owner: str, name: str) -> str | None:
         """The id of the owner's job called ``name``, or None."""
@@ -254,7 +293,7 @@ class JobStore:
 
     def replace(self, rewrite: Rewrite) -> None:
         """Replace a job's spec and scheduling items (PATCH, pause, resume) and record the rewrite's ``event``,
-        in one transaction.
+        in one transaction, after the timer item of the new state's due entry.
 
         The scheduling item's ``term`` is kept at least as high as the stored one by the caller. Raises
         ``Conflict`` when the stored job is not the one ``rewrite`` expects (:class:`Rewrite`: its
@@ -283,6 +322,7 @@ class JobStore:
             "updated_at = :u",
             values={":u": rewrite.expected_updated_at},
         )
+        self._file(rewrite.state)
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[spec_put, sched_put, *self._event_put(rewrite.event)]
@@ -365,21 +405,64 @@ class JobStore:
 
     # --- scheduler side -----------------------------------------------------------------------
 
-    def query_due(self, query: DueQuery) -> DuePage:
-        """One page of the due-index entries of ``query.key`` (key ``due_pk``) with ``due_at <= query.up_to_ms``,
-        oldest first. Returns ``(entries, the next page's start key or None)``. 1 request.
+    def due_lanes(self) -> tuple[str, ...]:
+        """The timer lanes, plus the ``due`` GSI's :data:`INDEX` lane until ``migrate_due_index`` found it empty
+        (the item ``pk=layout#due sk=layout``, ``timers_only``). 1 request."""
+        item = self.table.get_item(Key=LAYOUT_KEY, ConsistentRead=True).get("Item") or {}
+        return TIMER_LANES if item.get("timers_only") else (*TIMER_LANES, INDEX)
 
-        Raises ``ValueError`` for an item of the index that is no due entry."""
-        kwargs: dict[str, Any] = {
-            "IndexName": "due",
-            "KeyConditionExpression": Key("due_pk").eq(due_pk(*query.key))
-            & Key("due_at").lte(query.up_to_ms),
-            "Limit": query.limit,
-        }
+    def query_due(self, query: DueQuery) -> DuePage:
+        """One page of ``query.lane``'s entries under ``query.key``, in the lane's order, with ``at <=
+        query.up_to_ms``, after ``query.start``: a strongly consistent Query of its timer items; of the ``due``
+        GSI (``due_pk``, ``due_at <= up_to_ms``) for the :data:`INDEX` lane. Returns ``(entries, the next page's
+        start key or None)``. 1 request.
+
+        Raises ``ValueError`` for an item that is no due entry."""
+        if query.lane == INDEX:
+            kwargs: dict[str, Any] = {
+                "IndexName": "due",
+                "KeyConditionExpression": Key("due_pk").eq(due_pk(*query.key))
+                & Key("due_at").lte(query.up_to_ms),
+            }
+        else:
+            low = timer_sk(query.start) + "\x01" if query.start is not None else "0"
+            # every key of an entry at or before up_to_ms sorts at or below the bare digits of up_to_ms + 1
+            high = f"{query.up_to_ms + 1:013d}"
+            if high < low:
+                return [], None
+            kwargs = {
+                "KeyConditionExpression": Key("pk").eq(timer_pk(*query.key, query.lane))
+                & Key("sk").between(low, high),
+                "ConsistentRead": True,
+            }
         if query.after:
             kwargs["ExclusiveStartKey"] = query.after
-        page = self.table.query(**kwargs)
-        return [due_entry_from_item(plain(i)) for i in page["Items"]], page.get("LastEvaluatedKey")
+        page = self.table.query(Limit=query.limit, **kwargs)
+        items = [plain(i) for i in page["Items"]]
+        if query.lane == INDEX:
+            entries = [due_entry_from_item(i) for i in items]
+        else:
+            entries = [timer_entry(str(i["pk"]), str(i["sk"])) for i in items]
+        return entries, page.get("LastEvaluatedKey")
+
+    def put_timers(self, entries: Sequence[DueEntry]) -> None:
+        """Put the timer items of ``entries`` (``BatchWriteItem``s of 25; 1 write unit each). Items DynamoDB
+        returns unprocessed (a throttled key) are sent again after 50, 100 and 200 ms. Raises the client's error
+        when a request fails, ``StoreUnavailable`` when items are still unprocessed after that."""
+        items = [timer_item(entry) for entry in entries if entry.lane != INDEX]
+        for start in range(0, len(items), 25):
+            request: dict[str, Any] = {
+                self.table.name: [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+            }
+            for backoff_s in (0.05, 0.1, 0.2, None):
+                request = self.table.meta.client.batch_write_item(RequestItems=request).get(
+                    "UnprocessedItems"
+                )
+                if not request:
+                    break
+                if backoff_s is None:
+                    raise StoreUnavailable("timer items left unprocessed (throttled)")
+                time.sleep(backoff_s)
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
         """The current scheduling states of ``job_ids`` by job id, read strongly consistent (absent jobs are left
@@ -413,19 +496,22 @@ class JobStore:
         if move.rehome:
             sets.append("#partition = :to_partition")
             values[":to_partition"] = move.to_partition
-        if move.next_run_at is None:
-            removes += ["next_run_at", "due_pk", "due_at"]
+        # (an item of the layout before timer items leaves the ``due`` GSI: ``due_pk`` goes)
+        removes += ["due_pk"]
+        if move.next_run_at is None or move.due is None:
+            removes += ["due_at", "timer_pk", "timer_sk"]
+            if move.next_run_at is None:
+                removes.append("next_run_at")
+            else:
+                sets.append("next_run_at = :next")
+                values[":next"] = move.next_run_at
         else:
             sets.append("next_run_at = :next")
             values[":next"] = move.next_run_at
-            if move.due:
-                sets += ["due_pk = :due_pk", "due_at = :due_at"]
-                attributes = due_attributes(move.due)
-                values[":due_pk"] = attributes["due_pk"]
-                values[":due_at"] = attributes["due_at"]
-            else:
-                removes += ["due_pk", "due_at"]
-        condition = "next_run_at = :expected AND attribute_exists(due_pk) AND #partition = :partition AND #term <= :term"
+            for name, value in due_attributes(move.due).items():
+                sets.append(f"{name} = :{name}")
+                values[f":{name}"] = value
+        condition = "next_run_at = :expected AND attribute_exists(due_at) AND #partition = :partition AND #term <= :term"
         if move.expected_version is None:
             condition += " AND attribute_not_exists(#version)"
         else:
@@ -450,31 +536,106 @@ class JobStore:
                 ) from error
             raise
 
-    def highest_due_partition(self) -> int | None:
-        """The highest scheduler partition any due-index entry is in, or None when the index is empty.
+    def migrate_due_index(
+        self, clock: Callable[[], int], *, bucket_ms: int, budget: int = 5_000, seconds: float = 20.0
+    ) -> MigrationPass:
+        """One pass of the move of the ``due`` GSI's entries (the layout before timer items) to timer items, for
+        at most ``budget`` entries and ``seconds``: the timer item of each entry is put, filed as any writer files
+        one at its instant (``clock``, epoch ms, read for each entry): in the :data:`LATE` lane at now, or
+        :data:`EARLY` at its due instant when that is ``TIMER_LEAD_MS`` away; version unknown, so judged by its
+        instant. Then the scheduling item is pointed at it and leaves the GSI, only if it still shows that entry
+        (a job the scheduler or the API moved meanwhile has left the GSI already).
 
-        Scans the due index (:meth:`_scan_due_keys`): only to bootstrap the partition high-water mark of a
-        deployment that predates it (``scheduler_runtime.build_scheduler_group``)."""
-        return max((partition for partition, _, _ in self._scan_due_keys()), default=None)
+        Idempotent and resumable: each pass scans what is left of the sparse GSI. Safe while schedulers run:
+        until this marks the layout ``timers_only`` (``LAYOUT_KEY``), ticks also read the GSI, so an entry is
+        found in one layout or the other, and a tick's fenced move lands on either. Marked once two passes at
+        least ``MIGRATION_SETTLE_MS`` apart found the GSI empty (an older writer still deploying, the GSI's
+        replication lag). 1 Scan page per 1 MB of the GSI, then per entry 1 BatchWriteItem of its timer item and
+        1 conditional UpdateItem."""
+        now_ms = clock()
+        deadline = time.monotonic() + seconds
+        marks = self.table.get_item(Key=LAYOUT_KEY, ConsistentRead=True).get("Item") or {}
+        if marks.get("timers_only"):
+            return MigrationPass(moved=0, done=True)
+        legacy: list[DueEntry] = []
+        kwargs: dict[str, Any] = {"IndexName": "due", "ProjectionExpression": "job_id, due_pk, due_at"}
+        while len(legacy) < budget:
+            page = self.table.scan(**kwargs)
+            legacy += [due_entry_from_item(plain(item)) for item in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        if not legacy:
+            empty_since = int(marks.get("empty_since", now_ms))
+            done = now_ms - empty_since >= MIGRATION_SETTLE_MS
+            self.table.put_item(
+                Item={**LAYOUT_KEY, "empty_since": empty_since, **({"timers_only": True} if done else {})}
+            )
+            return MigrationPass(moved=0, done=done)
+        if "empty_since" in marks:
+            self.table.put_item(Item=LAYOUT_KEY)
+        moved = 0
+        for old in legacy[:budget]:
+            if time.monotonic() > deadline:
+                break
+            now_ms = clock()
+            position = max(old.due_at, now_ms)
+            timer = DueEntry(
+                old.job_id,
+                old.partition,
+                position // bucket_ms,
+                old.shard,
+                old.due_at,
+                lane=EARLY if old.due_at - now_ms >= TIMER_LEAD_MS else LATE,
+                position=position,
+            )
+            self.put_timers([timer])
+            attributes = due_attributes(timer)
+            try:
+                self.table.update_item(
+                    Key={"pk": job_pk(old.job_id), "sk": SCHED_SK},
+                    UpdateExpression="SET timer_pk = :pk, timer_sk = :sk REMOVE due_pk",
+                    ConditionExpression="due_pk = :old AND due_at = :at",
+                    ExpressionAttributeValues={
+                        ":pk": attributes["timer_pk"],
+                        ":sk": attributes["timer_sk"],
+                        ":old": due_pk(old.partition, old.bucket, old.shard),
+                        ":at": old.due_at,
+                    },
+                )
+                moved += 1
+            except ClientError as error:
+                if not is_condition_failure(error):
+                    raise
+        return MigrationPass(moved=moved, done=False)
+
+    def highest_due_partition(self) -> int | None:
+        """The highest scheduler partition any job's due entry is in, or None when no job is due.
+
+        Scans the jobs' scheduling items (:meth:`_scan_due_keys`): only to bootstrap the partition high-water mark
+        of a deployment that predates it (``scheduler_runtime.build_scheduler_group``)."""
+        return max((partition for partition, _ in self._scan_due_keys()), default=None)
 
     def oldest_due_bucket(self, partition: int) -> int | None:
-        """The oldest due-index bucket holding an entry of scheduler ``partition``, or None when it has none.
+        """The oldest bucket holding the due entry of a job of scheduler ``partition``, or None when it has none.
 
-        Scans the due index (:meth:`_scan_due_keys`): only for bootstrapping a partition that has no watermark
-        yet (first start, or a lost CONTROL table); never on the per-tick path.
+        Scans the jobs' scheduling items (:meth:`_scan_due_keys`): only for bootstrapping a partition that has no
+        watermark yet (first start, or a lost CONTROL table); never on the per-tick path.
         """
-        return min((bucket for _, bucket, _ in self._scan_due_keys(partition)), default=None)
+        return min((bucket for p, bucket in self._scan_due_keys() if p == partition), default=None)
 
-    def _scan_due_keys(self, partition: int | None = None) -> Iterator[tuple[int, int, int]]:
-        """``(partition, bucket, shard)`` of every due-index entry (of ``partition`` only, when given). Scans the
-        small, projected due index page by page: O(active jobs)."""
-        kwargs: dict[str, Any] = {"IndexName": "due", "ProjectionExpression": "due_pk"}
-        if partition is not None:
-            kwargs["FilterExpression"] = Attr("due_pk").begins_with(f"p{partition}#")
+    def _scan_due_keys(self) -> Iterator[tuple[int, int]]:
+        """``(partition, bucket)`` of every job's current due entry: a scan of the table's scheduling items, page
+        by page, O(items in the table)."""
+        kwargs: dict[str, Any] = {
+            "FilterExpression": Attr("sk").eq(SCHED_SK) & Attr("due_at").exists(),
+            "ProjectionExpression": "job_id, due_pk, due_at, timer_pk, timer_sk",
+        }
         while True:
             page = self.table.scan(**kwargs)
             for item in page["Items"]:
-                yield parse_due_pk(item["due_pk"])
+                entry = due_entry_from_item(plain(item))
+                yield entry.partition, entry.bucket
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -4,8 +4,14 @@ Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
 - spec ``pk=job#<id> sk=spec``: the owner's settings (``doc``, JSON, holds the large ``input``), ``owner``,
   ``name`` (the ``by_owner`` index), ``created_at``/``updated_at`` (epoch ms).
 - scheduling state ``pk=job#<id> sk=sched``: small and hot; what the scheduler reads and moves every run:
-  ``next_run_at`` (epoch ms, nominal fire), ``due_pk``/``due_at`` (the sparse due index: present only while
-  the job is active), ``term`` (fencing token of the last scheduler that moved it), schedule fields.
+  ``next_run_at`` (epoch ms, nominal fire), ``due_at`` with ``timer_pk``/``timer_sk`` (the keys of its current
+  timer item; present only while the job is active; ``due_pk``/``due_at``, the sparse ``due`` GSI's keys, on
+  items written before timer items), ``term`` (fencing token of the last scheduler that moved it), schedule
+  fields.
+- timer items ``pk=due#p<partition>#b<bucket>#s<shard>#<lane> sk=<position>#<job_id>#<due_at>#<version>``: the
+  due index (``ports.jobs.DueEntry``), one per entry ever written, never deleted (they expire by TTL,
+  ``expires_at``, free of write units): a job's move writes its scheduling item and its next timer, 2 units,
+  where the GSI's entry cost 3 (the item, and the index entry's delete and put). Read strongly consistent.
   Keeping it apart from the spec makes the per-run write cost independent of the size of ``input``.
 - name lock ``pk=name#<owner>#<name> sk=name``: makes ``name`` unique per owner (conditional write).
 - overlap lock ``pk=job#<id> sk=running`` (only ``overlap: skip`` jobs, only while a try runs): the run holding
@@ -37,6 +43,8 @@ from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, RunKin
 from jobsched.ports.jobs import (
     DEFAULT_CATCH_UP_WINDOW_S,
     DEFAULT_MISFIRE_GRACE_S,
+    INDEX,
+    TIMER_LANES,
     AuditEvent,
     DueEntry,
     SchedulingState,
@@ -76,17 +84,78 @@ def parse_due_pk(value: str) -> tuple[int, int, int]:
         raise ValueError(f"not a due-index key: {value!r}") from None
 
 
+TIMER_TTL_DAYS = 7
+"""A timer item expires (DynamoDB's TTL, free of write units) this many days after its position: long after any
+tick has passed it (the watermark trails now by a minute or so; a partition down longer reads it at its return,
+when the item is still there unless it was down for a week)."""
+
+
+def timer_pk(partition: int, bucket: int, shard: int, lane: str) -> str:
+    """Partition key of a due-index lane's timer items: ``due#p<partition>#b<bucket>#s<shard>#<lane>``."""
+    return f"due#p{partition}#b{bucket}#s{shard}#{lane}"
+
+
+def timer_sk(order: tuple[int, str, int, int]) -> str:
+    """Sort key of a timer item whose entry's ``DueEntry.order`` is ``order``: ``<at, 13 digits>#<job_id>#<due_at,
+    13 digits>#<version, 10 digits, or - for none>``. No key is a prefix of another, so ``key + "\x01"`` is
+    below every key sorted after ``key``."""
+    at, job_id, due_at, version = order
+    return f"{at:013d}#{job_id}#{due_at:013d}#{'-' if version < 0 else f'{version:010d}'}"
+
+
+def timer_entry(pk: str, sk: str) -> DueEntry:
+    """The entry of a timer item (its keys). Raises ValueError for keys ``timer_pk``/``timer_sk`` did not make."""
+    parts = pk.split("#")
+    if len(parts) != 5 or parts[0] != "due" or parts[4] not in TIMER_LANES:
+        raise ValueError(f"not a timer key: {pk!r}")
+    partition, bucket, shard = parse_due_pk("#".join(parts[1:4]))
+    try:
+        at, rest = sk.split("#", 1)
+        job_id, due_at, version = rest.rsplit("#", 2)
+        return DueEntry(
+            job_id,
+            partition,
+            bucket,
+            shard,
+            int(due_at),
+            lane=parts[4],
+            position=int(at),
+            version=None if version == "-" else int(version),
+        )
+    except ValueError:
+        raise ValueError(f"not a timer key: {sk!r}") from None
+
+
+def timer_item(entry: DueEntry) -> dict[str, Any]:
+    """The timer item of ``entry`` (keys, ``job_id``, ``expires_at`` epoch s: ``TIMER_TTL_DAYS`` after its
+    position)."""
+    return {
+        "pk": timer_pk(entry.partition, entry.bucket, entry.shard, entry.lane),
+        "sk": timer_sk(entry.order),
+        "job_id": entry.job_id,
+        "expires_at": entry.at // 1000 + TIMER_TTL_DAYS * 86_400,
+    }
+
+
 def due_attributes(entry: DueEntry) -> dict[str, Any]:
-    """The due-index attributes (``due_pk``, ``due_at``) of a scheduling item whose entry is ``entry``."""
-    return {"due_pk": due_pk(entry.partition, entry.bucket, entry.shard), "due_at": entry.due_at}
+    """The attributes of a scheduling item whose due entry is ``entry``: ``due_at`` and the keys of its timer
+    item (``timer_pk``, ``timer_sk``); ``due_pk``/``due_at`` (the ``due`` GSI's keys) for an :data:`INDEX`
+    entry, the layout before timer items."""
+    if entry.lane == INDEX:
+        return {"due_pk": due_pk(entry.partition, entry.bucket, entry.shard), "due_at": entry.due_at}
+    item = timer_item(entry)
+    return {"due_at": entry.due_at, "timer_pk": item["pk"], "timer_sk": item["sk"]}
 
 
 def due_entry_from_item(item: dict[str, Any]) -> DueEntry:
-    """The due entry of an item of the due index (``job_id``, ``due_pk``, ``due_at``). Raises ValueError
-    (KeyError/TypeError wrapped) for anything else."""
+    """The due entry of a scheduling item (``timer_pk``/``timer_sk``) or of an item of the ``due`` GSI
+    (``job_id``, ``due_pk``, ``due_at``: an :data:`INDEX` entry). Raises ValueError (KeyError/TypeError wrapped)
+    for anything else."""
     try:
+        if item.get("timer_pk") is not None:
+            return timer_entry(str(item["timer_pk"]), str(item["timer_sk"]))
         partition, bucket, shard = parse_due_pk(str(item["due_pk"]))
-        return DueEntry(str(item["job_id"]), partition, bucket, shard, int(item["due_at"]))
+        return DueEntry(str(item["job_id"]), partition, bucket, shard, int(item["due_at"]), lane=INDEX)
     except (KeyError, TypeError) as error:
         raise ValueError(f"not a due-index item: {error}") from error
 
@@ -219,6 +288,13 @@ def sched_item(state: SchedulingState) -> dict[str, Any]:
     return item
 
 
+def state_items(state: SchedulingState) -> list[dict[str, Any]]:
+    """What storing ``state`` writes: its scheduling item, and the timer item of its due entry if it has one
+    (for writers that put items themselves, e.g. a batch writer loading jobs)."""
+    due = state.due
+    return [sched_item(state), *([timer_item(due)] if due is not None and due.lane != INDEX else [])]
+
+
 def state_from_item(item: dict[str, Any]) -> SchedulingState:
     """The ``SchedulingState`` of a scheduling item (plain Python values; attributes missing on items written
     before they existed take their defaults). Raises KeyError/TypeError/ValueError when malformed."""
@@ -226,7 +302,7 @@ def state_from_item(item: dict[str, Any]) -> SchedulingState:
     def optional(name: str) -> int | None:
         return int(item[name]) if item.get(name) is not None else None
 
-    due = due_entry_from_item(item) if item.get("due_pk") is not None else None
+    due = due_entry_from_item(item) if item.get("timer_pk") or item.get("due_pk") is not None else None
     if due is not None and item.get("next_run_at") is None:
         raise ValueError("in the due index without next_run_at")
     return SchedulingState(

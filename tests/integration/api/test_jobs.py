@@ -44,7 +44,8 @@ def test_create_writes_an_active_scheduling_item_in_the_jobs_partition(http):
     assert int(item["next_run_at"]) == 1_772_503_200_000  # 2026-03-03T02:00Z
     assert int(item["partition"]) == partition_of(job["id"], http.settings.scheduler_partitions)
     assert int(item["term"]) == 0
-    assert item["due_pk"].startswith(f"p{int(item['partition'])}#")
+    assert item["timer_pk"].startswith(f"due#p{int(item['partition'])}#")  # its timer item's key
+    assert "due_pk" not in item  # not in the due GSI of the layout before timer items
     assert int(item["anchor_at"]) == http.NOW_MS
 
 
@@ -85,7 +86,7 @@ def test_resume_keeps_a_past_next_run_at_and_files_it_in_the_current_bucket(http
     item = sched_item(http, job["id"])
     assert resumed["next_run_at"] == TOMORROW_2AM
     bucket_ms = http.settings.due_bucket_s * 1000
-    assert item["due_pk"].split("#")[1] == f"b{http.clock() // bucket_ms}"
+    assert item["timer_pk"].split("#")[2] == f"b{http.clock() // bucket_ms}"
     assert int(item["due_at"]) == 1_772_503_200_000
 
 

@@ -47,7 +47,8 @@ class Harness(HarnessBase):
         with table.batch_writer() as batch:
             for _ in range(count):
                 job = self.job(schedule, **fields)
-                batch.put_item(Item=layout.sched_item(self.sched_for(job)))
+                for item in layout.state_items(self.sched_for(job)):
+                    batch.put_item(Item=item)
                 ids.append(job.id)
         return ids
 

@@ -18,7 +18,7 @@ from bench.cost import (
     provisioned_cost_per_million_runs,
     units_per_run_for_target,
 )
-from bench.report import PROVISIONED_TARGET_USD, TARGETS, Target, assemble, lookup
+from bench.report import PROVISIONED_TARGET_USD, TARGETS, Target, assemble, lookup, worker_duration_on_aws_ms
 
 PER_RUN = PerRun(
     write_units=8,
@@ -212,13 +212,46 @@ def _paths(writes_by_path: dict[str, dict[str, float]]) -> dict[str, Any]:
         "runs": 1200,
         "runs_per_tick": 100.0,
         "requests_per_run": {"scheduler": 2.2, "worker": 3.2, "worker_handler": 3.0, "event_source": 0.2},
-        "operations": {},
+        "operations": {
+            "worker": {
+                "dynamodb.GetItem": 1200,
+                "dynamodb.UpdateItem": 2400,
+                "sqs.ChangeMessageVisibilityBatch": 120,
+            }
+        },
         "wcu_per_run": {**totals, "total": sum(totals.values())},
         "wcu_detail_per_run": writes_by_path,
         "rcu_per_run": {"scheduler": 0.06, "worker": 0.5, "total": 0.56},
         "sqs_requests_per_run": {"scheduler": 0.1, "worker": 0.0, "event_source": 0.2},
-        "worker": {"invocations": 120, "records_per_invocation": 10.0, "duration_ms_avg": 200.0},
+        "worker": {
+            "invocations": 120,
+            "records_per_invocation": 10.0,
+            "duration_ms_avg": 200.0,
+            "cpu_ms_avg": 40.0,
+        },
     }
+
+
+def test_the_workers_duration_on_aws_is_its_own_cpu_at_the_lambdas_share_plus_the_requests_wait() -> None:
+    # 40 ms of the worker's own CPU per invocation of 10 runs, at 512 MB's share of a vCPU (512 / 1769), plus the
+    # critical path's waits: the batch's visibility change (an SQS request, 15 ms) and one record's GetItem and
+    # two UpdateItems (3 x 6 ms; the records run concurrently)
+    projected = worker_duration_on_aws_ms(_paths({}), 512)
+    assert projected["cpu_ms"] == pytest.approx(40 * 1769 / 512)
+    assert projected["wait_ms"] == pytest.approx(15 + 3 * 6)
+    assert projected["duration_ms"] == pytest.approx(40 * 1769 / 512 + 33)
+    # and the cost takes it, while the moto wall time (200 ms) gives the other figure
+    results = assemble({"paths_1KiB": _paths({"worker": {"Runs": 2.0}})}, DEPLOYMENT)[
+        "cost_usd_per_million_runs"
+    ]
+    invocations = 1_000_000 / 10
+    assert results["lambda_duration"] == pytest.approx(
+        invocations * projected["duration_ms"] / 1000 * 0.5 * 0.0000166667, rel=1e-4
+    )
+    moto_wall = invocations * 200 / 1000 * 0.5 * 0.0000166667
+    assert results["total_with_moto_wall_duration"] == pytest.approx(
+        results["total"] - results["lambda_duration"] + moto_wall, rel=1e-4
+    )
 
 
 def test_the_results_carry_both_modes_computed_from_the_measured_units_by_table() -> None:

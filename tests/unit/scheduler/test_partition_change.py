@@ -87,7 +87,7 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
     for job_id in job_ids:
         sched = harness.sched(job_id)
         assert sched["partition"] == partition_of(job_id, 3)
-        assert sched["due_pk"].startswith(f"p{sched['partition']}#")
+        assert sched["timer_pk"].startswith(f"due#p{sched['partition']}#")
 
 
 def test_lowering_the_count_in_the_deploy_that_brings_the_mark_strands_no_job(harness: Any) -> None:
