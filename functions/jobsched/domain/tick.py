@@ -264,9 +264,8 @@ class Scheduler(TickWrites):
         self._cursors: dict[tuple[int, int, str], DueCursor] = {}
         self._saved: tuple[str, int] | None = None  # (positions stored, when)
         self._done: set[DueEntry] = set()
-        self._floor: int | None = (
-            None  # the oldest bucket behind the watermark still to read (UPGRADE_REWIND_MS)
-        )
+        # the oldest bucket behind the watermark still to read (UPGRADE_REWIND_MS)
+        self._floor: int | None = None
         # the jobs the last tick planned or found stale (at most max_jobs: as many when it was full)
         self._considered: set[str] = set()
         # The backlog a full tick read but did not reach, by (bucket, shard, lane): the next tick takes it instead of
