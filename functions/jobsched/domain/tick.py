@@ -116,32 +116,42 @@ def _judge(entry: DueEntry, state: SchedulingState | None, partition: int, now_m
     return _Verdict.DONE if old else _Verdict.HOLD
 
 
-def encode_positions(cursors: dict[tuple[int, int, str], DueCursor], floor: int | None = None) -> str:
+def encode_positions(
+    cursors: dict[tuple[int, int, str], DueCursor], floor: int | None = None, watermark: int | None = None
+) -> str:
     """The read positions as stored (``WatermarkStore.save_positions``): JSON ``{"floor": <bucket or null>,
-    "cursors": {"<bucket>:<shard>:<lane>": [at, job_id, due_at, version]}}``; ``floor``: the oldest bucket
-    behind the watermark still to be read (see ``UPGRADE_REWIND_MS``)."""
+    "watermark": <bucket or null>, "cursors": {"<bucket>:<shard>:<lane>": [at, job_id, due_at, version]}}``;
+    ``floor``: the oldest bucket behind the watermark still to be read (``UPGRADE_REWIND_MS``); ``watermark``:
+    the watermark when they were stored (a later one without newer positions was moved by a leader that reads
+    no timer items: see ``Scheduler.on_leadership``)."""
     return json.dumps(
         {
             "floor": floor,
+            "watermark": watermark,
             "cursors": {f"{b}:{s}:{lane}": list(c) for (b, s, lane), c in sorted(cursors.items())},
         }
     )
 
 
-def decode_positions(text: str) -> tuple[dict[tuple[int, int, str], DueCursor], int | None]:
-    """Inverse of :func:`encode_positions`; a value no code of ours wrote reads as no cursor and no floor (a new
-    leader then reads its lanes from their start: slower, never wrong)."""
+def decode_positions(text: str) -> tuple[dict[tuple[int, int, str], DueCursor], int | None, int | None]:
+    """Inverse of :func:`encode_positions`: ``(cursors, floor, watermark)``. A value no code of ours wrote reads as
+    no cursor, no floor and no watermark (a new leader then reads its lanes from their start: slower, never
+    wrong)."""
     try:
         data = json.loads(text)
         cursors: dict[tuple[int, int, str], DueCursor] = {}
         for key, (at, job_id, due_at, version) in data["cursors"].items():
             bucket, shard, lane = key.split(":")
             cursors[(int(bucket), int(shard), lane)] = (int(at), str(job_id), int(due_at), int(version))
-        floor = data.get("floor")
-        return cursors, (int(floor) if floor is not None else None)
+        floor, watermark = data.get("floor"), data.get("watermark")
+        return (
+            cursors,
+            (int(floor) if floor is not None else None),
+            (int(watermark) if watermark is not None else None),
+        )
     except (ValueError, TypeError, AttributeError, KeyError) as error:
         logger.error("stored read positions unreadable; reading the lanes from their start", error=str(error))
-        return {}, None
+        return {}, None, None
 
 
 def _due_here(state: SchedulingState | None, partition: int, now_ms: int) -> bool:
@@ -290,7 +300,9 @@ class Scheduler(TickWrites):
         partition has no watermark yet (first start), it starts at the oldest bucket holding an entry of this
         partition (a one-off scan of the jobs' states), or at now's bucket minus the margin, and is stored. A
         watermark stored without read positions was written by the code before timer items: the ticks then also
-        read the buckets from ``UPGRADE_REWIND_MS`` ago (the floor) until they are drained."""
+        read the buckets from ``UPGRADE_REWIND_MS`` ago (the floor) until they are drained; one ahead of the
+        watermark the positions were stored with was moved by a leader that did not store them (a rollback to that
+        code), and the floor is that watermark."""
         self._lanes = self.jobs.due_lanes()
         self._done = set()
         self._cursors, self._saved, self._floor = {}, None, None
@@ -302,8 +314,14 @@ class Scheduler(TickWrites):
                 # the first leader since the move to timer items: its watermark was stored by code that read none
                 floor: int | None = (self.clock() - UPGRADE_REWIND_MS) // self.bucket_ms
             else:
-                self._cursors, floor = decode_positions(positions)
+                self._cursors, floor, saved_at = decode_positions(positions)
                 self._saved = (positions, self.clock())
+                if saved_at is not None and saved_at < stored:
+                    # The watermark moved on since these positions: by this code a few seconds before it stored
+                    # them again (a failover), or by a leader that reads no timer items (a rollback to the code
+                    # before them), which may have closed buckets holding some: read again from where the
+                    # positions were.
+                    floor = saved_at if floor is None else min(floor, saved_at)
             self._floor = floor if floor is not None and floor < stored else None
             self._drop_behind()
             return
@@ -613,7 +631,7 @@ class Scheduler(TickWrites):
     def _save_positions(self, now_ms: int, guard: Guard) -> None:
         """Store the read positions (and the floor) when they moved and ``POSITIONS_SAVE_MS`` have passed since the
         last store (best effort: a failed store only makes a new leader re-read a little more)."""
-        positions = encode_positions(self._cursors, self._floor)
+        positions = encode_positions(self._cursors, self._floor, self._watermark)
         if self._saved is not None and (
             self._saved[0] == positions or now_ms - self._saved[1] < POSITIONS_SAVE_MS
         ):

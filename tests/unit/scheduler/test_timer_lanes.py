@@ -174,3 +174,36 @@ def test_a_job_written_by_the_new_api_while_an_old_scheduler_leads_is_fired(harn
     assert first is not None and old.scheduler.watermark > first // (harness.settings.due_bucket_s * 1000)
     assert sent[(job.id, first)] == 1
     assert sum(n for (j, _), n in sent.items() if j == job.id) >= 2
+
+
+def test_a_rollback_then_roll_forward_fires_the_jobs_the_new_code_had_moved_onto_timer_items(
+    harness: Any,
+) -> None:
+    # Given the new code live: its leader ran a job every minute for 3 minutes (each move filed a timer item
+    # and took the job's state out of the old ``due`` GSI) and stored its read positions
+    job = harness.add("every 1 minute")
+    new1 = harness.contender("new1")
+    harness.run_seconds(new1, 180)
+    assert sum(1 for m in harness.drain() if m.job_id == job.id) >= 3
+    stored = dict(harness.control.positions)
+    assert stored  # the new code stored read positions
+
+    # When the stack update fails later and CloudFormation rolls the functions back to the code before timer
+    # items for 5 minutes: its leader reads only the GSI (no entry of this job) and advances the watermark
+    # (it stores no read positions: the ones the new code stored stay as they were)
+    new1.lease.release()
+    old = harness.contender("old", jobs=_OldCodeJobs(harness.jobs))
+    harness.run_seconds(old, 300)
+    harness.drain()
+    harness.control.positions.clear()
+    harness.control.positions.update(stored)
+    old.lease.release()
+
+    # And the deploy is retried: the new code leads again for 10 minutes
+    new2 = harness.contender("new2")
+    harness.run_seconds(new2, 600)
+    sent = Counter((m.job_id, m.scheduled_for) for m in harness.drain())
+
+    # Then the job fires again, from the watermark the new code's positions were stored with (without it: its
+    # state points at a timer item in a bucket the old code closed, read positions exist, no floor: lost)
+    assert sum(n for (j, _), n in sent.items() if j == job.id) >= 9
