@@ -69,6 +69,9 @@ watermark was written by a leader of the code before them, which read no timer i
 have closed buckets into which the new API or the migration filed some). Covers the old leader's last
 invocation (about 67 s) and the minutes a deploy takes to update every function."""
 
+LATE_PAGES_MAX = 10
+"""Pages of a late lane a full tick reads on after it has its ``max_jobs`` entries (``Scheduler._read_due``)."""
+
 POSITIONS_SAVE_MS = 5_000
 """The read positions (``Scheduler`` cursors) are stored at most this often: a new leader re-reads at most this
 much more of each lane than the last one had passed (its entries then cost one state read per job, once)."""
@@ -461,7 +464,7 @@ class Scheduler(TickWrites):
         full = sum(len(items) for items in kept.values()) >= self.limits.max_jobs
         oldest_kept = min((item.at for items in kept.values() for item in items), default=horizon + 1)
         pending: list[_Pending] = []
-        total = 0
+        total = late_pages = 0
         for read in reads:
             for shard in shards:
                 for lane in lanes:
@@ -510,9 +513,14 @@ class Scheduler(TickWrites):
                     query.token = next_key
                     following.append(query)
             if total >= self.limits.max_jobs:
+                # A full tick. The late lane is sorted by writing, not by due instant: an entry filed since may be
+                # older than all it read so far, so its pages are read on, up to LATE_PAGES_MAX in a tick.
+                late_pages += 1
+                keep = [q for q in following if q.lane == LATE] if late_pages <= LATE_PAGES_MAX else []
                 for query in following:
-                    query.read.complete = False
-                break
+                    if all(query is not kept for kept in keep):
+                        query.read.complete = False
+                following = keep
             pending = following
         return reads
 
