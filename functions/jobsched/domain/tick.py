@@ -382,8 +382,9 @@ class Scheduler(TickWrites):
             self._move(works, now_ms, guard, result)
             self._keep_backlog(reads, works, now_ms)
             result.errors = sum(1 for work in works if work.failed or not work.sent)
-            self._advance_cursors(reads, works, now_ms)
-            self._advance_watermark(reads, works, now_ms, guard, result)
+            done = self._done_after_tick(works)
+            self._advance_cursors(reads, done, now_ms)
+            self._advance_watermark(reads, done, now_ms, guard)
             self._save_positions(now_ms, guard)
             self._measure_lag(reads, works, now_ms, result)
         except LeaseLost as lost:
@@ -617,13 +618,12 @@ class Scheduler(TickWrites):
             if verdict is _Verdict.DONE or (verdict is _Verdict.WORK and entry.job_id in handled)
         } | self._ignored
 
-    def _advance_cursors(self, reads: list[_BucketRead], works: list[JobWork], now_ms: int) -> None:
+    def _advance_cursors(self, reads: list[_BucketRead], done: set[DueEntry], now_ms: int) -> None:
         """Move each timer lane's read position over the entries this tick's queries returned from it that are
         done, in the lane's order, stopping at the first that is not; a :data:`LATE` entry is passed only once it
         is ``WATERMARK_MARGIN_MS`` old, so an entry filed a little late at a position before it is still read.
         The done entries left after a position are remembered, so the next ticks read them without judging them
-        again."""
-        done = self._done_after_tick(works)
+        again. ``done``: the entries this tick made done (:meth:`_done_after_tick`)."""
         self._done |= {entry for entry in done if entry.lane != INDEX}
         for read in reads:
             for (shard, lane), fresh in read.fresh.items():
@@ -652,13 +652,14 @@ class Scheduler(TickWrites):
             logger.warning("read positions write failed", partition=self.partition, error=str(error))
 
     def _advance_watermark(
-        self, reads: list[_BucketRead], works: list[JobWork], now_ms: int, guard: Guard, result: TickResult
+        self, reads: list[_BucketRead], done: set[DueEntry], now_ms: int, guard: Guard
     ) -> None:
         """Advance over the contiguous run of drained buckets from the watermark. A bucket is drained when it
         ended at least ``WATERMARK_MARGIN_MS`` ago, every lane of it was read to the end, and each entry read from
-        it is done. The read positions and remembered entries of the buckets passed are dropped."""
+        it is done (``done``: this tick's, :meth:`_done_after_tick`, or remembered). The read positions and
+        remembered entries of the buckets passed are dropped."""
         assert self._watermark is not None
-        done = self._done_after_tick(works) | self._done
+        done = done | self._done
         by_bucket = {read.bucket: read for read in reads}
 
         def drained_from(bucket: int, end: int | None = None) -> int:
