@@ -15,10 +15,10 @@ from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
-from jobsched.domain.registration import register
+from jobsched.domain.registration import due_entry, register
 from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.models import CommandTarget, Job, from_ms, to_ms
-from jobsched.ports.jobs import SchedulingState
+from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.ports.runs import Claim, RunMessage, claim_message, new_run
 from jobsched.settings import Settings
 from jobsched.store import layout
@@ -150,6 +150,19 @@ class HarnessBase:
     def sched_for(self, job: Job) -> SchedulingState:
         """The scheduling state of ``job`` with its first fire from now (what the API would write)."""
         return register(job, settings=self.settings, now_ms=self.clock())
+
+    def entry(self, job_id: str, due_at: int, *, written_at: int, version: int | None) -> DueEntry:
+        """The due entry of ``job_id`` (partition 0) due at ``due_at``, as a writer files it at ``written_at`` for
+        the state's ``version`` (epoch ms; ``registration.due_entry`` with these settings)."""
+        return due_entry(
+            job_id,
+            due_at,
+            partition=0,
+            shards=self.settings.due_shards,
+            bucket_ms=self.settings.due_bucket_s * 1000,
+            now_ms=written_at,
+            version=version,
+        )
 
     def add(self, schedule: str, **fields: Any) -> Job:
         """Register a job (job, scheduling state, name) as the API would; returns it."""

@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any
 
 from jobsched.domain.planning import TickLimits
-from jobsched.domain.registration import due_entry
 from jobsched.ports.jobs import EARLY, LATE, DueQuery, Move
 from tests.support.scheduler import throttled
 
@@ -126,15 +125,7 @@ def test_an_entry_written_behind_a_backlog_is_not_passed_by_the_watermark(harnes
     # whose clock was three minutes behind)
     (late,) = harness.add_many(1, "every 1 hour")
     state = harness.jobs.states[late]
-    entry = due_entry(
-        late,
-        harness.T0 + 1,
-        partition=0,
-        shards=harness.settings.due_shards,
-        bucket_ms=bucket_ms,
-        now_ms=harness.T0,
-        version=state.version,
-    )
+    entry = harness.entry(late, harness.T0 + 1, written_at=harness.T0, version=state.version)
     assert entry.bucket == bucket
     harness.jobs.states[late] = replace(state, next_run_at=harness.T0 + 1, due=entry)
     results = harness.run_seconds(a, 3)

@@ -11,7 +11,6 @@ from datetime import UTC
 from typing import Any
 
 from jobsched.domain.planning import TickLimits
-from jobsched.domain.registration import due_entry
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.models import from_ms
 from jobsched.ports.jobs import EARLY, LATE, TIMER_LANES, DueQuery
@@ -20,18 +19,6 @@ from tests.support.scheduler import throttled
 
 def _sent(harness: Any) -> Counter[tuple[str, int]]:
     return Counter((m.job_id, m.scheduled_for) for m in harness.drain())
-
-
-def _entry(harness: Any, job_id: str, due_at: int, *, written_at: int, version: int) -> Any:
-    return due_entry(
-        job_id,
-        due_at,
-        partition=0,
-        shards=harness.settings.due_shards,
-        bucket_ms=harness.settings.due_bucket_s * 1000,
-        now_ms=written_at,
-        version=version,
-    )
 
 
 def test_an_entry_filed_before_its_state_write_landed_is_held_until_it_lands(harness: Any) -> None:
@@ -46,8 +33,8 @@ def test_an_entry_filed_before_its_state_write_landed_is_held_until_it_lands(har
 
     # When an edit files the job's new entry (version 2, due in 20 s: the early lane, filed at its due instant)
     # and its state write lands 25 s later, 5 s after that instant
-    edited = _entry(harness, job.id, now + 20_000, written_at=now, version=2)
-    lost = _entry(harness, orphan.id, now + 20_000, written_at=now, version=1)
+    edited = harness.entry(job.id, now + 20_000, written_at=now, version=2)
+    lost = harness.entry(orphan.id, now + 20_000, written_at=now, version=1)
     assert edited.lane == lost.lane == EARLY
     harness.jobs.put_timers([edited, lost])
     harness.run_seconds(a, 25)

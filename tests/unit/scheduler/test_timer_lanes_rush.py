@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from jobsched.domain.planning import TickLimits
-from jobsched.domain.registration import due_entry
 from jobsched.ports.jobs import LATE
 from jobsched.settings import Settings, memory_settings
 
@@ -24,17 +23,6 @@ def settings() -> Settings:
 def test_a_late_entry_older_than_a_rush_backlog_is_not_hidden_behind_unjudged_late_entries(
     harness: Any,
 ) -> None:
-    def entry(job_id: str, due_at: int, written_at: int, version: Any) -> Any:
-        return due_entry(
-            job_id,
-            due_at,
-            partition=0,
-            shards=harness.settings.due_shards,
-            bucket_ms=harness.settings.due_bucket_s * 1000,
-            now_ms=written_at,
-            version=version,
-        )
-
     T = harness.T0
     # Given a rush: 400 hourly jobs due at T (early lane), a leader handling 5 jobs a tick, 5 entries a page
     harness.clock.now_ms = T - 60_000
@@ -43,7 +31,7 @@ def test_a_late_entry_older_than_a_rush_backlog_is_not_hidden_behind_unjudged_la
     for _ in range(5):
         job = harness.job("every 1 second")
         state = harness.sched_for(job)
-        late = entry(job.id, T + 1000, T - 5000, state.version)
+        late = harness.entry(job.id, T + 1000, written_at=T - 5000, version=state.version)
         assert late.lane == LATE
         harness.jobs.create(job, replace(state, next_run_at=T + 1000, due=late))
     y = harness.job("every 1 second")
@@ -55,7 +43,7 @@ def test_a_late_entry_older_than_a_rush_backlog_is_not_hidden_behind_unjudged_la
     # When a job's fire older than the whole backlog (due T - 1 s: a catch-up's next fire, a one-off accepted
     # late) is filed in the late lane now, behind the 5 late entries due T + 1 s that no tick judges while the
     # older backlog fills every tick
-    y_entry = entry(y.id, T - 1000, harness.clock(), y_state.version)
+    y_entry = harness.entry(y.id, T - 1000, written_at=harness.clock(), version=y_state.version)
     assert y_entry.lane == LATE
     harness.jobs.create(y, replace(y_state, next_run_at=T - 1000, due=y_entry))
     fired_after = None
