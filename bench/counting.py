@@ -100,10 +100,10 @@ class RequestLog:
     def hooks(self, path: str) -> tuple[EventHook, ...]:
         """The botocore event hooks counting every call of a client under ``path`` (``Aws(event_hooks=...)``)."""
         return (
-            ("before-call.*.*", self._before(path)),
+            ("before-call.*.*", self._charged(path, self._before(path))),
             ("before-send.*.*", self._sending(path)),
             ("response-received.*.*", self._received(path)),
-            ("after-call.*.*", self._after(path)),
+            ("after-call.*.*", self._charged(path, self._after(path))),
         )
 
     def reset(self) -> None:
@@ -180,16 +180,22 @@ class RequestLog:
         with self._lock:
             self.foreign_cpu_s[path] += cpu_s
 
-    def _before(self, path: str) -> Callable[..., None]:
-        def before(event_name: str, params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
+    def _charged(self, path: str, hook: Callable[..., None]) -> Callable[..., None]:
+        """``hook``, its CPU time (on the calling thread's clock) charged to ``path``'s foreign CPU: the log's own
+        accounting is no caller's work."""
+
+        def charged(**kwargs: Any) -> None:
             started = time.thread_time()
             try:
-                counted(event_name, params, context)
+                hook(**kwargs)
             finally:
                 if self.enabled:
                     self._foreign(path, time.thread_time() - started)
 
-        def counted(event_name: str, params: dict[str, Any], context: dict[str, Any]) -> None:
+        return charged
+
+    def _before(self, path: str) -> Callable[..., None]:
+        def before(event_name: str, params: dict[str, Any], context: dict[str, Any], **kwargs: Any) -> None:
             if not self.enabled and not self.observers:
                 return
             _, service, operation = event_name.split(".", 2)
@@ -210,14 +216,6 @@ class RequestLog:
 
     def _after(self, path: str) -> Callable[..., None]:
         def after(event_name: str, http_response: Any, context: dict[str, Any], **kwargs: Any) -> None:
-            started = time.thread_time()
-            try:
-                counted(event_name, http_response, context)
-            finally:
-                if self.enabled:
-                    self._foreign(path, time.thread_time() - started)
-
-        def counted(event_name: str, http_response: Any, context: dict[str, Any]) -> None:
             if not context.get("bench.observed"):
                 return
             _, service, operation = event_name.split(".", 2)
