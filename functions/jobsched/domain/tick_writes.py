@@ -230,7 +230,7 @@ class TickWrites:
         update each, in parallel) of the jobs whose entries were filed. A job whose entry could not be filed is
         not moved: it stays due and the next tick retries it (an entry filed without its move is a stale hint)."""
         lock = threading.Lock()
-        moving: list[tuple[JobWork, DueEntry | None]] = []
+        moving: list[tuple[JobWork, DueEntry | None, int]] = []  # (work, next entry, home partition)
         for work in works:
             if work.failed or not work.sent:
                 continue
@@ -251,26 +251,25 @@ class TickWrites:
                 if nxt is not None
                 else None
             )
-            moving.append((work, due))
+            moving.append((work, due, home))
 
-        def file(batch: list[tuple[JobWork, DueEntry | None]]) -> None:
+        def file(batch: list[tuple[JobWork, DueEntry | None, int]]) -> None:
             guard.check()
             try:
-                self.jobs.put_timers([due for _, due in batch if due is not None])
+                self.jobs.put_timers([due for _, due, _ in batch if due is not None])
             except Exception as error:
                 logger.warning("due entries not filed", count=len(batch), error=str(error))
-                for work, _ in batch:
+                for work, _, _ in batch:
                     work.failed = True
 
         self._run_all(file, [moving[i : i + TIMER_BATCH] for i in range(0, len(moving), TIMER_BATCH)])
 
-        def move(item: tuple[JobWork, DueEntry | None]) -> None:
-            work, due = item
+        def move(item: tuple[JobWork, DueEntry | None, int]) -> None:
+            work, due, home = item
             if work.failed:
                 return
             job = work.plan.job
             term = guard.check()
-            home = partition_of(job.job_id, self.settings.scheduler_partitions)
             try:
                 self.jobs.move(
                     Move(
