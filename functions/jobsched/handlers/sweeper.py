@@ -22,9 +22,16 @@ def default_components() -> Components:
     return Components.from_environment()
 
 
+@lru_cache(maxsize=1)
 def default_sweeper() -> Sweeper:
-    """The function's sweeper."""
+    """The function's sweeper (built once per execution environment)."""
     return default_components().sweeper()
+
+
+@lru_cache(maxsize=1)
+def _migrated() -> list[bool]:
+    """Whether a pass of this execution environment found the migration done (then no further pass is made)."""
+    return [False]
 
 
 def migrate_due_index(components: Components) -> dict[str, Any]:
@@ -50,8 +57,11 @@ def handler(event: dict[str, Any], context: LambdaContext, sweeper: Sweeper | No
     if sweeper is not None:
         return sweeper.sweep().as_dict()
     report = default_sweeper().sweep().as_dict()
+    if _migrated()[0]:
+        return report
     try:
-        report["due_index_migration"] = migrate_due_index(default_components())
+        report["due_index_migration"] = migration = migrate_due_index(default_components())
+        _migrated()[0] = bool(migration["done"])
     except Exception as error:  # a failed pass is retried by the next invocation
         logger.warning("due index migration pass failed", error=str(error))
     return report

@@ -15,6 +15,7 @@ from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.models import RunStatus
 from jobsched.settings import get_settings
+from jobsched.store.jobs import LAYOUT_KEY
 from jobsched.targets import TargetCall, commands
 from jobsched.wiring import Components
 from jobsched.worker_runtime import Batches
@@ -44,7 +45,13 @@ def test_a_batch_reports_only_its_failed_records(kit: Kit) -> None:
 def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name, value in resource_env.items():
         monkeypatch.setenv(name, value)
-    defaults = (get_settings, worker_handler.default_batches, sweeper_handler.default_components)
+    defaults = (
+        get_settings,
+        worker_handler.default_batches,
+        sweeper_handler.default_components,
+        sweeper_handler.default_sweeper,
+        sweeper_handler._migrated,
+    )
     for default in defaults:
         default.cache_clear()
     yield
@@ -69,6 +76,13 @@ def test_the_default_wiring_comes_from_the_environment(kit: Kit, environment: No
         assert control.save_positions(partition, '{"floor": null, "cursors": {}}', term=1)
     report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
     assert report["due_index_migration"] == {"moved": 0, "done": False}  # its first pass: nothing to move
+    # once a pass finds the move done, this execution environment makes no further pass
+    components = sweeper_handler.default_components()
+    components.aws.table(kit.settings.jobs_table).put_item(Item={**LAYOUT_KEY, "timers_only": True})
+    report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
+    assert report["due_index_migration"] == {"moved": 0, "done": True}
+    report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
+    assert "due_index_migration" not in report and report["errors"] == []
 
 
 def test_the_sweeper_handler_returns_its_report(kit: Kit) -> None:
