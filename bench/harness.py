@@ -7,8 +7,10 @@ registrations through the API would take longer than everything else together.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,10 +63,49 @@ class Backend:
 
 
 @contextmanager
+def partition_scoped_queries() -> Iterator[None]:
+    """While open, moto answers a Query on a table's own key (not an index) from that partition key's items
+    only, as DynamoDB does, instead of sorting and filtering every item of the table (moto 5.2's
+    ``Table.query`` iterates ``Table.all_items()``): the results, their order and paging are the same, only
+    the cost per call stops growing with the table (a rush's Query took 9.8 s on a 30,000-item jobs table).
+    Index queries are left as they are. Thread-safe: the scope is per calling thread."""
+    from moto.dynamodb.models.table import Table
+
+    original_query, original_all_items = Table.query, Table.all_items
+    signature = inspect.signature(original_query)
+    scope = threading.local()
+
+    def all_items(self: Any) -> list[Any]:
+        hash_key = getattr(scope, "hash_key", None)
+        if hash_key is None:
+            return original_all_items(self)
+        found = self.items.get(hash_key)  # .get: the table's defaultdict must not grow an empty partition
+        if not found:
+            return []
+        return sorted(found.values(), key=lambda item: item.range_key) if self.range_key_attr else [found]
+
+    def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        if arguments.get("index_name"):
+            return original_query(self, *args, **kwargs)
+        scope.hash_key = arguments["hash_key"]
+        try:
+            return original_query(self, *args, **kwargs)
+        finally:
+            scope.hash_key = None
+
+    Table.query, Table.all_items = query, all_items  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Table.query, Table.all_items = original_query, original_all_items  # type: ignore[method-assign]
+
+
+@contextmanager
 def moto_backend(**settings: Any) -> Iterator[Backend]:
-    """Start ``moto.mock_aws``, provision every resource, mark the jobs table's due index as timer items only
-    (``JobStore.due_lanes``), and yield a ``Backend`` whose ``settings`` carry the resource names plus
-    ``settings`` overrides."""
+    """Start ``moto.mock_aws`` with :func:`partition_scoped_queries`, provision every resource, mark the jobs
+    table's due index as timer items only (``JobStore.due_lanes``), and yield a ``Backend`` whose ``settings``
+    carry the resource names plus ``settings`` overrides."""
     from moto import mock_aws
 
     from jobsched.aws import Aws, provision
@@ -72,7 +113,7 @@ def moto_backend(**settings: Any) -> Iterator[Backend]:
     from jobsched.store.jobs import LAYOUT_KEY
 
     quiet_environment()
-    with mock_aws():
+    with mock_aws(), partition_scoped_queries():
         aws = Aws()
         env = provision(aws, prefix="bench")
         backend = Backend(
