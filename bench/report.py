@@ -22,6 +22,9 @@ AWS_REQUEST_MS = {"dynamodb": 6.0, "sqs": 15.0}
 """Per-request latency on AWS, in-region (ms): the scale simulation's assumptions (``bench.scale_sim.Latencies``:
 a DynamoDB single-item write 5-6 ms, an SQS batch 15 ms), the larger figure for each service."""
 
+BATCH_LEVEL_DYNAMODB = frozenset({"dynamodb.BatchGetItem"})
+"""The worker's DynamoDB requests made once per batch, before its records run (``Worker.read_specs``)."""
+
 LAMBDA_MB_PER_VCPU = 1769
 """Lambda gives one vCPU at 1,769 MB and CPU in proportion to memory below it (Lambda developer guide, "Memory and
 computing power")."""
@@ -35,9 +38,9 @@ def worker_duration_on_aws_ms(paths: dict[str, Any], memory_mb: int) -> dict[str
     the invocation waits for their answers instead: ``cpu_ms`` is the worker's own CPU time measured here
     (``cpu_ms_avg``: the process's CPU during the invocation minus moto's and the accounting's, this machine's
     core taken as one vCPU) at the Lambda's share of a vCPU (``memory_mb / LAMBDA_MB_PER_VCPU``), and ``wait_ms``
-    the requests' latency (``AWS_REQUEST_MS``) on the invocation's critical path: its batch-level SQS requests
-    one after the other, then one record's DynamoDB requests (the records of a batch run concurrently, each its
-    requests in turn). Returns ``own_cpu_ms``, ``cpu_ms``, ``wait_ms`` and ``duration_ms`` (``cpu_ms`` +
+    the requests' latency (``AWS_REQUEST_MS``) on the invocation's critical path: its batch-level requests (the
+    SQS ones and ``BATCH_LEVEL_DYNAMODB``) one after the other, then one record's DynamoDB requests (the records
+    of a batch run concurrently, each its requests in turn). Returns ``own_cpu_ms``, ``cpu_ms``, ``wait_ms`` and ``duration_ms`` (``cpu_ms`` +
     ``wait_ms``)."""
     worker = paths["worker"]
     invocations = max(1, worker["invocations"])
@@ -45,8 +48,11 @@ def worker_duration_on_aws_ms(paths: dict[str, Any], memory_mb: int) -> dict[str
     own = worker["cpu_ms_avg"]
     per_invocation = {op: n / invocations for op, n in paths["operations"]["worker"].items()}
     sqs = sum(n for op, n in per_invocation.items() if op.startswith("sqs."))
-    dynamodb = sum(n for op, n in per_invocation.items() if op.startswith("dynamodb."))
-    wait = sqs * AWS_REQUEST_MS["sqs"] + dynamodb / records * AWS_REQUEST_MS["dynamodb"]
+    batch_level = sum(n for op, n in per_invocation.items() if op in BATCH_LEVEL_DYNAMODB)
+    per_record = sum(
+        n for op, n in per_invocation.items() if op.startswith("dynamodb.") and op not in BATCH_LEVEL_DYNAMODB
+    )
+    wait = sqs * AWS_REQUEST_MS["sqs"] + (batch_level + per_record / records) * AWS_REQUEST_MS["dynamodb"]
     cpu = own * LAMBDA_MB_PER_VCPU / memory_mb
     return {"own_cpu_ms": own, "cpu_ms": cpu, "wait_ms": wait, "duration_ms": cpu + wait}
 

@@ -306,8 +306,9 @@ class Functions(Construct):
     def _grant_worker(self) -> None:
         """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem), get (the overlap lock's
         holder, under contention) and list_for_job (Query: the unlocked-try check, an alert policy's streak);
-        JobStore get_spec (GetItem), list_events and get (Query: the unlocked-try check, the alert policy's
-        automatic pause, a transaction of Put) and the overlap lock (PutItem, UpdateItem, DeleteItem); retries
+        JobStore get_specs (BatchGetItem, a batch's jobs) and get_spec (GetItem, when that read failed),
+        list_events and get (Query: the unlocked-try check, the alert policy's automatic pause, a transaction of
+        Put) and the overlap lock (PutItem, UpdateItem, DeleteItem); retries
         on the run queue (consuming it and extending visibility are granted by the event source); dead runs to
         the dead-run queue and the alerts topic; the targets jobs point at."""
         s, fn = self._storage, self.worker
@@ -316,6 +317,7 @@ class Functions(Construct):
             s.jobs,
             [
                 "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
                 "dynamodb:Query",
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",

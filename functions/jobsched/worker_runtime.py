@@ -14,16 +14,17 @@ A record whose invocation has too little time left is handed back unclaimed (``j
 a batch item failure, its message visible again at once.
 
 AWS requests per run (the target's own call, e.g. the Lambda invoke of a ``lambda`` target, not counted):
-- success path: 3 = claim (UpdateItem) + job spec (GetItem) + succeed (UpdateItem); 4 with
-  ``overlap: skip`` (+1 Query for a running run). The message is deleted by the event source mapping.
+- success path: 2 = claim (UpdateItem) + succeed (UpdateItem); 3 with ``overlap: skip`` (+1 Query for a
+  running run). The message is deleted by the event source mapping.
 - per batch: 1 ChangeMessageVisibilityBatch (``Worker.hold``: a lost worker's message comes back once its
-  run's heartbeat is stale), 0.1 per run in batches of 10.
+  run's heartbeat is stale) and 1 BatchGetItem of the batch's job specs (``Worker.read_specs``; if it fails,
+  1 GetItem per run instead), 0.2 per run in batches of 10.
 - while a try runs: +2 per ``heartbeat_interval_s`` (30 s): UpdateItem + ChangeMessageVisibility.
-- failed try with attempts left: 4 = claim + spec + retrying (UpdateItem) + retry message (SendMessageBatch).
-- last failed try: 6 = claim + spec + dead (UpdateItem) + dead-run SendMessage + SNS Publish + UpdateItem.
+- failed try with attempts left: 3 = claim + retrying (UpdateItem) + retry message (SendMessageBatch).
+- last failed try: 5 = claim + dead (UpdateItem) + dead-run SendMessage + SNS Publish + UpdateItem.
 - duplicate delivery: 1 (the refused claim).
 - handed back for lack of time (rare: never at the start of an invocation with the deployment's limits):
-  2 = job spec (GetItem) + ChangeMessageVisibility, then the redelivery's own path.
+  1 = ChangeMessageVisibility, then the redelivery's own path.
 Counted in ``tests/integration/worker/test_request_count.py``.
 """
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -47,6 +48,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.domain.worker import Worker
+from jobsched.models import Job
+from jobsched.ports.runs import RunMessage
 
 _pools = threading.local()
 
@@ -86,9 +89,11 @@ class Batches:
             worker = self._local.worker = self._make_worker()
         return worker
 
-    def _handle_record(self, record: SQSRecord, lambda_context: LambdaContext | None) -> str:
-        """Runs in a pool thread: that thread's worker handles the record."""
-        return self.worker().handle(delivery_of(record, lambda_context))
+    def _handle_record(
+        self, record: SQSRecord, lambda_context: LambdaContext | None, specs: Mapping[str, Job] | None
+    ) -> str:
+        """Runs in a pool thread: that thread's worker handles the record, with the batch's ``specs``."""
+        return self.worker().handle(delivery_of(record, lambda_context), specs)
 
     def process(self, event: dict[str, Any], context: LambdaContext | None) -> PartialItemFailureResponse:
         """Run every record of an SQS ``event`` concurrently (one thread each); the partial batch response.
@@ -101,11 +106,12 @@ class Batches:
         pool = record_pool(max(1, len(records)))
         # every record is claimed at once below: hold the batch's messages for the heartbeat's stale time first
         self.worker().hold([str(r["receiptHandle"]) for r in records if r.get("receiptHandle")])
+        specs = self.worker().read_specs(_job_ids(records))
 
         async def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
-                pool, functools.partial(self._handle_record, record, lambda_context)
+                pool, functools.partial(self._handle_record, record, lambda_context, specs)
             )
 
         return async_process_partial_response(
@@ -115,3 +121,14 @@ class Batches:
             processor=AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
             context=context,
         )
+
+
+def _job_ids(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The job ids of a batch's run messages, in order (a malformed body is left out: its record fails alone)."""
+    ids = []
+    for record in records:
+        try:
+            ids.append(RunMessage.parse(str(record.get("body", ""))).job_id)
+        except ValueError:
+            continue
+    return ids

@@ -112,3 +112,28 @@ def test_a_throttled_spec_read_is_store_unavailable(aws: Any, settings: Any) -> 
         with pytest.raises(StoreUnavailable) as raised:
             store.get_spec("j_1")
     assert isinstance(raised.value.__cause__, ClientError)
+
+
+def test_a_batch_s_jobs_are_read_together_as_one_by_one(specs: Any) -> None:
+    # Given 105 jobs (more than one BatchGetItem's 100 keys), one of them deleted
+    store, save, delete = specs
+    clock = FakeClock(NOW)
+    jobs = [new_job(clock, n, command="record") for n in range(105)]
+    for job in jobs:
+        save(job)
+    delete(jobs[50])
+    # When a batch naming them (one twice) and an unknown job is read together
+    wanted = [job.id for job in jobs] + [jobs[7].id, "j_unknown"]
+    read = store.get_specs(wanted)
+    # Then each live job is what get_spec gives, and the deleted and unknown ones are left out
+    assert set(read) == {job.id for job in jobs} - {jobs[50].id}
+    assert all(read[job_id] == store.get_spec(job_id) for job_id in read)
+    assert store.get_specs([]) == {}
+
+
+def test_a_throttled_batch_read_of_specs_is_store_unavailable(aws: Any, settings: Any) -> None:
+    store = JobStore(aws.table(settings.jobs_table))
+    with Stubber(store.table.meta.client) as stubber:
+        stubber.add_client_error("batch_get_item", "ThrottlingException", http_status_code=400)
+        with pytest.raises(StoreUnavailable):
+            store.get_specs(["j_1"])

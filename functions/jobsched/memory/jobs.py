@@ -250,6 +250,12 @@ class MemoryJobStore:
             job = self.jobs.get(job_id)
             return job.model_copy(update={"paused": False, "next_run_at": None}) if job is not None else None
 
+    def get_specs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """``get_spec`` of each of ``job_ids`` by job id, the deleted ones left out."""
+        return {
+            job_id: job for job_id in dict.fromkeys(job_ids) if (job := self.get_spec(job_id)) is not None
+        }
+
     def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
         """Take the lock for ``request``'s try when :func:`overlap_free`: None when taken, else the holder.
         ``expires_at_s`` is not kept (locks do not expire here)."""

@@ -612,11 +612,13 @@ class SweepRows(RunTransitions, RunClaims, Protocol):
 
 
 class JobSpecs(Protocol):
-    """A job as the worker runs it (``get_spec``: None when deleted) and its overlap lock
-    (``jobsched.store.jobs.JobStore``): ``acquire_overlap`` returns None when taken (:class:`OverlapRequest` tells
-    when), else the try holding it."""
+    """A job as the worker runs it (``get_spec``: None when deleted; ``get_specs``: a batch's jobs by id, the
+    deleted ones left out) and its overlap lock (``jobsched.store.jobs.JobStore``): ``acquire_overlap`` returns
+    None when taken (:class:`OverlapRequest` tells when), else the try holding it."""
 
     def get_spec(self, job_id: str) -> Job | None: ...
+
+    def get_specs(self, job_ids: Sequence[str]) -> dict[str, Job]: ...
 
     def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None: ...
 

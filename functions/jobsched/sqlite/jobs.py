@@ -216,6 +216,17 @@ class SqliteJobStore:
             row = conn.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return Job.model_validate_json(row[0]) if row else None
 
+    def get_specs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """``get_spec`` of each of ``job_ids`` by job id, the deleted ones left out; one read."""
+        ids = list(dict.fromkeys(job_ids))
+        if not ids:
+            return {}
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT job_id, spec FROM jobs WHERE job_id IN ({', '.join('?' * len(ids))})", ids
+            ).fetchall()
+        return {str(job_id): Job.model_validate_json(spec) for job_id, spec in rows}
+
     def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
         """Take the lock for ``request``'s try when ``overlap_free``: None when taken, else the holder. Its
         ``expires_at_s`` (epoch s): when a lock left behind is reaped."""

@@ -155,6 +155,18 @@ class JobStore:
         item = self.table.get_item(Key={"pk": job_pk(job_id), "sk": SPEC_SK}).get("Item")
         return job_from_items(item, None) if item and not is_tombstone(item) else None
 
+    @unavailable_on_failure
+    def get_specs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """``get_spec`` of each of ``job_ids`` by job id, the deleted ones left out: a worker batch's jobs read
+        together. One BatchGetItem per 100 ids (plus retries of unprocessed keys), eventually consistent as
+        ``get_spec``: the same read units as one GetItem each. Raises ``StoreUnavailable`` on a transient
+        failure."""
+        return {
+            job_id: job_from_items(item, None)
+            for job_id, item in self._batch_get(list(job_ids), SPEC_SK).items()
+            if not is_tombstone(item)
+        }
+
     # --- worker side: the overlap lock ------------------------------------------------------------
     #
     # A job with ``overlap: skip`` runs one try at a time: its worker holds the item ``pk=job#<id> sk=running``
@@ -272,17 +284,19 @@ class JobStore:
             kwargs["ExclusiveStartKey"] = {"owner": owner, "name": name, "pk": job_pk(job_id), "sk": SPEC_SK}
         page = self.table.query(**kwargs)
         specs = [plain(i) for i in page["Items"]]
-        scheds = self._batch_get_sched([s["job_id"] for s in specs])
+        scheds = self._batch_get([s["job_id"] for s in specs], SCHED_SK)
         last = page.get("LastEvaluatedKey")
         cursor = (specs[-1]["name"], specs[-1]["job_id"]) if last and specs else None
         return [_stored(s, scheds.get(s["job_id"])) for s in specs], cursor
 
-    def _batch_get_sched(self, job_ids: list[str], *, consistent: bool = False) -> dict[str, dict[str, Any]]:
+    def _batch_get(
+        self, job_ids: list[str], sk: str, *, consistent: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """The items ``sk`` (``SPEC_SK``, ``SCHED_SK``) of ``job_ids`` by job id, 100 keys a BatchGetItem."""
         found: dict[str, dict[str, Any]] = {}
+        job_ids = list(dict.fromkeys(job_ids))
         for start in range(0, len(job_ids), STATE_BATCH):
-            keys = [
-                {"pk": job_pk(j), "sk": SCHED_SK} for j in dict.fromkeys(job_ids[start : start + STATE_BATCH])
-            ]
+            keys = [{"pk": job_pk(j), "sk": sk} for j in job_ids[start : start + STATE_BATCH]]
             request: dict[str, Any] = {self.table.name: {"Keys": keys, "ConsistentRead": consistent}}
             while request:
                 response = self.table.meta.client.batch_get_item(RequestItems=request)
@@ -469,7 +483,7 @@ class JobStore:
         out; an item no code path of ours wrote comes back ``Unreadable``). One BatchGetItem per 100 ids (plus
         retries of unprocessed keys); 0.5 read units per item."""
         states: dict[str, SchedulingState | Unreadable] = {}
-        for job_id, item in self._batch_get_sched(list(job_ids), consistent=True).items():
+        for job_id, item in self._batch_get(list(job_ids), SCHED_SK, consistent=True).items():
             try:
                 states[job_id] = state_from_item(item)
             except (KeyError, TypeError, ValueError) as error:

@@ -182,3 +182,64 @@ def test_a_record_handed_back_for_lack_of_time_costs_two_requests(
     with pytest.raises(Deferred):
         worker.handle(delivery_of(message, Context(remaining_ms=600_000)))
     assert requests == {"dynamodb.GetItem": 1, "sqs.ChangeMessageVisibility": 1}
+
+
+def test_a_batch_through_the_lambda_handler_reads_its_jobs_in_one_request(
+    worker: Worker,
+    delivered: Callable[[Job, int], dict[str, Any]],
+    requests: Counter[str],
+    due_job: Callable[..., Job],
+    jobs: JobStore,
+) -> None:
+    from jobsched.handlers import worker as worker_handler
+    from jobsched.worker_runtime import Batches
+
+    # Given a batch of 10 runs received from the run queue, one of whose jobs was deleted since it was enqueued
+    batch = [due_job() for _ in range(10)]
+    records = [delivered(job, T0) for job in batch]
+    jobs.delete(jobs.get(batch[3].id).job, deleted_at_ms=T0, retention_days=None)
+    requests.clear()
+    # When the worker function handles it
+    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    # Then the batch's jobs were read with one request, not one per run (2.2 requests per run, from 3.1)
+    assert response == {"batchItemFailures": []}
+    assert requests == {
+        "sqs.ChangeMessageVisibilityBatch": 1,
+        "dynamodb.BatchGetItem": 1,
+        "dynamodb.UpdateItem": 20,  # claim and result of each, the deleted job's run recorded skipped
+    }
+    assert worker.runs.get(batch[3].id, T0).status.value == "skipped"  # type: ignore[union-attr]
+    assert worker.runs.get(batch[4].id, T0).status.value == "succeeded"  # type: ignore[union-attr]
+
+
+def test_a_batch_whose_jobs_cannot_be_read_together_reads_each_run_s_own(
+    worker: Worker,
+    delivered: Callable[[Job, int], dict[str, Any]],
+    requests: Counter[str],
+    due_job: Callable[..., Job],
+    jobs: JobStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from botocore.exceptions import ClientError
+
+    from jobsched.handlers import worker as worker_handler
+    from jobsched.worker_runtime import Batches
+
+    # Given a batch of 3 runs, and a BatchGetItem that is throttled (after the SDK's retries)
+    records = [delivered(job, T0) for job in (due_job(), due_job(), due_job())]
+    client = worker.jobs.table.meta.client  # type: ignore[attr-defined]
+
+    def throttled(**kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "BatchGetItem")
+
+    monkeypatch.setattr(client, "batch_get_item", throttled)
+    requests.clear()
+    # When the worker function handles it
+    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    # Then every run still ran, each reading its own job
+    assert response == {"batchItemFailures": []}
+    assert requests == {
+        "sqs.ChangeMessageVisibilityBatch": 1,
+        "dynamodb.GetItem": 3,
+        "dynamodb.UpdateItem": 6,
+    }

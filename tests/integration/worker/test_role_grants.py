@@ -52,4 +52,5 @@ def test_the_worker_role_allows_a_batch_through_the_lambda_handler(kit: Kit) -> 
     # Then every request it made (the batch's visibility hold, the claims, heartbeats, results) is allowed
     assert response == {"batchItemFailures": []}
     assert ("sqs:ChangeMessageVisibility", "RUN_QUEUE_URL", None) in requests.needed
+    assert ("dynamodb:BatchGetItem", "JOBS_TABLE", None) in requests.needed  # the batch's jobs, read together
     assert requests.needed - granted("worker") == set()

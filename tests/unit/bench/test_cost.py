@@ -254,6 +254,18 @@ def test_the_workers_duration_on_aws_is_its_own_cpu_at_the_lambdas_share_plus_th
     )
 
 
+def test_a_batch_level_read_waits_once_for_the_whole_invocation() -> None:
+    # the batch's jobs read with one BatchGetItem before its records run: on the critical path once (6 ms), not
+    # a tenth of it as a record's own request would be
+    paths = _paths({})
+    paths["operations"]["worker"] = {
+        "dynamodb.BatchGetItem": 120,
+        "dynamodb.UpdateItem": 2400,
+        "sqs.ChangeMessageVisibilityBatch": 120,
+    }
+    assert worker_duration_on_aws_ms(paths, 512)["wait_ms"] == pytest.approx(15 + 6 + 2 * 6)
+
+
 def test_the_results_carry_both_modes_computed_from_the_measured_units_by_table() -> None:
     today = {
         "scheduler": {"Control": 0.01, "Jobs/due": 2.0, "Jobs": 1.0, "Runs/sweep": 1.0, "Runs": 1.0},

@@ -41,10 +41,11 @@ def table() -> Iterator[Any]:
         dynamodb = boto3.resource("dynamodb", region_name="us-east-1")
         created = dynamodb.create_table(
             TableName="t",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "owner")
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
             ],
+            AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "owner")],
             GlobalSecondaryIndexes=[
                 {
                     "IndexName": "by_owner",
@@ -60,7 +61,11 @@ def table() -> Iterator[Any]:
                     for i in range(60):  # written out of order: moto must sort within the partition
                         n = (i * 37) % 60
                         batch.put_item(
-                            Item={"pk": f"due#p0#b7#s{shard}#{lane}", "sk": f"{n:013d}", "owner": f"team-{n % 4}"}
+                            Item={
+                                "pk": f"due#p0#b7#s{shard}#{lane}",
+                                "sk": f"{n:013d}",
+                                "owner": f"team-{n % 4}",
+                            }
                         )
         yield created
 
