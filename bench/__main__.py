@@ -4,7 +4,8 @@ Each measurement runs in a fresh interpreter (``python -m bench --child NAME``):
 environment (local mode sets process-wide state) and a clean peak-memory figure. The idle poll and the client
 CPU measurement (thread CPU time) run side by side; everything else runs alone: the rush and the local-mode runs
 are timed, and each steady-load pass (1 KiB and 32 KiB input) measures the worker's own CPU time, which prices
-its Lambda duration (a second process on the same cores inflated it 2.4-fold in the session-7 sample).
+its Lambda duration (beside three other passes on 2 cores it was 58 ms a batch in the session-7 sample, 28 ms
+alone).
 """
 
 from __future__ import annotations
