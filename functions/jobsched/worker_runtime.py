@@ -14,8 +14,9 @@ A record whose invocation has too little time left is handed back unclaimed (``j
 a batch item failure, its message visible again at once.
 
 AWS requests per run (the target's own call, e.g. the Lambda invoke of a ``lambda`` target, not counted):
-- success path: 2 = claim (UpdateItem) + succeed (UpdateItem); 3 with ``overlap: skip`` (+1 Query for a
-  running run). The message is deleted by the event source mapping.
+- success path: 2 = claim (UpdateItem) + succeed (UpdateItem); 4 with ``overlap: skip`` (+ the lock's
+  PutItem and DeleteItem), 5 for a job changed within the longest a try lasts (+1 Query of its audit events).
+  The message is deleted by the event source mapping.
 - per batch: 1 ChangeMessageVisibilityBatch (``Worker.hold``: a lost worker's message comes back once its
   run's heartbeat is stale) and 1 BatchGetItem of the batch's job specs (``Worker.read_specs``; if it fails,
   1 GetItem per run instead), 0.2 per run in batches of 10.
@@ -25,7 +26,8 @@ AWS requests per run (the target's own call, e.g. the Lambda invoke of a ``lambd
 - duplicate delivery: 1 (the refused claim).
 - handed back for lack of time (rare: never at the start of an invocation with the deployment's limits):
   1 = ChangeMessageVisibility, then the redelivery's own path.
-Counted in ``tests/integration/worker/test_request_count.py``.
+A delivery handled alone (``Worker.handle`` without the batch's ``specs``) or in a batch whose jobs could not be
+read together reads its own job: +1 GetItem. Counted in ``tests/integration/worker/test_request_count.py``.
 """
 
 from __future__ import annotations

@@ -137,3 +137,51 @@ def test_a_throttled_batch_read_of_specs_is_store_unavailable(aws: Any, settings
         stubber.add_client_error("batch_get_item", "ThrottlingException", http_status_code=400)
         with pytest.raises(StoreUnavailable):
             store.get_specs(["j_1"])
+
+
+def _unprocessed(store: JobStore, monkeypatch: pytest.MonkeyPatch, times: int) -> list[float]:
+    """The store's client answers ``times`` BatchGetItems with every key unprocessed; returns the sleeps."""
+    from jobsched.store import jobs as jobs_module
+
+    client = store.table.meta.client
+    real = client.batch_get_item
+    calls = {"n": 0}
+
+    def batch_get_item(**kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] <= times:
+            return {"Responses": {}, "UnprocessedKeys": kwargs["RequestItems"]}
+        return real(**kwargs)
+
+    slept: list[float] = []
+    monkeypatch.setattr(client, "batch_get_item", batch_get_item)
+    monkeypatch.setattr(jobs_module.time, "sleep", slept.append)
+    return slept
+
+
+def test_keys_left_unprocessed_are_asked_again_after_a_back_off(
+    aws: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = JobStore(aws.table(settings.jobs_table))
+    job = new_job(FakeClock(NOW), 1, command="record")
+    store.create(
+        job,
+        scheduling_state(
+            job, anchor_at_ms=NOW, next_run_at_ms=None, partition=0, settings=settings, now_ms=NOW
+        ),
+    )
+    slept = _unprocessed(store, monkeypatch, 2)
+    assert set(store.get_specs([job.id])) == {job.id}
+    assert slept == [0.05, 0.1]
+
+
+def test_keys_still_unprocessed_after_the_back_offs_are_unavailable_not_absent(
+    aws: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = JobStore(aws.table(settings.jobs_table))
+    slept = _unprocessed(store, monkeypatch, 10)
+    with pytest.raises(StoreUnavailable):
+        store.get_specs(["j_1"])
+    with pytest.raises(StoreUnavailable):  # the scheduler's read of scheduling states alike
+        store.scheduling_states(["j_1"])
+    assert slept == [0.05, 0.1, 0.2] * 2

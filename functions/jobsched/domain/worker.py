@@ -469,13 +469,16 @@ class Worker:
     def read_specs(self, job_ids: Sequence[str]) -> dict[str, Job] | None:
         """The jobs of a received batch's runs by id (the deleted ones left out), read together before any is
         claimed (``JobSpecs.get_specs``: one request per 100 jobs instead of one per run), for ``handle``'s
-        ``specs``. None when the read fails (logged): each run then reads its own job, as without it."""
+        ``specs``. None when the read fails for any reason (logged): a storage error, or a job this worker cannot
+        read; each run then reads its own job, as without it, and only a run whose job cannot be read fails."""
         if not job_ids:
             return None
         try:
             return self.jobs.get_specs(job_ids)
-        except StoreUnavailable:
-            logger.warning("the batch's jobs not read together; each run reads its own", jobs=len(job_ids))
+        except Exception:  # an optimisation only: the per-run reads give each error to its own run
+            logger.warning(
+                "the batch's jobs not read together; each run reads its own", jobs=len(job_ids), exc_info=True
+            )
             return None
 
     def hold(self, receipt_handles: list[str]) -> None:

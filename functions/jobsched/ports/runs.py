@@ -413,6 +413,8 @@ class RunMessage:
         """Parse a message body; raises ValueError (KeyError/TypeError wrapped) for a malformed one."""
         try:
             data = json.loads(body)
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON object is expected, not {type(data).__name__}")
             optional = {
                 name: int(data[name])
                 for name in ("dispatch_at", "enqueued_at", "term")

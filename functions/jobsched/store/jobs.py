@@ -57,6 +57,11 @@ from jobsched.store.layout import (
 MIGRATION_SETTLE_MS = 5 * 60_000
 """How long the ``due`` GSI must stay empty before ticks stop reading it (``JobStore.migrate_due_index``)."""
 
+UNPROCESSED_BACKOFF_S = (0.05, 0.1, 0.2)
+"""Seconds waited before each retry of the items or keys a batch request returned unprocessed (DynamoDB throttled
+part of it: the SDK retries only a request refused whole), exponential as the DynamoDB developer guide asks of
+BatchGetItem and BatchWriteItem callers."""
+
 LAYOUT_KEY = {"pk": "layout#due", "sk": "layout"}
 """The jobs table's item telling which due-index layout its entries may still be in (``JobStore.due_lanes``)."""
 
@@ -292,17 +297,25 @@ class JobStore:
     def _batch_get(
         self, job_ids: list[str], sk: str, *, consistent: bool = False
     ) -> dict[str, dict[str, Any]]:
-        """The items ``sk`` (``SPEC_SK``, ``SCHED_SK``) of ``job_ids`` by job id, 100 keys a BatchGetItem."""
+        """The items ``sk`` (``SPEC_SK``, ``SCHED_SK``) of ``job_ids`` by job id, 100 keys a BatchGetItem. Keys
+        DynamoDB returns unprocessed (a throttled partition) are asked again after each of
+        ``UNPROCESSED_BACKOFF_S``; raises ``StoreUnavailable`` when some are still unprocessed after that (never
+        reported as absent)."""
         found: dict[str, dict[str, Any]] = {}
         job_ids = list(dict.fromkeys(job_ids))
         for start in range(0, len(job_ids), STATE_BATCH):
             keys = [{"pk": job_pk(j), "sk": sk} for j in job_ids[start : start + STATE_BATCH]]
             request: dict[str, Any] = {self.table.name: {"Keys": keys, "ConsistentRead": consistent}}
-            while request:
+            for backoff_s in (*UNPROCESSED_BACKOFF_S, None):
                 response = self.table.meta.client.batch_get_item(RequestItems=request)
                 for item in response["Responses"].get(self.table.name, []):
                     found[item["job_id"]] = plain(item)
                 request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                if backoff_s is None:
+                    raise StoreUnavailable("keys left unprocessed by BatchGetItem (throttled)")
+                time.sleep(backoff_s)
         return found
 
     def replace(self, rewrite: Rewrite) -> None:
@@ -461,14 +474,14 @@ class JobStore:
 
     def put_timers(self, entries: Sequence[DueEntry]) -> None:
         """Put the timer items of ``entries`` (``BatchWriteItem``s of 25; 1 write unit each). Items DynamoDB
-        returns unprocessed (a throttled key) are sent again after 50, 100 and 200 ms. Raises the client's error
+        returns unprocessed (a throttled key) are sent again after each of ``UNPROCESSED_BACKOFF_S``. Raises the client's error
         when a request fails, ``StoreUnavailable`` when items are still unprocessed after that."""
         items = [timer_item(entry) for entry in entries if entry.lane != INDEX]
         for start in range(0, len(items), 25):
             request: dict[str, Any] = {
                 self.table.name: [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
             }
-            for backoff_s in (0.05, 0.1, 0.2, None):
+            for backoff_s in (*UNPROCESSED_BACKOFF_S, None):
                 request = self.table.meta.client.batch_write_item(RequestItems=request).get(
                     "UnprocessedItems"
                 )

@@ -41,6 +41,40 @@ def test_a_batch_reports_only_its_failed_records(kit: Kit) -> None:
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.worker == "req-123"
 
 
+@pytest.mark.parametrize("body", ["{}", "[]", "1", "null", '"x"', "not json"])
+def test_a_malformed_body_fails_its_record_alone(kit: Kit, body: str) -> None:
+    # Given a batch of two runs and a record whose body is no run message (not even a JSON object)
+    worker = kit.worker
+    jobs = [kit.due_job(), kit.due_job()]
+    records = [kit.record(job.id, T0, message_id=job.id) for job in jobs]
+    records.insert(1, kit.record(jobs[0].id, T0, message_id="bad") | {"body": body})
+    # When the worker function handles it
+    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    # Then that record fails alone (the batch's jobs are still read together, and both runs succeed)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
+    assert all(kit.runs.get(job.id, T0).status == RunStatus.SUCCEEDED for job in jobs)  # type: ignore[union-attr]
+
+
+def test_a_job_this_worker_cannot_read_fails_its_run_alone(kit: Kit) -> None:
+    # Given a batch of three runs, one of whose jobs has a spec item this code cannot read (e.g. written by a
+    # newer version before a rollback)
+    worker = kit.worker
+    jobs = [kit.due_job(), kit.due_job(), kit.due_job()]
+    kit.jobs.table.update_item(
+        Key={"pk": f"job#{jobs[1].id}", "sk": "spec"},
+        UpdateExpression="SET #doc = :doc",
+        ExpressionAttributeNames={"#doc": "doc"},
+        ExpressionAttributeValues={":doc": "{"},
+    )
+    records = [kit.record(job.id, T0, message_id=job.id) for job in jobs]
+    # When the worker function handles it
+    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    # Then only that run's record fails; the other two ran (the batch read failed, so each read its own job)
+    assert response == {"batchItemFailures": [{"itemIdentifier": jobs[1].id}]}
+    assert kit.runs.get(jobs[0].id, T0).status == RunStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert kit.runs.get(jobs[2].id, T0).status == RunStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
 @pytest.fixture
 def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name, value in resource_env.items():
