@@ -169,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "load_average_at_end": list(os.getloadavg()),
-        "backend": "moto (in-process mock_aws) " + _version("moto"),
+        "backend": "moto (in-process mock_aws) "
+        + _version("moto")
+        + ", base-table Queries scoped to their partition key (bench.harness.partition_scoped_queries)",
         "rush_jobs": args.rush_jobs,
         "quick": args.quick,
         "failed": failed,

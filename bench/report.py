@@ -40,8 +40,8 @@ def worker_duration_on_aws_ms(paths: dict[str, Any], memory_mb: int) -> dict[str
     core taken as one vCPU) at the Lambda's share of a vCPU (``memory_mb / LAMBDA_MB_PER_VCPU``), and ``wait_ms``
     the requests' latency (``AWS_REQUEST_MS``) on the invocation's critical path: its batch-level requests (the
     SQS ones and ``BATCH_LEVEL_DYNAMODB``) one after the other, then one record's DynamoDB requests (the records
-    of a batch run concurrently, each its requests in turn). Returns ``own_cpu_ms``, ``cpu_ms``, ``wait_ms`` and ``duration_ms`` (``cpu_ms`` +
-    ``wait_ms``)."""
+    of a batch run concurrently, each its requests in turn). Returns ``own_cpu_ms``, ``cpu_ms``, ``wait_ms`` and
+    ``duration_ms`` (``cpu_ms`` + ``wait_ms``)."""
     worker = paths["worker"]
     invocations = max(1, worker["invocations"])
     records = max(1.0, worker["records_per_invocation"])

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,8 +49,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.domain.worker import Worker
-from jobsched.models import Job
+from jobsched.domain.worker import BatchSpecs, Worker
 from jobsched.ports.runs import RunMessage
 
 _pools = threading.local()
@@ -92,7 +91,7 @@ class Batches:
         return worker
 
     def _handle_record(
-        self, record: SQSRecord, lambda_context: LambdaContext | None, specs: Mapping[str, Job] | None
+        self, record: SQSRecord, lambda_context: LambdaContext | None, specs: BatchSpecs | None
     ) -> str:
         """Runs in a pool thread: that thread's worker handles the record, with the batch's ``specs``."""
         return self.worker().handle(delivery_of(record, lambda_context), specs)
@@ -131,6 +130,6 @@ def _job_ids(records: Sequence[dict[str, Any]]) -> list[str]:
     for record in records:
         try:
             ids.append(RunMessage.parse(str(record.get("body", ""))).job_id)
-        except ValueError:
+        except Exception:  # an optimisation only: the record's own handler raises its error
             continue
     return ids

@@ -122,6 +122,19 @@ class Deferred(Exception):
 # --- the worker -------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class BatchSpecs:
+    """The jobs of a received batch's runs, read together before any is claimed (``Worker.read_specs``):
+    ``jobs`` by id, of the ``ids`` asked for; an id asked for and absent from ``jobs`` is a deleted job."""
+
+    ids: frozenset[str]
+    jobs: Mapping[str, Job]
+
+    def asked(self, job_id: str) -> bool:
+        """Whether ``job_id`` was read with the batch (if not, its run reads its own job)."""
+        return job_id in self.ids
+
+
 @dataclass(kw_only=True, eq=False)
 class Worker:
     """Processes deliveries of runs (see the module docstring). Thread-safe: no per-delivery state is kept
@@ -150,7 +163,7 @@ class Worker:
             alerting=self.alerting,
         )
 
-    def handle(self, delivery: Delivery, specs: Mapping[str, Job] | None = None) -> str:
+    def handle(self, delivery: Delivery, specs: BatchSpecs | None = None) -> str:
         """The batch processor's record handler, once the record is parsed (``adapters.queue.delivery_of``):
         one delivery -> ``Outcome`` value. ``delivery.remaining_ms`` bounds what may be claimed and ``specs``
         are the batch's jobs read at its start (see ``process``). Raises ``Deferred`` when the run was handed
@@ -162,11 +175,11 @@ class Worker:
             raise Deferred(f"run {run_id(delivery.message.job_id, delivery.message.scheduled_for)} deferred")
         return outcome.value
 
-    def process(self, delivery: Delivery, specs: Mapping[str, Job] | None = None) -> Outcome:
+    def process(self, delivery: Delivery, specs: BatchSpecs | None = None) -> Outcome:
         """Process one delivery of a run (time check, claim, checks, try, result). See the module docstring.
 
-        ``specs``: the jobs of the delivery's batch by id, read together at the batch's start
-        (``read_specs``; a job absent from them was deleted), or None: the job is read for this run alone.
+        ``specs``: the jobs of the delivery's batch, read together at the batch's start (``read_specs``), or
+        None: the job is read for this run alone, as it is when ``specs`` did not ask for it.
 
         Time check: when ``delivery.remaining_ms()`` is under ``worker_timeout_cap_s + CLAIM_MARGIN_S`` (never
         at the start of a worker Lambda invocation with the deployment's limits), the job's spec is read
@@ -180,9 +193,9 @@ class Worker:
         message = delivery.message
         rid = run_id(message.job_id, message.scheduled_for)
         job: Job | None = None
-        spec_read = specs is not None
-        if specs is not None:
-            job = specs.get(message.job_id)
+        spec_read = specs is not None and specs.asked(message.job_id)
+        if specs is not None and spec_read:
+            job = specs.jobs.get(message.job_id)
         if delivery.remaining_ms is not None:
             remaining = delivery.remaining_ms()
             if remaining < self._time_needed_ms(self.settings.worker_timeout_cap_s):
@@ -466,7 +479,7 @@ class Worker:
                 "overlap lock not released; it goes stale after heartbeat_stale_s", run_id=owned.run_id
             )
 
-    def read_specs(self, job_ids: Sequence[str]) -> dict[str, Job] | None:
+    def read_specs(self, job_ids: Sequence[str]) -> BatchSpecs | None:
         """The jobs of a received batch's runs by id (the deleted ones left out), read together before any is
         claimed (``JobSpecs.get_specs``: one request per 100 jobs instead of one per run), for ``handle``'s
         ``specs``. None when the read fails for any reason (logged): a storage error, or a job this worker cannot
@@ -474,7 +487,7 @@ class Worker:
         if not job_ids:
             return None
         try:
-            return self.jobs.get_specs(job_ids)
+            return BatchSpecs(frozenset(job_ids), self.jobs.get_specs(job_ids))
         except Exception:  # an optimisation only: the per-run reads give each error to its own run
             logger.warning(
                 "the batch's jobs not read together; each run reads its own", jobs=len(job_ids), exc_info=True

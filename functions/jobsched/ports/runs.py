@@ -410,7 +410,7 @@ class RunMessage:
 
     @classmethod
     def parse(cls, body: str) -> RunMessage:
-        """Parse a message body; raises ValueError (KeyError/TypeError wrapped) for a malformed one."""
+        """Parse a message body; raises ValueError (the parse's own errors wrapped) for a malformed one."""
         try:
             data = json.loads(body)
             if not isinstance(data, dict):
@@ -421,7 +421,7 @@ class RunMessage:
                 if data.get(name) is not None
             }
             return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]), **optional)
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as error:
             raise ValueError(f"malformed run message: {body[:200]!r}") from error
 
 

@@ -41,7 +41,10 @@ def test_a_batch_reports_only_its_failed_records(kit: Kit) -> None:
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.worker == "req-123"
 
 
-@pytest.mark.parametrize("body", ["{}", "[]", "1", "null", '"x"', "not json"])
+@pytest.mark.parametrize(
+    "body",
+    ["{}", "[]", "1", "null", '"x"', "not json", '{"job_id": "j", "scheduled_for": 1e999}', "[" * 100_000],
+)
 def test_a_malformed_body_fails_its_record_alone(kit: Kit, body: str) -> None:
     # Given a batch of two runs and a record whose body is no run message (not even a JSON object)
     worker = kit.worker

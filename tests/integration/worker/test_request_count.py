@@ -1,6 +1,7 @@
 """AWS requests per run on the worker path, counted with botocore event hooks (the target's own call is
-not counted; these runs use ``command`` targets). The numbers are the ones in the worker handler's
-docstring: success 3 (<= 3.5 per run), duplicate 1."""
+not counted; these runs use ``command`` targets). The numbers are the ones in ``jobsched.worker_runtime``'s
+docstring: through the Lambda handler a batch's jobs are read together (success 2 per run + 0.2 per batch of
+10); a delivery handled alone reads its own job (success 3, <= 3.5 per run); a duplicate 1."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def requests(aws: Aws) -> Counter[str]:
     return seen
 
 
-def test_the_success_path_costs_three_requests_per_run(
+def test_the_success_path_of_a_delivery_handled_alone_costs_three_requests_per_run(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     requests: Counter[str],
@@ -170,7 +171,7 @@ def test_time_checks_cost_nothing_on_the_paths_that_run(
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
 
 
-def test_a_record_handed_back_for_lack_of_time_costs_two_requests(
+def test_a_record_handled_alone_and_handed_back_for_lack_of_time_costs_two_requests(
     worker: Worker,
     delivered: Callable[[Job, int], dict[str, Any]],
     requests: Counter[str],
@@ -243,3 +244,40 @@ def test_a_batch_whose_jobs_cannot_be_read_together_reads_each_run_s_own(
         "dynamodb.GetItem": 3,
         "dynamodb.UpdateItem": 6,
     }
+
+
+def test_a_record_of_a_batch_handed_back_for_lack_of_time_costs_one_request(
+    worker: Worker,
+    delivered: Callable[[Job, int], dict[str, Any]],
+    requests: Counter[str],
+    due_job: Callable[..., Job],
+) -> None:
+    from jobsched.domain.worker import BatchSpecs
+
+    # its job was read with the batch: the time check needs no read of its own
+    job = due_job(timeout_s=600)
+    message = delivered(job, T0)
+    specs = worker.read_specs([job.id])
+    requests.clear()
+    with pytest.raises(Deferred):
+        worker.handle(delivery_of(message, Context(remaining_ms=600_000)), specs)
+    assert requests == {"sqs.ChangeMessageVisibility": 1}
+    assert isinstance(specs, BatchSpecs) and specs.asked(job.id)
+
+
+def test_a_delivery_whose_job_the_batch_did_not_read_reads_its_own(
+    worker: Worker,
+    record: Callable[..., dict[str, Any]],
+    requests: Counter[str],
+    due_job: Callable[..., Job],
+) -> None:
+    from jobsched.domain.worker import BatchSpecs
+
+    # a batch read that did not ask for this job (nothing found for it) does not make the job "deleted"
+    job = due_job()
+    requests.clear()
+    outcome = worker.handle(
+        delivery_of(record(job.id, T0), Context()), BatchSpecs(frozenset({"j_other"}), {})
+    )
+    assert outcome == Outcome.SUCCEEDED
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}

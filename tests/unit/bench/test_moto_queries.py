@@ -118,3 +118,24 @@ def _tables() -> Iterator[Any]:
     from moto.dynamodb.models import dynamodb_backends
 
     yield from dynamodb_backends["123456789012"]["us-east-1"].tables.values()
+
+
+def test_a_scoped_query_on_a_table_without_a_sort_key_returns_moto_s_answer() -> None:
+    with mock_aws():
+        dynamodb = boto3.resource("dynamodb", region_name="us-east-1")
+        table = dynamodb.create_table(
+            TableName="control",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for n in range(20):
+            table.put_item(Item={"pk": f"lease#{n}", "term": n})
+        queries = [
+            {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": f"lease#{n}"}}
+            for n in (0, 7, 99)
+        ]
+        expected = [pages(table, q) for q in queries]
+        with partition_scoped_queries():
+            assert [pages(table, q) for q in queries] == expected
+        assert [len(p[0]) for p in expected] == [1, 1, 0]
