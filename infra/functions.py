@@ -347,7 +347,9 @@ class Functions(Construct):
         get and replace (Query, a transaction of Put: an alert policy's automatic pause); re-enqueueing; owed
         dead-run letters and alerts; draining the run queue's dead-letter queue (a run whose message SQS gave up
         on is recorded dead: design §4.7); JobStore migrate_due_index (Scan of the ``due`` index, BatchWriteItem
-        of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem)."""
+        of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem); ControlStore
+        read_positions and read_lease (GetItem: the migration waits for every partition's read positions, and the
+        partitions without a leader are counted)."""
         s, fn = self._storage, self.sweeper
         sweep = index_name(resources.RUNS, "sweep")
         due = index_name(resources.JOBS, "due")
@@ -367,6 +369,7 @@ class Functions(Construct):
         self._dynamo(
             fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:Query"], indexes=[sweep]
         )
+        self._dynamo(fn, s.control, ["dynamodb:GetItem"])
         self._grant_runs_and_dead_letters(fn)
         fn.add_to_role_policy(
             iam.PolicyStatement(

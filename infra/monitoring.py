@@ -57,7 +57,7 @@ class Monitoring(Construct):
 
     The alarms (named ``<stack name>-<name>``): scheduler lag above ``infra.scheduler_lag_alarm_ms``; the
     scheduler not being invoked (EventBridge or Lambda broken, so the clock stopped: lag cannot be reported
-    then); errors of the scheduler, worker and sweeper functions; API 5xx; the run queue's oldest message
+    then), in all, and a partition without a leader (one partition's clock stopped among many); errors of the scheduler, worker and sweeper functions; API 5xx; the run queue's oldest message
     older than ``infra.run_queue_age_alarm_s``; any message in the run queue's DLQ (poison messages) or in
     the dead-run queue (runs out of attempts).
     """
@@ -128,6 +128,21 @@ class Monitoring(Construct):
             comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             missing=cloudwatch.TreatMissingData.BREACHING,
             description="The scheduler was invoked fewer than 4 times per partition in 5 minutes.",
+        )
+        # The total above misses one partition stopped among five or more (its rule disabled, its invocations
+        # failing), and a stopped partition reports no lag: the sweeper counts, each minute, the partitions whose
+        # lease is expired or missing. A hand-over leaves a partition without a leader for about a second, so 2 of
+        # 3 minutes; no count at all (the sweeper not running or not reading the leases) is breaching too.
+        self._alarm(
+            "SchedulerPartitionWithoutLeader",
+            app_metric(self.namespace, MetricName.PARTITIONS_WITHOUT_LEADER, "Maximum"),
+            threshold=1,
+            sustained=True,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            description=(
+                "A scheduler partition had no leader in 2 of the last 3 minutes (its jobs are not firing; the "
+                "sweeper's log names it), or the sweeper did not count them."
+            ),
         )
         for name, function in (("Scheduler", scheduler), ("Worker", worker), ("Sweeper", sweeper)):
             self._alarm(

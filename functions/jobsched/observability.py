@@ -123,3 +123,6 @@ class MetricName:
     RUNS_DEAD = "RunsDead"  # Count
     RUN_LATENESS = "RunLatenessMs"  # Milliseconds, started_at minus scheduled_for
     RUNS_SWEPT = "RunsSwept"  # Count, re-enqueued by the sweeper
+    PARTITIONS_WITHOUT_LEADER = (
+        "PartitionsWithoutLeader"  # Count, scheduler partitions with no leader, each minute
+    )

@@ -540,6 +540,20 @@ def test_alarms_cover_lag_dead_letters_and_errors(synth: Synth) -> None:
         a["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": worker_id}}]
         for a in by_metric["Errors"]
     )
+    # A partition whose clock stopped (no leader, as the sweeper counts each minute) pages someone, and so does
+    # a sweeper that stopped counting
+    (leaderless,) = by_metric[MetricName.PARTITIONS_WITHOUT_LEADER]
+    assert leaderless["Dimensions"] == [{"Name": "service", "Value": "jobsched"}]
+    assert (leaderless["ComparisonOperator"], leaderless["Threshold"], leaderless["TreatMissingData"]) == (
+        "GreaterThanOrEqualToThreshold",
+        1,
+        "breaching",
+    )
+    assert (leaderless["EvaluationPeriods"], leaderless["DatapointsToAlarm"], leaderless["Period"]) == (
+        3,
+        2,
+        60,
+    )
     # Every alarm pages someone.
     assert all(a["Properties"]["AlarmActions"] for a in alarms.values())
     synth.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)

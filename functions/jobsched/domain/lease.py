@@ -69,6 +69,19 @@ class LeaseStore(Protocol):
         ...
 
 
+def partitions_without_leader(leases: LeaseStore, partitions: int, now_ms: int) -> list[int]:
+    """The partitions among ``0..partitions-1`` that have no leader at ``now_ms`` (epoch ms): no lease record
+    yet, or one expired or released (``expires_at <= now_ms``). A partition's jobs fire only while it has a
+    leader; a hand-over leaves it without one for about a second (release, then the next invocation's poll), a
+    stopped clock (its EventBridge rule disabled, its invocations failing) for good. One consistent read per
+    partition. Raises what ``read_lease`` raises."""
+    return [
+        partition
+        for partition in range(partitions)
+        if (lease := leases.read_lease(partition)) is None or lease.expires_at <= now_ms
+    ]
+
+
 class LeaseLost(Exception):
     """The holder's lease expired by its own clock or was taken over: stop writing at once."""
 

@@ -1,8 +1,9 @@
 """Sweeper Lambda: started every minute by EventBridge; one bounded pass over the runs table's sweep index
 (``jobsched.domain.sweeper``): re-enqueues runs left queued or retrying, takes runs from lost workers (a
-failed try), resends owed dead-run alerts, and clears finished runs from the index. Until it is done, each
-invocation also makes one pass of the move of the jobs' ``due`` GSI entries to timer items (issue [2.5],
-``JobStore.migrate_due_index``)."""
+failed try), resends owed dead-run alerts, and clears finished runs from the index. Each invocation also
+counts the scheduler partitions without a leader (``PartitionsWithoutLeader``, the alarm of a partition whose
+clock stopped) and, until it is done, makes one pass of the move of the jobs' ``due`` GSI entries to timer
+items (issue [2.5], ``JobStore.migrate_due_index``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from jobsched.domain.lease import partitions_without_leader
 from jobsched.domain.sweeper import Sweeper
-from jobsched.observability import logger, metrics
+from jobsched.observability import COUNT, MetricName, add_metric, logger, metrics
 from jobsched.wiring import Components
 
 
@@ -49,14 +51,34 @@ def migrate_due_index(components: Components) -> dict[str, Any]:
     return {"moved": done.moved, "done": done.done}
 
 
+def check_leaders(components: Components) -> list[int] | None:
+    """The scheduler partitions without a leader now (``domain.lease.partitions_without_leader``), published as
+    ``PartitionsWithoutLeader`` (their count) and logged by number. A partition's lag is reported by its own
+    ticks, so one whose clock stopped (its rule disabled, its invocations failing) reports nothing; this count,
+    from outside the scheduler, is what its alarm (``infra.monitoring``) watches. None when the leases cannot be
+    read (logged; the metric's missing minute is then what the alarm sees)."""
+    try:
+        leaderless = partitions_without_leader(
+            components.control(), components.settings.scheduler_partitions, components.clock()
+        )
+    except Exception as error:
+        logger.warning("scheduler leases not read", error=str(error))
+        return None
+    add_metric(MetricName.PARTITIONS_WITHOUT_LEADER, COUNT, len(leaderless))
+    if leaderless:
+        logger.warning("scheduler partitions without a leader", partitions=leaderless)
+    return leaderless
+
+
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, sweeper: Sweeper | None = None) -> dict[str, Any]:
-    """One sweep (``sweeper`` default: ``default_sweeper()``, then a pass of :func:`migrate_due_index`); its
-    report as a dict."""
+    """One sweep (``sweeper`` default: ``default_sweeper()``, then :func:`check_leaders` and a pass of
+    :func:`migrate_due_index`); its report as a dict (``partitions_without_leader``: the list, or None)."""
     if sweeper is not None:
         return sweeper.sweep().as_dict()
     report = default_sweeper().sweep().as_dict()
+    report["partitions_without_leader"] = check_leaders(default_components())
     if _migrated()[0]:
         return report
     try:

@@ -5,6 +5,8 @@ IAM)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from jobsched.domain.retries import Outcome
 from jobsched.handlers import worker as worker_handler
 from jobsched.wiring import Components
@@ -54,3 +56,32 @@ def test_the_worker_role_allows_a_batch_through_the_lambda_handler(kit: Kit) -> 
     assert ("sqs:ChangeMessageVisibility", "RUN_QUEUE_URL", None) in requests.needed
     assert ("dynamodb:BatchGetItem", "JOBS_TABLE", None) in requests.needed  # the batch's jobs, read together
     assert requests.needed - granted("worker") == set()
+
+
+def test_the_sweeper_role_allows_the_handler_s_whole_pass(
+    kit: Kit, resource_env: dict[str, str], monkeypatch: Any
+) -> None:
+    from jobsched.handlers import sweeper as sweeper_handler
+    from jobsched.settings import get_settings
+
+    # Given the sweeper function as deployed (its environment), on a deployment whose scheduler stored its read
+    # positions: the handler sweeps, counts the partitions without a leader and makes a pass of the due index's
+    # move to timer items (each reads the control table)
+    for name, value in resource_env.items():
+        monkeypatch.setenv(name, value)
+    defaults = (get_settings, sweeper_handler.default_components, sweeper_handler.default_sweeper)
+    for default in (*defaults, sweeper_handler._migrated):
+        default.cache_clear()
+    sweeper_handler.default_components().control().save_positions(0, '{"floor": null, "cursors": {}}', term=1)
+    try:
+        with record_requests(kit.settings) as requests:
+            report = sweeper_handler.handler(
+                {"source": "aws.events"}, Context(function_name="jobsched-sweeper")
+            )
+    finally:
+        for default in (*defaults, sweeper_handler._migrated):
+            default.cache_clear()
+    # Then each step ran, and every request it made is one its role allows
+    assert report["partitions_without_leader"] == [0] and report["due_index_migration"]["done"] is False
+    assert ("dynamodb:GetItem", "CONTROL_TABLE", None) in requests.needed
+    assert requests.needed - granted("sweeper") == set()

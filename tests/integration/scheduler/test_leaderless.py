@@ -1,0 +1,73 @@
+"""The sweeper's count of scheduler partitions without a leader (``handlers.sweeper.check_leaders``): what the
+``SchedulerPartitionWithoutLeader`` alarm watches, since a partition whose clock stopped reports no lag."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from jobsched.aws import Aws
+from jobsched.clock import FakeClock
+from jobsched.domain.lease import LeaseRecord
+from jobsched.handlers.sweeper import check_leaders
+from jobsched.observability import MetricName, flush_metrics, metrics
+from jobsched.settings import Settings
+from jobsched.wiring import Components
+
+NOW = 1_800_000_000_000
+
+
+@pytest.fixture
+def components(settings: Settings, aws: Aws) -> Components:
+    three = settings.model_copy(update={"scheduler_partitions": 3})
+    return Components(three, aws, clock=FakeClock(NOW))
+
+
+def _published(capsys: Any) -> list[float]:
+    flush_metrics()
+    lines = [
+        line for line in capsys.readouterr().out.splitlines() if MetricName.PARTITIONS_WITHOUT_LEADER in line
+    ]
+    return [v for line in lines for v in json.loads(line)[MetricName.PARTITIONS_WITHOUT_LEADER]]
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_partitions_with_an_expired_released_or_missing_lease_are_counted(
+    components: Components, capsys: Any
+) -> None:
+    # Given partition 0 led (its lease valid), partition 1's lease released by its last leader (no invocation
+    # took over), and partition 2 never led (no lease record: its rule never fired)
+    control = components.control()
+    assert control.take_lease(LeaseRecord(0, "a", 1, NOW + 10_000), previous=None, now_ms=NOW)
+    released = LeaseRecord(1, "b", 1, NOW + 10_000)
+    assert control.take_lease(released, previous=None, now_ms=NOW)
+    assert control.release_lease(released)
+    metrics.clear_metrics()
+    capsys.readouterr()
+    # When the sweeper counts them
+    leaderless = check_leaders(components)
+    # Then partitions 1 and 2 are without a leader, and their count is published
+    assert leaderless == [1, 2]
+    assert _published(capsys) == [2.0]
+    # and once partition 0's lease expires by the clock, it is counted too
+    components.clock.advance(10_000)  # type: ignore[attr-defined]
+    assert check_leaders(components) == [0, 1, 2]
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_leases_that_cannot_be_read_publish_no_count(
+    components: Components, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobsched.store.control import ControlStore
+
+    def unavailable(self: Any, partition: int) -> None:
+        raise RuntimeError("ThrottlingException")
+
+    monkeypatch.setattr(ControlStore, "read_lease", unavailable)
+    metrics.clear_metrics()
+    capsys.readouterr()
+    # no count: the alarm sees a missing minute (breaching), not "0 without a leader"
+    assert check_leaders(components) is None
+    assert _published(capsys) == []
