@@ -73,6 +73,8 @@ def test_the_sweeper_role_allows_the_handler_s_whole_pass(
     for default in (*defaults, sweeper_handler._migrated):
         default.cache_clear()
     sweeper_handler.default_components().control().save_positions(0, '{"floor": null, "cursors": {}}', term=1)
+    # and one job still in the due index of the layout before timer items (the pass moves it)
+    _to_old_layout(kit, kit.make_job(schedule="every 1 minute"))
     try:
         with record_requests(kit.settings) as requests:
             report = sweeper_handler.handler(
@@ -82,6 +84,23 @@ def test_the_sweeper_role_allows_the_handler_s_whole_pass(
         for default in (*defaults, sweeper_handler._migrated):
             default.cache_clear()
     # Then each step ran, and every request it made is one its role allows
-    assert report["partitions_without_leader"] == [0] and report["due_index_migration"]["done"] is False
+    assert report["partitions_without_leader"] == [0]
+    assert report["due_index_migration"] == {"moved": 1, "done": False}
     assert ("dynamodb:GetItem", "CONTROL_TABLE", None) in requests.needed
     assert requests.needed - granted("sweeper") == set()
+
+
+def _to_old_layout(kit: Kit, job: Any) -> None:
+    """Store ``job``'s scheduling item as the code before timer items did: its due entry on the item (``due``
+    GSI), no timer item of its own."""
+    from dataclasses import replace
+
+    from jobsched.ports.jobs import INDEX
+    from jobsched.store import layout
+
+    state = kit.jobs.scheduling_states([job.id])[job.id]
+    assert state.due is not None
+    old = replace(state, due=replace(state.due, lane=INDEX, position=None, version=None))
+    item = layout.sched_item(old)
+    assert "due_pk" in item and "timer_pk" not in item
+    kit.jobs.table.put_item(Item=item)
