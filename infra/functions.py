@@ -347,7 +347,8 @@ class Functions(Construct):
         get and replace (Query, a transaction of Put: an alert policy's automatic pause); re-enqueueing; owed
         dead-run letters and alerts; draining the run queue's dead-letter queue (a run whose message SQS gave up
         on is recorded dead: design §4.7); JobStore migrate_due_index (Scan of the ``due`` index, BatchWriteItem
-        of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem); ControlStore
+        of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem); JobStore
+        refile_stuck (Scan of the table, BatchWriteItem of timer items, the audit item's GetItem and PutItem); ControlStore
         read_positions and read_lease (GetItem: the migration waits for every partition's read positions, and the
         partitions without a leader are counted)."""
         s, fn = self._storage, self.sweeper
@@ -362,6 +363,7 @@ class Functions(Construct):
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",
                 "dynamodb:BatchWriteItem",
+                "dynamodb:Scan",
             ],
             indexes=[due],
             index_actions=("dynamodb:Scan",),

@@ -57,7 +57,9 @@ class Monitoring(Construct):
 
     The alarms (named ``<stack name>-<name>``): scheduler lag above ``infra.scheduler_lag_alarm_ms``; the
     scheduler not being invoked (EventBridge or Lambda broken, so the clock stopped: lag cannot be reported
-    then), in all, and a partition without a leader (one partition's clock stopped among many); errors of the scheduler, worker and sweeper functions; API 5xx; the run queue's oldest message
+    then), in all, and a partition without a leader (one partition's clock stopped among many); jobs found
+    stuck with their timer item lost (``JobsRefiled``: the anti-entropy pass saved them; the cause is a fault);
+    errors of the scheduler, worker and sweeper functions; API 5xx; the run queue's oldest message
     older than ``infra.run_queue_age_alarm_s``; any message in the run queue's DLQ (poison messages) or in
     the dead-run queue (runs out of attempts).
     """
@@ -142,6 +144,15 @@ class Monitoring(Construct):
             description=(
                 "A scheduler partition had no leader in 2 of the last 3 minutes (its jobs are not firing; the "
                 "sweeper's log names it), or the sweeper did not count them."
+            ),
+        )
+        self._alarm(
+            "JobsRefiled",
+            app_metric(self.namespace, MetricName.JOBS_REFILED, "Sum", FIVE_MINUTES),
+            threshold=1,
+            description=(
+                "Jobs were found stuck, their timer item lost, and given a new one (their missed fires are "
+                "handled by their catch-up policy); the sweeper's log names them."
             ),
         )
         for name, function in (("Scheduler", scheduler), ("Worker", worker), ("Sweeper", sweeper)):

@@ -123,6 +123,6 @@ class MetricName:
     RUNS_DEAD = "RunsDead"  # Count
     RUN_LATENESS = "RunLatenessMs"  # Milliseconds, started_at minus scheduled_for
     RUNS_SWEPT = "RunsSwept"  # Count, re-enqueued by the sweeper
-    PARTITIONS_WITHOUT_LEADER = (
-        "PartitionsWithoutLeader"  # Count, scheduler partitions with no leader, each minute
-    )
+    # Count, scheduler partitions with no leader, each minute (the sweeper)
+    PARTITIONS_WITHOUT_LEADER = "PartitionsWithoutLeader"
+    JOBS_REFILED = "JobsRefiled"  # Count, jobs found stuck (their timer item lost) and given a new one

@@ -2,7 +2,8 @@
 (``jobsched.domain.sweeper``): re-enqueues runs left queued or retrying, takes runs from lost workers (a
 failed try), resends owed dead-run alerts, and clears finished runs from the index. Each invocation also
 counts the scheduler partitions without a leader (``PartitionsWithoutLeader``, the alarm of a partition whose
-clock stopped) and, until it is done, makes one pass of the move of the jobs' ``due`` GSI entries to timer
+clock stopped), makes one pass of the due index's anti-entropy (``JobStore.refile_stuck``: a job whose timer
+item was lost gets a new one, ``JobsRefiled``) and, until it is done, makes one pass of the move of the jobs' ``due`` GSI entries to timer
 items (issue [2.5], ``JobStore.migrate_due_index``)."""
 
 from __future__ import annotations
@@ -70,15 +71,42 @@ def check_leaders(components: Components) -> list[int] | None:
     return leaderless
 
 
+def refile_stuck(components: Components) -> dict[str, Any] | None:
+    """One pass of ``JobStore.refile_stuck`` at the components' clock; its report as a dict (``scanned``,
+    ``refiled``: how many, ``jobs``: the first 20 ids, ``wrapped``), the count published as ``JobsRefiled`` and
+    each refiled job logged (a lost timer item is a fault to look into). None when the pass fails (logged; the
+    next invocation goes on from the last saved place)."""
+    try:
+        done = components.jobs().refile_stuck(
+            components.clock, bucket_ms=components.settings.due_bucket_s * 1000
+        )
+    except Exception as error:
+        logger.warning("due index anti-entropy pass failed", error=str(error))
+        return None
+    add_metric(MetricName.JOBS_REFILED, COUNT, len(done.refiled))
+    if done.refiled:
+        logger.warning(
+            "jobs found stuck (their timer item lost) were given a new one", jobs=done.refiled[:100]
+        )
+    return {
+        "scanned": done.scanned,
+        "refiled": len(done.refiled),
+        "jobs": done.refiled[:20],
+        "wrapped": done.wrapped,
+    }
+
+
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, sweeper: Sweeper | None = None) -> dict[str, Any]:
-    """One sweep (``sweeper`` default: ``default_sweeper()``, then :func:`check_leaders` and a pass of
-    :func:`migrate_due_index`); its report as a dict (``partitions_without_leader``: the list, or None)."""
+    """One sweep (``sweeper`` default: ``default_sweeper()``, then :func:`check_leaders`, :func:`refile_stuck` and
+    a pass of :func:`migrate_due_index`); its report as a dict (``partitions_without_leader``: the list, or None;
+    ``refile_stuck``: that pass's report, or None)."""
     if sweeper is not None:
         return sweeper.sweep().as_dict()
     report = default_sweeper().sweep().as_dict()
     report["partitions_without_leader"] = check_leaders(default_components())
+    report["refile_stuck"] = refile_stuck(default_components())
     if _migrated()[0]:
         return report
     try:

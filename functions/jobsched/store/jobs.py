@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
@@ -62,6 +63,19 @@ UNPROCESSED_BACKOFF_S = (0.05, 0.1, 0.2)
 part of it: the SDK retries only a request refused whole), exponential as the DynamoDB developer guide asks of
 BatchGetItem and BatchWriteItem callers."""
 
+STUCK_AFTER_MS = 30 * 60_000
+"""A job whose due instant is this far behind (epoch ms) while it is still in the due index is taken for one whose
+timer item was lost (``JobStore.refile_stuck``): far past any tick's lag but in a rush the scheduler cannot keep up
+with, whose jobs get a harmless second entry."""
+
+REFILE_REST_MS = 60 * 60_000
+"""Once ``JobStore.refile_stuck`` has read the whole table, it starts over no sooner than this after it started
+(epoch ms): a small table is read once an hour, not each minute; a table too big to read in that time is read on
+without a rest."""
+
+AUDIT_KEY = {"pk": "layout#due", "sk": "audit"}
+"""The jobs table's item holding where ``JobStore.refile_stuck``'s scan of the table goes on (``cursor``)."""
+
 LAYOUT_KEY = {"pk": "layout#due", "sk": "layout"}
 """The jobs table's item telling which due-index layout its entries may still be in (``JobStore.due_lanes``)."""
 
@@ -76,6 +90,16 @@ class MigrationPass:
 
     moved: int
     done: bool
+
+
+@dataclass(frozen=True)
+class RefilePass:
+    """What one pass of ``JobStore.refile_stuck`` did: items ``scanned``, the ids of the jobs ``refiled``, and
+    whether the pass reached the table's end (``wrapped``: the next pass starts over)."""
+
+    scanned: int
+    refiled: list[str]
+    wrapped: bool
 
 
 def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
@@ -635,6 +659,67 @@ class JobStore:
                 if not is_condition_failure(error):
                     raise
         return MigrationPass(moved=moved, done=False)
+
+    def refile_stuck(
+        self,
+        clock: Callable[[], int],
+        *,
+        bucket_ms: int,
+        budget: int = 30_000,
+        seconds: float = 10.0,
+        page_size: int = 1000,
+    ) -> RefilePass:
+        """One pass of the due index's anti-entropy: scan on through the jobs table from where the last pass
+        stopped (``AUDIT_KEY``), up to ``budget`` items read or ``seconds``, and give every scheduling state that
+        is still in the due index on a timer item but due more than ``STUCK_AFTER_MS`` ago (epoch ms by
+        ``clock``) a new timer item in the :data:`LATE` lane at now (Scan pages of ``page_size`` items), for its version and due instant: the tick
+        reads it and judges it as any entry (the job's current fire, or stale if the job moved meanwhile).
+
+        Which jobs it saves: those whose timer item no tick will read. The ways known to lose one are rare (a
+        write landing more than ``TIMER_LEAD_MS`` after its writer's clock was read and its writer dead, a
+        rollback longer than a timer item's 7-day TTL, read positions that could not be saved); any of them
+        would stop the job for good without this. A state of the layout before timer items (``due_pk``) is the
+        migration's. A table read to its end is read again ``REFILE_REST_MS`` after that reading started (a pass
+        in between reads nothing). Each pass costs its Scan pages (0.5 read units per 4 KB read) and 1 write unit
+        per refile; with the defaults a table of 40 million items (10 million jobs) is read once a day. Resumable and
+        idempotent (a second entry for the same fire is judged stale once the job moves)."""
+        deadline = time.monotonic() + seconds
+        marks = self.table.get_item(Key=AUDIT_KEY, ConsistentRead=True).get("Item") or {}
+        kwargs: dict[str, Any] = {"Limit": page_size}
+        started_at = int(marks.get("started_at", 0))
+        if marks.get("cursor"):
+            kwargs["ExclusiveStartKey"] = json.loads(str(marks["cursor"]))
+        elif clock() - started_at < REFILE_REST_MS:
+            return RefilePass(scanned=0, refiled=[], wrapped=False)  # read to its end less than an hour ago
+        else:
+            started_at = clock()
+        scanned, refiled, wrapped = 0, [], False
+        while scanned < budget and time.monotonic() < deadline:
+            now_ms = clock()
+            page = self.table.scan(
+                FilterExpression=Attr("sk").eq(SCHED_SK)
+                & Attr("timer_pk").exists()
+                & Attr("due_at").lt(now_ms - STUCK_AFTER_MS),
+                **kwargs,
+            )
+            scanned += int(page.get("ScannedCount", 0))
+            stuck = []
+            for item in page["Items"]:
+                state = state_from_item(plain(item))
+                if state.due is not None and "due_pk" not in item:
+                    stuck.append(replace(state.due, bucket=now_ms // bucket_ms, lane=LATE, position=now_ms))
+            self.put_timers(stuck)
+            refiled += [entry.job_id for entry in stuck]
+            if "LastEvaluatedKey" not in page:
+                wrapped = True
+                kwargs.pop("ExclusiveStartKey", None)
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        cursor = kwargs.get("ExclusiveStartKey")
+        self.table.put_item(
+            Item={**AUDIT_KEY, "started_at": started_at, **({"cursor": json.dumps(cursor)} if cursor else {})}
+        )
+        return RefilePass(scanned=scanned, refiled=refiled, wrapped=wrapped)
 
     def highest_due_partition(self) -> int | None:
         """The highest scheduler partition any job's due entry is in, or None when no job is due.

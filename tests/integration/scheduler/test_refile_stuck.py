@@ -1,0 +1,123 @@
+"""The due index's anti-entropy (``JobStore.refile_stuck``, each minute from the sweeper Lambda), on moto: a job
+whose timer item was lost, which no tick can ever read again, is found by the scan, given a new timer item and
+fired on; jobs whose entries are in place are left alone, and the scan resumes where the last pass stopped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from jobsched.store.jobs import AUDIT_KEY, STUCK_AFTER_MS
+
+HOUR = 3_600_000
+
+
+def _state(harness: Any, job_id: str) -> Any:
+    return harness.jobs.scheduling_states([job_id])[job_id]
+
+
+def _lose_timer(harness: Any, job_id: str) -> None:
+    item = harness.aws.table(harness.settings.jobs_table).get_item(Key={"pk": f"job#{job_id}", "sk": "sched"})
+    timer = item["Item"]
+    harness.aws.table(harness.settings.jobs_table).delete_item(
+        Key={"pk": timer["timer_pk"], "sk": timer["timer_sk"]}
+    )
+
+
+def _fires(harness: Any, job_id: str) -> list[int]:
+    harness.claim_sent()
+    return [r["scheduled_for"] for r in harness.runs_of(job_id)]
+
+
+def test_a_job_whose_timer_item_was_lost_is_refiled_and_fires_on(harness: Any) -> None:
+    # Given two hourly jobs and a daily one, and the first hourly job's timer item lost (no tick can read it)
+    lost, healthy = harness.add("every 1 hour"), harness.add("every 1 hour")
+    daily = harness.add("0 0 * * *")
+    _lose_timer(harness, lost.id)
+    daily_next = _state(harness, daily.id).next_run_at
+    contender = harness.contender()
+    harness.clock.now_ms = harness.T0 + HOUR
+    harness.run_seconds(contender, 3)
+    assert harness.T0 + HOUR in _fires(harness, healthy.id)
+    assert _fires(harness, lost.id) == []  # stuck: its fire was never read, and nothing moves it on
+    # When, more than STUCK_AFTER_MS later, the sweeper's anti-entropy pass scans the table
+    harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
+    bucket_ms = harness.settings.due_bucket_s * 1000
+    done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms)
+    # Then only the stuck job gets a new timer item (the healthy one moved on; the daily one is not due)
+    assert done.refiled == [lost.id] and done.wrapped
+    # and the next ticks read it and move the job on from its missed fire
+    harness.run_seconds(contender, 3)
+    state = _state(harness, lost.id)
+    assert state.next_run_at is not None and state.next_run_at > harness.clock()
+    assert _state(harness, daily.id).next_run_at == daily_next > harness.clock()
+
+
+def test_the_scan_goes_on_where_the_last_pass_stopped(harness: Any) -> None:
+    # Given 6 jobs whose timer items were all lost, their fires long past
+    jobs = [harness.add("every 1 hour") for _ in range(6)]
+    for job in jobs:
+        _lose_timer(harness, job.id)
+    harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
+    bucket_ms = harness.settings.due_bucket_s * 1000
+    # When passes of a small budget (a page of 4 items each) run until one reaches the table's end
+    refiled: list[str] = []
+    passes = 0
+    while True:
+        done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, budget=4, page_size=4)
+        passes += 1
+        refiled += done.refiled
+        if done.wrapped:
+            break
+    # Then each job was refiled once, over several passes, and the place to go on from was saved between them
+    assert sorted(refiled) == sorted(job.id for job in jobs) and passes > 2
+    audit = harness.aws.table(harness.settings.jobs_table).get_item(Key=AUDIT_KEY)["Item"]
+    assert "cursor" not in audit  # wrapped: the next pass starts over
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
+    harness: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobsched.handlers.sweeper import refile_stuck
+    from jobsched.observability import MetricName, flush_metrics, metrics
+    from jobsched.store.jobs import JobStore
+    from jobsched.wiring import Components
+
+    def published() -> list[float]:
+        flush_metrics()
+        lines = [line for line in capsys.readouterr().out.splitlines() if MetricName.JOBS_REFILED in line]
+        return [v for line in lines for v in json.loads(line)[MetricName.JOBS_REFILED]]
+
+    job = harness.add("every 1 hour")
+    _lose_timer(harness, job.id)
+    harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
+    components = Components(harness.settings, harness.aws, clock=harness.clock)
+    metrics.clear_metrics()
+    capsys.readouterr()
+    report = refile_stuck(components)
+    assert report is not None and (report["refiled"], report["jobs"]) == (1, [job.id])
+    assert published() == [1.0]
+
+    def throttled(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("ThrottlingException")
+
+    monkeypatch.setattr(JobStore, "refile_stuck", throttled)
+    assert refile_stuck(components) is None  # logged; the next minute's pass goes on
+    assert published() == []
+
+
+def test_a_table_read_to_its_end_rests_before_it_is_read_again(harness: Any) -> None:
+    from jobsched.store.jobs import REFILE_REST_MS
+
+    job = harness.add("every 1 hour")
+    bucket_ms = harness.settings.due_bucket_s * 1000
+    assert harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms).wrapped  # read to its end
+    _lose_timer(harness, job.id)
+    assert _state(harness, job.id).next_run_at == harness.T0  # a rate's first fire is at its creation
+    harness.clock.now_ms = harness.T0 + STUCK_AFTER_MS + 60_000  # the job is stuck now, but the pass rests
+    assert harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms).scanned == 0
+    harness.clock.now_ms = harness.T0 + REFILE_REST_MS  # an hour after the first read began
+    assert harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms).refiled == [job.id]
