@@ -31,6 +31,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
@@ -69,17 +70,35 @@ class LeaseStore(Protocol):
         ...
 
 
-def partitions_without_leader(leases: LeaseStore, partitions: int, now_ms: int) -> list[int]:
-    """The partitions among ``0..partitions-1`` that have no leader at ``now_ms`` (epoch ms): no lease record
-    yet, or one expired or released (``expires_at <= now_ms``). A partition's jobs fire only while it has a
-    leader; a hand-over leaves it without one for about a second (release, then the next invocation's poll), a
-    stopped clock (its EventBridge rule disabled, its invocations failing) for good. One consistent read per
-    partition. Raises what ``read_lease`` raises."""
-    return [
-        partition
-        for partition in range(partitions)
-        if (lease := leases.read_lease(partition)) is None or lease.expires_at <= now_ms
-    ]
+LEADERLESS_RECHECK_S = 3.0
+"""How long ``partitions_without_leader`` waits before it reads again the leases it found without a holder: a
+hand-over leaves a partition without one for about a second each minute (the leaving invocation releases, the next
+takes over at its next poll), which must not count."""
+
+
+def partitions_without_leader(
+    leases: LeaseStore,
+    partitions: int,
+    clock: Clock,
+    wait: Callable[[float], None],
+    *,
+    recheck_s: float = LEADERLESS_RECHECK_S,
+) -> list[int]:
+    """The partitions among ``0..partitions-1`` that have no leader: no lease record, or one expired or released
+    (``expires_at <=`` now, epoch ms by ``clock``), when read and again ``recheck_s`` later (``wait``), so a
+    hand-over (about a second without a holder) does not count while a stopped clock (its EventBridge rule
+    disabled, its invocations failing) does. One consistent read per partition, and one more per partition found
+    without a leader. Raises what ``read_lease`` raises."""
+
+    def leaderless(partition: int) -> bool:
+        lease = leases.read_lease(partition)
+        return lease is None or lease.expires_at <= clock()
+
+    first = [partition for partition in range(partitions) if leaderless(partition)]
+    if not first:
+        return []
+    wait(recheck_s)
+    return [partition for partition in first if leaderless(partition)]
 
 
 class LeaseLost(Exception):

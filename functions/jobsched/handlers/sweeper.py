@@ -60,7 +60,7 @@ def check_leaders(components: Components) -> list[int] | None:
     read (logged; the metric's missing minute is then what the alarm sees)."""
     try:
         leaderless = partitions_without_leader(
-            components.control(), components.settings.scheduler_partitions, components.clock()
+            components.control(), components.settings.scheduler_partitions, components.clock, components.sleep
         )
     except Exception as error:
         logger.warning("scheduler leases not read", error=str(error))
@@ -72,13 +72,21 @@ def check_leaders(components: Components) -> list[int] | None:
 
 
 def refile_stuck(components: Components) -> dict[str, Any] | None:
-    """One pass of ``JobStore.refile_stuck`` at the components' clock; its report as a dict (``scanned``,
-    ``refiled``: how many, ``jobs``: the first 20 ids, ``wrapped``), the count published as ``JobsRefiled`` and
-    each refiled job logged (a lost timer item is a fault to look into). None when the pass fails (logged; the
-    next invocation goes on from the last saved place)."""
+    """One pass of ``JobStore.refile_stuck`` at the components' clock, for the jobs of the configured partitions
+    (their watermarks read first; a partition adopted after ``scheduler_partitions`` was lowered is left out);
+    its report as a dict (``scanned``, ``refiled``: how many, ``jobs``: the first 20 ids, ``wrapped``,
+    ``unreadable``), the count published as ``JobsRefiled`` and each refiled job logged (a lost timer item is a
+    fault to look into). None when the pass fails (logged; the next invocation goes on from the last saved
+    place)."""
     try:
+        control = components.control()
+        watermarks = {
+            partition: bucket
+            for partition in range(components.settings.scheduler_partitions)
+            if (bucket := control.read_watermark(partition)) is not None
+        }
         done = components.jobs().refile_stuck(
-            components.clock, bucket_ms=components.settings.due_bucket_s * 1000
+            components.clock, bucket_ms=components.settings.due_bucket_s * 1000, watermarks=watermarks
         )
     except Exception as error:
         logger.warning("due index anti-entropy pass failed", error=str(error))
@@ -88,11 +96,14 @@ def refile_stuck(components: Components) -> dict[str, Any] | None:
         logger.warning(
             "jobs found stuck (their timer item lost) were given a new one", jobs=done.refiled[:100]
         )
+    if done.unreadable:
+        logger.warning("scheduling items this code cannot read were skipped", count=done.unreadable)
     return {
         "scanned": done.scanned,
         "refiled": len(done.refiled),
         "jobs": done.refiled[:20],
         "wrapped": done.wrapped,
+        "unreadable": done.unreadable,
     }
 
 

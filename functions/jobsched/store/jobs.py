@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -64,9 +64,8 @@ part of it: the SDK retries only a request refused whole), exponential as the Dy
 BatchGetItem and BatchWriteItem callers."""
 
 STUCK_AFTER_MS = 30 * 60_000
-"""A job whose due instant is this far behind (epoch ms) while it is still in the due index is taken for one whose
-timer item was lost (``JobStore.refile_stuck``): far past any tick's lag but in a rush the scheduler cannot keep up
-with, whose jobs get a harmless second entry."""
+"""How long (ms) past its due instant a job in a drained bucket waits before ``JobStore.refile_stuck`` takes its
+timer item for lost: well past the 10 minutes a new leader may re-read behind the watermark after an upgrade."""
 
 REFILE_REST_MS = 60 * 60_000
 """Once ``JobStore.refile_stuck`` has read the whole table, it starts over no sooner than this after it started
@@ -94,12 +93,14 @@ class MigrationPass:
 
 @dataclass(frozen=True)
 class RefilePass:
-    """What one pass of ``JobStore.refile_stuck`` did: items ``scanned``, the ids of the jobs ``refiled``, and
-    whether the pass reached the table's end (``wrapped``: the next pass starts over)."""
+    """What one pass of ``JobStore.refile_stuck`` did: items ``scanned``, the ids of the jobs ``refiled``,
+    whether the pass reached the table's end (``wrapped``: the next pass starts over), and how many scheduling
+    items it could not read (``unreadable``, skipped)."""
 
     scanned: int
     refiled: list[str]
     wrapped: bool
+    unreadable: int = 0
 
 
 def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
@@ -665,24 +666,35 @@ class JobStore:
         clock: Callable[[], int],
         *,
         bucket_ms: int,
+        watermarks: Mapping[int, int],
         budget: int = 30_000,
         seconds: float = 10.0,
         page_size: int = 1000,
     ) -> RefilePass:
         """One pass of the due index's anti-entropy: scan on through the jobs table from where the last pass
-        stopped (``AUDIT_KEY``), up to ``budget`` items read or ``seconds``, and give every scheduling state that
-        is still in the due index on a timer item but due more than ``STUCK_AFTER_MS`` ago (epoch ms by
-        ``clock``) a new timer item in the :data:`LATE` lane at now (Scan pages of ``page_size`` items), for its version and due instant: the tick
-        reads it and judges it as any entry (the job's current fire, or stale if the job moved meanwhile).
+        stopped (``AUDIT_KEY``; Scan pages of ``page_size`` items), up to ``budget`` items read or ``seconds``,
+        and give every job whose timer item was passed unread a new one.
+
+        Such a job is still in the due index on a timer item, due more than ``STUCK_AFTER_MS`` ago (epoch ms by
+        ``clock``), and its entry is in a bucket its partition has drained: before the partition's watermark
+        (``watermarks``: partition -> watermark bucket, as stored; a partition missing from it is left alone). A
+        job waiting in a backlog (a rush, an outage) is in an undrained bucket and is not touched. Its new timer
+        item is filed in the :data:`LATE` lane at the instant it is written, for the state's version and due
+        instant: the tick reads it and judges it as any entry (the job's current fire, handled by its catch-up
+        policy, or stale if the job moved meanwhile). A scheduling item this code cannot read is counted
+        (``unreadable``) and skipped, as the tick does.
 
         Which jobs it saves: those whose timer item no tick will read. The ways known to lose one are rare (a
         write landing more than ``TIMER_LEAD_MS`` after its writer's clock was read and its writer dead, a
-        rollback longer than a timer item's 7-day TTL, read positions that could not be saved); any of them
-        would stop the job for good without this. A state of the layout before timer items (``due_pk``) is the
-        migration's. A table read to its end is read again ``REFILE_REST_MS`` after that reading started (a pass
-        in between reads nothing). Each pass costs its Scan pages (0.5 read units per 4 KB read) and 1 write unit
-        per refile; with the defaults a table of 40 million items (10 million jobs) is read once a day. Resumable and
-        idempotent (a second entry for the same fire is judged stale once the job moves)."""
+        rollback longer than a timer item's 7-day TTL); any of them would stop the job for good without this. A
+        state of the layout before timer items (``due_pk``) is the migration's. A table read to its end is read
+        again ``REFILE_REST_MS`` after that reading started (a pass in between reads nothing). Each pass costs its
+        Scan pages (0.5 read units per 4 KB read: every item read, whatever the filter) and 1 write unit per
+        refile. With the defaults the table is read at 30,000 items a minute, 43 million a day: it holds each
+        job's spec and scheduling items, its audit events and every timer item of the last 7 days (one per
+        fire: about 170 for an hourly job, 10,000 for one every minute), so 1 million hourly jobs are read in
+        about 4 days. Resumable and idempotent (a second entry for the same fire is judged stale once the job
+        moves)."""
         deadline = time.monotonic() + seconds
         marks = self.table.get_item(Key=AUDIT_KEY, ConsistentRead=True).get("Item") or {}
         kwargs: dict[str, Any] = {"Limit": page_size}
@@ -693,21 +705,30 @@ class JobStore:
             return RefilePass(scanned=0, refiled=[], wrapped=False)  # read to its end less than an hour ago
         else:
             started_at = clock()
-        scanned, refiled, wrapped = 0, [], False
+        scanned, unreadable, refiled, wrapped = 0, 0, [], False
         while scanned < budget and time.monotonic() < deadline:
-            now_ms = clock()
             page = self.table.scan(
                 FilterExpression=Attr("sk").eq(SCHED_SK)
                 & Attr("timer_pk").exists()
-                & Attr("due_at").lt(now_ms - STUCK_AFTER_MS),
+                & Attr("due_at").lt(clock() - STUCK_AFTER_MS),
                 **kwargs,
             )
             scanned += int(page.get("ScannedCount", 0))
-            stuck = []
+            passed = []
             for item in page["Items"]:
-                state = state_from_item(plain(item))
-                if state.due is not None and "due_pk" not in item:
-                    stuck.append(replace(state.due, bucket=now_ms // bucket_ms, lane=LATE, position=now_ms))
+                try:
+                    due = state_from_item(plain(item)).due
+                except (KeyError, TypeError, ValueError):
+                    unreadable += 1
+                    continue
+                if (
+                    due is not None
+                    and "due_pk" not in item
+                    and due.bucket < watermarks.get(due.partition, -1)
+                ):
+                    passed.append(due)
+            now_ms = clock()  # read again: the entries are filed at the instant they are written
+            stuck = [replace(due, bucket=now_ms // bucket_ms, lane=LATE, position=now_ms) for due in passed]
             self.put_timers(stuck)
             refiled += [entry.job_id for entry in stuck]
             if "LastEvaluatedKey" not in page:
@@ -719,7 +740,7 @@ class JobStore:
         self.table.put_item(
             Item={**AUDIT_KEY, "started_at": started_at, **({"cursor": json.dumps(cursor)} if cursor else {})}
         )
-        return RefilePass(scanned=scanned, refiled=refiled, wrapped=wrapped)
+        return RefilePass(scanned=scanned, refiled=refiled, wrapped=wrapped, unreadable=unreadable)
 
     def highest_due_partition(self) -> int | None:
         """The highest scheduler partition any job's due entry is in, or None when no job is due.

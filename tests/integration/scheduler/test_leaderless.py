@@ -71,3 +71,33 @@ def test_leases_that_cannot_be_read_publish_no_count(
     # no count: the alarm sees a missing minute (breaching), not "0 without a leader"
     assert check_leaders(components) is None
     assert _published(capsys) == []
+
+
+def test_a_hand_over_caught_between_two_holders_does_not_count() -> None:
+    # Given partition 1 caught mid-hand-over (released by the leaving invocation, taken by the next a second
+    # later) and partition 2 whose clock stopped (no holder when read, nor 3 s later)
+    from jobsched.domain.lease import LEADERLESS_RECHECK_S, partitions_without_leader
+
+    clock = FakeClock(NOW)
+    taken_at = NOW + 1_000
+
+    class Leases:
+        def read_lease(self, partition: int) -> LeaseRecord | None:
+            if partition == 0:
+                return LeaseRecord(0, "a", 3, NOW + 10_000)
+            if partition == 1:
+                return (
+                    LeaseRecord(1, "b", 5, NOW + 10_000) if clock() >= taken_at else LeaseRecord(1, "a", 4, 0)
+                )
+            return LeaseRecord(2, "c", 2, NOW - 60_000)
+
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        clock.sleep(seconds)
+
+    # When the sweeper counts them
+    leaderless = partitions_without_leader(Leases(), 3, clock, wait)  # type: ignore[arg-type]
+    # Then only the stopped partition counts: the hand-over was over when read again
+    assert leaderless == [2] and waits == [LEADERLESS_RECHECK_S]

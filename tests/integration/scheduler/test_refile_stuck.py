@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.store.jobs import AUDIT_KEY, STUCK_AFTER_MS
+from jobsched.store.jobs import AUDIT_KEY, REFILE_REST_MS, STUCK_AFTER_MS
 
 HOUR = 3_600_000
 
@@ -26,6 +26,11 @@ def _lose_timer(harness: Any, job_id: str) -> None:
     )
 
 
+def _drained(harness: Any) -> dict[int, int]:
+    """Partition 0's watermark as if every bucket before now had been drained."""
+    return {0: harness.clock() // (harness.settings.due_bucket_s * 1000)}
+
+
 def _fires(harness: Any, job_id: str) -> list[int]:
     harness.claim_sent()
     return [r["scheduled_for"] for r in harness.runs_of(job_id)]
@@ -36,6 +41,7 @@ def test_a_job_whose_timer_item_was_lost_is_refiled_and_fires_on(harness: Any) -
     lost, healthy = harness.add("every 1 hour"), harness.add("every 1 hour")
     daily = harness.add("0 0 * * *")
     _lose_timer(harness, lost.id)
+    lost_bucket = _state(harness, lost.id).due.bucket
     daily_next = _state(harness, daily.id).next_run_at
     contender = harness.contender()
     harness.clock.now_ms = harness.T0 + HOUR
@@ -45,7 +51,9 @@ def test_a_job_whose_timer_item_was_lost_is_refiled_and_fires_on(harness: Any) -
     # When, more than STUCK_AFTER_MS later, the sweeper's anti-entropy pass scans the table
     harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
     bucket_ms = harness.settings.due_bucket_s * 1000
-    done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms)
+    watermark = harness.control_for(harness.settings).read_watermark(0)
+    assert watermark is not None and watermark > lost_bucket  # the tick drained the lost entry's bucket
+    done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks={0: watermark})
     # Then only the stuck job gets a new timer item (the healthy one moved on; the daily one is not due)
     assert done.refiled == [lost.id] and done.wrapped
     # and the next ticks read it and move the job on from its missed fire
@@ -66,7 +74,9 @@ def test_the_scan_goes_on_where_the_last_pass_stopped(harness: Any) -> None:
     refiled: list[str] = []
     passes = 0
     while True:
-        done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, budget=4, page_size=4)
+        done = harness.jobs.refile_stuck(
+            harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness), budget=4, page_size=4
+        )
         passes += 1
         refiled += done.refiled
         if done.wrapped:
@@ -95,6 +105,8 @@ def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
     _lose_timer(harness, job.id)
     harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
     components = Components(harness.settings, harness.aws, clock=harness.clock)
+    drained = _drained(harness)[0]  # the partition's tick drained every bucket before now (as stored)
+    assert components.control().advance_watermark(0, drained, term=1, now_ms=harness.clock())
     metrics.clear_metrics()
     capsys.readouterr()
     report = refile_stuck(components)
@@ -110,14 +122,51 @@ def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
 
 
 def test_a_table_read_to_its_end_rests_before_it_is_read_again(harness: Any) -> None:
-    from jobsched.store.jobs import REFILE_REST_MS
-
     job = harness.add("every 1 hour")
     bucket_ms = harness.settings.due_bucket_s * 1000
-    assert harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms).wrapped  # read to its end
+    assert harness.jobs.refile_stuck(
+        harness.clock, bucket_ms=bucket_ms, watermarks={}
+    ).wrapped  # read to its end
     _lose_timer(harness, job.id)
     assert _state(harness, job.id).next_run_at == harness.T0  # a rate's first fire is at its creation
     harness.clock.now_ms = harness.T0 + STUCK_AFTER_MS + 60_000  # the job is stuck now, but the pass rests
-    assert harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms).scanned == 0
+    assert (
+        harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness)).scanned
+        == 0
+    )
     harness.clock.now_ms = harness.T0 + REFILE_REST_MS  # an hour after the first read began
-    assert harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms).refiled == [job.id]
+    assert harness.jobs.refile_stuck(
+        harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness)
+    ).refiled == [job.id]
+
+
+def test_a_job_waiting_in_an_undrained_bucket_is_not_refiled(harness: Any) -> None:
+    # Given a job whose fire is long past, but whose bucket its partition has not drained (an outage, a rush:
+    # the tick will still read its entry)
+    job = harness.add("every 1 hour")
+    bucket = _state(harness, job.id).due.bucket
+    harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
+    bucket_ms = harness.settings.due_bucket_s * 1000
+    # When the anti-entropy pass runs, the watermark at that bucket
+    done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks={0: bucket})
+    # Then it is left alone (no second entry, no alarm), and so is a job of a partition without a watermark
+    assert done.refiled == [] and done.wrapped
+    harness.clock.now_ms += REFILE_REST_MS
+    assert harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks={}).refiled == []
+
+
+def test_a_scheduling_item_this_code_cannot_read_is_skipped_not_a_stop(harness: Any) -> None:
+    # Given a job whose timer item was lost, and another whose scheduling item no code of ours wrote
+    lost, bad = harness.add("every 1 hour"), harness.add("every 1 hour")
+    _lose_timer(harness, lost.id)
+    harness.aws.table(harness.settings.jobs_table).update_item(
+        Key={"pk": f"job#{bad.id}", "sk": "sched"},
+        UpdateExpression="SET missed = :m",
+        ExpressionAttributeValues={":m": "no-such-policy"},
+    )
+    harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
+    bucket_ms = harness.settings.due_bucket_s * 1000
+    # When the anti-entropy pass reads them
+    done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness))
+    # Then the unreadable one is counted and skipped, and the lost one is refiled all the same
+    assert (done.refiled, done.unreadable, done.wrapped) == ([lost.id], 1, True)
