@@ -348,9 +348,10 @@ class Functions(Construct):
         dead-run letters and alerts; draining the run queue's dead-letter queue (a run whose message SQS gave up
         on is recorded dead: design §4.7); JobStore migrate_due_index (Scan of the ``due`` index, BatchWriteItem
         of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem); JobStore
-        refile_stuck (Scan of the table, BatchWriteItem of timer items, the audit item's GetItem and PutItem); ControlStore
-        read_positions and read_lease (GetItem: the migration waits for every partition's read positions, and the
-        partitions without a leader are counted)."""
+        refile_stuck (Scan of the table, BatchGetItem of the candidates' states, BatchWriteItem of timer items, the
+        audit item's GetItem and PutItem); ControlStore read_positions, read_watermark, read_partition_high_water
+        and read_lease (GetItem: the migration waits for every partition's read positions, the anti-entropy pass
+        reads what each partition drained, and the partitions without a leader are counted)."""
         s, fn = self._storage, self.sweeper
         sweep = index_name(resources.RUNS, "sweep")
         due = index_name(resources.JOBS, "due")
@@ -363,6 +364,7 @@ class Functions(Construct):
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",
                 "dynamodb:BatchWriteItem",
+                "dynamodb:BatchGetItem",
                 "dynamodb:Scan",
             ],
             indexes=[due],

@@ -136,6 +136,26 @@ def encode_positions(
     )
 
 
+def read_floor(
+    watermark: int, positions: str | None, now_ms: int, bucket_ms: int
+) -> tuple[dict[tuple[int, int, str], DueCursor], int | None]:
+    """A new leader's read positions and floor, from its partition's stored ``watermark`` (bucket) and read
+    ``positions`` (:func:`encode_positions`, or None): ``(cursors, floor)``, the floor a bucket below the watermark
+    from which the ticks read again until drained, or None. Without positions the watermark was stored by code
+    that read no timer items (the first leader since the move to them): the floor is ``UPGRADE_REWIND_MS`` before
+    ``now_ms``. Positions stored with a watermark behind the stored one mean a leader that stores none moved it
+    (a rollback to the code before timer items), which may have closed buckets holding some: the floor is the
+    positions' watermark. (A failover a few seconds after a watermark move does the same, harmlessly.)"""
+    if positions is None:
+        floor: int | None = (now_ms - UPGRADE_REWIND_MS) // bucket_ms
+        cursors: dict[tuple[int, int, str], DueCursor] = {}
+    else:
+        cursors, floor, saved_at = decode_positions(positions)
+        if saved_at is not None and saved_at < watermark:
+            floor = saved_at if floor is None else min(floor, saved_at)
+    return cursors, (floor if floor is not None and floor < watermark else None)
+
+
 def decode_positions(text: str) -> tuple[dict[tuple[int, int, str], DueCursor], int | None, int | None]:
     """Inverse of :func:`encode_positions`: ``(cursors, floor, watermark)``. A value no code of ours wrote reads as
     no cursor, no floor and no watermark (a new leader then reads its lanes from their start: slower, never
@@ -313,19 +333,9 @@ class Scheduler(TickWrites):
         if stored is not None:
             self._watermark = stored
             positions = self.control.read_positions(self.partition)
-            if positions is None:
-                # the first leader since the move to timer items: its watermark was stored by code that read none
-                floor: int | None = (self.clock() - UPGRADE_REWIND_MS) // self.bucket_ms
-            else:
-                self._cursors, floor, saved_at = decode_positions(positions)
+            if positions is not None:
                 self._saved = (positions, self.clock())
-                if saved_at is not None and saved_at < stored:
-                    # The watermark moved on since these positions: by this code a few seconds before it stored
-                    # them again (a failover), or by a leader that reads no timer items (a rollback to the code
-                    # before them), which may have closed buckets holding some: read again from where the
-                    # positions were.
-                    floor = saved_at if floor is None else min(floor, saved_at)
-            self._floor = floor if floor is not None and floor < stored else None
+            self._cursors, self._floor = read_floor(stored, positions, self.clock(), self.bucket_ms)
             self._drop_behind()
             return
         now = self.clock()

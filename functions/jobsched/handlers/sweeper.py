@@ -15,7 +15,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.domain.lease import partitions_without_leader
 from jobsched.domain.sweeper import Sweeper
-from jobsched.observability import COUNT, MetricName, add_metric, logger, metrics
+from jobsched.domain.tick import read_floor
+from jobsched.observability import COUNT, MetricName, add_metric, flush_metrics, logger, metrics
 from jobsched.wiring import Components
 
 
@@ -37,18 +38,20 @@ def _migrated() -> list[bool]:
     return [False]
 
 
-def migrate_due_index(components: Components) -> dict[str, Any]:
+def migrate_due_index(components: Components, seconds: float = 20.0) -> dict[str, Any]:
     """One pass of the due index's move to timer items, at the components' clock; its report as a dict
-    (``moved``, ``done``). Waits (``moved`` 0, ``waiting`` true) until a leader of this code has stored read
+    (``moved``, ``done``), for at most ``seconds`` (under 1 s: no pass, ``skipped``). Waits (``moved`` 0, ``waiting`` true) until a leader of this code has stored read
     positions in every partition: a leader of the code before timer items reads only the GSI, so an entry moved
     out of it while such a leader still runs (the minutes of a deploy) must be in a bucket a new leader reads
     again (``domain.tick.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
+    if seconds < 1:
+        return {"moved": 0, "done": False, "skipped": "too little of the invocation left"}
     control = components.control()
     partitions = range(components.settings.scheduler_partitions)
     if any(control.read_positions(partition) is None for partition in partitions):
         return {"moved": 0, "done": False, "waiting": True}
     bucket_ms = components.settings.due_bucket_s * 1000
-    done = components.jobs().migrate_due_index(components.clock, bucket_ms=bucket_ms)
+    done = components.jobs().migrate_due_index(components.clock, bucket_ms=bucket_ms, seconds=seconds)
     return {"moved": done.moved, "done": done.done}
 
 
@@ -71,22 +74,35 @@ def check_leaders(components: Components) -> list[int] | None:
     return leaderless
 
 
-def refile_stuck(components: Components) -> dict[str, Any] | None:
-    """One pass of ``JobStore.refile_stuck`` at the components' clock, for the jobs of the configured partitions
-    (their watermarks read first; a partition adopted after ``scheduler_partitions`` was lowered is left out);
-    its report as a dict (``scanned``, ``refiled``: how many, ``jobs``: the first 20 ids, ``wrapped``,
+def drained(components: Components) -> dict[int, int]:
+    """For each scheduler partition a leader of this code has run (stored read positions), configured or adopted
+    (up to the partitions' high-water mark), the bucket before which its ticks read nothing again: its watermark,
+    or the floor a new leader would read again from (``domain.tick.read_floor``: after an upgrade or a rollback)."""
+    control = components.control()
+    settings = components.settings
+    partitions = max(settings.scheduler_partitions, control.read_partition_high_water() or 0)
+    found: dict[int, int] = {}
+    for partition in range(partitions):
+        watermark, positions = control.read_watermark(partition), control.read_positions(partition)
+        if watermark is None or positions is None:
+            continue  # never led by this code: its first leader reads behind its watermark anyway
+        _, floor = read_floor(watermark, positions, components.clock(), settings.due_bucket_s * 1000)
+        found[partition] = watermark if floor is None else floor
+    return found
+
+
+def refile_stuck(components: Components, seconds: float = 10.0) -> dict[str, Any] | None:
+    """One pass of ``JobStore.refile_stuck`` at the components' clock, for at most ``seconds``, for the jobs of
+    the partitions :func:`drained` gives; its report as a dict (``scanned``, ``refiled``: how many, ``jobs``: the first 20 ids, ``wrapped``,
     ``unreadable``), the count published as ``JobsRefiled`` and each refiled job logged (a lost timer item is a
     fault to look into). None when the pass fails (logged; the next invocation goes on from the last saved
     place)."""
+    if seconds < 1:
+        return None  # too little of the invocation left: the next one goes on
     try:
-        control = components.control()
-        watermarks = {
-            partition: bucket
-            for partition in range(components.settings.scheduler_partitions)
-            if (bucket := control.read_watermark(partition)) is not None
-        }
+        bucket_ms = components.settings.due_bucket_s * 1000
         done = components.jobs().refile_stuck(
-            components.clock, bucket_ms=components.settings.due_bucket_s * 1000, watermarks=watermarks
+            components.clock, bucket_ms=bucket_ms, watermarks=drained(components), seconds=seconds
         )
     except Exception as error:
         logger.warning("due index anti-entropy pass failed", error=str(error))
@@ -117,11 +133,16 @@ def handler(event: dict[str, Any], context: LambdaContext, sweeper: Sweeper | No
         return sweeper.sweep().as_dict()
     report = default_sweeper().sweep().as_dict()
     report["partitions_without_leader"] = check_leaders(default_components())
-    report["refile_stuck"] = refile_stuck(default_components())
+    flush_metrics()  # the count goes out now: a later step that runs out of time must not lose it (its alarm)
+    left_s = context.get_remaining_time_in_millis() / 1000
+    # the anti-entropy pass, then the migration's (20 s), each within what is left of the invocation
+    report["refile_stuck"] = refile_stuck(default_components(), seconds=min(10.0, left_s - 35))
     if _migrated()[0]:
         return report
     try:
-        report["due_index_migration"] = migration = migrate_due_index(default_components())
+        report["due_index_migration"] = migration = migrate_due_index(
+            default_components(), seconds=min(20.0, context.get_remaining_time_in_millis() / 1000 - 10)
+        )
         _migrated()[0] = bool(migration["done"])
     except Exception as error:  # a failed pass is retried by the next invocation
         logger.warning("due index migration pass failed", error=str(error))

@@ -161,6 +161,12 @@ class ControlStore:
             ExpressionAttributeValues={":positions": _s(positions), ":term": _n(term)},
         )
 
+    def read_partition_high_water(self) -> int | None:
+        """The most scheduler partitions any deployment has run (``raise_partition_high_water``), or None when
+        no scheduler of this code has recorded it. 1 consistent read."""
+        item = self._get({"pk": "partitions"})
+        return int(item["high_water"]) if item and "high_water" in item else None
+
     def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
         """Record that a deployment runs ``partitions`` scheduler partitions. Returns ``(the most partitions any
         deployment has run, whether the mark was missing)`` (item ``pk=partitions``, attribute ``high_water``).

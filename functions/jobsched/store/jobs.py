@@ -690,7 +690,8 @@ class JobStore:
         state of the layout before timer items (``due_pk``) is the migration's. A table read to its end is read
         again ``REFILE_REST_MS`` after that reading started (a pass in between reads nothing). Each pass costs its
         Scan pages (0.5 read units per 4 KB read: every item read, whatever the filter) and 1 write unit per
-        refile. With the defaults the table is read at 30,000 items a minute, 43 million a day: it holds each
+        refile, plus a consistent BatchGetItem of the candidates (the Scan reads eventually consistent: a job
+        moved a moment ago is not taken for stuck). With the defaults the table is read at 30,000 items a minute, 43 million a day: it holds each
         job's spec and scheduling items, its audit events and every timer item of the last 7 days (one per
         fire: about 170 for an hourly job, 10,000 for one every minute), so 1 million hourly jobs are read in
         about 4 days. Resumable and idempotent (a second entry for the same fire is judged stale once the job
@@ -727,6 +728,9 @@ class JobStore:
                     and due.bucket < watermarks.get(due.partition, -1)
                 ):
                     passed.append(due)
+            if passed:  # the Scan reads eventually: only a state still pointing at that entry now is stuck
+                states = self.scheduling_states([due.job_id for due in passed])
+                passed = [due for due in passed if getattr(states.get(due.job_id), "due", None) == due]
             now_ms = clock()  # read again: the entries are filed at the instant they are written
             stuck = [replace(due, bucket=now_ms // bucket_ms, lane=LATE, position=now_ms) for due in passed]
             self.put_timers(stuck)

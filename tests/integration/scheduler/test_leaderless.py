@@ -22,7 +22,8 @@ NOW = 1_800_000_000_000
 @pytest.fixture
 def components(settings: Settings, aws: Aws) -> Components:
     three = settings.model_copy(update={"scheduler_partitions": 3})
-    return Components(three, aws, clock=FakeClock(NOW))
+    clock = FakeClock(NOW)
+    return Components(three, aws, clock=clock, sleep=clock.sleep)
 
 
 def _published(capsys: Any) -> list[float]:

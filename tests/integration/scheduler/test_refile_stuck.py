@@ -107,6 +107,7 @@ def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
     components = Components(harness.settings, harness.aws, clock=harness.clock)
     drained = _drained(harness)[0]  # the partition's tick drained every bucket before now (as stored)
     assert components.control().advance_watermark(0, drained, term=1, now_ms=harness.clock())
+    assert components.control().save_positions(0, '{"floor": null, "cursors": {}}', term=1)
     metrics.clear_metrics()
     capsys.readouterr()
     report = refile_stuck(components)
@@ -170,3 +171,43 @@ def test_a_scheduling_item_this_code_cannot_read_is_skipped_not_a_stop(harness: 
     done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness))
     # Then the unreadable one is counted and skipped, and the lost one is refiled all the same
     assert (done.refiled, done.unreadable, done.wrapped) == ([lost.id], 1, True)
+
+
+def test_the_buckets_a_partition_may_still_read_are_not_taken_for_drained(harness: Any) -> None:
+    from jobsched.handlers.sweeper import drained
+    from jobsched.wiring import Components
+
+    # Given partition 0 led by this code with its watermark at bucket 1000, partition 1 (adopted: a deployment
+    # ran 3 partitions, this one runs 1) whose positions were stored with watermark 900 while a leader that
+    # stores none (a rollback) moved the watermark on to 1000, and partition 2 never led by this code
+    components = Components(harness.settings, harness.aws, clock=harness.clock)
+    control = components.control()
+    assert control.raise_partition_high_water(3) == (3, True)
+    for partition in (0, 1, 2):
+        assert control.advance_watermark(partition, 1000, term=1, now_ms=harness.clock())
+    assert control.save_positions(0, '{"floor": null, "watermark": 1000, "cursors": {}}', term=1)
+    assert control.save_positions(1, '{"floor": null, "watermark": 900, "cursors": {}}', term=1)
+    # Then the anti-entropy takes only partition 0's buckets before 1000 for drained, partition 1's before 900
+    # (its next leader reads again from there), and none of partition 2's
+    assert drained(components) == {0: 1000, 1: 900}
+
+
+def test_a_candidate_whose_job_moved_since_the_scan_read_it_is_not_refiled(
+    harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    # Given a job the (eventually consistent) Scan sees stuck, but which a tick moved a moment before: its
+    # consistent read shows the next fire
+    job = harness.add("every 1 hour")
+    harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
+    moved = _state(harness, job.id)
+    moved = replace(moved, due=replace(moved.due, due_at=moved.due.due_at + HOUR))
+    store = harness.jobs
+    monkeypatch.setattr(store, "scheduling_states", lambda ids: {job.id: moved})
+    # When the anti-entropy pass reads it
+    done = store.refile_stuck(
+        harness.clock, bucket_ms=harness.settings.due_bucket_s * 1000, watermarks=_drained(harness)
+    )
+    # Then it is not refiled
+    assert done.refiled == [] and done.wrapped

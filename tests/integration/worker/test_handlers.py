@@ -258,3 +258,16 @@ def test_a_batchs_messages_are_held_for_the_heartbeats_stale_time_before_the_cla
     for job in jobs:
         row = kit.runs.get(job.id, T0)
         assert row is not None and row.status == RunStatus.SUCCEEDED and row.sweep_at is None
+
+
+def test_a_sweeper_invocation_with_little_time_left_leaves_the_long_passes_to_the_next(
+    kit: Kit, environment: None
+) -> None:
+    # Given a sweeper invocation that starts with 9 s left (a slow sweep before it, say)
+    report = sweeper_handler.handler(
+        {"source": "aws.events"}, Context(function_name="jobsched-sweeper", remaining_ms=9_000)
+    )
+    # Then the leaders are still counted, and neither the anti-entropy pass nor the migration's starts
+    assert report["partitions_without_leader"] == [0]
+    assert report["refile_stuck"] is None
+    assert report["due_index_migration"]["skipped"] == "too little of the invocation left"

@@ -5,6 +5,7 @@ IAM)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from jobsched.domain.retries import Outcome
@@ -75,6 +76,12 @@ def test_the_sweeper_role_allows_the_handler_s_whole_pass(
     sweeper_handler.default_components().control().save_positions(0, '{"floor": null, "cursors": {}}', term=1)
     # and one job still in the due index of the layout before timer items (the pass moves it)
     _to_old_layout(kit, kit.make_job(schedule="every 1 minute"))
+    # and one job due long ago (T0, before the deployment's clock) in a bucket its partition has drained (the
+    # watermark at now): the anti-entropy pass refiles it
+    stuck = kit.make_job(schedule="every 1 hour")
+    now_bucket = int(time.time() * 1000) // (kit.settings.due_bucket_s * 1000)
+    control = sweeper_handler.default_components().control()
+    assert control.advance_watermark(0, now_bucket, term=1, now_ms=int(time.time() * 1000))
     try:
         with record_requests(kit.settings) as requests:
             report = sweeper_handler.handler(
@@ -86,7 +93,7 @@ def test_the_sweeper_role_allows_the_handler_s_whole_pass(
     # Then each step ran, and every request it made is one its role allows
     assert report["partitions_without_leader"] == [0]
     assert report["due_index_migration"] == {"moved": 1, "done": False}
-    assert report["refile_stuck"]["wrapped"] is True  # the anti-entropy pass read the small table to its end
+    assert report["refile_stuck"]["jobs"] == [stuck.id]  # read, confirmed and refiled
     assert ("dynamodb:GetItem", "CONTROL_TABLE", None) in requests.needed
     assert requests.needed - granted("sweeper") == set()
 
