@@ -20,6 +20,7 @@ from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.store.jobs import JobStore
+from tests.support.aws import answer_unprocessed
 from tests.support.worker import T0, new_job
 
 from .conftest import BACKENDS, adapter_on, on_table
@@ -141,22 +142,7 @@ def test_a_throttled_batch_read_of_specs_is_store_unavailable(aws: Any, settings
 
 def _unprocessed(store: JobStore, monkeypatch: pytest.MonkeyPatch, times: int) -> list[float]:
     """The store's client answers ``times`` BatchGetItems with every key unprocessed; returns the sleeps."""
-    from jobsched.store import jobs as jobs_module
-
-    client = store.table.meta.client
-    real = client.batch_get_item
-    calls = {"n": 0}
-
-    def batch_get_item(**kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] <= times:
-            return {"Responses": {}, "UnprocessedKeys": kwargs["RequestItems"]}
-        return real(**kwargs)
-
-    slept: list[float] = []
-    monkeypatch.setattr(client, "batch_get_item", batch_get_item)
-    monkeypatch.setattr(jobs_module.time, "sleep", slept.append)
-    return slept
+    return answer_unprocessed(store, monkeypatch, "batch_get_item", times)
 
 
 def test_keys_left_unprocessed_are_asked_again_after_a_back_off(

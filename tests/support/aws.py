@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from moto import mock_aws
@@ -47,3 +48,27 @@ def moto_deployment(prefix: str, *, session_token: bool = True) -> Iterator[tupl
             aws = Aws()
             env = provision(aws, prefix=prefix)
             yield aws, Settings(**{k.lower(): v for k, v in env.items()})
+
+
+def answer_unprocessed(store: Any, monkeypatch: Any, operation: str, times: int) -> list[float]:
+    """The DynamoDB store's client answers its first ``times`` requests of ``operation`` (``batch_write_item``
+    or ``batch_get_item``) with every item or key unprocessed, as DynamoDB does when it throttles part of a
+    batch, then for real; ``jobsched.store.jobs``' sleeps are recorded instead of slept. Returns those sleeps."""
+    from jobsched.store import jobs as jobs_module
+
+    client = store.table.meta.client
+    real = getattr(client, operation)
+    calls = {"n": 0}
+
+    def answer(**kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] > times:
+            return real(**kwargs)
+        if operation == "batch_write_item":
+            return {"UnprocessedItems": kwargs["RequestItems"]}
+        return {"Responses": {}, "UnprocessedKeys": kwargs["RequestItems"]}
+
+    slept: list[float] = []
+    monkeypatch.setattr(client, operation, answer)
+    monkeypatch.setattr(jobs_module.time, "sleep", slept.append)
+    return slept

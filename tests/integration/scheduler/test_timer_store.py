@@ -11,7 +11,7 @@ import pytest
 from jobsched.domain.registration import due_entry
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import DueQuery
-from jobsched.store import jobs as jobs_module
+from tests.support.aws import answer_unprocessed
 
 
 def _entries(harness: Any, count: int) -> list[Any]:
@@ -31,20 +31,7 @@ def _entries(harness: Any, count: int) -> list[Any]:
 
 def _throttle(store: Any, monkeypatch: pytest.MonkeyPatch, times: int) -> list[float]:
     """The store's client answers ``times`` batch writes with every item unprocessed; returns the sleeps."""
-    client = store.table.meta.client
-    real = client.batch_write_item
-    calls = {"n": 0}
-
-    def batch_write_item(**kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] <= times:
-            return {"UnprocessedItems": kwargs["RequestItems"]}
-        return real(**kwargs)
-
-    slept: list[float] = []
-    monkeypatch.setattr(client, "batch_write_item", batch_write_item)
-    monkeypatch.setattr(jobs_module.time, "sleep", slept.append)
-    return slept
+    return answer_unprocessed(store, monkeypatch, "batch_write_item", times)
 
 
 def test_unprocessed_timer_items_are_sent_again_after_a_back_off(

@@ -171,18 +171,23 @@ def test_time_checks_cost_nothing_on_the_paths_that_run(
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
 
 
-def test_a_record_handled_alone_and_handed_back_for_lack_of_time_costs_two_requests(
+@pytest.mark.parametrize("in_a_batch", [False, True])
+def test_a_record_handed_back_for_lack_of_time_costs_one_request_and_its_job_s_read(
     worker: Worker,
     delivered: Callable[[Job, int], dict[str, Any]],
     requests: Counter[str],
     due_job: Callable[..., Job],
+    in_a_batch: bool,
 ) -> None:
+    # handled alone, the time check reads the job (1 GetItem); in a batch, its job was read with the batch's
     job = due_job(timeout_s=600)
     message = delivered(job, T0)
+    specs = worker.read_specs([job.id]) if in_a_batch else None
+    assert specs is None or specs.asked(job.id)
     requests.clear()
     with pytest.raises(Deferred):
-        worker.handle(delivery_of(message, Context(remaining_ms=600_000)))
-    assert requests == {"dynamodb.GetItem": 1, "sqs.ChangeMessageVisibility": 1}
+        worker.handle(delivery_of(message, Context(remaining_ms=600_000)), specs)
+    assert requests == {"sqs.ChangeMessageVisibility": 1, **({} if in_a_batch else {"dynamodb.GetItem": 1})}
 
 
 def test_a_batch_through_the_lambda_handler_reads_its_jobs_in_one_request(
@@ -244,25 +249,6 @@ def test_a_batch_whose_jobs_cannot_be_read_together_reads_each_run_s_own(
         "dynamodb.GetItem": 3,
         "dynamodb.UpdateItem": 6,
     }
-
-
-def test_a_record_of_a_batch_handed_back_for_lack_of_time_costs_one_request(
-    worker: Worker,
-    delivered: Callable[[Job, int], dict[str, Any]],
-    requests: Counter[str],
-    due_job: Callable[..., Job],
-) -> None:
-    from jobsched.domain.worker import BatchSpecs
-
-    # its job was read with the batch: the time check needs no read of its own
-    job = due_job(timeout_s=600)
-    message = delivered(job, T0)
-    specs = worker.read_specs([job.id])
-    requests.clear()
-    with pytest.raises(Deferred):
-        worker.handle(delivery_of(message, Context(remaining_ms=600_000)), specs)
-    assert requests == {"sqs.ChangeMessageVisibility": 1}
-    assert isinstance(specs, BatchSpecs) and specs.asked(job.id)
 
 
 def test_a_delivery_whose_job_the_batch_did_not_read_reads_its_own(
