@@ -19,14 +19,14 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    a duplicate of a ``running`` run deletes its message, so the run is first put into the sweep index
    (``RunRows.watch``; a watch that fails hands the duplicate back instead).
 2. The job's spec: read with the rest of the batch's before any claim (``Worker.read_specs``, one request per
-   batch; when that read fails, each run reads its own here). Deleted: the run is recorded ``skipped``. Out of attempts (the lost worker's try was
-   the last, or ``max_attempts`` was lowered): ``dead`` without running. ``overlap: skip``: take the job's
-   overlap lock (``JobSpecs.acquire_overlap``, one conditional write, exact whatever the history length); held
-   by another run with a fresh heartbeat, or, for a job changed within the longest a try lasts, another try
-   still running without the lock (started under ``overlap: allow``): ``skipped``. A storage error anywhere in
-   this step gives the claim back (``RunRows.give_back``: the row as it was before the claim) and the delivery
-   comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier receive: a try the target never saw does not
-   count.
+   batch; when that read fails, each run reads its own here). Deleted: the run is recorded ``skipped``. Out of
+   attempts (the lost worker's try was the last, or ``max_attempts`` was lowered): ``dead`` without running.
+   ``overlap: skip``: take the job's overlap lock (``JobSpecs.acquire_overlap``, one conditional write, exact
+   whatever the history length); held by another run with a fresh heartbeat, or, for a job changed within the
+   longest a try lasts, another try still running without the lock (started under ``overlap: allow``):
+   ``skipped``. A storage error anywhere in this step gives the claim back (``RunRows.give_back``: the row as
+   it was before the claim) and the delivery comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier
+   receive: a try the target never saw does not count.
 3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
    is cancelled: a shell command is killed, a command is abandoned); every ``heartbeat_interval_s`` the run
    row's ``heartbeat_at`` and the message's visibility are extended (an extension that fails puts the run into

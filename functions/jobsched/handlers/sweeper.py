@@ -3,8 +3,8 @@
 failed try), resends owed dead-run alerts, and clears finished runs from the index. Each invocation also
 counts the scheduler partitions without a leader (``PartitionsWithoutLeader``, the alarm of a partition whose
 clock stopped), makes one pass of the due index's anti-entropy (``JobStore.refile_stuck``: a job whose timer
-item was lost gets a new one, ``JobsRefiled``) and, until it is done, makes one pass of the move of the jobs' ``due`` GSI entries to timer
-items (issue [2.5], ``JobStore.migrate_due_index``)."""
+item was lost gets a new one, ``JobsRefiled``) and, until it is done, one pass of the move of the jobs' ``due``
+GSI entries to timer items (issue [2.5], ``JobStore.migrate_due_index``), each within the time left."""
 
 from __future__ import annotations
 
@@ -39,11 +39,12 @@ def _migrated() -> list[bool]:
 
 
 def migrate_due_index(components: Components, seconds: float = 20.0) -> dict[str, Any]:
-    """One pass of the due index's move to timer items, at the components' clock; its report as a dict
-    (``moved``, ``done``), for at most ``seconds`` (under 1 s: no pass, ``skipped``). Waits (``moved`` 0, ``waiting`` true) until a leader of this code has stored read
-    positions in every partition: a leader of the code before timer items reads only the GSI, so an entry moved
-    out of it while such a leader still runs (the minutes of a deploy) must be in a bucket a new leader reads
-    again (``domain.tick.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
+    """One pass of the due index's move to timer items, at the components' clock, for at most ``seconds``
+    (under 1 s: no pass, ``skipped``); its report as a dict (``moved``, ``done``). Waits (``moved`` 0,
+    ``waiting`` true) until a leader of this code has stored read positions in every partition: a leader of
+    the code before timer items reads only the GSI, so an entry moved out of it while such a leader still runs
+    (the minutes of a deploy) must be in a bucket a new leader reads again
+    (``domain.tick.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
     if seconds < 1:
         return {"moved": 0, "done": False, "skipped": "too little of the invocation left"}
     control = components.control()
@@ -92,11 +93,11 @@ def drained(components: Components) -> dict[int, int]:
 
 
 def refile_stuck(components: Components, seconds: float = 10.0) -> dict[str, Any] | None:
-    """One pass of ``JobStore.refile_stuck`` at the components' clock, for at most ``seconds``, for the jobs of
-    the partitions :func:`drained` gives; its report as a dict (``scanned``, ``refiled``: how many, ``jobs``: the first 20 ids, ``wrapped``,
-    ``unreadable``), the count published as ``JobsRefiled`` and each refiled job logged (a lost timer item is a
-    fault to look into). None when the pass fails (logged; the next invocation goes on from the last saved
-    place)."""
+    """One pass of ``JobStore.refile_stuck`` at the components' clock, for at most ``seconds``, for the jobs
+    of the partitions :func:`drained` gives; its report as a dict (``scanned``, ``refiled``: how many,
+    ``jobs``: the first 20 ids, ``wrapped``, ``unreadable``), the count published as ``JobsRefiled`` and each
+    refiled job logged (a lost timer item is a fault to look into). None when the pass fails (logged; the next
+    invocation goes on from the last saved place)."""
     if seconds < 1:
         return None  # too little of the invocation left: the next one goes on
     try:

@@ -686,16 +686,16 @@ class JobStore:
 
         Which jobs it saves: those whose timer item no tick will read. The ways known to lose one are rare (a
         write landing more than ``TIMER_LEAD_MS`` after its writer's clock was read and its writer dead, a
-        rollback longer than a timer item's 7-day TTL); any of them would stop the job for good without this. A
-        state of the layout before timer items (``due_pk``) is the migration's. A table read to its end is read
-        again ``REFILE_REST_MS`` after that reading started (a pass in between reads nothing). Each pass costs its
-        Scan pages (0.5 read units per 4 KB read: every item read, whatever the filter) and 1 write unit per
-        refile, plus a consistent BatchGetItem of the candidates (the Scan reads eventually consistent: a job
-        moved a moment ago is not taken for stuck). With the defaults the table is read at 30,000 items a minute, 43 million a day: it holds each
-        job's spec and scheduling items, its audit events and every timer item of the last 7 days (one per
-        fire: about 170 for an hourly job, 10,000 for one every minute), so 1 million hourly jobs are read in
-        about 4 days. Resumable and idempotent (a second entry for the same fire is judged stale once the job
-        moves)."""
+        rollback longer than a timer item's 7-day TTL); any of them would stop the job for good without this.
+        A state of the layout before timer items (``due_pk``) is the migration's. A table read to its end is
+        read again ``REFILE_REST_MS`` after that reading started (a pass in between reads nothing). Each pass
+        costs its Scan pages (0.5 read units per 4 KB read: every item read, whatever the filter) and 1 write
+        unit per refile, plus a consistent BatchGetItem of the candidates (the Scan reads eventually
+        consistent: a job moved a moment ago is not taken for stuck). With the defaults the table is read at
+        30,000 items a minute, 43 million a day: it holds each job's spec and scheduling items, its audit
+        events and every timer item of the last 7 days (one per fire: about 170 for an hourly job, 10,000 for
+        one every minute), so 1 million hourly jobs are read in about 4 days. Resumable and idempotent (a
+        second entry for the same fire is judged stale once the job moves)."""
         deadline = time.monotonic() + seconds
         marks = self.table.get_item(Key=AUDIT_KEY, ConsistentRead=True).get("Item") or {}
         kwargs: dict[str, Any] = {"Limit": page_size}
