@@ -19,7 +19,7 @@ from jobsched.models import Job
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.jobs import SqliteJobStore
-from jobsched.store.jobs import JobStore
+from jobsched.store.jobs import STATES_BACKOFF_S, UNPROCESSED_BACKOFF_S, JobStore
 from tests.support.aws import answer_unprocessed
 from tests.support.worker import T0, new_job
 
@@ -168,6 +168,6 @@ def test_keys_still_unprocessed_after_the_back_offs_are_unavailable_not_absent(
     slept = _unprocessed(store, monkeypatch, 10)
     with pytest.raises(StoreUnavailable):
         store.get_specs(["j_1"])
-    with pytest.raises(StoreUnavailable):  # the scheduler's read of scheduling states alike
+    with pytest.raises(StoreUnavailable):  # the scheduler's read of scheduling states alike, waiting longer
         store.scheduling_states(["j_1"])
-    assert slept == [0.05, 0.1, 0.2] * 2
+    assert slept == [*UNPROCESSED_BACKOFF_S, *STATES_BACKOFF_S]

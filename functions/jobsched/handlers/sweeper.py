@@ -78,7 +78,9 @@ def check_leaders(components: Components) -> list[int] | None:
 def drained(components: Components) -> dict[int, int]:
     """For each scheduler partition a leader of this code has run (stored read positions), configured or adopted
     (up to the partitions' high-water mark), the bucket before which its ticks read nothing again: its watermark,
-    or the floor a new leader would read again from (``domain.tick.read_floor``: after an upgrade or a rollback)."""
+    or the floor a new leader would read again from (``domain.tick.read_floor``: after an upgrade or a rollback):
+    ``{partition: bucket}``, a bucket being epoch ms // (``due_bucket_s`` * 1000). Raises what the control
+    store's reads raise."""
     control = components.control()
     settings = components.settings
     partitions = max(settings.scheduler_partitions, control.read_partition_high_water() or 0)
@@ -103,7 +105,11 @@ def refile_stuck(components: Components, seconds: float = 10.0) -> dict[str, Any
     try:
         bucket_ms = components.settings.due_bucket_s * 1000
         done = components.jobs().refile_stuck(
-            components.clock, bucket_ms=bucket_ms, watermarks=drained(components), seconds=seconds
+            components.clock,
+            bucket_ms=bucket_ms,
+            shards=components.settings.due_shards,
+            watermarks=drained(components),
+            seconds=seconds,
         )
     except Exception as error:
         logger.warning("due index anti-entropy pass failed", error=str(error))

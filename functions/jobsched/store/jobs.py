@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
-from jobsched.domain.registration import TIMER_LEAD_MS
+from jobsched.domain.registration import TIMER_LEAD_MS, due_entry
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound, StoreUnavailable
 from jobsched.ports.jobs import (
@@ -59,9 +59,17 @@ MIGRATION_SETTLE_MS = 5 * 60_000
 """How long the ``due`` GSI must stay empty before ticks stop reading it (``JobStore.migrate_due_index``)."""
 
 UNPROCESSED_BACKOFF_S = (0.05, 0.1, 0.2)
-"""Seconds waited before each retry of the items or keys a batch request returned unprocessed (DynamoDB throttled
-part of it: the SDK retries only a request refused whole), exponential as the DynamoDB developer guide asks of
-BatchGetItem and BatchWriteItem callers."""
+"""Seconds waited before each retry of the items or keys a batch request returned unprocessed (DynamoDB
+throttled part of it: the SDK retries only a request refused whole), exponential as the DynamoDB developer
+guide asks of BatchGetItem and BatchWriteItem callers."""
+
+STATES_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+"""The tick's read of its due jobs' states (``scheduling_states``) waits longer for keys left unprocessed (1.55 s
+in all) before the tick fails: a failed tick throws away its read, and the next starts over."""
+
+REFILE_READ_UNITS = 300
+"""Read units one ``JobStore.refile_stuck`` pass may consume (a pass a minute: 5 a second on average, the
+provisioned floor of a table), so the scan never takes the read capacity the scheduler's ticks need."""
 
 STUCK_AFTER_MS = 30 * 60_000
 """How long (ms) past its due instant a job in a drained bucket waits before ``JobStore.refile_stuck`` takes its
@@ -72,7 +80,7 @@ REFILE_REST_MS = 60 * 60_000
 (epoch ms): a small table is read once an hour, not each minute; a table too big to read in that time is read on
 without a rest."""
 
-AUDIT_KEY = {"pk": "layout#due", "sk": "audit"}
+REFILE_CURSOR_KEY = {"pk": "layout#due", "sk": "refile"}
 """The jobs table's item holding where ``JobStore.refile_stuck``'s scan of the table goes on (``cursor``)."""
 
 LAYOUT_KEY = {"pk": "layout#due", "sk": "layout"}
@@ -320,27 +328,32 @@ class JobStore:
         return [_stored(s, scheds.get(s["job_id"])) for s in specs], cursor
 
     def _batch_get(
-        self, job_ids: list[str], sk: str, *, consistent: bool = False
+        self,
+        job_ids: list[str],
+        sk: str,
+        *,
+        consistent: bool = False,
+        backoff_s: Sequence[float] = UNPROCESSED_BACKOFF_S,
     ) -> dict[str, dict[str, Any]]:
         """The items ``sk`` (``SPEC_SK``, ``SCHED_SK``) of ``job_ids`` by job id, 100 keys a BatchGetItem. Keys
-        DynamoDB returns unprocessed (a throttled partition) are asked again after each of
-        ``UNPROCESSED_BACKOFF_S``; raises ``StoreUnavailable`` when some are still unprocessed after that (never
-        reported as absent)."""
+        DynamoDB returns unprocessed (a throttled partition) are asked again after each of ``backoff_s``
+        (``UNPROCESSED_BACKOFF_S`` by default); raises ``StoreUnavailable`` when some are still unprocessed
+        after that (never reported as absent)."""
         found: dict[str, dict[str, Any]] = {}
         job_ids = list(dict.fromkeys(job_ids))
         for start in range(0, len(job_ids), STATE_BATCH):
             keys = [{"pk": job_pk(j), "sk": sk} for j in job_ids[start : start + STATE_BATCH]]
             request: dict[str, Any] = {self.table.name: {"Keys": keys, "ConsistentRead": consistent}}
-            for backoff_s in (*UNPROCESSED_BACKOFF_S, None):
+            for wait_s in (*backoff_s, None):
                 response = self.table.meta.client.batch_get_item(RequestItems=request)
                 for item in response["Responses"].get(self.table.name, []):
                     found[item["job_id"]] = plain(item)
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
                     break
-                if backoff_s is None:
+                if wait_s is None:
                     raise StoreUnavailable("keys left unprocessed by BatchGetItem (throttled)")
-                time.sleep(backoff_s)
+                time.sleep(wait_s)
         return found
 
     def replace(self, rewrite: Rewrite) -> None:
@@ -499,8 +512,8 @@ class JobStore:
 
     def put_timers(self, entries: Sequence[DueEntry]) -> None:
         """Put the timer items of ``entries`` (``BatchWriteItem``s of 25; 1 write unit each). Items DynamoDB
-        returns unprocessed (a throttled key) are sent again after each of ``UNPROCESSED_BACKOFF_S``. Raises the client's error
-        when a request fails, ``StoreUnavailable`` when items are still unprocessed after that."""
+        returns unprocessed (a throttled key) are sent again after each of ``UNPROCESSED_BACKOFF_S``. Raises the
+        client's error when a request fails, ``StoreUnavailable`` when items are still unprocessed after that."""
         items = [timer_item(entry) for entry in entries if entry.lane != INDEX]
         for start in range(0, len(items), 25):
             request: dict[str, Any] = {
@@ -519,9 +532,12 @@ class JobStore:
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
         """The current scheduling states of ``job_ids`` by job id, read strongly consistent (absent jobs are left
         out; an item no code path of ours wrote comes back ``Unreadable``). One BatchGetItem per 100 ids (plus
-        retries of unprocessed keys); 0.5 read units per item."""
+        retries of unprocessed keys after each of ``STATES_BACKOFF_S``, then ``StoreUnavailable``); 0.5 read
+        units per item."""
         states: dict[str, SchedulingState | Unreadable] = {}
-        for job_id, item in self._batch_get(list(job_ids), SCHED_SK, consistent=True).items():
+        for job_id, item in self._batch_get(
+            list(job_ids), SCHED_SK, consistent=True, backoff_s=STATES_BACKOFF_S
+        ).items():
             try:
                 states[job_id] = state_from_item(item)
             except (KeyError, TypeError, ValueError) as error:
@@ -666,23 +682,26 @@ class JobStore:
         clock: Callable[[], int],
         *,
         bucket_ms: int,
+        shards: int,
         watermarks: Mapping[int, int],
         budget: int = 30_000,
+        read_units: float = REFILE_READ_UNITS,
         seconds: float = 10.0,
         page_size: int = 1000,
     ) -> RefilePass:
         """One pass of the due index's anti-entropy: scan on through the jobs table from where the last pass
-        stopped (``AUDIT_KEY``; Scan pages of ``page_size`` items), up to ``budget`` items read or ``seconds``,
-        and give every job whose timer item was passed unread a new one.
+        stopped (``REFILE_CURSOR_KEY``; Scan pages of ``page_size`` items), up to ``budget`` items read,
+        ``read_units`` consumed (``REFILE_READ_UNITS``) or ``seconds``, and give every job whose timer item was
+        passed unread a new one.
 
         Such a job is still in the due index on a timer item, due more than ``STUCK_AFTER_MS`` ago (epoch ms by
         ``clock``), and its entry is in a bucket its partition has drained: before the partition's watermark
         (``watermarks``: partition -> watermark bucket, as stored; a partition missing from it is left alone). A
         job waiting in a backlog (a rush, an outage) is in an undrained bucket and is not touched. Its new timer
         item is filed in the :data:`LATE` lane at the instant it is written, for the state's version and due
-        instant: the tick reads it and judges it as any entry (the job's current fire, handled by its catch-up
-        policy, or stale if the job moved meanwhile). A scheduling item this code cannot read is counted
-        (``unreadable``) and skipped, as the tick does.
+        instant, in one of ``shards`` due shards: the tick reads it and judges it as any entry (the job's
+        current fire, handled by its catch-up policy, or stale if the job moved meanwhile). A scheduling item
+        this code cannot read is counted (``unreadable``) and skipped, as the tick does.
 
         Which jobs it saves: those whose timer item no tick will read. The ways known to lose one are rare (a
         write landing more than ``TIMER_LEAD_MS`` after its writer's clock was read and its writer dead, a
@@ -691,13 +710,14 @@ class JobStore:
         read again ``REFILE_REST_MS`` after that reading started (a pass in between reads nothing). Each pass
         costs its Scan pages (0.5 read units per 4 KB read: every item read, whatever the filter) and 1 write
         unit per refile, plus a consistent BatchGetItem of the candidates (the Scan reads eventually
-        consistent: a job moved a moment ago is not taken for stuck). With the defaults the table is read at
-        30,000 items a minute, 43 million a day: it holds each job's spec and scheduling items, its audit
-        events and every timer item of the last 7 days (one per fire: about 170 for an hourly job, 10,000 for
-        one every minute), so 1 million hourly jobs are read in about 4 days. Resumable and idempotent (a
-        second entry for the same fire is judged stale once the job moves)."""
+        consistent: a job moved a moment ago is not taken for stuck). With the defaults a pass reads at most
+        30,000 items or 300 read units (about 2.4 MB: some 12,000 timer items), so the table is read at up to
+        17 million items a day: it holds each job's spec and scheduling items, its audit events and every
+        timer item of the last 7 days (one per fire: about 170 for an hourly job, 10,000 for one every
+        minute), so 1 million hourly jobs are read in about 10 days. Resumable and idempotent (a second entry
+        for the same fire is judged stale once the job moves)."""
         deadline = time.monotonic() + seconds
-        marks = self.table.get_item(Key=AUDIT_KEY, ConsistentRead=True).get("Item") or {}
+        marks = self.table.get_item(Key=REFILE_CURSOR_KEY, ConsistentRead=True).get("Item") or {}
         kwargs: dict[str, Any] = {"Limit": page_size}
         started_at = int(marks.get("started_at", 0))
         if marks.get("cursor"):
@@ -706,15 +726,17 @@ class JobStore:
             return RefilePass(scanned=0, refiled=[], wrapped=False)  # read to its end less than an hour ago
         else:
             started_at = clock()
-        scanned, unreadable, refiled, wrapped = 0, 0, [], False
-        while scanned < budget and time.monotonic() < deadline:
+        scanned, consumed, unreadable, refiled, wrapped = 0, 0.0, 0, [], False
+        while scanned < budget and consumed < read_units and time.monotonic() < deadline:
             page = self.table.scan(
                 FilterExpression=Attr("sk").eq(SCHED_SK)
                 & Attr("timer_pk").exists()
                 & Attr("due_at").lt(clock() - STUCK_AFTER_MS),
+                ReturnConsumedCapacity="TOTAL",
                 **kwargs,
             )
             scanned += int(page.get("ScannedCount", 0))
+            consumed += float((page.get("ConsumedCapacity") or {}).get("CapacityUnits", 0))
             passed = []
             for item in page["Items"]:
                 try:
@@ -732,7 +754,18 @@ class JobStore:
                 states = self.scheduling_states([due.job_id for due in passed])
                 passed = [due for due in passed if getattr(states.get(due.job_id), "due", None) == due]
             now_ms = clock()  # read again: the entries are filed at the instant they are written
-            stuck = [replace(due, bucket=now_ms // bucket_ms, lane=LATE, position=now_ms) for due in passed]
+            stuck = [  # in the partition's current shards (``due_shards`` may have been lowered since)
+                due_entry(
+                    due.job_id,
+                    due.due_at,
+                    partition=due.partition,
+                    shards=shards,
+                    bucket_ms=bucket_ms,
+                    now_ms=now_ms,
+                    version=due.version,
+                )
+                for due in passed
+            ]
             self.put_timers(stuck)
             refiled += [entry.job_id for entry in stuck]
             if "LastEvaluatedKey" not in page:
@@ -742,7 +775,11 @@ class JobStore:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         cursor = kwargs.get("ExclusiveStartKey")
         self.table.put_item(
-            Item={**AUDIT_KEY, "started_at": started_at, **({"cursor": json.dumps(cursor)} if cursor else {})}
+            Item={
+                **REFILE_CURSOR_KEY,
+                "started_at": started_at,
+                **({"cursor": json.dumps(cursor)} if cursor else {}),
+            }
         )
         return RefilePass(scanned=scanned, refiled=refiled, wrapped=wrapped, unreadable=unreadable)
 

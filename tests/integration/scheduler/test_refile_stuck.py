@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.store.jobs import AUDIT_KEY, REFILE_REST_MS, STUCK_AFTER_MS
+from jobsched.store.jobs import REFILE_CURSOR_KEY, REFILE_REST_MS, STUCK_AFTER_MS
 
 HOUR = 3_600_000
 
@@ -53,7 +53,9 @@ def test_a_job_whose_timer_item_was_lost_is_refiled_and_fires_on(harness: Any) -
     bucket_ms = harness.settings.due_bucket_s * 1000
     watermark = harness.control_for(harness.settings).read_watermark(0)
     assert watermark is not None and watermark > lost_bucket  # the tick drained the lost entry's bucket
-    done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks={0: watermark})
+    done = harness.jobs.refile_stuck(
+        harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks={0: watermark}
+    )
     # Then only the stuck job gets a new timer item (the healthy one moved on; the daily one is not due)
     assert done.refiled == [lost.id] and done.wrapped
     # and the next ticks read it and move the job on from its missed fire
@@ -75,7 +77,12 @@ def test_the_scan_goes_on_where_the_last_pass_stopped(harness: Any) -> None:
     passes = 0
     while True:
         done = harness.jobs.refile_stuck(
-            harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness), budget=4, page_size=4
+            harness.clock,
+            shards=harness.settings.due_shards,
+            bucket_ms=bucket_ms,
+            watermarks=_drained(harness),
+            budget=4,
+            page_size=4,
         )
         passes += 1
         refiled += done.refiled
@@ -83,8 +90,8 @@ def test_the_scan_goes_on_where_the_last_pass_stopped(harness: Any) -> None:
             break
     # Then each job was refiled once, over several passes, and the place to go on from was saved between them
     assert sorted(refiled) == sorted(job.id for job in jobs) and passes > 2
-    audit = harness.aws.table(harness.settings.jobs_table).get_item(Key=AUDIT_KEY)["Item"]
-    assert "cursor" not in audit  # wrapped: the next pass starts over
+    marks = harness.aws.table(harness.settings.jobs_table).get_item(Key=REFILE_CURSOR_KEY)["Item"]
+    assert "cursor" not in marks  # wrapped: the next pass starts over
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -126,18 +133,23 @@ def test_a_table_read_to_its_end_rests_before_it_is_read_again(harness: Any) -> 
     job = harness.add("every 1 hour")
     bucket_ms = harness.settings.due_bucket_s * 1000
     assert harness.jobs.refile_stuck(
-        harness.clock, bucket_ms=bucket_ms, watermarks={}
+        harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks={}
     ).wrapped  # read to its end
     _lose_timer(harness, job.id)
     assert _state(harness, job.id).next_run_at == harness.T0  # a rate's first fire is at its creation
     harness.clock.now_ms = harness.T0 + STUCK_AFTER_MS + 60_000  # the job is stuck now, but the pass rests
     assert (
-        harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness)).scanned
+        harness.jobs.refile_stuck(
+            harness.clock,
+            shards=harness.settings.due_shards,
+            bucket_ms=bucket_ms,
+            watermarks=_drained(harness),
+        ).scanned
         == 0
     )
     harness.clock.now_ms = harness.T0 + REFILE_REST_MS  # an hour after the first read began
     assert harness.jobs.refile_stuck(
-        harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness)
+        harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks=_drained(harness)
     ).refiled == [job.id]
 
 
@@ -149,11 +161,18 @@ def test_a_job_waiting_in_an_undrained_bucket_is_not_refiled(harness: Any) -> No
     harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
     bucket_ms = harness.settings.due_bucket_s * 1000
     # When the anti-entropy pass runs, the watermark at that bucket
-    done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks={0: bucket})
+    done = harness.jobs.refile_stuck(
+        harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks={0: bucket}
+    )
     # Then it is left alone (no second entry, no alarm), and so is a job of a partition without a watermark
     assert done.refiled == [] and done.wrapped
     harness.clock.now_ms += REFILE_REST_MS
-    assert harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks={}).refiled == []
+    assert (
+        harness.jobs.refile_stuck(
+            harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks={}
+        ).refiled
+        == []
+    )
 
 
 def test_a_scheduling_item_this_code_cannot_read_is_skipped_not_a_stop(harness: Any) -> None:
@@ -168,7 +187,9 @@ def test_a_scheduling_item_this_code_cannot_read_is_skipped_not_a_stop(harness: 
     harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
     bucket_ms = harness.settings.due_bucket_s * 1000
     # When the anti-entropy pass reads them
-    done = harness.jobs.refile_stuck(harness.clock, bucket_ms=bucket_ms, watermarks=_drained(harness))
+    done = harness.jobs.refile_stuck(
+        harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks=_drained(harness)
+    )
     # Then the unreadable one is counted and skipped, and the lost one is refiled all the same
     assert (done.refiled, done.unreadable, done.wrapped) == ([lost.id], 1, True)
 
@@ -207,7 +228,38 @@ def test_a_candidate_whose_job_moved_since_the_scan_read_it_is_not_refiled(
     monkeypatch.setattr(store, "scheduling_states", lambda ids: {job.id: moved})
     # When the anti-entropy pass reads it
     done = store.refile_stuck(
-        harness.clock, bucket_ms=harness.settings.due_bucket_s * 1000, watermarks=_drained(harness)
+        harness.clock,
+        shards=harness.settings.due_shards,
+        bucket_ms=harness.settings.due_bucket_s * 1000,
+        watermarks=_drained(harness),
     )
     # Then it is not refiled
     assert done.refiled == [] and done.wrapped
+
+
+def test_a_refiled_entry_goes_to_a_shard_the_ticks_read_now(harness: Any) -> None:
+    from jobsched.domain.registration import register
+
+    # Given a job filed when the deployment had 8 due shards (in a shard above 0), its timer item lost, and the
+    # deployment now at 1 shard: the ticks read shard 0 only
+    eight = harness.settings.model_copy(update={"due_shards": 8})
+    job = next(
+        j
+        for j in (harness.job("every 1 hour") for _ in range(50))
+        if register(j, settings=eight, now_ms=harness.T0).due.shard
+    )
+    harness.jobs.create(job, register(job, settings=eight, now_ms=harness.T0))
+    _lose_timer(harness, job.id)
+    harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
+    # When the anti-entropy pass refiles it
+    done = harness.jobs.refile_stuck(
+        harness.clock, shards=1, bucket_ms=harness.settings.due_bucket_s * 1000, watermarks=_drained(harness)
+    )
+    # Then its new timer item is in shard 0, the late lane
+    assert done.refiled == [job.id]
+    timers = [
+        item["pk"]
+        for item in harness.aws.table(harness.settings.jobs_table).scan()["Items"]
+        if item["pk"].startswith("due#") and job.id in item["sk"]
+    ]
+    assert len(timers) == 1 and timers[0].endswith("#s0#late")
