@@ -482,8 +482,9 @@ class Worker:
     def read_specs(self, job_ids: Sequence[str]) -> BatchSpecs | None:
         """The jobs of a received batch's runs by id (the deleted ones left out), read together before any is
         claimed (``JobSpecs.get_specs``: one request per 100 jobs instead of one per run), for ``handle``'s
-        ``specs``. None for no ``job_ids``, and when the read fails for any reason (logged): a storage error, or a job this worker cannot
-        read; each run then reads its own job, as without it, and only a run whose job cannot be read fails."""
+        ``specs``. None for no ``job_ids``, and when the read fails for any reason (logged): a storage error,
+        or a job this worker cannot read; each run then reads its own job, as without it, and only a run whose
+        job cannot be read fails."""
         if not job_ids:
             return None
         try:

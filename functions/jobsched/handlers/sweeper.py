@@ -76,11 +76,11 @@ def check_leaders(components: Components) -> list[int] | None:
 
 
 def drained(components: Components) -> dict[int, int]:
-    """For each scheduler partition a leader of this code has run (stored read positions), configured or adopted
-    (up to the partitions' high-water mark), the bucket before which its ticks read nothing again: its watermark,
-    or the floor a new leader would read again from (``domain.tick.read_floor``: after an upgrade or a rollback):
-    ``{partition: bucket}``, a bucket being epoch ms // (``due_bucket_s`` * 1000). Raises what the control
-    store's reads raise."""
+    """For each scheduler partition a leader of this code has run (stored read positions), configured or
+    adopted (up to the partitions' high-water mark), the bucket before which its ticks read nothing again: its
+    watermark, or the floor a new leader would read again from (``domain.tick.read_floor``: after an upgrade
+    or a rollback): ``{partition: bucket}``, a bucket being epoch ms // (``due_bucket_s`` * 1000). Raises what
+    the control store's reads raise."""
     control = components.control()
     settings = components.settings
     partitions = max(settings.scheduler_partitions, control.read_partition_high_water() or 0)
@@ -133,9 +133,9 @@ def refile_stuck(components: Components, seconds: float = 10.0) -> dict[str, Any
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, sweeper: Sweeper | None = None) -> dict[str, Any]:
-    """One sweep (``sweeper`` default: ``default_sweeper()``, then :func:`check_leaders`, :func:`refile_stuck` and
-    a pass of :func:`migrate_due_index`); its report as a dict (``partitions_without_leader``: the list, or None;
-    ``refile_stuck``: that pass's report, or None)."""
+    """One sweep (``sweeper`` default: ``default_sweeper()``, then :func:`check_leaders`, :func:`refile_stuck`
+    and a pass of :func:`migrate_due_index`); its report as a dict (``partitions_without_leader``: the list,
+    or None; ``refile_stuck``: that pass's report, or None)."""
     if sweeper is not None:
         return sweeper.sweep().as_dict()
     report = default_sweeper().sweep().as_dict()
