@@ -111,6 +111,25 @@ class RefilePass:
     unreadable: int = 0
 
 
+def _until_processed(
+    send: Callable[[dict[str, Any]], dict[str, Any] | None],
+    request: dict[str, Any],
+    backoff_s: Sequence[float],
+) -> None:
+    """Send a batch ``request`` (``RequestItems``) with ``send``, which returns what DynamoDB left unprocessed
+    (``UnprocessedItems``/``UnprocessedKeys``: part of the batch throttled, which the SDK does not retry), and
+    send that again after each of ``backoff_s`` seconds. Raises ``StoreUnavailable`` when some is still
+    unprocessed after the last."""
+    for wait_s in (*backoff_s, None):
+        left = send(request)
+        if not left:
+            return
+        if wait_s is None:
+            raise StoreUnavailable("batch items left unprocessed (throttled)")
+        request = left
+        time.sleep(wait_s)
+
+
 def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
     return StoredJob(job_from_items(spec, sched), state_from_item(sched) if sched else None)
 
@@ -343,17 +362,14 @@ class JobStore:
         job_ids = list(dict.fromkeys(job_ids))
         for start in range(0, len(job_ids), STATE_BATCH):
             keys = [{"pk": job_pk(j), "sk": sk} for j in job_ids[start : start + STATE_BATCH]]
-            request: dict[str, Any] = {self.table.name: {"Keys": keys, "ConsistentRead": consistent}}
-            for wait_s in (*backoff_s, None):
+
+            def get(request: dict[str, Any]) -> dict[str, Any] | None:
                 response = self.table.meta.client.batch_get_item(RequestItems=request)
                 for item in response["Responses"].get(self.table.name, []):
                     found[item["job_id"]] = plain(item)
-                request = response.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                if wait_s is None:
-                    raise StoreUnavailable("keys left unprocessed by BatchGetItem (throttled)")
-                time.sleep(wait_s)
+                return response.get("UnprocessedKeys")
+
+            _until_processed(get, {self.table.name: {"Keys": keys, "ConsistentRead": consistent}}, backoff_s)
         return found
 
     def replace(self, rewrite: Rewrite) -> None:
@@ -516,18 +532,13 @@ class JobStore:
         client's error when a request fails, ``StoreUnavailable`` when items are still unprocessed after that."""
         items = [timer_item(entry) for entry in entries if entry.lane != INDEX]
         for start in range(0, len(items), 25):
-            request: dict[str, Any] = {
-                self.table.name: [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
-            }
-            for backoff_s in (*UNPROCESSED_BACKOFF_S, None):
-                request = self.table.meta.client.batch_write_item(RequestItems=request).get(
+            _until_processed(
+                lambda request: self.table.meta.client.batch_write_item(RequestItems=request).get(
                     "UnprocessedItems"
-                )
-                if not request:
-                    break
-                if backoff_s is None:
-                    raise StoreUnavailable("timer items left unprocessed (throttled)")
-                time.sleep(backoff_s)
+                ),
+                {self.table.name: [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]},
+                UNPROCESSED_BACKOFF_S,
+            )
 
     def scheduling_states(self, job_ids: Sequence[str]) -> dict[str, SchedulingState | Unreadable]:
         """The current scheduling states of ``job_ids`` by job id, read strongly consistent (absent jobs are left
