@@ -193,9 +193,9 @@ class Worker:
         message = delivery.message
         rid = run_id(message.job_id, message.scheduled_for)
         job: Job | None = None
-        spec_read = specs is not None and specs.asked(message.job_id)
-        if specs is not None and spec_read:
-            job = specs.jobs.get(message.job_id)
+        spec_read = False
+        if specs is not None and specs.asked(message.job_id):
+            job, spec_read = specs.jobs.get(message.job_id), True
         if delivery.remaining_ms is not None:
             remaining = delivery.remaining_ms()
             if remaining < self._time_needed_ms(self.settings.worker_timeout_cap_s):
