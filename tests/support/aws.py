@@ -72,3 +72,17 @@ def answer_unprocessed(store: Any, monkeypatch: Any, operation: str, times: int)
     monkeypatch.setattr(client, operation, answer)
     monkeypatch.setattr(jobs_module.time, "sleep", slept.append)
     return slept
+
+
+def published(capsys: Any, name: str) -> list[float]:
+    """Publish the metrics added so far (``observability.flush_metrics``) and return every value of metric
+    ``name`` in the EMF documents printed since ``capsys`` was last read."""
+    import json
+
+    from jobsched.observability import flush_metrics
+
+    flush_metrics()
+    documents = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')
+    ]
+    return [v for d in documents if name in d for v in (d[name] if isinstance(d[name], list) else [d[name]])]

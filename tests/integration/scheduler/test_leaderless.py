@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -12,9 +11,10 @@ from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaseRecord
 from jobsched.handlers.sweeper import check_leaders
-from jobsched.observability import MetricName, flush_metrics, metrics
+from jobsched.observability import MetricName, metrics
 from jobsched.settings import Settings
 from jobsched.wiring import Components
+from tests.support.aws import published
 
 NOW = 1_800_000_000_000
 
@@ -24,14 +24,6 @@ def components(settings: Settings, aws: Aws) -> Components:
     three = settings.model_copy(update={"scheduler_partitions": 3})
     clock = FakeClock(NOW)
     return Components(three, aws, clock=clock, sleep=clock.sleep)
-
-
-def _published(capsys: Any) -> list[float]:
-    flush_metrics()
-    lines = [
-        line for line in capsys.readouterr().out.splitlines() if MetricName.PARTITIONS_WITHOUT_LEADER in line
-    ]
-    return [v for line in lines for v in json.loads(line)[MetricName.PARTITIONS_WITHOUT_LEADER]]
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -51,7 +43,7 @@ def test_partitions_with_an_expired_released_or_missing_lease_are_counted(
     leaderless = check_leaders(components)
     # Then partitions 1 and 2 are without a leader, and their count is published
     assert leaderless == [1, 2]
-    assert _published(capsys) == [2.0]
+    assert published(capsys, MetricName.PARTITIONS_WITHOUT_LEADER) == [2.0]
     # and once partition 0's lease expires by the clock, it is counted too
     components.clock.advance(10_000)  # type: ignore[attr-defined]
     assert check_leaders(components) == [0, 1, 2]
@@ -71,7 +63,7 @@ def test_leases_that_cannot_be_read_publish_no_count(
     capsys.readouterr()
     # no count: the alarm sees a missing minute (breaching), not "0 without a leader"
     assert check_leaders(components) is None
-    assert _published(capsys) == []
+    assert published(capsys, MetricName.PARTITIONS_WITHOUT_LEADER) == []
 
 
 def test_a_hand_over_caught_between_two_holders_does_not_count() -> None:

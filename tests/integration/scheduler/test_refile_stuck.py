@@ -4,12 +4,12 @@ fired on; jobs whose entries are in place are left alone, and the scan resumes w
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from jobsched.store.jobs import REFILE_CURSOR_KEY, REFILE_REST_MS, STUCK_AFTER_MS
+from tests.support.aws import published
 
 HOUR = 3_600_000
 
@@ -99,14 +99,9 @@ def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
     harness: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from jobsched.handlers.sweeper import refile_stuck
-    from jobsched.observability import MetricName, flush_metrics, metrics
+    from jobsched.observability import MetricName, metrics
     from jobsched.store.jobs import JobStore
     from jobsched.wiring import Components
-
-    def published() -> list[float]:
-        flush_metrics()
-        lines = [line for line in capsys.readouterr().out.splitlines() if MetricName.JOBS_REFILED in line]
-        return [v for line in lines for v in json.loads(line)[MetricName.JOBS_REFILED]]
 
     job = harness.add("every 1 hour")
     _lose_timer(harness, job.id)
@@ -119,14 +114,14 @@ def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
     capsys.readouterr()
     report = refile_stuck(components)
     assert report is not None and (report["refiled"], report["jobs"]) == (1, [job.id])
-    assert published() == [1.0]
+    assert published(capsys, MetricName.JOBS_REFILED) == [1.0]
 
     def throttled(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("ThrottlingException")
 
     monkeypatch.setattr(JobStore, "refile_stuck", throttled)
     assert refile_stuck(components) is None  # logged; the next minute's pass goes on
-    assert published() == []
+    assert published(capsys, MetricName.JOBS_REFILED) == []
 
 
 def test_a_table_read_to_its_end_rests_before_it_is_read_again(harness: Any) -> None:

@@ -5,7 +5,7 @@ records, the ``record`` command and ``kit`` (the common fixtures as one object) 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -145,3 +145,27 @@ def redrive(sqs: Any, url: str, job_id: str) -> None:
             QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
         )
     assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []  # redriven
+
+
+@pytest.fixture
+def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The functions' environment as deployed (every resource's env var, on moto), with the handlers' cached
+    defaults (settings, components, sweeper, batches) built afresh from it and dropped again after the test."""
+    from jobsched.handlers import sweeper as sweeper_handler
+    from jobsched.handlers import worker as worker_handler
+    from jobsched.settings import get_settings
+
+    for name, value in resource_env.items():
+        monkeypatch.setenv(name, value)
+    defaults = (
+        get_settings,
+        worker_handler.default_batches,
+        sweeper_handler.default_components,
+        sweeper_handler.default_sweeper,
+        sweeper_handler._migrated,
+    )
+    for default in defaults:
+        default.cache_clear()
+    yield
+    for default in defaults:
+        default.cache_clear()

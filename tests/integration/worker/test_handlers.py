@@ -14,7 +14,6 @@ from jobsched.domain.supervision import RealWaiter
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.models import RunStatus
-from jobsched.settings import get_settings
 from jobsched.store.jobs import LAYOUT_KEY
 from jobsched.targets import TargetCall, commands
 from jobsched.wiring import Components
@@ -76,24 +75,6 @@ def test_a_job_this_worker_cannot_read_fails_its_run_alone(kit: Kit) -> None:
     assert response == {"batchItemFailures": [{"itemIdentifier": jobs[1].id}]}
     assert kit.runs.get(jobs[0].id, T0).status == RunStatus.SUCCEEDED  # type: ignore[union-attr]
     assert kit.runs.get(jobs[2].id, T0).status == RunStatus.SUCCEEDED  # type: ignore[union-attr]
-
-
-@pytest.fixture
-def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in resource_env.items():
-        monkeypatch.setenv(name, value)
-    defaults = (
-        get_settings,
-        worker_handler.default_batches,
-        sweeper_handler.default_components,
-        sweeper_handler.default_sweeper,
-        sweeper_handler._migrated,
-    )
-    for default in defaults:
-        default.cache_clear()
-    yield
-    for default in defaults:
-        default.cache_clear()
 
 
 def test_the_default_wiring_comes_from_the_environment(kit: Kit, environment: None) -> None:

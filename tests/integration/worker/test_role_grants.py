@@ -59,20 +59,12 @@ def test_the_worker_role_allows_a_batch_through_the_lambda_handler(kit: Kit) -> 
     assert requests.needed - granted("worker") == set()
 
 
-def test_the_sweeper_role_allows_the_handler_s_whole_pass(
-    kit: Kit, resource_env: dict[str, str], monkeypatch: Any
-) -> None:
+def test_the_sweeper_role_allows_the_handler_s_whole_pass(kit: Kit, environment: None) -> None:
     from jobsched.handlers import sweeper as sweeper_handler
-    from jobsched.settings import get_settings
 
     # Given the sweeper function as deployed (its environment), on a deployment whose scheduler stored its read
     # positions: the handler sweeps, counts the partitions without a leader and makes a pass of the due index's
     # move to timer items (each reads the control table)
-    for name, value in resource_env.items():
-        monkeypatch.setenv(name, value)
-    defaults = (get_settings, sweeper_handler.default_components, sweeper_handler.default_sweeper)
-    for default in (*defaults, sweeper_handler._migrated):
-        default.cache_clear()
     sweeper_handler.default_components().control().save_positions(0, '{"floor": null, "cursors": {}}', term=1)
     # and one job still in the due index of the layout before timer items (the pass moves it)
     _to_old_layout(kit, kit.make_job(schedule="every 1 minute"))
@@ -82,14 +74,8 @@ def test_the_sweeper_role_allows_the_handler_s_whole_pass(
     now_bucket = int(time.time() * 1000) // (kit.settings.due_bucket_s * 1000)
     control = sweeper_handler.default_components().control()
     assert control.advance_watermark(0, now_bucket, term=1, now_ms=int(time.time() * 1000))
-    try:
-        with record_requests(kit.settings) as requests:
-            report = sweeper_handler.handler(
-                {"source": "aws.events"}, Context(function_name="jobsched-sweeper")
-            )
-    finally:
-        for default in (*defaults, sweeper_handler._migrated):
-            default.cache_clear()
+    with record_requests(kit.settings) as requests:
+        report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
     # Then each step ran, and every request it made is one its role allows
     assert report["partitions_without_leader"] == [0]
     assert report["due_index_migration"] == {"moved": 1, "done": False}
