@@ -197,16 +197,13 @@ def test_a_batch_through_the_lambda_handler_reads_its_jobs_in_one_request(
     due_job: Callable[..., Job],
     jobs: JobStore,
 ) -> None:
-    from jobsched.handlers import worker as worker_handler
-    from jobsched.worker_runtime import Batches
-
     # Given a batch of 10 runs received from the run queue, one of whose jobs was deleted since it was enqueued
     batch = [due_job() for _ in range(10)]
     records = [delivered(job, T0) for job in batch]
     jobs.delete(jobs.get(batch[3].id).job, deleted_at_ms=T0, retention_days=None)
     requests.clear()
     # When the worker function handles it
-    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    response = _handle_batch(worker, records)
     # Then the batch's jobs were read with one request, not one per run (2.2 requests per run, from 3.1)
     assert response == {"batchItemFailures": []}
     assert requests == {
@@ -228,9 +225,6 @@ def test_a_batch_whose_jobs_cannot_be_read_together_reads_each_run_s_own(
 ) -> None:
     from botocore.exceptions import ClientError
 
-    from jobsched.handlers import worker as worker_handler
-    from jobsched.worker_runtime import Batches
-
     # Given a batch of 3 runs, and a BatchGetItem that is throttled (after the SDK's retries)
     records = [delivered(job, T0) for job in (due_job(), due_job(), due_job())]
     client = worker.jobs.table.meta.client  # type: ignore[attr-defined]
@@ -241,7 +235,7 @@ def test_a_batch_whose_jobs_cannot_be_read_together_reads_each_run_s_own(
     monkeypatch.setattr(client, "batch_get_item", throttled)
     requests.clear()
     # When the worker function handles it
-    response = worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+    response = _handle_batch(worker, records)
     # Then every run still ran, each reading its own job
     assert response == {"batchItemFailures": []}
     assert requests == {
@@ -267,3 +261,11 @@ def test_a_delivery_whose_job_the_batch_did_not_read_reads_its_own(
     )
     assert outcome == Outcome.SUCCEEDED
     assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
+
+
+def _handle_batch(worker: Worker, records: list[dict[str, Any]]) -> Any:
+    """The worker Lambda handler's response to the SQS event of ``records``, every record on ``worker``."""
+    from jobsched.handlers import worker as worker_handler
+    from jobsched.worker_runtime import Batches
+
+    return worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
