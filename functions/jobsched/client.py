@@ -13,6 +13,7 @@ one exception type, ``ApiError``, whose ``str()`` is one line a person can act o
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -54,9 +55,16 @@ class ApiError(Exception):
 
 
 def is_loopback(url: str) -> bool:
-    """True for an API on this machine (local mode): ``127.0.0.0/8``, ``::1`` or ``localhost``."""
+    """True for an API on this machine (local mode), which gets local mode's dev token: the name
+    ``localhost`` or a literal loopback address (``127.0.0.0/8``, ``::1``). A name is never resolved, so a
+    host named ``127.attacker.example`` is not loopback."""
     host = urlsplit(url).hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class ApiUnreachable(ApiError):

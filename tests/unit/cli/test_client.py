@@ -179,8 +179,13 @@ def test_custom_domain_is_signed_when_a_region_is_given() -> None:
         ("http://127.0.0.1:8080", True),
         ("http://localhost:9000", True),
         ("http://[::1]:8080", True),
+        ("http://127.9.8.7:8080", True),
         ("https://jobs.example.com", False),
         (GATEWAY, False),
+        # names are never resolved: a name that looks like a loopback address is another machine's
+        ("http://127.attacker.example:8080", False),
+        ("http://127.0.0.1.nip.io:8080", False),
+        ("http://localhost.attacker.example", False),
     ],
 )
 def test_only_local_apis_count_as_loopback(url: str, local: bool) -> None:
@@ -230,16 +235,20 @@ def test_the_saved_dev_token_is_never_sent_to_a_remote_api(
     app = typer.Typer()
     register(app)
 
-    # When the CLI calls a local API and then a remote one
+    # When the CLI calls a local API, a remote one, and one whose name starts like a loopback address
     local = CliRunner().invoke(app, ["jobs", "list", "--json"], obj={"transport": transport})
     remote = CliRunner().invoke(
         app, ["jobs", "list", "--json", "--api", "https://jobs.example.com"], obj={"transport": transport}
     )
+    lookalike = CliRunner().invoke(
+        app, ["jobs", "list", "--json", "--api", "http://127.attacker.example:8080"], obj={"transport": transport}
+    )
 
     # Then only the local call carries it
-    assert local.exit_code == 0 and remote.exit_code == 0
+    assert local.exit_code == 0 and remote.exit_code == 0 and lookalike.exit_code == 0
     assert seen[0].headers["Authorization"] == "Bearer dev-secret"
     assert "Authorization" not in seen[1].headers
+    assert seen[2].url.host == "127.attacker.example" and "Authorization" not in seen[2].headers
 
 
 @pytest.mark.parametrize(
