@@ -43,7 +43,8 @@ export async function request(method, path, { body, params, headers } = {}) {
     if (value !== undefined && value !== null && value !== "") query.set(key, value);
   }
   const url = query.toString() ? `${path}?${query}` : path;
-  const sent = { Accept: "application/json", ...(headers || {}) };
+  // X-Jobsched-Console: `jobsched ui` takes a change only with it (a page of another site cannot send it)
+  const sent = { Accept: "application/json", "X-Jobsched-Console": "1", ...(headers || {}) };
   const bearer = token.get();
   if (bearer) sent.Authorization = `Bearer ${bearer}`;
   if (body !== undefined) sent["Content-Type"] = "application/json";
