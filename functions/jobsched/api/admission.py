@@ -1,8 +1,9 @@
 """Admission: the checks a request passes before Powertools parses and validates it.
 
 In order: the caller's identity -> owner (``Unauthorized``, 401), the body's size (``PayloadTooLarge``, 413,
-above ``Settings.api_max_body_bytes``), a body that is JSON text (``InvalidInput``, 400: this API takes no
-form data and no other encoding than UTF-8), a query parameter or a body the route does not take (``InvalidInput``,
+above ``Settings.api_max_body_bytes``), a body sent with ``Content-Type: application/json`` (else
+``InvalidInput``, 400, code ``unsupported_media_type``, field ``Content-Type``), a body that is JSON text
+(``InvalidInput``, 400: this API takes no form data and no other encoding than UTF-8), a query parameter or a body the route does not take (``InvalidInput``,
 400 naming it: ``jobsched.api.routes``). They come first so that an unauthenticated or oversized request
 is refused before its body is parsed. Also here: :func:`parse_json_body`, the resolver's JSON parser, which
 turns JSON Python cannot read into a 400 instead of a 500.
@@ -24,7 +25,7 @@ from aws_lambda_powertools.event_handler.middlewares import BaseMiddlewareHandle
 
 from jobsched.api import routes
 from jobsched.api.auth import Authenticator
-from jobsched.api.exceptions import InvalidInput, PayloadTooLarge
+from jobsched.api.exceptions import JSON_BODY_ONLY, InvalidInput, PayloadTooLarge
 from jobsched.settings import Settings
 
 if TYPE_CHECKING:
@@ -60,9 +61,11 @@ def _body_bytes(event: dict[str, Any]) -> bytes:
 
 
 def _is_json(content_type: str | None) -> bool:
-    """No Content-Type (taken as JSON, as Powertools does), ``application/json`` or ``application/*+json``."""
+    """``application/json`` or ``application/*+json`` (any parameters). A body without a Content-Type is not
+    taken as JSON: a form of another web site can send a body without one (or ``text/plain``) with no
+    CORS preflight, so requiring ``application/json`` keeps such a body from reaching a route."""
     if not content_type:
-        return True
+        return False
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
@@ -72,7 +75,8 @@ class Admission(BaseMiddlewareHandler):
 
     ``api`` returns the current wiring (read per request, so tests and local mode can swap it). Raises
     ``Unauthorized`` (no or bad credentials), then ``PayloadTooLarge`` (body over
-    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body that is not JSON text, or a JSON array; a query
+    ``Settings.api_max_body_bytes``), then ``InvalidInput`` (a body without ``Content-Type:
+    application/json``, field ``Content-Type``; a body that is not JSON text, or a JSON array; a query
     parameter or a body the route does not take); on success the
     owner is in ``app.context["owner"]``, the actor in ``app.context["actor"]`` and the idempotency layer knows the Lambda context.
     """
@@ -90,11 +94,7 @@ class Admission(BaseMiddlewareHandler):
         if len(body) > limit:
             raise PayloadTooLarge(len(body), limit)
         if body and not _is_json(app.current_event.headers.get("content-type")):
-            raise InvalidInput(
-                "body",
-                "send the request body as JSON (Content-Type: application/json)",
-                code="unsupported_media_type",
-            )
+            raise InvalidInput("Content-Type", JSON_BODY_ONLY, code="unsupported_media_type")
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:

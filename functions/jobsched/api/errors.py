@@ -40,6 +40,7 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, Field
 
 from jobsched.api.exceptions import (
+    JSON_BODY_ONLY,
     ApiProblem,
     ConcurrentChange,
     CursorNotFound,
@@ -171,10 +172,7 @@ RETRY_SHORTLY = {"Retry-After": "1"}
 
 ANSWERS: dict[type[Exception], Answer] = {
     RequestUnsupportedContentType: Answer(
-        HTTPStatus.BAD_REQUEST,
-        "unsupported_media_type",
-        "body",
-        "send the request body as JSON (Content-Type: application/json)",
+        HTTPStatus.BAD_REQUEST, "unsupported_media_type", "Content-Type", JSON_BODY_ONLY
     ),
     JobNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found"),
     CursorNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "cursor"),

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+JSON_BODY_ONLY = "send the request body as JSON (Content-Type: application/json)"
+"""The message of a body refused for its media type (400, code ``unsupported_media_type``, field
+``Content-Type``): request admission's and Powertools' own refusal say the same."""
+
 
 class ApiProblem(Exception):
     """Base of the use-case errors. ``message`` is one sentence a person can act on."""

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.support.api import job_body
+
 VALID = {"name": "report", "schedule": "0 2 * * *", "command": "echo"}
 
 
@@ -358,10 +360,45 @@ def test_a_missing_body_is_400(http):
     assert reply.error == {"code": "invalid_input", "message": "request body is required", "field": "body"}
 
 
-def test_a_non_json_content_type_is_400(http):
-    reply = http("POST", "/jobs", raw_body="name=x", headers={"Content-Type": "text/plain"})
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]
+)
+def test_a_non_json_content_type_is_400_naming_it(http, content_type):
+    reply = http("POST", "/jobs", body=job_body("form"), headers={"Content-Type": content_type})
 
-    assert reply.status == 400 and reply.error["code"] == "unsupported_media_type"
+    assert reply.status == 400
+    assert reply.error == {
+        "code": "unsupported_media_type",
+        "message": "send the request body as JSON (Content-Type: application/json)",
+        "field": "Content-Type",
+    }
+    assert http("GET", "/jobs").body["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("POST", "/jobs"), ("POST", "/jobs/{id}/pause"), ("PATCH", "/jobs/{id}")]
+)
+def test_a_body_without_a_content_type_is_400_naming_it(http, method, path):
+    # Given a paused job, and a request whose JSON body comes without a Content-Type (as a page of another
+    # site can send one without a CORS preflight)
+    job = http.create("unlabelled")
+    assert http("POST", f"/jobs/{job['id']}/pause").status == 200
+    body = {
+        "/jobs": job_body("unlabelled-2"),
+        "/jobs/{id}/pause": {"reason": "x"},
+        "/jobs/{id}": {"schedule": "0 3 * * *"},
+    }[path]
+    event = http.event(method, path.format(id=job["id"]), body=body)
+    event["headers"] = {k: v for k, v in event["headers"].items() if k.lower() != "content-type"}
+    event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
+
+    reply = http.invoke(event)
+
+    assert reply.status == 400
+    assert reply.error["code"] == "unsupported_media_type" and reply.error["field"] == "Content-Type"
+    after = http("GET", f"/jobs/{job['id']}").body
+    assert after["paused"] is True and after["schedule"] == job["schedule"]
+    assert [j["name"] for j in http("GET", "/jobs").body["items"]] == ["unlabelled"]
 
 
 @pytest.mark.parametrize(
