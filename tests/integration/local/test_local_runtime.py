@@ -9,8 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from jobsched.local.runtime import LocalConfig
 from jobsched.settings import Settings
-from tests.support.local import quiet_runtime
+from tests.support.local import quiet_runtime, serving
 
 SETTINGS_NAMES = {name.upper() for name in Settings.model_fields}
 """The environment variables ``Settings`` would read (``JOBS_TABLE``, ``ALLOW_SHELL_TARGETS``...)."""
@@ -57,3 +58,30 @@ def test_local_mode_runs_on_its_own_settings_without_writing_them_to_the_environ
     assert settings.jobs_table.startswith("jobsched-") and settings.run_queue_url.startswith("http")
     # and none of them went through the process environment
     assert not SETTINGS_NAMES & set(environment)
+
+
+def test_local_mode_answers_only_its_loopback_names_and_the_names_it_is_given(
+    quiet_logs: None, tmp_path: Path
+) -> None:
+    # Given local mode that also accepts console.example (its --accept-host)
+    lines: list[str] = []
+    with serving(tmp_path, lines, accept_hosts=("console.example",)) as (runtime, client):
+        port = httpx.URL(runtime.url).port
+        # When a page of rebind.example, whose name now resolves to 127.0.0.1, calls it (DNS rebinding),
+        # and a browser calls it by its own names
+        rebound = client.get("/jobs", headers={"Host": f"rebind.example:{port}"})
+        console = client.get("/ui/", headers={"Host": f"rebind.example:{port}"})
+        own = [client.get("/jobs", headers={"Host": f"{name}:{port}"}) for name in ("localhost", "127.0.0.1")]
+        added = client.get("/jobs", headers={"Host": f"console.example:{port}"})
+
+    # Then the foreign name gets a short plain refusal for the API and the console alike
+    for refused in (rebound, console):
+        assert refused.status_code == 421 and refused.headers["Content-Type"].startswith("text/plain")
+        assert "--accept-host" in refused.text
+    assert [reply.status_code for reply in (*own, added)] == [200, 200, 200]
+
+
+def test_a_bad_accept_host_is_refused_before_local_mode_starts(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--accept-host takes NAME or NAME:PORT"):
+        LocalConfig(data_dir=tmp_path, accept_hosts=("http://console.example",))
+    assert list(tmp_path.iterdir()) == []
