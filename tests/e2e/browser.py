@@ -29,8 +29,10 @@ DESKTOP = (1280, 800)
 PHONE = (390, 844)
 
 
-def chromium(size: tuple[int, int] = DESKTOP) -> WebDriver:
-    """A headless Chromium window of ``size`` (CSS pixels). Fails the test when the binaries are missing."""
+def chromium(size: tuple[int, int] = DESKTOP, *, resolve_to_loopback: tuple[str, ...] = ()) -> WebDriver:
+    """A headless Chromium window of ``size`` (CSS pixels) in which each name of ``resolve_to_loopback``
+    resolves to 127.0.0.1 (``--host-resolver-rules``: a page of another site whose name now points at this
+    machine, as after DNS rebinding). Fails the test when the binaries are missing."""
     missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
     if missing:
         pytest.fail(
@@ -48,6 +50,9 @@ def chromium(size: tuple[int, int] = DESKTOP) -> WebDriver:
         f"--window-size={size[0]},{size[1]}",
     ):
         options.add_argument(argument)
+    if resolve_to_loopback:
+        rules = ", ".join(f"MAP {name} 127.0.0.1" for name in resolve_to_loopback)
+        options.add_argument(f"--host-resolver-rules={rules}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     driver.set_window_size(*size)
@@ -121,6 +126,21 @@ def confirm(driver: WebDriver, reason: str | None = None) -> None:
         dialog.find_element(By.ID, "confirm-reason").send_keys(reason)
     dialog.find_element(By.ID, "confirm-ok").click()  # the dialog is never re-rendered
     until(driver, "the dialog to close", lambda d: not d.find_element(By.ID, "confirm").is_displayed())
+
+
+def fetch(driver: WebDriver, method: str, url: str, **init: Any) -> tuple[int, str]:
+    """``fetch(url, {method, ...init})`` run by the page open in ``driver``: ``(status, body)``, status 0
+    when the browser let the script see no answer (a network error, or an opaque ``no-cors`` answer)."""
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch(arguments[0], Object.assign({method: arguments[1]}, arguments[2]))"
+        "  .then((r) => r.text().then((t) => done([r.status, t])))"
+        "  .catch((e) => done([0, String(e)]));",
+        url,
+        method,
+        init,
+    )
+    return int(result[0]), str(result[1])
 
 
 def page_errors(driver: WebDriver) -> list[str]:

@@ -26,6 +26,7 @@ from tests.e2e.browser import (
     click,
     confirm,
     element,
+    fetch,
     page_errors,
     screenshots,
     sign_in,
@@ -458,3 +459,23 @@ def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
         """
     )
     assert later == dict.fromkeys(today, True)
+
+
+def test_a_page_of_a_rebound_name_gets_nothing_from_local_mode(local: LocalProcess) -> None:
+    # Given a browser in which rebind.example now resolves to 127.0.0.1 (DNS rebinding)
+    driver = chromium(resolve_to_loopback=("rebind.example",))
+    try:
+        # When it loads local mode's console under that name and calls the API as its own origin
+        driver.get(f"http://rebind.example:{local.port}/ui/")
+        page = driver.find_element(By.TAG_NAME, "body").text
+        document = fetch(driver, "GET", "/openapi.json")
+        listed = fetch(driver, "GET", "/jobs", headers={"Authorization": f"Bearer {TEAM_A}"})
+        # and the same browser opens the console on 127.0.0.1
+        sign_in(driver, local.url, TEAM_A)
+    finally:
+        driver.quit()
+
+    # Then under the foreign name local mode answers nothing but its refusal
+    assert page.startswith("421 Misdirected Request"), page
+    assert document[0] == 421 and listed[0] == 421
+    assert "openapi" not in document[1] and "items" not in listed[1]

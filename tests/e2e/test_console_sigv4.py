@@ -5,6 +5,7 @@ calls get through signed, the browser never holds a credential, and a wrong sign
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import re
 import threading
@@ -22,7 +23,7 @@ from botocore.credentials import Credentials
 from selenium.webdriver.common.by import By
 
 from jobsched.local.server import ApiServer
-from tests.e2e.browser import chromium, element, text_of_row, until
+from tests.e2e.browser import chromium, element, fetch, text_of_row, until
 from tests.e2e.support import LocalProcess, free_port, python_process
 
 pytestmark = pytest.mark.e2e
@@ -147,7 +148,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def test_the_consoles_calls_get_through_signed(stack: Stack) -> None:
-    with httpx.Client(base_url=stack.ui_url, timeout=10) as browser:
+    console = {"Origin": stack.ui_url, "X-Jobsched-Console": "1"}
+    with httpx.Client(base_url=stack.ui_url, headers=console, timeout=10) as browser:
         # the calls the console makes, on its own origin, with no credential of its own
         assert browser.get("/openapi.json").status_code == 200
         created = browser.post("/jobs", json={"name": "via-ui", "schedule": "daily 02:00", "command": "echo"})
@@ -203,3 +205,84 @@ def test_the_console_opens_through_ui_without_a_token(stack: Stack, tmp_path: Pa
     finally:
         driver.quit()
     assert stack.gateway.refused == []
+
+
+def test_a_page_of_a_rebound_name_gets_nothing_from_jobsched_ui(stack: Stack) -> None:
+    # Given a browser in which rebind.example now resolves to 127.0.0.1 (DNS rebinding: the page came from
+    # the attacker's server under that name, and is now same-origin with the proxy's port)
+    port = httpx.URL(stack.ui_url).port
+    driver = chromium(resolve_to_loopback=("rebind.example",))
+    try:
+        # When it loads the console under that name, then reads and writes the API as its own origin
+        driver.get(f"http://rebind.example:{port}/ui/")
+        page = driver.find_element(By.TAG_NAME, "body").text
+        read = fetch(driver, "GET", "/jobs")
+        created = fetch(
+            driver,
+            "POST",
+            "/jobs",
+            headers={"Content-Type": "application/json", "X-Jobsched-Console": "1"},
+            body=json.dumps({"name": "rebound", "schedule": "daily 02:00", "command": "id"}),
+        )
+        # and the same browser opens the console on 127.0.0.1
+        driver.get(f"{stack.ui_url}/ui/")
+        element(driver, "h1", "Jobs")
+    finally:
+        driver.quit()
+
+    # Then under the foreign name the proxy answers nothing but its refusal, and forwards nothing
+    assert page.startswith("421 Misdirected Request"), page
+    assert read[0] == 421 and created[0] == 421
+    assert "rebound" not in [job["name"] for job in stack.local.http.get("/jobs").json()["items"]]
+    assert stack.gateway.refused == []
+
+
+def test_a_form_of_another_site_changes_nothing_through_jobsched_ui(stack: Stack) -> None:
+    # Given a paused job, and a page of another site (evil.example, another port) with a form aimed at
+    # the proxy's resume route
+    job = stack.local.http.post(
+        "/jobs", json={"name": "cross-site-target", "schedule": "daily 02:00", "command": "echo"}
+    ).json()
+    paused = stack.local.http.post(f"/jobs/{job['id']}/pause")
+    assert paused.status_code == 200, paused.text
+    form = (
+        f'<form id="f" method="post" enctype="text/plain" action="{stack.ui_url}/jobs/{job["id"]}/resume">'
+        "<input name='{\"reason\": \"' value='x\"}'></form>"
+    ).encode()
+
+    def evil_site(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        start_response("200 OK", [("Content-Type", "text/html"), ("Content-Length", str(len(form)))])
+        return [form]
+
+    evil = ApiServer(evil_site, "127.0.0.1", 0, accept_hosts=("evil.example",))
+    evil.start()
+    driver = chromium(resolve_to_loopback=("evil.example",))
+    try:
+        driver.get(f"http://evil.example:{evil.port}/")
+        # When its script sends a simple POST (no preflight) to trigger the job, then one with the
+        # console's header (which needs a preflight), and then it submits its form
+        simple = fetch(
+            driver,
+            "POST",
+            f"{stack.ui_url}/jobs/{job['id']}/trigger",
+            mode="no-cors",
+            headers={"Content-Type": "text/plain"},
+            body="{}",
+        )
+        with_header = fetch(
+            driver, "POST", f"{stack.ui_url}/jobs/{job['id']}/trigger", headers={"X-Jobsched-Console": "1"}
+        )
+        driver.find_element(By.ID, "f").submit()
+        until(driver, "the form's answer", lambda d: d.current_url.startswith(stack.ui_url))
+        answer = driver.find_element(By.TAG_NAME, "body").text
+    finally:
+        driver.quit()
+        evil.stop()
+
+    # Then the proxy refused each (the script saw no answer) and the job is unchanged: paused, never run
+    assert simple[0] == 0 and with_header[0] == 0
+    assert json.loads(answer)["error"]["code"] == "forbidden", answer
+    after = stack.local.http.get(f"/jobs/{job['id']}").json()
+    assert after["paused"] is True
+    assert stack.local.http.get(f"/jobs/{job['id']}/runs").json()["items"] == []
+    assert not [line for line in stack.gateway.verified if line.startswith(f"POST /jobs/{job['id']}/")]

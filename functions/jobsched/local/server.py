@@ -107,11 +107,14 @@ class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
 class _QuietHandler(WSGIRequestHandler):
     """Request logs go to the structured logger at debug level, not to stderr. The request target as sent
     (path and query, still percent-encoded) is in the environ as ``REQUEST_URI``: ``PATH_INFO`` is decoded,
-    so it cannot tell ``%2F`` from ``/``."""
+    so it cannot tell ``%2F`` from ``/``. A request without a ``Content-Type`` has no ``CONTENT_TYPE`` (wsgiref
+    would put ``text/plain`` there), so the API sees that none was sent."""
 
     def get_environ(self) -> dict[str, Any]:
         environ = super().get_environ()
         environ["REQUEST_URI"] = self.path
+        if self.headers.get("Content-Type") is None:
+            environ.pop("CONTENT_TYPE", None)
         return environ  # type: ignore[no-any-return]
 
     def log_message(self, format: str, *args: Any) -> None:

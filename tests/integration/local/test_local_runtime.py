@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,3 +86,26 @@ def test_a_bad_accept_host_is_refused_before_local_mode_starts(tmp_path: Path) -
     with pytest.raises(ValueError, match="--accept-host takes NAME or NAME:PORT"):
         LocalConfig(data_dir=tmp_path, accept_hosts=("http://console.example",))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_over_http_a_request_without_a_content_type_is_taken_as_sent(
+    quiet_logs: None, tmp_path: Path
+) -> None:
+    lines: list[str] = []
+    with serving(tmp_path, lines) as (_, client):
+        job = client.post(
+            "/jobs", json={"name": "labelled", "schedule": "daily 02:00", "command": "echo"}
+        ).json()
+        # When a call without a body comes without a Content-Type (the server adds none), and a JSON body too
+        paused = client.post(f"/jobs/{job['id']}/pause")
+        unlabelled = client.post(
+            "/jobs", content=json.dumps({"name": "unlabelled", "schedule": "daily 02:00", "command": "echo"})
+        )
+        names = [j["name"] for j in client.get("/jobs").json()["items"]]
+
+    # Then the first is served and the second refused naming the header
+    assert paused.status_code == 200, paused.text
+    assert unlabelled.status_code == 400
+    assert unlabelled.json()["error"]["code"] == "unsupported_media_type"
+    assert unlabelled.json()["error"]["field"] == "Content-Type"
+    assert names == ["labelled"]
