@@ -245,10 +245,8 @@ def test_a_form_of_another_site_changes_nothing_through_jobsched_ui(stack: Stack
     ).json()
     paused = stack.local.http.post(f"/jobs/{job['id']}/pause")
     assert paused.status_code == 200, paused.text
-    form = (
-        f'<form id="f" method="post" enctype="text/plain" action="{stack.ui_url}/jobs/{job["id"]}/resume">'
-        "<input name='{\"reason\": \"' value='x\"}'></form>"
-    ).encode()
+    # (a form without fields: its POST has an empty body, which every route takes)
+    form = f'<form id="f" method="post" action="{stack.ui_url}/jobs/{job["id"]}/resume"></form>'.encode()
 
     def evil_site(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         start_response("200 OK", [("Content-Type", "text/html"), ("Content-Length", str(len(form)))])
@@ -261,14 +259,7 @@ def test_a_form_of_another_site_changes_nothing_through_jobsched_ui(stack: Stack
         driver.get(f"http://evil.example:{evil.port}/")
         # When its script sends a simple POST (no preflight) to trigger the job, then one with the
         # console's header (which needs a preflight), and then it submits its form
-        simple = fetch(
-            driver,
-            "POST",
-            f"{stack.ui_url}/jobs/{job['id']}/trigger",
-            mode="no-cors",
-            headers={"Content-Type": "text/plain"},
-            body="{}",
-        )
+        simple = fetch(driver, "POST", f"{stack.ui_url}/jobs/{job['id']}/trigger", mode="no-cors")
         with_header = fetch(
             driver, "POST", f"{stack.ui_url}/jobs/{job['id']}/trigger", headers={"X-Jobsched-Console": "1"}
         )
