@@ -241,7 +241,9 @@ def test_the_saved_dev_token_is_never_sent_to_a_remote_api(
         app, ["jobs", "list", "--json", "--api", "https://jobs.example.com"], obj={"transport": transport}
     )
     lookalike = CliRunner().invoke(
-        app, ["jobs", "list", "--json", "--api", "http://127.attacker.example:8080"], obj={"transport": transport}
+        app,
+        ["jobs", "list", "--json", "--api", "http://127.attacker.example:8080"],
+        obj={"transport": transport},
     )
 
     # Then only the local call carries it
