@@ -60,7 +60,8 @@ _MAX_BODY_BYTES = 10 * 1024 * 1024
 
 CONSOLE_HEADER = "X-Jobsched-Console"
 """The header the console sends on every call (value ``1``): a page of another origin cannot send it
-without a CORS preflight, which the proxy never grants."""
+without a CORS preflight, which the proxy never grants (it drops every ``Access-Control-*`` header of the
+API's answers)."""
 _SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 _ENCODED_DOT_OR_SLASH = re.compile(r"%(2e|2f|5c)", re.IGNORECASE)
 
@@ -105,7 +106,8 @@ def cross_site_problem(environ: dict[str, Any]) -> tuple[str, str] | None:
 
 class SigningProxy:
     """WSGI app that forwards API calls to ``api_url`` (the API root, e.g. an API Gateway stage URL) and
-    answers with the API's status, headers and body unchanged.
+    answers with the API's status, headers and body unchanged, but for CORS headers (``Access-Control-*``,
+    dropped: no page of another origin may read an answer the proxy signed for).
 
     Only ``Content-Type``, ``Accept`` and ``Idempotency-Key`` are forwarded from the browser (never its
     ``Authorization``): a change that does not come from the console's page is refused 403 (code
@@ -171,7 +173,11 @@ class SigningProxy:
             reason = str(error) or type(error).__name__
             return _answer(start_response, 502, "unreachable", ApiUnreachable(self.api_url, reason).message)
         data = response.content
-        out = [(k, v) for k, v in response.headers.items() if k.lower() not in _DROPPED_RESPONSE_HEADERS]
+        out = [
+            (k, v)
+            for k, v in response.headers.items()
+            if k.lower() not in _DROPPED_RESPONSE_HEADERS and not k.lower().startswith("access-control-")
+        ]
         out.append(("Content-Length", str(len(data))))
         start_response(f"{response.status_code} {response.reason_phrase or 'Unknown'}", out)
         return [data]

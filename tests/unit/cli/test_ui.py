@@ -372,3 +372,26 @@ def test_any_server_of_this_machine_answers_only_its_loopback_names() -> None:
         server.stop()
 
     assert (own.status_code, rebound.status_code, status) == (200, 421, 421)
+
+
+def test_no_cors_header_of_the_api_reaches_the_browser() -> None:
+    # Given an upstream that would let any origin read its answers and send any header
+    def permissive(request: httpx.Request) -> httpx.Response:
+        cors = {
+            "Access-Control-Allow-Origin": "*",
+            "Access-Control-Allow-Headers": "X-Jobsched-Console",
+            "Access-Control-Allow-Methods": "POST",
+        }
+        return httpx.Response(200, json={"items": []}, headers={**cors, "Idempotent-Replayed": "false"})
+
+    proxy = SigningProxy(
+        GATEWAY, credentials=Credentials("a", "b"), transport=httpx.MockTransport(permissive)
+    )
+
+    read = browser(proxy, {"Origin": "http://evil.example"}).get("/jobs")
+    preflight = browser(proxy, {"Origin": "http://evil.example"}).options("/jobs/j_1/trigger")
+
+    # Then the proxy grants no other origin anything: the browser keeps the answers from that page
+    for reply in (read, preflight):
+        assert not [name for name in reply.headers if name.lower().startswith("access-control-")]
+    assert read.headers["Idempotent-Replayed"] == "false"
