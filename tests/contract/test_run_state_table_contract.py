@@ -101,7 +101,7 @@ def absence_fields() -> list[str]:
     """The fields some condition of the table asks to be absent."""
     found: dict[str, None] = {}
     for transition in TRANSITIONS.values():
-        for node in run_states._walk(transition.condition):
+        for node in run_states.nodes(transition.condition):
             if isinstance(node, Absent):
                 found[node.field] = None
     return list(found)
@@ -116,15 +116,15 @@ def rows_for(key: RunKey) -> Iterator[tuple[str, RunRow | None]]:
             if run_states.absent(row, field):
                 yield f"{status} with {field}", replace(row, **{field: sample(field)})
             else:
-                yield f"{status} without {field}", replace(row, **{field: run_states._EMPTY[field]})
+                yield f"{status} without {field}", replace(row, **{field: run_states.EMPTY[field]})
 
 
 def _comparisons(transition: Transition) -> list[Equals | AtMost | Below]:
-    return [n for n in run_states._walk(transition.condition) if isinstance(n, Equals | AtMost | Below)]
+    return [n for n in run_states.nodes(transition.condition) if isinstance(n, Equals | AtMost | Below)]
 
 
 def _optional(transition: Transition) -> list[str]:
-    return [n.param for n in run_states._walk(transition.condition) if isinstance(n, IfGiven)]
+    return [n.param for n in run_states.nodes(transition.condition) if isinstance(n, IfGiven)]
 
 
 def _write_fields(transition: Transition) -> dict[str, str]:
@@ -241,6 +241,6 @@ def test_every_transition_does_what_the_table_says_on_every_store(store: Any, na
                 refused += 1
     # the walk met the transition in every status the table lets it apply from, and saw it refused
     wanted = {s.value for s in run_states.from_statuses(transition)}
-    if run_states._admits_no_row(transition.condition):
+    if run_states.admits_no_row(transition.condition):
         wanted.add("no row")
     assert applied_in == wanted and refused > 0

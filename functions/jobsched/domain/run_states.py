@@ -111,6 +111,22 @@ class IfGiven:
 
 Condition = NoRow | StatusIn | Equals | AtMost | Below | Absent | All | AnyOf | IfGiven
 
+
+def status(*statuses: RunStatus) -> StatusIn:
+    """:class:`StatusIn` of ``statuses``."""
+    return StatusIn(statuses)
+
+
+def every(*parts: Condition) -> All:
+    """:class:`All` of ``parts``."""
+    return All(parts)
+
+
+def either(*parts: Condition) -> AnyOf:
+    """:class:`AnyOf` of ``parts``."""
+    return AnyOf(parts)
+
+
 # --- values and writes -----------------------------------------------------------------------------------
 
 
@@ -201,7 +217,7 @@ class Transition:
     def params(self) -> list[str]:
         """The names of the parameters the transition reads, in order of appearance."""
         found: dict[str, None] = {}
-        for node in _walk(self.condition):
+        for node in nodes(self.condition):
             if isinstance(node, Equals | AtMost | Below | IfGiven):
                 found[node.param] = None
         for write in self.writes:
@@ -212,24 +228,23 @@ class Transition:
         return list(found)
 
 
-def _walk(condition: Condition) -> Iterator[Condition]:
+def nodes(condition: Condition) -> Iterator[Condition]:
+    """``condition`` and every clause inside it, depth first."""
     yield condition
     if isinstance(condition, All | AnyOf):
         for part in condition.parts:
-            yield from _walk(part)
+            yield from nodes(part)
     elif isinstance(condition, IfGiven):
-        yield from _walk(condition.condition)
+        yield from nodes(condition.condition)
 
 
 # --- the table ---------------------------------------------------------------------------------------------
 
-OURS = All(
-    (
-        StatusIn((RunStatus.RUNNING,)),
-        Equals("attempt", "claim_attempt"),
-        Equals("worker", "claim_worker"),
-        IfGiven("seen_heartbeat", Equals("heartbeat_at", "seen_heartbeat")),
-    )
+OURS = every(
+    status(RunStatus.RUNNING),
+    Equals("attempt", "claim_attempt"),
+    Equals("worker", "claim_worker"),
+    IfGiven("seen_heartbeat", Equals("heartbeat_at", "seen_heartbeat")),
 )
 """Still the claim's: running under the claim ``(attempt, worker)`` (each claim increments ``attempt``, so the
 pair names one claim); with ``seen_heartbeat`` (the sweeper's), also the beat it saw, so a beat since wins."""
@@ -249,18 +264,11 @@ TRANSITIONS: dict[str, Transition] = {
         ),
         Transition(
             "claim",
-            AnyOf(
-                (
-                    IfGiven("create", NoRow()),
-                    StatusIn((RunStatus.QUEUED,)),
-                    All(
-                        (
-                            StatusIn((RunStatus.RETRYING,)),
-                            AnyOf((Absent("retry_at"), AtMost("retry_at", "due"))),
-                        )
-                    ),
-                    All((StatusIn((RunStatus.RUNNING,)), Below("heartbeat_at", "stale_before"))),
-                )
+            either(
+                IfGiven("create", NoRow()),
+                status(RunStatus.QUEUED),
+                every(status(RunStatus.RETRYING), either(Absent("retry_at"), AtMost("retry_at", "due"))),
+                every(status(RunStatus.RUNNING), Below("heartbeat_at", "stale_before")),
             ),
             (
                 Set("status", Const(RunStatus.RUNNING)),
@@ -354,40 +362,36 @@ TRANSITIONS: dict[str, Transition] = {
         ),
         Transition(
             "watch",
-            All((OURS, Absent("sweep_at"))),
+            every(OURS, Absent("sweep_at")),
             (Set("sweep_at", Param("sweep_at")),),
             "worker: a duplicate delivery of a running run made by its claim puts it in the sweep index",
         ),
         Transition(
             "notified",
-            StatusIn((RunStatus.DEAD,)),
+            status(RunStatus.DEAD),
             (Remove("notify_pending"), Remove("sweep_at")),
             "worker, sweeper: a dead run's message and alert went out; it leaves the sweep index",
         ),
         Transition(
             "defer_sweep",
-            All((Equals("status", "seen_status"), Equals("sweep_at", "seen_sweep_at"))),
+            every(Equals("status", "seen_status"), Equals("sweep_at", "seen_sweep_at")),
             (Set("sweep_at", Param("sweep_at")), Set("sweeps", Param("sweeps"), given_only=True)),
             "sweeper: looked at the run; next look at sweep_at, unless the row changed since it read it",
         ),
         Transition(
             "clear_sweep",
-            AnyOf(
-                (
-                    StatusIn((RunStatus.SUCCEEDED, RunStatus.SKIPPED)),
-                    All((StatusIn((RunStatus.DEAD,)), Absent("notify_pending"))),
-                )
+            either(
+                status(RunStatus.SUCCEEDED, RunStatus.SKIPPED),
+                every(status(RunStatus.DEAD), Absent("notify_pending")),
             ),
             (Remove("sweep_at"),),
             "sweeper: a finished run (not a dead one owing its alert) leaves the sweep index",
         ),
         Transition(
             "rerun",
-            AnyOf(
-                (
-                    All((StatusIn((RunStatus.DEAD,)), Absent("notify_pending"))),
-                    All((StatusIn((RunStatus.SKIPPED,)), Absent("skipped_count"))),
-                )
+            either(
+                every(status(RunStatus.DEAD), Absent("notify_pending")),
+                every(status(RunStatus.SKIPPED), Absent("skipped_count")),
             ),
             (
                 Set("status", Const(RunStatus.QUEUED)),
@@ -474,14 +478,17 @@ def claim_step(request: ClaimRequest) -> Step:
 
 
 def heartbeat_step(owned: Owned, *, now_ms: int) -> Step:
+    """``heartbeat`` of the claim ``owned`` at ``now_ms``."""
     return _step("heartbeat", _key(owned), **_claim_params(owned), now=now_ms)
 
 
 def succeed_step(owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None) -> Step:
+    """``succeed`` of the claim ``owned`` at ``now_ms``; ``tries`` replace the stored ones (None: kept)."""
     return _step("succeed", _key(owned), **_claim_params(owned), now=now_ms, tries=tries)
 
 
 def retry_step(owned: Owned, change: RetryTransition) -> Step:
+    """``retry`` of the claim ``owned`` as ``change`` tells."""
     return _step(
         "retry",
         _key(owned),
@@ -495,6 +502,7 @@ def retry_step(owned: Owned, change: RetryTransition) -> Step:
 
 
 def dead_step(owned: Owned, change: DeadTransition) -> Step:
+    """``dead`` of the claim ``owned`` as ``change`` tells."""
     return _step(
         "dead",
         _key(owned),
@@ -509,10 +517,12 @@ def dead_step(owned: Owned, change: DeadTransition) -> Step:
 
 
 def skip_step(owned: Owned, *, now_ms: int, reason: str) -> Step:
+    """``skip`` of the claim ``owned`` at ``now_ms`` with ``reason`` as its error."""
     return _step("skip", _key(owned), **_claim_params(owned), reason=reason, now=now_ms, owner=owned.owner)
 
 
 def give_back_step(owned: Owned, *, before: RunRow) -> Step:
+    """``give_back`` of the claim ``owned``: the row back to ``before`` (as the claim found it)."""
     return _step(
         "give_back",
         _key(owned),
@@ -529,14 +539,17 @@ def give_back_step(owned: Owned, *, before: RunRow) -> Step:
 
 
 def watch_step(owned: Owned, *, sweep_at_ms: int) -> Step:
+    """``watch`` of the claim ``owned``: into the sweep index at ``sweep_at_ms``."""
     return _step("watch", _key(owned), **_claim_params(owned), sweep_at=sweep_at_ms)
 
 
 def notified_step(job_id: str, scheduled_for_ms: int) -> Step:
+    """``notified`` of run ``(job_id, scheduled_for_ms)``."""
     return _step("notified", RunKey(job_id, scheduled_for_ms))
 
 
 def defer_sweep_step(deferral: SweepDeferral) -> Step:
+    """``defer_sweep`` as ``deferral`` tells."""
     return _step(
         "defer_sweep",
         deferral.key,
@@ -548,10 +561,12 @@ def defer_sweep_step(deferral: SweepDeferral) -> Step:
 
 
 def clear_sweep_step(job_id: str, scheduled_for_ms: int) -> Step:
+    """``clear_sweep`` of run ``(job_id, scheduled_for_ms)``."""
     return _step("clear_sweep", RunKey(job_id, scheduled_for_ms))
 
 
 def rerun_step(request: RerunRequest) -> Step:
+    """``rerun`` as ``request`` tells."""
     return _step(
         "rerun", request.key, key_digest=request.key_digest, now=request.now_ms, sweep_at=request.sweep_at_ms
     )
@@ -559,21 +574,21 @@ def rerun_step(request: RerunRequest) -> Step:
 
 # --- the evaluator -------------------------------------------------------------------------------------------
 
-_EMPTY: dict[str, Any] = {
+EMPTY: dict[str, Any] = {
     f.name: f.default for f in fields(RunRow) if f.name not in ("job_id", "scheduled_for")
 }
-_EMPTY.update(sweeps=0, reruns=0, notify_pending=False, tries=())
-_EMPTY.update({name: None for name in ("status", "kind", "attempt")})
-"""Each ``RunRow`` field's absent value (status, kind and attempt are never absent on a stored row)."""
+EMPTY.update(sweeps=0, reruns=0, notify_pending=False, tries=())
+EMPTY.update({name: None for name in ("status", "kind", "attempt")})
+"""Each ``RunRow`` field's absent value (None for status, kind and attempt: never absent on a stored row)."""
 
-FIELDS = tuple(name for name in _EMPTY)
+FIELDS = tuple(name for name in EMPTY)
 """The ``RunRow`` fields a transition can name (every field but the key)."""
 
 
 def absent(row: RunRow, name: str) -> bool:
     """Whether ``row``'s field ``name`` is absent (its empty value; see the module docstring)."""
     value = getattr(row, name)
-    return value is None or (value == _EMPTY[name] and _EMPTY[name] is not None)
+    return value is None or (value == EMPTY[name] and EMPTY[name] is not None)
 
 
 def resolve(condition: Condition, params: Mapping[str, Any]) -> Condition | None:
@@ -648,9 +663,9 @@ def changes(step: Step, row: RunRow | None) -> dict[str, Any]:
             value = value_of(write.value, row, params)
             if value is None and write.given_only:
                 continue
-            out[write.field] = _EMPTY[write.field] if value is None else value
+            out[write.field] = EMPTY[write.field] if value is None else value
         elif isinstance(write, Remove):
-            out[write.field] = _EMPTY[write.field]
+            out[write.field] = EMPTY[write.field]
         elif isinstance(write, Fill):
             source = params.get(write.param)
             if source is None:
@@ -798,34 +813,35 @@ def writes_text(transition: Transition) -> str:
         elif isinstance(write, Fill):
             parts.append(f"fill from {write.param}")
         else:
-            parts.append(f"the whole row {write.param}")
+            parts.append(f"every field from {write.param}")
     return ", ".join(parts)
 
 
 def markdown_table() -> str:
-    """The transition table as Markdown (``docs/protocol.md`` holds it verbatim): transition, condition (``[...]``:
-    only when that parameter is given), writes (``-f``: remove ``f``; ``f = p?``: only when ``p`` is given; a
-    None parameter removes the field), and from which statuses it applies."""
+    """The transition table as Markdown (``docs/protocol.md`` holds it verbatim): transition, the statuses it
+    applies from, condition (``[...]``: only when that parameter is given), writes (``-f``: remove ``f``; ``f =
+    p?``: only when ``p`` is given; a None parameter removes the field), and who makes it, why."""
     lines = [
-        "| transition | from status | condition | writes |",
-        "|---|---|---|---|",
+        "| transition | from status | condition | writes | by whom, why |",
+        "|---|---|---|---|---|",
     ]
     for t in TRANSITIONS.values():
         origins = ", ".join(s.value for s in from_statuses(t)) or "-"
-        if _admits_no_row(t.condition):
+        if admits_no_row(t.condition):
             origins = f"(no row), {origins}" if origins != "-" else "(no row)"
-        lines.append(f"| {t.name} | {origins} | {condition_text(t.condition)} | {writes_text(t)} |")
+        lines.append(f"| {t.name} | {origins} | {condition_text(t.condition)} | {writes_text(t)} | {t.doc} |")
     return "\n".join(lines) + "\n"
 
 
-def _admits_no_row(condition: Condition) -> bool:
-    return any(isinstance(node, NoRow) for node in _walk(condition))
+def admits_no_row(condition: Condition) -> bool:
+    """Whether ``condition`` has a :class:`NoRow` clause (its transition can create the row)."""
+    return any(isinstance(node, NoRow) for node in nodes(condition))
 
 
 def from_statuses(transition: Transition) -> list[RunStatus]:
     """The statuses in which ``transition`` can apply (for some parameters): the statuses its condition names
     (every status when it names none: e.g. ``defer_sweep``'s ``status = seen_status``)."""
-    named = {s for node in _walk(transition.condition) if isinstance(node, StatusIn) for s in node.statuses}
+    named = {s for node in nodes(transition.condition) if isinstance(node, StatusIn) for s in node.statuses}
     if not named and not isinstance(transition.condition, NoRow):
         return list(STATUSES)
     return [s for s in STATUSES if s in named]

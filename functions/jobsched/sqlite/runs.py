@@ -242,9 +242,7 @@ class SqliteRunStore(RunStateMachine):
         inserted = 0
         with self._lock:
             for row in rows:
-                if row.key not in self._rows:
-                    self._rows[row.key] = row
-                    inserted += 1
+                inserted += self.apply_step(insert_step(row)).applied
         return inserted
 
     # --- the queries, on indexes ------------------------------------------------------------------

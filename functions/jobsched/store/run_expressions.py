@@ -34,6 +34,7 @@ from jobsched.domain.run_states import (
     StatusIn,
     Step,
     StoredOr,
+    admits_no_row,
     resolve,
     value_of,
     written_fields,
@@ -113,21 +114,13 @@ def condition_expression(step: Step, e: _Expression) -> str:
     """The ``ConditionExpression`` of ``step`` (placeholders in ``e``)."""
     params = dict(step.params)
     condition = resolve(step.transition.condition, params)
-    creates = condition is not None and _admits_no_row(condition)
+    creates = condition is not None and admits_no_row(condition)
     text = _condition(condition, params, e) if condition is not None else None
     if creates:
         assert text is not None
         return text
     exists = f"attribute_exists({e.name('job_id')})"
     return exists if text is None else f"{exists} AND ({text})"
-
-
-def _admits_no_row(condition: Condition) -> bool:
-    if isinstance(condition, NoRow):
-        return True
-    if isinstance(condition, All | AnyOf):
-        return any(_admits_no_row(p) for p in condition.parts)
-    return False
 
 
 def update_expression(step: Step, e: _Expression) -> str:
