@@ -1,12 +1,11 @@
 """The run store on SQLite: the run port (``jobsched.ports.runs``: ``RunRows``, ``SweepRows``, ``RunWriter``,
-``RunHistory``), held to the run store's contract (``tests/contract/test_run_store_contract.py``).
+``RunHistory``), held to the run store's contract (``tests/contract/``).
 
-The conditions of every write (claims, fencing on the claim, give-back, the sweep index's moves) are the
-in-memory fake's (``jobsched.memory.runs.MemoryRunStore``), reused rather than restated: this store is that
-class with its two records, the rows and the manual triggers' keys, kept in SQLite tables instead of dicts,
-and its lock replaced by a write transaction, so each conditional write is one committed transaction. The
-queries that would scan (a job's history, ``rows_between``, the sweep index, the unfinished runs) are SQL on
-indexes instead: the primary key ``(job_id, scheduled_for)`` and ``(sweep_shard, sweep_at)``."""
+Every conditional write (claims, fencing on the claim, give-back, the sweep index's moves, re-runs, inserts) is
+a step of the run state machine (``jobsched.domain.run_states``), evaluated on the stored row inside one write
+transaction (``BEGIN IMMEDIATE``), so each is one committed, atomic read-check-write. Rows are JSON in the
+``runs`` table, beside the columns its indexes need; the manual triggers' keys are in ``run_keys``. The
+queries are SQL on indexes: the primary key ``(job_id, scheduled_for)`` and ``(sweep_shard, sweep_at)``."""
 
 from __future__ import annotations
 
@@ -16,14 +15,20 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from jobsched.memory.runs import MemoryRunStore
+from jobsched.domain.run_states import Outcome, RunStateMachine, Step, insert_step, outcome_of
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import EVERY_RUN, RunFilter, RunKey, RunRow, SweepPage, sweep_shard
+from jobsched.ports.runs import (
+    EVERY_RUN,
+    FAILURE_STATUSES,
+    KeyedInsert,
+    RunFilter,
+    RunKey,
+    RunRow,
+    SweepPage,
+    sweep_shard,
+)
 from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.database import SqliteDatabase
-
-_FAKE_RECORDS = {"_rows", "_keys", "_lock"}
-"""The attributes of ``MemoryRunStore`` this class backs with SQLite; any other would live in memory only."""
 
 
 def row_json(row: RunRow) -> str:
@@ -42,8 +47,8 @@ def row_of(text: str) -> RunRow:
 
 
 class _Transaction:
-    """The fake's lock, as a write transaction: the outermost ``with`` opens one, nested ones join it; run
-    writes are told to the database's listeners after the commit."""
+    """A write transaction: the outermost ``with`` opens one, nested ones join it; run writes are told to the
+    database's listeners after the commit."""
 
     def __init__(self, database: SqliteDatabase) -> None:
         self.db = database
@@ -86,7 +91,7 @@ class _Transaction:
 
 
 class _Rows(MutableMapping[RunKey, RunRow]):
-    """The ``runs`` table as the fake's ``RunKey -> RunRow`` dict (each access within its transaction)."""
+    """The ``runs`` table as a ``RunKey -> RunRow`` mapping (each access within its transaction)."""
 
     def __init__(self, transaction: _Transaction) -> None:
         self.tx = transaction
@@ -139,8 +144,7 @@ class _Rows(MutableMapping[RunKey, RunRow]):
         return iter([RunKey(*k) for k in keys])
 
     def values(self) -> Any:
-        """Every row in one query (a scan: only the fake's methods that scan anyway reach it, e.g. listings
-        this class does not answer from an index)."""
+        """Every row in one query (a scan)."""
         with self.tx as tx:
             return [row_of(text) for (text,) in tx.connection().execute("SELECT row FROM runs")]
 
@@ -150,7 +154,7 @@ class _Rows(MutableMapping[RunKey, RunRow]):
 
 
 class _Keys(MutableMapping[tuple[str, str, str], int]):
-    """The ``run_keys`` table as the fake's ``(job_id, owner, idempotency key) -> scheduled_for`` dict."""
+    """The ``run_keys`` table as a ``(job_id, owner, idempotency key) -> scheduled_for`` mapping."""
 
     def __init__(self, transaction: _Transaction) -> None:
         self.tx = transaction
@@ -201,21 +205,36 @@ class _Keys(MutableMapping[tuple[str, str, str], int]):
             return int(tx.connection().execute("SELECT count(*) FROM run_keys").fetchone()[0])
 
 
-class SqliteRunStore(MemoryRunStore):
+class SqliteRunStore(RunStateMachine):
     """Run rows and manual triggers' keys in ``database`` (see the module docstring). Raises
-    ``StoreUnavailable`` when the database is busy or failing; raises RuntimeError at construction if the
-    in-memory fake has grown a record this class does not keep in SQLite (it would not be durable)."""
+    ``StoreUnavailable`` when the database is busy or failing."""
 
     def __init__(self, database: SqliteDatabase) -> None:
-        super().__init__()
-        unknown = set(vars(self)) - _FAKE_RECORDS
-        if unknown:
-            raise RuntimeError(f"MemoryRunStore keeps {sorted(unknown)} that SqliteRunStore does not persist")
         self.db = database
-        transaction = _Transaction(database)
-        self._lock = transaction  # type: ignore[assignment]
-        self._rows = _Rows(transaction)  # type: ignore[assignment]
-        self._keys = _Keys(transaction)  # type: ignore[assignment]
+        self._lock = _Transaction(database)
+        self._rows = _Rows(self._lock)
+        self._keys = _Keys(self._lock)
+
+    def apply_step(self, step: Step) -> Outcome:
+        """``RunStateMachine.apply_step``: the step's transition evaluated on the stored row in one transaction."""
+        with self._lock:
+            outcome, written = outcome_of(step, self._rows.get(step.key))
+            if written is not None:
+                self._rows[step.key] = written
+            return outcome
+
+    def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert:
+        """Insert ``row`` and bind ``owner``'s ``idempotency_key`` (for this job) to it, both or neither (one
+        transaction); the key expires with its run."""
+        with self._lock:
+            key = (row.job_id, owner, idempotency_key)
+            if key in self._keys:
+                return KeyedInsert(created=False, key_used=True, key_run_at=self._keys[key])
+            outcome = self.apply_step(insert_step(row))
+            if not outcome.applied:
+                return KeyedInsert(created=False, existing=outcome.before)
+            self._keys[key] = row.scheduled_for
+            return KeyedInsert(created=True)
 
     def put_many(self, rows: Sequence[RunRow]) -> int:
         """Insert each of ``rows`` whose key is free, in one transaction (a bulk import: a moto data dir's
@@ -223,9 +242,7 @@ class SqliteRunStore(MemoryRunStore):
         inserted = 0
         with self._lock:
             for row in rows:
-                if row.key not in self._rows:
-                    self._rows[row.key] = row
-                    inserted += 1
+                inserted += self.apply_step(insert_step(row)).applied
         return inserted
 
     # --- the queries, on indexes ------------------------------------------------------------------
@@ -255,6 +272,29 @@ class SqliteRunStore(MemoryRunStore):
         rows = self._select(sql + " ORDER BY scheduled_for DESC LIMIT ?", [*parameters, limit + 1])
         page = rows[:limit]
         return page, (page[-1].scheduled_for if len(rows) > limit else None)
+
+    def list_failed(
+        self, owner: str, limit: int, where: RunFilter = EVERY_RUN, before: tuple[int, str] | None = None
+    ) -> tuple[list[RunRow], tuple[int, str] | None]:
+        """``RunHistory.list_failed``: the owner's rows in a failure status kept by ``where``, newest
+        ``(scheduled_for, job_id)`` first (reads the rows in a failure status)."""
+        statuses = sorted(s.value for s in FAILURE_STATUSES)
+        rows = self._select(
+            f"SELECT row FROM runs WHERE status IN ({', '.join('?' for _ in statuses)})"
+            " AND json_extract(row, '$.owner') = ?",
+            (*statuses, owner),
+        )
+        kept = sorted(
+            (
+                r
+                for r in rows
+                if where.matches(r) and (before is None or (r.scheduled_for, r.job_id) < before)
+            ),
+            key=lambda r: (r.scheduled_for, r.job_id),
+            reverse=True,
+        )
+        page = kept[:limit]
+        return page, ((page[-1].scheduled_for, page[-1].job_id) if len(kept) > limit else None)
 
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]:
         """The job's rows with ``first_ms <= scheduled_for <= last_ms``, oldest first, at most ``limit``."""

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import Unreadable
@@ -135,22 +134,6 @@ def test_writes_survive_closing_and_reopening_the_file(tmp_path: Path) -> None:
         assert SqliteControlStore(again).raise_partition_high_water(1) == (3, False)
     finally:
         again.close()
-
-
-def test_a_record_of_the_fake_that_sqlite_would_not_keep_is_refused_at_construction(
-    database: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given the in-memory fake growing a record of its own (a dict SQLite knows nothing of)
-    original = MemoryRunStore.__init__
-
-    def grown(self: MemoryRunStore) -> None:
-        original(self)
-        self.timers = {}  # type: ignore[attr-defined]
-
-    monkeypatch.setattr(MemoryRunStore, "__init__", grown)
-    # Then the SQLite store refuses to start rather than keep it in memory only
-    with pytest.raises(RuntimeError, match="timers"):
-        SqliteRunStore(database)
 
 
 def test_audit_events_are_written_with_their_change_or_not_at_all_and_page_newest_first(

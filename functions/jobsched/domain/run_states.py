@@ -1,0 +1,847 @@
+"""The run state machine, written once: the statuses of a run row, its transitions, and for each transition the
+condition it needs and what it writes, as one table of data (:data:`TRANSITIONS`).
+
+Every run store applies these and only these: the in-memory fake and the SQLite store evaluate the table on a
+``RunRow`` (:func:`apply`); the DynamoDB store renders each transition's ``ConditionExpression`` and
+``UpdateExpression`` from it (``jobsched.store.run_expressions``). :class:`RunStateMachine` maps the run port's
+methods (``jobsched.ports.runs``: ``RunRows``, ``SweepRows``, ``RunHistory.rerun``, ``RunWriter.put_new``) to
+steps of the table, so each store only supplies :meth:`RunStateMachine.apply_step`: one atomic conditional
+write. ``tests/contract/test_run_state_table_contract.py`` walks every transition on every store;
+``docs/protocol.md`` shows the table (``markdown_table``, checked by ``tests/unit/test_protocol_doc.py``).
+
+A condition or a write names ``RunRow`` fields and the step's parameters (``Step.params``). A field is *absent*
+when it holds its empty value (None; 0 for ``sweeps``/``reruns``; False for ``notify_pending``; () for ``tries``),
+the values the DynamoDB layout leaves out of an item (``jobsched.store.layout.run_item``): an absent field fails
+every comparison, as a missing attribute does in a DynamoDB condition. Instants are epoch ms.
+
+Pure: no storage here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+from jobsched.models import RunStatus
+from jobsched.ports.runs import (
+    Claim,
+    ClaimRequest,
+    DeadTransition,
+    Owned,
+    RerunRequest,
+    RetryTransition,
+    RunKey,
+    RunRow,
+    SweepDeferral,
+)
+from jobsched.ports.tries import Rerun, TryRecord
+
+STATUSES = tuple(RunStatus)
+"""Every status a run row can be in (``jobsched.models.RunStatus``)."""
+
+# --- conditions ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoRow:
+    """The run has no row (a transition with this clause can create one)."""
+
+
+@dataclass(frozen=True)
+class StatusIn:
+    """The row's status is one of ``statuses``."""
+
+    statuses: tuple[RunStatus, ...]
+
+
+@dataclass(frozen=True)
+class Equals:
+    """The row's ``field`` is present and equals the parameter ``param``."""
+
+    field: str
+    param: str
+
+
+@dataclass(frozen=True)
+class AtMost:
+    """The row's ``field`` is present and at most the parameter ``param``."""
+
+    field: str
+    param: str
+
+
+@dataclass(frozen=True)
+class Below:
+    """The row's ``field`` is present and below the parameter ``param``."""
+
+    field: str
+    param: str
+
+
+@dataclass(frozen=True)
+class Absent:
+    """The row's ``field`` is absent (see the module docstring)."""
+
+    field: str
+
+
+@dataclass(frozen=True)
+class All:
+    """Every part holds (no part: true)."""
+
+    parts: tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """At least one part holds (no part: false)."""
+
+    parts: tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
+class IfGiven:
+    """``condition`` is a clause of the transition only when the parameter ``param`` is given (not None); else the
+    clause is left out (of an ``All``: no constraint; of an ``AnyOf``: no alternative)."""
+
+    param: str
+    condition: Condition
+
+
+Condition = NoRow | StatusIn | Equals | AtMost | Below | Absent | All | AnyOf | IfGiven
+
+
+def status(*statuses: RunStatus) -> StatusIn:
+    """:class:`StatusIn` of ``statuses``."""
+    return StatusIn(statuses)
+
+
+def every(*parts: Condition) -> All:
+    """:class:`All` of ``parts``."""
+    return All(parts)
+
+
+def either(*parts: Condition) -> AnyOf:
+    """:class:`AnyOf` of ``parts``."""
+    return AnyOf(parts)
+
+
+# --- values and writes -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """The parameter ``name``'s value."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class PlusOne:
+    """The row's ``field`` (0 when absent) plus one."""
+
+    field: str
+
+
+@dataclass(frozen=True)
+class StoredOr:
+    """The row's ``field`` when present, else the parameter ``param``."""
+
+    field: str
+    param: str
+
+
+Value = Param | Const | PlusOne | StoredOr
+
+
+@dataclass(frozen=True)
+class Set:
+    """Write ``value`` into ``field``; a value of None removes the field. ``given_only``: when the value is None,
+    leave the field as stored instead."""
+
+    field: str
+    value: Value
+    given_only: bool = False
+
+
+@dataclass(frozen=True)
+class Remove:
+    """Remove ``field`` (it becomes absent)."""
+
+    field: str
+
+
+@dataclass(frozen=True)
+class Fill:
+    """Each field the ``RunRow`` parameter ``param`` has and the row lacks (a new row lacks all) takes that row's
+    value: the fields of a row made by its claim. ``except_fields`` and the fields the transition's other writes
+    name are not filled."""
+
+    param: str
+    except_fields: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Write the ``RunRow`` parameter ``param`` whole, as the new row."""
+
+    param: str
+
+
+Write = Set | Remove | Fill | Insert
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One transition of the run state machine: applied when ``condition`` holds on the row as stored (a row
+    that is absent fails every clause but :class:`NoRow`), then ``writes`` are made, all in one atomic write.
+
+    ``answers``: which row the caller is told (``"before"``: the row as the transition found it, or as stored
+    when refused; ``"after"``: the row written, or as stored when refused; None: only whether it applied).
+    ``doc``: who makes it and why, one line."""
+
+    name: str
+    condition: Condition
+    writes: tuple[Write, ...]
+    doc: str
+    answers: Literal["before", "after"] | None = None
+
+    def params(self) -> list[str]:
+        """The names of the parameters the transition reads, in order of appearance."""
+        found: dict[str, None] = {}
+        for node in nodes(self.condition):
+            if isinstance(node, Equals | AtMost | Below | IfGiven):
+                found[node.param] = None
+        for write in self.writes:
+            if isinstance(write, Set) and isinstance(write.value, Param | StoredOr):
+                found[write.value.param if isinstance(write.value, StoredOr) else write.value.name] = None
+            elif isinstance(write, Fill | Insert):
+                found[write.param] = None
+        return list(found)
+
+
+def nodes(condition: Condition) -> Iterator[Condition]:
+    """``condition`` and every clause inside it, depth first."""
+    yield condition
+    if isinstance(condition, All | AnyOf):
+        for part in condition.parts:
+            yield from nodes(part)
+    elif isinstance(condition, IfGiven):
+        yield from nodes(condition.condition)
+
+
+# --- the table ---------------------------------------------------------------------------------------------
+
+OURS = every(
+    status(RunStatus.RUNNING),
+    Equals("attempt", "claim_attempt"),
+    Equals("worker", "claim_worker"),
+    IfGiven("seen_heartbeat", Equals("heartbeat_at", "seen_heartbeat")),
+)
+"""Still the claim's: running under the claim ``(attempt, worker)`` (each claim increments ``attempt``, so the
+pair names one claim); with ``seen_heartbeat`` (the sweeper's), also the beat it saw, so a beat since wins."""
+
+CLAIM_WRITES = ("worker", "attempt", "started_at", "heartbeat_at", "lateness_ms", "retry_at")
+"""The fields a claim writes itself (a row its claim creates does not take them from ``create``)."""
+
+TRANSITIONS: dict[str, Transition] = {
+    t.name: t
+    for t in (
+        Transition(
+            "insert",
+            NoRow(),
+            (Insert("row"),),
+            "scheduler (skipped fires), API (manual runs, backfill): a run exists once per (job_id, scheduled_for)",
+            answers="before",
+        ),
+        Transition(
+            "claim",
+            either(
+                IfGiven("create", NoRow()),
+                status(RunStatus.QUEUED),
+                every(status(RunStatus.RETRYING), either(Absent("retry_at"), AtMost("retry_at", "due"))),
+                every(status(RunStatus.RUNNING), Below("heartbeat_at", "stale_before")),
+            ),
+            (
+                Set("status", Const(RunStatus.RUNNING)),
+                Set("worker", Param("worker")),
+                Set("attempt", PlusOne("attempt")),
+                Set("started_at", Param("now")),
+                Set("heartbeat_at", Param("now")),
+                Set("lateness_ms", StoredOr("lateness_ms", "late")),
+                Remove("retry_at"),
+                Fill("create", ("status", "attempt", "sweep_at", *CLAIM_WRITES)),
+            ),
+            "worker, sweeper (dead letters): one try; a retry once due; a lost worker's run (stale beat); a"
+            " scheduled run's row made from its message",
+            answers="before",
+        ),
+        Transition(
+            "heartbeat",
+            OURS,
+            (Set("heartbeat_at", Param("now")),),
+            "worker: the try is alive",
+        ),
+        Transition(
+            "succeed",
+            OURS,
+            (
+                Set("status", Const(RunStatus.SUCCEEDED)),
+                Set("finished_at", Param("now")),
+                Set("tries", Param("tries"), given_only=True),
+                Remove("sweep_at"),
+                Remove("error"),
+                Remove("retry_at"),
+            ),
+            "worker: the try succeeded; the run leaves the sweep index",
+        ),
+        Transition(
+            "retry",
+            OURS,
+            (
+                Set("status", Const(RunStatus.RETRYING)),
+                Set("error", Param("error")),
+                Set("retry_at", Param("retry_at")),
+                Set("sweep_at", Param("sweep_at")),
+                Set("owner", Param("owner"), given_only=True),
+                Set("tries", Param("tries"), given_only=True),
+            ),
+            "worker, sweeper (lost try): the try failed, attempts are left; swept if the retry message never comes",
+        ),
+        Transition(
+            "dead",
+            OURS,
+            (
+                Set("status", Const(RunStatus.DEAD)),
+                Set("error", Param("error")),
+                Set("finished_at", Param("now")),
+                Set("attempt", Param("final_attempt")),
+                Set("notify_pending", Const(True)),
+                Set("sweep_at", Param("notify_at")),
+                Set("owner", Param("owner"), given_only=True),
+                Set("tries", Param("tries"), given_only=True),
+                Remove("retry_at"),
+            ),
+            "worker, sweeper: out of attempts; swept until its notifications are confirmed",
+        ),
+        Transition(
+            "skip",
+            OURS,
+            (
+                Set("status", Const(RunStatus.SKIPPED)),
+                Set("error", Param("reason")),
+                Set("finished_at", Param("now")),
+                Set("owner", Param("owner"), given_only=True),
+                Remove("sweep_at"),
+                Remove("retry_at"),
+            ),
+            "worker, sweeper: the try will not run (job deleted, overlap held)",
+        ),
+        Transition(
+            "give_back",
+            OURS,
+            (
+                Set("status", Param("before_status")),
+                Set("attempt", Param("before_attempt")),
+                Set("worker", Param("before_worker")),
+                Set("started_at", Param("before_started_at")),
+                Set("heartbeat_at", Param("before_heartbeat_at")),
+                Set("retry_at", Param("before_retry_at")),
+                Set("lateness_ms", Param("before_lateness_ms")),
+                Set("owner", Param("before_owner"), given_only=True),
+            ),
+            "worker, sweeper: undo a claim whose try never started; the row is as the claim found it",
+        ),
+        Transition(
+            "watch",
+            every(OURS, Absent("sweep_at")),
+            (Set("sweep_at", Param("sweep_at")),),
+            "worker: a duplicate delivery of a running run made by its claim puts it in the sweep index",
+        ),
+        Transition(
+            "notified",
+            status(RunStatus.DEAD),
+            (Remove("notify_pending"), Remove("sweep_at")),
+            "worker, sweeper: a dead run's message and alert went out; it leaves the sweep index",
+        ),
+        Transition(
+            "defer_sweep",
+            every(Equals("status", "seen_status"), Equals("sweep_at", "seen_sweep_at")),
+            (Set("sweep_at", Param("sweep_at")), Set("sweeps", Param("sweeps"), given_only=True)),
+            "sweeper: looked at the run; next look at sweep_at, unless the row changed since it read it",
+        ),
+        Transition(
+            "clear_sweep",
+            either(
+                status(RunStatus.SUCCEEDED, RunStatus.SKIPPED),
+                every(status(RunStatus.DEAD), Absent("notify_pending")),
+            ),
+            (Remove("sweep_at"),),
+            "sweeper: a finished run (not a dead one owing its alert) leaves the sweep index",
+        ),
+        Transition(
+            "rerun",
+            either(
+                every(status(RunStatus.DEAD), Absent("notify_pending")),
+                every(status(RunStatus.SKIPPED), Absent("skipped_count")),
+            ),
+            (
+                Set("status", Const(RunStatus.QUEUED)),
+                Set("attempt", Const(0)),
+                Set("reruns", PlusOne("reruns")),
+                Set("rerun_key", Param("key_digest")),
+                Set("enqueued_at", Param("now")),
+                Set("sweep_at", Param("sweep_at")),
+                Remove("worker"),
+                Remove("started_at"),
+                Remove("heartbeat_at"),
+                Remove("finished_at"),
+                Remove("retry_at"),
+                Remove("error"),
+            ),
+            "API (POST .../retry): a dead (notified) run or one skipped fire starts a new round of tries",
+            answers="after",
+        ),
+    )
+}
+"""The run state machine: every write a run store makes to a run row is one of these, by name."""
+
+
+# --- steps: a transition with its parameters --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """A transition to apply to run ``key`` with ``params`` (each parameter the transition reads; None: not
+    given)."""
+
+    transition: Transition
+    key: RunKey
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What applying a step did: ``applied``, and the rows its transition ``answers`` with (``before``: the row as
+    the transition found it, None when there was none; ``after``: as written, or as stored when refused)."""
+
+    applied: bool
+    before: RunRow | None = None
+    after: RunRow | None = None
+
+
+def _step(name: str, key: RunKey, **params: Any) -> Step:
+    transition = TRANSITIONS[name]
+    missing = set(transition.params()) - set(params)
+    if missing:
+        raise ValueError(f"{name}: parameters {sorted(missing)} not given")
+    return Step(transition, RunKey(*key), params)
+
+
+def _claim_params(owned: Owned) -> dict[str, Any]:
+    return {
+        "claim_attempt": owned.attempt,
+        "claim_worker": owned.worker,
+        "seen_heartbeat": owned.heartbeat_at,
+    }
+
+
+def _key(owned: Owned) -> RunKey:
+    return RunKey(owned.job_id, owned.scheduled_for)
+
+
+def insert_step(row: RunRow) -> Step:
+    """``insert`` of ``row`` at its key."""
+    return _step("insert", row.key, row=row)
+
+
+def claim_step(request: ClaimRequest) -> Step:
+    """``claim`` as :class:`jobsched.ports.runs.ClaimRequest` tells (``late``: the first try's lateness)."""
+    return _step(
+        "claim",
+        request.key,
+        create=request.create,
+        due=request.retry_due_by_ms,
+        stale_before=request.stale_before_ms,
+        worker=request.worker,
+        now=request.now_ms,
+        late=request.now_ms - request.scheduled_for_ms,
+    )
+
+
+def heartbeat_step(owned: Owned, *, now_ms: int) -> Step:
+    """``heartbeat`` of the claim ``owned`` at ``now_ms``."""
+    return _step("heartbeat", _key(owned), **_claim_params(owned), now=now_ms)
+
+
+def succeed_step(owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None) -> Step:
+    """``succeed`` of the claim ``owned`` at ``now_ms``; ``tries`` replace the stored ones (None: kept)."""
+    return _step("succeed", _key(owned), **_claim_params(owned), now=now_ms, tries=tries)
+
+
+def retry_step(owned: Owned, change: RetryTransition) -> Step:
+    """``retry`` of the claim ``owned`` as ``change`` tells."""
+    return _step(
+        "retry",
+        _key(owned),
+        **_claim_params(owned),
+        error=change.error,
+        retry_at=change.retry_at_ms,
+        sweep_at=change.sweep_at_ms,
+        owner=owned.owner,
+        tries=change.tries,
+    )
+
+
+def dead_step(owned: Owned, change: DeadTransition) -> Step:
+    """``dead`` of the claim ``owned`` as ``change`` tells."""
+    return _step(
+        "dead",
+        _key(owned),
+        **_claim_params(owned),
+        error=change.error,
+        now=change.now_ms,
+        final_attempt=change.final_attempt,
+        notify_at=change.notify_at_ms,
+        owner=owned.owner,
+        tries=change.tries,
+    )
+
+
+def skip_step(owned: Owned, *, now_ms: int, reason: str) -> Step:
+    """``skip`` of the claim ``owned`` at ``now_ms`` with ``reason`` as its error."""
+    return _step("skip", _key(owned), **_claim_params(owned), reason=reason, now=now_ms, owner=owned.owner)
+
+
+def give_back_step(owned: Owned, *, before: RunRow) -> Step:
+    """``give_back`` of the claim ``owned``: the row back to ``before`` (as the claim found it)."""
+    return _step(
+        "give_back",
+        _key(owned),
+        **_claim_params(owned),
+        before_status=before.status,
+        before_attempt=before.attempt,
+        before_worker=before.worker,
+        before_started_at=before.started_at,
+        before_heartbeat_at=before.heartbeat_at,
+        before_retry_at=before.retry_at,
+        before_lateness_ms=before.lateness_ms,
+        before_owner=before.owner,
+    )
+
+
+def watch_step(owned: Owned, *, sweep_at_ms: int) -> Step:
+    """``watch`` of the claim ``owned``: into the sweep index at ``sweep_at_ms``."""
+    return _step("watch", _key(owned), **_claim_params(owned), sweep_at=sweep_at_ms)
+
+
+def notified_step(job_id: str, scheduled_for_ms: int) -> Step:
+    """``notified`` of run ``(job_id, scheduled_for_ms)``."""
+    return _step("notified", RunKey(job_id, scheduled_for_ms))
+
+
+def defer_sweep_step(deferral: SweepDeferral) -> Step:
+    """``defer_sweep`` as ``deferral`` tells."""
+    return _step(
+        "defer_sweep",
+        deferral.key,
+        seen_status=RunStatus(deferral.status),
+        seen_sweep_at=deferral.seen_sweep_at,
+        sweep_at=deferral.sweep_at_ms,
+        sweeps=deferral.sweeps,
+    )
+
+
+def clear_sweep_step(job_id: str, scheduled_for_ms: int) -> Step:
+    """``clear_sweep`` of run ``(job_id, scheduled_for_ms)``."""
+    return _step("clear_sweep", RunKey(job_id, scheduled_for_ms))
+
+
+def rerun_step(request: RerunRequest) -> Step:
+    """``rerun`` as ``request`` tells."""
+    return _step(
+        "rerun", request.key, key_digest=request.key_digest, now=request.now_ms, sweep_at=request.sweep_at_ms
+    )
+
+
+# --- the evaluator -------------------------------------------------------------------------------------------
+
+EMPTY: dict[str, Any] = {
+    f.name: f.default for f in fields(RunRow) if f.name not in ("job_id", "scheduled_for")
+}
+EMPTY.update(sweeps=0, reruns=0, notify_pending=False, tries=())
+EMPTY.update({name: None for name in ("status", "kind", "attempt")})
+"""Each ``RunRow`` field's absent value (None for status, kind and attempt: never absent on a stored row)."""
+
+FIELDS = tuple(name for name in EMPTY)
+"""The ``RunRow`` fields a transition can name (every field but the key)."""
+
+
+def absent(row: RunRow, name: str) -> bool:
+    """Whether ``row``'s field ``name`` is absent (its empty value; see the module docstring)."""
+    value = getattr(row, name)
+    return value is None or (value == EMPTY[name] and EMPTY[name] is not None)
+
+
+def resolve(condition: Condition, params: Mapping[str, Any]) -> Condition | None:
+    """``condition`` with each :class:`IfGiven` clause whose parameter is None left out (None: nothing left)."""
+    if isinstance(condition, IfGiven):
+        return resolve(condition.condition, params) if params.get(condition.param) is not None else None
+    if isinstance(condition, All | AnyOf):
+        parts = tuple(p for p in (resolve(part, params) for part in condition.parts) if p is not None)
+        return type(condition)(parts) if parts else None
+    return condition
+
+
+def holds(condition: Condition | None, row: RunRow | None, params: Mapping[str, Any]) -> bool:
+    """Whether ``condition`` (resolved: no :class:`IfGiven`; None holds) holds on ``row`` (None: no row)."""
+    if condition is None:
+        return True
+    if isinstance(condition, NoRow):
+        return row is None
+    if isinstance(condition, All):
+        return all(holds(part, row, params) for part in condition.parts)
+    if isinstance(condition, AnyOf):
+        return any(holds(part, row, params) for part in condition.parts)
+    if row is None:
+        return False
+    if isinstance(condition, StatusIn):
+        return row.status in condition.statuses
+    if isinstance(condition, Absent):
+        return absent(row, condition.field)
+    if isinstance(condition, IfGiven):
+        raise ValueError("resolve the condition first")
+    stored, wanted = getattr(row, condition.field), params[condition.param]
+    if absent(row, condition.field) or wanted is None:
+        return False
+    if isinstance(condition, Equals):
+        return bool(stored == wanted)
+    if isinstance(condition, AtMost):
+        return bool(stored <= wanted)
+    return bool(stored < wanted)
+
+
+def is_satisfied(step: Step, row: RunRow | None) -> bool:
+    """Whether ``step``'s condition holds on ``row`` (None: no row; a resolved-away condition on an absent row
+    does not hold: only :class:`NoRow` admits one)."""
+    condition = resolve(step.transition.condition, step.params)
+    if row is None and condition is None:
+        return False
+    if condition is None:
+        return True
+    return holds(condition, row, step.params)
+
+
+def value_of(value: Value, row: RunRow | None, params: Mapping[str, Any]) -> Any:
+    """``value`` on ``row`` (None: a new row, every field absent)."""
+    if isinstance(value, Param):
+        return params[value.name]
+    if isinstance(value, Const):
+        return value.value
+    if isinstance(value, PlusOne):
+        return (0 if row is None or absent(row, value.field) else getattr(row, value.field)) + 1
+    if row is None or absent(row, value.field):
+        return params[value.param]
+    return getattr(row, value.field)
+
+
+def changes(step: Step, row: RunRow | None) -> dict[str, Any]:
+    """The field values ``step``'s writes give ``row`` (None: a new row), each field by name (an absent value
+    where a write removes it). :class:`Insert` is not a change of fields: see :func:`apply`."""
+    params, written = step.params, written_fields(step.transition)
+    out: dict[str, Any] = {}
+    for write in step.transition.writes:
+        if isinstance(write, Set):
+            value = value_of(write.value, row, params)
+            if value is None and write.given_only:
+                continue
+            out[write.field] = EMPTY[write.field] if value is None else value
+        elif isinstance(write, Remove):
+            out[write.field] = EMPTY[write.field]
+        elif isinstance(write, Fill):
+            source = params.get(write.param)
+            if source is None:
+                continue
+            for name in FIELDS:
+                if name in write.except_fields or name in written or absent(source, name):
+                    continue
+                if row is None or absent(row, name):
+                    out[name] = getattr(source, name)
+    return out
+
+
+def written_fields(transition: Transition) -> set[str]:
+    """The fields the transition's :class:`Set` and :class:`Remove` writes name."""
+    return {w.field for w in transition.writes if isinstance(w, Set | Remove)}
+
+
+def apply(step: Step, row: RunRow | None) -> RunRow | None:
+    """The row ``step`` writes over ``row`` (None: there is none), or None when its condition does not hold."""
+    if not is_satisfied(step, row):
+        return None
+    insert = next((w for w in step.transition.writes if isinstance(w, Insert)), None)
+    if insert is not None:
+        new: RunRow = step.params[insert.param]
+        return new
+    base = row if row is not None else RunRow(*step.key)
+    return replace(base, **changes(step, row))
+
+
+def outcome_of(step: Step, row: RunRow | None) -> tuple[Outcome, RunRow | None]:
+    """The outcome of ``step`` on ``row`` as stored, and the row to store (None: nothing to write)."""
+    written = apply(step, row)
+    if written is None:
+        return Outcome(False, before=row, after=row), None
+    return Outcome(True, before=row, after=written), written
+
+
+# --- the run port's methods as steps --------------------------------------------------------------------------
+
+
+class RunStateMachine:
+    """The run port's conditional writes (``RunRows``, ``SweepRows``, ``RunWriter.put_new``, ``RunHistory.rerun``)
+    as steps of :data:`TRANSITIONS`, on a store that supplies :meth:`apply_step` (one atomic conditional write).
+    Each method is one such write; each returns False (or the refusal's row) when the condition fails, and lets
+    the store's ``jobsched.ports.errors.StoreUnavailable`` through."""
+
+    def apply_step(self, step: Step) -> Outcome:
+        """Apply ``step`` atomically: its transition's condition on the row as stored, then its writes; the
+        :class:`Outcome` carries the rows its transition ``answers`` with."""
+        raise NotImplementedError
+
+    def put_new(self, row: RunRow) -> RunRow | None:
+        """Insert ``row`` unless its key exists: None when created, else the existing row."""
+        outcome = self.apply_step(insert_step(row))
+        return None if outcome.applied else (outcome.before or row)
+
+    def claim(self, request: ClaimRequest) -> Claim:
+        """``RunRows.claim``: ``Claim(True, the row before, or create for a new row)`` or ``Claim(False, the row as
+        stored, None when absent)``."""
+        outcome = self.apply_step(claim_step(request))
+        if outcome.applied:
+            return Claim(True, outcome.before if outcome.before is not None else request.create)
+        return Claim(False, outcome.before)
+
+    def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
+        return self.apply_step(heartbeat_step(owned, now_ms=now_ms)).applied
+
+    def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool:
+        return self.apply_step(succeed_step(owned, now_ms=now_ms, tries=tries)).applied
+
+    def retry(self, owned: Owned, change: RetryTransition) -> bool:
+        return self.apply_step(retry_step(owned, change)).applied
+
+    def dead(self, owned: Owned, change: DeadTransition) -> bool:
+        return self.apply_step(dead_step(owned, change)).applied
+
+    def skip(self, owned: Owned, *, now_ms: int, reason: str) -> bool:
+        return self.apply_step(skip_step(owned, now_ms=now_ms, reason=reason)).applied
+
+    def give_back(self, owned: Owned, *, before: RunRow) -> bool:
+        return self.apply_step(give_back_step(owned, before=before)).applied
+
+    def watch(self, owned: Owned, *, sweep_at_ms: int) -> bool:
+        return self.apply_step(watch_step(owned, sweep_at_ms=sweep_at_ms)).applied
+
+    def notified(self, job_id: str, scheduled_for_ms: int) -> bool:
+        return self.apply_step(notified_step(job_id, scheduled_for_ms)).applied
+
+    def defer_sweep(self, deferral: SweepDeferral) -> bool:
+        return self.apply_step(defer_sweep_step(deferral)).applied
+
+    def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool:
+        return self.apply_step(clear_sweep_step(job_id, scheduled_for_ms)).applied
+
+    def rerun(self, request: RerunRequest) -> Rerun:
+        """``RunHistory.rerun``: ``Rerun(True, the row as written)`` or ``Rerun(False, as stored, None: absent)``."""
+        outcome = self.apply_step(rerun_step(request))
+        return Rerun(outcome.applied, outcome.after)
+
+
+# --- the table as text ---------------------------------------------------------------------------------------
+
+
+def condition_text(condition: Condition) -> str:
+    """``condition`` in the notation of ``docs/protocol.md``."""
+    if isinstance(condition, NoRow):
+        return "no row"
+    if isinstance(condition, StatusIn):
+        names = ", ".join(s.value for s in condition.statuses)
+        return f"status = {names}" if len(condition.statuses) == 1 else f"status in {{{names}}}"
+    if isinstance(condition, Equals):
+        return f"{condition.field} = {condition.param}"
+    if isinstance(condition, AtMost):
+        return f"{condition.field} <= {condition.param}"
+    if isinstance(condition, Below):
+        return f"{condition.field} < {condition.param}"
+    if isinstance(condition, Absent):
+        return f"no {condition.field}"
+    if isinstance(condition, IfGiven):
+        return f"[{condition_text(condition.condition)}]"
+    joiner = " and " if isinstance(condition, All) else " or "
+    return joiner.join(
+        f"({condition_text(p)})" if isinstance(p, All | AnyOf) else condition_text(p) for p in condition.parts
+    )
+
+
+def _value_text(value: Value) -> str:
+    if isinstance(value, Param):
+        return value.name
+    if isinstance(value, Const):
+        return value.value.value if isinstance(value.value, RunStatus) else str(value.value).lower()
+    if isinstance(value, PlusOne):
+        return f"{value.field} + 1"
+    return f"{value.field} or {value.param}"
+
+
+def writes_text(transition: Transition) -> str:
+    """``transition``'s writes in the notation of ``docs/protocol.md``."""
+    parts: list[str] = []
+    for write in transition.writes:
+        if isinstance(write, Set):
+            parts.append(f"{write.field} = {_value_text(write.value)}{'?' if write.given_only else ''}")
+        elif isinstance(write, Remove):
+            parts.append(f"-{write.field}")
+        elif isinstance(write, Fill):
+            parts.append(f"fill from {write.param}")
+        else:
+            parts.append(f"every field from {write.param}")
+    return ", ".join(parts)
+
+
+def markdown_table() -> str:
+    """The transition table as Markdown (``docs/protocol.md`` holds it verbatim): transition, the statuses it
+    applies from, condition (``[...]``: only when that parameter is given), writes (``-f``: remove ``f``; ``f =
+    p?``: only when ``p`` is given; a None parameter removes the field), and who makes it, why."""
+    lines = [
+        "| transition | from status | condition | writes | by whom, why |",
+        "|---|---|---|---|---|",
+    ]
+    for t in TRANSITIONS.values():
+        origins = ", ".join(s.value for s in from_statuses(t)) or "-"
+        if admits_no_row(t.condition):
+            origins = f"(no row), {origins}" if origins != "-" else "(no row)"
+        lines.append(f"| {t.name} | {origins} | {condition_text(t.condition)} | {writes_text(t)} | {t.doc} |")
+    return "\n".join(lines) + "\n"
+
+
+def admits_no_row(condition: Condition) -> bool:
+    """Whether ``condition`` has a :class:`NoRow` clause (its transition can create the row)."""
+    return any(isinstance(node, NoRow) for node in nodes(condition))
+
+
+def from_statuses(transition: Transition) -> list[RunStatus]:
+    """The statuses in which ``transition`` can apply (for some parameters): the statuses its condition names
+    (every status when it names none: e.g. ``defer_sweep``'s ``status = seen_status``)."""
+    named = {s for node in nodes(transition.condition) if isinstance(node, StatusIn) for s in node.statuses}
+    if not named and not isinstance(transition.condition, NoRow):
+        return list(STATUSES)
+    return [s for s in STATUSES if s in named]
