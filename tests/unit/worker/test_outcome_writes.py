@@ -27,7 +27,9 @@ class Faults:
     ``after``, once it took effect (its answer lost); ``until_ms`` instead fails every call made before that
     instant of the fake clock. ``calls[name]`` counts the calls made."""
 
-    def __init__(self, runs: MemoryRunStore, monkeypatch: pytest.MonkeyPatch, clock: Callable[[], int]) -> None:
+    def __init__(
+        self, runs: MemoryRunStore, monkeypatch: pytest.MonkeyPatch, clock: Callable[[], int]
+    ) -> None:
         self.runs, self.monkeypatch, self.clock = runs, monkeypatch, clock
         self.calls: dict[str, int] = {}
 
@@ -81,11 +83,11 @@ def test_a_success_write_that_fails_transiently_still_records_the_run_succeeded(
     faults.fail("succeed", times, after=after)
     # When its message is delivered (and again, as SQS would, if a delivery fails)
     outcomes = _deliver_as_sqs(kit, job)
-    # Then the one delivery records the run succeeded: the target ran once, nothing is dead or alerted
-    assert outcomes == [Outcome.SUCCEEDED]
+    # Then the run is recorded succeeded by that delivery: the target ran once, nothing is dead or alerted
     row = kit.runs.get(job.id, T0)
     assert row is not None and (row.status, row.attempt, row.error) == (RunStatus.SUCCEEDED, 1, None)
     assert len(calls) == 1 and kit.dead_runs.notified == []
+    assert outcomes == [Outcome.SUCCEEDED]
     assert [t.error for t in row.tries] == [None]
     # and a later copy of its message, once any heartbeat is stale, is dropped: no second try
     kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
