@@ -98,21 +98,21 @@ def test_a_success_write_that_fails_transiently_still_records_the_run_succeeded(
 
 @pytest.fixture
 def failing() -> Any:
-    """Command ``fail``: the try fails."""
+    """Command ``fail-boom``: the try fails with ``boom``."""
 
-    @commands.register("fail", replace=True)
+    @commands.register("fail-boom", replace=True)
     def fail(call: TargetCall) -> None:
         raise TargetFailed("boom")
 
     yield
-    commands.unregister("fail")
+    commands.unregister("fail-boom")
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before-it-took-effect", "after-it-took-effect"])
 def test_a_retry_write_that_fails_transiently_still_records_the_failed_try(
     kit: Kit, faults: Faults, failing: None, sent: list[dict[str, Any]], after: bool
 ) -> None:
-    job = kit.due_job(command="fail", retry={"max_attempts": 3})
+    job = kit.due_job(command="fail-boom", retry={"max_attempts": 3})
     faults.fail("retry", 2, after=after)
     assert _deliver_as_sqs(kit, job) == [Outcome.RETRYING]
     row = kit.runs.get(job.id, T0)
@@ -124,7 +124,7 @@ def test_a_retry_write_that_fails_transiently_still_records_the_failed_try(
 def test_a_dead_write_that_fails_transiently_records_the_run_dead_once(
     kit: Kit, faults: Faults, failing: None, after: bool
 ) -> None:
-    job = kit.due_job(command="fail", retry={"max_attempts": 1})
+    job = kit.due_job(command="fail-boom", retry={"max_attempts": 1})
     faults.fail("dead", 2, after=after)
     assert _deliver_as_sqs(kit, job) == [Outcome.DEAD]
     row = kit.runs.get(job.id, T0)
