@@ -9,12 +9,14 @@ passes; between retries the worker keeps holding the run as it did during the tr
 row is read once to tell the worker's own write that landed before its answer was lost (the row shows the outcome
 under this claim) from a takeover.
 
-The promise: a takeover needs the run's beat to be ``heartbeat_stale_s`` old (a claim's condition) or its
-message to come back, and the worker prevents both while it retries: ``until_ms`` is
-``min(try end + heartbeat_stale_s, invocation end - OUTCOME_RESERVE_S)``, and each landed beat moves the beat
-forward. So a takeover can find a finished try's run only after the store failed every write of this worker
-about the run (the outcome and the beats) for that whole window, i.e. when no trace of the outcome could be
-stored at all; the record then fails and the run is recovered as a lost worker's.
+The promise: a takeover of a ``running`` run needs its last recorded beat to be ``heartbeat_stale_s`` old (every
+claim's condition, the sweeper's too), and its message comes back only once the worker stops extending its
+visibility. The worker keeps trying the outcome, beating every ``heartbeat_interval_s``, until ``until_ms =
+min(try end + heartbeat_stale_s, invocation end - OUTCOME_RESERVE_S)``. So a takeover finds a finished try's run
+``running`` only when the outcome could not be stored: every try of its write failed until the worker stopped
+(and, for a takeover before then, every beat failed for ``heartbeat_stale_s`` too). The record then fails, and the
+run is recovered as a lost worker's (its try counts as failed): the one case left where a try that succeeded may
+run again or be recorded dead.
 """
 
 from __future__ import annotations
