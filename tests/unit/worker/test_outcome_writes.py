@@ -197,3 +197,29 @@ def test_an_outcome_write_stops_before_the_invocation_ends(
     with pytest.raises(StoreUnavailable):
         kit.worker.handle(delivery)
     assert kit.clock() <= ends_at - OUTCOME_RESERVE_S * 1000
+
+
+def test_a_beat_refused_while_retrying_finds_the_outcome_that_landed_unseen(
+    kit: Kit, calls: list[TargetCall], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a success write that lands but whose answer is lost, and whose next tries fail for a minute
+    job = kit.due_job(command="record", retry={"max_attempts": 1})
+    ended = kit.clock()
+    succeed = kit.runs.succeed
+    tries: list[int] = []
+
+    def landed_unseen(*args: Any, **kwargs: Any) -> bool:
+        tries.append(kit.clock())
+        if len(tries) == 1:
+            succeed(*args, **kwargs)
+        if kit.clock() < ended + 60_000:
+            raise StoreUnavailable("succeed: ThrottlingException")
+        return bool(succeed(*args, **kwargs))
+
+    monkeypatch.setattr(kit.runs, "succeed", landed_unseen)
+    # Then the first beat while retrying is refused (the row is no longer running), the row shows the success
+    # under this claim, and the worker stops there with the run succeeded
+    assert kit.deliver(job) == Outcome.SUCCEEDED
+    assert kit.clock() < ended + 60_000 and len(tries) > 1
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and (row.status, row.attempt) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1
