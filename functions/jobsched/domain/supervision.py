@@ -151,8 +151,8 @@ class Heartbeat:
     def hold(self, now_ms: int) -> bool:
         """While the try's outcome is being recorded (``domain.outcomes.OutcomeWrites``): one beat of the row
         (``heartbeat_at = now_ms``, conditional on the claim) and the message's visibility extended by
-        ``visibility_s``, whichever fails (errors logged), so no other worker may take the run over while this
-        one still retries its outcome. The overlap lock is not renewed: the try has ended. Returns False when
+        ``visibility_s``, each made whether or not the other fails (errors logged), so no other worker takes the
+        run over while this one still retries its outcome. The overlap lock is not renewed: the try has ended. Returns False when
         the row refused the beat (``lost``: it is no longer running under this claim), else True."""
         try:
             if not self.runs.heartbeat(self.owned, now_ms=now_ms):
