@@ -86,6 +86,19 @@ class SimWaiter:
                         del self._sleepers[sleeper]  # released here, so the next settle waits for it
                 self._cond.notify_all()
 
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` of simulated time pass at once (the worker's back-off between retried writes; no try
+        is running): the fake clock moves with it, and test commands sleeping until then are released."""
+        step_ms = max(0, round(seconds * 1000))
+        with self._cond:
+            self._now_ms += step_ms
+            self.clock.advance(step_ms)
+            now = self.clock()
+            for sleeper, until in list(self._sleepers.items()):
+                if until is not None and until <= now:
+                    del self._sleepers[sleeper]
+            self._cond.notify_all()
+
     def sleep_until(self, until_ms: int | None, cancel: CancelToken) -> bool:
         """For test commands: park the calling try until the fake clock reaches ``until_ms`` (epoch ms;
         None: until cancelled) or the try is cancelled. Returns True when cancelled."""

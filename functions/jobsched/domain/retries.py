@@ -8,7 +8,8 @@ from enum import StrEnum
 
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
-from jobsched.models import Job
+from jobsched.domain.outcomes import OutcomeWrite, write_once
+from jobsched.models import Job, RunStatus
 from jobsched.observability import COUNT, MetricName, add_metric, logger
 from jobsched.ports.runs import (
     MAX_DELAY_S,
@@ -107,27 +108,34 @@ class Failures:
     alerting: Alerting | None = None
 
     def failed_try(
-        self, owned: Owned, job: Job, error: str, *, tries: tuple[TryRecord, ...] | None = None
+        self,
+        owned: Owned,
+        job: Job,
+        error: str,
+        *,
+        tries: tuple[TryRecord, ...] | None = None,
+        write: OutcomeWrite = write_once,
     ) -> Outcome:
         """Record the failed try ``owned.attempt`` of ``job``'s run: ``RETRYING``, ``DEAD``, or ``LOST``
         when the run is no longer ``owned`` (someone else moved it on). The run is recorded under the job's
         owner, so it is listed among the owner's failed runs (design §3.4). ``tries``: the run's tries with this
-        one (written in the same write; None leaves them as stored)."""
+        one (written in the same write; None leaves them as stored). ``write`` performs the run-row write (the
+        worker's retries it on transient errors: ``domain.outcomes``)."""
         error = truncate(error)
         owned = replace(owned, owner=job.owner)
         if owned.attempt >= job.retry.max_attempts:
-            return self.dead(owned, job, error, attempts=owned.attempt, tries=tries)
+            return self.dead(owned, job, error, attempts=owned.attempt, tries=tries, write=write)
         now = self.clock()
         delay_s = min(job.retry.delay_s(owned.attempt), MAX_DELAY_S)
         retry_at = now + delay_s * 1000
-        recorded = self.runs.retry(
-            owned,
-            RetryTransition(
-                error=error,
-                retry_at_ms=retry_at,
-                sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
-                tries=tries,
-            ),
+        change = RetryTransition(
+            error=error,
+            retry_at_ms=retry_at,
+            sweep_at_ms=retry_at + self.settings.sweep_queued_after_s * 1000,
+            tries=tries,
+        )
+        recorded = write(
+            lambda: self.runs.retry(owned, change), status=RunStatus.RETRYING, attempt=owned.attempt
         )
         if not recorded:
             logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
@@ -170,23 +178,22 @@ class Failures:
         *,
         attempts: int,
         tries: tuple[TryRecord, ...] | None = None,
+        write: OutcomeWrite = write_once,
     ) -> Outcome:
         """Record the run ``dead`` after ``attempts`` tries (``tries``: its tries with the last one, None: left
         as stored), then send its dead-run message and alert. Like a failed try, it is recorded under the job's
-        owner (so it is listed among the owner's failed runs)."""
+        owner (so it is listed among the owner's failed runs). ``write``: as in ``failed_try``."""
         error = truncate(error)
         owned = replace(owned, owner=job.owner)
         now = self.clock()
-        recorded = self.runs.dead(
-            owned,
-            DeadTransition(
-                now_ms=now,
-                error=error,
-                final_attempt=attempts,
-                notify_at_ms=now + NOTIFY_RETRY_MS,
-                tries=tries,
-            ),
+        change = DeadTransition(
+            now_ms=now,
+            error=error,
+            final_attempt=attempts,
+            notify_at_ms=now + NOTIFY_RETRY_MS,
+            tries=tries,
         )
+        recorded = write(lambda: self.runs.dead(owned, change), status=RunStatus.DEAD, attempt=attempts)
         if not recorded:
             logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)
             return Outcome.LOST

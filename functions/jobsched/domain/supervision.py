@@ -22,11 +22,14 @@ class TryAbandoned(Exception):
 
 
 class Waiter(Protocol):
-    """Monotonic seconds and waiting on an event; tests pass a fake that moves simulated time."""
+    """Monotonic seconds, waiting on an event, and sleeping (the back-off between retried writes, seconds); tests
+    pass a fake that moves simulated time."""
 
     def monotonic(self) -> float: ...
 
     def wait(self, event: threading.Event, seconds: float) -> bool: ...
+
+    def sleep(self, seconds: float) -> None: ...
 
 
 class RealWaiter:
@@ -37,6 +40,9 @@ class RealWaiter:
 
     def wait(self, event: threading.Event, seconds: float) -> bool:
         return event.wait(max(0.0, seconds))
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
 
 
 # --- heartbeat and supervision ---------------------------------------------------------------------------
@@ -141,6 +147,27 @@ class Heartbeat:
             self.watched = True
         except Exception:
             logger.exception("run not put in the sweep index", run_id=self.owned.run_id)
+
+    def hold(self, now_ms: int) -> bool:
+        """While the try's outcome is being recorded (``domain.outcomes.OutcomeWrites``): one beat of the row
+        (``heartbeat_at = now_ms``, conditional on the claim) and the message's visibility extended by
+        ``visibility_s``, each made whether or not the other fails (errors logged), so no other worker takes the
+        run over while this one still retries its outcome. The overlap lock is not renewed: the try has ended. Returns False when
+        the row refused the beat (``lost``: it is no longer running under this claim), else True."""
+        try:
+            if not self.runs.heartbeat(self.owned, now_ms=now_ms):
+                self.lost = True
+                return False
+            self.last_ok_ms = now_ms
+        except Exception:
+            logger.exception("heartbeat write failed while recording", run_id=self.owned.run_id)
+        if self.visibility is not None and self.receipt_handle:
+            try:
+                self.visibility.change_visibility(self.receipt_handle, self.visibility_s)
+            except Exception:
+                logger.exception("visibility extension failed while recording", run_id=self.owned.run_id)
+                self._watch(now_ms)
+        return True
 
     def expiring_error(self, now_ms: int) -> str:
         """The error recorded for a try abandoned because its heartbeats kept failing."""

@@ -40,6 +40,9 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    this claim's: ``succeeded``; or after a failed try
    ``retrying`` (then the retry message, SQS delay ``RetryPolicy.delay_s``) or, out of attempts, ``dead``
    (then the dead-run message and the owner's alert).
+   A write that fails on a transient storage error is tried again while the worker still holds the run
+   (``domain.outcomes``: beats go on meanwhile), so a try that ended is never taken over as a lost worker's
+   while its outcome could still be stored.
 
 Crash safety, write by write: every state is recoverable. A scheduled run before its claim is its message
 (SQS keeps it until a claim succeeds or redrives it to the dead-letter queue, which the sweeper drains:
@@ -59,6 +62,7 @@ from dataclasses import InitVar, dataclass, field, replace
 
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
+from jobsched.domain.outcomes import OUTCOME_RESERVE_S, OutcomeWrites
 from jobsched.domain.retries import (
     DEAD_LETTER_WORKER,
     Failures,
@@ -341,18 +345,24 @@ class Worker:
                 if heartbeat.lock_lost
                 else heartbeat.expiring_error(self.clock())
             )
-            return self._failed(owned, job, error, before, call, claimed_at)
+            return self._failed(owned, job, error, before, call, claimed_at, delivery, heartbeat)
         except TargetNotStarted as error:
             return self._give_back(delivery, owned, before, error)
         except TargetFailed as error:
-            return self._failed(owned, job, str(error), before, call, claimed_at)
+            return self._failed(owned, job, str(error), before, call, claimed_at, delivery, heartbeat)
         except Exception as error:  # a bug in an executor still ends the try, never the run
             logger.exception("target raised unexpectedly", run_id=owned.run_id)
-            return self._failed(owned, job, f"{type(error).__name__}: {error}", before, call, claimed_at)
+            error_text = f"{type(error).__name__}: {error}"
+            return self._failed(owned, job, error_text, before, call, claimed_at, delivery, heartbeat)
 
         now = self.clock()
         tries = _tried(before, attempt, claimed_at, owned.worker, now, None, call.output)
-        if not self.runs.succeed(owned, now_ms=now, tries=tries):
+        write = self._outcome_writes(delivery, owned, heartbeat)
+        if not write(
+            lambda: self.runs.succeed(owned, now_ms=now, tries=tries),
+            status=RunStatus.SUCCEEDED,
+            attempt=attempt,
+        ):
             logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
             return Outcome.LOST
         add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
@@ -360,11 +370,38 @@ class Worker:
         return Outcome.SUCCEEDED
 
     def _failed(
-        self, owned: Owned, job: Job, error: str, before: RunRow, call: TargetCall, claimed_at: int
+        self,
+        owned: Owned,
+        job: Job,
+        error: str,
+        before: RunRow,
+        call: TargetCall,
+        claimed_at: int,
+        delivery: Delivery,
+        heartbeat: Heartbeat,
     ) -> Outcome:
         """Record the failed try (``Failures.failed_try``) with its entry in the run's tries."""
         tries = _tried(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, call.output)
-        return self.failures.failed_try(owned, job, error, tries=tries)
+        write = self._outcome_writes(delivery, owned, heartbeat)
+        return self.failures.failed_try(owned, job, error, tries=tries, write=write)
+
+    def _outcome_writes(self, delivery: Delivery, owned: Owned, heartbeat: Heartbeat) -> OutcomeWrites:
+        """How the ended try's outcome is written (``domain.outcomes``): retried on transient storage errors
+        for up to ``heartbeat_stale_s`` from now, and never past the invocation's end less
+        ``OUTCOME_RESERVE_S``, the run held by a beat every ``heartbeat_interval_s`` meanwhile."""
+        now = self.clock()
+        until = now + self.settings.heartbeat_stale_s * 1000
+        if delivery.remaining_ms is not None:
+            until = min(until, now + delivery.remaining_ms() - OUTCOME_RESERVE_S * 1000)
+        return OutcomeWrites(
+            runs=self.runs,
+            owned=owned,
+            heartbeat=heartbeat,
+            clock=self.clock,
+            waiter=self.waiter or RealWaiter(),
+            beat_every_ms=self.settings.heartbeat_interval_s * 1000,
+            until_ms=until,
+        )
 
     def _give_back(self, delivery: Delivery, owned: Owned, before: RunRow, error: Exception) -> Outcome:
         """Undo the claim after an error before the target started (``RunRows.give_back``) and hand the delivery

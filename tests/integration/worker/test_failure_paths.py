@@ -1,7 +1,8 @@
 """Failure paths of the worker that depend on the DynamoDB adapters (the rest run on the fakes in
 tests/unit/worker/test_failure_paths.py): a throttled read of the spec is ``StoreUnavailable`` and gives the
 claim back; a spec the worker cannot parse is not given back forever; a scheduled run (its row made by its
-claim) whose retry message or dead-run notification is lost is found by the sweeper."""
+claim) whose retry message or dead-run notification is lost is found by the sweeper; a throttled success write is
+written again by the worker."""
 
 from __future__ import annotations
 
@@ -110,3 +111,39 @@ def test_a_scheduled_dead_runs_failed_notification_is_sent_by_the_sweeper(
     assert report.notified == 1, report
     assert [b["run_id"] for b in kit.drain.bodies(kit.settings.dead_run_queue_url)] == [row.run_id]
     assert not kit.runs.get(job.id, T0).notify_pending  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_a_throttled_success_write_on_dynamodb_is_tried_again(
+    kit: Kit, calls: list[TargetCall], max_attempts: int
+) -> None:
+    # Given a scheduled run whose success write (the UpdateItem setting status succeeded) DynamoDB throttles twice
+    job = kit.make_job(command="record", retry={"max_attempts": max_attempts})
+    client = kit.worker.runs.table.meta.client
+    real_update_item = client.update_item
+    throttled: list[dict[str, Any]] = []
+
+    def throttled_twice(**kwargs: Any) -> Any:
+        succeeding = RunStatus.SUCCEEDED.value in kwargs.get("ExpressionAttributeValues", {}).values()
+        if not succeeding or len(throttled) == 2:
+            return real_update_item(**kwargs)
+        throttled.append(kwargs)
+        client.update_item = real_update_item
+        try:
+            with Stubber(client) as stubber:
+                stubber.add_client_error("update_item", "ThrottlingException", http_status_code=400)
+                return client.update_item(**kwargs)
+        finally:
+            client.update_item = throttled_twice
+
+    client.update_item = throttled_twice
+    try:
+        outcome = kit.deliver(job)
+    finally:
+        client.update_item = real_update_item
+    # Then the worker wrote it again: the run succeeded on its one try, and no owner is told it is dead
+    assert len(throttled) == 2
+    assert outcome == Outcome.SUCCEEDED
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and (row.status, row.attempt) == (RunStatus.SUCCEEDED, 1) and len(calls) == 1
+    assert kit.drain.bodies(kit.settings.dead_run_queue_url) == []
