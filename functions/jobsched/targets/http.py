@@ -10,7 +10,10 @@ separate look-up before it, which DNS rebinding would defeat), and the connectio
 address. Loopback (127.0.0.0/8, ::1, and the unspecified 0.0.0.0/::, which reaches the local host) is
 refused unless ``Settings.allow_loopback_http_targets``; any other non-global address (private, link-local
 such as 169.254.169.254, shared 100.64.0.0/10, reserved, multicast) unless
-``Settings.allow_private_http_targets``. IPv4-mapped IPv6 addresses are judged as the IPv4 address.
+``Settings.allow_private_http_targets``. An IPv6 address that carries an IPv4 address is judged as that IPv4
+address (``embedded_ipv4``): IPv4-mapped ``::ffff:0:0/96``, IPv4-compatible ``::/96``, NAT64 ``64:ff9b::/96``
+(RFC 6052), 6to4 ``2002::/16`` (RFC 3056) and Teredo ``2001::/32`` (its client, RFC 4380); the local-use NAT64
+prefix ``64:ff9b:1::/48`` (RFC 8215) and every other IPv6 range outside global unicast are not public.
 """
 
 from __future__ import annotations
@@ -59,19 +62,50 @@ class AddressPolicy:
         Raises ValueError for a string that is not an IP address.
         """
         ip = ipaddress.ip_address(address.split("%", 1)[0])
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
+        if isinstance(ip, ipaddress.IPv6Address):
+            if ip.teredo is not None:  # judged as its client, and then as what it is: not globally reachable
+                return self.refusal(str(ip.teredo[1])) or self._judge(ip)
+            ip = embedded_ipv4(ip) or ip
+        return self._judge(ip)
+
+    def _judge(self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
         if ip.is_loopback or ip.is_unspecified:
             return None if self.allow_loopback else "loopback"
-        if ip.is_global:
-            return None
-        if self.allow_private:
+        if _is_public(ip) or self.allow_private:
             return None
         if ip.is_link_local:
             return "link-local"
+        if ip.is_multicast:
+            return "multicast"
         if ip.is_private:
             return "private"
         return "not a public address"
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a packet to ``ip`` ends up at, when ``ip`` is one of the IPv6 forms that embed one:
+    IPv4-mapped (``::ffff:a.b.c.d``), IPv4-compatible (``::a.b.c.d``, but ``::`` and ``::1``), NAT64 well-known
+    prefix (``64:ff9b::a.b.c.d``, RFC 6052) or 6to4 (``2002:AABB:CCDD::/48``, RFC 3056); else None. (A Teredo
+    address's client, RFC 4380, is ``ip.teredo[1]``: ``AddressPolicy.refusal`` judges both.)"""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if int(ip) >> 32 == 0 and int(ip) > 1:
+        return ipaddress.IPv4Address(int(ip))
+    return ip.sixtofour
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global unicast address: ``is_global`` but neither multicast nor reserved (Python counts IPv4
+    multicast and unassigned IPv6 ranges as global), nor the local-use NAT64 prefix."""
+    if ip.is_multicast or ip.is_reserved or not ip.is_global:
+        return False
+    return not (isinstance(ip, ipaddress.IPv6Address) and (ip in _NAT64_LOCAL or ip.is_site_local))
 
 
 class _GuardedBackend(httpcore.SyncBackend):
