@@ -128,13 +128,50 @@ class _LinesToLog(io.TextIOBase):
         return len(text)
 
 
+class PrivateRotatingFileHandler(RotatingFileHandler):
+    """A ``RotatingFileHandler`` whose files are created with mode 0600 (logs carry job ids, owners and
+    errors; rotation renames a file, keeping its mode, and opens the next one here)."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+DATA_FILES = (
+    "jobsched.sqlite3*",
+    "run-queue.sqlite3*",
+    "state.*",
+    "*.log",
+    "*.log.*",
+    "dev-token",
+    "tokens.json",
+    "local.lock",
+)
+"""Glob patterns of the files local mode keeps in its data dir (``make_private_dir`` makes them 0600)."""
+
+
+def make_private_dir(path: Path) -> None:
+    """Create the data dir ``path`` (and its parents) for this user alone: the directory mode 0700 and local
+    mode's files already in it (``DATA_FILES``) 0600, so a data dir made by an older version, or under a looser
+    umask, is closed too. Files local mode creates later are created 0600 (``_write_private``,
+    ``PrivateRotatingFileHandler``, the SQLite files: ``jobsched.sqlite.database.create_private``, the state
+    snapshots and change logs). Raises OSError when it cannot be created or changed."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    for pattern in DATA_FILES:
+        for entry in path.glob(pattern):
+            if entry.is_file() and not entry.is_symlink():
+                os.chmod(entry, 0o600)
+
+
 def _rotating_logger(name: str, path: Path) -> logging.Logger:
     log = logging.getLogger(name)
     log.propagate = False
     log.setLevel(logging.INFO)
     for handler in list(log.handlers):
         log.removeHandler(handler)
-    handler = RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
+    handler = PrivateRotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(handler)
     return log
@@ -199,7 +236,7 @@ def route_logs(path: Path, level: str) -> None:
     formatter = logger.registered_formatter
     for handler in list(std.handlers):
         std.removeHandler(handler)
-    to_file = RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
+    to_file = PrivateRotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
     to_file.setFormatter(formatter)
     std.addHandler(to_file)
     console = logging.StreamHandler(sys.stderr)
@@ -228,7 +265,7 @@ def load_tokens_file(path: Path) -> dict[str, str]:
 
 
 def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -418,7 +455,7 @@ class LocalRuntime:
         file), ValueError (bad tokens file) or OSError (port in use, data dir not writable) before any
         loop runs."""
         config = self.config
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(config.data_dir)
         self._lock_fd = lock_data_dir(config.data_dir)
         sqlite_path = config.data_dir / SQLITE_FILE
         first_start = (
