@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from jobsched.api.auth import TOKENS_FILE_SHAPE, TokenEntry, parse_tokens
 from jobsched.clock import Clock, system_clock
 from jobsched.console import PREFIX as CONSOLE_PREFIX
 from jobsched.console import ConsoleApp
@@ -247,21 +248,21 @@ def route_logs(path: Path, level: str) -> None:
     logger.setLevel(level)
 
 
-def load_tokens_file(path: Path) -> dict[str, str]:
-    """A ``--tokens`` file: a JSON object token -> owner. Raises ValueError naming the problem."""
+def load_tokens_file(path: Path) -> dict[str, TokenEntry]:
+    """A ``--tokens`` file: a JSON object token -> owner, or token -> ``{"owner": ..., "shell": true}`` for an
+    owner that may use shell targets (``jobsched.api.auth.parse_tokens``). Raises ValueError naming the problem."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise ValueError(f"cannot read --tokens {path}: {error.strerror or error}") from error
     except ValueError as error:
         raise ValueError(f"--tokens {path} is not valid JSON: {error}") from error
-    if (
-        not isinstance(data, dict)
-        or not data
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items())
-    ):
-        raise ValueError(f"--tokens {path} must be a JSON object mapping tokens to owners")
-    return dict(data)
+    if not data:
+        raise ValueError(f"--tokens {path} must be {TOKENS_FILE_SHAPE}")
+    try:
+        return parse_tokens(data)
+    except ValueError as error:
+        raise ValueError(f"--tokens {path}: {error}") from error
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -278,8 +279,10 @@ def prepare_tokens(data_dir: Path, tokens_file: Path | None) -> tuple[Path, str,
     the generated dev token (printed at start).
 
     Without ``tokens_file``: the dev token in ``<data dir>/dev-token`` (created once, kept across restarts)
-    and ``<data dir>/tokens.json`` = ``{dev token: "local"}``. With it: its tokens, plus (when no token maps
-    to ``local``) an internal one for registering the demo jobs, in ``<data dir>/tokens.json`` (mode 0600).
+    and ``<data dir>/tokens.json`` = ``{dev token: {"owner": "local", "shell": true}}``: the laptop's owner
+    runs shell targets. With it: its tokens as given (shell targets only for owners with a token marked
+    ``"shell": true``), plus (when no token maps to ``local``) an internal one of owner ``local`` with shell
+    for registering the demo jobs, in ``<data dir>/tokens.json`` (mode 0600).
     """
     effective = data_dir / TOKENS_FILE
     if tokens_file is None:
@@ -288,14 +291,14 @@ def prepare_tokens(data_dir: Path, tokens_file: Path | None) -> tuple[Path, str,
         if not token:
             token = "dev-" + secrets.token_urlsafe(24)
             _write_private(token_path, token + "\n")
-        _write_private(effective, json.dumps({token: LOCAL_OWNER}))
+        _write_private(effective, json.dumps({token: TokenEntry(LOCAL_OWNER, shell=True).as_json()}))
         return effective, token, True
     tokens = load_tokens_file(tokens_file)
-    local = next((t for t, owner in tokens.items() if owner == LOCAL_OWNER), None)
+    local = next((t for t, entry in tokens.items() if entry.owner == LOCAL_OWNER), None)
     if local is None:
         local = "internal-" + secrets.token_urlsafe(24)
-        tokens[local] = LOCAL_OWNER
-    _write_private(effective, json.dumps(tokens))
+        tokens[local] = TokenEntry(LOCAL_OWNER, shell=True)
+    _write_private(effective, json.dumps({token: entry.as_json() for token, entry in tokens.items()}))
     return effective, local, False
 
 
