@@ -32,6 +32,7 @@ import httpx
 
 from jobsched.models import HttpTarget
 from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, head_bytes, output_limit, truncate
+from jobsched.targets.redaction import MARK, Redactor, redactor_for
 
 Resolver = Callable[[str, int], list[str]]
 """``(host, port) -> IP address strings``; raises OSError when the name does not resolve."""
@@ -162,14 +163,16 @@ class GuardedTransport(httpx.HTTPTransport):
         )
 
 
-def display_url(url: str) -> str:
-    """``url`` without its query, fragment or credentials (errors and logs must not leak tokens)."""
+def display_url(url: str, *, secret_path: bool = False) -> str:
+    """``url`` without its query, fragment or credentials (errors and logs must not leak tokens), and with
+    ``secret_path`` its path shown as ``/[redacted]`` (``HttpTarget.secret_path``)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
     port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+    path = f"/{MARK}" if secret_path and parts.path.strip("/") else parts.path
+    return f"{parts.scheme}://{host}{port}{path}"
 
 
 class HttpExecutor:
@@ -196,9 +199,10 @@ class HttpExecutor:
     def execute(self, target: HttpTarget, call: TargetCall) -> str:
         """Send the request; 2xx -> ``"HTTP 200"``; else ``TargetFailed`` with the status and a body
         excerpt; past ``call.timeout_s`` (httpx connect/read/write timeouts) ``TargetTimedOut``. ``call.output``
-        gets the status and the head of the body. The values of the target's secret headers
-        (``HttpTarget.secret_values``) are redacted from the error and the output, wherever the server echoed
-        them."""
+        gets the status and the head of the body. The target's secrets (``HttpTarget.secret_values``: secret
+        header values, the URL's credentials, query values and marked path) are redacted from the error and the
+        output wherever the server echoed them, in any spelling (``jobsched.targets.redaction``), before either
+        is cut to its limit."""
         headers = httpx.Headers(target.headers)
         headers["Idempotency-Key"] = call.idempotency_key
         headers["X-Jobsched-Scheduled-For"] = call.scheduled_for
@@ -210,14 +214,13 @@ class HttpExecutor:
             content = json.dumps(call.input, separators=(",", ":")).encode()
             if "content-type" not in headers:
                 headers["Content-Type"] = "application/json"
-        shown = f"{target.method} {display_url(target.url)}"
-        secrets = target.secret_values()
+        shown = f"{target.method} {display_url(target.url, secret_path=target.secret_path)}"
+        redact = redactor_for(target)
         try:
-            return self._send(target, call, headers, content, shown, secrets)
+            return self._send(target, call, headers, content, shown, redact)
         except TargetFailed as error:
-            if not secrets:
-                raise
-            raise type(error)(redact(str(error), secrets)) from error
+            # the message as sent unredacted stays out of any traceback: no chained cause
+            raise type(error)(truncate(redact(str(error)))) from None
 
     def _send(
         self,
@@ -226,10 +229,10 @@ class HttpExecutor:
         headers: httpx.Headers,
         content: bytes | None,
         shown: str,
-        secrets: list[str],
+        redact: Redactor,
     ) -> str:
-        """One request (see ``execute``); sets ``call.output`` to the status and the head of the body, with the
-        values of ``secrets`` redacted."""
+        """One request (see ``execute``); sets ``call.output`` to the status and the head of the body, redacted
+        before it is cut. A ``TargetFailed`` raised here is neither redacted nor cut yet (``execute`` does both)."""
         try:
             with self.client.stream(
                 target.method, target.url, headers=headers, content=content, timeout=call.timeout_s
@@ -244,23 +247,10 @@ class HttpExecutor:
         body = excerpt.decode("utf-8", "replace").strip()
         failed = not 200 <= response.status_code < 300
         said = f"HTTP {response.status_code}" + (f"\n{body}" if body else "")
-        call.output = head_bytes(redact(said, secrets), output_limit(failed))
+        call.output = head_bytes(redact(said), output_limit(failed))
         if failed:
-            raise TargetFailed(truncate(f"HTTP {response.status_code} from {shown}: {body}"))
+            raise TargetFailed(f"HTTP {response.status_code} from {shown}: {body}")
         return f"HTTP {response.status_code}"
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """``text`` with every occurrence of each of ``secrets`` (header values marked secret) replaced by
-    ``[redacted]``, and a text ending in the first 4 or more characters of one (a body cut short) cut there;
-    ``secrets`` longest first (``HttpTarget.secret_values``)."""
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
-    for secret in secrets:
-        for length in range(len(secret) - 1, 3, -1):
-            if text.endswith(secret[:length]):
-                return text[:-length] + "[redacted]"
-    return text
 
 
 def _read_prefix(response: httpx.Response, limit: int) -> bytes:
