@@ -7,6 +7,8 @@ strings in UTC (``2026-12-04T18:00:00Z``); storage keeps them as epoch milliseco
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import json
 import math
@@ -14,7 +16,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Generic, Literal, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -202,6 +204,51 @@ def _url_problem(url: str) -> str | None:
 
 ALWAYS_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 """Request headers whose values a run's output and error never show, whether or not ``secret_headers`` names them."""
+MIN_SECRET_PART_CHARS = 4
+"""Parts of a secret (a password, an auth scheme's credentials, a cookie's value, a segment of a secret path)
+shorter than this are not redacted on their own (they are within their whole value): a one-letter password
+would blank every such letter of an output."""
+MIN_QUERY_SECRET_CHARS = 8
+"""A URL's query values this long or longer count as secret (API keys, signatures and tokens travel there);
+shorter ones (``page=2``, ``format=json``) do not, so an output is not blanked by words of its own."""
+_AUTH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*")
+
+
+def _credential_parts(name: str, value: str) -> set[str]:
+    """The parts of secret header ``name``'s ``value`` a server may echo on their own: an auth scheme's
+    credentials (``Bearer <token>``), the ``user:password`` and password a ``Basic`` value encodes, a cookie's
+    values; each at least ``MIN_SECRET_PART_CHARS`` long."""
+    parts: set[str] = set()
+    scheme, _, credentials = value.partition(" ")
+    credentials = credentials.strip()
+    if name.lower() != "cookie" and _AUTH_SCHEME.fullmatch(scheme) and credentials:
+        parts.add(credentials)
+        if scheme.lower() == "basic":
+            try:
+                pair = base64.b64decode(credentials, validate=True).decode("utf-8")
+            except (binascii.Error, ValueError):
+                pair = ""
+            parts.update({pair, pair.partition(":")[2]})
+    if name.lower() == "cookie":
+        parts.update(cookie.partition("=")[2].strip() for cookie in value.split(";"))
+    return {part for part in parts if len(part) >= MIN_SECRET_PART_CHARS}
+
+
+def url_secrets(url: str, *, secret_path: bool = False) -> set[str]:
+    """The secrets ``url`` carries: its credentials (``user:password@``: the password, ``user:password`` and
+    its base64, as HTTP Basic sends it), its query values of ``MIN_QUERY_SECRET_CHARS`` or more characters
+    (percent-decoded), and with ``secret_path`` its path and each of the path's segments (of at least
+    ``MIN_SECRET_PART_CHARS``)."""
+    parts = urlsplit(url)
+    found: set[str] = set()
+    if parts.password:
+        pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
+        found.update({pair, base64.b64encode(pair.encode()).decode(), unquote(parts.password)})
+    found.update(v for _, v in parse_qsl(parts.query) if len(v) >= MIN_QUERY_SECRET_CHARS)
+    if secret_path and parts.path.strip("/"):
+        found.add(parts.path)
+        found.update(unquote(s) for s in parts.path.split("/") if len(unquote(s)) >= MIN_SECRET_PART_CHARS)
+    return {value for value in found if len(value) >= MIN_SECRET_PART_CHARS}
 
 
 class HttpTarget(_Strict):
@@ -223,6 +270,13 @@ class HttpTarget(_Strict):
         max_length=50,
         description="names of `headers` whose values are secret (any case): a run's recorded output and "
         "error never show them (`Authorization`, `Proxy-Authorization` and `Cookie` always count as secret)",
+    )
+    secret_path: bool = Field(
+        False,
+        description="the URL's path is a secret (a webhook URL such as `https://hooks.example.com/T0/B0/XyZ`): "
+        "errors, logs and alerts show the URL as `scheme://host/[redacted]`, and the path and its segments "
+        "are redacted from a run's output and error. The URL's credentials and its query values of 8 or "
+        "more characters are always secret",
     )
 
     @field_validator("url")
@@ -259,10 +313,17 @@ class HttpTarget(_Strict):
         return value
 
     def secret_values(self) -> list[str]:
-        """The values of the headers whose values are secret (``secret_headers`` and ``ALWAYS_SECRET_HEADERS``),
-        longest first (so a value containing another is redacted whole)."""
+        """What a run's output, error, logs and alerts must never show (``jobsched.targets.redaction``): the
+        values of the secret headers (``secret_headers`` and ``ALWAYS_SECRET_HEADERS``) with the parts a server
+        may echo alone (``_credential_parts``), and the URL's secrets (``url_secrets``); longest first (so a
+        value containing another is redacted whole)."""
         secret = {name.lower() for name in self.secret_headers} | ALWAYS_SECRET_HEADERS
-        values = {text for name, text in self.headers.items() if name.lower() in secret and text}
+        values: set[str] = set()
+        for name, text in self.headers.items():
+            if name.lower() in secret and text:
+                values.add(text)
+                values.update(_credential_parts(name, text))
+        values.update(url_secrets(self.url, secret_path=self.secret_path))
         return sorted(values, key=len, reverse=True)
 
 

@@ -220,8 +220,18 @@ class Components:
                 tags=tags,
             ),
             command=CommandExecutor(),
-            shell=ShellExecutor(enabled=settings.allow_shell_targets),
+            shell=ShellExecutor(enabled=settings.allow_shell_targets, owners=self.shell_owners()),
         )
+
+    def shell_owners(self) -> frozenset[str] | None:
+        """The owners that may use ``shell`` targets: with a tokens file (local mode), those of its tokens marked
+        ``"shell": true`` (``jobsched.api.auth.shell_owners``); else None, every owner (the deployment's
+        ``allow_shell_targets`` decides). Raises ValueError for a malformed tokens file."""
+        from jobsched.api.auth import load_tokens, shell_owners
+
+        if not self.settings.local_tokens_file:
+            return None
+        return shell_owners(load_tokens(self.settings.local_tokens_file))
 
     # --- the four functions ---------------------------------------------------------------------
 
@@ -368,6 +378,7 @@ class Components:
                 sts_client=lambda: tag_reads.sts,
             ),
             partition_marks=self.control(),
+            shell_owners=self.shell_owners(),
         )
 
     def api(self) -> Api:

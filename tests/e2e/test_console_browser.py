@@ -46,7 +46,9 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalProcess]:
     """``jobsched local --tokens`` with teams a and b; its HTTP client is team a's."""
     folder = tmp_path_factory.mktemp("console")
     tokens = folder / "tokens.json"
-    tokens.write_text(json.dumps({TEAM_A: "team-a", TEAM_B: "team-b"}))
+    tokens.write_text(
+        json.dumps({TEAM_A: {"owner": "team-a", "shell": True}, TEAM_B: "team-b"})
+    )  # a runs shell jobs
     data = folder / "data"
     data.mkdir()
     (data / "dev-token").write_text(TEAM_A)  # LocalProcess's client reads its token here

@@ -5,7 +5,9 @@
   ``arn:aws:sts::ACCT:assumed-role/ROLE/SESSION`` maps to its role ``arn:aws:iam::ACCT:role/ROLE``, so every
   session of a team's role owns the same jobs.
 - Locally (``Settings.local_tokens_file`` set), ``Authorization: Bearer <token>`` is looked up in a JSON object
-  ``{"<token>": "<owner>", ...}``, read once per path and cached.
+  ``{"<token>": "<owner>" | {"owner": "<owner>", "shell": true|false}, ...}``, read once per path and cached.
+  ``"shell": true`` lets the token's owner use ``shell`` targets (``shell_owners``); a plain string is
+  ``"shell": false``.
 
 The owner is never taken from the request body. The **actor** (who made a change, design §3.2) is the finer
 identity: the principal ARN as API Gateway reports it (the session ``.../assumed-role/billing/alice``), or a local
@@ -75,18 +77,64 @@ class IamAuthenticator:
         return Caller(owner=owner_from_principal(arn), actor=arn)
 
 
+@dataclass(frozen=True)
+class TokenEntry:
+    """One token of a tokens file: its ``owner``, and whether that owner may use ``shell`` targets."""
+
+    owner: str
+    shell: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        """The entry as a tokens file spells it: ``{"owner": ..., "shell": ...}``."""
+        return {"owner": self.owner, "shell": self.shell}
+
+
+TOKENS_FILE_SHAPE = (
+    'a JSON object mapping each token to its owner: "<token>": "<owner>", or "<token>": {"owner": "<owner>", '
+    '"shell": true} for an owner that may use shell targets'
+)
+
+
+def parse_tokens(data: Any) -> dict[str, TokenEntry]:
+    """The entries of a tokens file's parsed JSON ``data`` (the module docstring gives its shape). Raises
+    ValueError naming the first entry not of that shape by its position (a token is never echoed), or giving
+    ``TOKENS_FILE_SHAPE`` when ``data`` is not an object."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected {TOKENS_FILE_SHAPE}")
+    entries: dict[str, TokenEntry] = {}
+    for number, (token, value) in enumerate(data.items(), 1):
+        if isinstance(value, str):
+            entries[token] = TokenEntry(value)
+        elif (
+            isinstance(value, dict)
+            and isinstance(value.get("owner"), str)
+            and isinstance(value.get("shell", False), bool)
+            and set(value) <= {"owner", "shell"}
+        ):
+            entries[token] = TokenEntry(value["owner"], value.get("shell", False))
+        else:
+            raise ValueError(
+                f'token number {number}: its entry is neither an owner string nor {{"owner": "<owner>", '
+                '"shell": true|false}'
+            )
+    return entries
+
+
 @lru_cache(maxsize=8)
-def load_tokens(path: str) -> dict[str, str]:
-    """The token -> owner map of a tokens file (a JSON object of strings), read once per path.
+def load_tokens(path: str) -> dict[str, TokenEntry]:
+    """The token -> entry map of a tokens file (``parse_tokens``), read once per path.
 
     Raises ValueError when the file is not such an object (a wiring error, surfaced at the first request).
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
-    ):
-        raise ValueError(f"{path}: expected a JSON object mapping token strings to owner strings")
-    return dict(data)
+    try:
+        return parse_tokens(json.loads(Path(path).read_text(encoding="utf-8")))
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from error
+
+
+def shell_owners(tokens: Mapping[str, TokenEntry]) -> frozenset[str]:
+    """The owners that may use ``shell`` targets: those with a token marked ``"shell": true``."""
+    return frozenset(entry.owner for entry in tokens.values() if entry.shell)
 
 
 def _header(event: Mapping[str, Any], name: str) -> str | None:
@@ -100,8 +148,9 @@ def _header(event: Mapping[str, Any], name: str) -> str | None:
 class TokenAuthenticator:
     """Local mode: ``Authorization: Bearer <token>`` mapped to an owner by a tokens file."""
 
-    def __init__(self, tokens: Mapping[str, str]) -> None:
-        self._tokens = [(token.encode(), owner) for token, owner in tokens.items() if token and owner]
+    def __init__(self, tokens: Mapping[str, str | TokenEntry]) -> None:
+        owners = {token: e.owner if isinstance(e, TokenEntry) else e for token, e in tokens.items()}
+        self._tokens = [(token.encode(), owner) for token, owner in owners.items() if token and owner]
 
     @classmethod
     def from_file(cls, path: str) -> TokenAuthenticator:

@@ -72,6 +72,7 @@ from jobsched.schedules import (
 )
 from jobsched.settings import Settings
 from jobsched.targets.ownership import TargetTags
+from jobsched.targets.shell import shell_owner_refusal
 
 JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
 """Ids made by ``registration.new_job_id``; anything else is "not found" without a read."""
@@ -116,7 +117,8 @@ class JobService:
     """The use cases behind every route. ``clock`` returns epoch ms (UTC).
 
     ``idempotency`` is required only for calls that pass an ``idempotency_key``; ``target_tags`` (optional)
-    refuses a lambda/sqs target whose owner tag names another owner.
+    refuses a lambda/sqs target whose owner tag names another owner; ``shell_owners`` (local mode with a tokens
+    file) the owners that may use ``shell`` targets where the deployment allows them (None: every owner).
     """
 
     settings: Settings
@@ -127,6 +129,7 @@ class JobService:
     idempotency: IdempotencyKeys | None = None
     target_tags: TargetTags | None = None
     partition_marks: PartitionMarks | None = None
+    shell_owners: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         self.audit = AuditTrail(self.jobs, self.settings.retention_days)
@@ -562,8 +565,9 @@ class JobService:
         return stored
 
     def _check_settings(self, job: JobSettings, owner: str) -> None:
-        """Deployment limits on owner-set fields (design §2), and a lambda/sqs target tagged for another
-        owner (``target_tags``). Raises ``InvalidInput``."""
+        """Deployment limits on owner-set fields (design §2), a ``shell`` target of an owner not granted them
+        (``shell_owners``), and a lambda/sqs target tagged for another owner (``target_tags``). Raises
+        ``InvalidInput`` (field ``target`` for a target refused)."""
         cap = self.settings.worker_timeout_cap_s
         if job.timeout_s > cap:
             raise InvalidInput(
@@ -575,6 +579,9 @@ class JobService:
                 "shell targets are disabled in this deployment (they would run with the worker's role); "
                 "use an http, lambda, sqs or command target",
             )
+        shell_refusal = shell_owner_refusal(owner, self.shell_owners)
+        if isinstance(job.target, ShellTarget) and shell_refusal is not None:
+            raise InvalidInput("target", shell_refusal)
         refusal = self.target_tags.refusal(job.target, owner) if self.target_tags is not None else None
         if refusal is not None:
             raise InvalidInput("target", refusal)

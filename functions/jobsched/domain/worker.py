@@ -57,6 +57,7 @@ it holds the run (refused or long-failing heartbeats) abandons its try before th
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, replace
 
@@ -97,6 +98,7 @@ from jobsched.targets.base import (
     TargetFailed,
     TargetNotStarted,
 )
+from jobsched.targets.redaction import redactor_for
 
 RETRY_EARLY_SLACK_MS = 5_000
 """A retrying run may be claimed this long before its ``retry_at`` (clock skew between hosts)."""
@@ -351,12 +353,21 @@ class Worker:
         except TargetFailed as error:
             return self._failed(owned, job, str(error), before, call, claimed_at, delivery, heartbeat)
         except Exception as error:  # a bug in an executor still ends the try, never the run
-            logger.exception("target raised unexpectedly", run_id=owned.run_id)
-            error_text = f"{type(error).__name__}: {error}"
-            return self._failed(owned, job, error_text, before, call, claimed_at, delivery, heartbeat)
+            failure = redactor_for(job.target)(f"{type(error).__name__}: {error}")
+            frame = traceback.extract_tb(error.__traceback__)[
+                -1
+            ]  # where, without a message that may hold secrets
+            logger.error(
+                "target raised unexpectedly",
+                run_id=owned.run_id,
+                error=failure,
+                at=f"{frame.filename}:{frame.lineno} in {frame.name}",
+            )
+            return self._failed(owned, job, failure, before, call, claimed_at, delivery, heartbeat)
 
         now = self.clock()
-        tries = _tried(before, attempt, claimed_at, owned.worker, now, None, call.output)
+        redact = redactor_for(job.target)
+        tries = _tried(before, attempt, claimed_at, owned.worker, now, None, redact.optional(call.output))
         write = self._outcome_writes(delivery, owned, heartbeat)
         if not write(
             lambda: self.runs.succeed(owned, now_ms=now, tries=tries),
@@ -366,7 +377,9 @@ class Worker:
             logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
             return Outcome.LOST
         add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
-        logger.info("run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=detail)
+        logger.info(
+            "run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=redact(detail)
+        )
         return Outcome.SUCCEEDED
 
     def _failed(
@@ -380,8 +393,13 @@ class Worker:
         delivery: Delivery,
         heartbeat: Heartbeat,
     ) -> Outcome:
-        """Record the failed try (``Failures.failed_try``) with its entry in the run's tries."""
-        tries = _tried(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, call.output)
+        """Record the failed try (``Failures.failed_try``) with its entry in the run's tries. The target's
+        secrets are redacted from ``error`` and the try's output before anything is cut, stored, logged or
+        alerted (``jobsched.targets.redaction``)."""
+        redact = redactor_for(job.target)
+        error = redact(error)
+        output = redact.optional(call.output)
+        tries = _tried(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, output)
         write = self._outcome_writes(delivery, owned, heartbeat)
         return self.failures.failed_try(owned, job, error, tries=tries, write=write)
 

@@ -25,7 +25,11 @@ PortOpt = Annotated[int, typer.Option("--port", help="Port of the API on 127.0.0
 DataDirOpt = Annotated[Path, typer.Option("--data-dir", help="Where jobs and history are kept.")]
 TokensOpt = Annotated[
     Path | None,
-    typer.Option("--tokens", help="JSON object token -> owner (default: a dev token for `local`)."),
+    typer.Option(
+        "--tokens",
+        help='JSON object token -> owner, or token -> {"owner": ..., "shell": true} for an owner that may use '
+        "shell targets (default: a dev token for `local`, with shell targets).",
+    ),
 ]
 SchedulersOpt = Annotated[int, typer.Option("--schedulers", min=1, max=16, help="Competing scheduler loops.")]
 WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=64, help="Worker threads.")]

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from jobsched.api.auth import TOKENS_FILE_SHAPE, TokenEntry, parse_tokens
 from jobsched.clock import Clock, system_clock
 from jobsched.console import PREFIX as CONSOLE_PREFIX
 from jobsched.console import ConsoleApp
@@ -128,13 +129,50 @@ class _LinesToLog(io.TextIOBase):
         return len(text)
 
 
+class PrivateRotatingFileHandler(RotatingFileHandler):
+    """A ``RotatingFileHandler`` whose files are created with mode 0600 (logs carry job ids, owners and
+    errors; rotation renames a file, keeping its mode, and opens the next one here)."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+DATA_FILES = (
+    "jobsched.sqlite3*",
+    "run-queue.sqlite3*",
+    "state.*",
+    "*.log",
+    "*.log.*",
+    "dev-token",
+    "tokens.json",
+    "local.lock",
+)
+"""Glob patterns of the files local mode keeps in its data dir (``make_private_dir`` makes them 0600)."""
+
+
+def make_private_dir(path: Path) -> None:
+    """Create the data dir ``path`` (and its parents) for this user alone: the directory mode 0700 and local
+    mode's files already in it (``DATA_FILES``) 0600, so a data dir made by an older version, or under a looser
+    umask, is closed too. Files local mode creates later are created 0600 (``_write_private``,
+    ``PrivateRotatingFileHandler``, the SQLite files: ``jobsched.sqlite.database.create_private``, the state
+    snapshots and change logs). Raises OSError when it cannot be created or changed."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    for pattern in DATA_FILES:
+        for entry in path.glob(pattern):
+            if entry.is_file() and not entry.is_symlink():
+                os.chmod(entry, 0o600)
+
+
 def _rotating_logger(name: str, path: Path) -> logging.Logger:
     log = logging.getLogger(name)
     log.propagate = False
     log.setLevel(logging.INFO)
     for handler in list(log.handlers):
         log.removeHandler(handler)
-    handler = RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
+    handler = PrivateRotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(handler)
     return log
@@ -203,7 +241,7 @@ def route_logs(path: Path, level: str) -> None:
     formatter = logger.registered_formatter
     for handler in list(std.handlers):
         std.removeHandler(handler)
-    to_file = RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
+    to_file = PrivateRotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
     to_file.setFormatter(formatter)
     std.addHandler(to_file)
     console = logging.StreamHandler(sys.stderr)
@@ -214,25 +252,25 @@ def route_logs(path: Path, level: str) -> None:
     logger.setLevel(level)
 
 
-def load_tokens_file(path: Path) -> dict[str, str]:
-    """A ``--tokens`` file: a JSON object token -> owner. Raises ValueError naming the problem."""
+def load_tokens_file(path: Path) -> dict[str, TokenEntry]:
+    """A ``--tokens`` file: a JSON object token -> owner, or token -> ``{"owner": ..., "shell": true}`` for an
+    owner that may use shell targets (``jobsched.api.auth.parse_tokens``). Raises ValueError naming the problem."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise ValueError(f"cannot read --tokens {path}: {error.strerror or error}") from error
     except ValueError as error:
         raise ValueError(f"--tokens {path} is not valid JSON: {error}") from error
-    if (
-        not isinstance(data, dict)
-        or not data
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items())
-    ):
-        raise ValueError(f"--tokens {path} must be a JSON object mapping tokens to owners")
-    return dict(data)
+    if not data:
+        raise ValueError(f"--tokens {path} must be {TOKENS_FILE_SHAPE}")
+    try:
+        return parse_tokens(data)
+    except ValueError as error:
+        raise ValueError(f"--tokens {path}: {error}") from error
 
 
 def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -245,8 +283,10 @@ def prepare_tokens(data_dir: Path, tokens_file: Path | None) -> tuple[Path, str,
     the generated dev token (printed at start).
 
     Without ``tokens_file``: the dev token in ``<data dir>/dev-token`` (created once, kept across restarts)
-    and ``<data dir>/tokens.json`` = ``{dev token: "local"}``. With it: its tokens, plus (when no token maps
-    to ``local``) an internal one for registering the demo jobs, in ``<data dir>/tokens.json`` (mode 0600).
+    and ``<data dir>/tokens.json`` = ``{dev token: {"owner": "local", "shell": true}}``: the laptop's owner
+    runs shell targets. With it: its tokens as given (shell targets only for owners with a token marked
+    ``"shell": true``), plus (when no token maps to ``local``) an internal one of owner ``local`` with shell
+    for registering the demo jobs, in ``<data dir>/tokens.json`` (mode 0600).
     """
     effective = data_dir / TOKENS_FILE
     if tokens_file is None:
@@ -255,14 +295,14 @@ def prepare_tokens(data_dir: Path, tokens_file: Path | None) -> tuple[Path, str,
         if not token:
             token = "dev-" + secrets.token_urlsafe(24)
             _write_private(token_path, token + "\n")
-        _write_private(effective, json.dumps({token: LOCAL_OWNER}))
+        _write_private(effective, json.dumps({token: TokenEntry(LOCAL_OWNER, shell=True).as_json()}))
         return effective, token, True
     tokens = load_tokens_file(tokens_file)
-    local = next((t for t, owner in tokens.items() if owner == LOCAL_OWNER), None)
+    local = next((t for t, entry in tokens.items() if entry.owner == LOCAL_OWNER), None)
     if local is None:
         local = "internal-" + secrets.token_urlsafe(24)
-        tokens[local] = LOCAL_OWNER
-    _write_private(effective, json.dumps(tokens))
+        tokens[local] = TokenEntry(LOCAL_OWNER, shell=True)
+    _write_private(effective, json.dumps({token: entry.as_json() for token, entry in tokens.items()}))
     return effective, local, False
 
 
@@ -422,7 +462,7 @@ class LocalRuntime:
         file), ValueError (bad tokens file) or OSError (port in use, data dir not writable) before any
         loop runs."""
         config = self.config
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(config.data_dir)
         self._lock_fd = lock_data_dir(config.data_dir)
         sqlite_path = config.data_dir / SQLITE_FILE
         first_start = (

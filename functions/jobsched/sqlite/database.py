@@ -26,6 +26,8 @@ is raised as ``jobsched.ports.errors.StoreUnavailable``, as a DynamoDB throttle 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -167,6 +169,17 @@ def checked_synchronous(level: str) -> Synchronous:
     return level  # type: ignore[return-value]
 
 
+def create_private(path: Path) -> None:
+    """Create the database file ``path`` empty with mode 0600 when it is missing (an empty file is a new
+    database to SQLite), and make an existing one 0600: it holds job specs with their secret header values.
+    SQLite creates the ``-wal`` and ``-shm`` files with the main file's permissions, so they are 0600 too
+    (a pre-existing one is made 0600 here as well)."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(file, 0o600)
+
+
 class SqliteDatabase:
     """The database file at ``path`` (created with its tables when missing), opened in WAL mode with
     ``synchronous`` (``NORMAL`` default, see the module docstring). ``busy_timeout_s``: how long a write waits
@@ -185,6 +198,7 @@ class SqliteDatabase:
         self.lock = threading.RLock()
         self._in_transaction = False
         try:
+            create_private(self.path)
             self._conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
@@ -199,7 +213,7 @@ class SqliteDatabase:
                 for statement in UPGRADES[applied:]:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {len(UPGRADES)}")
-        except sqlite3.Error as error:
+        except (sqlite3.Error, OSError) as error:
             raise ValueError(f"{self.path} is not a usable jobsched SQLite database: {error}") from error
 
     @contextmanager

@@ -33,7 +33,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.clock import Clock, system_clock
-from jobsched.sqlite.database import checked_synchronous, is_transient
+from jobsched.sqlite.database import checked_synchronous, create_private, is_transient
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, queue TEXT NOT NULL,"
@@ -107,6 +107,8 @@ class SqliteSqsQueue:
         self.max_receive_count = max_receive_count
         self.clock = clock
         self._wait = wait or (lambda condition, seconds: condition.wait(seconds))
+        if path is not None:
+            create_private(Path(path))
         self._conn = sqlite3.connect(
             str(path) if path is not None else ":memory:",
             timeout=5.0,

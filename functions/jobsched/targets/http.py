@@ -10,7 +10,10 @@ separate look-up before it, which DNS rebinding would defeat), and the connectio
 address. Loopback (127.0.0.0/8, ::1, and the unspecified 0.0.0.0/::, which reaches the local host) is
 refused unless ``Settings.allow_loopback_http_targets``; any other non-global address (private, link-local
 such as 169.254.169.254, shared 100.64.0.0/10, reserved, multicast) unless
-``Settings.allow_private_http_targets``. IPv4-mapped IPv6 addresses are judged as the IPv4 address.
+``Settings.allow_private_http_targets``. An IPv6 address that carries an IPv4 address is judged as that IPv4
+address (``embedded_ipv4``): IPv4-mapped ``::ffff:0:0/96``, IPv4-compatible ``::/96``, NAT64 ``64:ff9b::/96``
+(RFC 6052), 6to4 ``2002::/16`` (RFC 3056) and Teredo ``2001::/32`` (its client, RFC 4380); the local-use NAT64
+prefix ``64:ff9b:1::/48`` (RFC 8215) and every other IPv6 range outside global unicast are not public.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import httpx
 
 from jobsched.models import HttpTarget
 from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, head_bytes, output_limit, truncate
+from jobsched.targets.redaction import MARK, Redactor, redactor_for
 
 Resolver = Callable[[str, int], list[str]]
 """``(host, port) -> IP address strings``; raises OSError when the name does not resolve."""
@@ -59,19 +63,50 @@ class AddressPolicy:
         Raises ValueError for a string that is not an IP address.
         """
         ip = ipaddress.ip_address(address.split("%", 1)[0])
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
+        if isinstance(ip, ipaddress.IPv6Address):
+            if ip.teredo is not None:  # judged as its client, and then as what it is: not globally reachable
+                return self.refusal(str(ip.teredo[1])) or self._judge(ip)
+            ip = embedded_ipv4(ip) or ip
+        return self._judge(ip)
+
+    def _judge(self, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
         if ip.is_loopback or ip.is_unspecified:
             return None if self.allow_loopback else "loopback"
-        if ip.is_global:
-            return None
-        if self.allow_private:
+        if _is_public(ip) or self.allow_private:
             return None
         if ip.is_link_local:
             return "link-local"
+        if ip.is_multicast:
+            return "multicast"
         if ip.is_private:
             return "private"
         return "not a public address"
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a packet to ``ip`` ends up at, when ``ip`` is one of the IPv6 forms that embed one:
+    IPv4-mapped (``::ffff:a.b.c.d``), IPv4-compatible (``::a.b.c.d``, but ``::`` and ``::1``), NAT64 well-known
+    prefix (``64:ff9b::a.b.c.d``, RFC 6052) or 6to4 (``2002:AABB:CCDD::/48``, RFC 3056); else None. (A Teredo
+    address's client, RFC 4380, is ``ip.teredo[1]``: ``AddressPolicy.refusal`` judges both.)"""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if int(ip) >> 32 == 0 and int(ip) > 1:
+        return ipaddress.IPv4Address(int(ip))
+    return ip.sixtofour
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global unicast address: ``is_global`` but neither multicast nor reserved (Python counts IPv4
+    multicast and unassigned IPv6 ranges as global), nor the local-use NAT64 prefix."""
+    if ip.is_multicast or ip.is_reserved or not ip.is_global:
+        return False
+    return not (isinstance(ip, ipaddress.IPv6Address) and (ip in _NAT64_LOCAL or ip.is_site_local))
 
 
 class _GuardedBackend(httpcore.SyncBackend):
@@ -128,14 +163,16 @@ class GuardedTransport(httpx.HTTPTransport):
         )
 
 
-def display_url(url: str) -> str:
-    """``url`` without its query, fragment or credentials (errors and logs must not leak tokens)."""
+def display_url(url: str, *, secret_path: bool = False) -> str:
+    """``url`` without its query, fragment or credentials (errors and logs must not leak tokens), and with
+    ``secret_path`` its path shown as ``/[redacted]`` (``HttpTarget.secret_path``)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
     port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+    path = f"/{MARK}" if secret_path and parts.path.strip("/") else parts.path
+    return f"{parts.scheme}://{host}{port}{path}"
 
 
 class HttpExecutor:
@@ -162,9 +199,10 @@ class HttpExecutor:
     def execute(self, target: HttpTarget, call: TargetCall) -> str:
         """Send the request; 2xx -> ``"HTTP 200"``; else ``TargetFailed`` with the status and a body
         excerpt; past ``call.timeout_s`` (httpx connect/read/write timeouts) ``TargetTimedOut``. ``call.output``
-        gets the status and the head of the body. The values of the target's secret headers
-        (``HttpTarget.secret_values``) are redacted from the error and the output, wherever the server echoed
-        them."""
+        gets the status and the head of the body. The target's secrets (``HttpTarget.secret_values``: secret
+        header values, the URL's credentials, query values and marked path) are redacted from the error and the
+        output wherever the server echoed them, in any spelling (``jobsched.targets.redaction``), before either
+        is cut to its limit."""
         headers = httpx.Headers(target.headers)
         headers["Idempotency-Key"] = call.idempotency_key
         headers["X-Jobsched-Scheduled-For"] = call.scheduled_for
@@ -176,14 +214,13 @@ class HttpExecutor:
             content = json.dumps(call.input, separators=(",", ":")).encode()
             if "content-type" not in headers:
                 headers["Content-Type"] = "application/json"
-        shown = f"{target.method} {display_url(target.url)}"
-        secrets = target.secret_values()
+        shown = f"{target.method} {display_url(target.url, secret_path=target.secret_path)}"
+        redact = redactor_for(target)
         try:
-            return self._send(target, call, headers, content, shown, secrets)
+            return self._send(target, call, headers, content, shown, redact)
         except TargetFailed as error:
-            if not secrets:
-                raise
-            raise type(error)(redact(str(error), secrets)) from error
+            # the message as sent unredacted stays out of any traceback: no chained cause
+            raise type(error)(truncate(redact(str(error)))) from None
 
     def _send(
         self,
@@ -192,10 +229,10 @@ class HttpExecutor:
         headers: httpx.Headers,
         content: bytes | None,
         shown: str,
-        secrets: list[str],
+        redact: Redactor,
     ) -> str:
-        """One request (see ``execute``); sets ``call.output`` to the status and the head of the body, with the
-        values of ``secrets`` redacted."""
+        """One request (see ``execute``); sets ``call.output`` to the status and the head of the body, redacted
+        before it is cut. A ``TargetFailed`` raised here is neither redacted nor cut yet (``execute`` does both)."""
         try:
             with self.client.stream(
                 target.method, target.url, headers=headers, content=content, timeout=call.timeout_s
@@ -210,23 +247,10 @@ class HttpExecutor:
         body = excerpt.decode("utf-8", "replace").strip()
         failed = not 200 <= response.status_code < 300
         said = f"HTTP {response.status_code}" + (f"\n{body}" if body else "")
-        call.output = head_bytes(redact(said, secrets), output_limit(failed))
+        call.output = head_bytes(redact(said), output_limit(failed))
         if failed:
-            raise TargetFailed(truncate(f"HTTP {response.status_code} from {shown}: {body}"))
+            raise TargetFailed(f"HTTP {response.status_code} from {shown}: {body}")
         return f"HTTP {response.status_code}"
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """``text`` with every occurrence of each of ``secrets`` (header values marked secret) replaced by
-    ``[redacted]``, and a text ending in the first 4 or more characters of one (a body cut short) cut there;
-    ``secrets`` longest first (``HttpTarget.secret_values``)."""
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
-    for secret in secrets:
-        for length in range(len(secret) - 1, 3, -1):
-            if text.endswith(secret[:length]):
-                return text[:-length] + "[redacted]"
-    return text
 
 
 def _read_prefix(response: httpx.Response, limit: int) -> bytes:

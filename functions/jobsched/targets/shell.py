@@ -1,7 +1,8 @@
 """``shell`` targets: ``/bin/sh -c <command>`` (or the target's ``shell``) in its own process group.
 
 Only where the deployment enables them (``Settings.allow_shell_targets``; local mode does, AWS does not by
-default since the command would run with the worker's role); otherwise the try fails saying so.
+default since the command would run with the worker's role), and, in local mode with a tokens file, only for
+owners that file grants them (``shell_owner_refusal``); otherwise the try fails saying so.
 
 The command gets ``JOBSCHED_RUN_ID`` (its idempotency key), ``JOBSCHED_JOB_ID``,
 ``JOBSCHED_SCHEDULED_FOR`` (ISO 8601 UTC) and ``JOBSCHED_ATTEMPT`` on top of the worker's environment and
@@ -38,23 +39,48 @@ def stdin_bytes(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-class ShellExecutor:
-    """Runs ``shell`` targets when ``enabled``; ``base_env`` is the environment the command inherits."""
+def shell_owner_refusal(owner: str | None, owners: frozenset[str] | None) -> str | None:
+    """Why ``owner`` may not use ``shell`` targets, or None when it may: ``owners`` None lets every owner (the
+    deployment's switch decides alone), else only those in it (local mode with a tokens file: the owners of
+    tokens marked ``"shell": true``, ``jobsched.api.auth.shell_owners``). The API refuses such a job (400 on
+    ``target``) and the worker such a try."""
+    if owners is None or owner in owners:
+        return None
+    return (
+        f"shell targets are not allowed for owner {owner!r}: they run commands as the user running jobsched "
+        'local, so only owners with a token marked "shell": true in the tokens file may use them'
+    )
 
-    def __init__(self, *, enabled: bool, base_env: dict[str, str] | None = None) -> None:
+
+class ShellExecutor:
+    """Runs ``shell`` targets when ``enabled``, for the jobs of ``owners`` (None: every owner;
+    ``shell_owner_refusal``); ``base_env`` is the environment the command inherits."""
+
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        base_env: dict[str, str] | None = None,
+        owners: frozenset[str] | None = None,
+    ) -> None:
         self.enabled = enabled
+        self.owners = owners
         self.base_env = dict(os.environ) if base_env is None else base_env
 
     def execute(self, target: ShellTarget, call: TargetCall) -> str:
         """Run the command to completion (or kill it at ``call.timeout_s``); see the module docstring.
 
-        Raises ``TargetFailed`` (disabled, cannot start, non-zero exit) or ``TargetTimedOut`` (killed).
+        Raises ``TargetFailed`` (disabled, not for ``call.owner``, cannot start, non-zero exit) or
+        ``TargetTimedOut`` (killed).
         """
         if not self.enabled:
             raise TargetFailed(
                 "shell targets are disabled in this deployment (set ALLOW_SHELL_TARGETS=true only where "
                 "running commands with the worker's permissions is acceptable)"
             )
+        refusal = shell_owner_refusal(call.owner, self.owners)
+        if refusal is not None:
+            raise TargetFailed(refusal)
         env = {
             **self.base_env,
             "SHELL": target.shell or SHELL,  # as cron does: the command sees the shell that runs it

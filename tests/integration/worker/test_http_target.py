@@ -262,6 +262,48 @@ def test_secret_header_values_never_reach_the_output_or_the_error(server: Server
         assert "X-Team: billing" in text
 
 
+def test_a_secret_at_the_cut_of_an_error_is_redacted_before_the_cut(server: Server) -> None:
+    # Given a server echoing a secret header so that the error's 2,000-character cut falls inside it
+    secret = "k-" + "0123456789abcdefghijklmnopqrstuvwxyzAB"[:36]
+    target = HttpTarget(url=server.url, headers={"X-Api-Key": secret}, secret_headers=["X-Api-Key"])
+    prefix = f"HTTP 401 from POST {server.url}: "
+    body = "e" * (2000 - len(" ... [truncated]") - 30 - len(prefix)) + secret + " and more" + "f" * 100
+    server.responses = [(401, body, 0.0)]
+    failed = _call()
+    with pytest.raises(TargetFailed) as failure:
+        HttpExecutor(LOOPBACK).execute(target, failed)
+    # Then no part of it is left in the error, cut or not, nor in the output
+    error = str(failure.value)
+    assert error.endswith(" ... [truncated]") and len(error) <= 2000
+    for text in (error, failed.output or ""):
+        assert secret[:8] not in text and secret[-8:] not in text
+
+
+def test_a_secret_echoed_json_escaped_is_redacted(server: Server) -> None:
+    secret = "tok/abc/0123456789"
+    target = HttpTarget(url=server.url, headers={"Authorization": f"Bearer {secret}"})
+    server.responses = [(403, json.dumps({"token": secret}).replace("/", "\\/"), 0.0)]
+    failed = _call()
+    with pytest.raises(TargetFailed) as failure:
+        HttpExecutor(LOOPBACK).execute(target, failed)
+    for text in (str(failure.value), failed.output or ""):
+        assert "0123456789" not in text and '{"token": "[redacted]"}' in text
+
+
+def test_a_webhook_path_marked_secret_never_shows(server: Server) -> None:
+    # Given a webhook whose path is its credential, and a server naming the path it did not find
+    path = "/services/T0AB12CD/B0EF34GH/XyZsecretXyZsecret"
+    target = HttpTarget(url=server.url + path, secret_path=True)
+    server.responses = [(404, f"no hook at {path}", 0.0)]
+    failed = _call()
+    with pytest.raises(TargetFailed) as failure:
+        HttpExecutor(LOOPBACK).execute(target, failed)
+    # Then the error names the host and hides the path, and the echo is redacted
+    assert str(failure.value) == f"HTTP 404 from POST {server.url}/[redacted]: no hook at [redacted]"
+    for text in (str(failure.value), failed.output or ""):
+        assert "XyZsecret" not in text and "B0EF34GH" not in text
+
+
 def test_a_secret_header_must_be_one_of_the_targets_headers() -> None:
     with pytest.raises(ValueError, match="secret header 'X-Token' is not one of the target's headers"):
         HttpTarget(url="https://example.com/", headers={"X-Api-Key": "k"}, secret_headers=["X-Token"])

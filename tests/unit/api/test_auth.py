@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from jobsched.api.auth import IamAuthenticator, TokenAuthenticator, load_tokens, owner_from_principal
+from jobsched.api.auth import (
+    IamAuthenticator,
+    TokenAuthenticator,
+    load_tokens,
+    owner_from_principal,
+    shell_owners,
+)
 from jobsched.api.exceptions import Unauthorized
 
 
@@ -107,3 +113,15 @@ def test_a_malformed_tokens_file_is_a_wiring_error(tmp_path, content):
 
     with pytest.raises(ValueError):
         load_tokens(str(path))
+
+
+def test_a_token_entry_may_grant_its_owner_shell_targets(tmp_path):
+    path = tmp_path / "tokens.json"
+    path.write_text(
+        json.dumps({"t-1": {"owner": "ops", "shell": True}, "t-2": "billing", "t-3": {"owner": "x"}})
+    )
+
+    tokens = load_tokens(str(path))
+
+    assert shell_owners(tokens) == frozenset({"ops"})
+    assert TokenAuthenticator(tokens).caller_of(event(headers={"Authorization": "Bearer t-1"})).owner == "ops"

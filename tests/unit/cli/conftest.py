@@ -66,7 +66,8 @@ def cli(deployment: tuple[Aws, Settings], tmp_path: Path) -> Iterator[Cli]:
     n = next(_teams)
     token, other = f"tok-a-{n}", f"tok-b-{n}"
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({token: f"team-a-{n}", other: f"team-b-{n}"}))
+    # team a may use shell targets, as the local owner does; team b may not (local mode's tokens file)
+    tokens.write_text(json.dumps({token: {"owner": f"team-a-{n}", "shell": True}, other: f"team-b-{n}"}))
     local = settings.model_copy(
         update={
             "local_tokens_file": str(tokens),

@@ -28,7 +28,7 @@ def test_dev_token_is_generated_once_and_private(tmp_path: Path) -> None:
     again_path, again, _ = prepare_tokens(tmp_path, None)
 
     assert generated and token.startswith("dev-") and again == token and again_path == tokens_path
-    assert json.loads(tokens_path.read_text()) == {token: "local"}
+    assert json.loads(tokens_path.read_text()) == {token: {"owner": "local", "shell": True}}
     assert (tmp_path / "dev-token").read_text().strip() == token
     assert stat.S_IMODE((tmp_path / "dev-token").stat().st_mode) == 0o600
 
@@ -39,10 +39,10 @@ def test_tokens_file_gets_an_internal_local_token_only_when_needed(tmp_path: Pat
     path, demo_token, generated = prepare_tokens(tmp_path / "data", teams)
     effective = json.loads(path.read_text())
     assert not generated
-    assert effective[demo_token] == "local" and demo_token.startswith("internal-")
+    assert effective[demo_token] == {"owner": "local", "shell": True} and demo_token.startswith("internal-")
     assert {k: v for k, v in effective.items() if k != demo_token} == {
-        "t-billing": "billing",
-        "t-search": "search",
+        "t-billing": {"owner": "billing", "shell": False},
+        "t-search": {"owner": "search", "shell": False},
     }
 
     teams.write_text(json.dumps({"mine": "local"}))
@@ -52,7 +52,15 @@ def test_tokens_file_gets_an_internal_local_token_only_when_needed(tmp_path: Pat
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{", "not valid JSON"), ("[]", "JSON object"), ('{"t": 1}', "JSON object"), ("{}", "JSON object")],
+    [
+        ("{", "not valid JSON"),
+        ("[]", "JSON object"),
+        ('{"t": 1}', "token number 1"),
+        ("{}", "JSON object"),
+        ('{"t": "a", "u": {"owner": "b", "shell": "yes"}}', "token number 2"),
+        ('{"t": {"shell": true}}', "token number 1"),
+        ('{"t": {"owner": "b", "admin": true}}', "token number 1"),
+    ],
 )
 def test_bad_tokens_files_are_refused(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "tokens.json"

@@ -34,6 +34,21 @@ def test_shell_targets_are_disabled_by_default() -> None:
         ShellExecutor(enabled=settings.allow_shell_targets).execute(ShellTarget(command="true"), _call())
 
 
+def test_a_shell_try_of_an_owner_not_granted_shell_fails_without_running(tmp_path: Path) -> None:
+    # Given local mode's tokens grant shell targets to team-a only, and a job of team-b's with one
+    marker = tmp_path / "ran"
+    shell = ShellExecutor(enabled=True, base_env={}, owners=frozenset({"team-a"}))
+    call = _call()
+    call.owner = "team-b"
+    with pytest.raises(TargetFailed, match="shell targets are not allowed for owner 'team-b'"):
+        shell.execute(ShellTarget(command=f"touch {marker}"), call)
+    assert not marker.exists()
+    # while team-a's runs
+    call.owner = "team-a"
+    shell.execute(ShellTarget(command=f"touch {marker}"), call)
+    assert marker.exists()
+
+
 def test_the_command_gets_the_run_in_its_environment(tmp_path: Path) -> None:
     out = tmp_path / "env.txt"
     command = f'echo "$JOBSCHED_RUN_ID $JOBSCHED_JOB_ID $JOBSCHED_SCHEDULED_FOR $JOBSCHED_ATTEMPT" > {out}'
