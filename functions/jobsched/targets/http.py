@@ -15,6 +15,8 @@ such as 169.254.169.254, shared 100.64.0.0/10, reserved, multicast) unless
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import ipaddress
 import json
 import socket
@@ -74,6 +76,20 @@ class AddressPolicy:
         return "not a public address"
 
 
+_trying = threading.local()
+"""The ``CancelToken`` of the try the calling thread sends a request for (``HttpExecutor._send``), so the
+connection it opens is shut when the try is cancelled."""
+
+
+def _shut(stream: httpcore.NetworkStream) -> None:
+    """Shut the socket under ``stream`` both ways: a read or write blocked on it (in another thread) returns at
+    once with an error. Errors are ignored (already closed)."""
+    sock = stream.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 class _GuardedBackend(httpcore.SyncBackend):
     """httpcore network backend that resolves the host itself, checks every address, and connects to one."""
 
@@ -105,9 +121,14 @@ class _GuardedBackend(httpcore.SyncBackend):
         last: Exception | None = None
         for address in addresses:
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+                stream = super().connect_tcp(address, port, timeout, local_address, socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as error:
                 last = error
+                continue
+            cancel = getattr(_trying, "cancel", None)
+            if cancel is not None:
+                cancel.on_cancel(functools.partial(_shut, stream))
+            return stream
         assert last is not None
         raise last
 
@@ -122,7 +143,7 @@ class GuardedTransport(httpx.HTTPTransport):
         self._pool = httpcore.ConnectionPool(
             ssl_context=httpx.create_ssl_context(trust_env=False),
             max_connections=100,
-            max_keepalive_connections=20,
+            max_keepalive_connections=0,  # a connection per try: the try's cancel shuts it (``_shut``)
             keepalive_expiry=5.0,
             network_backend=_GuardedBackend(policy, resolver),
         )
@@ -194,19 +215,33 @@ class HttpExecutor:
         shown: str,
         secrets: list[str],
     ) -> str:
-        """One request (see ``execute``); sets ``call.output`` to the status and the head of the body, with the
-        values of ``secrets`` redacted."""
+        """One request (see ``execute``) under a hard total deadline of ``call.timeout_s``: httpx's timeouts bound
+        each connect, read and write, and at the deadline (or when the try is cancelled) the try's connection
+        is shut, so a server that trickles its answer cannot keep the request going past it; sets
+        ``call.output`` to the status and the head of the body, with the values of ``secrets`` redacted."""
+        timed_out = f"timed out after {call.timeout_s:g} s (timeout_s): {shown}"
+        deadline = threading.Timer(call.timeout_s, call.cancel.cancel)
+        deadline.daemon = True
+        deadline.start()
+        _trying.cancel = call.cancel
         try:
             with self.client.stream(
                 target.method, target.url, headers=headers, content=content, timeout=call.timeout_s
             ) as response:
                 excerpt = _read_prefix(response, MAX_BODY_EXCERPT)
+                if call.cancel.cancelled:
+                    raise TargetTimedOut(timed_out)
         except AddressRefused as error:
             raise TargetFailed(str(error)) from error
         except httpx.TimeoutException as error:
-            raise TargetTimedOut(f"timed out after {call.timeout_s:g} s (timeout_s): {shown}") from error
+            raise TargetTimedOut(timed_out) from error
         except httpx.HTTPError as error:
+            if call.cancel.cancelled:  # the connection was shut at the deadline
+                raise TargetTimedOut(timed_out) from error
             raise TargetFailed(f"{shown} failed: {type(error).__name__}: {error}") from error
+        finally:
+            _trying.cancel = None
+            deadline.cancel()
         body = excerpt.decode("utf-8", "replace").strip()
         failed = not 200 <= response.status_code < 300
         said = f"HTTP {response.status_code}" + (f"\n{body}" if body else "")
