@@ -72,7 +72,7 @@ from jobsched.domain.retries import (
     with_lost_try,
 )
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
-from jobsched.models import Job, JobEventKind, OverlapPolicy, RunKind, RunStatus, to_ms
+from jobsched.models import Job, JobEventKind, LambdaTarget, OverlapPolicy, RunKind, RunStatus, to_ms
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
@@ -119,6 +119,12 @@ claim); otherwise the spec is read again after the claim. A worker taking a job'
 beside a locked try, at no cost to a run in the steady state."""
 CLOCK_SKEW_MS = 2_000
 """The most two hosts' clocks are taken to disagree (ms): the API stamps a change, a worker compares with it."""
+STOP_GRACE_S = 2.0
+"""Seconds a cancelled try (timed out, or told to stop by its heartbeat) has to return before the worker takes it
+as still running: its job's overlap lock is then held on (``Worker._let_go_of_lock``)."""
+LAMBDA_MAX_RUN_S = 900
+"""The longest a Lambda function runs (AWS's limit): an invocation goes on when its caller stops waiting, so a
+cancelled ``lambda`` try holds its job's overlap lock this long from its start."""
 CLAIM_MARGIN_S = 20
 """Seconds a claimed try needs beyond its ``timeout_s`` to record its result (a few conditional writes, the
 retry or dead-run messages, each with SDK retries). A delivery whose invocation has less than
@@ -149,6 +155,14 @@ class BatchSpecs:
     def asked(self, job_id: str) -> bool:
         """Whether ``job_id`` was read with the batch (if not, its run reads its own job)."""
         return job_id in self.ids
+
+
+@dataclass(eq=False)
+class TryEnd:
+    """The call of a try once ``Worker._run`` made it (None before), so the overlap lock is let go of knowing how
+    the try ended."""
+
+    call: TargetCall | None = None
 
 
 @dataclass(frozen=True)
@@ -322,11 +336,12 @@ class Worker:
             return self._give_back(delivery, owned, before, error)
         if before.lateness_ms is None and not on_request and self.alerting is not None:
             self.alerting.started(job, owned.run_id, owned.scheduled_for, now - owned.scheduled_for)
+        tried = TryEnd()
         try:
-            return self._run(delivery, owned, job, now, overlap_locked=locked, before=before)
+            return self._run(delivery, owned, job, now, overlap_locked=locked, before=before, tried=tried)
         finally:
             if locked:
-                self._release_overlap(owned)
+                self._let_go_of_lock(owned, job, now, tried.call)
 
     def _run(
         self,
@@ -337,8 +352,10 @@ class Worker:
         *,
         overlap_locked: bool,
         before: RunRow,
+        tried: TryEnd | None = None,
     ) -> Outcome:
-        """Run the claimed try ``owned`` of ``job`` under supervision and record its result."""
+        """Run the claimed try ``owned`` of ``job`` under supervision and record its result; ``tried.call`` is
+        set to the try's call."""
         attempt = owned.attempt
         call = TargetCall(
             run_id=owned.run_id,
@@ -349,6 +366,8 @@ class Worker:
             timeout_s=float(min(job.timeout_s, self.settings.worker_timeout_cap_s)),
             owner=job.owner,
         )
+        if tried is not None:
+            tried.call = call
         heartbeat = Heartbeat(
             runs=self.runs,
             owned=owned,
@@ -480,6 +499,7 @@ class Worker:
                     stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
                     expires_at_s=now // 1000 + self.settings.retention_days * 86400,
                     replacing=replacing,
+                    held_after_ms=now + CLOCK_SKEW_MS,
                 )
             )
 
@@ -487,6 +507,8 @@ class Worker:
         if holder is None:
             return None
         held = holder.run_id
+        if holder.heartbeat_at is not None and holder.heartbeat_at > now + CLOCK_SKEW_MS:
+            return held  # held on past its try's record: that try may still run (``_let_go_of_lock``)
         _, _, scheduled_for = held.partition("@")
         row = self.runs.get(owned.job_id, int(scheduled_for)) if scheduled_for.isdigit() else None
         still_running = (
@@ -550,6 +572,39 @@ class Worker:
             return None
         self._release_overlap(owned)
         return Blocked(other.run_id)
+
+    def _let_go_of_lock(self, owned: Owned, job: Job, claimed_at: int, call: TargetCall | None) -> None:
+        """After the try of ``owned`` (claimed at ``claimed_at``, epoch ms) is recorded: give the job's overlap
+        lock back, unless the try may still be running. A cancelled try (``call.cancel``) that has not returned
+        within ``STOP_GRACE_S`` (a command ignoring the cancel) holds the lock ``worker_timeout_cap_s`` more; a
+        cancelled ``lambda`` try holds it until ``LAMBDA_MAX_RUN_S`` after its start (the function runs on).
+        Held on: the lock's ``heartbeat_at`` is set to the end of the hold (one conditional write), which keeps
+        it from anyone, this run's retry included (``OverlapRequest.held_after_ms``), until then; after that it is
+        taken as usual. Errors are logged (the lock then goes stale after ``heartbeat_stale_s``)."""
+        if call is None or not call.cancel.cancelled:
+            self._release_overlap(owned)
+            return
+        until = 0
+        if not call.ended.wait(STOP_GRACE_S):
+            until = self.clock() + self.settings.worker_timeout_cap_s * 1000
+        if isinstance(job.target, LambdaTarget):
+            until = max(until, claimed_at + LAMBDA_MAX_RUN_S * 1000)
+        if until <= self.clock():
+            self._release_overlap(owned)
+            return
+        logger.warning(
+            "overlap lock held on: the cancelled try may still be running",
+            run_id=owned.run_id,
+            until_ms=until,
+        )
+        try:
+            self.jobs.renew_overlap(
+                owned.job_id, run_id=owned.run_id, attempt=owned.attempt, worker=owned.worker, now_ms=until
+            )
+        except Exception:
+            logger.exception(
+                "overlap lock not held on; it goes stale after heartbeat_stale_s", run_id=owned.run_id
+            )
 
     def _release_overlap(self, owned: Owned) -> None:
         try:

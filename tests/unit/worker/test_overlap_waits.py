@@ -4,16 +4,20 @@ to ``skip`` never runs beside a locked try. The same cases run on moto (tests/in
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome, Owned
-from jobsched.domain.worker import PRE_CLAIM_SPEC_MS, Deferred
+from jobsched.domain.worker import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS, Deferred
 from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, run_id
-from jobsched.targets import TargetCall
-from tests.support.worker import T0, Kit
+from jobsched.targets import TargetCall, Targets, commands
+from tests.support.worker import T0, Kit, SimWaiter
 
 MINUTE = 60_000
 
@@ -169,3 +173,66 @@ def test_a_lock_taken_just_after_a_patch_to_skip_waits_for_claims_under_the_earl
     kit.clock.advance(MINUTE)
     assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED
     assert [call.run_id for call in calls] == [run_id(job.id, T0), run_id(job.id, T0 + MINUTE)]
+
+
+@pytest.fixture
+def stubborn() -> Iterator[threading.Event]:
+    """Command ``stubborn``: the 02:00 run's try ignores its cancel and runs until the test sets the returned
+    event (60 s real at most); any other run's try returns at once."""
+    release = threading.Event()
+    started = threading.Event()
+
+    @commands.register("stubborn", replace=True)
+    def stubborn_command(call: TargetCall) -> str:
+        if call.scheduled_for_ms == T0:
+            started.set()
+            release.wait(60)
+        return "done"
+
+    release.started = started  # type: ignore[attr-defined]
+    yield release
+    release.set()
+    commands.unregister("stubborn")
+
+
+def test_a_timed_out_try_that_does_not_stop_keeps_the_lock(kit: Kit, stubborn: threading.Event) -> None:
+    # Given an overlap: skip job whose 02:00 try ignores the cancel at its timeout
+    job = kit.make_job(schedule="* * * * *", overlap="skip", command="stubborn", timeout_s=60)
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    started = stubborn.started  # type: ignore[attr-defined]
+    worker = kit.build_worker(waiter=SimWaiter(kit.clock, parked=started.is_set))
+    # When it passes its timeout: recorded failed (to be retried), yet still running
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    # Then the lock is not given back: the 02:01 run is skipped, and the 02:00 retry waits
+    kit.clock.advance(MINUTE)
+    assert kit.deliver(job, T0 + MINUTE) == Outcome.SKIPPED
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0)
+    stubborn.set()
+
+
+def test_a_timed_out_lambda_try_keeps_the_lock_while_its_function_may_run(kit: Kit) -> None:
+    # Given an overlap: skip job aimed at a Lambda function whose 02:00 invocation outlasts the try's timeout
+    class Parked:
+        def execute(self, target: Any, call: TargetCall) -> str:
+            if call.scheduled_for_ms == T0 and call.attempt == 1:
+                kit.waiter.sleep_until(None, call.cancel)  # the caller stops waiting; the function does not
+            return "lambda f: status 200"
+
+    job = kit.make_job(
+        schedule="* * * * *", overlap="skip", target={"type": "lambda", "function": "f"}, timeout_s=60
+    )
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    worker = kit.build_worker(targets=Targets(lambda_=Parked()))
+    claimed_at = kit.clock()
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    # Then until the function's longest run from the try's start is over, no other try of the job runs
+    kit.clock.advance(MINUTE)
+    assert worker.handle(delivery_of(kit.record(job.id, T0 + MINUTE))) == Outcome.SKIPPED
+    with pytest.raises(Deferred):
+        worker.handle(delivery_of(kit.record(job.id, T0)))
+    # and after it the retry runs
+    kit.clock.now_ms = claimed_at + LAMBDA_MAX_RUN_S * 1000 + CLOCK_SKEW_MS + 1
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.SUCCEEDED
