@@ -276,6 +276,7 @@ class Trickler:
     url: str
     closed: threading.Event = field(default_factory=threading.Event)
     ending: threading.Event = field(default_factory=threading.Event)
+    serving: threading.Event = field(default_factory=threading.Event)
 
 
 @pytest.fixture
@@ -287,6 +288,7 @@ def trickler() -> Iterator[Trickler]:
             self.send_response(200)
             self.send_header("Content-Length", "600")
             self.end_headers()
+            state.serving.set()
             try:
                 for _ in range(600):
                     if state.ending.wait(0.1):
@@ -345,7 +347,7 @@ def test_a_cancelled_try_shuts_its_connection_at_once(trickler: Trickler) -> Non
 
     thread = threading.Thread(target=try_it, daemon=True)
     thread.start()
-    time.sleep(0.5)  # real time: the request is under way (the server trickles in real time)
+    assert trickler.serving.wait(10)  # the request is under way: the server trickles its answer
     # When the worker cancels it (its timeout as the supervisor measured it, or a lost heartbeat)
     call.cancel.cancel()
     # Then the request ends within moments and the server sees the connection closed
