@@ -32,7 +32,10 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    it was before the claim) and the delivery comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier
    receive: a try the target never saw does not count.
 3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
-   is cancelled: a shell command is killed, a command is abandoned); every ``heartbeat_interval_s`` the run
+   is cancelled: a shell command's process group gets SIGTERM then SIGKILL, an http request's connection is
+   shut, a command is asked to stop; a cancelled try that has not returned within ``STOP_GRACE_S``, and any
+   cancelled ``lambda`` try, keeps the job's overlap lock for as long as it may still run:
+   ``Worker._let_go_of_lock``); every ``heartbeat_interval_s`` the run
    row's ``heartbeat_at`` and the message's visibility are extended (an extension that fails puts the run into
    the sweep index, ``Heartbeat``). A refused beat (the run was taken over)
    cancels the try, which ends ``LOST`` without writing anything; heartbeat writes failing for so long that
