@@ -171,3 +171,13 @@ def test_keys_still_unprocessed_after_the_back_offs_are_unavailable_not_absent(
     with pytest.raises(StoreUnavailable):  # the scheduler's read of scheduling states alike, waiting longer
         store.scheduling_states(["j_1"])
     assert slept == [*UNPROCESSED_BACKOFF_S, *STATES_BACKOFF_S]
+
+
+def test_a_lock_held_on_past_its_try_is_not_taken_even_by_its_own_run(specs: Any) -> None:
+    store, _, _ = specs
+    # Given a lock whose try holds it on for 15 minutes (its heartbeat_at set to the end of the hold)
+    assert _take(store, "j_1@1") is None
+    assert store.renew_overlap("j_1", run_id="j_1@1", attempt=1, worker="w1", now_ms=NOW + 900_000)
+    # Then the run's retry does not take it while held on, and does after
+    assert _take(store, "j_1@1", "w2", now=NOW + 60_000, held_after_ms=NOW + 62_000) is not None
+    assert _take(store, "j_1@1", "w2", now=NOW + 900_000, held_after_ms=NOW + 902_000) is None

@@ -328,3 +328,47 @@ class Kit:
 def kit(request: pytest.FixtureRequest) -> Kit:
     """The common fixtures as one object: see ``Kit``."""
     return Kit(request)
+
+
+def owner_sets_paused(jobs: Any, job_id: str, *, paused: bool, at_ms: int) -> None:
+    """The owner pauses or resumes job ``job_id`` at ``at_ms`` (epoch ms) as the API does: one conditional rewrite
+    of the job and its scheduling state with its ``paused``/``resumed`` event, through ``jobs`` (the DynamoDB
+    store or its fake)."""
+    from dataclasses import replace as replace_state
+
+    from jobsched.models import JobEventKind, from_ms, paused_fields
+    from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
+
+    stored = jobs.get(job_id)
+    assert stored.state is not None
+    version = (stored.state.version or 0) + 1
+    job = stored.job.model_copy(
+        update={**paused_fields("ana", at_ms, None, paused=paused), "updated_at": from_ms(at_ms)}
+    )
+    kind = JobEventKind.PAUSED if paused else JobEventKind.RESUMED
+    jobs.replace(
+        Rewrite(
+            job,
+            replace_state(stored.state, paused=paused, version=version),
+            to_ms(stored.job.updated_at),
+            event=AuditEvent(job_id, at_ms, change_key(version), kind, "ana", {}),
+        )
+    )
+
+
+def resume_after_first_events_read(jobs: Any, job_id: str, *, at_ms: int) -> list[int]:
+    """Make the owner's resume of job ``job_id`` (at ``at_ms``) land just after the first read of its audit events
+    through ``jobs`` (the automatic pause's streak read), before anything the reader writes next. Returns the
+    list the resume's instant is appended to once it landed."""
+    landed: list[int] = []
+    list_events = jobs.list_events
+
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        answer = list_events(*args, **kwargs)
+        if not landed:
+            owner_sets_paused(jobs, job_id, paused=False, at_ms=at_ms)
+            landed.append(at_ms)
+        return answer
+
+    jobs.list_events = reading
+    return landed

@@ -127,9 +127,7 @@ class Alerting:
         if sum(row.status is RunStatus.DEAD for row in rows) < min(thresholds):
             return  # no streak among these rows can reach a threshold: skip reading the job's events
         resumed_at = self._resumed_at(job.id)
-        if resumed_at is not None:  # a resume starts a new streak: runs that ended before it do not count
-            rows = [row for row in rows if (row.finished_at or row.scheduled_for) >= resumed_at]
-        streak = dead_streak(rows)
+        streak = dead_streak(_since(rows, resumed_at))
         if streak == policy.after_consecutive_failures:
             self._publish(
                 job,
@@ -138,7 +136,7 @@ class Alerting:
                 f"Job {job.name} ({job.id}) has had {streak} dead runs in a row; the last is {run_id}.",
             )
         threshold = policy.pause_after_consecutive_dead
-        if threshold is not None and streak >= threshold and self._pause(job, streak):
+        if threshold is not None and streak >= threshold and self._pause(job, rows):
             self._publish(
                 job,
                 "auto_paused",
@@ -152,11 +150,17 @@ class Alerting:
         events, _ = self.jobs.list_events(job_id, STREAK_WINDOW)
         return next((event.at for event in events if event.kind is JobEventKind.RESUMED), None)
 
-    def _pause(self, job: Job, streak: int) -> bool:
-        """Pause the job as ``jobsched``, unless it is paused or gone already, or its stored policy no longer
-        pauses at ``streak``; True when this call paused it.
-        A conditional rewrite (like the API's), retried when a scheduler or an edit got between."""
-        reason = f"paused by jobsched after {streak} dead runs in a row"
+    def _pause(self, job: Job, rows: list[RunRow]) -> bool:
+        """Pause the job as ``jobsched`` for the streak of dead runs in ``rows`` (the job's history, newest
+        first), unless it is paused or gone already, or its stored policy no longer pauses at that streak; True
+        when this call paused it.
+
+        The pause is conditioned on the streak it measures: after the job is read, its last resume is read
+        (again), and only runs of ``rows`` that ended after it count (a resume that landed after ``rows`` or the
+        first events were read restarts the streak). The rewrite is conditional on the job as read (its ``updated_at``),
+        so a resume landing after that second read makes it fail and the loop measure again: an automatic pause
+        never undoes a resume with dead runs that ended before it. Retried when a scheduler or an edit got
+        between."""
         for _ in range(3):
             try:
                 stored = self.jobs.get(job.id)
@@ -164,8 +168,13 @@ class Alerting:
                 return False
             current, state = stored.job, stored.state
             threshold = current.alerts.pause_after_consecutive_dead  # the owner may have changed it since
-            if current.paused or state is None or threshold is None or streak < threshold:
+            if current.paused or state is None or threshold is None:
                 return False
+            resumed_at = self._resumed_at(job.id)
+            streak = dead_streak(_since(rows, resumed_at))
+            if streak < threshold:
+                return False
+            reason = f"paused by jobsched after {streak} dead runs in a row"
             now = self.clock()
             updated = max(now, to_ms(current.updated_at) + 1)
             paused = current.model_copy(
@@ -203,3 +212,11 @@ class Alerting:
 
     def _publish(self, job: Job, kind: str, subject: str, body: str) -> None:
         publish_best_effort(self.sink, alert(kind, job.id, job.owner, subject, body))
+
+
+def _since(rows: list[RunRow], resumed_at: int | None) -> list[RunRow]:
+    """``rows`` that ended at or after a resume at ``resumed_at`` (epoch ms; None: all): a resume starts a new
+    streak, so runs that ended before it do not count."""
+    if resumed_at is None:
+        return rows
+    return [row for row in rows if (row.finished_at or row.scheduled_for) >= resumed_at]

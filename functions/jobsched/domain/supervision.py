@@ -191,9 +191,10 @@ def supervise(
     Past ``call.timeout_s`` seconds (monotonic, from ``waiter``) the try is cancelled (``call.cancel``: a
     shell command is killed, a cooperative command stops) and abandoned, raising ``TargetTimedOut``. When
     ``beat`` returns False the try is cancelled and abandoned the same way, raising ``TryAbandoned``.
-    Returns ``work``'s result or re-raises its exception.
+    Returns ``work``'s result or re-raises its exception. ``call.ended`` is set when ``work`` has returned, so
+    after a cancel the caller can tell whether the try really stopped.
     """
-    done = threading.Event()
+    done = call.ended
     result: dict[str, Any] = {}
 
     def run() -> None:

@@ -24,11 +24,18 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    ``overlap: skip``: take the job's overlap lock (``JobSpecs.acquire_overlap``, one conditional write, exact
    whatever the history length); held by another run with a fresh heartbeat, or, for a job changed within the
    longest a try lasts, another try still running without the lock (started under ``overlap: allow``):
-   ``skipped``. A storage error anywhere in this step gives the claim back (``RunRows.give_back``: the row as
+   ``skipped`` when this is a fresh fire's first try (the row was ``queued``); a retry or a lost worker's run
+   taken over waits instead (``Worker._wait_for_lock``: the claim given back, its attempts kept, the delivery
+   back when the holder's try must be over). Within seconds of a change of ``overlap`` (``PRE_CLAIM_SPEC_MS``)
+   a try waits too, and an ``allow`` spec read before the claim is read again after it when the claim landed
+   later than that: a try under a spec read before a PATCH to ``skip`` never runs beside a locked try. A storage error anywhere in this step gives the claim back (``RunRows.give_back``: the row as
    it was before the claim) and the delivery comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier
    receive: a try the target never saw does not count.
 3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
-   is cancelled: a shell command is killed, a command is abandoned); every ``heartbeat_interval_s`` the run
+   is cancelled: a shell command's process group gets SIGTERM then SIGKILL, an http request's connection is
+   shut, a command is asked to stop; a cancelled try that has not returned within ``STOP_GRACE_S``, and any
+   cancelled ``lambda`` try, keeps the job's overlap lock for as long as it may still run:
+   ``Worker._let_go_of_lock``); every ``heartbeat_interval_s`` the run
    row's ``heartbeat_at`` and the message's visibility are extended (an extension that fails puts the run into
    the sweep index, ``Heartbeat``). A refused beat (the run was taken over)
    cancels the try, which ends ``LOST`` without writing anything; heartbeat writes failing for so long that
@@ -73,7 +80,7 @@ from jobsched.domain.retries import (
     with_lost_try,
 )
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
-from jobsched.models import Job, JobEventKind, OverlapPolicy, RunKind, RunStatus, to_ms
+from jobsched.models import Job, JobEventKind, LambdaTarget, OverlapPolicy, RunKind, RunStatus, to_ms
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
@@ -112,6 +119,21 @@ MAX_GIVE_BACK_DELAY_S = 900
 OVERLAP_CHANGE_EVENTS = 20
 """How many of a recently changed job's newest audit events the worker reads to find a change of its ``overlap``
 (``Worker._unlocked_try``): more than a job is edited in the minutes a try can last, but for a script."""
+PRE_CLAIM_SPEC_MS = 5_000
+"""A job's spec read before its run's claim (``Worker.read_specs``, or the time check) is used under ``overlap:
+allow`` only when the claim landed within this of the read (ms, measured from before the read to after the
+claim); otherwise the spec is read again after the claim. A worker taking a job's overlap lock waits this (plus
+``CLOCK_SKEW_MS``) after a change of the job's ``overlap`` before it trusts that no try runs without the lock
+(``Worker._unlocked_try``): together they keep a claim under a spec read before a PATCH to ``skip`` from running
+beside a locked try, at no cost to a run in the steady state."""
+CLOCK_SKEW_MS = 2_000
+"""The most two hosts' clocks are taken to disagree (ms): the API stamps a change, a worker compares with it."""
+STOP_GRACE_S = 2.0
+"""Seconds a cancelled try (timed out, or told to stop by its heartbeat) has to return before the worker takes it
+as still running: its job's overlap lock is then held on (``Worker._let_go_of_lock``)."""
+LAMBDA_MAX_RUN_S = 900
+"""The longest a Lambda function runs (AWS's limit): an invocation goes on when its caller stops waiting, so a
+cancelled ``lambda`` try holds its job's overlap lock this long from its start."""
 CLAIM_MARGIN_S = 20
 """Seconds a claimed try needs beyond its ``timeout_s`` to record its result (a few conditional writes, the
 retry or dead-run messages, each with SDK retries). A delivery whose invocation has less than
@@ -135,10 +157,32 @@ class BatchSpecs:
 
     ids: frozenset[str]
     jobs: Mapping[str, Job]
+    read_at_ms: int | None = None
+    """Epoch ms taken before the read was sent (None: unknown, as old as can be: an ``overlap: allow`` spec is
+    then read again after its run's claim)."""
 
     def asked(self, job_id: str) -> bool:
         """Whether ``job_id`` was read with the batch (if not, its run reads its own job)."""
         return job_id in self.ids
+
+
+@dataclass(eq=False)
+class TryEnd:
+    """The call of a try once ``Worker._run`` made it (None before), so the overlap lock is let go of knowing how
+    the try ended."""
+
+    call: TargetCall | None = None
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why a try may not run now under ``overlap: skip``: ``holder``, the run id of the try holding or running
+    outside the job's lock (or a description of the try that may yet start); ``wait_s``: when set, the try waits
+    this long (s) whatever it is (the job's ``overlap`` changed too recently to tell); when None, a fresh fire's
+    first try is skipped and any other waits (``Worker._wait_for_lock``)."""
+
+    holder: str
+    wait_s: int | None = None
 
 
 @dataclass(kw_only=True, eq=False)
@@ -200,12 +244,15 @@ class Worker:
         rid = run_id(message.job_id, message.scheduled_for)
         job: Job | None = None
         spec_read = False
+        spec_read_at: int | None = None  # when a spec read before the claim was sent (epoch ms)
         if specs is not None and specs.asked(message.job_id):
             job, spec_read = specs.jobs.get(message.job_id), True
+            spec_read_at = specs.read_at_ms if specs.read_at_ms is not None else 0
         if delivery.remaining_ms is not None:
             remaining = delivery.remaining_ms()
             if remaining < self._time_needed_ms(self.settings.worker_timeout_cap_s):
                 if not spec_read:
+                    spec_read_at = self.clock()
                     job, spec_read = self.jobs.get_spec(message.job_id), True
                 if job is not None:
                     needed = self._time_needed_ms(job.timeout_s)
@@ -259,7 +306,7 @@ class Worker:
         )
 
         try:
-            if not spec_read:
+            if not spec_read or self._spec_may_be_stale(job, spec_read_at):
                 job = self.jobs.get_spec(message.job_id)
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
@@ -272,15 +319,21 @@ class Worker:
                 return self.failures.dead(owned, job, error, attempts=attempt - 1)
             locked = job.overlap is OverlapPolicy.SKIP
             if locked:
+                blocked: Blocked | None = None
                 holder = self._acquire_overlap(owned, now)
-                if holder is None:
+                if holder is not None:
+                    blocked = Blocked(holder)
+                else:
                     try:
-                        holder = self._unlocked_try(owned, job, now)
+                        blocked = self._unlocked_try(owned, job, now)
                     except StoreUnavailable:
                         self._release_overlap(owned)  # the claim is given back below: so is the lock
                         raise
-                if holder is not None:
-                    running = f"overlap: run {holder} of this job is still running"
+                if blocked is not None:
+                    fresh = before.status is RunStatus.QUEUED and lost is None
+                    if not fresh or blocked.wait_s is not None:
+                        return self._wait_for_lock(delivery, owned, before, job, blocked)
+                    running = f"overlap: run {blocked.holder} of this job is still running"
                     outcome = self._skip(replace(owned, owner=job.owner), running)
                     if outcome is Outcome.SKIPPED and self.alerting is not None:
                         self.alerting.skipped(job, owned.run_id, running)
@@ -292,11 +345,12 @@ class Worker:
             return self._give_back(delivery, owned, before, error)
         if before.lateness_ms is None and not on_request and self.alerting is not None:
             self.alerting.started(job, owned.run_id, owned.scheduled_for, now - owned.scheduled_for)
+        tried = TryEnd()
         try:
-            return self._run(delivery, owned, job, now, overlap_locked=locked, before=before)
+            return self._run(delivery, owned, job, now, overlap_locked=locked, before=before, tried=tried)
         finally:
             if locked:
-                self._release_overlap(owned)
+                self._let_go_of_lock(owned, job, now, tried.call)
 
     def _run(
         self,
@@ -307,8 +361,10 @@ class Worker:
         *,
         overlap_locked: bool,
         before: RunRow,
+        tried: TryEnd | None = None,
     ) -> Outcome:
-        """Run the claimed try ``owned`` of ``job`` under supervision and record its result."""
+        """Run the claimed try ``owned`` of ``job`` under supervision and record its result; ``tried.call`` is
+        set to the try's call."""
         attempt = owned.attempt
         call = TargetCall(
             run_id=owned.run_id,
@@ -319,6 +375,8 @@ class Worker:
             timeout_s=float(min(job.timeout_s, self.settings.worker_timeout_cap_s)),
             owner=job.owner,
         )
+        if tried is not None:
+            tried.call = call
         heartbeat = Heartbeat(
             runs=self.runs,
             owned=owned,
@@ -443,6 +501,42 @@ class Worker:
         )
         return self._defer(delivery, visible_in_s=back_in_s, reason="claim given back after a storage error")
 
+    def _spec_may_be_stale(self, job: Job | None, read_at: int | None) -> bool:
+        """Whether a spec read before the claim (sent at ``read_at``, epoch ms; None: read after it) must be read
+        again: under ``overlap: allow`` a try takes no lock, so a PATCH to ``skip`` that landed between the read
+        and the claim would let it run beside a locked try. Trusted when the claim landed within
+        ``PRE_CLAIM_SPEC_MS`` of the read (a lock taker waits that long after such a change: ``_unlocked_try``)."""
+        if read_at is None or job is None or job.overlap is not OverlapPolicy.ALLOW:
+            return False
+        return self.clock() - read_at > PRE_CLAIM_SPEC_MS
+
+    def _wait_for_lock(
+        self, delivery: Delivery, owned: Owned, before: RunRow, job: Job, blocked: Blocked
+    ) -> Outcome:
+        """A try that may not be skipped for overlap (a retry, a lost worker's run taken over), or one whose job
+        changed its ``overlap`` too recently to tell (``Blocked.wait_s``), waits for the lock: the claim is given
+        back (``RunRows.give_back``: the row as it was, its attempt count kept) and the delivery comes again
+        after ``blocked.wait_s``, or after the longest the holder's try can still hold the lock (the job's capped
+        ``timeout_s`` plus ``heartbeat_stale_s``, at most ``MAX_GIVE_BACK_DELAY_S``): ``DEFERRED``. If the claim
+        is no longer ours, ``LOST``. A storage error propagates (the record fails and comes back)."""
+        if blocked.wait_s is not None:
+            wait_s = blocked.wait_s
+        else:
+            longest_s = (
+                min(job.timeout_s, self.settings.worker_timeout_cap_s) + self.settings.heartbeat_stale_s
+            )
+            wait_s = min(max(GIVE_BACK_DELAY_S, longest_s), MAX_GIVE_BACK_DELAY_S)
+        logger.info(
+            "overlap: waiting for the job's lock",
+            run_id=owned.run_id,
+            holder=blocked.holder,
+            previous=before.status.value,
+            wait_s=wait_s,
+        )
+        if not self.runs.give_back(owned, before=before):
+            return Outcome.LOST
+        return self._defer(delivery, visible_in_s=wait_s, reason="waiting for the job's overlap lock")
+
     def _acquire_overlap(self, owned: Owned, now: int) -> str | None:
         """Take the job's overlap lock for ``owned``; None when taken, else the run id of the try running.
 
@@ -463,6 +557,7 @@ class Worker:
                     stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
                     expires_at_s=now // 1000 + self.settings.retention_days * 86400,
                     replacing=replacing,
+                    held_after_ms=now + CLOCK_SKEW_MS,
                 )
             )
 
@@ -470,6 +565,8 @@ class Worker:
         if holder is None:
             return None
         held = holder.run_id
+        if holder.heartbeat_at is not None and holder.heartbeat_at > now + CLOCK_SKEW_MS:
+            return held  # held on past its try's record: that try may still run (``_let_go_of_lock``)
         _, _, scheduled_for = held.partition("@")
         row = self.runs.get(owned.job_id, int(scheduled_for)) if scheduled_for.isdigit() else None
         still_running = (
@@ -494,25 +591,35 @@ class Worker:
                 "running run watched by the sweeper after a duplicate delivery", run_id=running.run_id
             )
 
-    def _unlocked_try(self, owned: Owned, job: Job, now: int) -> str | None:
-        """With the overlap lock just taken: the run id of another try of the job still running without it (its
-        heartbeat fresh), else None; when there is one, the lock is given back. Such a try started while the job
-        had ``overlap: allow`` (it took no lock), so it can only exist when a change of the job's ``overlap``
-        lies within the longest a try lasts (``worker_timeout_cap_s`` plus the heartbeat's staleness). Only a job
-        changed that recently has its newest audit events read (1 query, ``OVERLAP_CHANGE_EVENTS``), and only
-        when one of them set ``overlap`` are its running tries listed (a status-filtered read of its history,
-        so in the minutes after such a change alone)."""
+    def _unlocked_try(self, owned: Owned, job: Job, now: int) -> Blocked | None:
+        """With the overlap lock just taken: another try of the job still running without it (its heartbeat
+        fresh), or one that may yet start without it, else None; when there is one, the lock is given back. Such
+        a try started while the job had ``overlap: allow`` (it took no lock), so it can only exist when a change
+        of the job's ``overlap`` lies within the longest a try lasts (``worker_timeout_cap_s`` plus the
+        heartbeat's staleness). Only a job changed that recently has its newest audit events read (1 query,
+        ``OVERLAP_CHANGE_EVENTS``), and only when one of them set ``overlap`` are its running tries listed (a
+        status-filtered read of its history, so in the minutes after such a change alone). Within
+        ``PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS`` of such a change a claim under a spec read before it may still land
+        and run unlocked (``_spec_may_be_stale``): the answer then says to wait (``Blocked.wait_s``)."""
         lasts_ms = (self.settings.worker_timeout_cap_s + self.settings.heartbeat_stale_s) * 1000
         if now - to_ms(job.updated_at) > lasts_ms:
             return None
         events, _ = self.jobs.list_events(owned.job_id, OVERLAP_CHANGE_EVENTS)
-        if not any(
-            event.kind is JobEventKind.UPDATED
+        changes = [
+            event.at
+            for event in events
+            if event.kind is JobEventKind.UPDATED
             and event.at >= now - lasts_ms
             and "overlap" in event.detail.get("fields", ())
-            for event in events
-        ):
+        ]
+        if not changes:
             return None
+        settled_at = max(changes) + PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS
+        if now < settled_at:
+            self._release_overlap(owned)
+            return Blocked(
+                "a try claimed under the job's earlier overlap", wait_s=-(-(settled_at - now) // 1000)
+            )
         stale_before = now - self.settings.heartbeat_stale_s * 1000
         rows, _ = self.runs.list_for_job(owned.job_id, 10, RunFilter(status=RunStatus.RUNNING))
         other = next(
@@ -522,7 +629,40 @@ class Worker:
         if other is None:
             return None
         self._release_overlap(owned)
-        return other.run_id
+        return Blocked(other.run_id)
+
+    def _let_go_of_lock(self, owned: Owned, job: Job, claimed_at: int, call: TargetCall | None) -> None:
+        """After the try of ``owned`` (claimed at ``claimed_at``, epoch ms) is recorded: give the job's overlap
+        lock back, unless the try may still be running. A cancelled try (``call.cancel``) that has not returned
+        within ``STOP_GRACE_S`` (a command ignoring the cancel) holds the lock ``worker_timeout_cap_s`` more; a
+        cancelled ``lambda`` try holds it until ``LAMBDA_MAX_RUN_S`` after its start (the function runs on).
+        Held on: the lock's ``heartbeat_at`` is set to the end of the hold (one conditional write), which keeps
+        it from anyone, this run's retry included (``OverlapRequest.held_after_ms``), until then; after that it is
+        taken as usual. Errors are logged (the lock then goes stale after ``heartbeat_stale_s``)."""
+        if call is None or not call.cancel.cancelled:
+            self._release_overlap(owned)
+            return
+        until = 0
+        if not call.ended.wait(STOP_GRACE_S):
+            until = self.clock() + self.settings.worker_timeout_cap_s * 1000
+        if isinstance(job.target, LambdaTarget):
+            until = max(until, claimed_at + LAMBDA_MAX_RUN_S * 1000)
+        if until <= self.clock():
+            self._release_overlap(owned)
+            return
+        logger.warning(
+            "overlap lock held on: the cancelled try may still be running",
+            run_id=owned.run_id,
+            until_ms=until,
+        )
+        try:
+            self.jobs.renew_overlap(
+                owned.job_id, run_id=owned.run_id, attempt=owned.attempt, worker=owned.worker, now_ms=until
+            )
+        except Exception:
+            logger.exception(
+                "overlap lock not held on; it goes stale after heartbeat_stale_s", run_id=owned.run_id
+            )
 
     def _release_overlap(self, owned: Owned) -> None:
         try:
@@ -542,8 +682,9 @@ class Worker:
         job cannot be read fails."""
         if not job_ids:
             return None
+        read_at = self.clock()
         try:
-            return BatchSpecs(frozenset(job_ids), self.jobs.get_specs(job_ids))
+            return BatchSpecs(frozenset(job_ids), self.jobs.get_specs(job_ids), read_at)
         except Exception:  # an optimisation only: the per-run reads give each error to its own run
             logger.warning(
                 "the batch's jobs not read together; each run reads its own", jobs=len(job_ids), exc_info=True

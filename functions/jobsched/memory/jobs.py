@@ -112,6 +112,11 @@ def moved_state(stored: SchedulingState | Unreadable | None, move: Move) -> Sche
     )
 
 
+def _held_on(held: OverlapHolder, held_after_ms: int | None) -> bool:
+    """Whether ``held`` is held on past its try's record (``OverlapRequest.held_after_ms``)."""
+    return held_after_ms is not None and held.heartbeat_at is not None and held.heartbeat_at > held_after_ms
+
+
 def overlap_free(held: OverlapHolder | None, request: OverlapRequest) -> bool:
     """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for ``request``: free, stale
     (``heartbeat_at < request.stale_before_ms``, epoch ms) or this run's; with ``request.replacing``, exactly when
@@ -121,7 +126,7 @@ def overlap_free(held: OverlapHolder | None, request: OverlapRequest) -> bool:
         return (
             held is None
             or (held.heartbeat_at is not None and held.heartbeat_at < request.stale_before_ms)
-            or held.run_id == request.run_id
+            or (held.run_id == request.run_id and not _held_on(held, request.held_after_ms))
         )
     return held is not None and _same_try(held, replacing.run_id, replacing.attempt, replacing.worker)
 

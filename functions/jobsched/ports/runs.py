@@ -363,7 +363,7 @@ class OverlapRequest:
     ``(run_id, attempt, worker)`` at ``now_ms``. Granted when free, when its holder's ``heartbeat_at`` is older
     than ``stale_before_ms`` (epoch ms: the holder was lost) or when the holder is this run (a retry or a
     takeover of it); with ``replacing`` (a holder as a refusal returned it), exactly when that holder still holds
-    it. ``expires_at_s`` (epoch s) bounds how long a lock left behind by a crash is kept."""
+    it (and ``held_after_ms``). ``expires_at_s`` (epoch s) bounds how long a lock left behind by a crash is kept."""
 
     job_id: str
     run_id: str
@@ -373,6 +373,10 @@ class OverlapRequest:
     stale_before_ms: int
     expires_at_s: int
     replacing: OverlapHolder | None = None
+    held_after_ms: int | None = None
+    """A lock whose ``heartbeat_at`` is later than this (epoch ms) is held on past its try's record by a try that
+    may still run (``Worker`` holds it so: a timed-out try that did not stop, a ``lambda`` target's function):
+    it is not taken even by its own run (a retry). None: no such check."""
 
     @property
     def holder(self) -> OverlapHolder:

@@ -142,6 +142,9 @@ class TargetCall:
     owner: str | None = None
     cancel: CancelToken = field(default_factory=CancelToken)
     output: str | None = None
+    ended: threading.Event = field(default_factory=threading.Event)
+    """Set by the worker's supervisor once the try's code has returned (or raised): after a cancel, whether the
+    try has really stopped."""
 
     @property
     def idempotency_key(self) -> str:

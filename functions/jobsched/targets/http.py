@@ -18,6 +18,8 @@ prefix ``64:ff9b:1::/48`` (RFC 8215) and every other IPv6 range outside global u
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import ipaddress
 import json
 import socket
@@ -109,6 +111,20 @@ def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not (isinstance(ip, ipaddress.IPv6Address) and (ip in _NAT64_LOCAL or ip.is_site_local))
 
 
+_trying = threading.local()
+"""The ``CancelToken`` of the try the calling thread sends a request for (``HttpExecutor._send``), so the
+connection it opens is shut when the try is cancelled."""
+
+
+def _shut(stream: httpcore.NetworkStream) -> None:
+    """Shut the socket under ``stream`` both ways: a read or write blocked on it (in another thread) returns at
+    once with an error. Errors are ignored (already closed)."""
+    sock = stream.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 class _GuardedBackend(httpcore.SyncBackend):
     """httpcore network backend that resolves the host itself, checks every address, and connects to one."""
 
@@ -140,9 +156,14 @@ class _GuardedBackend(httpcore.SyncBackend):
         last: Exception | None = None
         for address in addresses:
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+                stream = super().connect_tcp(address, port, timeout, local_address, socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as error:
                 last = error
+                continue
+            cancel = getattr(_trying, "cancel", None)
+            if cancel is not None:
+                cancel.on_cancel(functools.partial(_shut, stream))
+            return stream
         assert last is not None
         raise last
 
@@ -157,7 +178,7 @@ class GuardedTransport(httpx.HTTPTransport):
         self._pool = httpcore.ConnectionPool(
             ssl_context=httpx.create_ssl_context(trust_env=False),
             max_connections=100,
-            max_keepalive_connections=20,
+            max_keepalive_connections=0,  # a connection per try: the try's cancel shuts it (``_shut``)
             keepalive_expiry=5.0,
             network_backend=_GuardedBackend(policy, resolver),
         )
@@ -231,19 +252,34 @@ class HttpExecutor:
         shown: str,
         redact: Redactor,
     ) -> str:
-        """One request (see ``execute``); sets ``call.output`` to the status and the head of the body, redacted
-        before it is cut. A ``TargetFailed`` raised here is neither redacted nor cut yet (``execute`` does both)."""
+        """One request (see ``execute``) under a hard total deadline of ``call.timeout_s``: httpx's timeouts bound
+        each connect, read and write, and at the deadline (or when the try is cancelled) the try's connection
+        is shut, so a server that trickles its answer cannot keep the request going past it; sets
+        ``call.output`` to the status and the head of the body, redacted before it is cut. A ``TargetFailed``
+        raised here is neither redacted nor cut yet (``execute`` does both)."""
+        timed_out = f"timed out after {call.timeout_s:g} s (timeout_s): {shown}"
+        deadline = threading.Timer(call.timeout_s, call.cancel.cancel)
+        deadline.daemon = True
+        deadline.start()
+        _trying.cancel = call.cancel
         try:
             with self.client.stream(
                 target.method, target.url, headers=headers, content=content, timeout=call.timeout_s
             ) as response:
                 excerpt = _read_prefix(response, MAX_BODY_EXCERPT)
+                if call.cancel.cancelled:
+                    raise TargetTimedOut(timed_out)
         except AddressRefused as error:
             raise TargetFailed(str(error)) from error
         except httpx.TimeoutException as error:
-            raise TargetTimedOut(f"timed out after {call.timeout_s:g} s (timeout_s): {shown}") from error
+            raise TargetTimedOut(timed_out) from error
         except httpx.HTTPError as error:
+            if call.cancel.cancelled:  # the connection was shut at the deadline
+                raise TargetTimedOut(timed_out) from error
             raise TargetFailed(f"{shown} failed: {type(error).__name__}: {error}") from error
+        finally:
+            _trying.cancel = None
+            deadline.cancel()
         body = excerpt.decode("utf-8", "replace").strip()
         failed = not 200 <= response.status_code < 300
         said = f"HTTP {response.status_code}" + (f"\n{body}" if body else "")

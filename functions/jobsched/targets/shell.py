@@ -9,7 +9,7 @@ The command gets ``JOBSCHED_RUN_ID`` (its idempotency key), ``JOBSCHED_JOB_ID``,
 the target's ``env``;
 ``input`` on stdin: a string as is, null as nothing, anything else as JSON. Exit status 0 is success;
 otherwise the try fails with the tail of stderr. Past ``timeout_s`` (or when the worker cancels the try)
-the whole process group is killed (SIGKILL), children included. Output goes to temporary files, so a
+the whole process group is stopped (SIGTERM, then SIGKILL after ``KILL_AFTER_S``), children included. Output goes to temporary files, so a
 chatty command cannot fill the worker's memory.
 """
 
@@ -28,6 +28,8 @@ from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, outp
 
 SHELL = "/bin/sh"
 STDERR_TAIL_CHARS = 1000
+KILL_AFTER_S = 5.0
+"""Seconds a cancelled command's process group has between SIGTERM and SIGKILL."""
 
 
 def stdin_bytes(value: object) -> bytes:
@@ -113,7 +115,6 @@ class ShellExecutor:
                 code = process.wait(timeout=call.timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(process)
-                process.wait()
                 raise TargetTimedOut(
                     f"timed out after {call.timeout_s:g} s (timeout_s); shell command killed"
                 ) from None
@@ -128,8 +129,19 @@ class ShellExecutor:
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop the command's whole process group: SIGTERM, then, once the command has exited or after
+    ``KILL_AFTER_S``, SIGKILL to what is left of the group (children that ignore or outlive the TERM). Returns
+    when the command itself has exited."""
+    _signal_group(process, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=KILL_AFTER_S)
+    _signal_group(process, signal.SIGKILL)
+    process.wait()
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(process.pid, signum)
 
 
 def _output(stdout: IO[bytes], stderr: IO[bytes], limit: int) -> str | None:

@@ -16,7 +16,8 @@ from jobsched.ports.runs import RerunRequest, run_id
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
-from tests.support.worker import Kit
+from jobsched.wiring import Components
+from tests.support.worker import Kit, owner_sets_paused, resume_after_first_events_read
 
 from .conftest import T0
 
@@ -158,3 +159,20 @@ def test_a_jobs_history_is_read_consistently(kit: Kit, runs: RunStore) -> None:
     runs.list_for_job("j_0000000000000000000a", 10)
 
     assert [query.get("ConsistentRead") for query in queries] == [True]
+
+
+def test_an_owners_resume_between_the_streak_read_and_the_pause_is_not_undone(kit: Kit) -> None:
+    # Given a job its owner paused, whose two runs died while it was paused
+    job = kit.make_job(owner="team-a", command="fail", alerts={"pause_after_consecutive_dead": 2})
+    owner_sets_paused(kit.jobs, job.id, paused=True, at_ms=kit.clock() - 3_600_000)
+    for scheduled_for in (T0 - 7_200_000, T0 - 3_600_000):
+        kit.make_run(job, scheduled_for, status=RunStatus.DEAD)
+    alerting = Components(kit.settings, kit.aws, clock=kit.clock).alerting()
+    # and the owner's resume landing while the worker recording the second is between its streak read and pause
+    landed = resume_after_first_events_read(alerting.jobs, job.id, at_ms=kit.clock())
+
+    alerting.dead(job, run_id(job.id, T0 - 3_600_000))
+
+    # Then the job stays resumed: both dead runs ended before the resume, which starts a new streak
+    assert landed == [kit.clock()]
+    assert kit.jobs.get(job.id).job.paused is False

@@ -307,3 +307,93 @@ def test_a_webhook_path_marked_secret_never_shows(server: Server) -> None:
 def test_a_secret_header_must_be_one_of_the_targets_headers() -> None:
     with pytest.raises(ValueError, match="secret header 'X-Token' is not one of the target's headers"):
         HttpTarget(url="https://example.com/", headers={"X-Api-Key": "k"}, secret_headers=["X-Token"])
+
+
+@dataclass
+class Trickler:
+    """A local server that answers 200 at once, then trickles its body one byte every 0.1 s for a minute (or
+    until the test ends): each read gets a byte well within any per-read timeout. ``closed`` is set when the
+    client has gone (a write failed)."""
+
+    url: str
+    closed: threading.Event = field(default_factory=threading.Event)
+    ending: threading.Event = field(default_factory=threading.Event)
+    serving: threading.Event = field(default_factory=threading.Event)
+
+
+@pytest.fixture
+def trickler() -> Iterator[Trickler]:
+    state = Trickler(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "600")
+            self.end_headers()
+            state.serving.set()
+            try:
+                for _ in range(600):
+                    if state.ending.wait(0.1):
+                        return
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+            except OSError:
+                state.closed.set()
+
+        do_POST = do_GET
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    state.ending.set()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_server_trickling_its_answer_is_cut_off_at_the_tries_timeout(trickler: Trickler) -> None:
+    # Given a server that keeps each read busy with a byte every 0.1 s (httpx's per-read timeout never fires)
+    outcome: list[BaseException] = []
+
+    def try_it() -> None:
+        try:
+            HttpExecutor(LOOPBACK).execute(HttpTarget(url=trickler.url), _call(timeout_s=1.0))
+        except BaseException as error:
+            outcome.append(error)
+
+    # When a try with a 1 s timeout sends its request
+    thread = threading.Thread(target=try_it, daemon=True)
+    thread.start()
+    thread.join(10)
+    # Then it has stopped by then, as timed out, and the server saw its connection go: no request runs on
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], TargetTimedOut)
+    assert trickler.closed.wait(5)
+
+
+def test_a_cancelled_try_shuts_its_connection_at_once(trickler: Trickler) -> None:
+    # Given a try whose request is being trickled an answer
+    call = _call(timeout_s=60.0)
+    outcome: list[BaseException] = []
+
+    def try_it() -> None:
+        try:
+            HttpExecutor(LOOPBACK).execute(HttpTarget(url=trickler.url), call)
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=try_it, daemon=True)
+    thread.start()
+    assert trickler.serving.wait(10)  # the request is under way: the server trickles its answer
+    # When the worker cancels it (its timeout as the supervisor measured it, or a lost heartbeat)
+    call.cancel.cancel()
+    # Then the request ends within moments and the server sees the connection closed
+    thread.join(5)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], TargetTimedOut)
+    assert trickler.closed.wait(5)

@@ -17,6 +17,7 @@ from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunSt
 from jobsched.ports.jobs import Rewrite
 from jobsched.ports.runs import ClaimRequest, new_run
 from tests.support.backends import memory_settings
+from tests.support.worker import owner_sets_paused, resume_after_first_events_read
 
 T0 = 1_772_445_600_000  # 2026-03-02T10:00:00Z
 HOUR = 3_600_000
@@ -227,3 +228,20 @@ def test_a_dead_run_far_below_the_thresholds_reads_no_audit_events() -> None:
 
     # Then no streak can reach a threshold, so the job's events (where a resume would be found) are not read
     assert reads == [] and f.kinds() == []
+
+
+def test_an_owners_resume_between_the_streak_read_and_the_pause_is_not_undone() -> None:
+    # Given a job its owner paused, whose two runs died while it was paused
+    f = Fixture(pause_after_consecutive_dead=2)
+    owner_sets_paused(f.jobs, f.job.id, paused=True, at_ms=T0 - 5 * HOUR)
+    f.ended(2, RunStatus.DEAD)
+    f.ended(1, RunStatus.DEAD)
+    # and the owner's resume landing while the worker recording the second is between its streak read and pause
+    landed = resume_after_first_events_read(f.jobs, f.job.id, at_ms=T0)
+
+    f.alerting.dead(f.job, "run-2")
+
+    # Then the job stays resumed: both dead runs ended before the resume, which starts a new streak
+    assert landed == [T0]
+    assert f.jobs.get(f.job.id).job.paused is False
+    assert f.kinds() == []

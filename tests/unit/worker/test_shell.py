@@ -170,3 +170,17 @@ def test_a_silent_command_has_no_output() -> None:
     call = _call()
     SHELL.execute(ShellTarget(command="true"), call)
     assert call.output is None
+
+
+def test_a_timed_out_command_gets_sigterm_first_then_its_group_is_killed(tmp_path: Path) -> None:
+    # Given a command that cleans up on SIGTERM (writes a mark) and whose child ignores SIGTERM
+    mark, pidfile = tmp_path / "terminated", tmp_path / "pid"
+    command = (
+        f"trap 'echo term > {mark}; exit 143' TERM; (trap '' TERM; exec sleep 60) & echo $! > {pidfile}; wait"
+    )
+    # When it passes its 1 s timeout
+    with pytest.raises(TargetTimedOut):
+        SHELL.execute(ShellTarget(command=command), _call(timeout_s=1))
+    # Then it was told first (its trap ran) and the child that ignored the TERM was killed with the group
+    assert mark.read_text().strip() == "term"
+    assert process_gone(int(pidfile.read_text()))

@@ -1,0 +1,238 @@
+"""``overlap: skip`` around tries that may not be skipped: a retry or a lost worker's run taken over waits for
+the job's lock (its attempts kept) rather than ending ``skipped``; and a claim under a spec read before a PATCH
+to ``skip`` never runs beside a locked try. The same cases run on moto (tests/integration/worker)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jobsched.adapters.queue import delivery_of
+from jobsched.domain.retries import Outcome, Owned
+from jobsched.domain.worker import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS, Deferred
+from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
+from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
+from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, run_id
+from jobsched.targets import TargetCall, Targets, commands
+from tests.support.worker import T0, Kit, SimWaiter
+
+MINUTE = 60_000
+
+
+def _claim(kit: Kit, job: Job, scheduled_for: int, worker: str) -> None:
+    assert kit.runs.claim(
+        ClaimRequest(
+            job.id, scheduled_for, worker=worker, now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+        )
+    ).claimed
+
+
+def _running_with_the_lock(kit: Kit, job: Job, scheduled_for: int, worker: str = "w-1") -> None:
+    """Run ``scheduled_for`` of ``job`` claimed by ``worker`` now, holding the job's overlap lock."""
+    _claim(kit, job, scheduled_for, worker)
+    holder = kit.jobs.acquire_overlap(
+        OverlapRequest(
+            job.id,
+            run_id=run_id(job.id, scheduled_for),
+            attempt=1,
+            worker=worker,
+            now_ms=kit.clock(),
+            stale_before_ms=kit.clock() - kit.settings.heartbeat_stale_s * 1000,
+            expires_at_s=kit.clock() // 1000 + 86_400,
+        )
+    )
+    assert holder is None
+
+
+def _finish(kit: Kit, job: Job, scheduled_for: int, worker: str = "w-1") -> None:
+    """The locked try of ``scheduled_for`` succeeds and gives the lock back."""
+    assert kit.runs.succeed(Owned(job.id, scheduled_for, 1, worker), now_ms=kit.clock())
+    kit.jobs.release_overlap(job.id, run_id=run_id(job.id, scheduled_for), attempt=1, worker=worker)
+
+
+def _switch_to_skip(kit: Kit, job: Job) -> None:
+    """A PATCH of ``overlap: skip`` as the API writes it: the job and its ``updated`` event (the fields given)."""
+    stored = kit.jobs.get(job.id)
+    assert stored.state is not None
+    at = kit.clock()
+    edited = Job.model_validate(job.model_dump() | {"overlap": "skip", "updated_at": from_ms(at)})
+    event = AuditEvent(job.id, at, change_key(1), JobEventKind.UPDATED, job.owner, {"fields": ["overlap"]})
+    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at), event=event))
+
+
+def test_a_retry_finding_the_next_fires_try_holding_the_lock_waits_and_keeps_its_attempts(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given an overlap: skip job whose 02:00 run failed its first try and is retrying
+    job = kit.make_job(schedule="* * * * *", overlap="skip", command="record", retry={"max_attempts": 3})
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    _claim(kit, job, T0, "w-0")
+    change = RetryTransition(
+        error="attempt 1 failed", retry_at_ms=kit.clock(), sweep_at_ms=kit.clock() + MINUTE
+    )
+    assert kit.runs.retry(Owned(job.id, T0, 1, "w-0"), change)
+    # and the 02:01 run's try running with the job's lock
+    _running_with_the_lock(kit, job, T0 + MINUTE)
+
+    # When the retry is delivered
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0)
+
+    # Then it waits: not skipped, not tried, its one failed try kept
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.RETRYING and row.attempt == 1
+    assert calls == []
+    # and once the 02:01 try is over it runs as attempt 2
+    _finish(kit, job, T0 + MINUTE)
+    kit.clock.advance(MINUTE)
+    assert kit.deliver(job, T0) == Outcome.SUCCEEDED
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.SUCCEEDED and row.attempt == 2
+    assert [call.attempt for call in calls] == [2]
+
+
+def test_a_lost_workers_run_taken_over_while_the_lock_is_held_waits_and_its_lost_try_is_recorded(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given an overlap: skip job whose 02:00 run's worker was lost mid-try (its heartbeat stale)
+    job = kit.make_job(schedule="* * * * *", overlap="skip", command="record", retry={"max_attempts": 3})
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    _claim(kit, job, T0, "w-lost")
+    kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
+    # and the 02:01 run's try running with the job's lock
+    _running_with_the_lock(kit, job, T0 + MINUTE)
+
+    # When the 02:00 run's message comes back
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0)
+
+    # Then it waits for the lock: still the lost worker's, not skipped
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.RUNNING and row.worker == "w-lost" and row.attempt == 1
+    assert calls == []
+    # and once the 02:01 try is over it is taken over: the lost try recorded, then attempt 2 runs
+    _finish(kit, job, T0 + MINUTE)
+    kit.clock.advance(MINUTE)
+    assert kit.deliver(job, T0) == Outcome.SUCCEEDED
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.SUCCEEDED and row.attempt == 2
+    assert [t.attempt for t in row.tries] == [1, 2] and row.tries[0].error
+    assert [call.attempt for call in calls] == [2]
+
+
+def test_a_claim_under_a_spec_read_before_a_patch_to_skip_does_not_run_beside_the_locked_try(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given an overlap: allow job whose 02:00 run's batch read the job's spec
+    job = kit.make_job(schedule="* * * * *", overlap="allow", command="record")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    specs = kit.worker.read_specs([job.id])
+    assert specs is not None and specs.jobs[job.id].overlap.value == "allow"
+    # and then the owner's PATCH to skip, and the 02:01 try taking the lock (no try running without it)
+    _switch_to_skip(kit, job)
+    kit.clock.advance(PRE_CLAIM_SPEC_MS + 5_000)
+    _running_with_the_lock(kit, job, T0 + MINUTE)
+
+    # When the 02:00 run's claim lands after all that, with the spec its batch read
+    outcome = kit.worker.handle(delivery_of(kit.record(job.id, T0)), specs)
+
+    # Then it does not run under the stale spec: the job is overlap: skip and a try holds the lock
+    assert outcome == Outcome.SKIPPED
+    assert calls == []
+
+
+def test_a_lock_taken_just_after_a_patch_to_skip_waits_for_claims_under_the_earlier_spec(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given an overlap: allow job whose 02:00 run's batch read the job's spec just before the PATCH to skip
+    job = kit.make_job(schedule="* * * * *", overlap="allow", command="record")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    specs = kit.worker.read_specs([job.id])
+    assert specs is not None
+    _switch_to_skip(kit, job)
+    kit.clock.advance(1_000)
+
+    # When the 02:01 run takes the lock a second later and finds no try running without it
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0 + MINUTE)
+
+    # Then it waits (the 02:00 claim may still land and run under overlap: allow) and gives the lock back
+    assert calls == []
+    row = kit.runs.get(job.id, T0 + MINUTE)
+    assert row is not None and row.status is RunStatus.QUEUED and row.attempt == 0
+    # the 02:00 claim lands under its batch's spec and runs alone
+    assert kit.worker.handle(delivery_of(kit.record(job.id, T0)), specs) == Outcome.SUCCEEDED
+    # and the 02:01 run, back later, runs once nothing else does
+    kit.clock.advance(MINUTE)
+    assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED
+    assert [call.run_id for call in calls] == [run_id(job.id, T0), run_id(job.id, T0 + MINUTE)]
+
+
+@pytest.fixture
+def stubborn() -> Iterator[threading.Event]:
+    """Command ``stubborn``: the 02:00 run's try ignores its cancel and runs until the test sets the returned
+    event (60 s real at most); any other run's try returns at once."""
+    release = threading.Event()
+    started = threading.Event()
+
+    @commands.register("stubborn", replace=True)
+    def stubborn_command(call: TargetCall) -> str:
+        if call.scheduled_for_ms == T0:
+            started.set()
+            release.wait(60)
+        return "done"
+
+    release.started = started  # type: ignore[attr-defined]
+    yield release
+    release.set()
+    commands.unregister("stubborn")
+
+
+def test_a_timed_out_try_that_does_not_stop_keeps_the_lock(kit: Kit, stubborn: threading.Event) -> None:
+    # Given an overlap: skip job whose 02:00 try ignores the cancel at its timeout
+    job = kit.make_job(schedule="* * * * *", overlap="skip", command="stubborn", timeout_s=60)
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    started = stubborn.started  # type: ignore[attr-defined]
+    worker = kit.build_worker(waiter=SimWaiter(kit.clock, parked=started.is_set))
+    # When it passes its timeout: recorded failed (to be retried), yet still running
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    # Then the lock is not given back: the 02:01 run is skipped, and the 02:00 retry waits
+    kit.clock.advance(MINUTE)
+    assert kit.deliver(job, T0 + MINUTE) == Outcome.SKIPPED
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0)
+    stubborn.set()
+
+
+def test_a_timed_out_lambda_try_keeps_the_lock_while_its_function_may_run(kit: Kit) -> None:
+    # Given an overlap: skip job aimed at a Lambda function whose 02:00 invocation outlasts the try's timeout
+    class Parked:
+        def execute(self, target: Any, call: TargetCall) -> str:
+            if call.scheduled_for_ms == T0 and call.attempt == 1:
+                kit.waiter.sleep_until(None, call.cancel)  # the caller stops waiting; the function does not
+            return "lambda f: status 200"
+
+    job = kit.make_job(
+        schedule="* * * * *", overlap="skip", target={"type": "lambda", "function": "f"}, timeout_s=60
+    )
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    worker = kit.build_worker(targets=Targets(lambda_=Parked()))
+    claimed_at = kit.clock()
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
+    # Then until the function's longest run from the try's start is over, no other try of the job runs
+    kit.clock.advance(MINUTE)
+    assert worker.handle(delivery_of(kit.record(job.id, T0 + MINUTE))) == Outcome.SKIPPED
+    with pytest.raises(Deferred):
+        worker.handle(delivery_of(kit.record(job.id, T0)))
+    # and after it the retry runs
+    kit.clock.now_ms = claimed_at + LAMBDA_MAX_RUN_S * 1000 + CLOCK_SKEW_MS + 1
+    assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.SUCCEEDED
