@@ -410,19 +410,34 @@ class RunMessage:
 
     @classmethod
     def parse(cls, body: str) -> RunMessage:
-        """Parse a message body; raises ValueError (the parse's own errors wrapped) for a malformed one."""
+        """Parse a message body: a JSON object with ``job_id`` (a string) and ``scheduled_for`` (a JSON integer),
+        and optionally ``dispatch_at``, ``enqueued_at`` and ``term`` (JSON integers or null). Raises ValueError
+        (the parse's own errors wrapped) for a malformed one: a field missing or of another type (``true``,
+        ``1.5``, ``1.0`` or ``"1"`` is not an integer)."""
         try:
             data = json.loads(body)
             if not isinstance(data, dict):
                 raise TypeError(f"a JSON object is expected, not {type(data).__name__}")
+            job_id = data["job_id"]
+            if not isinstance(job_id, str):
+                raise TypeError(f"job_id is a {type(job_id).__name__}, not a string")
             optional = {
-                name: int(data[name])
+                name: _integer(data, name)
                 for name in ("dispatch_at", "enqueued_at", "term")
                 if data.get(name) is not None
             }
-            return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]), **optional)
+            return cls(job_id=job_id, scheduled_for=_integer(data, "scheduled_for"), **optional)
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as error:
             raise ValueError(f"malformed run message: {body[:200]!r}") from error
+
+
+def _integer(data: dict[str, Any], name: str) -> int:
+    """``data[name]`` when it is an integer (a bool is not one, though Python's ``bool`` is an ``int``). Raises
+    KeyError when absent, TypeError for any other type."""
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} is a {type(value).__name__}, not an integer")
+    return value
 
 
 @dataclass(frozen=True)
