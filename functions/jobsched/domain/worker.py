@@ -104,8 +104,11 @@ that often is dead-lettered, and its run recorded dead without a try, only after
 MAX_GIVE_BACK_DELAY_S = 900
 """The longest a given-back delivery is handed back for (s)."""
 OVERLAP_CHANGE_EVENTS = 20
-"""How many of a recently changed job's newest audit events the worker reads to find a change of its ``overlap``
-(``Worker._unlocked_try``): more than a job is edited in the minutes a try can last, but for a script."""
+"""The page size in which the worker reads a recently changed job's newest audit events to find a change of its
+``overlap`` (``Worker._unlocked_try``): it reads on, page by page, until an event older than the longest a try
+lasts, so one page unless a script edits the job many times a minute."""
+RUNNING_ROWS_PAGE = 10
+"""The page size in which ``Worker._unlocked_try`` lists a job's running rows."""
 CLAIM_MARGIN_S = 20
 """Seconds a claimed try needs beyond its ``timeout_s`` to record its result (a few conditional writes, the
 retry or dead-run messages, each with SDK retries). A delivery whose invocation has less than
@@ -444,30 +447,49 @@ class Worker:
         heartbeat fresh), else None; when there is one, the lock is given back. Such a try started while the job
         had ``overlap: allow`` (it took no lock), so it can only exist when a change of the job's ``overlap``
         lies within the longest a try lasts (``worker_timeout_cap_s`` plus the heartbeat's staleness). Only a job
-        changed that recently has its newest audit events read (1 query, ``OVERLAP_CHANGE_EVENTS``), and only
-        when one of them set ``overlap`` are its running tries listed (a status-filtered read of its history,
-        so in the minutes after such a change alone)."""
+        changed that recently has its audit events read, newest first, back to that window's start (1 query per
+        ``OVERLAP_CHANGE_EVENTS``), and only when one of them set ``overlap`` are its running tries listed (a
+        status-filtered read of its history, so in the minutes after such a change alone)."""
         lasts_ms = (self.settings.worker_timeout_cap_s + self.settings.heartbeat_stale_s) * 1000
-        if now - to_ms(job.updated_at) > lasts_ms:
+        since = now - lasts_ms
+        if to_ms(job.updated_at) < since:
             return None
-        events, _ = self.jobs.list_events(owned.job_id, OVERLAP_CHANGE_EVENTS)
-        if not any(
-            event.kind is JobEventKind.UPDATED
-            and event.at >= now - lasts_ms
-            and "overlap" in event.detail.get("fields", ())
-            for event in events
-        ):
+        if not self._overlap_changed_since(owned.job_id, since):
             return None
-        stale_before = now - self.settings.heartbeat_stale_s * 1000
-        rows, _ = self.runs.list_for_job(owned.job_id, 10, RunFilter(status=RunStatus.RUNNING))
-        other = next(
-            (row for row in rows if row.run_id != owned.run_id and (row.heartbeat_at or 0) >= stale_before),
-            None,
-        )
+        other = self._running_other(owned, stale_before=now - self.settings.heartbeat_stale_s * 1000)
         if other is None:
             return None
         self._release_overlap(owned)
-        return other.run_id
+        return other
+
+    def _overlap_changed_since(self, job_id: str, since_ms: int) -> bool:
+        """Whether an ``updated`` audit event of job ``job_id`` at or after ``since_ms`` (epoch ms) set its
+        ``overlap``: its events read newest first, page by page, until one older than ``since_ms``."""
+        before: str | None = None
+        while True:
+            events, before = self.jobs.list_events(job_id, OVERLAP_CHANGE_EVENTS, before)
+            recent = [event for event in events if event.at >= since_ms]
+            if any(
+                event.kind is JobEventKind.UPDATED and "overlap" in event.detail.get("fields", ())
+                for event in recent
+            ):
+                return True
+            if before is None or len(recent) < len(events):
+                return False
+
+    def _running_other(self, owned: Owned, *, stale_before: int) -> str | None:
+        """The run id of a ``running`` row of ``owned``'s job other than ``owned``'s run whose ``heartbeat_at`` is
+        at or after ``stale_before`` (epoch ms), else None: its running rows read page by page."""
+        before_ms: int | None = None
+        while True:
+            rows, before_ms = self.runs.list_for_job(
+                owned.job_id, RUNNING_ROWS_PAGE, RunFilter(status=RunStatus.RUNNING), before_ms
+            )
+            for row in rows:
+                if row.run_id != owned.run_id and (row.heartbeat_at or 0) >= stale_before:
+                    return row.run_id
+            if before_ms is None:
+                return None
 
     def _release_overlap(self, owned: Owned) -> None:
         try:
