@@ -220,6 +220,46 @@ def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -
     )
 
 
+def test_a_claim_for_a_round_takes_no_row_queued_after_it(store: Any) -> None:
+    # Given a run queued at NOW (a re-run's or a backfill's round)
+    store.put_new(_run())
+
+    def claim(queued_by: int, create: RunRow | None = None) -> Any:
+        return store.claim(
+            ClaimRequest(
+                *FIRST,
+                worker="sweeper",
+                now_ms=NOW + 500,
+                stale_before_ms=NOW - 120_000,
+                retry_due_by_ms=NOW + 500,
+                create=create,
+                queued_by_ms=queued_by,
+            )
+        )
+
+    # When a claim asks for it on behalf of a message sent before that round (with or without create)
+    refused = claim(NOW - 1, create=_created(now=NOW - 1))
+    # Then it is refused with the row as stored, which stays queued
+    assert not refused.claimed and refused.before == _run()
+    assert not claim(NOW - 1).claimed and store.get("j_a", T0) == _run()
+    # And a message sent at or after the round's start claims it
+    assert claim(NOW).claimed and store.get("j_a", T0).status is RunStatus.RUNNING
+    # And with no row, the claim creates one whatever the message's instant
+    other = RunKey("j_a", T0 + 1)
+    created = new_run("j_a", T0 + 1, now_ms=NOW - 5, retention_days=90, sweep_after_ms=None)
+    assert store.claim(
+        ClaimRequest(
+            *other,
+            worker="sweeper",
+            now_ms=NOW,
+            stale_before_ms=0,
+            retry_due_by_ms=NOW,
+            create=created,
+            queued_by_ms=NOW - 5,
+        )
+    ).claimed
+
+
 def test_a_retrying_run_is_claimable_once_due_and_a_stale_running_one_is_taken_over(store: Any) -> None:
     store.put_new(_run())
     _claim(store)

@@ -84,7 +84,7 @@ class Backfiller:
                 found = self.runs.put_new(row)
                 if found is None:
                     created += 1
-                    sent.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+                    sent.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s, enqueued_at=now_ms))
                     continue
             if (
                 _skipped_fire(found)
@@ -92,7 +92,7 @@ class Backfiller:
                     RerunRequest(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms)
                 ).done
             ):
-                sent.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+                sent.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s, enqueued_at=now_ms))
         self._send(sent)
         result = BackfillResult(
             count=len(sent),

@@ -135,8 +135,9 @@ class MemoryRunStore:
 
     def claim(self, request: ClaimRequest) -> Claim:
         """``queued``, or ``retrying`` due by ``retry_due_by_ms``, or ``running`` with a heartbeat older than
-        ``stale_before_ms``, or (with ``create``) no row at all -> ``running`` under ``(attempt + 1, worker)``;
-        a created row is ``create`` out of the sweep index, and the answer's ``before`` is ``create``."""
+        ``stale_before_ms`` (each, with ``queued_by_ms``, only when ``enqueued_at`` is absent or at most it), or
+        (with ``create``) no row at all -> ``running`` under ``(attempt + 1, worker)``; a created row is
+        ``create`` out of the sweep index, and the answer's ``before`` is ``create``."""
         create, worker, now_ms = request.create, request.worker, request.now_ms
         with self._lock:
             row = self._rows.get(request.key)
@@ -156,7 +157,12 @@ class MemoryRunStore:
                 return Claim(True, create)
             if row is None:
                 return Claim(False, None)
-            claimable = (
+            in_round = (
+                request.queued_by_ms is None
+                or row.enqueued_at is None
+                or row.enqueued_at <= request.queued_by_ms
+            )
+            claimable = in_round and (
                 row.status is RunStatus.QUEUED
                 or (
                     row.status is RunStatus.RETRYING

@@ -217,7 +217,10 @@ class ClaimRequest:
     """A worker asking for run ``(job_id, scheduled_for_ms)`` (``RunClaims.claim``; instants epoch ms): claimed
     by ``worker`` at ``now_ms`` when ``queued``, ``retrying`` with its ``retry_at`` at most ``retry_due_by_ms``,
     or ``running`` with a ``heartbeat_at`` older than ``stale_before_ms`` (a lost worker's); with ``create``, a
-    run with no row gets one made of ``create`` (a scheduled run: its message was its only record)."""
+    run with no row gets one made of ``create`` (a scheduled run: its message was its only record). With
+    ``queued_by_ms``, an existing row is claimed only when its ``enqueued_at`` is absent or at most
+    ``queued_by_ms``: its current round was queued when the message asking was sent (the dead-letter drain's
+    claim, ``message_round_began``)."""
 
     job_id: str
     scheduled_for_ms: int
@@ -226,6 +229,7 @@ class ClaimRequest:
     stale_before_ms: int
     retry_due_by_ms: int
     create: RunRow | None = None
+    queued_by_ms: int | None = None
 
     @property
     def key(self) -> RunKey:
@@ -386,9 +390,11 @@ class RunMessage:
 
     A scheduled run has no row until a worker claims it: its message is its durable record (design §4.7), so
     the scheduler adds what the claim writes into the new row: ``dispatch_at`` (the fire plus the job's jitter
-    offset) and ``enqueued_at`` (when it was sent), epoch ms, and ``term`` (the fencing term of the scheduler
-    that sent it). All are optional (messages of earlier versions, the sweeper's and retries' carry none) and
-    take no part in equality: a message names its run by key.
+    offset) and ``enqueued_at``, epoch ms, and ``term`` (the fencing term of the scheduler that sent it).
+    ``enqueued_at`` is when the message was sent, at or after its run's current round was queued (the row's
+    ``enqueued_at``, which a re-run or a backfill sets anew): every sender sets it, so a letter of an earlier
+    round is told apart (``message_round_began``). All are optional (messages of earlier versions carry none)
+    and take no part in equality: a message names its run by key.
     """
 
     job_id: str
@@ -549,6 +555,14 @@ class RunClaims(Protocol):
     def claim(self, request: ClaimRequest) -> Claim: ...
 
 
+def message_round_began(message: RunMessage, row: RunRow) -> bool:
+    """Whether ``row``'s current round (its ``enqueued_at``, set when the row was made or re-run) had begun when
+    ``message`` was sent (its ``enqueued_at``): the message may belong to that round. False only when both are
+    known and the row's round began later: the message was sent for an earlier round (a re-run's or a backfill's
+    row made after a letter of the same run was dead-lettered), and nothing it asked for is owed any more."""
+    return message.enqueued_at is None or row.enqueued_at is None or row.enqueued_at <= message.enqueued_at
+
+
 def claim_message(
     runs: RunClaims,
     message: RunMessage,
@@ -557,11 +571,14 @@ def claim_message(
     now_ms: int,
     retry_due_by_ms: int,
     settings: Settings,
+    same_round: bool = False,
 ) -> Claim:
     """Claim the run of a run-queue ``message`` for ``worker`` at ``now_ms`` (epoch ms), as ``RunRows.claim``
     does: a running run counts as lost when its beat is older than ``settings.heartbeat_stale_s``; a scheduled
     run with no row yet gets one made from the message (its ``enqueued_at``, or ``now_ms``; its
-    ``dispatch_at`` and ``term``), kept ``settings.retention_days`` and out of the sweep index."""
+    ``dispatch_at`` and ``term``), kept ``settings.retention_days`` and out of the sweep index. With
+    ``same_round``, an existing row is claimed only in the round the message was sent for
+    (``ClaimRequest.queued_by_ms`` = the message's ``enqueued_at``: see ``message_round_began``)."""
     create = new_run(
         message.job_id,
         message.scheduled_for,
@@ -574,7 +591,14 @@ def claim_message(
     stale_before_ms = now_ms - settings.heartbeat_stale_s * 1000
     return runs.claim(
         ClaimRequest(
-            message.job_id, message.scheduled_for, worker, now_ms, stale_before_ms, retry_due_by_ms, create
+            message.job_id,
+            message.scheduled_for,
+            worker,
+            now_ms,
+            stale_before_ms,
+            retry_due_by_ms,
+            create,
+            queued_by_ms=message.enqueued_at if same_round else None,
         )
     )
 

@@ -221,9 +221,10 @@ class RunStore:
         copy of its message is dropped; the delayed one, or the sweeper, delivers it on time). Sets ``worker``,
         ``attempt`` + 1, ``started_at`` and ``heartbeat_at`` (epoch ms), and ``lateness_ms`` on the first try; a
         created row also gets ``create``'s ``run_id``, ``kind``, ``enqueued_at``, ``dispatch_at``, ``term``,
-        ``owner`` and ``expires_at`` (each only where the row has none). Returns ``Claim(True, the row as it was
-        before, create for a new row)`` when claimed, else ``Claim(False, the row as stored or None when there
-        is no such run)``: the caller drops the delivery.
+        ``owner`` and ``expires_at`` (each only where the row has none). With ``queued_by_ms``, an existing row
+        is claimed only when also ``attribute_not_exists(enqueued_at) OR enqueued_at <= :queued_by``. Returns
+        ``Claim(True, the row as it was before, create for a new row)`` when claimed, else ``Claim(False, the
+        row as stored or None when there is no such run)``: the caller drops the delivery.
         """
         sets = [
             "#s = :running",
@@ -252,6 +253,9 @@ class RunStore:
         }
         create = request.create
         names = {"#s": "status"}
+        if request.queued_by_ms is not None:
+            condition = f"({condition}) AND (attribute_not_exists(enqueued_at) OR enqueued_at <= :queued_by)"
+            values[":queued_by"] = request.queued_by_ms
         if create is not None:
             condition = f"attribute_not_exists(job_id) OR {condition}"
             fresh = {

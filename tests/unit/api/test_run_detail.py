@@ -103,8 +103,11 @@ def test_a_dead_run_is_queued_again_with_its_id_and_a_fresh_set_of_attempts(http
     assert [a["attempt"] for a in run["previous_attempts"]] == [1, 2]
     assert all(a["round"] == 0 for a in run["previous_attempts"])
     scheduled_for = int(run_id.split("@")[1])
-    assert _queue(http) == [{"job_id": job["id"], "scheduled_for": scheduled_for}]
+    # its message names the round it is for: sent as the re-run queued it (a dead letter of an earlier round is
+    # told apart by it)
+    assert _queue(http) == [{"job_id": job["id"], "scheduled_for": scheduled_for, "enqueued_at": http.clock()}]
     row = http.backend.runs.get(job["id"], scheduled_for)
+    assert row.enqueued_at == http.clock()
     assert (
         row.sweep_at == http.clock() + http.settings.sweep_queued_after_s * 1000
     )  # the sweeper's safety net

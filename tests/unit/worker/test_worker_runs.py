@@ -250,7 +250,11 @@ def test_a_failed_try_retries_with_backoff_then_succeeds_with_the_same_key(
     assert row.retry_at == kit.clock() + 60_000
     assert row.sweep_at == row.retry_at + kit.settings.sweep_queued_after_s * 1000
     assert len(sent) == 1 and sent[0]["DelaySeconds"] == 60
-    assert json.loads(sent[0]["MessageBody"]) == {"job_id": job.id, "scheduled_for": T0}
+    assert json.loads(sent[0]["MessageBody"]) == {
+        "job_id": job.id,
+        "scheduled_for": T0,
+        "enqueued_at": kit.clock(),
+    }
     # An early copy (before the retry is due) is dropped
     assert kit.deliver(job) == Outcome.DROPPED
     # When the delayed message arrives
