@@ -333,6 +333,7 @@ class MemoryRunStore:
                 rerun_key=key_digest,
                 enqueued_at=now_ms,
                 sweep_at=sweep_at_ms,
+                expires_at_s=request.expires_at_s,
                 worker=None,
                 started_at=None,
                 heartbeat_at=None,

@@ -315,14 +315,38 @@ class SweepDeferral:
 @dataclass(frozen=True)
 class RerunRequest:
     """``RunHistory.rerun`` of run ``(job_id, scheduled_for_ms)``: queued again at ``now_ms`` with ``sweep_at =
-    sweep_at_ms`` (epoch ms); ``key_digest``: the digest of the re-run request's ``Idempotency-Key`` (None:
-    none)."""
+    sweep_at_ms`` (epoch ms) and kept until ``expires_at_s`` (epoch s, the row's TTL: a new round is kept the
+    retention from its re-run, so it cannot expire while it runs); ``key_digest``: the digest of the re-run
+    request's ``Idempotency-Key`` (None: none)."""
 
     job_id: str
     scheduled_for_ms: int
     now_ms: int
     sweep_at_ms: int
+    expires_at_s: int
     key_digest: str | None = None
+
+    @classmethod
+    def at(
+        cls,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        now_ms: int,
+        sweep_at_ms: int,
+        retention_days: int,
+        key_digest: str | None = None,
+    ) -> RerunRequest:
+        """The re-run at ``now_ms`` (epoch ms) of a run kept ``retention_days`` from then (as ``new_run`` keeps a
+        new row)."""
+        return cls(
+            job_id,
+            scheduled_for_ms,
+            now_ms=now_ms,
+            sweep_at_ms=sweep_at_ms,
+            expires_at_s=now_ms // 1000 + retention_days * 86400,
+            key_digest=key_digest,
+        )
 
     @property
     def key(self) -> RunKey:
@@ -751,8 +775,8 @@ class RunHistory(Protocol):
         """Put a finished run back on its way (:class:`RerunRequest`), one conditional write: the row must be
         ``dead`` (its notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of
         several). It becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key =
-        key_digest`` and ``sweep_at = sweep_at_ms`` (the sweep index: the sweeper enqueues it if its message
-        never comes); its
+        key_digest``, ``expires_at_s`` as the request says and ``sweep_at = sweep_at_ms`` (the sweep index: the
+        sweeper enqueues it if its message never comes); its
         worker, start, heartbeat, finish, retry and error are cleared; ``tries`` are kept (the new round's are
         told apart by their ``round``). Returns ``Rerun(True, the row as written)`` or ``Rerun(False, the row
         as stored, None when absent)``."""

@@ -490,7 +490,7 @@ class RunStore:
         """See ``RunHistory.rerun``. 1 request (the row enters the sweep index: 1 index write)."""
         sets = (
             "#s = :queued, attempt = :zero, reruns = if_not_exists(reruns, :zero) + :one, enqueued_at = :now,"
-            " sweep_at = :sweep_at, sweep_pk = :sweep_pk"
+            " sweep_at = :sweep_at, sweep_pk = :sweep_pk, expires_at = :expires_at"
         )
         # a queued run leaves its owner's failed runs (the sparse failures index); removing an absent
         # attribute writes nothing
@@ -504,6 +504,7 @@ class RunStore:
             ":now": request.now_ms,
             ":sweep_at": request.sweep_at_ms,
             ":sweep_pk": sweep_pk(sweep_shard(request.job_id)),
+            ":expires_at": request.expires_at_s,
         }
         if request.key_digest is None:
             removes.append("rerun_key")

@@ -235,7 +235,9 @@ def test_a_letter_of_an_earlier_round_does_not_kill_the_owners_re_run(kit: Kit) 
     # reaches the older letter
     kit.clock.advance(3_600_000)
     now = kit.clock()
-    rerun = kit.runs.rerun(RerunRequest(job.id, T0, now_ms=now, sweep_at_ms=now + 120_000))
+    rerun = kit.runs.rerun(
+        RerunRequest.at(job.id, T0, now_ms=now, sweep_at_ms=now + 120_000, retention_days=90)
+    )
     assert rerun.done and rerun.row is not None
     sent = RecordingSender()
     send_manual(sent, rerun.row.as_run())
