@@ -18,7 +18,7 @@ import typer
 from jobsched.exits import fail
 from jobsched.local.paths import DEFAULT_DATA_DIR
 
-__all__ = ["AcceptHostOpt", "local_command"]
+__all__ = ["local_command"]
 
 
 PortOpt = Annotated[int, typer.Option("--port", help="Port of the API on 127.0.0.1.")]
@@ -46,16 +46,6 @@ BackendOpt = Annotated[
         "moto (the AWS adapters on the embedded moto, saved every 2 s).",
     ),
 ]
-AcceptHostOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--accept-host",
-        help="Also answer requests for this host name (NAME, or NAME:PORT for a port forward); repeatable. "
-        "Otherwise only localhost, 127.0.0.1 and [::1] at --port are answered (against DNS rebinding).",
-        show_default=False,
-        metavar="NAME[:PORT]",
-    ),
-]
 DemoOpt = Annotated[
     bool, typer.Option("--demo", help="Register the sample jobs of events/demo on first start.")
 ]
@@ -69,7 +59,6 @@ def local_command(
     workers: WorkersOpt = 4,
     demo: DemoOpt = False,
     backend: BackendOpt = Backend.sqlite,
-    accept_host: AcceptHostOpt = None,
 ) -> None:
     """Run the whole system on this machine: API, scheduler, workers and sweeper, on an embedded SQLite
     (jobs, runs, leases) and moto (queues, topic)."""
@@ -85,7 +74,6 @@ def local_command(
             demo=demo,
             backend=backend.value,
             redirect_stdout=True,
-            accept_hosts=tuple(accept_host or ()),
         )
         run_forever(config)
     except (OSError, ValueError) as error:

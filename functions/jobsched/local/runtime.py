@@ -68,7 +68,7 @@ from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_b
 from jobsched.local.event_source import SqsEventSource
 from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE
 from jobsched.local.printer import AlertPrinter, RowPrinter, RunPrinter
-from jobsched.local.server import ApiServer, accepted_hosts
+from jobsched.local.server import ApiServer
 from jobsched.local.state import (
     STATE_FILE,
     Item,
@@ -150,8 +150,7 @@ class LocalConfig:
     (``sqlite``: jobs, runs and control in ``<data dir>/jobsched.sqlite3``; ``moto``: every table on moto);
     ``sqlite_synchronous``: SQLite's ``synchronous`` level (``NORMAL``: an acknowledged write survives a crash
     of the process, and a power loss but for the last second; ``FULL``: a power loss too, at an fsync per
-    write). ``accept_hosts``: ``Host`` names the server answers besides localhost, 127.0.0.1 and [::1] at
-    ``port`` (``jobsched.local.server.accepted_hosts``). Raises ValueError for a bad value.
+    write). Raises ValueError for a bad value.
     """
 
     port: int = 8080
@@ -172,11 +171,8 @@ class LocalConfig:
     """Send stdout (Powertools' EMF metric lines) to the metrics file: the CLI does; tests keep pytest's capture."""
     backend: str = BACKENDS[0]
     sqlite_synchronous: str = "NORMAL"
-    accept_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        self.accept_hosts = tuple(self.accept_hosts)
-        accepted_hosts(self.port, self.accept_hosts)  # ValueError naming a bad --accept-host
         if self.schedulers < 1 or self.workers < 1:
             raise ValueError("--schedulers and --workers must be at least 1")
         if self.backend not in BACKENDS:
@@ -445,7 +441,7 @@ class LocalRuntime:
 
         try:  # bind first: a busy port fails before anything else starts
             app = ConsoleApp(ApiWsgiApp(self._serve_api))  # the web console at /ui/, the API elsewhere
-            self.server = ApiServer(app, config.host, config.port, accept_hosts=config.accept_hosts)
+            self.server = ApiServer(app, config.host, config.port)
         except OSError as error:
             raise OSError(
                 f"cannot listen on {config.host}:{config.port} ({error.strerror or error}); is another "
