@@ -39,8 +39,9 @@ class Settings(BaseSettings):
         1000,
         ge=0,
         le=1000,
-        description="a tick also sends the fires due before the next tick (the next whole second), at most "
-        "this far ahead; workers hold each until its instant (0: off, each fire waits for its own tick)",
+        description="a tick also reads the fires due before the next tick (the next whole second), at most "
+        "this far ahead, and its loop ticks again at the earliest one's instant to send it then (0: off, a fire "
+        "between two ticks is sent by the next whole-second tick)",
     )
     min_interval_s: float = Field(1.0, ge=0.001, description="smallest allowed gap between fires, seconds")
     retention_days: int = Field(90, ge=1, description="run history kept this long (DynamoDB TTL)")

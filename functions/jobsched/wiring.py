@@ -285,10 +285,12 @@ class Components:
         limits: TickLimits | None = None,
         tick_metrics: TickMetrics | None = None,
         adopted: bool = False,
+        read_shards: int | None = None,
     ) -> SchedulerLoop:
         """A scheduler loop for ``partition`` (0 <= partition < ``settings.scheduler_partitions``, or above
         when ``adopted``). ``holder`` is the lease contender id (default: host, pid and a random suffix);
-        ``tick_metrics`` defaults to Powertools EMF. Raises ValueError for a partition out of range."""
+        ``tick_metrics`` defaults to Powertools EMF; ``read_shards``: the due shards its ticks read (default and
+        at least ``settings.due_shards``: ``Scheduler``). Raises ValueError for a partition out of range."""
         from jobsched.adapters.metrics import PowertoolsTickMetrics
         from jobsched.domain.lease import LeaderLease, new_holder_id
         from jobsched.domain.loop import SchedulerLoop
@@ -305,6 +307,7 @@ class Components:
             clock=self.clock,
             limits=limits,
             alerts=self.alert_publisher(),
+            read_shards=read_shards,
         )
         lease = LeaderLease(
             self.control(),
@@ -332,8 +335,9 @@ class Components:
         """The loops the process serving ``partition`` runs: that partition's, and one for each partition it
         adopts because a deployment with more partitions ran before, or an API already created jobs for more
         (``adopted_partitions``; the high-water mark is kept in the CONTROL table: 1 request, plus a one-off
-        scan of the due index when a deployment from before the mark first runs this code). Raises
-        ValueError for a partition out of range."""
+        scan of the due index when a deployment from before the mark first runs this code). Each reads as many
+        due shards as any deployment filed entries in (the due shards' high-water mark, kept the same way), so
+        ``due_shards`` can be lowered as well as raised. Raises ValueError for a partition out of range."""
         from jobsched.domain.loop import SchedulerGroup, adopted_partitions
 
         control = self.control()
@@ -342,6 +346,11 @@ class Components:
             highest = self.jobs().highest_due_partition()
             if highest is not None and highest + 1 > high_water:
                 high_water, _ = control.raise_partition_high_water(highest + 1)
+        shards, missing = control.raise_shard_high_water(self.settings.due_shards)
+        if missing:  # a deployment from before the mark: its jobs' entries tell how many shards it used
+            highest = self.jobs().highest_due_shard()
+            if highest is not None and highest + 1 > shards:
+                shards, _ = control.raise_shard_high_water(highest + 1)
         partitions = [
             partition,
             *adopted_partitions(partition, self.settings.scheduler_partitions, high_water),
@@ -349,7 +358,12 @@ class Components:
         return SchedulerGroup(
             [
                 self.scheduler_loop(
-                    p, holder=holder, limits=limits, tick_metrics=tick_metrics, adopted=p != partition
+                    p,
+                    holder=holder,
+                    limits=limits,
+                    tick_metrics=tick_metrics,
+                    adopted=p != partition,
+                    read_shards=shards,
                 )
                 for p in partitions
             ]

@@ -71,6 +71,14 @@ def test_read_positions_are_stored_per_partition_and_an_older_term_cannot_overwr
     assert control.read_positions(0) == "{}"
 
 
+def test_the_due_shard_high_water_mark_only_rises_apart_from_the_partitions_one(control: Any) -> None:
+    assert control.raise_shard_high_water(4) == (4, True)
+    assert control.raise_partition_high_water(1) == (1, True)  # a mark of its own
+    assert control.raise_shard_high_water(1) == (4, False)  # lowered: still read 4
+    assert control.raise_shard_high_water(8) == (8, False)
+    assert control.raise_shard_high_water(8) == (8, False)
+
+
 def test_the_partition_high_water_mark_only_rises_and_says_when_it_was_missing(control: Any) -> None:
     assert control.raise_partition_high_water(2) == (2, True)
     assert control.raise_partition_high_water(4) == (4, False)

@@ -166,7 +166,7 @@ def test_query_due_reads_one_bucket_and_shard_oldest_first_in_pages(store: Any) 
     assert all(e.partition == 0 and e.bucket == 5 and e.shard == 0 for e in found)
     assert {e.job_id for e in found} == {one.id for one in jobs}
     assert store.oldest_due_bucket(0) == 5 and store.oldest_due_bucket(1) is None
-    assert store.highest_due_partition() == 0
+    assert store.highest_due_partition() == 0 and store.highest_due_shard() == 1  # other_shard's
 
 
 def test_query_due_reads_one_lane_in_its_order_after_a_read_position(store: Any) -> None:
@@ -256,6 +256,7 @@ def test_a_move_can_end_the_schedule_and_rehome_the_job(store: Any) -> None:
         state(first), partition=2, term=0, next_run_at=T0 + 60_000, due=moved
     )
     assert store.highest_due_partition() == 2 and store.oldest_due_bucket(2) == 6
+    assert store.highest_due_shard() == 1  # the moved entry's shard (the other job's is 0)
     store.move(Move(second.id, **planned, term=3, next_run_at=None, due=None))
     ended = store.scheduling_states([second.id])[second.id]
     assert ended.next_run_at is None and ended.due is None and ended.term == 3

@@ -220,6 +220,46 @@ def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -
     )
 
 
+def test_a_claim_for_a_round_takes_no_row_queued_after_it(store: Any) -> None:
+    # Given a run queued at NOW (a re-run's or a backfill's round)
+    store.put_new(_run())
+
+    def claim(queued_by: int, create: RunRow | None = None) -> Any:
+        return store.claim(
+            ClaimRequest(
+                *FIRST,
+                worker="sweeper",
+                now_ms=NOW + 500,
+                stale_before_ms=NOW - 120_000,
+                retry_due_by_ms=NOW + 500,
+                create=create,
+                queued_by_ms=queued_by,
+            )
+        )
+
+    # When a claim asks for it on behalf of a message sent before that round (with or without create)
+    refused = claim(NOW - 1, create=_created(now=NOW - 1))
+    # Then it is refused with the row as stored, which stays queued
+    assert not refused.claimed and refused.before == _run()
+    assert not claim(NOW - 1).claimed and store.get("j_a", T0) == _run()
+    # And a message sent at or after the round's start claims it
+    assert claim(NOW).claimed and store.get("j_a", T0).status is RunStatus.RUNNING
+    # And with no row, the claim creates one whatever the message's instant
+    other = RunKey("j_a", T0 + 1)
+    created = new_run("j_a", T0 + 1, now_ms=NOW - 5, retention_days=90, sweep_after_ms=None)
+    assert store.claim(
+        ClaimRequest(
+            *other,
+            worker="sweeper",
+            now_ms=NOW,
+            stale_before_ms=0,
+            retry_due_by_ms=NOW,
+            create=created,
+            queued_by_ms=NOW - 5,
+        )
+    ).claimed
+
+
 def test_a_retrying_run_is_claimable_once_due_and_a_stale_running_one_is_taken_over(store: Any) -> None:
     store.put_new(_run())
     _claim(store)
@@ -507,13 +547,16 @@ def test_a_rerun_queues_a_dead_run_again_with_a_fresh_set_of_attempts(store: Any
     _dead(store)
     later = NOW + 3_600_000
     result = store.rerun(
-        RerunRequest("j_a", T0, now_ms=later, sweep_at_ms=later + SWEEP_AFTER_MS, key_digest="abc")
+        RerunRequest.at(
+            "j_a", T0, now_ms=later, sweep_at_ms=later + SWEEP_AFTER_MS, retention_days=90, key_digest="abc"
+        )
     )
     assert result.done
     row = store.get("j_a", T0)
     assert result.row == row
     assert (row.status, row.attempt, row.reruns, row.rerun_key) == (RunStatus.QUEUED, 0, 1, "abc")
     assert (row.enqueued_at, row.sweep_at) == (later, later + SWEEP_AFTER_MS)
+    assert row.expires_at_s == later // 1000 + 90 * 86400  # kept the retention from the re-run
     assert row.worker is row.started_at is row.heartbeat_at is row.finished_at is row.error is None
     assert row.lateness_ms == 1_500 and row.tries == (TryRecord(1, NOW, NOW + 1, "w1", "boom", "out"),)
     # it is in the sweep index, so the sweeper enqueues it if its message never comes
@@ -523,24 +566,30 @@ def test_a_rerun_queues_a_dead_run_again_with_a_fresh_set_of_attempts(store: Any
     claim = _claim(store, "w9", later + 1)
     assert claim.claimed and store.get("j_a", T0).attempt == 1
     # a second re-run of the same run, without a key, is refused while it is not dead or skipped
-    refused = store.rerun(RerunRequest("j_a", T0, now_ms=later + 2, sweep_at_ms=later + 3))
+    refused = store.rerun(
+        RerunRequest.at("j_a", T0, now_ms=later + 2, sweep_at_ms=later + 3, retention_days=90)
+    )
     assert not refused.done and refused.row.status is RunStatus.RUNNING and refused.row.rerun_key == "abc"
 
 
 def test_a_rerun_is_refused_unless_dead_and_notified_or_one_skipped_fire(store: Any) -> None:
-    assert store.rerun(RerunRequest("j_a", T0, now_ms=NOW, sweep_at_ms=NOW)) == Rerun(
+    assert store.rerun(RerunRequest.at("j_a", T0, now_ms=NOW, sweep_at_ms=NOW, retention_days=90)) == Rerun(
         False, None
     )  # no such run
     _dead(store, T0, notified=False)
-    owing = store.rerun(RerunRequest("j_a", T0, now_ms=NOW, sweep_at_ms=NOW))
+    owing = store.rerun(RerunRequest.at("j_a", T0, now_ms=NOW, sweep_at_ms=NOW, retention_days=90))
     assert not owing.done and owing.row.status is RunStatus.DEAD and owing.row.notify_pending
     store.put_new(_run(scheduled_for=T0 + 1))  # queued
-    assert not store.rerun(RerunRequest("j_a", T0 + 1, now_ms=NOW, sweep_at_ms=NOW)).done
+    assert not store.rerun(
+        RerunRequest.at("j_a", T0 + 1, now_ms=NOW, sweep_at_ms=NOW, retention_days=90)
+    ).done
     summary = _run(scheduled_for=T0 + 2, status=RunStatus.SKIPPED, skipped_count=3, skipped_through=T0 + 4)
     store.put_new(summary)
-    assert not store.rerun(RerunRequest("j_a", T0 + 2, now_ms=NOW, sweep_at_ms=NOW)).done
+    assert not store.rerun(
+        RerunRequest.at("j_a", T0 + 2, now_ms=NOW, sweep_at_ms=NOW, retention_days=90)
+    ).done
     store.put_new(_run(scheduled_for=T0 + 5, status=RunStatus.SKIPPED, error="missed: skip"))
-    skipped = store.rerun(RerunRequest("j_a", T0 + 5, now_ms=NOW, sweep_at_ms=NOW + 1))
+    skipped = store.rerun(RerunRequest.at("j_a", T0 + 5, now_ms=NOW, sweep_at_ms=NOW + 1, retention_days=90))
     assert skipped.done and skipped.row.status is RunStatus.QUEUED and skipped.row.error is None
     assert skipped.row.rerun_key is None and skipped.row.reruns == 1
 

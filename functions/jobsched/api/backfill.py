@@ -84,15 +84,25 @@ class Backfiller:
                 found = self.runs.put_new(row)
                 if found is None:
                     created += 1
-                    sent.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+                    sent.append(
+                        RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s, enqueued_at=now_ms)
+                    )
                     continue
             if (
                 _skipped_fire(found)
                 and self.runs.rerun(
-                    RerunRequest(job.id, fire, now_ms=now_ms, sweep_at_ms=now_ms + sweep_after_ms)
+                    RerunRequest.at(
+                        job.id,
+                        fire,
+                        now_ms=now_ms,
+                        sweep_at_ms=now_ms + sweep_after_ms,
+                        retention_days=self.settings.retention_days,
+                    )
                 ).done
             ):
-                sent.append(RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s))
+                sent.append(
+                    RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s, enqueued_at=now_ms)
+                )
         self._send(sent)
         result = BackfillResult(
             count=len(sent),

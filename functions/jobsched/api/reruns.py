@@ -101,11 +101,12 @@ def _retry(
     scheduled_for = scheduled_for_of(job_id, run_id)
     now = service.clock()
     result = service.runs.rerun(
-        RerunRequest(
+        RerunRequest.at(
             job_id,
             scheduled_for,
             now_ms=now,
             sweep_at_ms=now + service.settings.sweep_queued_after_s * 1000,
+            retention_days=service.settings.retention_days,
             key_digest=key_digest,
         )
     )

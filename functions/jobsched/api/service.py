@@ -587,12 +587,13 @@ class JobService:
             raise InvalidInput("target", refusal)
 
     def _mark_partitions(self) -> None:
-        """Before the first job this process homes in a partition: record the partition count in the
-        high-water mark the schedulers adopt from (``ControlStore.raise_partition_high_water``), so a job
-        created by an API already on a higher count than the schedulers (mid-deploy, or a rolled-back update)
-        is never stranded. 1 request per process."""
+        """Before the first job this process homes in a partition: record the partition count and the due
+        shards in the high-water marks the schedulers read (``ControlStore.raise_partition_high_water``,
+        ``raise_shard_high_water``), so a job filed by an API already on a higher count than the schedulers
+        (mid-deploy, or a rolled-back update) is never stranded. 2 requests per process."""
         if self.partition_marks is not None and not self._partitions_marked:
             self.partition_marks.raise_partition_high_water(self.settings.scheduler_partitions)
+            self.partition_marks.raise_shard_high_water(self.settings.due_shards)
             self._partitions_marked = True
 
     def _validated_schedule(

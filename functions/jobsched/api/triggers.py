@@ -80,9 +80,13 @@ def _keyed_run(service: JobService, job_id: str, scheduled_for: int | None, acto
 
 
 def send_manual(queue: RunSender, run: Run) -> None:
-    """Send a saved run's message; a refused send leaves it ``queued`` in the sweep index for the sweeper."""
+    """Send a saved run's message (``enqueued_at``: the run's, when its round was queued); a refused send leaves
+    it ``queued`` in the sweep index for the sweeper."""
+    enqueued_at = to_ms(run.enqueued_at) if run.enqueued_at is not None else None
     try:
-        queue.send([RunMessage(job_id=run.job_id, scheduled_for=to_ms(run.scheduled_for))])
+        queue.send(
+            [RunMessage(job_id=run.job_id, scheduled_for=to_ms(run.scheduled_for), enqueued_at=enqueued_at)]
+        )
     except QueueSendError as error:
         logger.warning(
             "manual run saved but not enqueued; the sweeper will enqueue it", run_id=run.id, error=str(error)

@@ -151,7 +151,7 @@ class Failures:
             error=error,
         )
         try:
-            self.queue.send([RunMessage(owned.job_id, owned.scheduled_for, delay_s=delay_s)])
+            self.queue.send([RunMessage(owned.job_id, owned.scheduled_for, delay_s=delay_s, enqueued_at=now)])
         except Exception:
             logger.exception("retry not enqueued; the sweeper re-enqueues it when due", run_id=owned.run_id)
         return Outcome.RETRYING

@@ -266,9 +266,16 @@ TRANSITIONS: dict[str, Transition] = {
             "claim",
             either(
                 IfGiven("create", NoRow()),
-                status(RunStatus.QUEUED),
-                every(status(RunStatus.RETRYING), either(Absent("retry_at"), AtMost("retry_at", "due"))),
-                every(status(RunStatus.RUNNING), Below("heartbeat_at", "stale_before")),
+                every(
+                    IfGiven("queued_by", either(Absent("enqueued_at"), AtMost("enqueued_at", "queued_by"))),
+                    either(
+                        status(RunStatus.QUEUED),
+                        every(
+                            status(RunStatus.RETRYING), either(Absent("retry_at"), AtMost("retry_at", "due"))
+                        ),
+                        every(status(RunStatus.RUNNING), Below("heartbeat_at", "stale_before")),
+                    ),
+                ),
             ),
             (
                 Set("status", Const(RunStatus.RUNNING)),
@@ -281,7 +288,8 @@ TRANSITIONS: dict[str, Transition] = {
                 Fill("create", ("status", "attempt", "sweep_at", *CLAIM_WRITES)),
             ),
             "worker, sweeper (dead letters): one try; a retry once due; a lost worker's run (stale beat); a"
-            " scheduled run's row made from its message",
+            " scheduled run's row made from its message; the drain's claim (queued_by) takes no row queued after"
+            " its letter was sent (a later round's)",
             answers="before",
         ),
         Transition(
@@ -400,6 +408,7 @@ TRANSITIONS: dict[str, Transition] = {
                 Set("rerun_key", Param("key_digest")),
                 Set("enqueued_at", Param("now")),
                 Set("sweep_at", Param("sweep_at")),
+                Set("expires_at_s", Param("expires_at")),
                 Remove("worker"),
                 Remove("started_at"),
                 Remove("heartbeat_at"),
@@ -474,6 +483,7 @@ def claim_step(request: ClaimRequest) -> Step:
         worker=request.worker,
         now=request.now_ms,
         late=request.now_ms - request.scheduled_for_ms,
+        queued_by=request.queued_by_ms,
     )
 
 
@@ -568,7 +578,12 @@ def clear_sweep_step(job_id: str, scheduled_for_ms: int) -> Step:
 def rerun_step(request: RerunRequest) -> Step:
     """``rerun`` as ``request`` tells."""
     return _step(
-        "rerun", request.key, key_digest=request.key_digest, now=request.now_ms, sweep_at=request.sweep_at_ms
+        "rerun",
+        request.key,
+        key_digest=request.key_digest,
+        now=request.now_ms,
+        sweep_at=request.sweep_at_ms,
+        expires_at=request.expires_at_s,
     )
 
 

@@ -20,7 +20,10 @@ Scheduled runs are not in the index on their happy path (design §4.7): a run's 
 worker's claim makes its row, and a lost worker's run is taken over by the redelivery of its message (the claim
 keeps it invisible for the heartbeat's stale time only). What SQS gives up on ends in the run queue's
 dead-letter queue (``maxReceiveCount`` deliveries), which each pass also drains (``dead_letters``, at most
-``MAX_DEAD_LETTERS_PER_PASS``): a run with no row or still ``queued`` is recorded ``dead`` (attempts as made,
+``MAX_DEAD_LETTERS_PER_PASS``): a letter sent for an earlier round of its run (its ``enqueued_at`` before the
+row's: the owner re-ran the run, or backfilled its fire, since; ``ports.runs.message_round_began``) is deleted
+without effect, as that round's own message and the sweep index look after the run; otherwise a run with no row
+or still ``queued`` is recorded ``dead`` (attempts as made, under a claim conditioned on the letter's round,
 with its dead-run message and alert: a fire is never silently lost), a ``running`` one whose heartbeat is
 stale is a lost worker's (as above), one still beating is looked at again next pass, and anything else (a
 finished run, a ``retrying`` one the index covers) needs nothing: the letter is deleted. A ``running`` run under
@@ -62,6 +65,7 @@ from jobsched.ports.runs import (
     SweepDeferral,
     SweepRows,
     claim_message,
+    message_round_began,
     run_id,
 )
 from jobsched.settings import Settings
@@ -191,7 +195,7 @@ class Sweeper:
                     sweeps=sweeps,
                 )
             ):
-                requeue.append(RunMessage(job_id, scheduled_for))
+                requeue.append(RunMessage(job_id, scheduled_for, enqueued_at=now))
                 report.requeued += 1
                 logger.warning(
                     "run re-enqueued by the sweeper",
@@ -249,6 +253,14 @@ class Sweeper:
         report.dead_letters += 1
         rows = self.runs.get_many([RunKey(message.job_id, message.scheduled_for)])
         row = rows[0] if rows else None
+        if row is not None and not message_round_began(message, row):
+            logger.info(
+                "dead letter of an earlier round of its run dropped",
+                run_id=row.run_id,
+                letter_enqueued_at=message.enqueued_at,
+                round_enqueued_at=row.enqueued_at,
+            )
+            return True
         if row is not None and row.status is RunStatus.RUNNING:
             heartbeat_at = _first_set(row.heartbeat_at, row.started_at, 0)
             if now < heartbeat_at + self.settings.heartbeat_stale_s * 1000:
@@ -264,6 +276,7 @@ class Sweeper:
             now_ms=now,
             retry_due_by_ms=now,
             settings=self.settings,
+            same_round=True,
         )
         before = claim.before
         if not claim.claimed or before is None:

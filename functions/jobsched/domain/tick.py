@@ -253,6 +253,10 @@ class Scheduler(TickWrites):
     (``scheduler_partitions`` was lowered) and is served by an adopter until its jobs have moved home.
     ``executor``: runs the tick's parallel requests (default: a thread pool of ``limits.threads``); the bench's
     simulation passes a deterministic one that runs them on a simulated clock. :meth:`close` shuts it down.
+    ``read_shards``: how many due shards the tick reads, at least ``settings.due_shards``: the most any
+    deployment filed entries in (``PartitionMarks.raise_shard_high_water``), so lowering ``due_shards`` strands
+    no entry filed under the higher count (writers file under the current count: each job moves into the new
+    shards at its next fire).
 
     Re-homing: every move puts the job in its home partition, ``partition_of(job_id, scheduler_partitions)``,
     so after the partition count changes (either way) each job moves to its new partition at its next fire,
@@ -274,6 +278,7 @@ class Scheduler(TickWrites):
         adopted: bool = False,
         executor: Executor | None = None,
         alerts: AlertSink | None = None,
+        read_shards: int | None = None,
     ) -> None:
         if partition < 0 or (partition >= settings.scheduler_partitions and not adopted):
             raise ValueError(f"partition {partition} is outside 0..{settings.scheduler_partitions - 1}")
@@ -287,6 +292,7 @@ class Scheduler(TickWrites):
         self.limits = limits or TickLimits()
         self.alerts = alerts
         self.bucket_ms = settings.due_bucket_s * 1000
+        self.read_shards = max(settings.due_shards, read_shards or 0)
         self._watermark: int | None = None
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._verdicts: dict[DueEntry, _Verdict] = {}  # this tick's verdicts (see _plan)
@@ -463,7 +469,7 @@ class Scheduler(TickWrites):
         horizon = self._horizon(now_ms)
         reads = [_BucketRead(b) for b in self._buckets(now_ms)]
         carry, self._carry = self._carry, {}
-        shards = range(self.settings.due_shards)
+        shards = range(self.read_shards)
         lanes = self._lanes
         kept = {
             (r.bucket, s, lane): carry[(r.bucket, s, lane)]

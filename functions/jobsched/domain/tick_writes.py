@@ -93,7 +93,7 @@ class TickWrites:
                 counts["existing"] += 1
                 if previous.status is RunStatus.QUEUED:
                     counts["reenqueued"] += 1
-                    work.to_send.append(RunMessage(job.job_id, fire))
+                    work.to_send.append(RunMessage(job.job_id, fire, enqueued_at=now_ms))
 
             try:
                 for row in plan.skipped:

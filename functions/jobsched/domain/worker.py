@@ -117,8 +117,11 @@ that often is dead-lettered, and its run recorded dead without a try, only after
 MAX_GIVE_BACK_DELAY_S = 900
 """The longest a given-back delivery is handed back for (s)."""
 OVERLAP_CHANGE_EVENTS = 20
-"""How many of a recently changed job's newest audit events the worker reads to find a change of its ``overlap``
-(``Worker._unlocked_try``): more than a job is edited in the minutes a try can last, but for a script."""
+"""The page size in which the worker reads a recently changed job's newest audit events to find a change of its
+``overlap`` (``Worker._unlocked_try``): it reads on, page by page, until an event older than the longest a try
+lasts, so one page unless a script edits the job many times a minute."""
+RUNNING_ROWS_PAGE = 10
+"""The page size in which ``Worker._unlocked_try`` lists a job's running rows."""
 PRE_CLAIM_SPEC_MS = 5_000
 """A job's spec read before its run's claim (``Worker.read_specs``, or the time check) is used under ``overlap:
 allow`` only when the claim landed within this of the read (ms, measured from before the read to after the
@@ -596,40 +599,30 @@ class Worker:
         fresh), or one that may yet start without it, else None; when there is one, the lock is given back. Such
         a try started while the job had ``overlap: allow`` (it took no lock), so it can only exist when a change
         of the job's ``overlap`` lies within the longest a try lasts (``worker_timeout_cap_s`` plus the
-        heartbeat's staleness). Only a job changed that recently has its newest audit events read (1 query,
-        ``OVERLAP_CHANGE_EVENTS``), and only when one of them set ``overlap`` are its running tries listed (a
-        status-filtered read of its history, so in the minutes after such a change alone). Within
-        ``PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS`` of such a change a claim under a spec read before it may still land
-        and run unlocked (``_spec_may_be_stale``): the answer then says to wait (``Blocked.wait_s``)."""
+        heartbeat's staleness). Only a job changed that recently has its audit events read, newest first, back to
+        that window's start (1 query per ``OVERLAP_CHANGE_EVENTS``), and only when one of them set ``overlap``
+        are its running tries listed (a status-filtered read of its history, so in the minutes after such a
+        change alone). Within ``PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS`` of such a change a claim under a spec read
+        before it may still land and run unlocked (``_spec_may_be_stale``): the answer then says to wait
+        (``Blocked.wait_s``)."""
         lasts_ms = (self.settings.worker_timeout_cap_s + self.settings.heartbeat_stale_s) * 1000
-        if now - to_ms(job.updated_at) > lasts_ms:
+        since = now - lasts_ms
+        if to_ms(job.updated_at) < since:
             return None
-        events, _ = self.jobs.list_events(owned.job_id, OVERLAP_CHANGE_EVENTS)
-        changes = [
-            event.at
-            for event in events
-            if event.kind is JobEventKind.UPDATED
-            and event.at >= now - lasts_ms
-            and "overlap" in event.detail.get("fields", ())
-        ]
-        if not changes:
+        changed_at = self._last_overlap_change(owned.job_id, since)
+        if changed_at is None:
             return None
-        settled_at = max(changes) + PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS
+        settled_at = changed_at + PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS
         if now < settled_at:
             self._release_overlap(owned)
             return Blocked(
                 "a try claimed under the job's earlier overlap", wait_s=-(-(settled_at - now) // 1000)
             )
-        stale_before = now - self.settings.heartbeat_stale_s * 1000
-        rows, _ = self.runs.list_for_job(owned.job_id, 10, RunFilter(status=RunStatus.RUNNING))
-        other = next(
-            (row for row in rows if row.run_id != owned.run_id and (row.heartbeat_at or 0) >= stale_before),
-            None,
-        )
+        other = self._running_other(owned, stale_before=now - self.settings.heartbeat_stale_s * 1000)
         if other is None:
             return None
         self._release_overlap(owned)
-        return Blocked(other.run_id)
+        return Blocked(other)
 
     def _let_go_of_lock(self, owned: Owned, job: Job, claimed_at: int, call: TargetCall | None) -> None:
         """After the try of ``owned`` (claimed at ``claimed_at``, epoch ms) is recorded: give the job's overlap
@@ -663,6 +656,38 @@ class Worker:
             logger.exception(
                 "overlap lock not held on; it goes stale after heartbeat_stale_s", run_id=owned.run_id
             )
+
+    def _last_overlap_change(self, job_id: str, since_ms: int) -> int | None:
+        """The instant (epoch ms) of the newest ``updated`` audit event of job ``job_id`` at or after ``since_ms``
+        that set its ``overlap``, else None: its events read newest first, page by page, until one older than
+        ``since_ms``."""
+        before: str | None = None
+        while True:
+            events, before = self.jobs.list_events(job_id, OVERLAP_CHANGE_EVENTS, before)
+            recent = [event for event in events if event.at >= since_ms]
+            changes = [
+                event.at
+                for event in recent
+                if event.kind is JobEventKind.UPDATED and "overlap" in event.detail.get("fields", ())
+            ]
+            if changes:
+                return max(changes)
+            if before is None or len(recent) < len(events):
+                return None
+
+    def _running_other(self, owned: Owned, *, stale_before: int) -> str | None:
+        """The run id of a ``running`` row of ``owned``'s job other than ``owned``'s run whose ``heartbeat_at`` is
+        at or after ``stale_before`` (epoch ms), else None: its running rows read page by page."""
+        before_ms: int | None = None
+        while True:
+            rows, before_ms = self.runs.list_for_job(
+                owned.job_id, RUNNING_ROWS_PAGE, RunFilter(status=RunStatus.RUNNING), before_ms
+            )
+            for row in rows:
+                if row.run_id != owned.run_id and (row.heartbeat_at or 0) >= stale_before:
+                    return row.run_id
+            if before_ms is None:
+                return None
 
     def _release_overlap(self, owned: Owned) -> None:
         try:

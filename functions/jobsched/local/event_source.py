@@ -9,8 +9,11 @@ What Lambda does (AWS docs, "Using Lambda with Amazon SQS"), and this class too:
   ``batchItemFailures``; a listed id, or an error raised by the function, leaves the message(s) on the
   queue to be delivered again; a response naming an unknown id fails the whole batch.
 
-One deliberate difference: Lambda lets a failed message reappear after the queue's visibility timeout
-(the run queue's is 90 minutes); locally the visibility of failed messages is set to
+A message the handler reports failed (``batchItemFailures``) is left as the handler left it, as Lambda does:
+the worker sets the visibility of each one it hands back itself (the give-back's back-off,
+``domain.worker.GIVE_BACK_DELAY_S``), and that is when it comes back. One deliberate difference: when the
+function fails as a whole (it raised, or answered an unknown id), Lambda lets the batch reappear after the
+visibility it has (the run queue's timeout is 90 minutes); locally the whole batch's visibility is set to
 ``failure_visibility_s`` (10 s) so a redelivery is seen while you watch. The redrive policy
 (``maxReceiveCount``) still moves a poison message to the dead-letter queue.
 """
@@ -103,7 +106,7 @@ class SqsEventSource:
             return 0, 0
         event = sqs_event(messages, self.queue_arn, self.region)
         context = LocalLambdaContext(self.function_name, timeout_s=self.timeout_s, region=self.region)
-        failed_ids = self._invoke(event, context, messages)
+        failed_ids, whole = self._invoke(event, context, messages)
         done = [m for m in messages if m["MessageId"] not in failed_ids]
         failed = [m for m in messages if m["MessageId"] in failed_ids]
         if done:
@@ -111,7 +114,7 @@ class SqsEventSource:
                 QueueUrl=self.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
-        if failed:
+        if failed and whole:
             self.sqs.change_message_visibility_batch(
                 QueueUrl=self.queue_url,
                 Entries=[
@@ -127,8 +130,9 @@ class SqsEventSource:
 
     def _invoke(
         self, event: dict[str, Any], context: LocalLambdaContext, messages: list[dict[str, Any]]
-    ) -> set[str]:
-        """Call the handler; the ids of the messages that failed (all of them when it raised)."""
+    ) -> tuple[set[str], bool]:
+        """Call the handler; the ids of the messages that failed, and whether the function failed as a whole
+        (it raised, or reported an id not in the batch: then every message failed)."""
         every = {m["MessageId"] for m in messages}
         try:
             response = self.handler(event, context)
@@ -136,15 +140,15 @@ class SqsEventSource:
             logger.exception(
                 "handler failed; the whole batch will be delivered again", function=self.function_name
             )
-            return every
+            return every, True
         failures = (response or {}).get("batchItemFailures", []) if isinstance(response, dict) else []
         ids = {str(f.get("itemIdentifier", "")) for f in failures if isinstance(f, dict)}
         if not ids <= every:  # Lambda: an unknown or empty id fails the whole batch
             logger.warning(
                 "handler reported unknown message ids; failing the batch", function=self.function_name
             )
-            return every
-        return ids
+            return every, True
+        return ids, False
 
     def run(self, stop: threading.Event) -> None:
         """Process batches until ``stop`` is set; the batch in hand always finishes (drain)."""

@@ -364,7 +364,9 @@ def _requeue(items: list[dict[str, Any]], *, now_ms: int, heartbeat_stale_s: int
         else:
             continue
         delay = min(MAX_DELAY_S, max(0, math.ceil((int(at) - now_ms) / 1000)))
-        messages.append(RunMessage(str(item["job_id"]), int(item["scheduled_for"]), delay))
+        messages.append(
+            RunMessage(str(item["job_id"]), int(item["scheduled_for"]), delay, enqueued_at=now_ms)
+        )
     return messages
 
 

@@ -18,6 +18,7 @@ class MemoryControlStore:
         self.watermarks: dict[int, tuple[int, int]] = {}  # partition -> (bucket, term)
         self.positions: dict[int, tuple[str, int]] = {}  # partition -> (positions, term)
         self.high_water: int | None = None
+        self.shard_high_water: int | None = None
         self.fail_next: list[Exception] = []
         self.writes = 0
         self._lock = threading.Lock()
@@ -111,3 +112,12 @@ class MemoryControlStore:
             if self.high_water is None or self.high_water < partitions:
                 self.high_water = partitions
             return self.high_water, missing
+
+    def raise_shard_high_water(self, shards: int) -> tuple[int, bool]:
+        """Record ``shards``; returns ``(the most any deployment used, whether no mark was stored)``."""
+        self._maybe_fail()
+        with self._lock:
+            missing = self.shard_high_water is None
+            if self.shard_high_water is None or self.shard_high_water < shards:
+                self.shard_high_water = shards
+            return self.shard_high_water, missing

@@ -346,3 +346,7 @@ class MemoryJobStore:
     def highest_due_partition(self) -> int | None:
         """The highest partition any job's current entry is in, or None when there is none."""
         return max((e.partition for e in self._current_entries()), default=None)
+
+    def highest_due_shard(self) -> int | None:
+        """The highest due shard any job's current entry is in, or None when there is none."""
+        return max((e.shard for e in self._current_entries()), default=None)

@@ -30,11 +30,17 @@ class WatermarkStore(Protocol):
 
 
 class PartitionMarks(Protocol):
-    """The most scheduler partitions any deployment ran."""
+    """The most scheduler partitions, and the most due shards, any deployment ran."""
 
     def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
         """Record that a deployment runs ``partitions`` partitions. Returns ``(the most any deployment ran,
         whether no mark was stored yet)``."""
+        ...
+
+    def raise_shard_high_water(self, shards: int) -> tuple[int, bool]:
+        """Record that a deployment files due entries in ``shards`` due shards (``Settings.due_shards``). Returns
+        ``(the most any deployment used, whether no mark was stored yet)``: a due entry may be in any shard below
+        it, so the tick reads that many (``Scheduler.read_shards``)."""
         ...
 
 

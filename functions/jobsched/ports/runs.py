@@ -217,7 +217,10 @@ class ClaimRequest:
     """A worker asking for run ``(job_id, scheduled_for_ms)`` (``RunClaims.claim``; instants epoch ms): claimed
     by ``worker`` at ``now_ms`` when ``queued``, ``retrying`` with its ``retry_at`` at most ``retry_due_by_ms``,
     or ``running`` with a ``heartbeat_at`` older than ``stale_before_ms`` (a lost worker's); with ``create``, a
-    run with no row gets one made of ``create`` (a scheduled run: its message was its only record)."""
+    run with no row gets one made of ``create`` (a scheduled run: its message was its only record). With
+    ``queued_by_ms``, an existing row is claimed only when its ``enqueued_at`` is absent or at most
+    ``queued_by_ms``: its current round was queued when the message asking was sent (the dead-letter drain's
+    claim, ``message_round_began``)."""
 
     job_id: str
     scheduled_for_ms: int
@@ -226,6 +229,7 @@ class ClaimRequest:
     stale_before_ms: int
     retry_due_by_ms: int
     create: RunRow | None = None
+    queued_by_ms: int | None = None
 
     @property
     def key(self) -> RunKey:
@@ -311,14 +315,38 @@ class SweepDeferral:
 @dataclass(frozen=True)
 class RerunRequest:
     """``RunHistory.rerun`` of run ``(job_id, scheduled_for_ms)``: queued again at ``now_ms`` with ``sweep_at =
-    sweep_at_ms`` (epoch ms); ``key_digest``: the digest of the re-run request's ``Idempotency-Key`` (None:
-    none)."""
+    sweep_at_ms`` (epoch ms) and kept until ``expires_at_s`` (epoch s, the row's TTL: a new round is kept the
+    retention from its re-run, so it cannot expire while it runs); ``key_digest``: the digest of the re-run
+    request's ``Idempotency-Key`` (None: none)."""
 
     job_id: str
     scheduled_for_ms: int
     now_ms: int
     sweep_at_ms: int
+    expires_at_s: int
     key_digest: str | None = None
+
+    @classmethod
+    def at(
+        cls,
+        job_id: str,
+        scheduled_for_ms: int,
+        *,
+        now_ms: int,
+        sweep_at_ms: int,
+        retention_days: int,
+        key_digest: str | None = None,
+    ) -> RerunRequest:
+        """The re-run at ``now_ms`` (epoch ms) of a run kept ``retention_days`` from then (as ``new_run`` keeps a
+        new row)."""
+        return cls(
+            job_id,
+            scheduled_for_ms,
+            now_ms=now_ms,
+            sweep_at_ms=sweep_at_ms,
+            expires_at_s=now_ms // 1000 + retention_days * 86400,
+            key_digest=key_digest,
+        )
 
     @property
     def key(self) -> RunKey:
@@ -390,9 +418,11 @@ class RunMessage:
 
     A scheduled run has no row until a worker claims it: its message is its durable record (design §4.7), so
     the scheduler adds what the claim writes into the new row: ``dispatch_at`` (the fire plus the job's jitter
-    offset) and ``enqueued_at`` (when it was sent), epoch ms, and ``term`` (the fencing term of the scheduler
-    that sent it). All are optional (messages of earlier versions, the sweeper's and retries' carry none) and
-    take no part in equality: a message names its run by key.
+    offset) and ``enqueued_at``, epoch ms, and ``term`` (the fencing term of the scheduler that sent it).
+    ``enqueued_at`` is when the message was sent, at or after its run's current round was queued (the row's
+    ``enqueued_at``, which a re-run or a backfill sets anew): every sender sets it, so a letter of an earlier
+    round is told apart (``message_round_began``). All are optional (messages of earlier versions carry none)
+    and take no part in equality: a message names its run by key.
     """
 
     job_id: str
@@ -414,19 +444,34 @@ class RunMessage:
 
     @classmethod
     def parse(cls, body: str) -> RunMessage:
-        """Parse a message body; raises ValueError (the parse's own errors wrapped) for a malformed one."""
+        """Parse a message body: a JSON object with ``job_id`` (a string) and ``scheduled_for`` (a JSON integer),
+        and optionally ``dispatch_at``, ``enqueued_at`` and ``term`` (JSON integers or null). Raises ValueError
+        (the parse's own errors wrapped) for a malformed one: a field missing or of another type (``true``,
+        ``1.5``, ``1.0`` or ``"1"`` is not an integer)."""
         try:
             data = json.loads(body)
             if not isinstance(data, dict):
                 raise TypeError(f"a JSON object is expected, not {type(data).__name__}")
+            job_id = data["job_id"]
+            if not isinstance(job_id, str):
+                raise TypeError(f"job_id is a {type(job_id).__name__}, not a string")
             optional = {
-                name: int(data[name])
+                name: _integer(data, name)
                 for name in ("dispatch_at", "enqueued_at", "term")
                 if data.get(name) is not None
             }
-            return cls(job_id=str(data["job_id"]), scheduled_for=int(data["scheduled_for"]), **optional)
+            return cls(job_id=job_id, scheduled_for=_integer(data, "scheduled_for"), **optional)
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as error:
             raise ValueError(f"malformed run message: {body[:200]!r}") from error
+
+
+def _integer(data: dict[str, Any], name: str) -> int:
+    """``data[name]`` when it is an integer (a bool is not one, though Python's ``bool`` is an ``int``). Raises
+    KeyError when absent, TypeError for any other type."""
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} is a {type(value).__name__}, not an integer")
+    return value
 
 
 @dataclass(frozen=True)
@@ -538,6 +583,14 @@ class RunClaims(Protocol):
     def claim(self, request: ClaimRequest) -> Claim: ...
 
 
+def message_round_began(message: RunMessage, row: RunRow) -> bool:
+    """Whether ``row``'s current round (its ``enqueued_at``, set when the row was made or re-run) had begun when
+    ``message`` was sent (its ``enqueued_at``): the message may belong to that round. False only when both are
+    known and the row's round began later: the message was sent for an earlier round (a re-run's or a backfill's
+    row made after a letter of the same run was dead-lettered), and nothing it asked for is owed any more."""
+    return message.enqueued_at is None or row.enqueued_at is None or row.enqueued_at <= message.enqueued_at
+
+
 def claim_message(
     runs: RunClaims,
     message: RunMessage,
@@ -546,11 +599,14 @@ def claim_message(
     now_ms: int,
     retry_due_by_ms: int,
     settings: Settings,
+    same_round: bool = False,
 ) -> Claim:
     """Claim the run of a run-queue ``message`` for ``worker`` at ``now_ms`` (epoch ms), as ``RunRows.claim``
     does: a running run counts as lost when its beat is older than ``settings.heartbeat_stale_s``; a scheduled
     run with no row yet gets one made from the message (its ``enqueued_at``, or ``now_ms``; its
-    ``dispatch_at`` and ``term``), kept ``settings.retention_days`` and out of the sweep index."""
+    ``dispatch_at`` and ``term``), kept ``settings.retention_days`` and out of the sweep index. With
+    ``same_round``, an existing row is claimed only in the round the message was sent for
+    (``ClaimRequest.queued_by_ms`` = the message's ``enqueued_at``: see ``message_round_began``)."""
     create = new_run(
         message.job_id,
         message.scheduled_for,
@@ -563,7 +619,14 @@ def claim_message(
     stale_before_ms = now_ms - settings.heartbeat_stale_s * 1000
     return runs.claim(
         ClaimRequest(
-            message.job_id, message.scheduled_for, worker, now_ms, stale_before_ms, retry_due_by_ms, create
+            message.job_id,
+            message.scheduled_for,
+            worker,
+            now_ms,
+            stale_before_ms,
+            retry_due_by_ms,
+            create,
+            queued_by_ms=message.enqueued_at if same_round else None,
         )
     )
 
@@ -716,8 +779,8 @@ class RunHistory(Protocol):
         """Put a finished run back on its way (:class:`RerunRequest`), one conditional write: the row must be
         ``dead`` (its notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of
         several). It becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key =
-        key_digest`` and ``sweep_at = sweep_at_ms`` (the sweep index: the sweeper enqueues it if its message
-        never comes); its
+        key_digest``, ``expires_at_s`` as the request says and ``sweep_at = sweep_at_ms`` (the sweep index: the
+        sweeper enqueues it if its message never comes); its
         worker, start, heartbeat, finish, retry and error are cleared; ``tries`` are kept (the new round's are
         told apart by their ``round``). Returns ``Rerun(True, the row as written)`` or ``Rerun(False, the row
         as stored, None when absent)``."""

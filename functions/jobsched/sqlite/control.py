@@ -9,6 +9,7 @@ from jobsched.domain.lease import LeaseRecord
 from jobsched.sqlite.database import SqliteDatabase
 
 _HIGH_WATER = "partition_high_water"
+_SHARD_HIGH_WATER = "due_shard_high_water"
 
 
 class SqliteControlStore:
@@ -107,8 +108,16 @@ class SqliteControlStore:
     def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
         """Record that a deployment runs ``partitions`` partitions; returns ``(the most any deployment ran,
         whether no mark was stored yet)``."""
+        return self._raise(_HIGH_WATER, partitions)
+
+    def raise_shard_high_water(self, shards: int) -> tuple[int, bool]:
+        """Record that a deployment uses ``shards`` due shards; returns ``(the most any deployment used,
+        whether no mark was stored yet)``."""
+        return self._raise(_SHARD_HIGH_WATER, shards)
+
+    def _raise(self, name: str, count: int) -> tuple[int, bool]:
         with self.db.write() as conn:
-            row = conn.execute("SELECT value FROM marks WHERE name = ?", (_HIGH_WATER,)).fetchone()
-            highest = max(partitions, int(row[0])) if row else partitions
-            conn.execute("INSERT OR REPLACE INTO marks (name, value) VALUES (?, ?)", (_HIGH_WATER, highest))
+            row = conn.execute("SELECT value FROM marks WHERE name = ?", (name,)).fetchone()
+            highest = max(count, int(row[0])) if row else count
+            conn.execute("INSERT OR REPLACE INTO marks (name, value) VALUES (?, ?)", (name, highest))
         return highest, row is None

@@ -348,6 +348,12 @@ class SqliteJobStore:
             row = conn.execute("SELECT max(due_partition) FROM jobs WHERE due_at IS NOT NULL").fetchone()
         return int(row[0]) if row and row[0] is not None else None
 
+    def highest_due_shard(self) -> int | None:
+        """The highest due shard any due entry is in, or None when there is none."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT max(due_shard) FROM jobs WHERE due_at IS NOT NULL").fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
 
 def _record(conn: Any, event: Any) -> None:
     """Write an audit event (``job_id``, ``at`` epoch ms, ``key``, ``kind``, ``actor``, ``detail``, ``expires_at``

@@ -9,6 +9,8 @@ Items (key ``pk``):
   ``domain.tick.encode_positions`` writes them), ``term`` of the leader that wrote them.
 - ``partitions``: ``high_water``, the most scheduler partitions any deployment ran (see
   ``raise_partition_high_water``).
+- ``due_shards``: ``high_water``, the most due shards any deployment filed entries in (see
+  ``raise_shard_high_water``).
 """
 
 from __future__ import annotations
@@ -173,13 +175,25 @@ class ControlStore:
         Partitions at or above the current count but below that mark may still hold jobs: their adopters poll
         them (``scheduler.adopted_partitions``). A missing mark (a deployment from before it existed) is to be
         bootstrapped from the jobs themselves (``JobStore.highest_due_partition``). 1 request."""
+        return self._raise("partitions", partitions)
+
+    def raise_shard_high_water(self, shards: int) -> tuple[int, bool]:
+        """Record that a deployment files due entries in ``shards`` due shards. Returns ``(the most shards any
+        deployment has used, whether the mark was missing)`` (item ``pk=due_shards``, attribute ``high_water``).
+        A due entry may be in any shard below that mark: the tick reads them all (``Scheduler.read_shards``). A
+        missing mark is to be bootstrapped from the jobs themselves (``JobStore.highest_due_shard``). 1
+        request."""
+        return self._raise("due_shards", shards)
+
+    def _raise(self, pk: str, count: int) -> tuple[int, bool]:
+        """Raise item ``pk``'s ``high_water`` to ``count``: ``(the mark after, whether it was missing)``."""
         try:
             response = self.client.update_item(
                 TableName=self.name,
-                Key=self._key({"pk": "partitions"}),
+                Key=self._key({"pk": pk}),
                 UpdateExpression="SET high_water = :n",
                 ConditionExpression="attribute_not_exists(high_water) OR high_water < :n",
-                ExpressionAttributeValues={":n": _n(partitions)},
+                ExpressionAttributeValues={":n": _n(count)},
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -187,5 +201,5 @@ class ControlStore:
             if not is_condition_failure(error):
                 raise
             stored = error.response.get("Item", {}).get("high_water", {}).get("N")
-            return (max(partitions, int(stored)) if stored is not None else partitions), False
-        return partitions, "high_water" not in response.get("Attributes", {})
+            return (max(count, int(stored)) if stored is not None else count), False
+        return count, "high_water" not in response.get("Attributes", {})

@@ -802,7 +802,14 @@ class JobStore:
 
         Scans the jobs' scheduling items (:meth:`_scan_due_keys`): only to bootstrap the partition high-water mark
         of a deployment that predates it (``scheduler_runtime.build_scheduler_group``)."""
-        return max((partition for partition, _ in self._scan_due_keys()), default=None)
+        return max((entry.partition for entry in self._scan_due_keys()), default=None)
+
+    def highest_due_shard(self) -> int | None:
+        """The highest due shard any job's due entry is in, or None when no job is due.
+
+        Scans the jobs' scheduling items (:meth:`_scan_due_keys`): only to bootstrap the due shards' high-water
+        mark of a deployment that predates it (``Components.scheduler_group``)."""
+        return max((entry.shard for entry in self._scan_due_keys()), default=None)
 
     def oldest_due_bucket(self, partition: int) -> int | None:
         """The oldest bucket holding the due entry of a job of scheduler ``partition``, or None when it has none.
@@ -810,11 +817,11 @@ class JobStore:
         Scans the jobs' scheduling items (:meth:`_scan_due_keys`): only for bootstrapping a partition that has no
         watermark yet (first start, or a lost CONTROL table); never on the per-tick path.
         """
-        return min((bucket for p, bucket in self._scan_due_keys() if p == partition), default=None)
+        return min((e.bucket for e in self._scan_due_keys() if e.partition == partition), default=None)
 
-    def _scan_due_keys(self) -> Iterator[tuple[int, int]]:
-        """``(partition, bucket)`` of every job's current due entry: a scan of the table's scheduling items, page
-        by page, O(items in the table)."""
+    def _scan_due_keys(self) -> Iterator[DueEntry]:
+        """Every job's current due entry: a scan of the table's scheduling items, page by page, O(items in the
+        table)."""
         kwargs: dict[str, Any] = {
             "FilterExpression": Attr("sk").eq(SCHED_SK) & Attr("due_at").exists(),
             "ProjectionExpression": "job_id, due_pk, due_at, timer_pk, timer_sk",
@@ -822,8 +829,7 @@ class JobStore:
         while True:
             page = self.table.scan(**kwargs)
             for item in page["Items"]:
-                entry = due_entry_from_item(plain(item))
-                yield entry.partition, entry.bucket
+                yield due_entry_from_item(plain(item))
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -42,16 +42,25 @@ def depth(aws: Aws, url: str) -> tuple[int, int]:
 
 
 class Recorder:
-    """A handler that records its events and fails the records whose body is in ``fail``."""
+    """A handler that records its events and fails the records whose body is in ``fail``; with ``sqs`` and
+    ``url``, it first sets each failed record's visibility to ``back_off_s``, as the worker's give-back does."""
 
     def __init__(
-        self, fail: set[str] | None = None, reply: Any = None, error: Exception | None = None
+        self,
+        fail: set[str] | None = None,
+        reply: Any = None,
+        error: Exception | None = None,
+        *,
+        sqs: Any = None,
+        url: str = "",
+        back_off_s: int = 0,
     ) -> None:
         self.events: list[dict[str, Any]] = []
         self.contexts: list[Any] = []
         self.fail = fail or set()
         self.reply = reply
         self.error = error
+        self.sqs, self.url, self.back_off_s = sqs, url, back_off_s
 
     def __call__(self, event: dict[str, Any], context: Any) -> Any:
         self.events.append(event)
@@ -60,6 +69,12 @@ class Recorder:
             raise self.error
         if self.reply is not None:
             return self.reply
+        if self.sqs is not None:
+            for r in event["Records"]:
+                if r["body"] in self.fail:
+                    self.sqs.change_message_visibility(
+                        QueueUrl=self.url, ReceiptHandle=r["receiptHandle"], VisibilityTimeout=self.back_off_s
+                    )
         return {
             "batchItemFailures": [
                 {"itemIdentifier": r["messageId"]} for r in event["Records"] if r["body"] in self.fail
@@ -93,7 +108,7 @@ def test_records_look_like_lambda_sqs_events(aws: Aws, queue: str) -> None:
 
 def test_batch_item_failures_stay_on_the_queue_the_rest_are_deleted(aws: Aws, queue: str) -> None:
     send(aws, queue, "ok-1", "bad", "ok-2")
-    events = source(aws, queue, Recorder(fail={"bad"}))
+    events = source(aws, queue, Recorder(fail={"bad"}, sqs=aws.sqs, url=queue, back_off_s=0))
 
     received, failed = 0, 0
     while received < 3:
@@ -101,11 +116,24 @@ def test_batch_item_failures_stay_on_the_queue_the_rest_are_deleted(aws: Aws, qu
         received, failed = received + got, failed + lost
 
     assert failed == 1
-    # the failure becomes visible again (at once here) and is delivered a second time
+    # the failure becomes visible again when its handler said (at once here) and is delivered a second time
     again = Recorder()
     assert source(aws, queue, again).poll_once() == (1, 0)
     (record,) = again.events[0]["Records"]
     assert record["body"] == "bad" and record["attributes"]["ApproximateReceiveCount"] == "2"
+
+
+def test_a_reported_failure_keeps_the_visibility_its_handler_set(aws: Aws, queue: str) -> None:
+    # Given a handler that hands a record back for 300 s (the worker's give-back back-off) and reports it failed
+    send(aws, queue, "given-back")
+    handler = Recorder(fail={"given-back"}, sqs=aws.sqs, url=queue, back_off_s=300)
+
+    # When the event source (failed batches visible again at once: failure_visibility_s=0) handles it
+    assert source(aws, queue, handler).poll_once() == (1, 1)
+
+    # Then the record stays hidden for its back-off: it is neither visible nor received again
+    assert depth(aws, queue) == (0, 1)
+    assert source(aws, queue, Recorder()).poll_once() == (0, 0)
 
 
 @pytest.mark.parametrize(

@@ -139,7 +139,9 @@ def test_a_skipped_run_its_owner_re_runs_is_not_alerted_late(kit: Kit) -> None:
     job = kit.make_job(owner="team-a", command="echo", alerts={"late_after_s": 1})
     kit.make_run(job, status=RunStatus.SKIPPED)
     kit.clock.advance(86_400_000)
-    assert kit.runs.rerun(RerunRequest(job.id, T0, now_ms=kit.clock(), sweep_at_ms=kit.clock() + 60_000)).done
+    assert kit.runs.rerun(
+        RerunRequest.at(job.id, T0, now_ms=kit.clock(), sweep_at_ms=kit.clock() + 60_000, retention_days=90)
+    ).done
     # When it runs
     assert kit.deliver(job) == Outcome.SUCCEEDED
     # Then no "late" alert: it starts when its owner asked

@@ -85,7 +85,9 @@ def test_a_scheduled_runs_lost_retry_message_is_re_enqueued_by_the_sweeper(
     kit.clock.advance((30 + kit.settings.sweep_queued_after_s) * 1000)
     report = Components(kit.settings, kit.aws, clock=kit.clock).sweeper().sweep()
     assert report.requeued == 1, report
-    assert kit.drain.bodies(kit.settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
+    assert kit.drain.bodies(kit.settings.run_queue_url) == [
+        {"job_id": job.id, "scheduled_for": T0, "enqueued_at": kit.clock()}  # sent by this pass
+    ]
     assert kit.deliver(job) == Outcome.SUCCEEDED
 
 

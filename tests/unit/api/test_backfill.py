@@ -174,9 +174,16 @@ def test_a_backfill_reruns_fires_recorded_skipped(http):
         1,
         1,
     )
-    assert [m.scheduled_for for m in http.backend.queue.take()] == [MARCH_1 + h * HOUR_MS for h in (2, 3, 5)]
+    sent = http.backend.queue.take()
+    assert [m.scheduled_for for m in sent] == [MARCH_1 + h * HOUR_MS for h in (2, 3, 5)]
     rerun = http.api.service.runs.get(job["id"], MARCH_1 + 3 * HOUR_MS)
     assert rerun.status is RunStatus.QUEUED and rerun.reruns == 1
+    assert rerun.expires_at_s == http.NOW_MS // 1000 + http.settings.retention_days * 86400  # a new retention
+    # each message names the round it was sent for: sent as its run was queued (the dead-letter drain tells an
+    # earlier round's letter by it)
+    for message in sent:
+        row = http.api.service.runs.get(job["id"], message.scheduled_for)
+        assert message.enqueued_at is not None and message.enqueued_at == row.enqueued_at
     assert (
         backfill(http, job, {"start": "2026-03-01T02:00:00Z", "end": "2026-03-01T06:00:00Z"}).body["count"]
         == 0

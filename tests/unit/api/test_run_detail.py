@@ -88,6 +88,19 @@ def test_another_teams_run_is_404_to_read_and_to_retry(http):
     assert http.backend.runs.get(job["id"], int(run_id.split("@")[1])).status is RunStatus.DEAD
 
 
+def test_a_re_run_of_a_run_near_its_retention_is_kept_the_retention_from_the_re_run(http):
+    # Given a run that died 89 days and 23 hours ago: its row expires (DynamoDB TTL) within the hour
+    job = http.create()
+    retention_s = http.settings.retention_days * 86400
+    at = http.NOW_MS - retention_s * 1000 + 3_600_000
+    run_id = _dead_run(http, job, at, expires_at_s=at // 1000 + retention_s)
+    # When its owner re-runs it
+    assert http("POST", f"/jobs/{job['id']}/runs/{run_id}/retry").status == 202
+    # Then the new round is kept the retention from now: it cannot expire mid-run and be recreated by a claim
+    row = http.backend.runs.get(job["id"], at)
+    assert row.expires_at_s == http.clock() // 1000 + retention_s
+
+
 def test_a_dead_run_is_queued_again_with_its_id_and_a_fresh_set_of_attempts(http):
     job = http.create()
     run_id = _dead_run(http, job)
@@ -103,8 +116,13 @@ def test_a_dead_run_is_queued_again_with_its_id_and_a_fresh_set_of_attempts(http
     assert [a["attempt"] for a in run["previous_attempts"]] == [1, 2]
     assert all(a["round"] == 0 for a in run["previous_attempts"])
     scheduled_for = int(run_id.split("@")[1])
-    assert _queue(http) == [{"job_id": job["id"], "scheduled_for": scheduled_for}]
+    # its message names the round it is for: sent as the re-run queued it (a dead letter of an earlier round is
+    # told apart by it)
+    assert _queue(http) == [
+        {"job_id": job["id"], "scheduled_for": scheduled_for, "enqueued_at": http.clock()}
+    ]
     row = http.backend.runs.get(job["id"], scheduled_for)
+    assert row.enqueued_at == http.clock()
     assert (
         row.sweep_at == http.clock() + http.settings.sweep_queued_after_s * 1000
     )  # the sweeper's safety net

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
-from jobsched.models import RunKind, RunStatus
+from jobsched.models import RunKind, RunStatus, to_ms
 from jobsched.ports.runs import RunMessage
 
 
@@ -25,7 +26,9 @@ def test_trigger_saves_a_manual_run_now_and_enqueues_it(http):
     assert run["id"] == f"{job['id']}@{http.NOW_MS}"
     assert run["scheduled_for"] == "2026-03-02T10:00:00Z"
     assert run["status"] == "queued" and run["kind"] == "manual" and run["attempt"] == 0
-    assert drain_queue(http) == [{"job_id": job["id"], "scheduled_for": http.NOW_MS}]
+    assert drain_queue(http) == [
+        {"job_id": job["id"], "scheduled_for": http.NOW_MS, "enqueued_at": http.NOW_MS}
+    ]
     row = http.api.service.runs.get(job["id"], http.NOW_MS)
     assert row.owner == http.alice_owner and row.sweep_at is not None  # in the sweeper's index
     assert row.sweep_at == http.NOW_MS + http.settings.sweep_queued_after_s * 1000
@@ -114,6 +117,7 @@ def test_the_queue_message_is_the_run_key(http):
 
     message = RunMessage.parse(json.dumps(body))
     assert f"{message.job_id}@{message.scheduled_for}" == run["id"]
+    assert message.enqueued_at == to_ms(datetime.fromisoformat(run["enqueued_at"]))  # the round it is for
 
 
 def test_a_filter_a_job_s_run_listing_does_not_take_is_a_400_naming_it_not_ignored(http):

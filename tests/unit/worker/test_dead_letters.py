@@ -3,17 +3,29 @@ and no sweep keys before its claim, so a message SQS gives up on must still end 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
+from jobsched.api.triggers import send_manual
 from jobsched.domain.retries import DEAD_LETTER_WORKER
 from jobsched.domain.sweeper import Sweeper
 from jobsched.memory.queue import MemoryDeadLetters
-from jobsched.models import Job, RunStatus
+from jobsched.models import Job, RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import ClaimRequest, RunMessage, new_run
+from jobsched.ports.runs import ClaimRequest, RerunRequest, RunMessage, new_run
 from tests.support.worker import T0, Kit
+
+
+class RecordingSender:
+    """A run queue that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[RunMessage] = []
+
+    def send(self, messages: Sequence[RunMessage]) -> None:
+        self.messages.extend(messages)
 
 
 @pytest.fixture
@@ -209,3 +221,83 @@ def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_work
     assert phantom == [], (row.status, row.attempt, phantom)
     # and it is recorded dead as the pass would have (SQS gave up on its message), with its owner told once
     assert row.status is RunStatus.DEAD and row.error == "run message dead-lettered without a try"
+
+
+def test_a_letter_of_an_earlier_round_does_not_kill_the_owners_re_run(kit: Kit) -> None:
+    # Given a scheduled run recorded dead from its dead-lettered message, and a second copy of that message (the
+    # sweeper's, sent two minutes on) still in the dead-letter queue behind a backlog
+    job = kit.make_job(command="echo")
+    kit.letters.redrive(RunMessage(job.id, T0, dispatch_at=T0, enqueued_at=T0, term=1), receive_count=5)
+    kit.sweeper.sweep()
+    assert kit.runs.get(job.id, T0).status is RunStatus.DEAD  # type: ignore[union-attr]
+    alerts = len(kit.dead_runs.notified)
+    # When its owner re-runs it an hour later (the run queued again, its message sent) and then the drain
+    # reaches the older letter
+    kit.clock.advance(3_600_000)
+    now = kit.clock()
+    rerun = kit.runs.rerun(
+        RerunRequest.at(job.id, T0, now_ms=now, sweep_at_ms=now + 120_000, retention_days=90)
+    )
+    assert rerun.done and rerun.row is not None
+    sent = RecordingSender()
+    send_manual(sent, rerun.row.as_run())
+    kit.letters.redrive(RunMessage(job.id, T0, enqueued_at=T0 + 120_000), receive_count=5)
+    report = kit.sweeper.sweep()
+    # Then the letter is deleted without effect: the re-run stays queued, no new dead-run message or alert
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.QUEUED and row.reruns == 1
+    assert len(kit.dead_runs.notified) == alerts and report.dead == 0 and kit.letters.letters == []
+    # And the re-run's own message runs it
+    (message,) = sent.messages
+    assert message.enqueued_at == now
+    assert kit.deliver(job, T0) == "succeeded"
+
+
+def test_a_letter_of_a_fire_later_backfilled_does_not_kill_the_backfilled_run(kit: Kit) -> None:
+    # Given a scheduled fire whose message was dead-lettered before any claim (no row), behind a backlog
+    job = kit.make_job(command="echo")
+    kit.letters.redrive(RunMessage(job.id, T0, dispatch_at=T0, enqueued_at=T0, term=1), receive_count=5)
+    # When its owner backfills the fire first (a backfill run, queued) and the drain reaches the letter after
+    kit.clock.advance(3_600_000)
+    now = kit.clock()
+    assert kit.runs.put_new(new_run(job.id, T0, now_ms=now, retention_days=90, kind=RunKind.BACKFILL)) is None
+    report = kit.sweeper.sweep()
+    # Then the backfilled run stays queued for its own message: no dead run, no alert, the letter gone
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.QUEUED and row.kind is RunKind.BACKFILL
+    assert kit.dead_runs.notified == [] and report.dead == 0 and kit.letters.letters == []
+    assert kit.deliver(job, T0) == "succeeded"
+
+
+def test_a_letter_of_the_current_round_still_records_its_run_dead(kit: Kit) -> None:
+    # Given a backfilled run whose own message (sent with the backfill) was dead-lettered
+    job = kit.make_job(command="echo")
+    now = kit.clock()
+    assert kit.runs.put_new(new_run(job.id, T0, now_ms=now, retention_days=90, kind=RunKind.BACKFILL)) is None
+    kit.letters.redrive(RunMessage(job.id, T0, enqueued_at=now), receive_count=5)
+    # When the drain reaches it, the run is recorded dead with its alert
+    assert kit.sweeper.sweep().dead == 1
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.DEAD and len(kit.dead_runs.notified) == 1
+
+
+def test_a_run_re_run_between_the_drains_read_and_its_claim_is_not_claimed(kit: Kit) -> None:
+    # Given a manual run whose own message was dead-lettered, re-queued (a new round) just after the drain read it
+    job = kit.make_job(command="echo")
+    now = kit.clock()
+    kit.runs.put_new(new_run(job.id, T0, now_ms=now, retention_days=90, kind=RunKind.MANUAL))
+    kit.letters.redrive(RunMessage(job.id, T0, enqueued_at=now), receive_count=5)
+    get_many = kit.runs.get_many
+
+    def then_re_run(keys: Any) -> Any:
+        rows = get_many(keys)  # the drain saw the queued row of the letter's round
+        kit.runs.force(job.id, T0, enqueued_at=now + 60_000, reruns=1)  # a round queued since
+        return rows
+
+    kit.runs.get_many = then_re_run  # type: ignore[method-assign]
+    # When it claims the run: the claim is conditioned on the letter's round
+    report = kit.sweeper.sweep()
+    # Then nothing is recorded: the row is left queued for its new round
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.QUEUED and report.dead == 0
+    assert kit.dead_runs.notified == []

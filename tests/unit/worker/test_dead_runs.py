@@ -78,7 +78,9 @@ def test_a_retry_that_could_not_be_enqueued_is_re_enqueued_by_the_sweeper(kit: K
     assert sweeper.sweep().requeued == 0  # retry due, but its message may still be on the way
     kit.clock.advance(kit.settings.sweep_queued_after_s * 1000)
     assert sweeper.sweep().requeued == 1
-    assert kit.drain.bodies(kit.settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
+    assert kit.drain.bodies(kit.settings.run_queue_url) == [
+        {"job_id": job.id, "scheduled_for": T0, "enqueued_at": kit.clock()}  # sent now, in the run's round
+    ]
     assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.SUCCEEDED
 
 

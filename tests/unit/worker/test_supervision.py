@@ -14,6 +14,7 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
+from jobsched.domain.worker import OVERLAP_CHANGE_EVENTS
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
@@ -346,6 +347,57 @@ def test_overlap_skip_set_while_a_run_is_running_skips_the_next_run(kit: Kit) ->
     assert outcome == Outcome.SKIPPED
     row = kit.runs.get(job.id, T0 + 60_000)
     assert row is not None and row.status is RunStatus.SKIPPED
+
+
+@pytest.mark.parametrize("later_events", [OVERLAP_CHANGE_EVENTS, 3 * OVERLAP_CHANGE_EVENTS + 1])
+def test_overlap_skip_set_before_many_other_edits_still_skips_the_next_run(
+    kit: Kit, later_events: int
+) -> None:
+    # Given a running 02:00 run that took no lock, then overlap: skip, then many more edits of the job's other fields
+    job = _running_without_the_lock(kit)
+    _switch_to_skip(kit, job)
+    for n in range(later_events):
+        kit.clock.advance(1)
+        kit.jobs.record_event(
+            AuditEvent(
+                job.id, kit.clock(), change_key(2 + n), JobEventKind.UPDATED, job.owner, {"fields": ["input"]}
+            )
+        )
+    # When the 02:01 run is delivered while the 02:00 one still runs
+    kit.clock.advance(60_000)
+    outcome = kit.deliver(job, T0 + 60_000)
+    # Then it is skipped however many events followed the overlap change
+    assert outcome == Outcome.SKIPPED
+    row = kit.runs.get(job.id, T0 + 60_000)
+    assert row is not None and row.error == f"overlap: run {run_id(job.id, T0)} of this job is still running"
+
+
+def test_an_overlap_change_older_than_the_longest_try_is_not_looked_for_past_it(kit: Kit) -> None:
+    # Given overlap: skip set long ago (more than the longest a try lasts), then recent edits of other fields
+    job = _running_without_the_lock(kit)
+    _switch_to_skip(kit, job)
+    kit.clock.advance((kit.settings.worker_timeout_cap_s + kit.settings.heartbeat_stale_s) * 1000 + 1)
+    for n in range(2 * OVERLAP_CHANGE_EVENTS):
+        kit.jobs.record_event(
+            AuditEvent(
+                job.id, kit.clock(), change_key(2 + n), JobEventKind.UPDATED, job.owner, {"fields": ["input"]}
+            )
+        )
+    reads: list[str | None] = []
+    list_events = kit.jobs.list_events
+
+    def counted(job_id: str, limit: int, before: str | None = None) -> Any:
+        reads.append(before)
+        return list_events(job_id, limit, before)
+
+    kit.jobs.list_events = counted  # type: ignore[method-assign]
+    # When a run of the job is delivered: the 02:00 try (which took no lock) is stale by now, the edits recent
+    stored = kit.jobs.get(job.id)
+    edited = Job.model_validate(stored.job.model_dump() | {"updated_at": from_ms(kit.clock())})
+    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(stored.job.updated_at)))
+    assert kit.deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
+    # Then the events were read back to the window's start and no further (3 pages, not all 41 events' history)
+    assert len(reads) == 3
 
 
 def test_a_storage_error_looking_for_an_unlocked_try_gives_the_overlap_lock_back(

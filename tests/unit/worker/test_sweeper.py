@@ -34,7 +34,9 @@ def test_a_run_saved_but_never_enqueued_is_enqueued_exactly_once(kit: Kit, calls
     # Then a second pass right after does not enqueue it again
     kit.clock.advance(60_000)
     assert kit.sweeper.sweep().requeued == 0
-    assert kit.drain.bodies(kit.settings.run_queue_url) == [{"job_id": job.id, "scheduled_for": T0}]
+    assert kit.drain.bodies(kit.settings.run_queue_url) == [
+        {"job_id": job.id, "scheduled_for": T0, "enqueued_at": kit.clock() - 60_000}  # sent by the first pass
+    ]
     # and the worker runs it; the finished run leaves the sweep index
     assert kit.deliver(job) == Outcome.SUCCEEDED
     assert len(calls) == 1
@@ -79,7 +81,7 @@ def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backof
     assert row is not None and row.status == RunStatus.RETRYING and row.attempt == 1
     assert row.error.startswith("worker lost during attempt 1: no heartbeat since")
     assert [(json.loads(e["MessageBody"]), e["DelaySeconds"]) for e in sent] == [
-        ({"job_id": job.id, "scheduled_for": T0}, 60)
+        ({"job_id": job.id, "scheduled_for": T0, "enqueued_at": kit.clock()}, 60)
     ]
     # Then the retry runs as attempt 2, with the same key
     kit.clock.advance(60_000)

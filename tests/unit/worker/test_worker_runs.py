@@ -14,7 +14,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, RunStatus, to_ms
 from jobsched.ports.jobs import Rewrite
-from jobsched.ports.runs import Claim, ClaimRequest, RunRow, new_run, run_id
+from jobsched.ports.runs import Claim, ClaimRequest, RunMessage, RunRow, new_run, run_id
 from jobsched.targets import TargetCall
 from tests.support.worker import T0, Kit
 
@@ -207,6 +207,34 @@ def test_a_malformed_message_fails_the_record(worker: Worker, record: Callable[.
         worker.handle(delivery_of(bad))
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"job_id": "j_a", "scheduled_for": true}',  # a bool is an int in Python, not in the message
+        '{"job_id": "j_a", "scheduled_for": 1.5}',
+        '{"job_id": "j_a", "scheduled_for": 1000.0}',
+        '{"job_id": "j_a", "scheduled_for": "1000"}',
+        '{"job_id": "j_a", "scheduled_for": 1000, "enqueued_at": false}',
+        '{"job_id": "j_a", "scheduled_for": 1000, "dispatch_at": 2.5}',
+        '{"job_id": 7, "scheduled_for": 1000}',
+        '{"scheduled_for": 1000}',
+    ],
+)
+def test_a_message_field_of_another_type_is_malformed(body: str) -> None:
+    with pytest.raises(ValueError, match="malformed run message"):
+        RunMessage.parse(body)
+
+
+def test_a_message_with_integer_fields_parses() -> None:
+    message = RunMessage.parse('{"job_id": "j_a", "scheduled_for": 1000, "enqueued_at": 900, "term": null}')
+    assert (message.job_id, message.scheduled_for, message.enqueued_at, message.term) == (
+        "j_a",
+        1000,
+        900,
+        None,
+    )
+
+
 def test_a_failed_try_retries_with_backoff_then_succeeds_with_the_same_key(
     kit: Kit, sent: list[dict[str, Any]]
 ) -> None:
@@ -222,7 +250,11 @@ def test_a_failed_try_retries_with_backoff_then_succeeds_with_the_same_key(
     assert row.retry_at == kit.clock() + 60_000
     assert row.sweep_at == row.retry_at + kit.settings.sweep_queued_after_s * 1000
     assert len(sent) == 1 and sent[0]["DelaySeconds"] == 60
-    assert json.loads(sent[0]["MessageBody"]) == {"job_id": job.id, "scheduled_for": T0}
+    assert json.loads(sent[0]["MessageBody"]) == {
+        "job_id": job.id,
+        "scheduled_for": T0,
+        "enqueued_at": kit.clock(),
+    }
     # An early copy (before the retry is due) is dropped
     assert kit.deliver(job) == Outcome.DROPPED
     # When the delayed message arrives
