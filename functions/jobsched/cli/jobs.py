@@ -284,7 +284,8 @@ def jobs_pause(
 @jobs_app.command("resume")
 @option_groups
 def jobs_resume(job: JobArgument, conn: Connection = Connection(), as_json: JsonOption = False) -> None:
-    """Resume a paused job; fires missed while paused follow its `missed` policy (POST /jobs/{id}/resume)."""
+    """Resume a paused job from its first fire after now; fires of the paused time do not run (`backfill` runs
+    them) (POST /jobs/{id}/resume)."""
     _pause_or_resume(job, conn, as_json, pause=False)
 
 
