@@ -317,7 +317,7 @@ class MemoryRunStore:
         key_digest, now_ms, sweep_at_ms = request.key_digest, request.now_ms, request.sweep_at_ms
         with self._lock:
             row = self._rows.get(request.key)
-            if row is None or not _rerunnable(row):
+            if row is None or not _rerunnable(row, summary=request.summary):
                 return Rerun(False, row)
             self._rows[row.key] = replace(
                 row,
@@ -333,6 +333,8 @@ class MemoryRunStore:
                 finished_at=None,
                 retry_at=None,
                 error=None,
+                skipped_count=None,
+                skipped_through=None,
             )
             return Rerun(True, self._rows[row.key])
 
@@ -354,10 +356,11 @@ class MemoryRunStore:
             return True
 
 
-def _rerunnable(row: RunRow) -> bool:
-    """``RunHistory.rerun``'s condition: dead with its notifications out, or skipped and not a summary row."""
+def _rerunnable(row: RunRow, *, summary: bool = False) -> bool:
+    """``RunHistory.rerun``'s condition: dead with its notifications out, or skipped and not a summary row
+    (unless ``summary``)."""
     return (row.status is RunStatus.DEAD and not row.notify_pending) or (
-        row.status is RunStatus.SKIPPED and row.skipped_count is None
+        row.status is RunStatus.SKIPPED and (summary or row.skipped_count is None)
     )
 
 

@@ -312,13 +312,15 @@ class SweepDeferral:
 class RerunRequest:
     """``RunHistory.rerun`` of run ``(job_id, scheduled_for_ms)``: queued again at ``now_ms`` with ``sweep_at =
     sweep_at_ms`` (epoch ms); ``key_digest``: the digest of the re-run request's ``Idempotency-Key`` (None:
-    none)."""
+    none); ``summary``: a skipped summary row of several fires may be re-run too (a backfill running its first
+    fire: the row then stands for that fire alone, its ``skipped_count``/``skipped_through`` removed)."""
 
     job_id: str
     scheduled_for_ms: int
     now_ms: int
     sweep_at_ms: int
     key_digest: str | None = None
+    summary: bool = False
 
     @property
     def key(self) -> RunKey:
@@ -711,10 +713,10 @@ class RunHistory(Protocol):
     def rerun(self, request: RerunRequest) -> Rerun:
         """Put a finished run back on its way (:class:`RerunRequest`), one conditional write: the row must be
         ``dead`` (its notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of
-        several). It becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key =
+        several, unless ``request.summary``). It becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key =
         key_digest`` and ``sweep_at = sweep_at_ms`` (the sweep index: the sweeper enqueues it if its message
         never comes); its
-        worker, start, heartbeat, finish, retry and error are cleared; ``tries`` are kept (the new round's are
+        worker, start, heartbeat, finish, retry, error, ``skipped_count`` and ``skipped_through`` are cleared; ``tries`` are kept (the new round's are
         told apart by their ``round``). Returns ``Rerun(True, the row as written)`` or ``Rerun(False, the row
         as stored, None when absent)``."""
         ...

@@ -490,7 +490,17 @@ class RunStore:
         )
         # a queued run leaves its owner's failed runs (the sparse failures index); removing an absent
         # attribute writes nothing
-        removes = ["worker", "started_at", "heartbeat_at", "finished_at", "retry_at", "#e", FAIL_OWNER]
+        removes = [
+            "worker",
+            "started_at",
+            "heartbeat_at",
+            "finished_at",
+            "retry_at",
+            "#e",
+            FAIL_OWNER,
+            "skipped_count",
+            "skipped_through",
+        ]
         values: dict[str, Any] = {
             ":queued": RunStatus.QUEUED.value,
             ":dead": RunStatus.DEAD.value,
@@ -511,7 +521,9 @@ class RunStore:
                 Key=_key(request.job_id, request.scheduled_for_ms),
                 UpdateExpression=f"SET {sets} REMOVE {', '.join(removes)}",
                 ConditionExpression=(
-                    "(#s = :dead AND attribute_not_exists(notify_pending))"
+                    "(#s = :dead AND attribute_not_exists(notify_pending)) OR #s = :skipped"
+                    if request.summary
+                    else "(#s = :dead AND attribute_not_exists(notify_pending))"
                     " OR (#s = :skipped AND attribute_not_exists(skipped_count))"
                 ),
                 ExpressionAttributeNames={"#s": "status", "#e": "error"},
