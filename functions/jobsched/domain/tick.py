@@ -38,9 +38,9 @@ from jobsched.domain import planning
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, plan_fires
 from jobsched.domain.tick_writes import JobWork, TickWrites
+from jobsched.models import RunStatus
 from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
-from jobsched.models import RunStatus
 from jobsched.ports.control import Guard, LeaderGuard, WatermarkStore
 from jobsched.ports.jobs import (
     INDEX,
