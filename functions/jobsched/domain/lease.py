@@ -12,7 +12,7 @@ Rules (design §4.3):
 - Renew: the holder pushes ``expires_at`` to ``now + ttl`` once less than half of its own validity is left
   (every third tick with the defaults, not every tick: a renewal is a write unit), conditional on
   ``holder`` and ``term`` being unchanged (nobody acquired in between).
-- Release: ``expires_at`` = the release instant (holder's clock; conditional on holder and term), so a
+- Release: ``expires_at`` = the instant before the release (holder's clock; conditional on holder and term), so a
   standby takes over on its next poll instead of waiting for the TTL, and learns when the holder stopped.
 - An acquirer keeps the ``expires_at`` of the lease it replaced (:attr:`LeaderLease.earlier_terms_until`):
   no earlier term wrote or sent anything after it (each holder checks its lease before every write), which
@@ -156,8 +156,8 @@ class LeaderLease:
     @property
     def earlier_terms_until(self) -> int | None:
         """Epoch ms (the earlier holder's clock): the ``expires_at`` of the lease this holder replaced when it
-        acquired, after which no earlier term wrote or sent anything; None when it replaced none (the first
-        lease of the partition)."""
+        acquired, plus 1 ms (a released lease stores the instant before its release); no earlier term wrote or
+        sent anything after it. None when it replaced none (the first lease of the partition)."""
         return self._earlier_until
 
     @property
@@ -203,15 +203,15 @@ class LeaderLease:
             return record.term
 
     def release(self) -> None:
-        """Give the lease up: its ``expires_at`` becomes now, so a standby takes over at once and knows when this
-        holder stopped. Never raises."""
+        """Give the lease up: its ``expires_at`` becomes the instant before now, so a standby takes over at once
+        and knows when this holder stopped (``earlier_terms_until``). Never raises."""
         with self._lock:
             record, self._record, self._valid_until = self._record, None, 0
         if record is None:
             return
         try:
             released = self.store.release_lease(
-                LeaseRecord(record.partition, record.holder, record.term, self.clock())
+                LeaseRecord(record.partition, record.holder, record.term, self.clock() - 1)
             )
         except Exception as error:  # the lease then simply runs out after its TTL
             logger.warning(
@@ -268,6 +268,7 @@ class LeaderLease:
             return None
         self._record = record
         self._valid_until = now + self.ttl_ms - self.safety_ms
-        self._earlier_until = current.expires_at if current is not None else None
+        # + 1: a released lease stores the instant before its release, when its last tick may have sent
+        self._earlier_until = current.expires_at + 1 if current is not None else None
         logger.info("lease acquired", partition=self.partition, term=term, holder=self.holder)
         return record

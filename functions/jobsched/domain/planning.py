@@ -202,8 +202,8 @@ def horizon_ms(now_ms: int, lookahead_ms: int) -> int:
 class Dispatched:
     """What an earlier tick may have sent of a job whose move did not land: every fire from its ``next_run_at``
     whose dispatch instant (fire + jitter offset) is at or before ``through`` (epoch ms), except those inside
-    the ``recorded`` skipped rows (``(first fire, last fire)`` ranges, epoch ms: an earlier tick recorded them
-    skipped rather than sent them)."""
+    the ``recorded`` rows (``(first fire, last fire)`` ranges, epoch ms: fires an earlier tick recorded skipped
+    rather than sent, or whose run a claim already made)."""
 
     through: int
     recorded: tuple[tuple[int, int], ...] = ()
@@ -232,8 +232,8 @@ def plan_fires(
     A fire that was dispatched on time is not missed (SPEC §4: every fire runs, never zero times): the fires
     from ``next_run_at`` an earlier tick may have sent (``dispatched``: an earlier term's, up to the end of its
     lease, or this term's whose move did not land) are never skipped however late they are now: they are sent
-    again (the claim takes one message per ``(job_id, scheduled_for)`` and drops the others), except those an
-    earlier tick recorded skipped, which are passed over as they are. Only the fires after them are judged
+    again (the claim takes one message per ``(job_id, scheduled_for)`` and drops the others), except those
+    already recorded (skipped, or run), which are passed over as they are. Only the fires after them are judged
     missed. It costs no write: the bound comes from the lease and the tick's memory.
     """
     schedule = schedule or job.parsed_schedule()

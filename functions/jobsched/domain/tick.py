@@ -628,8 +628,9 @@ class Scheduler(TickWrites):
 
         Rule: a fire that was dispatched on time is not missed (SPEC §4); a tick cannot know whether the
         tick before its move sent a fire, so it takes every fire that tick could have sent as sent, and sends it
-        again rather than record it skipped. The skipped rows an earlier tick wrote in that range are read (one
-        Query, only on this path: after a failover or a failed move, for a job now late) and left as they are.
+        again rather than record it skipped. The rows in that range are read (one Query, only on this path: after a
+        failover or a failed move, for a job now late): a fire recorded skipped, or whose run a claim made, is
+        left as it is; a ``queued`` one is sent again.
         None otherwise (no read). Raises what ``rows_between`` raises.
         """
         bound = self._earlier_until
@@ -643,7 +644,7 @@ class Scheduler(TickWrites):
         recorded = tuple(
             (row.scheduled_for, row.skipped_through or row.scheduled_for)
             for row in rows
-            if row.status is RunStatus.SKIPPED
+            if row.status is not RunStatus.QUEUED
         )
         return planning.Dispatched(bound, recorded)
 
