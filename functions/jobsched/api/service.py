@@ -316,6 +316,7 @@ class JobService:
                     _stored_schedule(state),
                     state.next_run_at if state else None,
                     now_ms,
+                    created_ms=to_ms(job.created_at),
                 )
                 if resumed:  # fires of the paused time are not run (SPEC §3): only those after the resume
                     since_ms = now_ms + 1

@@ -31,7 +31,9 @@ KEPT_FIRES_MAX = 10_000
 backlog is not kept (the new settings count from now on)."""
 
 
-def retimed_since_ms(new: Schedule, old: Schedule | None, stored_next_run_at: int | None, now_ms: int) -> int:
+def retimed_since_ms(
+    new: Schedule, old: Schedule | None, stored_next_run_at: int | None, now_ms: int, *, created_ms: int
+) -> int:
     """The instant (epoch ms) from which a re-timed job's first fire is taken: fires at or after it count.
 
     ``new``: the schedule the scheduler will run for the new settings (:func:`settings_schedule`); ``old``: the
@@ -44,11 +46,13 @@ def retimed_since_ms(new: Schedule, old: Schedule | None, stored_next_run_at: in
     also a fire of ``old``: the scheduler then runs them or records them ``skipped`` by the job's ``missed``
     policy (``jobsched.domain.planning``). So an edit of ``end_at`` keeps a backlog, while ``*/5`` replacing
     an hourly schedule at 15:00:30 first fires at 15:05. At most :data:`KEPT_FIRES_MAX` past fires are checked
-    (a longer backlog counts from now). Raises nothing.
+    (a longer backlog counts from now). Never a kept fire before the job's creation (``created_ms``): a stored
+    one-off accepted late fired before the job existed, and a recurring schedule replacing it has no fire then.
+    Raises nothing.
     """
     if stored_next_run_at is None or old is None or stored_next_run_at >= now_ms:
         return now_ms
-    since_ms = stored_next_run_at
+    since_ms = max(stored_next_run_at, min(created_ms, now_ms))
     checked = 0
     fire = new.first_fire(from_ms(stored_next_run_at), grace_s=0)
     while fire is not None and to_ms(fire) < now_ms:
