@@ -776,7 +776,8 @@ class BackfillRequest(_Strict):
 class BackfillResult(BaseModel):
     """What a backfill did: ``count`` runs created (kind ``backfill``) or re-run (fires recorded ``skipped``),
     the ``first`` and ``last`` of their fires (null when none), and the window's ``fires`` of which
-    ``existing`` already had a run and were left alone."""
+    ``existing`` already had a run and were left alone, and ``left_to_scheduler`` were not run because the
+    scheduler has not dispatched them yet."""
 
     count: int
     created: int
@@ -785,6 +786,11 @@ class BackfillResult(BaseModel):
     existing: int
     first: datetime | None = None
     last: datetime | None = None
+    left_to_scheduler: int = Field(
+        default=0,
+        description="fires of the window the scheduler has not dispatched yet (at or after the job's "
+        "next_run_at, or before their jittered dispatch instant): left to it, not run by this backfill",
+    )
 
 
 class JobEvent(BaseModel):

@@ -46,7 +46,9 @@ def test_every_test_the_threat_model_names_exists() -> None:
 
 
 def test_a_wrong_name_is_found() -> None:
-    named = _named_tests("| guard | `tests/unit/test_security_doc.py::no_such_test`, `::test_a_wrong_name_is_found` |")
+    named = _named_tests(
+        "| guard | `tests/unit/test_security_doc.py::no_such_test`, `::test_a_wrong_name_is_found` |"
+    )
     assert named == [
         ("tests/unit/test_security_doc.py", "no_such_test"),
         ("tests/unit/test_security_doc.py", "test_a_wrong_name_is_found"),

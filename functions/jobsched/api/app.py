@@ -250,7 +250,7 @@ def pause_job(id: JobId, api: ApiDep, owner: Owner, by: Actor, body: PauseReques
 
 @_route(
     "resumeJob",
-    summary="Resume a job (missed fires follow its `missed` policy)",
+    summary="Resume a job (from its first fire after now; fires of the paused time do not run)",
     tags=["jobs"],
     responses=responses({200: (Job, "The resumed job")}, 404, 409),
 )

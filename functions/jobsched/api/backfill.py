@@ -16,7 +16,13 @@ from jobsched.api.audit import AuditTrail
 from jobsched.api.exceptions import InvalidInput
 from jobsched.clock import Clock
 from jobsched.domain import registration
-from jobsched.domain.backfill import BackfillWindowError, backfill_fires, backfill_schedule, dispatch_delay_s
+from jobsched.domain.backfill import (
+    BackfillWindowError,
+    backfill_fires,
+    backfill_schedule,
+    dispatch_delay_s,
+    split_scheduler_fires,
+)
 from jobsched.models import BackfillRequest, BackfillResult, JobEventKind, RunKind, RunStatus, from_ms, to_ms
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
@@ -29,7 +35,7 @@ from jobsched.ports.runs import (
     RunSender,
     new_run,
 )
-from jobsched.schedules import ScheduleError
+from jobsched.schedules import Schedule, ScheduleError
 from jobsched.settings import Settings
 
 
@@ -45,8 +51,10 @@ class Backfiller:
 
     def backfill(self, stored: StoredJob, request: BackfillRequest, actor: str) -> BackfillResult:
         """Create a run for every fire of ``stored``'s schedule in ``[start, end)`` that has none, re-run those
-        recorded ``skipped`` (``RunHistory.rerun``), and send them at the deployment's backfill rate; record a
-        ``backfilled`` event by ``actor``.
+        recorded ``skipped`` (``RunHistory.rerun``; the first fire of a summary row too, the summary's fires after
+        the window kept skipped), and send them at the deployment's backfill rate; record a ``backfilled`` event
+        by ``actor``. Fires the scheduler has not dispatched yet are left to it and counted in the answer
+        (``domain.backfill.split_scheduler_fires``).
 
         Raises ``InvalidInput`` naming ``start`` (before 1970), ``end`` (not after ``start``, after now, or more
         than 1,000 fires) or ``schedule`` (the stored schedule no longer parses).
@@ -58,9 +66,10 @@ class Backfiller:
             schedule = backfill_schedule(
                 job, anchor_ms if anchor_ms is not None else registration.anchor_ms(job)
             )
-            fires = backfill_fires(schedule, start_ms, end_ms, now_ms)
+            window = backfill_fires(schedule, start_ms, end_ms, now_ms)
         except (BackfillWindowError, ScheduleError) as error:
             raise InvalidInput(error.field, error.message) from None
+        fires, left = split_scheduler_fires(window, stored.state, now_ms)
         rows = self.runs.rows_between(job.id, fires[0], fires[-1], 2 * len(fires)) if fires else []
         recorded = {row.scheduled_for: row for row in rows}
         sent: list[RunMessage] = []  # oldest first, as the fires are
@@ -88,18 +97,19 @@ class Backfiller:
                         RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s, enqueued_at=now_ms)
                     )
                     continue
-            if (
-                _skipped_fire(found)
-                and self.runs.rerun(
-                    RerunRequest.at(
-                        job.id,
-                        fire,
-                        now_ms=now_ms,
-                        sweep_at_ms=now_ms + sweep_after_ms,
-                        retention_days=self.settings.retention_days,
-                    )
-                ).done
-            ):
+            if found.status is not RunStatus.SKIPPED:
+                continue
+            if found.skipped_count:
+                self._keep_summary_rest(found, schedule, end_ms, now_ms)
+            rerun = RerunRequest.at(
+                job.id,
+                fire,
+                now_ms=now_ms,
+                sweep_at_ms=now_ms + sweep_after_ms,
+                retention_days=self.settings.retention_days,
+                summary=bool(found.skipped_count),
+            )
+            if self.runs.rerun(rerun).done:
                 sent.append(
                     RunMessage(job_id=job.id, scheduled_for=fire, delay_s=delay_s, enqueued_at=now_ms)
                 )
@@ -108,18 +118,51 @@ class Backfiller:
             count=len(sent),
             created=created,
             rerun=len(sent) - created,
-            fires=len(fires),
+            fires=len(window),
             existing=len(fires) - len(sent),
+            left_to_scheduler=len(left),
             first=from_ms(sent[0].scheduled_for) if sent else None,
             last=from_ms(sent[-1].scheduled_for) if sent else None,
         )
         detail = {"start": request.start.isoformat(), "end": request.end.isoformat(), "count": result.count}
+        if left:
+            detail["left_to_scheduler"] = len(left)
         # a key of its own: another backfill in the same millisecond (the next window) must not replace it
         key = f"backfill-{now_ms}-{uuid.uuid4().hex[:12]}"
         event = self.audit.event(job.id, now_ms, key, JobEventKind.BACKFILLED, actor, detail)
         self.audit.record(event)
         logger.info("job backfilled", job_id=job.id, fires=len(fires), runs_created=created)
         return result
+
+    def _keep_summary_rest(self, summary: RunRow, schedule: Schedule, end_ms: int, now_ms: int) -> None:
+        """Before a backfill re-runs the first fire of a skipped ``summary`` row (which then stands for that fire
+        alone), record the summary's fires at or after the window's ``end_ms`` (epoch ms) as one skipped row (a
+        summary again when several) at the first of them, so they stay visible as skipped. The fires inside the
+        window get runs of their own (they have no rows: a summary never overlaps a run). A refused put (that
+        fire has a row) is left as it is."""
+        through = summary.skipped_through
+        if through is None or through < end_ms:
+            return
+        following = schedule.next_fire(from_ms(end_ms - 1))
+        if following is None or to_ms(following) > through:
+            return
+        first = to_ms(following)
+        count = 1 + schedule.count_fires(following, from_ms(through), cap=2**62)
+        self.runs.put_new(
+            new_run(
+                summary.job_id,
+                first,
+                now_ms=now_ms,
+                retention_days=self.settings.retention_days,
+                status=RunStatus.SKIPPED,
+                dispatch_at_ms=first + (summary.dispatch_at or summary.scheduled_for) - summary.scheduled_for,
+                term=summary.term,
+                skipped_count=count if count > 1 else None,
+                skipped_through=through if count > 1 else None,
+                error=summary.error,
+                owner=summary.owner,
+            )
+        )
 
     def _send(self, messages: list[RunMessage]) -> None:
         """Send the runs' messages; those SQS refuses stay ``queued`` for the sweeper (after their delay)."""
@@ -131,9 +174,3 @@ class Backfiller:
             logger.warning(
                 "backfill runs saved but not all enqueued; the sweeper will", failed=len(error.failed)
             )
-
-
-def _skipped_fire(row: RunRow) -> bool:
-    """A fire recorded ``skipped`` on its own (a summary row of several skipped fires is not re-run: its other
-    fires have no rows and get runs of their own)."""
-    return row.status is RunStatus.SKIPPED and not row.skipped_count

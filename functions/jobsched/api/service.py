@@ -15,8 +15,8 @@ Rules and where they come from:
   else at the job's creation (design §1); a re-timed job's is the first fire from now of its new
   settings, except that fires still pending (jitter not yet elapsed, or missed while the scheduler was down)
   are kept for the scheduler's ``missed`` policy (those timing rules: ``jobsched.api.timing``);
-- pause takes the job out of the due index, resume puts it back with its stored (possibly past)
-  ``next_run_at`` so the scheduler applies the job's ``missed`` policy (design §4);
+- pause takes the job out of the due index; resume puts it back at the first fire after the resume instant:
+  fires that fell while it was paused are neither run nor recorded missed (SPEC §3, design §4);
 - a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run; it takes
   the next free millisecond when ``now`` is one of the schedule's fire instants, which stay the scheduler's.
 """
@@ -67,9 +67,7 @@ from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState, StoredJob
 from jobsched.ports.runs import RunHistory, RunSender
-from jobsched.schedules import (
-    Schedule,
-)
+from jobsched.schedules import Schedule, ScheduleError
 from jobsched.settings import Settings
 from jobsched.targets.ownership import TargetTags
 from jobsched.targets.shell import shell_owner_refusal
@@ -281,8 +279,10 @@ class JobService:
 
         When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
         with the new settings (see ``timing.retimed_since_ms``): future fires from now on (design §3), while
-        fires still pending are kept, so an edit never silently drops a run. Otherwise ``next_run_at`` is kept,
-        so a pending catch-up is not lost by editing ``input``. The stored fencing ``term`` is kept. Raises
+        fires still pending are kept when the new settings fire when the old ones did; a fire of a schedule
+        not in force when it fell due never runs. A PATCH resuming the job (``paused`` false) continues with the
+        first fire after now (``timing.resumed_next_run_at``). Otherwise ``next_run_at`` is kept, so a pending
+        catch-up is not lost by editing ``input``. The stored fencing ``term`` is kept. Raises
         ``JobNotFound``, ``InvalidInput`` or ``ScheduleError`` (400), ``ConcurrentChange`` (409, the job kept
         changing).
         """
@@ -311,13 +311,22 @@ class JobService:
                 job = job.model_copy(
                     update=paused_fields(actor or owner, now_ms, None, paused=settings.paused)
                 )
+            resumed = current.paused and not settings.paused
             if retimed:
                 schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
                 since_ms = timing.retimed_since_ms(
-                    job, state.next_run_at if state else None, now_ms, one_off=schedule.kind == "once"
+                    timing.settings_schedule(job),
+                    _stored_schedule(state),
+                    state.next_run_at if state else None,
+                    now_ms,
+                    created_ms=to_ms(job.created_at),
                 )
+                if resumed:  # fires of the paused time are not run (SPEC §3): only those after the resume
+                    since_ms = now_ms + 1
                 first = registration.first_fire_ms(job, since_ms, schedule=schedule)
                 return job, registration.anchor_ms(job), first
+            if resumed:
+                return job, timing.stored_anchor_ms(state, current), timing.resumed_next_run_at(state, now_ms)
             return job, timing.stored_anchor_ms(state, current), state.next_run_at if state else None
 
         return self._rewrite(
@@ -336,9 +345,10 @@ class JobService:
         return self._set_paused(owner, job_id, paused=True, reason=reason, actor=actor or owner)
 
     def resume_job(self, owner: str, job_id: str, *, actor: str | None = None) -> Job:
-        """Return the job to the due index with its stored ``next_run_at`` (a past one is due at once, and the
-        scheduler applies the job's ``missed`` policy to the fires missed while paused); the pause's who/when/
-        why are cleared (the events keep them). Idempotent.
+        """Return the job to the due index at the first fire after the resume instant
+        (``timing.resumed_next_run_at``): the fires that fell while it was paused are neither run nor recorded
+        missed (SPEC §3; ``backfill`` runs them on purpose). The pause's who/when/why are cleared (the events
+        keep them). Idempotent.
 
         Raises ``JobNotFound``, ``ConcurrentChange``.
         """
@@ -347,7 +357,10 @@ class JobService:
     def _set_paused(self, owner: str, job_id: str, *, paused: bool, reason: str | None, actor: str) -> Job:
         def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
             job = current.model_copy(update=paused_fields(actor, now_ms, reason, paused=paused))
-            return job, timing.stored_anchor_ms(state, current), state.next_run_at if state else None
+            next_run_at = state.next_run_at if state else None
+            if not paused:
+                next_run_at = timing.resumed_next_run_at(state, now_ms)
+            return job, timing.stored_anchor_ms(state, current), next_run_at
 
         kind = JobEventKind.PAUSED if paused else JobEventKind.RESUMED
         detail = {"reason": reason} if reason else {}
@@ -601,6 +614,17 @@ class JobService:
     ) -> Schedule:
         """``timing.validated_schedule`` with this deployment's ``min_interval_s``."""
         return timing.validated_schedule(job, now_ms, self.settings.min_interval_s, changed=changed)
+
+
+def _stored_schedule(state: SchedulingState | None) -> Schedule | None:
+    """The schedule in force for ``state`` (``fires.state_schedule``); None without a state or when it no
+    longer parses (nothing of it is then kept)."""
+    if state is None:
+        return None
+    try:
+        return fires.state_schedule(state)
+    except ScheduleError:
+        return None
 
 
 def _is_job_id(value: Any) -> bool:

@@ -3,8 +3,11 @@ field at fault), and where a re-timed job's next fire is taken from. Pure: no st
 are passed in, epoch ms UTC); ``jobsched.api.service.JobService`` applies them.
 
 - a PATCH giving any of :data:`TIMING_FIELDS` re-times the job: its ``next_run_at`` is the first fire of
-  the new settings from :func:`retimed_since_ms`, so fires still pending (jitter not yet elapsed, or missed
-  while the scheduler was down) are kept for the scheduler's ``missed`` policy (design §3, design §4);
+  the new settings from :func:`retimed_since_ms`: from now on, keeping fires still pending (jitter not yet
+  elapsed, or missed while the scheduler was down) only where the new settings fire when the old ones did
+  (design §3, design §4);
+- a resume continues with the first fire after the resume instant (:func:`resumed_next_run_at`): fires that
+  fell while the job was paused are neither run nor recorded missed (SPEC §3);
 - any other PATCH keeps the stored anchor (:func:`stored_anchor_ms`) and ``next_run_at``;
 - ``validate_schedule`` names ``end_at`` for an empty window; :func:`blame_start_at` names ``start_at`` where
   that is the field the caller got wrong.
@@ -12,34 +15,77 @@ are passed in, epoch ms UTC); ``jobsched.api.service.JobService`` applies them.
 
 from __future__ import annotations
 
+from jobsched.domain.fires import state_schedule
+from jobsched.domain.planning import next_fire_ms
+from jobsched.domain.registration import anchor_ms
 from jobsched.models import Job, JobSettings, from_ms, to_ms
 from jobsched.ports.jobs import SchedulingState
-from jobsched.schedules import Schedule, ScheduleError, jitter_offset_ms, validate_schedule
+from jobsched.schedules import Schedule, ScheduleError, jitter_offset_ms, parse_schedule, validate_schedule
 
 TIMING_FIELDS = frozenset({"schedule", "timezone", "start_at", "end_at"})
 """PATCH fields that re-time a job: ``next_run_at`` is recomputed from now when any of them is given."""
 
 
-def retimed_since_ms(job: Job, stored_next_run_at: int | None, now_ms: int, *, one_off: bool = False) -> int:
+KEPT_FIRES_MAX = 10_000
+"""Most past fires of a re-timed job :func:`retimed_since_ms` checks against its previous schedule; a longer
+backlog is not kept (the new settings count from now on)."""
+
+
+def retimed_since_ms(
+    new: Schedule, old: Schedule | None, stored_next_run_at: int | None, now_ms: int, *, created_ms: int
+) -> int:
     """The instant (epoch ms) from which a re-timed job's first fire is taken: fires at or after it count.
 
-    ``min(now - jitter offset, stored next_run_at)``, but never before the job's ``created_at`` unless the
-    new schedule is a one-off (``one_off``). Fires whose dispatch instant (fire + the job's jitter
-    offset, design §4) is still ahead of now are not dropped; nor is a stored ``next_run_at`` already
-    past, i.e. a fire not yet run, or a backlog the scheduler missed while down or while the job was
-    paused. Those come out as a past ``next_run_at``, so the scheduler runs them or records them
-    ``skipped`` by the job's ``missed`` policy and catch-up window (``jobsched.domain.planning``); the unique
-    run key ``(job_id, scheduled_for)`` keeps it from creating a run that already exists. Everything else
-    is "from now on" (design §3). The floor: a stored ``next_run_at`` before the job's creation is a
-    one-off accepted late; a recurring schedule replacing it has no fire from before the job existed
-    (a fire of no schedule the job had), while a one-off keeps its instant as registration accepted it.
+    ``new``: the schedule the scheduler will run for the new settings (:func:`settings_schedule`); ``old``: the
+    one in force until now (``fires.state_schedule`` of the stored state; None: none).
+
+    Rule (SPEC §3, "PATCH recomputes ``next_run_at`` from now on"; a fire of a schedule the job did not have
+    when the fire fell due never runs): fires of the new settings from ``now_ms`` on, except that the fires
+    from a stored ``next_run_at`` already past (a fire waiting for its jitter offset, or a backlog the
+    scheduler missed while down) are kept from the first one after which every fire of ``new`` up to now is
+    also a fire of ``old``: the scheduler then runs them or records them ``skipped`` by the job's ``missed``
+    policy (``jobsched.domain.planning``). So an edit of ``end_at`` keeps a backlog, while ``*/5`` replacing
+    an hourly schedule at 15:00:30 first fires at 15:05. At most :data:`KEPT_FIRES_MAX` past fires are checked
+    (a longer backlog counts from now). Never a kept fire before the job's creation (``created_ms``): a stored
+    one-off accepted late fired before the job existed, and a recurring schedule replacing it has no fire then.
+    Raises nothing.
     """
-    since_ms = now_ms - jitter_offset_ms(job.id, job.jitter_s)
-    if stored_next_run_at is not None:
-        since_ms = min(since_ms, stored_next_run_at)
-    if not one_off:
-        since_ms = max(since_ms, to_ms(job.created_at))
+    if stored_next_run_at is None or old is None or stored_next_run_at >= now_ms:
+        return now_ms
+    since_ms = max(stored_next_run_at, min(created_ms, now_ms))
+    checked = 0
+    fire = new.first_fire(from_ms(stored_next_run_at), grace_s=0)
+    while fire is not None and to_ms(fire) < now_ms:
+        at = to_ms(fire)
+        checked += 1
+        if checked > KEPT_FIRES_MAX:
+            return now_ms
+        previous = old.next_fire(from_ms(at - 1))
+        if previous is None or to_ms(previous) != at:  # not a fire of the schedule in force then
+            since_ms = at + 1
+        fire = new.next_fire(fire)
     return since_ms
+
+
+def settings_schedule(job: Job) -> Schedule:
+    """The schedule the scheduler runs for ``job``'s settings (as ``registration.scheduling_state`` stores
+    them): bounded below by its anchor (``registration.anchor_ms``: ``start_at``, else creation; a rate's
+    phase), above by ``end_at``. Raises ``ScheduleError`` when it does not parse."""
+    return parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms(job)), end_at=job.end_at)
+
+
+def resumed_next_run_at(state: SchedulingState | None, now_ms: int) -> int | None:
+    """The ``next_run_at`` (epoch ms) of a job resumed at ``now_ms``: the first fire of its stored schedule
+    strictly after the resume instant, or None when it has none (ended). None without a state.
+
+    Rule (SPEC §3, pause/resume): fires that fall while a job is paused are neither run nor recorded missed,
+    and a resume continues with the first fire after the resume instant; ``backfill`` runs a paused-over
+    window on purpose. A fire not yet dispatched when the job was paused (one waiting for its jitter offset)
+    is not run either. Raises ``ScheduleError`` when the stored schedule no longer parses.
+    """
+    if state is None:
+        return None
+    return next_fire_ms(state_schedule(state), now_ms, job_id=state.job_id)
 
 
 def kept_on_time_from(state: SchedulingState | None, job: Job, now_ms: int) -> int | None:

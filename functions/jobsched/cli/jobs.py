@@ -284,7 +284,8 @@ def jobs_pause(
 @jobs_app.command("resume")
 @option_groups
 def jobs_resume(job: JobArgument, conn: Connection = Connection(), as_json: JsonOption = False) -> None:
-    """Resume a paused job; fires missed while paused follow its `missed` policy (POST /jobs/{id}/resume)."""
+    """Resume a paused job from its first fire after now; fires of the paused time do not run (`backfill` runs
+    them) (POST /jobs/{id}/resume)."""
     _pause_or_resume(job, conn, as_json, pause=False)
 
 
@@ -328,9 +329,19 @@ def jobs_backfill(
         typer.echo(
             f"backfilled {result['count']} run(s) from {when(result['first'])} to {when(result['last'])}; "
             f"{result['existing']} of the window's {result['fires']} fire(s) already had a run"
+            + _left_to_scheduler(result)
         )
     else:
-        typer.echo(f"nothing to backfill: the window's {result['fires']} fire(s) all have a run")
+        typer.echo(
+            f"nothing to backfill: {result['existing']} of the window's {result['fires']} fire(s) have a run"
+            + _left_to_scheduler(result)
+        )
+
+
+def _left_to_scheduler(result: dict[str, Any]) -> str:
+    """The backfill answer's note on fires left to the scheduler (not dispatched yet), or ''."""
+    left = result.get("left_to_scheduler") or 0
+    return f"; {left} not dispatched yet, left to the scheduler" if left else ""
 
 
 @jobs_app.command("events")

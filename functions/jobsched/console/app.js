@@ -201,8 +201,8 @@ function jobView(id) {
         job.paused && job.paused_reason ? h("p", { id: "paused-reason" }, `Paused by ${job.paused_by || "?"} at ${job.paused_at || "?"}: ${job.paused_reason}`) : null,
         h("div", { class: "toolbar" },
           job.paused
-            ? h("button", { id: "resume", onclick: () => act(`Resume ${job.name}? Missed fires follow its missed policy (${job.missed}).`, () => api.resumeJob(id)) }, "Resume")
-            : h("button", { id: "pause", onclick: () => act(`Pause ${job.name}? No new runs start until it is resumed.`, (a) => api.pauseJob(id, reason ? a.reason : undefined), { reason }) }, "Pause"),
+            ? h("button", { id: "resume", onclick: () => act(`Resume ${job.name}? It continues with its first fire from now; fires of the paused time do not run (backfill runs them).`, () => api.resumeJob(id)) }, "Resume")
+            : h("button", { id: "pause", onclick: () => act(`Pause ${job.name}? Its fires do not run while it is paused, and are not caught up on resume.`, (a) => api.pauseJob(id, reason ? a.reason : undefined), { reason }) }, "Pause"),
           h("button", { id: "trigger", class: "primary", onclick: () => act(`Trigger ${job.name} now, outside its schedule?`, () => api.triggerJob(id, api.newKey())) }, "Trigger now"),
           h("button", { id: "delete", class: "danger", onclick: () => act(`Delete ${job.name}? No new runs; its history is kept until retention.`, async () => { await api.deleteJob(id); location.hash = "#/jobs"; }) }, "Delete")),
       );

@@ -10,6 +10,7 @@ dispatched as one rush.
 from __future__ import annotations
 
 from jobsched.models import Job, from_ms, to_ms
+from jobsched.ports.jobs import SchedulingState
 from jobsched.ports.runs import MAX_DELAY_S
 from jobsched.schedules import Schedule, parse_schedule
 
@@ -63,6 +64,27 @@ def backfill_fires(schedule: Schedule, start_ms: int, end_ms: int, now_ms: int) 
             f"{_iso(fits)} or earlier, then backfill the rest from there",
         )
     return fires
+
+
+def split_scheduler_fires(
+    fires: tuple[int, ...], state: SchedulingState | None, now_ms: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``fires`` (epoch ms, oldest first) split into ``(backfill's, the scheduler's)``.
+
+    Rule (SPEC §4, jitter: a run is dispatched at ``scheduled_for + offset``, never early; a fire not yet
+    dispatched is the scheduler's, not backfill's): a fire is the scheduler's when its dispatch instant (fire +
+    the job's jitter offset) is after ``now_ms``, or when the job is in the due index (not paused, not ended)
+    and the fire is at or after its stored ``next_run_at`` (the scheduler has not dispatched it yet). A paused
+    job's fires up to now are backfill's: a resume continues after the resume instant, so the scheduler never
+    dispatches them. Without a state every fire due by now is backfill's.
+    """
+    offset = state.jitter_offset_ms if state is not None else 0
+    pending_from = state.next_run_at if state is not None and not state.paused else None
+
+    def backfills(fire: int) -> bool:
+        return fire + offset <= now_ms and (pending_from is None or fire < pending_from)
+
+    return tuple(f for f in fires if backfills(f)), tuple(f for f in fires if not backfills(f))
 
 
 def dispatch_delay_s(index: int, rate_per_s: int) -> int:

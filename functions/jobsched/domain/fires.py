@@ -51,7 +51,8 @@ def state_schedule(state: SchedulingState) -> Schedule:
 def upcoming_fires(state: SchedulingState, count: int, now_ms: int) -> UpcomingFires:
     """The next ``count`` fires (1 to :data:`MAX_FIRES`) of a job in ``state`` at ``now_ms`` (epoch ms).
 
-    None for a paused job (``reason`` "paused"), a job whose schedule has ended or has no further fire (one-off
+    None for a paused job (``reason`` "paused": the fires that fall while it is paused never run, and a resume
+    continues with the first fire after the resume instant, SPEC §3), a job whose schedule has ended or has no further fire (one-off
     already run, past ``end_at``), or a stored schedule that no longer parses; fewer than ``count`` when the
     schedule ends first. A first fire whose dispatch instant is already past is listed with a note: the
     scheduler runs or skips it by the job's ``missed`` policy. Raises ValueError for ``count`` out of range.
@@ -59,7 +60,10 @@ def upcoming_fires(state: SchedulingState, count: int, now_ms: int) -> UpcomingF
     if not 1 <= count <= MAX_FIRES:
         raise ValueError(f"count must be 1 to {MAX_FIRES}, got {count}")
     if state.paused:
-        return UpcomingFires((), "paused: no fire runs until the job is resumed")
+        return UpcomingFires(
+            (),
+            "paused: no fire runs while the job is paused; a resume continues with the first fire after it",
+        )
     if state.next_run_at is None:
         return UpcomingFires((), "ended: the schedule has no further fire")
     try:

@@ -12,8 +12,11 @@ Rules (design §4.3):
 - Renew: the holder pushes ``expires_at`` to ``now + ttl`` once less than half of its own validity is left
   (every third tick with the defaults, not every tick: a renewal is a write unit), conditional on
   ``holder`` and ``term`` being unchanged (nobody acquired in between).
-- Release: ``expires_at = 0`` (conditional on holder and term), so a standby takes over on its next
-  poll instead of waiting for the TTL.
+- Release: ``expires_at`` = the instant before the release (holder's clock; conditional on holder and term), so a
+  standby takes over on its next poll instead of waiting for the TTL, and learns when the holder stopped.
+- An acquirer keeps the ``expires_at`` of the lease it replaced (:attr:`LeaderLease.earlier_terms_until`):
+  no earlier term wrote or sent anything after it (each holder checks its lease before every write), which
+  bounds the fires an earlier term may have dispatched (``jobsched.domain.planning.plan_fires``).
 - A standby polls each second and takes over at most ``ttl + 1 s`` after the leader's last renewal.
 
 Self-fencing: a holder considers its lease valid until ``renewal sent + ttl - safety`` by its own
@@ -66,7 +69,8 @@ class LeaseStore(Protocol):
         ...
 
     def release_lease(self, record: LeaseRecord) -> bool:
-        """Expire the lease now if holder and term are unchanged. True when written."""
+        """Store ``record.expires_at`` (the release instant) if holder and term are unchanged. True when
+        written."""
         ...
 
 
@@ -130,6 +134,7 @@ class LeaderLease:
     safety_ms: int = field(init=False)
     _record: LeaseRecord | None = field(default=None, init=False)
     _valid_until: int = field(default=0, init=False)
+    _earlier_until: int | None = field(default=None, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
 
     def __post_init__(self) -> None:
@@ -147,6 +152,13 @@ class LeaderLease:
     def held(self) -> bool:
         """True while this contender believes it holds the lease (it may have expired: see :meth:`check`)."""
         return self._record is not None
+
+    @property
+    def earlier_terms_until(self) -> int | None:
+        """Epoch ms (the earlier holder's clock): the ``expires_at`` of the lease this holder replaced when it
+        acquired, plus 1 ms (a released lease stores the instant before its release); no earlier term wrote or
+        sent anything after it. None when it replaced none (the first lease of the partition)."""
+        return self._earlier_until
 
     @property
     def valid_until(self) -> int:
@@ -191,13 +203,16 @@ class LeaderLease:
             return record.term
 
     def release(self) -> None:
-        """Give the lease up (expires it in the store so a standby takes over at once). Never raises."""
+        """Give the lease up: its ``expires_at`` becomes the instant before now, so a standby takes over at once
+        and knows when this holder stopped (``earlier_terms_until``). Never raises."""
         with self._lock:
             record, self._record, self._valid_until = self._record, None, 0
         if record is None:
             return
         try:
-            released = self.store.release_lease(record)
+            released = self.store.release_lease(
+                LeaseRecord(record.partition, record.holder, record.term, self.clock() - 1)
+            )
         except Exception as error:  # the lease then simply runs out after its TTL
             logger.warning(
                 "lease release failed", partition=self.partition, term=record.term, error=str(error)
@@ -253,5 +268,7 @@ class LeaderLease:
             return None
         self._record = record
         self._valid_until = now + self.ttl_ms - self.safety_ms
+        # + 1: a released lease stores the instant before its release, when its last tick may have sent
+        self._earlier_until = current.expires_at + 1 if current is not None else None
         logger.info("lease acquired", partition=self.partition, term=term, holder=self.holder)
         return record

@@ -198,7 +198,29 @@ def horizon_ms(now_ms: int, lookahead_ms: int) -> int:
     return max(now_ms, min(now_ms + lookahead_ms, next_tick - 1))
 
 
-def plan_fires(job: DueJob, now_ms: int, limits: TickLimits, schedule: Schedule | None = None) -> FirePlan:
+@dataclass(frozen=True)
+class Dispatched:
+    """What an earlier tick may have sent of a job whose move did not land: every fire from its ``next_run_at``
+    whose dispatch instant (fire + jitter offset) is at or before ``through`` (epoch ms), except those inside
+    the ``recorded`` rows (``(first fire, last fire)`` ranges, epoch ms: fires an earlier tick recorded skipped
+    rather than sent, or whose run a claim already made)."""
+
+    through: int
+    recorded: tuple[tuple[int, int], ...] = ()
+
+    def recorded_through(self, fire: int) -> int | None:
+        """The last fire (epoch ms) of the recorded skipped row holding ``fire``, or None when none holds it."""
+        return max((last for first, last in self.recorded if first <= fire <= last), default=None)
+
+
+def plan_fires(
+    job: DueJob,
+    now_ms: int,
+    limits: TickLimits,
+    schedule: Schedule | None = None,
+    *,
+    dispatched: Dispatched | None = None,
+) -> FirePlan:
     """Decide a due job's fires at ``now_ms`` (epoch ms). Pure; cost bounded by ``limits``.
 
     Fires are ``job.next_run_at`` and its successors by ``Schedule.next_fire`` (always from the previous
@@ -206,6 +228,13 @@ def plan_fires(job: DueJob, now_ms: int, limits: TickLimits, schedule: Schedule 
     skipped rows; the fires due by now (``fire + jitter offset <= now``) that remain run, oldest first, at
     most ``limits.max_runs_per_job``. A job whose ``next_run_at`` is past ``end_at`` ends without running.
     Raises ``ScheduleError`` when the stored schedule cannot be parsed.
+
+    A fire that was dispatched on time is not missed (SPEC §4: every fire runs, never zero times): the fires
+    from ``next_run_at`` an earlier tick may have sent (``dispatched``: an earlier term's, up to the end of its
+    lease, or this term's whose move did not land) are never skipped however late they are now: they are sent
+    again (the claim takes one message per ``(job_id, scheduled_for)`` and drops the others), except those
+    already recorded (skipped, or run), which are passed over as they are. Only the fires after them are judged
+    missed. It costs no write: the bound comes from the lease and the tick's memory.
     """
     schedule = schedule or job.parsed_schedule()
     if job.end_at is not None and job.next_run_at > job.end_at:
@@ -213,9 +242,22 @@ def plan_fires(job: DueJob, now_ms: int, limits: TickLimits, schedule: Schedule 
     through = skip_through_ms(job, now_ms)
     skipped: tuple[SkipRow, ...] = ()
     cursor: int | None = job.next_run_at
-    if job.next_run_at <= through:
-        skipped, cursor = _skip_prefix(job, schedule, through, limits)
     runs: list[int] = []
+    if dispatched is not None:
+        while (
+            cursor is not None
+            and cursor <= through
+            and cursor + job.jitter_offset_ms <= dispatched.through
+            and len(runs) < limits.max_runs_per_job
+        ):
+            recorded = dispatched.recorded_through(cursor)
+            if recorded is None:
+                runs.append(cursor)
+            cursor = next_fire_ms(schedule, max(cursor, recorded or cursor), job_id=job.job_id)
+        if len(runs) >= limits.max_runs_per_job:
+            return FirePlan(job, (), tuple(runs), cursor)
+    if cursor is not None and cursor <= through:
+        skipped, cursor = _skip_prefix(job, schedule, through, limits, cursor)
     while (
         cursor is not None
         and cursor > through
@@ -228,16 +270,15 @@ def plan_fires(job: DueJob, now_ms: int, limits: TickLimits, schedule: Schedule 
 
 
 def _skip_prefix(
-    job: DueJob, schedule: Schedule, through: int, limits: TickLimits
+    job: DueJob, schedule: Schedule, through: int, limits: TickLimits, first: int
 ) -> tuple[tuple[SkipRow, ...], int | None]:
-    """The skipped rows for the fires in ``[next_run_at, through]`` and the first fire after ``through``.
+    """The skipped rows for the fires in ``[first, through]`` and the first fire after ``through``.
 
     Bounded work whatever the backlog: the job jumps straight to its first fire after ``through``
     (``Schedule.next_fire``), and the skipped fires are counted (``Schedule.count_fires``: arithmetic for
     rates, per day for cron), not planned one by one. Up to ``limits.skip_rows_max`` fires get a row each;
-    more get one summary row covering ``[next_run_at, through]``.
+    more get one summary row covering ``[first, through]``.
     """
-    first = job.next_run_at
     reason = _skip_reason(job)
     count = 1 + schedule.count_fires(from_ms(first), from_ms(through), cap=2**62)
     following = next_fire_ms(schedule, through, job_id=job.job_id)

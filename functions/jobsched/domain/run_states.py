@@ -399,7 +399,10 @@ TRANSITIONS: dict[str, Transition] = {
             "rerun",
             either(
                 every(status(RunStatus.DEAD), Absent("notify_pending")),
-                every(status(RunStatus.SKIPPED), Absent("skipped_count")),
+                every(
+                    status(RunStatus.SKIPPED),
+                    either(Absent("skipped_count"), IfGiven("summary", status(RunStatus.SKIPPED))),
+                ),
             ),
             (
                 Set("status", Const(RunStatus.QUEUED)),
@@ -415,8 +418,11 @@ TRANSITIONS: dict[str, Transition] = {
                 Remove("finished_at"),
                 Remove("retry_at"),
                 Remove("error"),
+                Remove("skipped_count"),
+                Remove("skipped_through"),
             ),
-            "API (POST .../retry): a dead (notified) run or one skipped fire starts a new round of tries",
+            "API (POST .../retry), backfill: a dead (notified) run or one skipped fire starts a new round of tries;"
+            " with summary, a skipped summary row's first fire (the row then stands for it alone)",
             answers="after",
         ),
     )
@@ -584,6 +590,7 @@ def rerun_step(request: RerunRequest) -> Step:
         now=request.now_ms,
         sweep_at=request.sweep_at_ms,
         expires_at=request.expires_at_s,
+        summary=True if request.summary else None,
     )
 
 
@@ -607,11 +614,18 @@ def absent(row: RunRow, name: str) -> bool:
 
 
 def resolve(condition: Condition, params: Mapping[str, Any]) -> Condition | None:
-    """``condition`` with each :class:`IfGiven` clause whose parameter is None left out (None: nothing left)."""
+    """``condition`` with each :class:`IfGiven` clause whose parameter is None left out (None: nothing left), and
+    each :class:`All` or :class:`AnyOf` left with one part replaced by that part (so a rendering has no redundant
+    parentheses, which DynamoDB refuses). An :class:`AnyOf` left with no part is refused with ``ValueError``:
+    no table entry may leave a transition no alternative."""
     if isinstance(condition, IfGiven):
         return resolve(condition.condition, params) if params.get(condition.param) is not None else None
     if isinstance(condition, All | AnyOf):
         parts = tuple(p for p in (resolve(part, params) for part in condition.parts) if p is not None)
+        if not parts and isinstance(condition, AnyOf):
+            raise ValueError(f"no alternative of {condition} is left without its parameters")
+        if len(parts) == 1:
+            return parts[0]
         return type(condition)(parts) if parts else None
     return condition
 

@@ -38,9 +38,10 @@ from jobsched.domain import planning
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, plan_fires
 from jobsched.domain.tick_writes import JobWork, TickWrites
+from jobsched.models import RunStatus
 from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
-from jobsched.ports.control import Guard, WatermarkStore
+from jobsched.ports.control import Guard, LeaderGuard, WatermarkStore
 from jobsched.ports.jobs import (
     INDEX,
     LATE,
@@ -311,6 +312,11 @@ class Scheduler(TickWrites):
         # querying those shards again (see _read_due). Only a hint: every entry is checked against the job's
         # state read consistently, and the due index stays the truth (a lost carry costs a query, no run).
         self._carry: dict[tuple[int, int, str], list[DueEntry]] = {}
+        # When the terms before this one stopped (``LeaderLease.earlier_terms_until``), and, per job whose runs
+        # this term sent but whose move did not land, (the next_run_at planned from, the last dispatch instant
+        # sent): the fires an earlier tick may have dispatched (``planning.Dispatched``).
+        self._earlier_until: int | None = None
+        self._unmoved: dict[str, tuple[int, int]] = {}
         self._pool = executor or ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
         )
@@ -324,7 +330,7 @@ class Scheduler(TickWrites):
         """The in-memory watermark bucket (None until leading)."""
         return self._watermark
 
-    def on_leadership(self, guard: Guard) -> None:
+    def on_leadership(self, guard: LeaderGuard) -> None:
         """Load the watermark, the read positions and the lanes to read after acquiring the lease. If the
         partition has no watermark yet (first start), it starts at the oldest bucket holding an entry of this
         partition (a one-off scan of the jobs' states), or at now's bucket minus the margin, and is stored. A
@@ -332,6 +338,7 @@ class Scheduler(TickWrites):
         read the buckets from ``UPGRADE_REWIND_MS`` ago (the floor) until they are drained; one ahead of the
         watermark the positions were stored with was moved by a leader that did not store them (a rollback to that
         code), and the floor is that watermark."""
+        self._earlier_until = guard.earlier_terms_until
         self._lanes = self.jobs.due_lanes()
         self._done = set()
         self._cursors, self._saved, self._floor = {}, None, None
@@ -362,6 +369,7 @@ class Scheduler(TickWrites):
         self._carry = {}
         self._considered = set()
         self._cursors, self._saved, self._done, self._floor = {}, None, set(), None
+        self._earlier_until, self._unmoved = None, {}
 
     # --- the tick -------------------------------------------------------------------------------
 
@@ -598,7 +606,13 @@ class Scheduler(TickWrites):
             assert state is not None
             job = DueJob.from_state(state)
             try:
-                plan = plan_fires(job, now_ms, self.limits)
+                dispatched = self._dispatched(job, now_ms)
+            except Exception as error:
+                logger.warning("runs of a late job unreadable; left due", job_id=job.job_id, error=str(error))
+                result.errors += 1
+                continue
+            try:
+                plan = plan_fires(job, now_ms, self.limits, dispatched=dispatched)
             except ScheduleError as error:
                 # Validated at registration, so this means the environment changed (e.g. tzdata): record
                 # it on the job's history and take the job out of the index rather than block the bucket.
@@ -612,6 +626,33 @@ class Scheduler(TickWrites):
             works.append(JobWork(plan))
         result.due = len(works)
         return works
+
+    def _dispatched(self, job: DueJob, now_ms: int) -> planning.Dispatched | None:
+        """What an earlier tick may have sent of ``job`` from its ``next_run_at`` (``planning.Dispatched``), when
+        that matters: its first fire is late enough to be judged missed at ``now_ms``, and was due before an
+        earlier term stopped (``LeaderLease.earlier_terms_until``) or sent by this term without its move landing.
+
+        Rule: a fire that was dispatched on time is not missed (SPEC §4); a tick cannot know whether the
+        tick before its move sent a fire, so it takes every fire that tick could have sent as sent, and sends it
+        again rather than record it skipped. The rows in that range are read (one Query, only on this path: after a
+        failover or a failed move, for a job now late): a fire recorded skipped, or whose run a claim made, is
+        left as it is; a ``queued`` one is sent again.
+        None otherwise (no read). Raises what ``rows_between`` raises.
+        """
+        bound = self._earlier_until
+        mine = self._unmoved.get(job.job_id)
+        if mine is not None and mine[0] == job.next_run_at:
+            bound = mine[1] if bound is None else max(bound, mine[1])
+        first_due = job.next_run_at + job.jitter_offset_ms
+        if bound is None or first_due > bound or job.next_run_at > planning.skip_through_ms(job, now_ms):
+            return None
+        rows = self.runs.rows_between(job.job_id, job.next_run_at, bound - job.jitter_offset_ms, limit=10_000)
+        recorded = tuple(
+            (row.scheduled_for, row.skipped_through or row.scheduled_for)
+            for row in rows
+            if row.status is not RunStatus.QUEUED
+        )
+        return planning.Dispatched(bound, recorded)
 
     def _states(self, job_ids: list[str]) -> dict[str, SchedulingState | Unreadable]:
         """The scheduling states of ``job_ids``, read consistently in batches of ``STATE_BATCH``, concurrently."""

@@ -47,6 +47,7 @@ class JobWork:
     failed: bool = False
     sent: bool = True
     skipped: int = 0
+    moved: bool = False
 
 
 class TickWrites:
@@ -61,6 +62,7 @@ class TickWrites:
     alerts: AlertSink | None
     bucket_ms: int
     _pool: Executor
+    _unmoved: dict[str, tuple[int, int]]
 
     # --- 3. save ---------------------------------------------------------------------------------
 
@@ -300,10 +302,28 @@ class TickWrites:
                 work.failed = True
                 logger.warning("job move failed", job_id=job.job_id, error=str(error))
                 return
+            work.moved = True
             with lock:
                 result.moved += 1
 
-        self._run_all(move, moving)
+        try:
+            self._run_all(move, moving)
+        finally:
+            self._remember_unmoved(works)
+
+    def _remember_unmoved(self, works: list[JobWork]) -> None:
+        """Remember, per job whose new runs' messages went out (some may have) but whose move did not land, the
+        fires this term may have dispatched (``Scheduler._dispatched``); forget the jobs that moved."""
+        for work in works:
+            job = work.plan.job
+            if work.moved:
+                self._unmoved.pop(job.job_id, None)
+            elif work.new_runs:
+                last = max(work.new_runs) + job.jitter_offset_ms
+                seen = self._unmoved.get(job.job_id)
+                if seen is not None and seen[0] == job.next_run_at:
+                    last = max(last, seen[1])
+                self._unmoved[job.job_id] = (job.next_run_at, last)
 
     def _run_all(self, fn: Callable[[Any], None], items: Iterable[Any]) -> None:
         """Run ``fn`` over ``items`` on the pool; re-raise ``LeaseLost`` (and crash-like BaseExceptions)

@@ -50,3 +50,12 @@ class Guard(Protocol):
     def check(self) -> int:
         """The fencing term of the held lease. Raises ``jobsched.domain.lease.LeaseLost``."""
         ...
+
+
+class LeaderGuard(Guard, Protocol):
+    """A :class:`Guard` that knows when the terms before it stopped (``LeaderLease``)."""
+
+    @property
+    def earlier_terms_until(self) -> int | None:
+        """Epoch ms after which no earlier term wrote or sent anything; None: there was no earlier term."""
+        ...

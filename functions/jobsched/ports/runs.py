@@ -317,7 +317,9 @@ class RerunRequest:
     """``RunHistory.rerun`` of run ``(job_id, scheduled_for_ms)``: queued again at ``now_ms`` with ``sweep_at =
     sweep_at_ms`` (epoch ms) and kept until ``expires_at_s`` (epoch s, the row's TTL: a new round is kept the
     retention from its re-run, so it cannot expire while it runs); ``key_digest``: the digest of the re-run
-    request's ``Idempotency-Key`` (None: none)."""
+    request's ``Idempotency-Key`` (None: none); ``summary``: a skipped summary row of several fires may be re-run
+    too (a backfill running its first fire: the row then stands for that fire alone, its
+    ``skipped_count``/``skipped_through`` removed)."""
 
     job_id: str
     scheduled_for_ms: int
@@ -325,6 +327,7 @@ class RerunRequest:
     sweep_at_ms: int
     expires_at_s: int
     key_digest: str | None = None
+    summary: bool = False
 
     @classmethod
     def at(
@@ -336,6 +339,7 @@ class RerunRequest:
         sweep_at_ms: int,
         retention_days: int,
         key_digest: str | None = None,
+        summary: bool = False,
     ) -> RerunRequest:
         """The re-run at ``now_ms`` (epoch ms) of a run kept ``retention_days`` from then (as ``new_run`` keeps a
         new row)."""
@@ -346,6 +350,7 @@ class RerunRequest:
             sweep_at_ms=sweep_at_ms,
             expires_at_s=now_ms // 1000 + retention_days * 86400,
             key_digest=key_digest,
+            summary=summary,
         )
 
     @property
@@ -778,10 +783,10 @@ class RunHistory(Protocol):
     def rerun(self, request: RerunRequest) -> Rerun:
         """Put a finished run back on its way (:class:`RerunRequest`), one conditional write: the row must be
         ``dead`` (its notifications sent: no ``notify_pending``) or ``skipped`` (one fire, not a summary of
-        several). It becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns`` + 1, ``rerun_key =
-        key_digest``, ``expires_at_s`` as the request says and ``sweep_at = sweep_at_ms`` (the sweep index: the
-        sweeper enqueues it if its message never comes); its
-        worker, start, heartbeat, finish, retry and error are cleared; ``tries`` are kept (the new round's are
+        several, unless ``request.summary``). It becomes ``queued`` at ``now_ms`` with ``attempt`` 0, ``reruns``
+        + 1, ``rerun_key = key_digest``, ``expires_at_s`` as the request says and ``sweep_at = sweep_at_ms`` (the
+        sweep index: the sweeper enqueues it if its message never comes); its worker, start, heartbeat, finish,
+        retry, error, ``skipped_count`` and ``skipped_through`` are cleared; ``tries`` are kept (the new round's are
         told apart by their ``round``). Returns ``Rerun(True, the row as written)`` or ``Rerun(False, the row
         as stored, None when absent)``."""
         ...

@@ -61,8 +61,9 @@ class SqliteControlStore:
         return self._update(record, record.expires_at)
 
     def release_lease(self, record: LeaseRecord) -> bool:
-        """Expire the held lease now (``expires_at = 0``), if holder and term are unchanged."""
-        return self._update(record, 0)
+        """Expire the held lease at ``record.expires_at`` (the release instant), if holder and term are
+        unchanged."""
+        return self._update(record, record.expires_at)
 
     # --- watermarks -----------------------------------------------------------------------------
 

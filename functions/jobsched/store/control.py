@@ -111,8 +111,9 @@ class ControlStore:
         return self._update_expiry(record, record.expires_at)
 
     def release_lease(self, record: LeaseRecord) -> bool:
-        """Expire the held lease now (``expires_at = 0``), if holder and term are unchanged."""
-        return self._update_expiry(record, 0)
+        """Expire the held lease at ``record.expires_at`` (the release instant), if holder and term are
+        unchanged."""
+        return self._update_expiry(record, record.expires_at)
 
     def _update_expiry(self, record: LeaseRecord, expires_at: int) -> bool:
         return self._conditional(

@@ -74,20 +74,18 @@ def test_delete_leaves_a_tombstone_that_expires_with_the_history(http):
     assert http.api.service.jobs.get_spec(job["id"]) is None
 
 
-def test_resume_keeps_a_past_next_run_at_and_files_it_in_the_current_bucket(http):
-    # Given: a job paused before its 02:00 fire, resumed two days later
+def test_resume_continues_with_the_first_fire_after_the_resume_instant(http):
+    # Given: a daily 02:00 job paused before its 02:00 fire, resumed two days later (at 10:00)
     job = http.create()
     http("POST", f"/jobs/{job['id']}/pause")
     http.clock.advance(2 * 86_400_000)
 
     resumed = http("POST", f"/jobs/{job['id']}/resume").body
 
-    # Then: next_run_at is still the missed fire (the scheduler applies `missed`), due at once
+    # Then: the fires of the paused time are not run: next_run_at is the next 02:00 after the resume, filed there
     item = sched_item(http, job["id"])
-    assert resumed["next_run_at"] == TOMORROW_2AM
-    bucket_ms = http.settings.due_bucket_s * 1000
-    assert item["timer_pk"].split("#")[2] == f"b{http.clock() // bucket_ms}"
-    assert int(item["due_at"]) == 1_772_503_200_000
+    assert resumed["next_run_at"] == "2026-03-05T02:00:00Z"
+    assert int(item["due_at"]) == 1_772_503_200_000 + 2 * 86_400_000
 
 
 def test_an_unknown_path_is_404_and_a_wrong_method_405_with_allow(http):

@@ -29,8 +29,10 @@ def test_lease_is_taken_once_renewed_by_its_holder_and_released(control: Control
     assert control.read_lease(0) == LeaseRecord(0, "a", 10, 9_000)
     # Taking over with a stale view of the lease (it was renewed since) is refused
     assert not control.take_lease(LeaseRecord(0, "b", 11, 16_000), previous=first, now_ms=6_000)
-    assert control.release_lease(LeaseRecord(0, "a", 10, 9_000))
-    assert control.read_lease(0) == LeaseRecord(0, "a", 10, 0)
+    assert control.release_lease(
+        LeaseRecord(0, "a", 10, 4_999)
+    )  # the holder gives the instant before its release
+    assert control.read_lease(0) == LeaseRecord(0, "a", 10, 4_999)
     current = control.read_lease(0)
     assert control.take_lease(LeaseRecord(0, "b", 11, 16_000), previous=current, now_ms=6_000)
     assert not control.release_lease(LeaseRecord(0, "a", 10, 0))  # no longer a's

@@ -6,13 +6,17 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain import registration
 from jobsched.domain.backfill import MAX_BACKFILL_FIRES, BackfillWindowError, backfill_fires, dispatch_delay_s
 from jobsched.models import RunStatus
+from jobsched.ports.runs import new_run
 from jobsched.schedules import parse_schedule
 
 DAY = {"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T00:00:00Z"}
 HOUR_MS = 3_600_000
 MARCH_1 = 1_772_323_200_000  # 2026-03-01T00:00:00Z
+NOW_MS = MARCH_1 + 34 * HOUR_MS  # the tests' clock: 2026-03-02T10:00:00Z
+JITTERED_ID = "j_00000000000000000005"  # jitter_offset_ms(JITTERED_ID, 600) is 246 078 ms
 
 
 def backfill(http: Any, job: dict[str, Any], body: dict[str, str], **kwargs: Any) -> Any:
@@ -35,6 +39,7 @@ def test_a_backfill_runs_each_past_fire_without_a_run_spread_at_the_backfill_rat
         "existing": 1,
         "first": "2026-03-01T00:00:00Z",
         "last": "2026-03-01T23:00:00Z",
+        "left_to_scheduler": 0,
     }
     sent = http.backend.queue.take()
     assert [m.scheduled_for for m in sent] == [MARCH_1 + h * HOUR_MS for h in range(24) if h != 5]
@@ -247,7 +252,8 @@ def test_a_window_starting_before_1970_is_a_400_naming_start(http, start):
 
 def test_a_rate_job_without_start_at_is_backfilled_from_its_creation(http):
     # a rate without start_at is anchored at the job's creation (2026-03-02T10:00Z): fires every 7 minutes from it
-    job = http.create(schedule="rate(7 minutes)")
+    # (paused: its fires are backfill's, not left to a scheduler that has not dispatched them)
+    job = http.create(schedule="rate(7 minutes)", paused=True)
     http.clock.advance(HOUR_MS)
 
     reply = backfill(http, job, {"start": "2026-03-02T00:00:00Z", "end": "2026-03-02T10:30:00Z"})
@@ -258,3 +264,109 @@ def test_a_rate_job_without_start_at_is_backfilled_from_its_creation(http):
         "2026-03-02T10:00:00Z",
         "2026-03-02T10:28:00Z",
     )
+
+
+def test_a_backfill_over_a_skipped_summary_runs_every_fire_of_it_once_the_first_included(http):
+    # Given: an hourly job whose fires 01:00-19:00 of March 1 are one skipped summary row (19 fires)
+    job = http.create(schedule="0 * * * *")
+    first, through = MARCH_1 + HOUR_MS, MARCH_1 + 19 * HOUR_MS
+    summary = new_run(
+        job["id"],
+        first,
+        now_ms=through,
+        retention_days=90,
+        status=RunStatus.SKIPPED,
+        skipped_count=19,
+        skipped_through=through,
+        error="missed: policy skip",
+    )
+    assert http.backend.runs.put_new(summary) is None
+    http.backend.queue.take()
+
+    # When: the owner backfills 01:00-20:00
+    reply = backfill(http, job, {"start": "2026-03-01T01:00:00Z", "end": "2026-03-01T20:00:00Z"})
+
+    # Then: all 19 fires run once, 01:00 (the summary's own key) included
+    assert reply.status == 200, reply.body
+    assert (reply.body["count"], reply.body["created"], reply.body["rerun"], reply.body["existing"]) == (
+        19,
+        18,
+        1,
+        0,
+    )
+    assert sorted(m.scheduled_for for m in http.backend.queue.take()) == [
+        MARCH_1 + h * HOUR_MS for h in range(1, 20)
+    ]
+    row = http.backend.runs.get(job["id"], first)
+    assert (row.status, row.skipped_count, row.skipped_through) == (RunStatus.QUEUED, None, None)
+    again = backfill(http, job, {"start": "2026-03-01T01:00:00Z", "end": "2026-03-01T20:00:00Z"})
+    assert again.body["count"] == 0 and http.backend.queue.take() == []
+
+
+def test_a_backfill_over_part_of_a_summary_keeps_the_rest_skipped(http):
+    job = http.create(schedule="0 * * * *")
+    first, through = MARCH_1 + HOUR_MS, MARCH_1 + 19 * HOUR_MS
+    http.backend.runs.put_new(
+        new_run(
+            job["id"],
+            first,
+            now_ms=through,
+            retention_days=90,
+            status=RunStatus.SKIPPED,
+            skipped_count=19,
+            skipped_through=through,
+            error="missed: policy skip",
+        )
+    )
+
+    reply = backfill(http, job, {"start": "2026-03-01T01:00:00Z", "end": "2026-03-01T03:00:00Z"})
+
+    assert reply.body["count"] == 2
+    assert sorted(m.scheduled_for for m in http.backend.queue.take()) == [first, first + HOUR_MS]
+    rest = http.backend.runs.get(job["id"], MARCH_1 + 3 * HOUR_MS)
+    assert (rest.status, rest.skipped_count, rest.skipped_through, rest.error) == (
+        RunStatus.SKIPPED,
+        17,
+        through,
+        "missed: policy skip",
+    )
+
+
+def test_a_backfill_leaves_a_jittered_fire_not_yet_dispatched_to_the_scheduler(http, monkeypatch):
+    # Given: a daily 10:00 job with a 600 s jitter window (offset 246 s), at 10:00:05 on its fire's day
+    monkeypatch.setattr(registration, "new_job_id", lambda: JITTERED_ID)
+    http.clock.now_ms = MARCH_1 - 86_400_000 + 11 * HOUR_MS  # created on Feb 28, 11:00
+    job = http.create(schedule="0 10 * * *", jitter_s=600)
+    fire = MARCH_1 + 10 * HOUR_MS
+    assert http.state(job["id"]).next_run_at == fire
+    http.clock.now_ms = fire + 5_000
+
+    # When: the owner backfills [09:59:30, 10:00:00.001)
+    reply = backfill(http, job, {"start": "2026-03-01T09:59:30Z", "end": "2026-03-01T10:00:00.001Z"})
+
+    # Then: the fire is the scheduler's (it dispatches it at 10:00 + 246 s): nothing runs early, and the answer
+    # says why
+    assert reply.status == 200, reply.body
+    assert (reply.body["count"], reply.body["fires"], reply.body["left_to_scheduler"]) == (0, 1, 1)
+    assert http.backend.queue.take() == [] and http.backend.runs.get(job["id"], fire) is None
+
+
+def test_a_backfill_leaves_fires_at_or_after_next_run_at_to_the_scheduler(http):
+    # Given: an every-minute job whose 10:01 fire the scheduler has not sent yet (no tick since 10:00)
+    job = http.create(schedule="* * * * *")
+    http.clock.now_ms = NOW_MS + 90_000
+
+    reply = backfill(http, job, {"start": "2026-03-02T09:58:00Z", "end": "2026-03-02T10:01:30Z"})
+
+    # Then: 09:58 and 09:59 (from before the job existed) run; 10:00 and 10:01 are the scheduler's
+    assert (reply.body["count"], reply.body["fires"], reply.body["left_to_scheduler"]) == (2, 4, 2)
+    assert [m.scheduled_for for m in http.backend.queue.take()] == [NOW_MS - 120_000, NOW_MS - 60_000]
+
+
+def test_a_paused_jobs_fires_are_backfills(http):
+    job = http.create(schedule="* * * * *", paused=True)
+    http.clock.now_ms = NOW_MS + 150_000
+
+    reply = backfill(http, job, {"start": "2026-03-02T10:00:00Z", "end": "2026-03-02T10:02:30Z"})
+
+    assert (reply.body["count"], reply.body["left_to_scheduler"]) == (3, 0)

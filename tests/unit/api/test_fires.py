@@ -49,7 +49,10 @@ def test_a_paused_job_answers_no_fires_and_the_reason(http):
     reply = http("GET", f"/jobs/{job['id']}/fires")
 
     assert reply.status == 200
-    assert reply.body == {"items": [], "reason": "paused: no fire runs until the job is resumed"}
+    assert reply.body == {
+        "items": [],
+        "reason": "paused: no fire runs while the job is paused; a resume continues with the first fire after it",
+    }
 
 
 def test_count_out_of_range_is_a_400_naming_count(http):

@@ -68,10 +68,10 @@ def test_a_late_one_off_retimed_before_it_ran_gets_no_fire_from_before_the_job_e
 
     changed = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "*/10 * * * * *"}).body
 
-    # Then: the new schedule fires from the job's creation on, not at 09:59:30, 09:59:40, 09:59:50 (the model
-    # test found those run as fires of a schedule the job never had)
-    assert changed["next_run_at"] == "2026-03-02T10:00:00Z"
-    assert http.state(job["id"]).next_run_at == 1_772_445_600_000
+    # Then: the new schedule fires from the PATCH on, not at 09:59:30, 09:59:40, 09:59:50 nor 10:00:00 (fires of
+    # a schedule the job did not have when they fell due)
+    assert changed["next_run_at"] == "2026-03-02T10:00:10Z"
+    assert http.state(job["id"]).next_run_at == 1_772_445_610_000
 
 
 def test_a_late_one_off_retimed_to_another_one_off_keeps_its_instant(http):

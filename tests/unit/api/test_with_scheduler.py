@@ -184,7 +184,7 @@ def test_a_patch_after_downtime_lets_the_skip_policy_record_what_did_not_run(htt
     ]
 
 
-def test_a_patch_to_a_new_schedule_keeps_missed_fires_of_the_new_schedule_only(http, scheduler):
+def test_a_patch_to_a_new_schedule_keeps_missed_fires_of_both_schedules_only(http, scheduler):
     # Given: an hourly job (last run 10:00) and a scheduler down until 12:30
     job = http.create("hourly", schedule="0 * * * *")
     step_at(http, scheduler, http.NOW_MS + 5)
@@ -193,11 +193,35 @@ def test_a_patch_to_a_new_schedule_keeps_missed_fires_of_the_new_schedule_only(h
     # When: the schedule becomes half-hourly
     reply = http("PATCH", f"/jobs/{job['id']}", body={"schedule": "*/30 * * * *"})
 
-    # Then: the new schedule's fires since the first missed one (11:00) run; nothing before it repeats
-    assert reply.body["next_run_at"] == iso(http.NOW_MS + 60 * MINUTE)
+    # Then: of the missed fires, only those after the last one that was no fire of the hourly schedule in force
+    # (11:30) are kept: 12:00 runs (caught up), 11:00 and 11:30 do not; 12:30 on time
+    assert reply.body["next_run_at"] == iso(http.NOW_MS + 120 * MINUTE)
     step_at(http, scheduler, http.NOW_MS + 150 * MINUTE + 5)
     assert [r["scheduled_for"] for r in runs(http, job["id"])] == [
-        iso(http.NOW_MS + m * MINUTE) for m in (0, 60, 90, 120, 150)
+        iso(http.NOW_MS + m * MINUTE) for m in (0, 120, 150)
+    ]
+
+
+def test_a_patch_of_a_paused_job_to_a_new_schedule_runs_no_fire_from_before_it(http, scheduler):
+    # Given: an hourly job paused at 10:00:30 (after its 10:00 run)
+    job = http.create("hourly-paused", schedule="0 * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    http.clock.now_ms = http.NOW_MS + 30_000
+    assert http("POST", f"/jobs/{job['id']}/pause").status == 200
+
+    # When: at 15:00:30 the schedule becomes every 5 minutes, and the job is resumed
+    http.clock.now_ms = http.NOW_MS + 300 * MINUTE + 30_000
+    assert http("PATCH", f"/jobs/{job['id']}", body={"schedule": "*/5 * * * *"}).status == 200
+    reply = http("POST", f"/jobs/{job['id']}/resume")
+
+    # Then: the first fire is 15:05; nothing of 11:00-15:00 runs (no fire of the new schedule before the
+    # PATCH, no fire of the paused time)
+    assert reply.body["next_run_at"] == iso(http.NOW_MS + 305 * MINUTE)
+    for second in range(0, 6 * MINUTE, 1_000):
+        step_at(http, scheduler, http.NOW_MS + 300 * MINUTE + 30_000 + second)
+    assert [(r["scheduled_for"], r["status"]) for r in runs(http, job["id"])] == [
+        (iso(http.NOW_MS), "queued"),
+        (iso(http.NOW_MS + 305 * MINUTE), "queued"),
     ]
 
 
@@ -216,6 +240,45 @@ def test_a_patch_while_the_scheduler_keeps_up_retimes_from_now_on(http, schedule
     assert [r["scheduled_for"] for r in runs(http, job["id"])] == [
         iso(http.NOW_MS + m * MINUTE) for m in (0, 1, 2, 5)
     ]
+
+
+# --- a pause means the job does not run ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("missed", ["catch_up", "skip"])
+def test_a_resume_runs_nothing_of_the_paused_time_and_records_nothing_missed(http, scheduler, missed):
+    # Given: an hourly job (its 10:00 run made) paused at 10:00:30 for three days
+    job = http.create(f"paused-{missed}", schedule="0 * * * *", missed=missed, catch_up_window_s=7 * 86_400)
+    step_at(http, scheduler, http.NOW_MS + 5)
+    http.clock.now_ms = http.NOW_MS + 30_000
+    assert http("POST", f"/jobs/{job['id']}/pause").status == 200
+    step_at(http, scheduler, http.NOW_MS + 31_000)
+
+    # When: it is resumed three days later at 10:20
+    resumed_at = http.NOW_MS + 3 * DAY + 20 * MINUTE
+    http.clock.now_ms = resumed_at
+    reply = http("POST", f"/jobs/{job['id']}/resume")
+
+    # Then: it continues with the first fire after the resume instant; the 72 fires of the pause neither run
+    # nor show as skipped
+    assert reply.status == 200 and reply.body["next_run_at"] == iso(http.NOW_MS + 3 * DAY + 60 * MINUTE)
+    step_at(http, scheduler, resumed_at + 1_000)
+    step_at(http, scheduler, http.NOW_MS + 3 * DAY + 60 * MINUTE + 5)
+    assert [(r["scheduled_for"], r["status"]) for r in runs(http, job["id"])] == [
+        (iso(http.NOW_MS), "queued"),
+        (iso(http.NOW_MS + 3 * DAY + 60 * MINUTE), "queued"),
+    ]
+
+
+def test_a_patch_resuming_a_job_continues_after_the_resume_instant(http, scheduler):
+    job = http.create("patched-resume", schedule="0 * * * *", paused=True)
+    http.clock.now_ms = http.NOW_MS + 150 * MINUTE  # 12:30
+
+    reply = http("PATCH", f"/jobs/{job['id']}", body={"paused": False, "end_at": "2027-01-01T00:00:00Z"})
+
+    assert reply.status == 200 and reply.body["next_run_at"] == iso(http.NOW_MS + 180 * MINUTE)
+    step_at(http, scheduler, http.NOW_MS + 150 * MINUTE + 5)
+    assert runs(http, job["id"]) == []
 
 
 # --- trigger never takes a scheduled fire's run key --------------------------------------------------

@@ -354,7 +354,10 @@ def test_jobs_fires_lists_the_next_fires_with_notes_and_says_why_a_paused_job_ha
     cli("jobs", "pause", "berlin")
     paused = cli("jobs", "fires", "berlin")
     assert paused.exit_code == 0 and paused.stdout.strip() == ""
-    assert one_line(paused.stderr) == "paused: no fire runs until the job is resumed"
+    assert (
+        one_line(paused.stderr)
+        == "paused: no fire runs while the job is paused; a resume continues with the first fire after it"
+    )
 
 
 def test_jobs_fires_with_a_count_out_of_range_is_the_api_s_error_naming_count(cli: Any) -> None:

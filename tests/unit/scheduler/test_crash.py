@@ -112,3 +112,76 @@ def test_crash_in_the_middle_of_a_catch_up_resumes_without_duplicates(harness: A
     # each fire's claims: exactly one wins, whatever the number of copies sent
     wins = [harness.claim(job.id, at, f"w{i}").claimed for i, at in enumerate(sent)]
     assert sum(wins) == len(fires)
+
+
+def _claimed_and_skipped(harness: Any, job_id: str, messages: list[Any]) -> tuple[set[int], list[Any]]:
+    """Claim every message as a worker would; the fires whose claim won, and the job's skipped rows."""
+    won = {m.scheduled_for for m in messages if harness.claim(m.job_id, m.scheduled_for, "w").claimed}
+    rows, _ = harness.runs.list_for_job(job_id, 10_000)
+    return won, [row for row in rows if row.status.value == "skipped"]
+
+
+def test_a_fire_sent_on_time_by_a_leader_that_died_before_its_move_is_not_recorded_missed(
+    harness: Any,
+) -> None:
+    # Given: a leader sends the T0 fire of an every-minute job (missed: skip) on time, then dies before its move
+    job = harness.add("every 1 minute", missed="skip")
+    leader_dies_before(harness, "move")
+    sent_on_time = harness.drain()
+    assert [m.scheduled_for for m in sent_on_time] == [harness.T0]
+
+    # When: no scheduler runs for two minutes, then a standby takes over (T0 is now late beyond the grace)
+    harness.clock.advance(120_000)
+    take_over(harness)
+
+    # Then: the fire sent on time runs (its claim wins); it is not recorded skipped. Only T0+1 min, never sent,
+    # is missed; T0+2 min runs on time
+    won, skipped = _claimed_and_skipped(harness, job.id, sent_on_time + harness.drain())
+    assert won == {harness.T0, harness.T0 + 120_000}
+    assert [(row.scheduled_for, row.skipped_count) for row in skipped] == [(harness.T0 + 60_000, None)]
+
+
+def test_fires_sent_during_a_catch_up_are_not_inside_a_later_leaders_skipped_summary(harness: Any) -> None:
+    # Given: an every-second job (catch_up, 5 s window) whose leader sends T0..T0+3 s, then dies before its move
+    job = harness.add("every 1 second", misfire_grace_s=2, catch_up_window_s=5)
+    harness.clock.advance(3_000)
+    leader_dies_before(harness, "move")
+    sent_on_time = harness.drain()
+    assert [m.scheduled_for for m in sent_on_time] == [harness.T0 + s * 1000 for s in range(5)]
+
+    # When: a standby takes over a minute later
+    harness.clock.advance(60_000)
+    take_over(harness)
+
+    # Then: each fire sent on time runs once, and no skipped row stands for any of them
+    won, skipped = _claimed_and_skipped(harness, job.id, sent_on_time + harness.drain())
+    assert {m.scheduled_for for m in sent_on_time} <= won
+    for row in skipped:
+        last = row.skipped_through or row.scheduled_for
+        assert not [fire for fire in won if row.scheduled_for <= fire <= last], row
+
+
+def test_a_fire_sent_by_a_leader_whose_move_keeps_failing_is_not_recorded_missed(harness: Any) -> None:
+    # Given: a leader sends the T0 fire (missed: skip) on time, and its moves fail for two minutes
+    job = harness.add("every 1 minute", missed="skip")
+    a = harness.contender("a")
+    failures = {"left": 1}
+
+    def store_down(*_: Any, **__: Any) -> None:
+        if failures["left"]:
+            raise RuntimeError("store unavailable")
+
+    a.recorder.before["move"] = store_down
+    harness.run_seconds(a, 1)
+    sent_on_time = harness.drain()
+    assert [m.scheduled_for for m in sent_on_time] == [harness.T0]
+    harness.run_seconds(a, 120)  # the same leader, its lease renewed, ticking each second
+
+    # When: the store is back
+    failures["left"] = 0
+    harness.run_seconds(a, 1)
+
+    # Then: T0 runs, sent again rather than skipped
+    won, skipped = _claimed_and_skipped(harness, job.id, sent_on_time + harness.drain())
+    assert harness.T0 in won
+    assert harness.T0 not in {row.scheduled_for for row in skipped}

@@ -134,7 +134,11 @@ def test_an_overdue_first_fire_is_listed_with_a_note():
 
 def test_a_paused_job_has_no_fires_and_says_why():
     found = upcoming_fires(state("0 2 * * *", "2026-03-03T02:00:00+00:00", paused=True), 5, now_ms=0)
-    assert found.fires == () and found.reason == "paused: no fire runs until the job is resumed"
+    assert (
+        found.fires == ()
+        and found.reason
+        == "paused: no fire runs while the job is paused; a resume continues with the first fire after it"
+    )
 
 
 def test_an_ended_job_and_one_past_end_at_have_no_fires():

@@ -146,3 +146,17 @@ def test_forget_and_term_without_lease() -> None:
     a.forget()
     assert not a.held
     a.release()  # nothing held: no write
+
+
+def test_a_new_holder_knows_when_the_earlier_terms_stopped(store: MemoryLeases, clock: FakeClock) -> None:
+    a, b, c = contender(store, clock, "a"), contender(store, clock, "b"), contender(store, clock, "c")
+    first = a.ensure()
+    assert first is not None and a.earlier_terms_until is None  # the partition's first lease
+    # a holder that stops renewing: the next one learns its lease's expiry
+    clock.advance(first.expires_at - clock() + 1)
+    assert b.ensure() is not None and b.earlier_terms_until == first.expires_at + 1
+    # a holder that releases: the next one learns the release instant
+    clock.advance(500)
+    released_at = clock()
+    b.release()
+    assert c.ensure() is not None and c.earlier_terms_until == released_at
