@@ -43,8 +43,8 @@ from jobsched.schedules import jitter_offset_ms, parse_schedule
 LATE_ONE_OFF_MS = 60_000
 """A one-off this far in the past at its write is accepted and runs once (SPEC §1)."""
 BAND_MS = 5_000
-"""Around a lateness threshold either outcome is allowed: the ticks after a downtime read the due backlog a
-bounded slice at a time."""
+"""Around a lateness threshold either outcome is allowed (up to half the threshold): the ticks after a downtime
+read the due backlog a bounded slice at a time."""
 EDGE_MS = ON_TIME_TOLERANCE_MS
 """A fire this close before a pause, a PATCH or a deletion may have been dispatched or not."""
 FINISHED = ("succeeded", "dead")
@@ -220,7 +220,9 @@ class Oracle:
         """A target started a try of run ``rid`` at ``at``: checks overlap and a fire after a deletion."""
         job = self.jobs.get(job_id)
         scheduled_for = int(rid.rpartition("@")[2]) if rid.rpartition("@")[2].isdigit() else None
-        rounds = len(job.reruns.get(scheduled_for, [])) if job is not None and scheduled_for is not None else 0
+        rounds = (
+            len(job.reruns.get(scheduled_for, [])) if job is not None and scheduled_for is not None else 0
+        )
         started = Try(job_id, rid, at, rounds)
         running = [t for t in self.open.get(job_id, []) if t.ended is None]
         era = job.era_at(at) if job is not None else None
@@ -259,7 +261,8 @@ class Oracle:
         if job.paused_between(fire, tick) or (era.until is not None and era.until <= tick):
             return "either"
         threshold = era.spec.threshold_ms()
-        band = BAND_MS + 1000 * (len(era.fires(fire - threshold, fire)) // self.limits.max_runs_per_job + 1)
+        backlog = len(era.fires(fire - threshold, fire)) // self.limits.max_runs_per_job
+        band = min(BAND_MS + 1000 * (backlog + 1), threshold // 2)
         late = tick - due
         if late < threshold - band:
             return "run"
@@ -284,7 +287,9 @@ class Oracle:
                 problems.append(f"{rid}: its target succeeded {count} times")
             row = by_run.get(rid)
             if row is not None and row.status.value in ("dead", "skipped"):
-                problems.append(f"{rid}: its try succeeded, the run is recorded {row.status.value}: {row.error}")
+                problems.append(
+                    f"{rid}: its try succeeded, the run is recorded {row.status.value}: {row.error}"
+                )
         return problems
 
     def _row(self, job: JobHistory, row: RunRow, now: int) -> list[str]:
@@ -295,7 +300,9 @@ class Oracle:
             round_ = len(job.reruns.get(fire, []))
             tried = [t for t in tries if t.round == round_]
             if tried:
-                problems.append(f"{row.run_id}: recorded skipped ({row.error}) after {len(tried)} tries of it ran")
+                problems.append(
+                    f"{row.run_id}: recorded skipped ({row.error}) after {len(tried)} tries of it ran"
+                )
         if kind == "manual":
             return problems
         era = job.owner_of(fire)
@@ -324,12 +331,16 @@ class Oracle:
         problems = []
         last = row.skipped_through if row.skipped_through is not None else row.scheduled_for
         first = row.scheduled_for
-        fires = era.fires(first, min(first + 200_000, last), 200) + era.fires(max(first, last - 200_000), last, 200)
+        fires = era.fires(first, min(first + 200_000, last), 200) + era.fires(
+            max(first, last - 200_000), last, 200
+        )
         for fire in sorted(set(fires)):
             verdict = self.classify(job, era, fire, now)
             if verdict == "run":
                 sent = self.sends.get((job.job_id, fire))
-                why = f"it was sent at {from_ms(sent)}" if sent is not None else "a clean tick found it in time"
+                why = (
+                    f"it was sent at {from_ms(sent)}" if sent is not None else "a clean tick found it in time"
+                )
                 problems.append(f"{run_id(job.job_id, fire)}: recorded missed ({row.error}), but {why}")
             if verdict == "none" and job.paused_over(fire) and fire == first:
                 problems.append(f"{run_id(job.job_id, fire)}: recorded missed while the job was paused")
@@ -360,10 +371,10 @@ class Oracle:
                         problems.append(f"{rid}: must run; settled {row.status.value}")
                     if verdict == "skip" and not any(a <= fire <= b for a, b in ranges):
                         problems.append(f"{rid}: a fire missed by {era.spec.missed} has no skipped record")
-            problems += self._requests(job, now)
+            problems += self._requests(job, by_fire)
         return problems
 
-    def _requests(self, job: JobHistory, now: int) -> list[str]:
+    def _requests(self, job: JobHistory, by_fire: dict[int, RunRow]) -> list[str]:
         problems = []
         if job.deleted is not None:
             return problems
@@ -377,6 +388,8 @@ class Oracle:
             rid = run_id(job.job_id, fire)
             if not any(t.started >= asked[-1] for t in self.tries_of(rid)):
                 problems.append(f"{rid}: re-run asked at {from_ms(asked[-1])} never ran")
+            elif (row := by_fire.get(fire)) is None or row.status.value not in FINISHED:
+                problems.append(f"{rid}: re-run ran but its run is {row.status.value if row else 'gone'}")
         for start, end, asked in job.backfills:
             for era in job.eras:
                 offset = jitter_offset_ms(job.job_id, era.spec.jitter_s)

@@ -259,7 +259,9 @@ class World:
                 fault.action()
         return value
 
-    def fault(self, component: str | None, method: str | None, mode: str, nth: int = 0, action: Any = None) -> None:
+    def fault(
+        self, component: str | None, method: str | None, mode: str, nth: int = 0, action: Any = None
+    ) -> None:
         self.faults.append(Fault(component, method, mode, nth, action))
 
     def make_worker(self, *, waiter: Any = None, name: str = "worker") -> Worker:
@@ -399,13 +401,43 @@ class World:
         if taken:
             worker.hold([m.handle for m in taken])
         for m in taken:
-            delivery = Delivery(m.message, worker=f"w-{m.handle}", receipt_handle=m.handle, receive_count=m.receives)
+            delivery = Delivery(
+                m.message, worker=f"w-{m.handle}", receipt_handle=m.handle, receive_count=m.receives
+            )
             try:
                 worker.handle(delivery)
             except (Deferred, StoreUnavailable, ConnectionError, Crash):
                 continue
             self.queue.ack(m.handle)
         return len(taken)
+
+    def deliver_fire(
+        self, job_id: str, fire: int, *, worker: Worker | None = None, specs: Any = None
+    ) -> None:
+        """Receive the visible message of run ``(job_id, fire)`` alone and hand it to a worker (with the batch
+        ``specs`` it read earlier, if given); raises AssertionError when there is none."""
+        worker = worker or self.worker
+        now = self.clock()
+        m = next(
+            (
+                m
+                for m in self.queue.messages
+                if (m.message.job_id, m.message.scheduled_for) == (job_id, fire) and m.visible_at <= now
+            ),
+            None,
+        )
+        assert m is not None, f"no visible message of {run_id(job_id, fire)}"
+        m.receives += 1
+        m.handle = f"rh-{next(self.queue._handles)}"
+        m.visible_at = now + self.queue.visibility_ms
+        delivery = Delivery(
+            m.message, worker=f"w-{m.handle}", receipt_handle=m.handle, receive_count=m.receives
+        )
+        try:
+            worker.handle(delivery, specs)
+        except (Deferred, StoreUnavailable, ConnectionError, Crash):
+            return
+        self.queue.ack(m.handle)
 
     def sweep(self) -> Any:
         try:
@@ -429,6 +461,32 @@ class World:
                 break
             if second >= 3 and caught_up and self.dead_letters.letters:
                 self.sweep()
+
+    def run_for(self, seconds: int) -> None:
+        """``seconds`` clean seconds: ticks, every visible message delivered, a sweep each minute."""
+        for second in range(seconds):
+            self.second()
+            self.step_loops()
+            while self.deliver():
+                pass
+            if second % 60 == 59:
+                self.sweep()
+
+    def redeploy(self, settings: Settings) -> None:
+        """Every component restarted with ``settings`` on the same stores and queues (a deployment change)."""
+        self.settings = settings
+        self.service = JobService(
+            settings=settings,
+            jobs=FaultyPort(self.jobs, "api", self),
+            runs=FaultyPort(self.runs, "api", self),
+            queue=FaultyPort(self.queue, "api", self),
+            clock=self.clock,
+            idempotency=self.backend.idempotency,
+            partition_marks=self.backend.control,
+        )
+        self.worker = self.make_worker()
+        for name in list(self.loops):
+            self.start_loop(name, settings)
 
     def expire(self) -> int:
         """Rows and locks past their retention (``expires_at_s``) disappear, as DynamoDB's TTL removes them; how
