@@ -31,14 +31,15 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
 
 from __future__ import annotations
 
-import itertools
+import bisect
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
 from jobsched.models import from_ms, to_ms
 from jobsched.ports.runs import RunRow, run_id
-from jobsched.schedules import jitter_offset_ms, parse_schedule
+from jobsched.schedules import Schedule, jitter_offset_ms, parse_schedule
 
 LATE_ONE_OFF_MS = 60_000
 """A one-off this far in the past at its write is accepted and runs once (SPEC §1)."""
@@ -48,6 +49,7 @@ read the due backlog a bounded slice at a time."""
 EDGE_MS = ON_TIME_TOLERANCE_MS
 """A fire this close before a pause, a PATCH or a deletion may have been dispatched or not."""
 FINISHED = ("succeeded", "dead")
+HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -84,13 +86,28 @@ class Era:
     until: int | None
     anchor: int
 
+    @cached_property
+    def schedule(self) -> Schedule:
+        """The era's schedule, parsed by the schedule engine."""
+        anchor = self.spec.start_at if self.spec.start_at is not None else self.anchor
+        if self.spec.one_off:  # its own instant, which may lie before its write
+            return parse_schedule(self.spec.schedule, self.spec.timezone)
+        return parse_schedule(self.spec.schedule, self.spec.timezone, start_at=from_ms(anchor))
+
+    @cached_property
+    def unbounded(self) -> Schedule:
+        """The era's schedule as a backfill reads it: a rate keeps its anchor, any other schedule is bounded by
+        the job's ``start_at`` alone (its fires before the job existed count)."""
+        if self.schedule.kind == "rate":
+            return self.schedule
+        start = from_ms(self.spec.start_at) if self.spec.start_at is not None else None
+        return parse_schedule(self.spec.schedule, self.spec.timezone, start_at=start)
+
     def fires(self, start: int, end: int, limit: int = 20_000) -> list[int]:
         """This era's schedule's fires in ``[start, end]`` (epoch ms), by the schedule engine."""
         if end < start:
             return []
-        anchor = self.spec.start_at if self.spec.start_at is not None else self.anchor
-        schedule = parse_schedule(self.spec.schedule, self.spec.timezone, start_at=from_ms(anchor))
-        return [to_ms(f) for f in schedule.fires(from_ms(start - 1), from_ms(end), limit)]
+        return [to_ms(f) for f in self.schedule.fires(from_ms(start - 1), from_ms(end), limit)]
 
     def in_force(self, instant: int) -> bool:
         return self.since <= instant and (self.until is None or instant < self.until)
@@ -163,8 +180,8 @@ class Oracle:
         self.sends: dict[tuple[str, int], int] = {}
         self.tries: list[Try] = []
         self.open: dict[str, list[Try]] = {}
+        self.by_run: dict[str, list[Try]] = {}
         self.violations: list[str] = []
-        self._ids = itertools.count()
 
     # --- what the test did ---------------------------------------------------------------------------
 
@@ -210,7 +227,7 @@ class Oracle:
 
     def ticked(self, at: int) -> None:
         """A tick with no fault, lag or stall ran at ``at``: every job due by then was found."""
-        self.clean_ticks.append(at)
+        bisect.insort(self.clean_ticks, at)
 
     def sent(self, job_id: str, scheduled_for: int, at: int) -> None:
         """The scheduler sent the message of fire ``scheduled_for`` at ``at``."""
@@ -232,6 +249,7 @@ class Oracle:
             )
         self.open.setdefault(job_id, []).append(started)
         self.tries.append(started)
+        self.by_run.setdefault(rid, []).append(started)
         return started
 
     def try_ended(self, started: Try, ok: bool, at: int) -> None:
@@ -240,7 +258,7 @@ class Oracle:
     # --- judgement -------------------------------------------------------------------------------------
 
     def tries_of(self, rid: str) -> list[Try]:
-        return [t for t in self.tries if t.run == rid]
+        return self.by_run.get(rid, [])
 
     def classify(self, job: JobHistory, era: Era, fire: int, now: int) -> str:
         """``run`` (must run once), ``skip`` (must be recorded missed, never run), ``none`` (must neither run nor
@@ -255,15 +273,20 @@ class Oracle:
         if sent is not None:
             return "either" if job.paused_between(fire, now) else "run"
         due = max(fire, era.since) if era.spec.one_off else fire
-        tick = next((t for t in self.clean_ticks if t >= due), None)
-        if tick is None:
+        index = bisect.bisect_left(self.clean_ticks, due)
+        if index == len(self.clean_ticks):
             return "pending"
+        tick = self.clean_ticks[index]
         if job.paused_between(fire, tick) or (era.until is not None and era.until <= tick):
             return "either"
         threshold = era.spec.threshold_ms()
+        late = tick - due
+        if late < threshold // 2:
+            return "run"
+        if late > threshold + threshold // 2:
+            return "skip"
         backlog = len(era.fires(fire - threshold, fire)) // self.limits.max_runs_per_job
         band = min(BAND_MS + 1000 * (backlog + 1), threshold // 2)
-        late = tick - due
         if late < threshold - band:
             return "run"
         if late > threshold + band:
@@ -306,6 +329,8 @@ class Oracle:
         if kind == "manual":
             return problems
         era = job.owner_of(fire)
+        if era is None and kind == "backfill":
+            era = self._backfilled(job, fire)
         if era is None:
             problems.append(
                 f"{row.run_id}: {from_ms(fire)} is a fire of no schedule the job had in force then ({status})"
@@ -325,6 +350,15 @@ class Oracle:
         if status == "skipped" and (row.error or "").startswith("missed"):
             problems += self._missed(job, era, row, now)
         return problems
+
+    @staticmethod
+    def _backfilled(job: JobHistory, fire: int) -> Era | None:
+        """The era a backfill asked for ``fire`` with: a window holding it, whose request's spec has that fire."""
+        for start, end, asked in job.backfills:
+            era = job.era_at(asked)
+            if start <= fire < end and era is not None and _is_fire(era.unbounded, fire):
+                return era
+        return None
 
     def _missed(self, job: JobHistory, era: Era, row: RunRow, now: int) -> list[str]:
         """A row (or summary) recording fires missed: none of them had to run, none was paused over."""
@@ -358,11 +392,11 @@ class Oracle:
                 for r in mine
                 if r.status.value == "skipped"
             ]
-            oldest = now - self.retention_ms + 86_400_000 if self.retention_ms is not None else 0
+            oldest = now - self.retention_ms + 60_000 if self.retention_ms is not None else 0
             for era in job.eras:
                 start = max(era.since - (LATE_ONE_OFF_MS if era.spec.one_off else 0), oldest)
                 end = min(era.until if era.until is not None else now, now - settled_ms)
-                for fire in era.fires(start, end):
+                for fire in _judged_fires(era, start, end):
                     verdict = self.classify(job, era, fire, now)
                     rid = run_id(job.job_id, fire)
                     if verdict == "run" and not self.tries_of(rid) and not _dead_letter(by_fire.get(fire)):
@@ -404,6 +438,18 @@ class Oracle:
                             f"{run_id(job.job_id, fire)}: backfilled at {from_ms(asked)} and never ran"
                         )
         return problems
+
+
+def _is_fire(schedule: Schedule, instant: int) -> bool:
+    return bool(schedule.fires(from_ms(instant - 1), from_ms(instant), 1))
+
+
+def _judged_fires(era: Era, start: int, end: int) -> list[int]:
+    """The era's fires in ``[start, end]`` liveness judges: all, or for a span over two hours its first and last
+    hour (a downtime of days is judged at its edges, where the thresholds fall)."""
+    if end - start <= 2 * HOUR_MS:
+        return era.fires(start, end)
+    return era.fires(start, start + HOUR_MS) + era.fires(end - HOUR_MS, end)
 
 
 def _dead_letter(row: RunRow | None) -> bool:
