@@ -8,8 +8,13 @@ PATCH (also landing in the middle of a tick), pause, resume, delete, manual trig
 (also failing after the run was saved), ticks of two competing scheduler loops (one may stall past its lease),
 crashes before and after each AWS call of a tick, scheduler downtime, a due index whose read lags behind the
 table, deliveries (duplicate, late, a storage error after the claim, a long run during which the job keeps
-firing) and the sweeper. After every step it checks the safety invariants, and after each ``settle`` step (a
-few clean seconds of ticks and deliveries) the liveness ones (see ``Model.check_*``).
+firing) and the sweeper; faults (a transient error before or after the call took effect, a crash before or
+after it) at the worker's and the sweeper's store and queue calls, messages dead-lettered and drained, TTL
+expiry of rows past retention, backfills and re-runs. After every step it checks the safety invariants, and
+after each ``settle`` step (clean seconds of ticks, deliveries and sweeps until nothing is owed) the liveness
+ones (see ``Model.check_*``), and the independent oracle's (``tests.support.oracle``: what each job must run,
+computed from the machine's own record of specs, pauses, deletions, ticks and requests and the schedule engine
+alone, never from an answer of the API).
 
 Both backends are wired the same way and judged by the same invariants, which read run rows and scheduling
 states through the ports. Budget: ``JOBSCHED_FUZZ_EXAMPLES`` examples (default 150 on the fakes, 2 on moto:
