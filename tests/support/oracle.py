@@ -273,7 +273,7 @@ class Oracle:
         if sent is not None:
             return "either" if job.paused_between(fire, now) else "run"
         due = max(fire, era.since) if era.spec.one_off else fire
-        index = bisect.bisect_left(self.clean_ticks, due)
+        index = bisect.bisect_right(self.clean_ticks, due)  # a tick at the same instant may precede the write
         if index == len(self.clean_ticks):
             return "pending"
         tick = self.clean_ticks[index]
@@ -399,6 +399,8 @@ class Oracle:
                 for fire in _judged_fires(era, start, end):
                     verdict = self.classify(job, era, fire, now)
                     rid = run_id(job.job_id, fire)
+                    if verdict == "run" and _overlapped(by_fire.get(fire)):
+                        continue  # ``overlap: skip``: another try of the job ran then
                     if verdict == "run" and not self.tries_of(rid) and not _dead_letter(by_fire.get(fire)):
                         problems.append(f"{rid}: a fire that must run ({era.spec.schedule}) never ran")
                     elif verdict == "run" and (row := by_fire.get(fire)) and row.status.value not in FINISHED:
@@ -450,6 +452,11 @@ def _judged_fires(era: Era, start: int, end: int) -> list[int]:
     if end - start <= 2 * HOUR_MS:
         return era.fires(start, end)
     return era.fires(start, start + HOUR_MS) + era.fires(end - HOUR_MS, end)
+
+
+def _overlapped(row: RunRow | None) -> bool:
+    """A run recorded skipped by ``overlap: skip`` (another try of its job was running)."""
+    return row is not None and row.status.value == "skipped" and (row.error or "").startswith("overlap")
 
 
 def _dead_letter(row: RunRow | None) -> bool:
