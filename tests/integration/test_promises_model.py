@@ -8,8 +8,13 @@ PATCH (also landing in the middle of a tick), pause, resume, delete, manual trig
 (also failing after the run was saved), ticks of two competing scheduler loops (one may stall past its lease),
 crashes before and after each AWS call of a tick, scheduler downtime, a due index whose read lags behind the
 table, deliveries (duplicate, late, a storage error after the claim, a long run during which the job keeps
-firing) and the sweeper. After every step it checks the safety invariants, and after each ``settle`` step (a
-few clean seconds of ticks and deliveries) the liveness ones (see ``Model.check_*``).
+firing) and the sweeper; faults (a transient error before or after the call took effect, a crash before or
+after it) at the worker's and the sweeper's store and queue calls, messages dead-lettered and drained, TTL
+expiry of rows past retention, backfills and re-runs. After every step it checks the safety invariants, and
+after each ``settle`` step (clean seconds of ticks, deliveries and sweeps until nothing is owed) the liveness
+ones (see ``Model.check_*``), and the independent oracle's (``tests.support.oracle``: what each job must run,
+computed from the machine's own record of specs, pauses, deletions, ticks and requests and the schedule engine
+alone, never from an answer of the API).
 
 Both backends are wired the same way and judged by the same invariants, which read run rows and scheduling
 states through the ports. Budget: ``JOBSCHED_FUZZ_EXAMPLES`` examples (default 150 on the fakes, 2 on moto:
@@ -24,8 +29,9 @@ from __future__ import annotations
 
 import math
 import os
-from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from contextlib import ExitStack, suppress
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,13 +58,15 @@ from jobsched.domain.retries import Failures
 from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.tick import Scheduler
 from jobsched.domain.worker import Deferred, Worker
-from jobsched.models import JobCreate, JobPatch, from_ms, to_ms
+from jobsched.memory.queue import MemoryDeadLetters
+from jobsched.models import BackfillRequest, JobCreate, JobPatch, from_ms, to_ms
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
-from jobsched.ports.runs import Delivery, RunMessage, RunRow
+from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow
 from jobsched.schedules import parse_schedule
 from jobsched.targets import TargetCall, TargetFailed, Targets
 from tests.support.backends import BACKENDS, Backend, backend
+from tests.support.oracle import Oracle, Spec, Try
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
 OWNER = "team-model"
@@ -77,6 +85,8 @@ if set(FUZZ_BACKENDS) - set(BACKENDS):
         f"JOBSCHED_FUZZ_BACKENDS={','.join(FUZZ_BACKENDS)}: each must be one of {', '.join(BACKENDS)}"
     )
 
+SQS_RETENTION_DAYS = 14
+"""The longest the run queue and its dead-letter queue keep a message (SQS' maximum retention)."""
 SCHEDULES = {
     "minutely": "* * * * *",
     "every-10s": "*/10 * * * * *",
@@ -100,7 +110,7 @@ class Faults:
 
     method: str | None = None
     nth: int = 0
-    mode: str = "none"  # before | after | error | none
+    mode: str = "none"  # before | after | error | error_after | none
     seen: int = 0
     fired: bool = False
     hooks: dict[str, Any] = field(default_factory=dict)  # method -> callable run once after the real call
@@ -108,7 +118,7 @@ class Faults:
     planned: dict[str, int] = field(default_factory=dict)
     version_of: Any = None  # job id -> the index of its current model version (set by the machine)
 
-    def around(self, name: str, call: Any) -> Any:
+    def around(self, name: str, call: Any, error: Exception | None = None) -> Any:
         if self.mode != "none" and not self.fired and (self.method is None or self.method == name):
             self.seen += 1
             if self.seen > self.nth:
@@ -116,8 +126,10 @@ class Faults:
                 if self.mode == "before":
                     raise Crash(f"crash before {name}")
                 if self.mode == "error":
-                    raise ConnectionError(f"transient error in {name}")
+                    raise error or ConnectionError(f"transient error in {name}")
                 value = call()
+                if self.mode == "error_after":  # the call took effect; its caller hears an error
+                    raise error or ConnectionError(f"transient error in {name}")
                 raise Crash(f"crash after {name}")
         value = call()
         hook = self.hooks.pop(name, None)
@@ -129,8 +141,16 @@ class Faults:
 class Faulty:
     """A proxy over an adapter whose calls go through ``Faults.around`` (and, for the due index, may lag)."""
 
-    def __init__(self, inner: Any, faults: Faults, lag: dict[str, Any] | None = None) -> None:
-        self._inner, self._faults, self._lag = inner, faults, lag
+    def __init__(
+        self,
+        inner: Any,
+        faults: Faults,
+        lag: dict[str, Any] | None = None,
+        sent: Callable[[RunMessage], None] | None = None,
+        transient: type[Exception] = ConnectionError,
+    ) -> None:
+        self._inner, self._faults, self._lag, self._sent = inner, faults, lag, sent
+        self._transient = transient
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._inner, name)
@@ -142,9 +162,24 @@ class Faulty:
                 self._faults.planned.update((j, self._faults.version_of(j)) for j in args[0])
             if name == "query_due" and self._lag is not None and self._lag.get("active"):
                 return self._lagging(args[0])
-            return self._faults.around(name, lambda: target(*args, **kwargs))
+
+            def real() -> Any:
+                value = target(*args, **kwargs)
+                if name == "send" and self._sent is not None:
+                    for message in args[0]:
+                        self._sent(message)
+                return value
+
+            return self._faults.around(name, real, self._error(name, args))
 
         return call
+
+    def _error(self, name: str, args: tuple[Any, ...]) -> Exception:
+        """The transient error this port raises: ``QueueSendError`` of the whole batch for a send, else the
+        port's own (``StoreUnavailable`` for a store, ``ConnectionError`` as the scheduler's ports take it)."""
+        if name == "send" and args:
+            return QueueSendError(list(args[0]))
+        return self._transient(f"transient error in {name}")
 
     def _lagging(self, query: DueQuery) -> Any:
         """The due index as it was when the lag began (a GSI that has not replicated since)."""
@@ -230,14 +265,18 @@ class ModelExecutor:
                 f"overlap: {call.run_id} started while {machine.running[call.job_id]} of its job runs"
             )
         machine.running.setdefault(call.job_id, call.run_id)
+        started: Try = machine.oracle.try_started(call.job_id, call.run_id, machine.clock())
+        ok = False
         try:
             long = machine.long_runs.pop(call.job_id, 0)
             if long:
                 machine.during_long_run(call.job_id, long)
             if target.name == "fail":
                 raise TargetFailed("failing on purpose")
+            ok = True
             return "ok"
         finally:
+            machine.oracle.try_ended(started, ok, machine.clock())
             if machine.running.get(call.job_id) == call.run_id:
                 del machine.running[call.job_id]
 
@@ -274,31 +313,41 @@ class PromisesMachine(RuleBasedStateMachine):
         )
         self.jobstore = ports.jobs
         self.runstore = ports.runs
+        self.oracle = Oracle(retention_ms=self.settings.retention_days * 86_400_000)
+        version_of: Callable[[str], int] = lambda j: len(self.jobs[j].versions) - 1 if j in self.jobs else -1  # noqa: E731
+        # faults of the worker's and the sweeper's store and queue calls (``deliver_with_a_fault``, ``sweep``)
+        self.worker_faults = Faults(version_of=version_of)
+
+        def faulty(port: Any) -> Any:
+            return Faulty(port, self.worker_faults, transient=StoreUnavailable)
+
         self.worker = Worker(
             settings=self.settings,
-            runs=ports.runs,
-            jobs=ports.specs,
-            queue=ports.queue,
+            runs=faulty(ports.runs),
+            jobs=faulty(ports.specs),
+            queue=faulty(ports.queue),
             dead_runs=ports.dead_runs,
             targets=Targets(command=ModelExecutor(self)),
             clock=self.clock,
-            visibility=ports.queue,
+            visibility=faulty(ports.queue),
         )
+        self.dead_letters = MemoryDeadLetters()
         self.sweeper = Sweeper(
             settings=self.settings,
-            runs=ports.runs,
-            jobs=ports.specs,
-            queue=ports.queue,
+            runs=faulty(ports.runs),
+            jobs=faulty(ports.specs),
+            queue=faulty(ports.queue),
             failures=Failures(
-                runs=ports.runs,
-                queue=ports.queue,
+                runs=faulty(ports.runs),
+                queue=faulty(ports.queue),
                 dead_runs=ports.dead_runs,
                 settings=self.settings,
                 clock=self.clock,
             ),
             clock=self.clock,
+            dead_letters=faulty(self.dead_letters),
         )
-        self.faults = Faults(version_of=lambda j: len(self.jobs[j].versions) - 1 if j in self.jobs else -1)
+        self.faults = Faults(version_of=version_of)
         self.lag: dict[str, Any] = {"active": False, "snapshot": []}
         self.loops: dict[str, SchedulerLoop] = {}
         self.stalled: set[str] = set()
@@ -335,10 +384,10 @@ class PromisesMachine(RuleBasedStateMachine):
             old.scheduler.close()
         scheduler = Scheduler(
             partition=0,
-            jobs=Faulty(self.jobstore, self.faults, self.lag),
-            runs=Faulty(self.runstore, self.faults),
-            queue=Faulty(self.backend.queue, self.faults),
-            control=Faulty(self.backend.control, self.faults),
+            jobs=Faulty(self.jobstore, self.faults, self.lag, transient=StoreUnavailable),
+            runs=Faulty(self.runstore, self.faults, transient=StoreUnavailable),
+            queue=Faulty(self.backend.queue, self.faults, sent=self._sent),
+            control=Faulty(self.backend.control, self.faults, transient=StoreUnavailable),
             settings=self.settings,
             clock=self.clock,
             limits=TickLimits(threads=1),
@@ -352,6 +401,9 @@ class PromisesMachine(RuleBasedStateMachine):
         )
         self.names += 1
         self.loops[name] = SchedulerLoop(scheduler, lease, clock=self.clock, sleep=self.clock.sleep)
+
+    def _sent(self, message: RunMessage) -> None:
+        self.oracle.sent(message.job_id, message.scheduled_for, self.clock())
 
     def _second(self) -> None:
         self.clock.now_ms = (self.clock.now_ms // 1000 + 1) * 1000 + 5
@@ -374,6 +426,7 @@ class PromisesMachine(RuleBasedStateMachine):
             results.append(result)
             if clean and not result.aborted and not result.errors and not result.malformed:
                 self.clean_ticks.append((result.now, dict(self.faults.planned)))
+                self.oracle.ticked(result.now)
         return results
 
     def _deliver(self, message: RunMessage, *, get_spec_error: bool = False) -> None:
@@ -387,13 +440,26 @@ class PromisesMachine(RuleBasedStateMachine):
             self.worker.jobs.get_spec = failing  # type: ignore[method-assign]
         try:
             self.worker.handle(Delivery(message, worker=default_worker_id()))
-        except Deferred:
-            self.late.append(message)  # handed back: it comes again
-        except StoreUnavailable:
-            pass  # the record failed: SQS redelivers it after its visibility timeout (modelled by the sweeper)
+        except (Deferred, StoreUnavailable, ConnectionError, QueueSendError, Crash):
+            self.late.append(message)  # handed back, or the record failed: SQS delivers it again
         finally:
             if get_spec_error:
-                self.worker.jobs.get_spec = type(self.worker.jobs).get_spec.__get__(self.worker.jobs)  # type: ignore[method-assign]
+                vars(self.worker.jobs).pop("get_spec", None)  # the proxy's own call again
+
+    def _unsettled(self) -> bool:
+        """Whether a run is still owed work (queued, running or retrying), a letter is in the dead-letter queue,
+        or a delivery is to come again."""
+        open_ = ("queued", "running", "retrying")
+        return bool(self.late or self.dead_letters.letters) or any(
+            r.status.value in open_ for r in self._run_rows()
+        )
+
+    def _run_rows(self) -> list[RunRow]:
+        """Every run row of every job the model created, read through the run store."""
+        rows: list[RunRow] = []
+        for job_id in self.jobs:
+            rows.extend(self.runstore.rows_between(job_id, 0, 2**62, limit=2**31))
+        return rows
 
     def _receive(self, limit: int) -> list[RunMessage]:
         return self.backend.receive(limit)
@@ -459,6 +525,8 @@ class PromisesMachine(RuleBasedStateMachine):
             Version(schedule, anchor, now, first, accepted_late=first is not None and first < now)
         )
         self.jobs[job.id] = model
+        spec = Spec(schedule, missed=missed, grace_s=grace_s, window_s=window_s, overlap=overlap)
+        self.oracle.created(job.id, replace(spec, max_attempts=max_attempts), now)
 
     def _live(self) -> list[ModelJob]:
         return [j for j in self.jobs.values() if j.deleted_at is None]
@@ -474,6 +542,7 @@ class PromisesMachine(RuleBasedStateMachine):
         anchor = to_ms(result.created_at)
         first = to_ms(result.next_run_at) if result.next_run_at else None
         job.versions.append(Version(SCHEDULES[kind], anchor, now, first))
+        self.oracle.changed(job.job_id, now, schedule=SCHEDULES[kind])
         job.kind = kind
         job.exact_once = None
 
@@ -510,8 +579,10 @@ class PromisesMachine(RuleBasedStateMachine):
             return
         if pause and not job.paused_at(now):
             job.paused.append([now, None])
+            self.oracle.paused(job.job_id, now)
         elif not pause and job.paused and job.paused[-1][1] is None:
             job.paused[-1][1] = now
+            self.oracle.resumed(job.job_id, now)
 
     @precondition(lambda self: bool(self._live()))
     @rule(data=st.data())
@@ -519,6 +590,7 @@ class PromisesMachine(RuleBasedStateMachine):
         job = data.draw(st.sampled_from(self._live()))
         if self._api(lambda: self.api.service.delete_job(OWNER, job.job_id)) is not None or True:
             job.deleted_at = self.clock()
+            self.oracle.deleted(job.job_id, job.deleted_at)
 
     @precondition(lambda self: bool(self._live()))
     @rule(data=st.data(), key=st.sampled_from([None, "k1", "k2"]), fail_after_save=st.booleans())
@@ -529,6 +601,7 @@ class PromisesMachine(RuleBasedStateMachine):
             job.unkeyed_triggers += 1
         else:
             job.keys.add(key)
+        self.oracle.triggered(job.job_id, key)
         send = service.queue.send
         if fail_after_save:
 
@@ -621,6 +694,7 @@ class PromisesMachine(RuleBasedStateMachine):
         job = data.draw(st.sampled_from([j for j in self._live() if j.overlap == "skip"]))
         self.long_runs[job.job_id] = seconds
         job.unkeyed_triggers += 1
+        self.oracle.triggered(job.job_id)
         self.api.service.trigger_job(OWNER, job.job_id)
         for message in self._receive(50):
             if message.job_id == job.job_id:
@@ -646,18 +720,117 @@ class PromisesMachine(RuleBasedStateMachine):
         self.clock.advance(minutes * 60_000)
         self.sweeper.sweep()
 
+    @rule(
+        mode=st.sampled_from(["before", "after", "error", "error_after"]),
+        method=st.sampled_from(
+            [
+                None,
+                "claim",
+                "get_spec",
+                "get_specs",
+                "succeed",
+                "retry",
+                "dead",
+                "skip",
+                "give_back",
+                "acquire_overlap",
+                "release_overlap",
+                "send",
+                "change_visibility",
+                "watch",
+            ]
+        ),
+        nth=st.integers(0, 2),
+        sweep=st.booleans(),
+    )
+    def deliver_with_a_fault(self, mode: str, method: str | None, nth: int, sweep: bool) -> None:
+        """A worker's (or, with ``sweep``, the sweeper's) store or queue call fails transiently before or after it
+        took effect, or its process dies before or after it; a failed delivery comes again (``late``)."""
+        self.worker_faults.method, self.worker_faults.mode, self.worker_faults.nth = method, mode, nth
+        self.worker_faults.seen, self.worker_faults.fired = 0, False
+        try:
+            if sweep:
+                with suppress(Crash, StoreUnavailable, ConnectionError):  # the pass fails; the next one runs
+                    self.sweeper.sweep()
+            else:
+                for message in self._receive(3):
+                    self._deliver(message)
+        finally:
+            self.worker_faults.mode = "none"
+
+    @rule(data=st.data())
+    def dead_letter(self, data: st.DataObject) -> None:
+        """SQS gives up on a queued message (its receives exhausted): the run queue redrives it to the
+        dead-letter queue, which the sweeper drains."""
+        queued = self._receive(20)
+        if not queued:
+            return
+        chosen = data.draw(st.sampled_from(queued))
+        self.dead_letters.redrive(chosen, 5)
+        self.late.extend(m for m in queued if m is not chosen)
+
+    @precondition(lambda self: self.backend.name == "memory")
+    @rule(days=st.sampled_from([1, 30, 91]))
+    def ttl_expiry(self, days: int) -> None:
+        """Time passes with every job paused or deleted (no fire falls), and rows past their retention
+        (``expires_at_s``) disappear, as DynamoDB's TTL removes them (the fakes never expire anything)."""
+        for job in self._live():
+            if not job.paused_at(self.clock()):
+                self.pause_or_resume(_Given(job), True)
+        self.clock.advance(days * 86_400_000)
+        if days > SQS_RETENTION_DAYS:  # the run queue and its dead-letter queue drop messages older than this
+            self.backend.receive(10**6)
+            self.late.clear()
+            self.dead_letters.letters.clear()
+        store = self.runstore
+        now_s = self.clock() // 1000
+        with store._lock:
+            for key in [
+                k for k, r in store._rows.items() if r.expires_at_s is not None and r.expires_at_s <= now_s
+            ]:
+                del store._rows[key]
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(data=st.data(), minutes=st.sampled_from([1, 10]))
+    def backfill(self, data: st.DataObject, minutes: int) -> None:
+        """The owner backfills the last ``minutes`` (an oracle entry: each fire with no try by then runs)."""
+        job = data.draw(st.sampled_from(self._live()))
+        now = self.clock()
+        request = BackfillRequest.model_validate(
+            {"start": from_ms(now - minutes * 60_000), "end": from_ms(now)}
+        )
+        if self._api(lambda: self.api.service.backfill(OWNER, job.job_id, request)) is not None:
+            self.oracle.backfilled(job.job_id, now - minutes * 60_000, now, now)
+
+    @rule(data=st.data())
+    def rerun(self, data: st.DataObject) -> None:
+        """The owner re-runs a dead or skipped run (an oracle entry: it runs once more)."""
+        ended = [
+            r for r in self._run_rows() if r.status.value in ("dead", "skipped") and r.job_id in self.jobs
+        ]
+        ended = [r for r in ended if self.jobs[r.job_id].deleted_at is None]
+        if not ended:
+            return
+        row = data.draw(st.sampled_from(ended))
+        now = self.clock()
+        if self._api(lambda: self.api.service.retry_run(OWNER, row.job_id, row.run_id)) is not None:
+            self.oracle.rerun(row.job_id, row.scheduled_for, now)
+
     @rule()
     def settle(self) -> None:
         """A few clean seconds (no faults, no lag, every loop running), every message delivered, then the
         liveness checks."""
         self.stalled.clear()
-        for second in range(200):  # after a long downtime the poll reads its backlog a bounded slice a tick
+        self.worker_faults.mode = "none"
+        for second in range(600):  # after a long downtime the poll reads its backlog a bounded slice a tick
             self._second()
             results = self._step_loops()
-            for message in self._receive(100) + self.late:
+            late, self.late = self.late, []
+            for message in self._receive(100) + late:
                 self._deliver(message)
-            self.late = []
-            if second >= 3 and results and all(r.lag_ms == 0 for r in results):
+            if second % 30 == 29:  # a lost worker's run, a dead letter: the sweeper's
+                self.sweeper.sweep()
+            if second >= 3 and results and all(r.lag_ms == 0 for r in results) and not self._unsettled():
                 break
         # A scheduled run's row is made by its claim (design §4.2): deliver what is still queued before judging
         # liveness, or a fire sent by the last tick reads as one never run.
@@ -674,6 +847,12 @@ class PromisesMachine(RuleBasedStateMachine):
     @invariant()
     def no_violation_seen(self) -> None:
         assert not self.violations, self.violations
+
+    @invariant()
+    def the_oracle_holds(self) -> None:
+        """The independent oracle's safety judgement (``tests.support.oracle``)."""
+        problems = self.oracle.safety(self._run_rows(), self.clock())
+        assert not problems, "\n".join(problems[:10])
 
     @invariant()
     def safety(self) -> None:
@@ -703,8 +882,8 @@ class PromisesMachine(RuleBasedStateMachine):
                 f"{row['run_id']} counted {tries} tries ({status}) but its target ran "
                 f"{self.executions.get(row['run_id'], 0)} times"
             )
-        if row.get("kind") == "manual":
-            return
+        if row.get("kind") in ("manual", "backfill"):
+            return  # the oracle judges backfills (``tests.support.oracle``)
         if job.exact_once is not None and len(job.versions) == 1:
             assert fire == job.exact_once, (
                 f"{job.job_id}: one-off ran at {fire}, its instant is {job.exact_once}"
@@ -771,7 +950,10 @@ class PromisesMachine(RuleBasedStateMachine):
 
     def check_liveness(self) -> None:
         """After a settle: every fire of each active job's current schedule, due by two seconds ago, has a row or
-        lies in a skipped summary's range; a schedule with no further fire has left the due index."""
+        lies in a skipped summary's range; a schedule with no further fire has left the due index; and the
+        independent oracle's liveness judgement holds."""
+        problems = self.oracle.liveness(self._run_rows(), self.clock())
+        assert not problems, "\n".join(problems[:10])
         rows = self._rows()
         now = self.clock()
         for job in self._live():

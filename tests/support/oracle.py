@@ -1,0 +1,470 @@
+"""An oracle of jobsched's promises that is independent of the product: which fires each job must run, may run,
+must not run and must record missed, computed from what the test itself did (each job's specs and pauses with
+their instants, deletions, scheduler downtime and clean ticks, the owner's triggers, backfills and re-runs) and
+from the schedule engine alone (``jobsched.schedules``: fire enumeration and the jitter offset). It never reads
+``next_run_at`` nor any answer of the API.
+
+The product's behaviour is observed, not trusted: every try a target starts and ends (``try_started`` /
+``try_ended``, fed by the test's executor), every message the scheduler sends (``sent``), and the run rows the
+stores hold (the thing judged). ``safety`` judges rows and tries at any moment; ``liveness`` after the system
+settled (every clean tick done, every message delivered).
+
+Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
+
+- A job's spec in force at an instant is the one written last before it (an *era*). A scheduled run's
+  ``scheduled_for`` is a fire of the era in force then (a one-off accepted up to 60 s late at its write: its own
+  instant). A rate is anchored at the job's ``start_at``, else its creation instant.
+- A fire that falls while the job is paused (``[paused, resumed]``) is neither run nor recorded missed; a backfill
+  runs it on purpose. A fire after the job's deletion never runs.
+- The first clean tick at or after a fire finds it ``L`` ms late: with ``missed: skip`` it runs when ``L`` is under
+  ``max(misfire_grace_s, ON_TIME_TOLERANCE_MS)``, else it is recorded skipped; with ``catch_up`` it runs within
+  ``max(catch_up_window_s, misfire_grace_s, ON_TIME_TOLERANCE_MS)``. Near a threshold (a few ticks, and one more
+  tick per ``max_runs_per_job`` fires caught up) either outcome is allowed. A fire the scheduler sent is
+  dispatched: it runs (break 1 of issue [3.1]), never recorded missed.
+- Every try starts at or after the fire plus the job's jitter offset (scheduled and backfilled runs). A run
+  succeeds at most once; a run with a successful try is never recorded dead or skipped; a run whose try started
+  (in the current round: a re-run opens a new one) is never recorded skipped. Under ``overlap: skip`` (the spec in
+  force when a try starts) no two tries of a job run at once; a try counts as running until its target returned.
+- A trigger runs once; a backfill runs each fire of ``[start, end)`` of the eras in force, dispatchable by the
+  request (fire plus offset at or before it), that had no try before it; a re-run runs its run once more.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
+from jobsched.models import from_ms, to_ms
+from jobsched.ports.runs import RunRow, run_id
+from jobsched.schedules import Schedule, jitter_offset_ms, parse_schedule
+
+LATE_ONE_OFF_MS = 60_000
+"""A one-off this far in the past at its write is accepted and runs once (SPEC §1)."""
+BAND_MS = 5_000
+"""Around a lateness threshold either outcome is allowed (up to half the threshold): the ticks after a downtime
+read the due backlog a bounded slice at a time."""
+EDGE_MS = ON_TIME_TOLERANCE_MS
+"""A fire this close before a pause, a PATCH or a deletion may have been dispatched or not."""
+FINISHED = ("succeeded", "dead")
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What of a job's spec the oracle judges by: the schedule as written, its zone and anchor (epoch ms), the
+    missed-fire policy, overlap, jitter and attempts."""
+
+    schedule: str
+    timezone: str = "UTC"
+    start_at: int | None = None
+    missed: str = "catch_up"
+    grace_s: int = 60
+    window_s: int = 86400
+    overlap: str = "allow"
+    jitter_s: int = 0
+    max_attempts: int = 4
+
+    @property
+    def one_off(self) -> bool:
+        return self.schedule.strip().lower().startswith("at")
+
+    def threshold_ms(self) -> int:
+        """The lateness (ms) up to which a fire found late still runs."""
+        grace = max(self.grace_s * 1000, ON_TIME_TOLERANCE_MS)
+        return max(grace, self.window_s * 1000) if self.missed == "catch_up" else grace
+
+
+@dataclass
+class Era:
+    """One spec of a job, in force from ``since`` (epoch ms, its write) until ``until`` (the next write)."""
+
+    spec: Spec
+    since: int
+    until: int | None
+    anchor: int
+
+    @cached_property
+    def schedule(self) -> Schedule:
+        """The era's schedule, parsed by the schedule engine."""
+        anchor = self.spec.start_at if self.spec.start_at is not None else self.anchor
+        if self.spec.one_off:  # its own instant, which may lie before its write
+            return parse_schedule(self.spec.schedule, self.spec.timezone)
+        return parse_schedule(self.spec.schedule, self.spec.timezone, start_at=from_ms(anchor))
+
+    @cached_property
+    def unbounded(self) -> Schedule:
+        """The era's schedule as a backfill reads it: a rate keeps its anchor, any other schedule is bounded by
+        the job's ``start_at`` alone (its fires before the job existed count)."""
+        if self.schedule.kind == "rate":
+            return self.schedule
+        start = from_ms(self.spec.start_at) if self.spec.start_at is not None else None
+        return parse_schedule(self.spec.schedule, self.spec.timezone, start_at=start)
+
+    def fires(self, start: int, end: int, limit: int = 20_000) -> list[int]:
+        """This era's schedule's fires in ``[start, end]`` (epoch ms), by the schedule engine."""
+        if end < start:
+            return []
+        return [to_ms(f) for f in self.schedule.fires(from_ms(start - 1), from_ms(end), limit)]
+
+    def in_force(self, instant: int) -> bool:
+        return self.since <= instant and (self.until is None or instant < self.until)
+
+    def owns(self, fire: int) -> bool:
+        """Whether ``fire`` is a fire of this era's schedule that fell due while it was in force."""
+        start = self.since - LATE_ONE_OFF_MS if self.spec.one_off else self.since
+        if fire < start or (self.until is not None and fire >= self.until):
+            return False
+        return bool(self.fires(fire, fire, 1))
+
+
+@dataclass
+class Try:
+    """One try a target ran: its run, start and end (epoch ms), success, and the round (re-runs asked before)."""
+
+    job_id: str
+    run: str
+    started: int
+    round: int
+    ended: int | None = None
+    ok: bool | None = None
+
+
+@dataclass
+class JobHistory:
+    """What the test did to one job, with instants (epoch ms)."""
+
+    job_id: str
+    created: int
+    eras: list[Era] = field(default_factory=list)
+    pauses: list[list[int | None]] = field(default_factory=list)
+    deleted: int | None = None
+    triggers: int = 0
+    trigger_keys: set[str] = field(default_factory=set)
+    backfills: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, asked at)
+    reruns: dict[int, list[int]] = field(default_factory=dict)  # scheduled_for -> asked at
+
+    def era_at(self, instant: int) -> Era | None:
+        return next((e for e in self.eras if e.in_force(instant)), None)
+
+    def owner_of(self, fire: int) -> Era | None:
+        return next((e for e in self.eras if e.owns(fire)), None)
+
+    def paused_over(self, fire: int) -> bool:
+        """Whether ``fire`` fell while the job was paused (``[paused, resumed]``)."""
+        return any(p <= fire and (r is None or fire <= r) for p, r in self.pauses)
+
+    def near_a_pause(self, fire: int) -> bool:
+        return any(p - EDGE_MS <= fire < p for p, _ in self.pauses)
+
+    def paused_between(self, start: int, end: int) -> bool:
+        return any(start <= p <= end for p, _ in self.pauses)
+
+    def requested(self, fire: int) -> bool:
+        """Whether a backfill or a re-run asked for ``fire`` (then a paused-over fire may run)."""
+        return fire in self.reruns or any(s <= fire < e for s, e, _ in self.backfills)
+
+
+class Oracle:
+    """The expected behaviour of every job the test made (see the module docstring).
+
+    ``retention_ms``: rows older than this may have expired (their fires are not required any more)."""
+
+    def __init__(self, *, retention_ms: int | None = None, limits: TickLimits | None = None) -> None:
+        self.jobs: dict[str, JobHistory] = {}
+        self.retention_ms = retention_ms
+        self.limits = limits or TickLimits()
+        self.clean_ticks: list[int] = []
+        self.sends: dict[tuple[str, int], int] = {}
+        self.tries: list[Try] = []
+        self.open: dict[str, list[Try]] = {}
+        self.by_run: dict[str, list[Try]] = {}
+        self.violations: list[str] = []
+
+    # --- what the test did ---------------------------------------------------------------------------
+
+    def created(self, job_id: str, spec: Spec, at: int) -> None:
+        job = JobHistory(job_id, at)
+        job.eras.append(Era(spec, at, None, at))
+        self.jobs[job_id] = job
+
+    def changed(self, job_id: str, at: int, **changes: Any) -> None:
+        """A PATCH of ``changes`` (``Spec`` fields) accepted at ``at``."""
+        job = self.jobs[job_id]
+        current = job.eras[-1]
+        current.until = at
+        job.eras.append(Era(replace(current.spec, **changes), at, None, current.anchor))
+
+    def paused(self, job_id: str, at: int) -> None:
+        job = self.jobs[job_id]
+        if not job.pauses or job.pauses[-1][1] is not None:
+            job.pauses.append([at, None])
+
+    def resumed(self, job_id: str, at: int) -> None:
+        job = self.jobs[job_id]
+        if job.pauses and job.pauses[-1][1] is None:
+            job.pauses[-1][1] = at
+
+    def deleted(self, job_id: str, at: int) -> None:
+        self.jobs[job_id].deleted = at
+
+    def triggered(self, job_id: str, key: str | None = None) -> None:
+        job = self.jobs[job_id]
+        if key is None:
+            job.triggers += 1
+        else:
+            job.trigger_keys.add(key)
+
+    def backfilled(self, job_id: str, start: int, end: int, at: int) -> None:
+        self.jobs[job_id].backfills.append((start, end, at))
+
+    def rerun(self, job_id: str, scheduled_for: int, at: int) -> None:
+        self.jobs[job_id].reruns.setdefault(scheduled_for, []).append(at)
+
+    # --- what the product did -------------------------------------------------------------------------
+
+    def ticked(self, at: int) -> None:
+        """A tick with no fault, lag or stall ran at ``at``: every job due by then was found."""
+        bisect.insort(self.clean_ticks, at)
+
+    def sent(self, job_id: str, scheduled_for: int, at: int) -> None:
+        """The scheduler sent the message of fire ``scheduled_for`` at ``at``."""
+        self.sends.setdefault((job_id, scheduled_for), at)
+
+    def try_started(self, job_id: str, rid: str, at: int) -> Try:
+        """A target started a try of run ``rid`` at ``at``: checks overlap and a fire after a deletion."""
+        job = self.jobs.get(job_id)
+        scheduled_for = int(rid.rpartition("@")[2]) if rid.rpartition("@")[2].isdigit() else None
+        rounds = (
+            len(job.reruns.get(scheduled_for, [])) if job is not None and scheduled_for is not None else 0
+        )
+        started = Try(job_id, rid, at, rounds)
+        running = [t for t in self.open.get(job_id, []) if t.ended is None]
+        era = job.era_at(at) if job is not None else None
+        if era is not None and era.spec.overlap == "skip" and running:
+            self.violations.append(
+                f"overlap: a try of {rid} started at {from_ms(at)} while {running[0].run} runs (overlap: skip)"
+            )
+        self.open.setdefault(job_id, []).append(started)
+        self.tries.append(started)
+        self.by_run.setdefault(rid, []).append(started)
+        return started
+
+    def try_ended(self, started: Try, ok: bool, at: int) -> None:
+        started.ended, started.ok = at, ok
+
+    # --- judgement -------------------------------------------------------------------------------------
+
+    def tries_of(self, rid: str) -> list[Try]:
+        return self.by_run.get(rid, [])
+
+    def classify(self, job: JobHistory, era: Era, fire: int, now: int) -> str:
+        """``run`` (must run once), ``skip`` (must be recorded missed, never run), ``none`` (must neither run nor
+        be recorded: paused over or deleted), ``either`` (may run once or be recorded missed), or ``pending``."""
+        if job.deleted is not None and fire >= job.deleted - EDGE_MS:
+            return "none" if fire > job.deleted else "either"
+        if job.paused_over(fire):
+            return "none"
+        if job.near_a_pause(fire) or (era.until is not None and fire >= era.until - EDGE_MS):
+            return "either"
+        sent = self.sends.get((job.job_id, fire))
+        if sent is not None:
+            return "either" if job.paused_between(fire, now) else "run"
+        due = max(fire, era.since) if era.spec.one_off else fire
+        index = bisect.bisect_right(self.clean_ticks, due)  # a tick at the same instant may precede the write
+        if index == len(self.clean_ticks):
+            return "pending"
+        tick = self.clean_ticks[index]
+        if job.paused_between(fire, tick) or (era.until is not None and era.until <= tick):
+            return "either"
+        threshold = era.spec.threshold_ms()
+        late = tick - due
+        if late < threshold // 2:
+            return "run"
+        if late > threshold + threshold // 2:
+            return "skip"
+        backlog = len(era.fires(fire - threshold, fire)) // self.limits.max_runs_per_job
+        band = min(BAND_MS + 1000 * (backlog + 1), threshold // 2)
+        if late < threshold - band:
+            return "run"
+        if late > threshold + band:
+            return "skip"
+        return "either"
+
+    def safety(self, rows: list[RunRow], now: int) -> list[str]:
+        """Violations by the rows and tries so far (rows of jobs the oracle does not know are ignored)."""
+        problems = list(self.violations)
+        by_run = {row.run_id: row for row in rows}
+        for row in rows:
+            job = self.jobs.get(row.job_id)
+            if job is not None:
+                problems += self._row(job, row, now)
+        succeeded: dict[str, int] = {}
+        for t in self.tries:
+            if t.ok:
+                succeeded[t.run] = succeeded.get(t.run, 0) + 1
+        for rid, count in succeeded.items():
+            if count > 1:
+                problems.append(f"{rid}: its target succeeded {count} times")
+            row = by_run.get(rid)
+            if row is not None and row.status.value in ("dead", "skipped"):
+                problems.append(
+                    f"{rid}: its try succeeded, the run is recorded {row.status.value}: {row.error}"
+                )
+        return problems
+
+    def _row(self, job: JobHistory, row: RunRow, now: int) -> list[str]:
+        fire, kind, status = row.scheduled_for, row.kind.value, row.status.value
+        problems: list[str] = []
+        tries = self.tries_of(row.run_id)
+        if status == "skipped":
+            round_ = len(job.reruns.get(fire, []))
+            tried = [t for t in tries if t.round == round_]
+            if tried:
+                problems.append(
+                    f"{row.run_id}: recorded skipped ({row.error}) after {len(tried)} tries of it ran"
+                )
+        if kind == "manual":
+            return problems
+        era = job.owner_of(fire)
+        if era is None and kind == "backfill":
+            era = self._backfilled(job, fire)
+        if era is None:
+            problems.append(
+                f"{row.run_id}: {from_ms(fire)} is a fire of no schedule the job had in force then ({status})"
+            )
+            return problems
+        offset = jitter_offset_ms(job.job_id, era.spec.jitter_s)
+        for t in tries:
+            if t.started < fire + offset:
+                problems.append(
+                    f"{row.run_id}: a try started at {from_ms(t.started)}, before its fire plus jitter "
+                    f"({from_ms(fire + offset)})"
+                )
+            if t.started > fire and job.paused_over(fire) and not job.requested(fire):
+                problems.append(f"{row.run_id}: ran though the job was paused over its fire")
+            if job.deleted is not None and fire > job.deleted:
+                problems.append(f"{row.run_id}: ran a fire after the job's deletion")
+        if status == "skipped" and (row.error or "").startswith("missed"):
+            problems += self._missed(job, era, row, now)
+        return problems
+
+    @staticmethod
+    def _backfilled(job: JobHistory, fire: int) -> Era | None:
+        """The era a backfill asked for ``fire`` with: a window holding it, whose request's spec has that fire."""
+        for start, end, asked in job.backfills:
+            era = job.era_at(asked)
+            if start <= fire < end and era is not None and _is_fire(era.unbounded, fire):
+                return era
+        return None
+
+    def _missed(self, job: JobHistory, era: Era, row: RunRow, now: int) -> list[str]:
+        """A row (or summary) recording fires missed: none of them had to run, none was paused over."""
+        problems = []
+        last = row.skipped_through if row.skipped_through is not None else row.scheduled_for
+        first = row.scheduled_for
+        fires = era.fires(first, min(first + 200_000, last), 200) + era.fires(
+            max(first, last - 200_000), last, 200
+        )
+        for fire in sorted(set(fires)):
+            verdict = self.classify(job, era, fire, now)
+            if verdict == "run":
+                sent = self.sends.get((job.job_id, fire))
+                why = (
+                    f"it was sent at {from_ms(sent)}" if sent is not None else "a clean tick found it in time"
+                )
+                problems.append(f"{run_id(job.job_id, fire)}: recorded missed ({row.error}), but {why}")
+            if verdict == "none" and job.paused_over(fire) and fire == first:
+                problems.append(f"{run_id(job.job_id, fire)}: recorded missed while the job was paused")
+        return problems
+
+    def liveness(self, rows: list[RunRow], now: int, *, settled_ms: int = 2_000) -> list[str]:
+        """After the system settled: each fire that must run ran (a try, and a finished row), each that must be
+        recorded missed is (a row or a summary's range), each trigger, backfill and re-run ran."""
+        problems: list[str] = []
+        for job in self.jobs.values():
+            mine = [r for r in rows if r.job_id == job.job_id]
+            by_fire = {r.scheduled_for: r for r in mine}
+            ranges = [
+                (r.scheduled_for, r.skipped_through if r.skipped_through is not None else r.scheduled_for)
+                for r in mine
+                if r.status.value == "skipped"
+            ]
+            oldest = now - self.retention_ms + 60_000 if self.retention_ms is not None else 0
+            for era in job.eras:
+                start = max(era.since - (LATE_ONE_OFF_MS if era.spec.one_off else 0), oldest)
+                end = min(era.until if era.until is not None else now, now - settled_ms)
+                for fire in _judged_fires(era, start, end):
+                    verdict = self.classify(job, era, fire, now)
+                    rid = run_id(job.job_id, fire)
+                    if verdict == "run" and _overlapped(by_fire.get(fire)):
+                        continue  # ``overlap: skip``: another try of the job ran then
+                    if verdict == "run" and not self.tries_of(rid) and not _dead_letter(by_fire.get(fire)):
+                        problems.append(f"{rid}: a fire that must run ({era.spec.schedule}) never ran")
+                    elif verdict == "run" and (row := by_fire.get(fire)) and row.status.value not in FINISHED:
+                        problems.append(f"{rid}: must run; settled {row.status.value}")
+                    if verdict == "skip" and not any(a <= fire <= b for a, b in ranges):
+                        problems.append(f"{rid}: a fire missed by {era.spec.missed} has no skipped record")
+            problems += self._requests(job, by_fire)
+        return problems
+
+    def _requests(self, job: JobHistory, by_fire: dict[int, RunRow]) -> list[str]:
+        problems = []
+        if job.deleted is not None:
+            return problems
+        manual = {t.run for t in self.tries if t.job_id == job.job_id and _manual(job, t.run)}
+        if len(manual) < job.triggers + len(job.trigger_keys):
+            problems.append(
+                f"{job.job_id}: {len(manual)} manual runs ran for {job.triggers} triggers and "
+                f"{len(job.trigger_keys)} keys"
+            )
+        for fire, asked in job.reruns.items():
+            rid = run_id(job.job_id, fire)
+            if not any(t.started >= asked[-1] for t in self.tries_of(rid)):
+                problems.append(f"{rid}: re-run asked at {from_ms(asked[-1])} never ran")
+            elif (row := by_fire.get(fire)) is None or row.status.value not in FINISHED:
+                problems.append(f"{rid}: re-run ran but its run is {row.status.value if row else 'gone'}")
+        for start, end, asked in job.backfills:
+            for era in job.eras:
+                offset = jitter_offset_ms(job.job_id, era.spec.jitter_s)
+                for fire in era.fires(start, end - 1):
+                    if not era.owns(fire) or fire + offset > asked:
+                        continue
+                    tries = self.tries_of(run_id(job.job_id, fire))
+                    if any(t.started < asked for t in tries):
+                        continue
+                    if not any(t.started >= asked for t in tries):
+                        problems.append(
+                            f"{run_id(job.job_id, fire)}: backfilled at {from_ms(asked)} and never ran"
+                        )
+        return problems
+
+
+def _is_fire(schedule: Schedule, instant: int) -> bool:
+    return bool(schedule.fires(from_ms(instant - 1), from_ms(instant), 1))
+
+
+def _judged_fires(era: Era, start: int, end: int) -> list[int]:
+    """The era's fires in ``[start, end]`` liveness judges: all, or for a span over two hours its first and last
+    hour (a downtime of days is judged at its edges, where the thresholds fall)."""
+    if end - start <= 2 * HOUR_MS:
+        return era.fires(start, end)
+    return era.fires(start, start + HOUR_MS) + era.fires(end - HOUR_MS, end)
+
+
+def _overlapped(row: RunRow | None) -> bool:
+    """A run recorded skipped by ``overlap: skip`` (another try of its job was running)."""
+    return row is not None and row.status.value == "skipped" and (row.error or "").startswith("overlap")
+
+
+def _dead_letter(row: RunRow | None) -> bool:
+    """A run SQS gave up on (dead-lettered) and the drain recorded dead: a visible failure, not a lost fire."""
+    return row is not None and row.status.value == "dead" and "dead-letter" in (row.error or "")
+
+
+def _manual(job: JobHistory, rid: str) -> bool:
+    """Whether ``rid`` names no fire of the job's schedules (a manual trigger's run)."""
+    tail = rid.rpartition("@")[2]
+    return tail.isdigit() and job.owner_of(int(tail)) is None
