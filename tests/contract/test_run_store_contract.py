@@ -598,14 +598,18 @@ def test_a_summary_rerun_queues_its_first_fire_alone(store: Any) -> None:
     summary = _run(status=RunStatus.SKIPPED, skipped_count=3, skipped_through=T0 + 4, error="missed")
     store.put_new(summary)
 
-    result = store.rerun(RerunRequest("j_a", T0, now_ms=NOW + 1, sweep_at_ms=NOW + 2, summary=True))
+    result = store.rerun(
+        RerunRequest.at("j_a", T0, now_ms=NOW + 1, sweep_at_ms=NOW + 2, retention_days=90, summary=True)
+    )
 
     assert result.done and result.row == store.get("j_a", T0)
     row = result.row
     assert (row.status, row.attempt, row.reruns, row.sweep_at) == (RunStatus.QUEUED, 0, 1, NOW + 2)
     assert (row.skipped_count, row.skipped_through, row.error, row.finished_at) == (None, None, None, None)
     # a queued row is not re-run, summary or not
-    assert not store.rerun(RerunRequest("j_a", T0, now_ms=NOW + 3, sweep_at_ms=NOW + 4, summary=True)).done
+    assert not store.rerun(
+        RerunRequest.at("j_a", T0, now_ms=NOW + 3, sweep_at_ms=NOW + 4, retention_days=90, summary=True)
+    ).done
 
 
 def test_an_empty_window_lists_nothing(store: Any) -> None:
