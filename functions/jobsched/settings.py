@@ -81,12 +81,6 @@ class Settings(BaseSettings):
         parse_owner_from(value)
         return value
 
-    @property
-    def owner_tag_key(self) -> str | None:
-        """The IAM tag key naming a caller's owner (``owner_from="tag:team"`` -> ``"team"``), or None for ARN
-        owners (``owner_from="arn"``)."""
-        return parse_owner_from(self.owner_from)
-
 
 OWNER_FROM_TAG = "tag:"
 """The prefix of ``Settings.owner_from`` naming the IAM tag whose value is a caller's owner."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.aws import DEFAULT_CALLS, Aws, CallBounds, new_session
 from jobsched.clock import Clock, system_clock
-from jobsched.settings import Settings, get_settings
+from jobsched.settings import Settings, get_settings, parse_owner_from
 
 if TYPE_CHECKING:
     from jobsched.adapters.alerts import AlertPublisher, DeadRunNotifier
@@ -395,7 +395,7 @@ class Components:
         )
 
         authenticator: Authenticator
-        tag_key = self.settings.owner_tag_key
+        tag_key = parse_owner_from(self.settings.owner_from)
         if self.settings.local_tokens_file:
             authenticator = TokenAuthenticator.from_file(self.settings.local_tokens_file)
         elif tag_key is not None:
