@@ -51,6 +51,7 @@ from jobsched import resources
 from jobsched.observability import SERVICE
 from jobsched.resources import TableDef
 from jobsched.scheduler_runtime import STOP_BEFORE_MS
+from jobsched.settings import parse_owner_from
 from jobsched.targets.ownership import OWNER_SESSION_TAG
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
@@ -274,6 +275,7 @@ class Functions(Construct):
         )
         self._send(fn, self._messaging.run_queue.queue_arn)
         self._grant_target_tag_reads(fn)
+        self._grant_owner_tag_reads(fn)
 
     def _grant_scheduler(self) -> None:
         """JobStore due_lanes (GetItem), query_due (Query of the timer items; of the ``due`` index while it may
@@ -471,6 +473,29 @@ class Functions(Construct):
             "Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*",
         ):
             acknowledge(self.target_role, f"AwsSolutions-IAM5[{finding}]", reason)
+
+    def _grant_owner_tag_reads(self, function: lambda_.Function) -> None:
+        """With ``owner_from = "tag:<key>"`` only: the API reads the tags of the caller's role or user
+        (``iam:ListRoleTags`` / ``iam:ListUserTags``, this account's roles and users) to learn its owner
+        (``jobsched.api.auth.TaggedIamAuthenticator``). With ``owner_from = "arn"`` it reads none."""
+        if parse_owner_from(self._config.settings.owner_from) is None:
+            return
+        any_role = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/*"
+        any_user = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:user/*"
+        function.add_to_role_policy(iam.PolicyStatement(actions=["iam:ListRoleTags"], resources=[any_role]))
+        function.add_to_role_policy(iam.PolicyStatement(actions=["iam:ListUserTags"], resources=[any_user]))
+        role = function.role
+        assert role is not None
+        for finding in (
+            "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*",
+            "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*",
+        ):
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[{finding}]",
+                "Reading tags only (ListRoleTags, ListUserTags): with owner_from=tag:<key> the API reads the tag "
+                "of whichever role or user calls it, which cannot be listed at deploy time.",
+            )
 
     def _grant_target_tag_reads(self, function: lambda_.Function) -> None:
         """The API reads a target's owner tag to refuse, at registration, a target tagged for another owner."""

@@ -120,6 +120,7 @@ class Aws:
     sns = _service_client("sns")
     lambda_ = _service_client("lambda")
     sts = _service_client("sts")
+    iam = _service_client("iam")
 
     @cached_property
     def dynamodb_resource(self) -> Any:

@@ -6,10 +6,11 @@ receives a ``Settings`` object and never reads ``os.environ`` itself.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -64,11 +65,45 @@ class Settings(BaseSettings):
         max_length=128,
         description="resource tag naming the owner whose jobs may use a lambda/sqs target",
     )
+    owner_from: str = Field(
+        "arn",
+        description="how the API maps an IAM caller to its owner: `arn` (the role or user ARN) or `tag:<key>` "
+        "(the value of the caller's role or user tag <key>, e.g. `tag:team`; docs/deploy.md)",
+    )
     target_role_arn: str | None = Field(
         None,
         description="TARGET_ROLE_ARN: the role workers assume for a job's owner to reach lambda/sqs targets "
         "(set by the stack; unset in local mode, where the owner tag is checked in code)",
     )
+
+    @field_validator("owner_from")
+    @classmethod
+    def _owner_from(cls, value: str) -> str:
+        parse_owner_from(value)
+        return value
+
+
+OWNER_FROM_TAG = "tag:"
+"""The prefix of ``Settings.owner_from`` naming the IAM tag whose value is a caller's owner."""
+
+_IAM_TAG_KEY = re.compile(r"[\w\s.:/=+\-@]{1,128}")
+"""An IAM tag key (IAM's rule: 1..128 Unicode letters, digits, white space and ``_ . : / = + - @``)."""
+
+
+def parse_owner_from(value: str) -> str | None:
+    """The tag key of an ``owner_from`` value: None for ``"arn"``, ``"team"`` for ``"tag:team"``.
+
+    Raises ValueError (naming the accepted forms) for anything else: another word, an empty key, a key IAM
+    would refuse (characters, over 128 characters, the reserved ``aws:`` prefix)."""
+    if value == "arn":
+        return None
+    key = value[len(OWNER_FROM_TAG) :] if value.startswith(OWNER_FROM_TAG) else None
+    if key is None or not _IAM_TAG_KEY.fullmatch(key) or key.lower().startswith("aws:"):
+        raise ValueError(
+            f"{value!r} is neither 'arn' nor 'tag:<key>' with <key> an IAM tag key (1 to 128 letters, digits, "
+            "spaces and _.:/=+-@, not starting with aws:)"
+        )
+    return key
 
 
 @lru_cache(maxsize=1)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.aws import DEFAULT_CALLS, Aws, CallBounds, new_session
 from jobsched.clock import Clock, system_clock
-from jobsched.settings import Settings, get_settings
+from jobsched.settings import Settings, get_settings, parse_owner_from
 
 if TYPE_CHECKING:
     from jobsched.adapters.alerts import AlertPublisher, DeadRunNotifier
@@ -397,15 +397,26 @@ class Components:
 
     def api(self) -> Api:
         """What the API's routes need. Auth: bearer tokens when ``settings.local_tokens_file`` is set (local
-        mode; raises ValueError for an unreadable tokens file), else the IAM principal API Gateway reports."""
+        mode; raises ValueError for an unreadable tokens file), else the IAM principal API Gateway reports: its ARN,
+        or with ``owner_from = "tag:<key>"`` its role's or user's tag (``TaggedIamAuthenticator``)."""
+        from jobsched.adapters.principals import IamPrincipalTags
         from jobsched.api.app import Api
-        from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
-
-        authenticator: Authenticator = (
-            TokenAuthenticator.from_file(self.settings.local_tokens_file)
-            if self.settings.local_tokens_file
-            else IamAuthenticator()
+        from jobsched.api.auth import (
+            Authenticator,
+            IamAuthenticator,
+            TaggedIamAuthenticator,
+            TokenAuthenticator,
         )
+
+        authenticator: Authenticator
+        tag_key = parse_owner_from(self.settings.owner_from)
+        if self.settings.local_tokens_file:
+            authenticator = TokenAuthenticator.from_file(self.settings.local_tokens_file)
+        elif tag_key is not None:
+            tags = IamPrincipalTags(iam=lambda: self.aws.iam, sts=lambda: self.aws.sts)
+            authenticator = TaggedIamAuthenticator(tag_key, tags, clock=self.clock)
+        else:
+            authenticator = IamAuthenticator()
         return Api(settings=self.settings, service=self.job_service(), authenticator=authenticator)
 
 

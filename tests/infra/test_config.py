@@ -98,6 +98,10 @@ def test_the_environment_round_trips_through_settings() -> None:
         ({"worker_max_concurrency": "1"}, "worker_max_concurrency"),
         ({"log_retention_days": "31"}, "log_retention_days"),
         ({"reserve_scheduler_concurrency": "perhaps"}, "reserve_scheduler_concurrency"),
+        ({"owner_from": "team"}, "owner_from"),
+        ({"owner_from": "tag:"}, "owner_from"),
+        ({"owner_from": "tag:aws:team"}, "owner_from"),
+        ({"owner_from": "tag:team*"}, "owner_from"),
     ],
 )
 def test_invalid_values_fail_naming_the_key(context: dict[str, str], key: str) -> None:

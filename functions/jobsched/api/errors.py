@@ -6,6 +6,7 @@ Every error body is ``{"error": {"code": "...", "message": "...", "field": "..."
 |---|---|---|
 | 400 | ``invalid_input``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
 | 401 | ``unauthorized`` | ``Unauthorized`` |
+| 403 | ``forbidden`` | ``Forbidden`` (the caller has no owner: ``owner_from = "tag:<key>"`` and no usable tag) |
 | 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), unknown path |
 | 405 | ``method_not_allowed`` | a known path with another method |
 | 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``IdempotencyAlreadyInProgressError`` |
@@ -44,6 +45,7 @@ from jobsched.api.exceptions import (
     ApiProblem,
     ConcurrentChange,
     CursorNotFound,
+    Forbidden,
     InvalidInput,
     JobNotFound,
     NameConflict,
@@ -209,6 +211,10 @@ def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callab
     @app.exception_handler(InvalidInput)
     def _invalid(error: InvalidInput) -> ErrorResponse:
         return error_response(HTTPStatus.BAD_REQUEST, error.code, error.message, error.field)
+
+    @app.exception_handler(Forbidden)
+    def _forbidden(error: Forbidden) -> ErrorResponse:
+        return error_response(HTTPStatus.FORBIDDEN, "forbidden", error.message, error.field)
 
     @app.exception_handler(ScheduleError)
     def _schedule(error: ScheduleError) -> ErrorResponse:

@@ -32,6 +32,15 @@ class Unauthorized(ApiProblem):
         self.challenge = challenge
 
 
+class Forbidden(ApiProblem):
+    """The caller is authenticated but has no owner (403): with ``Settings.owner_from = "tag:<key>"``, a principal
+    without a usable ``<key>`` tag. ``field`` names what is missing (``tag:<key>``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class JobNotFound(ApiProblem):
     """The job does not exist or belongs to another owner (404: the two are never told apart)."""
 

@@ -147,6 +147,7 @@ def _tidy_parameter(parameter: dict[str, Any]) -> None:
 _ERROR_DESCRIPTIONS = {
     400: "Bad input: `error.field` names the field",
     401: "No or bad credentials",
+    403: "The caller has no owner (`owner_from` is `tag:<key>` and the caller's role or user has no such tag)",
     404: "No such job (or not the caller's)",
     409: "Conflict",
     413: "Request body too large",
@@ -187,7 +188,7 @@ def responses(
     descriptions: dict[int, str] | None = None,
 ) -> dict[int, OpenAPIResponse]:
     """The documented responses of a route: its successes ``{status: (model or None, description)}``,
-    400/401/429 and ``errors`` (described by ``descriptions``, else the standard description of the status),
+    400/401/403/429 and ``errors`` (described by ``descriptions``, else the standard description of the status),
     each error with the error body and its headers (``WWW-Authenticate``, ``Retry-After``). ``idempotent``
     documents ``Idempotent-Replayed`` on the successes; a 201 documents ``Location``."""
     declared: dict[int, OpenAPIResponse] = {}
@@ -199,7 +200,7 @@ def responses(
         if headers:
             response["headers"] = headers
         declared[status] = response
-    for status in (400, 401, *errors, 429):
+    for status in (400, 401, 403, *errors, 429):
         declared[status] = {
             "description": (descriptions or {}).get(status, _ERROR_DESCRIPTIONS[status]),
             "content": {"application/json": {"model": ErrorBody}},
