@@ -1,13 +1,16 @@
 """``docs/protocol.md`` shows the run state machine as the code has it: its table is
-``jobsched.domain.run_states.markdown_table()`` verbatim, between its markers."""
+``jobsched.domain.run_states.markdown_table()`` verbatim, between its markers; and every test its promises name
+exists (references as in docs/security.md: ``tests/<path>.py::<name>``, or ``::<name>`` after one on its line)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from jobsched.domain.run_states import TRANSITIONS, markdown_table
+from tests.unit.test_security_doc import _named_tests, _test_names
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "protocol.md"
 START = "<!-- run-state-table: generated from domain/run_states.markdown_table(); do not edit by hand -->\n"
 END = "<!-- /run-state-table -->"
 
@@ -19,3 +22,15 @@ def test_the_protocol_docs_run_state_table_is_the_codes() -> None:
     # one line per transition, each named once
     rows = [line.split("|")[1].strip() for line in shown.splitlines()[2:]]
     assert rows == list(TRANSITIONS)
+
+
+def test_every_test_the_promises_name_exists() -> None:
+    promises = DOC.read_text().split("\n## Promises\n", 1)[1]
+    named = _named_tests(promises)
+    assert len(named) > 40
+    missing = [
+        f"{path}::{name}" if name else path
+        for path, name in named
+        if not (ROOT / path).is_file() or (name is not None and name not in _test_names(ROOT / path))
+    ]
+    assert missing == []
