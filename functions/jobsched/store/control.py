@@ -2,7 +2,8 @@
 
 Items (key ``pk``):
 - ``lease#<partition>``: ``holder`` (contender id), ``term`` (fencing token, only grows), ``expires_at``
-  (epoch ms, by the holder's clock). Never deleted: a release sets ``expires_at = 0``.
+  (epoch ms, by the holder's clock). Never deleted: a release sets ``expires_at`` to the instant before the
+  release, so the next holder knows when the earlier terms stopped.
 - ``watermark#<partition>``: ``bucket`` (the oldest due-index bucket not yet drained, an integer
   ``due_at // bucket width``), ``term`` of the leader that wrote it, ``updated_at`` (epoch ms).
 - ``positions#<partition>``: ``positions`` (the read positions of the partition's due-index lanes, JSON as
