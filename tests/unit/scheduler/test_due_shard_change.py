@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from jobsched.domain.loop import SchedulerGroup
 from jobsched.domain.registration import shard_of
 from tests.support.backends import MemoryComponents
@@ -165,3 +167,31 @@ def test_jobs_resumed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(h
         expected = [*range(harness.T0, harness.T0 + 30_001, PERIOD_MS)]
         expected += range(harness.T0 + 50_000, harness.clock() + 1, PERIOD_MS)
         assert fires == expected, job_id
+
+
+def test_a_rewrite_whose_mark_cannot_be_raised_changes_nothing_and_marks_on_its_retry(harness: Any) -> None:
+    # The mark is raised before the rewrite files the entry: when the CONTROL table fails, the request fails and
+    # the job is as it was (still paused, nothing filed under the API's count); the retried request marks and writes
+    from jobsched.api.service import JobService
+    from jobsched.models import JobCreate
+    from jobsched.ports.errors import StoreUnavailable
+
+    harness.settings = harness.settings.model_copy(update={"due_shards": 1})
+    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
+    api_one = JobService(
+        settings=harness.settings, clock=harness.clock, partition_marks=harness.control, **stores
+    )
+    body = {"name": "j", "schedule": "every 10 seconds", "command": "echo", "paused": True}
+    job_id = api_one.create_job("team-a", JobCreate.model_validate(body)).job.id
+    four = harness.settings.model_copy(update={"due_shards": 4})
+    api_four = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+
+    harness.control.fail_next.append(StoreUnavailable("control table throttled"))
+    with pytest.raises(StoreUnavailable):
+        api_four.resume_job("team-a", job_id)
+    assert api_four.get_job("team-a", job_id).paused
+    assert harness.control.shard_high_water == 1
+
+    assert not api_four.resume_job("team-a", job_id).paused
+    assert harness.control.shard_high_water == 4
+    assert shard(harness, job_id) == shard_of(job_id, 4)
