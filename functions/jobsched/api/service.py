@@ -431,6 +431,7 @@ class JobService:
                 on_time_from=on_time_from,
             )
             event = self.audit.change(job_id, updated_ms, version, event_kind, actor or owner, detail)
+            self._mark_partitions()  # the rewrite files the job's due entry under this deployment's counts
             try:
                 self.jobs.replace(Rewrite(job, new_state, stored_updated_ms, (stored_next, term), event))
             except Conflict:
@@ -600,8 +601,9 @@ class JobService:
             raise InvalidInput("target", refusal)
 
     def _mark_partitions(self) -> None:
-        """Before the first job this process homes in a partition: record the partition count and the due
-        shards in the high-water marks the schedulers read (``ControlStore.raise_partition_high_water``,
+        """Before the first job this process files in the due index (a create, or any rewrite: an edit, a pause
+        or a resume files the job's entry under this deployment's ``due_shards``): record the partition count and
+        the due shards in the high-water marks the schedulers read (``ControlStore.raise_partition_high_water``,
         ``raise_shard_high_water``), so a job filed by an API already on a higher count than the schedulers
         (mid-deploy, or a rolled-back update) is never stranded. 2 requests per process."""
         if self.partition_marks is not None and not self._partitions_marked:

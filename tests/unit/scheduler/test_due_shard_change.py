@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from jobsched.domain.loop import SchedulerGroup
 from jobsched.domain.registration import shard_of
 from tests.support.backends import MemoryComponents
@@ -125,3 +127,71 @@ def test_jobs_filed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(har
     run(harness, one, 60)
     stop(one)
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
+
+
+def test_jobs_resumed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(harness: Any) -> None:
+    # The API runs due_shards=4 before the schedulers (on 1) do, or the update rolls back, and only pauses and
+    # resumes jobs (no create): a resume files the job's entry under the API's count, so the API records the count
+    # in the mark first, and the schedulers' next invocations read 4 shards
+    from jobsched.api.service import JobService
+    from jobsched.models import JobCreate
+
+    harness.settings = harness.settings.model_copy(update={"due_shards": 1})
+    harness.clock.now_ms = harness.T0
+    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
+    api_one = JobService(
+        settings=harness.settings, clock=harness.clock, partition_marks=harness.control, **stores
+    )
+    four = harness.settings.model_copy(update={"due_shards": 4})
+    api_four = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    job_ids: list[str] = []
+    while len(job_ids) < 8 or 3 not in {shard_of(j, 4) for j in job_ids}:
+        assert len(job_ids) < 64, "64 random job ids missed shard 3"
+        body = {"name": f"j{len(job_ids)}", "schedule": "every 10 seconds", "command": "echo"}
+        job_ids.append(api_one.create_job("team-a", JobCreate.model_validate(body)).job.id)
+    one = groups(harness, 1, "v1")
+    run(harness, one, 30)  # the fires T0 .. T0 + 30 s
+    for job_id in job_ids:
+        api_four.pause_job("team-a", job_id)
+    run(harness, one, 15)  # T0 + 40 s falls while paused: not run
+    for job_id in job_ids:
+        api_four.resume_job("team-a", job_id)
+    assert 3 in {shard(harness, j) for j in job_ids}
+    stop(one)
+    one = groups(harness, 1, "v1-next-minute")
+    run(harness, one, 60)
+    stop(one)
+    harness.claim_sent()
+    for job_id in job_ids:
+        fires = [r["scheduled_for"] for r in harness.runs_of(job_id)]
+        expected = [*range(harness.T0, harness.T0 + 30_001, PERIOD_MS)]
+        expected += range(harness.T0 + 50_000, harness.clock() + 1, PERIOD_MS)
+        assert fires == expected, job_id
+
+
+def test_a_rewrite_whose_mark_cannot_be_raised_changes_nothing_and_marks_on_its_retry(harness: Any) -> None:
+    # The mark is raised before the rewrite files the entry: when the CONTROL table fails, the request fails and
+    # the job is as it was (still paused, nothing filed under the API's count); the retried request marks and writes
+    from jobsched.api.service import JobService
+    from jobsched.models import JobCreate
+    from jobsched.ports.errors import StoreUnavailable
+
+    harness.settings = harness.settings.model_copy(update={"due_shards": 1})
+    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
+    api_one = JobService(
+        settings=harness.settings, clock=harness.clock, partition_marks=harness.control, **stores
+    )
+    body = {"name": "j", "schedule": "every 10 seconds", "command": "echo", "paused": True}
+    job_id = api_one.create_job("team-a", JobCreate.model_validate(body)).job.id
+    four = harness.settings.model_copy(update={"due_shards": 4})
+    api_four = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+
+    harness.control.fail_next.append(StoreUnavailable("control table throttled"))
+    with pytest.raises(StoreUnavailable):
+        api_four.resume_job("team-a", job_id)
+    assert api_four.get_job("team-a", job_id).paused
+    assert harness.control.shard_high_water == 1
+
+    assert not api_four.resume_job("team-a", job_id).paused
+    assert harness.control.shard_high_water == 4
+    assert shard(harness, job_id) == shard_of(job_id, 4)
