@@ -270,9 +270,12 @@ def load_tokens_file(path: Path) -> dict[str, TokenEntry]:
 
 
 def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` through a temp file of mode 0600 (one left over by an interrupted write
+    is made 0600 too, never followed as a symlink)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
     os.replace(temp, path)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobsched.local.runtime import PrivateRotatingFileHandler, make_private_dir
+from jobsched.local.runtime import PrivateRotatingFileHandler, make_private_dir, prepare_tokens
 from tests.support.local import serving
 
 
@@ -81,3 +81,15 @@ def test_rotated_logs_stay_private(loose_umask: None, tmp_path: Path) -> None:
     handler.close()
     assert _mode(tmp_path / "local.log") == 0o600
     assert _mode(tmp_path / "local.log.1") == 0o600
+
+
+def test_a_leftover_temp_file_does_not_open_the_tokens(loose_umask: None, tmp_path: Path) -> None:
+    # Given the temp files of the dev token and tokens file left 0644 by an interrupted write
+    for name in (".dev-token.tmp", ".tokens.json.tmp"):
+        (tmp_path / name).write_text("")
+        os.chmod(tmp_path / name, 0o644)
+    # When local mode writes them
+    prepare_tokens(tmp_path, None)
+    # Then both are its user's alone
+    assert _mode(tmp_path / "dev-token") == 0o600
+    assert _mode(tmp_path / "tokens.json") == 0o600
