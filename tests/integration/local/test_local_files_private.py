@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from jobsched.local.runtime import PrivateRotatingFileHandler, make_private_dir, prepare_tokens
+from jobsched.sqlite.database import create_private
 from tests.support.local import serving
 
 
@@ -93,3 +94,20 @@ def test_a_leftover_temp_file_does_not_open_the_tokens(loose_umask: None, tmp_pa
     # Then both are its user's alone
     assert _mode(tmp_path / "dev-token") == 0o600
     assert _mode(tmp_path / "tokens.json") == 0o600
+
+
+def test_a_symlink_in_place_of_a_log_or_database_is_not_followed(loose_umask: None, tmp_path: Path) -> None:
+    # Given the log's and the database's names in the data dir planted as symlinks to another file
+    elsewhere = tmp_path / "notes.txt"
+    elsewhere.write_text("mine\n")
+    os.chmod(elsewhere, 0o644)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    for name in ("local.log", "jobsched.sqlite3"):
+        (data_dir / name).symlink_to(elsewhere)
+    # When local mode opens them, Then it refuses, and the other file keeps its content and mode
+    with pytest.raises(OSError):
+        PrivateRotatingFileHandler(data_dir / "local.log", maxBytes=10, backupCount=1, encoding="utf-8")
+    with pytest.raises(OSError):
+        create_private(data_dir / "jobsched.sqlite3")
+    assert elsewhere.read_text() == "mine\n" and _mode(elsewhere) == 0o644
