@@ -214,10 +214,18 @@ shorter ones (``page=2``, ``format=json``) do not, so an output is not blanked b
 _AUTH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*")
 
 
+def _base64_spellings(pair: str) -> set[str]:
+    """``pair`` (``user:password``) in base64 as HTTP Basic sends it, and as a server may echo it: without its
+    ``=`` padding, and in the URL-safe alphabet (``-_`` for ``+/``) with and without."""
+    standard = base64.b64encode(pair.encode()).decode()
+    url_safe = base64.urlsafe_b64encode(pair.encode()).decode()
+    return {standard, standard.rstrip("="), url_safe, url_safe.rstrip("=")}
+
+
 def _credential_parts(name: str, value: str) -> set[str]:
     """The parts of secret header ``name``'s ``value`` a server may echo on their own: an auth scheme's
-    credentials (``Bearer <token>``), the ``user:password`` and password a ``Basic`` value encodes, a cookie's
-    values; each at least ``MIN_SECRET_PART_CHARS`` long."""
+    credentials (``Bearer <token>``), the ``user:password`` and password a ``Basic`` value encodes (and that pair's
+    ``_base64_spellings``), a cookie's values; each at least ``MIN_SECRET_PART_CHARS`` long."""
     parts: set[str] = set()
     scheme, _, credentials = value.partition(" ")
     credentials = credentials.strip()
@@ -228,7 +236,8 @@ def _credential_parts(name: str, value: str) -> set[str]:
                 pair = base64.b64decode(credentials, validate=True).decode("utf-8")
             except (binascii.Error, ValueError):
                 pair = ""
-            parts.update({pair, pair.partition(":")[2]})
+            if pair:
+                parts.update({pair, pair.partition(":")[2], *_base64_spellings(pair)})
     if name.lower() == "cookie":
         parts.update(cookie.partition("=")[2].strip() for cookie in value.split(";"))
     return {part for part in parts if len(part) >= MIN_SECRET_PART_CHARS}
@@ -236,14 +245,14 @@ def _credential_parts(name: str, value: str) -> set[str]:
 
 def url_secrets(url: str, *, secret_path: bool = False) -> set[str]:
     """The secrets ``url`` carries: its credentials (``user:password@``: the password, ``user:password`` and
-    its base64, as HTTP Basic sends it), its query values of ``MIN_QUERY_SECRET_CHARS`` or more characters
+    its base64 as HTTP Basic sends it, ``_base64_spellings``), its query values of ``MIN_QUERY_SECRET_CHARS`` or more characters
     (percent-decoded), and with ``secret_path`` its path and each of the path's segments (of at least
     ``MIN_SECRET_PART_CHARS``)."""
     parts = urlsplit(url)
     found: set[str] = set()
     if parts.password:
         pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
-        found.update({pair, base64.b64encode(pair.encode()).decode(), unquote(parts.password)})
+        found.update({pair, *_base64_spellings(pair), unquote(parts.password)})
     found.update(v for _, v in parse_qsl(parts.query) if len(v) >= MIN_QUERY_SECRET_CHARS)
     if secret_path and parts.path.strip("/"):
         found.add(parts.path)

@@ -203,7 +203,8 @@ class Components:
                 AddressPolicy(
                     allow_private=settings.allow_private_http_targets,
                     allow_loopback=settings.allow_loopback_http_targets,
-                )
+                ),
+                loopback_owners=self.shell_owners(),
             ),
             lambda_=ActingForOwner(
                 "lambda",

@@ -21,6 +21,7 @@ import signal
 import threading
 import webbrowser
 from collections.abc import Iterable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit
 
@@ -54,6 +55,7 @@ _DROPPED_RESPONSE_HEADERS = {
     "transfer-encoding",
     "connection",
     "keep-alive",
+    "set-cookie",  # a cookie for localhost would reach every server on this machine, whatever its port
 }
 _MAX_BODY_BYTES = 10 * 1024 * 1024
 
@@ -107,7 +109,8 @@ def cross_site_problem(environ: dict[str, Any]) -> tuple[str, str] | None:
 class SigningProxy:
     """WSGI app that forwards API calls to ``api_url`` (the API root, e.g. an API Gateway stage URL) and
     answers with the API's status, headers and body unchanged, but for CORS headers (``Access-Control-*``,
-    dropped: no page of another origin may read an answer the proxy signed for).
+    dropped: no page of another origin may read an answer the proxy signed for) and ``Set-Cookie`` (dropped,
+    and no cookie is kept between calls).
 
     Only ``Content-Type``, ``Accept`` and ``Idempotency-Key`` are forwarded from the browser (never its
     ``Authorization``): a change that does not come from the console's page is refused 403 (code
@@ -137,6 +140,8 @@ class SigningProxy:
             base_url=self.api_url,
             auth=auth,
             headers={"User-Agent": "jobsched-ui", **headers},
+            # a jar that keeps no cookie: every call carries only its signature or token
+            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
             timeout=timeout_s,
             transport=transport or httpx.HTTPTransport(retries=2),
         )

@@ -28,7 +28,7 @@ TokensOpt = Annotated[
     typer.Option(
         "--tokens",
         help='JSON object token -> owner, or token -> {"owner": ..., "shell": true} for an owner that may use '
-        "shell targets (default: a dev token for `local`, with shell targets).",
+        "shell targets and http targets on loopback (default: a dev token for `local`, with both).",
     ),
 ]
 SchedulersOpt = Annotated[int, typer.Option("--schedulers", min=1, max=16, help="Competing scheduler loops.")]

@@ -131,10 +131,11 @@ class _LinesToLog(io.TextIOBase):
 
 class PrivateRotatingFileHandler(RotatingFileHandler):
     """A ``RotatingFileHandler`` whose files are created with mode 0600 (logs carry job ids, owners and
-    errors; rotation renames a file, keeping its mode, and opens the next one here)."""
+    errors; rotation renames a file, keeping its mode, and opens the next one here). A symlink in the log's
+    place is not followed (``OSError``): it would send the logs, and the mode, to another file."""
 
     def _open(self) -> Any:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         os.fchmod(fd, 0o600)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
@@ -270,9 +271,12 @@ def load_tokens_file(path: Path) -> dict[str, TokenEntry]:
 
 
 def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` through a temp file of mode 0600 (one left over by an interrupted write
+    is made 0600 too, never followed as a symlink)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
     os.replace(temp, path)
@@ -313,7 +317,7 @@ def lock_data_dir(data_dir: Path) -> int:
     messages and schedule, sweep and snapshot the same data."""
     import fcntl
 
-    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -9,6 +9,8 @@ its own name in ``Host``. Only the server's loopback names at its own port (and 
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import threading
 from collections.abc import Iterable
 from socketserver import ThreadingMixIn
@@ -24,10 +26,25 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 """The names a browser on this machine uses for a server on 127.0.0.1, as they appear in ``Host``."""
 
 
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?")
+"""A DNS host name (or IPv4 address) as ``Host`` carries it, lower-cased: dot-separated labels."""
+
+
+def _is_host(name: str, bracketed: bool) -> bool:
+    if not bracketed:
+        return _HOST_NAME.fullmatch(name) is not None
+    try:
+        ipaddress.IPv6Address(name)
+    except ValueError:
+        return False
+    return True
+
+
 def parse_accept_host(value: str) -> str:
-    """One ``--accept-host`` value as it is matched against ``Host``: ``NAME`` or ``NAME:PORT``, an IPv6
-    address in brackets (``[fd00::1]:8090``), lower-cased. Raises ``ValueError`` naming the value when it is
-    not a host name with an optional port (a scheme, path, user or bad port)."""
+    """One ``--accept-host`` value as it is matched against ``Host``: ``NAME`` or ``NAME:PORT``, NAME a DNS
+    host name or IPv4 address, or an IPv6 address in brackets (``[fd00::1]:8090``), lower-cased. Raises
+    ``ValueError`` naming the value when it is not that (a scheme, path, user, bad port, or a name no browser
+    sends: ``*``, a list, a space)."""
     text = value.strip().lower()
     try:
         parts = urlsplit(f"//{text}")
@@ -37,6 +54,9 @@ def parse_accept_host(value: str) -> str:
     if (
         parts is None
         or not parts.hostname
+        or not _is_host(parts.hostname, text.startswith("["))
+        or not text.isprintable()
+        or " " in text
         or parts.path
         or parts.query
         or parts.fragment

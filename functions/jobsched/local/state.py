@@ -154,7 +154,7 @@ def append_changes(log: Path, changes: list[Change]) -> int:
     text = "".join(
         json.dumps({"t": c.table_id, "k": c.key, "n": c.new}, separators=(",", ":")) + "\n" for c in changes
     )
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as out:
         out.write(text)
         out.flush()

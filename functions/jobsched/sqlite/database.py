@@ -173,8 +173,9 @@ def create_private(path: Path) -> None:
     """Create the database file ``path`` empty with mode 0600 when it is missing (an empty file is a new
     database to SQLite), and make an existing one 0600: it holds job specs with their secret header values.
     SQLite creates the ``-wal`` and ``-shm`` files with the main file's permissions, so they are 0600 too
-    (a pre-existing one is made 0600 here as well)."""
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    (a pre-existing one is made 0600 here as well). Raises OSError when ``path`` is a symlink: the mode
+    change would go to the file it names."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
     for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(file, 0o600)

@@ -8,7 +8,8 @@ redirects are not followed (a 3xx fails the try); proxies from the environment a
 Address guard: every address the host resolves to is checked when the connection is made (not in a
 separate look-up before it, which DNS rebinding would defeat), and the connection goes to a checked
 address. Loopback (127.0.0.0/8, ::1, and the unspecified 0.0.0.0/::, which reaches the local host) is
-refused unless ``Settings.allow_loopback_http_targets``; any other non-global address (private, link-local
+refused unless ``Settings.allow_loopback_http_targets`` (and then still for an owner outside
+``HttpExecutor.loopback_owners``); any other non-global address (private, link-local
 such as 169.254.169.254, shared 100.64.0.0/10, reserved, multicast) unless
 ``Settings.allow_private_http_targets``. An IPv6 address that carries an IPv4 address is judged as that IPv4
 address (``embedded_ipv4``): IPv4-mapped ``::ffff:0:0/96``, IPv4-compatible ``::/96``, NAT64 ``64:ff9b::/96``
@@ -26,7 +27,7 @@ import socket
 import threading
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 import httpcore
@@ -197,25 +198,48 @@ def display_url(url: str, *, secret_path: bool = False) -> str:
 
 
 class HttpExecutor:
-    """Runs ``http`` targets. One pooled client per executor (thread-safe); per-try timeout ``timeout_s``."""
+    """Runs ``http`` targets. One pooled client per address policy (thread-safe); per-try timeout ``timeout_s``.
 
-    def __init__(self, policy: AddressPolicy, resolver: Resolver = system_resolver) -> None:
+    ``loopback_owners``: the owners whose targets may reach loopback when ``policy`` allows it (None: every
+    owner). Local mode with a tokens file passes the owners granted shell targets
+    (``jobsched.api.auth.shell_owners``): a loopback address reaches the laptop's own services (another
+    ``jobsched local``, ``jobsched ui``, which signs what it forwards with the user's AWS credentials), as
+    much the user's own as a shell; another owner's try is judged with loopback refused."""
+
+    def __init__(
+        self,
+        policy: AddressPolicy,
+        resolver: Resolver = system_resolver,
+        *,
+        loopback_owners: frozenset[str] | None = None,
+    ) -> None:
         self.policy = policy
         self.resolver = resolver
+        self.loopback_owners = loopback_owners
         self._lock = threading.Lock()
-        self._client: httpx.Client | None = None
+        self._clients: dict[AddressPolicy, httpx.Client] = {}
 
     @property
     def client(self) -> httpx.Client:
-        """The pooled client, created on first use."""
+        """The pooled client of ``policy``, created on first use."""
+        return self._client_of(self.policy)
+
+    def policy_for(self, owner: str | None) -> AddressPolicy:
+        """The address policy of ``owner``'s tries: ``policy``, with loopback refused for an owner outside
+        ``loopback_owners``."""
+        if self.loopback_owners is None or owner in self.loopback_owners:
+            return self.policy
+        return replace(self.policy, allow_loopback=False)
+
+    def _client_of(self, policy: AddressPolicy) -> httpx.Client:
         with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(
-                    transport=GuardedTransport(self.policy, self.resolver),
-                    follow_redirects=False,
-                    trust_env=False,
+            client = self._clients.get(policy)
+            if client is None:
+                client = httpx.Client(
+                    transport=GuardedTransport(policy, self.resolver), follow_redirects=False, trust_env=False
                 )
-            return self._client
+                self._clients[policy] = client
+            return client
 
     def execute(self, target: HttpTarget, call: TargetCall) -> str:
         """Send the request; 2xx -> ``"HTTP 200"``; else ``TargetFailed`` with the status and a body
@@ -263,7 +287,7 @@ class HttpExecutor:
         deadline.start()
         _trying.cancel = call.cancel
         try:
-            with self.client.stream(
+            with self._client_of(self.policy_for(call.owner)).stream(
                 target.method, target.url, headers=headers, content=content, timeout=call.timeout_s
             ) as response:
                 excerpt = _read_prefix(response, MAX_BODY_EXCERPT)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jobsched.local.runtime import PrivateRotatingFileHandler, make_private_dir
+from jobsched.local.runtime import PrivateRotatingFileHandler, make_private_dir, prepare_tokens
+from jobsched.sqlite.database import create_private
 from tests.support.local import serving
 
 
@@ -81,3 +82,32 @@ def test_rotated_logs_stay_private(loose_umask: None, tmp_path: Path) -> None:
     handler.close()
     assert _mode(tmp_path / "local.log") == 0o600
     assert _mode(tmp_path / "local.log.1") == 0o600
+
+
+def test_a_leftover_temp_file_does_not_open_the_tokens(loose_umask: None, tmp_path: Path) -> None:
+    # Given the temp files of the dev token and tokens file left 0644 by an interrupted write
+    for name in (".dev-token.tmp", ".tokens.json.tmp"):
+        (tmp_path / name).write_text("")
+        os.chmod(tmp_path / name, 0o644)
+    # When local mode writes them
+    prepare_tokens(tmp_path, None)
+    # Then both are its user's alone
+    assert _mode(tmp_path / "dev-token") == 0o600
+    assert _mode(tmp_path / "tokens.json") == 0o600
+
+
+def test_a_symlink_in_place_of_a_log_or_database_is_not_followed(loose_umask: None, tmp_path: Path) -> None:
+    # Given the log's and the database's names in the data dir planted as symlinks to another file
+    elsewhere = tmp_path / "notes.txt"
+    elsewhere.write_text("mine\n")
+    os.chmod(elsewhere, 0o644)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    for name in ("local.log", "jobsched.sqlite3"):
+        (data_dir / name).symlink_to(elsewhere)
+    # When local mode opens them, Then it refuses, and the other file keeps its content and mode
+    with pytest.raises(OSError):
+        PrivateRotatingFileHandler(data_dir / "local.log", maxBytes=10, backupCount=1, encoding="utf-8")
+    with pytest.raises(OSError):
+        create_private(data_dir / "jobsched.sqlite3")
+    assert elsewhere.read_text() == "mine\n" and _mode(elsewhere) == 0o644

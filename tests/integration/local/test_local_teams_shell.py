@@ -1,11 +1,16 @@
 """Local mode with ``--tokens``: ``shell`` targets run commands as the user running ``jobsched local``, so only
 owners with a token marked ``"shell": true`` may use them; other teams get a 400 on ``target`` at create and
-PATCH (as AWS answers where shell targets are disabled), and their tries fail without running."""
+PATCH (as AWS answers where shell targets are disabled), and their tries fail without running. The same owners
+alone may have ``http`` targets reach loopback (the laptop's own services)."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from tests.support.local import serving
 
@@ -52,3 +57,40 @@ def test_the_dev_token_keeps_shell_targets(quiet_logs: None, tmp_path: Path) -> 
     with serving(tmp_path / "data", lines) as (_, client):
         created = client.post("/jobs", json=SHELL_JOB)
     assert created.status_code == 201, created.text
+
+
+def _finished_run(client: httpx.Client, job_id: str, headers: dict[str, str]) -> dict[str, Any]:
+    """Trigger ``job_id`` and wait (at most 30 s) for its run to end its first try."""
+    run = client.post(f"/jobs/{job_id}/trigger", headers=headers).json()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found: dict[str, Any] = client.get(f"/jobs/{job_id}/runs/{run['id']}", headers=headers).json()
+        if found.get("attempts") and found["attempts"][0].get("finished_at") is not None:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"the run of {job_id} did not finish a try: {found}")
+
+
+def test_only_teams_granted_shell_may_reach_loopback_with_http_targets(
+    quiet_logs: None, tmp_path: Path
+) -> None:
+    # Given two teams, ops granted shell targets and billing not
+    teams = tmp_path / "teams.json"
+    teams.write_text(json.dumps({"t-ops": {"owner": "ops", "shell": True}, "t-billing": "billing"}))
+    lines: list[str] = []
+    with serving(tmp_path / "data", lines, tokens_file=teams) as (runtime, client):
+        ops = {"Authorization": "Bearer t-ops"}
+        billing = {"Authorization": "Bearer t-billing"}
+        # When each has an http job call a service on loopback (local mode's own API)
+        local = {
+            **HTTP_JOB,
+            "target": {"type": "http", "method": "GET", "url": f"{runtime.url}/openapi.json"},
+        }
+        by_ops = client.post("/jobs", json=local, headers=ops).json()
+        by_billing = client.post("/jobs", json=local, headers=billing).json()
+        ops_run = _finished_run(client, by_ops["id"], ops)
+        billing_run = _finished_run(client, by_billing["id"], billing)
+
+    # Then ops' try reaches it, and billing's is refused before any connection is made
+    assert ops_run["attempts"][0]["output"].startswith("HTTP 200"), ops_run
+    assert "resolves to 127.0.0.1 (loopback)" in billing_run["attempts"][0]["error"], billing_run

@@ -220,6 +220,17 @@ def test_the_local_server_is_refused_without_the_loopback_switch(kit: Kit, serve
     assert server.requests == []
 
 
+def test_loopback_is_only_for_the_owners_given(server: Server) -> None:
+    # Given local mode's executor: loopback allowed, for the owners granted shell targets alone
+    executor = HttpExecutor(LOOPBACK, loopback_owners=frozenset({"ops"}))
+    # When another owner's target, then ops', calls the local server
+    with pytest.raises(TargetFailed, match=r"resolves to 127\.0\.0\.1 \(loopback\)"):
+        executor.execute(HttpTarget(url=f"{server.url}/billing"), _call(owner="billing"))
+    assert executor.execute(HttpTarget(url=f"{server.url}/ops"), _call(owner="ops")) == "HTTP 200"
+    # Then only ops' request reached it
+    assert [request["path"] for request in server.requests] == ["/ops"]
+
+
 def test_the_private_switch_does_not_open_loopback(server: Server) -> None:
     with pytest.raises(TargetFailed, match="loopback"):
         HttpExecutor(AddressPolicy(allow_private=True)).execute(HttpTarget(url=server.url), _call())

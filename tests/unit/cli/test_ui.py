@@ -374,6 +374,27 @@ def test_any_server_of_this_machine_answers_only_its_loopback_names() -> None:
     assert (own.status_code, rebound.status_code, status) == (200, 421, 421)
 
 
+def test_cookies_neither_reach_the_browser_nor_stick_to_later_calls() -> None:
+    # Given an upstream that sets a cookie (a load balancer's, say) on every answer
+    seen: list[httpx.Request] = []
+
+    def setting_cookies(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"items": []}, headers={"Set-Cookie": "lb=node-1; Path=/"})
+
+    proxy = SigningProxy(
+        GATEWAY, credentials=Credentials("a", "b"), transport=httpx.MockTransport(setting_cookies)
+    )
+    # When two calls go through (the second with the browser's own cookie for localhost)
+    first = browser(proxy).get("/jobs")
+    browser(proxy, {"Cookie": "other-app=1"}).get("/jobs")
+
+    # Then the browser is set no cookie (one for localhost would reach every local port), and the proxy keeps
+    # none of the API's nor forwards the browser's: each call carries only what it is signed with
+    assert "set-cookie" not in first.headers
+    assert [request.headers.get("cookie") for request in seen] == [None, None]
+
+
 def test_no_cors_header_of_the_api_reaches_the_browser() -> None:
     # Given an upstream that would let any origin read its answers and send any header
     def permissive(request: httpx.Request) -> httpx.Response:

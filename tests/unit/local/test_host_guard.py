@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jobsched.cli import app
-from jobsched.local.server import HostGuard, accepted_hosts
+from jobsched.local.server import HostGuard, accepted_hosts, parse_accept_host
 
 
 def hello(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -53,6 +53,30 @@ def test_accept_host_adds_a_name_at_the_port_or_with_its_own() -> None:
     assert status_for(hosts, "[fd00::1]:8080") == 200
     assert status_for(hosts, "forwarded.example:8080") == 421
     assert status_for(hosts, "console.example:9000") == 421
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["*", "*.example", "a.example,b.example", "a.example b.example", "a\tb", ".", "a..b", "[not-v6]", "-x"],
+)
+def test_an_accept_host_no_browser_sends_is_refused_naming_it(value: str) -> None:
+    with pytest.raises(ValueError, match="--accept-host takes NAME or NAME:PORT") as refused:
+        parse_accept_host(value)
+    assert repr(value) in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("Dev-Box.Example", "dev-box.example"),
+        ("dev_box:9000", "dev_box:9000"),
+        ("10.0.0.5", "10.0.0.5"),
+        ("name.", "name."),
+        ("[FD00::1]:81", "[fd00::1]:81"),
+    ],
+)
+def test_an_accept_host_is_a_host_name_or_address_with_an_optional_port(value: str, parsed: str) -> None:
+    assert parse_accept_host(value) == parsed
 
 
 def test_a_refusal_is_one_plain_line_that_does_not_echo_the_host() -> None:

@@ -109,6 +109,25 @@ def test_the_secrets_of_an_http_target() -> None:
     assert display_url(target.url, secret_path=True) == "https://hooks.example.com/[redacted]"
 
 
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
+@pytest.mark.parametrize("padded", [True, False])
+def test_the_base64_of_basic_credentials_is_redacted_however_echoed(
+    encode: Callable[[bytes], bytes], padded: bool
+) -> None:
+    # Given credentials whose base64 has padding and URL-unsafe characters, in a Basic header and in the URL
+    pairs = {"header": b"svc:hunter22?>>", "url": b"ci:p?ss~w0rd>>"}
+    target = HttpTarget(
+        url="https://ci:p%3Fss~w0rd%3E%3E@hooks.example.com/x",
+        headers={"Authorization": "Basic " + base64.b64encode(pairs["header"]).decode()},
+    )
+    redact = redactor_for(target)
+    for pair in pairs.values():
+        echoed = encode(pair).decode()
+        echoed = echoed if padded else echoed.rstrip("=")
+        # When a server echoes it mid-text, padded or not, in either alphabet; Then none of it shows
+        assert redact(f"seen {echoed} here") == f"seen {MARK} here"
+
+
 def test_a_target_without_secrets_changes_nothing() -> None:
     assert not redactor_for(HttpTarget(url="https://example.com/a"))
     assert redactor_for(HttpTarget(url="https://example.com/a"))("anything") == "anything"
