@@ -124,6 +124,7 @@ def test_the_dead_letter_drain_never_kills_a_rerun_the_owner_asked_for(world: Wo
     row = world.row(job, message.scheduled_for)
     assert row is not None and row.status is RunStatus.DEAD
     world.hooks.clear()
+    world.downtime(60)  # the owner re-runs it a minute later: its old letter is of an earlier round
     world.patch(job, command="echo")
     world.rerun(job, message.scheduled_for)
     world.sweep()  # the drain reaches the old letter
