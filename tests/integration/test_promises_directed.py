@@ -285,7 +285,9 @@ def test_a_backfill_never_runs_a_jittered_fire_before_its_dispatch(world: World)
         world.delete(job)
         job = world.create("0 10 * * *", jitter_s=600)
     world.tick(95)  # 10:00:05
-    world.backfill(job, at(9, 59, 30), at(10, 0, 0, 1))
+    result = world.backfill(job, at(9, 59, 30), at(10, 0, 0, 1))
+    assert result.left_to_scheduler == 1, result
+    world.run_for(600)  # past the fire's dispatch (10:00 plus at most 600 s): the scheduler sends it
     world.settle()
     row = world.row(job, at(10, 0))
     assert row is not None and row.status is RunStatus.SUCCEEDED, row
