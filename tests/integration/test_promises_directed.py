@@ -363,3 +363,15 @@ def test_a_rerun_near_the_retention_age_does_not_expire_mid_run(world: World) ->
     world.during(row.run_id, retention_passes)
     world.settle()
     world.check()
+
+
+# --- a job deleted before any tick found its missed fires ---------------------------------------------------
+
+
+def test_a_job_deleted_during_a_downtime_has_its_missed_fires_neither_run_nor_owed(world: World) -> None:
+    job = world.create("*/10 * * * * *", missed="catch_up", misfire_grace_s=0, catch_up_window_s=30)
+    world.downtime(600)  # 60 fires missed, no tick ran
+    world.delete(job)
+    world.settle()
+    assert [r for r in world.rows() if r.job_id == job] == []
+    world.check()

@@ -278,7 +278,11 @@ class Oracle:
         if index == len(self.clean_ticks):
             return "pending"
         tick = self.clean_ticks[index]
-        if job.paused_between(fire, tick) or (era.until is not None and era.until <= tick):
+        if (
+            job.paused_between(fire, tick)
+            or (era.until is not None and era.until <= tick)
+            or (job.deleted is not None and job.deleted <= tick)  # deleted before any tick could find it
+        ):
             return "either"
         threshold = era.spec.threshold_ms()
         late = tick - due
