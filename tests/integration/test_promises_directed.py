@@ -124,6 +124,7 @@ def test_the_dead_letter_drain_never_kills_a_rerun_the_owner_asked_for(world: Wo
     row = world.row(job, message.scheduled_for)
     assert row is not None and row.status is RunStatus.DEAD
     world.hooks.clear()
+    world.downtime(60)  # the owner re-runs it a minute later: its old letter is of an earlier round
     world.patch(job, command="echo")
     world.rerun(job, message.scheduled_for)
     world.sweep()  # the drain reaches the old letter
@@ -284,7 +285,9 @@ def test_a_backfill_never_runs_a_jittered_fire_before_its_dispatch(world: World)
         world.delete(job)
         job = world.create("0 10 * * *", jitter_s=600)
     world.tick(95)  # 10:00:05
-    world.backfill(job, at(9, 59, 30), at(10, 0, 0, 1))
+    result = world.backfill(job, at(9, 59, 30), at(10, 0, 0, 1))
+    assert result.left_to_scheduler == 1, result
+    world.run_for(600)  # past the fire's dispatch (10:00 plus at most 600 s): the scheduler sends it
     world.settle()
     row = world.row(job, at(10, 0))
     assert row is not None and row.status is RunStatus.SUCCEEDED, row
@@ -318,6 +321,7 @@ def test_fires_that_fall_while_paused_are_neither_run_nor_recorded_missed(world:
     world.pause(job)  # 09:58:45
     world.tick(60)  # 09:58:50 .. 09:59:40 fall while paused
     world.resume(job)  # 09:59:45
+    world.run_for(10)  # 09:59:55: the first fire after the resume is due
     world.settle()
     paused_over = [r for r in world.rows() if at(9, 58, 45) < r.scheduled_for <= at(9, 59, 45)]
     assert paused_over == [], paused_over
@@ -358,4 +362,16 @@ def test_a_rerun_near_the_retention_age_does_not_expire_mid_run(world: World) ->
 
     world.during(row.run_id, retention_passes)
     world.settle()
+    world.check()
+
+
+# --- a job deleted before any tick found its missed fires ---------------------------------------------------
+
+
+def test_a_job_deleted_during_a_downtime_has_its_missed_fires_neither_run_nor_owed(world: World) -> None:
+    job = world.create("*/10 * * * * *", missed="catch_up", misfire_grace_s=0, catch_up_window_s=30)
+    world.downtime(600)  # 60 fires missed, no tick ran
+    world.delete(job)
+    world.settle()
+    assert [r for r in world.rows() if r.job_id == job] == []
     world.check()

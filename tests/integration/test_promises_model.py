@@ -17,7 +17,7 @@ computed from the machine's own record of specs, pauses, deletions, ticks and re
 alone, never from an answer of the API).
 
 Both backends are wired the same way and judged by the same invariants, which read run rows and scheduling
-states through the ports. Budget: ``JOBSCHED_FUZZ_EXAMPLES`` examples (default 150 on the fakes, 2 on moto:
+states through the ports. Budget: ``JOBSCHED_FUZZ_EXAMPLES`` examples (default 100 on the fakes, 2 on moto, 5 on SQLite:
 the fakes run about 50 times as many examples a second) of up to ``JOBSCHED_FUZZ_STEPS`` (default 30) steps, on
 the backends ``JOBSCHED_FUZZ_BACKENDS`` lists (comma-separated, default both); ``make fuzz`` runs it long on the
 fakes. The directed sequences run on the fakes, the short ones on moto too. With each fix of issue [2.1]
@@ -71,7 +71,7 @@ from tests.support.oracle import Oracle, Spec, Try
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
 OWNER = "team-model"
 DEFAULT_EXAMPLES = {
-    "memory": 150,
+    "memory": 100,
     "moto": 2,
     "sqlite": 5,
 }  # the few on moto and SQLite hold the adapters to the same rules

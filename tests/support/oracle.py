@@ -17,7 +17,8 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
 - A fire that falls while the job is paused (``[paused, resumed]``) is neither run nor recorded missed; a backfill
   runs it on purpose. A fire after the job's deletion never runs.
 - The first clean tick at or after a fire finds it ``L`` ms late: with ``missed: skip`` it runs when ``L`` is under
-  ``max(misfire_grace_s, ON_TIME_TOLERANCE_MS)``, else it is recorded skipped; with ``catch_up`` it runs within
+  ``max(misfire_grace_s, ON_TIME_TOLERANCE_MS)``, else it is recorded skipped (until a backfill or a re-run
+  runs it); with ``catch_up`` it runs within
   ``max(catch_up_window_s, misfire_grace_s, ON_TIME_TOLERANCE_MS)``. Near a threshold (a few ticks, and one more
   tick per ``max_runs_per_job`` fires caught up) either outcome is allowed. A fire the scheduler sent is
   dispatched: it runs (break 1 of issue [3.1]), never recorded missed.
@@ -277,7 +278,11 @@ class Oracle:
         if index == len(self.clean_ticks):
             return "pending"
         tick = self.clean_ticks[index]
-        if job.paused_between(fire, tick) or (era.until is not None and era.until <= tick):
+        if (
+            job.paused_between(fire, tick)
+            or (era.until is not None and era.until <= tick)
+            or (job.deleted is not None and job.deleted <= tick)  # deleted before any tick could find it
+        ):
             return "either"
         threshold = era.spec.threshold_ms()
         late = tick - due
@@ -405,7 +410,8 @@ class Oracle:
                         problems.append(f"{rid}: a fire that must run ({era.spec.schedule}) never ran")
                     elif verdict == "run" and (row := by_fire.get(fire)) and row.status.value not in FINISHED:
                         problems.append(f"{rid}: must run; settled {row.status.value}")
-                    if verdict == "skip" and not any(a <= fire <= b for a, b in ranges):
+                    recorded = any(a <= fire <= b for a, b in ranges)
+                    if verdict == "skip" and not recorded and not _run_on_request(job, fire, by_fire):
                         problems.append(f"{rid}: a fire missed by {era.spec.missed} has no skipped record")
             problems += self._requests(job, by_fire)
         return problems
@@ -452,6 +458,13 @@ def _judged_fires(era: Era, start: int, end: int) -> list[int]:
     if end - start <= 2 * HOUR_MS:
         return era.fires(start, end)
     return era.fires(start, start + HOUR_MS) + era.fires(end - HOUR_MS, end)
+
+
+def _run_on_request(job: JobHistory, fire: int, by_fire: dict[int, RunRow]) -> bool:
+    """A fire a backfill or a re-run asked for whose row is a run now, no longer its skipped record (whether it
+    ran is judged with the requests)."""
+    row = by_fire.get(fire)
+    return job.requested(fire) and row is not None and row.status.value != "skipped"
 
 
 def _overlapped(row: RunRow | None) -> bool:

@@ -289,6 +289,8 @@ class World:
         if old is not None:
             old.scheduler.close()
         settings = settings or self.settings
+        # as ``wiring.scheduler_group`` builds it: reading as many due shards as any deployment filed entries in
+        read_shards, _ = self.backend.control.raise_shard_high_water(settings.due_shards)
         scheduler = Scheduler(
             partition=0,
             jobs=FaultyPort(self.jobs, "tick", self),
@@ -298,6 +300,7 @@ class World:
             settings=settings,
             clock=self.clock,
             limits=self.limits,
+            read_shards=read_shards,
         )
         lease = LeaderLease(
             self.backend.control,
