@@ -1,5 +1,5 @@
-"""Directed sequences of the promises, one per break of issue [3.1] and for the pause rule (SPEC §3: fires that
-fall while a job is paused are neither run nor recorded missed), on a whole deployment on the fakes
+"""Directed sequences of the promises, one per known way to break them and one for the pause rule (SPEC §3:
+fires that fall while a job is paused are neither run nor recorded missed), on a whole deployment on the fakes
 (``tests.support.world.World``), each judged by the independent oracle (``tests.support.oracle``) with the same
 invariants as the model test, and by the specific outcome the scenario is about."""
 

@@ -21,7 +21,7 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
   runs it); with ``catch_up`` it runs within
   ``max(catch_up_window_s, misfire_grace_s, ON_TIME_TOLERANCE_MS)``. Near a threshold (a few ticks, and one more
   tick per ``max_runs_per_job`` fires caught up) either outcome is allowed. A fire the scheduler sent is
-  dispatched: it runs (break 1 of issue [3.1]), never recorded missed.
+  dispatched: it runs, never recorded missed.
 - Every try starts at or after the fire plus the job's jitter offset (scheduled and backfilled runs). A run
   succeeds at most once; a run with a successful try is never recorded dead or skipped; a run whose try started
   (in the current round: a re-run opens a new one) is never recorded skipped. Under ``overlap: skip`` (the spec in
