@@ -375,3 +375,18 @@ def test_a_job_deleted_during_a_downtime_has_its_missed_fires_neither_run_nor_ow
     world.settle()
     assert [r for r in world.rows() if r.job_id == job] == []
     world.check()
+
+
+# --- a job deleted while its fire waits on the queue ----------------------------------------------------------
+
+
+def test_a_fire_sent_before_its_job_was_deleted_is_recorded_skipped_not_owed(world: World) -> None:
+    job = world.create("*/10 * * * * *", missed="catch_up", misfire_grace_s=0)
+    world.tick(11)  # the first fires are sent; no worker takes them yet
+    sent = [m.message.scheduled_for for m in world.queue.messages if m.message.job_id == job]
+    assert sent
+    world.delete(job)
+    world.settle()
+    rows = {r.scheduled_for: r for r in world.rows() if r.job_id == job}
+    assert all(rows[fire].status.value == "skipped" for fire in sent)
+    world.check()

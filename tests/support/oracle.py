@@ -38,6 +38,7 @@ from functools import cached_property
 from typing import Any
 
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
+from jobsched.domain.worker import MAX_GIVE_BACK_DELAY_S
 from jobsched.models import from_ms, to_ms
 from jobsched.ports.runs import RunRow, run_id
 from jobsched.schedules import Schedule, jitter_offset_ms, parse_schedule
@@ -49,6 +50,10 @@ BAND_MS = 5_000
 read the due backlog a bounded slice at a time."""
 EDGE_MS = ON_TIME_TOLERANCE_MS
 """A fire this close before a pause, a PATCH or a deletion may have been dispatched or not."""
+DELETED_QUEUE_MS = 5 * MAX_GIVE_BACK_DELAY_S * 1000
+"""A fire this long before its job's deletion may still have been waiting on the queue when the job was deleted,
+and a run that finds its job deleted is recorded skipped, never run (design §2): the run queue's 5 receives,
+each handed back for at most ``MAX_GIVE_BACK_DELAY_S``."""
 FINISHED = ("succeeded", "dead")
 HOUR_MS = 3_600_000
 
@@ -266,6 +271,8 @@ class Oracle:
         be recorded: paused over or deleted), ``either`` (may run once or be recorded missed), or ``pending``."""
         if job.deleted is not None and fire >= job.deleted - EDGE_MS:
             return "none" if fire > job.deleted else "either"
+        if job.deleted is not None and fire >= job.deleted - DELETED_QUEUE_MS:
+            return "either"  # its message may have waited on the queue until the job was deleted
         if job.paused_over(fire):
             return "none"
         if job.near_a_pause(fire) or (era.until is not None and fire >= era.until - EDGE_MS):
