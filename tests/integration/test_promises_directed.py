@@ -390,3 +390,18 @@ def test_a_fire_sent_before_its_job_was_deleted_is_recorded_skipped_not_owed(wor
     rows = {r.scheduled_for: r for r in world.rows() if r.job_id == job}
     assert all(rows[fire].status.value == "skipped" for fire in sent)
     world.check()
+
+
+# --- a manual run whose message SQS gave up on ----------------------------------------------------------------
+
+
+def test_a_trigger_whose_message_is_dead_lettered_is_recorded_dead_not_lost(world: World) -> None:
+    job = world.create("* * * * *", missed="catch_up")
+    world.trigger(job)
+    (sent,) = [m for m in world.queue.messages if m.message.job_id == job]
+    world.queue.messages.remove(sent)
+    world.dead_letters.redrive(sent.message, 5)  # SQS gave up on it before any try
+    world.settle()
+    (row,) = [r for r in world.rows() if r.job_id == job and r.scheduled_for == sent.message.scheduled_for]
+    assert row.status is RunStatus.DEAD and "dead-letter" in (row.error or ""), row
+    world.check()

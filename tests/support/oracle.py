@@ -428,6 +428,7 @@ class Oracle:
         if job.deleted is not None:
             return problems
         manual = {t.run for t in self.tries if t.job_id == job.job_id and _manual(job, t.run)}
+        manual |= {row.run_id for row in by_fire.values() if _dead_letter(row) and _manual(job, row.run_id)}
         if len(manual) < job.triggers + len(job.trigger_keys):
             problems.append(
                 f"{job.job_id}: {len(manual)} manual runs ran for {job.triggers} triggers and "
