@@ -17,8 +17,7 @@ class MemoryControlStore:
         self.records: dict[int, LeaseRecord] = {}
         self.watermarks: dict[int, tuple[int, int]] = {}  # partition -> (bucket, term)
         self.positions: dict[int, tuple[str, int]] = {}  # partition -> (positions, term)
-        self.high_water: int | None = None
-        self.shard_high_water: int | None = None
+        self.marks: dict[str, int] = {}  # "partitions" / "due_shards" -> high-water mark
         self.fail_next: list[Exception] = []
         self.writes = 0
         self._lock = threading.Lock()
@@ -105,20 +104,28 @@ class MemoryControlStore:
             self.positions[partition] = (positions, term)
             return True
 
+    @property
+    def high_water(self) -> int | None:
+        """The partitions' high-water mark (None: none stored)."""
+        return self.marks.get("partitions")
+
+    @property
+    def shard_high_water(self) -> int | None:
+        """The due shards' high-water mark (None: none stored)."""
+        return self.marks.get("due_shards")
+
     def raise_partition_high_water(self, partitions: int) -> tuple[int, bool]:
         """Record ``partitions``; returns ``(the most any deployment ran, whether no mark was stored)``."""
-        self._maybe_fail()
-        with self._lock:
-            missing = self.high_water is None
-            if self.high_water is None or self.high_water < partitions:
-                self.high_water = partitions
-            return self.high_water, missing
+        return self._raise("partitions", partitions)
 
     def raise_shard_high_water(self, shards: int) -> tuple[int, bool]:
         """Record ``shards``; returns ``(the most any deployment used, whether no mark was stored)``."""
+        return self._raise("due_shards", shards)
+
+    def _raise(self, name: str, count: int) -> tuple[int, bool]:
+        """Raise mark ``name`` to ``count``: ``(the mark after, whether it was missing)``."""
         self._maybe_fail()
         with self._lock:
-            missing = self.shard_high_water is None
-            if self.shard_high_water is None or self.shard_high_water < shards:
-                self.shard_high_water = shards
-            return self.shard_high_water, missing
+            stored = self.marks.get(name)
+            self.marks[name] = count if stored is None else max(stored, count)
+            return self.marks[name], stored is None
