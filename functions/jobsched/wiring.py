@@ -342,16 +342,14 @@ class Components:
         from jobsched.domain.loop import SchedulerGroup, adopted_partitions
 
         control = self.control()
-        high_water, missing = control.raise_partition_high_water(self.settings.scheduler_partitions)
-        if missing:  # a deployment from before the mark: its jobs tell how many partitions it ran
-            highest = self.jobs().highest_due_partition()
-            if highest is not None and highest + 1 > high_water:
-                high_water, _ = control.raise_partition_high_water(highest + 1)
-        shards, missing = control.raise_shard_high_water(self.settings.due_shards)
-        if missing:  # a deployment from before the mark: its jobs' entries tell how many shards it used
-            highest = self.jobs().highest_due_shard()
-            if highest is not None and highest + 1 > shards:
-                shards, _ = control.raise_shard_high_water(highest + 1)
+        high_water = _high_water(
+            control.raise_partition_high_water,
+            self.settings.scheduler_partitions,
+            lambda: self.jobs().highest_due_partition(),
+        )
+        shards = _high_water(
+            control.raise_shard_high_water, self.settings.due_shards, lambda: self.jobs().highest_due_shard()
+        )
         partitions = [
             partition,
             *adopted_partitions(partition, self.settings.scheduler_partitions, high_water),
@@ -491,3 +489,17 @@ class SqliteComponents(Components):
         from jobsched.sqlite.control import SqliteControlStore
 
         return SqliteControlStore(self._db())
+
+
+def _high_water(
+    raise_mark: Callable[[int], tuple[int, bool]], count: int, highest: Callable[[], int | None]
+) -> int:
+    """A high-water mark (``PartitionMarks``: partitions or due shards) raised to this deployment's ``count``;
+    when no mark was stored yet (a deployment from before it), raised to what its jobs' due entries use: the
+    ``highest`` partition or shard any entry is in, plus 1 (a one-off scan)."""
+    mark, missing = raise_mark(count)
+    if missing:
+        used = highest()
+        if used is not None and used + 1 > mark:
+            mark, _ = raise_mark(used + 1)
+    return mark
