@@ -243,11 +243,12 @@ class JobStore:
         """
         replacing = request.replacing
         if replacing is None:
-            condition = "attribute_not_exists(pk) OR heartbeat_at < :stale OR run_id = :run"
+            own = "run_id = :run"
             values: dict[str, Any] = {":stale": request.stale_before_ms, ":run": request.run_id}
             if request.held_after_ms is not None:  # not a lock held on past its try's record
-                condition = "attribute_not_exists(pk) OR heartbeat_at < :stale OR (run_id = :run AND heartbeat_at <= :held)"
+                own = "(run_id = :run AND heartbeat_at <= :held)"
                 values[":held"] = request.held_after_ms
+            condition = f"attribute_not_exists(pk) OR heartbeat_at < :stale OR {own}"
         else:
             condition = "run_id = :held_run AND attempt = :held_attempt AND worker = :held_worker"
             values = {
