@@ -639,10 +639,9 @@ class Scheduler(TickWrites):
         left as it is; a ``queued`` one is sent again.
         None otherwise (no read). Raises what ``rows_between`` raises.
         """
-        bound = self._earlier_until
-        mine = self._unmoved.get(job.job_id)
-        if mine is not None and mine[0] == job.next_run_at:
-            bound = mine[1] if bound is None else max(bound, mine[1])
+        bound = max(
+            (at for at in (self._earlier_until, self._unmoved_through(job)) if at is not None), default=None
+        )
         first_due = job.next_run_at + job.jitter_offset_ms
         if bound is None or first_due > bound or job.next_run_at > planning.skip_through_ms(job, now_ms):
             return None

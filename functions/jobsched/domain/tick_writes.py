@@ -319,11 +319,15 @@ class TickWrites:
             if work.moved:
                 self._unmoved.pop(job.job_id, None)
             elif work.new_runs:
-                last = max(work.new_runs) + job.jitter_offset_ms
-                seen = self._unmoved.get(job.job_id)
-                if seen is not None and seen[0] == job.next_run_at:
-                    last = max(last, seen[1])
-                self._unmoved[job.job_id] = (job.next_run_at, last)
+                sent = max(work.new_runs) + job.jitter_offset_ms
+                earlier = self._unmoved_through(job)
+                self._unmoved[job.job_id] = (job.next_run_at, sent if earlier is None else max(sent, earlier))
+
+    def _unmoved_through(self, job: DueJob) -> int | None:
+        """The last dispatch instant (epoch ms) this term sent of ``job`` from its current ``next_run_at`` without
+        its move landing (``_remember_unmoved``), or None."""
+        seen = self._unmoved.get(job.job_id)
+        return seen[1] if seen is not None and seen[0] == job.next_run_at else None
 
     def _run_all(self, fn: Callable[[Any], None], items: Iterable[Any]) -> None:
         """Run ``fn`` over ``items`` on the pool; re-raise ``LeaseLost`` (and crash-like BaseExceptions)
