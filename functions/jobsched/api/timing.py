@@ -52,14 +52,13 @@ def retimed_since_ms(
     """
     if stored_next_run_at is None or old is None or stored_next_run_at >= now_ms:
         return now_ms
+    backlog = new.count_fires(from_ms(stored_next_run_at - 1), from_ms(now_ms - 1), cap=KEPT_FIRES_MAX + 1)
+    if backlog > KEPT_FIRES_MAX:  # counted without walking them (``Schedule.count_fires``)
+        return now_ms
     since_ms = max(stored_next_run_at, min(created_ms, now_ms))
-    checked = 0
     fire = new.first_fire(from_ms(stored_next_run_at), grace_s=0)
     while fire is not None and to_ms(fire) < now_ms:
         at = to_ms(fire)
-        checked += 1
-        if checked > KEPT_FIRES_MAX:
-            return now_ms
         previous = old.next_fire(from_ms(at - 1))
         if previous is None or to_ms(previous) != at:  # not a fire of the schedule in force then
             since_ms = at + 1

@@ -34,7 +34,7 @@ from jobsched.client import ApiError, ApiUnreachable, connection_auth, is_loopba
 from jobsched.console import PREFIX, ConsoleApp, StartResponse
 from jobsched.exits import USAGE_ERROR, fail
 from jobsched.local.command import AcceptHostOpt
-from jobsched.local.server import ApiServer, parse_accept_host
+from jobsched.local.server import ApiServer
 
 __all__ = [
     "CONSOLE_HEADER",
@@ -248,12 +248,6 @@ def ui_command(
     parts = urlsplit(conn.api)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         fail(f"--api must be an http:// or https:// URL, got {conn.api!r}", USAGE_ERROR, field="api")
-    accept_hosts = accept_host or []
-    for value in accept_hosts:
-        try:
-            parse_accept_host(value)
-        except ValueError as error:
-            fail(str(error), USAGE_ERROR, field="accept-host")
     token = conn.token
     if token is None and is_loopback(conn.api):
         token = find_dev_token()
@@ -264,8 +258,10 @@ def ui_command(
             token=token,
             sigv4_region=conn.sigv4_region,
             transport=injected("transport"),
-            accept_hosts=accept_hosts,
+            accept_hosts=accept_host or (),
         )
+    except ValueError as error:  # a bad --accept-host, refused before the port is bound
+        fail(str(error), USAGE_ERROR, field="accept-host")
     except OSError as error:
         fail(f"cannot listen on 127.0.0.1:{port} ({error.strerror or error}); pick another port with --port")
     stop = threading.Event()

@@ -67,7 +67,7 @@ from jobsched.lambda_context import LocalLambdaContext
 from jobsched.local.demo import demo_jobs
 from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_bookkeeping, serialize_dynamodb
 from jobsched.local.event_source import SqsEventSource
-from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE
+from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE, open_private
 from jobsched.local.printer import AlertPrinter, RowPrinter, RunPrinter
 from jobsched.local.server import ApiServer, accepted_hosts
 from jobsched.local.state import (
@@ -135,8 +135,7 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
     place is not followed (``OSError``): it would send the logs, and the mode, to another file."""
 
     def _open(self) -> Any:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-        os.fchmod(fd, 0o600)
+        fd = open_private(self.baseFilename, os.O_WRONLY | os.O_APPEND)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
@@ -156,9 +155,10 @@ DATA_FILES = (
 def make_private_dir(path: Path) -> None:
     """Create the data dir ``path`` (and its parents) for this user alone: the directory mode 0700 and local
     mode's files already in it (``DATA_FILES``) 0600, so a data dir made by an older version, or under a looser
-    umask, is closed too. Files local mode creates later are created 0600 (``_write_private``,
-    ``PrivateRotatingFileHandler``, the SQLite files: ``jobsched.sqlite.database.create_private``, the state
-    snapshots and change logs). Raises OSError when it cannot be created or changed."""
+    umask, is closed too. Files local mode creates later are created 0600 (``jobsched.local.paths.open_private``:
+    ``_write_private``, ``PrivateRotatingFileHandler``, the lock, the SQLite files
+    (``jobsched.sqlite.database.create_private``), the change logs; the state snapshots by ``mkstemp``).
+    Raises OSError when it cannot be created or changed."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     for pattern in DATA_FILES:
@@ -275,8 +275,7 @@ def _write_private(path: Path, text: str) -> None:
     is made 0600 too, never followed as a symlink)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    os.fchmod(fd, 0o600)
+    fd = open_private(temp, os.O_WRONLY | os.O_TRUNC)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
     os.replace(temp, path)
@@ -317,7 +316,7 @@ def lock_data_dir(data_dir: Path) -> int:
     messages and schedule, sweep and snapshot the same data."""
     import fcntl
 
-    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = open_private(data_dir / LOCK_FILE, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from jobsched.clock import Clock, system_clock
+from jobsched.local.paths import open_private
 from jobsched.observability import logger
 from jobsched.resources import CONTROL, IDEMPOTENCY, TABLES, TableDef
 
@@ -154,7 +155,7 @@ def append_changes(log: Path, changes: list[Change]) -> int:
     text = "".join(
         json.dumps({"t": c.table_id, "k": c.key, "n": c.new}, separators=(",", ":")) + "\n" for c in changes
     )
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = open_private(log, os.O_WRONLY | os.O_APPEND)
     with os.fdopen(fd, "a", encoding="utf-8") as out:
         out.write(text)
         out.flush()

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
+from jobsched.local.paths import open_private
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import RunRow
 
@@ -175,8 +176,8 @@ def create_private(path: Path) -> None:
     SQLite creates the ``-wal`` and ``-shm`` files with the main file's permissions, so they are 0600 too
     (a pre-existing one is made 0600 here as well). Raises OSError when ``path`` is a symlink: the mode
     change would go to the file it names."""
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+    os.close(open_private(path, os.O_RDWR))
+    for file in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(file, 0o600)
 

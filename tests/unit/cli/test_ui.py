@@ -5,7 +5,10 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -34,6 +37,19 @@ def recording(status: int = 200, body: object = None) -> tuple[list[httpx.Reques
 
 CONSOLE = {"Origin": "http://127.0.0.1:8090", "X-Jobsched-Console": "1"}
 """What the console's page sends with a change: its own origin and the console's header."""
+
+
+@contextmanager
+def serving(transport: httpx.MockTransport, **options: Any) -> Iterator[ApiServer]:
+    """A started ``console_server`` forwarding to :data:`GATEWAY` through ``transport``; stopped, and its proxy
+    closed, on leaving."""
+    server, proxy = console_server(GATEWAY, credentials=Credentials("a", "b"), transport=transport, **options)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        proxy.close()
 
 
 def browser(proxy: SigningProxy, headers: dict[str, str] | None = None) -> httpx.Client:
@@ -142,14 +158,9 @@ def test_no_aws_credentials_is_a_502_saying_so(monkeypatch: pytest.MonkeyPatch, 
 @pytest.mark.enable_socket  # a real socket on 127.0.0.1 (see tests/conftest.py)
 def test_the_console_and_the_api_share_one_origin() -> None:
     seen, transport = recording()
-    server, proxy = console_server(GATEWAY, credentials=Credentials("a", "b"), transport=transport)
-    server.start()
-    try:
+    with serving(transport) as server:
         page = httpx.get(f"{server.url}/ui/")
         jobs = httpx.get(f"{server.url}/jobs")
-    finally:
-        server.stop()
-        proxy.close()
 
     assert page.status_code == 200 and "app.js" in page.text
     assert jobs.json() == {"items": []} and [r.url.path for r in seen] == ["/prod/jobs"]
@@ -184,9 +195,7 @@ def test_a_busy_port_is_one_error_line() -> None:
 def test_a_request_for_another_host_name_is_refused_not_forwarded() -> None:
     # Given the proxy, and a page of rebind.example whose name now resolves to 127.0.0.1 (DNS rebinding)
     seen, transport = recording()
-    server, proxy = console_server(GATEWAY, credentials=Credentials("a", "b"), transport=transport)
-    server.start()
-    try:
+    with serving(transport) as server:
         # When that page calls the proxy (its Host is its own name), and the console calls it as it does
         rebound = httpx.get(f"{server.url}/jobs", headers={"Host": f"rebind.example:{server.port}"})
         page = httpx.get(f"{server.url}/ui/", headers={"Host": f"rebind.example:{server.port}"})
@@ -196,9 +205,6 @@ def test_a_request_for_another_host_name_is_refused_not_forwarded() -> None:
             httpx.get(f"{server.url}/jobs", headers={"Host": f"{name}:{server.port}"})
             for name in ("127.0.0.1", "localhost", "[::1]")
         ]
-    finally:
-        server.stop()
-        proxy.close()
 
     # Then the foreign names are refused with a short plain answer, and only the console's calls got through
     for refused in (rebound, page, other_port, no_port):
@@ -212,20 +218,10 @@ def test_a_request_for_another_host_name_is_refused_not_forwarded() -> None:
 @pytest.mark.enable_socket  # a real socket on 127.0.0.1 (see tests/conftest.py)
 def test_accept_host_adds_a_name_at_the_proxys_port_or_at_the_port_it_gives() -> None:
     seen, transport = recording()
-    server, proxy = console_server(
-        GATEWAY,
-        credentials=Credentials("a", "b"),
-        transport=transport,
-        accept_hosts=["Console.Example", "forwarded.example:9000"],
-    )
-    server.start()
-    try:
+    with serving(transport, accept_hosts=["Console.Example", "forwarded.example:9000"]) as server:
         named = httpx.get(f"{server.url}/jobs", headers={"Host": f"console.example:{server.port}"})
         forwarded = httpx.get(f"{server.url}/jobs", headers={"Host": "forwarded.example:9000"})
         wrong_port = httpx.get(f"{server.url}/jobs", headers={"Host": "console.example:9000"})
-    finally:
-        server.stop()
-        proxy.close()
 
     assert (named.status_code, forwarded.status_code, wrong_port.status_code) == (200, 200, 421)
     assert len(seen) == 2
@@ -325,14 +321,9 @@ def test_reads_need_neither_origin_nor_the_consoles_header() -> None:
 )
 def test_a_path_with_dot_segments_or_encoded_slashes_is_refused_not_forwarded(target: str) -> None:
     seen, transport = recording()
-    server, proxy = console_server(GATEWAY, credentials=Credentials("a", "b"), transport=transport)
-    server.start()
-    try:
+    with serving(transport) as server:
         status, body = raw_request(server.url, "GET", target)
         ok, _ = raw_request(server.url, "GET", "/jobs/j_1/runs?limit=1")
-    finally:
-        server.stop()
-        proxy.close()
 
     assert status == 400, body
     assert json.loads(body)["error"] == {
