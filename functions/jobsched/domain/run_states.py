@@ -213,9 +213,16 @@ class Transition:
     writes: tuple[Write, ...]
     doc: str
     answers: Literal["before", "after"] | None = None
+    _params: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _optional: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _written: frozenset[str] = field(init=False, repr=False, compare=False)
+    _resolved: dict[tuple[bool, ...], Condition | None] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
-    def params(self) -> list[str]:
-        """The names of the parameters the transition reads, in order of appearance."""
+    def __post_init__(self) -> None:
+        """Derive once what each step of the transition asks of it: its parameters, the parameters of its
+        :class:`IfGiven` clauses and the fields its :class:`Set` and :class:`Remove` writes name."""
         found: dict[str, None] = {}
         for node in nodes(self.condition):
             if isinstance(node, Equals | AtMost | Below | IfGiven):
@@ -225,7 +232,24 @@ class Transition:
                 found[write.value.param if isinstance(write.value, StoredOr) else write.value.name] = None
             elif isinstance(write, Fill | Insert):
                 found[write.param] = None
-        return list(found)
+        optional = tuple(dict.fromkeys(n.param for n in nodes(self.condition) if isinstance(n, IfGiven)))
+        object.__setattr__(self, "_params", tuple(found))
+        object.__setattr__(self, "_optional", optional)
+        object.__setattr__(
+            self, "_written", frozenset(w.field for w in self.writes if isinstance(w, Set | Remove))
+        )
+
+    def params(self) -> list[str]:
+        """The names of the parameters the transition reads, in order of appearance."""
+        return list(self._params)
+
+    def resolved(self, params: Mapping[str, Any]) -> Condition | None:
+        """:func:`resolve` of the transition's condition for ``params``, made once for each combination of its
+        :class:`IfGiven` parameters given or not (raises ``ValueError`` as :func:`resolve` does)."""
+        given = tuple(params.get(name) is not None for name in self._optional)
+        if given not in self._resolved:
+            self._resolved[given] = resolve(self.condition, params)
+        return self._resolved[given]
 
 
 def nodes(condition: Condition) -> Iterator[Condition]:
@@ -661,7 +685,7 @@ def holds(condition: Condition | None, row: RunRow | None, params: Mapping[str, 
 def is_satisfied(step: Step, row: RunRow | None) -> bool:
     """Whether ``step``'s condition holds on ``row`` (None: no row; a resolved-away condition on an absent row
     does not hold: only :class:`NoRow` admits one)."""
-    condition = resolve(step.transition.condition, step.params)
+    condition = step.transition.resolved(step.params)
     if row is None and condition is None:
         return False
     if condition is None:
@@ -707,9 +731,9 @@ def changes(step: Step, row: RunRow | None) -> dict[str, Any]:
     return out
 
 
-def written_fields(transition: Transition) -> set[str]:
+def written_fields(transition: Transition) -> frozenset[str]:
     """The fields the transition's :class:`Set` and :class:`Remove` writes name."""
-    return {w.field for w in transition.writes if isinstance(w, Set | Remove)}
+    return transition._written
 
 
 def apply(step: Step, row: RunRow | None) -> RunRow | None:

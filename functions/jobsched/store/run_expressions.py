@@ -35,7 +35,6 @@ from jobsched.domain.run_states import (
     Step,
     StoredOr,
     admits_no_row,
-    resolve,
     value_of,
     written_fields,
 )
@@ -73,12 +72,14 @@ class _Expression:
     names: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
 
+    placeholders: dict[str, str] = field(default_factory=dict)
+    """``names`` inverted: each attribute name's placeholder."""
+
     def name(self, attribute_name: str) -> str:
-        for placeholder, known in self.names.items():
-            if known == attribute_name:
-                return placeholder
-        placeholder = f"#n{len(self.names)}"
-        self.names[placeholder] = attribute_name
+        placeholder = self.placeholders.get(attribute_name)
+        if placeholder is None:
+            placeholder = self.placeholders[attribute_name] = f"#n{len(self.names)}"
+            self.names[placeholder] = attribute_name
         return placeholder
 
     def value(self, value: Any) -> str:
@@ -113,7 +114,7 @@ def _condition(condition: Condition, params: dict[str, Any], e: _Expression) -> 
 def condition_expression(step: Step, e: _Expression) -> str:
     """The ``ConditionExpression`` of ``step`` (placeholders in ``e``)."""
     params = dict(step.params)
-    condition = resolve(step.transition.condition, params)
+    condition = step.transition.resolved(params)
     creates = condition is not None and admits_no_row(condition)
     text = _condition(condition, params, e) if condition is not None else None
     if creates:
