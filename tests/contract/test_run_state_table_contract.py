@@ -19,9 +19,7 @@ from jobsched.domain import run_states
 from jobsched.domain.run_states import (
     TRANSITIONS,
     Absent,
-    AtMost,
-    Below,
-    Equals,
+    Compare,
     Fill,
     IfGiven,
     Insert,
@@ -121,8 +119,8 @@ def rows_for(key: RunKey) -> Iterator[tuple[str, RunRow | None]]:
                 yield f"{status} without {field}", replace(row, **{field: run_states.EMPTY[field]})
 
 
-def _comparisons(transition: Transition) -> list[Equals | AtMost | Below]:
-    return [n for n in run_states.nodes(transition.condition) if isinstance(n, Equals | AtMost | Below)]
+def _comparisons(transition: Transition) -> list[Compare]:
+    return [n for n in run_states.nodes(transition.condition) if isinstance(n, Compare)]
 
 
 def _optional(transition: Transition) -> list[str]:
@@ -179,10 +177,10 @@ def params_for(
             if stored is not None and not run_states.absent(row, comparison.field)
             else sample(comparison.field)
         )
-        if isinstance(comparison, Equals):
+        if comparison.op == "=":
             base[comparison.param] = value
             misses.append((f"{comparison.param} differs", {comparison.param: _other(value)}))
-        elif isinstance(comparison, AtMost):
+        elif comparison.op == "<=":
             base[comparison.param] = value
             misses.append((f"{comparison.param} one above", {comparison.param: value + 1}))
             misses.append((f"{comparison.param} one below", {comparison.param: value - 1}))

@@ -19,7 +19,8 @@ Pure: no storage here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import operator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -56,27 +57,17 @@ class StatusIn:
 
 
 @dataclass(frozen=True)
-class Equals:
-    """The row's ``field`` is present and equals the parameter ``param``."""
+class Compare:
+    """The row's ``field`` is present and ``op`` the parameter ``param``: ``"="`` equal to it, ``"<="`` at most
+    it, ``"<"`` below it (the operators of ``docs/protocol.md`` and of DynamoDB condition expressions alike)."""
 
     field: str
+    op: Literal["=", "<=", "<"]
     param: str
 
 
-@dataclass(frozen=True)
-class AtMost:
-    """The row's ``field`` is present and at most the parameter ``param``."""
-
-    field: str
-    param: str
-
-
-@dataclass(frozen=True)
-class Below:
-    """The row's ``field`` is present and below the parameter ``param``."""
-
-    field: str
-    param: str
+COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, "<=": operator.le, "<": operator.lt}
+"""Each :class:`Compare` operator as a function of (stored, wanted)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +100,7 @@ class IfGiven:
     condition: Condition
 
 
-Condition = NoRow | StatusIn | Equals | AtMost | Below | Absent | All | AnyOf | IfGiven
+Condition = NoRow | StatusIn | Compare | Absent | All | AnyOf | IfGiven
 
 
 def status(*statuses: RunStatus) -> StatusIn:
@@ -225,7 +216,7 @@ class Transition:
         :class:`IfGiven` clauses and the fields its :class:`Set` and :class:`Remove` writes name."""
         found: dict[str, None] = {}
         for node in nodes(self.condition):
-            if isinstance(node, Equals | AtMost | Below | IfGiven):
+            if isinstance(node, Compare | IfGiven):
                 found[node.param] = None
         for write in self.writes:
             if isinstance(write, Set) and isinstance(write.value, Param | StoredOr):
@@ -266,9 +257,9 @@ def nodes(condition: Condition) -> Iterator[Condition]:
 
 OURS = every(
     status(RunStatus.RUNNING),
-    Equals("attempt", "claim_attempt"),
-    Equals("worker", "claim_worker"),
-    IfGiven("seen_heartbeat", Equals("heartbeat_at", "seen_heartbeat")),
+    Compare("attempt", "=", "claim_attempt"),
+    Compare("worker", "=", "claim_worker"),
+    IfGiven("seen_heartbeat", Compare("heartbeat_at", "=", "seen_heartbeat")),
 )
 """Still the claim's: running under the claim ``(attempt, worker)`` (each claim increments ``attempt``, so the
 pair names one claim); with ``seen_heartbeat`` (the sweeper's), also the beat it saw, so a beat since wins."""
@@ -291,13 +282,16 @@ TRANSITIONS: dict[str, Transition] = {
             either(
                 IfGiven("create", NoRow()),
                 every(
-                    IfGiven("queued_by", either(Absent("enqueued_at"), AtMost("enqueued_at", "queued_by"))),
+                    IfGiven(
+                        "queued_by", either(Absent("enqueued_at"), Compare("enqueued_at", "<=", "queued_by"))
+                    ),
                     either(
                         status(RunStatus.QUEUED),
                         every(
-                            status(RunStatus.RETRYING), either(Absent("retry_at"), AtMost("retry_at", "due"))
+                            status(RunStatus.RETRYING),
+                            either(Absent("retry_at"), Compare("retry_at", "<=", "due")),
                         ),
-                        every(status(RunStatus.RUNNING), Below("heartbeat_at", "stale_before")),
+                        every(status(RunStatus.RUNNING), Compare("heartbeat_at", "<", "stale_before")),
                     ),
                 ),
             ),
@@ -406,7 +400,7 @@ TRANSITIONS: dict[str, Transition] = {
         ),
         Transition(
             "defer_sweep",
-            every(Equals("status", "seen_status"), Equals("sweep_at", "seen_sweep_at")),
+            every(Compare("status", "=", "seen_status"), Compare("sweep_at", "=", "seen_sweep_at")),
             (Set("sweep_at", Param("sweep_at")), Set("sweeps", Param("sweeps"), given_only=True)),
             "sweeper: looked at the run; next look at sweep_at, unless the row changed since it read it",
         ),
@@ -675,11 +669,7 @@ def holds(condition: Condition | None, row: RunRow | None, params: Mapping[str, 
     stored, wanted = getattr(row, condition.field), params[condition.param]
     if absent(row, condition.field) or wanted is None:
         return False
-    if isinstance(condition, Equals):
-        return bool(stored == wanted)
-    if isinstance(condition, AtMost):
-        return bool(stored <= wanted)
-    return bool(stored < wanted)
+    return bool(COMPARISONS[condition.op](stored, wanted))
 
 
 def is_satisfied(step: Step, row: RunRow | None) -> bool:
@@ -829,12 +819,8 @@ def condition_text(condition: Condition) -> str:
     if isinstance(condition, StatusIn):
         names = ", ".join(s.value for s in condition.statuses)
         return f"status = {names}" if len(condition.statuses) == 1 else f"status in {{{names}}}"
-    if isinstance(condition, Equals):
-        return f"{condition.field} = {condition.param}"
-    if isinstance(condition, AtMost):
-        return f"{condition.field} <= {condition.param}"
-    if isinstance(condition, Below):
-        return f"{condition.field} < {condition.param}"
+    if isinstance(condition, Compare):
+        return f"{condition.field} {condition.op} {condition.param}"
     if isinstance(condition, Absent):
         return f"no {condition.field}"
     if isinstance(condition, IfGiven):

@@ -18,11 +18,9 @@ from jobsched.domain.run_states import (
     Absent,
     All,
     AnyOf,
-    AtMost,
-    Below,
+    Compare,
     Condition,
     Const,
-    Equals,
     Fill,
     IfGiven,
     Insert,
@@ -98,10 +96,9 @@ def _condition(condition: Condition, params: dict[str, Any], e: _Expression) -> 
         return f"{status} IN ({', '.join(e.value(s.value) for s in condition.statuses)})"
     if isinstance(condition, Absent):
         return f"attribute_not_exists({e.name(attribute(condition.field))})"
-    if isinstance(condition, Equals | AtMost | Below):
-        operator = {Equals: "=", AtMost: "<=", Below: "<"}[type(condition)]
+    if isinstance(condition, Compare):
         value = stored(condition.field, params[condition.param])
-        return f"{e.name(attribute(condition.field))} {operator} {e.value(value)}"
+        return f"{e.name(attribute(condition.field))} {condition.op} {e.value(value)}"
     if isinstance(condition, IfGiven):
         raise ValueError("resolve the condition first")
     joiner = " AND " if isinstance(condition, All) else " OR "
