@@ -19,7 +19,8 @@ Pure: no storage here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import operator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -56,27 +57,17 @@ class StatusIn:
 
 
 @dataclass(frozen=True)
-class Equals:
-    """The row's ``field`` is present and equals the parameter ``param``."""
+class Compare:
+    """The row's ``field`` is present and ``op`` the parameter ``param``: ``"="`` equal to it, ``"<="`` at most
+    it, ``"<"`` below it (the operators of ``docs/protocol.md`` and of DynamoDB condition expressions alike)."""
 
     field: str
+    op: Literal["=", "<=", "<"]
     param: str
 
 
-@dataclass(frozen=True)
-class AtMost:
-    """The row's ``field`` is present and at most the parameter ``param``."""
-
-    field: str
-    param: str
-
-
-@dataclass(frozen=True)
-class Below:
-    """The row's ``field`` is present and below the parameter ``param``."""
-
-    field: str
-    param: str
+COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {"=": operator.eq, "<=": operator.le, "<": operator.lt}
+"""Each :class:`Compare` operator as a function of (stored, wanted)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +100,7 @@ class IfGiven:
     condition: Condition
 
 
-Condition = NoRow | StatusIn | Equals | AtMost | Below | Absent | All | AnyOf | IfGiven
+Condition = NoRow | StatusIn | Compare | Absent | All | AnyOf | IfGiven
 
 
 def status(*statuses: RunStatus) -> StatusIn:
@@ -213,19 +204,43 @@ class Transition:
     writes: tuple[Write, ...]
     doc: str
     answers: Literal["before", "after"] | None = None
+    _params: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _optional: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _written: frozenset[str] = field(init=False, repr=False, compare=False)
+    _resolved: dict[tuple[bool, ...], Condition | None] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
-    def params(self) -> list[str]:
-        """The names of the parameters the transition reads, in order of appearance."""
+    def __post_init__(self) -> None:
+        """Derive once what each step of the transition asks of it: its parameters, the parameters of its
+        :class:`IfGiven` clauses and the fields its :class:`Set` and :class:`Remove` writes name."""
         found: dict[str, None] = {}
         for node in nodes(self.condition):
-            if isinstance(node, Equals | AtMost | Below | IfGiven):
+            if isinstance(node, Compare | IfGiven):
                 found[node.param] = None
         for write in self.writes:
             if isinstance(write, Set) and isinstance(write.value, Param | StoredOr):
                 found[write.value.param if isinstance(write.value, StoredOr) else write.value.name] = None
             elif isinstance(write, Fill | Insert):
                 found[write.param] = None
-        return list(found)
+        optional = tuple(dict.fromkeys(n.param for n in nodes(self.condition) if isinstance(n, IfGiven)))
+        object.__setattr__(self, "_params", tuple(found))
+        object.__setattr__(self, "_optional", optional)
+        object.__setattr__(
+            self, "_written", frozenset(w.field for w in self.writes if isinstance(w, Set | Remove))
+        )
+
+    def params(self) -> list[str]:
+        """The names of the parameters the transition reads, in order of appearance."""
+        return list(self._params)
+
+    def resolved(self, params: Mapping[str, Any]) -> Condition | None:
+        """:func:`resolve` of the transition's condition for ``params``, made once for each combination of its
+        :class:`IfGiven` parameters given or not (raises ``ValueError`` as :func:`resolve` does)."""
+        given = tuple(params.get(name) is not None for name in self._optional)
+        if given not in self._resolved:
+            self._resolved[given] = resolve(self.condition, params)
+        return self._resolved[given]
 
 
 def nodes(condition: Condition) -> Iterator[Condition]:
@@ -242,9 +257,9 @@ def nodes(condition: Condition) -> Iterator[Condition]:
 
 OURS = every(
     status(RunStatus.RUNNING),
-    Equals("attempt", "claim_attempt"),
-    Equals("worker", "claim_worker"),
-    IfGiven("seen_heartbeat", Equals("heartbeat_at", "seen_heartbeat")),
+    Compare("attempt", "=", "claim_attempt"),
+    Compare("worker", "=", "claim_worker"),
+    IfGiven("seen_heartbeat", Compare("heartbeat_at", "=", "seen_heartbeat")),
 )
 """Still the claim's: running under the claim ``(attempt, worker)`` (each claim increments ``attempt``, so the
 pair names one claim); with ``seen_heartbeat`` (the sweeper's), also the beat it saw, so a beat since wins."""
@@ -267,13 +282,16 @@ TRANSITIONS: dict[str, Transition] = {
             either(
                 IfGiven("create", NoRow()),
                 every(
-                    IfGiven("queued_by", either(Absent("enqueued_at"), AtMost("enqueued_at", "queued_by"))),
+                    IfGiven(
+                        "queued_by", either(Absent("enqueued_at"), Compare("enqueued_at", "<=", "queued_by"))
+                    ),
                     either(
                         status(RunStatus.QUEUED),
                         every(
-                            status(RunStatus.RETRYING), either(Absent("retry_at"), AtMost("retry_at", "due"))
+                            status(RunStatus.RETRYING),
+                            either(Absent("retry_at"), Compare("retry_at", "<=", "due")),
                         ),
-                        every(status(RunStatus.RUNNING), Below("heartbeat_at", "stale_before")),
+                        every(status(RunStatus.RUNNING), Compare("heartbeat_at", "<", "stale_before")),
                     ),
                 ),
             ),
@@ -382,7 +400,7 @@ TRANSITIONS: dict[str, Transition] = {
         ),
         Transition(
             "defer_sweep",
-            every(Equals("status", "seen_status"), Equals("sweep_at", "seen_sweep_at")),
+            every(Compare("status", "=", "seen_status"), Compare("sweep_at", "=", "seen_sweep_at")),
             (Set("sweep_at", Param("sweep_at")), Set("sweeps", Param("sweeps"), given_only=True)),
             "sweeper: looked at the run; next look at sweep_at, unless the row changed since it read it",
         ),
@@ -651,17 +669,13 @@ def holds(condition: Condition | None, row: RunRow | None, params: Mapping[str, 
     stored, wanted = getattr(row, condition.field), params[condition.param]
     if absent(row, condition.field) or wanted is None:
         return False
-    if isinstance(condition, Equals):
-        return bool(stored == wanted)
-    if isinstance(condition, AtMost):
-        return bool(stored <= wanted)
-    return bool(stored < wanted)
+    return bool(COMPARISONS[condition.op](stored, wanted))
 
 
 def is_satisfied(step: Step, row: RunRow | None) -> bool:
     """Whether ``step``'s condition holds on ``row`` (None: no row; a resolved-away condition on an absent row
     does not hold: only :class:`NoRow` admits one)."""
-    condition = resolve(step.transition.condition, step.params)
+    condition = step.transition.resolved(step.params)
     if row is None and condition is None:
         return False
     if condition is None:
@@ -707,9 +721,9 @@ def changes(step: Step, row: RunRow | None) -> dict[str, Any]:
     return out
 
 
-def written_fields(transition: Transition) -> set[str]:
+def written_fields(transition: Transition) -> frozenset[str]:
     """The fields the transition's :class:`Set` and :class:`Remove` writes name."""
-    return {w.field for w in transition.writes if isinstance(w, Set | Remove)}
+    return transition._written
 
 
 def apply(step: Step, row: RunRow | None) -> RunRow | None:
@@ -805,12 +819,8 @@ def condition_text(condition: Condition) -> str:
     if isinstance(condition, StatusIn):
         names = ", ".join(s.value for s in condition.statuses)
         return f"status = {names}" if len(condition.statuses) == 1 else f"status in {{{names}}}"
-    if isinstance(condition, Equals):
-        return f"{condition.field} = {condition.param}"
-    if isinstance(condition, AtMost):
-        return f"{condition.field} <= {condition.param}"
-    if isinstance(condition, Below):
-        return f"{condition.field} < {condition.param}"
+    if isinstance(condition, Compare):
+        return f"{condition.field} {condition.op} {condition.param}"
     if isinstance(condition, Absent):
         return f"no {condition.field}"
     if isinstance(condition, IfGiven):

@@ -15,12 +15,12 @@ from typing import Any
 from jobsched.domain.run_states import Outcome, RunStateMachine, Step, insert_step, outcome_of
 from jobsched.ports.runs import (
     EVERY_RUN,
-    FAILURE_STATUSES,
     KeyedInsert,
     RunFilter,
     RunKey,
     RunRow,
     SweepPage,
+    failed_page,
     sweep_shard,
 )
 
@@ -94,18 +94,8 @@ class MemoryRunStore(RunStateMachine):
     ) -> tuple[list[RunRow], tuple[int, str] | None]:
         """The owner's rows in a failure status kept by ``where``, newest ``(scheduled_for, job_id)`` first."""
         with self._lock:
-            rows = [r for r in self._rows.values() if r.owner == owner and r.status in FAILURE_STATUSES]
-        rows = sorted(
-            (
-                r
-                for r in rows
-                if where.matches(r) and (before is None or (r.scheduled_for, r.job_id) < before)
-            ),
-            key=lambda r: (r.scheduled_for, r.job_id),
-            reverse=True,
-        )
-        page = rows[:limit]
-        return page, ((page[-1].scheduled_for, page[-1].job_id) if len(rows) > limit else None)
+            rows = list(self._rows.values())
+        return failed_page(rows, owner, limit, where, before)
 
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]:
         """The job's rows with ``first_ms <= scheduled_for <= last_ms``, oldest first, at most ``limit``."""

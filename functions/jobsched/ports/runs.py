@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -201,6 +201,29 @@ def new_run(
         sweep_at=None if skipped or sweep_after_ms is None else now_ms + sweep_after_ms,
         expires_at_s=now_ms // 1000 + retention_days * 86400,
     )
+
+
+def failed_page(
+    rows: Iterable[RunRow], owner: str, limit: int, where: RunFilter, before: tuple[int, str] | None
+) -> tuple[list[RunRow], tuple[int, str] | None]:
+    """``RunHistory.list_failed`` on ``rows`` (any rows; ``owner``'s in a failure status are kept): the page of
+    those kept by ``where`` and older than ``before`` = ``(scheduled_for, job_id)``, newest first (ties by job
+    id, descending), at most ``limit``; and the last row's ``(scheduled_for, job_id)`` when more follow, else
+    None. For a store that reads the candidates and pages them itself."""
+    kept = sorted(
+        (
+            r
+            for r in rows
+            if r.owner == owner
+            and r.status in FAILURE_STATUSES
+            and where.matches(r)
+            and (before is None or (r.scheduled_for, r.job_id) < before)
+        ),
+        key=lambda r: (r.scheduled_for, r.job_id),
+        reverse=True,
+    )
+    page = kept[:limit]
+    return page, ((page[-1].scheduled_for, page[-1].job_id) if len(kept) > limit else None)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from jobsched.ports.runs import (
     RunKey,
     RunRow,
     SweepPage,
+    failed_page,
     sweep_shard,
 )
 from jobsched.ports.tries import TryRecord
@@ -284,17 +285,7 @@ class SqliteRunStore(RunStateMachine):
             " AND json_extract(row, '$.owner') = ?",
             (*statuses, owner),
         )
-        kept = sorted(
-            (
-                r
-                for r in rows
-                if where.matches(r) and (before is None or (r.scheduled_for, r.job_id) < before)
-            ),
-            key=lambda r: (r.scheduled_for, r.job_id),
-            reverse=True,
-        )
-        page = kept[:limit]
-        return page, ((page[-1].scheduled_for, page[-1].job_id) if len(kept) > limit else None)
+        return failed_page(rows, owner, limit, where, before)
 
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]:
         """The job's rows with ``first_ms <= scheduled_for <= last_ms``, oldest first, at most ``limit``."""

@@ -18,11 +18,9 @@ from jobsched.domain.run_states import (
     Absent,
     All,
     AnyOf,
-    AtMost,
-    Below,
+    Compare,
     Condition,
     Const,
-    Equals,
     Fill,
     IfGiven,
     Insert,
@@ -35,7 +33,6 @@ from jobsched.domain.run_states import (
     Step,
     StoredOr,
     admits_no_row,
-    resolve,
     value_of,
     written_fields,
 )
@@ -73,12 +70,14 @@ class _Expression:
     names: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
 
+    placeholders: dict[str, str] = field(default_factory=dict)
+    """``names`` inverted: each attribute name's placeholder."""
+
     def name(self, attribute_name: str) -> str:
-        for placeholder, known in self.names.items():
-            if known == attribute_name:
-                return placeholder
-        placeholder = f"#n{len(self.names)}"
-        self.names[placeholder] = attribute_name
+        placeholder = self.placeholders.get(attribute_name)
+        if placeholder is None:
+            placeholder = self.placeholders[attribute_name] = f"#n{len(self.names)}"
+            self.names[placeholder] = attribute_name
         return placeholder
 
     def value(self, value: Any) -> str:
@@ -97,10 +96,9 @@ def _condition(condition: Condition, params: dict[str, Any], e: _Expression) -> 
         return f"{status} IN ({', '.join(e.value(s.value) for s in condition.statuses)})"
     if isinstance(condition, Absent):
         return f"attribute_not_exists({e.name(attribute(condition.field))})"
-    if isinstance(condition, Equals | AtMost | Below):
-        operator = {Equals: "=", AtMost: "<=", Below: "<"}[type(condition)]
+    if isinstance(condition, Compare):
         value = stored(condition.field, params[condition.param])
-        return f"{e.name(attribute(condition.field))} {operator} {e.value(value)}"
+        return f"{e.name(attribute(condition.field))} {condition.op} {e.value(value)}"
     if isinstance(condition, IfGiven):
         raise ValueError("resolve the condition first")
     joiner = " AND " if isinstance(condition, All) else " OR "
@@ -113,7 +111,7 @@ def _condition(condition: Condition, params: dict[str, Any], e: _Expression) -> 
 def condition_expression(step: Step, e: _Expression) -> str:
     """The ``ConditionExpression`` of ``step`` (placeholders in ``e``)."""
     params = dict(step.params)
-    condition = resolve(step.transition.condition, params)
+    condition = step.transition.resolved(params)
     creates = condition is not None and admits_no_row(condition)
     text = _condition(condition, params, e) if condition is not None else None
     if creates:

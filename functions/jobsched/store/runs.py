@@ -95,18 +95,12 @@ class RunStore(RunStateMachine):
                 TransactItems=[
                     transact_put(
                         self.table.name,
-                        key_item,
+                        written,
                         put["ConditionExpression"],
                         names=put["ExpressionAttributeNames"],
                         return_old=True,
-                    ),
-                    transact_put(
-                        self.table.name,
-                        item,
-                        put["ConditionExpression"],
-                        names=put["ExpressionAttributeNames"],
-                        return_old=True,
-                    ),
+                    )
+                    for written in (key_item, item)
                 ]
             )
         except ClientError as error:
