@@ -13,11 +13,10 @@ import pytest
 from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS, Deferred
-from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
-from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
+from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, run_id
 from jobsched.targets import TargetCall, Targets, commands
-from tests.support.worker import T0, Kit, SimWaiter
+from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
 
 MINUTE = 60_000
 
@@ -51,16 +50,6 @@ def _finish(kit: Kit, job: Job, scheduled_for: int, worker: str = "w-1") -> None
     """The locked try of ``scheduled_for`` succeeds and gives the lock back."""
     assert kit.runs.succeed(Owned(job.id, scheduled_for, 1, worker), now_ms=kit.clock())
     kit.jobs.release_overlap(job.id, run_id=run_id(job.id, scheduled_for), attempt=1, worker=worker)
-
-
-def _switch_to_skip(kit: Kit, job: Job) -> None:
-    """A PATCH of ``overlap: skip`` as the API writes it: the job and its ``updated`` event (the fields given)."""
-    stored = kit.jobs.get(job.id)
-    assert stored.state is not None
-    at = kit.clock()
-    edited = Job.model_validate(job.model_dump() | {"overlap": "skip", "updated_at": from_ms(at)})
-    event = AuditEvent(job.id, at, change_key(1), JobEventKind.UPDATED, job.owner, {"fields": ["overlap"]})
-    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at), event=event))
 
 
 def test_a_retry_finding_the_next_fires_try_holding_the_lock_waits_and_keeps_its_attempts(
@@ -135,7 +124,7 @@ def test_a_claim_under_a_spec_read_before_a_patch_to_skip_does_not_run_beside_th
     specs = kit.worker.read_specs([job.id])
     assert specs is not None and specs.jobs[job.id].overlap.value == "allow"
     # and then the owner's PATCH to skip, and the 02:01 try taking the lock (no try running without it)
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
     kit.clock.advance(PRE_CLAIM_SPEC_MS + 5_000)
     _running_with_the_lock(kit, job, T0 + MINUTE)
 
@@ -156,7 +145,7 @@ def test_a_lock_taken_just_after_a_patch_to_skip_waits_for_claims_under_the_earl
     kit.make_run(job, T0 + MINUTE)
     specs = kit.worker.read_specs([job.id])
     assert specs is not None
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
     kit.clock.advance(1_000)
 
     # When the 02:01 run takes the lock a second later and finds no try running without it
