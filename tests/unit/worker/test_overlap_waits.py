@@ -21,6 +21,14 @@ from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
 MINUTE = 60_000
 
 
+def _every_minute_with_two_runs(kit: Kit, **fields: Any) -> Job:
+    """An every-minute job of ``fields`` with its 02:00 (``T0``) and 02:01 runs queued."""
+    job = kit.make_job(schedule="* * * * *", **fields)
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    return job
+
+
 def _claim(kit: Kit, job: Job, scheduled_for: int, worker: str) -> None:
     assert kit.runs.claim(
         ClaimRequest(
@@ -56,9 +64,7 @@ def test_a_retry_finding_the_next_fires_try_holding_the_lock_waits_and_keeps_its
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given an overlap: skip job whose 02:00 run failed its first try and is retrying
-    job = kit.make_job(schedule="* * * * *", overlap="skip", command="record", retry={"max_attempts": 3})
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="skip", command="record", retry={"max_attempts": 3})
     _claim(kit, job, T0, "w-0")
     change = RetryTransition(
         error="attempt 1 failed", retry_at_ms=kit.clock(), sweep_at_ms=kit.clock() + MINUTE
@@ -88,9 +94,7 @@ def test_a_lost_workers_run_taken_over_while_the_lock_is_held_waits_and_its_lost
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given an overlap: skip job whose 02:00 run's worker was lost mid-try (its heartbeat stale)
-    job = kit.make_job(schedule="* * * * *", overlap="skip", command="record", retry={"max_attempts": 3})
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="skip", command="record", retry={"max_attempts": 3})
     _claim(kit, job, T0, "w-lost")
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     # and the 02:01 run's try running with the job's lock
@@ -118,9 +122,7 @@ def test_a_claim_under_a_spec_read_before_a_patch_to_skip_does_not_run_beside_th
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given an overlap: allow job whose 02:00 run's batch read the job's spec
-    job = kit.make_job(schedule="* * * * *", overlap="allow", command="record")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="allow", command="record")
     specs = kit.worker.read_specs([job.id])
     assert specs is not None and specs.jobs[job.id].overlap.value == "allow"
     # and then the owner's PATCH to skip, and the 02:01 try taking the lock (no try running without it)
@@ -140,9 +142,7 @@ def test_a_lock_taken_just_after_a_patch_to_skip_waits_for_claims_under_the_earl
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given an overlap: allow job whose 02:00 run's batch read the job's spec just before the PATCH to skip
-    job = kit.make_job(schedule="* * * * *", overlap="allow", command="record")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="allow", command="record")
     specs = kit.worker.read_specs([job.id])
     assert specs is not None
     owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
@@ -186,9 +186,7 @@ def stubborn() -> Iterator[threading.Event]:
 
 def test_a_timed_out_try_that_does_not_stop_keeps_the_lock(kit: Kit, stubborn: threading.Event) -> None:
     # Given an overlap: skip job whose 02:00 try ignores the cancel at its timeout
-    job = kit.make_job(schedule="* * * * *", overlap="skip", command="stubborn", timeout_s=60)
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="skip", command="stubborn", timeout_s=60)
     started = stubborn.started  # type: ignore[attr-defined]
     worker = kit.build_worker(waiter=SimWaiter(kit.clock, parked=started.is_set))
     # When it passes its timeout: recorded failed (to be retried), yet still running
@@ -209,11 +207,9 @@ def test_a_timed_out_lambda_try_keeps_the_lock_while_its_function_may_run(kit: K
                 kit.waiter.sleep_until(None, call.cancel)  # the caller stops waiting; the function does not
             return "lambda f: status 200"
 
-    job = kit.make_job(
-        schedule="* * * * *", overlap="skip", target={"type": "lambda", "function": "f"}, timeout_s=60
+    job = _every_minute_with_two_runs(
+        kit, overlap="skip", target={"type": "lambda", "function": "f"}, timeout_s=60
     )
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
     worker = kit.build_worker(targets=Targets(lambda_=Parked()))
     claimed_at = kit.clock()
     assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING
