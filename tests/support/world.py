@@ -22,7 +22,6 @@ from typing import Any
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
 from jobsched.clock import FakeClock
-from jobsched.domain.alerting import Alerting
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
@@ -37,6 +36,7 @@ from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow, ru
 from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.wiring import Components
 from tests.support.backends import memory_backend
 from tests.support.oracle import Oracle, Spec, Try
 
@@ -178,6 +178,31 @@ class OracleExecutor:
             world.oracle.try_ended(started, ok, world.clock())
 
 
+@dataclass(frozen=True)
+class WorldComponents(Components):
+    """The composition root (``jobsched.wiring.Components``) on the world's fakes: each store and queue call goes
+    through the world's faults as component ``name``; dead runs go to the backend's notifier fake, alerts to
+    the world's ``MemoryAlerts``. ``aws`` is None: nothing built from it needs AWS clients."""
+
+    world: Any = None
+    name: str = ""
+
+    def jobs(self) -> Any:
+        return FaultyPort(self.world.jobs, self.name, self.world)
+
+    def runs(self) -> Any:
+        return FaultyPort(self.world.runs, self.name, self.world)
+
+    def run_queue(self) -> Any:
+        return FaultyPort(self.world.queue, self.name, self.world)
+
+    def notifier(self) -> Any:
+        return self.world.backend.dead_runs
+
+    def alert_publisher(self) -> Any:
+        return self.world.alerts
+
+
 @dataclass
 class World:
     """See the module docstring. ``settings`` defaults to the fakes' (one due shard)."""
@@ -265,24 +290,11 @@ class World:
         self.faults.append(Fault(component, method, mode, nth, action))
 
     def make_worker(self, *, waiter: Any = None, name: str = "worker") -> Worker:
-        return Worker(
-            settings=self.settings,
-            runs=FaultyPort(self.runs, name, self),
-            jobs=FaultyPort(self.jobs, name, self),
-            queue=FaultyPort(self.queue, name, self),
-            dead_runs=self.backend.dead_runs,
-            targets=Targets(command=OracleExecutor(self)),
-            clock=self.clock,
-            visibility=FaultyPort(self.queue, name, self),
-            waiter=waiter,
-            alerting=Alerting(
-                sink=self.alerts,
-                runs=FaultyPort(self.runs, name, self),
-                jobs=FaultyPort(self.jobs, name, self),
-                clock=self.clock,
-                retention_days=self.settings.retention_days,
-            ),
-        )
+        """A worker built as the composition root builds it (``Components.worker``), its store and queue calls
+        made as component ``name`` (see ``Fault``), its tries observed by the oracle."""
+        assert self.settings is not None
+        components = WorldComponents(self.settings, None, self.clock, self.clock.sleep, world=self, name=name)
+        return components.worker(targets=Targets(command=OracleExecutor(self)), waiter=waiter)
 
     def start_loop(self, name: str, settings: Settings | None = None) -> None:
         old = self.loops.pop(name, None)
