@@ -226,15 +226,7 @@ class World:
         self.queue = SimQueue(self.clock, self.dead_letters, stale_ms)
         self.jobs, self.runs = backend.jobs, backend.runs
         backend.idempotency.bind_invocation(api_context())
-        self.service = JobService(
-            settings=self.settings,
-            jobs=FaultyPort(self.jobs, "api", self),
-            runs=FaultyPort(self.runs, "api", self),
-            queue=FaultyPort(self.queue, "api", self),
-            clock=self.clock,
-            idempotency=backend.idempotency,
-            partition_marks=backend.control,
-        )
+        self.service = self.make_service()
         self.worker = self.make_worker()
         self.sweeper = Sweeper(
             settings=self.settings,
@@ -288,6 +280,19 @@ class World:
         self, component: str | None, method: str | None, mode: str, nth: int = 0, action: Any = None
     ) -> None:
         self.faults.append(Fault(component, method, mode, nth, action))
+
+    def make_service(self) -> JobService:
+        """The API's use cases on the world's settings, their store and queue calls made as component ``api``."""
+        assert self.settings is not None
+        return JobService(
+            settings=self.settings,
+            jobs=FaultyPort(self.jobs, "api", self),
+            runs=FaultyPort(self.runs, "api", self),
+            queue=FaultyPort(self.queue, "api", self),
+            clock=self.clock,
+            idempotency=self.backend.idempotency,
+            partition_marks=self.backend.control,
+        )
 
     def make_worker(self, *, waiter: Any = None, name: str = "worker") -> Worker:
         """A worker built as the composition root builds it (``Components.worker``), its store and queue calls
@@ -490,15 +495,7 @@ class World:
     def redeploy(self, settings: Settings) -> None:
         """Every component restarted with ``settings`` on the same stores and queues (a deployment change)."""
         self.settings = settings
-        self.service = JobService(
-            settings=settings,
-            jobs=FaultyPort(self.jobs, "api", self),
-            runs=FaultyPort(self.runs, "api", self),
-            queue=FaultyPort(self.queue, "api", self),
-            clock=self.clock,
-            idempotency=self.backend.idempotency,
-            partition_marks=self.backend.control,
-        )
+        self.service = self.make_service()
         self.worker = self.make_worker()
         for name in list(self.loops):
             self.start_loop(name, settings)
