@@ -549,6 +549,6 @@ def _transient(component: str, method: str, args: tuple[Any, ...]) -> Exception:
     (every message of the batch) for a send, ``ConnectionError`` for its other calls."""
     if method == "send":
         return QueueSendError(list(args[0]))
-    if method in ("send", "change_visibility", "change_visibility_batch", "receive", "delete", "notify"):
+    if method in ("change_visibility", "change_visibility_batch", "receive", "delete", "notify"):
         return ConnectionError(f"transient error in {component}.{method}")
     return StoreUnavailable(f"transient error in {component}.{method}")
