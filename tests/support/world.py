@@ -139,11 +139,15 @@ class SimQueue:
                 self.messages.remove(m)
                 self.dead_letters.redrive(m.message, m.receives)
                 continue
-            m.receives += 1
-            m.handle = f"rh-{next(self._handles)}"
-            m.visible_at = now + self.visibility_ms
+            self.take(m)
             taken.append(m)
         return taken
+
+    def take(self, m: InFlight) -> None:
+        """Receive ``m`` now: one more receive, a new receipt handle, invisible for the visibility timeout."""
+        m.receives += 1
+        m.handle = f"rh-{next(self._handles)}"
+        m.visible_at = self.clock() + self.visibility_ms
 
     def ack(self, handle: str) -> None:
         self.messages = [m for m in self.messages if m.handle != handle]
@@ -421,14 +425,7 @@ class World:
         if taken:
             worker.hold([m.handle for m in taken])
         for m in taken:
-            delivery = Delivery(
-                m.message, worker=f"w-{m.handle}", receipt_handle=m.handle, receive_count=m.receives
-            )
-            try:
-                worker.handle(delivery)
-            except (Deferred, StoreUnavailable, ConnectionError, Crash):
-                continue
-            self.queue.ack(m.handle)
+            self.hand(worker, m)
         return len(taken)
 
     def deliver_fire(
@@ -447,9 +444,12 @@ class World:
             None,
         )
         assert m is not None, f"no visible message of {run_id(job_id, fire)}"
-        m.receives += 1
-        m.handle = f"rh-{next(self.queue._handles)}"
-        m.visible_at = now + self.queue.visibility_ms
+        self.queue.take(m)
+        self.hand(worker, m, specs)
+
+    def hand(self, worker: Worker, m: InFlight, specs: Any = None) -> None:
+        """Hand the received message ``m`` to ``worker`` (with the batch ``specs`` it read earlier, if given) and
+        acknowledge it once handled; one whose delivery failed (an error, a crash) stays on the queue."""
         delivery = Delivery(
             m.message, worker=f"w-{m.handle}", receipt_handle=m.handle, receive_count=m.receives
         )
