@@ -4,7 +4,7 @@ fakes): the start instant, the fault-injecting recorder around adapters, and the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaderLease
-from jobsched.domain.loop import SchedulerLoop
+from jobsched.domain.loop import SchedulerGroup, SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import due_entry, register
 from jobsched.domain.tick import Scheduler, TickResult
@@ -222,6 +222,13 @@ class HarnessBase:
                 results.append(result)
         return results
 
+    def run_groups(self, running: Sequence[SchedulerGroup], seconds: int) -> None:
+        """Step every group of ``running`` once per simulated second, 5 ms past each second boundary."""
+        for _ in range(seconds):
+            self.clock.now_ms = (self.clock.now_ms // 1000 + 1) * 1000 + 5
+            for group in running:
+                group.step()
+
     # --- runs and messages --------------------------------------------------------------------
 
     def drain(self) -> list[Any]:
@@ -275,6 +282,13 @@ class HarnessBase:
                             ),
                         )
         return [found[at] for at in sorted(found)]
+
+
+def stop_groups(running: Sequence[SchedulerGroup]) -> None:
+    """Stop every loop of every group of ``running`` (a leader shut down by a deploy)."""
+    for group in running:
+        for loop in group.loops:
+            loop.stop()
 
 
 def throttled(*_: Any, **__: Any) -> None:

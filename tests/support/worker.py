@@ -20,7 +20,8 @@ import pytest
 from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.domain.registration import scheduling_state
-from jobsched.models import Job, JobCreate, to_ms
+from jobsched.models import Job, JobCreate, JobEventKind, from_ms, to_ms
+from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 from jobsched.ports.runs import RunRow, new_run
 from jobsched.settings import Settings
 from jobsched.targets import CancelToken, TargetCall, commands
@@ -354,6 +355,17 @@ def owner_sets_paused(jobs: Any, job_id: str, *, paused: bool, at_ms: int) -> No
             event=AuditEvent(job_id, at_ms, change_key(version), kind, "ana", {}),
         )
     )
+
+
+def owner_sets_overlap_skip(jobs: Any, job: Job, *, at_ms: int) -> None:
+    """The owner's PATCH of ``overlap: skip`` on ``job`` (as created, unedited since) at ``at_ms`` (epoch ms) as the
+    API writes it, through ``jobs`` (the DynamoDB store or its fake): the job and its ``updated`` event naming the
+    field."""
+    stored = jobs.get(job.id)
+    assert stored.state is not None
+    edited = Job.model_validate(job.model_dump() | {"overlap": "skip", "updated_at": from_ms(at_ms)})
+    event = AuditEvent(job.id, at_ms, change_key(1), JobEventKind.UPDATED, job.owner, {"fields": ["overlap"]})
+    jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at), event=event))
 
 
 def resume_after_first_events_read(jobs: Any, job_id: str, *, at_ms: int) -> list[int]:

@@ -22,7 +22,6 @@ from typing import Any
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
 from jobsched.clock import FakeClock
-from jobsched.domain.alerting import Alerting
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
@@ -37,6 +36,7 @@ from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow, ru
 from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.wiring import Components
 from tests.support.backends import memory_backend
 from tests.support.oracle import Oracle, Spec, Try
 
@@ -139,11 +139,15 @@ class SimQueue:
                 self.messages.remove(m)
                 self.dead_letters.redrive(m.message, m.receives)
                 continue
-            m.receives += 1
-            m.handle = f"rh-{next(self._handles)}"
-            m.visible_at = now + self.visibility_ms
+            self.take(m)
             taken.append(m)
         return taken
+
+    def take(self, m: InFlight) -> None:
+        """Receive ``m`` now: one more receive, a new receipt handle, invisible for the visibility timeout."""
+        m.receives += 1
+        m.handle = f"rh-{next(self._handles)}"
+        m.visible_at = self.clock() + self.visibility_ms
 
     def ack(self, handle: str) -> None:
         self.messages = [m for m in self.messages if m.handle != handle]
@@ -178,6 +182,31 @@ class OracleExecutor:
             world.oracle.try_ended(started, ok, world.clock())
 
 
+@dataclass(frozen=True)
+class WorldComponents(Components):
+    """The composition root (``jobsched.wiring.Components``) on the world's fakes: each store and queue call goes
+    through the world's faults as component ``name``; dead runs go to the backend's notifier fake, alerts to
+    the world's ``MemoryAlerts``. ``aws`` is None: nothing built from it needs AWS clients."""
+
+    world: Any = None
+    name: str = ""
+
+    def jobs(self) -> Any:
+        return FaultyPort(self.world.jobs, self.name, self.world)
+
+    def runs(self) -> Any:
+        return FaultyPort(self.world.runs, self.name, self.world)
+
+    def run_queue(self) -> Any:
+        return FaultyPort(self.world.queue, self.name, self.world)
+
+    def notifier(self) -> Any:
+        return self.world.backend.dead_runs
+
+    def alert_publisher(self) -> Any:
+        return self.world.alerts
+
+
 @dataclass
 class World:
     """See the module docstring. ``settings`` defaults to the fakes' (one due shard)."""
@@ -201,15 +230,7 @@ class World:
         self.queue = SimQueue(self.clock, self.dead_letters, stale_ms)
         self.jobs, self.runs = backend.jobs, backend.runs
         backend.idempotency.bind_invocation(api_context())
-        self.service = JobService(
-            settings=self.settings,
-            jobs=FaultyPort(self.jobs, "api", self),
-            runs=FaultyPort(self.runs, "api", self),
-            queue=FaultyPort(self.queue, "api", self),
-            clock=self.clock,
-            idempotency=backend.idempotency,
-            partition_marks=backend.control,
-        )
+        self.service = self.make_service()
         self.worker = self.make_worker()
         self.sweeper = Sweeper(
             settings=self.settings,
@@ -264,25 +285,25 @@ class World:
     ) -> None:
         self.faults.append(Fault(component, method, mode, nth, action))
 
-    def make_worker(self, *, waiter: Any = None, name: str = "worker") -> Worker:
-        return Worker(
+    def make_service(self) -> JobService:
+        """The API's use cases on the world's settings, their store and queue calls made as component ``api``."""
+        assert self.settings is not None
+        return JobService(
             settings=self.settings,
-            runs=FaultyPort(self.runs, name, self),
-            jobs=FaultyPort(self.jobs, name, self),
-            queue=FaultyPort(self.queue, name, self),
-            dead_runs=self.backend.dead_runs,
-            targets=Targets(command=OracleExecutor(self)),
+            jobs=FaultyPort(self.jobs, "api", self),
+            runs=FaultyPort(self.runs, "api", self),
+            queue=FaultyPort(self.queue, "api", self),
             clock=self.clock,
-            visibility=FaultyPort(self.queue, name, self),
-            waiter=waiter,
-            alerting=Alerting(
-                sink=self.alerts,
-                runs=FaultyPort(self.runs, name, self),
-                jobs=FaultyPort(self.jobs, name, self),
-                clock=self.clock,
-                retention_days=self.settings.retention_days,
-            ),
+            idempotency=self.backend.idempotency,
+            partition_marks=self.backend.control,
         )
+
+    def make_worker(self, *, waiter: Any = None, name: str = "worker") -> Worker:
+        """A worker built as the composition root builds it (``Components.worker``), its store and queue calls
+        made as component ``name`` (see ``Fault``), its tries observed by the oracle."""
+        assert self.settings is not None
+        components = WorldComponents(self.settings, None, self.clock, self.clock.sleep, world=self, name=name)
+        return components.worker(targets=Targets(command=OracleExecutor(self)), waiter=waiter)
 
     def start_loop(self, name: str, settings: Settings | None = None) -> None:
         old = self.loops.pop(name, None)
@@ -404,14 +425,7 @@ class World:
         if taken:
             worker.hold([m.handle for m in taken])
         for m in taken:
-            delivery = Delivery(
-                m.message, worker=f"w-{m.handle}", receipt_handle=m.handle, receive_count=m.receives
-            )
-            try:
-                worker.handle(delivery)
-            except (Deferred, StoreUnavailable, ConnectionError, Crash):
-                continue
-            self.queue.ack(m.handle)
+            self.hand(worker, m)
         return len(taken)
 
     def deliver_fire(
@@ -430,9 +444,12 @@ class World:
             None,
         )
         assert m is not None, f"no visible message of {run_id(job_id, fire)}"
-        m.receives += 1
-        m.handle = f"rh-{next(self.queue._handles)}"
-        m.visible_at = now + self.queue.visibility_ms
+        self.queue.take(m)
+        self.hand(worker, m, specs)
+
+    def hand(self, worker: Worker, m: InFlight, specs: Any = None) -> None:
+        """Hand the received message ``m`` to ``worker`` (with the batch ``specs`` it read earlier, if given) and
+        acknowledge it once handled; one whose delivery failed (an error, a crash) stays on the queue."""
         delivery = Delivery(
             m.message, worker=f"w-{m.handle}", receipt_handle=m.handle, receive_count=m.receives
         )
@@ -478,15 +495,7 @@ class World:
     def redeploy(self, settings: Settings) -> None:
         """Every component restarted with ``settings`` on the same stores and queues (a deployment change)."""
         self.settings = settings
-        self.service = JobService(
-            settings=settings,
-            jobs=FaultyPort(self.jobs, "api", self),
-            runs=FaultyPort(self.runs, "api", self),
-            queue=FaultyPort(self.queue, "api", self),
-            clock=self.clock,
-            idempotency=self.backend.idempotency,
-            partition_marks=self.backend.control,
-        )
+        self.service = self.make_service()
         self.worker = self.make_worker()
         for name in list(self.loops):
             self.start_loop(name, settings)
@@ -540,6 +549,6 @@ def _transient(component: str, method: str, args: tuple[Any, ...]) -> Exception:
     (every message of the batch) for a send, ``ConnectionError`` for its other calls."""
     if method == "send":
         return QueueSendError(list(args[0]))
-    if method in ("send", "change_visibility", "change_visibility_batch", "receive", "delete", "notify"):
+    if method in ("change_visibility", "change_visibility_batch", "receive", "delete", "notify"):
         return ConnectionError(f"transient error in {component}.{method}")
     return StoreUnavailable(f"transient error in {component}.{method}")

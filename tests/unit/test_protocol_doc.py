@@ -4,12 +4,9 @@ exists (references as in docs/security.md: ``tests/<path>.py::<name>``, or ``::<
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from jobsched.domain.run_states import TRANSITIONS, markdown_table
-from tests.unit.test_security_doc import _named_tests, _test_names
+from tests.support.doc_refs import ROOT, missing_tests, named_tests
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "protocol.md"
 START = "<!-- run-state-table: generated from domain/run_states.markdown_table(); do not edit by hand -->\n"
 END = "<!-- /run-state-table -->"
@@ -26,11 +23,6 @@ def test_the_protocol_docs_run_state_table_is_the_codes() -> None:
 
 def test_every_test_the_promises_name_exists() -> None:
     promises = DOC.read_text().split("\n## Promises\n", 1)[1]
-    named = _named_tests(promises)
+    named = named_tests(promises)
     assert len(named) > 40
-    missing = [
-        f"{path}::{name}" if name else path
-        for path, name in named
-        if not (ROOT / path).is_file() or (name is not None and name not in _test_names(ROOT / path))
-    ]
-    assert missing == []
+    assert missing_tests(named) == []

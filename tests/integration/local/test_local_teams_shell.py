@@ -25,23 +25,31 @@ HTTP_JOB = {
     "target": {"type": "http", "url": "https://example.com/"},
 }
 
+OPS = {"Authorization": "Bearer t-ops"}
+BILLING = {"Authorization": "Bearer t-billing"}
+
+
+def _ops_and_billing(tmp_path: Path) -> Path:
+    """A tokens file of two teams: ``ops`` (token ``t-ops``) granted shell targets, ``billing`` (``t-billing``)
+    not; its path."""
+    teams = tmp_path / "teams.json"
+    teams.write_text(json.dumps({"t-ops": {"owner": "ops", "shell": True}, "t-billing": "billing"}))
+    return teams
+
 
 def test_only_teams_granted_shell_may_use_shell_targets(quiet_logs: None, tmp_path: Path) -> None:
     # Given two teams, ops granted shell targets and billing not
-    teams = tmp_path / "teams.json"
-    teams.write_text(json.dumps({"t-ops": {"owner": "ops", "shell": True}, "t-billing": "billing"}))
+    teams = _ops_and_billing(tmp_path)
     lines: list[str] = []
     with serving(tmp_path / "data", lines, tokens_file=teams) as (_, client):
-        ops = {"Authorization": "Bearer t-ops"}
-        billing = {"Authorization": "Bearer t-billing"}
         # When each creates a shell job, and billing turns its http job into one
-        by_ops = client.post("/jobs", json=SHELL_JOB, headers=ops)
-        by_billing = client.post("/jobs", json=SHELL_JOB, headers=billing)
-        hook = client.post("/jobs", json=HTTP_JOB, headers=billing)
+        by_ops = client.post("/jobs", json=SHELL_JOB, headers=OPS)
+        by_billing = client.post("/jobs", json=SHELL_JOB, headers=BILLING)
+        hook = client.post("/jobs", json=HTTP_JOB, headers=BILLING)
         patched = client.patch(
-            f"/jobs/{hook.json()['id']}", json={"target": SHELL_JOB["target"]}, headers=billing
+            f"/jobs/{hook.json()['id']}", json={"target": SHELL_JOB["target"]}, headers=BILLING
         )
-        listed = client.get("/jobs", headers=billing).json()["items"]
+        listed = client.get("/jobs", headers=BILLING).json()["items"]
 
     # Then ops' is created, billing's are refused naming the target, as AWS refuses shell targets
     assert by_ops.status_code == 201, by_ops.text
@@ -75,21 +83,18 @@ def test_only_teams_granted_shell_may_reach_loopback_with_http_targets(
     quiet_logs: None, tmp_path: Path
 ) -> None:
     # Given two teams, ops granted shell targets and billing not
-    teams = tmp_path / "teams.json"
-    teams.write_text(json.dumps({"t-ops": {"owner": "ops", "shell": True}, "t-billing": "billing"}))
+    teams = _ops_and_billing(tmp_path)
     lines: list[str] = []
     with serving(tmp_path / "data", lines, tokens_file=teams) as (runtime, client):
-        ops = {"Authorization": "Bearer t-ops"}
-        billing = {"Authorization": "Bearer t-billing"}
         # When each has an http job call a service on loopback (local mode's own API)
         local = {
             **HTTP_JOB,
             "target": {"type": "http", "method": "GET", "url": f"{runtime.url}/openapi.json"},
         }
-        by_ops = client.post("/jobs", json=local, headers=ops).json()
-        by_billing = client.post("/jobs", json=local, headers=billing).json()
-        ops_run = _finished_run(client, by_ops["id"], ops)
-        billing_run = _finished_run(client, by_billing["id"], billing)
+        by_ops = client.post("/jobs", json=local, headers=OPS).json()
+        by_billing = client.post("/jobs", json=local, headers=BILLING).json()
+        ops_run = _finished_run(client, by_ops["id"], OPS)
+        billing_run = _finished_run(client, by_billing["id"], BILLING)
 
     # Then ops' try reaches it, and billing's is refused before any connection is made
     assert ops_run["attempts"][0]["output"].startswith("HTTP 200"), ops_run

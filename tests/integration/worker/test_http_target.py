@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -25,6 +26,21 @@ from jobsched.targets.http import AddressPolicy, HttpExecutor
 from tests.support.worker import Kit
 
 from .conftest import T0, SimWaiter
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler], ending: threading.Event) -> Iterator[str]:
+    """Serve ``handler`` on a free 127.0.0.1 port from a thread of its own; yields the server's URL. On exit
+    sets ``ending`` (answers still waiting end), then shuts the server down."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        ending.set()
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @dataclass
@@ -69,15 +85,8 @@ def server() -> Iterator[Server]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    state.closing.set()
-    httpd.shutdown()
-    httpd.server_close()
+    with _serving(Handler, state.closing) as state.url:
+        yield state
 
 
 @pytest.fixture
@@ -356,15 +365,8 @@ def trickler() -> Iterator[Trickler]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    state.ending.set()
-    httpd.shutdown()
-    httpd.server_close()
+    with _serving(Handler, state.ending) as state.url:
+        yield state
 
 
 def test_a_server_trickling_its_answer_is_cut_off_at_the_tries_timeout(trickler: Trickler) -> None:

@@ -266,21 +266,28 @@ def test_a_rate_job_without_start_at_is_backfilled_from_its_creation(http):
     )
 
 
+def _put_skipped_summary(http: Any, job_id: str, first: int, through: int) -> Any:
+    """Store the skipped summary row of the 19 hourly fires of ``job_id`` from ``first`` to ``through`` (epoch
+    ms), as a tick past them under ``missed: skip`` writes it; returns ``put_new``'s answer (None: stored)."""
+    return http.backend.runs.put_new(
+        new_run(
+            job_id,
+            first,
+            now_ms=through,
+            retention_days=90,
+            status=RunStatus.SKIPPED,
+            skipped_count=19,
+            skipped_through=through,
+            error="missed: policy skip",
+        )
+    )
+
+
 def test_a_backfill_over_a_skipped_summary_runs_every_fire_of_it_once_the_first_included(http):
     # Given: an hourly job whose fires 01:00-19:00 of March 1 are one skipped summary row (19 fires)
     job = http.create(schedule="0 * * * *")
     first, through = MARCH_1 + HOUR_MS, MARCH_1 + 19 * HOUR_MS
-    summary = new_run(
-        job["id"],
-        first,
-        now_ms=through,
-        retention_days=90,
-        status=RunStatus.SKIPPED,
-        skipped_count=19,
-        skipped_through=through,
-        error="missed: policy skip",
-    )
-    assert http.backend.runs.put_new(summary) is None
+    assert _put_skipped_summary(http, job["id"], first, through) is None
     http.backend.queue.take()
 
     # When: the owner backfills 01:00-20:00
@@ -306,18 +313,7 @@ def test_a_backfill_over_a_skipped_summary_runs_every_fire_of_it_once_the_first_
 def test_a_backfill_over_part_of_a_summary_keeps_the_rest_skipped(http):
     job = http.create(schedule="0 * * * *")
     first, through = MARCH_1 + HOUR_MS, MARCH_1 + 19 * HOUR_MS
-    http.backend.runs.put_new(
-        new_run(
-            job["id"],
-            first,
-            now_ms=through,
-            retention_days=90,
-            status=RunStatus.SKIPPED,
-            skipped_count=19,
-            skipped_through=through,
-            error="missed: policy skip",
-        )
-    )
+    _put_skipped_summary(http, job["id"], first, through)
 
     reply = backfill(http, job, {"start": "2026-03-01T01:00:00Z", "end": "2026-03-01T03:00:00Z"})
 

@@ -17,6 +17,7 @@ import pytest
 from jobsched.domain.loop import SchedulerGroup
 from jobsched.domain.registration import shard_of
 from tests.support.backends import MemoryComponents
+from tests.support.scheduler import stop_groups
 
 PERIOD_MS = 10_000
 
@@ -25,19 +26,6 @@ def groups(harness: Any, shards: int, holder: str) -> list[SchedulerGroup]:
     settings = harness.settings.model_copy(update={"due_shards": shards})
     components = MemoryComponents.on(harness, settings)
     return [components.scheduler_group(0, holder=f"{holder}-0")]
-
-
-def run(harness: Any, running: list[SchedulerGroup], seconds: int) -> None:
-    for _ in range(seconds):
-        harness.clock.now_ms = (harness.clock.now_ms // 1000 + 1) * 1000 + 5
-        for group in running:
-            group.step()
-
-
-def stop(running: list[SchedulerGroup]) -> None:
-    for group in running:
-        for loop in group.loops:
-            loop.stop()
 
 
 def assert_every_fire_ran_once(harness: Any, job_ids: list[str], until_ms: int) -> None:
@@ -71,24 +59,24 @@ def test_lowering_then_raising_due_shards_keeps_every_job_firing_exactly_once(ha
     # Given every-10-second jobs filed over 4 due shards, served for a minute
     job_ids = add_jobs(harness, 4)
     four = groups(harness, 4, "v1")
-    run(harness, four, 60)
+    harness.run_groups(four, 60)
 
     # When due_shards is lowered to 1 and, during the deploy, the old leader keeps running for 15 s
     one = groups(harness, 1, "v2")
     assert [loop.scheduler.read_shards for g in one for loop in g.loops] == [4]  # the mark: 4 shards read
-    run(harness, four + one, 15)
-    stop(four)
-    run(harness, one, 75)
+    harness.run_groups(four + one, 15)
+    stop_groups(four)
+    harness.run_groups(one, 75)
     # Then every job kept firing, and each moved into shard 0 at its next fire
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     assert {shard(harness, j) for j in job_ids} == {0}
 
     # When it is raised to 3 (the old leader overlapping again)
     three = groups(harness, 3, "v3")
-    run(harness, one + three, 15)
-    stop(one)
-    run(harness, three, 60)
-    stop(three)
+    harness.run_groups(one + three, 15)
+    stop_groups(one)
+    harness.run_groups(three, 60)
+    stop_groups(three)
     # Then again no fire is lost or doubled, and the jobs are spread over 3 shards
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     for job_id in job_ids:
@@ -101,8 +89,8 @@ def test_lowering_due_shards_in_the_deploy_that_brings_the_mark_silences_no_job(
     job_ids = add_jobs(harness, 4)
     one = groups(harness, 1, "v2")
     assert [loop.scheduler.read_shards for g in one for loop in g.loops] == [4]
-    run(harness, one, 60)
-    stop(one)
+    harness.run_groups(one, 60)
+    stop_groups(one)
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
 
 
@@ -122,10 +110,10 @@ def test_jobs_filed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(har
         assert len(job_ids) < 64, "64 random job ids missed shard 3"
         body = {"name": f"j{len(job_ids)}", "schedule": "every 10 seconds", "command": "echo"}
         job_ids.append(api.create_job("team-a", JobCreate.model_validate(body)).job.id)
-    stop(one)
+    stop_groups(one)
     one = groups(harness, 1, "v1-next-minute")
-    run(harness, one, 60)
-    stop(one)
+    harness.run_groups(one, 60)
+    stop_groups(one)
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
 
 
@@ -150,17 +138,17 @@ def test_jobs_resumed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(h
         body = {"name": f"j{len(job_ids)}", "schedule": "every 10 seconds", "command": "echo"}
         job_ids.append(api_one.create_job("team-a", JobCreate.model_validate(body)).job.id)
     one = groups(harness, 1, "v1")
-    run(harness, one, 30)  # the fires T0 .. T0 + 30 s
+    harness.run_groups(one, 30)  # the fires T0 .. T0 + 30 s
     for job_id in job_ids:
         api_four.pause_job("team-a", job_id)
-    run(harness, one, 15)  # T0 + 40 s falls while paused: not run
+    harness.run_groups(one, 15)  # T0 + 40 s falls while paused: not run
     for job_id in job_ids:
         api_four.resume_job("team-a", job_id)
     assert 3 in {shard(harness, j) for j in job_ids}
-    stop(one)
+    stop_groups(one)
     one = groups(harness, 1, "v1-next-minute")
-    run(harness, one, 60)
-    stop(one)
+    harness.run_groups(one, 60)
+    stop_groups(one)
     harness.claim_sent()
     for job_id in job_ids:
         fires = [r["scheduled_for"] for r in harness.runs_of(job_id)]

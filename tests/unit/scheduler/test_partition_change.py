@@ -15,6 +15,7 @@ from typing import Any
 from jobsched.domain.loop import SchedulerGroup, adopted_partitions
 from jobsched.domain.registration import partition_of
 from tests.support.backends import MemoryComponents
+from tests.support.scheduler import stop_groups
 
 PERIOD_MS = 10_000
 
@@ -23,19 +24,6 @@ def groups(harness: Any, partitions: int, holder: str) -> list[SchedulerGroup]:
     settings = harness.settings.model_copy(update={"scheduler_partitions": partitions})
     components = MemoryComponents.on(harness, settings)
     return [components.scheduler_group(p, holder=f"{holder}-{p}") for p in range(partitions)]
-
-
-def run(harness: Any, running: list[SchedulerGroup], seconds: int) -> None:
-    for _ in range(seconds):
-        harness.clock.now_ms = (harness.clock.now_ms // 1000 + 1) * 1000 + 5
-        for group in running:
-            group.step()
-
-
-def stop(running: list[SchedulerGroup]) -> None:
-    for group in running:
-        for loop in group.loops:
-            loop.stop()
 
 
 def assert_every_fire_ran_once(harness: Any, job_ids: list[str], until_ms: int) -> None:
@@ -63,14 +51,14 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
     job_ids = [harness.add(f"every {PERIOD_MS // 1000} seconds").id for _ in range(24)]
     assert {partition_of(j, 4) for j in job_ids} == {0, 1, 2, 3}
     four = groups(harness, 4, "v1")
-    run(harness, four, 60)
+    harness.run_groups(four, 60)
 
     # When the count is lowered to 2 and, during the deploy, the old leaders keep running for 15 s
     two = groups(harness, 2, "v2")
     assert [len(g.loops) for g in two] == [2, 2]  # partitions 2 and 3 are adopted by 0 and 1
-    run(harness, four + two, 15)
-    stop(four)
-    run(harness, two, 75)
+    harness.run_groups(four + two, 15)
+    stop_groups(four)
+    harness.run_groups(two, 75)
     # Then every job kept firing, and each moved home to its partition out of 2
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     for job_id in job_ids:
@@ -78,10 +66,10 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
 
     # When the count is raised to 3 (the old leaders overlapping again)
     three = groups(harness, 3, "v3")
-    run(harness, two + three, 15)
-    stop(two)
-    run(harness, three, 60)
-    stop(three)
+    harness.run_groups(two + three, 15)
+    stop_groups(two)
+    harness.run_groups(three, 60)
+    stop_groups(three)
     # Then again no fire is lost or doubled, and the jobs live in their partitions out of 3
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     for job_id in job_ids:
@@ -102,8 +90,8 @@ def test_lowering_the_count_in_the_deploy_that_brings_the_mark_strands_no_job(ha
         job_ids.append(harness.add(f"every {PERIOD_MS // 1000} seconds").id)
     two = groups(harness, 2, "v2")
     assert [len(g.loops) for g in two] == [2, 2]
-    run(harness, two, 60)
-    stop(two)
+    harness.run_groups(two, 60)
+    stop_groups(two)
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
 
 
@@ -126,8 +114,8 @@ def test_jobs_created_by_an_api_on_a_higher_count_are_served_by_schedulers_on_a_
         assert len(job_ids) < 64, "64 random job ids missed a partition"
         body = {"name": f"j{len(job_ids)}", "schedule": "every 10 seconds", "command": "echo"}
         job_ids.append(api.create_job("team-a", JobCreate.model_validate(body)).job.id)
-    stop(two)
+    stop_groups(two)
     two = groups(harness, 2, "v2-next-minute")  # the schedulers' next invocations read the raised mark
-    run(harness, two, 60)
-    stop(two)
+    harness.run_groups(two, 60)
+    stop_groups(two)
     assert_every_fire_ran_once(harness, job_ids, harness.clock())

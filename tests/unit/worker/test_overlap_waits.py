@@ -13,13 +13,20 @@ import pytest
 from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS, Deferred
-from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
-from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
+from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, run_id
 from jobsched.targets import TargetCall, Targets, commands
-from tests.support.worker import T0, Kit, SimWaiter
+from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
 
 MINUTE = 60_000
+
+
+def _every_minute_with_two_runs(kit: Kit, **fields: Any) -> Job:
+    """An every-minute job of ``fields`` with its 02:00 (``T0``) and 02:01 runs queued."""
+    job = kit.make_job(schedule="* * * * *", **fields)
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    return job
 
 
 def _claim(kit: Kit, job: Job, scheduled_for: int, worker: str) -> None:
@@ -53,23 +60,11 @@ def _finish(kit: Kit, job: Job, scheduled_for: int, worker: str = "w-1") -> None
     kit.jobs.release_overlap(job.id, run_id=run_id(job.id, scheduled_for), attempt=1, worker=worker)
 
 
-def _switch_to_skip(kit: Kit, job: Job) -> None:
-    """A PATCH of ``overlap: skip`` as the API writes it: the job and its ``updated`` event (the fields given)."""
-    stored = kit.jobs.get(job.id)
-    assert stored.state is not None
-    at = kit.clock()
-    edited = Job.model_validate(job.model_dump() | {"overlap": "skip", "updated_at": from_ms(at)})
-    event = AuditEvent(job.id, at, change_key(1), JobEventKind.UPDATED, job.owner, {"fields": ["overlap"]})
-    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at), event=event))
-
-
 def test_a_retry_finding_the_next_fires_try_holding_the_lock_waits_and_keeps_its_attempts(
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given an overlap: skip job whose 02:00 run failed its first try and is retrying
-    job = kit.make_job(schedule="* * * * *", overlap="skip", command="record", retry={"max_attempts": 3})
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="skip", command="record", retry={"max_attempts": 3})
     _claim(kit, job, T0, "w-0")
     change = RetryTransition(
         error="attempt 1 failed", retry_at_ms=kit.clock(), sweep_at_ms=kit.clock() + MINUTE
@@ -99,9 +94,7 @@ def test_a_lost_workers_run_taken_over_while_the_lock_is_held_waits_and_its_lost
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given an overlap: skip job whose 02:00 run's worker was lost mid-try (its heartbeat stale)
-    job = kit.make_job(schedule="* * * * *", overlap="skip", command="record", retry={"max_attempts": 3})
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="skip", command="record", retry={"max_attempts": 3})
     _claim(kit, job, T0, "w-lost")
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     # and the 02:01 run's try running with the job's lock
@@ -129,13 +122,11 @@ def test_a_claim_under_a_spec_read_before_a_patch_to_skip_does_not_run_beside_th
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given an overlap: allow job whose 02:00 run's batch read the job's spec
-    job = kit.make_job(schedule="* * * * *", overlap="allow", command="record")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="allow", command="record")
     specs = kit.worker.read_specs([job.id])
     assert specs is not None and specs.jobs[job.id].overlap.value == "allow"
     # and then the owner's PATCH to skip, and the 02:01 try taking the lock (no try running without it)
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
     kit.clock.advance(PRE_CLAIM_SPEC_MS + 5_000)
     _running_with_the_lock(kit, job, T0 + MINUTE)
 
@@ -151,12 +142,10 @@ def test_a_lock_taken_just_after_a_patch_to_skip_waits_for_claims_under_the_earl
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given an overlap: allow job whose 02:00 run's batch read the job's spec just before the PATCH to skip
-    job = kit.make_job(schedule="* * * * *", overlap="allow", command="record")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="allow", command="record")
     specs = kit.worker.read_specs([job.id])
     assert specs is not None
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
     kit.clock.advance(1_000)
 
     # When the 02:01 run takes the lock a second later and finds no try running without it
@@ -197,9 +186,7 @@ def stubborn() -> Iterator[threading.Event]:
 
 def test_a_timed_out_try_that_does_not_stop_keeps_the_lock(kit: Kit, stubborn: threading.Event) -> None:
     # Given an overlap: skip job whose 02:00 try ignores the cancel at its timeout
-    job = kit.make_job(schedule="* * * * *", overlap="skip", command="stubborn", timeout_s=60)
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
+    job = _every_minute_with_two_runs(kit, overlap="skip", command="stubborn", timeout_s=60)
     started = stubborn.started  # type: ignore[attr-defined]
     worker = kit.build_worker(waiter=SimWaiter(kit.clock, parked=started.is_set))
     # When it passes its timeout: recorded failed (to be retried), yet still running
@@ -220,11 +207,9 @@ def test_a_timed_out_lambda_try_keeps_the_lock_while_its_function_may_run(kit: K
                 kit.waiter.sleep_until(None, call.cancel)  # the caller stops waiting; the function does not
             return "lambda f: status 200"
 
-    job = kit.make_job(
-        schedule="* * * * *", overlap="skip", target={"type": "lambda", "function": "f"}, timeout_s=60
+    job = _every_minute_with_two_runs(
+        kit, overlap="skip", target={"type": "lambda", "function": "f"}, timeout_s=60
     )
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + MINUTE)
     worker = kit.build_worker(targets=Targets(lambda_=Parked()))
     claimed_at = kit.clock()
     assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.RETRYING

@@ -22,7 +22,7 @@ from jobsched.ports.runs import ClaimRequest, OverlapRequest, run_id
 from jobsched.targets import TargetCall, Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
-from tests.support.worker import T0, Kit, SimWaiter
+from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
 
 
 @pytest.fixture
@@ -326,21 +326,11 @@ def _running_without_the_lock(kit: Kit) -> Job:
     return job
 
 
-def _switch_to_skip(kit: Kit, job: Job) -> None:
-    """A PATCH of ``overlap: skip`` as the API writes it: the job and its ``updated`` event (the fields given)."""
-    stored = kit.jobs.get(job.id)
-    assert stored.state is not None
-    at = kit.clock()
-    edited = Job.model_validate(job.model_dump() | {"overlap": "skip", "updated_at": from_ms(at)})
-    event = AuditEvent(job.id, at, change_key(1), JobEventKind.UPDATED, job.owner, {"fields": ["overlap"]})
-    kit.jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at), event=event))
-
-
 def test_overlap_skip_set_while_a_run_is_running_skips_the_next_run(kit: Kit) -> None:
     # Given an every-minute job with overlap allow whose 02:00 run is running (its worker beats: fresh)
     job = _running_without_the_lock(kit)
     # When its owner sets overlap: skip (PATCH) and the 02:01 run is delivered while the 02:00 one still runs
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
     kit.clock.advance(60_000)
     outcome = kit.deliver(job, T0 + 60_000)
     # Then it is skipped: another run of the job is running (the 02:00 run took no lock under allow)
@@ -355,7 +345,7 @@ def test_overlap_skip_set_before_many_other_edits_still_skips_the_next_run(
 ) -> None:
     # Given a running 02:00 run that took no lock, then overlap: skip, then many more edits of the job's other fields
     job = _running_without_the_lock(kit)
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
     for n in range(later_events):
         kit.clock.advance(1)
         kit.jobs.record_event(
@@ -375,7 +365,7 @@ def test_overlap_skip_set_before_many_other_edits_still_skips_the_next_run(
 def test_an_overlap_change_older_than_the_longest_try_is_not_looked_for_past_it(kit: Kit) -> None:
     # Given overlap: skip set long ago (more than the longest a try lasts), then recent edits of other fields
     job = _running_without_the_lock(kit)
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
     kit.clock.advance((kit.settings.worker_timeout_cap_s + kit.settings.heartbeat_stale_s) * 1000 + 1)
     for n in range(2 * OVERLAP_CHANGE_EVENTS):
         kit.jobs.record_event(
@@ -409,7 +399,7 @@ def test_a_storage_error_looking_for_an_unlocked_try_gives_the_overlap_lock_back
     # Given a job just switched to overlap: skip, whose audit events cannot be read (the table throttles)
     job = kit.make_job(schedule="* * * * *", overlap="allow")
     kit.make_run(job, T0)
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
 
     def throttled(*_: Any, **__: Any) -> Any:
         raise StoreUnavailable("list_events: ThrottlingException")
@@ -439,7 +429,7 @@ def test_a_storage_error_looking_for_an_unlocked_try_gives_the_overlap_lock_back
 def test_overlap_skip_set_while_a_lost_run_is_running_does_not_skip_the_next_run(kit: Kit) -> None:
     # Given the same switch from allow to skip, but the 02:00 run's worker was lost (its heartbeat is stale)
     job = _running_without_the_lock(kit)
-    _switch_to_skip(kit, job)
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock())
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     # When the 02:01 run is delivered
     outcome = kit.deliver(job, T0 + 60_000)
