@@ -102,6 +102,16 @@ def tagged_principal(arn: str) -> tuple[PrincipalKind, str, str] | None:
     return None
 
 
+def tag_value(tags: Mapping[str, str], key: str) -> str | None:
+    """The value of tag ``key`` of an IAM role's or user's ``tags``, the key matched in any case, or None.
+
+    IAM keeps one key of a role or user whatever its case (it refuses ``Team`` beside ``team``) and matches
+    ``aws:PrincipalTag/<key>`` in any case (IAM User Guide, "Rules for tagging in IAM"), so ``tag:team`` reads
+    a role tagged ``Team``."""
+    wanted = key.casefold()
+    return next((value for name, value in tags.items() if name.casefold() == wanted), None)
+
+
 class IamAuthenticator:
     """Owner from the IAM principal API Gateway authenticated (``requestContext.identity.userArn``)."""
 
@@ -115,8 +125,8 @@ class IamAuthenticator:
 class TaggedIamAuthenticator:
     """Owner from a tag of the IAM principal API Gateway authenticated (``Settings.owner_from = "tag:<key>"``).
 
-    The owner is the value of the ``tag_key`` tag of the caller's role (for an assumed-role session) or IAM user,
-    as is; the actor stays the principal ARN. ``tags`` reads IAM (``iam:ListRoleTags`` / ``iam:ListUserTags``);
+    The owner is the value of the ``tag_key`` tag (the key in any case: :func:`tag_value`) of the caller's role
+    (for an assumed-role session) or IAM user, as is; the actor stays the principal ARN. ``tags`` reads IAM (``iam:ListRoleTags`` / ``iam:ListUserTags``);
     what it returns is kept ``ttl_ms`` milliseconds of ``clock`` (epoch ms), per principal, absent ones included.
     """
 
@@ -160,7 +170,7 @@ class TaggedIamAuthenticator:
                 f"the caller is from account {account}",
             )
         tags = self._tags_of(kind, name)
-        value = None if tags is None else tags.get(self.tag_key)
+        value = None if tags is None else tag_value(tags, self.tag_key)
         if not value or value.startswith("arn:"):
             raise Forbidden(
                 self.field,
