@@ -213,12 +213,16 @@ TOKENS_FILE_SHAPE = (
 
 def parse_tokens(data: Any) -> dict[str, TokenEntry]:
     """The entries of a tokens file's parsed JSON ``data`` (the module docstring gives its shape). Raises
-    ValueError naming the first entry not of that shape by its position (a token is never echoed), or giving
-    ``TOKENS_FILE_SHAPE`` when ``data`` is not an object."""
+    ValueError naming the first entry not of that shape by its position (a token is never echoed), an empty
+    token or owner included (such an entry could never authenticate), or giving ``TOKENS_FILE_SHAPE`` when
+    ``data`` is not an object."""
     if not isinstance(data, dict):
         raise ValueError(f"expected {TOKENS_FILE_SHAPE}")
     entries: dict[str, TokenEntry] = {}
     for number, (token, value) in enumerate(data.items(), 1):
+        owner = value.get("owner") if isinstance(value, dict) else value
+        if not token or owner == "":
+            raise ValueError(f"token number {number}: its token and its owner must not be empty")
         if isinstance(value, str):
             entries[token] = TokenEntry(value)
         elif (
