@@ -661,3 +661,17 @@ def test_every_spelling_of_a_json_content_type_is_taken_as_json(http, content_ty
 
     assert reply.status == 200, reply.body
     assert http("GET", f"/jobs/{job['id']}").body["input"] == {"n": 2}
+
+
+@pytest.mark.parametrize("value", ["yes", "false", 1, 0])
+def test_secret_path_is_a_json_boolean_not_a_word_or_number(http, value):
+    # "false" read as a flag would be True or False by pydantic's lax spelling rules: refused, as every flag is
+    body = job_body(
+        "hooked", target={"type": "http", "url": "https://hooks.example.com/T0/B0/XyZ", "secret_path": value}
+    )
+
+    reply = http("POST", "/jobs", body=body)
+
+    assert reply.status == 400
+    assert reply.error["field"] == "target.secret_path" and reply.error["code"] == "invalid_input"
+    assert http("GET", "/jobs").body["items"] == []
