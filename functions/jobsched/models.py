@@ -280,7 +280,7 @@ class HttpTarget(_Strict):
         description="names of `headers` whose values are secret (any case): a run's recorded output and "
         "error never show them (`Authorization`, `Proxy-Authorization` and `Cookie` always count as secret)",
     )
-    secret_path: bool = Field(
+    secret_path: Flag = Field(
         False,
         description="the URL's path is a secret (a webhook URL such as `https://hooks.example.com/T0/B0/XyZ`): "
         "errors, logs and alerts show the URL as `scheme://host/[redacted]`, and the path and its segments "

@@ -70,6 +70,18 @@ def _is_json(content_type: str | None) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _spell_json_for_the_parser(event: dict[str, Any]) -> None:
+    """Give a body admitted as JSON (``_is_json``) the Content-Type ``application/json`` in ``event``'s headers.
+    Powertools parses a body as JSON only when its Content-Type starts with ``application/json`` as spelled
+    (case-sensitive, no ``+json``) and refuses any other; ``_is_json`` is the one rule of what is JSON."""
+    for field in ("headers", "multiValueHeaders"):
+        headers = event.get(field)
+        if not isinstance(headers, dict):
+            continue
+        for name in [name for name in headers if name.lower() == "content-type"]:
+            headers[name] = ["application/json"] if field == "multiValueHeaders" else "application/json"
+
+
 class Admission(BaseMiddlewareHandler):
     """A Powertools middleware admitting a request to request validation and the route.
 
@@ -95,6 +107,8 @@ class Admission(BaseMiddlewareHandler):
             raise PayloadTooLarge(len(body), limit)
         if body and not _is_json(app.current_event.headers.get("content-type")):
             raise InvalidInput("Content-Type", JSON_BODY_ONLY, code="unsupported_media_type")
+        if body:
+            _spell_json_for_the_parser(event)
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:

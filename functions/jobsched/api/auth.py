@@ -102,6 +102,16 @@ def tagged_principal(arn: str) -> tuple[PrincipalKind, str, str] | None:
     return None
 
 
+def tag_value(tags: Mapping[str, str], key: str) -> str | None:
+    """The value of tag ``key`` of an IAM role's or user's ``tags``, the key matched in any case, or None.
+
+    IAM keeps one key of a role or user whatever its case (it refuses ``Team`` beside ``team``) and matches
+    ``aws:PrincipalTag/<key>`` in any case (IAM User Guide, "Rules for tagging in IAM"), so ``tag:team`` reads
+    a role tagged ``Team``."""
+    wanted = key.casefold()
+    return next((value for name, value in tags.items() if name.casefold() == wanted), None)
+
+
 class IamAuthenticator:
     """Owner from the IAM principal API Gateway authenticated (``requestContext.identity.userArn``)."""
 
@@ -115,8 +125,8 @@ class IamAuthenticator:
 class TaggedIamAuthenticator:
     """Owner from a tag of the IAM principal API Gateway authenticated (``Settings.owner_from = "tag:<key>"``).
 
-    The owner is the value of the ``tag_key`` tag of the caller's role (for an assumed-role session) or IAM user,
-    as is; the actor stays the principal ARN. ``tags`` reads IAM (``iam:ListRoleTags`` / ``iam:ListUserTags``);
+    The owner is the value of the ``tag_key`` tag (the key in any case: :func:`tag_value`) of the caller's role
+    (for an assumed-role session) or IAM user, as is; the actor stays the principal ARN. ``tags`` reads IAM (``iam:ListRoleTags`` / ``iam:ListUserTags``);
     what it returns is kept ``ttl_ms`` milliseconds of ``clock`` (epoch ms), per principal, absent ones included.
     """
 
@@ -160,7 +170,7 @@ class TaggedIamAuthenticator:
                 f"the caller is from account {account}",
             )
         tags = self._tags_of(kind, name)
-        value = None if tags is None else tags.get(self.tag_key)
+        value = None if tags is None else tag_value(tags, self.tag_key)
         if not value or value.startswith("arn:"):
             raise Forbidden(
                 self.field,
@@ -203,12 +213,16 @@ TOKENS_FILE_SHAPE = (
 
 def parse_tokens(data: Any) -> dict[str, TokenEntry]:
     """The entries of a tokens file's parsed JSON ``data`` (the module docstring gives its shape). Raises
-    ValueError naming the first entry not of that shape by its position (a token is never echoed), or giving
-    ``TOKENS_FILE_SHAPE`` when ``data`` is not an object."""
+    ValueError naming the first entry not of that shape by its position (a token is never echoed), an empty
+    token or owner included (such an entry could never authenticate), or giving ``TOKENS_FILE_SHAPE`` when
+    ``data`` is not an object."""
     if not isinstance(data, dict):
         raise ValueError(f"expected {TOKENS_FILE_SHAPE}")
     entries: dict[str, TokenEntry] = {}
     for number, (token, value) in enumerate(data.items(), 1):
+        owner = value.get("owner") if isinstance(value, dict) else value
+        if not token or owner == "":
+            raise ValueError(f"token number {number}: its token and its owner must not be empty")
         if isinstance(value, str):
             entries[token] = TokenEntry(value)
         elif (

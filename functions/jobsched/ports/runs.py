@@ -475,7 +475,8 @@ class RunMessage:
         """Parse a message body: a JSON object with ``job_id`` (a string) and ``scheduled_for`` (a JSON integer),
         and optionally ``dispatch_at``, ``enqueued_at`` and ``term`` (JSON integers or null). Raises ValueError
         (the parse's own errors wrapped) for a malformed one: a field missing or of another type (``true``,
-        ``1.5``, ``1.0`` or ``"1"`` is not an integer)."""
+        ``1.5``, ``1.0`` or ``"1"`` is not an integer), an instant outside years 1-9999 (``from_ms``: no run has
+        such a fire, and no date can show it), or a ``term`` outside 0..2^63-1 (a 64-bit column's)."""
         try:
             data = json.loads(body)
             if not isinstance(data, dict):
@@ -488,7 +489,13 @@ class RunMessage:
                 for name in ("dispatch_at", "enqueued_at", "term")
                 if data.get(name) is not None
             }
-            return cls(job_id=job_id, scheduled_for=_integer(data, "scheduled_for"), **optional)
+            scheduled_for = _integer(data, "scheduled_for")
+            for instant in (scheduled_for, optional.get("dispatch_at"), optional.get("enqueued_at")):
+                if instant is not None:
+                    from_ms(instant)
+            if not 0 <= optional.get("term", 0) < 2**63:
+                raise ValueError(f"term {optional['term']} is outside 0..2^63-1")
+            return cls(job_id=job_id, scheduled_for=scheduled_for, **optional)
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as error:
             raise ValueError(f"malformed run message: {body[:200]!r}") from error
 

@@ -128,6 +128,22 @@ def test_an_iam_user_is_owned_by_its_tag(auth: TaggedIamAuthenticator) -> None:
     assert auth.caller_of(event(arn)).owner == "platform"
 
 
+def test_the_tag_key_is_matched_in_any_case_as_iam_matches_it(
+    tags: FakePrincipalTags, clock: FakeClock
+) -> None:
+    # IAM keeps one key of a role or user whatever its case (it refuses "Team" beside "team") and matches
+    # aws:PrincipalTag/<key> in any case: a role tagged "Team" is owned by "tag:team"
+    tags.tags[("role", "ops-ci")] = {"Team": "ops", "cost-center": "42"}
+    tags.tags[("user", "ops-bot")] = {"TEAM": "ops"}
+    auth = TaggedIamAuthenticator("team", tags, clock=clock)
+
+    assert auth.caller_of(event(session("ops-ci"))).owner == "ops"
+    assert auth.caller_of(event(f"arn:aws:iam::{ACCOUNT}:user/ops-bot")).owner == "ops"
+    assert TaggedIamAuthenticator("Team", tags, clock=clock).caller_of(
+        event(session("billing-ci"))
+    ).owner == ("billing")
+
+
 @pytest.mark.parametrize(
     ("arn", "says"),
     [

@@ -638,3 +638,40 @@ def test_a_rate_or_daily_schedule_with_non_ascii_digits_is_a_400_as_a_cron_one_i
     assert cron.status == 400 and cron.error["code"] == "invalid_schedule", cron.body
     assert reply.status == 400 and reply.error["code"] == "invalid_schedule", reply.body
     assert reply.error["field"] == "schedule"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "APPLICATION/JSON; charset=UTF-8",
+        "application/vnd.api+json",
+        "application/merge-patch+json",
+    ],
+)
+def test_every_spelling_of_a_json_content_type_is_taken_as_json(http, content_type):
+    # Given a job, and a PATCH whose Content-Type is JSON spelled another way (media types are case-insensitive,
+    # RFC 9110 §8.3.1; application/*+json is JSON, as admission says)
+    job = http.create("spelled")
+
+    reply = http(
+        "PATCH", f"/jobs/{job['id']}", body={"input": {"n": 2}}, headers={"Content-Type": content_type}
+    )
+
+    assert reply.status == 200, reply.body
+    assert http("GET", f"/jobs/{job['id']}").body["input"] == {"n": 2}
+
+
+@pytest.mark.parametrize("value", ["yes", "false", 1, 0])
+def test_secret_path_is_a_json_boolean_not_a_word_or_number(http, value):
+    # "false" read as a flag would be True or False by pydantic's lax spelling rules: refused, as every flag is
+    body = job_body(
+        "hooked", target={"type": "http", "url": "https://hooks.example.com/T0/B0/XyZ", "secret_path": value}
+    )
+
+    reply = http("POST", "/jobs", body=body)
+
+    assert reply.status == 400
+    assert reply.error["field"] == "target.secret_path" and reply.error["code"] == "invalid_input"
+    assert http("GET", "/jobs").body["items"] == []

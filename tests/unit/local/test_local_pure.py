@@ -60,6 +60,9 @@ def test_tokens_file_gets_an_internal_local_token_only_when_needed(tmp_path: Pat
         ('{"t": "a", "u": {"owner": "b", "shell": "yes"}}', "token number 2"),
         ('{"t": {"shell": true}}', "token number 1"),
         ('{"t": {"owner": "b", "admin": true}}', "token number 1"),
+        ('{"t": "a", "u": ""}', "token number 2"),  # an empty owner: the token would never authenticate
+        ('{"t": {"owner": "", "shell": true}}', "token number 1"),
+        ('{"t": "a", "": "b"}', "token number 2"),  # an empty token: never sent by a client
     ],
 )
 def test_bad_tokens_files_are_refused(tmp_path: Path, content: str, message: str) -> None:

@@ -109,6 +109,18 @@ def test_a_finished_runs_letter_is_deleted_and_a_malformed_one_dropped(kit: Kit)
     assert kit.dead_runs.notified == []
 
 
+def test_a_letter_whose_fire_no_date_can_hold_is_dropped_without_a_run(kit: Kit) -> None:
+    # Given letters of the job's messages whose fire is past year 9999 or before year 1 (no run has such a fire)
+    job = kit.make_job(command="echo")
+    for scheduled_for in (10**30, -(10**20), 2**63):
+        kit.letters.redrive(RunMessage(job.id, scheduled_for, enqueued_at=T0), receive_count=5)
+    # When the sweeper passes
+    report = kit.sweeper.sweep()
+    # Then they are dropped as malformed: no dead run of a fire that cannot exist, no alert, the queue empty
+    assert kit.letters.letters == [] and report.dead == 0 and report.errors == []
+    assert kit.dead_runs.notified == []
+
+
 def test_a_failing_dead_letter_queue_is_counted_and_the_pass_goes_on(kit: Kit) -> None:
     job = kit.make_job(command="echo")
     kit.letters.redrive(RunMessage(job.id, T0))

@@ -225,6 +225,22 @@ def test_a_message_field_of_another_type_is_malformed(body: str) -> None:
         RunMessage.parse(body)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"job_id": "j_a", "scheduled_for": 1000000000000000000000000000000}',  # past year 9999
+        '{"job_id": "j_a", "scheduled_for": -100000000000000000000}',  # before year 1
+        '{"job_id": "j_a", "scheduled_for": 1000, "enqueued_at": 9223372036854775808}',
+        '{"job_id": "j_a", "scheduled_for": 1000, "dispatch_at": -99999999999999999}',
+        '{"job_id": "j_a", "scheduled_for": 1000, "term": -1}',
+        '{"job_id": "j_a", "scheduled_for": 1000, "term": 9223372036854775808}',  # past a 64-bit column
+    ],
+)
+def test_a_message_instant_no_date_can_hold_or_a_term_out_of_range_is_malformed(body: str) -> None:
+    with pytest.raises(ValueError, match="malformed run message"):
+        RunMessage.parse(body)
+
+
 def test_a_message_with_integer_fields_parses() -> None:
     message = RunMessage.parse('{"job_id": "j_a", "scheduled_for": 1000, "enqueued_at": 900, "term": null}')
     assert (message.job_id, message.scheduled_for, message.enqueued_at, message.term) == (
