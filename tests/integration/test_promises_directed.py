@@ -405,3 +405,33 @@ def test_a_trigger_whose_message_is_dead_lettered_is_recorded_dead_not_lost(worl
     (row,) = [r for r in world.rows() if r.job_id == job and r.scheduled_for == sent.message.scheduled_for]
     assert row.status is RunStatus.DEAD and "dead-letter" in (row.error or ""), row
     world.check()
+
+
+# --- a backfill after a change of schedule ------------------------------------------------------------------
+
+
+def test_a_backfill_after_a_change_of_schedule_runs_the_fires_of_the_schedule_in_force_at_the_request(
+    world: World,
+) -> None:
+    job = world.create("* * * * * *", missed="catch_up", misfire_grace_s=0, catch_up_window_s=0)
+    world.tick(5)
+    world.downtime(120)  # the fires of the last two minutes are missed
+    world.patch(job, schedule="* * * * *")  # every second until now, every minute from now on
+    start = world.clock() - 60_000
+    world.backfill(job, start, world.clock())  # the window's fires of the schedule in force now: every minute
+    world.settle()
+    world.check()
+
+
+def test_a_backfill_runs_fires_of_its_schedule_from_before_that_schedule_was_written(world: World) -> None:
+    job = world.create("*/10 * * * * *", missed="skip", misfire_grace_s=0, catch_up_window_s=600)
+    world.patch(job, schedule="every 7 seconds")
+    world.downtime(600)
+    world.patch(job, schedule="*/10 * * * * *")
+    start = world.clock() - 600_000
+    world.backfill(job, start, world.clock())  # */10's fires of the last ten minutes, on the owner's request
+    world.patch(job, schedule="* * * * *")  # in the same millisecond: the backfill asked for */10's fires
+    world.settle()
+    ran = {r.scheduled_for for r in world.rows() if r.kind is RunKind.BACKFILL}
+    assert ran and all(fire % 10_000 == 0 for fire in ran), sorted(ran)
+    world.check()

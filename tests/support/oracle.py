@@ -16,6 +16,9 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
   instant). A rate is anchored at the job's ``start_at``, else its creation instant.
 - A fire that falls while the job is paused (``[paused, resumed]``) is neither run nor recorded missed; a backfill
   runs it on purpose. A fire after the job's deletion never runs.
+- A backfill runs the fires in its window of the spec in force at its request (the last one written before it),
+  those whose dispatch instant is not after the request; a fire of the job's schedule no clean tick found before
+  the request is the scheduler's (run, or recorded missed, by the rules above).
 - The first clean tick at or after a fire finds it ``L`` ms late: with ``missed: skip`` it runs when ``L`` is under
   ``max(misfire_grace_s, ON_TIME_TOLERANCE_MS)``, else it is recorded skipped (until a backfill or a re-run
   runs it); with ``catch_up`` it runs within
@@ -126,6 +129,17 @@ class Era:
         return bool(self.fires(fire, fire, 1))
 
 
+@dataclass(frozen=True)
+class Backfill:
+    """An owner's backfill of ``[start, end)`` (epoch ms) asked at ``asked``, of the spec of ``era`` (the one in
+    force at the request: a backfill runs the window's fires of the job's schedule as it is then, design §3.3)."""
+
+    start: int
+    end: int
+    asked: int
+    era: Era
+
+
 @dataclass
 class Try:
     """One try a target ran: its run, start and end (epoch ms), success, and the round (re-runs asked before)."""
@@ -149,7 +163,7 @@ class JobHistory:
     deleted: int | None = None
     triggers: int = 0
     trigger_keys: set[str] = field(default_factory=set)
-    backfills: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, asked at)
+    backfills: list[Backfill] = field(default_factory=list)
     reruns: dict[int, list[int]] = field(default_factory=dict)  # scheduled_for -> asked at
 
     def era_at(self, instant: int) -> Era | None:
@@ -170,7 +184,7 @@ class JobHistory:
 
     def requested(self, fire: int) -> bool:
         """Whether a backfill or a re-run asked for ``fire`` (then a paused-over fire may run)."""
-        return fire in self.reruns or any(s <= fire < e for s, e, _ in self.backfills)
+        return fire in self.reruns or any(b.start <= fire < b.end for b in self.backfills)
 
 
 class Oracle:
@@ -224,7 +238,10 @@ class Oracle:
             job.trigger_keys.add(key)
 
     def backfilled(self, job_id: str, start: int, end: int, at: int) -> None:
-        self.jobs[job_id].backfills.append((start, end, at))
+        """A backfill of ``[start, end)`` asked at ``at``, of the spec in force then (the last one written:
+        a PATCH in the same millisecond after it does not change what it asked for)."""
+        job = self.jobs[job_id]
+        job.backfills.append(Backfill(start, end, at, job.eras[-1]))
 
     def rerun(self, job_id: str, scheduled_for: int, at: int) -> None:
         self.jobs[job_id].reruns.setdefault(scheduled_for, []).append(at)
@@ -366,11 +383,10 @@ class Oracle:
     @staticmethod
     def _backfilled(job: JobHistory, fire: int) -> Era | None:
         """The era a backfill asked for ``fire`` with: a window holding it, whose request's spec has that fire."""
-        for start, end, asked in job.backfills:
-            era = job.era_at(asked)
-            if start <= fire < end and era is not None and _is_fire(era.unbounded, fire):
-                return era
-        return None
+        return next(
+            (b.era for b in job.backfills if b.start <= fire < b.end and _is_fire(b.era.unbounded, fire)),
+            None,
+        )
 
     def _missed(self, job: JobHistory, era: Era, row: RunRow, now: int) -> list[str]:
         """A row (or summary) recording fires missed: none of them had to run, none was paused over."""
@@ -391,6 +407,25 @@ class Oracle:
             if verdict == "none" and job.paused_over(fire) and fire == first:
                 problems.append(f"{run_id(job.job_id, fire)}: recorded missed while the job was paused")
         return problems
+
+    def _owed(self, job: JobHistory, backfill: Backfill) -> list[int]:
+        """The fires ``backfill`` must run: its spec's fires in the window dispatchable by the request (fire +
+        jitter offset at or before it) that fell before its spec was written or that a schedule in force then
+        had too, except a fire of the job's schedule no clean tick found before the request: the scheduler still
+        holds it (it runs it or records it missed, judged by ``classify``), design §3.3."""
+        era = backfill.era
+        offset = jitter_offset_ms(job.job_id, era.spec.jitter_s)
+        found = era.unbounded.fires(from_ms(backfill.start - 1), from_ms(backfill.end - 1), 20_000)
+        owed = []
+        for fire in (to_ms(f) for f in found):
+            if fire + offset > backfill.asked:
+                continue
+            scheduled = any(e.owns(fire) for e in job.eras)
+            index = bisect.bisect_right(self.clean_ticks, fire + offset)
+            found_by_a_tick = index < len(self.clean_ticks) and self.clean_ticks[index] <= backfill.asked
+            if (fire < era.since or scheduled) and (not scheduled or found_by_a_tick):
+                owed.append(fire)
+        return owed
 
     def liveness(self, rows: list[RunRow], now: int, *, settled_ms: int = 2_000) -> list[str]:
         """After the system settled: each fire that must run ran (a try, and a finished row), each that must be
@@ -440,19 +475,15 @@ class Oracle:
                 problems.append(f"{rid}: re-run asked at {from_ms(asked[-1])} never ran")
             elif (row := by_fire.get(fire)) is None or row.status.value not in FINISHED:
                 problems.append(f"{rid}: re-run ran but its run is {row.status.value if row else 'gone'}")
-        for start, end, asked in job.backfills:
-            for era in job.eras:
-                offset = jitter_offset_ms(job.job_id, era.spec.jitter_s)
-                for fire in era.fires(start, end - 1):
-                    if not era.owns(fire) or fire + offset > asked:
-                        continue
-                    tries = self.tries_of(run_id(job.job_id, fire))
-                    if any(t.started < asked for t in tries):
-                        continue
-                    if not any(t.started >= asked for t in tries):
-                        problems.append(
-                            f"{run_id(job.job_id, fire)}: backfilled at {from_ms(asked)} and never ran"
-                        )
+        for backfill in job.backfills:
+            for fire in self._owed(job, backfill):
+                tries = self.tries_of(run_id(job.job_id, fire))
+                if any(t.started < backfill.asked for t in tries):
+                    continue
+                if not any(t.started >= backfill.asked for t in tries):
+                    problems.append(
+                        f"{run_id(job.job_id, fire)}: backfilled at {from_ms(backfill.asked)} and never ran"
+                    )
         return problems
 
 
