@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.clock import from_ms, to_ms
+from jobsched.models import CommandTarget, Job
 
 T0 = to_ms(datetime(2026, 3, 2, 0, 0, tzinfo=UTC))
 """A midnight (UTC, a Monday): the simulated "now" the benchmarks start from (epoch ms)."""

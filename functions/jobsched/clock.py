@@ -1,9 +1,31 @@
-"""The injected clock: every component takes ``now_ms`` so tests drive hours of simulated time."""
+"""Time in jobsched: epoch milliseconds (UTC) everywhere but the API's ISO 8601 text, the conversions between
+the two (``from_ms``, ``to_ms``), and the injected clock (every component takes ``now_ms``, so tests drive
+hours of simulated time)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""Epoch milliseconds count from here (the Unix epoch, UTC)."""
+
+
+def from_ms(ms: int) -> datetime:
+    """Epoch milliseconds -> aware UTC datetime, exactly: integer arithmetic, as a float of epoch seconds is
+    coarser than a microsecond past 2^33 s (year 2242) and can land before the instant. Raises ValueError for
+    an instant outside years 1-9999."""
+    try:
+        return EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        raise ValueError(f"{ms} ms since the epoch is outside years 1-9999") from None
+
+
+def to_ms(value: datetime) -> int:
+    """Aware datetime -> epoch milliseconds (UTC)."""
+    return round(value.timestamp() * 1000)
+
 
 Clock = Callable[[], int]
 """A callable returning the current time as epoch milliseconds (UTC)."""

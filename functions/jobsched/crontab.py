@@ -48,7 +48,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobsched.models import ENV_NAME, JobCreate
+from jobsched.api.schemas import JobCreate
+from jobsched.models import ENV_NAME
 from jobsched.schedules import ScheduleError, get_zone, validate_schedule
 
 __all__ = [

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from jobsched.clock import from_ms, to_ms
 from jobsched.memory.jobs import MemoryJobStore
-from jobsched.models import CommandTarget, Job, JobEventKind, from_ms, to_ms
+from jobsched.models import CommandTarget, Job, JobEventKind
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import EARLY, LATE, AuditEvent, DueEntry, DueQuery, Move, Rewrite, SchedulingState
 from jobsched.sqlite.jobs import SqliteJobStore

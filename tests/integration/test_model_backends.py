@@ -12,8 +12,8 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 
+from jobsched.api.schemas import JobCreate
 from jobsched.api.wsgi import api_context
-from jobsched.models import JobCreate
 from jobsched.ports.jobs import DueQuery, SchedulingState
 from tests.integration.test_promises_model import OWNER, Faults, Faulty, PromisesMachine, _Given
 from tests.support.backends import BACKENDS, backend

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.models import RunKind, RunStatus, to_ms
+from jobsched.clock import to_ms
+from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.schedules import jitter_offset_ms
 from jobsched.settings import memory_settings

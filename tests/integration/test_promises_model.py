@@ -48,9 +48,10 @@ from hypothesis.stateful import (
 
 from jobsched.adapters.queue import default_worker_id
 from jobsched.api.exceptions import ApiProblem
+from jobsched.api.schemas import BackfillRequest, JobCreate, JobPatch
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
-from jobsched.clock import FakeClock
+from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
@@ -59,7 +60,6 @@ from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.tick import Scheduler
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.memory.queue import MemoryDeadLetters
-from jobsched.models import BackfillRequest, JobCreate, JobPatch, from_ms, to_ms
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
 from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from jobsched.clock import from_ms, to_ms
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
 from jobsched.domain.worker import MAX_GIVE_BACK_DELAY_S
-from jobsched.models import from_ms, to_ms
 from jobsched.ports.runs import RunRow, run_id
 from jobsched.schedules import Schedule, jitter_offset_ms, parse_schedule
 

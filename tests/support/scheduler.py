@@ -11,13 +11,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from jobsched.clock import FakeClock
+from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerGroup, SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import due_entry, register
 from jobsched.domain.tick import Scheduler, TickResult
-from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.models import CommandTarget, Job
 from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.ports.runs import Claim, RunMessage, claim_message, new_run
 from jobsched.settings import Settings

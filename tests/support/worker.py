@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.clock import FakeClock
+from jobsched.api.schemas import JobCreate
+from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.registration import scheduling_state
-from jobsched.models import Job, JobCreate, JobEventKind, from_ms, to_ms
+from jobsched.models import Job, JobEventKind
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 from jobsched.ports.runs import RunRow, new_run
 from jobsched.settings import Settings
@@ -337,7 +338,8 @@ def owner_sets_paused(jobs: Any, job_id: str, *, paused: bool, at_ms: int) -> No
     store or its fake)."""
     from dataclasses import replace as replace_state
 
-    from jobsched.models import JobEventKind, from_ms, paused_fields
+    from jobsched.clock import from_ms
+    from jobsched.models import JobEventKind, paused_fields
     from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 
     stored = jobs.get(job_id)

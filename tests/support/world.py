@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from jobsched.api.schemas import BackfillRequest, JobCreate, JobPatch
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
-from jobsched.clock import FakeClock
+from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
@@ -30,7 +31,6 @@ from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.tick import Scheduler
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.memory.queue import MemoryAlerts, MemoryDeadLetters
-from jobsched.models import BackfillRequest, JobCreate, JobPatch, from_ms, to_ms
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow, run_id
 from jobsched.resources import RUN_QUEUE

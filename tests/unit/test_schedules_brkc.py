@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobsched.clock import from_ms, to_ms
 from jobsched.domain.planning import next_fire_ms
-from jobsched.models import from_ms, to_ms
 from jobsched.schedules import parse_schedule
 
 END = datetime.max.replace(tzinfo=UTC)

@@ -31,24 +31,18 @@ from jobsched.api.auth import Authenticator
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
 from jobsched.api.openapi import REPLAYED_HEADER, JobschedResolver, responses
-from jobsched.api.service import JobService
-from jobsched.domain.fires import MAX_FIRES
-from jobsched.models import (
+from jobsched.api.schemas import (
     BackfillRequest,
     BackfillResult,
-    Fires,
-    Instant,
-    Job,
     JobCreate,
     JobEvent,
     JobPatch,
     Page,
     PauseRequest,
-    Run,
-    RunDetail,
-    RunKind,
-    RunStatus,
 )
+from jobsched.api.service import JobService
+from jobsched.domain.fires import MAX_FIRES
+from jobsched.models import Fires, Instant, Job, Run, RunDetail, RunKind, RunStatus
 from jobsched.settings import Settings
 
 

@@ -11,7 +11,9 @@ from typing import Any
 
 from jobsched.api.cursor import encode_cursor, history_before
 from jobsched.api.exceptions import JobNotFound
-from jobsched.models import JobEvent, JobEventKind, Page, from_ms
+from jobsched.api.schemas import JobEvent, Page
+from jobsched.clock import from_ms
+from jobsched.models import JobEventKind
 from jobsched.observability import logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import AuditEvent, JobRepository, change_key

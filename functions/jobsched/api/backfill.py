@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from jobsched.api.audit import AuditTrail
 from jobsched.api.exceptions import InvalidInput
-from jobsched.clock import Clock
+from jobsched.api.schemas import BackfillRequest, BackfillResult
+from jobsched.clock import Clock, from_ms, to_ms
 from jobsched.domain import registration
 from jobsched.domain.backfill import (
     BackfillWindowError,
@@ -23,7 +24,7 @@ from jobsched.domain.backfill import (
     dispatch_delay_s,
     split_scheduler_fires,
 )
-from jobsched.models import BackfillRequest, BackfillResult, JobEventKind, RunKind, RunStatus, from_ms, to_ms
+from jobsched.models import JobEventKind, RunKind, RunStatus
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
 from jobsched.ports.runs import (

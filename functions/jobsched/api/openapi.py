@@ -31,7 +31,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, O
 from jobsched.api.admission import parse_json_body
 from jobsched.api.document import describe_rules, for_deployment
 from jobsched.api.errors import IDEMPOTENCY_HEADER, ErrorBody
-from jobsched.models import drop_null
+from jobsched.api.schemas import drop_null
 from jobsched.settings import Settings
 
 __all__ = ["API_TITLE", "API_VERSION", "REPLAYED_HEADER", "JobschedResolver", "responses"]

@@ -16,7 +16,9 @@ from datetime import datetime
 
 from jobsched.api.cursor import decode_cursor, encode_cursor, history_before
 from jobsched.api.exceptions import CursorNotFound, InvalidInput, JobNotFound
-from jobsched.models import Page, Run, RunKind, RunStatus, to_ms
+from jobsched.api.schemas import Page
+from jobsched.clock import to_ms
+from jobsched.models import Run, RunKind, RunStatus
 from jobsched.ports.jobs import JobRepository
 from jobsched.ports.runs import FAILURE_STATUSES, RunFilter, RunHistory, RunRow
 

@@ -38,29 +38,29 @@ from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.runs_listing import RunListing
-from jobsched.api.validation import describe
-from jobsched.clock import Clock
-from jobsched.domain import fires, registration
-from jobsched.models import (
+from jobsched.api.schemas import (
     NAME_PATTERN,
     PATCH_NULLABLE_FIELDS,
     BackfillRequest,
     BackfillResult,
-    Fires,
-    Job,
     JobCreate,
     JobEvent,
-    JobEventKind,
     JobPatch,
-    JobSettings,
     Page,
+)
+from jobsched.api.validation import describe
+from jobsched.clock import Clock, from_ms, to_ms
+from jobsched.domain import fires, registration
+from jobsched.models import (
+    Fires,
+    Job,
+    JobEventKind,
+    JobSettings,
     Run,
     RunDetail,
     RunStatus,
     ShellTarget,
-    from_ms,
     paused_fields,
-    to_ms,
 )
 from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks

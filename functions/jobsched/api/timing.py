@@ -15,10 +15,11 @@ are passed in, epoch ms UTC); ``jobsched.api.service.JobService`` applies them.
 
 from __future__ import annotations
 
+from jobsched.clock import from_ms, to_ms
 from jobsched.domain.fires import state_schedule
 from jobsched.domain.planning import next_fire_ms
 from jobsched.domain.registration import anchor_ms
-from jobsched.models import Job, JobSettings, from_ms, to_ms
+from jobsched.models import Job, JobSettings
 from jobsched.ports.jobs import SchedulingState
 from jobsched.schedules import Schedule, ScheduleError, jitter_offset_ms, parse_schedule, validate_schedule
 

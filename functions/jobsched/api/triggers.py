@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobsched.api.exceptions import ConcurrentChange
+from jobsched.clock import from_ms, to_ms
 from jobsched.domain import registration
-from jobsched.models import JobEventKind, Run, RunKind, RunStatus, from_ms, to_ms
+from jobsched.models import JobEventKind, Run, RunKind, RunStatus
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
 from jobsched.ports.runs import QueueSendError, RunMessage, RunSender, new_run

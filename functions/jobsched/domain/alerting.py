@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from jobsched.clock import Clock
-from jobsched.models import Job, JobEventKind, RunStatus, from_ms, paused_fields, to_ms
+from jobsched.clock import Clock, from_ms, to_ms
+from jobsched.models import Job, JobEventKind, RunStatus, paused_fields
 from jobsched.observability import logger
 from jobsched.ports.alerts import Alert, AlertSink
 from jobsched.ports.errors import Conflict, NotFound

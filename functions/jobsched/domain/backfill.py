@@ -9,7 +9,8 @@ dispatched as one rush.
 
 from __future__ import annotations
 
-from jobsched.models import Job, from_ms, to_ms
+from jobsched.clock import from_ms, to_ms
+from jobsched.models import Job
 from jobsched.ports.jobs import SchedulingState
 from jobsched.ports.runs import MAX_DELAY_S
 from jobsched.schedules import Schedule, parse_schedule

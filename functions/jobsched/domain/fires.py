@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobsched.models import Fire, Fires, from_ms, to_ms
+from jobsched.clock import from_ms, to_ms
+from jobsched.models import Fire, Fires
 from jobsched.ports.jobs import SchedulingState
 from jobsched.schedules import Schedule, ScheduleError, get_zone, parse_schedule
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobsched.models import MissedPolicy, from_ms, to_ms
+from jobsched.clock import from_ms, to_ms
+from jobsched.models import MissedPolicy
 from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.schedules import Schedule, parse_schedule

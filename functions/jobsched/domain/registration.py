@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from jobsched.models import Job, from_ms, to_ms
+from jobsched.clock import from_ms, to_ms
+from jobsched.models import Job
 from jobsched.ports.jobs import EARLY, LATE, DueEntry, SchedulingState
 from jobsched.schedules import Schedule, ScheduleError, jitter_offset_ms, parse_schedule
 from jobsched.settings import Settings

@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobsched.clock import Clock
+from jobsched.clock import Clock, from_ms
 from jobsched.domain.alerting import publish_best_effort, skipped_fires_alert
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, next_fire_ms
 from jobsched.domain.registration import due_entry, partition_of
-from jobsched.models import RunStatus, from_ms
+from jobsched.models import RunStatus
 from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard

@@ -68,7 +68,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, replace
 
-from jobsched.clock import Clock
+from jobsched.clock import Clock, to_ms
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.outcomes import OUTCOME_RESERVE_S, OutcomeWrites
 from jobsched.domain.retries import (
@@ -80,7 +80,7 @@ from jobsched.domain.retries import (
     with_lost_try,
 )
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
-from jobsched.models import Job, JobEventKind, LambdaTarget, OverlapPolicy, RunKind, RunStatus, to_ms
+from jobsched.models import Job, JobEventKind, LambdaTarget, OverlapPolicy, RunKind, RunStatus
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (

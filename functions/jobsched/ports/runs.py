@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from jobsched.models import Job, Run, RunKind, RunStatus, from_ms
+from jobsched.clock import from_ms
+from jobsched.models import Job, Run, RunKind, RunStatus
 from jobsched.ports.jobs import AuditEvent
 from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.targets.base import TargetCall, iso_utc

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from jobsched.models import RunAttempt, RunDetail, from_ms
+from jobsched.clock import from_ms
+from jobsched.models import RunAttempt, RunDetail
 from jobsched.targets.base import SUCCESS_OUTPUT_BYTES, head_bytes
 
 if TYPE_CHECKING:

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from jobsched.clock import to_ms
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
-from jobsched.models import Job, MissedPolicy, to_ms
+from jobsched.models import Job, MissedPolicy
 from jobsched.ports.errors import NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest

@@ -39,7 +39,8 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, RunKind, RunStatus, from_ms, to_ms
+from jobsched.clock import from_ms, to_ms
+from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, RunKind, RunStatus
 from jobsched.ports.jobs import (
     DEFAULT_CATCH_UP_WINDOW_S,
     DEFAULT_MISFIRE_GRACE_S,

@@ -10,12 +10,10 @@ import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from jobsched.clock import from_ms
 from jobsched.models import MAX_ERROR_CHARS
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class TargetFailed(Exception):
@@ -34,8 +32,8 @@ class TargetTimedOut(TargetFailed):
 
 def iso_utc(ms: int) -> str:
     """Epoch milliseconds -> ISO 8601 UTC with ``Z`` (``2026-12-04T18:00:00Z``; milliseconds only when present),
-    the same spelling as the API."""
-    instant = _EPOCH + timedelta(milliseconds=ms)  # exact (no float rounding of the milliseconds)
+    the same spelling as the API. Raises ValueError for an instant outside years 1-9999 (``from_ms``)."""
+    instant = from_ms(ms)
     spec = "milliseconds" if ms % 1000 else "seconds"
     return instant.isoformat(timespec=spec).replace("+00:00", "Z")
 

@@ -139,7 +139,8 @@ def test_writes_survive_closing_and_reopening_the_file(tmp_path: Path) -> None:
 def test_audit_events_are_written_with_their_change_or_not_at_all_and_page_newest_first(
     database: SqliteDatabase,
 ) -> None:
-    from jobsched.models import CommandTarget, Job, JobEventKind, from_ms
+    from jobsched.clock import from_ms
+    from jobsched.models import CommandTarget, Job, JobEventKind
     from jobsched.ports.errors import Conflict
     from jobsched.ports.jobs import AuditEvent
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from jobsched.adapters.queue import RunQueue
+from jobsched.api.schemas import JobCreate
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
-from jobsched.models import Job, JobCreate, RunStatus
+from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, QueueSendError, RunMessage, new_run
 from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
 from jobsched.settings import Settings

@@ -10,8 +10,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
+from jobsched.api.schemas import JobCreate
 from jobsched.api.wsgi import api_context
-from jobsched.models import JobCreate
 from tests.support.api import key_record_id
 
 

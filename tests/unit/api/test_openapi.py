@@ -10,7 +10,8 @@ import pytest
 from jobsched.api.app import allowed_methods, app
 from jobsched.api.cursor import CURSOR_PATTERN, encode_cursor
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
-from jobsched.models import INSTANT_YEARS, PATCH_NULLABLE_FIELDS
+from jobsched.api.schemas import PATCH_NULLABLE_FIELDS
+from jobsched.models import INSTANT_YEARS
 from jobsched.schedules import get_zone
 from jobsched.settings import Settings
 

@@ -44,11 +44,11 @@ from jobsched.api.app import Api, app
 from jobsched.api.auth import TokenAuthenticator
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
 from jobsched.api.errors import IDEMPOTENCY_HEADER
+from jobsched.api.schemas import JobCreate
 from jobsched.api.timing import TIMING_FIELDS
 from jobsched.api.wsgi import ApiWsgiApp
 from jobsched.clock import system_clock
 from jobsched.handlers.api import handler
-from jobsched.models import JobCreate
 from jobsched.settings import Settings
 from tests.support.api import memory_api
 from tests.support.backends import memory_backend

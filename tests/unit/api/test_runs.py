@@ -6,7 +6,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from jobsched.models import RunKind, RunStatus, to_ms
+from jobsched.clock import to_ms
+from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import RunMessage
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobsched.api.timing import KEPT_FIRES_MAX, retimed_since_ms
-from jobsched.models import to_ms
+from jobsched.clock import to_ms
 from jobsched.schedules import Schedule, parse_schedule
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

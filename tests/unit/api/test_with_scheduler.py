@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from jobsched.clock import from_ms
 from jobsched.domain import registration
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick import Scheduler
-from jobsched.models import from_ms
 from jobsched.ports.runs import RunMessage
 from jobsched.schedules import jitter_offset_ms
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from jobsched.api.schemas import NAME_PATTERN
 from jobsched.crontab import Crontab, job_name, parse_crontab, split_percent
-from jobsched.models import NAME_PATTERN, MissedPolicy, ShellTarget
+from jobsched.models import MissedPolicy, ShellTarget
 
 DATA = Path(__file__).parent / "data"
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)

@@ -10,9 +10,11 @@ from collections import Counter
 from datetime import UTC
 from typing import Any
 
+from jobsched.api.schemas import JobCreate, JobPatch
 from jobsched.api.service import JobService
+from jobsched.clock import from_ms
 from jobsched.domain.planning import TickLimits
-from jobsched.models import JobCreate, JobPatch, RunStatus, from_ms
+from jobsched.models import RunStatus
 from tests.support.scheduler import throttled
 
 LIMITS = TickLimits(max_jobs=30, page_size=100, threads=2)

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobsched.models import from_ms, to_ms
+from jobsched.clock import from_ms, to_ms
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

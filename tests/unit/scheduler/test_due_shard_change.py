@@ -97,8 +97,8 @@ def test_lowering_due_shards_in_the_deploy_that_brings_the_mark_silences_no_job(
 def test_jobs_filed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(harness: Any) -> None:
     # The API runs due_shards=4 before the schedulers (on 1) do, or the update rolls back: the API records the
     # count in the mark before filing its first job, and the schedulers' next invocations read 4 shards
+    from jobsched.api.schemas import JobCreate
     from jobsched.api.service import JobService
-    from jobsched.models import JobCreate
 
     one = groups(harness, 1, "v1")
     harness.clock.now_ms = harness.T0
@@ -121,8 +121,8 @@ def test_jobs_resumed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(h
     # The API runs due_shards=4 before the schedulers (on 1) do, or the update rolls back, and only pauses and
     # resumes jobs (no create): a resume files the job's entry under the API's count, so the API records the count
     # in the mark first, and the schedulers' next invocations read 4 shards
+    from jobsched.api.schemas import JobCreate
     from jobsched.api.service import JobService
-    from jobsched.models import JobCreate
 
     harness.settings = harness.settings.model_copy(update={"due_shards": 1})
     harness.clock.now_ms = harness.T0
@@ -160,8 +160,8 @@ def test_jobs_resumed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(h
 def test_a_rewrite_whose_mark_cannot_be_raised_changes_nothing_and_marks_on_its_retry(harness: Any) -> None:
     # The mark is raised before the rewrite files the entry: when the CONTROL table fails, the request fails and
     # the job is as it was (still paused, nothing filed under the API's count); the retried request marks and writes
+    from jobsched.api.schemas import JobCreate
     from jobsched.api.service import JobService
-    from jobsched.models import JobCreate
     from jobsched.ports.errors import StoreUnavailable
 
     harness.settings = harness.settings.model_copy(update={"due_shards": 1})

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobsched.clock import to_ms
 from jobsched.domain.fires import MAX_FIRES, listing, upcoming_fires
 from jobsched.domain.planning import next_fire_ms
-from jobsched.models import to_ms
 from jobsched.ports.jobs import SchedulingState
 from jobsched.schedules import parse_schedule
 

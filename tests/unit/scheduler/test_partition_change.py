@@ -100,8 +100,8 @@ def test_jobs_created_by_an_api_on_a_higher_count_are_served_by_schedulers_on_a_
 ) -> None:
     # Raising 2 -> 4: the API runs the new count before any scheduler does (or the update rolls back to 2).
     # The API records the count in the mark before homing its first job, so the schedulers on 2 adopt 2 and 3.
+    from jobsched.api.schemas import JobCreate
     from jobsched.api.service import JobService
-    from jobsched.models import JobCreate
 
     two = groups(harness, 2, "v2")
     harness.clock.now_ms = harness.T0

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from jobsched.clock import to_ms
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, DueJob, TickLimits, plan_fires, skip_through_ms
-from jobsched.models import MissedPolicy, to_ms
+from jobsched.models import MissedPolicy
 from jobsched.ports.jobs import DueEntry
 
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
@@ -225,7 +226,7 @@ def test_daily_berlin_job_runs_once_per_local_day_across_dst(
 ) -> None:
     from zoneinfo import ZoneInfo
 
-    from jobsched.models import from_ms
+    from jobsched.clock import from_ms
     from jobsched.schedules import parse_schedule
 
     berlin = ZoneInfo("Europe/Berlin")

@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from jobsched.api.schemas import JobCreate, JobPatch
 from jobsched.api.service import JobService
-from jobsched.models import JobCreate, JobPatch, MissedPolicy, RunStatus, from_ms, to_ms
+from jobsched.clock import from_ms, to_ms
+from jobsched.models import MissedPolicy, RunStatus
 from jobsched.ports.jobs import DueQuery
 from jobsched.store import layout
 

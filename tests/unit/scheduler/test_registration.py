@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from jobsched.clock import from_ms, to_ms
 from jobsched.domain.registration import due_entry, partition_of, register, shard_of
-from jobsched.models import CommandTarget, Job, from_ms, to_ms
+from jobsched.models import CommandTarget, Job
 from tests.support.backends import memory_settings
 
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, 0, 500_000, tzinfo=UTC))

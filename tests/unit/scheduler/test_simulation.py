@@ -7,9 +7,8 @@ import random
 from collections import Counter
 from typing import Any
 
-from jobsched.clock import FakeClock
+from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.planning import TickLimits
-from jobsched.models import from_ms, to_ms
 from jobsched.ports.runs import RunMessage, claim_message
 from jobsched.schedules import jitter_offset_ms, parse_schedule
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from jobsched.clock import from_ms
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import partition_of
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
-from jobsched.models import RunStatus, from_ms
+from jobsched.models import RunStatus
 from jobsched.ports.jobs import TIMER_LANES, DueQuery
 from jobsched.ports.runs import QueueSendError, RunMessage
 from jobsched.store import layout

@@ -10,9 +10,9 @@ from dataclasses import replace
 from datetime import UTC
 from typing import Any
 
+from jobsched.clock import from_ms
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
-from jobsched.models import from_ms
 from jobsched.ports.jobs import EARLY, LATE, TIMER_LANES, DueQuery
 from tests.support.scheduler import throttled
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from jobsched.clock import FakeClock
+from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain import registration
 from jobsched.domain.alerting import SYSTEM_ACTOR, Alerting, dead_streak
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryAlerts
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunStatus, from_ms, to_ms
+from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunStatus
 from jobsched.ports.jobs import Rewrite
 from jobsched.ports.runs import ClaimRequest, new_run
 from tests.support.backends import memory_settings

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
-from jobsched.clock import FakeClock
+from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
 from jobsched.domain.worker import OVERLAP_CHANGE_EVENTS
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
+from jobsched.models import Job, JobEventKind, RunStatus
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, run_id
 from jobsched.targets import TargetCall, Targets, commands

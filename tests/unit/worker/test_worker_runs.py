@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
+from jobsched.clock import to_ms
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
-from jobsched.models import Job, RunStatus, to_ms
+from jobsched.models import Job, RunStatus
 from jobsched.ports.jobs import Rewrite
 from jobsched.ports.runs import Claim, ClaimRequest, RunMessage, RunRow, new_run, run_id
 from jobsched.targets import TargetCall
