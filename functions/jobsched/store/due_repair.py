@@ -8,7 +8,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from boto3.dynamodb.conditions import Attr, ConditionBase
 from botocore.exceptions import ClientError
@@ -16,17 +16,9 @@ from botocore.exceptions import ClientError
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry, stuck_due_before
 from jobsched.domain.registration import TIMER_LEAD_MS
 from jobsched.ports.jobs import EARLY, LATE, DueEntry
+from jobsched.store import layout
 from jobsched.store.due_index import LAYOUT_KEY
 from jobsched.store.dynamo import is_condition_failure
-from jobsched.store.layout import (
-    SCHED_SK,
-    due_attributes,
-    due_entry_from_item,
-    due_pk,
-    job_pk,
-    plain,
-    state_from_item,
-)
 
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DueIndex
@@ -56,12 +48,26 @@ class MigrationPass:
     done: bool
 
 
+class RefileLimits(TypedDict, total=False):
+    """The bounds of one ``DueRepair.refile_stuck`` pass, each with its default there: ``budget`` (items read),
+    ``read_units`` (read units consumed), ``seconds`` (wall time), ``page_size`` (items a Scan page)."""
+
+    budget: int
+    read_units: float
+    seconds: float
+    page_size: int
+
+
 def stuck_filter(now_ms: int) -> ConditionBase:
     """The Scan filter of ``refile_stuck``'s candidates at ``now_ms`` (epoch ms), derived from
     ``domain.due_repair.is_stuck``: scheduling items on a timer lane (``timer_pk``) due before
     ``stuck_due_before(now_ms)``. A necessary condition only (the watermarks are not in it): every item it lets
     through is judged by ``is_stuck``. It saves the reply's bytes, not read units."""
-    return Attr("sk").eq(SCHED_SK) & Attr("timer_pk").exists() & Attr("due_at").lt(stuck_due_before(now_ms))
+    return (
+        Attr("sk").eq(layout.SCHED_SK)
+        & Attr("timer_pk").exists()
+        & Attr("due_at").lt(stuck_due_before(now_ms))
+    )
 
 
 class DueRepair:
@@ -98,7 +104,7 @@ class DueRepair:
         kwargs: dict[str, Any] = {"IndexName": "due", "ProjectionExpression": "job_id, due_pk, due_at"}
         while len(legacy) < budget:
             page = self.table.scan(**kwargs)
-            legacy += [due_entry_from_item(plain(item)) for item in page["Items"]]
+            legacy += [layout.due_entry_from_item(layout.plain(item)) for item in page["Items"]]
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -127,16 +133,16 @@ class DueRepair:
                 position=position,
             )
             self.index.put_timers([timer])
-            attributes = due_attributes(timer)
+            attributes = layout.due_attributes(timer)
             try:
                 self.table.update_item(
-                    Key={"pk": job_pk(old.job_id), "sk": SCHED_SK},
+                    Key={"pk": layout.job_pk(old.job_id), "sk": layout.SCHED_SK},
                     UpdateExpression="SET timer_pk = :pk, timer_sk = :sk REMOVE due_pk",
                     ConditionExpression="due_pk = :old AND due_at = :at",
                     ExpressionAttributeValues={
                         ":pk": attributes["timer_pk"],
                         ":sk": attributes["timer_sk"],
-                        ":old": due_pk(old.partition, old.bucket, old.shard),
+                        ":old": layout.due_pk(old.partition, old.bucket, old.shard),
                         ":at": old.due_at,
                     },
                 )
@@ -205,7 +211,7 @@ class DueRepair:
             passed = []
             for item in page["Items"]:
                 try:
-                    due = state_from_item(plain(item)).due
+                    due = layout.state_from_item(layout.plain(item)).due
                 except (KeyError, TypeError, ValueError):
                     unreadable += 1
                     continue

@@ -5,7 +5,7 @@ adapter the components are given, which also reaches the overlap lock (``store.o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
@@ -15,7 +15,7 @@ from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
 from jobsched.store.batch import batch_get
 from jobsched.store.due_index import DueIndexTable
-from jobsched.store.due_repair import REFILE_READ_UNITS, DueRepair, MigrationPass
+from jobsched.store.due_repair import DueRepair, MigrationPass, RefileLimits
 from jobsched.store.dynamo import is_condition_failure, transact_put
 from jobsched.store.errors import unavailable_on_failure
 from jobsched.store.layout import (
@@ -348,20 +348,10 @@ class JobStore:
         bucket_ms: int,
         shards: int,
         watermarks: Mapping[int, int],
-        budget: int = 30_000,
-        read_units: float = REFILE_READ_UNITS,
-        seconds: float = 10.0,
-        page_size: int = 1000,
+        **limits: Unpack[RefileLimits],
     ) -> RefilePass:
-        """``DueRepair.refile_stuck``: one pass of the due index's anti-entropy (which jobs:
+        """``DueRepair.refile_stuck`` within ``limits``: one pass of the due index's anti-entropy (which jobs:
         ``domain.due_repair.is_stuck``)."""
         return self.repair.refile_stuck(
-            clock,
-            bucket_ms=bucket_ms,
-            shards=shards,
-            watermarks=watermarks,
-            budget=budget,
-            read_units=read_units,
-            seconds=seconds,
-            page_size=page_size,
+            clock, bucket_ms=bucket_ms, shards=shards, watermarks=watermarks, **limits
         )
