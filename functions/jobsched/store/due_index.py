@@ -57,8 +57,8 @@ class DueIndexTable:
         self.table = table
 
     def due_lanes(self) -> tuple[str, ...]:
-        """The timer lanes, plus the ``due`` GSI's :data:`INDEX` lane until ``migrate_due_index`` found it empty
-        (the item ``pk=layout#due sk=layout``, ``timers_only``). 1 request."""
+        """The timer lanes, plus the ``due`` GSI's :data:`INDEX` lane until ``DueRepair.migrate_due_index`` found
+        it empty (the item ``pk=layout#due sk=layout``, ``timers_only``). 1 request."""
         item = self.table.get_item(Key=LAYOUT_KEY, ConsistentRead=True).get("Item") or {}
         return TIMER_LANES if item.get("timers_only") else (*TIMER_LANES, INDEX)
 
