@@ -111,7 +111,7 @@ def moto_backend(**settings: Any) -> Iterator[Backend]:
 
     from jobsched.aws import Aws, provision
     from jobsched.settings import Settings
-    from jobsched.store.jobs import LAYOUT_KEY
+    from jobsched.store.due_index import LAYOUT_KEY
 
     quiet_environment()
     with mock_aws(), partition_scoped_queries():

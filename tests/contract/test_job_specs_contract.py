@@ -19,7 +19,8 @@ from jobsched.models import Job
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.jobs import SqliteJobStore
-from jobsched.store.jobs import STATES_BACKOFF_S, UNPROCESSED_BACKOFF_S, JobStore
+from jobsched.store.batch import STATES_BACKOFF_S, UNPROCESSED_BACKOFF_S
+from jobsched.store.jobs import JobStore
 from tests.support.aws import answer_unprocessed
 from tests.support.worker import T0, new_job
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from jobsched.clock import from_ms, to_ms
+from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
@@ -351,3 +352,32 @@ class MemoryJobStore:
     def highest_due_shard(self) -> int | None:
         """The highest due shard any job's current entry is in, or None when there is none."""
         return max((e.shard for e in self._current_entries()), default=None)
+
+    # --- the due index's repair -----------------------------------------------------------------
+
+    def refile_stuck(
+        self, clock: Callable[[], int], *, bucket_ms: int, shards: int, watermarks: Mapping[int, int]
+    ) -> RefilePass:
+        """One pass of the due index's anti-entropy over every state (read consistently: no second read): a job
+        whose entry ``domain.due_repair.is_stuck`` takes for lost at ``clock()`` (epoch ms) and ``watermarks``
+        (partition -> watermark bucket) gets ``domain.due_repair.refiled_entry`` filed (in one of ``shards``
+        shards, buckets ``bucket_ms`` wide), its state unchanged, as on DynamoDB. A state this code cannot
+        read is counted (``unreadable``) and skipped. Returns the pass (``wrapped``: always, every state is
+        read)."""
+        now_ms = clock()
+        with self._lock:
+            states = list(self.states.values())
+            stuck = [
+                refiled_entry(state.due, now_ms=now_ms, shards=shards, bucket_ms=bucket_ms)
+                for state in states
+                if isinstance(state, SchedulingState)
+                and is_stuck(state.due, now_ms=now_ms, watermarks=watermarks)
+            ]
+            for entry in stuck:
+                self._due_index().file(entry)
+        return RefilePass(
+            scanned=len(states),
+            refiled=[entry.job_id for entry in stuck],
+            wrapped=True,
+            unreadable=sum(isinstance(state, Unreadable) for state in states),
+        )

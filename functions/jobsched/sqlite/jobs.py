@@ -12,11 +12,12 @@ left behind when the job moves (the tick's reads are the same). Names, tombstone
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from jobsched.clock import to_ms
+from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry, stuck_due_before
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
 from jobsched.models import Job, MissedPolicy
 from jobsched.ports.errors import NameTaken, NotFound
@@ -57,7 +58,11 @@ _SET_DUE = ", ".join(f"{column} = ?" for column in _DUE_COLUMNS.split(", "))
 
 def _due_columns(state: SchedulingState) -> tuple[Any, ...]:
     """The values of ``_DUE_COLUMNS`` for ``state`` (its entry's ``order`` fields; all None when it has none)."""
-    due = state.due
+    return _entry_columns(state.due)
+
+
+def _entry_columns(due: DueEntry | None) -> tuple[Any, ...]:
+    """The values of ``_DUE_COLUMNS`` for the entry ``due`` (its ``order`` fields; all None for None)."""
     if due is None:
         return (None,) * 7
     at, _, due_at, version = due.order
@@ -354,6 +359,38 @@ class SqliteJobStore:
         with self.db.read() as conn:
             row = conn.execute("SELECT max(due_shard) FROM jobs WHERE due_at IS NOT NULL").fetchone()
         return int(row[0]) if row and row[0] is not None else None
+
+    # --- the due index's repair -----------------------------------------------------------------
+
+    def refile_stuck(
+        self, clock: Callable[[], int], *, bucket_ms: int, shards: int, watermarks: Mapping[int, int]
+    ) -> RefilePass:
+        """One pass of the due index's anti-entropy over every row, in one transaction: a job whose entry
+        ``domain.due_repair.is_stuck`` takes for lost at ``clock()`` (epoch ms) and ``watermarks`` (partition ->
+        watermark bucket) has its row's due columns set to ``domain.due_repair.refiled_entry`` (in one of
+        ``shards`` shards, buckets ``bucket_ms`` wide), so the due queries read it; its stored state keeps its
+        entry, as the DynamoDB adapter's scheduling item keeps pointing at the lost timer item. Candidates are
+        the rows due before ``stuck_due_before``; one whose state this code cannot read is counted
+        (``unreadable``) and skipped. Returns the pass (``wrapped``: always, every row is read)."""
+        now_ms = clock()
+        refiled: list[str] = []
+        unreadable = 0
+        with self.db.write() as conn:
+            rows = conn.execute(
+                "SELECT job_id, state FROM jobs WHERE due_at IS NOT NULL AND due_at < ? ORDER BY job_id",
+                (stuck_due_before(now_ms),),
+            ).fetchall()
+            for job_id, text in rows:
+                state = state_of(job_id, text)
+                if isinstance(state, Unreadable):
+                    unreadable += 1
+                elif state is not None and is_stuck(state.due, now_ms=now_ms, watermarks=watermarks):
+                    entry = refiled_entry(state.due, now_ms=now_ms, shards=shards, bucket_ms=bucket_ms)
+                    conn.execute(
+                        f"UPDATE jobs SET {_SET_DUE} WHERE job_id = ?", (*_entry_columns(entry), job_id)
+                    )
+                    refiled.append(job_id)
+        return RefilePass(scanned=len(rows), refiled=refiled, wrapped=True, unreadable=unreadable)
 
 
 def _record(conn: Any, event: Any) -> None:

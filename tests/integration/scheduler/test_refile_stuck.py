@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.store.jobs import REFILE_CURSOR_KEY, REFILE_REST_MS, STUCK_AFTER_MS
+from jobsched.domain.due_repair import STUCK_AFTER_MS
+from jobsched.store.due_repair import REFILE_CURSOR_KEY, REFILE_REST_MS
 from tests.support.aws import published
 
 HOUR = 3_600_000

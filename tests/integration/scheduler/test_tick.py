@@ -8,7 +8,7 @@ from typing import Any
 
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.store import layout
-from jobsched.store.jobs import LAYOUT_KEY
+from jobsched.store.due_index import LAYOUT_KEY
 
 
 def test_requests_per_run_stay_under_target(harness: Any) -> None:

@@ -14,7 +14,7 @@ from boto3.dynamodb.conditions import Attr
 
 from jobsched.ports.jobs import INDEX, TIMER_LANES
 from jobsched.store import layout
-from jobsched.store.jobs import LAYOUT_KEY
+from jobsched.store.due_index import LAYOUT_KEY
 
 MIN = 60_000
 

@@ -14,7 +14,7 @@ from jobsched.domain.supervision import RealWaiter
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.models import RunStatus
-from jobsched.store.jobs import LAYOUT_KEY
+from jobsched.store.due_index import LAYOUT_KEY
 from jobsched.targets import TargetCall, commands
 from jobsched.wiring import Components
 from jobsched.worker_runtime import Batches
