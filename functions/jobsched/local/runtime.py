@@ -498,8 +498,9 @@ class LocalRuntime:
         from moto import mock_aws
 
         from jobsched.aws import Aws, provision
+        from jobsched.local.components import SqliteComponents
         from jobsched.settings import Settings
-        from jobsched.wiring import Components, SqliteComponents
+        from jobsched.wiring import Components
 
         isolate_from_aws()
         wrapper = serialize_dynamodb()
@@ -655,13 +656,14 @@ class LocalRuntime:
 
     def _sweep_loop(self, components: Components) -> None:
         from jobsched.handlers.sweeper import handler
+        from jobsched.sweeper_runtime import SweeperRuntime
 
         event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
-        sweeper = components.sweeper()
+        runtime = SweeperRuntime(components, upkeep=False)
         while not self._stop_scheduling.is_set():
             try:
                 context = LocalLambdaContext("jobsched-sweeper-local", timeout_s=60, region=REGION)
-                handler(event, context, sweeper=sweeper)
+                handler(event, context, runtime=runtime)
                 if self.database is not None:  # retention, as DynamoDB's TTL (the moto backend's snapshotter)
                     self.database.reap_expired(self.config.clock())
             except Exception:
