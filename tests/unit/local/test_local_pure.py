@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
+from jobsched.local.config import LocalConfig
 from jobsched.local.demo import DEMO_DIR, demo_jobs
 from jobsched.local.embedded_aws import _is_dynamodb, isolate_from_aws
-from jobsched.local.runtime import LocalConfig, load_tokens_file, prepare_tokens, unfinished_messages
+from jobsched.local.recovery import unfinished_messages
+from jobsched.local.tokens import load_tokens_file, prepare_tokens
 from jobsched.models import JobCreate
 from jobsched.ports.runs import RunMessage
 
