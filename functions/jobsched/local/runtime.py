@@ -18,7 +18,7 @@ synced every second; none with ``sqlite_synchronous="FULL"``, see ``jobsched.sql
 and its dead letters are ``jobsched.sqlite.queue`` on ``<data dir>/run-queue.sqlite3`` (SQS's semantics, the
 same durability). The dead-run queue, the alerts topic and the API's ``Idempotency-Key`` records stay on the
 embedded moto (the keys' table is Powertools' DynamoDB layer). ``moto`` keeps every table and the run queue on
-moto too, for fidelity with AWS. One process per data dir (``lock_data_dir``).
+moto too, for fidelity with AWS. One process per data dir (``local.paths.lock_data_dir``).
 
 Durability of what is on moto (``local.state``): the tables are restored from ``<data dir>/state.json`` and
 its change log at start; every write is journaled and the changes are saved every 2 s, compacted into a new
@@ -52,12 +52,12 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.console import PREFIX as CONSOLE_PREFIX
 from jobsched.console import ConsoleApp
-from jobsched.lambda_context import LocalLambdaContext
 from jobsched.local.config import LocalConfig
 from jobsched.local.demo import demo_jobs
-from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_bookkeeping, serialize_dynamodb
+from jobsched.local.embedded_aws import REGION, isolate_from_aws, serialize_dynamodb
 from jobsched.local.event_source import SqsEventSource
 from jobsched.local.logs import LOG_FILE, METRICS_FILE, LinesToLog, rotating_logger, route_logs
+from jobsched.local.loops import join, pump_loop, run_loop, sweep_loop, sync_loop, waiter
 from jobsched.local.paths import DEV_TOKEN_FILE, SQLITE_FILE, lock_data_dir, make_private_dir
 from jobsched.local.printer import AlertPrinter, RowPrinter, RunPrinter
 from jobsched.local.recovery import (
@@ -136,9 +136,8 @@ class LocalRuntime:
 
     @property
     def url(self) -> str:
+        """The API's base URL (``http://host:port``; the bound port once the server is bound)."""
         return self.server.url if self.server else f"http://{self.config.host}:{self.config.port}"
-
-    # --- start ------------------------------------------------------------------------------
 
     # --- start ------------------------------------------------------------------------------
 
@@ -354,12 +353,16 @@ class LocalRuntime:
         self.server.start()
         self._start_schedulers(components)
         self._start_workers(components)
-        self._spawn("rest", "sweeper", self._sweep_loop, components.with_own_clients())
-        self._spawn("rest", "change-pump", self._pump_loop, mirror)
-        self._spawn("rest", "alerts", alerts.run, self._stop_rest)
-        self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
+        config, rest = self.config, self._stop_rest
+        # on sqlite, each sweep also reaps expired rows (retention, as DynamoDB's TTL)
+        reap = self.database.reap_expired if self.database is not None else None
+        sweeping = (self._stop_scheduling, config.sweep_interval_s, reap, config.clock)
+        self._spawn("rest", "sweeper", sweep_loop, components.with_own_clients(), *sweeping)
+        self._spawn("rest", "change-pump", pump_loop, mirror, rest, config.change_poll_s)
+        self._spawn("rest", "alerts", alerts.run, rest)
+        self._spawn("rest", "snapshotter", self._snapshotter.run, rest)
         if self.database is not None:
-            self._spawn("rest", "sqlite-sync", self._sync_loop, self.database, components.run_queue_client())
+            self._spawn("rest", "sqlite-sync", sync_loop, rest, self.database, components.run_queue_client())
 
     def _job_name(self, job_id: str) -> str:
         """The name of job ``job_id`` for a run line of the SQLite backend (the id when the job is gone)."""
@@ -383,11 +386,11 @@ class LocalRuntime:
         from jobsched.domain.lease import new_holder_id
 
         stop = self._stop_scheduling
-        pacing = dataclasses.replace(components, sleep=_waiter(stop))
+        pacing = dataclasses.replace(components, sleep=waiter(stop))
         for index in range(self.config.schedulers):
             for partition in range(components.settings.scheduler_partitions):
                 loop = pacing.scheduler_group(partition, holder=new_holder_id(f"local-scheduler-{index}"))
-                self._spawn("scheduling", f"scheduler-{index}-p{partition}", _run_loop, loop, stop)
+                self._spawn("scheduling", f"scheduler-{index}-p{partition}", run_loop, loop, stop)
 
     def _start_workers(self, components: Components) -> None:
         from jobsched.handlers.worker import handler
@@ -403,45 +406,6 @@ class LocalRuntime:
                 timeout_s=WORKER_FUNCTION_TIMEOUT_S,
             )
             self._spawn("workers", f"worker-{index}", source.run, self._stop_workers)
-
-    def _sweep_loop(self, components: Components) -> None:
-        from jobsched.handlers.sweeper import handler
-        from jobsched.sweeper_runtime import SweeperRuntime
-
-        event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
-        runtime = SweeperRuntime(components, upkeep=False)
-        while not self._stop_scheduling.is_set():
-            try:
-                context = LocalLambdaContext("jobsched-sweeper-local", timeout_s=60, region=REGION)
-                handler(event, context, runtime=runtime)
-                if self.database is not None:  # retention, as DynamoDB's TTL (the moto backend's snapshotter)
-                    self.database.reap_expired(self.config.clock())
-            except Exception:
-                logger.exception("sweeper failed; next sweep in a minute")
-            if self._stop_scheduling.wait(self.config.sweep_interval_s):
-                return
-
-    def _sync_loop(self, *files: Any) -> None:
-        """Sync the SQLite WALs to the disk each second (``checkpoint()`` of the database and the run queue)."""
-        while not self._stop_rest.wait(1.0):
-            for file in files:
-                try:
-                    file.checkpoint()
-                except Exception:
-                    logger.exception("SQLite checkpoint failed; retrying")
-
-    def _pump_loop(self, mirror: TableMirror) -> None:
-        """Apply the write journal (printing run lines) twice a second; every ~5 s let moto forget the
-        objects it tracks (``release_moto_bookkeeping``), so memory follows the data, not the traffic."""
-        polls = 0
-        while not self._stop_rest.wait(self.config.change_poll_s):
-            polls += 1
-            try:
-                mirror.poll()
-                if polls % max(1, round(5 / self.config.change_poll_s)) == 0:
-                    release_moto_bookkeeping()
-            except Exception:
-                logger.exception("change pump failed; retrying")
 
     def _banner(self, generated: bool, requeue: list[RunMessage]) -> None:
         emit, config = self.emit, self.config
@@ -502,13 +466,13 @@ class LocalRuntime:
             return
         self._stopped = True
         self._stop_scheduling.set()
-        _join(self._threads["scheduling"], timeout_s)
+        join(self._threads["scheduling"], timeout_s)
         self._stop_workers.set()
-        _join(self._threads["workers"], timeout_s)
+        join(self._threads["workers"], timeout_s)
         if self.server:
             self.server.stop()
         self._stop_rest.set()
-        _join(self._threads["rest"], 5.0)
+        join(self._threads["rest"], 5.0)
         if self._snapshotter:
             try:
                 self._snapshotter.final()
@@ -532,29 +496,6 @@ class LocalRuntime:
         """Best-effort save of the changes seen so far (a second Ctrl-C)."""
         if self._snapshotter:
             self._snapshotter.save_if_changed()
-
-
-def _waiter(stop: threading.Event) -> Callable[[float], None]:
-    """A sleep that ends early when ``stop`` is set (so a stop never waits for a scheduler's second)."""
-
-    def wait(seconds: float) -> None:
-        stop.wait(seconds)
-
-    return wait
-
-
-def _run_loop(loop: Any, stop: threading.Event) -> None:
-    try:
-        loop.run(lambda: not stop.is_set())
-    except Exception:
-        logger.exception("scheduler loop crashed")
-
-
-def _join(threads: list[threading.Thread], timeout_s: float) -> None:
-    for thread in threads:
-        thread.join(timeout=timeout_s)
-        if thread.is_alive():
-            logger.warning("thread did not stop in time", thread=thread.name)
 
 
 def run_forever(config: LocalConfig) -> None:
