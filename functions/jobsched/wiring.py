@@ -18,14 +18,22 @@ from jobsched.aws import DEFAULT_CALLS, Aws, CallBounds, new_session
 from jobsched.clock import Clock, system_clock
 from jobsched.domain.alerting import RecentRuns
 from jobsched.domain.lease import LeaseStore
+from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import PartitionMarks, WatermarkStore
 from jobsched.ports.jobs import DueIndex, JobRepository
-from jobsched.ports.runs import JobSpecs, RunHistory, RunRows, RunWriter, SweepRows
+from jobsched.ports.runs import (
+    DeadRunSink,
+    JobSpecs,
+    RunHistory,
+    RunRows,
+    RunSender,
+    RunWriter,
+    SweepRows,
+    VisibilityExtender,
+)
 from jobsched.settings import Settings, get_settings, parse_owner_from
 
 if TYPE_CHECKING:
-    from jobsched.adapters.alerts import AlertPublisher, DeadRunNotifier
-    from jobsched.adapters.queue import RunQueue
     from jobsched.api.app import Api
     from jobsched.api.service import JobService
     from jobsched.domain.alerting import Alerting
@@ -65,6 +73,11 @@ class ControlStorePorts(WatermarkStore, PartitionMarks, LeaseStore, Protocol):
     """Every port the CONTROL store serves (the tick's ``WatermarkStore``, the partitions' and due shards'
     ``PartitionMarks``, the leader lease's ``LeaseStore``). Implemented by ``jobsched.store.control.ControlStore``
     (DynamoDB) and ``jobsched.sqlite.control.SqliteControlStore``."""
+
+
+class RunQueuePorts(RunSender, VisibilityExtender, Protocol):
+    """Every port the run queue serves (sending run messages, extending in-flight ones' visibility).
+    Implemented by ``jobsched.adapters.queue.RunQueue`` (on SQS, or on local mode's SQLite stand-in)."""
 
 
 @dataclass(frozen=True)
@@ -148,13 +161,13 @@ class Components:
         SQLite run queue answers for its own)."""
         return self.aws.sqs
 
-    def run_queue(self) -> RunQueue:
+    def run_queue(self) -> RunQueuePorts:
         """The run queue (SQS): run messages, retries with delay, visibility changes."""
         from jobsched.adapters.queue import RunQueue
 
         return RunQueue(self.run_queue_client(), self.settings.run_queue_url)
 
-    def notifier(self) -> DeadRunNotifier:
+    def notifier(self) -> DeadRunSink:
         """The dead-run queue + alerts topic adapter."""
         from jobsched.adapters.alerts import DeadRunNotifier
 
@@ -165,7 +178,7 @@ class Components:
             topic_arn=self.settings.alerts_topic_arn,
         )
 
-    def alert_publisher(self) -> AlertPublisher:
+    def alert_publisher(self) -> AlertSink:
         """The alerts topic adapter for the jobs' alert policies (``owner``, ``job_id``, ``kind`` attributes)."""
         from jobsched.adapters.alerts import AlertPublisher
 
