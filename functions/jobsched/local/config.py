@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsched.clock import Clock, system_clock
 from jobsched.local.paths import DEFAULT_DATA_DIR
 from jobsched.local.server import accepted_hosts
+
+if TYPE_CHECKING:
+    from jobsched.sqlite.database import Synchronous
 
 BACKENDS = ("sqlite", "moto")
 """Local mode's storage backends (``LocalConfig.backend``); the first is the default."""
@@ -46,7 +49,7 @@ class LocalConfig:
     redirect_stdout: bool = False
     """Send stdout (Powertools' EMF metric lines) to the metrics file: the CLI does; tests keep pytest's capture."""
     backend: str = BACKENDS[0]
-    sqlite_synchronous: str = "NORMAL"
+    sqlite_synchronous: Synchronous = "NORMAL"
     accept_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

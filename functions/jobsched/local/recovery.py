@@ -8,7 +8,7 @@ import dataclasses
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
@@ -16,6 +16,9 @@ from jobsched.local.config import LocalConfig
 from jobsched.local.state import STATE_FILE, Item
 from jobsched.ports.runs import MAX_DELAY_S, RunMessage, RunRow
 from jobsched.store.layout import SPEC_SK
+
+if TYPE_CHECKING:
+    from jobsched.sqlite.database import Synchronous
 
 _deserializer = TypeDeserializer()
 
@@ -64,7 +67,7 @@ def _requeue(items: list[dict[str, Any]], *, now_ms: int, heartbeat_stale_s: int
 
 
 def move_moto_state(
-    sqlite_path: Path, saved: dict[str, list[Item]], *, synchronous: str, now_ms: int
+    sqlite_path: Path, saved: dict[str, list[Item]], *, synchronous: Synchronous, now_ms: int
 ) -> None:
     """Move the moto backend's saved tables into a new SQLite database at ``sqlite_path`` (``import_moto_state``),
     built in a file of its own and renamed into place once whole: a start killed midway leaves no database, so
@@ -75,7 +78,7 @@ def move_moto_state(
     moving = sqlite_path.with_name(f".{sqlite_path.name}.moving")
     for leftover in (moving, moving.with_name(moving.name + "-wal"), moving.with_name(moving.name + "-shm")):
         leftover.unlink(missing_ok=True)  # a killed move's: started over
-    staging = SqliteDatabase(moving, synchronous=synchronous)  # type: ignore[arg-type]
+    staging = SqliteDatabase(moving, synchronous=synchronous)
     try:
         import_moto_state(staging, saved, now_ms=now_ms)
     finally:
@@ -94,7 +97,7 @@ def refuse_jobs_only_on_moto(sqlite_path: Path, saved: dict[str, list[Item]], co
     specs = [i for i in saved.get("Jobs", []) if i.get("sk", {}).get("S") == SPEC_SK and "doc" in i]
     if not specs:
         return
-    database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)  # type: ignore[arg-type]
+    database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)
     try:
         only_on_moto = {str(i["pk"]["S"]).removeprefix("job#") for i in specs} - database.known_job_ids()
     finally:

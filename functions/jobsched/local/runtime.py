@@ -256,7 +256,7 @@ class LocalRuntime:
                 move_moto_state(
                     sqlite_path, saved, synchronous=config.sqlite_synchronous, now_ms=config.clock()
                 )
-            self.database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)  # type: ignore[arg-type]
+            self.database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)
             components = SqliteComponents(settings, aws, clock=config.clock, database=self.database)
         else:
             components = Components(settings, aws, clock=config.clock)
