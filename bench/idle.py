@@ -101,7 +101,7 @@ def measure_local_tick(
     busy_jobs: int = 50,
     busy_ticks: int = 60,
 ) -> dict[str, Any]:
-    """Wall time of local mode's scheduler tick on its SQLite backend (``jobsched.wiring.SqliteComponents``:
+    """Wall time of local mode's scheduler tick on its SQLite backend (``jobsched.local.components.SqliteComponents``:
     the SQLite job, run and CONTROL stores, the run queue on ``SqliteSqsQueue``), in this process, each
     deployment on a FakeClock (one tick per simulated second, timed in real seconds). Two pairs of
     deployments, each on a database of its own, whose ticks alternate (A, B, A, B...) so that the machine's
@@ -124,10 +124,10 @@ def measure_local_tick(
     from bench.harness import state_of
     from jobsched.aws import Aws
     from jobsched.clock import FakeClock
+    from jobsched.local.components import SqliteComponents
     from jobsched.models import RunStatus
     from jobsched.ports.runs import new_run
     from jobsched.sqlite.database import SqliteDatabase
-    from jobsched.wiring import SqliteComponents
 
     out: dict[str, Any] = {}
     with moto_backend() as backend, tempfile.TemporaryDirectory(prefix="jobsched-local-tick-") as folder:

@@ -30,7 +30,8 @@ the next tick (up to a second later, as lateness says), and must not count as no
 def local_runtime(**config: Any) -> Iterator[Any]:
     """Local mode started on a fresh temporary data directory, on a free port, logging errors only, with
     ``config`` (``LocalConfig`` fields: ``workers``, ``emit``, ``backend``, ``settings``...); stopped on exit."""
-    from jobsched.local.runtime import LocalConfig, LocalRuntime
+    from jobsched.local.config import LocalConfig
+    from jobsched.local.runtime import LocalRuntime
 
     with tempfile.TemporaryDirectory(prefix="jobsched-bench-") as data_dir:
         runtime = LocalRuntime(LocalConfig(port=0, data_dir=Path(data_dir), log_level="ERROR", **config))

@@ -12,15 +12,28 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobsched.aws import DEFAULT_CALLS, Aws, CallBounds, new_session
 from jobsched.clock import Clock, system_clock
+from jobsched.domain.alerting import RecentRuns
+from jobsched.domain.lease import LeaseStore
+from jobsched.ports.alerts import AlertSink
+from jobsched.ports.control import PartitionMarks, WatermarkStore
+from jobsched.ports.jobs import DueIndex, JobRepository
+from jobsched.ports.runs import (
+    DeadRunSink,
+    JobSpecs,
+    RunHistory,
+    RunRows,
+    RunSender,
+    RunWriter,
+    SweepRows,
+    VisibilityExtender,
+)
 from jobsched.settings import Settings, get_settings, parse_owner_from
 
 if TYPE_CHECKING:
-    from jobsched.adapters.alerts import AlertPublisher, DeadRunNotifier
-    from jobsched.adapters.queue import RunQueue
     from jobsched.api.app import Api
     from jobsched.api.service import JobService
     from jobsched.domain.alerting import Alerting
@@ -30,16 +43,53 @@ if TYPE_CHECKING:
     from jobsched.domain.supervision import Waiter
     from jobsched.domain.sweeper import Sweeper
     from jobsched.domain.worker import Worker
-    from jobsched.sqlite.control import SqliteControlStore
-    from jobsched.sqlite.database import SqliteDatabase
-    from jobsched.sqlite.jobs import SqliteJobStore
-    from jobsched.sqlite.queue import SqliteSqsQueue
-    from jobsched.sqlite.runs import SqliteRunStore
     from jobsched.store.control import ControlStore
     from jobsched.store.jobs import JobStore
-    from jobsched.store.runs import RunStore
     from jobsched.targets import Targets
     from jobsched.worker_runtime import Batches
+
+
+class JobStorePorts(JobRepository, DueIndex, JobSpecs, Protocol):
+    """Every port a job store serves (the API's ``JobRepository``, the tick's ``DueIndex``, the worker's and the
+    sweeper's ``JobSpecs``), plus the due index's high-water reads of ``Components.scheduler_group``. Implemented by
+    ``jobsched.store.jobs.JobStore`` (DynamoDB) and ``jobsched.sqlite.jobs.SqliteJobStore``."""
+
+    def highest_due_partition(self) -> int | None:
+        """The highest scheduler partition any due entry is filed in (None: no entry). A scan: slow."""
+        ...
+
+    def highest_due_shard(self) -> int | None:
+        """The highest due shard any due entry is filed in (None: no entry). A scan: slow."""
+        ...
+
+
+class RunStorePorts(RunRows, SweepRows, RunWriter, RecentRuns, RunHistory, Protocol):
+    """Every port a run store serves (the worker's ``RunRows``, the sweeper's ``SweepRows``, the tick's
+    ``RunWriter``, the alert policies' ``RecentRuns``, the API's ``RunHistory``). Implemented by
+    ``jobsched.store.runs.RunStore`` (DynamoDB) and ``jobsched.sqlite.runs.SqliteRunStore``."""
+
+
+class ControlStorePorts(WatermarkStore, PartitionMarks, LeaseStore, Protocol):
+    """Every port the CONTROL store serves (the tick's ``WatermarkStore``, the partitions' and due shards'
+    ``PartitionMarks``, the leader lease's ``LeaseStore``). Implemented by ``jobsched.store.control.ControlStore``
+    (DynamoDB) and ``jobsched.sqlite.control.SqliteControlStore``."""
+
+
+class RunQueuePorts(RunSender, VisibilityExtender, Protocol):
+    """Every port the run queue serves (sending run messages, extending in-flight ones' visibility).
+    Implemented by ``jobsched.adapters.queue.RunQueue`` (on SQS, or on local mode's SQLite stand-in)."""
+
+
+@dataclass(frozen=True)
+class DueUpkeep:
+    """The DynamoDB stores the sweeper Lambda's upkeep passes run on (``jobsched.sweeper_runtime``): the job
+    store's repair and move of the due index (``refile_stuck``, ``migrate_due_index``) and the CONTROL store's
+    reads of watermarks, read positions and the partitions' high-water mark. No port: only the DynamoDB layout
+    has these passes, and local mode's sweeper does not run them."""
+
+    jobs: JobStore
+    control: ControlStore
+
 
 # Each function imports only what it builds (the API's routes and models, the target executors and the
 # batch processor take a second or more to import between them): components are imported where they
@@ -74,23 +124,33 @@ class Components:
 
     # --- adapters ---------------------------------------------------------------------------------
 
-    def jobs(self) -> JobStore:
+    def jobs(self) -> JobStorePorts:
         """The JOBS table (job specs, scheduling state, the due index)."""
         from jobsched.store.jobs import JobStore
 
         return JobStore(self.aws.table(self.settings.jobs_table))
 
-    def runs(self) -> RunStore:
+    def runs(self) -> RunStorePorts:
         """The RUNS table (run history, claims, the sweep index)."""
         from jobsched.store.runs import RunStore
 
         return RunStore(self.aws.table(self.settings.runs_table))
 
-    def control(self) -> ControlStore:
+    def control(self) -> ControlStorePorts:
         """The CONTROL table (leases, watermarks, the partition high-water mark)."""
         from jobsched.store.control import ControlStore
 
         return ControlStore(self.aws.dynamodb, self.settings.control_table)
+
+    def due_upkeep(self) -> DueUpkeep:
+        """The DynamoDB JOBS and CONTROL stores of the sweeper's upkeep passes (:class:`DueUpkeep`)."""
+        from jobsched.store.control import ControlStore
+        from jobsched.store.jobs import JobStore
+
+        return DueUpkeep(
+            JobStore(self.aws.table(self.settings.jobs_table)),
+            ControlStore(self.aws.dynamodb, self.settings.control_table),
+        )
 
     def run_queue_client(self) -> Any:
         """The SQS client the run queue is reached through (``aws.sqs``; local mode's may be its own)."""
@@ -101,13 +161,13 @@ class Components:
         SQLite run queue answers for its own)."""
         return self.aws.sqs
 
-    def run_queue(self) -> RunQueue:
+    def run_queue(self) -> RunQueuePorts:
         """The run queue (SQS): run messages, retries with delay, visibility changes."""
         from jobsched.adapters.queue import RunQueue
 
         return RunQueue(self.run_queue_client(), self.settings.run_queue_url)
 
-    def notifier(self) -> DeadRunNotifier:
+    def notifier(self) -> DeadRunSink:
         """The dead-run queue + alerts topic adapter."""
         from jobsched.adapters.alerts import DeadRunNotifier
 
@@ -118,7 +178,7 @@ class Components:
             topic_arn=self.settings.alerts_topic_arn,
         )
 
-    def alert_publisher(self) -> AlertPublisher:
+    def alert_publisher(self) -> AlertSink:
         """The alerts topic adapter for the jobs' alert policies (``owner``, ``job_id``, ``kind`` attributes)."""
         from jobsched.adapters.alerts import AlertPublisher
 
@@ -417,78 +477,6 @@ class Components:
         else:
             authenticator = IamAuthenticator()
         return Api(settings=self.settings, service=self.job_service(), authenticator=authenticator)
-
-
-RUN_QUEUE_FILE = "run-queue.sqlite3"
-"""Local mode's run queue file, in the SQLite database's directory (``jobsched.sqlite.queue``)."""
-
-
-@dataclass(frozen=True)
-class SqliteComponents(Components):
-    """Local mode's components on its embedded SQLite ``database`` (``jobsched.sqlite``): the job store, the
-    run store and the CONTROL store live there, and the run queue is ``jobsched.sqlite.queue.SqliteSqsQueue``
-    (SQS's semantics: visibility, delays, receive counts, the dead-letter queue after the run queue's
-    ``max_receive_count``; kept in ``run-queue.sqlite3`` next to the database, since a scheduled run's message is
-    its only record until a worker claims it). Everything else is as in
-    :class:`Components` on ``aws`` (the embedded moto): the dead-run queue and alerts topic, and the API's
-    ``Idempotency-Key`` records (Powertools' DynamoDB layer). Components built from one ``SqliteComponents``
-    (and its :meth:`with_own_clients` copies) share the one database and queue. Raises ValueError when
-    built without ``database``."""
-
-    database: SqliteDatabase | None = None
-    queue: SqliteSqsQueue | None = None
-
-    def __post_init__(self) -> None:
-        if self.database is None:
-            raise ValueError("SqliteComponents needs a database")
-        if self.queue is None:
-            from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
-            from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
-
-            url = self.settings.run_queue_url
-            queue = SqliteSqsQueue(
-                url,
-                queue_arn(url),
-                visibility_timeout_s=RUN_QUEUE.visibility_timeout_s,
-                max_receive_count=RUN_QUEUE.max_receive_count,
-                clock=self.clock,
-                path=self.database.path.with_name(RUN_QUEUE_FILE),
-                dead_letter_url=self.settings.run_dlq_url,
-                dead_letter_visibility_s=RUN_QUEUE_DLQ.visibility_timeout_s,
-                synchronous=self.database.synchronous,
-            )
-            object.__setattr__(self, "queue", queue)
-
-    def run_queue_client(self) -> SqliteSqsQueue:
-        """The run queue's own SQS stand-in (shared by every copy of these components)."""
-        assert self.queue is not None  # set at construction
-        return self.queue
-
-    def run_dlq_client(self) -> SqliteSqsQueue:
-        """The same stand-in: it keeps the messages it dead-letters and answers for ``settings.run_dlq_url``."""
-        return self.run_queue_client()
-
-    def _db(self) -> SqliteDatabase:
-        assert self.database is not None  # checked at construction
-        return self.database
-
-    def jobs(self) -> SqliteJobStore:  # type: ignore[override]  # same ports, another adapter
-        """The job store (specs, scheduling state, the due index, overlap locks) in the database."""
-        from jobsched.sqlite.jobs import SqliteJobStore
-
-        return SqliteJobStore(self._db())
-
-    def runs(self) -> SqliteRunStore:  # type: ignore[override]
-        """The run store (history, claims, the sweep index) in the database."""
-        from jobsched.sqlite.runs import SqliteRunStore
-
-        return SqliteRunStore(self._db())
-
-    def control(self) -> SqliteControlStore:  # type: ignore[override]
-        """The CONTROL store (leases, watermarks, the partition high-water mark) in the database."""
-        from jobsched.sqlite.control import SqliteControlStore
-
-        return SqliteControlStore(self._db())
 
 
 def _high_water(

@@ -9,7 +9,8 @@ from typing import Any
 
 import httpx
 
-from jobsched.local.runtime import LocalConfig, LocalRuntime
+from jobsched.local.config import LocalConfig
+from jobsched.local.runtime import LocalRuntime
 
 
 def quiet_runtime(data_dir: Path, lines: list[str], **config: Any) -> LocalRuntime:

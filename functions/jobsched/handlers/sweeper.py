@@ -1,10 +1,5 @@
-"""Sweeper Lambda: started every minute by EventBridge; one bounded pass over the runs table's sweep index
-(``jobsched.domain.sweeper``): re-enqueues runs left queued or retrying, takes runs from lost workers (a
-failed try), resends owed dead-run alerts, and clears finished runs from the index. Each invocation also
-counts the scheduler partitions without a leader (``PartitionsWithoutLeader``, the alarm of a partition whose
-clock stopped), makes one pass of the due index's anti-entropy (``JobStore.refile_stuck``: a job whose timer
-item was lost gets a new one, ``JobsRefiled``) and, until it is done, one pass of the move of the jobs' ``due``
-GSI entries to timer items (issue [2.5], ``JobStore.migrate_due_index``), each within the time left."""
+"""Sweeper Lambda: started every minute by EventBridge; one sweep of the runs table's sweep index and the
+upkeep passes (``jobsched.sweeper_runtime``)."""
 
 from __future__ import annotations
 
@@ -13,144 +8,23 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.domain.lease import partitions_without_leader
-from jobsched.domain.sweeper import Sweeper
-from jobsched.domain.tick import read_floor
-from jobsched.observability import COUNT, MetricName, add_metric, flush_metrics, logger, metrics
+from jobsched.observability import logger, metrics
+from jobsched.sweeper_runtime import SweeperRuntime
 from jobsched.wiring import Components
 
 
 @lru_cache(maxsize=1)
-def default_components() -> Components:
-    """The function's adapters, from the environment's settings (built once per execution environment)."""
-    return Components.from_environment()
-
-
-@lru_cache(maxsize=1)
-def default_sweeper() -> Sweeper:
-    """The function's sweeper (built once per execution environment)."""
-    return default_components().sweeper()
-
-
-@lru_cache(maxsize=1)
-def _migrated() -> list[bool]:
-    """Whether a pass of this execution environment found the migration done (then no further pass is made)."""
-    return [False]
-
-
-def migrate_due_index(components: Components, seconds: float = 20.0) -> dict[str, Any]:
-    """One pass of the due index's move to timer items, at the components' clock, for at most ``seconds``
-    (under 1 s: no pass, ``skipped``); its report as a dict (``moved``, ``done``). Waits (``moved`` 0,
-    ``waiting`` true) until a leader of this code has stored read positions in every partition: a leader of
-    the code before timer items reads only the GSI, so an entry moved out of it while such a leader still runs
-    (the minutes of a deploy) must be in a bucket a new leader reads again
-    (``domain.tick.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
-    if seconds < 1:
-        return {"moved": 0, "done": False, "skipped": "too little of the invocation left"}
-    control = components.control()
-    partitions = range(components.settings.scheduler_partitions)
-    if any(control.read_positions(partition) is None for partition in partitions):
-        return {"moved": 0, "done": False, "waiting": True}
-    bucket_ms = components.settings.due_bucket_s * 1000
-    done = components.jobs().migrate_due_index(components.clock, bucket_ms=bucket_ms, seconds=seconds)
-    return {"moved": done.moved, "done": done.done}
-
-
-def check_leaders(components: Components) -> list[int] | None:
-    """The scheduler partitions without a leader now (``domain.lease.partitions_without_leader``), published as
-    ``PartitionsWithoutLeader`` (their count) and logged by number. A partition's lag is reported by its own
-    ticks, so one whose clock stopped (its rule disabled, its invocations failing) reports nothing; this count,
-    from outside the scheduler, is what its alarm (``infra.monitoring``) watches. None when the leases cannot be
-    read (logged; the metric's missing minute is then what the alarm sees)."""
-    try:
-        leaderless = partitions_without_leader(
-            components.control(), components.settings.scheduler_partitions, components.clock, components.sleep
-        )
-    except Exception as error:
-        logger.warning("scheduler leases not read", error=str(error))
-        return None
-    add_metric(MetricName.PARTITIONS_WITHOUT_LEADER, COUNT, len(leaderless))
-    if leaderless:
-        logger.warning("scheduler partitions without a leader", partitions=leaderless)
-    return leaderless
-
-
-def drained(components: Components) -> dict[int, int]:
-    """For each scheduler partition a leader of this code has run (stored read positions), configured or
-    adopted (up to the partitions' high-water mark), the bucket before which its ticks read nothing again: its
-    watermark, or the floor a new leader would read again from (``domain.tick.read_floor``: after an upgrade
-    or a rollback): ``{partition: bucket}``, a bucket being epoch ms // (``due_bucket_s`` * 1000). Raises what
-    the control store's reads raise."""
-    control = components.control()
-    settings = components.settings
-    partitions = max(settings.scheduler_partitions, control.read_partition_high_water() or 0)
-    found: dict[int, int] = {}
-    for partition in range(partitions):
-        watermark, positions = control.read_watermark(partition), control.read_positions(partition)
-        if watermark is None or positions is None:
-            continue  # never led by this code: its first leader reads behind its watermark anyway
-        _, floor = read_floor(watermark, positions, components.clock(), settings.due_bucket_s * 1000)
-        found[partition] = watermark if floor is None else floor
-    return found
-
-
-def refile_stuck(components: Components, seconds: float = 10.0) -> dict[str, Any] | None:
-    """One pass of ``JobStore.refile_stuck`` at the components' clock, for at most ``seconds``, for the jobs
-    of the partitions :func:`drained` gives; its report as a dict (``scanned``, ``refiled``: how many,
-    ``jobs``: the first 20 ids, ``wrapped``, ``unreadable``), the count published as ``JobsRefiled`` and each
-    refiled job logged (a lost timer item is a fault to look into). None when the pass fails (logged; the next
-    invocation goes on from the last saved place)."""
-    if seconds < 1:
-        return None  # too little of the invocation left: the next one goes on
-    try:
-        bucket_ms = components.settings.due_bucket_s * 1000
-        done = components.jobs().refile_stuck(
-            components.clock,
-            bucket_ms=bucket_ms,
-            shards=components.settings.due_shards,
-            watermarks=drained(components),
-            seconds=seconds,
-        )
-    except Exception as error:
-        logger.warning("due index anti-entropy pass failed", error=str(error))
-        return None
-    add_metric(MetricName.JOBS_REFILED, COUNT, len(done.refiled))
-    if done.refiled:
-        logger.warning(
-            "jobs found stuck (their timer item lost) were given a new one", jobs=done.refiled[:100]
-        )
-    if done.unreadable:
-        logger.warning("scheduling items this code cannot read were skipped", count=done.unreadable)
-    return {
-        "scanned": done.scanned,
-        "refiled": len(done.refiled),
-        "jobs": done.refiled[:20],
-        "wrapped": done.wrapped,
-        "unreadable": done.unreadable,
-    }
+def default_runtime() -> SweeperRuntime:
+    """The function's sweeper runtime on components from the environment's settings (built once per execution
+    environment)."""
+    return SweeperRuntime(Components.from_environment())
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext, sweeper: Sweeper | None = None) -> dict[str, Any]:
-    """One sweep (``sweeper`` default: ``default_sweeper()``, then :func:`check_leaders`, :func:`refile_stuck`
-    and a pass of :func:`migrate_due_index`); its report as a dict (``partitions_without_leader``: the list,
-    or None; ``refile_stuck``: that pass's report, or None)."""
-    if sweeper is not None:
-        return sweeper.sweep().as_dict()
-    report = default_sweeper().sweep().as_dict()
-    report["partitions_without_leader"] = check_leaders(default_components())
-    flush_metrics()  # the count goes out now: a later step that runs out of time must not lose it (its alarm)
-    left_s = context.get_remaining_time_in_millis() / 1000
-    # the anti-entropy pass, then the migration's (20 s), each within what is left of the invocation
-    report["refile_stuck"] = refile_stuck(default_components(), seconds=min(10.0, left_s - 35))
-    if _migrated()[0]:
-        return report
-    try:
-        report["due_index_migration"] = migration = migrate_due_index(
-            default_components(), seconds=min(20.0, context.get_remaining_time_in_millis() / 1000 - 10)
-        )
-        _migrated()[0] = bool(migration["done"])
-    except Exception as error:  # a failed pass is retried by the next invocation
-        logger.warning("due index migration pass failed", error=str(error))
-    return report
+def handler(
+    event: dict[str, Any], context: LambdaContext, runtime: SweeperRuntime | None = None
+) -> dict[str, Any]:
+    """One invocation (``jobsched.sweeper_runtime.SweeperRuntime.serve``) of ``runtime`` (default:
+    ``default_runtime()``); its report as a dict."""
+    return (runtime or default_runtime()).serve(context)

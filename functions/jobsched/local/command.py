@@ -36,7 +36,7 @@ WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=64, help="Worke
 
 
 class Backend(StrEnum):
-    """Where local mode keeps jobs, runs and leases (``jobsched.local.runtime.BACKENDS``)."""
+    """Where local mode keeps jobs, runs and leases (``jobsched.local.config.BACKENDS``)."""
 
     sqlite = "sqlite"
     moto = "moto"
@@ -77,7 +77,8 @@ def local_command(
 ) -> None:
     """Run the whole system on this machine: API, scheduler, workers and sweeper, on an embedded SQLite
     (jobs, runs, leases) and moto (queues, topic)."""
-    from jobsched.local.runtime import LocalConfig, run_forever
+    from jobsched.local.config import LocalConfig
+    from jobsched.local.runtime import run_forever
 
     try:
         config = LocalConfig(

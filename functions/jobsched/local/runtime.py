@@ -18,7 +18,7 @@ synced every second; none with ``sqlite_synchronous="FULL"``, see ``jobsched.sql
 and its dead letters are ``jobsched.sqlite.queue`` on ``<data dir>/run-queue.sqlite3`` (SQS's semantics, the
 same durability). The dead-run queue, the alerts topic and the API's ``Idempotency-Key`` records stay on the
 embedded moto (the keys' table is Powertools' DynamoDB layer). ``moto`` keeps every table and the run queue on
-moto too, for fidelity with AWS. One process per data dir (``lock_data_dir``).
+moto too, for fidelity with AWS. One process per data dir (``local.paths.lock_data_dir``).
 
 Durability of what is on moto (``local.state``): the tables are restored from ``<data dir>/state.json`` and
 its change log at start; every write is journaled and the changes are saved every 2 s, compacted into a new
@@ -41,35 +41,32 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
-import json
-import logging
-import math
 import os
-import secrets
 import signal
 import sys
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.types import TypeDeserializer
-
-from jobsched.api.auth import TOKENS_FILE_SHAPE, TokenEntry, parse_tokens
-from jobsched.clock import Clock, system_clock
 from jobsched.console import PREFIX as CONSOLE_PREFIX
 from jobsched.console import ConsoleApp
-from jobsched.lambda_context import LocalLambdaContext
+from jobsched.local.config import LocalConfig
 from jobsched.local.demo import demo_jobs
-from jobsched.local.embedded_aws import REGION, isolate_from_aws, release_moto_bookkeeping, serialize_dynamodb
+from jobsched.local.embedded_aws import REGION, isolate_from_aws, serialize_dynamodb
 from jobsched.local.event_source import SqsEventSource
-from jobsched.local.paths import DEFAULT_DATA_DIR, DEV_TOKEN_FILE, open_private
+from jobsched.local.logs import LOG_FILE, METRICS_FILE, LinesToLog, rotating_logger, route_logs
+from jobsched.local.loops import join, pump_loop, run_loop, sweep_loop, sync_loop, waiter
+from jobsched.local.paths import DEV_TOKEN_FILE, SQLITE_FILE, lock_data_dir, make_private_dir
 from jobsched.local.printer import AlertPrinter, RowPrinter, RunPrinter
-from jobsched.local.server import ApiServer, accepted_hosts
+from jobsched.local.recovery import (
+    move_moto_state,
+    refuse_jobs_only_on_moto,
+    unfinished_messages,
+    unfinished_row_messages,
+)
+from jobsched.local.server import ApiServer
 from jobsched.local.state import (
     STATE_FILE,
     Item,
@@ -80,341 +77,22 @@ from jobsched.local.state import (
     read_state,
     restore,
 )
+from jobsched.local.tokens import LOCAL_OWNER, prepare_tokens
 from jobsched.observability import logger
-from jobsched.ports.runs import MAX_DELAY_S, RunMessage, RunRow
+from jobsched.ports.runs import RunMessage
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
-from jobsched.store.layout import SPEC_SK
 
 if TYPE_CHECKING:
     from jobsched.api.app import Api
+    from jobsched.aws import Aws
+    from jobsched.settings import Settings
     from jobsched.sqlite.database import SqliteDatabase
     from jobsched.wiring import Components
 
-LOG_FILE = "local.log"
-LOCK_FILE = "local.lock"
-"""Held locked (``flock``) by the running ``jobsched local`` of a data dir: a second one is refused."""
-SQLITE_FILE = "jobsched.sqlite3"
-BACKENDS = ("sqlite", "moto")
-"""Local mode's storage backends (``LocalConfig.backend``); the first is the default."""
 MOTO_ONLY_TABLES = {"Idempotency"}
 """The tables (``jobsched.resources`` ids) that stay on moto with the ``sqlite`` backend."""
-METRICS_FILE = "metrics.log"
-TOKENS_FILE = "tokens.json"
-LOCAL_OWNER = "local"
 PREFIX = "jobsched"
-_deserializer = TypeDeserializer()
-
-
-class _LinesToLog(io.TextIOBase):
-    """A ``sys.stdout`` stand-in sending each complete line to ``log`` (per-thread line buffers).
-
-    Powertools Metrics prints its EMF documents to stdout; in local mode they go to a rotating file, and the
-    terminal keeps the run and alert lines.
-    """
-
-    def __init__(self, log: logging.Logger) -> None:
-        super().__init__()
-        self._log = log
-        self._local = threading.local()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        *lines, rest = (getattr(self._local, "buffer", "") + text).split("\n")
-        for line in lines:
-            if line:
-                self._log.info(line)
-        self._local.buffer = rest
-        return len(text)
-
-
-class PrivateRotatingFileHandler(RotatingFileHandler):
-    """A ``RotatingFileHandler`` whose files are created with mode 0600 (logs carry job ids, owners and
-    errors; rotation renames a file, keeping its mode, and opens the next one here). A symlink in the log's
-    place is not followed (``OSError``): it would send the logs, and the mode, to another file."""
-
-    def _open(self) -> Any:
-        fd = open_private(self.baseFilename, os.O_WRONLY | os.O_APPEND)
-        return open(fd, "a", encoding=self.encoding, errors=self.errors)
-
-
-DATA_FILES = (
-    "jobsched.sqlite3*",
-    "run-queue.sqlite3*",
-    "state.*",
-    "*.log",
-    "*.log.*",
-    "dev-token",
-    "tokens.json",
-    "local.lock",
-)
-"""Glob patterns of the files local mode keeps in its data dir (``make_private_dir`` makes them 0600)."""
-
-
-def make_private_dir(path: Path) -> None:
-    """Create the data dir ``path`` (and its parents) for this user alone: the directory mode 0700 and local
-    mode's files already in it (``DATA_FILES``) 0600, so a data dir made by an older version, or under a looser
-    umask, is closed too. Files local mode creates later are created 0600 (``jobsched.local.paths.open_private``:
-    ``_write_private``, ``PrivateRotatingFileHandler``, the lock, the SQLite files
-    (``jobsched.sqlite.database.create_private``), the change logs; the state snapshots by ``mkstemp``).
-    Raises OSError when it cannot be created or changed."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    for pattern in DATA_FILES:
-        for entry in path.glob(pattern):
-            if entry.is_file() and not entry.is_symlink():
-                os.chmod(entry, 0o600)
-
-
-def _rotating_logger(name: str, path: Path) -> logging.Logger:
-    log = logging.getLogger(name)
-    log.propagate = False
-    log.setLevel(logging.INFO)
-    for handler in list(log.handlers):
-        log.removeHandler(handler)
-    handler = PrivateRotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    log.addHandler(handler)
-    return log
-
-
-@dataclass
-class LocalConfig:
-    """Options of ``jobsched local`` (see the CLI) plus knobs tests turn.
-
-    ``settings`` are extra ``Settings`` values (field name -> value) on top of local mode's own
-    (shell and loopback HTTP targets on, the tokens file); ``emit`` receives every line meant for the
-    terminal (default: the process's stdout as it was at start). ``backend``: one of :data:`BACKENDS`
-    (``sqlite``: jobs, runs and control in ``<data dir>/jobsched.sqlite3``; ``moto``: every table on moto);
-    ``sqlite_synchronous``: SQLite's ``synchronous`` level (``NORMAL``: an acknowledged write survives a crash
-    of the process, and a power loss but for the last second; ``FULL``: a power loss too, at an fsync per
-    write). ``accept_hosts``: ``Host`` names the server answers besides localhost, 127.0.0.1 and [::1] at
-    ``port`` (``jobsched.local.server.accepted_hosts``). Raises ValueError for a bad value.
-    """
-
-    port: int = 8080
-    data_dir: Path = DEFAULT_DATA_DIR
-    tokens_file: Path | None = None
-    schedulers: int = 1
-    workers: int = 4
-    demo: bool = False
-    host: str = "127.0.0.1"
-    snapshot_interval_s: float = 2.0
-    sweep_interval_s: float = 60.0
-    change_poll_s: float = 0.5
-    log_level: str = "INFO"
-    settings: dict[str, Any] = field(default_factory=dict)
-    emit: Callable[[str], None] | None = None
-    clock: Clock = system_clock
-    redirect_stdout: bool = False
-    """Send stdout (Powertools' EMF metric lines) to the metrics file: the CLI does; tests keep pytest's capture."""
-    backend: str = BACKENDS[0]
-    sqlite_synchronous: str = "NORMAL"
-    accept_hosts: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        self.accept_hosts = tuple(self.accept_hosts)
-        accepted_hosts(self.port, self.accept_hosts)  # ValueError naming a bad --accept-host
-        if self.schedulers < 1 or self.workers < 1:
-            raise ValueError("--schedulers and --workers must be at least 1")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
-        self.data_dir = Path(self.data_dir)
-
-
-class _Brief(logging.Formatter):
-    """One console line for a logged exception; the structured record (with traceback) is in the file."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
-
-    def format(self, record: logging.LogRecord) -> str:
-        error = record.exc_info[1] if record.exc_info else None
-        return f"error: {record.getMessage()}: {error!r} (details in {self.path})"
-
-
-def route_logs(path: Path, level: str) -> None:
-    """Send the structured JSON logs (Powertools Logger) to ``path`` (rotated at 5 MB) instead of stdout,
-    which is for the run and alert lines; logged exceptions also get one line on stderr."""
-    std = logging.getLogger(logger.name)
-    formatter = logger.registered_formatter
-    for handler in list(std.handlers):
-        std.removeHandler(handler)
-    to_file = PrivateRotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=2, encoding="utf-8")
-    to_file.setFormatter(formatter)
-    std.addHandler(to_file)
-    console = logging.StreamHandler(sys.stderr)
-    console.setLevel(logging.ERROR)
-    console.addFilter(lambda record: record.exc_info is not None)
-    console.setFormatter(_Brief(path))
-    std.addHandler(console)
-    logger.setLevel(level)
-
-
-def load_tokens_file(path: Path) -> dict[str, TokenEntry]:
-    """A ``--tokens`` file: a JSON object token -> owner, or token -> ``{"owner": ..., "shell": true}`` for an
-    owner that may use shell targets (``jobsched.api.auth.parse_tokens``). Raises ValueError naming the problem."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ValueError(f"cannot read --tokens {path}: {error.strerror or error}") from error
-    except ValueError as error:
-        raise ValueError(f"--tokens {path} is not valid JSON: {error}") from error
-    if not data:
-        raise ValueError(f"--tokens {path} must be {TOKENS_FILE_SHAPE}")
-    try:
-        return parse_tokens(data)
-    except ValueError as error:
-        raise ValueError(f"--tokens {path}: {error}") from error
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` through a temp file of mode 0600 (one left over by an interrupted write
-    is made 0600 too, never followed as a symlink)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp")
-    fd = open_private(temp, os.O_WRONLY | os.O_TRUNC)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(temp, path)
-
-
-def prepare_tokens(data_dir: Path, tokens_file: Path | None) -> tuple[Path, str, bool]:
-    """The tokens file the API reads, a token of owner ``local`` (for the demo jobs) and whether that token is
-    the generated dev token (printed at start).
-
-    Without ``tokens_file``: the dev token in ``<data dir>/dev-token`` (created once, kept across restarts)
-    and ``<data dir>/tokens.json`` = ``{dev token: {"owner": "local", "shell": true}}``: the laptop's owner
-    runs shell targets. With it: its tokens as given (shell targets only for owners with a token marked
-    ``"shell": true``), plus (when no token maps to ``local``) an internal one of owner ``local`` with shell
-    for registering the demo jobs, in ``<data dir>/tokens.json`` (mode 0600).
-    """
-    effective = data_dir / TOKENS_FILE
-    if tokens_file is None:
-        token_path = data_dir / DEV_TOKEN_FILE
-        token = token_path.read_text().strip() if token_path.is_file() else ""
-        if not token:
-            token = "dev-" + secrets.token_urlsafe(24)
-            _write_private(token_path, token + "\n")
-        _write_private(effective, json.dumps({token: TokenEntry(LOCAL_OWNER, shell=True).as_json()}))
-        return effective, token, True
-    tokens = load_tokens_file(tokens_file)
-    local = next((t for t, entry in tokens.items() if entry.owner == LOCAL_OWNER), None)
-    if local is None:
-        local = "internal-" + secrets.token_urlsafe(24)
-        tokens[local] = TokenEntry(LOCAL_OWNER, shell=True)
-    _write_private(effective, json.dumps({token: entry.as_json() for token, entry in tokens.items()}))
-    return effective, local, False
-
-
-def lock_data_dir(data_dir: Path) -> int:
-    """Lock ``data_dir`` for this process (an exclusive ``flock`` of ``<data dir>/local.lock``, released when the
-    returned descriptor is closed or the process ends, ``kill -9`` included). Raises OSError naming the data dir
-    when another process holds it: two of them on one data dir would reopen each other's in-flight queue
-    messages and schedule, sweep and snapshot the same data."""
-    import fcntl
-
-    fd = open_private(data_dir / LOCK_FILE, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise OSError(
-            f"{data_dir} is in use by another jobsched local (pid {holder}); stop it or pick another --data-dir"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    return fd
-
-
-def unfinished_messages(runs: list[Item], *, now_ms: int, heartbeat_stale_s: int) -> list[RunMessage]:
-    """Run-queue messages for the unfinished runs of a restored runs table (low-level items).
-
-    ``queued`` runs are sent for their dispatch instant, ``retrying`` ones for their ``retry_at``, and
-    ``running`` ones (their worker died with the process) for when their heartbeat turns stale, the moment
-    a worker may take them over; each delay is capped at SQS's 900 s (the sweeper covers the rest).
-    """
-    return _requeue(
-        [{k: _deserializer.deserialize(v) for k, v in raw.items()} for raw in runs],
-        now_ms=now_ms,
-        heartbeat_stale_s=heartbeat_stale_s,
-    )
-
-
-def unfinished_row_messages(rows: list[RunRow], *, now_ms: int, heartbeat_stale_s: int) -> list[RunMessage]:
-    """:func:`unfinished_messages` for run rows (the SQLite run store's ``unfinished()``)."""
-    return _requeue(
-        [{**dataclasses.asdict(r), "status": r.status.value} for r in rows],
-        now_ms=now_ms,
-        heartbeat_stale_s=heartbeat_stale_s,
-    )
-
-
-def _requeue(items: list[dict[str, Any]], *, now_ms: int, heartbeat_stale_s: int) -> list[RunMessage]:
-    messages: list[RunMessage] = []
-    for item in items:
-        status = item.get("status")
-        if status == "queued":
-            at = item.get("dispatch_at") or item["scheduled_for"]
-        elif status == "retrying":
-            at = item.get("retry_at") or item.get("dispatch_at") or item["scheduled_for"]
-        elif status == "running":
-            beat = item.get("heartbeat_at") or item.get("started_at") or now_ms
-            at = int(beat) + heartbeat_stale_s * 1000 + 1000
-        else:
-            continue
-        delay = min(MAX_DELAY_S, max(0, math.ceil((int(at) - now_ms) / 1000)))
-        messages.append(
-            RunMessage(str(item["job_id"]), int(item["scheduled_for"]), delay, enqueued_at=now_ms)
-        )
-    return messages
-
-
-def _move_moto_state(
-    sqlite_path: Path, saved: dict[str, list[Item]], *, synchronous: str, now_ms: int
-) -> None:
-    """Move the moto backend's saved tables into a new SQLite database at ``sqlite_path`` (``import_moto_state``),
-    built in a file of its own and renamed into place once whole: a start killed midway leaves no database, so
-    the next start moves the data dir again instead of serving what was moved before the kill."""
-    from jobsched.sqlite.database import SqliteDatabase
-    from jobsched.sqlite.migration import import_moto_state
-
-    moving = sqlite_path.with_name(f".{sqlite_path.name}.moving")
-    for leftover in (moving, moving.with_name(moving.name + "-wal"), moving.with_name(moving.name + "-shm")):
-        leftover.unlink(missing_ok=True)  # a killed move's: started over
-    staging = SqliteDatabase(moving, synchronous=synchronous)  # type: ignore[arg-type]
-    try:
-        import_moto_state(staging, saved, now_ms=now_ms)
-    finally:
-        staging.close()  # the WAL folded into the file: the rename moves everything
-    os.replace(moving, sqlite_path)
-
-
-def _refuse_jobs_only_on_moto(sqlite_path: Path, saved: dict[str, list[Item]], config: LocalConfig) -> None:
-    """Refuse a SQLite start whose data dir's ``state.json`` (``saved``) holds live jobs the database at
-    ``sqlite_path`` has never known: jobs created with ``--backend moto`` after the data dir moved to SQLite.
-    Starting would rewrite the state file without them (only the moto-only tables stay in it), losing them from
-    both files. Raises ``OSError`` naming the state file, how many jobs, and the two ways on (the CLI prints it
-    as one line and exits 1)."""
-    from jobsched.sqlite.database import SqliteDatabase
-
-    specs = [i for i in saved.get("Jobs", []) if i.get("sk", {}).get("S") == SPEC_SK and "doc" in i]
-    if not specs:
-        return
-    database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)  # type: ignore[arg-type]
-    try:
-        only_on_moto = {str(i["pk"]["S"]).removeprefix("job#") for i in specs} - database.known_job_ids()
-    finally:
-        database.close()
-    if only_on_moto:
-        raise OSError(
-            f"{config.data_dir / STATE_FILE} holds {len(only_on_moto)} job(s) created with --backend moto after this data"
-            f" dir moved to SQLite (e.g. {min(only_on_moto)}); start with --backend moto to keep using them, or"
-            " move state.json aside to start on SQLite without them"
-        )
+"""The name prefix of the embedded resources (``jobsched.aws.provision``)."""
 
 
 class LocalRuntime:
@@ -458,6 +136,7 @@ class LocalRuntime:
 
     @property
     def url(self) -> str:
+        """The API's base URL (``http://host:port``; the bound port once the server is bound)."""
         return self.server.url if self.server else f"http://{self.config.host}:{self.config.port}"
 
     # --- start ------------------------------------------------------------------------------
@@ -466,6 +145,31 @@ class LocalRuntime:
         """Bring the system up (the API answers once this returns). Raises ``StateFileError`` (unusable state
         file), ValueError (bad tokens file) or OSError (port in use, data dir not writable) before any
         loop runs."""
+        saved, first_start = self._claim_data_dir()
+        tokens_path, self.token, generated = prepare_tokens(self.config.data_dir, self.config.tokens_file)
+        self._bind_server()
+        aws, env = self._start_embedded_aws()
+        settings = self._settings(env, tokens_path)
+        # structured logs to the data dir from here on (a moto data dir's move to SQLite logs what it skips)
+        route_logs(
+            self.config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", self.config.log_level)
+        )
+        components = self._wire(settings, aws, saved)
+        self._divert_metrics()
+        table_names = {t.id: env[t.env_var] for t in TABLES}
+        now = self.config.clock()
+        restored_items = self._restore_tables(aws, table_names, saved, now)
+        mirror = self._journal_writes(aws, table_names, restored_items, saved)
+        requeue = self._requeue_unfinished(components, restored_items, now)
+        self._serve(components, mirror, aws)
+        self._banner(generated, requeue)
+        if self.config.demo and first_start:
+            self._register_demo()
+
+    def _claim_data_dir(self) -> tuple[dict[str, list[Item]], bool]:
+        """Make the data dir private and lock it (``lock_data_dir``), then read the saved state: the saved tables
+        (``read_state``) and whether this is the data dir's first start (no state, change log or database).
+        Raises ``StateFileError`` or the ``OSError`` of ``refuse_jobs_only_on_moto``, the lock released."""
         config = self.config
         make_private_dir(config.data_dir)
         self._lock_fd = lock_data_dir(config.data_dir)
@@ -478,16 +182,21 @@ class LocalRuntime:
         try:
             saved = read_state(self.state_path)
             if config.backend == "sqlite" and sqlite_path.exists():
-                _refuse_jobs_only_on_moto(sqlite_path, saved, config)
+                refuse_jobs_only_on_moto(sqlite_path, saved, config)
         except BaseException:
             os.close(self._lock_fd)  # refused before anything started: the data dir is free again
             self._lock_fd = None
             raise
-        tokens_path, self.token, generated = prepare_tokens(config.data_dir, config.tokens_file)
+        return saved, first_start
+
+    def _bind_server(self) -> None:
+        """Bind the API's server (the web console at ``/ui/``, the API elsewhere), not serving yet: a busy port
+        fails before anything else starts. Raises OSError naming the address."""
         from jobsched.api.wsgi import ApiWsgiApp
 
-        try:  # bind first: a busy port fails before anything else starts
-            app = ConsoleApp(ApiWsgiApp(self._serve_api))  # the web console at /ui/, the API elsewhere
+        config = self.config
+        try:
+            app = ConsoleApp(ApiWsgiApp(self._serve_api))
             self.server = ApiServer(app, config.host, config.port, accept_hosts=config.accept_hosts)
         except OSError as error:
             raise OSError(
@@ -495,11 +204,13 @@ class LocalRuntime:
                 "jobsched local running? Pick another port with --port"
             ) from error
 
+    def _start_embedded_aws(self) -> tuple[Aws, dict[str, str]]:
+        """Start moto in this process (fake credentials, DynamoDB's calls serialized) and provision the
+        resources; their clients and their environment (env var -> name, ``jobsched.aws.provision``). Raises
+        RuntimeError for a moto version local mode does not support."""
         from moto import mock_aws
 
         from jobsched.aws import Aws, provision
-        from jobsched.settings import Settings
-        from jobsched.wiring import Components, SqliteComponents
 
         isolate_from_aws()
         wrapper = serialize_dynamodb()
@@ -507,48 +218,69 @@ class LocalRuntime:
             raise RuntimeError(
                 "this moto version is not supported by local mode (see jobsched.local.embedded_aws)"
             )
+        self._wrapper = wrapper
         self._mock = mock_aws()
         self._mock.start()
         aws = Aws(region=REGION)
-        env = provision(aws, PREFIX)
-        settings = Settings(
+        return aws, provision(aws, PREFIX)
+
+    def _settings(self, env: dict[str, str], tokens_path: Path) -> Settings:
+        """Local mode's ``Settings``: the embedded resources (``env``), shell and loopback HTTP targets on, the
+        tokens file, then ``LocalConfig.settings``."""
+        from jobsched.settings import Settings
+
+        return Settings(
             **{
                 **{name.lower(): value for name, value in env.items()},
                 "allow_shell_targets": True,
                 "allow_loopback_http_targets": True,
                 "local_tokens_file": str(tokens_path.resolve()),
-                **config.settings,
+                **self.config.settings,
             }
         )
-        # structured logs to the data dir from here on (a moto data dir's move to SQLite logs what it skips)
-        route_logs(config.data_dir / LOG_FILE, os.environ.get("POWERTOOLS_LOG_LEVEL", config.log_level))
-        sqlite = config.backend == "sqlite"
-        if sqlite:
+
+    def _wire(self, settings: Settings, aws: Aws, saved: dict[str, list[Item]]) -> Components:
+        """The components of ``LocalConfig.backend``: on ``sqlite``, ``SqliteComponents`` on the data dir's
+        database (a ``moto`` data dir's ``saved`` tables moved into it first, ``move_moto_state``); on ``moto``,
+        ``Components`` on ``aws``. Sets ``components`` and ``database``."""
+        from jobsched.local.components import SqliteComponents
+        from jobsched.wiring import Components
+
+        config = self.config
+        components: Components
+        if config.backend == "sqlite":
             from jobsched.sqlite.database import SqliteDatabase
 
+            sqlite_path = config.data_dir / SQLITE_FILE
             if not sqlite_path.exists() and saved:  # a data dir of the moto backend: its jobs, runs and marks
-                _move_moto_state(
+                move_moto_state(
                     sqlite_path, saved, synchronous=config.sqlite_synchronous, now_ms=config.clock()
                 )
-            self.database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)  # type: ignore[arg-type]
-            components: Components = SqliteComponents(
-                settings, aws, clock=config.clock, database=self.database
-            )
+            self.database = SqliteDatabase(sqlite_path, synchronous=config.sqlite_synchronous)
+            components = SqliteComponents(settings, aws, clock=config.clock, database=self.database)
         else:
             components = Components(settings, aws, clock=config.clock)
         self.components = components
+        return components
+
+    def _divert_metrics(self) -> None:
+        """EMF metrics (Powertools prints them on stdout) to the data dir's metrics file when
+        ``LocalConfig.redirect_stdout``; the terminal keeps the run lines."""
         # a scheduler tick without runs flushes no metric: Powertools warns each time; not news here
         warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
-        # EMF metrics (Powertools prints them) to a rotating file; the terminal keeps the run lines
         self._console = sys.stdout
-        if config.redirect_stdout:
-            self._redirected = _LinesToLog(
-                _rotating_logger("jobsched.local.stdout", config.data_dir / METRICS_FILE)
+        if self.config.redirect_stdout:
+            self._redirected = LinesToLog(
+                rotating_logger("jobsched.local.stdout", self.config.data_dir / METRICS_FILE)
             )
             sys.stdout = self._redirected
 
-        table_names = {t.id: env[t.env_var] for t in TABLES}
-        now = config.clock()
+    def _restore_tables(
+        self, aws: Aws, table_names: dict[str, str], saved: dict[str, list[Item]], now: int
+    ) -> dict[str, list[Item]]:
+        """Put the ``saved`` tables kept on moto back into it (on ``sqlite``: the moto-only ones), drop what has
+        expired by ``now`` (epoch ms), and count the restored jobs and runs (``restored``). Returns the items
+        restored, by table id."""
         if self.database is not None:
             saved = {table: items for table, items in saved.items() if table in MOTO_ONLY_TABLES}
         restored_items = restore(aws.dynamodb, table_names, saved, now_ms=now)
@@ -560,55 +292,77 @@ class LocalRuntime:
                 "jobs": sum(1 for i in restored_items.get("Jobs", []) if i.get("sk", {}).get("S") == "spec"),
                 "runs": len(restored_items.get(RUNS.id, [])),
             }
+        return restored_items
+
+    def _journal_writes(
+        self,
+        aws: Aws,
+        table_names: dict[str, str],
+        restored_items: dict[str, list[Item]],
+        saved: dict[str, list[Item]],
+    ) -> TableMirror:
+        """Journal every write to moto's tables into a mirror of them (loaded with ``restored_items``), print a
+        line per run outcome (from the mirror on ``moto``, from the database on ``sqlite``), and build the
+        snapshotter that saves the mirror. Returns the mirror."""
+        from jobsched.aws import Aws
 
         journal = WriteJournal(Aws(region=REGION).dynamodb, table_names)
         mirror = TableMirror(journal, aws.dynamodb, table_names)
         for table_id, items in restored_items.items():
             mirror.load(table_id, items)
-        wrapper.observer = journal.record
-        self._wrapper = wrapper
+        self._wrapper.observer = journal.record
         if self.database is not None:
             self.database.run_listeners.append(RowPrinter(self._job_name, self.emit))
         else:
             mirror.listeners.append(RunPrinter(mirror, self.emit))
         mirror.needs_base = bool(saved)  # expired items dropped and leases released: save a fresh generation
         self._snapshotter = Snapshotter(
-            mirror, self.state_path, interval_s=config.snapshot_interval_s, clock=config.clock
+            mirror, self.state_path, interval_s=self.config.snapshot_interval_s, clock=self.config.clock
         )
         self._snapshotter.remove_stale_logs()
+        return mirror
 
-        if self.database is not None:
+    def _requeue_unfinished(
+        self, components: Components, restored_items: dict[str, list[Item]], now: int
+    ) -> list[RunMessage]:
+        """Put the runs the last stop left unfinished on the run queue again (``unfinished_row_messages`` of the
+        database's runs, or ``unfinished_messages`` of the restored runs table); the messages sent."""
+        from jobsched.local.components import SqliteComponents
+
+        stale_s = components.settings.heartbeat_stale_s
+        if isinstance(components, SqliteComponents):
             requeue = unfinished_row_messages(
-                components.runs().unfinished(),  # type: ignore[attr-defined]
-                now_ms=now,
-                heartbeat_stale_s=settings.heartbeat_stale_s,
+                components.runs().unfinished(), now_ms=now, heartbeat_stale_s=stale_s
             )
         else:
             requeue = unfinished_messages(
-                restored_items.get(RUNS.id, []), now_ms=now, heartbeat_stale_s=settings.heartbeat_stale_s
+                restored_items.get(RUNS.id, []), now_ms=now, heartbeat_stale_s=stale_s
             )
         if requeue:
             components.run_queue().send(requeue)
+        return requeue
 
+    def _serve(self, components: Components, mirror: TableMirror, aws: Aws) -> None:
+        """Start serving: the API's server, then the threads (scheduler loops, workers, the sweeper, the change
+        pump, the alert printer, the snapshotter and, on ``sqlite``, the WALs' sync)."""
         alerts = AlertPrinter(
-            aws.sqs, aws.sns, settings.alerts_topic_arn, f"{PREFIX}-local-alerts", self.emit
+            aws.sqs, aws.sns, components.settings.alerts_topic_arn, f"{PREFIX}-local-alerts", self.emit
         )
-
         self._api = components.with_own_clients().api()
+        assert self.server is not None and self._snapshotter is not None  # set by the steps before
         self.server.start()
-
         self._start_schedulers(components)
         self._start_workers(components)
-        self._spawn("rest", "sweeper", self._sweep_loop, components.with_own_clients())
-        self._spawn("rest", "change-pump", self._pump_loop, mirror)
-        self._spawn("rest", "alerts", alerts.run, self._stop_rest)
-        self._spawn("rest", "snapshotter", self._snapshotter.run, self._stop_rest)
+        config, rest = self.config, self._stop_rest
+        # on sqlite, each sweep also reaps expired rows (retention, as DynamoDB's TTL)
+        reap = self.database.reap_expired if self.database is not None else None
+        sweeping = (self._stop_scheduling, config.sweep_interval_s, reap, config.clock)
+        self._spawn("rest", "sweeper", sweep_loop, components.with_own_clients(), *sweeping)
+        self._spawn("rest", "change-pump", pump_loop, mirror, rest, config.change_poll_s)
+        self._spawn("rest", "alerts", alerts.run, rest)
+        self._spawn("rest", "snapshotter", self._snapshotter.run, rest)
         if self.database is not None:
-            self._spawn("rest", "sqlite-sync", self._sync_loop, self.database, components.run_queue_client())
-
-        self._banner(generated, requeue)
-        if config.demo and first_start:
-            self._register_demo()
+            self._spawn("rest", "sqlite-sync", sync_loop, rest, self.database, components.run_queue_client())
 
     def _job_name(self, job_id: str) -> str:
         """The name of job ``job_id`` for a run line of the SQLite backend (the id when the job is gone)."""
@@ -632,11 +386,11 @@ class LocalRuntime:
         from jobsched.domain.lease import new_holder_id
 
         stop = self._stop_scheduling
-        pacing = dataclasses.replace(components, sleep=_waiter(stop))
+        pacing = dataclasses.replace(components, sleep=waiter(stop))
         for index in range(self.config.schedulers):
             for partition in range(components.settings.scheduler_partitions):
                 loop = pacing.scheduler_group(partition, holder=new_holder_id(f"local-scheduler-{index}"))
-                self._spawn("scheduling", f"scheduler-{index}-p{partition}", _run_loop, loop, stop)
+                self._spawn("scheduling", f"scheduler-{index}-p{partition}", run_loop, loop, stop)
 
     def _start_workers(self, components: Components) -> None:
         from jobsched.handlers.worker import handler
@@ -652,44 +406,6 @@ class LocalRuntime:
                 timeout_s=WORKER_FUNCTION_TIMEOUT_S,
             )
             self._spawn("workers", f"worker-{index}", source.run, self._stop_workers)
-
-    def _sweep_loop(self, components: Components) -> None:
-        from jobsched.handlers.sweeper import handler
-
-        event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
-        sweeper = components.sweeper()
-        while not self._stop_scheduling.is_set():
-            try:
-                context = LocalLambdaContext("jobsched-sweeper-local", timeout_s=60, region=REGION)
-                handler(event, context, sweeper=sweeper)
-                if self.database is not None:  # retention, as DynamoDB's TTL (the moto backend's snapshotter)
-                    self.database.reap_expired(self.config.clock())
-            except Exception:
-                logger.exception("sweeper failed; next sweep in a minute")
-            if self._stop_scheduling.wait(self.config.sweep_interval_s):
-                return
-
-    def _sync_loop(self, *files: Any) -> None:
-        """Sync the SQLite WALs to the disk each second (``checkpoint()`` of the database and the run queue)."""
-        while not self._stop_rest.wait(1.0):
-            for file in files:
-                try:
-                    file.checkpoint()
-                except Exception:
-                    logger.exception("SQLite checkpoint failed; retrying")
-
-    def _pump_loop(self, mirror: TableMirror) -> None:
-        """Apply the write journal (printing run lines) twice a second; every ~5 s let moto forget the
-        objects it tracks (``release_moto_bookkeeping``), so memory follows the data, not the traffic."""
-        polls = 0
-        while not self._stop_rest.wait(self.config.change_poll_s):
-            polls += 1
-            try:
-                mirror.poll()
-                if polls % max(1, round(5 / self.config.change_poll_s)) == 0:
-                    release_moto_bookkeeping()
-            except Exception:
-                logger.exception("change pump failed; retrying")
 
     def _banner(self, generated: bool, requeue: list[RunMessage]) -> None:
         emit, config = self.emit, self.config
@@ -750,13 +466,13 @@ class LocalRuntime:
             return
         self._stopped = True
         self._stop_scheduling.set()
-        _join(self._threads["scheduling"], timeout_s)
+        join(self._threads["scheduling"], timeout_s)
         self._stop_workers.set()
-        _join(self._threads["workers"], timeout_s)
+        join(self._threads["workers"], timeout_s)
         if self.server:
             self.server.stop()
         self._stop_rest.set()
-        _join(self._threads["rest"], 5.0)
+        join(self._threads["rest"], 5.0)
         if self._snapshotter:
             try:
                 self._snapshotter.final()
@@ -780,29 +496,6 @@ class LocalRuntime:
         """Best-effort save of the changes seen so far (a second Ctrl-C)."""
         if self._snapshotter:
             self._snapshotter.save_if_changed()
-
-
-def _waiter(stop: threading.Event) -> Callable[[float], None]:
-    """A sleep that ends early when ``stop`` is set (so a stop never waits for a scheduler's second)."""
-
-    def wait(seconds: float) -> None:
-        stop.wait(seconds)
-
-    return wait
-
-
-def _run_loop(loop: Any, stop: threading.Event) -> None:
-    try:
-        loop.run(lambda: not stop.is_set())
-    except Exception:
-        logger.exception("scheduler loop crashed")
-
-
-def _join(threads: list[threading.Thread], timeout_s: float) -> None:
-    for thread in threads:
-        thread.join(timeout=timeout_s)
-        if thread.is_alive():
-            logger.warning("thread did not stop in time", thread=thread.name)
 
 
 def run_forever(config: LocalConfig) -> None:

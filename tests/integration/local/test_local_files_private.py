@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jobsched.local.runtime import PrivateRotatingFileHandler, make_private_dir, prepare_tokens
+from jobsched.local.logs import PrivateRotatingFileHandler
+from jobsched.local.paths import make_private_dir
+from jobsched.local.tokens import prepare_tokens
 from jobsched.sqlite.database import create_private
 from tests.support.local import serving
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobsched.local.runtime import LocalConfig
+from jobsched.local.config import LocalConfig
 from jobsched.settings import Settings
 from tests.support.local import quiet_runtime, serving
 

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from jobsched.local.command import local_command
-from jobsched.local.runtime import SQLITE_FILE
+from jobsched.local.paths import SQLITE_FILE
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.jobs import SqliteJobStore
 from tests.support.local import quiet_runtime, serving
@@ -67,7 +67,7 @@ def test_a_database_file_local_mode_cannot_use_is_one_line_and_exit_1(
 def test_unfinished_rows_of_the_sqlite_store_are_enqueued_again_as_the_moto_items_are() -> None:
     from dataclasses import replace
 
-    from jobsched.local.runtime import unfinished_row_messages
+    from jobsched.local.recovery import unfinished_row_messages
     from jobsched.models import RunStatus
     from jobsched.ports.runs import RunMessage, new_run
 

@@ -1,4 +1,4 @@
-"""The sweeper's count of scheduler partitions without a leader (``handlers.sweeper.check_leaders``): what the
+"""The sweeper's count of scheduler partitions without a leader (``sweeper_runtime.check_leaders``): what the
 ``SchedulerPartitionWithoutLeader`` alarm watches, since a partition whose clock stopped reports no lag."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaseRecord
-from jobsched.handlers.sweeper import check_leaders
 from jobsched.observability import MetricName, metrics
 from jobsched.settings import Settings
+from jobsched.sweeper_runtime import check_leaders
 from jobsched.wiring import Components
 from tests.support.aws import published
 

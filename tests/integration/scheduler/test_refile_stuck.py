@@ -99,9 +99,9 @@ def test_the_scan_goes_on_where_the_last_pass_stopped(harness: Any) -> None:
 def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
     harness: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobsched.handlers.sweeper import refile_stuck
     from jobsched.observability import MetricName, metrics
     from jobsched.store.jobs import JobStore
+    from jobsched.sweeper_runtime import refile_stuck
     from jobsched.wiring import Components
 
     job = harness.add("every 1 hour")
@@ -191,7 +191,7 @@ def test_a_scheduling_item_this_code_cannot_read_is_skipped_not_a_stop(harness: 
 
 
 def test_the_buckets_a_partition_may_still_read_are_not_taken_for_drained(harness: Any) -> None:
-    from jobsched.handlers.sweeper import drained
+    from jobsched.sweeper_runtime import drained
     from jobsched.wiring import Components
 
     # Given partition 0 led by this code with its watermark at bucket 1000, partition 1 (adopted: a deployment

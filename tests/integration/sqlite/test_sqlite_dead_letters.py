@@ -13,13 +13,13 @@ from jobsched.adapters.queue import RunQueue
 from jobsched.api.schemas import JobCreate
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.local.components import SqliteComponents
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, QueueSendError, RunMessage, new_run
 from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
 from jobsched.settings import Settings
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
-from jobsched.wiring import SqliteComponents
 
 T0 = 1_767_578_400_000
 OWNER = "local"

@@ -150,7 +150,7 @@ def redrive(sqs: Any, url: str, job_id: str) -> None:
 @pytest.fixture
 def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The functions' environment as deployed (every resource's env var, on moto), with the handlers' cached
-    defaults (settings, components, sweeper, batches) built afresh from it and dropped again after the test."""
+    defaults (settings, sweeper runtime, batches) built afresh from it and dropped again after the test."""
     from jobsched.handlers import sweeper as sweeper_handler
     from jobsched.handlers import worker as worker_handler
     from jobsched.settings import get_settings
@@ -160,9 +160,7 @@ def environment(resource_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -
     defaults = (
         get_settings,
         worker_handler.default_batches,
-        sweeper_handler.default_components,
-        sweeper_handler.default_sweeper,
-        sweeper_handler._migrated,
+        sweeper_handler.default_runtime,
     )
     for default in defaults:
         default.cache_clear()

@@ -15,6 +15,7 @@ from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.models import RunStatus
 from jobsched.store.due_index import LAYOUT_KEY
+from jobsched.sweeper_runtime import SweeperRuntime
 from jobsched.targets import TargetCall, commands
 from jobsched.wiring import Components
 from jobsched.worker_runtime import Batches
@@ -89,13 +90,13 @@ def test_the_default_wiring_comes_from_the_environment(kit: Kit, environment: No
     assert report["examined"] == 0 and report["errors"] == []
     # and the due index's move to timer items waits for a scheduler of this code to lead every partition
     assert report["due_index_migration"] == {"moved": 0, "done": False, "waiting": True}
-    control = sweeper_handler.default_components().control()
+    control = sweeper_handler.default_runtime().components.control()
     for partition in range(kit.settings.scheduler_partitions):
         assert control.save_positions(partition, '{"floor": null, "cursors": {}}', term=1)
     report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
     assert report["due_index_migration"] == {"moved": 0, "done": False}  # its first pass: nothing to move
     # once a pass finds the move done, this execution environment makes no further pass
-    components = sweeper_handler.default_components()
+    components = sweeper_handler.default_runtime().components
     components.aws.table(kit.settings.jobs_table).put_item(Item={**LAYOUT_KEY, "timers_only": True})
     report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))
     assert report["due_index_migration"] == {"moved": 0, "done": True}
@@ -104,11 +105,11 @@ def test_the_default_wiring_comes_from_the_environment(kit: Kit, environment: No
 
 
 def test_the_sweeper_handler_returns_its_report(kit: Kit) -> None:
-    sweeper = Components(kit.settings, kit.aws, clock=kit.clock).sweeper()
+    runtime = SweeperRuntime(Components(kit.settings, kit.aws, clock=kit.clock, sleep=kit.clock.sleep))
     kit.due_job()
     kit.clock.advance(kit.settings.sweep_queued_after_s * 1000)
     report = sweeper_handler.handler(
-        {"source": "aws.events"}, Context(function_name="jobsched-sweeper"), sweeper=sweeper
+        {"source": "aws.events"}, Context(function_name="jobsched-sweeper"), runtime=runtime
     )
     assert report["requeued"] == 1 and report["examined"] == 1
 

@@ -65,14 +65,16 @@ def test_the_sweeper_role_allows_the_handler_s_whole_pass(kit: Kit, environment:
     # Given the sweeper function as deployed (its environment), on a deployment whose scheduler stored its read
     # positions: the handler sweeps, counts the partitions without a leader and makes a pass of the due index's
     # move to timer items (each reads the control table)
-    sweeper_handler.default_components().control().save_positions(0, '{"floor": null, "cursors": {}}', term=1)
+    sweeper_handler.default_runtime().components.control().save_positions(
+        0, '{"floor": null, "cursors": {}}', term=1
+    )
     # and one job still in the due index of the layout before timer items (the pass moves it)
     _to_old_layout(kit, kit.make_job(schedule="every 1 minute"))
     # and one job due long ago (T0, before the deployment's clock) in a bucket its partition has drained (the
     # watermark at now): the anti-entropy pass refiles it
     stuck = kit.make_job(schedule="every 1 hour")
     now_bucket = int(time.time() * 1000) // (kit.settings.due_bucket_s * 1000)
-    control = sweeper_handler.default_components().control()
+    control = sweeper_handler.default_runtime().components.control()
     assert control.advance_watermark(0, now_bucket, term=1, now_ms=int(time.time() * 1000))
     with record_requests(kit.settings) as requests:
         report = sweeper_handler.handler({"source": "aws.events"}, Context(function_name="jobsched-sweeper"))

@@ -15,7 +15,8 @@ from jobsched.cli import register
 from jobsched.cli.import_crontab import system_zone_name
 from jobsched.cli.options import find_dev_token
 from jobsched.client import ApiError, ApiUnreachable, JobschedClient, api_gateway_region, is_loopback
-from jobsched.local.runtime import LocalConfig, prepare_tokens
+from jobsched.local.config import LocalConfig
+from jobsched.local.tokens import prepare_tokens
 from jobsched.schedules import get_zone
 from tests.support.aws import remove_aws_credentials
 

@@ -10,9 +10,11 @@ import pytest
 from boto3.dynamodb.types import TypeSerializer
 
 from jobsched.api.schemas import JobCreate
+from jobsched.local.config import LocalConfig
 from jobsched.local.demo import DEMO_DIR, demo_jobs
 from jobsched.local.embedded_aws import _is_dynamodb, isolate_from_aws
-from jobsched.local.runtime import LocalConfig, load_tokens_file, prepare_tokens, unfinished_messages
+from jobsched.local.recovery import unfinished_messages
+from jobsched.local.tokens import load_tokens_file, prepare_tokens
 from jobsched.ports.runs import RunMessage
 
 NOW = 1_800_000_000_000
