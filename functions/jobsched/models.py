@@ -2,7 +2,7 @@
 
 Field names are the public API contract of design §2. Instants in the API are ISO 8601
 strings in UTC (``2026-12-04T18:00:00Z``); storage keeps them as epoch milliseconds (see
-``jobsched.store``). Limits come from design §2 unless said otherwise.
+``jobsched.store``). Limits are those of design §2 unless said otherwise.
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def url_secrets(url: str, *, secret_path: bool = False) -> set[str]:
 
 
 class HttpTarget(_Strict):
-    """Request ``method url`` with body ``input``; 2xx is success (design §2).
+    """Request ``method url`` with body ``input``; 2xx is success (design §5.5).
 
     ``url`` must be one the worker can request (see ``_url_problem``); ``headers`` names are RFC 9110 tokens
     and values printable ASCII without CR/LF, so a header can never break or inject into the request.
@@ -492,7 +492,7 @@ def _check_input(value: Any) -> Any:
 
 
 def _expand_command(data: Any) -> Any:
-    """``"command": "send-report"`` is shorthand for a command target (design §2).
+    """``"command": "send-report"`` is shorthand for a command target (design §5.5).
 
     Alone, it becomes ``"target": {"type": "command", "name": ...}``; given with ``target`` it is left in place
     for the ``command`` field's validator to refuse, so the error names ``command``.

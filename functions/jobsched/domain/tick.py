@@ -297,7 +297,7 @@ class Scheduler(TickWrites):
         self._watermark: int | None = None
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._verdicts: dict[DueEntry, _Verdict] = {}  # this tick's verdicts (see _plan)
-        # The read path of the timer lanes (design §4.8): per (bucket, shard, lane) the order of the last entry
+        # The read path of the timer lanes (design §4.1): per (bucket, shard, lane) the order of the last entry
         # passed (every entry up to it is done), and the entries after it known done (read again, not judged
         # again). Positions are stored every POSITIONS_SAVE_MS, so a new leader starts near them.
         self._lanes: tuple[str, ...] = ()
@@ -632,7 +632,7 @@ class Scheduler(TickWrites):
         that matters: its first fire is late enough to be judged missed at ``now_ms``, and was due before an
         earlier term stopped (``LeaderLease.earlier_terms_until``) or sent by this term without its move landing.
 
-        Rule: a fire that was dispatched on time is not missed (SPEC §4); a tick cannot know whether the
+        Rule: a fire that was dispatched on time is not missed (design §4.4); a tick cannot know whether the
         tick before its move sent a fire, so it takes every fire that tick could have sent as sent, and sends it
         again rather than record it skipped. The rows in that range are read (one Query, only on this path: after a
         failover or a failed move, for a job now late): a fire recorded skipped, or whose run a claim made, is

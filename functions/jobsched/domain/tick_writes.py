@@ -103,7 +103,7 @@ class TickWrites:
                 for fire in plan.runs:
                     term = guard.check()
                     # No row: the message is the run's durable record until a worker's claim creates the row
-                    # (design §4.7). A fire sent again (a tick whose move did not land) is refused by the claim.
+                    # (design §4.2). A fire sent again (a tick whose move did not land) is refused by the claim.
                     counts["created"] += 1
                     work.new_runs.add(fire)
                     work.to_send.append(

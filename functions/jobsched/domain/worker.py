@@ -1,4 +1,4 @@
-"""The worker: one delivery of a run, from claim to a recorded result (design §5.1-§5.3). Pure domain: no
+"""The worker: one delivery of a run, from claim to a recorded outcome (design §5.1-§5.3). Pure domain: no
 boto3; the stores, queues and targets are passed in behind the ports of ``jobsched.ports``.
 
 One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_for"}``):

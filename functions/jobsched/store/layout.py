@@ -22,7 +22,7 @@ Audit events (design §3.2) ``pk=events#<job id> sk=<at, 13 digits>#<key>``, new
 partition key of their own, so reading a job (one query of ``job#<id>``) never reads its history.
 
 A deleted job leaves one item: its tombstone, in the spec item's place (``pk=job#<id> sk=spec``), so the
-owner can still read the job's run history (design §3: "history kept until retention"). It holds
+owner can still read the job's run history (design §2: a deleted job's tombstone). It holds
 ``job_id``, ``deleted_owner``, ``deleted_name``, ``deleted_at`` (epoch ms) and ``expires_at`` (epoch s, the
 jobs table's TTL attribute: deletion + retention, when the last run row has expired too); no ``doc`` (so
 nothing runs it) and no ``owner``/``name`` (so it is not in the ``by_owner`` index).
