@@ -49,7 +49,9 @@ def sections(text: str) -> dict[str, str]:
     """Each numbered section's own text, lower case, from its heading to the next heading of any level."""
     marks = list(HEADING.finditer(text))
     return {
-        mark.group(1): text[mark.start() : (marks[i + 1].start() if i + 1 < len(marks) else len(text))].lower()
+        mark.group(1): text[
+            mark.start() : (marks[i + 1].start() if i + 1 < len(marks) else len(text))
+        ].lower()
         for i, mark in enumerate(marks)
         if mark.group(1)
     }
@@ -96,20 +98,26 @@ def test_every_design_citation_names_a_section_that_says_what_it_cites() -> None
         for path in SOURCES
         for problem in miscited(path.read_text(), design)
     ]
-    assert sum(len(citations(path.read_text())) for path in SOURCES) > 50, "the pattern or the sources are wrong"
+    assert sum(len(citations(path.read_text())) for path in SOURCES) > 50, (
+        "the pattern or the sources are wrong"
+    )
     assert problems == []
 
 
 def test_a_citation_of_the_wrong_section_is_refused() -> None:
     design = sections(DESIGN.read_text())
-    right = '"""A scheduled run has no row until its claim: its message is its durable record (design §4.2)."""'
+    right = (
+        '"""A scheduled run has no row until its claim: its message is its durable record (design §4.2)."""'
+    )
 
     assert miscited(right, design) == []
     assert miscited(right.replace("§4.2", "§4.3"), design) == [
         "1: §4.3 shares none of ('lease', 'fencing') with its lines"
     ]
     assert miscited(right.replace("§4.2", "§4.2, §9"), design) == ["1: §9 has no keywords in KEYWORDS"]
-    assert miscited(right.replace("§4.2", "§4.2-§4.10"), design) == ["1: §4.10 is not a section of the design"]
+    assert miscited(right.replace("§4.2", "§4.2-§4.10"), design) == [
+        "1: §4.10 is not a section of the design"
+    ]
 
 
 def test_nothing_cites_documents_outside_the_repository() -> None:
