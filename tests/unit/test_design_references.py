@@ -19,14 +19,14 @@ CITATION = re.compile(rf"design §({NUMBER}(?:(?:, ?| ?- ?)§{NUMBER})*)")
 HEADING = re.compile(r"^#{2,3} (?:(\d+(?:\.\d+)?)\.? )?", re.M)
 
 KEYWORDS: dict[str, tuple[str, ...]] = {
-    "1": ("one-off", "iana", "anchor", "next_fire"),
+    "1": ("one-off", "iana", "anchor", "next_fire", "whole milliseconds"),
     "2": ("field names", "limit", "64 kib", "worker's cap", "tombstone", "deleted", "statuses", "succeeded"),
     "3": ("http", "route", "error", "owner", "idempotency", "24 h", "conflict", "trigger", "identical spec"),
     "3.1": ("what will run next",),
     "3.2": ("who did what", "audit", "actor", "admission"),
     "3.3": ("backfill",),
     "3.4": ("get /runs", "failed runs"),
-    "4.1": ("due index", "timer", "idle tick", "jobs due"),
+    "4.1": ("due index", "timer", "idle tick", "jobs due", "backlog"),
     "4.2": ("durable record", "claim", "run once", "send"),
     "4.3": ("lease", "fencing"),
     "4.4": ("paused", "missed", "patch", "new settings", "grace", "dispatched on time"),
@@ -38,6 +38,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "5.3": ("out of attempts", "outcome"),
     "5.5": ("idempotency key", "2xx", "envelope", "executor", "ships", "command"),
     "5.6": ("alert",),
+    "5.7": ("tries", "re-run", "a try", "each try"),
     "6": ("stack", "python 3.12"),
     "7": ("one process",),
     "10": ("116 runs a second",),

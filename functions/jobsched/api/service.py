@@ -164,8 +164,8 @@ class JobService:
             # repeat without a key (``Job.spec_fingerprint``) takes them
             {"op": "create_job", "body": request.model_dump(mode="json")},
             lambda: self._create_record(owner, request, actor),
-            # releases before 2026-12-02 identified a create by the fields given: their records (kept 24 h)
-            # still replay an identical retry after the deploy
+            # a create identified by the fields given, as records of an earlier release are (kept 24 h): they
+            # still replay an identical retry (design, Upgrades in flight)
             formerly={"op": "create_job", "body": request.model_dump(mode="json", exclude_unset=True)},
         )
         return CreateResult(

@@ -4,7 +4,7 @@ failed try), resends owed dead-run alerts, and clears finished runs from the ind
 counts the scheduler partitions without a leader (``PartitionsWithoutLeader``, the alarm of a partition whose
 clock stopped), makes one pass of the due index's anti-entropy (``JobStore.refile_stuck``: a job whose timer
 item was lost gets a new one, ``JobsRefiled``) and, until it is done, one pass of the move of the jobs' ``due``
-GSI entries to timer items (issue [2.5], ``JobStore.migrate_due_index``), each within the time left."""
+GSI entries to timer items (``JobStore.migrate_due_index``; design, Upgrades in flight), each within the time left."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def migrate_due_index(components: Components, seconds: float = 20.0) -> dict[str
     """One pass of the due index's move to timer items, at the components' clock, for at most ``seconds``
     (under 1 s: no pass, ``skipped``); its report as a dict (``moved``, ``done``). Waits (``moved`` 0,
     ``waiting`` true) until a leader of this code has stored read positions in every partition: a leader of
-    the code before timer items reads only the GSI, so an entry moved out of it while such a leader still runs
+    the GSI layout (design, Upgrades in flight) reads only the GSI, so an entry moved out of it while one runs
     (the minutes of a deploy) must be in a bucket a new leader reads again
     (``domain.tick.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
     if seconds < 1:
