@@ -8,7 +8,7 @@ as in production (serialization, SigV4 signing, parsing). Measured as the callin
 (``time.thread_time``), so the machine's load does not inflate it. The result projects what one scheduler
 partition sustains per vCPU (README).
 
-The scheduler no longer writes a run row (the worker's claim creates it, design §4.2), so ``per_run_ms`` is
+The scheduler writes no run row (the worker's claim creates it, design §4.2), so ``per_run_ms`` is
 plan + move + a tenth of a send. ``put_ms`` is still measured (building a run row and its conditional
 ``put_new``, the write a backfill or a manual trigger makes per run) for comparison with earlier results.
 """

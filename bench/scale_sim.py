@@ -8,7 +8,7 @@ modelled (:class:`Model`): each request's latency, which advances the simulated 
 budget of ``key_wcu_per_s`` write units per partition key per second of simulated time, on the keys a rush
 can heat (the due index's timer keys ``p#b#s#lane``, into which every move files the job's next timer item, and the sweep index's
 16 ``sweep#<shard>`` keys, which only a skipped-fire row the tick puts could enter: none do, and no scheduled
-run does since issue [2.5]); a write whose key is over budget (on the table or
+run does); a write whose key is over budget (on the table or
 one of its indexes: DynamoDB throttles the base write when an index cannot take it) is throttled and the
 caller backs off as botocore's standard retry mode does, then fails after ``max_attempts`` (the tick leaves
 that job due for the next tick). Each item is under 1 KiB, so every write is one unit. The tick's parallel

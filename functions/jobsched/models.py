@@ -3,7 +3,7 @@ tries, the fires to come, and the enums of their statuses and kinds, with the va
 
 Field names are the public API contract of design §2; the API's request and response bodies built on them are
 in ``jobsched.api.schemas``. Instants in the API are ISO 8601 strings in UTC (``2026-12-04T18:00:00Z``);
-storage keeps them as epoch milliseconds (``jobsched.clock.from_ms``/``to_ms``). Limits come from design §2
+storage keeps them as epoch milliseconds (``jobsched.clock.from_ms``/``to_ms``). Limits are those of design §2
 unless said otherwise.
 """
 
@@ -154,7 +154,7 @@ Instant = Annotated[datetime, BeforeValidator(_instant_text)]
 
 
 class HttpTarget(StrictModel):
-    """Request ``method url`` with body ``input``; 2xx is success (design §2).
+    """Request ``method url`` with body ``input``; 2xx is success (design §5.5).
 
     ``url`` must be one the worker can request (see ``_url_problem``); ``headers`` names are RFC 9110 tokens
     and values printable ASCII without CR/LF, so a header can never break or inject into the request.

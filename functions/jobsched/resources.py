@@ -102,7 +102,7 @@ JOBS = TableDef(
     partition=Key("pk", "S"),
     sort=Key("sk", "S"),
     indexes=(
-        # The due index (design §4): partition "p<partition>#b<bucket>#s<shard>", sort the dispatch
+        # The due index (design §4.1): partition "p<partition>#b<bucket>#s<shard>", sort the dispatch
         # instant (next_run_at + jitter offset, epoch ms). Sparse: only active scheduling items carry it.
         Index("due", Key("due_pk", "S"), Key("due_at", "N"), "INCLUDE", DUE_PROJECTION),
         # A team's jobs by name: only job spec items carry "owner" (a deleted job's tombstone does not).

@@ -77,7 +77,7 @@ def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS
     """One pass of the due index's move to timer items, at the components' clock, for at most ``seconds``
     (under 1 s: no pass, ``skipped``); its report as a dict (``moved``, ``done``). Waits (``moved`` 0,
     ``waiting`` true) until a leader of this code has stored read positions in every partition: a leader of
-    the code before timer items reads only the GSI, so an entry moved out of it while such a leader still runs
+    the GSI layout (design, Upgrades in flight) reads only the GSI, so an entry moved out of it while one runs
     (the minutes of a deploy) must be in a bucket a new leader reads again
     (``domain.tick.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
     if seconds < 1:

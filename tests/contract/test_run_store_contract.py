@@ -204,7 +204,7 @@ def test_a_running_row_is_watched_once_and_only_under_its_claim(store: Any) -> N
 
 
 def test_a_claim_with_create_takes_an_existing_queued_row_as_it_is(store: Any) -> None:
-    # a row saved before the claim (a manual run; a scheduled run of the layout before issue [2.5]) keeps its
+    # a row saved before the claim (a manual run; a scheduled run saved queued: design, Upgrades in flight) keeps its
     # fields: create only fills what a new row needs
     saved = _run(term=3, owner="team-a", kind=RunKind.MANUAL)
     store.put_new(saved)
@@ -502,7 +502,7 @@ def test_a_jobs_history_filters_by_kind_and_since(store: Any) -> None:
     assert [r.scheduled_for for r in older] == [T0 + 1_000] and end is None
 
 
-# --- tries and re-runs (issue [2.6]) ------------------------------------------------------------------------
+# --- tries and re-runs (design §5.7) ------------------------------------------------------------------------
 
 
 def test_each_transition_writes_the_tries_it_is_given(store: Any) -> None:

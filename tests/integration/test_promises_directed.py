@@ -1,4 +1,4 @@
-"""Directed sequences of the promises, one per known way to break them and one for the pause rule (SPEC §3:
+"""Directed sequences of the promises, one per known way to break them and one for the pause rule (design §4.4:
 fires that fall while a job is paused are neither run nor recorded missed), on a whole deployment on the fakes
 (``tests.support.world.World``), each judged by the independent oracle (``tests.support.oracle``) with the same
 invariants as the model test, and by the specific outcome the scenario is about."""

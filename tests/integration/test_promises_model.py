@@ -20,9 +20,9 @@ Both backends are wired the same way and judged by the same invariants, which re
 states through the ports. Budget: ``JOBSCHED_FUZZ_EXAMPLES`` examples (default 100 on the fakes, 2 on moto, 5 on SQLite:
 the fakes run about 50 times as many examples a second) of up to ``JOBSCHED_FUZZ_STEPS`` (default 30) steps, on
 the backends ``JOBSCHED_FUZZ_BACKENDS`` lists (comma-separated, default both); ``make fuzz`` runs it long on the
-fakes. The directed sequences run on the fakes, the short ones on moto too. With each fix of issue [2.1]
-reverted, random search (on moto) found breaks 1, 2, 5 and 8 within minutes; breaks 3, 4, 6 and 7 need rarer sequences of the same rules,
-which ``test_directed_sequences_of_the_machine_hold`` runs every time (each fails with its fix reverted).
+fakes. The directed sequences run on the fakes, the short ones on moto too. With one of the promises' rules
+removed, random search (on moto) finds a break of most of them within minutes; the others need rarer sequences,
+which ``test_directed_sequences_of_the_machine_hold`` runs every time (each fails with its rule removed).
 """
 
 from __future__ import annotations
@@ -1052,7 +1052,7 @@ def _retimed_mid_tick_after_downtime(m: PromisesMachine) -> None:
 
 def _catch_up_longer_than_a_settle(m: PromisesMachine) -> None:
     # Retimed to every second after a 10 min downtime, the job catches up ~577 fires at 100 a tick: the last
-    # tick's 77 messages were still queued when settle judged liveness (found by the [2.5] review)
+    # tick's 77 messages are still queued when a settle of one round judges liveness
     m.create(kind="minutely", missed="catch_up", grace_s=0, window_s=600, overlap="allow", max_attempts=1)
     m.downtime(600)
     m.patch_during_a_tick(_Given(next(iter(m.jobs.values()))), "every-second", "query_due")
@@ -1096,10 +1096,9 @@ explores moto at length."""
 )
 def test_directed_sequences_of_the_machine_hold(sequence: Any, backend_name: str) -> None:
     """Sequences of the machine's own rules that random search reaches rarely within ``make test``'s budget
-    (each broke a promise on 6d86f0d: [2.1] breaks 3, 4, 6 and 7; the last two are seeded runs' failures: a late
-    one-off re-timed mid-tick ran fires from before the job existed, and the model blamed a tick that planned
-    the schedule a mid-tick PATCH replaced), checked with the same invariants, on the fakes (and the short ones
-    on moto: :data:`DIRECTED_ON_MOTO`)."""
+    (each breaks a promise when its rule is missing; among them a late one-off re-timed mid-tick, which must
+    run no fire from before the job existed, and a tick that planned the schedule a mid-tick PATCH replaced),
+    checked with the same invariants, on the fakes (and the short ones on moto: :data:`DIRECTED_ON_MOTO`)."""
     machine = PromisesMachine(backend_name)
     try:
         sequence(machine)

@@ -47,7 +47,7 @@ from jobsched.ports.runs import RunRow, run_id
 from jobsched.schedules import Schedule, jitter_offset_ms, parse_schedule
 
 LATE_ONE_OFF_MS = 60_000
-"""A one-off this far in the past at its write is accepted and runs once (SPEC §1)."""
+"""A one-off this far in the past at its write is accepted and runs once (design §1)."""
 BAND_MS = 5_000
 """Around a lateness threshold either outcome is allowed (up to half the threshold): the ticks after a downtime
 read the due backlog a bounded slice at a time."""

@@ -260,7 +260,7 @@ class HarnessBase:
     def runs_of(self, job_id: str) -> list[dict[str, Any]]:
         """Every run of ``job_id`` as the DynamoDB adapter stores it, oldest scheduled_for first: its row, or, for
         a scheduled run no worker has claimed yet, the row its claim would create from the message the
-        contenders' scheduler sent (the message is that run's durable record until the claim; design §4.7)."""
+        contenders' scheduler sent (the message is that run's durable record until the claim; design §4.2)."""
         rows, _ = self.runs.list_for_job(job_id, 10_000)
         found = {r.scheduled_for: layout.run_item(r) for r in rows}
         for contender in self.contenders:

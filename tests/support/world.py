@@ -528,7 +528,7 @@ class World:
 
 
 def _spec(body: dict[str, Any]) -> Spec:
-    """The oracle's spec of a job body, as the test wrote it (the API's defaults: SPEC §2)."""
+    """The oracle's spec of a job body, as the test wrote it (the API's defaults: ``jobsched.models``)."""
     retry = body.get("retry") or {}
     start = body.get("start_at")
     return Spec(

@@ -93,7 +93,7 @@ def test_app_keeps_next_as_a_subcommand() -> None:
 
 
 def test_a_sub_millisecond_after_keeps_the_fire_right_after_it() -> None:
-    # [2.2] item 4 with [2.1]'s whole-millisecond instants: --after is a bound, not a fire, so it is not rounded
+    # With instants in whole milliseconds (design §1): --after is a bound, not a fire, so it is not rounded
     # up (rounding it would lose the last second of year 9999)
     code, out, err = run(
         "* * * * * *", "--tz", "UTC", "--after", "9999-12-31T23:59:58.999999Z", "--count", "3"

@@ -1,6 +1,6 @@
 """Dead runs: the dead-run queue (SQS) and the owner alert (SNS).
 
-When a run is out of attempts (design §5) its envelope, with the job's owner, name and last error, goes
+When a run is out of attempts (design §5.3) its envelope, with the job's owner, name and last error, goes
 to the dead-run queue (``Settings.dead_run_queue_url``), and an alert is published on the alerts topic
 (``Settings.alerts_topic_arn``) with String message attributes ``owner`` and ``job_id``, so each team
 subscribes with a filter policy such as ``{"owner": ["team-a"]}``. The alert's subject is short; its body

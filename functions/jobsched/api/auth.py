@@ -1,4 +1,4 @@
-"""Who is calling: the owner of every job the request touches (design §3, "Auth").
+"""Who is calling: the owner of every job the request touches (design §3, admission).
 
 - In AWS, API Gateway authenticates the request with IAM (SigV4) before the Lambda runs; the owner is the
   caller's principal from ``requestContext.identity.userArn``. An assumed-role session

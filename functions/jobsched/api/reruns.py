@@ -1,4 +1,4 @@
-"""The API's use cases on one run (issue [2.6]): read it with its tries, and re-run a failed one.
+"""The API's use cases on one run (design §5.7): read it with its tries, and re-run a failed one.
 
 - ``GET /jobs/{id}/runs/{run_id}``: the run with ``attempts`` (its current round's tries) and
   ``previous_attempts`` (earlier rounds'). ``run_id`` is ``<job_id>@<scheduled_for epoch ms>``

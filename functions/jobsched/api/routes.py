@@ -65,7 +65,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/jobs/{id}/runs/{run_id}/retry", "retryRun"),
     Route("GET", "/openapi.json", "getOpenApi", documented=False),
 )
-"""Every route of the API, in the order of design §3."""
+"""Every route of the API (design §3), each with its method, path and operation id."""
 
 
 def route(operation_id: str) -> Route:

@@ -37,7 +37,7 @@ class RunListing:
         self, owner: str, job_id: str, *, status: RunStatus | None, limit: int, cursor: str | None
     ) -> Page[Run]:
         """A page of the job's runs (``GET /jobs/{id}/runs``), newest ``scheduled_for`` first, optionally only
-        those in ``status``. A deleted job's runs stay listed for its owner until retention (design §3). Raises
+        those in ``status``. A deleted job's runs stay listed for its owner until retention (design §2). Raises
         ``JobNotFound`` (absent, or not the owner's); ``InvalidInput`` (a malformed cursor) or
         ``CursorNotFound`` (not of this job's run listing)."""
         if self.jobs.history_owner(job_id) != owner:

@@ -52,7 +52,7 @@ category Cc, and the line breaks of Unicode's ``splitlines``)."""
 
 
 def _expand_command(data: Any) -> Any:
-    """``"command": "send-report"`` is shorthand for a command target (design §2).
+    """``"command": "send-report"`` is shorthand for a command target (design §5.5).
 
     Alone, it becomes ``"target": {"type": "command", "name": ...}``; given with ``target`` it is left in place
     for the ``command`` field's validator to refuse, so the error names ``command``.

@@ -8,7 +8,7 @@ return models, raising the named errors of ``jobsched.api.exceptions`` (or ``sch
 Rules and where they come from:
 - a job belongs to its owner; another owner's job is "not found" on every call (design §3);
 - ``name`` is unique per owner (the name-lock item): a repeated create with an identical spec returns the
-  existing job, a different spec is a conflict (design §3, design §3);
+  existing job, a different spec is a conflict (design §3);
 - registration-time checks of the schedule (``schedules.validate_schedule``), ``timeout_s`` at most the
   worker's cap, ``shell`` targets only where the deployment allows them (design §2);
 - ``next_run_at`` of a new job is the schedule's first fire from now; rates are anchored at ``start_at``,
@@ -16,7 +16,7 @@ Rules and where they come from:
   settings, except that fires still pending (jitter not yet elapsed, or missed while the scheduler was down)
   are kept for the scheduler's ``missed`` policy (those timing rules: ``jobsched.api.timing``);
 - pause takes the job out of the due index; resume puts it back at the first fire after the resume instant:
-  fires that fell while it was paused are neither run nor recorded missed (SPEC §3, design §4);
+  fires that fell while it was paused are neither run nor recorded missed (design §4.4);
 - a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run; it takes
   the next free millisecond when ``now`` is one of the schedule's fire instants, which stay the scheduler's.
 """
@@ -164,8 +164,8 @@ class JobService:
             # repeat without a key (``Job.spec_fingerprint``) takes them
             {"op": "create_job", "body": request.model_dump(mode="json")},
             lambda: self._create_record(owner, request, actor),
-            # releases before 2026-12-02 identified a create by the fields given: their records (kept 24 h)
-            # still replay an identical retry after the deploy
+            # a create identified by the fields given, as records of an earlier release are (kept 24 h): they
+            # still replay an identical retry (design, Upgrades in flight)
             formerly={"op": "create_job", "body": request.model_dump(mode="json", exclude_unset=True)},
         )
         return CreateResult(
@@ -278,7 +278,7 @@ class JobService:
         ``paused_reason``).
 
         When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
-        with the new settings (see ``timing.retimed_since_ms``): future fires from now on (design §3), while
+        with the new settings (see ``timing.retimed_since_ms``): future fires from now on (design §4.4), while
         fires still pending are kept when the new settings fire when the old ones did; a fire of a schedule
         not in force when it fell due never runs. A PATCH resuming the job (``paused`` false) continues with the
         first fire after now (``timing.resumed_next_run_at``). Otherwise ``next_run_at`` is kept, so a pending
@@ -321,7 +321,7 @@ class JobService:
                     now_ms,
                     created_ms=to_ms(job.created_at),
                 )
-                if resumed:  # fires of the paused time are not run (SPEC §3): only those after the resume
+                if resumed:  # fires of the paused time are not run (design §4.4): only those after the resume
                     since_ms = now_ms + 1
                 first = registration.first_fire_ms(job, since_ms, schedule=schedule)
                 return job, registration.anchor_ms(job), first
@@ -347,7 +347,7 @@ class JobService:
     def resume_job(self, owner: str, job_id: str, *, actor: str | None = None) -> Job:
         """Return the job to the due index at the first fire after the resume instant
         (``timing.resumed_next_run_at``): the fires that fell while it was paused are neither run nor recorded
-        missed (SPEC §3; ``backfill`` runs them on purpose). The pause's who/when/why are cleared (the events
+        missed (design §4.4; ``backfill`` runs them on purpose). The pause's who/when/why are cleared (the events
         keep them). Idempotent.
 
         Raises ``JobNotFound``, ``ConcurrentChange``.

@@ -5,9 +5,9 @@ are passed in, epoch ms UTC); ``jobsched.api.service.JobService`` applies them.
 - a PATCH giving any of :data:`TIMING_FIELDS` re-times the job: its ``next_run_at`` is the first fire of
   the new settings from :func:`retimed_since_ms`: from now on, keeping fires still pending (jitter not yet
   elapsed, or missed while the scheduler was down) only where the new settings fire when the old ones did
-  (design §3, design §4);
+  (design §4.4);
 - a resume continues with the first fire after the resume instant (:func:`resumed_next_run_at`): fires that
-  fell while the job was paused are neither run nor recorded missed (SPEC §3);
+  fell while the job was paused are neither run nor recorded missed (design §4.4);
 - any other PATCH keeps the stored anchor (:func:`stored_anchor_ms`) and ``next_run_at``;
 - ``validate_schedule`` names ``end_at`` for an empty window; :func:`blame_start_at` names ``start_at`` where
   that is the field the caller got wrong.
@@ -40,7 +40,7 @@ def retimed_since_ms(
     ``new``: the schedule the scheduler will run for the new settings (:func:`settings_schedule`); ``old``: the
     one in force until now (``fires.state_schedule`` of the stored state; None: none).
 
-    Rule (SPEC §3, "PATCH recomputes ``next_run_at`` from now on"; a fire of a schedule the job did not have
+    Rule (design §4.4, "PATCH recomputes ``next_run_at`` from now on"; a fire of a schedule the job did not have
     when the fire fell due never runs): fires of the new settings from ``now_ms`` on, except that the fires
     from a stored ``next_run_at`` already past (a fire waiting for its jitter offset, or a backlog the
     scheduler missed while down) are kept from the first one after which every fire of ``new`` up to now is
@@ -78,7 +78,7 @@ def resumed_next_run_at(state: SchedulingState | None, now_ms: int) -> int | Non
     """The ``next_run_at`` (epoch ms) of a job resumed at ``now_ms``: the first fire of its stored schedule
     strictly after the resume instant, or None when it has none (ended). None without a state.
 
-    Rule (SPEC §3, pause/resume): fires that fall while a job is paused are neither run nor recorded missed,
+    Rule (design §4.4, pause/resume): fires that fall while a job is paused are neither run nor recorded missed,
     and a resume continues with the first fire after the resume instant; ``backfill`` runs a paused-over
     window on purpose. A fire not yet dispatched when the job was paused (one waiting for its jitter offset)
     is not run either. Raises ``ScheduleError`` when the stored schedule no longer parses.

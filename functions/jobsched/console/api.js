@@ -85,7 +85,7 @@ export const triggerJob = (id, idempotencyKey) =>
   request("POST", `/jobs/${seg(id)}/trigger`, { headers: { "Idempotency-Key": idempotencyKey } });
 export const listRuns = (id, { status, max = 100 } = {}) => collect(`/jobs/${seg(id)}/runs`, { status }, max);
 
-// --- routes of issue [2.6], used only when GET /openapi.json lists them (see `features`) ------------
+// --- routes a deployment may lack, used only when GET /openapi.json lists them (see `features`) ----
 export const listAllRuns = ({ status, job_id, kind, since, until, max = 500 } = {}) =>
   collect("/runs", { status, job_id, kind, since, until }, max);
 export const getRun = (id, runId) => request("GET", `/jobs/${seg(id)}/runs/${seg(runId)}`);

@@ -261,7 +261,7 @@ function runView(id, runId) {
   };
 }
 
-// --- failures ([2.6]'s GET /runs) ------------------------------------------------------------------
+// --- failures (GET /runs) -------------------------------------------------------------------------
 function failuresView() {
   const box = h("div");
   fill(main, h("h1", {}, "Failures"), box);

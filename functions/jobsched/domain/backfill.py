@@ -72,7 +72,7 @@ def split_scheduler_fires(
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``fires`` (epoch ms, oldest first) split into ``(backfill's, the scheduler's)``.
 
-    Rule (SPEC §4, jitter: a run is dispatched at ``scheduled_for + offset``, never early; a fire not yet
+    Rule (design §4.5, jitter: a run is dispatched at ``scheduled_for + offset``, never early; a fire not yet
     dispatched is the scheduler's, not backfill's): a fire is the scheduler's when its dispatch instant (fire +
     the job's jitter offset) is after ``now_ms``, or when the job is in the due index (not paused, not ended)
     and the fire is at or after its stored ``next_run_at`` (the scheduler has not dispatched it yet). A paused

@@ -1,7 +1,7 @@
 """What will run next (design §3.1): a job's next fires as the scheduler will dispatch them. Pure.
 
 The scheduler runs a job's fires from its stored ``next_run_at`` onwards, each one ``Schedule.next_fire`` of the
-one before (design §4.1), and dispatches each at ``scheduled_for + jitter_offset_ms`` (design §4.5). This module
+one before (design §1), and dispatches each at ``scheduled_for + jitter_offset_ms`` (design §4.5). This module
 lists them from the same scheduling state with the same rules (rates anchored at ``anchor_at``, no fire after
 ``end_at``), so the list is the scheduler's plan, not a re-computation from "now" that could disagree with it.
 """
@@ -53,7 +53,7 @@ def upcoming_fires(state: SchedulingState, count: int, now_ms: int) -> UpcomingF
     """The next ``count`` fires (1 to :data:`MAX_FIRES`) of a job in ``state`` at ``now_ms`` (epoch ms).
 
     None for a paused job (``reason`` "paused": the fires that fall while it is paused never run, and a resume
-    continues with the first fire after the resume instant, SPEC §3), a job whose schedule has ended or has no further fire (one-off
+    continues with the first fire after the resume instant, design §4.4), a job whose schedule has ended or has no further fire (one-off
     already run, past ``end_at``), or a stored schedule that no longer parses; fewer than ``count`` when the
     schedule ends first. A first fire whose dispatch instant is already past is listed with a note: the
     scheduler runs or skips it by the job's ``missed`` policy. Raises ValueError for ``count`` out of range.

@@ -230,7 +230,7 @@ def plan_fires(
     most ``limits.max_runs_per_job``. A job whose ``next_run_at`` is past ``end_at`` ends without running.
     Raises ``ScheduleError`` when the stored schedule cannot be parsed.
 
-    A fire that was dispatched on time is not missed (SPEC §4: every fire runs, never zero times): the fires
+    A fire that was dispatched on time is not missed (design §4.4: every fire runs, never zero times): the fires
     from ``next_run_at`` an earlier tick may have sent (``dispatched``: an earlier term's, up to the end of its
     lease, or this term's whose move did not land) are never skipped however late they are now: they are sent
     again (the claim takes one message per ``(job_id, scheduled_for)`` and drops the others), except those

@@ -65,10 +65,10 @@ and the due index's replication delay (a GSI is eventually consistent)."""
 
 
 UPGRADE_REWIND_MS = 10 * 60_000
-"""How far behind now the first leader of a partition since the move to timer items reads again (its stored
-watermark was written by a leader of the code before them, which read no timer item: during the deploy it may
-have closed buckets into which the new API or the migration filed some). Covers the old leader's last
-invocation (about 67 s) and the minutes a deploy takes to update every function."""
+"""How far behind now the first leader of a partition reading timer items reads again (its stored watermark
+was written by a leader of the GSI layout, which reads no timer item: during the deploy it may have closed
+buckets into which the new API or the migration filed some; design, Upgrades in flight). Covers the old
+leader's last invocation (about 67 s) and the minutes a deploy takes to update every function."""
 
 LATE_PAGES_MAX = 10
 """Pages of a late lane a full tick reads on after it has its ``max_jobs`` entries (``Scheduler._read_due``)."""
@@ -143,9 +143,9 @@ def read_floor(
     """A new leader's read positions and floor, from its partition's stored ``watermark`` (bucket) and read
     ``positions`` (:func:`encode_positions`, or None): ``(cursors, floor)``, the floor a bucket below the watermark
     from which the ticks read again until drained, or None. Without positions the watermark was stored by code
-    that read no timer items (the first leader since the move to them): the floor is ``UPGRADE_REWIND_MS`` before
+    that reads no timer items (the GSI layout's: design, Upgrades in flight): the floor is ``UPGRADE_REWIND_MS`` before
     ``now_ms``. Positions stored with a watermark behind the stored one mean a leader that stores none moved it
-    (a rollback to the code before timer items), which may have closed buckets holding some: the floor is the
+    (a rollback to the GSI layout's code), which may have closed buckets holding some: the floor is the
     positions' watermark. (A failover a few seconds after a watermark move does the same, harmlessly.)"""
     if positions is None:
         floor: int | None = (now_ms - UPGRADE_REWIND_MS) // bucket_ms
@@ -297,7 +297,7 @@ class Scheduler(TickWrites):
         self._watermark: int | None = None
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._verdicts: dict[DueEntry, _Verdict] = {}  # this tick's verdicts (see _plan)
-        # The read path of the timer lanes (design §4.8): per (bucket, shard, lane) the order of the last entry
+        # The read path of the timer lanes (design §4.1): per (bucket, shard, lane) the order of the last entry
         # passed (every entry up to it is done), and the entries after it known done (read again, not judged
         # again). Positions are stored every POSITIONS_SAVE_MS, so a new leader starts near them.
         self._lanes: tuple[str, ...] = ()
@@ -334,7 +334,7 @@ class Scheduler(TickWrites):
         """Load the watermark, the read positions and the lanes to read after acquiring the lease. If the
         partition has no watermark yet (first start), it starts at the oldest bucket holding an entry of this
         partition (a one-off scan of the jobs' states), or at now's bucket minus the margin, and is stored. A
-        watermark stored without read positions was written by the code before timer items: the ticks then also
+        watermark stored without read positions was written by the GSI layout's code: the ticks then also
         read the buckets from ``UPGRADE_REWIND_MS`` ago (the floor) until they are drained; one ahead of the
         watermark the positions were stored with was moved by a leader that did not store them (a rollback to that
         code), and the floor is that watermark."""
@@ -632,7 +632,7 @@ class Scheduler(TickWrites):
         that matters: its first fire is late enough to be judged missed at ``now_ms``, and was due before an
         earlier term stopped (``LeaderLease.earlier_terms_until``) or sent by this term without its move landing.
 
-        Rule: a fire that was dispatched on time is not missed (SPEC §4); a tick cannot know whether the
+        Rule: a fire that was dispatched on time is not missed (design §4.4); a tick cannot know whether the
         tick before its move sent a fire, so it takes every fire that tick could have sent as sent, and sends it
         again rather than record it skipped. The rows in that range are read (one Query, only on this path: after a
         failover or a failed move, for a job now late): a fire recorded skipped, or whose run a claim made, is

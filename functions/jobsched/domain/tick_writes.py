@@ -89,8 +89,8 @@ class TickWrites:
             counts = {"created": 0, "existing": 0, "reenqueued": 0, "skipped": 0}
 
             def refused(fire: int, previous: RunRow) -> None:
-                # A skipped fire already has a row: a worker's claim made it, or it is a manual run or a row a
-                # scheduler saved before issue [2.5]; a queued one may never have been sent, so it is sent again
+                # A skipped fire already has a row: a worker's claim made it, or it is a manual run or a queued row of
+                # design's Upgrades in flight; a queued one may never have been sent, so it is sent again
                 # (a duplicate message loses the worker's claim).
                 counts["existing"] += 1
                 if previous.status is RunStatus.QUEUED:
@@ -103,7 +103,7 @@ class TickWrites:
                 for fire in plan.runs:
                     term = guard.check()
                     # No row: the message is the run's durable record until a worker's claim creates the row
-                    # (design §4.7). A fire sent again (a tick whose move did not land) is refused by the claim.
+                    # (design §4.2). A fire sent again (a tick whose move did not land) is refused by the claim.
                     counts["created"] += 1
                     work.new_runs.add(fire)
                     work.to_send.append(

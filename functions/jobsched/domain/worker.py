@@ -1,4 +1,4 @@
-"""The worker: one delivery of a run, from claim to a recorded result (design §5.1-§5.3). Pure domain: no
+"""The worker: one delivery of a run, from claim to a recorded outcome (design §5.1-§5.3). Pure domain: no
 boto3; the stores, queues and targets are passed in behind the ports of ``jobsched.ports``.
 
 One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_for"}``):
@@ -587,7 +587,7 @@ class Worker:
         """Before a duplicate delivery of a ``running`` run is dropped: put the run into the sweep index, due when
         its heartbeat would go stale. Its message was its only guard (a row made by its claim has no sweep keys),
         and dropping a copy of that message deletes it, so without this a worker lost afterwards would leave the
-        run ``running`` for ever; the sweeper now takes it over instead. Raises ``StoreUnavailable``."""
+        run ``running`` for ever; with it the sweeper takes it over. Raises ``StoreUnavailable``."""
         beat = running.heartbeat_at or running.started_at or self.clock()
         if self.runs.watch(Owned.of(running), sweep_at_ms=beat + self.settings.heartbeat_stale_s * 1000):
             logger.info(

@@ -28,7 +28,7 @@ LATE = "late"
 created or resumed due now): filed at ``max(due_at, written at)``; a reader passes them only once they are
 older than its margin, so one written a little late is still read."""
 INDEX = "index"
-"""The lane of the due index before timer items (issue [2.5]): a job's entry lives on its scheduling item (the
+"""The lane of the due index kept on the scheduling item (design, Upgrades in flight): a job's entry lives on it (the
 ``due`` GSI), so it leaves the index when the job moves. Read only while a deployment still holds such entries
 (``DueIndex.due_lanes``)."""
 TIMER_LANES = (EARLY, LATE)
@@ -256,7 +256,7 @@ class DueIndex(Protocol):
 
     def due_lanes(self) -> tuple[str, ...]:
         """The lanes that may hold entries: :data:`TIMER_LANES`, plus :data:`INDEX` while entries of the due
-        index before timer items may remain (until ``JobStore.migrate_due_index`` has moved every one)."""
+        index's GSI layout may remain (until ``JobStore.migrate_due_index`` has moved every one)."""
         ...
 
     def query_due(self, query: DueQuery) -> DuePage:

@@ -445,7 +445,7 @@ class OverlapRequest:
 class RunMessage:
     """The body of a run-queue message: the run's key. ``delay_s`` (0-900) defers delivery.
 
-    A scheduled run has no row until a worker claims it: its message is its durable record (design §4.7), so
+    A scheduled run has no row until a worker claims it: its message is its durable record (design §4.2), so
     the scheduler adds what the claim writes into the new row: ``dispatch_at`` (the fire plus the job's jitter
     offset) and ``enqueued_at``, epoch ms, and ``term`` (the fencing term of the scheduler that sent it).
     ``enqueued_at`` is when the message was sent, at or after its run's current round was queued (the row's

@@ -132,7 +132,7 @@ CREATE TABLE IF NOT EXISTS marks (
 """
 
 UPGRADES = (
-    # issue [2.5]: the due entry's lane, position and version (``ports.jobs.DueEntry``), its index in lane order;
+    # the due entry's lane, position and version (``ports.jobs.DueEntry``), its index in lane order;
     # an entry stored before them is an early one at its due instant, for its state's version
     "ALTER TABLE jobs ADD COLUMN due_lane TEXT",
     "ALTER TABLE jobs ADD COLUMN due_position INTEGER",

@@ -3,7 +3,7 @@ consistently and the fenced moves of the scheduler, and the scans that bootstrap
 
 A job's entry is a timer item (``pk=due#<partition>#<bucket>#<shard>#<lane>``, ``sk`` its place in the lane,
 ``store.layout.timer_item``), pointed at by its scheduling item's ``timer_pk``/``timer_sk``; entries of the
-layout before timer items are in the ``due`` GSI (the :data:`INDEX` lane) until ``store.due_repair`` moves them.
+GSI layout (design, Upgrades in flight) are in the ``due`` GSI (the :data:`INDEX` lane) until ``store.due_repair`` moves them.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class DueIndexTable:
         if move.rehome:
             sets.append("#partition = :to_partition")
             values[":to_partition"] = move.to_partition
-        # (an item of the layout before timer items leaves the ``due`` GSI: ``due_pk`` goes)
+        # (an item of the GSI layout leaves the ``due`` GSI: ``due_pk`` goes; design, Upgrades in flight)
         removes += ["due_pk"]
         if move.next_run_at is None or move.due is None:
             removes += ["due_at", "timer_pk", "timer_sk"]

@@ -82,7 +82,7 @@ class DueRepair:
     def migrate_due_index(
         self, clock: Callable[[], int], *, bucket_ms: int, budget: int = 5_000, seconds: float = 20.0
     ) -> MigrationPass:
-        """One pass of the move of the ``due`` GSI's entries (the layout before timer items) to timer items, for
+        """One pass of the move of the ``due`` GSI's entries (design, Upgrades in flight) to timer items, for
         at most ``budget`` entries and ``seconds``: the timer item of each entry is put, filed as any writer files
         one at its instant (``clock``, epoch ms, read for each entry): in the :data:`LATE` lane at now, or
         :data:`EARLY` at its due instant when that is ``TIMER_LEAD_MS`` away; version unknown, so judged by its
@@ -180,7 +180,7 @@ class DueRepair:
         Which jobs it saves: those whose timer item no tick will read. The ways known to lose one are rare (a
         write landing more than ``TIMER_LEAD_MS`` after its writer's clock was read and its writer dead, a
         rollback longer than a timer item's 7-day TTL); any of them would stop the job for good without this.
-        A state of the layout before timer items (``due_pk``) is the migration's. A table read to its end is
+        A state of the GSI layout (``due_pk``) is the migration's. A table read to its end is
         read again ``REFILE_REST_MS`` after that reading started (a pass in between reads nothing). Each pass
         costs its Scan pages (0.5 read units per 4 KB read: every item read, whatever the filter) and 1 write
         unit per refile, plus a consistent BatchGetItem of the candidates (the Scan reads eventually

@@ -6,8 +6,8 @@ Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
 - scheduling state ``pk=job#<id> sk=sched``: small and hot; what the scheduler reads and moves every run:
   ``next_run_at`` (epoch ms, nominal fire), ``due_at`` with ``timer_pk``/``timer_sk`` (the keys of its current
   timer item; present only while the job is active; ``due_pk``/``due_at``, the sparse ``due`` GSI's keys, on
-  items written before timer items), ``term`` (fencing token of the last scheduler that moved it), schedule
-  fields.
+  items of the GSI layout: design, Upgrades in flight), ``term`` (fencing token of the last scheduler that moved
+  it), schedule fields.
 - timer items ``pk=due#p<partition>#b<bucket>#s<shard>#<lane> sk=<position>#<job_id>#<due_at>#<version>``: the
   due index (``ports.jobs.DueEntry``), one per entry ever written, never deleted (they expire by TTL,
   ``expires_at``, free of write units): a job's move writes its scheduling item and its next timer, 2 units,
@@ -22,7 +22,7 @@ Audit events (design §3.2) ``pk=events#<job id> sk=<at, 13 digits>#<key>``, new
 partition key of their own, so reading a job (one query of ``job#<id>``) never reads its history.
 
 A deleted job leaves one item: its tombstone, in the spec item's place (``pk=job#<id> sk=spec``), so the
-owner can still read the job's run history (design §3: "history kept until retention"). It holds
+owner can still read the job's run history (design §2: a deleted job's tombstone). It holds
 ``job_id``, ``deleted_owner``, ``deleted_name``, ``deleted_at`` (epoch ms) and ``expires_at`` (epoch s, the
 jobs table's TTL attribute: deletion + retention, when the last run row has expired too); no ``doc`` (so
 nothing runs it) and no ``owner``/``name`` (so it is not in the ``by_owner`` index).
@@ -141,7 +141,7 @@ def timer_item(entry: DueEntry) -> dict[str, Any]:
 def due_attributes(entry: DueEntry) -> dict[str, Any]:
     """The attributes of a scheduling item whose due entry is ``entry``: ``due_at`` and the keys of its timer
     item (``timer_pk``, ``timer_sk``); ``due_pk``/``due_at`` (the ``due`` GSI's keys) for an :data:`INDEX`
-    entry, the layout before timer items."""
+    entry (the GSI layout: design, Upgrades in flight)."""
     if entry.lane == INDEX:
         return {"due_pk": due_pk(entry.partition, entry.bucket, entry.shard), "due_at": entry.due_at}
     item = timer_item(entry)

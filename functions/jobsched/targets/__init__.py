@@ -1,4 +1,4 @@
-"""How a worker runs a run: one executor per target type (design §2), behind ``Targets``.
+"""How a worker runs a run: one executor per target type (design §5.5), behind ``Targets``.
 
 ``base`` holds what every target receives (``TargetCall``: run id = idempotency key, scheduled_for,
 attempt, input, timeout) and how a try fails (``TargetFailed``, ``TargetTimedOut``); ``commands`` the

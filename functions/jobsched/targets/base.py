@@ -1,6 +1,6 @@
 """What every target receives (``TargetCall``), how a try fails (``TargetFailed``), and cancellation.
 
-Pure: no AWS, no network. Every target receives the run id as its idempotency key (design §2): the
+Pure: no AWS, no network. Every target receives the run id as its idempotency key (design §5.5): the
 same on every delivery and every attempt of one run.
 """
 
@@ -155,7 +155,7 @@ class TargetCall:
         return iso_utc(self.scheduled_for_ms)
 
     def envelope(self) -> dict[str, Any]:
-        """The run envelope sent to ``lambda`` and ``sqs`` targets (design §2):
+        """The run envelope sent to ``lambda`` and ``sqs`` targets (design §5.5):
         ``{run_id, job_id, scheduled_for (ISO UTC), attempt, input}``."""
         return {
             "run_id": self.run_id,

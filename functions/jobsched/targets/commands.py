@@ -1,6 +1,6 @@
 """``command`` targets: Python callables registered with the worker by name.
 
-The package ships three (design §2): ``echo`` returns its input; ``sleep`` takes ``{"seconds": N}``;
+The package ships three (design §5.5): ``echo`` returns its input; ``sleep`` takes ``{"seconds": N}``;
 ``fail`` takes ``{"times": N}`` and fails the first N attempts of a run (every attempt when ``times`` is
 absent). Register your own with the decorator, in code the worker imports::
 

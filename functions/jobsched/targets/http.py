@@ -2,7 +2,7 @@
 
 The request: ``method url`` with body ``input`` as JSON (none for GET or a null input), the job's headers,
 then ``Idempotency-Key: <run id>``, ``X-Jobsched-Scheduled-For`` (ISO 8601 UTC), ``X-Jobsched-Attempt``,
-``X-Jobsched-Run-Id`` and ``X-Jobsched-Job-Id`` (ours win over the job's). 2xx is success (design §2);
+``X-Jobsched-Run-Id`` and ``X-Jobsched-Job-Id`` (ours win over the job's). 2xx is success (design §5.5);
 redirects are not followed (a 3xx fails the try); proxies from the environment are ignored.
 
 Address guard: every address the host resolves to is checked when the connection is made (not in a

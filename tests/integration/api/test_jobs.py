@@ -45,7 +45,7 @@ def test_create_writes_an_active_scheduling_item_in_the_jobs_partition(http):
     assert int(item["partition"]) == partition_of(job["id"], http.settings.scheduler_partitions)
     assert int(item["term"]) == 0
     assert item["timer_pk"].startswith(f"due#p{int(item['partition'])}#")  # its timer item's key
-    assert "due_pk" not in item  # not in the due GSI of the layout before timer items
+    assert "due_pk" not in item  # not in the due GSI (design, Upgrades in flight)
     assert int(item["anchor_at"]) == http.NOW_MS
 
 

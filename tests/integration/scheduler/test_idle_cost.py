@@ -1,4 +1,4 @@
-"""An idle tick costs the same requests with 100 and with 5,000 jobs (design §4)."""
+"""An idle tick costs the same requests with 100 and with 5,000 jobs (design §4.1)."""
 
 from __future__ import annotations
 

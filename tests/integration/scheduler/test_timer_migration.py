@@ -1,5 +1,5 @@
-"""A deployment upgraded mid-stream from the due index of the layout before timer items (each job's entry on its
-scheduling item, the ``due`` GSI) to timer items (issue [2.5]), on moto: while the new scheduler ticks, the
+"""A deployment upgraded mid-stream from the due index's GSI layout (each job's entry on its scheduling item,
+the ``due`` GSI) to timer items (design, Upgrades in flight), on moto: while the new scheduler ticks, the
 sweeper's migration passes (``JobStore.migrate_due_index``) move what is left of the GSI a few entries at a time,
 and every fire runs exactly once, on time, before, during and after; once the GSI has stayed empty long enough,
 a new leader reads the timer lanes only."""
@@ -20,7 +20,7 @@ MIN = 60_000
 
 
 def _old_layout(harness: Any, count: int, schedule: str) -> list[str]:
-    """``count`` jobs stored as the code before timer items stored them: the scheduling item in the ``due`` GSI
+    """``count`` jobs stored in the GSI layout: the scheduling item in the ``due`` GSI
     (``due_pk``/``due_at``), no timer item."""
     table = harness.aws.table(harness.settings.jobs_table)
     ids = []

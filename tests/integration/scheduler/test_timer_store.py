@@ -1,4 +1,4 @@
-"""The DynamoDB job store's timer items (issue [2.5]) when DynamoDB throttles a batch write: the items it
+"""The DynamoDB job store's timer items (design §4.1) when DynamoDB throttles a batch write: the items it
 returns unprocessed are sent again after a back-off, and a batch still unprocessed is an error the tick
 handles (its jobs stay due), never a silent loss."""
 

@@ -1,9 +1,9 @@
-"""A deployment upgraded mid-stream from the run layout before issue [2.5] (scheduled runs saved ``queued`` by the
-scheduler, with sweep keys; succeeded rows already out of the sweep index) to the new code (runs created by the
-worker's claim, out of the index), on moto: every fire runs exactly once through the upgrade.
+"""A deployment upgraded mid-stream from the run layout of design's Upgrades in flight (scheduled runs saved
+``queued`` by the scheduler, with sweep keys; succeeded rows already out of the sweep index) to runs created by
+the worker's claim, out of the index, on moto: every fire runs exactly once through the upgrade.
 
-The old layout stays valid for the new code, so there is no migration: a ``queued`` row is claimable as before,
-and rows with sweep keys are swept as before (a lost worker's ``running`` row, a ``queued`` one whose message was
+That layout stays valid, so there is no migration: a ``queued`` row is claimable, and rows with sweep keys are
+swept (a lost worker's ``running`` row, a ``queued`` one whose message was
 lost). This test is the proof."""
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def test_a_full_disk_under_the_run_queue_is_a_refused_send_as_an_sqs_service_err
     # When messages are sent until a send needs a page the disk has not
     # Then the adapter reports the batch refused (QueueSendError), as it does an SQS service error after its
     # retries: the callers (the API's trigger and backfill, the scheduler) leave the saved runs to the sweeper;
-    # sqlite3's own error used to escape (a manual run saved, then answered 500)
+    # sqlite3's own error does not escape (a manual run saved, then answered 500)
     with pytest.raises(QueueSendError) as refused:
         for batch in range(1000):
             RunQueue(queue, url).send([RunMessage(f"j_{batch}", T0 + n) for n in range(10)])

@@ -151,7 +151,7 @@ def test_a_worker_without_an_executor_for_a_type_fails_the_try() -> None:
         Targets().execute(SqsTarget(queue_url="https://x/q"), _call())
 
 
-# --- what a try records (issue [2.6]) ----------------------------------------------------------------
+# --- what a try records (design §5.7) ----------------------------------------------------------------
 
 
 def test_lambda_output_is_the_head_of_the_payload_or_of_the_function_error(

@@ -70,7 +70,7 @@ def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(kit: Kit) -> No
 def test_a_scheduled_runs_lost_retry_message_is_re_enqueued_by_the_sweeper(
     kit: Kit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a scheduled run: no row until its claim makes one (the happy path since issue [2.5])
+    # Given a scheduled run: no row until its claim makes one (the happy path, design §4.2)
     job = kit.make_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
     worker = kit.worker
 

@@ -246,7 +246,7 @@ def test_the_private_switch_does_not_open_loopback(server: Server) -> None:
     assert server.requests == []
 
 
-# --- what a try records (issue [2.6]) ----------------------------------------------------------------
+# --- what a try records (design §5.7) ----------------------------------------------------------------
 
 
 def test_the_output_is_the_status_and_the_head_of_the_body(server: Server) -> None:

@@ -68,7 +68,7 @@ def test_the_sweeper_role_allows_the_handler_s_whole_pass(kit: Kit, environment:
     sweeper_handler.default_runtime().components.control().save_positions(
         0, '{"floor": null, "cursors": {}}', term=1
     )
-    # and one job still in the due index of the layout before timer items (the pass moves it)
+    # and one job still in the due index's GSI layout (the pass moves it)
     _to_old_layout(kit, kit.make_job(schedule="every 1 minute"))
     # and one job due long ago (T0, before the deployment's clock) in a bucket its partition has drained (the
     # watermark at now): the anti-entropy pass refiles it
@@ -87,7 +87,7 @@ def test_the_sweeper_role_allows_the_handler_s_whole_pass(kit: Kit, environment:
 
 
 def _to_old_layout(kit: Kit, job: Any) -> None:
-    """Store ``job``'s scheduling item as the code before timer items did: its due entry on the item (``due``
+    """Store ``job``'s scheduling item in the GSI layout: its due entry on the item (``due``
     GSI), no timer item of its own."""
     from dataclasses import replace
 

@@ -248,9 +248,9 @@ def test_build_targets_acts_for_the_owner_only_with_a_target_role(settings: Sett
 def test_a_throttled_assume_role_before_the_target_starts_gives_the_claim_back(
     kit: Kit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # [2.1] break 5's promise on the worker's other pre-target call, STS AssumeRole of the target role: a throttle
-    # there (after the SDK's retries) used to fail the try, so with max_attempts 1 the run went dead and the
-    # owner was alerted although the target never ran. Now the claim is given back; a refusal stays a failed try.
+    # The worker's other pre-target call, STS AssumeRole of the target role: a throttle there (after the SDK's
+    # retries) failing the try would, with max_attempts 1, make the run dead and alert the owner although the
+    # target never ran. So the claim is given back; a refusal stays a failed try.
     def throttled(self: Any, service: str, owner: str) -> Any:
         raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "AssumeRole")
 

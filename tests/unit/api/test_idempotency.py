@@ -236,9 +236,9 @@ def test_two_concurrent_identical_posts_with_one_key_create_one_job(http):
 
 
 def test_a_trigger_retried_after_a_failure_past_its_run_names_the_same_run(http, monkeypatch):
-    # [2.1] break 2: the run is saved and enqueued, then completing the key's record fails (a throttle, a dead
-    # invocation): the request fails and the key's record stays in flight until it expires. The client's retry
-    # with the same key then used to create a second run at a new instant: two run ids, both executed.
+    # The run is saved and enqueued, then completing the key's record fails (a throttle, a dead invocation): the
+    # request fails and the key's record stays in flight until it expires. The client's retry with the same key
+    # must not create a second run at a new instant (two run ids, both executed).
     from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 
     job = http.create()

@@ -1,5 +1,5 @@
 """GET /jobs/{id}/runs/{run_id} (one run with its tries) and POST /jobs/{id}/runs/{run_id}/retry (re-run a dead or
-skipped run), issue [2.6] items 2 and 3, through the handler on the in-memory fakes."""
+skipped run), design §5.7, through the handler on the in-memory fakes."""
 
 from __future__ import annotations
 

@@ -568,8 +568,8 @@ def test_instants_outside_the_years_1000_to_8999_are_400_naming_the_field(http, 
 
 
 def test_a_body_wrapped_in_a_json_array_is_refused_not_unwrapped(http):
-    """Regression: Powertools' body validation took the one object of ``[{...}]`` as the body, so a job
-    wrapped in an array was created (found by the OpenAPI contract test on the pause route)."""
+    """Powertools' body validation takes the one object of ``[{...}]`` as the body; a job wrapped in an array
+    is refused, not created."""
     job = http.create()
     calls = [
         ("POST", "/jobs", [http.job_body("wrapped")]),

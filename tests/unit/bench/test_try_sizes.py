@@ -1,5 +1,5 @@
-"""A run row's tries stay within [2.5]'s write units: the success write of the happy path keeps the row under
-1 KiB (one write unit), and however often a run is tried and re-run its row stays far below DynamoDB's 400 KB
+"""A run row's tries stay within its write units (design §5.7): the success write of the happy path keeps the row
+under 1 KiB (one write unit), and however often a run is tried and re-run its row stays far below DynamoDB's 400 KB
 item limit. Sized with ``bench.capacity``'s rules on the item as ``store.layout`` writes it."""
 
 from __future__ import annotations

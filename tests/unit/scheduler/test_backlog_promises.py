@@ -1,4 +1,4 @@
-"""The promises around a full tick's carried backlog (issue [2.5], the rush change to the tick): edits, pauses and
+"""The promises around a full tick's carried backlog (design §4.1, a rush): edits, pauses and
 deletes landing while a job waits in the carry, a lease lost and regained with a carry, a failed send or state read
 in a tick that takes a carry, an entry written into a carried shard after the full tick's read, and instant ticks
 between whole seconds while a carry drains. On the in-memory fakes with the injected clock and small ``TickLimits``

@@ -1,7 +1,7 @@
 """Changing ``scheduler_partitions`` on a live deployment, both ways: no job stranded, no fire run twice.
 
-Lowering it used to strand the jobs of the removed partitions (nothing polled them); raising it only spread new
-jobs. Now the leaders of the remaining partitions adopt the removed ones (``adopted_partitions``, from the
+Lowering it would strand the jobs of the removed partitions if nothing polled them; raising it only spreads new
+jobs. The leaders of the remaining partitions adopt the removed ones (``adopted_partitions``, from the
 high-water mark in the CONTROL table), and every move re-homes a job in its partition under the current count.
 On the fakes, with the scheduler groups the composition root builds (``tests.support.backends.MemoryComponents``);
 the stores' high-water mark and due-partition reads are held to the DynamoDB adapters' contract

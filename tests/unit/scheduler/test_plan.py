@@ -140,9 +140,9 @@ class CountingSchedule:
 
 
 def test_every_second_cron_skipped_after_two_days_jumps_to_now_in_one_plan() -> None:
-    # [2.1] break 7: an every-second cron under skip after two days down walked its backlog 1,000 fires a tick
-    # (173 ticks, 173 summary rows, on-time fires recorded as missed meanwhile). Now: one plan, one summary row,
-    # and the fires within grace run at once; the planner's calls into the schedule do not grow with the backlog.
+    # An every-second cron under skip after two days down: walking its backlog 1,000 fires a tick would take 173
+    # ticks and 173 summary rows, on-time fires recorded as missed meanwhile. One plan, one summary row, and the
+    # fires within grace run at once; the planner's calls into the schedule do not grow with the backlog.
     job = due("* * * * * *", missed=MissedPolicy.SKIP)
     now = T0 + 2 * 86400_000
     schedule = CountingSchedule(job.parsed_schedule())
@@ -157,7 +157,7 @@ def test_every_second_cron_skipped_after_two_days_jumps_to_now_in_one_plan() -> 
 
 
 def test_a_schedule_that_yields_no_later_fire_leaves_the_due_index() -> None:
-    # [2.1] break 8: a schedule whose next fire is not after the previous one must end, not be re-planned forever
+    # A schedule whose next fire is not after the previous one must end, not be re-planned forever
     class Stuck:
         kind = "once"
 
@@ -170,7 +170,7 @@ def test_a_schedule_that_yields_no_later_fire_leaves_the_due_index() -> None:
 
 
 def test_a_one_off_accepted_late_is_not_skipped_by_its_policy() -> None:
-    # [2.1] break 3: registered 50 s after its instant with missed: skip and a 5 s grace, it must still run
+    # Registered 50 s after its instant with missed: skip and a 5 s grace, it must still run
     accepted = T0 + 50_000
     for policy, fields in (
         (MissedPolicy.SKIP, {"misfire_grace_s": 5}),

@@ -1,5 +1,5 @@
-"""Regression tests for the promise breaks of issue [2.1] on the scheduler side: each scenario is the one that
-broke the promise (on 6d86f0d), driven with the product's classes on the in-memory fakes and a FakeClock."""
+"""The scheduler side's promises, each in the scenario that breaks it when its rule is missing, driven with the
+product's classes on the in-memory fakes and a FakeClock."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def fires(harness: Any, job_id: str) -> list[int]:
 
 
 def test_a_patch_between_the_ticks_read_and_its_move_is_not_undone(harness: Any) -> None:
-    # Break 1: daily 10:00 -> every minute, PATCHed at 10:00 while the tick that runs the 10:00 fire is between
-    # its read and its move. The move used to write tomorrow's 10:00 under the new schedule text.
+    # Daily 10:00 -> every minute, PATCHed at 10:00 while the tick that runs the 10:00 fire is between its read
+    # and its move. An unconditioned move would write tomorrow's 10:00 under the new schedule text.
     harness.clock.now_ms = harness.T0 - 30 * MIN
     job_id = create(harness, "0 10 * * *")
     a = harness.contender()
@@ -55,8 +55,8 @@ def test_a_patch_between_the_ticks_read_and_its_move_is_not_undone(harness: Any)
 
 
 def test_a_tick_reading_a_lagging_due_index_runs_no_fire_of_the_replaced_schedule(harness: Any) -> None:
-    # Break 1 (index lag): every minute -> daily 10:00 at 10:00:30; the due index still shows the old entry at
-    # 10:01, so the tick used to run a 10:01 fire the new schedule does not have.
+    # Index lag: every minute -> daily 10:00 at 10:00:30; the due index still shows the old entry at 10:01, so a
+    # tick planning from the entry would run a 10:01 fire the new schedule does not have.
     harness.clock.now_ms = harness.T0 + 20_000
     job_id = create(harness, "* * * * *")
     before_patch = dict(harness.sched(job_id))
@@ -85,9 +85,9 @@ def test_a_tick_reading_a_lagging_due_index_runs_no_fire_of_the_replaced_schedul
 
 
 def test_a_skipped_range_whose_first_fire_has_a_run_keeps_every_fire_in_the_history(harness: Any) -> None:
-    # Break 6: a leader sent the run of the first fire, then died before moving the job, and a worker's claim
-    # made the run's row. The next leader, an hour later, skips the range: the summary row used to collide with
-    # that run and vanish.
+    # A leader sent the run of the first fire, then died before moving the job, and a worker's claim made the
+    # run's row. The next leader, an hour later, skips the range: a summary row over that run would collide with
+    # it and vanish.
     harness.clock.now_ms = harness.T0
     job_id = create(harness, "every 10 seconds", missed="skip")
     a = harness.contender()
@@ -126,8 +126,8 @@ def test_a_skipped_range_whose_first_fire_has_a_run_keeps_every_fire_in_the_hist
 
 
 def test_a_one_off_accepted_a_little_late_runs_whatever_its_missed_policy(harness: Any) -> None:
-    # Break 3: "at" 30 s in the past is accepted (the registration grace); missed: skip with a 5 s grace, or
-    # catch_up with a window of 0, used to record it skipped at the first tick.
+    # "at" 30 s in the past is accepted (the registration grace); missed: skip with a 5 s grace, or catch_up with
+    # a window of 0, must not record it skipped at the first tick.
     a = harness.contender()
     harness.run_seconds(a, 1)
     instant = harness.clock() - 30_000
@@ -142,8 +142,8 @@ def test_a_one_off_accepted_a_little_late_runs_whatever_its_missed_policy(harnes
 
 
 def test_a_one_off_at_a_sub_millisecond_instant_runs_once_and_leaves_the_index(harness: Any) -> None:
-    # Break 8: "at ...T10:00:30.0004Z" was stored rounded down; next_fire returned the same fire again and the job
-    # never left the due index (a put and a message every second, for one run).
+    # "at ...T10:00:30.0004Z" is stored rounded up: rounded down, next_fire would return the same fire again and
+    # the job would never leave the due index (a put and a message every second, for one run).
     harness.clock.now_ms = harness.T0
     job_id = create(harness, "at 2026-03-02T10:00:30.0004Z")
     assert harness.sched(job_id)["next_run_at"] == harness.T0 + 30_001  # rounded up: never early

@@ -1,4 +1,4 @@
-"""The tick's read path over timer items (issue [2.5]): entries stay after their job moves on, each lane is read
+"""The tick's read path over timer items (design §4.1): entries stay after their job moves on, each lane is read
 from the position the last leader stored, an entry filed ahead of its state write is held until the write lands,
 and a late lane is passed only once its entries are older than the margin. On the in-memory fakes, which keep
 every entry as DynamoDB keeps timer items."""
@@ -116,7 +116,7 @@ def test_a_job_whose_next_entry_could_not_be_filed_is_not_moved_and_is_retried(h
 
 
 class _OldCodeJobs:
-    """The job store as a scheduler invocation still running the code before timer items sees it (the minute of
+    """The job store as a scheduler invocation still running the GSI layout's code sees it (the minute of
     a deploy: the old invocation keeps the lease up to ~67 s after the new API is live): it reads only the
     ``due`` GSI, in which a job written by the new API (or moved by the migration pass) has no entry."""
 
@@ -149,7 +149,7 @@ def test_a_job_written_by_the_new_api_while_an_old_scheduler_leads_is_fired(harn
     harness.drain()
 
     # And the next invocation (new code) takes over and ticks for 10 minutes
-    harness.control.positions.clear()  # (the code before timer items stored no read positions)
+    harness.control.positions.clear()  # (the GSI layout's code stores no read positions)
     old.lease.release()
     new = harness.contender("new")
     harness.run_seconds(new, 600)

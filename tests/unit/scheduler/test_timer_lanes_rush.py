@@ -1,4 +1,4 @@
-"""The timer lanes' read path in a full tick (issue [2.5]): the late lane is sorted by writing, not by due
+"""The timer lanes' read path in a full tick (design §4.1): the late lane is sorted by writing, not by due
 instant, so a tick that a rush's backlog fills reads it on: an entry filed late with an older due instant than
 the backlog still goes first. On the in-memory fakes, one due shard so a handful of entries fills a page."""
 

@@ -64,7 +64,7 @@ def test_a_message_dead_lettered_before_any_claim_ends_as_a_recorded_dead_run(ki
 
 
 def test_a_queued_row_of_a_dead_lettered_message_is_recorded_dead(kit: Kit) -> None:
-    # Given a run saved queued (a manual run, or one saved by a scheduler before issue [2.5]) whose message was
+    # Given a run saved queued (a manual run, or a scheduled run of design's Upgrades in flight) whose message was
     # dead-lettered
     job = kit.due_job(command="echo")
     kit.letters.redrive(RunMessage(job.id, T0))

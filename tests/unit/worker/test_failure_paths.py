@@ -135,9 +135,9 @@ def test_the_sweeper_leaves_a_running_row_without_a_heartbeat_alone(kit: Kit) ->
 def test_a_storage_error_between_the_claim_and_the_target_gives_the_claim_back(
     kit: Kit, calls: list[TargetCall], monkeypatch: pytest.MonkeyPatch, overlap: str
 ) -> None:
-    # [2.1] break 5: a transient DynamoDB error after the claim (reading the spec, or taking the overlap lock)
-    # left the run `running`: no redelivery could claim it, the sweeper later took it for a lost worker, and
-    # with max_attempts 1 the run went dead and its owner was alerted although the target never ran.
+    # A transient DynamoDB error after the claim (reading the spec, or taking the overlap lock) must not leave the
+    # run `running`: no redelivery could claim it, the sweeper would take it for a lost worker, and with
+    # max_attempts 1 the run would go dead and its owner be alerted although the target never ran.
     job = kit.due_job(command="record", input={"n": 1}, retry={"max_attempts": 1}, overlap=overlap)
     step = "acquire_overlap" if overlap == "skip" else "get_spec"
     real = getattr(kit.worker.jobs, step)
@@ -194,7 +194,7 @@ def test_a_storage_outage_of_half_a_minute_before_the_target_does_not_kill_the_r
     # Each delivery that meets the outage gives its claim back and hands the message back for GIVE_BACK_DELAY_S;
     # every receive counts toward the run queue's redrive limit (RUN_QUEUE.max_receive_count), so past it SQS
     # moves the message to the DLQ, where the sweeper records the run dead without a try and alerts its owner:
-    # the harm of [2.1] break 5 (dead and alerted, the target never ran), after a 30 s jobs-table throttle.
+    # the harm the give-back avoids (dead and alerted, the target never ran), after a 30 s jobs-table throttle.
     job = kit.due_job(command="record", retry={"max_attempts": 4})
     back_at = kit.clock() + 30_000
     real = kit.jobs.get_spec

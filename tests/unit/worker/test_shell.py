@@ -151,7 +151,7 @@ def test_env_and_shell_are_stored_only_when_set() -> None:
     }
 
 
-# --- what a try records (issue [2.6]) ----------------------------------------------------------------
+# --- what a try records (design §5.7) ----------------------------------------------------------------
 
 
 def test_the_output_is_the_tail_of_stdout_and_stderr() -> None:

@@ -468,8 +468,8 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(kit: Kit) -
 def test_overlap_skip_sees_a_running_run_behind_any_number_of_skipped_ones(
     kit: Kit, blocking_command: threading.Event
 ) -> None:
-    # [2.1] break 4: the check read the job's 100 newest rows; an every-5-seconds job whose run lasts 10 minutes
-    # piled up skipped rows, and after 100 of them a second run started alongside the first.
+    # A check reading only the job's 100 newest rows would fail here: an every-5-seconds job whose run lasts 10
+    # minutes piles up skipped rows, and after 100 of them a second run would start alongside the first.
     job = kit.make_job(schedule="every 5 seconds", overlap="skip", command="block")
     kit.clock.now_ms = T0 + 760_000
     kit.make_run(job, T0)

@@ -1,4 +1,4 @@
-"""Each try of a run is recorded in its row as it ends (issue [2.6] item 2), on the in-memory fakes: attempt,
+"""Each try of a run is recorded in its row as it ends (design §5.7), on the in-memory fakes: attempt,
 start, finish, worker, error and an excerpt of what the target said, bounded per try and per row."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Edges found by a review of issue [2.2]: rate counts at the end of the range, the documented difference from
+"""Edges of the schedules: rate counts at the end of the range, the documented difference from
 EventBridge's daylight-saving rules, the first instant west of UTC, crontab SHELL and variable names, a one-off at
 the first instant."""
 

@@ -445,7 +445,7 @@ def test_an_alert_policy_is_set_from_a_spec_file(cli: Any, tmp_path: Path) -> No
     assert bad.exit_code == 1 and "alerts.late_after_s" in one_line(bad.stderr)
 
 
-# --- one run with its tries, re-runs (issue [2.6]) ------------------------------------------------------
+# --- one run with its tries, re-runs (design §5.7) ------------------------------------------------------
 
 
 def _dead_runs(deployment: Any, job_id: str, *instants: int) -> list[str]:
