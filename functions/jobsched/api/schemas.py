@@ -1,4 +1,4 @@
-"""The API's request and response bodies (design §3) and their validation, built on the domain's models.
+"""The HTTP API's request and response bodies (design §3) and their validation, built on the domain's models.
 
 Request bodies (``JobCreate``, ``JobPatch``, ``PauseRequest``, ``BackfillRequest``) refuse unknown fields and
 name the field of every error; response bodies (``BackfillResult``, ``JobEvent``, ``Page``) are what the routes
