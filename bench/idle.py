@@ -124,8 +124,8 @@ def measure_local_tick(
     from bench.harness import state_of
     from jobsched.aws import Aws
     from jobsched.clock import FakeClock
+    from jobsched.domain.runs import new_run
     from jobsched.models import RunStatus
-    from jobsched.ports.runs import new_run
     from jobsched.sqlite.database import SqliteDatabase
     from jobsched.wiring import SqliteComponents
 

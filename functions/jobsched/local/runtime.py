@@ -81,7 +81,8 @@ from jobsched.local.state import (
     restore,
 )
 from jobsched.observability import logger
-from jobsched.ports.runs import MAX_DELAY_S, RunMessage, RunRow
+from jobsched.ports.run_messages import MAX_DELAY_S, RunMessage
+from jobsched.ports.runs import RunRow
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
 from jobsched.store.layout import SPEC_SK
 

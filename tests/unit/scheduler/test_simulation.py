@@ -9,8 +9,9 @@ from typing import Any
 
 from jobsched.clock import FakeClock
 from jobsched.domain.planning import TickLimits
+from jobsched.domain.runs import claim_message
 from jobsched.models import from_ms, to_ms
-from jobsched.ports.runs import RunMessage, claim_message
+from jobsched.ports.run_messages import RunMessage
 from jobsched.schedules import jitter_offset_ms, parse_schedule
 
 SECONDS = 1000
