@@ -89,10 +89,6 @@ def _claim_params(owned: Owned) -> dict[str, Any]:
     }
 
 
-def _key(owned: Owned) -> RunKey:
-    return RunKey(owned.job_id, owned.scheduled_for)
-
-
 def insert_step(row: RunRow) -> Step:
     """``insert`` of ``row`` at its key."""
     return _step("insert", row.key, row=row)
@@ -115,19 +111,19 @@ def claim_step(request: ClaimRequest) -> Step:
 
 def heartbeat_step(owned: Owned, *, now_ms: int) -> Step:
     """``heartbeat`` of the claim ``owned`` at ``now_ms``."""
-    return _step("heartbeat", _key(owned), **_claim_params(owned), now=now_ms)
+    return _step("heartbeat", owned.key, **_claim_params(owned), now=now_ms)
 
 
 def succeed_step(owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None) -> Step:
     """``succeed`` of the claim ``owned`` at ``now_ms``; ``tries`` replace the stored ones (None: kept)."""
-    return _step("succeed", _key(owned), **_claim_params(owned), now=now_ms, tries=tries)
+    return _step("succeed", owned.key, **_claim_params(owned), now=now_ms, tries=tries)
 
 
 def retry_step(owned: Owned, change: RetryTransition) -> Step:
     """``retry`` of the claim ``owned`` as ``change`` tells."""
     return _step(
         "retry",
-        _key(owned),
+        owned.key,
         **_claim_params(owned),
         error=change.error,
         retry_at=change.retry_at_ms,
@@ -141,7 +137,7 @@ def dead_step(owned: Owned, change: DeadTransition) -> Step:
     """``dead`` of the claim ``owned`` as ``change`` tells."""
     return _step(
         "dead",
-        _key(owned),
+        owned.key,
         **_claim_params(owned),
         error=change.error,
         now=change.now_ms,
@@ -154,14 +150,14 @@ def dead_step(owned: Owned, change: DeadTransition) -> Step:
 
 def skip_step(owned: Owned, *, now_ms: int, reason: str) -> Step:
     """``skip`` of the claim ``owned`` at ``now_ms`` with ``reason`` as its error."""
-    return _step("skip", _key(owned), **_claim_params(owned), reason=reason, now=now_ms, owner=owned.owner)
+    return _step("skip", owned.key, **_claim_params(owned), reason=reason, now=now_ms, owner=owned.owner)
 
 
 def give_back_step(owned: Owned, *, before: RunRow) -> Step:
     """``give_back`` of the claim ``owned``: the row back to ``before`` (as the claim found it)."""
     return _step(
         "give_back",
-        _key(owned),
+        owned.key,
         **_claim_params(owned),
         before_status=before.status,
         before_attempt=before.attempt,
@@ -176,7 +172,7 @@ def give_back_step(owned: Owned, *, before: RunRow) -> Step:
 
 def watch_step(owned: Owned, *, sweep_at_ms: int) -> Step:
     """``watch`` of the claim ``owned``: into the sweep index at ``sweep_at_ms``."""
-    return _step("watch", _key(owned), **_claim_params(owned), sweep_at=sweep_at_ms)
+    return _step("watch", owned.key, **_claim_params(owned), sweep_at=sweep_at_ms)
 
 
 def notified_step(job_id: str, scheduled_for_ms: int) -> Step:

@@ -28,8 +28,15 @@ if TYPE_CHECKING:
 
 
 def sweep_shard(job_id: str) -> int:
-    """The sweep-index shard (0..``SWEEP_SHARDS``-1) of a job's runs: a stable hash of the job id."""
+    """The sweep-index shard (0..``SWEEP_SHARDS``-1) of a job's runs: the first 8 bytes of the SHA-256 of the
+    job id, big-endian, modulo ``SWEEP_SHARDS`` (stored rows carry it, so it never changes)."""
     return int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big") % SWEEP_SHARDS
+
+
+def retention_end_s(now_ms: int, retention_days: int) -> int:
+    """The epoch second a run row saved (or re-run) at ``now_ms`` (epoch ms) expires: ``retention_days`` later
+    (the row's ``expires_at_s``, the runs table's TTL)."""
+    return now_ms // 1000 + retention_days * 86400
 
 
 def new_run(
@@ -70,7 +77,7 @@ def new_run(
         skipped_count=skipped_count,
         skipped_through=skipped_through,
         sweep_at=None if skipped or sweep_after_ms is None else now_ms + sweep_after_ms,
-        expires_at_s=now_ms // 1000 + retention_days * 86400,
+        expires_at_s=retention_end_s(now_ms, retention_days),
     )
 
 
@@ -112,7 +119,7 @@ def rerun_request(
         key,
         now_ms=now_ms,
         sweep_at_ms=sweep_at_ms,
-        expires_at_s=now_ms // 1000 + retention_days * 86400,
+        expires_at_s=retention_end_s(now_ms, retention_days),
         key_digest=key_digest,
         summary=summary,
     )

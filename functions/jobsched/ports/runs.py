@@ -169,6 +169,10 @@ class Owned:
     def run_id(self) -> str:
         return run_id(self.job_id, self.scheduled_for)
 
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for)
+
     @classmethod
     def of(cls, row: RunRow, *, with_heartbeat: bool = False) -> Owned:
         """The claim ``row`` is under as stored (``worker`` "" when unset); ``with_heartbeat``: also fenced on
