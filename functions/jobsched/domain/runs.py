@@ -161,7 +161,7 @@ def claim_message(
     stale_before_ms = now_ms - settings.heartbeat_stale_s * 1000
     return runs.claim(
         ClaimRequest(
-            RunKey(message.job_id, message.scheduled_for),
+            message.key,
             worker,
             now_ms,
             stale_before_ms,

@@ -239,7 +239,7 @@ class Sweeper:
             logger.error("malformed message in the run dead-letter queue, dropped", body=letter.body[:200])
             return True
         report.dead_letters += 1
-        rows = self.runs.get_many([RunKey(message.job_id, message.scheduled_for)])
+        rows = self.runs.get_many([message.key])
         row = rows[0] if rows else None
         if row is not None and not message_round_began(message, row):
             logger.info(
@@ -293,7 +293,7 @@ class Sweeper:
     def _defer(self, row: RunRow, status: RunStatus, seen: int, sweep_at: int, report: SweepReport) -> None:
         if self.runs.defer_sweep(
             SweepDeferral(
-                RunKey(row.job_id, row.scheduled_for),
+                row.key,
                 status=status,
                 seen_sweep_at=seen,
                 sweep_at_ms=sweep_at,
@@ -344,7 +344,7 @@ class Sweeper:
         owned = Owned.of(row)
         if row.sweep_at is None or not self.runs.defer_sweep(
             SweepDeferral(
-                RunKey(row.job_id, row.scheduled_for),
+                row.key,
                 status=RunStatus.DEAD,
                 seen_sweep_at=row.sweep_at,
                 sweep_at_ms=now + self.settings.sweep_queued_after_s * 1000,

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.ports.runs import RunKey
+
 MAX_DELAY_S = 900
 """SQS DelaySeconds limit: a run message is deferred by at most this."""
 
@@ -33,6 +35,10 @@ class RunMessage:
     dispatch_at: int | None = field(default=None, compare=False)
     enqueued_at: int | None = field(default=None, compare=False)
     term: int | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for)
 
 
 @dataclass(frozen=True)
