@@ -61,8 +61,9 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
     from jobsched.aws import Aws
     from jobsched.domain.planning import DueJob, TickLimits, plan_fires
     from jobsched.domain.registration import due_entry
+    from jobsched.domain.runs import new_run
     from jobsched.ports.jobs import Move
-    from jobsched.ports.runs import RunMessage, new_run
+    from jobsched.ports.run_messages import RunMessage
     from jobsched.settings import Settings
     from jobsched.wiring import Components
 

@@ -124,9 +124,9 @@ def measure_local_tick(
     from bench.harness import state_of
     from jobsched.aws import Aws
     from jobsched.clock import FakeClock
+    from jobsched.domain.runs import new_run
     from jobsched.local.components import SqliteComponents
     from jobsched.models import RunStatus
-    from jobsched.ports.runs import new_run
     from jobsched.sqlite.database import SqliteDatabase
 
     out: dict[str, Any] = {}

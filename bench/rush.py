@@ -139,7 +139,8 @@ def measure_rush(
     from jobsched.adapters.metrics import PowertoolsTickMetrics
     from jobsched.aws import Aws
     from jobsched.domain.planning import TickLimits
-    from jobsched.ports.runs import RunMessage, new_run
+    from jobsched.domain.runs import new_run
+    from jobsched.ports.run_messages import RunMessage
     from jobsched.schedules import jitter_offset_ms
     from jobsched.wiring import Components
 

@@ -47,6 +47,7 @@ from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import due_entry, partition_of
+from jobsched.domain.runs import sweep_shard
 from jobsched.domain.tick import Scheduler
 from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
@@ -54,7 +55,8 @@ from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, DuePageToken, DueQuery, Move, SchedulingState, Unreadable
-from jobsched.ports.runs import SWEEP_SHARDS, RunMessage, RunRow, sweep_shard
+from jobsched.ports.run_messages import RunMessage
+from jobsched.ports.runs import SWEEP_SHARDS, RunRow
 from jobsched.settings import Settings, memory_settings
 
 T = TypeVar("T")

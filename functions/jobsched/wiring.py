@@ -21,7 +21,7 @@ from jobsched.domain.lease import LeaseStore
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import PartitionMarks, WatermarkStore
 from jobsched.ports.jobs import DueIndex, JobRepository
-from jobsched.ports.runs import (
+from jobsched.ports.run_stores import (
     DeadRunSink,
     JobSpecs,
     RunHistory,

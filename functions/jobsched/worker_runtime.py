@@ -49,8 +49,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.adapters.queue import delivery_of
+from jobsched.adapters.wire import parse_run_message
 from jobsched.domain.worker import BatchSpecs, Worker
-from jobsched.ports.runs import RunMessage
 
 _pools = threading.local()
 
@@ -129,7 +129,7 @@ def _job_ids(records: Sequence[dict[str, Any]]) -> list[str]:
     ids = []
     for record in records:
         try:
-            ids.append(RunMessage.parse(str(record.get("body", ""))).job_id)
+            ids.append(parse_run_message(str(record.get("body", ""))).job_id)
         except Exception:  # an optimisation only: the record's own handler raises its error
             continue
     return ids

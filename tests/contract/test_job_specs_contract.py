@@ -1,4 +1,4 @@
-"""The worker's view of jobs (``jobsched.ports.runs.JobSpecs``): the same cases against the in-memory fake
+"""The worker's view of jobs (``jobsched.ports.run_stores.JobSpecs``): the same cases against the in-memory fake
 (``jobsched.memory.jobs.MemoryJobStore``), the SQLite adapter (``jobsched.sqlite.jobs``) and the DynamoDB adapter (``jobsched.store.jobs.JobStore``) on moto. The job as
 the worker reads it, and the overlap lock of ``overlap: skip`` jobs: taken once, stale holders replaced, an
 exact holder replaced, renewals and releases only by the holder."""

@@ -2,7 +2,7 @@
 transition, rows in every status (each with and without every field a condition of the table asks to be absent)
 and no row at all, and parameters that meet and miss each clause of its condition (each comparison at and past
 its bound, each optional clause given and not, each write's value given and not). Every case is applied through
-the store's one conditional write (``apply_step``) and must do what the table says (``run_states.outcome_of``):
+the store's one conditional write (``apply_step``) and must do what the table says (``run_steps.outcome_of``):
 applied or refused, the row as stored after it, and the row it answers with. Each case has a key of its own, so
 a transition's rows are seeded together and read back together after its steps (few round trips on moto).
 Everything is derived from the table, so a transition or a clause added to it is walked without a change here."""
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.domain import run_states
+from jobsched.domain import run_states, run_steps
 from jobsched.domain.run_states import (
     TRANSITIONS,
     Absent,
@@ -25,13 +25,14 @@ from jobsched.domain.run_states import (
     Insert,
     Param,
     Set,
-    Step,
     StoredOr,
     Transition,
 )
+from jobsched.domain.run_steps import Step
+from jobsched.domain.runs import new_run
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import RunKey, RunRow, new_run
+from jobsched.ports.runs import RunKey, RunRow
 from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.runs import SqliteRunStore
 from jobsched.store.layout import run_item
@@ -113,10 +114,10 @@ def rows_for(key: RunKey) -> Iterator[tuple[str, RunRow | None]]:
     for status, row in status_rows(key).items():
         yield status, row
         for field in absence_fields():
-            if run_states.absent(row, field):
+            if run_steps.absent(row, field):
                 yield f"{status} with {field}", replace(row, **{field: sample(field)})
             else:
-                yield f"{status} without {field}", replace(row, **{field: run_states.EMPTY[field]})
+                yield f"{status} without {field}", replace(row, **{field: run_steps.EMPTY[field]})
 
 
 def _comparisons(transition: Transition) -> list[Compare]:
@@ -174,7 +175,7 @@ def params_for(
         stored = getattr(row, comparison.field) if row is not None else None
         value = (
             stored
-            if stored is not None and not run_states.absent(row, comparison.field)
+            if stored is not None and not run_steps.absent(row, comparison.field)
             else sample(comparison.field)
         )
         if comparison.op == "=":
@@ -243,7 +244,7 @@ def test_every_transition_does_what_the_table_says_on_every_store(store: Any, na
     refused = 0
     expected_rows: dict[RunKey, RunRow | None] = {}
     for case, seeded, step in walk:
-        expected, written = run_states.outcome_of(step, seeded)
+        expected, written = run_steps.outcome_of(step, seeded)
 
         outcome = store.apply_step(step)
 

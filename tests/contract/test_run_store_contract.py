@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+from jobsched.domain.runs import new_run, rerun_request, sweep_shard
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
@@ -18,16 +19,14 @@ from jobsched.ports.runs import (
     ClaimRequest,
     DeadTransition,
     Owned,
-    RerunRequest,
+    Rerun,
     RetryTransition,
     RunFilter,
     RunKey,
     RunRow,
     SweepDeferral,
-    new_run,
-    sweep_shard,
 )
-from jobsched.ports.tries import Rerun, TryRecord
+from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.runs import SqliteRunStore
 from jobsched.store.runs import RunStore
 
@@ -59,7 +58,7 @@ def _claim(
     old is lost, a retry due by now is taken; ``create``: the row to make when the run has none."""
     return store.claim(
         ClaimRequest(
-            *key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now, create=create
+            key, worker=worker, now_ms=now, stale_before_ms=now - 120_000, retry_due_by_ms=now, create=create
         )
     )
 
@@ -227,7 +226,7 @@ def test_a_claim_for_a_round_takes_no_row_queued_after_it(store: Any) -> None:
     def claim(queued_by: int, create: RunRow | None = None) -> Any:
         return store.claim(
             ClaimRequest(
-                *FIRST,
+                FIRST,
                 worker="sweeper",
                 now_ms=NOW + 500,
                 stale_before_ms=NOW - 120_000,
@@ -249,7 +248,7 @@ def test_a_claim_for_a_round_takes_no_row_queued_after_it(store: Any) -> None:
     created = new_run("j_a", T0 + 1, now_ms=NOW - 5, retention_days=90, sweep_after_ms=None)
     assert store.claim(
         ClaimRequest(
-            *other,
+            other,
             worker="sweeper",
             now_ms=NOW,
             stale_before_ms=0,
@@ -384,13 +383,17 @@ def test_a_sweep_deferral_is_conditioned_on_what_the_sweeper_saw(store: Any) -> 
     store.put_new(_run())
     seen = NOW + SWEEP_AFTER_MS
     assert not store.defer_sweep(
-        SweepDeferral("j_a", T0, status=RunStatus.QUEUED, seen_sweep_at=seen - 1, sweep_at_ms=seen + 5)
+        SweepDeferral(
+            RunKey("j_a", T0), status=RunStatus.QUEUED, seen_sweep_at=seen - 1, sweep_at_ms=seen + 5
+        )
     )
     assert not store.defer_sweep(
-        SweepDeferral("j_a", T0, status=RunStatus.RUNNING, seen_sweep_at=seen, sweep_at_ms=seen + 5)
+        SweepDeferral(RunKey("j_a", T0), status=RunStatus.RUNNING, seen_sweep_at=seen, sweep_at_ms=seen + 5)
     )
     assert store.defer_sweep(
-        SweepDeferral("j_a", T0, status=RunStatus.QUEUED, seen_sweep_at=seen, sweep_at_ms=seen + 5, sweeps=2)
+        SweepDeferral(
+            RunKey("j_a", T0), status=RunStatus.QUEUED, seen_sweep_at=seen, sweep_at_ms=seen + 5, sweeps=2
+        )
     )
     row = store.get("j_a", T0)
     assert (row.sweep_at, row.sweeps) == (seen + 5, 2)
@@ -462,7 +465,11 @@ def test_a_run_leaves_the_failed_list_when_its_next_try_is_claimed_or_succeeds(s
 
     claimed = store.claim(
         ClaimRequest(
-            "j_a", T0, worker="w2", now_ms=NOW + 60_000, stale_before_ms=0, retry_due_by_ms=NOW + 60_000
+            RunKey("j_a", T0),
+            worker="w2",
+            now_ms=NOW + 60_000,
+            stale_before_ms=0,
+            retry_due_by_ms=NOW + 60_000,
         )
     )
     assert claimed.claimed
@@ -547,8 +554,12 @@ def test_a_rerun_queues_a_dead_run_again_with_a_fresh_set_of_attempts(store: Any
     _dead(store)
     later = NOW + 3_600_000
     result = store.rerun(
-        RerunRequest.at(
-            "j_a", T0, now_ms=later, sweep_at_ms=later + SWEEP_AFTER_MS, retention_days=90, key_digest="abc"
+        rerun_request(
+            RunKey("j_a", T0),
+            now_ms=later,
+            sweep_at_ms=later + SWEEP_AFTER_MS,
+            retention_days=90,
+            key_digest="abc",
         )
     )
     assert result.done
@@ -567,29 +578,31 @@ def test_a_rerun_queues_a_dead_run_again_with_a_fresh_set_of_attempts(store: Any
     assert claim.claimed and store.get("j_a", T0).attempt == 1
     # a second re-run of the same run, without a key, is refused while it is not dead or skipped
     refused = store.rerun(
-        RerunRequest.at("j_a", T0, now_ms=later + 2, sweep_at_ms=later + 3, retention_days=90)
+        rerun_request(RunKey("j_a", T0), now_ms=later + 2, sweep_at_ms=later + 3, retention_days=90)
     )
     assert not refused.done and refused.row.status is RunStatus.RUNNING and refused.row.rerun_key == "abc"
 
 
 def test_a_rerun_is_refused_unless_dead_and_notified_or_one_skipped_fire(store: Any) -> None:
-    assert store.rerun(RerunRequest.at("j_a", T0, now_ms=NOW, sweep_at_ms=NOW, retention_days=90)) == Rerun(
-        False, None
-    )  # no such run
+    assert store.rerun(
+        rerun_request(RunKey("j_a", T0), now_ms=NOW, sweep_at_ms=NOW, retention_days=90)
+    ) == Rerun(False, None)  # no such run
     _dead(store, T0, notified=False)
-    owing = store.rerun(RerunRequest.at("j_a", T0, now_ms=NOW, sweep_at_ms=NOW, retention_days=90))
+    owing = store.rerun(rerun_request(RunKey("j_a", T0), now_ms=NOW, sweep_at_ms=NOW, retention_days=90))
     assert not owing.done and owing.row.status is RunStatus.DEAD and owing.row.notify_pending
     store.put_new(_run(scheduled_for=T0 + 1))  # queued
     assert not store.rerun(
-        RerunRequest.at("j_a", T0 + 1, now_ms=NOW, sweep_at_ms=NOW, retention_days=90)
+        rerun_request(RunKey("j_a", T0 + 1), now_ms=NOW, sweep_at_ms=NOW, retention_days=90)
     ).done
     summary = _run(scheduled_for=T0 + 2, status=RunStatus.SKIPPED, skipped_count=3, skipped_through=T0 + 4)
     store.put_new(summary)
     assert not store.rerun(
-        RerunRequest.at("j_a", T0 + 2, now_ms=NOW, sweep_at_ms=NOW, retention_days=90)
+        rerun_request(RunKey("j_a", T0 + 2), now_ms=NOW, sweep_at_ms=NOW, retention_days=90)
     ).done
     store.put_new(_run(scheduled_for=T0 + 5, status=RunStatus.SKIPPED, error="missed: skip"))
-    skipped = store.rerun(RerunRequest.at("j_a", T0 + 5, now_ms=NOW, sweep_at_ms=NOW + 1, retention_days=90))
+    skipped = store.rerun(
+        rerun_request(RunKey("j_a", T0 + 5), now_ms=NOW, sweep_at_ms=NOW + 1, retention_days=90)
+    )
     assert skipped.done and skipped.row.status is RunStatus.QUEUED and skipped.row.error is None
     assert skipped.row.rerun_key is None and skipped.row.reruns == 1
 
@@ -599,7 +612,7 @@ def test_a_summary_rerun_queues_its_first_fire_alone(store: Any) -> None:
     store.put_new(summary)
 
     result = store.rerun(
-        RerunRequest.at("j_a", T0, now_ms=NOW + 1, sweep_at_ms=NOW + 2, retention_days=90, summary=True)
+        rerun_request(RunKey("j_a", T0), now_ms=NOW + 1, sweep_at_ms=NOW + 2, retention_days=90, summary=True)
     )
 
     assert result.done and result.row == store.get("j_a", T0)
@@ -608,7 +621,7 @@ def test_a_summary_rerun_queues_its_first_fire_alone(store: Any) -> None:
     assert (row.skipped_count, row.skipped_through, row.error, row.finished_at) == (None, None, None, None)
     # a queued row is not re-run, summary or not
     assert not store.rerun(
-        RerunRequest.at("j_a", T0, now_ms=NOW + 3, sweep_at_ms=NOW + 4, retention_days=90, summary=True)
+        rerun_request(RunKey("j_a", T0), now_ms=NOW + 3, sweep_at_ms=NOW + 4, retention_days=90, summary=True)
     ).done
 
 

@@ -62,7 +62,8 @@ from jobsched.domain.worker import Deferred, Worker
 from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
-from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow
+from jobsched.ports.run_messages import Delivery, QueueSendError, RunMessage
+from jobsched.ports.runs import RunRow
 from jobsched.schedules import parse_schedule
 from jobsched.targets import TargetCall, TargetFailed, Targets
 from tests.support.backends import BACKENDS, Backend, backend

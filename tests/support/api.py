@@ -26,10 +26,10 @@ from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
 from jobsched.aws import Aws
 from jobsched.clock import Clock, FakeClock
+from jobsched.domain.runs import new_run
 from jobsched.handlers.api import handler
 from jobsched.models import RunStatus
 from jobsched.ports.jobs import SchedulingState
-from jobsched.ports.runs import new_run
 from jobsched.settings import Settings
 from jobsched.wiring import Components
 from tests.support.backends import Backend

@@ -25,12 +25,13 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
+from jobsched.adapters.wire import parse_run_message
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryAlerts, MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
 from jobsched.settings import MEMORY_DEAD_RUN_QUEUE_URL, MEMORY_RUN_QUEUE_URL, Settings, memory_settings
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
@@ -220,7 +221,7 @@ def moto_backend(prefix: str) -> Iterator[Backend]:
                     aws.sqs.delete_message(
                         QueueUrl=settings.run_queue_url, ReceiptHandle=message["ReceiptHandle"]
                     )
-                got.extend(RunMessage.parse(m["Body"]) for m in batch)
+                got.extend(parse_run_message(m["Body"]) for m in batch)
             return got
 
         def expire_keys() -> None:

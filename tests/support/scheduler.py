@@ -16,10 +16,12 @@ from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerGroup, SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import due_entry, register
+from jobsched.domain.runs import claim_message, new_run
 from jobsched.domain.tick import Scheduler, TickResult
 from jobsched.models import CommandTarget, Job
 from jobsched.ports.jobs import DueEntry, SchedulingState
-from jobsched.ports.runs import Claim, RunMessage, claim_message, new_run
+from jobsched.ports.run_messages import RunMessage
+from jobsched.ports.runs import Claim
 from jobsched.settings import Settings
 from jobsched.store import layout
 

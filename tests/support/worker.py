@@ -21,9 +21,10 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.api.schemas import JobCreate
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.registration import scheduling_state
+from jobsched.domain.runs import new_run
 from jobsched.models import Job, JobEventKind
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import RunRow, new_run
+from jobsched.ports.runs import RunRow
 from jobsched.settings import Settings
 from jobsched.targets import CancelToken, TargetCall, commands
 

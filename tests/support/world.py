@@ -32,7 +32,8 @@ from jobsched.domain.tick import Scheduler
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.memory.queue import MemoryAlerts, MemoryDeadLetters
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow, run_id
+from jobsched.ports.run_messages import Delivery, QueueSendError, RunMessage
+from jobsched.ports.runs import RunRow, run_id
 from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall, TargetFailed, Targets

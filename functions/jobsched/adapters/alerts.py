@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jobsched.adapters.wire import dead_run_envelope
 from jobsched.ports.alerts import Alert
-from jobsched.ports.runs import DeadRun
+from jobsched.ports.run_messages import DeadRun
 from jobsched.targets.base import iso_utc
 
 SUBJECT_LIMIT = 100  # SNS subject limit (characters)
@@ -75,10 +76,11 @@ class DeadRunNotifier:
             self.publish_alert(dead)
 
     def send_dead_letter(self, dead: DeadRun) -> None:
-        """The envelope (``DeadRun.envelope``) as JSON to the dead-run queue, with the same attributes."""
+        """The envelope (``jobsched.adapters.wire.dead_run_envelope``) as JSON to the dead-run queue, with the
+        same attributes."""
         self.sqs.send_message(
             QueueUrl=self.dead_run_queue_url,
-            MessageBody=json.dumps(dead.envelope(), separators=(",", ":"), default=str),
+            MessageBody=json.dumps(dead_run_envelope(dead), separators=(",", ":"), default=str),
             MessageAttributes=_attributes(dead.owner or UNKNOWN_OWNER, dead.job_id),
         )
 

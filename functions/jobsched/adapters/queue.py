@@ -12,7 +12,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from jobsched.ports.runs import MAX_DELAY_S, DeadLetter, Delivery, QueueSendError, RunMessage
+from jobsched.adapters.wire import parse_run_message, run_message_body
+from jobsched.ports.run_messages import MAX_DELAY_S, DeadLetter, Delivery, QueueSendError, RunMessage
 from jobsched.store.errors import TRANSIENT_ERRORS
 
 
@@ -32,7 +33,7 @@ def delivery_of(record: SQSRecord | dict[str, Any], lambda_context: Any = None) 
         record = SQSRecord(record)
     request_id = getattr(lambda_context, "aws_request_id", None)
     return Delivery(
-        message=RunMessage.parse(record.body),
+        message=parse_run_message(record.body),
         worker=str(request_id) if request_id else default_worker_id(),
         receipt_handle=record.raw_event.get("receiptHandle") or None,
         receive_count=int((record.raw_event.get("attributes") or {}).get("ApproximateReceiveCount", 1)),
@@ -58,7 +59,11 @@ class RunQueue:
         for start in range(0, len(messages), 10):
             batch = messages[start : start + 10]
             entries = [
-                {"Id": str(i), "MessageBody": m.body(), "DelaySeconds": max(0, min(m.delay_s, MAX_DELAY_S))}
+                {
+                    "Id": str(i),
+                    "MessageBody": run_message_body(m),
+                    "DelaySeconds": max(0, min(m.delay_s, MAX_DELAY_S)),
+                }
                 for i, m in enumerate(batch)
             ]
             try:

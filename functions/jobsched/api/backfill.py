@@ -24,18 +24,13 @@ from jobsched.domain.backfill import (
     dispatch_delay_s,
     split_scheduler_fires,
 )
+from jobsched.domain.runs import new_run, rerun_request
 from jobsched.models import JobEventKind, RunKind, RunStatus
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
-from jobsched.ports.runs import (
-    QueueSendError,
-    RerunRequest,
-    RunHistory,
-    RunMessage,
-    RunRow,
-    RunSender,
-    new_run,
-)
+from jobsched.ports.run_messages import QueueSendError, RunMessage
+from jobsched.ports.run_stores import RunHistory, RunSender
+from jobsched.ports.runs import RunKey, RunRow
 from jobsched.schedules import Schedule, ScheduleError
 from jobsched.settings import Settings
 
@@ -102,9 +97,8 @@ class Backfiller:
                 continue
             if found.skipped_count:
                 self._keep_summary_rest(found, schedule, end_ms, now_ms)
-            rerun = RerunRequest.at(
-                job.id,
-                fire,
+            rerun = rerun_request(
+                RunKey(job.id, fire),
                 now_ms=now_ms,
                 sweep_at_ms=now_ms + sweep_after_ms,
                 retention_days=self.settings.retention_days,

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 
 from jobsched.api import triggers
 from jobsched.api.exceptions import RunNotFound, RunNotRetryable
+from jobsched.api.run_views import run_detail
+from jobsched.domain.runs import rerun_request
 from jobsched.models import JobEventKind, RunDetail, RunStatus
 from jobsched.observability import logger
-from jobsched.ports.runs import RerunRequest, RunRow
-from jobsched.ports.tries import run_detail
+from jobsched.ports.runs import RunKey, RunRow
 
 if TYPE_CHECKING:
     from jobsched.api.service import JobService
@@ -101,9 +102,8 @@ def _retry(
     scheduled_for = scheduled_for_of(job_id, run_id)
     now = service.clock()
     result = service.runs.rerun(
-        RerunRequest.at(
-            job_id,
-            scheduled_for,
+        rerun_request(
+            RunKey(job_id, scheduled_for),
             now_ms=now,
             sweep_at_ms=now + service.settings.sweep_queued_after_s * 1000,
             retention_days=service.settings.retention_days,

@@ -16,11 +16,13 @@ from datetime import datetime
 
 from jobsched.api.cursor import decode_cursor, encode_cursor, history_before
 from jobsched.api.exceptions import CursorNotFound, InvalidInput, JobNotFound
+from jobsched.api.run_views import run_view
 from jobsched.api.schemas import Page
 from jobsched.clock import to_ms
 from jobsched.models import Run, RunKind, RunStatus
 from jobsched.ports.jobs import JobRepository
-from jobsched.ports.runs import FAILURE_STATUSES, RunFilter, RunHistory, RunRow
+from jobsched.ports.run_stores import RunHistory
+from jobsched.ports.runs import FAILURE_STATUSES, RunFilter, RunRow
 
 MAX_FANOUT_JOBS = 500
 """Most live jobs ``GET /runs`` merges without a ``job_id`` or a failure ``status``."""
@@ -49,7 +51,7 @@ class RunListing:
         next_cursor = (
             encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None
         )
-        return Page[Run](items=[row.as_run() for row in rows], next_cursor=next_cursor)
+        return Page[Run](items=[run_view(row) for row in rows], next_cursor=next_cursor)
 
     def across_jobs(
         self,
@@ -93,7 +95,7 @@ class RunListing:
         next_cursor = None
         if last is not None:
             next_cursor = encode_cursor("all-runs", owner, {**filters, "at": last[0], "after_job": last[1]})
-        return Page[Run](items=[row.as_run() for row in rows], next_cursor=next_cursor)
+        return Page[Run](items=[run_view(row) for row in rows], next_cursor=next_cursor)
 
     def _one_job(
         self, owner: str, job_id: str, where: RunFilter, start: tuple[int, str] | None, limit: int

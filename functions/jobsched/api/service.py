@@ -66,7 +66,7 @@ from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState, StoredJob
-from jobsched.ports.runs import RunHistory, RunSender
+from jobsched.ports.run_stores import RunHistory, RunSender
 from jobsched.schedules import Schedule, ScheduleError
 from jobsched.settings import Settings
 from jobsched.targets.ownership import TargetTags

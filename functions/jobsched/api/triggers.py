@@ -10,12 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobsched.api.exceptions import ConcurrentChange
+from jobsched.api.run_views import run_view
 from jobsched.clock import from_ms, to_ms
 from jobsched.domain import registration
+from jobsched.domain.runs import new_run
 from jobsched.models import JobEventKind, Run, RunKind, RunStatus
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
-from jobsched.ports.runs import QueueSendError, RunMessage, RunSender, new_run
+from jobsched.ports.run_messages import QueueSendError, RunMessage
+from jobsched.ports.run_stores import RunSender
 from jobsched.schedules import ScheduleError, parse_schedule
 
 if TYPE_CHECKING:
@@ -58,7 +61,7 @@ def trigger(
             break
     else:
         raise ConcurrentChange(f"job {job_id} was triggered many times this millisecond; retry")
-    run = row.as_run()
+    run = run_view(row)
     send_manual(service.queue, run)
     _record_triggered(service, run, actor)
     logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
@@ -72,7 +75,7 @@ def _keyed_run(service: JobService, job_id: str, scheduled_for: int | None, acto
     row = service.runs.get(job_id, scheduled_for) if scheduled_for is not None else None
     if row is None:
         raise ConcurrentChange("the run of this Idempotency-Key is being created; retry")
-    run = row.as_run()
+    run = run_view(row)
     if run.status is RunStatus.QUEUED:
         send_manual(service.queue, run)
     _record_triggered(service, run, actor)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from jobsched.clock import from_ms, to_ms
 from jobsched.models import Job
 from jobsched.ports.jobs import SchedulingState
-from jobsched.ports.runs import MAX_DELAY_S
+from jobsched.ports.run_messages import MAX_DELAY_S
 from jobsched.schedules import Schedule, parse_schedule
 
 MAX_BACKFILL_FIRES = 1000

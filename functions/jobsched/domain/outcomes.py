@@ -30,7 +30,8 @@ from jobsched.domain.supervision import Heartbeat, Waiter
 from jobsched.models import RunStatus
 from jobsched.observability import logger
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import Owned, RunRows
+from jobsched.ports.run_stores import RunRows
+from jobsched.ports.runs import Owned
 
 FIRST_BACKOFF_S = 0.2
 """The first pause before an outcome write is tried again (seconds); doubled after each failure."""

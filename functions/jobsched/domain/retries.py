@@ -9,21 +9,13 @@ from enum import StrEnum
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.outcomes import OutcomeWrite, write_once
+from jobsched.domain.tries import with_try
 from jobsched.models import Job, RunStatus
 from jobsched.observability import COUNT, MetricName, add_metric, logger
-from jobsched.ports.runs import (
-    MAX_DELAY_S,
-    DeadRun,
-    DeadRunSink,
-    DeadTransition,
-    Owned,
-    RetryTransition,
-    RunMessage,
-    RunRow,
-    RunSender,
-    RunTransitions,
-)
-from jobsched.ports.tries import TryRecord, with_try
+from jobsched.ports.run_messages import MAX_DELAY_S, DeadRun, RunMessage
+from jobsched.ports.run_stores import DeadRunSink, RunSender, RunTransitions
+from jobsched.ports.runs import DeadTransition, Owned, RetryTransition, RunRow
+from jobsched.ports.tries import TryRecord
 from jobsched.settings import Settings
 from jobsched.targets.base import (
     iso_utc,

@@ -2,12 +2,13 @@
 condition it needs and what it writes, as one table of data (:data:`TRANSITIONS`).
 
 Every run store applies these and only these: the in-memory fake and the SQLite store evaluate the table on a
-``RunRow`` (:func:`apply`); the DynamoDB store renders each transition's ``ConditionExpression`` and
-``UpdateExpression`` from it (``jobsched.store.run_expressions``). :class:`RunStateMachine` maps the run port's
-methods (``jobsched.ports.runs``: ``RunRows``, ``SweepRows``, ``RunHistory.rerun``, ``RunWriter.put_new``) to
-steps of the table, so each store only supplies :meth:`RunStateMachine.apply_step`: one atomic conditional
-write. ``tests/contract/test_run_state_table_contract.py`` walks every transition on every store;
-``docs/protocol.md`` shows the table (``markdown_table``, checked by ``tests/unit/test_protocol_doc.py``).
+``RunRow`` (``jobsched.domain.run_steps.apply``); the DynamoDB store renders each transition's
+``ConditionExpression`` and ``UpdateExpression`` from it (``jobsched.store.run_expressions``).
+``jobsched.domain.run_steps.RunStateMachine`` maps the run port's methods (``jobsched.ports.run_stores``:
+``RunRows``, ``SweepRows``, ``RunHistory.rerun``, ``RunWriter.put_new``) to steps of the table, so each store
+only supplies ``RunStateMachine.apply_step``: one atomic conditional write.
+``tests/contract/test_run_state_table_contract.py`` walks every transition on every store; ``docs/protocol.md``
+shows the table (``markdown_table``, checked by ``tests/unit/test_protocol_doc.py``).
 
 A condition or a write names ``RunRow`` fields and the step's parameters (``Step.params``). A field is *absent*
 when it holds its empty value (None; 0 for ``sweeps``/``reruns``; False for ``notify_pending``; () for ``tries``),
@@ -21,22 +22,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jobsched.models import RunStatus
-from jobsched.ports.runs import (
-    Claim,
-    ClaimRequest,
-    DeadTransition,
-    Owned,
-    RerunRequest,
-    RetryTransition,
-    RunKey,
-    RunRow,
-    SweepDeferral,
-)
-from jobsched.ports.tries import Rerun, TryRecord
 
 STATUSES = tuple(RunStatus)
 """Every status a run row can be in (``jobsched.models.RunStatus``)."""
@@ -448,187 +437,7 @@ TRANSITIONS: dict[str, Transition] = {
 """The run state machine: every write a run store makes to a run row is one of these, by name."""
 
 
-# --- steps: a transition with its parameters --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Step:
-    """A transition to apply to run ``key`` with ``params`` (each parameter the transition reads; None: not
-    given)."""
-
-    transition: Transition
-    key: RunKey
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What applying a step did: ``applied``, and the rows its transition ``answers`` with (``before``: the row as
-    the transition found it, None when there was none; ``after``: as written, or as stored when refused)."""
-
-    applied: bool
-    before: RunRow | None = None
-    after: RunRow | None = None
-
-
-def _step(name: str, key: RunKey, **params: Any) -> Step:
-    transition = TRANSITIONS[name]
-    missing = set(transition.params()) - set(params)
-    if missing:
-        raise ValueError(f"{name}: parameters {sorted(missing)} not given")
-    return Step(transition, RunKey(*key), params)
-
-
-def _claim_params(owned: Owned) -> dict[str, Any]:
-    return {
-        "claim_attempt": owned.attempt,
-        "claim_worker": owned.worker,
-        "seen_heartbeat": owned.heartbeat_at,
-    }
-
-
-def _key(owned: Owned) -> RunKey:
-    return RunKey(owned.job_id, owned.scheduled_for)
-
-
-def insert_step(row: RunRow) -> Step:
-    """``insert`` of ``row`` at its key."""
-    return _step("insert", row.key, row=row)
-
-
-def claim_step(request: ClaimRequest) -> Step:
-    """``claim`` as :class:`jobsched.ports.runs.ClaimRequest` tells (``late``: the first try's lateness)."""
-    return _step(
-        "claim",
-        request.key,
-        create=request.create,
-        due=request.retry_due_by_ms,
-        stale_before=request.stale_before_ms,
-        worker=request.worker,
-        now=request.now_ms,
-        late=request.now_ms - request.scheduled_for_ms,
-        queued_by=request.queued_by_ms,
-    )
-
-
-def heartbeat_step(owned: Owned, *, now_ms: int) -> Step:
-    """``heartbeat`` of the claim ``owned`` at ``now_ms``."""
-    return _step("heartbeat", _key(owned), **_claim_params(owned), now=now_ms)
-
-
-def succeed_step(owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None) -> Step:
-    """``succeed`` of the claim ``owned`` at ``now_ms``; ``tries`` replace the stored ones (None: kept)."""
-    return _step("succeed", _key(owned), **_claim_params(owned), now=now_ms, tries=tries)
-
-
-def retry_step(owned: Owned, change: RetryTransition) -> Step:
-    """``retry`` of the claim ``owned`` as ``change`` tells."""
-    return _step(
-        "retry",
-        _key(owned),
-        **_claim_params(owned),
-        error=change.error,
-        retry_at=change.retry_at_ms,
-        sweep_at=change.sweep_at_ms,
-        owner=owned.owner,
-        tries=change.tries,
-    )
-
-
-def dead_step(owned: Owned, change: DeadTransition) -> Step:
-    """``dead`` of the claim ``owned`` as ``change`` tells."""
-    return _step(
-        "dead",
-        _key(owned),
-        **_claim_params(owned),
-        error=change.error,
-        now=change.now_ms,
-        final_attempt=change.final_attempt,
-        notify_at=change.notify_at_ms,
-        owner=owned.owner,
-        tries=change.tries,
-    )
-
-
-def skip_step(owned: Owned, *, now_ms: int, reason: str) -> Step:
-    """``skip`` of the claim ``owned`` at ``now_ms`` with ``reason`` as its error."""
-    return _step("skip", _key(owned), **_claim_params(owned), reason=reason, now=now_ms, owner=owned.owner)
-
-
-def give_back_step(owned: Owned, *, before: RunRow) -> Step:
-    """``give_back`` of the claim ``owned``: the row back to ``before`` (as the claim found it)."""
-    return _step(
-        "give_back",
-        _key(owned),
-        **_claim_params(owned),
-        before_status=before.status,
-        before_attempt=before.attempt,
-        before_worker=before.worker,
-        before_started_at=before.started_at,
-        before_heartbeat_at=before.heartbeat_at,
-        before_retry_at=before.retry_at,
-        before_lateness_ms=before.lateness_ms,
-        before_owner=before.owner,
-    )
-
-
-def watch_step(owned: Owned, *, sweep_at_ms: int) -> Step:
-    """``watch`` of the claim ``owned``: into the sweep index at ``sweep_at_ms``."""
-    return _step("watch", _key(owned), **_claim_params(owned), sweep_at=sweep_at_ms)
-
-
-def notified_step(job_id: str, scheduled_for_ms: int) -> Step:
-    """``notified`` of run ``(job_id, scheduled_for_ms)``."""
-    return _step("notified", RunKey(job_id, scheduled_for_ms))
-
-
-def defer_sweep_step(deferral: SweepDeferral) -> Step:
-    """``defer_sweep`` as ``deferral`` tells."""
-    return _step(
-        "defer_sweep",
-        deferral.key,
-        seen_status=RunStatus(deferral.status),
-        seen_sweep_at=deferral.seen_sweep_at,
-        sweep_at=deferral.sweep_at_ms,
-        sweeps=deferral.sweeps,
-    )
-
-
-def clear_sweep_step(job_id: str, scheduled_for_ms: int) -> Step:
-    """``clear_sweep`` of run ``(job_id, scheduled_for_ms)``."""
-    return _step("clear_sweep", RunKey(job_id, scheduled_for_ms))
-
-
-def rerun_step(request: RerunRequest) -> Step:
-    """``rerun`` as ``request`` tells."""
-    return _step(
-        "rerun",
-        request.key,
-        key_digest=request.key_digest,
-        now=request.now_ms,
-        sweep_at=request.sweep_at_ms,
-        expires_at=request.expires_at_s,
-        summary=True if request.summary else None,
-    )
-
-
-# --- the evaluator -------------------------------------------------------------------------------------------
-
-EMPTY: dict[str, Any] = {
-    f.name: f.default for f in fields(RunRow) if f.name not in ("job_id", "scheduled_for")
-}
-EMPTY.update(sweeps=0, reruns=0, notify_pending=False, tries=())
-EMPTY.update({name: None for name in ("status", "kind", "attempt")})
-"""Each ``RunRow`` field's absent value (None for status, kind and attempt: never absent on a stored row)."""
-
-FIELDS = tuple(name for name in EMPTY)
-"""The ``RunRow`` fields a transition can name (every field but the key)."""
-
-
-def absent(row: RunRow, name: str) -> bool:
-    """Whether ``row``'s field ``name`` is absent (its empty value; see the module docstring)."""
-    value = getattr(row, name)
-    return value is None or (value == EMPTY[name] and EMPTY[name] is not None)
+# --- the condition algebra ----------------------------------------------------------------------------------
 
 
 def resolve(condition: Condition, params: Mapping[str, Any]) -> Condition | None:
@@ -648,165 +457,9 @@ def resolve(condition: Condition, params: Mapping[str, Any]) -> Condition | None
     return condition
 
 
-def holds(condition: Condition | None, row: RunRow | None, params: Mapping[str, Any]) -> bool:
-    """Whether ``condition`` (resolved: no :class:`IfGiven`; None holds) holds on ``row`` (None: no row)."""
-    if condition is None:
-        return True
-    if isinstance(condition, NoRow):
-        return row is None
-    if isinstance(condition, All):
-        return all(holds(part, row, params) for part in condition.parts)
-    if isinstance(condition, AnyOf):
-        return any(holds(part, row, params) for part in condition.parts)
-    if row is None:
-        return False
-    if isinstance(condition, StatusIn):
-        return row.status in condition.statuses
-    if isinstance(condition, Absent):
-        return absent(row, condition.field)
-    if isinstance(condition, IfGiven):
-        raise ValueError("resolve the condition first")
-    stored, wanted = getattr(row, condition.field), params[condition.param]
-    if absent(row, condition.field) or wanted is None:
-        return False
-    return bool(COMPARISONS[condition.op](stored, wanted))
-
-
-def is_satisfied(step: Step, row: RunRow | None) -> bool:
-    """Whether ``step``'s condition holds on ``row`` (None: no row; a resolved-away condition on an absent row
-    does not hold: only :class:`NoRow` admits one)."""
-    condition = step.transition.resolved(step.params)
-    if row is None and condition is None:
-        return False
-    if condition is None:
-        return True
-    return holds(condition, row, step.params)
-
-
-def value_of(value: Value, row: RunRow | None, params: Mapping[str, Any]) -> Any:
-    """``value`` on ``row`` (None: a new row, every field absent)."""
-    if isinstance(value, Param):
-        return params[value.name]
-    if isinstance(value, Const):
-        return value.value
-    if isinstance(value, PlusOne):
-        return (0 if row is None or absent(row, value.field) else getattr(row, value.field)) + 1
-    if row is None or absent(row, value.field):
-        return params[value.param]
-    return getattr(row, value.field)
-
-
-def changes(step: Step, row: RunRow | None) -> dict[str, Any]:
-    """The field values ``step``'s writes give ``row`` (None: a new row), each field by name (an absent value
-    where a write removes it). :class:`Insert` is not a change of fields: see :func:`apply`."""
-    params, written = step.params, written_fields(step.transition)
-    out: dict[str, Any] = {}
-    for write in step.transition.writes:
-        if isinstance(write, Set):
-            value = value_of(write.value, row, params)
-            if value is None and write.given_only:
-                continue
-            out[write.field] = EMPTY[write.field] if value is None else value
-        elif isinstance(write, Remove):
-            out[write.field] = EMPTY[write.field]
-        elif isinstance(write, Fill):
-            source = params.get(write.param)
-            if source is None:
-                continue
-            for name in FIELDS:
-                if name in write.except_fields or name in written or absent(source, name):
-                    continue
-                if row is None or absent(row, name):
-                    out[name] = getattr(source, name)
-    return out
-
-
 def written_fields(transition: Transition) -> frozenset[str]:
     """The fields the transition's :class:`Set` and :class:`Remove` writes name."""
     return transition._written
-
-
-def apply(step: Step, row: RunRow | None) -> RunRow | None:
-    """The row ``step`` writes over ``row`` (None: there is none), or None when its condition does not hold."""
-    if not is_satisfied(step, row):
-        return None
-    insert = next((w for w in step.transition.writes if isinstance(w, Insert)), None)
-    if insert is not None:
-        new: RunRow = step.params[insert.param]
-        return new
-    base = row if row is not None else RunRow(*step.key)
-    return replace(base, **changes(step, row))
-
-
-def outcome_of(step: Step, row: RunRow | None) -> tuple[Outcome, RunRow | None]:
-    """The outcome of ``step`` on ``row`` as stored, and the row to store (None: nothing to write)."""
-    written = apply(step, row)
-    if written is None:
-        return Outcome(False, before=row, after=row), None
-    return Outcome(True, before=row, after=written), written
-
-
-# --- the run port's methods as steps --------------------------------------------------------------------------
-
-
-class RunStateMachine:
-    """The run port's conditional writes (``RunRows``, ``SweepRows``, ``RunWriter.put_new``, ``RunHistory.rerun``)
-    as steps of :data:`TRANSITIONS`, on a store that supplies :meth:`apply_step` (one atomic conditional write).
-    Each method is one such write; each returns False (or the refusal's row) when the condition fails, and lets
-    the store's ``jobsched.ports.errors.StoreUnavailable`` through."""
-
-    def apply_step(self, step: Step) -> Outcome:
-        """Apply ``step`` atomically: its transition's condition on the row as stored, then its writes; the
-        :class:`Outcome` carries the rows its transition ``answers`` with."""
-        raise NotImplementedError
-
-    def put_new(self, row: RunRow) -> RunRow | None:
-        """Insert ``row`` unless its key exists: None when created, else the existing row."""
-        outcome = self.apply_step(insert_step(row))
-        return None if outcome.applied else (outcome.before or row)
-
-    def claim(self, request: ClaimRequest) -> Claim:
-        """``RunRows.claim``: ``Claim(True, the row before, or create for a new row)`` or ``Claim(False, the row as
-        stored, None when absent)``."""
-        outcome = self.apply_step(claim_step(request))
-        if outcome.applied:
-            return Claim(True, outcome.before if outcome.before is not None else request.create)
-        return Claim(False, outcome.before)
-
-    def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
-        return self.apply_step(heartbeat_step(owned, now_ms=now_ms)).applied
-
-    def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool:
-        return self.apply_step(succeed_step(owned, now_ms=now_ms, tries=tries)).applied
-
-    def retry(self, owned: Owned, change: RetryTransition) -> bool:
-        return self.apply_step(retry_step(owned, change)).applied
-
-    def dead(self, owned: Owned, change: DeadTransition) -> bool:
-        return self.apply_step(dead_step(owned, change)).applied
-
-    def skip(self, owned: Owned, *, now_ms: int, reason: str) -> bool:
-        return self.apply_step(skip_step(owned, now_ms=now_ms, reason=reason)).applied
-
-    def give_back(self, owned: Owned, *, before: RunRow) -> bool:
-        return self.apply_step(give_back_step(owned, before=before)).applied
-
-    def watch(self, owned: Owned, *, sweep_at_ms: int) -> bool:
-        return self.apply_step(watch_step(owned, sweep_at_ms=sweep_at_ms)).applied
-
-    def notified(self, job_id: str, scheduled_for_ms: int) -> bool:
-        return self.apply_step(notified_step(job_id, scheduled_for_ms)).applied
-
-    def defer_sweep(self, deferral: SweepDeferral) -> bool:
-        return self.apply_step(defer_sweep_step(deferral)).applied
-
-    def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool:
-        return self.apply_step(clear_sweep_step(job_id, scheduled_for_ms)).applied
-
-    def rerun(self, request: RerunRequest) -> Rerun:
-        """``RunHistory.rerun``: ``Rerun(True, the row as written)`` or ``Rerun(False, as stored, None: absent)``."""
-        outcome = self.apply_step(rerun_step(request))
-        return Rerun(outcome.applied, outcome.after)
 
 
 # --- the table as text ---------------------------------------------------------------------------------------

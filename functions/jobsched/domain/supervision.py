@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobsched.observability import logger
-from jobsched.ports.runs import JobSpecs, Owned, RunRows, VisibilityExtender
+from jobsched.ports.run_stores import JobSpecs, RunRows, VisibilityExtender
+from jobsched.ports.runs import Owned
 from jobsched.targets.base import (
     TargetCall,
     TargetTimedOut,

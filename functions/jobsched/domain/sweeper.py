@@ -21,7 +21,7 @@ worker's claim makes its row, and a lost worker's run is taken over by the redel
 keeps it invisible for the heartbeat's stale time only). What SQS gives up on ends in the run queue's
 dead-letter queue (``maxReceiveCount`` deliveries), which each pass also drains (``dead_letters``, at most
 ``MAX_DEAD_LETTERS_PER_PASS``): a letter sent for an earlier round of its run (its ``enqueued_at`` before the
-row's: the owner re-ran the run, or backfilled its fire, since; ``ports.runs.message_round_began``) is deleted
+row's: the owner re-ran the run, or backfilled its fire, since; ``domain.runs.message_round_began``) is deleted
 without effect, as that round's own message and the sweep index look after the run; otherwise a run with no row
 or still ``queued`` is recorded ``dead`` (attempts as made, under a claim conditioned on the letter's round,
 with its dead-run message and alert: a fire is never silently lost), a ``running`` one whose heartbeat is
@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from jobsched.adapters.wire import parse_run_message
 from jobsched.clock import Clock
 from jobsched.domain.retries import (
     DEAD_LETTER_WORKER,
@@ -49,25 +50,13 @@ from jobsched.domain.retries import (
     lost_worker_error,
     with_lost_try,
 )
+from jobsched.domain.runs import claim_message, message_round_began
 from jobsched.models import Job, RunStatus
 from jobsched.observability import COUNT, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import (
-    SWEEP_SHARDS,
-    DeadLetter,
-    DeadLetters,
-    JobSpecs,
-    Owned,
-    RunKey,
-    RunMessage,
-    RunRow,
-    RunSender,
-    SweepDeferral,
-    SweepRows,
-    claim_message,
-    message_round_began,
-    run_id,
-)
+from jobsched.ports.run_messages import DeadLetter, RunMessage
+from jobsched.ports.run_stores import DeadLetters, JobSpecs, RunSender, SweepRows
+from jobsched.ports.runs import SWEEP_SHARDS, Owned, RunKey, RunRow, SweepDeferral, run_id
 from jobsched.settings import Settings
 
 MAX_ROWS_PER_PASS = 1000
@@ -187,8 +176,7 @@ class Sweeper:
             backoff = min(after_ms * 2 ** min(sweeps - 1, 20), MAX_SWEEP_BACKOFF_MS)
             if self.runs.defer_sweep(
                 SweepDeferral(
-                    job_id,
-                    scheduled_for,
+                    RunKey(job_id, scheduled_for),
                     status=status,
                     seen_sweep_at=seen,
                     sweep_at_ms=now + backoff,
@@ -246,12 +234,12 @@ class Sweeper:
     ) -> bool:
         """Settle the run of one dead letter; True when the letter may go."""
         try:
-            message = RunMessage.parse(letter.body)
+            message = parse_run_message(letter.body)
         except ValueError:
             logger.error("malformed message in the run dead-letter queue, dropped", body=letter.body[:200])
             return True
         report.dead_letters += 1
-        rows = self.runs.get_many([RunKey(message.job_id, message.scheduled_for)])
+        rows = self.runs.get_many([message.key])
         row = rows[0] if rows else None
         if row is not None and not message_round_began(message, row):
             logger.info(
@@ -305,8 +293,7 @@ class Sweeper:
     def _defer(self, row: RunRow, status: RunStatus, seen: int, sweep_at: int, report: SweepReport) -> None:
         if self.runs.defer_sweep(
             SweepDeferral(
-                row.job_id,
-                row.scheduled_for,
+                row.key,
                 status=status,
                 seen_sweep_at=seen,
                 sweep_at_ms=sweep_at,
@@ -357,8 +344,7 @@ class Sweeper:
         owned = Owned.of(row)
         if row.sweep_at is None or not self.runs.defer_sweep(
             SweepDeferral(
-                row.job_id,
-                row.scheduled_for,
+                row.key,
                 status=RunStatus.DEAD,
                 seen_sweep_at=row.sweep_at,
                 sweep_at_ms=now + self.settings.sweep_queued_after_s * 1000,

@@ -54,7 +54,7 @@ from jobsched.ports.jobs import (
     SchedulingState,
     Unreadable,
 )
-from jobsched.ports.runs import RunSender, RunWriter
+from jobsched.ports.run_stores import RunSender, RunWriter
 from jobsched.schedules import ScheduleError
 from jobsched.settings import Settings
 

@@ -18,13 +18,16 @@ from jobsched.domain.alerting import publish_best_effort, skipped_fires_alert
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, next_fire_ms
 from jobsched.domain.registration import due_entry, partition_of
+from jobsched.domain.runs import new_run
 from jobsched.models import RunStatus
 from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard
 from jobsched.ports.errors import Conflict
 from jobsched.ports.jobs import DueEntry, DueIndex, Move, SchedulingState
-from jobsched.ports.runs import QueueSendError, RunMessage, RunRow, RunSender, RunWriter, new_run
+from jobsched.ports.run_messages import QueueSendError, RunMessage
+from jobsched.ports.run_stores import RunSender, RunWriter
+from jobsched.ports.runs import RunRow
 from jobsched.settings import Settings
 
 if TYPE_CHECKING:

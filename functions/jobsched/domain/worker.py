@@ -79,26 +79,23 @@ from jobsched.domain.retries import (
     lost_worker_error,
     with_lost_try,
 )
+from jobsched.domain.runs import claim_message
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
+from jobsched.domain.tries import with_try
 from jobsched.models import Job, JobEventKind, LambdaTarget, OverlapPolicy, RunKind, RunStatus
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import (
+from jobsched.ports.run_messages import Delivery
+from jobsched.ports.run_stores import (
     DeadRunSink,
-    Delivery,
     JobSpecs,
-    OverlapHolder,
-    OverlapRequest,
-    RunFilter,
-    RunRow,
     RunRows,
     RunSender,
     TargetRunner,
     VisibilityExtender,
-    claim_message,
-    run_id,
 )
-from jobsched.ports.tries import TryRecord, with_try
+from jobsched.ports.runs import OverlapHolder, OverlapRequest, RunFilter, RunRow, run_id
+from jobsched.ports.tries import TryRecord
 from jobsched.settings import Settings
 from jobsched.targets.base import (
     TargetCall,
@@ -773,6 +770,6 @@ def _tried(
     output: str | None = None,
 ) -> tuple[TryRecord, ...]:
     """The run's tries (as the claim found them, ``before``) with this one appended, in the run's current round
-    (``before.reruns``), bounded by ``jobsched.ports.tries.with_try``."""
+    (``before.reruns``), bounded by ``jobsched.domain.tries.with_try``."""
     record = TryRecord(attempt, started_at, finished_at, worker, error, output, round=before.reruns)
     return with_try(before.tries, record)

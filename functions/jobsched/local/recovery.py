@@ -14,7 +14,8 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from jobsched.local.config import LocalConfig
 from jobsched.local.state import STATE_FILE, Item
-from jobsched.ports.runs import MAX_DELAY_S, RunMessage, RunRow
+from jobsched.ports.run_messages import MAX_DELAY_S, RunMessage
+from jobsched.ports.runs import RunRow
 from jobsched.store.layout import SPEC_SK
 
 if TYPE_CHECKING:

@@ -79,7 +79,7 @@ from jobsched.local.state import (
 )
 from jobsched.local.tokens import LOCAL_OWNER, prepare_tokens
 from jobsched.observability import logger
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
 from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
 
 if TYPE_CHECKING:

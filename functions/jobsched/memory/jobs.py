@@ -1,5 +1,5 @@
 """The job store in memory: ``ports.jobs.JobRepository``, ``ports.jobs.DueIndex`` and the worker's view of jobs
-``ports.runs.JobSpecs`` (a job's spec and its overlap lock) with the DynamoDB adapter's conditions
+``ports.run_stores.JobSpecs`` (a job's spec and its overlap lock) with the DynamoDB adapter's conditions
 (``store.jobs.JobStore``), held to the same contracts (``tests/contract/test_job_store_contract.py``,
 ``tests/contract/test_job_specs_contract.py``). Thread-safe; reads are always consistent."""
 

@@ -8,8 +8,9 @@ import itertools
 import threading
 from collections.abc import Sequence
 
+from jobsched.adapters.wire import run_message_body
 from jobsched.ports.alerts import Alert
-from jobsched.ports.runs import DeadLetter, DeadRun, QueueSendError, RunMessage
+from jobsched.ports.run_messages import DeadLetter, DeadRun, QueueSendError, RunMessage
 
 
 class MemoryRunQueue:
@@ -76,7 +77,7 @@ class MemoryDeadLetters:
 
     def redrive(self, message: RunMessage, receive_count: int = 5) -> DeadLetter:
         with self._lock:
-            letter = DeadLetter(message.body(), f"dlq-{next(self._handles)}", receive_count)
+            letter = DeadLetter(run_message_body(message), f"dlq-{next(self._handles)}", receive_count)
             self.letters.append(letter)
             return letter
 

@@ -1,4 +1,4 @@
-"""The in-memory run store: the fake of the run port (``jobsched.ports.runs``: ``RunRows``, ``SweepRows`` and
+"""The in-memory run store: the fake of the run port (``jobsched.ports.run_stores``: ``RunRows``, ``SweepRows`` and
 the scheduler's and the API's inserts and reads). Its conditional writes are the run state machine's
 (``jobsched.domain.run_states``), evaluated on the stored row, as the DynamoDB adapter renders them
 (``tests/contract/`` runs the same cases on both).
@@ -12,17 +12,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from jobsched.domain.run_states import Outcome, RunStateMachine, Step, insert_step, outcome_of
-from jobsched.ports.runs import (
-    EVERY_RUN,
-    KeyedInsert,
-    RunFilter,
-    RunKey,
-    RunRow,
-    SweepPage,
-    failed_page,
-    sweep_shard,
-)
+from jobsched.domain.run_steps import Outcome, RunStateMachine, Step, insert_step, outcome_of
+from jobsched.domain.runs import failed_page, sweep_shard
+from jobsched.ports.runs import EVERY_RUN, KeyedInsert, RunFilter, RunKey, RunRow, SweepPage
 
 
 class MemoryRunStore(RunStateMachine):

@@ -1,4 +1,4 @@
-"""The run store on SQLite: the run port (``jobsched.ports.runs``: ``RunRows``, ``SweepRows``, ``RunWriter``,
+"""The run store on SQLite: the run port (``jobsched.ports.run_stores``: ``RunRows``, ``SweepRows``, ``RunWriter``,
 ``RunHistory``), held to the run store's contract (``tests/contract/``).
 
 Every conditional write (claims, fencing on the claim, give-back, the sweep index's moves, re-runs, inserts) is
@@ -15,19 +15,10 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from jobsched.domain.run_states import Outcome, RunStateMachine, Step, insert_step, outcome_of
+from jobsched.domain.run_steps import Outcome, RunStateMachine, Step, insert_step, outcome_of
+from jobsched.domain.runs import failed_page, sweep_shard
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import (
-    EVERY_RUN,
-    FAILURE_STATUSES,
-    KeyedInsert,
-    RunFilter,
-    RunKey,
-    RunRow,
-    SweepPage,
-    failed_page,
-    sweep_shard,
-)
+from jobsched.ports.runs import EVERY_RUN, FAILURE_STATUSES, KeyedInsert, RunFilter, RunKey, RunRow, SweepPage
 from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.database import SqliteDatabase
 

@@ -40,6 +40,7 @@ from decimal import Decimal
 from typing import Any
 
 from jobsched.clock import from_ms, to_ms
+from jobsched.domain.runs import sweep_shard
 from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, RunKind, RunStatus
 from jobsched.ports.jobs import (
     DEFAULT_CATCH_UP_WINDOW_S,
@@ -50,7 +51,7 @@ from jobsched.ports.jobs import (
     DueEntry,
     SchedulingState,
 )
-from jobsched.ports.runs import FAILURE_STATUSES, RunRow, sweep_shard
+from jobsched.ports.runs import FAILURE_STATUSES, RunRow
 from jobsched.ports.tries import TryRecord
 
 SPEC_SK = "spec"
@@ -233,7 +234,7 @@ def tombstone_item(spec: dict[str, Any], *, deleted_at_ms: int, retention_days: 
     """The item that replaces the spec item ``spec`` of a job deleted at ``deleted_at_ms`` (epoch ms).
 
     It expires (``expires_at``, epoch s) ``retention_days`` after the deletion: every run row of the job was
-    written before then and expires no later (``jobsched.ports.runs.new_run``).
+    written before then and expires no later (``jobsched.domain.runs.new_run``).
     """
     return {
         "pk": job_pk(spec["job_id"]),
@@ -419,7 +420,7 @@ FAIL_OWNER = "fail_owner"
 
 def sweep_pk(shard: int) -> str:
     """Partition key of shard ``shard`` of the sparse sweep index: ``sweep#<shard>`` (a run's shard is
-    ``ports.runs.sweep_shard(job_id)``)."""
+    ``domain.runs.sweep_shard(job_id)``)."""
     return f"sweep#{shard}"
 
 

@@ -30,12 +30,11 @@ from jobsched.domain.run_states import (
     Remove,
     Set,
     StatusIn,
-    Step,
     StoredOr,
     admits_no_row,
-    value_of,
     written_fields,
 )
+from jobsched.domain.run_steps import Step, value_of
 from jobsched.ports.runs import FAILURE_STATUSES, RunRow
 from jobsched.store.layout import (
     FAIL_OWNER,

@@ -1,4 +1,4 @@
-"""The runs table: the DynamoDB adapter of the run port (``jobsched.ports.runs``: ``RunRows``, ``SweepRows``,
+"""The runs table: the DynamoDB adapter of the run port (``jobsched.ports.run_stores``: ``RunRows``, ``SweepRows``,
 the scheduler's and the API's inserts and reads). The unique ``(job_id, scheduled_for)`` insert, the run
 history, and the run lifecycle transitions of workers and the sweeper (claim, heartbeat, finish, retry, dead,
 skip, sweep index, re-run): each transition is one conditional request rendered from the run state machine's
@@ -20,7 +20,7 @@ from boto3.dynamodb.conditions import Attr, Key
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from jobsched.domain.run_states import Outcome, RunStateMachine, Step, insert_step
+from jobsched.domain.run_steps import Outcome, RunStateMachine, Step, insert_step
 from jobsched.ports.runs import EVERY_RUN, KeyedInsert, RunFilter, RunKey, SweepPage
 from jobsched.store import run_expressions
 from jobsched.store.dynamo import is_condition_failure, old_item, transact_put

@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from jobsched.adapters.queue import RunQueue
-from jobsched.ports.runs import QueueSendError, RunMessage
+from jobsched.ports.run_messages import QueueSendError, RunMessage
 
 
 def client_error(code: str, operation: str = "Query") -> ClientError:

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from jobsched.cli import register
 from jobsched.client import ApiError
+from jobsched.domain.runs import new_run
 from jobsched.exits import FAILED, USAGE_ERROR, fail
 from jobsched.models import RunStatus
-from jobsched.ports.runs import new_run
 from jobsched.ports.tries import TryRecord
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore

@@ -67,9 +67,10 @@ def test_a_database_file_local_mode_cannot_use_is_one_line_and_exit_1(
 def test_unfinished_rows_of_the_sqlite_store_are_enqueued_again_as_the_moto_items_are() -> None:
     from dataclasses import replace
 
+    from jobsched.domain.runs import new_run
     from jobsched.local.recovery import unfinished_row_messages
     from jobsched.models import RunStatus
-    from jobsched.ports.runs import RunMessage, new_run
+    from jobsched.ports.run_messages import RunMessage
 
     now = 1_767_578_400_000
 

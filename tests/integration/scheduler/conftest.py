@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import RunQueue
+from jobsched.adapters.wire import parse_run_message
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
 from jobsched.settings import Settings
 from jobsched.store import layout
 from jobsched.store.control import ControlStore
@@ -76,7 +77,7 @@ class Harness(HarnessBase):
         while batch := self.aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
             for message in batch:
                 self.aws.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-                got.append(RunMessage.parse(message["Body"]))
+                got.append(parse_run_message(message["Body"]))
         return got
 
     def jobs_for(self, settings: Settings) -> JobStore:

@@ -16,11 +16,13 @@ import pytest
 
 from jobsched.adapters.queue import RunQueue
 from jobsched.domain.retries import Failures
+from jobsched.domain.runs import new_run
 from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.worker import Worker
 from jobsched.memory.queue import MemoryDeadRuns
 from jobsched.models import CommandTarget, RetryPolicy, RunStatus
-from jobsched.ports.runs import ClaimRequest, Delivery, Owned, RetryTransition, RunMessage, new_run, run_id
+from jobsched.ports.run_messages import Delivery, RunMessage
+from jobsched.ports.runs import ClaimRequest, Owned, RetryTransition, RunKey, run_id
 from jobsched.targets import TargetCall, Targets, commands
 
 MIN = 60_000
@@ -69,12 +71,12 @@ def test_a_deployment_upgraded_mid_stream_runs_every_fire_exactly_once(
     queue.send([RunMessage(jobs["in_flight"], t0)])
     # lost_message: queued, its message lost (the sweeper re-enqueues it once overdue)
     # lost_worker: claimed by an old worker that died at once (its message invisible for the queue's 90 min)
-    assert runs.claim(ClaimRequest(jobs["lost_worker"], t0, now_ms=t0 + 2_000, **old_claim)).claimed
+    assert runs.claim(ClaimRequest(RunKey(jobs["lost_worker"], t0), now_ms=t0 + 2_000, **old_claim)).claimed
     # succeeded: ran and finished under the old code (out of the sweep index)
-    assert runs.claim(ClaimRequest(jobs["succeeded"], t0, now_ms=t0 + 2_000, **old_claim)).claimed
+    assert runs.claim(ClaimRequest(RunKey(jobs["succeeded"], t0), now_ms=t0 + 2_000, **old_claim)).claimed
     assert runs.succeed(Owned(jobs["succeeded"], t0, 1, "old-worker"), now_ms=t0 + 3_000)
     # retrying: its first try failed; the retry message is on the queue
-    assert runs.claim(ClaimRequest(jobs["retrying"], t0, now_ms=t0 + 2_000, **old_claim)).claimed
+    assert runs.claim(ClaimRequest(RunKey(jobs["retrying"], t0), now_ms=t0 + 2_000, **old_claim)).claimed
     assert runs.retry(
         Owned(jobs["retrying"], t0, 1, "old-worker"),
         RetryTransition(error="boom", retry_at_ms=t0 + 3_000, sweep_at_ms=t0 + 123_000),

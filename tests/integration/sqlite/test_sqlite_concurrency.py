@@ -8,7 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 from jobsched.clock import FakeClock
-from jobsched.ports.runs import ClaimRequest, new_run
+from jobsched.domain.runs import new_run
+from jobsched.ports.runs import ClaimRequest, RunKey
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
 from jobsched.sqlite.runs import SqliteRunStore
@@ -34,8 +35,7 @@ def test_threads_of_two_connections_claim_each_run_once(tmp_path: Path) -> None:
                         stores[worker % 2]
                         .claim(
                             ClaimRequest(
-                                "j_a",
-                                T0 + run,
+                                RunKey("j_a", T0 + run),
                                 worker=f"w{worker}",
                                 now_ms=T0 + 1_000,
                                 stale_before_ms=T0 - 120_000,

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.runs import new_run
 from jobsched.models import RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import Unreadable
-from jobsched.ports.runs import ClaimRequest, Owned, RunRow, new_run
+from jobsched.ports.runs import ClaimRequest, Owned, RunKey, RunRow
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.jobs import SqliteJobStore
@@ -106,7 +107,9 @@ def test_listeners_hear_each_committed_run_write_and_a_failing_one_fails_nothing
     runs = SqliteRunStore(database)
     runs.put_new(_run())
     claim = runs.claim(
-        ClaimRequest("j_a", T0, worker="w1", now_ms=T0 + 5, stale_before_ms=T0 - 1, retry_due_by_ms=T0 + 5)
+        ClaimRequest(
+            RunKey("j_a", T0), worker="w1", now_ms=T0 + 5, stale_before_ms=T0 - 1, retry_due_by_ms=T0 + 5
+        )
     )
     assert claim.claimed
     assert runs.succeed(Owned("j_a", T0, 1, "w1"), now_ms=T0 + 9)

@@ -13,9 +13,11 @@ from jobsched.adapters.queue import RunQueue
 from jobsched.api.schemas import JobCreate
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
+from jobsched.domain.runs import new_run
 from jobsched.local.components import SqliteComponents
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import ClaimRequest, QueueSendError, RunMessage, new_run
+from jobsched.ports.run_messages import QueueSendError, RunMessage
+from jobsched.ports.runs import ClaimRequest, RunKey
 from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
 from jobsched.settings import Settings
 from jobsched.sqlite.database import SqliteDatabase
@@ -83,8 +85,7 @@ def test_a_dead_letter_of_a_run_still_beating_is_looked_at_again_at_the_next_pas
     now = clock()
     claim = components.runs().claim(
         ClaimRequest(
-            job.id,
-            T0,
+            RunKey(job.id, T0),
             worker="w1",
             now_ms=now,
             stale_before_ms=now - 120_000,

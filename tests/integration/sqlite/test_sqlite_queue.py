@@ -11,8 +11,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.queue import RunQueue
+from jobsched.adapters.wire import parse_run_message
 from jobsched.clock import FakeClock
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
 from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
 
 URL = "https://sqs.eu-west-1.amazonaws.com/123456789012/jobsched-RunQueue"
@@ -49,9 +50,9 @@ def test_a_delayed_message_is_invisible_until_its_delay_and_a_long_poll_waits_fo
     queue = _queue(clock)
     RunQueue(queue, URL).send([RunMessage("j_a", T0, delay_s=5), RunMessage("j_b", T0)])
     first = _receive(queue)
-    assert [RunMessage.parse(m["Body"]).job_id for m in first] == ["j_b"]
+    assert [parse_run_message(m["Body"]).job_id for m in first] == ["j_b"]
     late = _receive(queue, wait_s=20)  # waits 5 s (simulated) for the delayed one, not 20
-    assert [RunMessage.parse(m["Body"]).job_id for m in late] == ["j_a"] and clock() - T0 < 6_000
+    assert [parse_run_message(m["Body"]).job_id for m in late] == ["j_a"] and clock() - T0 < 6_000
     assert _receive(queue, wait_s=2) == [] and clock() - T0 >= 7_000  # nothing more: the wait runs out
 
 
@@ -89,7 +90,7 @@ def test_a_message_received_max_receive_count_times_goes_to_the_dead_letter_queu
         assert len(_receive(queue)) == 1
         clock.advance(30_000)
     assert _receive(queue) == []  # the third receive moves it instead of delivering it
-    assert [RunMessage.parse(b).job_id for b in queue.dead_lettered()] == ["j_a"]
+    assert [parse_run_message(b).job_id for b in queue.dead_lettered()] == ["j_a"]
 
 
 def test_a_failed_batch_entry_is_reported_and_bad_calls_are_refused_as_sqs_refuses_them() -> None:
@@ -144,9 +145,9 @@ def test_messages_outlive_the_process_and_what_it_held_is_visible_again(tmp_path
 
     # Then the waiting and the held messages are delivered at once, the delayed one after its delay
     delivered = _receive(second)
-    bodies = sorted(RunMessage.parse(m["Body"]).job_id for m in delivered)
-    assert bodies == ["j_a", "j_b"] and RunMessage.parse(held["Body"]).job_id in bodies
+    bodies = sorted(parse_run_message(m["Body"]).job_id for m in delivered)
+    assert bodies == ["j_a", "j_b"] and parse_run_message(held["Body"]).job_id in bodies
     for message in delivered:
         second.delete_message(QueueUrl=URL, ReceiptHandle=message["ReceiptHandle"])
     clock.advance(60_000)
-    assert [RunMessage.parse(m["Body"]).job_id for m in _receive(second)] == ["j_c"]
+    assert [parse_run_message(m["Body"]).job_id for m in _receive(second)] == ["j_c"]

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import RunQueue
+from jobsched.adapters.wire import run_message_body
 from jobsched.aws import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.supervision import Waiter
 from jobsched.domain.worker import Worker
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
 from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
@@ -138,7 +139,9 @@ def redrive(sqs: Any, url: str, job_id: str) -> None:
     """Send the run message of ``job_id`` at ``T0`` to the run queue ``url`` and receive it
     ``RUN_QUEUE.max_receive_count`` times without a claim, handing it back each time, so that SQS's redrive
     policy (on moto) moves it to the dead-letter queue."""
-    sqs.send_message(QueueUrl=url, MessageBody=RunMessage(job_id, T0, dispatch_at=T0, enqueued_at=T0).body())
+    sqs.send_message(
+        QueueUrl=url, MessageBody=run_message_body(RunMessage(job_id, T0, dispatch_at=T0, enqueued_at=T0))
+    )
     for _ in range(RUN_QUEUE.max_receive_count):
         (message,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)["Messages"]
         sqs.change_message_visibility(

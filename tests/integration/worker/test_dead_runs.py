@@ -11,8 +11,9 @@ import pytest
 
 from jobsched.aws import Aws
 from jobsched.domain.retries import Outcome
+from jobsched.domain.runs import rerun_request
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import RerunRequest, run_id
+from jobsched.ports.runs import RunKey, run_id
 from jobsched.settings import Settings
 from jobsched.store.jobs import JobStore
 from jobsched.store.runs import RunStore
@@ -140,7 +141,9 @@ def test_a_skipped_run_its_owner_re_runs_is_not_alerted_late(kit: Kit) -> None:
     kit.make_run(job, status=RunStatus.SKIPPED)
     kit.clock.advance(86_400_000)
     assert kit.runs.rerun(
-        RerunRequest.at(job.id, T0, now_ms=kit.clock(), sweep_at_ms=kit.clock() + 60_000, retention_days=90)
+        rerun_request(
+            RunKey(job.id, T0), now_ms=kit.clock(), sweep_at_ms=kit.clock() + 60_000, retention_days=90
+        )
     ).done
     # When it runs
     assert kit.deliver(job) == Outcome.SUCCEEDED

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.runs import new_run
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import new_run
 
 HOUR = 3_600_000
 

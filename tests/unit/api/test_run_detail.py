@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.wire import run_message_body
 from jobsched.models import RunStatus
 from jobsched.ports.tries import TryRecord
 
@@ -29,7 +30,7 @@ def _dead_run(http: Any, job: dict[str, Any], at: int | None = None, **changes: 
 
 
 def _queue(http: Any) -> list[dict[str, Any]]:
-    return [json.loads(message.body()) for message in http.backend.queue.take()]
+    return [json.loads(run_message_body(message)) for message in http.backend.queue.take()]
 
 
 def test_a_run_shows_its_tries_and_their_output(http):

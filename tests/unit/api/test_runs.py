@@ -6,14 +6,14 @@ import json
 from datetime import datetime
 from typing import Any
 
+from jobsched.adapters.wire import parse_run_message, run_message_body
 from jobsched.clock import to_ms
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import RunMessage
 
 
 def drain_queue(http: Any) -> list[dict[str, Any]]:
     """Every message body now on the run queue (taken off it), decoded."""
-    return [json.loads(message.body()) for message in http.backend.queue.take()]
+    return [json.loads(run_message_body(message)) for message in http.backend.queue.take()]
 
 
 def test_trigger_saves_a_manual_run_now_and_enqueues_it(http):
@@ -116,7 +116,7 @@ def test_the_queue_message_is_the_run_key(http):
     run = http("POST", f"/jobs/{job['id']}/trigger").body
     (body,) = drain_queue(http)
 
-    message = RunMessage.parse(json.dumps(body))
+    message = parse_run_message(json.dumps(body))
     assert f"{message.job_id}@{message.scheduled_for}" == run["id"]
     assert message.enqueued_at == to_ms(datetime.fromisoformat(run["enqueued_at"]))  # the round it is for
 

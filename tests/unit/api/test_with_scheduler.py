@@ -20,7 +20,7 @@ from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick import Scheduler
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
 from jobsched.schedules import jitter_offset_ms
 
 MINUTE = 60_000

@@ -10,9 +10,11 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 
 from bench.capacity import item_size, item_write_cost, write_units
+from jobsched.domain.runs import new_run
+from jobsched.domain.tries import FULL_TRIES, MAX_TRIES, with_try
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import RunRow, new_run
-from jobsched.ports.tries import FULL_TRIES, MAX_TRIES, TryRecord, with_try
+from jobsched.ports.runs import RunRow
+from jobsched.ports.tries import TryRecord
 from jobsched.store.layout import run_item
 from jobsched.targets.base import FAILED_OUTPUT_BYTES, SUCCESS_OUTPUT_BYTES
 

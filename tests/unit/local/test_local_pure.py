@@ -15,7 +15,7 @@ from jobsched.local.demo import DEMO_DIR, demo_jobs
 from jobsched.local.embedded_aws import _is_dynamodb, isolate_from_aws
 from jobsched.local.recovery import unfinished_messages
 from jobsched.local.tokens import load_tokens_file, prepare_tokens
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
 
 NOW = 1_800_000_000_000
 _serializer = TypeSerializer()

@@ -18,7 +18,7 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.ports.jobs import SchedulingState
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
 from jobsched.settings import Settings
 from jobsched.store import layout
 from tests.support.backends import memory_settings

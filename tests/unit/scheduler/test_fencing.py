@@ -8,9 +8,9 @@ import pytest
 
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import due_entry
+from jobsched.domain.runs import new_run
 from jobsched.ports.errors import Conflict
 from jobsched.ports.jobs import Move
-from jobsched.ports.runs import new_run
 
 
 def takeover(harness: Any, a: Any, seconds: int = 8) -> Any:

@@ -15,7 +15,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.memory.queue import MemoryDeadRuns
 from jobsched.models import RunStatus
-from jobsched.ports.runs import Delivery
+from jobsched.ports.run_messages import Delivery
 from jobsched.schedules import jitter_offset_ms
 from jobsched.targets import Targets
 from tests.support.worker import SimWaiter

@@ -9,7 +9,8 @@ from typing import Any
 
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.planning import TickLimits
-from jobsched.ports.runs import RunMessage, claim_message
+from jobsched.domain.runs import claim_message
+from jobsched.ports.run_messages import RunMessage
 from jobsched.schedules import jitter_offset_ms, parse_schedule
 
 SECONDS = 1000

@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.wire import parse_run_message, run_message_body
 from jobsched.clock import from_ms
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import partition_of
 from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.models import RunStatus
 from jobsched.ports.jobs import TIMER_LANES, DueQuery
-from jobsched.ports.runs import QueueSendError, RunMessage
+from jobsched.ports.run_messages import QueueSendError, RunMessage
 from jobsched.store import layout
 from tests.support.scheduler import throttled
 
@@ -135,8 +136,11 @@ def test_a_scheduled_run_is_sent_without_a_row_and_its_message_carries_the_row_f
     assert message.scheduled_for == harness.T0 and message.term == a.lease.term
     assert message.dispatch_at is not None and message.enqueued_at is not None
     assert harness.T0 <= message.dispatch_at <= message.enqueued_at
-    assert RunMessage.parse(message.body()) == message
-    assert (RunMessage.parse(message.body()).dispatch_at, RunMessage.parse(message.body()).term) == (
+    assert parse_run_message(run_message_body(message)) == message
+    assert (
+        parse_run_message(run_message_body(message)).dispatch_at,
+        parse_run_message(run_message_body(message)).term,
+    ) == (
         message.dispatch_at,
         message.term,
     )

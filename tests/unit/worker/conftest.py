@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.wire import dead_run_envelope, run_message_body
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Failures
 from jobsched.domain.supervision import Waiter
@@ -21,7 +22,7 @@ from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job
-from jobsched.ports.runs import MAX_DELAY_S, RunMessage
+from jobsched.ports.run_messages import MAX_DELAY_S, RunMessage
 from jobsched.settings import Settings
 from jobsched.targets import Targets
 from tests.support.backends import DEAD_RUN_QUEUE_URL, RUN_QUEUE_URL, memory_settings
@@ -113,7 +114,8 @@ def sent(queue: MemoryRunQueue) -> list[dict[str, Any]]:
     def recording(messages: Any) -> None:
         send(messages)
         entries.extend(
-            {"MessageBody": m.body(), "DelaySeconds": max(0, min(m.delay_s, MAX_DELAY_S))} for m in messages
+            {"MessageBody": run_message_body(m), "DelaySeconds": max(0, min(m.delay_s, MAX_DELAY_S))}
+            for m in messages
         )
 
     queue.send = recording  # type: ignore[method-assign]
@@ -129,10 +131,10 @@ class FakeDrain:
 
     def bodies(self, url: str) -> list[Any]:
         if url == RUN_QUEUE_URL:
-            return [json.loads(m.body()) for m in self.queue.take()]
+            return [json.loads(run_message_body(m)) for m in self.queue.take()]
         assert url == DEAD_RUN_QUEUE_URL, url
         dead, self.dead_runs.notified = self.dead_runs.notified, []
-        return [json.loads(json.dumps(d.envelope(), default=str)) for d in dead]
+        return [json.loads(json.dumps(dead_run_envelope(d), default=str)) for d in dead]
 
 
 @pytest.fixture

@@ -10,12 +10,13 @@ import pytest
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain import registration
 from jobsched.domain.alerting import SYSTEM_ACTOR, Alerting, dead_streak
+from jobsched.domain.runs import new_run
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryAlerts
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import AlertPolicy, CommandTarget, Job, JobEventKind, RunStatus
 from jobsched.ports.jobs import Rewrite
-from jobsched.ports.runs import ClaimRequest, new_run
+from jobsched.ports.runs import ClaimRequest, RunKey
 from tests.support.backends import memory_settings
 from tests.support.worker import owner_sets_paused, resume_after_first_events_read
 
@@ -167,7 +168,7 @@ def test_a_policy_that_cannot_be_applied_leaves_the_run_dead_and_notified() -> N
     f = Fixture(after_consecutive_failures=1)
     f.ended(0, RunStatus.QUEUED)
     claim = f.runs.claim(
-        ClaimRequest(f.job.id, T0, worker="w", now_ms=T0, stale_before_ms=T0, retry_due_by_ms=T0)
+        ClaimRequest(RunKey(f.job.id, T0), worker="w", now_ms=T0, stale_before_ms=T0, retry_due_by_ms=T0)
     )
     assert claim.claimed
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from jobsched.adapters.alerts import alert_body, alert_subject
-from jobsched.ports.runs import DeadRun
+from jobsched.adapters.wire import dead_run_envelope
+from jobsched.ports.run_messages import DeadRun
 
 T0 = 1_767_578_400_000
 
@@ -28,7 +29,7 @@ def _dead(**kwargs: object) -> DeadRun:
 
 
 def test_the_envelope_is_the_run_envelope_plus_owner_name_and_error() -> None:
-    assert _dead().envelope() == {
+    assert dead_run_envelope(_dead()) == {
         "run_id": f"j_1@{T0}",
         "job_id": "j_1",
         "scheduled_for": "2026-01-05T02:00:00Z",

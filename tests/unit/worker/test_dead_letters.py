@@ -8,13 +8,16 @@ from typing import Any
 
 import pytest
 
+from jobsched.api.run_views import run_view
 from jobsched.api.triggers import send_manual
 from jobsched.domain.retries import DEAD_LETTER_WORKER
+from jobsched.domain.runs import new_run, rerun_request
 from jobsched.domain.sweeper import Sweeper
 from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.models import Job, RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import ClaimRequest, RerunRequest, RunMessage, new_run
+from jobsched.ports.run_messages import RunMessage
+from jobsched.ports.runs import ClaimRequest, RunKey
 from tests.support.worker import T0, Kit
 
 
@@ -59,7 +62,7 @@ def test_a_message_dead_lettered_before_any_claim_ends_as_a_recorded_dead_run(ki
     assert report.dead_letters == 1 and report.dead == 1 and kit.letters.letters == []
     # And a late copy of its message on the run queue is refused: the fire does not run after its alert
     assert not kit.runs.claim(
-        ClaimRequest(job.id, T0, worker="w", now_ms=T0, stale_before_ms=0, retry_due_by_ms=T0)
+        ClaimRequest(RunKey(job.id, T0), worker="w", now_ms=T0, stale_before_ms=0, retry_due_by_ms=T0)
     ).claimed
 
 
@@ -81,7 +84,12 @@ def test_a_lost_workers_run_whose_message_was_dead_lettered_is_a_failed_try(kit:
     create = new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
     assert kit.runs.claim(
         ClaimRequest(
-            job.id, T0, worker="lost", now_ms=now, stale_before_ms=now, retry_due_by_ms=now, create=create
+            RunKey(job.id, T0),
+            worker="lost",
+            now_ms=now,
+            stale_before_ms=now,
+            retry_due_by_ms=now,
+            create=create,
         )
     ).claimed
     kit.letters.redrive(RunMessage(job.id, T0))
@@ -184,8 +192,7 @@ def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_work
     create = None if saved_queued else new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
     assert kit.runs.claim(
         ClaimRequest(
-            job.id,
-            T0,
+            RunKey(job.id, T0),
             worker=DEAD_LETTER_WORKER,
             now_ms=now,
             stale_before_ms=now,
@@ -219,7 +226,11 @@ def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_work
     now = kit.clock()
     assert kit.runs.claim(
         ClaimRequest(
-            job.id, T0, worker=DEAD_LETTER_WORKER, now_ms=now, stale_before_ms=now, retry_due_by_ms=now
+            RunKey(job.id, T0),
+            worker=DEAD_LETTER_WORKER,
+            now_ms=now,
+            stale_before_ms=now,
+            retry_due_by_ms=now,
         )
     ).claimed
     # When the copy on the run queue reaches a worker once that claim's heartbeat is stale
@@ -248,11 +259,11 @@ def test_a_letter_of_an_earlier_round_does_not_kill_the_owners_re_run(kit: Kit) 
     kit.clock.advance(3_600_000)
     now = kit.clock()
     rerun = kit.runs.rerun(
-        RerunRequest.at(job.id, T0, now_ms=now, sweep_at_ms=now + 120_000, retention_days=90)
+        rerun_request(RunKey(job.id, T0), now_ms=now, sweep_at_ms=now + 120_000, retention_days=90)
     )
     assert rerun.done and rerun.row is not None
     sent = RecordingSender()
-    send_manual(sent, rerun.row.as_run())
+    send_manual(sent, run_view(rerun.row))
     kit.letters.redrive(RunMessage(job.id, T0, enqueued_at=T0 + 120_000), receive_count=5)
     report = kit.sweeper.sweep()
     # Then the letter is deleted without effect: the re-run stays queued, no new dead-run message or alert

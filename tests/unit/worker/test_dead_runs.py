@@ -10,7 +10,8 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.aws import DEFAULT_CALLS
 from jobsched.domain.retries import NOTIFY_RETRY_MS, Outcome
 from jobsched.models import RunStatus
-from jobsched.ports.runs import DeadRun, run_id
+from jobsched.ports.run_messages import DeadRun
+from jobsched.ports.runs import run_id
 from tests.support.worker import T0, Kit
 
 

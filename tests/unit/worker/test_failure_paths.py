@@ -19,7 +19,8 @@ from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import HttpTarget, LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import RunMessage
+from jobsched.ports.run_messages import RunMessage
+from jobsched.ports.runs import RunKey
 from jobsched.resources import RUN_QUEUE
 from jobsched.targets import TargetCall, TargetFailed, Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
@@ -229,8 +230,9 @@ def test_a_storage_outage_of_half_a_minute_before_the_target_does_not_kill_the_r
 def test_a_duplicate_of_a_running_run_that_cannot_be_watched_comes_back_instead_of_being_dropped(
     kit: Kit, monkeypatch: pytest.MonkeyPatch, visibility_calls: list[dict[str, Any]]
 ) -> None:
+    from jobsched.domain.runs import new_run
     from jobsched.domain.worker import GIVE_BACK_DELAY_S
-    from jobsched.ports.runs import ClaimRequest, new_run
+    from jobsched.ports.runs import ClaimRequest
 
     # Given a scheduled run whose row its claim made, running under another worker
     job = kit.make_job(command="record")
@@ -238,7 +240,12 @@ def test_a_duplicate_of_a_running_run_that_cannot_be_watched_comes_back_instead_
     now = kit.clock()
     assert kit.runs.claim(
         ClaimRequest(
-            job.id, T0, worker="slow", now_ms=now, stale_before_ms=now - 1, retry_due_by_ms=now, create=create
+            RunKey(job.id, T0),
+            worker="slow",
+            now_ms=now,
+            stale_before_ms=now - 1,
+            retry_due_by_ms=now,
+            create=create,
         )
     ).claimed
 

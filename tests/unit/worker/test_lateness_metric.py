@@ -11,10 +11,10 @@ import pytest
 
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
+from jobsched.domain.runs import new_run
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunKind
 from jobsched.observability import MetricName
-from jobsched.ports.runs import new_run
 from tests.support.worker import T0
 
 HOUR = 3_600_000

@@ -16,7 +16,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import Delivery, RunMessage
+from jobsched.ports.run_messages import Delivery, RunMessage
 from jobsched.targets import TargetCall, TargetFailed, commands
 from tests.support.worker import T0, Kit
 

@@ -14,7 +14,7 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS, Deferred
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, run_id
+from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, RunKey, run_id
 from jobsched.targets import TargetCall, Targets, commands
 from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
 
@@ -32,7 +32,11 @@ def _every_minute_with_two_runs(kit: Kit, **fields: Any) -> Job:
 def _claim(kit: Kit, job: Job, scheduled_for: int, worker: str) -> None:
     assert kit.runs.claim(
         ClaimRequest(
-            job.id, scheduled_for, worker=worker, now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+            RunKey(job.id, scheduled_for),
+            worker=worker,
+            now_ms=kit.clock(),
+            stale_before_ms=0,
+            retry_due_by_ms=0,
         )
     ).claimed
 

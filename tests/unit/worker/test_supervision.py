@@ -18,7 +18,7 @@ from jobsched.domain.worker import OVERLAP_CHANGE_EVENTS
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, JobEventKind, RunStatus
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import ClaimRequest, OverlapRequest, run_id
+from jobsched.ports.runs import ClaimRequest, OverlapRequest, RunKey, run_id
 from jobsched.targets import TargetCall, Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
@@ -72,7 +72,11 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(kit: Kit) -> None
     job = kit.due_job()
     kit.runs.claim(
         ClaimRequest(
-            job.id, T0, worker="w1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=kit.clock()
+            RunKey(job.id, T0),
+            worker="w1",
+            now_ms=kit.clock(),
+            stale_before_ms=0,
+            retry_due_by_ms=kit.clock(),
         )
     )
     visibility = Visibility()
@@ -91,8 +95,7 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(kit: Kit) -> None
     # another worker took the run over (stale heartbeat): the beat is refused
     kit.runs.claim(
         ClaimRequest(
-            job.id,
-            T0,
+            RunKey(job.id, T0),
             worker="w2",
             now_ms=kit.clock() + 500_000,
             stale_before_ms=kit.clock() + 400_000,
@@ -149,8 +152,7 @@ def hold_command(runs: MemoryRunStore, clock: FakeClock, waiter: SimWaiter) -> I
             if (call.input or {}).get("steal"):
                 claimed = runs.claim(
                     ClaimRequest(
-                        call.job_id,
-                        call.scheduled_for_ms,
+                        RunKey(call.job_id, call.scheduled_for_ms),
                         worker="w-2",
                         now_ms=clock(),
                         stale_before_ms=clock() + 1,
@@ -307,7 +309,7 @@ def test_overlap_skip_ignores_a_run_whose_worker_is_lost(kit: Kit) -> None:
     kit.make_run(job, T0 + 60_000)
     kit.runs.claim(
         ClaimRequest(
-            job.id, T0, worker="dead-worker", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+            RunKey(job.id, T0), worker="dead-worker", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
         )
     )
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
@@ -321,7 +323,9 @@ def _running_without_the_lock(kit: Kit) -> Job:
     kit.make_run(job, T0)
     kit.make_run(job, T0 + 60_000)
     assert kit.runs.claim(
-        ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+        ClaimRequest(
+            RunKey(job.id, T0), worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+        )
     ).claimed
     return job
 
@@ -443,7 +447,9 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(kit: Kit) -
     kit.make_run(job, T0)
     kit.make_run(job, T0 + 60_000)
     kit.runs.claim(
-        ClaimRequest(job.id, T0, worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+        ClaimRequest(
+            RunKey(job.id, T0), worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+        )
     )
     holder = kit.jobs.acquire_overlap(
         OverlapRequest(
@@ -507,7 +513,7 @@ def test_a_try_whose_run_was_taken_over_does_not_overwrite_the_result(kit: Kit) 
 
 
 def test_a_run_whose_message_visibility_cannot_be_extended_is_watched_by_the_sweeper(kit: Kit) -> None:
-    from jobsched.ports.runs import new_run
+    from jobsched.domain.runs import new_run
 
     class GoneMessage:
         """SQS refuses the extension: the message was deleted (a copy acknowledged) or its handle is stale."""
@@ -521,7 +527,7 @@ def test_a_run_whose_message_visibility_cannot_be_extended_is_watched_by_the_swe
     now = kit.clock()
     assert kit.runs.claim(
         ClaimRequest(
-            job.id, T0, worker="w1", now_ms=now, stale_before_ms=0, retry_due_by_ms=now, create=create
+            RunKey(job.id, T0), worker="w1", now_ms=now, stale_before_ms=0, retry_due_by_ms=now, create=create
         )
     ).claimed
     beat = Heartbeat(

@@ -12,7 +12,7 @@ import pytest
 from jobsched.domain.retries import Outcome
 from jobsched.domain.sweeper import Sweeper
 from jobsched.models import RunStatus
-from jobsched.ports.runs import ClaimRequest, Owned, RetryTransition, run_id
+from jobsched.ports.runs import ClaimRequest, Owned, RetryTransition, RunKey, run_id
 from jobsched.targets import TargetCall
 from tests.support.worker import T0, Kit
 
@@ -66,7 +66,9 @@ def test_a_lost_worker_counts_as_a_failed_try_and_the_run_is_retried_with_backof
     job = kit.due_job(command="record", retry={"backoff_s": 60})
     kit.clock.advance(60_000)
     kit.runs.claim(
-        ClaimRequest(job.id, T0, worker="vanished", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+        ClaimRequest(
+            RunKey(job.id, T0), worker="vanished", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+        )
     )
     # When its heartbeat is fresh, the sweeper leaves it and looks again when it could be stale
     kit.clock.advance(kit.settings.sweep_queued_after_s * 1000 - 60_000)
@@ -95,8 +97,7 @@ def test_a_run_that_keeps_killing_its_worker_ends_dead(kit: Kit) -> None:
     for attempt in (1, 2):
         claimed = kit.runs.claim(
             ClaimRequest(
-                job.id,
-                T0,
+                RunKey(job.id, T0),
                 worker=f"w{attempt}",
                 now_ms=kit.clock(),
                 stale_before_ms=0,
@@ -120,7 +121,7 @@ def test_a_run_that_keeps_killing_its_worker_ends_dead(kit: Kit) -> None:
 def test_a_lost_worker_of_a_deleted_job_is_skipped(kit: Kit) -> None:
     job = kit.due_job()
     kit.runs.claim(
-        ClaimRequest(job.id, T0, worker="w", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+        ClaimRequest(RunKey(job.id, T0), worker="w", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
     )
     kit.jobs.delete(job, deleted_at_ms=T0, retention_days=None)
     kit.clock.advance((kit.settings.heartbeat_stale_s + kit.settings.sweep_queued_after_s) * 1000)
@@ -132,7 +133,7 @@ def test_a_lost_worker_of_a_deleted_job_is_skipped(kit: Kit) -> None:
 def test_a_retry_not_yet_due_is_deferred_not_re_enqueued(kit: Kit, sent: list[dict[str, Any]]) -> None:
     job = kit.due_job()
     kit.runs.claim(
-        ClaimRequest(job.id, T0, worker="w", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+        ClaimRequest(RunKey(job.id, T0), worker="w", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
     )
     retry_at = kit.clock() + 600_000
     kit.runs.retry(
@@ -180,8 +181,7 @@ def test_a_claim_between_the_read_and_the_write_wins(
         for job_id, scheduled_for in keys:
             kit.runs.claim(
                 ClaimRequest(
-                    job_id,
-                    scheduled_for,
+                    RunKey(job_id, scheduled_for),
                     worker="w",
                     now_ms=kit.clock(),
                     stale_before_ms=0,
@@ -231,7 +231,9 @@ def test_one_bad_row_does_not_stop_the_pass(kit: Kit) -> None:
     kit.make_run(lost_job)
     kit.make_run(queued_job)
     kit.runs.claim(
-        ClaimRequest(lost_job.id, T0, worker="w", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0)
+        ClaimRequest(
+            RunKey(lost_job.id, T0), worker="w", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+        )
     )
     sweeper = kit.build_sweeper()
     sweeper.jobs = BrokenSpecs()

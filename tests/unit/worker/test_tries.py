@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from jobsched.domain.retries import Outcome
+from jobsched.domain.tries import FAILED_TRY_BYTES, with_try
 from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import ClaimRequest, RunRow
-from jobsched.ports.tries import FAILED_TRY_BYTES, TryRecord, with_try
+from jobsched.ports.runs import ClaimRequest, RunKey, RunRow
+from jobsched.ports.tries import TryRecord
 from jobsched.targets import CommandExecutor, CommandRegistry, TargetCall, TargetFailed, Targets
 from jobsched.targets.base import SUCCESS_OUTPUT_BYTES
 from tests.support.worker import T0, Kit
@@ -109,7 +110,11 @@ def _claimed_by_a_worker_since_lost(kit: Kit, job: Any) -> int:
     first = kit.clock()
     assert kit.runs.claim(
         ClaimRequest(
-            job.id, T0, worker="lost-one", now_ms=first, stale_before_ms=first - 1, retry_due_by_ms=first
+            RunKey(job.id, T0),
+            worker="lost-one",
+            now_ms=first,
+            stale_before_ms=first - 1,
+            retry_due_by_ms=first,
         )
     ).claimed
     kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)

@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
+from jobsched.adapters.wire import parse_run_message
 from jobsched.clock import to_ms
 from jobsched.domain.retries import Outcome
+from jobsched.domain.runs import new_run
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, RunStatus
 from jobsched.ports.jobs import Rewrite
-from jobsched.ports.runs import Claim, ClaimRequest, RunMessage, RunRow, new_run, run_id
+from jobsched.ports.runs import Claim, ClaimRequest, RunKey, RunRow, run_id
 from jobsched.targets import TargetCall
 from tests.support.worker import T0, Kit
 
@@ -28,8 +30,7 @@ def claim_now(
     now = kit.clock()
     return kit.runs.claim(
         ClaimRequest(
-            job.id,
-            T0,
+            RunKey(job.id, T0),
             worker=worker,
             now_ms=now,
             stale_before_ms=stale_before_ms,
@@ -223,7 +224,7 @@ def test_a_malformed_message_fails_the_record(worker: Worker, record: Callable[.
 )
 def test_a_message_field_of_another_type_is_malformed(body: str) -> None:
     with pytest.raises(ValueError, match="malformed run message"):
-        RunMessage.parse(body)
+        parse_run_message(body)
 
 
 @pytest.mark.parametrize(
@@ -239,11 +240,11 @@ def test_a_message_field_of_another_type_is_malformed(body: str) -> None:
 )
 def test_a_message_instant_no_date_can_hold_or_a_term_out_of_range_is_malformed(body: str) -> None:
     with pytest.raises(ValueError, match="malformed run message"):
-        RunMessage.parse(body)
+        parse_run_message(body)
 
 
 def test_a_message_with_integer_fields_parses() -> None:
-    message = RunMessage.parse('{"job_id": "j_a", "scheduled_for": 1000, "enqueued_at": 900, "term": null}')
+    message = parse_run_message('{"job_id": "j_a", "scheduled_for": 1000, "enqueued_at": 900, "term": null}')
     assert (message.job_id, message.scheduled_for, message.enqueued_at, message.term) == (
         "j_a",
         1000,

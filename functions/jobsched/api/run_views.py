@@ -1,0 +1,60 @@
+"""The API's views of a stored run: ``run_view`` (the ``Run`` of a run row, as listings and triggers return it)
+and ``run_detail`` (``GET /jobs/{id}/runs/{run_id}``: the ``Run`` with its tries). Instants become UTC
+datetimes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jobsched.clock import from_ms
+from jobsched.models import Run, RunAttempt, RunDetail
+from jobsched.ports.runs import RunRow
+from jobsched.ports.tries import TryRecord
+
+
+def _instant(value: int | None) -> datetime | None:
+    """The UTC datetime of ``value`` (epoch ms); None stays None."""
+    return from_ms(value) if value is not None else None
+
+
+def run_view(row: RunRow) -> Run:
+    """The API's ``Run`` of ``row`` (instants as UTC datetimes)."""
+    return Run(
+        id=row.run_id,
+        job_id=row.job_id,
+        scheduled_for=from_ms(row.scheduled_for),
+        status=row.status,
+        kind=row.kind,
+        attempt=row.attempt,
+        enqueued_at=_instant(row.enqueued_at),
+        started_at=_instant(row.started_at),
+        finished_at=_instant(row.finished_at),
+        worker=row.worker,
+        error=row.error,
+        lateness_ms=row.lateness_ms,
+        skipped_count=row.skipped_count,
+        skipped_through=_instant(row.skipped_through),
+    )
+
+
+def run_detail(row: RunRow) -> RunDetail:
+    """The API's ``RunDetail`` of ``row``: its ``Run`` with ``attempts`` (the tries of round ``row.reruns``) and
+    ``previous_attempts`` (those of earlier rounds), instants as UTC datetimes."""
+
+    def attempt(record: TryRecord) -> RunAttempt:
+        return RunAttempt(
+            attempt=record.attempt,
+            started_at=_instant(record.started_at),
+            finished_at=_instant(record.finished_at),
+            worker=record.worker,
+            error=record.error,
+            output=record.output,
+            round=record.round,
+        )
+
+    return RunDetail(
+        **run_view(row).model_dump(),
+        reruns=row.reruns,
+        attempts=[attempt(t) for t in row.tries if t.round == row.reruns],
+        previous_attempts=[attempt(t) for t in row.tries if t.round < row.reruns],
+    )
