@@ -37,6 +37,7 @@ runs re-enqueued or taken from a lost worker.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ from jobsched.domain.retries import (
     with_lost_try,
 )
 from jobsched.models import Job, RunStatus
-from jobsched.observability import COUNT, MetricName, add_metric, logger
+from jobsched.observability import COUNT, MetricName, add_metric
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
     SWEEP_SHARDS,
@@ -69,6 +70,8 @@ from jobsched.ports.runs import (
     run_id,
 )
 from jobsched.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 MAX_ROWS_PER_PASS = 1000
 MAX_DEAD_LETTERS_PER_PASS = 100
@@ -127,7 +130,7 @@ class Sweeper:
             try:
                 self._sweep_row(row, now, report, requeue, specs)
             except Exception as error:
-                logger.exception("sweeping a run failed", run_id=row.run_id)
+                logger.exception("sweeping a run failed", extra={"run_id": row.run_id})
                 report.errors.append(f"{row.run_id}: {type(error).__name__}")
         self._drain_dead_letters(now, report, specs)
         if requeue:
@@ -135,12 +138,12 @@ class Sweeper:
                 self.queue.send(requeue)
             except Exception as error:
                 # sweep_at was already pushed: the next look (a few minutes on) enqueues them again.
-                logger.exception("sweeper re-enqueue failed", runs=len(requeue))
+                logger.exception("sweeper re-enqueue failed", extra={"runs": len(requeue)})
                 report.errors.append(f"enqueue: {type(error).__name__}")
         swept = report.requeued + report.lost_workers
         if swept:
             add_metric(MetricName.RUNS_SWEPT, COUNT, swept)
-        logger.info("sweep done", **report.as_dict())
+        logger.info("sweep done", extra=report.as_dict())
         return report
 
     def _due_keys(self, now: int, report: SweepReport) -> list[RunKey]:
@@ -199,10 +202,12 @@ class Sweeper:
                 report.requeued += 1
                 logger.warning(
                     "run re-enqueued by the sweeper",
-                    run_id=run_id(job_id, scheduled_for),
-                    status=status,
-                    overdue_ms=now - base,
-                    sweeps=sweeps,
+                    extra={
+                        "run_id": run_id(job_id, scheduled_for),
+                        "status": status,
+                        "overdue_ms": now - base,
+                        "sweeps": sweeps,
+                    },
                 )
             else:
                 report.conflicts += 1
@@ -238,7 +243,7 @@ class Sweeper:
                 if self._dead_letter(letter, now, report, specs):
                     self.dead_letters.delete(letter.receipt_handle)
             except Exception as error:
-                logger.exception("dead letter not handled; it comes back", body=letter.body[:200])
+                logger.exception("dead letter not handled; it comes back", extra={"body": letter.body[:200]})
                 report.errors.append(f"dead letter: {type(error).__name__}")
 
     def _dead_letter(
@@ -248,7 +253,9 @@ class Sweeper:
         try:
             message = RunMessage.parse(letter.body)
         except ValueError:
-            logger.error("malformed message in the run dead-letter queue, dropped", body=letter.body[:200])
+            logger.error(
+                "malformed message in the run dead-letter queue, dropped", extra={"body": letter.body[:200]}
+            )
             return True
         report.dead_letters += 1
         rows = self.runs.get_many([RunKey(message.job_id, message.scheduled_for)])
@@ -256,9 +263,11 @@ class Sweeper:
         if row is not None and not message_round_began(message, row):
             logger.info(
                 "dead letter of an earlier round of its run dropped",
-                run_id=row.run_id,
-                letter_enqueued_at=message.enqueued_at,
-                round_enqueued_at=row.enqueued_at,
+                extra={
+                    "run_id": row.run_id,
+                    "letter_enqueued_at": message.enqueued_at,
+                    "round_enqueued_at": row.enqueued_at,
+                },
             )
             return True
         if row is not None and row.status is RunStatus.RUNNING:
@@ -297,7 +306,7 @@ class Sweeper:
         except StoreUnavailable:
             # The claim opened no try: give it back (the row as it was, as the worker does), so the letter, back at
             # a later pass, is settled again, and the claim is never taken for a lost worker's try (and retried).
-            logger.warning("dead letter not settled; giving its claim back", run_id=owned.run_id)
+            logger.warning("dead letter not settled; giving its claim back", extra={"run_id": owned.run_id})
             self.runs.give_back(owned, before=before)
             raise
         return True

@@ -64,6 +64,7 @@ it holds the run (refused or long-failing heartbeats) abandons its try before th
 
 from __future__ import annotations
 
+import logging
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, replace
@@ -81,7 +82,7 @@ from jobsched.domain.retries import (
 )
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.models import Job, JobEventKind, LambdaTarget, OverlapPolicy, RunKind, RunStatus, to_ms
-from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
+from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import (
     DeadRunSink,
@@ -106,6 +107,8 @@ from jobsched.targets.base import (
     TargetNotStarted,
 )
 from jobsched.targets.redaction import redactor_for
+
+logger = logging.getLogger(__name__)
 
 RETRY_EARLY_SLACK_MS = 5_000
 """A retrying run may be claimed this long before its ``retry_at`` (clock skew between hosts)."""
@@ -262,9 +265,11 @@ class Worker:
                     if remaining < needed:
                         logger.warning(
                             "run not claimed: too little time left in this invocation",
-                            run_id=run_id(message.job_id, message.scheduled_for),
-                            remaining_ms=remaining,
-                            needed_ms=needed,
+                            extra={
+                                "run_id": run_id(message.job_id, message.scheduled_for),
+                                "remaining_ms": remaining,
+                                "needed_ms": needed,
+                            },
                         )
                         return self._defer(delivery, visible_in_s=0, reason="too little invocation time")
         now = self.clock()
@@ -287,9 +292,11 @@ class Worker:
                     )
             logger.info(
                 "delivery dropped: run not claimable",
-                run_id=rid,
-                status=before.status.value if before is not None else "missing",
-                receive_count=delivery.receive_count,
+                extra={
+                    "run_id": rid,
+                    "status": before.status.value if before is not None else "missing",
+                    "receive_count": delivery.receive_count,
+                },
             )
             return Outcome.DROPPED
         attempt = before.attempt + 1
@@ -305,7 +312,13 @@ class Worker:
         if before.lateness_ms is None and not on_request:
             add_metric(MetricName.RUN_LATENESS, MILLISECONDS, max(0, now - message.scheduled_for))
         logger.info(
-            "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.status.value
+            "run claimed",
+            extra={
+                "run_id": rid,
+                "job_id": message.job_id,
+                "attempt": attempt,
+                "previous": before.status.value,
+            },
         )
 
         try:
@@ -400,7 +413,10 @@ class Worker:
             )
         except TryAbandoned:
             if heartbeat.lost:
-                logger.warning("try abandoned: the run was taken over", run_id=owned.run_id, attempt=attempt)
+                logger.warning(
+                    "try abandoned: the run was taken over",
+                    extra={"run_id": owned.run_id, "attempt": attempt},
+                )
                 return Outcome.LOST
             # Still ours as far as we know: record the failed try, conditioned on that (LOST if it is not).
             error = (
@@ -420,9 +436,11 @@ class Worker:
             ]  # where, without a message that may hold secrets
             logger.error(
                 "target raised unexpectedly",
-                run_id=owned.run_id,
-                error=failure,
-                at=f"{frame.filename}:{frame.lineno} in {frame.name}",
+                extra={
+                    "run_id": owned.run_id,
+                    "error": failure,
+                    "at": f"{frame.filename}:{frame.lineno} in {frame.name}",
+                },
             )
             return self._failed(owned, job, failure, before, call, claimed_at, delivery, heartbeat)
 
@@ -435,11 +453,19 @@ class Worker:
             status=RunStatus.SUCCEEDED,
             attempt=attempt,
         ):
-            logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
+            logger.warning(
+                "run succeeded but is no longer ours (taken over meanwhile)", extra={"run_id": owned.run_id}
+            )
             return Outcome.LOST
         add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
         logger.info(
-            "run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=redact(detail)
+            "run succeeded",
+            extra={
+                "run_id": owned.run_id,
+                "job_id": owned.job_id,
+                "attempt": attempt,
+                "detail": redact(detail),
+            },
         )
         return Outcome.SUCCEEDED
 
@@ -489,13 +515,12 @@ class Worker:
         worker's once its heartbeat is stale (that try then counts)."""
         logger.warning(
             "storage error before the target started; giving the claim back",
-            run_id=owned.run_id,
-            error=str(error),
+            extra={"run_id": owned.run_id, "error": str(error)},
         )
         try:
             given = self.runs.give_back(owned, before=before)
         except Exception:
-            logger.exception("claim could not be given back", run_id=owned.run_id)
+            logger.exception("claim could not be given back", extra={"run_id": owned.run_id})
             raise error from None
         if not given:
             return Outcome.LOST
@@ -531,10 +556,12 @@ class Worker:
             wait_s = min(max(GIVE_BACK_DELAY_S, longest_s), MAX_GIVE_BACK_DELAY_S)
         logger.info(
             "overlap: waiting for the job's lock",
-            run_id=owned.run_id,
-            holder=blocked.holder,
-            previous=before.status.value,
-            wait_s=wait_s,
+            extra={
+                "run_id": owned.run_id,
+                "holder": blocked.holder,
+                "previous": before.status.value,
+                "wait_s": wait_s,
+            },
         )
         if not self.runs.give_back(owned, before=before):
             return Outcome.LOST
@@ -580,7 +607,9 @@ class Worker:
         )
         if still_running or acquire(replacing=holder) is not None:
             return held
-        logger.info("overlap lock taken from a finished try", run_id=owned.run_id, previous=held)
+        logger.info(
+            "overlap lock taken from a finished try", extra={"run_id": owned.run_id, "previous": held}
+        )
         return None
 
     def _watch(self, running: RunRow) -> None:
@@ -591,7 +620,8 @@ class Worker:
         beat = running.heartbeat_at or running.started_at or self.clock()
         if self.runs.watch(Owned.of(running), sweep_at_ms=beat + self.settings.heartbeat_stale_s * 1000):
             logger.info(
-                "running run watched by the sweeper after a duplicate delivery", run_id=running.run_id
+                "running run watched by the sweeper after a duplicate delivery",
+                extra={"run_id": running.run_id},
             )
 
     def _unlocked_try(self, owned: Owned, job: Job, now: int) -> Blocked | None:
@@ -645,8 +675,7 @@ class Worker:
             return
         logger.warning(
             "overlap lock held on: the cancelled try may still be running",
-            run_id=owned.run_id,
-            until_ms=until,
+            extra={"run_id": owned.run_id, "until_ms": until},
         )
         try:
             self.jobs.renew_overlap(
@@ -654,7 +683,8 @@ class Worker:
             )
         except Exception:
             logger.exception(
-                "overlap lock not held on; it goes stale after heartbeat_stale_s", run_id=owned.run_id
+                "overlap lock not held on; it goes stale after heartbeat_stale_s",
+                extra={"run_id": owned.run_id},
             )
 
     def _last_overlap_change(self, job_id: str, since_ms: int) -> int | None:
@@ -696,7 +726,8 @@ class Worker:
             )
         except Exception:
             logger.exception(
-                "overlap lock not released; it goes stale after heartbeat_stale_s", run_id=owned.run_id
+                "overlap lock not released; it goes stale after heartbeat_stale_s",
+                extra={"run_id": owned.run_id},
             )
 
     def read_specs(self, job_ids: Sequence[str]) -> BatchSpecs | None:
@@ -712,7 +743,9 @@ class Worker:
             return BatchSpecs(frozenset(job_ids), self.jobs.get_specs(job_ids), read_at)
         except Exception:  # an optimisation only: the per-run reads give each error to its own run
             logger.warning(
-                "the batch's jobs not read together; each run reads its own", jobs=len(job_ids), exc_info=True
+                "the batch's jobs not read together; each run reads its own",
+                extra={"jobs": len(job_ids)},
+                exc_info=True,
             )
             return None
 
@@ -734,7 +767,7 @@ class Worker:
             logger.exception(
                 "message visibility not shortened; a lost worker's run is recovered after the queue's "
                 "visibility timeout",
-                messages=len(receipt_handles),
+                extra={"messages": len(receipt_handles)},
             )
 
     def _time_needed_ms(self, timeout_s: int) -> int:
@@ -750,8 +783,10 @@ class Worker:
             except Exception:
                 logger.exception(
                     "could not hand the message back; it returns after the visibility timeout",
-                    run_id=run_id(delivery.message.job_id, delivery.message.scheduled_for),
-                    reason=reason,
+                    extra={
+                        "run_id": run_id(delivery.message.job_id, delivery.message.scheduled_for),
+                        "reason": reason,
+                    },
                 )
         return Outcome.DEFERRED
 
@@ -759,7 +794,7 @@ class Worker:
         if not self.runs.skip(owned, now_ms=self.clock(), reason=reason):
             return Outcome.LOST
         add_metric(MetricName.RUNS_SKIPPED, COUNT, 1)
-        logger.info("run skipped", run_id=owned.run_id, job_id=owned.job_id, reason=reason)
+        logger.info("run skipped", extra={"run_id": owned.run_id, "job_id": owned.job_id, "reason": reason})
         return Outcome.SKIPPED
 
 
