@@ -4,7 +4,7 @@ Log with keyword fields (``logger.info("run enqueued", job_id=..., run_id=...)``
 logs through the standard library instead (``logging.getLogger(__name__)``, fields in ``extra={...}``): its
 loggers (``jobsched.domain.*``) are children of this Logger's (``jobsched``, the service name), so their records
 take its level and go out through its handler as the same JSON lines, with the same appended keys, and local
-mode's redirection of that handler covers them too. Nothing under ``jobsched.domain`` imports this module.
+mode's redirection of that handler covers them too.
 Metrics go out as CloudWatch EMF under the namespace ``NAMESPACE`` (the stack name in AWS, ``jobsched`` locally).
 
 Metrics are added from several threads at once: the records of a worker batch run concurrently, and local

@@ -46,6 +46,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.adapters.queue import default_worker_id
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.service import JobService
@@ -329,6 +330,7 @@ class PromisesMachine(RuleBasedStateMachine):
             dead_runs=ports.dead_runs,
             targets=Targets(command=ModelExecutor(self)),
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             visibility=faulty(ports.queue),
         )
         self.dead_letters = MemoryDeadLetters()
@@ -343,8 +345,10 @@ class PromisesMachine(RuleBasedStateMachine):
                 dead_runs=ports.dead_runs,
                 settings=self.settings,
                 clock=self.clock,
+                metrics=PowertoolsRunMetrics(),
             ),
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             dead_letters=faulty(self.dead_letters),
         )
         self.faults = Faults(version_of=version_of)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
 from jobsched.clock import FakeClock
@@ -243,8 +244,10 @@ class World:
                 dead_runs=backend.dead_runs,
                 settings=self.settings,
                 clock=self.clock,
+                metrics=PowertoolsRunMetrics(),
             ),
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             dead_letters=FaultyPort(self.dead_letters, "sweeper", self),
         )
         self.loops: dict[str, SchedulerLoop] = {}

@@ -11,7 +11,8 @@ from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.outcomes import OutcomeWrite, write_once
 from jobsched.models import Job, RunStatus
-from jobsched.observability import COUNT, MetricName, add_metric
+from jobsched.ports.limits import RunLimits
+from jobsched.ports.metrics import RunMetrics
 from jobsched.ports.runs import (
     MAX_DELAY_S,
     DeadRun,
@@ -25,7 +26,6 @@ from jobsched.ports.runs import (
     RunTransitions,
 )
 from jobsched.ports.tries import TryRecord, with_try
-from jobsched.settings import Settings
 from jobsched.targets.base import (
     iso_utc,
     truncate,
@@ -106,8 +106,9 @@ class Failures:
     runs: RunTransitions
     queue: RunSender
     dead_runs: DeadRunSink
-    settings: Settings
+    settings: RunLimits
     clock: Clock
+    metrics: RunMetrics
     alerting: Alerting | None = None
 
     def failed_try(
@@ -145,7 +146,7 @@ class Failures:
                 "failed try not recorded: the run is no longer ours", extra={"run_id": owned.run_id}
             )
             return Outcome.LOST
-        add_metric(MetricName.RUNS_RETRIED, COUNT, 1)
+        self.metrics.run_retried()
         logger.warning(
             "run failed; retrying",
             extra={
@@ -206,7 +207,7 @@ class Failures:
         if not recorded:
             logger.warning("dead run not recorded: the run is no longer ours", extra={"run_id": owned.run_id})
             return Outcome.LOST
-        add_metric(MetricName.RUNS_DEAD, COUNT, 1)
+        self.metrics.run_dead()
         logger.error(
             "run dead: out of attempts",
             extra={

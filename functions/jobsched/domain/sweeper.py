@@ -4,12 +4,12 @@ Unfinished runs carry ``sweep_pk``/``sweep_at`` (the sparse ``sweep`` index of t
 ``sweep#0..SWEEP_SHARDS-1``); ``sweep_at`` is when the sweeper should next look at the run. Each pass reads
 the index for ``sweep_at <= now`` (keys only), reads those rows consistently, and for each:
 
-- ``queued`` overdue (``Settings.sweep_queued_after_s`` past ``max(enqueued_at, dispatch_at)``: the scheduler
+- ``queued`` overdue (``settings.sweep_queued_after_s`` past ``max(enqueued_at, dispatch_at)``: the scheduler
   crashed between saving and enqueueing, or the message was lost) or ``retrying`` overdue (that long past
   ``retry_at``: the retry message never came) -> re-enqueue. An extra copy is harmless: claims are
   conditional. The next look backs off (x2 per re-enqueue, at most ``MAX_SWEEP_BACKOFF_MS``), so a long
   queue backlog is not flooded with copies.
-- ``running`` whose heartbeat stopped for ``Settings.heartbeat_stale_s`` -> the worker is lost, which counts
+- ``running`` whose heartbeat stopped for ``settings.heartbeat_stale_s`` -> the worker is lost, which counts
   as a failed try: ``retrying`` with backoff (re-enqueued with the SQS delay) or ``dead`` when that was the
   last attempt (so a run that kills its worker ends dead, not looping). A deleted job's run is ``skipped``.
 - fine (fresh heartbeat, retry not yet due) -> ``sweep_at`` pushed to when it could next need help.
@@ -51,8 +51,9 @@ from jobsched.domain.retries import (
     with_lost_try,
 )
 from jobsched.models import Job, RunStatus
-from jobsched.observability import COUNT, MetricName, add_metric
 from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.limits import RunLimits
+from jobsched.ports.metrics import RunMetrics
 from jobsched.ports.runs import (
     SWEEP_SHARDS,
     DeadLetter,
@@ -69,7 +70,6 @@ from jobsched.ports.runs import (
     message_round_began,
     run_id,
 )
-from jobsched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -105,12 +105,13 @@ class Sweeper:
     """One pass over the sweep index (see the module docstring). ``failures`` is the worker's ``Failures``
     (retry with backoff or dead + notifications), so a lost worker's try ends exactly like a failed one."""
 
-    settings: Settings
+    settings: RunLimits
     runs: SweepRows
     jobs: JobSpecs
     queue: RunSender
     failures: Failures
     clock: Clock
+    metrics: RunMetrics
     max_rows: int = MAX_ROWS_PER_PASS
     dead_letters: DeadLetters | None = None
 
@@ -142,7 +143,7 @@ class Sweeper:
                 report.errors.append(f"enqueue: {type(error).__name__}")
         swept = report.requeued + report.lost_workers
         if swept:
-            add_metric(MetricName.RUNS_SWEPT, COUNT, swept)
+            self.metrics.runs_swept(swept)
         logger.info("sweep done", extra=report.as_dict())
         return report
 

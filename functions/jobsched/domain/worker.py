@@ -8,7 +8,7 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    visibility set to 0 and the record reported failed) so a fresh invocation runs it instead of a try the
    Lambda limit would kill mid-way (and the sweeper would later count as failed).
 1. Claim the run with one conditional update: ``queued|retrying -> running`` (a retrying run once its
-   ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``Settings.heartbeat_stale_s``
+   ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``settings.heartbeat_stale_s``
    (its worker was lost), or, for a scheduled run (whose message is its only record: the scheduler writes no
    row), a new row made from the message. The claim sets ``worker``, ``attempt + 1``, ``started_at``,
    ``heartbeat_at`` and, on the first try, ``lateness_ms`` (start minus ``scheduled_for``). Before the
@@ -82,8 +82,9 @@ from jobsched.domain.retries import (
 )
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.models import Job, JobEventKind, LambdaTarget, OverlapPolicy, RunKind, RunStatus, to_ms
-from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric
 from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.limits import RunLimits
+from jobsched.ports.metrics import RunMetrics
 from jobsched.ports.runs import (
     DeadRunSink,
     Delivery,
@@ -100,7 +101,6 @@ from jobsched.ports.runs import (
     run_id,
 )
 from jobsched.ports.tries import TryRecord, with_try
-from jobsched.settings import Settings
 from jobsched.targets.base import (
     TargetCall,
     TargetFailed,
@@ -196,13 +196,14 @@ class Worker:
     """Processes deliveries of runs (see the module docstring). Thread-safe: no per-delivery state is kept
     on the object, so one instance serves a local pool of worker threads."""
 
-    settings: Settings
+    settings: RunLimits
     runs: RunRows
     jobs: JobSpecs
     queue: InitVar[RunSender]
     dead_runs: InitVar[DeadRunSink]
     targets: TargetRunner
     clock: Clock
+    metrics: RunMetrics
     visibility: VisibilityExtender | None = None
     waiter: Waiter | None = None
     """Monotonic time and waiting while a try runs; None: ``RealWaiter``."""
@@ -216,6 +217,7 @@ class Worker:
             dead_runs=dead_runs,
             settings=self.settings,
             clock=self.clock,
+            metrics=self.metrics,
             alerting=self.alerting,
         )
 
@@ -310,7 +312,7 @@ class Worker:
         # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
         on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
         if before.lateness_ms is None and not on_request:
-            add_metric(MetricName.RUN_LATENESS, MILLISECONDS, max(0, now - message.scheduled_for))
+            self.metrics.run_late(max(0, now - message.scheduled_for))
         logger.info(
             "run claimed",
             extra={
@@ -457,7 +459,7 @@ class Worker:
                 "run succeeded but is no longer ours (taken over meanwhile)", extra={"run_id": owned.run_id}
             )
             return Outcome.LOST
-        add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
+        self.metrics.run_succeeded()
         logger.info(
             "run succeeded",
             extra={
@@ -793,7 +795,7 @@ class Worker:
     def _skip(self, owned: Owned, reason: str) -> Outcome:
         if not self.runs.skip(owned, now_ms=self.clock(), reason=reason):
             return Outcome.LOST
-        add_metric(MetricName.RUNS_SKIPPED, COUNT, 1)
+        self.metrics.run_skipped()
         logger.info("run skipped", extra={"run_id": owned.run_id, "job_id": owned.job_id, "reason": reason})
         return Outcome.SKIPPED
 

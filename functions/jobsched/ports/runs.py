@@ -18,7 +18,7 @@ from jobsched.ports.tries import Rerun, TryRecord
 from jobsched.targets.base import TargetCall, iso_utc
 
 if TYPE_CHECKING:
-    from jobsched.settings import Settings
+    from jobsched.ports.limits import RunLimits
 
 MAX_DELAY_S = 900
 """SQS DelaySeconds limit: a run message is deferred by at most this."""
@@ -633,7 +633,7 @@ def claim_message(
     worker: str,
     now_ms: int,
     retry_due_by_ms: int,
-    settings: Settings,
+    settings: RunLimits,
     same_round: bool = False,
 ) -> Claim:
     """Claim the run of a run-queue ``message`` for ``worker`` at ``now_ms`` (epoch ms), as ``RunRows.claim``

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.adapters.queue import RunQueue
 from jobsched.domain.retries import Failures
 from jobsched.domain.sweeper import Sweeper
@@ -92,10 +93,24 @@ def test_a_deployment_upgraded_mid_stream_runs_every_fire_exactly_once(
         dead_runs=dead_runs,
         targets=Targets(),
         clock=clock,
+        metrics=PowertoolsRunMetrics(),
     )
-    failures = Failures(runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock)
+    failures = Failures(
+        runs=runs,
+        queue=queue,
+        dead_runs=dead_runs,
+        settings=settings,
+        clock=clock,
+        metrics=PowertoolsRunMetrics(),
+    )
     sweeper = Sweeper(
-        settings=settings, runs=runs, jobs=harness.jobs, queue=queue, failures=failures, clock=clock
+        settings=settings,
+        runs=runs,
+        jobs=harness.jobs,
+        queue=queue,
+        failures=failures,
+        clock=clock,
+        metrics=PowertoolsRunMetrics(),
     )
     new = harness.contender("new")
     outcomes: Counter[str] = Counter()

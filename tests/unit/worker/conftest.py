@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Failures
 from jobsched.domain.supervision import Waiter
@@ -71,6 +72,7 @@ def parts(
         "queue": queue,
         "dead_runs": dead_runs,
         "clock": clock,
+        "metrics": PowertoolsRunMetrics(),
     }
 
 
@@ -96,7 +98,7 @@ def build_sweeper(parts: dict[str, Any]) -> Callable[..., Sweeper]:
     ``dead_runs`` when given)."""
 
     def build(dead_runs: Any = None, **overrides: Any) -> Sweeper:
-        shared = {name: parts[name] for name in ("settings", "runs", "queue", "clock")}
+        shared = {name: parts[name] for name in ("settings", "runs", "queue", "clock", "metrics")}
         failures = Failures(**shared, dead_runs=dead_runs or parts["dead_runs"])
         return Sweeper(**{**shared, "jobs": parts["jobs"], "failures": failures, **overrides})
 
