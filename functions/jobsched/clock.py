@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 Clock = Callable[[], int]
 """A callable returning the current time as epoch milliseconds (UTC)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso_utc(ms: int) -> str:
+    """Epoch milliseconds -> ISO 8601 UTC with ``Z`` (``2026-12-04T18:00:00Z``; milliseconds only when present),
+    the same spelling as the API."""
+    instant = _EPOCH + timedelta(milliseconds=ms)  # exact (no float rounding of the milliseconds)
+    spec = "milliseconds" if ms % 1000 else "seconds"
+    return instant.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def system_clock() -> int:

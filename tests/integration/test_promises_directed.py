@@ -13,9 +13,9 @@ import pytest
 
 from jobsched.models import RunKind, RunStatus, to_ms
 from jobsched.ports.runs import run_id
+from jobsched.ports.targets import TargetFailed
 from jobsched.schedules import jitter_offset_ms
 from jobsched.settings import memory_settings
-from jobsched.targets import TargetFailed
 from tests.support.worker import SimWaiter
 from tests.support.world import OWNER, World
 

@@ -64,8 +64,9 @@ from jobsched.models import BackfillRequest, JobCreate, JobPatch, from_ms, to_ms
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
 from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow
+from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.schedules import parse_schedule
-from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.targets import Targets
 from tests.support.backends import BACKENDS, Backend, backend
 from tests.support.oracle import Oracle, Spec, Try
 

@@ -34,9 +34,10 @@ from jobsched.memory.queue import MemoryAlerts, MemoryDeadLetters
 from jobsched.models import BackfillRequest, JobCreate, JobPatch, from_ms, to_ms
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow, run_id
+from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
-from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.targets import Targets
 from jobsched.wiring import Components
 from tests.support.backends import memory_backend
 from tests.support.oracle import Oracle, Spec, Try

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jobsched.clock import iso_utc
 from jobsched.ports.alerts import Alert
 from jobsched.ports.runs import DeadRun
-from jobsched.targets.base import iso_utc
 
 SUBJECT_LIMIT = 100  # SNS subject limit (characters)
 UNKNOWN_OWNER = "unknown"

@@ -14,13 +14,12 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from jobsched.clock import Clock
+from jobsched.clock import Clock, iso_utc
 from jobsched.models import Job, JobEventKind, RunStatus, from_ms, paused_fields, to_ms
 from jobsched.ports.alerts import Alert, AlertSink
 from jobsched.ports.errors import Conflict, NotFound
 from jobsched.ports.jobs import AuditEvent, JobRepository, Rewrite, change_key
 from jobsched.ports.runs import RunRow
-from jobsched.targets.base import iso_utc
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from jobsched.clock import Clock
+from jobsched.clock import Clock, iso_utc
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.outcomes import OutcomeWrite, write_once
 from jobsched.models import Job, RunStatus
@@ -25,11 +25,8 @@ from jobsched.ports.runs import (
     RunSender,
     RunTransitions,
 )
+from jobsched.ports.targets import truncate
 from jobsched.ports.tries import TryRecord, with_try
-from jobsched.targets.base import (
-    iso_utc,
-    truncate,
-)
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobsched.ports.runs import JobSpecs, Owned, RunRows, VisibilityExtender
-from jobsched.targets.base import (
-    TargetCall,
-    TargetTimedOut,
-)
+from jobsched.ports.targets import TargetCall, TargetTimedOut
 
 logger = logging.getLogger(__name__)
 

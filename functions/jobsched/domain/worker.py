@@ -72,6 +72,7 @@ from dataclasses import InitVar, dataclass, field, replace
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.outcomes import OUTCOME_RESERVE_S, OutcomeWrites
+from jobsched.domain.redaction import redactor_for
 from jobsched.domain.retries import (
     DEAD_LETTER_WORKER,
     Failures,
@@ -100,13 +101,8 @@ from jobsched.ports.runs import (
     claim_message,
     run_id,
 )
+from jobsched.ports.targets import TargetCall, TargetFailed, TargetNotStarted
 from jobsched.ports.tries import TryRecord, with_try
-from jobsched.targets.base import (
-    TargetCall,
-    TargetFailed,
-    TargetNotStarted,
-)
-from jobsched.targets.redaction import redactor_for
 
 logger = logging.getLogger(__name__)
 
@@ -484,7 +480,7 @@ class Worker:
     ) -> Outcome:
         """Record the failed try (``Failures.failed_try``) with its entry in the run's tries. The target's
         secrets are redacted from ``error`` and the try's output before anything is cut, stored, logged or
-        alerted (``jobsched.targets.redaction``)."""
+        alerted (``jobsched.domain.redaction``)."""
         redact = redactor_for(job.target)
         error = redact(error)
         output = redact.optional(call.output)

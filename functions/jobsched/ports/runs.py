@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from jobsched.clock import iso_utc
 from jobsched.models import Job, Run, RunKind, RunStatus, from_ms
 from jobsched.ports.jobs import AuditEvent
+from jobsched.ports.targets import TargetCall
 from jobsched.ports.tries import Rerun, TryRecord
-from jobsched.targets.base import TargetCall, iso_utc
 
 if TYPE_CHECKING:
     from jobsched.ports.limits import RunLimits

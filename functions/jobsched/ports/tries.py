@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from jobsched.models import RunAttempt, RunDetail, from_ms
-from jobsched.targets.base import SUCCESS_OUTPUT_BYTES, head_bytes
+from jobsched.ports.targets import SUCCESS_OUTPUT_BYTES, head_bytes
 
 if TYPE_CHECKING:
     from jobsched.ports.runs import RunRow

@@ -22,7 +22,8 @@ from jobsched.domain.worker import Worker
 from jobsched.memory.queue import MemoryDeadRuns
 from jobsched.models import CommandTarget, RetryPolicy, RunStatus
 from jobsched.ports.runs import ClaimRequest, Delivery, Owned, RetryTransition, RunMessage, new_run, run_id
-from jobsched.targets import TargetCall, Targets, commands
+from jobsched.ports.targets import TargetCall
+from jobsched.targets import Targets, commands
 
 MIN = 60_000
 COMMAND = "upgrade-count"

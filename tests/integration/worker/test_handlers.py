@@ -14,8 +14,9 @@ from jobsched.domain.supervision import RealWaiter
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.models import RunStatus
+from jobsched.ports.targets import TargetCall
 from jobsched.store.jobs import LAYOUT_KEY
-from jobsched.targets import TargetCall, commands
+from jobsched.targets import commands
 from jobsched.wiring import Components
 from jobsched.worker_runtime import Batches
 from tests.support.worker import Kit

@@ -12,9 +12,9 @@ from boto3.dynamodb.types import TypeSerializer
 from bench.capacity import item_size, item_write_cost, write_units
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import RunRow, new_run
+from jobsched.ports.targets import FAILED_OUTPUT_BYTES, SUCCESS_OUTPUT_BYTES
 from jobsched.ports.tries import FULL_TRIES, MAX_TRIES, TryRecord, with_try
 from jobsched.store.layout import run_item
-from jobsched.targets.base import FAILED_OUTPUT_BYTES, SUCCESS_OUTPUT_BYTES
 
 T0 = 1_767_578_400_123  # a scheduled_for with milliseconds: the longest number
 WORKER = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"  # a Lambda request id

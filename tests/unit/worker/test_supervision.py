@@ -19,7 +19,8 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, run_id
-from jobsched.targets import TargetCall, Targets, commands
+from jobsched.ports.targets import TargetCall
+from jobsched.targets import Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
 from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip

@@ -13,9 +13,9 @@ from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, RunRow
+from jobsched.ports.targets import SUCCESS_OUTPUT_BYTES, TargetCall, TargetFailed
 from jobsched.ports.tries import FAILED_TRY_BYTES, TryRecord, with_try
-from jobsched.targets import CommandExecutor, CommandRegistry, TargetCall, TargetFailed, Targets
-from jobsched.targets.base import SUCCESS_OUTPUT_BYTES
+from jobsched.targets import CommandExecutor, CommandRegistry, Targets
 from tests.support.worker import T0, Kit
 
 

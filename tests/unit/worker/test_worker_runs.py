@@ -15,7 +15,7 @@ from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, RunStatus, to_ms
 from jobsched.ports.jobs import Rewrite
 from jobsched.ports.runs import Claim, ClaimRequest, RunMessage, RunRow, new_run, run_id
-from jobsched.targets import TargetCall
+from jobsched.ports.targets import TargetCall
 from tests.support.worker import T0, Kit
 
 
