@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
+from jobsched.domain.overlap import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS
 from jobsched.domain.retries import Outcome, Owned
-from jobsched.domain.worker import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS, Deferred
+from jobsched.domain.worker import Deferred
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, run_id
 from jobsched.ports.targets import TargetCall

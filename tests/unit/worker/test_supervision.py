@@ -12,9 +12,9 @@ import pytest
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock
+from jobsched.domain.overlap import OVERLAP_CHANGE_EVENTS
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
-from jobsched.domain.worker import OVERLAP_CHANGE_EVENTS
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, JobEventKind, RunStatus, from_ms, to_ms
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
