@@ -251,9 +251,8 @@ class Sweeper:
         self, letter: DeadLetter, now: int, report: SweepReport, specs: dict[str, Job | None]
     ) -> bool:
         """Settle the run of one dead letter; True when the letter may go."""
-        try:
-            message = RunMessage.parse(letter.body)
-        except ValueError:
+        message = letter.message
+        if message is None:
             logger.error(
                 "malformed message in the run dead-letter queue, dropped", extra={"body": letter.body[:200]}
             )
