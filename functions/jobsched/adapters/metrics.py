@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from jobsched.domain.tick import TickResult
+from typing import TYPE_CHECKING
+
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, add_metrics
+
+if TYPE_CHECKING:
+    from jobsched.domain.tick import TickResult
 
 
 class PowertoolsTickMetrics:
