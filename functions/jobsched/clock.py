@@ -31,6 +31,14 @@ Clock = Callable[[], int]
 """A callable returning the current time as epoch milliseconds (UTC)."""
 
 
+def iso_utc(ms: int) -> str:
+    """Epoch milliseconds -> ISO 8601 UTC with ``Z`` (``2026-12-04T18:00:00Z``; milliseconds only when present),
+    the same spelling as the API. Raises ValueError for an instant outside years 1-9999 (``from_ms``)."""
+    instant = from_ms(ms)
+    spec = "milliseconds" if ms % 1000 else "seconds"
+    return instant.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
 def system_clock() -> int:
     """Wall-clock time, epoch milliseconds."""
     return time.time_ns() // 1_000_000

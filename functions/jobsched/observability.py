@@ -1,6 +1,10 @@
 """The one place that creates the Powertools Logger and Metrics (no X-Ray SDK in the asset: no Tracer).
 
-Log with keyword fields (``logger.info("run enqueued", job_id=..., run_id=...)``), not f-strings.
+Log with keyword fields (``logger.info("run enqueued", job_id=..., run_id=...)``), not f-strings. The domain
+logs through the standard library instead (``logging.getLogger(__name__)``, fields in ``extra={...}``): its
+loggers (``jobsched.domain.*``) are children of this Logger's (``jobsched``, the service name), so their records
+take its level and go out through its handler as the same JSON lines, with the same appended keys, and local
+mode's redirection of that handler covers them too.
 Metrics go out as CloudWatch EMF under the namespace ``NAMESPACE`` (the stack name in AWS, ``jobsched`` locally).
 
 Metrics are added from several threads at once: the records of a worker batch run concurrently, and local

@@ -199,6 +199,7 @@ class Components:
 
     def failures(self) -> Failures:
         """Retry/dead handling over the runs table, the run queue and the dead-run notifier."""
+        from jobsched.adapters.metrics import PowertoolsRunMetrics
         from jobsched.domain.retries import Failures
 
         return Failures(
@@ -207,6 +208,7 @@ class Components:
             dead_runs=self.notifier(),
             settings=self.settings,
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             alerting=self.alerting(),
         )
 
@@ -299,6 +301,7 @@ class Components:
     def worker(self, *, targets: Targets | None = None, waiter: Waiter | None = None) -> Worker:
         """The worker: claims, runs and records one run per record (``targets`` default: :meth:`targets`;
         ``waiter`` default: real time between heartbeats)."""
+        from jobsched.adapters.metrics import PowertoolsRunMetrics
         from jobsched.domain.worker import Worker
 
         queue = self.run_queue()
@@ -310,6 +313,7 @@ class Components:
             dead_runs=self.notifier(),
             targets=targets or self.targets(),
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             visibility=queue,
             waiter=waiter,
             alerting=self.alerting(),
@@ -324,6 +328,7 @@ class Components:
 
     def sweeper(self) -> Sweeper:
         """The sweeper: one bounded pass over the runs table's sweep index per call of ``sweep()``."""
+        from jobsched.adapters.metrics import PowertoolsRunMetrics
         from jobsched.adapters.queue import DeadLetterQueue
         from jobsched.domain.sweeper import Sweeper
 
@@ -335,6 +340,7 @@ class Components:
             queue=self.run_queue(),
             failures=self.failures(),
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             dead_letters=DeadLetterQueue(self.run_dlq_client(), dlq) if dlq else None,
         )
 

@@ -14,9 +14,9 @@ import pytest
 from jobsched.clock import to_ms
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import run_id
+from jobsched.ports.targets import TargetFailed
 from jobsched.schedules import jitter_offset_ms
 from jobsched.settings import memory_settings
-from jobsched.targets import TargetFailed
 from tests.support.worker import SimWaiter
 from tests.support.world import OWNER, World
 

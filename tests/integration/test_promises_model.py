@@ -46,6 +46,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.adapters.queue import default_worker_id
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.schemas import BackfillRequest, JobCreate, JobPatch
@@ -64,8 +65,9 @@ from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
 from jobsched.ports.run_messages import Delivery, QueueSendError, RunMessage
 from jobsched.ports.runs import RunRow
+from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.schedules import parse_schedule
-from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.targets import Targets
 from tests.support.backends import BACKENDS, Backend, backend
 from tests.support.oracle import Oracle, Spec, Try
 
@@ -330,6 +332,7 @@ class PromisesMachine(RuleBasedStateMachine):
             dead_runs=ports.dead_runs,
             targets=Targets(command=ModelExecutor(self)),
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             visibility=faulty(ports.queue),
         )
         self.dead_letters = MemoryDeadLetters()
@@ -344,8 +347,10 @@ class PromisesMachine(RuleBasedStateMachine):
                 dead_runs=ports.dead_runs,
                 settings=self.settings,
                 clock=self.clock,
+                metrics=PowertoolsRunMetrics(),
             ),
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             dead_letters=faulty(self.dead_letters),
         )
         self.faults = Faults(version_of=version_of)

@@ -25,8 +25,9 @@ from jobsched.domain.runs import new_run
 from jobsched.models import Job, JobEventKind
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 from jobsched.ports.runs import RunRow
+from jobsched.ports.targets import CancelToken, TargetCall
 from jobsched.settings import Settings
-from jobsched.targets import CancelToken, TargetCall, commands
+from jobsched.targets import commands
 
 T0 = to_ms(datetime(2026, 1, 5, 2, 0, tzinfo=UTC))
 """The scheduled_for of most test runs (epoch ms)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.api.schemas import BackfillRequest, JobCreate, JobPatch
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
@@ -34,9 +35,10 @@ from jobsched.memory.queue import MemoryAlerts, MemoryDeadLetters
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_messages import Delivery, QueueSendError, RunMessage
 from jobsched.ports.runs import RunRow, run_id
+from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
-from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.targets import Targets
 from jobsched.wiring import Components
 from tests.support.backends import memory_backend
 from tests.support.oracle import Oracle, Spec, Try
@@ -244,8 +246,10 @@ class World:
                 dead_runs=backend.dead_runs,
                 settings=self.settings,
                 clock=self.clock,
+                metrics=PowertoolsRunMetrics(),
             ),
             clock=self.clock,
+            metrics=PowertoolsRunMetrics(),
             dead_letters=FaultyPort(self.dead_letters, "sweeper", self),
         )
         self.loops: dict[str, SchedulerLoop] = {}

@@ -13,9 +13,9 @@ import json
 from typing import Any
 
 from jobsched.adapters.wire import dead_run_envelope
+from jobsched.clock import iso_utc
 from jobsched.ports.alerts import Alert
 from jobsched.ports.run_messages import DeadRun
-from jobsched.targets.base import iso_utc
 
 SUBJECT_LIMIT = 100  # SNS subject limit (characters)
 UNKNOWN_OWNER = "unknown"

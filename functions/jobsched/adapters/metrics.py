@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from jobsched.domain.tick import TickResult
-from jobsched.observability import MetricName, add_metrics
+from typing import TYPE_CHECKING
+
+from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, add_metrics
+
+if TYPE_CHECKING:
+    from jobsched.domain.tick import TickResult
 
 
 class PowertoolsTickMetrics:
@@ -22,3 +26,27 @@ class PowertoolsTickMetrics:
             (MetricName.DISPATCH_LATENESS, "Milliseconds", ms) for ms in result.dispatch_lateness_ms
         )
         add_metrics(values, flush=True)  # thread-safe: local mode's worker and sweeper threads add meanwhile
+
+
+class PowertoolsRunMetrics:
+    """The ``RunMetrics`` port on Powertools Metrics (EMF): each event adds one value to the shared metric set
+    (thread-safe, ``add_metric``), published at the invocation's flush (``@metrics.log_metrics``) or local mode's.
+    """
+
+    def run_late(self, lateness_ms: int) -> None:
+        add_metric(MetricName.RUN_LATENESS, MILLISECONDS, lateness_ms)
+
+    def run_succeeded(self) -> None:
+        add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
+
+    def run_skipped(self) -> None:
+        add_metric(MetricName.RUNS_SKIPPED, COUNT, 1)
+
+    def run_retried(self) -> None:
+        add_metric(MetricName.RUNS_RETRIED, COUNT, 1)
+
+    def run_dead(self) -> None:
+        add_metric(MetricName.RUNS_DEAD, COUNT, 1)
+
+    def runs_swept(self, count: int) -> None:
+        add_metric(MetricName.RUNS_SWEPT, COUNT, count)

@@ -94,6 +94,16 @@ class RunQueue:
         )
 
 
+def dead_letter_of(body: str, receipt_handle: str, receive_count: int = 0) -> DeadLetter:
+    """A dead letter with its ``body`` parsed as a run message (``DeadLetter.message``; None when the body is not
+    one: malformed JSON, a field missing or of the wrong type)."""
+    try:
+        message: RunMessage | None = parse_run_message(body)
+    except ValueError:
+        message = None
+    return DeadLetter(body, receipt_handle, receive_count, message=message)
+
+
 class DeadLetterQueue:
     """SQS adapter of the run queue's dead-letter queue (``resources.RUN_QUEUE_DLQ``), the ``DeadLetters`` port.
     ``sqs`` is a boto3 SQS client."""
@@ -114,10 +124,10 @@ class DeadLetterQueue:
             if not batch:
                 break
             letters.extend(
-                DeadLetter(
-                    body=m.get("Body", ""),
-                    receipt_handle=m["ReceiptHandle"],
-                    receive_count=int((m.get("Attributes") or {}).get("ApproximateReceiveCount", 0)),
+                dead_letter_of(
+                    m.get("Body", ""),
+                    m["ReceiptHandle"],
+                    int((m.get("Attributes") or {}).get("ApproximateReceiveCount", 0)),
                 )
                 for m in batch
             )

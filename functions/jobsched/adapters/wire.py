@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jobsched.clock import from_ms
+from jobsched.clock import from_ms, iso_utc
 from jobsched.ports.run_messages import DeadRun, RunMessage
-from jobsched.targets.base import iso_utc
 
 
 def run_message_body(message: RunMessage) -> str:

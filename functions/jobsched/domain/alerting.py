@@ -10,17 +10,18 @@ break it; a resume starts a new streak), so it needs no counter of its own and c
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from jobsched.clock import Clock, from_ms, to_ms
+from jobsched.clock import Clock, from_ms, iso_utc, to_ms
 from jobsched.models import Job, JobEventKind, RunStatus, paused_fields
-from jobsched.observability import logger
 from jobsched.ports.alerts import Alert, AlertSink
 from jobsched.ports.errors import Conflict, NotFound
 from jobsched.ports.jobs import AuditEvent, JobRepository, Rewrite, change_key
 from jobsched.ports.runs import RunRow
-from jobsched.targets.base import iso_utc
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_ACTOR = "jobsched"
 """The actor of what jobsched does by itself (``paused_by`` of an automatic pause, its audit event)."""
@@ -59,7 +60,9 @@ def publish_best_effort(sink: AlertSink, alert: Alert) -> None:
     try:
         sink.publish(alert)
     except Exception as error:
-        logger.error("alert not published", job_id=alert.job_id, kind=alert.kind, error=str(error))
+        logger.error(
+            "alert not published", extra={"job_id": alert.job_id, "kind": alert.kind, "error": str(error)}
+        )
 
 
 def dead_streak(rows: list[RunRow]) -> int:
@@ -206,7 +209,7 @@ class Alerting:
                 )
             except Conflict:
                 continue
-            logger.warning("job paused itself", job_id=job.id, dead_in_a_row=streak)
+            logger.warning("job paused itself", extra={"job_id": job.id, "dead_in_a_row": streak})
             return True
         return False
 

@@ -30,6 +30,7 @@ queue message is harmless because workers claim runs conditionally.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -39,7 +40,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from jobsched.clock import Clock
-from jobsched.observability import logger
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -215,10 +217,13 @@ class LeaderLease:
             )
         except Exception as error:  # the lease then simply runs out after its TTL
             logger.warning(
-                "lease release failed", partition=self.partition, term=record.term, error=str(error)
+                "lease release failed",
+                extra={"partition": self.partition, "term": record.term, "error": str(error)},
             )
             return
-        logger.info("lease released", partition=self.partition, term=record.term, released=released)
+        logger.info(
+            "lease released", extra={"partition": self.partition, "term": record.term, "released": released}
+        )
 
     def forget(self) -> None:
         """Drop the lease locally without writing (after a crash-like abort; the TTL frees it)."""
@@ -242,11 +247,15 @@ class LeaderLease:
             ok = self.store.renew_lease(renewed)
         except Exception as error:
             logger.warning(
-                "lease renewal failed", partition=self.partition, term=record.term, error=str(error)
+                "lease renewal failed",
+                extra={"partition": self.partition, "term": record.term, "error": str(error)},
             )
             return False
         if not ok:
-            logger.warning("lease taken over", partition=self.partition, term=record.term, holder=self.holder)
+            logger.warning(
+                "lease taken over",
+                extra={"partition": self.partition, "term": record.term, "holder": self.holder},
+            )
             self._record, self._valid_until = None, 0
             return False
         self._record = renewed
@@ -264,11 +273,15 @@ class LeaderLease:
             if not self.store.take_lease(record, previous=current, now_ms=now):
                 return None
         except Exception as error:
-            logger.warning("lease acquisition failed", partition=self.partition, error=str(error))
+            logger.warning(
+                "lease acquisition failed", extra={"partition": self.partition, "error": str(error)}
+            )
             return None
         self._record = record
         self._valid_until = now + self.ttl_ms - self.safety_ms
         # + 1: a released lease stores the instant before its release, when its last tick may have sent
         self._earlier_until = current.expires_at + 1 if current is not None else None
-        logger.info("lease acquired", partition=self.partition, term=term, holder=self.holder)
+        logger.info(
+            "lease acquired", extra={"partition": self.partition, "term": term, "holder": self.holder}
+        )
         return record

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -12,7 +13,8 @@ from typing import Protocol
 from jobsched.clock import Clock
 from jobsched.domain.lease import LeaderLease, LeaseLost
 from jobsched.domain.tick import Scheduler, TickResult
-from jobsched.observability import logger
+
+logger = logging.getLogger(__name__)
 
 INSTANT_TICKS_MAX = 20
 """Extra ticks a loop makes in a second, on average at most, at the instants its ticks saw due before the
@@ -116,7 +118,9 @@ class SchedulerLoop:
             self.scheduler.on_lost()
             return None
         except Exception as error:
-            logger.exception("scheduler step failed", partition=self.scheduler.partition, error=str(error))
+            logger.exception(
+                "scheduler step failed", extra={"partition": self.scheduler.partition, "error": str(error)}
+            )
             return None
         self.report.ticks += 1
         self.report.enqueued += result.enqueued

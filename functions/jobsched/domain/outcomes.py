@@ -21,6 +21,7 @@ run again or be recorded dead.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,10 +29,11 @@ from typing import Protocol
 from jobsched.clock import Clock
 from jobsched.domain.supervision import Heartbeat, Waiter
 from jobsched.models import RunStatus
-from jobsched.observability import logger
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_stores import RunRows
 from jobsched.ports.runs import Owned
+
+logger = logging.getLogger(__name__)
 
 FIRST_BACKOFF_S = 0.2
 """The first pause before an outcome write is tried again (seconds); doubled after each failure."""
@@ -85,19 +87,23 @@ class OutcomeWrites:
                 if self.clock() + backoff_s * 1000 > self.until_ms:
                     logger.error(
                         "outcome not recorded: the run store kept failing",
-                        run_id=self.owned.run_id,
-                        status=status.value,
-                        failures=failures,
-                        error=str(error),
+                        extra={
+                            "run_id": self.owned.run_id,
+                            "status": status.value,
+                            "failures": failures,
+                            "error": str(error),
+                        },
                     )
                     raise
                 logger.warning(
                     "outcome write failed; trying again",
-                    run_id=self.owned.run_id,
-                    status=status.value,
-                    failures=failures,
-                    retry_in_s=backoff_s,
-                    error=str(error),
+                    extra={
+                        "run_id": self.owned.run_id,
+                        "status": status.value,
+                        "failures": failures,
+                        "retry_in_s": backoff_s,
+                        "error": str(error),
+                    },
                 )
             self.waiter.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
@@ -117,5 +123,5 @@ class OutcomeWrites:
             and row.worker == self.owned.worker
         )
         if landed:
-            logger.info("outcome found recorded after a failed write", run_id=self.owned.run_id)
+            logger.info("outcome found recorded after a failed write", extra={"run_id": self.owned.run_id})
         return landed

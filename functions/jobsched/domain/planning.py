@@ -5,14 +5,16 @@ See ``jobsched.domain.tick`` for the tick that calls it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
 from jobsched.clock import from_ms, to_ms
 from jobsched.models import MissedPolicy
-from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.schedules import Schedule, parse_schedule
+
+logger = logging.getLogger(__name__)
 
 TICK_MS = 1_000
 """The scheduler loop ticks on each whole second of its clock (``jobsched.domain.loop``)."""
@@ -180,7 +182,8 @@ def next_fire_ms(schedule: Schedule, after_ms: int, *, job_id: str = "") -> int 
     fire = _ms(schedule.next_fire(from_ms(after_ms)))
     if fire is not None and fire <= after_ms:
         logger.error(
-            "schedule yielded no later fire; the job leaves the due index", job_id=job_id, at=after_ms
+            "schedule yielded no later fire; the job leaves the due index",
+            extra={"job_id": job_id, "at": after_ms},
         )
         return None
     return fire

@@ -13,8 +13,8 @@ import secrets
 from jobsched.clock import from_ms, to_ms
 from jobsched.models import Job
 from jobsched.ports.jobs import EARLY, LATE, DueEntry, SchedulingState
+from jobsched.ports.limits import DueLayout
 from jobsched.schedules import Schedule, ScheduleError, jitter_offset_ms, parse_schedule
-from jobsched.settings import Settings
 
 
 def new_job_id() -> str:
@@ -119,7 +119,7 @@ def scheduling_state(
     anchor_at_ms: int,
     next_run_at_ms: int | None,
     partition: int,
-    settings: Settings,
+    settings: DueLayout,
     now_ms: int,
     term: int = 0,
     version: int = 1,
@@ -162,7 +162,7 @@ def scheduling_state(
 
 
 def register(
-    job: Job, *, settings: Settings, now_ms: int, schedule: Schedule | None = None
+    job: Job, *, settings: DueLayout, now_ms: int, schedule: Schedule | None = None
 ) -> SchedulingState:
     """The scheduling state the API stores for a new ``job`` registered at ``now_ms`` (epoch ms): anchored at
     ``start_at`` or its creation, first fire from now, homed in ``partition_of(job.id, scheduler_partitions)``,

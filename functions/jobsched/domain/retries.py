@@ -3,24 +3,24 @@ message and owner alert."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from jobsched.clock import Clock
+from jobsched.clock import Clock, iso_utc
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.outcomes import OutcomeWrite, write_once
 from jobsched.domain.tries import with_try
 from jobsched.models import Job, RunStatus
-from jobsched.observability import COUNT, MetricName, add_metric, logger
+from jobsched.ports.limits import RunLimits
+from jobsched.ports.metrics import RunMetrics
 from jobsched.ports.run_messages import MAX_DELAY_S, DeadRun, RunMessage
 from jobsched.ports.run_stores import DeadRunSink, RunSender, RunTransitions
 from jobsched.ports.runs import DeadTransition, Owned, RetryTransition, RunRow
+from jobsched.ports.targets import truncate
 from jobsched.ports.tries import TryRecord
-from jobsched.settings import Settings
-from jobsched.targets.base import (
-    iso_utc,
-    truncate,
-)
+
+logger = logging.getLogger(__name__)
 
 NOTIFY_RETRY_MS = 120_000
 """A dead run whose notifications are not confirmed within this is re-notified by the sweeper. Longer than a live
@@ -95,8 +95,9 @@ class Failures:
     runs: RunTransitions
     queue: RunSender
     dead_runs: DeadRunSink
-    settings: Settings
+    settings: RunLimits
     clock: Clock
+    metrics: RunMetrics
     alerting: Alerting | None = None
 
     def failed_try(
@@ -130,22 +131,28 @@ class Failures:
             lambda: self.runs.retry(owned, change), status=RunStatus.RETRYING, attempt=owned.attempt
         )
         if not recorded:
-            logger.warning("failed try not recorded: the run is no longer ours", run_id=owned.run_id)
+            logger.warning(
+                "failed try not recorded: the run is no longer ours", extra={"run_id": owned.run_id}
+            )
             return Outcome.LOST
-        add_metric(MetricName.RUNS_RETRIED, COUNT, 1)
+        self.metrics.run_retried()
         logger.warning(
             "run failed; retrying",
-            run_id=owned.run_id,
-            job_id=owned.job_id,
-            attempt=owned.attempt,
-            max_attempts=job.retry.max_attempts,
-            retry_in_s=delay_s,
-            error=error,
+            extra={
+                "run_id": owned.run_id,
+                "job_id": owned.job_id,
+                "attempt": owned.attempt,
+                "max_attempts": job.retry.max_attempts,
+                "retry_in_s": delay_s,
+                "error": error,
+            },
         )
         try:
             self.queue.send([RunMessage(owned.job_id, owned.scheduled_for, delay_s=delay_s, enqueued_at=now)])
         except Exception:
-            logger.exception("retry not enqueued; the sweeper re-enqueues it when due", run_id=owned.run_id)
+            logger.exception(
+                "retry not enqueued; the sweeper re-enqueues it when due", extra={"run_id": owned.run_id}
+            )
         return Outcome.RETRYING
 
     def dead_lettered(
@@ -187,23 +194,27 @@ class Failures:
         )
         recorded = write(lambda: self.runs.dead(owned, change), status=RunStatus.DEAD, attempt=attempts)
         if not recorded:
-            logger.warning("dead run not recorded: the run is no longer ours", run_id=owned.run_id)
+            logger.warning("dead run not recorded: the run is no longer ours", extra={"run_id": owned.run_id})
             return Outcome.LOST
-        add_metric(MetricName.RUNS_DEAD, COUNT, 1)
+        self.metrics.run_dead()
         logger.error(
             "run dead: out of attempts",
-            run_id=owned.run_id,
-            job_id=owned.job_id,
-            owner=job.owner,
-            attempts=attempts,
-            error=error,
+            extra={
+                "run_id": owned.run_id,
+                "job_id": owned.job_id,
+                "owner": job.owner,
+                "attempts": attempts,
+                "error": error,
+            },
         )
         self.notify(dead_run(owned, job, error, attempts, now))
         if self.alerting is not None:
             try:
                 self.alerting.dead(job, owned.run_id)
             except Exception as failure:  # the run is recorded dead; its policy's extras are best effort
-                logger.error("alert policy not applied", run_id=owned.run_id, error=str(failure))
+                logger.error(
+                    "alert policy not applied", extra={"run_id": owned.run_id, "error": str(failure)}
+                )
         return Outcome.DEAD
 
     def notify(self, dead: DeadRun) -> bool:
@@ -215,6 +226,8 @@ class Failures:
             self.dead_runs.notify(dead)
             self.runs.notified(dead.job_id, dead.scheduled_for_ms)
         except Exception:
-            logger.exception("dead-run notification failed; the sweeper will resend it", run_id=dead.run_id)
+            logger.exception(
+                "dead-run notification failed; the sweeper will resend it", extra={"run_id": dead.run_id}
+            )
             return False
         return True

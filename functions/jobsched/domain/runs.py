@@ -24,7 +24,7 @@ from jobsched.ports.runs import (
 )
 
 if TYPE_CHECKING:
-    from jobsched.settings import Settings
+    from jobsched.ports.limits import RunLimits
 
 
 def sweep_shard(job_id: str) -> int:
@@ -140,7 +140,7 @@ def claim_message(
     worker: str,
     now_ms: int,
     retry_due_by_ms: int,
-    settings: Settings,
+    settings: RunLimits,
     same_round: bool = False,
 ) -> Claim:
     """Claim the run of a run-queue ``message`` for ``worker`` at ``now_ms`` (epoch ms), as ``RunRows.claim``

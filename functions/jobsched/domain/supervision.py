@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobsched.observability import logger
 from jobsched.ports.run_stores import JobSpecs, RunRows, VisibilityExtender
 from jobsched.ports.runs import Owned
-from jobsched.targets.base import (
-    TargetCall,
-    TargetTimedOut,
-)
+from jobsched.ports.targets import TargetCall, TargetTimedOut
+
+logger = logging.getLogger(__name__)
 
 
 class TryAbandoned(Exception):
@@ -94,8 +93,7 @@ class Heartbeat:
         self.expiring = True
         logger.error(
             "heartbeats failing too long: abandoning the try before the run looks lost",
-            run_id=self.owned.run_id,
-            silent_ms=now_ms - (self.last_ok_ms or now_ms),
+            extra={"run_id": self.owned.run_id, "silent_ms": now_ms - (self.last_ok_ms or now_ms)},
         )
         return False
 
@@ -109,7 +107,9 @@ class Heartbeat:
         try:
             if not self.runs.heartbeat(self.owned, now_ms=now_ms):
                 self.lost = True
-                logger.warning("heartbeat refused: the run is no longer ours", run_id=self.owned.run_id)
+                logger.warning(
+                    "heartbeat refused: the run is no longer ours", extra={"run_id": self.owned.run_id}
+                )
                 return False
             if self.lock is not None and not self.lock.renew_overlap(
                 self.owned.job_id,
@@ -120,19 +120,22 @@ class Heartbeat:
             ):
                 self.lock_lost = True
                 logger.warning(
-                    "overlap lock taken over: another run of the job may start", run_id=self.owned.run_id
+                    "overlap lock taken over: another run of the job may start",
+                    extra={"run_id": self.owned.run_id},
                 )
                 return False
             self.last_ok_ms = now_ms
         except Exception:
-            logger.exception("heartbeat write failed", run_id=self.owned.run_id, last_ok_ms=self.last_ok_ms)
+            logger.exception(
+                "heartbeat write failed", extra={"run_id": self.owned.run_id, "last_ok_ms": self.last_ok_ms}
+            )
             if self._silent_too_long(now_ms, strictly=False):
                 return self._give_up(now_ms)
         if self.visibility is not None and self.receipt_handle:
             try:
                 self.visibility.change_visibility(self.receipt_handle, self.visibility_s)
             except Exception:
-                logger.exception("visibility extension failed", run_id=self.owned.run_id)
+                logger.exception("visibility extension failed", extra={"run_id": self.owned.run_id})
                 self._watch(now_ms)
         return True
 
@@ -147,7 +150,7 @@ class Heartbeat:
             self.runs.watch(self.owned, sweep_at_ms=now_ms + self.visibility_s * 1000)
             self.watched = True
         except Exception:
-            logger.exception("run not put in the sweep index", run_id=self.owned.run_id)
+            logger.exception("run not put in the sweep index", extra={"run_id": self.owned.run_id})
 
     def hold(self, now_ms: int) -> bool:
         """While the try's outcome is being recorded (``domain.outcomes.OutcomeWrites``): one beat of the row
@@ -161,12 +164,14 @@ class Heartbeat:
                 return False
             self.last_ok_ms = now_ms
         except Exception:
-            logger.exception("heartbeat write failed while recording", run_id=self.owned.run_id)
+            logger.exception("heartbeat write failed while recording", extra={"run_id": self.owned.run_id})
         if self.visibility is not None and self.receipt_handle:
             try:
                 self.visibility.change_visibility(self.receipt_handle, self.visibility_s)
             except Exception:
-                logger.exception("visibility extension failed while recording", run_id=self.owned.run_id)
+                logger.exception(
+                    "visibility extension failed while recording", extra={"run_id": self.owned.run_id}
+                )
                 self._watch(now_ms)
         return True
 

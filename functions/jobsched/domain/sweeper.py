@@ -4,12 +4,12 @@ Unfinished runs carry ``sweep_pk``/``sweep_at`` (the sparse ``sweep`` index of t
 ``sweep#0..SWEEP_SHARDS-1``); ``sweep_at`` is when the sweeper should next look at the run. Each pass reads
 the index for ``sweep_at <= now`` (keys only), reads those rows consistently, and for each:
 
-- ``queued`` overdue (``Settings.sweep_queued_after_s`` past ``max(enqueued_at, dispatch_at)``: the scheduler
+- ``queued`` overdue (``settings.sweep_queued_after_s`` past ``max(enqueued_at, dispatch_at)``: the scheduler
   crashed between saving and enqueueing, or the message was lost) or ``retrying`` overdue (that long past
   ``retry_at``: the retry message never came) -> re-enqueue. An extra copy is harmless: claims are
   conditional. The next look backs off (x2 per re-enqueue, at most ``MAX_SWEEP_BACKOFF_MS``), so a long
   queue backlog is not flooded with copies.
-- ``running`` whose heartbeat stopped for ``Settings.heartbeat_stale_s`` -> the worker is lost, which counts
+- ``running`` whose heartbeat stopped for ``settings.heartbeat_stale_s`` -> the worker is lost, which counts
   as a failed try: ``retrying`` with backoff (re-enqueued with the SQS delay) or ``dead`` when that was the
   last attempt (so a run that kills its worker ends dead, not looping). A deleted job's run is ``skipped``.
 - fine (fresh heartbeat, retry not yet due) -> ``sweep_at`` pushed to when it could next need help.
@@ -37,10 +37,10 @@ runs re-enqueued or taken from a lost worker.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from jobsched.adapters.wire import parse_run_message
 from jobsched.clock import Clock
 from jobsched.domain.retries import (
     DEAD_LETTER_WORKER,
@@ -52,12 +52,14 @@ from jobsched.domain.retries import (
 )
 from jobsched.domain.runs import claim_message, message_round_began
 from jobsched.models import Job, RunStatus
-from jobsched.observability import COUNT, MetricName, add_metric, logger
 from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.limits import RunLimits
+from jobsched.ports.metrics import RunMetrics
 from jobsched.ports.run_messages import DeadLetter, RunMessage
 from jobsched.ports.run_stores import DeadLetters, JobSpecs, RunSender, SweepRows
 from jobsched.ports.runs import SWEEP_SHARDS, Owned, RunKey, RunRow, SweepDeferral, run_id
-from jobsched.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 MAX_ROWS_PER_PASS = 1000
 MAX_DEAD_LETTERS_PER_PASS = 100
@@ -91,12 +93,13 @@ class Sweeper:
     """One pass over the sweep index (see the module docstring). ``failures`` is the worker's ``Failures``
     (retry with backoff or dead + notifications), so a lost worker's try ends exactly like a failed one."""
 
-    settings: Settings
+    settings: RunLimits
     runs: SweepRows
     jobs: JobSpecs
     queue: RunSender
     failures: Failures
     clock: Clock
+    metrics: RunMetrics
     max_rows: int = MAX_ROWS_PER_PASS
     dead_letters: DeadLetters | None = None
 
@@ -116,7 +119,7 @@ class Sweeper:
             try:
                 self._sweep_row(row, now, report, requeue, specs)
             except Exception as error:
-                logger.exception("sweeping a run failed", run_id=row.run_id)
+                logger.exception("sweeping a run failed", extra={"run_id": row.run_id})
                 report.errors.append(f"{row.run_id}: {type(error).__name__}")
         self._drain_dead_letters(now, report, specs)
         if requeue:
@@ -124,12 +127,12 @@ class Sweeper:
                 self.queue.send(requeue)
             except Exception as error:
                 # sweep_at was already pushed: the next look (a few minutes on) enqueues them again.
-                logger.exception("sweeper re-enqueue failed", runs=len(requeue))
+                logger.exception("sweeper re-enqueue failed", extra={"runs": len(requeue)})
                 report.errors.append(f"enqueue: {type(error).__name__}")
         swept = report.requeued + report.lost_workers
         if swept:
-            add_metric(MetricName.RUNS_SWEPT, COUNT, swept)
-        logger.info("sweep done", **report.as_dict())
+            self.metrics.runs_swept(swept)
+        logger.info("sweep done", extra=report.as_dict())
         return report
 
     def _due_keys(self, now: int, report: SweepReport) -> list[RunKey]:
@@ -187,10 +190,12 @@ class Sweeper:
                 report.requeued += 1
                 logger.warning(
                     "run re-enqueued by the sweeper",
-                    run_id=run_id(job_id, scheduled_for),
-                    status=status,
-                    overdue_ms=now - base,
-                    sweeps=sweeps,
+                    extra={
+                        "run_id": run_id(job_id, scheduled_for),
+                        "status": status,
+                        "overdue_ms": now - base,
+                        "sweeps": sweeps,
+                    },
                 )
             else:
                 report.conflicts += 1
@@ -226,17 +231,18 @@ class Sweeper:
                 if self._dead_letter(letter, now, report, specs):
                     self.dead_letters.delete(letter.receipt_handle)
             except Exception as error:
-                logger.exception("dead letter not handled; it comes back", body=letter.body[:200])
+                logger.exception("dead letter not handled; it comes back", extra={"body": letter.body[:200]})
                 report.errors.append(f"dead letter: {type(error).__name__}")
 
     def _dead_letter(
         self, letter: DeadLetter, now: int, report: SweepReport, specs: dict[str, Job | None]
     ) -> bool:
         """Settle the run of one dead letter; True when the letter may go."""
-        try:
-            message = parse_run_message(letter.body)
-        except ValueError:
-            logger.error("malformed message in the run dead-letter queue, dropped", body=letter.body[:200])
+        message = letter.message
+        if message is None:
+            logger.error(
+                "malformed message in the run dead-letter queue, dropped", extra={"body": letter.body[:200]}
+            )
             return True
         report.dead_letters += 1
         rows = self.runs.get_many([message.key])
@@ -244,9 +250,11 @@ class Sweeper:
         if row is not None and not message_round_began(message, row):
             logger.info(
                 "dead letter of an earlier round of its run dropped",
-                run_id=row.run_id,
-                letter_enqueued_at=message.enqueued_at,
-                round_enqueued_at=row.enqueued_at,
+                extra={
+                    "run_id": row.run_id,
+                    "letter_enqueued_at": message.enqueued_at,
+                    "round_enqueued_at": row.enqueued_at,
+                },
             )
             return True
         if row is not None and row.status is RunStatus.RUNNING:
@@ -285,7 +293,7 @@ class Sweeper:
         except StoreUnavailable:
             # The claim opened no try: give it back (the row as it was, as the worker does), so the letter, back at
             # a later pass, is settled again, and the claim is never taken for a lost worker's try (and retried).
-            logger.warning("dead letter not settled; giving its claim back", run_id=owned.run_id)
+            logger.warning("dead letter not settled; giving its claim back", extra={"run_id": owned.run_id})
             self.runs.give_back(owned, before=before)
             raise
         return True

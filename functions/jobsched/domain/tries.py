@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from jobsched.ports.targets import SUCCESS_OUTPUT_BYTES, head_bytes
 from jobsched.ports.tries import TryRecord
-from jobsched.targets.base import SUCCESS_OUTPUT_BYTES, head_bytes
 
 FAILED_TRY_BYTES = 4096
 FAILED_ERROR_BYTES = 1024

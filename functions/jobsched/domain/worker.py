@@ -8,7 +8,7 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    visibility set to 0 and the record reported failed) so a fresh invocation runs it instead of a try the
    Lambda limit would kill mid-way (and the sweeper would later count as failed).
 1. Claim the run with one conditional update: ``queued|retrying -> running`` (a retrying run once its
-   ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``Settings.heartbeat_stale_s``
+   ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``settings.heartbeat_stale_s``
    (its worker was lost), or, for a scheduled run (whose message is its only record: the scheduler writes no
    row), a new row made from the message. The claim sets ``worker``, ``attempt + 1``, ``started_at``,
    ``heartbeat_at`` and, on the first try, ``lateness_ms`` (start minus ``scheduled_for``). Before the
@@ -21,21 +21,17 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
 2. The job's spec: read with the rest of the batch's before any claim (``Worker.read_specs``, one request per
    batch; when that read fails, each run reads its own here). Deleted: the run is recorded ``skipped``. Out of
    attempts (the lost worker's try was the last, or ``max_attempts`` was lowered): ``dead`` without running.
-   ``overlap: skip``: take the job's overlap lock (``JobSpecs.acquire_overlap``, one conditional write, exact
-   whatever the history length); held by another run with a fresh heartbeat, or, for a job changed within the
-   longest a try lasts, another try still running without the lock (started under ``overlap: allow``):
-   ``skipped`` when this is a fresh fire's first try (the row was ``queued``); a retry or a lost worker's run
-   taken over waits instead (``Worker._wait_for_lock``: the claim given back, its attempts kept, the delivery
-   back when the holder's try must be over). Within seconds of a change of ``overlap`` (``PRE_CLAIM_SPEC_MS``)
-   a try waits too, and an ``allow`` spec read before the claim is read again after it when the claim landed
-   later than that: a try under a spec read before a PATCH to ``skip`` never runs beside a locked try. A storage error anywhere in this step gives the claim back (``RunRows.give_back``: the row as
-   it was before the claim) and the delivery comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier
-   receive: a try the target never saw does not count.
+   ``overlap: skip``: take the job's overlap lock (``domain.overlap``); held by another try: ``skipped`` when
+   this is a fresh fire's first try (the row was ``queued``), else it waits (``Worker._wait_for_lock``: the
+   claim given back, its attempts kept, the delivery back when the holder's try must be over). A storage error
+   anywhere in this step gives the claim back (``RunRows.give_back``: the row as it was before the claim) and
+   the delivery comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier receive: a try the target never saw
+   does not count.
 3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
    is cancelled: a shell command's process group gets SIGTERM then SIGKILL, an http request's connection is
-   shut, a command is asked to stop; a cancelled try that has not returned within ``STOP_GRACE_S``, and any
+   shut, a command is asked to stop; a cancelled try that has not returned within ``overlap.STOP_GRACE_S``, and any
    cancelled ``lambda`` try, keeps the job's overlap lock for as long as it may still run:
-   ``Worker._let_go_of_lock``); every ``heartbeat_interval_s`` the run
+   ``OverlapLock.let_go``); every ``heartbeat_interval_s`` the run
    row's ``heartbeat_at`` and the message's visibility are extended (an extension that fails puts the run into
    the sweep index, ``Heartbeat``). A refused beat (the run was taken over)
    cancels the try, which ends ``LOST`` without writing anything; heartbeat writes failing for so long that
@@ -64,13 +60,16 @@ it holds the run (refused or long-failing heartbeats) abandons its try before th
 
 from __future__ import annotations
 
+import logging
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, replace
 
-from jobsched.clock import Clock, to_ms
+from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
 from jobsched.domain.outcomes import OUTCOME_RESERVE_S, OutcomeWrites
+from jobsched.domain.overlap import Blocked, OverlapLock, TryEnd
+from jobsched.domain.redaction import redactor_for
 from jobsched.domain.retries import (
     DEAD_LETTER_WORKER,
     Failures,
@@ -82,9 +81,10 @@ from jobsched.domain.retries import (
 from jobsched.domain.runs import claim_message
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.domain.tries import with_try
-from jobsched.models import Job, JobEventKind, LambdaTarget, OverlapPolicy, RunKind, RunStatus
-from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, logger
+from jobsched.models import Job, OverlapPolicy, RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.limits import RunLimits
+from jobsched.ports.metrics import RunMetrics
 from jobsched.ports.run_messages import Delivery
 from jobsched.ports.run_stores import (
     DeadRunSink,
@@ -94,15 +94,11 @@ from jobsched.ports.run_stores import (
     TargetRunner,
     VisibilityExtender,
 )
-from jobsched.ports.runs import OverlapHolder, OverlapRequest, RunFilter, RunRow, run_id
+from jobsched.ports.runs import RunRow, run_id
+from jobsched.ports.targets import TargetCall, TargetFailed, TargetNotStarted
 from jobsched.ports.tries import TryRecord
-from jobsched.settings import Settings
-from jobsched.targets.base import (
-    TargetCall,
-    TargetFailed,
-    TargetNotStarted,
-)
-from jobsched.targets.redaction import redactor_for
+
+logger = logging.getLogger(__name__)
 
 RETRY_EARLY_SLACK_MS = 5_000
 """A retrying run may be claimed this long before its ``retry_at`` (clock skew between hosts)."""
@@ -113,27 +109,6 @@ counts toward the run queue's redrive limit (``resources.RUN_QUEUE.max_receive_c
 that often is dead-lettered, and its run recorded dead without a try, only after an outage of over 2 minutes."""
 MAX_GIVE_BACK_DELAY_S = 900
 """The longest a given-back delivery is handed back for (s)."""
-OVERLAP_CHANGE_EVENTS = 20
-"""The page size in which the worker reads a recently changed job's newest audit events to find a change of its
-``overlap`` (``Worker._unlocked_try``): it reads on, page by page, until an event older than the longest a try
-lasts, so one page unless a script edits the job many times a minute."""
-RUNNING_ROWS_PAGE = 10
-"""The page size in which ``Worker._unlocked_try`` lists a job's running rows."""
-PRE_CLAIM_SPEC_MS = 5_000
-"""A job's spec read before its run's claim (``Worker.read_specs``, or the time check) is used under ``overlap:
-allow`` only when the claim landed within this of the read (ms, measured from before the read to after the
-claim); otherwise the spec is read again after the claim. A worker taking a job's overlap lock waits this (plus
-``CLOCK_SKEW_MS``) after a change of the job's ``overlap`` before it trusts that no try runs without the lock
-(``Worker._unlocked_try``): together they keep a claim under a spec read before a PATCH to ``skip`` from running
-beside a locked try, at no cost to a run in the steady state."""
-CLOCK_SKEW_MS = 2_000
-"""The most two hosts' clocks are taken to disagree (ms): the API stamps a change, a worker compares with it."""
-STOP_GRACE_S = 2.0
-"""Seconds a cancelled try (timed out, or told to stop by its heartbeat) has to return before the worker takes it
-as still running: its job's overlap lock is then held on (``Worker._let_go_of_lock``)."""
-LAMBDA_MAX_RUN_S = 900
-"""The longest a Lambda function runs (AWS's limit): an invocation goes on when its caller stops waiting, so a
-cancelled ``lambda`` try holds its job's overlap lock this long from its start."""
 CLAIM_MARGIN_S = 20
 """Seconds a claimed try needs beyond its ``timeout_s`` to record its result (a few conditional writes, the
 retry or dead-run messages, each with SDK retries). A delivery whose invocation has less than
@@ -166,42 +141,25 @@ class BatchSpecs:
         return job_id in self.ids
 
 
-@dataclass(eq=False)
-class TryEnd:
-    """The call of a try once ``Worker._run`` made it (None before), so the overlap lock is let go of knowing how
-    the try ended."""
-
-    call: TargetCall | None = None
-
-
-@dataclass(frozen=True)
-class Blocked:
-    """Why a try may not run now under ``overlap: skip``: ``holder``, the run id of the try holding or running
-    outside the job's lock (or a description of the try that may yet start); ``wait_s``: when set, the try waits
-    this long (s) whatever it is (the job's ``overlap`` changed too recently to tell); when None, a fresh fire's
-    first try is skipped and any other waits (``Worker._wait_for_lock``)."""
-
-    holder: str
-    wait_s: int | None = None
-
-
 @dataclass(kw_only=True, eq=False)
 class Worker:
     """Processes deliveries of runs (see the module docstring). Thread-safe: no per-delivery state is kept
     on the object, so one instance serves a local pool of worker threads."""
 
-    settings: Settings
+    settings: RunLimits
     runs: RunRows
     jobs: JobSpecs
     queue: InitVar[RunSender]
     dead_runs: InitVar[DeadRunSink]
     targets: TargetRunner
     clock: Clock
+    metrics: RunMetrics
     visibility: VisibilityExtender | None = None
     waiter: Waiter | None = None
     """Monotonic time and waiting while a try runs; None: ``RealWaiter``."""
     alerting: Alerting | None = None
     failures: Failures = field(init=False)
+    overlap: OverlapLock = field(init=False)
 
     def __post_init__(self, queue: RunSender, dead_runs: DeadRunSink) -> None:
         self.failures = Failures(
@@ -210,8 +168,10 @@ class Worker:
             dead_runs=dead_runs,
             settings=self.settings,
             clock=self.clock,
+            metrics=self.metrics,
             alerting=self.alerting,
         )
+        self.overlap = OverlapLock(settings=self.settings, runs=self.runs, jobs=self.jobs, clock=self.clock)
 
     def handle(self, delivery: Delivery, specs: BatchSpecs | None = None) -> str:
         """The batch processor's record handler, once the record is parsed (``adapters.queue.delivery_of``):
@@ -259,9 +219,11 @@ class Worker:
                     if remaining < needed:
                         logger.warning(
                             "run not claimed: too little time left in this invocation",
-                            run_id=run_id(message.job_id, message.scheduled_for),
-                            remaining_ms=remaining,
-                            needed_ms=needed,
+                            extra={
+                                "run_id": run_id(message.job_id, message.scheduled_for),
+                                "remaining_ms": remaining,
+                                "needed_ms": needed,
+                            },
                         )
                         return self._defer(delivery, visible_in_s=0, reason="too little invocation time")
         now = self.clock()
@@ -284,9 +246,11 @@ class Worker:
                     )
             logger.info(
                 "delivery dropped: run not claimable",
-                run_id=rid,
-                status=before.status.value if before is not None else "missing",
-                receive_count=delivery.receive_count,
+                extra={
+                    "run_id": rid,
+                    "status": before.status.value if before is not None else "missing",
+                    "receive_count": delivery.receive_count,
+                },
             )
             return Outcome.DROPPED
         attempt = before.attempt + 1
@@ -300,13 +264,19 @@ class Worker:
         # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
         on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
         if before.lateness_ms is None and not on_request:
-            add_metric(MetricName.RUN_LATENESS, MILLISECONDS, max(0, now - message.scheduled_for))
+            self.metrics.run_late(max(0, now - message.scheduled_for))
         logger.info(
-            "run claimed", run_id=rid, job_id=message.job_id, attempt=attempt, previous=before.status.value
+            "run claimed",
+            extra={
+                "run_id": rid,
+                "job_id": message.job_id,
+                "attempt": attempt,
+                "previous": before.status.value,
+            },
         )
 
         try:
-            if not spec_read or self._spec_may_be_stale(job, spec_read_at):
+            if not spec_read or self.overlap.spec_may_be_stale(job, spec_read_at):
                 job = self.jobs.get_spec(message.job_id)
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
@@ -319,16 +289,7 @@ class Worker:
                 return self.failures.dead(owned, job, error, attempts=attempt - 1)
             locked = job.overlap is OverlapPolicy.SKIP
             if locked:
-                blocked: Blocked | None = None
-                holder = self._acquire_overlap(owned, now)
-                if holder is not None:
-                    blocked = Blocked(holder)
-                else:
-                    try:
-                        blocked = self._unlocked_try(owned, job, now)
-                    except StoreUnavailable:
-                        self._release_overlap(owned)  # the claim is given back below: so is the lock
-                        raise
+                blocked = self.overlap.take(owned, job, now)
                 if blocked is not None:
                     fresh = before.status is RunStatus.QUEUED and lost is None
                     if not fresh or blocked.wait_s is not None:
@@ -350,7 +311,7 @@ class Worker:
             return self._run(delivery, owned, job, now, overlap_locked=locked, before=before, tried=tried)
         finally:
             if locked:
-                self._let_go_of_lock(owned, job, now, tried.call)
+                self.overlap.let_go(owned, job, now, tried.call)
 
     def _run(
         self,
@@ -397,7 +358,10 @@ class Worker:
             )
         except TryAbandoned:
             if heartbeat.lost:
-                logger.warning("try abandoned: the run was taken over", run_id=owned.run_id, attempt=attempt)
+                logger.warning(
+                    "try abandoned: the run was taken over",
+                    extra={"run_id": owned.run_id, "attempt": attempt},
+                )
                 return Outcome.LOST
             # Still ours as far as we know: record the failed try, conditioned on that (LOST if it is not).
             error = (
@@ -417,9 +381,11 @@ class Worker:
             ]  # where, without a message that may hold secrets
             logger.error(
                 "target raised unexpectedly",
-                run_id=owned.run_id,
-                error=failure,
-                at=f"{frame.filename}:{frame.lineno} in {frame.name}",
+                extra={
+                    "run_id": owned.run_id,
+                    "error": failure,
+                    "at": f"{frame.filename}:{frame.lineno} in {frame.name}",
+                },
             )
             return self._failed(owned, job, failure, before, call, claimed_at, delivery, heartbeat)
 
@@ -432,11 +398,19 @@ class Worker:
             status=RunStatus.SUCCEEDED,
             attempt=attempt,
         ):
-            logger.warning("run succeeded but is no longer ours (taken over meanwhile)", run_id=owned.run_id)
+            logger.warning(
+                "run succeeded but is no longer ours (taken over meanwhile)", extra={"run_id": owned.run_id}
+            )
             return Outcome.LOST
-        add_metric(MetricName.RUNS_SUCCEEDED, COUNT, 1)
+        self.metrics.run_succeeded()
         logger.info(
-            "run succeeded", run_id=owned.run_id, job_id=owned.job_id, attempt=attempt, detail=redact(detail)
+            "run succeeded",
+            extra={
+                "run_id": owned.run_id,
+                "job_id": owned.job_id,
+                "attempt": attempt,
+                "detail": redact(detail),
+            },
         )
         return Outcome.SUCCEEDED
 
@@ -453,7 +427,7 @@ class Worker:
     ) -> Outcome:
         """Record the failed try (``Failures.failed_try``) with its entry in the run's tries. The target's
         secrets are redacted from ``error`` and the try's output before anything is cut, stored, logged or
-        alerted (``jobsched.targets.redaction``)."""
+        alerted (``jobsched.domain.redaction``)."""
         redact = redactor_for(job.target)
         error = redact(error)
         output = redact.optional(call.output)
@@ -486,13 +460,12 @@ class Worker:
         worker's once its heartbeat is stale (that try then counts)."""
         logger.warning(
             "storage error before the target started; giving the claim back",
-            run_id=owned.run_id,
-            error=str(error),
+            extra={"run_id": owned.run_id, "error": str(error)},
         )
         try:
             given = self.runs.give_back(owned, before=before)
         except Exception:
-            logger.exception("claim could not be given back", run_id=owned.run_id)
+            logger.exception("claim could not be given back", extra={"run_id": owned.run_id})
             raise error from None
         if not given:
             return Outcome.LOST
@@ -500,15 +473,6 @@ class Worker:
             GIVE_BACK_DELAY_S * 2 ** min(max(delivery.receive_count, 1) - 1, 10), MAX_GIVE_BACK_DELAY_S
         )
         return self._defer(delivery, visible_in_s=back_in_s, reason="claim given back after a storage error")
-
-    def _spec_may_be_stale(self, job: Job | None, read_at: int | None) -> bool:
-        """Whether a spec read before the claim (sent at ``read_at``, epoch ms; None: read after it) must be read
-        again: under ``overlap: allow`` a try takes no lock, so a PATCH to ``skip`` that landed between the read
-        and the claim would let it run beside a locked try. Trusted when the claim landed within
-        ``PRE_CLAIM_SPEC_MS`` of the read (a lock taker waits that long after such a change: ``_unlocked_try``)."""
-        if read_at is None or job is None or job.overlap is not OverlapPolicy.ALLOW:
-            return False
-        return self.clock() - read_at > PRE_CLAIM_SPEC_MS
 
     def _wait_for_lock(
         self, delivery: Delivery, owned: Owned, before: RunRow, job: Job, blocked: Blocked
@@ -528,57 +492,16 @@ class Worker:
             wait_s = min(max(GIVE_BACK_DELAY_S, longest_s), MAX_GIVE_BACK_DELAY_S)
         logger.info(
             "overlap: waiting for the job's lock",
-            run_id=owned.run_id,
-            holder=blocked.holder,
-            previous=before.status.value,
-            wait_s=wait_s,
+            extra={
+                "run_id": owned.run_id,
+                "holder": blocked.holder,
+                "previous": before.status.value,
+                "wait_s": wait_s,
+            },
         )
         if not self.runs.give_back(owned, before=before):
             return Outcome.LOST
         return self._defer(delivery, visible_in_s=wait_s, reason="waiting for the job's overlap lock")
-
-    def _acquire_overlap(self, owned: Owned, now: int) -> str | None:
-        """Take the job's overlap lock for ``owned``; None when taken, else the run id of the try running.
-
-        A holder whose heartbeat is fresh may still be over: its worker finished the try but could not give the
-        lock back (an error, or it died right after recording the result). So when refused, the holder's run
-        row is read (1 consistent GetItem, only under contention): unless it is still running under the lock's
-        claim, the lock is taken from that exact holder (a conditional write), so a finished run never makes the
-        job's next fires skip."""
-
-        def acquire(replacing: OverlapHolder | None = None) -> OverlapHolder | None:
-            return self.jobs.acquire_overlap(
-                OverlapRequest(
-                    job_id=owned.job_id,
-                    run_id=owned.run_id,
-                    attempt=owned.attempt,
-                    worker=owned.worker,
-                    now_ms=now,
-                    stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
-                    expires_at_s=now // 1000 + self.settings.retention_days * 86400,
-                    replacing=replacing,
-                    held_after_ms=now + CLOCK_SKEW_MS,
-                )
-            )
-
-        holder = acquire()
-        if holder is None:
-            return None
-        held = holder.run_id
-        if holder.heartbeat_at is not None and holder.heartbeat_at > now + CLOCK_SKEW_MS:
-            return held  # held on past its try's record: that try may still run (``_let_go_of_lock``)
-        _, _, scheduled_for = held.partition("@")
-        row = self.runs.get(owned.job_id, int(scheduled_for)) if scheduled_for.isdigit() else None
-        still_running = (
-            row is not None
-            and row.status is RunStatus.RUNNING
-            and row.attempt == holder.attempt
-            and row.worker == holder.worker
-        )
-        if still_running or acquire(replacing=holder) is not None:
-            return held
-        logger.info("overlap lock taken from a finished try", run_id=owned.run_id, previous=held)
-        return None
 
     def _watch(self, running: RunRow) -> None:
         """Before a duplicate delivery of a ``running`` run is dropped: put the run into the sweep index, due when
@@ -588,112 +511,8 @@ class Worker:
         beat = running.heartbeat_at or running.started_at or self.clock()
         if self.runs.watch(Owned.of(running), sweep_at_ms=beat + self.settings.heartbeat_stale_s * 1000):
             logger.info(
-                "running run watched by the sweeper after a duplicate delivery", run_id=running.run_id
-            )
-
-    def _unlocked_try(self, owned: Owned, job: Job, now: int) -> Blocked | None:
-        """With the overlap lock just taken: another try of the job still running without it (its heartbeat
-        fresh), or one that may yet start without it, else None; when there is one, the lock is given back. Such
-        a try started while the job had ``overlap: allow`` (it took no lock), so it can only exist when a change
-        of the job's ``overlap`` lies within the longest a try lasts (``worker_timeout_cap_s`` plus the
-        heartbeat's staleness). Only a job changed that recently has its audit events read, newest first, back to
-        that window's start (1 query per ``OVERLAP_CHANGE_EVENTS``), and only when one of them set ``overlap``
-        are its running tries listed (a status-filtered read of its history, so in the minutes after such a
-        change alone). Within ``PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS`` of such a change a claim under a spec read
-        before it may still land and run unlocked (``_spec_may_be_stale``): the answer then says to wait
-        (``Blocked.wait_s``)."""
-        lasts_ms = (self.settings.worker_timeout_cap_s + self.settings.heartbeat_stale_s) * 1000
-        since = now - lasts_ms
-        if to_ms(job.updated_at) < since:
-            return None
-        changed_at = self._last_overlap_change(owned.job_id, since)
-        if changed_at is None:
-            return None
-        settled_at = changed_at + PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS
-        if now < settled_at:
-            self._release_overlap(owned)
-            return Blocked(
-                "a try claimed under the job's earlier overlap", wait_s=-(-(settled_at - now) // 1000)
-            )
-        other = self._running_other(owned, stale_before=now - self.settings.heartbeat_stale_s * 1000)
-        if other is None:
-            return None
-        self._release_overlap(owned)
-        return Blocked(other)
-
-    def _let_go_of_lock(self, owned: Owned, job: Job, claimed_at: int, call: TargetCall | None) -> None:
-        """After the try of ``owned`` (claimed at ``claimed_at``, epoch ms) is recorded: give the job's overlap
-        lock back, unless the try may still be running. A cancelled try (``call.cancel``) that has not returned
-        within ``STOP_GRACE_S`` (a command ignoring the cancel) holds the lock ``worker_timeout_cap_s`` more; a
-        cancelled ``lambda`` try holds it until ``LAMBDA_MAX_RUN_S`` after its start (the function runs on).
-        Held on: the lock's ``heartbeat_at`` is set to the end of the hold (one conditional write), which keeps
-        it from anyone, this run's retry included (``OverlapRequest.held_after_ms``), until then; after that it is
-        taken as usual. Errors are logged (the lock then goes stale after ``heartbeat_stale_s``)."""
-        if call is None or not call.cancel.cancelled:
-            self._release_overlap(owned)
-            return
-        until = 0
-        if not call.ended.wait(STOP_GRACE_S):
-            until = self.clock() + self.settings.worker_timeout_cap_s * 1000
-        if isinstance(job.target, LambdaTarget):
-            until = max(until, claimed_at + LAMBDA_MAX_RUN_S * 1000)
-        if until <= self.clock():
-            self._release_overlap(owned)
-            return
-        logger.warning(
-            "overlap lock held on: the cancelled try may still be running",
-            run_id=owned.run_id,
-            until_ms=until,
-        )
-        try:
-            self.jobs.renew_overlap(
-                owned.job_id, run_id=owned.run_id, attempt=owned.attempt, worker=owned.worker, now_ms=until
-            )
-        except Exception:
-            logger.exception(
-                "overlap lock not held on; it goes stale after heartbeat_stale_s", run_id=owned.run_id
-            )
-
-    def _last_overlap_change(self, job_id: str, since_ms: int) -> int | None:
-        """The instant (epoch ms) of the newest ``updated`` audit event of job ``job_id`` at or after ``since_ms``
-        that set its ``overlap``, else None: its events read newest first, page by page, until one older than
-        ``since_ms``."""
-        before: str | None = None
-        while True:
-            events, before = self.jobs.list_events(job_id, OVERLAP_CHANGE_EVENTS, before)
-            recent = [event for event in events if event.at >= since_ms]
-            changes = [
-                event.at
-                for event in recent
-                if event.kind is JobEventKind.UPDATED and "overlap" in event.detail.get("fields", ())
-            ]
-            if changes:
-                return max(changes)
-            if before is None or len(recent) < len(events):
-                return None
-
-    def _running_other(self, owned: Owned, *, stale_before: int) -> str | None:
-        """The run id of a ``running`` row of ``owned``'s job other than ``owned``'s run whose ``heartbeat_at`` is
-        at or after ``stale_before`` (epoch ms), else None: its running rows read page by page."""
-        before_ms: int | None = None
-        while True:
-            rows, before_ms = self.runs.list_for_job(
-                owned.job_id, RUNNING_ROWS_PAGE, RunFilter(status=RunStatus.RUNNING), before_ms
-            )
-            for row in rows:
-                if row.run_id != owned.run_id and (row.heartbeat_at or 0) >= stale_before:
-                    return row.run_id
-            if before_ms is None:
-                return None
-
-    def _release_overlap(self, owned: Owned) -> None:
-        try:
-            self.jobs.release_overlap(
-                owned.job_id, run_id=owned.run_id, attempt=owned.attempt, worker=owned.worker
-            )
-        except Exception:
-            logger.exception(
-                "overlap lock not released; it goes stale after heartbeat_stale_s", run_id=owned.run_id
+                "running run watched by the sweeper after a duplicate delivery",
+                extra={"run_id": running.run_id},
             )
 
     def read_specs(self, job_ids: Sequence[str]) -> BatchSpecs | None:
@@ -709,7 +528,9 @@ class Worker:
             return BatchSpecs(frozenset(job_ids), self.jobs.get_specs(job_ids), read_at)
         except Exception:  # an optimisation only: the per-run reads give each error to its own run
             logger.warning(
-                "the batch's jobs not read together; each run reads its own", jobs=len(job_ids), exc_info=True
+                "the batch's jobs not read together; each run reads its own",
+                extra={"jobs": len(job_ids)},
+                exc_info=True,
             )
             return None
 
@@ -731,7 +552,7 @@ class Worker:
             logger.exception(
                 "message visibility not shortened; a lost worker's run is recovered after the queue's "
                 "visibility timeout",
-                messages=len(receipt_handles),
+                extra={"messages": len(receipt_handles)},
             )
 
     def _time_needed_ms(self, timeout_s: int) -> int:
@@ -747,16 +568,18 @@ class Worker:
             except Exception:
                 logger.exception(
                     "could not hand the message back; it returns after the visibility timeout",
-                    run_id=run_id(delivery.message.job_id, delivery.message.scheduled_for),
-                    reason=reason,
+                    extra={
+                        "run_id": run_id(delivery.message.job_id, delivery.message.scheduled_for),
+                        "reason": reason,
+                    },
                 )
         return Outcome.DEFERRED
 
     def _skip(self, owned: Owned, reason: str) -> Outcome:
         if not self.runs.skip(owned, now_ms=self.clock(), reason=reason):
             return Outcome.LOST
-        add_metric(MetricName.RUNS_SKIPPED, COUNT, 1)
-        logger.info("run skipped", run_id=owned.run_id, job_id=owned.job_id, reason=reason)
+        self.metrics.run_skipped()
+        logger.info("run skipped", extra={"run_id": owned.run_id, "job_id": owned.job_id, "reason": reason})
         return Outcome.SKIPPED
 
 

@@ -8,6 +8,7 @@ import itertools
 import threading
 from collections.abc import Sequence
 
+from jobsched.adapters.queue import dead_letter_of
 from jobsched.adapters.wire import run_message_body
 from jobsched.ports.alerts import Alert
 from jobsched.ports.run_messages import DeadLetter, DeadRun, QueueSendError, RunMessage
@@ -77,7 +78,7 @@ class MemoryDeadLetters:
 
     def redrive(self, message: RunMessage, receive_count: int = 5) -> DeadLetter:
         with self._lock:
-            letter = DeadLetter(run_message_body(message), f"dlq-{next(self._handles)}", receive_count)
+            letter = dead_letter_of(run_message_body(message), f"dlq-{next(self._handles)}", receive_count)
             self.letters.append(letter)
             return letter
 

@@ -160,6 +160,15 @@ class AuditEvent:
         """Where the event sorts among the job's events (by ``at``, then ``key``): the listing's cursor."""
         return f"{self.at:013d}#{self.key}"
 
+    @property
+    def changed_fields(self) -> frozenset[str]:
+        """The job's fields an ``updated`` event changed (the names its ``detail["fields"]`` lists, as the service
+        records them); empty for any other kind of event or a detail without that list."""
+        fields = self.detail.get("fields") if self.kind is JobEventKind.UPDATED else None
+        if not isinstance(fields, list | tuple):
+            return frozenset()
+        return frozenset(name for name in fields if isinstance(name, str))
+
 
 @dataclass(frozen=True)
 class Rewrite:

@@ -59,12 +59,14 @@ class Delivery:
 @dataclass(frozen=True)
 class DeadLetter:
     """A message of the run queue's dead-letter queue: its ``body`` (a ``RunMessage`` body, or anything a
-    producer got wrong), the ``receipt_handle`` that deletes it, and how many times the run queue delivered it
-    before redriving it here (``receive_count``, 0 when unknown)."""
+    producer got wrong), the ``receipt_handle`` that deletes it, how many times the run queue delivered it
+    before redriving it here (``receive_count``, 0 when unknown), and ``message``, the body parsed by the queue
+    adapter (None: the body is not a run message)."""
 
     body: str
     receipt_handle: str
     receive_count: int = 0
+    message: RunMessage | None = field(kw_only=True)
 
 
 class QueueSendError(Exception):

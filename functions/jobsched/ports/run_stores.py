@@ -29,8 +29,8 @@ from jobsched.ports.runs import (
     SweepDeferral,
     SweepPage,
 )
+from jobsched.ports.targets import TargetCall
 from jobsched.ports.tries import TryRecord
-from jobsched.targets.base import TargetCall
 
 
 class RunTransitions(Protocol):

@@ -1,9 +1,10 @@
-"""How a worker runs a run: one executor per target type (design §5.5), behind ``Targets``.
+"""How a worker runs a run: one executor per target type (design §5.5), behind ``Targets`` (the worker's
+``TargetRunner`` port).
 
-``base`` holds what every target receives (``TargetCall``: run id = idempotency key, scheduled_for,
-attempt, input, timeout) and how a try fails (``TargetFailed``, ``TargetTimedOut``); ``commands`` the
-registry of ``command`` targets (``@command("name")``); ``http``, ``aws`` (lambda, sqs) and ``shell`` the
-other executors. The worker's supervisor (``jobsched.worker.supervise``) applies the timeout to all.
+What every target receives and how a try fails are the port's (``jobsched.ports.targets``: ``TargetCall``,
+``TargetFailed``, ``Executor``); here are ``commands``, the registry of ``command`` targets
+(``@command("name")``), and ``http``, ``aws`` (lambda, sqs) and ``shell``, the other executors. The worker's
+supervisor (``jobsched.domain.supervision.supervise``) applies the timeout to all.
 """
 
 from __future__ import annotations
@@ -11,33 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.models import CommandTarget, HttpTarget, LambdaTarget, ShellTarget, SqsTarget
-from jobsched.targets.base import (
-    CancelToken,
-    Executor,
-    TargetCall,
-    TargetFailed,
-    TargetNotStarted,
-    TargetTimedOut,
-    iso_utc,
-    truncate,
-)
+from jobsched.ports.targets import Executor, TargetCall, TargetFailed
 from jobsched.targets.commands import CommandExecutor, CommandRegistry, command, commands
 
-__all__ = [
-    "CancelToken",
-    "CommandExecutor",
-    "CommandRegistry",
-    "Executor",
-    "TargetCall",
-    "TargetFailed",
-    "TargetNotStarted",
-    "TargetTimedOut",
-    "Targets",
-    "command",
-    "commands",
-    "iso_utc",
-    "truncate",
-]
+__all__ = ["CommandExecutor", "CommandRegistry", "Targets", "command", "commands"]
 
 
 class Targets:

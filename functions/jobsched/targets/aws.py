@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.models import LambdaTarget, SqsTarget
-from jobsched.targets.base import TargetCall, TargetFailed, head_bytes, output_limit, truncate
+from jobsched.ports.targets import TargetCall, TargetFailed, head_bytes, output_limit, truncate
 
 
 def _client_error(service: str, name: str, error: Exception) -> TargetFailed:

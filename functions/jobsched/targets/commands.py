@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from jobsched.models import CommandTarget
-from jobsched.targets.base import SUCCESS_OUTPUT_BYTES, TargetCall, TargetFailed, head_bytes, truncate
+from jobsched.ports.targets import SUCCESS_OUTPUT_BYTES, TargetCall, TargetFailed, head_bytes, truncate
 
 CommandFn = Callable[[TargetCall], Any]
 F = TypeVar("F", bound=CommandFn)

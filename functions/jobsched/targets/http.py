@@ -33,9 +33,16 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
+from jobsched.domain.redaction import MARK, Redactor, redactor_for
 from jobsched.models import HttpTarget
-from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, head_bytes, output_limit, truncate
-from jobsched.targets.redaction import MARK, Redactor, redactor_for
+from jobsched.ports.targets import (
+    TargetCall,
+    TargetFailed,
+    TargetTimedOut,
+    head_bytes,
+    output_limit,
+    truncate,
+)
 
 Resolver = Callable[[str, int], list[str]]
 """``(host, port) -> IP address strings``; raises OSError when the name does not resolve."""
@@ -246,7 +253,7 @@ class HttpExecutor:
         excerpt; past ``call.timeout_s`` (httpx connect/read/write timeouts) ``TargetTimedOut``. ``call.output``
         gets the status and the head of the body. The target's secrets (``HttpTarget.secret_values``: secret
         header values, the URL's credentials, query values and marked path) are redacted from the error and the
-        output wherever the server echoed them, in any spelling (``jobsched.targets.redaction``), before either
+        output wherever the server echoed them, in any spelling (``jobsched.domain.redaction``), before either
         is cut to its limit."""
         headers = httpx.Headers(target.headers)
         headers["Idempotency-Key"] = call.idempotency_key

@@ -28,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.aws import CallBounds
 from jobsched.models import LambdaTarget, SqsTarget
-from jobsched.targets.base import Executor, TargetCall, TargetFailed, TargetNotStarted
+from jobsched.ports.targets import Executor, TargetCall, TargetFailed, TargetNotStarted
 
 OWNER_SESSION_TAG = "jobsched-owner"
 """The session tag carrying the job's owner when the worker assumes the target role; the role's policy

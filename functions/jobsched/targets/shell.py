@@ -24,7 +24,7 @@ import tempfile
 from typing import IO
 
 from jobsched.models import ShellTarget
-from jobsched.targets.base import TargetCall, TargetFailed, TargetTimedOut, output_limit, tail, tail_bytes
+from jobsched.ports.targets import TargetCall, TargetFailed, TargetTimedOut, output_limit, tail, tail_bytes
 
 SHELL = "/bin/sh"
 STDERR_TAIL_CHARS = 1000

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.adapters.queue import RunQueue
 from jobsched.domain.retries import Failures
 from jobsched.domain.runs import new_run
@@ -23,7 +24,9 @@ from jobsched.memory.queue import MemoryDeadRuns
 from jobsched.models import CommandTarget, RetryPolicy, RunStatus
 from jobsched.ports.run_messages import Delivery, RunMessage
 from jobsched.ports.runs import ClaimRequest, Owned, RetryTransition, RunKey, run_id
-from jobsched.targets import TargetCall, Targets, commands
+from jobsched.ports.targets import TargetCall
+from jobsched.targets import Targets
+from jobsched.targets.commands import commands
 
 MIN = 60_000
 COMMAND = "upgrade-count"
@@ -94,10 +97,24 @@ def test_a_deployment_upgraded_mid_stream_runs_every_fire_exactly_once(
         dead_runs=dead_runs,
         targets=Targets(),
         clock=clock,
+        metrics=PowertoolsRunMetrics(),
     )
-    failures = Failures(runs=runs, queue=queue, dead_runs=dead_runs, settings=settings, clock=clock)
+    failures = Failures(
+        runs=runs,
+        queue=queue,
+        dead_runs=dead_runs,
+        settings=settings,
+        clock=clock,
+        metrics=PowertoolsRunMetrics(),
+    )
     sweeper = Sweeper(
-        settings=settings, runs=runs, jobs=harness.jobs, queue=queue, failures=failures, clock=clock
+        settings=settings,
+        runs=runs,
+        jobs=harness.jobs,
+        queue=queue,
+        failures=failures,
+        clock=clock,
+        metrics=PowertoolsRunMetrics(),
     )
     new = harness.contender("new")
     outcomes: Counter[str] = Counter()

@@ -17,7 +17,8 @@ from jobsched.aws import Aws
 from jobsched.domain.retries import Outcome
 from jobsched.models import LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.runs import run_id
-from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.ports.targets import TargetCall, TargetFailed
+from jobsched.targets import Targets
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from tests.support.worker import Kit
 

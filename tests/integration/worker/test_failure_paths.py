@@ -15,7 +15,7 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import NOTIFY_RETRY_MS, Outcome
 from jobsched.domain.worker import Deferred
 from jobsched.models import RunStatus
-from jobsched.targets import TargetCall
+from jobsched.ports.targets import TargetCall
 from jobsched.wiring import Components
 from tests.support.worker import Kit
 

@@ -14,9 +14,10 @@ from jobsched.domain.supervision import RealWaiter
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.models import RunStatus
+from jobsched.ports.targets import TargetCall
 from jobsched.store.due_index import LAYOUT_KEY
 from jobsched.sweeper_runtime import SweeperRuntime
-from jobsched.targets import TargetCall, commands
+from jobsched.targets.commands import commands
 from jobsched.wiring import Components
 from jobsched.worker_runtime import Batches
 from tests.support.worker import Kit

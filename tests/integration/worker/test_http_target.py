@@ -20,8 +20,8 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.models import HttpTarget, RunStatus
 from jobsched.ports.runs import run_id
+from jobsched.ports.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.settings import Settings
-from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.http import AddressPolicy, HttpExecutor
 from tests.support.worker import Kit
 

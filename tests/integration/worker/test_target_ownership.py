@@ -19,8 +19,8 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.aws import Aws
 from jobsched.domain.worker import Deferred
 from jobsched.models import LambdaTarget, RunStatus, SqsTarget
+from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.settings import Settings
-from jobsched.targets import TargetCall, TargetFailed
 from jobsched.targets.aws import LambdaExecutor
 from jobsched.targets.ownership import (
     OWNER_SESSION_TAG,

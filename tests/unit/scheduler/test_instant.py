@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.domain.loop import INSTANT_TICK_BURST, INSTANT_TICK_GAP_MS, INSTANT_TICKS_MAX, tick_on_instants
 from jobsched.domain.planning import horizon_ms
 from jobsched.domain.retries import Outcome
@@ -44,6 +45,7 @@ def worker_of(harness: Any) -> Worker:
         targets=Targets(),
         visibility=harness.queue,
         waiter=SimWaiter(harness.clock),
+        metrics=PowertoolsRunMetrics(),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.adapters.wire import dead_run_envelope, run_message_body
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Failures
@@ -72,6 +73,7 @@ def parts(
         "queue": queue,
         "dead_runs": dead_runs,
         "clock": clock,
+        "metrics": PowertoolsRunMetrics(),
     }
 
 
@@ -97,7 +99,7 @@ def build_sweeper(parts: dict[str, Any]) -> Callable[..., Sweeper]:
     ``dead_runs`` when given)."""
 
     def build(dead_runs: Any = None, **overrides: Any) -> Sweeper:
-        shared = {name: parts[name] for name in ("settings", "runs", "queue", "clock")}
+        shared = {name: parts[name] for name in ("settings", "runs", "queue", "clock", "metrics")}
         failures = Failures(**shared, dead_runs=dead_runs or parts["dead_runs"])
         return Sweeper(**{**shared, "jobs": parts["jobs"], "failures": failures, **overrides})
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.metrics import PowertoolsRunMetrics
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain import registration
 from jobsched.domain.alerting import SYSTEM_ACTOR, Alerting, dead_streak
@@ -179,6 +180,7 @@ def test_a_policy_that_cannot_be_applied_leaves_the_run_dead_and_notified() -> N
     dead_runs = MemoryDeadRuns()
     failures = Failures(
         runs=f.runs, queue=MemoryRunQueue(), dead_runs=dead_runs, settings=memory_settings(), clock=f.clock,
+        metrics=PowertoolsRunMetrics(),
         alerting=f.alerting,
     )  # fmt: skip
 

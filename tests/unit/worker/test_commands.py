@@ -9,7 +9,8 @@ import time
 import pytest
 
 from jobsched.models import CommandTarget
-from jobsched.targets import CommandExecutor, CommandRegistry, TargetCall, TargetFailed, commands
+from jobsched.ports.targets import TargetCall, TargetFailed
+from jobsched.targets import CommandExecutor, CommandRegistry, commands
 
 
 def _call(input: object = None, attempt: int = 1) -> TargetCall:

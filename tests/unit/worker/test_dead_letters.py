@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.adapters.queue import dead_letter_of
 from jobsched.api.run_views import run_view
 from jobsched.api.triggers import send_manual
 from jobsched.domain.retries import DEAD_LETTER_WORKER
@@ -110,7 +111,7 @@ def test_a_finished_runs_letter_is_deleted_and_a_malformed_one_dropped(kit: Kit)
     job = kit.make_job(command="echo")
     assert kit.deliver(job) == "succeeded"
     kit.letters.redrive(RunMessage(job.id, T0))
-    kit.letters.letters.append(kit.letters.letters[0].__class__("not json", "dlq-bad"))
+    kit.letters.letters.append(dead_letter_of("not json", "dlq-bad"))
     kit.sweeper.sweep()
     row = kit.runs.get(job.id, T0)
     assert row is not None and row.status is RunStatus.SUCCEEDED and kit.letters.letters == []
@@ -324,3 +325,11 @@ def test_a_run_re_run_between_the_drains_read_and_its_claim_is_not_claimed(kit: 
     row = kit.runs.get(job.id, T0)
     assert row is not None and row.status is RunStatus.QUEUED and report.dead == 0
     assert kit.dead_runs.notified == []
+
+
+def test_the_queue_adapter_parses_a_letters_body_once_and_marks_a_malformed_one() -> None:
+    body = RunMessage("j_1", T0, enqueued_at=T0).body()
+    assert dead_letter_of(body, "h", 5).message == RunMessage("j_1", T0, enqueued_at=T0)
+    for bad in ("not json", '{"job_id": 1, "scheduled_for": 2}', '{"job_id": "j"}', "[]"):
+        letter = dead_letter_of(bad, "h")
+        assert letter.message is None and letter.body == bad and letter.receipt_handle == "h"

@@ -21,8 +21,9 @@ from jobsched.models import HttpTarget, LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_messages import RunMessage
 from jobsched.ports.runs import RunKey
+from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.resources import RUN_QUEUE
-from jobsched.targets import TargetCall, TargetFailed, Targets, commands
+from jobsched.targets import Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
 from tests.support.worker import T0, Kit

@@ -17,7 +17,8 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_messages import Delivery, RunMessage
-from jobsched.targets import TargetCall, TargetFailed, commands
+from jobsched.ports.targets import TargetCall, TargetFailed
+from jobsched.targets.commands import commands
 from tests.support.worker import T0, Kit
 
 

@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import delivery_of
+from jobsched.domain.overlap import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS
 from jobsched.domain.retries import Outcome, Owned
-from jobsched.domain.worker import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS, Deferred
+from jobsched.domain.worker import Deferred
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, RunKey, run_id
-from jobsched.targets import TargetCall, Targets, commands
+from jobsched.ports.targets import TargetCall
+from jobsched.targets import Targets
+from jobsched.targets.commands import commands
 from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
 
 MINUTE = 60_000

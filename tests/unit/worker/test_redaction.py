@@ -1,4 +1,4 @@
-"""A target's secrets never reach what a try records, logs or alerts (``jobsched.targets.redaction``): in every
+"""A target's secrets never reach what a try records, logs or alerts (``jobsched.domain.redaction``): in every
 spelling a server may echo (JSON escapes, URL encoding, HTML references, base64 of Basic credentials), cut
 short at the end of an excerpt, and redacted before any cut."""
 
@@ -16,12 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobsched.adapters.queue import delivery_of
+from jobsched.domain.redaction import MARK, Redactor, redactor_for
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.models import HttpTarget
-from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.ports.targets import TargetCall, TargetFailed
+from jobsched.targets import Targets
 from jobsched.targets.http import display_url
-from jobsched.targets.redaction import MARK, Redactor, redactor_for
 from tests.support.worker import T0, Kit
 
 SECRET = 'k-12/34"5 6789\\x'

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobsched.models import ShellTarget
-from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut
+from jobsched.ports.targets import TargetCall, TargetFailed, TargetTimedOut
 from jobsched.targets.shell import ShellExecutor, stdin_bytes
 from tests.support.backends import memory_settings
 from tests.support.processes import process_gone

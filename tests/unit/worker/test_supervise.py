@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
+from jobsched.clock import iso_utc
 from jobsched.domain.retries import lost_worker_error
 from jobsched.domain.supervision import TryAbandoned, supervise
-from jobsched.targets import TargetCall, TargetFailed, TargetTimedOut, iso_utc, truncate
+from jobsched.ports.targets import TargetCall, TargetFailed, TargetTimedOut, truncate
 
 
 class SimWaiter:

@@ -12,14 +12,16 @@ import pytest
 
 from jobsched.adapters.queue import delivery_of
 from jobsched.clock import FakeClock, from_ms, to_ms
+from jobsched.domain.overlap import OVERLAP_CHANGE_EVENTS
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.supervision import Heartbeat
-from jobsched.domain.worker import OVERLAP_CHANGE_EVENTS
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, JobEventKind, RunStatus
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
 from jobsched.ports.runs import ClaimRequest, OverlapRequest, RunKey, run_id
-from jobsched.targets import TargetCall, Targets, commands
+from jobsched.ports.targets import TargetCall
+from jobsched.targets import Targets
+from jobsched.targets.commands import commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
 from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip

@@ -28,6 +28,7 @@ def _first_shards(now_ms: int, max_rows: int) -> list[int]:
         queue=None,  # type: ignore[arg-type]
         failures=None,  # type: ignore[arg-type]
         clock=lambda: now_ms,
+        metrics=None,  # type: ignore[arg-type]
         max_rows=max_rows,
     )
     report = SweepReport()

@@ -13,7 +13,7 @@ from jobsched.domain.retries import Outcome
 from jobsched.domain.sweeper import Sweeper
 from jobsched.models import RunStatus
 from jobsched.ports.runs import ClaimRequest, Owned, RetryTransition, RunKey, run_id
-from jobsched.targets import TargetCall
+from jobsched.ports.targets import TargetCall
 from tests.support.worker import T0, Kit
 
 

@@ -14,9 +14,10 @@ from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, RunKey, RunRow
+from jobsched.ports.targets import SUCCESS_OUTPUT_BYTES, TargetCall, TargetFailed
 from jobsched.ports.tries import TryRecord
-from jobsched.targets import CommandExecutor, CommandRegistry, TargetCall, TargetFailed, Targets
-from jobsched.targets.base import SUCCESS_OUTPUT_BYTES
+from jobsched.targets import Targets
+from jobsched.targets.commands import CommandExecutor, CommandRegistry
 from tests.support.worker import T0, Kit
 
 

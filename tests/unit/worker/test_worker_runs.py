@@ -18,7 +18,7 @@ from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, RunStatus
 from jobsched.ports.jobs import Rewrite
 from jobsched.ports.runs import Claim, ClaimRequest, RunKey, RunRow, run_id
-from jobsched.targets import TargetCall
+from jobsched.ports.targets import TargetCall
 from tests.support.worker import T0, Kit
 
 

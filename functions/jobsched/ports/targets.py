@@ -1,7 +1,9 @@
-"""What every target receives (``TargetCall``), how a try fails (``TargetFailed``), and cancellation.
+"""The targets port: what every target receives (``TargetCall``), how a try fails (``TargetFailed`` and its
+kinds), its cancellation (``CancelToken``), the bounds of what a try keeps of a target's output, and the
+interface of an executor (``Executor``; ``jobsched.targets.Targets`` dispatches to one per target type).
 
-Pure: no AWS, no network. Every target receives the run id as its idempotency key (design §5.5): the
-same on every delivery and every attempt of one run.
+Every target receives the run id as its idempotency key (design §5.5): the same on every delivery and every
+attempt of one run.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobsched.clock import from_ms
+from jobsched.clock import iso_utc
 from jobsched.models import MAX_ERROR_CHARS
 
 
@@ -28,14 +30,6 @@ class TargetNotStarted(TargetFailed):
 
 class TargetTimedOut(TargetFailed):
     """The try ran past the job's ``timeout_s`` and was abandoned (a shell command is killed)."""
-
-
-def iso_utc(ms: int) -> str:
-    """Epoch milliseconds -> ISO 8601 UTC with ``Z`` (``2026-12-04T18:00:00Z``; milliseconds only when present),
-    the same spelling as the API. Raises ValueError for an instant outside years 1-9999 (``from_ms``)."""
-    instant = from_ms(ms)
-    spec = "milliseconds" if ms % 1000 else "seconds"
-    return instant.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def truncate(text: str, limit: int = MAX_ERROR_CHARS) -> str:

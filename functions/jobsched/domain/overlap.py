@@ -1,0 +1,244 @@
+"""The job's overlap lock as a try takes and lets go of it (design §5.4, ``overlap: skip``): one conditional
+write takes it (``JobSpecs.acquire_overlap``), exact whatever the history length; a holder whose try is over is
+replaced; a try still running without the lock (started while the job had ``overlap: allow``) blocks it; and a
+cancelled try that may still be running holds it on after its record. Within seconds of a change of
+``overlap`` (``PRE_CLAIM_SPEC_MS``) a try waits too, and an ``allow`` spec read before the claim is read again
+after it when the claim landed later than that: a try under a spec read before a PATCH to ``skip`` never runs
+beside a locked try.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from jobsched.clock import Clock, to_ms
+from jobsched.models import Job, LambdaTarget, OverlapPolicy, RunStatus
+from jobsched.ports.errors import StoreUnavailable
+from jobsched.ports.limits import RunLimits
+from jobsched.ports.run_stores import JobSpecs, RunRows
+from jobsched.ports.runs import OverlapHolder, OverlapRequest, Owned, RunFilter
+from jobsched.ports.targets import TargetCall
+
+logger = logging.getLogger(__name__)
+
+OVERLAP_CHANGE_EVENTS = 20
+"""The page size in which the worker reads a recently changed job's newest audit events to find a change of its
+``overlap`` (``OverlapLock.take``): it reads on, page by page, until an event older than the longest a try
+lasts, so one page unless a script edits the job many times a minute."""
+RUNNING_ROWS_PAGE = 10
+"""The page size in which ``OverlapLock.take`` lists a job's running rows."""
+PRE_CLAIM_SPEC_MS = 5_000
+"""A job's spec read before its run's claim (``Worker.read_specs``, or the time check) is used under ``overlap:
+allow`` only when the claim landed within this of the read (ms, measured from before the read to after the
+claim); otherwise the spec is read again after the claim. A worker taking a job's overlap lock waits this (plus
+``CLOCK_SKEW_MS``) after a change of the job's ``overlap`` before it trusts that no try runs without the lock
+(``OverlapLock.take``): together they keep a claim under a spec read before a PATCH to ``skip`` from running
+beside a locked try, at no cost to a run in the steady state."""
+CLOCK_SKEW_MS = 2_000
+"""The most two hosts' clocks are taken to disagree (ms): the API stamps a change, a worker compares with it."""
+STOP_GRACE_S = 2.0
+"""Seconds a cancelled try (timed out, or told to stop by its heartbeat) has to return before the worker takes it
+as still running: its job's overlap lock is then held on (``OverlapLock.let_go``)."""
+LAMBDA_MAX_RUN_S = 900
+"""The longest a Lambda function runs (AWS's limit): an invocation goes on when its caller stops waiting, so a
+cancelled ``lambda`` try holds its job's overlap lock this long from its start."""
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why a try may not run now under ``overlap: skip``: ``holder``, the run id of the try holding or running
+    outside the job's lock (or a description of the try that may yet start); ``wait_s``: when set, the try waits
+    this long (s) whatever it is (the job's ``overlap`` changed too recently to tell); when None, a fresh fire's
+    first try is skipped and any other waits (``Worker._wait_for_lock``)."""
+
+    holder: str
+    wait_s: int | None = None
+
+
+@dataclass(eq=False)
+class TryEnd:
+    """The call of a try once ``Worker._run`` made it (None before), so the overlap lock is let go of knowing how
+    the try ended."""
+
+    call: TargetCall | None = None
+
+
+@dataclass(kw_only=True, eq=False)
+class OverlapLock:
+    """Takes and lets go of jobs' overlap locks for the worker's tries (see the module docstring). Thread-safe:
+    it keeps no state between calls."""
+
+    settings: RunLimits
+    runs: RunRows
+    jobs: JobSpecs
+    clock: Clock
+
+    def take(self, owned: Owned, job: Job, now: int) -> Blocked | None:
+        """Take ``job``'s overlap lock for the claimed try ``owned`` at ``now`` (epoch ms): None when taken and no
+        try runs without it, else why the try may not run (``Blocked``; the lock is then not held). Raises
+        ``StoreUnavailable`` (the lock given back first when it was taken)."""
+        holder = self._acquire(owned, now)
+        if holder is not None:
+            return Blocked(holder)
+        try:
+            return self._unlocked_try(owned, job, now)
+        except StoreUnavailable:
+            self.release(owned)  # the caller gives the claim back: so is the lock
+            raise
+
+    def _acquire(self, owned: Owned, now: int) -> str | None:
+        """Take the job's overlap lock for ``owned``; None when taken, else the run id of the try running.
+
+        A holder whose heartbeat is fresh may still be over: its worker finished the try but could not give the
+        lock back (an error, or it died right after recording the result). So when refused, the holder's run
+        row is read (1 consistent GetItem, only under contention): unless it is still running under the lock's
+        claim, the lock is taken from that exact holder (a conditional write), so a finished run never makes the
+        job's next fires skip."""
+
+        def acquire(replacing: OverlapHolder | None = None) -> OverlapHolder | None:
+            return self.jobs.acquire_overlap(
+                OverlapRequest(
+                    job_id=owned.job_id,
+                    run_id=owned.run_id,
+                    attempt=owned.attempt,
+                    worker=owned.worker,
+                    now_ms=now,
+                    stale_before_ms=now - self.settings.heartbeat_stale_s * 1000,
+                    expires_at_s=now // 1000 + self.settings.retention_days * 86400,
+                    replacing=replacing,
+                    held_after_ms=now + CLOCK_SKEW_MS,
+                )
+            )
+
+        holder = acquire()
+        if holder is None:
+            return None
+        held = holder.run_id
+        if holder.heartbeat_at is not None and holder.heartbeat_at > now + CLOCK_SKEW_MS:
+            return held  # held on past its try's record: that try may still run (``let_go``)
+        _, _, scheduled_for = held.partition("@")
+        row = self.runs.get(owned.job_id, int(scheduled_for)) if scheduled_for.isdigit() else None
+        still_running = (
+            row is not None
+            and row.status is RunStatus.RUNNING
+            and row.attempt == holder.attempt
+            and row.worker == holder.worker
+        )
+        if still_running or acquire(replacing=holder) is not None:
+            return held
+        logger.info(
+            "overlap lock taken from a finished try", extra={"run_id": owned.run_id, "previous": held}
+        )
+        return None
+
+    def _unlocked_try(self, owned: Owned, job: Job, now: int) -> Blocked | None:
+        """With the overlap lock just taken: another try of the job still running without it (its heartbeat
+        fresh), or one that may yet start without it, else None; when there is one, the lock is given back. Such
+        a try started while the job had ``overlap: allow`` (it took no lock), so it can only exist when a change
+        of the job's ``overlap`` lies within the longest a try lasts (``worker_timeout_cap_s`` plus the
+        heartbeat's staleness). Only a job changed that recently has its audit events read, newest first, back to
+        that window's start (1 query per ``OVERLAP_CHANGE_EVENTS``), and only when one of them set ``overlap``
+        are its running tries listed (a status-filtered read of its history, so in the minutes after such a
+        change alone). Within ``PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS`` of such a change a claim under a spec read
+        before it may still land and run unlocked (``Worker._spec_may_be_stale``): the answer then says to wait
+        (``Blocked.wait_s``)."""
+        lasts_ms = (self.settings.worker_timeout_cap_s + self.settings.heartbeat_stale_s) * 1000
+        since = now - lasts_ms
+        if to_ms(job.updated_at) < since:
+            return None
+        changed_at = self._last_overlap_change(owned.job_id, since)
+        if changed_at is None:
+            return None
+        settled_at = changed_at + PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS
+        if now < settled_at:
+            self.release(owned)
+            return Blocked(
+                "a try claimed under the job's earlier overlap", wait_s=-(-(settled_at - now) // 1000)
+            )
+        other = self._running_other(owned, stale_before=now - self.settings.heartbeat_stale_s * 1000)
+        if other is None:
+            return None
+        self.release(owned)
+        return Blocked(other)
+
+    def let_go(self, owned: Owned, job: Job, claimed_at: int, call: TargetCall | None) -> None:
+        """After the try of ``owned`` (claimed at ``claimed_at``, epoch ms) is recorded: give the job's overlap
+        lock back, unless the try may still be running. A cancelled try (``call.cancel``) that has not returned
+        within ``STOP_GRACE_S`` (a command ignoring the cancel) holds the lock ``worker_timeout_cap_s`` more; a
+        cancelled ``lambda`` try holds it until ``LAMBDA_MAX_RUN_S`` after its start (the function runs on).
+        Held on: the lock's ``heartbeat_at`` is set to the end of the hold (one conditional write), which keeps
+        it from anyone, this run's retry included (``OverlapRequest.held_after_ms``), until then; after that it is
+        taken as usual. Errors are logged (the lock then goes stale after ``heartbeat_stale_s``)."""
+        if call is None or not call.cancel.cancelled:
+            self.release(owned)
+            return
+        until = 0
+        if not call.ended.wait(STOP_GRACE_S):
+            until = self.clock() + self.settings.worker_timeout_cap_s * 1000
+        if isinstance(job.target, LambdaTarget):
+            until = max(until, claimed_at + LAMBDA_MAX_RUN_S * 1000)
+        if until <= self.clock():
+            self.release(owned)
+            return
+        logger.warning(
+            "overlap lock held on: the cancelled try may still be running",
+            extra={"run_id": owned.run_id, "until_ms": until},
+        )
+        try:
+            self.jobs.renew_overlap(
+                owned.job_id, run_id=owned.run_id, attempt=owned.attempt, worker=owned.worker, now_ms=until
+            )
+        except Exception:
+            logger.exception(
+                "overlap lock not held on; it goes stale after heartbeat_stale_s",
+                extra={"run_id": owned.run_id},
+            )
+
+    def _last_overlap_change(self, job_id: str, since_ms: int) -> int | None:
+        """The instant (epoch ms) of the newest ``updated`` audit event of job ``job_id`` at or after ``since_ms``
+        that set its ``overlap``, else None: its events read newest first, page by page, until one older than
+        ``since_ms``."""
+        before: str | None = None
+        while True:
+            events, before = self.jobs.list_events(job_id, OVERLAP_CHANGE_EVENTS, before)
+            recent = [event for event in events if event.at >= since_ms]
+            changes = [event.at for event in recent if "overlap" in event.changed_fields]
+            if changes:
+                return max(changes)
+            if before is None or len(recent) < len(events):
+                return None
+
+    def _running_other(self, owned: Owned, *, stale_before: int) -> str | None:
+        """The run id of a ``running`` row of ``owned``'s job other than ``owned``'s run whose ``heartbeat_at`` is
+        at or after ``stale_before`` (epoch ms), else None: its running rows read page by page."""
+        before_ms: int | None = None
+        while True:
+            rows, before_ms = self.runs.list_for_job(
+                owned.job_id, RUNNING_ROWS_PAGE, RunFilter(status=RunStatus.RUNNING), before_ms
+            )
+            for row in rows:
+                if row.run_id != owned.run_id and (row.heartbeat_at or 0) >= stale_before:
+                    return row.run_id
+            if before_ms is None:
+                return None
+
+    def release(self, owned: Owned) -> None:
+        try:
+            self.jobs.release_overlap(
+                owned.job_id, run_id=owned.run_id, attempt=owned.attempt, worker=owned.worker
+            )
+        except Exception:
+            logger.exception(
+                "overlap lock not released; it goes stale after heartbeat_stale_s",
+                extra={"run_id": owned.run_id},
+            )
+
+    def spec_may_be_stale(self, job: Job | None, read_at: int | None) -> bool:
+        """Whether a spec read before the claim (sent at ``read_at``, epoch ms; None: read after it) must be read
+        again: under ``overlap: allow`` a try takes no lock, so a PATCH to ``skip`` that landed between the read
+        and the claim would let it run beside a locked try. Trusted when the claim landed within
+        ``PRE_CLAIM_SPEC_MS`` of the read (a lock taker waits that long after such a change: ``OverlapLock.take``)."""
+        if read_at is None or job is None or job.overlap is not OverlapPolicy.ALLOW:
+            return False
+        return self.clock() - read_at > PRE_CLAIM_SPEC_MS
