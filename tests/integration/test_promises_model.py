@@ -46,6 +46,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from jobsched.adapters.positions import JsonPositions
 from jobsched.adapters.queue import default_worker_id
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.service import JobService
@@ -65,6 +66,7 @@ from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
 from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow
 from jobsched.schedules import parse_schedule
 from jobsched.targets import TargetCall, TargetFailed, Targets
+from jobsched.wiring import tick_config
 from tests.support.backends import BACKENDS, Backend, backend
 from tests.support.oracle import Oracle, Spec, Try
 
@@ -388,7 +390,8 @@ class PromisesMachine(RuleBasedStateMachine):
             runs=Faulty(self.runstore, self.faults, transient=StoreUnavailable),
             queue=Faulty(self.backend.queue, self.faults, sent=self._sent),
             control=Faulty(self.backend.control, self.faults, transient=StoreUnavailable),
-            settings=self.settings,
+            config=tick_config(self.settings),
+            positions=JsonPositions(),
             clock=self.clock,
             limits=TickLimits(threads=1),
         )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from jobsched.adapters.positions import JsonPositions
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
 from jobsched.clock import FakeClock
@@ -36,7 +37,7 @@ from jobsched.ports.runs import Delivery, QueueSendError, RunMessage, RunRow, ru
 from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
 from jobsched.targets import TargetCall, TargetFailed, Targets
-from jobsched.wiring import Components
+from jobsched.wiring import Components, tick_config
 from tests.support.backends import memory_backend
 from tests.support.oracle import Oracle, Spec, Try
 
@@ -318,7 +319,8 @@ class World:
             runs=FaultyPort(self.runs, "tick", self),
             queue=FaultyPort(self.queue, "tick", self),
             control=FaultyPort(self.backend.control, "tick", self),
-            settings=settings,
+            config=tick_config(settings),
+            positions=JsonPositions(),
             clock=self.clock,
             limits=self.limits,
             read_shards=read_shards,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobsched.domain.tick import TickResult
+from jobsched.domain.tick_records import TickResult
 from jobsched.observability import MetricName, add_metrics
 
 

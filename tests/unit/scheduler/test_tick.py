@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.due_reader import WATERMARK_MARGIN_MS
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import partition_of
-from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.models import RunStatus, from_ms
 from jobsched.ports.jobs import TIMER_LANES, DueQuery
 from jobsched.ports.runs import QueueSendError, RunMessage
