@@ -43,6 +43,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from jobsched.adapters.positions import JsonPositions
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
@@ -58,6 +59,7 @@ from jobsched.ports.jobs import DueEntry, DuePageToken, DueQuery, Move, Scheduli
 from jobsched.ports.run_messages import RunMessage
 from jobsched.ports.runs import SWEEP_SHARDS, RunRow
 from jobsched.settings import Settings, memory_settings
+from jobsched.wiring import tick_config
 
 T = TypeVar("T")
 
@@ -542,7 +544,8 @@ def simulate(
             runs=runs,
             queue=queue,
             control=control,
-            settings=settings,
+            config=tick_config(settings),
+            positions=JsonPositions(),
             clock=clock,
             limits=limits,
             executor=SimExecutor(clock, limits.threads),

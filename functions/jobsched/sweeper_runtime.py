@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jobsched.adapters.positions import JsonPositions
+from jobsched.domain.due_reader import read_floor
 from jobsched.domain.lease import partitions_without_leader
-from jobsched.domain.tick import read_floor
 from jobsched.observability import COUNT, MetricName, add_metric, flush_metrics, logger
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS
     ``waiting`` true) until a leader of this code has stored read positions in every partition: a leader of
     the GSI layout (design, Upgrades in flight) reads only the GSI, so an entry moved out of it while one runs
     (the minutes of a deploy) must be in a bucket a new leader reads again
-    (``domain.tick.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
+    (``domain.due_reader.UPGRADE_REWIND_MS``), which it does only as the first of its partition."""
     if seconds < 1:
         return {"moved": 0, "done": False, "skipped": "too little of the invocation left"}
     upkeep = components.due_upkeep()
@@ -114,7 +115,7 @@ def check_leaders(components: Components) -> list[int] | None:
 def drained(components: Components) -> dict[int, int]:
     """For each scheduler partition a leader of this code has run (stored read positions), configured or
     adopted (up to the partitions' high-water mark), the bucket before which its ticks read nothing again: its
-    watermark, or the floor a new leader would read again from (``domain.tick.read_floor``: after an upgrade
+    watermark, or the floor a new leader would read again from (``domain.due_reader.read_floor``: after an upgrade
     or a rollback): ``{partition: bucket}``, a bucket being epoch ms // (``due_bucket_s`` * 1000). Raises what
     the control store's reads raise."""
     control = components.due_upkeep().control
@@ -125,7 +126,9 @@ def drained(components: Components) -> dict[int, int]:
         watermark, positions = control.read_watermark(partition), control.read_positions(partition)
         if watermark is None or positions is None:
             continue  # never led by this code: its first leader reads behind its watermark anyway
-        _, floor = read_floor(watermark, positions, components.clock(), settings.due_bucket_s * 1000)
+        _, floor = read_floor(
+            watermark, JsonPositions().decode(positions), components.clock(), settings.due_bucket_s * 1000
+        )
         found[partition] = watermark if floor is None else floor
     return found
 

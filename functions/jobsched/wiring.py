@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from jobsched.domain.retries import Failures
     from jobsched.domain.supervision import Waiter
     from jobsched.domain.sweeper import Sweeper
+    from jobsched.domain.tick_records import TickConfig
     from jobsched.domain.worker import Worker
     from jobsched.store.control import ControlStore
     from jobsched.store.jobs import JobStore
@@ -359,6 +360,7 @@ class Components:
         ``tick_metrics`` defaults to Powertools EMF; ``read_shards``: the due shards its ticks read (default and
         at least ``settings.due_shards``: ``Scheduler``). Raises ValueError for a partition out of range."""
         from jobsched.adapters.metrics import PowertoolsTickMetrics
+        from jobsched.adapters.positions import JsonPositions
         from jobsched.domain.lease import LeaderLease, new_holder_id
         from jobsched.domain.loop import SchedulerLoop
         from jobsched.domain.tick import Scheduler
@@ -370,7 +372,8 @@ class Components:
             runs=self.runs(),
             queue=self.run_queue(),
             control=self.control(),
-            settings=self.settings,
+            config=tick_config(self.settings),
+            positions=JsonPositions(),
             clock=self.clock,
             limits=limits,
             alerts=self.alert_publisher(),
@@ -497,3 +500,16 @@ def _high_water(
         if used is not None and used + 1 > mark:
             mark, _ = raise_mark(used + 1)
     return mark
+
+
+def tick_config(settings: Settings) -> TickConfig:
+    """The values of ``settings`` a scheduler tick needs (``domain.tick_records.TickConfig``)."""
+    from jobsched.domain.tick_records import TickConfig
+
+    return TickConfig(
+        partitions=settings.scheduler_partitions,
+        due_shards=settings.due_shards,
+        bucket_ms=settings.due_bucket_s * 1000,
+        retention_days=settings.retention_days,
+        lookahead_ms=settings.dispatch_lookahead_ms,
+    )

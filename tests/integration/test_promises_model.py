@@ -47,6 +47,7 @@ from hypothesis.stateful import (
 )
 
 from jobsched.adapters.metrics import PowertoolsRunMetrics
+from jobsched.adapters.positions import JsonPositions
 from jobsched.adapters.queue import default_worker_id
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.schemas import BackfillRequest, JobCreate, JobPatch
@@ -68,6 +69,7 @@ from jobsched.ports.runs import RunRow
 from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.schedules import parse_schedule
 from jobsched.targets import Targets
+from jobsched.wiring import tick_config
 from tests.support.backends import BACKENDS, Backend, backend
 from tests.support.oracle import Oracle, Spec, Try
 
@@ -394,7 +396,8 @@ class PromisesMachine(RuleBasedStateMachine):
             runs=Faulty(self.runstore, self.faults, transient=StoreUnavailable),
             queue=Faulty(self.backend.queue, self.faults, sent=self._sent),
             control=Faulty(self.backend.control, self.faults, transient=StoreUnavailable),
-            settings=self.settings,
+            config=tick_config(self.settings),
+            positions=JsonPositions(),
             clock=self.clock,
             limits=TickLimits(threads=1),
         )

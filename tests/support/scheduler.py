@@ -11,19 +11,22 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from jobsched.adapters.positions import JsonPositions
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerGroup, SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import due_entry, register
 from jobsched.domain.runs import claim_message, new_run
-from jobsched.domain.tick import Scheduler, TickResult
+from jobsched.domain.tick import Scheduler
+from jobsched.domain.tick_records import TickResult
 from jobsched.models import CommandTarget, Job
 from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.ports.run_messages import RunMessage
 from jobsched.ports.runs import Claim
 from jobsched.settings import Settings
 from jobsched.store import layout
+from jobsched.wiring import tick_config
 
 # 2026-03-02T10:00:00Z, a Monday, on a whole minute.
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
@@ -196,7 +199,8 @@ class HarnessBase:
             runs=Wrapped(runs or self.runs_for(settings), recorder),
             queue=Wrapped(queue or self.queue_for(settings), recorder),
             control=Wrapped(self.control_for(settings), recorder),
-            settings=settings,
+            config=tick_config(settings),
+            positions=JsonPositions(),
             clock=self.clock,
             limits=limits or TickLimits(threads=4),
             alerts=alerts,

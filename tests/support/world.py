@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobsched.adapters.metrics import PowertoolsRunMetrics
+from jobsched.adapters.positions import JsonPositions
 from jobsched.api.schemas import BackfillRequest, JobCreate, JobPatch
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
@@ -39,7 +40,7 @@ from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.resources import RUN_QUEUE
 from jobsched.settings import Settings
 from jobsched.targets import Targets
-from jobsched.wiring import Components
+from jobsched.wiring import Components, tick_config
 from tests.support.backends import memory_backend
 from tests.support.oracle import Oracle, Spec, Try
 
@@ -323,7 +324,8 @@ class World:
             runs=FaultyPort(self.runs, "tick", self),
             queue=FaultyPort(self.queue, "tick", self),
             control=FaultyPort(self.backend.control, "tick", self),
-            settings=settings,
+            config=tick_config(settings),
+            positions=JsonPositions(),
             clock=self.clock,
             limits=self.limits,
             read_shards=read_shards,

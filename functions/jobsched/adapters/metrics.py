@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from jobsched.domain.tick_records import TickResult
 from jobsched.observability import COUNT, MILLISECONDS, MetricName, add_metric, add_metrics
-
-if TYPE_CHECKING:
-    from jobsched.domain.tick import TickResult
 
 
 class PowertoolsTickMetrics:

@@ -1,4 +1,4 @@
-"""The API's use cases on one run (design §5.7): read it with its tries, and re-run a failed one.
+"""The API's use cases on one run (``Reruns``): read it with its tries, and re-run a failed one.
 
 - ``GET /jobs/{id}/runs/{run_id}``: the run with ``attempts`` (its current round's tries) and
   ``previous_attempts`` (earlier rounds'). ``run_id`` is ``<job_id>@<scheduled_for epoch ms>``
@@ -21,18 +21,19 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from jobsched.api import triggers
+from jobsched.api.audit import AuditTrail
 from jobsched.api.exceptions import RunNotFound, RunNotRetryable
+from jobsched.api.owned import OwnedJobs
 from jobsched.api.run_views import run_detail
+from jobsched.clock import Clock
 from jobsched.domain.runs import rerun_request
 from jobsched.models import JobEventKind, RunDetail, RunStatus
 from jobsched.observability import logger
+from jobsched.ports.run_stores import RunHistory, RunSender
 from jobsched.ports.runs import RunKey, RunRow
-
-if TYPE_CHECKING:
-    from jobsched.api.service import JobService
+from jobsched.settings import Settings
 
 RUN_ID_PATTERN = re.compile(r"^(j_[0-9a-f]{20})@(0|[1-9][0-9]{0,14})$")
 """A run id as ``ports.runs.run_id`` makes it: the job id, ``@``, the ``scheduled_for`` epoch ms in ASCII digits
@@ -56,77 +57,89 @@ def scheduled_for_of(job_id: str, run_id: str) -> int:
     return int(matched.group(2))
 
 
-def get_run(service: JobService, owner: str, job_id: str, run_id: str) -> RunDetail:
-    """The owner's run ``run_id`` of job ``job_id`` with its tries. Raises ``RunNotFound``."""
-    scheduled_for = scheduled_for_of(job_id, run_id)
-    if service.jobs.history_owner(job_id) != owner:
-        raise RunNotFound(job_id, run_id)
-    row = service.runs.get(job_id, scheduled_for)
-    if row is None:
-        raise RunNotFound(job_id, run_id)
-    return run_detail(row)
+@dataclass(frozen=True)
+class Reruns:
+    """Reads and re-runs of the runs of the owners' jobs (``owned``) on the run store ``runs`` and queue
+    ``queue``, recorded in ``audit``; ``settings`` gives the retention and the sweeper's delay; ``clock`` gives
+    epoch ms (UTC)."""
 
+    settings: Settings
+    owned: OwnedJobs
+    runs: RunHistory
+    queue: RunSender
+    audit: AuditTrail
+    clock: Clock
 
-def retry_run(
-    service: JobService,
-    owner: str,
-    job_id: str,
-    run_id: str,
-    *,
-    idempotency_key: str | None = None,
-    actor: str | None = None,
-) -> RetryResult:
-    """Re-run the owner's ``dead`` or ``skipped`` run (see the module docstring), by ``actor`` (default: the
-    owner). Raises ``JobNotFound`` (the job is absent, deleted or another owner's), ``RunNotFound``,
-    ``RunNotRetryable`` (409), and the idempotency errors of ``IdempotencyKeys.run``."""
-    by = actor or owner
-    if idempotency_key is None:
-        return RetryResult(_retry(service, owner, job_id, run_id, by, None))
-    outcome = service._keys().run(
-        owner,
-        idempotency_key,
-        {"op": "retry_run", "job_id": job_id, "run_id": run_id},
-        lambda: {
-            "run": _retry(service, owner, job_id, run_id, by, _digest(owner, idempotency_key)).model_dump(
-                mode="json"
-            )
-        },
-    )
-    return RetryResult(RunDetail.model_validate(outcome.result["run"]), replayed=outcome.replayed)
+    def get_run(self, owner: str, job_id: str, run_id: str) -> RunDetail:
+        """The owner's run ``run_id`` of job ``job_id`` with its tries. Raises ``RunNotFound``."""
+        scheduled_for = scheduled_for_of(job_id, run_id)
+        if self.owned.jobs.history_owner(job_id) != owner:
+            raise RunNotFound(job_id, run_id)
+        row = self.runs.get(job_id, scheduled_for)
+        if row is None:
+            raise RunNotFound(job_id, run_id)
+        return run_detail(row)
 
-
-def _retry(
-    service: JobService, owner: str, job_id: str, run_id: str, actor: str, key_digest: str | None
-) -> RunDetail:
-    service._load(owner, job_id)
-    scheduled_for = scheduled_for_of(job_id, run_id)
-    now = service.clock()
-    result = service.runs.rerun(
-        rerun_request(
-            RunKey(job_id, scheduled_for),
-            now_ms=now,
-            sweep_at_ms=now + service.settings.sweep_queued_after_s * 1000,
-            retention_days=service.settings.retention_days,
-            key_digest=key_digest,
+    def retry_run(
+        self,
+        owner: str,
+        job_id: str,
+        run_id: str,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> RetryResult:
+        """Re-run the owner's ``dead`` or ``skipped`` run (see the module docstring), by ``actor`` (default: the
+        owner). Raises ``JobNotFound`` (the job is absent, deleted or another owner's), ``RunNotFound``,
+        ``RunNotRetryable`` (409), and the idempotency errors of ``IdempotencyKeys.run``."""
+        by = actor or owner
+        if idempotency_key is None:
+            return RetryResult(self._retry(owner, job_id, run_id, by, None))
+        outcome = self.owned.keys().run(
+            owner,
+            idempotency_key,
+            {"op": "retry_run", "job_id": job_id, "run_id": run_id},
+            lambda: {
+                "run": self._retry(owner, job_id, run_id, by, _digest(owner, idempotency_key)).model_dump(
+                    mode="json"
+                )
+            },
         )
-    )
-    row = result.row
-    if row is None:
-        raise RunNotFound(job_id, run_id)
-    if not result.done:
-        if key_digest is None or row.rerun_key != key_digest:
-            raise _refusal(row, now)
-        logger.info("run retry replayed from its key", run_id=run_id)
-    detail = run_detail(row)
-    if row.status is RunStatus.QUEUED:
-        triggers.send_manual(service.queue, detail)
-    at = row.enqueued_at if row.enqueued_at is not None else now  # a replay's event lands on the first one
-    key = f"{run_id}#{row.reruns}"
-    service.audit.record(
-        service.audit.event(job_id, at, key, JobEventKind.RUN_RETRIED, actor, {"run_id": run_id})
-    )
-    logger.info("run retried", job_id=job_id, run_id=run_id, owner=owner, reruns=row.reruns)
-    return detail
+        return RetryResult(RunDetail.model_validate(outcome.result["run"]), replayed=outcome.replayed)
+
+    def _retry(self, owner: str, job_id: str, run_id: str, actor: str, key_digest: str | None) -> RunDetail:
+        """Re-run the run once (``RunHistory.rerun``) and send it; ``key_digest``: the digest of the request's
+        key, written with the re-run (None without a key). Raises as :meth:`retry_run`."""
+        self.owned.load(owner, job_id)
+        scheduled_for = scheduled_for_of(job_id, run_id)
+        now = self.clock()
+        result = self.runs.rerun(
+            rerun_request(
+                RunKey(job_id, scheduled_for),
+                now_ms=now,
+                sweep_at_ms=now + self.settings.sweep_queued_after_s * 1000,
+                retention_days=self.settings.retention_days,
+                key_digest=key_digest,
+            )
+        )
+        row = result.row
+        if row is None:
+            raise RunNotFound(job_id, run_id)
+        if not result.done:
+            if key_digest is None or row.rerun_key != key_digest:
+                raise _refusal(row, now)
+            logger.info("run retry replayed from its key", run_id=run_id)
+        detail = run_detail(row)
+        if row.status is RunStatus.QUEUED:
+            triggers.send_manual(self.queue, detail)
+        # a replay's event lands on the first one
+        at = row.enqueued_at if row.enqueued_at is not None else now
+        key = f"{run_id}#{row.reruns}"
+        self.audit.record(
+            self.audit.event(job_id, at, key, JobEventKind.RUN_RETRIED, actor, {"run_id": run_id})
+        )
+        logger.info("run retried", job_id=job_id, run_id=run_id, owner=owner, reruns=row.reruns)
+        return detail
 
 
 NOTIFICATION_WAIT_S = 60

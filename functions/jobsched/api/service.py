@@ -31,12 +31,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobsched.api import reruns, timing, triggers
+from jobsched.api import timing
 from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
 from jobsched.api.cursor import decode_cursor, encode_cursor
 from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.api.job_checks import check_settings, validation_problem
+from jobsched.api.owned import OwnedJobs, is_job_id
+from jobsched.api.reruns import Reruns, RetryResult
 from jobsched.api.runs_listing import RunListing
 from jobsched.api.schemas import (
     NAME_PATTERN,
@@ -48,8 +51,8 @@ from jobsched.api.schemas import (
     JobPatch,
     Page,
 )
-from jobsched.api.validation import describe
-from jobsched.clock import Clock, from_ms, to_ms
+from jobsched.api.triggers import Triggers
+from jobsched.clock import Clock, to_ms
 from jobsched.domain import fires, registration
 from jobsched.models import (
     Fires,
@@ -59,21 +62,17 @@ from jobsched.models import (
     Run,
     RunDetail,
     RunStatus,
-    ShellTarget,
+    from_ms,
     paused_fields,
 )
 from jobsched.observability import logger
 from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState, StoredJob
+from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState
 from jobsched.ports.run_stores import RunHistory, RunSender
 from jobsched.schedules import Schedule, ScheduleError
 from jobsched.settings import Settings
 from jobsched.targets.ownership import TargetTags
-from jobsched.targets.shell import shell_owner_refusal
-
-JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
-"""Ids made by ``registration.new_job_id``; anything else is "not found" without a read."""
 
 NON_NULLABLE_PATCH_FIELDS = frozenset(JobPatch.model_fields) - PATCH_NULLABLE_FIELDS
 """PATCH fields that may be omitted but not set to null (``input``/``start_at``/``end_at`` may be cleared)."""
@@ -102,14 +101,6 @@ class TriggerResult:
     replayed: bool = False
 
 
-def _validation_problem(error: ValidationError) -> InvalidInput:
-    """The first pydantic error of a job's settings as ``InvalidInput`` naming its field (``retry.max_attempts``,
-    ``start_at``), worded as request validation words it (``jobsched.api.validation``)."""
-    first = error.errors()[0]
-    field, message = describe({**first, "loc": ("body", *first["loc"])})
-    return InvalidInput(field, message)
-
-
 @dataclass(kw_only=True, eq=False)
 class JobService:
     """The use cases behind every route. ``clock`` returns epoch ms (UTC).
@@ -135,6 +126,21 @@ class JobService:
         self.run_listing = RunListing(self.jobs, self.runs)
         self._partitions_marked = False
 
+    @property
+    def owned(self) -> OwnedJobs:
+        """The owners' jobs and idempotency keys, on the service's current adapters."""
+        return OwnedJobs(self.jobs, self.idempotency)
+
+    @property
+    def triggers(self) -> Triggers:
+        """Manual runs (``Triggers``), on the service's current adapters."""
+        return Triggers(self.settings, self.owned, self.runs, self.queue, self.audit, self.clock)
+
+    @property
+    def reruns(self) -> Reruns:
+        """Reads and re-runs of one run (``Reruns``), on the service's current adapters."""
+        return Reruns(self.settings, self.owned, self.runs, self.queue, self.audit, self.clock)
+
     # --- create -------------------------------------------------------------------------------
 
     def create_job(
@@ -157,7 +163,7 @@ class JobService:
         actor = actor or owner
         if idempotency_key is None:
             return self._create(owner, request, actor)
-        outcome = self._keys().run(
+        outcome = self.owned.keys().run(
             owner,
             idempotency_key,
             # every field, defaults included: bodies giving a default or leaving it out are one request, as the
@@ -226,7 +232,7 @@ class JobService:
 
     def get_job(self, owner: str, job_id: str) -> Job:
         """The owner's job ``job_id``. Raises ``JobNotFound`` (absent, malformed id, or another owner's)."""
-        return self._load(owner, job_id).job
+        return self.owned.load(owner, job_id).job
 
     def list_jobs(self, owner: str, *, limit: int = 50, cursor: str | None = None) -> Page[Job]:
         """A page of the owner's jobs ordered by name; ``cursor`` is a previous page's ``next_cursor``.
@@ -238,7 +244,7 @@ class JobService:
         if cursor is not None:
             position = decode_cursor(cursor, "jobs", owner)
             name, job_id = position.get("name"), position.get("id")
-            if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or not _is_job_id(job_id):
+            if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or not is_job_id(job_id):
                 raise CursorNotFound()
             after = (name, str(job_id))
         stored, last = self.jobs.list_by_owner(owner, limit, after)
@@ -257,14 +263,14 @@ class JobService:
     ) -> Page[Run]:
         """``RunListing.for_job``: a page of the job's runs, newest first. Raises ``JobNotFound``,
         ``InvalidInput``/``CursorNotFound`` (a cursor not of this job's run listing)."""
-        if not _is_job_id(job_id):
+        if not is_job_id(job_id):
             raise JobNotFound(job_id)
         return self.run_listing.for_job(owner, job_id, status=status, limit=limit, cursor=cursor)
 
     def list_fires(self, owner: str, job_id: str, count: int) -> Fires:
         """The job's next ``count`` fires (1-100) as the scheduler will dispatch them (``domain.fires``), with
         daylight-saving notes; empty with a reason when paused or ended. Raises ``JobNotFound``."""
-        stored = self._load(owner, job_id)
+        stored = self.owned.load(owner, job_id)
         if stored.state is None:
             return Fires(items=[], reason="the job has no scheduling state yet")
         return fires.listing(stored.state, count, self.clock())
@@ -304,7 +310,7 @@ class JobService:
             try:
                 settings = JobSettings.model_validate(merged)
             except ValidationError as error:
-                raise _validation_problem(error) from error
+                raise validation_problem(error) from error
             self._check_settings(settings, owner)
             job = current.model_copy(update=dict(settings))
             if settings.paused != current.paused:
@@ -388,7 +394,7 @@ class JobService:
         resume are idempotent).
         """
         for attempt in range(1, WRITE_ATTEMPTS + 1):
-            stored = self._load(owner, job_id)
+            stored = self.owned.load(owner, job_id)
             current, state = stored.job, stored.state
             if skip_if_paused is not None and current.paused == skip_if_paused:
                 return current
@@ -452,7 +458,7 @@ class JobService:
         its run history and events readable by its owner until retention (a ``deleted`` event by ``actor``,
         default the owner). Raises ``JobNotFound`` (also when another request deleted it first).
         """
-        stored = self._load(owner, job_id)
+        stored = self.owned.load(owner, job_id)
         now_ms = self.clock()
         version = (stored.state.version or 0) + 1 if stored.state else 1
         # after the job's last change, as ``_rewrite`` stamps a change: an edit of this millisecond (or of an API
@@ -480,27 +486,19 @@ class JobService:
         idempotency_key: str | None = None,
         actor: str | None = None,
     ) -> TriggerResult:
-        """Create one run of the job now, outside its schedule (paused jobs too), and enqueue it; a
-        ``triggered`` event by ``actor`` (default: the owner) names the run.
-
-        The run is ``(job_id, now)``, kind ``manual`` (``now`` - 1 ms, down to - 4 ms, when that instant is a fire
-        of the schedule or already a run). If the enqueue fails the run stays ``queued`` and the
-        sweeper enqueues it, so the call still succeeds. With ``idempotency_key`` a repeat returns the first
-        run: the stored result while the key's record lasts, and in any case the run the key created, which is
-        bound to the key in the same transaction as the run itself (``RunStore.put_new_keyed``): a retry after
-        a failure anywhere past that write (the key's record not completed, the invocation died) names the same
-        run, never a second one. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
-        idempotency errors of ``IdempotencyKeys.run``.
-        """
+        """One manual run of the job now by ``actor`` (default: the owner), see ``Triggers.trigger``. With
+        ``idempotency_key`` a repeat returns the first run: the stored result while the key's record lasts, and in
+        any case the run the key created. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
+        idempotency errors of ``IdempotencyKeys.run``."""
         actor = actor or owner
         if idempotency_key is None:
-            return TriggerResult(run=triggers.trigger(self, owner, job_id, actor))
-        outcome = self._keys().run(
+            return TriggerResult(run=self.triggers.trigger(owner, job_id, actor))
+        outcome = self.owned.keys().run(
             owner,
             idempotency_key,
             {"op": "trigger_job", "job_id": job_id},
             lambda: {
-                "run": triggers.trigger(self, owner, job_id, actor, idempotency_key).model_dump(mode="json")
+                "run": self.triggers.trigger(owner, job_id, actor, idempotency_key).model_dump(mode="json")
             },
         )
         return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
@@ -520,20 +518,22 @@ class JobService:
         ``IdempotencyKeys.run``."""
         by = actor or owner
         if idempotency_key is None:
-            return self.backfiller.backfill(self._load(owner, job_id), request, by), False
-        outcome = self._keys().run(
+            return self.backfiller.backfill(self.owned.load(owner, job_id), request, by), False
+        outcome = self.owned.keys().run(
             owner,
             idempotency_key,
             {"op": "backfill", "job_id": job_id, "body": request.model_dump(mode="json")},
-            lambda: self.backfiller.backfill(self._load(owner, job_id), request, by).model_dump(mode="json"),
+            lambda: self.backfiller.backfill(self.owned.load(owner, job_id), request, by).model_dump(
+                mode="json"
+            ),
         )
         return BackfillResult.model_validate(outcome.result), outcome.replayed
 
-    # --- one run: its tries, a re-run (``jobsched.api.reruns``) ----------------------------------
+    # --- one run: its tries, a re-run (``Reruns``) ----------------------------------------------
 
     def get_run(self, owner: str, job_id: str, run_id: str) -> RunDetail:
-        """The run with its tries (``reruns.get_run``). Raises ``RunNotFound``."""
-        return reruns.get_run(self, owner, job_id, run_id)
+        """The run with its tries (``Reruns.get_run``). Raises ``RunNotFound``."""
+        return self.reruns.get_run(owner, job_id, run_id)
 
     def retry_run(
         self,
@@ -543,10 +543,10 @@ class JobService:
         *,
         idempotency_key: str | None = None,
         actor: str | None = None,
-    ) -> reruns.RetryResult:
-        """Re-run a ``dead`` or ``skipped`` run (``reruns.retry_run``). Raises ``JobNotFound``, ``RunNotFound``,
+    ) -> RetryResult:
+        """Re-run a ``dead`` or ``skipped`` run (``Reruns.retry_run``). Raises ``JobNotFound``, ``RunNotFound``,
         ``RunNotRetryable`` and the idempotency errors of ``IdempotencyKeys.run``."""
-        return reruns.retry_run(self, owner, job_id, run_id, idempotency_key=idempotency_key, actor=actor)
+        return self.reruns.retry_run(owner, job_id, run_id, idempotency_key=idempotency_key, actor=actor)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -555,50 +555,17 @@ class JobService:
     ) -> Page[JobEvent]:
         """``AuditTrail.listing``: a page of the job's audit events, newest first. Raises ``JobNotFound``,
         ``InvalidInput``/``CursorNotFound`` (a cursor not of this listing)."""
-        if not _is_job_id(job_id):
+        if not is_job_id(job_id):
             raise JobNotFound(job_id)
         return self.audit.listing(owner, job_id, limit=limit, cursor=cursor)
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _keys(self) -> IdempotencyKeys:
-        if self.idempotency is None:
-            raise RuntimeError("JobService was built without IdempotencyKeys but got an Idempotency-Key")
-        return self.idempotency
-
-    def _load(self, owner: str, job_id: str) -> StoredJob:
-        """The owner's job, read strongly consistent (a job just created is found). Raises ``JobNotFound``."""
-        if not _is_job_id(job_id):
-            raise JobNotFound(job_id)
-        try:
-            stored = self.jobs.get(job_id)
-        except NotFound:
-            raise JobNotFound(job_id) from None
-        if stored.job.owner != owner:
-            raise JobNotFound(job_id)
-        return stored
-
     def _check_settings(self, job: JobSettings, owner: str) -> None:
-        """Deployment limits on owner-set fields (design §2), a ``shell`` target of an owner not granted them
-        (``shell_owners``), and a lambda/sqs target tagged for another owner (``target_tags``). Raises
-        ``InvalidInput`` (field ``target`` for a target refused)."""
-        cap = self.settings.worker_timeout_cap_s
-        if job.timeout_s > cap:
-            raise InvalidInput(
-                "timeout_s", f"timeout_s is {job.timeout_s} s; this deployment allows at most {cap} s"
-            )
-        if isinstance(job.target, ShellTarget) and not self.settings.allow_shell_targets:
-            raise InvalidInput(
-                "target",
-                "shell targets are disabled in this deployment (they would run with the worker's role); "
-                "use an http, lambda, sqs or command target",
-            )
-        shell_refusal = shell_owner_refusal(owner, self.shell_owners)
-        if isinstance(job.target, ShellTarget) and shell_refusal is not None:
-            raise InvalidInput("target", shell_refusal)
-        refusal = self.target_tags.refusal(job.target, owner) if self.target_tags is not None else None
-        if refusal is not None:
-            raise InvalidInput("target", refusal)
+        """``job_checks.check_settings`` with this service's deployment settings, target tags and shell owners."""
+        check_settings(
+            job, owner, self.settings, target_tags=self.target_tags, shell_owners=self.shell_owners
+        )
 
     def _mark_partitions(self) -> None:
         """Before the first job this process files in the due index (a create, or any rewrite: an edit, a pause
@@ -627,10 +594,6 @@ def _stored_schedule(state: SchedulingState | None) -> Schedule | None:
         return fires.state_schedule(state)
     except ScheduleError:
         return None
-
-
-def _is_job_id(value: Any) -> bool:
-    return isinstance(value, str) and JOB_ID_PATTERN.match(value) is not None
 
 
 def _instant(ms: int | None) -> datetime | None:

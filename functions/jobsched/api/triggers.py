@@ -7,22 +7,22 @@ when ``now`` is one of the schedule's fire instants (those stay the scheduler's)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from jobsched.api.audit import AuditTrail
 from jobsched.api.exceptions import ConcurrentChange
+from jobsched.api.owned import OwnedJobs
 from jobsched.api.run_views import run_view
-from jobsched.clock import from_ms, to_ms
+from jobsched.clock import Clock, to_ms
 from jobsched.domain import registration
 from jobsched.domain.runs import new_run
-from jobsched.models import JobEventKind, Run, RunKind, RunStatus
+from jobsched.models import JobEventKind, Run, RunKind, RunStatus, from_ms
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
 from jobsched.ports.run_messages import QueueSendError, RunMessage
-from jobsched.ports.run_stores import RunSender
+from jobsched.ports.run_stores import RunHistory, RunSender
 from jobsched.schedules import ScheduleError, parse_schedule
-
-if TYPE_CHECKING:
-    from jobsched.api.service import JobService
+from jobsched.settings import Settings
 
 TRIGGER_SLOTS = 5
 """A manual run takes the first free millisecond from now backwards (now, now - 1 ms, ...): the pair
@@ -30,57 +30,80 @@ TRIGGER_SLOTS = 5
 run keyed even 1 ms after the request could be started early by a worker that receives it at once."""
 
 
-def trigger(
-    service: JobService, owner: str, job_id: str, actor: str, idempotency_key: str | None = None
-) -> Run:
-    """Create, send and record the manual run of ``owner``'s job ``job_id`` (see ``JobService.trigger_job``).
-    Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot, or the key's run is still being created)."""
-    stored = service._load(owner, job_id)
-    now_ms = service.clock()
-    fires = fire_instants_ms(stored, now_ms - TRIGGER_SLOTS + 1, now_ms)
-    for slot in (now_ms - i for i in range(TRIGGER_SLOTS)):
-        if slot in fires:
-            continue
-        row = new_run(
-            job_id,
-            slot,
-            now_ms=now_ms,
-            retention_days=service.settings.retention_days,
-            kind=RunKind.MANUAL,
-            sweep_after_ms=service.settings.sweep_queued_after_s * 1000,
-            owner=owner,
-        )
-        if idempotency_key is None:
-            if service.runs.put_new(row) is None:
+@dataclass(frozen=True)
+class Triggers:
+    """Manual runs of the owners' jobs (``owned``) on the run store ``runs`` and queue ``queue``, recorded in
+    ``audit``; ``settings`` gives the retention and the sweeper's delay; ``clock`` gives epoch ms (UTC)."""
+
+    settings: Settings
+    owned: OwnedJobs
+    runs: RunHistory
+    queue: RunSender
+    audit: AuditTrail
+    clock: Clock
+
+    def trigger(self, owner: str, job_id: str, actor: str, idempotency_key: str | None = None) -> Run:
+        """Create one run of ``owner``'s job ``job_id`` now, outside its schedule (paused jobs too), and enqueue it;
+        a ``triggered`` event by ``actor`` names the run.
+
+        The run is ``(job_id, now)``, kind ``manual`` (``now`` - 1 ms, down to - 4 ms, when that instant is a fire
+        of the schedule or already a run: ``TRIGGER_SLOTS``). If the enqueue fails the run stays ``queued`` and
+        the sweeper enqueues it, so the call still succeeds. With ``idempotency_key`` the run is bound to the key in
+        the same transaction as the run itself (``RunStore.put_new_keyed``): a retry after a failure anywhere past
+        that write (the key's record not completed, the invocation died) names the same run, never a second one.
+        Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot, or the key's run is still being created)."""
+        stored = self.owned.load(owner, job_id)
+        now_ms = self.clock()
+        fires = fire_instants_ms(stored, now_ms - TRIGGER_SLOTS + 1, now_ms)
+        for slot in (now_ms - i for i in range(TRIGGER_SLOTS)):
+            if slot in fires:
+                continue
+            row = new_run(
+                job_id,
+                slot,
+                now_ms=now_ms,
+                retention_days=self.settings.retention_days,
+                kind=RunKind.MANUAL,
+                sweep_after_ms=self.settings.sweep_queued_after_s * 1000,
+                owner=owner,
+            )
+            if idempotency_key is None:
+                if self.runs.put_new(row) is None:
+                    break
+                continue
+            inserted = self.runs.put_new_keyed(row, owner=owner, idempotency_key=idempotency_key)
+            if inserted.key_used:
+                return self._keyed_run(job_id, inserted.key_run_at, actor)
+            if inserted.created:
                 break
-            continue
-        inserted = service.runs.put_new_keyed(row, owner=owner, idempotency_key=idempotency_key)
-        if inserted.key_used:
-            return _keyed_run(service, job_id, inserted.key_run_at, actor)
-        if inserted.created:
-            break
-    else:
-        raise ConcurrentChange(f"job {job_id} was triggered many times this millisecond; retry")
-    run = run_view(row)
-    send_manual(service.queue, run)
-    _record_triggered(service, run, actor)
-    logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
-    return run
+        else:
+            raise ConcurrentChange(f"job {job_id} was triggered many times this millisecond; retry")
+        run = run_view(row)
+        send_manual(self.queue, run)
+        self._record_triggered(run, actor)
+        logger.info("job triggered", job_id=job_id, run_id=run.id, owner=owner)
+        return run
 
+    def _keyed_run(self, job_id: str, scheduled_for: int | None, actor: str) -> Run:
+        """The run an Idempotency-Key created earlier (``scheduled_for``, epoch ms; None: not readable), sent
+        again if it is still ``queued`` (the first request may have died before sending it; a duplicate message
+        loses the worker's claim), and its ``triggered`` event written again (the same event: it lands on itself)."""
+        row = self.runs.get(job_id, scheduled_for) if scheduled_for is not None else None
+        if row is None:
+            raise ConcurrentChange("the run of this Idempotency-Key is being created; retry")
+        run = run_view(row)
+        if run.status is RunStatus.QUEUED:
+            send_manual(self.queue, run)
+        self._record_triggered(run, actor)
+        logger.info("trigger replayed from its key", job_id=job_id, run_id=run.id)
+        return run
 
-def _keyed_run(service: JobService, job_id: str, scheduled_for: int | None, actor: str) -> Run:
-    """The run an Idempotency-Key created earlier (``scheduled_for``, epoch ms; None: not readable), sent
-    again if it is still ``queued`` (the first request may have died before sending it; a duplicate message
-    loses the worker's claim), and its ``triggered`` event written again (the same event: it lands on itself)."""
-    row = service.runs.get(job_id, scheduled_for) if scheduled_for is not None else None
-    if row is None:
-        raise ConcurrentChange("the run of this Idempotency-Key is being created; retry")
-    run = run_view(row)
-    if run.status is RunStatus.QUEUED:
-        send_manual(service.queue, run)
-    _record_triggered(service, run, actor)
-    logger.info("trigger replayed from its key", job_id=job_id, run_id=run.id)
-    return run
+    def _record_triggered(self, run: Run, actor: str) -> None:
+        """The run's ``triggered`` event at the run's instant, keyed by the run (a repeat lands on itself)."""
+        event = self.audit.event(
+            run.job_id, to_ms(run.scheduled_for), run.id, JobEventKind.TRIGGERED, actor, {"run_id": run.id}
+        )
+        self.audit.record(event)
 
 
 def send_manual(queue: RunSender, run: Run) -> None:
@@ -114,11 +137,3 @@ def fire_instants_ms(stored: StoredJob, first_ms: int, last_ms: int) -> set[int]
         return set()
     fires = schedule.fires(from_ms(first_ms - 1), from_ms(last_ms), last_ms - first_ms + 1)
     return {to_ms(fire) for fire in fires}
-
-
-def _record_triggered(service: JobService, run: Run, actor: str) -> None:
-    """The run's ``triggered`` event at the run's instant, keyed by the run (a repeat lands on itself)."""
-    event = service.audit.event(
-        run.job_id, to_ms(run.scheduled_for), run.id, JobEventKind.TRIGGERED, actor, {"run_id": run.id}
-    )
-    service.audit.record(event)

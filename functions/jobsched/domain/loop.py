@@ -12,7 +12,8 @@ from typing import Protocol
 
 from jobsched.clock import Clock
 from jobsched.domain.lease import LeaderLease, LeaseLost
-from jobsched.domain.tick import Scheduler, TickResult
+from jobsched.domain.tick import Scheduler
+from jobsched.domain.tick_records import TickResult
 
 logger = logging.getLogger(__name__)
 

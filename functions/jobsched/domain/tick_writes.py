@@ -1,5 +1,5 @@
 """Steps 3-5 of a scheduler tick (``jobsched.domain.tick``): record the skipped fires, send the runs, move the
-jobs on. Pure domain logic (design §4.2, §4.8), mixed into ``Scheduler``, whose adapters and settings it uses.
+jobs on. Pure domain logic (design §4.2, §4.8) on the ports, composed into ``Scheduler`` as its :class:`TickWriter`.
 
 A scheduled run gets no row here: the tick sends its message (the run's durable record until a worker's claim
 creates the row, design §4.2), with the dispatch instant, the send time and the leader's term the claim
@@ -8,19 +8,21 @@ writes into the row. Skipped fires are rows (a conditional put each, or one summ
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from jobsched.clock import Clock, from_ms
+from jobsched.clock import Clock
 from jobsched.domain.alerting import publish_best_effort, skipped_fires_alert
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, next_fire_ms
 from jobsched.domain.registration import due_entry, partition_of
 from jobsched.domain.runs import new_run
-from jobsched.models import RunStatus
-from jobsched.observability import logger
+from jobsched.domain.tick_records import TickConfig, TickResult
+from jobsched.models import RunStatus, from_ms
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard
 from jobsched.ports.errors import Conflict
@@ -28,13 +30,8 @@ from jobsched.ports.jobs import DueEntry, DueIndex, Move, SchedulingState
 from jobsched.ports.run_messages import QueueSendError, RunMessage
 from jobsched.ports.run_stores import RunSender, RunWriter
 from jobsched.ports.runs import RunRow
-from jobsched.settings import Settings
 
-if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
-    from jobsched.domain.tick import TickResult
-
+logger = logging.getLogger(__name__)
 
 TIMER_BATCH = 25
 """Next due entries the tick files per request (DynamoDB's BatchWriteItem takes 25 items)."""
@@ -53,19 +50,41 @@ class JobWork:
     moved: bool = False
 
 
-class TickWrites:
-    """The tick's writes, for ``Scheduler`` (which sets every attribute declared here)."""
+class TickWriter:
+    """The writes of one scheduler partition's ticks: skipped rows (``runs``), run messages (``queue``), the jobs'
+    next due entries and fenced moves (``jobs``), and the owners' ``skipped`` alerts (``alerts``, optional).
 
-    partition: int
-    jobs: DueIndex
-    runs: RunWriter
-    queue: RunSender
-    settings: Settings
-    clock: Clock
-    alerts: AlertSink | None
-    bucket_ms: int
-    _pool: Executor
-    _unmoved: dict[str, tuple[int, int]]
+    ``config``: the deployment's partitions, due shards, bucket width and retention; ``clock`` returns epoch ms;
+    ``pool`` runs the parallel requests. Remembers, while leading (until :meth:`forget`), per job whose runs this
+    term sent but whose move did not land, the fires it may have dispatched (:meth:`unmoved_through`).
+    """
+
+    def __init__(
+        self,
+        *,
+        partition: int,
+        jobs: DueIndex,
+        runs: RunWriter,
+        queue: RunSender,
+        config: TickConfig,
+        clock: Clock,
+        alerts: AlertSink | None,
+        pool: Executor,
+    ) -> None:
+        self.partition = partition
+        self.jobs = jobs
+        self.runs = runs
+        self.queue = queue
+        self.config = config
+        self.clock = clock
+        self.alerts = alerts
+        self._pool = pool
+        # per job: (the next_run_at planned from, the last dispatch instant sent)
+        self._unmoved: dict[str, tuple[int, int]] = {}
+
+    def forget(self) -> None:
+        """Forget the jobs remembered unmoved (the lease was lost: the next term knows its own)."""
+        self._unmoved = {}
 
     # --- 3. save ---------------------------------------------------------------------------------
 
@@ -74,7 +93,7 @@ class TickWrites:
             job.job_id,
             row.scheduled_for,
             now_ms=now_ms,
-            retention_days=self.settings.retention_days,
+            retention_days=self.config.retention_days,
             status=RunStatus.SKIPPED,
             dispatch_at_ms=row.scheduled_for + job.jitter_offset_ms,
             term=term,
@@ -84,7 +103,11 @@ class TickWrites:
             owner=job.owner,
         )
 
-    def _save(self, works: list[JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
+    def save(self, works: list[JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
+        """Record each job's skipped fires (:meth:`_save_skipped`) and queue its runs' messages in its
+        ``JobWork.to_send`` (no row: the message is the run's record until a worker's claim creates it); a fire that
+        already has a ``queued`` row is sent again. Counts into ``result``; a job whose writes fail is marked
+        ``failed`` and left due. Raises ``LeaseLost``."""
         lock = threading.Lock()
 
         def save(work: JobWork) -> None:
@@ -92,9 +115,9 @@ class TickWrites:
             counts = {"created": 0, "existing": 0, "reenqueued": 0, "skipped": 0}
 
             def refused(fire: int, previous: RunRow) -> None:
-                # A skipped fire already has a row: a worker's claim made it, or it is a manual run or a queued row of
-                # design's Upgrades in flight; a queued one may never have been sent, so it is sent again
-                # (a duplicate message loses the worker's claim).
+                # A skipped fire already has a row: a worker's claim made it, or it is a manual run or a row a
+                # scheduler of an earlier release saved at the tick; a queued one may never have been sent, so it
+                # is sent again (a duplicate message loses the worker's claim).
                 counts["existing"] += 1
                 if previous.status is RunStatus.QUEUED:
                     counts["reenqueued"] += 1
@@ -123,7 +146,7 @@ class TickWrites:
                 raise
             except Exception as error:
                 work.failed = True
-                logger.warning("run save failed", job_id=job.job_id, error=str(error))
+                logger.warning("run save failed", extra={"job_id": job.job_id, "error": str(error)})
             finally:
                 work.skipped = counts["skipped"]
                 with lock:
@@ -132,9 +155,9 @@ class TickWrites:
                     result.reenqueued += counts["reenqueued"]
                     result.skipped += counts["skipped"]
 
-        self._run_all(save, works)
+        run_all(self._pool, save, works)
 
-    def _alert_skipped(self, works: list[JobWork]) -> None:
+    def alert_skipped(self, works: list[JobWork]) -> None:
         """Each owner's ``skipped`` alert for the fires this tick recorded skipped, for the jobs that ask for it.
         Called once the tick's runs are sent and its jobs moved, so a slow or failing publish never holds them;
         published in parallel on the tick's pool, so a down SNS holds the scheduler about one call's bounds, not
@@ -149,7 +172,7 @@ class TickWrites:
             for work in works
             if work.skipped and (job := work.plan.job).alert_on_skipped and job.owner is not None
         ]
-        self._run_all(lambda alert: publish_best_effort(alerts, alert), due)
+        run_all(self._pool, lambda alert: publish_best_effort(alerts, alert), due)
 
     def _save_skipped(
         self,
@@ -189,7 +212,7 @@ class TickWrites:
 
     # --- 4. enqueue ------------------------------------------------------------------------------
 
-    def _enqueue(self, works: list[JobWork], guard: Guard, result: TickResult) -> None:
+    def enqueue(self, works: list[JobWork], guard: Guard, result: TickResult) -> None:
         """Send the tick's messages oldest dispatch first, 10 per request; a job whose message SQS did not
         accept is not moved (the next tick finds it due, its run queued, and enqueues it again)."""
         owner: dict[tuple[str, int], JobWork] = {}
@@ -209,10 +232,10 @@ class TickWrites:
                 self.queue.send([m for _, m in batch])
             except QueueSendError as error:
                 refused = {(m.job_id, m.scheduled_for) for m in error.failed}
-                logger.warning("run messages refused", count=len(refused))
+                logger.warning("run messages refused", extra={"count": len(refused)})
             except Exception as error:
                 refused = {(m.job_id, m.scheduled_for) for _, m in batch}
-                logger.warning("run message batch failed", count=len(refused), error=str(error))
+                logger.warning("run message batch failed", extra={"count": len(refused), "error": str(error)})
             sent_at = self.clock()
             with lock:
                 for dispatch_at, message in batch:
@@ -225,11 +248,11 @@ class TickWrites:
                     if message.scheduled_for in work.new_runs:
                         result.dispatch_lateness_ms.append(sent_at - dispatch_at)
 
-        self._run_all(send, batches)
+        run_all(self._pool, send, batches)
 
     # --- 5. move ---------------------------------------------------------------------------------
 
-    def _move(self, works: list[JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
+    def move(self, works: list[JobWork], now_ms: int, guard: Guard, result: TickResult) -> None:
         """Move each job whose runs were sent onto its next fire: first file every next entry
         (``DueIndex.put_timers``, ``TIMER_BATCH`` a request, in parallel), then the fenced moves (one conditional
         update each, in parallel) of the jobs whose entries were filed. A job whose entry could not be filed is
@@ -242,14 +265,14 @@ class TickWrites:
             job, nxt = work.plan.job, work.plan.next_run_at
             # The position from the clock at the write (not the tick's start): a move delayed within the tick
             # still lands at or after the current instant, never behind a read position passed meanwhile.
-            home = partition_of(job.job_id, self.settings.scheduler_partitions)
+            home = partition_of(job.job_id, self.config.partitions)
             due = (
                 due_entry(
                     job.job_id,
                     nxt + job.jitter_offset_ms,
                     partition=home,
-                    shards=self.settings.due_shards,
-                    bucket_ms=self.bucket_ms,
+                    shards=self.config.due_shards,
+                    bucket_ms=self.config.bucket_ms,
                     now_ms=max(now_ms, self.clock()),
                     version=job.version,
                 )
@@ -263,11 +286,11 @@ class TickWrites:
             try:
                 self.jobs.put_timers([due for _, due, _ in batch if due is not None])
             except Exception as error:
-                logger.warning("due entries not filed", count=len(batch), error=str(error))
+                logger.warning("due entries not filed", extra={"count": len(batch), "error": str(error)})
                 for work, _, _ in batch:
                     work.failed = True
 
-        self._run_all(file, [moving[i : i + TIMER_BATCH] for i in range(0, len(moving), TIMER_BATCH)])
+        run_all(self._pool, file, [moving[i : i + TIMER_BATCH] for i in range(0, len(moving), TIMER_BATCH)])
 
         def move(item: tuple[JobWork, DueEntry | None, int]) -> None:
             work, due, home = item
@@ -292,59 +315,62 @@ class TickWrites:
                 current = conflict.current if isinstance(conflict.current, SchedulingState) else None
                 logger.info(
                     "job moved meanwhile",
-                    job_id=job.job_id,
-                    expected_next_run_at=job.next_run_at,
-                    stored_next_run_at=current.next_run_at if current else None,
-                    stored_term=current.term if current else None,
-                    term=term,
+                    extra={
+                        "job_id": job.job_id,
+                        "expected_next_run_at": job.next_run_at,
+                        "stored_next_run_at": current.next_run_at if current else None,
+                        "stored_term": current.term if current else None,
+                        "term": term,
+                    },
                 )
                 with lock:
                     result.conflicts += 1
                 return
             except Exception as error:
                 work.failed = True
-                logger.warning("job move failed", job_id=job.job_id, error=str(error))
+                logger.warning("job move failed", extra={"job_id": job.job_id, "error": str(error)})
                 return
             work.moved = True
             with lock:
                 result.moved += 1
 
         try:
-            self._run_all(move, moving)
+            run_all(self._pool, move, moving)
         finally:
             self._remember_unmoved(works)
 
     def _remember_unmoved(self, works: list[JobWork]) -> None:
         """Remember, per job whose new runs' messages went out (some may have) but whose move did not land, the
-        fires this term may have dispatched (``Scheduler._dispatched``); forget the jobs that moved."""
+        fires this term may have dispatched (read by ``Scheduler._dispatched``); forget the jobs that moved."""
         for work in works:
             job = work.plan.job
             if work.moved:
                 self._unmoved.pop(job.job_id, None)
             elif work.new_runs:
                 sent = max(work.new_runs) + job.jitter_offset_ms
-                earlier = self._unmoved_through(job)
+                earlier = self.unmoved_through(job)
                 self._unmoved[job.job_id] = (job.next_run_at, sent if earlier is None else max(sent, earlier))
 
-    def _unmoved_through(self, job: DueJob) -> int | None:
+    def unmoved_through(self, job: DueJob) -> int | None:
         """The last dispatch instant (epoch ms) this term sent of ``job`` from its current ``next_run_at`` without
         its move landing (``_remember_unmoved``), or None."""
         seen = self._unmoved.get(job.job_id)
         return seen[1] if seen is not None and seen[0] == job.next_run_at else None
 
-    def _run_all(self, fn: Callable[[Any], None], items: Iterable[Any]) -> None:
-        """Run ``fn`` over ``items`` on the pool; re-raise ``LeaseLost`` (and crash-like BaseExceptions)
-        after all started calls have finished."""
-        futures = [self._pool.submit(fn, item) for item in items]
-        lost: BaseException | None = None
-        for future in futures:
-            try:
-                future.result()
-            except LeaseLost as error:
-                lost = lost or error
-            except Exception as error:  # pragma: no cover - fn handles its own errors
-                logger.error("tick task failed", error=str(error))
-            except BaseException as error:
-                lost = error
-        if lost is not None:
-            raise lost
+
+def run_all(pool: Executor, fn: Callable[[Any], None], items: Iterable[Any]) -> None:
+    """Run ``fn`` over ``items`` on ``pool``; re-raise ``LeaseLost`` (and crash-like BaseExceptions)
+    after all started calls have finished."""
+    futures = [pool.submit(fn, item) for item in items]
+    lost: BaseException | None = None
+    for future in futures:
+        try:
+            future.result()
+        except LeaseLost as error:
+            lost = lost or error
+        except Exception as error:  # pragma: no cover - fn handles its own errors
+            logger.error("tick task failed", extra={"error": str(error)})
+        except BaseException as error:
+            lost = error
+    if lost is not None:
+        raise lost

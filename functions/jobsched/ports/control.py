@@ -21,7 +21,7 @@ class WatermarkStore(Protocol):
 
     def read_positions(self, partition: int) -> str | None:
         """The stored read positions of ``partition``'s due-index lanes (strongly consistent; as
-        ``tick.encode_positions`` wrote them), or None."""
+        ``ports.positions.PositionsCodec.encode`` wrote them), or None."""
         ...
 
     def save_positions(self, partition: int, positions: str, *, term: int) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.domain.tick import WATERMARK_MARGIN_MS
+from jobsched.domain.due_reader import WATERMARK_MARGIN_MS
 from jobsched.store import layout
 from jobsched.store.due_index import LAYOUT_KEY
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from jobsched.adapters.positions import JsonPositions
 from jobsched.clock import from_ms
 from jobsched.domain import registration
 from jobsched.domain.lease import LeaderLease
@@ -22,6 +23,7 @@ from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick import Scheduler
 from jobsched.ports.run_messages import RunMessage
 from jobsched.schedules import jitter_offset_ms
+from jobsched.wiring import tick_config
 
 MINUTE = 60_000
 DAY = 86_400_000
@@ -40,7 +42,8 @@ def scheduler(http: Any) -> Iterator[SchedulerLoop]:
         runs=backend.runs,
         queue=backend.queue,
         control=control,
-        settings=settings,
+        config=tick_config(settings),
+        positions=JsonPositions(),
         clock=http.clock,
         limits=TickLimits(threads=2),
     )

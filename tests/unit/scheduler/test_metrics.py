@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from jobsched.adapters.metrics import PowertoolsTickMetrics
-from jobsched.domain.tick import TickResult
+from jobsched.domain.tick_records import TickResult
 from jobsched.observability import MetricName
 
 

@@ -11,8 +11,8 @@ from datetime import UTC
 from typing import Any
 
 from jobsched.clock import from_ms
+from jobsched.domain.due_reader import WATERMARK_MARGIN_MS
 from jobsched.domain.planning import TickLimits
-from jobsched.domain.tick import WATERMARK_MARGIN_MS
 from jobsched.ports.jobs import EARLY, LATE, TIMER_LANES, DueQuery
 from tests.support.scheduler import throttled
 

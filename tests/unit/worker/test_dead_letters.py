@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.queue import dead_letter_of
+from jobsched.adapters.wire import run_message_body
 from jobsched.api.run_views import run_view
 from jobsched.api.triggers import send_manual
 from jobsched.domain.retries import DEAD_LETTER_WORKER
@@ -328,7 +329,7 @@ def test_a_run_re_run_between_the_drains_read_and_its_claim_is_not_claimed(kit: 
 
 
 def test_the_queue_adapter_parses_a_letters_body_once_and_marks_a_malformed_one() -> None:
-    body = RunMessage("j_1", T0, enqueued_at=T0).body()
+    body = run_message_body(RunMessage("j_1", T0, enqueued_at=T0))
     assert dead_letter_of(body, "h", 5).message == RunMessage("j_1", T0, enqueued_at=T0)
     for bad in ("not json", '{"job_id": 1, "scheduled_for": 2}', '{"job_id": "j"}', "[]"):
         letter = dead_letter_of(bad, "h")
