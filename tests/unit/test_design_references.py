@@ -36,11 +36,13 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "4.9": ("instant",),
     "5.1": ("claim",),
     "5.3": ("out of attempts", "outcome"),
+    "5.4": ("overlap", "lock"),
     "5.5": ("idempotency key", "2xx", "envelope", "executor", "ships", "command"),
     "5.6": ("alert",),
     "5.7": ("tries", "re-run", "a try", "each try"),
     "6": ("stack", "python 3.12"),
     "7": ("one process",),
+    "8": ("metrics", "alarm", "logs"),
     "10": ("116 runs a second",),
 }
 """Per section of the design, words (lower case) that say what it is about: a citation must use one of them."""

@@ -1,4 +1,4 @@
-"""The checks of a job's owner-set settings against the deployment, on create and on PATCH (design §2): the
+"""The checks of a job's owner-set settings against the deployment's limits, on create and on PATCH (design §2): the
 worker's ``timeout_s`` cap, ``shell`` targets (allowed by the deployment, and to the owners granted them), and a
 lambda/sqs target tagged for another owner. Each refusal is an ``InvalidInput`` naming its field."""
 

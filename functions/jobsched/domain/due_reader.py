@@ -1,4 +1,4 @@
-"""The read side of a scheduler tick (design §4.8): which buckets of the due index a partition's ticks read, each
+"""The read side of a scheduler tick, up to its watermark (design §4.8): which buckets of the due index a partition's ticks read, each
 lane of each shard from its read position, the backlog a full tick carries to the next, the floor behind the
 watermark, and the watermark itself.
 
