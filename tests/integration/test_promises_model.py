@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, field, replace
@@ -997,7 +998,8 @@ class PromisesMachine(RuleBasedStateMachine):
 @pytest.mark.parametrize("backend_name", FUZZ_BACKENDS)
 def test_the_promises_hold_under_interleavings(backend_name: str) -> None:
     """``JOBSCHED_FUZZ_SEED``: unset, the same examples every run; an integer, the examples of that seed (a
-    failure found with it comes again with it); anything else (``make fuzz``'s ``random``), new ones each run."""
+    failure found with it comes again with it); anything else (``make fuzz``'s ``random``), a new seed each run,
+    named in a failure's report."""
     chosen = os.environ.get("JOBSCHED_FUZZ_SEED")
     test = get_state_machine_test(
         lambda: PromisesMachine(backend_name),
@@ -1013,9 +1015,16 @@ def test_the_promises_hold_under_interleavings(backend_name: str) -> None:
             ],
         ),
     )
-    if chosen is not None and chosen.isdigit():
+    if chosen is not None and not chosen.isdigit():
+        chosen = str(random.SystemRandom().randrange(2**32))
+    if chosen is not None:
         test = seed(int(chosen))(test)
-    test()
+    try:
+        test()
+    except BaseException as error:
+        if chosen is not None:
+            error.add_note(f"JOBSCHED_FUZZ_SEED={chosen} makes these examples again")
+        raise
 
 
 def _late_one_off(m: PromisesMachine) -> None:
