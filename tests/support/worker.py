@@ -23,7 +23,7 @@ from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.registration import scheduling_state
 from jobsched.models import Job, JobEventKind
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import RunRow, new_run
+from jobsched.ports.runs import OverlapHolder, OverlapRequest, RunRow, new_run, run_id
 from jobsched.settings import Settings
 from jobsched.targets import CancelToken, TargetCall, commands
 
@@ -355,6 +355,22 @@ def owner_sets_paused(jobs: Any, job_id: str, *, paused: bool, at_ms: int) -> No
             replace_state(stored.state, paused=paused, version=version),
             to_ms(stored.job.updated_at),
             event=AuditEvent(job_id, at_ms, change_key(version), kind, "ana", {}),
+        )
+    )
+
+
+def take_overlap_lock(kit: Kit, job: Job, scheduled_for: int, worker: str) -> OverlapHolder | None:
+    """Try to take ``job``'s overlap lock for the first try of its run at ``scheduled_for`` (epoch ms) as
+    ``worker``, now, treating no holder as stale and with no expiry: the holder found, or None when taken."""
+    return kit.jobs.acquire_overlap(
+        OverlapRequest(
+            job.id,
+            run_id=run_id(job.id, scheduled_for),
+            attempt=1,
+            worker=worker,
+            now_ms=kit.clock(),
+            stale_before_ms=0,
+            expires_at_s=0,
         )
     )
 
