@@ -64,18 +64,14 @@ def test_lowering_then_raising_due_shards_keeps_every_job_firing_exactly_once(ha
     # When due_shards is lowered to 1 and, during the deploy, the old leader keeps running for 15 s
     one = groups(harness, 1, "v2")
     assert [loop.scheduler.read_shards for g in one for loop in g.loops] == [4]  # the mark: 4 shards read
-    harness.run_groups(four + one, 15)
-    stop_groups(four)
-    harness.run_groups(one, 75)
+    harness.roll_over(four, one, 75)
     # Then every job kept firing, and each moved into shard 0 at its next fire
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     assert {shard(harness, j) for j in job_ids} == {0}
 
     # When it is raised to 3 (the old leader overlapping again)
     three = groups(harness, 3, "v3")
-    harness.run_groups(one + three, 15)
-    stop_groups(one)
-    harness.run_groups(three, 60)
+    harness.roll_over(one, three, 60)
     stop_groups(three)
     # Then again no fire is lost or doubled, and the jobs are spread over 3 shards
     assert_every_fire_ran_once(harness, job_ids, harness.clock())

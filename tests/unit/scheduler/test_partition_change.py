@@ -56,9 +56,7 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
     # When the count is lowered to 2 and, during the deploy, the old leaders keep running for 15 s
     two = groups(harness, 2, "v2")
     assert [len(g.loops) for g in two] == [2, 2]  # partitions 2 and 3 are adopted by 0 and 1
-    harness.run_groups(four + two, 15)
-    stop_groups(four)
-    harness.run_groups(two, 75)
+    harness.roll_over(four, two, 75)
     # Then every job kept firing, and each moved home to its partition out of 2
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     for job_id in job_ids:
@@ -66,9 +64,7 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
 
     # When the count is raised to 3 (the old leaders overlapping again)
     three = groups(harness, 3, "v3")
-    harness.run_groups(two + three, 15)
-    stop_groups(two)
-    harness.run_groups(three, 60)
+    harness.roll_over(two, three, 60)
     stop_groups(three)
     # Then again no fire is lost or doubled, and the jobs live in their partitions out of 3
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
