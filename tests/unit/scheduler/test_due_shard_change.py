@@ -94,13 +94,10 @@ def test_jobs_filed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(har
     # The API runs due_shards=4 before the schedulers (on 1) do, or the update rolls back: the API records the
     # count in the mark before filing its first job, and the schedulers' next invocations read 4 shards
     from jobsched.api.schemas import JobCreate
-    from jobsched.api.service import JobService
 
     one = groups(harness, 1, "v1")
     harness.clock.now_ms = harness.T0
-    four = harness.settings.model_copy(update={"due_shards": 4})
-    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
-    api = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    api = harness.api(due_shards=4)
     job_ids: list[str] = []
     while len(job_ids) < 8 or 3 not in {shard(harness, j) for j in job_ids}:
         assert len(job_ids) < 64, "64 random job ids missed shard 3"
@@ -118,16 +115,11 @@ def test_jobs_resumed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(h
     # resumes jobs (no create): a resume files the job's entry under the API's count, so the API records the count
     # in the mark first, and the schedulers' next invocations read 4 shards
     from jobsched.api.schemas import JobCreate
-    from jobsched.api.service import JobService
 
     harness.settings = harness.settings.model_copy(update={"due_shards": 1})
     harness.clock.now_ms = harness.T0
-    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
-    api_one = JobService(
-        settings=harness.settings, clock=harness.clock, partition_marks=harness.control, **stores
-    )
-    four = harness.settings.model_copy(update={"due_shards": 4})
-    api_four = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    api_one = harness.api()
+    api_four = harness.api(due_shards=4)
     job_ids: list[str] = []
     while len(job_ids) < 8 or 3 not in {shard_of(j, 4) for j in job_ids}:
         assert len(job_ids) < 64, "64 random job ids missed shard 3"
@@ -157,18 +149,13 @@ def test_a_rewrite_whose_mark_cannot_be_raised_changes_nothing_and_marks_on_its_
     # The mark is raised before the rewrite files the entry: when the CONTROL table fails, the request fails and
     # the job is as it was (still paused, nothing filed under the API's count); the retried request marks and writes
     from jobsched.api.schemas import JobCreate
-    from jobsched.api.service import JobService
     from jobsched.ports.errors import StoreUnavailable
 
     harness.settings = harness.settings.model_copy(update={"due_shards": 1})
-    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
-    api_one = JobService(
-        settings=harness.settings, clock=harness.clock, partition_marks=harness.control, **stores
-    )
+    api_one = harness.api()
     body = {"name": "j", "schedule": "every 10 seconds", "command": "echo", "paused": True}
     job_id = api_one.create_job("team-a", JobCreate.model_validate(body)).job.id
-    four = harness.settings.model_copy(update={"due_shards": 4})
-    api_four = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    api_four = harness.api(due_shards=4)
 
     harness.control.fail_next.append(StoreUnavailable("control table throttled"))
     with pytest.raises(StoreUnavailable):

@@ -97,13 +97,10 @@ def test_jobs_created_by_an_api_on_a_higher_count_are_served_by_schedulers_on_a_
     # Raising 2 -> 4: the API runs the new count before any scheduler does (or the update rolls back to 2).
     # The API records the count in the mark before homing its first job, so the schedulers on 2 adopt 2 and 3.
     from jobsched.api.schemas import JobCreate
-    from jobsched.api.service import JobService
 
     two = groups(harness, 2, "v2")
     harness.clock.now_ms = harness.T0
-    four = harness.settings.model_copy(update={"scheduler_partitions": 4})
-    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
-    api = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    api = harness.api(scheduler_partitions=4)
     job_ids: list[str] = []
     # the API's job ids are random: create until partitions 2 and 3 (the ones count 2 lacks) both hold jobs
     while len(job_ids) < 12 or not {partition_of(j, 4) for j in job_ids} >= {2, 3}:
