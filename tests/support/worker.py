@@ -359,9 +359,13 @@ def owner_sets_paused(jobs: Any, job_id: str, *, paused: bool, at_ms: int) -> No
     )
 
 
-def take_overlap_lock(kit: Kit, job: Job, scheduled_for: int, worker: str) -> OverlapHolder | None:
+def take_overlap_lock(
+    kit: Kit, job: Job, scheduled_for: int, worker: str, *, stale_before_ms: int = 0, expires_at_s: int = 0
+) -> OverlapHolder | None:
     """Try to take ``job``'s overlap lock for the first try of its run at ``scheduled_for`` (epoch ms) as
-    ``worker``, now, treating no holder as stale and with no expiry: the holder found, or None when taken."""
+    ``worker``, now: a holder whose heartbeat is older than ``stale_before_ms`` (epoch ms) is taken over, and the
+    lock expires at ``expires_at_s`` (epoch s; 0: no holder is stale, no expiry). The holder found, or None when
+    taken."""
     return kit.jobs.acquire_overlap(
         OverlapRequest(
             job.id,
@@ -369,8 +373,8 @@ def take_overlap_lock(kit: Kit, job: Job, scheduled_for: int, worker: str) -> Ov
             attempt=1,
             worker=worker,
             now_ms=kit.clock(),
-            stale_before_ms=0,
-            expires_at_s=0,
+            stale_before_ms=stale_before_ms,
+            expires_at_s=expires_at_s,
         )
     )
 

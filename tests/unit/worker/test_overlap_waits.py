@@ -14,9 +14,9 @@ from jobsched.adapters.queue import delivery_of
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS, Deferred
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, RunRow, run_id
+from jobsched.ports.runs import ClaimRequest, RetryTransition, RunRow, run_id
 from jobsched.targets import TargetCall, Targets, commands
-from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
+from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip, take_overlap_lock
 
 MINUTE = 60_000
 
@@ -40,16 +40,13 @@ def _claim(kit: Kit, job: Job, scheduled_for: int, worker: str) -> None:
 def _running_with_the_lock(kit: Kit, job: Job, scheduled_for: int, worker: str = "w-1") -> None:
     """Run ``scheduled_for`` of ``job`` claimed by ``worker`` now, holding the job's overlap lock."""
     _claim(kit, job, scheduled_for, worker)
-    holder = kit.jobs.acquire_overlap(
-        OverlapRequest(
-            job.id,
-            run_id=run_id(job.id, scheduled_for),
-            attempt=1,
-            worker=worker,
-            now_ms=kit.clock(),
-            stale_before_ms=kit.clock() - kit.settings.heartbeat_stale_s * 1000,
-            expires_at_s=kit.clock() // 1000 + 86_400,
-        )
+    holder = take_overlap_lock(
+        kit,
+        job,
+        scheduled_for,
+        worker,
+        stale_before_ms=kit.clock() - kit.settings.heartbeat_stale_s * 1000,
+        expires_at_s=kit.clock() // 1000 + 86_400,
     )
     assert holder is None
 
