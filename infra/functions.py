@@ -223,13 +223,17 @@ class Functions(Construct):
         actions: Sequence[str],
         *,
         indexes: Sequence[str] = (),
-        index_actions: Sequence[str] = ("dynamodb:Query",),
+        index_actions: Sequence[str] = ("Query",),
     ) -> None:
-        function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[table.table_arn]))
+        """Allow ``function`` the DynamoDB ``actions`` (API names, such as ``GetItem``) on ``table``, and
+        ``index_actions`` on its ``indexes`` (by index name)."""
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=[f"dynamodb:{a}" for a in actions], resources=[table.table_arn])
+        )
         if indexes:
             function.add_to_role_policy(
                 iam.PolicyStatement(
-                    actions=list(index_actions),
+                    actions=[f"dynamodb:{a}" for a in index_actions],
                     resources=[self._storage.index_arn(table, name) for name in indexes],
                 )
             )
@@ -248,31 +252,13 @@ class Functions(Construct):
         s, fn = self._storage, self.api
         by_owner = index_name(resources.JOBS, "by_owner")
         self._dynamo(
-            fn,
-            s.jobs,
-            [
-                "dynamodb:GetItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:Query",
-                "dynamodb:PutItem",
-                "dynamodb:DeleteItem",
-            ],
-            indexes=[by_owner],
+            fn, s.jobs, ["GetItem", "BatchGetItem", "Query", "PutItem", "DeleteItem"], indexes=[by_owner]
         )
         # GetItem: the run a retried keyed trigger names (JobService._keyed_run)
         failures = index_name(resources.RUNS, "failures")
-        self._dynamo(
-            fn,
-            s.runs,
-            ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem"],
-            indexes=[failures],
-        )
-        self._dynamo(fn, s.control, ["dynamodb:UpdateItem"])
-        self._dynamo(
-            fn,
-            s.idempotency,
-            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-        )
+        self._dynamo(fn, s.runs, ["Query", "PutItem", "GetItem", "UpdateItem"], indexes=[failures])
+        self._dynamo(fn, s.control, ["UpdateItem"])
+        self._dynamo(fn, s.idempotency, ["GetItem", "PutItem", "UpdateItem", "DeleteItem"])
         self._send(fn, self._messaging.run_queue.queue_arn)
         self._grant_target_tag_reads(fn)
         self._grant_owner_tag_reads(fn)
@@ -289,19 +275,12 @@ class Functions(Construct):
         self._dynamo(
             fn,
             s.jobs,
-            [
-                "dynamodb:GetItem",
-                "dynamodb:Query",
-                "dynamodb:Scan",
-                "dynamodb:UpdateItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:BatchWriteItem",
-            ],
+            ["GetItem", "Query", "Scan", "UpdateItem", "BatchGetItem", "BatchWriteItem"],
             indexes=[due],
-            index_actions=("dynamodb:Query",),
+            index_actions=("Query",),
         )
-        self._dynamo(fn, s.runs, ["dynamodb:PutItem", "dynamodb:Query"])
-        self._dynamo(fn, s.control, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"])
+        self._dynamo(fn, s.runs, ["PutItem", "Query"])
+        self._dynamo(fn, s.control, ["GetItem", "PutItem", "UpdateItem"])
         self._send(fn, self._messaging.run_queue.queue_arn)
         self._publish_alerts(fn)
 
@@ -314,19 +293,8 @@ class Functions(Construct):
         on the run queue (consuming it and extending visibility are granted by the event source); dead runs to
         the dead-run queue and the alerts topic; the targets jobs point at."""
         s, fn = self._storage, self.worker
-        self._dynamo(
-            fn,
-            s.jobs,
-            [
-                "dynamodb:GetItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:Query",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-                "dynamodb:DeleteItem",
-            ],
-        )
-        self._dynamo(fn, s.runs, ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:Query"])
+        self._dynamo(fn, s.jobs, ["GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"])
+        self._dynamo(fn, s.runs, ["UpdateItem", "GetItem", "Query"])
         self._grant_runs_and_dead_letters(fn)
         self._grant_targets(fn)
 
@@ -360,22 +328,12 @@ class Functions(Construct):
         self._dynamo(
             fn,
             s.jobs,
-            [
-                "dynamodb:GetItem",
-                "dynamodb:Query",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-                "dynamodb:BatchWriteItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:Scan",
-            ],
+            ["GetItem", "Query", "PutItem", "UpdateItem", "BatchWriteItem", "BatchGetItem", "Scan"],
             indexes=[due],
-            index_actions=("dynamodb:Scan",),
+            index_actions=("Scan",),
         )
-        self._dynamo(
-            fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:Query"], indexes=[sweep]
-        )
-        self._dynamo(fn, s.control, ["dynamodb:GetItem"])
+        self._dynamo(fn, s.runs, ["BatchGetItem", "UpdateItem", "Query"], indexes=[sweep])
+        self._dynamo(fn, s.control, ["GetItem"])
         self._grant_runs_and_dead_letters(fn)
         fn.add_to_role_policy(
             iam.PolicyStatement(
