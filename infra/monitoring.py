@@ -177,20 +177,24 @@ class Monitoring(Construct):
             sustained=True,
             description="A run waited in the run queue longer than the threshold (s): workers fall behind.",
         )
-        self._alarm(
-            "RunDlqDepth",
-            run_dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
-            threshold=1,
-            description="Poison messages reached the run queue's dead-letter queue (maxReceiveCount exceeded).",
-        )
-        self._alarm(
-            "DeadRunQueueDepth",
-            dead_run_queue.metric_approximate_number_of_messages_visible(
-                period=ONE_MINUTE, statistic="Maximum"
+        for name, queue, description in (
+            (
+                "RunDlqDepth",
+                run_dlq,
+                "Poison messages reached the run queue's dead-letter queue (maxReceiveCount exceeded).",
             ),
-            threshold=1,
-            description="Runs went dead (out of attempts); their owners were alerted on the alerts topic.",
-        )
+            (
+                "DeadRunQueueDepth",
+                dead_run_queue,
+                "Runs went dead (out of attempts); their owners were alerted on the alerts topic.",
+            ),
+        ):
+            self._alarm(
+                name,
+                queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
+                threshold=1,
+                description=description,
+            )
 
         # Named after the stack: "jobsched" in CloudWatch > Dashboards.
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=Stack.of(self).stack_name)
