@@ -438,40 +438,53 @@ class Functions(Construct):
         (``jobsched.api.auth.TaggedIamAuthenticator``). With ``owner_from = "arn"`` it reads none."""
         if parse_owner_from(self._config.settings.owner_from) is None:
             return
-        any_role = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/*"
-        any_user = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:user/*"
-        function.add_to_role_policy(iam.PolicyStatement(actions=["iam:ListRoleTags"], resources=[any_role]))
-        function.add_to_role_policy(iam.PolicyStatement(actions=["iam:ListUserTags"], resources=[any_user]))
-        role = function.role
-        assert role is not None
-        for finding in (
-            "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*",
-            "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*",
-        ):
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[{finding}]",
-                "Reading tags only (ListRoleTags, ListUserTags): with owner_from=tag:<key> the API reads the tag "
-                "of whichever role or user calls it, which cannot be listed at deploy time.",
-            )
+        self._allow_tag_reads(
+            function,
+            [
+                (
+                    "iam:ListRoleTags",
+                    f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/*",
+                    "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*",
+                ),
+                (
+                    "iam:ListUserTags",
+                    f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:user/*",
+                    "arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*",
+                ),
+            ],
+            "Reading tags only (ListRoleTags, ListUserTags): with owner_from=tag:<key> the API reads the tag "
+            "of whichever role or user calls it, which cannot be listed at deploy time.",
+        )
 
     def _grant_target_tag_reads(self, function: lambda_.Function) -> None:
         """The API reads a target's owner tag to refuse, at registration, a target tagged for another owner."""
-        any_function = f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:function:*"
-        any_queue = f"arn:{Aws.PARTITION}:sqs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"
-        function.add_to_role_policy(
-            iam.PolicyStatement(actions=["lambda:ListTags"], resources=[any_function])
+        self._allow_tag_reads(
+            function,
+            [
+                (
+                    "lambda:ListTags",
+                    f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:function:*",
+                    "arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:*",
+                ),
+                (
+                    "sqs:ListQueueTags",
+                    f"arn:{Aws.PARTITION}:sqs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*",
+                    "arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:*",
+                ),
+            ],
+            "Reading tags only (ListTags, ListQueueTags): the API checks the owner tag of whatever target a "
+            "job names, which cannot be listed at deploy time.",
         )
-        function.add_to_role_policy(iam.PolicyStatement(actions=["sqs:ListQueueTags"], resources=[any_queue]))
+
+    @staticmethod
+    def _allow_tag_reads(
+        function: lambda_.Function, grants: Sequence[tuple[str, str, str]], reason: str
+    ) -> None:
+        """Allow ``function`` each ``(action, resource ARN, that ARN as cdk-nag shows it)`` of ``grants``: a tag
+        read on a wildcard resource, its AwsSolutions-IAM5 finding acknowledged with ``reason``."""
+        for action, resource, _ in grants:
+            function.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=[resource]))
         role = function.role
         assert role is not None
-        for finding in (
-            "Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:*",
-            "Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:*",
-        ):
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[{finding}]",
-                "Reading tags only (ListTags, ListQueueTags): the API checks the owner tag of whatever target a "
-                "job names, which cannot be listed at deploy time.",
-            )
+        for _, _, shown in grants:
+            acknowledge(role, f"AwsSolutions-IAM5[Resource::{shown}]", reason)
