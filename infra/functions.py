@@ -223,13 +223,17 @@ class Functions(Construct):
         actions: Sequence[str],
         *,
         indexes: Sequence[str] = (),
-        index_actions: Sequence[str] = ("dynamodb:Query",),
+        index_actions: Sequence[str] = ("Query",),
     ) -> None:
-        function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[table.table_arn]))
+        """Allow ``function`` the DynamoDB ``actions`` (API names, such as ``GetItem``) on ``table``, and
+        ``index_actions`` on its ``indexes`` (by index name)."""
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=[f"dynamodb:{a}" for a in actions], resources=[table.table_arn])
+        )
         if indexes:
             function.add_to_role_policy(
                 iam.PolicyStatement(
-                    actions=list(index_actions),
+                    actions=[f"dynamodb:{a}" for a in index_actions],
                     resources=[self._storage.index_arn(table, name) for name in indexes],
                 )
             )
@@ -248,31 +252,13 @@ class Functions(Construct):
         s, fn = self._storage, self.api
         by_owner = index_name(resources.JOBS, "by_owner")
         self._dynamo(
-            fn,
-            s.jobs,
-            [
-                "dynamodb:GetItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:Query",
-                "dynamodb:PutItem",
-                "dynamodb:DeleteItem",
-            ],
-            indexes=[by_owner],
+            fn, s.jobs, ["GetItem", "BatchGetItem", "Query", "PutItem", "DeleteItem"], indexes=[by_owner]
         )
         # GetItem: the run a retried keyed trigger names (JobService._keyed_run)
         failures = index_name(resources.RUNS, "failures")
-        self._dynamo(
-            fn,
-            s.runs,
-            ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem"],
-            indexes=[failures],
-        )
-        self._dynamo(fn, s.control, ["dynamodb:UpdateItem"])
-        self._dynamo(
-            fn,
-            s.idempotency,
-            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-        )
+        self._dynamo(fn, s.runs, ["Query", "PutItem", "GetItem", "UpdateItem"], indexes=[failures])
+        self._dynamo(fn, s.control, ["UpdateItem"])
+        self._dynamo(fn, s.idempotency, ["GetItem", "PutItem", "UpdateItem", "DeleteItem"])
         self._send(fn, self._messaging.run_queue.queue_arn)
         self._grant_target_tag_reads(fn)
         self._grant_owner_tag_reads(fn)
@@ -289,19 +275,12 @@ class Functions(Construct):
         self._dynamo(
             fn,
             s.jobs,
-            [
-                "dynamodb:GetItem",
-                "dynamodb:Query",
-                "dynamodb:Scan",
-                "dynamodb:UpdateItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:BatchWriteItem",
-            ],
+            ["GetItem", "Query", "Scan", "UpdateItem", "BatchGetItem", "BatchWriteItem"],
             indexes=[due],
-            index_actions=("dynamodb:Query",),
+            index_actions=("Query",),
         )
-        self._dynamo(fn, s.runs, ["dynamodb:PutItem", "dynamodb:Query"])
-        self._dynamo(fn, s.control, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"])
+        self._dynamo(fn, s.runs, ["PutItem", "Query"])
+        self._dynamo(fn, s.control, ["GetItem", "PutItem", "UpdateItem"])
         self._send(fn, self._messaging.run_queue.queue_arn)
         self._publish_alerts(fn)
 
@@ -314,19 +293,8 @@ class Functions(Construct):
         on the run queue (consuming it and extending visibility are granted by the event source); dead runs to
         the dead-run queue and the alerts topic; the targets jobs point at."""
         s, fn = self._storage, self.worker
-        self._dynamo(
-            fn,
-            s.jobs,
-            [
-                "dynamodb:GetItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:Query",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-                "dynamodb:DeleteItem",
-            ],
-        )
-        self._dynamo(fn, s.runs, ["dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:Query"])
+        self._dynamo(fn, s.jobs, ["GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"])
+        self._dynamo(fn, s.runs, ["UpdateItem", "GetItem", "Query"])
         self._grant_runs_and_dead_letters(fn)
         self._grant_targets(fn)
 
@@ -360,22 +328,12 @@ class Functions(Construct):
         self._dynamo(
             fn,
             s.jobs,
-            [
-                "dynamodb:GetItem",
-                "dynamodb:Query",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-                "dynamodb:BatchWriteItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:Scan",
-            ],
+            ["GetItem", "Query", "PutItem", "UpdateItem", "BatchWriteItem", "BatchGetItem", "Scan"],
             indexes=[due],
-            index_actions=("dynamodb:Scan",),
+            index_actions=("Scan",),
         )
-        self._dynamo(
-            fn, s.runs, ["dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:Query"], indexes=[sweep]
-        )
-        self._dynamo(fn, s.control, ["dynamodb:GetItem"])
+        self._dynamo(fn, s.runs, ["BatchGetItem", "UpdateItem", "Query"], indexes=[sweep])
+        self._dynamo(fn, s.control, ["GetItem"])
         self._grant_runs_and_dead_letters(fn)
         fn.add_to_role_policy(
             iam.PolicyStatement(
@@ -480,40 +438,53 @@ class Functions(Construct):
         (``jobsched.api.auth.TaggedIamAuthenticator``). With ``owner_from = "arn"`` it reads none."""
         if parse_owner_from(self._config.settings.owner_from) is None:
             return
-        any_role = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/*"
-        any_user = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:user/*"
-        function.add_to_role_policy(iam.PolicyStatement(actions=["iam:ListRoleTags"], resources=[any_role]))
-        function.add_to_role_policy(iam.PolicyStatement(actions=["iam:ListUserTags"], resources=[any_user]))
-        role = function.role
-        assert role is not None
-        for finding in (
-            "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*",
-            "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*",
-        ):
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[{finding}]",
-                "Reading tags only (ListRoleTags, ListUserTags): with owner_from=tag:<key> the API reads the tag "
-                "of whichever role or user calls it, which cannot be listed at deploy time.",
-            )
+        self._allow_tag_reads(
+            function,
+            [
+                (
+                    "iam:ListRoleTags",
+                    f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/*",
+                    "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*",
+                ),
+                (
+                    "iam:ListUserTags",
+                    f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:user/*",
+                    "arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*",
+                ),
+            ],
+            "Reading tags only (ListRoleTags, ListUserTags): with owner_from=tag:<key> the API reads the tag "
+            "of whichever role or user calls it, which cannot be listed at deploy time.",
+        )
 
     def _grant_target_tag_reads(self, function: lambda_.Function) -> None:
         """The API reads a target's owner tag to refuse, at registration, a target tagged for another owner."""
-        any_function = f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:function:*"
-        any_queue = f"arn:{Aws.PARTITION}:sqs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"
-        function.add_to_role_policy(
-            iam.PolicyStatement(actions=["lambda:ListTags"], resources=[any_function])
+        self._allow_tag_reads(
+            function,
+            [
+                (
+                    "lambda:ListTags",
+                    f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{Aws.ACCOUNT_ID}:function:*",
+                    "arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:*",
+                ),
+                (
+                    "sqs:ListQueueTags",
+                    f"arn:{Aws.PARTITION}:sqs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*",
+                    "arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:*",
+                ),
+            ],
+            "Reading tags only (ListTags, ListQueueTags): the API checks the owner tag of whatever target a "
+            "job names, which cannot be listed at deploy time.",
         )
-        function.add_to_role_policy(iam.PolicyStatement(actions=["sqs:ListQueueTags"], resources=[any_queue]))
+
+    @staticmethod
+    def _allow_tag_reads(
+        function: lambda_.Function, grants: Sequence[tuple[str, str, str]], reason: str
+    ) -> None:
+        """Allow ``function`` each ``(action, resource ARN, that ARN as cdk-nag shows it)`` of ``grants``: a tag
+        read on a wildcard resource, its AwsSolutions-IAM5 finding acknowledged with ``reason``."""
+        for action, resource, _ in grants:
+            function.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=[resource]))
         role = function.role
         assert role is not None
-        for finding in (
-            "Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:*",
-            "Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:*",
-        ):
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[{finding}]",
-                "Reading tags only (ListTags, ListQueueTags): the API checks the owner tag of whatever target a "
-                "job names, which cannot be listed at deploy time.",
-            )
+        for _, _, shown in grants:
+            acknowledge(role, f"AwsSolutions-IAM5[Resource::{shown}]", reason)

@@ -10,6 +10,8 @@ docs/deploy.md).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -52,6 +54,21 @@ def app_metric(namespace: str, name: str, statistic: str, period: Duration = ONE
     )
 
 
+@dataclass(frozen=True)
+class Watched:
+    """What the alarms and the dashboard watch: the REST API, the functions and the run, run DLQ and dead-run
+    queues."""
+
+    api: apigw.RestApi
+    api_function: lambda_.Function
+    scheduler: lambda_.Function
+    worker: lambda_.Function
+    sweeper: lambda_.Function
+    run_queue: sqs.IQueue
+    run_dlq: sqs.IQueue
+    dead_run_queue: sqs.IQueue
+
+
 class Monitoring(Construct):
     """Alarms (attribute ``alarms``, by name), the operations topic and the dashboard.
 
@@ -70,14 +87,7 @@ class Monitoring(Construct):
         construct_id: str,
         *,
         config: DeploymentConfig,
-        api: apigw.RestApi,
-        api_function: lambda_.Function,
-        scheduler: lambda_.Function,
-        worker: lambda_.Function,
-        sweeper: lambda_.Function,
-        run_queue: sqs.IQueue,
-        run_dlq: sqs.IQueue,
-        dead_run_queue: sqs.IQueue,
+        watched: Watched,
     ) -> None:
         super().__init__(scope, construct_id)
         infra = config.infra
@@ -125,7 +135,7 @@ class Monitoring(Construct):
         # five minutes means the clock is not running. No data at all is the worst case: breaching.
         self._alarm(
             "SchedulerNotRunning",
-            scheduler.metric_invocations(period=FIVE_MINUTES, statistic="Sum"),
+            watched.scheduler.metric_invocations(period=FIVE_MINUTES, statistic="Sum"),
             threshold=4 * partitions,
             comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             missing=cloudwatch.TreatMissingData.BREACHING,
@@ -155,7 +165,11 @@ class Monitoring(Construct):
                 "handled by their catch-up policy); the sweeper's log names them."
             ),
         )
-        for name, function in (("Scheduler", scheduler), ("Worker", worker), ("Sweeper", sweeper)):
+        for name, function in (
+            ("Scheduler", watched.scheduler),
+            ("Worker", watched.worker),
+            ("Sweeper", watched.sweeper),
+        ):
             self._alarm(
                 f"{name}Errors",
                 function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
@@ -164,7 +178,7 @@ class Monitoring(Construct):
             )
         self._alarm(
             "Api5xx",
-            api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
+            watched.api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
             threshold=5,
             description="The API answered 5xx at least 5 times in 5 minutes.",
         )
@@ -172,29 +186,35 @@ class Monitoring(Construct):
         # the length of its try (so the threshold sits above the longest try by default).
         self._alarm(
             "RunQueueAge",
-            run_queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
+            watched.run_queue.metric_approximate_age_of_oldest_message(
+                period=ONE_MINUTE, statistic="Maximum"
+            ),
             threshold=infra.run_queue_age_alarm_s,
             sustained=True,
             description="A run waited in the run queue longer than the threshold (s): workers fall behind.",
         )
-        self._alarm(
-            "RunDlqDepth",
-            run_dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
-            threshold=1,
-            description="Poison messages reached the run queue's dead-letter queue (maxReceiveCount exceeded).",
-        )
-        self._alarm(
-            "DeadRunQueueDepth",
-            dead_run_queue.metric_approximate_number_of_messages_visible(
-                period=ONE_MINUTE, statistic="Maximum"
+        for name, queue, description in (
+            (
+                "RunDlqDepth",
+                watched.run_dlq,
+                "Poison messages reached the run queue's dead-letter queue (maxReceiveCount exceeded).",
             ),
-            threshold=1,
-            description="Runs went dead (out of attempts); their owners were alerted on the alerts topic.",
-        )
+            (
+                "DeadRunQueueDepth",
+                watched.dead_run_queue,
+                "Runs went dead (out of attempts); their owners were alerted on the alerts topic.",
+            ),
+        ):
+            self._alarm(
+                name,
+                queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
+                threshold=1,
+                description=description,
+            )
 
         # Named after the stack: "jobsched" in CloudWatch > Dashboards.
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=Stack.of(self).stack_name)
-        self._widgets(api, api_function, scheduler, worker, sweeper, run_queue, run_dlq, dead_run_queue)
+        self._widgets(watched)
 
     def _alarm(
         self,
@@ -228,14 +248,7 @@ class Monitoring(Construct):
 
     def _widgets(
         self,
-        api: apigw.RestApi,
-        api_function: lambda_.Function,
-        scheduler: lambda_.Function,
-        worker: lambda_.Function,
-        sweeper: lambda_.Function,
-        run_queue: sqs.IQueue,
-        run_dlq: sqs.IQueue,
-        dead_run_queue: sqs.IQueue,
+        watched: Watched,
     ) -> None:
         graph = cloudwatch.GraphWidget
         self.dashboard.add_widgets(
@@ -280,20 +293,26 @@ class Monitoring(Construct):
             graph(
                 title="Queues (messages)",
                 left=[
-                    run_queue.metric_approximate_number_of_messages_visible(label="run queue visible"),
-                    run_queue.metric_approximate_number_of_messages_not_visible(label="run queue in flight"),
-                    run_dlq.metric_approximate_number_of_messages_visible(label="run DLQ"),
-                    dead_run_queue.metric_approximate_number_of_messages_visible(label="dead runs"),
+                    watched.run_queue.metric_approximate_number_of_messages_visible(
+                        label="run queue visible"
+                    ),
+                    watched.run_queue.metric_approximate_number_of_messages_not_visible(
+                        label="run queue in flight"
+                    ),
+                    watched.run_dlq.metric_approximate_number_of_messages_visible(label="run DLQ"),
+                    watched.dead_run_queue.metric_approximate_number_of_messages_visible(label="dead runs"),
                 ],
-                right=[run_queue.metric_approximate_age_of_oldest_message(label="run queue oldest (s)")],
+                right=[
+                    watched.run_queue.metric_approximate_age_of_oldest_message(label="run queue oldest (s)")
+                ],
                 width=12,
             ),
         )
         functions = (
-            ("api", api_function),
-            ("scheduler", scheduler),
-            ("worker", worker),
-            ("sweeper", sweeper),
+            ("api", watched.api_function),
+            ("scheduler", watched.scheduler),
+            ("worker", watched.worker),
+            ("sweeper", watched.sweeper),
         )
         self.dashboard.add_widgets(
             graph(title="Invocations", left=[fn.metric_invocations(label=n) for n, fn in functions]),
@@ -310,8 +329,12 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             graph(
                 title="API requests",
-                left=[api.metric_count(), api.metric_client_error(), api.metric_server_error()],
+                left=[
+                    watched.api.metric_count(),
+                    watched.api.metric_client_error(),
+                    watched.api.metric_server_error(),
+                ],
                 width=12,
             ),
-            graph(title="API latency p99 (ms)", left=[api.metric_latency(statistic="p99")], width=12),
+            graph(title="API latency p99 (ms)", left=[watched.api.metric_latency(statistic="p99")], width=12),
         )

@@ -16,7 +16,7 @@ from infra.bundling import lambda_code
 from infra.config import ConfigError, DeploymentConfig, context_values
 from infra.functions import Functions
 from infra.messaging import Messaging
-from infra.monitoring import Monitoring
+from infra.monitoring import Monitoring, Watched
 from infra.storage import Storage
 from infra.triggers import Triggers
 
@@ -65,14 +65,16 @@ class JobschedStack(cdk.Stack):
             self,
             "Monitoring",
             config=config,
-            api=self.api.rest_api,
-            api_function=self.functions.api,
-            scheduler=self.functions.scheduler,
-            worker=self.functions.worker,
-            sweeper=self.functions.sweeper,
-            run_queue=self.messaging.run_queue,
-            run_dlq=self.messaging.run_dlq,
-            dead_run_queue=self.messaging.dead_run_queue,
+            watched=Watched(
+                api=self.api.rest_api,
+                api_function=self.functions.api,
+                scheduler=self.functions.scheduler,
+                worker=self.functions.worker,
+                sweeper=self.functions.sweeper,
+                run_queue=self.messaging.run_queue,
+                run_dlq=self.messaging.run_dlq,
+                dead_run_queue=self.messaging.dead_run_queue,
+            ),
         )
         self._outputs()
 

@@ -67,12 +67,13 @@ from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
 from jobsched.ports.run_messages import Delivery, QueueSendError, RunMessage
 from jobsched.ports.runs import RunRow
-from jobsched.ports.targets import TargetCall, TargetFailed
+from jobsched.ports.targets import TargetCall
 from jobsched.schedules import parse_schedule
 from jobsched.targets import Targets
 from jobsched.wiring import tick_config
 from tests.support.backends import BACKENDS, Backend, backend
-from tests.support.oracle import Oracle, Spec, Try
+from tests.support.oracle import Oracle, Spec
+from tests.support.world import command_answer, observed_try
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
 OWNER = "team-model"
@@ -271,18 +272,13 @@ class ModelExecutor:
                 f"overlap: {call.run_id} started while {machine.running[call.job_id]} of its job runs"
             )
         machine.running.setdefault(call.job_id, call.run_id)
-        started: Try = machine.oracle.try_started(call.job_id, call.run_id, machine.clock())
-        ok = False
         try:
-            long = machine.long_runs.pop(call.job_id, 0)
-            if long:
-                machine.during_long_run(call.job_id, long)
-            if target.name == "fail":
-                raise TargetFailed("failing on purpose")
-            ok = True
-            return "ok"
+            with observed_try(machine.oracle, call, machine.clock):
+                long = machine.long_runs.pop(call.job_id, 0)
+                if long:
+                    machine.during_long_run(call.job_id, long)
+                return command_answer(target)
         finally:
-            machine.oracle.try_ended(started, ok, machine.clock())
             if machine.running.get(call.job_id) == call.run_id:
                 del machine.running[call.job_id]
 

@@ -235,6 +235,20 @@ class HarnessBase:
             for group in running:
                 group.step()
 
+    def roll_over(
+        self,
+        old: Sequence[SchedulerGroup],
+        new: Sequence[SchedulerGroup],
+        seconds: int,
+        *,
+        overlap_s: int = 15,
+    ) -> None:
+        """A deploy: ``new`` starts while the ``old`` leaders keep running for ``overlap_s`` simulated seconds,
+        then ``old`` stops and ``new`` runs alone for ``seconds`` more."""
+        self.run_groups([*old, *new], overlap_s)
+        stop_groups(old)
+        self.run_groups(new, seconds)
+
     # --- runs and messages --------------------------------------------------------------------
 
     def drain(self) -> list[Any]:

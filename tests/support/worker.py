@@ -24,7 +24,7 @@ from jobsched.domain.registration import scheduling_state
 from jobsched.domain.runs import new_run
 from jobsched.models import Job, JobEventKind
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import RunRow
+from jobsched.ports.runs import OverlapHolder, OverlapRequest, RunRow, run_id
 from jobsched.ports.targets import CancelToken, TargetCall
 from jobsched.settings import Settings
 from jobsched.targets import commands
@@ -357,6 +357,26 @@ def owner_sets_paused(jobs: Any, job_id: str, *, paused: bool, at_ms: int) -> No
             replace_state(stored.state, paused=paused, version=version),
             to_ms(stored.job.updated_at),
             event=AuditEvent(job_id, at_ms, change_key(version), kind, "ana", {}),
+        )
+    )
+
+
+def take_overlap_lock(
+    kit: Kit, job: Job, scheduled_for: int, worker: str, *, stale_before_ms: int = 0, expires_at_s: int = 0
+) -> OverlapHolder | None:
+    """Try to take ``job``'s overlap lock for the first try of its run at ``scheduled_for`` (epoch ms) as
+    ``worker``, now: a holder whose heartbeat is older than ``stale_before_ms`` (epoch ms) is taken over, and the
+    lock expires at ``expires_at_s`` (epoch s; 0: no holder is stale, no expiry). The holder found, or None when
+    taken."""
+    return kit.jobs.acquire_overlap(
+        OverlapRequest(
+            job.id,
+            run_id=run_id(job.id, scheduled_for),
+            attempt=1,
+            worker=worker,
+            now_ms=kit.clock(),
+            stale_before_ms=stale_before_ms,
+            expires_at_s=expires_at_s,
         )
     )
 

@@ -14,7 +14,8 @@ oracle holds comes from an answer of the API.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -163,6 +164,26 @@ class SimQueue:
         return min((m.visible_at for m in self.messages), default=None)
 
 
+@contextmanager
+def observed_try(oracle: Oracle, call: TargetCall, clock: Callable[[], int]) -> Iterator[None]:
+    """The try of ``call`` the block runs, observed by ``oracle``: started when it enters, ended when it exits
+    (at ``clock()``, epoch ms), ok unless it raised."""
+    started: Try = oracle.try_started(call.job_id, call.run_id, clock())
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        oracle.try_ended(started, ok, clock())
+
+
+def command_answer(target: Any) -> str:
+    """What the observed ``command`` target answers: ``fail`` raises ``TargetFailed``, any other returns "ok"."""
+    if target.name == "fail":
+        raise TargetFailed("failing on purpose")
+    return "ok"
+
+
 class OracleExecutor:
     """The ``command`` executor: each try is observed by the oracle (start, end, success); the command ``fail``
     fails; a hook registered for a run id (``World.during``) runs inside its next try."""
@@ -172,18 +193,11 @@ class OracleExecutor:
 
     def execute(self, target: Any, call: TargetCall) -> str:
         world = self.world
-        started: Try = world.oracle.try_started(call.job_id, call.run_id, world.clock())
-        ok = False
-        try:
+        with observed_try(world.oracle, call, world.clock):
             hook = world.hooks.pop(call.run_id, None) or world.hooks.pop(call.job_id, None)
             if hook is not None:
                 hook()
-            if target.name == "fail":
-                raise TargetFailed("failing on purpose")
-            ok = True
-            return "ok"
-        finally:
-            world.oracle.try_ended(started, ok, world.clock())
+            return command_answer(target)
 
 
 @dataclass(frozen=True)

@@ -67,23 +67,37 @@ def test_a_spec_the_worker_cannot_read_is_not_given_back_forever(kit: Kit) -> No
     assert row.attempt > 0 or row.status != "queued", (outcomes, row.status, row.attempt)
 
 
+def _delivered_while_sqs_is_unreachable(
+    kit: Kit, job: Any, monkeypatch: pytest.MonkeyPatch, sender: Any, method: str
+) -> str:
+    """Deliver ``job``'s run while ``sender.method`` raises ``ConnectionError`` (SQS unreachable): its outcome."""
+
+    def unreachable(*args: Any) -> None:
+        raise ConnectionError("SQS unreachable")
+
+    monkeypatch.setattr(sender, method, unreachable)
+    try:
+        return kit.deliver(job)
+    finally:
+        monkeypatch.undo()
+
+
+def _sweep(kit: Kit) -> Any:
+    """One pass of a sweeper built on the kit's AWS clients and clock: its report."""
+    return Components(kit.settings, kit.aws, clock=kit.clock).sweeper().sweep()
+
+
 def test_a_scheduled_runs_lost_retry_message_is_re_enqueued_by_the_sweeper(
     kit: Kit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a scheduled run: no row until its claim makes one (the happy path, design §4.2)
     job = kit.make_job(command="fail", input={"times": 1}, retry={"backoff_s": 30})
-    worker = kit.worker
-
-    def unreachable(messages: Any) -> None:
-        raise ConnectionError("SQS unreachable")
-
     # When its first try fails and the retry message cannot be sent
-    monkeypatch.setattr(worker.failures.queue, "send", unreachable)
-    assert kit.deliver(job) == Outcome.RETRYING
-    monkeypatch.undo()
+    outcome = _delivered_while_sqs_is_unreachable(kit, job, monkeypatch, kit.worker.failures.queue, "send")
+    assert outcome == Outcome.RETRYING
     # Then the sweeper re-enqueues it once overdue ("the sweeper re-enqueues it when due"), and the retry runs
     kit.clock.advance((30 + kit.settings.sweep_queued_after_s) * 1000)
-    report = Components(kit.settings, kit.aws, clock=kit.clock).sweeper().sweep()
+    report = _sweep(kit)
     assert report.requeued == 1, report
     assert kit.drain.bodies(kit.settings.run_queue_url) == [
         {"job_id": job.id, "scheduled_for": T0, "enqueued_at": kit.clock()}  # sent by this pass
@@ -96,20 +110,16 @@ def test_a_scheduled_dead_runs_failed_notification_is_sent_by_the_sweeper(
 ) -> None:
     # Given a scheduled run (no row until its claim) whose only try fails
     job = kit.make_job(command="fail", retry={"max_attempts": 1})
-    worker = kit.worker
-
-    def unreachable(dead: Any) -> None:
-        raise ConnectionError("SQS unreachable")
-
     # When the dead-run message and alert cannot be sent
-    monkeypatch.setattr(worker.failures.dead_runs, "notify", unreachable)
-    assert kit.deliver(job) == Outcome.DEAD
-    monkeypatch.undo()
+    outcome = _delivered_while_sqs_is_unreachable(
+        kit, job, monkeypatch, kit.worker.failures.dead_runs, "notify"
+    )
+    assert outcome == Outcome.DEAD
     row = kit.runs.get(job.id, T0)
     assert row is not None and row.status is RunStatus.DEAD and row.notify_pending
     # Then the sweeper, once they are due again, sends them: the owner is told once
     kit.clock.advance(NOTIFY_RETRY_MS + 1_000)
-    report = Components(kit.settings, kit.aws, clock=kit.clock).sweeper().sweep()
+    report = _sweep(kit)
     assert report.notified == 1, report
     assert [b["run_id"] for b in kit.drain.bodies(kit.settings.dead_run_queue_url)] == [row.run_id]
     assert not kit.runs.get(job.id, T0).notify_pending  # type: ignore[union-attr]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.api.service import JobService
 from jobsched.clock import FakeClock
 from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
@@ -70,6 +71,14 @@ class Harness(HarnessBase):
             "queue": self.queue,
             "clock": self.clock,
         }
+
+    def api(self, **settings: Any) -> JobService:
+        """The API's ``JobService`` over the harness's stores and clock, recording its partition and shard marks
+        in the harness's control store, on the harness's settings with ``settings`` changed."""
+        return JobService(
+            **(self.parts() | {"settings": self.settings.model_copy(update=settings)}),
+            partition_marks=self.control,
+        )
 
     def queue_for(self, settings: Settings) -> MemoryRunQueue:
         return self.queue

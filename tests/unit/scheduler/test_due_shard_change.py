@@ -64,18 +64,14 @@ def test_lowering_then_raising_due_shards_keeps_every_job_firing_exactly_once(ha
     # When due_shards is lowered to 1 and, during the deploy, the old leader keeps running for 15 s
     one = groups(harness, 1, "v2")
     assert [loop.scheduler.read_shards for g in one for loop in g.loops] == [4]  # the mark: 4 shards read
-    harness.run_groups(four + one, 15)
-    stop_groups(four)
-    harness.run_groups(one, 75)
+    harness.roll_over(four, one, 75)
     # Then every job kept firing, and each moved into shard 0 at its next fire
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     assert {shard(harness, j) for j in job_ids} == {0}
 
     # When it is raised to 3 (the old leader overlapping again)
     three = groups(harness, 3, "v3")
-    harness.run_groups(one + three, 15)
-    stop_groups(one)
-    harness.run_groups(three, 60)
+    harness.roll_over(one, three, 60)
     stop_groups(three)
     # Then again no fire is lost or doubled, and the jobs are spread over 3 shards
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
@@ -98,13 +94,10 @@ def test_jobs_filed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(har
     # The API runs due_shards=4 before the schedulers (on 1) do, or the update rolls back: the API records the
     # count in the mark before filing its first job, and the schedulers' next invocations read 4 shards
     from jobsched.api.schemas import JobCreate
-    from jobsched.api.service import JobService
 
     one = groups(harness, 1, "v1")
     harness.clock.now_ms = harness.T0
-    four = harness.settings.model_copy(update={"due_shards": 4})
-    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
-    api = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    api = harness.api(due_shards=4)
     job_ids: list[str] = []
     while len(job_ids) < 8 or 3 not in {shard(harness, j) for j in job_ids}:
         assert len(job_ids) < 64, "64 random job ids missed shard 3"
@@ -122,16 +115,11 @@ def test_jobs_resumed_by_an_api_on_more_shards_are_read_by_schedulers_on_fewer(h
     # resumes jobs (no create): a resume files the job's entry under the API's count, so the API records the count
     # in the mark first, and the schedulers' next invocations read 4 shards
     from jobsched.api.schemas import JobCreate
-    from jobsched.api.service import JobService
 
     harness.settings = harness.settings.model_copy(update={"due_shards": 1})
     harness.clock.now_ms = harness.T0
-    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
-    api_one = JobService(
-        settings=harness.settings, clock=harness.clock, partition_marks=harness.control, **stores
-    )
-    four = harness.settings.model_copy(update={"due_shards": 4})
-    api_four = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    api_one = harness.api()
+    api_four = harness.api(due_shards=4)
     job_ids: list[str] = []
     while len(job_ids) < 8 or 3 not in {shard_of(j, 4) for j in job_ids}:
         assert len(job_ids) < 64, "64 random job ids missed shard 3"
@@ -161,18 +149,13 @@ def test_a_rewrite_whose_mark_cannot_be_raised_changes_nothing_and_marks_on_its_
     # The mark is raised before the rewrite files the entry: when the CONTROL table fails, the request fails and
     # the job is as it was (still paused, nothing filed under the API's count); the retried request marks and writes
     from jobsched.api.schemas import JobCreate
-    from jobsched.api.service import JobService
     from jobsched.ports.errors import StoreUnavailable
 
     harness.settings = harness.settings.model_copy(update={"due_shards": 1})
-    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
-    api_one = JobService(
-        settings=harness.settings, clock=harness.clock, partition_marks=harness.control, **stores
-    )
+    api_one = harness.api()
     body = {"name": "j", "schedule": "every 10 seconds", "command": "echo", "paused": True}
     job_id = api_one.create_job("team-a", JobCreate.model_validate(body)).job.id
-    four = harness.settings.model_copy(update={"due_shards": 4})
-    api_four = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    api_four = harness.api(due_shards=4)
 
     harness.control.fail_next.append(StoreUnavailable("control table throttled"))
     with pytest.raises(StoreUnavailable):

@@ -56,9 +56,7 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
     # When the count is lowered to 2 and, during the deploy, the old leaders keep running for 15 s
     two = groups(harness, 2, "v2")
     assert [len(g.loops) for g in two] == [2, 2]  # partitions 2 and 3 are adopted by 0 and 1
-    harness.run_groups(four + two, 15)
-    stop_groups(four)
-    harness.run_groups(two, 75)
+    harness.roll_over(four, two, 75)
     # Then every job kept firing, and each moved home to its partition out of 2
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
     for job_id in job_ids:
@@ -66,9 +64,7 @@ def test_lowering_then_raising_the_partition_count_keeps_every_job_firing_exactl
 
     # When the count is raised to 3 (the old leaders overlapping again)
     three = groups(harness, 3, "v3")
-    harness.run_groups(two + three, 15)
-    stop_groups(two)
-    harness.run_groups(three, 60)
+    harness.roll_over(two, three, 60)
     stop_groups(three)
     # Then again no fire is lost or doubled, and the jobs live in their partitions out of 3
     assert_every_fire_ran_once(harness, job_ids, harness.clock())
@@ -101,13 +97,10 @@ def test_jobs_created_by_an_api_on_a_higher_count_are_served_by_schedulers_on_a_
     # Raising 2 -> 4: the API runs the new count before any scheduler does (or the update rolls back to 2).
     # The API records the count in the mark before homing its first job, so the schedulers on 2 adopt 2 and 3.
     from jobsched.api.schemas import JobCreate
-    from jobsched.api.service import JobService
 
     two = groups(harness, 2, "v2")
     harness.clock.now_ms = harness.T0
-    four = harness.settings.model_copy(update={"scheduler_partitions": 4})
-    stores = {"jobs": harness.jobs, "runs": harness.runs, "queue": harness.queue}
-    api = JobService(settings=four, clock=harness.clock, partition_marks=harness.control, **stores)
+    api = harness.api(scheduler_partitions=4)
     job_ids: list[str] = []
     # the API's job ids are random: create until partitions 2 and 3 (the ones count 2 lacks) both hold jobs
     while len(job_ids) < 12 or not {partition_of(j, 4) for j in job_ids} >= {2, 3}:

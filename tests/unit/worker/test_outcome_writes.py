@@ -73,7 +73,33 @@ def _deliver_as_sqs(kit: Kit, job: Job) -> list[str]:
     return outcomes
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before-it-took-effect", "after-it-took-effect"])
+BEFORE_OR_AFTER_IT_TOOK_EFFECT = pytest.mark.parametrize(
+    "after", [False, True], ids=["before-it-took-effect", "after-it-took-effect"]
+)
+"""Whether the failing write fails before it takes effect or after (its answer lost)."""
+
+
+def _fails_boom_as_sqs_delivers(
+    kit: Kit,
+    faults: Faults,
+    write: str,
+    *,
+    after: bool,
+    max_attempts: int,
+    outcome: Outcome,
+    status: RunStatus,
+) -> None:
+    """A due run of a job failing with "boom" whose ``write`` fails twice (``after`` it took effect or before),
+    delivered as SQS would: one delivery answers ``outcome`` and the row records the one failed try in
+    ``status``."""
+    job = kit.due_job(command="fail-boom", retry={"max_attempts": max_attempts})
+    faults.fail(write, 2, after=after)
+    assert _deliver_as_sqs(kit, job) == [outcome]
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and (row.status, row.attempt, row.error) == (status, 1, "boom")
+
+
+@BEFORE_OR_AFTER_IT_TOOK_EFFECT
 @pytest.mark.parametrize("times", [1, 2])
 @pytest.mark.parametrize("max_attempts", [1, 3])
 def test_a_success_write_that_fails_transiently_still_records_the_run_succeeded(
@@ -109,27 +135,23 @@ def failing() -> Any:
     commands.unregister("fail-boom")
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before-it-took-effect", "after-it-took-effect"])
+@BEFORE_OR_AFTER_IT_TOOK_EFFECT
 def test_a_retry_write_that_fails_transiently_still_records_the_failed_try(
     kit: Kit, faults: Faults, failing: None, sent: list[dict[str, Any]], after: bool
 ) -> None:
-    job = kit.due_job(command="fail-boom", retry={"max_attempts": 3})
-    faults.fail("retry", 2, after=after)
-    assert _deliver_as_sqs(kit, job) == [Outcome.RETRYING]
-    row = kit.runs.get(job.id, T0)
-    assert row is not None and (row.status, row.attempt, row.error) == (RunStatus.RETRYING, 1, "boom")
+    _fails_boom_as_sqs_delivers(
+        kit, faults, "retry", after=after, max_attempts=3, outcome=Outcome.RETRYING, status=RunStatus.RETRYING
+    )
     assert len(sent) == 1 and kit.dead_runs.notified == []
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before-it-took-effect", "after-it-took-effect"])
+@BEFORE_OR_AFTER_IT_TOOK_EFFECT
 def test_a_dead_write_that_fails_transiently_records_the_run_dead_once(
     kit: Kit, faults: Faults, failing: None, after: bool
 ) -> None:
-    job = kit.due_job(command="fail-boom", retry={"max_attempts": 1})
-    faults.fail("dead", 2, after=after)
-    assert _deliver_as_sqs(kit, job) == [Outcome.DEAD]
-    row = kit.runs.get(job.id, T0)
-    assert row is not None and (row.status, row.attempt, row.error) == (RunStatus.DEAD, 1, "boom")
+    _fails_boom_as_sqs_delivers(
+        kit, faults, "dead", after=after, max_attempts=1, outcome=Outcome.DEAD, status=RunStatus.DEAD
+    )
     assert [d.error for d in kit.dead_runs.notified] == ["boom"]
 
 

@@ -15,11 +15,10 @@ from jobsched.domain.overlap import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_S
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import Deferred
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import ClaimRequest, OverlapRequest, RetryTransition, RunKey, run_id
+from jobsched.ports.runs import ClaimRequest, RetryTransition, RunKey, RunRow, run_id
 from jobsched.ports.targets import TargetCall
-from jobsched.targets import Targets
-from jobsched.targets.commands import commands
-from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
+from jobsched.targets import Targets, commands
+from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip, take_overlap_lock
 
 MINUTE = 60_000
 
@@ -47,16 +46,13 @@ def _claim(kit: Kit, job: Job, scheduled_for: int, worker: str) -> None:
 def _running_with_the_lock(kit: Kit, job: Job, scheduled_for: int, worker: str = "w-1") -> None:
     """Run ``scheduled_for`` of ``job`` claimed by ``worker`` now, holding the job's overlap lock."""
     _claim(kit, job, scheduled_for, worker)
-    holder = kit.jobs.acquire_overlap(
-        OverlapRequest(
-            job.id,
-            run_id=run_id(job.id, scheduled_for),
-            attempt=1,
-            worker=worker,
-            now_ms=kit.clock(),
-            stale_before_ms=kit.clock() - kit.settings.heartbeat_stale_s * 1000,
-            expires_at_s=kit.clock() // 1000 + 86_400,
-        )
+    holder = take_overlap_lock(
+        kit,
+        job,
+        scheduled_for,
+        worker,
+        stale_before_ms=kit.clock() - kit.settings.heartbeat_stale_s * 1000,
+        expires_at_s=kit.clock() // 1000 + 86_400,
     )
     assert holder is None
 
@@ -65,6 +61,18 @@ def _finish(kit: Kit, job: Job, scheduled_for: int, worker: str = "w-1") -> None
     """The locked try of ``scheduled_for`` succeeds and gives the lock back."""
     assert kit.runs.succeed(Owned(job.id, scheduled_for, 1, worker), now_ms=kit.clock())
     kit.jobs.release_overlap(job.id, run_id=run_id(job.id, scheduled_for), attempt=1, worker=worker)
+
+
+def _runs_as_attempt_2_after_the_locked_try(kit: Kit, job: Job, calls: list[TargetCall]) -> RunRow:
+    """Once the locked 02:01 try is over, the 02:00 run is delivered a minute later and succeeds as attempt 2
+    (the only call of the target): its row."""
+    _finish(kit, job, T0 + MINUTE)
+    kit.clock.advance(MINUTE)
+    assert kit.deliver(job, T0) == Outcome.SUCCEEDED
+    row = kit.runs.get(job.id, T0)
+    assert row is not None and row.status is RunStatus.SUCCEEDED and row.attempt == 2
+    assert [call.attempt for call in calls] == [2]
+    return row
 
 
 def test_a_retry_finding_the_next_fires_try_holding_the_lock_waits_and_keeps_its_attempts(
@@ -89,12 +97,7 @@ def test_a_retry_finding_the_next_fires_try_holding_the_lock_waits_and_keeps_its
     assert row is not None and row.status is RunStatus.RETRYING and row.attempt == 1
     assert calls == []
     # and once the 02:01 try is over it runs as attempt 2
-    _finish(kit, job, T0 + MINUTE)
-    kit.clock.advance(MINUTE)
-    assert kit.deliver(job, T0) == Outcome.SUCCEEDED
-    row = kit.runs.get(job.id, T0)
-    assert row is not None and row.status is RunStatus.SUCCEEDED and row.attempt == 2
-    assert [call.attempt for call in calls] == [2]
+    _runs_as_attempt_2_after_the_locked_try(kit, job, calls)
 
 
 def test_a_lost_workers_run_taken_over_while_the_lock_is_held_waits_and_its_lost_try_is_recorded(
@@ -116,13 +119,8 @@ def test_a_lost_workers_run_taken_over_while_the_lock_is_held_waits_and_its_lost
     assert row is not None and row.status is RunStatus.RUNNING and row.worker == "w-lost" and row.attempt == 1
     assert calls == []
     # and once the 02:01 try is over it is taken over: the lost try recorded, then attempt 2 runs
-    _finish(kit, job, T0 + MINUTE)
-    kit.clock.advance(MINUTE)
-    assert kit.deliver(job, T0) == Outcome.SUCCEEDED
-    row = kit.runs.get(job.id, T0)
-    assert row is not None and row.status is RunStatus.SUCCEEDED and row.attempt == 2
+    row = _runs_as_attempt_2_after_the_locked_try(kit, job, calls)
     assert [t.attempt for t in row.tries] == [1, 2] and row.tries[0].error
-    assert [call.attempt for call in calls] == [2]
 
 
 def test_a_claim_under_a_spec_read_before_a_patch_to_skip_does_not_run_beside_the_locked_try(

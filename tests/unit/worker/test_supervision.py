@@ -18,13 +18,12 @@ from jobsched.domain.supervision import Heartbeat
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, JobEventKind, RunStatus
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import ClaimRequest, OverlapRequest, RunKey, run_id
+from jobsched.ports.runs import ClaimRequest, RunKey, run_id
 from jobsched.ports.targets import TargetCall
-from jobsched.targets import Targets
-from jobsched.targets.commands import commands
+from jobsched.targets import Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
-from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip
+from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip, take_overlap_lock
 
 
 @pytest.fixture
@@ -415,18 +414,8 @@ def test_a_storage_error_looking_for_an_unlocked_try_gives_the_overlap_lock_back
     with pytest.raises(Deferred):
         kit.deliver(job, T0)
     # Then the claim and the lock are both given back: the next delivery takes the lock at once
-    holder = kit.jobs.acquire_overlap(
-        OverlapRequest(
-            job.id,
-            # another run: only a free lock is taken (its holder is not stale)
-            run_id=run_id(job.id, T0 + 60_000),
-            attempt=1,
-            worker="w-2",
-            now_ms=kit.clock(),
-            stale_before_ms=0,
-            expires_at_s=0,
-        )
-    )
+    # another run: only a free lock is taken (its holder is not stale)
+    holder = take_overlap_lock(kit, job, T0 + 60_000, "w-2")
     assert holder is None
     row = kit.runs.get(job.id, T0)
     assert row is not None and row.status is RunStatus.QUEUED and row.attempt == 0
@@ -453,17 +442,7 @@ def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(kit: Kit) -
             RunKey(job.id, T0), worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
         )
     )
-    holder = kit.jobs.acquire_overlap(
-        OverlapRequest(
-            job.id,
-            run_id=run_id(job.id, T0),
-            attempt=1,
-            worker="w-1",
-            now_ms=kit.clock(),
-            stale_before_ms=0,
-            expires_at_s=0,
-        )
-    )
+    holder = take_overlap_lock(kit, job, T0, "w-1")
     assert holder is None
     # the newer run, claimed at the same instant, finds the lock taken and is skipped
     assert kit.worker.handle(delivery_of(kit.record(job.id, T0 + 60_000))) == Outcome.SKIPPED

@@ -40,6 +40,12 @@ def claim_now(
     )
 
 
+def claim_scheduled_now(kit: Kit, job: Job, worker: str) -> None:
+    """``worker``'s claim, now, of ``job``'s scheduled run at ``T0`` (no row yet): the claim makes its row."""
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    assert claim_now(kit, job, worker, stale_before_ms=kit.clock() - 1, create=create).claimed
+
+
 def test_a_run_succeeds_once_and_records_its_try(kit: Kit, calls: list[TargetCall]) -> None:
     # Given a saved run of a job whose command echoes its input
     job = kit.due_job(command="record", input={"day": "monday"})
@@ -159,8 +165,7 @@ def test_a_lost_workers_run_is_taken_over_by_the_redelivery_of_its_message(
 ) -> None:
     # Given a worker that claimed the run (creating its row) and vanished: no heartbeat since
     job = kit.make_job(command="record")
-    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
-    assert claim_now(kit, job, "lost", stale_before_ms=kit.clock() - 1, create=create).claimed
+    claim_scheduled_now(kit, job, "lost")
     # When its message comes back before the heartbeat is stale, it is dropped
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 - 1000)
     assert kit.deliver(job) == Outcome.DROPPED
@@ -177,8 +182,7 @@ def test_a_dropped_duplicate_of_a_running_run_does_not_leave_it_unguarded(
 ) -> None:
     # Given a scheduled run (its message is its only record) whose worker claimed it and is still running it
     job = kit.make_job(command="record")
-    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
-    assert claim_now(kit, job, "slow", stale_before_ms=kit.clock() - 1, create=create).claimed
+    claim_scheduled_now(kit, job, "slow")
     kit.clock.advance(30_000)
     # When SQS delivers a duplicate of that same message (at least once) to another worker
     try:
@@ -332,8 +336,7 @@ def test_a_scheduled_run_dead_without_a_failed_try_is_listed_among_its_owners_fa
     # Given a scheduled run whose row its claim made (no owner on it), claimed by a worker that vanished on the
     # only attempt its job allows
     job = kit.make_job(command="record", retry={"max_attempts": 1})
-    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
-    assert claim_now(kit, job, "lost", stale_before_ms=kit.clock() - 1, create=create).claimed
+    claim_scheduled_now(kit, job, "lost")
     # When its message comes back once the heartbeat is stale: out of attempts, dead without running again
     kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
     assert kit.deliver(job) == Outcome.DEAD
