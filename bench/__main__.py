@@ -101,7 +101,7 @@ def _deployment() -> dict[str, Any]:
     with contextlib.redirect_stdout(io.StringIO()):  # jsii's banners, if any
         from infra.config import InfraOptions
         from infra.functions import SCHEDULER_TIMEOUT_S
-    from jobsched.scheduler_runtime import STOP_BEFORE_MS
+    from jobsched.runtime.scheduler import STOP_BEFORE_MS
 
     options = InfraOptions()
     return {

@@ -58,14 +58,14 @@ def measure_client_cpu(repeat: int = 500) -> dict[str, Any]:
     scheduler's sum per run. Returns ``{"plan_ms", "put_ms", "move_ms", "send_batch_ms", "per_run_ms",
     "runs_per_vcpu_s"}`` (``per_run_ms`` = plan + move + send_batch / 10: see the module docstring)."""
     quiet_environment()
-    from jobsched.aws import Aws
+    from jobsched.aws.clients import Aws
     from jobsched.domain.planning import DueJob, TickLimits, plan_fires
     from jobsched.domain.registration import due_entry
     from jobsched.domain.runs import new_run
     from jobsched.ports.jobs import Move
     from jobsched.ports.run_messages import RunMessage
+    from jobsched.runtime.wiring import Components
     from jobsched.settings import Settings
-    from jobsched.wiring import Components
 
     settings = Settings.model_validate(
         {

@@ -28,7 +28,7 @@ from typing import Any
 import boto3
 
 from bench.capacity import IndexShape, Item, item_size, item_write_cost, read_units
-from jobsched.aws import Aws, EventHook
+from jobsched.aws.clients import Aws, EventHook
 from jobsched.resources import TableDef
 
 Observer = Callable[[str, str, dict[str, Any], dict[str, Any]], None]
@@ -348,7 +348,7 @@ class RequestLog:
 
 def counting_aws(log: RequestLog, path: str) -> Aws:
     """A ``jobsched.aws.Aws`` (default region and bounds) whose every client reports its calls to ``log``
-    under ``path``. Pass it wherever the components' wiring takes an ``Aws`` (``jobsched.wiring.Components``)."""
+    under ``path``. Pass it wherever the components' wiring takes an ``Aws`` (``jobsched.runtime.wiring.Components``)."""
     return Aws(event_hooks=log.hooks(path))
 
 

@@ -1,6 +1,6 @@
 """Shared set-up of the benchmarks: a quiet in-process moto with every resource, and jobs written fast.
 
-Jobs are written as their items (``jobsched.store.layout.spec_item``/``sched_item``) with the table's
+Jobs are written as their items (``jobsched.dynamodb.layout.spec_item``/``sched_item``) with the table's
 ``batch_writer``, not through the API: the benchmarks measure the scheduler and the workers, and 20,000
 registrations through the API would take longer than everything else together.
 """
@@ -109,9 +109,9 @@ def moto_backend(**settings: Any) -> Iterator[Backend]:
     carry the resource names plus ``settings`` overrides."""
     from moto import mock_aws
 
-    from jobsched.aws import Aws, provision
+    from jobsched.aws.clients import Aws, provision
+    from jobsched.dynamodb.due_index import LAYOUT_KEY
     from jobsched.settings import Settings
-    from jobsched.store.due_index import LAYOUT_KEY
 
     quiet_environment()
     with mock_aws(), partition_scoped_queries():
@@ -160,7 +160,7 @@ def sched_of(
 ) -> list[dict[str, Any]]:
     """The scheduling item the API would write for ``job`` at ``now_ms`` and the timer item of its due entry:
     first fire from the schedule (rates anchored at ``created_at``) unless ``next_run_at_ms`` is given."""
-    from jobsched.store import layout
+    from jobsched.dynamodb import layout
 
     return layout.state_items(state_of(job, settings, now_ms=now_ms, next_run_at_ms=next_run_at_ms))
 

@@ -22,7 +22,7 @@ DAY_MS = 86_400_000
 
 
 def _seed(backend: Any, start: int, count: int, now_ms: int) -> None:
-    from jobsched.aws import Aws
+    from jobsched.aws.clients import Aws
 
     settings = backend.settings
     items = []
@@ -40,7 +40,7 @@ def measure_idle(
     to the first. Returns ``{"jobs_<n>": {"jobs", "ticks", "requests_per_tick", "operations", "rcu_per_tick",
     "wcu_per_tick", "wall_ms_per_tick"}, ..., "growth_ratio"}``. Raises RuntimeError if a tick found work."""
     from jobsched.clock import FakeClock
-    from jobsched.wiring import Components
+    from jobsched.runtime.wiring import Components
 
     out: dict[str, Any] = {}
     with moto_backend() as backend:
@@ -122,7 +122,7 @@ def measure_local_tick(
     from pathlib import Path
 
     from bench.harness import state_of
-    from jobsched.aws import Aws
+    from jobsched.aws.clients import Aws
     from jobsched.clock import FakeClock
     from jobsched.domain.runs import new_run
     from jobsched.local.components import SqliteComponents

@@ -71,11 +71,11 @@ def measure_paths(
     "duration_ms_avg", "cpu_ms_avg"}, "statuses": {...}}``. Raises RuntimeError if the runs did not all succeed.
     """
     from jobsched.clock import FakeClock
+    from jobsched.dynamodb import layout
     from jobsched.handlers import worker as worker_handler
     from jobsched.local.event_source import SqsEventSource
-    from jobsched.store import layout
-    from jobsched.wiring import Components
-    from jobsched.worker_runtime import Batches
+    from jobsched.runtime.wiring import Components
+    from jobsched.runtime.worker import Batches
 
     with moto_backend() as backend:
         settings = backend.settings
@@ -83,7 +83,7 @@ def measure_paths(
         log.enabled = False
         clock = FakeClock(T0 - 2000)
 
-        from jobsched.aws import Aws
+        from jobsched.aws.clients import Aws
 
         setup = Aws()
         items: list[dict[str, Any]] = []

@@ -53,7 +53,7 @@ def measure_precision(
     ``lookahead_ms``: the deployment's ``dispatch_lookahead_ms`` (None: its default). Raises RuntimeError if
     the window holds no runs.
     """
-    from jobsched.adapters.queue import RunQueue
+    from jobsched.aws.queue import RunQueue
 
     rng = random.Random(seed)
     accepted: dict[tuple[str, int], int] = {}

@@ -136,13 +136,13 @@ def measure_rush(
 ) -> dict[str, Any]:
     """Run the rush (see the module docstring). ``limit_s``: simulated seconds after ``T`` to give up
     (default ``jitter_s + 300``); ``raw_batches``: batch sends of 10 timed after the rush. Returns the figures as a dict; raises RuntimeError when runs are missing."""
-    from jobsched.adapters.metrics import PowertoolsTickMetrics
-    from jobsched.aws import Aws
+    from jobsched.aws.clients import Aws
+    from jobsched.aws.metrics import PowertoolsTickMetrics
     from jobsched.domain.planning import TickLimits
     from jobsched.domain.runs import new_run
     from jobsched.ports.run_messages import RunMessage
-    from jobsched.schedules import jitter_offset_ms
-    from jobsched.wiring import Components
+    from jobsched.runtime.wiring import Components
+    from jobsched.schedule.engine import jitter_offset_ms
 
     # moto refuses a second PurgeQueue within 60 s (as SQS does) unless told otherwise; the drainer purges often.
     os.environ["MOTO_SQS_ENFORCE_STRICT_QUEUE_PURGE_BEHAVIOUR"] = "false"
@@ -339,7 +339,7 @@ def _missing(aws: Any, settings: Any, job_ids: list[str]) -> dict[str, Any]:
     run rows, and the partition's watermark (for the report; empty when none are missing)."""
     if not job_ids:
         return {"count": 0}
-    from jobsched.wiring import Components
+    from jobsched.runtime.wiring import Components
 
     components = Components(settings, aws)
     runs = components.runs()

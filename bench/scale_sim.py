@@ -43,7 +43,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from jobsched.adapters.positions import JsonPositions
+from jobsched.aws.positions import JsonPositions
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
@@ -58,8 +58,8 @@ from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, DuePageToken, DueQuery, Move, SchedulingState, Unreadable
 from jobsched.ports.run_messages import RunMessage
 from jobsched.ports.runs import SWEEP_SHARDS, RunRow
+from jobsched.runtime.wiring import tick_config
 from jobsched.settings import Settings, memory_settings
-from jobsched.wiring import tick_config
 
 T = TypeVar("T")
 

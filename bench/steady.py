@@ -120,7 +120,7 @@ def _window_rows(runtime: Any, start_ms: int, end_ms: int) -> list[dict[str, Any
         return [{**asdict(r), "status": r.status.value} for r in stored]
     from boto3.dynamodb.conditions import Attr
 
-    from jobsched.store.layout import plain
+    from jobsched.dynamodb.layout import plain
 
     components = runtime.components.with_own_clients()
     table = components.aws.table(components.settings.runs_table)

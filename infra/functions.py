@@ -22,7 +22,7 @@ Timeouts and the run queue's visibility are chosen together:
   67 s; the next invocation overlaps the end of the previous one by a few seconds and they hand over
   through the partition's lease, so the clock never stops between invocations. It stops ticking 15 s
   before its timeout, room for an AWS call in flight and the lease release at their longest (each call
-  bounded to 7 s: ``jobsched.scheduler_runtime.SCHEDULER_CALLS``).
+  bounded to 7 s: ``jobsched.runtime.scheduler.SCHEDULER_CALLS``).
 * sweeper: 60 s, started once a minute; sweeps are idempotent (conditional updates), so an overlap
   is harmless.
 * api: 15 s, well inside API Gateway's 29 s integration timeout.
@@ -50,7 +50,7 @@ from infra.storage import Storage
 from jobsched import resources
 from jobsched.observability import SERVICE
 from jobsched.resources import TableDef
-from jobsched.scheduler_runtime import STOP_BEFORE_MS
+from jobsched.runtime.scheduler import STOP_BEFORE_MS
 from jobsched.settings import parse_owner_from
 from jobsched.targets.ownership import OWNER_SESSION_TAG
 
@@ -63,7 +63,7 @@ SCHEDULER_TICKING_S = 67
 invocation (they hand over through the partition's lease)."""
 SCHEDULER_TIMEOUT_S = SCHEDULER_TICKING_S + math.ceil(STOP_BEFORE_MS / 1000)
 """82 s: the ticking, then ``STOP_BEFORE_MS`` for a slow call in flight and the lease release, whose AWS calls
-are bounded (``jobsched.scheduler_runtime.SCHEDULER_CALLS``), so a slow call cannot reach the timeout."""
+are bounded (``jobsched.runtime.scheduler.SCHEDULER_CALLS``), so a slow call cannot reach the timeout."""
 SWEEPER_TIMEOUT_S = 60
 SCHEDULER_CONCURRENCY_PER_PARTITION = 2
 """An invocation and its successor overlap for a few seconds at each minute's hand-over."""
@@ -238,8 +238,8 @@ class Functions(Construct):
                 )
             )
 
-    # The actions below are the ones the store/adapters each function uses call (jobsched.store.*,
-    # jobsched.adapters.*); transactions are authorized per contained action (Put/Delete/...).
+    # The actions below are the ones the dynamodb/adapters each function uses call (jobsched.dynamodb.*,
+    # jobsched.aws.*); transactions are authorized per contained action (Put/Delete/...).
 
     def _grant_api(self) -> None:
         """JobStore create/replace/delete (transactions of Put and Delete), get (Query), get_spec and

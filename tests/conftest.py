@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from jobsched.aws import Aws, provision
+from jobsched.aws.clients import Aws, provision
 from jobsched.observability import metrics
 from jobsched.settings import Settings
 from tests.support.aws import set_fake_credentials

@@ -50,7 +50,7 @@ from pydantic import ValidationError
 
 from jobsched.api.schemas import JobCreate
 from jobsched.models import ENV_NAME
-from jobsched.schedules import ScheduleError, get_zone, validate_schedule
+from jobsched.schedule.engine import ScheduleError, get_zone, validate_schedule
 
 __all__ = [
     "CRON_JOB_DEFAULTS",

@@ -28,7 +28,7 @@ from jobsched.http_rules import (
     url_secrets,
 )
 from jobsched.http_rules import url_problem as _url_problem  # the name HttpTarget's API description cites
-from jobsched.schedules import ceil_to_ms
+from jobsched.schedule.engine import ceil_to_ms
 
 MAX_INPUT_BYTES = 64 * 1024
 MAX_INPUT_DEPTH = 128

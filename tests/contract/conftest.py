@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 from jobsched.settings import Settings
 from jobsched.sqlite.database import SqliteDatabase
 

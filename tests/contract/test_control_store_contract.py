@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 from jobsched.domain.lease import LeaseRecord
+from jobsched.dynamodb.control import ControlStore
 from jobsched.memory.control import MemoryControlStore
 from jobsched.settings import Settings
 from jobsched.sqlite.control import SqliteControlStore
-from jobsched.store.control import ControlStore
 
 from .conftest import BACKENDS, adapter_on
 

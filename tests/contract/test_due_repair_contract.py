@@ -12,11 +12,11 @@ import pytest
 from jobsched.clock import from_ms, to_ms
 from jobsched.domain.due_repair import STUCK_AFTER_MS, refiled_entry
 from jobsched.domain.registration import due_entry
+from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import CommandTarget, Job
 from jobsched.ports.jobs import LATE, DueQuery, SchedulingState
 from jobsched.sqlite.jobs import SqliteJobStore
-from jobsched.store.jobs import JobStore
 
 from .conftest import BACKENDS, adapter_on, on_table
 

@@ -1,5 +1,5 @@
 """The worker's view of jobs (``jobsched.ports.run_stores.JobSpecs``): the same cases against the in-memory fake
-(``jobsched.memory.jobs.MemoryJobStore``), the SQLite adapter (``jobsched.sqlite.jobs``) and the DynamoDB adapter (``jobsched.store.jobs.JobStore``) on moto. The job as
+(``jobsched.memory.jobs.MemoryJobStore``), the SQLite adapter (``jobsched.sqlite.jobs``) and the DynamoDB adapter (``jobsched.dynamodb.jobs.JobStore``) on moto. The job as
 the worker reads it, and the overlap lock of ``overlap: skip`` jobs: taken once, stale holders replaced, an
 exact holder replaced, renewals and releases only by the holder."""
 
@@ -14,13 +14,13 @@ from botocore.stub import Stubber
 
 from jobsched.clock import FakeClock
 from jobsched.domain.registration import scheduling_state
+from jobsched.dynamodb.batch import STATES_BACKOFF_S, UNPROCESSED_BACKOFF_S
+from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import Job
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.jobs import SqliteJobStore
-from jobsched.store.batch import STATES_BACKOFF_S, UNPROCESSED_BACKOFF_S
-from jobsched.store.jobs import JobStore
 from tests.support.aws import answer_unprocessed
 from tests.support.worker import T0, new_job
 

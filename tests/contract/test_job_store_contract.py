@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from jobsched.clock import from_ms, to_ms
+from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import CommandTarget, Job, JobEventKind
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import EARLY, LATE, AuditEvent, DueEntry, DueQuery, Move, Rewrite, SchedulingState
 from jobsched.sqlite.jobs import SqliteJobStore
-from jobsched.store.jobs import JobStore
 
 from .conftest import BACKENDS, adapter_on, on_table
 

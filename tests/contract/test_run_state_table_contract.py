@@ -30,13 +30,13 @@ from jobsched.domain.run_states import (
 )
 from jobsched.domain.run_steps import Step
 from jobsched.domain.runs import new_run
+from jobsched.dynamodb.layout import run_item
+from jobsched.dynamodb.runs import RunStore
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import RunKey, RunRow
 from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.runs import SqliteRunStore
-from jobsched.store.layout import run_item
-from jobsched.store.runs import RunStore
 
 from .conftest import BACKENDS, adapter_on, on_table
 

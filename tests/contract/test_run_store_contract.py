@@ -1,5 +1,5 @@
 """The run store's contract: the same cases against the in-memory fake (``jobsched.memory.runs``) and the
-DynamoDB adapter (``jobsched.store.runs``) on moto. Conditional inserts, claims, fencing of every transition on
+DynamoDB adapter (``jobsched.dynamodb.runs``) on moto. Conditional inserts, claims, fencing of every transition on
 the claim ``(attempt, worker)``, give-back, paging of a job's history, and the sweep index."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from jobsched.domain.runs import new_run, rerun_request, sweep_shard
+from jobsched.dynamodb.runs import RunStore
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
@@ -28,7 +29,6 @@ from jobsched.ports.runs import (
 )
 from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.runs import SqliteRunStore
-from jobsched.store.runs import RunStore
 
 from .conftest import BACKENDS, adapter_on, on_table
 

@@ -66,7 +66,7 @@ def tag_owners_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 
 def test_with_tag_owners_only_the_api_reads_principal_tags(tag_owners_synth: Synth) -> None:
-    # jobsched.adapters.principals.IamPrincipalTags calls ListRoleTags/ListUserTags, on this account's principals
+    # jobsched.aws.principals.IamPrincipalTags calls ListRoleTags/ListUserTags, on this account's principals
     assert _iam_statements(tag_owners_synth, "api") == [
         ("iam:ListRoleTags", "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*"),
         ("iam:ListUserTags", "arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*"),

@@ -15,7 +15,7 @@ from jobsched.clock import to_ms
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import run_id
 from jobsched.ports.targets import TargetFailed
-from jobsched.schedules import jitter_offset_ms
+from jobsched.schedule.engine import jitter_offset_ms
 from jobsched.settings import memory_settings
 from tests.support.worker import SimWaiter
 from tests.support.world import OWNER, World

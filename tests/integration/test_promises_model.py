@@ -47,13 +47,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from jobsched.adapters.metrics import PowertoolsRunMetrics
-from jobsched.adapters.positions import JsonPositions
-from jobsched.adapters.queue import default_worker_id
 from jobsched.api.exceptions import ApiProblem
 from jobsched.api.schemas import BackfillRequest, JobCreate, JobPatch
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
+from jobsched.aws.metrics import PowertoolsRunMetrics
+from jobsched.aws.positions import JsonPositions
+from jobsched.aws.queue import default_worker_id
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
@@ -68,9 +68,9 @@ from jobsched.ports.jobs import DueEntry, DueQuery, SchedulingState
 from jobsched.ports.run_messages import Delivery, QueueSendError, RunMessage
 from jobsched.ports.runs import RunRow
 from jobsched.ports.targets import TargetCall
-from jobsched.schedules import parse_schedule
+from jobsched.runtime.wiring import tick_config
+from jobsched.schedule.engine import parse_schedule
 from jobsched.targets import Targets
-from jobsched.wiring import tick_config
 from tests.support.backends import BACKENDS, Backend, backend
 from tests.support.oracle import Oracle, Spec
 from tests.support.world import command_answer, observed_try

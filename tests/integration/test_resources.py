@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobsched.aws import Aws, provision
+from jobsched.aws.clients import Aws, provision
 from jobsched.resources import JOBS, RUNS
 
 

@@ -1,4 +1,4 @@
-"""The composition root (``jobsched.wiring``) and the public request hook of ``jobsched.aws.Aws``, on moto."""
+"""The composition root (``jobsched.runtime.wiring``) and the public request hook of ``jobsched.aws.Aws``, on moto."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import threading
 from collections import Counter
 from typing import Any
 
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
+from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
-from jobsched.wiring import Components
 
 
 def counting(calls: Counter[str]) -> Any:

@@ -24,14 +24,14 @@ from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticato
 from jobsched.api.idempotency import KEY_PREFIX, IdempotencyKeys
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 from jobsched.clock import Clock, FakeClock
 from jobsched.domain.runs import new_run
 from jobsched.handlers.api import handler
 from jobsched.models import RunStatus
 from jobsched.ports.jobs import SchedulingState
+from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
-from jobsched.wiring import Components
 from tests.support.backends import Backend
 
 EVENTS = Path(__file__).resolve().parents[2] / "events" / "api"
@@ -134,7 +134,7 @@ def job_body(name: str = "nightly-report", **overrides: Any) -> dict[str, Any]:
 
 def authenticator_for(settings: Settings) -> Authenticator:
     """Bearer tokens when ``settings.local_tokens_file`` is set (local mode), else the IAM principal: as
-    ``jobsched.wiring.Components.api`` chooses."""
+    ``jobsched.runtime.wiring.Components.api`` chooses."""
     if settings.local_tokens_file:
         return TokenAuthenticator.from_file(settings.local_tokens_file)
     return IamAuthenticator()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from jobsched.aws import Aws, provision
+from jobsched.aws.clients import Aws, provision
 from jobsched.settings import Settings
 
 FAKE_CREDENTIALS = {
@@ -53,8 +53,8 @@ def moto_deployment(prefix: str, *, session_token: bool = True) -> Iterator[tupl
 def answer_unprocessed(store: Any, monkeypatch: Any, operation: str, times: int) -> list[float]:
     """The DynamoDB store's client answers its first ``times`` requests of ``operation`` (``batch_write_item``
     or ``batch_get_item``) with every item or key unprocessed, as DynamoDB does when it throttles part of a
-    batch, then for real; ``jobsched.store.batch``' sleeps are recorded instead of slept. Returns those sleeps."""
-    from jobsched.store import batch as batch_module
+    batch, then for real; ``jobsched.dynamodb.batch``' sleeps are recorded instead of slept. Returns those sleeps."""
+    from jobsched.dynamodb import batch as batch_module
 
     client = store.table.meta.client
     real = getattr(client, operation)

@@ -25,19 +25,19 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from jobsched.adapters.wire import parse_run_message
 from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.aws.wire import parse_run_message
 from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryAlerts, MemoryDeadRuns, MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.ports.run_messages import RunMessage
+from jobsched.runtime.wiring import Components
 from jobsched.settings import MEMORY_DEAD_RUN_QUEUE_URL, MEMORY_RUN_QUEUE_URL, Settings, memory_settings
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.sqlite.runs import SqliteRunStore
-from jobsched.wiring import Components
 from tests.support.aws import moto_deployment
 
 BACKENDS = ("memory", "moto", "sqlite")
@@ -147,7 +147,7 @@ def memory_backend() -> Backend:
 
 @dataclass(frozen=True)
 class MemoryComponents(Components):
-    """The composition root (``jobsched.wiring.Components``) with its job store, run store, run queue and
+    """The composition root (``jobsched.runtime.wiring.Components``) with its job store, run store, run queue and
     CONTROL store replaced by fakes (alerts go to a ``MemoryAlerts``): what the root composes from them (a scheduler group and the partitions it
     adopts, a scheduler loop) without moto. ``aws`` may be None while nothing built needs AWS clients."""
 
@@ -202,7 +202,7 @@ def sqlite_backend() -> Iterator[Backend]:
 
 @contextmanager
 def moto_backend(prefix: str) -> Iterator[Backend]:
-    """The adapters of the composition root (``jobsched.wiring.Components``) on a fresh moto deployment with one
+    """The adapters of the composition root (``jobsched.runtime.wiring.Components``) on a fresh moto deployment with one
     due shard (fewer moto queries: more steps per second)."""
     with moto_deployment(prefix) as (aws, base):
         settings = base.model_copy(update={"due_shards": 1})

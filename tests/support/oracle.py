@@ -1,7 +1,7 @@
 """An oracle of jobsched's promises that is independent of the product: which fires each job must run, may run,
 must not run and must record missed, computed from what the test itself did (each job's specs and pauses with
 their instants, deletions, scheduler downtime and clean ticks, the owner's triggers, backfills and re-runs) and
-from the schedule engine alone (``jobsched.schedules``: fire enumeration and the jitter offset). It never reads
+from the schedule engine alone (``jobsched.schedule.engine``: fire enumeration and the jitter offset). It never reads
 ``next_run_at`` nor any answer of the API.
 
 The product's behaviour is observed, not trusted: every try a target starts and ends (``try_started`` /
@@ -44,7 +44,7 @@ from jobsched.clock import from_ms, to_ms
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
 from jobsched.domain.worker import MAX_GIVE_BACK_DELAY_S
 from jobsched.ports.runs import RunRow, run_id
-from jobsched.schedules import Schedule, jitter_offset_ms, parse_schedule
+from jobsched.schedule.engine import Schedule, jitter_offset_ms, parse_schedule
 
 LATE_ONE_OFF_MS = 60_000
 """A one-off this far in the past at its write is accepted and runs once (design §1)."""

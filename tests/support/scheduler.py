@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from jobsched.adapters.positions import JsonPositions
+from jobsched.aws.positions import JsonPositions
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerGroup, SchedulerLoop
@@ -20,13 +20,13 @@ from jobsched.domain.registration import due_entry, register
 from jobsched.domain.runs import claim_message, new_run
 from jobsched.domain.tick import Scheduler
 from jobsched.domain.tick_records import TickResult
+from jobsched.dynamodb import layout
 from jobsched.models import CommandTarget, Job
 from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.ports.run_messages import RunMessage
 from jobsched.ports.runs import Claim
+from jobsched.runtime.wiring import tick_config
 from jobsched.settings import Settings
-from jobsched.store import layout
-from jobsched.wiring import tick_config
 
 # 2026-03-02T10:00:00Z, a Monday, on a whole minute.
 T0 = to_ms(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))

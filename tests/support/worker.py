@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
 from jobsched.api.schemas import JobCreate
+from jobsched.aws.queue import delivery_of
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.registration import scheduling_state
 from jobsched.domain.runs import new_run

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from jobsched.adapters.metrics import PowertoolsRunMetrics
-from jobsched.adapters.positions import JsonPositions
 from jobsched.api.schemas import BackfillRequest, JobCreate, JobPatch
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
+from jobsched.aws.metrics import PowertoolsRunMetrics
+from jobsched.aws.positions import JsonPositions
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
@@ -39,9 +39,9 @@ from jobsched.ports.run_messages import Delivery, QueueSendError, RunMessage
 from jobsched.ports.runs import RunRow, run_id
 from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.resources import RUN_QUEUE
+from jobsched.runtime.wiring import Components, tick_config
 from jobsched.settings import Settings
 from jobsched.targets import Targets
-from jobsched.wiring import Components, tick_config
 from tests.support.backends import memory_backend
 from tests.support.oracle import Oracle, Spec, Try
 
@@ -202,7 +202,7 @@ class OracleExecutor:
 
 @dataclass(frozen=True)
 class WorldComponents(Components):
-    """The composition root (``jobsched.wiring.Components``) on the world's fakes: each store and queue call goes
+    """The composition root (``jobsched.runtime.wiring.Components``) on the world's fakes: each store and queue call goes
     through the world's faults as component ``name``; dead runs go to the backend's notifier fake, alerts to
     the world's ``MemoryAlerts``. ``aws`` is None: nothing built from it needs AWS clients."""
 

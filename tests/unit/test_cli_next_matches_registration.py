@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typer.testing import CliRunner
 
 from jobsched.cli import app
-from jobsched.schedules import validate_schedule
+from jobsched.schedule.engine import validate_schedule
 
 runner = CliRunner()
 

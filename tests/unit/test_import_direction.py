@@ -31,7 +31,7 @@ RULES = [
 
 CORE = ("domain", "ports")
 """The pure core: the domain and the ports it works on."""
-OUTSIDE_THE_CORE = ("store", "adapters", "memory", "sqlite", "targets", "observability", "api", "wiring")
+OUTSIDE_THE_CORE = ("dynamodb", "aws", "memory", "sqlite", "targets", "observability", "api", "runtime")
 """What implements, observes or wires the core, and never appears in its imports."""
 RULES += [(core, f"jobsched.{outside}") for core in CORE for outside in OUTSIDE_THE_CORE]
 

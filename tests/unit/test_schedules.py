@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.schedules import (
+from jobsched.schedule.engine import (
     MAX_RATE_INTERVAL_S,
     Schedule,
     ScheduleError,

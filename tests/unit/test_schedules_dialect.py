@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jobsched.cli import app
-from jobsched.schedules import ScheduleError, get_zone, parse_instant, parse_schedule, validate_schedule
+from jobsched.schedule.engine import ScheduleError, get_zone, parse_instant, parse_schedule, validate_schedule
 
 TABLE = json.loads((Path(__file__).parent / "data" / "schedule_dialect.json").read_text())
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 
 from jobsched.clock import from_ms, to_ms
 from jobsched.domain.planning import next_fire_ms
-from jobsched.schedules import parse_schedule
+from jobsched.schedule.engine import parse_schedule
 
 END = datetime.max.replace(tzinfo=UTC)
 

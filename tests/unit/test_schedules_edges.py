@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from jobsched.cli import app
 from jobsched.crontab import parse_crontab
 from jobsched.ports.targets import TargetCall
-from jobsched.schedules import parse_schedule, validate_schedule
+from jobsched.schedule.engine import parse_schedule, validate_schedule
 from jobsched.targets.shell import ShellExecutor
 
 NY = ZoneInfo("America/New_York")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.schedules import ScheduleError, get_zone, parse_instant, parse_schedule, validate_schedule
+from jobsched.schedule.engine import ScheduleError, get_zone, parse_instant, parse_schedule, validate_schedule
 
 PEERS = sorted((Path(__file__).parent / "data" / "peers").glob("*.json"))
 TABLES = {path.stem: json.loads(path.read_text()) for path in PEERS}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobsched.schedules import Schedule, ScheduleError, get_zone, parse_schedule
+from jobsched.schedule.engine import Schedule, ScheduleError, get_zone, parse_schedule
 
 
 def _accepted(name: str) -> bool:

@@ -8,7 +8,7 @@ Request pipeline (every route but ``/openapi.json``): admission (caller identity
 documents come from ``openapi``.
 
 Dependencies come from :func:`get_api` through Powertools ``Depends``: the ``Api`` the caller of
-:func:`resolve_with` (the API Lambda handler) serves the request with, built by ``jobsched.wiring``.
+:func:`resolve_with` (the API Lambda handler) serves the request with, built by ``jobsched.runtime.wiring``.
 
 Powertools keeps the current event on the resolver class, so one process resolves one request at a time
 (as a Lambda execution environment does); ``jobsched.api.wsgi`` serializes requests accordingly.
@@ -68,7 +68,7 @@ def current_api() -> Api:
 
 def resolve_with(api: Api, event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Resolve one API Gateway REST proxy ``event`` into its proxy response, served by ``api`` (built by
-    ``jobsched.wiring.Components.api``). Powertools clears the request's context after each request."""
+    ``jobsched.runtime.wiring.Components.api``). Powertools clears the request's context after each request."""
     app.append_context(api=api)
     return app.resolve(event, context)
 

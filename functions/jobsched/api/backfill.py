@@ -31,7 +31,7 @@ from jobsched.ports.jobs import StoredJob
 from jobsched.ports.run_messages import QueueSendError, RunMessage
 from jobsched.ports.run_stores import RunHistory, RunSender
 from jobsched.ports.runs import RunKey, RunRow
-from jobsched.schedules import Schedule, ScheduleError
+from jobsched.schedule.engine import Schedule, ScheduleError
 from jobsched.settings import Settings
 
 

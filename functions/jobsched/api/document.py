@@ -22,7 +22,7 @@ from zoneinfo import available_timezones
 
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.models import MAX_INPUT_BYTES, MAX_INPUT_DEPTH
-from jobsched.schedules import ScheduleError, get_zone
+from jobsched.schedule.engine import ScheduleError, get_zone
 from jobsched.settings import Settings
 
 SCHEDULE_FORMAT = "schedule"

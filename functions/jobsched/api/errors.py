@@ -55,7 +55,7 @@ from jobsched.api.exceptions import (
 )
 from jobsched.api.validation import describe
 from jobsched.observability import logger
-from jobsched.schedules import ScheduleError
+from jobsched.schedule.engine import ScheduleError
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 

@@ -70,7 +70,7 @@ from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState
 from jobsched.ports.run_stores import RunHistory, RunSender
-from jobsched.schedules import Schedule, ScheduleError
+from jobsched.schedule.engine import Schedule, ScheduleError
 from jobsched.settings import Settings
 from jobsched.targets.ownership import TargetTags
 

@@ -21,7 +21,13 @@ from jobsched.domain.planning import next_fire_ms
 from jobsched.domain.registration import anchor_ms
 from jobsched.models import Job, JobSettings
 from jobsched.ports.jobs import SchedulingState
-from jobsched.schedules import Schedule, ScheduleError, jitter_offset_ms, parse_schedule, validate_schedule
+from jobsched.schedule.engine import (
+    Schedule,
+    ScheduleError,
+    jitter_offset_ms,
+    parse_schedule,
+    validate_schedule,
+)
 
 TIMING_FIELDS = frozenset({"schedule", "timezone", "start_at", "end_at"})
 """PATCH fields that re-time a job: ``next_run_at`` is recomputed from now when any of them is given."""

@@ -21,7 +21,7 @@ from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
 from jobsched.ports.run_messages import QueueSendError, RunMessage
 from jobsched.ports.run_stores import RunHistory, RunSender
-from jobsched.schedules import ScheduleError, parse_schedule
+from jobsched.schedule.engine import ScheduleError, parse_schedule
 from jobsched.settings import Settings
 
 TRIGGER_SLOTS = 5

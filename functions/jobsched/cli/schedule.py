@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from jobsched.exits import USAGE_ERROR, fail
-from jobsched.schedules import ScheduleError, get_zone, parse_in_range, validate_schedule
+from jobsched.schedule.engine import ScheduleError, get_zone, parse_in_range, validate_schedule
 
 __all__ = ["next_command"]
 

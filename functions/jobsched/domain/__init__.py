@@ -6,7 +6,7 @@
 ``supervision`` (heartbeats and timeouts of a running try), ``sweeper`` (runs nobody looks after), ``lease``
 (the leader lease with its fencing term).
 
-These modules import nothing from ``jobsched.store``, ``jobsched.adapters``, boto3, botocore or Powertools:
+These modules import nothing from ``jobsched.dynamodb``, ``jobsched.aws``, boto3, botocore or Powertools:
 they speak the value types and ports of ``jobsched.ports``, so they run the same on the DynamoDB and SQS
 adapters and on the in-memory fakes.
 """

@@ -13,7 +13,7 @@ from jobsched.clock import from_ms, to_ms
 from jobsched.models import Job
 from jobsched.ports.jobs import SchedulingState
 from jobsched.ports.run_messages import MAX_DELAY_S
-from jobsched.schedules import Schedule, parse_schedule
+from jobsched.schedule.engine import Schedule, parse_schedule
 
 MAX_BACKFILL_FIRES = 1000
 """Most fires one backfill call may cover (``end`` is refused past that)."""

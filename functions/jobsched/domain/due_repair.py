@@ -1,6 +1,6 @@
 """The due index's anti-entropy (pure): which due entries count as lost, so a store's repair pass files them
 again, and where the new entry goes. One rule for every store: the DynamoDB adapter's ``refile_stuck`` (a
-resumable Scan, ``jobsched.store.due_repair``), the SQLite one and the in-memory fake, held to agree by
+resumable Scan, ``jobsched.dynamodb.due_repair``), the SQLite one and the in-memory fake, held to agree by
 ``tests/contract/test_due_repair_contract.py``.
 
 Instants are epoch ms (UTC); buckets and watermarks are due-index buckets (``position // bucket width``).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from jobsched.clock import from_ms, to_ms
 from jobsched.models import Fire, Fires
 from jobsched.ports.jobs import SchedulingState
-from jobsched.schedules import Schedule, ScheduleError, get_zone, parse_schedule
+from jobsched.schedule.engine import Schedule, ScheduleError, get_zone, parse_schedule
 
 MAX_FIRES = 100
 """Most fires one listing returns (``GET /jobs/{id}/fires?count=N``, N at most this)."""

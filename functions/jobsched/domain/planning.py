@@ -12,7 +12,7 @@ from datetime import datetime
 from jobsched.clock import from_ms, to_ms
 from jobsched.models import MissedPolicy
 from jobsched.ports.jobs import DueEntry, SchedulingState
-from jobsched.schedules import Schedule, parse_schedule
+from jobsched.schedule.engine import Schedule, parse_schedule
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from jobsched.clock import from_ms, to_ms
 from jobsched.models import Job
 from jobsched.ports.jobs import EARLY, LATE, DueEntry, SchedulingState
 from jobsched.ports.limits import DueLayout
-from jobsched.schedules import Schedule, ScheduleError, jitter_offset_ms, parse_schedule
+from jobsched.schedule.engine import Schedule, ScheduleError, jitter_offset_ms, parse_schedule
 
 
 def new_job_id() -> str:

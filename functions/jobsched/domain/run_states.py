@@ -3,7 +3,7 @@ condition it needs and what it writes, as one table of data (:data:`TRANSITIONS`
 
 Every run store applies these and only these: the in-memory fake and the SQLite store evaluate the table on a
 ``RunRow`` (``jobsched.domain.run_steps.apply``); the DynamoDB store renders each transition's
-``ConditionExpression`` and ``UpdateExpression`` from it (``jobsched.store.run_expressions``).
+``ConditionExpression`` and ``UpdateExpression`` from it (``jobsched.dynamodb.run_expressions``).
 ``jobsched.domain.run_steps.RunStateMachine`` maps the run port's methods (``jobsched.ports.run_stores``:
 ``RunRows``, ``SweepRows``, ``RunHistory.rerun``, ``RunWriter.put_new``) to steps of the table, so each store
 only supplies ``RunStateMachine.apply_step``: one atomic conditional write.
@@ -12,7 +12,7 @@ shows the table (``markdown_table``, checked by ``tests/unit/test_protocol_doc.p
 
 A condition or a write names ``RunRow`` fields and the step's parameters (``Step.params``). A field is *absent*
 when it holds its empty value (None; 0 for ``sweeps``/``reruns``; False for ``notify_pending``; () for ``tries``),
-the values the DynamoDB layout leaves out of an item (``jobsched.store.layout.run_item``): an absent field fails
+the values the DynamoDB layout leaves out of an item (``jobsched.dynamodb.layout.run_item``): an absent field fails
 every comparison, as a missing attribute does in a DynamoDB condition. Instants are epoch ms.
 
 Pure: no storage here.

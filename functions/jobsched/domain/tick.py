@@ -48,7 +48,7 @@ from jobsched.ports.control import Guard, LeaderGuard, WatermarkStore
 from jobsched.ports.jobs import INDEX, STATE_BATCH, DueEntry, DueIndex, SchedulingState, Unreadable
 from jobsched.ports.positions import PositionsCodec
 from jobsched.ports.run_stores import RunSender, RunWriter
-from jobsched.schedules import ScheduleError
+from jobsched.schedule.engine import ScheduleError
 
 logger = logging.getLogger(__name__)
 

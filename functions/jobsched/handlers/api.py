@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.api.app import Api, resolve_with
 from jobsched.observability import logger
-from jobsched.wiring import Components
+from jobsched.runtime.wiring import Components
 
 
 @lru_cache(maxsize=1)

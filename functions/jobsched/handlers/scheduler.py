@@ -1,5 +1,5 @@
 """Scheduler Lambda: started each minute per partition by EventBridge (``{"partition": n}``); ticks once a
-second until shortly before its timeout, then hands over through the lease (``jobsched.scheduler_runtime``)."""
+second until shortly before its timeout, then hands over through the lease (``jobsched.runtime.scheduler``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.observability import logger
-from jobsched.scheduler_runtime import SCHEDULER_CALLS, serve_invocation
-from jobsched.wiring import Components
+from jobsched.runtime.scheduler import SCHEDULER_CALLS, serve_invocation
+from jobsched.runtime.wiring import Components
 
 
 @lru_cache(maxsize=1)
@@ -24,6 +24,6 @@ def default_components() -> Components:
 def handler(
     event: dict[str, Any], context: LambdaContext, components: Components | None = None
 ) -> dict[str, int]:
-    """One invocation of the loop (``jobsched.scheduler_runtime.serve_invocation``) on ``components``
+    """One invocation of the loop (``jobsched.runtime.scheduler.serve_invocation``) on ``components``
     (default: ``default_components()``)."""
     return serve_invocation(event, context, components or default_components())

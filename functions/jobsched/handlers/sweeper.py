@@ -1,5 +1,5 @@
 """Sweeper Lambda: started every minute by EventBridge; one sweep of the runs table's sweep index and the
-upkeep passes (``jobsched.sweeper_runtime``)."""
+upkeep passes (``jobsched.runtime.sweeper``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.observability import logger, metrics
-from jobsched.sweeper_runtime import SweeperRuntime
-from jobsched.wiring import Components
+from jobsched.runtime.sweeper import SweeperRuntime
+from jobsched.runtime.wiring import Components
 
 
 @lru_cache(maxsize=1)
@@ -25,6 +25,6 @@ def default_runtime() -> SweeperRuntime:
 def handler(
     event: dict[str, Any], context: LambdaContext, runtime: SweeperRuntime | None = None
 ) -> dict[str, Any]:
-    """One invocation (``jobsched.sweeper_runtime.SweeperRuntime.serve``) of ``runtime`` (default:
+    """One invocation (``jobsched.runtime.sweeper.SweeperRuntime.serve``) of ``runtime`` (default:
     ``default_runtime()``); its report as a dict."""
     return (runtime or default_runtime()).serve(context)

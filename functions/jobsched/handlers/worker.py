@@ -1,5 +1,5 @@
 """Worker Lambda: SQS batches from the run queue, one record per run, partial batch failure reporting
-(``jobsched.worker_runtime``). Cold start builds the components once (``default_batches``); each record
+(``jobsched.runtime.worker``). Cold start builds the components once (``default_batches``); each record
 thread keeps its worker and boto3 clients across invocations."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.observability import logger, metrics
-from jobsched.wiring import Components
-from jobsched.worker_runtime import Batches
+from jobsched.runtime.wiring import Components
+from jobsched.runtime.worker import Batches
 
 
 @lru_cache(maxsize=1)

@@ -1,12 +1,12 @@
 """Local mode's wiring on its embedded SQLite database: :class:`SqliteComponents`, the composition root
-(``jobsched.wiring.Components``) with the job, run and CONTROL stores and the run queue on SQLite."""
+(``jobsched.runtime.wiring.Components``) with the job, run and CONTROL stores and the run queue on SQLite."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobsched.wiring import Components
+from jobsched.runtime.wiring import Components
 
 if TYPE_CHECKING:
     from jobsched.sqlite.control import SqliteControlStore

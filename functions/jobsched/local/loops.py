@@ -14,7 +14,7 @@ from jobsched.observability import logger
 if TYPE_CHECKING:
     from jobsched.clock import Clock
     from jobsched.local.state import TableMirror
-    from jobsched.wiring import Components
+    from jobsched.runtime.wiring import Components
 
 SWEEP_EVENT = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
 """The event the sweeper handler is called with (EventBridge's scheduled event)."""
@@ -57,7 +57,7 @@ def sweep_loop(
     database's retention, as DynamoDB's TTL; None on ``moto``, whose snapshotter drops expired items) at
     ``clock``'s now (epoch ms). A failed sweep is logged; the next comes at the next interval."""
     from jobsched.handlers.sweeper import handler
-    from jobsched.sweeper_runtime import SweeperRuntime
+    from jobsched.runtime.sweeper import SweeperRuntime
 
     runtime = SweeperRuntime(components, upkeep=False)
     while not stop.is_set():

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from jobsched.dynamodb.layout import SPEC_SK
 from jobsched.local.config import LocalConfig
 from jobsched.local.state import STATE_FILE, Item
 from jobsched.ports.run_messages import MAX_DELAY_S, RunMessage
 from jobsched.ports.runs import RunRow
-from jobsched.store.layout import SPEC_SK
 
 if TYPE_CHECKING:
     from jobsched.sqlite.database import Synchronous

@@ -4,7 +4,7 @@ What runs, each in its own thread(s):
 
 - the API: ``jobsched.api.wsgi.ApiWsgiApp`` (HTTP request -> API Gateway proxy event -> the API Lambda
   handler) on a threaded stdlib HTTP server, ``127.0.0.1:<port>``;
-- ``--schedulers N`` scheduler loops per partition (``jobsched.wiring.Components.scheduler_group``),
+- ``--schedulers N`` scheduler loops per partition (``jobsched.runtime.wiring.Components.scheduler_group``),
   each its own lease contender: one leads, the others stand by and take over within the lease TTL;
 - ``--workers N`` pollers feeding the run queue to the worker Lambda handler the way Lambda's SQS event
   source does (``local.event_source``);
@@ -29,7 +29,7 @@ a manual trigger's key are bound in SQLite). On ``moto`` queue messages are not 
 while stopped follow each job's ``missed`` policy (the scheduler works from the stored ``next_run_at``), and
 unfinished runs (queued, retrying, running) are put on the run queue again.
 
-Every component is built by ``jobsched.wiring.Components`` from local mode's own ``Settings`` (the embedded
+Every component is built by ``jobsched.runtime.wiring.Components`` from local mode's own ``Settings`` (the embedded
 resources' names and local mode's knobs) and the embedded AWS; the Lambda handlers are called with those
 components, so nothing is configured through the process environment.
 
@@ -84,15 +84,15 @@ from jobsched.resources import RUNS, TABLES, WORKER_FUNCTION_TIMEOUT_S
 
 if TYPE_CHECKING:
     from jobsched.api.app import Api
-    from jobsched.aws import Aws
+    from jobsched.aws.clients import Aws
+    from jobsched.runtime.wiring import Components
     from jobsched.settings import Settings
     from jobsched.sqlite.database import SqliteDatabase
-    from jobsched.wiring import Components
 
 MOTO_ONLY_TABLES = {"Idempotency"}
 """The tables (``jobsched.resources`` ids) that stay on moto with the ``sqlite`` backend."""
 PREFIX = "jobsched"
-"""The name prefix of the embedded resources (``jobsched.aws.provision``)."""
+"""The name prefix of the embedded resources (``jobsched.aws.clients.provision``)."""
 
 
 class LocalRuntime:
@@ -123,7 +123,7 @@ class LocalRuntime:
         self._redirected: Any = None
         self._api: Api | None = None
         self.components: Components | None = None
-        """The ``jobsched.wiring.Components`` everything runs on (set by ``start()``)."""
+        """The ``jobsched.runtime.wiring.Components`` everything runs on (set by ``start()``)."""
         self.database: SqliteDatabase | None = None
         """The SQLite database of the ``sqlite`` backend (set by ``start()``; None on ``moto``)."""
 
@@ -206,11 +206,11 @@ class LocalRuntime:
 
     def _start_embedded_aws(self) -> tuple[Aws, dict[str, str]]:
         """Start moto in this process (fake credentials, DynamoDB's calls serialized) and provision the
-        resources; their clients and their environment (env var -> name, ``jobsched.aws.provision``). Raises
+        resources; their clients and their environment (env var -> name, ``jobsched.aws.clients.provision``). Raises
         RuntimeError for a moto version local mode does not support."""
         from moto import mock_aws
 
-        from jobsched.aws import Aws, provision
+        from jobsched.aws.clients import Aws, provision
 
         isolate_from_aws()
         wrapper = serialize_dynamodb()
@@ -244,7 +244,7 @@ class LocalRuntime:
         database (a ``moto`` data dir's ``saved`` tables moved into it first, ``move_moto_state``); on ``moto``,
         ``Components`` on ``aws``. Sets ``components`` and ``database``."""
         from jobsched.local.components import SqliteComponents
-        from jobsched.wiring import Components
+        from jobsched.runtime.wiring import Components
 
         config = self.config
         components: Components
@@ -304,7 +304,7 @@ class LocalRuntime:
         """Journal every write to moto's tables into a mirror of them (loaded with ``restored_items``), print a
         line per run outcome (from the mirror on ``moto``, from the database on ``sqlite``), and build the
         snapshotter that saves the mirror. Returns the mirror."""
-        from jobsched.aws import Aws
+        from jobsched.aws.clients import Aws
 
         journal = WriteJournal(Aws(region=REGION).dynamodb, table_names)
         mirror = TableMirror(journal, aws.dynamodb, table_names)

@@ -8,8 +8,8 @@ import itertools
 import threading
 from collections.abc import Sequence
 
-from jobsched.adapters.queue import dead_letter_of
-from jobsched.adapters.wire import run_message_body
+from jobsched.aws.queue import dead_letter_of
+from jobsched.aws.wire import run_message_body
 from jobsched.ports.alerts import Alert
 from jobsched.ports.run_messages import DeadLetter, DeadRun, QueueSendError, RunMessage
 

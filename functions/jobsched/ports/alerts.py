@@ -19,6 +19,6 @@ class Alert:
 
 
 class AlertSink(Protocol):
-    """Publishes alerts (``jobsched.adapters.alerts.AlertPublisher`` on SNS). Raises on failure."""
+    """Publishes alerts (``jobsched.aws.alerts.AlertPublisher`` on SNS). Raises on failure."""
 
     def publish(self, alert: Alert) -> None: ...

@@ -1,5 +1,5 @@
 """The scheduler's control ports: due-index watermarks and read positions, the partitions' high-water mark, and the guard the
-tick asks before each write. Implemented by ``jobsched.store.control.ControlStore`` (DynamoDB) and
+tick asks before each write. Implemented by ``jobsched.dynamodb.control.ControlStore`` (DynamoDB) and
 ``jobsched.memory.control.MemoryControlStore`` (in memory); leases are ``jobsched.domain.lease.LeaseStore``."""
 
 from __future__ import annotations

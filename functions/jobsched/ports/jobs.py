@@ -1,7 +1,7 @@
 """The job side's ports: a job's scheduling state, its due-index entry, the stored job, and the interfaces
 the tick (:class:`DueIndex`) and the API's ``JobService`` (:class:`JobRepository`) need from the job store.
 
-Instants are epoch ms (UTC) unless a name says otherwise. Implemented by ``jobsched.store.jobs.JobStore``
+Instants are epoch ms (UTC) unless a name says otherwise. Implemented by ``jobsched.dynamodb.jobs.JobStore``
 (DynamoDB) and ``jobsched.memory.jobs.MemoryJobStore`` (in memory), held to one contract
 (``tests/contract/test_job_store_contract.py``).
 """

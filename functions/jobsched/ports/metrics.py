@@ -7,7 +7,7 @@ from typing import Protocol
 
 class RunMetrics(Protocol):
     """Where the worker and the sweeper report what happened to runs: one call per event, from any thread
-    (``jobsched.adapters.metrics.PowertoolsRunMetrics`` publishes them as CloudWatch EMF metrics, named in
+    (``jobsched.aws.metrics.PowertoolsRunMetrics`` publishes them as CloudWatch EMF metrics, named in
     ``jobsched.observability.MetricName``). Raises nothing the caller must handle."""
 
     def run_late(self, lateness_ms: int) -> None:

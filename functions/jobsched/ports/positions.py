@@ -1,6 +1,6 @@
 """The scheduler's stored read positions: the record a leader keeps of how far it read each due-index lane, and
 the codec that turns it into the text ``WatermarkStore.save_positions`` stores (``read_positions`` returns).
-Implemented by ``jobsched.adapters.positions.JsonPositions``."""
+Implemented by ``jobsched.aws.positions.JsonPositions``."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ PrincipalKind = Literal["role", "user"]
 
 
 class PrincipalTags(Protocol):
-    """Reads IAM principals' tags (``jobsched.adapters.principals.IamPrincipalTags`` on IAM and STS). Raises
+    """Reads IAM principals' tags (``jobsched.aws.principals.IamPrincipalTags`` on IAM and STS). Raises
     botocore ``ClientError`` when AWS refuses a call (throttling, a missing permission)."""
 
     def account_id(self) -> str:

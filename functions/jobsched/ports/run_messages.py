@@ -1,6 +1,6 @@
 """The run side's messages: the run-queue message, one delivery of it to a worker, a letter of the run queue's
 dead-letter queue, and the dead run the dead-run notifier sends. Their wire formats are
-``jobsched.adapters.wire``'s.
+``jobsched.aws.wire``'s.
 
 Every instant is an int of epoch milliseconds (UTC)."""
 

@@ -34,7 +34,7 @@ from jobsched.ports.tries import TryRecord
 
 
 class RunTransitions(Protocol):
-    """The run-row writes shared by the worker and the sweeper (``jobsched.store.runs.RunStore``,
+    """The run-row writes shared by the worker and the sweeper (``jobsched.dynamodb.runs.RunStore``,
     ``jobsched.memory.runs.MemoryRunStore``): the result of a failed try and the dead run's notifications.
 
     Each write taking an ``Owned`` is one conditional write on that claim (the row is ``running`` with its
@@ -117,7 +117,7 @@ class SweepRows(RunTransitions, RunClaims, Protocol):
 
 class JobSpecs(Protocol):
     """A job as the worker runs it (``get_spec``: None when deleted; ``get_specs``: a batch's jobs by id, the
-    deleted ones left out) and its overlap lock (``jobsched.store.jobs.JobStore``): ``acquire_overlap`` returns
+    deleted ones left out) and its overlap lock (``jobsched.dynamodb.jobs.JobStore``): ``acquire_overlap`` returns
     None when taken (:class:`OverlapRequest` tells when), else the try holding it."""
 
     def get_spec(self, job_id: str) -> Job | None: ...
@@ -136,7 +136,7 @@ class JobSpecs(Protocol):
 
 
 class RunSender(Protocol):
-    """Sends run messages (``jobsched.adapters.queue.RunQueue``). Raises on refusal."""
+    """Sends run messages (``jobsched.aws.queue.RunQueue``). Raises on refusal."""
 
     def send(self, messages: Sequence[RunMessage]) -> None: ...
 
@@ -151,7 +151,7 @@ class VisibilityExtender(Protocol):
 
 
 class DeadLetters(Protocol):
-    """The run queue's dead-letter queue, as the sweeper drains it (``jobsched.adapters.queue.DeadLetterQueue``;
+    """The run queue's dead-letter queue, as the sweeper drains it (``jobsched.aws.queue.DeadLetterQueue``;
     the fake ``jobsched.memory.queue.MemoryDeadLetters``): ``receive`` up to ``limit`` messages (they stay
     invisible for the queue's visibility timeout, then come back unless deleted), ``delete`` one. Raise on
     failure."""
@@ -162,7 +162,7 @@ class DeadLetters(Protocol):
 
 
 class DeadRunSink(Protocol):
-    """Dead-run queue + owner alert (``jobsched.adapters.alerts.DeadRunNotifier``). Raises on failure."""
+    """Dead-run queue + owner alert (``jobsched.aws.alerts.DeadRunNotifier``). Raises on failure."""
 
     def notify(self, dead: DeadRun) -> None: ...
 
@@ -183,7 +183,7 @@ class RunWriter(Protocol):
 
 
 class RunHistory(Protocol):
-    """What the API's use cases need of the run store (``jobsched.store.runs.RunStore``; the in-memory fake
+    """What the API's use cases need of the run store (``jobsched.dynamodb.runs.RunStore``; the in-memory fake
     ``jobsched.memory.runs.MemoryRunStore``): manual and backfill runs, one run, a job's history page."""
 
     def put_new(self, row: RunRow) -> RunRow | None: ...

@@ -69,7 +69,7 @@ class RunKey(NamedTuple):
 @dataclass(frozen=True)
 class RunRow:
     """One run as stored: the record every run store takes and returns (DynamoDB item layout in
-    ``jobsched.store.layout``). ``(job_id, scheduled_for)`` is its key: a fire exists once.
+    ``jobsched.dynamodb.layout``). ``(job_id, scheduled_for)`` is its key: a fire exists once.
 
     - ``status``/``kind``: ``RunStatus``/``RunKind``; ``attempt``: tries claimed so far (0 before the first).
     - ``enqueued_at`` (when the row was saved), ``dispatch_at`` (the fire plus the job's jitter offset),

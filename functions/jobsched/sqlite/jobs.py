@@ -1,5 +1,5 @@
 """The job store on SQLite: ``ports.jobs.JobRepository``, ``ports.jobs.DueIndex`` and the worker's view
-``ports.run_stores.JobSpecs``, with the conditions of the DynamoDB adapter (``jobsched.store.jobs.JobStore``), held
+``ports.run_stores.JobSpecs``, with the conditions of the DynamoDB adapter (``jobsched.dynamodb.jobs.JobStore``), held
 to the same contracts (``tests/contract/test_job_store_contract.py``, ``test_job_specs_contract.py``).
 
 One row per live job in ``jobs``: its spec (the job model as JSON), its scheduling state (JSON) and the state's

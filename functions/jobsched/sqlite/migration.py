@@ -9,12 +9,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from jobsched.domain.lease import LeaseRecord
-from jobsched.observability import logger
-from jobsched.sqlite.control import SqliteControlStore
-from jobsched.sqlite.database import SqliteDatabase
-from jobsched.sqlite.jobs import SqliteJobStore
-from jobsched.sqlite.runs import SqliteRunStore
-from jobsched.store.layout import (
+from jobsched.dynamodb.layout import (
     SCHED_SK,
     SPEC_SK,
     history_owner,
@@ -23,6 +18,11 @@ from jobsched.store.layout import (
     run_row,
     state_from_item,
 )
+from jobsched.observability import logger
+from jobsched.sqlite.control import SqliteControlStore
+from jobsched.sqlite.database import SqliteDatabase
+from jobsched.sqlite.jobs import SqliteJobStore
+from jobsched.sqlite.runs import SqliteRunStore
 
 _deserializer = TypeDeserializer()
 

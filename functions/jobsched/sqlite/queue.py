@@ -1,5 +1,5 @@
 """Local mode's run queue with SQS's semantics, off moto: the part of the SQS API the run queue's users call
-(``jobsched.adapters.queue.RunQueue`` and ``jobsched.local.event_source.SqsEventSource``), on an SQLite
+(``jobsched.aws.queue.RunQueue`` and ``jobsched.local.event_source.SqsEventSource``), on an SQLite
 database of its own: a file in local mode's data directory (in memory when no path is given, for tests).
 
 Why: profiled at 50 runs a second, moto's SQS recomputes every queue attribute by a pass over all its

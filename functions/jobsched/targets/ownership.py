@@ -26,7 +26,7 @@ from typing import Any
 from botocore import exceptions as botocore_exceptions
 from botocore.exceptions import BotoCoreError, ClientError
 
-from jobsched.aws import CallBounds
+from jobsched.aws.clients import CallBounds
 from jobsched.models import LambdaTarget, SqsTarget
 from jobsched.ports.targets import Executor, TargetCall, TargetFailed, TargetNotStarted
 

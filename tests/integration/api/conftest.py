@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 from jobsched.clock import FakeClock
 from jobsched.settings import Settings
 from tests.support.api import NOW_MS, Http, moto_api

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from jobsched.adapters.queue import RunQueue
+from jobsched.aws.queue import RunQueue
 from jobsched.ports.run_messages import QueueSendError, RunMessage
 
 

@@ -10,8 +10,8 @@ from boto3.dynamodb.conditions import Key
 
 from jobsched import resources
 from jobsched.domain.registration import partition_of
-from jobsched.store import layout
-from jobsched.store.layout import SCHED_SK, job_pk
+from jobsched.dynamodb import layout
+from jobsched.dynamodb.layout import SCHED_SK, job_pk
 
 TOMORROW_2AM = "2026-03-03T02:00:00Z"
 

@@ -1,5 +1,5 @@
 """Owners from a principal tag (``owner_from = "tag:team"``) through the Lambda handler, with the tags in moto's
-IAM (``jobsched.adapters.principals.IamPrincipalTags``): sessions of roles with one tag value share jobs, a role
+IAM (``jobsched.aws.principals.IamPrincipalTags``): sessions of roles with one tag value share jobs, a role
 re-created under the same name with another tag gets none of them, a caller without the tag gets 403."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobsched.api.auth import OWNER_TAG_TTL_MS
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 from jobsched.clock import FakeClock
 from jobsched.settings import Settings
 from tests.support.api import ACCOUNT, Http, moto_api, session_arn

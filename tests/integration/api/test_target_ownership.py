@@ -7,7 +7,7 @@ import json
 import zipfile
 from typing import Any
 
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 
 TAG = "jobsched:owner"
 

@@ -17,12 +17,12 @@ import typer
 from typer.testing import CliRunner
 
 from jobsched.api.wsgi import ApiWsgiApp
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 from jobsched.cli import register
 from jobsched.client import JobschedClient
 from jobsched.handlers.api import handler
+from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
-from jobsched.wiring import Components
 from tests.support.aws import moto_deployment
 
 API = "http://127.0.0.1:8080"

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 from jobsched.cli import register
 from jobsched.client import ApiError
 from jobsched.domain.runs import new_run
+from jobsched.dynamodb.jobs import JobStore
+from jobsched.dynamodb.runs import RunStore
 from jobsched.exits import FAILED, USAGE_ERROR, fail
 from jobsched.models import RunStatus
 from jobsched.ports.tries import TryRecord
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
 
 DATA = Path(__file__).parent / "data"
 

@@ -17,7 +17,7 @@ from jobsched.cli.options import find_dev_token
 from jobsched.client import ApiError, ApiUnreachable, JobschedClient, api_gateway_region, is_loopback
 from jobsched.local.config import LocalConfig
 from jobsched.local.tokens import prepare_tokens
-from jobsched.schedules import get_zone
+from jobsched.schedule.engine import get_zone
 from tests.support.aws import remove_aws_credentials
 
 GATEWAY = "https://abc123defg.execute-api.eu-west-1.amazonaws.com/prod"

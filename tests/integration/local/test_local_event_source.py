@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from jobsched.aws import Aws, provision
+from jobsched.aws.clients import Aws, provision
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.local.event_source import LocalLambdaContext, SqsEventSource
 from jobsched.local.printer import AlertPrinter, RunPrinter, format_alert, format_run

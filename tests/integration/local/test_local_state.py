@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from jobsched.aws import Aws, provision
+from jobsched.aws.clients import Aws, provision
 from jobsched.local.embedded_aws import SerializedDynamoDB, serialize_dynamodb
 from jobsched.local.state import (
     FORMAT,

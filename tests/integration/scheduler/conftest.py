@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import RunQueue
-from jobsched.adapters.wire import parse_run_message
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
+from jobsched.aws.queue import RunQueue
+from jobsched.aws.wire import parse_run_message
 from jobsched.clock import FakeClock
+from jobsched.dynamodb import layout
+from jobsched.dynamodb.control import ControlStore
+from jobsched.dynamodb.jobs import JobStore
+from jobsched.dynamodb.runs import RunStore
 from jobsched.ports.run_messages import RunMessage
 from jobsched.settings import Settings
-from jobsched.store import layout
-from jobsched.store.control import ControlStore
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
 from tests.support.scheduler import T0, Contender, HarnessBase
 
 

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from jobsched.domain.lease import LeaseRecord
-from jobsched.store.control import ControlStore
+from jobsched.dynamodb.control import ControlStore
 
 
 @pytest.fixture

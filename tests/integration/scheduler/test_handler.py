@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from jobsched.dynamodb.control import ControlStore
 from jobsched.handlers import scheduler as handler_module
 from jobsched.observability import MetricName
-from jobsched.scheduler_runtime import STOP_BEFORE_MS
-from jobsched.store.control import ControlStore
-from jobsched.wiring import Components
+from jobsched.runtime.scheduler import STOP_BEFORE_MS
+from jobsched.runtime.wiring import Components
 from tests.support.scheduler import FakeContext
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from jobsched.store.due_index import LAYOUT_KEY
+from jobsched.dynamodb.due_index import LAYOUT_KEY
 
 
 def idle_tick(harness: Any, contender: Any, at: int) -> Counter[str]:

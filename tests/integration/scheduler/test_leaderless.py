@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 from jobsched.clock import FakeClock
 from jobsched.domain.lease import LeaseRecord
 from jobsched.observability import MetricName, metrics
+from jobsched.runtime.sweeper import check_leaders
+from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
-from jobsched.sweeper_runtime import check_leaders
-from jobsched.wiring import Components
 from tests.support.aws import published
 
 NOW = 1_800_000_000_000
@@ -53,7 +53,7 @@ def test_partitions_with_an_expired_released_or_missing_lease_are_counted(
 def test_leases_that_cannot_be_read_publish_no_count(
     components: Components, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobsched.store.control import ControlStore
+    from jobsched.dynamodb.control import ControlStore
 
     def unavailable(self: Any, partition: int) -> None:
         raise RuntimeError("ThrottlingException")

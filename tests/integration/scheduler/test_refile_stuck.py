@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jobsched.domain.due_repair import STUCK_AFTER_MS
-from jobsched.store.due_repair import REFILE_CURSOR_KEY, REFILE_REST_MS
+from jobsched.dynamodb.due_repair import REFILE_CURSOR_KEY, REFILE_REST_MS
 from tests.support.aws import published
 
 HOUR = 3_600_000
@@ -99,10 +99,10 @@ def test_the_scan_goes_on_where_the_last_pass_stopped(harness: Any) -> None:
 def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
     harness: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from jobsched.dynamodb.jobs import JobStore
     from jobsched.observability import MetricName, metrics
-    from jobsched.store.jobs import JobStore
-    from jobsched.sweeper_runtime import refile_stuck
-    from jobsched.wiring import Components
+    from jobsched.runtime.sweeper import refile_stuck
+    from jobsched.runtime.wiring import Components
 
     job = harness.add("every 1 hour")
     _lose_timer(harness, job.id)
@@ -191,8 +191,8 @@ def test_a_scheduling_item_this_code_cannot_read_is_skipped_not_a_stop(harness: 
 
 
 def test_the_buckets_a_partition_may_still_read_are_not_taken_for_drained(harness: Any) -> None:
-    from jobsched.sweeper_runtime import drained
-    from jobsched.wiring import Components
+    from jobsched.runtime.sweeper import drained
+    from jobsched.runtime.wiring import Components
 
     # Given partition 0 led by this code with its watermark at bucket 1000, partition 1 (adopted: a deployment
     # ran 3 partitions, this one runs 1) whose positions were stored with watermark 900 while a leader that

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.handlers import scheduler as handler_module
-from jobsched.wiring import Components
+from jobsched.runtime.wiring import Components
 from tests.support.grants import granted, record_requests
 from tests.support.scheduler import FakeContext
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.domain.due_reader import WATERMARK_MARGIN_MS
-from jobsched.store import layout
-from jobsched.store.due_index import LAYOUT_KEY
+from jobsched.dynamodb import layout
+from jobsched.dynamodb.due_index import LAYOUT_KEY
 
 
 def test_requests_per_run_stay_under_target(harness: Any) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Attr
 
+from jobsched.dynamodb import layout
+from jobsched.dynamodb.due_index import LAYOUT_KEY
 from jobsched.ports.jobs import INDEX, TIMER_LANES
-from jobsched.store import layout
-from jobsched.store.due_index import LAYOUT_KEY
 
 MIN = 60_000
 

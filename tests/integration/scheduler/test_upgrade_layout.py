@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.metrics import PowertoolsRunMetrics
-from jobsched.adapters.queue import RunQueue
+from jobsched.aws.metrics import PowertoolsRunMetrics
+from jobsched.aws.queue import RunQueue
 from jobsched.domain.retries import Failures
 from jobsched.domain.runs import new_run
 from jobsched.domain.sweeper import Sweeper

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jobsched.adapters.queue import RunQueue
 from jobsched.api.schemas import JobCreate
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
+from jobsched.aws.queue import RunQueue
 from jobsched.clock import FakeClock
 from jobsched.domain.runs import new_run
 from jobsched.local.components import SqliteComponents

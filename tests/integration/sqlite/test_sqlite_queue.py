@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from jobsched.adapters.queue import RunQueue
-from jobsched.adapters.wire import parse_run_message
+from jobsched.aws.queue import RunQueue
+from jobsched.aws.wire import parse_run_message
 from jobsched.clock import FakeClock
 from jobsched.ports.run_messages import RunMessage
 from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn

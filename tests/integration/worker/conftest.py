@@ -10,21 +10,21 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import RunQueue
-from jobsched.adapters.wire import run_message_body
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
+from jobsched.aws.queue import RunQueue
+from jobsched.aws.wire import run_message_body
 from jobsched.clock import FakeClock
 from jobsched.domain.supervision import Waiter
 from jobsched.domain.worker import Worker
+from jobsched.dynamodb.jobs import JobStore
+from jobsched.dynamodb.runs import RunStore
 from jobsched.local.embedded_aws import serialize_dynamodb
 from jobsched.models import Job
 from jobsched.ports.run_messages import RunMessage
 from jobsched.resources import RUN_QUEUE
+from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
 from jobsched.targets import Targets
-from jobsched.wiring import Components
 from tests.support.worker import T0, Context, SimTimeStuck, SimWaiter, sqs_record
 
 __all__ = ["T0", "Context", "SimTimeStuck", "SimWaiter", "sqs_record"]  # imported by the tests from here

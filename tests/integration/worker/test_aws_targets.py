@@ -12,8 +12,8 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from jobsched.adapters.queue import delivery_of
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.retries import Outcome
 from jobsched.models import LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.runs import run_id

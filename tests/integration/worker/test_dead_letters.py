@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from jobsched.models import RunStatus
-from jobsched.wiring import Components
+from jobsched.runtime.wiring import Components
 from tests.support.worker import Kit
 
 from .conftest import T0, redrive

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
 from jobsched.domain.retries import Outcome
 from jobsched.domain.runs import rerun_request
+from jobsched.dynamodb.jobs import JobStore
+from jobsched.dynamodb.runs import RunStore
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import RunKey, run_id
+from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
-from jobsched.store.jobs import JobStore
-from jobsched.store.runs import RunStore
-from jobsched.wiring import Components
 from tests.support.worker import Kit, owner_sets_paused, resume_after_first_events_read
 
 from .conftest import T0

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from jobsched.adapters.queue import delivery_of
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.retries import NOTIFY_RETRY_MS, Outcome
 from jobsched.domain.worker import Deferred
 from jobsched.models import RunStatus
 from jobsched.ports.targets import TargetCall
-from jobsched.wiring import Components
+from jobsched.runtime.wiring import Components
 from tests.support.worker import Kit
 
 from .conftest import T0

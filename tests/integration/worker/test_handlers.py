@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from jobsched.domain.supervision import RealWaiter
+from jobsched.dynamodb.due_index import LAYOUT_KEY
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.models import RunStatus
 from jobsched.ports.targets import TargetCall
-from jobsched.store.due_index import LAYOUT_KEY
-from jobsched.sweeper_runtime import SweeperRuntime
+from jobsched.runtime.sweeper import SweeperRuntime
+from jobsched.runtime.wiring import Components
+from jobsched.runtime.worker import Batches
 from jobsched.targets.commands import commands
-from jobsched.wiring import Components
-from jobsched.worker_runtime import Batches
 from tests.support.worker import Kit
 
 from .conftest import T0, Context

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker
 from jobsched.models import HttpTarget, RunStatus

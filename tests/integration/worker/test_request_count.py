@@ -1,5 +1,5 @@
 """AWS requests per run on the worker path, counted with botocore event hooks (the target's own call is
-not counted; these runs use ``command`` targets). The numbers are the ones in ``jobsched.worker_runtime``'s
+not counted; these runs use ``command`` targets). The numbers are the ones in ``jobsched.runtime.worker``'s
 docstring: through the Lambda handler a batch's jobs are read together (success 2 per run + 0.2 per batch of
 10); a delivery handled alone reads its own job (success 3, <= 3.5 per run); a duplicate 1."""
 
@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
+from jobsched.aws.queue import delivery_of
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
+from jobsched.dynamodb.jobs import JobStore
 from jobsched.models import Job
+from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
-from jobsched.store.jobs import JobStore
-from jobsched.wiring import Components
 
 from .conftest import T0, Context
 
@@ -266,6 +266,6 @@ def test_a_delivery_whose_job_the_batch_did_not_read_reads_its_own(
 def _handle_batch(worker: Worker, records: list[dict[str, Any]]) -> Any:
     """The worker Lambda handler's response to the SQS event of ``records``, every record on ``worker``."""
     from jobsched.handlers import worker as worker_handler
-    from jobsched.worker_runtime import Batches
+    from jobsched.runtime.worker import Batches
 
     return worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))

@@ -10,8 +10,8 @@ from typing import Any
 
 from jobsched.domain.retries import Outcome
 from jobsched.handlers import worker as worker_handler
-from jobsched.wiring import Components
-from jobsched.worker_runtime import Batches
+from jobsched.runtime.wiring import Components
+from jobsched.runtime.worker import Batches
 from tests.support.grants import granted, record_requests
 from tests.support.worker import Kit
 
@@ -91,8 +91,8 @@ def _to_old_layout(kit: Kit, job: Any) -> None:
     GSI), no timer item of its own."""
     from dataclasses import replace
 
+    from jobsched.dynamodb import layout
     from jobsched.ports.jobs import INDEX
-    from jobsched.store import layout
 
     state = kit.jobs.scheduling_states([job.id])[job.id]
     assert state.due is not None

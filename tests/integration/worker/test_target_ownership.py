@@ -15,11 +15,12 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from jobsched.adapters.queue import delivery_of
-from jobsched.aws import Aws
+from jobsched.aws.clients import Aws
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.worker import Deferred
 from jobsched.models import LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.targets import TargetCall, TargetFailed
+from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
 from jobsched.targets.aws import LambdaExecutor
 from jobsched.targets.ownership import (
@@ -29,7 +30,6 @@ from jobsched.targets.ownership import (
     OwnerClients,
     TargetTags,
 )
-from jobsched.wiring import Components
 from tests.support.worker import Kit
 
 from .conftest import T0

@@ -10,7 +10,7 @@ from jobsched.domain import registration
 from jobsched.domain.backfill import MAX_BACKFILL_FIRES, BackfillWindowError, backfill_fires, dispatch_delay_s
 from jobsched.domain.runs import new_run
 from jobsched.models import RunStatus
-from jobsched.schedules import parse_schedule
+from jobsched.schedule.engine import parse_schedule
 
 DAY = {"start": "2026-03-01T00:00:00Z", "end": "2026-03-02T00:00:00Z"}
 HOUR_MS = 3_600_000

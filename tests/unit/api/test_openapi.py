@@ -12,7 +12,7 @@ from jobsched.api.cursor import CURSOR_PATTERN, encode_cursor
 from jobsched.api.document import HTTP_URL_FORMAT, SCHEDULE_FORMAT
 from jobsched.api.schemas import PATCH_NULLABLE_FIELDS
 from jobsched.models import INSTANT_YEARS
-from jobsched.schedules import get_zone
+from jobsched.schedule.engine import get_zone
 from jobsched.settings import Settings
 
 DOC = app.openapi_document()

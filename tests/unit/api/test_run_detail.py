@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.wire import run_message_body
+from jobsched.aws.wire import run_message_body
 from jobsched.models import RunStatus
 from jobsched.ports.tries import TryRecord
 

@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from jobsched.adapters.wire import parse_run_message, run_message_body
+from jobsched.aws.wire import parse_run_message, run_message_body
 from jobsched.clock import to_ms
 from jobsched.models import RunKind, RunStatus
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from jobsched.api.timing import KEPT_FIRES_MAX, retimed_since_ms
 from jobsched.clock import to_ms
-from jobsched.schedules import Schedule, parse_schedule
+from jobsched.schedule.engine import Schedule, parse_schedule
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 NOW_MS = to_ms(datetime(2026, 6, 1, tzinfo=UTC))

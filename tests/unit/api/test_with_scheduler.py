@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from jobsched.adapters.positions import JsonPositions
+from jobsched.aws.positions import JsonPositions
 from jobsched.clock import from_ms
 from jobsched.domain import registration
 from jobsched.domain.lease import LeaderLease
@@ -22,8 +22,8 @@ from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick import Scheduler
 from jobsched.ports.run_messages import RunMessage
-from jobsched.schedules import jitter_offset_ms
-from jobsched.wiring import tick_config
+from jobsched.runtime.wiring import tick_config
+from jobsched.schedule.engine import jitter_offset_ms
 
 MINUTE = 60_000
 DAY = 86_400_000

@@ -12,11 +12,11 @@ from boto3.dynamodb.types import TypeSerializer
 from bench.capacity import item_size, item_write_cost, write_units
 from jobsched.domain.runs import new_run
 from jobsched.domain.tries import FULL_TRIES, MAX_TRIES, with_try
+from jobsched.dynamodb.layout import run_item
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.runs import RunRow
 from jobsched.ports.targets import FAILED_OUTPUT_BYTES, SUCCESS_OUTPUT_BYTES
 from jobsched.ports.tries import TryRecord
-from jobsched.store.layout import run_item
 
 T0 = 1_767_578_400_123  # a scheduled_for with milliseconds: the longest number
 WORKER = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"  # a Lambda request id

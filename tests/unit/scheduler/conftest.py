@@ -14,6 +14,7 @@ import pytest
 
 from jobsched.api.service import JobService
 from jobsched.clock import FakeClock
+from jobsched.dynamodb import layout
 from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
@@ -21,7 +22,6 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.ports.jobs import SchedulingState
 from jobsched.ports.run_messages import RunMessage
 from jobsched.settings import Settings
-from jobsched.store import layout
 from tests.support.backends import memory_settings
 from tests.support.scheduler import T0, Contender, HarnessBase
 

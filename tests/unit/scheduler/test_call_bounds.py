@@ -9,9 +9,9 @@ import threading
 import pytest
 from botocore.exceptions import ReadTimeoutError
 
-from jobsched.aws import DEFAULT_CALLS, Aws, CallBounds
+from jobsched.aws.clients import DEFAULT_CALLS, Aws, CallBounds
 from jobsched.handlers import scheduler as handler_module
-from jobsched.scheduler_runtime import SCHEDULER_CALLS, STOP_BEFORE_MS
+from jobsched.runtime.scheduler import SCHEDULER_CALLS, STOP_BEFORE_MS
 from jobsched.settings import get_settings
 
 

@@ -10,7 +10,7 @@ from jobsched.clock import to_ms
 from jobsched.domain.fires import MAX_FIRES, listing, upcoming_fires
 from jobsched.domain.planning import next_fire_ms
 from jobsched.ports.jobs import SchedulingState
-from jobsched.schedules import parse_schedule
+from jobsched.schedule.engine import parse_schedule
 
 
 def ms(text: str) -> int:

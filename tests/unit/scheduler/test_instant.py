@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.metrics import PowertoolsRunMetrics
+from jobsched.aws.metrics import PowertoolsRunMetrics
 from jobsched.domain.loop import INSTANT_TICK_BURST, INSTANT_TICK_GAP_MS, INSTANT_TICKS_MAX, tick_on_instants
 from jobsched.domain.planning import horizon_ms
 from jobsched.domain.retries import Outcome
@@ -17,7 +17,7 @@ from jobsched.domain.worker import Worker
 from jobsched.memory.queue import MemoryDeadRuns
 from jobsched.models import RunStatus
 from jobsched.ports.run_messages import Delivery
-from jobsched.schedules import jitter_offset_ms
+from jobsched.schedule.engine import jitter_offset_ms
 from jobsched.targets import Targets
 from tests.support.worker import SimWaiter
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.schedules import jitter_offset_ms
+from jobsched.schedule.engine import jitter_offset_ms
 
 DAY = 86400_000
 HOUR = 3600_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jobsched.adapters.metrics import PowertoolsTickMetrics
+from jobsched.aws.metrics import PowertoolsTickMetrics
 from jobsched.domain.tick_records import TickResult
 from jobsched.observability import MetricName
 

@@ -227,7 +227,7 @@ def test_daily_berlin_job_runs_once_per_local_day_across_dst(
     from zoneinfo import ZoneInfo
 
     from jobsched.clock import from_ms
-    from jobsched.schedules import parse_schedule
+    from jobsched.schedule.engine import parse_schedule
 
     berlin = ZoneInfo("Europe/Berlin")
     start = datetime.fromisoformat(first_day).replace(tzinfo=berlin)

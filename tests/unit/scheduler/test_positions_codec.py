@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobsched.adapters.positions import JsonPositions
+from jobsched.aws.positions import JsonPositions
 from jobsched.domain.due_reader import UPGRADE_REWIND_MS, read_floor
 from jobsched.ports.positions import ReadPositions
 

@@ -9,9 +9,9 @@ from typing import Any
 from jobsched.api.schemas import JobCreate, JobPatch
 from jobsched.api.service import JobService
 from jobsched.clock import from_ms, to_ms
+from jobsched.dynamodb import layout
 from jobsched.models import MissedPolicy, RunStatus
 from jobsched.ports.jobs import DueQuery
-from jobsched.store import layout
 
 MIN = 60_000
 

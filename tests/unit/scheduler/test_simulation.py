@@ -11,7 +11,7 @@ from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.runs import claim_message
 from jobsched.ports.run_messages import RunMessage
-from jobsched.schedules import jitter_offset_ms, parse_schedule
+from jobsched.schedule.engine import jitter_offset_ms, parse_schedule
 
 SECONDS = 1000
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.wire import parse_run_message, run_message_body
+from jobsched.aws.wire import parse_run_message, run_message_body
 from jobsched.clock import from_ms
 from jobsched.domain.due_reader import WATERMARK_MARGIN_MS
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.registration import partition_of
+from jobsched.dynamodb import layout
 from jobsched.models import RunStatus
 from jobsched.ports.jobs import TIMER_LANES, DueQuery
 from jobsched.ports.run_messages import QueueSendError, RunMessage
-from jobsched.store import layout
 from tests.support.scheduler import throttled
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.metrics import PowertoolsRunMetrics
-from jobsched.adapters.wire import dead_run_envelope, run_message_body
+from jobsched.aws.metrics import PowertoolsRunMetrics
+from jobsched.aws.wire import dead_run_envelope, run_message_body
 from jobsched.clock import FakeClock
 from jobsched.domain.retries import Failures
 from jobsched.domain.supervision import Waiter

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.metrics import PowertoolsRunMetrics
+from jobsched.aws.metrics import PowertoolsRunMetrics
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain import registration
 from jobsched.domain.alerting import SYSTEM_ACTOR, Alerting, dead_streak

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jobsched.adapters.alerts import alert_body, alert_subject
-from jobsched.adapters.wire import dead_run_envelope
+from jobsched.aws.alerts import alert_body, alert_subject
+from jobsched.aws.wire import dead_run_envelope
 from jobsched.ports.run_messages import DeadRun
 
 T0 = 1_767_578_400_000

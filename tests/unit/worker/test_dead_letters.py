@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import dead_letter_of
-from jobsched.adapters.wire import run_message_body
 from jobsched.api.run_views import run_view
 from jobsched.api.triggers import send_manual
+from jobsched.aws.queue import dead_letter_of
+from jobsched.aws.wire import run_message_body
 from jobsched.domain.retries import DEAD_LETTER_WORKER
 from jobsched.domain.runs import new_run, rerun_request
 from jobsched.domain.sweeper import Sweeper

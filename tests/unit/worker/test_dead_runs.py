@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.adapters.queue import delivery_of
-from jobsched.aws import DEFAULT_CALLS
+from jobsched.aws.clients import DEFAULT_CALLS
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.retries import NOTIFY_RETRY_MS, Outcome
 from jobsched.models import RunStatus
 from jobsched.ports.run_messages import DeadRun

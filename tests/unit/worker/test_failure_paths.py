@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
-from jobsched.adapters.queue import delivery_of
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred
 from jobsched.memory.queue import MemoryDeadLetters

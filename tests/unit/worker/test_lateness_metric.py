@@ -29,7 +29,7 @@ def lateness(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         if name == MetricName.RUN_LATENESS:
             seen.append(value)
 
-    monkeypatch.setattr("jobsched.adapters.metrics.add_metric", add)
+    monkeypatch.setattr("jobsched.aws.metrics.add_metric", add)
     return seen
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.outcomes import OUTCOME_RESERVE_S
 from jobsched.domain.retries import Outcome
 from jobsched.memory.runs import MemoryRunStore

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.overlap import CLOCK_SKEW_MS, LAMBDA_MAX_RUN_S, PRE_CLAIM_SPEC_MS
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import Deferred

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobsched.adapters.queue import delivery_of
+from jobsched.aws.queue import delivery_of
 from jobsched.domain.redaction import MARK, Redactor, redactor_for
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Worker

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
+from jobsched.aws.queue import delivery_of
 from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.overlap import OVERLAP_CHANGE_EVENTS
 from jobsched.domain.retries import Outcome, Owned

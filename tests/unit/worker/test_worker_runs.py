@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.queue import delivery_of
-from jobsched.adapters.wire import parse_run_message
+from jobsched.aws.queue import delivery_of
+from jobsched.aws.wire import parse_run_message
 from jobsched.clock import to_ms
 from jobsched.domain.retries import Outcome
 from jobsched.domain.runs import new_run

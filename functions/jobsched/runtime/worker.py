@@ -48,8 +48,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.adapters.queue import delivery_of
-from jobsched.adapters.wire import parse_run_message
+from jobsched.aws.queue import delivery_of
+from jobsched.aws.wire import parse_run_message
 from jobsched.domain.worker import BatchSpecs, Worker
 
 _pools = threading.local()

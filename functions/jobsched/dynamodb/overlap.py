@@ -11,10 +11,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from jobsched.dynamodb.dynamo import is_condition_failure, old_item
+from jobsched.dynamodb.errors import unavailable_on_failure
+from jobsched.dynamodb.layout import RUNNING_SK, job_pk, plain
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
-from jobsched.store.dynamo import is_condition_failure, old_item
-from jobsched.store.errors import unavailable_on_failure
-from jobsched.store.layout import RUNNING_SK, job_pk, plain
 
 
 class OverlapLock:

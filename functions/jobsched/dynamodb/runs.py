@@ -2,9 +2,9 @@
 the scheduler's and the API's inserts and reads). The unique ``(job_id, scheduled_for)`` insert, the run
 history, and the run lifecycle transitions of workers and the sweeper (claim, heartbeat, finish, retry, dead,
 skip, sweep index, re-run): each transition is one conditional request rendered from the run state machine's
-table (``jobsched.domain.run_states``, by ``jobsched.store.run_expressions``), one write unit for a row under
+table (``jobsched.domain.run_states``, by ``jobsched.dynamodb.run_expressions``), one write unit for a row under
 1 KB (plus the sparse indexes' entries a transition files or removes). Takes and returns ``RunRow`` records;
-item layouts are ``jobsched.store.layout``'s. Transient DynamoDB failures are raised as
+item layouts are ``jobsched.dynamodb.layout``'s. Transient DynamoDB failures are raised as
 ``jobsched.ports.errors.StoreUnavailable``.
 
 Claims and heartbeats never touch ``sweep_pk``/``sweep_at`` (the sweep index is KEYS_ONLY, so they cost no index
@@ -21,11 +21,11 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.domain.run_steps import Outcome, RunStateMachine, Step, insert_step
+from jobsched.dynamodb import run_expressions
+from jobsched.dynamodb.dynamo import is_condition_failure, old_item, transact_put
+from jobsched.dynamodb.errors import unavailable_on_failure
+from jobsched.dynamodb.layout import FAIL_OWNER, plain, run_row, sweep_pk, trigger_key_item
 from jobsched.ports.runs import EVERY_RUN, KeyedInsert, RunFilter, RunKey, SweepPage
-from jobsched.store import run_expressions
-from jobsched.store.dynamo import is_condition_failure, old_item, transact_put
-from jobsched.store.errors import unavailable_on_failure
-from jobsched.store.layout import FAIL_OWNER, plain, run_row, sweep_pk, trigger_key_item
 
 if TYPE_CHECKING:
     from jobsched.ports.runs import RunRow

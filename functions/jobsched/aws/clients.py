@@ -50,7 +50,7 @@ DEFAULT_CALLS = CallBounds(connect_timeout_s=3, read_timeout_s=5, max_attempts=3
 """Our own calls (DynamoDB, SQS, SNS) answer in milliseconds; each is bounded so a hanging endpoint cannot
 hold a worker past its heartbeat window: 3 x (3 s + 5 s) + 1 s + 2 s of backoff = 27 s, under the 30 s
 heartbeat interval. (Lambda targets use their own client with the job's timeout; the scheduler uses
-tighter bounds, ``jobsched.scheduler_runtime.SCHEDULER_CALLS``.)"""
+tighter bounds, ``jobsched.runtime.scheduler.SCHEDULER_CALLS``.)"""
 
 _LOADER: botocore.loaders.Loader | None = None
 _LOADER_LOCK = threading.Lock()

@@ -10,15 +10,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
-from jobsched.models import Job
-from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
-from jobsched.store.batch import batch_get
-from jobsched.store.due_index import DueIndexTable
-from jobsched.store.due_repair import DueRepair, MigrationPass, RefileLimits
-from jobsched.store.dynamo import is_condition_failure, transact_put
-from jobsched.store.errors import unavailable_on_failure
-from jobsched.store.layout import (
+from jobsched.dynamodb.batch import batch_get
+from jobsched.dynamodb.due_index import DueIndexTable
+from jobsched.dynamodb.due_repair import DueRepair, MigrationPass, RefileLimits
+from jobsched.dynamodb.dynamo import is_condition_failure, transact_put
+from jobsched.dynamodb.errors import unavailable_on_failure
+from jobsched.dynamodb.layout import (
     SCHED_SK,
     SPEC_SK,
     event_from_item,
@@ -36,7 +33,10 @@ from jobsched.store.layout import (
     timer_item,
     tombstone_item,
 )
-from jobsched.store.overlap import OverlapLock
+from jobsched.dynamodb.overlap import OverlapLock
+from jobsched.models import Job
+from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
 
 if TYPE_CHECKING:
     from jobsched.domain.due_repair import RefilePass

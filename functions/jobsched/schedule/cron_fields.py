@@ -6,7 +6,7 @@ seconds, minutes, hours and months, an optional year set (EventBridge's sixth fi
 day fields as item lists evaluated per month. It answers two questions about NAIVE wall-clock times:
 the first match after a time (:meth:`CronFields.next_wall`) and how many matches lie in a closed
 range (:meth:`CronFields.count_walls`, per-day arithmetic, no enumeration). Time zones and
-daylight saving are the caller's business (``jobsched.schedules``).
+daylight saving are the caller's business (``jobsched.schedule.engine``).
 
 The dialect (Vixie cron plus the Quartz/Cronos/cronsim extensions, one rule each):
 

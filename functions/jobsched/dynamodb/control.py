@@ -22,8 +22,8 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.domain.lease import LeaseRecord
-from jobsched.store.dynamo import is_condition_failure
-from jobsched.store.layout import plain
+from jobsched.dynamodb.dynamo import is_condition_failure
+from jobsched.dynamodb.layout import plain
 
 _deserializer = TypeDeserializer()
 

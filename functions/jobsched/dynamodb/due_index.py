@@ -14,11 +14,9 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
-from jobsched.ports.errors import Conflict
-from jobsched.ports.jobs import INDEX, TIMER_LANES, DueEntry, SchedulingState, Unreadable
-from jobsched.store.batch import STATES_BACKOFF_S, UNPROCESSED_BACKOFF_S, batch_get, until_processed
-from jobsched.store.dynamo import is_condition_failure, old_item
-from jobsched.store.layout import (
+from jobsched.dynamodb.batch import STATES_BACKOFF_S, UNPROCESSED_BACKOFF_S, batch_get, until_processed
+from jobsched.dynamodb.dynamo import is_condition_failure, old_item
+from jobsched.dynamodb.layout import (
     SCHED_SK,
     due_attributes,
     due_entry_from_item,
@@ -31,6 +29,8 @@ from jobsched.store.layout import (
     timer_pk,
     timer_sk,
 )
+from jobsched.ports.errors import Conflict
+from jobsched.ports.jobs import INDEX, TIMER_LANES, DueEntry, SchedulingState, Unreadable
 
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DuePage, DueQuery, Move

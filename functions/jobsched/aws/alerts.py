@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jobsched.adapters.wire import dead_run_envelope
+from jobsched.aws.wire import dead_run_envelope
 from jobsched.clock import iso_utc
 from jobsched.ports.alerts import Alert
 from jobsched.ports.run_messages import DeadRun
@@ -76,7 +76,7 @@ class DeadRunNotifier:
             self.publish_alert(dead)
 
     def send_dead_letter(self, dead: DeadRun) -> None:
-        """The envelope (``jobsched.adapters.wire.dead_run_envelope``) as JSON to the dead-run queue, with the
+        """The envelope (``jobsched.aws.wire.dead_run_envelope``) as JSON to the dead-run queue, with the
         same attributes."""
         self.sqs.send_message(
             QueueUrl=self.dead_run_queue_url,

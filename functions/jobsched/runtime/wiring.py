@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobsched.aws import DEFAULT_CALLS, Aws, CallBounds, new_session
+from jobsched.aws.clients import DEFAULT_CALLS, Aws, CallBounds, new_session
 from jobsched.clock import Clock, system_clock
 from jobsched.domain.alerting import RecentRuns
 from jobsched.domain.lease import LeaseStore
@@ -44,16 +44,16 @@ if TYPE_CHECKING:
     from jobsched.domain.sweeper import Sweeper
     from jobsched.domain.tick_records import TickConfig
     from jobsched.domain.worker import Worker
-    from jobsched.store.control import ControlStore
-    from jobsched.store.jobs import JobStore
+    from jobsched.dynamodb.control import ControlStore
+    from jobsched.dynamodb.jobs import JobStore
+    from jobsched.runtime.worker import Batches
     from jobsched.targets import Targets
-    from jobsched.worker_runtime import Batches
 
 
 class JobStorePorts(JobRepository, DueIndex, JobSpecs, Protocol):
     """Every port a job store serves (the API's ``JobRepository``, the tick's ``DueIndex``, the worker's and the
     sweeper's ``JobSpecs``), plus the due index's high-water reads of ``Components.scheduler_group``. Implemented by
-    ``jobsched.store.jobs.JobStore`` (DynamoDB) and ``jobsched.sqlite.jobs.SqliteJobStore``."""
+    ``jobsched.dynamodb.jobs.JobStore`` (DynamoDB) and ``jobsched.sqlite.jobs.SqliteJobStore``."""
 
     def highest_due_partition(self) -> int | None:
         """The highest scheduler partition any due entry is filed in (None: no entry). A scan: slow."""
@@ -67,23 +67,23 @@ class JobStorePorts(JobRepository, DueIndex, JobSpecs, Protocol):
 class RunStorePorts(RunRows, SweepRows, RunWriter, RecentRuns, RunHistory, Protocol):
     """Every port a run store serves (the worker's ``RunRows``, the sweeper's ``SweepRows``, the tick's
     ``RunWriter``, the alert policies' ``RecentRuns``, the API's ``RunHistory``). Implemented by
-    ``jobsched.store.runs.RunStore`` (DynamoDB) and ``jobsched.sqlite.runs.SqliteRunStore``."""
+    ``jobsched.dynamodb.runs.RunStore`` (DynamoDB) and ``jobsched.sqlite.runs.SqliteRunStore``."""
 
 
 class ControlStorePorts(WatermarkStore, PartitionMarks, LeaseStore, Protocol):
     """Every port the CONTROL store serves (the tick's ``WatermarkStore``, the partitions' and due shards'
-    ``PartitionMarks``, the leader lease's ``LeaseStore``). Implemented by ``jobsched.store.control.ControlStore``
+    ``PartitionMarks``, the leader lease's ``LeaseStore``). Implemented by ``jobsched.dynamodb.control.ControlStore``
     (DynamoDB) and ``jobsched.sqlite.control.SqliteControlStore``."""
 
 
 class RunQueuePorts(RunSender, VisibilityExtender, Protocol):
     """Every port the run queue serves (sending run messages, extending in-flight ones' visibility).
-    Implemented by ``jobsched.adapters.queue.RunQueue`` (on SQS, or on local mode's SQLite stand-in)."""
+    Implemented by ``jobsched.aws.queue.RunQueue`` (on SQS, or on local mode's SQLite stand-in)."""
 
 
 @dataclass(frozen=True)
 class DueUpkeep:
-    """The DynamoDB stores the sweeper Lambda's upkeep passes run on (``jobsched.sweeper_runtime``): the job
+    """The DynamoDB stores the sweeper Lambda's upkeep passes run on (``jobsched.runtime.sweeper``): the job
     store's repair and move of the due index (``refile_stuck``, ``migrate_due_index``) and the CONTROL store's
     reads of watermarks, read positions and the partitions' high-water mark. No port: only the DynamoDB layout
     has these passes, and local mode's sweeper does not run them."""
@@ -127,26 +127,26 @@ class Components:
 
     def jobs(self) -> JobStorePorts:
         """The JOBS table (job specs, scheduling state, the due index)."""
-        from jobsched.store.jobs import JobStore
+        from jobsched.dynamodb.jobs import JobStore
 
         return JobStore(self.aws.table(self.settings.jobs_table))
 
     def runs(self) -> RunStorePorts:
         """The RUNS table (run history, claims, the sweep index)."""
-        from jobsched.store.runs import RunStore
+        from jobsched.dynamodb.runs import RunStore
 
         return RunStore(self.aws.table(self.settings.runs_table))
 
     def control(self) -> ControlStorePorts:
         """The CONTROL table (leases, watermarks, the partition high-water mark)."""
-        from jobsched.store.control import ControlStore
+        from jobsched.dynamodb.control import ControlStore
 
         return ControlStore(self.aws.dynamodb, self.settings.control_table)
 
     def due_upkeep(self) -> DueUpkeep:
         """The DynamoDB JOBS and CONTROL stores of the sweeper's upkeep passes (:class:`DueUpkeep`)."""
-        from jobsched.store.control import ControlStore
-        from jobsched.store.jobs import JobStore
+        from jobsched.dynamodb.control import ControlStore
+        from jobsched.dynamodb.jobs import JobStore
 
         return DueUpkeep(
             JobStore(self.aws.table(self.settings.jobs_table)),
@@ -164,13 +164,13 @@ class Components:
 
     def run_queue(self) -> RunQueuePorts:
         """The run queue (SQS): run messages, retries with delay, visibility changes."""
-        from jobsched.adapters.queue import RunQueue
+        from jobsched.aws.queue import RunQueue
 
         return RunQueue(self.run_queue_client(), self.settings.run_queue_url)
 
     def notifier(self) -> DeadRunSink:
         """The dead-run queue + alerts topic adapter."""
-        from jobsched.adapters.alerts import DeadRunNotifier
+        from jobsched.aws.alerts import DeadRunNotifier
 
         return DeadRunNotifier(
             self.aws.sqs,
@@ -181,7 +181,7 @@ class Components:
 
     def alert_publisher(self) -> AlertSink:
         """The alerts topic adapter for the jobs' alert policies (``owner``, ``job_id``, ``kind`` attributes)."""
-        from jobsched.adapters.alerts import AlertPublisher
+        from jobsched.aws.alerts import AlertPublisher
 
         return AlertPublisher(self.aws.sns, topic_arn=self.settings.alerts_topic_arn)
 
@@ -200,7 +200,7 @@ class Components:
 
     def failures(self) -> Failures:
         """Retry/dead handling over the runs table, the run queue and the dead-run notifier."""
-        from jobsched.adapters.metrics import PowertoolsRunMetrics
+        from jobsched.aws.metrics import PowertoolsRunMetrics
         from jobsched.domain.retries import Failures
 
         return Failures(
@@ -302,7 +302,7 @@ class Components:
     def worker(self, *, targets: Targets | None = None, waiter: Waiter | None = None) -> Worker:
         """The worker: claims, runs and records one run per record (``targets`` default: :meth:`targets`;
         ``waiter`` default: real time between heartbeats)."""
-        from jobsched.adapters.metrics import PowertoolsRunMetrics
+        from jobsched.aws.metrics import PowertoolsRunMetrics
         from jobsched.domain.worker import Worker
 
         queue = self.run_queue()
@@ -323,14 +323,14 @@ class Components:
     def worker_batches(self) -> Batches:
         """The worker function's batch runner: each record thread gets a worker of its own on boto3 clients
         of its own (:meth:`with_own_clients`), built on its first record and kept."""
-        from jobsched.worker_runtime import Batches
+        from jobsched.runtime.worker import Batches
 
         return Batches(lambda: self.with_own_clients().worker())
 
     def sweeper(self) -> Sweeper:
         """The sweeper: one bounded pass over the runs table's sweep index per call of ``sweep()``."""
-        from jobsched.adapters.metrics import PowertoolsRunMetrics
-        from jobsched.adapters.queue import DeadLetterQueue
+        from jobsched.aws.metrics import PowertoolsRunMetrics
+        from jobsched.aws.queue import DeadLetterQueue
         from jobsched.domain.sweeper import Sweeper
 
         dlq = self.settings.run_dlq_url
@@ -359,8 +359,8 @@ class Components:
         when ``adopted``). ``holder`` is the lease contender id (default: host, pid and a random suffix);
         ``tick_metrics`` defaults to Powertools EMF; ``read_shards``: the due shards its ticks read (default and
         at least ``settings.due_shards``: ``Scheduler``). Raises ValueError for a partition out of range."""
-        from jobsched.adapters.metrics import PowertoolsTickMetrics
-        from jobsched.adapters.positions import JsonPositions
+        from jobsched.aws.metrics import PowertoolsTickMetrics
+        from jobsched.aws.positions import JsonPositions
         from jobsched.domain.lease import LeaderLease, new_holder_id
         from jobsched.domain.loop import SchedulerLoop
         from jobsched.domain.tick import Scheduler
@@ -467,7 +467,6 @@ class Components:
         """What the API's routes need. Auth: bearer tokens when ``settings.local_tokens_file`` is set (local
         mode; raises ValueError for an unreadable tokens file), else the IAM principal API Gateway reports: its ARN,
         or with ``owner_from = "tag:<key>"`` its role's or user's tag (``TaggedIamAuthenticator``)."""
-        from jobsched.adapters.principals import IamPrincipalTags
         from jobsched.api.app import Api
         from jobsched.api.auth import (
             Authenticator,
@@ -475,6 +474,7 @@ class Components:
             TaggedIamAuthenticator,
             TokenAuthenticator,
         )
+        from jobsched.aws.principals import IamPrincipalTags
 
         authenticator: Authenticator
         tag_key = parse_owner_from(self.settings.owner_from)

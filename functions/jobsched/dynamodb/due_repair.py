@@ -15,10 +15,10 @@ from botocore.exceptions import ClientError
 
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry, stuck_due_before
 from jobsched.domain.registration import TIMER_LEAD_MS
+from jobsched.dynamodb import layout
+from jobsched.dynamodb.due_index import LAYOUT_KEY
+from jobsched.dynamodb.dynamo import is_condition_failure
 from jobsched.ports.jobs import EARLY, LATE, DueEntry
-from jobsched.store import layout
-from jobsched.store.due_index import LAYOUT_KEY
-from jobsched.store.dynamo import is_condition_failure
 
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DueIndex

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from jobsched.cron_fields import CronFields
+from jobsched.schedule.cron_fields import CronFields
 
 __all__ = ["count_cron_fires"]
 
@@ -109,7 +109,7 @@ def count_cron_fires(
     ``after``/``until``: aware UTC datetimes (start_at/end_at already applied by the caller).
     ``gap_fires(wall_before, wall_after)``: whether a fixed-time entry fires at the end of the
     spring-forward gap that runs from naive ``wall_before`` to ``wall_after`` (the schedule's rule, see
-    ``jobsched.schedules``). Cost: the number of local days in the range plus a bisection per
+    ``jobsched.schedule.engine``). Cost: the number of local days in the range plus a bisection per
     daylight-saving transition, independent of the number of fires.
     """
     if until <= after or cap <= 0:

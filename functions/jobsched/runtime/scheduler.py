@@ -1,5 +1,5 @@
 """One invocation of the scheduler Lambda: its event, the bounds on its AWS calls, and the loop it runs
-until shortly before its timeout (the loops themselves are built by ``jobsched.wiring.Components``)."""
+until shortly before its timeout (the loops themselves are built by ``jobsched.runtime.wiring.Components``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsched.aws import CallBounds
+from jobsched.aws.clients import CallBounds
 from jobsched.domain.lease import new_holder_id
 
 if TYPE_CHECKING:
-    from jobsched.wiring import Components
+    from jobsched.runtime.wiring import Components
 
 SCHEDULER_CALLS = CallBounds(connect_timeout_s=1, read_timeout_s=2, max_attempts=2)
 """Bounds on each AWS call of the scheduler Lambda (DynamoDB and SQS answer in milliseconds): at most

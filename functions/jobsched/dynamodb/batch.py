@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jobsched.dynamodb.layout import job_pk, plain
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import STATE_BATCH
-from jobsched.store.layout import job_pk, plain
 
 UNPROCESSED_BACKOFF_S = (0.05, 0.1, 0.2)
 """Seconds waited before each retry of the items or keys a batch request returned unprocessed (DynamoDB

@@ -1,6 +1,6 @@
 """Schedule parsing and next-fire computation: the one module that owns jobsched's schedule rules.
 
-Pure: no AWS, no clock reads, no environment. ``jobsched.cron_fields`` does the cron field arithmetic
+Pure: no AWS, no clock reads, no environment. ``jobsched.schedule.cron_fields`` does the cron field arithmetic
 on naive *wall-clock* times (the dialect is described there); this module owns every convention on
 top of it:
 
@@ -36,8 +36,8 @@ from itertools import pairwise
 from typing import Protocol
 from zoneinfo import ZoneInfo, available_timezones
 
-from jobsched.cron_fields import ALLOWED, CronFieldError, CronFields
-from jobsched.fire_count import count_cron_fires
+from jobsched.schedule.cron_fields import ALLOWED, CronFieldError, CronFields
+from jobsched.schedule.fire_count import count_cron_fires
 
 __all__ = [
     "MAX_RATE_INTERVAL_S",
@@ -764,7 +764,7 @@ class Schedule:
         """Number of fires in ``(after, until]`` (aware, any zone), counting no further than ``cap``.
 
         Same fires as :meth:`fires` (start_at/end_at respected). Rates are counted arithmetically
-        (O(1)); cron by per-day arithmetic (``jobsched.fire_count``: cost bounded by the local days
+        (O(1)); cron by per-day arithmetic (``jobsched.schedule.fire_count``: cost bounded by the local days
         in the range, whatever the number of fires); a one-off is 0 or 1.
         """
         start, end = _utc(after, "after"), _utc(until, "until")
@@ -962,7 +962,7 @@ def parse_schedule(
     """Parse any schedule form into a :class:`Schedule`. Cached per input.
 
     Forms (keywords case-insensitive, surrounding spaces ignored): 5-field cron, 6-field cron
-    with seconds FIRST (the dialect: ``jobsched.cron_fields``), EventBridge Scheduler's
+    with seconds FIRST (the dialect: ``jobsched.schedule.cron_fields``), EventBridge Scheduler's
     ``cron(minutes hours day-of-month month day-of-week year)`` (day-of-week 1-7 with 1 = Sunday,
     ``?`` in exactly one day field, years 1970-2199 honoured), macros (``@hourly @daily @midnight @weekly @monthly @yearly @annually``),
     rates (``rate(5 minutes)``, ``every 30 seconds``; units second(s)/minute(s)/hour(s)/day(s); at most

@@ -12,9 +12,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from jobsched.adapters.wire import parse_run_message, run_message_body
+from jobsched.aws.wire import parse_run_message, run_message_body
+from jobsched.dynamodb.errors import TRANSIENT_ERRORS
 from jobsched.ports.run_messages import MAX_DELAY_S, DeadLetter, Delivery, QueueSendError, RunMessage
-from jobsched.store.errors import TRANSIENT_ERRORS
 
 
 def default_worker_id() -> str:

@@ -5,21 +5,21 @@ passes, each within the time left: the count of scheduler partitions without a l
 (``PartitionsWithoutLeader``, the alarm of a partition whose clock stopped), one pass of the due index's
 anti-entropy (``JobStore.refile_stuck``: a job whose timer item was lost gets a new one, ``JobsRefiled``) and,
 until it is done, one pass of the move of the jobs' ``due`` GSI entries to timer items
-(``JobStore.migrate_due_index``). The components it runs on are built by ``jobsched.wiring.Components``."""
+(``JobStore.migrate_due_index``). The components it runs on are built by ``jobsched.runtime.wiring.Components``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobsched.adapters.positions import JsonPositions
+from jobsched.aws.positions import JsonPositions
 from jobsched.domain.due_reader import read_floor
 from jobsched.domain.lease import partitions_without_leader
 from jobsched.observability import COUNT, MetricName, add_metric, flush_metrics, logger
 
 if TYPE_CHECKING:
     from jobsched.domain.sweeper import Sweeper
-    from jobsched.wiring import Components
+    from jobsched.runtime.wiring import Components
 
 REFILE_SECONDS = 10.0
 """The longest an anti-entropy pass runs (:func:`refile_stuck`)."""

@@ -2,7 +2,7 @@
 step of the table becomes one conditional ``UpdateItem`` (or, for ``insert``, one ``PutItem``) whose
 ``ConditionExpression`` and ``UpdateExpression`` say exactly what the transition says.
 
-The renderer adds what the table's layout (``jobsched.store.layout``) keeps beside a row's fields, and nothing
+The renderer adds what the table's layout (``jobsched.dynamodb.layout``) keeps beside a row's fields, and nothing
 else: ``sweep_pk`` is written and removed with ``sweep_at`` (the sparse sweep index's partition key), and
 ``fail_owner`` (the sparse ``failures`` index's) follows a written status: set to the owner the write names when
 the status is a failure status (``FAILURE_STATUSES``), removed when it is not. A transition that is not an
@@ -35,8 +35,7 @@ from jobsched.domain.run_states import (
     written_fields,
 )
 from jobsched.domain.run_steps import Step, value_of
-from jobsched.ports.runs import FAILURE_STATUSES, RunRow
-from jobsched.store.layout import (
+from jobsched.dynamodb.layout import (
     FAIL_OWNER,
     RUN_ATTRIBUTES,
     TRIES_ATTRIBUTE,
@@ -44,6 +43,7 @@ from jobsched.store.layout import (
     sweep_keys,
     tries_value,
 )
+from jobsched.ports.runs import FAILURE_STATUSES, RunRow
 
 KEY_ATTRIBUTES = ("job_id", "scheduled_for")
 INDEX_ATTRIBUTES = ("sweep_pk", FAIL_OWNER)
