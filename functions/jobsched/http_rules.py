@@ -2,7 +2,7 @@
 
 Pure: regular expressions and ``urllib.parse`` only. ``jobsched.models.HttpTarget`` validates with
 ``url_problem``, ``HEADER_NAME`` and ``HEADER_VALUE``, and names its secrets with ``credential_parts`` and
-``url_secrets`` (``jobsched.targets.redaction`` removes them from what a run records).
+``url_secrets`` (``jobsched.domain.redaction`` removes them from what a run records).
 """
 
 from __future__ import annotations

@@ -215,7 +215,7 @@ class HttpTarget(StrictModel):
         return value
 
     def secret_values(self) -> list[str]:
-        """What a run's output, error, logs and alerts must never show (``jobsched.targets.redaction``): the
+        """What a run's output, error, logs and alerts must never show (``jobsched.domain.redaction``): the
         values of the secret headers (``secret_headers`` and ``ALWAYS_SECRET_HEADERS``) with the parts a server
         may echo alone (``credential_parts``), and the URL's secrets (``url_secrets``); longest first (so a
         value containing another is redacted whole)."""

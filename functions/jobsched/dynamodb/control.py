@@ -7,7 +7,7 @@ Items (key ``pk``):
 - ``watermark#<partition>``: ``bucket`` (the oldest due-index bucket not yet drained, an integer
   ``due_at // bucket width``), ``term`` of the leader that wrote it, ``updated_at`` (epoch ms).
 - ``positions#<partition>``: ``positions`` (the read positions of the partition's due-index lanes, JSON as
-  ``domain.tick.encode_positions`` writes them), ``term`` of the leader that wrote them.
+  ``aws.positions.JsonPositions`` encodes them), ``term`` of the leader that wrote them.
 - ``partitions``: ``high_water``, the most scheduler partitions any deployment ran (see
   ``raise_partition_high_water``).
 - ``due_shards``: ``high_water``, the most due shards any deployment filed entries in (see
