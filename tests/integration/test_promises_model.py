@@ -432,7 +432,7 @@ class PromisesMachine(RuleBasedStateMachine):
             results.append(result)
             if clean and not result.aborted and not result.errors and not result.malformed:
                 self.clean_ticks.append((result.now, dict(self.faults.planned)))
-                self.oracle.ticked(result.now)
+                self.oracle.ticked(result.now, complete=result.lag_ms == 0)
         return results
 
     def _deliver(self, message: RunMessage, *, get_spec_error: bool = False) -> None:

@@ -19,12 +19,16 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
 - A backfill runs the fires in its window of the spec in force at its request (the last one written before it),
   those whose dispatch instant is not after the request; a fire of the job's schedule no clean tick found before
   the request is the scheduler's (run, or recorded missed, by the rules above).
-- The first clean tick at or after a fire finds it ``L`` ms late: with ``missed: skip`` it runs when ``L`` is under
+- A tick finds a fire ``L`` ms late: with ``missed: skip`` it runs when ``L`` is under
   ``max(misfire_grace_s, ON_TIME_TOLERANCE_MS)``, else it is recorded skipped (until a backfill or a re-run
   runs it); with ``catch_up`` it runs within
   ``max(catch_up_window_s, misfire_grace_s, ON_TIME_TOLERANCE_MS)``. Near a threshold (a few ticks, and one more
   tick per ``max_runs_per_job`` fires caught up) either outcome is allowed. A fire the scheduler sent is
-  dispatched: it runs, never recorded missed.
+  dispatched: it runs, never recorded missed. The first *complete* clean tick at or after a fire (one that read
+  every due entry: ``TickResult.lag_ms == 0``) finds it at the latest; a clean tick that read a slice of a
+  backlog (after a downtime the ticks read the due index oldest buckets first, ``TickLimits.backlog_buckets``
+  a tick, plus the newest two: design §4.1, "A rush fills ticks with its backlog, oldest due first") may find it
+  earlier or not: the verdicts for the two lateness bounds are both allowed.
 - Every try starts at or after the fire plus the job's jitter offset (scheduled and backfilled runs). A run
   succeeds at most once; a run with a successful try is never recorded dead or skipped; a run whose try started
   (in the current round: a re-run opens a new one) is never recorded skipped. Under ``overlap: skip`` (the spec in
@@ -196,7 +200,8 @@ class Oracle:
         self.jobs: dict[str, JobHistory] = {}
         self.retention_ms = retention_ms
         self.limits = limits or TickLimits()
-        self.clean_ticks: list[int] = []
+        self.clean_ticks: list[int] = []  # complete ones: every due entry read
+        self.reading_ticks: list[int] = []  # every clean tick, complete or reading a slice of a backlog
         self.sends: dict[tuple[str, int], int] = {}
         self.tries: list[Try] = []
         self.open: dict[str, list[Try]] = {}
@@ -248,9 +253,13 @@ class Oracle:
 
     # --- what the product did -------------------------------------------------------------------------
 
-    def ticked(self, at: int) -> None:
-        """A tick with no fault, lag or stall ran at ``at``: every job due by then was found."""
-        bisect.insort(self.clean_ticks, at)
+    def ticked(self, at: int, *, complete: bool = True) -> None:
+        """A tick with no fault, index lag or stall ran at ``at``. ``complete``: it read every due entry (its
+        ``lag_ms`` is 0), so every job due by then was found; else it read a slice of a backlog and may have
+        found any of them, or not (design §4.1)."""
+        bisect.insort(self.reading_ticks, at)
+        if complete:
+            bisect.insort(self.clean_ticks, at)
 
     def sent(self, job_id: str, scheduled_for: int, at: int) -> None:
         """The scheduler sent the message of fire ``scheduled_for`` at ``at``."""
@@ -308,8 +317,13 @@ class Oracle:
             or (job.deleted is not None and job.deleted <= tick)  # deleted before any tick could find it
         ):
             return "either"
+        earliest = self.reading_ticks[bisect.bisect_right(self.reading_ticks, due)]
+        verdicts = {self._by_lateness(era, fire, late) for late in (earliest - due, tick - due)}
+        return verdicts.pop() if len(verdicts) == 1 else "either"
+
+    def _by_lateness(self, era: Era, fire: int, late: int) -> str:
+        """``run``, ``skip`` or ``either`` for ``fire`` of ``era`` found ``late`` ms after its dispatch instant."""
         threshold = era.spec.threshold_ms()
-        late = tick - due
         if late < threshold // 2:
             return "run"
         if late > threshold + threshold // 2:

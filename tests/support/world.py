@@ -427,7 +427,7 @@ class World:
                 continue
             results.append(result)
             if clean and not result.aborted and not result.errors and not result.malformed:
-                self.oracle.ticked(result.now)
+                self.oracle.ticked(result.now, complete=result.lag_ms == 0)
         return results
 
     def tick(self, seconds: int = 1) -> None:
