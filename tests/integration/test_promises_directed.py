@@ -474,3 +474,27 @@ def test_fires_that_fall_while_the_ticks_read_a_backlog_may_be_found_late_and_re
     rows = [r for r in world.rows() if r.job_id == job and r.status is RunStatus.SKIPPED]
     assert any(r.scheduled_for <= fire <= (r.skipped_through or r.scheduled_for) for r in rows), rows
     world.check()
+
+
+# --- a manual run and a re-timed schedule's first fire at the same instant -------------------------------------
+
+
+def test_a_schedule_retimed_at_a_manual_runs_instant_starts_after_it(world: World) -> None:
+    """A manual run is keyed at the instant of its request and never at a fire of the job's schedule (design §2:
+    "their ``scheduled_for`` never collides with a scheduled fire"). A PATCH in the same millisecond to a rate
+    anchored at that instant (the job's creation) would have its first fire there, under the manual run's key:
+    the scheduler's message would find the manual run's row and the fire would never run on its own. The
+    re-timed schedule starts with its first fire after the manual run's instant."""
+    job = world.create("at 2026-03-02T11:00:00Z")
+    created = world.clock()
+    world.trigger(job)
+    world.patch(job, schedule="every 7 seconds")  # the same millisecond: the rate is anchored at the creation
+    assert world.clock() == created
+    world.tick(10)
+    world.settle()
+    manual = world.row(job, created)
+    assert manual is not None and manual.kind is RunKind.MANUAL and manual.status is RunStatus.SUCCEEDED
+    assert (job, created) not in world.oracle.sends  # no fire of the schedule under the manual run's key
+    first = world.row(job, created + 7_000)
+    assert first is not None and first.kind is RunKind.SCHEDULED and first.status is RunStatus.SUCCEEDED
+    world.check()

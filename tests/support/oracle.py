@@ -33,6 +33,8 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
   succeeds at most once; a run with a successful try is never recorded dead or skipped; a run whose try started
   (in the current round: a re-run opens a new one) is never recorded skipped. Under ``overlap: skip`` (the spec in
   force when a try starts) no two tries of a job run at once; a try counts as running until its target returned.
+- A manual run is keyed at its request's instant, never at a fire (design §2: its ``scheduled_for`` never
+  collides with a scheduled fire): a PATCH in the same millisecond has no fire at that instant.
 - A trigger runs once; a backfill runs each fire of ``[start, end)`` of the eras in force, dispatchable by the
   request (fire plus offset at or before it), that had no try before it; a re-run runs its run once more.
 """
@@ -167,6 +169,7 @@ class JobHistory:
     deleted: int | None = None
     triggers: int = 0
     trigger_keys: set[str] = field(default_factory=set)
+    triggered_at: set[int] = field(default_factory=set)
     backfills: list[Backfill] = field(default_factory=list)
     reruns: dict[int, list[int]] = field(default_factory=dict)  # scheduled_for -> asked at
 
@@ -235,8 +238,11 @@ class Oracle:
     def deleted(self, job_id: str, at: int) -> None:
         self.jobs[job_id].deleted = at
 
-    def triggered(self, job_id: str, key: str | None = None) -> None:
+    def triggered(self, job_id: str, key: str | None = None, at: int | None = None) -> None:
+        """A manual trigger asked at ``at`` (epoch ms; None: not known), with Idempotency-Key ``key``."""
         job = self.jobs[job_id]
+        if at is not None:
+            job.triggered_at.add(at)
         if key is None:
             job.triggers += 1
         else:
@@ -301,6 +307,8 @@ class Oracle:
             return "either"  # its message may have waited on the queue until the job was deleted
         if job.paused_over(fire):
             return "none"
+        if fire == era.since and fire in job.triggered_at and era is not job.eras[0]:
+            return "none"  # a manual run holds the instant: the PATCH's schedule starts after it (design §2)
         if job.near_a_pause(fire) or (era.until is not None and fire >= era.until - EDGE_MS):
             return "either"
         sent = self.sends.get((job.job_id, fire))
@@ -460,6 +468,9 @@ class Oracle:
                 for fire in _judged_fires(era, start, end):
                     verdict = self.classify(job, era, fire, now)
                     rid = run_id(job.job_id, fire)
+                    row = by_fire.get(fire)
+                    if row is not None and row.kind.value == "manual" and (job.job_id, fire) in self.sends:
+                        problems.append(f"{rid}: a fire of the schedule was sent under a manual run's key")
                     if verdict == "run" and _overlapped(by_fire.get(fire)):
                         continue  # ``overlap: skip``: another try of the job ran then
                     if verdict == "run" and not self.tries_of(rid) and not _dead_letter(by_fire.get(fire)):
@@ -478,6 +489,7 @@ class Oracle:
             return problems
         manual = {t.run for t in self.tries if t.job_id == job.job_id and _manual(job, t.run)}
         manual |= {row.run_id for row in by_fire.values() if _dead_letter(row) and _manual(job, row.run_id)}
+        manual |= {r.run_id for r in by_fire.values() if r.kind.value == "manual" and self.tries_of(r.run_id)}
         if len(manual) < job.triggers + len(job.trigger_keys):
             problems.append(
                 f"{job.job_id}: {len(manual)} manual runs ran for {job.triggers} triggers and "
