@@ -436,3 +436,65 @@ def test_a_backfill_runs_fires_of_its_schedule_from_before_that_schedule_was_wri
     ran = {r.scheduled_for for r in world.rows() if r.kind is RunKind.BACKFILL}
     assert ran and all(fire % 10_000 == 0 for fire in ran), sorted(ran)
     world.check()
+
+
+# --- a job whose due entry waits in the backlog after a downtime ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schedule", "fields"),
+    [
+        ("*/10 * * * * *", {"missed": "skip", "misfire_grace_s": 0, "catch_up_window_s": 30}),
+        ("* * * * * *", {"missed": "catch_up", "misfire_grace_s": 5, "catch_up_window_s": 30}),
+    ],
+)
+def test_fires_that_fall_while_the_ticks_read_a_backlog_may_be_found_late_and_recorded_missed(
+    world: World, schedule: str, fields: dict[str, Any]
+) -> None:
+    """After a long downtime each tick reads the due backlog a bounded slice at a time (oldest buckets first,
+    ``TickLimits.backlog_buckets``, plus the newest two: design §4.1, "A rush fills ticks with its backlog, oldest
+    due first"). A job whose entry lies in a bucket between the slice and the newest two is found only when the
+    slice reaches it: its fires that fell meanwhile are late by then, and ``missed: skip`` records them missed
+    (``catch_up``: those older than its window).
+    Those ticks did not read every due entry (``lag_ms > 0``): the oracle counts them as ticks that may have
+    found a fire, not as ticks that found every due job."""
+    job = world.create(schedule, **fields)
+    world.tick(3)
+    world.downtime(2 * 86_400)  # 2880 buckets to read again, 60 a tick
+    world.tick(
+        1
+    )  # the job's entry lies in the oldest bucket: found, its fires recorded missed, refiled for now
+    world.downtime(300)  # its entry is now 5 minutes old: neither in the slice nor in the newest two buckets
+    start = world.clock()
+    world.tick(20)
+    results = world.step_loops()
+    assert results and all(r.lag_ms > 0 for r in results)  # still reading the backlog
+    world.settle()
+    fire = start // 10_000 * 10_000 + 10_000  # a fire of both schedules, while the ticks read the backlog
+    rows = [r for r in world.rows() if r.job_id == job and r.status is RunStatus.SKIPPED]
+    assert any(r.scheduled_for <= fire <= (r.skipped_through or r.scheduled_for) for r in rows), rows
+    world.check()
+
+
+# --- a manual run and a re-timed schedule's first fire at the same instant -------------------------------------
+
+
+def test_a_schedule_retimed_at_a_manual_runs_instant_starts_after_it(world: World) -> None:
+    """A manual run is keyed at the instant of its request and never at a fire of the job's schedule (design §2:
+    "their ``scheduled_for`` never collides with a scheduled fire"). A PATCH in the same millisecond to a rate
+    anchored at that instant (the job's creation) would have its first fire there, under the manual run's key:
+    the scheduler's message would find the manual run's row and the fire would never run on its own. The
+    re-timed schedule starts with its first fire after the manual run's instant."""
+    job = world.create("at 2026-03-02T11:00:00Z")
+    created = world.clock()
+    world.trigger(job)
+    world.patch(job, schedule="every 7 seconds")  # the same millisecond: the rate is anchored at the creation
+    assert world.clock() == created
+    world.tick(10)
+    world.settle()
+    manual = world.row(job, created)
+    assert manual is not None and manual.kind is RunKind.MANUAL and manual.status is RunStatus.SUCCEEDED
+    assert (job, created) not in world.oracle.sends  # no fire of the schedule under the manual run's key
+    first = world.row(job, created + 7_000)
+    assert first is not None and first.kind is RunKind.SCHEDULED and first.status is RunStatus.SUCCEEDED
+    world.check()

@@ -432,7 +432,7 @@ class PromisesMachine(RuleBasedStateMachine):
             results.append(result)
             if clean and not result.aborted and not result.errors and not result.malformed:
                 self.clean_ticks.append((result.now, dict(self.faults.planned)))
-                self.oracle.ticked(result.now)
+                self.oracle.ticked(result.now, complete=result.lag_ms == 0)
         return results
 
     def _deliver(self, message: RunMessage, *, get_spec_error: bool = False) -> None:
@@ -607,7 +607,7 @@ class PromisesMachine(RuleBasedStateMachine):
             job.unkeyed_triggers += 1
         else:
             job.keys.add(key)
-        self.oracle.triggered(job.job_id, key)
+        self.oracle.triggered(job.job_id, key, self.clock())
         send = service.queue.send
         if fail_after_save:
 
@@ -700,7 +700,7 @@ class PromisesMachine(RuleBasedStateMachine):
         job = data.draw(st.sampled_from([j for j in self._live() if j.overlap == "skip"]))
         self.long_runs[job.job_id] = seconds
         job.unkeyed_triggers += 1
-        self.oracle.triggered(job.job_id)
+        self.oracle.triggered(job.job_id, at=self.clock())
         self.api.service.trigger_job(OWNER, job.job_id)
         for message in self._receive(50):
             if message.job_id == job.job_id:

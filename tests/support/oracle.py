@@ -19,16 +19,22 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
 - A backfill runs the fires in its window of the spec in force at its request (the last one written before it),
   those whose dispatch instant is not after the request; a fire of the job's schedule no clean tick found before
   the request is the scheduler's (run, or recorded missed, by the rules above).
-- The first clean tick at or after a fire finds it ``L`` ms late: with ``missed: skip`` it runs when ``L`` is under
+- A tick finds a fire ``L`` ms late: with ``missed: skip`` it runs when ``L`` is under
   ``max(misfire_grace_s, ON_TIME_TOLERANCE_MS)``, else it is recorded skipped (until a backfill or a re-run
   runs it); with ``catch_up`` it runs within
   ``max(catch_up_window_s, misfire_grace_s, ON_TIME_TOLERANCE_MS)``. Near a threshold (a few ticks, and one more
   tick per ``max_runs_per_job`` fires caught up) either outcome is allowed. A fire the scheduler sent is
-  dispatched: it runs, never recorded missed.
+  dispatched: it runs, never recorded missed. The first *complete* clean tick at or after a fire (one that read
+  every due entry: ``TickResult.lag_ms == 0``) finds it at the latest; a clean tick that read a slice of a
+  backlog (after a downtime the ticks read the due index oldest buckets first, ``TickLimits.backlog_buckets``
+  a tick, plus the newest two: design §4.1, "A rush fills ticks with its backlog, oldest due first") may find it
+  earlier or not: the verdicts for the two lateness bounds are both allowed.
 - Every try starts at or after the fire plus the job's jitter offset (scheduled and backfilled runs). A run
   succeeds at most once; a run with a successful try is never recorded dead or skipped; a run whose try started
   (in the current round: a re-run opens a new one) is never recorded skipped. Under ``overlap: skip`` (the spec in
   force when a try starts) no two tries of a job run at once; a try counts as running until its target returned.
+- A manual run is keyed at its request's instant, never at a fire (design §2: its ``scheduled_for`` never
+  collides with a scheduled fire): a PATCH in the same millisecond has no fire at that instant.
 - A trigger runs once; a backfill runs each fire of ``[start, end)`` of the eras in force, dispatchable by the
   request (fire plus offset at or before it), that had no try before it; a re-run runs its run once more.
 """
@@ -163,6 +169,7 @@ class JobHistory:
     deleted: int | None = None
     triggers: int = 0
     trigger_keys: set[str] = field(default_factory=set)
+    triggered_at: set[int] = field(default_factory=set)
     backfills: list[Backfill] = field(default_factory=list)
     reruns: dict[int, list[int]] = field(default_factory=dict)  # scheduled_for -> asked at
 
@@ -196,7 +203,8 @@ class Oracle:
         self.jobs: dict[str, JobHistory] = {}
         self.retention_ms = retention_ms
         self.limits = limits or TickLimits()
-        self.clean_ticks: list[int] = []
+        self.clean_ticks: list[int] = []  # complete ones: every due entry read
+        self.reading_ticks: list[int] = []  # every clean tick, complete or reading a slice of a backlog
         self.sends: dict[tuple[str, int], int] = {}
         self.tries: list[Try] = []
         self.open: dict[str, list[Try]] = {}
@@ -230,8 +238,11 @@ class Oracle:
     def deleted(self, job_id: str, at: int) -> None:
         self.jobs[job_id].deleted = at
 
-    def triggered(self, job_id: str, key: str | None = None) -> None:
+    def triggered(self, job_id: str, key: str | None = None, at: int | None = None) -> None:
+        """A manual trigger asked at ``at`` (epoch ms; None: not known), with Idempotency-Key ``key``."""
         job = self.jobs[job_id]
+        if at is not None:
+            job.triggered_at.add(at)
         if key is None:
             job.triggers += 1
         else:
@@ -248,9 +259,13 @@ class Oracle:
 
     # --- what the product did -------------------------------------------------------------------------
 
-    def ticked(self, at: int) -> None:
-        """A tick with no fault, lag or stall ran at ``at``: every job due by then was found."""
-        bisect.insort(self.clean_ticks, at)
+    def ticked(self, at: int, *, complete: bool = True) -> None:
+        """A tick with no fault, index lag or stall ran at ``at``. ``complete``: it read every due entry (its
+        ``lag_ms`` is 0), so every job due by then was found; else it read a slice of a backlog and may have
+        found any of them, or not (design §4.1)."""
+        bisect.insort(self.reading_ticks, at)
+        if complete:
+            bisect.insort(self.clean_ticks, at)
 
     def sent(self, job_id: str, scheduled_for: int, at: int) -> None:
         """The scheduler sent the message of fire ``scheduled_for`` at ``at``."""
@@ -292,6 +307,8 @@ class Oracle:
             return "either"  # its message may have waited on the queue until the job was deleted
         if job.paused_over(fire):
             return "none"
+        if fire == era.since and fire in job.triggered_at and era is not job.eras[0]:
+            return "none"  # a manual run holds the instant: the PATCH's schedule starts after it (design §2)
         if job.near_a_pause(fire) or (era.until is not None and fire >= era.until - EDGE_MS):
             return "either"
         sent = self.sends.get((job.job_id, fire))
@@ -308,8 +325,13 @@ class Oracle:
             or (job.deleted is not None and job.deleted <= tick)  # deleted before any tick could find it
         ):
             return "either"
+        earliest = self.reading_ticks[bisect.bisect_right(self.reading_ticks, due)]
+        verdicts = {self._by_lateness(era, fire, late) for late in (earliest - due, tick - due)}
+        return verdicts.pop() if len(verdicts) == 1 else "either"
+
+    def _by_lateness(self, era: Era, fire: int, late: int) -> str:
+        """``run``, ``skip`` or ``either`` for ``fire`` of ``era`` found ``late`` ms after its dispatch instant."""
         threshold = era.spec.threshold_ms()
-        late = tick - due
         if late < threshold // 2:
             return "run"
         if late > threshold + threshold // 2:
@@ -446,6 +468,9 @@ class Oracle:
                 for fire in _judged_fires(era, start, end):
                     verdict = self.classify(job, era, fire, now)
                     rid = run_id(job.job_id, fire)
+                    row = by_fire.get(fire)
+                    if row is not None and row.kind.value == "manual" and (job.job_id, fire) in self.sends:
+                        problems.append(f"{rid}: a fire of the schedule was sent under a manual run's key")
                     if verdict == "run" and _overlapped(by_fire.get(fire)):
                         continue  # ``overlap: skip``: another try of the job ran then
                     if verdict == "run" and not self.tries_of(rid) and not _dead_letter(by_fire.get(fire)):
@@ -464,6 +489,7 @@ class Oracle:
             return problems
         manual = {t.run for t in self.tries if t.job_id == job.job_id and _manual(job, t.run)}
         manual |= {row.run_id for row in by_fire.values() if _dead_letter(row) and _manual(job, row.run_id)}
+        manual |= {r.run_id for r in by_fire.values() if r.kind.value == "manual" and self.tries_of(r.run_id)}
         if len(manual) < job.triggers + len(job.trigger_keys):
             problems.append(
                 f"{job.job_id}: {len(manual)} manual runs ran for {job.triggers} triggers and "

@@ -389,7 +389,7 @@ class World:
         self.oracle.deleted(job_id, now)
 
     def trigger(self, job_id: str, key: str | None = None) -> None:
-        self.oracle.triggered(job_id, key)
+        self.oracle.triggered(job_id, key, self.clock())
         self.service.trigger_job(OWNER, job_id, idempotency_key=key)
 
     def backfill(self, job_id: str, start_ms: int, end_ms: int) -> Any:
@@ -427,7 +427,7 @@ class World:
                 continue
             results.append(result)
             if clean and not result.aborted and not result.errors and not result.malformed:
-                self.oracle.ticked(result.now)
+                self.oracle.ticked(result.now, complete=result.lag_ms == 0)
         return results
 
     def tick(self, seconds: int = 1) -> None:

@@ -286,7 +286,8 @@ class JobService:
         When a timing field (schedule, timezone, start_at, end_at) is given, ``next_run_at`` is recomputed
         with the new settings (see ``timing.retimed_since_ms``): future fires from now on (design §4.4), while
         fires still pending are kept when the new settings fire when the old ones did; a fire of a schedule
-        not in force when it fell due never runs. A PATCH resuming the job (``paused`` false) continues with the
+        not in force when it fell due never runs; a first fire at the PATCH's own millisecond that a manual run
+        already holds (a trigger in the same millisecond) gives way to the next one. A PATCH resuming the job (``paused`` false) continues with the
         first fire after now (``timing.resumed_next_run_at``). Otherwise ``next_run_at`` is kept, so a pending
         catch-up is not lost by editing ``input``. The stored fencing ``term`` is kept. Raises
         ``JobNotFound``, ``InvalidInput`` or ``ScheduleError`` (400), ``ConcurrentChange`` (409, the job kept
@@ -330,6 +331,10 @@ class JobService:
                 if resumed:  # fires of the paused time are not run (design §4.4): only those after the resume
                     since_ms = now_ms + 1
                 first = registration.first_fire_ms(job, since_ms, schedule=schedule)
+                if first == now_ms and self.runs.get(job_id, now_ms) is not None:
+                    # a manual run holds this instant (``Triggers.trigger`` took it before this PATCH): a fire
+                    # there would share its run key and never run on its own (design §2)
+                    first = registration.first_fire_ms(job, now_ms + 1, schedule=schedule)
                 return job, registration.anchor_ms(job), first
             if resumed:
                 return job, timing.stored_anchor_ms(state, current), timing.resumed_next_run_at(state, now_ms)
