@@ -20,7 +20,17 @@ HEADING = re.compile(r"^#{2,3} (?:(\d+(?:\.\d+)?)\.? )?", re.M)
 
 KEYWORDS: dict[str, tuple[str, ...]] = {
     "1": ("one-off", "iana", "anchor", "next_fire", "whole milliseconds"),
-    "2": ("field names", "limit", "64 kib", "worker's cap", "tombstone", "deleted", "statuses", "succeeded"),
+    "2": (
+        "field names",
+        "limit",
+        "64 kib",
+        "worker's cap",
+        "tombstone",
+        "deleted",
+        "statuses",
+        "succeeded",
+        "manual",
+    ),
     "3": ("http", "route", "error", "owner", "idempotency", "24 h", "conflict", "trigger", "identical spec"),
     "3.1": ("what will run next",),
     "3.2": ("who did what", "audit", "actor", "admission"),
