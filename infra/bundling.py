@@ -33,6 +33,8 @@ import jsii
 from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
+from jobsched.lambda_wheels import PLATFORM, PYTHON_VERSION, pip_install_for_lambda
+
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = ROOT / "functions"
 PACKAGE = "jobsched"
@@ -46,10 +48,18 @@ through pyenv)."""
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 """Distributions the Lambda runtime provides: a bundled package may depend on them without bundling them."""
 
-PYTHON_VERSION = "3.12"
-"""CPython version of the Lambda runtime the wheels are chosen for (``Runtime.PYTHON_3_12``)."""
-PLATFORM = "manylinux2014_x86_64"
-"""Wheel platform tag for ``Architecture.X86_64`` (Amazon Linux 2023, glibc 2.34, accepts manylinux2014)."""
+__all__ = [
+    "PLATFORM",
+    "PYTHON_VERSION",
+    "BundlingError",
+    "LocalBundler",
+    "compile_command",
+    "lambda_code",
+    "missing_dependencies",
+    "pip_command",
+    "pip_install_for_lambda",
+    "runtime_python",
+]
 
 # Never part of the asset, and never part of its hash (so a stray __pycache__ does not force a re-bundle).
 EXCLUDE = ("**/__pycache__", "**/*.pyc", "*.egg-info", "**/.mypy_cache")
@@ -62,27 +72,6 @@ Runner = Callable[..., subprocess.CompletedProcess[str]]
 
 class BundlingError(RuntimeError):
     """Local bundling failed (pip could not install the pinned wheels); the message carries pip's output."""
-
-
-def pip_install_for_lambda(python: str, *options: str) -> list[str]:
-    """``python -m pip install --quiet`` of binary wheels only (``--only-binary=:all:``) for the Lambda's
-    platform, Python and implementation, with ``options`` (what to install, where). The one spelling of that
-    target for bundling (:func:`pip_command`), the lock (``infra.lock``) and ``bench.cold_start``."""
-    return [
-        python,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--platform",
-        PLATFORM,
-        "--python-version",
-        PYTHON_VERSION,
-        "--implementation",
-        "cp",
-        "--only-binary=:all:",
-        *options,
-    ]
 
 
 def pip_command(output_dir: str, *, python: str = sys.executable, requirements: Path = LOCK) -> list[str]:

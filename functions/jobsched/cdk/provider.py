@@ -1,0 +1,166 @@
+"""The custom resource provider behind ``jobsched.cdk.Job``: CloudFormation's create, update and delete of one
+job, as calls of the jobsched API signed with the provider function's own role.
+
+The provider function runs this module's :func:`on_event` under ``aws_cdk.custom_resources.Provider`` (the
+CDK's provider framework, which answers CloudFormation). It imports no CDK: its asset holds this module, the
+API client (``jobsched.client``) and httpx. The resource's properties (``ResourceProperties``):
+
+- ``ApiUrl``: the API root (``https://<id>.execute-api.<region>.amazonaws.com/<stage>``);
+- ``Name``: the job's name;
+- ``Spec``: the job's other fields (``JobSettings``' names, every one of them: the construct fills in the
+  API's defaults) as one JSON object in a string, so numbers and booleans arrive as JSON gives them
+  (CloudFormation passes other properties' scalars as strings).
+
+What each request does:
+
+- ``Create``: ``POST /jobs`` with an ``Idempotency-Key`` derived from the stack, the logical id and the
+  request id (:func:`idempotency_key`), so CloudFormation's or the framework's retry of the same request
+  replays the first answer: one job, not two. The job's id is the ``PhysicalResourceId``.
+- ``Update``: a changed ``Name`` or ``ApiUrl`` is a new job (the API never renames one), created as above
+  under a new physical id; CloudFormation then deletes the old one. Otherwise ``PATCH /jobs/{id}`` with the
+  fields of ``Spec`` that changed (:func:`changed_fields`), and no call when none did.
+- ``Delete``: ``DELETE /jobs/{id}``; a job already gone (404) is deleted.
+
+A refused call fails the request with the API's own error (``ApiError``'s text: status, code, message,
+field), which the framework reports to CloudFormation as the resource's failure reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jobsched.client import ApiError, JobschedClient, api_gateway_region
+
+__all__ = [
+    "API_URL",
+    "NAME",
+    "SPEC",
+    "JobRefused",
+    "JobResource",
+    "changed_fields",
+    "idempotency_key",
+    "on_event",
+    "signed_client",
+]
+
+API_URL = "ApiUrl"
+NAME = "Name"
+SPEC = "Spec"
+"""The resource's property names (see the module docstring)."""
+REPLACING = (API_URL, NAME)
+"""Properties whose change makes a new job (the API renames nothing, and another API is another job)."""
+
+ClientFactory = Callable[[str], JobschedClient]
+
+
+class JobRefused(Exception):
+    """The API refused a call for a resource; the text names the job and gives the API's own error
+    (``"job 'nightly' (Create): 400 invalid_input: ... (field: schedule)"``). ``error`` is the ``ApiError``."""
+
+    def __init__(self, name: str, request: str, error: ApiError) -> None:
+        super().__init__(f"job {name!r} ({request}): {error}")
+        self.error = error
+
+
+def idempotency_key(event: Mapping[str, Any]) -> str:
+    """The ``Idempotency-Key`` of a request that creates a job: ``cfn-`` and 40 hex digits of the SHA-256 of
+    the stack id, the logical id and the request id, so every retry of one request sends the same key and
+    two requests never share one."""
+    parts = (event.get("StackId", ""), event.get("LogicalResourceId", ""), event["RequestId"])
+    return "cfn-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
+def changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The PATCH body from ``old`` to ``new`` (two ``Spec`` objects): each field of ``new`` whose value differs
+    from ``old``'s, and null for a field ``old`` has and ``new`` has not (a field the API clears with null;
+    the construct always gives the others). Empty when nothing changed."""
+    patch = {name: value for name, value in new.items() if name not in old or old[name] != value}
+    patch.update({name: None for name in old.keys() - new.keys()})
+    return patch
+
+
+def signed_client(api_url: str) -> JobschedClient:
+    """A client of ``api_url`` whose calls are signed with SigV4 with the function's own credentials (its
+    role), in the API's region (from an API Gateway URL, else the function's ``AWS_REGION``)."""
+    region = api_gateway_region(api_url) or os.environ["AWS_REGION"]
+    return JobschedClient(api_url, sigv4_region=region)
+
+
+class JobResource:
+    """Handles one custom resource request (the framework's ``onEvent`` event: ``RequestType``,
+    ``ResourceProperties``, ``OldResourceProperties``, ``PhysicalResourceId``, ``RequestId``, ...) with a client
+    from ``client_for(api_url)``. :meth:`handle` returns ``{"PhysicalResourceId": job id, "Data": {"JobId",
+    "Name"}}`` (Delete: the physical id alone) and raises ``JobRefused`` when the API refuses a call,
+    ``KeyError``/``ValueError`` for an event without the properties the construct writes."""
+
+    def __init__(self, client_for: ClientFactory = signed_client) -> None:
+        self._client_for = client_for
+
+    def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        request = event["RequestType"]
+        properties = event["ResourceProperties"]
+        if request == "Create":
+            return self._create(event, properties)
+        if request == "Update":
+            old = event["OldResourceProperties"]
+            if any(old.get(name) != properties[name] for name in REPLACING):
+                return self._create(event, properties)
+            return self._update(event["PhysicalResourceId"], old, properties)
+        if request == "Delete":
+            return self._delete(event["PhysicalResourceId"], properties)
+        raise ValueError(f"unknown RequestType {request!r}")
+
+    def _create(self, event: Mapping[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
+        name = properties[NAME]
+        body = {"name": name, **_spec(properties)}
+        with self._client_for(properties[API_URL]) as client:
+            try:
+                job, _ = client.create_job(body, idempotency_key=idempotency_key(event))
+            except ApiError as error:
+                raise JobRefused(name, event["RequestType"], error) from error
+        return _answer(job)
+
+    def _update(
+        self, job_id: str, old: Mapping[str, Any], properties: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        name = properties[NAME]
+        patch = changed_fields(_spec(old), _spec(properties))
+        if not patch:
+            return {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Name": name}}
+        with self._client_for(properties[API_URL]) as client:
+            try:
+                job = client.update_job(job_id, patch)
+            except ApiError as error:
+                raise JobRefused(name, "Update", error) from error
+        return _answer(job)
+
+    def _delete(self, job_id: str, properties: Mapping[str, Any]) -> dict[str, Any]:
+        with self._client_for(properties[API_URL]) as client:
+            try:
+                client.delete_job(job_id)
+            except ApiError as error:
+                if error.status != 404:
+                    raise JobRefused(properties.get(NAME, job_id), "Delete", error) from error
+        return {"PhysicalResourceId": job_id}
+
+
+def _spec(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``Spec`` property as an object; ``ValueError`` when it is not a JSON object."""
+    spec = json.loads(properties.get(SPEC) or "{}")
+    if not isinstance(spec, dict):
+        raise ValueError(f"the {SPEC} property must be a JSON object, not {type(spec).__name__}")
+    return spec
+
+
+def _answer(job: Mapping[str, Any]) -> dict[str, Any]:
+    return {"PhysicalResourceId": job["id"], "Data": {"JobId": job["id"], "Name": job["name"]}}
+
+
+def on_event(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+    """The provider function's entry point (``jobsched.cdk.provider.on_event``): :meth:`JobResource.handle`
+    with :func:`signed_client`."""
+    return JobResource().handle(event)
