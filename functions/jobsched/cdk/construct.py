@@ -14,6 +14,7 @@ dependencies as wheels for the Lambda runtime (:class:`ProviderBundler`, pip, no
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -40,10 +41,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
-from pydantic_core import to_jsonable_python
 
 from jobsched.cdk import provider
 from jobsched.lambda_wheels import pip_install_for_lambda
+from jobsched.cdk.spec import complete_spec
 from jobsched.models import JobSettings
 
 __all__ = ["RESOURCE_TYPE", "Job", "JobProvider", "ProviderBundler", "execute_api_arn_of"]
@@ -204,7 +205,8 @@ class Job(Construct):
     ``api_url`` is the jobsched API (its ``ApiUrl`` output); ``name`` the job's name (default: the construct's
     id); ``schedule``, ``timezone``, ``target`` and ``fields`` the job's other fields as the API takes them
     (``input``, ``retry``, ``alerts``, ``timeout_s``, ``missed``, ``catch_up_window_s``, ``misfire_grace_s``,
-    ``overlap``, ``jitter_s``, ``start_at``, ``end_at``, ``paused``; values may hold tokens); a field not given
+    ``overlap``, ``jitter_s``, ``start_at``, ``end_at``, ``paused``; a string may hold a token, such as a
+    function's ARN, resolved at deploy time into the JSON text of the ``Spec`` property); a field not given
     is written with the API's default, so deleting a line of code sets the field back to its default.
     ``execute_api_arn`` is needed when ``api_url`` is not an API Gateway URL (see :func:`execute_api_arn_of`).
 
@@ -234,10 +236,6 @@ class Job(Construct):
                 + ", ".join(sorted(JobSettings.model_fields))
             )
         given = {"schedule": schedule, "timezone": timezone, "target": target, **fields}
-        spec = {
-            field: given[field] if field in given else info.get_default(call_default_factory=True)
-            for field, info in JobSettings.model_fields.items()
-        }
         self.provider = JobProvider.of(self)
         self.provider.allow(execute_api_arn or execute_api_arn_of(self, api_url))
         self.resource = CustomResource(
@@ -248,7 +246,7 @@ class Job(Construct):
             properties={
                 provider.API_URL: api_url,
                 provider.NAME: name or id,
-                provider.SPEC: Stack.of(self).to_json_string(to_jsonable_python(spec)),
+                provider.SPEC: json.dumps(complete_spec(given), separators=(",", ":")),
             },
         )
         self.job_id: str = self.resource.ref
