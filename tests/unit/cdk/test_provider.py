@@ -1,0 +1,154 @@
+"""The provider's handler on a stubbed network (``httpx.MockTransport``): what it sends and how it answers
+CloudFormation's requests, the failures included. Against local mode: ``tests/e2e/test_cdk_provider.py``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from jobsched.cdk.provider import JobRefused, JobResource, changed_fields, idempotency_key
+from jobsched.cdk.spec import complete_spec
+from jobsched.client import JobschedClient
+
+URL = "https://abc123.execute-api.eu-west-1.amazonaws.com/v1"
+pytestmark = pytest.mark.usefixtures("aws_credentials")  # an API Gateway URL: calls are signed with SigV4
+
+JOB = {"id": "j_0123456789abcdef0123", "name": "nightly"}
+
+
+def handler_answering(status: int, body: Any, seen: list[httpx.Request]) -> JobResource:
+    """A handler whose client gets ``status`` and ``body`` for every call, recording them in ``seen``."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(status, json=body)
+
+    return JobResource(
+        lambda url: JobschedClient(url, sigv4_region="eu-west-1", transport=httpx.MockTransport(answer))
+    )
+
+
+def props(name: str = "nightly", **fields: Any) -> dict[str, Any]:
+    spec = complete_spec({"schedule": "0 2 * * *", "target": {"type": "command", "name": "echo"}, **fields})
+    return {"ApiUrl": URL, "Name": name, "Spec": json.dumps(spec)}
+
+
+def event(request: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "RequestType": request,
+        "RequestId": "r-1",
+        "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/billing/1",
+        "LogicalResourceId": "Nightly",
+        "ResourceProperties": properties,
+        **extra,
+    }
+
+
+def test_the_key_is_the_same_for_a_retried_request_and_differs_between_requests() -> None:
+    first = event("Create", props())
+    assert idempotency_key(first) == idempotency_key(dict(first))
+    assert idempotency_key(first).startswith("cfn-") and len(idempotency_key(first)) == 44
+    others = [
+        {**first, "RequestId": "r-2"},
+        {**first, "LogicalResourceId": "Other"},
+        {**first, "StackId": "s"},
+    ]
+    assert len({idempotency_key(e) for e in [first, *others]}) == 4
+
+
+def test_changed_fields_are_the_differing_ones_and_null_for_a_removed_one() -> None:
+    old = {"schedule": "@daily", "timezone": "UTC", "input": {"a": 1}, "retry": {"max_attempts": 3}}
+    new = {"schedule": "@hourly", "timezone": "UTC", "retry": {"max_attempts": 3}, "jitter_s": 5}
+    assert changed_fields(old, new) == {"schedule": "@hourly", "jitter_s": 5, "input": None}
+    assert changed_fields(new, dict(new)) == {}
+
+
+def test_a_partial_policy_is_completed_so_removing_a_line_patches_the_default() -> None:
+    # Given a job whose code sets an alert threshold and a backoff, then removes them
+    before = complete_spec(
+        {"schedule": "@daily", "target": {}, "alerts": {"late_after_s": 600}, "retry": {"backoff_s": 5}}
+    )
+    after = complete_spec({"schedule": "@daily", "target": {}})
+
+    # Then the PATCH sets both back to the API's defaults (the API merges these objects field by field)
+    patch = changed_fields(before, after)
+    assert patch["alerts"]["late_after_s"] is None and patch["retry"]["backoff_s"] == 60
+    assert set(patch) == {"alerts", "retry"}
+
+
+def test_create_posts_the_spec_with_the_derived_key() -> None:
+    seen: list[httpx.Request] = []
+    answer = handler_answering(201, JOB, seen).handle(event("Create", props()))
+
+    assert answer == {"PhysicalResourceId": JOB["id"], "Data": {"JobId": JOB["id"], "Name": "nightly"}}
+    [request] = seen
+    assert (request.method, request.url.path) == ("POST", "/v1/jobs")
+    assert request.headers["Idempotency-Key"] == idempotency_key(event("Create", props()))
+    assert request.headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=")
+    assert "idempotency-key" in request.headers["Authorization"]  # the key is signed too
+    body = json.loads(request.content)
+    assert (
+        body["name"] == "nightly" and body["schedule"] == "0 2 * * *" and body["retry"]["max_attempts"] == 4
+    )
+
+
+def test_an_update_patches_only_the_changed_fields() -> None:
+    seen: list[httpx.Request] = []
+    old, new = props(), props(jitter_s=30)
+    handler_answering(200, JOB, seen).handle(
+        event("Update", new, PhysicalResourceId=JOB["id"], OldResourceProperties=old)
+    )
+    [request] = seen
+    assert (request.method, request.url.path) == ("PATCH", f"/v1/jobs/{JOB['id']}")
+    assert json.loads(request.content) == {"jitter_s": 30}
+
+
+@pytest.mark.parametrize("changed", ["Name", "ApiUrl"])
+def test_a_new_name_or_api_is_a_new_job(changed: str) -> None:
+    seen: list[httpx.Request] = []
+    old = props()
+    new = {**old, changed: "renamed" if changed == "Name" else URL.replace("abc123", "def456")}
+    created = {"id": "j_ffffffffffffffffffff", "name": new["Name"]}
+
+    answer = handler_answering(201, created, seen).handle(
+        event("Update", new, PhysicalResourceId=JOB["id"], OldResourceProperties=old)
+    )
+
+    assert answer["PhysicalResourceId"] == created["id"]
+    assert [(r.method, r.url.host) for r in seen] == [("POST", httpx.URL(new["ApiUrl"]).host)]
+
+
+def test_deleting_a_job_already_gone_succeeds() -> None:
+    seen: list[httpx.Request] = []
+    gone = {"error": {"code": "not_found", "message": "no job j_0123456789abcdef0123", "field": None}}
+    answer = handler_answering(404, gone, seen).handle(event("Delete", props(), PhysicalResourceId=JOB["id"]))
+    assert answer == {"PhysicalResourceId": JOB["id"]}
+    assert [(r.method, r.url.path) for r in seen] == [("DELETE", f"/v1/jobs/{JOB['id']}")]
+
+
+def test_a_refused_delete_fails_with_the_apis_error() -> None:
+    denied = {"error": {"code": "forbidden", "message": "User is not authorized", "field": None}}
+    with pytest.raises(JobRefused) as refused:
+        handler_answering(403, denied, []).handle(event("Delete", props(), PhysicalResourceId=JOB["id"]))
+    assert str(refused.value) == "job 'nightly' (Delete): 403 forbidden: User is not authorized"
+
+
+def test_an_unreachable_api_fails_the_request_saying_so() -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    handler = JobResource(lambda url: JobschedClient(url, transport=httpx.MockTransport(down)))
+    with pytest.raises(JobRefused) as refused:
+        handler.handle(event("Create", props()))
+    assert str(refused.value).startswith(f"job 'nightly' (Create): cannot reach the API at {URL}")
+
+
+def test_an_event_the_construct_never_writes_is_refused_naming_what_is_wrong() -> None:
+    handler = handler_answering(200, JOB, [])
+    with pytest.raises(ValueError, match="unknown RequestType 'Rollback'"):
+        handler.handle(event("Rollback", props()))
+    with pytest.raises(ValueError, match="the Spec property must be a JSON object, not list"):
+        handler.handle(event("Create", {**props(), "Spec": "[1]"}))
