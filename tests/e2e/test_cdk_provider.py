@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.cdk.spec import complete_spec
 from jobsched.cdk.provider import JobRefused, JobResource
+from jobsched.cdk.spec import complete_spec
 from jobsched.local.server import ApiServer
 from tests.e2e.support import LocalProcess
 from tests.support.iam_gateway import KEYS, REGION, IamGateway
@@ -94,7 +94,9 @@ def test_create_update_replace_and_delete_follow_the_stack(api: Api, function_ro
 
     # Then one job exists, its id the physical id, both answers the same
     job_id = made["PhysicalResourceId"]
-    assert again == made == {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Name": "nightly-invoices"}}
+    assert (
+        again == made == {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Name": "nightly-invoices"}}
+    )
     [job] = jobs_named(api, "nightly-invoices")
     assert (job["id"], job["schedule"], job["timezone"]) == (job_id, "0 2 * * *", "Europe/Berlin")
 

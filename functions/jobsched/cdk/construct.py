@@ -29,8 +29,8 @@ from aws_cdk import (
     AssetHashType,
     BundlingOptions,
     CustomResource,
-    Duration,
     DockerImage,
+    Duration,
     ILocalBundling,
     RemovalPolicy,
     Stack,
@@ -43,8 +43,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from jobsched.cdk import provider
-from jobsched.lambda_wheels import pip_install_for_lambda
 from jobsched.cdk.spec import complete_spec
+from jobsched.lambda_wheels import pip_install_for_lambda
 from jobsched.models import JobSettings
 
 __all__ = ["RESOURCE_TYPE", "Job", "JobProvider", "ProviderBundler", "execute_api_arn_of"]

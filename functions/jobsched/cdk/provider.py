@@ -124,9 +124,7 @@ class JobResource:
                 raise JobRefused(name, event["RequestType"], error) from error
         return _answer(job)
 
-    def _update(
-        self, job_id: str, old: Mapping[str, Any], properties: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    def _update(self, job_id: str, old: Mapping[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
         name = properties[NAME]
         patch = changed_fields(_spec(old), _spec(properties))
         if not patch:

@@ -22,7 +22,9 @@ def complete_spec(given: Mapping[str, Any]) -> dict[str, Any]:
     API merges an object's fields."""
     spec: dict[str, Any] = {}
     for field, info in JobSettings.model_fields.items():
-        default = None if info.is_required() else to_jsonable_python(info.get_default(call_default_factory=True))
+        default = (
+            None if info.is_required() else to_jsonable_python(info.get_default(call_default_factory=True))
+        )
         value = to_jsonable_python(given[field]) if field in given else default
         if isinstance(default, dict) and isinstance(value, dict):
             value = {**default, **value}
