@@ -42,7 +42,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from jobsched.cdk import provider
+from jobsched.cdk.provider import API_URL_PROPERTY, NAME_PROPERTY, SPEC_PROPERTY
 from jobsched.cdk.spec import complete_spec
 from jobsched.lambda_wheels import pip_install_for_lambda
 from jobsched.models import JobSettings
@@ -50,7 +50,7 @@ from jobsched.models import JobSettings
 __all__ = ["RESOURCE_TYPE", "Job", "JobProvider", "ProviderBundler", "execute_api_arn_of"]
 
 RESOURCE_TYPE = "Custom::JobschedJob"
-PACKAGE_DIR = Path(provider.__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 ASSET_MODULES = ("__init__.py", "client.py", "cdk/__init__.py", "cdk/provider.py")
 """The files of the ``jobsched`` package the provider function imports (relative to the package)."""
 HANDLER = "jobsched.cdk.provider.on_event"
@@ -244,9 +244,9 @@ class Job(Construct):
             service_token=self.provider.provider.service_token,
             resource_type=RESOURCE_TYPE,
             properties={
-                provider.API_URL: api_url,
-                provider.NAME: name or id,
-                provider.SPEC: json.dumps(complete_spec(given), separators=(",", ":")),
+                API_URL_PROPERTY: api_url,
+                NAME_PROPERTY: name or id,
+                SPEC_PROPERTY: json.dumps(complete_spec(given), separators=(",", ":")),
             },
         )
         self.job_id: str = self.resource.ref

@@ -36,9 +36,9 @@ from typing import Any
 from jobsched.client import ApiError, JobschedClient, api_gateway_region
 
 __all__ = [
-    "API_URL",
-    "NAME",
-    "SPEC",
+    "API_URL_PROPERTY",
+    "NAME_PROPERTY",
+    "SPEC_PROPERTY",
     "JobRefused",
     "JobResource",
     "changed_fields",
@@ -47,11 +47,11 @@ __all__ = [
     "signed_client",
 ]
 
-API_URL = "ApiUrl"
-NAME = "Name"
-SPEC = "Spec"
+API_URL_PROPERTY = "ApiUrl"
+NAME_PROPERTY = "Name"
+SPEC_PROPERTY = "Spec"
 """The resource's property names (see the module docstring)."""
-REPLACING = (API_URL, NAME)
+REPLACING = (API_URL_PROPERTY, NAME_PROPERTY)
 """Properties whose change makes a new job (the API renames nothing, and another API is another job)."""
 
 ClientFactory = Callable[[str], JobschedClient]
@@ -115,9 +115,9 @@ class JobResource:
         raise ValueError(f"unknown RequestType {request!r}")
 
     def _create(self, event: Mapping[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
-        name = properties[NAME]
+        name = properties[NAME_PROPERTY]
         body = {"name": name, **_spec(properties)}
-        with self._client_for(properties[API_URL]) as client:
+        with self._client_for(properties[API_URL_PROPERTY]) as client:
             try:
                 job, _ = client.create_job(body, idempotency_key=idempotency_key(event))
             except ApiError as error:
@@ -125,11 +125,11 @@ class JobResource:
         return _answer(job)
 
     def _update(self, job_id: str, old: Mapping[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
-        name = properties[NAME]
+        name = properties[NAME_PROPERTY]
         patch = changed_fields(_spec(old), _spec(properties))
         if not patch:
             return {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Name": name}}
-        with self._client_for(properties[API_URL]) as client:
+        with self._client_for(properties[API_URL_PROPERTY]) as client:
             try:
                 job = client.update_job(job_id, patch)
             except ApiError as error:
@@ -137,20 +137,20 @@ class JobResource:
         return _answer(job)
 
     def _delete(self, job_id: str, properties: Mapping[str, Any]) -> dict[str, Any]:
-        with self._client_for(properties[API_URL]) as client:
+        with self._client_for(properties[API_URL_PROPERTY]) as client:
             try:
                 client.delete_job(job_id)
             except ApiError as error:
                 if error.status != 404:
-                    raise JobRefused(properties.get(NAME, job_id), "Delete", error) from error
+                    raise JobRefused(properties.get(NAME_PROPERTY, job_id), "Delete", error) from error
         return {"PhysicalResourceId": job_id}
 
 
 def _spec(properties: Mapping[str, Any]) -> dict[str, Any]:
     """The ``Spec`` property as an object; ``ValueError`` when it is not a JSON object."""
-    spec = json.loads(properties.get(SPEC) or "{}")
+    spec = json.loads(properties.get(SPEC_PROPERTY) or "{}")
     if not isinstance(spec, dict):
-        raise ValueError(f"the {SPEC} property must be a JSON object, not {type(spec).__name__}")
+        raise ValueError(f"the {SPEC_PROPERTY} property must be a JSON object, not {type(spec).__name__}")
     return spec
 
 
