@@ -190,3 +190,26 @@ def test_a_refused_update_fails_with_the_apis_own_error(api: Api, function_role:
     assert str(refused.value).startswith("job 'to-break' (Update): 400 ")
     assert api.local.http.get(f"/jobs/{job_id}").json()["timezone"] == "UTC"
     handler.handle(event("Delete", "ToBreak", good, PhysicalResourceId=job_id))
+
+
+def test_a_rolled_back_replacement_returns_to_the_old_job(api: Api, function_role: None) -> None:
+    # Given a job replaced by a new name, whose deployment then fails elsewhere
+    handler = JobResource()
+    old = properties(api, "before-rename", schedule="@daily")
+    new = properties(api, "after-rename", schedule="@daily")
+    old_id = handler.handle(event("Create", "Renamed", old))["PhysicalResourceId"]
+    new_id = handler.handle(
+        event("Update", "Renamed", new, PhysicalResourceId=old_id, OldResourceProperties=old)
+    )["PhysicalResourceId"]
+
+    # When CloudFormation rolls back: the update in reverse, then the delete of what the update made
+    back = handler.handle(
+        event("Update", "Renamed", old, PhysicalResourceId=new_id, OldResourceProperties=new)
+    )
+    handler.handle(event("Delete", "Renamed", new, PhysicalResourceId=new_id))
+
+    # Then the resource is the old job again (same id, same spec), and the new one is gone
+    assert back["PhysicalResourceId"] == old_id
+    assert [j["id"] for j in jobs_named(api, "before-rename")] == [old_id]
+    assert jobs_named(api, "after-rename") == []
+    handler.handle(event("Delete", "Renamed", old, PhysicalResourceId=old_id))

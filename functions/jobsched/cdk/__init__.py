@@ -1,6 +1,7 @@
-"""jobsched jobs as resources of a team's own CDK stack: ``from jobsched.cdk import Job``.
+"""jobsched jobs as resources of a team's own CDK stack: ``from jobsched.cdk import Job`` (and ``JobProvider``,
+the stack's provider, to tag its role).
 
-``Job`` needs the package's ``cdk`` extra (``pip install 'jobsched[cdk]'``: aws-cdk-lib and constructs) and is
+Both need the package's ``cdk`` extra (``pip install 'jobsched[cdk]'``: aws-cdk-lib and constructs) and are
 imported on first use, so the provider's handler (:mod:`jobsched.cdk.provider`, which runs in a Lambda
 function without the CDK) imports this package without them.
 """
@@ -10,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jobsched.cdk.construct import Job
+    from jobsched.cdk.construct import Job, JobProvider
 
-__all__ = ["Job"]
+__all__ = ["Job", "JobProvider"]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,4 +21,8 @@ def __getattr__(name: str) -> Any:
         from jobsched.cdk.construct import Job
 
         return Job
+    if name == "JobProvider":
+        from jobsched.cdk.construct import JobProvider
+
+        return JobProvider
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
