@@ -92,7 +92,8 @@ def test_create_update_replace_and_delete_follow_the_stack(api: Api, function_ro
     made = handler.handle(create)
     again = handler.handle(create)
 
-    # Then one job exists, its id the physical id, both answers the same
+    # Then one job exists, its id the physical id, both answers the same: the retry replayed the first
+    assert api.gateway.answered[-2:] == ["POST /jobs 201", "POST /jobs 201 replayed"]
     job_id = made["PhysicalResourceId"]
     assert (
         again == made == {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Name": "nightly-invoices"}}

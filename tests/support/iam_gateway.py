@@ -48,12 +48,15 @@ def signature_problem(method: str, url: str, headers: dict[str, str], body: byte
 @dataclass
 class IamGateway:
     """WSGI stand-in for API Gateway with IAM auth in front of local mode: a request whose signature checks
-    out is forwarded with local mode's bearer token; any other is answered 403 as API Gateway words it."""
+    out is forwarded with local mode's bearer token; any other is answered 403 as API Gateway words it.
+    ``verified`` and ``refused`` list the requests (``"POST /jobs"``); ``answered`` the forwarded ones with their
+    status and ``Idempotent-Replayed`` header (``"POST /jobs 200 replayed"``)."""
 
     upstream: str
     token: str
     verified: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
@@ -81,6 +84,9 @@ class IamGateway:
             headers={**forwarded, "Authorization": f"Bearer {self.token}"},
             content=body or None,
         )
+        replayed = " replayed" if reply.headers.get("idempotent-replayed") == "true" else ""
+        with self._lock:
+            self.answered.append(f"{method} {path} {reply.status_code}{replayed}")
         out = [
             (k, v)
             for k, v in reply.headers.items()
