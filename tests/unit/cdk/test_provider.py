@@ -67,16 +67,31 @@ def test_changed_fields_are_the_differing_ones_and_null_for_a_removed_one() -> N
 
 
 def test_a_partial_policy_is_completed_so_removing_a_line_patches_the_default() -> None:
-    # Given a job whose code sets an alert threshold and a backoff, then removes them
+    # Given a job whose code sets an alert threshold and a backoff among other policy fields, then removes them
     before = complete_spec(
-        {"schedule": "@daily", "target": {}, "alerts": {"late_after_s": 600}, "retry": {"backoff_s": 5}}
+        {
+            "schedule": "@daily",
+            "target": {},
+            "alerts": {"on_skipped": True, "late_after_s": 600},
+            "retry": {"max_attempts": 3, "backoff_s": 5},
+        }
     )
-    after = complete_spec({"schedule": "@daily", "target": {}})
+    after = complete_spec(
+        {"schedule": "@daily", "target": {}, "alerts": {"on_skipped": True}, "retry": {"max_attempts": 3}}
+    )
 
-    # Then the PATCH sets both back to the API's defaults (the API merges these objects field by field)
+    # Then the PATCH names both with the API's defaults (the API merges these objects field by field, so a
+    # field left out of the PATCH would keep its old value)
     patch = changed_fields(before, after)
     assert patch["alerts"]["late_after_s"] is None and patch["retry"]["backoff_s"] == 60
     assert set(patch) == {"alerts", "retry"}
+    assert after["alerts"] == {
+        "on_dead": True,
+        "on_skipped": True,
+        "late_after_s": None,
+        "after_consecutive_failures": None,
+        "pause_after_consecutive_dead": None,
+    }
 
 
 def test_create_posts_the_spec_with_the_derived_key() -> None:
