@@ -228,16 +228,17 @@ class Job(Construct):
         execute_api_arn: str | None = None,
         **fields: Any,
     ) -> None:
-        super().__init__(scope, id)
         unknown = sorted(fields.keys() - JobSettings.model_fields.keys())
         if unknown:
             raise TypeError(
                 f"Job {id!r}: unknown job field(s) {', '.join(unknown)}; the fields are "
                 + ", ".join(sorted(JobSettings.model_fields))
             )
+        api_arn = execute_api_arn or execute_api_arn_of(scope, api_url)
+        super().__init__(scope, id)
         given = {"schedule": schedule, "timezone": timezone, "target": target, **fields}
         self.provider = JobProvider.of(self)
-        self.provider.allow(execute_api_arn or execute_api_arn_of(self, api_url))
+        self.provider.allow(api_arn)
         self.resource = CustomResource(
             self,
             "Resource",
