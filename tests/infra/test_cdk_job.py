@@ -209,6 +209,7 @@ def test_jobs_on_two_apis_grant_both_and_a_custom_domain_needs_the_apis_arn() ->
             schedule="@daily",
             target={"type": "command", "name": "echo"},
         )
+    assert stack.node.try_find_child("C") is None
 
     template = Template.from_stack(stack).to_json()
     assert len(of_type(template, RESOURCE_TYPE)) == 2
