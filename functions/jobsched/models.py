@@ -250,6 +250,18 @@ class CommandTarget(StrictModel):
     name: str = Field(min_length=1, max_length=128)
 
 
+CONTROL_CHARS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+"""A regular-expression character class body (the same in Python and in JSON Schema's ECMA-262 patterns): C0 and
+C1 control characters and DEL (CR, LF, tab, NUL, NEL U+0085, CSI U+009B, ...), and the LINE and PARAGRAPH
+SEPARATORs: what breaks a line of text or drives a terminal (Unicode category Cc, and the line breaks of
+``str.splitlines``)."""
+SPACE_CHARS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""A character class body: the characters ``str.isspace`` calls whitespace (what ``str.strip`` removes), written
+out so that a JSON Schema pattern means the same (ECMA-262's ``\\s`` is another set)."""
+SHELL_PATTERN = rf"^/[^\x00{SPACE_CHARS}]+$"
+"""A shell target's ``shell``: an absolute path without NUL or whitespace; its validation and its OpenAPI
+``pattern``."""
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A shell target's environment variable name (``JOBSCHED_*`` are reserved for the run's own)."""
 MAX_SHELL_ENV = 64
@@ -276,7 +288,8 @@ class ShellTarget(StrictModel):
         exclude_if=lambda value: value is None,
         min_length=2,
         max_length=256,
-        description="absolute path, e.g. /bin/bash",
+        description="absolute path without whitespace, e.g. /bin/bash",
+        json_schema_extra={"pattern": SHELL_PATTERN},
     )
 
     @field_validator("env")
@@ -297,9 +310,7 @@ class ShellTarget(StrictModel):
     @field_validator("shell")
     @classmethod
     def _shell(cls, value: str | None) -> str | None:
-        if value is not None and (
-            not value.startswith("/") or "\0" in value or any(c.isspace() for c in value)
-        ):
+        if value is not None and not re.fullmatch(SHELL_PATTERN, value):
             raise ValueError(f"shell {value!r} must be an absolute path without spaces, such as /bin/bash")
         return value
 
