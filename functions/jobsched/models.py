@@ -262,8 +262,13 @@ SHELL_PATTERN = rf"^/[^\x00{SPACE_CHARS}]+$"
 """A shell target's ``shell``: an absolute path without NUL or whitespace; its validation and its OpenAPI
 ``pattern``."""
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-"""A shell target's environment variable name (``JOBSCHED_*`` are reserved for the run's own)."""
+ENV_NAME_PATTERN = r"^(?!JOBSCHED_)[A-Za-z_][A-Za-z0-9_]*$"
+"""A shell target's environment variable name (``JOBSCHED_*`` are reserved for the run's own); its validation
+and its OpenAPI ``propertyNames`` pattern."""
+ENV_NAME = re.compile(ENV_NAME_PATTERN)
+ENV_VALUE_PATTERN = r"^[^\x00]{0,8192}$"
+"""A shell target's environment variable value: at most 8192 characters, no NUL; its validation and its OpenAPI
+pattern."""
 MAX_SHELL_ENV = 64
 
 
@@ -281,7 +286,12 @@ class ShellTarget(StrictModel):
         default_factory=dict,
         exclude_if=lambda value: not value,  # absent when empty, so existing jobs read back unchanged
         max_length=MAX_SHELL_ENV,
-        description="environment variables for the command: names [A-Za-z_][A-Za-z0-9_]*, values without NUL",
+        description="environment variables for the command: names [A-Za-z_][A-Za-z0-9_]* (not JOBSCHED_*), "
+        "values without NUL",
+        json_schema_extra={
+            "propertyNames": {"pattern": ENV_NAME_PATTERN},
+            "additionalProperties": {"type": "string", "pattern": ENV_VALUE_PATTERN},
+        },
     )
     shell: str | None = Field(
         None,
@@ -296,12 +306,12 @@ class ShellTarget(StrictModel):
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         for name, text in value.items():
-            if not ENV_NAME.fullmatch(name) or name.startswith("JOBSCHED_"):
+            if not ENV_NAME.fullmatch(name):
                 raise ValueError(
                     f"env name {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*; JOBSCHED_* are set "
                     "by the worker)"
                 )
-            if "\0" in text or len(text) > 8192:
+            if not re.fullmatch(ENV_VALUE_PATTERN, text):
                 raise ValueError(
                     f"the value of env {name!r} must have no NUL character and at most 8192 characters"
                 )

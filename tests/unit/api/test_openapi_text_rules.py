@@ -1,6 +1,7 @@
 """The OpenAPI document states the text rules validation enforces, so a client generated from it refuses what the
 API refuses: an http target's ``url`` (absolute http(s), no space or control character), a pause ``reason`` (one
-line, not blank) and a shell target's ``shell`` (an absolute path without whitespace). Each rule is one pattern,
+line, not blank), a shell target's ``shell`` (an absolute path without whitespace) and its ``env`` (variable names,
+values without NUL). Each rule is one pattern,
 used by the model's validator and written into the document."""
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ TRICKY = st.sampled_from(
 TEXT = st.lists(st.one_of(TRICKY, st.text(max_size=3)), max_size=6).map("".join)
 
 
-def _pattern(schema: str, field: str) -> re.Pattern[str]:
-    """The document's pattern of a field as JSON Schema reads it (ECMA-262: a closing ``$`` is the end of the
-    text, where Python's also matches before a final newline)."""
-    pattern = SCHEMAS[schema]["properties"][field]["pattern"]
+def _pattern(schema: str, field: str, *within: str) -> re.Pattern[str]:
+    """The document's pattern of a field (or of a part ``within`` it, such as its ``propertyNames``) as JSON Schema
+    reads it (ECMA-262: a closing ``$`` is the end of the text, where Python's also matches before a final
+    newline)."""
+    found = SCHEMAS[schema]["properties"][field]
+    for part in within:
+        found = found[part]
+    pattern = found["pattern"]
     assert isinstance(pattern, str) and pattern.endswith("$")
     return re.compile(pattern.removesuffix("$") + r"\Z")
 
@@ -58,6 +63,28 @@ def _accepted(model: Any, data: dict[str, Any]) -> bool:
 )
 def test_the_document_refuses_what_validation_refuses(schema: str, field: str, value: str) -> None:
     assert not _pattern(schema, field).search(value)
+
+
+@pytest.mark.parametrize("name", ["", "1A", "A-B", "JOBSCHED_RUN", "É"])
+def test_the_document_refuses_the_env_names_validation_refuses(name: str) -> None:
+    assert not _pattern("ShellTarget", "env", "propertyNames").search(name)
+    assert not _accepted(ShellTarget, {"command": "true", "env": {name: "x"}})
+
+
+@pytest.mark.parametrize("value", ["\x00", "a\x00b", "x" * 8193])
+def test_the_document_refuses_the_env_values_validation_refuses(value: str) -> None:
+    assert not _pattern("ShellTarget", "env", "additionalProperties").search(value)
+    assert not _accepted(ShellTarget, {"command": "true", "env": {"A": value}})
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=TEXT | st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,9}", fullmatch=True), value=TEXT)
+def test_an_env_is_valid_by_the_document_exactly_when_the_api_takes_it(name: str, value: str) -> None:
+    valid = bool(
+        _pattern("ShellTarget", "env", "propertyNames").search(name)
+        and _pattern("ShellTarget", "env", "additionalProperties").search(value)
+    )
+    assert valid is _accepted(ShellTarget, {"command": "true", "env": {name: value}})
 
 
 @settings(max_examples=300, deadline=None)
