@@ -7,10 +7,10 @@ Checks run on every operation: no 5xx; **a request valid by the document is acce
 request invalid by it is rejected; documented status codes, content types, headers and response bodies;
 requests without credentials refused. (Schemathesis' coverage phase, and with it its missing-header and
 unsupported-method checks, is off: it runs only with the explicit-examples phase, which the zone enum makes
-cost about 1,500 calls for ``POST /jobs`` alone.) Two
+cost about 1,500 calls for ``POST /jobs`` alone.) Three
 runs: every operation on its own (half of the job-scoped requests aimed at a real job), and stateful
 sequences following the document's links (a created job's ``id`` into get, update, pause, resume, trigger,
-runs and delete); and in local mode's document (shell targets enabled) the job bodies of create and update.
+runs and delete), and create and update against local mode's document (shell targets enabled).
 
 The document's custom formats (``schedule``, ``http-url``; see ``jobsched.api.document``) get generators
 here, as schemathesis only knows the standard ones. Two rules of the document are in words because JSON
