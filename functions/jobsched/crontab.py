@@ -278,7 +278,7 @@ def _apply_env(env: _Env, line: int, name: str, value: str, said: set[str]) -> C
             "and alerted on the alerts topic",
             rejected=False,
         )
-    if not ENV_NAME.fullmatch(name) or name.startswith("JOBSCHED_"):
+    if not ENV_NAME.fullmatch(name):
         return CrontabNotice(
             line,
             f"{name} ignored: a job's environment takes variable names ([A-Za-z_][A-Za-z0-9_]*, not JOBSCHED_*)",

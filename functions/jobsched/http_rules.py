@@ -23,14 +23,19 @@ _NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*", re.IGNORECASE)
 # (all four are used with fullmatch: "$" would let a trailing newline through)
 
 
+URL_PATTERN = r"^https?://[^\x00-\x20\x7f]*$"
+"""An http target's ``url`` starts ``http://`` or ``https://`` (lower case) and has no space or control character
+(``url_problem``'s first two checks; its OpenAPI ``pattern``, beside the ``http-url`` format for the rest)."""
+
+
 def url_problem(url: str) -> str | None:
     """Why ``url`` cannot be requested (None when it can): the checks of RFC 3986 and the WHATWG URL standard
     that decide whether the worker's HTTP client reaches a host. Host names are DNS names (labels of letters,
     digits, ``-`` and ``_``, or internationalized); a host ending in a numeric label must be an IPv4 address
     (WHATWG "ends in a number"); a bracketed host an IPv6 address; the port 1-65535."""
-    if not re.match(r"^https?://", url):
-        return "url must be an absolute http:// or https:// URL"
-    if re.search(r"[\x00-\x20\x7f]", url):
+    if not re.fullmatch(URL_PATTERN, url):
+        if not url.startswith(("http://", "https://")):
+            return "url must be an absolute http:// or https:// URL"
         return "url must not contain spaces or control characters (percent-encode them, e.g. %20)"
     try:
         parts = urlsplit(url)

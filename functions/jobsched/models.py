@@ -250,8 +250,25 @@ class CommandTarget(StrictModel):
     name: str = Field(min_length=1, max_length=128)
 
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-"""A shell target's environment variable name (``JOBSCHED_*`` are reserved for the run's own)."""
+CONTROL_CHARS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+"""A regular-expression character class body (the same in Python and in JSON Schema's ECMA-262 patterns): C0 and
+C1 control characters and DEL (CR, LF, tab, NUL, NEL U+0085, CSI U+009B, ...), and the LINE and PARAGRAPH
+SEPARATORs: what breaks a line of text or drives a terminal (Unicode category Cc, and the line breaks of
+``str.splitlines``)."""
+SPACE_CHARS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""A character class body: the characters ``str.isspace`` calls whitespace (what ``str.strip`` removes), written
+out so that a JSON Schema pattern means the same (ECMA-262's ``\\s`` is another set)."""
+SHELL_PATTERN = rf"^/[^\x00{SPACE_CHARS}]+$"
+"""A shell target's ``shell``: an absolute path without NUL or whitespace; its validation and its OpenAPI
+``pattern``."""
+
+ENV_NAME_PATTERN = r"^(?!JOBSCHED_)[A-Za-z_][A-Za-z0-9_]*$"
+"""A shell target's environment variable name (``JOBSCHED_*`` are reserved for the run's own); its validation
+and its OpenAPI ``propertyNames`` pattern."""
+ENV_NAME = re.compile(ENV_NAME_PATTERN)
+ENV_VALUE_PATTERN = r"^[^\x00]{0,8192}$"
+"""A shell target's environment variable value: at most 8192 characters, no NUL; its validation and its OpenAPI
+pattern."""
 MAX_SHELL_ENV = 64
 
 
@@ -269,26 +286,32 @@ class ShellTarget(StrictModel):
         default_factory=dict,
         exclude_if=lambda value: not value,  # absent when empty, so existing jobs read back unchanged
         max_length=MAX_SHELL_ENV,
-        description="environment variables for the command: names [A-Za-z_][A-Za-z0-9_]*, values without NUL",
+        description="environment variables for the command: names [A-Za-z_][A-Za-z0-9_]* (not JOBSCHED_*), "
+        "values without NUL",
+        json_schema_extra={
+            "propertyNames": {"pattern": ENV_NAME_PATTERN},
+            "additionalProperties": {"type": "string", "pattern": ENV_VALUE_PATTERN},
+        },
     )
     shell: str | None = Field(
         None,
         exclude_if=lambda value: value is None,
         min_length=2,
         max_length=256,
-        description="absolute path, e.g. /bin/bash",
+        description="absolute path without whitespace, e.g. /bin/bash",
+        json_schema_extra={"pattern": SHELL_PATTERN},
     )
 
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         for name, text in value.items():
-            if not ENV_NAME.fullmatch(name) or name.startswith("JOBSCHED_"):
+            if not ENV_NAME.fullmatch(name):
                 raise ValueError(
                     f"env name {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*; JOBSCHED_* are set "
                     "by the worker)"
                 )
-            if "\0" in text or len(text) > 8192:
+            if not re.fullmatch(ENV_VALUE_PATTERN, text):
                 raise ValueError(
                     f"the value of env {name!r} must have no NUL character and at most 8192 characters"
                 )
@@ -297,9 +320,7 @@ class ShellTarget(StrictModel):
     @field_validator("shell")
     @classmethod
     def _shell(cls, value: str | None) -> str | None:
-        if value is not None and (
-            not value.startswith("/") or "\0" in value or any(c.isspace() for c in value)
-        ):
+        if value is not None and not re.fullmatch(SHELL_PATTERN, value):
             raise ValueError(f"shell {value!r} must be an absolute path without spaces, such as /bin/bash")
         return value
 

@@ -21,6 +21,7 @@ from typing import Any
 from zoneinfo import available_timezones
 
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
+from jobsched.http_rules import URL_PATTERN
 from jobsched.models import MAX_INPUT_BYTES, MAX_INPUT_DEPTH
 from jobsched.schedule.engine import ScheduleError, get_zone
 from jobsched.settings import Settings
@@ -101,7 +102,7 @@ def describe_rules(document: dict[str, Any]) -> None:
         target = schemas[reference.rsplit("/", 1)[-1]]
         target["required"] = ["type", *(name for name in target.get("required", []) if name != "type")]
     http = schemas["HttpTarget"]["properties"]
-    http["url"].update(format=HTTP_URL_FORMAT, description=_URL_DESCRIPTION)
+    http["url"].update(format=HTTP_URL_FORMAT, pattern=URL_PATTERN, description=_URL_DESCRIPTION)
     http["headers"]["propertyNames"] = {"pattern": _HEADER_NAME_PATTERN}
     http["headers"]["additionalProperties"] = {"type": "string", "pattern": _HEADER_VALUE_PATTERN}
     for name in ("Page_Job_", "Page_Run_"):

@@ -25,6 +25,8 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from jobsched.models import (
+    CONTROL_CHARS,
+    SPACE_CHARS,
     AlertPolicy,
     Count,
     Flag,
@@ -45,10 +47,10 @@ T = TypeVar("T")
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""C0 control characters, DEL and C1 control characters (CR, LF, tab, NUL, NEL U+0085, CSI U+009B, ...), and the
-LINE and PARAGRAPH SEPARATORs (U+2028, U+2029): what breaks a line of text or drives a terminal (Unicode
-category Cc, and the line breaks of Unicode's ``splitlines``)."""
+_CONTROL = re.compile(f"[{CONTROL_CHARS}]")
+REASON_PATTERN = f"^[^{CONTROL_CHARS}]*[^{CONTROL_CHARS}{SPACE_CHARS}][^{CONTROL_CHARS}]*$"
+"""A pause's ``reason``: one line of text, not blank (some character neither a control character nor whitespace);
+its validation and its OpenAPI ``pattern``."""
 
 
 def _expand_command(data: Any) -> Any:
@@ -178,22 +180,21 @@ class PauseRequest(StrictModel):
         min_length=1,
         max_length=MAX_REASON_CHARS,
         description="why, one line of text; shown on the job while it is paused",
-        json_schema_extra={
-            "pattern": r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*[^\s\x7f-\x9f][^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
-        },
+        json_schema_extra={"pattern": REASON_PATTERN},
     )
 
     @field_validator("reason")
     @classmethod
     def _one_line_of_text(cls, reason: str | None) -> str | None:
-        """A reason is shown in tables and alerts: not blank, and no control characters (CR/LF, NUL, ...)."""
-        if reason is not None and not reason.strip():
-            raise PydanticCustomError("blank_reason", "reason must not be blank")
-        if reason is not None and _CONTROL.search(reason):
+        """A reason is shown in tables and alerts: ``REASON_PATTERN`` (no control characters, CR/LF, NUL, ...;
+        not blank)."""
+        if reason is None or re.fullmatch(REASON_PATTERN, reason):
+            return reason
+        if _CONTROL.search(reason):
             raise PydanticCustomError(
                 "reason_control", "reason must be one line of text, without control characters"
             )
-        return reason
+        raise PydanticCustomError("blank_reason", "reason must not be blank")
 
 
 class BackfillRequest(StrictModel):

@@ -18,10 +18,14 @@ The dialect (Vixie cron plus the Quartz/Cronos/cronsim extensions, one rule each
   its minimum to ``b``; a step counts from ``a`` across the wrap: ``23-3/2`` hours is 23, 1, 3;
   ``sat-tue`` is Saturday, Sunday, Monday, Tuesday (Quartz's reading of ``FRI-MON``).
 - Steps are between 1 and the field's maximum (cronie's rule: ``*/60`` minutes is refused).
-- Day-of-month items: ``L`` (last day), ``n-L`` (day n to the last day, croniter's form), ``L-n`` (n
+- Day-of-month items: ``L`` (last day), ``n-L`` (day n to the last day, croniter's form; with a step,
+  ``1-L/8``, the days 1, 9, 17, 25 of ``1-31/8`` that the month has), ``L-n`` (n
   days before the last day, none if that is before the 1st), ``nW`` (the weekday, Monday to Friday, nearest to day n without leaving the month; none
   in a month without day n), ``LW`` (the last weekday of the month), ``L-nW``.
-- Day-of-week items: ``d#n`` (the n-th weekday d of the month, n 1-5), ``dL`` (the last weekday d).
+- Day-of-week items: ``d#n`` (the n-th weekday d of the month, n 1-5), ``dL`` (the last weekday d; also
+  written ``Ld``, croniter's spelling: ``L5`` is ``5L``).
+- croniter's other spellings are refused, saying what to write: ``w15`` (write ``15W``) and a range with
+  ``#n`` (``mon-wed#2``: write ``mon#2,tue#2,wed#2``).
 - Vixie cron's day rule: when both day fields are restricted a day matches if EITHER matches, unless
   either field starts with ``*`` or ``?`` (``*/10``), in which case both must match.
 """
@@ -67,18 +71,22 @@ _NUMBER = re.compile(r"^[0-9]{1,4}$")
 _STEP = re.compile(r"^(?P<base>.*)/(?P<step>[0-9]+)$")
 _DOM_LAST = re.compile(r"^l(?:-(?P<offset>[0-9]{1,2}))?(?P<weekday>w)?$")
 _DOM_NEAREST = re.compile(r"^(?P<day>[0-9]{1,2})w$")
-_DOM_TO_LAST = re.compile(r"^(?P<day>[0-9]{1,2})-l$")
+_DOM_TO_LAST = re.compile(r"^(?P<day>[0-9]{1,2})-l(?P<step>/[0-9]+)?$")
+_DOM_W_FIRST = re.compile(r"^w(?P<day>[0-9]{1,2})$")  # croniter's w15, refused
 _DOW_NTH = re.compile(r"^(?P<day>[a-z0-9]+)#(?P<nth>[0-9])$")
-_DOW_LAST = re.compile(r"^(?P<day>[a-z0-9]+)l$")
+_DOW_RANGE_NTH = re.compile(
+    r"^(?P<range>[a-z0-9]+-[a-z0-9]+)#(?P<nth>[0-9])$"
+)  # croniter's mon-wed#2, refused
+_DOW_LAST = re.compile(r"^(?:(?P<day>[a-z0-9]+)l|l(?P<first>[a-z0-9]+))$")
 
 
 ALLOWED = {
     "second": "0-59",
     "minute": "0-59",
     "hour": "0-23",
-    "day-of-month": "1-31, L, n-L, L-n, nW, LW or L-nW",
+    "day-of-month": "1-31, L, n-L (n-L/s), L-n, nW, LW or L-nW",
     "month": "1-12 or jan-dec",
-    "day-of-week": "0-7 or sun-sat (0 and 7 are Sunday), d#n or dL",
+    "day-of-week": "0-7 or sun-sat (0 and 7 are Sunday), d#n or dL (also Ld)",
     "year": "1970-2199",
 }
 """What each field accepts, for error messages."""
@@ -243,8 +251,14 @@ def _parse_dom(text: str) -> tuple[frozenset[int] | None, tuple[tuple[int, bool]
             last.append((offset, match["weekday"] is not None))
         elif (match := _DOM_NEAREST.match(item)) is not None:
             nearest.append(_number(name, match["day"]))
-        elif (match := _DOM_TO_LAST.match(item)) is not None:  # n-L: day n to the last day of the month
-            plain.update(range(_number(name, match["day"]), 32))
+        elif (match := _DOM_TO_LAST.match(item)) is not None:
+            # n-L[/s]: day n to the last day of the month; the days of n-31[/s] the month has
+            plain.update(_range_values(name, f"{match['day']}-31{match['step'] or ''}"))
+        elif (match := _DOM_W_FIRST.match(item)) is not None:
+            raise CronFieldError(
+                name,
+                f"uses croniter's spelling {item!r}; write {int(match['day'])}W (the weekday nearest that day)",
+            )
         elif not item:
             raise _invalid(name, "an empty list item")
         else:
@@ -265,8 +279,13 @@ def _parse_dow(text: str) -> tuple[frozenset[int] | None, tuple[tuple[int, int],
             if not 1 <= count <= 5:
                 raise _invalid(name, "d#n needs n between 1 and 5")
             nth.append((_number(name, match["day"], _WEEKDAYS) % 7, count))
-        elif (match := _DOW_LAST.match(item)) is not None:
-            last.append(_number(name, match["day"], _WEEKDAYS) % 7)
+        elif (match := _DOW_LAST.match(item)) is not None:  # dL, or croniter's Ld
+            last.append(_number(name, match["day"] or match["first"], _WEEKDAYS) % 7)
+        elif (match := _DOW_RANGE_NTH.match(item)) is not None:
+            days = ",".join(f"{_WEEKDAYS[day]}#{match['nth']}" for day in _range_values(name, match["range"]))
+            raise CronFieldError(
+                name, f"uses croniter's range with #n {item!r}; write one d#n per day, such as {days}"
+            )
         elif not item:
             raise _invalid(name, "an empty list item")
         else:

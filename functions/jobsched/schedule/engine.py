@@ -391,6 +391,12 @@ def _eventbridge_dow(text: str, expression: str) -> str:
         if base == "l":
             items.append("6" + slash + step)
             continue
+        if re.fullmatch(r"l[0-9a-z]+|[0-9a-z]+-[0-9a-z]+#[0-9]+", base):
+            raise ScheduleError(
+                "schedule",
+                f"EventBridge schedule {expression.strip()!r}: the day-of-week item {base!r} is croniter's "
+                "spelling; inside cron(...) write the last Friday as 6L and one d#n per day (MON#2,TUE#2)",
+            )
         if (match := _EB_DOW_ITEM.match(base)) is not None:
             base = convert(match["day"]) + match["rest"]
         elif "-" in base:

@@ -7,10 +7,10 @@ Checks run on every operation: no 5xx; **a request valid by the document is acce
 request invalid by it is rejected; documented status codes, content types, headers and response bodies;
 requests without credentials refused. (Schemathesis' coverage phase, and with it its missing-header and
 unsupported-method checks, is off: it runs only with the explicit-examples phase, which the zone enum makes
-cost about 1,500 calls for ``POST /jobs`` alone.) Two
+cost about 1,500 calls for ``POST /jobs`` alone.) Three
 runs: every operation on its own (half of the job-scoped requests aimed at a real job), and stateful
 sequences following the document's links (a created job's ``id`` into get, update, pause, resume, trigger,
-runs and delete).
+runs and delete), and create and update against local mode's document (shell targets enabled).
 
 The document's custom formats (``schedule``, ``http-url``; see ``jobsched.api.document``) get generators
 here, as schemathesis only knows the standard ones. Two rules of the document are in words because JSON
@@ -102,21 +102,24 @@ schemathesis.openapi.format(HTTP_URL_FORMAT, URLS)
 
 # The document is generated from the routes and models alone (no AWS), so it is loaded at collection;
 # requests go to the WSGI app of the fixture (``app=``), which serves the same document at /openapi.json.
+CONFIG = {
+    "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
+    # sequences are for reaching real ids with valid requests; invalid ones are the test above's
+    # only the document's own links (not ones schemathesis would infer): every sequence step is
+    # then a job operation on a created job, so each gets real ids within a small budget
+    "phases": {"stateful": {"generation": {"mode": "positive"}, "inference": {"algorithms": []}}},
+}
 schema = schemathesis.openapi.from_dict(
-    app.openapi_document(DEPLOYMENT_LIMITS),
-    config=SchemathesisConfig.from_dict(
-        {
-            "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
-            # sequences are for reaching real ids with valid requests; invalid ones are the test above's
-            # only the document's own links (not ones schemathesis would infer): every sequence step is
-            # then a job operation on a created job, so each gets real ids within a small budget
-            "phases": {"stateful": {"generation": {"mode": "positive"}, "inference": {"algorithms": []}}},
-        }
-    ),
+    app.openapi_document(DEPLOYMENT_LIMITS), config=SchemathesisConfig.from_dict(CONFIG)
 )
+LOCAL_LIMITS = Settings.model_construct(allow_shell_targets=True)
+"""Local mode's limits: shell targets are enabled, so the document has the ``shell`` target."""
+local_schema = schemathesis.openapi.from_dict(
+    app.openapi_document(LOCAL_LIMITS), config=SchemathesisConfig.from_dict(CONFIG)
+).include(operation_id=["createJob", "updateJob"])
 SERVED: dict[str, Api] = {}
-"""The ``Api`` the WSGI app's handler serves with (set by the ``wsgi`` fixture, swapped per sequence)."""
-schema.app = ApiWsgiApp(lambda event, context: handler(event, context, api=SERVED["api"]))
+"""The ``Api`` the WSGI app's handler serves with (set by each test from its fixture, swapped per sequence)."""
+schema.app = local_schema.app = ApiWsgiApp(lambda event, context: handler(event, context, api=SERVED["api"]))
 """Builds nothing until called; the probes of some checks use the schema's app."""
 
 
@@ -128,6 +131,7 @@ def _instant(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo is not None else None
 
 
+@local_schema.hook("map_case")
 @schema.hook("map_case")
 def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     """Keep a generated request inside the rules JSON Schema cannot state (the document says them in words):
@@ -186,24 +190,36 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     return case
 
 
-@pytest.fixture(scope="module")
-def wsgi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiWsgiApp, str, Api]]:
-    """The WSGI app in local-mode auth (a tokens file) on the fakes and the system clock, with one job of the
-    token's owner to aim at."""
+def _served_api(tmp_path_factory: pytest.TempPathFactory, **limits: Any) -> tuple[Api, str]:
+    """An ``Api`` in local-mode auth (a tokens file) on the fakes and the system clock, with the deployment
+    ``limits`` (settings) given, and one job of the token's owner to aim at (its id)."""
     backend = memory_backend()
     tokens = tmp_path_factory.mktemp("auth") / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: "team-schemathesis"}))
-    settings = backend.settings.model_copy(update={"local_tokens_file": str(tokens)})
+    settings = backend.settings.model_copy(update={"local_tokens_file": str(tokens), **limits})
     api = memory_api(backend)(settings, system_clock)
-    SERVED["api"] = api
-    wsgi_app = schema.app
     request = JobCreate.model_validate({"name": "seeded", "schedule": "*/5 * * * *", "command": "echo"})
-    seeded = api.service.create_job("team-schemathesis", request).job
-    yield wsgi_app, seeded.id, api
+    return api, api.service.create_job("team-schemathesis", request).job.id
+
+
+@pytest.fixture(scope="module")
+def wsgi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiWsgiApp, str, Api]]:
+    """The WSGI app serving ``_served_api`` with the default limits."""
+    api, seeded = _served_api(tmp_path_factory)
+    yield schema.app, seeded, api
+    SERVED.clear()
+
+
+@pytest.fixture(scope="module")
+def local_wsgi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiWsgiApp, str, Api]]:
+    """The WSGI app serving ``_served_api`` with local mode's limits (shell targets enabled)."""
+    api, seeded = _served_api(tmp_path_factory, allow_shell_targets=True)
+    yield local_schema.app, seeded, api
     SERVED.clear()
 
 
 def test_the_wsgi_app_serves_the_document_under_test(wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
+    SERVED["api"] = wsgi[2]
     served = schemathesis.openapi.from_wsgi("/openapi.json", wsgi[0])
 
     assert served.raw_schema == schema.raw_schema
@@ -222,12 +238,23 @@ HYPOTHESIS = settings(
 @schema.parametrize()
 @HYPOTHESIS
 def test_the_api_honours_its_openapi_document(case: Any, wsgi: tuple[ApiWsgiApp, str, Api]) -> None:
-    wsgi_app, seeded_job, _ = wsgi
+    wsgi_app, seeded_job, SERVED["api"] = wsgi
     # Aim half of the job-scoped requests (chosen by a hash of the generated id, so runs repeat) at a real
     # job, so bodies reach the use cases; DELETE keeps its random ids so the job survives the run.
     job_id = (case.path_parameters or {}).get("id")
     aimed = isinstance(job_id, str) and hashlib.sha256(job_id.encode()).digest()[0] % 2 == 0
     if aimed and case.method.upper() != "DELETE":
+        case.path_parameters["id"] = seeded_job
+    case.call_and_validate(app=wsgi_app, headers=AUTH, checks=CHECKS)
+
+
+@local_schema.parametrize()
+@HYPOTHESIS
+def test_local_mode_honours_its_document_with_shell_targets(
+    case: Any, local_wsgi: tuple[ApiWsgiApp, str, Api]
+) -> None:
+    wsgi_app, seeded_job, SERVED["api"] = local_wsgi
+    if case.path_parameters and "id" in case.path_parameters:
         case.path_parameters["id"] = seeded_job
     case.call_and_validate(app=wsgi_app, headers=AUTH, checks=CHECKS)
 
