@@ -28,8 +28,10 @@ import yaml
 from pydantic import ValidationError
 
 from jobsched.api.schemas import JobCreate
+from jobsched.api.timing import TIMING_FIELDS, validated_schedule
 from jobsched.labels import matches
 from jobsched.models import Job, JobSettings
+from jobsched.schedule.engine import ScheduleError
 
 SPEC_FIELDS: tuple[str, ...] = ("name", *JobSettings.model_fields)
 """The fields a spec sets, in the order an export writes them: ``name`` and the job's settings."""
@@ -201,6 +203,33 @@ def plan(
             if name not in named and matches(job.get("labels") or {}, selector):
                 result.deleted.append(Deletion(name, str(job["id"])))
     return result
+
+
+def check_selector(specs: Sequence[Spec], selector: Mapping[str, str]) -> None:
+    """Every spec carries the selector's labels, so the jobs an apply makes are the jobs it selects (and a
+    later ``--prune`` keeps them). Raises ``SpecError`` naming the first spec that does not, and ``labels``."""
+    for spec in specs:
+        if not matches(spec.request.labels, selector):
+            wanted = ", ".join(f"{key}={value}" for key, value in selector.items())
+            raise SpecError(spec.source, spec.name, "labels", f"must carry the selector's labels ({wanted})")
+
+
+def check_schedules(result: Plan, now_ms: int) -> None:
+    """The schedules the plan registers (the created jobs', and the changed jobs' whose timing changes) checked
+    as the API checks them at ``now_ms`` (epoch ms; ``api.timing.validated_schedule``, without the
+    deployment's minimum interval, which only the API knows), so a schedule the API would refuse stops the
+    apply before any change. Raises ``SpecError`` naming the spec and the field."""
+    checked = [(spec, frozenset[str]()) for spec in result.created]
+    checked += [
+        (change.spec, frozenset(change.fields))
+        for change in result.changed
+        if TIMING_FIELDS & set(change.fields)
+    ]
+    for spec, changed in checked:
+        try:
+            validated_schedule(spec.request, now_ms, 0, changed=changed)
+        except ScheduleError as error:
+            raise SpecError(spec.source, spec.name, error.field, str(error)) from None
 
 
 def describe(result: Plan, *, dry_run: bool) -> list[str]:
