@@ -31,7 +31,7 @@ from jobsched.apply_plan import (
     read_documents,
     validate,
 )
-from jobsched.cli.options import Connection, JsonOption, injected
+from jobsched.cli.options import Connection, JsonOption, injected, option_groups
 from jobsched.cli.output import print_json
 from jobsched.client import ApiError, JobschedClient
 from jobsched.exits import USAGE_ERROR, fail
@@ -63,6 +63,7 @@ def _read(path: Path) -> str:
         fail(f"cannot read {path}: {getattr(error, 'strerror', None) or error}", USAGE_ERROR)
 
 
+@option_groups
 def apply_command(
     file: Annotated[
         list[Path],
