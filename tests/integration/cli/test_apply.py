@@ -240,3 +240,17 @@ def test_jobs_list_filters_by_every_label_given(cli: Any, tmp_path: Path) -> Non
     assert both.exit_code == USAGE_ERROR
     as_json = cli("jobs", "get", "invoices", "-o", "json")
     assert as_json.exit_code == 0 and json.loads(as_json.stdout)["labels"]["tier"] == "gold"
+
+
+EXAMPLES = Path(__file__).parents[3] / "examples" / "jobs"
+
+
+def test_the_example_specs_apply(cli: Any) -> None:
+    planned = ok(cli("apply", "-f", str(EXAMPLES), "--selector", "app=billing", "--prune", "--dry-run"))
+    assert planned[-1] == "apply: 5 created, 0 changed, 0 deleted, 0 unchanged (dry run: nothing was changed)"
+    assert by_name(cli) == {}
+
+    ok(cli("apply", "-f", str(EXAMPLES), "--selector", "app=billing", "--prune"))
+    again = ok(cli("apply", "-f", str(EXAMPLES), "--selector", "app=billing", "--prune", "--dry-run"))
+
+    assert again[-1] == "apply: 0 created, 0 changed, 0 deleted, 5 unchanged (dry run: nothing was changed)"
