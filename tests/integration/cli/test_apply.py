@@ -8,8 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+import typer
 import yaml
 
+from jobsched.apply_plan import plan, read_documents, validate
+from jobsched.cli.apply import _wait
 from jobsched.exits import FAILED, USAGE_ERROR
 
 BILLING = """
@@ -254,3 +258,68 @@ def test_the_example_specs_apply(cli: Any) -> None:
     again = ok(cli("apply", "-f", str(EXAMPLES), "--selector", "app=billing", "--prune", "--dry-run"))
 
     assert again[-1] == "apply: 0 created, 0 changed, 0 deleted, 5 unchanged (dry run: nothing was changed)"
+
+
+def test_an_empty_directory_an_unreadable_file_and_a_bad_selector_are_refused(
+    cli: Any, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = cli("apply", "-f", str(empty))
+    assert nothing.exit_code == FAILED and "no job specs in" in nothing.stderr
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00name")
+    unreadable = cli("apply", "-f", str(binary))
+    assert unreadable.exit_code == USAGE_ERROR and f"cannot read {binary}" in unreadable.stderr
+    selector = cli("apply", "-f", str(specs_dir(tmp_path)), "--selector", "app")
+    assert (
+        selector.exit_code == USAGE_ERROR
+        and "--selector: label selector 'app' must be key=value" in selector.stderr
+    )
+    assert by_name(cli) == {}
+
+
+class FakeJobs:
+    """``iter_jobs`` of a client whose jobs get their ``next_run_at`` after ``polls_until_scheduled`` reads."""
+
+    def __init__(self, polls_until_scheduled: int) -> None:
+        self.polls = 0
+        self.until = polls_until_scheduled
+
+    def iter_jobs(self) -> list[dict[str, Any]]:
+        self.polls += 1
+        scheduled = "2026-03-02T10:00:00Z" if self.polls > self.until else None
+        return [
+            {"name": "a", "paused": False, "next_run_at": scheduled},
+            {"name": "held", "paused": True, "next_run_at": None},  # paused: never waited for
+        ]
+
+
+def wait_plan() -> Any:
+    text = "name: a\nschedule: '@daily'\ncommand: echo\n---\nname: held\nschedule: '@daily'\ncommand: echo\n"
+    return plan(validate(read_documents(text, "w.yaml")), [])
+
+
+def test_wait_polls_until_each_job_is_scheduled_on_the_injected_clock() -> None:
+    now = [0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += int(seconds * 1000)
+
+    fake = FakeJobs(polls_until_scheduled=3)
+    _wait(fake, wait_plan(), 10, lambda: now[0], sleep)  # type: ignore[arg-type]
+    assert fake.polls == 4 and slept == [0.5, 0.5, 0.5]
+
+
+def test_wait_gives_up_after_its_timeout_naming_the_jobs(capsys: pytest.CaptureFixture[str]) -> None:
+    now = [0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += int(seconds * 1000)
+
+    with pytest.raises(typer.Exit) as stopped:
+        _wait(FakeJobs(polls_until_scheduled=10**6), wait_plan(), 2, lambda: now[0], sleep)  # type: ignore[arg-type]
+    assert stopped.value.exit_code == FAILED
+    assert "error: --wait: after 2 s, no next fire scheduled for a" in capsys.readouterr().err
