@@ -181,7 +181,7 @@ class PauseRequest(StrictModel):
         max_length=MAX_REASON_CHARS,
         description="why, one line of text; shown on the job while it is paused",
         json_schema_extra={
-            "pattern": r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*[^\s\x7f-\x9f][^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+            "pattern": r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*[^\s\x00-\x1f\x7f-\x9f\u2028\u2029][^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
         },
     )
 
