@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -231,15 +231,21 @@ class JobschedClient:
         response = self.request("POST", "/jobs", json=body, headers=headers)
         return response.json(), response.status_code == 201
 
-    def list_jobs(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
-        """``GET /jobs``: one page ``{"items": [job, ...], "next_cursor": str | None}``."""
-        return self._json("GET", "/jobs", params={"limit": limit, "cursor": cursor})
+    def list_jobs(
+        self, *, limit: int | None = None, cursor: str | None = None, labels: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """``GET /jobs``: one page ``{"items": [job, ...], "next_cursor": str | None}``; with ``labels``
+        (``key=value`` terms, one ``label`` parameter each), only the jobs carrying all of them."""
+        return self._json(
+            "GET", "/jobs", params={"limit": limit, "cursor": cursor, "label": list(labels) or None}
+        )
 
-    def iter_jobs(self, *, page_size: int = 100) -> Iterator[dict[str, Any]]:
-        """Every job of the caller, following ``next_cursor``."""
+    def iter_jobs(self, *, page_size: int = 100, labels: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
+        """Every job of the caller (carrying every label of ``labels``: ``key=value`` terms), following
+        ``next_cursor``."""
         cursor: str | None = None
         while True:
-            page = self.list_jobs(limit=page_size, cursor=cursor)
+            page = self.list_jobs(limit=page_size, cursor=cursor, labels=labels)
             yield from page.get("items", [])
             cursor = page.get("next_cursor")
             if not cursor:

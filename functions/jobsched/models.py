@@ -16,7 +16,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from jobsched.clock import from_ms
@@ -28,6 +37,7 @@ from jobsched.http_rules import (
     url_secrets,
 )
 from jobsched.http_rules import url_problem as _url_problem  # the name HttpTarget's API description cites
+from jobsched.labels import LABELS_DESCRIPTION, check_labels, labels_schema
 from jobsched.schedule.engine import ceil_to_ms
 
 MAX_INPUT_BYTES = 64 * 1024
@@ -413,6 +423,14 @@ def check_input(value: Any) -> Any:
     return value
 
 
+Labels = Annotated[
+    dict[str, str],
+    AfterValidator(check_labels),
+    Field(description=LABELS_DESCRIPTION, json_schema_extra=labels_schema),
+]
+"""A job's labels (``jobsched.labels``: the rule, its JSON Schema, selectors)."""
+
+
 class JobSettings(StrictModel):
     """The fields of a job its owner sets (everything but identity and scheduling state)."""
 
@@ -420,6 +438,7 @@ class JobSettings(StrictModel):
     timezone: str = Field("UTC", max_length=64, description="IANA zone name")
     target: Target
     input: Any = None
+    labels: Labels = Field(default_factory=dict)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     alerts: AlertPolicy = Field(default_factory=AlertPolicy)
     timeout_s: Count = Field(300, ge=1, description="at most the worker's cap (deployment setting)")

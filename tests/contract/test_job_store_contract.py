@@ -147,6 +147,61 @@ def test_list_by_owner_pages_by_name(store: Any) -> None:
     assert names == [f"job-{n:03d}" for n in (1, 2, 3, 4, 5)]
 
 
+def labelled(number: int, labels: dict[str, str], *, owner: str = "team-a") -> Job:
+    return job(number, owner=owner).model_copy(update={"labels": labels})
+
+
+def every_page(store: Any, owner: str, limit: int, labels: dict[str, str] | None) -> list[str]:
+    """The names of every job a listing with ``labels`` pages through, ``limit`` jobs read at a time."""
+    names: list[str] = []
+    after = None
+    for _ in range(20):
+        page, after = store.list_by_owner(owner, limit, after, labels)
+        assert len(page) <= limit
+        names += [found.job.name for found in page]
+        if after is None:
+            return names
+    raise AssertionError("the listing never ended")
+
+
+def test_labels_are_stored_with_the_job_and_replaced_by_a_rewrite(store: Any) -> None:
+    tagged = labelled(1, {"team": "billing", "app.kubernetes.io/part-of": "invoices", "empty": ""})
+    store.create(tagged, state(tagged))
+    assert store.get(tagged.id).job.labels == tagged.labels
+    assert store.get_spec(tagged.id).labels == tagged.labels
+    edited = tagged.model_copy(update={"updated_at": from_ms(T0 + 1), "labels": {"team": "ops"}})
+    store.replace(Rewrite(edited, state(tagged, version=2), T0))
+    assert store.get(tagged.id).job.labels == {"team": "ops"}
+    cleared = edited.model_copy(update={"updated_at": from_ms(T0 + 2), "labels": {}})
+    store.replace(Rewrite(cleared, state(tagged, version=3), T0 + 1))
+    assert store.get(tagged.id).job.labels == {}
+    page, _ = store.list_by_owner("team-a", 10)
+    assert [found.job.labels for found in page] == [{}]
+
+
+def test_list_by_owner_keeps_the_jobs_carrying_every_label_asked(store: Any) -> None:
+    carrying = {
+        1: {"team": "billing", "tier": "gold"},
+        2: {"team": "billing"},
+        3: {"team": "billing", "tier": "gold", "x.y/z": "1"},
+        4: {"team": "ops", "tier": "gold"},
+        5: {},
+        6: {"team": "billing", "tier": "gold"},
+        7: {"tier": "gold", "team": "billing-2"},
+    }
+    for number, labels in carrying.items():
+        store.create(labelled(number, labels), state(labelled(number, labels)))
+    other = labelled(9, {"team": "billing", "tier": "gold"}, owner="team-b")
+    store.create(other, state(other))
+    gold_billing = ["job-001", "job-003", "job-006"]
+    for limit in (1, 2, 10):
+        assert every_page(store, "team-a", limit, {"team": "billing", "tier": "gold"}) == gold_billing
+    assert every_page(store, "team-a", 3, {"team": "billing"}) == ["job-001", "job-002", "job-003", "job-006"]
+    assert every_page(store, "team-a", 3, {"x.y/z": "1"}) == ["job-003"]
+    assert every_page(store, "team-a", 3, {"team": "nobody"}) == []
+    assert every_page(store, "team-a", 3, {}) == [f"job-{n:03d}" for n in range(1, 8)]
+
+
 def test_query_due_reads_one_bucket_and_shard_oldest_first_in_pages(store: Any) -> None:
     jobs = [job(n) for n in range(1, 8)]
     for n, one in enumerate(jobs):

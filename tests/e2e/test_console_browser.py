@@ -144,6 +144,31 @@ def test_jobs_page_shows_each_job_with_its_schedule_in_words_and_filters(
     assert page_errors(desktop) == []
 
 
+def test_jobs_page_shows_labels_and_filters_by_them(local: LocalProcess, desktop: WebDriver) -> None:
+    # Given labelled jobs and one without labels
+    gold = create(local, labels={"team": "billing", "tier": "gold"})
+    silver = create(local, labels={"team": "billing", "tier": "silver"})
+    plain = create(local)
+    sign_in(desktop, local.url, TEAM_A)
+
+    # Then each job's row shows its labels
+    assert "team=billing" in row_of(desktop, gold["name"]) and "tier=gold" in row_of(desktop, gold["name"])
+    row_of(desktop, plain["name"])
+
+    # When the list is filtered by labels, only the jobs carrying every one are left
+    element(desktop, "#filter-label").send_keys("team=billing")
+    until(desktop, "the label filter", lambda d: not text_of_row(d, plain["name"]))
+    assert row_of(desktop, silver["name"])
+    element(desktop, "#filter-label").send_keys(" tier=gold")
+    until(desktop, "the second label", lambda d: not text_of_row(d, silver["name"]))
+    assert row_of(desktop, gold["name"])
+
+    # and the job's own page shows its labels
+    click(desktop, "#jobs a", gold["name"])
+    element(desktop, "#labels", "tier=gold")
+    assert page_errors(desktop) == []
+
+
 def test_a_job_paused_and_triggered_from_its_page(
     local: LocalProcess, desktop: WebDriver, shots: Path
 ) -> None:

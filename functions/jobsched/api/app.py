@@ -42,6 +42,7 @@ from jobsched.api.schemas import (
 )
 from jobsched.api.service import JobService
 from jobsched.domain.fires import MAX_FIRES
+from jobsched.labels import LABEL_TERM_PATTERN, MAX_KEY_CHARS, MAX_LABELS, MAX_VALUE_CHARS
 from jobsched.models import Fires, Instant, Job, Run, RunDetail, RunKind, RunStatus
 from jobsched.settings import Settings
 
@@ -141,6 +142,15 @@ Cursor = Annotated[
     ),
 ]
 
+LabelSelector = Annotated[
+    list[Annotated[str, Query(pattern=LABEL_TERM_PATTERN, max_length=MAX_KEY_CHARS + 1 + MAX_VALUE_CHARS)]]
+    | None,
+    Query(
+        max_length=MAX_LABELS,
+        description="`key=value`: only the jobs carrying this label; repeat it for several (all must match)",
+    ),
+]
+
 
 # --- routes ---------------------------------------------------------------------------------------
 
@@ -192,9 +202,13 @@ def create_job(
     tags=["jobs"],
     responses=responses({200: (Page[Job], "A page of jobs")}, 404, descriptions={404: _CURSOR_NOT_FOUND}),
 )
-def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = None) -> Page[Job]:
-    """A page of the caller's jobs; pass ``next_cursor`` back as ``cursor`` for the next one."""
-    return api.service.list_jobs(owner, limit=limit, cursor=cursor)
+def list_jobs(
+    api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = None, label: LabelSelector = None
+) -> Page[Job]:
+    """A page of the caller's jobs; pass ``next_cursor`` back as ``cursor`` (and the same ``label``s) for the
+    next one. With ``label``, only the jobs carrying every label given (a page may then hold fewer than
+    ``limit`` jobs while ``next_cursor`` says more may follow)."""
+    return api.service.list_jobs(owner, limit=limit, cursor=cursor, labels=label)
 
 
 @_route(

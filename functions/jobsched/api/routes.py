@@ -47,7 +47,7 @@ class Route:
 
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/jobs", "createJob", body=True),
-    Route("GET", "/jobs", "listJobs", query=("limit", "cursor")),
+    Route("GET", "/jobs", "listJobs", query=("limit", "cursor", "label")),
     Route(
         "GET", "/runs", "listAllRuns", query=("status", "job_id", "kind", "since", "until", "limit", "cursor")
     ),

@@ -33,6 +33,7 @@ from jobsched.models import (
     Instant,
     JobEventKind,
     JobSettings,
+    Labels,
     MissedPolicy,
     OverlapPolicy,
     RetryPolicy,
@@ -148,6 +149,7 @@ class JobPatch(StrictModel):
     timezone: str | None = Field(None, max_length=64)
     target: Target | None = None
     input: Any = None
+    labels: Labels | None = None
     retry: RetryPolicy | None = None
     alerts: AlertPolicy | None = None
     timeout_s: Annotated[Count, Field(ge=1)] | None = None

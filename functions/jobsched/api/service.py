@@ -23,26 +23,23 @@ Rules and where they come from:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from jobsched.api import timing
+from jobsched.api import job_listing, timing
 from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
-from jobsched.api.cursor import decode_cursor, encode_cursor
-from jobsched.api.exceptions import ConcurrentChange, CursorNotFound, InvalidInput, JobNotFound, NameConflict
+from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.job_checks import check_settings, validation_problem
 from jobsched.api.owned import OwnedJobs, is_job_id
 from jobsched.api.reruns import Reruns, RetryResult
 from jobsched.api.runs_listing import RunListing
 from jobsched.api.schemas import (
-    NAME_PATTERN,
     PATCH_NULLABLE_FIELDS,
     BackfillRequest,
     BackfillResult,
@@ -234,23 +231,13 @@ class JobService:
         """The owner's job ``job_id``. Raises ``JobNotFound`` (absent, malformed id, or another owner's)."""
         return self.owned.load(owner, job_id).job
 
-    def list_jobs(self, owner: str, *, limit: int = 50, cursor: str | None = None) -> Page[Job]:
-        """A page of the owner's jobs ordered by name; ``cursor`` is a previous page's ``next_cursor``.
-
-        Raises ``InvalidInput`` (a malformed cursor) or ``CursorNotFound`` (a cursor not of this owner's
-        job listing), both naming ``cursor``.
-        """
-        after: tuple[str, str] | None = None
-        if cursor is not None:
-            position = decode_cursor(cursor, "jobs", owner)
-            name, job_id = position.get("name"), position.get("id")
-            if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or not is_job_id(job_id):
-                raise CursorNotFound()
-            after = (name, str(job_id))
-        stored, last = self.jobs.list_by_owner(owner, limit, after)
-        items = [found.job for found in stored]
-        next_cursor = encode_cursor("jobs", owner, {"name": last[0], "id": last[1]}) if last else None
-        return Page[Job](items=items, next_cursor=next_cursor)
+    def list_jobs(
+        self, owner: str, *, limit: int = 50, cursor: str | None = None, labels: Sequence[str] | None = None
+    ) -> Page[Job]:
+        """``job_listing.list_jobs``: a page of the owner's jobs ordered by name, carrying every label of the
+        selector ``labels`` (``key=value`` terms). Raises ``InvalidInput`` naming ``label`` or ``cursor``, or
+        ``CursorNotFound``."""
+        return job_listing.list_jobs(self.jobs, owner, limit=limit, cursor=cursor, labels=labels)
 
     def list_runs(
         self,

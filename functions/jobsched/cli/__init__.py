@@ -7,6 +7,7 @@ Commands, by module:
 | ``next`` (offline schedule preview) | ``schedule`` |
 | ``jobs create/list/get/update/pause/resume/trigger/delete`` | ``jobs`` |
 | ``runs`` (``runs JOB``: ``runs``), ``runs show/retry`` (the group: ``run_commands``) | ``runs``, ``run_commands`` |
+| ``apply`` (jobs as code; the plan: ``jobsched.apply_plan``) | ``apply`` |
 | ``import-crontab`` | ``import_crontab`` |
 | ``smoke`` | ``smoke`` |
 | ``ui`` (the web console for a deployment) | ``ui`` |
@@ -28,6 +29,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup, _click
 
+from jobsched.cli.apply import apply_command
 from jobsched.cli.import_crontab import import_crontab_command
 from jobsched.cli.jobs import jobs_app
 from jobsched.cli.run_commands import runs_app
@@ -85,10 +87,11 @@ app.command("next")(next_command)
 
 
 def register(target: typer.Typer) -> None:
-    """Add the API-facing commands (``jobs``, ``runs``, ``import-crontab``, ``smoke``, ``ui``) and ``local`` to the
+    """Add the API-facing commands (``jobs``, ``runs``, ``apply``, ``import-crontab``, ``smoke``, ``ui``) and ``local`` to the
     typer app ``target`` (``app`` has them; tests register them on an app of their own)."""
     target.add_typer(jobs_app, name="jobs")
     target.add_typer(runs_app, name="runs")
+    target.command("apply")(apply_command)
     target.command("import-crontab")(import_crontab_command)
     target.command("smoke")(smoke_command)
     target.command("ui")(ui_command)

@@ -1,5 +1,6 @@
 """``jobsched jobs ...``: register, inspect and change jobs (``create``, ``list``, ``get``, ``update``,
-``pause``, ``resume``, ``trigger``, ``backfill``, ``events``, ``fires``, ``delete``).
+``pause``, ``resume``, ``trigger``, ``backfill``, ``events``, ``fires``, ``delete``). ``list`` and ``get`` also
+print jobs as the YAML specs ``jobsched apply`` reads (``-o yaml``).
 
 Job specs are not validated here: the API is their one judge, and its error (code, message, field) is the
 line the user sees (exit 1). Bad flags caught before any call (two targets, a flag that is not JSON, an
@@ -16,10 +17,19 @@ from typing import Annotated, Any
 
 import typer
 
-from jobsched.cli.options import Connection, JobArgument, JsonOption, option_groups
+from jobsched.apply_plan import dump_yaml, export_spec
+from jobsched.cli.options import (
+    Connection,
+    JobArgument,
+    JsonOption,
+    OutputFormat,
+    OutputOption,
+    option_groups,
+)
 from jobsched.cli.output import job_detail, jobs_table, print_json, print_table, show, when
 from jobsched.client import ApiError, JobschedClient
 from jobsched.exits import USAGE_ERROR, fail
+from jobsched.labels import parse_selector
 
 __all__ = ["SpecFlags", "jobs_app", "resolve_job"]
 
@@ -204,35 +214,70 @@ def jobs_create(
     show(job, as_json, job_detail)
 
 
+LabelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--label", "-l", help="Only jobs with this label, key=value (repeat: every one must match)."
+    ),
+]
+
+
+def _output(as_json: bool, output: OutputFormat | None) -> OutputFormat:
+    """The format asked for: ``--output``, else ``--json``, else a table. Exits 2 for ``--json`` with another
+    ``--output``."""
+    if as_json and output not in (None, OutputFormat.JSON):
+        fail("give --json or --output, not both", USAGE_ERROR)
+    return output or (OutputFormat.JSON if as_json else OutputFormat.TABLE)
+
+
 @jobs_app.command("list")
 @option_groups
 def jobs_list(
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="At most this many (default: all).")
     ] = None,
+    label: LabelOpt = None,
     conn: Connection = Connection(),
     as_json: JsonOption = False,
+    output: OutputOption = None,
 ) -> None:
-    """The caller's jobs, by name (GET /jobs, every page)."""
+    """The caller's jobs, by name (GET /jobs, every page); -o yaml prints them as job specs for `jobsched
+    apply`."""
+    shown = _output(as_json, output)
+    try:
+        parse_selector(label or ())
+    except ValueError as error:
+        fail(f"--label: {error}", USAGE_ERROR)
     with conn.client() as client:
         jobs: list[dict[str, Any]] = []
-        for job in client.iter_jobs():
+        for job in client.iter_jobs(labels=label or ()):
             jobs.append(job)
             if limit is not None and len(jobs) >= limit:
                 break
-    if jobs or as_json:
-        show(jobs, as_json, jobs_table)
+    if shown is OutputFormat.YAML:
+        typer.echo(dump_yaml([export_spec(job) for job in jobs]), nl=False)
+    elif jobs or shown is OutputFormat.JSON:
+        show(jobs, shown is OutputFormat.JSON, jobs_table)
     else:
         typer.echo("no jobs", err=True)
 
 
 @jobs_app.command("get")
 @option_groups
-def jobs_get(job: JobArgument, conn: Connection = Connection(), as_json: JsonOption = False) -> None:
-    """One job (GET /jobs/{id})."""
+def jobs_get(
+    job: JobArgument,
+    conn: Connection = Connection(),
+    as_json: JsonOption = False,
+    output: OutputOption = None,
+) -> None:
+    """One job (GET /jobs/{id}); -o yaml prints it as a job spec for `jobsched apply`."""
+    shown = _output(as_json, output)
     with conn.client() as client:
         found = client.get_job(resolve_job(client, job))
-    show(found, as_json, job_detail)
+    if shown is OutputFormat.YAML:
+        typer.echo(dump_yaml([export_spec(found)]), nl=False)
+    else:
+        show(found, shown is OutputFormat.JSON, job_detail)
 
 
 @jobs_app.command("update")

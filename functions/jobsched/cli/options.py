@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
 
@@ -33,6 +34,8 @@ __all__ = [
     "Connection",
     "JobArgument",
     "JsonOption",
+    "OutputFormat",
+    "OutputOption",
     "find_dev_token",
     "injected",
     "option_groups",
@@ -59,6 +62,25 @@ SigV4RegionOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's JSON instead of a table.")]
+
+
+class OutputFormat(StrEnum):
+    """What ``-o``/``--output`` prints: a table, the API's JSON (as ``--json``), or YAML job specs in the
+    format ``jobsched apply`` reads (``jobsched.apply_plan.export_spec``)."""
+
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+OutputOption = Annotated[
+    OutputFormat | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table, json (the API's JSON) or yaml (job specs as `jobsched apply` reads them).",
+    ),
+]
 JobArgument = Annotated[str, typer.Argument(help="Job id (j_...) or name.", show_default=False)]
 
 

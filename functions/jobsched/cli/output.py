@@ -14,7 +14,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["job_detail", "jobs_table", "print_json", "print_table", "seconds", "show", "table", "when"]
+__all__ = [
+    "job_detail",
+    "jobs_table",
+    "labels_text",
+    "print_json",
+    "print_table",
+    "seconds",
+    "show",
+    "table",
+    "when",
+]
 
 
 def _out() -> Console:
@@ -85,10 +95,15 @@ def _target(target: dict[str, Any]) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def labels_text(labels: dict[str, str] | None) -> str:
+    """A job's labels as ``key=value`` terms joined by commas, by key (the ``-l`` spelling); ``-`` for none."""
+    return ",".join(f"{key}={value}" for key, value in sorted((labels or {}).items())) or "-"
+
+
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    """Jobs (API JSON) as rows: id, name, schedule, zone, next run, state, target."""
+    """Jobs (API JSON) as rows: id, name, schedule, zone, next run, state, target, labels."""
     return table(
-        ("ID", "NAME", "SCHEDULE", "TZ", "NEXT RUN", "STATE", "TARGET"),
+        ("ID", "NAME", "SCHEDULE", "TZ", "NEXT RUN", "STATE", "TARGET", "LABELS"),
         [
             (
                 job.get("id", ""),
@@ -98,6 +113,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
                 when(job.get("next_run_at")),
                 "paused" if job.get("paused") else ("active" if job.get("next_run_at") else "done"),
                 _target(job.get("target") or {}),
+                labels_text(job.get("labels")),
             )
             for job in jobs
         ],
@@ -117,6 +133,8 @@ def job_detail(job: dict[str, Any]) -> Table:
         value = job[key]
         if key in ("next_run_at", "created_at", "updated_at", "start_at", "end_at", "paused_at"):
             shown = when(value)
+        elif key == "labels":
+            shown = labels_text(value)
         elif isinstance(value, dict | list):
             shown = json.dumps(value, separators=(", ", ": "))
         else:

@@ -102,11 +102,25 @@ async function pooled(items, limit, work) {
 }
 
 // --- jobs --------------------------------------------------------------------------------------
+// A job's labels as `key=value` terms, by key (the CLI's `-l` spelling).
+const labelTerms = (job) => Object.entries(job.labels || {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${k}=${v}`);
+const labelChips = (job) => labelTerms(job).map((term) => h("span", { class: "label" }, term));
+
+// Whether the job carries every label of the filter text: `key=value` terms (all must match) or bare keys
+// (the job has that label), separated by spaces or commas.
+function labelsMatch(job, text) {
+  const labels = job.labels || {};
+  return text.split(/[\s,]+/).filter(Boolean).every((term) => {
+    const at = term.indexOf("=");
+    return at < 0 ? term in labels : labels[term.slice(0, at)] === term.slice(at + 1);
+  });
+}
+
 function jobsView() {
-  const filter = { name: "", state: "all" };
+  const filter = { name: "", state: "all", labels: "" };
   const body = h("div", { id: "jobs" });
   let rows = [];
-  const matches = ({ job, stats }) => job.name.toLowerCase().includes(filter.name.toLowerCase()) && (
+  const matches = ({ job, stats }) => job.name.toLowerCase().includes(filter.name.toLowerCase()) && labelsMatch(job, filter.labels) && (
     filter.state === "all" || (filter.state === "paused" && job.paused) || (filter.state === "active" && !job.paused)
     || (filter.state === "dead" && stats.last === "dead"));
   const render = () => {
@@ -118,7 +132,7 @@ function jobsView() {
     fill(body, shown.length
       ? table(["Name", "Schedule", "Next fire", "State", "Last run", "Success", "Lateness p50 / p99", "Runs"],
         shown.map(({ job, stats }) => [
-          jobLink(job),
+          labelTerms(job).length ? h("span", {}, jobLink(job), h("br"), h("span", { class: "labels" }, labelChips(job))) : jobLink(job),
           { wrap: h("span", {}, h("code", {}, job.schedule), h("br"), h("span", { class: "muted" },
             describeSchedule(job.schedule, job.timezone) || `in ${job.timezone}`)) },
           job.paused ? "– (paused)" : when(job.next_run_at),
@@ -135,7 +149,9 @@ function jobsView() {
   const stateSelect = h("select", { id: "filter-state", onchange: (e) => { filter.state = e.target.value; render(); } },
     h("option", { value: "all" }, "All states"), h("option", { value: "active" }, "Active"),
     h("option", { value: "paused" }, "Paused"), h("option", { value: "dead" }, "Last run dead"));
-  fill(main, h("h1", {}, "Jobs"), h("div", { class: "toolbar" }, nameInput, stateSelect), body,
+  const labelInput = h("input", { id: "filter-label", type: "search", placeholder: "Labels, e.g. team=billing tier=gold",
+    oninput: (e) => { filter.labels = e.target.value; render(); } });
+  fill(main, h("h1", {}, "Jobs"), h("div", { class: "toolbar" }, nameInput, labelInput, stateSelect), body,
     h("p", { class: "muted" }, `Last run, success rate (succeeded of succeeded + dead) and start lateness are over each job's newest ${RUNS_PER_JOB} runs.`));
   return {
     async refresh() {
@@ -198,6 +214,7 @@ function jobView(id) {
       const reason = features.pauseReason;
       fill(head, 
         h("h1", {}, job.name, " ", job.paused ? statusBadge("paused") : statusBadge("active")),
+        labelTerms(job).length ? h("p", { id: "labels", class: "labels" }, labelChips(job)) : null,
         job.paused && job.paused_reason ? h("p", { id: "paused-reason" }, `Paused by ${job.paused_by || "?"} at ${job.paused_at || "?"}: ${job.paused_reason}`) : null,
         h("div", { class: "toolbar" },
           job.paused

@@ -24,7 +24,9 @@ from jobsched.dynamodb.layout import (
     history_owner,
     is_tombstone,
     job_from_items,
+    job_id_of,
     job_pk,
+    label_filter,
     name_key,
     plain,
     sched_item,
@@ -149,17 +151,25 @@ class JobStore:
         return history_owner(item) if item else None
 
     def list_by_owner(
-        self, owner: str, limit: int, after: tuple[str, str] | None = None
+        self,
+        owner: str,
+        limit: int,
+        after: tuple[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> tuple[list[StoredJob], tuple[str, str] | None]:
-        """A page of the owner's jobs ordered by name, starting after ``after = (name, job_id)``.
+        """A page of the owner's jobs ordered by name, starting after ``after = (name, job_id)``; with
+        ``labels``, those of the ``limit`` read whose spec item's ``labels`` map holds each (a filter
+        expression: the page may be short, even empty, while more follow).
 
-        Returns ``([StoredJob, ...], (name, job_id) of the last one, or None when there are no more)``.
+        Returns ``([StoredJob, ...], (name, job_id) of the last one read, or None when there are no more)``.
         """
         kwargs: dict[str, Any] = {
             "IndexName": "by_owner",
             "KeyConditionExpression": Key("owner").eq(owner),
             "Limit": limit,
         }
+        if labels:
+            kwargs.update(label_filter(labels))
         if after is not None:
             name, job_id = after
             kwargs["ExclusiveStartKey"] = {"owner": owner, "name": name, "pk": job_pk(job_id), "sk": SPEC_SK}
@@ -167,7 +177,7 @@ class JobStore:
         specs = [plain(i) for i in page["Items"]]
         scheds = batch_get(self.table, [s["job_id"] for s in specs], SCHED_SK)
         last = page.get("LastEvaluatedKey")
-        cursor = (specs[-1]["name"], specs[-1]["job_id"]) if last and specs else None
+        cursor = (str(last["name"]), job_id_of(str(last["pk"]))) if last else None
         return [_stored(s, scheds.get(s["job_id"])) for s in specs], cursor
 
     def replace(self, rewrite: Rewrite) -> None:

@@ -2,7 +2,8 @@
 
 Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
 - spec ``pk=job#<id> sk=spec``: the owner's settings (``doc``, JSON, holds the large ``input``), ``owner``,
-  ``name`` (the ``by_owner`` index), ``created_at``/``updated_at`` (epoch ms).
+  ``name`` (the ``by_owner`` index), ``created_at``/``updated_at`` (epoch ms), ``labels`` (a map of strings,
+  absent when the job has none: a top-level attribute so a listing filters on it, ``labels.#key = :value``).
 - scheduling state ``pk=job#<id> sk=sched``: small and hot; what the scheduler reads and moves every run:
   ``next_run_at`` (epoch ms, nominal fire), ``due_at`` with ``timer_pk``/``timer_sk`` (the keys of its current
   timer item; present only while the job is active; ``due_pk``/``due_at``, the sparse ``due`` GSI's keys, on
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -63,6 +65,22 @@ job runs."""
 
 def job_pk(job_id: str) -> str:
     return f"job#{job_id}"
+
+
+def job_id_of(pk: str) -> str:
+    """The job id of a job item's partition key (``job#<id>``, :func:`job_pk`)."""
+    return pk.removeprefix("job#")
+
+
+def label_filter(labels: Mapping[str, str]) -> dict[str, Any]:
+    """The query arguments (``FilterExpression`` and its names and values) that keep the spec items whose
+    ``labels`` map holds every ``key: value`` of ``labels`` (keys as names: they may hold ``.`` and ``/``)."""
+    terms = sorted(labels.items())
+    return {
+        "FilterExpression": " AND ".join(f"#labels.#l{i} = :l{i}" for i in range(len(terms))),
+        "ExpressionAttributeNames": {"#labels": "labels", **{f"#l{i}": k for i, (k, _) in enumerate(terms)}},
+        "ExpressionAttributeValues": {f":l{i}": v for i, (_, v) in enumerate(terms)},
+    }
 
 
 def name_key(owner: str, name: str) -> dict[str, str]:
@@ -174,8 +192,9 @@ def plain(value: Any) -> Any:
 
 
 def spec_item(job: Job) -> dict[str, Any]:
-    """The spec item of ``job`` (settings as one JSON document, so any ``input`` JSON round-trips)."""
-    doc = job.model_dump(mode="json", include=set(JobSettings.model_fields) - {"paused"})
+    """The spec item of ``job`` (settings as one JSON document, so any ``input`` JSON round-trips; its labels
+    beside it, as a map the listing filters on)."""
+    doc = job.model_dump(mode="json", include=set(JobSettings.model_fields) - {"paused", "labels"})
     audit = {
         "updated_by": job.updated_by,
         "paused_by": job.paused_by,
@@ -192,6 +211,7 @@ def spec_item(job: Job) -> dict[str, Any]:
         "created_at": to_ms(job.created_at),
         "updated_at": to_ms(job.updated_at),
         **{name: value for name, value in audit.items() if value is not None},
+        **({"labels": dict(job.labels)} if job.labels else {}),
     }
 
 
@@ -338,6 +358,7 @@ def job_from_items(spec: dict[str, Any], sched: dict[str, Any] | None) -> Job:
     return Job.model_validate(
         {
             **doc,
+            "labels": spec.get("labels") or {},
             "id": spec["job_id"],
             "name": spec["name"],
             "owner": spec["owner"],

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 from jobsched.clock import from_ms, to_ms
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry
+from jobsched.labels import matches
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
@@ -200,12 +201,20 @@ class MemoryJobStore:
             return self.names.get((owner, name))
 
     def list_by_owner(
-        self, owner: str, limit: int, after: tuple[str, str] | None = None
+        self,
+        owner: str,
+        limit: int,
+        after: tuple[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> tuple[list[StoredJob], tuple[str, str] | None]:
-        """A page of the owner's live jobs ordered by ``(name, job_id)``, after ``after``; the last one's
-        ``(name, job_id)`` when more follow."""
+        """A page of the owner's live jobs carrying ``labels`` ordered by ``(name, job_id)``, after ``after``;
+        the last one's ``(name, job_id)`` when more follow."""
         with self._lock:
-            mine = sorted((job.name, job.id) for job in self.jobs.values() if job.owner == owner)
+            mine = sorted(
+                (job.name, job.id)
+                for job in self.jobs.values()
+                if job.owner == owner and matches(job.labels, labels or {})
+            )
             if after is not None:
                 mine = [key for key in mine if key > after]
             page = mine[:limit]

@@ -8,7 +8,7 @@ Instants are epoch ms (UTC) unless a name says otherwise. Implemented by ``jobsc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -313,10 +313,18 @@ class JobRepository(Protocol):
         ...
 
     def list_by_owner(
-        self, owner: str, limit: int, after: tuple[str, str] | None = None
+        self,
+        owner: str,
+        limit: int,
+        after: tuple[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> tuple[list[StoredJob], tuple[str, str] | None]:
         """A page of at most ``limit`` of the owner's live jobs ordered by name, after ``after = (name,
-        job_id)``, and ``(name, job_id)`` of its last job when more may follow (else None)."""
+        job_id)``, and ``(name, job_id)`` of its last job when more may follow (else None).
+
+        With ``labels`` (a selector, ``jobsched.labels.matches``), only the jobs carrying every one of them: a
+        store may then read ``limit`` jobs and return the matching ones, so a page may be short, even empty,
+        while more follow; its cursor is then the last job read."""
         ...
 
     def replace(self, rewrite: Rewrite) -> None:

@@ -151,16 +151,25 @@ class SqliteJobStore:
         return str(row[0]) if row else None
 
     def list_by_owner(
-        self, owner: str, limit: int, after: tuple[str, str] | None = None
+        self,
+        owner: str,
+        limit: int,
+        after: tuple[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> tuple[list[StoredJob], tuple[str, str] | None]:
-        """A page of at most ``limit`` of the owner's live jobs ordered by ``(name, job_id)`` after ``after``;
-        the last one's ``(name, job_id)`` when more follow (else None)."""
+        """A page of at most ``limit`` of the owner's live jobs carrying ``labels`` (each ``json_extract`` of
+        the spec's ``labels`` member equal to the value) ordered by ``(name, job_id)`` after ``after``; the
+        last one's ``(name, job_id)`` when more follow (else None)."""
         name, job_id = after if after is not None else ("", "")
+        selector = sorted((labels or {}).items())
+        # label keys are [A-Za-z0-9._/-] (jobsched.labels): safe inside a quoted JSON path member
+        where = "".join(" AND json_extract(spec, ?) = ?" for _ in selector)
+        terms = [part for key, value in selector for part in (f'$.labels."{key}"', value)]
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT job_id, name, spec, state FROM jobs WHERE owner = ? AND (name, job_id) > (?, ?)"
-                " ORDER BY name, job_id LIMIT ?",
-                (owner, name, job_id, limit + 1),
+                f"{where} ORDER BY name, job_id LIMIT ?",
+                (owner, name, job_id, *terms, limit + 1),
             ).fetchall()
         page = rows[:limit]
         more = len(rows) > limit

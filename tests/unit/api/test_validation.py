@@ -675,3 +675,17 @@ def test_secret_path_is_a_json_boolean_not_a_word_or_number(http, value):
     assert reply.status == 400
     assert reply.error["field"] == "target.secret_path" and reply.error["code"] == "invalid_input"
     assert http("GET", "/jobs").body["items"] == []
+
+
+@pytest.mark.parametrize("reason", ["\u0124\u00be\u0010\u0121w%", "a\x00b", "ok\x1b[31m", "x\x85y", "a\tb"])
+def test_the_documented_pause_reason_pattern_refuses_what_the_api_refuses(http, reason):
+    import re
+
+    from jobsched.api.schemas import PauseRequest
+
+    pattern = PauseRequest.model_json_schema()["properties"]["reason"]["pattern"]
+    job = http.create("paused-with-control")
+    refused = http("POST", f"/jobs/{job['id']}/pause", body={"reason": reason})
+
+    assert refused.status == 400 and refused.error["field"] == "reason"
+    assert re.search(pattern, reason) is None  # a generated client refuses it too

@@ -1,0 +1,284 @@
+"""Jobs as code, the pure part of ``jobsched apply``: read job specs from YAML or JSON text, validate them with
+the API's own request schema (``api.schemas.JobCreate``), and plan what makes the caller's jobs match them.
+
+A **spec** is a ``POST /jobs`` body (``name``, ``schedule``, ``target`` or ``command``, ...). A file holds one
+or more: YAML documents (``---`` between them; JSON is YAML too) each holding one spec or a list of specs. A
+spec is the whole desired job: a field it leaves out takes its default, as on create, except ``paused``, which
+a spec manages only when it gives it (so an operator's pause is not undone by the next apply).
+
+The plan compares each spec with the caller's job of the same ``name`` field by field (values as the models
+read them, so ``2026-12-04T19:00:00+01:00`` equals ``2026-12-04T18:00:00Z``): a job that is missing is
+``created``; one that differs is ``changed`` by a PATCH of only the differing fields (so ``next_run_at`` is
+recomputed only when a timing field is among them); with a selector and ``prune``, a job carrying every label
+of the selector that no spec names is ``deleted``; the rest are ``unchanged``. :func:`export_spec` writes a job
+in the same format, with only its fields that differ from their defaults, so exporting and applying changes
+nothing.
+
+No I/O here: the CLI (``jobsched.cli.apply``) reads the files, lists the jobs and makes the calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from jobsched.api.schemas import JobCreate
+from jobsched.api.timing import TIMING_FIELDS, validated_schedule
+from jobsched.labels import matches
+from jobsched.models import Job, JobSettings
+from jobsched.schedule.engine import ScheduleError
+
+SPEC_FIELDS: tuple[str, ...] = ("name", *JobSettings.model_fields)
+"""The fields a spec sets, in the order an export writes them: ``name`` and the job's settings."""
+MANAGED_ONLY_WHEN_GIVEN = frozenset({"paused"})
+"""Fields a spec leaves alone unless it gives them."""
+
+
+class SpecError(ValueError):
+    """A spec that cannot be applied: ``source`` (file, and document or item), ``job`` (its name, or None when
+    it has none), ``field`` (dotted path, or None for the whole spec) and ``message``. ``str(error)`` names all
+    of them in one line."""
+
+    def __init__(self, source: str, job: str | None, field: str | None, message: str) -> None:
+        self.source, self.job, self.field, self.message = source, job, field, message
+        where = f"{source}: job {job!r}" if job else source
+        super().__init__(f"{where}: {field + ': ' if field else ''}{message}")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One validated spec: where it was read (``source``), and the request it makes (``request``)."""
+
+    source: str
+    request: JobCreate
+
+    @property
+    def name(self) -> str:
+        return self.request.name
+
+    def desired(self) -> dict[str, Any]:
+        """The fields the spec manages with their values (Python mode: instants as datetimes), ``paused`` only
+        when given."""
+        values = self.request.model_dump(include=set(SPEC_FIELDS))
+        return {
+            name: values[name]
+            for name in SPEC_FIELDS
+            if name not in MANAGED_ONLY_WHEN_GIVEN or name in self.request.model_fields_set
+        }
+
+    def body(self, fields: Iterable[str] | None = None) -> dict[str, Any]:
+        """The spec as a JSON request body: every field it manages (a ``POST /jobs`` body), or only ``fields``
+        (a ``PATCH``)."""
+        values = self.request.model_dump(mode="json", include=set(SPEC_FIELDS))
+        wanted = set(self.desired()) if fields is None else set(fields)
+        return {name: values[name] for name in SPEC_FIELDS if name in wanted}
+
+
+def read_documents(text: str, source: str) -> list[tuple[str, Any]]:
+    """The specs of a file's ``text`` (YAML, of which JSON is a subset; ``yaml.safe_load_all``), each with
+    where it was read: ``source`` for a file of one spec, ``source#N`` (1-based) for the N-th of several.
+    Empty documents are skipped. Raises ``SpecError`` for text that is not YAML, or a document that is neither
+    a mapping nor a list of them."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise SpecError(source, None, None, f"not valid YAML or JSON{at}: {problem}") from None
+    found: list[Any] = []
+    for number, document in enumerate(documents, 1):
+        items = document if isinstance(document, list) else [document]
+        for item in items:
+            if not isinstance(item, dict):
+                raise SpecError(
+                    _nth(source, number, len(documents)), None, None, "a spec must be a mapping of fields"
+                )
+            found.append(item)
+    return [(_nth(source, n, len(found)), item) for n, item in enumerate(found, 1)]
+
+
+def _nth(source: str, number: int, count: int) -> str:
+    return source if count == 1 else f"{source}#{number}"
+
+
+def validate(documents: Sequence[tuple[str, Any]]) -> list[Spec]:
+    """Each ``(source, spec)`` validated as ``POST /jobs`` validates its body (``JobCreate``). Raises
+    ``SpecError`` for the first spec that does not validate (naming its first error's field), or for a name
+    two specs share (naming both sources)."""
+    specs: list[Spec] = []
+    seen: dict[str, str] = {}
+    for source, document in documents:
+        name = document.get("name") if isinstance(document.get("name"), str) else None
+        try:
+            request = JobCreate.model_validate(document)
+        except ValidationError as error:
+            first = error.errors()[0]
+            path = ".".join(str(part) for part in first["loc"]) or None
+            raise SpecError(source, name, path, first["msg"].removeprefix("Value error, ")) from None
+        if request.name in seen:
+            raise SpecError(source, request.name, "name", f"the name is also used by {seen[request.name]}")
+        seen[request.name] = source
+        specs.append(Spec(source, request))
+    return specs
+
+
+def current_values(job: Mapping[str, Any]) -> tuple[Job, dict[str, Any]]:
+    """A job as the API returns it (JSON), read by the model, and the values of its ``SPEC_FIELDS``."""
+    model = Job.model_validate(job)
+    return model, model.model_dump(include=set(SPEC_FIELDS))
+
+
+@dataclass(frozen=True)
+class Change:
+    """A job the plan changes: ``spec`` wants ``fields`` (in ``SPEC_FIELDS`` order) to change from ``before``
+    to ``after`` (JSON values) on the job ``job_id``."""
+
+    spec: Spec
+    job_id: str
+    fields: tuple[str, ...]
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """A job the plan deletes (pruned): its ``name`` and ``job_id``."""
+
+    name: str
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an apply does: jobs ``created`` (their specs), ``changed``, ``deleted`` and ``unchanged`` (names),
+    each in the order of the specs (deletions by name)."""
+
+    created: list[Spec] = field(default_factory=list)
+    changed: list[Change] = field(default_factory=list)
+    deleted: list[Deletion] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """Whether applying it changes nothing."""
+        return not (self.created or self.changed or self.deleted)
+
+
+def plan(
+    specs: Sequence[Spec],
+    jobs: Iterable[Mapping[str, Any]],
+    *,
+    selector: Mapping[str, str] | None = None,
+    prune: bool = False,
+) -> Plan:
+    """The plan that makes ``jobs`` (the caller's jobs, as the API returns them) match ``specs``, matched by
+    name; with ``prune`` (which needs a non-empty ``selector``), the jobs carrying every label of ``selector``
+    that no spec names are deleted. Raises ValueError for ``prune`` without a selector."""
+    if prune and not selector:
+        raise ValueError("--prune needs --selector: the labels of the jobs this apply owns, e.g. app=billing")
+    by_name = {str(job["name"]): job for job in jobs}
+    result = Plan()
+    for spec in specs:
+        existing = by_name.get(spec.name)
+        if existing is None:
+            result.created.append(spec)
+            continue
+        model, current = current_values(existing)
+        desired = spec.desired()
+        differing = tuple(name for name in desired if desired[name] != current.get(name))
+        if not differing:
+            result.unchanged.append(spec.name)
+            continue
+        before = model.model_dump(mode="json", include=set(differing))
+        result.changed.append(Change(spec, model.id, differing, before, spec.body(differing)))
+    if prune and selector:
+        named = {spec.name for spec in specs}
+        for name, job in sorted(by_name.items()):
+            if name not in named and matches(job.get("labels") or {}, selector):
+                result.deleted.append(Deletion(name, str(job["id"])))
+    return result
+
+
+def check_selector(specs: Sequence[Spec], selector: Mapping[str, str]) -> None:
+    """Every spec carries the selector's labels, so the jobs an apply makes are the jobs it selects (and a
+    later ``--prune`` keeps them). Raises ``SpecError`` naming the first spec that does not, and ``labels``."""
+    for spec in specs:
+        if not matches(spec.request.labels, selector):
+            wanted = ", ".join(f"{key}={value}" for key, value in selector.items())
+            raise SpecError(spec.source, spec.name, "labels", f"must carry the selector's labels ({wanted})")
+
+
+def check_schedules(result: Plan, now_ms: int) -> None:
+    """The schedules the plan registers (the created jobs', and the changed jobs' whose timing changes) checked
+    as the API checks them at ``now_ms`` (epoch ms; ``api.timing.validated_schedule``, without the
+    deployment's minimum interval, which only the API knows), so a schedule the API would refuse stops the
+    apply before any change. Raises ``SpecError`` naming the spec and the field."""
+    checked = [(spec, frozenset[str]()) for spec in result.created]
+    checked += [
+        (change.spec, frozenset(change.fields))
+        for change in result.changed
+        if TIMING_FIELDS & set(change.fields)
+    ]
+    for spec, changed in checked:
+        try:
+            validated_schedule(spec.request, now_ms, 0, changed=changed)
+        except ScheduleError as error:
+            raise SpecError(spec.source, spec.name, error.field, str(error)) from None
+
+
+def describe(result: Plan, *, dry_run: bool) -> list[str]:
+    """The plan as lines for people: one per job (``created NAME``, ``changed NAME: field, ...`` followed by one
+    ``  field: before -> after`` line per field, ``deleted NAME``, ``unchanged NAME``), then a summary line
+    (``... (dry run)`` when ``dry_run``)."""
+    lines = [f"created {spec.name}" for spec in result.created]
+    for change in result.changed:
+        lines.append(f"changed {change.spec.name}: {', '.join(change.fields)}")
+        lines.extend(
+            f"  {name}: {_short(change.before.get(name))} -> {_short(change.after.get(name))}"
+            for name in change.fields
+        )
+    lines += [f"deleted {deletion.name}" for deletion in result.deleted]
+    lines += [f"unchanged {name}" for name in result.unchanged]
+    counts = (
+        f"{len(result.created)} created, {len(result.changed)} changed, {len(result.deleted)} deleted, "
+        f"{len(result.unchanged)} unchanged"
+    )
+    lines.append(f"apply: {counts}{' (dry run: nothing was changed)' if dry_run else ''}")
+    return lines
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def export_spec(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A job as the API returns it, as the spec that ``jobsched apply`` reads back unchanged: its ``name``,
+    ``schedule`` and ``target`` (``type`` and the target's fields that differ from their defaults), and the
+    other settings that differ from their defaults (``paused`` only when true), in ``SPEC_FIELDS`` order, as
+    JSON values."""
+    model, _ = current_values(job)
+    values = model.model_dump(mode="json", include=set(SPEC_FIELDS))
+    target = {"type": model.target.type, **model.target.model_dump(mode="json", exclude_defaults=True)}
+    defaults = JobCreate.model_validate({"name": model.name, "schedule": model.schedule, "target": target})
+    default_values = defaults.model_dump(mode="json", include=set(SPEC_FIELDS))
+    exported = {"name": model.name, "schedule": model.schedule, "target": target}
+    exported.update(
+        {
+            name: values[name]
+            for name in SPEC_FIELDS
+            if name not in exported and values[name] != default_values[name]
+        }
+    )
+    return {name: exported[name] for name in SPEC_FIELDS if name in exported}
+
+
+def dump_yaml(specs: Sequence[Mapping[str, Any]]) -> str:
+    """``specs`` as YAML documents separated by ``---`` (``yaml.safe_dump_all``), keys in the specs' order."""
+    return yaml.safe_dump_all([dict(spec) for spec in specs], sort_keys=False, allow_unicode=True)
