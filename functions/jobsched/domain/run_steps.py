@@ -10,7 +10,8 @@ are epoch ms. Pure: no storage here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -40,6 +41,7 @@ from jobsched.ports.runs import (
     Claim,
     ClaimRequest,
     DeadTransition,
+    KeyedInsert,
     Owned,
     Rerun,
     RerunRequest,
@@ -383,3 +385,34 @@ class RunStateMachine:
         """``RunHistory.rerun``: ``Rerun(True, the row as written)`` or ``Rerun(False, as stored, None: absent)``."""
         outcome = self.apply_step(rerun_step(request))
         return Rerun(outcome.applied, outcome.after)
+
+
+class MappedRunStore(RunStateMachine):
+    """:class:`RunStateMachine` on rows held in mappings: ``_rows`` (``RunKey -> RunRow``) and ``_keys``
+    (``(job_id, owner, idempotency key) -> scheduled_for`` in epoch ms), each write atomic under ``_lock`` (a
+    reentrant context manager: a lock, or a write transaction). The in-memory and the SQLite run stores are this
+    on their own mappings; a store raises ``StoreUnavailable`` from its mappings when it cannot answer."""
+
+    _rows: MutableMapping[RunKey, RunRow]
+    _keys: MutableMapping[tuple[str, str, str], int]
+    _lock: AbstractContextManager[Any]
+
+    def apply_step(self, step: Step) -> Outcome:
+        """``RunStateMachine.apply_step``: the step's transition evaluated on the stored row, under the lock."""
+        with self._lock:
+            outcome, written = outcome_of(step, self._rows.get(step.key))
+            if written is not None:
+                self._rows[step.key] = written
+            return outcome
+
+    def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert:
+        """Insert ``row`` and bind ``owner``'s ``idempotency_key`` (for this job) to it, both or neither."""
+        with self._lock:
+            key = (row.job_id, owner, idempotency_key)
+            if key in self._keys:
+                return KeyedInsert(created=False, key_used=True, key_run_at=self._keys[key])
+            outcome = self.apply_step(insert_step(row))
+            if not outcome.applied:
+                return KeyedInsert(created=False, existing=outcome.before)
+            self._keys[key] = row.scheduled_for
+            return KeyedInsert(created=True)
