@@ -83,12 +83,21 @@ def _step(name: str, key: RunKey, **params: Any) -> Step:
     return Step(transition, RunKey(*key), params)
 
 
-def _claim_params(owned: Owned) -> dict[str, Any]:
-    return {
-        "claim_attempt": owned.attempt,
-        "claim_worker": owned.worker,
-        "seen_heartbeat": owned.heartbeat_at,
-    }
+def _claimed_step(name: str, owned: Owned, **params: Any) -> Step:
+    """``name`` of the claim ``owned``: at its key, fenced on its attempt, worker and seen heartbeat."""
+    return _step(
+        name,
+        owned.key,
+        claim_attempt=owned.attempt,
+        claim_worker=owned.worker,
+        seen_heartbeat=owned.heartbeat_at,
+        **params,
+    )
+
+
+def _try_end_step(name: str, owned: Owned, change: RetryTransition | DeadTransition, **params: Any) -> Step:
+    """``name`` of the claim ``owned``, ending its try with ``change``'s error and tries (and the run's owner)."""
+    return _claimed_step(name, owned, error=change.error, owner=owned.owner, tries=change.tries, **params)
 
 
 def insert_step(row: RunRow) -> Step:
@@ -113,54 +122,41 @@ def claim_step(request: ClaimRequest) -> Step:
 
 def heartbeat_step(owned: Owned, *, now_ms: int) -> Step:
     """``heartbeat`` of the claim ``owned`` at ``now_ms``."""
-    return _step("heartbeat", owned.key, **_claim_params(owned), now=now_ms)
+    return _claimed_step("heartbeat", owned, now=now_ms)
 
 
 def succeed_step(owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None) -> Step:
     """``succeed`` of the claim ``owned`` at ``now_ms``; ``tries`` replace the stored ones (None: kept)."""
-    return _step("succeed", owned.key, **_claim_params(owned), now=now_ms, tries=tries)
+    return _claimed_step("succeed", owned, now=now_ms, tries=tries)
 
 
 def retry_step(owned: Owned, change: RetryTransition) -> Step:
     """``retry`` of the claim ``owned`` as ``change`` tells."""
-    return _step(
-        "retry",
-        owned.key,
-        **_claim_params(owned),
-        error=change.error,
-        retry_at=change.retry_at_ms,
-        sweep_at=change.sweep_at_ms,
-        owner=owned.owner,
-        tries=change.tries,
-    )
+    return _try_end_step("retry", owned, change, retry_at=change.retry_at_ms, sweep_at=change.sweep_at_ms)
 
 
 def dead_step(owned: Owned, change: DeadTransition) -> Step:
     """``dead`` of the claim ``owned`` as ``change`` tells."""
-    return _step(
+    return _try_end_step(
         "dead",
-        owned.key,
-        **_claim_params(owned),
-        error=change.error,
+        owned,
+        change,
         now=change.now_ms,
         final_attempt=change.final_attempt,
         notify_at=change.notify_at_ms,
-        owner=owned.owner,
-        tries=change.tries,
     )
 
 
 def skip_step(owned: Owned, *, now_ms: int, reason: str) -> Step:
     """``skip`` of the claim ``owned`` at ``now_ms`` with ``reason`` as its error."""
-    return _step("skip", owned.key, **_claim_params(owned), reason=reason, now=now_ms, owner=owned.owner)
+    return _claimed_step("skip", owned, reason=reason, now=now_ms, owner=owned.owner)
 
 
 def give_back_step(owned: Owned, *, before: RunRow) -> Step:
     """``give_back`` of the claim ``owned``: the row back to ``before`` (as the claim found it)."""
-    return _step(
+    return _claimed_step(
         "give_back",
-        owned.key,
-        **_claim_params(owned),
+        owned,
         before_status=before.status,
         before_attempt=before.attempt,
         before_worker=before.worker,
@@ -174,7 +170,7 @@ def give_back_step(owned: Owned, *, before: RunRow) -> Step:
 
 def watch_step(owned: Owned, *, sweep_at_ms: int) -> Step:
     """``watch`` of the claim ``owned``: into the sweep index at ``sweep_at_ms``."""
-    return _step("watch", owned.key, **_claim_params(owned), sweep_at=sweep_at_ms)
+    return _claimed_step("watch", owned, sweep_at=sweep_at_ms)
 
 
 def notified_step(job_id: str, scheduled_for_ms: int) -> Step:
