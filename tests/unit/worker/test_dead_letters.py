@@ -20,7 +20,7 @@ from jobsched.models import Job, RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_messages import RunMessage
 from jobsched.ports.runs import ClaimRequest, RunKey, RunRow
-from tests.support.worker import T0, Kit
+from tests.support.worker import T0, Kit, claim_now
 
 
 class RecordingSender:
@@ -84,16 +84,7 @@ def test_a_lost_workers_run_whose_message_was_dead_lettered_is_a_failed_try(kit:
     job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
     now = kit.clock()
     create = new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker="lost",
-            now_ms=now,
-            stale_before_ms=now,
-            retry_due_by_ms=now,
-            create=create,
-        )
-    ).claimed
+    assert claim_now(kit, job, "lost", stale_before_ms=now, create=create).claimed
     kit.letters.redrive(RunMessage(job.id, T0))
     # When the sweeper passes while the heartbeat is fresh, the letter is kept for the next pass
     assert kit.sweeper.sweep().lost_workers == 0 and len(kit.letters.letters) == 1
@@ -324,14 +315,4 @@ def test_the_queue_adapter_parses_a_letters_body_once_and_marks_a_malformed_one(
 def _claim_as_a_dead_letter_pass(kit: Kit, job: Job, create: RunRow | None = None) -> None:
     """Claim run ``(job, T0)`` now as the sweeper's dead-letter pass does (``create``: the row a run without one
     gets)."""
-    now = kit.clock()
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker=DEAD_LETTER_WORKER,
-            now_ms=now,
-            stale_before_ms=now,
-            retry_due_by_ms=now,
-            create=create,
-        )
-    ).claimed
+    assert claim_now(kit, job, DEAD_LETTER_WORKER, stale_before_ms=kit.clock(), create=create).claimed

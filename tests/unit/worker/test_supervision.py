@@ -23,7 +23,7 @@ from jobsched.ports.targets import TargetCall
 from jobsched.targets import Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
-from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip, take_overlap_lock
+from tests.support.worker import T0, Kit, SimWaiter, claim_now, owner_sets_overlap_skip, take_overlap_lock
 
 
 @pytest.fixture
@@ -71,15 +71,7 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(kit: Kit) -> None
             self.calls.append((receipt_handle, seconds))
 
     job = kit.due_job()
-    kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker="w1",
-            now_ms=kit.clock(),
-            stale_before_ms=0,
-            retry_due_by_ms=kit.clock(),
-        )
-    )
+    claim_now(kit, job, "w1", stale_before_ms=0)
     visibility = Visibility()
     beat = Heartbeat(
         runs=kit.runs,
@@ -506,11 +498,7 @@ def test_a_run_whose_message_visibility_cannot_be_extended_is_watched_by_the_swe
     job = kit.make_job()
     create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
     now = kit.clock()
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0), worker="w1", now_ms=now, stale_before_ms=0, retry_due_by_ms=now, create=create
-        )
-    ).claimed
+    assert claim_now(kit, job, "w1", stale_before_ms=0, create=create).claimed
     beat = Heartbeat(
         runs=kit.runs,
         owned=Owned(job.id, T0, 1, "w1"),

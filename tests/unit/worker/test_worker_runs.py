@@ -17,27 +17,9 @@ from jobsched.domain.runs import new_run
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, RunStatus
 from jobsched.ports.jobs import Rewrite
-from jobsched.ports.runs import Claim, ClaimRequest, RunKey, RunRow, run_id
+from jobsched.ports.runs import run_id
 from jobsched.ports.targets import TargetCall
-from tests.support.worker import T0, Kit
-
-
-def claim_now(
-    kit: Kit, job: Job, worker: str, *, stale_before_ms: int, create: RunRow | None = None
-) -> Claim:
-    """``worker``'s claim, now (the kit's clock), of ``job``'s run at ``T0``: a running row whose heartbeat is
-    older than ``stale_before_ms`` (epoch ms) is taken over; a row is made from ``create`` when it has none."""
-    now = kit.clock()
-    return kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker=worker,
-            now_ms=now,
-            stale_before_ms=stale_before_ms,
-            retry_due_by_ms=now,
-            create=create,
-        )
-    )
+from tests.support.worker import T0, Kit, claim_now
 
 
 def claim_scheduled_now(kit: Kit, job: Job, worker: str) -> None:
