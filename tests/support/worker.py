@@ -319,6 +319,12 @@ def claim_now(
     )
 
 
+def claim_scheduled_now(kit: Kit, job: Job, worker: str) -> None:
+    """``worker``'s claim, now, of ``job``'s scheduled run at ``T0`` (no row yet): the claim makes its row."""
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    assert claim_now(kit, job, worker, stale_before_ms=kit.clock() - 1, create=create).claimed
+
+
 class Kit:
     """The fixtures most worker and sweeper tests share, as one object: ``kit.runs``, ``kit.due_job(...)``,
     ``kit.deliver(job)``... Each attribute is the test's fixture of that name (the in-memory fakes under
