@@ -316,8 +316,8 @@ class Functions(Construct):
         (UpdateItem), list_for_job (Query: an alert policy's streak); JobStore get_spec (GetItem), and list_events,
         get and replace (Query, a transaction of Put: an alert policy's automatic pause); re-enqueueing; owed
         dead-run letters and alerts; draining the run queue's dead-letter queue (a run whose message SQS gave up
-        on is recorded dead: design §4.7); JobStore migrate_due_index (Scan of the ``due`` index, BatchWriteItem
-        of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem); JobStore
+        on is recorded dead: design §4.7); DueRepair migrate_due_index (Scan of the ``due`` index, BatchWriteItem
+        of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem); DueRepair
         refile_stuck (Scan of the table, BatchGetItem of the candidates' states, BatchWriteItem of timer items, the
         audit item's GetItem and PutItem); ControlStore read_positions, read_watermark, read_partition_high_water
         and read_lease (GetItem: the migration waits for every partition's read positions, the anti-entropy pass

@@ -299,7 +299,7 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     assert "dynamodb:DeleteItem" not in scheduler | sweeper
     # The only Scans: the scheduler's bootstrap of a partition without a watermark (the jobs table), and the
     # sweeper's pass moving the due GSI's entries (design, Upgrades in flight) to timer items and its
-    # anti-entropy pass over the jobs table (JobStore.refile_stuck).
+    # anti-entropy pass over the jobs table (DueRepair.refile_stuck).
     scans = sorted(
         (role, json.dumps(s["Resource"]))
         for role in ("api", "scheduler", "worker", "sweeper")

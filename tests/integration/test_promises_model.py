@@ -819,7 +819,7 @@ class PromisesMachine(RuleBasedStateMachine):
             return
         row = data.draw(st.sampled_from(ended))
         now = self.clock()
-        if self._api(lambda: self.api.service.retry_run(OWNER, row.job_id, row.run_id)) is not None:
+        if self._api(lambda: self.api.service.reruns.retry_run(OWNER, row.job_id, row.run_id)) is not None:
             self.oracle.rerun(row.job_id, row.scheduled_for, now)
 
     def _drain_ticks(self) -> int:

@@ -24,7 +24,7 @@ from jobsched.domain.registration import scheduling_state
 from jobsched.domain.runs import new_run
 from jobsched.models import Job, JobEventKind
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import OverlapHolder, OverlapRequest, RunRow, run_id
+from jobsched.ports.runs import Claim, ClaimRequest, OverlapHolder, OverlapRequest, RunKey, RunRow, run_id
 from jobsched.ports.targets import CancelToken, TargetCall
 from jobsched.settings import Settings
 from jobsched.targets import commands
@@ -285,6 +285,44 @@ def deliver(worker: Any, record: Callable[..., dict[str, Any]]) -> Callable[...,
     """``deliver(job, scheduled_for_ms=T0)``: the ``worker`` fixture handles one delivery of that run's
     message (``Worker.handle``: the ``Outcome`` value; raises as it does)."""
     return lambda job, scheduled_for_ms=T0: worker.handle(delivery_of(record(job.id, scheduled_for_ms)))
+
+
+def claim_at(
+    runs: Any, key: RunKey, worker: str, *, now_ms: int, stale_before_ms: int, create: RunRow | None = None
+) -> Claim:
+    """``worker``'s claim of run ``key`` in the run store ``runs`` at ``now_ms`` (epoch ms): a queued row, a retry
+    due by then, or a running row whose heartbeat is older than ``stale_before_ms`` is taken; a row is made from
+    ``create`` when it has none."""
+    return runs.claim(
+        ClaimRequest(
+            key,
+            worker=worker,
+            now_ms=now_ms,
+            stale_before_ms=stale_before_ms,
+            retry_due_by_ms=now_ms,
+            create=create,
+        )
+    )
+
+
+def claim_now(
+    kit: Kit, job: Job, worker: str, *, stale_before_ms: int, create: RunRow | None = None
+) -> Claim:
+    """``worker``'s claim, now (the kit's clock), of ``job``'s run at ``T0`` (:func:`claim_at`)."""
+    return claim_at(
+        kit.runs,
+        RunKey(job.id, T0),
+        worker,
+        now_ms=kit.clock(),
+        stale_before_ms=stale_before_ms,
+        create=create,
+    )
+
+
+def claim_scheduled_now(kit: Kit, job: Job, worker: str) -> None:
+    """``worker``'s claim, now, of ``job``'s scheduled run at ``T0`` (no row yet): the claim makes its row."""
+    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    assert claim_now(kit, job, worker, stale_before_ms=kit.clock() - 1, create=create).claimed
 
 
 class Kit:

@@ -401,7 +401,7 @@ class World:
 
     def rerun(self, job_id: str, scheduled_for: int) -> None:
         now = self.clock()
-        self.service.retry_run(OWNER, job_id, run_id(job_id, scheduled_for))
+        self.service.reruns.retry_run(OWNER, job_id, run_id(job_id, scheduled_for))
         self.oracle.rerun(job_id, scheduled_for, now)
 
     def during(self, key: str, action: Callable[[], None]) -> None:

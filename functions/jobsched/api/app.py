@@ -420,7 +420,7 @@ RunId = Annotated[
     responses=responses({200: (RunDetail, "The run")}, 404),
 )
 def get_run(id: JobId, run_id: RunId, api: ApiDep, owner: Owner) -> RunDetail:
-    return api.service.get_run(owner, id, run_id)
+    return api.service.reruns.get_run(owner, id, run_id)
 
 
 @_route(
@@ -436,7 +436,7 @@ def get_run(id: JobId, run_id: RunId, api: ApiDep, owner: Owner) -> RunDetail:
 def retry_run(
     id: JobId, run_id: RunId, api: ApiDep, owner: Owner, by: Actor, idempotency_key: IdempotencyKey = None
 ) -> Response[RunDetail]:
-    result = api.service.retry_run(owner, id, run_id, idempotency_key=idempotency_key, actor=by)
+    result = api.service.reruns.retry_run(owner, id, run_id, idempotency_key=idempotency_key, actor=by)
     return Response(
         status_code=HTTPStatus.ACCEPTED,
         content_type=content_types.APPLICATION_JSON,

@@ -8,10 +8,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from jobsched.api.audit import AuditTrail
 from jobsched.api.exceptions import JobNotFound
 from jobsched.api.idempotency import IdempotencyKeys
+from jobsched.clock import Clock
 from jobsched.ports.errors import NotFound
 from jobsched.ports.jobs import JobRepository, StoredJob
+from jobsched.ports.run_stores import RunHistory, RunSender
+from jobsched.settings import Settings
 
 JOB_ID_PATTERN = re.compile(r"^j_[0-9a-f]{20}$")
 """Ids made by ``registration.new_job_id``; anything else is "not found" without a read."""
@@ -48,3 +52,17 @@ class OwnedJobs:
         if self.idempotency is None:
             raise RuntimeError("JobService was built without IdempotencyKeys but got an Idempotency-Key")
         return self.idempotency
+
+
+@dataclass(frozen=True)
+class OwnersRuns:
+    """What the API's actions on the runs of the owners' jobs (``owned``) work with (``Triggers``, ``Reruns``):
+    the run store ``runs`` and queue ``queue``, the ``audit`` trail they are recorded in, ``settings`` for the
+    retention and the sweeper's delay, ``clock`` for epoch ms (UTC)."""
+
+    settings: Settings
+    owned: OwnedJobs
+    runs: RunHistory
+    queue: RunSender
+    audit: AuditTrail
+    clock: Clock

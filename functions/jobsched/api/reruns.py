@@ -23,17 +23,13 @@ import re
 from dataclasses import dataclass
 
 from jobsched.api import triggers
-from jobsched.api.audit import AuditTrail
 from jobsched.api.exceptions import RunNotFound, RunNotRetryable
-from jobsched.api.owned import OwnedJobs
+from jobsched.api.owned import OwnersRuns
 from jobsched.api.run_views import run_detail
-from jobsched.clock import Clock
 from jobsched.domain.runs import rerun_request
 from jobsched.models import JobEventKind, RunDetail, RunStatus
 from jobsched.observability import logger
-from jobsched.ports.run_stores import RunHistory, RunSender
 from jobsched.ports.runs import RunKey, RunRow
-from jobsched.settings import Settings
 
 RUN_ID_PATTERN = re.compile(r"^(j_[0-9a-f]{20})@(0|[1-9][0-9]{0,14})$")
 """A run id as ``ports.runs.run_id`` makes it: the job id, ``@``, the ``scheduled_for`` epoch ms in ASCII digits
@@ -58,17 +54,8 @@ def scheduled_for_of(job_id: str, run_id: str) -> int:
 
 
 @dataclass(frozen=True)
-class Reruns:
-    """Reads and re-runs of the runs of the owners' jobs (``owned``) on the run store ``runs`` and queue
-    ``queue``, recorded in ``audit``; ``settings`` gives the retention and the sweeper's delay; ``clock`` gives
-    epoch ms (UTC)."""
-
-    settings: Settings
-    owned: OwnedJobs
-    runs: RunHistory
-    queue: RunSender
-    audit: AuditTrail
-    clock: Clock
+class Reruns(OwnersRuns):
+    """Reads and re-runs of the runs of the owners' jobs, on the parts ``OwnersRuns`` names."""
 
     def get_run(self, owner: str, job_id: str, run_id: str) -> RunDetail:
         """The owner's run ``run_id`` of job ``job_id`` with its tries. Raises ``RunNotFound``."""

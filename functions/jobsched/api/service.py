@@ -37,7 +37,7 @@ from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound,
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.job_checks import check_settings, validation_problem
 from jobsched.api.owned import OwnedJobs, is_job_id
-from jobsched.api.reruns import Reruns, RetryResult
+from jobsched.api.reruns import Reruns
 from jobsched.api.runs_listing import RunListing
 from jobsched.api.schemas import (
     PATCH_NULLABLE_FIELDS,
@@ -57,7 +57,6 @@ from jobsched.models import (
     JobEventKind,
     JobSettings,
     Run,
-    RunDetail,
     RunStatus,
     from_ms,
     paused_fields,
@@ -520,25 +519,6 @@ class JobService:
             ),
         )
         return BackfillResult.model_validate(outcome.result), outcome.replayed
-
-    # --- one run: its tries, a re-run (``Reruns``) ----------------------------------------------
-
-    def get_run(self, owner: str, job_id: str, run_id: str) -> RunDetail:
-        """The run with its tries (``Reruns.get_run``). Raises ``RunNotFound``."""
-        return self.reruns.get_run(owner, job_id, run_id)
-
-    def retry_run(
-        self,
-        owner: str,
-        job_id: str,
-        run_id: str,
-        *,
-        idempotency_key: str | None = None,
-        actor: str | None = None,
-    ) -> RetryResult:
-        """Re-run a ``dead`` or ``skipped`` run (``Reruns.retry_run``). Raises ``JobNotFound``, ``RunNotFound``,
-        ``RunNotRetryable`` and the idempotency errors of ``IdempotencyKeys.run``."""
-        return self.reruns.retry_run(owner, job_id, run_id, idempotency_key=idempotency_key, actor=actor)
 
     # --- events -------------------------------------------------------------------------------
 

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobsched.api.audit import AuditTrail
 from jobsched.api.exceptions import ConcurrentChange
-from jobsched.api.owned import OwnedJobs
+from jobsched.api.owned import OwnersRuns
 from jobsched.api.run_views import run_view
-from jobsched.clock import Clock, to_ms
+from jobsched.clock import to_ms
 from jobsched.domain import registration
 from jobsched.domain.runs import new_run
 from jobsched.models import JobEventKind, Run, RunKind, RunStatus, from_ms
 from jobsched.observability import logger
 from jobsched.ports.jobs import StoredJob
 from jobsched.ports.run_messages import QueueSendError, RunMessage
-from jobsched.ports.run_stores import RunHistory, RunSender
+from jobsched.ports.run_stores import RunSender
 from jobsched.schedule.engine import ScheduleError, parse_schedule
-from jobsched.settings import Settings
 
 TRIGGER_SLOTS = 5
 """A manual run takes the first free millisecond from now backwards (now, now - 1 ms, ...): the pair
@@ -31,16 +29,8 @@ run keyed even 1 ms after the request could be started early by a worker that re
 
 
 @dataclass(frozen=True)
-class Triggers:
-    """Manual runs of the owners' jobs (``owned``) on the run store ``runs`` and queue ``queue``, recorded in
-    ``audit``; ``settings`` gives the retention and the sweeper's delay; ``clock`` gives epoch ms (UTC)."""
-
-    settings: Settings
-    owned: OwnedJobs
-    runs: RunHistory
-    queue: RunSender
-    audit: AuditTrail
-    clock: Clock
+class Triggers(OwnersRuns):
+    """Manual runs of the owners' jobs, on the parts ``OwnersRuns`` names."""
 
     def trigger(self, owner: str, job_id: str, actor: str, idempotency_key: str | None = None) -> Run:
         """Create one run of ``owner``'s job ``job_id`` now, outside its schedule (paused jobs too), and enqueue it;

@@ -9,15 +9,13 @@ are passed in. One :class:`DueReader` serves the one ``Scheduler`` of a partitio
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
-from jobsched.clock import Clock
 from jobsched.domain import planning
 from jobsched.domain.planning import TickLimits
-from jobsched.domain.tick_records import TickResult
+from jobsched.domain.tick_records import TickResult, TickShared
 from jobsched.ports.control import Guard, WatermarkStore
-from jobsched.ports.jobs import INDEX, LATE, DueCursor, DueEntry, DueIndex, DuePageToken, DueQuery
+from jobsched.ports.jobs import INDEX, LATE, DueCursor, DueEntry, DuePageToken, DueQuery
 from jobsched.ports.positions import PositionsCodec, ReadPositions
 
 logger = logging.getLogger(__name__)
@@ -87,39 +85,34 @@ class _Pending:
 class DueReader:
     """The due-index reads of one scheduler partition's ticks, and their positions.
 
-    ``jobs``: the due index; ``control``: where the watermark and the read positions are stored, ``positions``
-    their codec; ``clock`` returns epoch ms; ``bucket_ms``: the bucket width (ms); ``lookahead_ms``: how far past
-    now a tick looks (``planning.horizon_ms``); ``read_shards``: the due shards read; ``pool`` runs the parallel
-    queries. Holds, while leading (:meth:`load` to :meth:`forget`): the watermark; per (bucket, shard, lane) the
-    order of the last entry passed (every entry up to it is done) and the entries after it known done (read again,
-    not judged again), stored every ``POSITIONS_SAVE_MS`` so a new leader starts near them; the floor; and the
-    backlog a full tick read but did not reach (:meth:`keep_backlog`).
+    ``shared``: the partition, its due index, the clock (epoch ms) and the pool that runs the parallel queries
+    (``TickShared``); ``control``: where the watermark and the read positions are stored, ``positions`` their
+    codec; ``bucket_ms``: the bucket width (ms); ``lookahead_ms``: how far past now a tick looks
+    (``planning.horizon_ms``); ``read_shards``: the due shards read. Holds, while leading (:meth:`load` to
+    :meth:`forget`): the watermark; per (bucket, shard, lane) the order of the last entry passed (every entry up to
+    it is done) and the entries after it known done (read again, not judged again), stored every
+    ``POSITIONS_SAVE_MS`` so a new leader starts near them; the floor; and the backlog a full tick read but did not
+    reach (:meth:`keep_backlog`).
     """
 
     def __init__(
         self,
+        shared: TickShared,
         *,
-        partition: int,
-        jobs: DueIndex,
         control: WatermarkStore,
         positions: PositionsCodec,
-        clock: Clock,
         limits: TickLimits,
         bucket_ms: int,
         lookahead_ms: int,
         read_shards: int,
-        pool: Executor,
     ) -> None:
-        self.partition = partition
-        self.jobs = jobs
+        self.shared = shared
         self.control = control
         self.positions = positions
-        self.clock = clock
         self.limits = limits
         self.bucket_ms = bucket_ms
         self.lookahead_ms = lookahead_ms
         self.read_shards = read_shards
-        self._pool = pool
         self._watermark: int | None = None
         self._lanes: tuple[str, ...] = ()
         self._cursors: dict[tuple[int, int, str], DueCursor] = {}
@@ -146,29 +139,29 @@ class DueReader:
         watermark the positions were stored with was moved by a leader that did not store them (a rollback to that
         code), and the floor is that watermark (:func:`read_floor`). Raises what the stores' reads raise and
         ``LeaseLost``."""
-        self._lanes = self.jobs.due_lanes()
+        self._lanes = self.shared.jobs.due_lanes()
         self._done = set()
         self._cursors, self._saved, self._floor = {}, None, None
-        stored = self.control.read_watermark(self.partition)
+        stored = self.control.read_watermark(self.shared.partition)
         if stored is not None:
             self._watermark = stored
-            text = self.control.read_positions(self.partition)
+            text = self.control.read_positions(self.shared.partition)
             if text is not None:
-                self._saved = (text, self.clock())
+                self._saved = (text, self.shared.clock())
             positions = self.positions.decode(text) if text is not None else None
-            self._cursors, self._floor = read_floor(stored, positions, self.clock(), self.bucket_ms)
+            self._cursors, self._floor = read_floor(stored, positions, self.shared.clock(), self.bucket_ms)
             self._drop_behind()
             return
-        now = self.clock()
+        now = self.shared.clock()
         start = (now - WATERMARK_MARGIN_MS) // self.bucket_ms
-        first = self.jobs.oldest_due_bucket(self.partition)
+        first = self.shared.jobs.oldest_due_bucket(self.shared.partition)
         if first is not None:
             start = min(start, first)
         term = guard.check()
-        if not self.control.advance_watermark(self.partition, start, term=term, now_ms=now):
-            stored = self.control.read_watermark(self.partition)
+        if not self.control.advance_watermark(self.shared.partition, start, term=term, now_ms=now):
+            stored = self.control.read_watermark(self.shared.partition)
             start = stored if stored is not None else start
-        logger.info("watermark initialised", extra={"partition": self.partition, "bucket": start})
+        logger.info("watermark initialised", extra={"partition": self.shared.partition, "bucket": start})
         self._watermark = start
 
     def forget(self) -> None:
@@ -251,10 +244,10 @@ class DueReader:
                     pending.append(_Pending(read, shard, lane, up_to, start))
         while pending:
             pages = list(
-                self._pool.map(
-                    lambda p: self.jobs.query_due(
+                self.shared.pool.map(
+                    lambda p: self.shared.jobs.query_due(
                         DueQuery(
-                            self.partition,
+                            self.shared.partition,
                             p.read.bucket,
                             p.shard,
                             p.up_to,
@@ -343,11 +336,11 @@ class DueReader:
             return
         term = guard.check()
         try:
-            if self.control.save_positions(self.partition, positions, term=term):
+            if self.control.save_positions(self.shared.partition, positions, term=term):
                 self._saved = (positions, now_ms)
         except Exception as error:
             logger.warning(
-                "read positions write failed", extra={"partition": self.partition, "error": str(error)}
+                "read positions write failed", extra={"partition": self.shared.partition, "error": str(error)}
             )
 
     def _advance_watermark(
@@ -384,14 +377,16 @@ class DueReader:
             return
         term = guard.check()
         try:
-            if self.control.advance_watermark(self.partition, target, term=term, now_ms=now_ms):
+            if self.control.advance_watermark(self.shared.partition, target, term=term, now_ms=now_ms):
                 self._watermark = target
             else:
-                stored = self.control.read_watermark(self.partition)
+                stored = self.control.read_watermark(self.shared.partition)
                 if stored is not None and stored > self._watermark:
                     self._watermark = stored
         except Exception as error:
-            logger.warning("watermark write failed", extra={"partition": self.partition, "error": str(error)})
+            logger.warning(
+                "watermark write failed", extra={"partition": self.shared.partition, "error": str(error)}
+            )
         self._drop_behind()
 
     def _drop_behind(self) -> None:

@@ -10,7 +10,8 @@ are epoch ms. Pure: no storage here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -40,6 +41,7 @@ from jobsched.ports.runs import (
     Claim,
     ClaimRequest,
     DeadTransition,
+    KeyedInsert,
     Owned,
     Rerun,
     RerunRequest,
@@ -81,12 +83,21 @@ def _step(name: str, key: RunKey, **params: Any) -> Step:
     return Step(transition, RunKey(*key), params)
 
 
-def _claim_params(owned: Owned) -> dict[str, Any]:
-    return {
-        "claim_attempt": owned.attempt,
-        "claim_worker": owned.worker,
-        "seen_heartbeat": owned.heartbeat_at,
-    }
+def _claimed_step(name: str, owned: Owned, **params: Any) -> Step:
+    """``name`` of the claim ``owned``: at its key, fenced on its attempt, worker and seen heartbeat."""
+    return _step(
+        name,
+        owned.key,
+        claim_attempt=owned.attempt,
+        claim_worker=owned.worker,
+        seen_heartbeat=owned.heartbeat_at,
+        **params,
+    )
+
+
+def _try_end_step(name: str, owned: Owned, change: RetryTransition | DeadTransition, **params: Any) -> Step:
+    """``name`` of the claim ``owned``, ending its try with ``change``'s error and tries (and the run's owner)."""
+    return _claimed_step(name, owned, error=change.error, owner=owned.owner, tries=change.tries, **params)
 
 
 def insert_step(row: RunRow) -> Step:
@@ -111,54 +122,41 @@ def claim_step(request: ClaimRequest) -> Step:
 
 def heartbeat_step(owned: Owned, *, now_ms: int) -> Step:
     """``heartbeat`` of the claim ``owned`` at ``now_ms``."""
-    return _step("heartbeat", owned.key, **_claim_params(owned), now=now_ms)
+    return _claimed_step("heartbeat", owned, now=now_ms)
 
 
 def succeed_step(owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None) -> Step:
     """``succeed`` of the claim ``owned`` at ``now_ms``; ``tries`` replace the stored ones (None: kept)."""
-    return _step("succeed", owned.key, **_claim_params(owned), now=now_ms, tries=tries)
+    return _claimed_step("succeed", owned, now=now_ms, tries=tries)
 
 
 def retry_step(owned: Owned, change: RetryTransition) -> Step:
     """``retry`` of the claim ``owned`` as ``change`` tells."""
-    return _step(
-        "retry",
-        owned.key,
-        **_claim_params(owned),
-        error=change.error,
-        retry_at=change.retry_at_ms,
-        sweep_at=change.sweep_at_ms,
-        owner=owned.owner,
-        tries=change.tries,
-    )
+    return _try_end_step("retry", owned, change, retry_at=change.retry_at_ms, sweep_at=change.sweep_at_ms)
 
 
 def dead_step(owned: Owned, change: DeadTransition) -> Step:
     """``dead`` of the claim ``owned`` as ``change`` tells."""
-    return _step(
+    return _try_end_step(
         "dead",
-        owned.key,
-        **_claim_params(owned),
-        error=change.error,
+        owned,
+        change,
         now=change.now_ms,
         final_attempt=change.final_attempt,
         notify_at=change.notify_at_ms,
-        owner=owned.owner,
-        tries=change.tries,
     )
 
 
 def skip_step(owned: Owned, *, now_ms: int, reason: str) -> Step:
     """``skip`` of the claim ``owned`` at ``now_ms`` with ``reason`` as its error."""
-    return _step("skip", owned.key, **_claim_params(owned), reason=reason, now=now_ms, owner=owned.owner)
+    return _claimed_step("skip", owned, reason=reason, now=now_ms, owner=owned.owner)
 
 
 def give_back_step(owned: Owned, *, before: RunRow) -> Step:
     """``give_back`` of the claim ``owned``: the row back to ``before`` (as the claim found it)."""
-    return _step(
+    return _claimed_step(
         "give_back",
-        owned.key,
-        **_claim_params(owned),
+        owned,
         before_status=before.status,
         before_attempt=before.attempt,
         before_worker=before.worker,
@@ -172,7 +170,7 @@ def give_back_step(owned: Owned, *, before: RunRow) -> Step:
 
 def watch_step(owned: Owned, *, sweep_at_ms: int) -> Step:
     """``watch`` of the claim ``owned``: into the sweep index at ``sweep_at_ms``."""
-    return _step("watch", owned.key, **_claim_params(owned), sweep_at=sweep_at_ms)
+    return _claimed_step("watch", owned, sweep_at=sweep_at_ms)
 
 
 def notified_step(job_id: str, scheduled_for_ms: int) -> Step:
@@ -383,3 +381,34 @@ class RunStateMachine:
         """``RunHistory.rerun``: ``Rerun(True, the row as written)`` or ``Rerun(False, as stored, None: absent)``."""
         outcome = self.apply_step(rerun_step(request))
         return Rerun(outcome.applied, outcome.after)
+
+
+class MappedRunStore(RunStateMachine):
+    """:class:`RunStateMachine` on rows held in mappings: ``_rows`` (``RunKey -> RunRow``) and ``_keys``
+    (``(job_id, owner, idempotency key) -> scheduled_for`` in epoch ms), each write atomic under ``_lock`` (a
+    reentrant context manager: a lock, or a write transaction). The in-memory and the SQLite run stores are this
+    on their own mappings; a store raises ``StoreUnavailable`` from its mappings when it cannot answer."""
+
+    _rows: MutableMapping[RunKey, RunRow]
+    _keys: MutableMapping[tuple[str, str, str], int]
+    _lock: AbstractContextManager[Any]
+
+    def apply_step(self, step: Step) -> Outcome:
+        """``RunStateMachine.apply_step``: the step's transition evaluated on the stored row, under the lock."""
+        with self._lock:
+            outcome, written = outcome_of(step, self._rows.get(step.key))
+            if written is not None:
+                self._rows[step.key] = written
+            return outcome
+
+    def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert:
+        """Insert ``row`` and bind ``owner``'s ``idempotency_key`` (for this job) to it, both or neither."""
+        with self._lock:
+            key = (row.job_id, owner, idempotency_key)
+            if key in self._keys:
+                return KeyedInsert(created=False, key_used=True, key_run_at=self._keys[key])
+            outcome = self.apply_step(insert_step(row))
+            if not outcome.applied:
+                return KeyedInsert(created=False, existing=outcome.before)
+            self._keys[key] = row.scheduled_for
+            return KeyedInsert(created=True)

@@ -40,7 +40,7 @@ from jobsched.domain import planning
 from jobsched.domain.due_reader import WATERMARK_MARGIN_MS, BucketRead, DueReader
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, plan_fires
-from jobsched.domain.tick_records import TickConfig, TickResult
+from jobsched.domain.tick_records import TickConfig, TickResult, TickShared
 from jobsched.domain.tick_writes import JobWork, TickWriter
 from jobsched.models import RunStatus
 from jobsched.ports.alerts import AlertSink
@@ -154,28 +154,17 @@ class Scheduler:
         self._pool = executor or ThreadPoolExecutor(
             max_workers=self.limits.threads, thread_name_prefix=f"tick-p{partition}"
         )
+        shared = TickShared(partition=partition, jobs=jobs, clock=clock, pool=self._pool)
         self.reader = DueReader(
-            partition=partition,
-            jobs=jobs,
+            shared,
             control=control,
             positions=positions,
-            clock=clock,
             limits=self.limits,
             bucket_ms=config.bucket_ms,
             lookahead_ms=config.lookahead_ms,
             read_shards=self.read_shards,
-            pool=self._pool,
         )
-        self.writer = TickWriter(
-            partition=partition,
-            jobs=jobs,
-            runs=runs,
-            queue=queue,
-            config=config,
-            clock=clock,
-            alerts=alerts,
-            pool=self._pool,
-        )
+        self.writer = TickWriter(shared, runs=runs, queue=queue, config=config, alerts=alerts)
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._verdicts: dict[DueEntry, _Verdict] = {}  # this tick's verdicts (see _plan)
         # the jobs the last tick planned or found stale (at most max_jobs: as many when it was full)

@@ -3,7 +3,11 @@ the deployment's values a tick needs, and what one tick did."""
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+
+from jobsched.clock import Clock
+from jobsched.ports.jobs import DueIndex
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,18 @@ class TickConfig:
     bucket_ms: int
     retention_days: int
     lookahead_ms: int
+
+
+@dataclass(frozen=True)
+class TickShared:
+    """What a partition's due reader and tick writer (``domain.due_reader.DueReader``,
+    ``domain.tick_writes.TickWriter``) share: the ``partition`` they serve, its due index ``jobs``, the ``clock``
+    (returns epoch ms) and the ``pool`` that runs their parallel requests."""
+
+    partition: int
+    jobs: DueIndex
+    clock: Clock
+    pool: Executor
 
 
 @dataclass

@@ -15,18 +15,17 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsched.clock import Clock
 from jobsched.domain.alerting import publish_best_effort, skipped_fires_alert
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, next_fire_ms
 from jobsched.domain.registration import due_entry, partition_of
 from jobsched.domain.runs import new_run
-from jobsched.domain.tick_records import TickConfig, TickResult
+from jobsched.domain.tick_records import TickConfig, TickResult, TickShared
 from jobsched.models import RunStatus, from_ms
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard
 from jobsched.ports.errors import Conflict
-from jobsched.ports.jobs import DueEntry, DueIndex, Move, SchedulingState
+from jobsched.ports.jobs import DueEntry, Move, SchedulingState
 from jobsched.ports.run_messages import QueueSendError, RunMessage
 from jobsched.ports.run_stores import RunSender, RunWriter
 from jobsched.ports.runs import RunRow
@@ -54,31 +53,26 @@ class TickWriter:
     """The writes of one scheduler partition's ticks: skipped rows (``runs``), run messages (``queue``), the jobs'
     next due entries and fenced moves (``jobs``), and the owners' ``skipped`` alerts (``alerts``, optional).
 
-    ``config``: the deployment's partitions, due shards, bucket width and retention; ``clock`` returns epoch ms;
-    ``pool`` runs the parallel requests. Remembers, while leading (until :meth:`forget`), per job whose runs this
-    term sent but whose move did not land, the fires it may have dispatched (:meth:`unmoved_through`).
+    ``shared``: the partition, its due index (``jobs``), the clock (epoch ms) and the pool that runs the parallel
+    requests (``TickShared``); ``config``: the deployment's partitions, due shards, bucket width and retention.
+    Remembers, while leading (until :meth:`forget`), per job whose runs this term sent but whose move did not land,
+    the fires it may have dispatched (:meth:`unmoved_through`).
     """
 
     def __init__(
         self,
+        shared: TickShared,
         *,
-        partition: int,
-        jobs: DueIndex,
         runs: RunWriter,
         queue: RunSender,
         config: TickConfig,
-        clock: Clock,
         alerts: AlertSink | None,
-        pool: Executor,
     ) -> None:
-        self.partition = partition
-        self.jobs = jobs
+        self.shared = shared
         self.runs = runs
         self.queue = queue
         self.config = config
-        self.clock = clock
         self.alerts = alerts
-        self._pool = pool
         # per job: (the next_run_at planned from, the last dispatch instant sent)
         self._unmoved: dict[str, tuple[int, int]] = {}
 
@@ -155,7 +149,7 @@ class TickWriter:
                     result.reenqueued += counts["reenqueued"]
                     result.skipped += counts["skipped"]
 
-        run_all(self._pool, save, works)
+        run_all(self.shared.pool, save, works)
 
     def alert_skipped(self, works: list[JobWork]) -> None:
         """Each owner's ``skipped`` alert for the fires this tick recorded skipped, for the jobs that ask for it.
@@ -172,7 +166,7 @@ class TickWriter:
             for work in works
             if work.skipped and (job := work.plan.job).alert_on_skipped and job.owner is not None
         ]
-        run_all(self._pool, lambda alert: publish_best_effort(alerts, alert), due)
+        run_all(self.shared.pool, lambda alert: publish_best_effort(alerts, alert), due)
 
     def _save_skipped(
         self,
@@ -236,7 +230,7 @@ class TickWriter:
             except Exception as error:
                 refused = {(m.job_id, m.scheduled_for) for _, m in batch}
                 logger.warning("run message batch failed", extra={"count": len(refused), "error": str(error)})
-            sent_at = self.clock()
+            sent_at = self.shared.clock()
             with lock:
                 for dispatch_at, message in batch:
                     key = (message.job_id, message.scheduled_for)
@@ -248,7 +242,7 @@ class TickWriter:
                     if message.scheduled_for in work.new_runs:
                         result.dispatch_lateness_ms.append(sent_at - dispatch_at)
 
-        run_all(self._pool, send, batches)
+        run_all(self.shared.pool, send, batches)
 
     # --- 5. move ---------------------------------------------------------------------------------
 
@@ -273,7 +267,7 @@ class TickWriter:
                     partition=home,
                     shards=self.config.due_shards,
                     bucket_ms=self.config.bucket_ms,
-                    now_ms=max(now_ms, self.clock()),
+                    now_ms=max(now_ms, self.shared.clock()),
                     version=job.version,
                 )
                 if nxt is not None
@@ -284,13 +278,15 @@ class TickWriter:
         def file(batch: list[tuple[JobWork, DueEntry | None, int]]) -> None:
             guard.check()
             try:
-                self.jobs.put_timers([due for _, due, _ in batch if due is not None])
+                self.shared.jobs.put_timers([due for _, due, _ in batch if due is not None])
             except Exception as error:
                 logger.warning("due entries not filed", extra={"count": len(batch), "error": str(error)})
                 for work, _, _ in batch:
                     work.failed = True
 
-        run_all(self._pool, file, [moving[i : i + TIMER_BATCH] for i in range(0, len(moving), TIMER_BATCH)])
+        run_all(
+            self.shared.pool, file, [moving[i : i + TIMER_BATCH] for i in range(0, len(moving), TIMER_BATCH)]
+        )
 
         def move(item: tuple[JobWork, DueEntry | None, int]) -> None:
             work, due, home = item
@@ -299,12 +295,12 @@ class TickWriter:
             job = work.plan.job
             term = guard.check()
             try:
-                self.jobs.move(
+                self.shared.jobs.move(
                     Move(
                         job.job_id,
                         expected_next_run_at=job.next_run_at,
                         expected_version=job.version,
-                        partition=self.partition,
+                        partition=self.shared.partition,
                         term=term,
                         next_run_at=work.plan.next_run_at,
                         due=due,
@@ -335,7 +331,7 @@ class TickWriter:
                 result.moved += 1
 
         try:
-            run_all(self._pool, move, moving)
+            run_all(self.shared.pool, move, moving)
         finally:
             self._remember_unmoved(works)
 

@@ -4,15 +4,15 @@ adapter the components are given, which also reaches the overlap lock (``store.o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from jobsched.dynamodb.batch import batch_get
 from jobsched.dynamodb.due_index import DueIndexTable
-from jobsched.dynamodb.due_repair import DueRepair, MigrationPass, RefileLimits
+from jobsched.dynamodb.due_repair import DueRepair
 from jobsched.dynamodb.dynamo import is_condition_failure, transact_put
 from jobsched.dynamodb.errors import unavailable_on_failure
 from jobsched.dynamodb.layout import (
@@ -41,7 +41,6 @@ from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
 
 if TYPE_CHECKING:
-    from jobsched.domain.due_repair import RefilePass
     from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
     from jobsched.ports.runs import OverlapHolder, OverlapRequest
 
@@ -54,8 +53,8 @@ class JobStore:
     """DynamoDB adapter of the jobs table (``resources.JOBS``): implements ``ports.jobs.JobRepository``,
     ``ports.jobs.DueIndex`` and ``ports.runs.JobSpecs``; items as built by ``store.layout``. Job CRUD and audit
     are its own; the overlap lock (``store.overlap.OverlapLock``), the due index
-    (``store.due_index.DueIndexTable``) and its repair passes (``store.due_repair.DueRepair``, which writes and
-    reads through this store's ``DueIndex`` methods) are parts it holds on the same table.
+    (``store.due_index.DueIndexTable``) and its repair passes (``repair``, a ``store.due_repair.DueRepair``, which
+    writes and reads through this store's ``DueIndex`` methods) are parts it holds on the same table.
 
     ``table`` is a boto3 ``Table`` resource.
     """
@@ -342,26 +341,3 @@ class JobStore:
     def oldest_due_bucket(self, partition: int) -> int | None:
         """``DueIndexTable.oldest_due_bucket`` (a scan of the table: bootstrap only)."""
         return self.due_index.oldest_due_bucket(partition)
-
-    # --- maintenance: the due index's repair (``store.due_repair``) -------------------------------
-
-    def migrate_due_index(
-        self, clock: Callable[[], int], *, bucket_ms: int, budget: int = 5_000, seconds: float = 20.0
-    ) -> MigrationPass:
-        """``DueRepair.migrate_due_index``: one pass of the move of the ``due`` GSI's entries to timer items."""
-        return self.repair.migrate_due_index(clock, bucket_ms=bucket_ms, budget=budget, seconds=seconds)
-
-    def refile_stuck(
-        self,
-        clock: Callable[[], int],
-        *,
-        bucket_ms: int,
-        shards: int,
-        watermarks: Mapping[int, int],
-        **limits: Unpack[RefileLimits],
-    ) -> RefilePass:
-        """``DueRepair.refile_stuck`` within ``limits``: one pass of the due index's anti-entropy (which jobs:
-        ``domain.due_repair.is_stuck``)."""
-        return self.repair.refile_stuck(
-            clock, bucket_ms=bucket_ms, shards=shards, watermarks=watermarks, **limits
-        )

@@ -49,26 +49,19 @@ class MemoryControlStore:
             self.writes += 1
             return True
 
-    def _update(self, record: LeaseRecord, expires_at: int) -> bool:
+    def renew_lease(self, record: LeaseRecord) -> bool:
+        """Move ``expires_at`` of the held lease to ``record.expires_at``, if holder and term are unchanged. A
+        release is the same write at the release instant (``release_lease``)."""
         self._maybe_fail()
         with self._lock:
             current = self.records.get(record.partition)
             if current is None or current.holder != record.holder or current.term != record.term:
                 return False
-            self.records[record.partition] = LeaseRecord(
-                record.partition, record.holder, record.term, expires_at
-            )
+            self.records[record.partition] = record
             self.writes += 1
             return True
 
-    def renew_lease(self, record: LeaseRecord) -> bool:
-        """Move ``expires_at`` of the held lease, if holder and term are unchanged."""
-        return self._update(record, record.expires_at)
-
-    def release_lease(self, record: LeaseRecord) -> bool:
-        """Expire the held lease at ``record.expires_at`` (the release instant), if holder and term are
-        unchanged."""
-        return self._update(record, record.expires_at)
+    release_lease = renew_lease
 
     # --- watermarks -----------------------------------------------------------------------------
 

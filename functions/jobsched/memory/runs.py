@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from jobsched.domain.run_steps import Outcome, RunStateMachine, Step, insert_step, outcome_of
+from jobsched.domain.run_steps import MappedRunStore
 from jobsched.domain.runs import failed_page, sweep_shard
-from jobsched.ports.runs import EVERY_RUN, KeyedInsert, RunFilter, RunKey, RunRow, SweepPage
+from jobsched.ports.runs import EVERY_RUN, RunFilter, RunKey, RunRow, SweepPage
 
 
-class MemoryRunStore(RunStateMachine):
+class MemoryRunStore(MappedRunStore):
     """Run rows in a dict keyed by ``(job_id, scheduled_for)``; manual triggers' idempotency keys beside them.
 
     ``rows()`` returns every row (for tests). Never raises ``StoreUnavailable`` by itself: tests that need a
@@ -42,26 +42,6 @@ class MemoryRunStore(RunStateMachine):
             return self._rows[key]
 
     # --- inserts and reads ---------------------------------------------------------------------
-
-    def apply_step(self, step: Step) -> Outcome:
-        """``RunStateMachine.apply_step``: the step's transition evaluated on the stored row, under the lock."""
-        with self._lock:
-            outcome, written = outcome_of(step, self._rows.get(step.key))
-            if written is not None:
-                self._rows[step.key] = written
-            return outcome
-
-    def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert:
-        """Insert ``row`` and bind ``owner``'s ``idempotency_key`` (for this job) to it, both or neither."""
-        with self._lock:
-            key = (row.job_id, owner, idempotency_key)
-            if key in self._keys:
-                return KeyedInsert(created=False, key_used=True, key_run_at=self._keys[key])
-            outcome = self.apply_step(insert_step(row))
-            if not outcome.applied:
-                return KeyedInsert(created=False, existing=outcome.before)
-            self._keys[key] = row.scheduled_for
-            return KeyedInsert(created=True)
 
     def get(self, job_id: str, scheduled_for_ms: int) -> RunRow | None:
         with self._lock:

@@ -265,7 +265,7 @@ class DueIndex(Protocol):
 
     def due_lanes(self) -> tuple[str, ...]:
         """The lanes that may hold entries: :data:`TIMER_LANES`, plus :data:`INDEX` while entries of the due
-        index's GSI layout may remain (until ``JobStore.migrate_due_index`` has moved every one)."""
+        index's GSI layout may remain (until ``DueRepair.migrate_due_index`` has moved every one)."""
         ...
 
     def query_due(self, query: DueQuery) -> DuePage:

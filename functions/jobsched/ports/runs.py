@@ -66,8 +66,23 @@ class RunKey(NamedTuple):
     scheduled_for: int
 
 
+class OfARun:
+    """A record about one run, ``(job_id, scheduled_for)`` (epoch ms): its ``run_id`` and its ``key``."""
+
+    job_id: str
+    scheduled_for: int
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.job_id, self.scheduled_for)
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.job_id, self.scheduled_for)
+
+
 @dataclass(frozen=True)
-class RunRow:
+class RunRow(OfARun):
     """One run as stored: the record every run store takes and returns (DynamoDB item layout in
     ``jobsched.dynamodb.layout``). ``(job_id, scheduled_for)`` is its key: a fire exists once.
 
@@ -114,14 +129,6 @@ class RunRow:
     reruns: int = 0
     rerun_key: str | None = None
 
-    @property
-    def run_id(self) -> str:
-        return run_id(self.job_id, self.scheduled_for)
-
-    @property
-    def key(self) -> RunKey:
-        return RunKey(self.job_id, self.scheduled_for)
-
 
 @dataclass(frozen=True)
 class Claim:
@@ -152,7 +159,7 @@ class ClaimRequest:
 
 
 @dataclass(frozen=True)
-class Owned:
+class Owned(OfARun):
     """A claim as the run-transition writes condition on it: the run ``(job_id, scheduled_for)`` (epoch ms)
     running under ``(attempt, worker)``; the sweeper adds the stale ``heartbeat_at`` (epoch ms) it saw, so a
     beat since then wins. ``owner``: the run's owner when known (for a dead run's alert when its job is gone).
@@ -164,14 +171,6 @@ class Owned:
     worker: str
     heartbeat_at: int | None = None
     owner: str | None = None
-
-    @property
-    def run_id(self) -> str:
-        return run_id(self.job_id, self.scheduled_for)
-
-    @property
-    def key(self) -> RunKey:
-        return RunKey(self.job_id, self.scheduled_for)
 
     @classmethod
     def of(cls, row: RunRow, *, with_heartbeat: bool = False) -> Owned:

@@ -3,9 +3,9 @@ table's sweep index (``jobsched.domain.sweeper``: re-enqueues runs left queued o
 workers (a failed try), resends owed dead-run alerts, clears finished runs from the index), then the upkeep
 passes, each within the time left: the count of scheduler partitions without a leader
 (``PartitionsWithoutLeader``, the alarm of a partition whose clock stopped), one pass of the due index's
-anti-entropy (``JobStore.refile_stuck``: a job whose timer item was lost gets a new one, ``JobsRefiled``) and,
+anti-entropy (``DueRepair.refile_stuck``: a job whose timer item was lost gets a new one, ``JobsRefiled``) and,
 until it is done, one pass of the move of the jobs' ``due`` GSI entries to timer items
-(``JobStore.migrate_due_index``). The components it runs on are built by ``jobsched.runtime.wiring.Components``."""
+(``DueRepair.migrate_due_index``). The components it runs on are built by ``jobsched.runtime.wiring.Components``."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS
     if any(upkeep.control.read_positions(partition) is None for partition in partitions):
         return {"moved": 0, "done": False, "waiting": True}
     bucket_ms = components.settings.due_bucket_s * 1000
-    done = upkeep.jobs.migrate_due_index(components.clock, bucket_ms=bucket_ms, seconds=seconds)
+    done = upkeep.repair.migrate_due_index(components.clock, bucket_ms=bucket_ms, seconds=seconds)
     return {"moved": done.moved, "done": done.done}
 
 
@@ -134,7 +134,7 @@ def drained(components: Components) -> dict[int, int]:
 
 
 def refile_stuck(components: Components, seconds: float = REFILE_SECONDS) -> dict[str, Any] | None:
-    """One pass of ``JobStore.refile_stuck`` at the components' clock, for at most ``seconds``, for the jobs
+    """One pass of ``DueRepair.refile_stuck`` at the components' clock, for at most ``seconds``, for the jobs
     of the partitions :func:`drained` gives; its report as a dict (``scanned``, ``refiled``: how many,
     ``jobs``: the first 20 ids, ``wrapped``, ``unreadable``), the count published as ``JobsRefiled`` and each
     refiled job logged (a lost timer item is a fault to look into). None when the pass fails (logged; the next
@@ -143,7 +143,7 @@ def refile_stuck(components: Components, seconds: float = REFILE_SECONDS) -> dic
         return None  # too little of the invocation left: the next one goes on
     try:
         bucket_ms = components.settings.due_bucket_s * 1000
-        done = components.due_upkeep().jobs.refile_stuck(
+        done = components.due_upkeep().repair.refile_stuck(
             components.clock,
             bucket_ms=bucket_ms,
             shards=components.settings.due_shards,

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from jobsched.domain.tick_records import TickConfig
     from jobsched.domain.worker import Worker
     from jobsched.dynamodb.control import ControlStore
-    from jobsched.dynamodb.jobs import JobStore
+    from jobsched.dynamodb.due_repair import DueRepair
     from jobsched.runtime.worker import Batches
     from jobsched.targets import Targets
 
@@ -83,12 +83,12 @@ class RunQueuePorts(RunSender, VisibilityExtender, Protocol):
 
 @dataclass(frozen=True)
 class DueUpkeep:
-    """The DynamoDB stores the sweeper Lambda's upkeep passes run on (``jobsched.runtime.sweeper``): the job
-    store's repair and move of the due index (``refile_stuck``, ``migrate_due_index``) and the CONTROL store's
-    reads of watermarks, read positions and the partitions' high-water mark. No port: only the DynamoDB layout
-    has these passes, and local mode's sweeper does not run them."""
+    """The DynamoDB stores the sweeper Lambda's upkeep passes run on (``jobsched.runtime.sweeper``): the JOBS
+    table's repair and move of the due index (``DueRepair.refile_stuck``, ``DueRepair.migrate_due_index``) and
+    the CONTROL store's reads of watermarks, read positions and the partitions' high-water mark. No port: only
+    the DynamoDB layout has these passes, and local mode's sweeper does not run them."""
 
-    jobs: JobStore
+    repair: DueRepair
     control: ControlStore
 
 
@@ -149,7 +149,7 @@ class Components:
         from jobsched.dynamodb.jobs import JobStore
 
         return DueUpkeep(
-            JobStore(self.aws.table(self.settings.jobs_table)),
+            JobStore(self.aws.table(self.settings.jobs_table)).repair,
             ControlStore(self.aws.dynamodb, self.settings.control_table),
         )
 

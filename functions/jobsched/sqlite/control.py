@@ -46,24 +46,19 @@ class SqliteControlStore:
                 == 1
             )
 
-    def _update(self, record: LeaseRecord, expires_at: int) -> bool:
+    def renew_lease(self, record: LeaseRecord) -> bool:
+        """Move ``expires_at`` of the held lease to ``record.expires_at``, if holder and term are unchanged. A
+        release is the same write at the release instant (``release_lease``)."""
         with self.db.write() as conn:
             return (
                 conn.execute(
                     "UPDATE leases SET expires_at = ? WHERE partition = ? AND holder = ? AND term = ?",
-                    (expires_at, record.partition, record.holder, record.term),
+                    (record.expires_at, record.partition, record.holder, record.term),
                 ).rowcount
                 == 1
             )
 
-    def renew_lease(self, record: LeaseRecord) -> bool:
-        """Move ``expires_at`` of the held lease, if holder and term are unchanged."""
-        return self._update(record, record.expires_at)
-
-    def release_lease(self, record: LeaseRecord) -> bool:
-        """Expire the held lease at ``record.expires_at`` (the release instant), if holder and term are
-        unchanged."""
-        return self._update(record, record.expires_at)
+    release_lease = renew_lease
 
     # --- watermarks -----------------------------------------------------------------------------
 

@@ -15,10 +15,10 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from jobsched.domain.run_steps import Outcome, RunStateMachine, Step, insert_step, outcome_of
+from jobsched.domain.run_steps import MappedRunStore, insert_step
 from jobsched.domain.runs import failed_page, sweep_shard
 from jobsched.models import RunKind, RunStatus
-from jobsched.ports.runs import EVERY_RUN, FAILURE_STATUSES, KeyedInsert, RunFilter, RunKey, RunRow, SweepPage
+from jobsched.ports.runs import EVERY_RUN, FAILURE_STATUSES, RunFilter, RunKey, RunRow, SweepPage
 from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.database import SqliteDatabase
 
@@ -197,7 +197,7 @@ class _Keys(MutableMapping[tuple[str, str, str], int]):
             return int(tx.connection().execute("SELECT count(*) FROM run_keys").fetchone()[0])
 
 
-class SqliteRunStore(RunStateMachine):
+class SqliteRunStore(MappedRunStore):
     """Run rows and manual triggers' keys in ``database`` (see the module docstring). Raises
     ``StoreUnavailable`` when the database is busy or failing."""
 
@@ -206,27 +206,6 @@ class SqliteRunStore(RunStateMachine):
         self._lock = _Transaction(database)
         self._rows = _Rows(self._lock)
         self._keys = _Keys(self._lock)
-
-    def apply_step(self, step: Step) -> Outcome:
-        """``RunStateMachine.apply_step``: the step's transition evaluated on the stored row in one transaction."""
-        with self._lock:
-            outcome, written = outcome_of(step, self._rows.get(step.key))
-            if written is not None:
-                self._rows[step.key] = written
-            return outcome
-
-    def put_new_keyed(self, row: RunRow, *, owner: str, idempotency_key: str) -> KeyedInsert:
-        """Insert ``row`` and bind ``owner``'s ``idempotency_key`` (for this job) to it, both or neither (one
-        transaction); the key expires with its run."""
-        with self._lock:
-            key = (row.job_id, owner, idempotency_key)
-            if key in self._keys:
-                return KeyedInsert(created=False, key_used=True, key_run_at=self._keys[key])
-            outcome = self.apply_step(insert_step(row))
-            if not outcome.applied:
-                return KeyedInsert(created=False, existing=outcome.before)
-            self._keys[key] = row.scheduled_for
-            return KeyedInsert(created=True)
 
     def put_many(self, rows: Sequence[RunRow]) -> int:
         """Insert each of ``rows`` whose key is free, in one transaction (a bulk import: a moto data dir's

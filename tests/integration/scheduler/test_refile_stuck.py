@@ -1,4 +1,4 @@
-"""The due index's anti-entropy (``JobStore.refile_stuck``, each minute from the sweeper Lambda), on moto: a job
+"""The due index's anti-entropy (``DueRepair.refile_stuck``, each minute from the sweeper Lambda), on moto: a job
 whose timer item was lost, which no tick can ever read again, is found by the scan, given a new timer item and
 fired on; jobs whose entries are in place are left alone, and the scan resumes where the last pass stopped."""
 
@@ -54,7 +54,7 @@ def test_a_job_whose_timer_item_was_lost_is_refiled_and_fires_on(harness: Any) -
     bucket_ms = harness.settings.due_bucket_s * 1000
     watermark = harness.control_for(harness.settings).read_watermark(0)
     assert watermark is not None and watermark > lost_bucket  # the tick drained the lost entry's bucket
-    done = harness.jobs.refile_stuck(
+    done = harness.jobs.repair.refile_stuck(
         harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks={0: watermark}
     )
     # Then only the stuck job gets a new timer item (the healthy one moved on; the daily one is not due)
@@ -77,7 +77,7 @@ def test_the_scan_goes_on_where_the_last_pass_stopped(harness: Any) -> None:
     refiled: list[str] = []
     passes = 0
     while True:
-        done = harness.jobs.refile_stuck(
+        done = harness.jobs.repair.refile_stuck(
             harness.clock,
             shards=harness.settings.due_shards,
             bucket_ms=bucket_ms,
@@ -99,7 +99,7 @@ def test_the_scan_goes_on_where_the_last_pass_stopped(harness: Any) -> None:
 def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
     harness: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobsched.dynamodb.jobs import JobStore
+    from jobsched.dynamodb.due_repair import DueRepair
     from jobsched.observability import MetricName, metrics
     from jobsched.runtime.sweeper import refile_stuck
     from jobsched.runtime.wiring import Components
@@ -120,7 +120,7 @@ def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
     def throttled(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("ThrottlingException")
 
-    monkeypatch.setattr(JobStore, "refile_stuck", throttled)
+    monkeypatch.setattr(DueRepair, "refile_stuck", throttled)
     assert refile_stuck(components) is None  # logged; the next minute's pass goes on
     assert published(capsys, MetricName.JOBS_REFILED) == []
 
@@ -128,14 +128,14 @@ def test_the_sweeper_publishes_what_a_pass_refiled_and_survives_a_failed_pass(
 def test_a_table_read_to_its_end_rests_before_it_is_read_again(harness: Any) -> None:
     job = harness.add("every 1 hour")
     bucket_ms = harness.settings.due_bucket_s * 1000
-    assert harness.jobs.refile_stuck(
+    assert harness.jobs.repair.refile_stuck(
         harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks={}
     ).wrapped  # read to its end
     _lose_timer(harness, job.id)
     assert _state(harness, job.id).next_run_at == harness.T0  # a rate's first fire is at its creation
     harness.clock.now_ms = harness.T0 + STUCK_AFTER_MS + 60_000  # the job is stuck now, but the pass rests
     assert (
-        harness.jobs.refile_stuck(
+        harness.jobs.repair.refile_stuck(
             harness.clock,
             shards=harness.settings.due_shards,
             bucket_ms=bucket_ms,
@@ -144,7 +144,7 @@ def test_a_table_read_to_its_end_rests_before_it_is_read_again(harness: Any) -> 
         == 0
     )
     harness.clock.now_ms = harness.T0 + REFILE_REST_MS  # an hour after the first read began
-    assert harness.jobs.refile_stuck(
+    assert harness.jobs.repair.refile_stuck(
         harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks=_drained(harness)
     ).refiled == [job.id]
 
@@ -157,14 +157,14 @@ def test_a_job_waiting_in_an_undrained_bucket_is_not_refiled(harness: Any) -> No
     harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
     bucket_ms = harness.settings.due_bucket_s * 1000
     # When the anti-entropy pass runs, the watermark at that bucket
-    done = harness.jobs.refile_stuck(
+    done = harness.jobs.repair.refile_stuck(
         harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks={0: bucket}
     )
     # Then it is left alone (no second entry, no alarm), and so is a job of a partition without a watermark
     assert done.refiled == [] and done.wrapped
     harness.clock.now_ms += REFILE_REST_MS
     assert (
-        harness.jobs.refile_stuck(
+        harness.jobs.repair.refile_stuck(
             harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks={}
         ).refiled
         == []
@@ -183,7 +183,7 @@ def test_a_scheduling_item_this_code_cannot_read_is_skipped_not_a_stop(harness: 
     harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
     bucket_ms = harness.settings.due_bucket_s * 1000
     # When the anti-entropy pass reads them
-    done = harness.jobs.refile_stuck(
+    done = harness.jobs.repair.refile_stuck(
         harness.clock, shards=harness.settings.due_shards, bucket_ms=bucket_ms, watermarks=_drained(harness)
     )
     # Then the unreadable one is counted and skipped, and the lost one is refiled all the same
@@ -223,7 +223,7 @@ def test_a_candidate_whose_job_moved_since_the_scan_read_it_is_not_refiled(
     store = harness.jobs
     monkeypatch.setattr(store, "scheduling_states", lambda ids: {job.id: moved})
     # When the anti-entropy pass reads it
-    done = store.refile_stuck(
+    done = store.repair.refile_stuck(
         harness.clock,
         shards=harness.settings.due_shards,
         bucket_ms=harness.settings.due_bucket_s * 1000,
@@ -248,7 +248,7 @@ def test_a_refiled_entry_goes_to_a_shard_the_ticks_read_now(harness: Any) -> Non
     _lose_timer(harness, job.id)
     harness.clock.now_ms = harness.T0 + HOUR + STUCK_AFTER_MS + 60_000
     # When the anti-entropy pass refiles it
-    done = harness.jobs.refile_stuck(
+    done = harness.jobs.repair.refile_stuck(
         harness.clock, shards=1, bucket_ms=harness.settings.due_bucket_s * 1000, watermarks=_drained(harness)
     )
     # Then its new timer item is in shard 0, the late lane

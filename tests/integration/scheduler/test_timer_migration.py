@@ -1,6 +1,6 @@
 """A deployment upgraded mid-stream from the due index's GSI layout (each job's entry on its scheduling item,
 the ``due`` GSI) to timer items (design, Upgrades in flight), on moto: while the new scheduler ticks, the
-sweeper's migration passes (``JobStore.migrate_due_index``) move what is left of the GSI a few entries at a time,
+sweeper's migration passes (``DueRepair.migrate_due_index``) move what is left of the GSI a few entries at a time,
 and every fire runs exactly once, on time, before, during and after; once the GSI has stayed empty long enough,
 a new leader reads the timer lanes only."""
 
@@ -65,7 +65,7 @@ def test_a_deployment_moved_to_timer_items_mid_stream_runs_every_fire_exactly_on
         harness.run_seconds(a, 1)
         sent.update((m.job_id, m.scheduled_for) for m in harness.drain())
         if second >= 90 and second % 60 == 30:
-            passes.append(store.migrate_due_index(harness.clock, bucket_ms=bucket_ms, budget=5))
+            passes.append(store.repair.migrate_due_index(harness.clock, bucket_ms=bucket_ms, budget=5))
 
     # Then the passes moved what no fire moved, a few at a time, and marked the layout once the GSI had been
     # empty for five minutes

@@ -16,7 +16,6 @@ import pytest
 
 from jobsched.aws.metrics import PowertoolsRunMetrics
 from jobsched.aws.queue import RunQueue
-from jobsched.domain.retries import Failures
 from jobsched.domain.runs import new_run
 from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.worker import Worker
@@ -99,20 +98,12 @@ def test_a_deployment_upgraded_mid_stream_runs_every_fire_exactly_once(
         clock=clock,
         metrics=PowertoolsRunMetrics(),
     )
-    failures = Failures(
-        runs=runs,
-        queue=queue,
-        dead_runs=dead_runs,
-        settings=settings,
-        clock=clock,
-        metrics=PowertoolsRunMetrics(),
-    )
     sweeper = Sweeper(
         settings=settings,
         runs=runs,
         jobs=harness.jobs,
         queue=queue,
-        failures=failures,
+        failures=worker.failures,  # a lost worker's try ends as the worker ends a failed one
         clock=clock,
         metrics=PowertoolsRunMetrics(),
     )

@@ -17,11 +17,12 @@ from jobsched.domain.runs import new_run
 from jobsched.local.components import SqliteComponents
 from jobsched.models import Job, RunStatus
 from jobsched.ports.run_messages import QueueSendError, RunMessage
-from jobsched.ports.runs import ClaimRequest, RunKey
+from jobsched.ports.runs import RunKey
 from jobsched.resources import RUN_QUEUE, RUN_QUEUE_DLQ
 from jobsched.settings import Settings
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.queue import SqliteSqsQueue, queue_arn
+from tests.support.worker import claim_at
 
 T0 = 1_767_578_400_000
 OWNER = "local"
@@ -83,15 +84,13 @@ def test_a_dead_letter_of_a_run_still_beating_is_looked_at_again_at_the_next_pas
     # Given a scheduled run's message dead-lettered while a worker runs the try it claimed (fresh heartbeat)
     job, queue, clock = _received_until_its_last_delivery(components)
     now = clock()
-    claim = components.runs().claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker="w1",
-            now_ms=now,
-            stale_before_ms=now - 120_000,
-            retry_due_by_ms=now,
-            create=new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None, owner=OWNER),
-        )
+    claim = claim_at(
+        components.runs(),
+        RunKey(job.id, T0),
+        "w1",
+        now_ms=now,
+        stale_before_ms=now - 120_000,
+        create=new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None, owner=OWNER),
     )
     assert claim.claimed
     assert queue.receive_message(QueueUrl=queue.url).get("Messages", []) == []  # moved to the dead letters

@@ -19,8 +19,8 @@ from jobsched.memory.queue import MemoryDeadLetters
 from jobsched.models import Job, RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_messages import RunMessage
-from jobsched.ports.runs import ClaimRequest, RunKey
-from tests.support.worker import T0, Kit
+from jobsched.ports.runs import ClaimRequest, RunKey, RunRow
+from tests.support.worker import T0, Kit, claim_now
 
 
 class RecordingSender:
@@ -84,16 +84,7 @@ def test_a_lost_workers_run_whose_message_was_dead_lettered_is_a_failed_try(kit:
     job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
     now = kit.clock()
     create = new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker="lost",
-            now_ms=now,
-            stale_before_ms=now,
-            retry_due_by_ms=now,
-            create=create,
-        )
-    ).claimed
+    assert claim_now(kit, job, "lost", stale_before_ms=now, create=create).claimed
     kit.letters.redrive(RunMessage(job.id, T0))
     # When the sweeper passes while the heartbeat is fresh, the letter is kept for the next pass
     assert kit.sweeper.sweep().lost_workers == 0 and len(kit.letters.letters) == 1
@@ -190,18 +181,12 @@ def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_work
         kit.make_run(job)
     message = RunMessage(job.id, T0)
     kit.letters.redrive(message, receive_count=5)
-    now = kit.clock()
-    create = None if saved_queued else new_run(job.id, T0, now_ms=now, retention_days=90, sweep_after_ms=None)
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker=DEAD_LETTER_WORKER,
-            now_ms=now,
-            stale_before_ms=now,
-            retry_due_by_ms=now,
-            create=create,
-        )
-    ).claimed
+    create = (
+        None
+        if saved_queued
+        else new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
+    )
+    _claim_as_a_dead_letter_pass(kit, job, create)
     # When later passes find the letter again, the claim's heartbeat long stale
     # Then the run is recorded dead without a try (that claim ran none), not retried as a lost worker's
     _passes_record_it_dead_without_a_try(kit, job)
@@ -225,16 +210,7 @@ def test_a_dead_letter_claim_left_by_a_crashed_pass_is_not_taken_for_a_lost_work
     # sweeper pass that claimed it to record it dead, then stopped before the dead write
     job = kit.make_job(command="echo", retry={"max_attempts": 3, "backoff_s": 10})
     kit.make_run(job)
-    now = kit.clock()
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker=DEAD_LETTER_WORKER,
-            now_ms=now,
-            stale_before_ms=now,
-            retry_due_by_ms=now,
-        )
-    ).claimed
+    _claim_as_a_dead_letter_pass(kit, job)
     # When the copy on the run queue reaches a worker once that claim's heartbeat is stale
     kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
     kit.deliver(job, T0)
@@ -334,3 +310,9 @@ def test_the_queue_adapter_parses_a_letters_body_once_and_marks_a_malformed_one(
     for bad in ("not json", '{"job_id": 1, "scheduled_for": 2}', '{"job_id": "j"}', "[]"):
         letter = dead_letter_of(bad, "h")
         assert letter.message is None and letter.body == bad and letter.receipt_handle == "h"
+
+
+def _claim_as_a_dead_letter_pass(kit: Kit, job: Job, create: RunRow | None = None) -> None:
+    """Claim run ``(job, T0)`` now as the sweeper's dead-letter pass does (``create``: the row a run without one
+    gets)."""
+    assert claim_now(kit, job, DEAD_LETTER_WORKER, stale_before_ms=kit.clock(), create=create).claimed

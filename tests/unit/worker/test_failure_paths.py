@@ -20,13 +20,12 @@ from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import HttpTarget, LambdaTarget, RunStatus, SqsTarget
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_messages import RunMessage
-from jobsched.ports.runs import RunKey
 from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.resources import RUN_QUEUE
 from jobsched.targets import Targets, commands
 from jobsched.targets.aws import LambdaExecutor, SqsExecutor
 from jobsched.targets.http import AddressPolicy, HttpExecutor
-from tests.support.worker import T0, Kit
+from tests.support.worker import T0, Kit, claim_scheduled_now
 
 
 def _call() -> TargetCall:
@@ -231,24 +230,11 @@ def test_a_storage_outage_of_half_a_minute_before_the_target_does_not_kill_the_r
 def test_a_duplicate_of_a_running_run_that_cannot_be_watched_comes_back_instead_of_being_dropped(
     kit: Kit, monkeypatch: pytest.MonkeyPatch, visibility_calls: list[dict[str, Any]]
 ) -> None:
-    from jobsched.domain.runs import new_run
     from jobsched.domain.worker import GIVE_BACK_DELAY_S
-    from jobsched.ports.runs import ClaimRequest
 
     # Given a scheduled run whose row its claim made, running under another worker
     job = kit.make_job(command="record")
-    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
-    now = kit.clock()
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker="slow",
-            now_ms=now,
-            stale_before_ms=now - 1,
-            retry_due_by_ms=now,
-            create=create,
-        )
-    ).claimed
+    claim_scheduled_now(kit, job, "slow")
 
     # When a duplicate of its message arrives while the runs table is throttled
     def throttled(*_: Any, **__: Any) -> bool:

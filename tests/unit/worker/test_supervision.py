@@ -18,12 +18,12 @@ from jobsched.domain.supervision import Heartbeat
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, JobEventKind, RunStatus
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import ClaimRequest, RunKey, run_id
+from jobsched.ports.runs import Claim, ClaimRequest, RunKey, run_id
 from jobsched.ports.targets import TargetCall
 from jobsched.targets import Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
-from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip, take_overlap_lock
+from tests.support.worker import T0, Kit, SimWaiter, claim_now, owner_sets_overlap_skip, take_overlap_lock
 
 
 @pytest.fixture
@@ -71,15 +71,7 @@ def test_heartbeat_beat_updates_the_row_and_detects_a_takeover(kit: Kit) -> None
             self.calls.append((receipt_handle, seconds))
 
     job = kit.due_job()
-    kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker="w1",
-            now_ms=kit.clock(),
-            stale_before_ms=0,
-            retry_due_by_ms=kit.clock(),
-        )
-    )
+    claim_now(kit, job, "w1", stale_before_ms=0)
     visibility = Visibility()
     beat = Heartbeat(
         runs=kit.runs,
@@ -305,29 +297,30 @@ def test_overlap_skip_skips_a_run_while_a_long_run_of_the_job_is_running(
 
 
 def test_overlap_skip_ignores_a_run_whose_worker_is_lost(kit: Kit) -> None:
-    job = kit.make_job(schedule="* * * * *", overlap="skip")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + 60_000)
-    kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0), worker="dead-worker", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
-        )
-    )
+    job, _ = _claimed_with_the_next_queued(kit, "skip", "dead-worker")
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     assert kit.deliver(job, T0 + 60_000) == Outcome.SUCCEEDED
+
+
+def _claimed_with_the_next_queued(kit: Kit, overlap: str, worker: str) -> tuple[Job, Claim]:
+    """An every-minute job with ``overlap`` whose 02:00 run (``T0``) was queued, then claimed by ``worker`` (no lock
+    taken), and whose 02:01 run is queued: the job and that claim."""
+    job = kit.make_job(schedule="* * * * *", overlap=overlap)
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + 60_000)
+    claim = kit.runs.claim(
+        ClaimRequest(
+            RunKey(job.id, T0), worker=worker, now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
+        )
+    )
+    return job, claim
 
 
 def _running_without_the_lock(kit: Kit) -> Job:
     """An every-minute job with ``overlap: allow`` whose 02:00 run (``T0``) runs under worker ``w-1`` (no lock
     taken) and whose 02:01 run is queued."""
-    job = kit.make_job(schedule="* * * * *", overlap="allow")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + 60_000)
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0), worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
-        )
-    ).claimed
+    job, claim = _claimed_with_the_next_queued(kit, "allow", "w-1")
+    assert claim.claimed
     return job
 
 
@@ -434,14 +427,7 @@ def test_overlap_skip_set_while_a_lost_run_is_running_does_not_skip_the_next_run
 
 def test_overlap_skip_of_two_runs_claimed_together_skips_exactly_one(kit: Kit) -> None:
     # Given an older run claimed at this very millisecond by another worker, which took the job's overlap lock
-    job = kit.make_job(schedule="* * * * *", overlap="skip")
-    kit.make_run(job, T0)
-    kit.make_run(job, T0 + 60_000)
-    kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0), worker="w-1", now_ms=kit.clock(), stale_before_ms=0, retry_due_by_ms=0
-        )
-    )
+    job, _ = _claimed_with_the_next_queued(kit, "skip", "w-1")
     holder = take_overlap_lock(kit, job, T0, "w-1")
     assert holder is None
     # the newer run, claimed at the same instant, finds the lock taken and is skipped
@@ -506,11 +492,7 @@ def test_a_run_whose_message_visibility_cannot_be_extended_is_watched_by_the_swe
     job = kit.make_job()
     create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
     now = kit.clock()
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0), worker="w1", now_ms=now, stale_before_ms=0, retry_due_by_ms=now, create=create
-        )
-    ).claimed
+    assert claim_now(kit, job, "w1", stale_before_ms=0, create=create).claimed
     beat = Heartbeat(
         runs=kit.runs,
         owned=Owned(job.id, T0, 1, "w1"),

@@ -13,12 +13,12 @@ from jobsched.domain.tries import FAILED_TRY_BYTES, with_try
 from jobsched.domain.worker import Worker
 from jobsched.memory.runs import MemoryRunStore
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import ClaimRequest, RunKey, RunRow
+from jobsched.ports.runs import RunRow
 from jobsched.ports.targets import SUCCESS_OUTPUT_BYTES, TargetCall, TargetFailed
 from jobsched.ports.tries import TryRecord
 from jobsched.targets import Targets
 from jobsched.targets.commands import CommandExecutor, CommandRegistry
-from tests.support.worker import T0, Kit
+from tests.support.worker import T0, Kit, claim_now
 
 
 @pytest.fixture
@@ -109,15 +109,7 @@ def _claimed_by_a_worker_since_lost(kit: Kit, job: Any) -> int:
     """The run of ``job`` at ``T0`` claimed by worker ``lost-one``, then the clock past its heartbeat's staleness
     (the worker is lost). Returns when it was claimed (epoch ms)."""
     first = kit.clock()
-    assert kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker="lost-one",
-            now_ms=first,
-            stale_before_ms=first - 1,
-            retry_due_by_ms=first,
-        )
-    ).claimed
+    assert claim_now(kit, job, "lost-one", stale_before_ms=first - 1).claimed
     kit.clock.advance((kit.settings.heartbeat_stale_s + 1) * 1000)
     return first
 

@@ -13,37 +13,12 @@ from jobsched.aws.queue import delivery_of
 from jobsched.aws.wire import parse_run_message
 from jobsched.clock import to_ms
 from jobsched.domain.retries import Outcome
-from jobsched.domain.runs import new_run
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, RunStatus
 from jobsched.ports.jobs import Rewrite
-from jobsched.ports.runs import Claim, ClaimRequest, RunKey, RunRow, run_id
+from jobsched.ports.runs import run_id
 from jobsched.ports.targets import TargetCall
-from tests.support.worker import T0, Kit
-
-
-def claim_now(
-    kit: Kit, job: Job, worker: str, *, stale_before_ms: int, create: RunRow | None = None
-) -> Claim:
-    """``worker``'s claim, now (the kit's clock), of ``job``'s run at ``T0``: a running row whose heartbeat is
-    older than ``stale_before_ms`` (epoch ms) is taken over; a row is made from ``create`` when it has none."""
-    now = kit.clock()
-    return kit.runs.claim(
-        ClaimRequest(
-            RunKey(job.id, T0),
-            worker=worker,
-            now_ms=now,
-            stale_before_ms=stale_before_ms,
-            retry_due_by_ms=now,
-            create=create,
-        )
-    )
-
-
-def claim_scheduled_now(kit: Kit, job: Job, worker: str) -> None:
-    """``worker``'s claim, now, of ``job``'s scheduled run at ``T0`` (no row yet): the claim makes its row."""
-    create = new_run(job.id, T0, now_ms=kit.clock(), retention_days=90, sweep_after_ms=None)
-    assert claim_now(kit, job, worker, stale_before_ms=kit.clock() - 1, create=create).claimed
+from tests.support.worker import T0, Kit, claim_now, claim_scheduled_now
 
 
 def test_a_run_succeeds_once_and_records_its_try(kit: Kit, calls: list[TargetCall]) -> None:
