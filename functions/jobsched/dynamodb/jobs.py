@@ -4,7 +4,7 @@ adapter the components are given, which also reaches the overlap lock (``store.o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Key
