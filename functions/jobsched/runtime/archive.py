@@ -61,7 +61,7 @@ class ArchiveRuntime:
             add_metric(MetricName.ARCHIVE_ROWS, COUNT, report.rows)
             if report.spilled:
                 add_metric(MetricName.ARCHIVE_SPILLED, COUNT, report.spilled)
-                logger.warning("archive bucket refused a batch: spilled", **report.as_dict())
+                logger.warning("archive bucket refused a batch: spilled", extra=report.as_dict())
             return report.as_dict()
         if event.get("action") == REDRIVE_ACTION:
             spill = self.spill
