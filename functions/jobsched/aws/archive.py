@@ -81,20 +81,33 @@ def redrive(
     """Write the objects waiting in the spill queue to ``store``, deleting each message once its object is
     written, until the queue answers empty or ``max_messages`` were read. A message that is no spilled object is
     left (it comes back after its visibility timeout); a write that fails stops the pass (raises
-    ``ArchiveUnavailable``), its message left for the next. Returns ``{"written": n, "left": m}``."""
+    ``ArchiveUnavailable``), its message and the rest of those received made visible again for the next. Returns ``{"written": n, "left": m}``."""
     written = left = 0
     while written + left < max_messages:
         answer = client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
         messages = answer.get("Messages") or []
         if not messages:
             break
-        for message in messages:
+        for index, message in enumerate(messages):
             try:
                 item = spilled_object(message["Body"])
             except (ValueError, KeyError):
                 left += 1
                 continue
-            store.put(item)
+            try:
+                store.put(item)
+            except ArchiveUnavailable:
+                _release(client, queue_url, messages[index:])
+                raise
             client.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
             written += 1
     return {"written": written, "left": left}
+
+
+def _release(client: Any, queue_url: str, messages: Sequence[dict[str, Any]]) -> None:
+    """Make received ``messages`` visible again at once (the next pass retries them, not after the visibility
+    timeout)."""
+    for message in messages:
+        client.change_message_visibility(
+            QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
