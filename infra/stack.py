@@ -12,6 +12,7 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from infra.api import Api
+from infra.archive import Archive
 from infra.bundling import lambda_code
 from infra.config import ConfigError, DeploymentConfig, context_values
 from infra.functions import Functions
@@ -45,6 +46,7 @@ class JobschedStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.storage = Storage(self, "Storage", options=config.infra)
         self.messaging = Messaging(self, "Messaging")
+        self.archive = Archive(self, "Archive", options=config.infra)
         self.functions = Functions(
             self,
             "Functions",
@@ -52,6 +54,7 @@ class JobschedStack(cdk.Stack):
             config=config,
             storage=self.storage,
             messaging=self.messaging,
+            archive=self.archive,
         )
         self.api = Api(self, "Api", handler=self.functions.api, config=config)
         self.triggers = Triggers(
