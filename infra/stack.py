@@ -77,6 +77,9 @@ class JobschedStack(cdk.Stack):
                 run_queue=self.messaging.run_queue,
                 run_dlq=self.messaging.run_dlq,
                 dead_run_queue=self.messaging.dead_run_queue,
+                archive=self.functions.archive,
+                archive_spill=self.archive.spill,
+                archive_failures=self.archive.failures,
             ),
         )
         self._outputs()
@@ -86,6 +89,13 @@ class JobschedStack(cdk.Stack):
             "ApiUrl": (self.api.url, "Base URL of the API (JOBSCHED_API for the CLI)"),
             "AlertsTopicArn": (self.messaging.alerts_topic.topic_arn, "Dead-run alerts; filter on owner"),
             "AlarmTopicArn": (self.monitoring.alarm_topic.topic_arn, "Operations alarms"),
+            "ArchiveBucket": (
+                self.archive.bucket.bucket_name,
+                "Run archive bucket (runs/owner=<o>/day=<d>/)",
+            ),
+            "ArchiveDatabase": (self.archive.database_name, "Glue database of the run archive (table runs)"),
+            "ArchiveWorkGroup": (self.archive.workgroup.name, "Athena workgroup of the run archive"),
+            "ArchiveSpillQueueUrl": (self.archive.spill.queue_url, "Archive objects the bucket refused"),
         }
         for env_var, table in self.storage.tables.items():
             out[_output_name(env_var)] = (table.table_name, f"DynamoDB table ({env_var})")
