@@ -11,7 +11,7 @@ table with partition projection and the Athena workgroup. The archive function a
   shard and sequence numbers of a batch that failed every retry). An alarm watches each (``infra.monitoring``).
 - **Glue table** ``<stack>_archive.runs``: gzip JSON Lines read by the OpenX JSON SerDe, columns from
   ``jobsched.domain.archive.ARCHIVE_COLUMNS``; partitions by projection (no crawler): ``owner`` injected (every
-  query names the owner) and ``day`` a date from 2020-01-01 to now.
+  query names the owner) and ``month`` a date (``yyyy-MM``) from 2020-01 to now.
 - **Athena workgroup** ``<stack>-archive``: its own result bucket (SSE-S3, results expire after 7 days), the
   workgroup's settings enforced, at most ``archive_scan_limit_mb`` scanned per query.
 """
@@ -36,7 +36,7 @@ NONCURRENT_DAYS = 30
 RESULT_DAYS = 7
 """Days an Athena query result is kept."""
 QUEUE_RETENTION = Duration.days(14)
-PROJECTION_START = "2020-01-01"
+PROJECTION_START = "2020-01"
 TABLE_NAME = "runs"
 JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
 
@@ -166,12 +166,12 @@ class Archive(Construct):
                     "compressionType": "gzip",
                     "projection.enabled": "true",
                     "projection.owner.type": "injected",
-                    "projection.day.type": "date",
-                    "projection.day.format": "yyyy-MM-dd",
-                    "projection.day.range": f"{PROJECTION_START},NOW",
-                    "projection.day.interval": "1",
-                    "projection.day.interval.unit": "DAYS",
-                    "storage.location.template": location + "owner=${owner}/day=${day}/",
+                    "projection.month.type": "date",
+                    "projection.month.format": "yyyy-MM",
+                    "projection.month.range": f"{PROJECTION_START},NOW",
+                    "projection.month.interval": "1",
+                    "projection.month.interval.unit": "MONTHS",
+                    "storage.location.template": location + "owner=${owner}/month=${month}/",
                 },
                 partition_keys=[
                     glue.CfnTable.ColumnProperty(name=name, type=kind) for name, kind in PARTITION_COLUMNS

@@ -91,7 +91,7 @@ class JobschedStack(cdk.Stack):
             "AlarmTopicArn": (self.monitoring.alarm_topic.topic_arn, "Operations alarms"),
             "ArchiveBucket": (
                 self.archive.bucket.bucket_name,
-                "Run archive bucket (runs/owner=<o>/day=<d>/)",
+                "Run archive bucket (runs/owner=<o>/month=<yyyy-MM>/)",
             ),
             "ArchiveDatabase": (self.archive.database_name, "Glue database of the run archive (table runs)"),
             "ArchiveWorkGroup": (self.archive.workgroup.name, "Athena workgroup of the run archive"),

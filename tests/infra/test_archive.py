@@ -122,10 +122,10 @@ def test_the_glue_table_projects_its_partitions_from_the_layout(default_synth: S
     params = table["Parameters"]
     assert params["projection.enabled"] == "true"
     assert params["projection.owner.type"] == "injected"
-    assert params["projection.day.type"] == "date" and params["projection.day.format"] == "yyyy-MM-dd"
+    assert params["projection.month.type"] == "date" and params["projection.month.format"] == "yyyy-MM"
     template = json.dumps(params["storage.location.template"])
-    assert "/runs/owner=${owner}/day=${day}/" in template
-    assert [c["Name"] for c in table["PartitionKeys"]] == ["owner", "day"]
+    assert "/runs/owner=${owner}/month=${month}/" in template
+    assert [c["Name"] for c in table["PartitionKeys"]] == ["owner", "month"]
     assert [(c["Name"], c["Type"]) for c in table["StorageDescriptor"]["Columns"]] == list(ARCHIVE_COLUMNS)
     assert (
         table["StorageDescriptor"]["SerdeInfo"]["SerializationLibrary"]

@@ -66,12 +66,12 @@ def trigger_key_record(sequence: int) -> dict[str, Any]:
 def finished_runs(
     count: int, *, owners: tuple[str, ...] = ("team-a", "team-b", "arn:aws:iam::1:role/c")
 ) -> list[RunRow]:
-    """``count`` finished runs of three jobs per owner, one an hour from ``T0`` (so they span days), every tenth
+    """``count`` finished runs of three jobs per owner, one every six hours from ``T0`` (so they span months), every tenth
     dead after two tries, the others succeeded with one."""
     rows = []
     for i in range(count):
         owner = owners[i % len(owners)]
-        at = T0 + i * 3_600_000
+        at = T0 + i * 6 * 3_600_000
         dead = i % 10 == 0
         tries = (TryRecord(1, at + 5, at + 50, "w-1", "boom" if dead else None, "out"),) + (
             (TryRecord(2, at + 60_000, at + 60_100, "w-2", "boom"),) if dead else ()

@@ -5,9 +5,11 @@ how a batch of rows is written, pure (no S3, no DynamoDB).
   as one flat JSON object: the key ``job_id`` + ``scheduled_for``, ``run_id``, the outcome, the epoch-ms
   instants and the tries. ``ARCHIVE_COLUMNS`` names every column with its Athena type (the Glue table and the
   local reader are built from it).
-- **Layout** (:func:`partition_prefix`): ``runs/owner=<owner>/day=<YYYY-MM-DD>/``, the owner percent-encoded
-  (``owner_partition``) and the UTC day of ``scheduled_for``; so "one job's runs in one month" reads one owner's
-  30 days, and an owner's query never reads another owner's objects.
+- **Layout** (:func:`partition_prefix`): ``runs/owner=<owner>/month=<YYYY-MM>/``, the owner percent-encoded
+  (``owner_partition``) and the UTC month of ``scheduled_for``; so "one job's runs in one month" reads one owner's
+  month, "an owner's dead runs last quarter" three, and an owner's query never reads another owner's objects. A
+  month, not a day: a stream batch then writes one object per owner instead of one per owner and day (fewer,
+  larger objects: design §11 has the numbers).
 - **Objects** (:func:`archive_objects`): the rows of one batch, grouped by partition, each group one gzip JSON
   Lines object sorted by key, named by a digest of its rows' keys and byte for byte deterministic (gzip
   ``mtime`` 0): a retried batch writes the same objects at the same names. A batch split by a retry (the stream's
@@ -62,9 +64,9 @@ ARCHIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ),
 )
 """Every column of an archived run, in order, with its Athena (Hive DDL) type; instants are epoch ms (UTC)."""
-PARTITION_COLUMNS: tuple[tuple[str, str], ...] = (("owner", "string"), ("day", "string"))
-"""The partition columns of the layout: ``owner`` (percent-encoded, :func:`owner_partition`) and ``day``
-(``YYYY-MM-DD``, UTC)."""
+PARTITION_COLUMNS: tuple[tuple[str, str], ...] = (("owner", "string"), ("month", "string"))
+"""The partition columns of the layout: ``owner`` (percent-encoded, :func:`owner_partition`) and ``month``
+(``YYYY-MM``, UTC)."""
 
 _TRY_FIELDS = ("attempt", "started_at", "finished_at", "worker", "error", "output", "round")
 
@@ -80,14 +82,15 @@ def owner_of_partition(value: str) -> str | None:
     return None if value == NO_OWNER else unquote(value)
 
 
-def day_of(epoch_ms: int) -> str:
-    """The UTC day (``YYYY-MM-DD``) of ``epoch_ms``: the ``day`` partition of a run scheduled then."""
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d")
+def month_of(epoch_ms: int) -> str:
+    """The UTC month (``YYYY-MM``) of ``epoch_ms``: the ``month`` partition of a run scheduled then."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m")
 
 
-def partition_prefix(owner: str | None, day: str) -> str:
-    """``runs/owner=<owner_partition(owner)>/day=<day>/``: where the runs of ``owner`` scheduled on ``day`` are."""
-    return f"{RUNS_PREFIX}owner={owner_partition(owner)}/day={day}/"
+def partition_prefix(owner: str | None, month: str) -> str:
+    """``runs/owner=<owner_partition(owner)>/month=<month>/``: where the runs of ``owner`` scheduled in ``month``
+    (``YYYY-MM``) are."""
+    return f"{RUNS_PREFIX}owner={owner_partition(owner)}/month={month}/"
 
 
 def archive_row(row: RunRow) -> dict[str, Any]:
@@ -136,11 +139,13 @@ def object_key(prefix: str, rows: Iterable[RunRow]) -> str:
 
 
 def archive_objects(rows: Iterable[RunRow]) -> list[ArchiveObject]:
-    """The objects that archive ``rows``: one per ``(owner, day)`` partition, its rows sorted by key (a row
+    """The objects that archive ``rows``: one per ``(owner, month)`` partition, its rows sorted by key (a row
     given twice is written once), ordered by key. Empty when ``rows`` is."""
     groups: dict[str, dict[tuple[str, int], RunRow]] = defaultdict(dict)
     for row in rows:
-        groups[partition_prefix(row.owner, day_of(row.scheduled_for))][(row.job_id, row.scheduled_for)] = row
+        groups[partition_prefix(row.owner, month_of(row.scheduled_for))][(row.job_id, row.scheduled_for)] = (
+            row
+        )
     objects = []
     for prefix, keyed in groups.items():
         ordered = [keyed[key] for key in sorted(keyed)]

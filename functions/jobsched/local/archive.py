@@ -4,7 +4,7 @@ extra: ``pip install 'jobsched[local]'``; the Lambda asset does not carry it).
 
 ``LocalArchive.put`` is ``ports.archive.ArchiveObjects`` on files; ``LocalArchive.query`` runs SQL over the view
 ``runs``: every archived row, one per ``(job_id, scheduled_for)``, with the partition columns ``owner``
-(percent-encoded) and ``day`` (``YYYY-MM-DD``). The same reader reads a copy of the bucket's objects.
+(the owner as written) and ``month`` (``YYYY-MM``). The same reader reads a copy of the bucket's objects.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def runs_view_sql(root: Path) -> str:
     key = ", ".join(DEDUPE_KEY)
     source = (
         f"read_json('{pattern}', format = 'newline_delimited', compression = 'gzip', columns = {{{columns}}}, "
-        "hive_partitioning = true, hive_types = {'owner': 'VARCHAR', 'day': 'VARCHAR'})"
+        "hive_partitioning = true, hive_types = {'owner': 'VARCHAR', 'month': 'VARCHAR'})"
     )
     return (
         "CREATE OR REPLACE VIEW runs AS SELECT * EXCLUDE (copy_rank) FROM (SELECT *, row_number() OVER "
@@ -62,7 +62,7 @@ def runs_view_sql(root: Path) -> str:
 
 def _empty_runs_sql() -> str:
     columns = ", ".join(f'"{name}" {duckdb_type(kind)}' for name, kind in ARCHIVE_COLUMNS)
-    return f"CREATE OR REPLACE TABLE runs ({columns}, owner VARCHAR, day VARCHAR)"
+    return f"CREATE OR REPLACE TABLE runs ({columns}, owner VARCHAR, month VARCHAR)"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class ArchiveObject:
-    """One object of the archive: its ``key`` (``runs/owner=<o>/day=<YYYY-MM-DD>/<digest>.json.gz``), ``body``
+    """One object of the archive: its ``key`` (``runs/owner=<o>/month=<YYYY-MM>/<digest>.json.gz``), ``body``
     (gzip JSON Lines, ``jobsched.domain.archive.encode_rows``) and ``rows`` (how many runs it holds)."""
 
     key: str

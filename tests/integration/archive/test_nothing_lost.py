@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from jobsched.aws.archive import ARCHIVE_BUCKET_ENV, ARCHIVE_SPILL_ENV
-from jobsched.domain.archive import archive_row, owner_partition
+from jobsched.domain.archive import archive_row, month_of, owner_partition
 from jobsched.dynamodb.layout import run_item
 from jobsched.handlers import archive as archive_handler
 from jobsched.local.archive import LocalArchive
@@ -113,7 +113,7 @@ def test_every_expired_run_is_archived_exactly_once_across_failures_retries_and_
     archive = read_back(runtime, tmp_path)
     _, [(count, distinct)] = archive.query("SELECT count(*), count(DISTINCT run_id) FROM runs")
     assert count == distinct == len(rows)
-    names, found = archive.query("SELECT * EXCLUDE (owner, day) FROM runs ORDER BY job_id, scheduled_for")
+    names, found = archive.query("SELECT * EXCLUDE (owner, month) FROM runs ORDER BY job_id, scheduled_for")
     expected = sorted((archive_row(r) for r in rows), key=lambda r: (r["job_id"], r["scheduled_for"]))
     got = [{k: v for k, v in zip(names, row, strict=True) if v is not None} for row in found]
     for row in got:  # DuckDB fills every field of a try's struct: unset ones are None
@@ -129,8 +129,8 @@ def test_an_owner_reads_only_its_own_partition(runtime: ArchiveRuntime, tmp_path
     _, found = archive.query("SELECT DISTINCT owner FROM runs WHERE owner = ?", [owner])
     assert found == [(owner,)]
     keys = [e["Key"] for e in runtime.store.client.list_objects_v2(Bucket=BUCKET)["Contents"]]
-    days = {r.scheduled_for // 86_400_000 for r in rows if r.owner == owner}
-    assert sum(f"owner={owner_partition(owner)}/" in k for k in keys) == len(days)
+    months = {month_of(r.scheduled_for) for r in rows if r.owner == owner}
+    assert sum(f"owner={owner_partition(owner)}/" in k for k in keys) == len(months)
 
 
 def test_a_spill_that_fails_too_fails_the_batch(

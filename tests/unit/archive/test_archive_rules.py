@@ -14,8 +14,8 @@ from jobsched.domain.archive import (
     archive_batch,
     archive_objects,
     archive_row,
-    day_of,
     decode_rows,
+    month_of,
     owner_of_partition,
     owner_partition,
     partition_prefix,
@@ -65,21 +65,21 @@ def test_the_archived_row_keeps_the_outcome_and_tries_and_drops_the_bookkeeping(
     assert not {"sweep_at", "notify_pending", "heartbeat_at", "term", "expires_at", "owner"} & set(archived)
 
 
-def test_partitions_are_the_owner_percent_encoded_and_the_utc_day_of_scheduled_for() -> None:
-    assert day_of(T0 - 1) == "2025-12-31" and day_of(T0) == "2026-01-01"
+def test_partitions_are_the_owner_percent_encoded_and_the_utc_month_of_scheduled_for() -> None:
+    assert month_of(T0 - 1) == "2025-12" and month_of(T0) == "2026-01"
     assert owner_partition("team-a") == "team-a"
     arn = "arn:aws:iam::1:role/c"
     assert owner_partition(arn) == "arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fc"
     assert owner_of_partition(owner_partition(arn)) == arn
     assert owner_partition(None) == NO_OWNER and owner_of_partition(NO_OWNER) is None
-    assert partition_prefix("team-a", "2026-01-01") == "runs/owner=team-a/day=2026-01-01/"
+    assert partition_prefix("team-a", "2026-01") == "runs/owner=team-a/month=2026-01/"
 
 
 def test_a_batch_is_one_object_per_partition_named_by_its_rows_and_byte_for_byte_the_same_again() -> None:
     rows = finished_runs(60)
     objects = archive_objects(rows)
     assert {o.key.rsplit("/", 1)[0] for o in objects} == {
-        partition_prefix(r.owner, day_of(r.scheduled_for)).rstrip("/") for r in rows
+        partition_prefix(r.owner, month_of(r.scheduled_for)).rstrip("/") for r in rows
     }
     assert sum(o.rows for o in objects) == 60
     assert archive_objects(list(reversed(rows))) == objects  # same rows, any order: same names and bytes
