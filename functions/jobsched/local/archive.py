@@ -12,12 +12,15 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jobsched.domain.archive import ARCHIVE_COLUMNS, DEDUPE_KEY, OBJECT_SUFFIX, RUNS_PREFIX
 from jobsched.ports.archive import ArchiveObject, ArchiveUnavailable
+from jobsched.sqlite.database import SqliteDatabase
+from jobsched.sqlite.runs import archive_expired
 
 DUCKDB_MISSING = (
     "reading the archive needs DuckDB, which is not installed: pip install 'jobsched[local]' (or duckdb)"
@@ -102,3 +105,24 @@ class LocalArchive:
                 return names, cursor.fetchall()
             except duckdb.Error as error:
                 raise ArchiveQueryError(str(error)) from error
+
+
+ARCHIVE_DIR = "archive"
+"""Local mode's archive: ``<data dir>/archive/runs/owner=<o>/month=<yyyy-MM>/<digest>.json.gz``."""
+
+
+def archive_dir(data_dir: Path) -> Path:
+    """The archive directory of local mode's data directory ``data_dir``."""
+    return data_dir / ARCHIVE_DIR
+
+
+def archive_then_reap(database: SqliteDatabase, root: Path) -> Callable[[int], int]:
+    """The retention pass of local mode's sweep on ``database``: at ``now_ms``, expired runs move to the archive
+    under ``root`` (``sqlite.runs.archive_expired``), then the other expired records are deleted
+    (``SqliteDatabase.reap_expired``). Returns how many records went from the database."""
+    archive = LocalArchive(root)
+
+    def reap(now_ms: int) -> int:
+        return archive_expired(database, archive, now_ms) + database.reap_expired(now_ms)
+
+    return reap
