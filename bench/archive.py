@@ -146,14 +146,19 @@ def _bytes_under(root: Path, owner: str, months: list[str]) -> int:
     return total
 
 
-def measure_archive(days: int = DAYS, batch_size: int | None = None) -> dict[str, Any]:
+def measure_archive(
+    days: int = DAYS, batch_size: int | None = None, memory_mb: int | None = None
+) -> dict[str, Any]:
     """Archive the bench's runs of ``days`` days into a temporary directory and report the figures (see the
     module docstring): ``bytes_per_run``, ``rows_per_object``, ``usd_per_million_runs_per_year`` (with its
     items), ``dynamodb_usd_per_million_runs_per_year``, ``ratio_to_dynamodb``, ``scan_bytes_one_job_month``,
-    ``scan_bytes_dead_runs_owner_quarter``, the DynamoDB item size and the archive function's CPU per batch."""
-    from infra.functions import ARCHIVE_BATCH_SIZE, ARCHIVE_MEMORY_MB
+    ``scan_bytes_dead_runs_owner_quarter``, the DynamoDB item size and the archive function's CPU per batch.
+    ``batch_size`` (stream records per invocation) and ``memory_mb`` (the function's) default to the stack's."""
+    if batch_size is None or memory_mb is None:  # the stack's own (importing the CDK app takes seconds)
+        from infra.functions import ARCHIVE_BATCH_SIZE, ARCHIVE_MEMORY_MB
 
-    size = batch_size or ARCHIVE_BATCH_SIZE
+        batch_size, memory_mb = batch_size or ARCHIVE_BATCH_SIZE, memory_mb or ARCHIVE_MEMORY_MB
+    size = batch_size
     rows = synthetic_runs(days)
     items = [run_item(row) for row in rows]
     with tempfile.TemporaryDirectory(prefix="jobsched-archive-bench-") as tmp:
@@ -184,7 +189,7 @@ def measure_archive(days: int = DAYS, batch_size: int | None = None) -> dict[str
     eligible_objects = sum(1 for s in sizes if s >= MIN_TRANSITION_BYTES) / runs
     p = ARCHIVE_PRICES
     gib = bytes_per_run * 1_000_000 / GIB
-    cpu_ms = cpu * 1000 / len(batches) * LAMBDA_MB_PER_VCPU / ARCHIVE_MEMORY_MB
+    cpu_ms = cpu * 1000 / len(batches) * LAMBDA_MB_PER_VCPU / memory_mb
     duration_ms = cpu_ms + PUT_LATENCY_MS * len(objects) / len(batches)
     invocations = 1_000_000 * len(batches) / runs
     cost = {
@@ -193,12 +198,7 @@ def measure_archive(days: int = DAYS, batch_size: int | None = None) -> dict[str
         "put_requests": 1_000_000 * objects_per_run * p.s3_put_per_thousand / 1000,
         "transition_requests": 1_000_000 * eligible_objects * p.s3_transition_ia_per_thousand / 1000,
         "lambda_requests": invocations * PRICES.lambda_per_million_requests / 1_000_000,
-        "lambda_duration": invocations
-        * duration_ms
-        / 1000
-        * ARCHIVE_MEMORY_MB
-        / 1024
-        * PRICES.lambda_per_gb_second,
+        "lambda_duration": invocations * duration_ms / 1000 * memory_mb / 1024 * PRICES.lambda_per_gb_second,
     }
     cost["total"] = sum(cost.values())
     item_bytes = sum(item_size(stream_record(item)["dynamodb"]["OldImage"]) for item in items) / runs

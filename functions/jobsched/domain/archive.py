@@ -11,7 +11,7 @@ how a batch of rows is written, pure (no S3, no DynamoDB).
   month, not a day: a stream batch then writes one object per owner instead of one per owner and day (fewer,
   larger objects: design §11 has the numbers).
 - **Objects** (:func:`archive_objects`): the rows of one batch, grouped by partition, each group one gzip JSON
-  Lines object sorted by key, named by a digest of its rows' keys and byte for byte deterministic (gzip
+  Lines object sorted by time, named by a digest of its rows' keys and byte for byte deterministic (gzip
   ``mtime`` 0): a retried batch writes the same objects at the same names. A batch split by a retry (the stream's
   bisection) can put a row in two objects: readers keep one row per ``(job_id, scheduled_for)``
   (:data:`DEDUPE_KEY`, ``docs/deploy.md``'s queries).
@@ -139,8 +139,10 @@ def object_key(prefix: str, rows: Iterable[RunRow]) -> str:
 
 
 def archive_objects(rows: Iterable[RunRow]) -> list[ArchiveObject]:
-    """The objects that archive ``rows``: one per ``(owner, month)`` partition, its rows sorted by key (a row
-    given twice is written once), ordered by key. Empty when ``rows`` is."""
+    """The objects that archive ``rows``: one per ``(owner, month)`` partition, its rows sorted by
+    ``(scheduled_for, job_id)`` (a row given twice is written once), ordered by key. Empty when ``rows`` is.
+    Time order puts the runs of one instant side by side, which share their instants and often their worker:
+    gzip stores about half the bytes of key order (design §11)."""
     groups: dict[str, dict[tuple[str, int], RunRow]] = defaultdict(dict)
     for row in rows:
         groups[partition_prefix(row.owner, month_of(row.scheduled_for))][(row.job_id, row.scheduled_for)] = (
@@ -148,7 +150,7 @@ def archive_objects(rows: Iterable[RunRow]) -> list[ArchiveObject]:
         )
     objects = []
     for prefix, keyed in groups.items():
-        ordered = [keyed[key] for key in sorted(keyed)]
+        ordered = [keyed[key] for key in sorted(keyed, key=lambda k: (k[1], k[0]))]
         objects.append(
             ArchiveObject(
                 object_key(prefix, ordered), encode_rows(archive_row(r) for r in ordered), len(ordered)
