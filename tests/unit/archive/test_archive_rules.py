@@ -127,3 +127,11 @@ def test_another_failure_of_the_store_propagates_so_the_batch_is_retried() -> No
     with pytest.raises(RuntimeError):
         archive_batch(finished_runs(5), Crash(), spill)
     assert spill.kept == []
+
+
+def test_stream_images_read_as_the_run_rows_they_held() -> None:
+    from jobsched.dynamodb.stream import expired_runs
+    from tests.support.archive import trigger_key_record, ttl_records
+
+    rows = finished_runs(12)
+    assert expired_runs([*ttl_records(rows), trigger_key_record(99)]) == (rows, 1)
