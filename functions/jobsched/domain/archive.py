@@ -142,7 +142,7 @@ def archive_objects(rows: Iterable[RunRow]) -> list[ArchiveObject]:
     """The objects that archive ``rows``: one per ``(owner, month)`` partition, its rows sorted by
     ``(scheduled_for, job_id)`` (a row given twice is written once), ordered by key. Empty when ``rows`` is.
     Time order puts the runs of one instant side by side, which share their instants and often their worker:
-    gzip stores about half the bytes of key order (design §11)."""
+    gzip stores a third fewer bytes of the archive than in key order (design §11)."""
     groups: dict[str, dict[tuple[str, int], RunRow]] = defaultdict(dict)
     for row in rows:
         groups[partition_prefix(row.owner, month_of(row.scheduled_for))][(row.job_id, row.scheduled_for)] = (
