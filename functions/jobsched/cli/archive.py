@@ -16,6 +16,7 @@ from jobsched.clock import from_ms, to_ms
 from jobsched.exits import fail
 from jobsched.local.archive import ArchiveQueryError, LocalArchive, archive_dir
 from jobsched.local.paths import DEFAULT_DATA_DIR
+from jobsched.ports.runs import run_id
 
 archive_app = typer.Typer(no_args_is_help=True, help="Query the run archive (runs past their retention).")
 
@@ -96,5 +97,6 @@ def archived_runs(
         run.update({name: _iso(run[name]) for name in _INSTANTS if name in run})
         if "skipped_through" in run:
             run["skipped_through"] = _iso(run["skipped_through"])
-        found.append({"id": run.pop("run_id"), **run, "archived": True})
+        key = run_id(run["job_id"], row[names.index("scheduled_for")])
+        found.append({"id": key, **run, "archived": True})
     return found

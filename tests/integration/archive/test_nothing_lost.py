@@ -111,7 +111,9 @@ def test_every_expired_run_is_archived_exactly_once_across_failures_retries_and_
     assert invoke(runtime, {"action": "redrive"}) == {"written": 0, "left": 0}
 
     archive = read_back(runtime, tmp_path)
-    _, [(count, distinct)] = archive.query("SELECT count(*), count(DISTINCT run_id) FROM runs")
+    _, [(count, distinct)] = archive.query(
+        "SELECT count(*), count(DISTINCT (job_id, scheduled_for)) FROM runs"
+    )
     assert count == distinct == len(rows)
     names, found = archive.query("SELECT * EXCLUDE (owner, month) FROM runs ORDER BY job_id, scheduled_for")
     expected = sorted((archive_row(r) for r in rows), key=lambda r: (r["job_id"], r["scheduled_for"]))

@@ -51,7 +51,7 @@ class Spill:
 def test_the_archived_row_keeps_the_outcome_and_tries_and_drops_the_bookkeeping() -> None:
     row = finished_runs(1)[0]
     archived = archive_row(replace(row, sweep_at=5, notify_pending=True, heartbeat_at=7))
-    assert archived["run_id"] == f"{row.job_id}@{row.scheduled_for}"
+    assert (archived["job_id"], archived["scheduled_for"]) == (row.job_id, row.scheduled_for)
     assert archived["status"] == "dead" and archived["error"] == "boom" and archived["attempt"] == 2
     assert archived["tries"][1] == {
         "attempt": 2,
@@ -62,7 +62,9 @@ def test_the_archived_row_keeps_the_outcome_and_tries_and_drops_the_bookkeeping(
         "round": 0,
     }
     assert set(archived) <= {name for name, _ in ARCHIVE_COLUMNS}
-    assert not {"sweep_at", "notify_pending", "heartbeat_at", "term", "expires_at", "owner"} & set(archived)
+    assert not {"sweep_at", "notify_pending", "heartbeat_at", "term", "expires_at", "owner", "run_id"} & set(
+        archived
+    )
 
 
 def test_partitions_are_the_owner_percent_encoded_and_the_utc_month_of_scheduled_for() -> None:
