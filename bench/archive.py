@@ -19,6 +19,7 @@ import json
 import tempfile
 import time
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,7 +167,7 @@ def measure_archive(
         archive = LocalArchive(root)
         shards: list[list[dict[str, Any]]] = [[] for _ in range(SHARDS)]
         for item in items:
-            shards[hash(item["job_id"]) % SHARDS].append(stream_record(item))
+            shards[zlib.crc32(item["job_id"].encode()) % SHARDS].append(stream_record(item))
         batches = [shard[i : i + size] for shard in shards for i in range(0, len(shard), size)]
         cpu = 0.0
         for batch in batches:
