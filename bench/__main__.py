@@ -32,6 +32,7 @@ RESULTS = Path(__file__).resolve().parent / "results.json"
 
 
 def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, Any]]]:
+    from bench.archive import measure_archive
     from bench.client_cpu import measure_client_cpu
     from bench.cold_start import measure_cold_start
     from bench.idle import measure_idle, measure_local_tick
@@ -57,6 +58,7 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
         "cold_start": lambda: measure_cold_start(repeats=3 if quick else 5),
         "scale_sim": lambda: measure_scale_sim(quick=quick),
         "precision": lambda: measure_precision(seconds=10 if quick else 60),
+        "archive": lambda: measure_archive(days=31 if quick else 90),
     }
 
 
@@ -70,6 +72,7 @@ GROUPS = (
     ("cold_start",),
     ("scale_sim",),
     ("precision",),
+    ("archive",),
 )
 
 

@@ -122,6 +122,7 @@ TARGETS = (
     Target("precision: dispatch lateness p99 ms", "precision.dispatch_lateness_ms.p99", "<=", 100),
     Target("precision: start lateness p99 ms", "precision.start_lateness_ms.p99", "<=", 300),
     Target("precision: early starts", "precision.early_starts", "<=", 0),
+    Target("archive / DynamoDB Standard, a run's year", "archive.ratio_to_dynamodb", "<=", 0.01),
 )
 
 
@@ -144,6 +145,7 @@ REPORTED_AS = (
     ("cold_start", "cold_import_s"),
     ("scale_sim", "scale_sim"),
     ("precision", "precision"),
+    ("archive", "archive"),
 )
 """Measurements ``assemble`` reports as they are, each under its key of results.json."""
 

@@ -56,10 +56,10 @@ RUNTIME_KNOBS: tuple[str, ...] = tuple(
 WORKER_BOOKKEEPING_S = 30
 """Seconds a worker keeps, after a job's timeout, to record the try before its Lambda times out."""
 
-MAX_STACK_PARTITIONS = 192
+MAX_STACK_PARTITIONS = 184
 """The most scheduler partitions one stack deploys: each adds an EventBridge rule and its Lambda permission, and
-a CloudFormation stack holds at most 500 resources (the rest of the stack is about 100; the margin leaves room
-for a few more resources). ``Settings`` allows more (256) for local mode."""
+a CloudFormation stack holds at most 500 resources (the rest of the stack is about 120, the run archive's about 20
+of them; the margin leaves room for a few more resources). ``Settings`` allows more (256) for local mode."""
 
 SQS_MAX_VISIBILITY_S = 43_200
 """The longest visibility timeout SQS accepts (12 hours): each heartbeat sets ``heartbeat_stale_s +
@@ -211,6 +211,23 @@ class InfraOptions(BaseModel):
         description="extra SQS queue ARNs (e.g. in other accounts) the target role may send to, still only "
         "for the owner their owner tag names",
     )
+    archive_retention_days: int = Field(
+        2555,
+        ge=0,
+        description="days an archived run (design §11) is kept in the archive bucket, from its upload; 0 = kept "
+        "forever (default 7 years)",
+    )
+    archive_infrequent_access_days: int = Field(
+        30,
+        ge=30,
+        description="days after which an archived object moves to S3 Standard-IA (S3 accepts 30 or more; objects "
+        "under 128 KB stay in Standard, S3's default)",
+    )
+    archive_scan_limit_mb: int = Field(
+        10_240,
+        ge=10,
+        description="the most one Athena query of the archive's workgroup may scan, MB (Athena's floor: 10 MB)",
+    )
     alarm_emails: tuple[str, ...] = Field(
         (),
         description="e-mail addresses subscribed to the operations alarms' topic at deploy (each confirms the "
@@ -302,6 +319,14 @@ class DeploymentConfig:
             raise ConfigError(
                 f"context value 'worker_timeout_cap_s': at most {margin} (the worker function times out "
                 f"after {resources.WORKER_FUNCTION_TIMEOUT_S} s and needs {WORKER_BOOKKEEPING_S} s to record the try)"
+            )
+        if (
+            infra.archive_retention_days
+            and infra.archive_retention_days <= infra.archive_infrequent_access_days
+        ):
+            raise ConfigError(
+                f"context value 'archive_retention_days': {infra.archive_retention_days} must be above "
+                f"archive_infrequent_access_days ({infra.archive_infrequent_access_days}), or 0 to keep forever"
             )
         for kind in ("read", "write"):
             low, high = getattr(infra, f"capacity_min_{kind}"), getattr(infra, f"capacity_max_{kind}")

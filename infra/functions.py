@@ -1,4 +1,4 @@
-"""The four Lambda functions (api, scheduler, worker, sweeper), each with its own least-privilege role.
+"""The Lambda functions (api, scheduler, worker, sweeper, archive), each with its own least-privilege role.
 
 All run Python 3.12 on x86_64 (the architecture the asset's wheels are built for, see
 ``infra.bundling``) from one shared code asset; the handler of ``<name>`` is
@@ -26,6 +26,10 @@ Timeouts and the run queue's visibility are chosen together:
 * sweeper: 60 s, started once a minute; sweeps are idempotent (conditional updates), so an overlap
   is harmless.
 * api: 15 s, well inside API Gateway's 29 s integration timeout.
+* archive: 120 s for a batch of up to ``ARCHIVE_BATCH_SIZE`` expired runs (a few PutObject calls), fed by the
+  runs table's stream through the filter ``jobsched.dynamodb.stream.TTL_DELETION_FILTER`` (only TTL deletions of
+  runs invoke it: no other write of the busy path costs an invocation). A failed batch is retried, bisected,
+  ``ARCHIVE_RETRIES`` times, then its shard and sequence numbers go to the archive's failure queue (design §11).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import Aws, CfnElement, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -42,12 +46,16 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.archive import Archive
 from infra.config import TARGET_ROLE_ENV, DeploymentConfig
 from infra.messaging import Messaging
 from infra.monitoring import metric_namespace
 from infra.nag import acknowledge
 from infra.storage import Storage
 from jobsched import resources
+from jobsched.aws.archive import ARCHIVE_BUCKET_ENV, ARCHIVE_SPILL_ENV
+from jobsched.domain.archive import RUNS_PREFIX
+from jobsched.dynamodb.stream import TTL_DELETION_FILTER
 from jobsched.observability import SERVICE
 from jobsched.resources import TableDef
 from jobsched.runtime.scheduler import STOP_BEFORE_MS
@@ -67,6 +75,13 @@ are bounded (``jobsched.runtime.scheduler.SCHEDULER_CALLS``), so a slow call can
 SWEEPER_TIMEOUT_S = 60
 SCHEDULER_CONCURRENCY_PER_PARTITION = 2
 """An invocation and its successor overlap for a few seconds at each minute's hand-over."""
+ARCHIVE_TIMEOUT_S = 120
+ARCHIVE_MEMORY_MB = 256
+ARCHIVE_BATCH_SIZE = 5000
+"""Stream records per archive invocation at most (Lambda also stops a batch at its 6 MB payload)."""
+ARCHIVE_BATCHING_WINDOW = Duration.seconds(300)
+"""How long the mapping gathers records before invoking: the longest Lambda allows, for the largest objects."""
+ARCHIVE_RETRIES = 10
 
 
 def handler_path(name: str) -> str:
@@ -105,6 +120,7 @@ class Functions(Construct):
         config: DeploymentConfig,
         storage: Storage,
         messaging: Messaging,
+        archive: Archive | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._code = code
@@ -169,6 +185,9 @@ class Functions(Construct):
         self._grant_scheduler()
         self._grant_worker()
         self._grant_sweeper()
+        self.archive: lambda_.Function | None = None
+        if archive is not None:
+            self.archive = self._archive_function(archive)
 
     # -- functions ---------------------------------------------------------------------------------
 
@@ -211,6 +230,57 @@ class Functions(Construct):
             "Python 3.12 is the runtime this release is built and tested for (design §6): the asset's "
             "compiled wheels (pydantic-core) are cp312. Moving to a newer runtime is a deliberate upgrade "
             "of infra/bundling.py PYTHON_VERSION and this RUNTIME together.",
+        )
+        return function
+
+    def _archive_function(self, archive: Archive) -> lambda_.Function:
+        """The archive function on the runs table's stream (TTL deletions of runs only), with its grants: PutObject
+        under ``runs/`` of the archive bucket; send, receive, delete and release messages of the spill queue (the
+        redrive); the stream's reads and the failure queue's send (granted by the event source)."""
+        function = self._function(
+            _Spec("archive", "jobsched archive: expired runs to S3", ARCHIVE_TIMEOUT_S, ARCHIVE_MEMORY_MB)
+        )
+        function.add_environment(ARCHIVE_BUCKET_ENV, archive.bucket.bucket_name)
+        function.add_environment(ARCHIVE_SPILL_ENV, archive.spill.queue_url)
+        function.add_event_source(
+            event_sources.DynamoEventSource(
+                self._storage.runs,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=ARCHIVE_BATCH_SIZE,
+                max_batching_window=ARCHIVE_BATCHING_WINDOW,
+                bisect_batch_on_error=True,
+                retry_attempts=ARCHIVE_RETRIES,
+                on_failure=event_sources.SqsDlq(archive.failures),
+                filters=[lambda_.FilterCriteria.filter(TTL_DELETION_FILTER)],
+            )
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[archive.object_arn(RUNS_PREFIX)])
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sqs:SendMessage",
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:ChangeMessageVisibility",
+                ],
+                resources=[archive.spill.queue_arn],
+            )
+        )
+        role = function.role
+        assert role is not None
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{_logical_id(archive.bucket)}.Arn>/{RUNS_PREFIX}*]",
+            "The archive function writes objects whose names it derives from the runs it archives, all under "
+            "runs/ of the archive bucket: PutObject only, on that prefix only.",
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "dynamodb:ListStreams (granted by the stream event source) has no resource-level permissions; every "
+            "other stream action is granted on the runs table's stream only.",
         )
         return function
 
@@ -488,3 +558,10 @@ class Functions(Construct):
         assert role is not None
         for _, _, shown in grants:
             acknowledge(role, f"AwsSolutions-IAM5[Resource::{shown}]", reason)
+
+
+def _logical_id(construct: Construct) -> str:
+    """The CloudFormation logical id of ``construct``'s resource, as cdk-nag prints it in a finding."""
+    resource = construct.node.default_child
+    assert isinstance(resource, CfnElement)
+    return str(Stack.of(construct).resolve(resource.logical_id))

@@ -67,6 +67,9 @@ class Watched:
     run_queue: sqs.IQueue
     run_dlq: sqs.IQueue
     dead_run_queue: sqs.IQueue
+    archive: lambda_.Function | None = None
+    archive_spill: sqs.IQueue | None = None
+    archive_failures: sqs.IQueue | None = None
 
 
 class Monitoring(Construct):
@@ -78,7 +81,9 @@ class Monitoring(Construct):
     stuck with their timer item lost (``JobsRefiled``: the anti-entropy pass saved them; the cause is a fault);
     errors of the scheduler, worker and sweeper functions; API 5xx; the run queue's oldest message
     older than ``infra.run_queue_age_alarm_s``; any message in the run queue's DLQ (poison messages) or in
-    the dead-run queue (runs out of attempts).
+    the dead-run queue (runs out of attempts); with the archive (design §11): errors of the archive function, any
+    object in its spill queue (the bucket refused it: redrive it) and any batch in its failure queue (a batch that
+    failed every retry: its records stay in the stream 24 hours).
     """
 
     def __init__(
@@ -211,10 +216,44 @@ class Monitoring(Construct):
                 threshold=1,
                 description=description,
             )
+        self._archive_alarms(watched)
 
         # Named after the stack: "jobsched" in CloudWatch > Dashboards.
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=Stack.of(self).stack_name)
         self._widgets(watched)
+
+    def _archive_alarms(self, watched: Watched) -> None:
+        """The archive's alarms, when the stack has the archive."""
+        if watched.archive is not None:
+            self._alarm(
+                "ArchiveErrors",
+                watched.archive.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+                threshold=1,
+                description="The archive function failed a batch (it is retried from the stream).",
+            )
+        for name, queue, description in (
+            (
+                "ArchiveSpillDepth",
+                watched.archive_spill,
+                "The archive bucket refused objects; they wait in the spill queue (14 days): redrive them "
+                "(docs/deploy.md).",
+            ),
+            (
+                "ArchiveFailuresDepth",
+                watched.archive_failures,
+                "An archive batch failed every retry; its records stay in the runs table's stream for 24 hours "
+                "(docs/deploy.md).",
+            ),
+        ):
+            if queue is not None:
+                self._alarm(
+                    name,
+                    queue.metric_approximate_number_of_messages_visible(
+                        period=ONE_MINUTE, statistic="Maximum"
+                    ),
+                    threshold=1,
+                    description=description,
+                )
 
     def _alarm(
         self,

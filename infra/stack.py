@@ -12,6 +12,7 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from infra.api import Api
+from infra.archive import Archive
 from infra.bundling import lambda_code
 from infra.config import ConfigError, DeploymentConfig, context_values
 from infra.functions import Functions
@@ -45,6 +46,7 @@ class JobschedStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.storage = Storage(self, "Storage", options=config.infra)
         self.messaging = Messaging(self, "Messaging")
+        self.archive = Archive(self, "Archive", options=config.infra)
         self.functions = Functions(
             self,
             "Functions",
@@ -52,6 +54,7 @@ class JobschedStack(cdk.Stack):
             config=config,
             storage=self.storage,
             messaging=self.messaging,
+            archive=self.archive,
         )
         self.api = Api(self, "Api", handler=self.functions.api, config=config)
         self.triggers = Triggers(
@@ -74,6 +77,9 @@ class JobschedStack(cdk.Stack):
                 run_queue=self.messaging.run_queue,
                 run_dlq=self.messaging.run_dlq,
                 dead_run_queue=self.messaging.dead_run_queue,
+                archive=self.functions.archive,
+                archive_spill=self.archive.spill,
+                archive_failures=self.archive.failures,
             ),
         )
         self._outputs()
@@ -83,6 +89,13 @@ class JobschedStack(cdk.Stack):
             "ApiUrl": (self.api.url, "Base URL of the API (JOBSCHED_API for the CLI)"),
             "AlertsTopicArn": (self.messaging.alerts_topic.topic_arn, "Dead-run alerts; filter on owner"),
             "AlarmTopicArn": (self.monitoring.alarm_topic.topic_arn, "Operations alarms"),
+            "ArchiveBucket": (
+                self.archive.bucket.bucket_name,
+                "Run archive bucket (runs/owner=<o>/month=<yyyy-MM>/)",
+            ),
+            "ArchiveDatabase": (self.archive.database_name, "Glue database of the run archive (table runs)"),
+            "ArchiveWorkGroup": (self.archive.workgroup.name, "Athena workgroup of the run archive"),
+            "ArchiveSpillQueueUrl": (self.archive.spill.queue_url, "Archive objects the bucket refused"),
         }
         for env_var, table in self.storage.tables.items():
             out[_output_name(env_var)] = (table.table_name, f"DynamoDB table ({env_var})")

@@ -82,6 +82,7 @@ def build_table(
         else None,
         deletion_protection=retained,
         removal_policy=RemovalPolicy.RETAIN if retained else RemovalPolicy.DESTROY,
+        stream=dynamodb.StreamViewType.OLD_IMAGE if definition.stream_view == "OLD_IMAGE" else None,
     )
     for index in definition.indexes:
         table.add_global_secondary_index(

@@ -130,3 +130,7 @@ class MetricName:
     # Count, scheduler partitions with no leader, each minute (the sweeper)
     PARTITIONS_WITHOUT_LEADER = "PartitionsWithoutLeader"
     JOBS_REFILED = "JobsRefiled"  # Count, jobs found stuck (their timer item lost) and given a new one
+    ARCHIVE_ROWS = "ArchiveRows"  # Count, expired runs a stream batch archived (the archive function)
+    ARCHIVE_SPILLED = (
+        "ArchiveSpilled"  # Count, archive objects kept in the spill queue (the bucket refused them)
+    )

@@ -44,6 +44,8 @@ class TableDef:
     indexes: tuple[Index, ...] = ()
     ttl_attribute: str | None = None
     point_in_time_recovery: bool = False
+    stream_view: Literal["OLD_IMAGE"] | None = None
+    """The table's DynamoDB stream, if it has one (deployed by the stack only; local mode reads no stream)."""
 
     def create_table_kwargs(self, table_name: str) -> dict[str, Any]:
         """Arguments for boto3 ``create_table`` (on-demand billing)."""
@@ -127,6 +129,8 @@ RUNS = TableDef(
         Index("failures", Key("fail_owner", "S"), Key("scheduled_for", "N"), "ALL"),
     ),
     ttl_attribute="expires_at",
+    # Feeds the archive function (design §11): TTL deletions, filtered at the event source, carry the row.
+    stream_view="OLD_IMAGE",
 )
 
 CONTROL = TableDef(

@@ -54,6 +54,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "7": ("one process",),
     "8": ("metrics", "alarm", "logs"),
     "10": ("116 runs a second",),
+    "11": ("archive", "ttl", "partition", "dedupe"),
 }
 """Per section of the design, words (lower case) that say what it is about: a citation must use one of them."""
 

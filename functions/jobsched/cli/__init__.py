@@ -30,6 +30,7 @@ import typer
 from typer.core import TyperGroup, _click
 
 from jobsched.cli.apply import apply_command
+from jobsched.cli.archive import archive_app
 from jobsched.cli.import_crontab import import_crontab_command
 from jobsched.cli.jobs import jobs_app
 from jobsched.cli.run_commands import runs_app
@@ -87,11 +88,8 @@ app.command("next")(next_command)
 
 
 def register(target: typer.Typer) -> None:
-    """Add the API-facing commands (``jobs``, ``runs``, ``apply``, ``import-crontab``, ``smoke``, ``ui``) and ``local`` to the
-    typer app ``target`` (``app`` has them; tests register them on an app of their own)."""
-    target.add_typer(jobs_app, name="jobs")
-    target.add_typer(runs_app, name="runs")
-    target.command("apply")(apply_command)
+from jobsched.cli.apply import apply_command
+from jobsched.cli.archive import archive_app
     target.command("import-crontab")(import_crontab_command)
     target.command("smoke")(smoke_command)
     target.command("ui")(ui_command)

@@ -6,15 +6,18 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from jobsched.cli.archive import archived_runs
 from jobsched.cli.jobs import resolve_job
 from jobsched.cli.options import Connection, JsonOption, option_groups
 from jobsched.cli.output import seconds, show, table, when
 from jobsched.exits import USAGE_ERROR, fail
+from jobsched.local.archive import ArchiveQueryError
 from jobsched.models import RunKind, RunStatus
 
 __all__ = ["runs_command"]
@@ -122,10 +125,18 @@ def runs_command(
         str | None, typer.Option("--kind", help="Only runs of this kind: scheduled manual backfill.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many, newest first.")] = 20,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Also read JOB's runs past their retention from local mode's archive (<data dir>/archive).",
+        ),
+    ] = None,
     conn: Connection = Connection(),
     as_json: JsonOption = False,
 ) -> None:
-    """A job's runs, newest first (GET /jobs/{id}/runs), or with --all every job's (GET /runs)."""
+    """A job's runs, newest first (GET /jobs/{id}/runs), or with --all every job's (GET /runs); with --data-dir
+    also JOB's runs that local mode moved to its archive (past the retention)."""
     if every_job == (job is not None):
         fail("give a JOB, or --all for the runs of all your jobs", USAGE_ERROR)
     one_of("--status", status, RunStatus)
@@ -137,19 +148,42 @@ def runs_command(
         "until": instant_option(until, "--until"),
     }
     page_size = min(max(limit, 1), 100)
+    job_id = None
     with conn.client() as client:
-        if job is None:
+        if job is not None:
+            job_id = resolve_job(client, job)
+        if job_id is None:
             found = client.iter_all_runs(page_size=page_size, **filters)
         elif since is None and until is None and kind is None:
-            found = client.iter_runs(resolve_job(client, job), status=status, page_size=page_size)
+            found = client.iter_runs(job_id, status=status, page_size=page_size)
         else:
-            found = client.iter_all_runs(job_id=resolve_job(client, job), page_size=page_size, **filters)
+            found = client.iter_all_runs(job_id=job_id, page_size=page_size, **filters)
         runs: list[dict[str, Any]] = []
         for run in found:
             runs.append(run)
             if len(runs) >= limit:
                 break
+    if data_dir is not None and job_id is not None:
+        runs = across_retention(runs, data_dir, job_id, filters, limit)
     if runs or as_json:
         show(runs, as_json, lambda found: _runs_table(found, with_job=job is None))
     else:
         typer.echo("no runs yet", err=True)
+
+
+def across_retention(
+    runs: list[dict[str, Any]], data_dir: Path, job_id: str, filters: dict[str, Any], limit: int
+) -> list[dict[str, Any]]:
+    """``runs`` (the API's, newest first) with the archived runs of ``job_id`` under ``data_dir`` that match
+    ``filters`` (``status``, ``kind``, ``since``, ``until``) and the API did not answer, newest first, at most
+    ``limit``. Exits 1 when the archive cannot be read (DuckDB missing)."""
+    try:
+        archived = archived_runs(data_dir, job_id, limit=limit, **filters)
+    except ArchiveQueryError as error:
+        fail(str(error), field="--data-dir")
+    seen = {run.get("id") for run in runs}
+    merged = runs + [run for run in archived if run["id"] not in seen]
+    merged.sort(
+        key=lambda run: datetime.fromisoformat(str(run["scheduled_for"]).replace("Z", "+00:00")), reverse=True
+    )
+    return merged[:limit]

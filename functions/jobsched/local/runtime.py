@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.console import PREFIX as CONSOLE_PREFIX
 from jobsched.console import ConsoleApp
+from jobsched.local.archive import archive_dir, archive_then_reap
 from jobsched.local.config import LocalConfig
 from jobsched.local.demo import demo_jobs
 from jobsched.local.embedded_aws import REGION, isolate_from_aws, serialize_dynamodb
@@ -354,8 +355,12 @@ class LocalRuntime:
         self._start_schedulers(components)
         self._start_workers(components)
         config, rest = self.config, self._stop_rest
-        # on sqlite, each sweep also reaps expired rows (retention, as DynamoDB's TTL)
-        reap = self.database.reap_expired if self.database is not None else None
+        # on sqlite, each sweep also moves expired runs to the archive and reaps the rest (as DynamoDB's TTL)
+        reap = (
+            archive_then_reap(self.database, archive_dir(config.data_dir))
+            if self.database is not None
+            else None
+        )
         sweeping = (self._stop_scheduling, config.sweep_interval_s, reap, config.clock)
         self._spawn("rest", "sweeper", sweep_loop, components.with_own_clients(), *sweeping)
         self._spawn("rest", "change-pump", pump_loop, mirror, rest, config.change_poll_s)

@@ -15,9 +15,11 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from jobsched.domain.archive import archive_objects
 from jobsched.domain.run_steps import MappedRunStore, insert_step
 from jobsched.domain.runs import failed_page, sweep_shard
 from jobsched.models import RunKind, RunStatus
+from jobsched.ports.archive import ArchiveObjects
 from jobsched.ports.runs import EVERY_RUN, FAILURE_STATUSES, RunFilter, RunKey, RunRow, SweepPage
 from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.database import SqliteDatabase
@@ -312,3 +314,22 @@ class SqliteRunStore(MappedRunStore):
         return self._select(
             "SELECT row FROM runs WHERE scheduled_for >= ? AND scheduled_for < ?", (first_ms, end_ms)
         )
+
+
+def archive_expired(database: SqliteDatabase, archive: ArchiveObjects, now_ms: int) -> int:
+    """Move the run rows past their ``expires_at_s`` at ``now_ms`` (epoch ms) into ``archive`` (local mode's archive,
+    design §11), in the layout and format of the archive bucket: in one write transaction, the expired rows are
+    read, written as archive objects (``domain.archive.archive_objects``), then deleted. A write that fails
+    (``ArchiveUnavailable``) deletes nothing, so the next sweep tries again (the objects' names are deterministic:
+    a retry rewrites them). Returns how many rows moved."""
+    now_s = now_ms // 1000
+    with database.write() as conn:
+        found = conn.execute(
+            "SELECT row FROM runs WHERE expires_at_s IS NOT NULL AND expires_at_s < ?", (now_s,)
+        ).fetchall()
+        if not found:
+            return 0
+        for item in archive_objects(row_of(text) for (text,) in found):
+            archive.put(item)
+        conn.execute("DELETE FROM runs WHERE expires_at_s IS NOT NULL AND expires_at_s < ?", (now_s,))
+        return len(found)

@@ -551,3 +551,32 @@ def test_runs_retry_usage_errors_exit_2_naming_the_option(
 ) -> None:
     result = cli("runs", "retry", *args)
     assert result.exit_code == 2 and one_line(result.stderr).startswith(f"error: {field}: ")
+
+
+def test_runs_with_a_data_dir_read_across_the_retention_boundary(cli: Any, tmp_path: Path) -> None:
+    from jobsched.domain.archive import archive_objects
+    from jobsched.local.archive import LocalArchive, archive_dir
+    from tests.support.archive import finished_runs
+
+    job = cli.json("jobs", "create", "--name", "kept", "--schedule", "@yearly", "--command", "echo")
+    hot = cli.json("jobs", "trigger", "kept", "--idempotency-key", "k-1")
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    day = 86_400_000
+    old = [
+        replace(r, job_id=job["id"], scheduled_for=now_ms - (150 + i) * day)
+        for i, r in enumerate(finished_runs(4, owners=("team-a",)))
+    ]
+    other_job = replace(old[0], job_id="j_someone_else")
+    archive = LocalArchive(archive_dir(tmp_path))
+    for item in archive_objects([*old, other_job, replace(old[1], scheduled_for=now_ms - 400 * day)]):
+        archive.put(item)
+
+    runs = cli.json("runs", "kept", "--since", "180d", "--data-dir", str(tmp_path))
+    assert [r["id"] for r in runs] == [hot["id"], *(r.run_id for r in old)]  # newest first, no other job's
+    assert [r.get("archived", False) for r in runs] == [False, True, True, True, True]
+    assert runs[1]["status"] == "dead" and runs[1]["scheduled_for"].endswith("Z")
+    assert cli.json("runs", "kept", "--since", "180d") == runs[:1]  # without it: the API's only
+    dead = cli.json("runs", "kept", "--since", "180d", "--status", "dead", "--data-dir", str(tmp_path))
+    assert [r["id"] for r in dead] == [old[0].run_id]
+    table = cli("runs", "kept", "--since", "180d", "--data-dir", str(tmp_path), "--limit", "2")
+    assert table.exit_code == 0 and len(table.stdout.strip().splitlines()) == 3

@@ -205,3 +205,31 @@ def test_a_jobs_history_filters_by_kind_and_since_on_its_key_range(database: Sql
     rows, _ = runs.list_for_job("j_a", 10, RunFilter(since_ms=T0 + 4))
     assert [r.scheduled_for for r in rows] == [T0 + 5, T0 + 4]
     assert len(runs._rows.values()) == 7  # the fake's scans read every row in one query
+
+
+def test_expired_runs_move_to_the_archive_and_a_refused_write_keeps_them(
+    database: SqliteDatabase, tmp_path: Path
+) -> None:
+    from jobsched.local.archive import LocalArchive, archive_then_reap
+    from jobsched.ports.archive import ArchiveObject, ArchiveUnavailable
+    from jobsched.sqlite.runs import archive_expired
+
+    runs = SqliteRunStore(database)
+    runs.put_new(_run(scheduled_for=T0, retention_days=1))
+    runs.put_new(_run(job_id="j_b", scheduled_for=T0 + 1, retention_days=1))
+    runs.put_new(_run(scheduled_for=T0 + 2, retention_days=90))
+
+    class Refusing:
+        def put(self, item: ArchiveObject) -> None:
+            raise ArchiveUnavailable("disk full")
+
+    with pytest.raises(ArchiveUnavailable):
+        archive_expired(database, Refusing(), T0 + 86_401_000)
+    assert len(list(runs.rows())) == 3  # nothing deleted that was not archived
+
+    reap = archive_then_reap(database, tmp_path / "archive")
+    assert reap(T0 + 86_400_000) == 0  # exactly at the end: still kept
+    assert reap(T0 + 86_401_000) == 2
+    assert [r.scheduled_for for r in runs.rows()] == [T0 + 2]
+    _, found = LocalArchive(tmp_path / "archive").query("SELECT job_id, scheduled_for FROM runs ORDER BY 1")
+    assert found == [("j_a", T0), ("j_b", T0 + 1)]

@@ -107,6 +107,7 @@ def test_every_issue_target_is_checked() -> None:
         "precision.dispatch_lateness_ms.p99",
         "precision.start_lateness_ms.p99",
         "precision.early_starts",
+        "archive.ratio_to_dynamodb",
     }
 
 

@@ -1,0 +1,215 @@
+"""The run archive's rules (design §11): which row a run becomes, where it is kept and
+how a batch of rows is written, pure (no S3, no DynamoDB).
+
+- **Row** (:func:`archive_row`): a run row without its bookkeeping (sweep, lease and notification fields, TTL),
+  as one flat JSON object: the key ``job_id`` + ``scheduled_for``, the outcome, the epoch-ms
+  instants and the tries. ``ARCHIVE_COLUMNS`` names every column with its Athena type (the Glue table and the
+  local reader are built from it).
+- **Layout** (:func:`partition_prefix`): ``runs/owner=<owner>/month=<YYYY-MM>/``, the owner percent-encoded
+  (``owner_partition``) and the UTC month of ``scheduled_for``; so "one job's runs in one month" reads one owner's
+  month, "an owner's dead runs last quarter" three, and an owner's query never reads another owner's objects. A
+  month, not a day: a stream batch then writes one object per owner instead of one per owner and day (fewer,
+  larger objects: design §11 has the numbers).
+- **Objects** (:func:`archive_objects`): the rows of one batch, grouped by partition, each group one gzip JSON
+  Lines object sorted by time, named by a digest of its rows' keys and byte for byte deterministic (gzip
+  ``mtime`` 0): a retried batch writes the same objects at the same names. A batch split by a retry (the stream's
+  bisection) can put a row in two objects: readers keep one row per ``(job_id, scheduled_for)``
+  (:data:`DEDUPE_KEY`, ``docs/deploy.md``'s queries).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, unquote
+
+from jobsched.ports.archive import ArchiveObject, ArchiveObjects, ArchiveSpill, ArchiveUnavailable
+from jobsched.ports.runs import RunRow
+
+RUNS_PREFIX = "runs/"
+"""Key prefix of the run archive in its bucket (or under local mode's archive directory)."""
+NO_OWNER = "_none"
+"""The owner partition of a row that names no owner (rows written before owners were recorded)."""
+OBJECT_SUFFIX = ".json.gz"
+DEDUPE_KEY = ("job_id", "scheduled_for")
+"""A run's identity: a reader keeps one archived row per pair."""
+
+ARCHIVE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("job_id", "string"),
+    ("scheduled_for", "bigint"),
+    ("status", "string"),
+    ("kind", "string"),
+    ("attempt", "int"),
+    ("enqueued_at", "bigint"),
+    ("dispatch_at", "bigint"),
+    ("started_at", "bigint"),
+    ("finished_at", "bigint"),
+    ("lateness_ms", "bigint"),
+    ("worker", "string"),
+    ("error", "string"),
+    ("skipped_count", "int"),
+    ("skipped_through", "bigint"),
+    ("reruns", "int"),
+    (
+        "tries",
+        "array<struct<attempt:int,started_at:bigint,finished_at:bigint,worker:string,error:string,"
+        "output:string,round:int>>",
+    ),
+)
+"""Every column of an archived run, in order, with its Athena (Hive DDL) type; instants are epoch ms (UTC). No
+``run_id``: it is ``<job_id>@<scheduled_for>`` (``ports.runs.run_id``), and storing it costs a tenth of the bytes."""
+PARTITION_COLUMNS: tuple[tuple[str, str], ...] = (("owner", "string"), ("month", "string"))
+"""The partition columns of the layout: ``owner`` (percent-encoded, :func:`owner_partition`) and ``month``
+(``YYYY-MM``, UTC)."""
+
+_TRY_FIELDS = ("attempt", "started_at", "finished_at", "worker", "error", "output", "round")
+
+
+def owner_partition(owner: str | None) -> str:
+    """The ``owner`` partition value of ``owner``: percent-encoded (letters, digits and ``-_.~`` stay as they
+    are, so ``team-a`` is ``team-a``; ``/`` and ``:`` of an ARN are escaped); ``NO_OWNER`` when None or empty."""
+    return quote(owner, safe="") if owner else NO_OWNER
+
+
+def owner_of_partition(value: str) -> str | None:
+    """The owner an ``owner`` partition value names (the inverse of :func:`owner_partition`)."""
+    return None if value == NO_OWNER else unquote(value)
+
+
+def month_of(epoch_ms: int) -> str:
+    """The UTC month (``YYYY-MM``) of ``epoch_ms``: the ``month`` partition of a run scheduled then."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m")
+
+
+def partition_prefix(owner: str | None, month: str) -> str:
+    """``runs/owner=<owner_partition(owner)>/month=<month>/``: where the runs of ``owner`` scheduled in ``month``
+    (``YYYY-MM``) are."""
+    return f"{RUNS_PREFIX}owner={owner_partition(owner)}/month={month}/"
+
+
+def archive_row(row: RunRow) -> dict[str, Any]:
+    """The archived form of ``row``: the ``ARCHIVE_COLUMNS`` that are set (None left out), ``tries`` as a list of
+    objects with every try field (``round`` 0 included)."""
+    values: dict[str, Any] = {
+        "job_id": row.job_id,
+        "scheduled_for": row.scheduled_for,
+        "status": row.status.value,
+        "kind": row.kind.value,
+    }
+    for name, _ in ARCHIVE_COLUMNS:
+        if name in values or name == "tries":
+            continue
+        value = getattr(row, name)
+        if value is not None:
+            values[name] = value
+    if row.tries:
+        values["tries"] = [
+            {field: getattr(record, field) for field in _TRY_FIELDS if getattr(record, field) is not None}
+            for record in row.tries
+        ]
+    return values
+
+
+def encode_rows(rows: Iterable[dict[str, Any]]) -> bytes:
+    """``rows`` as gzip JSON Lines: one compact JSON object a line, keys sorted, gzip level 9 with ``mtime`` 0
+    (the same rows give the same bytes)."""
+    text = "".join(json.dumps(row, separators=(",", ":"), sort_keys=True) + "\n" for row in rows)
+    return gzip.compress(text.encode(), compresslevel=9, mtime=0)
+
+
+def decode_rows(body: bytes) -> list[dict[str, Any]]:
+    """The rows of an object written by :func:`encode_rows`. Raises ``OSError``/``ValueError`` when malformed."""
+    return [json.loads(line) for line in gzip.decompress(body).decode().splitlines() if line]
+
+
+def object_key(prefix: str, rows: Iterable[RunRow]) -> str:
+    """``<prefix><digest>.json.gz``: the digest (sha256, 32 hex digits) of the sorted ``(job_id, scheduled_for)``
+    of ``rows``, so the same rows always land at the same name."""
+    digest = hashlib.sha256()
+    for job_id, scheduled_for in sorted((row.job_id, row.scheduled_for) for row in rows):
+        digest.update(f"{job_id}\0{scheduled_for}\n".encode())
+    return f"{prefix}{digest.hexdigest()[:32]}{OBJECT_SUFFIX}"
+
+
+def archive_objects(rows: Iterable[RunRow]) -> list[ArchiveObject]:
+    """The objects that archive ``rows``: one per ``(owner, month)`` partition, its rows sorted by
+    ``(scheduled_for, job_id)`` (a row given twice is written once), ordered by key. Empty when ``rows`` is.
+    Time order puts the runs of one instant side by side, which share their instants and often their worker:
+    gzip stores a third fewer bytes of the archive than in key order (design §11)."""
+    groups: dict[str, dict[tuple[str, int], RunRow]] = defaultdict(dict)
+    for row in rows:
+        groups[partition_prefix(row.owner, month_of(row.scheduled_for))][(row.job_id, row.scheduled_for)] = (
+            row
+        )
+    objects = []
+    for prefix, keyed in groups.items():
+        ordered = [keyed[key] for key in sorted(keyed, key=lambda k: (k[1], k[0]))]
+        objects.append(
+            ArchiveObject(
+                object_key(prefix, ordered), encode_rows(archive_row(r) for r in ordered), len(ordered)
+            )
+        )
+    return sorted(objects, key=lambda item: item.key)
+
+
+def split_object(item: ArchiveObject, max_bytes: int) -> list[ArchiveObject]:
+    """``item`` if its body is at most ``max_bytes``; else its rows in parts of at most ``max_bytes`` each (halved
+    until they fit), named ``<digest>-<i>.json.gz`` (``i`` from 1; deterministic: the same object splits the
+    same way). A part of one row is kept whatever its size. Readers dedupe a part against the whole object."""
+    if len(item.body) <= max_bytes or item.rows <= 1:
+        return [item]
+    rows = decode_rows(item.body)
+    stem = item.key.removesuffix(OBJECT_SUFFIX)
+    parts: list[list[dict[str, Any]]] = [rows]
+    while any(len(part) > 1 and len(encode_rows(part)) > max_bytes for part in parts):
+        parts = [half for part in parts for half in _halves(part, max_bytes)]
+    return [
+        ArchiveObject(f"{stem}-{i}{OBJECT_SUFFIX}", encode_rows(part), len(part))
+        for i, part in enumerate(parts, start=1)
+    ]
+
+
+def _halves(rows: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, Any]]]:
+    if len(rows) <= 1 or len(encode_rows(rows)) <= max_bytes:
+        return [rows]
+    middle = len(rows) // 2
+    return [rows[:middle], rows[middle:]]
+
+
+@dataclass(frozen=True)
+class ArchiveReport:
+    """What one batch did: ``rows`` archived (distinct runs), ``objects`` written, ``spilled`` objects kept in the
+    spill instead (the store refused them), ``ignored`` records that were no TTL deletion of a run."""
+
+    rows: int = 0
+    objects: int = 0
+    spilled: int = 0
+    ignored: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The report as ``{"rows": .., "objects": .., "spilled": .., "ignored": ..}``."""
+        return {"rows": self.rows, "objects": self.objects, "spilled": self.spilled, "ignored": self.ignored}
+
+
+def archive_batch(
+    rows: Sequence[RunRow], store: ArchiveObjects, spill: ArchiveSpill, *, ignored: int = 0
+) -> ArchiveReport:
+    """Archive ``rows`` (one stream batch's expired runs): write each of :func:`archive_objects` to ``store``; from
+    the first object ``store`` refuses (``ArchiveUnavailable``), keep that one and the rest in ``spill`` (an
+    object written twice is the same bytes at the same name). Any other error, or one of ``spill``, propagates:
+    the batch is retried whole and rewrites its objects in place. ``ignored`` is carried into the report."""
+    objects = archive_objects(rows)
+    for written, item in enumerate(objects):
+        try:
+            store.put(item)
+        except ArchiveUnavailable:
+            left = objects[written:]
+            spill.spill(left)
+            return ArchiveReport(sum(o.rows for o in objects), written, len(left), ignored)
+    return ArchiveReport(sum(o.rows for o in objects), len(objects), 0, ignored)

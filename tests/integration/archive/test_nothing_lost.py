@@ -1,0 +1,156 @@
+"""Nothing lost: runs deleted the way TTL deletes them (stream records with the service identity) reach the archive
+bucket exactly once as the deduplicating reader sees them, across a bucket that refuses writes (spilled, then
+redriven), retried batches, a batch bisected by its retries, a crash part-way through a batch, and records that
+are no TTL deletion of a run (ignored). The archive function runs on moto's S3 and SQS through its handler."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from jobsched.aws.archive import ARCHIVE_BUCKET_ENV, ARCHIVE_SPILL_ENV
+from jobsched.domain.archive import archive_row, month_of, owner_partition
+from jobsched.dynamodb.layout import run_item
+from jobsched.handlers import archive as archive_handler
+from jobsched.local.archive import LocalArchive
+from jobsched.runtime.archive import ArchiveConfigError, ArchiveRuntime
+from tests.support.archive import finished_runs, stream_record, trigger_key_record, ttl_records
+from tests.support.aws import set_fake_credentials
+from tests.support.worker import Context
+
+BUCKET = "jobsched-archive-test"
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[ArchiveRuntime]:
+    set_fake_credentials(monkeypatch)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        url = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="spill")["QueueUrl"]
+        yield ArchiveRuntime.from_environment({ARCHIVE_BUCKET_ENV: BUCKET, ARCHIVE_SPILL_ENV: url})
+
+
+def invoke(runtime: ArchiveRuntime, event: dict[str, Any]) -> dict[str, Any]:
+    return archive_handler.handler(event, Context(function_name="jobsched-archive"), runtime=runtime)
+
+
+def read_back(runtime: ArchiveRuntime, folder: Path) -> LocalArchive:
+    """The bucket's objects copied under ``folder`` (same keys), for the DuckDB reader."""
+    client = runtime.store.client
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for entry in page.get("Contents", []):
+            path = folder / entry["Key"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(client.get_object(Bucket=BUCKET, Key=entry["Key"])["Body"].read())
+    return LocalArchive(folder)
+
+
+class Refusals:
+    """Makes the bucket's client refuse (an S3 ``ClientError``) or crash on chosen ``put_object`` calls."""
+
+    def __init__(self, runtime: ArchiveRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.client = runtime.store.client
+        self.real = self.client.put_object
+        self.calls = 0
+        self.refuse: set[int] = set()
+        self.crash: set[int] = set()
+        monkeypatch.setattr(self.client, "put_object", self.put_object)
+
+    def put_object(self, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls in self.crash:
+            raise TimeoutError("the function ran out of time part-way through the batch")
+        if self.calls in self.refuse:
+            raise ClientError({"Error": {"Code": "SlowDown", "Message": "slow down"}}, "PutObject")
+        return self.real(**kwargs)
+
+
+def test_every_expired_run_is_archived_exactly_once_across_failures_retries_and_a_crash(
+    runtime: ArchiveRuntime, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    rows = finished_runs(240)
+    records = ttl_records(rows)
+    batches = [records[i : i + 60] for i in range(0, len(records), 60)]
+    noise = [
+        trigger_key_record(9_001),
+        stream_record(run_item(rows[0]), 9_002, identity=None),  # an owner's delete: not TTL
+        stream_record(run_item(rows[1]), 9_003, event="MODIFY"),
+    ]
+    faults = Refusals(runtime, monkeypatch)
+
+    # batch 1: delivered, then delivered again (Lambda retries a batch whose invocation's answer was lost)
+    first = invoke(runtime, {"Records": batches[0] + noise})
+    assert first["ignored"] == 3 and first["rows"] == 60 and first["spilled"] == 0
+    assert invoke(runtime, {"Records": batches[0]})["rows"] == 60
+
+    # batch 2: the bucket refuses its second object: that object and the rest go to the spill queue
+    faults.refuse = {faults.calls + 2}
+    spilled = invoke(runtime, {"Records": batches[1]})
+    assert spilled["spilled"] >= 1 and spilled["objects"] == 1
+
+    # batch 3: a crash after its first object was written; Lambda retries, bisecting the batch
+    faults.crash = {faults.calls + 2}
+    with pytest.raises(TimeoutError):
+        invoke(runtime, {"Records": batches[2]})
+    for half in (batches[2][:30], batches[2][30:]):
+        assert invoke(runtime, {"Records": half})["spilled"] == 0
+
+    # batch 4: the bucket refuses the first try of the redrive; the next pass writes everything
+    invoke(runtime, {"Records": batches[3]})
+    faults.refuse = {faults.calls + 1}
+    with pytest.raises(Exception, match="SlowDown"):
+        invoke(runtime, {"action": "redrive"})
+    assert invoke(runtime, {"action": "redrive"})["written"] >= 1
+    assert invoke(runtime, {"action": "redrive"}) == {"written": 0, "left": 0}
+
+    archive = read_back(runtime, tmp_path)
+    _, [(count, distinct)] = archive.query(
+        "SELECT count(*), count(DISTINCT (job_id, scheduled_for)) FROM runs"
+    )
+    assert count == distinct == len(rows)
+    names, found = archive.query("SELECT * EXCLUDE (owner, month) FROM runs ORDER BY job_id, scheduled_for")
+    expected = sorted((archive_row(r) for r in rows), key=lambda r: (r["job_id"], r["scheduled_for"]))
+    got = [{k: v for k, v in zip(names, row, strict=True) if v is not None} for row in found]
+    for row in got:  # DuckDB fills every field of a try's struct: unset ones are None
+        row["tries"] = [{k: v for k, v in t.items() if v is not None} for t in row.get("tries") or []]
+    assert got == expected
+
+
+def test_an_owner_reads_only_its_own_partition(runtime: ArchiveRuntime, tmp_path: Path) -> None:
+    rows = finished_runs(30)
+    invoke(runtime, {"Records": ttl_records(rows)})
+    archive = read_back(runtime, tmp_path)
+    owner = "arn:aws:iam::1:role/c"
+    _, found = archive.query("SELECT DISTINCT owner FROM runs WHERE owner = ?", [owner])
+    assert found == [(owner,)]
+    keys = [e["Key"] for e in runtime.store.client.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    months = {month_of(r.scheduled_for) for r in rows if r.owner == owner}
+    assert sum(f"owner={owner_partition(owner)}/" in k for k in keys) == len(months)
+
+
+def test_a_spill_that_fails_too_fails_the_batch(
+    runtime: ArchiveRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    faults = Refusals(runtime, monkeypatch)
+    faults.refuse = set(range(1, 100))
+
+    def refuse(**kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "SendMessage")
+
+    monkeypatch.setattr(runtime.spill.client, "send_message", refuse)
+    with pytest.raises(ClientError):
+        invoke(runtime, {"Records": ttl_records(finished_runs(3))})
+
+
+def test_an_unknown_event_and_a_missing_setting_are_refused_by_name(runtime: ArchiveRuntime) -> None:
+    with pytest.raises(ValueError, match="neither a stream batch"):
+        invoke(runtime, {"detail": {}})
+    with pytest.raises(ArchiveConfigError, match=ARCHIVE_SPILL_ENV):
+        ArchiveRuntime.from_environment({ARCHIVE_BUCKET_ENV: BUCKET})
