@@ -88,8 +88,12 @@ app.command("next")(next_command)
 
 
 def register(target: typer.Typer) -> None:
-from jobsched.cli.apply import apply_command
-from jobsched.cli.archive import archive_app
+    """Add the API-facing commands (``jobs``, ``runs``, ``apply``, ``import-crontab``, ``smoke``, ``ui``), ``archive`` and ``local``
+    to the typer app ``target`` (``app`` has them; tests register them on an app of their own)."""
+    target.add_typer(jobs_app, name="jobs")
+    target.add_typer(runs_app, name="runs")
+    target.command("apply")(apply_command)
+    target.add_typer(archive_app, name="archive")
     target.command("import-crontab")(import_crontab_command)
     target.command("smoke")(smoke_command)
     target.command("ui")(ui_command)
