@@ -115,7 +115,7 @@ def test_a_failing_heartbeat_does_not_fail_the_try(
             raise ConnectionError("SQS unreachable")
 
     class BrokenRuns:
-        def heartbeat(self, *args: Any, **kwargs: Any) -> bool:
+        def renew(self, *args: Any, **kwargs: Any) -> bool:
             raise ConnectionError("DynamoDB unreachable")
 
     beat = Heartbeat(
