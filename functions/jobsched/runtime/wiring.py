@@ -461,6 +461,7 @@ class Components:
             ),
             partition_marks=self.control(),
             shell_owners=self.shell_owners(),
+            alerts=self.alert_publisher(),
         )
 
     def api(self) -> Api:
