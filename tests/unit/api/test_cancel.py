@@ -177,7 +177,7 @@ def test_a_failed_alert_does_not_fail_the_cancel(http):
 
 def test_a_deleted_jobs_run_can_still_be_cancelled(http):
     job = http.create()
-    run_id, at = _run(http, job, RunStatus.RUNNING, **RUNNING)
+    run_id, _at = _run(http, job, RunStatus.RUNNING, **RUNNING)
     assert http("DELETE", f"/jobs/{job['id']}").status == 204
 
     reply = http("POST", f"/jobs/{job['id']}/runs/{run_id}/cancel")
