@@ -223,3 +223,21 @@ def test_a_store_error_is_500_and_cancels_nothing(http, monkeypatch):
     assert http.backend.runs.get(job["id"], at).status is RunStatus.QUEUED
     kinds = [e["kind"] for e in http("GET", f"/jobs/{job['id']}/events").body["items"]]
     assert "run_cancelled" not in kinds
+
+
+def test_the_apis_alert_sink_is_made_at_its_first_alert_only():
+    from jobsched.domain.alerting import alert
+    from jobsched.runtime.wiring import LazyAlerts
+
+    made: list[MemoryAlerts] = []
+
+    def make() -> MemoryAlerts:
+        made.append(MemoryAlerts())
+        return made[-1]
+
+    lazy = LazyAlerts(make)
+    assert made == []  # building the API makes no SNS client
+    for n in range(2):
+        lazy.publish(alert("cancelled", "j_1", "team-a", f"run {n} cancelled", "body"))
+    (sink,) = made
+    assert [a.subject for a in sink.published] == ["jobsched: run 0 cancelled", "jobsched: run 1 cancelled"]
