@@ -315,10 +315,12 @@ class Functions(Construct):
         """JobStore create/replace/delete (transactions of Put and Delete), get (Query), get_spec and
         job_id_by_name (GetItem), list_by_owner (by_owner index + BatchGetItem); RunStore list_for_job
         (Query), list_failed (failures index Query: ``GET /runs?status=dead``), put_new/put_new_keyed (manual
-        trigger), rerun (UpdateItem: the retry of a dead run, a backfill over a failed one) and get (the run of
+        trigger), rerun and cancel (UpdateItem: the retry of a dead run, a backfill over a failed one, the
+        cancel of a run) and get (the run of
         a replayed Idempotency-Key);
         ControlStore raise_partition_high_water (UpdateItem, once per process); the trigger's enqueue;
-        Powertools idempotency records."""
+        Powertools idempotency records; a cancelled run's alert when its job asks (``alerts.on_cancelled``) on
+        the alerts topic."""
         s, fn = self._storage, self.api
         by_owner = index_name(resources.JOBS, "by_owner")
         self._dynamo(
@@ -330,6 +332,7 @@ class Functions(Construct):
         self._dynamo(fn, s.control, ["UpdateItem"])
         self._dynamo(fn, s.idempotency, ["GetItem", "PutItem", "UpdateItem", "DeleteItem"])
         self._send(fn, self._messaging.run_queue.queue_arn)
+        self._publish_alerts(fn)
         self._grant_target_tag_reads(fn)
         self._grant_owner_tag_reads(fn)
 

@@ -350,6 +350,12 @@ class JobschedClient:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return self._json("POST", f"/jobs/{_segment(job_id)}/runs/{_segment(run_id)}/retry", headers=headers)
 
+    def cancel_run(self, job_id: str, run_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        """``POST /jobs/{id}/runs/{run_id}/cancel`` (with ``{"reason": reason}`` when given): the cancelled run
+        with ``stop`` and ``note`` (what became of its try). Raises ``ApiError`` 409 for a finished run."""
+        body = {"reason": reason} if reason is not None else None
+        return self._json("POST", f"/jobs/{_segment(job_id)}/runs/{_segment(run_id)}/cancel", json=body)
+
 
 def _segment(value: str) -> str:
     """A path segment: job ids are ``[A-Za-z0-9_]``; anything else is percent-encoded, never a new path."""

@@ -45,13 +45,17 @@ MAX_INPUT_DEPTH = 128
 """Deepest nesting of arrays/objects in ``input`` (serde_json's default recursion limit; deeper JSON is
 refused by many of the parsers targets use, and past ~250 levels pydantic cannot serialize the job)."""
 MAX_ERROR_CHARS = 2000
+DEFAULT_CANCEL_GRACE_S = 5
+MAX_CANCEL_GRACE_S = 300
+"""A job's ``cancel_grace_s``: its default and upper bound (s); 0 sends SIGKILL right after SIGTERM."""
 INSTANT_YEARS = (1000, 8999)
 """The years (as written, before the offset) ``start_at`` and ``end_at`` may have: with a margin from
 Python's 1-9999, so that any instant can be localized to any zone without leaving the datetime range."""
 
 
 class RunStatus(StrEnum):
-    """Lifecycle of a run (design §2). Terminal: succeeded, dead, skipped."""
+    """Lifecycle of a run (design §2). Terminal: succeeded, dead, skipped, cancelled (an operator stopped it:
+    ``POST /jobs/{id}/runs/{run_id}/cancel``, design §5.8)."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -59,10 +63,11 @@ class RunStatus(StrEnum):
     SUCCEEDED = "succeeded"
     DEAD = "dead"
     SKIPPED = "skipped"
+    CANCELLED = "cancelled"
 
     @property
     def terminal(self) -> bool:
-        return self in (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.SKIPPED)
+        return self in (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.SKIPPED, RunStatus.CANCELLED)
 
 
 class MissedPolicy(StrEnum):
@@ -97,6 +102,7 @@ class JobEventKind(StrEnum):
     RESUMED = "resumed"
     TRIGGERED = "triggered"
     RUN_RETRIED = "run_retried"
+    RUN_CANCELLED = "run_cancelled"
     BACKFILLED = "backfilled"
     AUTO_PAUSED = "auto_paused"
     DELETED = "deleted"
@@ -373,7 +379,8 @@ def optional_bounds(schema: dict[str, Any]) -> None:
 class AlertPolicy(StrictModel):
     """When a job's owner is alerted on the alerts topic (design §5.6), beyond the run history itself.
 
-    ``on_dead``: a run out of attempts; ``on_skipped``: fires recorded skipped (missed, or overlap); ``late_after_s``: a
+    ``on_dead``: a run out of attempts; ``on_skipped``: fires recorded skipped (missed, or overlap);
+    ``on_cancelled``: a run cancelled by an operator (``POST .../cancel``); ``late_after_s``: a
     run whose first try starts later than this after its ``scheduled_for``; ``after_consecutive_failures``: the
     N-th dead run in a row (once per streak); ``pause_after_consecutive_dead``: after N dead runs in a row the
     job pauses itself (``paused_by`` ``jobsched``, with the reason) and one alert says so.
@@ -383,6 +390,7 @@ class AlertPolicy(StrictModel):
 
     on_dead: Flag = True
     on_skipped: Flag = False
+    on_cancelled: Flag = False
     late_after_s: Count | None = Field(None, ge=1, le=30 * 86400)
     after_consecutive_failures: Count | None = Field(None, ge=1, le=100)
     pause_after_consecutive_dead: Count | None = Field(None, ge=1, le=100)
@@ -442,6 +450,13 @@ class JobSettings(StrictModel):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     alerts: AlertPolicy = Field(default_factory=AlertPolicy)
     timeout_s: Count = Field(300, ge=1, description="at most the worker's cap (deployment setting)")
+    cancel_grace_s: Count = Field(
+        DEFAULT_CANCEL_GRACE_S,
+        ge=0,
+        le=MAX_CANCEL_GRACE_S,
+        description="seconds a stopped `shell` or `command` try (cancelled, or past `timeout_s`) has between "
+        "SIGTERM to its process group and SIGKILL",
+    )
     missed: MissedPolicy = MissedPolicy.CATCH_UP
     catch_up_window_s: Count = Field(86400, ge=0, le=30 * 86400)
     misfire_grace_s: Count = Field(60, ge=0, le=86400)
@@ -518,6 +533,8 @@ class Run(BaseModel):
         description="on a skipped summary row: the end (inclusive) of the range of fires it stands for, "
         "which starts at scheduled_for",
     )
+    cancelled_by: str | None = Field(None, description="on a cancelled run: who cancelled it")
+    cancel_reason: str | None = Field(None, description="on a cancelled run: the reason given, if any")
 
 
 class RunAttempt(BaseModel):

@@ -94,7 +94,15 @@ def status_rows(key: RunKey) -> dict[str, RunRow]:
         **{**finished, "sweep_at": T0 + 60_000},
     )
     skipped = replace(running, status=RunStatus.SKIPPED, error="overlap", **finished)
-    rows = [queued, running, retrying, succeeded, dead, skipped]
+    cancelled = replace(
+        running,
+        status=RunStatus.CANCELLED,
+        cancelled_by="alice",
+        cancel_reason="wrong input",
+        cancelled_from=RunStatus.RUNNING,
+        **finished,
+    )
+    rows = [queued, running, retrying, succeeded, dead, skipped, cancelled]
     return {row.status.value: row for row in rows}
 
 

@@ -34,6 +34,7 @@ from tests.e2e.browser import (
     until,
 )
 from tests.e2e.support import LocalProcess, wait_for
+from tests.support.processes import pid_written, process_gone
 
 pytestmark = pytest.mark.e2e
 
@@ -269,6 +270,49 @@ def test_a_dead_runs_output_is_read_then_the_run_is_retried_to_success(
     assert page_errors(desktop) == []
 
 
+def test_a_running_run_is_cancelled_from_its_page_after_confirmation(
+    local: LocalProcess, desktop: WebDriver, tmp_path: Path, shots: Path
+) -> None:
+    # Given a shell job whose triggered run is running a long command
+    child = tmp_path / "child.pid"
+    command = f"sleep 300 & echo $! > {child}; wait"
+    job = create(local, target={"type": "shell", "command": command}, cancel_grace_s=1)
+    reply = local.http.post(f"/jobs/{job['id']}/trigger")
+    assert reply.status_code == 202, reply.text
+    run = reply.json()
+    wait_for("the command to start", lambda: pid_written(child), 45)
+
+    # When its owner opens the run and dismisses the confirmation, nothing happens
+    sign_in(desktop, local.url, TEAM_A)
+    desktop.get(f"{local.url}/ui/#/jobs/{job['id']}/runs/{run['id']}")
+    element(desktop, "h1 .status.running")
+    click(desktop, "#cancel-run")
+    dialog = element(desktop, "dialog#confirm")
+    assert "may still finish" in dialog.text
+    dialog.find_element(By.CSS_SELECTOR, "button[value=cancel]").click()
+    until(desktop, "the dialog to close", lambda d: not d.find_element(By.ID, "confirm").is_displayed())
+    assert local.http.get(f"/jobs/{job['id']}/runs/{run['id']}").json()["status"] == "running"
+
+    # When it is cancelled with a reason, after the confirmation
+    click(desktop, "#cancel-run")
+    confirm(desktop, reason="stuck on a lock")
+
+    # Then the page shows it cancelled, by whom and why, without the button; the command is stopped
+    element(desktop, "h1 .status.cancelled")
+    element(desktop, "#main", "stuck on a lock")
+    assert not desktop.find_elements(By.ID, "cancel-run")
+    assert process_gone(int(child.read_text()))
+    detail = local.http.get(f"/jobs/{job['id']}/runs/{run['id']}").json()
+    assert detail["status"] == "cancelled" and detail["cancel_reason"] == "stuck on a lock"
+    assert detail["cancelled_by"] in desktop.find_element(By.ID, "main").text
+    desktop.save_screenshot(str(shots / "run-cancelled.png"))
+    # and the job's page shows it in the cancelled colour, named in the legend
+    click(desktop, "#main a", job["name"])
+    element(desktop, "#timeline .mark.cancelled")
+    element(desktop, ".legend", "cancelled")
+    assert page_errors(desktop) == []
+
+
 def test_the_failures_view_lists_dead_runs_across_jobs_and_leads_to_their_page(
     local: LocalProcess, desktop: WebDriver
 ) -> None:
@@ -460,6 +504,7 @@ def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
         "allRuns": True,
         "runDetail": True,
         "retry": True,
+        "cancel": True,
         "backfill": True,
         "fires": True,
         "events": True,
@@ -475,6 +520,7 @@ def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
           "/runs": { get: op },
           "/jobs/{id}/runs/{run_id}": { get: op },
           "/jobs/{id}/runs/{run_id}/retry": { post: op },
+          "/jobs/{id}/runs/{run_id}/cancel": { post: op },
           "/jobs/{id}/backfill": { post: op },
           "/jobs/{id}/fires": { get: op },
           "/jobs/{id}/events": { get: op },

@@ -283,11 +283,11 @@ def test_roles_hold_only_what_their_function_does(synth: Synth) -> None:
     worker = _actions(_statements(synth, _role_of(synth, "worker")))
     sweeper = _actions(_statements(synth, _role_of(synth, "sweeper")))
     # Only the worker calls targets (through the role it assumes for a job's owner); the worker and sweeper
-    # raise dead-run alerts, the scheduler skipped-fires alerts; the API none.
+    # raise dead-run alerts, the scheduler skipped-fires alerts, the API a cancelled run's (``on_cancelled``).
     assert "sts:AssumeRole" in worker
     assert "lambda:InvokeFunction" not in api | scheduler | worker | sweeper
     assert "sts:AssumeRole" not in api | scheduler | sweeper
-    assert "sns:Publish" not in api and "sns:Publish" in scheduler
+    assert "sns:Publish" in api and "sns:Publish" in scheduler
     # Only the worker consumes the run queue; the sweeper drains the run queue's dead-letter queue, nothing else.
     assert "sqs:ReceiveMessage" in worker
     assert "sqs:ReceiveMessage" not in api | scheduler

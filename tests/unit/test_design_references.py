@@ -50,6 +50,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "5.5": ("idempotency key", "2xx", "envelope", "executor", "ships", "command"),
     "5.6": ("alert",),
     "5.7": ("tries", "re-run", "a try", "each try"),
+    "5.8": ("cancel", "cancelled", "heartbeat"),
     "6": ("stack", "python 3.12"),
     "7": ("one process",),
     "8": ("metrics", "alarm", "logs"),

@@ -34,11 +34,13 @@ from jobsched.api.openapi import REPLAYED_HEADER, JobschedResolver, responses
 from jobsched.api.schemas import (
     BackfillRequest,
     BackfillResult,
+    CancelRequest,
     JobCreate,
     JobEvent,
     JobPatch,
     Page,
     PauseRequest,
+    RunCancel,
 )
 from jobsched.api.service import JobService
 from jobsched.domain.fires import MAX_FIRES
@@ -443,6 +445,24 @@ def retry_run(
         body=result.run,
         headers=_replay_headers(result.replayed),
     )
+
+
+@_route(
+    "cancelRun",
+    summary="Cancel a queued, retrying or running run",
+    description="The run ends `cancelled` with `cancelled_by` (the caller) and the optional `reason`; no retry "
+    "and no dead-run alert follow. A queued or retrying run never starts a try; a running `shell` or `command` "
+    "try is terminated and an `http` request aborted by its worker within one heartbeat interval; a `lambda` "
+    "or `sqs` target cannot be recalled and may still finish (`stop` says which). A cancelled run answers as "
+    "the first cancel did; a `succeeded`, `dead` or `skipped` run answers 409.",
+    tags=["runs"],
+    responses=responses({200: (RunCancel, "The cancelled run, and what became of its try")}, 404, 409),
+)
+def cancel_run(
+    id: JobId, run_id: RunId, api: ApiDep, owner: Owner, by: Actor, body: CancelRequest | None = None
+) -> RunCancel:
+    reason = body.reason if body else None
+    return api.service.cancels.cancel_run(owner, id, run_id, actor=by, reason=reason)
 
 
 @_route("getOpenApi", enable_validation=False)

@@ -9,7 +9,7 @@ Every error body is ``{"error": {"code": "...", "message": "...", "field": "..."
 | 403 | ``forbidden`` | ``Forbidden`` (the caller has no owner: ``owner_from = "tag:<key>"`` and no usable tag) |
 | 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), unknown path |
 | 405 | ``method_not_allowed`` | a known path with another method |
-| 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``IdempotencyAlreadyInProgressError`` |
+| 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``RunNotRetryable``, ``RunNotCancellable``, ``IdempotencyAlreadyInProgressError`` |
 | 413 | ``payload_too_large`` | ``PayloadTooLarge`` |
 | 422 | ``idempotency_key_reused`` | ``IdempotencyValidationError`` |
 | 429 | ``throttled`` | DynamoDB/SQS throttling |
@@ -50,6 +50,7 @@ from jobsched.api.exceptions import (
     JobNotFound,
     NameConflict,
     PayloadTooLarge,
+    RunNotCancellable,
     RunNotRetryable,
     Unauthorized,
 )
@@ -179,6 +180,7 @@ ANSWERS: dict[type[Exception], Answer] = {
     JobNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found"),
     CursorNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "cursor"),
     NameConflict: Answer(HTTPStatus.CONFLICT, "name_taken", "name"),
+    RunNotCancellable: Answer(HTTPStatus.CONFLICT, "conflict"),
     ConcurrentChange: Answer(HTTPStatus.CONFLICT, "conflict", headers=RETRY_SHORTLY),
     PayloadTooLarge: Answer(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "payload_too_large", "body"),
     IdempotencyValidationError: Answer(

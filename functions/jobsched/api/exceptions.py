@@ -99,6 +99,10 @@ class RunNotRetryable(ApiProblem):
         self.retry_after_s = retry_after_s
 
 
+class RunNotCancellable(ApiProblem):
+    """A cancel of a run that has finished (``succeeded``, ``dead`` or ``skipped``): 409."""
+
+
 class PayloadTooLarge(ApiProblem):
     """The request body is larger than the deployment allows (413)."""
 

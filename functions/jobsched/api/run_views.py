@@ -34,6 +34,8 @@ def run_view(row: RunRow) -> Run:
         lateness_ms=row.lateness_ms,
         skipped_count=row.skipped_count,
         skipped_through=_instant(row.skipped_through),
+        cancelled_by=row.cancelled_by,
+        cancel_reason=row.cancel_reason,
     )
 
 

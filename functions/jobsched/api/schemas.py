@@ -24,8 +24,10 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
+from jobsched.domain.cancels import Stop
 from jobsched.models import (
     CONTROL_CHARS,
+    MAX_CANCEL_GRACE_S,
     SPACE_CHARS,
     AlertPolicy,
     Count,
@@ -37,6 +39,7 @@ from jobsched.models import (
     MissedPolicy,
     OverlapPolicy,
     RetryPolicy,
+    RunDetail,
     StrictModel,
     Target,
     check_input,
@@ -153,6 +156,7 @@ class JobPatch(StrictModel):
     retry: RetryPolicy | None = None
     alerts: AlertPolicy | None = None
     timeout_s: Annotated[Count, Field(ge=1)] | None = None
+    cancel_grace_s: Annotated[Count, Field(ge=0, le=MAX_CANCEL_GRACE_S)] | None = None
     missed: MissedPolicy | None = None
     catch_up_window_s: Annotated[Count, Field(ge=0, le=30 * 86400)] | None = None
     misfire_grace_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
@@ -174,14 +178,14 @@ class JobPatch(StrictModel):
 MAX_REASON_CHARS = 500
 
 
-class PauseRequest(StrictModel):
-    """Optional body of ``POST /jobs/{id}/pause``."""
+class ReasonRequest(StrictModel):
+    """An optional ``reason``: one line of text, not blank (``PauseRequest``, ``CancelRequest``)."""
 
     reason: str | None = Field(
         None,
         min_length=1,
         max_length=MAX_REASON_CHARS,
-        description="why, one line of text; shown on the job while it is paused",
+        description="why, one line of text",
         json_schema_extra={"pattern": REASON_PATTERN},
     )
 
@@ -197,6 +201,28 @@ class PauseRequest(StrictModel):
                 "reason_control", "reason must be one line of text, without control characters"
             )
         raise PydanticCustomError("blank_reason", "reason must not be blank")
+
+
+class PauseRequest(ReasonRequest):
+    """Optional body of ``POST /jobs/{id}/pause``: the ``reason`` is shown on the job while it is paused."""
+
+
+class CancelRequest(ReasonRequest):
+    """Optional body of ``POST /jobs/{id}/runs/{run_id}/cancel``: the ``reason`` is kept on the cancelled run
+    (``cancel_reason``)."""
+
+
+class RunCancel(RunDetail):
+    """The answer of ``POST /jobs/{id}/runs/{run_id}/cancel``: the cancelled run, and what became of its try."""
+
+    stop: Stop = Field(
+        description="`not_started`: the run was queued or retrying, no try of it starts; `terminated`: its "
+        "running `shell` or `command` try is stopped within one heartbeat interval (SIGTERM to the process "
+        "group, SIGKILL after the job's `cancel_grace_s`); `aborted`: its running `http` request is shut "
+        "within one heartbeat interval; `not_recalled`: a `lambda` invocation or `sqs` message already sent "
+        "cannot be recalled and may still finish (the run stays `cancelled`)"
+    )
+    note: str = Field(description="the same, in a sentence")
 
 
 class BackfillRequest(StrictModel):

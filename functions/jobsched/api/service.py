@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from jobsched.api import job_listing, timing
 from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
+from jobsched.api.cancels import Cancels
 from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.job_checks import check_settings, validation_problem
@@ -62,6 +63,7 @@ from jobsched.models import (
     paused_fields,
 )
 from jobsched.observability import logger
+from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState
@@ -103,7 +105,8 @@ class JobService:
 
     ``idempotency`` is required only for calls that pass an ``idempotency_key``; ``target_tags`` (optional)
     refuses a lambda/sqs target whose owner tag names another owner; ``shell_owners`` (local mode with a tokens
-    file) the owners that may use ``shell`` targets where the deployment allows them (None: every owner).
+    file) the owners that may use ``shell`` targets where the deployment allows them (None: every owner);
+    ``alerts`` (optional) the alerts topic, for the ``on_cancelled`` alert of a cancel.
     """
 
     settings: Settings
@@ -115,6 +118,7 @@ class JobService:
     target_tags: TargetTags | None = None
     partition_marks: PartitionMarks | None = None
     shell_owners: frozenset[str] | None = None
+    alerts: AlertSink | None = None
 
     def __post_init__(self) -> None:
         self.audit = AuditTrail(self.jobs, self.settings.retention_days)
@@ -131,6 +135,12 @@ class JobService:
     def triggers(self) -> Triggers:
         """Manual runs (``Triggers``), on the service's current adapters."""
         return Triggers(self.settings, self.owned, self.runs, self.queue, self.audit, self.clock)
+
+    @property
+    def cancels(self) -> Cancels:
+        """Cancels of one run (``Cancels``), on the service's current adapters; ``alerts``: the job's alerts."""
+        interval = self.settings.heartbeat_interval_s
+        return Cancels(self.jobs, self.runs, self.audit, self.clock, interval, self.alerts)
 
     @property
     def reruns(self) -> Reruns:

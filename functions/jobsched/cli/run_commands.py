@@ -4,12 +4,14 @@
 - ``jobsched runs JOB`` (or ``runs list JOB``): the job's runs, newest first (``--status`` filters, ``--json``);
 - ``jobsched runs show RUN_ID``: one run with each try's start, finish, worker, error and output
   (``GET /jobs/{id}/runs/{run_id}``);
+- ``jobsched runs cancel RUN_ID [--reason TEXT]``: a queued, retrying or running run ends ``cancelled``
+  (``POST /jobs/{id}/runs/{run_id}/cancel``), saying what became of its try.
 - ``jobsched runs retry RUN_ID``: a dead or skipped run queued again (``POST /jobs/{id}/runs/{run_id}/retry``);
   ``jobsched runs retry --status dead --since 24h [--job JOB]``: every such run of the caller's jobs (or of one
   job) whose ``scheduled_for`` is in the window, one call each, a line each and the count at the end.
 
-A run id names its job (``<job id>@<scheduled_for epoch ms>``), so ``show`` and ``retry`` take the id alone.
-``show`` and ``retry`` are words of the command: a job named ``show`` or ``retry`` is listed with
+A run id names its job (``<job id>@<scheduled_for epoch ms>``), so ``show``, ``cancel`` and ``retry`` take the id
+alone. ``show``, ``cancel`` and ``retry`` are words of the command: a job named like one is listed with
 ``jobsched runs list show``.
 """
 
@@ -53,7 +55,8 @@ class _RunsGroup(TyperGroup):
 
 runs_app = typer.Typer(
     cls=_RunsGroup,
-    help="A job's runs (`runs JOB`), one run with its tries (`runs show RUN_ID`), re-runs (`runs retry`).",
+    help="A job's runs (`runs JOB`), one run with its tries (`runs show RUN_ID`), re-runs (`runs retry`), "
+    "cancels (`runs cancel RUN_ID`).",
     no_args_is_help=True,
 )
 runs_app.command("list")(runs_command)
@@ -158,6 +161,29 @@ def runs_retry(
     except ValueError as error:
         fail(str(error), USAGE_ERROR, field="--since")
     _retry_many(conn, status, start, job, as_json)
+
+
+@runs_app.command("cancel")
+@option_groups
+def runs_cancel(
+    run_id: RunIdArgument = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why; kept on the cancelled run (cancel_reason).")
+    ] = None,
+    conn: Connection = Connection(),
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel a queued, retrying or running run (POST /jobs/{id}/runs/{run_id}/cancel): no try of it starts, a
+    running shell/command try is terminated, an http request aborted; a lambda or sqs target may still finish.
+    Cancelling a cancelled run again answers as the first time; a finished run is refused (409)."""
+    if not run_id:
+        fail("give the RUN_ID to cancel", USAGE_ERROR, field="RUN_ID")
+    with conn.client() as client:
+        run = client.cancel_run(_job_of(run_id), run_id, reason=reason)
+    if as_json:
+        print_json(run)
+    else:
+        typer.echo(f"cancelled: {run.get('id', '')} ({run.get('stop', '')}): {run.get('note', '')}")
 
 
 def _retry_many(

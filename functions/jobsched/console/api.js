@@ -91,6 +91,8 @@ export const listAllRuns = ({ status, job_id, kind, since, until, max = 500 } = 
 export const getRun = (id, runId) => request("GET", `/jobs/${seg(id)}/runs/${seg(runId)}`);
 export const retryRun = (id, runId, idempotencyKey) =>
   request("POST", `/jobs/${seg(id)}/runs/${seg(runId)}/retry`, { headers: { "Idempotency-Key": idempotencyKey } });
+export const cancelRun = (id, runId, reason) =>
+  request("POST", `/jobs/${seg(id)}/runs/${seg(runId)}/cancel`, reason ? { body: { reason } } : {});
 export const backfill = (id, start, end, idempotencyKey) =>
   request("POST", `/jobs/${seg(id)}/backfill`, { body: { start, end }, headers: { "Idempotency-Key": idempotencyKey } });
 export const listFires = (id, count = 10) => request("GET", `/jobs/${seg(id)}/fires`, { params: { count } });
@@ -106,6 +108,7 @@ export async function features() {
     allRuns: has("/runs", "get"),
     runDetail: has("/jobs/{id}/runs/{run_id}", "get"),
     retry: has("/jobs/{id}/runs/{run_id}/retry", "post"),
+    cancel: has("/jobs/{id}/runs/{run_id}/cancel", "post"),
     backfill: has("/jobs/{id}/backfill", "post"),
     fires: has("/jobs/{id}/fires", "get"),
     events: has("/jobs/{id}/events", "get"),

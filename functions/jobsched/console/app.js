@@ -5,7 +5,8 @@ import { describeSchedule, percent, perMinute, quantile, runStats, seconds, when
 
 const POLL_MS = 5000;
 const RUNS_PER_JOB = 50; // the jobs page's statistics are over each job's newest runs, at most this many
-const STATUSES = ["queued", "running", "retrying", "succeeded", "dead", "skipped"];
+const STATUSES = ["queued", "running", "retrying", "succeeded", "dead", "skipped", "cancelled"];
+const CANCELLABLE = ["queued", "running", "retrying"];
 const main = document.getElementById("main");
 let features = {};
 let current = null; // the mounted view: {refresh()}
@@ -173,7 +174,8 @@ function timeline(runs, fires) {
   });
   const next = fires.map((fire) => h("span", { class: "mark next", title: `next: ${fire.scheduled_for}${fire.note ? ` (${fire.note})` : ""}` }));
   const legend = [["succeeded", "--succeeded"], ["failed then succeeded", "--retrying"], ["running", "--running"],
-    ["retrying", "--retrying"], ["dead", "--dead"], ["skipped", "--skipped"], ["queued", "--queued"]];
+    ["retrying", "--retrying"], ["dead", "--dead"], ["skipped", "--skipped"], ["queued", "--queued"],
+    ["cancelled", "--cancelled"]];
   return h("div", {}, h("div", { class: "timeline", id: "timeline" }, marks, next),
     h("div", { class: "legend" }, legend.map(([label, color]) => h("span", { style: `--c: var(${color})` }, label)),
       next.length ? h("span", { style: "--c: transparent" }, "dashed: next fires") : null));
@@ -261,6 +263,7 @@ function runView(id, runId) {
       else run = (await api.listRuns(id, { max: 1000 })).find((r) => r.id === runId);
       if (!run) throw new api.ApiError(404, "not_found", `no run ${runId} among the newest 1000 runs of ${job.name}`);
       const retry = features.retry && (run.status === "dead" || run.status === "skipped");
+      const cancel = features.cancel && CANCELLABLE.includes(run.status);
       const { attempts, previous_attempts: previous, ...fields } = run;
       const triesTable = (tries) => table(["Try", "Started", "Finished", "Worker", "Error", "Output"],
         tries.map((a) => [String(a.attempt), when(a.started_at), when(a.finished_at), a.worker || "–",
@@ -270,6 +273,9 @@ function runView(id, runId) {
         h("h1", {}, `Run ${run.scheduled_for} `, statusBadge(run.status)),
         retry ? h("div", { class: "toolbar" }, h("button", { id: "retry", class: "primary", onclick: () =>
           act("Run it again with the same run id and scheduled time?", () => api.retryRun(id, runId, api.newKey())) }, "Retry")) : null,
+        cancel ? h("div", { class: "toolbar" }, h("button", { id: "cancel-run", class: "danger", onclick: () =>
+          act(`Cancel this ${run.status} run? No try of it starts again; a running shell or http try is stopped within a heartbeat, a lambda or sqs target may still finish.`,
+            (a) => api.cancelRun(id, runId, a.reason || undefined), { reason: true }) }, "Cancel run")) : null,
         h("div", { class: "card" }, specList(fields)),
         attempts ? [h("h2", {}, "Tries"), triesTable(attempts)] : null,
         previous && previous.length ? [h("h2", {}, "Earlier tries (before each retry)"), triesTable(previous)] : null,

@@ -2,7 +2,7 @@
 job gives itself after too many dead runs in a row.
 
 Each alert goes on the alerts topic with ``owner``, ``job_id`` and ``kind`` attributes (``late``, ``skipped``,
-``failures``, ``auto_paused``; ``dead`` is sent with the dead-run message). Alerts are best effort after the
+``cancelled``, ``failures``, ``auto_paused``; ``dead`` is sent with the dead-run message). Alerts are best effort after the
 run's state is recorded: a publish that fails is logged and never changes the run's outcome. The streak of
 dead runs is read from the job's own history (newest first; runs still open or skipped neither count nor
 break it; a resume starts a new streak), so it needs no counter of its own and costs nothing on the happy path.
@@ -51,6 +51,20 @@ def skipped_fires_alert(job_id: str, owner: str, count: int, reason: str) -> Ale
         f"{count} fire(s) of {job_id} skipped",
         f"The scheduler recorded {count} fire(s) of job {job_id} as skipped: {reason}. They are in the job's "
         "run history (status skipped); POST /jobs/{id}/backfill runs them if they are still wanted.",
+    )
+
+
+def cancelled_alert(job: Job, row: RunRow) -> Alert:
+    """The ``cancelled`` alert of ``job``'s run ``row``, cancelled by an operator (sent when the job's
+    ``alerts.on_cancelled`` asks)."""
+    why = f" ({row.cancel_reason})" if row.cancel_reason else ""
+    return alert(
+        "cancelled",
+        job.id,
+        job.owner,
+        f"run of {job.name} cancelled",
+        f"The run {row.run_id} of job {job.name} ({job.id}) was cancelled by {row.cancelled_by}{why} while "
+        f"{(row.cancelled_from or row.status).value}.",
     )
 
 

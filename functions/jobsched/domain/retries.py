@@ -42,6 +42,7 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     DROPPED = "dropped"  # lost the claim: a duplicate or late delivery
     LOST = "lost"  # the run stopped being ours mid-try (the sweeper or a redelivery took it over)
+    CANCELLED = "cancelled"  # an operator cancelled the run mid-try: the try was stopped (design §5.8)
     DEFERRED = "deferred"  # handed back to SQS: not claimed (too little time left), or the claim given back
 
 

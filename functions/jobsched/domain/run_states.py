@@ -139,7 +139,14 @@ class StoredOr:
     param: str
 
 
-Value = Param | Const | PlusOne | StoredOr
+@dataclass(frozen=True)
+class Stored:
+    """The row's ``field`` as stored (a field every stored row has, e.g. ``status``)."""
+
+    field: str
+
+
+Value = Param | Const | PlusOne | StoredOr | Stored
 
 
 @dataclass(frozen=True)
@@ -303,7 +310,8 @@ TRANSITIONS: dict[str, Transition] = {
             "heartbeat",
             OURS,
             (Set("heartbeat_at", Param("now")),),
-            "worker: the try is alive",
+            "worker: the try is alive; a refusal answers the row (cancelled: the worker stops the try)",
+            answers="before",
         ),
         Transition(
             "succeed",
@@ -376,6 +384,32 @@ TRANSITIONS: dict[str, Transition] = {
             "worker, sweeper: undo a claim whose try never started; the row is as the claim found it",
         ),
         Transition(
+            "cancel",
+            status(RunStatus.QUEUED, RunStatus.RETRYING, RunStatus.RUNNING),
+            (
+                Set("status", Const(RunStatus.CANCELLED)),
+                Set("cancelled_from", Stored("status")),
+                Set("cancelled_by", Param("by")),
+                Set("cancel_reason", Param("reason"), given_only=True),
+                Set("finished_at", Param("now")),
+                Remove("sweep_at"),
+                Remove("retry_at"),
+            ),
+            "API (POST .../cancel): an unfinished run ends; a queued or retrying run is never claimed again, a"
+            " running try's next beat is refused and its worker stops it (design §5.8)",
+            answers="before",
+        ),
+        Transition(
+            "stopped",
+            every(
+                status(RunStatus.CANCELLED),
+                Compare("attempt", "=", "claim_attempt"),
+                Compare("worker", "=", "claim_worker"),
+            ),
+            (Set("tries", Param("tries")),),
+            "worker: the try a cancel stopped is recorded in the cancelled run's tries",
+        ),
+        Transition(
             "watch",
             every(OURS, Absent("sweep_at")),
             (Set("sweep_at", Param("sweep_at")),),
@@ -396,7 +430,7 @@ TRANSITIONS: dict[str, Transition] = {
         Transition(
             "clear_sweep",
             either(
-                status(RunStatus.SUCCEEDED, RunStatus.SKIPPED),
+                status(RunStatus.SUCCEEDED, RunStatus.SKIPPED, RunStatus.CANCELLED),
                 every(status(RunStatus.DEAD), Absent("notify_pending")),
             ),
             (Remove("sweep_at"),),
@@ -491,6 +525,8 @@ def _value_text(value: Value) -> str:
         return value.value.value if isinstance(value.value, RunStatus) else str(value.value).lower()
     if isinstance(value, PlusOne):
         return f"{value.field} + 1"
+    if isinstance(value, Stored):
+        return value.field
     return f"{value.field} or {value.param}"
 
 

@@ -32,17 +32,20 @@ from jobsched.domain.run_states import (
     Remove,
     Set,
     StatusIn,
+    Stored,
     Transition,
     Value,
     written_fields,
 )
 from jobsched.models import RunStatus
 from jobsched.ports.runs import (
+    Cancel,
     Claim,
     ClaimRequest,
     DeadTransition,
     KeyedInsert,
     Owned,
+    Renewal,
     Rerun,
     RerunRequest,
     RetryTransition,
@@ -168,6 +171,16 @@ def give_back_step(owned: Owned, *, before: RunRow) -> Step:
     )
 
 
+def cancel_step(key: RunKey, *, now_ms: int, by: str, reason: str | None) -> Step:
+    """``cancel`` of run ``key`` at ``now_ms`` by ``by`` (a principal), with ``reason`` (None: none given)."""
+    return _step("cancel", key, now=now_ms, by=by, reason=reason)
+
+
+def stopped_step(owned: Owned, *, tries: tuple[TryRecord, ...]) -> Step:
+    """``stopped`` of the claim ``owned``, whose run was cancelled: its tries become ``tries``."""
+    return _step("stopped", owned.key, claim_attempt=owned.attempt, claim_worker=owned.worker, tries=tries)
+
+
 def watch_step(owned: Owned, *, sweep_at_ms: int) -> Step:
     """``watch`` of the claim ``owned``: into the sweep index at ``sweep_at_ms``."""
     return _claimed_step("watch", owned, sweep_at=sweep_at_ms)
@@ -270,6 +283,8 @@ def value_of(value: Value, row: RunRow | None, params: Mapping[str, Any]) -> Any
         return value.value
     if isinstance(value, PlusOne):
         return (0 if row is None or absent(row, value.field) else getattr(row, value.field)) + 1
+    if isinstance(value, Stored):
+        return None if row is None else getattr(row, value.field)
     if row is None or absent(row, value.field):
         return params[value.param]
     return getattr(row, value.field)
@@ -349,6 +364,19 @@ class RunStateMachine:
 
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool:
         return self.apply_step(heartbeat_step(owned, now_ms=now_ms)).applied
+
+    def renew(self, owned: Owned, *, now_ms: int) -> Renewal:
+        """``RunRows.renew``: the ``heartbeat`` write, answering the row as stored when refused."""
+        outcome = self.apply_step(heartbeat_step(owned, now_ms=now_ms))
+        return Renewal(outcome.applied, None if outcome.applied else outcome.before)
+
+    def cancel(self, key: RunKey, *, now_ms: int, by: str, reason: str | None = None) -> Cancel:
+        """``RunCancels.cancel``: ``Cancel(True, the row before)`` or ``Cancel(False, as stored, None: absent)``."""
+        outcome = self.apply_step(cancel_step(key, now_ms=now_ms, by=by, reason=reason))
+        return Cancel(outcome.applied, outcome.before)
+
+    def stopped(self, owned: Owned, *, tries: tuple[TryRecord, ...]) -> bool:
+        return self.apply_step(stopped_step(owned, tries=tries)).applied
 
     def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool:
         return self.apply_step(succeed_step(owned, now_ms=now_ms, tries=tries)).applied

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobsched.ports.run_stores import JobSpecs, RunRows, VisibilityExtender
-from jobsched.ports.runs import Owned
+from jobsched.ports.runs import Owned, RunRow
 from jobsched.ports.targets import TargetCall, TargetTimedOut
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ class Heartbeat:
     must stop (returns False), because another worker may run it next:
 
     - ``lost``: the row refused the beat: it is no longer ours (the sweeper or a redelivery declared this
-      worker lost and took the run over).
+      worker lost and took the run over, or an operator cancelled the run: ``refused`` is the row as the
+      refusal answered it, design §5.8).
     - ``lock_lost``: with ``lock`` (an ``overlap: skip`` job), the job's overlap lock refused the beat: another
       run took it as stale, so this try must stop before two runs of the job run together.
     - ``expiring``: no beat has been recorded for ``give_up_after_ms`` since ``last_ok_ms`` (the claim, then
@@ -78,6 +79,7 @@ class Heartbeat:
     give_up_after_ms: int | None = None
     lock: JobSpecs | None = None
     lost: bool = field(default=False, init=False)
+    refused: RunRow | None = field(default=None, init=False)
     lock_lost: bool = field(default=False, init=False)
     expiring: bool = field(default=False, init=False)
     beats: int = field(default=0, init=False)
@@ -105,10 +107,12 @@ class Heartbeat:
             # the previous write hung or this beat came late: the row may look stale before a write lands
             return self._give_up(now_ms)
         try:
-            if not self.runs.heartbeat(self.owned, now_ms=now_ms):
-                self.lost = True
+            renewal = self.runs.renew(self.owned, now_ms=now_ms)
+            if not renewal.renewed:
+                self.lost, self.refused = True, renewal.row
                 logger.warning(
-                    "heartbeat refused: the run is no longer ours", extra={"run_id": self.owned.run_id}
+                    "heartbeat refused: the run is no longer ours",
+                    extra={"run_id": self.owned.run_id, "status": renewal.row and renewal.row.status.value},
                 )
                 return False
             if self.lock is not None and not self.lock.renew_overlap(

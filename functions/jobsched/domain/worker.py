@@ -28,16 +28,16 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    the delivery comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier receive: a try the target never saw
    does not count.
 3. Run the target in a thread under ``supervise``: past ``timeout_s`` the try fails as timed out (the target
-   is cancelled: a shell command's process group gets SIGTERM then SIGKILL, an http request's connection is
-   shut, a command is asked to stop; a cancelled try that has not returned within ``overlap.STOP_GRACE_S``, and any
-   cancelled ``lambda`` try, keeps the job's overlap lock for as long as it may still run:
-   ``OverlapLock.let_go``); every ``heartbeat_interval_s`` the run
-   row's ``heartbeat_at`` and the message's visibility are extended (an extension that fails puts the run into
-   the sweep index, ``Heartbeat``). A refused beat (the run was taken over)
-   cancels the try, which ends ``LOST`` without writing anything; heartbeat writes failing for so long that
-   the row would soon look lost (``heartbeat_stale_s`` minus one interval since the last recorded beat)
-   cancel it too, recorded as a failed try if the run is still ours. Either way no second worker ever runs
-   the target while this one still does.
+   is cancelled: a shell command's process group gets SIGTERM then SIGKILL after ``cancel_grace_s``, an http
+   request's connection is shut, a command is asked to stop; a cancelled try that has not returned within
+   ``overlap.STOP_GRACE_S``, and any cancelled ``lambda`` try, keeps the job's overlap lock for as long as it
+   may still run: ``OverlapLock.let_go``); every ``heartbeat_interval_s`` the run row's ``heartbeat_at`` and
+   the message's visibility are extended (an extension that fails puts the run into the sweep index,
+   ``Heartbeat``). A refused beat (the run was taken over) cancels the try: ``LOST``, nothing written
+   (``CANCELLED``: the run was cancelled, its try recorded, ``domain.cancels``); heartbeat writes failing so
+   long that the row would soon look lost (``heartbeat_stale_s`` minus one interval since the last recorded
+   beat) cancel it too, recorded as a failed try if the run is still ours. Either way no second worker ever
+   runs the target while this one still does.
 4. Record the result with the try's entry in the run's ``tries`` (attempt, start, finish, worker, error and the
    target's ``output`` excerpt; ``jobsched.ports.tries``), in the same write, conditioned on the run still being
    this claim's: ``succeeded``; or after a failed try
@@ -67,6 +67,7 @@ from dataclasses import InitVar, dataclass, field, replace
 
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
+from jobsched.domain.cancels import cancelled_under, record_stopped
 from jobsched.domain.outcomes import OUTCOME_RESERVE_S, OutcomeWrites
 from jobsched.domain.overlap import Blocked, OverlapLock, TryEnd
 from jobsched.domain.redaction import redactor_for
@@ -335,6 +336,7 @@ class Worker:
             input=job.input,
             timeout_s=float(min(job.timeout_s, self.settings.worker_timeout_cap_s)),
             owner=job.owner,
+            stop_grace_s=float(job.cancel_grace_s),
         )
         if tried is not None:
             tried.call = call
@@ -357,6 +359,8 @@ class Worker:
                 waiter=self.waiter or RealWaiter(),
             )
         except TryAbandoned:
+            if cancelled_under(stop := heartbeat.refused, owned):
+                return record_stopped(self.runs, owned, before, stop, claimed_at, self.clock())
             if heartbeat.lost:
                 logger.warning(
                     "try abandoned: the run was taken over",
@@ -376,9 +380,7 @@ class Worker:
             return self._failed(owned, job, str(error), before, call, claimed_at, delivery, heartbeat)
         except Exception as error:  # a bug in an executor still ends the try, never the run
             failure = redactor_for(job.target)(f"{type(error).__name__}: {error}")
-            frame = traceback.extract_tb(error.__traceback__)[
-                -1
-            ]  # where, without a message that may hold secrets
+            frame = traceback.extract_tb(error.__traceback__)[-1]  # where, not a message with secrets
             logger.error(
                 "target raised unexpectedly",
                 extra={

@@ -397,6 +397,9 @@ RUN_ATTRIBUTES = {
     "expires_at_s": "expires_at",
     "reruns": "reruns",
     "rerun_key": "rerun_key",
+    "cancelled_by": "cancelled_by",
+    "cancel_reason": "cancel_reason",
+    "cancelled_from": "cancelled_from",
 }
 """``RunRow`` field -> runs-table attribute (the key ``job_id``/``scheduled_for`` and ``run_id``, ``sweep_pk``
 aside; ``tries`` is ``TRIES_ATTRIBUTE``)."""
@@ -488,6 +491,8 @@ def run_row(item: dict[str, Any]) -> RunRow:
         name: item[attribute] for name, attribute in RUN_ATTRIBUTES.items() if item.get(attribute) is not None
     }
     values["status"] = RunStatus(item["status"])
+    if "cancelled_from" in values:
+        values["cancelled_from"] = RunStatus(values["cancelled_from"])
     values["kind"] = RunKind(item.get("kind", RunKind.SCHEDULED.value))
     values["notify_pending"] = bool(item.get("notify_pending", False))
     values["tries"] = tries_of(item.get(TRIES_ATTRIBUTE))

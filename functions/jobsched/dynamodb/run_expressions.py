@@ -30,6 +30,7 @@ from jobsched.domain.run_states import (
     Remove,
     Set,
     StatusIn,
+    Stored,
     StoredOr,
     admits_no_row,
     written_fields,
@@ -166,6 +167,8 @@ def update_expression(step: Step, e: _Expression) -> str:
 def _assignment(write: Set, params: dict[str, Any], e: _Expression) -> str | None:
     """``#f = <value>``, or "REMOVE" for a None value, or None for a None value of a ``given_only`` write."""
     value = write.value
+    if isinstance(value, Stored):
+        return f"{e.name(attribute(write.field))} = {e.name(attribute(value.field))}"
     if isinstance(value, Param | Const) and value_of(value, None, params) is None:
         return None if write.given_only else "REMOVE"
     target = e.name(attribute(write.field))

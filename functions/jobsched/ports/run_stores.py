@@ -13,6 +13,7 @@ from jobsched.ports.jobs import AuditEvent
 from jobsched.ports.run_messages import DeadLetter, DeadRun, RunMessage
 from jobsched.ports.runs import (
     EVERY_RUN,
+    Cancel,
     Claim,
     ClaimRequest,
     DeadTransition,
@@ -20,6 +21,7 @@ from jobsched.ports.runs import (
     OverlapHolder,
     OverlapRequest,
     Owned,
+    Renewal,
     Rerun,
     RerunRequest,
     RetryTransition,
@@ -80,6 +82,17 @@ class RunRows(RunTransitions, RunClaims, Protocol):
     is refused."""
 
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool: ...
+
+    def renew(self, owned: Owned, *, now_ms: int) -> Renewal:
+        """A running try's heartbeat (the ``heartbeat`` write, 1 request): ``Renewal(True)``, or refused with the
+        row as stored, read from the refused write (a ``cancelled`` row of this attempt: the try must stop,
+        design §5.8)."""
+        ...
+
+    def stopped(self, owned: Owned, *, tries: tuple[TryRecord, ...]) -> bool:
+        """Record ``tries`` (with the try a cancel stopped) on the run of the claim ``owned``, once ``cancelled``
+        (``stopped``: only the claim's attempt and worker). False: not that claim's cancelled run."""
+        ...
 
     def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool: ...
 
@@ -182,7 +195,17 @@ class RunWriter(Protocol):
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
 
 
-class RunHistory(Protocol):
+class RunCancels(Protocol):
+    """The cancel of a run (``POST .../cancel``; any later caller that stops a run, e.g. an overlap policy)."""
+
+    def cancel(self, key: RunKey, *, now_ms: int, by: str, reason: str | None = None) -> Cancel:
+        """``queued|retrying|running -> cancelled`` at ``now_ms`` (epoch ms) by ``by`` with ``reason``: one
+        conditional write (``cancel`` of ``jobsched.domain.run_states``); ``Cancel(True, the row before)`` or
+        ``Cancel(False, the row as stored, None when absent)``. Raises ``StoreUnavailable``."""
+        ...
+
+
+class RunHistory(RunCancels, Protocol):
     """What the API's use cases need of the run store (``jobsched.dynamodb.runs.RunStore``; the in-memory fake
     ``jobsched.memory.runs.MemoryRunStore``): manual and backfill runs, one run, a job's history page."""
 

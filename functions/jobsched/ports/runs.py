@@ -101,6 +101,8 @@ class RunRow(OfARun):
     - ``tries``: the tries run so far, oldest first, bounded (``jobsched.ports.tries``); ``reruns``: how many times
       the run was re-run (``POST .../retry``: each starts a new round of tries); ``rerun_key``: the digest of the
       ``Idempotency-Key`` of the last re-run (a repeat of that request is a replay, not a conflict).
+    - ``cancelled_by``/``cancel_reason``: on a ``cancelled`` run, who cancelled it and why (the reason given, if
+      any); ``cancelled_from``: the status the cancel found (``running``: a try was stopped).
     """
 
     job_id: str
@@ -128,6 +130,9 @@ class RunRow(OfARun):
     tries: tuple[TryRecord, ...] = ()
     reruns: int = 0
     rerun_key: str | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    cancelled_from: RunStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,24 @@ class Claim:
     False with ``before`` the row as stored (None: there is no such run)."""
 
     claimed: bool
+    before: RunRow | None
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """The answer of ``RunRows.renew`` (a try's heartbeat): ``renewed``, or refused with ``row`` the row as stored
+    (None: there is none; ``cancelled`` with this claim's attempt: an operator cancelled the run)."""
+
+    renewed: bool
+    row: RunRow | None = None
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """The answer of ``RunCancels.cancel``: ``cancelled`` True with ``before`` the row as the cancel found it
+    (queued, retrying or running), or False with ``before`` the row as stored (None: there is no such run)."""
+
+    cancelled: bool
     before: RunRow | None
 
 

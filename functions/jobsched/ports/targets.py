@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobsched.clock import iso_utc
-from jobsched.models import MAX_ERROR_CHARS
+from jobsched.models import DEFAULT_CANCEL_GRACE_S, MAX_ERROR_CHARS
 
 
 class TargetFailed(Exception):
@@ -133,6 +133,9 @@ class TargetCall:
     timeout_s: float = 300.0
     owner: str | None = None
     cancel: CancelToken = field(default_factory=CancelToken)
+    stop_grace_s: float = float(DEFAULT_CANCEL_GRACE_S)
+    """Seconds a cancelled ``shell`` command's process group has between SIGTERM and SIGKILL (the job's
+    ``cancel_grace_s``)."""
     output: str | None = None
     ended: threading.Event = field(default_factory=threading.Event)
     """Set by the worker's supervisor once the try's code has returned (or raised): after a cancel, whether the

@@ -18,7 +18,7 @@ from jobsched.aws.clients import DEFAULT_CALLS, Aws, CallBounds, new_session
 from jobsched.clock import Clock, system_clock
 from jobsched.domain.alerting import RecentRuns
 from jobsched.domain.lease import LeaseStore
-from jobsched.ports.alerts import AlertSink
+from jobsched.ports.alerts import Alert, AlertSink
 from jobsched.ports.control import PartitionMarks, WatermarkStore
 from jobsched.ports.jobs import DueIndex, JobRepository
 from jobsched.ports.run_stores import (
@@ -461,6 +461,7 @@ class Components:
             ),
             partition_marks=self.control(),
             shell_owners=self.shell_owners(),
+            alerts=LazyAlerts(self.alert_publisher),
         )
 
     def api(self) -> Api:
@@ -486,6 +487,20 @@ class Components:
         else:
             authenticator = IamAuthenticator()
         return Api(settings=self.settings, service=self.job_service(), authenticator=authenticator)
+
+
+class LazyAlerts:
+    """An ``AlertSink`` made on its first publish (``make``): the API publishes only a cancelled run's alert,
+    rarely, so its SNS client is not made at start (no cold-start cost)."""
+
+    def __init__(self, make: Callable[[], AlertSink]) -> None:
+        self._make = make
+        self._sink: AlertSink | None = None
+
+    def publish(self, alert: Alert) -> None:
+        if self._sink is None:
+            self._sink = self._make()
+        self._sink.publish(alert)
 
 
 def _high_water(

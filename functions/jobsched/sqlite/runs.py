@@ -36,6 +36,8 @@ def row_of(text: str) -> RunRow:
     """The run row stored as ``text`` (``row_json``)."""
     data = json.loads(text)
     data["status"], data["kind"] = RunStatus(data["status"]), RunKind(data["kind"])
+    if data.get("cancelled_from") is not None:
+        data["cancelled_from"] = RunStatus(data["cancelled_from"])
     data["tries"] = tuple(TryRecord(**one) for one in data.get("tries", ()))
     return RunRow(**data)
 

@@ -9,7 +9,7 @@ The command gets ``JOBSCHED_RUN_ID`` (its idempotency key), ``JOBSCHED_JOB_ID``,
 the target's ``env``;
 ``input`` on stdin: a string as is, null as nothing, anything else as JSON. Exit status 0 is success;
 otherwise the try fails with the tail of stderr. Past ``timeout_s`` (or when the worker cancels the try)
-the whole process group is stopped (SIGTERM, then SIGKILL after ``KILL_AFTER_S``), children included. Output goes to temporary files, so a
+the whole process group is stopped (SIGTERM, then SIGKILL after the job's ``cancel_grace_s``), children included. Output goes to temporary files, so a
 chatty command cannot fill the worker's memory.
 """
 
@@ -28,8 +28,6 @@ from jobsched.ports.targets import TargetCall, TargetFailed, TargetTimedOut, out
 
 SHELL = "/bin/sh"
 STDERR_TAIL_CHARS = 1000
-KILL_AFTER_S = 5.0
-"""Seconds a cancelled command's process group has between SIGTERM and SIGKILL."""
 
 
 def stdin_bytes(value: object) -> bytes:
@@ -110,11 +108,11 @@ class ShellExecutor:
                 )
             except OSError as error:
                 raise TargetFailed(f"shell command could not start: {error}") from error
-            call.cancel.on_cancel(lambda: _kill_group(process))
+            call.cancel.on_cancel(lambda: _kill_group(process, call.stop_grace_s))
             try:
                 code = process.wait(timeout=call.timeout_s)
             except subprocess.TimeoutExpired:
-                _kill_group(process)
+                _kill_group(process, call.stop_grace_s)
                 raise TargetTimedOut(
                     f"timed out after {call.timeout_s:g} s (timeout_s); shell command killed"
                 ) from None
@@ -128,13 +126,13 @@ class ShellExecutor:
             return f"shell exit 0: {_read_tail(stdout, 200)}"
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def _kill_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
     """Stop the command's whole process group: SIGTERM, then, once the command has exited or after
-    ``KILL_AFTER_S``, SIGKILL to what is left of the group (children that ignore or outlive the TERM). Returns
+    ``grace_s`` (the job's ``cancel_grace_s``), SIGKILL to what is left of the group (children that ignore or outlive the TERM). Returns
     when the command itself has exited."""
     _signal_group(process, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=KILL_AFTER_S)
+        process.wait(timeout=grace_s)
     _signal_group(process, signal.SIGKILL)
     process.wait()
 

@@ -513,6 +513,30 @@ def test_runs_retry_one_then_again_is_a_409(cli: Any, deployment: Any) -> None:
     assert "is queued; only a dead or skipped run can be retried" in second.stderr
 
 
+def test_runs_cancel_a_queued_run_then_again_then_a_finished_one(cli: Any, deployment: Any) -> None:
+    job = cli.json("jobs", "create", "--name", "long", "--schedule", "@daily", "--command", "echo")
+    aws, settings = deployment
+    store = RunStore(aws.table(settings.runs_table))
+    at = 1_767_578_400_000
+    assert store.put_new(new_run(job["id"], at, now_ms=at, retention_days=90)) is None
+    run_id = f"{job['id']}@{at}"
+    (dead_id,) = _dead_runs(deployment, job["id"], at + 1)
+
+    first = cli("runs", "cancel", run_id, "--reason", "wrong input")
+    again = cli.json("runs", "cancel", run_id)
+    finished = cli("runs", "cancel", dead_id)
+    malformed = cli("runs", "cancel", "not-a-run")
+
+    assert first.exit_code == 0, first.stderr
+    assert first.stdout.startswith(f"cancelled: {run_id} (not_started): the run was queued")
+    assert again["status"] == "cancelled" and again["cancel_reason"] == "wrong input"
+    assert again["cancelled_by"] and again["stop"] == "not_started"
+    assert finished.exit_code == 1 and one_line(finished.stderr).startswith("error: 409 ")
+    assert "is dead; only a queued, retrying or running run can be cancelled" in finished.stderr
+    assert malformed.exit_code == 2 and "RUN_ID" in malformed.stderr
+    assert [r["id"] for r in cli.json("runs", "long", "--status", "cancelled")] == [run_id]
+
+
 def test_runs_retry_many_by_status_and_window_one_call_each_with_a_count(cli: Any, deployment: Any) -> None:
     now = int(time.time() * 1000)
     a = cli.json("jobs", "create", "--name", "a", "--schedule", "@daily", "--command", "echo")

@@ -10,6 +10,7 @@ def test_a_new_job_alerts_on_dead_runs_only_and_patch_merges_the_policy_field_by
     assert job["alerts"] == {
         "on_dead": True,
         "on_skipped": False,
+        "on_cancelled": False,
         "late_after_s": None,
         "after_consecutive_failures": None,
         "pause_after_consecutive_dead": None,

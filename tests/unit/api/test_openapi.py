@@ -34,10 +34,11 @@ ROUTES = {
     ("post", "/jobs/{id}/backfill"): ("BackfillRequest", {"200": "BackfillResult"}),
     ("get", "/jobs/{id}/runs/{run_id}"): (None, {"200": "RunDetail"}),
     ("post", "/jobs/{id}/runs/{run_id}/retry"): (None, {"202": "RunDetail"}),
+    ("post", "/jobs/{id}/runs/{run_id}/cancel"): ("CancelRequest", {"200": "RunCancel"}),
 }
 
 
-OPTIONAL_BODIES = {"PauseRequest"}
+OPTIONAL_BODIES = {"PauseRequest", "CancelRequest"}
 
 
 def schema_ref(response: dict) -> str | None:

@@ -6,13 +6,14 @@ from typing import Any
 
 from jobsched.domain.retries import Owned
 from jobsched.domain.supervision import Heartbeat
+from jobsched.ports.runs import Renewal
 
 STALE_MS = 120_000
 INTERVAL_MS = 30_000
 
 
 class FakeRuns:
-    """``RunRows.heartbeat`` answering from a script: True (recorded), False (refused) or an exception."""
+    """``RunRows.heartbeat`` (and ``renew``) answering from a script: True (recorded), False (refused) or an exception."""
 
     def __init__(self, *answers: bool | Exception) -> None:
         self.answers = list(answers)
@@ -24,6 +25,9 @@ class FakeRuns:
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    def renew(self, owned: Owned, *, now_ms: int) -> Renewal:
+        return Renewal(self.heartbeat(owned, now_ms=now_ms))
 
 
 class FakeVisibility:

@@ -107,7 +107,7 @@ def test_a_failing_heartbeat_does_not_fail_the_try(
             raise ConnectionError("SQS unreachable")
 
     class BrokenRuns:
-        def heartbeat(self, *args: Any, **kwargs: Any) -> bool:
+        def renew(self, *args: Any, **kwargs: Any) -> bool:
             raise ConnectionError("DynamoDB unreachable")
 
     beat = Heartbeat(
@@ -189,7 +189,7 @@ def test_a_try_whose_heartbeats_keep_failing_ends_before_the_run_looks_lost(
     def unreachable(*args: Any, **kwargs: Any) -> bool:
         raise ConnectionError("DynamoDB unreachable")
 
-    monkeypatch.setattr(kit.worker.runs, "heartbeat", unreachable)
+    monkeypatch.setattr(kit.worker.runs, "renew", unreachable)
     job = kit.due_job(command="hold")
     # When it has gone unrecorded for heartbeat_stale_s minus one interval
     assert kit.deliver(job) == Outcome.RETRYING
