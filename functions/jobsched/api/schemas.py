@@ -33,6 +33,7 @@ from jobsched.models import (
     JobSettings,
     MissedPolicy,
     OverlapPolicy,
+    Priority,
     RetryPolicy,
     StrictModel,
     Target,
@@ -153,6 +154,7 @@ class JobPatch(StrictModel):
     catch_up_window_s: Annotated[Count, Field(ge=0, le=30 * 86400)] | None = None
     misfire_grace_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
     overlap: OverlapPolicy | None = None
+    priority: Priority | None = None
     jitter_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
     start_at: Instant | None = None
     end_at: Instant | None = None
