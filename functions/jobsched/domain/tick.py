@@ -216,8 +216,9 @@ class Scheduler:
         Requests per run: 1 UpdateItem moving the job (one per job per tick, shared by all the fires a
         catching-up job runs in that tick) + 1/25 BatchWriteItem filing its next due entry + 1/10
         SendMessageBatch + 1/100 BatchGetItem (the due jobs' scheduling items, read consistently) = 1.15, plus per
-        tick one Query per lane per shard per undrained bucket (``due_shards`` x 2 lanes x 1-2 buckets with the
-        defaults: 8-16, none for a lane whose backlog the previous full tick read), a store of the read positions
+        tick one Query per lane per shard per undrained bucket (``due_shards`` x 2 lanes, plus the 2 high lanes of
+        the high shard, x 1-2 buckets with the defaults: 10-20, none for a lane whose backlog the previous full
+        tick read), a store of the read positions
         at most every ``POSITIONS_SAVE_MS``, and, in the loop, a lease renewal every third tick, amortized over the
         tick's runs. No run row: the worker's claim writes it. An idle tick costs the queries alone, whatever the
         number of jobs. A refused put of a skipped fire costs the same 1 request (the existing row comes back with
