@@ -148,13 +148,16 @@ def timer_item(entry: DueEntry) -> dict[str, Any]:
     return item
 
 
-def timer_entry_of_item(item: dict[str, Any]) -> DueEntry:
-    """The entry of a timer item as stored (plain values; :func:`timer_entry`'s errors)."""
-    owner, priority = item.get("owner"), item.get("priority")
+def timer_entry_of_item(
+    item: dict[str, Any], *, pk: str = "pk", sk: str = "sk", owner: str = "owner"
+) -> DueEntry:
+    """The entry of a timer item as stored (plain values), or of the timer keys a scheduling item keeps (``pk`` and
+    ``sk`` name the key attributes, ``owner`` the owner's; ``priority`` either way): :func:`timer_entry`'s errors."""
+    who, priority = item.get(owner), item.get("priority")
     return timer_entry(
-        str(item["pk"]),
-        str(item["sk"]),
-        owner=str(owner) if owner is not None else None,
+        str(item[pk]),
+        str(item[sk]),
+        owner=str(who) if who is not None else None,
         priority=str(priority) if priority is not None else None,
     )
 
@@ -175,13 +178,7 @@ def due_entry_from_item(item: dict[str, Any]) -> DueEntry:
     for anything else."""
     try:
         if item.get("timer_pk") is not None:
-            owner, priority = item.get("job_owner"), item.get("priority")
-            return timer_entry(
-                str(item["timer_pk"]),
-                str(item["timer_sk"]),
-                owner=str(owner) if owner is not None else None,
-                priority=str(priority) if priority is not None else None,
-            )
+            return timer_entry_of_item(item, pk="timer_pk", sk="timer_sk", owner="job_owner")
         partition, bucket, shard = parse_due_pk(str(item["due_pk"]))
         return DueEntry(str(item["job_id"]), partition, bucket, shard, int(item["due_at"]), lane=INDEX)
     except (KeyError, TypeError) as error:
