@@ -225,9 +225,9 @@ class DueReader:
         read to the end (the watermark waits for a tick that reads it to its end). During a rush this saves
         re-reading ``page_size`` entries per lane in all but one in ``shards * page_size / max_jobs`` ticks.
 
-        The ``high`` lanes (``ports.jobs.HIGH_LANES``, of shard ``HIGH_SHARD`` only) give way only to a ``high`` backlog: however full the other
-        lanes' backlog, they are read to the horizon, and their pages followed until their entries alone fill
-        the tick, so the tick finds every ``high`` fire due now (design §4.10)."""
+        The ``high`` lanes (``ports.jobs.HIGH_LANES``, of shard ``HIGH_SHARD`` only) give way only to a ``high``
+        backlog: however full the other lanes' backlog, they are read to the horizon, and their pages followed
+        until their entries alone fill the tick, so the tick finds every ``high`` fire due now (design §4.10)."""
         horizon = self.horizon(now_ms)
         reads = [BucketRead(b) for b in self._buckets(now_ms)]
         carry, self._carry = self._carry, {}

@@ -65,7 +65,8 @@ def due_entry(
     the scheduler's watermark or read position, and the poll's ``at <= now`` still finds it at once. Its lane
     is :data:`~jobsched.ports.jobs.EARLY` when it is written at least :data:`TIMER_LEAD_MS` ahead, else
     :data:`~jobsched.ports.jobs.LATE`, or their ``-high`` lanes for a ``high`` ``priority``
-    (``ports.jobs.timer_lane``), always in shard ``HIGH_SHARD``. ``owner`` and ``priority`` order the due fires of a tick (design §4.10).
+    (``ports.jobs.timer_lane``), always in shard ``HIGH_SHARD``. ``owner`` and ``priority`` order the due fires
+    of a tick (design §4.10).
     """
     position = max(due_at_ms, now_ms)
     return DueEntry(
