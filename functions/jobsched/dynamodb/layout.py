@@ -50,6 +50,7 @@ from jobsched.ports.jobs import (
     AuditEvent,
     DueEntry,
     SchedulingState,
+    hinted_priority,
 )
 from jobsched.ports.runs import FAILURE_STATUSES, RunRow
 from jobsched.ports.tries import TryRecord
@@ -107,8 +108,8 @@ def timer_sk(order: tuple[int, str, int, int]) -> str:
 
 def timer_entry(pk: str, sk: str, *, owner: str | None = None, priority: str | None = None) -> DueEntry:
     """The entry of a timer item (its keys, and its ``owner`` and ``priority`` attributes when it has them: None
-    on items written before they were kept, a ``normal`` priority). Raises ValueError for keys
-    ``timer_pk``/``timer_sk`` did not make, or an unknown priority."""
+    on items written before they were kept, a ``normal`` priority: ``ports.jobs.hinted_priority``). Raises
+    ValueError for keys ``timer_pk``/``timer_sk`` did not make."""
     parts = pk.split("#")
     if len(parts) != 5 or parts[0] != "due" or parts[4] not in TIMER_LANES:
         raise ValueError(f"not a timer key: {pk!r}")
@@ -126,7 +127,7 @@ def timer_entry(pk: str, sk: str, *, owner: str | None = None, priority: str | N
             position=int(at),
             version=None if version == "-" else int(version),
             owner=owner,
-            priority=Priority(priority or Priority.NORMAL.value),
+            priority=hinted_priority(priority),
         )
     except ValueError:
         raise ValueError(f"not a timer key: {sk!r}") from None

@@ -46,6 +46,16 @@ HIGH_SHARD = 0
 instant), so a tick reads two more lanes per bucket, not two per shard."""
 
 
+def hinted_priority(value: object) -> Priority:
+    """The priority a stored due entry names (``value``: its stored text, or None); ``normal`` for none or one no
+    code path of ours writes: an entry is a hint that orders a tick's reads, and the job's state, read
+    consistently, decides what runs."""
+    try:
+        return Priority(str(value)) if value is not None else Priority.NORMAL
+    except ValueError:
+        return Priority.NORMAL
+
+
 def timer_lane(*, early: bool, priority: Priority) -> str:
     """The timer lane of an entry: :data:`EARLY` or :data:`LATE` (``early``: written at least
     ``registration.TIMER_LEAD_MS`` ahead), their ``-high`` lanes for a ``high`` job."""

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from jobsched.clock import to_ms
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry, stuck_due_before
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
-from jobsched.models import Job, MissedPolicy, Priority
+from jobsched.models import Job, MissedPolicy
 from jobsched.ports.errors import NameTaken, NotFound
-from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable, hinted_priority
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
 
@@ -309,7 +309,7 @@ class SqliteJobStore:
                 position=r[2],
                 version=None if r[3] < 0 else r[3],
                 owner=r[4],
-                priority=Priority(r[5] or Priority.NORMAL.value),
+                priority=hinted_priority(r[5]),
             )
             for r in rows[:limit]
         ]

@@ -9,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobsched.domain.dispatch_order import NO_OWNER, dispatch_order
+from jobsched.dynamodb import layout
 from jobsched.models import Priority
-from jobsched.ports.jobs import DueEntry
+from jobsched.ports.jobs import DueEntry, hinted_priority
 
 T0 = 1_772_445_600_000
 
@@ -81,3 +82,14 @@ def test_an_owner_with_one_fire_is_not_behind_another_owners_backlog() -> None:
 
     # Then the quiet owner's fire is second: the noisy owner's oldest first (it is older), then the quiet one's
     assert [e.job_id for e in ordered[:3]] == ["n00", "q", "n01"]
+
+
+def test_a_stored_entry_naming_an_unknown_priority_orders_as_normal() -> None:
+    # A due entry is a hint (the job's state, read consistently, decides what runs): a timer item whose priority
+    # no code path writes is read as normal rather than failing the tick's read
+    entry = DueEntry("j_1", 0, 5, 0, T0, owner="team-a", priority=Priority.HIGH, lane="early-high")
+    item = {**layout.timer_item(entry), "priority": "urgent"}
+
+    assert layout.timer_entry_of_item(layout.timer_item(entry)).priority is Priority.HIGH
+    assert layout.timer_entry_of_item(item).priority is Priority.NORMAL
+    assert (hinted_priority(None), hinted_priority("low")) == (Priority.NORMAL, Priority.LOW)
