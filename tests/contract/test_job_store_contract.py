@@ -12,9 +12,20 @@ import pytest
 from jobsched.clock import from_ms, to_ms
 from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
-from jobsched.models import CommandTarget, Job, JobEventKind
+from jobsched.models import CommandTarget, Job, JobEventKind, Priority
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
-from jobsched.ports.jobs import EARLY, LATE, AuditEvent, DueEntry, DueQuery, Move, Rewrite, SchedulingState
+from jobsched.ports.jobs import (
+    EARLY,
+    EARLY_HIGH,
+    LATE,
+    LATE_HIGH,
+    AuditEvent,
+    DueEntry,
+    DueQuery,
+    Move,
+    Rewrite,
+    SchedulingState,
+)
 from jobsched.sqlite.jobs import SqliteJobStore
 
 from .conftest import BACKENDS, adapter_on, on_table
@@ -268,6 +279,46 @@ def test_query_due_reads_one_lane_in_its_order_after_a_read_position(store: Any)
         lane[2]
     ]
     assert set(store.due_lanes()) >= {EARLY, LATE}
+
+
+def test_due_entries_read_back_with_their_owner_and_priority(store: Any) -> None:
+    # Given a high job (its entry in the early high lane) and a low one (the early lane), of two owners
+    high, low = job(1, owner="team-h"), job(2, owner="team-l")
+    high_due = DueEntry(
+        high.id, 0, 5, 0, T0, lane=EARLY_HIGH, version=1, owner="team-h", priority=Priority.HIGH
+    )
+    low_due = DueEntry(low.id, 0, 5, 0, T0, lane=EARLY, version=1, owner="team-l", priority=Priority.LOW)
+    store.create(high, state(high, due=high_due, owner="team-h", priority=Priority.HIGH))
+    store.create(low, state(low, due=low_due, owner="team-l", priority=Priority.LOW))
+
+    # Then each lane's query returns its entry with the owner and priority it was filed with, as does the state
+    (found_high,) = store.query_due(DueQuery(0, 5, 0, T0 + 10, lane=EARLY_HIGH))[0]
+    (found_low,) = store.query_due(DueQuery(0, 5, 0, T0 + 10, lane=EARLY))[0]
+    assert (found_high.owner, found_high.priority) == ("team-h", Priority.HIGH)
+    assert (found_low.owner, found_low.priority) == ("team-l", Priority.LOW)
+    states = store.scheduling_states([high.id, low.id])
+    assert states[high.id].priority is Priority.HIGH and states[low.id].priority is Priority.LOW
+    assert (states[high.id].due.owner, states[high.id].due.priority) == ("team-h", Priority.HIGH)
+    assert set(store.due_lanes()) >= {EARLY_HIGH, LATE_HIGH}
+
+    # And a move onto a next entry filed by put_timers keeps them
+    nxt = DueEntry(
+        high.id, 0, 5, 0, T0 + 5, lane=LATE_HIGH, version=1, owner="team-h", priority=Priority.HIGH
+    )
+    store.put_timers([nxt])
+    store.move(
+        Move(
+            high.id,
+            expected_next_run_at=T0,
+            expected_version=1,
+            partition=0,
+            term=1,
+            next_run_at=T0 + 5,
+            due=nxt,
+        )
+    )
+    (moved,) = current(store, DueQuery(0, 5, 0, T0 + 10, lane=LATE_HIGH))
+    assert (moved.job_id, moved.owner, moved.priority) == (high.id, "team-h", Priority.HIGH)
 
 
 def test_a_move_lands_only_on_the_state_it_was_planned_from(store: Any) -> None:

@@ -386,6 +386,24 @@ def test_resume_and_delete_ask_first_and_cancel_does_nothing(local: LocalProcess
     assert local.http.get(f"/jobs/{job['id']}").status_code == 404
 
 
+def test_a_jobs_priority_is_shown_and_changed_from_its_page(local: LocalProcess, desktop: WebDriver) -> None:
+    # Given a job of normal priority, on its page
+    job = create(local)
+    sign_in(desktop, local.url, TEAM_A)
+    desktop.get(f"{local.url}/ui/#/jobs/{job['id']}")
+    element(desktop, "#priority", "normal")
+
+    # When high is chosen and set, after the confirmation
+    Select(element(desktop, "#priority-select")).select_by_value("high")
+    click(desktop, "#set-priority")
+    confirm(desktop)
+
+    # Then the job is high, on its page and in the API
+    element(desktop, "#priority", "high")
+    assert local.http.get(f"/jobs/{job['id']}").json()["priority"] == "high"
+    assert page_errors(desktop) == []
+
+
 def test_api_errors_show_as_the_api_words_them(local: LocalProcess, desktop: WebDriver) -> None:
     job = create(local)
     sign_in(desktop, local.url, TEAM_A)

@@ -15,18 +15,10 @@ from jobsched.local.runtime import LocalRuntime
 
 def quiet_runtime(data_dir: Path, lines: list[str], **config: Any) -> LocalRuntime:
     """Local mode on an ephemeral port over ``data_dir`` with one worker, its lines kept in ``lines``, errors
-    only in its logs and the sweeper idle for an hour; ``config`` sets further ``LocalConfig`` fields."""
-    return LocalRuntime(
-        LocalConfig(
-            port=0,
-            data_dir=data_dir,
-            workers=1,
-            emit=lines.append,
-            log_level="ERROR",
-            sweep_interval_s=3600,
-            **config,
-        )
-    )
+    only in its logs and the sweeper idle for an hour; ``config`` sets further ``LocalConfig`` fields (or
+    overrides those)."""
+    defaults: dict[str, Any] = {"port": 0, "workers": 1, "log_level": "ERROR", "sweep_interval_s": 3600}
+    return LocalRuntime(LocalConfig(data_dir=data_dir, emit=lines.append, **(defaults | config)))
 
 
 @contextmanager

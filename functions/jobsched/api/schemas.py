@@ -38,6 +38,7 @@ from jobsched.models import (
     Labels,
     MissedPolicy,
     OverlapPolicy,
+    Priority,
     RetryPolicy,
     RunDetail,
     StrictModel,
@@ -161,6 +162,7 @@ class JobPatch(StrictModel):
     catch_up_window_s: Annotated[Count, Field(ge=0, le=30 * 86400)] | None = None
     misfire_grace_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
     overlap: OverlapPolicy | None = None
+    priority: Priority | None = None
     jitter_s: Annotated[Count, Field(ge=0, le=86400)] | None = None
     start_at: Instant | None = None
     end_at: Instant | None = None

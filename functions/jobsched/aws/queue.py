@@ -4,6 +4,7 @@ drains."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import threading
@@ -15,6 +16,17 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from jobsched.aws.wire import parse_run_message, run_message_body
 from jobsched.dynamodb.errors import TRANSIENT_ERRORS
 from jobsched.ports.run_messages import MAX_DELAY_S, DeadLetter, Delivery, QueueSendError, RunMessage
+
+MESSAGE_GROUP_MAX = 128
+"""SQS's limit on a ``MessageGroupId``'s length (characters)."""
+
+
+def message_group_id(owner: str) -> str:
+    """The ``MessageGroupId`` of ``owner``'s run messages: the owner itself when SQS takes it (1-128 characters of
+    printable ASCII, no space), else ``owner#`` and 40 hex digits of its SHA-256 (the same owner, the same group)."""
+    if 0 < len(owner) <= MESSAGE_GROUP_MAX and all(33 <= ord(c) <= 126 for c in owner):
+        return owner
+    return "owner#" + hashlib.sha256(owner.encode()).hexdigest()[:40]
 
 
 def default_worker_id() -> str:
@@ -49,7 +61,9 @@ class RunQueue:
         self.url = url
 
     def send(self, messages: Sequence[RunMessage]) -> None:
-        """Send messages in batches of 10 (one request per batch).
+        """Send messages in batches of 10 (one request per batch). A message's ``owner`` is its
+        ``MessageGroupId``: on a standard queue, SQS fair queues deliver quiet owners' messages first while one
+        owner holds most of those in flight (design §4.10).
 
         Raises ``QueueSendError`` listing the messages SQS refused, or, when a request fails outright (a
         throttle, a timeout, a service error after the SDK's retries), that batch and every later one (callers
@@ -63,6 +77,7 @@ class RunQueue:
                     "Id": str(i),
                     "MessageBody": run_message_body(m),
                     "DelaySeconds": max(0, min(m.delay_s, MAX_DELAY_S)),
+                    **({"MessageGroupId": message_group_id(m.owner)} if m.owner else {}),
                 }
                 for i, m in enumerate(batch)
             ]

@@ -52,7 +52,13 @@ def parse_run_message(body: str) -> RunMessage:
                 from_ms(instant)
         if not 0 <= optional.get("term", 0) < 2**63:
             raise ValueError(f"term {optional['term']} is outside 0..2^63-1")
-        return RunMessage(job_id=job_id, scheduled_for=scheduled_for, **optional)
+        return RunMessage(
+            job_id=job_id,
+            scheduled_for=scheduled_for,
+            dispatch_at=optional.get("dispatch_at"),
+            enqueued_at=optional.get("enqueued_at"),
+            term=optional.get("term"),
+        )
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as error:
         raise ValueError(f"malformed run message: {body[:200]!r}") from error
 

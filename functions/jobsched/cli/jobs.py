@@ -95,6 +95,10 @@ MissedOpt = Annotated[
     str | None, typer.Option("--missed", help="catch_up or skip: fires missed during downtime.")
 ]
 OverlapOpt = Annotated[str | None, typer.Option("--overlap", help="allow or skip: a run while another runs.")]
+PriorityOpt = Annotated[
+    str | None,
+    typer.Option("--priority", help="high, normal or low: the order among fires due at the same time."),
+]
 JitterOpt = Annotated[int | None, typer.Option("--jitter", help="Spread the start over [0, N) seconds.")]
 StartOpt = Annotated[str | None, typer.Option("--start-at", help="ISO 8601 instant with offset.")]
 EndOpt = Annotated[str | None, typer.Option("--end-at", help="ISO 8601 instant with offset.")]
@@ -130,6 +134,7 @@ class SpecFlags:
     timeout: TimeoutOpt = None
     missed: MissedOpt = None
     overlap: OverlapOpt = None
+    priority: PriorityOpt = None
     jitter: JitterOpt = None
     start_at: StartOpt = None
     end_at: EndOpt = None
@@ -137,7 +142,7 @@ class SpecFlags:
     def body(self) -> dict[str, Any]:
         """The request fields the given flags set, under the API's names: ``schedule``, ``timezone``,
         ``target``, ``input``, ``retry`` {``max_attempts``, ``backoff_s``}, ``timeout_s``, ``missed``,
-        ``overlap``, ``jitter_s``, ``start_at``, ``end_at``. Values are passed as given; the API validates
+        ``overlap``, ``priority``, ``jitter_s``, ``start_at``, ``end_at``. Values are passed as given; the API validates
         them. Exits 2 for two target flags or a flag that is not valid JSON."""
         targets = [t for t in (self.command, self.shell, self.url, self.target_json) if t is not None]
         if len(targets) > 1:
@@ -162,6 +167,7 @@ class SpecFlags:
             "timeout_s": self.timeout,
             "missed": self.missed,
             "overlap": self.overlap,
+            "priority": self.priority,
             "jitter_s": self.jitter,
             "start_at": self.start_at,
             "end_at": self.end_at,

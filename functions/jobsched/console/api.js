@@ -78,6 +78,7 @@ export async function collect(path, params = {}, max = 1000) {
 export const listJobs = () => collect("/jobs");
 export const getJob = (id) => request("GET", `/jobs/${seg(id)}`);
 export const deleteJob = (id) => request("DELETE", `/jobs/${seg(id)}`);
+export const updateJob = (id, fields) => request("PATCH", `/jobs/${seg(id)}`, { body: fields });
 export const pauseJob = (id, reason) =>
   request("POST", `/jobs/${seg(id)}/pause`, reason ? { body: { reason } } : {});
 export const resumeJob = (id) => request("POST", `/jobs/${seg(id)}/resume`);

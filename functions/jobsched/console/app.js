@@ -230,9 +230,11 @@ function jobView(id) {
           h("div", { class: "card" }, h("div", { class: "muted" }, "Schedule"), h("div", {}, h("code", {}, job.schedule)),
             h("div", { class: "muted" }, describeSchedule(job.schedule, job.timezone) || `in ${job.timezone}`)),
           h("div", { class: "card" }, h("div", { class: "muted" }, "Next fire"), h("div", { id: "next-fire" }, job.paused ? "– (paused)" : when(job.next_run_at))),
+          h("div", { class: "card" }, h("div", { class: "muted" }, "Priority"), h("div", { id: "priority", class: "value" }, job.priority || "normal")),
           h("div", { class: "card" }, h("div", { class: "muted" }, "Success"), h("div", { class: "value" }, percent(stats.successRate))),
           h("div", { class: "card" }, h("div", { class: "muted" }, "Lateness p50 / p99"), h("div", { class: "value" }, `${seconds(stats.p50)} / ${seconds(stats.p99)}`))),
         h("h2", {}, `Recent runs (${runs.length})`), timeline(runs, fires),
+        priorityForm(id, job),
         features.backfill ? backfillForm(id) : null,
         h("h2", {}, "Runs"), runs.length ? runsTable(runs) : h("p", { class: "muted" }, "No runs yet."),
         features.events ? [h("h2", {}, "Events"), table(["At", "Event", "Actor", "Detail"], events.map((e) =>
@@ -241,6 +243,16 @@ function jobView(id) {
       );
     },
   };
+}
+
+// The job's priority: among fires due at the same time, high ones are sent first, low ones last.
+function priorityForm(id, job) {
+  const current = job.priority || "normal";
+  const select = h("select", { id: "priority-select" },
+    ...["high", "normal", "low"].map((p) => h("option", { value: p, selected: p === current }, p)));
+  return h("div", {}, h("h2", {}, "Priority"), h("div", { class: "toolbar" }, select,
+    h("button", { id: "set-priority", onclick: () => act(`Set ${job.name}'s priority to ${select.value}? Among fires due at the same time, high ones go first, low ones last.`,
+      () => api.updateJob(id, { priority: select.value })) }, "Set priority")));
 }
 
 function backfillForm(id) {

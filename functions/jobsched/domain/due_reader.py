@@ -15,7 +15,16 @@ from jobsched.domain import planning
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick_records import TickResult, TickShared
 from jobsched.ports.control import Guard, WatermarkStore
-from jobsched.ports.jobs import INDEX, LATE, DueCursor, DueEntry, DuePageToken, DueQuery
+from jobsched.ports.jobs import (
+    HIGH_LANES,
+    HIGH_SHARD,
+    INDEX,
+    LATE_LANES,
+    DueCursor,
+    DueEntry,
+    DuePageToken,
+    DueQuery,
+)
 from jobsched.ports.positions import PositionsCodec, ReadPositions
 
 logger = logging.getLogger(__name__)
@@ -206,7 +215,11 @@ class DueReader:
         accepted late, a resume, a catching-up job's next fire) still goes first, oldest first, as a fresh read
         would take it, instead of waiting behind the backlog past its misfire grace. Such a bucket counts as not
         read to the end (the watermark waits for a tick that reads it to its end). During a rush this saves
-        re-reading ``page_size`` entries per lane in all but one in ``shards * page_size / max_jobs`` ticks."""
+        re-reading ``page_size`` entries per lane in all but one in ``shards * page_size / max_jobs`` ticks.
+
+        The ``high`` lanes (``ports.jobs.HIGH_LANES``, of shard ``HIGH_SHARD`` only) give way only to a ``high``
+        backlog: however full the other lanes' backlog, they are read to the horizon, and their pages followed
+        until their entries alone fill the tick, so the tick finds every ``high`` fire due now (design §4.10)."""
         horizon = self.horizon(now_ms)
         reads = [BucketRead(b) for b in self._buckets(now_ms)]
         carry, self._carry = self._carry, {}
@@ -219,22 +232,33 @@ class DueReader:
             for lane in lanes
             if carry.get((r.bucket, s, lane))
         }
-        full = sum(len(items) for items in kept.values()) >= self.limits.max_jobs
-        oldest_kept = min((item.at for items in kept.values() for item in items), default=horizon + 1)
+        # a high lane gives way only to a high backlog: a normal backlog never holds back a high entry
+        high_kept = [item for key, items in kept.items() if key[2] in HIGH_LANES for item in items]
+        every_kept = [item for items in kept.values() for item in items]
+        full = {
+            True: len(high_kept) >= self.limits.max_jobs,
+            False: len(every_kept) >= self.limits.max_jobs,
+        }
+        oldest_kept = {
+            True: min((item.at for item in high_kept), default=horizon + 1),
+            False: min((item.at for item in every_kept), default=horizon + 1),
+        }
         pending: list[_Pending] = []
-        total = late_pages = 0
+        total = late_pages = high_total = 0
         for read in reads:
             for shard in shards:
                 for lane in lanes:
+                    if lane in HIGH_LANES and shard != HIGH_SHARD:
+                        continue  # (no entry is filed there: registration.due_entry)
                     items = kept.get((read.bucket, shard, lane))
                     up_to = horizon
                     if items:
                         read.items.extend(items)
                         total += len(items)
                         up_to = min(horizon, min(item.at for item in items) - 1)
-                    elif full and lane != LATE:
+                    elif full[lane in HIGH_LANES] and lane not in LATE_LANES:
                         # (a late entry sorts at its writing, not at its due instant: its lane is read whole)
-                        up_to = min(horizon, oldest_kept - 1)
+                        up_to = min(horizon, oldest_kept[lane in HIGH_LANES] - 1)
                     # an entry is filed before its bucket ends (``registration.due_entry``): a read up to the
                     # bucket's last instant, or to the horizon, has all of it
                     if items or up_to < min(horizon, (read.bucket + 1) * self.bucket_ms - 1):
@@ -267,14 +291,21 @@ class DueReader:
                 new = [item for item in items if item not in self._done]
                 query.read.items.extend(new)
                 total += len(new)
+                high_total += len(new) if query.lane in HIGH_LANES else 0
                 if next_key:
                     query.token = next_key
                     following.append(query)
             if total >= self.limits.max_jobs:
                 # A full tick. The late lane is sorted by writing, not by due instant: an entry filed since may be
-                # older than all it read so far, so its pages are read on, up to LATE_PAGES_MAX in a tick.
+                # older than all it read so far, so its pages are read on, up to LATE_PAGES_MAX in a tick. A high
+                # lane's pages are read on until the high entries alone fill the tick (they go first).
                 late_pages += 1
-                keep = [q for q in following if q.lane == LATE] if late_pages <= LATE_PAGES_MAX else []
+                keep = [
+                    q
+                    for q in following
+                    if (q.lane in LATE_LANES and late_pages <= LATE_PAGES_MAX)
+                    or (q.lane in HIGH_LANES and high_total < self.limits.max_jobs)
+                ]
                 for query in following:
                     if all(query is not kept for kept in keep):
                         query.read.complete = False
@@ -291,7 +322,12 @@ class DueReader:
         by querying). A tick that was not full keeps nothing: its next tick queries every shard afresh."""
         # (a late entry is not carried: its lane is read from its position each tick, so an entry filed since at
         # an older due instant is taken first)
-        due = [item for read in reads for item in read.items if item.due_at <= now_ms and item.lane != LATE]
+        due = [
+            item
+            for read in reads
+            for item in read.items
+            if item.due_at <= now_ms and item.lane not in LATE_LANES
+        ]
         if all(item.job_id in considered for item in due):
             return
         for item in due:
@@ -321,7 +357,9 @@ class DueReader:
                     continue
                 key = (read.bucket, shard, lane)
                 for entry in fresh:
-                    if entry not in self._done or (lane == LATE and entry.at > now_ms - WATERMARK_MARGIN_MS):
+                    if entry not in self._done or (
+                        lane in LATE_LANES and entry.at > now_ms - WATERMARK_MARGIN_MS
+                    ):
                         break
                     self._cursors[key] = entry.order
                     self._done.discard(entry)

@@ -58,6 +58,8 @@ def refiled_entry(due: DueEntry, *, now_ms: int, shards: int, bucket_ms: int) ->
         bucket_ms=bucket_ms,
         now_ms=now_ms,
         version=due.version,
+        owner=due.owner,
+        priority=due.priority,
     )
 
 

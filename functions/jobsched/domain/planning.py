@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jobsched.clock import from_ms, to_ms
-from jobsched.models import MissedPolicy
+from jobsched.models import MissedPolicy, Priority
 from jobsched.ports.jobs import DueEntry, SchedulingState
 from jobsched.schedule.engine import Schedule, parse_schedule
 
@@ -60,7 +60,8 @@ class DueJob:
     rewrite of the item (None on items written before versions existed): a move lands only on the version it
     was planned from. ``on_time_from``: set by the API when it accepted a one-off whose instant was already past (the
     registration grace): that fire's lateness counts from then, so the missed policy never skips what the API
-    just accepted. ``owner``: the job's owner when its state keeps it (for the skipped rows it records).
+    just accepted. ``owner``: the job's owner when its state keeps it (for the skipped rows it records, and the
+    fair share of its due entries); ``priority``: the job's (its next entry's lane, design §4.10).
     """
 
     job_id: str
@@ -80,6 +81,7 @@ class DueJob:
     on_time_from: int | None = None
     owner: str | None = None
     alert_on_skipped: bool = False
+    priority: Priority = Priority.NORMAL
 
     @classmethod
     def from_state(cls, state: SchedulingState) -> DueJob:
@@ -105,6 +107,7 @@ class DueJob:
             on_time_from=state.on_time_from,
             owner=state.owner,
             alert_on_skipped=state.alert_on_skipped,
+            priority=state.priority,
         )
 
     def parsed_schedule(self) -> Schedule:

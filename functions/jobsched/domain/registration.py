@@ -11,8 +11,8 @@ import hashlib
 import secrets
 
 from jobsched.clock import from_ms, to_ms
-from jobsched.models import Job
-from jobsched.ports.jobs import EARLY, LATE, DueEntry, SchedulingState
+from jobsched.models import Job, Priority
+from jobsched.ports.jobs import HIGH_SHARD, DueEntry, SchedulingState, timer_lane
 from jobsched.ports.limits import DueLayout
 from jobsched.schedule.engine import Schedule, ScheduleError, jitter_offset_ms, parse_schedule
 
@@ -54,6 +54,8 @@ def due_entry(
     bucket_ms: int,
     now_ms: int,
     version: int | None = None,
+    owner: str | None = None,
+    priority: Priority = Priority.NORMAL,
 ) -> DueEntry:
     """The due-index entry of a job due at ``due_at_ms`` (epoch ms, its dispatch instant), written at
     ``now_ms`` for its scheduling state's ``version``.
@@ -62,18 +64,22 @@ def due_entry(
     entry written with a past due instant (a resumed job, a catch-up) lands at the current instant, never behind
     the scheduler's watermark or read position, and the poll's ``at <= now`` still finds it at once. Its lane
     is :data:`~jobsched.ports.jobs.EARLY` when it is written at least :data:`TIMER_LEAD_MS` ahead, else
-    :data:`~jobsched.ports.jobs.LATE`.
+    :data:`~jobsched.ports.jobs.LATE`, or their ``-high`` lanes for a ``high`` ``priority``
+    (``ports.jobs.timer_lane``), always in shard ``HIGH_SHARD``. ``owner`` and ``priority`` order the due fires
+    of a tick (design §4.10).
     """
     position = max(due_at_ms, now_ms)
     return DueEntry(
         job_id=job_id,
         partition=partition,
         bucket=position // bucket_ms,
-        shard=shard_of(job_id, shards),
+        shard=HIGH_SHARD if priority is Priority.HIGH else shard_of(job_id, shards),
         due_at=due_at_ms,
-        lane=EARLY if due_at_ms - now_ms >= TIMER_LEAD_MS else LATE,
+        lane=timer_lane(early=due_at_ms - now_ms >= TIMER_LEAD_MS, priority=priority),
         position=position,
         version=version,
+        owner=owner,
+        priority=priority,
     )
 
 
@@ -138,6 +144,8 @@ def scheduling_state(
             bucket_ms=settings.due_bucket_s * 1000,
             now_ms=now_ms,
             version=version,
+            owner=job.owner,
+            priority=job.priority,
         )
     return SchedulingState(
         job_id=job.id,
@@ -158,6 +166,7 @@ def scheduling_state(
         due=due,
         owner=job.owner,
         alert_on_skipped=job.alerts.on_skipped,
+        priority=job.priority,
     )
 
 

@@ -37,6 +37,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 from jobsched.clock import Clock
 from jobsched.domain import planning
+from jobsched.domain.dispatch_order import dispatch_order
 from jobsched.domain.due_reader import WATERMARK_MARGIN_MS, BucketRead, DueReader
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, plan_fires
@@ -204,8 +205,9 @@ class Scheduler:
         Requests per run: 1 UpdateItem moving the job (one per job per tick, shared by all the fires a
         catching-up job runs in that tick) + 1/25 BatchWriteItem filing its next due entry + 1/10
         SendMessageBatch + 1/100 BatchGetItem (the due jobs' scheduling items, read consistently) = 1.15, plus per
-        tick one Query per lane per shard per undrained bucket (``due_shards`` x 2 lanes x 1-2 buckets with the
-        defaults: 8-16, none for a lane whose backlog the previous full tick read), a store of the read positions
+        tick one Query per lane per shard per undrained bucket (``due_shards`` x 2 lanes, plus the 2 high lanes of
+        the high shard, x 1-2 buckets with the defaults: 10-20, none for a lane whose backlog the previous full
+        tick read), a store of the read positions
         at most every ``POSITIONS_SAVE_MS``, and, in the loop, a lease renewal every third tick, amortized over the
         tick's runs. No run row: the worker's claim writes it. An idle tick costs the queries alone, whatever the
         number of jobs. A refused put of a skipped fire costs the same 1 request (the existing row comes back with
@@ -272,7 +274,8 @@ class Scheduler:
         never from its entries, which are hints: a timer entry stays after its job moves on, and the old index
         lags behind writes. Each entry read gets a verdict from its job's state (:func:`_judge`): stale, the
         job's current fire, or held (ahead of a state write that may still land). At most ``limits.max_jobs``
-        jobs, oldest dispatch first. Entries due after now (read by the look-ahead) are not planned: the earliest
+        jobs, in dispatch order (``dispatch_order``: priority, then fair rounds between owners, then oldest
+        dispatch first; design §4.10). Entries due after now (read by the look-ahead) are not planned: the earliest
         gives ``result.next_due_at``, when the loop ticks again."""
         by_job: dict[str, list[DueEntry]] = {}
         first: dict[str, DueEntry] = {}
@@ -286,7 +289,7 @@ class Scheduler:
                 known = first.get(item.job_id)
                 if known is None or item.due_at < known.due_at:
                     first[item.job_id] = item
-        ordered = sorted(first.values(), key=lambda e: (e.due_at, e.job_id))[: self.limits.max_jobs]
+        ordered = dispatch_order(first.values())[: self.limits.max_jobs]
         self._considered = {entry.job_id for entry in ordered}
         states = self._states([entry.job_id for entry in ordered])
         works: list[JobWork] = []

@@ -115,7 +115,7 @@ class TickWriter:
                 counts["existing"] += 1
                 if previous.status is RunStatus.QUEUED:
                     counts["reenqueued"] += 1
-                    work.to_send.append(RunMessage(job.job_id, fire, enqueued_at=now_ms))
+                    work.to_send.append(RunMessage(job.job_id, fire, enqueued_at=now_ms, owner=job.owner))
 
             try:
                 for row in plan.skipped:
@@ -133,6 +133,7 @@ class TickWriter:
                             dispatch_at=fire + job.jitter_offset_ms,
                             enqueued_at=now_ms,
                             term=term,
+                            owner=job.owner,
                         )
                     )
             except LeaseLost:
@@ -207,16 +208,23 @@ class TickWriter:
     # --- 4. enqueue ------------------------------------------------------------------------------
 
     def enqueue(self, works: list[JobWork], guard: Guard, result: TickResult) -> None:
-        """Send the tick's messages oldest dispatch first, 10 per request; a job whose message SQS did not
-        accept is not moved (the next tick finds it due, its run queued, and enqueues it again)."""
+        """Send the tick's messages in dispatch order, 10 per request: ``high`` first, then ``normal``, then
+        ``low``; within a priority in the order of ``works`` (the tick's fair rounds between owners,
+        ``dispatch_order``), each job's fires oldest first (design §4.10). A job whose message SQS did not accept
+        is not moved (the next tick finds it due, its run queued, and enqueues it again)."""
         owner: dict[tuple[str, int], JobWork] = {}
-        messages: list[tuple[int, RunMessage]] = []
-        for work in works:
+        ranked: list[tuple[tuple[int, int, int], int, RunMessage]] = []
+        for index, work in enumerate(works):
+            job = work.plan.job
             for message in work.to_send:
                 owner[(message.job_id, message.scheduled_for)] = work
-                messages.append((message.scheduled_for + work.plan.job.jitter_offset_ms, message))
-        messages.sort(key=lambda pair: (pair[0], pair[1].job_id))
-        batches = [messages[i : i + 10] for i in range(0, len(messages), 10)]
+                dispatch_at = message.scheduled_for + job.jitter_offset_ms
+                ranked.append(((job.priority.rank, index, dispatch_at), dispatch_at, message))
+        ranked.sort(key=lambda triple: triple[0])
+        # one priority after the other: a priority's batches all answered before the next one's are sent
+        phases: dict[int, list[tuple[int, RunMessage]]] = {}
+        for (rank, _, _), dispatch_at, message in ranked:
+            phases.setdefault(rank, []).append((dispatch_at, message))
         lock = threading.Lock()
 
         def send(batch: list[tuple[int, RunMessage]]) -> None:
@@ -242,7 +250,8 @@ class TickWriter:
                     if message.scheduled_for in work.new_runs:
                         result.dispatch_lateness_ms.append(sent_at - dispatch_at)
 
-        run_all(self.shared.pool, send, batches)
+        for messages in phases.values():
+            run_all(self.shared.pool, send, [messages[i : i + 10] for i in range(0, len(messages), 10)])
 
     # --- 5. move ---------------------------------------------------------------------------------
 
@@ -269,6 +278,8 @@ class TickWriter:
                     bucket_ms=self.config.bucket_ms,
                     now_ms=max(now_ms, self.shared.clock()),
                     version=job.version,
+                    owner=job.owner,
+                    priority=job.priority,
                 )
                 if nxt is not None
                 else None

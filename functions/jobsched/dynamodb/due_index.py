@@ -24,7 +24,7 @@ from jobsched.dynamodb.layout import (
     job_pk,
     plain,
     state_from_item,
-    timer_entry,
+    timer_entry_of_item,
     timer_item,
     timer_pk,
     timer_sk,
@@ -93,7 +93,7 @@ class DueIndexTable:
         if query.lane == INDEX:
             entries = [due_entry_from_item(i) for i in items]
         else:
-            entries = [timer_entry(str(i["pk"]), str(i["sk"])) for i in items]
+            entries = [timer_entry_of_item(i) for i in items]
         return entries, page.get("LastEvaluatedKey")
 
     def put_timers(self, entries: Sequence[DueEntry]) -> None:

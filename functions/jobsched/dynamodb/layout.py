@@ -43,7 +43,7 @@ from typing import Any
 
 from jobsched.clock import from_ms, to_ms
 from jobsched.domain.runs import sweep_shard
-from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, RunKind, RunStatus
+from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, Priority, RunKind, RunStatus
 from jobsched.ports.jobs import (
     DEFAULT_CATCH_UP_WINDOW_S,
     DEFAULT_MISFIRE_GRACE_S,
@@ -52,6 +52,7 @@ from jobsched.ports.jobs import (
     AuditEvent,
     DueEntry,
     SchedulingState,
+    hinted_priority,
 )
 from jobsched.ports.runs import FAILURE_STATUSES, RunRow
 from jobsched.ports.tries import TryRecord
@@ -123,8 +124,10 @@ def timer_sk(order: tuple[int, str, int, int]) -> str:
     return f"{at:013d}#{job_id}#{due_at:013d}#{'-' if version < 0 else f'{version:010d}'}"
 
 
-def timer_entry(pk: str, sk: str) -> DueEntry:
-    """The entry of a timer item (its keys). Raises ValueError for keys ``timer_pk``/``timer_sk`` did not make."""
+def timer_entry(pk: str, sk: str, *, owner: str | None = None, priority: str | None = None) -> DueEntry:
+    """The entry of a timer item (its keys, and its ``owner`` and ``priority`` attributes when it has them: None
+    on items written before they were kept, a ``normal`` priority: ``ports.jobs.hinted_priority``). Raises
+    ValueError for keys ``timer_pk``/``timer_sk`` did not make."""
     parts = pk.split("#")
     if len(parts) != 5 or parts[0] != "due" or parts[4] not in TIMER_LANES:
         raise ValueError(f"not a timer key: {pk!r}")
@@ -141,6 +144,8 @@ def timer_entry(pk: str, sk: str) -> DueEntry:
             lane=parts[4],
             position=int(at),
             version=None if version == "-" else int(version),
+            owner=owner,
+            priority=hinted_priority(priority),
         )
     except ValueError:
         raise ValueError(f"not a timer key: {sk!r}") from None
@@ -148,13 +153,32 @@ def timer_entry(pk: str, sk: str) -> DueEntry:
 
 def timer_item(entry: DueEntry) -> dict[str, Any]:
     """The timer item of ``entry`` (keys, ``job_id``, ``expires_at`` epoch s: ``TIMER_TTL_DAYS`` after its
-    position)."""
-    return {
+    position; ``owner`` when known and ``priority`` when not ``normal``: the tick's dispatch order, design §4.10)."""
+    item: dict[str, Any] = {
         "pk": timer_pk(entry.partition, entry.bucket, entry.shard, entry.lane),
         "sk": timer_sk(entry.order),
         "job_id": entry.job_id,
         "expires_at": entry.at // 1000 + TIMER_TTL_DAYS * 86_400,
     }
+    if entry.owner is not None:
+        item["owner"] = entry.owner
+    if entry.priority is not Priority.NORMAL:
+        item["priority"] = entry.priority.value
+    return item
+
+
+def timer_entry_of_item(
+    item: dict[str, Any], *, pk: str = "pk", sk: str = "sk", owner: str = "owner"
+) -> DueEntry:
+    """The entry of a timer item as stored (plain values), or of the timer keys a scheduling item keeps (``pk`` and
+    ``sk`` name the key attributes, ``owner`` the owner's; ``priority`` either way): :func:`timer_entry`'s errors."""
+    who, priority = item.get(owner), item.get("priority")
+    return timer_entry(
+        str(item[pk]),
+        str(item[sk]),
+        owner=str(who) if who is not None else None,
+        priority=str(priority) if priority is not None else None,
+    )
 
 
 def due_attributes(entry: DueEntry) -> dict[str, Any]:
@@ -173,7 +197,7 @@ def due_entry_from_item(item: dict[str, Any]) -> DueEntry:
     for anything else."""
     try:
         if item.get("timer_pk") is not None:
-            return timer_entry(str(item["timer_pk"]), str(item["timer_sk"]))
+            return timer_entry_of_item(item, pk="timer_pk", sk="timer_sk", owner="job_owner")
         partition, bucket, shard = parse_due_pk(str(item["due_pk"]))
         return DueEntry(str(item["job_id"]), partition, bucket, shard, int(item["due_at"]), lane=INDEX)
     except (KeyError, TypeError) as error:
@@ -305,6 +329,8 @@ def sched_item(state: SchedulingState) -> dict[str, Any]:
     item.update({name: value for name, value in optional.items() if value is not None})
     if state.alert_on_skipped:
         item["alert_on_skipped"] = True
+    if state.priority is not Priority.NORMAL:
+        item["priority"] = state.priority.value
     if state.due is not None:
         item.update(due_attributes(state.due))
     return item
@@ -346,6 +372,7 @@ def state_from_item(item: dict[str, Any]) -> SchedulingState:
         due=due,
         owner=str(item["job_owner"]) if item.get("job_owner") is not None else None,
         alert_on_skipped=bool(item.get("alert_on_skipped", False)),
+        priority=Priority(item.get("priority", Priority.NORMAL.value)),
     )
 
 

@@ -9,10 +9,10 @@ Instants are epoch ms (UTC) unless a name says otherwise. Implemented by ``jobsc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
-from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy
+from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, Priority
 
 DEFAULT_CATCH_UP_WINDOW_S: int = JobSettings.model_fields["catch_up_window_s"].default
 """Catch-up window of a scheduling state stored before the field existed: the job model's default."""
@@ -31,7 +31,37 @@ INDEX = "index"
 """The lane of the due index kept on the scheduling item (design, Upgrades in flight): a job's entry lives on it (the
 ``due`` GSI), so it leaves the index when the job moves. Read only while a deployment still holds such entries
 (``DueIndex.due_lanes``)."""
-TIMER_LANES = (EARLY, LATE)
+EARLY_HIGH = "early-high"
+"""The :data:`EARLY` lane of ``high`` jobs' entries: read by every tick whatever backlog the other lanes hold, so a
+``high`` fire is never behind a ``normal`` one due at the same time (design §4.10)."""
+LATE_HIGH = "late-high"
+"""The :data:`LATE` lane of ``high`` jobs' entries (see :data:`EARLY_HIGH`)."""
+TIMER_LANES = (EARLY, LATE, EARLY_HIGH, LATE_HIGH)
+LATE_LANES = frozenset({LATE, LATE_HIGH})
+"""The lanes sorted by writing rather than by due instant (:data:`LATE`'s rules: read whole, passed late)."""
+HIGH_LANES = frozenset({EARLY_HIGH, LATE_HIGH})
+"""The lanes of ``high`` jobs' entries."""
+HIGH_SHARD = 0
+"""The one due shard whose :data:`HIGH_LANES` hold entries: ``high`` jobs are few (the fires that need their
+instant), so a tick reads two more lanes per bucket, not two per shard."""
+
+
+def hinted_priority(value: object) -> Priority:
+    """The priority a stored due entry names (``value``: its stored text, or None); ``normal`` for none or one no
+    code path of ours writes: an entry is a hint that orders a tick's reads, and the job's state, read
+    consistently, decides what runs."""
+    try:
+        return Priority(str(value)) if value is not None else Priority.NORMAL
+    except ValueError:
+        return Priority.NORMAL
+
+
+def timer_lane(*, early: bool, priority: Priority) -> str:
+    """The timer lane of an entry: :data:`EARLY` or :data:`LATE` (``early``: written at least
+    ``registration.TIMER_LEAD_MS`` ahead), their ``-high`` lanes for a ``high`` job."""
+    if priority is Priority.HIGH:
+        return EARLY_HIGH if early else LATE_HIGH
+    return EARLY if early else LATE
 
 
 @dataclass(frozen=True)
@@ -41,6 +71,8 @@ class DueEntry:
     write ``shard`` and ``lane`` (:data:`EARLY`, :data:`LATE` or :data:`INDEX`), sorted by ``position``
     (epoch ms: ``max(due_at, written at)``; None on entries written before it existed: ``due_at``).
     ``version``: the scheduling state's ``version`` the entry was written for (None before versions).
+    ``owner`` (None on entries written before it was kept) and ``priority`` (the job's, ``high`` ones in the
+    ``-high`` lanes) order the due fires a tick dispatches (design §4.10); neither takes part in equality.
 
     An entry is a hint: stores may keep an entry after its job moved on (timer items are never deleted, only
     expired), and the tick compares each with the job's state read consistently
@@ -54,10 +86,13 @@ class DueEntry:
     lane: str = EARLY
     position: int | None = None
     version: int | None = None
+    owner: str | None = field(default=None, compare=False)
+    priority: Priority = field(default=Priority.NORMAL, compare=False)
 
     def __post_init__(self) -> None:
         if self.position is None:
             object.__setattr__(self, "position", self.due_at)
+        object.__setattr__(self, "priority", Priority(self.priority))
 
     @property
     def at(self) -> int:
@@ -96,7 +131,8 @@ class SchedulingState:
     was already past (its lateness counts from then). ``jitter_offset_ms``: the job's fixed dispatch delay.
     ``owner``: the job's owner (None on states written before it was kept), so the fires the tick records
     ``skipped`` are listed among the owner's failed runs (``GET /runs``); ``alert_on_skipped``: the job's
-    ``alerts.on_skipped``, so the tick alerts the owner of the fires it records skipped.
+    ``alerts.on_skipped``, so the tick alerts the owner of the fires it records skipped. ``priority``: the
+    job's, so the tick files its next entry in its priority's lane (design §4.10).
     """
 
     job_id: str
@@ -117,6 +153,10 @@ class SchedulingState:
     due: DueEntry | None = None
     owner: str | None = None
     alert_on_skipped: bool = False
+    priority: Priority = Priority.NORMAL
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "priority", Priority(self.priority))
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ class RunMessage:
     offset) and ``enqueued_at``, epoch ms, and ``term`` (the fencing term of the scheduler that sent it).
     ``enqueued_at`` is when the message was sent, at or after its run's current round was queued (the row's
     ``enqueued_at``, which a re-run or a backfill sets anew): every sender sets it, so a letter of an earlier
-    round is told apart (``message_round_began``). All are optional (messages of earlier versions carry none)
-    and take no part in equality: a message names its run by key.
+    round is told apart (``message_round_began``). ``owner``: the job's owner, sent as the message's
+    ``MessageGroupId`` (SQS fair queues: design §4.10), not in the body. All are optional (messages of earlier
+    versions carry none) and take no part in equality: a message names its run by key.
     """
 
     job_id: str
@@ -35,6 +36,7 @@ class RunMessage:
     dispatch_at: int | None = field(default=None, compare=False)
     enqueued_at: int | None = field(default=None, compare=False)
     term: int | None = field(default=None, compare=False)
+    owner: str | None = field(default=None, compare=False)
 
     @property
     def key(self) -> RunKey:

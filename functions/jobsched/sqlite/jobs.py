@@ -21,7 +21,7 @@ from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry, stuc
 from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
 from jobsched.models import Job, MissedPolicy
 from jobsched.ports.errors import NameTaken, NotFound
-from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable, hinted_priority
 from jobsched.ports.runs import OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
 
@@ -295,13 +295,15 @@ class SqliteJobStore:
 
     def query_due(self, query: DueQuery) -> DuePage:
         """A page of ``query.lane``'s entries under ``query.key`` sorted after ``query.start`` (or after the token,
-        the last entry's ``order``, when more follow) with ``at <= query.up_to_ms``, through the lanes' index."""
+        the last entry's ``order``, when more follow) with ``at <= query.up_to_ms``, through the lanes' index; each
+        with its job's owner and priority (design §4.10)."""
         start = query.after if isinstance(query.after, tuple) else query.start
         at, job_id, due_at, version = start if start is not None else (-(2**62), "", 0, 0)
         limit = query.limit
         with self.db.read() as conn:
             rows = conn.execute(
-                "SELECT job_id, due_at, due_position, due_version FROM jobs WHERE due_partition = ?"
+                "SELECT job_id, due_at, due_position, due_version, owner, json_extract(state, '$.priority')"
+                " FROM jobs WHERE due_partition = ?"
                 " AND due_bucket = ? AND due_shard = ? AND due_lane = ? AND due_at IS NOT NULL"
                 " AND due_position <= ? AND (due_position, job_id, due_at, due_version) > (?, ?, ?, ?)"
                 " ORDER BY due_position, job_id, due_at, due_version LIMIT ?",
@@ -309,7 +311,14 @@ class SqliteJobStore:
             ).fetchall()
         page = [
             DueEntry(
-                r[0], *query.key, r[1], lane=query.lane, position=r[2], version=None if r[3] < 0 else r[3]
+                r[0],
+                *query.key,
+                r[1],
+                lane=query.lane,
+                position=r[2],
+                version=None if r[3] < 0 else r[3],
+                owner=r[4],
+                priority=hinted_priority(r[5]),
             )
             for r in rows[:limit]
         ]

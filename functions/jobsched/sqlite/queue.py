@@ -38,12 +38,28 @@ from jobsched.sqlite.database import checked_synchronous, create_private, is_tra
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, queue TEXT NOT NULL,"
     " body TEXT NOT NULL, sent_at INTEGER NOT NULL, visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL,"
-    " first_received_at INTEGER, receipt TEXT)",
+    " first_received_at INTEGER, receipt TEXT, grp TEXT)",
     "CREATE INDEX IF NOT EXISTS messages_visible ON messages (queue, visible_at, seq)",
     "CREATE UNIQUE INDEX IF NOT EXISTS messages_receipt ON messages (receipt) WHERE receipt IS NOT NULL",
 )
 MAX_DELAY_S = 900
 MAX_VISIBILITY_S = 43_200
+MAX_GROUP_ID = 128
+"""SQS's limit on a ``MessageGroupId``'s length (characters)."""
+NOISY_SHARE = 0.10
+"""SQS fair queues (AWS docs, "Amazon SQS fair queues"): a message group holding more than this share of the
+queue's messages in flight, and at least :data:`NOISY_MIN` of its own, is noisy; the other groups' messages are
+received first while it is."""
+NOISY_MIN = 30
+"""A message group with fewer messages than this in flight is never noisy (:data:`NOISY_SHARE`)."""
+
+
+def is_noisy(own: int, in_flight: int) -> bool:
+    """SQS fair queues' rule: a message group with ``own`` of the queue's ``in_flight`` messages is noisy when
+    ``own`` is at least :data:`NOISY_MIN` and above :data:`NOISY_SHARE` of ``in_flight``."""
+    return own >= NOISY_MIN and own > NOISY_SHARE * in_flight
+
+
 _MAIN, _DEAD = "main", "dead"
 
 
@@ -120,6 +136,9 @@ class SqliteSqsQueue:
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
         for statement in _SCHEMA:
             self._conn.execute(statement)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(messages)")}
+        if "grp" not in columns:  # a file written before messages kept their group
+            self._conn.execute("ALTER TABLE messages ADD COLUMN grp TEXT")
         # a previous process's receipts died with it: what it received and did not delete is visible again
         self._conn.execute(
             "UPDATE messages SET receipt = NULL, visible_at = MIN(visible_at, ?) WHERE receipt IS NOT NULL",
@@ -165,7 +184,8 @@ class SqliteSqsQueue:
     # --- sending --------------------------------------------------------------------------------
 
     def send_message_batch(self, *, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-        """Enqueue each entry (``Id``, ``MessageBody``, ``DelaySeconds``); ``Successful`` lists them all."""
+        """Enqueue each entry (``Id``, ``MessageBody``, ``DelaySeconds``, ``MessageGroupId``: 1-128 characters,
+        optional, as on a standard queue); ``Successful`` lists them all."""
         self._check(QueueUrl, "SendMessageBatch")
         if not 1 <= len(Entries) <= 10:
             raise _error(
@@ -181,12 +201,19 @@ class SqliteSqsQueue:
                         raise _error(
                             "InvalidParameterValue", f"DelaySeconds {delay} not in 0-900", "SendMessageBatch"
                         )
+                    group = entry.get("MessageGroupId")
+                    if group is not None and not 1 <= len(str(group)) <= MAX_GROUP_ID:
+                        raise _error(
+                            "InvalidParameterValue",
+                            "MessageGroupId must be 1-128 characters",
+                            "SendMessageBatch",
+                        )
                     message_id = str(uuid.uuid4())
                     body = str(entry["MessageBody"])
                     self._conn.execute(
-                        "INSERT INTO messages (id, queue, body, sent_at, visible_at, receive_count)"
-                        " VALUES (?, ?, ?, ?, ?, 0)",
-                        (message_id, _MAIN, body, now, now + delay * 1000),
+                        "INSERT INTO messages (id, queue, body, sent_at, visible_at, receive_count, grp)"
+                        " VALUES (?, ?, ?, ?, ?, 0, ?)",
+                        (message_id, _MAIN, body, now, now + delay * 1000, group),
                     )
                     done.append(
                         {
@@ -218,7 +245,9 @@ class SqliteSqsQueue:
     ) -> dict[str, Any]:
         """Up to ``MaxNumberOfMessages`` (1-10) visible messages, oldest visible first, each with its new
         ``ReceiptHandle`` and ``Attributes`` (``ApproximateReceiveCount``, ``SentTimestamp``,
-        ``ApproximateFirstReceiveTimestamp``); waits up to ``WaitTimeSeconds`` for one to arrive."""
+        ``ApproximateFirstReceiveTimestamp``, ``MessageGroupId`` when sent with one); waits up to
+        ``WaitTimeSeconds`` for one to arrive. As SQS fair queues do, while a message group is noisy
+        (:func:`is_noisy`) the other groups' visible messages come first."""
         queue = self._queue_of(QueueUrl, "ReceiveMessage")
         if not 1 <= MaxNumberOfMessages <= 10:
             raise _error("InvalidParameterValue", "MaxNumberOfMessages must be 1-10", "ReceiveMessage")
@@ -241,15 +270,12 @@ class SqliteSqsQueue:
         now = self._now()
         got: list[dict[str, Any]] = []
         with self._transaction():
+            noisy = self._noisy_groups(now) if queue == _MAIN else []
             while len(got) < limit:
-                rows = self._conn.execute(
-                    "SELECT seq, id, body, sent_at, receive_count, first_received_at FROM messages"
-                    " WHERE queue = ? AND visible_at <= ? ORDER BY visible_at, seq LIMIT ?",
-                    (queue, now, limit - len(got)),
-                ).fetchall()
+                rows = self._visible(queue, now, limit - len(got), noisy)
                 if not rows:
                     break
-                for seq, message_id, body, sent_at, count, first in rows:
+                for seq, message_id, body, sent_at, count, first, group in rows:
                     if queue == _MAIN and 0 < self.max_receive_count <= count:  # redrive, as SQS does
                         self._conn.execute(
                             "UPDATE messages SET queue = ?, receipt = NULL, visible_at = ? WHERE seq = ?",
@@ -274,10 +300,44 @@ class SqliteSqsQueue:
                                 "SentTimestamp": str(sent_at),
                                 "ApproximateFirstReceiveTimestamp": str(first),
                                 "SenderId": "jobsched-local",
+                                **({"MessageGroupId": group} if group is not None else {}),
                             },
                         }
                     )
         return got
+
+    def _noisy_groups(self, now: int) -> list[str]:
+        """The message groups noisy now (:func:`is_noisy`), from the main queue's messages in flight (received,
+        not visible again)."""
+        counts = self._conn.execute(
+            "SELECT grp, count(*) FROM messages WHERE queue = ? AND visible_at > ? AND receipt IS NOT NULL"
+            " GROUP BY grp",
+            (_MAIN, now),
+        ).fetchall()
+        total = sum(count for _, count in counts)
+        return [group for group, count in counts if group is not None and is_noisy(count, total)]
+
+    def _visible(self, queue: str, now: int, limit: int, noisy: list[str]) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` visible messages of ``queue``, oldest visible first: the ``noisy`` groups' only after
+        every other's."""
+        columns = "SELECT seq, id, body, sent_at, receive_count, first_received_at, grp FROM messages"
+        order = "ORDER BY visible_at, seq LIMIT ?"
+        if not noisy:
+            return self._conn.execute(
+                f"{columns} WHERE queue = ? AND visible_at <= ? {order}", (queue, now, limit)
+            ).fetchall()
+        marks = ", ".join("?" * len(noisy))
+        quiet = self._conn.execute(
+            f"{columns} WHERE queue = ? AND visible_at <= ? AND (grp IS NULL OR grp NOT IN ({marks})) {order}",
+            (queue, now, *noisy, limit),
+        ).fetchall()
+        if len(quiet) >= limit:
+            return quiet
+        loud = self._conn.execute(
+            f"{columns} WHERE queue = ? AND visible_at <= ? AND grp IN ({marks}) {order}",
+            (queue, now, *noisy, limit - len(quiet)),
+        ).fetchall()
+        return quiet + loud
 
     # --- deleting and visibility ------------------------------------------------------------------
 

@@ -93,7 +93,12 @@ def spec_flags(tz: str, url: str, n: int, start: str, end: str) -> tuple[str, ..
         "--schedule", f"every {n} minutes", "--tz", tz, "--url", url, "--input-json", f'{{"n": {n}}}',
         "--retries", str(n), "--backoff", str(10 * n), "--timeout", str(30 * n), "--missed", "skip",
         "--overlap", "skip", "--jitter", str(n), "--start-at", start, "--end-at", end,
+        "--priority", PRIORITY_OF[n],
     )  # fmt: skip
+
+
+PRIORITY_OF = {2: "high", 3: "low"}
+"""The ``--priority`` of ``spec_flags``'s ``n``."""
 
 
 def test_every_spec_flag_reaches_the_api_in_create_and_update(cli: Any) -> None:
@@ -117,6 +122,7 @@ def test_every_spec_flag_reaches_the_api_in_create_and_update(cli: Any) -> None:
         assert (job["retry"]["max_attempts"], job["retry"]["backoff_s"]) == (n, 10 * n)
         assert (job["timeout_s"], job["jitter_s"]) == (30 * n, n)
         assert (job["missed"], job["overlap"]) == ("skip", "skip")
+        assert job["priority"] == PRIORITY_OF[n]
         assert job["paused"] is True
     assert created["start_at"].startswith("2030-01-01") and created["end_at"].startswith("2031-01-01")
     assert updated["start_at"].startswith("2030-06-01") and updated["end_at"].startswith("2032-01-01")

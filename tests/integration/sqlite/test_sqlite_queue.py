@@ -151,3 +151,86 @@ def test_messages_outlive_the_process_and_what_it_held_is_visible_again(tmp_path
         second.delete_message(QueueUrl=URL, ReceiptHandle=message["ReceiptHandle"])
     clock.advance(60_000)
     assert [parse_run_message(m["Body"]).job_id for m in _receive(second)] == ["j_c"]
+
+
+def _send(queue: SqliteSqsQueue, owner: str | None, count: int, first: int = 0) -> None:
+    """``count`` run messages of ``owner`` (its ``MessageGroupId``, as the tick sends them), jobs ``<owner>-<n>``."""
+    RunQueue(queue, URL).send(
+        [RunMessage(f"{owner}-{n}", T0, owner=owner) for n in range(first, first + count)]
+    )
+
+
+def _owners(messages: list[dict]) -> list[str | None]:
+    return [m["Attributes"].get("MessageGroupId") for m in messages]
+
+
+def test_a_message_keeps_its_group_and_a_group_sqs_would_refuse_is_refused() -> None:
+    queue = _queue(FakeClock(T0))
+    _send(queue, "team-a", 1)
+    RunQueue(queue, URL).send([RunMessage("j_none", T0)])
+
+    assert _owners(_receive(queue)) == ["team-a", None]
+    with pytest.raises(ClientError) as refused:
+        queue.send_message_batch(
+            QueueUrl=URL, Entries=[{"Id": "0", "MessageBody": "{}", "MessageGroupId": "x" * 129}]
+        )
+    assert refused.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+def test_while_one_owner_is_noisy_the_quiet_owners_messages_are_received_first() -> None:
+    # Given a noisy owner with 100 messages, 40 of them received and in flight (all of those in flight: noisy),
+    # and then a quiet owner's 5 messages, sent after the noisy owner's 60 others
+    clock = FakeClock(T0)
+    queue = _queue(clock)
+    _send(queue, "noisy", 100)
+    in_flight = [m for _ in range(4) for m in _receive(queue)]
+    clock.advance(1)
+    _send(queue, "quiet", 5)
+
+    # When a worker receives a batch
+    batch = _receive(queue)
+
+    # Then the quiet owner's 5 come first, then the noisy owner's oldest
+    assert len(in_flight) == 40
+    assert _owners(batch) == ["quiet"] * 5 + ["noisy"] * 5
+    assert [parse_run_message(m["Body"]).job_id for m in batch[5:]] == [f"noisy-{n}" for n in range(40, 45)]
+
+
+def test_an_owner_under_30_in_flight_or_under_a_tenth_of_them_is_not_noisy() -> None:
+    # Given 29 of owner a's messages in flight (under 30: not noisy), and 10 more of a before 3 of b
+    clock = FakeClock(T0)
+    queue = _queue(clock)
+    _send(queue, "a", 29)
+    assert len([m for _ in range(3) for m in _receive(queue)]) == 29
+    _send(queue, "a", 10, first=29)
+    clock.advance(1)
+    _send(queue, "b", 3)
+
+    # Then the queue stays in sending order: a's 10 first
+    assert _owners(_receive(queue)) == ["a"] * 10
+    assert _owners(_receive(queue)) == ["b"] * 3
+
+
+def test_a_queue_file_written_before_groups_were_kept_opens_and_serves_its_messages(tmp_path: Path) -> None:
+    # Given a queue file of the schema without the group column, holding one message
+    import sqlite3
+
+    path = tmp_path / "queue.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, queue TEXT NOT"
+            " NULL, body TEXT NOT NULL, sent_at INTEGER NOT NULL, visible_at INTEGER NOT NULL, receive_count"
+            " INTEGER NOT NULL, first_received_at INTEGER, receipt TEXT)"
+        )
+        conn.execute(
+            "INSERT INTO messages (id, queue, body, sent_at, visible_at, receive_count)"
+            " VALUES ('m1', 'main', '{\"job_id\": \"j_old\", \"scheduled_for\": 1}', ?, ?, 0)",
+            (T0, T0),
+        )
+
+    # When the queue opens it, then is sent a message with a group
+    queue = _queue(FakeClock(T0), path=path)
+    _send(queue, "team-a", 1)
+
+    # Then both are received, the old one without a group
+    assert _owners(_receive(queue)) == [None, "team-a"]

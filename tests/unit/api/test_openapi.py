@@ -133,6 +133,7 @@ def test_job_models_carry_the_spec_field_names():
         "catch_up_window_s",
         "misfire_grace_s",
         "overlap",
+        "priority",
         "jitter_s",
         "start_at",
         "end_at",
@@ -142,6 +143,15 @@ def test_job_models_carry_the_spec_field_names():
         "updated_at",
     ):
         assert name in job, name
+
+
+def test_priority_is_documented_with_its_values_on_create_and_patch():
+    schemas = DOC["components"]["schemas"]
+    priority = schemas["Priority"]
+
+    assert priority["enum"] == ["high", "normal", "low"]
+    for model in ("Job", "JobPatch"):
+        assert "Priority" in json.dumps(schemas[model]["properties"]["priority"]), model
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from jobsched.domain.planning import TickLimits
-from jobsched.ports.jobs import EARLY, LATE, DueQuery, Move
+from jobsched.ports.jobs import EARLY, EARLY_HIGH, LATE, LATE_HIGH, DueQuery, Move
 from tests.support.scheduler import throttled
 
 LIMITS = TickLimits(max_jobs=30, page_size=50, threads=2)
@@ -44,17 +44,21 @@ def test_the_next_tick_takes_a_full_ticks_backlog_without_reading_it_again(harne
         results += harness.run_seconds(a, 1)
         per_tick.append(_queries_of_bucket(a, bucket)[before:])
 
-    # Then the first tick read both lanes of the bucket's 4 shards, the next three planned what it had read (30,
-    # 30, 10), asking each early lane only for entries filed before the backlog (written since: none here) and
-    # each late lane (filed at their writing, not their due instant) up to the tick's horizon, and the fifth, no
-    # longer behind, read them afresh up to its now
+    # Then the first tick read both lanes of the bucket's 4 shards and the two high lanes of its high shard, the
+    # next three planned what it had read (30, 30, 10), asking each early lane only for entries filed before the
+    # backlog (written since: none here) and each late lane (filed at their writing, not their due instant) and
+    # each high lane (a normal backlog never holds them back) up to the tick's horizon, and the fifth, no longer
+    # behind, read them afresh up to its now
     assert [r.due for r in results] == [30, 30, 30, 10, 0]
-    assert [len(bounds) for bounds in per_tick] == [8, 8, 8, 8, 8]
+    assert [len(bounds) for bounds in per_tick] == [10, 10, 10, 10, 10]
     # (while the backlog fills a tick, every early lane is read only before it, carried or not)
     for bounds, result in zip(per_tick[1:3], results[1:3], strict=True):
-        assert sorted(bounds) == [(EARLY, harness.T0 - 1)] * 4 + [(LATE, result.now + 994)] * 4
+        horizon = result.now + 994
+        assert sorted(bounds) == [(EARLY, harness.T0 - 1)] * 4 + [(EARLY_HIGH, horizon)] + [
+            (LATE, horizon)
+        ] * 4 + [(LATE_HIGH, horizon)]
     assert all(bound == harness.T0 - 1 or bound == results[3].now + 994 for _, bound in per_tick[3])
-    assert {lane for bounds in per_tick for lane, _ in bounds} == {EARLY, LATE}
+    assert {lane for bounds in per_tick for lane, _ in bounds} == {EARLY, LATE, EARLY_HIGH, LATE_HIGH}
     assert all(bound >= results[4].now for _, bound in per_tick[4])
     # And each fire was enqueued exactly once, oldest first (by job id among equals)
     sent = _sent(harness)
