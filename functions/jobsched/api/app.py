@@ -35,6 +35,7 @@ from jobsched.api.schemas import (
     BackfillRequest,
     BackfillResult,
     JobCreate,
+    JobDetail,
     JobEvent,
     JobPatch,
     Page,
@@ -203,8 +204,8 @@ def list_jobs(api: ApiDep, owner: Owner, limit: Limit = 50, cursor: Cursor = Non
     tags=["jobs"],
     responses=responses({200: (Job, "The job")}, 404),
 )
-def get_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
-    return api.service.get_job(owner, id)
+def get_job(id: JobId, api: ApiDep, owner: Owner) -> JobDetail:
+    return api.service.chains.detail(api.service.get_job(owner, id))
 
 
 @_route(

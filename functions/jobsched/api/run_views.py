@@ -34,6 +34,7 @@ def run_view(row: RunRow) -> Run:
         lateness_ms=row.lateness_ms,
         skipped_count=row.skipped_count,
         skipped_through=_instant(row.skipped_through),
+        upstream_run_id=row.upstream_run_id,
     )
 
 

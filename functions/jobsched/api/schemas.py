@@ -25,10 +25,12 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from jobsched.models import (
+    After,
     AlertPolicy,
     Count,
     Flag,
     Instant,
+    Job,
     JobEventKind,
     JobSettings,
     MissedPolicy,
@@ -106,8 +108,9 @@ class JobCreate(JobSettings):
         return _expand_command(data)
 
 
-PATCH_NULLABLE_FIELDS = frozenset({"input", "start_at", "end_at"})
-"""The PATCH fields that may be set to null (which clears them); any other field given as null is refused."""
+PATCH_NULLABLE_FIELDS = frozenset({"input", "start_at", "end_at", "schedule", "after"})
+"""The PATCH fields that may be set to null (which clears them); any other field given as null is refused.
+``schedule`` and ``after`` are cleared to swap one for the other (a job has exactly one of them)."""
 
 
 def drop_null(schema: dict[str, Any]) -> None:
@@ -137,12 +140,14 @@ def _patch_schema(schema: dict[str, Any]) -> None:
 class JobPatch(StrictModel):
     """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value; only
     ``input``, ``start_at`` and ``end_at`` may be set to null (cleared), so the others are documented without
-    null (a null one is refused, 400 naming it). ``command`` is the shorthand for a command target, as on
-    create."""
+    null (a null one is refused, 400 naming it). ``schedule`` and ``after`` may be set to null to give a job the
+    other one instead (``{"schedule": null, "after": {...}}``). ``command`` is the shorthand for a command
+    target, as on create."""
 
     model_config = ConfigDict(json_schema_extra=lambda schema: _patch_schema(schema))
 
     schedule: str | None = Field(None, min_length=1, max_length=256)
+    after: After | None = None
     timezone: str | None = Field(None, max_length=64)
     target: Target | None = None
     input: Any = None
@@ -241,6 +246,23 @@ class JobEvent(BaseModel):
     kind: JobEventKind
     actor: str
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobLink(BaseModel):
+    """Another job of a chain (design §2.1), as ``GET /jobs/{id}`` names it: its ``id`` and ``name``, and for a
+    downstream job the upstream ends it runs after (``on``)."""
+
+    id: str
+    name: str
+    on: list[str] | None = None
+
+
+class JobDetail(Job):
+    """``GET /jobs/{id}``: the job with its chain (design §2.1): ``upstream``, the job named by its ``after``
+    (null without one, or when that job was deleted), and ``downstream``, the owner's jobs that run after it."""
+
+    upstream: JobLink | None = None
+    downstream: list[JobLink] = Field(default_factory=list)
 
 
 class Page(BaseModel, Generic[T]):

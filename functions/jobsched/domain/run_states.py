@@ -312,11 +312,12 @@ TRANSITIONS: dict[str, Transition] = {
                 Set("status", Const(RunStatus.SUCCEEDED)),
                 Set("finished_at", Param("now")),
                 Set("tries", Param("tries"), given_only=True),
-                Remove("sweep_at"),
+                Set("sweep_at", Param("chain_sweep_at")),
                 Remove("error"),
                 Remove("retry_at"),
             ),
-            "worker: the try succeeded; the run leaves the sweep index",
+            "worker: the try succeeded; the run leaves the sweep index, unless its job has downstream jobs"
+            " (chain_sweep_at: swept until the worker has made their runs, design §2.1)",
         ),
         Transition(
             "retry",

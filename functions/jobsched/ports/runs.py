@@ -86,6 +86,7 @@ class RunRow:
     - ``tries``: the tries run so far, oldest first, bounded (``jobsched.ports.tries``); ``reruns``: how many times
       the run was re-run (``POST .../retry``: each starts a new round of tries); ``rerun_key``: the digest of the
       ``Idempotency-Key`` of the last re-run (a repeat of that request is a replay, not a conflict).
+    - ``upstream_run_id``: a chained run's (kind ``chained``) upstream run, whose end made it (design §2.1).
     """
 
     job_id: str
@@ -113,6 +114,7 @@ class RunRow:
     tries: tuple[TryRecord, ...] = ()
     reruns: int = 0
     rerun_key: str | None = None
+    upstream_run_id: str | None = None
 
     @property
     def run_id(self) -> str:
