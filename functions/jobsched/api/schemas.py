@@ -84,22 +84,42 @@ CommandShorthand = Annotated[
 
 
 def _command_shorthand_schema(schema: dict[str, Any], *, target_required: bool) -> None:
-    """Document ``command`` as the alternative to ``target`` (never both; on create, one of them)."""
+    """Document ``command`` as the alternative to ``target`` (never both; on create, one of them), and on create
+    ``after`` as the alternative to ``schedule`` (exactly one of them: design §2.1, a job that runs after another
+    has no schedule)."""
     schema["not"] = {"required": ["command", "target"]}
     if target_required:
         schema["required"] = [name for name in schema.get("required", []) if name != "target"]
-        schema["anyOf"] = [{"required": ["target"]}, {"required": ["command"]}]
+        schema["allOf"] = [
+            {"anyOf": [{"required": ["target"]}, {"required": ["command"]}]},
+            {"anyOf": [{"required": ["schedule"]}, {"required": ["after"]}]},
+            {"not": {"required": ["schedule", "after"]}},
+        ]
+
+
+def _refuse_null(value: Any, info: ValidationInfo) -> Any:
+    """A create body's ``schedule`` and ``after`` are optional (one of them is given) but never null."""
+    if value is None:
+        raise PydanticCustomError("not_null", "{field} cannot be null; omit it", {"field": info.field_name})
+    return value
 
 
 class JobCreate(JobSettings):
     """Body of ``POST /jobs``. ``owner`` is never taken from the body; ``command`` is the shorthand for a
-    command target (read, never stored or returned)."""
+    command target (read, never stored or returned). Exactly one of ``schedule`` and ``after`` (design §2.1: a
+    job that runs after another has no schedule), neither of them null."""
 
     model_config = ConfigDict(
         json_schema_extra=lambda schema: _command_shorthand_schema(schema, target_required=True)
     )
 
     name: str = Field(pattern=NAME_PATTERN)
+    schedule: Annotated[
+        str | SkipJsonSchema[None],
+        BeforeValidator(_refuse_null),
+        Field(min_length=1, max_length=256, examples=["0 2 * * *", "rate(5 minutes)"]),
+    ] = None
+    after: Annotated[After | SkipJsonSchema[None], BeforeValidator(_refuse_null)] = None
     command: CommandShorthand = None
 
     @model_validator(mode="before")
@@ -108,9 +128,8 @@ class JobCreate(JobSettings):
         return _expand_command(data)
 
 
-PATCH_NULLABLE_FIELDS = frozenset({"input", "start_at", "end_at", "schedule", "after"})
-"""The PATCH fields that may be set to null (which clears them); any other field given as null is refused.
-``schedule`` and ``after`` are cleared to swap one for the other (a job has exactly one of them)."""
+PATCH_NULLABLE_FIELDS = frozenset({"input", "start_at", "end_at"})
+"""The PATCH fields that may be set to null (which clears them); any other field given as null is refused."""
 
 
 def drop_null(schema: dict[str, Any]) -> None:
@@ -140,9 +159,9 @@ def _patch_schema(schema: dict[str, Any]) -> None:
 class JobPatch(StrictModel):
     """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value; only
     ``input``, ``start_at`` and ``end_at`` may be set to null (cleared), so the others are documented without
-    null (a null one is refused, 400 naming it). ``schedule`` and ``after`` may be set to null to give a job the
-    other one instead (``{"schedule": null, "after": {...}}``). ``command`` is the shorthand for a command
-    target, as on create."""
+    null (a null one is refused, 400 naming it). ``schedule`` replaces a job's ``after`` and ``after`` its
+    ``schedule`` (a job has one of them, design §2.1; both in one PATCH: 400 naming ``after``). ``command`` is
+    the shorthand for a command target, as on create."""
 
     model_config = ConfigDict(json_schema_extra=lambda schema: _patch_schema(schema))
 

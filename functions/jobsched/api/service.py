@@ -291,10 +291,13 @@ class JobService:
                 raise InvalidInput(field, f"{field} cannot be null; omit it to keep the current value")
         if not changes:
             return self.get_job(owner, job_id)
-        retimed = bool(timing.TIMING_FIELDS & changes.keys())
+        retimed = bool(
+            (timing.TIMING_FIELDS | {"after"}) & changes.keys()
+        )  # after: no schedule (design §2.1)
 
         def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
             merged = current.model_dump(include=set(JobSettings.model_fields))
+            merged.update(timing.swapped_source(changes))
             for field, value in changes.items():
                 if field in MERGED_PATCH_FIELDS and isinstance(value, dict):
                     merged[field] = {**merged[field], **value}

@@ -82,11 +82,23 @@ def retimed_since_ms(
 def settings_schedule(job: Job) -> Schedule | None:
     """The schedule the scheduler runs for ``job``'s settings (as ``registration.scheduling_state`` stores
     them): bounded below by its anchor (``registration.anchor_ms``: ``start_at``, else creation; a rate's
-    phase), above by ``end_at``; None for a job without one (design §2.1). Raises ``ScheduleError`` when it does
+    phase), above by ``end_at``; None for a job without one (it runs after another: design §2.1). Raises
+    ``ScheduleError`` when it does
     not parse."""
     if job.schedule is None:
         return None
     return parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms(job)), end_at=job.end_at)
+
+
+def swapped_source(changes: dict[str, object]) -> dict[str, None]:
+    """What a PATCH's ``changes`` clear besides what they give: ``schedule`` replaces a job's ``after`` and
+    ``after`` its ``schedule`` (design §2.1: a job runs on a schedule or after another job). Both given: nothing
+    cleared (the check then refuses the pair, naming ``after``)."""
+    if "schedule" in changes and "after" not in changes:
+        return {"after": None}
+    if "after" in changes and "schedule" not in changes:
+        return {"schedule": None}
+    return {}
 
 
 def resumed_next_run_at(state: SchedulingState | None, now_ms: int) -> int | None:

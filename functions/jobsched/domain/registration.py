@@ -133,7 +133,8 @@ def scheduling_state(
     on_time_from: int | None = None,
 ) -> SchedulingState:
     """The scheduling state of ``job`` written at ``now_ms``: in the due index (``due``) iff not paused and
-    ``next_run_at_ms`` is set; ``schedule`` empty for a job without one (design §2.1: it is never due). ``settings`` gives the due index's shards and bucket width."""
+    ``next_run_at_ms`` is set; ``schedule`` empty for a job that runs after another (design §2.1: it is never
+    due). ``settings`` gives the due index's shards and bucket width."""
     offset = jitter_offset_ms(job.id, job.jitter_s)
     due = None
     if next_run_at_ms is not None and not job.paused:

@@ -263,7 +263,8 @@ TRANSITIONS: dict[str, Transition] = {
             "insert",
             NoRow(),
             (Insert("row"),),
-            "scheduler (skipped fires), API (manual runs, backfill): a run exists once per (job_id, scheduled_for)",
+            "scheduler (skipped fires), API (manual runs, backfill), worker and sweeper (chained runs): a run"
+            " exists once per (job_id, scheduled_for)",
             answers="before",
         ),
         Transition(
@@ -401,7 +402,8 @@ TRANSITIONS: dict[str, Transition] = {
                 every(status(RunStatus.DEAD), Absent("notify_pending")),
             ),
             (Remove("sweep_at"),),
-            "sweeper: a finished run (not a dead one owing its alert) leaves the sweep index",
+            "sweeper, worker (a succeeded run once its chained runs are made): a finished run (not a dead one owing"
+            " its alert) leaves the sweep index",
         ),
         Transition(
             "rerun",
