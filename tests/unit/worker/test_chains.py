@@ -228,3 +228,13 @@ def test_chains_make_runs_only_for_the_job_their_after_names(kit: Kit) -> None:
     assert chains.follow(other.id, T0, RunStatus.SUCCEEDED) == 0
     assert chains.follow(upstream.id, T0, RunStatus.SKIPPED) == 0  # a skipped fire never ran
     assert downstream_rows(kit, downstream) == []
+
+
+def test_the_lambda_and_sqs_envelope_of_a_chained_run_names_its_upstream_run() -> None:
+    chained = TargetCall(
+        run_id=f"j_1@{T0}", job_id="j_1", scheduled_for_ms=T0, attempt=1, upstream_run_id="j_0@1"
+    )
+    plain = TargetCall(run_id=f"j_1@{T0}", job_id="j_1", scheduled_for_ms=T0, attempt=1)
+
+    assert chained.envelope()["upstream_run_id"] == "j_0@1"
+    assert "upstream_run_id" not in plain.envelope()  # the envelope of any other run is as it was
