@@ -95,6 +95,9 @@ def _command_shorthand_schema(schema: dict[str, Any], *, target_required: bool) 
             {"anyOf": [{"required": ["schedule"]}, {"required": ["after"]}]},
             {"not": {"required": ["schedule", "after"]}},
         ]
+        for name in ("schedule", "after"):  # optional, never null
+            drop_null(schema["properties"][name])
+            schema["properties"][name].pop("default", None)
 
 
 def _refuse_null(value: Any, info: ValidationInfo) -> Any:
@@ -115,11 +118,11 @@ class JobCreate(JobSettings):
 
     name: str = Field(pattern=NAME_PATTERN)
     schedule: Annotated[
-        str | SkipJsonSchema[None],
+        str | None,
         BeforeValidator(_refuse_null),
         Field(min_length=1, max_length=256, examples=["0 2 * * *", "rate(5 minutes)"]),
     ] = None
-    after: Annotated[After | SkipJsonSchema[None], BeforeValidator(_refuse_null)] = None
+    after: Annotated[After | None, BeforeValidator(_refuse_null)] = None
     command: CommandShorthand = None
 
     @model_validator(mode="before")
