@@ -3,30 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any
 
 import pytest
 
-from tests.e2e.support import LocalProcess, wait_for
+from tests.e2e.support import LocalProcess, create, instant, runs_of, wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-def runs_of(local: LocalProcess, job_id: str) -> list[dict[str, Any]]:
-    reply = local.http.get(f"/jobs/{job_id}/runs", params={"limit": "100"})
-    assert reply.status_code == 200, reply.text
-    return list(reply.json()["items"])
-
-
-def create(local: LocalProcess, body: dict[str, Any]) -> dict[str, Any]:
-    reply = local.http.post("/jobs", json=body)
-    assert reply.status_code == 201, reply.text
-    return dict(reply.json())
-
-
-def instant(value: str) -> float:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 def test_a_chain_of_three_jobs_runs_in_order_once_per_upstream_run(

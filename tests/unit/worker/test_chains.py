@@ -5,6 +5,7 @@ the downstream run leaves it to the sweeper."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -21,6 +22,25 @@ from tests.support.worker import T0, Kit, owner_sets_paused
 
 class Crash(BaseException):
     """The worker process dying at a given write (nothing catches it, as nothing survives a crash)."""
+
+
+@contextmanager
+def failing_chained_inserts(
+    kit: Kit, monkeypatch: pytest.MonkeyPatch, error: BaseException
+) -> Iterator[None]:
+    """Inside: every insert of a chained run raises ``error`` (the other inserts go through)."""
+    put_new = kit.runs.put_new
+
+    def failing(row: RunRow) -> RunRow | None:
+        if row.kind is RunKind.CHAINED:
+            raise error
+        return put_new(row)
+
+    monkeypatch.setattr(kit.runs, "put_new", failing)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(kit.runs, "put_new", put_new)
 
 
 def downstream_rows(kit: Kit, job: Job) -> list[RunRow]:
@@ -124,17 +144,10 @@ def test_a_worker_lost_between_the_upstreams_success_and_its_downstream_run_leav
     kit: Kit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     upstream, downstream = chain(kit)
-    put_new = kit.runs.put_new
 
-    def crash_on_the_chained_insert(row: RunRow) -> RunRow | None:
-        if row.kind is RunKind.CHAINED:
-            raise Crash("worker lost after the upstream's outcome")
-        return put_new(row)
-
-    monkeypatch.setattr(kit.runs, "put_new", crash_on_the_chained_insert)
-    with pytest.raises(Crash):
+    crash = Crash("worker lost after the upstream's outcome")
+    with failing_chained_inserts(kit, monkeypatch, crash), pytest.raises(Crash):
         kit.deliver(upstream)
-    monkeypatch.setattr(kit.runs, "put_new", put_new)
 
     # the outcome stands, and the run waits in the sweep index; no downstream run yet
     upstream_row = kit.runs.get(upstream.id, T0)
@@ -157,16 +170,8 @@ def test_a_dead_upstream_whose_downstream_run_failed_is_notified_only_after_the_
     kit: Kit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     upstream, downstream = chain(kit, on=["dead"], command="fail", retry={"max_attempts": 1})
-    put_new = kit.runs.put_new
-
-    def refuse_the_chained_insert(row: RunRow) -> RunRow | None:
-        if row.kind is RunKind.CHAINED:
-            raise OSError("store unavailable")
-        return put_new(row)
-
-    monkeypatch.setattr(kit.runs, "put_new", refuse_the_chained_insert)
-    assert kit.deliver(upstream) == Outcome.DEAD
-    monkeypatch.setattr(kit.runs, "put_new", put_new)
+    with failing_chained_inserts(kit, monkeypatch, OSError("store unavailable")):
+        assert kit.deliver(upstream) == Outcome.DEAD
     assert kit.runs.get(upstream.id, T0).notify_pending and kit.dead_runs.notified == []
 
     kit.clock.advance(kit.runs.get(upstream.id, T0).sweep_at - kit.clock())
