@@ -323,8 +323,12 @@ class Functions(Construct):
         the alerts topic."""
         s, fn = self._storage, self.api
         by_owner = index_name(resources.JOBS, "by_owner")
+        by_upstream = index_name(resources.JOBS, "by_upstream")  # a job's downstream jobs (design §2.1)
         self._dynamo(
-            fn, s.jobs, ["GetItem", "BatchGetItem", "Query", "PutItem", "DeleteItem"], indexes=[by_owner]
+            fn,
+            s.jobs,
+            ["GetItem", "BatchGetItem", "Query", "PutItem", "DeleteItem"],
+            indexes=[by_owner, by_upstream],
         )
         # GetItem: the run a retried keyed trigger names (JobService._keyed_run)
         failures = index_name(resources.RUNS, "failures")
@@ -358,16 +362,22 @@ class Functions(Construct):
         self._publish_alerts(fn)
 
     def _grant_worker(self) -> None:
-        """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem), get (the overlap lock's
+        """RunStore claim/heartbeat/succeed/retry/dead/skip/give_back (UpdateItem), put_new (PutItem: a chained run,
+        design §2.1), get (the overlap lock's
         holder, under contention) and list_for_job (Query: the unlocked-try check, an alert policy's streak);
         JobStore get_specs (BatchGetItem, a batch's jobs) and get_spec (GetItem, when that read failed),
         list_events and get (Query: the unlocked-try check, the alert policy's automatic pause, a transaction of
-        Put) and the overlap lock (PutItem, UpdateItem, DeleteItem); retries
+        Put), dependents (the by_upstream index's Query) and the overlap lock (PutItem, UpdateItem, DeleteItem); retries
         on the run queue (consuming it and extending visibility are granted by the event source); dead runs to
         the dead-run queue and the alerts topic; the targets jobs point at."""
         s, fn = self._storage, self.worker
-        self._dynamo(fn, s.jobs, ["GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"])
-        self._dynamo(fn, s.runs, ["UpdateItem", "GetItem", "Query"])
+        self._dynamo(
+            fn,
+            s.jobs,
+            ["GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"],
+            indexes=[index_name(resources.JOBS, "by_upstream")],
+        )
+        self._dynamo(fn, s.runs, ["UpdateItem", "GetItem", "Query", "PutItem"])
         self._grant_runs_and_dead_letters(fn)
         self._grant_targets(fn)
 
@@ -386,7 +396,8 @@ class Functions(Construct):
 
     def _grant_sweeper(self) -> None:
         """RunStore sweep_due (sweep index Query), get_many (BatchGetItem), defer/clear/retry/dead/skip
-        (UpdateItem), list_for_job (Query: an alert policy's streak); JobStore get_spec (GetItem), and list_events,
+        (UpdateItem), put_new (PutItem) and JobStore dependents (the by_upstream index's Query): the chained runs
+        a worker stopped before making (design §2.1), list_for_job (Query: an alert policy's streak); JobStore get_spec (GetItem), and list_events,
         get and replace (Query, a transaction of Put: an alert policy's automatic pause); re-enqueueing; owed
         dead-run letters and alerts; draining the run queue's dead-letter queue (a run whose message SQS gave up
         on is recorded dead: design §4.7); DueRepair migrate_due_index (Scan of the ``due`` index, BatchWriteItem
@@ -405,7 +416,14 @@ class Functions(Construct):
             indexes=[due],
             index_actions=("Scan",),
         )
-        self._dynamo(fn, s.runs, ["BatchGetItem", "UpdateItem", "Query"], indexes=[sweep])
+        self._dynamo(fn, s.runs, ["BatchGetItem", "UpdateItem", "Query", "PutItem"], indexes=[sweep])
+        # a chained run the worker did not make (design §2.1): the ended run's downstream jobs, then the run
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"],
+                resources=[s.index_arn(s.jobs, index_name(resources.JOBS, "by_upstream"))],
+            )
+        )
         self._dynamo(fn, s.control, ["GetItem"])
         self._grant_runs_and_dead_letters(fn)
         fn.add_to_role_policy(

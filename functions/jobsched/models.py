@@ -102,12 +102,22 @@ _PRIORITY_RANKS = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 
 
 class RunKind(StrEnum):
-    """Why a run exists: a fire of the schedule, a manual ``POST /jobs/{id}/trigger``, or a past fire run by
-    ``POST /jobs/{id}/backfill``."""
+    """Why a run exists: a fire of the schedule, a manual ``POST /jobs/{id}/trigger``, a past fire run by
+    ``POST /jobs/{id}/backfill``, or the end of a run of the job's upstream (``after``, design §2.1)."""
 
     SCHEDULED = "scheduled"
     MANUAL = "manual"
     BACKFILL = "backfill"
+    CHAINED = "chained"
+
+
+class ChainOn(StrEnum):
+    """Which ends of an upstream run make a run of the job that names it in ``after`` (design §2.1): ``any`` is
+    either end (a skipped fire never ran, so it makes none)."""
+
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    ANY = "any"
 
 
 class JobEventKind(StrEnum):
@@ -456,10 +466,41 @@ Labels = Annotated[
 """A job's labels (``jobsched.labels``: the rule, its JSON Schema, selectors)."""
 
 
-class JobSettings(StrictModel):
-    """The fields of a job its owner sets (everything but identity and scheduling state)."""
+class After(StrictModel):
+    """A job's upstream (design §2.1): each run of job ``job`` (its id; the API also takes its name) that ends as
+    ``on`` says makes one run of this job, keyed by that run's ``scheduled_for``."""
 
-    schedule: str = Field(min_length=1, max_length=256, examples=["0 2 * * *", "rate(5 minutes)"])
+    job: str = Field(
+        min_length=1, max_length=128, description="the upstream job's id or name (stored as its id)"
+    )
+    on: list[ChainOn] = Field(
+        default_factory=lambda: [ChainOn.SUCCEEDED],
+        min_length=1,
+        max_length=3,
+        description="the upstream run's ends that make a run: succeeded, dead, or any (either)",
+    )
+
+    def fires_on(self, status: RunStatus) -> bool:
+        """Whether an upstream run that ended ``status`` makes a run (only ``succeeded`` and ``dead`` can)."""
+        if status not in (RunStatus.SUCCEEDED, RunStatus.DEAD):
+            return False
+        return ChainOn.ANY in self.on or ChainOn(status.value) in self.on
+
+
+class JobSettings(StrictModel):
+    """The fields of a job its owner sets (everything but identity and scheduling state). A job has either a
+    ``schedule`` or an upstream (``after``), never both (design §2.1)."""
+
+    schedule: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        examples=["0 2 * * *", "rate(5 minutes)"],
+        description="required unless after is given (a job that runs after another has no schedule)",
+    )
+    after: After | None = Field(
+        None, description="run after each run of another job of the owner (design §2.1)"
+    )
     timezone: str = Field("UTC", max_length=64, description="IANA zone name")
     target: Target
     input: Any = None
@@ -556,6 +597,9 @@ class Run(BaseModel):
     )
     cancelled_by: str | None = Field(None, description="on a cancelled run: who cancelled it")
     cancel_reason: str | None = Field(None, description="on a cancelled run: the reason given, if any")
+    upstream_run_id: str | None = Field(
+        None, description="a chained run's upstream run, whose end made it (kind chained; design §2.1)"
+    )
 
 
 class RunAttempt(BaseModel):

@@ -109,6 +109,9 @@ JOBS = TableDef(
         Index("due", Key("due_pk", "S"), Key("due_at", "N"), "INCLUDE", DUE_PROJECTION),
         # A team's jobs by name: only job spec items carry "owner" (a deleted job's tombstone does not).
         Index("by_owner", Key("owner", "S"), Key("name", "S"), "ALL"),
+        # A job's downstream jobs by name (design §2.1): only spec items of jobs with ``after`` carry
+        # "after_job" (the upstream's id), so jobs without a chain cost it nothing.
+        Index("by_upstream", Key("after_job", "S"), Key("name", "S"), "ALL"),
     ),
     # Only deleted jobs' tombstones carry it: they go once the job's run history has expired.
     ttl_attribute="expires_at",

@@ -12,7 +12,7 @@ import pytest
 from jobsched.clock import from_ms, to_ms
 from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
-from jobsched.models import CommandTarget, Job, JobEventKind, Priority
+from jobsched.models import After, CommandTarget, Job, JobEventKind, Priority
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import (
     EARLY,
@@ -62,7 +62,7 @@ def state(
     due = DueEntry(of.id, partition, bucket, shard, next_run_at) if next_run_at is not None else None
     values: dict[str, Any] = {"anchor_at": T0, "version": 1, "next_run_at": next_run_at, "due": due}
     values.update(fields)
-    return SchedulingState(job_id=of.id, partition=partition, schedule=of.schedule, **values)
+    return SchedulingState(job_id=of.id, partition=partition, schedule=of.schedule or "", **values)
 
 
 def current(store: Any, query: DueQuery) -> list[DueEntry]:
@@ -417,3 +417,30 @@ def test_events_page_newest_first_and_outlive_the_job(store: Any) -> None:
         -1
     ].position
     assert rest == [runs[1], runs[0], event(first, T0, "v1", JobEventKind.CREATED)] and end is None
+
+
+def test_a_jobs_dependents_are_the_live_jobs_whose_after_names_it_by_name(store: Any) -> None:
+    # design §2.1: the jobs that run after a job (the worker's and the API's read of a chain)
+    upstream = job(1, name="extract")
+    store.create(upstream, state(upstream))
+    later = [
+        job(n, name=name).model_copy(update={"schedule": None, "after": After(job=upstream.id)})
+        for n, name in ((2, "load"), (3, "audit"), (4, "gone"))
+    ]
+    for each in later:
+        store.create(each, state(each, next_run_at=None))
+    unrelated = job(5, name="unrelated")
+    store.create(unrelated, state(unrelated))
+    gone = later[2]
+    store.delete(gone, deleted_at_ms=T0, retention_days=90)
+    paused = later[0].model_copy(update={"paused": True, "updated_at": from_ms(T0 + 1)})
+    store.replace(Rewrite(paused, state(paused, next_run_at=None, paused=True), T0))
+
+    found = store.dependents(upstream.id)
+
+    assert [(d.job.name, d.job.after.job, d.job.paused) for d in found] == [
+        ("audit", upstream.id, False),
+        ("load", upstream.id, True),
+    ]
+    assert store.dependents(unrelated.id) == [] and store.dependents(later[1].id) == []
+    assert store.get(later[1].id).job.schedule is None

@@ -327,6 +327,28 @@ def test_success_clears_the_error_and_leaves_the_sweep_index(store: Any) -> None
     assert store.sweep_due(sweep_shard("j_a"), NOW + 10**9, 10).keys == []
 
 
+def test_a_success_with_downstream_jobs_stays_in_the_sweep_index_until_cleared(store: Any) -> None:
+    # design §2.1: the run of a job with downstream jobs is swept until their runs are made
+    store.put_new(_run())
+    _claim(store)
+    assert store.succeed(W1, now_ms=NOW + 9, chain_sweep_at_ms=NOW + SWEEP_AFTER_MS)
+    row = store.get("j_a", T0)
+    assert (row.status, row.sweep_at) == (RunStatus.SUCCEEDED, NOW + SWEEP_AFTER_MS)
+    assert store.sweep_due(sweep_shard("j_a"), NOW + SWEEP_AFTER_MS, 10).keys == [FIRST]
+    assert store.clear_sweep("j_a", T0)
+    assert store.sweep_due(sweep_shard("j_a"), NOW + 10**9, 10).keys == []
+
+
+def test_a_chained_run_is_inserted_once_with_its_upstream_run(store: Any) -> None:
+    chained = replace(_run("j_b", kind=RunKind.CHAINED), upstream_run_id=f"j_a@{T0}")
+    assert store.put_new(chained) is None
+    again = replace(chained, enqueued_at=NOW + 60_000, upstream_run_id=f"j_c@{T0}")
+    assert store.put_new(again) == chained  # refused: the existing row, as first written
+    assert store.get("j_b", T0) == chained
+    (listed,), _ = store.list_for_job("j_b", 10)
+    assert (listed.kind, listed.upstream_run_id) == (RunKind.CHAINED, f"j_a@{T0}")
+
+
 def test_a_dead_run_stays_in_the_sweep_index_until_notified(store: Any) -> None:
     store.put_new(_run())
     _claim(store)

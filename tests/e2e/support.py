@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -97,3 +98,23 @@ class LocalProcess:
         code = self.process.wait(timeout=timeout_s)
         self._reader.join(timeout=5)
         return code
+
+
+def runs_of(local: LocalProcess, job_id: str, status: str | None = None) -> list[dict[str, Any]]:
+    """The job's runs (newest first, at most 100; of ``status`` when given), read over HTTP."""
+    params = {"limit": "100", **({"status": status} if status else {})}
+    reply = local.http.get(f"/jobs/{job_id}/runs", params=params)
+    assert reply.status_code == 200, reply.text
+    return list(reply.json()["items"])
+
+
+def create(local: LocalProcess, body: dict[str, Any]) -> dict[str, Any]:
+    """POST /jobs that must answer 201; the job."""
+    reply = local.http.post("/jobs", json=body)
+    assert reply.status_code == 201, reply.text
+    return dict(reply.json())
+
+
+def instant(value: str) -> float:
+    """An API instant (ISO 8601, ``Z``) as epoch seconds."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

@@ -77,7 +77,9 @@ def desktop(driver: WebDriver) -> WebDriver:
 
 
 def create(local: LocalProcess, **fields: Any) -> dict[str, Any]:
+    """A job of team a's (``schedule=None``: none, for a job that runs after another)."""
     body = {"name": f"console-{next(_names)}", "schedule": "daily 02:00", **fields}
+    body = {key: value for key, value in body.items() if value is not None}
     if "target" not in body:
         body.setdefault("command", "echo")
     reply = local.http.post("/jobs", json=body)
@@ -220,6 +222,32 @@ def test_a_job_paused_and_triggered_from_its_page(
     text = desktop.find_element(By.ID, "main").text
     assert run["id"] in text and "manual" in text and "succeeded" in text
     desktop.save_screenshot(str(shots / "run.png"))
+    assert page_errors(desktop) == []
+
+
+def test_a_jobs_page_draws_its_chain_with_links_up_and_down(local: LocalProcess, desktop: WebDriver) -> None:
+    # Given three jobs in a chain (design §2.1)
+    extract = create(local)
+    load = create(local, schedule=None, after={"job": extract["id"]})
+    report = create(local, schedule=None, after={"job": load["id"], "on": ["any"]})
+    sign_in(desktop, local.url, TEAM_A)
+
+    # When the middle job's page is opened, it shows upstream -> it -> downstream, and runs after instead of a
+    # schedule
+    click(desktop, "#jobs a", load["name"])
+    element(desktop, "h1", load["name"])
+    chain = element(desktop, "#chain", load["name"])
+    assert chain.text.split("\n")[-1] == f"{extract['name']} → {load['name']} → {report['name']}"
+    assert f"Runs after\n{extract['name']}\non succeeded" in desktop.find_element(By.ID, "main").text
+
+    # Then its links lead along the chain
+    click(desktop, "#chain .chain-downstream a", report["name"])
+    element(desktop, "h1", report["name"])
+    element(desktop, "#chain .chain-upstream a", load["name"])
+    click(desktop, "#chain .chain-upstream a", load["name"])
+    click(desktop, "#chain .chain-upstream a", extract["name"])
+    element(desktop, "h1", extract["name"])
+    assert element(desktop, "#chain").text.split("\n")[-1] == f"{extract['name']} → {load['name']}"
     assert page_errors(desktop) == []
 
 

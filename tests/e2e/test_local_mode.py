@@ -10,7 +10,6 @@ import json
 import re
 import signal
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -18,26 +17,9 @@ import typer
 from typer.testing import CliRunner
 
 from jobsched.cli import register
-from tests.e2e.support import LocalProcess, wait_for
+from tests.e2e.support import LocalProcess, create, instant, runs_of, wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-def runs_of(local: LocalProcess, job_id: str, status: str | None = None) -> list[dict[str, Any]]:
-    params = {"limit": "100", **({"status": status} if status else {})}
-    reply = local.http.get(f"/jobs/{job_id}/runs", params=params)
-    assert reply.status_code == 200, reply.text
-    return list(reply.json()["items"])
-
-
-def create(local: LocalProcess, body: dict[str, Any]) -> dict[str, Any]:
-    reply = local.http.post("/jobs", json=body)
-    assert reply.status_code == 201, reply.text
-    return dict(reply.json())
-
-
-def instant(value: str) -> float:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 def test_runs_retries_dead_letters_two_schedulers_restart_and_sigkill(

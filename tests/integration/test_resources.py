@@ -9,7 +9,7 @@ from jobsched.resources import JOBS, RUNS
 def test_provision_creates_tables_with_due_and_sweep_indexes(aws: Aws, resource_env: dict[str, str]) -> None:
     jobs = aws.dynamodb.describe_table(TableName=resource_env[JOBS.env_var])["Table"]
     runs = aws.dynamodb.describe_table(TableName=resource_env[RUNS.env_var])["Table"]
-    assert {i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]} == {"due", "by_owner"}
+    assert {i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]} == {"due", "by_owner", "by_upstream"}
     due = next(i for i in jobs["GlobalSecondaryIndexes"] if i["IndexName"] == "due")
     assert [k["AttributeName"] for k in due["KeySchema"]] == ["due_pk", "due_at"]
     assert due["Projection"]["ProjectionType"] == "INCLUDE"

@@ -123,6 +123,15 @@ def make_event(
     return event
 
 
+CHAIN_VIEW = ("upstream", "downstream")
+"""The fields only ``GET /jobs/{id}`` answers (``JobDetail``: the job's chain, design §2.1)."""
+
+
+def without_chain(job: dict[str, Any]) -> dict[str, Any]:
+    """A ``GET /jobs/{id}`` body without its chain view: the job as every other call answers it."""
+    return {name: value for name, value in job.items() if name not in CHAIN_VIEW}
+
+
 def job_body(name: str = "nightly-report", **overrides: Any) -> dict[str, Any]:
     """A valid POST /jobs body (daily at 02:00 UTC, command target)."""
     body: dict[str, Any] = {"name": name, "schedule": "0 2 * * *", "command": "echo", "input": {"n": 1}}

@@ -141,8 +141,10 @@ class SimWaiter:
 def new_job(
     clock: FakeClock, number: int, owner: str = "team-a", name: str | None = None, **fields: Any
 ) -> Job:
-    """A ``Job`` as the API creates it (``command: echo``, ``0 2 * * *`` unless given), id ``j_<number>``."""
-    fields.setdefault("schedule", "0 2 * * *")
+    """A ``Job`` as the API creates it (``command: echo``, ``0 2 * * *`` unless given, or ``after``), id
+    ``j_<number>``."""
+    if "after" not in fields:
+        fields.setdefault("schedule", "0 2 * * *")
     if "target" not in fields:
         fields.setdefault("command", "echo")
     create = JobCreate.model_validate({"name": name or f"job-{number}", **fields})
@@ -169,7 +171,7 @@ def make_job(jobs: Any, clock: FakeClock, settings: Settings) -> Callable[..., J
         state = scheduling_state(
             job,
             anchor_at_ms=clock(),
-            next_run_at_ms=T0 + 86_400_000,
+            next_run_at_ms=T0 + 86_400_000 if job.schedule else None,
             partition=0,
             settings=settings.model_copy(update={"due_shards": 1, "due_bucket_s": 60}),
             now_ms=clock(),

@@ -31,6 +31,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "succeeded",
         "manual",
     ),
+    "2.1": ("chain", "upstream", "downstream", "after"),
     "3": ("http", "route", "error", "owner", "idempotency", "24 h", "conflict", "trigger", "identical spec"),
     "3.1": ("what will run next",),
     "3.2": ("who did what", "audit", "actor", "admission"),

@@ -36,6 +36,7 @@ from jobsched.api.schemas import (
     BackfillResult,
     CancelRequest,
     JobCreate,
+    JobDetail,
     JobEvent,
     JobPatch,
     Page,
@@ -100,6 +101,7 @@ register_error_handlers(app, allowed_methods)
 
 
 _CURSOR_NOT_FOUND = "A `cursor` this listing did not issue (another caller's or another listing's)"
+_UPSTREAM_NOT_FOUND = "The job `after.job` names does not exist (or is not the caller's)"
 _HISTORY_NOT_FOUND = "No such job (or not the caller's), or a `cursor` this listing did not issue"
 
 
@@ -176,10 +178,12 @@ def _route(operation_id: str, **options: Any) -> Callable[[_F], _F]:
     tags=["jobs"],
     responses=responses(
         {201: (Job, "Created"), 200: (Job, "An identical job already has this name: that job")},
+        404,
         409,
         413,
         422,
         idempotent=True,
+        descriptions={404: _UPSTREAM_NOT_FOUND},
     ),
 )
 def create_job(
@@ -217,17 +221,23 @@ def list_jobs(
     "getJob",
     summary="Read a job",
     tags=["jobs"],
-    responses=responses({200: (Job, "The job")}, 404),
+    responses=responses({200: (JobDetail, "The job, with its chain (upstream and downstream jobs)")}, 404),
 )
-def get_job(id: JobId, api: ApiDep, owner: Owner) -> Job:
-    return api.service.get_job(owner, id)
+def get_job(id: JobId, api: ApiDep, owner: Owner) -> JobDetail:
+    return api.service.chains.detail(api.service.get_job(owner, id))
 
 
 @_route(
     "updateJob",
     summary="Change a job",
     tags=["jobs"],
-    responses=responses({200: (Job, "The changed job")}, 404, 409, 413),
+    responses=responses(
+        {200: (Job, "The changed job")},
+        404,
+        409,
+        413,
+        descriptions={404: "No such job (or not the caller's), or no such job as `after.job` names"},
+    ),
 )
 def update_job(id: JobId, body: JobPatch, api: ApiDep, owner: Owner, by: Actor) -> Job:
     """Fields given replace the stored ones (``retry`` merges field by field). Changing the schedule,

@@ -7,7 +7,7 @@ Every error body is ``{"error": {"code": "...", "message": "...", "field": "..."
 | 400 | ``invalid_input``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
 | 401 | ``unauthorized`` | ``Unauthorized`` |
 | 403 | ``forbidden`` | ``Forbidden`` (the caller has no owner: ``owner_from = "tag:<key>"`` and no usable tag) |
-| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), unknown path |
+| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), ``UpstreamNotFound`` (field ``after.job``), unknown path |
 | 405 | ``method_not_allowed`` | a known path with another method |
 | 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``RunNotRetryable``, ``RunNotCancellable``, ``IdempotencyAlreadyInProgressError`` |
 | 413 | ``payload_too_large`` | ``PayloadTooLarge`` |
@@ -53,6 +53,7 @@ from jobsched.api.exceptions import (
     RunNotCancellable,
     RunNotRetryable,
     Unauthorized,
+    UpstreamNotFound,
 )
 from jobsched.api.validation import describe
 from jobsched.observability import logger
@@ -178,6 +179,7 @@ ANSWERS: dict[type[Exception], Answer] = {
         HTTPStatus.BAD_REQUEST, "unsupported_media_type", "Content-Type", JSON_BODY_ONLY
     ),
     JobNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found"),
+    UpstreamNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "after.job"),
     CursorNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "cursor"),
     NameConflict: Answer(HTTPStatus.CONFLICT, "name_taken", "name"),
     RunNotCancellable: Answer(HTTPStatus.CONFLICT, "conflict"),

@@ -49,6 +49,16 @@ class JobNotFound(ApiProblem):
         self.job_id = job_id
 
 
+class UpstreamNotFound(JobNotFound):
+    """The job a job's ``after.job`` names does not exist or is another owner's (404, field ``after.job``; as
+    for a job, never told apart)."""
+
+    def __init__(self, job: str) -> None:
+        super().__init__(job)
+        self.message = f"after.job: job {job!r} not found; name one of your jobs by its id or name"
+        self.args = (self.message,)
+
+
 class RunNotFound(JobNotFound):
     """The run does not exist, its id is malformed or of another job, or its job is another owner's (404, as
     for a job: never told apart)."""

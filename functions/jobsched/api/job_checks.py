@@ -25,7 +25,14 @@ def check_settings(
     """Deployment limits on owner-set fields (``settings``: ``worker_timeout_cap_s``, ``allow_shell_targets``),
     a ``shell`` target of an owner not in ``shell_owners`` (None: every owner), and a lambda/sqs target tagged
     for another owner (``target_tags``, optional). Raises ``InvalidInput`` naming ``timeout_s``, or ``target`` for
-    a target refused."""
+    a target refused; ``after`` beside a ``schedule``, ``schedule`` when the job has neither (design §2.1: a job
+    runs on its schedule or after another job, never both)."""
+    if job.schedule is not None and job.after is not None:
+        raise InvalidInput(
+            "after", "give either schedule or after: a job that runs after another has no schedule of its own"
+        )
+    if job.schedule is None and job.after is None:
+        raise InvalidInput("schedule", "schedule is required (or after, to run after another job)")
     cap = settings.worker_timeout_cap_s
     if job.timeout_s > cap:
         raise InvalidInput(

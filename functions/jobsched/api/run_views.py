@@ -36,6 +36,7 @@ def run_view(row: RunRow) -> Run:
         skipped_through=_instant(row.skipped_through),
         cancelled_by=row.cancelled_by,
         cancel_reason=row.cancel_reason,
+        upstream_run_id=row.upstream_run_id,
     )
 
 

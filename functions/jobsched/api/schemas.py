@@ -29,10 +29,12 @@ from jobsched.models import (
     CONTROL_CHARS,
     MAX_CANCEL_GRACE_S,
     SPACE_CHARS,
+    After,
     AlertPolicy,
     Count,
     Flag,
     Instant,
+    Job,
     JobEventKind,
     JobSettings,
     Labels,
@@ -89,22 +91,45 @@ CommandShorthand = Annotated[
 
 
 def _command_shorthand_schema(schema: dict[str, Any], *, target_required: bool) -> None:
-    """Document ``command`` as the alternative to ``target`` (never both; on create, one of them)."""
+    """Document ``command`` as the alternative to ``target`` (never both; on create, one of them), and on create
+    ``after`` as the alternative to ``schedule`` (exactly one of them: design §2.1, a job that runs after another
+    has no schedule)."""
     schema["not"] = {"required": ["command", "target"]}
     if target_required:
         schema["required"] = [name for name in schema.get("required", []) if name != "target"]
-        schema["anyOf"] = [{"required": ["target"]}, {"required": ["command"]}]
+        schema["allOf"] = [
+            {"anyOf": [{"required": ["target"]}, {"required": ["command"]}]},
+            {"anyOf": [{"required": ["schedule"]}, {"required": ["after"]}]},
+            {"not": {"required": ["schedule", "after"]}},
+        ]
+        for name in ("schedule", "after"):  # optional, never null
+            drop_null(schema["properties"][name])
+            schema["properties"][name].pop("default", None)
+
+
+def _refuse_null(value: Any, info: ValidationInfo) -> Any:
+    """A create body's ``schedule`` and ``after`` are optional (one of them is given) but never null."""
+    if value is None:
+        raise PydanticCustomError("not_null", "{field} cannot be null; omit it", {"field": info.field_name})
+    return value
 
 
 class JobCreate(JobSettings):
     """Body of ``POST /jobs``. ``owner`` is never taken from the body; ``command`` is the shorthand for a
-    command target (read, never stored or returned)."""
+    command target (read, never stored or returned). Exactly one of ``schedule`` and ``after`` (design §2.1: a
+    job that runs after another has no schedule), neither of them null."""
 
     model_config = ConfigDict(
         json_schema_extra=lambda schema: _command_shorthand_schema(schema, target_required=True)
     )
 
     name: str = Field(pattern=NAME_PATTERN)
+    schedule: Annotated[
+        str | None,
+        BeforeValidator(_refuse_null),
+        Field(min_length=1, max_length=256, examples=["0 2 * * *", "rate(5 minutes)"]),
+    ] = None
+    after: Annotated[After | None, BeforeValidator(_refuse_null)] = None
     command: CommandShorthand = None
 
     @model_validator(mode="before")
@@ -144,12 +169,14 @@ def _patch_schema(schema: dict[str, Any]) -> None:
 class JobPatch(StrictModel):
     """Body of ``PATCH /jobs/{id}``: any subset of the settings; absent fields keep their value; only
     ``input``, ``start_at`` and ``end_at`` may be set to null (cleared), so the others are documented without
-    null (a null one is refused, 400 naming it). ``command`` is the shorthand for a command target, as on
-    create."""
+    null (a null one is refused, 400 naming it). ``schedule`` replaces a job's ``after`` and ``after`` its
+    ``schedule`` (a job has one of them, design §2.1; both in one PATCH: 400 naming ``after``). ``command`` is
+    the shorthand for a command target, as on create."""
 
     model_config = ConfigDict(json_schema_extra=lambda schema: _patch_schema(schema))
 
     schedule: str | None = Field(None, min_length=1, max_length=256)
+    after: After | None = None
     timezone: str | None = Field(None, max_length=64)
     target: Target | None = None
     input: Any = None
@@ -272,6 +299,23 @@ class JobEvent(BaseModel):
     kind: JobEventKind
     actor: str
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobLink(BaseModel):
+    """Another job of a chain (design §2.1), as ``GET /jobs/{id}`` names it: its ``id`` and ``name``, and for a
+    downstream job the upstream ends it runs after (``on``)."""
+
+    id: str
+    name: str
+    on: list[str] | None = None
+
+
+class JobDetail(Job):
+    """``GET /jobs/{id}``: the job with its chain (design §2.1): ``upstream``, the job named by its ``after``
+    (null without one, or when that job was deleted), and ``downstream``, the owner's jobs that run after it."""
+
+    upstream: JobLink | None = None
+    downstream: list[JobLink] = Field(default_factory=list)
 
 
 class Page(BaseModel, Generic[T]):

@@ -11,14 +11,15 @@ Rules and where they come from:
   existing job, a different spec is a conflict (design §3);
 - registration-time checks of the schedule (``schedules.validate_schedule``), ``timeout_s`` at most the
   worker's cap, ``shell`` targets only where the deployment allows them (design §2);
-- ``next_run_at`` of a new job is the schedule's first fire from now; rates are anchored at ``start_at``,
-  else at the job's creation (design §1); a re-timed job's is the first fire from now of its new
-  settings, except that fires still pending (jitter not yet elapsed, or missed while the scheduler was down)
-  are kept for the scheduler's ``missed`` policy (those timing rules: ``jobsched.api.timing``);
+- ``next_run_at`` of a new job is the schedule's first fire from now; rates are anchored at ``start_at``, else
+  at the job's creation (design §1); a re-timed job's is the first fire from now of its new settings, except
+  that fires still pending (jitter not yet elapsed, or missed while the scheduler was down) are kept for the
+  scheduler's ``missed`` policy (those timing rules: ``jobsched.api.timing``);
 - pause takes the job out of the due index; resume puts it back at the first fire after the resume instant:
   fires that fell while it was paused are neither run nor recorded missed (design §4.4);
-- a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run; it takes
-  the next free millisecond when ``now`` is one of the schedule's fire instants, which stay the scheduler's.
+- a manual trigger is one run now, outside the schedule, keyed ``(job_id, now)`` like every run; it takes the
+  next free millisecond when ``now`` is one of the schedule's fire instants, which stay the scheduler's;
+- a job runs on a schedule or after another job (``after``: ``jobsched.api.chains``, design §2.1).
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ from jobsched.api import job_listing, timing
 from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
 from jobsched.api.cancels import Cancels
+from jobsched.api.chains import ChainLinks
 from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.job_checks import check_settings, validation_problem
 from jobsched.api.owned import OwnedJobs, is_job_id
 from jobsched.api.reruns import Reruns
+from jobsched.api.results import CreateResult, TriggerResult
 from jobsched.api.runs_listing import RunListing
 from jobsched.api.schemas import (
     PATCH_NULLABLE_FIELDS,
@@ -68,7 +71,7 @@ from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState
 from jobsched.ports.run_stores import RunHistory, RunSender
-from jobsched.schedule.engine import Schedule, ScheduleError
+from jobsched.schedule.engine import Schedule
 from jobsched.settings import Settings
 from jobsched.targets.ownership import TargetTags
 
@@ -80,23 +83,6 @@ MERGED_PATCH_FIELDS = frozenset({"retry", "alerts"})
 
 WRITE_ATTEMPTS = 3
 """Read-modify-write attempts before a job that keeps changing (an every-second schedule) is a 409."""
-
-
-@dataclass(frozen=True)
-class CreateResult:
-    """``job`` as created (``created`` True) or the identical one that already had this name (False)."""
-
-    job: Job
-    created: bool
-    replayed: bool = False
-
-
-@dataclass(frozen=True)
-class TriggerResult:
-    """The manual run, and whether it is the stored result of an earlier request with the same key."""
-
-    run: Run
-    replayed: bool = False
 
 
 @dataclass(kw_only=True, eq=False)
@@ -130,6 +116,11 @@ class JobService:
     def owned(self) -> OwnedJobs:
         """The owners' jobs and idempotency keys, on the service's current adapters."""
         return OwnedJobs(self.jobs, self.idempotency)
+
+    @property
+    def chains(self) -> ChainLinks:
+        """Chains of the owners' jobs (``ChainLinks``: ``after`` checks, the chain view, paused dependents)."""
+        return ChainLinks(self.owned)
 
     @property
     def triggers(self) -> Triggers:
@@ -194,6 +185,7 @@ class JobService:
         now_ms = self.clock()
         now = from_ms(now_ms)
         self._check_settings(request, owner)
+        request = self.chains.resolve(owner, request)
         job = Job.model_validate(
             {
                 **request.model_dump(),
@@ -295,10 +287,13 @@ class JobService:
                 raise InvalidInput(field, f"{field} cannot be null; omit it to keep the current value")
         if not changes:
             return self.get_job(owner, job_id)
-        retimed = bool(timing.TIMING_FIELDS & changes.keys())
+        retimed = bool(
+            (timing.TIMING_FIELDS | {"after"}) & changes.keys()
+        )  # after: no schedule (design §2.1)
 
         def change(current: Job, state: SchedulingState | None, now_ms: int) -> tuple[Job, int, int | None]:
             merged = current.model_dump(include=set(JobSettings.model_fields))
+            merged.update(timing.swapped_source(changes))
             for field, value in changes.items():
                 if field in MERGED_PATCH_FIELDS and isinstance(value, dict):
                     merged[field] = {**merged[field], **value}
@@ -309,7 +304,7 @@ class JobService:
             except ValidationError as error:
                 raise validation_problem(error) from error
             self._check_settings(settings, owner)
-            job = current.model_copy(update=dict(settings))
+            job = current.model_copy(update=dict(self.chains.resolve(owner, settings, job_id)))
             if settings.paused != current.paused:
                 job = job.model_copy(
                     update=paused_fields(actor or owner, now_ms, None, paused=settings.paused)
@@ -319,7 +314,7 @@ class JobService:
                 schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
                 since_ms = timing.retimed_since_ms(
                     timing.settings_schedule(job),
-                    _stored_schedule(state),
+                    timing.stored_schedule(state),
                     state.next_run_at if state else None,
                     now_ms,
                     created_ms=to_ms(job.created_at),
@@ -476,6 +471,9 @@ class JobService:
         except NotFound:
             raise JobNotFound(job_id) from None
         logger.info("job deleted", job_id=job_id, owner=owner)
+        self.chains.pause_dependents(
+            stored.job, lambda o, j, r: self.pause_job(o, j, reason=r, actor="jobsched")
+        )
 
     # --- trigger ------------------------------------------------------------------------------
 
@@ -562,20 +560,9 @@ class JobService:
 
     def _validated_schedule(
         self, job: Job, now_ms: int, *, changed: frozenset[str] = frozenset()
-    ) -> Schedule:
+    ) -> Schedule | None:
         """``timing.validated_schedule`` with this deployment's ``min_interval_s``."""
         return timing.validated_schedule(job, now_ms, self.settings.min_interval_s, changed=changed)
-
-
-def _stored_schedule(state: SchedulingState | None) -> Schedule | None:
-    """The schedule in force for ``state`` (``fires.state_schedule``); None without a state or when it no
-    longer parses (nothing of it is then kept)."""
-    if state is None:
-        return None
-    try:
-        return fires.state_schedule(state)
-    except ScheduleError:
-        return None
 
 
 def _instant(ms: int | None) -> datetime | None:

@@ -16,6 +16,7 @@ are passed in, epoch ms UTC); ``jobsched.api.service.JobService`` applies them.
 from __future__ import annotations
 
 from jobsched.clock import from_ms, to_ms
+from jobsched.domain import fires
 from jobsched.domain.fires import state_schedule
 from jobsched.domain.planning import next_fire_ms
 from jobsched.domain.registration import anchor_ms
@@ -39,7 +40,12 @@ backlog is not kept (the new settings count from now on)."""
 
 
 def retimed_since_ms(
-    new: Schedule, old: Schedule | None, stored_next_run_at: int | None, now_ms: int, *, created_ms: int
+    new: Schedule | None,
+    old: Schedule | None,
+    stored_next_run_at: int | None,
+    now_ms: int,
+    *,
+    created_ms: int,
 ) -> int:
     """The instant (epoch ms) from which a re-timed job's first fire is taken: fires at or after it count.
 
@@ -55,9 +61,9 @@ def retimed_since_ms(
     an hourly schedule at 15:00:30 first fires at 15:05. At most :data:`KEPT_FIRES_MAX` past fires are checked
     (a longer backlog counts from now). Never a kept fire before the job's creation (``created_ms``): a stored
     one-off accepted late fired before the job existed, and a recurring schedule replacing it has no fire then.
-    Raises nothing.
+    Raises nothing. ``new`` None (no schedule: the job runs after another, design §2.1): ``now_ms``.
     """
-    if stored_next_run_at is None or old is None or stored_next_run_at >= now_ms:
+    if new is None or stored_next_run_at is None or old is None or stored_next_run_at >= now_ms:
         return now_ms
     backlog = new.count_fires(from_ms(stored_next_run_at - 1), from_ms(now_ms - 1), cap=KEPT_FIRES_MAX + 1)
     if backlog > KEPT_FIRES_MAX:  # counted without walking them (``Schedule.count_fires``)
@@ -73,11 +79,26 @@ def retimed_since_ms(
     return since_ms
 
 
-def settings_schedule(job: Job) -> Schedule:
+def settings_schedule(job: Job) -> Schedule | None:
     """The schedule the scheduler runs for ``job``'s settings (as ``registration.scheduling_state`` stores
     them): bounded below by its anchor (``registration.anchor_ms``: ``start_at``, else creation; a rate's
-    phase), above by ``end_at``. Raises ``ScheduleError`` when it does not parse."""
+    phase), above by ``end_at``; None for a job without one (it runs after another: design §2.1). Raises
+    ``ScheduleError`` when it does
+    not parse."""
+    if job.schedule is None:
+        return None
     return parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms(job)), end_at=job.end_at)
+
+
+def swapped_source(changes: dict[str, object]) -> dict[str, None]:
+    """What a PATCH's ``changes`` clear besides what they give: ``schedule`` replaces a job's ``after`` and
+    ``after`` its ``schedule`` (design §2.1: a job runs on a schedule or after another job). Both given: nothing
+    cleared (the check then refuses the pair, naming ``after``)."""
+    if "schedule" in changes and "after" not in changes:
+        return {"after": None}
+    if "after" in changes and "schedule" not in changes:
+        return {"schedule": None}
+    return {}
 
 
 def resumed_next_run_at(state: SchedulingState | None, now_ms: int) -> int | None:
@@ -89,7 +110,7 @@ def resumed_next_run_at(state: SchedulingState | None, now_ms: int) -> int | Non
     window on purpose. A fire not yet dispatched when the job was paused (one waiting for its jitter offset)
     is not run either. Raises ``ScheduleError`` when the stored schedule no longer parses.
     """
-    if state is None:
+    if state is None or not state.schedule:  # no schedule: a job that runs after another (design §2.1)
         return None
     return next_fire_ms(state_schedule(state), now_ms, job_id=state.job_id)
 
@@ -115,17 +136,20 @@ def kept_on_time_from(state: SchedulingState | None, job: Job, now_ms: int) -> i
 
 def validated_schedule(
     job: JobSettings, now_ms: int, min_interval_s: float, *, changed: frozenset[str] = frozenset()
-) -> Schedule:
+) -> Schedule | None:
     """The job's schedule, validated as at registration (at ``now_ms``, epoch ms; the deployment's
     ``min_interval_s``, seconds). ``changed``: the fields a PATCH gives, to name the one at fault (see
     :func:`blame_start_at`). Raises ``ScheduleError`` (field ``schedule``, ``timezone``, ``start_at`` or
     ``end_at``); a ``timezone`` with whitespace around it names ``timezone``: the zone check reads the name
-    stripped, but the job would store and return it as given, which is not an IANA name."""
+    stripped, but the job would store and return it as given, which is not an IANA name. None for a job without
+    a schedule (it runs after another job: design §2.1)."""
     if job.timezone != job.timezone.strip():
         raise ScheduleError(
             "timezone",
             f"timezone {job.timezone!r} has whitespace around it; use the IANA name alone, {job.timezone.strip()!r}",
         )
+    if job.schedule is None:
+        return None
     try:
         return validate_schedule(
             job.schedule,
@@ -167,3 +191,14 @@ def blame_start_at(error: ScheduleError, job: JobSettings, changed: frozenset[st
 def stored_anchor_ms(state: SchedulingState | None, job: Job) -> int:
     """The anchor (epoch ms) a job's state was stored with; its creation for a state stored without one."""
     return state.anchor_at if state and state.anchor_at is not None else to_ms(job.created_at)
+
+
+def stored_schedule(state: SchedulingState | None) -> Schedule | None:
+    """The schedule in force for ``state`` (``fires.state_schedule``); None without a state or when it no
+    longer parses (nothing of it is then kept)."""
+    if state is None:
+        return None
+    try:
+        return fires.state_schedule(state)
+    except ScheduleError:
+        return None

@@ -119,6 +119,8 @@ def fire_instants_ms(stored: StoredJob, first_ms: int, last_ms: int) -> set[int]
     longer parses has no fires the scheduler could run: empty set.
     """
     job, state = stored.job, stored.state
+    if job.schedule is None:  # a job that runs after another has no fires (design §2.1)
+        return set()
     anchor_ms = state.anchor_at if state and state.anchor_at is not None else registration.anchor_ms(job)
     try:
         schedule = parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at)

@@ -74,6 +74,14 @@ def _read_json_file(path: Path) -> dict[str, Any]:
 ScheduleOpt = Annotated[
     str | None, typer.Option("--schedule", "-s", help="cron, @daily, rate(5 minutes), daily 02:00, at <ISO>.")
 ]
+AfterOpt = Annotated[
+    str | None,
+    typer.Option("--after", help="Run after each run of this job (id or name) instead of a schedule."),
+]
+AfterOnOpt = Annotated[
+    str | None,
+    typer.Option("--after-on", help="With --after: the upstream ends that run it: succeeded,dead or any."),
+]
 TzOpt = Annotated[str | None, typer.Option("--tz", help="IANA time zone of the schedule (default UTC).")]
 CommandOpt = Annotated[
     str | None, typer.Option("--command", help="Target: a registered command (echo, fail...).")
@@ -123,6 +131,8 @@ class SpecFlags:
     """
 
     schedule: ScheduleOpt = None
+    after: AfterOpt = None
+    after_on: AfterOnOpt = None
     tz: TzOpt = None
     command: CommandOpt = None
     shell: ShellOpt = None
@@ -143,7 +153,8 @@ class SpecFlags:
         """The request fields the given flags set, under the API's names: ``schedule``, ``timezone``,
         ``target``, ``input``, ``retry`` {``max_attempts``, ``backoff_s``}, ``timeout_s``, ``missed``,
         ``overlap``, ``priority``, ``jitter_s``, ``start_at``, ``end_at``. Values are passed as given; the API validates
-        them. Exits 2 for two target flags or a flag that is not valid JSON."""
+        them; ``--after``/``--after-on`` set ``after`` {``job``, ``on``} (design §2.1). Exits 2 for two target flags,
+        ``--after-on`` without ``--after``, or a flag that is not valid JSON."""
         targets = [t for t in (self.command, self.shell, self.url, self.target_json) if t is not None]
         if len(targets) > 1:
             fail("give one of --command, --shell, --url or --target-json", USAGE_ERROR)
@@ -158,6 +169,11 @@ class SpecFlags:
             body["target"] = _json_option(self.target_json, "--target-json")
         if self.input_json is not None:
             body["input"] = _json_option(self.input_json, "--input-json")
+        if self.after_on is not None and self.after is None:
+            fail("--after-on needs --after (the job to run after)", USAGE_ERROR)
+        if self.after is not None:
+            on = [end.strip() for end in (self.after_on or "").split(",") if end.strip()]
+            body["after"] = {"job": self.after, **({"on": on} if on else {})}
         retry = {"max_attempts": self.retries, "backoff_s": self.backoff}
         if any(v is not None for v in retry.values()):
             body["retry"] = {k: v for k, v in retry.items() if v is not None}

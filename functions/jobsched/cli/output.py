@@ -101,23 +101,35 @@ def labels_text(labels: dict[str, str] | None) -> str:
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    """Jobs (API JSON) as rows: id, name, schedule, zone, next run, state, target, labels."""
+    """Jobs (API JSON) as rows: id, name, schedule (``after <upstream id>`` for a job that runs after another),
+    zone, next run, state (``chained`` for such a job), target, labels."""
     return table(
         ("ID", "NAME", "SCHEDULE", "TZ", "NEXT RUN", "STATE", "TARGET", "LABELS"),
         [
             (
                 job.get("id", ""),
                 job.get("name", ""),
-                job.get("schedule", ""),
+                job.get("schedule") or _after(job),
                 job.get("timezone", ""),
                 when(job.get("next_run_at")),
-                "paused" if job.get("paused") else ("active" if job.get("next_run_at") else "done"),
+                "paused" if job.get("paused") else ("active" if job.get("next_run_at") else _ended(job)),
                 _target(job.get("target") or {}),
                 labels_text(job.get("labels")),
             )
             for job in jobs
         ],
     )
+
+
+def _after(job: dict[str, Any]) -> str:
+    """``after <upstream id>`` for a job that runs after another (design §2.1), else ''."""
+    after = job.get("after") or {}
+    return f"after {after['job']}" if after.get("job") else ""
+
+
+def _ended(job: dict[str, Any]) -> str:
+    """The state of a job with no next run: ``chained`` (it runs after another job), else ``done``."""
+    return "chained" if job.get("after") else "done"
 
 
 _DETAIL_FIRST = ("id", "name", "owner", "schedule", "timezone", "next_run_at", "paused", "target", "input")

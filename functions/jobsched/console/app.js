@@ -134,8 +134,10 @@ function jobsView() {
       ? table(["Name", "Schedule", "Next fire", "State", "Last run", "Success", "Lateness p50 / p99", "Runs"],
         shown.map(({ job, stats }) => [
           labelTerms(job).length ? h("span", {}, jobLink(job), h("br"), h("span", { class: "labels" }, labelChips(job))) : jobLink(job),
-          { wrap: h("span", {}, h("code", {}, job.schedule), h("br"), h("span", { class: "muted" },
-            describeSchedule(job.schedule, job.timezone) || `in ${job.timezone}`)) },
+          job.schedule === null && job.after
+            ? { wrap: h("span", {}, "after ", h("a", { href: `#/jobs/${encodeURIComponent(job.after.job)}` }, nameOf(rows, job.after.job))) }
+            : { wrap: h("span", {}, h("code", {}, job.schedule), h("br"), h("span", { class: "muted" },
+              describeSchedule(job.schedule, job.timezone) || `in ${job.timezone}`)) },
           job.paused ? "– (paused)" : when(job.next_run_at),
           job.paused ? h("span", {}, statusBadge("paused"), job.paused_reason ? ` ${job.paused_reason}` : "") : statusBadge("active"),
           statusBadge(stats.last),
@@ -165,6 +167,22 @@ function jobsView() {
 }
 
 // --- one job ---------------------------------------------------------------------------------
+function nameOf(rows, jobId) {
+  const found = rows.find(({ job }) => job.id === jobId);
+  return found ? found.job.name : jobId;
+}
+
+// A job's chain (design §2.1): its upstream job -> this job -> its downstream jobs, each a link.
+function chainView(job) {
+  const link = (other) => h("a", { href: `#/jobs/${encodeURIComponent(other.id)}` }, other.name);
+  const upstream = job.upstream ? [h("span", { class: "chain-upstream" }, link(job.upstream)), " → "] : [];
+  const downstream = (job.downstream || []).map((other) => h("span", { class: "chain-downstream", title: `on ${(other.on || []).join(", ")}` }, link(other)));
+  if (!upstream.length && !downstream.length) return null;
+  return h("div", { class: "card", id: "chain" }, h("div", { class: "muted" }, "Chain"),
+    h("div", {}, ...upstream, h("strong", {}, job.name),
+      ...(downstream.length ? [" → ", ...downstream.flatMap((item, i) => (i ? [", ", item] : [item]))] : [])));
+}
+
 function timeline(runs, fires) {
   const marks = runs.slice(0, 60).reverse().map((run) => {
     const recovered = run.status === "succeeded" && run.attempt > 1;
@@ -227,12 +245,16 @@ function jobView(id) {
       );
       fill(body, 
         h("div", { class: "stats" },
-          h("div", { class: "card" }, h("div", { class: "muted" }, "Schedule"), h("div", {}, h("code", {}, job.schedule)),
-            h("div", { class: "muted" }, describeSchedule(job.schedule, job.timezone) || `in ${job.timezone}`)),
+          job.schedule === null
+            ? h("div", { class: "card" }, h("div", { class: "muted" }, "Runs after"), h("div", {}, job.upstream ? h("a", { href: `#/jobs/${encodeURIComponent(job.upstream.id)}` }, job.upstream.name) : "– (its upstream was deleted)"),
+              h("div", { class: "muted" }, `on ${(job.after ? job.after.on : []).join(", ")}`))
+            : h("div", { class: "card" }, h("div", { class: "muted" }, "Schedule"), h("div", {}, h("code", {}, job.schedule)),
+              h("div", { class: "muted" }, describeSchedule(job.schedule, job.timezone) || `in ${job.timezone}`)),
           h("div", { class: "card" }, h("div", { class: "muted" }, "Next fire"), h("div", { id: "next-fire" }, job.paused ? "– (paused)" : when(job.next_run_at))),
           h("div", { class: "card" }, h("div", { class: "muted" }, "Priority"), h("div", { id: "priority", class: "value" }, job.priority || "normal")),
           h("div", { class: "card" }, h("div", { class: "muted" }, "Success"), h("div", { class: "value" }, percent(stats.successRate))),
           h("div", { class: "card" }, h("div", { class: "muted" }, "Lateness p50 / p99"), h("div", { class: "value" }, `${seconds(stats.p50)} / ${seconds(stats.p99)}`))),
+        chainView(job),
         h("h2", {}, `Recent runs (${runs.length})`), timeline(runs, fires),
         priorityForm(id, job),
         features.backfill ? backfillForm(id) : null,

@@ -13,7 +13,7 @@ from jobsched.clock import from_ms, to_ms
 from jobsched.models import Job
 from jobsched.ports.jobs import SchedulingState
 from jobsched.ports.run_messages import MAX_DELAY_S
-from jobsched.schedule.engine import Schedule, parse_schedule
+from jobsched.schedule.engine import Schedule, ScheduleError, parse_schedule
 
 MAX_BACKFILL_FIRES = 1000
 """Most fires one backfill call may cover (``end`` is refused past that)."""
@@ -31,7 +31,12 @@ class BackfillWindowError(ValueError):
 def backfill_schedule(job: Job, anchor_ms: int) -> Schedule:
     """The job's schedule as a backfill reads it: bounded by the job's own ``start_at``/``end_at``; a rate keeps
     its phase (``anchor_ms``, epoch ms: fires at anchor + k x interval, none before it). Raises
-    ``ScheduleError`` when the stored schedule no longer parses."""
+    ``ScheduleError`` when the stored schedule no longer parses, or naming ``schedule`` when the job has none (it
+    runs after another job: design §2.1)."""
+    if job.schedule is None:
+        raise ScheduleError(
+            "schedule", "the job runs after another job and has no schedule of its own: backfill its upstream"
+        )
     # parsed with the anchor first: a rate without start_at does not parse without one
     anchored = parse_schedule(job.schedule, job.timezone, start_at=from_ms(anchor_ms), end_at=job.end_at)
     if anchored.kind == "rate":

@@ -65,6 +65,8 @@ def upcoming_fires(state: SchedulingState, count: int, now_ms: int) -> UpcomingF
             (),
             "paused: no fire runs while the job is paused; a resume continues with the first fire after it",
         )
+    if not state.schedule:
+        return UpcomingFires((), "runs after another job (after): it has no schedule of its own")
     if state.next_run_at is None:
         return UpcomingFires((), "ended: the schedule has no further fire")
     try:

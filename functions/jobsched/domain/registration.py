@@ -93,8 +93,11 @@ def first_fire_ms(job: Job, since_ms: int, *, schedule: Schedule | None = None) 
 
     ``schedule``: the job's schedule as already validated (``schedules.validate_schedule``); parsed from the
     job when not given. Rates without ``start_at`` are anchored at the job's creation (:func:`anchor_ms`).
-    Raises ``ScheduleError`` when the schedule does not parse.
+    Raises ``ScheduleError`` when the schedule does not parse. None for a job without a schedule (it runs after
+    another job: design §2.1).
     """
+    if job.schedule is None:
+        return None
     anchored = from_ms(anchor_ms(job))
     if schedule is None:
         schedule = parse_schedule(job.schedule, job.timezone, start_at=anchored, end_at=job.end_at)
@@ -110,7 +113,11 @@ def on_time_from_ms(job: Job, next_run_at_ms: int | None, now_ms: int) -> int | 
     """``now_ms`` when the job is a one-off whose fire (plus jitter) is accepted already past (the registration
     grace), else None: the scheduler then counts that fire's lateness from ``now_ms``, so its missed policy
     never skips the run the API just accepted (``planning.skip_through_ms``)."""
-    if next_run_at_ms is None or next_run_at_ms + jitter_offset_ms(job.id, job.jitter_s) >= now_ms:
+    if (
+        job.schedule is None
+        or next_run_at_ms is None
+        or next_run_at_ms + jitter_offset_ms(job.id, job.jitter_s) >= now_ms
+    ):
         return None
     try:
         kind = parse_schedule(job.schedule, job.timezone).kind
@@ -132,7 +139,8 @@ def scheduling_state(
     on_time_from: int | None = None,
 ) -> SchedulingState:
     """The scheduling state of ``job`` written at ``now_ms``: in the due index (``due``) iff not paused and
-    ``next_run_at_ms`` is set. ``settings`` gives the due index's shards and bucket width."""
+    ``next_run_at_ms`` is set; ``schedule`` empty for a job that runs after another (design §2.1: it is never
+    due). ``settings`` gives the due index's shards and bucket width."""
     offset = jitter_offset_ms(job.id, job.jitter_s)
     due = None
     if next_run_at_ms is not None and not job.paused:
@@ -150,7 +158,7 @@ def scheduling_state(
     return SchedulingState(
         job_id=job.id,
         partition=partition,
-        schedule=job.schedule,
+        schedule=job.schedule or "",
         timezone=job.timezone,
         anchor_at=anchor_at_ms,
         end_at=to_ms(job.end_at) if job.end_at is not None else None,

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from jobsched.clock import Clock, iso_utc
 from jobsched.domain.alerting import Alerting
+from jobsched.domain.chains import Chains
 from jobsched.domain.outcomes import OutcomeWrite, write_once
 from jobsched.domain.tries import with_try
 from jobsched.models import Job, RunStatus
@@ -89,8 +90,9 @@ class Failures:
 
     With attempts left (``attempt < retry.max_attempts``): ``retrying`` with ``retry_at = now + delay``,
     ``delay = min(backoff_s * 2**(attempt-1), max_backoff_s)`` seconds (``RetryPolicy.delay_s``, SQS caps
-    it at 900 s), then the retry message with that SQS delay. Otherwise ``dead``, then the dead-run message
-    and the alert. State first, messages second: a crash in between is repaired by the sweeper.
+    it at 900 s), then the retry message with that SQS delay. Otherwise ``dead``, then (with ``chains``) the
+    runs of the job's downstream jobs (design §2.1), then the dead-run message and the alert. State first,
+    messages second: a crash in between is repaired by the sweeper.
     """
 
     runs: RunTransitions
@@ -100,6 +102,7 @@ class Failures:
     clock: Clock
     metrics: RunMetrics
     alerting: Alerting | None = None
+    chains: Chains | None = None
 
     def failed_try(
         self,
@@ -208,7 +211,8 @@ class Failures:
                 "error": error,
             },
         )
-        self.notify(dead_run(owned, job, error, attempts, now))
+        if self.chains is None or self.chains.settle(owned.job_id, owned.scheduled_for, RunStatus.DEAD):
+            self.notify(dead_run(owned, job, error, attempts, now))
         if self.alerting is not None:
             try:
                 self.alerting.dead(job, owned.run_id)

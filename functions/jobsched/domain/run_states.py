@@ -270,7 +270,8 @@ TRANSITIONS: dict[str, Transition] = {
             "insert",
             NoRow(),
             (Insert("row"),),
-            "scheduler (skipped fires), API (manual runs, backfill): a run exists once per (job_id, scheduled_for)",
+            "scheduler (skipped fires), API (manual runs, backfill), worker and sweeper (chained runs): a run"
+            " exists once per (job_id, scheduled_for)",
             answers="before",
         ),
         Transition(
@@ -320,11 +321,12 @@ TRANSITIONS: dict[str, Transition] = {
                 Set("status", Const(RunStatus.SUCCEEDED)),
                 Set("finished_at", Param("now")),
                 Set("tries", Param("tries"), given_only=True),
-                Remove("sweep_at"),
+                Set("sweep_at", Param("chain_sweep_at")),
                 Remove("error"),
                 Remove("retry_at"),
             ),
-            "worker: the try succeeded; the run leaves the sweep index",
+            "worker: the try succeeded; the run leaves the sweep index, unless its job has downstream jobs"
+            " (chain_sweep_at: swept until the worker has made their runs, design §2.1)",
         ),
         Transition(
             "retry",
@@ -434,7 +436,8 @@ TRANSITIONS: dict[str, Transition] = {
                 every(status(RunStatus.DEAD), Absent("notify_pending")),
             ),
             (Remove("sweep_at"),),
-            "sweeper: a finished run (not a dead one owing its alert) leaves the sweep index",
+            "sweeper, worker (a succeeded run once its chained runs are made): a finished run (not a dead one owing"
+            " its alert) leaves the sweep index",
         ),
         Transition(
             "rerun",

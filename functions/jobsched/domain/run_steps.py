@@ -128,9 +128,12 @@ def heartbeat_step(owned: Owned, *, now_ms: int) -> Step:
     return _claimed_step("heartbeat", owned, now=now_ms)
 
 
-def succeed_step(owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None) -> Step:
-    """``succeed`` of the claim ``owned`` at ``now_ms``; ``tries`` replace the stored ones (None: kept)."""
-    return _claimed_step("succeed", owned, now=now_ms, tries=tries)
+def succeed_step(
+    owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None, chain_sweep_at_ms: int | None = None
+) -> Step:
+    """``succeed`` of the claim ``owned`` at ``now_ms``; ``tries`` replace the stored ones (None: kept);
+    ``chain_sweep_at_ms`` keeps the run in the sweep index until then (None: it leaves it)."""
+    return _claimed_step("succeed", owned, now=now_ms, tries=tries, chain_sweep_at=chain_sweep_at_ms)
 
 
 def retry_step(owned: Owned, change: RetryTransition) -> Step:
@@ -378,8 +381,16 @@ class RunStateMachine:
     def stopped(self, owned: Owned, *, tries: tuple[TryRecord, ...]) -> bool:
         return self.apply_step(stopped_step(owned, tries=tries)).applied
 
-    def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool:
-        return self.apply_step(succeed_step(owned, now_ms=now_ms, tries=tries)).applied
+    def succeed(
+        self,
+        owned: Owned,
+        *,
+        now_ms: int,
+        tries: tuple[TryRecord, ...] | None = None,
+        chain_sweep_at_ms: int | None = None,
+    ) -> bool:
+        step = succeed_step(owned, now_ms=now_ms, tries=tries, chain_sweep_at_ms=chain_sweep_at_ms)
+        return self.apply_step(step).applied
 
     def retry(self, owned: Owned, change: RetryTransition) -> bool:
         return self.apply_step(retry_step(owned, change)).applied

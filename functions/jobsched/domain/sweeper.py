@@ -13,6 +13,8 @@ the index for ``sweep_at <= now`` (keys only), reads those rows consistently, an
   as a failed try: ``retrying`` with backoff (re-enqueued with the SQS delay) or ``dead`` when that was the
   last attempt (so a run that kills its worker ends dead, not looping). A deleted job's run is ``skipped``.
 - fine (fresh heartbeat, retry not yet due) -> ``sweep_at`` pushed to when it could next need help.
+- ``succeeded`` or ``dead`` -> first the runs of the job's downstream jobs (design §2.1: the worker stopped
+  between the run's outcome and them; made once, by their key), then as below.
 - ``dead`` with ``notify_pending`` (the worker died before its dead-run message/alert went out) -> send them.
 - other finished rows still carrying sweep keys -> remove the keys.
 
@@ -206,6 +208,8 @@ class Sweeper:
                 self._defer(row, status, seen, stale_at + STALE_MARGIN_MS, report)
                 return
             self._lost_worker(row, heartbeat_at, report, specs)
+        elif status in (RunStatus.SUCCEEDED, RunStatus.DEAD) and not self._chained(row):
+            report.errors.append(f"{row.run_id}: downstream runs not made")
         elif status is RunStatus.DEAD and row.notify_pending:
             self._renotify(row, now, report, specs)
         elif self.runs.clear_sweep(job_id, scheduled_for):
@@ -344,6 +348,13 @@ class Sweeper:
         report.lost_workers += 1
         if outcome is Outcome.DEAD:
             report.dead += 1
+
+    def _chained(self, row: RunRow) -> bool:
+        """Make the downstream runs of an ended run still in the sweep index (design §2.1: the worker stopped
+        between its outcome and them, or a dead run owes its notifications); True when they exist (or the
+        deployment makes none). False: the run stays in the index and a later pass tries again."""
+        chains = self.failures.chains
+        return chains is None or chains.settle(row.job_id, row.scheduled_for, row.status)
 
     def _renotify(self, row: RunRow, now: int, report: SweepReport, specs: dict[str, Job | None]) -> None:
         """Send a dead run's owed notifications. The resend is taken first: ``sweep_at`` moved on, conditioned on

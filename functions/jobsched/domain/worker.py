@@ -11,13 +11,14 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    ``retry_at`` is due), or ``running`` whose ``heartbeat_at`` is older than ``settings.heartbeat_stale_s``
    (its worker was lost), or, for a scheduled run (whose message is its only record: the scheduler writes no
    row), a new row made from the message. The claim sets ``worker``, ``attempt + 1``, ``started_at``,
-   ``heartbeat_at`` and, on the first try, ``lateness_ms`` (start minus ``scheduled_for``). Before the
-   claims, the batch's messages were made invisible for ``heartbeat_stale_s + heartbeat_interval_s``
-   (``Worker.hold``: one request per batch), which each heartbeat extends: if this worker is lost, SQS
-   delivers the message again once the run's heartbeat is stale and that delivery's claim takes the run over. A delivery that loses the claim (a duplicate, a finished run) is
-   acknowledged and dropped: SQS gives at least once, the claim gives at most one try at a time. Acknowledging
-   a duplicate of a ``running`` run deletes its message, so the run is first put into the sweep index
-   (``RunRows.watch``; a watch that fails hands the duplicate back instead).
+   ``heartbeat_at`` and, on the first try, ``lateness_ms`` (start minus ``scheduled_for``). Before the claims,
+   the batch's messages were made invisible for ``heartbeat_stale_s + heartbeat_interval_s`` (``Worker.hold``:
+   one request per batch), which each heartbeat extends: if this worker is lost, SQS delivers the message
+   again once the run's heartbeat is stale and that delivery's claim takes the run over. A delivery that loses
+   the claim (a duplicate, a finished run) is acknowledged and dropped: SQS gives at least once, the claim
+   gives at most one try at a time. Acknowledging a duplicate of a ``running`` run deletes its message, so the
+   run is first put into the sweep index (``RunRows.watch``; a watch that fails hands the duplicate back
+   instead).
 2. The job's spec: read with the rest of the batch's before any claim (``Worker.read_specs``, one request per
    batch; when that read fails, each run reads its own here). Deleted: the run is recorded ``skipped``. Out of
    attempts (the lost worker's try was the last, or ``max_attempts`` was lowered): ``dead`` without running.
@@ -36,38 +37,40 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
    ``Heartbeat``). A refused beat (the run was taken over) cancels the try: ``LOST``, nothing written
    (``CANCELLED``: the run was cancelled, its try recorded, ``domain.cancels``); heartbeat writes failing so
    long that the row would soon look lost (``heartbeat_stale_s`` minus one interval since the last recorded
-   beat) cancel it too, recorded as a failed try if the run is still ours. Either way no second worker ever
-   runs the target while this one still does.
-4. Record the result with the try's entry in the run's ``tries`` (attempt, start, finish, worker, error and the
-   target's ``output`` excerpt; ``jobsched.ports.tries``), in the same write, conditioned on the run still being
-   this claim's: ``succeeded``; or after a failed try
-   ``retrying`` (then the retry message, SQS delay ``RetryPolicy.delay_s``) or, out of attempts, ``dead``
-   (then the dead-run message and the owner's alert).
-   A write that fails on a transient storage error is tried again while the worker still holds the run
+   beat) cancel it too, recorded as a failed try if the run is still ours.
+   Either way no second worker ever runs the target while this one still does.
+4. Record the result with the try's entry in the run's ``tries`` (attempt, start, finish, worker, error and
+   the target's ``output`` excerpt; ``jobsched.ports.tries``), in the same write, conditioned on the run still
+   being this claim's: ``succeeded``; or after a failed try ``retrying`` (then the retry message, SQS delay
+   ``RetryPolicy.delay_s``) or, out of attempts, ``dead`` (then the dead-run message and the owner's alert). A
+   run of a job with downstream jobs then makes their runs (``domain.chains``, design §2.1). A write that
+   fails on a transient storage error is tried again while the worker still holds the run
    (``domain.outcomes``: beats go on meanwhile), so a try that ended is never taken over as a lost worker's
    while its outcome could still be stored.
 
-Crash safety, write by write: every state is recoverable. A scheduled run before its claim is its message
-(SQS keeps it until a claim succeeds or redrives it to the dead-letter queue, which the sweeper drains:
-design §4.7); ``queued`` rows of manual runs and ``retrying`` rows carry ``sweep_at`` (re-enqueued by the
-sweeper when their message never comes); a ``running`` row whose worker died stops beating and its message
-comes back (taken over by that redelivery, or, for a row in the sweep index, by the sweeper as a failed
-try); ``dead`` is written before its notifications and keeps its sweep keys with ``notify_pending`` until
-they are out (the sweeper resends).
-No second worker runs a try concurrently: every claim is conditional, and a worker that can no longer prove
-it holds the run (refused or long-failing heartbeats) abandons its try before the run can be taken over.
+Crash safety, write by write: every state is recoverable. A scheduled run before its claim is its message (SQS
+keeps it until a claim succeeds or redrives it to the dead-letter queue, which the sweeper drains: design
+§4.7); ``queued`` rows of manual runs and ``retrying`` rows carry ``sweep_at`` (re-enqueued by the sweeper
+when their message never comes); a ``running`` row whose worker died stops beating and its message comes back
+(taken over by that redelivery, or, for a row in the sweep index, by the sweeper as a failed try); ``dead`` is
+written before its notifications and keeps its sweep keys with ``notify_pending`` until they are out (the
+sweeper resends); a run with downstream jobs stays in the sweep index until their runs exist. No second worker
+runs a try concurrently: every claim is conditional, and a worker that can no longer prove it holds the run
+(refused or long-failing heartbeats) abandons its try before the run can be taken over.
 """
 
 from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field, replace
 
 from jobsched.clock import Clock
 from jobsched.domain.alerting import Alerting
+from jobsched.domain.batch_specs import BatchSpecs
 from jobsched.domain.cancels import cancelled_under, record_stopped
+from jobsched.domain.chains import Chains
 from jobsched.domain.outcomes import OUTCOME_RESERVE_S, OutcomeWrites
 from jobsched.domain.overlap import Blocked, OverlapLock, TryEnd
 from jobsched.domain.redaction import redactor_for
@@ -126,22 +129,6 @@ class Deferred(Exception):
 # --- the worker -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BatchSpecs:
-    """The jobs of a received batch's runs, read together before any is claimed (``Worker.read_specs``):
-    ``jobs`` by id, of the ``ids`` asked for; an id asked for and absent from ``jobs`` is a deleted job."""
-
-    ids: frozenset[str]
-    jobs: Mapping[str, Job]
-    read_at_ms: int | None = None
-    """Epoch ms taken before the read was sent (None: unknown, as old as can be: an ``overlap: allow`` spec is
-    then read again after its run's claim)."""
-
-    def asked(self, job_id: str) -> bool:
-        """Whether ``job_id`` was read with the batch (if not, its run reads its own job)."""
-        return job_id in self.ids
-
-
 @dataclass(kw_only=True, eq=False)
 class Worker:
     """Processes deliveries of runs (see the module docstring). Thread-safe: no per-delivery state is kept
@@ -163,6 +150,9 @@ class Worker:
     overlap: OverlapLock = field(init=False)
 
     def __post_init__(self, queue: RunSender, dead_runs: DeadRunSink) -> None:
+        self.chains = Chains(
+            jobs=self.jobs, runs=self.runs, queue=queue, settings=self.settings, clock=self.clock
+        )
         self.failures = Failures(
             runs=self.runs,
             queue=queue,
@@ -171,6 +161,7 @@ class Worker:
             clock=self.clock,
             metrics=self.metrics,
             alerting=self.alerting,
+            chains=self.chains,
         )
         self.overlap = OverlapLock(settings=self.settings, runs=self.runs, jobs=self.jobs, clock=self.clock)
 
@@ -262,8 +253,8 @@ class Worker:
             lost = lost_worker_error(before.attempt, before.heartbeat_at, self.settings.heartbeat_stale_s)
             before = replace(before, tries=with_lost_try(before, lost, now))
         owned = Owned(message.job_id, message.scheduled_for, attempt, delivery.worker, owner=before.owner)
-        # the run's first start; a backfill, or a skipped run re-run, starts when its owner asked: never "late"
-        on_request = before.kind is RunKind.BACKFILL or bool(before.reruns)
+        # the run's first start; a backfill, a skipped run re-run, or a chained run starts when asked: never "late"
+        on_request = before.kind in (RunKind.BACKFILL, RunKind.CHAINED) or bool(before.reruns)
         if before.lateness_ms is None and not on_request:
             self.metrics.run_late(max(0, now - message.scheduled_for))
         logger.info(
@@ -337,6 +328,7 @@ class Worker:
             timeout_s=float(min(job.timeout_s, self.settings.worker_timeout_cap_s)),
             owner=job.owner,
             stop_grace_s=float(job.cancel_grace_s),
+            upstream_run_id=before.upstream_run_id,
         )
         if tried is not None:
             tried.call = call
@@ -395,8 +387,9 @@ class Worker:
         redact = redactor_for(job.target)
         tries = _tried(before, attempt, claimed_at, owned.worker, now, None, redact.optional(call.output))
         write = self._outcome_writes(delivery, owned, heartbeat)
+        chain_sweep_at = self.chains.sweep_at(dependents := self.chains.dependents(owned.job_id))
         if not write(
-            lambda: self.runs.succeed(owned, now_ms=now, tries=tries),
+            lambda: self.runs.succeed(owned, now_ms=now, tries=tries, chain_sweep_at_ms=chain_sweep_at),
             status=RunStatus.SUCCEEDED,
             attempt=attempt,
         ):
@@ -405,6 +398,8 @@ class Worker:
             )
             return Outcome.LOST
         self.metrics.run_succeeded()
+        if chain_sweep_at is not None:
+            self.chains.settle(owned.job_id, owned.scheduled_for, RunStatus.SUCCEEDED, dependents, clear=True)
         logger.info(
             "run succeeded",
             extra={

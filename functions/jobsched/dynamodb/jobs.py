@@ -179,6 +179,25 @@ class JobStore:
         cursor = (str(last["name"]), job_id_of(str(last["pk"]))) if last else None
         return [_stored(s, scheds.get(s["job_id"])) for s in specs], cursor
 
+    @unavailable_on_failure
+    def dependents(self, job_id: str) -> list[StoredJob]:
+        """The live jobs whose ``after`` names ``job_id`` (design §2.1), by name: one query of the sparse
+        ``by_upstream`` index (eventually consistent) and one BatchGetItem of their scheduling items. Raises
+        ``StoreUnavailable`` on a transient failure."""
+        kwargs: dict[str, Any] = {
+            "IndexName": "by_upstream",
+            "KeyConditionExpression": Key("after_job").eq(job_id),
+        }
+        specs: list[dict[str, Any]] = []
+        while True:
+            page = self.table.query(**kwargs)
+            specs.extend(plain(i) for i in page["Items"] if not is_tombstone(i))
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        scheds = batch_get(self.table, [s["job_id"] for s in specs], SCHED_SK) if specs else {}
+        return [_stored(s, scheds.get(s["job_id"])) for s in specs]
+
     def replace(self, rewrite: Rewrite) -> None:
         """Replace a job's spec and scheduling items (PATCH, pause, resume) and record the rewrite's ``event``,
         in one transaction, after the timer item of the new state's due entry.

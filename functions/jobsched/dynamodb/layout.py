@@ -3,7 +3,9 @@
 Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
 - spec ``pk=job#<id> sk=spec``: the owner's settings (``doc``, JSON, holds the large ``input``), ``owner``,
   ``name`` (the ``by_owner`` index), ``created_at``/``updated_at`` (epoch ms), ``labels`` (a map of strings,
-  absent when the job has none: a top-level attribute so a listing filters on it, ``labels.#key = :value``).
+  absent when the job has none: a top-level attribute so a listing filters on it, ``labels.#key = :value``);
+  and on a job with ``after`` its
+  upstream's id ``after_job`` (the sparse ``by_upstream`` index: a job's downstream jobs, design §2.1).
 - scheduling state ``pk=job#<id> sk=sched``: small and hot; what the scheduler reads and moves every run:
   ``next_run_at`` (epoch ms, nominal fire), ``due_at`` with ``timer_pk``/``timer_sk`` (the keys of its current
   timer item; present only while the job is active; ``due_pk``/``due_at``, the sparse ``due`` GSI's keys, on
@@ -234,6 +236,7 @@ def spec_item(job: Job) -> dict[str, Any]:
         "doc": json.dumps(doc, separators=(",", ":")),
         "created_at": to_ms(job.created_at),
         "updated_at": to_ms(job.updated_at),
+        **({"after_job": job.after.job} if job.after is not None else {}),
         **{name: value for name, value in audit.items() if value is not None},
         **({"labels": dict(job.labels)} if job.labels else {}),
     }
@@ -427,6 +430,7 @@ RUN_ATTRIBUTES = {
     "cancelled_by": "cancelled_by",
     "cancel_reason": "cancel_reason",
     "cancelled_from": "cancelled_from",
+    "upstream_run_id": "upstream_run_id",
 }
 """``RunRow`` field -> runs-table attribute (the key ``job_id``/``scheduled_for`` and ``run_id``, ``sweep_pk``
 aside; ``tries`` is ``TRIES_ATTRIBUTE``)."""

@@ -221,6 +221,14 @@ class MemoryJobStore:
             more = len(mine) > limit
             return [self._stored(self.jobs[job_id]) for _, job_id in page], (page[-1] if more else None)
 
+    def dependents(self, job_id: str) -> list[StoredJob]:
+        """The live jobs whose ``after`` names ``job_id`` (design §2.1), by name."""
+        with self._lock:
+            found = sorted(
+                (job.name, job.id) for job in self.jobs.values() if job.after and job.after.job == job_id
+            )
+            return [self._stored(self.jobs[found_id]) for _, found_id in found]
+
     def replace(self, rewrite: Rewrite) -> None:
         """Rewrite a job and its state, recording the rewrite's ``event``; ``Conflict`` when it changed
         (``updated_at``), was deleted, or (with ``expected_state``) its ``(next_run_at, term)`` changed."""

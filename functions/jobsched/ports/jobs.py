@@ -367,6 +367,10 @@ class JobRepository(Protocol):
         while more follow; its cursor is then the last job read."""
         ...
 
+    def dependents(self, job_id: str) -> list[StoredJob]:
+        """The live jobs whose ``after`` names ``job_id`` (its downstream jobs, design §2.1), by name."""
+        ...
+
     def replace(self, rewrite: Rewrite) -> None:
         """Rewrite a job and its state, and record the rewrite's ``event`` with them (all or nothing). Refused
         with ``Conflict`` when the stored job is not the one the :class:`Rewrite` expects (or it was deleted)."""

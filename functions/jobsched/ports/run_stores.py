@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from jobsched.models import Job
-from jobsched.ports.jobs import AuditEvent
+from jobsched.ports.jobs import AuditEvent, StoredJob
 from jobsched.ports.run_messages import DeadLetter, DeadRun, RunMessage
 from jobsched.ports.runs import (
     EVERY_RUN,
@@ -79,7 +79,8 @@ class RunRows(RunTransitions, RunClaims, Protocol):
     ``worker``, ``attempt + 1``, ``started_at = heartbeat_at = now_ms`` and, on the first try, ``lateness_ms``.
     Returns ``Claim(True, the row as it was before: create itself for a new row)`` or ``Claim(False, the row as
     stored, None when there is none)``: a fire has at most one row, so a duplicate message of a finished run
-    is refused."""
+    is refused. ``succeed`` with ``chain_sweep_at_ms`` (epoch ms) keeps the run in the sweep index until then:
+    a run of a job with downstream jobs, until their runs are made (design §2.1)."""
 
     def heartbeat(self, owned: Owned, *, now_ms: int) -> bool: ...
 
@@ -94,9 +95,25 @@ class RunRows(RunTransitions, RunClaims, Protocol):
         (``stopped``: only the claim's attempt and worker). False: not that claim's cancelled run."""
         ...
 
-    def succeed(self, owned: Owned, *, now_ms: int, tries: tuple[TryRecord, ...] | None = None) -> bool: ...
+    def succeed(
+        self,
+        owned: Owned,
+        *,
+        now_ms: int,
+        tries: tuple[TryRecord, ...] | None = None,
+        chain_sweep_at_ms: int | None = None,
+    ) -> bool: ...
 
     def give_back(self, owned: Owned, *, before: RunRow) -> bool: ...
+
+    def put_new(self, row: RunRow) -> RunRow | None:
+        """Insert ``row`` only if its key has no row (a chained run, design §2.1): None when written, else the
+        existing row."""
+        ...
+
+    def clear_sweep(self, job_id: str, scheduled_for_ms: int) -> bool:
+        """Take a finished run out of the sweep index (a succeeded run whose downstream runs are made)."""
+        ...
 
     def watch(self, owned: Owned, *, sweep_at_ms: int) -> bool:
         """Put a run still running under the claim ``owned`` (``attempt``, ``worker``) into the sweep index at
@@ -136,6 +153,10 @@ class JobSpecs(Protocol):
     def get_spec(self, job_id: str) -> Job | None: ...
 
     def get_specs(self, job_ids: Sequence[str]) -> dict[str, Job]: ...
+
+    def dependents(self, job_id: str) -> list[StoredJob]:
+        """The live jobs whose ``after`` names ``job_id`` (design §2.1), by name. Raises ``StoreUnavailable``."""
+        ...
 
     def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None: ...
 

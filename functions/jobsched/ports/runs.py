@@ -103,6 +103,7 @@ class RunRow(OfARun):
       ``Idempotency-Key`` of the last re-run (a repeat of that request is a replay, not a conflict).
     - ``cancelled_by``/``cancel_reason``: on a ``cancelled`` run, who cancelled it and why (the reason given, if
       any); ``cancelled_from``: the status the cancel found (``running``: a try was stopped).
+    - ``upstream_run_id``: a chained run's (kind ``chained``) upstream run, whose end made it (design §2.1).
     """
 
     job_id: str
@@ -133,6 +134,7 @@ class RunRow(OfARun):
     cancelled_by: str | None = None
     cancel_reason: str | None = None
     cancelled_from: RunStatus | None = None
+    upstream_run_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,8 @@ class TargetCall:
     ``scheduled_for_ms`` is the run's nominal fire instant (epoch ms, UTC); ``attempt`` is 1-based;
     ``timeout_s`` is the job's timeout (already capped by the deployment's worker cap); ``input`` is the
     job's JSON input; ``owner`` the job's owner (``lambda`` and ``sqs`` targets act for it:
-    ``jobsched.targets.ownership``).
+    ``jobsched.targets.ownership``); ``upstream_run_id`` a chained run's upstream run (design §2.1), None for
+    any other run.
 
     ``output``: set by the executor to an excerpt of what the target said, already within ``output_limit``
     (http: status and the head of the body; shell: the tails of stdout and stderr; lambda: the head of the
@@ -132,6 +133,7 @@ class TargetCall:
     input: Any = None
     timeout_s: float = 300.0
     owner: str | None = None
+    upstream_run_id: str | None = None
     cancel: CancelToken = field(default_factory=CancelToken)
     stop_grace_s: float = float(DEFAULT_CANCEL_GRACE_S)
     """Seconds a cancelled ``shell`` command's process group has between SIGTERM and SIGKILL (the job's
@@ -153,14 +155,18 @@ class TargetCall:
 
     def envelope(self) -> dict[str, Any]:
         """The run envelope sent to ``lambda`` and ``sqs`` targets (design §5.5):
-        ``{run_id, job_id, scheduled_for (ISO UTC), attempt, input}``."""
-        return {
+        ``{run_id, job_id, scheduled_for (ISO UTC), attempt, input}``, and ``upstream_run_id`` for a chained
+        run (design §2.1)."""
+        envelope = {
             "run_id": self.run_id,
             "job_id": self.job_id,
             "scheduled_for": self.scheduled_for,
             "attempt": self.attempt,
             "input": self.input,
         }
+        if self.upstream_run_id is not None:
+            envelope["upstream_run_id"] = self.upstream_run_id
+        return envelope
 
 
 class Executor(Protocol):

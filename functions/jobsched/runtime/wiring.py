@@ -201,16 +201,19 @@ class Components:
     def failures(self) -> Failures:
         """Retry/dead handling over the runs table, the run queue and the dead-run notifier."""
         from jobsched.aws.metrics import PowertoolsRunMetrics
+        from jobsched.domain.chains import Chains
         from jobsched.domain.retries import Failures
 
+        runs, queue = self.runs(), self.run_queue()
         return Failures(
-            runs=self.runs(),
-            queue=self.run_queue(),
+            runs=runs,
+            queue=queue,
             dead_runs=self.notifier(),
             settings=self.settings,
             clock=self.clock,
             metrics=PowertoolsRunMetrics(),
             alerting=self.alerting(),
+            chains=Chains(jobs=self.jobs(), runs=runs, queue=queue, settings=self.settings, clock=self.clock),
         )
 
     def targets(self) -> Targets:

@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     due_at INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, name, job_id);
+CREATE INDEX IF NOT EXISTS jobs_by_upstream ON jobs (json_extract(spec, '$.after.job'));
 CREATE TABLE IF NOT EXISTS names (
     owner TEXT NOT NULL,
     name TEXT NOT NULL,

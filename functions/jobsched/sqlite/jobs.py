@@ -177,6 +177,17 @@ class SqliteJobStore:
             (page[-1][1], page[-1][0]) if more and page else None
         )
 
+    def dependents(self, job_id: str) -> list[StoredJob]:
+        """The live jobs whose ``after`` names ``job_id`` (design §2.1), by name: one read on the
+        ``jobs_by_upstream`` index."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT job_id, spec, state FROM jobs WHERE json_extract(spec, '$.after.job') = ?"
+                " ORDER BY name, job_id",
+                (job_id,),
+            ).fetchall()
+        return [_stored(str(found), spec, state) for found, spec, state in rows]
+
     def replace(self, rewrite: Rewrite) -> None:
         """Rewrite a job and its state, recording the rewrite's audit ``event`` with them (one transaction);
         ``Conflict`` when the stored job is not the one ``rewrite`` expects (``check_replace``): nothing is

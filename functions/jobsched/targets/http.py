@@ -261,6 +261,8 @@ class HttpExecutor:
         headers["X-Jobsched-Attempt"] = str(call.attempt)
         headers["X-Jobsched-Run-Id"] = call.run_id
         headers["X-Jobsched-Job-Id"] = call.job_id
+        if call.upstream_run_id is not None:  # a chained run (design §2.1); the body stays the owner's input
+            headers["X-Jobsched-Upstream-Run-Id"] = call.upstream_run_id
         content: bytes | None = None
         if call.input is not None and target.method != "GET":
             content = json.dumps(call.input, separators=(",", ":")).encode()

@@ -5,7 +5,8 @@ default since the command would run with the worker's role), and, in local mode 
 owners that file grants them (``shell_owner_refusal``); otherwise the try fails saying so.
 
 The command gets ``JOBSCHED_RUN_ID`` (its idempotency key), ``JOBSCHED_JOB_ID``,
-``JOBSCHED_SCHEDULED_FOR`` (ISO 8601 UTC) and ``JOBSCHED_ATTEMPT`` on top of the worker's environment and
+``JOBSCHED_SCHEDULED_FOR`` (ISO 8601 UTC), ``JOBSCHED_ATTEMPT`` and, in a chained run, ``JOBSCHED_UPSTREAM_RUN_ID``
+(design §2.1) on top of the worker's environment and
 the target's ``env``;
 ``input`` on stdin: a string as is, null as nothing, anything else as JSON. Exit status 0 is success;
 otherwise the try fails with the tail of stderr. Past ``timeout_s`` (or when the worker cancels the try)
@@ -89,6 +90,7 @@ class ShellExecutor:
             "JOBSCHED_JOB_ID": call.job_id,
             "JOBSCHED_SCHEDULED_FOR": call.scheduled_for,
             "JOBSCHED_ATTEMPT": str(call.attempt),
+            **({"JOBSCHED_UPSTREAM_RUN_ID": call.upstream_run_id} if call.upstream_run_id else {}),
         }
         with (
             tempfile.TemporaryFile() as stdin,

@@ -128,6 +128,23 @@ def test_every_spec_flag_reaches_the_api_in_create_and_update(cli: Any) -> None:
     assert updated["start_at"].startswith("2030-06-01") and updated["end_at"].startswith("2032-01-01")
 
 
+def test_a_chain_is_created_and_changed_with_after_flags_and_shown_on_the_upstream(cli: Any) -> None:
+    # design §2.1: --after names the upstream (id or name), --after-on its ends
+    extract = cli.json("jobs", "create", "--name", "extract", "--schedule", "0 2 * * *", "--command", "echo")
+    load = cli.json("jobs", "create", "--name", "load", "--after", "extract", "--command", "echo")
+    assert load["after"] == {"job": extract["id"], "on": ["succeeded"]} and load["schedule"] is None
+
+    changed = cli.json("jobs", "update", "load", "--after", extract["id"], "--after-on", "succeeded, dead")
+    assert changed["after"]["on"] == ["succeeded", "dead"]
+    assert cli.json("jobs", "get", "extract")["downstream"] == [
+        {"id": load["id"], "name": "load", "on": ["succeeded", "dead"]}
+    ]
+    listed = cli("jobs", "list")
+    assert f"after {extract['id']}" in listed.stdout and "chained" in listed.stdout
+    lone = cli("jobs", "update", "load", "--after-on", "dead")
+    assert lone.exit_code == USAGE_ERROR and "--after-on needs --after" in lone.stderr
+
+
 def test_update_from_a_file_with_a_target_flag_over_its_command(cli: Any, tmp_path: Path) -> None:
     cli.json("jobs", "create", "--name", "patched", "--schedule", "@daily", "--command", "echo")
     patch = tmp_path / "patch.json"

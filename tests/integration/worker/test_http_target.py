@@ -131,6 +131,16 @@ def test_a_2xx_succeeds_with_the_input_as_body_and_the_run_headers(
     assert headers["x-team"] == "a"
 
 
+def test_a_chained_run_names_its_upstream_run_in_a_header_and_keeps_the_input_as_body(server: Server) -> None:
+    # design §2.1: the body is the owner's input; the upstream run is named beside it
+    HttpExecutor(LOOPBACK).execute(HttpTarget(url=server.url), _call(upstream_run_id="j_0@1767578400000"))
+    HttpExecutor(LOOPBACK).execute(HttpTarget(url=server.url), _call())
+    chained, plain = server.requests
+    assert chained["headers"]["x-jobsched-upstream-run-id"] == "j_0@1767578400000"
+    assert json.loads(chained["body"]) == {"a": 1}
+    assert "x-jobsched-upstream-run-id" not in plain["headers"]
+
+
 def test_every_delivery_and_attempt_of_a_run_carries_the_same_idempotency_key(
     kit: Kit, loopback_worker: Worker, server: Server
 ) -> None:

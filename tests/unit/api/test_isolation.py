@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.api import without_chain
+
 ABSENT = "j_0000000000000000dead"
 
 ROUTES = [
@@ -38,7 +40,7 @@ def test_another_owners_calls_change_nothing(http):
     for method, template, body in ROUTES:
         http(method, template.format(id=job["id"]), body=body, caller="bob")
 
-    assert http("GET", f"/jobs/{job['id']}").body == job
+    assert without_chain(http("GET", f"/jobs/{job['id']}").body) == job
     assert http("GET", f"/jobs/{job['id']}/runs").body["items"] == []
 
 
@@ -56,7 +58,7 @@ def test_a_list_shows_only_the_callers_jobs(http):
 def test_sessions_of_one_role_share_its_jobs(http):
     job = http.create()
 
-    assert http("GET", f"/jobs/{job['id']}", caller="carol").body == job
+    assert without_chain(http("GET", f"/jobs/{job['id']}", caller="carol").body) == job
     assert http("POST", f"/jobs/{job['id']}/pause", caller="carol").status == 200
 
 

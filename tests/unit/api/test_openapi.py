@@ -22,7 +22,7 @@ ROUTES = {
     ("post", "/jobs"): ("JobCreate", {"201": "Job", "200": "Job"}),
     ("get", "/jobs"): (None, {"200": "Page_Job_"}),
     ("get", "/runs"): (None, {"200": "Page_Run_"}),
-    ("get", "/jobs/{id}"): (None, {"200": "Job"}),
+    ("get", "/jobs/{id}"): (None, {"200": "JobDetail"}),
     ("patch", "/jobs/{id}"): ("JobPatch", {"200": "Job"}),
     ("delete", "/jobs/{id}"): (None, {"204": None}),
     ("post", "/jobs/{id}/pause"): ("PauseRequest", {"200": "Job"}),
@@ -190,7 +190,7 @@ def test_the_command_shorthand_is_documented_as_an_alternative_to_target():
         assert model["properties"]["command"]["type"] == "string"
         assert model["not"] == {"required": ["command", "target"]}
     assert "target" not in create["required"]
-    assert create["anyOf"] == [{"required": ["target"]}, {"required": ["command"]}]
+    assert {"anyOf": [{"required": ["target"]}, {"required": ["command"]}]} in create["allOf"]
     assert "command" not in DOC["components"]["schemas"]["Job"]["properties"]
 
 
@@ -213,6 +213,15 @@ def test_patch_fields_allow_null_exactly_where_the_api_takes_it():
     assert properties["paused"] == {"type": "boolean", "title": "Paused"}
     assert properties["timeout_s"]["minimum"] == 1 and "ge" not in properties["timeout_s"]
     assert set(PATCH_NULLABLE_FIELDS) == {"input", "start_at", "end_at"}
+
+
+def test_a_create_documents_one_of_schedule_and_after_neither_null():
+    create = DOC["components"]["schemas"]["JobCreate"]
+
+    assert {"anyOf": [{"required": ["schedule"]}, {"required": ["after"]}]} in create["allOf"]
+    assert {"not": {"required": ["schedule", "after"]}} in create["allOf"]
+    assert '"null"' not in json.dumps(create["properties"]["schedule"])
+    assert '"null"' not in json.dumps(create["properties"]["after"])
 
 
 def test_a_cursor_is_documented_as_what_next_cursor_is_made_of():

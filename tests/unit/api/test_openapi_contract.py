@@ -143,6 +143,7 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     - a backfill window ends after it starts, at most now, with at most 1,000 fires: a generated pair of
       instants becomes the hour that ended an hour ago;
     - an http target's ``secret_headers`` name some of its ``headers``;
+    - a PATCH gives ``schedule`` or ``after``, not both (a job has one of them);
     - an ``Idempotency-Key`` sent again with a different request is answered 422 (as the IETF draft says):
       a well-formed key gets a suffix from the request (method, path, body), so a repeated key means a
       repeated request.
@@ -157,6 +158,8 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
             body.setdefault("schedule", SCHEDULES[1])
             body.setdefault("start_at", None)
             body.setdefault("end_at", None)
+        if case.method.upper() == "PATCH" and "schedule" in body:
+            body.pop("after", None)  # a job runs on a schedule or after another job, never both (design §2.1)
         target = body.get("target")
         if isinstance(target, dict) and isinstance(target.get("secret_headers"), list):
             # an http target's secret headers are among its headers

@@ -139,7 +139,7 @@ def test_index_entry_size_is_what_the_projection_holds() -> None:
 
 
 def test_index_shapes_follow_the_shared_resource_definitions() -> None:
-    due, by_owner = index_shapes(JOBS)
+    due, by_owner, by_upstream = index_shapes(JOBS)
     assert (due.name, due.keys, due.table_keys, due.projection) == (
         "due",
         ("due_pk", "due_at"),
@@ -148,6 +148,12 @@ def test_index_shapes_follow_the_shared_resource_definitions() -> None:
     )
     assert "next_run_at" in due.non_key
     assert (by_owner.name, by_owner.projection) == ("by_owner", "ALL")
+    # only the spec items of jobs that run after another carry after_job (design §2.1)
+    assert (by_upstream.name, by_upstream.keys, by_upstream.projection) == (
+        "by_upstream",
+        ("after_job", "name"),
+        "ALL",
+    )
     sweep, failures = index_shapes(RUNS)
     assert (sweep.keys, sweep.table_keys, sweep.projection) == (
         ("sweep_pk", "sweep_at"),

@@ -15,6 +15,7 @@ import pytest
 from jobsched.aws.metrics import PowertoolsRunMetrics
 from jobsched.aws.wire import dead_run_envelope, run_message_body
 from jobsched.clock import FakeClock
+from jobsched.domain.chains import Chains
 from jobsched.domain.retries import Failures
 from jobsched.domain.supervision import Waiter
 from jobsched.domain.sweeper import Sweeper
@@ -100,7 +101,8 @@ def build_sweeper(parts: dict[str, Any]) -> Callable[..., Sweeper]:
 
     def build(dead_runs: Any = None, **overrides: Any) -> Sweeper:
         shared = {name: parts[name] for name in ("settings", "runs", "queue", "clock", "metrics")}
-        failures = Failures(**shared, dead_runs=dead_runs or parts["dead_runs"])
+        chains = Chains(**{n: parts[n] for n in ("jobs", "runs", "queue", "settings", "clock")})
+        failures = Failures(**shared, dead_runs=dead_runs or parts["dead_runs"], chains=chains)
         return Sweeper(**{**shared, "jobs": parts["jobs"], "failures": failures, **overrides})
 
     return build

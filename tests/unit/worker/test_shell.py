@@ -56,6 +56,16 @@ def test_the_command_gets_the_run_in_its_environment(tmp_path: Path) -> None:
     assert out.read_text().split() == [f"j_1@{T0}", "j_1", "2026-01-05T02:00:00Z", "3"]
 
 
+def test_a_chained_run_gets_its_upstream_run_id_and_any_other_run_none(tmp_path: Path) -> None:
+    out = tmp_path / "env.txt"
+    command = f'echo "${{JOBSCHED_UPSTREAM_RUN_ID-unset}}" >> {out}'
+    call = _call()
+    call.upstream_run_id = "j_0@1767578400000"  # a run the end of j_0's made (design §2.1)
+    SHELL.execute(ShellTarget(command=command), call)
+    SHELL.execute(ShellTarget(command=command), _call())
+    assert out.read_text().split() == ["j_0@1767578400000", "unset"]
+
+
 @pytest.mark.parametrize(
     ("input", "expected"),
     [("plain text\n", "plain text\n"), ({"a": [1, 2]}, '{"a":[1,2]}'), (None, ""), (7, "7")],
