@@ -163,7 +163,8 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
         target = body.get("target")
         if isinstance(target, dict) and isinstance(target.get("secret_headers"), list):
             # an http target's secret headers are among its headers
-            given = {str(name).lower() for name in target.get("headers") or {}}
+            headers = target.get("headers")
+            given = {str(name).lower() for name in headers} if isinstance(headers, dict) else set()
             target["secret_headers"] = [n for n in target["secret_headers"] if str(n).lower() in given]
         if str(body.get("schedule", "")).startswith("at "):
             body.update(start_at=None, end_at=None)
