@@ -16,9 +16,12 @@ What each request does:
 - ``Create``: ``POST /jobs`` with an ``Idempotency-Key`` derived from the stack, the logical id and the
   request id (:func:`idempotency_key`), so CloudFormation's or the framework's retry of the same request
   replays the first answer: one job, not two. The job's id is the ``PhysicalResourceId``.
-- ``Update``: a changed ``Name`` or ``ApiUrl`` is a new job (the API never renames one), created as above
-  under a new physical id; CloudFormation then deletes the old one. Otherwise ``PATCH /jobs/{id}`` with the
-  fields of ``Spec`` that changed (:func:`changed_fields`), and no call when none did.
+- ``Update``: a changed ``Name`` or ``ApiUrl`` (compared without a trailing ``/``, which names the same API)
+  is a new job (the API never renames one), created as above under a new physical id; CloudFormation then
+  deletes the old one. Otherwise ``PATCH /jobs/{id}`` with the fields of ``Spec`` that changed
+  (:func:`changed_fields`), and no call when none did; a job deleted outside the stack (the PATCH answers
+  404) is created anew from the whole spec under a new physical id, so neither the update nor its rollback
+  fails on a job that is gone.
 - ``Delete``: ``DELETE /jobs/{id}``; a job already gone (404) is deleted.
 
 A refused call fails the request with the API's own error (``ApiError``'s text: status, code, message,
@@ -107,9 +110,11 @@ class JobResource:
             return self._create(event, properties)
         if request == "Update":
             old = event["OldResourceProperties"]
-            if any(old.get(name) != properties[name] for name in REPLACING):
+            if any(
+                _comparable(name, old.get(name)) != _comparable(name, properties[name]) for name in REPLACING
+            ):
                 return self._create(event, properties)
-            return self._update(event["PhysicalResourceId"], old, properties)
+            return self._update(event, old, properties)
         if request == "Delete":
             return self._delete(event["PhysicalResourceId"], properties)
         raise ValueError(f"unknown RequestType {request!r}")
@@ -124,8 +129,10 @@ class JobResource:
                 raise JobRefused(name, event["RequestType"], error) from error
         return _answer(job)
 
-    def _update(self, job_id: str, old: Mapping[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
-        name = properties[NAME_PROPERTY]
+    def _update(
+        self, event: Mapping[str, Any], old: Mapping[str, Any], properties: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        job_id, name = event["PhysicalResourceId"], properties[NAME_PROPERTY]
         patch = changed_fields(_spec(old), _spec(properties))
         if not patch:
             return {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Name": name}}
@@ -133,7 +140,9 @@ class JobResource:
             try:
                 job = client.update_job(job_id, patch)
             except ApiError as error:
-                raise JobRefused(name, "Update", error) from error
+                if error.status != 404:
+                    raise JobRefused(name, "Update", error) from error
+                return self._create(event, properties)
         return _answer(job)
 
     def _delete(self, job_id: str, properties: Mapping[str, Any]) -> dict[str, Any]:
@@ -144,6 +153,12 @@ class JobResource:
                 if error.status != 404:
                     raise JobRefused(properties.get(NAME_PROPERTY, job_id), "Delete", error) from error
         return {"PhysicalResourceId": job_id}
+
+
+def _comparable(name: str, value: Any) -> Any:
+    """A replacing property's value as compared between updates: an ``ApiUrl`` without its trailing ``/``
+    (the client calls the same API either way)."""
+    return value.rstrip("/") if name == API_URL_PROPERTY and isinstance(value, str) else value
 
 
 def _spec(properties: Mapping[str, Any]) -> dict[str, Any]:

@@ -136,6 +136,44 @@ def test_a_new_name_or_api_is_a_new_job(changed: str) -> None:
     assert [(r.method, r.url.host) for r in seen] == [("POST", httpx.URL(new["ApiUrl"]).host)]
 
 
+def test_an_api_url_written_with_a_trailing_slash_is_the_same_api() -> None:
+    seen: list[httpx.Request] = []
+    old, new = props(), {**props(jitter_s=30), "ApiUrl": URL + "/"}
+
+    answer = handler_answering(200, JOB, seen).handle(
+        event("Update", new, PhysicalResourceId=JOB["id"], OldResourceProperties=old)
+    )
+
+    assert answer["PhysicalResourceId"] == JOB["id"]
+    assert [(r.method, r.url.path) for r in seen] == [("PATCH", f"/v1/jobs/{JOB['id']}")]
+
+
+def test_an_update_of_a_job_deleted_outside_the_stack_creates_it_anew() -> None:
+    # Given a job deleted by hand (the PATCH answers 404), then a create answering the new job
+    seen: list[httpx.Request] = []
+    created = {"id": "j_ffffffffffffffffffff", "name": "nightly"}
+    gone = {"error": {"code": "not_found", "message": "no job j_0123456789abcdef0123", "field": None}}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return (
+            httpx.Response(404, json=gone) if request.method == "PATCH" else httpx.Response(201, json=created)
+        )
+
+    handler = JobResource(
+        lambda url: JobschedClient(url, sigv4_region="eu-west-1", transport=httpx.MockTransport(answer))
+    )
+    update = event("Update", props(jitter_s=30), PhysicalResourceId=JOB["id"], OldResourceProperties=props())
+
+    result = handler.handle(update)
+
+    # Then the job is created from the whole spec under a new physical id (CloudFormation deletes the old one)
+    assert result["PhysicalResourceId"] == created["id"]
+    assert [r.method for r in seen] == ["PATCH", "POST"]
+    assert seen[1].headers["Idempotency-Key"] == idempotency_key(update)
+    assert json.loads(seen[1].content)["jitter_s"] == 30 and json.loads(seen[1].content)["name"] == "nightly"
+
+
 def test_deleting_a_job_already_gone_succeeds() -> None:
     seen: list[httpx.Request] = []
     gone = {"error": {"code": "not_found", "message": "no job j_0123456789abcdef0123", "field": None}}
