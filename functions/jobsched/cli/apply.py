@@ -40,6 +40,9 @@ from jobsched.labels import parse_selector
 __all__ = ["apply_command"]
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_SPEC_FILE_BYTES = 8 * 1024 * 1024
+"""Largest spec file read (8 MiB: a hundred jobs with the largest ``input`` the API takes), so a path naming
+a data dump is refused before it is parsed."""
 
 
 def spec_files(paths: list[Path]) -> list[Path]:
@@ -57,7 +60,14 @@ def spec_files(paths: list[Path]) -> list[Path]:
 
 
 def _read(path: Path) -> str:
+    """The text of a spec file. Exits 2 naming the file when it cannot be read, is not UTF-8 or is larger
+    than ``MAX_SPEC_FILE_BYTES``."""
     try:
+        if (size := path.stat().st_size) > MAX_SPEC_FILE_BYTES:
+            fail(
+                f"cannot read {path}: {size} bytes, more than a spec file's {MAX_SPEC_FILE_BYTES}",
+                USAGE_ERROR,
+            )
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         fail(f"cannot read {path}: {getattr(error, 'strerror', None) or error}", USAGE_ERROR)

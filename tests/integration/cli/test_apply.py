@@ -271,6 +271,12 @@ def test_an_empty_directory_an_unreadable_file_and_a_bad_selector_are_refused(
     binary.write_bytes(b"\xff\xfe\x00name")
     unreadable = cli("apply", "-f", str(binary))
     assert unreadable.exit_code == USAGE_ERROR and f"cannot read {binary}" in unreadable.stderr
+    huge = tmp_path / "dump.json"
+    with huge.open("wb") as sparse:
+        sparse.truncate(8 * 1024 * 1024 + 1)
+    oversized = cli("apply", "-f", str(tmp_path / "empty"), "-f", str(huge))
+    assert oversized.exit_code == USAGE_ERROR
+    assert f"cannot read {huge}: 8388609 bytes, more than a spec file's 8388608" in oversized.stderr
     selector = cli("apply", "-f", str(specs_dir(tmp_path)), "--selector", "app")
     assert (
         selector.exit_code == USAGE_ERROR
