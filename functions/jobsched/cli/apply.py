@@ -47,16 +47,19 @@ a data dump is refused before it is parsed."""
 
 def spec_files(paths: list[Path]) -> list[Path]:
     """The files to read: each path that is a file, and the ``SPEC_SUFFIXES`` files under each directory (and
-    its subdirectories), sorted by path. Exits 2 for a path that does not exist."""
-    found: list[Path] = []
+    its subdirectories), sorted by path; a file named twice (``-f jobs -f jobs/a.yaml``, or a symbolic link to
+    a file already named) is read once, where it is first named. Exits 2 for a path that does not exist."""
+    found: dict[Path, Path] = {}
     for path in paths:
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SPEC_SUFFIXES)
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SPEC_SUFFIXES)
         elif path.is_file():
-            found.append(path)
+            files = [path]
         else:
             fail(f"--file {path}: no such file or directory", USAGE_ERROR)
-    return found
+        for file in files:
+            found.setdefault(file.resolve(), file)
+    return list(found.values())
 
 
 def _read(path: Path) -> str:
