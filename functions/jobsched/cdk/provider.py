@@ -163,7 +163,15 @@ def _comparable(name: str, value: Any) -> Any:
 
 def _spec(properties: Mapping[str, Any]) -> dict[str, Any]:
     """The ``Spec`` property as an object; ``ValueError`` when it is not a JSON object."""
-    spec = json.loads(properties.get(SPEC_PROPERTY) or "{}")
+    try:
+        spec = json.loads(properties.get(SPEC_PROPERTY) or "{}")
+    except json.JSONDecodeError as error:
+        # The construct writes JSON, but a token's deploy-time value is spliced into it unescaped
+        raise ValueError(
+            f"job {properties.get(NAME_PROPERTY)!r}: the {SPEC_PROPERTY} property is not JSON ({error}): a value "
+            "resolved at deploy time (a parameter, an import) holds a quote or a backslash; pass it in input "
+            "another way"
+        ) from None
     if not isinstance(spec, dict):
         raise ValueError(f"the {SPEC_PROPERTY} property must be a JSON object, not {type(spec).__name__}")
     return spec

@@ -205,3 +205,12 @@ def test_an_event_the_construct_never_writes_is_refused_naming_what_is_wrong() -
         handler.handle(event("Rollback", props()))
     with pytest.raises(ValueError, match="the Spec property must be a JSON object, not list"):
         handler.handle(event("Create", {**props(), "Spec": "[1]"}))
+
+
+def test_a_spec_broken_by_a_deploy_time_value_is_refused_naming_the_job() -> None:
+    # A token's value is spliced into the Spec's JSON text unescaped (CloudFormation's Fn::Join): a quote in it
+    broken = props()["Spec"].replace('"name": "echo"', '"name": "say "hi""')
+    with pytest.raises(ValueError) as refused:
+        handler_answering(201, JOB, []).handle(event("Create", {**props(), "Spec": broken}))
+    assert str(refused.value).startswith("job 'nightly': the Spec property is not JSON (Expecting ")
+    assert "holds a quote or a backslash" in str(refused.value)
