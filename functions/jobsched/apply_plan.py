@@ -383,6 +383,23 @@ def export_spec(job: Mapping[str, Any]) -> dict[str, Any]:
     return {name: exported[name] for name in SPEC_FIELDS if name in exported}
 
 
+class _SpecDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` writing a string that holds a line break other than ``\n`` (NEL U+0085, LINE or
+    PARAGRAPH SEPARATOR) double-quoted, where YAML escapes it: PyYAML's plain and single-quoted styles write
+    it raw, and a reader folds it into a space."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = '"' if any(char in text for char in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_SpecDumper.add_representer(str, _represent_text)
+
+
 def dump_yaml(specs: Sequence[Mapping[str, Any]]) -> str:
-    """``specs`` as YAML documents separated by ``---`` (``yaml.safe_dump_all``), keys in the specs' order."""
-    return yaml.safe_dump_all([dict(spec) for spec in specs], sort_keys=False, allow_unicode=True)
+    """``specs`` as YAML documents separated by ``---`` (``_SpecDumper``), keys in the specs' order, non-ASCII
+    text as it is; :func:`read_documents` reads every string back unchanged."""
+    return yaml.dump_all(
+        [dict(spec) for spec in specs], Dumper=_SpecDumper, sort_keys=False, allow_unicode=True
+    )

@@ -241,6 +241,22 @@ def test_yaml_reads_as_the_json_the_api_receives() -> None:
     assert (second.request.retry.max_attempts, second.request.retry.backoff_s) == (2, 9)
 
 
+def test_an_exported_input_reads_back_unchanged_whatever_its_text() -> None:
+    tricky = {
+        "breaks": "\u2028x\x85y\u2029",  # NEL, LINE and PARAGRAPH SEPARATOR, which YAML folds unless escaped
+        "nel\x85key": "a\x85b",
+        "look-alikes": ["yes", "2026-12-04", "null", "~", "1_000", "0o17", "<<", "*a", "&a", "!t", "---", ""],
+        "\ufeffbom": "M\u00fcller\u00a0",
+    }
+    job = stored("tricky", input=tricky)
+
+    text = dump_yaml([export_spec(job)])
+
+    assert "M\u00fcller" in text  # non-ASCII text stays readable
+    result = plan(specs_of(text), [job])
+    assert result.unchanged == ["tricky"] and not result.changed
+
+
 def test_an_exported_job_applies_as_no_change() -> None:
     jobs = [
         stored("plain", 1),
