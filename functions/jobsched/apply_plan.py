@@ -195,15 +195,14 @@ def read_documents(text: str, source: str) -> list[tuple[str, Any]]:
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error)
         raise SpecError(source, None, None, f"not valid YAML or JSON{at}: {problem}") from None
-    found: list[Any] = []
-    for number, document in enumerate(documents, 1):
-        items = document if isinstance(document, list) else [document]
-        for item in items:
-            if not isinstance(item, dict):
-                raise SpecError(
-                    _nth(source, number, len(documents)), None, None, "a spec must be a mapping of fields"
-                )
-            found.append(item)
+    found = [
+        item for document in documents for item in (document if isinstance(document, list) else [document])
+    ]
+    for number, item in enumerate(found, 1):
+        if not isinstance(item, dict):
+            raise SpecError(
+                _nth(source, number, len(found)), None, None, "a spec must be a mapping of fields"
+            )
     return [(_nth(source, n, len(found)), item) for n, item in enumerate(found, 1)]
 
 

@@ -181,6 +181,8 @@ def test_the_diff_names_each_job_and_field_and_counts_them() -> None:
         ("schedule: '@daily'\ncommand: echo", "j.yaml", "name", "Field required"),
         ("name: a\ncommand: echo\n---\nname: b\nschedule: '@daily'", "j.yaml#1", "schedule", "Field required"),
         ("- just text", "j.yaml", None, "a spec must be a mapping"),
+        ("- {name: a}\n- just text", "j.yaml#2", None, "a spec must be a mapping"),
+        ("- {name: a}\n- {name: b}\n---\njust text", "j.yaml#3", None, "a spec must be a mapping"),
         ("name: [unclosed", "j.yaml", None, "not valid YAML or JSON (line 1"),
         ("name: a\nschedule: '@daily'\ncommand: echo\n---\nname: a\nschedule: '@hourly'\ncommand: echo", "j.yaml#2: job 'a'", "name", "also used by j.yaml#1"),
     ],
