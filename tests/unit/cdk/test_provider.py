@@ -110,6 +110,58 @@ def test_create_posts_the_spec_with_the_derived_key() -> None:
     )
 
 
+def scripted(
+    answers: list[httpx.Response | None], seen: list[httpx.Request], slept: list[float]
+) -> JobResource:
+    """A handler whose client gets ``answers`` in turn (no answer, a read timeout, for None), recording the calls in
+    ``seen`` and the pauses in ``slept``."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        response = answers.pop(0)
+        if response is None:
+            raise httpx.ReadTimeout("no answer", request=request)
+        return response
+
+    return JobResource(
+        lambda url: JobschedClient(url, sigv4_region="eu-west-1", transport=httpx.MockTransport(answer)),
+        sleep=slept.append,
+    )
+
+
+def test_a_create_without_an_answer_is_retried_with_the_same_key() -> None:
+    # Given a create the API may have made while its answer was lost (a timeout, then a 502 of the gateway)
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    answers = [
+        None,
+        httpx.Response(502, json={"message": "Internal server error"}),
+        httpx.Response(200, json=JOB),
+    ]
+    handler = scripted(answers, seen, slept)
+
+    result = handler.handle(event("Create", props()))
+
+    # Then the third attempt, with the same key, gets the job (the API replays it): one job, in the stack
+    assert result["PhysicalResourceId"] == JOB["id"]
+    assert [r.headers["Idempotency-Key"] for r in seen] == [idempotency_key(event("Create", props()))] * 3
+    assert slept == [1.0, 2.0]
+
+
+def test_a_refused_create_is_not_retried_and_a_create_never_answered_fails_after_three_attempts() -> None:
+    refused: list[httpx.Request] = []
+    bad = {"error": {"code": "invalid_schedule", "message": "nope", "field": "schedule"}}
+    with pytest.raises(JobRefused, match="400 invalid_schedule: nope"):
+        scripted([httpx.Response(400, json=bad)], refused, []).handle(event("Create", props()))
+    assert len(refused) == 1
+    lost: list[httpx.Request] = []
+    with pytest.raises(JobRefused, match=r"job 'nightly' \(Create\): 503 "):
+        scripted([httpx.Response(503, json={"message": "busy"})] * 3, lost, []).handle(
+            event("Create", props())
+        )
+    assert len(lost) == 3
+
+
 def test_an_update_patches_only_the_changed_fields() -> None:
     seen: list[httpx.Request] = []
     old, new = props(), props(jitter_s=30)
@@ -193,10 +245,14 @@ def test_an_unreachable_api_fails_the_request_saying_so() -> None:
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    handler = JobResource(lambda url: JobschedClient(url, transport=httpx.MockTransport(down)))
+    slept: list[float] = []
+    handler = JobResource(
+        lambda url: JobschedClient(url, transport=httpx.MockTransport(down)), sleep=slept.append
+    )
     with pytest.raises(JobRefused) as refused:
         handler.handle(event("Create", props()))
     assert str(refused.value).startswith(f"job 'nightly' (Create): cannot reach the API at {URL}")
+    assert slept == [1.0, 2.0]  # tried three times
 
 
 def test_an_event_the_construct_never_writes_is_refused_naming_what_is_wrong() -> None:
