@@ -93,7 +93,8 @@ class _SpecLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` reading only what JSON can say, as the API would receive it: mapping keys are
     strings, each given once (a key given twice is refused, not overwritten); an unquoted date stays text;
     ``!!binary``, ``!!set``, ``!!omap``, ``!!pairs`` and ``!!timestamp`` are refused; a document holds at most
-    ``MAX_DOCUMENT_NODES`` values once its aliases are expanded and nests at most ``MAX_DOCUMENT_DEPTH`` deep.
+    ``MAX_DOCUMENT_NODES`` values once its aliases are expanded, none containing itself, and nests at most
+    ``MAX_DOCUMENT_DEPTH`` deep.
     Every refusal is a ``yaml.YAMLError`` with the line."""
 
     yaml_implicit_resolvers = {
@@ -119,6 +120,13 @@ class _SpecLoader(yaml.SafeLoader):
         sizes: dict[int, int] = {}
         for each in _postorder(node):
             children = _children(each)
+            if any(id(child) not in sizes for child in children):  # an ancestor: the value contains itself
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    "an alias refers to a value that contains it (JSON has no cycles)",
+                    each.start_mark,
+                )
             sizes[id(each)] = 1 + sum(sizes[id(child)] for child in children)
             if sizes[id(each)] > MAX_DOCUMENT_NODES:
                 raise yaml.constructor.ConstructorError(

@@ -220,6 +220,8 @@ LAUGHS = "".join(
         (JOB + "input:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n  " + LAUGHS, "expands to more than 200000 values"),
         (JOB + "input: " + "[" * 200 + "]" * 200 + "\n", "nested deeper than 131 levels"),
         ("[" * 5000 + "]" * 5000, "nested deeper than 131 levels"),
+        (JOB + "input: &loop [*loop]\n", "an alias refers to a value that contains it"),
+        (JOB + "input: &loop {next: *loop}\n", "an alias refers to a value that contains it"),
     ],
 )  # fmt: skip
 def test_yaml_that_json_cannot_say_is_refused_with_its_line(text: str, says: str) -> None:
