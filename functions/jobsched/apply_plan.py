@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from jobsched.api.schemas import JobCreate
 from jobsched.api.timing import TIMING_FIELDS, validated_schedule
 from jobsched.labels import matches
-from jobsched.models import Job, JobSettings
+from jobsched.models import MAX_INPUT_DEPTH, Job, JobSettings
 from jobsched.schedule.engine import ScheduleError
 
 SPEC_FIELDS: tuple[str, ...] = ("name", *JobSettings.model_fields)
@@ -79,27 +79,138 @@ class Spec:
         return {name: values[name] for name in SPEC_FIELDS if name in wanted}
 
 
+MAX_DOCUMENT_NODES = 200_000
+"""Most values (scalars, lists and mappings, an alias counted as often as it is used) one YAML document holds,
+so aliases cannot expand a small file into an exponentially large value ("billion laughs")."""
+MAX_DOCUMENT_DEPTH = MAX_INPUT_DEPTH + 3
+"""Deepest nesting of values a YAML document may have (the parser recurses per level): a list of specs, a spec,
+and an ``input`` as deep as the API takes (``models.MAX_INPUT_DEPTH``, its scalars one level below)."""
+_NOT_JSON_TAGS = ("timestamp", "binary", "set", "omap", "pairs")
+"""YAML types with no JSON value (``yaml.SafeLoader`` builds dates, bytes, sets and tuples of them)."""
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` reading only what JSON can say, as the API would receive it: mapping keys are
+    strings, each given once (a key given twice is refused, not overwritten); an unquoted date stays text;
+    ``!!binary``, ``!!set``, ``!!omap``, ``!!pairs`` and ``!!timestamp`` are refused; a document holds at most
+    ``MAX_DOCUMENT_NODES`` values once its aliases are expanded, none containing itself, and nests at most
+    ``MAX_DOCUMENT_DEPTH`` deep.
+    Every refusal is a ``yaml.YAMLError`` with the line."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if not tag.endswith(":timestamp")]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DOCUMENT_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested deeper than {MAX_DOCUMENT_DEPTH} levels",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        sizes: dict[int, int] = {}
+        for each in _postorder(node):
+            children = _children(each)
+            if any(id(child) not in sizes for child in children):  # an ancestor: the value contains itself
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    "an alias refers to a value that contains it (JSON has no cycles)",
+                    each.start_mark,
+                )
+            sizes[id(each)] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[id(each)] > MAX_DOCUMENT_NODES:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the document expands to more than {MAX_DOCUMENT_NODES} values (aliases count each time "
+                    "they are used)",
+                    each.start_mark,
+                )
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a key must be text, not {key!r} (quote it)", key_node.start_mark
+                )
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _refuse_not_json(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{node.tag} has no JSON value: write it as a string", node.start_mark
+    )
+
+
+for _tag in _NOT_JSON_TAGS:
+    _SpecLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_not_json)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _postorder(root: yaml.Node) -> list[yaml.Node]:
+    """Each distinct node under ``root`` (an alias is its anchor's node) once, children before parents."""
+    order: list[yaml.Node] = []
+    visited: set[int] = set()
+    pending: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while pending:
+        node, expanded = pending.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in visited:
+            visited.add(id(node))
+            pending.append((node, True))
+            pending.extend((child, False) for child in _children(node) if id(child) not in visited)
+    return order
+
+
 def read_documents(text: str, source: str) -> list[tuple[str, Any]]:
-    """The specs of a file's ``text`` (YAML, of which JSON is a subset; ``yaml.safe_load_all``), each with
-    where it was read: ``source`` for a file of one spec, ``source#N`` (1-based) for the N-th of several.
-    Empty documents are skipped. Raises ``SpecError`` for text that is not YAML, or a document that is neither
-    a mapping nor a list of them."""
+    """The specs of a file's ``text`` (YAML, of which JSON is a subset, read as JSON values: ``_SpecLoader``),
+    each with where it was read: ``source`` for a file of one spec, ``source#N`` (1-based) for the N-th of
+    several. Empty documents are skipped. Raises ``SpecError`` for text that is not YAML, a key given twice or
+    not text, a value JSON cannot hold, an alias bomb, or a document that is neither a mapping nor a list of
+    them."""
     try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        documents = [doc for doc in yaml.load_all(text, Loader=_SpecLoader) if doc is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error)
         raise SpecError(source, None, None, f"not valid YAML or JSON{at}: {problem}") from None
-    found: list[Any] = []
-    for number, document in enumerate(documents, 1):
-        items = document if isinstance(document, list) else [document]
-        for item in items:
-            if not isinstance(item, dict):
-                raise SpecError(
-                    _nth(source, number, len(documents)), None, None, "a spec must be a mapping of fields"
-                )
-            found.append(item)
+    found = [
+        item for document in documents for item in (document if isinstance(document, list) else [document])
+    ]
+    for number, item in enumerate(found, 1):
+        if not isinstance(item, dict):
+            raise SpecError(
+                _nth(source, number, len(found)), None, None, "a spec must be a mapping of fields"
+            )
     return [(_nth(source, n, len(found)), item) for n, item in enumerate(found, 1)]
 
 
@@ -279,6 +390,23 @@ def export_spec(job: Mapping[str, Any]) -> dict[str, Any]:
     return {name: exported[name] for name in SPEC_FIELDS if name in exported}
 
 
+class _SpecDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` writing a string that holds a line break other than ``\n`` (NEL U+0085, LINE or
+    PARAGRAPH SEPARATOR) double-quoted, where YAML escapes it: PyYAML's plain and single-quoted styles write
+    it raw, and a reader folds it into a space."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = '"' if any(char in text for char in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_SpecDumper.add_representer(str, _represent_text)
+
+
 def dump_yaml(specs: Sequence[Mapping[str, Any]]) -> str:
-    """``specs`` as YAML documents separated by ``---`` (``yaml.safe_dump_all``), keys in the specs' order."""
-    return yaml.safe_dump_all([dict(spec) for spec in specs], sort_keys=False, allow_unicode=True)
+    """``specs`` as YAML documents separated by ``---`` (``_SpecDumper``), keys in the specs' order, non-ASCII
+    text as it is; :func:`read_documents` reads every string back unchanged."""
+    return yaml.dump_all(
+        [dict(spec) for spec in specs], Dumper=_SpecDumper, sort_keys=False, allow_unicode=True
+    )

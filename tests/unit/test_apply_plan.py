@@ -181,6 +181,8 @@ def test_the_diff_names_each_job_and_field_and_counts_them() -> None:
         ("schedule: '@daily'\ncommand: echo", "j.yaml", "name", "Field required"),
         ("name: a\ncommand: echo\n---\nname: b\nschedule: '@daily'", "j.yaml#1", "schedule", "Field required"),
         ("- just text", "j.yaml", None, "a spec must be a mapping"),
+        ("- {name: a}\n- just text", "j.yaml#2", None, "a spec must be a mapping"),
+        ("- {name: a}\n- {name: b}\n---\njust text", "j.yaml#3", None, "a spec must be a mapping"),
         ("name: [unclosed", "j.yaml", None, "not valid YAML or JSON (line 1"),
         ("name: a\nschedule: '@daily'\ncommand: echo\n---\nname: a\nschedule: '@hourly'\ncommand: echo", "j.yaml#2: job 'a'", "name", "also used by j.yaml#1"),
     ],
@@ -198,6 +200,65 @@ def test_an_invalid_spec_is_named_by_file_job_and_field(
 def test_yaml_tags_that_build_objects_are_refused() -> None:
     with pytest.raises(SpecError, match="not valid YAML"):
         specs_of("!!python/object/apply:os.system ['true']")
+
+
+JOB = "name: a\nschedule: '0 2 * * *'\ncommand: echo\n"
+LAUGHS = "".join(
+    f"{chr(98 + n)}: &{chr(98 + n)} [{', '.join([f'*{chr(97 + n)}'] * 10)}]\n  " for n in range(8)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (JOB + "schedule: '0 3 * * *'\n", "(line 4, column 1): the key 'schedule' is given twice"),
+        (JOB + "input: {n: 1, n: 2}\n", "the key 'n' is given twice"),
+        (JOB + "input: {1: one}\n", "(line 4, column 9): a key must be text, not 1"),
+        (JOB + "input: !!binary aGVsbG8=\n", "binary has no JSON value"),
+        (JOB + "input: !!set {x}\n", "set has no JSON value"),
+        (JOB + "input: !!timestamp 2026-12-04\n", "timestamp has no JSON value"),
+        (JOB + "input:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n  " + LAUGHS, "expands to more than 200000 values"),
+        (JOB + "input: " + "[" * 200 + "]" * 200 + "\n", "nested deeper than 131 levels"),
+        ("[" * 5000 + "]" * 5000, "nested deeper than 131 levels"),
+        (JOB + "input: &loop [*loop]\n", "an alias refers to a value that contains it"),
+        (JOB + "input: &loop {next: *loop}\n", "an alias refers to a value that contains it"),
+    ],
+)  # fmt: skip
+def test_yaml_that_json_cannot_say_is_refused_with_its_line(text: str, says: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        specs_of(text, "j.yaml")
+    assert str(refused.value).startswith("j.yaml: not valid YAML or JSON (line ")
+    assert says in refused.value.message
+
+
+def test_yaml_reads_as_the_json_the_api_receives() -> None:
+    """An unquoted date stays the text it is (a JSON body has no dates); merge keys and anchors still work; an
+    input as deep as the API takes is read."""
+    deep = "[" * 126 + "[1]" + "]" * 126  # with its mapping, input is 128 deep (models.MAX_INPUT_DEPTH)
+    (first, second) = specs_of(
+        "- name: a\n  schedule: '0 2 * * *'\n  command: echo\n  start_at: 2026-12-04T10:00:00Z\n"
+        f"  input: {{day: 2026-12-04, deep: {deep}}}\n  retry: &r {{max_attempts: 2, backoff_s: 5}}\n"
+        "- name: b\n  schedule: '0 2 * * *'\n  command: echo\n  retry: {<<: *r, backoff_s: 9}\n"
+    )
+    assert first.body()["input"]["day"] == "2026-12-04"
+    assert first.body()["start_at"] == "2026-12-04T10:00:00Z"
+    assert (second.request.retry.max_attempts, second.request.retry.backoff_s) == (2, 9)
+
+
+def test_an_exported_input_reads_back_unchanged_whatever_its_text() -> None:
+    tricky = {
+        "breaks": "\u2028x\x85y\u2029",  # NEL, LINE and PARAGRAPH SEPARATOR, which YAML folds unless escaped
+        "nel\x85key": "a\x85b",
+        "look-alikes": ["yes", "2026-12-04", "null", "~", "1_000", "0o17", "<<", "*a", "&a", "!t", "---", ""],
+        "\ufeffbom": "M\u00fcller\u00a0",
+    }
+    job = stored("tricky", input=tricky)
+
+    text = dump_yaml([export_spec(job)])
+
+    assert "M\u00fcller" in text  # non-ASCII text stays readable
+    result = plan(specs_of(text), [job])
+    assert result.unchanged == ["tricky"] and not result.changed
 
 
 def test_an_exported_job_applies_as_no_change() -> None:

@@ -14,11 +14,17 @@ API client (``jobsched.client``) and httpx. The resource's properties (``Resourc
 What each request does:
 
 - ``Create``: ``POST /jobs`` with an ``Idempotency-Key`` derived from the stack, the logical id and the
-  request id (:func:`idempotency_key`), so CloudFormation's or the framework's retry of the same request
-  replays the first answer: one job, not two. The job's id is the ``PhysicalResourceId``.
-- ``Update``: a changed ``Name`` or ``ApiUrl`` is a new job (the API never renames one), created as above
-  under a new physical id; CloudFormation then deletes the old one. Otherwise ``PATCH /jobs/{id}`` with the
-  fields of ``Spec`` that changed (:func:`changed_fields`), and no call when none did.
+  request id (:func:`idempotency_key`), so a retry of the same request replays the first answer: one job, not
+  two. The handler itself retries a create that got no answer or a 5xx (``CREATE_RETRY_DELAYS_S``): the job
+  may exist then, and a create that fails is never deleted (the framework skips the Delete of a resource
+  whose Create failed), so giving up at once would leave it running outside the stack. The job's id is the
+  ``PhysicalResourceId``.
+- ``Update``: a changed ``Name`` or ``ApiUrl`` (compared without a trailing ``/``, which names the same API)
+  is a new job (the API never renames one), created as above under a new physical id; CloudFormation then
+  deletes the old one. Otherwise ``PATCH /jobs/{id}`` with the fields of ``Spec`` that changed
+  (:func:`changed_fields`), and no call when none did; a job deleted outside the stack (the PATCH answers
+  404) is created anew from the whole spec under a new physical id, so neither the update nor its rollback
+  fails on a job that is gone.
 - ``Delete``: ``DELETE /jobs/{id}``; a job already gone (404) is deleted.
 
 A refused call fails the request with the API's own error (``ApiError``'s text: status, code, message,
@@ -30,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -55,6 +62,10 @@ REPLACING = (API_URL_PROPERTY, NAME_PROPERTY)
 """Properties whose change makes a new job (the API renames nothing, and another API is another job)."""
 
 ClientFactory = Callable[[str], JobschedClient]
+
+CREATE_RETRY_DELAYS_S = (1.0, 2.0)
+"""Seconds between the attempts of a create that got no answer (``ApiError`` status 0) or a 5xx: three
+attempts of at most the client's 30 s each fit the function's 2 minutes."""
 
 
 class JobRefused(Exception):
@@ -97,8 +108,11 @@ class JobResource:
     "Name"}}`` (Delete: the physical id alone) and raises ``JobRefused`` when the API refuses a call,
     ``KeyError``/``ValueError`` for an event without the properties the construct writes."""
 
-    def __init__(self, client_for: ClientFactory = signed_client) -> None:
+    def __init__(
+        self, client_for: ClientFactory = signed_client, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         self._client_for = client_for
+        self._sleep = sleep
 
     def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
         request = event["RequestType"]
@@ -107,9 +121,11 @@ class JobResource:
             return self._create(event, properties)
         if request == "Update":
             old = event["OldResourceProperties"]
-            if any(old.get(name) != properties[name] for name in REPLACING):
+            if any(
+                _comparable(name, old.get(name)) != _comparable(name, properties[name]) for name in REPLACING
+            ):
                 return self._create(event, properties)
-            return self._update(event["PhysicalResourceId"], old, properties)
+            return self._update(event, old, properties)
         if request == "Delete":
             return self._delete(event["PhysicalResourceId"], properties)
         raise ValueError(f"unknown RequestType {request!r}")
@@ -117,15 +133,24 @@ class JobResource:
     def _create(self, event: Mapping[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
         name = properties[NAME_PROPERTY]
         body = {"name": name, **_spec(properties)}
+        key = idempotency_key(event)
         with self._client_for(properties[API_URL_PROPERTY]) as client:
+            for delay_s in CREATE_RETRY_DELAYS_S:
+                try:
+                    return _answer(client.create_job(body, idempotency_key=key)[0])
+                except ApiError as error:
+                    if not _unanswered(error):
+                        raise JobRefused(name, event["RequestType"], error) from error
+                self._sleep(delay_s)
             try:
-                job, _ = client.create_job(body, idempotency_key=idempotency_key(event))
+                return _answer(client.create_job(body, idempotency_key=key)[0])
             except ApiError as error:
                 raise JobRefused(name, event["RequestType"], error) from error
-        return _answer(job)
 
-    def _update(self, job_id: str, old: Mapping[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
-        name = properties[NAME_PROPERTY]
+    def _update(
+        self, event: Mapping[str, Any], old: Mapping[str, Any], properties: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        job_id, name = event["PhysicalResourceId"], properties[NAME_PROPERTY]
         patch = changed_fields(_spec(old), _spec(properties))
         if not patch:
             return {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Name": name}}
@@ -133,7 +158,9 @@ class JobResource:
             try:
                 job = client.update_job(job_id, patch)
             except ApiError as error:
-                raise JobRefused(name, "Update", error) from error
+                if error.status != 404:
+                    raise JobRefused(name, "Update", error) from error
+                return self._create(event, properties)
         return _answer(job)
 
     def _delete(self, job_id: str, properties: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,12 +173,31 @@ class JobResource:
         return {"PhysicalResourceId": job_id}
 
 
+def _comparable(name: str, value: Any) -> Any:
+    """A replacing property's value as compared between updates: an ``ApiUrl`` without its trailing ``/``
+    (the client calls the same API either way)."""
+    return value.rstrip("/") if name == API_URL_PROPERTY and isinstance(value, str) else value
+
+
 def _spec(properties: Mapping[str, Any]) -> dict[str, Any]:
     """The ``Spec`` property as an object; ``ValueError`` when it is not a JSON object."""
-    spec = json.loads(properties.get(SPEC_PROPERTY) or "{}")
+    try:
+        spec = json.loads(properties.get(SPEC_PROPERTY) or "{}")
+    except json.JSONDecodeError as error:
+        # The construct writes JSON, but a token's deploy-time value is spliced into it unescaped
+        raise ValueError(
+            f"job {properties.get(NAME_PROPERTY)!r}: the {SPEC_PROPERTY} property is not JSON ({error}): a value "
+            "resolved at deploy time (a parameter, an import) holds a quote or a backslash; pass it in input "
+            "another way"
+        ) from None
     if not isinstance(spec, dict):
         raise ValueError(f"the {SPEC_PROPERTY} property must be a JSON object, not {type(spec).__name__}")
     return spec
+
+
+def _unanswered(error: ApiError) -> bool:
+    """Whether a call may have been carried out without its answer reaching us: no response, or a 5xx."""
+    return error.status == 0 or error.status >= 500
 
 
 def _answer(job: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,24 +40,37 @@ from jobsched.labels import parse_selector
 __all__ = ["apply_command"]
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_SPEC_FILE_BYTES = 8 * 1024 * 1024
+"""Largest spec file read (8 MiB: a hundred jobs with the largest ``input`` the API takes), so a path naming
+a data dump is refused before it is parsed."""
 
 
 def spec_files(paths: list[Path]) -> list[Path]:
     """The files to read: each path that is a file, and the ``SPEC_SUFFIXES`` files under each directory (and
-    its subdirectories), sorted by path. Exits 2 for a path that does not exist."""
-    found: list[Path] = []
+    its subdirectories), sorted by path; a file named twice (``-f jobs -f jobs/a.yaml``, or a symbolic link to
+    a file already named) is read once, where it is first named. Exits 2 for a path that does not exist."""
+    found: dict[Path, Path] = {}
     for path in paths:
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SPEC_SUFFIXES)
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SPEC_SUFFIXES)
         elif path.is_file():
-            found.append(path)
+            files = [path]
         else:
             fail(f"--file {path}: no such file or directory", USAGE_ERROR)
-    return found
+        for file in files:
+            found.setdefault(file.resolve(), file)
+    return list(found.values())
 
 
 def _read(path: Path) -> str:
+    """The text of a spec file. Exits 2 naming the file when it cannot be read, is not UTF-8 or is larger
+    than ``MAX_SPEC_FILE_BYTES``."""
     try:
+        if (size := path.stat().st_size) > MAX_SPEC_FILE_BYTES:
+            fail(
+                f"cannot read {path}: {size} bytes, more than a spec file's {MAX_SPEC_FILE_BYTES}",
+                USAGE_ERROR,
+            )
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         fail(f"cannot read {path}: {getattr(error, 'strerror', None) or error}", USAGE_ERROR)

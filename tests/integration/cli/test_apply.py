@@ -260,6 +260,16 @@ def test_the_example_specs_apply(cli: Any) -> None:
     assert again[-1] == "apply: 0 created, 0 changed, 0 deleted, 5 unchanged (dry run: nothing was changed)"
 
 
+def test_a_file_named_twice_or_through_a_link_is_read_once(cli: Any, tmp_path: Path) -> None:
+    folder = specs_dir(tmp_path)
+    (folder / "nested" / "same-ledger.json").symlink_to(folder / "nested" / "ledger.json")
+
+    result = ok(cli("apply", "-f", str(folder), "-f", str(folder / "billing.yaml"), "--dry-run"))
+
+    assert result[:3] == ["created invoices", "created reminders", "created ledger"]
+    assert result[-1] == "apply: 3 created, 0 changed, 0 deleted, 0 unchanged (dry run: nothing was changed)"
+
+
 def test_an_empty_directory_an_unreadable_file_and_a_bad_selector_are_refused(
     cli: Any, tmp_path: Path
 ) -> None:
@@ -271,6 +281,12 @@ def test_an_empty_directory_an_unreadable_file_and_a_bad_selector_are_refused(
     binary.write_bytes(b"\xff\xfe\x00name")
     unreadable = cli("apply", "-f", str(binary))
     assert unreadable.exit_code == USAGE_ERROR and f"cannot read {binary}" in unreadable.stderr
+    huge = tmp_path / "dump.json"
+    with huge.open("wb") as sparse:
+        sparse.truncate(8 * 1024 * 1024 + 1)
+    oversized = cli("apply", "-f", str(tmp_path / "empty"), "-f", str(huge))
+    assert oversized.exit_code == USAGE_ERROR
+    assert f"cannot read {huge}: 8388609 bytes, more than a spec file's 8388608" in oversized.stderr
     selector = cli("apply", "-f", str(specs_dir(tmp_path)), "--selector", "app")
     assert (
         selector.exit_code == USAGE_ERROR

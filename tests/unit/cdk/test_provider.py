@@ -110,6 +110,58 @@ def test_create_posts_the_spec_with_the_derived_key() -> None:
     )
 
 
+def scripted(
+    answers: list[httpx.Response | None], seen: list[httpx.Request], slept: list[float]
+) -> JobResource:
+    """A handler whose client gets ``answers`` in turn (no answer, a read timeout, for None), recording the calls in
+    ``seen`` and the pauses in ``slept``."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        response = answers.pop(0)
+        if response is None:
+            raise httpx.ReadTimeout("no answer", request=request)
+        return response
+
+    return JobResource(
+        lambda url: JobschedClient(url, sigv4_region="eu-west-1", transport=httpx.MockTransport(answer)),
+        sleep=slept.append,
+    )
+
+
+def test_a_create_without_an_answer_is_retried_with_the_same_key() -> None:
+    # Given a create the API may have made while its answer was lost (a timeout, then a 502 of the gateway)
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    answers = [
+        None,
+        httpx.Response(502, json={"message": "Internal server error"}),
+        httpx.Response(200, json=JOB),
+    ]
+    handler = scripted(answers, seen, slept)
+
+    result = handler.handle(event("Create", props()))
+
+    # Then the third attempt, with the same key, gets the job (the API replays it): one job, in the stack
+    assert result["PhysicalResourceId"] == JOB["id"]
+    assert [r.headers["Idempotency-Key"] for r in seen] == [idempotency_key(event("Create", props()))] * 3
+    assert slept == [1.0, 2.0]
+
+
+def test_a_refused_create_is_not_retried_and_a_create_never_answered_fails_after_three_attempts() -> None:
+    refused: list[httpx.Request] = []
+    bad = {"error": {"code": "invalid_schedule", "message": "nope", "field": "schedule"}}
+    with pytest.raises(JobRefused, match="400 invalid_schedule: nope"):
+        scripted([httpx.Response(400, json=bad)], refused, []).handle(event("Create", props()))
+    assert len(refused) == 1
+    lost: list[httpx.Request] = []
+    with pytest.raises(JobRefused, match=r"job 'nightly' \(Create\): 503 "):
+        scripted([httpx.Response(503, json={"message": "busy"})] * 3, lost, []).handle(
+            event("Create", props())
+        )
+    assert len(lost) == 3
+
+
 def test_an_update_patches_only_the_changed_fields() -> None:
     seen: list[httpx.Request] = []
     old, new = props(), props(jitter_s=30)
@@ -136,6 +188,44 @@ def test_a_new_name_or_api_is_a_new_job(changed: str) -> None:
     assert [(r.method, r.url.host) for r in seen] == [("POST", httpx.URL(new["ApiUrl"]).host)]
 
 
+def test_an_api_url_written_with_a_trailing_slash_is_the_same_api() -> None:
+    seen: list[httpx.Request] = []
+    old, new = props(), {**props(jitter_s=30), "ApiUrl": URL + "/"}
+
+    answer = handler_answering(200, JOB, seen).handle(
+        event("Update", new, PhysicalResourceId=JOB["id"], OldResourceProperties=old)
+    )
+
+    assert answer["PhysicalResourceId"] == JOB["id"]
+    assert [(r.method, r.url.path) for r in seen] == [("PATCH", f"/v1/jobs/{JOB['id']}")]
+
+
+def test_an_update_of_a_job_deleted_outside_the_stack_creates_it_anew() -> None:
+    # Given a job deleted by hand (the PATCH answers 404), then a create answering the new job
+    seen: list[httpx.Request] = []
+    created = {"id": "j_ffffffffffffffffffff", "name": "nightly"}
+    gone = {"error": {"code": "not_found", "message": "no job j_0123456789abcdef0123", "field": None}}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return (
+            httpx.Response(404, json=gone) if request.method == "PATCH" else httpx.Response(201, json=created)
+        )
+
+    handler = JobResource(
+        lambda url: JobschedClient(url, sigv4_region="eu-west-1", transport=httpx.MockTransport(answer))
+    )
+    update = event("Update", props(jitter_s=30), PhysicalResourceId=JOB["id"], OldResourceProperties=props())
+
+    result = handler.handle(update)
+
+    # Then the job is created from the whole spec under a new physical id (CloudFormation deletes the old one)
+    assert result["PhysicalResourceId"] == created["id"]
+    assert [r.method for r in seen] == ["PATCH", "POST"]
+    assert seen[1].headers["Idempotency-Key"] == idempotency_key(update)
+    assert json.loads(seen[1].content)["jitter_s"] == 30 and json.loads(seen[1].content)["name"] == "nightly"
+
+
 def test_deleting_a_job_already_gone_succeeds() -> None:
     seen: list[httpx.Request] = []
     gone = {"error": {"code": "not_found", "message": "no job j_0123456789abcdef0123", "field": None}}
@@ -155,10 +245,14 @@ def test_an_unreachable_api_fails_the_request_saying_so() -> None:
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    handler = JobResource(lambda url: JobschedClient(url, transport=httpx.MockTransport(down)))
+    slept: list[float] = []
+    handler = JobResource(
+        lambda url: JobschedClient(url, transport=httpx.MockTransport(down)), sleep=slept.append
+    )
     with pytest.raises(JobRefused) as refused:
         handler.handle(event("Create", props()))
     assert str(refused.value).startswith(f"job 'nightly' (Create): cannot reach the API at {URL}")
+    assert slept == [1.0, 2.0]  # tried three times
 
 
 def test_an_event_the_construct_never_writes_is_refused_naming_what_is_wrong() -> None:
@@ -167,3 +261,12 @@ def test_an_event_the_construct_never_writes_is_refused_naming_what_is_wrong() -
         handler.handle(event("Rollback", props()))
     with pytest.raises(ValueError, match="the Spec property must be a JSON object, not list"):
         handler.handle(event("Create", {**props(), "Spec": "[1]"}))
+
+
+def test_a_spec_broken_by_a_deploy_time_value_is_refused_naming_the_job() -> None:
+    # A token's value is spliced into the Spec's JSON text unescaped (CloudFormation's Fn::Join): a quote in it
+    broken = props()["Spec"].replace('"name": "echo"', '"name": "say "hi""')
+    with pytest.raises(ValueError) as refused:
+        handler_answering(201, JOB, []).handle(event("Create", {**props(), "Spec": broken}))
+    assert str(refused.value).startswith("job 'nightly': the Spec property is not JSON (Expecting ")
+    assert "holds a quote or a backslash" in str(refused.value)
