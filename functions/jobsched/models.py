@@ -63,10 +63,18 @@ class MissedPolicy(StrEnum):
 
 
 class OverlapPolicy(StrEnum):
-    """Whether a run may start while another run of the same job is running."""
+    """Whether a run may start while another run of the same job is running (design §5.4): ``allow``: yes;
+    ``skip``: no, the fire is recorded ``skipped``; ``buffer_one``: no, the first such fire waits and runs once the
+    running try ends, the later ones while it waits are recorded ``skipped``."""
 
     ALLOW = "allow"
     SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+
+    @property
+    def locks(self) -> bool:
+        """Whether a try of a job with this policy takes the job's overlap lock."""
+        return self is not OverlapPolicy.ALLOW
 
 
 class RunKind(StrEnum):
