@@ -5,7 +5,7 @@ rows, without a write of their own."""
 from __future__ import annotations
 
 from jobsched.clock import Clock, to_ms
-from jobsched.domain.queued import candidate_fires, queued_rows
+from jobsched.domain.queued import MAX_QUEUED, candidate_fires, covered_from, queued_rows
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.jobs import SchedulingState, StoredJob
 from jobsched.ports.run_stores import RunHistory
@@ -15,6 +15,9 @@ SPAN_PAGE = 100
 """The page size in which the rows over the queued candidates' span are read."""
 SPAN_PAGES = 3
 """Most pages of rows read over that span (a span with more rows than that: the fires past it are not shown)."""
+ROUNDS = 3
+"""Most rounds of ``MAX_QUEUED`` candidate fires a listing looks through for queued ones (the older rounds when the
+newer fires have rows or lie in a skipped summary, whose range is passed over at once)."""
 SUMMARIES_READ = 5
 """How many of the job's newest skipped rows before a fire with no row are read, for a summary covering it."""
 
@@ -48,24 +51,26 @@ class QueuedRuns:
         since = where.since_ms
         if floor_ms is not None:
             since = max(since, floor_ms + 1) if since is not None else floor_ms + 1
-        fires = candidate_fires(
-            state,
-            to_ms(stored.job.updated_at),
-            self.clock(),
-            since_ms=since,
-            before_ms=where.before(before_ms),
-        )
-        if not fires:
-            return []
-        rows = page if page is not None else self._span(stored.job.id, fires[-1], fires[0] + 1)
-        have = {row.scheduled_for for row in rows}
-        missing = [fire for fire in fires if fire not in have]
-        if missing:
-            skipped, _ = self.runs.list_for_job(
-                stored.job.id, SUMMARIES_READ, RunFilter(status=RunStatus.SKIPPED), missing[0] + 1
-            )
-            rows = [*rows, *skipped]
-        return queued_rows(stored.job.id, state, fires, rows)
+        found: list[RunRow] = []
+        before = where.before(before_ms)
+        rewritten_at, now = to_ms(stored.job.updated_at), self.clock()
+        for _ in range(ROUNDS):
+            fires = candidate_fires(state, rewritten_at, now, since_ms=since, before_ms=before)
+            if not fires:
+                break
+            rows = page if page is not None else self._span(stored.job.id, fires[-1], fires[0] + 1)
+            have = {row.scheduled_for for row in rows}
+            missing = [fire for fire in fires if fire not in have]
+            if missing:
+                skipped, _ = self.runs.list_for_job(
+                    stored.job.id, SUMMARIES_READ, RunFilter(status=RunStatus.SKIPPED), missing[0] + 1
+                )
+                rows = [*rows, *skipped]
+            found.extend(queued_rows(stored.job.id, state, fires, rows))
+            if len(found) >= MAX_QUEUED or len(fires) < MAX_QUEUED:
+                break
+            before = covered_from(fires[-1], rows)
+        return found[:MAX_QUEUED]
 
     def _span(self, job_id: str, since_ms: int, until_ms: int) -> list[RunRow]:
         """The job's stored rows with ``scheduled_for`` in ``[since_ms, until_ms)``, at most ``SPAN_PAGES``

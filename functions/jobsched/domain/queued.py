@@ -108,3 +108,14 @@ def queued_rows(
         for fire in fires
         if fire not in have and not any(start <= fire <= end for start, end in summaries)
     ]
+
+
+def covered_from(fire: int, rows: Iterable[RunRow]) -> int:
+    """Where the search for older queued fires goes on from (exclusive, epoch ms) after ``fire``: the start of a
+    skipped summary among ``rows`` whose range holds ``fire`` (its fires all skipped), else ``fire``."""
+    starts = [
+        row.scheduled_for
+        for row in rows
+        if row.skipped_through is not None and row.scheduled_for <= fire <= row.skipped_through
+    ]
+    return min(starts, default=fire)
