@@ -477,7 +477,12 @@ class Run(BaseModel):
     finished_at: datetime | None = None
     worker: str | None = None
     error: str | None = None
-    lateness_ms: int | None = None
+    lateness_ms: int | None = Field(None, description="the first try's start minus scheduled_for (ms)")
+    last_try_lateness_ms: int | None = Field(
+        None,
+        description="on a run tried more than once in its round: the last try's start minus scheduled_for (ms), "
+        "the try that ended a dead run",
+    )
     skipped_count: int | None = Field(
         None, description="on a skipped summary row: how many fires it stands for"
     )

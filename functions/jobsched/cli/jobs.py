@@ -84,7 +84,13 @@ TimeoutOpt = Annotated[int | None, typer.Option("--timeout", help="Seconds a try
 MissedOpt = Annotated[
     str | None, typer.Option("--missed", help="catch_up or skip: fires missed during downtime.")
 ]
-OverlapOpt = Annotated[str | None, typer.Option("--overlap", help="allow or skip: a run while another runs.")]
+OverlapOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--overlap",
+        help="allow, skip or buffer_one (one fire waits, later ones skip): a run while another runs.",
+    ),
+]
 JitterOpt = Annotated[int | None, typer.Option("--jitter", help="Spread the start over [0, N) seconds.")]
 StartOpt = Annotated[str | None, typer.Option("--start-at", help="ISO 8601 instant with offset.")]
 EndOpt = Annotated[str | None, typer.Option("--end-at", help="ISO 8601 instant with offset.")]
