@@ -50,7 +50,9 @@ cancelled ``lambda`` try holds its job's overlap lock this long from its start."
 
 TAKE_TRIES = 3
 """How often ``OverlapLock.take`` asks for a ``buffer_one`` job's lock that was let go of between its refusal and
-the request to wait for it, before the try is taken as blocked by the last holder it saw."""
+the request to wait for it, before the try waits ``CONTENDED_WAIT_S`` and asks again (never skipped so)."""
+CONTENDED_WAIT_S = 5
+"""Seconds a ``buffer_one`` try whose lock changed hands on each of its ``TAKE_TRIES`` waits before it asks again."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class OverlapLock:
             if blocked is not None:
                 return blocked
         else:
-            return Blocked(seen)
+            return Blocked(seen, wait_s=CONTENDED_WAIT_S)
         try:
             return self._unlocked_try(owned, job, now)
         except StoreUnavailable:

@@ -10,10 +10,19 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.overlap import CLOCK_SKEW_MS, CONTENDED_WAIT_S, OverlapLock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import Deferred
 from jobsched.models import Job, RunStatus
-from jobsched.ports.runs import ClaimRequest, RunKey, run_id
+from jobsched.ports.runs import (
+    BufferAnswer,
+    BufferRequest,
+    ClaimRequest,
+    OverlapHolder,
+    OverlapRequest,
+    RunKey,
+    run_id,
+)
 from jobsched.ports.targets import TargetCall
 from tests.support.worker import T0, Kit, take_overlap_lock
 
@@ -131,3 +140,27 @@ def test_a_fire_that_waited_and_ended_otherwise_gives_its_place_up(kit: Kit, cal
     kit.worker.overlap.release(Owned(job.id, T0, 1, "w-holder"))
     assert kit.deliver(job, T0 + 2 * MINUTE) == Outcome.SUCCEEDED.value
     assert [call.scheduled_for_ms for call in calls] == [T0 + 2 * MINUTE]
+
+
+class _ChangingHands:
+    """A job store whose lock is held by a running try whenever it is asked for and free whenever a fire asks to
+    wait for it (it changes hands between the two requests each time)."""
+
+    def __init__(self, jobs: Any) -> None:
+        self.jobs = jobs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.jobs, name)
+
+    def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder:
+        return OverlapHolder(f"{request.job_id}@{T0}", 1, "w-other", request.now_ms + 10 * CLOCK_SKEW_MS)
+
+    def buffer_overlap(self, request: BufferRequest) -> BufferAnswer:
+        return BufferAnswer(False, None)
+
+
+def test_a_fire_whose_lock_changes_hands_on_every_request_waits_and_asks_again(kit: Kit) -> None:
+    job = _job_with_runs(kit, 2)
+    lock = OverlapLock(settings=kit.settings, runs=kit.runs, jobs=_ChangingHands(kit.jobs), clock=kit.clock)
+    blocked = lock.take(Owned(job.id, T0 + MINUTE, 1, "w-1"), job, kit.clock())
+    assert blocked is not None and blocked.wait_s == CONTENDED_WAIT_S and not blocked.buffered
