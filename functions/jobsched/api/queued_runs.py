@@ -1,4 +1,4 @@
-"""The queued fires of a job's listing (design §2.1, ``jobsched.domain.queued``): the fires the scheduler dispatched
+"""The queued fires of a job's listing (design §3.5, ``jobsched.domain.queued``): the fires the scheduler dispatched
 that no worker has claimed yet, shown ``queued`` in ``GET /jobs/{id}/runs`` and ``GET /runs`` among the stored
 rows, without a write of their own."""
 

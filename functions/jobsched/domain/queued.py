@@ -1,8 +1,8 @@
-"""Queued fires (design §2.1): the fires the scheduler dispatched that no worker has claimed yet, derived from what
+"""Queued fires (design §3.5): the fires the scheduler dispatched that no worker has claimed yet, derived from what
 it already writes, without a write of their own. Pure.
 
 A scheduled run has no row until its claim (design §4.2); the scheduler moves the job's ``next_run_at`` past a
-fire only after its message is sent (design §4.1). So a fire of the job's schedule before its stored
+fire only after its message is sent (design §4.1: the due index). So a fire of the job's schedule before its stored
 ``next_run_at`` (the schedule ended: at or before now), at or after the job's last rewrite (``updated_at``: an
 edit re-times the schedule, a resume starts from its instant, so earlier fires may never have been dispatched
 under this schedule), with no row and no skipped summary covering it, was dispatched and waits on the run

@@ -1,4 +1,4 @@
-"""Queued fires derived from a job's scheduling state (``jobsched.domain.queued``, design §2.1): the newest fires
+"""Queued fires derived from a job's scheduling state (``jobsched.domain.queued``, design §3.5): the newest fires
 before ``next_run_at`` and after the job's last rewrite, found by counting rather than listing every fire, and
 left out when a row or a skipped summary covers them."""
 
