@@ -44,6 +44,17 @@ def _holder_running(kit: Kit, job: Job, worker: str = "w-holder") -> None:
     assert take_overlap_lock(kit, job, T0, worker, stale_before_ms=stale_before) is None
 
 
+def _waiting_behind_a_lost_holder(kit: Kit, count: int) -> Job:
+    """A ``buffer_one`` job of ``count`` runs (``_job_with_runs``, 3 attempts) whose 02:00 try holds the lock, its
+    02:01 fire waiting for it, and then the 02:00 worker lost (its heartbeat stale now)."""
+    job = _job_with_runs(kit, count, retry={"max_attempts": 3})
+    _holder_running(kit, job, "w-lost")
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0 + MINUTE)
+    kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
+    return job
+
+
 def _status(kit: Kit, job: Job, scheduled_for: int) -> RunStatus:
     row = kit.runs.get(job.id, scheduled_for)
     assert row is not None
@@ -92,13 +103,9 @@ def test_one_fire_waits_for_the_holder_later_ones_are_skipped_and_it_runs_next(
 def test_the_fire_that_waits_is_not_lost_when_the_holders_worker_is(
     kit: Kit, calls: list[TargetCall]
 ) -> None:
-    # Given a buffer_one job whose 02:00 try holds the lock, and its 02:01 fire waiting
-    job = _job_with_runs(kit, 2, retry={"max_attempts": 3})
-    _holder_running(kit, job, "w-lost")
-    with pytest.raises(Deferred):
-        kit.deliver(job, T0 + MINUTE)
-    # When the 02:00 worker is lost (its heartbeat stale) and its message comes back: taken over, it runs
-    kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
+    # Given a buffer_one job whose 02:00 try holds the lock, its 02:01 fire waiting, and 02:00's worker lost
+    job = _waiting_behind_a_lost_holder(kit, 2)
+    # When 02:00's message comes back: taken over, it runs
     assert kit.deliver(job, T0) == Outcome.SUCCEEDED.value
     # Then 02:01 still waits for it and runs after it, once
     assert _status(kit, job, T0 + MINUTE) is RunStatus.QUEUED
@@ -110,11 +117,7 @@ def test_a_stale_holder_loses_the_lock_to_the_fire_that_waits_not_to_a_later_fir
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given a buffer_one job whose 02:00 try holds the lock, its 02:01 fire waiting, and 02:00's worker lost
-    job = _job_with_runs(kit, 3, retry={"max_attempts": 3})
-    _holder_running(kit, job, "w-lost")
-    with pytest.raises(Deferred):
-        kit.deliver(job, T0 + MINUTE)
-    kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
+    job = _waiting_behind_a_lost_holder(kit, 3)
     # When the 02:02 fire comes first: the stale lock is not its to take, and a fire waits: skipped
     assert kit.deliver(job, T0 + 2 * MINUTE) == Outcome.SKIPPED.value
     # And 02:01 takes the stale lock and runs; 02:00's message, back after it, waits for it then runs
