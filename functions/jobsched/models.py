@@ -78,10 +78,18 @@ class MissedPolicy(StrEnum):
 
 
 class OverlapPolicy(StrEnum):
-    """Whether a run may start while another run of the same job is running."""
+    """Whether a run may start while another run of the same job is running (design §5.4): ``allow``: yes;
+    ``skip``: no, the fire is recorded ``skipped``; ``buffer_one``: no, the first such fire waits and runs once the
+    running try ends, the later ones while it waits are recorded ``skipped``."""
 
     ALLOW = "allow"
     SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+
+    @property
+    def locks(self) -> bool:
+        """Whether a try of a job with this policy takes the job's overlap lock."""
+        return self is not OverlapPolicy.ALLOW
 
 
 class Priority(StrEnum):
@@ -586,7 +594,12 @@ class Run(BaseModel):
     finished_at: datetime | None = None
     worker: str | None = None
     error: str | None = None
-    lateness_ms: int | None = None
+    lateness_ms: int | None = Field(None, description="the first try's start minus scheduled_for (ms)")
+    last_try_lateness_ms: int | None = Field(
+        None,
+        description="on a run tried more than once in its round: the last try's start minus scheduled_for (ms), "
+        "the try that ended a dead run",
+    )
     skipped_count: int | None = Field(
         None, description="on a skipped summary row: how many fires it stands for"
     )

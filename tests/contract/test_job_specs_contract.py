@@ -19,7 +19,7 @@ from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.models import Job
 from jobsched.ports.errors import StoreUnavailable
-from jobsched.ports.runs import OverlapHolder, OverlapRequest
+from jobsched.ports.runs import BufferAnswer, BufferRequest, OverlapHolder, OverlapRequest
 from jobsched.sqlite.jobs import SqliteJobStore
 from tests.support.aws import answer_unprocessed
 from tests.support.worker import T0, new_job
@@ -182,3 +182,65 @@ def test_a_lock_held_on_past_its_try_is_not_taken_even_by_its_own_run(specs: Any
     # Then the run's retry does not take it while held on, and does after
     assert _take(store, "j_1@1", "w2", now=NOW + 60_000, held_after_ms=NOW + 62_000) is not None
     assert _take(store, "j_1@1", "w2", now=NOW + 900_000, held_after_ms=NOW + 902_000) is None
+
+
+def _buffer(store: Any, run: str, replacing: str | None = None) -> BufferAnswer:
+    answer: BufferAnswer = store.buffer_overlap(BufferRequest("j_1", run, replacing))
+    return answer
+
+
+def test_one_fire_waits_for_a_held_lock_and_the_release_hands_the_lock_to_it(specs: Any) -> None:
+    store, _, _ = specs
+    # Given a lock held by run 1
+    assert not _buffer(store, "j_1@2").buffered  # a free lock: nothing to wait for
+    assert _take(store, "j_1@1") is None
+    # When run 2 waits for it
+    assert _buffer(store, "j_1@2").buffered
+    assert _buffer(store, "j_1@2").buffered  # again: still the one that waits
+    # Then run 3 does not wait beside it, and the fire that waits is kept by the holder's own retake
+    refused = _buffer(store, "j_1@3")
+    assert not refused.buffered and refused.holder is not None
+    assert (refused.holder.run_id, refused.holder.waiting) == ("j_1@1", "j_1@2")
+    assert _take(store, "j_1@1", "w2") is None
+    # And neither run 2 nor run 3 takes the lock while run 1 holds it
+    assert _take(store, "j_1@2", "w3") is not None
+    assert _take(store, "j_1@3", "w3") is not None
+    # When run 1 gives it back, it is handed to run 2: reserved for it, never stale to anyone else
+    assert store.release_overlap("j_1", run_id="j_1@1", attempt=1, worker="w2") == "j_1@2"
+    later = NOW + 3_600_000
+    held = _take(store, "j_1@3", "w3", now=later)
+    assert held is not None and (held.run_id, held.reserved, held.waiting) == ("j_1@2", True, None)
+    assert _buffer(store, "j_1@3").buffered  # run 3 may now wait behind run 2
+    assert _take(store, "j_1@2", "w4", now=later) is None
+    # And run 2's release hands it to run 3; run 3's release frees it
+    assert store.release_overlap("j_1", run_id="j_1@2", attempt=1, worker="w4") == "j_1@3"
+    assert _take(store, "j_1@3", "w5", now=later) is None
+    assert store.release_overlap("j_1", run_id="j_1@3", attempt=1, worker="w5") is None
+    assert _take(store, "j_1@4", "w6", now=later) is None
+
+
+def test_a_stale_or_finished_holder_loses_the_lock_only_to_the_fire_that_waits(specs: Any) -> None:
+    store, _, _ = specs
+    assert _take(store, "j_1@1") is None
+    assert _buffer(store, "j_1@2").buffered
+    stale = NOW + 120_001
+    assert _take(store, "j_1@3", "w3", now=stale) is not None  # not the fire that waits
+    holder = _take(store, "j_1@3", "w3", now=stale)
+    assert holder is not None
+    assert _take(store, "j_1@3", "w3", now=stale, replacing=holder) is not None
+    assert _take(store, "j_1@2", "w2", now=stale, replacing=holder) is None
+    # run 2 took it: no fire waits any more, and run 3 may wait behind it
+    assert _buffer(store, "j_1@3").buffered
+
+
+def test_a_fire_that_waits_and_is_over_is_replaced_only_exactly(specs: Any) -> None:
+    store, _, _ = specs
+    assert _take(store, "j_1@1") is None
+    assert _buffer(store, "j_1@2").buffered
+    assert not _buffer(store, "j_1@3", replacing="j_1@9").buffered
+    assert _buffer(store, "j_1@3", replacing="j_1@2").buffered
+    assert store.release_overlap("j_1", run_id="j_1@1", attempt=1, worker="w1") == "j_1@3"
+    # a reserved lock whose fire is known to be over is replaced exactly
+    held = _take(store, "j_1@4", "w4")
+    assert held is not None and held.reserved
+    assert _take(store, "j_1@4", "w4", replacing=held) is None

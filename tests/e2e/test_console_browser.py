@@ -344,8 +344,8 @@ def test_a_running_run_is_cancelled_from_its_page_after_confirmation(
 def test_the_failures_view_lists_dead_runs_across_jobs_and_leads_to_their_page(
     local: LocalProcess, desktop: WebDriver
 ) -> None:
-    # Given a job whose only try failed: its run is dead
-    broken = create(local, command="fail", retry={"max_attempts": 1})
+    # Given a job whose two tries failed: its run is dead
+    broken = create(local, command="fail", retry={"max_attempts": 2, "backoff_s": 0})
     reply = local.http.post(f"/jobs/{broken['id']}/trigger")
     assert reply.status_code == 202, reply.text
     run = reply.json()
@@ -355,9 +355,10 @@ def test_the_failures_view_lists_dead_runs_across_jobs_and_leads_to_their_page(
     sign_in(desktop, local.url, TEAM_A)
     click(desktop, "#nav a[data-view=failures]")
 
-    # Then the dead run is listed with its job, and its link opens the run's page
-    row = element(desktop, "#main table", broken["id"])
-    assert "dead" in row.text
+    # Then the dead run is listed with its job's name, the lateness of its first and of its last try, and its
+    # link opens the run's page
+    row = element(desktop, "#main table", broken["name"])
+    assert "dead" in row.text and "(last try " in row.text
     click(desktop, "#main table a", run["scheduled_for"])
     element(desktop, "h1 .status.dead")
     assert run["id"] in desktop.find_element(By.ID, "main").text

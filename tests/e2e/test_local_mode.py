@@ -74,8 +74,9 @@ def test_runs_retries_dead_letters_two_schedulers_restart_and_sigkill(
 
     def settled() -> list[dict[str, Any]] | None:
         # A scheduled run has a row from its claim on (design §4.2): a fire whose message still waits for a
-        # worker is not listed yet. So wait until the fires through settled_through are all listed and succeeded;
-        # a fire that never runs keeps a hole in them, and this times out.
+        # worker is listed queued, or not at all when dispatched before the restart. So wait until the fires
+        # through settled_through are all listed and succeeded; a fire that never runs keeps a hole, and this
+        # times out.
         rows = runs_of(second, tick["id"])
         upto = [r for r in rows if instant(r["scheduled_for"]) <= settled_through]
         fires = sorted({instant(r["scheduled_for"]) for r in upto})

@@ -1,6 +1,7 @@
 """A model-based test of jobsched's promises: every fire of a job runs once (never lost, never twice, never
-early), ``overlap: skip`` never lets two runs of a job run together, and every fire that did not run is in the
-history with a reason that holds.
+early), ``overlap: skip`` and ``buffer_one`` never let two runs of a job run together (under ``buffer_one`` a
+fire is skipped only while another waits, and the one that waits runs after the holder), and every fire that did
+not run is in the history with a reason that holds.
 
 Hypothesis drives, on an injected clock, on either backend (``tests.support.backends``: the in-memory fakes of
 ``jobsched.memory``, or the DynamoDB/SQS adapters on an in-process moto): job creation of every schedule kind and policy,
@@ -77,6 +78,8 @@ from tests.support.world import command_answer, observed_try
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
 OWNER = "team-model"
+LOCKING = ("skip", "buffer_one")
+"""The ``overlap`` policies under which no two tries of a job run together."""
 DEFAULT_EXAMPLES = {
     "memory": 100,
     "moto": 2,
@@ -267,7 +270,7 @@ class ModelExecutor:
         machine = self.machine
         machine.executions[call.run_id] = machine.executions.get(call.run_id, 0) + 1
         job = machine.jobs.get(call.job_id)
-        if job is not None and job.overlap == "skip" and call.job_id in machine.running:
+        if job is not None and job.overlap in LOCKING and call.job_id in machine.running:
             machine.violations.append(
                 f"overlap: {call.run_id} started while {machine.running[call.job_id]} of its job runs"
             )
@@ -491,7 +494,7 @@ class PromisesMachine(RuleBasedStateMachine):
         missed=st.sampled_from(["catch_up", "skip"]),
         grace_s=st.sampled_from([0, 5, 60]),
         window_s=st.sampled_from([0, 30, 600]),
-        overlap=st.sampled_from(["allow", "skip"]),
+        overlap=st.sampled_from(["allow", "skip", "buffer_one"]),
         max_attempts=st.sampled_from([1, 2]),
     )
     def create(
@@ -692,12 +695,13 @@ class PromisesMachine(RuleBasedStateMachine):
         for message in self._receive(1):
             self._deliver(message, get_spec_error=True)
 
-    @precondition(lambda self: any(j.overlap == "skip" for j in self._live()))
+    @precondition(lambda self: any(j.overlap in LOCKING for j in self._live()))
     @rule(data=st.data(), seconds=st.sampled_from([3, 30, 105]))
     def long_run(self, data: st.DataObject, seconds: int) -> None:
-        """The next run of an ``overlap: skip`` job takes ``seconds`` (short, or long enough for an every-second
-        job to pile up 100 skipped fires, yet within the heartbeat's stale time); its job keeps firing meanwhile."""
-        job = data.draw(st.sampled_from([j for j in self._live() if j.overlap == "skip"]))
+        """The next run of an ``overlap: skip`` or ``buffer_one`` job takes ``seconds`` (short, or long enough for an
+        every-second job to pile up 100 skipped fires, yet within the heartbeat's stale time); its job keeps firing
+        meanwhile."""
+        job = data.draw(st.sampled_from([j for j in self._live() if j.overlap in LOCKING]))
         self.long_runs[job.job_id] = seconds
         job.unkeyed_triggers += 1
         self.oracle.triggered(job.job_id, at=self.clock())

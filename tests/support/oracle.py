@@ -31,8 +31,11 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
   earlier or not: the verdicts for the two lateness bounds are both allowed.
 - Every try starts at or after the fire plus the job's jitter offset (scheduled and backfilled runs). A run
   succeeds at most once; a run with a successful try is never recorded dead or skipped; a run whose try started
-  (in the current round: a re-run opens a new one) is never recorded skipped. Under ``overlap: skip`` (the spec in
-  force when a try starts) no two tries of a job run at once; a try counts as running until its target returned.
+  (in the current round: a re-run opens a new one) is never recorded skipped. Under ``overlap: skip`` and
+  ``buffer_one`` (the spec in force when a try starts) no two tries of a job run at once; a try counts as running
+  until its target returned. Under ``buffer_one`` a fire is recorded skipped for overlap only while another fire
+  waits (its reason names the holder and the one that waits, never itself), and the one that waits runs after
+  that: its first try from then on starts after the holder's try ended (design §5.4).
 - A manual run is keyed at its request's instant, never at a fire (design §2: its ``scheduled_for`` never
   collides with a scheduled fire): a PATCH in the same millisecond has no fire at that instant.
 - A trigger runs once; a backfill runs each fire of ``[start, end)`` of the eras in force, dispatchable by the
@@ -42,6 +45,7 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -64,6 +68,10 @@ DELETED_QUEUE_MS = 5 * MAX_GIVE_BACK_DELAY_S * 1000
 and a run that finds its job deleted is recorded skipped, never run (design §2): the run queue's 5 receives,
 each handed back for at most ``MAX_GIVE_BACK_DELAY_S``."""
 FINISHED = ("succeeded", "dead")
+LOCKING = ("skip", "buffer_one")
+"""The ``overlap`` policies under which no two tries of a job run together."""
+WAITING = re.compile(r"run (\S+) of this job is still running and run (\S+) waits for it")
+"""The reason of a fire skipped under ``buffer_one``: the holder's run id and that of the fire that waits."""
 HOUR_MS = 3_600_000
 
 
@@ -281,9 +289,10 @@ class Oracle:
         started = Try(job_id, rid, at, rounds)
         running = [t for t in self.open.get(job_id, []) if t.ended is None]
         era = job.era_at(at) if job is not None else None
-        if era is not None and era.spec.overlap == "skip" and running:
+        if era is not None and era.spec.overlap in LOCKING and running:
             self.violations.append(
-                f"overlap: a try of {rid} started at {from_ms(at)} while {running[0].run} runs (overlap: skip)"
+                f"overlap: a try of {rid} started at {from_ms(at)} while {running[0].run} runs"
+                f" (overlap: {era.spec.overlap})"
             )
         self.open.setdefault(job_id, []).append(started)
         self.tries.append(started)
@@ -376,6 +385,18 @@ class Oracle:
             if tried:
                 problems.append(
                     f"{row.run_id}: recorded skipped ({row.error}) after {len(tried)} tries of it ran"
+                )
+        if status == "skipped" and (row.error or "").startswith("overlap") and row.finished_at is not None:
+            era_then = job.era_at(row.finished_at)
+            waiting = WAITING.search(row.error or "")
+            under_buffer_one = (
+                era_then is not None
+                and era_then.spec.overlap == "buffer_one"
+                and era_then.since + EDGE_MS < row.finished_at  # not decided under the spec before a PATCH
+            )
+            if under_buffer_one and (waiting is None or waiting.group(2) == row.run_id):
+                problems.append(
+                    f"{row.run_id}: skipped under buffer_one with no other fire waiting: {row.error}"
                 )
         if kind == "manual":
             return problems
@@ -481,6 +502,33 @@ class Oracle:
                     if verdict == "skip" and not recorded and not _run_on_request(job, fire, by_fire):
                         problems.append(f"{rid}: a fire missed by {era.spec.missed} has no skipped record")
             problems += self._requests(job, by_fire)
+            problems += self._waited(job, mine)
+        return problems
+
+    def _waited(self, job: JobHistory, rows: list[RunRow]) -> list[str]:
+        """Under ``buffer_one``: each fire named as the one that waits when another was skipped ran after that skip
+        (unless it ended without a try: dead-lettered, or its job deleted), and its first try from then on started
+        after the holder's try then running had ended."""
+        problems: list[str] = []
+        by_run = {row.run_id: row for row in rows}
+        for row in rows:
+            found = WAITING.search(row.error or "") if _overlapped(row) else None
+            if found is None or row.finished_at is None:
+                continue
+            holder, waiting = found.groups()
+            later = sorted(t.started for t in self.tries_of(waiting) if t.started >= row.finished_at)
+            if not later:
+                ended = by_run.get(waiting)
+                if (
+                    job.deleted is None
+                    and not _dead_letter(ended)
+                    and waiting not in {t.run for t in self.tries}
+                ):
+                    problems.append(f"{waiting}: waited for the lock (buffer_one) and never ran")
+                continue
+            for t in self.tries_of(holder):
+                if t.started <= later[0] and t.ended is not None and t.ended > later[0]:
+                    problems.append(f"{waiting}: ran at {from_ms(later[0])} beside its holder {holder}")
         return problems
 
     def _requests(self, job: JobHistory, by_fire: dict[int, RunRow]) -> list[str]:

@@ -37,6 +37,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "3.2": ("who did what", "audit", "actor", "admission"),
     "3.3": ("backfill",),
     "3.4": ("get /runs", "failed runs"),
+    "3.5": ("queued fires", "queued runs"),
     "4.1": ("due index", "timer", "idle tick", "jobs due", "backlog"),
     "4.2": ("durable record", "claim", "run once", "send"),
     "4.3": ("lease", "fencing"),

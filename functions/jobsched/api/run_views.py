@@ -32,12 +32,22 @@ def run_view(row: RunRow) -> Run:
         worker=row.worker,
         error=row.error,
         lateness_ms=row.lateness_ms,
+        last_try_lateness_ms=last_try_lateness(row),
         skipped_count=row.skipped_count,
         skipped_through=_instant(row.skipped_through),
         cancelled_by=row.cancelled_by,
         cancel_reason=row.cancel_reason,
         upstream_run_id=row.upstream_run_id,
     )
+
+
+def last_try_lateness(row: RunRow) -> int | None:
+    """The last try's start minus ``scheduled_for`` (ms) of a run tried more than once in its current round (a dead
+    run: the try that ended it), else None (its ``lateness_ms`` says it)."""
+    tries = [t for t in row.tries if t.round == row.reruns]
+    if len(tries) < 2 or tries[-1].started_at is None:
+        return None
+    return tries[-1].started_at - row.scheduled_for
 
 
 def run_detail(row: RunRow) -> RunDetail:

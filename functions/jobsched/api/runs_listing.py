@@ -7,6 +7,9 @@ Three ways to serve it, each bounded by the page:
   only failing rows enter, so it costs nothing on the happy path;
 - otherwise: each of the owner's live jobs is read for one page and the pages are merged (at most
   :data:`MAX_FANOUT_JOBS` jobs; beyond that the caller narrows by ``job_id`` or a failure status).
+
+A live job's page also lists its queued fires (``api.queued_runs``: dispatched, not yet claimed, no row yet) as
+``queued`` runs among its rows.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from datetime import datetime
 
 from jobsched.api.cursor import decode_cursor, encode_cursor, history_before
 from jobsched.api.exceptions import CursorNotFound, InvalidInput, JobNotFound
+from jobsched.api.queued_runs import QueuedRuns, merged_page
 from jobsched.api.run_views import run_view
 from jobsched.api.schemas import Page
-from jobsched.clock import to_ms
+from jobsched.clock import Clock, to_ms
 from jobsched.models import Run, RunKind, RunStatus
-from jobsched.ports.jobs import JobRepository
+from jobsched.ports.errors import NotFound
+from jobsched.ports.jobs import JobRepository, StoredJob
 from jobsched.ports.run_stores import RunHistory
 from jobsched.ports.runs import FAILURE_STATUSES, RunFilter, RunRow
 
@@ -29,11 +34,13 @@ MAX_FANOUT_JOBS = 500
 
 
 class RunListing:
-    """Runs across an owner's jobs on the job store ``jobs`` and the run store ``runs``."""
+    """Runs across an owner's jobs on the job store ``jobs`` and the run store ``runs``; with ``clock``, a live
+    job's queued fires too (``api.queued_runs``)."""
 
-    def __init__(self, jobs: JobRepository, runs: RunHistory) -> None:
+    def __init__(self, jobs: JobRepository, runs: RunHistory, clock: Clock | None = None) -> None:
         self.jobs = jobs
         self.runs = runs
+        self.queued = QueuedRuns(runs, clock) if clock is not None else None
 
     def for_job(
         self, owner: str, job_id: str, *, status: RunStatus | None, limit: int, cursor: str | None
@@ -47,7 +54,9 @@ class RunListing:
         before_ms = history_before(cursor, "runs", owner, job_id, int)
         if before_ms is not None and before_ms < 0:
             raise CursorNotFound()
-        rows, last = self.runs.list_for_job(job_id, limit, RunFilter(status=status), before_ms)
+        where = RunFilter(status=status)
+        rows, last = self.runs.list_for_job(job_id, limit, where, before_ms)
+        rows, last = self._with_queued(self._stored(job_id), where, rows, last, before_ms, limit)
         next_cursor = (
             encode_cursor("runs", owner, {"job": job_id, "before": last}) if last is not None else None
         )
@@ -102,27 +111,67 @@ class RunListing:
     ) -> tuple[list[RunRow], tuple[int, str] | None]:
         if self.jobs.history_owner(job_id) != owner:
             raise JobNotFound(job_id)
-        rows, last = self.runs.list_for_job(job_id, limit, where, start[0] if start is not None else None)
+        before_ms = start[0] if start is not None else None
+        rows, last = self.runs.list_for_job(job_id, limit, where, before_ms)
+        rows, last = self._with_queued(self._stored(job_id), where, rows, last, before_ms, limit)
         return rows, ((last, job_id) if last is not None else None)
+
+    def _stored(self, job_id: str) -> StoredJob | None:
+        """The live job ``job_id`` when queued fires are listed, else None (also when deleted)."""
+        if self.queued is None:
+            return None
+        try:
+            return self.jobs.get(job_id)
+        except NotFound:
+            return None
+
+    def _with_queued(
+        self,
+        stored: StoredJob | None,
+        where: RunFilter,
+        rows: list[RunRow],
+        last: int | None,
+        before_ms: int | None,
+        limit: int,
+    ) -> tuple[list[RunRow], int | None]:
+        """One job's page ``rows`` (the store's cursor ``last``) with its queued fires merged in
+        (``queued_runs.merged_page``)."""
+        if self.queued is None or stored is None:
+            return rows, last
+        unfiltered = where.status is None and where.kind is None
+        queued = self.queued.of(
+            stored, where, before_ms=before_ms, floor_ms=last, page=rows if unfiltered else None
+        )
+        return merged_page(rows, last, queued, limit) if queued else (rows, last)
 
     def _merged(
         self, owner: str, where: RunFilter, start: tuple[int, str] | None, limit: int
     ) -> tuple[list[RunRow], tuple[int, str] | None]:
         """One page of each live job after ``start`` (``(scheduled_for, job_id)``, exclusive), merged."""
         found: list[RunRow] = []
-        for job_id in self._job_ids(owner):
+        unfiltered = where.status is None and where.kind is None
+        for stored in self._jobs_of(owner):
+            job_id = stored.job.id
             before = None
             if start is not None:
                 # after (at, job) in the order (scheduled_for desc, job_id desc): a job id below the cursor's may
                 # still show its row at the cursor's instant
                 before = start[0] + 1 if job_id < start[1] else start[0]
-            found.extend(self.runs.list_for_job(job_id, limit + 1, where, before)[0])
+            rows = self.runs.list_for_job(job_id, limit + 1, where, before)[0]
+            found.extend(rows)
+            if self.queued is not None:
+                floor = rows[-1].scheduled_for if len(rows) > limit else None
+                found.extend(
+                    self.queued.of(
+                        stored, where, before_ms=before, floor_ms=floor, page=rows if unfiltered else None
+                    )
+                )
         found.sort(key=lambda row: (row.scheduled_for, row.job_id), reverse=True)
         page = found[:limit]
         more = len(found) > limit
         return page, ((page[-1].scheduled_for, page[-1].job_id) if more else None)
 
-    def _job_ids(self, owner: str) -> Iterator[str]:
+    def _jobs_of(self, owner: str) -> Iterator[StoredJob]:
         after: tuple[str, str] | None = None
         count = 0
         while True:
@@ -135,7 +184,7 @@ class RunListing:
                         f"more than {MAX_FANOUT_JOBS} jobs to merge: list one job's runs (job_id) or the failed "
                         "runs (status retrying, dead or skipped), which an index serves",
                     )
-                yield found.job.id
+                yield found
             if after is None:
                 return
 

@@ -109,7 +109,7 @@ class JobService:
     def __post_init__(self) -> None:
         self.audit = AuditTrail(self.jobs, self.settings.retention_days)
         self.backfiller = Backfiller(self.settings, self.runs, self.queue, self.audit, self.clock)
-        self.run_listing = RunListing(self.jobs, self.runs)
+        self.run_listing = RunListing(self.jobs, self.runs, self.clock)
         self._partitions_marked = False
 
     @property

@@ -102,7 +102,13 @@ TimeoutOpt = Annotated[int | None, typer.Option("--timeout", help="Seconds a try
 MissedOpt = Annotated[
     str | None, typer.Option("--missed", help="catch_up or skip: fires missed during downtime.")
 ]
-OverlapOpt = Annotated[str | None, typer.Option("--overlap", help="allow or skip: a run while another runs.")]
+OverlapOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--overlap",
+        help="allow, skip or buffer_one (one fire waits, later ones skip): a run while another runs.",
+    ),
+]
 PriorityOpt = Annotated[
     str | None,
     typer.Option("--priority", help="high, normal or low: the order among fires due at the same time."),

@@ -207,14 +207,21 @@ function specList(fields, skip = []) {
   ]));
 }
 
-function runsTable(runs, { withJob = false } = {}) {
-  const job = (run) => (withJob ? [h("a", { href: `#/jobs/${encodeURIComponent(run.job_id)}` }, run.job_id)] : []);
+// A run's lateness: its first try's, and on a run tried more than once, the last try's too (the one that ended a
+// dead run).
+const lateness = (run) => (run.last_try_lateness_ms === null || run.last_try_lateness_ms === undefined
+  ? seconds(run.lateness_ms) : `${seconds(run.lateness_ms)} (last try ${seconds(run.last_try_lateness_ms)})`);
+
+// `jobNames`: job id -> name, so a listing across jobs names each run's job (a deleted job by its id).
+function runsTable(runs, { withJob = false, jobNames = {} } = {}) {
+  const job = (run) => (withJob ? [h("a", { href: `#/jobs/${encodeURIComponent(run.job_id)}`, title: run.job_id },
+    jobNames[run.job_id] || run.job_id)] : []);
   return table([...(withJob ? ["Job"] : []), "Scheduled for", "Status", "Kind", "Try", "Lateness", "Started", "Finished", "Worker", "Error"],
     runs.map((run) => [
       ...job(run),
       h("a", { href: `#/jobs/${encodeURIComponent(run.job_id)}/runs/${encodeURIComponent(run.id)}` }, run.scheduled_for),
       h("span", {}, statusBadge(run.status), run.skipped_count ? ` ×${run.skipped_count}` : ""),
-      run.kind, String(run.attempt ?? 0), seconds(run.lateness_ms), when(run.started_at), when(run.finished_at),
+      run.kind, String(run.attempt ?? 0), lateness(run), when(run.started_at), when(run.finished_at),
       run.worker || "–", { wrap: run.error || "" },
     ]));
 }
@@ -324,9 +331,11 @@ function failuresView() {
   fill(main, h("h1", {}, "Failures"), box);
   return {
     async refresh() {
-      const [dead, retrying] = await Promise.all([api.listAllRuns({ status: "dead", max: 200 }), api.listAllRuns({ status: "retrying", max: 200 })]);
+      const [dead, retrying, jobs] = await Promise.all([api.listAllRuns({ status: "dead", max: 200 }),
+        api.listAllRuns({ status: "retrying", max: 200 }), api.listJobs()]);
       const runs = [...dead, ...retrying].sort((a, b) => Date.parse(b.scheduled_for) - Date.parse(a.scheduled_for));
-      fill(box, runs.length ? runsTable(runs, { withJob: true }) : h("p", { class: "muted" }, "No dead or retrying runs."));
+      const jobNames = Object.fromEntries(jobs.map((job) => [job.id, job.name]));
+      fill(box, runs.length ? runsTable(runs, { withJob: true, jobNames }) : h("p", { class: "muted" }, "No dead or retrying runs."));
     },
   };
 }

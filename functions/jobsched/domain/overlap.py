@@ -1,7 +1,9 @@
-"""The job's overlap lock as a try takes and lets go of it (design §5.4, ``overlap: skip``): one conditional
-write takes it (``JobSpecs.acquire_overlap``), exact whatever the history length; a holder whose try is over is
-replaced; a try still running without the lock (started while the job had ``overlap: allow``) blocks it; and a
-cancelled try that may still be running holds it on after its record. Within seconds of a change of
+"""The job's overlap lock as a try takes and lets go of it (design §5.4, ``overlap: skip`` and ``buffer_one``): one
+conditional write takes it (``JobSpecs.acquire_overlap``), exact whatever the history length; a holder whose try
+is over is replaced; a try still running without the lock (started while the job had ``overlap: allow``) blocks
+it; and a cancelled try that may still be running holds it on after its record. Under ``buffer_one`` a fire that
+finds the lock held becomes the one fire that waits for it (``JobSpecs.buffer_overlap``) unless another fire
+waits already; the holder's release hands the lock to it and sends its run a message (``OverlapLock.let_go``). Within seconds of a change of
 ``overlap`` (``PRE_CLAIM_SPEC_MS``) a try waits too, and an ``allow`` spec read before the claim is read again
 after it when the claim landed later than that: a try under a spec read before a PATCH to ``skip`` never runs
 beside a locked try.
@@ -16,8 +18,9 @@ from jobsched.clock import Clock, to_ms
 from jobsched.models import Job, LambdaTarget, OverlapPolicy, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.limits import RunLimits
-from jobsched.ports.run_stores import JobSpecs, RunRows
-from jobsched.ports.runs import OverlapHolder, OverlapRequest, Owned, RunFilter
+from jobsched.ports.run_messages import RunMessage
+from jobsched.ports.run_stores import JobSpecs, RunRows, RunSender
+from jobsched.ports.runs import BufferRequest, OverlapHolder, OverlapRequest, Owned, RunFilter, RunKey, RunRow
 from jobsched.ports.targets import TargetCall
 
 logger = logging.getLogger(__name__)
@@ -45,15 +48,32 @@ LAMBDA_MAX_RUN_S = 900
 cancelled ``lambda`` try holds its job's overlap lock this long from its start."""
 
 
+TAKE_TRIES = 3
+"""How often ``OverlapLock.take`` asks for a ``buffer_one`` job's lock that was let go of between its refusal and
+the request to wait for it, before the try waits ``CONTENDED_WAIT_S`` and asks again (never skipped so)."""
+CONTENDED_WAIT_S = 5
+"""Seconds a ``buffer_one`` try whose lock changed hands on each of its ``TAKE_TRIES`` waits before it asks again."""
+
+
 @dataclass(frozen=True)
 class Blocked:
-    """Why a try may not run now under ``overlap: skip``: ``holder``, the run id of the try holding or running
-    outside the job's lock (or a description of the try that may yet start); ``wait_s``: when set, the try waits
-    this long (s) whatever it is (the job's ``overlap`` changed too recently to tell); when None, a fresh fire's
-    first try is skipped and any other waits (``Worker._wait_for_lock``)."""
+    """Why a try may not run now under ``overlap: skip`` or ``buffer_one``: ``holder``, the run id of the try
+    holding or running outside the job's lock (or a description of the try that may yet start); ``wait_s``: when
+    set, the try waits this long (s) whatever it is (the job's ``overlap`` changed too recently to tell);
+    ``buffered``: the try's run is the fire that waits for the lock (``buffer_one``), so it waits; ``waiting``: the
+    run id of another fire that waits for it (``buffer_one``). Otherwise a fresh fire's first try is skipped and
+    any other waits (``Worker._wait_for_lock``)."""
 
     holder: str
     wait_s: int | None = None
+    buffered: bool = False
+    waiting: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """Why a fresh fire is skipped, for its row's ``error``."""
+        running = f"overlap: run {self.holder} of this job is still running"
+        return running if self.waiting is None else f"{running} and run {self.waiting} waits for it"
 
 
 @dataclass(eq=False)
@@ -73,28 +93,42 @@ class OverlapLock:
     runs: RunRows
     jobs: JobSpecs
     clock: Clock
+    queue: RunSender | None = None
+    """Where the run of a fire the lock is handed to is sent (``let_go``); None: it comes with its own message."""
 
     def take(self, owned: Owned, job: Job, now: int) -> Blocked | None:
         """Take ``job``'s overlap lock for the claimed try ``owned`` at ``now`` (epoch ms): None when taken and no
-        try runs without it, else why the try may not run (``Blocked``; the lock is then not held). Raises
+        try runs without it, else why the try may not run (``Blocked``; the lock is then not held). Under
+        ``buffer_one`` a try that finds it held asks to wait for it (``_wait_behind``). Raises
         ``StoreUnavailable`` (the lock given back first when it was taken)."""
-        holder = self._acquire(owned, now)
-        if holder is not None:
-            return Blocked(holder)
+        seen = ""
+        for _ in range(TAKE_TRIES):
+            holder = self._acquire(owned, now)
+            if holder is None:
+                break
+            if job.overlap is not OverlapPolicy.BUFFER_ONE:
+                return Blocked(holder.run_id)
+            seen = holder.run_id
+            blocked = self._wait_behind(owned, holder)
+            if blocked is not None:
+                return blocked
+        else:
+            return Blocked(seen, wait_s=CONTENDED_WAIT_S)
         try:
             return self._unlocked_try(owned, job, now)
         except StoreUnavailable:
             self.release(owned)  # the caller gives the claim back: so is the lock
             raise
 
-    def _acquire(self, owned: Owned, now: int) -> str | None:
-        """Take the job's overlap lock for ``owned``; None when taken, else the run id of the try running.
+    def _acquire(self, owned: Owned, now: int) -> OverlapHolder | None:
+        """Take the job's overlap lock for ``owned``; None when taken, else the lock as held.
 
         A holder whose heartbeat is fresh may still be over: its worker finished the try but could not give the
         lock back (an error, or it died right after recording the result). So when refused, the holder's run
         row is read (1 consistent GetItem, only under contention): unless it is still running under the lock's
         claim, the lock is taken from that exact holder (a conditional write), so a finished run never makes the
-        job's next fires skip."""
+        job's next fires skip. A lock handed to a fire that waits (``OverlapHolder.reserved``) is held until that
+        fire's run is over."""
 
         def acquire(replacing: OverlapHolder | None = None) -> OverlapHolder | None:
             return self.jobs.acquire_overlap(
@@ -114,23 +148,66 @@ class OverlapLock:
         holder = acquire()
         if holder is None:
             return None
-        held = holder.run_id
-        if holder.heartbeat_at is not None and holder.heartbeat_at > now + CLOCK_SKEW_MS:
-            return held  # held on past its try's record: that try may still run (``let_go``)
-        _, _, scheduled_for = held.partition("@")
-        row = self.runs.get(owned.job_id, int(scheduled_for)) if scheduled_for.isdigit() else None
-        still_running = (
-            row is not None
-            and row.status is RunStatus.RUNNING
-            and row.attempt == holder.attempt
-            and row.worker == holder.worker
-        )
-        if still_running or acquire(replacing=holder) is not None:
-            return held
+        if (
+            not holder.reserved
+            and holder.heartbeat_at is not None
+            and holder.heartbeat_at > now + CLOCK_SKEW_MS
+        ):
+            return holder  # held on past its try's record: that try may still run (``let_go``)
+        if holder.reserved:
+            still_running = not self._run_over(owned.job_id, holder.run_id)
+        else:
+            row = self._row(owned.job_id, holder.run_id)
+            still_running = (
+                row is not None
+                and row.status is RunStatus.RUNNING
+                and row.attempt == holder.attempt
+                and row.worker == holder.worker
+            )
+        if still_running:
+            return holder
+        refused = acquire(replacing=holder)
+        if refused is not None:
+            return refused
         logger.info(
-            "overlap lock taken from a finished try", extra={"run_id": owned.run_id, "previous": held}
+            "overlap lock taken from a finished try",
+            extra={"run_id": owned.run_id, "previous": holder.run_id},
         )
         return None
+
+    def _wait_behind(self, owned: Owned, holder: OverlapHolder) -> Blocked | None:
+        """Under ``buffer_one``, with the lock held by ``holder``: make ``owned``'s run the fire that waits for it
+        (1 conditional write), or, when another fire waits, replace that fire if its run is over (1 read, and 1
+        write then). ``Blocked`` (``buffered`` when this run waits, else naming the fire that waits), or None when
+        the lock was let go of meanwhile (the caller asks for it again)."""
+        answer = self.jobs.buffer_overlap(BufferRequest(owned.job_id, owned.run_id))
+        held = answer.holder
+        if answer.buffered:
+            return Blocked(held.run_id if held is not None else holder.run_id, buffered=True)
+        if held is None or held.waiting is None:
+            return None
+        waiting = held.waiting
+        if self._run_over(owned.job_id, waiting):
+            again = self.jobs.buffer_overlap(BufferRequest(owned.job_id, owned.run_id, replacing=waiting))
+            if again.buffered:
+                logger.info(
+                    "overlap: a fire that waited and is over replaced",
+                    extra={"run_id": owned.run_id, "previous": waiting},
+                )
+                return Blocked(held.run_id, buffered=True)
+        return Blocked(held.run_id, waiting=waiting)
+
+    def _row(self, job_id: str, run: str) -> RunRow | None:
+        """The run row of run id ``run`` of job ``job_id`` (1 consistent read), None when absent."""
+        _, _, scheduled_for = run.partition("@")
+        return self.runs.get(job_id, int(scheduled_for)) if scheduled_for.isdigit() else None
+
+    def _run_over(self, job_id: str, run: str) -> bool:
+        """Whether run ``run`` of job ``job_id`` is over (finished, or no row): a fire that waits for the lock, or
+        one it was handed to, whose run ended otherwise (its job deleted, its message dead-lettered) holds it no
+        more."""
+        row = self._row(job_id, run)
+        return row is None or row.status.terminal
 
     def _unlocked_try(self, owned: Owned, job: Job, now: int) -> Blocked | None:
         """With the overlap lock just taken: another try of the job still running without it (its heartbeat
@@ -169,7 +246,8 @@ class OverlapLock:
         cancelled ``lambda`` try holds it until ``LAMBDA_MAX_RUN_S`` after its start (the function runs on).
         Held on: the lock's ``heartbeat_at`` is set to the end of the hold (one conditional write), which keeps
         it from anyone, this run's retry included (``OverlapRequest.held_after_ms``), until then; after that it is
-        taken as usual. Errors are logged (the lock then goes stale after ``heartbeat_stale_s``)."""
+        taken as usual. Errors are logged (the lock then goes stale after ``heartbeat_stale_s``). A lock handed to
+        the fire that waits for it (``release``) gets that fire's run a message."""
         if call is None or not call.cancel.cancelled:
             self.release(owned)
             return
@@ -224,8 +302,13 @@ class OverlapLock:
                 return None
 
     def release(self, owned: Owned) -> None:
+        """Give the job's overlap lock back if ``owned`` holds it, or hand it to the fire that waits for it
+        (``JobSpecs.release_overlap``), whose run is then sent a message so it runs now rather than when its own
+        message comes back (``Worker._wait_for_lock``; that message, kept, is the run's record should this one be
+        lost). Errors are logged: a lock not released goes stale after ``heartbeat_stale_s``; a message not sent
+        leaves the fire to its own."""
         try:
-            self.jobs.release_overlap(
+            handed = self.jobs.release_overlap(
                 owned.job_id, run_id=owned.run_id, attempt=owned.attempt, worker=owned.worker
             )
         except Exception:
@@ -233,12 +316,28 @@ class OverlapLock:
                 "overlap lock not released; it goes stale after heartbeat_stale_s",
                 extra={"run_id": owned.run_id},
             )
+            return
+        if handed is None or self.queue is None:
+            return
+        _, _, scheduled_for = handed.partition("@")
+        if not scheduled_for.isdigit():
+            return
+        key = RunKey(owned.job_id, int(scheduled_for))
+        logger.info(
+            "overlap lock handed to the fire that waits", extra={"run_id": owned.run_id, "to": handed}
+        )
+        try:
+            self.queue.send([RunMessage(key.job_id, key.scheduled_for, enqueued_at=self.clock())])
+        except Exception:
+            logger.exception(
+                "the fire that waits was not sent; its own message comes back", extra={"to": handed}
+            )
 
     def spec_may_be_stale(self, job: Job | None, read_at: int | None) -> bool:
         """Whether a spec read before the claim (sent at ``read_at``, epoch ms; None: read after it) must be read
         again: under ``overlap: allow`` a try takes no lock, so a PATCH to ``skip`` that landed between the read
         and the claim would let it run beside a locked try. Trusted when the claim landed within
         ``PRE_CLAIM_SPEC_MS`` of the read (a lock taker waits that long after such a change: ``OverlapLock.take``)."""
-        if read_at is None or job is None or job.overlap is not OverlapPolicy.ALLOW:
+        if read_at is None or job is None or job.overlap.locks:
             return False
         return self.clock() - read_at > PRE_CLAIM_SPEC_MS

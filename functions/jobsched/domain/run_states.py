@@ -368,7 +368,7 @@ TRANSITIONS: dict[str, Transition] = {
                 Remove("sweep_at"),
                 Remove("retry_at"),
             ),
-            "worker, sweeper: the try will not run (job deleted, overlap held)",
+            "worker, sweeper: the try will not run (job deleted, overlap held; under buffer_one, another fire waits)",
         ),
         Transition(
             "give_back",
@@ -383,7 +383,8 @@ TRANSITIONS: dict[str, Transition] = {
                 Set("lateness_ms", Param("before_lateness_ms")),
                 Set("owner", Param("before_owner"), given_only=True),
             ),
-            "worker, sweeper: undo a claim whose try never started; the row is as the claim found it",
+            "worker, sweeper: undo a claim whose try never started (a storage error; a wait for the overlap lock, as"
+            " the fire that waits under buffer_one); the row is as the claim found it",
         ),
         Transition(
             "cancel",

@@ -22,9 +22,9 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
 2. The job's spec: read with the rest of the batch's before any claim (``Worker.read_specs``, one request per
    batch; when that read fails, each run reads its own here). Deleted: the run is recorded ``skipped``. Out of
    attempts (the lost worker's try was the last, or ``max_attempts`` was lowered): ``dead`` without running.
-   ``overlap: skip``: take the job's overlap lock (``domain.overlap``); held by another try: ``skipped`` when
-   this is a fresh fire's first try (the row was ``queued``), else it waits (``Worker._wait_for_lock``: the
-   claim given back, its attempts kept, the delivery back when the holder's try must be over). A storage error
+   ``overlap: skip``/``buffer_one``: take the job's overlap lock (``domain.overlap``); held by another try: a
+   fresh fire's first try (the row ``queued``) is ``skipped``, unless under ``buffer_one`` no other fire waits;
+   else it waits (``Worker._wait_for_lock``: the claim given back, its attempts kept). A storage error
    anywhere in this step gives the claim back (``RunRows.give_back``: the row as it was before the claim) and
    the delivery comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier receive: a try the target never saw
    does not count.
@@ -85,7 +85,7 @@ from jobsched.domain.retries import (
 from jobsched.domain.runs import claim_message
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
 from jobsched.domain.tries import with_try
-from jobsched.models import Job, OverlapPolicy, RunKind, RunStatus
+from jobsched.models import Job, RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.limits import RunLimits
 from jobsched.ports.metrics import RunMetrics
@@ -163,7 +163,9 @@ class Worker:
             alerting=self.alerting,
             chains=self.chains,
         )
-        self.overlap = OverlapLock(settings=self.settings, runs=self.runs, jobs=self.jobs, clock=self.clock)
+        self.overlap = OverlapLock(
+            settings=self.settings, runs=self.runs, jobs=self.jobs, clock=self.clock, queue=queue
+        )
 
     def handle(self, delivery: Delivery, specs: BatchSpecs | None = None) -> str:
         """The batch processor's record handler, once the record is parsed (``adapters.queue.delivery_of``):
@@ -279,14 +281,14 @@ class Worker:
                     return self.failures.dead(owned, job, lost, attempts=attempt - 1, tries=before.tries)
                 error = f"out of attempts: the job allows {job.retry.max_attempts}"
                 return self.failures.dead(owned, job, error, attempts=attempt - 1)
-            locked = job.overlap is OverlapPolicy.SKIP
+            locked = job.overlap.locks
             if locked:
                 blocked = self.overlap.take(owned, job, now)
                 if blocked is not None:
                     fresh = before.status is RunStatus.QUEUED and lost is None
-                    if not fresh or blocked.wait_s is not None:
+                    if not fresh or blocked.wait_s is not None or blocked.buffered:
                         return self._wait_for_lock(delivery, owned, before, job, blocked)
-                    running = f"overlap: run {blocked.holder} of this job is still running"
+                    running = blocked.reason
                     outcome = self._skip(replace(owned, owner=job.owner), running)
                     if outcome is Outcome.SKIPPED and self.alerting is not None:
                         self.alerting.skipped(job, owned.run_id, running)
@@ -474,8 +476,8 @@ class Worker:
     def _wait_for_lock(
         self, delivery: Delivery, owned: Owned, before: RunRow, job: Job, blocked: Blocked
     ) -> Outcome:
-        """A try that may not be skipped for overlap (a retry, a lost worker's run taken over), or one whose job
-        changed its ``overlap`` too recently to tell (``Blocked.wait_s``), waits for the lock: the claim is given
+        """A try that may not be skipped for overlap (a retry, a lost worker's run taken over, the fire that waits
+        under ``buffer_one``), or one whose job changed its ``overlap`` too recently (``Blocked.wait_s``): the claim is given
         back (``RunRows.give_back``: the row as it was, its attempt count kept) and the delivery comes again
         after ``blocked.wait_s``, or after the longest the holder's try can still hold the lock (the job's capped
         ``timeout_s`` plus ``heartbeat_stale_s``, at most ``MAX_GIVE_BACK_DELAY_S``): ``DEFERRED``. If the claim

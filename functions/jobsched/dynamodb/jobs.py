@@ -42,7 +42,7 @@ from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, St
 
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
-    from jobsched.ports.runs import OverlapHolder, OverlapRequest
+    from jobsched.ports.runs import BufferAnswer, BufferRequest, OverlapHolder, OverlapRequest
 
 
 def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
@@ -322,9 +322,14 @@ class JobStore:
         hold it."""
         return self.overlap.renew(job_id, run_id=run_id, attempt=attempt, worker=worker, now_ms=now_ms)
 
-    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None:
-        """``OverlapLock.release``: give the lock back if this try holds it."""
-        self.overlap.release(job_id, run_id=run_id, attempt=attempt, worker=worker)
+    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> str | None:
+        """``OverlapLock.release``: give the lock back if this try holds it, or hand it to the fire that waits for
+        it (that fire's run id is returned)."""
+        return self.overlap.release(job_id, run_id=run_id, attempt=attempt, worker=worker)
+
+    def buffer_overlap(self, request: BufferRequest) -> BufferAnswer:
+        """``OverlapLock.buffer``: make ``request``'s run the fire that waits for the held lock."""
+        return self.overlap.buffer(request)
 
     # --- scheduler side: the due index (``store.due_index``) -------------------------------------
 

@@ -18,7 +18,13 @@ from jobsched.labels import matches
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
-from jobsched.ports.runs import OverlapHolder, OverlapRequest
+from jobsched.ports.runs import (
+    RESERVED_WORKER,
+    BufferAnswer,
+    BufferRequest,
+    OverlapHolder,
+    OverlapRequest,
+)
 
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DueCursor, DuePage, DueQuery, Move, Rewrite
@@ -121,17 +127,51 @@ def _held_on(held: OverlapHolder, held_after_ms: int | None) -> bool:
 
 
 def overlap_free(held: OverlapHolder | None, request: OverlapRequest) -> bool:
-    """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for ``request``: free, stale
-    (``heartbeat_at < request.stale_before_ms``, epoch ms) or this run's; with ``request.replacing``, exactly when
-    that try holds it."""
+    """Whether ``JobSpecs.acquire_overlap`` may take a lock ``held`` (None: free) for ``request``: free, this
+    run's (unless held on past its try's record), or stale (``heartbeat_at < request.stale_before_ms``, epoch
+    ms) when not reserved and no other fire waits; with ``request.replacing``, exactly when that try holds it
+    and no other fire waits (``ports.runs.OverlapRequest``)."""
+    if held is None:
+        return request.replacing is None
+    queue_free = held.waiting in (None, request.run_id)
     replacing = request.replacing
-    if replacing is None:
-        return (
-            held is None
-            or (held.heartbeat_at is not None and held.heartbeat_at < request.stale_before_ms)
-            or (held.run_id == request.run_id and not _held_on(held, request.held_after_ms))
-        )
-    return held is not None and _same_try(held, replacing.run_id, replacing.attempt, replacing.worker)
+    if replacing is not None:
+        return queue_free and _same_try(held, replacing.run_id, replacing.attempt, replacing.worker)
+    if held.run_id == request.run_id:
+        return held.reserved or not _held_on(held, request.held_after_ms)
+    stale = held.heartbeat_at is not None and held.heartbeat_at < request.stale_before_ms
+    return stale and not held.reserved and queue_free
+
+
+def taken_overlap(held: OverlapHolder | None, request: OverlapRequest) -> OverlapHolder:
+    """The lock as ``request`` takes it from ``held``: the fire that waits is kept."""
+    return replace(request.holder, buffered=held.buffered if held is not None else None)
+
+
+def buffered_overlap(held: OverlapHolder | None, request: BufferRequest) -> OverlapHolder | None:
+    """The lock after ``JobSpecs.buffer_overlap`` of ``request`` on ``held``, or None when refused: held, and no
+    other fire waits (with ``request.replacing``: exactly that fire waits)."""
+    if held is None:
+        return None
+    if request.replacing is not None:
+        allowed = held.waiting == request.replacing
+    else:
+        allowed = held.waiting in (None, request.run_id)
+    return replace(held, buffered=request.run_id) if allowed else None
+
+
+def released_overlap(
+    held: OverlapHolder | None, run_id: str, attempt: int, worker: str
+) -> OverlapHolder | None:
+    """The lock after ``JobSpecs.release_overlap`` by the try ``(run_id, attempt, worker)`` (None: free): freed
+    when that try holds it and no fire waits; handed to the fire that waits (``RESERVED_WORKER``, attempt 0, its
+    ``heartbeat_at`` kept) when one does; as it was when another try holds it."""
+    if held is None or not _same_try(held, run_id, attempt, worker):
+        return held
+    waiting = held.waiting
+    if waiting is None:
+        return None
+    return OverlapHolder(waiting, 0, RESERVED_WORKER, held.heartbeat_at, waiting)
 
 
 class MemoryJobStore:
@@ -287,7 +327,7 @@ class MemoryJobStore:
             held = self.locks.get(request.job_id)
             if not overlap_free(held, request):
                 return held or OverlapHolder(run_id="?")
-            self.locks[request.job_id] = request.holder
+            self.locks[request.job_id] = taken_overlap(held, request)
             return None
 
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool:
@@ -296,15 +336,30 @@ class MemoryJobStore:
             held = self.locks.get(job_id)
             if held is None or not _same_try(held, run_id, attempt, worker):
                 return False
-            self.locks[job_id] = OverlapHolder(run_id, attempt, worker, now_ms)
+            self.locks[job_id] = replace(held, heartbeat_at=now_ms)
             return True
 
-    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None:
-        """Give the lock back if this try holds it (else nothing)."""
+    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> str | None:
+        """Give the lock back if this try holds it (else nothing), or hand it to the fire that waits for it
+        (:func:`released_overlap`): that fire's run id, else None."""
         with self._lock:
             held = self.locks.get(job_id)
-            if held is not None and _same_try(held, run_id, attempt, worker):
-                del self.locks[job_id]
+            after = released_overlap(held, run_id, attempt, worker)
+            if after is None:
+                self.locks.pop(job_id, None)
+            else:
+                self.locks[job_id] = after
+            return after.run_id if after is not None and after is not held else None
+
+    def buffer_overlap(self, request: BufferRequest) -> BufferAnswer:
+        """Make ``request``'s run the fire that waits for the lock when :func:`buffered_overlap` allows it."""
+        with self._lock:
+            held = self.locks.get(request.job_id)
+            after = buffered_overlap(held, request)
+            if after is None:
+                return BufferAnswer(False, held)
+            self.locks[request.job_id] = after
+            return BufferAnswer(True, after)
 
     # --- DueIndex -----------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ from jobsched.ports.jobs import AuditEvent, StoredJob
 from jobsched.ports.run_messages import DeadLetter, DeadRun, RunMessage
 from jobsched.ports.runs import (
     EVERY_RUN,
+    BufferAnswer,
+    BufferRequest,
     Cancel,
     Claim,
     ClaimRequest,
@@ -148,7 +150,9 @@ class SweepRows(RunTransitions, RunClaims, Protocol):
 class JobSpecs(Protocol):
     """A job as the worker runs it (``get_spec``: None when deleted; ``get_specs``: a batch's jobs by id, the
     deleted ones left out) and its overlap lock (``jobsched.dynamodb.jobs.JobStore``): ``acquire_overlap`` returns
-    None when taken (:class:`OverlapRequest` tells when), else the try holding it."""
+    None when taken (:class:`OverlapRequest` tells when), else the try holding it; ``release_overlap`` gives it
+    back if the try holds it, or hands it to the fire waiting for it (``overlap: buffer_one``), whose run id it
+    returns; ``buffer_overlap`` makes a fire the one that waits (:class:`BufferRequest`)."""
 
     def get_spec(self, job_id: str) -> Job | None: ...
 
@@ -162,7 +166,9 @@ class JobSpecs(Protocol):
 
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool: ...
 
-    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None: ...
+    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> str | None: ...
+
+    def buffer_overlap(self, request: BufferRequest) -> BufferAnswer: ...
 
     def list_events(
         self, job_id: str, limit: int, before: str | None = None

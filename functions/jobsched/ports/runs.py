@@ -290,22 +290,64 @@ class SweepPage:
 
 @dataclass(frozen=True)
 class OverlapHolder:
-    """The try holding a job's overlap lock (``overlap: skip``): its run id, attempt and worker, and the
-    lock's last ``heartbeat_at`` (epoch ms; None when unknown)."""
+    """The try holding a job's overlap lock (``overlap: skip`` or ``buffer_one``): its run id, attempt and worker,
+    and the lock's last ``heartbeat_at`` (epoch ms; None when unknown). ``buffered``: the run id of the fire
+    waiting for the lock under ``buffer_one`` (None, or the holder's own run id: no fire waits). A holder whose
+    ``worker`` is ``RESERVED_WORKER`` is a waiting fire the lock was handed to when its holder let go
+    (``JobSpecs.release_overlap``): its try has not taken it yet."""
 
     run_id: str
     attempt: int | None = None
     worker: str | None = None
     heartbeat_at: int | None = None
+    buffered: str | None = None
+
+    @property
+    def waiting(self) -> str | None:
+        """The run id of the fire waiting for the lock, else None."""
+        return self.buffered if self.buffered is not None and self.buffered != self.run_id else None
+
+    @property
+    def reserved(self) -> bool:
+        """Whether the lock was handed to a waiting fire that has not taken it yet."""
+        return self.worker == RESERVED_WORKER
+
+
+RESERVED_WORKER = "buffered"
+"""The ``worker`` of an overlap lock handed by its holder to the fire waiting for it (``overlap: buffer_one``): no
+worker holds it; only that fire's try takes it, and a lock so held is never stale (``OverlapRequest``)."""
+
+
+@dataclass(frozen=True)
+class BufferRequest:
+    """A fire asking to wait for its job's overlap lock (``JobSpecs.buffer_overlap``, ``overlap: buffer_one``):
+    job ``job_id``'s run ``run_id`` becomes the fire that waits when the lock is held and no other fire waits;
+    with ``replacing`` (a waiting fire's run id, known to be over), exactly when that fire still waits."""
+
+    job_id: str
+    run_id: str
+    replacing: str | None = None
+
+
+@dataclass(frozen=True)
+class BufferAnswer:
+    """The answer of ``JobSpecs.buffer_overlap``: ``buffered`` (the run now waits for the lock), else the lock as
+    stored, ``holder`` (None: nobody holds it)."""
+
+    buffered: bool
+    holder: OverlapHolder | None = None
 
 
 @dataclass(frozen=True)
 class OverlapRequest:
     """A try asking for its job's overlap lock (``JobSpecs.acquire_overlap``): job ``job_id``'s lock for the try
-    ``(run_id, attempt, worker)`` at ``now_ms``. Granted when free, when its holder's ``heartbeat_at`` is older
-    than ``stale_before_ms`` (epoch ms: the holder was lost) or when the holder is this run (a retry or a
-    takeover of it); with ``replacing`` (a holder as a refusal returned it), exactly when that holder still holds
-    it (and ``held_after_ms``). ``expires_at_s`` (epoch s) bounds how long a lock left behind by a crash is kept."""
+    ``(run_id, attempt, worker)`` at ``now_ms``. Granted when free, when the holder is this run (a retry or a
+    takeover of it, or the waiting fire the lock was handed to), or when its holder's ``heartbeat_at`` is older
+    than ``stale_before_ms`` (epoch ms: the holder was lost) and the holder is not a reserved one
+    (``RESERVED_WORKER``) and no other fire waits for it (``OverlapHolder.waiting``); with ``replacing`` (a
+    holder as a refusal returned it), exactly when that holder still holds it and no other fire waits. Taking it
+    keeps the fire that waits (taken by that fire, none waits any more). ``expires_at_s`` (epoch s) bounds how
+    long a lock left behind by a crash is kept."""
 
     job_id: str
     run_id: str

@@ -143,6 +143,8 @@ UPGRADES = (
     "DROP INDEX IF EXISTS jobs_due",
     "CREATE INDEX jobs_lanes ON jobs (due_partition, due_bucket, due_shard, due_lane, due_position, job_id,"
     " due_at, due_version) WHERE due_at IS NOT NULL",
+    # the run id of the fire waiting for the lock (``overlap: buffer_one``, ``ports.runs.OverlapHolder``)
+    "ALTER TABLE overlap_locks ADD COLUMN buffered TEXT",
 )
 """Schema changes applied once, in order, to a database made before them (``PRAGMA user_version`` counts the
 ones applied)."""

@@ -18,14 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.clock import to_ms
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry, stuck_due_before
-from jobsched.memory.jobs import check_replace, moved_state, overlap_free, stored_job
+from jobsched.memory.jobs import (
+    buffered_overlap,
+    check_replace,
+    moved_state,
+    overlap_free,
+    released_overlap,
+    stored_job,
+    taken_overlap,
+)
 from jobsched.models import Job, MissedPolicy
 from jobsched.ports.errors import NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable, hinted_priority
-from jobsched.ports.runs import OverlapHolder, OverlapRequest
+from jobsched.ports.runs import BufferAnswer, BufferRequest, OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
 
 _DAY_S = 86_400
@@ -254,28 +264,13 @@ class SqliteJobStore:
         return {str(job_id): Job.model_validate_json(spec) for job_id, spec in rows}
 
     def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
-        """Take the lock for ``request``'s try when ``overlap_free``: None when taken, else the holder. Its
-        ``expires_at_s`` (epoch s): when a lock left behind is reaped."""
+        """Take the lock for ``request``'s try when ``overlap_free`` (the fire that waits is kept): None when
+        taken, else the holder. Its ``expires_at_s`` (epoch s): when a lock left behind is reaped."""
         with self.db.write() as conn:
-            row = conn.execute(
-                "SELECT run_id, attempt, worker, heartbeat_at FROM overlap_locks WHERE job_id = ?",
-                (request.job_id,),
-            ).fetchone()
-            held = OverlapHolder(*row) if row else None
+            held = _lock_of(conn, request.job_id)
             if not overlap_free(held, request):
                 return held or OverlapHolder(run_id="?")
-            conn.execute(
-                "INSERT OR REPLACE INTO overlap_locks (job_id, run_id, attempt, worker, heartbeat_at,"
-                " expires_at_s) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    request.job_id,
-                    request.run_id,
-                    request.attempt,
-                    request.worker,
-                    request.now_ms,
-                    request.expires_at_s,
-                ),
-            )
+            _put_lock(conn, request.job_id, taken_overlap(held, request), request.expires_at_s)
             return None
 
     def renew_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str, now_ms: int) -> bool:
@@ -290,13 +285,34 @@ class SqliteJobStore:
                 == 1
             )
 
-    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> None:
-        """Give the lock back if this try holds it (else nothing)."""
+    def release_overlap(self, job_id: str, *, run_id: str, attempt: int, worker: str) -> str | None:
+        """Give the lock back if this try holds it (else nothing), or hand it to the fire that waits for it
+        (``released_overlap``): that fire's run id, else None."""
         with self.db.write() as conn:
+            held = _lock_of(conn, job_id)
+            after = released_overlap(held, run_id, attempt, worker)
+            if after is held:
+                return None
+            if after is None:
+                conn.execute("DELETE FROM overlap_locks WHERE job_id = ?", (job_id,))
+                return None
             conn.execute(
-                "DELETE FROM overlap_locks WHERE job_id = ? AND run_id = ? AND attempt = ? AND worker = ?",
-                (job_id, run_id, attempt, worker),
+                "UPDATE overlap_locks SET run_id = ?, attempt = ?, worker = ? WHERE job_id = ?",
+                (after.run_id, after.attempt, after.worker, job_id),
             )
+            return after.run_id
+
+    def buffer_overlap(self, request: BufferRequest) -> BufferAnswer:
+        """Make ``request``'s run the fire that waits for the lock when ``buffered_overlap`` allows it."""
+        with self.db.write() as conn:
+            held = _lock_of(conn, request.job_id)
+            after = buffered_overlap(held, request)
+            if after is None:
+                return BufferAnswer(False, held)
+            conn.execute(
+                "UPDATE overlap_locks SET buffered = ? WHERE job_id = ?", (after.buffered, request.job_id)
+            )
+            return BufferAnswer(True, after)
 
     # --- DueIndex -----------------------------------------------------------------------------
 
@@ -445,3 +461,20 @@ def _record(conn: Any, event: Any) -> None:
 
 def _stored(job_id: str, spec: str, state_text: str | None) -> StoredJob:
     return stored_job(Job.model_validate_json(spec), state_of(job_id, state_text))
+
+
+def _lock_of(conn: sqlite3.Connection, job_id: str) -> OverlapHolder | None:
+    """The overlap lock of job ``job_id`` as stored, None when free."""
+    row = conn.execute(
+        "SELECT run_id, attempt, worker, heartbeat_at, buffered FROM overlap_locks WHERE job_id = ?",
+        (job_id,),
+    ).fetchone()
+    return OverlapHolder(*row) if row else None
+
+
+def _put_lock(conn: sqlite3.Connection, job_id: str, held: OverlapHolder, expires_at_s: int) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO overlap_locks (job_id, run_id, attempt, worker, heartbeat_at, expires_at_s,"
+        " buffered) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (job_id, held.run_id, held.attempt, held.worker, held.heartbeat_at, expires_at_s, held.buffered),
+    )

@@ -68,13 +68,12 @@ def test_overlap_skip_adds_one_lock_and_one_release(
         clock.advance((settings.worker_timeout_cap_s + settings.heartbeat_stale_s) * 1000 + 1)
     requests.clear()
     assert deliver(job) == Outcome.SUCCEEDED
-    # the job's overlap lock: taken with one conditional put, given back with one conditional delete; a job
+    # the job's overlap lock: taken with one conditional update, given back with one conditional delete; a job
     # changed within that time also has its newest audit events read (one query): a change of its overlap may have
     # left a try running without the lock
     assert requests == {
-        "dynamodb.UpdateItem": 2,
+        "dynamodb.UpdateItem": 3,
         "dynamodb.GetItem": 1,
-        "dynamodb.PutItem": 1,
         "dynamodb.DeleteItem": 1,
         "dynamodb.Query": 2 if edited_recently else 1,  # (+ the downstream jobs' lookup, design §2.1)
     }

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from jobsched.domain.runs import new_run
 from jobsched.models import RunKind, RunStatus
+from jobsched.ports.tries import TryRecord
 
 HOUR = 3_600_000
 
@@ -133,3 +135,24 @@ def test_a_number_for_since_or_until_is_a_400_naming_it_not_read_as_epoch_second
     reply = http("GET", "/runs", query={name: value})
 
     assert reply.status == 400 and reply.error["field"] == name, reply.body
+
+
+def test_a_dead_runs_lateness_is_given_for_its_first_try_and_for_the_try_that_ended_it(http):
+    # Given a dead run whose first try started 2 s late and whose last (third) try 95 s after its fire
+    job = http.create("flaky")
+    fire = http.NOW_MS - HOUR
+    tries = tuple(
+        TryRecord(n, fire + late, fire + late + 500, "w", "boom")
+        for n, late in ((1, 2_000), (2, 35_000), (3, 95_000))
+    )
+    row = replace(
+        new_run(job["id"], fire, now_ms=http.NOW_MS, retention_days=90, status=RunStatus.DEAD, owner=job["owner"]),
+        attempt=3, lateness_ms=2_000, tries=tries, error="boom",
+    )  # fmt: skip
+    assert http.api.service.runs.put_new(row) is None
+    put(http, job, 2, RunStatus.SUCCEEDED)
+    # Then the failed runs' listing gives both; a run tried once gives its lateness alone
+    [dead] = http("GET", "/runs", query={"status": "dead"}).body["items"]
+    assert (dead["lateness_ms"], dead["last_try_lateness_ms"]) == (2_000, 95_000)
+    runs = http("GET", f"/jobs/{job['id']}/runs").body["items"]
+    assert [(r["status"], r["last_try_lateness_ms"]) for r in runs] == [("dead", 95_000), ("succeeded", None)]

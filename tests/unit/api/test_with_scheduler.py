@@ -20,6 +20,7 @@ from jobsched.domain import registration
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
+from jobsched.domain.runs import claim_message
 from jobsched.domain.tick import Scheduler
 from jobsched.ports.run_messages import RunMessage
 from jobsched.runtime.wiring import tick_config
@@ -328,3 +329,65 @@ def test_a_trigger_still_runs_when_the_stored_schedule_no_longer_parses(http):
     manual = http("POST", f"/jobs/{job['id']}/trigger")
 
     assert manual.status == 202 and manual.body["id"] == f"{job['id']}@{http.NOW_MS + MINUTE}"
+
+
+# --- queued fires: dispatched, not yet claimed ----------------------------------------------------------------
+
+
+def _history(http: Any, path: str, **query: str) -> list[tuple[str, str]]:
+    reply = http("GET", path, query={"limit": "100", **query})
+    assert reply.status == 200, reply.body
+    return [(run["scheduled_for"], run["status"]) for run in reply.body["items"]]
+
+
+def test_fires_dispatched_and_not_yet_claimed_are_listed_queued_until_their_claim(http, scheduler):
+    # Given an every-minute job whose 10:00, 10:01 and 10:02 fires the scheduler dispatched, no worker running
+    job = http.create("minutely-queued", schedule="* * * * *")
+    for minute in range(3):
+        step_at(http, scheduler, http.NOW_MS + minute * MINUTE + 5)
+    fires = [iso(http.NOW_MS + minute * MINUTE) for minute in (2, 1, 0)]
+    # Then the job's history and GET /runs (all, and status=queued) list them queued, newest first
+    queued = [(fire, "queued") for fire in fires]
+    assert _history(http, f"/jobs/{job['id']}/runs") == queued
+    assert _history(http, f"/jobs/{job['id']}/runs", status="queued") == queued
+    assert _history(http, "/runs") == queued
+    assert _history(http, "/runs", status="queued") == queued
+    assert _history(http, "/runs", job_id=job["id"], status="queued") == queued
+    assert _history(http, f"/jobs/{job['id']}/runs", status="running") == []
+    # When a worker claims the 10:00 fire (its row made by the claim)
+    message = next(m for m in drain(http) if m.scheduled_for == http.NOW_MS)
+    claim = claim_message(
+        http.backend.runs,
+        message,
+        worker="w-1",
+        now_ms=http.clock(),
+        retry_due_by_ms=http.clock(),
+        settings=http.settings,
+    )
+    assert claim.claimed
+    # Then it is listed once, running, and the two others still queued
+    assert _history(http, f"/jobs/{job['id']}/runs") == [*queued[:2], (fires[2], "running")]
+    assert _history(http, "/runs", status="queued") == queued[:2]
+    # And the pages of a listing split the queued fires and the rows alike
+    first = http("GET", f"/jobs/{job['id']}/runs", query={"limit": "2"})
+    assert [run["scheduled_for"] for run in first.body["items"]] == fires[:2]
+    rest = http("GET", f"/jobs/{job['id']}/runs", query={"limit": "2", "cursor": first.body["next_cursor"]})
+    assert [(run["scheduled_for"], run["status"]) for run in rest.body["items"]] == [(fires[2], "running")]
+    assert rest.body["next_cursor"] is None
+
+
+def test_fires_before_the_jobs_last_edit_or_in_a_skipped_summary_are_not_listed_queued(http, scheduler):
+    # Given an every-minute job (missed: skip) whose 10:00 fire was dispatched, then 29 minutes of downtime
+    job = http.create("minutely-summary", schedule="* * * * *", missed="skip")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    step_at(http, scheduler, http.NOW_MS + 30 * MINUTE + 600)
+    # Then the 29 missed fires are one skipped summary, not queued; 10:00 and 10:30 are queued
+    assert _history(http, f"/jobs/{job['id']}/runs") == [
+        (iso(http.NOW_MS + 30 * MINUTE), "queued"),
+        (iso(http.NOW_MS + MINUTE), "skipped"),
+        (iso(http.NOW_MS), "queued"),
+    ]
+    # When the job is edited, fires dispatched before the edit are no longer derived (they show once claimed)
+    http.clock.now_ms += MINUTE
+    assert http("PATCH", f"/jobs/{job['id']}", body={"timezone": "Europe/Berlin"}).status == 200
+    assert _history(http, f"/jobs/{job['id']}/runs", status="queued") == []
