@@ -27,7 +27,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from jobsched.api.schemas import JobCreate
+from jobsched.api.exceptions import InvalidInput
+from jobsched.api.job_checks import check_schedule_or_after
+from jobsched.api.schemas import PATCH_NULLABLE_FIELDS, JobCreate
 from jobsched.api.timing import TIMING_FIELDS, validated_schedule
 from jobsched.labels import matches
 from jobsched.models import MAX_INPUT_DEPTH, Job, JobSettings
@@ -73,10 +75,15 @@ class Spec:
 
     def body(self, fields: Iterable[str] | None = None) -> dict[str, Any]:
         """The spec as a JSON request body: every field it manages (a ``POST /jobs`` body), or only ``fields``
-        (a ``PATCH``)."""
+        (a ``PATCH``). A null the API takes only as a clear (``PATCH_NULLABLE_FIELDS``) is left out: ``schedule``
+        or ``after`` given replaces the other (design §2.1)."""
         values = self.request.model_dump(mode="json", include=set(SPEC_FIELDS))
         wanted = set(self.desired()) if fields is None else set(fields)
-        return {name: values[name] for name in SPEC_FIELDS if name in wanted}
+        return {
+            name: values[name]
+            for name in SPEC_FIELDS
+            if name in wanted and (values[name] is not None or name in PATCH_NULLABLE_FIELDS)
+        }
 
 
 MAX_DOCUMENT_NODES = 200_000
@@ -219,7 +226,8 @@ def _nth(source: str, number: int, count: int) -> str:
 
 
 def validate(documents: Sequence[tuple[str, Any]]) -> list[Spec]:
-    """Each ``(source, spec)`` validated as ``POST /jobs`` validates its body (``JobCreate``). Raises
+    """Each ``(source, spec)`` validated as ``POST /jobs`` validates its body (``JobCreate``, then
+    ``check_schedule_or_after``). Raises
     ``SpecError`` for the first spec that does not validate (naming its first error's field), or for a name
     two specs share (naming both sources)."""
     specs: list[Spec] = []
@@ -232,6 +240,10 @@ def validate(documents: Sequence[tuple[str, Any]]) -> list[Spec]:
             first = error.errors()[0]
             path = ".".join(str(part) for part in first["loc"]) or None
             raise SpecError(source, name, path, first["msg"].removeprefix("Value error, ")) from None
+        try:
+            check_schedule_or_after(request)
+        except InvalidInput as error:
+            raise SpecError(source, request.name, error.field, str(error)) from None
         if request.name in seen:
             raise SpecError(source, request.name, "name", f"the name is also used by {seen[request.name]}")
         seen[request.name] = source

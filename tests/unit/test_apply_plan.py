@@ -179,7 +179,7 @@ def test_the_diff_names_each_job_and_field_and_counts_them() -> None:
         ("name: a\nschedule: '@daily'\ncommand: echo\ncolour: red", "j.yaml: job 'a'", "colour", "Extra inputs"),
         ("name: a\nschedule: '@daily'\ntarget: {type: http, url: 'ftp://x'}", "j.yaml: job 'a'", "target.http.url", ""),
         ("schedule: '@daily'\ncommand: echo", "j.yaml", "name", "Field required"),
-        ("name: a\ncommand: echo\n---\nname: b\nschedule: '@daily'", "j.yaml#1", "schedule", "Field required"),
+        ("name: a\ncommand: echo\n---\nname: b\nschedule: '@daily'", "j.yaml#1", "schedule", "schedule is required"),
         ("- just text", "j.yaml", None, "a spec must be a mapping"),
         ("- {name: a}\n- just text", "j.yaml#2", None, "a spec must be a mapping"),
         ("- {name: a}\n- {name: b}\n---\njust text", "j.yaml#3", None, "a spec must be a mapping"),

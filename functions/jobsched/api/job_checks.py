@@ -14,6 +14,17 @@ from jobsched.targets.ownership import TargetTags
 from jobsched.targets.shell import shell_owner_refusal
 
 
+def check_schedule_or_after(job: JobSettings) -> None:
+    """A job runs on its ``schedule`` or after another job (``after``), never both (design §2.1). Raises
+    ``InvalidInput`` naming ``after`` when both are given, ``schedule`` when neither is."""
+    if job.schedule is not None and job.after is not None:
+        raise InvalidInput(
+            "after", "give either schedule or after: a job that runs after another has no schedule of its own"
+        )
+    if job.schedule is None and job.after is None:
+        raise InvalidInput("schedule", "schedule is required (or after, to run after another job)")
+
+
 def check_settings(
     job: JobSettings,
     owner: str,
@@ -25,14 +36,8 @@ def check_settings(
     """Deployment limits on owner-set fields (``settings``: ``worker_timeout_cap_s``, ``allow_shell_targets``),
     a ``shell`` target of an owner not in ``shell_owners`` (None: every owner), and a lambda/sqs target tagged
     for another owner (``target_tags``, optional). Raises ``InvalidInput`` naming ``timeout_s``, or ``target`` for
-    a target refused; ``after`` beside a ``schedule``, ``schedule`` when the job has neither (design §2.1: a job
-    runs on its schedule or after another job, never both)."""
-    if job.schedule is not None and job.after is not None:
-        raise InvalidInput(
-            "after", "give either schedule or after: a job that runs after another has no schedule of its own"
-        )
-    if job.schedule is None and job.after is None:
-        raise InvalidInput("schedule", "schedule is required (or after, to run after another job)")
+    a target refused, and as :func:`check_schedule_or_after`."""
+    check_schedule_or_after(job)
     cap = settings.worker_timeout_cap_s
     if job.timeout_s > cap:
         raise InvalidInput(

@@ -88,6 +88,7 @@ def test_a_partial_policy_is_completed_so_removing_a_line_patches_the_default() 
     assert after["alerts"] == {
         "on_dead": True,
         "on_skipped": True,
+        "on_cancelled": False,
         "late_after_s": None,
         "after_consecutive_failures": None,
         "pause_after_consecutive_dead": None,
