@@ -313,19 +313,51 @@ def plan(
             result.created.append(spec)
             continue
         model, current = current_values(existing)
-        desired = spec.desired()
+        desired = _upstream_by_id(spec.desired(), by_name)
         differing = tuple(name for name in desired if desired[name] != current.get(name))
         if not differing:
             result.unchanged.append(spec.name)
             continue
         before = model.model_dump(mode="json", include=set(differing))
         result.changed.append(Change(spec, model.id, differing, before, spec.body(differing)))
+    result.created[:] = _upstreams_first(result.created)
     if prune and selector:
         named = {spec.name for spec in specs}
         for name, job in sorted(by_name.items()):
             if name not in named and matches(job.get("labels") or {}, selector):
                 result.deleted.append(Deletion(name, str(job["id"])))
     return result
+
+
+def _upstreams_first(created: list[Spec]) -> list[Spec]:
+    """``created`` in file order, except that a job running after another one of them comes after it (the API
+    resolves an upstream's name when it creates the job). A cycle keeps file order: the API refuses it."""
+    names = {spec.name for spec in created}
+    ordered: list[Spec] = []
+    placed: set[str] = set()
+    pending = list(created)
+    while pending:
+        ready = [
+            spec
+            for spec in pending
+            if spec.request.after is None or spec.request.after.job not in names - placed
+        ]
+        if not ready:
+            return ordered + pending
+        for spec in ready:
+            ordered.append(spec)
+            placed.add(spec.name)
+            pending.remove(spec)
+    return ordered
+
+
+def _upstream_by_id(desired: dict[str, Any], by_name: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``desired`` with an ``after.job`` that names one of the caller's jobs by its name written as that job's id,
+    as the API stores it (design §2.1), so the spec compares equal to the job it made."""
+    after = desired.get("after")
+    if isinstance(after, dict) and after.get("job") in by_name:
+        return {**desired, "after": {**after, "job": str(by_name[after["job"]]["id"])}}
+    return desired
 
 
 def check_selector(specs: Sequence[Spec], selector: Mapping[str, str]) -> None:

@@ -303,3 +303,34 @@ def test_a_label_selector_is_key_value_terms() -> None:
     assert matches({"team": "billing", "tier": "gold"}, {"team": "billing"})
     assert not matches({"team": "billing"}, {"team": "billing", "tier": "gold"})
     assert matches({}, {})
+
+
+def test_a_job_after_another_named_by_its_name_is_unchanged_against_the_stored_id() -> None:
+    # Given an upstream job and a job stored as running after it (the API keeps the upstream's id)
+    upstream = stored("extract", 1)
+    chained = stored("load", 2, schedule=None, after={"job": upstream["id"], "on": ["succeeded"]})
+    specs = specs_of(
+        "name: extract\nschedule: '0 2 * * *'\ncommand: echo\n---\nname: load\nafter: {job: extract}\ncommand: echo"
+    )
+
+    # When the files that name the upstream by its name are planned against them
+    result = plan(specs, [upstream, chained])
+
+    # Then nothing changes; a spec naming another upstream still changes `after`
+    assert result.unchanged == ["extract", "load"] and result.empty
+    moved = specs_of("name: load\nafter: {job: other}\ncommand: echo")
+    assert [change.fields for change in plan(moved, [upstream, chained]).changed] == [("after",)]
+
+
+def test_jobs_created_after_others_the_same_apply_creates_come_after_them() -> None:
+    # Given files that list a chain's jobs downstream first
+    specs = specs_of(
+        "name: report\nafter: {job: load}\ncommand: echo\n---\nname: load\nafter: {job: extract}\ncommand: echo"
+        "\n---\nname: extract\nschedule: '0 2 * * *'\ncommand: echo"
+    )
+
+    # When they are planned with none of them stored
+    result = plan(specs, [])
+
+    # Then each is created after its upstream (the API resolves an upstream's name when it creates a job)
+    assert [spec.name for spec in result.created] == ["extract", "load", "report"]
