@@ -156,7 +156,8 @@ class Workers:
     the end; None: unlimited). ``fair_queue``: SQS fair queues (run messages carry the owner as
     ``MessageGroupId``): an owner with more than ``noisy_share`` of the messages in flight and at least
     ``noisy_min`` of its own is noisy, and quiet owners' messages are received first (among noisy ones, the
-    owner with the fewest in flight first); without it the queue is FIFO by enqueue instant (a standard queue is
+    owner with the fewest in flight first); an owner stays noisy until its backlog is drained (SQS also
+    clears it after 5 minutes without a message sent, which a rush never reaches); without it the queue is FIFO by enqueue instant (a standard queue is
     only roughly so)."""
 
     mode: Literal["standard", "provisioned"] = "standard"
@@ -217,6 +218,7 @@ def start_runs(
     table_budget = math.inf if workers.runs_table_wcu_per_s is None else workers.runs_table_wcu_per_s / 2
     table_used: dict[int, float] = defaultdict(float)
     waiting = 0.0
+    noisy: set[str] = set()  # noisy until its backlog is drained (SQS fair queues)
     arrived = 0
     t = 0.0 if not runs else min(0.0, runs[order[0]][0])
     duration = workers.overhead_s + workers.target_s
@@ -238,16 +240,6 @@ def start_runs(
         second = int(math.floor(t))
         capacity = min(free * workers.batch_size, table_budget - table_used[second], waiting)
         if capacity > 1e-9:
-            total_inflight = sum(inflight.values())
-            noisy = (
-                {
-                    o
-                    for o, n in inflight.items()
-                    if n >= workers.noisy_min and n > workers.noisy_share * total_inflight
-                }
-                if workers.fair_queue
-                else set()
-            )
             taken: dict[str, float] = defaultdict(float)
             cold = max(0.0, busy_invocations + capacity / workers.batch_size - environments)
             start = t + workers.before_target_s + (workers.cold_start_s if cold > 1e-9 else 0.0)
@@ -269,6 +261,8 @@ def start_runs(
                 taken[owner] += n
                 if head[1] <= 1e-9:
                     q.popleft()
+                if not q:
+                    noisy.discard(owner)
                 if q:
                     key = (owner in noisy, inflight[owner] if owner in noisy else 0.0, runs[int(q[0][0])][0])
                     heapq.heappush(heads, ((*key, owner), owner))
@@ -276,6 +270,13 @@ def start_runs(
             invocations = used / workers.batch_size
             for owner, n in taken.items():
                 inflight[owner] += n
+            if workers.fair_queue:
+                total_inflight = sum(inflight.values())
+                noisy |= {
+                    o
+                    for o, n in inflight.items()
+                    if n >= workers.noisy_min and n > workers.noisy_share * total_inflight and queues[o]
+                }
             busy.append(_Batch(start + duration - workers.before_target_s, invocations, dict(taken)))
             busy_invocations += invocations
             environments = max(environments, busy_invocations)
