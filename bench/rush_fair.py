@@ -31,7 +31,7 @@ import math
 import sys
 import time
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -88,7 +88,11 @@ def job_index(job_id: str) -> int:
     return int(job_id[2:])
 
 
-def fair_loader(scenario: FairRush, *, owners: bool):
+Loader = Callable[[Rush, Settings, SimJobStore, Sequence[int]], dict[str, int | None]]
+"""What :func:`bench.scale_sim.simulate` takes as its ``loader``."""
+
+
+def fair_loader(scenario: FairRush, *, owners: bool) -> Loader:
     """A :func:`bench.scale_sim.simulate` loader storing the scenario's jobs with their priority and, with
     ``owners``, their owner (without, every entry has none: the tick's fair rounds see one owner)."""
 
@@ -237,7 +241,7 @@ def start_runs(
         if waiting > 1e-9:
             concurrency = min(float(workers.ceiling), concurrency + ramp)
         free = math.floor(concurrency + 1e-9) - busy_invocations
-        second = int(math.floor(t))
+        second = math.floor(t)
         capacity = min(free * workers.batch_size, table_budget - table_used[second], waiting)
         if capacity > 1e-9:
             taken: dict[str, float] = defaultdict(float)

@@ -45,7 +45,9 @@ def test_one_invocation_takes_a_batch_of_10_and_frees_its_slot_when_its_slowest_
     assert starts(runs, PLAIN) == [0.0] * 10 + [1.0] * 10 + [2.0] * 5
 
 
-def test_a_run_waits_for_its_enqueue_and_a_start_adds_the_hand_off_and_a_new_environments_cold_start() -> None:
+def test_a_run_waits_for_its_enqueue_and_a_start_adds_the_hand_off_and_a_new_environments_cold_start() -> (
+    None
+):
     workers = replace(PLAIN, before_target_s=0.1, cold_start_s=0.5, overhead_s=0.2)
     first, again = starts([(0.0, 0.0, "a", False, 1.0), (3.0, 0.0, "a", False, 1.0)], workers)
     assert first == pytest.approx(0.6)  # 0 + 0.5 cold + 0.1
@@ -105,7 +107,9 @@ def test_weights_stand_for_many_runs_alike() -> None:
     assert weighted_percentile([], 0.5) is None
 
 
-def test_the_scenario_gives_90_percent_to_one_owner_and_spreads_99_small_owners_and_high_over_the_jitter() -> None:
+def test_the_scenario_gives_90_percent_to_one_owner_and_spreads_99_small_owners_and_high_over_the_jitter() -> (
+    None
+):
     scenario = FairRush(Rush(20_000, jitter_s=60.0), high=100)
     jobs = scenario.rush.jobs()
     owners = [scenario.owner(i) for i in range(len(jobs))]
