@@ -25,6 +25,7 @@ its runs stands for ``partitions * scale`` runs of the deployment in the worker 
 from __future__ import annotations
 
 import argparse
+import functools
 import heapq
 import json
 import math
@@ -36,18 +37,16 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from bench.scale_sim import (
-    DAY_MS,
     LAMBDA_MB_PER_VCPU,
     MIDNIGHT_MS,
     SCHEDULER_CPU_MS_PER_RUN,
     Rush,
     SimJobStore,
+    load,
     simulate,
 )
-from jobsched.domain.registration import due_entry, partition_of
 from jobsched.models import Priority
 from jobsched.observability import logger
-from jobsched.ports.jobs import SchedulingState
 from jobsched.settings import Settings
 
 BIG_OWNER = "big"
@@ -96,47 +95,11 @@ def fair_loader(scenario: FairRush, *, owners: bool) -> Loader:
     """A :func:`bench.scale_sim.simulate` loader storing the scenario's jobs with their priority and, with
     ``owners``, their owner (without, every entry has none: the tick's fair rounds see one owner)."""
 
-    def load(
-        rush: Rush, settings: Settings, jobs: SimJobStore, partitions: Sequence[int]
-    ) -> dict[str, int | None]:
-        wanted = set(partitions)
-        stored: dict[str, int | None] = {}
-        for job_id, offset in rush.jobs():
-            home = partition_of(job_id, settings.scheduler_partitions)
-            if home not in wanted:
-                continue
-            stored[job_id] = offset
-            index = job_index(job_id)
-            owner = scenario.owner(index) if owners else None
-            priority = scenario.priority(index, rush.runs)
-            jitter = offset or 0
-            jobs.add(
-                SchedulingState(
-                    job_id=job_id,
-                    partition=home,
-                    schedule="cron(0 0 * * ? *)",
-                    anchor_at=MIDNIGHT_MS - DAY_MS,
-                    jitter_offset_ms=jitter,
-                    version=1,
-                    next_run_at=MIDNIGHT_MS,
-                    owner=owner,
-                    priority=priority,
-                    due=due_entry(
-                        job_id,
-                        MIDNIGHT_MS + jitter,
-                        partition=home,
-                        shards=settings.due_shards,
-                        bucket_ms=settings.due_bucket_s * 1000,
-                        now_ms=MIDNIGHT_MS - 3_600_000,
-                        version=1,
-                        owner=owner,
-                        priority=priority,
-                    ),
-                )
-            )
-        return stored
+    def owned(job_id: str, rush: Rush) -> tuple[str | None, Priority]:
+        index = job_index(job_id)
+        return (scenario.owner(index) if owners else None), scenario.priority(index, rush.runs)
 
-    return load
+    return functools.partial(load, owned=owned)
 
 
 # --- the worker side -------------------------------------------------------------------------------

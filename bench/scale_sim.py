@@ -54,6 +54,7 @@ from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
+from jobsched.models import Priority
 from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, DuePageToken, DueQuery, Move, SchedulingState, Unreadable
 from jobsched.ports.run_messages import RunMessage
@@ -435,11 +436,17 @@ def _rush_jobs(rush: Rush) -> list[tuple[str, int | None]]:
 
 
 def load(
-    rush: Rush, settings: Settings, jobs: SimJobStore, partitions: Sequence[int]
+    rush: Rush,
+    settings: Settings,
+    jobs: SimJobStore,
+    partitions: Sequence[int],
+    *,
+    owned: Callable[[str, Rush], tuple[str | None, Priority]] | None = None,
 ) -> dict[str, int | None]:
     """Store the scheduling states of ``rush``'s jobs homed in ``partitions`` in ``jobs``, as the API would
-    have registered them an hour before (due entry in their dispatch instant's bucket). Returns ``job_id ->
-    jitter offset ms`` (None: not jittered) of the jobs stored."""
+    have registered them an hour before (due entry in their dispatch instant's bucket). ``owned(job_id, rush)``
+    gives a job's owner and priority (default: none, ``normal``), kept in its state and its due entry. Returns
+    ``job_id -> jitter offset ms`` (None: not jittered) of the jobs stored."""
     wanted = set(partitions)
     stored: dict[str, int | None] = {}
     for job_id, offset in rush.jobs():
@@ -448,6 +455,7 @@ def load(
             continue
         stored[job_id] = offset
         jitter = offset or 0
+        owner, priority = owned(job_id, rush) if owned else (None, Priority.NORMAL)
         jobs.add(
             SchedulingState(
                 job_id=job_id,
@@ -457,6 +465,8 @@ def load(
                 jitter_offset_ms=jitter,
                 version=1,
                 next_run_at=MIDNIGHT_MS,
+                owner=owner,
+                priority=priority,
                 due=due_entry(
                     job_id,
                     MIDNIGHT_MS + jitter,
@@ -465,6 +475,8 @@ def load(
                     bucket_ms=settings.due_bucket_s * 1000,
                     now_ms=MIDNIGHT_MS - 3_600_000,
                     version=1,
+                    owner=owner,
+                    priority=priority,
                 ),
             )
         )
