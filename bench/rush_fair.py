@@ -153,11 +153,6 @@ class Workers:
         return max(1, min(limits))
 
 
-PROVISIONED_POLLERS = {"mode": "provisioned", "maximum_concurrency": None, "ramp_per_minute": 1_000.0}
-"""The provisioned-poller mode's documented figures (with ``mode_ceiling`` 20,000 and ``initial_concurrency`` the
-minimum pollers)."""
-
-
 @dataclass
 class _Batch:
     at: float  # when its slot frees (s since midnight)
@@ -309,7 +304,9 @@ RECOMMENDED = Config(
     jobs_table_wcu_per_s=40_000.0,
     jobs_table_rcu_per_s=40_000.0,
     workers=Workers(
-        **PROVISIONED_POLLERS,  # type: ignore[arg-type]
+        mode="provisioned",
+        maximum_concurrency=None,
+        ramp_per_minute=1_000.0,
         mode_ceiling=20_000,
         initial_concurrency=200,
         account_concurrency=10_000,
@@ -327,6 +324,22 @@ SCHEDULER_READ_UNITS_PER_RUN = 1.37
 WORKER_READ_UNITS_PER_RUN = 0.5
 
 
+def dispatch_rush(config: Config, scenario: FairRush, *, fair: bool, **options: Any) -> dict[str, Any]:
+    """:func:`bench.scale_sim.simulate` of ``scenario`` on ``config``'s partition 0 (its scheduler memory and jobs
+    table budget), the jobs stored by :func:`fair_loader` (``fair``: with their owners); ``options`` go to
+    ``simulate`` (``scale``, ``horizon_s``, ``cpu_ms_per_run``, ``detail``)."""
+    return simulate(
+        scenario.rush,
+        partitions=config.partitions,
+        shards=config.shards,
+        only_partition=0,
+        scheduler_memory_mb=config.scheduler_memory_mb,
+        jobs_table_wcu_per_s=config.jobs_table_wcu_per_s,
+        loader=fair_loader(scenario, owners=fair),
+        **options,
+    )
+
+
 def run_config(
     config: Config, scenario: FairRush, *, fair: bool, scale: float, horizon_s: float = 7_200.0
 ) -> dict[str, Any]:
@@ -336,18 +349,7 @@ def run_config(
     (non-jittered, ``normal``), ``big_owner`` and ``all``, and ``small_owners_if_dispatch_instant`` (the worker
     side alone: every run enqueued at its dispatch instant)."""
     detail: dict[str, Any] = {}
-    dispatch = simulate(
-        scenario.rush,
-        partitions=config.partitions,
-        shards=config.shards,
-        scale=scale,
-        only_partition=0,
-        horizon_s=horizon_s,
-        scheduler_memory_mb=config.scheduler_memory_mb,
-        jobs_table_wcu_per_s=config.jobs_table_wcu_per_s,
-        loader=fair_loader(scenario, owners=fair),
-        detail=detail,
-    )
+    dispatch = dispatch_rush(config, scenario, fair=fair, scale=scale, horizon_s=horizon_s, detail=detail)
     first_at: dict[str, float] = detail["first_enqueued_at"]
     offsets: dict[str, int | None] = detail["offsets"]
     runs_scaled = dispatch["simulated_runs"]
@@ -430,17 +432,7 @@ def cpu_cliff_ms(
     precision. Returns ``low`` when ``low`` misses already."""
 
     def dispatch_s(cpu: float) -> float:
-        result = simulate(
-            scenario.rush,
-            partitions=config.partitions,
-            shards=config.shards,
-            only_partition=0,
-            horizon_s=horizon_s,
-            scheduler_memory_mb=config.scheduler_memory_mb,
-            jobs_table_wcu_per_s=config.jobs_table_wcu_per_s,
-            loader=fair_loader(scenario, owners=True),
-            cpu_ms_per_run=cpu,
-        )
+        result = dispatch_rush(config, scenario, fair=True, horizon_s=horizon_s, cpu_ms_per_run=cpu)
         return float(result["enqueue_non_jittered_s"] or math.inf)
 
     if dispatch_s(low) > target_s:
