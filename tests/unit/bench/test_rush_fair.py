@@ -134,6 +134,14 @@ def test_the_jobs_table_budget_throttles_once_the_whole_table_is_full() -> None:
     assert model.hottest() == ("a", 1.0)  # the table's own key is no partition key
 
 
+def test_a_batch_write_leaves_unprocessed_the_items_the_table_has_no_units_left_for() -> None:
+    model = Model(SimClock(0))
+    model.table_wcu_per_s = 5
+    accepted, unprocessed = model.batch("BatchWriteItem", 1, list("abcd"), key=lambda k: k, table_units=2.0)
+    assert accepted == ["a", "b"] and unprocessed == ["c", "d"]  # 2 units each: the third would make 6
+    assert model.used[(TABLE_KEY, 0)] == 4 and model.throttles == 1
+
+
 SMALL = Config(
     "small",
     partitions=1,
