@@ -2,7 +2,8 @@
 
 Each measurement runs in a fresh interpreter (``python -m bench --child NAME``): its own moto, its own
 environment (local mode sets process-wide state) and a clean peak-memory figure. The idle poll and the client
-CPU measurement (thread CPU time) run side by side; everything else runs alone: the rush and the local-mode runs
+CPU measurement (thread CPU time) run side by side, as do the two simulations (``scale_sim``, ``rush_fair``:
+simulated time, deterministic); everything else runs alone: the rush and the local-mode runs
 are timed, and each steady-load pass (1 KiB and 32 KiB input) measures the worker's own CPU time, which prices
 its Lambda duration (beside three other passes on 2 cores it was 58 ms a batch in the session-7 sample, 28 ms
 alone).
@@ -39,6 +40,7 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
     from bench.paths import measure_paths
     from bench.precision import measure_precision
     from bench.rush import measure_rush
+    from bench.rush_fair import measure_rush_fair
     from bench.scale_sim import measure_scale_sim
     from bench.steady import measure_steady
 
@@ -57,6 +59,7 @@ def _measurements(args: argparse.Namespace) -> dict[str, Callable[[], dict[str, 
         ),
         "cold_start": lambda: measure_cold_start(repeats=3 if quick else 5),
         "scale_sim": lambda: measure_scale_sim(quick=quick),
+        "rush_fair": lambda: measure_rush_fair(quick=quick),
         "precision": lambda: measure_precision(seconds=10 if quick else 60),
         "archive": lambda: measure_archive(days=31 if quick else 90),
     }
@@ -70,7 +73,7 @@ GROUPS = (
     ("steady",),
     ("local_tick",),
     ("cold_start",),
-    ("scale_sim",),
+    ("scale_sim", "rush_fair"),
     ("precision",),
     ("archive",),
 )

@@ -123,6 +123,18 @@ TARGETS = (
     Target("precision: start lateness p99 ms", "precision.start_lateness_ms.p99", "<=", 300),
     Target("precision: early starts", "precision.early_starts", "<=", 0),
     Target("archive / DynamoDB Standard, a run's year", "archive.ratio_to_dynamodb", "<=", 0.01),
+    Target("rush_fair: high start p99 s", "rush_fair.high.start_lateness_s.p99", "<=", 2),
+    Target(
+        "rush_fair: small owners' start p99 s",
+        "rush_fair.small_owners.start_lateness_s.p99",
+        "<=",
+        15,
+    ),
+    Target(
+        "rush_fair: big owner p99 / without fairness", "rush_fair.big_owner_vs_without_fairness", "<=", 1.2
+    ),
+    Target("rush_fair: s to dispatch the non-jittered", "rush_fair.dispatch_non_jittered_s", "<=", 60),
+    Target("rush_fair: CPU margin to the 60 s cliff", "rush_fair.cpu_margin", ">=", 1.5),
 )
 
 
@@ -144,6 +156,7 @@ REPORTED_AS = (
     ("local_tick", "local_tick"),
     ("cold_start", "cold_import_s"),
     ("scale_sim", "scale_sim"),
+    ("rush_fair", "rush_fair"),
     ("precision", "precision"),
     ("archive", "archive"),
 )
@@ -393,6 +406,12 @@ def table(results: dict[str, Any]) -> str:
         ("scale sim: s until all enqueued", "scale_sim.enqueue_all_s"),
         ("scale sim: scheduler lag p99 ms", "scale_sim.scheduler_lag_ms_p99"),
         ("scale sim: Lambda concurrency at peak", "scale_sim.lambda_concurrency"),
+        ("rush_fair: all start lateness p99 s", "rush_fair.all.start_lateness_s.p99"),
+        ("rush_fair: big owner start lateness p99 s", "rush_fair.big_owner.start_lateness_s.p99"),
+        (
+            "rush_fair: defaults, all start lateness p99 s",
+            "rush_fair.defaults.all.start_lateness_s.p99",
+        ),
         ("steady: runs/s", "steady.runs_per_s"),
         ("steady: lateness p50 ms", "steady.lateness_ms.p50"),
         ("steady: lateness p99 ms", "steady.lateness_ms.p99"),

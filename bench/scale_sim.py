@@ -54,6 +54,7 @@ from jobsched.memory.control import MemoryControlStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.memory.queue import MemoryRunQueue
 from jobsched.memory.runs import MemoryRunStore
+from jobsched.models import Priority
 from jobsched.observability import logger
 from jobsched.ports.jobs import DueEntry, DuePageToken, DueQuery, Move, SchedulingState, Unreadable
 from jobsched.ports.run_messages import RunMessage
@@ -175,6 +176,8 @@ SCHEDULER_CPU_MS_PER_RUN = 1.5
 """The scheduler's CPU per run on one vCPU: 1.1 ms measured by ``make bench``'s ``scheduler_cpu`` with no
 backend, 1.5 ms with the loop's bookkeeping (threads, logging, lease checks), as bench/README.md's projection
 assumes."""
+TABLE_KEY = "table:jobs"
+"""The model's key for the jobs table as a whole (its table-level write budget, :meth:`Model.budget`)."""
 LAMBDA_MB_PER_VCPU = 1769
 """Lambda gives one vCPU at 1,769 MB, CPU in proportion to memory below it."""
 
@@ -207,6 +210,14 @@ class Model:
     owner: int = 0
     cpu_free_at: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     cpu_busy_ms: float = 0.0
+    table_wcu_per_s: float | None = None
+
+    def budget(self, key: str) -> float:
+        """Write units ``key`` takes in a second: ``table_wcu_per_s`` for a table's own key (``TABLE_KEY``, charged
+        by every write to the table), else ``key_wcu_per_s``."""
+        if key == TABLE_KEY:
+            return math.inf if self.table_wcu_per_s is None else self.table_wcu_per_s
+        return self.key_wcu_per_s
 
     def call(
         self, kind: str, latency_ms: float, writes: Sequence[tuple[str, float]] = (), *, cpu_ms: float = 0.0
@@ -226,7 +237,7 @@ class Model:
             self.clock.advance(latency_ms)
             second = int(self.clock.now // 1000)
             over = next(
-                (k for k, u in writes if self.used[(k, second)] + u > self.key_wcu_per_s),
+                (k for k, u in writes if self.used[(k, second)] + u > self.budget(k)),
                 None,
             )
             if over is None:
@@ -239,11 +250,18 @@ class Model:
             self.clock.advance(self.backoff_base_ms * 2 ** (attempt - 1) / 2)
 
     def batch(
-        self, kind: str, latency_ms: float, items: Sequence[T], *, key: Callable[[T], str]
+        self,
+        kind: str,
+        latency_ms: float,
+        items: Sequence[T],
+        *,
+        key: Callable[[T], str],
+        table_units: float = 0.0,
     ) -> tuple[list[T], list[T]]:
         """One batch write of ``items`` (a unit each on ``key(item)``) after ``latency_ms``: each key takes as many
         as it has units left in the current second, the rest come back unprocessed (DynamoDB's
-        ``UnprocessedItems``; counted as a throttle). Returns ``(accepted, unprocessed)``."""
+        ``UnprocessedItems``; counted as a throttle); each accepted item also charges ``table_units`` to
+        ``TABLE_KEY`` (the table-level budget). Returns ``(accepted, unprocessed)``."""
         self.requests[kind] += 1
         self.clock.advance(latency_ms)
         second = int(self.clock.now // 1000)
@@ -251,20 +269,24 @@ class Model:
         unprocessed: list[T] = []
         for item in items:
             name = key(item)
-            if self.used[(name, second)] + 1 > self.key_wcu_per_s:
+            table_full = self.used[(TABLE_KEY, second)] + table_units > self.budget(TABLE_KEY)
+            if table_full or self.used[(name, second)] + 1 > self.key_wcu_per_s:
                 unprocessed.append(item)
             else:
                 self.used[(name, second)] += 1
+                self.used[(TABLE_KEY, second)] += table_units
                 accepted.append(item)
         if unprocessed:
             self.throttles += 1
         return accepted, unprocessed
 
     def hottest(self) -> tuple[str, float]:
-        """The key with the most units accepted in one second, and that many units (``("", 0)`` if none)."""
-        if not self.used:
+        """The partition key (not ``TABLE_KEY``) with the most units accepted in one second, and that many units
+        (``("", 0)`` if none)."""
+        keys = [kv for kv in self.used.items() if kv[0][0] != TABLE_KEY]
+        if not keys:
             return "", 0.0
-        (key, _), units = max(self.used.items(), key=lambda kv: kv[1])
+        (key, _), units = max(keys, key=lambda kv: kv[1])
         return key, units
 
 
@@ -285,6 +307,7 @@ class SimJobStore(MemoryJobStore):
         super().__init__()
         self.model = model
         self.cpu_ms = cpu_ms
+        self.table_weight = 1.0  # table units per write: the partitions this one stands for
 
     def add(self, state: SchedulingState) -> None:
         """Store a job's scheduling state directly (the rush's set-up, not a request)."""
@@ -310,7 +333,11 @@ class SimJobStore(MemoryJobStore):
         pending = list(entries)
         for attempt in range(1, self.model.max_attempts + 1):
             accepted, pending = self.model.batch(
-                "BatchWriteItem", self.model.latencies.batch_write_ms, pending, key=due_key
+                "BatchWriteItem",
+                self.model.latencies.batch_write_ms,
+                pending,
+                key=due_key,
+                table_units=self.table_weight,
             )
             super().put_timers(accepted)
             if not pending:
@@ -322,7 +349,9 @@ class SimJobStore(MemoryJobStore):
     def move(self, move: Move) -> None:
         """``MemoryJobStore.move`` charged to the model as one UpdateItem of the job's own scheduling item (a key
         of its own, which no rush heats)."""
-        self.model.call("UpdateItem", self.model.latencies.update_ms, cpu_ms=self.cpu_ms)
+        self.model.call(
+            "UpdateItem", self.model.latencies.update_ms, [(TABLE_KEY, self.table_weight)], cpu_ms=self.cpu_ms
+        )
         super().move(move)
 
 
@@ -407,11 +436,17 @@ def _rush_jobs(rush: Rush) -> list[tuple[str, int | None]]:
 
 
 def load(
-    rush: Rush, settings: Settings, jobs: SimJobStore, partitions: Sequence[int]
+    rush: Rush,
+    settings: Settings,
+    jobs: SimJobStore,
+    partitions: Sequence[int],
+    *,
+    owned: Callable[[str, Rush], tuple[str | None, Priority]] | None = None,
 ) -> dict[str, int | None]:
     """Store the scheduling states of ``rush``'s jobs homed in ``partitions`` in ``jobs``, as the API would
-    have registered them an hour before (due entry in their dispatch instant's bucket). Returns ``job_id ->
-    jitter offset ms`` (None: not jittered) of the jobs stored."""
+    have registered them an hour before (due entry in their dispatch instant's bucket). ``owned(job_id, rush)``
+    gives a job's owner and priority (default: none, ``normal``), kept in its state and its due entry. Returns
+    ``job_id -> jitter offset ms`` (None: not jittered) of the jobs stored."""
     wanted = set(partitions)
     stored: dict[str, int | None] = {}
     for job_id, offset in rush.jobs():
@@ -420,6 +455,7 @@ def load(
             continue
         stored[job_id] = offset
         jitter = offset or 0
+        owner, priority = owned(job_id, rush) if owned else (None, Priority.NORMAL)
         jobs.add(
             SchedulingState(
                 job_id=job_id,
@@ -429,6 +465,8 @@ def load(
                 jitter_offset_ms=jitter,
                 version=1,
                 next_run_at=MIDNIGHT_MS,
+                owner=owner,
+                priority=priority,
                 due=due_entry(
                     job_id,
                     MIDNIGHT_MS + jitter,
@@ -437,6 +475,8 @@ def load(
                     bucket_ms=settings.due_bucket_s * 1000,
                     now_ms=MIDNIGHT_MS - 3_600_000,
                     version=1,
+                    owner=owner,
+                    priority=priority,
                 ),
             )
         )
@@ -496,6 +536,10 @@ def simulate(
     worker_run_s: float = 1.0,
     key_wcu_per_s: float = 1000.0,
     scheduler_memory_mb: int | None = LAMBDA_MB_PER_VCPU,
+    cpu_ms_per_run: float = SCHEDULER_CPU_MS_PER_RUN,
+    jobs_table_wcu_per_s: float | None = None,
+    loader: Callable[[Rush, Settings, SimJobStore, Sequence[int]], dict[str, int | None]] | None = None,
+    detail: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``rush`` through ``partitions`` scheduler loops (``shards`` due shards each) from 00:00 until every
     run is enqueued or ``horizon_s`` (simulated) passes.
@@ -519,20 +563,27 @@ def simulate(
     partitions only). ``key_wcu_per_s``: the per-key write budget (:class:`Model`). ``scheduler_memory_mb``:
     the scheduler Lambda's memory, which gives its share of a vCPU; each run then costs
     ``SCHEDULER_CPU_MS_PER_RUN`` of it (None: no CPU cost, I/O only); ``scheduler_cpu_busy`` is the share of
-    the time until all were enqueued that the CPU was busy.
+    the time until all were enqueued that the CPU was busy. ``cpu_ms_per_run``: the scheduler's CPU per run at
+    one vCPU (default ``SCHEDULER_CPU_MS_PER_RUN``). ``jobs_table_wcu_per_s``: the jobs table's write units per
+    second for the whole deployment (on-demand's warm throughput, or provisioned capacity; None: unlimited), each
+    move and timer put charging it a unit per partition it stands for. ``loader``: stores the jobs instead of
+    :func:`load` (same arguments and result). ``detail``: when given, gets ``first_enqueued_at`` (job id ->
+    epoch ms, simulated partitions only) and ``offsets`` (the loader's result).
     """
     simulated_rush = rush.scaled(scale) if scale != 1.0 else rush
     clock = SimClock(MIDNIGHT_MS - 2_000)
     vcpu = min(1.0, scheduler_memory_mb / LAMBDA_MB_PER_VCPU) if scheduler_memory_mb else 1.0
     model = Model(clock, latencies or Latencies(), key_wcu_per_s=key_wcu_per_s, vcpu=vcpu)
+    model.table_wcu_per_s = jobs_table_wcu_per_s
     settings = memory_settings(scheduler_partitions=partitions, due_shards=shards)
     simulated = [only_partition] if only_partition is not None else list(range(partitions))
     weight = partitions / len(simulated)
-    half_run_cpu = SCHEDULER_CPU_MS_PER_RUN / 2 if scheduler_memory_mb else 0.0
+    half_run_cpu = cpu_ms_per_run / 2 if scheduler_memory_mb else 0.0
     jobs = SimJobStore(model, half_run_cpu)
+    jobs.table_weight = weight
     runs = SimRunStore(model, sweep_weight(partitions, only_partition), half_run_cpu)
     queue = SimQueue(model)
-    offsets = load(simulated_rush, settings, jobs, simulated)
+    offsets = (loader or load)(simulated_rush, settings, jobs, simulated)
     control = SimControl(model)
     limits = limits or TickLimits()
     loops: list[SchedulerLoop] = []
@@ -597,6 +648,9 @@ def simulate(
         enqueue_plain = round(len(plain) * weight * scale / drain_rate, 3)
     dispatch = {j: MIDNIGHT_MS + (offset or 0) for j, offset in offsets.items()}
     lags = lag_samples(dispatch, first_at, start_ms=MIDNIGHT_MS)
+    if detail is not None:
+        detail["first_enqueued_at"] = first_at
+        detail["offsets"] = offsets
     hot_key, hot_units = model.hottest()
     peak_rate = max(per_second.values(), default=0) * weight
     return {
