@@ -129,6 +129,18 @@ CREATE TABLE IF NOT EXISTS marks (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS owner_usage (
+    owner TEXT PRIMARY KEY,
+    jobs INTEGER NOT NULL,
+    fire_rate INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS request_windows (
+    owner TEXT NOT NULL,
+    window_ms INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    expires_at_s INTEGER NOT NULL,
+    PRIMARY KEY (owner, window_ms)
+) WITHOUT ROWID;
 """
 
 UPGRADES = (
@@ -142,6 +154,9 @@ UPGRADES = (
     "DROP INDEX IF EXISTS jobs_due",
     "CREATE INDEX jobs_lanes ON jobs (due_partition, due_bucket, due_shard, due_lane, due_position, job_id,"
     " due_at, due_version) WHERE due_at IS NOT NULL",
+    # the owners' quota usage (``ports.quotas``): the job counts of a database made before it (fire rates start
+    # at 0 and grow as jobs are created or re-timed)
+    "INSERT OR IGNORE INTO owner_usage (owner, jobs, fire_rate) SELECT owner, count(*), 0 FROM jobs GROUP BY owner",
 )
 """Schema changes applied once, in order, to a database made before them (``PRAGMA user_version`` counts the
 ones applied)."""
