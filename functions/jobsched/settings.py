@@ -75,8 +75,8 @@ class Settings(BaseSettings):
     )
     quotas: QuotaTable = Field(
         default_factory=QuotaTable,
-        description="QUOTAS: quotas per owner, JSON `{\"default\": {\"jobs\": 1000, \"fires_per_minute\": 600, "
-        "\"triggers_per_minute\": 60}, \"owners\": {\"team-a\": {\"jobs\": 5000}}}` (an owner's fields override the "
+        description='QUOTAS: quotas per owner, JSON `{"default": {"jobs": 1000, "fires_per_minute": 600, '
+        '"triggers_per_minute": 60}, "owners": {"team-a": {"jobs": 5000}}}` (an owner\'s fields override the '
         "default's; a field left out or null: no limit; design §4.11, docs/deploy.md)",
     )
     target_role_arn: str | None = Field(

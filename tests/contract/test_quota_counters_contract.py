@@ -53,7 +53,9 @@ def test_a_refused_write_adds_no_usage(store: Any) -> None:
     with pytest.raises(NameTaken):
         store.create(twin, state(twin), usage=UsageChange("team-a", 1, 10))
     with pytest.raises(Conflict):
-        store.replace(Rewrite(first, state(first), to_ms(first.updated_at) - 1, usage=UsageChange("team-a", 0, 5)))
+        store.replace(
+            Rewrite(first, state(first), to_ms(first.updated_at) - 1, usage=UsageChange("team-a", 0, 5))
+        )
     store.delete(first, deleted_at_ms=T0, retention_days=1, usage=UsageChange("team-a", -1, -10))
     with pytest.raises(NotFound):
         store.delete(first, deleted_at_ms=T0, retention_days=1, usage=UsageChange("team-a", -1, -10))

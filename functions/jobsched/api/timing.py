@@ -167,3 +167,14 @@ def blame_start_at(error: ScheduleError, job: JobSettings, changed: frozenset[st
 def stored_anchor_ms(state: SchedulingState | None, job: Job) -> int:
     """The anchor (epoch ms) a job's state was stored with; its creation for a state stored without one."""
     return state.anchor_at if state and state.anchor_at is not None else to_ms(job.created_at)
+
+
+def stored_schedule(state: SchedulingState | None) -> Schedule | None:
+    """The schedule in force for ``state`` (``fires.state_schedule``); None without a state or when it no
+    longer parses (nothing of it is then kept)."""
+    if state is None:
+        return None
+    try:
+        return state_schedule(state)
+    except ScheduleError:
+        return None

@@ -48,7 +48,9 @@ class OwnerQuota(BaseModel):
     fires_per_minute: float | None = Field(
         None, ge=0, description="most fires per minute, summed over the owner's schedules (long-run average)"
     )
-    triggers_per_minute: int | None = Field(None, ge=0, description="most manual triggers and backfills a minute")
+    triggers_per_minute: int | None = Field(
+        None, ge=0, description="most manual triggers and backfills a minute"
+    )
 
 
 class QuotaTable(BaseModel):
@@ -68,7 +70,7 @@ class QuotaTable(BaseModel):
         return self.default.model_copy(update={name: getattr(entry, name) for name in entry.model_fields_set})
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class QuotaExceeded(Exception):
     """A request that would take the owner over ``field``'s ``limit``: ``use`` is the owner's current use and
     ``wanted`` what the request would make it. ``rate``: the quota is a per-minute window (refused with 429 and
@@ -129,7 +131,11 @@ def check_fire_rate(owner: str, quota: OwnerQuota, rate_in_use: int, added: int)
         return
     if rate_in_use + added > quota.fires_per_minute * MICRO:
         raise QuotaExceeded(
-            owner, "fires_per_minute", quota.fires_per_minute, per_minute(rate_in_use), per_minute(rate_in_use + added)
+            owner,
+            "fires_per_minute",
+            quota.fires_per_minute,
+            per_minute(rate_in_use),
+            per_minute(rate_in_use + added),
         )
 
 
@@ -142,4 +148,6 @@ def request_refused(owner: str, limit: int, now_ms: int) -> QuotaExceeded:
     """The refusal of a manual request over ``triggers_per_minute`` (the window holds ``limit``), with the
     seconds until the next window (``Retry-After``)."""
     retry_after_s = math.ceil((window_of(now_ms) + WINDOW_MS - now_ms) / 1000)
-    return QuotaExceeded(owner, "triggers_per_minute", limit, limit, limit + 1, rate=True, retry_after_s=retry_after_s)
+    return QuotaExceeded(
+        owner, "triggers_per_minute", limit, limit, limit + 1, rate=True, retry_after_s=retry_after_s
+    )

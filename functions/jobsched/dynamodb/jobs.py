@@ -75,7 +75,11 @@ class JobStore:
         return [] if event is None else [transact_put(self.table.name, event_item(event))]
 
     def create(
-        self, job: Job, state: SchedulingState, event: AuditEvent | None = None, usage: UsageChange | None = None
+        self,
+        job: Job,
+        state: SchedulingState,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
     ) -> None:
         """Write a new job's spec, scheduling item, name lock and ``event``, and add ``usage`` to its owner's
         usage item (``dynamodb.quotas``), in one transaction, after the timer item of its due entry (a hint until

@@ -59,7 +59,9 @@ class QuotaTable:
     @unavailable_on_failure
     def usage(self, owner: str) -> OwnerUsage:
         """The owner's usage item, read strongly consistent (zeros when absent)."""
-        item = self.table.get_item(Key={"pk": quota_pk(owner), "sk": USAGE_SK}, ConsistentRead=True).get("Item")
+        item = self.table.get_item(Key={"pk": quota_pk(owner), "sk": USAGE_SK}, ConsistentRead=True).get(
+            "Item"
+        )
         if not item:
             return OwnerUsage()
         return OwnerUsage(int(item.get("jobs", 0)), int(item.get("fire_rate", 0)))

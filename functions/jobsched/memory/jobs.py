@@ -156,7 +156,11 @@ class MemoryJobStore:
     # --- JobRepository ------------------------------------------------------------------------
 
     def create(
-        self, job: Job, state: SchedulingState, event: AuditEvent | None = None, usage: UsageChange | None = None
+        self,
+        job: Job,
+        state: SchedulingState,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
     ) -> None:
         """Store a new job, its state, its name and ``event``, adding ``usage`` to its owner's. Raises
         ``NameTaken(job_id of the holder)``."""

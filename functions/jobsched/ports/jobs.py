@@ -343,7 +343,11 @@ class JobRepository(Protocol):
     """What the API's ``JobService`` needs from the job store. Reads are strongly consistent."""
 
     def create(
-        self, job: Job, state: SchedulingState, event: AuditEvent | None = None, usage: UsageChange | None = None
+        self,
+        job: Job,
+        state: SchedulingState,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
     ) -> None:
         """Store a new job and its state, taking its name, and ``event`` with them, adding ``usage`` to its owner's
         quota usage (all or nothing; a refused create adds nothing). Raises
