@@ -53,6 +53,7 @@ from jobsched.api.schemas import (
 from jobsched.api.triggers import Triggers
 from jobsched.clock import Clock, to_ms
 from jobsched.domain import fires, registration
+from jobsched.domain.quotas import QuotaExceeded
 from jobsched.models import (
     Fires,
     Job,
@@ -215,7 +216,12 @@ class JobService:
         )
         next_run_at_ms = state.next_run_at
         job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
-        usage = self.quotas.for_create(owner, job)  # QuotaExceeded (design §4.11)
+        try:
+            usage = self.quotas.for_create(owner, job)  # design §4.11
+        except QuotaExceeded:  # a repeat of an existing job's create is answered as without quotas
+            if (holder := self.jobs.job_id_by_name(owner, job.name)) is None:
+                raise
+            return self._existing_by_name(owner, job, holder)
         self._mark_partitions()
         try:
             self.jobs.create(
