@@ -94,9 +94,7 @@ def test_triggers_and_backfills_over_the_minute_quota_are_429_until_the_next_min
     http.clock.advance(600_000)
     first = http("POST", f"/jobs/{job['id']}/trigger")
     start = "2026-01-01T00:00:00Z"
-    backfill = http(
-        "POST", f"/jobs/{job['id']}/backfill", body={"start": start, "end": job["next_run_at"]}
-    )
+    backfill = http("POST", f"/jobs/{job['id']}/backfill", body={"start": start, "end": job["next_run_at"]})
     assert (first.status, backfill.status) == (202, 200), backfill.body
 
     refused = http("POST", f"/jobs/{job['id']}/trigger")
