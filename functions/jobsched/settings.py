@@ -74,7 +74,7 @@ class Settings(BaseSettings):
         "(the value of the caller's role or user tag <key>, e.g. `tag:team`; docs/deploy.md)",
     )
     quotas: QuotaTable = Field(
-        default_factory=QuotaTable,
+        QuotaTable(),
         description='QUOTAS: quotas per owner, JSON `{"default": {"jobs": 1000, "fires_per_minute": 600, '
         '"triggers_per_minute": 60}, "owners": {"team-a": {"jobs": 5000}}}` (an owner\'s fields override the '
         "default's; a field left out or null: no limit; design §4.11, docs/deploy.md)",
