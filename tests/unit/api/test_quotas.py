@@ -1,13 +1,12 @@
 """Quotas per owner through the API (design §4.11): ``jobs``, ``fires_per_minute`` and ``triggers_per_minute``
 with a default and per-owner overrides, refusals ``quota_exceeded`` naming the quota with the owner's numbers,
-and ``GET /limits``."""
+and ``GET /limits``. No test reads a store directly: tests/integration/api/test_quotas.py runs them on DynamoDB."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from jobsched.domain.quotas import QuotaTable
-from jobsched.ports.quotas import OwnerUsage
 
 
 def _quotas(http: Any, table: dict[str, Any]) -> None:
@@ -29,7 +28,7 @@ def test_a_create_over_the_jobs_quota_is_a_409_naming_jobs_with_the_owners_numbe
     refused = http("POST", "/jobs", body=http.job_body("three"))
 
     _refused(refused, 409, "jobs", "limit 2", "in use 2", "make it 3")
-    assert http.backend.jobs.job_id_by_name(http.alice_owner, "three") is None
+    assert [job["name"] for job in http("GET", "/jobs").body["items"]] == ["one", "two"]
     http.create("other-team", caller="bob")  # another owner's count is its own
     assert http("DELETE", f"/jobs/{first['id']}").status == 204
     http.create("three")
@@ -84,8 +83,10 @@ def test_a_change_that_does_not_raise_the_rate_passes_over_a_lowered_quota(http)
     assert http("POST", f"/jobs/{job['id']}/pause", body={}).status == 200
     assert http("PATCH", f"/jobs/{job['id']}", body={"input": {"n": 2}}).status == 200
     assert http("PATCH", f"/jobs/{job['id']}", body={"schedule": "every 20 seconds"}).status == 200
+    assert http("GET", "/limits").body["fires_per_minute"] == {"limit": 1, "use": 3}
     assert http("DELETE", f"/jobs/{job['id']}").status == 204
-    assert http.backend.jobs.usage(http.alice_owner) == OwnerUsage(0, 0)
+    limits = http("GET", "/limits").body
+    assert (limits["jobs"]["use"], limits["fires_per_minute"]["use"]) == (0, 0)
 
 
 def test_triggers_and_backfills_over_the_minute_quota_are_429_until_the_next_minute(http):
