@@ -18,7 +18,6 @@ from pydantic import BaseModel, Field
 
 from jobsched.clock import Clock
 from jobsched.domain.quotas import (
-    WINDOW_MS,
     OwnerQuota,
     QuotaTable,
     check_fire_rate,
@@ -136,4 +135,4 @@ class Quotas:
         )
 
 
-__all__ = ["WINDOW_MS", "Limits", "QuotaUse", "Quotas"]
+__all__ = ["Limits", "QuotaUse", "Quotas"]
