@@ -339,14 +339,17 @@ class DeploymentConfig:
     def runtime_environment(self) -> dict[str, str]:
         """The runtime knobs as Lambda environment variables: ``{"SCHEDULER_PARTITIONS": "1", ...}``.
 
-        Booleans are ``true``/``false``; every value round-trips through ``Settings``.
+        Booleans are ``true``/``false``, ``quotas`` JSON; every value round-trips through ``Settings``.
         """
         env: dict[str, str] = {}
         for name in RUNTIME_KNOBS:
             value = getattr(self.settings, name)
             if value is None:
                 continue
-            env[name.upper()] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            if isinstance(value, BaseModel):
+                env[name.upper()] = value.model_dump_json(exclude_defaults=True)
+            else:
+                env[name.upper()] = ("true" if value else "false") if isinstance(value, bool) else str(value)
         return env
 
 

@@ -312,7 +312,9 @@ class Functions(Construct):
     # jobsched.aws.*); transactions are authorized per contained action (Put/Delete/...).
 
     def _grant_api(self) -> None:
-        """JobStore create/replace/delete (transactions of Put and Delete), get (Query), get_spec and
+        """JobStore create/replace/delete (transactions of Put and Delete, and the Update of the owner's quota usage
+        item), count_request (UpdateItem: a manual request in its owner's minute window), usage (GetItem), get
+        (Query), get_spec and
         job_id_by_name (GetItem), list_by_owner (by_owner index + BatchGetItem); RunStore list_for_job
         (Query), list_failed (failures index Query: ``GET /runs?status=dead``), put_new/put_new_keyed (manual
         trigger), rerun and cancel (UpdateItem: the retry of a dead run, a backfill over a failed one, the
@@ -327,7 +329,7 @@ class Functions(Construct):
         self._dynamo(
             fn,
             s.jobs,
-            ["GetItem", "BatchGetItem", "Query", "PutItem", "DeleteItem"],
+            ["GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem", "DeleteItem"],
             indexes=[by_owner, by_upstream],
         )
         # GetItem: the run a retried keyed trigger names (JobService._keyed_run)

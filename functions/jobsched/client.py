@@ -251,6 +251,11 @@ class JobschedClient:
             if not cursor:
                 return
 
+    def limits(self) -> dict[str, Any]:
+        """``GET /limits``: the caller's quotas and use, ``{"owner", "jobs", "fires_per_minute",
+        "triggers_per_minute": {"limit": number | None, "use": number}, "runs_in_flight": None}``."""
+        return self._json("GET", "/limits")
+
     def get_job(self, job_id: str) -> dict[str, Any]:
         """``GET /jobs/{id}``."""
         return self._json("GET", f"/jobs/{_segment(job_id)}")

@@ -6,12 +6,15 @@ receives a ``Settings`` object and never reads ``os.environ`` itself.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 from typing import Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from jobsched.domain.quotas import QuotaTable
 
 
 class Settings(BaseSettings):
@@ -70,11 +73,23 @@ class Settings(BaseSettings):
         description="how the API maps an IAM caller to its owner: `arn` (the role or user ARN) or `tag:<key>` "
         "(the value of the caller's role or user tag <key>, e.g. `tag:team`; docs/deploy.md)",
     )
+    quotas: QuotaTable = Field(
+        QuotaTable(),
+        description='QUOTAS: quotas per owner, JSON `{"default": {"jobs": 1000, "fires_per_minute": 600, '
+        '"triggers_per_minute": 60}, "owners": {"team-a": {"jobs": 5000}}}` (an owner\'s fields override the '
+        "default's; a field left out or null: no limit; design §4.11, docs/deploy.md)",
+    )
     target_role_arn: str | None = Field(
         None,
         description="TARGET_ROLE_ARN: the role workers assume for a job's owner to reach lambda/sqs targets "
         "(set by the stack; unset in local mode, where the owner tag is checked in code)",
     )
+
+    @field_validator("quotas", mode="before")
+    @classmethod
+    def _quotas(cls, value: Any) -> Any:
+        """JSON text (a CDK context value, local mode's file) is read as the table it holds."""
+        return json.loads(value) if isinstance(value, str) else value
 
     @field_validator("owner_from")
     @classmethod

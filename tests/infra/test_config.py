@@ -59,6 +59,7 @@ def test_command_line_strings_are_coerced() -> None:
             "log_retention_days": "90",
             "target_function_arns": "arn:aws:lambda:eu-west-1:1:function:a, arn:aws:lambda:eu-west-1:1:function:b",
             "target_queue_arns": '["arn:aws:sqs:eu-west-1:1:q"]',
+            "quotas": '{"default": {"jobs": 100}, "owners": {"billing": {"jobs": null}}}',
         }
     )
     # Then they arrive typed,
@@ -71,6 +72,8 @@ def test_command_line_strings_are_coerced() -> None:
         "arn:aws:lambda:eu-west-1:1:function:b",
     )
     assert config.infra.target_queue_arns == ("arn:aws:sqs:eu-west-1:1:q",)
+    assert config.settings.quotas.for_owner("team").jobs == 100
+    assert config.settings.quotas.for_owner("billing").jobs is None
     # and become the functions' environment, named after the Settings fields.
     env = config.runtime_environment()
     assert env["SCHEDULER_PARTITIONS"] == "4"
@@ -80,7 +83,13 @@ def test_command_line_strings_are_coerced() -> None:
 
 
 def test_the_environment_round_trips_through_settings() -> None:
-    config = DeploymentConfig.from_context({"due_shards": "8", "retention_days": "30"})
+    config = DeploymentConfig.from_context(
+        {
+            "due_shards": "8",
+            "retention_days": "30",
+            "quotas": {"owners": {"billing": {"fires_per_minute": 1.5}}},
+        }
+    )
     names = {n.lower(): "x" for n in RESOURCE_ENV_VARS}
     settings = Settings.model_validate(
         {**names, **{k.lower(): v for k, v in config.runtime_environment().items()}}
@@ -94,6 +103,8 @@ def test_the_environment_round_trips_through_settings() -> None:
     [
         ({"scheduler_partitions": "0"}, "scheduler_partitions"),
         ({"due_shards": "many"}, "due_shards"),
+        ({"quotas": '{"default": {"jobs": -1}}'}, "quotas.default.jobs"),
+        ({"quotas": '{"owners": {"billing": {"runs": 1}}}'}, "quotas.owners.billing.runs"),
         ({"worker_batch_size": "11"}, "worker_batch_size"),
         ({"worker_max_concurrency": "1"}, "worker_max_concurrency"),
         ({"log_retention_days": "31"}, "log_retention_days"),

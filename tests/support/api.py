@@ -163,6 +163,7 @@ def memory_api(backend: Backend) -> BuildApi:
             clock=clock,
             idempotency=IdempotencyKeys(backend.key_records.sharing()),
             partition_marks=backend.control,
+            counters=backend.jobs,
         )
         return Api(settings=settings, service=service, authenticator=authenticator_for(settings))
 

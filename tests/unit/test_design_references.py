@@ -47,6 +47,7 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "4.8": ("skipped fires", "re-enqueue", "watermark"),
     "4.9": ("instant",),
     "4.10": ("priority", "fair", "owner", "high", "messagegroupid"),
+    "4.11": ("quota", "limits"),
     "5.1": ("claim",),
     "5.3": ("out of attempts", "outcome"),
     "5.4": ("overlap", "lock"),

@@ -31,6 +31,7 @@ from jobsched.api.auth import Authenticator
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
 from jobsched.api.openapi import REPLAYED_HEADER, JobschedResolver, responses
+from jobsched.api.quotas import Limits
 from jobsched.api.schemas import (
     BackfillRequest,
     BackfillResult,
@@ -409,6 +410,22 @@ def list_fires(
     count: Annotated[int, Query(ge=1, le=MAX_FIRES, description=f"how many fires, 1-{MAX_FIRES}")] = 10,
 ) -> Fires:
     return api.service.list_fires(owner, id, count)
+
+
+@_route(
+    "getLimits",
+    summary="The caller's quotas and their use",
+    description="Each quota's `limit` (null: none) and the caller's `use` now: `jobs` (live jobs), "
+    "`fires_per_minute` (summed over the caller's schedules, each its long-run average; one-offs count 0), "
+    "`triggers_per_minute` (manual triggers and backfills this minute; counted while a limit is set). "
+    "A create, PATCH, trigger or backfill over a quota answers 409 (`jobs`, `fires_per_minute`) or 429 "
+    "(`triggers_per_minute`, with `Retry-After`), code `quota_exceeded`, `field` the quota. Quotas are "
+    "checked only here: the scheduler never skips a fire for them.",
+    tags=["limits"],
+    responses=responses({200: (Limits, "The caller's quotas and use")}),
+)
+def get_limits(api: ApiDep, owner: Owner) -> Limits:
+    return api.service.quotas.limits(owner)
 
 
 RunId = Annotated[

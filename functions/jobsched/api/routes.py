@@ -64,6 +64,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/jobs/{id}/runs/{run_id}", "getRun"),
     Route("POST", "/jobs/{id}/runs/{run_id}/retry", "retryRun"),
     Route("POST", "/jobs/{id}/runs/{run_id}/cancel", "cancelRun", body=True),
+    Route("GET", "/limits", "getLimits"),
     Route("GET", "/openapi.json", "getOpenApi", documented=False),
 )
 """Every route of the API (design §3), each with its method, path and operation id."""

@@ -40,6 +40,7 @@ from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound,
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.job_checks import check_settings, validation_problem
 from jobsched.api.owned import OwnedJobs, is_job_id
+from jobsched.api.quotas import Quotas
 from jobsched.api.reruns import Reruns
 from jobsched.api.results import CreateResult, TriggerResult
 from jobsched.api.runs_listing import RunListing
@@ -55,6 +56,7 @@ from jobsched.api.schemas import (
 from jobsched.api.triggers import Triggers
 from jobsched.clock import Clock, to_ms
 from jobsched.domain import fires, registration
+from jobsched.domain.quotas import QuotaExceeded
 from jobsched.models import (
     Fires,
     Job,
@@ -70,6 +72,7 @@ from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import PartitionMarks
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState
+from jobsched.ports.quotas import QuotaCounters
 from jobsched.ports.run_stores import RunHistory, RunSender
 from jobsched.schedule.engine import Schedule
 from jobsched.settings import Settings
@@ -92,7 +95,8 @@ class JobService:
     ``idempotency`` is required only for calls that pass an ``idempotency_key``; ``target_tags`` (optional)
     refuses a lambda/sqs target whose owner tag names another owner; ``shell_owners`` (local mode with a tokens
     file) the owners that may use ``shell`` targets where the deployment allows them (None: every owner);
-    ``alerts`` (optional) the alerts topic, for the ``on_cancelled`` alert of a cancel.
+    ``alerts`` (optional) the alerts topic, for the ``on_cancelled`` alert of a cancel; ``counters`` the owners'
+    quota usage (``api.quotas``; the job store, which adds to it in its job writes; None: no quotas).
     """
 
     settings: Settings
@@ -105,11 +109,13 @@ class JobService:
     partition_marks: PartitionMarks | None = None
     shell_owners: frozenset[str] | None = None
     alerts: AlertSink | None = None
+    counters: QuotaCounters | None = None
 
     def __post_init__(self) -> None:
         self.audit = AuditTrail(self.jobs, self.settings.retention_days)
         self.backfiller = Backfiller(self.settings, self.runs, self.queue, self.audit, self.clock)
         self.run_listing = RunListing(self.jobs, self.runs, self.clock)
+        self.quotas = Quotas(self.settings.quotas, self.counters, self.clock)
         self._partitions_marked = False
 
     @property
@@ -154,8 +160,8 @@ class JobService:
         Returns ``CreateResult(job, created=True)``, or ``created=False`` with the owner's existing job of
         that name when its spec is identical. With ``idempotency_key`` a repeat returns the first result
         (``replayed=True``). Raises ``InvalidInput``/``ScheduleError`` (400), ``NameConflict`` (409),
-        ``ConcurrentChange`` (409: the name was taken and released meanwhile; retry), and the idempotency
-        errors of ``IdempotencyKeys.run``.
+        ``QuotaExceeded`` (``Quotas.for_create``), ``ConcurrentChange`` (409: the name was taken and released
+        meanwhile; retry), and the idempotency errors of ``IdempotencyKeys.run``.
         """
         actor = actor or owner
         if idempotency_key is None:
@@ -202,9 +208,17 @@ class JobService:
         )
         next_run_at_ms = state.next_run_at
         job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
+        try:
+            usage = self.quotas.for_create(owner, job)  # design §4.11
+        except QuotaExceeded:  # a repeat of an existing job's create is answered as without quotas
+            if (holder := self.jobs.job_id_by_name(owner, job.name)) is None:
+                raise
+            return self._existing_by_name(owner, job, holder)
         self._mark_partitions()
         try:
-            self.jobs.create(job, state, self.audit.change(job.id, now_ms, 1, JobEventKind.CREATED, actor))
+            self.jobs.create(
+                job, state, self.audit.change(job.id, now_ms, 1, JobEventKind.CREATED, actor), usage
+            )
         except NameTaken as taken:
             return self._existing_by_name(owner, job, taken.job_id)
         except Conflict as conflict:
@@ -396,6 +410,7 @@ class JobService:
                 return current
             now_ms = self.clock()
             job, anchor_ms, next_run_at_ms = change(current, state, now_ms)
+            usage = self.quotas.for_change(owner, current, job)  # design §4.11
             event_kind = kind
             if kind is JobEventKind.UPDATED and job.paused != current.paused:  # a PATCH of `paused`
                 event_kind = JobEventKind.PAUSED if job.paused else JobEventKind.RESUMED
@@ -435,7 +450,9 @@ class JobService:
             event = self.audit.change(job_id, updated_ms, version, event_kind, actor or owner, detail)
             self._mark_partitions()  # the rewrite files the job's due entry under this deployment's counts
             try:
-                self.jobs.replace(Rewrite(job, new_state, stored_updated_ms, (stored_next, term), event))
+                self.jobs.replace(
+                    Rewrite(job, new_state, stored_updated_ms, (stored_next, term), event, usage)
+                )
             except Conflict:
                 logger.info("job changed during an edit; retrying", job_id=job_id, attempt=attempt)
                 continue
@@ -467,6 +484,7 @@ class JobService:
                 deleted_at_ms=now_ms,
                 retention_days=self.settings.retention_days,
                 event=event,
+                usage=self.quotas.for_delete(owner, stored.job),
             )
         except NotFound:
             raise JobNotFound(job_id) from None
@@ -487,18 +505,22 @@ class JobService:
     ) -> TriggerResult:
         """One manual run of the job now by ``actor`` (default: the owner), see ``Triggers.trigger``. With
         ``idempotency_key`` a repeat returns the first run: the stored result while the key's record lasts, and in
-        any case the run the key created. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot), and the
-        idempotency errors of ``IdempotencyKeys.run``."""
-        actor = actor or owner
+        any case the run the key created. Raises ``JobNotFound``, ``ConcurrentChange`` (no free slot),
+        ``QuotaExceeded`` (``Quotas.counted``), and the idempotency errors of ``IdempotencyKeys.run``."""
+        by = actor or owner
+
+        def trigger() -> Run:
+            return self.quotas.counted(
+                owner, lambda: self.triggers.trigger(owner, job_id, by, idempotency_key)
+            )
+
         if idempotency_key is None:
-            return TriggerResult(run=self.triggers.trigger(owner, job_id, actor))
+            return TriggerResult(run=trigger())
         outcome = self.owned.keys().run(
             owner,
             idempotency_key,
             {"op": "trigger_job", "job_id": job_id},
-            lambda: {
-                "run": self.triggers.trigger(owner, job_id, actor, idempotency_key).model_dump(mode="json")
-            },
+            lambda: {"run": trigger().model_dump(mode="json")},
         )
         return TriggerResult(run=Run.model_validate(outcome.result["run"]), replayed=outcome.replayed)
 
@@ -513,18 +535,22 @@ class JobService:
     ) -> tuple[BackfillResult, bool]:
         """Run the job's past fires in ``[start, end)`` that have no run yet (``Backfiller.backfill``), paused jobs
         too; returns the result and whether it is the stored one of an earlier request with the same key.
-        Raises ``JobNotFound``, ``InvalidInput`` naming ``end``, and the idempotency errors of
-        ``IdempotencyKeys.run``."""
+        Raises ``JobNotFound``, ``InvalidInput`` naming ``end``, ``QuotaExceeded`` (``Quotas.counted``), and the
+        idempotency errors of ``IdempotencyKeys.run``."""
         by = actor or owner
+
+        def backfill() -> BackfillResult:
+            return self.quotas.counted(
+                owner, lambda: self.backfiller.backfill(self.owned.load(owner, job_id), request, by)
+            )
+
         if idempotency_key is None:
-            return self.backfiller.backfill(self.owned.load(owner, job_id), request, by), False
+            return backfill(), False
         outcome = self.owned.keys().run(
             owner,
             idempotency_key,
             {"op": "backfill", "job_id": job_id, "body": request.model_dump(mode="json")},
-            lambda: self.backfiller.backfill(self.owned.load(owner, job_id), request, by).model_dump(
-                mode="json"
-            ),
+            lambda: backfill().model_dump(mode="json"),
         )
         return BackfillResult.model_validate(outcome.result), outcome.replayed
 

@@ -10,6 +10,7 @@ Commands, by module:
 | ``apply`` (jobs as code; the plan: ``jobsched.apply_plan``) | ``apply`` |
 | ``import-crontab`` | ``import_crontab`` |
 | ``smoke`` | ``smoke`` |
+| ``limits`` (the caller's quotas and use) | ``limits`` |
 | ``ui`` (the web console for a deployment) | ``ui`` |
 | ``local`` | ``jobsched.local.command`` (shared with ``python -m jobsched.local``) |
 
@@ -33,6 +34,7 @@ from jobsched.cli.apply import apply_command
 from jobsched.cli.archive import archive_app
 from jobsched.cli.import_crontab import import_crontab_command
 from jobsched.cli.jobs import jobs_app
+from jobsched.cli.limits import limits_command
 from jobsched.cli.run_commands import runs_app
 from jobsched.cli.schedule import next_command
 from jobsched.cli.smoke import smoke_command
@@ -88,7 +90,7 @@ app.command("next")(next_command)
 
 
 def register(target: typer.Typer) -> None:
-    """Add the API-facing commands (``jobs``, ``runs``, ``apply``, ``import-crontab``, ``smoke``, ``ui``), ``archive`` and ``local``
+    """Add the API-facing commands (``jobs``, ``runs``, ``apply``, ``import-crontab``, ``smoke``, ``limits``, ``ui``), ``archive`` and ``local``
     to the typer app ``target`` (``app`` has them; tests register them on an app of their own)."""
     target.add_typer(jobs_app, name="jobs")
     target.add_typer(runs_app, name="runs")
@@ -96,6 +98,7 @@ def register(target: typer.Typer) -> None:
     target.add_typer(archive_app, name="archive")
     target.command("import-crontab")(import_crontab_command)
     target.command("smoke")(smoke_command)
+    target.command("limits")(limits_command)
     target.command("ui")(ui_command)
     target.command("local")(local_command)
 

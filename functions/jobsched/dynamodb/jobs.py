@@ -36,9 +36,11 @@ from jobsched.dynamodb.layout import (
     tombstone_item,
 )
 from jobsched.dynamodb.overlap import OverlapLock
+from jobsched.dynamodb.quotas import QuotaTable, usage_update
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.quotas import OwnerUsage, UsageChange
 
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
@@ -64,6 +66,7 @@ class JobStore:
         self.overlap = OverlapLock(table)
         self.due_index = DueIndexTable(table)
         self.repair = DueRepair(table, self)
+        self.quotas = QuotaTable(table)
 
     # --- API side -----------------------------------------------------------------------------
 
@@ -71,9 +74,16 @@ class JobStore:
         """The transaction item recording ``event`` (none without one)."""
         return [] if event is None else [transact_put(self.table.name, event_item(event))]
 
-    def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
-        """Write a new job's spec, scheduling item, name lock and ``event`` in one transaction, after the timer
-        item of its due entry (a hint until the transaction lands; left to expire when it is refused).
+    def create(
+        self,
+        job: Job,
+        state: SchedulingState,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
+    ) -> None:
+        """Write a new job's spec, scheduling item, name lock and ``event``, and add ``usage`` to its owner's
+        usage item (``dynamodb.quotas``), in one transaction, after the timer item of its due entry (a hint until
+        the transaction lands; left to expire when it is refused).
 
         Raises ``NameTaken(job_id)`` when the owner already has a job with this name, ``Conflict`` when the
         name was taken and released meanwhile.
@@ -88,6 +98,7 @@ class JobStore:
                     transact_put(self.table.name, spec),
                     transact_put(self.table.name, sched),
                     *self._event_put(event),
+                    *usage_update(self.table.name, usage),
                 ]
             )
         except ClientError as error:
@@ -232,7 +243,12 @@ class JobStore:
         self._file(rewrite.state)
         try:
             self.table.meta.client.transact_write_items(
-                TransactItems=[spec_put, sched_put, *self._event_put(rewrite.event)]
+                TransactItems=[
+                    spec_put,
+                    sched_put,
+                    *self._event_put(rewrite.event),
+                    *usage_update(self.table.name, rewrite.usage),
+                ]
             )
         except ClientError as error:
             if is_condition_failure(error):
@@ -240,11 +256,17 @@ class JobStore:
             raise
 
     def delete(
-        self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None
+        self,
+        job: Job,
+        *,
+        deleted_at_ms: int,
+        retention_days: int | None,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
     ) -> None:
         """Delete a job in one transaction: its spec item becomes a tombstone kept ``retention_days`` after
         ``deleted_at_ms`` (epoch ms; ``layout.tombstone_item``; None removes it outright), its scheduling item
-        (so its due-index entry) and its name lock go, ``event`` is recorded. Its run history and events stay
+        (so its due-index entry) and its name lock go, ``event`` is recorded, ``usage`` added to its owner's. Its run history and events stay
         until retention.
 
         Raises ``NotFound`` when the job is already deleted (a late repeat: it changes nothing, and never frees
@@ -282,12 +304,27 @@ class JobStore:
                         }
                     },
                     *self._event_put(event),
+                    *usage_update(self.table.name, usage),
                 ]
             )
         except ClientError as error:
             if is_condition_failure(error):
                 raise NotFound(spec["job_id"]) from error
             raise
+
+    # --- QuotaCounters (``dynamodb.quotas.QuotaTable``) ---------------------------------------------
+
+    def usage(self, owner: str) -> OwnerUsage:
+        """``QuotaTable.usage``."""
+        return self.quotas.usage(owner)
+
+    def count_request(self, owner: str, window_ms: int, limit: int, expires_at_s: int) -> int | None:
+        """``QuotaTable.count_request``."""
+        return self.quotas.count_request(owner, window_ms, limit, expires_at_s)
+
+    def requests_in(self, owner: str, window_ms: int) -> int:
+        """``QuotaTable.requests_in``."""
+        return self.quotas.requests_in(owner, window_ms)
 
     @unavailable_on_failure
     def record_event(self, event: AuditEvent) -> None:

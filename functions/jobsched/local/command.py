@@ -31,6 +31,14 @@ TokensOpt = Annotated[
         "shell targets and http targets on loopback (default: a dev token for `local`, with both).",
     ),
 ]
+QuotasOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--quotas",
+        help='JSON file of quotas per owner: {"default": {"jobs": N, "fires_per_minute": N, '
+        '"triggers_per_minute": N}, "owners": {"OWNER": {...}}} (default: none; see README, Quotas).',
+    ),
+]
 SchedulersOpt = Annotated[int, typer.Option("--schedulers", min=1, max=16, help="Competing scheduler loops.")]
 WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=64, help="Worker threads.")]
 
@@ -74,6 +82,7 @@ def local_command(
     demo: DemoOpt = False,
     backend: BackendOpt = Backend.sqlite,
     accept_host: AcceptHostOpt = None,
+    quotas: QuotasOpt = None,
 ) -> None:
     """Run the whole system on this machine: API, scheduler, workers and sweeper, on an embedded SQLite
     (jobs, runs, leases) and moto (queues, topic)."""
@@ -91,6 +100,7 @@ def local_command(
             backend=backend.value,
             redirect_stdout=True,
             accept_hosts=tuple(accept_host or ()),
+            quotas_file=quotas,
         )
         run_forever(config)
     except (OSError, ValueError) as error:

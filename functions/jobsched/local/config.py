@@ -29,7 +29,10 @@ class LocalConfig:
     ``sqlite_synchronous``: SQLite's ``synchronous`` level (``NORMAL``: an acknowledged write survives a crash
     of the process, and a power loss but for the last second; ``FULL``: a power loss too, at an fsync per
     write). ``accept_hosts``: ``Host`` names the server answers besides localhost, 127.0.0.1 and [::1] at
-    ``port`` (``jobsched.local.server.accepted_hosts``). Raises ValueError for a bad value.
+    ``port`` (``jobsched.local.server.accepted_hosts``). ``quotas_file``: a JSON file holding the ``quotas``
+    setting (``{"default": {...}, "owners": {...}}``, design §4.11), read at start into ``settings`` (the
+    environment variable ``QUOTAS`` is the other way). Raises ValueError for a bad value, OSError for an
+    unreadable quotas file.
     """
 
     port: int = 8080
@@ -51,6 +54,7 @@ class LocalConfig:
     backend: str = BACKENDS[0]
     sqlite_synchronous: Synchronous = "NORMAL"
     accept_hosts: tuple[str, ...] = ()
+    quotas_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.accept_hosts = tuple(self.accept_hosts)
@@ -60,3 +64,15 @@ class LocalConfig:
         if self.backend not in BACKENDS:
             raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
         self.data_dir = Path(self.data_dir)
+        if self.quotas_file is not None:
+            from pydantic import ValidationError
+
+            from jobsched.domain.quotas import QuotaTable
+
+            text = Path(self.quotas_file).read_text()
+            try:
+                self.settings["quotas"] = QuotaTable.model_validate_json(text)
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(part) for part in first["loc"]) or "the file"
+                raise ValueError(f"--quotas {self.quotas_file}: {where}: {first['msg']}") from None

@@ -18,6 +18,7 @@ from jobsched.labels import matches
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
+from jobsched.ports.quotas import OwnerUsage, UsageChange
 from jobsched.ports.runs import (
     RESERVED_WORKER,
     BufferAnswer,
@@ -188,12 +189,21 @@ class MemoryJobStore:
         self.tombstones: dict[str, _Tombstone] = {}
         self.locks: dict[str, OverlapHolder] = {}
         self.events: dict[str, dict[str, AuditEvent]] = {}
+        self.usages: dict[str, OwnerUsage] = {}
+        self.windows: dict[tuple[str, int], int] = {}
         self._lock = threading.RLock()
 
     # --- JobRepository ------------------------------------------------------------------------
 
-    def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
-        """Store a new job, its state, its name and ``event``. Raises ``NameTaken(job_id of the holder)``."""
+    def create(
+        self,
+        job: Job,
+        state: SchedulingState,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
+    ) -> None:
+        """Store a new job, its state, its name and ``event``, adding ``usage`` to its owner's. Raises
+        ``NameTaken(job_id of the holder)``."""
         with self._lock:
             holder = self.names.get((job.owner, job.name))
             if holder is not None:
@@ -203,6 +213,34 @@ class MemoryJobStore:
             self.states[job.id] = state
             self.tombstones.pop(job.id, None)
             self._record(event)
+            self._add_usage(usage)
+
+    def _add_usage(self, usage: UsageChange | None) -> None:
+        if usage is not None:
+            held = self.usages.get(usage.owner, OwnerUsage())
+            self.usages[usage.owner] = OwnerUsage(held.jobs + usage.jobs, held.fire_rate + usage.fire_rate)
+
+    # --- QuotaCounters ------------------------------------------------------------------------
+
+    def usage(self, owner: str) -> OwnerUsage:
+        """The owner's usage (zeros when none)."""
+        with self._lock:
+            return self.usages.get(owner, OwnerUsage())
+
+    def count_request(self, owner: str, window_ms: int, limit: int, expires_at_s: int) -> int | None:
+        """Count one request in the owner's window unless it holds ``limit``: the new count, or None. Windows do
+        not expire here."""
+        with self._lock:
+            held = self.windows.get((owner, window_ms), 0)
+            if held >= limit:
+                return None
+            self.windows[(owner, window_ms)] = held + 1
+            return held + 1
+
+    def requests_in(self, owner: str, window_ms: int) -> int:
+        """The requests the owner's window holds."""
+        with self._lock:
+            return self.windows.get((owner, window_ms), 0)
 
     def _record(self, event: AuditEvent | None) -> None:
         if event is not None:
@@ -280,12 +318,19 @@ class MemoryJobStore:
             self.jobs[job.id] = job
             self.states[job.id] = rewrite.state
             self._record(rewrite.event)
+            self._add_usage(rewrite.usage)
 
     def delete(
-        self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None
+        self,
+        job: Job,
+        *,
+        deleted_at_ms: int,
+        retention_days: int | None,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
     ) -> None:
         """Delete a live job (state, due entry and name go; a tombstone stays with ``retention_days``), recording
-        ``event``. Raises ``NotFound`` when it is already deleted. Tombstones do not expire here."""
+        ``event`` and adding ``usage`` to its owner's. Raises ``NotFound`` when it is already deleted. Tombstones do not expire here."""
         with self._lock:
             if self.jobs.pop(job.id, None) is None:
                 raise NotFound(job.id)
@@ -295,6 +340,7 @@ class MemoryJobStore:
             if retention_days is not None:
                 self.tombstones[job.id] = _Tombstone(job.owner, deleted_at_ms)
             self._record(event)
+            self._add_usage(usage)
 
     def history_owner(self, job_id: str) -> str | None:
         """The owner of the live job, or of the deleted one's tombstone; None when there is neither."""

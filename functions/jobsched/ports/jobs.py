@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
 from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, Priority
+from jobsched.ports.quotas import UsageChange
 
 DEFAULT_CATCH_UP_WINDOW_S: int = JobSettings.model_fields["catch_up_window_s"].default
 """Catch-up window of a scheduling state stored before the field existed: the job model's default."""
@@ -216,13 +217,15 @@ class Rewrite:
     and ``state``, written only while the stored job's ``updated_at`` (epoch ms) is still
     ``expected_updated_at`` and, with ``expected_state = (next_run_at or None, term)`` as the caller read them,
     no scheduler moved the job (or a newer leader stamped it) since, so an edit never undoes a fire's move nor
-    lowers the fencing term; ``event`` is recorded with it (all or nothing)."""
+    lowers the fencing term; ``event`` is recorded and ``usage`` added to its owner's quota usage with it (all or
+    nothing; ``jobsched.ports.quotas``)."""
 
     job: Job
     state: SchedulingState
     expected_updated_at: int
     expected_state: tuple[int | None, int] | None = None
     event: AuditEvent | None = None
+    usage: UsageChange | None = None
 
 
 def change_key(version: int) -> str:
@@ -339,8 +342,15 @@ class DueIndex(Protocol):
 class JobRepository(Protocol):
     """What the API's ``JobService`` needs from the job store. Reads are strongly consistent."""
 
-    def create(self, job: Job, state: SchedulingState, event: AuditEvent | None = None) -> None:
-        """Store a new job and its state, taking its name, and ``event`` with them (all or nothing). Raises
+    def create(
+        self,
+        job: Job,
+        state: SchedulingState,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
+    ) -> None:
+        """Store a new job and its state, taking its name, and ``event`` with them, adding ``usage`` to its owner's
+        quota usage (all or nothing; a refused create adds nothing). Raises
         ``NameTaken(job_id of the holder)``, or ``Conflict`` when the name was taken and released meanwhile."""
         ...
 
@@ -377,11 +387,17 @@ class JobRepository(Protocol):
         ...
 
     def delete(
-        self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None
+        self,
+        job: Job,
+        *,
+        deleted_at_ms: int,
+        retention_days: int | None,
+        event: AuditEvent | None = None,
+        usage: UsageChange | None = None,
     ) -> None:
         """Delete a job: its state and due entry go, its name is free again (unless a newer job holds it), and,
         with ``retention_days``, a tombstone keeps its run history's owner known for that long; ``event`` is
-        recorded with it (all or nothing). Raises ``NotFound`` when it is already deleted."""
+        recorded and ``usage`` added to its owner's quota usage with it (all or nothing). Raises ``NotFound`` when it is already deleted."""
         ...
 
     def record_event(self, event: AuditEvent) -> None:

@@ -21,6 +21,7 @@ from jobsched.domain.lease import LeaseStore
 from jobsched.ports.alerts import Alert, AlertSink
 from jobsched.ports.control import PartitionMarks, WatermarkStore
 from jobsched.ports.jobs import DueIndex, JobRepository
+from jobsched.ports.quotas import QuotaCounters
 from jobsched.ports.run_stores import (
     DeadRunSink,
     JobSpecs,
@@ -50,8 +51,8 @@ if TYPE_CHECKING:
     from jobsched.targets import Targets
 
 
-class JobStorePorts(JobRepository, DueIndex, JobSpecs, Protocol):
-    """Every port a job store serves (the API's ``JobRepository``, the tick's ``DueIndex``, the worker's and the
+class JobStorePorts(JobRepository, DueIndex, JobSpecs, QuotaCounters, Protocol):
+    """Every port a job store serves (the API's ``JobRepository`` and ``QuotaCounters``, the tick's ``DueIndex``, the worker's and the
     sweeper's ``JobSpecs``), plus the due index's high-water reads of ``Components.scheduler_group``. Implemented by
     ``jobsched.dynamodb.jobs.JobStore`` (DynamoDB) and ``jobsched.sqlite.jobs.SqliteJobStore``."""
 
@@ -449,9 +450,11 @@ class Components:
 
         settings = self.settings
         tag_reads = replace(self.aws, calls=TAG_READ_CALLS)
+        jobs = self.jobs()
         return JobService(
             settings=settings,
-            jobs=self.jobs(),
+            jobs=jobs,
+            counters=jobs,
             runs=self.runs(),
             queue=self.run_queue(),
             clock=self.clock,

@@ -130,6 +130,18 @@ CREATE TABLE IF NOT EXISTS marks (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS owner_usage (
+    owner TEXT PRIMARY KEY,
+    jobs INTEGER NOT NULL,
+    fire_rate INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS request_windows (
+    owner TEXT NOT NULL,
+    window_ms INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    expires_at_s INTEGER NOT NULL,
+    PRIMARY KEY (owner, window_ms)
+) WITHOUT ROWID;
 """
 
 UPGRADES = (
@@ -145,6 +157,9 @@ UPGRADES = (
     " due_at, due_version) WHERE due_at IS NOT NULL",
     # the run id of the fire waiting for the lock (``overlap: buffer_one``, ``ports.runs.OverlapHolder``)
     "ALTER TABLE overlap_locks ADD COLUMN buffered TEXT",
+    # the owners' quota usage (``ports.quotas``): the job counts of a database made before it (fire rates start
+    # at 0 and grow as jobs are created or re-timed)
+    "INSERT OR IGNORE INTO owner_usage (owner, jobs, fire_rate) SELECT owner, count(*), 0 FROM jobs GROUP BY owner",
 )
 """Schema changes applied once, in order, to a database made before them (``PRAGMA user_version`` counts the
 ones applied)."""

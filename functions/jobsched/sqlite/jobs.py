@@ -30,6 +30,7 @@ from jobsched.memory.jobs import (
 from jobsched.models import Job, MissedPolicy
 from jobsched.ports.errors import NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable, hinted_priority
+from jobsched.ports.quotas import OwnerUsage, UsageChange
 from jobsched.ports.runs import BufferAnswer, BufferRequest, OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
 
@@ -92,9 +93,11 @@ class SqliteJobStore:
 
     # --- JobRepository ------------------------------------------------------------------------
 
-    def create(self, job: Job, state: SchedulingState, event: Any = None) -> None:
+    def create(
+        self, job: Job, state: SchedulingState, event: Any = None, usage: UsageChange | None = None
+    ) -> None:
         """Store a new job, its state, its name and the audit ``event`` (``jobsched.ports.jobs.AuditEvent``, or
-        None) in one transaction. Raises ``NameTaken(job_id of the holder)``."""
+        None), adding ``usage`` to its owner's, in one transaction. Raises ``NameTaken(job_id of the holder)``."""
         with self.db.write() as conn:
             holder = conn.execute(
                 "SELECT job_id FROM names WHERE owner = ? AND name = ?", (job.owner, job.name)
@@ -118,6 +121,7 @@ class SqliteJobStore:
                 ),
             )
             conn.execute("DELETE FROM tombstones WHERE job_id = ?", (job.id,))
+            _add_usage(conn, usage)
             _record(conn, event)
 
     def record_event(self, event: Any) -> None:
@@ -211,11 +215,20 @@ class SqliteJobStore:
                 (to_ms(job.updated_at), _spec_json(job), state_json(state), *_due_columns(state), job.id),
             )
             _record(conn, rewrite.event)
+            _add_usage(conn, rewrite.usage)
 
-    def delete(self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: Any = None) -> None:
+    def delete(
+        self,
+        job: Job,
+        *,
+        deleted_at_ms: int,
+        retention_days: int | None,
+        event: Any = None,
+        usage: UsageChange | None = None,
+    ) -> None:
         """Delete a live job: its state and due entry go, its name is freed unless a newer job holds it, with
-        ``retention_days`` a tombstone keeps its history's owner that long, and the audit ``event`` is
-        recorded (one transaction). Raises ``NotFound`` when it is already deleted."""
+        ``retention_days`` a tombstone keeps its history's owner that long, the audit ``event`` is recorded and
+        ``usage`` added to its owner's (one transaction). Raises ``NotFound`` when it is already deleted."""
         with self.db.write() as conn:
             if conn.execute("DELETE FROM jobs WHERE job_id = ?", (job.id,)).rowcount == 0:
                 raise NotFound(job.id)
@@ -229,6 +242,43 @@ class SqliteJobStore:
                     (job.id, job.owner, deleted_at_ms, deleted_at_ms // 1000 + retention_days * _DAY_S),
                 )
             _record(conn, event)
+            _add_usage(conn, usage)
+
+    # --- QuotaCounters ------------------------------------------------------------------------
+
+    def usage(self, owner: str) -> OwnerUsage:
+        """The owner's usage (zeros when none)."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT jobs, fire_rate FROM owner_usage WHERE owner = ?", (owner,)).fetchone()
+        return OwnerUsage(int(row[0]), int(row[1])) if row else OwnerUsage()
+
+    def count_request(self, owner: str, window_ms: int, limit: int, expires_at_s: int) -> int | None:
+        """Count one request in the owner's window unless it holds ``limit`` (one transaction, which also drops
+        the owner's expired windows): the new count, or None."""
+        with self.db.write() as conn:
+            conn.execute(
+                "DELETE FROM request_windows WHERE owner = ? AND expires_at_s < ?", (owner, window_ms // 1000)
+            )
+            row = conn.execute(
+                "SELECT count FROM request_windows WHERE owner = ? AND window_ms = ?", (owner, window_ms)
+            ).fetchone()
+            held = int(row[0]) if row else 0
+            if held >= limit:
+                return None
+            conn.execute(
+                "INSERT INTO request_windows (owner, window_ms, count, expires_at_s) VALUES (?, ?, 1, ?)"
+                " ON CONFLICT (owner, window_ms) DO UPDATE SET count = count + 1",
+                (owner, window_ms, expires_at_s),
+            )
+            return held + 1
+
+    def requests_in(self, owner: str, window_ms: int) -> int:
+        """The requests the owner's window holds."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT count FROM request_windows WHERE owner = ? AND window_ms = ?", (owner, window_ms)
+            ).fetchone()
+        return int(row[0]) if row else 0
 
     def name_of(self, job_id: str) -> str | None:
         """The name of the live job ``job_id``, or None (one indexed read, no model: local mode's run lines)."""
@@ -436,6 +486,16 @@ class SqliteJobStore:
                     )
                     refiled.append(job_id)
         return RefilePass(scanned=len(rows), refiled=refiled, wrapped=True, unreadable=unreadable)
+
+
+def _add_usage(conn: Any, usage: UsageChange | None) -> None:
+    """Add ``usage`` to its owner's row in the open transaction (None: nothing)."""
+    if usage is not None and not usage.empty:
+        conn.execute(
+            "INSERT INTO owner_usage (owner, jobs, fire_rate) VALUES (?, ?, ?) ON CONFLICT (owner) DO UPDATE"
+            " SET jobs = jobs + excluded.jobs, fire_rate = fire_rate + excluded.fire_rate",
+            (usage.owner, usage.jobs, usage.fire_rate),
+        )
 
 
 def _record(conn: Any, event: Any) -> None:

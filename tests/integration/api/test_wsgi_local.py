@@ -68,4 +68,5 @@ def test_the_openapi_document_is_served(client):
         "/jobs/{id}/runs/{run_id}",
         "/jobs/{id}/runs/{run_id}/retry",
         "/jobs/{id}/runs/{run_id}/cancel",
+        "/limits",
     }

@@ -60,8 +60,14 @@ def deployment() -> Iterator[tuple[Aws, Settings]]:
 
 
 @pytest.fixture
-def cli(deployment: tuple[Aws, Settings], tmp_path: Path) -> Iterator[Cli]:
-    """The CLI app wired to the API as a fresh team (``other_token``: a second team)."""
+def cli_settings() -> dict[str, Any]:
+    """Settings the ``cli`` fixture's API takes on top of local mode's (a test module may override it)."""
+    return {}
+
+
+@pytest.fixture
+def cli(deployment: tuple[Aws, Settings], tmp_path: Path, cli_settings: dict[str, Any]) -> Iterator[Cli]:
+    """The CLI app wired to the API as a fresh team (``other_token``: a second team), with ``cli_settings``."""
     aws, settings = deployment
     n = next(_teams)
     token, other = f"tok-a-{n}", f"tok-b-{n}"
@@ -73,6 +79,7 @@ def cli(deployment: tuple[Aws, Settings], tmp_path: Path) -> Iterator[Cli]:
             "local_tokens_file": str(tokens),
             "allow_shell_targets": True,
             "allow_loopback_http_targets": True,
+            **cli_settings,
         }
     )
     api = Components(local, aws).api()

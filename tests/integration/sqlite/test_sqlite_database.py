@@ -19,6 +19,7 @@ from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.jobs import SqliteJobStore
 from jobsched.sqlite.runs import SqliteRunStore
+from tests.contract.test_job_store_contract import job, state
 
 T0 = 1_767_578_400_000  # 2026-01-05T02:00Z, epoch ms
 
@@ -233,3 +234,24 @@ def test_expired_runs_move_to_the_archive_and_a_refused_write_keeps_them(
     assert [r.scheduled_for for r in runs.rows()] == [T0 + 2]
     _, found = LocalArchive(tmp_path / "archive").query("SELECT job_id, scheduled_for FROM runs ORDER BY 1")
     assert found == [("j_a", T0), ("j_b", T0 + 1)]
+
+
+def test_a_database_made_before_quota_usage_gets_its_owners_job_counts(tmp_path: Path) -> None:
+    path = tmp_path / "jobsched.sqlite3"
+    database = SqliteDatabase(path)
+    store = SqliteJobStore(database)
+    for number, owner in ((1, "team-a"), (2, "team-a"), (3, "team-b")):
+        made = job(number, owner=owner)
+        store.create(made, state(made))  # written as a release without quotas does: no usage
+    with database.write() as conn:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        conn.execute(f"PRAGMA user_version = {version - 1}")
+    database.close()
+
+    reopened = SqliteDatabase(path)
+    try:
+        upgraded = SqliteJobStore(reopened)
+        assert (upgraded.usage("team-a").jobs, upgraded.usage("team-b").jobs) == (2, 1)
+        assert upgraded.usage("team-a").fire_rate == 0
+    finally:
+        reopened.close()

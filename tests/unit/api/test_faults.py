@@ -98,7 +98,7 @@ def test_a_name_lock_without_its_job_is_409_conflict(http):
 
 
 def test_a_create_transaction_lost_to_a_race_is_409(http, monkeypatch):
-    def raced(spec: dict[str, Any], sched: dict[str, Any], event: Any = None) -> None:
+    def raced(spec: dict[str, Any], sched: dict[str, Any], event: Any = None, usage: Any = None) -> None:
         raise Conflict("job creation raced; retry")
 
     monkeypatch.setattr(http.api.service.jobs, "create", raced)

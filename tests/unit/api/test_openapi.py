@@ -35,6 +35,7 @@ ROUTES = {
     ("get", "/jobs/{id}/runs/{run_id}"): (None, {"200": "RunDetail"}),
     ("post", "/jobs/{id}/runs/{run_id}/retry"): (None, {"202": "RunDetail"}),
     ("post", "/jobs/{id}/runs/{run_id}/cancel"): ("CancelRequest", {"200": "RunCancel"}),
+    ("get", "/limits"): (None, {"200": "Limits"}),
 }
 
 

@@ -152,3 +152,21 @@ def test_isolation_removes_profiles_and_endpoints() -> None:
 def test_config_refuses_zero_loops() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         LocalConfig(schedulers=0)
+
+
+def test_config_reads_the_quotas_file_into_the_settings(tmp_path: Path) -> None:
+    quotas = tmp_path / "quotas.json"
+    quotas.write_text(json.dumps({"default": {"jobs": 10}, "owners": {"local": {"jobs": 50}}}))
+
+    config = LocalConfig(quotas_file=quotas)
+
+    assert config.settings["quotas"].for_owner("local").jobs == 50
+    assert config.settings["quotas"].for_owner("other").jobs == 10
+
+
+def test_config_refuses_a_quotas_file_naming_an_unknown_quota(tmp_path: Path) -> None:
+    quotas = tmp_path / "quotas.json"
+    quotas.write_text(json.dumps({"default": {"runs_per_day": 10}}))
+
+    with pytest.raises(ValueError, match=r"--quotas .*runs_per_day"):
+        LocalConfig(quotas_file=quotas)

@@ -1,0 +1,138 @@
+"""Quotas per owner at the API (design §4.11): what a create, an edit, a delete adds to the owner's usage, the
+refusals over a limit, the manual-request windows, and ``GET /limits``.
+
+``Quotas`` reads the deployment's ``quotas`` setting (``jobsched.domain.quotas.QuotaTable``) and the owner's
+stored usage (``jobsched.ports.quotas.QuotaCounters``, kept by the job store in the job write's own transaction),
+and applies the rules of ``jobsched.domain.quotas``. A check reads the usage and the write adds to it: two
+concurrent creates of one owner at its last free place may both pass (a quota is a guard against a runaway
+client, not an exact fence); the usage itself stays exact. Nothing here runs for a scheduled fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel, Field
+
+from jobsched.clock import Clock
+from jobsched.domain.quotas import (
+    OwnerQuota,
+    QuotaTable,
+    check_fire_rate,
+    check_jobs,
+    fire_rate,
+    per_minute,
+    request_refused,
+    window_of,
+)
+from jobsched.models import JobSettings
+from jobsched.ports.quotas import OwnerUsage, QuotaCounters, UsageChange
+from jobsched.schedule.engine import ScheduleError
+
+T = TypeVar("T")
+
+WINDOW_KEPT_S = 120
+"""Seconds a request window's counter is kept after its window starts (its TTL): the window and one more."""
+
+
+class QuotaUse(BaseModel):
+    """One quota: its ``limit`` (null: none) and the owner's ``use`` now."""
+
+    limit: float | None = Field(description="the owner's limit; null: no limit")
+    use: float = Field(description="the owner's use now")
+
+
+class Limits(BaseModel):
+    """``GET /limits``: the caller's quotas and use (design §4.11)."""
+
+    owner: str = Field(description="the caller's owner")
+    jobs: QuotaUse = Field(description="live jobs")
+    fires_per_minute: QuotaUse = Field(
+        description="fires per minute summed over the owner's schedules (each its long-run average; paused jobs "
+        "included, one-offs 0)"
+    )
+    triggers_per_minute: QuotaUse = Field(description="manual triggers and backfills in the current minute")
+    runs_in_flight: None = Field(
+        None, description="not limited: a limit would cost a write per run (design §4.11)"
+    )
+
+
+def _rate_of(job: JobSettings) -> int:
+    """The job's fire rate (micro-fires per minute); 0 for a schedule that no longer parses."""
+    try:
+        return fire_rate(job.schedule, job.timezone)
+    except ScheduleError:
+        return 0
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """The API's quota checks on ``counters`` under ``table`` (``Settings.quotas``); ``clock`` in epoch ms.
+    Without ``counters`` (a service on stores that keep no usage) nothing is checked or counted."""
+
+    table: QuotaTable
+    counters: QuotaCounters | None
+    clock: Clock
+
+    def quota(self, owner: str) -> OwnerQuota:
+        """The owner's limits (``QuotaTable.for_owner``)."""
+        return self.table.for_owner(owner)
+
+    def for_create(self, owner: str, job: JobSettings) -> UsageChange | None:
+        """The usage a new job adds (one job, its fire rate), checked against the owner's ``jobs`` and
+        ``fires_per_minute``. Raises ``QuotaExceeded``."""
+        if self.counters is None:
+            return None
+        quota, use, rate = self.quota(owner), self.counters.usage(owner), _rate_of(job)
+        check_jobs(owner, quota, use.jobs, 1)
+        check_fire_rate(owner, quota, use.fire_rate, rate)
+        return UsageChange(owner, 1, rate)
+
+    def for_change(self, owner: str, current: JobSettings, changed: JobSettings) -> UsageChange | None:
+        """The usage an edit adds (its fire rate's change; None when the schedule and zone are kept), checked
+        against ``fires_per_minute`` when it raises the rate. Raises ``QuotaExceeded``."""
+        if self.counters is None or (current.schedule, current.timezone) == (
+            changed.schedule,
+            changed.timezone,
+        ):
+            return None
+        added = _rate_of(changed) - _rate_of(current)
+        if added > 0:
+            check_fire_rate(owner, self.quota(owner), self.counters.usage(owner).fire_rate, added)
+        return UsageChange(owner, 0, added)
+
+    def for_delete(self, owner: str, job: JobSettings) -> UsageChange | None:
+        """The usage a delete takes away (never refused)."""
+        if self.counters is None:
+            return None
+        return UsageChange(owner, -1, -_rate_of(job))
+
+    def counted(self, owner: str, request: Callable[[], T]) -> T:
+        """Count one manual request (a trigger or a backfill) in the owner's current minute, then make it.
+        Raises ``QuotaExceeded`` (``triggers_per_minute``, with the seconds to the next window) when the window
+        holds the owner's limit: nothing is made then."""
+        limit = self.quota(owner).triggers_per_minute
+        if limit is not None and self.counters is not None:
+            now_ms = self.clock()
+            window = window_of(now_ms)
+            if self.counters.count_request(owner, window, limit, window // 1000 + WINDOW_KEPT_S) is None:
+                raise request_refused(owner, limit, now_ms)
+        return request()
+
+    def limits(self, owner: str) -> Limits:
+        """The owner's quotas and use now (zeros without counters). A minute's manual requests are counted only
+        while the owner has a ``triggers_per_minute`` limit."""
+        quota = self.quota(owner)
+        use = self.counters.usage(owner) if self.counters else OwnerUsage()
+        requests = self.counters.requests_in(owner, window_of(self.clock())) if self.counters else 0
+        return Limits(
+            owner=owner,
+            jobs=QuotaUse(limit=quota.jobs, use=use.jobs),
+            fires_per_minute=QuotaUse(limit=quota.fires_per_minute, use=per_minute(use.fire_rate)),
+            triggers_per_minute=QuotaUse(limit=quota.triggers_per_minute, use=requests),
+        )
+
+
+__all__ = ["Limits", "QuotaUse", "Quotas"]

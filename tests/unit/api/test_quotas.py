@@ -1,0 +1,122 @@
+"""Quotas per owner through the API (design §4.11): ``jobs``, ``fires_per_minute`` and ``triggers_per_minute``
+with a default and per-owner overrides, refusals ``quota_exceeded`` naming the quota with the owner's numbers,
+and ``GET /limits``. No test reads a store directly: tests/integration/api/test_quotas.py runs them on DynamoDB."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobsched.domain.quotas import QuotaTable
+
+
+def _quotas(http: Any, table: dict[str, Any]) -> None:
+    http.reconfigure(http.settings, quotas=QuotaTable.model_validate(table))
+
+
+def _refused(reply: Any, status: int, field: str, *numbers: str) -> None:
+    assert reply.status == status, reply.body
+    assert reply.error["code"] == "quota_exceeded" and reply.error["field"] == field
+    for number in numbers:
+        assert number in reply.error["message"], reply.error["message"]
+
+
+def test_a_create_over_the_jobs_quota_is_a_409_naming_jobs_with_the_owners_numbers(http):
+    _quotas(http, {"default": {"jobs": 2}})
+    first = http.create("one")
+    http.create("two")
+
+    refused = http("POST", "/jobs", body=http.job_body("three"))
+
+    _refused(refused, 409, "jobs", "limit 2", "in use 2", "make it 3")
+    assert [job["name"] for job in http("GET", "/jobs").body["items"]] == ["one", "two"]
+    http.create("other-team", caller="bob")  # another owner's count is its own
+    assert http("DELETE", f"/jobs/{first['id']}").status == 204
+    http.create("three")
+
+
+def test_an_identical_repeat_of_a_create_at_the_jobs_quota_returns_the_existing_job(http):
+    _quotas(http, {"default": {"jobs": 1}})
+    job = http.create("one")
+
+    repeat = http("POST", "/jobs", body=http.job_body("one"))
+
+    assert repeat.status == 200 and repeat.body["id"] == job["id"]
+
+
+def test_an_owners_entry_overrides_the_default_field_by_field(http):
+    _quotas(
+        http,
+        {
+            "default": {"jobs": 1, "triggers_per_minute": 5},
+            "owners": {http.alice_owner: {"jobs": 3}, http.bob_owner: {"jobs": None}},
+        },
+    )
+    for name in ("a", "b", "c"):
+        http.create(name)
+    _refused(http("POST", "/jobs", body=http.job_body("d")), 409, "jobs", "limit 3")
+    for name in ("a", "b", "c", "d"):
+        http.create(name, caller="bob")  # null: no limit for bob
+
+    limits = http("GET", "/limits").body
+    assert limits["jobs"] == {"limit": 3, "use": 3}
+    assert limits["triggers_per_minute"]["limit"] == 5  # the default's, kept for alice
+
+
+def test_fires_per_minute_sums_the_schedules_long_run_rates_on_create_and_patch(http):
+    _quotas(http, {"default": {"fires_per_minute": 1.5}})
+    minutely = http.create("minutely", schedule="every 1 minute")
+
+    created = http("POST", "/jobs", body=http.job_body("twice", schedule="every 30 seconds"))
+    patched = http("PATCH", f"/jobs/{minutely['id']}", body={"schedule": "every 20 seconds"})
+
+    _refused(created, 409, "fires_per_minute", "limit 1.5", "in use 1", "make it 3")
+    _refused(patched, 409, "fires_per_minute", "limit 1.5", "in use 1", "make it 3")
+    assert http("PATCH", f"/jobs/{minutely['id']}", body={"schedule": "*/2 * * * *"}).status == 200
+    http.create("daily", schedule="0 2 * * *")  # 1/1440 a minute
+    assert http("GET", "/limits").body["fires_per_minute"] == {"limit": 1.5, "use": 0.501}
+
+
+def test_a_change_that_does_not_raise_the_rate_passes_over_a_lowered_quota(http):
+    job = http.create("fast", schedule="every 10 seconds")
+    _quotas(http, {"default": {"fires_per_minute": 1, "jobs": 0}})
+
+    assert http("POST", f"/jobs/{job['id']}/pause", body={}).status == 200
+    assert http("PATCH", f"/jobs/{job['id']}", body={"input": {"n": 2}}).status == 200
+    assert http("PATCH", f"/jobs/{job['id']}", body={"schedule": "every 20 seconds"}).status == 200
+    assert http("GET", "/limits").body["fires_per_minute"] == {"limit": 1, "use": 3}
+    assert http("DELETE", f"/jobs/{job['id']}").status == 204
+    limits = http("GET", "/limits").body
+    assert (limits["jobs"]["use"], limits["fires_per_minute"]["use"]) == (0, 0)
+
+
+def test_triggers_and_backfills_over_the_minute_quota_are_429_until_the_next_minute(http):
+    _quotas(http, {"default": {"triggers_per_minute": 2}})
+    job = http.create("report", schedule="every 1 minute")
+    http.clock.advance(600_000)
+    first = http("POST", f"/jobs/{job['id']}/trigger")
+    start = "2026-01-01T00:00:00Z"
+    backfill = http("POST", f"/jobs/{job['id']}/backfill", body={"start": start, "end": job["next_run_at"]})
+    assert (first.status, backfill.status) == (202, 200), backfill.body
+
+    refused = http("POST", f"/jobs/{job['id']}/trigger")
+
+    _refused(refused, 429, "triggers_per_minute", "limit 2", "in use 2")
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert http("GET", "/limits").body["triggers_per_minute"] == {"limit": 2, "use": 2}
+    http.clock.advance(int(refused.headers["retry-after"]) * 1000)
+    assert http("POST", f"/jobs/{job['id']}/trigger").status == 202
+
+
+def test_get_limits_shows_no_limits_and_the_use_by_default(http):
+    http.create("a", schedule="every 30 seconds")
+
+    limits = http("GET", "/limits")
+
+    assert limits.status == 200
+    assert limits.body == {
+        "owner": http.alice_owner,
+        "jobs": {"limit": None, "use": 1},
+        "fires_per_minute": {"limit": None, "use": 2.0},
+        "triggers_per_minute": {"limit": None, "use": 0},
+        "runs_in_flight": None,
+    }

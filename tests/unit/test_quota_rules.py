@@ -1,0 +1,113 @@
+"""The pure rules of quotas per owner (``jobsched.domain.quotas``, design §4.11): an owner's limits from the
+default and its entry, a schedule's long-run fire rate, and the refusals."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from jobsched.domain.quotas import (
+    MICRO,
+    RATE_WINDOW,
+    RATE_WINDOW_MINUTES,
+    QuotaExceeded,
+    QuotaTable,
+    check_fire_rate,
+    check_jobs,
+    fire_rate,
+    request_refused,
+    window_of,
+)
+from jobsched.schedule.engine import ScheduleError, parse_schedule
+
+
+def test_an_owners_entry_replaces_only_the_fields_it_gives() -> None:
+    table = QuotaTable.model_validate(
+        {
+            "default": {"jobs": 10, "fires_per_minute": 5, "triggers_per_minute": 2},
+            "owners": {"big": {"jobs": 1000, "fires_per_minute": None}},
+        }
+    )
+
+    big, other = table.for_owner("big"), table.for_owner("other")
+
+    assert (big.jobs, big.fires_per_minute, big.triggers_per_minute) == (1000, None, 2)
+    assert (other.jobs, other.fires_per_minute, other.triggers_per_minute) == (10, 5, 2)
+    assert QuotaTable().for_owner("anyone").jobs is None
+
+
+@pytest.mark.parametrize(
+    "table",
+    [{"default": {"jobs": -1}}, {"default": {"runs": 1}}, {"owners": {"a": {"fires_per_minute": "fast"}}}],
+)
+def test_a_bad_table_is_refused_naming_its_field(table: dict) -> None:
+    with pytest.raises(ValidationError):
+        QuotaTable.model_validate(table)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "timezone", "per_minute"),
+    [
+        ("every 10 seconds", "UTC", 6.0),
+        ("* * * * *", "UTC", 1.0),
+        ("*/15 * * * * *", "Europe/Paris", 4.0),
+        ("0 0 * * *", "UTC", 1 / 1440),
+        ("0 2 * * *", "Europe/Berlin", 1 / 1440),  # the spring-forward day's 02:00 fires once at 03:00
+        ("0 9 * * MON-FRI", "America/New_York", 260 / RATE_WINDOW_MINUTES),  # 2028: 52 weeks, a Sat, a Sun
+        ("at 2027-06-01T00:00:00", "UTC", 0.0),
+    ],
+)
+def test_a_schedules_fire_rate_is_its_long_run_average(
+    schedule: str, timezone: str, per_minute: float
+) -> None:
+    rate = fire_rate(schedule, timezone)
+
+    assert rate / MICRO == pytest.approx(per_minute, abs=1 / MICRO)
+    assert rate >= per_minute * MICRO  # rounded up, never under
+
+
+def test_a_cron_rate_is_its_fires_over_the_reference_year() -> None:
+    schedule = parse_schedule("7,37 */3 1-20 * *", "Australia/Sydney")
+    fires = len(schedule.fires(RATE_WINDOW[0], RATE_WINDOW[1], 100_000))
+
+    assert fire_rate("7,37 */3 1-20 * *", "Australia/Sydney") == -(-fires * MICRO // int(RATE_WINDOW_MINUTES))
+
+
+def test_a_schedule_that_does_not_parse_raises() -> None:
+    with pytest.raises(ScheduleError):
+        fire_rate("every never", "UTC")
+
+
+def test_counts_over_the_limit_are_refused_with_the_numbers() -> None:
+    quota = QuotaTable.model_validate({"default": {"jobs": 2, "fires_per_minute": 1}}).for_owner("a")
+
+    check_jobs("a", quota, 1, 1)
+    with pytest.raises(QuotaExceeded) as refused:
+        check_jobs("a", quota, 2, 1)
+    assert (refused.value.field, refused.value.limit, refused.value.use, refused.value.wanted) == (
+        "jobs",
+        2,
+        2,
+        3,
+    )
+    assert not refused.value.rate
+    check_fire_rate("a", quota, 400_000, 600_000)
+    with pytest.raises(QuotaExceeded) as over:
+        check_fire_rate("a", quota, 400_000, 600_001)
+    assert over.value.field == "fires_per_minute" and "limit 1" in over.value.message
+
+
+def test_a_change_that_adds_nothing_passes_an_owner_already_over() -> None:
+    quota = QuotaTable.model_validate({"default": {"jobs": 0, "fires_per_minute": 0}}).for_owner("a")
+
+    check_jobs("a", quota, 5, 0)
+    check_fire_rate("a", quota, 9_000_000, 0)
+    check_fire_rate("a", quota, 9_000_000, -1_000_000)
+
+
+def test_a_refused_request_waits_for_the_next_minute() -> None:
+    now_ms = 1_800_000_012_345  # 12.345 s into its minute
+    refused = request_refused("a", 3, now_ms)
+
+    assert window_of(now_ms) == 1_800_000_000_000
+    assert refused.rate and refused.field == "triggers_per_minute" and refused.retry_after_s == 48
