@@ -77,8 +77,10 @@ SCHEDULER_CONCURRENCY_PER_PARTITION = 2
 """An invocation and its successor overlap for a few seconds at each minute's hand-over."""
 ARCHIVE_TIMEOUT_S = 120
 ARCHIVE_MEMORY_MB = 256
-ARCHIVE_BATCH_SIZE = 5000
-"""Stream records per archive invocation at most (Lambda also stops a batch at its 6 MB payload)."""
+ARCHIVE_BATCH_SIZE = 10_000
+"""Stream records per archive invocation at most: the most a DynamoDB stream mapping allows ("Lambda parameters for
+Amazon DynamoDB event source mappings", ``BatchSize``). Lambda also stops a batch at the 6 MB synchronous payload,
+which with run records of about 1.3 KB binds first (about 4,700: ``bench/archive.py``)."""
 ARCHIVE_BATCHING_WINDOW = Duration.seconds(300)
 """How long the mapping gathers records before invoking: the longest Lambda allows, for the largest objects."""
 ARCHIVE_RETRIES = 10
