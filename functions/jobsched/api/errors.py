@@ -4,10 +4,10 @@ Every error body is ``{"error": {"code": "...", "message": "...", "field": "..."
 
 | status | code | raised by |
 |---|---|---|
-| 400 | ``invalid_input``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
+| 400 | ``invalid_input``, ``beyond_retention``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
 | 401 | ``unauthorized`` | ``Unauthorized`` |
 | 403 | ``forbidden`` | ``Forbidden`` (the caller has no owner: ``owner_from = "tag:<key>"`` and no usable tag) |
-| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), unknown path |
+| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), ``ArchiveQueryNotFound`` (field ``query_id``), unknown path |
 | 405 | ``method_not_allowed`` | a known path with another method |
 | 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``RunNotRetryable``, ``RunNotCancellable``, ``IdempotencyAlreadyInProgressError`` |
 | 413 | ``payload_too_large`` | ``PayloadTooLarge`` |
@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field
 from jobsched.api.exceptions import (
     JSON_BODY_ONLY,
     ApiProblem,
+    ArchiveQueryNotFound,
     ConcurrentChange,
     CursorNotFound,
     Forbidden,
@@ -179,6 +180,7 @@ ANSWERS: dict[type[Exception], Answer] = {
     ),
     JobNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found"),
     CursorNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "cursor"),
+    ArchiveQueryNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "query_id"),
     NameConflict: Answer(HTTPStatus.CONFLICT, "name_taken", "name"),
     RunNotCancellable: Answer(HTTPStatus.CONFLICT, "conflict"),
     ConcurrentChange: Answer(HTTPStatus.CONFLICT, "conflict", headers=RETRY_SHORTLY),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobsched.domain.archive_queries import rows_of_strings
+from jobsched.domain.archive_queries import RUNS_QUERY_PREFIX, rows_of_strings
 from jobsched.ports.archive_queries import ArchiveQuery, QueryResult, QueryState, UnknownQuery
 
 _STATES = {
@@ -57,14 +57,19 @@ class AthenaArchiveQueries:
         """The query's state, and its rows (every page) once it succeeded. Raises ``UnknownQuery`` when Athena
         knows no such id (``InvalidRequestException``)."""
         try:
-            status = self._client.get_query_execution(QueryExecutionId=query_id)["QueryExecution"]["Status"]
+            execution = self._client.get_query_execution(QueryExecutionId=query_id)["QueryExecution"]
         except self._client.exceptions.InvalidRequestException as error:
             raise UnknownQuery(query_id) from error
+        if execution.get("WorkGroup") != self._workgroup:
+            raise UnknownQuery(query_id)
+        owner = _owner_of(execution)
+        status = execution["Status"]
         state = _STATES.get(status["State"], QueryState.FAILED)
         if state is QueryState.FAILED:
-            return QueryResult(state, reason=status.get("StateChangeReason") or status["State"].lower())
+            reason = status.get("StateChangeReason") or status["State"].lower()
+            return QueryResult(state, reason=reason, owner_partition=owner)
         if state is QueryState.RUNNING:
-            return QueryResult(state)
+            return QueryResult(state, owner_partition=owner)
         columns: list[str] = []
         rows: list[list[str | None]] = []
         request: dict[str, Any] = {"QueryExecutionId": query_id}
@@ -80,4 +85,16 @@ class AthenaArchiveQueries:
             if not page.get("NextToken"):
                 break
             request["NextToken"] = page["NextToken"]
-        return QueryResult(state, rows_of_strings(columns, rows))
+        return QueryResult(state, rows_of_strings(columns, rows), owner_partition=owner)
+
+
+def _owner_of(execution: dict[str, Any]) -> str | None:
+    """The owner partition a query reads: its first execution parameter (a string literal) when it is a
+    ``runs_query`` (its text begins with ``RUNS_QUERY_PREFIX``), else None."""
+    parameters = execution.get("ExecutionParameters") or []
+    if not str(execution.get("Query", "")).startswith(RUNS_QUERY_PREFIX) or not parameters:
+        return None
+    literal = str(parameters[0])
+    if len(literal) < 2 or literal[0] != "'" or literal[-1] != "'":
+        return None
+    return literal[1:-1].replace("''", "'")

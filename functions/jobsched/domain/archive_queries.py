@@ -28,6 +28,9 @@ JOB_ID = re.compile(r"j_[0-9a-f]{20}")
 """A job id (``api.schemas``' pattern): the only job ids a query takes."""
 WIRE_VALUE = re.compile(r"[a-z_]{1,32}")
 """A status or kind wire value (``models.RunStatus``, ``models.RunKind``)."""
+RUNS_QUERY_PREFIX = "SELECT /* jobsched runs_query */ "
+"""How every query :func:`runs_query` builds begins: a query that begins otherwise was not built by it, and its
+first parameter is no owner binding."""
 _SCALAR_COLUMNS = [name for name, _ in ARCHIVE_COLUMNS if name != "tries"]
 _INTEGERS = {name for name, kind in ARCHIVE_COLUMNS if kind in ("int", "bigint")}
 _TRY_FIELDS = ("attempt", "started_at", "finished_at", "worker", "error", "output", "round")
@@ -91,15 +94,15 @@ def runs_query(window: RunsWindow) -> ArchiveQuery:
     key = ", ".join(DEDUPE_KEY)
     columns = ", ".join(_SCALAR_COLUMNS)
     sql = (
-        f"SELECT {columns}, CAST(tries AS JSON) AS tries FROM (SELECT *, row_number() OVER (PARTITION BY {key} "
+        f"{RUNS_QUERY_PREFIX}{columns}, CAST(tries AS JSON) AS tries FROM (SELECT *, row_number() OVER (PARTITION BY {key} "
         f"ORDER BY finished_at DESC) AS copy_rank FROM runs WHERE {' AND '.join(where)}) WHERE copy_rank = 1 "
         f"ORDER BY scheduled_for DESC, job_id LIMIT {int(window.limit)}"
     )
     return ArchiveQuery(sql, tuple(parameters), window)
 
 
-def rows_of_strings(columns: Sequence[str], rows: Sequence[Sequence[str | None]]) -> list[dict[str, Any]]:
-    """Rows an engine answered as text (Athena's ``VarCharValue``; None for NULL) in the shape of
+def rows_of_strings(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Rows an engine answered as text (Athena's ``VarCharValue``; None for NULL; typed values pass) in the shape of
     ``domain.archive.archive_row``: integer columns ints, ``tries`` a list of objects (from its JSON, an array of
     objects or of arrays in ``_TRY_FIELDS`` order), NULLs left out. Raises ``ValueError`` for a malformed value."""
     out = []
@@ -111,7 +114,8 @@ def rows_of_strings(columns: Sequence[str], rows: Sequence[Sequence[str | None]]
             if name in _INTEGERS:
                 row[name] = int(value)
             elif name == "tries":
-                row[name] = [_try_of(entry) for entry in json.loads(value) or []]
+                entries = json.loads(value) if isinstance(value, str) else value
+                row[name] = [_try_of(entry) for entry in entries or []]
             else:
                 row[name] = value
         out.append(row)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from jobsched.domain.archive import DEDUPE_KEY
+from jobsched.domain.archive import DEDUPE_KEY, owner_partition
 from jobsched.ports.archive_queries import ArchiveQuery, QueryResult, QueryState, UnknownQuery
 
 
@@ -39,7 +39,7 @@ class MemoryArchiveQueries:
         query, polls = self._queries[query_id]
         if polls < self._polls:
             self._queries[query_id] = (query, polls + 1)
-            return QueryResult(QueryState.RUNNING)
+            return QueryResult(QueryState.RUNNING, owner_partition=str(query.parameters[0]))
         window = query.window
         seen: dict[tuple[Any, ...], dict[str, Any]] = {}
         for owner, row in self._rows:
@@ -56,4 +56,6 @@ class MemoryArchiveQueries:
                 continue
             seen.setdefault(tuple(row[k] for k in DEDUPE_KEY), row)
         ordered = sorted(seen.values(), key=lambda r: (-r["scheduled_for"], r["job_id"]))
-        return QueryResult(QueryState.SUCCEEDED, ordered[: window.limit])
+        return QueryResult(
+            QueryState.SUCCEEDED, ordered[: window.limit], owner_partition=owner_partition(window.owner)
+        )

@@ -129,11 +129,22 @@ def test_the_athena_adapter_starts_in_the_workgroup_with_the_values_as_literal_p
     stub.assert_no_pending_responses()
 
 
-def _status(state: str, reason: str | None = None) -> dict[str, Any]:
+def _status(
+    state: str, reason: str | None = None, *, workgroup: str = "jobsched-archive", query: str | None = None
+) -> dict[str, Any]:
     status: dict[str, Any] = {"State": state}
     if reason:
         status["StateChangeReason"] = reason
-    return {"QueryExecution": {"QueryExecutionId": "e-1", "Status": status}}
+    built = runs_query(window(owner="o'brien"))
+    return {
+        "QueryExecution": {
+            "QueryExecutionId": "e-1",
+            "Query": built.sql if query is None else query,
+            "WorkGroup": workgroup,
+            "ExecutionParameters": [athena_literal(v) for v in built.parameters],
+            "Status": status,
+        }
+    }
 
 
 def _page(rows: list[list[str | None]], token: str | None = None) -> dict[str, Any]:
@@ -174,6 +185,7 @@ def test_the_athena_adapter_reports_running_then_failed_then_every_page_of_rows(
         assert (failed.state, failed.reason) == (QueryState.FAILED, "Query exhausted resources")
         done = queries.result("e-1")
     assert done.state is QueryState.SUCCEEDED
+    assert done.owner_partition == failed.owner_partition == "o%27brien"
     assert done.rows == [{"job_id": JOB, "scheduled_for": MAR - 1}, {"job_id": JOB, "scheduled_for": JAN}]
     stub.assert_no_pending_responses()
 
