@@ -6,8 +6,8 @@ predicate and a parameter, never a request field) and answers ``{"query_id", "st
 ``Location: /archive/queries/{query_id}``), or the rows at once when the engine is done (local mode's DuckDB).
 :meth:`ArchiveReads.poll` answers a query's state and rows only to the owner whose partition it reads (the engine
 keeps the query's parameters: no key of our own binds it): any other caller, and an unknown id, get 404. Without
-an archive (``queries`` None) a window before the retention is refused by name (400, code ``beyond_retention``,
-field ``since``), saying where the history went.
+an archive (``queries`` None) a window before the retention is answered ``HistoryGone`` (410, code
+``beyond_retention``, field ``since``), saying where the history went.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobsched.api.exceptions import ArchiveQueryNotFound, InvalidInput
+from pydantic import BaseModel, Field
+
+from jobsched.api.exceptions import ArchiveQueryNotFound, HistoryGone, InvalidInput
 from jobsched.domain.archive import owner_partition
-from jobsched.domain.archive_queries import ArchiveWindowError, retention_floor, runs_query
+from jobsched.domain.archive_queries import ArchiveWindowError, reaches_archive, retention_floor, runs_query
 from jobsched.ports.archive_queries import ArchiveQueries, QueryResult, QueryState, RunsWindow, UnknownQuery
 
 QUERIES_PATH = "/archive/queries/"
@@ -27,6 +29,20 @@ NO_ARCHIVE = (
     "archive to answer from: ask from {floor} on, or deploy with the archive (docs/deploy.md, History beyond "
     "retention)"
 )
+
+
+class ArchiveQueryStatus(BaseModel):
+    """The API's body for an archive query (``GET /archive/queries/{query_id}``, and the 202 of a runs listing
+    whose ``since`` is before the retention)."""
+
+    query_id: str = Field(description="poll `GET /archive/queries/{query_id}` with it")
+    status: QueryState = Field(description="running, succeeded or failed")
+    runs: list[dict[str, Any]] | None = Field(
+        None,
+        description="once succeeded: the archived runs of the caller's owner, newest `scheduled_for` first, as "
+        "archived (instants in epoch ms, UTC; no cursor: narrow the window for more)",
+    )
+    reason: str | None = Field(None, description="once failed: why, as the query engine says")
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,12 @@ class ArchiveAnswer:
     def location(self) -> str:
         """Where to poll: ``/archive/queries/{query_id}``."""
         return QUERIES_PATH + self.query_id
+
+    def model(self) -> ArchiveQueryStatus:
+        """The answer as the API's :class:`ArchiveQueryStatus`."""
+        return ArchiveQueryStatus(
+            query_id=self.query_id, status=self.status, runs=self.runs, reason=self.reason
+        )
 
     def body(self) -> dict[str, Any]:
         """The JSON body: ``query_id`` and ``status``, ``runs`` when succeeded, ``reason`` when failed."""
@@ -62,13 +84,17 @@ class ArchiveReads:
         self._queries = queries
         self._retention_days = retention_days
 
+    def reaches(self, since_ms: int | None, now_ms: int) -> bool:
+        """True when a window from ``since_ms`` (epoch ms) reaches before the retention: the archive answers it."""
+        return reaches_archive(since_ms, now_ms, self._retention_days)
+
     def start(self, window: RunsWindow, *, now_ms: int) -> ArchiveAnswer:
         """Start the query for ``window`` (its owner the caller's). Raises ``InvalidInput`` naming the field for a
-        malformed window, or ``since`` (code ``beyond_retention``) when no archive is configured."""
+        malformed window; ``HistoryGone`` when no archive is configured."""
         if self._queries is None:
             floor = retention_floor(now_ms, self._retention_days)
             message = NO_ARCHIVE.format(days=self._retention_days, floor=_iso(floor))
-            raise InvalidInput("since", message, code="beyond_retention")
+            raise HistoryGone(message)
         try:
             query = runs_query(window)
         except ArchiveWindowError as error:

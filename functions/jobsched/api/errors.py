@@ -4,11 +4,12 @@ Every error body is ``{"error": {"code": "...", "message": "...", "field": "..."
 
 | status | code | raised by |
 |---|---|---|
-| 400 | ``invalid_input``, ``beyond_retention``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
+| 400 | ``invalid_input``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
 | 401 | ``unauthorized`` | ``Unauthorized`` |
 | 403 | ``forbidden`` | ``Forbidden`` (the caller has no owner: ``owner_from = "tag:<key>"`` and no usable tag) |
 | 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), ``ArchiveQueryNotFound`` (field ``query_id``), unknown path |
 | 405 | ``method_not_allowed`` | a known path with another method |
+| 410 | ``beyond_retention`` | ``HistoryGone`` (field ``since``: runs past the retention and no archive configured) |
 | 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``RunNotRetryable``, ``RunNotCancellable``, ``IdempotencyAlreadyInProgressError`` |
 | 413 | ``payload_too_large`` | ``PayloadTooLarge`` |
 | 422 | ``idempotency_key_reused`` | ``IdempotencyValidationError`` |
@@ -47,6 +48,7 @@ from jobsched.api.exceptions import (
     ConcurrentChange,
     CursorNotFound,
     Forbidden,
+    HistoryGone,
     InvalidInput,
     JobNotFound,
     NameConflict,
@@ -181,6 +183,7 @@ ANSWERS: dict[type[Exception], Answer] = {
     JobNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found"),
     CursorNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "cursor"),
     ArchiveQueryNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "query_id"),
+    HistoryGone: Answer(HTTPStatus.GONE, "beyond_retention", "since"),
     NameConflict: Answer(HTTPStatus.CONFLICT, "name_taken", "name"),
     RunNotCancellable: Answer(HTTPStatus.CONFLICT, "conflict"),
     ConcurrentChange: Answer(HTTPStatus.CONFLICT, "conflict", headers=RETRY_SHORTLY),

@@ -79,6 +79,11 @@ class ArchiveQueryNotFound(ApiProblem):
         super().__init__("no such archive query; start one by listing runs with since before the retention")
 
 
+class HistoryGone(ApiProblem):
+    """A window of runs older than the runs table's retention, on a deployment without an archive (410, code
+    ``beyond_retention``, field ``since``): the message says where the history went."""
+
+
 class NameConflict(ApiProblem):
     """The owner already has a job with this ``name`` and a different spec (409)."""
 
