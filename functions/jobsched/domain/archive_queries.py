@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from jobsched.domain.archive import ARCHIVE_COLUMNS, DEDUPE_KEY, month_of, owner_partition
@@ -120,6 +121,34 @@ def rows_of_strings(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> li
                 row[name] = value
         out.append(row)
     return out
+
+
+ARCHIVED_INSTANTS = (
+    "scheduled_for",
+    "enqueued_at",
+    "dispatch_at",
+    "started_at",
+    "finished_at",
+    "skipped_through",
+)
+"""The instants of an archived row (epoch ms) that the API's run shape writes as ISO 8601."""
+
+
+def archived_run(row: dict[str, Any]) -> dict[str, Any]:
+    """An archived row (``domain.archive.archive_row``'s shape, epoch ms) in the API's run shape: ``id``
+    (``<job_id>@<scheduled_for ms>``), its instants as ISO 8601 UTC with milliseconds (``...Z``), the tries as
+    archived, and ``"archived": true``. Raises ``KeyError`` without ``job_id`` or ``scheduled_for``."""
+    run = {name: value for name, value in row.items() if value is not None}
+    run.update({name: _iso(run[name]) for name in ARCHIVED_INSTANTS if name in run})
+    return {"id": f"{row['job_id']}@{row['scheduled_for']}", **run, "archived": True}
+
+
+def _iso(epoch_ms: int) -> str:
+    return (
+        datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def _try_of(entry: Any) -> dict[str, Any]:
