@@ -33,7 +33,7 @@ VALUES: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize("value", VALUES, ids=repr)
+@pytest.mark.parametrize("value", VALUES, ids=[f"{i}-{type(v).__name__}" for i, v in enumerate(VALUES)])
 def test_a_stream_attribute_reads_as_the_deserializer_then_plain_give_it(value: Any) -> None:
     typed = TypeSerializer().serialize(value)
     expected = plain(TypeDeserializer().deserialize(typed))
