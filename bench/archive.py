@@ -5,7 +5,8 @@ The data: ``OWNERS`` owners, each with ``JOBS_PER_OWNER`` jobs firing every ``EV
 built as the worker leaves them (succeeded after one try; every ``DEAD_EVERY``-th dead after three), each row's
 TTL deletion made a stream record exactly as DynamoDB sends it and archived through the archive function's own
 code (``dynamodb.stream.expired_runs``, ``domain.archive.archive_batch``) into a directory, in stream batches:
-the records of one shard (``SHARDS``, by job), in expiry order, ``ARCHIVE_BATCH_SIZE`` at a time.
+the records of one shard (``SHARDS``, by job), in expiry order, ``ARCHIVE_BATCH_SIZE`` at a time or fewer when
+the batch's event would pass Lambda's ``INVOCATION_PAYLOAD_BYTES`` (the mapping stops a batch there).
 
 Scans are what Athena reads of gzip JSON Lines: every byte of every object of the partitions the query names
 (a text format is read whole; the partitions are ``owner`` and ``month``), so "one job's runs in one month" reads
@@ -50,6 +51,12 @@ PUT_LATENCY_MS = 30.0
 """One PutObject from Lambda, in-region (assumed; S3's first-byte latency is tens of milliseconds)."""
 LAMBDA_MB_PER_VCPU = 1769
 """Lambda gives one vCPU at 1,769 MB and CPU in proportion to memory below it."""
+INVOCATION_PAYLOAD_BYTES = 6 * 1024 * 1024
+"""An event source mapping passes a batch's records in one call "up to the payload limit for synchronous
+invocation (6 MB)" (Lambda API reference, CreateEventSourceMapping, ``BatchSize``): with records of about 1.3 KB,
+a batch holds about 4,700 of them whatever ``BatchSize`` allows (10,000 at most)."""
+STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/jobsched-runs/stream/2026-01-01T00:00:00.000"
+"""A stream ARN of a realistic length, for the records' size."""
 
 
 @dataclass(frozen=True)
@@ -122,15 +129,52 @@ def synthetic_runs(days: int = DAYS) -> list[RunRow]:
 
 
 def stream_record(item: dict[str, Any]) -> dict[str, Any]:
-    """The TTL deletion record DynamoDB streams for ``item`` (OLD_IMAGE)."""
+    """The TTL deletion record DynamoDB streams for ``item`` (OLD_IMAGE), with the fields of a Lambda event's
+    record ("DynamoDB Streams and Lambda triggers": ``eventID``, ``eventVersion``, ``eventSource``,
+    ``awsRegion``, ``dynamodb`` with ``Keys``, ``SequenceNumber``, ``SizeBytes``, ``StreamViewType``,
+    ``eventSourceARN``), so its size is a real record's."""
     from boto3.dynamodb.types import TypeSerializer
 
     serializer = TypeSerializer()
+    image = {k: serializer.serialize(v) for k, v in item.items()}
+    sequence = zlib.crc32(f"{item['job_id']}{item['scheduled_for']}".encode())
     return {
+        "eventID": f"{sequence:032x}",
         "eventName": "REMOVE",
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
         "userIdentity": {"type": "Service", "principalId": TTL_PRINCIPAL},
-        "dynamodb": {"OldImage": {k: serializer.serialize(v) for k, v in item.items()}},
+        "dynamodb": {
+            "ApproximateCreationDateTime": item.get("expires_at", 0),
+            "Keys": {"job_id": image["job_id"], "scheduled_for": image["scheduled_for"]},
+            "OldImage": image,
+            "SequenceNumber": f"{sequence:021d}",
+            "SizeBytes": item_size(image),
+            "StreamViewType": "OLD_IMAGE",
+        },
+        "eventSourceARN": STREAM_ARN,
     }
+
+
+def stream_batches(
+    records: list[dict[str, Any]], batch_size: int, payload_bytes: int = INVOCATION_PAYLOAD_BYTES
+) -> list[list[dict[str, Any]]]:
+    """``records`` (one shard's, in order) cut into invocations: at most ``batch_size`` records each, and no more
+    than fit in ``payload_bytes`` of event JSON (``{"Records": [...]}``, compact)."""
+    batches: list[list[dict[str, Any]]] = []
+    batch: list[dict[str, Any]] = []
+    size = len('{"Records":[]}')
+    for record in records:
+        length = len(json.dumps(record, separators=(",", ":"))) + 1
+        if batch and (len(batch) == batch_size or size + length > payload_bytes):
+            batches.append(batch)
+            batch, size = [], len('{"Records":[]}')
+        batch.append(record)
+        size += length
+    if batch:
+        batches.append(batch)
+    return batches
 
 
 class _NoSpill:
@@ -168,7 +212,7 @@ def measure_archive(
         shards: list[list[dict[str, Any]]] = [[] for _ in range(SHARDS)]
         for item in items:
             shards[zlib.crc32(item["job_id"].encode()) % SHARDS].append(stream_record(item))
-        batches = [shard[i : i + size] for shard in shards for i in range(0, len(shard), size)]
+        batches = [batch for shard in shards for batch in stream_batches(shard, size)]
         cpu = 0.0
         for batch in batches:
             started = time.process_time()
@@ -213,6 +257,7 @@ def measure_archive(
         "objects": len(objects),
         "rows_per_object": runs / len(objects),
         "stream_batches": len(batches),
+        "records_per_batch": runs / len(batches),
         "bytes_per_run": bytes_per_run,
         "parquet_bytes_per_run": parquet,
         "objects_eligible_for_ia": eligible_objects * runs / len(objects),

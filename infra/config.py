@@ -43,13 +43,18 @@ TARGET_ROLE_ENV = "TARGET_ROLE_ARN"
 """The worker's environment variable naming the target role it assumes for a job's owner (set by the stack
 on the worker only: ``Settings.target_role_arn``)."""
 
+ARCHIVE_ENV_VARS = ("ARCHIVE_WORKGROUP", "ARCHIVE_DATABASE")
+"""The API's environment variables naming the run archive's Athena workgroup and Glue database
+(``Settings.archive_workgroup``, ``Settings.archive_database``: set by the stack from the archive it creates)."""
+
 LOCAL_ONLY_SETTINGS = frozenset({"local_tokens_file", "allow_loopback_http_targets"})
 """``Settings`` fields that only mean something in local mode; a deployment never sets them."""
 
 RUNTIME_KNOBS: tuple[str, ...] = tuple(
     name
     for name in Settings.model_fields
-    if name.upper() not in (*RESOURCE_ENV_VARS, TARGET_ROLE_ENV) and name not in LOCAL_ONLY_SETTINGS
+    if name.upper() not in (*RESOURCE_ENV_VARS, TARGET_ROLE_ENV, *ARCHIVE_ENV_VARS)
+    and name not in LOCAL_ONLY_SETTINGS
 )
 """``Settings`` fields a deployment may set through CDK context (defaults from ``Settings``)."""
 

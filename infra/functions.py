@@ -46,8 +46,8 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.archive import Archive
-from infra.config import TARGET_ROLE_ENV, DeploymentConfig
+from infra.archive import TABLE_NAME, Archive
+from infra.config import ARCHIVE_ENV_VARS, TARGET_ROLE_ENV, DeploymentConfig
 from infra.messaging import Messaging
 from infra.monitoring import metric_namespace
 from infra.nag import acknowledge
@@ -77,8 +77,10 @@ SCHEDULER_CONCURRENCY_PER_PARTITION = 2
 """An invocation and its successor overlap for a few seconds at each minute's hand-over."""
 ARCHIVE_TIMEOUT_S = 120
 ARCHIVE_MEMORY_MB = 256
-ARCHIVE_BATCH_SIZE = 5000
-"""Stream records per archive invocation at most (Lambda also stops a batch at its 6 MB payload)."""
+ARCHIVE_BATCH_SIZE = 10_000
+"""Stream records per archive invocation at most: the most a DynamoDB stream mapping allows ("Lambda parameters for
+Amazon DynamoDB event source mappings", ``BatchSize``). Lambda also stops a batch at the 6 MB synchronous payload,
+which with run records of about 1.3 KB binds first (about 4,700: ``bench/archive.py``)."""
 ARCHIVE_BATCHING_WINDOW = Duration.seconds(300)
 """How long the mapping gathers records before invoking: the longest Lambda allows, for the largest objects."""
 ARCHIVE_RETRIES = 10
@@ -188,6 +190,7 @@ class Functions(Construct):
         self.archive: lambda_.Function | None = None
         if archive is not None:
             self.archive = self._archive_function(archive)
+            self._grant_archive_reads(archive)
 
     # -- functions ---------------------------------------------------------------------------------
 
@@ -283,6 +286,67 @@ class Functions(Construct):
             "other stream action is granted on the runs table's stream only.",
         )
         return function
+
+    def _grant_archive_reads(self, archive: Archive) -> None:
+        """The API's reads of the archive (design §11): its workgroup and database in ``ARCHIVE_WORKGROUP`` and
+        ``ARCHIVE_DATABASE``; Athena's start, state and results of queries in that workgroup only; Glue's reads of
+        the archive's database and table; S3 reads of ``runs/`` of the archive bucket; and the result bucket's
+        reads and writes (Athena writes a query's results with the caller's permissions)."""
+        fn, stack = self.api, Stack.of(self)
+        workgroup = archive.workgroup.name
+        fn.add_environment(ARCHIVE_ENV_VARS[0], workgroup)
+        fn.add_environment(ARCHIVE_ENV_VARS[1], archive.database_name)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["athena:StartQueryExecution", "athena:GetQueryExecution", "athena:GetQueryResults"],
+                resources=[stack.format_arn(service="athena", resource="workgroup", resource_name=workgroup)],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["glue:GetDatabase", "glue:GetTable"],
+                resources=[
+                    stack.format_arn(service="glue", resource="catalog"),
+                    stack.format_arn(
+                        service="glue", resource="database", resource_name=archive.database_name
+                    ),
+                    stack.format_arn(
+                        service="glue",
+                        resource="table",
+                        resource_name=f"{archive.database_name}/{TABLE_NAME}",
+                    ),
+                ],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[archive.object_arn(RUNS_PREFIX)])
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket", "s3:GetBucketLocation"],
+                resources=[archive.bucket.bucket_arn, archive.results.bucket_arn],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[archive.results.arn_for_objects("*")],
+            )
+        )
+        role = fn.role
+        assert role is not None
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{_logical_id(archive.bucket)}.Arn>/{RUNS_PREFIX}*]",
+            "The API reads the archive's objects of the owner partition its query names, all under runs/: "
+            "GetObject only, on that prefix only.",
+        )
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{_logical_id(archive.results)}.Arn>/*]",
+            "Athena writes and the API reads a query's results under names Athena picks, in the archive's own "
+            "result bucket (results expire after 7 days).",
+        )
 
     # -- roles -------------------------------------------------------------------------------------
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Generator, Iterator, Sequence
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+
+from jobsched.domain.archive_queries import archived_run
 
 __all__ = [
     "DEFAULT_API",
@@ -33,6 +36,10 @@ __all__ = [
 ]
 
 DEFAULT_API = "http://127.0.0.1:8080"
+ARCHIVE_POLL_S = 1.0
+"""Seconds between polls of an archive query (Athena answers an owner-month in seconds)."""
+ARCHIVE_WAIT_S = 300.0
+"""How long a runs listing waits for its archive query before it gives up (``archive_query_timeout``)."""
 _API_GATEWAY = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
 _SIGNED_HEADERS = ("host", "content-type", "idempotency-key")
 
@@ -147,7 +154,10 @@ class JobschedClient:
     ``https://abc.execute-api.eu-west-1.amazonaws.com/prod``); ``token`` is the local bearer token
     (ignored for API Gateway URLs, which are SigV4-signed); ``sigv4_region`` forces SigV4 for a URL that is
     not recognisably API Gateway (a custom domain); ``transport`` replaces the network (tests pass
-    ``httpx.MockTransport`` or ``httpx.WSGITransport``). Every method raises ``ApiError`` on failure.
+    ``httpx.MockTransport`` or ``httpx.WSGITransport``). A runs listing the API answers from the archive (a
+    ``since`` before the retention: ``query_id``, 202) is followed: ``GET /archive/queries/{query_id}`` every
+    ``ARCHIVE_POLL_S`` seconds (``sleep``) for at most ``archive_wait_s``, then its runs are the page. Every method
+    raises ``ApiError`` on failure.
     """
 
     def __init__(
@@ -159,8 +169,12 @@ class JobschedClient:
         timeout_s: float = 30.0,
         credentials: Any = None,
         sigv4_region: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        archive_wait_s: float = ARCHIVE_WAIT_S,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._sleep = sleep
+        self._archive_wait_s = archive_wait_s
         auth, headers = connection_auth(
             self.base_url, token=token, credentials=credentials, sigv4_region=sigv4_region
         )
@@ -309,10 +323,8 @@ class JobschedClient:
         self, job_id: str, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
     ) -> dict[str, Any]:
         """``GET /jobs/{id}/runs``, newest first: ``{"items": [run, ...], "next_cursor": str | None}``."""
-        return self._json(
-            "GET",
-            f"/jobs/{_segment(job_id)}/runs",
-            params={"status": status, "limit": limit, "cursor": cursor},
+        return self._runs_page(
+            f"/jobs/{_segment(job_id)}/runs", {"status": status, "limit": limit, "cursor": cursor}
         )
 
     def list_all_runs(
@@ -320,7 +332,34 @@ class JobschedClient:
     ) -> dict[str, Any]:
         """``GET /runs``: the caller's runs across their jobs, newest first; ``filters`` among ``status``,
         ``job_id``, ``kind``, ``since``, ``until`` (ISO 8601). ``{"items": [run, ...], "next_cursor": str | None}``."""
-        return self._json("GET", "/runs", params={**filters, "limit": limit, "cursor": cursor})
+        return self._runs_page("/runs", {**filters, "limit": limit, "cursor": cursor})
+
+    def _runs_page(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A runs listing's page; one answered from the archive (``query_id``) is polled to its runs, which come
+        as one page (``archived_run``'s shape: ``"archived": true``)."""
+        body = self._json("GET", path, params=params)
+        if "query_id" not in body:
+            return body
+        return {"items": [archived_run(row) for row in self.archive_query_runs(body)], "next_cursor": None}
+
+    def archive_query_runs(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
+        """The archived runs of an archive query answer (``{"query_id", "status", ...}``), polling
+        ``GET /archive/queries/{query_id}`` while it is ``running``. Raises ``ApiError`` (code
+        ``archive_query_failed``, or ``archive_query_timeout`` after ``archive_wait_s``)."""
+        waited = 0.0
+        while answer.get("status") == "running":
+            if waited >= self._archive_wait_s:
+                raise ApiError(
+                    504,
+                    "archive_query_timeout",
+                    f"the archive query {answer.get('query_id')} still runs after {waited:.0f} s: narrow the window",
+                )
+            self._sleep(ARCHIVE_POLL_S)
+            waited += ARCHIVE_POLL_S
+            answer = self._json("GET", f"/archive/queries/{_segment(str(answer['query_id']))}")
+        if answer.get("status") != "succeeded":
+            raise ApiError(502, "archive_query_failed", f"the archive query failed: {answer.get('reason')}")
+        return list(answer.get("runs") or [])
 
     def iter_all_runs(self, *, page_size: int = 100, **filters: str | None) -> Iterator[dict[str, Any]]:
         """Every run ``GET /runs`` lists with ``filters`` (newest first), following ``next_cursor``."""

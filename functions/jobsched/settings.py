@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     allow_loopback_http_targets: bool = Field(False, description="http targets on 127.0.0.0/8 and ::1")
     api_max_body_bytes: int = Field(256 * 1024, description="larger request bodies get 413")
     local_tokens_file: str | None = Field(None, description="JSON token->owner map (local mode auth)")
+    archive_workgroup: str | None = Field(
+        None,
+        description="ARCHIVE_WORKGROUP: the Athena workgroup the API queries the run archive in (set by the stack "
+        "with the archive; unset: windows before retention_days are refused, naming where the history went)",
+    )
+    archive_database: str | None = Field(
+        None, description="ARCHIVE_DATABASE: the Glue database of the archive's table `runs`"
+    )
     target_owner_tag_key: str = Field(
         "jobsched:owner",
         min_length=1,

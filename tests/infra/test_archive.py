@@ -41,10 +41,10 @@ def archive_bucket(synth: Synth) -> dict[str, Any]:
     return synth.raw["Resources"][ref]
 
 
-def archive_role_statements(synth: Synth) -> list[dict[str, Any]]:
+def archive_role_statements(synth: Synth, name: str = "archive") -> list[dict[str, Any]]:
     functions = synth.resources("AWS::Lambda::Function")
     (props,) = [
-        f["Properties"] for f in functions.values() if f["Properties"]["Handler"] == handler_path("archive")
+        f["Properties"] for f in functions.values() if f["Properties"]["Handler"] == handler_path(name)
     ]
     role = props["Role"]["Fn::GetAtt"][0]
     return [
@@ -165,6 +165,30 @@ def test_the_archive_function_may_only_put_objects_under_runs_and_use_its_queues
     stream_reads = [s for s in statements if "dynamodb:GetRecords" in _list(s["Action"])]
     assert all(s["Resource"] == {"Fn::GetAtt": [_runs_id(default_synth), "StreamArn"]} for s in stream_reads)
     assert not {a for a in actions if a.startswith(("sns:", "lambda:", "sts:", "iam:"))}
+
+
+def test_the_api_queries_the_archive_in_its_workgroup_and_reads_only_runs_and_results(
+    default_synth: Synth,
+) -> None:
+    functions = default_synth.resources("AWS::Lambda::Function").values()
+    [api] = [f["Properties"] for f in functions if f["Properties"]["Handler"] == handler_path("api")]
+    variables = api["Environment"]["Variables"]
+    assert {"ARCHIVE_WORKGROUP", "ARCHIVE_DATABASE"} <= set(variables)
+    statements = archive_role_statements(default_synth, "api")
+    athena = [s for s in statements if any(str(a).startswith("athena:") for a in _list(s["Action"]))]
+    [queries] = athena
+    assert set(_list(queries["Action"])) == {
+        "athena:StartQueryExecution",
+        "athena:GetQueryExecution",
+        "athena:GetQueryResults",
+    }
+    assert ":workgroup/" in json.dumps(queries["Resource"])
+    reads = [s for s in statements if _list(s["Action"]) == ["s3:GetObject"]]
+    assert [r["Resource"]["Fn::Join"][1][-1] for r in reads] == ["/runs/*"]
+    s3 = {a for s in statements for a in _list(s["Action"]) if str(a).startswith("s3:")}
+    assert "s3:DeleteObject" not in s3 and "s3:PutObject" in s3  # results only: below
+    puts = [s for s in statements if "s3:PutObject" in _list(s["Action"])]
+    assert all("Results" in json.dumps(s["Resource"]) for s in puts)
 
 
 def test_the_archive_has_alarms_on_its_errors_and_queues(default_synth: Synth) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar
 
@@ -27,6 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 
 from jobsched.api import routes
 from jobsched.api.admission import Admission
+from jobsched.api.archive_reads import ArchiveAnswer, ArchiveQueryStatus, ArchiveReads
 from jobsched.api.auth import Authenticator
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
@@ -48,16 +50,23 @@ from jobsched.api.service import JobService
 from jobsched.domain.fires import MAX_FIRES
 from jobsched.labels import LABEL_TERM_PATTERN, MAX_KEY_CHARS, MAX_LABELS, MAX_VALUE_CHARS
 from jobsched.models import Fires, Instant, Job, Run, RunDetail, RunKind, RunStatus
+from jobsched.ports.archive_queries import QueryState, RunsWindow
 from jobsched.settings import Settings
 
 
 @dataclass(frozen=True)
 class Api:
-    """What the routes need: the deployment's settings, the use cases, and who the caller is."""
+    """What the routes need: the deployment's settings, the use cases, who the caller is, and the archive's reads
+    (None: no archive configured; windows before the retention are refused by name)."""
 
     settings: Settings
     service: JobService
     authenticator: Authenticator
+    archive: ArchiveReads | None = None
+
+    def archive_reads(self) -> ArchiveReads:
+        """``archive``, or reads that refuse every window before the retention (no archive configured)."""
+        return self.archive or ArchiveReads(None, retention_days=self.settings.retention_days)
 
 
 def get_api() -> Api:
@@ -136,6 +145,16 @@ IdempotencyKey = Annotated[
 ]
 JobId = Annotated[str, Path(description="the job's id (`j_` and 20 hex digits)")]
 Limit = Annotated[int, Query(ge=1, le=100, description="page size, 1-100")]
+Since = Annotated[Instant | None, Query(description="scheduled_for at or after (ISO 8601, with offset)")]
+Until = Annotated[Instant | None, Query(description="scheduled_for before (ISO 8601, with offset)")]
+_ARCHIVE_NOTE = (
+    "A `since` before the runs table's retention (`retention_days`) is answered from the archive, for the "
+    "caller's owner only: `202` with a `query_id` and `Location` to poll (`GET /archive/queries/{query_id}`), or "
+    "`200` with the runs at once where the engine answers at once (local mode); without an archive, 410 "
+    "`beyond_retention` (field `since`) says where the history went."
+)
+_HISTORY_GONE = "`since` is before the retention and this deployment keeps no archive (field `since`)"
+_ARCHIVE_ACCEPTED = "Answered from the archive: poll `Location` until `status` is no longer `running`"
 Cursor = Annotated[
     str | None,
     Query(
@@ -300,20 +319,100 @@ def trigger_job(
 @_route(
     "listRuns",
     summary="A job's runs, newest first",
-    description="Newest `scheduled_for` first, optionally only one `status`. A deleted job's runs stay "
-    "listed for its owner until retention.",
+    description="Newest `scheduled_for` first, optionally only one `status`, and `scheduled_for` in `[since, until)`. "
+    "A deleted job's runs stay listed for its owner until retention. " + _ARCHIVE_NOTE,
     tags=["runs"],
-    responses=responses({200: (Page[Run], "A page of runs")}, 404, descriptions={404: _HISTORY_NOT_FOUND}),
+    responses=responses(
+        {200: (Page[Run], "A page of runs"), 202: (ArchiveQueryStatus, _ARCHIVE_ACCEPTED)},
+        404,
+        410,
+        descriptions={404: _HISTORY_NOT_FOUND, 410: _HISTORY_GONE},
+    ),
 )
 def list_runs(
     id: JobId,
     api: ApiDep,
     owner: Owner,
     status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,
+    since: Since = None,
+    until: Until = None,
     limit: Limit = 50,
     cursor: Cursor = None,
-) -> Page[Run]:
-    return api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
+) -> Response[Page[Run] | ArchiveQueryStatus]:
+    archived = _archive_window(
+        api, owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit
+    )
+    if archived is not None:
+        return archived
+    if since is None and until is None:
+        page = api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
+    else:
+        page = api.service.run_listing.across_jobs(
+            owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit, cursor=cursor
+        )
+    return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=page)
+
+
+@_route(
+    "getArchiveQuery",
+    summary="An archive query's state, and its runs once done",
+    description="A query a runs listing started for a window before the retention (`202`, `Location`). Answered "
+    "only to the owner whose runs it reads: another caller's, or an unknown id, is 404. `202` while running.",
+    tags=["runs"],
+    responses=responses(
+        {
+            200: (ArchiveQueryStatus, "Done: succeeded (with `runs`) or failed (with `reason`)"),
+            202: (ArchiveQueryStatus, "Still running: poll again"),
+        },
+        404,
+        descriptions={404: "No such archive query for the caller (field `query_id`)"},
+    ),
+)
+def get_archive_query(
+    query_id: Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9-]+$")],
+    api: ApiDep,
+    owner: Owner,
+) -> Response[ArchiveQueryStatus]:
+    return _archive_response(api.archive_reads().poll(owner, query_id))
+
+
+def _archive_window(
+    api: Api,
+    owner: str,
+    *,
+    job_id: str | None,
+    status: RunStatus | None,
+    kind: RunKind | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+) -> Response[Any] | None:
+    """The archive's answer when ``since`` is before the retention (design §11), else None."""
+    reads = api.archive_reads()
+    now = api.service.clock()
+    since_ms = None if since is None else int(since.timestamp() * 1000)
+    if since_ms is None or not reads.reaches(since_ms, now):
+        return None
+    window = RunsWindow(
+        owner,
+        since_ms,
+        now if until is None else int(until.timestamp() * 1000),
+        job_id=job_id,
+        status=None if status is None else status.value,
+        kind=None if kind is None else kind.value,
+        limit=limit,
+    )
+    return _archive_response(reads.start(window, now_ms=now))
+
+
+def _archive_response(answer: ArchiveAnswer) -> Response[Any]:
+    running = answer.status is QueryState.RUNNING
+    return Response(
+        status_code=HTTPStatus.ACCEPTED if running else HTTPStatus.OK,
+        content_type=content_types.APPLICATION_JSON,
+        body=answer.model(),
+        headers={"Location": answer.location},
+    )
 
 
 @_route(
@@ -365,12 +464,16 @@ def list_events(
     "`since`). Failed "
     "runs (`status` retrying, dead or skipped) come from an index of failures; other listings merge the "
     "caller's jobs (at most 500: narrow by `job_id` or a failure `status` beyond that). Pass `next_cursor` "
-    "back as `cursor` with the same filters.",
+    "back as `cursor` with the same filters. " + _ARCHIVE_NOTE,
     tags=["runs"],
     responses=responses(
-        {200: (Page[Run], "A page of runs")},
+        {200: (Page[Run], "A page of runs"), 202: (ArchiveQueryStatus, _ARCHIVE_ACCEPTED)},
         404,
-        descriptions={404: "No such job (`job_id`), or a `cursor` this listing did not issue"},
+        410,
+        descriptions={
+            404: "No such job (`job_id`), or a `cursor` this listing did not issue",
+            410: _HISTORY_GONE,
+        },
     ),
 )
 def list_all_runs(
@@ -381,18 +484,20 @@ def list_all_runs(
         str | None, Query(pattern=r"^j_[0-9a-f]{20}$", description="only this job's runs")
     ] = None,
     kind: Annotated[RunKind | None, Query(description="only runs of this kind")] = None,
-    since: Annotated[
-        Instant | None, Query(description="scheduled_for at or after (ISO 8601, with offset)")
-    ] = None,
-    until: Annotated[
-        Instant | None, Query(description="scheduled_for before (ISO 8601, with offset)")
-    ] = None,
+    since: Since = None,
+    until: Until = None,
     limit: Limit = 50,
     cursor: Cursor = None,
-) -> Page[Run]:
-    return api.service.run_listing.across_jobs(
+) -> Response[Page[Run] | ArchiveQueryStatus]:
+    archived = _archive_window(
+        api, owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit
+    )
+    if archived is not None:
+        return archived
+    page = api.service.run_listing.across_jobs(
         owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit, cursor=cursor
     )
+    return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=page)
 
 
 @_route(

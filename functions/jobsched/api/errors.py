@@ -7,9 +7,10 @@ Every error body is ``{"error": {"code": "...", "message": "...", "field": "..."
 | 400 | ``invalid_input``, ``invalid_json``, ``invalid_schedule``, ``invalid_timezone``, ``unsupported_media_type`` | request validation (Powertools ``RequestValidationError``), ``InvalidInput``, ``ScheduleError`` |
 | 401 | ``unauthorized`` | ``Unauthorized`` |
 | 403 | ``forbidden`` | ``Forbidden`` (the caller has no owner: ``owner_from = "tag:<key>"`` and no usable tag) |
-| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), ``UpstreamNotFound`` (field ``after.job``), unknown path |
+| 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), ``UpstreamNotFound`` (field ``after.job``), ``ArchiveQueryNotFound`` (field ``query_id``), unknown path |
 | 405 | ``method_not_allowed`` | a known path with another method |
 | 409 | ``name_taken``, ``conflict``, ``request_in_progress``, ``quota_exceeded`` | ``NameConflict``, ``ConcurrentChange``, ``RunNotRetryable``, ``RunNotCancellable``, ``IdempotencyAlreadyInProgressError``, ``QuotaExceeded`` (``jobs``, ``fires_per_minute``) |
+| 410 | ``beyond_retention`` | ``HistoryGone`` (field ``since``: runs past the retention and no archive configured) |
 | 413 | ``payload_too_large`` | ``PayloadTooLarge`` |
 | 422 | ``idempotency_key_reused`` | ``IdempotencyValidationError`` |
 | 429 | ``throttled``, ``quota_exceeded`` | DynamoDB/SQS throttling, ``QuotaExceeded`` (``triggers_per_minute``, with ``Retry-After``) |
@@ -43,9 +44,11 @@ from pydantic import BaseModel, Field
 from jobsched.api.exceptions import (
     JSON_BODY_ONLY,
     ApiProblem,
+    ArchiveQueryNotFound,
     ConcurrentChange,
     CursorNotFound,
     Forbidden,
+    HistoryGone,
     InvalidInput,
     JobNotFound,
     NameConflict,
@@ -182,6 +185,8 @@ ANSWERS: dict[type[Exception], Answer] = {
     JobNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found"),
     UpstreamNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "after.job"),
     CursorNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "cursor"),
+    ArchiveQueryNotFound: Answer(HTTPStatus.NOT_FOUND, "not_found", "query_id"),
+    HistoryGone: Answer(HTTPStatus.GONE, "beyond_retention", "since"),
     NameConflict: Answer(HTTPStatus.CONFLICT, "name_taken", "name"),
     RunNotCancellable: Answer(HTTPStatus.CONFLICT, "conflict"),
     ConcurrentChange: Answer(HTTPStatus.CONFLICT, "conflict", headers=RETRY_SHORTLY),

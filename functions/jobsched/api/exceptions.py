@@ -81,6 +81,19 @@ class CursorNotFound(ApiProblem):
         )
 
 
+class ArchiveQueryNotFound(ApiProblem):
+    """An archive query id that is unknown, another owner's, or not one the API started (404, field
+    ``query_id``; never told apart)."""
+
+    def __init__(self) -> None:
+        super().__init__("no such archive query; start one by listing runs with since before the retention")
+
+
+class HistoryGone(ApiProblem):
+    """A window of runs older than the runs table's retention, on a deployment without an archive (410, code
+    ``beyond_retention``, field ``since``): the message says where the history went."""
+
+
 class NameConflict(ApiProblem):
     """The owner already has a job with this ``name`` and a different spec (409)."""
 

@@ -150,6 +150,7 @@ _ERROR_DESCRIPTIONS = {
     403: "The caller has no owner (`owner_from` is `tag:<key>` and the caller's role or user has no such tag)",
     404: "No such job (or not the caller's)",
     409: "Conflict",
+    410: "Runs past the retention, and no archive keeps them: `error.message` says where the history went",
     413: "Request body too large",
     422: "Idempotency-Key reused with a different request",
     429: "Throttled; retry after a pause",

@@ -121,6 +121,7 @@ class Aws:
     lambda_ = _service_client("lambda")
     sts = _service_client("sts")
     iam = _service_client("iam")
+    athena = _service_client("athena")
 
     @cached_property
     def dynamodb_resource(self) -> Any:

@@ -12,11 +12,11 @@ import typer
 
 from jobsched.cli.options import JsonOption
 from jobsched.cli.output import show, table
-from jobsched.clock import from_ms, to_ms
+from jobsched.clock import to_ms
+from jobsched.domain.archive_queries import archived_run
 from jobsched.exits import fail
 from jobsched.local.archive import ArchiveQueryError, LocalArchive, archive_dir
 from jobsched.local.paths import DEFAULT_DATA_DIR
-from jobsched.ports.runs import run_id
 
 archive_app = typer.Typer(no_args_is_help=True, help="Query the run archive (runs past their retention).")
 
@@ -52,13 +52,6 @@ def query_command(
     )
 
 
-_INSTANTS = ("scheduled_for", "enqueued_at", "dispatch_at", "started_at", "finished_at")
-
-
-def _iso(ms: int) -> str:
-    return from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def archived_runs(
     data_dir: Path,
     job_id: str,
@@ -91,12 +84,4 @@ def archived_runs(
         f"ORDER BY scheduled_for DESC LIMIT {int(limit)}"
     )
     names, rows = archive.query(sql, parameters)
-    found = []
-    for row in rows:
-        run = {name: value for name, value in zip(names, row, strict=True) if value is not None}
-        run.update({name: _iso(run[name]) for name in _INSTANTS if name in run})
-        if "skipped_through" in run:
-            run["skipped_through"] = _iso(run["skipped_through"])
-        key = run_id(run["job_id"], row[names.index("scheduled_for")])
-        found.append({"id": key, **run, "archived": True})
-    return found
+    return [archived_run(dict(zip(names, row, strict=True))) for row in rows]

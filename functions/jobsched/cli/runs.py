@@ -16,11 +16,15 @@ from jobsched.cli.archive import archived_runs
 from jobsched.cli.jobs import resolve_job
 from jobsched.cli.options import Connection, JsonOption, option_groups
 from jobsched.cli.output import seconds, show, table, when
+from jobsched.client import ApiError
 from jobsched.exits import USAGE_ERROR, fail
 from jobsched.local.archive import ArchiveQueryError
 from jobsched.models import RunKind, RunStatus
 
 __all__ = ["runs_command"]
+
+HISTORY_GONE = "beyond_retention"
+"""The API's error code for a window before the retention on a deployment without an archive (410)."""
 
 
 def _runs_table(runs: list[dict[str, Any]], *, with_job: bool = False) -> Table:
@@ -152,23 +156,37 @@ def runs_command(
     with conn.client() as client:
         if job is not None:
             job_id = resolve_job(client, job)
-        if job_id is None:
-            found = client.iter_all_runs(page_size=page_size, **filters)
-        elif since is None and until is None and kind is None:
-            found = client.iter_runs(job_id, status=status, page_size=page_size)
-        else:
-            found = client.iter_all_runs(job_id=job_id, page_size=page_size, **filters)
-        runs: list[dict[str, Any]] = []
-        for run in found:
-            runs.append(run)
-            if len(runs) >= limit:
-                break
+        try:
+            runs = _listed(client, job_id, status, page_size, limit, filters)
+        except ApiError as error:
+            if error.code != HISTORY_GONE or data_dir is None or job_id is None:
+                raise
+            # no archive behind the API: its runs table answers from the retention on, the data dir the rest
+            runs = _listed(client, job_id, status, page_size, limit, {**filters, "since": None})
     if data_dir is not None and job_id is not None:
         runs = across_retention(runs, data_dir, job_id, filters, limit)
     if runs or as_json:
         show(runs, as_json, lambda found: _runs_table(found, with_job=job is None))
     else:
         typer.echo("no runs yet", err=True)
+
+
+def _listed(
+    client: Any, job_id: str | None, status: str | None, page_size: int, limit: int, filters: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """At most ``limit`` runs the API lists for ``job_id`` (None: every job) and ``filters``, newest first."""
+    if job_id is None:
+        found = client.iter_all_runs(page_size=page_size, **filters)
+    elif all(filters[name] is None for name in ("since", "until", "kind")):
+        found = client.iter_runs(job_id, status=status, page_size=page_size)
+    else:
+        found = client.iter_all_runs(job_id=job_id, page_size=page_size, **filters)
+    runs: list[dict[str, Any]] = []
+    for run in found:
+        runs.append(run)
+        if len(runs) >= limit:
+            break
+    return runs
 
 
 def across_retention(

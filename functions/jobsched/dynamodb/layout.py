@@ -518,7 +518,13 @@ def run_item(row: RunRow) -> dict[str, Any]:
 
 def run_row(item: dict[str, Any]) -> RunRow:
     """The ``RunRow`` of a runs-table item (DynamoDB or plain values)."""
-    item = plain(item)
+    return run_row_of_plain(plain(item))
+
+
+def run_row_of_plain(item: dict[str, Any]) -> RunRow:
+    """The ``RunRow`` of a runs-table item whose values are already plain (numbers ints or floats, no
+    ``Decimal``): :func:`run_row` without the walk that converts them. Raises ``KeyError``/``ValueError`` for an
+    item that is no run row."""
     values = {
         name: item[attribute] for name, attribute in RUN_ATTRIBUTES.items() if item.get(attribute) is not None
     }

@@ -11,12 +11,12 @@ ignored, never archived.
 
 from __future__ import annotations
 
+from base64 import b64decode
 from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
-
-from jobsched.dynamodb.layout import run_row
+from jobsched.dynamodb.layout import plain, run_row_of_plain
 from jobsched.ports.runs import RunRow
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
@@ -27,7 +27,44 @@ TTL_DELETION_FILTER: dict[str, Any] = {
 }
 """The Lambda event filter pattern (``FilterCriteria``) of the archive function's stream mapping."""
 
-_DESERIALIZE = TypeDeserializer()
+
+def plain_attribute(value: Mapping[str, Any]) -> Any:
+    """The plain Python value of one attribute in a stream image's typed JSON (``{"N": "12"}`` -> ``12``): ``S``
+    str, ``N`` int (float when it has a fraction or exponent), ``B`` bytes (base64), ``BOOL``, ``NULL`` None,
+    ``L`` list, ``M`` dict, ``SS``/``NS``/``BS`` sets. The same values as boto3's ``TypeDeserializer`` followed by
+    ``layout.plain``, without the ``Decimal`` in between: a third of the archive function's time per batch
+    (design §11). Raises ``ValueError`` for an unknown type or a malformed number."""
+    [(kind, raw)] = value.items()
+    if kind == "S":
+        return raw
+    if kind == "N":
+        return _number(raw)
+    if kind == "M":
+        return {name: plain_attribute(item) for name, item in raw.items()}
+    if kind == "L":
+        return [plain_attribute(item) for item in raw]
+    if kind == "BOOL":
+        return bool(raw)
+    if kind == "NULL":
+        return None
+    if kind == "B":
+        return b64decode(raw)
+    if kind == "SS":
+        return set(raw)
+    if kind == "NS":
+        return {_number(item) for item in raw}
+    if kind == "BS":
+        return {b64decode(item) for item in raw}
+    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
+
+
+def _number(text: str) -> int | float:
+    if "." in text or "e" in text or "E" in text:
+        try:
+            return plain(Decimal(text))  # type: ignore[no-any-return]
+        except InvalidOperation as error:
+            raise ValueError(f"malformed DynamoDB number {text!r}") from error
+    return int(text)
 
 
 def is_ttl_deletion(record: Mapping[str, Any]) -> bool:
@@ -51,5 +88,5 @@ def expired_runs(records: Sequence[Mapping[str, Any]]) -> tuple[list[RunRow], in
         if not is_ttl_deletion(record):
             continue
         image = record["dynamodb"]["OldImage"]
-        rows.append(run_row({name: _DESERIALIZE.deserialize(value) for name, value in image.items()}))
+        rows.append(run_row_of_plain({name: plain_attribute(value) for name, value in image.items()}))
     return rows, len(records) - len(rows)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from jobsched.runtime.wiring import Components
 
 if TYPE_CHECKING:
+    from jobsched.local.archive_queries import LocalArchiveQueries
     from jobsched.sqlite.control import SqliteControlStore
     from jobsched.sqlite.database import SqliteDatabase
     from jobsched.sqlite.jobs import SqliteJobStore
@@ -54,6 +55,15 @@ class SqliteComponents(Components):
                 synchronous=self.database.synchronous,
             )
             object.__setattr__(self, "queue", queue)
+
+    def archive_queries(self) -> LocalArchiveQueries:
+        """Local mode's archive, read with DuckDB at once: the files under the data directory's ``archive/``
+        (``local.archive.archive_dir``; the database lives in the data directory)."""
+        from jobsched.local.archive import LocalArchive, archive_dir
+        from jobsched.local.archive_queries import LocalArchiveQueries
+
+        assert self.database is not None  # set at construction
+        return LocalArchiveQueries(LocalArchive(archive_dir(self.database.path.parent)))
 
     def run_queue_client(self) -> SqliteSqsQueue:
         """The run queue's own SQS stand-in (shared by every copy of these components)."""

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from jobsched.domain.worker import Worker
     from jobsched.dynamodb.control import ControlStore
     from jobsched.dynamodb.due_repair import DueRepair
+    from jobsched.ports.archive_queries import ArchiveQueries
     from jobsched.runtime.worker import Batches
     from jobsched.targets import Targets
 
@@ -475,6 +476,7 @@ class Components:
         mode; raises ValueError for an unreadable tokens file), else the IAM principal API Gateway reports: its ARN,
         or with ``owner_from = "tag:<key>"`` its role's or user's tag (``TaggedIamAuthenticator``)."""
         from jobsched.api.app import Api
+        from jobsched.api.archive_reads import ArchiveReads
         from jobsched.api.auth import (
             Authenticator,
             IamAuthenticator,
@@ -492,7 +494,22 @@ class Components:
             authenticator = TaggedIamAuthenticator(tag_key, tags, clock=self.clock)
         else:
             authenticator = IamAuthenticator()
-        return Api(settings=self.settings, service=self.job_service(), authenticator=authenticator)
+        return Api(
+            settings=self.settings,
+            service=self.job_service(),
+            authenticator=authenticator,
+            archive=ArchiveReads(self.archive_queries(), retention_days=self.settings.retention_days),
+        )
+
+    def archive_queries(self) -> ArchiveQueries | None:
+        """The archive's queries: Athena in ``settings.archive_workgroup`` over ``settings.archive_database``
+        when both are set, else None (no archive configured)."""
+        from jobsched.aws.athena import AthenaArchiveQueries
+
+        workgroup, database = self.settings.archive_workgroup, self.settings.archive_database
+        if not workgroup or not database:
+            return None
+        return AthenaArchiveQueries(self.aws.athena, workgroup=workgroup, database=database)
 
 
 class LazyAlerts:

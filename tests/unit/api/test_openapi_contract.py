@@ -3,7 +3,8 @@
 every response against it.
 
 Checks run on every operation: no 5xx; **a request valid by the document is accepted** (2xx, or 401, 403,
-404, 409, 429: a missing job, a taken name or a throttle are not rejections of the request's form); a
+404, 409, 410, 429: a missing job, a taken name, history past the retention without an archive or a
+throttle are not rejections of the request's form); a
 request invalid by it is rejected; documented status codes, content types, headers and response bodies;
 requests without credentials refused. (Schemathesis' coverage phase, and with it its missing-header and
 unsupported-method checks, is off: it runs only with the explicit-examples phase, which the zone enum makes
@@ -56,7 +57,7 @@ from tests.support.backends import memory_backend
 TOKEN = "schemathesis-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 EXAMPLES = int(os.environ.get("JOBSCHED_SCHEMATHESIS_EXAMPLES", "25"))
-ACCEPTED = ["2xx", "401", "403", "404", "409", "429"]
+ACCEPTED = ["2xx", "401", "403", "404", "409", "410", "429"]
 CHECKS = [
     schemathesis.checks.not_a_server_error,
     checks.positive_data_acceptance,
@@ -139,7 +140,7 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
     - ``end_at`` after ``start_at``, far enough ahead that the schedule still fires; a one-off (its own
       instant) without bounds; a PATCH that re-times a job gives all of schedule, start_at and end_at, as
       the job's stored ones count otherwise;
-    - ``GET /runs``'s ``until`` is after its ``since`` (a generated pair is put in order);
+    - ``GET /runs``' and ``GET /jobs/{id}/runs``' ``until`` is after their ``since`` (a generated pair is put in order);
     - a backfill window ends after it starts, at most now, with at most 1,000 fires: a generated pair of
       instants becomes the hour that ended an hour ago;
     - an http target's ``secret_headers`` name some of its ``headers``;
@@ -180,7 +181,7 @@ def within_the_unwritten_rules(context: Any, case: Any) -> Any:
         )
     query = case.query or {}
     since, until = _instant(query.get("since")), _instant(query.get("until"))
-    if case.path == "/runs" and since and until and until <= since:
+    if case.path in ("/runs", "/jobs/{id}/runs") and since and until and until <= since:
         case.query = (
             {**query, "since": query["until"], "until": query["since"]}
             if until < since

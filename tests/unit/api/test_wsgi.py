@@ -216,7 +216,11 @@ def _served_routes() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("method", "template"), _served_routes())
 def test_every_route_the_handler_serves_maps_to_its_api_gateway_resource(method, template):
     # Given: a request for the route, with a concrete value for each path parameter
-    values = {"id": "j_0123456789abcdef0123", "run_id": "j_0123456789abcdef0123@1767578400000"}
+    values = {
+        "id": "j_0123456789abcdef0123",
+        "run_id": "j_0123456789abcdef0123@1767578400000",
+        "query_id": "q-1",
+    }
     path = template
     for name, value in values.items():
         path = path.replace(f"{{{name}}}", value)

@@ -1,0 +1,127 @@
+"""The API's reads of the run archive (design §11): a window of runs older than the runs table's retention is
+answered from the archive, for the caller's owner only.
+
+:meth:`ArchiveReads.start` starts the owner's query (``domain.archive_queries.runs_query``: the owner a partition
+predicate and a parameter, never a request field) and answers ``{"query_id", "status": "running"}`` (HTTP 202,
+``Location: /archive/queries/{query_id}``), or the rows at once when the engine is done (local mode's DuckDB).
+:meth:`ArchiveReads.poll` answers a query's state and rows only to the owner whose partition it reads (the engine
+keeps the query's parameters: no key of our own binds it): any other caller, and an unknown id, get 404. Without
+an archive (``queries`` None) a window before the retention is answered ``HistoryGone`` (410, code
+``beyond_retention``, field ``since``), saying where the history went.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from jobsched.api.exceptions import ArchiveQueryNotFound, HistoryGone, InvalidInput
+from jobsched.domain.archive import owner_partition
+from jobsched.domain.archive_queries import ArchiveWindowError, reaches_archive, retention_floor, runs_query
+from jobsched.ports.archive_queries import ArchiveQueries, QueryResult, QueryState, RunsWindow, UnknownQuery
+
+QUERIES_PATH = "/archive/queries/"
+NO_ARCHIVE = (
+    "runs scheduled more than {days} days ago left the runs table (retention_days) and this deployment has no "
+    "archive to answer from: ask from {floor} on, or deploy with the archive (docs/deploy.md, History beyond "
+    "retention)"
+)
+
+
+class ArchiveQueryStatus(BaseModel):
+    """The API's body for an archive query (``GET /archive/queries/{query_id}``, and the 202 of a runs listing
+    whose ``since`` is before the retention)."""
+
+    query_id: str = Field(description="poll `GET /archive/queries/{query_id}` with it")
+    status: QueryState = Field(description="running, succeeded or failed")
+    runs: list[dict[str, Any]] | None = Field(
+        None,
+        description="once succeeded: the archived runs of the caller's owner, newest `scheduled_for` first, as "
+        "archived (instants in epoch ms, UTC; no cursor: narrow the window for more)",
+    )
+    reason: str | None = Field(None, description="once failed: why, as the query engine says")
+
+
+@dataclass(frozen=True)
+class ArchiveAnswer:
+    """What the API answers for an archive query: ``status`` (``running``, ``succeeded``, ``failed``),
+    ``query_id``, ``runs`` (archived rows, epoch ms, newest first) once succeeded, ``reason`` when failed."""
+
+    query_id: str
+    status: QueryState
+    runs: list[dict[str, Any]] | None = None
+    reason: str | None = None
+
+    @property
+    def location(self) -> str:
+        """Where to poll: ``/archive/queries/{query_id}``."""
+        return QUERIES_PATH + self.query_id
+
+    def model(self) -> ArchiveQueryStatus:
+        """The answer as the API's :class:`ArchiveQueryStatus`."""
+        return ArchiveQueryStatus(
+            query_id=self.query_id, status=self.status, runs=self.runs, reason=self.reason
+        )
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body: ``query_id`` and ``status``, ``runs`` when succeeded, ``reason`` when failed."""
+        body: dict[str, Any] = {"query_id": self.query_id, "status": self.status.value}
+        if self.runs is not None:
+            body["runs"] = self.runs
+        if self.reason is not None:
+            body["reason"] = self.reason
+        return body
+
+
+class ArchiveReads:
+    """Archive reads for the API: ``queries`` (None: no archive configured), ``retention_days`` of the runs
+    table."""
+
+    def __init__(self, queries: ArchiveQueries | None, *, retention_days: int) -> None:
+        self._queries = queries
+        self._retention_days = retention_days
+
+    def reaches(self, since_ms: int | None, now_ms: int) -> bool:
+        """True when a window from ``since_ms`` (epoch ms) reaches before the retention: the archive answers it."""
+        return reaches_archive(since_ms, now_ms, self._retention_days)
+
+    def start(self, window: RunsWindow, *, now_ms: int) -> ArchiveAnswer:
+        """Start the query for ``window`` (its owner the caller's). Raises ``InvalidInput`` naming the field for a
+        malformed window; ``HistoryGone`` when no archive is configured."""
+        if self._queries is None:
+            floor = retention_floor(now_ms, self._retention_days)
+            message = NO_ARCHIVE.format(days=self._retention_days, floor=_iso(floor))
+            raise HistoryGone(message)
+        try:
+            query = runs_query(window)
+        except ArchiveWindowError as error:
+            raise InvalidInput(error.field, str(error)) from error
+        query_id = self._queries.start(query)
+        return self._answer(query_id, self._queries.result(query_id))
+
+    def poll(self, owner: str, query_id: str) -> ArchiveAnswer:
+        """The state of ``query_id`` for ``owner``. Raises ``ArchiveQueryNotFound`` for an unknown id, a query of
+        another owner and one no ``runs_query`` built, and when no archive is configured."""
+        missing = ArchiveQueryNotFound()
+        if self._queries is None:
+            raise missing
+        try:
+            result = self._queries.result(query_id)
+        except UnknownQuery:
+            raise missing from None
+        if result.owner_partition is None or result.owner_partition != owner_partition(owner):
+            raise missing
+        return self._answer(query_id, result)
+
+    @staticmethod
+    def _answer(query_id: str, result: QueryResult) -> ArchiveAnswer:
+        if result.state is QueryState.SUCCEEDED:
+            return ArchiveAnswer(query_id, result.state, runs=result.rows)
+        return ArchiveAnswer(query_id, result.state, reason=result.reason)
+
+
+def _iso(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,156 @@
+"""Queries over the run archive for one owner (design §11), pure: which windows need the archive, and the SQL that
+reads them.
+
+- **When** (:func:`reaches_archive`): a window whose start is before ``now - retention_days`` asks for runs the
+  runs table's TTL may have deleted: the archive answers it.
+- **What** (:func:`runs_query`): SQL over the Glue table ``runs`` (the same name and columns as local mode's DuckDB
+  view) with ``?`` placeholders only. The owner is always a predicate on the ``owner`` partition (the caller's
+  owner, percent-encoded as the layout writes it: ``domain.archive.owner_partition``) and the window is a
+  predicate on the ``month`` partition too, so a query reads only the caller's objects of those months. Rows are
+  deduplicated by ``DEDUPE_KEY``; newest ``scheduled_for`` first.
+- **Rows** (:func:`rows_of_strings`): Athena answers every value as text; the columns' types make them ints again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from jobsched.domain.archive import ARCHIVE_COLUMNS, DEDUPE_KEY, month_of, owner_partition
+from jobsched.ports.archive_queries import ArchiveQuery, RunsWindow
+
+DAY_MS = 86_400_000
+MAX_ROWS = 1000
+"""The most rows one archive query answers."""
+JOB_ID = re.compile(r"j_[0-9a-f]{20}")
+"""A job id (``api.schemas``' pattern): the only job ids a query takes."""
+WIRE_VALUE = re.compile(r"[a-z_]{1,32}")
+"""A status or kind wire value (``models.RunStatus``, ``models.RunKind``)."""
+RUNS_QUERY_PREFIX = "SELECT /* jobsched runs_query */ "
+"""How every query :func:`runs_query` builds begins: a query that begins otherwise was not built by it, and its
+first parameter is no owner binding."""
+_SCALAR_COLUMNS = [name for name, _ in ARCHIVE_COLUMNS if name != "tries"]
+_INTEGERS = {name for name, kind in ARCHIVE_COLUMNS if kind in ("int", "bigint")}
+_TRY_FIELDS = ("attempt", "started_at", "finished_at", "worker", "error", "output", "round")
+
+
+class ArchiveWindowError(ValueError):
+    """A window the archive cannot be asked for; ``field`` names the request field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def retention_floor(now_ms: int, retention_days: int) -> int:
+    """``now_ms - retention_days`` days (epoch ms): runs scheduled before it may be in the archive only."""
+    return now_ms - retention_days * DAY_MS
+
+
+def reaches_archive(since_ms: int | None, now_ms: int, retention_days: int) -> bool:
+    """True when a window starting at ``since_ms`` (epoch ms; None: no start) reaches before the retention floor.
+    A window without a start lists the runs table only (its newest runs first)."""
+    return since_ms is not None and since_ms < retention_floor(now_ms, retention_days)
+
+
+def months(since_ms: int, until_ms: int) -> tuple[str, str]:
+    """The first and last ``month`` partition (``YYYY-MM``, UTC) of ``[since_ms, until_ms)``."""
+    return month_of(since_ms), month_of(max(since_ms, until_ms - 1))
+
+
+def runs_query(window: RunsWindow) -> ArchiveQuery:
+    """The query that answers ``window`` (see the module docstring). The owner and every value are parameters
+    (``?``); the SQL text depends only on which optional filters are set. Raises :class:`ArchiveWindowError`
+    naming the field for an empty owner, a malformed ``job_id``, ``status`` or ``kind``, ``until`` not after
+    ``since`` and a ``limit`` outside 1..``MAX_ROWS``."""
+    if not window.owner:
+        raise ArchiveWindowError("owner", "an archive query needs the caller's owner")
+    if window.until_ms <= window.since_ms:
+        raise ArchiveWindowError("until", "until must be after since")
+    if not 1 <= window.limit <= MAX_ROWS:
+        raise ArchiveWindowError("limit", f"limit must be between 1 and {MAX_ROWS}")
+    if window.job_id is not None and not JOB_ID.fullmatch(window.job_id):
+        raise ArchiveWindowError("job_id", "job_id must look like j_ and 20 hex digits")
+    for name in ("status", "kind"):
+        value = getattr(window, name)
+        if value is not None and not WIRE_VALUE.fullmatch(value):
+            raise ArchiveWindowError(name, f"{name} is not one of its values")
+    first, last = months(window.since_ms, window.until_ms)
+    where = ["owner = ?", "month BETWEEN ? AND ?", "scheduled_for >= ?", "scheduled_for < ?"]
+    parameters: list[str | int] = [
+        owner_partition(window.owner),
+        first,
+        last,
+        window.since_ms,
+        window.until_ms,
+    ]
+    for name in ("job_id", "status", "kind"):
+        value = getattr(window, name)
+        if value is not None:
+            where.append(f"{name} = ?")
+            parameters.append(value)
+    key = ", ".join(DEDUPE_KEY)
+    columns = ", ".join(_SCALAR_COLUMNS)
+    sql = (
+        f"{RUNS_QUERY_PREFIX}{columns}, CAST(tries AS JSON) AS tries FROM (SELECT *, row_number() OVER (PARTITION BY {key} "
+        f"ORDER BY finished_at DESC) AS copy_rank FROM runs WHERE {' AND '.join(where)}) WHERE copy_rank = 1 "
+        f"ORDER BY scheduled_for DESC, job_id LIMIT {int(window.limit)}"
+    )
+    return ArchiveQuery(sql, tuple(parameters), window)
+
+
+def rows_of_strings(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Rows an engine answered as text (Athena's ``VarCharValue``; None for NULL; typed values pass) in the shape of
+    ``domain.archive.archive_row``: integer columns ints, ``tries`` a list of objects (from its JSON, an array of
+    objects or of arrays in ``_TRY_FIELDS`` order), NULLs left out. Raises ``ValueError`` for a malformed value."""
+    out = []
+    for values in rows:
+        row: dict[str, Any] = {}
+        for name, value in zip(columns, values, strict=True):
+            if value is None:
+                continue
+            if name in _INTEGERS:
+                row[name] = int(value)
+            elif name == "tries":
+                entries = json.loads(value) if isinstance(value, str) else value
+                row[name] = [_try_of(entry) for entry in entries or []]
+            else:
+                row[name] = value
+        out.append(row)
+    return out
+
+
+ARCHIVED_INSTANTS = (
+    "scheduled_for",
+    "enqueued_at",
+    "dispatch_at",
+    "started_at",
+    "finished_at",
+    "skipped_through",
+)
+"""The instants of an archived row (epoch ms) that the API's run shape writes as ISO 8601."""
+
+
+def archived_run(row: dict[str, Any]) -> dict[str, Any]:
+    """An archived row (``domain.archive.archive_row``'s shape, epoch ms) in the API's run shape: ``id``
+    (``<job_id>@<scheduled_for ms>``), its instants as ISO 8601 UTC with milliseconds (``...Z``), the tries as
+    archived, and ``"archived": true``. Raises ``KeyError`` without ``job_id`` or ``scheduled_for``."""
+    run = {name: value for name, value in row.items() if value is not None}
+    run.update({name: _iso(run[name]) for name in ARCHIVED_INSTANTS if name in run})
+    return {"id": f"{row['job_id']}@{row['scheduled_for']}", **run, "archived": True}
+
+
+def _iso(epoch_ms: int) -> str:
+    return (
+        datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def _try_of(entry: Any) -> dict[str, Any]:
+    fields = entry if isinstance(entry, dict) else dict(zip(_TRY_FIELDS, entry, strict=False))
+    return {name: fields[name] for name in _TRY_FIELDS if fields.get(name) is not None}

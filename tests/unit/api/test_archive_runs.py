@@ -1,0 +1,84 @@
+"""The API across the retention boundary: a runs window before ``retention_days`` is answered from the caller's
+archive query (202, ``Location``, then the poll's rows), another owner's poll is 404, and a deployment without an
+archive answers 410 naming ``since`` and where the history went."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from jobsched.api.archive_reads import ArchiveReads
+from jobsched.domain.archive import archive_row
+from jobsched.memory.archive_queries import MemoryArchiveQueries
+from jobsched.models import RunStatus
+from jobsched.ports.runs import RunRow
+
+DAY_MS = 86_400_000
+
+
+def _iso(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat()
+
+
+def _with_archive(http, polls: int = 1) -> MemoryArchiveQueries:
+    fake = MemoryArchiveQueries(polls_before_done=polls)
+    http.api = replace(http.api, archive=ArchiveReads(fake, retention_days=90))
+    return fake
+
+
+def test_a_window_before_the_retention_is_202_then_the_poll_answers_the_owners_archived_runs(http):
+    fake = _with_archive(http)
+    job = http.create()
+    old = http.NOW_MS - 200 * DAY_MS
+    for owner, job_id in ((http.alice_owner, job["id"]), (http.bob_owner, job["id"])):
+        row = RunRow(job_id=job_id, scheduled_for=old, status=RunStatus.DEAD, attempt=3, owner=owner)
+        fake.add(owner, archive_row(row))
+    since = _iso(http.NOW_MS - 365 * DAY_MS)
+
+    for path, query in ((f"/jobs/{job['id']}/runs", {"since": since}), ("/runs", {"since": since})):
+        started = http("GET", path, query=query)
+        assert started.status == 202, started.body
+        assert started.body["status"] == "running"
+        location = started.headers["location"]
+        assert location == f"/archive/queries/{started.body['query_id']}"
+        assert fake.started[-1].parameters[0] != since  # the owner, never a request field, leads the values
+
+        stranger = http("GET", location, caller="bob")
+        assert stranger.status == 404 and stranger.error["field"] == "query_id"
+
+        done = http("GET", location)
+        assert done.status == 200, done.body
+        assert done.body["status"] == "succeeded"
+        assert done.body["runs"] == [
+            {
+                "job_id": job["id"],
+                "scheduled_for": old,
+                "status": "dead",
+                "kind": "scheduled",
+                "attempt": 3,
+                "reruns": 0,
+            }
+        ]
+
+
+def test_a_window_inside_the_retention_lists_the_runs_table(http):
+    fake = _with_archive(http)
+    job = http.create()
+    http.put_run(job["id"], http.NOW_MS - DAY_MS, RunStatus.SUCCEEDED)
+    reply = http("GET", f"/jobs/{job['id']}/runs", query={"since": _iso(http.NOW_MS - 30 * DAY_MS)})
+    assert reply.status == 200 and len(reply.body["items"]) == 1
+    assert fake.started == []
+
+
+def test_an_unknown_query_id_is_404(http):
+    _with_archive(http)
+    reply = http("GET", "/archive/queries/q-404")
+    assert reply.status == 404 and reply.error["field"] == "query_id"
+
+
+def test_without_an_archive_a_window_before_the_retention_is_410_saying_where_the_history_went(http):
+    job = http.create()
+    reply = http("GET", f"/jobs/{job['id']}/runs", query={"since": _iso(http.NOW_MS - 365 * DAY_MS)})
+    assert reply.status == 410, reply.body
+    assert reply.error["code"] == "beyond_retention" and reply.error["field"] == "since"
+    assert "archive" in reply.error["message"]

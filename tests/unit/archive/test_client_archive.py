@@ -1,0 +1,85 @@
+"""The client follows a runs listing the API answered from the archive: it polls the query's ``Location`` (an
+injected sleep, no waiting) until its runs come, and names a failed or too slow query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from jobsched.client import ARCHIVE_POLL_S, ApiError, JobschedClient
+
+JOB = "j_" + "a" * 20
+ROW = {
+    "job_id": JOB,
+    "scheduled_for": 1_767_225_600_000,
+    "status": "dead",
+    "attempt": 3,
+    "finished_at": 1_767_225_601_500,
+}
+
+
+def _client(
+    answers: list[dict[str, Any]], seen: list[str], **options: Any
+) -> tuple[JobschedClient, list[float]]:
+    slept: list[float] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}?{request.url.query.decode()}")
+        status = 202 if answers[0].get("status") == "running" else 200
+        return httpx.Response(status, json=answers.pop(0))
+
+    client = JobschedClient(
+        "http://127.0.0.1:8080", token="t", transport=httpx.MockTransport(api), sleep=slept.append, **options
+    )
+    return client, slept
+
+
+def test_a_listing_answered_from_the_archive_is_polled_to_its_runs() -> None:
+    seen: list[str] = []
+    client, slept = _client(
+        [
+            {"query_id": "q-1", "status": "running"},
+            {"query_id": "q-1", "status": "running"},
+            {"query_id": "q-1", "status": "succeeded", "runs": [ROW]},
+        ],
+        seen,
+    )
+    runs = list(client.iter_all_runs(job_id=JOB, since="2026-01-01T00:00:00Z"))
+    assert seen[0].startswith("GET /runs?") and "since=2026-01-01T00%3A00%3A00Z" in seen[0]
+    assert seen[1:] == ["GET /archive/queries/q-1?", "GET /archive/queries/q-1?"]
+    assert slept == [ARCHIVE_POLL_S, ARCHIVE_POLL_S]
+    assert runs == [
+        {
+            "id": f"{JOB}@1767225600000",
+            "job_id": JOB,
+            "scheduled_for": "2026-01-01T00:00:00.000Z",
+            "status": "dead",
+            "attempt": 3,
+            "finished_at": "2026-01-01T00:00:01.500Z",
+            "archived": True,
+        }
+    ]
+
+
+def test_a_failed_archive_query_is_named() -> None:
+    client, _ = _client(
+        [
+            {"query_id": "q-1", "status": "running"},
+            {"query_id": "q-1", "status": "failed", "reason": "scan limit"},
+        ],
+        [],
+    )
+    with pytest.raises(ApiError) as failed:
+        client.list_runs(JOB)
+    assert failed.value.code == "archive_query_failed" and "scan limit" in str(failed.value)
+
+
+def test_an_archive_query_that_runs_too_long_is_given_up_by_name() -> None:
+    running = {"query_id": "q-1", "status": "running"}
+    client, slept = _client([running] * 10, [], archive_wait_s=3 * ARCHIVE_POLL_S)
+    with pytest.raises(ApiError) as slow:
+        client.list_runs(JOB)
+    assert slow.value.code == "archive_query_timeout"
+    assert len(slept) == 3
