@@ -69,4 +69,5 @@ def test_the_openapi_document_is_served(client):
         "/jobs/{id}/runs/{run_id}/retry",
         "/jobs/{id}/runs/{run_id}/cancel",
         "/limits",
+        "/archive/queries/{query_id}",
     }
