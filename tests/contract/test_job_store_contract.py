@@ -444,3 +444,53 @@ def test_a_jobs_dependents_are_the_live_jobs_whose_after_names_it_by_name(store:
     ]
     assert store.dependents(unrelated.id) == [] and store.dependents(later[1].id) == []
     assert store.get(later[1].id).job.schedule is None
+
+
+def _after(of: Job, number: int, name: str, upstream: str | None) -> Job:
+    return of.model_copy(
+        update={
+            "schedule": None,
+            "after": After(job=upstream) if upstream else None,
+            "updated_at": from_ms(T0 + number),
+        }
+    )
+
+
+def _marks(store: Any, *jobs: Job) -> list[int]:
+    specs = store.get_specs([j.id for j in jobs])
+    counts = [store.get_spec(j.id).downstream_count for j in jobs]
+    assert (
+        counts
+        == [specs[j.id].downstream_count for j in jobs]
+        == [store.get(j.id).job.downstream_count for j in jobs]
+    )
+    return counts
+
+
+def test_a_jobs_chain_mark_counts_the_jobs_that_run_after_it_through_create_repoint_and_delete(
+    store: Any,
+) -> None:
+    # design §2.1: the worker reads a job's downstream jobs only when the spec it reads counts some
+    extract, other = job(1, name="extract"), job(2, name="other")
+    for each in (extract, other):
+        store.create(each, state(each))
+    assert _marks(store, extract, other) == [0, 0]
+    load = _after(job(3, name="load"), 0, "load", extract.id)
+    audit = _after(job(4, name="audit"), 0, "audit", extract.id)
+    for each in (load, audit):
+        store.create(each, state(each, next_run_at=None))
+    assert _marks(store, extract, other, load) == [2, 0, 0]
+
+    moved = _after(load, 1, "load", other.id)
+    store.replace(Rewrite(moved, state(moved, next_run_at=None), T0, relink=(extract.id, other.id)))
+    assert _marks(store, extract, other) == [1, 1]
+    # a rewrite of the upstream itself (as read: mark and all) keeps its count
+    read = store.get(extract.id).job
+    renamed = read.model_copy(update={"input": {"v": 2}, "updated_at": from_ms(T0 + 1)})
+    store.replace(Rewrite(renamed, state(renamed), T0))
+    assert _marks(store, extract) == [1]
+
+    store.delete(audit, deleted_at_ms=T0, retention_days=90)
+    unchained = _after(moved, 2, "load", None).model_copy(update={"schedule": "* * * * *"})
+    store.replace(Rewrite(unchained, state(unchained), T0 + 1, relink=(other.id, None)))
+    assert _marks(store, extract, other) == [0, 0]

@@ -271,6 +271,7 @@ class Worker:
 
         try:
             if not spec_read or self.overlap.spec_may_be_stale(job, spec_read_at):
+                spec_read_at = self.clock()
                 job = self.jobs.get_spec(message.job_id)
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
@@ -302,7 +303,16 @@ class Worker:
             self.alerting.started(job, owned.run_id, owned.scheduled_for, now - owned.scheduled_for)
         tried = TryEnd()
         try:
-            return self._run(delivery, owned, job, now, overlap_locked=locked, before=before, tried=tried)
+            return self._run(
+                delivery,
+                owned,
+                job,
+                now,
+                overlap_locked=locked,
+                before=before,
+                tried=tried,
+                read_at=spec_read_at,
+            )
         finally:
             if locked:
                 self.overlap.let_go(owned, job, now, tried.call)
@@ -317,9 +327,10 @@ class Worker:
         overlap_locked: bool,
         before: RunRow,
         tried: TryEnd | None = None,
+        read_at: int | None = None,
     ) -> Outcome:
-        """Run the claimed try ``owned`` of ``job`` under supervision and record its result; ``tried.call`` is
-        set to the try's call."""
+        """Run the claimed try ``owned`` of ``job`` (read at ``read_at``, epoch ms; None: unknown) under
+        supervision and record its result; ``tried.call`` is set to the try's call."""
         attempt = owned.attempt
         call = TargetCall(
             run_id=owned.run_id,
@@ -389,7 +400,7 @@ class Worker:
         redact = redactor_for(job.target)
         tries = _tried(before, attempt, claimed_at, owned.worker, now, None, redact.optional(call.output))
         write = self._outcome_writes(delivery, owned, heartbeat)
-        chain_sweep_at = self.chains.sweep_at(dependents := self.chains.dependents(owned.job_id))
+        chain_sweep_at = self.chains.sweep_at(dependents := self.chains.dependents_of(job, read_at))
         if not write(
             lambda: self.runs.succeed(owned, now_ms=now, tries=tries, chain_sweep_at_ms=chain_sweep_at),
             status=RunStatus.SUCCEEDED,
