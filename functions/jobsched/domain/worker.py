@@ -279,9 +279,11 @@ class Worker:
                 return self.failures.dead_lettered(owned, job, before.attempt)
             if attempt > job.retry.max_attempts:
                 if lost is not None:  # the lost worker's try (recorded above) was the last
-                    return self.failures.dead(owned, job, lost, attempts=attempt - 1, tries=before.tries)
+                    return self.failures.dead(
+                        owned, job, lost, attempts=attempt - 1, tries=before.tries, read_at_ms=spec_read_at
+                    )
                 error = f"out of attempts: the job allows {job.retry.max_attempts}"
-                return self.failures.dead(owned, job, error, attempts=attempt - 1)
+                return self.failures.dead(owned, job, error, attempts=attempt - 1, read_at_ms=spec_read_at)
             locked = job.overlap.locks
             if locked:
                 blocked = self.overlap.take(owned, job, now)
@@ -378,11 +380,13 @@ class Worker:
                 if heartbeat.lock_lost
                 else heartbeat.expiring_error(self.clock())
             )
-            return self._failed(owned, job, error, before, call, claimed_at, delivery, heartbeat)
+            return self._failed(owned, job, error, before, call, claimed_at, delivery, heartbeat, read_at)
         except TargetNotStarted as error:
             return self._give_back(delivery, owned, before, error)
         except TargetFailed as error:
-            return self._failed(owned, job, str(error), before, call, claimed_at, delivery, heartbeat)
+            return self._failed(
+                owned, job, str(error), before, call, claimed_at, delivery, heartbeat, read_at
+            )
         except Exception as error:  # a bug in an executor still ends the try, never the run
             failure = redactor_for(job.target)(f"{type(error).__name__}: {error}")
             frame = traceback.extract_tb(error.__traceback__)[-1]  # where, not a message with secrets
@@ -394,7 +398,7 @@ class Worker:
                     "at": f"{frame.filename}:{frame.lineno} in {frame.name}",
                 },
             )
-            return self._failed(owned, job, failure, before, call, claimed_at, delivery, heartbeat)
+            return self._failed(owned, job, failure, before, call, claimed_at, delivery, heartbeat, read_at)
 
         now = self.clock()
         redact = redactor_for(job.target)
@@ -434,8 +438,10 @@ class Worker:
         claimed_at: int,
         delivery: Delivery,
         heartbeat: Heartbeat,
+        read_at: int | None = None,
     ) -> Outcome:
-        """Record the failed try (``Failures.failed_try``) with its entry in the run's tries. The target's
+        """Record the failed try (``Failures.failed_try``; ``job`` read at ``read_at``, epoch ms, None: unknown)
+        with its entry in the run's tries. The target's
         secrets are redacted from ``error`` and the try's output before anything is cut, stored, logged or
         alerted (``jobsched.domain.redaction``)."""
         redact = redactor_for(job.target)
@@ -443,7 +449,7 @@ class Worker:
         output = redact.optional(call.output)
         tries = _tried(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, output)
         write = self._outcome_writes(delivery, owned, heartbeat)
-        return self.failures.failed_try(owned, job, error, tries=tries, write=write)
+        return self.failures.failed_try(owned, job, error, tries=tries, write=write, read_at_ms=read_at)
 
     def _outcome_writes(self, delivery: Delivery, owned: Owned, heartbeat: Heartbeat) -> OutcomeWrites:
         """How the ended try's outcome is written (``domain.outcomes``): retried on transient storage errors

@@ -1,8 +1,7 @@
 """AWS requests per run on the worker path, counted with botocore event hooks (the target's own call is
 not counted; these runs use ``command`` targets). The numbers are the ones in ``jobsched.runtime.worker``'s
-docstring: through the Lambda handler a batch's jobs are read together (success 3 per run + 0.2 per batch of
-10); a delivery handled alone reads its own job (success 4); a duplicate 1. Every run that ends succeeded or
-dead looks up its job's downstream jobs (one Query, design §2.1), which adds no write for a job without them."""
+docstring: through the Lambda handler a batch's jobs are read together (success 2 per run + 0.2 per batch of
+10); a delivery handled alone reads its own job (success 3, <= 3.5 per run); a duplicate 1."""
 
 from __future__ import annotations
 
@@ -38,7 +37,7 @@ def requests(aws: Aws) -> Counter[str]:
     return seen
 
 
-def test_the_success_path_of_a_delivery_handled_alone_costs_four_requests_per_run(
+def test_the_success_path_of_a_delivery_handled_alone_costs_three_requests_per_run(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     requests: Counter[str],
@@ -50,8 +49,8 @@ def test_the_success_path_of_a_delivery_handled_alone_costs_four_requests_per_ru
     requests.clear()
     for job in jobs:
         assert deliver(job) == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 8, "dynamodb.GetItem": 4, "dynamodb.Query": 4}
-    assert sum(requests.values()) / len(jobs) == 4
+    assert requests == {"dynamodb.UpdateItem": 8, "dynamodb.GetItem": 4}
+    assert sum(requests.values()) / len(jobs) == 3 <= 3.5
 
 
 @pytest.mark.parametrize("edited_recently", [False, True])
@@ -75,7 +74,7 @@ def test_overlap_skip_adds_one_lock_and_one_release(
         "dynamodb.UpdateItem": 3,
         "dynamodb.GetItem": 1,
         "dynamodb.DeleteItem": 1,
-        "dynamodb.Query": 2 if edited_recently else 1,  # (+ the downstream jobs' lookup, design §2.1)
+        **({"dynamodb.Query": 1} if edited_recently else {}),
     }
 
 
@@ -96,7 +95,7 @@ def test_overlap_skip_on_a_recently_changed_job_reads_one_page_of_events_whateve
     # Then looking for a try running without the lock costs one query (its newest audit events: no change of its
     # overlap), not a read of the job's whole history before the target starts (a Query with a status filter
     # reads pages of 100 items until 11 match: a job run every minute for the 90 days kept reads ~1,300 pages)
-    assert requests["dynamodb.Query"] == 2, requests  # and one of the downstream jobs (design §2.1)
+    assert requests["dynamodb.Query"] == 1, requests
 
 
 def test_a_duplicate_delivery_costs_one_request(
@@ -127,7 +126,6 @@ def test_failure_paths_cost_what_the_docstring_says(
     assert requests == {
         "dynamodb.UpdateItem": 3,
         "dynamodb.GetItem": 1,
-        "dynamodb.Query": 1,  # its job's downstream jobs (design §2.1)
         "sqs.SendMessage": 1,
         "sns.Publish": 1,
     }
@@ -157,12 +155,12 @@ def test_time_checks_cost_nothing_on_the_paths_that_run(
     job = due_job(timeout_s=840)
     requests.clear()
     assert worker.handle(delivery_of(record(job.id, T0), Context(remaining_ms=899_000))) == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "dynamodb.Query": 1}
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
     # little time left, but enough for this job: the spec is read before the claim, not twice
     short = due_job(timeout_s=30)
     requests.clear()
     assert worker.handle(delivery_of(record(short.id, T0), Context(remaining_ms=60_000))) == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "dynamodb.Query": 1}
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
     # a deleted job is claimed and skipped (no try to make room for)
     gone = due_job(timeout_s=600)
     assert jobs.get_spec(gone.id) is not None
@@ -205,13 +203,12 @@ def test_a_batch_through_the_lambda_handler_reads_its_jobs_in_one_request(
     requests.clear()
     # When the worker function handles it
     response = _handle_batch(worker, records)
-    # Then the batch's jobs were read with one request, not one per run (3.1 requests per run, from 4)
+    # Then the batch's jobs were read with one request, not one per run (2.2 requests per run, from 3.1)
     assert response == {"batchItemFailures": []}
     assert requests == {
         "sqs.ChangeMessageVisibilityBatch": 1,
         "dynamodb.BatchGetItem": 1,
         "dynamodb.UpdateItem": 20,  # claim and result of each, the deleted job's run recorded skipped
-        "dynamodb.Query": 9,  # each succeeded run's downstream jobs (design §2.1)
     }
     assert worker.runs.get(batch[3].id, T0).status.value == "skipped"  # type: ignore[union-attr]
     assert worker.runs.get(batch[4].id, T0).status.value == "succeeded"  # type: ignore[union-attr]
@@ -244,7 +241,6 @@ def test_a_batch_whose_jobs_cannot_be_read_together_reads_each_run_s_own(
         "sqs.ChangeMessageVisibilityBatch": 1,
         "dynamodb.GetItem": 3,
         "dynamodb.UpdateItem": 6,
-        "dynamodb.Query": 3,  # each run's downstream jobs (design §2.1)
     }
 
 
@@ -263,7 +259,7 @@ def test_a_delivery_whose_job_the_batch_did_not_read_reads_its_own(
         delivery_of(record(job.id, T0), Context()), BatchSpecs(frozenset({"j_other"}), {})
     )
     assert outcome == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "dynamodb.Query": 1}
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
 
 
 def _handle_batch(worker: Worker, records: list[dict[str, Any]]) -> Any:
