@@ -14,12 +14,15 @@ import pytest
 from jobsched.aws.clients import Aws
 from jobsched.aws.queue import delivery_of
 from jobsched.clock import FakeClock
+from jobsched.domain.chains import MARK_FRESH_MS
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.dynamodb.jobs import JobStore
 from jobsched.models import Job
+from jobsched.ports.targets import TargetCall
 from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
+from jobsched.targets import commands
 
 from .conftest import T0, Context
 
@@ -268,3 +271,48 @@ def _handle_batch(worker: Worker, records: list[dict[str, Any]]) -> Any:
     from jobsched.runtime.worker import Batches
 
     return worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+
+
+def test_a_run_of_a_job_with_a_downstream_job_reads_its_downstream_jobs_and_makes_their_run(
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    requests: Counter[str],
+    deliver: Callable[..., str],
+    worker: Worker,
+) -> None:
+    # design §2.1: the upstream's spec carries the chain mark, so its run's end queries by_upstream
+    upstream = make_job()
+    downstream = make_job(after={"job": upstream.id})
+    make_run(upstream)
+    requests.clear()
+    assert deliver(upstream) == Outcome.SUCCEEDED
+    assert requests["dynamodb.Query"] == 1, requests  # the by_upstream index
+    chained = worker.runs.get(downstream.id, T0)
+    assert chained is not None and chained.upstream_run_id == f"{upstream.id}@{T0}"
+
+
+def test_a_downstream_job_made_while_an_upstream_run_lasts_gets_a_run_from_its_end(
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    deliver: Callable[..., str],
+    worker: Worker,
+    clock: FakeClock,
+) -> None:
+    # the spec the worker read before the try counted no downstream job; the try outlasts MARK_FRESH_MS, so the
+    # run's end reads the downstream jobs as the index has them by then (no chained run missed for the mark)
+    upstream = make_job(target={"type": "command", "name": "chainmark-slow"})
+    made: list[Job] = []
+
+    @commands.register("chainmark-slow", replace=True)
+    def slow(call: TargetCall) -> Any:
+        made.append(make_job(after={"job": upstream.id}))
+        clock.advance(MARK_FRESH_MS + 1)
+        return None
+
+    try:
+        make_run(upstream)
+        assert deliver(upstream) == Outcome.SUCCEEDED
+    finally:
+        commands.unregister("chainmark-slow")
+    chained = worker.runs.get(made[0].id, T0)
+    assert chained is not None and chained.upstream_run_id == f"{upstream.id}@{T0}"
