@@ -494,3 +494,42 @@ def test_a_jobs_chain_mark_counts_the_jobs_that_run_after_it_through_create_repo
     unchained = _after(moved, 2, "load", None).model_copy(update={"schedule": "* * * * *"})
     store.replace(Rewrite(unchained, state(unchained), T0 + 1, relink=(other.id, None)))
     assert _marks(store, extract, other) == [0, 0]
+
+
+@pytest.fixture
+def dynamo_store(aws: Any, settings: Any) -> JobStore:
+    return JobStore(aws.table(settings.jobs_table))
+
+
+def test_dynamodb_refuses_a_downstream_job_whose_upstream_was_deleted_meanwhile(
+    dynamo_store: JobStore,
+) -> None:
+    # the count is added in the create's transaction, only while the upstream is live: nothing is written
+    upstream = job(1, name="extract")
+    dynamo_store.create(upstream, state(upstream))
+    dynamo_store.delete(upstream, deleted_at_ms=T0, retention_days=90)
+    late = _after(job(2, name="load"), 0, "load", upstream.id)
+    with pytest.raises(Conflict, match="after"):
+        dynamo_store.create(late, state(late, next_run_at=None))
+    assert dynamo_store.job_id_by_name("team-a", "load") is None
+    moved = _after(job(3, name="other"), 0, "other", None)
+    dynamo_store.create(moved, state(moved))
+    repointed = _after(moved, 1, "other", upstream.id)
+    with pytest.raises(Conflict, match="after"):
+        dynamo_store.replace(Rewrite(repointed, state(repointed), T0, relink=(None, upstream.id)))
+    assert dynamo_store.get(moved.id).job.after is None
+
+
+def test_dynamodb_refuses_a_rewrite_of_an_upstream_whose_count_moved_since_it_was_read(
+    dynamo_store: JobStore,
+) -> None:
+    # a PATCH of the upstream writes the whole spec item: with a stale count it would undo a downstream's count
+    upstream = job(1, name="extract")
+    dynamo_store.create(upstream, state(upstream))
+    read = dynamo_store.get(upstream.id).job
+    load = _after(job(2, name="load"), 0, "load", upstream.id)
+    dynamo_store.create(load, state(load, next_run_at=None))
+    edited = read.model_copy(update={"input": {"v": 2}, "updated_at": from_ms(T0 + 1)})
+    with pytest.raises(Conflict):
+        dynamo_store.replace(Rewrite(edited, state(edited), T0))
+    assert dynamo_store.get_spec(upstream.id).downstream_count == 1  # type: ignore[union-attr]
