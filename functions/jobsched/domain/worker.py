@@ -84,7 +84,7 @@ from jobsched.domain.retries import (
 )
 from jobsched.domain.runs import claim_message
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
-from jobsched.domain.tries import with_try
+from jobsched.domain.tries import tries_with
 from jobsched.models import Job, RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.limits import RunLimits
@@ -100,7 +100,6 @@ from jobsched.ports.run_stores import (
 )
 from jobsched.ports.runs import RunRow, run_id
 from jobsched.ports.targets import TargetCall, TargetFailed, TargetNotStarted
-from jobsched.ports.tries import TryRecord
 
 logger = logging.getLogger(__name__)
 
@@ -402,7 +401,7 @@ class Worker:
 
         now = self.clock()
         redact = redactor_for(job.target)
-        tries = _tried(before, attempt, claimed_at, owned.worker, now, None, redact.optional(call.output))
+        tries = tries_with(before, attempt, claimed_at, owned.worker, now, None, redact.optional(call.output))
         write = self._outcome_writes(delivery, owned, heartbeat)
         chain_sweep_at = self.chains.sweep_at(dependents := self.chains.dependents_of(job, read_at))
         if not write(
@@ -447,7 +446,7 @@ class Worker:
         redact = redactor_for(job.target)
         error = redact(error)
         output = redact.optional(call.output)
-        tries = _tried(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, output)
+        tries = tries_with(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, output)
         write = self._outcome_writes(delivery, owned, heartbeat)
         return self.failures.failed_try(owned, job, error, tries=tries, write=write, read_at_ms=read_at)
 
@@ -597,18 +596,3 @@ class Worker:
         self.metrics.run_skipped()
         logger.info("run skipped", extra={"run_id": owned.run_id, "job_id": owned.job_id, "reason": reason})
         return Outcome.SKIPPED
-
-
-def _tried(
-    before: RunRow,
-    attempt: int,
-    started_at: int | None,
-    worker: str | None,
-    finished_at: int,
-    error: str | None,
-    output: str | None = None,
-) -> tuple[TryRecord, ...]:
-    """The run's tries (as the claim found them, ``before``) with this one appended, in the run's current round
-    (``before.reruns``), bounded by ``jobsched.domain.tries.with_try``."""
-    record = TryRecord(attempt, started_at, finished_at, worker, error, output, round=before.reruns)
-    return with_try(before.tries, record)
