@@ -421,13 +421,13 @@ def take_overlap_lock(
     )
 
 
-def owner_sets_overlap_skip(jobs: Any, job: Job, *, at_ms: int) -> None:
-    """The owner's PATCH of ``overlap: skip`` on ``job`` (as created, unedited since) at ``at_ms`` (epoch ms) as the
+def owner_sets_overlap_skip(jobs: Any, job: Job, *, at_ms: int, overlap: str = "skip") -> None:
+    """The owner's PATCH of ``overlap: skip`` (or ``overlap``) on ``job`` (as created, unedited since) at ``at_ms`` (epoch ms) as the
     API writes it, through ``jobs`` (the DynamoDB store or its fake): the job and its ``updated`` event naming the
     field."""
     stored = jobs.get(job.id)
     assert stored.state is not None
-    edited = Job.model_validate(job.model_dump() | {"overlap": "skip", "updated_at": from_ms(at_ms)})
+    edited = Job.model_validate(job.model_dump() | {"overlap": overlap, "updated_at": from_ms(at_ms)})
     event = AuditEvent(job.id, at_ms, change_key(1), JobEventKind.UPDATED, job.owner, {"fields": ["overlap"]})
     jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at), event=event))
 

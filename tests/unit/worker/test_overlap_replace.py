@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from jobsched.aws.queue import delivery_of
-from jobsched.domain.overlap import CLOCK_SKEW_MS, REPLACED_BY
+from jobsched.domain.overlap import CLOCK_SKEW_MS, PRE_CLAIM_SPEC_MS, REPLACED_BY
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import Deferred
 from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, RunKey, RunRow, run_id
 from jobsched.ports.targets import TargetCall
 from jobsched.targets import commands
-from tests.support.worker import T0, Kit, SimWaiter, take_overlap_lock
+from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip, take_overlap_lock
 
 MINUTE = 60_000
 
@@ -146,6 +146,22 @@ def test_a_fire_replaces_one_the_lock_was_handed_to_before_it_ran(kit: Kit, call
     assert _replaced_by(_row(kit, job, T0 + MINUTE), run_id(job.id, T0 + 2 * MINUTE))
     assert kit.deliver(job, T0 + MINUTE) == Outcome.DROPPED.value
     assert [call.scheduled_for_ms for call in calls] == [T0 + 2 * MINUTE]
+
+
+def test_a_fire_finding_a_try_running_without_the_lock_waits_rather_than_being_skipped(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given an overlap: allow job whose 02:00 try runs (holding no lock), then the owner's PATCH to replace
+    job = kit.make_job(schedule="* * * * *", overlap="allow", command="record")
+    kit.make_run(job, T0)
+    kit.make_run(job, T0 + MINUTE)
+    assert kit.runs.claim(ClaimRequest(RunKey(job.id, T0), "w-1", kit.clock(), 0, 0)).claimed
+    owner_sets_overlap_skip(kit.jobs, job, at_ms=kit.clock(), overlap="replace")
+    kit.clock.advance(PRE_CLAIM_SPEC_MS + CLOCK_SKEW_MS + 1)
+    # When the 02:01 fire takes the lock and finds 02:00 running without it: it waits (never skipped under replace)
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0 + MINUTE)
+    assert _row(kit, job, T0 + MINUTE).status is RunStatus.QUEUED and calls == []
 
 
 @pytest.fixture
