@@ -24,7 +24,16 @@ from jobsched.domain.registration import scheduling_state
 from jobsched.domain.runs import new_run
 from jobsched.models import Job, JobEventKind
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import Claim, ClaimRequest, OverlapHolder, OverlapRequest, RunKey, RunRow, run_id
+from jobsched.ports.runs import (
+    Claim,
+    ClaimRequest,
+    OverlapHolder,
+    OverlapRequest,
+    Owned,
+    RunKey,
+    RunRow,
+    run_id,
+)
 from jobsched.ports.targets import CancelToken, TargetCall
 from jobsched.settings import Settings
 from jobsched.targets import commands
@@ -419,6 +428,14 @@ def take_overlap_lock(
             expires_at_s=expires_at_s,
         )
     )
+
+
+def holder_running(kit: Kit, job: Job, worker: str = "w-holder") -> Owned:
+    """The ``T0`` run of ``job`` claimed by ``worker`` now, its try holding the job's overlap lock: its claim."""
+    assert kit.runs.claim(ClaimRequest(RunKey(job.id, T0), worker, kit.clock(), 0, 0)).claimed
+    stale_before = kit.clock() - kit.settings.heartbeat_stale_s * 1000
+    assert take_overlap_lock(kit, job, T0, worker, stale_before_ms=stale_before) is None
+    return Owned(job.id, T0, 1, worker)
 
 
 def owner_sets_overlap_skip(jobs: Any, job: Job, *, at_ms: int, overlap: str = "skip") -> None:

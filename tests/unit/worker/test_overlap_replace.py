@@ -21,7 +21,7 @@ from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, RunKey, RunRow, run_id
 from jobsched.ports.targets import TargetCall
 from jobsched.targets import commands
-from tests.support.worker import T0, Kit, SimWaiter, owner_sets_overlap_skip, take_overlap_lock
+from tests.support.worker import T0, Kit, SimWaiter, holder_running, owner_sets_overlap_skip
 
 MINUTE = 60_000
 
@@ -34,12 +34,14 @@ def _job_with_runs(kit: Kit, count: int, **fields: Any) -> Job:
     return job
 
 
-def _holder_running(kit: Kit, job: Job, worker: str = "w-holder") -> Owned:
-    """The ``T0`` run claimed by ``worker`` now, its try holding the job's lock: its claim."""
-    assert kit.runs.claim(ClaimRequest(RunKey(job.id, T0), worker, kit.clock(), 0, 0)).claimed
-    stale_before = kit.clock() - kit.settings.heartbeat_stale_s * 1000
-    assert take_overlap_lock(kit, job, T0, worker, stale_before_ms=stale_before) is None
-    return Owned(job.id, T0, 1, worker)
+def _replaced_by_a_fire_that_waits(kit: Kit, count: int) -> tuple[Job, Owned]:
+    """A replace job of ``count`` runs (``_job_with_runs``) whose 02:00 try held the lock when its 02:01 fire was
+    delivered: 02:00 cancelled, 02:01 waiting for the lock. The job and the 02:00 try's claim."""
+    job = _job_with_runs(kit, count)
+    holder = holder_running(kit, job)
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0 + MINUTE)
+    return job, holder
 
 
 def _row(kit: Kit, job: Job, scheduled_for: int) -> RunRow:
@@ -60,11 +62,8 @@ def test_a_fire_cancels_the_running_holder_waits_until_it_lets_go_then_runs(
     kit: Kit, calls: list[TargetCall], sent: list[dict[str, Any]]
 ) -> None:
     # Given a replace job whose 02:00 try runs holding the lock
-    job = _job_with_runs(kit, 2)
-    holder = _holder_running(kit, job)
     # When its 02:01 fire is delivered: the 02:00 run is cancelled, and 02:01 waits (queued, not run)
-    with pytest.raises(Deferred):
-        kit.deliver(job, T0 + MINUTE)
+    job, holder = _replaced_by_a_fire_that_waits(kit, 2)
     replaced = _row(kit, job, T0)
     assert _replaced_by(replaced, run_id(job.id, T0 + MINUTE))
     assert replaced.cancelled_from is RunStatus.RUNNING
@@ -88,10 +87,7 @@ def test_a_fire_cancels_the_running_holder_waits_until_it_lets_go_then_runs(
 
 def test_a_holder_lost_after_its_cancel_loses_the_lock_once_stale(kit: Kit, calls: list[TargetCall]) -> None:
     # Given a replace job whose 02:00 try holds the lock, replaced by 02:01, and 02:00's worker then lost
-    job = _job_with_runs(kit, 2)
-    _holder_running(kit, job)
-    with pytest.raises(Deferred):
-        kit.deliver(job, T0 + MINUTE)
+    job, _ = _replaced_by_a_fire_that_waits(kit, 2)
     # When the lock has gone stale (no heartbeat renews it): 02:01 takes it over and runs
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED.value
@@ -104,7 +100,7 @@ def test_a_holder_already_finished_is_not_cancelled_and_the_fire_just_runs(
 ) -> None:
     # Given a replace job whose 02:00 try succeeded but could not give the lock back
     job = _job_with_runs(kit, 2)
-    holder = _holder_running(kit, job)
+    holder = holder_running(kit, job)
     assert kit.runs.succeed(holder, now_ms=kit.clock())
     # When 02:01 is delivered: it takes the lock from the finished try and runs; 02:00 stays succeeded
     assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED.value
@@ -116,10 +112,7 @@ def test_of_two_fires_in_a_row_the_newer_replaces_the_one_that_waits(
     kit: Kit, calls: list[TargetCall], sent: list[dict[str, Any]]
 ) -> None:
     # Given a replace job whose 02:00 try holds the lock, replaced by 02:01, which waits
-    job = _job_with_runs(kit, 3)
-    holder = _holder_running(kit, job)
-    with pytest.raises(Deferred):
-        kit.deliver(job, T0 + MINUTE)
+    job, holder = _replaced_by_a_fire_that_waits(kit, 3)
     # When 02:02 is delivered before 02:00 has stopped: 02:01 is cancelled (no try of it ever starts), 02:02 waits
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + 2 * MINUTE)
@@ -136,10 +129,7 @@ def test_of_two_fires_in_a_row_the_newer_replaces_the_one_that_waits(
 
 def test_a_fire_replaces_one_the_lock_was_handed_to_before_it_ran(kit: Kit, calls: list[TargetCall]) -> None:
     # Given a replace job whose 02:00 try was replaced by 02:01 and let go, handing the lock to 02:01
-    job = _job_with_runs(kit, 3)
-    holder = _holder_running(kit, job)
-    with pytest.raises(Deferred):
-        kit.deliver(job, T0 + MINUTE)
+    job, holder = _replaced_by_a_fire_that_waits(kit, 3)
     kit.worker.overlap.release(holder)
     # When 02:02 comes before 02:01 has run: 02:01 (no try started) is cancelled and 02:02 runs at once
     assert kit.deliver(job, T0 + 2 * MINUTE) == Outcome.SUCCEEDED.value
