@@ -79,17 +79,31 @@ class MissedPolicy(StrEnum):
 
 class OverlapPolicy(StrEnum):
     """Whether a run may start while another run of the same job is running (design §5.4): ``allow``: yes;
-    ``skip``: no, the fire is recorded ``skipped``; ``buffer_one``: no, the first such fire waits and runs once the
-    running try ends, the later ones while it waits are recorded ``skipped``."""
+        ``skip``: no, the fire is recorded ``skipped``; ``buffer_one``: no, the first such fire waits and runs once the
+        running try ends, the later ones while it waits are recorded ``skipped``; ``replace``: no, the fire cancels
+    the running try's run (``cancelled``) and runs once that try has stopped."""
 
     ALLOW = "allow"
     SKIP = "skip"
     BUFFER_ONE = "buffer_one"
+    REPLACE = "replace"
 
     @property
     def locks(self) -> bool:
         """Whether a try of a job with this policy takes the job's overlap lock."""
         return self is not OverlapPolicy.ALLOW
+
+    @property
+    def waits(self) -> bool:
+        """Whether a fire that finds the job's overlap lock held waits for it (``buffer_one``, ``replace``)
+        rather than being recorded ``skipped``."""
+        return self in (OverlapPolicy.BUFFER_ONE, OverlapPolicy.REPLACE)
+
+    @property
+    def replaces(self) -> bool:
+        """Whether a fire that finds the job's overlap lock held cancels the holder's run (``replace``) and is never
+        recorded ``skipped`` for overlap."""
+        return self is OverlapPolicy.REPLACE
 
 
 class Priority(StrEnum):

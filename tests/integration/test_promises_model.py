@@ -1,5 +1,5 @@
 """A model-based test of jobsched's promises: every fire of a job runs once (never lost, never twice, never
-early), ``overlap: skip`` and ``buffer_one`` never let two runs of a job run together (under ``buffer_one`` a
+early), ``overlap: skip``, ``buffer_one`` and ``replace`` never let two runs of a job run together (under ``buffer_one`` a
 fire is skipped only while another waits, and the one that waits runs after the holder), and every fire that did
 not run is in the history with a reason that holds.
 
@@ -78,7 +78,7 @@ from tests.support.world import command_answer, observed_try
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
 OWNER = "team-model"
-LOCKING = ("skip", "buffer_one")
+LOCKING = ("skip", "buffer_one", "replace")
 """The ``overlap`` policies under which no two tries of a job run together."""
 DEFAULT_EXAMPLES = {
     "memory": 100,
@@ -494,7 +494,7 @@ class PromisesMachine(RuleBasedStateMachine):
         missed=st.sampled_from(["catch_up", "skip"]),
         grace_s=st.sampled_from([0, 5, 60]),
         window_s=st.sampled_from([0, 30, 600]),
-        overlap=st.sampled_from(["allow", "skip", "buffer_one"]),
+        overlap=st.sampled_from(["allow", "skip", "buffer_one", "replace"]),
         max_attempts=st.sampled_from([1, 2]),
     )
     def create(

@@ -35,7 +35,8 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
   ``buffer_one`` (the spec in force when a try starts) no two tries of a job run at once; a try counts as running
   until its target returned. Under ``buffer_one`` a fire is recorded skipped for overlap only while another fire
   waits (its reason names the holder and the one that waits, never itself), and the one that waits runs after
-  that: its first try from then on starts after the holder's try ended (design §5.4).
+  that: its first try from then on starts after the holder's try ended (design §5.4). Under ``replace`` a fire is
+  never recorded skipped for overlap; a run it cancelled (``cancelled_by`` ``jobsched:replace``) owes no more.
 - A manual run is keyed at its request's instant, never at a fire (design §2: its ``scheduled_for`` never
   collides with a scheduled fire): a PATCH in the same millisecond has no fire at that instant.
 - A trigger runs once; a backfill runs each fire of ``[start, end)`` of the eras in force, dispatchable by the
@@ -68,7 +69,7 @@ DELETED_QUEUE_MS = 5 * MAX_GIVE_BACK_DELAY_S * 1000
 and a run that finds its job deleted is recorded skipped, never run (design §2): the run queue's 5 receives,
 each handed back for at most ``MAX_GIVE_BACK_DELAY_S``."""
 FINISHED = ("succeeded", "dead")
-LOCKING = ("skip", "buffer_one")
+LOCKING = ("skip", "buffer_one", "replace")
 """The ``overlap`` policies under which no two tries of a job run together."""
 WAITING = re.compile(r"run (\S+) of this job is still running and run (\S+) waits for it")
 """The reason of a fire skipped under ``buffer_one``: the holder's run id and that of the fire that waits."""
@@ -389,12 +390,14 @@ class Oracle:
         if status == "skipped" and (row.error or "").startswith("overlap") and row.finished_at is not None:
             era_then = job.era_at(row.finished_at)
             waiting = WAITING.search(row.error or "")
-            under_buffer_one = (
+            settled = (
                 era_then is not None
-                and era_then.spec.overlap == "buffer_one"
                 and era_then.since + EDGE_MS < row.finished_at  # not decided under the spec before a PATCH
             )
-            if under_buffer_one and (waiting is None or waiting.group(2) == row.run_id):
+            overlap_then = era_then.spec.overlap if era_then is not None and settled else None
+            if overlap_then == "replace":
+                problems.append(f"{row.run_id}: skipped under replace: {row.error}")
+            if overlap_then == "buffer_one" and (waiting is None or waiting.group(2) == row.run_id):
                 problems.append(
                     f"{row.run_id}: skipped under buffer_one with no other fire waiting: {row.error}"
                 )
@@ -492,8 +495,8 @@ class Oracle:
                     row = by_fire.get(fire)
                     if row is not None and row.kind.value == "manual" and (job.job_id, fire) in self.sends:
                         problems.append(f"{rid}: a fire of the schedule was sent under a manual run's key")
-                    if verdict == "run" and _overlapped(by_fire.get(fire)):
-                        continue  # ``overlap: skip``: another try of the job ran then
+                    if verdict == "run" and (_overlapped(by_fire.get(fire)) or _replaced(by_fire.get(fire))):
+                        continue  # ``overlap: skip``: another try of the job ran then; ``replace``: a later fire ran
                     if verdict == "run" and not self.tries_of(rid) and not _dead_letter(by_fire.get(fire)):
                         problems.append(f"{rid}: a fire that must run ({era.spec.schedule}) never ran")
                     elif verdict == "run" and (row := by_fire.get(fire)) and row.status.value not in FINISHED:
@@ -578,6 +581,11 @@ def _run_on_request(job: JobHistory, fire: int, by_fire: dict[int, RunRow]) -> b
     ran is judged with the requests)."""
     row = by_fire.get(fire)
     return job.requested(fire) and row is not None and row.status.value != "skipped"
+
+
+def _replaced(row: RunRow | None) -> bool:
+    """A run cancelled by a later fire of its job (``overlap: replace``)."""
+    return row is not None and row.status.value == "cancelled" and row.cancelled_by == "jobsched:replace"
 
 
 def _overlapped(row: RunRow | None) -> bool:

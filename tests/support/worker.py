@@ -24,7 +24,16 @@ from jobsched.domain.registration import scheduling_state
 from jobsched.domain.runs import new_run
 from jobsched.models import Job, JobEventKind
 from jobsched.ports.jobs import AuditEvent, Rewrite, change_key
-from jobsched.ports.runs import Claim, ClaimRequest, OverlapHolder, OverlapRequest, RunKey, RunRow, run_id
+from jobsched.ports.runs import (
+    Claim,
+    ClaimRequest,
+    OverlapHolder,
+    OverlapRequest,
+    Owned,
+    RunKey,
+    RunRow,
+    run_id,
+)
 from jobsched.ports.targets import CancelToken, TargetCall
 from jobsched.settings import Settings
 from jobsched.targets import commands
@@ -421,13 +430,21 @@ def take_overlap_lock(
     )
 
 
-def owner_sets_overlap_skip(jobs: Any, job: Job, *, at_ms: int) -> None:
-    """The owner's PATCH of ``overlap: skip`` on ``job`` (as created, unedited since) at ``at_ms`` (epoch ms) as the
+def holder_running(kit: Kit, job: Job, worker: str = "w-holder") -> Owned:
+    """The ``T0`` run of ``job`` claimed by ``worker`` now, its try holding the job's overlap lock: its claim."""
+    assert kit.runs.claim(ClaimRequest(RunKey(job.id, T0), worker, kit.clock(), 0, 0)).claimed
+    stale_before = kit.clock() - kit.settings.heartbeat_stale_s * 1000
+    assert take_overlap_lock(kit, job, T0, worker, stale_before_ms=stale_before) is None
+    return Owned(job.id, T0, 1, worker)
+
+
+def owner_sets_overlap_skip(jobs: Any, job: Job, *, at_ms: int, overlap: str = "skip") -> None:
+    """The owner's PATCH of ``overlap: skip`` (or ``overlap``) on ``job`` (as created, unedited since) at ``at_ms`` (epoch ms) as the
     API writes it, through ``jobs`` (the DynamoDB store or its fake): the job and its ``updated`` event naming the
     field."""
     stored = jobs.get(job.id)
     assert stored.state is not None
-    edited = Job.model_validate(job.model_dump() | {"overlap": "skip", "updated_at": from_ms(at_ms)})
+    edited = Job.model_validate(job.model_dump() | {"overlap": overlap, "updated_at": from_ms(at_ms)})
     event = AuditEvent(job.id, at_ms, change_key(1), JobEventKind.UPDATED, job.owner, {"fields": ["overlap"]})
     jobs.replace(Rewrite(edited, stored.state, expected_updated_at=to_ms(job.updated_at), event=event))
 

@@ -106,7 +106,8 @@ OverlapOpt = Annotated[
     str | None,
     typer.Option(
         "--overlap",
-        help="allow, skip or buffer_one (one fire waits, later ones skip): a run while another runs.",
+        help="allow, skip, buffer_one (one fire waits, later ones skip) or replace (a fire cancels the running"
+        " try, then runs): a run while another runs.",
     ),
 ]
 PriorityOpt = Annotated[

@@ -1,9 +1,14 @@
-"""The job's overlap lock as a try takes and lets go of it (design §5.4, ``overlap: skip`` and ``buffer_one``): one
+"""The job's overlap lock as a try takes and lets go of it (design §5.4, ``overlap: skip``, ``buffer_one`` and
+``replace``): one
 conditional write takes it (``JobSpecs.acquire_overlap``), exact whatever the history length; a holder whose try
 is over is replaced; a try still running without the lock (started while the job had ``overlap: allow``) blocks
 it; and a cancelled try that may still be running holds it on after its record. Under ``buffer_one`` a fire that
 finds the lock held becomes the one fire that waits for it (``JobSpecs.buffer_overlap``) unless another fire
-waits already; the holder's release hands the lock to it and sends its run a message (``OverlapLock.let_go``). Within seconds of a change of
+waits already; the holder's release hands the lock to it and sends its run a message (``OverlapLock.let_go``). Under
+``replace`` a fire that finds the lock held cancels the holder's run (``domain.cancels.cancel_run``, by
+``REPLACED_BY``), and a fire that waits already, then waits for the lock as under ``buffer_one``: the holder's
+worker stops the try at its next heartbeat and lets go of the lock once it has stopped (a cancelled try whose
+lock is not let go of holds it until the lock goes stale). Within seconds of a change of
 ``overlap`` (``PRE_CLAIM_SPEC_MS``) a try waits too, and an ``allow`` spec read before the claim is read again
 after it when the claim landed later than that: a try under a spec read before a PATCH to ``skip`` never runs
 beside a locked try.
@@ -15,7 +20,8 @@ import logging
 from dataclasses import dataclass
 
 from jobsched.clock import Clock, to_ms
-from jobsched.models import Job, LambdaTarget, OverlapPolicy, RunStatus
+from jobsched.domain.cancels import cancel_run
+from jobsched.models import Job, LambdaTarget, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.limits import RunLimits
 from jobsched.ports.run_messages import RunMessage
@@ -48,6 +54,9 @@ LAMBDA_MAX_RUN_S = 900
 cancelled ``lambda`` try holds its job's overlap lock this long from its start."""
 
 
+REPLACED_BY = "jobsched:replace"
+"""The ``cancelled_by`` of a run a fire of its job replaced (``overlap: replace``; the reason names that fire's run)."""
+
 TAKE_TRIES = 3
 """How often ``OverlapLock.take`` asks for a ``buffer_one`` job's lock that was let go of between its refusal and
 the request to wait for it, before the try waits ``CONTENDED_WAIT_S`` and asks again (never skipped so)."""
@@ -60,8 +69,8 @@ class Blocked:
     """Why a try may not run now under ``overlap: skip`` or ``buffer_one``: ``holder``, the run id of the try
     holding or running outside the job's lock (or a description of the try that may yet start); ``wait_s``: when
     set, the try waits this long (s) whatever it is (the job's ``overlap`` changed too recently to tell);
-    ``buffered``: the try's run is the fire that waits for the lock (``buffer_one``), so it waits; ``waiting``: the
-    run id of another fire that waits for it (``buffer_one``). Otherwise a fresh fire's first try is skipped and
+    ``buffered``: the try's run is the fire that waits for the lock (``buffer_one``, ``replace``), so it waits;
+    ``waiting``: the run id of another fire that waits for it (``buffer_one``). Otherwise a fresh fire's first try is skipped and
     any other waits (``Worker._wait_for_lock``)."""
 
     holder: str
@@ -99,17 +108,21 @@ class OverlapLock:
     def take(self, owned: Owned, job: Job, now: int) -> Blocked | None:
         """Take ``job``'s overlap lock for the claimed try ``owned`` at ``now`` (epoch ms): None when taken and no
         try runs without it, else why the try may not run (``Blocked``; the lock is then not held). Under
-        ``buffer_one`` a try that finds it held asks to wait for it (``_wait_behind``). Raises
+        ``buffer_one`` a try that finds it held asks to wait for it (``_wait_behind``); under ``replace`` it first
+        cancels the holder's run (``_replace``). Raises
         ``StoreUnavailable`` (the lock given back first when it was taken)."""
         seen = ""
         for _ in range(TAKE_TRIES):
             holder = self._acquire(owned, now)
             if holder is None:
                 break
-            if job.overlap is not OverlapPolicy.BUFFER_ONE:
+            if not job.overlap.waits:
                 return Blocked(holder.run_id)
+            replacing = job.overlap.replaces
+            if replacing and self._replace(owned, holder.run_id, now):
+                continue  # nothing of that run was running: the lock is asked for again
             seen = holder.run_id
-            blocked = self._wait_behind(owned, holder)
+            blocked = self._wait_behind(owned, holder, replacing=replacing)
             if blocked is not None:
                 return blocked
         else:
@@ -126,8 +139,9 @@ class OverlapLock:
         A holder whose heartbeat is fresh may still be over: its worker finished the try but could not give the
         lock back (an error, or it died right after recording the result). So when refused, the holder's run
         row is read (1 consistent GetItem, only under contention): unless it is still running under the lock's
-        claim, the lock is taken from that exact holder (a conditional write), so a finished run never makes the
-        job's next fires skip. A lock handed to a fire that waits (``OverlapHolder.reserved``) is held until that
+        claim (or cancelled while running under it: its try stops at its next heartbeat and its worker lets go of
+        the lock then), the lock is taken from that exact holder (a conditional write), so a finished run never
+        makes the job's next fires skip. A lock handed to a fire that waits (``OverlapHolder.reserved``) is held until that
         fire's run is over."""
 
         def acquire(replacing: OverlapHolder | None = None) -> OverlapHolder | None:
@@ -160,7 +174,7 @@ class OverlapLock:
             row = self._row(owned.job_id, holder.run_id)
             still_running = (
                 row is not None
-                and row.status is RunStatus.RUNNING
+                and (row.status is RunStatus.RUNNING or row.cancelled_from is RunStatus.RUNNING)
                 and row.attempt == holder.attempt
                 and row.worker == holder.worker
             )
@@ -175,11 +189,13 @@ class OverlapLock:
         )
         return None
 
-    def _wait_behind(self, owned: Owned, holder: OverlapHolder) -> Blocked | None:
-        """Under ``buffer_one``, with the lock held by ``holder``: make ``owned``'s run the fire that waits for it
-        (1 conditional write), or, when another fire waits, replace that fire if its run is over (1 read, and 1
-        write then). ``Blocked`` (``buffered`` when this run waits, else naming the fire that waits), or None when
-        the lock was let go of meanwhile (the caller asks for it again)."""
+    def _wait_behind(self, owned: Owned, holder: OverlapHolder, *, replacing: bool = False) -> Blocked | None:
+        """Under ``buffer_one`` or ``replace``, with the lock held by ``holder``: make ``owned``'s run the fire that
+        waits for it (1 conditional write), or, when another fire waits, replace that fire if its run is over (1
+        read, and 1 write then); under ``replace`` (``replacing``) the fire that waits is cancelled first
+        (``_replace``), so the newest fire is the one that waits. ``Blocked`` (``buffered`` when this run waits,
+        else naming the fire that waits), or None when the lock was let go of meanwhile (the caller asks for it
+        again)."""
         answer = self.jobs.buffer_overlap(BufferRequest(owned.job_id, owned.run_id))
         held = answer.holder
         if answer.buffered:
@@ -187,6 +203,8 @@ class OverlapLock:
         if held is None or held.waiting is None:
             return None
         waiting = held.waiting
+        if replacing:
+            self._replace(owned, waiting, self.clock())
         if self._run_over(owned.job_id, waiting):
             again = self.jobs.buffer_overlap(BufferRequest(owned.job_id, owned.run_id, replacing=waiting))
             if again.buffered:
@@ -196,6 +214,24 @@ class OverlapLock:
                 )
                 return Blocked(held.run_id, buffered=True)
         return Blocked(held.run_id, waiting=waiting)
+
+    def _replace(self, owned: Owned, run: str, now: int) -> bool:
+        """Under ``replace``: cancel run id ``run`` of ``owned``'s job at ``now`` (epoch ms) for ``owned``'s run
+        (``cancel_run``, by ``REPLACED_BY``; 1 conditional write). True when this call cancelled a run that had no
+        try running (queued, or retrying: the lock it held or waited for is free of it now), else False (a
+        running try, cancelled by this call or earlier, stops at its worker's next heartbeat; or the run is over
+        or gone). Raises ``StoreUnavailable``."""
+        _, _, scheduled_for = run.partition("@")
+        if run == owned.run_id or not scheduled_for.isdigit():
+            return False  # its own earlier try, held on: waited for, never cancelled
+        reason = f"replaced by run {owned.run_id} (overlap: replace)"
+        done = cancel_run(
+            self.runs, RunKey(owned.job_id, int(scheduled_for)), now_ms=now, by=REPLACED_BY, reason=reason
+        )
+        if not done.done or done.row is None:
+            return False
+        logger.info("overlap: run replaced", extra={"run_id": owned.run_id, "replaced": run})
+        return done.row.cancelled_from is not RunStatus.RUNNING
 
     def _row(self, job_id: str, run: str) -> RunRow | None:
         """The run row of run id ``run`` of job ``job_id`` (1 consistent read), None when absent."""

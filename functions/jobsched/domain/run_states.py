@@ -398,8 +398,8 @@ TRANSITIONS: dict[str, Transition] = {
                 Remove("sweep_at"),
                 Remove("retry_at"),
             ),
-            "API (POST .../cancel): an unfinished run ends; a queued or retrying run is never claimed again, a"
-            " running try's next beat is refused and its worker stops it (design §5.8)",
+            "API (POST .../cancel), worker (overlap: replace): an unfinished run ends; a queued or retrying run is"
+            " never claimed again, a running try's next beat is refused and its worker stops it (design §5.8)",
             answers="before",
         ),
         Transition(

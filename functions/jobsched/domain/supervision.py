@@ -61,7 +61,7 @@ class Heartbeat:
     - ``lost``: the row refused the beat: it is no longer ours (the sweeper or a redelivery declared this
       worker lost and took the run over, or an operator cancelled the run: ``refused`` is the row as the
       refusal answered it, design §5.8).
-    - ``lock_lost``: with ``lock`` (an ``overlap: skip`` or ``buffer_one`` job), the job's overlap lock refused the beat: another
+    - ``lock_lost``: with ``lock`` (a job whose ``overlap`` locks), the job's overlap lock refused the beat: another
       run took it as stale, so this try must stop before two runs of the job run together.
     - ``expiring``: no beat has been recorded for ``give_up_after_ms`` since ``last_ok_ms`` (the claim, then
       each recorded beat; epoch ms). Callers pass ``heartbeat_stale_s - heartbeat_interval_s``: the next beat

@@ -22,8 +22,9 @@ One delivery (an SQS message whose body is the run key ``{"job_id", "scheduled_f
 2. The job's spec: read with the rest of the batch's before any claim (``Worker.read_specs``, one request per
    batch; when that read fails, each run reads its own here). Deleted: the run is recorded ``skipped``. Out of
    attempts (the lost worker's try was the last, or ``max_attempts`` was lowered): ``dead`` without running.
-   ``overlap: skip``/``buffer_one``: take the job's overlap lock (``domain.overlap``); held by another try: a
-   fresh fire's first try (the row ``queued``) is ``skipped``, unless under ``buffer_one`` no other fire waits;
+   ``overlap: skip``/``buffer_one``/``replace``: take the job's overlap lock (``domain.overlap``); held by another
+   try: a fresh fire's first try (the row ``queued``) is ``skipped``, unless under ``buffer_one`` no other fire
+   waits, or under ``replace`` (the holder's run cancelled: ``OverlapLock.take``);
    else it waits (``Worker._wait_for_lock``: the claim given back, its attempts kept). A storage error
    anywhere in this step gives the claim back (``RunRows.give_back``: the row as it was before the claim) and
    the delivery comes again in ``GIVE_BACK_DELAY_S``, doubled per earlier receive: a try the target never saw
@@ -288,7 +289,7 @@ class Worker:
                 blocked = self.overlap.take(owned, job, now)
                 if blocked is not None:
                     fresh = before.status is RunStatus.QUEUED and lost is None
-                    if not fresh or blocked.wait_s is not None or blocked.buffered:
+                    if not fresh or blocked.wait_s is not None or blocked.buffered or job.overlap.replaces:
                         return self._wait_for_lock(delivery, owned, before, job, blocked)
                     running = blocked.reason
                     outcome = self._skip(replace(owned, owner=job.owner), running)

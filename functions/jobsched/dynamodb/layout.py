@@ -17,8 +17,8 @@ Jobs table (``resources.JOBS``, keys ``pk``/``sk``), three items per job:
   where the GSI's entry cost 3 (the item, and the index entry's delete and put). Read strongly consistent.
   Keeping it apart from the spec makes the per-run write cost independent of the size of ``input``.
 - name lock ``pk=name#<owner>#<name> sk=name``: makes ``name`` unique per owner (conditional write).
-- overlap lock ``pk=job#<id> sk=running`` (only ``overlap: skip`` and ``buffer_one`` jobs, only while a try runs
-  or a fire waits): the run holding it, refreshed by its heartbeats (``JobStore.acquire_overlap``), and under
+- overlap lock ``pk=job#<id> sk=running`` (only ``overlap: skip``, ``buffer_one`` and ``replace`` jobs, only while a
+  try runs or a fire waits): the run holding it, refreshed by its heartbeats (``JobStore.acquire_overlap``), and under
   ``buffer_one`` the fire that waits for it (``buffered``).
 
 Audit events (design §3.2) ``pk=events#<job id> sk=<at, 13 digits>#<key>``, newest last: ``kind``, ``actor``,
@@ -63,8 +63,8 @@ from jobsched.ports.tries import TryRecord
 SPEC_SK = "spec"
 SCHED_SK = "sched"
 RUNNING_SK = "running"
-"""Sort key of a job's overlap lock (``JobStore.acquire_overlap``), held while a try of an ``overlap: skip``
-or ``buffer_one`` job runs."""
+"""Sort key of a job's overlap lock (``JobStore.acquire_overlap``), held while a try of an ``overlap: skip``,
+``buffer_one`` or ``replace`` job runs."""
 
 
 def job_pk(job_id: str) -> str:

@@ -1,4 +1,5 @@
-"""The overlap lock of a job with ``overlap: skip`` or ``buffer_one`` on the jobs table: one try at a time.
+"""The overlap lock of a job with ``overlap: skip``, ``buffer_one`` or ``replace`` on the jobs table: one try at
+a time.
 
 Its worker holds the item ``pk=job#<id> sk=running`` (``run_id``, ``attempt``, ``worker``, ``heartbeat_at`` epoch
 ms, ``expires_at`` epoch s) from before the target starts until its result is recorded, refreshing

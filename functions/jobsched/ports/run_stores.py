@@ -70,9 +70,19 @@ class RunClaims(Protocol):
     def claim(self, request: ClaimRequest) -> Claim: ...
 
 
-class RunRows(RunTransitions, RunClaims, Protocol):
+class RunCancels(Protocol):
+    """The cancel of a run (``POST .../cancel``; any later caller that stops a run, e.g. an overlap policy)."""
+
+    def cancel(self, key: RunKey, *, now_ms: int, by: str, reason: str | None = None) -> Cancel:
+        """``queued|retrying|running -> cancelled`` at ``now_ms`` (epoch ms) by ``by`` with ``reason``: one
+        conditional write (``cancel`` of ``jobsched.domain.run_states``); ``Cancel(True, the row before)`` or
+        ``Cancel(False, the row as stored, None when absent)``. Raises ``StoreUnavailable``."""
+        ...
+
+
+class RunRows(RunTransitions, RunClaims, RunCancels, Protocol):
     """The worker's run lifecycle: claim, heartbeat, success, give-back (each conditioned on the ``Owned``
-    claim, as in ``RunTransitions``), and one read.
+    claim, as in ``RunTransitions``), one read, and the cancel of another run (``overlap: replace``).
 
     ``claim`` is one conditional write: ``queued|retrying -> running`` (a ``retrying`` run once its ``retry_at``
     is at most the request's ``retry_due_by_ms``), or a ``running`` run whose ``heartbeat_at`` is older than
@@ -220,16 +230,6 @@ class RunWriter(Protocol):
     def put_new(self, row: RunRow) -> RunRow | None: ...
 
     def rows_between(self, job_id: str, first_ms: int, last_ms: int, limit: int) -> list[RunRow]: ...
-
-
-class RunCancels(Protocol):
-    """The cancel of a run (``POST .../cancel``; any later caller that stops a run, e.g. an overlap policy)."""
-
-    def cancel(self, key: RunKey, *, now_ms: int, by: str, reason: str | None = None) -> Cancel:
-        """``queued|retrying|running -> cancelled`` at ``now_ms`` (epoch ms) by ``by`` with ``reason``: one
-        conditional write (``cancel`` of ``jobsched.domain.run_states``); ``Cancel(True, the row before)`` or
-        ``Cancel(False, the row as stored, None when absent)``. Raises ``StoreUnavailable``."""
-        ...
 
 
 class RunHistory(RunCancels, Protocol):

@@ -290,7 +290,7 @@ class SweepPage:
 
 @dataclass(frozen=True)
 class OverlapHolder:
-    """The try holding a job's overlap lock (``overlap: skip`` or ``buffer_one``): its run id, attempt and worker,
+    """The try holding a job's overlap lock (``overlap: skip``, ``buffer_one``, ``replace``): its run id, attempt and worker,
     and the lock's last ``heartbeat_at`` (epoch ms; None when unknown). ``buffered``: the run id of the fire
     waiting for the lock under ``buffer_one`` (None, or the holder's own run id: no fire waits). A holder whose
     ``worker`` is ``RESERVED_WORKER`` is a waiting fire the lock was handed to when its holder let go

@@ -14,14 +14,14 @@ import pytest
 
 from jobsched.aws.queue import delivery_of
 from jobsched.domain.cancels import cancel_run
-from jobsched.domain.retries import Outcome
+from jobsched.domain.retries import Outcome, Owned
 from jobsched.models import RunStatus
-from jobsched.ports.runs import RunKey
+from jobsched.ports.runs import ClaimRequest, RunKey
 from jobsched.ports.targets import TargetCall, TargetFailed
 from jobsched.targets import Targets, commands
 from jobsched.targets.shell import ShellExecutor
 from tests.support.processes import pid_written, process_gone
-from tests.support.worker import T0, Kit, SimWaiter
+from tests.support.worker import T0, Kit, SimWaiter, take_overlap_lock
 
 
 def _cancel(kit: Kit, job_id: str, reason: str | None = "wrong input") -> None:
@@ -182,3 +182,23 @@ def test_a_cancelled_shell_try_is_killed_with_its_children_after_its_grace(kit: 
     assert time.monotonic() - started >= 1.0
     assert kit.runs.get(job.id, T0).status is RunStatus.CANCELLED
     assert not waiter.stuck
+
+
+def test_a_try_cancelled_while_running_keeps_its_jobs_overlap_lock_until_its_worker_lets_go(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given an overlap: skip job whose 02:00 try runs holding the lock, and an operator cancels its run
+    job = kit.make_job(schedule="* * * * *", overlap="skip", command="record")
+    for scheduled_for in (T0, T0 + 60_000, T0 + 120_000):
+        kit.make_run(job, scheduled_for)
+    assert kit.runs.claim(ClaimRequest(RunKey(job.id, T0), "w-holder", kit.clock(), 0, 0)).claimed
+    assert take_overlap_lock(kit, job, T0, "w-holder", stale_before_ms=0) is None
+    _cancel(kit, job.id)
+    # When the 02:01 fire comes before the holder's worker has learnt of it (its next beat) and stopped the try
+    # Then it does not run beside that try: skipped, the lock still the holder's
+    assert kit.deliver(job, T0 + 60_000) == Outcome.SKIPPED
+    assert calls == []
+    # And once the holder's worker lets go, the next fire runs
+    kit.worker.overlap.release(Owned(job.id, T0, 1, "w-holder"))
+    assert kit.deliver(job, T0 + 120_000) == Outcome.SUCCEEDED
+    assert [call.scheduled_for_ms for call in calls] == [T0 + 120_000]

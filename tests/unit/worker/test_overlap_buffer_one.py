@@ -20,11 +20,10 @@ from jobsched.ports.runs import (
     ClaimRequest,
     OverlapHolder,
     OverlapRequest,
-    RunKey,
     run_id,
 )
 from jobsched.ports.targets import TargetCall
-from tests.support.worker import T0, Kit, take_overlap_lock
+from tests.support.worker import T0, Kit, holder_running
 
 MINUTE = 60_000
 
@@ -37,18 +36,11 @@ def _job_with_runs(kit: Kit, count: int, **fields: Any) -> Job:
     return job
 
 
-def _holder_running(kit: Kit, job: Job, worker: str = "w-holder") -> None:
-    """The ``T0`` run claimed by ``worker`` now, its try holding the job's lock."""
-    assert kit.runs.claim(ClaimRequest(RunKey(job.id, T0), worker, kit.clock(), 0, 0)).claimed
-    stale_before = kit.clock() - kit.settings.heartbeat_stale_s * 1000
-    assert take_overlap_lock(kit, job, T0, worker, stale_before_ms=stale_before) is None
-
-
 def _waiting_behind_a_lost_holder(kit: Kit, count: int) -> Job:
     """A ``buffer_one`` job of ``count`` runs (``_job_with_runs``, 3 attempts) whose 02:00 try holds the lock, its
     02:01 fire waiting for it, and then the 02:00 worker lost (its heartbeat stale now)."""
     job = _job_with_runs(kit, count, retry={"max_attempts": 3})
-    _holder_running(kit, job, "w-lost")
+    holder_running(kit, job, "w-lost")
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
@@ -66,7 +58,7 @@ def test_one_fire_waits_for_the_holder_later_ones_are_skipped_and_it_runs_next(
 ) -> None:
     # Given a buffer_one job whose 02:00 try runs holding the lock
     job = _job_with_runs(kit, 4)
-    _holder_running(kit, job)
+    holder_running(kit, job)
     # When its 02:01 fire is delivered, it waits: not run, not skipped, its row queued
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
@@ -129,7 +121,7 @@ def test_a_stale_holder_loses_the_lock_to_the_fire_that_waits_not_to_a_later_fir
 def test_a_fire_that_waited_and_ended_otherwise_gives_its_place_up(kit: Kit, calls: list[TargetCall]) -> None:
     # Given a buffer_one job whose 02:00 try holds the lock and whose 02:01 fire waits
     job = _job_with_runs(kit, 3)
-    _holder_running(kit, job)
+    holder_running(kit, job)
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
     # When 02:01 ends without running (recorded skipped, as for a deleted job)
