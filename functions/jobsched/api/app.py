@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar
 
@@ -50,7 +49,7 @@ from jobsched.api.service import JobService
 from jobsched.domain.fires import MAX_FIRES
 from jobsched.labels import LABEL_TERM_PATTERN, MAX_KEY_CHARS, MAX_LABELS, MAX_VALUE_CHARS
 from jobsched.models import Fires, Instant, Job, Run, RunDetail, RunKind, RunStatus
-from jobsched.ports.archive_queries import QueryState, RunsWindow
+from jobsched.ports.archive_queries import QueryState
 from jobsched.settings import Settings
 
 
@@ -376,33 +375,11 @@ def get_archive_query(
     return _archive_response(api.archive_reads().poll(owner, query_id))
 
 
-def _archive_window(
-    api: Api,
-    owner: str,
-    *,
-    job_id: str | None,
-    status: RunStatus | None,
-    kind: RunKind | None,
-    since: datetime | None,
-    until: datetime | None,
-    limit: int,
-) -> Response[Any] | None:
-    """The archive's answer when ``since`` is before the retention (design §11), else None."""
-    reads = api.archive_reads()
-    now = api.service.clock()
-    since_ms = None if since is None else int(since.timestamp() * 1000)
-    if since_ms is None or not reads.reaches(since_ms, now):
-        return None
-    window = RunsWindow(
-        owner,
-        since_ms,
-        now if until is None else int(until.timestamp() * 1000),
-        job_id=job_id,
-        status=None if status is None else status.value,
-        kind=None if kind is None else kind.value,
-        limit=limit,
-    )
-    return _archive_response(reads.start(window, now_ms=now))
+def _archive_window(api: Api, owner: str, **query: Any) -> Response[Any] | None:
+    """The archive's answer when ``since`` is before the retention (``ArchiveReads.window``, design §11), else
+    None."""
+    answer = api.archive_reads().window(owner, now_ms=api.service.clock(), **query)
+    return None if answer is None else _archive_response(answer)
 
 
 def _archive_response(answer: ArchiveAnswer) -> Response[Any]:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from jobsched.api.exceptions import ArchiveQueryNotFound, HistoryGone, InvalidInput
 from jobsched.domain.archive import owner_partition
 from jobsched.domain.archive_queries import ArchiveWindowError, reaches_archive, retention_floor, runs_query
+from jobsched.models import RunKind, RunStatus
 from jobsched.ports.archive_queries import ArchiveQueries, QueryResult, QueryState, RunsWindow, UnknownQuery
 
 QUERIES_PATH = "/archive/queries/"
@@ -87,6 +88,35 @@ class ArchiveReads:
     def reaches(self, since_ms: int | None, now_ms: int) -> bool:
         """True when a window from ``since_ms`` (epoch ms) reaches before the retention: the archive answers it."""
         return reaches_archive(since_ms, now_ms, self._retention_days)
+
+    def window(
+        self,
+        owner: str,
+        *,
+        job_id: str | None,
+        status: RunStatus | None,
+        kind: RunKind | None,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        now_ms: int,
+    ) -> ArchiveAnswer | None:
+        """The archive's answer to ``owner``'s listing of runs in ``[since, until)`` (``until`` None: now, at
+        ``now_ms``, epoch ms) when ``since`` is before the retention, started as :meth:`start`; None when the
+        runs table answers it. Raises as :meth:`start`."""
+        since_ms = None if since is None else int(since.timestamp() * 1000)
+        if since_ms is None or not self.reaches(since_ms, now_ms):
+            return None
+        window = RunsWindow(
+            owner,
+            since_ms,
+            now_ms if until is None else int(until.timestamp() * 1000),
+            job_id=job_id,
+            status=None if status is None else status.value,
+            kind=None if kind is None else kind.value,
+            limit=limit,
+        )
+        return self.start(window, now_ms=now_ms)
 
     def start(self, window: RunsWindow, *, now_ms: int) -> ArchiveAnswer:
         """Start the query for ``window`` (its owner the caller's). Raises ``InvalidInput`` naming the field for a

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -54,7 +53,7 @@ from jobsched.api.schemas import (
     Page,
 )
 from jobsched.api.triggers import Triggers
-from jobsched.clock import Clock, to_ms
+from jobsched.clock import Clock, maybe_from_ms, to_ms
 from jobsched.domain import fires, registration
 from jobsched.domain.quotas import QuotaExceeded
 from jobsched.models import (
@@ -207,7 +206,7 @@ class JobService:
             job, settings=self.settings, now_ms=now_ms, schedule=self._validated_schedule(job, now_ms)
         )
         next_run_at_ms = state.next_run_at
-        job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
+        job = job.model_copy(update={"next_run_at": maybe_from_ms(next_run_at_ms)})
         try:
             usage = self.quotas.for_create(owner, job)  # design §4.11
         except QuotaExceeded:  # a repeat of an existing job's create is answered as without quotas
@@ -420,7 +419,7 @@ class JobService:
                 update={
                     "updated_at": from_ms(updated_ms),
                     "updated_by": actor or owner,
-                    "next_run_at": _instant(next_run_at_ms),
+                    "next_run_at": maybe_from_ms(next_run_at_ms),
                 }
             )
             term = state.term if state else 0
@@ -597,7 +596,3 @@ class JobService:
     ) -> Schedule | None:
         """``timing.validated_schedule`` with this deployment's ``min_interval_s``."""
         return timing.validated_schedule(job, now_ms, self.settings.min_interval_s, changed=changed)
-
-
-def _instant(ms: int | None) -> datetime | None:
-    return from_ms(ms) if ms is not None else None
