@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from jobsched.domain.archive_queries import archived_run
+from jobsched.archived_rows import archived_run
 
 __all__ = [
     "DEFAULT_API",

@@ -276,6 +276,7 @@ def test_the_asset_holds_the_handler_its_client_and_httpx_for_the_lambda_runtime
     }
     assert reached == {
         "jobsched.client",
+        "jobsched.archived_rows",
         "jobsched.cdk.construct",
     }  # the construct: imported on first use only
     module, entry = HANDLER.rsplit(".", 1)

@@ -7,7 +7,7 @@ is that role (or, with the API's ``owner_from = "tag:<key>"``, the role's tag: t
 ``Tags.of(JobProvider.of(stack).role).add("team", "billing")``). The role may call nothing but the job routes of
 the APIs its jobs name (``execute-api:Invoke`` on ``POST /jobs``, ``PATCH /jobs/*``, ``DELETE /jobs/*``).
 
-The function's code asset holds only what the handler imports: ``jobsched/__init__.py``, ``jobsched/client.py``,
+The function's code asset holds only what the handler imports: ``jobsched/__init__.py``, ``jobsched/client.py`` (with ``jobsched/archived_rows.py``),
 ``jobsched/cdk/__init__.py``, ``jobsched/cdk/provider.py``, and the httpx version installed here with its
 dependencies as wheels for the Lambda runtime (:class:`ProviderBundler`, pip, no Docker).
 """
@@ -51,7 +51,7 @@ __all__ = ["RESOURCE_TYPE", "Job", "JobProvider", "ProviderBundler", "execute_ap
 
 RESOURCE_TYPE = "Custom::JobschedJob"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
-ASSET_MODULES = ("__init__.py", "client.py", "cdk/__init__.py", "cdk/provider.py")
+ASSET_MODULES = ("__init__.py", "client.py", "archived_rows.py", "cdk/__init__.py", "cdk/provider.py")
 """The files of the ``jobsched`` package the provider function imports (relative to the package)."""
 HANDLER = "jobsched.cdk.provider.on_event"
 INVOKED = (("POST", "jobs"), ("PATCH", "jobs/*"), ("DELETE", "jobs/*"))

@@ -10,10 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
+from jobsched.archived_rows import archived_run
 from jobsched.cli.options import JsonOption
 from jobsched.cli.output import show, table
 from jobsched.clock import to_ms
-from jobsched.domain.archive_queries import archived_run
 from jobsched.exits import fail
 from jobsched.local.archive import ArchiveQueryError, LocalArchive, archive_dir
 from jobsched.local.paths import DEFAULT_DATA_DIR

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
+from jobsched.archived_rows import TRY_FIELDS
 from jobsched.ports.archive import ArchiveObject, ArchiveObjects, ArchiveSpill, ArchiveUnavailable
 from jobsched.ports.runs import RunRow
 
@@ -67,8 +68,6 @@ ARCHIVE_COLUMNS: tuple[tuple[str, str], ...] = (
 PARTITION_COLUMNS: tuple[tuple[str, str], ...] = (("owner", "string"), ("month", "string"))
 """The partition columns of the layout: ``owner`` (percent-encoded, :func:`owner_partition`) and ``month``
 (``YYYY-MM``, UTC)."""
-
-_TRY_FIELDS = ("attempt", "started_at", "finished_at", "worker", "error", "output", "round")
 
 
 def owner_partition(owner: str | None) -> str:
@@ -110,7 +109,7 @@ def archive_row(row: RunRow) -> dict[str, Any]:
             values[name] = value
     if row.tries:
         values["tries"] = [
-            {field: getattr(record, field) for field in _TRY_FIELDS if getattr(record, field) is not None}
+            {field: getattr(record, field) for field in TRY_FIELDS if getattr(record, field) is not None}
             for record in row.tries
         ]
     return values

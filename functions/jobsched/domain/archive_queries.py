@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+from jobsched.archived_rows import TRY_FIELDS
 from jobsched.domain.archive import ARCHIVE_COLUMNS, DEDUPE_KEY, month_of, owner_partition
 from jobsched.ports.archive_queries import ArchiveQuery, RunsWindow
 
@@ -34,7 +34,6 @@ RUNS_QUERY_PREFIX = "SELECT /* jobsched runs_query */ "
 first parameter is no owner binding."""
 _SCALAR_COLUMNS = [name for name, _ in ARCHIVE_COLUMNS if name != "tries"]
 _INTEGERS = {name for name, kind in ARCHIVE_COLUMNS if kind in ("int", "bigint")}
-_TRY_FIELDS = ("attempt", "started_at", "finished_at", "worker", "error", "output", "round")
 
 
 class ArchiveWindowError(ValueError):
@@ -105,7 +104,7 @@ def runs_query(window: RunsWindow) -> ArchiveQuery:
 def rows_of_strings(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     """Rows an engine answered as text (Athena's ``VarCharValue``; None for NULL; typed values pass) in the shape of
     ``domain.archive.archive_row``: integer columns ints, ``tries`` a list of objects (from its JSON, an array of
-    objects or of arrays in ``_TRY_FIELDS`` order), NULLs left out. Raises ``ValueError`` for a malformed value."""
+    objects or of arrays in ``TRY_FIELDS`` order), NULLs left out. Raises ``ValueError`` for a malformed value."""
     out = []
     for values in rows:
         row: dict[str, Any] = {}
@@ -123,34 +122,6 @@ def rows_of_strings(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> li
     return out
 
 
-ARCHIVED_INSTANTS = (
-    "scheduled_for",
-    "enqueued_at",
-    "dispatch_at",
-    "started_at",
-    "finished_at",
-    "skipped_through",
-)
-"""The instants of an archived row (epoch ms) that the API's run shape writes as ISO 8601."""
-
-
-def archived_run(row: dict[str, Any]) -> dict[str, Any]:
-    """An archived row (``domain.archive.archive_row``'s shape, epoch ms) in the API's run shape: ``id``
-    (``<job_id>@<scheduled_for ms>``), its instants as ISO 8601 UTC with milliseconds (``...Z``), the tries as
-    archived, and ``"archived": true``. Raises ``KeyError`` without ``job_id`` or ``scheduled_for``."""
-    run = {name: value for name, value in row.items() if value is not None}
-    run.update({name: _iso(run[name]) for name in ARCHIVED_INSTANTS if name in run})
-    return {"id": f"{row['job_id']}@{row['scheduled_for']}", **run, "archived": True}
-
-
-def _iso(epoch_ms: int) -> str:
-    return (
-        datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
 def _try_of(entry: Any) -> dict[str, Any]:
-    fields = entry if isinstance(entry, dict) else dict(zip(_TRY_FIELDS, entry, strict=False))
-    return {name: fields[name] for name in _TRY_FIELDS if fields.get(name) is not None}
+    fields = entry if isinstance(entry, dict) else dict(zip(TRY_FIELDS, entry, strict=False))
+    return {name: fields[name] for name in TRY_FIELDS if fields.get(name) is not None}
