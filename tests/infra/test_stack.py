@@ -216,11 +216,14 @@ def test_functions_get_settings_env_vars_that_settings_accepts(synth: Synth) -> 
     settings = Settings.model_validate({k.lower(): v for k, v in plain.items()})
     assert settings.scheduler_partitions == PARTITIONS
     assert settings.allow_shell_targets is False
-    # Every function sees the same configuration (the worker also gets the role it acts for owners with).
+    # Every function sees the same configuration (the worker also gets the role it acts for owners with, the
+    # API the archive's Athena workgroup and Glue database it reads older history through).
     for other in ("api", "worker", "sweeper"):
         other_env = dict(_function(synth, other)[1]["Environment"]["Variables"])
         if other == "worker":
             assert other_env.pop("TARGET_ROLE_ARN")
+        if other == "api":
+            assert other_env.pop("ARCHIVE_WORKGROUP") and other_env.pop("ARCHIVE_DATABASE")
         assert other_env == env
 
 
