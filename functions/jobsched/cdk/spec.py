@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from jobsched.api.schemas import PATCH_NULLABLE_FIELDS
 from jobsched.models import JobSettings
 
 __all__ = ["complete_spec"]
@@ -17,9 +18,10 @@ __all__ = ["complete_spec"]
 
 def complete_spec(given: Mapping[str, Any]) -> dict[str, Any]:
     """Every field of ``JobSettings`` as JSON: ``given``'s value, else the API's default; a policy object
-    (``retry``, ``alerts``) given in part is completed with its defaults. Nulls are kept (``late_after_s``:
-    null), so a value removed from the code is set back to its default by the update's PATCH, also where the
-    API merges an object's fields."""
+    (``retry``, ``alerts``) given in part is completed with its defaults. Nulls are kept where the API takes
+    them (``late_after_s``, the ``PATCH_NULLABLE_FIELDS``), so a value removed from the code is set back to its
+    default by the update's PATCH, also where the API merges an object's fields; a null ``schedule`` or
+    ``after`` (the one of the two a job does not use) is left out."""
     spec: dict[str, Any] = {}
     for field, info in JobSettings.model_fields.items():
         default = (
@@ -28,5 +30,6 @@ def complete_spec(given: Mapping[str, Any]) -> dict[str, Any]:
         value = to_jsonable_python(given[field]) if field in given else default
         if isinstance(default, dict) and isinstance(value, dict):
             value = {**default, **value}
-        spec[field] = value
+        if value is not None or field in PATCH_NULLABLE_FIELDS:
+            spec[field] = value
     return spec

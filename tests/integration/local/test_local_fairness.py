@@ -61,10 +61,11 @@ def test_a_quiet_owners_runs_start_on_time_while_a_noisy_owners_backlog_grows(
         quiet = [r for r in _runs(client, QUIET) if r.get("started_at")]
 
     # Then the noisy team's backlog grew (its latest runs started ever later), while each of the quiet team's runs
-    # started within one batch of the noisy runs' 3 s of its fire
+    # started within two batches of the noisy runs' 3 s of its fire (the batch a worker thread was running when
+    # the fire came, and on a busy machine the one ahead of it): well before the noisy backlog's 8 s and more
     assert max(r["lateness_ms"] for r in noisy) > 2 * (SLEEP_S + 1) * 1000, sorted(
         r["lateness_ms"] for r in noisy
     )
     assert len(quiet) >= WATCH_S // 2 - 2
-    assert all(r["lateness_ms"] < (SLEEP_S + 1.5) * 1000 for r in quiet), [r["lateness_ms"] for r in quiet]
+    assert all(r["lateness_ms"] < 2 * SLEEP_S * 1000 for r in quiet), [r["lateness_ms"] for r in quiet]
     assert len({(r["job_id"], r["scheduled_for"]) for r in noisy + quiet}) == len(noisy + quiet)
