@@ -573,6 +573,10 @@ class Job(JobSettings):
     )
     paused_at: datetime | None = Field(None, description="while paused: when")
     paused_reason: str | None = Field(None, description="while paused: the reason given, if any")
+    downstream_count: int = Field(0, ge=0, exclude=True)
+    """How many jobs run after this one as its store knew when it was read (design §2.1, the chain mark): the
+    worker reads the job's downstream jobs only when it is above 0. Never below the true count; it may stay above
+    it a while on DynamoDB (a decrement that failed). Not part of the API's answers."""
 
     def spec_fingerprint(self) -> dict[str, Any]:
         """The owner-set fields (``name`` and ``JobSettings``'s) as JSON, for comparing a repeated create with the

@@ -444,3 +444,92 @@ def test_a_jobs_dependents_are_the_live_jobs_whose_after_names_it_by_name(store:
     ]
     assert store.dependents(unrelated.id) == [] and store.dependents(later[1].id) == []
     assert store.get(later[1].id).job.schedule is None
+
+
+def _after(of: Job, number: int, name: str, upstream: str | None) -> Job:
+    return of.model_copy(
+        update={
+            "schedule": None,
+            "after": After(job=upstream) if upstream else None,
+            "updated_at": from_ms(T0 + number),
+        }
+    )
+
+
+def _marks(store: Any, *jobs: Job) -> list[int]:
+    specs = store.get_specs([j.id for j in jobs])
+    counts = [store.get_spec(j.id).downstream_count for j in jobs]
+    assert (
+        counts
+        == [specs[j.id].downstream_count for j in jobs]
+        == [store.get(j.id).job.downstream_count for j in jobs]
+    )
+    return counts
+
+
+def test_a_jobs_chain_mark_counts_the_jobs_that_run_after_it_through_create_repoint_and_delete(
+    store: Any,
+) -> None:
+    # design §2.1: the worker reads a job's downstream jobs only when the spec it reads counts some
+    extract, other = job(1, name="extract"), job(2, name="other")
+    for each in (extract, other):
+        store.create(each, state(each))
+    assert _marks(store, extract, other) == [0, 0]
+    load = _after(job(3, name="load"), 0, "load", extract.id)
+    audit = _after(job(4, name="audit"), 0, "audit", extract.id)
+    for each in (load, audit):
+        store.create(each, state(each, next_run_at=None))
+    assert _marks(store, extract, other, load) == [2, 0, 0]
+
+    moved = _after(load, 1, "load", other.id)
+    store.replace(Rewrite(moved, state(moved, next_run_at=None), T0, relink=(extract.id, other.id)))
+    assert _marks(store, extract, other) == [1, 1]
+    # a rewrite of the upstream itself (as read: mark and all) keeps its count
+    read = store.get(extract.id).job
+    renamed = read.model_copy(update={"input": {"v": 2}, "updated_at": from_ms(T0 + 1)})
+    store.replace(Rewrite(renamed, state(renamed), T0))
+    assert _marks(store, extract) == [1]
+
+    store.delete(audit, deleted_at_ms=T0, retention_days=90)
+    unchained = _after(moved, 2, "load", None).model_copy(update={"schedule": "* * * * *"})
+    store.replace(Rewrite(unchained, state(unchained), T0 + 1, relink=(other.id, None)))
+    assert _marks(store, extract, other) == [0, 0]
+
+
+@pytest.fixture
+def dynamo_store(aws: Any, settings: Any) -> JobStore:
+    return JobStore(aws.table(settings.jobs_table))
+
+
+def test_dynamodb_refuses_a_downstream_job_whose_upstream_was_deleted_meanwhile(
+    dynamo_store: JobStore,
+) -> None:
+    # the count is added in the create's transaction, only while the upstream is live: nothing is written
+    upstream = job(1, name="extract")
+    dynamo_store.create(upstream, state(upstream))
+    dynamo_store.delete(upstream, deleted_at_ms=T0, retention_days=90)
+    late = _after(job(2, name="load"), 0, "load", upstream.id)
+    with pytest.raises(Conflict, match="after"):
+        dynamo_store.create(late, state(late, next_run_at=None))
+    assert dynamo_store.job_id_by_name("team-a", "load") is None
+    moved = _after(job(3, name="other"), 0, "other", None)
+    dynamo_store.create(moved, state(moved))
+    repointed = _after(moved, 1, "other", upstream.id)
+    with pytest.raises(Conflict, match="after"):
+        dynamo_store.replace(Rewrite(repointed, state(repointed), T0, relink=(None, upstream.id)))
+    assert dynamo_store.get(moved.id).job.after is None
+
+
+def test_dynamodb_refuses_a_rewrite_of_an_upstream_whose_count_moved_since_it_was_read(
+    dynamo_store: JobStore,
+) -> None:
+    # a PATCH of the upstream writes the whole spec item: with a stale count it would undo a downstream's count
+    upstream = job(1, name="extract")
+    dynamo_store.create(upstream, state(upstream))
+    read = dynamo_store.get(upstream.id).job
+    load = _after(job(2, name="load"), 0, "load", upstream.id)
+    dynamo_store.create(load, state(load, next_run_at=None))
+    edited = read.model_copy(update={"input": {"v": 2}, "updated_at": from_ms(T0 + 1)})
+    with pytest.raises(Conflict):
+        dynamo_store.replace(Rewrite(edited, state(edited), T0))
+    assert dynamo_store.get_spec(upstream.id).downstream_count == 1  # type: ignore[union-attr]

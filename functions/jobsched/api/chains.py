@@ -105,3 +105,11 @@ class ChainLinks:
             except Exception:
                 logger.exception("dependent not paused", job_id=dependent.job.id, upstream=job.id)
         return paused
+
+
+def relink(current: Job, changed: Job) -> tuple[str | None, str | None] | None:
+    """``Rewrite.relink`` of an edit from ``current`` to ``changed``: ``(upstream id before, after)`` when the
+    edit changes which job ``after`` names (None: it does not), so the store moves the chain mark (design §2.1)."""
+    before = current.after.job if current.after is not None else None
+    now = changed.after.job if changed.after is not None else None
+    return None if before == now else (before, now)

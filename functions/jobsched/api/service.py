@@ -35,7 +35,7 @@ from jobsched.api import job_listing, timing
 from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
 from jobsched.api.cancels import Cancels
-from jobsched.api.chains import ChainLinks
+from jobsched.api.chains import ChainLinks, relink
 from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.job_checks import check_settings, validation_problem
@@ -435,7 +435,11 @@ class JobService:
             event = self.audit.change(job_id, updated_ms, version, event_kind, actor or owner, detail)
             self._mark_partitions()  # the rewrite files the job's due entry under this deployment's counts
             try:
-                self.jobs.replace(Rewrite(job, new_state, stored_updated_ms, (stored_next, term), event))
+                self.jobs.replace(
+                    Rewrite(
+                        job, new_state, stored_updated_ms, (stored_next, term), event, relink(current, job)
+                    )
+                )
             except Conflict:
                 logger.info("job changed during an edit; retrying", job_id=job_id, attempt=attempt)
                 continue

@@ -31,6 +31,10 @@ from jobsched.ports.runs import RunRow, run_id
 
 logger = logging.getLogger(__name__)
 
+MARK_FRESH_MS = 1_000
+"""How long (ms) a job's chain mark read 0 is trusted at its run's end (``Chains.dependents_of``): about the
+lag of DynamoDB's ``by_upstream`` index, which the read it saves would have gone through."""
+
 
 class Dependents(Protocol):
     """A job's downstream jobs (``JobRepository.dependents``; raises ``StoreUnavailable``)."""
@@ -88,6 +92,19 @@ class Chains:
                 "downstream jobs not read; the sweeper makes their runs", extra={"job_id": job_id}
             )
             return None
+
+    def dependents_of(self, job: Job, read_at_ms: int | None) -> list[StoredJob] | None:
+        """``dependents`` of ``job`` (as read at ``read_at_ms``, epoch ms; None: unknown) when they may exist: none
+        (``[]``, no read) when its chain mark (``Job.downstream_count``) was 0 no longer than ``MARK_FRESH_MS``
+        ago; otherwise read. So a job no other job runs after costs no read at its run's end, and a downstream
+        job made while a run lasts longer than that is found by the read, as the index would find it."""
+        if (
+            job.downstream_count == 0
+            and read_at_ms is not None
+            and self.clock() - read_at_ms <= MARK_FRESH_MS
+        ):
+            return []
+        return self.dependents(job.id)
 
     def sweep_at(self, dependents: Sequence[StoredJob] | None) -> int | None:
         """The ``chain_sweep_at`` of a succeeding run whose job has ``dependents`` (None: unknown): now plus the

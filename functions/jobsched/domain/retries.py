@@ -112,6 +112,7 @@ class Failures:
         *,
         tries: tuple[TryRecord, ...] | None = None,
         write: OutcomeWrite = write_once,
+        read_at_ms: int | None = None,
     ) -> Outcome:
         """Record the failed try ``owned.attempt`` of ``job``'s run: ``RETRYING``, ``DEAD``, or ``LOST``
         when the run is no longer ``owned`` (someone else moved it on). The run is recorded under the job's
@@ -121,7 +122,9 @@ class Failures:
         error = truncate(error)
         owned = replace(owned, owner=job.owner)
         if owned.attempt >= job.retry.max_attempts:
-            return self.dead(owned, job, error, attempts=owned.attempt, tries=tries, write=write)
+            return self.dead(
+                owned, job, error, attempts=owned.attempt, tries=tries, write=write, read_at_ms=read_at_ms
+            )
         now = self.clock()
         delay_s = min(job.retry.delay_s(owned.attempt), MAX_DELAY_S)
         retry_at = now + delay_s * 1000
@@ -182,9 +185,11 @@ class Failures:
         attempts: int,
         tries: tuple[TryRecord, ...] | None = None,
         write: OutcomeWrite = write_once,
+        read_at_ms: int | None = None,
     ) -> Outcome:
         """Record the run ``dead`` after ``attempts`` tries (``tries``: its tries with the last one, None: left
-        as stored), then send its dead-run message and alert. Like a failed try, it is recorded under the job's
+        as stored), then make its downstream runs (``Chains.dependents_of``: ``job`` as read at ``read_at_ms``,
+        epoch ms, None: unknown, so read) and send its dead-run message and alert. Like a failed try, it is recorded under the job's
         owner (so it is listed among the owner's failed runs). ``write``: as in ``failed_try``."""
         error = truncate(error)
         owned = replace(owned, owner=job.owner)
@@ -211,7 +216,9 @@ class Failures:
                 "error": error,
             },
         )
-        if self.chains is None or self.chains.settle(owned.job_id, owned.scheduled_for, RunStatus.DEAD):
+        if self.chains is None or self.chains.settle(
+            owned.job_id, owned.scheduled_for, RunStatus.DEAD, self.chains.dependents_of(job, read_at_ms)
+        ):
             self.notify(dead_run(owned, job, error, attempts, now))
         if self.alerting is not None:
             try:

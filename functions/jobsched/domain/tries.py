@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from jobsched.ports.runs import RunRow
 from jobsched.ports.targets import SUCCESS_OUTPUT_BYTES, head_bytes
 from jobsched.ports.tries import TryRecord
 
@@ -54,3 +55,18 @@ def with_try(tries: Sequence[TryRecord], record: TryRecord) -> tuple[TryRecord, 
     kept = [*tries, fitted(record)][-MAX_TRIES:]
     cut = len(kept) - FULL_TRIES
     return tuple(summarised(entry) if i < cut else entry for i, entry in enumerate(kept))
+
+
+def tries_with(
+    before: RunRow,
+    attempt: int,
+    started_at: int | None,
+    worker: str | None,
+    finished_at: int,
+    error: str | None,
+    output: str | None = None,
+) -> tuple[TryRecord, ...]:
+    """The run's tries (as the claim found them, ``before``) with the try ``attempt`` (instants epoch ms) appended, in the run's current round
+    (``before.reruns``), bounded by ``jobsched.domain.tries.with_try``."""
+    record = TryRecord(attempt, started_at, finished_at, worker, error, output, round=before.reruns)
+    return with_try(before.tries, record)

@@ -84,7 +84,7 @@ from jobsched.domain.retries import (
 )
 from jobsched.domain.runs import claim_message
 from jobsched.domain.supervision import Heartbeat, RealWaiter, TryAbandoned, Waiter, supervise
-from jobsched.domain.tries import with_try
+from jobsched.domain.tries import tries_with
 from jobsched.models import Job, RunKind, RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.limits import RunLimits
@@ -100,7 +100,6 @@ from jobsched.ports.run_stores import (
 )
 from jobsched.ports.runs import RunRow, run_id
 from jobsched.ports.targets import TargetCall, TargetFailed, TargetNotStarted
-from jobsched.ports.tries import TryRecord
 
 logger = logging.getLogger(__name__)
 
@@ -271,6 +270,7 @@ class Worker:
 
         try:
             if not spec_read or self.overlap.spec_may_be_stale(job, spec_read_at):
+                spec_read_at = self.clock()
                 job = self.jobs.get_spec(message.job_id)
             if job is None:
                 return self._skip(owned, "job deleted before the run started")
@@ -278,9 +278,11 @@ class Worker:
                 return self.failures.dead_lettered(owned, job, before.attempt)
             if attempt > job.retry.max_attempts:
                 if lost is not None:  # the lost worker's try (recorded above) was the last
-                    return self.failures.dead(owned, job, lost, attempts=attempt - 1, tries=before.tries)
+                    return self.failures.dead(
+                        owned, job, lost, attempts=attempt - 1, tries=before.tries, read_at_ms=spec_read_at
+                    )
                 error = f"out of attempts: the job allows {job.retry.max_attempts}"
-                return self.failures.dead(owned, job, error, attempts=attempt - 1)
+                return self.failures.dead(owned, job, error, attempts=attempt - 1, read_at_ms=spec_read_at)
             locked = job.overlap.locks
             if locked:
                 blocked = self.overlap.take(owned, job, now)
@@ -302,7 +304,16 @@ class Worker:
             self.alerting.started(job, owned.run_id, owned.scheduled_for, now - owned.scheduled_for)
         tried = TryEnd()
         try:
-            return self._run(delivery, owned, job, now, overlap_locked=locked, before=before, tried=tried)
+            return self._run(
+                delivery,
+                owned,
+                job,
+                now,
+                overlap_locked=locked,
+                before=before,
+                tried=tried,
+                read_at=spec_read_at,
+            )
         finally:
             if locked:
                 self.overlap.let_go(owned, job, now, tried.call)
@@ -317,9 +328,10 @@ class Worker:
         overlap_locked: bool,
         before: RunRow,
         tried: TryEnd | None = None,
+        read_at: int | None = None,
     ) -> Outcome:
-        """Run the claimed try ``owned`` of ``job`` under supervision and record its result; ``tried.call`` is
-        set to the try's call."""
+        """Run the claimed try ``owned`` of ``job`` (read at ``read_at``, epoch ms; None: unknown) under
+        supervision and record its result; ``tried.call`` is set to the try's call."""
         attempt = owned.attempt
         call = TargetCall(
             run_id=owned.run_id,
@@ -367,11 +379,13 @@ class Worker:
                 if heartbeat.lock_lost
                 else heartbeat.expiring_error(self.clock())
             )
-            return self._failed(owned, job, error, before, call, claimed_at, delivery, heartbeat)
+            return self._failed(owned, job, error, before, call, claimed_at, delivery, heartbeat, read_at)
         except TargetNotStarted as error:
             return self._give_back(delivery, owned, before, error)
         except TargetFailed as error:
-            return self._failed(owned, job, str(error), before, call, claimed_at, delivery, heartbeat)
+            return self._failed(
+                owned, job, str(error), before, call, claimed_at, delivery, heartbeat, read_at
+            )
         except Exception as error:  # a bug in an executor still ends the try, never the run
             failure = redactor_for(job.target)(f"{type(error).__name__}: {error}")
             frame = traceback.extract_tb(error.__traceback__)[-1]  # where, not a message with secrets
@@ -383,13 +397,13 @@ class Worker:
                     "at": f"{frame.filename}:{frame.lineno} in {frame.name}",
                 },
             )
-            return self._failed(owned, job, failure, before, call, claimed_at, delivery, heartbeat)
+            return self._failed(owned, job, failure, before, call, claimed_at, delivery, heartbeat, read_at)
 
         now = self.clock()
         redact = redactor_for(job.target)
-        tries = _tried(before, attempt, claimed_at, owned.worker, now, None, redact.optional(call.output))
+        tries = tries_with(before, attempt, claimed_at, owned.worker, now, None, redact.optional(call.output))
         write = self._outcome_writes(delivery, owned, heartbeat)
-        chain_sweep_at = self.chains.sweep_at(dependents := self.chains.dependents(owned.job_id))
+        chain_sweep_at = self.chains.sweep_at(dependents := self.chains.dependents_of(job, read_at))
         if not write(
             lambda: self.runs.succeed(owned, now_ms=now, tries=tries, chain_sweep_at_ms=chain_sweep_at),
             status=RunStatus.SUCCEEDED,
@@ -423,16 +437,18 @@ class Worker:
         claimed_at: int,
         delivery: Delivery,
         heartbeat: Heartbeat,
+        read_at: int | None = None,
     ) -> Outcome:
-        """Record the failed try (``Failures.failed_try``) with its entry in the run's tries. The target's
+        """Record the failed try (``Failures.failed_try``; ``job`` read at ``read_at``, epoch ms, None: unknown)
+        with its entry in the run's tries. The target's
         secrets are redacted from ``error`` and the try's output before anything is cut, stored, logged or
         alerted (``jobsched.domain.redaction``)."""
         redact = redactor_for(job.target)
         error = redact(error)
         output = redact.optional(call.output)
-        tries = _tried(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, output)
+        tries = tries_with(before, owned.attempt, claimed_at, owned.worker, self.clock(), error, output)
         write = self._outcome_writes(delivery, owned, heartbeat)
-        return self.failures.failed_try(owned, job, error, tries=tries, write=write)
+        return self.failures.failed_try(owned, job, error, tries=tries, write=write, read_at_ms=read_at)
 
     def _outcome_writes(self, delivery: Delivery, owned: Owned, heartbeat: Heartbeat) -> OutcomeWrites:
         """How the ended try's outcome is written (``domain.outcomes``): retried on transient storage errors
@@ -580,18 +596,3 @@ class Worker:
         self.metrics.run_skipped()
         logger.info("run skipped", extra={"run_id": owned.run_id, "job_id": owned.job_id, "reason": reason})
         return Outcome.SKIPPED
-
-
-def _tried(
-    before: RunRow,
-    attempt: int,
-    started_at: int | None,
-    worker: str | None,
-    finished_at: int,
-    error: str | None,
-    output: str | None = None,
-) -> tuple[TryRecord, ...]:
-    """The run's tries (as the claim found them, ``before``) with this one appended, in the run's current round
-    (``before.reruns``), bounded by ``jobsched.domain.tries.with_try``."""
-    record = TryRecord(attempt, started_at, finished_at, worker, error, output, round=before.reruns)
-    return with_try(before.tries, record)

@@ -11,11 +11,13 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from jobsched.dynamodb.batch import batch_get
+from jobsched.dynamodb.chain_mark import count_write, mark_condition, uncount
 from jobsched.dynamodb.due_index import DueIndexTable
 from jobsched.dynamodb.due_repair import DueRepair
 from jobsched.dynamodb.dynamo import is_condition_failure, transact_put
 from jobsched.dynamodb.errors import unavailable_on_failure
 from jobsched.dynamodb.layout import (
+    DOWNSTREAM,
     SCHED_SK,
     SPEC_SK,
     event_from_item,
@@ -43,6 +45,11 @@ from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, St
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
     from jobsched.ports.runs import BufferAnswer, BufferRequest, OverlapHolder, OverlapRequest
+
+
+def _refused(reasons: list[dict[str, Any]], index: int) -> bool:
+    """Whether a cancelled transaction's item ``index`` failed its condition (``CancellationReasons``)."""
+    return len(reasons) > index and reasons[index].get("Code") == "ConditionalCheckFailed"
 
 
 def _stored(spec: dict[str, Any], sched: dict[str, Any] | None) -> StoredJob:
@@ -87,6 +94,7 @@ class JobStore:
                     transact_put(self.table.name, name_item, "attribute_not_exists(pk)", return_old=True),
                     transact_put(self.table.name, spec),
                     transact_put(self.table.name, sched),
+                    *self._count_writes(job),
                     *self._event_put(event),
                 ]
             )
@@ -94,10 +102,17 @@ class JobStore:
             if not is_condition_failure(error):
                 raise
             reasons = error.response.get("CancellationReasons", [])
+            if job.after is not None and _refused(reasons, 3):
+                raise Conflict(f"job {job.after.job} (after) was deleted meanwhile") from error
             existing = self.job_id_by_name(spec["owner"], spec["name"])
             if existing is None and reasons:
                 raise Conflict("job creation raced; retry") from error
             raise NameTaken(existing or "") from error
+
+    def _count_writes(self, job: Job) -> list[dict[str, Any]]:
+        """The transaction item counting ``job`` on its upstream's chain mark (``chain_mark``; none without
+        ``after``)."""
+        return [] if job.after is None else [count_write(self.table.name, job.after.job)]
 
     def _file(self, state: SchedulingState) -> None:
         """Put the timer item of ``state``'s due entry, if it has one (1 request, 1 write unit)."""
@@ -223,21 +238,29 @@ class JobStore:
             values=values,
             names={"#term": "term"} if condition else None,
         )
+        marked, mark_values = mark_condition(rewrite.job.downstream_count)
         spec_put = transact_put(
             self.table.name,
             spec_item(rewrite.job),
-            "updated_at = :u",
-            values={":u": rewrite.expected_updated_at},
+            f"updated_at = :u AND {marked}",
+            values={":u": rewrite.expected_updated_at, **mark_values},
+            names={"#down": DOWNSTREAM},
         )
+        before, after = rewrite.relink or (None, None)
+        counted = [count_write(self.table.name, after)] if after is not None else []
         self._file(rewrite.state)
         try:
             self.table.meta.client.transact_write_items(
-                TransactItems=[spec_put, sched_put, *self._event_put(rewrite.event)]
+                TransactItems=[spec_put, sched_put, *counted, *self._event_put(rewrite.event)]
             )
         except ClientError as error:
-            if is_condition_failure(error):
-                raise Conflict("the job changed meanwhile; read it again") from error
-            raise
+            if not is_condition_failure(error):
+                raise
+            if counted and _refused(error.response.get("CancellationReasons", []), 2):
+                raise Conflict(f"job {after} (after) was deleted meanwhile") from error
+            raise Conflict("the job changed meanwhile; read it again") from error
+        if before is not None:
+            uncount(self.table, before)
 
     def delete(
         self, job: Job, *, deleted_at_ms: int, retention_days: int | None, event: AuditEvent | None = None
@@ -288,6 +311,8 @@ class JobStore:
             if is_condition_failure(error):
                 raise NotFound(spec["job_id"]) from error
             raise
+        if job.after is not None:
+            uncount(self.table, job.after.job)
 
     @unavailable_on_failure
     def record_event(self, event: AuditEvent) -> None:

@@ -218,6 +218,12 @@ def plain(value: Any) -> Any:
     return value
 
 
+DOWNSTREAM = "downstream"
+"""The spec item's chain mark (design §2.1): how many live jobs name this one in ``after`` (a number; absent: 0).
+Added to in the transaction that creates or re-points a downstream job, taken from after one is deleted or
+re-pointed (so it is never below the true count); the worker queries ``by_upstream`` only when it is above 0."""
+
+
 def spec_item(job: Job) -> dict[str, Any]:
     """The spec item of ``job`` (settings as one JSON document, so any ``input`` JSON round-trips; its labels
     beside it, as a map the listing filters on)."""
@@ -238,6 +244,7 @@ def spec_item(job: Job) -> dict[str, Any]:
         "created_at": to_ms(job.created_at),
         "updated_at": to_ms(job.updated_at),
         **({"after_job": job.after.job} if job.after is not None else {}),
+        **({DOWNSTREAM: job.downstream_count} if job.downstream_count else {}),
         **{name: value for name, value in audit.items() if value is not None},
         **({"labels": dict(job.labels)} if job.labels else {}),
     }
@@ -401,6 +408,7 @@ def job_from_items(spec: dict[str, Any], sched: dict[str, Any] | None) -> Job:
             "paused_by": spec.get("paused_by"),
             "paused_at": from_ms(spec["paused_at"]) if spec.get("paused_at") is not None else None,
             "paused_reason": spec.get("paused_reason"),
+            "downstream_count": int(spec.get(DOWNSTREAM) or 0),
         }
     )
 

@@ -233,7 +233,12 @@ class MemoryJobStore:
             return self._stored(job)
 
     def _stored(self, job: Job) -> StoredJob:
-        return stored_job(job, self.states.get(job.id))
+        counted = job.model_copy(update={"downstream_count": self._downstream_count(job.id)})
+        return stored_job(counted, self.states.get(job.id))
+
+    def _downstream_count(self, job_id: str) -> int:
+        """The chain mark of ``job_id`` (design §2.1): the jobs held whose ``after`` names it (exact)."""
+        return sum(1 for other in self.jobs.values() if other.after and other.after.job == job_id)
 
     def job_id_by_name(self, owner: str, name: str) -> str | None:
         """The id of the owner's job called ``name``, or None."""
@@ -309,10 +314,18 @@ class MemoryJobStore:
 
     def get_spec(self, job_id: str) -> Job | None:
         """The live job as its spec alone gives it (not paused, no ``next_run_at``: no scheduling state), or
-        None when deleted."""
+        None when deleted; its ``downstream_count`` counted from the jobs held (exact, read under the lock)."""
         with self._lock:
             job = self.jobs.get(job_id)
-            return job.model_copy(update={"paused": False, "next_run_at": None}) if job is not None else None
+            if job is None:
+                return None
+            return job.model_copy(
+                update={
+                    "paused": False,
+                    "next_run_at": None,
+                    "downstream_count": self._downstream_count(job_id),
+                }
+            )
 
     def get_specs(self, job_ids: Sequence[str]) -> dict[str, Job]:
         """``get_spec`` of each of ``job_ids`` by job id, the deleted ones left out."""

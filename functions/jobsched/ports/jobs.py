@@ -223,6 +223,10 @@ class Rewrite:
     expected_updated_at: int
     expected_state: tuple[int | None, int] | None = None
     event: AuditEvent | None = None
+    relink: tuple[str | None, str | None] | None = None
+    """``(upstream id before, after)`` when the rewrite changes the job's ``after`` (PATCH): a store that keeps
+    the chain mark (``Job.downstream_count``, design §2.1) counts the new upstream in the same write and uncounts
+    the old one after it."""
 
 
 def change_key(version: int) -> str:

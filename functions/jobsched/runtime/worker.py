@@ -14,18 +14,20 @@ A record whose invocation has too little time left is handed back unclaimed (``j
 a batch item failure, its message visible again at once.
 
 AWS requests per run (the target's own call, e.g. the Lambda invoke of a ``lambda`` target, not counted):
-- success path: 3 = claim (UpdateItem) + the job's downstream jobs (Query of the ``by_upstream`` index, design
-  §2.1: none, no write more) + succeed (UpdateItem); 5 with ``overlap: skip`` (+ the lock's PutItem and
-  DeleteItem), 6 for a job changed within the longest a try lasts (+1 Query of its audit events). A job with
-  downstream jobs: + 1 PutItem per downstream run, its SendMessageBatch and the run's ``clear_sweep``.
+- success path: 2 = claim (UpdateItem) + succeed (UpdateItem); 4 with ``overlap: skip`` (+ the lock's
+  PutItem and DeleteItem), 5 for a job changed within the longest a try lasts (+1 Query of its audit events).
+  A job whose spec counts downstream jobs (its chain mark, design §2.1), or whose spec was read over
+  ``MARK_FRESH_MS`` before the run's end: + 1 Query of the ``by_upstream`` index (and BatchGetItem of their
+  scheduling items when there are some), 1 PutItem per downstream run, its SendMessageBatch and the run's
+  ``clear_sweep``.
   The message is deleted by the event source mapping.
 - per batch: 1 ChangeMessageVisibilityBatch (``Worker.hold``: a lost worker's message comes back once its
   run's heartbeat is stale) and 1 BatchGetItem of the batch's job specs (``Worker.read_specs``; if it fails,
   1 GetItem per run instead), 0.2 per run in batches of 10.
 - while a try runs: +2 per ``heartbeat_interval_s`` (30 s): UpdateItem + ChangeMessageVisibility.
 - failed try with attempts left: 3 = claim + retrying (UpdateItem) + retry message (SendMessageBatch).
-- last failed try: 6 = claim + dead (UpdateItem) + the downstream jobs' Query + dead-run SendMessage + SNS
-  Publish + UpdateItem.
+- last failed try: 5 = claim + dead (UpdateItem) + dead-run SendMessage + SNS Publish + UpdateItem (+ the
+  downstream jobs' Query as on the success path).
 - duplicate delivery: 1 (the refused claim).
 - handed back for lack of time (rare: never at the start of an invocation with the deployment's limits):
   1 = ChangeMessageVisibility, then the redelivery's own path.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from jobsched.clock import to_ms
@@ -77,6 +77,12 @@ def _entry_columns(due: DueEntry | None) -> tuple[Any, ...]:
         return (None,) * 7
     at, _, due_at, version = due.order
     return due.partition, due.bucket, due.shard, due_at, due.lane, at, version
+
+
+_DOWNSTREAM_COUNT = (
+    "(SELECT COUNT(*) FROM jobs AS down WHERE json_extract(down.spec, '$.after.job') = up.job_id)"
+)
+"""SQL of the ``downstream_count`` of the row ``up`` (the chain mark, design §2.1), on ``jobs_by_upstream``."""
 
 
 def _spec_json(job: Job) -> str:
@@ -145,12 +151,16 @@ class SqliteJobStore:
         return page, (rows[limit - 1][6] if len(rows) > limit and limit > 0 else None)
 
     def get(self, job_id: str) -> StoredJob:
-        """The live job ``job_id`` with its state. Raises ``NotFound``."""
+        """The live job ``job_id`` with its state (and its ``downstream_count``, as ``get_spec``). Raises
+        ``NotFound``."""
         with self.db.read() as conn:
-            row = conn.execute("SELECT spec, state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+            row = conn.execute(
+                f"SELECT spec, state, {_DOWNSTREAM_COUNT} FROM jobs AS up WHERE job_id = ?", (job_id,)
+            ).fetchone()
         if row is None:
             raise NotFound(job_id)
-        return _stored(job_id, row[0], row[1])
+        stored = _stored(job_id, row[0], row[1])
+        return replace(stored, job=stored.job.model_copy(update={"downstream_count": int(row[2])}))
 
     def job_id_by_name(self, owner: str, name: str) -> str | None:
         """The id of the owner's live job called ``name``, or None."""
@@ -247,10 +257,9 @@ class SqliteJobStore:
     # --- JobSpecs: the worker's view and the overlap lock ----------------------------------------
 
     def get_spec(self, job_id: str) -> Job | None:
-        """The live job as its spec alone gives it (not paused, no ``next_run_at``), or None when deleted."""
-        with self.db.read() as conn:
-            row = conn.execute("SELECT spec FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        return Job.model_validate_json(row[0]) if row else None
+        """The live job as its spec alone gives it (not paused, no ``next_run_at``), or None when deleted; its
+        ``downstream_count`` counted in the same read (``jobs_by_upstream``: exact)."""
+        return self.get_specs([job_id]).get(job_id)
 
     def get_specs(self, job_ids: Sequence[str]) -> dict[str, Job]:
         """``get_spec`` of each of ``job_ids`` by job id, the deleted ones left out; one read."""
@@ -259,9 +268,14 @@ class SqliteJobStore:
             return {}
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT job_id, spec FROM jobs WHERE job_id IN ({', '.join('?' * len(ids))})", ids
+                f"SELECT job_id, spec, {_DOWNSTREAM_COUNT} FROM jobs AS up"
+                f" WHERE job_id IN ({', '.join('?' * len(ids))})",
+                ids,
             ).fetchall()
-        return {str(job_id): Job.model_validate_json(spec) for job_id, spec in rows}
+        return {
+            str(job_id): Job.model_validate_json(spec).model_copy(update={"downstream_count": int(count)})
+            for job_id, spec, count in rows
+        }
 
     def acquire_overlap(self, request: OverlapRequest) -> OverlapHolder | None:
         """Take the lock for ``request``'s try when ``overlap_free`` (the fire that waits is kept): None when

@@ -1,8 +1,7 @@
 """AWS requests per run on the worker path, counted with botocore event hooks (the target's own call is
 not counted; these runs use ``command`` targets). The numbers are the ones in ``jobsched.runtime.worker``'s
-docstring: through the Lambda handler a batch's jobs are read together (success 3 per run + 0.2 per batch of
-10); a delivery handled alone reads its own job (success 4); a duplicate 1. Every run that ends succeeded or
-dead looks up its job's downstream jobs (one Query, design §2.1), which adds no write for a job without them."""
+docstring: through the Lambda handler a batch's jobs are read together (success 2 per run + 0.2 per batch of
+10); a delivery handled alone reads its own job (success 3, <= 3.5 per run); a duplicate 1."""
 
 from __future__ import annotations
 
@@ -15,12 +14,15 @@ import pytest
 from jobsched.aws.clients import Aws
 from jobsched.aws.queue import delivery_of
 from jobsched.clock import FakeClock
+from jobsched.domain.chains import MARK_FRESH_MS
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.dynamodb.jobs import JobStore
 from jobsched.models import Job
+from jobsched.ports.targets import TargetCall
 from jobsched.runtime.wiring import Components
 from jobsched.settings import Settings
+from jobsched.targets import commands
 
 from .conftest import T0, Context
 
@@ -38,7 +40,7 @@ def requests(aws: Aws) -> Counter[str]:
     return seen
 
 
-def test_the_success_path_of_a_delivery_handled_alone_costs_four_requests_per_run(
+def test_the_success_path_of_a_delivery_handled_alone_costs_three_requests_per_run(
     make_job: Callable[..., Job],
     make_run: Callable[..., dict[str, Any]],
     requests: Counter[str],
@@ -50,8 +52,8 @@ def test_the_success_path_of_a_delivery_handled_alone_costs_four_requests_per_ru
     requests.clear()
     for job in jobs:
         assert deliver(job) == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 8, "dynamodb.GetItem": 4, "dynamodb.Query": 4}
-    assert sum(requests.values()) / len(jobs) == 4
+    assert requests == {"dynamodb.UpdateItem": 8, "dynamodb.GetItem": 4}
+    assert sum(requests.values()) / len(jobs) == 3 <= 3.5
 
 
 @pytest.mark.parametrize("edited_recently", [False, True])
@@ -75,7 +77,7 @@ def test_overlap_skip_adds_one_lock_and_one_release(
         "dynamodb.UpdateItem": 3,
         "dynamodb.GetItem": 1,
         "dynamodb.DeleteItem": 1,
-        "dynamodb.Query": 2 if edited_recently else 1,  # (+ the downstream jobs' lookup, design §2.1)
+        **({"dynamodb.Query": 1} if edited_recently else {}),
     }
 
 
@@ -96,7 +98,7 @@ def test_overlap_skip_on_a_recently_changed_job_reads_one_page_of_events_whateve
     # Then looking for a try running without the lock costs one query (its newest audit events: no change of its
     # overlap), not a read of the job's whole history before the target starts (a Query with a status filter
     # reads pages of 100 items until 11 match: a job run every minute for the 90 days kept reads ~1,300 pages)
-    assert requests["dynamodb.Query"] == 2, requests  # and one of the downstream jobs (design §2.1)
+    assert requests["dynamodb.Query"] == 1, requests
 
 
 def test_a_duplicate_delivery_costs_one_request(
@@ -127,7 +129,6 @@ def test_failure_paths_cost_what_the_docstring_says(
     assert requests == {
         "dynamodb.UpdateItem": 3,
         "dynamodb.GetItem": 1,
-        "dynamodb.Query": 1,  # its job's downstream jobs (design §2.1)
         "sqs.SendMessage": 1,
         "sns.Publish": 1,
     }
@@ -157,12 +158,12 @@ def test_time_checks_cost_nothing_on_the_paths_that_run(
     job = due_job(timeout_s=840)
     requests.clear()
     assert worker.handle(delivery_of(record(job.id, T0), Context(remaining_ms=899_000))) == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "dynamodb.Query": 1}
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
     # little time left, but enough for this job: the spec is read before the claim, not twice
     short = due_job(timeout_s=30)
     requests.clear()
     assert worker.handle(delivery_of(record(short.id, T0), Context(remaining_ms=60_000))) == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "dynamodb.Query": 1}
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
     # a deleted job is claimed and skipped (no try to make room for)
     gone = due_job(timeout_s=600)
     assert jobs.get_spec(gone.id) is not None
@@ -205,13 +206,12 @@ def test_a_batch_through_the_lambda_handler_reads_its_jobs_in_one_request(
     requests.clear()
     # When the worker function handles it
     response = _handle_batch(worker, records)
-    # Then the batch's jobs were read with one request, not one per run (3.1 requests per run, from 4)
+    # Then the batch's jobs were read with one request, not one per run (2.2 requests per run, from 3.1)
     assert response == {"batchItemFailures": []}
     assert requests == {
         "sqs.ChangeMessageVisibilityBatch": 1,
         "dynamodb.BatchGetItem": 1,
         "dynamodb.UpdateItem": 20,  # claim and result of each, the deleted job's run recorded skipped
-        "dynamodb.Query": 9,  # each succeeded run's downstream jobs (design §2.1)
     }
     assert worker.runs.get(batch[3].id, T0).status.value == "skipped"  # type: ignore[union-attr]
     assert worker.runs.get(batch[4].id, T0).status.value == "succeeded"  # type: ignore[union-attr]
@@ -244,7 +244,6 @@ def test_a_batch_whose_jobs_cannot_be_read_together_reads_each_run_s_own(
         "sqs.ChangeMessageVisibilityBatch": 1,
         "dynamodb.GetItem": 3,
         "dynamodb.UpdateItem": 6,
-        "dynamodb.Query": 3,  # each run's downstream jobs (design §2.1)
     }
 
 
@@ -263,7 +262,7 @@ def test_a_delivery_whose_job_the_batch_did_not_read_reads_its_own(
         delivery_of(record(job.id, T0), Context()), BatchSpecs(frozenset({"j_other"}), {})
     )
     assert outcome == Outcome.SUCCEEDED
-    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1, "dynamodb.Query": 1}
+    assert requests == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
 
 
 def _handle_batch(worker: Worker, records: list[dict[str, Any]]) -> Any:
@@ -272,3 +271,48 @@ def _handle_batch(worker: Worker, records: list[dict[str, Any]]) -> Any:
     from jobsched.runtime.worker import Batches
 
     return worker_handler.handler({"Records": records}, Context(), batches=Batches(lambda: worker))
+
+
+def test_a_run_of_a_job_with_a_downstream_job_reads_its_downstream_jobs_and_makes_their_run(
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    requests: Counter[str],
+    deliver: Callable[..., str],
+    worker: Worker,
+) -> None:
+    # design §2.1: the upstream's spec carries the chain mark, so its run's end queries by_upstream
+    upstream = make_job()
+    downstream = make_job(after={"job": upstream.id})
+    make_run(upstream)
+    requests.clear()
+    assert deliver(upstream) == Outcome.SUCCEEDED
+    assert requests["dynamodb.Query"] == 1, requests  # the by_upstream index
+    chained = worker.runs.get(downstream.id, T0)
+    assert chained is not None and chained.upstream_run_id == f"{upstream.id}@{T0}"
+
+
+def test_a_downstream_job_made_while_an_upstream_run_lasts_gets_a_run_from_its_end(
+    make_job: Callable[..., Job],
+    make_run: Callable[..., dict[str, Any]],
+    deliver: Callable[..., str],
+    worker: Worker,
+    clock: FakeClock,
+) -> None:
+    # the spec the worker read before the try counted no downstream job; the try outlasts MARK_FRESH_MS, so the
+    # run's end reads the downstream jobs as the index has them by then (no chained run missed for the mark)
+    upstream = make_job(target={"type": "command", "name": "chainmark-slow"})
+    made: list[Job] = []
+
+    @commands.register("chainmark-slow", replace=True)
+    def slow(call: TargetCall) -> Any:
+        made.append(make_job(after={"job": upstream.id}))
+        clock.advance(MARK_FRESH_MS + 1)
+        return None
+
+    try:
+        make_run(upstream)
+        assert deliver(upstream) == Outcome.SUCCEEDED
+    finally:
+        commands.unregister("chainmark-slow")
+    chained = worker.runs.get(made[0].id, T0)
+    assert chained is not None and chained.upstream_run_id == f"{upstream.id}@{T0}"
