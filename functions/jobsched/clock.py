@@ -22,6 +22,11 @@ def from_ms(ms: int) -> datetime:
         raise ValueError(f"{ms} ms since the epoch is outside years 1-9999") from None
 
 
+def maybe_from_ms(ms: int | None) -> datetime | None:
+    """:func:`from_ms` of ``ms`` (epoch milliseconds); None stays None."""
+    return None if ms is None else from_ms(ms)
+
+
 def to_ms(value: datetime) -> int:
     """Aware datetime -> epoch milliseconds (UTC)."""
     return round(value.timestamp() * 1000)

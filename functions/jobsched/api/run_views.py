@@ -4,17 +4,10 @@ datetimes."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from jobsched.clock import from_ms
+from jobsched.clock import from_ms, maybe_from_ms
 from jobsched.models import Run, RunAttempt, RunDetail
 from jobsched.ports.runs import RunRow
 from jobsched.ports.tries import TryRecord
-
-
-def _instant(value: int | None) -> datetime | None:
-    """The UTC datetime of ``value`` (epoch ms); None stays None."""
-    return from_ms(value) if value is not None else None
 
 
 def run_view(row: RunRow) -> Run:
@@ -26,15 +19,15 @@ def run_view(row: RunRow) -> Run:
         status=row.status,
         kind=row.kind,
         attempt=row.attempt,
-        enqueued_at=_instant(row.enqueued_at),
-        started_at=_instant(row.started_at),
-        finished_at=_instant(row.finished_at),
+        enqueued_at=maybe_from_ms(row.enqueued_at),
+        started_at=maybe_from_ms(row.started_at),
+        finished_at=maybe_from_ms(row.finished_at),
         worker=row.worker,
         error=row.error,
         lateness_ms=row.lateness_ms,
         last_try_lateness_ms=last_try_lateness(row),
         skipped_count=row.skipped_count,
-        skipped_through=_instant(row.skipped_through),
+        skipped_through=maybe_from_ms(row.skipped_through),
         cancelled_by=row.cancelled_by,
         cancel_reason=row.cancel_reason,
         upstream_run_id=row.upstream_run_id,
@@ -57,8 +50,8 @@ def run_detail(row: RunRow) -> RunDetail:
     def attempt(record: TryRecord) -> RunAttempt:
         return RunAttempt(
             attempt=record.attempt,
-            started_at=_instant(record.started_at),
-            finished_at=_instant(record.finished_at),
+            started_at=maybe_from_ms(record.started_at),
+            finished_at=maybe_from_ms(record.finished_at),
             worker=record.worker,
             error=record.error,
             output=record.output,

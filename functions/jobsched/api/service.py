@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -53,7 +52,7 @@ from jobsched.api.schemas import (
     Page,
 )
 from jobsched.api.triggers import Triggers
-from jobsched.clock import Clock, to_ms
+from jobsched.clock import Clock, maybe_from_ms, to_ms
 from jobsched.domain import fires, registration
 from jobsched.models import (
     Fires,
@@ -201,7 +200,7 @@ class JobService:
             job, settings=self.settings, now_ms=now_ms, schedule=self._validated_schedule(job, now_ms)
         )
         next_run_at_ms = state.next_run_at
-        job = job.model_copy(update={"next_run_at": _instant(next_run_at_ms)})
+        job = job.model_copy(update={"next_run_at": maybe_from_ms(next_run_at_ms)})
         self._mark_partitions()
         try:
             self.jobs.create(job, state, self.audit.change(job.id, now_ms, 1, JobEventKind.CREATED, actor))
@@ -405,7 +404,7 @@ class JobService:
                 update={
                     "updated_at": from_ms(updated_ms),
                     "updated_by": actor or owner,
-                    "next_run_at": _instant(next_run_at_ms),
+                    "next_run_at": maybe_from_ms(next_run_at_ms),
                 }
             )
             term = state.term if state else 0
@@ -567,7 +566,3 @@ class JobService:
     ) -> Schedule | None:
         """``timing.validated_schedule`` with this deployment's ``min_interval_s``."""
         return timing.validated_schedule(job, now_ms, self.settings.min_interval_s, changed=changed)
-
-
-def _instant(ms: int | None) -> datetime | None:
-    return from_ms(ms) if ms is not None else None
