@@ -40,7 +40,8 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
 - A manual run is keyed at its request's instant, never at a fire (design §2: its ``scheduled_for`` never
   collides with a scheduled fire): a PATCH in the same millisecond has no fire at that instant.
 - A trigger runs once; a backfill runs each fire of ``[start, end)`` of the eras in force, dispatchable by the
-  request (fire plus offset at or before it), that had no try before it; a re-run runs its run once more.
+  request (fire plus offset at or before it), that had no try before it, unless ``overlap: skip`` recorded it
+  skipped beside a try of the run its reason names (design §5.4); a re-run runs its run once more.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ each handed back for at most ``MAX_GIVE_BACK_DELAY_S``."""
 FINISHED = ("succeeded", "dead")
 LOCKING = ("skip", "buffer_one", "replace")
 """The ``overlap`` policies under which no two tries of a job run together."""
+HOLDER = re.compile(r"run (\S+) of this job is still running")
+"""The run an ``overlap`` skip's reason names as holding the job's lock (or running without it)."""
 WAITING = re.compile(r"run (\S+) of this job is still running and run (\S+) waits for it")
 """The reason of a fire skipped under ``buffer_one``: the holder's run id and that of the fire that waits."""
 HOUR_MS = 3_600_000
@@ -495,7 +498,9 @@ class Oracle:
                     row = by_fire.get(fire)
                     if row is not None and row.kind.value == "manual" and (job.job_id, fire) in self.sends:
                         problems.append(f"{rid}: a fire of the schedule was sent under a manual run's key")
-                    if verdict == "run" and (_overlapped(by_fire.get(fire)) or _replaced(by_fire.get(fire))):
+                    if verdict == "run" and (
+                        self._skipped_beside(by_fire.get(fire)) or _replaced(by_fire.get(fire))
+                    ):
                         continue  # ``overlap: skip``: another try of the job ran then; ``replace``: a later fire ran
                     if verdict == "run" and not self.tries_of(rid) and not _dead_letter(by_fire.get(fire)):
                         problems.append(f"{rid}: a fire that must run ({era.spec.schedule}) never ran")
@@ -534,6 +539,18 @@ class Oracle:
                     problems.append(f"{waiting}: ran at {from_ms(later[0])} beside its holder {holder}")
         return problems
 
+    def _skipped_beside(self, row: RunRow | None) -> bool:
+        """A run recorded skipped by ``overlap: skip`` whose reason holds: the run it names as still running
+        (``HOLDER``) had a try that started at or before the skip was recorded (design §5.4: a run of a job under
+        ``skip`` that finds another run of the job running is recorded skipped, a backfilled one too)."""
+        if not _overlapped(row) or row is None or row.finished_at is None:
+            return False
+        named = HOLDER.search(row.error or "")
+        if named is None:
+            return True  # the try that may yet start is described, not named: its lock was held then
+        skipped_at = row.finished_at
+        return any(t.started <= skipped_at for t in self.tries_of(named.group(1)))
+
     def _requests(self, job: JobHistory, by_fire: dict[int, RunRow]) -> list[str]:
         problems = []
         if job.deleted is not None:
@@ -555,7 +572,7 @@ class Oracle:
         for backfill in job.backfills:
             for fire in self._owed(job, backfill):
                 tries = self.tries_of(run_id(job.job_id, fire))
-                if any(t.started < backfill.asked for t in tries):
+                if any(t.started < backfill.asked for t in tries) or self._skipped_beside(by_fire.get(fire)):
                     continue
                 if not any(t.started >= backfill.asked for t in tries):
                     problems.append(
