@@ -135,8 +135,8 @@ class JobService:
     @property
     def cancels(self) -> Cancels:
         """Cancels of one run (``Cancels``), on the service's current adapters; ``alerts``: the job's alerts."""
-        interval = self.settings.heartbeat_interval_s
-        return Cancels(self.jobs, self.runs, self.audit, self.clock, interval, self.alerts)
+        kept, beat = self.settings.retention_days, self.settings.heartbeat_interval_s
+        return Cancels(self.jobs, self.runs, self.audit, self.clock, beat, kept, self.alerts)
 
     @property
     def reruns(self) -> Reruns:

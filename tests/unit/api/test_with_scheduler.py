@@ -391,3 +391,44 @@ def test_fires_before_the_jobs_last_edit_or_in_a_skipped_summary_are_not_listed_
     http.clock.now_ms += MINUTE
     assert http("PATCH", f"/jobs/{job['id']}", body={"timezone": "Europe/Berlin"}).status == 200
     assert _history(http, f"/jobs/{job['id']}/runs", status="queued") == []
+
+
+def test_a_fire_listed_queued_can_be_cancelled_and_no_try_of_it_starts(http, scheduler):
+    # Given an every-minute job whose 10:00 fire was dispatched and is listed queued (no row: no claim yet)
+    job = http.create("minutely-cancel", schedule="* * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    [listed] = http("GET", f"/jobs/{job['id']}/runs").body["items"]
+    assert listed["status"] == "queued"
+    # When the owner cancels it by the id the listing shows
+    reply = http("POST", f"/jobs/{job['id']}/runs/{listed['id']}/cancel", body={"reason": "not today"})
+    # Then it ends cancelled, no try started, and the listing shows it cancelled (no longer queued)
+    assert reply.status == 200, reply.body
+    assert (reply.body["status"], reply.body["stop"]) == ("cancelled", "not_started")
+    assert reply.body["cancel_reason"] == "not today" and reply.body["cancelled_by"] == http.alice
+    assert _history(http, f"/jobs/{job['id']}/runs") == [(listed["scheduled_for"], "cancelled")]
+    # And the worker's claim of its message is refused: the run is never started, still cancelled
+    [message] = drain(http)
+    claim = claim_message(
+        http.backend.runs,
+        message,
+        worker="w-1",
+        now_ms=http.clock(),
+        retry_due_by_ms=http.clock(),
+        settings=http.settings,
+    )
+    assert not claim.claimed
+    assert http.backend.runs.get(job["id"], http.NOW_MS).status.value == "cancelled"
+    # And a second cancel answers the same
+    again = http("POST", f"/jobs/{job['id']}/runs/{listed['id']}/cancel", body={"reason": "other"})
+    assert again.status == 200 and again.body["cancel_reason"] == "not today"
+
+
+def test_a_fire_not_dispatched_is_still_404_to_cancel(http, scheduler):
+    # Given an every-minute job the scheduler dispatched up to 10:00 only
+    job = http.create("minutely-future", schedule="* * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    # Then its 10:01 fire (not dispatched, not listed) cannot be cancelled ahead: 404, nothing written
+    run_id = f"{job['id']}@{http.NOW_MS + MINUTE}"
+    reply = http("POST", f"/jobs/{job['id']}/runs/{run_id}/cancel")
+    assert reply.status == 404 and reply.error["code"] == "not_found"
+    assert http.backend.runs.get(job["id"], http.NOW_MS + MINUTE) is None
