@@ -317,12 +317,15 @@ class JobService:
             except ValidationError as error:
                 raise validation_problem(error) from error
             self._check_settings(settings, owner)
-            job = current.model_copy(update=dict(self.chains.resolve(owner, settings, job_id)))
+            resumed = current.paused and not settings.paused  # after's upstream checked when set or resumed
+            linked = (
+                self.chains.resolve(owner, settings, job_id) if resumed or "after" in changes else settings
+            )
+            job = current.model_copy(update=dict(linked))
             if settings.paused != current.paused:
                 job = job.model_copy(
                     update=paused_fields(actor or owner, now_ms, None, paused=settings.paused)
                 )
-            resumed = current.paused and not settings.paused
             if retimed:
                 schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
                 since_ms = timing.retimed_since_ms(
