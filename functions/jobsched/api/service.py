@@ -317,10 +317,8 @@ class JobService:
             except ValidationError as error:
                 raise validation_problem(error) from error
             self._check_settings(settings, owner)
-            resumed = current.paused and not settings.paused  # after's upstream checked when set or resumed
-            linked = (
-                self.chains.resolve(owner, settings, job_id) if resumed or "after" in changes else settings
-            )
+            resumed = current.paused and not settings.paused
+            linked = self.chains.edited(owner, settings, job_id, recheck=resumed or "after" in changes)
             job = current.model_copy(update=dict(linked))
             if settings.paused != current.paused:
                 job = job.model_copy(
