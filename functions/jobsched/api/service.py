@@ -366,7 +366,7 @@ class JobService:
         missed (design §4.4; ``backfill`` runs them on purpose). The pause's who/when/why are cleared (the events
         keep them). Idempotent.
 
-        Raises ``JobNotFound``, ``ConcurrentChange``.
+        Raises ``JobNotFound``, ``ConcurrentChange``, ``UpstreamNotFound`` (404: its upstream was deleted).
         """
         return self._set_paused(owner, job_id, paused=False, reason=None, actor=actor or owner)
 
@@ -375,6 +375,7 @@ class JobService:
             job = current.model_copy(update=paused_fields(actor, now_ms, reason, paused=paused))
             next_run_at = state.next_run_at if state else None
             if not paused:
+                self.chains.resolve(owner, current, job_id)  # a resumed job's upstream must be live
                 next_run_at = timing.resumed_next_run_at(state, now_ms)
             return job, timing.stored_anchor_ms(state, current), next_run_at
 

@@ -160,6 +160,9 @@ def test_a_job_whose_upstream_was_deleted_can_still_be_edited_and_relinked(http)
     # a resume through PATCH still names the missing upstream (it would wait for runs that never come)
     resumed = http("PATCH", f"/jobs/{load['id']}", body={"paused": False})
     assert resumed.status == 404 and resumed.error["field"] == "after.job"
+    resumed = http("POST", f"/jobs/{load['id']}/resume")
+    assert resumed.status == 404 and resumed.error["field"] == "after.job"
+    assert http("GET", f"/jobs/{load['id']}").body["paused"] is True
     # pointing after at a live job relinks it
     again = http.create("extract-2")
     relinked = http("PATCH", f"/jobs/{load['id']}", body={"after": {"job": "extract-2"}, "paused": False})
