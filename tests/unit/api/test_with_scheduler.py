@@ -406,6 +406,7 @@ def test_a_fire_listed_queued_can_be_cancelled_and_no_try_of_it_starts(http, sch
     assert (reply.body["status"], reply.body["stop"]) == ("cancelled", "not_started")
     assert reply.body["cancel_reason"] == "not today" and reply.body["cancelled_by"] == http.alice
     assert _history(http, f"/jobs/{job['id']}/runs") == [(listed["scheduled_for"], "cancelled")]
+    assert _history(http, "/runs", status="cancelled") == [(listed["scheduled_for"], "cancelled")]
     # And the worker's claim of its message is refused: the run is never started, still cancelled
     [message] = drain(http)
     claim = claim_message(
