@@ -83,8 +83,8 @@ class Cancels:
     def _queue_listed(self, key: RunKey) -> bool:
         """Give run ``key`` its ``queued`` row when it has none and the job's listing shows it queued (a fire
         dispatched that no worker has claimed, ``QueuedRuns``), so that the cancel has a row to end; the row is
-        the one the worker's claim would make (kept ``retention_days``, out of the sweep index: its message is
-        its record). Whether such a fire was found; one read of the job and of its rows about the fire, one
+        the one the worker's claim would make (``enqueued_at`` its dispatch, which its message's send follows;
+        kept ``retention_days``; out of the sweep index: its message is its record). Whether such a fire was found; one read of the job and of its rows about the fire, one
         conditional insert (a claim that made the row first wins: the cancel then finds that row)."""
         try:
             stored = self.jobs.get(key.job_id)
@@ -98,7 +98,7 @@ class Cancels:
         row = new_run(
             key.job_id,
             key.scheduled_for,
-            now_ms=self.clock(),
+            now_ms=fire.dispatch_at if fire.dispatch_at is not None else self.clock(),
             retention_days=self.retention_days,
             dispatch_at_ms=fire.dispatch_at,
             sweep_after_ms=None,

@@ -22,6 +22,7 @@ from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.runs import claim_message
 from jobsched.domain.tick import Scheduler
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_messages import RunMessage
 from jobsched.runtime.wiring import tick_config
 from jobsched.schedule.engine import jitter_offset_ms
@@ -433,3 +434,39 @@ def test_a_fire_not_dispatched_is_still_404_to_cancel(http, scheduler):
     reply = http("POST", f"/jobs/{job['id']}/runs/{run_id}/cancel")
     assert reply.status == 404 and reply.error["code"] == "not_found"
     assert http.backend.runs.get(job["id"], http.NOW_MS + MINUTE) is None
+
+
+def test_a_queued_fires_cancel_that_fails_after_its_row_is_made_leaves_the_fire_to_run(
+    http, scheduler, monkeypatch
+):
+    # Given an every-minute job whose 10:00 fire is listed queued, and a run store whose cancel write fails
+    job = http.create("minutely-cancel-fails", schedule="* * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    [listed] = http("GET", f"/jobs/{job['id']}/runs").body["items"]
+    http.clock.now_ms += MINUTE // 2
+    calls: list[int] = []
+    real_cancel = http.backend.runs.cancel
+
+    def fails_second(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise StoreUnavailable("runs table unreachable")
+        return real_cancel(*args, **kwargs)
+
+    monkeypatch.setattr(http.backend.runs, "cancel", fails_second)
+    # When the cancel made the fire's row, then failed to cancel it
+    reply = http("POST", f"/jobs/{job['id']}/runs/{listed['id']}/cancel")
+    assert reply.status == 500, reply.body
+    # Then the fire is still queued, and its message's claim takes it, in its own round too (dead-letter drain)
+    assert http.backend.runs.get(job["id"], http.NOW_MS).status.value == "queued"
+    [message] = drain(http)
+    claim = claim_message(
+        http.backend.runs,
+        message,
+        worker="w-1",
+        now_ms=http.clock(),
+        retry_due_by_ms=http.clock(),
+        settings=http.settings,
+        same_round=True,
+    )
+    assert claim.claimed
