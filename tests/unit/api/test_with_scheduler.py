@@ -94,6 +94,21 @@ def drain(http: Any) -> list[RunMessage]:
     return list(http.backend.queue.take())
 
 
+def claim_now(http: Any, message: RunMessage, *, same_round: bool = False) -> Any:
+    """Worker ``w-1``'s claim of ``message``'s run now (``same_round``: in the message's round only, as the
+    dead-letter drain claims)."""
+    now = http.clock()
+    return claim_message(
+        http.backend.runs,
+        message,
+        worker="w-1",
+        now_ms=now,
+        retry_due_by_ms=now,
+        settings=http.settings,
+        same_round=same_round,
+    )
+
+
 def iso(ms: int) -> str:
     """An instant as the API writes it (``2026-03-02T10:05:00Z``)."""
     return str(TypeAdapter(datetime).dump_python(from_ms(ms), mode="json"))
@@ -357,14 +372,7 @@ def test_fires_dispatched_and_not_yet_claimed_are_listed_queued_until_their_clai
     assert _history(http, f"/jobs/{job['id']}/runs", status="running") == []
     # When a worker claims the 10:00 fire (its row made by the claim)
     message = next(m for m in drain(http) if m.scheduled_for == http.NOW_MS)
-    claim = claim_message(
-        http.backend.runs,
-        message,
-        worker="w-1",
-        now_ms=http.clock(),
-        retry_due_by_ms=http.clock(),
-        settings=http.settings,
-    )
+    claim = claim_now(http, message)
     assert claim.claimed
     # Then it is listed once, running, and the two others still queued
     assert _history(http, f"/jobs/{job['id']}/runs") == [*queued[:2], (fires[2], "running")]
@@ -410,14 +418,7 @@ def test_a_fire_listed_queued_can_be_cancelled_and_no_try_of_it_starts(http, sch
     assert _history(http, "/runs", status="cancelled") == [(listed["scheduled_for"], "cancelled")]
     # And the worker's claim of its message is refused: the run is never started, still cancelled
     [message] = drain(http)
-    claim = claim_message(
-        http.backend.runs,
-        message,
-        worker="w-1",
-        now_ms=http.clock(),
-        retry_due_by_ms=http.clock(),
-        settings=http.settings,
-    )
+    claim = claim_now(http, message)
     assert not claim.claimed
     assert http.backend.runs.get(job["id"], http.NOW_MS).status.value == "cancelled"
     # And a second cancel answers the same
@@ -460,13 +461,5 @@ def test_a_queued_fires_cancel_that_fails_after_its_row_is_made_leaves_the_fire_
     # Then the fire is still queued, and its message's claim takes it, in its own round too (dead-letter drain)
     assert http.backend.runs.get(job["id"], http.NOW_MS).status.value == "queued"
     [message] = drain(http)
-    claim = claim_message(
-        http.backend.runs,
-        message,
-        worker="w-1",
-        now_ms=http.clock(),
-        retry_due_by_ms=http.clock(),
-        settings=http.settings,
-        same_round=True,
-    )
+    claim = claim_now(http, message, same_round=True)
     assert claim.claimed
