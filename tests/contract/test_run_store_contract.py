@@ -688,6 +688,21 @@ def test_a_queued_run_is_cancelled_once_and_never_claimed(store: Any) -> None:
     assert not _claim(store).claimed
 
 
+def test_a_fire_with_no_row_cancelled_through_the_row_its_claim_would_make_is_never_claimed(
+    store: Any,
+) -> None:
+    # the API's cancel of a fire listed queued (no row yet): the row its claim would make, then the cancel
+    made = new_run("j_a", T0, now_ms=NOW - 5, retention_days=90, sweep_after_ms=None, owner="team-a")
+    assert store.put_new(made) is None
+    assert cancel_run(store, FIRST, now_ms=NOW, by="alice").done
+    # its message's claim, which would make the row, finds it cancelled: refused, nothing changed
+    create = new_run("j_a", T0, now_ms=NOW + 10, retention_days=90, sweep_after_ms=None)
+    claim = _claim(store, now=NOW + 10, create=create)
+    assert not claim.claimed and claim.before.status is RunStatus.CANCELLED
+    row = store.get("j_a", T0)
+    assert row.status is RunStatus.CANCELLED and row.cancelled_from is RunStatus.QUEUED and row.attempt == 0
+
+
 def test_a_cancel_without_a_reason_stores_none(store: Any) -> None:
     _queued(store)
     assert cancel_run(store, FIRST, now_ms=NOW, by="alice").done

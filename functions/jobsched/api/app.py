@@ -563,7 +563,8 @@ def retry_run(
     "and no dead-run alert follow. A queued or retrying run never starts a try; a running `shell` or `command` "
     "try is terminated and an `http` request aborted by its worker within one heartbeat interval; a `lambda` "
     "or `sqs` target cannot be recalled and may still finish (`stop` says which). A cancelled run answers as "
-    "the first cancel did; a `succeeded`, `dead` or `skipped` run answers 409.",
+    "the first cancel did; a `succeeded`, `dead` or `skipped` run answers 409. A scheduled fire the listings "
+    "show `queued` (dispatched, not yet claimed) is cancelled by its id too; a fire not yet dispatched is a 404.",
     tags=["runs"],
     responses=responses({200: (RunCancel, "The cancelled run, and what became of its try")}, 404, 409),
 )

@@ -61,6 +61,13 @@ class ChainLinks:
                 return settings.model_copy(update={"after": after})
         raise InvalidInput("after", f"a chain may be at most {MAX_CHAIN_DEPTH} jobs long")
 
+    def edited(self, owner: str, settings: Settings, job_id: str, *, recheck: bool) -> Settings:
+        """``settings`` of an edit of job ``job_id``: as ``resolve`` makes them when ``recheck`` (the edit sets
+        ``after``, or resumes the job: a resumed job must have a live upstream), else as they are: an ``after``
+        the edit leaves alone names the upstream it named, even one deleted since (the job was paused then),
+        so other fields of such a job can be edited. Raises as ``resolve``."""
+        return self.resolve(owner, settings, job_id) if recheck else settings
+
     def _upstream(self, owner: str, reference: str) -> Job:
         """The owner's live job ``reference`` (an id, else a name). Raises ``UpstreamNotFound``."""
         job_id = reference if is_job_id(reference) else self.owned.jobs.job_id_by_name(owner, reference)

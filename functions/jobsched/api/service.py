@@ -135,8 +135,8 @@ class JobService:
     @property
     def cancels(self) -> Cancels:
         """Cancels of one run (``Cancels``), on the service's current adapters; ``alerts``: the job's alerts."""
-        interval = self.settings.heartbeat_interval_s
-        return Cancels(self.jobs, self.runs, self.audit, self.clock, interval, self.alerts)
+        kept, beat = self.settings.retention_days, self.settings.heartbeat_interval_s
+        return Cancels(self.jobs, self.runs, self.audit, self.clock, beat, kept, self.alerts)
 
     @property
     def reruns(self) -> Reruns:
@@ -317,12 +317,13 @@ class JobService:
             except ValidationError as error:
                 raise validation_problem(error) from error
             self._check_settings(settings, owner)
-            job = current.model_copy(update=dict(self.chains.resolve(owner, settings, job_id)))
+            resumed = current.paused and not settings.paused
+            linked = self.chains.edited(owner, settings, job_id, recheck=resumed or "after" in changes)
+            job = current.model_copy(update=dict(linked))
             if settings.paused != current.paused:
                 job = job.model_copy(
                     update=paused_fields(actor or owner, now_ms, None, paused=settings.paused)
                 )
-            resumed = current.paused and not settings.paused
             if retimed:
                 schedule = self._validated_schedule(job, now_ms, changed=frozenset(changes))
                 since_ms = timing.retimed_since_ms(
@@ -365,7 +366,7 @@ class JobService:
         missed (design §4.4; ``backfill`` runs them on purpose). The pause's who/when/why are cleared (the events
         keep them). Idempotent.
 
-        Raises ``JobNotFound``, ``ConcurrentChange``.
+        Raises ``JobNotFound``, ``ConcurrentChange``, ``UpstreamNotFound`` (404: its upstream was deleted).
         """
         return self._set_paused(owner, job_id, paused=False, reason=None, actor=actor or owner)
 
@@ -374,6 +375,7 @@ class JobService:
             job = current.model_copy(update=paused_fields(actor, now_ms, reason, paused=paused))
             next_run_at = state.next_run_at if state else None
             if not paused:
+                self.chains.resolve(owner, current, job_id)  # a resumed job's upstream must be live
                 next_run_at = timing.resumed_next_run_at(state, now_ms)
             return job, timing.stored_anchor_ms(state, current), next_run_at
 

@@ -217,13 +217,16 @@ class OverlapLock:
 
     def _replace(self, owned: Owned, run: str, now: int) -> bool:
         """Under ``replace``: cancel run id ``run`` of ``owned``'s job at ``now`` (epoch ms) for ``owned``'s run
-        (``cancel_run``, by ``REPLACED_BY``; 1 conditional write). True when this call cancelled a run that had no
+        (``cancel_run``, by ``REPLACED_BY``; 1 conditional write), unless ``run`` is newer (a later
+        ``scheduled_for``: an older run's retry never replaces a newer fire, the newest fire runs). True when this call cancelled a run that had no
         try running (queued, or retrying: the lock it held or waited for is free of it now), else False (a
         running try, cancelled by this call or earlier, stops at its worker's next heartbeat; or the run is over
         or gone). Raises ``StoreUnavailable``."""
         _, _, scheduled_for = run.partition("@")
         if run == owned.run_id or not scheduled_for.isdigit():
             return False  # its own earlier try, held on: waited for, never cancelled
+        if int(scheduled_for) > owned.scheduled_for:
+            return False  # a newer fire's run: the try of an older one (its retry) waits for it instead
         reason = f"replaced by run {owned.run_id} (overlap: replace)"
         done = cancel_run(
             self.runs, RunKey(owned.job_id, int(scheduled_for)), now_ms=now, by=REPLACED_BY, reason=reason

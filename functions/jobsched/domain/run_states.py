@@ -270,7 +270,7 @@ TRANSITIONS: dict[str, Transition] = {
             "insert",
             NoRow(),
             (Insert("row"),),
-            "scheduler (skipped fires), API (manual runs, backfill), worker and sweeper (chained runs): a run"
+            "scheduler (skipped fires), API (manual runs, backfill, the cancel of a fire listed queued), worker and sweeper (chained runs): a run"
             " exists once per (job_id, scheduled_for)",
             answers="before",
         ),

@@ -147,6 +147,29 @@ def test_deleting_an_upstream_pauses_the_jobs_that_run_after_it_with_a_reason(ht
     assert kinds[0] == "paused"
 
 
+def test_a_job_whose_upstream_was_deleted_can_still_be_edited_and_relinked(http):
+    extract = http.create("extract")
+    load = create_after(http, "load", extract["id"])
+    assert http("DELETE", f"/jobs/{extract['id']}").status == 204
+
+    # an edit that leaves after alone is kept (the broken link stays, the job stays paused)
+    edited = http("PATCH", f"/jobs/{load['id']}", body={"labels": {"team": "data"}})
+    assert edited.status == 200, edited.body
+    assert edited.body["labels"] == {"team": "data"} and edited.body["after"]["job"] == extract["id"]
+    assert edited.body["paused"] is True
+    # a resume through PATCH still names the missing upstream (it would wait for runs that never come)
+    resumed = http("PATCH", f"/jobs/{load['id']}", body={"paused": False})
+    assert resumed.status == 404 and resumed.error["field"] == "after.job"
+    resumed = http("POST", f"/jobs/{load['id']}/resume")
+    assert resumed.status == 404 and resumed.error["field"] == "after.job"
+    assert http("GET", f"/jobs/{load['id']}").body["paused"] is True
+    # pointing after at a live job relinks it
+    again = http.create("extract-2")
+    relinked = http("PATCH", f"/jobs/{load['id']}", body={"after": {"job": "extract-2"}, "paused": False})
+    assert relinked.status == 200, relinked.body
+    assert relinked.body["after"]["job"] == again["id"] and relinked.body["paused"] is False
+
+
 def test_a_job_after_another_has_no_fires_to_backfill_but_can_be_triggered(http):
     http.create("extract")
     load = create_after(http, "load", "extract")

@@ -22,6 +22,7 @@ from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.runs import claim_message
 from jobsched.domain.tick import Scheduler
+from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.run_messages import RunMessage
 from jobsched.runtime.wiring import tick_config
 from jobsched.schedule.engine import jitter_offset_ms
@@ -91,6 +92,21 @@ def peek(http: Any) -> list[RunMessage]:
 def drain(http: Any) -> list[RunMessage]:
     """The messages on the run queue, taken off it."""
     return list(http.backend.queue.take())
+
+
+def claim_now(http: Any, message: RunMessage, *, same_round: bool = False) -> Any:
+    """Worker ``w-1``'s claim of ``message``'s run now (``same_round``: in the message's round only, as the
+    dead-letter drain claims)."""
+    now = http.clock()
+    return claim_message(
+        http.backend.runs,
+        message,
+        worker="w-1",
+        now_ms=now,
+        retry_due_by_ms=now,
+        settings=http.settings,
+        same_round=same_round,
+    )
 
 
 def iso(ms: int) -> str:
@@ -356,14 +372,7 @@ def test_fires_dispatched_and_not_yet_claimed_are_listed_queued_until_their_clai
     assert _history(http, f"/jobs/{job['id']}/runs", status="running") == []
     # When a worker claims the 10:00 fire (its row made by the claim)
     message = next(m for m in drain(http) if m.scheduled_for == http.NOW_MS)
-    claim = claim_message(
-        http.backend.runs,
-        message,
-        worker="w-1",
-        now_ms=http.clock(),
-        retry_due_by_ms=http.clock(),
-        settings=http.settings,
-    )
+    claim = claim_now(http, message)
     assert claim.claimed
     # Then it is listed once, running, and the two others still queued
     assert _history(http, f"/jobs/{job['id']}/runs") == [*queued[:2], (fires[2], "running")]
@@ -391,3 +400,66 @@ def test_fires_before_the_jobs_last_edit_or_in_a_skipped_summary_are_not_listed_
     http.clock.now_ms += MINUTE
     assert http("PATCH", f"/jobs/{job['id']}", body={"timezone": "Europe/Berlin"}).status == 200
     assert _history(http, f"/jobs/{job['id']}/runs", status="queued") == []
+
+
+def test_a_fire_listed_queued_can_be_cancelled_and_no_try_of_it_starts(http, scheduler):
+    # Given an every-minute job whose 10:00 fire was dispatched and is listed queued (no row: no claim yet)
+    job = http.create("minutely-cancel", schedule="* * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    [listed] = http("GET", f"/jobs/{job['id']}/runs").body["items"]
+    assert listed["status"] == "queued"
+    # When the owner cancels it by the id the listing shows
+    reply = http("POST", f"/jobs/{job['id']}/runs/{listed['id']}/cancel", body={"reason": "not today"})
+    # Then it ends cancelled, no try started, and the listing shows it cancelled (no longer queued)
+    assert reply.status == 200, reply.body
+    assert (reply.body["status"], reply.body["stop"]) == ("cancelled", "not_started")
+    assert reply.body["cancel_reason"] == "not today" and reply.body["cancelled_by"] == http.alice
+    assert _history(http, f"/jobs/{job['id']}/runs") == [(listed["scheduled_for"], "cancelled")]
+    assert _history(http, "/runs", status="cancelled") == [(listed["scheduled_for"], "cancelled")]
+    # And the worker's claim of its message is refused: the run is never started, still cancelled
+    [message] = drain(http)
+    claim = claim_now(http, message)
+    assert not claim.claimed
+    assert http.backend.runs.get(job["id"], http.NOW_MS).status.value == "cancelled"
+    # And a second cancel answers the same
+    again = http("POST", f"/jobs/{job['id']}/runs/{listed['id']}/cancel", body={"reason": "other"})
+    assert again.status == 200 and again.body["cancel_reason"] == "not today"
+
+
+def test_a_fire_not_dispatched_is_still_404_to_cancel(http, scheduler):
+    # Given an every-minute job the scheduler dispatched up to 10:00 only
+    job = http.create("minutely-future", schedule="* * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    # Then its 10:01 fire (not dispatched, not listed) cannot be cancelled ahead: 404, nothing written
+    run_id = f"{job['id']}@{http.NOW_MS + MINUTE}"
+    reply = http("POST", f"/jobs/{job['id']}/runs/{run_id}/cancel")
+    assert reply.status == 404 and reply.error["code"] == "not_found"
+    assert http.backend.runs.get(job["id"], http.NOW_MS + MINUTE) is None
+
+
+def test_a_queued_fires_cancel_that_fails_after_its_row_is_made_leaves_the_fire_to_run(
+    http, scheduler, monkeypatch
+):
+    # Given an every-minute job whose 10:00 fire is listed queued, and a run store whose cancel write fails
+    job = http.create("minutely-cancel-fails", schedule="* * * * *")
+    step_at(http, scheduler, http.NOW_MS + 5)
+    [listed] = http("GET", f"/jobs/{job['id']}/runs").body["items"]
+    http.clock.now_ms += MINUTE // 2
+    calls: list[int] = []
+    real_cancel = http.backend.runs.cancel
+
+    def fails_second(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise StoreUnavailable("runs table unreachable")
+        return real_cancel(*args, **kwargs)
+
+    monkeypatch.setattr(http.backend.runs, "cancel", fails_second)
+    # When the cancel made the fire's row, then failed to cancel it
+    reply = http("POST", f"/jobs/{job['id']}/runs/{listed['id']}/cancel")
+    assert reply.status == 500, reply.body
+    # Then the fire is still queued, and its message's claim takes it, in its own round too (dead-letter drain)
+    assert http.backend.runs.get(job["id"], http.NOW_MS).status.value == "queued"
+    [message] = drain(http)
+    claim = claim_now(http, message, same_round=True)
+    assert claim.claimed

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.cancels import cancel_run
 from jobsched.domain.overlap import CLOCK_SKEW_MS, CONTENDED_WAIT_S, OverlapLock
 from jobsched.domain.retries import Outcome, Owned
 from jobsched.domain.worker import Deferred
@@ -20,6 +21,7 @@ from jobsched.ports.runs import (
     ClaimRequest,
     OverlapHolder,
     OverlapRequest,
+    RunKey,
     run_id,
 )
 from jobsched.ports.targets import TargetCall
@@ -159,3 +161,24 @@ def test_a_fire_whose_lock_changes_hands_on_every_request_waits_and_asks_again(k
     lock = OverlapLock(settings=kit.settings, runs=kit.runs, jobs=_ChangingHands(kit.jobs), clock=kit.clock)
     blocked = lock.take(Owned(job.id, T0 + MINUTE, 1, "w-1"), job, kit.clock())
     assert blocked is not None and blocked.wait_s == CONTENDED_WAIT_S and not blocked.buffered
+
+
+def test_a_fire_that_waits_cancelled_by_its_owner_gives_its_place_to_the_next_fire(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given a buffer_one job whose 02:00 try runs holding the lock and whose 02:01 fire waits for it
+    job = _job_with_runs(kit, 3)
+    holder = holder_running(kit, job)
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0 + MINUTE)
+    # When the owner cancels the 02:01 run, and the 02:02 fire comes: it waits in its place (not skipped)
+    assert cancel_run(kit.runs, RunKey(job.id, T0 + MINUTE), now_ms=kit.clock(), by="alice").done
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0 + 2 * MINUTE)
+    assert _status(kit, job, T0 + 2 * MINUTE) is RunStatus.QUEUED
+    # And the cancelled 02:01, delivered again, never starts a try
+    assert kit.deliver(job, T0 + MINUTE) == Outcome.DROPPED.value
+    # When the 02:00 try lets go of the lock, it is handed to 02:02, which runs, once
+    kit.worker.overlap.release(holder)
+    assert kit.deliver(job, T0 + 2 * MINUTE) == Outcome.SUCCEEDED.value
+    assert _status(kit, job, T0 + MINUTE) is RunStatus.CANCELLED and len(calls) == 1

@@ -21,7 +21,14 @@ from jobsched.models import Job, RunStatus
 from jobsched.ports.runs import ClaimRequest, RunKey, RunRow, run_id
 from jobsched.ports.targets import TargetCall
 from jobsched.targets import commands
-from tests.support.worker import T0, Kit, SimWaiter, holder_running, owner_sets_overlap_skip
+from tests.support.worker import (
+    T0,
+    Kit,
+    SimWaiter,
+    holder_running,
+    owner_sets_overlap_skip,
+    take_overlap_lock,
+)
 
 MINUTE = 60_000
 
@@ -234,3 +241,21 @@ def test_a_replaced_try_that_ignores_its_stop_keeps_the_fire_from_running_beside
     kit.clock.advance(kit.settings.worker_timeout_cap_s * 1000 + CLOCK_SKEW_MS)
     assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED.value
     assert [ran for ran, _ in seen["ran"]] == [T0 + MINUTE]
+
+
+def test_a_retry_of_an_older_run_does_not_replace_a_newer_fires_running_try(
+    kit: Kit, calls: list[TargetCall]
+) -> None:
+    # Given a replace job whose 02:00 run failed once and waits for its retry, while its 02:01 fire's try runs
+    # holding the lock
+    job = _job_with_runs(kit, 2)
+    kit.runs.force(job.id, T0, status=RunStatus.RETRYING, attempt=1)
+    newer = T0 + MINUTE
+    assert kit.runs.claim(ClaimRequest(RunKey(job.id, newer), "w-holder", kit.clock(), 0, 0)).claimed
+    assert take_overlap_lock(kit, job, newer, "w-holder") is None
+    # When the 02:00 retry is delivered
+    with pytest.raises(Deferred):
+        kit.deliver(job, T0)
+    # Then the newer fire's try is not cancelled (the newest fire runs); the retry waits for the lock, not run
+    assert _row(kit, job, newer).status is RunStatus.RUNNING
+    assert _row(kit, job, T0).status is RunStatus.RETRYING and calls == []
