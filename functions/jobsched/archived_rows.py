@@ -25,10 +25,11 @@ ARCHIVED_INSTANTS = (
 def archived_run(row: dict[str, Any]) -> dict[str, Any]:
     """An archived row (``domain.archive.archive_row``'s shape, epoch ms) in the API's run shape: ``id``
     (``<job_id>@<scheduled_for ms>``), its instants as ISO 8601 UTC with milliseconds (``...Z``), the tries as
-    archived, and ``"archived": true``. Raises ``KeyError`` without ``job_id`` or ``scheduled_for``."""
+    archived, and ``archived`` as the row says (a row of the runs table in an archive answer: false), else true.
+    Raises ``KeyError`` without ``job_id`` or ``scheduled_for``."""
     run = {name: value for name, value in row.items() if value is not None}
     run.update({name: _iso(run[name]) for name in ARCHIVED_INSTANTS if name in run})
-    return {"id": f"{row['job_id']}@{row['scheduled_for']}", **run, "archived": True}
+    return {"id": f"{row['job_id']}@{row['scheduled_for']}", **run, "archived": run.get("archived", True)}
 
 
 def _iso(epoch_ms: int) -> str:

@@ -4,14 +4,18 @@ answered from the archive, for the caller's owner only.
 :meth:`ArchiveReads.start` starts the owner's query (``domain.archive_queries.runs_query``: the owner a partition
 predicate and a parameter, never a request field) and answers ``{"query_id", "status": "running"}`` (HTTP 202,
 ``Location: /archive/queries/{query_id}``), or the rows at once when the engine is done (local mode's DuckDB).
-:meth:`ArchiveReads.poll` answers a query's state and rows only to the owner whose partition it reads (the engine
-keeps the query's parameters: no key of our own binds it): any other caller, and an unknown id, get 404. Without
+:meth:`ArchiveReads.poll` answers a query's state and rows only to the owner of its window (the engine keeps the
+query's text and parameters, ``domain.archive_queries.window_of``: no key of our own binds it): any other caller,
+and an unknown id, get 404. A succeeded query's rows are merged with the runs table's rows of the same window
+(``domain.archive_queries.merged_rows``: runs before the retention that TTL has not deleted yet, and backfills of
+old fires, are still in the table), each marked ``archived``. Without
 an archive (``queries`` None) a window before the retention is answered ``HistoryGone`` (410, code
 ``beyond_retention``, field ``since``), saying where the history went.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,10 +23,19 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from jobsched.api.exceptions import ArchiveQueryNotFound, HistoryGone, InvalidInput
-from jobsched.domain.archive import owner_partition
-from jobsched.domain.archive_queries import ArchiveWindowError, reaches_archive, retention_floor, runs_query
+from jobsched.domain.archive_queries import (
+    ArchiveWindowError,
+    merged_rows,
+    reaches_archive,
+    retention_floor,
+    runs_query,
+)
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.archive_queries import ArchiveQueries, QueryResult, QueryState, RunsWindow, UnknownQuery
+from jobsched.ports.runs import RunRow
+
+RecentRows = Callable[[RunsWindow], Sequence[RunRow]]
+"""The runs table's rows of a window (its owner's only, newest first, at most its ``limit``)."""
 
 QUERIES_PATH = "/archive/queries/"
 NO_ARCHIVE = (
@@ -40,8 +53,9 @@ class ArchiveQueryStatus(BaseModel):
     status: QueryState = Field(description="running, succeeded or failed")
     runs: list[dict[str, Any]] | None = Field(
         None,
-        description="once succeeded: the archived runs of the caller's owner, newest `scheduled_for` first, as "
-        "archived (instants in epoch ms, UTC; no cursor: narrow the window for more)",
+        description="once succeeded: the caller's runs of the window, newest `scheduled_for` first, from the archive "
+        "and from the runs table (each once; `archived` says which), as archived (instants in epoch ms, UTC; no "
+        "cursor: narrow the window for more)",
     )
     reason: str | None = Field(None, description="once failed: why, as the query engine says")
 
@@ -79,11 +93,15 @@ class ArchiveAnswer:
 
 class ArchiveReads:
     """Archive reads for the API: ``queries`` (None: no archive configured), ``retention_days`` of the runs
-    table."""
+    table, and ``recent``: the runs table's rows of a window, merged into a succeeded query's answer (None: the
+    archive's rows alone)."""
 
-    def __init__(self, queries: ArchiveQueries | None, *, retention_days: int) -> None:
+    def __init__(
+        self, queries: ArchiveQueries | None, *, retention_days: int, recent: RecentRows | None = None
+    ) -> None:
         self._queries = queries
         self._retention_days = retention_days
+        self._recent = recent
 
     def reaches(self, since_ms: int | None, now_ms: int) -> bool:
         """True when a window from ``since_ms`` (epoch ms) reaches before the retention: the archive answers it."""
@@ -130,7 +148,7 @@ class ArchiveReads:
         except ArchiveWindowError as error:
             raise InvalidInput(error.field, str(error)) from error
         query_id = self._queries.start(query)
-        return self._answer(query_id, self._queries.result(query_id))
+        return self._answer(query_id, self._queries.result(query_id), window)
 
     def poll(self, owner: str, query_id: str) -> ArchiveAnswer:
         """The state of ``query_id`` for ``owner``. Raises ``ArchiveQueryNotFound`` for an unknown id, a query of
@@ -142,15 +160,16 @@ class ArchiveReads:
             result = self._queries.result(query_id)
         except UnknownQuery:
             raise missing from None
-        if result.owner_partition is None or result.owner_partition != owner_partition(owner):
+        if result.window is None or result.window.owner != owner:
             raise missing
-        return self._answer(query_id, result)
+        return self._answer(query_id, result, result.window)
 
-    @staticmethod
-    def _answer(query_id: str, result: QueryResult) -> ArchiveAnswer:
-        if result.state is QueryState.SUCCEEDED:
-            return ArchiveAnswer(query_id, result.state, runs=result.rows)
-        return ArchiveAnswer(query_id, result.state, reason=result.reason)
+    def _answer(self, query_id: str, result: QueryResult, window: RunsWindow) -> ArchiveAnswer:
+        """The answer of ``result``; once succeeded, its rows merged with the runs table's of ``window``."""
+        if result.state is not QueryState.SUCCEEDED:
+            return ArchiveAnswer(query_id, result.state, reason=result.reason)
+        recent = self._recent(window) if self._recent is not None else []
+        return ArchiveAnswer(query_id, result.state, runs=merged_rows(result.rows, recent, window.limit))
 
 
 def _iso(epoch_ms: int) -> str:

@@ -126,4 +126,4 @@ def test_local_mode_reads_an_owner_with_an_escaped_partition_and_its_tries(tmp_p
     answer = ArchiveReads(LocalArchiveQueries(archive), retention_days=90).start(
         RunsWindow(owner, NOW - 365 * DAY_MS, NOW), now_ms=NOW
     )
-    assert answer.runs == [archive_row(tried)]
+    assert answer.runs == [{**archive_row(tried), "archived": True}]

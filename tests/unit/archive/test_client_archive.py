@@ -63,6 +63,13 @@ def test_a_listing_answered_from_the_archive_is_polled_to_its_runs() -> None:
     ]
 
 
+def test_a_run_of_the_runs_table_in_an_archive_answer_stays_marked_not_archived() -> None:
+    recent = {**ROW, "scheduled_for": ROW["scheduled_for"] + 1, "archived": False}
+    client, _ = _client([{"query_id": "q-1", "status": "succeeded", "runs": [recent, ROW]}], [])
+    runs = list(client.iter_all_runs(job_id=JOB, since="2026-01-01T00:00:00Z"))
+    assert [run["archived"] for run in runs] == [False, True]
+
+
 def test_a_failed_archive_query_is_named() -> None:
     client, _ = _client(
         [
