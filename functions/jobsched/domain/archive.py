@@ -72,8 +72,12 @@ PARTITION_COLUMNS: tuple[tuple[str, str], ...] = (("owner", "string"), ("month",
 
 def owner_partition(owner: str | None) -> str:
     """The ``owner`` partition value of ``owner``: percent-encoded (letters, digits and ``-_.~`` stay as they
-    are, so ``team-a`` is ``team-a``; ``/`` and ``:`` of an ARN are escaped); ``NO_OWNER`` when None or empty."""
-    return quote(owner, safe="") if owner else NO_OWNER
+    are, so ``team-a`` is ``team-a``; ``/`` and ``:`` of an ARN are escaped); ``NO_OWNER`` when None or empty. An
+    owner spelled ``NO_OWNER`` has its ``_`` escaped too (``%5Fnone``): no owner reads the rows that name none."""
+    if not owner:
+        return NO_OWNER
+    encoded = quote(owner, safe="")
+    return "%5F" + encoded[1:] if encoded == NO_OWNER else encoded
 
 
 def owner_of_partition(value: str) -> str | None:

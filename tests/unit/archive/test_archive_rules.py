@@ -77,6 +77,15 @@ def test_partitions_are_the_owner_percent_encoded_and_the_utc_month_of_scheduled
     assert partition_prefix("team-a", "2026-01") == "runs/owner=team-a/month=2026-01/"
 
 
+@pytest.mark.parametrize("owner", [NO_OWNER, "_none", "%5Fnone", "_", "_x", "ü/é", "a b", "%"])
+def test_an_owner_named_like_the_no_owner_partition_reads_its_own_partition_only(owner: str) -> None:
+    """Every owner has a partition of its own: none is the partition of rows that name no owner, and each decodes
+    back to its owner (as DuckDB's hive partitioning and ``owner_of_partition`` decode it)."""
+    assert owner_partition(owner) != owner_partition(None)
+    assert owner_of_partition(owner_partition(owner)) == owner
+    assert len({owner_partition(o) for o in (owner, NO_OWNER, "_none", None)}) == len({owner, NO_OWNER, None})
+
+
 def test_a_batch_is_one_object_per_partition_named_by_its_rows_and_byte_for_byte_the_same_again() -> None:
     rows = finished_runs(60)
     objects = archive_objects(rows)
