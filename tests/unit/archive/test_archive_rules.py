@@ -19,6 +19,7 @@ from jobsched.domain.archive import (
     owner_of_partition,
     owner_partition,
     partition_prefix,
+    quarantine_object,
     split_object,
 )
 from jobsched.ports.archive import ArchiveObject, ArchiveUnavailable
@@ -125,8 +126,19 @@ def test_objects_the_store_refuses_are_spilled_whole(refuse_from: int) -> None:
         "objects": refuse_from,
         "spilled": len(objects) - refuse_from,
         "ignored": 3,
+        "quarantined": 0,
     }
     assert {o.key: o.body for o in spill.kept} | store.objects == {o.key: o.body for o in objects}
+
+
+def test_quarantined_records_are_spilled_whole_too_when_the_store_refuses_them() -> None:
+    rows = finished_runs(4)
+    odd = [{"eventName": "REMOVE", "dynamodb": {"OldImage": {"status": {"S": "exploded"}}}}]
+    store, spill = Store(refuse_from=0), Spill()
+    report = archive_batch(rows, store, spill, malformed=odd)
+    assert (report.rows, report.quarantined, report.spilled) == (4, 1, len(archive_objects(rows)) + 1)
+    [kept] = [o for o in spill.kept if o.key.startswith("quarantine/")]
+    assert decode_rows(kept.body) == odd and kept == quarantine_object(odd)
 
 
 def test_another_failure_of_the_store_propagates_so_the_batch_is_retried() -> None:
@@ -145,4 +157,4 @@ def test_stream_images_read_as_the_run_rows_they_held() -> None:
     from tests.support.archive import trigger_key_record, ttl_records
 
     rows = finished_runs(12)
-    assert expired_runs([*ttl_records(rows), trigger_key_record(99)]) == (rows, 1)
+    assert expired_runs([*ttl_records(rows), trigger_key_record(99)]) == (rows, 1, [])
