@@ -22,7 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from jobsched.api.exceptions import ArchiveQueryNotFound, HistoryGone, InvalidInput
+from jobsched.api.exceptions import ArchiveQueryNotFound, CursorNotFound, HistoryGone, InvalidInput
+from jobsched.api.runs_listing import require_offsets
+from jobsched.clock import to_ms
 from jobsched.domain.archive_queries import (
     ArchiveWindowError,
     merged_rows,
@@ -118,17 +120,23 @@ class ArchiveReads:
         until: datetime | None,
         limit: int,
         now_ms: int,
+        cursor: str | None = None,
     ) -> ArchiveAnswer | None:
         """The archive's answer to ``owner``'s listing of runs in ``[since, until)`` (``until`` None: now, at
         ``now_ms``, epoch ms) when ``since`` is before the retention, started as :meth:`start`; None when the
-        runs table answers it. Raises as :meth:`start`."""
-        since_ms = None if since is None else int(since.timestamp() * 1000)
+        runs table answers it. Raises ``InvalidInput`` naming ``since``/``until`` without an offset;
+        ``CursorNotFound`` for any cursor (an archive answer is one page and issues none: older runs are asked for
+        with ``until``); else as :meth:`start`."""
+        require_offsets(since=since, until=until)
+        since_ms = None if since is None else to_ms(since)
         if since_ms is None or not self.reaches(since_ms, now_ms):
             return None
+        if cursor is not None:
+            raise CursorNotFound()
         window = RunsWindow(
             owner,
             since_ms,
-            now_ms if until is None else int(until.timestamp() * 1000),
+            now_ms if until is None else to_ms(until),
             job_id=job_id,
             status=None if status is None else status.value,
             kind=None if kind is None else kind.value,

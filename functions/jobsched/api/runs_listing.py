@@ -34,6 +34,14 @@ MAX_FANOUT_JOBS = 500
 """Most live jobs ``GET /runs`` merges without a ``job_id`` or a failure ``status``."""
 
 
+def require_offsets(**instants: datetime | None) -> None:
+    """Raise ``InvalidInput`` naming the first of ``instants`` (request field name -> value, None: not given) that
+    has no offset: an instant is never read in the server's zone."""
+    for name, value in instants.items():
+        if value is not None and value.tzinfo is None:
+            raise InvalidInput(name, f"{name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+
+
 class RunListing:
     """Runs across an owner's jobs on the job store ``jobs`` and the run store ``runs``; with ``clock``, a live
     job's queued fires too (``api.queued_runs``)."""
@@ -80,9 +88,7 @@ class RunListing:
         filters. Raises ``JobNotFound`` (``job_id`` not the owner's), ``InvalidInput`` naming ``until`` (not after
         ``since``) or ``status`` (more than :data:`MAX_FANOUT_JOBS` jobs to merge), ``CursorNotFound`` (a cursor
         of another listing or other filters); ``InvalidInput`` naming ``since``/``until`` without an offset."""
-        for name, value in (("since", since), ("until", until)):
-            if value is not None and value.tzinfo is None:
-                raise InvalidInput(name, f"{name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+        require_offsets(since=since, until=until)
         since_ms = to_ms(since) if since is not None else None
         until_ms = to_ms(until) if until is not None else None
         if since_ms is not None and until_ms is not None and until_ms <= since_ms:

@@ -106,3 +106,20 @@ def test_a_window_across_the_retention_answers_the_runs_table_and_the_archive_on
         assert done.status == 200, done.body
         found = [(run["scheduled_for"], run["status"], run["archived"]) for run in done.body["runs"]]
         assert found == [(recent, "succeeded", False), (backfilled, "succeeded", False), (old, "dead", True)]
+
+
+def test_a_window_before_the_retention_with_no_offset_or_with_a_cursor_is_refused_by_field(http):
+    """The archive reads instants as the runs table does (an offset is required, never the server's zone), and
+    its answer is one page and issues no cursor: a cursor is one this listing did not issue (404, as any other),
+    never answered with the first page again."""
+    fake = _with_archive(http)
+    job = http.create()
+    old = "2025-01-01T00:00:00"
+    for path in (f"/jobs/{job['id']}/runs", "/runs"):
+        naive = http("GET", path, query={"since": old})
+        assert naive.status == 400 and naive.error["field"] == "since", naive.body
+        naive_until = http("GET", path, query={"since": old + "Z", "until": "2025-02-01T00:00:00"})
+        assert naive_until.status == 400 and naive_until.error["field"] == "until", naive_until.body
+        paged = http("GET", path, query={"since": old + "Z", "cursor": "c2Vjb25kIHBhZ2U"})
+        assert paged.status == 404 and paged.error["field"] == "cursor", paged.body
+    assert fake.started == []
