@@ -66,7 +66,8 @@ class AthenaArchiveQueries:
 
     def result(self, query_id: str) -> QueryResult:
         """The query's state, and its rows (every page) once it succeeded. Raises ``UnknownQuery`` when Athena
-        knows no such id (``InvalidRequestException``)."""
+        knows no such id, or no longer has its results (``InvalidRequestException``: the result bucket keeps them
+        7 days)."""
         try:
             execution = self._client.get_query_execution(QueryExecutionId=query_id)["QueryExecution"]
         except self._client.exceptions.InvalidRequestException as error:
@@ -86,7 +87,10 @@ class AthenaArchiveQueries:
         rows: list[list[str | None]] = []
         request: dict[str, Any] = {"QueryExecutionId": query_id}
         while True:
-            page = self._client.get_query_results(**request)
+            try:
+                page = self._client.get_query_results(**request)
+            except self._client.exceptions.InvalidRequestException as error:
+                raise UnknownQuery(query_id) from error  # its results expired from the result bucket
             if not columns:
                 columns = [c["Name"] for c in page["ResultSet"]["ResultSetMetadata"]["ColumnInfo"]]
             for row in page["ResultSet"]["Rows"]:

@@ -256,3 +256,15 @@ def test_the_athena_adapter_reports_the_window_and_none_for_an_operators_query_i
         assert queries.result("e-1").window == window(owner="o'brien")
         other = queries.result("e-1")
     assert other.window is None and other.owner_partition is None
+
+
+def test_a_succeeded_query_whose_results_are_gone_is_no_longer_known() -> None:
+    """The result bucket keeps a query's results 7 days and Athena its history longer: a poll after that is a
+    query no longer kept (the API's 404), not an internal error."""
+    queries, stub = _athena()
+    stub.add_response("get_query_execution", _status("SUCCEEDED"), {"QueryExecutionId": "e-1"})
+    stub.add_client_error(
+        "get_query_results", "InvalidRequestException", "Unable to read the query's results: NoSuchKey"
+    )
+    with stub, pytest.raises(UnknownQuery):
+        queries.result("e-1")
