@@ -468,22 +468,17 @@ def list_all_runs(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response[Page[Run] | ArchiveQueryStatus]:
-    archived = _archive_window(
-        api,
-        owner,
-        job_id=job_id,
-        status=status,
-        kind=kind,
-        since=since,
-        until=until,
-        limit=limit,
-        cursor=cursor,
-    )
+    listing: dict[str, Any] = {
+        "job_id": job_id,
+        "status": status,
+        "kind": kind,
+        "since": since,
+        "until": until,
+    }
+    archived = _archive_window(api, owner, **listing, limit=limit, cursor=cursor)
     if archived is not None:
         return archived
-    page = api.service.run_listing.across_jobs(
-        owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit, cursor=cursor
-    )
+    page = api.service.run_listing.across_jobs(owner, **listing, limit=limit, cursor=cursor)
     return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=page)
 
 
