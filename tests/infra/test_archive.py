@@ -11,7 +11,7 @@ import pytest
 
 from infra.config import ConfigError, DeploymentConfig
 from infra.functions import handler_path
-from jobsched.domain.archive import ARCHIVE_COLUMNS
+from jobsched.domain.archive import ARCHIVE_COLUMNS, month_of
 from jobsched.dynamodb.layout import run_item
 from jobsched.dynamodb.stream import is_ttl_deletion
 from tests.infra.support import Synth, synthesize
@@ -123,6 +123,8 @@ def test_the_glue_table_projects_its_partitions_from_the_layout(default_synth: S
     assert params["projection.enabled"] == "true"
     assert params["projection.owner.type"] == "injected"
     assert params["projection.month.type"] == "date" and params["projection.month.format"] == "yyyy-MM"
+    # a backfill may run fires from 1970 on, and TTL archives those runs too: every month they can be in is read
+    assert params["projection.month.range"] == f"{month_of(0)},NOW"
     template = json.dumps(params["storage.location.template"])
     assert "/runs/owner=${owner}/month=${month}/" in template
     assert [c["Name"] for c in table["PartitionKeys"]] == ["owner", "month"]
