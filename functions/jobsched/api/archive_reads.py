@@ -56,8 +56,8 @@ class ArchiveQueryStatus(BaseModel):
     runs: list[dict[str, Any]] | None = Field(
         None,
         description="once succeeded: the caller's runs of the window, newest `scheduled_for` first, from the archive "
-        "and from the runs table (each once; `archived` says which), as archived (instants in epoch ms, UTC; no "
-        "cursor: narrow the window for more)",
+        "and from the runs table (each once; `archived` says which), as archived (instants in epoch ms, UTC), at "
+        "most `limit`; one page without a cursor: for older runs, ask again with `until` at the oldest",
     )
     reason: str | None = Field(None, description="once failed: why, as the query engine says")
 
