@@ -216,7 +216,7 @@ def measure_archive(
         cpu = 0.0
         for batch in batches:
             started = time.process_time()
-            expired, _ = expired_runs(batch)
+            expired = expired_runs(batch).rows
             archive_batch(expired, archive, _NoSpill())
             cpu += time.process_time() - started
         objects = list((root / RUNS_PREFIX).glob("*/*/*.json.gz"))

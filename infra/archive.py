@@ -11,7 +11,7 @@ table with partition projection and the Athena workgroup. The archive function a
   shard and sequence numbers of a batch that failed every retry). An alarm watches each (``infra.monitoring``).
 - **Glue table** ``<stack>_archive.runs``: gzip JSON Lines read by the OpenX JSON SerDe, columns from
   ``jobsched.domain.archive.ARCHIVE_COLUMNS``; partitions by projection (no crawler): ``owner`` injected (every
-  query names the owner) and ``month`` a date (``yyyy-MM``) from 2020-01 to now.
+  query names the owner) and ``month`` a date (``yyyy-MM``) from 1970-01 (a backfill's earliest fire) to now.
 - **Athena workgroup** ``<stack>-archive``: its own result bucket (SSE-S3, results expire after 7 days), the
   workgroup's settings enforced, at most ``archive_scan_limit_mb`` scanned per query.
 """
@@ -29,14 +29,16 @@ from constructs import Construct
 
 from infra.config import InfraOptions
 from infra.nag import acknowledge
-from jobsched.domain.archive import ARCHIVE_COLUMNS, PARTITION_COLUMNS, RUNS_PREFIX
+from jobsched.domain.archive import ARCHIVE_COLUMNS, PARTITION_COLUMNS, RUNS_PREFIX, month_of
 
 NONCURRENT_DAYS = 30
 """Days an overwritten object version is kept (a retried batch rewrites its objects in place)."""
 RESULT_DAYS = 7
 """Days an Athena query result is kept."""
 QUEUE_RETENTION = Duration.days(14)
-PROJECTION_START = "2020-01"
+PROJECTION_START = month_of(0)
+"""The first ``month`` partition the table projects: 1970-01, the earliest ``scheduled_for`` a run can have (a backfill
+takes fires from 1970 on, and TTL archives those runs too)."""
 TABLE_NAME = "runs"
 JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
 

@@ -54,7 +54,7 @@ from infra.nag import acknowledge
 from infra.storage import Storage
 from jobsched import resources
 from jobsched.aws.archive import ARCHIVE_BUCKET_ENV, ARCHIVE_SPILL_ENV
-from jobsched.domain.archive import RUNS_PREFIX
+from jobsched.domain.archive import QUARANTINE_PREFIX, RUNS_PREFIX
 from jobsched.dynamodb.stream import TTL_DELETION_FILTER
 from jobsched.observability import SERVICE
 from jobsched.resources import TableDef
@@ -238,7 +238,7 @@ class Functions(Construct):
 
     def _archive_function(self, archive: Archive) -> lambda_.Function:
         """The archive function on the runs table's stream (TTL deletions of runs only), with its grants: PutObject
-        under ``runs/`` of the archive bucket; send, receive, delete and release messages of the spill queue (the
+        under ``runs/`` and ``quarantine/`` of the archive bucket; send, receive, delete and release messages of the spill queue (the
         redrive); the stream's reads and the failure queue's send (granted by the event source)."""
         function = self._function(
             _Spec("archive", "jobsched archive: expired runs to S3", ARCHIVE_TIMEOUT_S, ARCHIVE_MEMORY_MB)
@@ -258,7 +258,10 @@ class Functions(Construct):
             )
         )
         function.add_to_role_policy(
-            iam.PolicyStatement(actions=["s3:PutObject"], resources=[archive.object_arn(RUNS_PREFIX)])
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[archive.object_arn(RUNS_PREFIX), archive.object_arn(QUARANTINE_PREFIX)],
+            )
         )
         function.add_to_role_policy(
             iam.PolicyStatement(
@@ -278,6 +281,12 @@ class Functions(Construct):
             f"AwsSolutions-IAM5[Resource::<{_logical_id(archive.bucket)}.Arn>/{RUNS_PREFIX}*]",
             "The archive function writes objects whose names it derives from the runs it archives, all under "
             "runs/ of the archive bucket: PutObject only, on that prefix only.",
+        )
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{_logical_id(archive.bucket)}.Arn>/{QUARANTINE_PREFIX}*]",
+            "The archive function keeps stream records whose image is no run row whole, under names derived from "
+            "their bytes, all under quarantine/ of the archive bucket (outside the table's runs/): PutObject only.",
         )
         acknowledge(
             role,

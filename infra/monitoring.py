@@ -231,6 +231,13 @@ class Monitoring(Construct):
                 threshold=1,
                 description="The archive function failed a batch (it is retried from the stream).",
             )
+            self._alarm(
+                "ArchiveQuarantined",
+                app_metric(self.namespace, MetricName.ARCHIVE_QUARANTINED, "Sum", FIVE_MINUTES),
+                threshold=1,
+                description="TTL deleted run rows whose image is no run row; their stream records are kept whole "
+                "under quarantine/ of the archive bucket (docs/deploy.md).",
+            )
         for name, queue, description in (
             (
                 "ArchiveSpillDepth",

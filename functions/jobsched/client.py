@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from jobsched.archived_rows import archived_run
+from jobsched.archived_rows import archived_run, epoch_ms_of, iso_ms
 
 __all__ = [
     "DEFAULT_API",
@@ -336,11 +336,18 @@ class JobschedClient:
 
     def _runs_page(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
         """A runs listing's page; one answered from the archive (``query_id``) is polled to its runs, which come
-        as one page (``archived_run``'s shape: ``"archived": true``)."""
+        as one page (``archived_run``'s shape, ``archived`` true or false) without a cursor; when it is full
+        (``limit`` runs), ``next_until`` is the instant just after its oldest run (ISO 8601 UTC): the same
+        listing with ``until`` set to it holds the older runs (and again those of that instant)."""
         body = self._json("GET", path, params=params)
         if "query_id" not in body:
             return body
-        return {"items": [archived_run(row) for row in self.archive_query_runs(body)], "next_cursor": None}
+        rows = self.archive_query_runs(body)
+        page: dict[str, Any] = {"items": [archived_run(row) for row in rows], "next_cursor": None}
+        limit = params.get("limit")
+        if rows and limit is not None and len(rows) >= int(limit):
+            page["next_until"] = iso_ms(int(rows[-1]["scheduled_for"]) + 1)
+        return page
 
     def archive_query_runs(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
         """The archived runs of an archive query answer (``{"query_id", "status", ...}``), polling
@@ -362,14 +369,28 @@ class JobschedClient:
         return list(answer.get("runs") or [])
 
     def iter_all_runs(self, *, page_size: int = 100, **filters: str | None) -> Iterator[dict[str, Any]]:
-        """Every run ``GET /runs`` lists with ``filters`` (newest first), following ``next_cursor``."""
+        """Every run ``GET /runs`` lists with ``filters`` (newest first), following ``next_cursor``; across a
+        window the archive answers, following ``next_until`` (``_runs_page``), each run once. Should more than
+        ``page_size`` runs share one instant, the archive's pages list ``page_size`` of them."""
         cursor: str | None = None
+        seen: set[str] = set()
         while True:
             page = self.list_all_runs(limit=page_size, cursor=cursor, **filters)
-            yield from page.get("items", [])
+            items = page.get("items", [])
+            fresh = [run for run in items if run.get("id") not in seen]
+            yield from fresh
             cursor = page.get("next_cursor")
-            if not cursor:
+            if cursor:
+                continue
+            until = page.get("next_until")
+            if not until:
                 return
+            seen.update(str(run.get("id")) for run in items)
+            # no new run: the page was one instant's runs only; go on from just before it
+            filters = {
+                **filters,
+                "until": until if fresh else iso_ms(epoch_ms_of(items[-1]["scheduled_for"])),
+            }
 
     def iter_runs(
         self, job_id: str, *, status: str | None = None, page_size: int = 100

@@ -134,3 +134,5 @@ class MetricName:
     ARCHIVE_SPILLED = (
         "ArchiveSpilled"  # Count, archive objects kept in the spill queue (the bucket refused them)
     )
+    # Count, TTL-deleted run images that are no run row, kept whole under quarantine/ of the archive bucket
+    ARCHIVE_QUARANTINED = "ArchiveQuarantined"

@@ -11,7 +11,7 @@ import pytest
 
 from infra.config import ConfigError, DeploymentConfig
 from infra.functions import handler_path
-from jobsched.domain.archive import ARCHIVE_COLUMNS
+from jobsched.domain.archive import ARCHIVE_COLUMNS, month_of
 from jobsched.dynamodb.layout import run_item
 from jobsched.dynamodb.stream import is_ttl_deletion
 from tests.infra.support import Synth, synthesize
@@ -123,6 +123,8 @@ def test_the_glue_table_projects_its_partitions_from_the_layout(default_synth: S
     assert params["projection.enabled"] == "true"
     assert params["projection.owner.type"] == "injected"
     assert params["projection.month.type"] == "date" and params["projection.month.format"] == "yyyy-MM"
+    # a backfill may run fires from 1970 on, and TTL archives those runs too: every month they can be in is read
+    assert params["projection.month.range"] == f"{month_of(0)},NOW"
     template = json.dumps(params["storage.location.template"])
     assert "/runs/owner=${owner}/month=${month}/" in template
     assert [c["Name"] for c in table["PartitionKeys"]] == ["owner", "month"]
@@ -147,14 +149,14 @@ def test_the_workgroup_enforces_its_result_location_and_scan_limit(
     assert limited["BytesScannedCutoffPerQuery"] == 100 * 1024 * 1024
 
 
-def test_the_archive_function_may_only_put_objects_under_runs_and_use_its_queues(
+def test_the_archive_function_may_only_put_objects_under_runs_and_quarantine_and_use_its_queues(
     default_synth: Synth,
 ) -> None:
     statements = archive_role_statements(default_synth)
     s3 = [s for s in statements if any(str(a).startswith("s3:") for a in _list(s["Action"]))]
     [put] = s3
     assert put["Action"] == "s3:PutObject"
-    assert put["Resource"]["Fn::Join"][1][-1] == "/runs/*"
+    assert sorted(r["Fn::Join"][1][-1] for r in _list(put["Resource"])) == ["/quarantine/*", "/runs/*"]
     actions = {a for s in statements for a in _list(s["Action"])}
     assert not {a for a in actions if a.startswith("dynamodb:")} - {
         "dynamodb:DescribeStream",
@@ -196,7 +198,7 @@ def test_the_archive_has_alarms_on_its_errors_and_queues(default_synth: Synth) -
         json.dumps(a["Properties"]["AlarmName"])
         for a in default_synth.resources("AWS::CloudWatch::Alarm").values()
     }
-    for name in ("ArchiveErrors", "ArchiveSpillDepth", "ArchiveFailuresDepth"):
+    for name in ("ArchiveErrors", "ArchiveSpillDepth", "ArchiveFailuresDepth", "ArchiveQuarantined"):
         assert any(name in n for n in names), name
 
 

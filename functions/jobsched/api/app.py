@@ -149,8 +149,10 @@ Until = Annotated[Instant | None, Query(description="scheduled_for before (ISO 8
 _ARCHIVE_NOTE = (
     "A `since` before the runs table's retention (`retention_days`) is answered from the archive, for the "
     "caller's owner only: `202` with a `query_id` and `Location` to poll (`GET /archive/queries/{query_id}`), or "
-    "`200` with the runs at once where the engine answers at once (local mode); without an archive, 410 "
-    "`beyond_retention` (field `since`) says where the history went."
+    "`200` with the runs at once where the engine answers at once (local mode). The answer holds the window's runs "
+    "from the archive and from the runs table, each once (`archived` says which), at most `limit`, in one page "
+    "without a cursor: for older runs, ask again with `until`. Without an archive, 410 `beyond_retention` "
+    "(field `since`) says where the history went."
 )
 _HISTORY_GONE = "`since` is before the retention and this deployment keeps no archive (field `since`)"
 _ARCHIVE_ACCEPTED = "Answered from the archive: poll `Location` until `status` is no longer `running`"
@@ -339,7 +341,7 @@ def list_runs(
     cursor: Cursor = None,
 ) -> Response[Page[Run] | ArchiveQueryStatus]:
     archived = _archive_window(
-        api, owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit
+        api, owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit, cursor=cursor
     )
     if archived is not None:
         return archived
@@ -466,14 +468,17 @@ def list_all_runs(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response[Page[Run] | ArchiveQueryStatus]:
-    archived = _archive_window(
-        api, owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit
-    )
+    listing: dict[str, Any] = {
+        "job_id": job_id,
+        "status": status,
+        "kind": kind,
+        "since": since,
+        "until": until,
+    }
+    archived = _archive_window(api, owner, **listing, limit=limit, cursor=cursor)
     if archived is not None:
         return archived
-    page = api.service.run_listing.across_jobs(
-        owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit, cursor=cursor
-    )
+    page = api.service.run_listing.across_jobs(owner, **listing, limit=limit, cursor=cursor)
     return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=page)
 
 

@@ -4,25 +4,40 @@ answered from the archive, for the caller's owner only.
 :meth:`ArchiveReads.start` starts the owner's query (``domain.archive_queries.runs_query``: the owner a partition
 predicate and a parameter, never a request field) and answers ``{"query_id", "status": "running"}`` (HTTP 202,
 ``Location: /archive/queries/{query_id}``), or the rows at once when the engine is done (local mode's DuckDB).
-:meth:`ArchiveReads.poll` answers a query's state and rows only to the owner whose partition it reads (the engine
-keeps the query's parameters: no key of our own binds it): any other caller, and an unknown id, get 404. Without
+:meth:`ArchiveReads.poll` answers a query's state and rows only to the owner of its window (the engine keeps the
+query's text and parameters, ``domain.archive_queries.window_of``: no key of our own binds it): any other caller,
+and an unknown id, get 404. A succeeded query's rows are merged with the runs table's rows of the same window
+(``domain.archive_queries.merged_rows``: runs before the retention that TTL has not deleted yet, and backfills of
+old fires, are still in the table), each marked ``archived``. Without
 an archive (``queries`` None) a window before the retention is answered ``HistoryGone`` (410, code
 ``beyond_retention``, field ``since``), saying where the history went.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from jobsched.api.exceptions import ArchiveQueryNotFound, HistoryGone, InvalidInput
-from jobsched.domain.archive import owner_partition
-from jobsched.domain.archive_queries import ArchiveWindowError, reaches_archive, retention_floor, runs_query
+from jobsched.api.exceptions import ArchiveQueryNotFound, CursorNotFound, HistoryGone, InvalidInput
+from jobsched.api.runs_listing import require_offsets
+from jobsched.clock import to_ms
+from jobsched.domain.archive_queries import (
+    ArchiveWindowError,
+    merged_rows,
+    reaches_archive,
+    retention_floor,
+    runs_query,
+)
 from jobsched.models import RunKind, RunStatus
 from jobsched.ports.archive_queries import ArchiveQueries, QueryResult, QueryState, RunsWindow, UnknownQuery
+from jobsched.ports.runs import RunRow
+
+RecentRows = Callable[[RunsWindow], Sequence[RunRow]]
+"""The runs table's rows of a window (its owner's only, newest first, at most its ``limit``)."""
 
 QUERIES_PATH = "/archive/queries/"
 NO_ARCHIVE = (
@@ -40,8 +55,9 @@ class ArchiveQueryStatus(BaseModel):
     status: QueryState = Field(description="running, succeeded or failed")
     runs: list[dict[str, Any]] | None = Field(
         None,
-        description="once succeeded: the archived runs of the caller's owner, newest `scheduled_for` first, as "
-        "archived (instants in epoch ms, UTC; no cursor: narrow the window for more)",
+        description="once succeeded: the caller's runs of the window, newest `scheduled_for` first, from the archive "
+        "and from the runs table (each once; `archived` says which), as archived (instants in epoch ms, UTC), at "
+        "most `limit`; one page without a cursor: for older runs, ask again with `until` at the oldest",
     )
     reason: str | None = Field(None, description="once failed: why, as the query engine says")
 
@@ -79,11 +95,15 @@ class ArchiveAnswer:
 
 class ArchiveReads:
     """Archive reads for the API: ``queries`` (None: no archive configured), ``retention_days`` of the runs
-    table."""
+    table, and ``recent``: the runs table's rows of a window, merged into a succeeded query's answer (None: the
+    archive's rows alone)."""
 
-    def __init__(self, queries: ArchiveQueries | None, *, retention_days: int) -> None:
+    def __init__(
+        self, queries: ArchiveQueries | None, *, retention_days: int, recent: RecentRows | None = None
+    ) -> None:
         self._queries = queries
         self._retention_days = retention_days
+        self._recent = recent
 
     def reaches(self, since_ms: int | None, now_ms: int) -> bool:
         """True when a window from ``since_ms`` (epoch ms) reaches before the retention: the archive answers it."""
@@ -100,17 +120,23 @@ class ArchiveReads:
         until: datetime | None,
         limit: int,
         now_ms: int,
+        cursor: str | None = None,
     ) -> ArchiveAnswer | None:
         """The archive's answer to ``owner``'s listing of runs in ``[since, until)`` (``until`` None: now, at
         ``now_ms``, epoch ms) when ``since`` is before the retention, started as :meth:`start`; None when the
-        runs table answers it. Raises as :meth:`start`."""
-        since_ms = None if since is None else int(since.timestamp() * 1000)
+        runs table answers it. Raises ``InvalidInput`` naming ``since``/``until`` without an offset;
+        ``CursorNotFound`` for any cursor (an archive answer is one page and issues none: older runs are asked for
+        with ``until``); else as :meth:`start`."""
+        require_offsets(since=since, until=until)
+        since_ms = None if since is None else to_ms(since)
         if since_ms is None or not self.reaches(since_ms, now_ms):
             return None
+        if cursor is not None:
+            raise CursorNotFound()
         window = RunsWindow(
             owner,
             since_ms,
-            now_ms if until is None else int(until.timestamp() * 1000),
+            now_ms if until is None else to_ms(until),
             job_id=job_id,
             status=None if status is None else status.value,
             kind=None if kind is None else kind.value,
@@ -130,7 +156,7 @@ class ArchiveReads:
         except ArchiveWindowError as error:
             raise InvalidInput(error.field, str(error)) from error
         query_id = self._queries.start(query)
-        return self._answer(query_id, self._queries.result(query_id))
+        return self._answer(query_id, self._queries.result(query_id), window)
 
     def poll(self, owner: str, query_id: str) -> ArchiveAnswer:
         """The state of ``query_id`` for ``owner``. Raises ``ArchiveQueryNotFound`` for an unknown id, a query of
@@ -142,15 +168,16 @@ class ArchiveReads:
             result = self._queries.result(query_id)
         except UnknownQuery:
             raise missing from None
-        if result.owner_partition is None or result.owner_partition != owner_partition(owner):
+        if result.window is None or result.window.owner != owner:
             raise missing
-        return self._answer(query_id, result)
+        return self._answer(query_id, result, result.window)
 
-    @staticmethod
-    def _answer(query_id: str, result: QueryResult) -> ArchiveAnswer:
-        if result.state is QueryState.SUCCEEDED:
-            return ArchiveAnswer(query_id, result.state, runs=result.rows)
-        return ArchiveAnswer(query_id, result.state, reason=result.reason)
+    def _answer(self, query_id: str, result: QueryResult, window: RunsWindow) -> ArchiveAnswer:
+        """The answer of ``result``; once succeeded, its rows merged with the runs table's of ``window``."""
+        if result.state is not QueryState.SUCCEEDED:
+            return ArchiveAnswer(query_id, result.state, reason=result.reason)
+        recent = self._recent(window) if self._recent is not None else []
+        return ArchiveAnswer(query_id, result.state, runs=merged_rows(result.rows, recent, window.limit))
 
 
 def _iso(epoch_ms: int) -> str:

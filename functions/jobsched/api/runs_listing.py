@@ -24,6 +24,7 @@ from jobsched.api.run_views import run_view
 from jobsched.api.schemas import Page
 from jobsched.clock import Clock, to_ms
 from jobsched.models import Run, RunKind, RunStatus
+from jobsched.ports.archive_queries import RunsWindow
 from jobsched.ports.errors import NotFound
 from jobsched.ports.jobs import JobRepository, StoredJob
 from jobsched.ports.run_stores import RunHistory
@@ -31,6 +32,14 @@ from jobsched.ports.runs import FAILURE_STATUSES, RunFilter, RunRow
 
 MAX_FANOUT_JOBS = 500
 """Most live jobs ``GET /runs`` merges without a ``job_id`` or a failure ``status``."""
+
+
+def require_offsets(**instants: datetime | None) -> None:
+    """Raise ``InvalidInput`` naming the first of ``instants`` (request field name -> value, None: not given) that
+    has no offset: an instant is never read in the server's zone."""
+    for name, value in instants.items():
+        if value is not None and value.tzinfo is None:
+            raise InvalidInput(name, f"{name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
 
 
 class RunListing:
@@ -79,9 +88,7 @@ class RunListing:
         filters. Raises ``JobNotFound`` (``job_id`` not the owner's), ``InvalidInput`` naming ``until`` (not after
         ``since``) or ``status`` (more than :data:`MAX_FANOUT_JOBS` jobs to merge), ``CursorNotFound`` (a cursor
         of another listing or other filters); ``InvalidInput`` naming ``since``/``until`` without an offset."""
-        for name, value in (("since", since), ("until", until)):
-            if value is not None and value.tzinfo is None:
-                raise InvalidInput(name, f"{name} needs an offset or Z (e.g. 2026-12-04T18:00:00Z)")
+        require_offsets(since=since, until=until)
         since_ms = to_ms(since) if since is not None else None
         until_ms = to_ms(until) if until is not None else None
         if since_ms is not None and until_ms is not None and until_ms <= since_ms:
@@ -95,16 +102,38 @@ class RunListing:
         }
         start = _position(cursor, owner, filters)
         where = RunFilter(status=status, kind=kind, since_ms=since_ms, until_ms=until_ms)
-        if job_id is not None:
-            rows, last = self._one_job(owner, job_id, where, start, limit)
-        elif status in FAILURE_STATUSES:
-            rows, last = self.runs.list_failed(owner, limit, where, start)
-        else:
-            rows, last = self._merged(owner, where, start, limit)
+        rows, last = self._rows(owner, job_id, where, start, limit)
         next_cursor = None
         if last is not None:
             next_cursor = encode_cursor("all-runs", owner, {**filters, "at": last[0], "after_job": last[1]})
         return Page[Run](items=[run_view(row) for row in rows], next_cursor=next_cursor)
+
+    def window_rows(self, window: RunsWindow) -> list[RunRow]:
+        """The runs table's rows of ``window``: its owner's, ``scheduled_for`` in ``[since_ms, until_ms)``, only its
+        ``job_id``/``status``/``kind`` when set, newest first, at most its ``limit``; what :meth:`across_jobs`
+        lists for those filters, for an archive answer to merge (``api.archive_reads``). A ``job_id`` that is not
+        the owner's (or whose history is gone) has none. Raises ``InvalidInput`` as :meth:`across_jobs`."""
+        where = RunFilter(
+            status=None if window.status is None else RunStatus(window.status),
+            kind=None if window.kind is None else RunKind(window.kind),
+            since_ms=window.since_ms,
+            until_ms=window.until_ms,
+        )
+        try:
+            return self._rows(window.owner, window.job_id, where, None, window.limit)[0]
+        except JobNotFound:
+            return []
+
+    def _rows(
+        self, owner: str, job_id: str | None, where: RunFilter, start: tuple[int, str] | None, limit: int
+    ) -> tuple[list[RunRow], tuple[int, str] | None]:
+        """One page of ``owner``'s rows kept by ``where`` after ``start``: from the job's history (``job_id``),
+        the failures index (a failure status) or the merged pages of the owner's live jobs."""
+        if job_id is not None:
+            return self._one_job(owner, job_id, where, start, limit)
+        if where.status in FAILURE_STATUSES:
+            return self.runs.list_failed(owner, limit, where, start)
+        return self._merged(owner, where, start, limit)
 
     def _one_job(
         self, owner: str, job_id: str, where: RunFilter, start: tuple[int, str] | None, limit: int

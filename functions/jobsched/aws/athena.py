@@ -9,10 +9,12 @@ literal: an int as digits, a string quoted with each ``'`` doubled. No value is 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from jobsched.domain.archive_queries import RUNS_QUERY_PREFIX, rows_of_strings
-from jobsched.ports.archive_queries import ArchiveQuery, QueryResult, QueryState, UnknownQuery
+from jobsched.domain.archive import owner_partition
+from jobsched.domain.archive_queries import rows_of_strings, window_of
+from jobsched.ports.archive_queries import ArchiveQuery, QueryResult, QueryState, RunsWindow, UnknownQuery
 
 _STATES = {
     "QUEUED": QueryState.RUNNING,
@@ -31,6 +33,15 @@ def athena_literal(value: str | int) -> str:
     if isinstance(value, int):
         return str(value)
     return "'" + value.replace("'", "''") + "'"
+
+
+def value_of_literal(literal: str) -> str | int | None:
+    """The value :func:`athena_literal` rendered as ``literal`` (digits: an int; single-quoted, ``''`` for each
+    ``'``: a str); None for any other text."""
+    if re.fullmatch(r"-?[0-9]{1,19}", literal):
+        return int(literal)
+    quoted = re.fullmatch(r"'((?:[^']|'')*)'", literal, flags=re.DOTALL)
+    return quoted[1].replace("''", "'") if quoted else None
 
 
 class AthenaArchiveQueries:
@@ -55,26 +66,31 @@ class AthenaArchiveQueries:
 
     def result(self, query_id: str) -> QueryResult:
         """The query's state, and its rows (every page) once it succeeded. Raises ``UnknownQuery`` when Athena
-        knows no such id (``InvalidRequestException``)."""
+        knows no such id, or no longer has its results (``InvalidRequestException``: the result bucket keeps them
+        7 days)."""
         try:
             execution = self._client.get_query_execution(QueryExecutionId=query_id)["QueryExecution"]
         except self._client.exceptions.InvalidRequestException as error:
             raise UnknownQuery(query_id) from error
         if execution.get("WorkGroup") != self._workgroup:
             raise UnknownQuery(query_id)
-        owner = _owner_of(execution)
+        window = _window_of(execution)
+        owner = None if window is None else owner_partition(window.owner)
         status = execution["Status"]
         state = _STATES.get(status["State"], QueryState.FAILED)
         if state is QueryState.FAILED:
             reason = status.get("StateChangeReason") or status["State"].lower()
-            return QueryResult(state, reason=reason, owner_partition=owner)
+            return QueryResult(state, reason=reason, owner_partition=owner, window=window)
         if state is QueryState.RUNNING:
-            return QueryResult(state, owner_partition=owner)
+            return QueryResult(state, owner_partition=owner, window=window)
         columns: list[str] = []
         rows: list[list[str | None]] = []
         request: dict[str, Any] = {"QueryExecutionId": query_id}
         while True:
-            page = self._client.get_query_results(**request)
+            try:
+                page = self._client.get_query_results(**request)
+            except self._client.exceptions.InvalidRequestException as error:
+                raise UnknownQuery(query_id) from error  # its results expired from the result bucket
             if not columns:
                 columns = [c["Name"] for c in page["ResultSet"]["ResultSetMetadata"]["ColumnInfo"]]
             for row in page["ResultSet"]["Rows"]:
@@ -85,16 +101,13 @@ class AthenaArchiveQueries:
             if not page.get("NextToken"):
                 break
             request["NextToken"] = page["NextToken"]
-        return QueryResult(state, rows_of_strings(columns, rows), owner_partition=owner)
+        return QueryResult(state, rows_of_strings(columns, rows), owner_partition=owner, window=window)
 
 
-def _owner_of(execution: dict[str, Any]) -> str | None:
-    """The owner partition a query reads: its first execution parameter (a string literal) when it is a
-    ``runs_query`` (its text begins with ``RUNS_QUERY_PREFIX``), else None."""
-    parameters = execution.get("ExecutionParameters") or []
-    if not str(execution.get("Query", "")).startswith(RUNS_QUERY_PREFIX) or not parameters:
+def _window_of(execution: dict[str, Any]) -> RunsWindow | None:
+    """The window a query execution answers (``domain.archive_queries.window_of`` of its text and execution
+    parameters), None for a query no ``runs_query`` built."""
+    values = [value_of_literal(str(text)) for text in execution.get("ExecutionParameters") or []]
+    if any(value is None for value in values):
         return None
-    literal = str(parameters[0])
-    if len(literal) < 2 or literal[0] != "'" or literal[-1] != "'":
-        return None
-    return literal[1:-1].replace("''", "'")
+    return window_of(str(execution.get("Query", "")), [value for value in values if value is not None])

@@ -15,6 +15,9 @@ how a batch of rows is written, pure (no S3, no DynamoDB).
   ``mtime`` 0): a retried batch writes the same objects at the same names. A batch split by a retry (the stream's
   bisection) can put a row in two objects: readers keep one row per ``(job_id, scheduled_for)``
   (:data:`DEDUPE_KEY`, ``docs/deploy.md``'s queries).
+- **Quarantine** (:func:`quarantine_object`): the stream records of a batch whose image is no run row, kept whole
+  in one object under ``quarantine/`` (outside ``runs/``: no table reads it), named by a digest of its bytes, so
+  such a record is neither lost nor able to fail its batch.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import gzip
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +38,8 @@ from jobsched.ports.runs import RunRow
 
 RUNS_PREFIX = "runs/"
 """Key prefix of the run archive in its bucket (or under local mode's archive directory)."""
+QUARANTINE_PREFIX = "quarantine/"
+"""Key prefix of the stream records kept whole because their image is no run row (:func:`quarantine_object`)."""
 NO_OWNER = "_none"
 """The owner partition of a row that names no owner (rows written before owners were recorded)."""
 OBJECT_SUFFIX = ".json.gz"
@@ -72,8 +77,12 @@ PARTITION_COLUMNS: tuple[tuple[str, str], ...] = (("owner", "string"), ("month",
 
 def owner_partition(owner: str | None) -> str:
     """The ``owner`` partition value of ``owner``: percent-encoded (letters, digits and ``-_.~`` stay as they
-    are, so ``team-a`` is ``team-a``; ``/`` and ``:`` of an ARN are escaped); ``NO_OWNER`` when None or empty."""
-    return quote(owner, safe="") if owner else NO_OWNER
+    are, so ``team-a`` is ``team-a``; ``/`` and ``:`` of an ARN are escaped); ``NO_OWNER`` when None or empty. An
+    owner spelled ``NO_OWNER`` has its ``_`` escaped too (``%5Fnone``): no owner reads the rows that name none."""
+    if not owner:
+        return NO_OWNER
+    encoded = quote(owner, safe="")
+    return "%5F" + encoded[1:] if encoded == NO_OWNER else encoded
 
 
 def owner_of_partition(value: str) -> str | None:
@@ -115,7 +124,7 @@ def archive_row(row: RunRow) -> dict[str, Any]:
     return values
 
 
-def encode_rows(rows: Iterable[dict[str, Any]]) -> bytes:
+def encode_rows(rows: Iterable[Mapping[str, Any]]) -> bytes:
     """``rows`` as gzip JSON Lines: one compact JSON object a line, keys sorted, gzip level 9 with ``mtime`` 0
     (the same rows give the same bytes)."""
     text = "".join(json.dumps(row, separators=(",", ":"), sort_keys=True) + "\n" for row in rows)
@@ -157,6 +166,15 @@ def archive_objects(rows: Iterable[RunRow]) -> list[ArchiveObject]:
     return sorted(objects, key=lambda item: item.key)
 
 
+def quarantine_object(records: Sequence[Mapping[str, Any]]) -> ArchiveObject:
+    """The object that keeps ``records`` (stream records whose image is no run row) whole: one JSON line each, as
+    :func:`encode_rows` writes rows, at ``quarantine/<sha256 of the body, 32 hex digits>.json.gz`` (the same
+    records give the same object). Raises ``TypeError`` for a record that is not JSON (a stream record is)."""
+    body = encode_rows(records)
+    key = f"{QUARANTINE_PREFIX}{hashlib.sha256(body).hexdigest()[:32]}{OBJECT_SUFFIX}"
+    return ArchiveObject(key, body, len(records))
+
+
 def split_object(item: ArchiveObject, max_bytes: int) -> list[ArchiveObject]:
     """``item`` if its body is at most ``max_bytes``; else its rows in parts of at most ``max_bytes`` each (halved
     until they fit), named ``<digest>-<i>.json.gz`` (``i`` from 1; deterministic: the same object splits the
@@ -184,31 +202,47 @@ def _halves(rows: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, A
 @dataclass(frozen=True)
 class ArchiveReport:
     """What one batch did: ``rows`` archived (distinct runs), ``objects`` written, ``spilled`` objects kept in the
-    spill instead (the store refused them), ``ignored`` records that were no TTL deletion of a run."""
+    spill instead (the store refused them), ``ignored`` records that were no TTL deletion of a run,
+    ``quarantined`` records whose image was no run row (kept whole under ``quarantine/``)."""
 
     rows: int = 0
     objects: int = 0
     spilled: int = 0
     ignored: int = 0
+    quarantined: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        """The report as ``{"rows": .., "objects": .., "spilled": .., "ignored": ..}``."""
-        return {"rows": self.rows, "objects": self.objects, "spilled": self.spilled, "ignored": self.ignored}
+        """The report as ``{"rows", "objects", "spilled", "ignored", "quarantined"}``, each a count."""
+        return {
+            "rows": self.rows,
+            "objects": self.objects,
+            "spilled": self.spilled,
+            "ignored": self.ignored,
+            "quarantined": self.quarantined,
+        }
 
 
 def archive_batch(
-    rows: Sequence[RunRow], store: ArchiveObjects, spill: ArchiveSpill, *, ignored: int = 0
+    rows: Sequence[RunRow],
+    store: ArchiveObjects,
+    spill: ArchiveSpill,
+    *,
+    ignored: int = 0,
+    malformed: Sequence[Mapping[str, Any]] = (),
 ) -> ArchiveReport:
-    """Archive ``rows`` (one stream batch's expired runs): write each of :func:`archive_objects` to ``store``; from
-    the first object ``store`` refuses (``ArchiveUnavailable``), keep that one and the rest in ``spill`` (an
-    object written twice is the same bytes at the same name). Any other error, or one of ``spill``, propagates:
-    the batch is retried whole and rewrites its objects in place. ``ignored`` is carried into the report."""
-    objects = archive_objects(rows)
+    """Archive ``rows`` (one stream batch's expired runs) and keep ``malformed`` (its records whose image is no run
+    row) whole: write each of :func:`archive_objects` and the :func:`quarantine_object` to ``store``; from the
+    first object ``store`` refuses (``ArchiveUnavailable``), keep that one and the rest in ``spill`` (an object
+    written twice is the same bytes at the same name). Any other error, or one of ``spill``, propagates: the batch
+    is retried whole and rewrites its objects in place. ``ignored`` is carried into the report."""
+    runs = archive_objects(rows)
+    objects = runs + ([quarantine_object(malformed)] if malformed else [])
+    archived = sum(o.rows for o in runs)
     for written, item in enumerate(objects):
         try:
             store.put(item)
         except ArchiveUnavailable:
             left = objects[written:]
             spill.spill(left)
-            return ArchiveReport(sum(o.rows for o in objects), written, len(left), ignored)
-    return ArchiveReport(sum(o.rows for o in objects), len(objects), 0, ignored)
+            return ArchiveReport(archived, written, len(left), ignored, len(malformed))
+    return ArchiveReport(archived, len(objects), 0, ignored, len(malformed))

@@ -8,7 +8,12 @@ reads them.
   owner, percent-encoded as the layout writes it: ``domain.archive.owner_partition``) and the window is a
   predicate on the ``month`` partition too, so a query reads only the caller's objects of those months. Rows are
   deduplicated by ``DEDUPE_KEY``; newest ``scheduled_for`` first.
+- **Which window** (:func:`window_of`): the inverse of :func:`runs_query`, from a query's text and values as the
+  engine keeps them, so a poll knows whose window it answers; None for any query ``runs_query`` did not build.
 - **Rows** (:func:`rows_of_strings`): Athena answers every value as text; the columns' types make them ints again.
+- **Both stores** (:func:`merged_rows`): a window before the retention can still hold rows of the runs table (a
+  backfill of an old fire is kept from when it was saved; TTL deletes hours to days after expiry): the answer is
+  the archive's rows and the table's, one per ``DEDUPE_KEY`` (the table's copy first), each marked ``archived``.
 """
 
 from __future__ import annotations
@@ -19,8 +24,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobsched.archived_rows import TRY_FIELDS
-from jobsched.domain.archive import ARCHIVE_COLUMNS, DEDUPE_KEY, month_of, owner_partition
+from jobsched.domain.archive import (
+    ARCHIVE_COLUMNS,
+    DEDUPE_KEY,
+    archive_row,
+    month_of,
+    owner_of_partition,
+    owner_partition,
+)
 from jobsched.ports.archive_queries import ArchiveQuery, RunsWindow
+from jobsched.ports.runs import RunRow
 
 DAY_MS = 86_400_000
 MAX_ROWS = 1000
@@ -32,6 +45,11 @@ WIRE_VALUE = re.compile(r"[a-z_]{1,32}")
 RUNS_QUERY_PREFIX = "SELECT /* jobsched runs_query */ "
 """How every query :func:`runs_query` builds begins: a query that begins otherwise was not built by it, and its
 first parameter is no owner binding."""
+OPTIONAL_FILTERS = ("job_id", "status", "kind")
+"""The optional filters of a window, in the order :func:`runs_query` adds their predicates and values."""
+_FIXED_VALUES = 5
+"""How many values every :func:`runs_query` has before the optional filters': owner, two months, since, until."""
+_LIMIT = re.compile(r" LIMIT ([0-9]{1,4})$")
 _SCALAR_COLUMNS = [name for name, _ in ARCHIVE_COLUMNS if name != "tries"]
 _INTEGERS = {name for name, kind in ARCHIVE_COLUMNS if kind in ("int", "bigint")}
 
@@ -86,7 +104,7 @@ def runs_query(window: RunsWindow) -> ArchiveQuery:
         window.since_ms,
         window.until_ms,
     ]
-    for name in ("job_id", "status", "kind"):
+    for name in OPTIONAL_FILTERS:
         value = getattr(window, name)
         if value is not None:
             where.append(f"{name} = ?")
@@ -99,6 +117,46 @@ def runs_query(window: RunsWindow) -> ArchiveQuery:
         f"ORDER BY scheduled_for DESC, job_id LIMIT {int(window.limit)}"
     )
     return ArchiveQuery(sql, tuple(parameters), window)
+
+
+def window_of(sql: str, parameters: Sequence[str | int]) -> RunsWindow | None:
+    """The window a query of :func:`runs_query` answers, from its ``sql`` and its ``parameters`` (typed values, in
+    order); None when :func:`runs_query` of that window would not build exactly this query (any other SQL, values
+    of another shape, or an owner partition naming no owner)."""
+    found = _LIMIT.search(sql)
+    if not sql.startswith(RUNS_QUERY_PREFIX) or found is None or len(parameters) < _FIXED_VALUES:
+        return None
+    owner, _, _, since_ms, until_ms = parameters[:_FIXED_VALUES]
+    names = [name for name in OPTIONAL_FILTERS if f" AND {name} = ?" in sql]
+    values = parameters[_FIXED_VALUES:]
+    if not isinstance(owner, str) or not isinstance(since_ms, int) or not isinstance(until_ms, int):
+        return None
+    if len(values) != len(names) or not all(isinstance(value, str) for value in values):
+        return None
+    filters = {name: str(value) for name, value in zip(names, values, strict=True)}
+    window = RunsWindow(owner_of_partition(owner) or "", since_ms, until_ms, limit=int(found[1]), **filters)
+    try:
+        rebuilt = runs_query(window)
+    except ArchiveWindowError:
+        return None
+    same = rebuilt.sql == sql and rebuilt.parameters == tuple(parameters)
+    return window if same else None
+
+
+def merged_rows(
+    archived: Sequence[dict[str, Any]], recent: Sequence[RunRow], limit: int
+) -> list[dict[str, Any]]:
+    """The answer to a window from both stores: ``recent`` (the runs table's rows of the window, as
+    ``domain.archive.archive_row`` gives them, ``"archived": false``) and ``archived`` (the archive's rows,
+    ``"archived": true``), one per ``DEDUPE_KEY`` (the table's copy kept: it is the live one), newest
+    ``scheduled_for`` first (then ``job_id``), at most ``limit``."""
+    kept: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in recent:
+        kept.setdefault((row.job_id, row.scheduled_for), {**archive_row(row), "archived": False})
+    for found in archived:
+        kept.setdefault(tuple(found[name] for name in DEDUPE_KEY), {**found, "archived": True})
+    ordered = sorted(kept.values(), key=lambda row: (-row["scheduled_for"], row["job_id"]))
+    return ordered[:limit]
 
 
 def rows_of_strings(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:

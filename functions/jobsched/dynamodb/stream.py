@@ -6,7 +6,8 @@ DynamoDB's TTL deletes an expired item as the service itself: its stream record 
 ``dynamodb.OldImage`` (stream view ``OLD_IMAGE``). ``TTL_DELETION_FILTER`` is the Lambda event filter that lets
 only those records of run rows (which carry ``status``; a manual trigger's key item does not) invoke the
 archive function; :func:`expired_runs` checks the same again, so a record the filter let through by mistake is
-ignored, never archived.
+ignored, never archived; a TTL deletion whose image is no run row is returned whole (``malformed``), never
+dropped and never failing its batch.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from base64 import b64decode
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
 from jobsched.dynamodb.layout import plain, run_row_of_plain
 from jobsched.ports.runs import RunRow
@@ -79,14 +80,29 @@ def is_ttl_deletion(record: Mapping[str, Any]) -> bool:
     )
 
 
-def expired_runs(records: Sequence[Mapping[str, Any]]) -> tuple[list[RunRow], int]:
-    """The run rows TTL deleted in stream ``records`` (a Lambda event's ``Records``), and how many records were
-    ignored (no TTL deletion of a run). Raises ``KeyError``/``ValueError`` for a run image that is malformed:
-    the batch fails and is retried, then reaches the mapping's on-failure destination."""
-    rows = []
+class ExpiredRuns(NamedTuple):
+    """What a stream batch holds for the archive: ``rows``, the run rows TTL deleted; ``ignored``, how many records
+    were no TTL deletion of a run; ``malformed``, the TTL deletions of a run whose image is no run row (missing
+    key, unknown status, unknown attribute type), each record whole as the stream gave it."""
+
+    rows: list[RunRow]
+    ignored: int
+    malformed: list[Mapping[str, Any]]
+
+
+def expired_runs(records: Sequence[Mapping[str, Any]]) -> ExpiredRuns:
+    """The run rows TTL deleted in stream ``records`` (a Lambda event's ``Records``), how many records were ignored
+    (no TTL deletion of a run) and the malformed ones. A malformed image fails nothing: failing the batch would
+    leave its record in the stream (24 hours) as its only copy, so it is returned, to be kept whole
+    (``domain.archive.quarantine_object``)."""
+    rows: list[RunRow] = []
+    malformed: list[Mapping[str, Any]] = []
     for record in records:
         if not is_ttl_deletion(record):
             continue
         image = record["dynamodb"]["OldImage"]
-        rows.append(run_row_of_plain({name: plain_attribute(value) for name, value in image.items()}))
-    return rows, len(records) - len(rows)
+        try:
+            rows.append(run_row_of_plain({name: plain_attribute(value) for name, value in image.items()}))
+        except (KeyError, ValueError, TypeError, AttributeError):
+            malformed.append(record)
+    return ExpiredRuns(rows, len(records) - len(rows) - len(malformed), malformed)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobsched.domain.archive import ARCHIVE_COLUMNS, DEDUPE_KEY, OBJECT_SUFFIX, RUNS_PREFIX
+from jobsched.domain.archive import ARCHIVE_COLUMNS, DEDUPE_KEY, NO_OWNER, OBJECT_SUFFIX, RUNS_PREFIX
 from jobsched.ports.archive import ArchiveObject, ArchiveUnavailable
 from jobsched.sqlite.database import SqliteDatabase
 from jobsched.sqlite.runs import archive_expired
@@ -49,16 +49,20 @@ def duckdb_type(hive: str) -> str:
 
 def runs_view_sql(root: Path) -> str:
     """The ``CREATE VIEW runs`` over the objects under ``root`` (a directory holding ``runs/``): deduplicated by
-    ``DEDUPE_KEY`` (the copy with the latest ``finished_at`` kept)."""
+    ``DEDUPE_KEY`` (the copy with the latest ``finished_at`` kept); ``owner`` decoded from its partition (DuckDB's
+    hive partitioning decodes it), NULL for the rows of the partition ``NO_OWNER`` (which an owner spelled
+    ``_none``, partition ``%5Fnone``, decodes to as well)."""
     columns = ", ".join(f"'{name}': '{duckdb_type(kind)}'" for name, kind in ARCHIVE_COLUMNS)
     pattern = str(root / RUNS_PREFIX / "*" / "*" / f"*{OBJECT_SUFFIX}").replace("'", "''")
     key = ", ".join(DEDUPE_KEY)
     source = (
         f"read_json('{pattern}', format = 'newline_delimited', compression = 'gzip', columns = {{{columns}}}, "
-        "hive_partitioning = true, hive_types = {'owner': 'VARCHAR', 'month': 'VARCHAR'})"
+        "hive_partitioning = true, hive_types = {'owner': 'VARCHAR', 'month': 'VARCHAR'}, filename = true)"
     )
+    no_owner = f"regexp_matches(filename, '[/\\\\]owner={NO_OWNER}[/\\\\][^/\\\\]+[/\\\\][^/\\\\]+$')"
     return (
-        "CREATE OR REPLACE VIEW runs AS SELECT * EXCLUDE (copy_rank) FROM (SELECT *, row_number() OVER "
+        "CREATE OR REPLACE VIEW runs AS SELECT * EXCLUDE (copy_rank, filename, owner), "
+        f"CASE WHEN {no_owner} THEN NULL ELSE owner END AS owner FROM (SELECT *, row_number() OVER "
         f"(PARTITION BY {key} ORDER BY finished_at DESC NULLS LAST) AS copy_rank FROM {source}) WHERE copy_rank = 1"
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 from jobsched.domain.archive import owner_of_partition
-from jobsched.domain.archive_queries import rows_of_strings
+from jobsched.domain.archive_queries import rows_of_strings, window_of
 from jobsched.local.archive import ArchiveQueryError, LocalArchive
 from jobsched.ports.archive_queries import ArchiveQuery, QueryResult, QueryState, UnknownQuery
 
@@ -25,11 +25,14 @@ class LocalArchiveQueries:
         """Run ``query`` now; its id (``local-<n>``). A failure (bad SQL, DuckDB missing) is kept as ``failed``."""
         query_id = f"local-{next(self._ids)}"
         owner = str(query.parameters[0]) if query.parameters else None
+        window = window_of(query.sql, query.parameters)
         try:
             columns, rows = self._archive.query(query.sql, _as_read(query.parameters))
-            result = QueryResult(QueryState.SUCCEEDED, rows_of_strings(columns, rows), owner_partition=owner)
+            result = QueryResult(
+                QueryState.SUCCEEDED, rows_of_strings(columns, rows), owner_partition=owner, window=window
+            )
         except ArchiveQueryError as error:
-            result = QueryResult(QueryState.FAILED, reason=str(error), owner_partition=owner)
+            result = QueryResult(QueryState.FAILED, reason=str(error), owner_partition=owner, window=window)
         self._results[query_id] = result
         while len(self._results) > self._keep:
             del self._results[next(iter(self._results))]

@@ -8,6 +8,7 @@ import itertools
 from typing import Any
 
 from jobsched.domain.archive import DEDUPE_KEY, owner_partition
+from jobsched.domain.archive_queries import window_of
 from jobsched.ports.archive_queries import ArchiveQuery, QueryResult, QueryState, UnknownQuery
 
 
@@ -39,7 +40,11 @@ class MemoryArchiveQueries:
         query, polls = self._queries[query_id]
         if polls < self._polls:
             self._queries[query_id] = (query, polls + 1)
-            return QueryResult(QueryState.RUNNING, owner_partition=str(query.parameters[0]))
+            return QueryResult(
+                QueryState.RUNNING,
+                owner_partition=str(query.parameters[0]),
+                window=window_of(query.sql, query.parameters),
+            )
         window = query.window
         seen: dict[tuple[Any, ...], dict[str, Any]] = {}
         for owner, row in self._rows:
@@ -57,5 +62,8 @@ class MemoryArchiveQueries:
             seen.setdefault(tuple(row[k] for k in DEDUPE_KEY), row)
         ordered = sorted(seen.values(), key=lambda r: (-r["scheduled_for"], r["job_id"]))
         return QueryResult(
-            QueryState.SUCCEEDED, ordered[: window.limit], owner_partition=owner_partition(window.owner)
+            QueryState.SUCCEEDED,
+            ordered[: window.limit],
+            owner_partition=owner_partition(window.owner),
+            window=window_of(query.sql, query.parameters),
         )

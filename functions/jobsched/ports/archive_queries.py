@@ -50,13 +50,15 @@ class QueryState(StrEnum):
 class QueryResult:
     """A query's ``state``; its ``rows`` (archived runs as ``domain.archive.archive_row`` gives them, newest first)
     once ``succeeded``; the engine's ``reason`` when ``failed``; ``owner_partition``: the ``owner`` partition value
-    the query reads (its first parameter, as the engine keeps it), None for a query no ``runs_query`` built. The
-    API answers a query only to the owner whose partition it reads."""
+    the query reads (its first parameter, as the engine keeps it), None for a query no ``runs_query`` built;
+    ``window``: the :class:`RunsWindow` the query answers (``domain.archive_queries.window_of``), None for a query
+    no ``runs_query`` built. The API answers a query only to the owner of its window."""
 
     state: QueryState
     rows: list[dict[str, Any]] = field(default_factory=list)
     reason: str | None = None
     owner_partition: str | None = None
+    window: RunsWindow | None = None
 
 
 class UnknownQuery(KeyError):

@@ -52,13 +52,20 @@ class ArchiveRuntime:
 
     def serve(self, event: dict[str, Any]) -> dict[str, Any]:
         """One invocation. A stream batch (``Records``): its TTL-deleted runs archived; returns the
-        ``ArchiveReport`` as a dict (``ArchiveRows``, ``ArchiveSpilled`` metrics). ``{"action": "redrive"}``: one
+        ``ArchiveReport`` as a dict (``ArchiveRows``, ``ArchiveSpilled``, ``ArchiveQuarantined`` metrics). ``{"action": "redrive"}``: one
         pass of ``aws.archive.redrive``. Raises ``ValueError`` for any other event; any error of the batch
         propagates (Lambda retries the batch, then sends it to the mapping's on-failure destination)."""
         if "Records" in event:
-            rows, ignored = expired_runs(event["Records"])
-            report = archive_batch(rows, self.store, self.spill, ignored=ignored)
+            found = expired_runs(event["Records"])
+            report = archive_batch(
+                found.rows, self.store, self.spill, ignored=found.ignored, malformed=found.malformed
+            )
             add_metric(MetricName.ARCHIVE_ROWS, COUNT, report.rows)
+            if report.quarantined:
+                add_metric(MetricName.ARCHIVE_QUARANTINED, COUNT, report.quarantined)
+                logger.error(
+                    "expired run images that are no run row: kept under quarantine/", extra=report.as_dict()
+                )
             if report.spilled:
                 add_metric(MetricName.ARCHIVE_SPILLED, COUNT, report.spilled)
                 logger.warning("archive bucket refused a batch: spilled", extra=report.as_dict())

@@ -494,12 +494,13 @@ class Components:
             authenticator = TaggedIamAuthenticator(tag_key, tags, clock=self.clock)
         else:
             authenticator = IamAuthenticator()
-        return Api(
-            settings=self.settings,
-            service=self.job_service(),
-            authenticator=authenticator,
-            archive=ArchiveReads(self.archive_queries(), retention_days=self.settings.retention_days),
+        service = self.job_service()
+        archive = ArchiveReads(
+            self.archive_queries(),
+            retention_days=self.settings.retention_days,
+            recent=service.run_listing.window_rows,
         )
+        return Api(settings=self.settings, service=service, authenticator=authenticator, archive=archive)
 
     def archive_queries(self) -> ArchiveQueries | None:
         """The archive's queries: Athena in ``settings.archive_workgroup`` over ``settings.archive_database``

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from jobsched.aws.archive import ARCHIVE_BUCKET_ENV, ARCHIVE_SPILL_ENV
-from jobsched.domain.archive import archive_row, month_of, owner_partition
+from jobsched.domain.archive import archive_row, decode_rows, month_of, owner_partition
 from jobsched.dynamodb.layout import run_item
 from jobsched.handlers import archive as archive_handler
 from jobsched.local.archive import LocalArchive
@@ -133,6 +133,36 @@ def test_an_owner_reads_only_its_own_partition(runtime: ArchiveRuntime, tmp_path
     keys = [e["Key"] for e in runtime.store.client.list_objects_v2(Bucket=BUCKET)["Contents"]]
     months = {month_of(r.scheduled_for) for r in rows if r.owner == owner}
     assert sum(f"owner={owner_partition(owner)}/" in k for k in keys) == len(months)
+
+
+def test_a_malformed_run_image_is_kept_whole_in_quarantine_and_the_rest_of_its_batch_archived(
+    runtime: ArchiveRuntime, tmp_path: Path
+) -> None:
+    """A TTL deletion whose image is no run row (no ``scheduled_for``, an unknown status, an attribute type of no
+    known kind) neither fails its batch (retried, then only its sequence numbers kept: the stream's 24 hours the
+    only copy) nor is dropped: its record is written whole under ``quarantine/``, counted, and the rest of the
+    batch is archived. A retry writes the same object again."""
+    rows = finished_runs(6)
+    records = ttl_records(rows)
+    no_key = stream_record(run_item(rows[0]), 7_001)
+    del no_key["dynamodb"]["OldImage"]["scheduled_for"]
+    odd_status = stream_record({**run_item(rows[1]), "status": "exploded", "error": "ünïcødé " * 50}, 7_002)
+    odd_type = stream_record(run_item(rows[2]), 7_003)
+    odd_type["dynamodb"]["OldImage"]["attempt"] = {"X": "1"}
+    batch = [*records, no_key, odd_status, odd_type]
+
+    report = invoke(runtime, {"Records": batch})
+    assert invoke(runtime, {"Records": batch}) == report
+    assert (report["rows"], report["quarantined"], report["ignored"]) == (6, 3, 0)
+    client = runtime.store.client
+    keys = [e["Key"] for e in client.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    kept = [k for k in keys if k.startswith("quarantine/")]
+    assert len(kept) == 1
+    body = client.get_object(Bucket=BUCKET, Key=kept[0])["Body"].read()
+    assert decode_rows(body) == [no_key, odd_status, odd_type]
+    archive = read_back(runtime, tmp_path)
+    _, [(count,)] = archive.query("SELECT count(*) FROM runs")
+    assert count == len(rows)
 
 
 def test_a_spill_that_fails_too_fails_the_batch(

@@ -236,6 +236,36 @@ def test_expired_runs_move_to_the_archive_and_a_refused_write_keeps_them(
     assert found == [("j_a", T0), ("j_b", T0 + 1)]
 
 
+def test_a_crash_between_writing_the_files_and_deleting_the_rows_loses_and_doubles_nothing(
+    database: SqliteDatabase, tmp_path: Path
+) -> None:
+    from jobsched.local.archive import LocalArchive
+    from jobsched.ports.archive import ArchiveObject
+    from jobsched.sqlite.runs import archive_expired
+
+    runs = SqliteRunStore(database)
+    for i in range(3):
+        runs.put_new(_run(job_id=f"j_{i}", scheduled_for=T0 + i, retention_days=1))
+    archive = LocalArchive(tmp_path / "archive")
+
+    class CrashAfterWrite:
+        def put(self, item: ArchiveObject) -> None:
+            archive.put(item)
+            raise KeyboardInterrupt("the process stops after the file is written")
+
+    with pytest.raises(KeyboardInterrupt):
+        archive_expired(database, CrashAfterWrite(), T0 + 86_401_000)
+    assert len(list(runs.rows())) == 3  # the rows stay until their files are written and the deletion commits
+    runs.put_new(_run(job_id="j_3", scheduled_for=T0 + 3, retention_days=1))
+    _, during = archive.query("SELECT count(*) FROM runs")  # a reader meanwhile sees each archived run once
+    assert during == [(3,)]
+    assert archive_expired(database, archive, T0 + 86_402_000) == 4
+    assert list(runs.rows()) == []
+    assert len(list((tmp_path / "archive").rglob("*.json.gz"))) == 2  # a run in two files
+    _, found = archive.query("SELECT job_id, count(*) FROM runs GROUP BY 1 ORDER BY 1")
+    assert found == [(f"j_{i}", 1) for i in range(4)]
+
+
 def test_a_database_made_before_quota_usage_gets_its_owners_job_counts(tmp_path: Path) -> None:
     path = tmp_path / "jobsched.sqlite3"
     database = SqliteDatabase(path)

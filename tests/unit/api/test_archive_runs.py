@@ -22,7 +22,8 @@ def _iso(epoch_ms: int) -> str:
 
 def _with_archive(http, polls: int = 1) -> MemoryArchiveQueries:
     fake = MemoryArchiveQueries(polls_before_done=polls)
-    http.api = replace(http.api, archive=ArchiveReads(fake, retention_days=90))
+    recent = http.api.service.run_listing.window_rows
+    http.api = replace(http.api, archive=ArchiveReads(fake, retention_days=90, recent=recent))
     return fake
 
 
@@ -57,6 +58,7 @@ def test_a_window_before_the_retention_is_202_then_the_poll_answers_the_owners_a
                 "kind": "scheduled",
                 "attempt": 3,
                 "reruns": 0,
+                "archived": True,
             }
         ]
 
@@ -82,3 +84,42 @@ def test_without_an_archive_a_window_before_the_retention_is_410_saying_where_th
     assert reply.status == 410, reply.body
     assert reply.error["code"] == "beyond_retention" and reply.error["field"] == "since"
     assert "archive" in reply.error["message"]
+
+
+def test_a_window_across_the_retention_answers_the_runs_table_and_the_archive_once_each(http):
+    """A window from before the retention to now holds archived runs and runs still in the runs table: a recent
+    run, a backfill of an old fire (kept from when it was saved) and a run TTL has not deleted yet. The poll
+    answers every one of them once, newest first, the runs table's copy over an archived one."""
+    fake = _with_archive(http)
+    job = http.create()
+    recent, backfilled, old = (http.NOW_MS - d * DAY_MS for d in (1, 150, 200))
+    http.put_run(job["id"], recent, RunStatus.SUCCEEDED)
+    http.put_run(job["id"], backfilled, RunStatus.SUCCEEDED)
+    for scheduled_for, status in ((old, RunStatus.DEAD), (backfilled, RunStatus.DEAD)):
+        row = RunRow(job_id=job["id"], scheduled_for=scheduled_for, status=status, owner=http.alice_owner)
+        fake.add(http.alice_owner, archive_row(row))
+    since = _iso(http.NOW_MS - 365 * DAY_MS)
+
+    for path, query in ((f"/jobs/{job['id']}/runs", {"since": since}), ("/runs", {"since": since})):
+        started = http("GET", path, query=query)
+        done = http("GET", started.headers["location"])
+        assert done.status == 200, done.body
+        found = [(run["scheduled_for"], run["status"], run["archived"]) for run in done.body["runs"]]
+        assert found == [(recent, "succeeded", False), (backfilled, "succeeded", False), (old, "dead", True)]
+
+
+def test_a_window_before_the_retention_with_no_offset_or_with_a_cursor_is_refused_by_field(http):
+    """The archive reads instants as the runs table does (an offset is required, never the server's zone), and
+    its answer is one page and issues no cursor: a cursor is one this listing did not issue (404, as any other),
+    never answered with the first page again."""
+    fake = _with_archive(http)
+    job = http.create()
+    old = "2025-01-01T00:00:00"
+    for path in (f"/jobs/{job['id']}/runs", "/runs"):
+        naive = http("GET", path, query={"since": old})
+        assert naive.status == 400 and naive.error["field"] == "since", naive.body
+        naive_until = http("GET", path, query={"since": old + "Z", "until": "2025-02-01T00:00:00"})
+        assert naive_until.status == 400 and naive_until.error["field"] == "until", naive_until.body
+        paged = http("GET", path, query={"since": old + "Z", "cursor": "c2Vjb25kIHBhZ2U"})
+        assert paged.status == 404 and paged.error["field"] == "cursor", paged.body
+    assert fake.started == []

@@ -17,6 +17,7 @@ from jobsched.domain.archive_queries import (
     reaches_archive,
     rows_of_strings,
     runs_query,
+    window_of,
 )
 from jobsched.memory.archive_queries import MemoryArchiveQueries
 from jobsched.ports.archive_queries import QueryState, RunsWindow, UnknownQuery
@@ -213,3 +214,57 @@ def test_the_fake_answers_running_then_only_the_owners_rows_once_each_newest_fir
     assert [r["scheduled_for"] for r in done.rows] == [JAN + DAY_MS, JAN]
     with pytest.raises(UnknownQuery):
         fake.result("q-404")
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        window(),
+        window(owner="arn:aws:iam::1:role/o'x", job_id=JOB, status="dead", kind="backfill", limit=1000),
+        window(status="retrying", limit=7),
+        window(kind="manual"),
+    ],
+)
+def test_a_runs_query_gives_back_its_window(asked: RunsWindow) -> None:
+    built = runs_query(asked)
+    assert window_of(built.sql, built.parameters) == asked
+
+
+def test_a_query_runs_query_did_not_build_has_no_window() -> None:
+    built = runs_query(window(job_id=JOB, status="dead"))
+    sql, values = built.sql, list(built.parameters)
+    tampered = [
+        (sql.replace("copy_rank = 1", "copy_rank >= 1"), values),  # the text changed
+        (sql + " UNION SELECT * FROM runs LIMIT 1", values),  # text appended after the LIMIT
+        (sql, [*values, "extra"]),  # one value too many
+        (sql, values[:-1]),  # one too few
+        (sql, ["_none", *values[1:]]),  # the partition of rows that name no owner
+        (sql, [values[0], "2020-01", *values[2:]]),  # a month outside the window
+        (sql, [*values[:3], str(values[3]), *values[4:]]),  # since as text
+        ("SELECT * FROM runs WHERE owner = ?", values[:1]),  # an operator's query
+    ]
+    for text, parameters in tampered:
+        assert window_of(text, parameters) is None, (text, parameters)
+
+
+def test_the_athena_adapter_reports_the_window_and_none_for_an_operators_query_in_the_workgroup() -> None:
+    queries, stub = _athena()
+    stub.add_response("get_query_execution", _status("QUEUED"), {"QueryExecutionId": "e-1"})
+    operator = "SELECT /* jobsched runs_query */ * FROM runs WHERE owner = ?"
+    stub.add_response("get_query_execution", _status("QUEUED", query=operator), {"QueryExecutionId": "e-1"})
+    with stub:
+        assert queries.result("e-1").window == window(owner="o'brien")
+        other = queries.result("e-1")
+    assert other.window is None and other.owner_partition is None
+
+
+def test_a_succeeded_query_whose_results_are_gone_is_no_longer_known() -> None:
+    """The result bucket keeps a query's results 7 days and Athena its history longer: a poll after that is a
+    query no longer kept (the API's 404), not an internal error."""
+    queries, stub = _athena()
+    stub.add_response("get_query_execution", _status("SUCCEEDED"), {"QueryExecutionId": "e-1"})
+    stub.add_client_error(
+        "get_query_results", "InvalidRequestException", "Unable to read the query's results: NoSuchKey"
+    )
+    with stub, pytest.raises(UnknownQuery):
+        queries.result("e-1")

@@ -126,4 +126,19 @@ def test_local_mode_reads_an_owner_with_an_escaped_partition_and_its_tries(tmp_p
     answer = ArchiveReads(LocalArchiveQueries(archive), retention_days=90).start(
         RunsWindow(owner, NOW - 365 * DAY_MS, NOW), now_ms=NOW
     )
-    assert answer.runs == [archive_row(tried)]
+    assert answer.runs == [{**archive_row(tried), "archived": True}]
+
+
+@pytest.mark.parametrize("owner", ["_none", "%5Fnone", "None", "null"])
+def test_local_mode_never_answers_an_owner_the_runs_that_name_no_owner(tmp_path: Path, owner: str) -> None:
+    """Rows written without an owner are in the partition ``_none``; DuckDB decodes partition values, so an owner
+    whose own partition decodes to the same text must still read only its own rows."""
+    archive = LocalArchive(tmp_path)
+    ownerless = RunRow(job_id=JOB_A, scheduled_for=NOW - 200 * DAY_MS, status=RunStatus.DEAD, owner=None)
+    own = run(JOB_B, owner, 150)
+    archive_batch([ownerless, own], archive, _NoSpill())
+    answer = ArchiveReads(LocalArchiveQueries(archive), retention_days=90).start(
+        RunsWindow(owner, NOW - 365 * DAY_MS, NOW), now_ms=NOW
+    )
+    assert answer.status is QueryState.SUCCEEDED
+    assert [r["job_id"] for r in answer.runs or []] == [JOB_B]

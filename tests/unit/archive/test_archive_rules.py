@@ -19,6 +19,7 @@ from jobsched.domain.archive import (
     owner_of_partition,
     owner_partition,
     partition_prefix,
+    quarantine_object,
     split_object,
 )
 from jobsched.ports.archive import ArchiveObject, ArchiveUnavailable
@@ -77,6 +78,15 @@ def test_partitions_are_the_owner_percent_encoded_and_the_utc_month_of_scheduled
     assert partition_prefix("team-a", "2026-01") == "runs/owner=team-a/month=2026-01/"
 
 
+@pytest.mark.parametrize("owner", [NO_OWNER, "_none", "%5Fnone", "_", "_x", "ü/é", "a b", "%"])
+def test_an_owner_named_like_the_no_owner_partition_reads_its_own_partition_only(owner: str) -> None:
+    """Every owner has a partition of its own: none is the partition of rows that name no owner, and each decodes
+    back to its owner (as DuckDB's hive partitioning and ``owner_of_partition`` decode it)."""
+    assert owner_partition(owner) != owner_partition(None)
+    assert owner_of_partition(owner_partition(owner)) == owner
+    assert len({owner_partition(o) for o in (owner, NO_OWNER, "_none", None)}) == len({owner, NO_OWNER, None})
+
+
 def test_a_batch_is_one_object_per_partition_named_by_its_rows_and_byte_for_byte_the_same_again() -> None:
     rows = finished_runs(60)
     objects = archive_objects(rows)
@@ -116,8 +126,19 @@ def test_objects_the_store_refuses_are_spilled_whole(refuse_from: int) -> None:
         "objects": refuse_from,
         "spilled": len(objects) - refuse_from,
         "ignored": 3,
+        "quarantined": 0,
     }
     assert {o.key: o.body for o in spill.kept} | store.objects == {o.key: o.body for o in objects}
+
+
+def test_quarantined_records_are_spilled_whole_too_when_the_store_refuses_them() -> None:
+    rows = finished_runs(4)
+    odd = [{"eventName": "REMOVE", "dynamodb": {"OldImage": {"status": {"S": "exploded"}}}}]
+    store, spill = Store(refuse_from=0), Spill()
+    report = archive_batch(rows, store, spill, malformed=odd)
+    assert (report.rows, report.quarantined, report.spilled) == (4, 1, len(archive_objects(rows)) + 1)
+    [kept] = [o for o in spill.kept if o.key.startswith("quarantine/")]
+    assert decode_rows(kept.body) == odd and kept == quarantine_object(odd)
 
 
 def test_another_failure_of_the_store_propagates_so_the_batch_is_retried() -> None:
@@ -136,4 +157,4 @@ def test_stream_images_read_as_the_run_rows_they_held() -> None:
     from tests.support.archive import trigger_key_record, ttl_records
 
     rows = finished_runs(12)
-    assert expired_runs([*ttl_records(rows), trigger_key_record(99)]) == (rows, 1)
+    assert expired_runs([*ttl_records(rows), trigger_key_record(99)]) == (rows, 1, [])
