@@ -10,7 +10,8 @@ from jobsched.ports.lateness import LatenessFigures, LatenessLabels, LatenessSum
 
 class JsonLateness:
     """``LatenessSummary`` as compact JSON: ``{"partition", "since", "at", "term", "groups": [[priority, owner,
-    runs, p50_ms, p99_ms, max_ms], ...], "backlog": [[owner, due jobs], ...]}``; instants epoch ms."""
+    runs, p50_ms, p99_ms, max_ms], ...], "priorities": [[priority, runs, p50_ms, p99_ms, max_ms], ...],
+    "backlog": [[owner, due jobs], ...]}``; instants epoch ms."""
 
     def encode(self, summary: LatenessSummary) -> str:
         """The summary as stored (``LatenessStore.save_lateness``)."""
@@ -23,6 +24,9 @@ class JsonLateness:
                 "groups": [
                     [labels.priority, labels.owner, f.runs, f.p50_ms, f.p99_ms, f.max_ms]
                     for labels, f in summary.groups
+                ],
+                "priorities": [
+                    [priority, f.runs, f.p50_ms, f.p99_ms, f.max_ms] for priority, f in summary.priorities
                 ],
                 "backlog": [[owner, count] for owner, count in summary.backlog],
             },
@@ -38,6 +42,10 @@ class JsonLateness:
                 (LatenessLabels(_str(p), _str(o)), LatenessFigures(_int(n), _int(p50), _int(p99), _int(top)))
                 for p, o, n, p50, p99, top in data["groups"]
             )
+            priorities = tuple(
+                (_str(p), LatenessFigures(_int(n), _int(p50), _int(p99), _int(top)))
+                for p, n, p50, p99, top in data["priorities"]
+            )
             backlog = tuple((_str(owner), _int(count)) for owner, count in data["backlog"])
             return LatenessSummary(
                 partition=_int(data["partition"]),
@@ -45,6 +53,7 @@ class JsonLateness:
                 at_ms=_int(data["at"]),
                 term=_int(data["term"]),
                 groups=groups,
+                priorities=priorities,
                 backlog=backlog,
             )
         except (ValueError, TypeError, KeyError) as error:

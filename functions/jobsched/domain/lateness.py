@@ -181,13 +181,21 @@ class LatenessBoard:
 
     def summary(self, now_ms: int, term: int) -> LatenessSummary:
         """The figures since the window began, up to ``now_ms``: owners beyond the ``TOP_OWNERS`` with the largest
-        backlog in the window folded into ``OTHER_OWNERS``, groups in priority order then owner."""
+        backlog in the window folded into ``OTHER_OWNERS``, groups in priority order then owner; and the figures
+        per priority over every owner."""
         named = set(top_owners(self._backlog, min_backlog=0))
         folded: dict[LatenessLabels, Histogram] = {}
         for labels, histogram in self._groups.items():
             key = labels if labels.owner in named else LatenessLabels(labels.priority, OTHER_OWNERS)
             folded.setdefault(key, Histogram()).merge(histogram)
         groups = tuple((labels, folded[labels].figures()) for labels in sorted(folded, key=priority_order))
+        by_priority: dict[str, Histogram] = {}
+        for labels, histogram in self._groups.items():
+            by_priority.setdefault(labels.priority, Histogram()).merge(histogram)
+        priorities = tuple(
+            (priority, by_priority[priority].figures())
+            for priority in sorted(by_priority, key=lambda p: priority_order(LatenessLabels(p, "")))
+        )
         backlog = tuple(sorted(((o, self._backlog[o]) for o in named), key=lambda pair: (-pair[1], pair[0])))
         return LatenessSummary(
             partition=self.partition,
@@ -195,5 +203,6 @@ class LatenessBoard:
             at_ms=now_ms,
             term=term,
             groups=groups,
+            priorities=priorities,
             backlog=backlog,
         )

@@ -42,7 +42,7 @@ class LatenessSummary:
     (``jobsched.domain.lateness.LatenessBoard``).
 
     ``groups``: figures per label, the owners named at most ``TOP_OWNERS`` (the others folded into
-    ``OTHER_OWNERS``); ``backlog``: the named owners with the largest backlog (due jobs one tick read) each had in
+    ``OTHER_OWNERS``); ``priorities``: figures per priority over every owner; ``backlog``: the named owners with the largest backlog (due jobs one tick read) each had in
     the window, largest first; ``term``: the leader's fencing term."""
 
     partition: int
@@ -50,6 +50,7 @@ class LatenessSummary:
     at_ms: int
     term: int
     groups: tuple[tuple[LatenessLabels, LatenessFigures], ...]
+    priorities: tuple[tuple[str, LatenessFigures], ...]
     backlog: tuple[tuple[str, int], ...]
 
 

@@ -487,6 +487,8 @@ class Components:
             TaggedIamAuthenticator,
             TokenAuthenticator,
         )
+        from jobsched.api.health import HealthReads
+        from jobsched.aws.lateness import JsonLateness
         from jobsched.aws.principals import IamPrincipalTags
 
         authenticator: Authenticator
@@ -502,6 +504,7 @@ class Components:
             settings=self.settings,
             service=self.job_service(),
             authenticator=authenticator,
+            health=HealthReads(self.control(), JsonLateness(), self.settings.scheduler_partitions),
             archive=ArchiveReads(self.archive_queries(), retention_days=self.settings.retention_days),
         )
 
