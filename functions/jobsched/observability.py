@@ -41,7 +41,8 @@ METRICS_LOCK = threading.RLock()
 
 class ThreadSafeEMFProvider(AmazonCloudWatchEMFProvider):
     """Powertools' CloudWatch EMF provider with every change, serialization and flush of its metric,
-    dimension and metadata sets under ``METRICS_LOCK`` (Powertools itself does not lock them)."""
+    dimension and metadata sets under ``METRICS_LOCK`` (Powertools itself does not lock them); its flush also
+    publishes, and its clear drops, the labelled values (``add_labelled``)."""
 
     def add_metric(self, *args: Any, **kwargs: Any) -> None:
         with METRICS_LOCK:
@@ -62,11 +63,12 @@ class ThreadSafeEMFProvider(AmazonCloudWatchEMFProvider):
     def clear_metrics(self) -> None:
         with METRICS_LOCK:
             super().clear_metrics()
+            _LABELLED.clear()
 
     def flush_metrics(self, raise_on_empty_metrics: bool = False) -> None:
         with METRICS_LOCK:
+            _flush_labelled()  # first: the set's flush ends by clearing (``clear_metrics``)
             super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
-            _flush_labelled()
 
 
 def _thread_safe_metrics() -> Metrics:
