@@ -24,11 +24,11 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from jobsched.ports.lateness import LatenessLabels
-
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+
+from jobsched.ports.lateness import LatenessLabels
 
 SERVICE = "jobsched"
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "jobsched"

@@ -523,7 +523,7 @@ def test_health_rows_name_the_caller_among_the_top_owners_and_no_other_owner(
         ["#1 another owner", "900000", "normal", "3", "1.50s", "30s", "31s"],
         ["#2 you (team-a)", "150", "high", "3", "1.50s", "30s", "31s"],
         ["", "", "normal", "3", "1.50s", "30s", "31s"],
-        ["every other owner", "–", "low", "3", "1.50s", "30s", "31s"],
+        ["every other owner", "\u2013", "low", "3", "1.50s", "30s", "31s"],
     ]
     by_priority = desktop.execute_async_script(
         "const done = arguments[2];"

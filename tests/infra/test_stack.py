@@ -731,4 +731,7 @@ def test_the_dashboard_graphs_start_lateness_by_priority_and_lateness_by_top_own
         assert f'\\"RunLatenessMs\\",\\"priority\\",\\"{priority}\\",\\"service\\",\\"jobsched\\"' in body
     # and every (priority, owner) series of the start and dispatch lateness, found by a SEARCH
     for name in (MetricName.RUN_LATENESS, MetricName.DISPATCH_LATENESS):
-        assert f"SEARCH('{{jobsched,owner,priority,service}} MetricName=\\\\\\\"{name}\\\\\\\"', 'p99', 60)" in body
+        assert (
+            f"SEARCH('{{jobsched,owner,priority,service}} MetricName=\\\\\\\"{name}\\\\\\\"', 'p99', 60)"
+            in body
+        )

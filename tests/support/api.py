@@ -168,7 +168,9 @@ def memory_api(backend: Backend) -> BuildApi:
             counters=backend.jobs,
         )
         health = HealthReads(backend.control, JsonLateness(), settings.scheduler_partitions)
-        return Api(settings=settings, service=service, authenticator=authenticator_for(settings), health=health)
+        return Api(
+            settings=settings, service=service, authenticator=authenticator_for(settings), health=health
+        )
 
     return build
 

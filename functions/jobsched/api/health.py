@@ -47,7 +47,9 @@ class OwnerLateness(BaseModel):
     rank: int = Field(description="1 for the owner with the largest backlog, 2 for the next, ...")
     owner: str | None = Field(description="the owner, when it is the caller; null for another owner")
     you: bool = Field(description="whether this owner is the caller")
-    backlog: int = Field(description="the largest backlog (due jobs one tick read) the owner had in the window")
+    backlog: int = Field(
+        description="the largest backlog (due jobs one tick read) the owner had in the window"
+    )
     by_priority: list[PriorityLateness] = Field(description="its dispatch lateness per priority")
 
 
@@ -90,7 +92,9 @@ class HealthReads:
             try:
                 found.append(self.codec.decode(text))
             except ValueError as error:
-                logger.error("lateness summary unreadable", extra={"partition": partition, "error": str(error)})
+                logger.error(
+                    "lateness summary unreadable", extra={"partition": partition, "error": str(error)}
+                )
         return found
 
     def health(self, caller: str) -> Health:

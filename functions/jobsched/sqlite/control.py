@@ -109,7 +109,7 @@ class SqliteControlStore:
         with self.db.write() as conn:
             return (
                 conn.execute(
-                    f"INSERT INTO {table} (partition, {column}, term) VALUES (?, ?, ?)"  # noqa: S608
+                    f"INSERT INTO {table} (partition, {column}, term) VALUES (?, ?, ?)"
                     f" ON CONFLICT (partition) DO UPDATE SET {column} = excluded.{column}, term = excluded.term"
                     f" WHERE {table}.term <= excluded.term",
                     (partition, text, term),
