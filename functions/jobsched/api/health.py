@@ -19,14 +19,8 @@ from pydantic import BaseModel, Field
 from jobsched.clock import from_ms
 from jobsched.domain.lateness import TOP_OWNER_MIN_BACKLOG, TOP_OWNERS, priority_order
 from jobsched.models import Priority
-from jobsched.ports.lateness import (
-    OTHER_OWNERS,
-    LatenessCodec,
-    LatenessFigures,
-    LatenessLabels,
-    LatenessStore,
-    LatenessSummary,
-)
+from jobsched.ports import lateness as stored
+from jobsched.ports.lateness import OTHER_OWNERS, LatenessFigures, LatenessLabels
 
 logger = logging.getLogger(__name__)
 
@@ -76,15 +70,15 @@ class HealthReads:
     """``GET /health`` on the CONTROL store's lateness summaries (``store``, read through ``codec``) of the
     deployment's ``partitions`` (1 read each)."""
 
-    def __init__(self, store: LatenessStore, codec: LatenessCodec, partitions: int) -> None:
+    def __init__(self, store: stored.LatenessStore, codec: stored.LatenessCodec, partitions: int) -> None:
         self.store = store
         self.codec = codec
         self.partitions = partitions
 
-    def summaries(self) -> list[LatenessSummary]:
+    def summaries(self) -> list[stored.LatenessSummary]:
         """Every partition's latest summary; one no code of ours wrote is logged and left out. Raises the store's
         errors."""
-        found: list[LatenessSummary] = []
+        found: list[stored.LatenessSummary] = []
         for partition in range(self.partitions):
             text = self.store.read_lateness(partition)
             if text is None:

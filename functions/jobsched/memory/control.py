@@ -85,9 +85,7 @@ class MemoryControlStore:
 
     def read_positions(self, partition: int) -> str | None:
         """The stored read positions of ``partition``, or None."""
-        self._maybe_fail()
-        stored = self.positions.get(partition)
-        return stored[0] if stored else None
+        return self._read_termed(self.positions, partition)
 
     def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
         """Store ``positions`` unless a newer ``term`` stored them."""
@@ -95,13 +93,17 @@ class MemoryControlStore:
 
     def read_lateness(self, partition: int) -> str | None:
         """The stored lateness summary of ``partition`` (``ports.lateness.LatenessStore``), or None."""
-        self._maybe_fail()
-        stored = self.lateness.get(partition)
-        return stored[0] if stored else None
+        return self._read_termed(self.lateness, partition)
 
     def save_lateness(self, partition: int, summary: str, *, term: int) -> bool:
         """Store ``summary`` unless a newer ``term`` stored one."""
         return self._save_termed(self.lateness, partition, summary, term)
+
+    def _read_termed(self, kept: dict[int, tuple[str, int]], partition: int) -> str | None:
+        """The text ``kept`` holds for ``partition``, or None."""
+        self._maybe_fail()
+        stored = kept.get(partition)
+        return stored[0] if stored else None
 
     def _save_termed(self, kept: dict[int, tuple[str, int]], partition: int, text: str, term: int) -> bool:
         """Keep ``(text, term)`` in ``kept`` for ``partition`` unless a newer term's is there."""

@@ -85,9 +85,7 @@ class SqliteControlStore:
 
     def read_positions(self, partition: int) -> str | None:
         """The stored read positions of ``partition``, or None."""
-        with self.db.read() as conn:
-            row = conn.execute("SELECT positions FROM positions WHERE partition = ?", (partition,)).fetchone()
-        return str(row[0]) if row else None
+        return self._read_termed("positions", "positions", partition)
 
     def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
         """Store ``positions`` unless a newer ``term`` stored them."""
@@ -95,13 +93,17 @@ class SqliteControlStore:
 
     def read_lateness(self, partition: int) -> str | None:
         """The stored lateness summary of ``partition`` (``ports.lateness.LatenessStore``), or None."""
-        with self.db.read() as conn:
-            row = conn.execute("SELECT summary FROM lateness WHERE partition = ?", (partition,)).fetchone()
-        return str(row[0]) if row else None
+        return self._read_termed("lateness", "summary", partition)
 
     def save_lateness(self, partition: int, summary: str, *, term: int) -> bool:
         """Store ``summary`` unless a newer ``term`` stored one."""
         return self._save_termed("lateness", "summary", partition, summary, term)
+
+    def _read_termed(self, table: str, column: str, partition: int) -> str | None:
+        """``table.column`` (one of this module's) of ``partition``, or None."""
+        with self.db.read() as conn:
+            row = conn.execute(f"SELECT {column} FROM {table} WHERE partition = ?", (partition,)).fetchone()
+        return str(row[0]) if row else None
 
     def _save_termed(self, table: str, column: str, partition: int, text: str, term: int) -> bool:
         """Put ``text`` in ``table.column`` (one of this module's) for ``partition`` unless a newer term's is
