@@ -1,5 +1,6 @@
-"""``GET /health`` (design §8): the scheduler's dispatch lateness per priority and for the top owners by backlog,
-from the lateness summary each partition's leader saves once a minute (``jobsched.domain.lateness``).
+"""``GET /health`` (its metrics in design §8): the scheduler's dispatch lateness per priority and for the top
+owners by backlog, from the lateness summary each partition's leader saves once a minute
+(``jobsched.domain.lateness``).
 
 Another owner's name is not shown: a top owner that is not the caller appears with ``owner`` null (its rank and
 figures only). The metrics (``DispatchLatenessMs``, ``RunLatenessMs`` by ``priority`` and ``owner``) name every
@@ -48,7 +49,7 @@ class OwnerLateness(BaseModel):
 
 
 class Health(BaseModel):
-    """``GET /health``: the scheduler's dispatch lateness over its latest window (design §8)."""
+    """``GET /health``: the scheduler's dispatch lateness over its latest window (as the metrics: design §8)."""
 
     since: datetime | None = Field(
         description="start of the window the figures cover (UTC); null: no summary saved yet"

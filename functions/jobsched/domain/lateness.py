@@ -1,4 +1,5 @@
-"""Lateness by priority and owner, with a bounded number of owners (design §8). Pure domain logic.
+"""Lateness by priority and owner in the metrics, with a bounded number of owners (design §8). Pure domain
+logic.
 
 Rules (one definition each):
 

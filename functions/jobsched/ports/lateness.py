@@ -1,5 +1,5 @@
-"""Lateness by priority and owner (design §8): the labels a run's lateness is counted under, the summary of a
-scheduler partition's dispatch lateness that ``GET /health`` reads, and where that summary is kept.
+"""Lateness by priority and owner in the metrics (design §8): the labels a run's lateness is counted under, the
+summary of a scheduler partition's dispatch lateness that ``GET /health`` reads, and where that summary is kept.
 
 Labels keep the metrics' cardinality bounded: an owner is named only while it is one of the top owners by backlog
 (``jobsched.domain.lateness.top_owners``), every other owner counts as ``OTHER_OWNERS``."""

@@ -1,5 +1,6 @@
-"""``GET /health`` (design §8): the scheduler's dispatch lateness per priority, for the top owners by backlog (another
-owner's name hidden) and for every other owner, from the partitions' saved lateness summaries. On the fakes."""
+"""``GET /health`` (as the metrics, design §8): the scheduler's dispatch lateness per priority, for the top owners
+by backlog (another owner's name hidden) and for every other owner, from the partitions' saved lateness
+summaries. On the fakes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Lateness by priority and owner with a bounded number of owners (design §8, ``jobsched.domain.lateness``): the top
-owners by backlog keep their name, every other owner is ``other``; the tick labels each run's message; the leader
-saves a summary at most once a minute. On the in-memory fakes with the injected clock."""
+"""Lateness by priority and owner in the metrics, with a bounded number of owners (design §8,
+``jobsched.domain.lateness``): the top owners by backlog keep their name, every other owner is ``other``; the
+tick labels each run's message; the leader saves a summary at most once a minute. On the in-memory fakes with
+the injected clock."""
 
 from __future__ import annotations
 
