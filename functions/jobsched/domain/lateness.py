@@ -145,11 +145,11 @@ class LatenessBoard:
         self.codec = codec
         self._groups: dict[LatenessLabels, Histogram] = {}
         self._backlog: dict[str, int] = {}
-        self._since: int | None = None
+        self._since = 0  # when the window began (epoch ms), while ``_groups`` holds figures
 
     def forget(self) -> None:
         """Drop the figures not yet saved."""
-        self._groups, self._backlog, self._since = {}, {}, None
+        self._groups, self._backlog, self._since = {}, {}, 0
 
     def record(
         self,
@@ -160,9 +160,10 @@ class LatenessBoard:
     ) -> bool:
         """Add one tick's ``labelled`` dispatch lateness (labels, ms) and ``top`` owners' backlog (owner, due jobs)
         at ``now_ms`` (epoch ms), and save the summary when ``LATENESS_SAVE_MS`` have passed since the window
-        began. Returns whether a summary was saved. Raises nothing (a failed save is logged)."""
-        if self._since is None:
-            self._since = now_ms
+        began (at the first tick that dispatched a run since the last save). Returns whether a summary was saved.
+        Raises nothing (a failed save is logged)."""
+        if not self._groups:  # the window begins at the first tick that dispatched since the last save
+            self._since, self._backlog = now_ms, {}
         for labels, ms in labelled:
             self._groups.setdefault(labels, Histogram()).add(ms)
         for owner, count in top:
@@ -200,7 +201,7 @@ class LatenessBoard:
         backlog = tuple(sorted(((o, self._backlog[o]) for o in named), key=lambda pair: (-pair[1], pair[0])))
         return LatenessSummary(
             partition=self.partition,
-            since_ms=self._since if self._since is not None else now_ms,
+            since_ms=self._since if self._groups else now_ms,
             at_ms=now_ms,
             term=term,
             groups=groups,

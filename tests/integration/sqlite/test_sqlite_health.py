@@ -39,8 +39,8 @@ def test_a_minute_of_ticks_saves_the_summary_get_health_shows(components: Sqlite
     assert isinstance(clock, FakeClock)
     loop = components.scheduler_loop(0, holder="test")
 
-    # When the scheduler ticks each second for a minute from just before T0 (the window closes at its first tick
-    # a minute after the window began, before the fires of T0 + 60 s)
+    # When the scheduler ticks each second for a minute and a bit from just before T0 (the window begins at the
+    # tick that sends the fires of T0 and closes at the one that sends those of T0 + 60 s)
     try:
         for second in range(62):
             clock.now_ms = T0 - 1_000 + second * 1_000 + 5
@@ -54,8 +54,8 @@ def test_a_minute_of_ticks_saves_the_summary_get_health_shows(components: Sqlite
     assert (health.partitions, health.reporting) == (1, 1)
     [top] = health.top_owners
     assert (top.rank, top.owner, top.you, top.backlog) == (1, None, False, 120)
-    assert [(p.priority.value, p.runs) for p in top.by_priority] == [("normal", 120)]
-    assert [(p.priority.value, p.runs) for p in health.other] == [("normal", 2)]
-    assert [(p.priority.value, p.runs) for p in health.by_priority] == [("normal", 122)]
+    assert [(p.priority.value, p.runs) for p in top.by_priority] == [("normal", 240)]
+    assert [(p.priority.value, p.runs) for p in health.other] == [("normal", 4)]
+    assert [(p.priority.value, p.runs) for p in health.by_priority] == [("normal", 244)]
     assert health.since is not None and health.until is not None
     assert (health.until - health.since).total_seconds() >= 60

@@ -145,7 +145,7 @@ def test_a_failed_save_is_logged_and_its_figures_kept_for_the_next_tick(
 ) -> None:
     board, control = _board()
     labels = LatenessLabels("low", OTHER_OWNERS)
-    board.record(0, 1, [], [])
+    board.record(0, 1, [(labels, 3)], [])
     control.fail_next.append(RuntimeError("throttled"))
 
     with caplog.at_level(logging.WARNING, logger="jobsched.domain.lateness"):
@@ -155,7 +155,7 @@ def test_a_failed_save_is_logged_and_its_figures_kept_for_the_next_tick(
 
     assert board.record(LATENESS_SAVE_MS + 1_000, 1, [(labels, 7)], [])
     saved = JsonLateness().decode(control.read_lateness(0) or "")
-    assert dict(saved.groups)[labels].runs == 2
+    assert dict(saved.groups)[labels].runs == 3 and saved.since_ms == 0
 
 
 # --- the tick ----------------------------------------------------------------------------------------------------
@@ -233,3 +233,16 @@ def test_a_summary_is_stored_as_json_and_read_back_whole() -> None:
 def test_text_no_board_wrote_is_not_a_summary(text: str) -> None:
     with pytest.raises(ValueError, match="not a stored lateness summary"):
         JsonLateness().decode(text)
+
+
+def test_idle_ticks_do_not_widen_the_window_it_begins_at_the_first_dispatch() -> None:
+    board, control = _board()
+    labels = LatenessLabels("normal", OTHER_OWNERS)
+    for second in range(3 * 60):  # three idle minutes
+        assert not board.record(second * 1_000, 1, [], [])
+
+    assert not board.record(200_000, 1, [(labels, 10)], [])
+    assert board.record(200_000 + LATENESS_SAVE_MS, 1, [(labels, 20)], [])
+
+    summary = JsonLateness().decode(control.read_lateness(0) or "")
+    assert (summary.since_ms, summary.at_ms) == (200_000, 200_000 + LATENESS_SAVE_MS)
