@@ -54,7 +54,6 @@ def health_command(conn: Connection = Connection(), as_json: JsonOption = False)
     if health["until"] is None:
         print("no runs dispatched yet")
         return
-    print(
-        f"window {when(health['since'])} to {when(health['until'])}, {health['reporting']} of {health['partitions']} partition(s)"
-    )
+    window = f"window {when(health['since'])} to {when(health['until'])}"
+    print(f"{window}, {health['reporting']} of {health['partitions']} partition(s) reporting")
     print_table(COLUMNS, health_rows(health))

@@ -60,8 +60,8 @@ class SchedulerLoop:
     between a tick at each instant a tick saw due before the next second (:meth:`tick_at`).
 
     Each step renews or acquires the lease and, while leading, ticks; each tick goes to ``tick_metrics`` and to
-    ``board``, which saves the partition's lateness summary once a minute (``domain.lateness``). Local mode runs several of these in
-    threads (competing for the lease); the Lambda handler runs one per invocation.
+    ``board``, which saves the partition's lateness summary once a minute (``domain.lateness``). Local mode runs
+    several of these in threads (competing for the lease); the Lambda handler runs one per invocation.
     """
 
     scheduler: Scheduler

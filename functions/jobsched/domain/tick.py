@@ -277,8 +277,8 @@ class Scheduler:
         job's current fire, or held (ahead of a state write that may still land). At most ``limits.max_jobs``
         jobs, in dispatch order (``dispatch_order``: priority, then fair rounds between owners, then oldest
         dispatch first; design §4.10); each job's runs labelled for the lateness metrics by priority and owner, the
-        owner named when among the tick's top owners by backlog (``domain.lateness``). Entries due after now (read by the look-ahead) are not planned: the earliest
-        gives ``result.next_due_at``, when the loop ticks again."""
+        owner named when among the tick's top owners by backlog (``domain.lateness``). Entries due after now (read
+        by the look-ahead) are not planned: the earliest gives ``result.next_due_at``, when the loop ticks again."""
         by_job: dict[str, list[DueEntry]] = {}
         first: dict[str, DueEntry] = {}
         for read in reads:

@@ -42,8 +42,9 @@ class LatenessSummary:
     (``jobsched.domain.lateness.LatenessBoard``).
 
     ``groups``: figures per label, the owners named at most ``TOP_OWNERS`` (the others folded into
-    ``OTHER_OWNERS``); ``priorities``: figures per priority over every owner; ``backlog``: the named owners with the largest backlog (due jobs one tick read) each had in
-    the window, largest first; ``term``: the leader's fencing term."""
+    ``OTHER_OWNERS``); ``priorities``: figures per priority over every owner; ``backlog``: the named owners with
+    the largest backlog (due jobs one tick read) each had in the window, largest first; ``term``: the leader's
+    fencing term."""
 
     partition: int
     since_ms: int

@@ -75,8 +75,9 @@ class RunStorePorts(RunRows, SweepRows, RunWriter, RecentRuns, RunHistory, Proto
 
 class ControlStorePorts(WatermarkStore, PartitionMarks, LeaseStore, LatenessStore, Protocol):
     """Every port the CONTROL store serves (the tick's ``WatermarkStore``, the partitions' and due shards'
-    ``PartitionMarks``, the leader lease's ``LeaseStore``, the lateness summaries' ``LatenessStore``). Implemented by ``jobsched.dynamodb.control.ControlStore``
-    (DynamoDB) and ``jobsched.sqlite.control.SqliteControlStore``."""
+    ``PartitionMarks``, the leader lease's ``LeaseStore``, the lateness summaries' ``LatenessStore``).
+    Implemented by ``jobsched.dynamodb.control.ControlStore`` (DynamoDB) and
+    ``jobsched.sqlite.control.SqliteControlStore``."""
 
 
 class RunQueuePorts(RunSender, VisibilityExtender, Protocol):
