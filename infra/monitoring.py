@@ -24,6 +24,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import DeploymentConfig
+from jobsched.domain.lateness import PRIORITIES
 from jobsched.observability import SERVICE, MetricName
 
 ONE_MINUTE = Duration.minutes(1)
@@ -51,6 +52,29 @@ def app_metric(namespace: str, name: str, statistic: str, period: Duration = ONE
         dimensions_map={"service": SERVICE},
         statistic=statistic,
         period=period,
+    )
+
+
+def _labelled(namespace: str, name: str, priority: str) -> cloudwatch.Metric:
+    """The p99 of ``name`` for the jobs of ``priority``, over every owner (the ``[service, priority]`` dimension set
+    of ``observability.add_labelled``)."""
+    return cloudwatch.Metric(
+        namespace=namespace,
+        metric_name=name,
+        dimensions_map={"service": SERVICE, "priority": priority},
+        statistic="p99",
+        period=ONE_MINUTE,
+    )
+
+
+def _by_owner(namespace: str, name: str) -> cloudwatch.MathExpression:
+    """The p99 of ``name`` for each (priority, owner) series (the top owners by backlog and ``other``: at most
+    3 x 11), found by a CloudWatch SEARCH."""
+    return cloudwatch.MathExpression(
+        expression=f"SEARCH('{{{namespace},owner,priority,service}} MetricName=\"{name}\"', 'p99', 60)",
+        using_metrics={},
+        label="",
+        period=ONE_MINUTE,
     )
 
 
@@ -318,6 +342,23 @@ class Monitoring(Construct):
                     app_metric(self.namespace, MetricName.RUN_LATENESS, "p50"),
                     app_metric(self.namespace, MetricName.RUN_LATENESS, "p99"),
                 ],
+            ),
+        )
+        self.dashboard.add_widgets(
+            graph(
+                title="Run start lateness p99 by priority (ms)",
+                left=[
+                    _labelled(self.namespace, MetricName.RUN_LATENESS, priority).with_(label=priority)
+                    for priority in PRIORITIES
+                ],
+            ),
+            graph(
+                title="Run start lateness p99 by owner (top owners by backlog, and other; ms)",
+                left=[_by_owner(self.namespace, MetricName.RUN_LATENESS)],
+            ),
+            graph(
+                title="Dispatch lateness p99 by owner (ms)",
+                left=[_by_owner(self.namespace, MetricName.DISPATCH_LATENESS)],
             ),
         )
         self.dashboard.add_widgets(

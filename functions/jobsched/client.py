@@ -270,6 +270,12 @@ class JobschedClient:
         "triggers_per_minute": {"limit": number | None, "use": number}, "runs_in_flight": None}``."""
         return self._json("GET", "/limits")
 
+    def health(self) -> dict[str, Any]:
+        """``GET /health``: the scheduler's dispatch lateness over its latest window, ``{"since", "until",
+        "partitions", "reporting", "by_priority": [{"priority", "runs", "p50_ms", "p99_ms", "max_ms"}],
+        "top_owners": [{"rank", "owner", "you", "backlog", "by_priority"}], "other": [...]}``."""
+        return self._json("GET", "/health")
+
     def get_job(self, job_id: str) -> dict[str, Any]:
         """``GET /jobs/{id}``."""
         return self._json("GET", f"/jobs/{_segment(job_id)}")

@@ -28,6 +28,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
+from jobsched.ports.lateness import LatenessLabels
+
 SERVICE = "jobsched"
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "jobsched"
 """CloudWatch namespace of the metrics: the deployment's (the CDK stack sets ``POWERTOOLS_METRICS_NAMESPACE``
@@ -39,7 +41,8 @@ METRICS_LOCK = threading.RLock()
 
 class ThreadSafeEMFProvider(AmazonCloudWatchEMFProvider):
     """Powertools' CloudWatch EMF provider with every change, serialization and flush of its metric,
-    dimension and metadata sets under ``METRICS_LOCK`` (Powertools itself does not lock them)."""
+    dimension and metadata sets under ``METRICS_LOCK`` (Powertools itself does not lock them); its flush also
+    publishes, and its clear drops, the labelled values (``add_labelled``)."""
 
     def add_metric(self, *args: Any, **kwargs: Any) -> None:
         with METRICS_LOCK:
@@ -60,9 +63,11 @@ class ThreadSafeEMFProvider(AmazonCloudWatchEMFProvider):
     def clear_metrics(self) -> None:
         with METRICS_LOCK:
             super().clear_metrics()
+            _LABELLED.clear()
 
     def flush_metrics(self, raise_on_empty_metrics: bool = False) -> None:
         with METRICS_LOCK:
+            _flush_labelled()  # first: the set's flush ends by clearing (``clear_metrics``)
             super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
 
 
@@ -94,7 +99,8 @@ def add_metric(name: str, unit: MetricUnit | str, value: float) -> None:
 
 def add_metrics(values: Iterable[tuple[str, MetricUnit | str, float]], *, flush: bool = False) -> None:
     """Add several ``(name, unit, value)`` at once and, with ``flush``, publish the set at once (one EMF
-    line): no other thread's values or flush come between them. Safe from any thread."""
+    line, and the labelled values' lines: ``add_labelled``): no other thread's values or flush come between them.
+    Safe from any thread."""
     with METRICS_LOCK:
         for name, unit, value in values:
             metrics.add_metric(name=name, unit=unit, value=value)
@@ -102,8 +108,39 @@ def add_metrics(values: Iterable[tuple[str, MetricUnit | str, float]], *, flush:
             metrics.flush_metrics()
 
 
+_LABELLED: dict[LatenessLabels, list[tuple[str, MetricUnit | str, float]]] = {}
+"""The values added under labels since the last flush (``add_labelled``), per labels; under ``METRICS_LOCK``."""
+
+
+def add_labelled(name: str, unit: MetricUnit | str, value: float, labels: LatenessLabels) -> None:
+    """Add one value of metric ``name`` under the dimensions ``priority`` and ``owner`` of ``labels`` (bounded:
+    ``jobsched.domain.lateness``), published at the next flush (the shared set's) as one EMF line per labels with
+    two dimension sets, ``[service, priority, owner]`` and ``[service, priority]`` (the priority's figures over
+    every owner). Safe from any thread."""
+    with METRICS_LOCK:
+        _LABELLED.setdefault(labels, []).append((name, unit, value))
+
+
+def _flush_labelled() -> None:
+    """Publish the labelled values (one EMF line per labels and 100 values) and clear them; under the lock."""
+    with METRICS_LOCK:
+        groups = list(_LABELLED.items())
+        _LABELLED.clear()
+        for labels, values in groups:
+            line = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=SERVICE)
+            line.add_dimension("service", SERVICE)
+            line.add_dimension("priority", labels.priority)
+            line.add_dimension("owner", labels.owner)
+            line.add_dimensions(service=SERVICE, priority=labels.priority)
+            for name, unit, value in values:
+                line.add_metric(name=name, unit=unit, value=value)
+            if line.metric_set:
+                line.flush_metrics()
+
+
 def flush_metrics() -> None:
-    """Publish the metrics added so far (one EMF line on stdout) and clear them; safe from any thread."""
+    """Publish the metrics added so far (one EMF line on stdout, and one per labels: ``add_labelled``) and clear
+    them; safe from any thread."""
     with METRICS_LOCK:
         metrics.flush_metrics()
 
@@ -116,7 +153,9 @@ MILLISECONDS = "Milliseconds"
 
 
 class MetricName:
-    """Metric names (EMF, namespace ``NAMESPACE``, dimension ``service=jobsched``); alarms in ``infra/`` use them."""
+    """Metric names (EMF, namespace ``NAMESPACE``, dimension ``service=jobsched``); alarms in ``infra/`` use them.
+    ``DispatchLatenessMs`` and ``RunLatenessMs`` are also published per ``priority`` and per ``priority`` and
+    ``owner`` (the top owners by backlog by name, the rest as ``other``: ``add_labelled``)."""
 
     RUNS_ENQUEUED = "RunsEnqueued"  # Count, per scheduler tick
     DISPATCH_LATENESS = "DispatchLatenessMs"  # Milliseconds, enqueue time minus dispatch instant

@@ -1,5 +1,5 @@
-"""One contract for the CONTROL store (leases, watermarks, the partitions' high-water mark), run against the
-in-memory fake, the DynamoDB adapter (on moto) and the SQLite adapter of local mode."""
+"""One contract for the CONTROL store (leases, watermarks, lateness summaries, the partitions' high-water mark), run
+against the in-memory fake, the DynamoDB adapter (on moto) and the SQLite adapter of local mode."""
 
 from __future__ import annotations
 
@@ -85,3 +85,18 @@ def test_the_partition_high_water_mark_only_rises_and_says_when_it_was_missing(c
     assert control.raise_partition_high_water(4) == (4, False)
     assert control.raise_partition_high_water(3) == (4, False)
     assert control.raise_partition_high_water(4) == (4, False)
+
+
+def test_lateness_summaries_are_stored_per_partition_and_an_older_term_cannot_overwrite_them(
+    control: Any,
+) -> None:
+    assert control.read_lateness(0) is None
+    assert control.save_lateness(0, '{"at": 1}', term=5)
+    assert control.save_lateness(0, '{"at": 2}', term=5)  # the same leader, a minute later
+    assert not control.save_lateness(0, '{"at": 0}', term=4)  # an older leader
+    assert control.read_lateness(0) == '{"at": 2}' and control.read_lateness(1) is None
+    assert control.save_lateness(1, '{"at": 3}', term=1)  # each partition its own
+    assert control.save_lateness(0, '{"at": 4}', term=6)
+    assert (control.read_lateness(0), control.read_lateness(1)) == ('{"at": 4}', '{"at": 3}')
+    # the read positions, kept under the same terms, are another item
+    assert control.read_positions(0) is None

@@ -487,7 +487,60 @@ def test_health_counts_the_last_hours_runs(local: LocalProcess, desktop: WebDriv
     assert count >= 1
     assert desktop.find_elements(By.CSS_SELECTOR, "#health-bars .bar span")  # a bar for that minute
     assert "s /" in desktop.find_element(By.ID, "health-start").text
+    # the start lateness of the caller's runs by their jobs' priority, and the scheduler's figures (GET /health)
+    until(
+        desktop, "lateness by priority", lambda d: "normal" in d.find_element(By.ID, "health-priorities").text
+    )
+    assert "Latest minute of dispatches" in desktop.find_element(By.ID, "health-window").text
+    assert "Backlog" in desktop.find_element(By.ID, "health-owners").text  # rows: the test below
     desktop.save_screenshot(str(shots / "health.png"))
+
+
+def test_health_rows_name_the_caller_among_the_top_owners_and_no_other_owner(
+    local: LocalProcess, desktop: WebDriver
+) -> None:
+    if not desktop.current_url.startswith(f"{local.url}/ui/"):
+        desktop.get(f"{local.url}/ui/")
+    line = {"priority": "normal", "runs": 3, "p50_ms": 1500, "p99_ms": 30000, "max_ms": 31000}
+    health = {
+        "top_owners": [
+            {"rank": 1, "owner": None, "you": False, "backlog": 900000, "by_priority": [line]},
+            {
+                "rank": 2,
+                "owner": "team-a",
+                "you": True,
+                "backlog": 150,
+                "by_priority": [{**line, "priority": "high"}, line],
+            },
+        ],
+        "other": [{**line, "priority": "low"}],
+    }
+    rows = desktop.execute_async_script(
+        "const done = arguments[1]; import('./describe.js').then((m) => done(m.healthOwnerRows(arguments[0])));",
+        health,
+    )
+    assert rows == [
+        ["#1 another owner", "900000", "normal", "3", "1.50s", "30s", "31s"],
+        ["#2 you (team-a)", "150", "high", "3", "1.50s", "30s", "31s"],
+        ["", "", "normal", "3", "1.50s", "30s", "31s"],
+        ["every other owner", "\u2013", "low", "3", "1.50s", "30s", "31s"],
+    ]
+    by_priority = desktop.execute_async_script(
+        "const done = arguments[2];"
+        "import('./describe.js').then((m) => done(m.latenessByPriority(arguments[0], arguments[1])));",
+        [
+            {"job_id": "j_a", "lateness_ms": 10},
+            {"job_id": "j_b", "lateness_ms": 4000},
+            {"job_id": "j_gone", "lateness_ms": 20},
+            {"job_id": "j_a", "lateness_ms": None},
+        ],
+        [{"id": "j_a", "priority": "high"}, {"id": "j_b", "priority": "low"}],
+    )
+    assert by_priority == [
+        {"priority": "high", "runs": 1, "p50": 10, "p99": 10},
+        {"priority": "normal", "runs": 1, "p50": 20, "p99": 20},
+        {"priority": "low", "runs": 1, "p50": 4000, "p99": 4000},
+    ]
 
 
 def test_usable_at_a_phones_width(local: LocalProcess, driver: WebDriver, shots: Path) -> None:
@@ -556,6 +609,7 @@ def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
         "fires": True,
         "events": True,
         "pauseReason": True,
+        "health": True,
     }
 
     # A document listing them (the paths and names of the operability issue) turns each one on
@@ -571,6 +625,7 @@ def test_views_of_later_routes_stay_hidden_until_the_api_lists_them(
           "/jobs/{id}/backfill": { post: op },
           "/jobs/{id}/fires": { get: op },
           "/jobs/{id}/events": { get: op },
+          "/health": { get: op },
           "/jobs/{id}/pause": { post: { requestBody: {}, responses: {} } },
         } };
         const real = window.fetch;

@@ -722,3 +722,16 @@ def test_the_api_may_read_the_run_a_retried_idempotent_trigger_names(synth: Synt
         if "dynamodb:GetItem" in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
     ]
     assert any(any(t in json.dumps(s["Resource"]) for t in runs_table) for s in granted), runs_table
+
+
+def test_the_dashboard_graphs_start_lateness_by_priority_and_lateness_by_top_owner(synth: Synth) -> None:
+    body = json.dumps(synth.resources("AWS::CloudWatch::Dashboard"))
+    # p99 of RunLatenessMs per priority over every owner ([service, priority] dimension set)
+    for priority in ("high", "normal", "low"):
+        assert f'\\"RunLatenessMs\\",\\"priority\\",\\"{priority}\\",\\"service\\",\\"jobsched\\"' in body
+    # and every (priority, owner) series of the start and dispatch lateness, found by a SEARCH
+    for name in (MetricName.RUN_LATENESS, MetricName.DISPATCH_LATENESS):
+        assert (
+            f"SEARCH('{{jobsched,owner,priority,service}} MetricName=\\\\\\\"{name}\\\\\\\"', 'p99', 60)"
+            in body
+        )

@@ -21,10 +21,12 @@ from typing import Any
 
 from jobsched.api.app import Api
 from jobsched.api.auth import Authenticator, IamAuthenticator, TokenAuthenticator
+from jobsched.api.health import HealthReads
 from jobsched.api.idempotency import KEY_PREFIX, IdempotencyKeys
 from jobsched.api.service import JobService
 from jobsched.api.wsgi import api_context
 from jobsched.aws.clients import Aws
+from jobsched.aws.lateness import JsonLateness
 from jobsched.clock import Clock, FakeClock
 from jobsched.domain.runs import new_run
 from jobsched.handlers.api import handler
@@ -165,7 +167,10 @@ def memory_api(backend: Backend) -> BuildApi:
             partition_marks=backend.control,
             counters=backend.jobs,
         )
-        return Api(settings=settings, service=service, authenticator=authenticator_for(settings))
+        health = HealthReads(backend.control, JsonLateness(), settings.scheduler_partitions)
+        return Api(
+            settings=settings, service=service, authenticator=authenticator_for(settings), health=health
+        )
 
     return build
 

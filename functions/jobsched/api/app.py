@@ -31,6 +31,7 @@ from jobsched.api.archive_reads import ArchiveAnswer, ArchiveQueryStatus, Archiv
 from jobsched.api.auth import Authenticator
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
+from jobsched.api.health import Health, HealthReads
 from jobsched.api.openapi import REPLAYED_HEADER, JobschedResolver, responses
 from jobsched.api.quotas import Limits
 from jobsched.api.schemas import (
@@ -55,12 +56,13 @@ from jobsched.settings import Settings
 
 @dataclass(frozen=True)
 class Api:
-    """What the routes need: the deployment's settings, the use cases, who the caller is, and the archive's reads
-    (None: no archive configured; windows before the retention are refused by name)."""
+    """What the routes need: the deployment's settings, the use cases, who the caller is, the lateness summaries'
+    reads, and the archive's (None: no archive configured; windows before the retention are refused by name)."""
 
     settings: Settings
     service: JobService
     authenticator: Authenticator
+    health: HealthReads
     archive: ArchiveReads | None = None
 
     def archive_reads(self) -> ArchiveReads:
@@ -513,6 +515,19 @@ def list_fires(
 )
 def get_limits(api: ApiDep, owner: Owner) -> Limits:
     return api.service.quotas.limits(owner)
+
+
+@_route(
+    "getHealth",
+    summary="The scheduler's dispatch lateness per priority and for the top owners by backlog",
+    description="From each scheduler partition's latest summary (saved at most once a minute while runs are "
+    "dispatched): dispatch lateness (enqueued minus the dispatch instant, ms) per priority, for the owners with "
+    "the largest backlog (another owner's name is not shown: `owner` null) and for every other owner.",
+    tags=["health"],
+    responses=responses({200: (Health, "The latest figures")}),
+)
+def get_health(api: ApiDep, owner: Owner) -> Health:
+    return api.health.health(owner)
 
 
 RunId = Annotated[

@@ -66,6 +66,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/jobs/{id}/runs/{run_id}/retry", "retryRun"),
     Route("POST", "/jobs/{id}/runs/{run_id}/cancel", "cancelRun", body=True),
     Route("GET", "/limits", "getLimits"),
+    Route("GET", "/health", "getHealth"),
     Route("GET", "/openapi.json", "getOpenApi", documented=False),
 )
 """Every route of the API (design §3), each with its method, path and operation id."""

@@ -11,13 +11,14 @@ import json
 from typing import Any
 
 from jobsched.clock import from_ms, iso_utc
+from jobsched.ports.lateness import LatenessLabels
 from jobsched.ports.run_messages import DeadRun, RunMessage
 
 
 def run_message_body(message: RunMessage) -> str:
     """The body of ``message``: a compact JSON object of ``job_id`` and ``scheduled_for``, plus
-    ``dispatch_at``, ``enqueued_at`` and ``term`` when set (``delay_s`` travels as the queue's delay, not in the
-    body)."""
+    ``dispatch_at``, ``enqueued_at``, ``term`` and ``labels`` (``{"priority": ..., "owner": ...}``) when set
+    (``delay_s`` travels as the queue's delay, and ``owner`` as its ``MessageGroupId``, not in the body)."""
     data: dict[str, Any] = {"job_id": message.job_id, "scheduled_for": message.scheduled_for}
     if message.dispatch_at is not None:
         data["dispatch_at"] = message.dispatch_at
@@ -25,12 +26,15 @@ def run_message_body(message: RunMessage) -> str:
         data["enqueued_at"] = message.enqueued_at
     if message.term is not None:
         data["term"] = message.term
+    if message.labels is not None:
+        data["labels"] = {"priority": message.labels.priority, "owner": message.labels.owner}
     return json.dumps(data, separators=(",", ":"))
 
 
 def parse_run_message(body: str) -> RunMessage:
     """Parse a message body: a JSON object with ``job_id`` (a string) and ``scheduled_for`` (a JSON integer),
-    and optionally ``dispatch_at``, ``enqueued_at`` and ``term`` (JSON integers or null). Raises ValueError
+    and optionally ``dispatch_at``, ``enqueued_at`` and ``term`` (JSON integers or null) and ``labels`` (an object
+    of two strings, ``priority`` and ``owner``, or null). Raises ValueError
     (the parse's own errors wrapped) for a malformed one: a field missing or of another type (``true``,
     ``1.5``, ``1.0`` or ``"1"`` is not an integer), an instant outside years 1-9999 (``from_ms``: no run has
     such a fire, and no date can show it), or a ``term`` outside 0..2^63-1 (a 64-bit column's)."""
@@ -58,9 +62,23 @@ def parse_run_message(body: str) -> RunMessage:
             dispatch_at=optional.get("dispatch_at"),
             enqueued_at=optional.get("enqueued_at"),
             term=optional.get("term"),
+            labels=_labels(data.get("labels")),
         )
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as error:
         raise ValueError(f"malformed run message: {body[:200]!r}") from error
+
+
+def _labels(value: Any) -> LatenessLabels | None:
+    """The ``labels`` of a body: None for null or absent, else an object whose ``priority`` and ``owner`` are
+    strings. Raises TypeError/KeyError for any other value."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"labels is a {type(value).__name__}, not an object")
+    priority, owner = value["priority"], value["owner"]
+    if not isinstance(priority, str) or not isinstance(owner, str):
+        raise TypeError("labels.priority and labels.owner are strings")
+    return LatenessLabels(priority, owner)
 
 
 def _integer(data: dict[str, Any], name: str) -> int:

@@ -11,6 +11,7 @@ Commands, by module:
 | ``import-crontab`` | ``import_crontab`` |
 | ``smoke`` | ``smoke`` |
 | ``limits`` (the caller's quotas and use) | ``limits`` |
+| ``health`` (the scheduler's dispatch lateness per priority and top owner) | ``health`` |
 | ``ui`` (the web console for a deployment) | ``ui`` |
 | ``local`` | ``jobsched.local.command`` (shared with ``python -m jobsched.local``) |
 
@@ -32,6 +33,7 @@ from typer.core import TyperGroup, _click
 
 from jobsched.cli.apply import apply_command
 from jobsched.cli.archive import archive_app
+from jobsched.cli.health import health_command
 from jobsched.cli.import_crontab import import_crontab_command
 from jobsched.cli.jobs import jobs_app
 from jobsched.cli.limits import limits_command
@@ -90,7 +92,8 @@ app.command("next")(next_command)
 
 
 def register(target: typer.Typer) -> None:
-    """Add the API-facing commands (``jobs``, ``runs``, ``apply``, ``import-crontab``, ``smoke``, ``limits``, ``ui``), ``archive`` and ``local``
+    """Add the API-facing commands (``jobs``, ``runs``, ``apply``, ``import-crontab``, ``smoke``, ``limits``,
+    ``health``, ``ui``), ``archive`` and ``local``
     to the typer app ``target`` (``app`` has them; tests register them on an app of their own)."""
     target.add_typer(jobs_app, name="jobs")
     target.add_typer(runs_app, name="runs")
@@ -99,6 +102,7 @@ def register(target: typer.Typer) -> None:
     target.command("import-crontab")(import_crontab_command)
     target.command("smoke")(smoke_command)
     target.command("limits")(limits_command)
+    target.command("health")(health_command)
     target.command("ui")(ui_command)
     target.command("local")(local_command)
 

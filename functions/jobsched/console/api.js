@@ -96,6 +96,7 @@ export const cancelRun = (id, runId, reason) =>
   request("POST", `/jobs/${seg(id)}/runs/${seg(runId)}/cancel`, reason ? { body: { reason } } : {});
 export const backfill = (id, start, end, idempotencyKey) =>
   request("POST", `/jobs/${seg(id)}/backfill`, { body: { start, end }, headers: { "Idempotency-Key": idempotencyKey } });
+export const getHealth = () => request("GET", "/health");
 export const listFires = (id, count = 10) => request("GET", `/jobs/${seg(id)}/fires`, { params: { count } });
 export const listEvents = (id) => collect(`/jobs/${seg(id)}/events`, {}, 200);
 
@@ -114,6 +115,7 @@ export async function features() {
     fires: has("/jobs/{id}/fires", "get"),
     events: has("/jobs/{id}/events", "get"),
     pauseReason: Boolean(pause.requestBody),
+    health: has("/health", "get"),
   };
 }
 

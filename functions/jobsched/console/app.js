@@ -1,7 +1,9 @@
 // The jobsched console: hash-routed views over the API (api.js), refreshed by polling. No framework:
 // `h` builds DOM nodes (text is always set as text, never parsed as HTML).
 import * as api from "./api.js";
-import { describeSchedule, percent, perMinute, quantile, runStats, seconds, when } from "./describe.js";
+import {
+  describeSchedule, healthOwnerRows, latenessByPriority, percent, perMinute, quantile, runStats, seconds, when,
+} from "./describe.js";
 
 const POLL_MS = 5000;
 const RUNS_PER_JOB = 50; // the jobs page's statistics are over each job's newest runs, at most this many
@@ -349,11 +351,9 @@ function healthView() {
       const now = Date.now();
       const since = new Date(now - 3600000).toISOString();
       let runs;
+      const [jobs, health] = await Promise.all([api.listJobs(), features.health ? api.getHealth() : null]);
       if (features.allRuns) runs = await api.listAllRuns({ since, max: 5000 });
-      else {
-        const jobs = await api.listJobs();
-        runs = (await pooled(jobs, 4, (job) => api.listRuns(job.id, { max: 500 }))).flat();
-      }
+      else runs = (await pooled(jobs, 4, (job) => api.listRuns(job.id, { max: 500 }))).flat();
       runs = runs.filter((r) => Date.parse(r.scheduled_for) >= now - 3600000 && !r.skipped_count);
       const start = runs.map((r) => r.lateness_ms);
       const dispatch = runs.filter((r) => r.enqueued_at).map((r) => Date.parse(r.enqueued_at) - Date.parse(r.scheduled_for));
@@ -372,9 +372,27 @@ function healthView() {
         STATUSES.filter((s) => b.counts[s]).map((s) => h("span", { style: `height:${(b.counts[s] / top) * 118}px;background:var(--${s})` }))))),
         h("div", { class: "legend" }, STATUSES.map((s) => h("span", { style: `--c: var(--${s})` }, s)))),
         h("p", { class: "muted" }, "Dispatch lateness: enqueued minus scheduled; start lateness: the run's lateness (started minus scheduled)."),
+        h("h2", {}, "Your start lateness by priority"),
+        h("div", { id: "health-priorities" }, table(["Priority", "Runs", "p50", "p99"],
+          latenessByPriority(runs, jobs).map((row) => [row.priority, String(row.runs), seconds(row.p50), seconds(row.p99)]))),
+        health ? schedulerHealth(health) : null,
       );
     },
   };
+}
+
+// The scheduler's dispatch lateness (GET /health): per priority over every owner, then the top owners by backlog.
+function schedulerHealth(health) {
+  const line = (l) => [l.priority, String(l.runs), seconds(l.p50_ms), seconds(l.p99_ms), seconds(l.max_ms)];
+  const window = health.until ? `${when(health.since)} to ${when(health.until)}` : "no runs dispatched yet";
+  return h("div", { id: "health-scheduler" },
+    h("h2", {}, "Scheduler: dispatch lateness by priority, every owner"),
+    h("p", { class: "muted", id: "health-window" }, `Latest minute of dispatches: ${window}` +
+      (health.reporting < health.partitions ? ` (${health.reporting} of ${health.partitions} partitions reporting)` : "")),
+    table(["Priority", "Runs", "p50", "p99", "max"], health.by_priority.map(line)),
+    h("h2", {}, "Top owners by backlog"),
+    h("div", { id: "health-owners" }, table(["Owner", "Backlog", "Priority", "Runs", "p50", "p99", "max"], healthOwnerRows(health))),
+    h("p", { class: "muted" }, "Owners with the largest backlog of due jobs (at least 100 in one tick; another owner's name is not shown). The metrics DispatchLatenessMs and RunLatenessMs carry the same priority and owner dimensions."));
 }
 
 // --- routing and polling ---------------------------------------------------------------------------

@@ -89,6 +89,31 @@ export function runStats(runs) {
   };
 }
 
+// Start lateness (ms) per priority of runs (API JSON), each run's priority its job's (jobs: API JSON; a job not
+// listed counts as normal): [{priority, runs, p50, p99}] for the priorities with runs, high first.
+export function latenessByPriority(runs, jobs) {
+  const priorityOf = Object.fromEntries(jobs.map((job) => [job.id, job.priority || "normal"]));
+  return ["high", "normal", "low"].map((priority) => {
+    const lateness = runs.filter((r) => (priorityOf[r.job_id] || "normal") === priority)
+      .map((r) => r.lateness_ms).filter((v) => typeof v === "number");
+    return { priority, runs: lateness.length, p50: quantile(lateness, 0.5), p99: quantile(lateness, 0.99) };
+  }).filter((row) => row.runs);
+}
+
+// GET /health's figures (API JSON) as table rows: one per priority of each top owner, then of the other owners;
+// each row [owner, backlog, priority, runs, p50, p99, max] in words (another owner's name is not shown).
+export function healthOwnerRows(health) {
+  const rows = [];
+  const add = (who, backlog, lines) => lines.forEach((line, i) => rows.push([i ? "" : who, i ? "" : backlog,
+    line.priority, String(line.runs), seconds(line.p50_ms), seconds(line.p99_ms), seconds(line.max_ms)]));
+  for (const owner of health.top_owners || []) {
+    add(owner.you ? `#${owner.rank} you (${owner.owner})` : `#${owner.rank} another owner`, String(owner.backlog),
+      owner.by_priority);
+  }
+  add("every other owner", "–", health.other || []);
+  return rows;
+}
+
 // Runs per minute by status over [now - minutes, now): [{minute: epoch ms, counts: {status: n}}].
 export function perMinute(runs, nowMs, minutes = 60) {
   const start = Math.floor(nowMs / 60000) * 60000 - (minutes - 1) * 60000;

@@ -11,6 +11,7 @@ from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Protocol
 
 from jobsched.clock import Clock
+from jobsched.domain.lateness import LatenessBoard
 from jobsched.domain.lease import LeaderLease, LeaseLost
 from jobsched.domain.tick import Scheduler
 from jobsched.domain.tick_records import TickResult
@@ -58,8 +59,9 @@ class SchedulerLoop:
     """A lease contender plus its partition's scheduler: :meth:`step` once a second (:meth:`run`), and in
     between a tick at each instant a tick saw due before the next second (:meth:`tick_at`).
 
-    Each step renews or acquires the lease and, while leading, ticks. Local mode runs several of these in
-    threads (competing for the lease); the Lambda handler runs one per invocation.
+    Each step renews or acquires the lease and, while leading, ticks; each tick goes to ``tick_metrics`` and to
+    ``board``, which saves the partition's lateness summary once a minute (``domain.lateness``). Local mode runs
+    several of these in threads (competing for the lease); the Lambda handler runs one per invocation.
     """
 
     scheduler: Scheduler
@@ -68,6 +70,7 @@ class SchedulerLoop:
     clock: Clock
     sleep: Callable[[float], None] = time.sleep
     tick_metrics: TickMetrics | None = None
+    board: LatenessBoard | None = None
     report: LoopReport = field(default_factory=LoopReport, init=False)
     _tokens: float = field(default=float(INSTANT_TICK_BURST), init=False)
     _tokens_at: int | None = field(default=None, init=False)
@@ -131,6 +134,8 @@ class SchedulerLoop:
             self.scheduler.on_lost()
         if self.tick_metrics is not None:
             self.tick_metrics.record(result)
+        if self.board is not None:
+            self.board.record(result.now, result.term, result.labelled_lateness, result.top_owners)
         return result
 
     def sleep_to_next_second(self) -> None:

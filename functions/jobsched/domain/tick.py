@@ -39,6 +39,7 @@ from jobsched.clock import Clock
 from jobsched.domain import planning
 from jobsched.domain.dispatch_order import dispatch_order
 from jobsched.domain.due_reader import WATERMARK_MARGIN_MS, BucketRead, DueReader
+from jobsched.domain.lateness import backlog_of, labels_for, top_owners
 from jobsched.domain.lease import LeaseLost
 from jobsched.domain.planning import DueJob, FirePlan, SkipRow, TickLimits, plan_fires
 from jobsched.domain.tick_records import TickConfig, TickResult, TickShared
@@ -275,8 +276,9 @@ class Scheduler:
         lags behind writes. Each entry read gets a verdict from its job's state (:func:`_judge`): stale, the
         job's current fire, or held (ahead of a state write that may still land). At most ``limits.max_jobs``
         jobs, in dispatch order (``dispatch_order``: priority, then fair rounds between owners, then oldest
-        dispatch first; design §4.10). Entries due after now (read by the look-ahead) are not planned: the earliest
-        gives ``result.next_due_at``, when the loop ticks again."""
+        dispatch first; design §4.10); each job's runs labelled for the lateness metrics by priority and owner, the
+        owner named when among the tick's top owners by backlog (``domain.lateness``). Entries due after now (read
+        by the look-ahead) are not planned: the earliest gives ``result.next_due_at``, when the loop ticks again."""
         by_job: dict[str, list[DueEntry]] = {}
         first: dict[str, DueEntry] = {}
         for read in reads:
@@ -289,6 +291,9 @@ class Scheduler:
                 known = first.get(item.job_id)
                 if known is None or item.due_at < known.due_at:
                     first[item.job_id] = item
+        backlog = backlog_of(entry.owner for entry in first.values())
+        top = top_owners(backlog)
+        result.top_owners = tuple((owner, backlog[owner]) for owner in top)
         ordered = dispatch_order(first.values())[: self.limits.max_jobs]
         self._considered = {entry.job_id for entry in ordered}
         states = self._states([entry.job_id for entry in ordered])
@@ -334,7 +339,7 @@ class Scheduler:
                     (),
                     None,
                 )
-            works.append(JobWork(plan))
+            works.append(JobWork(plan, labels=labels_for(job.priority.value, job.owner, top)))
         result.due = len(works)
         return works
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from jobsched.clock import Clock
 from jobsched.ports.jobs import DueIndex
+from jobsched.ports.lateness import LatenessLabels
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,9 @@ class TickResult:
     only); ``moved``/``conflicts``: job moves that landed / were refused (moved elsewhere, edited, deleted, paused,
     fenced); ``errors``: jobs left due for the next tick after an error; ``lag_ms``: age of the oldest due fire not
     enqueued when the tick ended (0 when none); ``dispatch_lateness_ms``: per enqueued new run, enqueue time minus
-    dispatch instant; ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
+    dispatch instant; ``labelled_lateness``: the same, each with its run's labels (priority, owner or ``other``:
+    ``domain.lateness``); ``top_owners``: the owners named in the labels, with their backlog (due jobs this
+    tick read), largest first; ``aborted``: the lease ran out mid-tick (no further writes were made); ``watermark``: the
     bucket the watermark stands at after the tick; ``queries``: due-index requests made; ``malformed``:
     due entries that could not be read (logged as errors, ignored); ``next_due_at``: the earliest dispatch
     instant after now and before the next tick seen in the due index (the look-ahead; None: none), when the
@@ -69,6 +72,8 @@ class TickResult:
     errors: int = 0
     lag_ms: int = 0
     dispatch_lateness_ms: list[int] = field(default_factory=list)
+    labelled_lateness: list[tuple[LatenessLabels, int]] = field(default_factory=list)
+    top_owners: tuple[tuple[str, int], ...] = ()
     aborted: bool = False
     watermark: int | None = None
     queries: int = 0

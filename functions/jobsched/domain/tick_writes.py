@@ -26,6 +26,7 @@ from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import Guard
 from jobsched.ports.errors import Conflict
 from jobsched.ports.jobs import DueEntry, Move, SchedulingState
+from jobsched.ports.lateness import LatenessLabels
 from jobsched.ports.run_messages import QueueSendError, RunMessage
 from jobsched.ports.run_stores import RunSender, RunWriter
 from jobsched.ports.runs import RunRow
@@ -38,7 +39,8 @@ TIMER_BATCH = 25
 
 @dataclass
 class JobWork:
-    """One due job's progress through a tick; ``skipped``: the fires this tick recorded skipped for it."""
+    """One due job's progress through a tick; ``skipped``: the fires this tick recorded skipped for it; ``labels``:
+    what its runs' lateness is counted under (``domain.lateness.labels_for``), carried by their messages."""
 
     plan: FirePlan
     to_send: list[RunMessage] = field(default_factory=list)
@@ -47,6 +49,7 @@ class JobWork:
     sent: bool = True
     skipped: int = 0
     moved: bool = False
+    labels: LatenessLabels | None = None
 
 
 class TickWriter:
@@ -115,7 +118,9 @@ class TickWriter:
                 counts["existing"] += 1
                 if previous.status is RunStatus.QUEUED:
                     counts["reenqueued"] += 1
-                    work.to_send.append(RunMessage(job.job_id, fire, enqueued_at=now_ms, owner=job.owner))
+                    work.to_send.append(
+                        RunMessage(job.job_id, fire, enqueued_at=now_ms, owner=job.owner, labels=work.labels)
+                    )
 
             try:
                 for row in plan.skipped:
@@ -134,6 +139,7 @@ class TickWriter:
                             enqueued_at=now_ms,
                             term=term,
                             owner=job.owner,
+                            labels=work.labels,
                         )
                     )
             except LeaseLost:
@@ -249,6 +255,8 @@ class TickWriter:
                     result.enqueued += 1
                     if message.scheduled_for in work.new_runs:
                         result.dispatch_lateness_ms.append(sent_at - dispatch_at)
+                        if message.labels is not None:
+                            result.labelled_lateness.append((message.labels, sent_at - dispatch_at))
 
         for messages in phases.values():
             run_all(self.shared.pool, send, [messages[i : i + 10] for i in range(0, len(messages), 10)])

@@ -258,7 +258,7 @@ class Worker:
         # the run's first start; a backfill, a skipped run re-run, or a chained run starts when asked: never "late"
         on_request = before.kind in (RunKind.BACKFILL, RunKind.CHAINED) or bool(before.reruns)
         if before.lateness_ms is None and not on_request:
-            self.metrics.run_late(max(0, now - message.scheduled_for))
+            self.metrics.run_late(max(0, now - message.scheduled_for), message.labels)
         logger.info(
             "run claimed",
             extra={

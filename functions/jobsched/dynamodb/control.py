@@ -8,6 +8,9 @@ Items (key ``pk``):
   ``due_at // bucket width``), ``term`` of the leader that wrote it, ``updated_at`` (epoch ms).
 - ``positions#<partition>``: ``positions`` (the read positions of the partition's due-index lanes, JSON as
   ``aws.positions.JsonPositions`` encodes them), ``term`` of the leader that wrote them.
+- ``lateness#<partition>``: ``summary`` (the partition's dispatch lateness per priority and owner over its last
+  minute of dispatches, JSON as ``aws.lateness.JsonLateness`` encodes it; at most one write a minute), ``term`` of
+  the leader that wrote it.
 - ``partitions``: ``high_water``, the most scheduler partitions any deployment ran (see
   ``raise_partition_high_water``).
 - ``due_shards``: ``high_water``, the most due shards any deployment filed entries in (see
@@ -40,6 +43,10 @@ def positions_key(partition: int) -> dict[str, str]:
     return {"pk": f"positions#{partition}"}
 
 
+def lateness_key(partition: int) -> dict[str, str]:
+    return {"pk": f"lateness#{partition}"}
+
+
 def _n(value: int) -> dict[str, str]:
     return {"N": str(value)}
 
@@ -49,8 +56,8 @@ def _s(value: str) -> dict[str, str]:
 
 
 class ControlStore:
-    """DynamoDB adapter of the CONTROL table (``resources.CONTROL``): implements ``lease.LeaseStore``
-    and the scheduler's ``WatermarkStore``.
+    """DynamoDB adapter of the CONTROL table (``resources.CONTROL``): implements ``lease.LeaseStore``, the
+    scheduler's ``WatermarkStore`` and ``LatenessStore``.
 
     ``client`` is a low-level boto3 DynamoDB client (``Aws.dynamodb``, not a resource's client: every
     contender calls this once a second, so it skips the resource layer), ``table_name`` the CONTROL table's
@@ -156,13 +163,27 @@ class ControlStore:
 
     def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
         """Store ``positions`` unless a newer ``term`` stored them."""
+        return self._save_termed(positions_key(partition), "positions", positions, term)
+
+    def read_lateness(self, partition: int) -> str | None:
+        """The stored lateness summary of ``partition`` (``ports.lateness.LatenessStore``; strongly consistent),
+        or None."""
+        item = self._get(lateness_key(partition))
+        return str(item["summary"]) if item else None
+
+    def save_lateness(self, partition: int, summary: str, *, term: int) -> bool:
+        """Store ``summary`` unless a newer ``term`` stored one."""
+        return self._save_termed(lateness_key(partition), "summary", summary, term)
+
+    def _save_termed(self, key: dict[str, str], attribute: str, text: str, term: int) -> bool:
+        """Set ``attribute`` to ``text`` and ``term`` on the item ``key`` unless a newer term set them."""
         return self._conditional(
             "update_item",
-            Key=self._key(positions_key(partition)),
-            UpdateExpression="SET positions = :positions, #term = :term",
+            Key=self._key(key),
+            UpdateExpression="SET #text = :text, #term = :term",
             ConditionExpression="attribute_not_exists(pk) OR #term <= :term",
-            ExpressionAttributeNames={"#term": "term"},
-            ExpressionAttributeValues={":positions": _s(positions), ":term": _n(term)},
+            ExpressionAttributeNames={"#term": "term", "#text": attribute},
+            ExpressionAttributeValues={":text": _s(text), ":term": _n(term)},
         )
 
     def read_partition_high_water(self) -> int | None:

@@ -1,5 +1,6 @@
 """The CONTROL table in memory: leases (``domain.lease.LeaseStore``), watermarks
-(``ports.control.WatermarkStore``) and the partitions' high-water mark (``ports.control.PartitionMarks``), with
+(``ports.control.WatermarkStore``), lateness summaries (``ports.lateness.LatenessStore``) and the partitions'
+high-water mark (``ports.control.PartitionMarks``), with
 the conditions of ``store.control.ControlStore`` (``tests/contract/test_control_store_contract.py``)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ class MemoryControlStore:
         self.records: dict[int, LeaseRecord] = {}
         self.watermarks: dict[int, tuple[int, int]] = {}  # partition -> (bucket, term)
         self.positions: dict[int, tuple[str, int]] = {}  # partition -> (positions, term)
+        self.lateness: dict[int, tuple[str, int]] = {}  # partition -> (lateness summary, term)
         self.marks: dict[str, int] = {}  # "partitions" / "due_shards" -> high-water mark
         self.fail_next: list[Exception] = []
         self.writes = 0
@@ -83,18 +85,34 @@ class MemoryControlStore:
 
     def read_positions(self, partition: int) -> str | None:
         """The stored read positions of ``partition``, or None."""
-        self._maybe_fail()
-        stored = self.positions.get(partition)
-        return stored[0] if stored else None
+        return self._read_termed(self.positions, partition)
 
     def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
         """Store ``positions`` unless a newer ``term`` stored them."""
+        return self._save_termed(self.positions, partition, positions, term)
+
+    def read_lateness(self, partition: int) -> str | None:
+        """The stored lateness summary of ``partition`` (``ports.lateness.LatenessStore``), or None."""
+        return self._read_termed(self.lateness, partition)
+
+    def save_lateness(self, partition: int, summary: str, *, term: int) -> bool:
+        """Store ``summary`` unless a newer ``term`` stored one."""
+        return self._save_termed(self.lateness, partition, summary, term)
+
+    def _read_termed(self, kept: dict[int, tuple[str, int]], partition: int) -> str | None:
+        """The text ``kept`` holds for ``partition``, or None."""
+        self._maybe_fail()
+        stored = kept.get(partition)
+        return stored[0] if stored else None
+
+    def _save_termed(self, kept: dict[int, tuple[str, int]], partition: int, text: str, term: int) -> bool:
+        """Keep ``(text, term)`` in ``kept`` for ``partition`` unless a newer term's is there."""
         self._maybe_fail()
         with self._lock:
-            stored = self.positions.get(partition)
+            stored = kept.get(partition)
             if stored is not None and stored[1] > term:
                 return False
-            self.positions[partition] = (positions, term)
+            kept[partition] = (text, term)
             return True
 
     @property

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from jobsched.ports.lateness import LatenessLabels
+
 
 class RunMetrics(Protocol):
     """Where the worker and the sweeper report what happened to runs: one call per event, from any thread
     (``jobsched.aws.metrics.PowertoolsRunMetrics`` publishes them as CloudWatch EMF metrics, named in
     ``jobsched.observability.MetricName``). Raises nothing the caller must handle."""
 
-    def run_late(self, lateness_ms: int) -> None:
-        """A run's first try started ``lateness_ms`` (ms, >= 0) after its ``scheduled_for`` (``RunLatenessMs``)."""
+    def run_late(self, lateness_ms: int, labels: LatenessLabels | None = None) -> None:
+        """A run's first try started ``lateness_ms`` (ms, >= 0) after its ``scheduled_for`` (``RunLatenessMs``;
+        also under ``labels``' priority and owner when its message carried them)."""
         ...
 
     def run_succeeded(self) -> None:

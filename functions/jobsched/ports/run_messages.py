@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched.ports.lateness import LatenessLabels
 from jobsched.ports.runs import RunKey
 
 MAX_DELAY_S = 900
@@ -26,8 +27,10 @@ class RunMessage:
     ``enqueued_at`` is when the message was sent, at or after its run's current round was queued (the row's
     ``enqueued_at``, which a re-run or a backfill sets anew): every sender sets it, so a letter of an earlier
     round is told apart (``message_round_began``). ``owner``: the job's owner, sent as the message's
-    ``MessageGroupId`` (SQS fair queues: design §4.10), not in the body. All are optional (messages of earlier
-    versions carry none) and take no part in equality: a message names its run by key.
+    ``MessageGroupId`` (SQS fair queues: design §4.10), not in the body. ``labels``: what the run's lateness is
+    counted under (priority, and owner or ``other``: ``jobsched.domain.lateness``), set by the tick. All are
+    optional (messages of earlier versions carry none) and take no part in equality: a message names its run by
+    key.
     """
 
     job_id: str
@@ -37,6 +40,7 @@ class RunMessage:
     enqueued_at: int | None = field(default=None, compare=False)
     term: int | None = field(default=None, compare=False)
     owner: str | None = field(default=None, compare=False)
+    labels: LatenessLabels | None = field(default=None, compare=False)
 
     @property
     def key(self) -> RunKey:

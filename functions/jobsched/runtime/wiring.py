@@ -21,6 +21,7 @@ from jobsched.domain.lease import LeaseStore
 from jobsched.ports.alerts import Alert, AlertSink
 from jobsched.ports.control import PartitionMarks, WatermarkStore
 from jobsched.ports.jobs import DueIndex, JobRepository
+from jobsched.ports.lateness import LatenessStore
 from jobsched.ports.quotas import QuotaCounters
 from jobsched.ports.run_stores import (
     DeadRunSink,
@@ -72,10 +73,11 @@ class RunStorePorts(RunRows, SweepRows, RunWriter, RecentRuns, RunHistory, Proto
     ``jobsched.dynamodb.runs.RunStore`` (DynamoDB) and ``jobsched.sqlite.runs.SqliteRunStore``."""
 
 
-class ControlStorePorts(WatermarkStore, PartitionMarks, LeaseStore, Protocol):
+class ControlStorePorts(WatermarkStore, PartitionMarks, LeaseStore, LatenessStore, Protocol):
     """Every port the CONTROL store serves (the tick's ``WatermarkStore``, the partitions' and due shards'
-    ``PartitionMarks``, the leader lease's ``LeaseStore``). Implemented by ``jobsched.dynamodb.control.ControlStore``
-    (DynamoDB) and ``jobsched.sqlite.control.SqliteControlStore``."""
+    ``PartitionMarks``, the leader lease's ``LeaseStore``, the lateness summaries' ``LatenessStore``).
+    Implemented by ``jobsched.dynamodb.control.ControlStore`` (DynamoDB) and
+    ``jobsched.sqlite.control.SqliteControlStore``."""
 
 
 class RunQueuePorts(RunSender, VisibilityExtender, Protocol):
@@ -140,7 +142,7 @@ class Components:
         return RunStore(self.aws.table(self.settings.runs_table))
 
     def control(self) -> ControlStorePorts:
-        """The CONTROL table (leases, watermarks, the partition high-water mark)."""
+        """The CONTROL table (leases, watermarks, lateness summaries, the partition high-water mark)."""
         from jobsched.dynamodb.control import ControlStore
 
         return ControlStore(self.aws.dynamodb, self.settings.control_table)
@@ -364,8 +366,10 @@ class Components:
         when ``adopted``). ``holder`` is the lease contender id (default: host, pid and a random suffix);
         ``tick_metrics`` defaults to Powertools EMF; ``read_shards``: the due shards its ticks read (default and
         at least ``settings.due_shards``: ``Scheduler``). Raises ValueError for a partition out of range."""
+        from jobsched.aws.lateness import JsonLateness
         from jobsched.aws.metrics import PowertoolsTickMetrics
         from jobsched.aws.positions import JsonPositions
+        from jobsched.domain.lateness import LatenessBoard
         from jobsched.domain.lease import LeaderLease, new_holder_id
         from jobsched.domain.loop import SchedulerLoop
         from jobsched.domain.tick import Scheduler
@@ -397,6 +401,7 @@ class Components:
             clock=self.clock,
             sleep=self.sleep,
             tick_metrics=tick_metrics if tick_metrics is not None else PowertoolsTickMetrics(),
+            board=LatenessBoard(partition, self.control(), JsonLateness()),
         )
 
     def scheduler_group(
@@ -483,6 +488,8 @@ class Components:
             TaggedIamAuthenticator,
             TokenAuthenticator,
         )
+        from jobsched.api.health import HealthReads
+        from jobsched.aws.lateness import JsonLateness
         from jobsched.aws.principals import IamPrincipalTags
 
         authenticator: Authenticator
@@ -500,7 +507,13 @@ class Components:
             retention_days=self.settings.retention_days,
             recent=service.run_listing.window_rows,
         )
-        return Api(settings=self.settings, service=service, authenticator=authenticator, archive=archive)
+        return Api(
+            settings=self.settings,
+            service=service,
+            authenticator=authenticator,
+            health=HealthReads(self.control(), JsonLateness(), self.settings.scheduler_partitions),
+            archive=archive,
+        )
 
     def archive_queries(self) -> ArchiveQueries | None:
         """The archive's queries: Athena in ``settings.archive_workgroup`` over ``settings.archive_database``

@@ -1,7 +1,8 @@
-"""The CONTROL store on SQLite: leases (``domain.lease.LeaseStore``), watermarks (``ports.control.WatermarkStore``)
-and the partitions' high-water mark (``ports.control.PartitionMarks``), with the conditions of
-``store.control.ControlStore`` (``tests/contract/test_control_store_contract.py``). Each write is one
-conditional statement in its own transaction."""
+"""The CONTROL store on SQLite: leases (``domain.lease.LeaseStore``), watermarks (``ports.control.WatermarkStore``),
+lateness summaries (``ports.lateness.LatenessStore``) and the partitions' high-water mark
+(``ports.control.PartitionMarks``), with the conditions of ``store.control.ControlStore``
+(``tests/contract/test_control_store_contract.py``). Each write is one conditional statement in its own
+transaction."""
 
 from __future__ import annotations
 
@@ -84,19 +85,36 @@ class SqliteControlStore:
 
     def read_positions(self, partition: int) -> str | None:
         """The stored read positions of ``partition``, or None."""
-        with self.db.read() as conn:
-            row = conn.execute("SELECT positions FROM positions WHERE partition = ?", (partition,)).fetchone()
-        return str(row[0]) if row else None
+        return self._read_termed("positions", "positions", partition)
 
     def save_positions(self, partition: int, positions: str, *, term: int) -> bool:
         """Store ``positions`` unless a newer ``term`` stored them."""
+        return self._save_termed("positions", "positions", partition, positions, term)
+
+    def read_lateness(self, partition: int) -> str | None:
+        """The stored lateness summary of ``partition`` (``ports.lateness.LatenessStore``), or None."""
+        return self._read_termed("lateness", "summary", partition)
+
+    def save_lateness(self, partition: int, summary: str, *, term: int) -> bool:
+        """Store ``summary`` unless a newer ``term`` stored one."""
+        return self._save_termed("lateness", "summary", partition, summary, term)
+
+    def _read_termed(self, table: str, column: str, partition: int) -> str | None:
+        """``table.column`` (one of this module's) of ``partition``, or None."""
+        with self.db.read() as conn:
+            row = conn.execute(f"SELECT {column} FROM {table} WHERE partition = ?", (partition,)).fetchone()
+        return str(row[0]) if row else None
+
+    def _save_termed(self, table: str, column: str, partition: int, text: str, term: int) -> bool:
+        """Put ``text`` in ``table.column`` (one of this module's) for ``partition`` unless a newer term's is
+        there."""
         with self.db.write() as conn:
             return (
                 conn.execute(
-                    "INSERT INTO positions (partition, positions, term) VALUES (?, ?, ?)"
-                    " ON CONFLICT (partition) DO UPDATE SET positions = excluded.positions, term = excluded.term"
-                    " WHERE positions.term <= excluded.term",
-                    (partition, positions, term),
+                    f"INSERT INTO {table} (partition, {column}, term) VALUES (?, ?, ?)"
+                    f" ON CONFLICT (partition) DO UPDATE SET {column} = excluded.{column}, term = excluded.term"
+                    f" WHERE {table}.term <= excluded.term",
+                    (partition, text, term),
                 ).rowcount
                 == 1
             )

@@ -126,6 +126,11 @@ CREATE TABLE IF NOT EXISTS positions (
     positions TEXT NOT NULL,
     term INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS lateness (
+    partition INTEGER PRIMARY KEY,
+    summary TEXT NOT NULL,
+    term INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS marks (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL

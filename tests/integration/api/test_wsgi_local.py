@@ -69,5 +69,6 @@ def test_the_openapi_document_is_served(client):
         "/jobs/{id}/runs/{run_id}/retry",
         "/jobs/{id}/runs/{run_id}/cancel",
         "/limits",
+        "/health",
         "/archive/queries/{query_id}",
     }

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from jobsched.aws.lateness import JsonLateness
 from jobsched.dynamodb.control import ControlStore
 from jobsched.handlers import scheduler as handler_module
 from jobsched.observability import MetricName
+from jobsched.ports.lateness import LatenessLabels
 from jobsched.runtime.scheduler import STOP_BEFORE_MS
 from jobsched.runtime.wiring import Components
 from tests.support.scheduler import FakeContext
@@ -57,11 +59,21 @@ def test_one_invocation_ticks_each_second_then_releases_the_lease(
     lease = ControlStore(harness.aws.dynamodb, harness.settings.control_table).read_lease(0)
     # (released: it expired the instant before its release, so a standby takes it at its next poll)
     assert lease is not None and lease.expires_at == harness.clock() - 1 and lease.holder.startswith("req-1/")
-    # Metrics went out as EMF, one document per tick
-    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    # Metrics went out as EMF, one document per tick, and one per labels for each tick that sent a run (its
+    # dispatch lateness by priority and owner: a lone job's owner is "other")
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    documents = [d for d in emitted if "priority" not in d]
     assert len(documents) == 68
     names = {m["Name"] for d in documents for m in d["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert {MetricName.RUNS_ENQUEUED, MetricName.SCHEDULER_LAG, MetricName.DISPATCH_LATENESS} <= names
+    labelled = [d for d in emitted if "priority" in d]
+    assert [(d["priority"], d["owner"]) for d in labelled] == [("normal", "other")] * 7
+    assert all(MetricName.DISPATCH_LATENESS in d for d in labelled)
+    # and the partition's lateness summary was saved once its minute of dispatches was up (GET /health)
+    saved = ControlStore(harness.aws.dynamodb, harness.settings.control_table).read_lateness(0)
+    assert saved is not None and JsonLateness().decode(saved).groups[0][0] == LatenessLabels(
+        "normal", "other"
+    )
 
 
 def test_the_next_invocation_takes_over_at_once_with_a_higher_term(harness: Any, invoke: Any) -> None:

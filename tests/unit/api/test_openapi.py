@@ -40,6 +40,7 @@ ROUTES = {
     ("post", "/jobs/{id}/runs/{run_id}/retry"): (None, {"202": "RunDetail"}),
     ("post", "/jobs/{id}/runs/{run_id}/cancel"): ("CancelRequest", {"200": "RunCancel"}),
     ("get", "/limits"): (None, {"200": "Limits"}),
+    ("get", "/health"): (None, {"200": "Health"}),
 }
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.observability import add_metric, add_metrics, flush_metrics, metrics
+from jobsched.observability import add_labelled, add_metric, add_metrics, flush_metrics, metrics
+from jobsched.ports.lateness import OTHER_OWNERS, LatenessLabels
 
 NAMES = [f"TestMetric{i}" for i in range(5)]
 
@@ -101,3 +102,69 @@ def test_a_bad_unit_is_refused_and_leaves_the_set_usable(published: Any) -> None
     flush_metrics()
     (document,) = published()
     assert _values(document, NAMES[0]) == [1]
+
+
+def _dimensions(document: dict[str, Any]) -> list[list[str]]:
+    return [sorted(names) for names in document["_aws"]["CloudWatchMetrics"][0]["Dimensions"]]
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_labelled_values_go_out_at_the_flush_one_document_per_labels_by_priority_and_owner(
+    published: Any,
+) -> None:
+    # Given start lateness of three runs under two labels, and a value of the shared set
+    from jobsched.aws.metrics import PowertoolsRunMetrics
+
+    run_metrics = PowertoolsRunMetrics()
+    run_metrics.run_late(100, LatenessLabels("high", "big"))
+    run_metrics.run_late(300, LatenessLabels("high", "big"))
+    run_metrics.run_late(7, LatenessLabels("normal", OTHER_OWNERS))
+
+    # When the set is flushed (as a handler's decorator or local mode does)
+    metrics.flush_metrics()
+
+    # Then the shared document has the three values without labels, and each labels' document its own values,
+    # with the dimension sets [service, priority, owner] and [service, priority]
+    documents = published()
+    [shared] = [d for d in documents if "priority" not in d]
+    labelled = [d for d in documents if "priority" in d]
+    assert _values(shared, "RunLatenessMs") == [100, 300, 7] and "priority" not in shared
+    by_owner = {(d["priority"], d["owner"]): d for d in labelled}
+    assert set(by_owner) == {("high", "big"), ("normal", OTHER_OWNERS)}
+    assert _values(by_owner[("high", "big")], "RunLatenessMs") == [100, 300]
+    assert _values(by_owner[("normal", OTHER_OWNERS)], "RunLatenessMs") == [7]
+    for document in labelled:
+        assert _dimensions(document) == [["owner", "priority", "service"], ["priority", "service"]]
+        assert document["service"] == "jobsched"
+    # and nothing is published twice
+    flush_metrics()
+    assert published() == []
+
+
+def test_a_ticks_dispatch_lateness_goes_out_with_and_without_its_labels(published: Any) -> None:
+    from jobsched.aws.metrics import PowertoolsTickMetrics
+    from jobsched.domain.tick_records import TickResult
+
+    result = TickResult(now=0, term=1, enqueued=2, dispatch_lateness_ms=[12, 40])
+    result.labelled_lateness = [(LatenessLabels("low", "big"), 12), (LatenessLabels("low", OTHER_OWNERS), 40)]
+
+    PowertoolsTickMetrics().record(result)
+
+    documents = published()
+    [shared] = [d for d in documents if "priority" not in d]
+    labelled = [d for d in documents if "priority" in d]
+    assert _values(shared, "DispatchLatenessMs") == [12, 40]
+    assert {(d["owner"], tuple(_values(d, "DispatchLatenessMs"))) for d in labelled} == {
+        ("big", (12,)),
+        (OTHER_OWNERS, (40,)),
+    }
+
+
+def test_more_than_a_hundred_values_of_one_labels_all_go_out(published: Any) -> None:
+    for ms in range(250):
+        add_labelled("RunLatenessMs", "Milliseconds", ms, LatenessLabels("normal", "big"))
+    add_metric(NAMES[0], "Count", 1)
+    flush_metrics()
+
+    values = [v for d in published() if d.get("owner") == "big" for v in _values(d, "RunLatenessMs")]
+    assert sorted(values) == list(range(250))

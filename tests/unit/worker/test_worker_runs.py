@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 
 from jobsched.aws.queue import delivery_of
-from jobsched.aws.wire import parse_run_message
+from jobsched.aws.wire import parse_run_message, run_message_body
 from jobsched.clock import to_ms
 from jobsched.domain.retries import Outcome
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.models import Job, RunStatus
 from jobsched.ports.jobs import Rewrite
+from jobsched.ports.lateness import LatenessLabels
+from jobsched.ports.run_messages import RunMessage
 from jobsched.ports.runs import run_id
 from jobsched.ports.targets import TargetCall
 from tests.support.worker import T0, Kit, claim_now, claim_scheduled_now
@@ -319,3 +321,22 @@ def test_a_scheduled_run_dead_without_a_failed_try_is_listed_among_its_owners_fa
     row = kit.runs.get(job.id, T0)
     assert row is not None and row.status is RunStatus.DEAD
     assert [r.key for r in kit.runs.list_failed(job.owner, 10)[0]] == [(job.id, T0)]
+
+
+def test_a_message_with_labels_parses_and_one_whose_labels_are_not_two_strings_is_malformed() -> None:
+    message = parse_run_message(
+        '{"job_id": "j_a", "scheduled_for": 1000, "labels": {"priority": "low", "owner": "x"}}'
+    )
+    assert message.labels == LatenessLabels("low", "x")
+    assert parse_run_message('{"job_id": "j_a", "scheduled_for": 1000, "labels": null}').labels is None
+    for labels in ('"low"', '{"priority": "low"}', '{"priority": "low", "owner": 3}', "[1, 2]"):
+        with pytest.raises(ValueError, match="malformed run message"):
+            parse_run_message(f'{{"job_id": "j_a", "scheduled_for": 1000, "labels": {labels}}}')
+
+
+def test_a_messages_labels_travel_in_its_body_and_back() -> None:
+    sent = RunMessage("j_a", 1000, enqueued_at=900, owner="team-a", labels=LatenessLabels("high", "other"))
+    body = run_message_body(sent)
+    assert json.loads(body)["labels"] == {"priority": "high", "owner": "other"}
+    assert parse_run_message(body).labels == sent.labels
+    assert "labels" not in json.loads(run_message_body(RunMessage("j_a", 1000)))
