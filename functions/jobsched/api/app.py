@@ -27,7 +27,14 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 
 from jobsched.api import routes
 from jobsched.api.admission import Admission
-from jobsched.api.archive_reads import ArchiveAnswer, ArchiveQueryStatus, ArchiveReads
+from jobsched.api.archive_reads import (
+    ARCHIVE_ACCEPTED,
+    ARCHIVE_NOTE,
+    HISTORY_GONE,
+    ArchiveAnswer,
+    ArchiveQueryStatus,
+    ArchiveReads,
+)
 from jobsched.api.auth import Authenticator
 from jobsched.api.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from jobsched.api.errors import IDEMPOTENCY_HEADER, register_error_handlers
@@ -148,16 +155,6 @@ JobId = Annotated[str, Path(description="the job's id (`j_` and 20 hex digits)")
 Limit = Annotated[int, Query(ge=1, le=100, description="page size, 1-100")]
 Since = Annotated[Instant | None, Query(description="scheduled_for at or after (ISO 8601, with offset)")]
 Until = Annotated[Instant | None, Query(description="scheduled_for before (ISO 8601, with offset)")]
-_ARCHIVE_NOTE = (
-    "A `since` before the runs table's retention (`retention_days`) is answered from the archive, for the "
-    "caller's owner only: `202` with a `query_id` and `Location` to poll (`GET /archive/queries/{query_id}`), or "
-    "`200` with the runs at once where the engine answers at once (local mode). The answer holds the window's runs "
-    "from the archive and from the runs table, each once (`archived` says which), at most `limit`, in one page "
-    "without a cursor: for older runs, ask again with `until`. Without an archive, 410 `beyond_retention` "
-    "(field `since`) says where the history went."
-)
-_HISTORY_GONE = "`since` is before the retention and this deployment keeps no archive (field `since`)"
-_ARCHIVE_ACCEPTED = "Answered from the archive: poll `Location` until `status` is no longer `running`"
 Cursor = Annotated[
     str | None,
     Query(
@@ -323,13 +320,13 @@ def trigger_job(
     "listRuns",
     summary="A job's runs, newest first",
     description="Newest `scheduled_for` first, optionally only one `status`, and `scheduled_for` in `[since, until)`. "
-    "A deleted job's runs stay listed for its owner until retention. " + _ARCHIVE_NOTE,
+    "A deleted job's runs stay listed for its owner until retention. " + ARCHIVE_NOTE,
     tags=["runs"],
     responses=responses(
-        {200: (Page[Run], "A page of runs"), 202: (ArchiveQueryStatus, _ARCHIVE_ACCEPTED)},
+        {200: (Page[Run], "A page of runs"), 202: (ArchiveQueryStatus, ARCHIVE_ACCEPTED)},
         404,
         410,
-        descriptions={404: _HISTORY_NOT_FOUND, 410: _HISTORY_GONE},
+        descriptions={404: _HISTORY_NOT_FOUND, 410: HISTORY_GONE},
     ),
 )
 def list_runs(
@@ -445,15 +442,15 @@ def list_events(
     "`since`). Failed "
     "runs (`status` retrying, dead or skipped) come from an index of failures; other listings merge the "
     "caller's jobs (at most 500: narrow by `job_id` or a failure `status` beyond that). Pass `next_cursor` "
-    "back as `cursor` with the same filters. " + _ARCHIVE_NOTE,
+    "back as `cursor` with the same filters. " + ARCHIVE_NOTE,
     tags=["runs"],
     responses=responses(
-        {200: (Page[Run], "A page of runs"), 202: (ArchiveQueryStatus, _ARCHIVE_ACCEPTED)},
+        {200: (Page[Run], "A page of runs"), 202: (ArchiveQueryStatus, ARCHIVE_ACCEPTED)},
         404,
         410,
         descriptions={
             404: "No such job (`job_id`), or a `cursor` this listing did not issue",
-            410: _HISTORY_GONE,
+            410: HISTORY_GONE,
         },
     ),
 )
@@ -470,13 +467,7 @@ def list_all_runs(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response[Page[Run] | ArchiveQueryStatus]:
-    listing: dict[str, Any] = {
-        "job_id": job_id,
-        "status": status,
-        "kind": kind,
-        "since": since,
-        "until": until,
-    }
+    listing: dict[str, Any] = dict(job_id=job_id, status=status, kind=kind, since=since, until=until)
     archived = _archive_window(api, owner, **listing, limit=limit, cursor=cursor)
     if archived is not None:
         return archived

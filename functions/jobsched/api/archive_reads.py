@@ -47,6 +47,21 @@ NO_ARCHIVE = (
 )
 
 
+ARCHIVE_NOTE = (
+    "A `since` before the runs table's retention (`retention_days`) is answered from the archive, for the "
+    "caller's owner only: `202` with a `query_id` and `Location` to poll (`GET /archive/queries/{query_id}`), or "
+    "`200` with the runs at once where the engine answers at once (local mode). The answer holds the window's runs "
+    "from the archive and from the runs table, each once (`archived` says which), at most `limit`, in one page "
+    "without a cursor: for older runs, ask again with `until`. Without an archive, 410 `beyond_retention` "
+    "(field `since`) says where the history went."
+)
+"""The OpenAPI description of a runs listing's answer from the archive."""
+HISTORY_GONE = "`since` is before the retention and this deployment keeps no archive (field `since`)"
+"""The OpenAPI description of the 410 of a window before the retention with no archive."""
+ARCHIVE_ACCEPTED = "Answered from the archive: poll `Location` until `status` is no longer `running`"
+"""The OpenAPI description of the 202 of a window answered from the archive."""
+
+
 class ArchiveQueryStatus(BaseModel):
     """The API's body for an archive query (``GET /archive/queries/{query_id}``, and the 202 of a runs listing
     whose ``since`` is before the retention)."""
