@@ -124,8 +124,20 @@ def _public_prefix() -> str:
     return public.removesuffix(path) if path and public.endswith(path) else ""
 
 
-def _replay_headers(replayed: bool) -> dict[str, str]:
-    return {REPLAYED_HEADER: "true"} if replayed else {}
+_Body = TypeVar("_Body")
+
+
+def _json(
+    status: HTTPStatus, body: _Body, headers: dict[str, str] | None = None, *, replayed: bool = False
+) -> Response[_Body]:
+    """A JSON response of ``body`` with ``headers``, plus ``Idempotency-Replayed: true`` when ``replayed`` (the
+    stored answer to an earlier request with the same idempotency key)."""
+    headers = dict(headers or {})
+    if replayed:
+        headers[REPLAYED_HEADER] = "true"
+    return Response(
+        status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers
+    )
 
 
 ApiDep = Annotated[Api, Depends(get_api)]
@@ -210,15 +222,10 @@ def create_job(
 ) -> Response[Job]:
     """Register a job for the caller. ``"command": "x"`` is shorthand for ``"target": {"type": "command", "name": "x"}``."""
     result = api.service.create_job(owner, body, idempotency_key=idempotency_key, actor=by)
-    headers = _replay_headers(result.replayed)
-    if result.created:
-        headers["Location"] = f"{_public_prefix()}/jobs/{result.job.id}"
-    return Response(
-        status_code=HTTPStatus.CREATED if result.created else HTTPStatus.OK,
-        content_type=content_types.APPLICATION_JSON,
-        body=result.job,
-        headers=headers,
-    )
+    if not result.created:
+        return _json(HTTPStatus.OK, result.job, replayed=result.replayed)
+    location = {"Location": f"{_public_prefix()}/jobs/{result.job.id}"}
+    return _json(HTTPStatus.CREATED, result.job, location, replayed=result.replayed)
 
 
 @_route(
@@ -307,12 +314,7 @@ def trigger_job(
     id: JobId, api: ApiDep, owner: Owner, by: Actor, idempotency_key: IdempotencyKey = None
 ) -> Response[Run]:
     result = api.service.trigger_job(owner, id, idempotency_key=idempotency_key, actor=by)
-    return Response(
-        status_code=HTTPStatus.ACCEPTED,
-        content_type=content_types.APPLICATION_JSON,
-        body=result.run,
-        headers=_replay_headers(result.replayed),
-    )
+    return _json(HTTPStatus.ACCEPTED, result.run, replayed=result.replayed)
 
 
 @_route(
@@ -349,7 +351,7 @@ def list_runs(
         page = api.service.run_listing.across_jobs(
             owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit, cursor=cursor
         )
-    return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=page)
+    return _json(HTTPStatus.OK, page)
 
 
 @_route(
@@ -384,11 +386,8 @@ def _archive_window(api: Api, owner: str, **query: Any) -> Response[Any] | None:
 
 def _archive_response(answer: ArchiveAnswer) -> Response[Any]:
     running = answer.status is QueryState.RUNNING
-    return Response(
-        status_code=HTTPStatus.ACCEPTED if running else HTTPStatus.OK,
-        content_type=content_types.APPLICATION_JSON,
-        body=answer.model(),
-        headers={"Location": answer.location},
+    return _json(
+        HTTPStatus.ACCEPTED if running else HTTPStatus.OK, answer.model(), {"Location": answer.location}
     )
 
 
@@ -410,12 +409,7 @@ def backfill_job(
     idempotency_key: IdempotencyKey = None,
 ) -> Response[BackfillResult]:
     result, replayed = api.service.backfill(owner, id, body, idempotency_key=idempotency_key, actor=by)
-    return Response(
-        status_code=HTTPStatus.OK,
-        content_type=content_types.APPLICATION_JSON,
-        body=result,
-        headers=_replay_headers(replayed),
-    )
+    return _json(HTTPStatus.OK, result, replayed=replayed)
 
 
 @_route(
@@ -474,7 +468,7 @@ def list_all_runs(
     page = api.service.run_listing.across_jobs(
         owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit, cursor=cursor
     )
-    return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=page)
+    return _json(HTTPStatus.OK, page)
 
 
 @_route(
@@ -548,12 +542,7 @@ def retry_run(
     id: JobId, run_id: RunId, api: ApiDep, owner: Owner, by: Actor, idempotency_key: IdempotencyKey = None
 ) -> Response[RunDetail]:
     result = api.service.reruns.retry_run(owner, id, run_id, idempotency_key=idempotency_key, actor=by)
-    return Response(
-        status_code=HTTPStatus.ACCEPTED,
-        content_type=content_types.APPLICATION_JSON,
-        body=result.run,
-        headers=_replay_headers(result.replayed),
-    )
+    return _json(HTTPStatus.ACCEPTED, result.run, replayed=result.replayed)
 
 
 @_route(
@@ -578,8 +567,4 @@ def cancel_run(
 def openapi_json() -> Response[dict[str, Any]]:
     """The OpenAPI document of this API with this deployment's limits (no credentials needed: it holds no
     data)."""
-    return Response(
-        status_code=HTTPStatus.OK,
-        content_type=content_types.APPLICATION_JSON,
-        body=app.openapi_document(current_api().settings),
-    )
+    return _json(HTTPStatus.OK, app.openapi_document(current_api().settings))
