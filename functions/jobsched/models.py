@@ -232,6 +232,16 @@ Instant = Annotated[datetime, BeforeValidator(_instant_text)]
 """An owner-set instant: ISO 8601 text (naive ones are refused by the models that take them)."""
 
 
+_BAD_HEADER_NAME = (
+    "header name {name!r} is not a valid HTTP field name (RFC 9110 token: letters, digits and "
+    "!#$%&'*+-.^_`|~)"
+)
+_BAD_HEADER_VALUE = (
+    "the value of header {name!r} must be printable ASCII: no CR, LF or other control characters, no leading or "
+    "trailing spaces (RFC 9110 field value)"
+)
+
+
 class HttpTarget(StrictModel):
     """Request ``method url`` with body ``input``; 2xx is success (design §5.5).
 
@@ -271,15 +281,7 @@ class HttpTarget(StrictModel):
     @field_validator("headers")
     @classmethod
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
-        return _checked_map(
-            value,
-            HEADER_NAME,
-            "header name {name!r} is not a valid HTTP field name (RFC 9110 token: letters, digits and "
-            "!#$%&'*+-.^_`|~)",
-            HEADER_VALUE,
-            "the value of header {name!r} must be printable ASCII: no CR, LF or other control characters, no "
-            "leading or trailing spaces (RFC 9110 field value)",
-        )
+        return _checked_map(value, HEADER_NAME, _BAD_HEADER_NAME, HEADER_VALUE, _BAD_HEADER_VALUE)
 
     @field_validator("secret_headers")
     @classmethod
@@ -346,6 +348,10 @@ ENV_VALUE_PATTERN = r"^[^\x00]{0,8192}$"
 """A shell target's environment variable value: at most 8192 characters, no NUL; its validation and its OpenAPI
 pattern."""
 _ENV_VALUE = re.compile(ENV_VALUE_PATTERN)
+_BAD_ENV_NAME = (
+    "env name {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*; JOBSCHED_* are set by the worker)"
+)
+_BAD_ENV_VALUE = "the value of env {name!r} must have no NUL character and at most 8192 characters"
 MAX_SHELL_ENV = 64
 
 
@@ -382,13 +388,7 @@ class ShellTarget(StrictModel):
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        return _checked_map(
-            value,
-            ENV_NAME,
-            "env name {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*; JOBSCHED_* are set by the worker)",
-            _ENV_VALUE,
-            "the value of env {name!r} must have no NUL character and at most 8192 characters",
-        )
+        return _checked_map(value, ENV_NAME, _BAD_ENV_NAME, _ENV_VALUE, _BAD_ENV_VALUE)
 
     @field_validator("shell")
     @classmethod

@@ -340,18 +340,13 @@ def list_runs(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response[Page[Run] | ArchiveQueryStatus]:
-    archived = _archive_window(
-        api, owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit
-    )
-    if archived is not None:
-        return archived
     if since is None and until is None:
-        page = api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
-    else:
-        page = api.service.run_listing.across_jobs(
-            owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit, cursor=cursor
+        return _json(
+            HTTPStatus.OK, api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
         )
-    return _json(HTTPStatus.OK, page)
+    return _runs_window(
+        api, owner, cursor, job_id=id, status=status, kind=None, since=since, until=until, limit=limit
+    )
 
 
 @_route(
@@ -375,6 +370,16 @@ def get_archive_query(
     owner: Owner,
 ) -> Response[ArchiveQueryStatus]:
     return _archive_response(api.archive_reads().poll(owner, query_id))
+
+
+def _runs_window(api: Api, owner: str, cursor: str | None, **query: Any) -> Response[Any]:
+    """A page of ``owner``'s runs matching ``query`` (``job_id``, ``status``, ``kind``, ``since``, ``until``,
+    ``limit``): the archive's answer when ``since`` is before the retention (:func:`_archive_window`), else the
+    runs table's (``RunListing.across_jobs`` from ``cursor``)."""
+    archived = _archive_window(api, owner, **query)
+    if archived is not None:
+        return archived
+    return _json(HTTPStatus.OK, api.service.run_listing.across_jobs(owner, cursor=cursor, **query))
 
 
 def _archive_window(api: Api, owner: str, **query: Any) -> Response[Any] | None:
@@ -460,15 +465,9 @@ def list_all_runs(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response[Page[Run] | ArchiveQueryStatus]:
-    archived = _archive_window(
-        api, owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit
+    return _runs_window(
+        api, owner, cursor, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit
     )
-    if archived is not None:
-        return archived
-    page = api.service.run_listing.across_jobs(
-        owner, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit, cursor=cursor
-    )
-    return _json(HTTPStatus.OK, page)
 
 
 @_route(
