@@ -186,6 +186,20 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _checked_map(
+    value: dict[str, str], names: re.Pattern[str], bad_name: str, texts: re.Pattern[str], bad_text: str
+) -> dict[str, str]:
+    """``value`` when every key matches ``names`` and every value ``texts`` (whole-string matches). Raises
+    ValueError with ``bad_name`` or ``bad_text`` (``str.format`` templates of ``{name!r}``, the key) for the first
+    key or value that does not."""
+    for name, text in value.items():
+        if not names.fullmatch(name):
+            raise ValueError(bad_name.format(name=name))
+        if not texts.fullmatch(text):
+            raise ValueError(bad_text.format(name=name))
+    return value
+
+
 def _whole_number(value: Any) -> Any:
     """A JSON number without a fractional part is an integer, as JSON Schema's ``integer`` says: ``30.0`` is 30."""
     if isinstance(value, float) and value.is_integer():
@@ -216,6 +230,16 @@ def whole_ms(value: datetime | None, info: ValidationInfo) -> datetime | None:
 
 Instant = Annotated[datetime, BeforeValidator(_instant_text)]
 """An owner-set instant: ISO 8601 text (naive ones are refused by the models that take them)."""
+
+
+_BAD_HEADER_NAME = (
+    "header name {name!r} is not a valid HTTP field name (RFC 9110 token: letters, digits and "
+    "!#$%&'*+-.^_`|~)"
+)
+_BAD_HEADER_VALUE = (
+    "the value of header {name!r} must be printable ASCII: no CR, LF or other control characters, no leading or "
+    "trailing spaces (RFC 9110 field value)"
+)
 
 
 class HttpTarget(StrictModel):
@@ -257,18 +281,7 @@ class HttpTarget(StrictModel):
     @field_validator("headers")
     @classmethod
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, text in value.items():
-            if not HEADER_NAME.fullmatch(name):
-                raise ValueError(
-                    f"header name {name!r} is not a valid HTTP field name (RFC 9110 token: letters, digits "
-                    "and !#$%&'*+-.^_`|~)"
-                )
-            if not HEADER_VALUE.fullmatch(text):
-                raise ValueError(
-                    f"the value of header {name!r} must be printable ASCII: no CR, LF or other control "
-                    "characters, no leading or trailing spaces (RFC 9110 field value)"
-                )
-        return value
+        return _checked_map(value, HEADER_NAME, _BAD_HEADER_NAME, HEADER_VALUE, _BAD_HEADER_VALUE)
 
     @field_validator("secret_headers")
     @classmethod
@@ -334,6 +347,11 @@ ENV_NAME = re.compile(ENV_NAME_PATTERN)
 ENV_VALUE_PATTERN = r"^[^\x00]{0,8192}$"
 """A shell target's environment variable value: at most 8192 characters, no NUL; its validation and its OpenAPI
 pattern."""
+_ENV_VALUE = re.compile(ENV_VALUE_PATTERN)
+_BAD_ENV_NAME = (
+    "env name {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*; JOBSCHED_* are set by the worker)"
+)
+_BAD_ENV_VALUE = "the value of env {name!r} must have no NUL character and at most 8192 characters"
 MAX_SHELL_ENV = 64
 
 
@@ -370,17 +388,7 @@ class ShellTarget(StrictModel):
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, text in value.items():
-            if not ENV_NAME.fullmatch(name):
-                raise ValueError(
-                    f"env name {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*; JOBSCHED_* are set "
-                    "by the worker)"
-                )
-            if not re.fullmatch(ENV_VALUE_PATTERN, text):
-                raise ValueError(
-                    f"the value of env {name!r} must have no NUL character and at most 8192 characters"
-                )
-        return value
+        return _checked_map(value, ENV_NAME, _BAD_ENV_NAME, _ENV_VALUE, _BAD_ENV_VALUE)
 
     @field_validator("shell")
     @classmethod

@@ -59,8 +59,6 @@ from jobsched.clock import FakeClock, from_ms, to_ms
 from jobsched.domain.lease import LeaderLease
 from jobsched.domain.loop import SchedulerLoop
 from jobsched.domain.planning import ON_TIME_TOLERANCE_MS, TickLimits
-from jobsched.domain.retries import Failures
-from jobsched.domain.sweeper import Sweeper
 from jobsched.domain.tick import Scheduler
 from jobsched.domain.worker import Deferred, Worker
 from jobsched.memory.queue import MemoryDeadLetters
@@ -74,7 +72,7 @@ from jobsched.schedule.engine import parse_schedule
 from jobsched.targets import Targets
 from tests.support.backends import BACKENDS, Backend, backend
 from tests.support.oracle import Oracle, Spec
-from tests.support.world import command_answer, observed_try
+from tests.support.world import command_answer, observed_try, wrapped_sweeper
 
 T0 = to_ms(datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC))  # a Monday, 90 s before a daily 10:00 fire
 OWNER = "team-model"
@@ -338,23 +336,8 @@ class PromisesMachine(RuleBasedStateMachine):
             visibility=faulty(ports.queue),
         )
         self.dead_letters = MemoryDeadLetters()
-        self.sweeper = Sweeper(
-            settings=self.settings,
-            runs=faulty(ports.runs),
-            jobs=faulty(ports.specs),
-            queue=faulty(ports.queue),
-            failures=Failures(
-                runs=faulty(ports.runs),
-                queue=faulty(ports.queue),
-                dead_runs=ports.dead_runs,
-                settings=self.settings,
-                clock=self.clock,
-                metrics=PowertoolsRunMetrics(),
-            ),
-            clock=self.clock,
-            metrics=PowertoolsRunMetrics(),
-            dead_letters=faulty(self.dead_letters),
-        )
+        stores = (ports.runs, ports.specs, ports.queue, self.dead_letters)
+        self.sweeper = wrapped_sweeper(self.settings, self.clock, faulty, stores, ports.dead_runs)
         self.faults = Faults(version_of=version_of)
         self.lag: dict[str, Any] = {"active": False, "snapshot": []}
         self.loops: dict[str, SchedulerLoop] = {}

@@ -228,6 +228,16 @@ class HarnessBase:
                 results.append(result)
         return results
 
+    def run_second_with(self, contender: Contender, step: str, hook: Callable[..., Any]) -> list[TickResult]:
+        """One simulated second of ``contender`` (:meth:`run_seconds`) with ``hook`` called with the arguments of
+        each ``step`` port call before it (``Recorder.before``: a hook that raises fails the call); the hook is
+        removed after."""
+        contender.recorder.before[step] = hook
+        try:
+            return self.run_seconds(contender, 1)
+        finally:
+            del contender.recorder.before[step]
+
     def run_groups(self, running: Sequence[SchedulerGroup], seconds: int) -> None:
         """Step every group of ``running`` once per simulated second, 5 ms past each second boundary."""
         for _ in range(seconds):

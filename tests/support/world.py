@@ -164,6 +164,35 @@ class SimQueue:
         return min((m.visible_at for m in self.messages), default=None)
 
 
+def wrapped_sweeper(
+    settings: Settings,
+    clock: FakeClock,
+    wrap: Callable[[Any], Any],
+    stores: tuple[Any, Any, Any, Any],
+    dead_runs: Any,
+) -> Sweeper:
+    """A sweeper on ``stores`` (its run store, job store, run queue and dead-letter queue), each seen through
+    ``wrap`` (a fault-injecting proxy), with Powertools run metrics; ``dead_runs`` is used as is."""
+    runs, jobs, queue, dead_letters = stores
+    return Sweeper(
+        settings=settings,
+        runs=wrap(runs),
+        jobs=wrap(jobs),
+        queue=wrap(queue),
+        failures=Failures(
+            runs=wrap(runs),
+            queue=wrap(queue),
+            dead_runs=dead_runs,
+            settings=settings,
+            clock=clock,
+            metrics=PowertoolsRunMetrics(),
+        ),
+        clock=clock,
+        metrics=PowertoolsRunMetrics(),
+        dead_letters=wrap(dead_letters),
+    )
+
+
 @contextmanager
 def observed_try(oracle: Oracle, call: TargetCall, clock: Callable[[], int]) -> Iterator[None]:
     """The try of ``call`` the block runs, observed by ``oracle``: started when it enters, ended when it exits
@@ -250,22 +279,13 @@ class World:
         backend.idempotency.bind_invocation(api_context())
         self.service = self.make_service()
         self.worker = self.make_worker()
-        self.sweeper = Sweeper(
-            settings=self.settings,
-            runs=FaultyPort(self.runs, "sweeper", self),
-            jobs=FaultyPort(self.jobs, "sweeper", self),
-            queue=FaultyPort(self.queue, "sweeper", self),
-            failures=Failures(
-                runs=FaultyPort(self.runs, "sweeper", self),
-                queue=FaultyPort(self.queue, "sweeper", self),
-                dead_runs=backend.dead_runs,
-                settings=self.settings,
-                clock=self.clock,
-                metrics=PowertoolsRunMetrics(),
-            ),
-            clock=self.clock,
-            metrics=PowertoolsRunMetrics(),
-            dead_letters=FaultyPort(self.dead_letters, "sweeper", self),
+        stores = (self.runs, self.jobs, self.queue, self.dead_letters)
+        self.sweeper = wrapped_sweeper(
+            self.settings,
+            self.clock,
+            lambda port: FaultyPort(port, "sweeper", self),
+            stores,
+            backend.dead_runs,
         )
         self.loops: dict[str, SchedulerLoop] = {}
         self.names = itertools.count()

@@ -133,8 +133,20 @@ def _public_prefix() -> str:
     return public.removesuffix(path) if path and public.endswith(path) else ""
 
 
-def _replay_headers(replayed: bool) -> dict[str, str]:
-    return {REPLAYED_HEADER: "true"} if replayed else {}
+_Body = TypeVar("_Body")
+
+
+def _json(
+    status: HTTPStatus, body: _Body, headers: dict[str, str] | None = None, *, replayed: bool = False
+) -> Response[_Body]:
+    """A JSON response of ``body`` with ``headers``, plus ``Idempotency-Replayed: true`` when ``replayed`` (the
+    stored answer to an earlier request with the same idempotency key)."""
+    headers = dict(headers or {})
+    if replayed:
+        headers[REPLAYED_HEADER] = "true"
+    return Response(
+        status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers
+    )
 
 
 ApiDep = Annotated[Api, Depends(get_api)]
@@ -211,15 +223,10 @@ def create_job(
 ) -> Response[Job]:
     """Register a job for the caller. ``"command": "x"`` is shorthand for ``"target": {"type": "command", "name": "x"}``."""
     result = api.service.create_job(owner, body, idempotency_key=idempotency_key, actor=by)
-    headers = _replay_headers(result.replayed)
-    if result.created:
-        headers["Location"] = f"{_public_prefix()}/jobs/{result.job.id}"
-    return Response(
-        status_code=HTTPStatus.CREATED if result.created else HTTPStatus.OK,
-        content_type=content_types.APPLICATION_JSON,
-        body=result.job,
-        headers=headers,
-    )
+    if not result.created:
+        return _json(HTTPStatus.OK, result.job, replayed=result.replayed)
+    location = {"Location": f"{_public_prefix()}/jobs/{result.job.id}"}
+    return _json(HTTPStatus.CREATED, result.job, location, replayed=result.replayed)
 
 
 @_route(
@@ -308,12 +315,7 @@ def trigger_job(
     id: JobId, api: ApiDep, owner: Owner, by: Actor, idempotency_key: IdempotencyKey = None
 ) -> Response[Run]:
     result = api.service.trigger_job(owner, id, idempotency_key=idempotency_key, actor=by)
-    return Response(
-        status_code=HTTPStatus.ACCEPTED,
-        content_type=content_types.APPLICATION_JSON,
-        body=result.run,
-        headers=_replay_headers(result.replayed),
-    )
+    return _json(HTTPStatus.ACCEPTED, result.run, replayed=result.replayed)
 
 
 @_route(
@@ -339,18 +341,13 @@ def list_runs(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response[Page[Run] | ArchiveQueryStatus]:
-    archived = _archive_window(
-        api, owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit, cursor=cursor
-    )
-    if archived is not None:
-        return archived
     if since is None and until is None:
-        page = api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
-    else:
-        page = api.service.run_listing.across_jobs(
-            owner, job_id=id, status=status, kind=None, since=since, until=until, limit=limit, cursor=cursor
+        return _json(
+            HTTPStatus.OK, api.service.list_runs(owner, id, status=status, limit=limit, cursor=cursor)
         )
-    return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=page)
+    return _runs_window(
+        api, owner, cursor, job_id=id, status=status, kind=None, since=since, until=until, limit=limit
+    )
 
 
 @_route(
@@ -376,6 +373,16 @@ def get_archive_query(
     return _archive_response(api.archive_reads().poll(owner, query_id))
 
 
+def _runs_window(api: Api, owner: str, cursor: str | None, **query: Any) -> Response[Any]:
+    """A page of ``owner``'s runs matching ``query`` (``job_id``, ``status``, ``kind``, ``since``, ``until``,
+    ``limit``): the archive's answer when ``since`` is before the retention (:func:`_archive_window`), else the
+    runs table's (``RunListing.across_jobs`` from ``cursor``)."""
+    archived = _archive_window(api, owner, cursor=cursor, **query)
+    if archived is not None:
+        return archived
+    return _json(HTTPStatus.OK, api.service.run_listing.across_jobs(owner, cursor=cursor, **query))
+
+
 def _archive_window(api: Api, owner: str, **query: Any) -> Response[Any] | None:
     """The archive's answer when ``since`` is before the retention (``ArchiveReads.window``, design §11), else
     None."""
@@ -385,11 +392,8 @@ def _archive_window(api: Api, owner: str, **query: Any) -> Response[Any] | None:
 
 def _archive_response(answer: ArchiveAnswer) -> Response[Any]:
     running = answer.status is QueryState.RUNNING
-    return Response(
-        status_code=HTTPStatus.ACCEPTED if running else HTTPStatus.OK,
-        content_type=content_types.APPLICATION_JSON,
-        body=answer.model(),
-        headers={"Location": answer.location},
+    return _json(
+        HTTPStatus.ACCEPTED if running else HTTPStatus.OK, answer.model(), {"Location": answer.location}
     )
 
 
@@ -411,12 +415,7 @@ def backfill_job(
     idempotency_key: IdempotencyKey = None,
 ) -> Response[BackfillResult]:
     result, replayed = api.service.backfill(owner, id, body, idempotency_key=idempotency_key, actor=by)
-    return Response(
-        status_code=HTTPStatus.OK,
-        content_type=content_types.APPLICATION_JSON,
-        body=result,
-        headers=_replay_headers(replayed),
-    )
+    return _json(HTTPStatus.OK, result, replayed=replayed)
 
 
 @_route(
@@ -467,12 +466,9 @@ def list_all_runs(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Response[Page[Run] | ArchiveQueryStatus]:
-    listing: dict[str, Any] = dict(job_id=job_id, status=status, kind=kind, since=since, until=until)
-    archived = _archive_window(api, owner, **listing, limit=limit, cursor=cursor)
-    if archived is not None:
-        return archived
-    page = api.service.run_listing.across_jobs(owner, **listing, limit=limit, cursor=cursor)
-    return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON, body=page)
+    return _runs_window(
+        api, owner, cursor, job_id=job_id, status=status, kind=kind, since=since, until=until, limit=limit
+    )
 
 
 @_route(
@@ -559,12 +555,7 @@ def retry_run(
     id: JobId, run_id: RunId, api: ApiDep, owner: Owner, by: Actor, idempotency_key: IdempotencyKey = None
 ) -> Response[RunDetail]:
     result = api.service.reruns.retry_run(owner, id, run_id, idempotency_key=idempotency_key, actor=by)
-    return Response(
-        status_code=HTTPStatus.ACCEPTED,
-        content_type=content_types.APPLICATION_JSON,
-        body=result.run,
-        headers=_replay_headers(result.replayed),
-    )
+    return _json(HTTPStatus.ACCEPTED, result.run, replayed=result.replayed)
 
 
 @_route(
@@ -590,8 +581,4 @@ def cancel_run(
 def openapi_json() -> Response[dict[str, Any]]:
     """The OpenAPI document of this API with this deployment's limits (no credentials needed: it holds no
     data)."""
-    return Response(
-        status_code=HTTPStatus.OK,
-        content_type=content_types.APPLICATION_JSON,
-        body=app.openapi_document(current_api().settings),
-    )
+    return _json(HTTPStatus.OK, app.openapi_document(current_api().settings))

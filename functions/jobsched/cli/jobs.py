@@ -26,7 +26,7 @@ from jobsched.cli.options import (
     OutputOption,
     option_groups,
 )
-from jobsched.cli.output import job_detail, jobs_table, print_json, print_table, show, when
+from jobsched.cli.output import job_detail, jobs_table, print_json, print_table, say, show, when
 from jobsched.client import ApiError, JobschedClient
 from jobsched.exits import USAGE_ERROR, fail
 from jobsched.labels import parse_selector
@@ -333,12 +333,11 @@ def _pause_or_resume(
     with conn.client() as client:
         job_id = resolve_job(client, job)
         result = client.pause_job(job_id, reason=reason) if pause else client.resume_job(job_id)
-    if as_json:
-        print_json(result)
-    else:
-        typer.echo(
-            f"{'paused' if pause else 'resumed'} {job_id}; next run: {when(result.get('next_run_at'))}"
-        )
+    say(
+        result,
+        as_json,
+        f"{'paused' if pause else 'resumed'} {job_id}; next run: {when(result.get('next_run_at'))}",
+    )
 
 
 @jobs_app.command("pause")
@@ -374,10 +373,7 @@ def jobs_trigger(
     """One run now, outside the schedule (POST /jobs/{id}/trigger)."""
     with conn.client() as client:
         run = client.trigger_job(resolve_job(client, job), idempotency_key=idempotency_key)
-    if as_json:
-        print_json(run)
-    else:
-        typer.echo(f"triggered run {run.get('id', '')} ({run.get('status', '')})")
+    say(run, as_json, f"triggered run {run.get('id', '')} ({run.get('status', '')})")
 
 
 @jobs_app.command("backfill")
@@ -478,7 +474,4 @@ def jobs_delete(job: JobArgument, conn: Connection = Connection(), as_json: Json
     with conn.client() as client:
         job_id = resolve_job(client, job)
         client.delete_job(job_id)
-    if as_json:
-        print_json({"id": job_id, "deleted": True})
-    else:
-        typer.echo(f"deleted {job_id}")
+    say({"id": job_id, "deleted": True}, as_json, f"deleted {job_id}")

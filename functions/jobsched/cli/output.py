@@ -20,6 +20,7 @@ __all__ = [
     "labels_text",
     "print_json",
     "print_table",
+    "say",
     "seconds",
     "show",
     "table",
@@ -46,6 +47,14 @@ def show(value: Any, as_json: bool, render: Callable[[Any], Table]) -> None:
         print_json(value)
     else:
         _out().print(render(value))
+
+
+def say(value: Any, as_json: bool, line: str) -> None:
+    """Print ``value`` as JSON when ``as_json``, else the one-line summary ``line``."""
+    if as_json:
+        print_json(value)
+    else:
+        typer.echo(line)
 
 
 def table(columns: tuple[str, ...], rows: Sequence[Sequence[str]]) -> Table:

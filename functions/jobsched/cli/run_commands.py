@@ -26,7 +26,7 @@ from typer.core import TyperGroup, _click
 
 from jobsched.cli.jobs import resolve_job
 from jobsched.cli.options import Connection, JsonOption, option_groups
-from jobsched.cli.output import job_detail, print_json, print_table, show, when
+from jobsched.cli.output import job_detail, print_json, print_table, say, show, when
 from jobsched.cli.runs import moment, runs_command
 from jobsched.client import ApiError
 from jobsched.exits import FAILED, USAGE_ERROR, fail
@@ -141,10 +141,7 @@ def runs_retry(
     if run_id:
         with conn.client() as client:
             run = client.retry_run(_job_of(run_id), run_id, idempotency_key=idempotency_key)
-        if as_json:
-            print_json(run)
-        else:
-            typer.echo(f"queued again: {run.get('id', '')} (re-run {run.get('reruns', '')})")
+        say(run, as_json, f"queued again: {run.get('id', '')} (re-run {run.get('reruns', '')})")
         return
     if status is None:
         fail(
@@ -180,10 +177,7 @@ def runs_cancel(
         fail("give the RUN_ID to cancel", USAGE_ERROR, field="RUN_ID")
     with conn.client() as client:
         run = client.cancel_run(_job_of(run_id), run_id, reason=reason)
-    if as_json:
-        print_json(run)
-    else:
-        typer.echo(f"cancelled: {run.get('id', '')} ({run.get('stop', '')}): {run.get('note', '')}")
+    say(run, as_json, f"cancelled: {run.get('id', '')} ({run.get('stop', '')}): {run.get('note', '')}")
 
 
 def _retry_many(

@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from jobsched.domain.alerting import publish_best_effort, skipped_fires_alert
@@ -52,6 +52,7 @@ class JobWork:
     labels: LatenessLabels | None = None
 
 
+@dataclass(eq=False)
 class TickWriter:
     """The writes of one scheduler partition's ticks: skipped rows (``runs``), run messages (``queue``), the jobs'
     next due entries and fenced moves (``jobs``), and the owners' ``skipped`` alerts (``alerts``, optional).
@@ -62,22 +63,14 @@ class TickWriter:
     the fires it may have dispatched (:meth:`unmoved_through`).
     """
 
-    def __init__(
-        self,
-        shared: TickShared,
-        *,
-        runs: RunWriter,
-        queue: RunSender,
-        config: TickConfig,
-        alerts: AlertSink | None,
-    ) -> None:
-        self.shared = shared
-        self.runs = runs
-        self.queue = queue
-        self.config = config
-        self.alerts = alerts
-        # per job: (the next_run_at planned from, the last dispatch instant sent)
-        self._unmoved: dict[str, tuple[int, int]] = {}
+    shared: TickShared
+    _: KW_ONLY
+    runs: RunWriter
+    queue: RunSender
+    config: TickConfig
+    alerts: AlertSink | None
+    _unmoved: dict[str, tuple[int, int]] = field(default_factory=dict, init=False, repr=False)
+    """Per job: (the next_run_at planned from, the last dispatch instant sent)."""
 
     def forget(self) -> None:
         """Forget the jobs remembered unmoved (the lease was lost: the next term knows its own)."""

@@ -116,13 +116,9 @@ def test_a_failed_send_or_state_read_in_a_tick_taking_a_carry_loses_no_fire(harn
     harness.run_seconds(a, 1)
 
     # When the next tick's sends all fail, and the tick after it cannot read the scheduling states
-    a.recorder.before["send"] = throttled
-    (second,) = harness.run_seconds(a, 1)
+    (second,) = harness.run_second_with(a, "send", throttled)
     assert second.due == 30 and second.errors == 30
-    del a.recorder.before["send"]
-    a.recorder.before["scheduling_states"] = throttled
-    assert harness.run_seconds(a, 1) == []
-    del a.recorder.before["scheduling_states"]
+    assert harness.run_second_with(a, "scheduling_states", throttled) == []
     harness.run_seconds(a, 8)
 
     # Then every fire went out exactly once, and the watermark passed the rush's bucket

@@ -77,9 +77,7 @@ def test_a_failed_read_after_a_full_tick_loses_no_run(harness: Any) -> None:
         if query.shard == 0:
             throttled()
 
-    a.recorder.before["query_due"] = shard_0_throttled
-    assert harness.run_seconds(a, 1) == []
-    del a.recorder.before["query_due"]
+    assert harness.run_second_with(a, "query_due", shard_0_throttled) == []
     results = harness.run_seconds(a, 4)
 
     # Then the other shards' jobs and the backlog are not lost: every fire is enqueued exactly once
@@ -98,10 +96,8 @@ def test_jobs_whose_move_failed_in_a_full_tick_are_retried_by_the_next(harness: 
         if move.job_id in failing:
             throttled()
 
-    a.recorder.before["move"] = move_refused
-    (first,) = harness.run_seconds(a, 1)
+    (first,) = harness.run_second_with(a, "move", move_refused)
     assert first.due == 30 and first.errors == 2
-    del a.recorder.before["move"]
 
     # When the next tick runs from the first one's backlog
     (second,) = harness.run_seconds(a, 1)

@@ -103,11 +103,9 @@ def test_refused_messages_leave_the_job_due_and_the_next_tick_enqueues_them(harn
     def refuse(messages: list[RunMessage]) -> None:
         raise QueueSendError(list(messages))
 
-    a.recorder.before["send"] = refuse
-    (first,) = harness.run_seconds(a, 1)
+    (first,) = harness.run_second_with(a, "send", refuse)
     assert first.created == 1 and first.enqueued == 0 and first.moved == 0
     assert first.lag_ms > 0  # the fire is due and not enqueued
-    del a.recorder.before["send"]
     (second,) = harness.run_seconds(a, 1)
     # the run is sent again (a scheduled run has no row before its claim: its message is its record)
     assert second.created == 1 and second.existing == 0 and second.enqueued == 1 and second.moved == 1
@@ -119,10 +117,8 @@ def test_refused_messages_leave_the_job_due_and_the_next_tick_enqueues_them(harn
 def test_a_failed_send_request_is_retried_next_tick(harness: Any) -> None:
     harness.add("every 1 minute")
     a = harness.contender()
-    a.recorder.before["send"] = throttled
-    (first,) = harness.run_seconds(a, 1)
+    (first,) = harness.run_second_with(a, "send", throttled)
     assert first.enqueued == 0 and first.moved == 0
-    del a.recorder.before["send"]
     (second,) = harness.run_seconds(a, 1)
     assert second.enqueued == 1 and second.moved == 1
 
@@ -151,10 +147,8 @@ def test_a_failed_put_of_a_skipped_fire_leaves_the_job_due_for_the_next_tick(har
     job = harness.add("every 1 minute", missed="skip", misfire_grace_s=5)
     harness.clock.advance(600_000)  # ten fires missed: recorded skipped, the put of their row is throttled
     a = harness.contender()
-    a.recorder.before["put_new"] = throttled
-    (first,) = harness.run_seconds(a, 1)
+    (first,) = harness.run_second_with(a, "put_new", throttled)
     assert first.skipped == 0 and first.moved == 0 and first.errors == 1 and harness.runs_of(job.id) == []
-    del a.recorder.before["put_new"]
     (second,) = harness.run_seconds(a, 1)
     assert second.skipped >= 10 and second.moved == 1
     statuses = [r["status"] for r in harness.runs_of(job.id)]
@@ -164,10 +158,8 @@ def test_a_failed_put_of_a_skipped_fire_leaves_the_job_due_for_the_next_tick(har
 def test_a_failed_move_is_retried_without_a_second_run(harness: Any) -> None:
     job = harness.add("every 1 minute")
     a = harness.contender()
-    a.recorder.before["move"] = throttled
-    (first,) = harness.run_seconds(a, 1)
+    (first,) = harness.run_second_with(a, "move", throttled)
     assert first.created == 1 and first.moved == 0 and first.errors == 1
-    del a.recorder.before["move"]
     (second,) = harness.run_seconds(a, 1)
     assert second.created == 1 and second.moved == 1  # sent again: a copy the claim refuses
     assert len(harness.runs_of(job.id)) == 1
@@ -269,9 +261,7 @@ def test_tick_requires_leadership(harness: Any) -> None:
 def test_a_failed_due_query_ends_the_step_and_the_next_one_recovers(harness: Any) -> None:
     job = harness.add("every 1 minute")
     a = harness.contender()
-    a.recorder.before["query_due"] = throttled
-    assert harness.run_seconds(a, 1) == []
-    del a.recorder.before["query_due"]
+    assert harness.run_second_with(a, "query_due", throttled) == []
     (result,) = harness.run_seconds(a, 1)
     assert result.created == 1 and len(harness.runs_of(job.id)) == 1
 
@@ -279,10 +269,8 @@ def test_a_failed_due_query_ends_the_step_and_the_next_one_recovers(harness: Any
 def test_a_failed_watermark_read_delays_leadership_work_until_it_succeeds(harness: Any) -> None:
     harness.add("every 1 minute")
     a = harness.contender()
-    a.recorder.before["read_watermark"] = throttled
-    assert harness.run_seconds(a, 1) == []
+    assert harness.run_second_with(a, "read_watermark", throttled) == []
     assert a.lease.held and a.scheduler.watermark is None
-    del a.recorder.before["read_watermark"]
     (result,) = harness.run_seconds(a, 1)
     assert result.created == 1
 

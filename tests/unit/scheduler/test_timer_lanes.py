@@ -100,15 +100,13 @@ def test_a_job_whose_next_entry_could_not_be_filed_is_not_moved_and_is_retried(h
     # Given 3 jobs due at T0, and a first tick whose filing of their next entries fails (DynamoDB throttled it)
     ids = harness.add_many(3, "every 1 minute")
     a = harness.contender()
-    a.recorder.before["put_timers"] = lambda entries: throttled()
-    (first,) = harness.run_seconds(a, 1)
+    (first,) = harness.run_second_with(a, "put_timers", lambda entries: throttled())
 
     # Then their runs were sent but they were not moved (a move without its entry would never be read again)
     assert first.errors == 3 and first.moved == 0
     assert all(harness.sched(job_id)["next_run_at"] == harness.T0 for job_id in ids)
 
     # And the next tick sends them again (a worker's claim keeps one run per fire) and moves them
-    del a.recorder.before["put_timers"]
     (second,) = harness.run_seconds(a, 1)
     assert second.moved == 3 and second.errors == 0
     assert _sent(harness) == Counter({(job_id, harness.T0): 2 for job_id in ids})
