@@ -8,6 +8,7 @@ are passed in. One :class:`DueReader` serves the one ``Scheduler`` of a partitio
 
 from __future__ import annotations
 
+import heapq
 import logging
 from dataclasses import dataclass, field
 
@@ -47,6 +48,17 @@ LATE_PAGES_MAX = 10
 POSITIONS_SAVE_MS = 5_000
 """The read positions (``DueReader`` cursors) are stored at most this often: a new leader re-reads at most this
 much more of each lane than the last one had passed (its entries then cost one state read per job, once)."""
+
+
+def _merged(older: list[DueEntry], fresh: list[DueEntry]) -> list[DueEntry]:
+    """The entries of two lists each in lane order (``DueEntry.order``), merged in that order, each once."""
+    if not older or not fresh:
+        return older or fresh
+    merged: list[DueEntry] = []
+    for entry in heapq.merge(older, fresh, key=lambda e: e.order):
+        if not merged or merged[-1].order != entry.order:
+            merged.append(entry)
+    return merged
 
 
 def read_floor(
@@ -133,6 +145,9 @@ class DueReader:
         # querying those shards again (see read). Only a hint: every entry is checked against the job's
         # state read consistently, and the due index stays the truth (a lost carry costs a query, no run).
         self._carry: dict[tuple[int, int, str], list[DueEntry]] = {}
+        # What a carried lane's reads returned after its read position, in the lane's order: the next ticks
+        # query such a lane only before its backlog, so its position passes the read-ahead entries from here.
+        self._unpassed: dict[tuple[int, int, str], list[DueEntry]] = {}
 
     @property
     def watermark(self) -> int | None:
@@ -149,7 +164,7 @@ class DueReader:
         code), and the floor is that watermark (:func:`read_floor`). Raises what the stores' reads raise and
         ``LeaseLost``."""
         self._lanes = self.shared.jobs.due_lanes()
-        self._done = set()
+        self._done, self._unpassed = set(), {}
         self._cursors, self._saved, self._floor = {}, None, None
         stored = self.control.read_watermark(self.shared.partition)
         if stored is not None:
@@ -176,7 +191,7 @@ class DueReader:
     def forget(self) -> None:
         """Forget leader state after losing the lease (the next holder reloads it from the store)."""
         self._watermark = None
-        self._carry = {}
+        self._carry, self._unpassed = {}, {}
         self._cursors, self._saved, self._done, self._floor = {}, None, set(), None
 
     # --- read ------------------------------------------------------------------------------------
@@ -305,6 +320,7 @@ class DueReader:
                     for q in following
                     if (q.lane in LATE_LANES and late_pages <= LATE_PAGES_MAX)
                     or (q.lane in HIGH_LANES and high_total < self.limits.max_jobs)
+                    or (q.lane not in LATE_LANES and total < self.limits.read_ahead)
                 ]
                 for query in following:
                     if all(query is not kept for kept in keep):
@@ -349,20 +365,29 @@ class DueReader:
         done, in the lane's order, stopping at the first that is not; a :data:`LATE` entry is passed only once it
         is ``WATERMARK_MARGIN_MS`` old, so an entry filed a little late at a position before it is still read.
         The done entries left after a position are remembered, so the next ticks read them without judging them
-        again. ``done``: the entries this tick made done."""
+        again. A lane carried to the next tick (``keep_backlog``) keeps what its reads returned after its position
+        (``_unpassed``), so its position passes the entries read ahead as they are done, not only those of the
+        tick that read them, and a lane queried again starts near where its backlog ended. ``done``: the entries
+        this tick made done."""
         self._done |= {entry for entry in done if entry.lane != INDEX}
+        unpassed, self._unpassed = self._unpassed, {}
         for read in reads:
             for (shard, lane), fresh in read.fresh.items():
                 if lane == INDEX:
                     continue
                 key = (read.bucket, shard, lane)
-                for entry in fresh:
+                entries = _merged(unpassed.get(key, []), fresh)
+                passed = 0
+                for entry in entries:
                     if entry not in self._done or (
                         lane in LATE_LANES and entry.at > now_ms - WATERMARK_MARGIN_MS
                     ):
                         break
                     self._cursors[key] = entry.order
                     self._done.discard(entry)
+                    passed += 1
+                if key in self._carry and passed < len(entries):
+                    self._unpassed[key] = entries[passed:] if passed else entries
 
     def _save_positions(self, now_ms: int, guard: Guard) -> None:
         """Store the read positions (and the floor) when they moved and ``POSITIONS_SAVE_MS`` have passed since the
@@ -431,6 +456,7 @@ class DueReader:
         """Forget the read positions and remembered entries of the buckets no tick reads again."""
         oldest = self._oldest_read()
         self._cursors = {key: c for key, c in self._cursors.items() if key[0] >= oldest}
+        self._unpassed = {key: e for key, e in self._unpassed.items() if key[0] >= oldest}
         self._done = {entry for entry in self._done if entry.bucket >= oldest}
 
     def first_unread_ms(self, reads: list[BucketRead]) -> int | None:
