@@ -66,7 +66,9 @@ def test_a_read_ahead_backlog_is_read_once_and_its_positions_follow_the_drain(ha
     # Then the due index returned each entry of the rush's bucket once (the first tick read it all ahead; the
     # carried ticks asked only for entries filed before it), and the read positions passed every entry
     bucket = harness.T0 // (harness.settings.due_bucket_s * 1000)
-    pages = [page for name, args, page in a.recorder.results if name == "query_due" and args[0].bucket == bucket]
+    pages = [
+        page for name, args, page in a.recorder.results if name == "query_due" and args[0].bucket == bucket
+    ]
     returned = [entry.job_id for entries, _ in pages for entry in entries]
     assert Counter(returned) == Counter(big + [j for ids in small.values() for j in ids])
     lanes = {key: lane for key, lane in harness.jobs.states.timers.items() if key[1] == bucket and lane}
