@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 from jobsched.domain import planning
+from jobsched.domain.backlog import Backlog
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick_records import TickResult, TickShared
 from jobsched.ports.control import Guard, WatermarkStore
@@ -144,7 +145,7 @@ class DueReader:
         # The backlog a full tick read but did not reach, by (bucket, shard, lane): the next tick takes it instead of
         # querying those shards again (see read). Only a hint: every entry is checked against the job's
         # state read consistently, and the due index stays the truth (a lost carry costs a query, no run).
-        self._carry: dict[tuple[int, int, str], list[DueEntry]] = {}
+        self._backlog = Backlog()
         # What a carried lane's reads returned after its read position, in the lane's order: the next ticks
         # query such a lane only before its backlog, so its position passes the read-ahead entries from here.
         self._unpassed: dict[tuple[int, int, str], list[DueEntry]] = {}
@@ -191,7 +192,8 @@ class DueReader:
     def forget(self) -> None:
         """Forget leader state after losing the lease (the next holder reloads it from the store)."""
         self._watermark = None
-        self._carry, self._unpassed = {}, {}
+        self._unpassed = {}
+        self._backlog.clear()
         self._cursors, self._saved, self._done, self._floor = {}, None, set(), None
 
     # --- read ------------------------------------------------------------------------------------
@@ -220,12 +222,14 @@ class DueReader:
     def read(self, now_ms: int, result: TickResult) -> list[BucketRead]:
         """Query every (bucket, shard, lane) in parallel for the entries due by the tick's horizon (now plus the
         look-ahead: those after now are only noted by the tick), each from its read position (``_cursors``),
-        following pages while under ``limits.max_jobs``; counts the queries in ``result.queries``. Entries known
-        done (``_done``) are dropped from what the tick judges, not from what the cursors pass. Raises the due
-        index's errors.
+        following pages while under ``limits.max_jobs`` and, in a full tick, while the entries read and carried
+        are under ``limits.read_ahead``; counts the queries in ``result.queries``. Entries known done (``_done``)
+        are dropped from what the tick judges, not from what the cursors pass. Adds the carried backlog's first
+        ``max_jobs`` entries (dispatch order, :class:`~jobsched.domain.backlog.Backlog`) to what it returns.
+        Raises the due index's errors (the backlog is then untouched).
 
-        A lane for which the previous tick left a backlog (it was full: :meth:`keep_backlog`) is queried only for
-        entries filed before the oldest of its backlog, and when the backlog alone fills this tick, every other
+        A lane for which the previous ticks left a backlog (they were full: :meth:`keep_backlog`) is queried only
+        for entries filed before the oldest of its backlog, and when the backlog alone fills this tick, every other
         lane only for entries filed before the oldest of the whole backlog: an entry written since (a one-off
         accepted late, a resume, a catching-up job's next fire) still goes first, oldest first, as a fresh read
         would take it, instead of waiting behind the backlog past its misfire grace. Such a bucket counts as not
@@ -237,46 +241,36 @@ class DueReader:
         until their entries alone fill the tick, so the tick finds every ``high`` fire due now (design §4.10)."""
         horizon = self.horizon(now_ms)
         reads = [BucketRead(b) for b in self._buckets(now_ms)]
-        carry, self._carry = self._carry, {}
         shards = range(self.read_shards)
         lanes = self._lanes
-        kept = {
-            (r.bucket, s, lane): carry[(r.bucket, s, lane)]
-            for r in reads
-            for s in shards
-            for lane in lanes
-            if carry.get((r.bucket, s, lane))
-        }
+        read_buckets = {r.bucket for r in reads}
+        held = {key: hold for key, hold in self._backlog.lanes.items() if key[0] in read_buckets}
         # a high lane gives way only to a high backlog: a normal backlog never holds back a high entry
-        high_kept = [item for key, items in kept.items() if key[2] in HIGH_LANES for item in items]
-        every_kept = [item for items in kept.values() for item in items]
         full = {
-            True: len(high_kept) >= self.limits.max_jobs,
-            False: len(every_kept) >= self.limits.max_jobs,
+            True: self._backlog.high_count >= self.limits.max_jobs,
+            False: len(self._backlog) >= self.limits.max_jobs,
         }
         oldest_kept = {
-            True: min((item.at for item in high_kept), default=horizon + 1),
-            False: min((item.at for item in every_kept), default=horizon + 1),
+            True: min((h.oldest_at for k, h in held.items() if k[2] in HIGH_LANES), default=horizon + 1),
+            False: min((h.oldest_at for h in held.values()), default=horizon + 1),
         }
         pending: list[_Pending] = []
-        total = late_pages = high_total = 0
+        total, late_pages, high_total = len(self._backlog), 0, 0
         for read in reads:
             for shard in shards:
                 for lane in lanes:
                     if lane in HIGH_LANES and shard != HIGH_SHARD:
                         continue  # (no entry is filed there: registration.due_entry)
-                    items = kept.get((read.bucket, shard, lane))
+                    hold = held.get((read.bucket, shard, lane))
                     up_to = horizon
-                    if items:
-                        read.items.extend(items)
-                        total += len(items)
-                        up_to = min(horizon, min(item.at for item in items) - 1)
+                    if hold is not None:
+                        up_to = min(horizon, hold.oldest_at - 1)
                     elif full[lane in HIGH_LANES] and lane not in LATE_LANES:
                         # (a late entry sorts at its writing, not at its due instant: its lane is read whole)
                         up_to = min(horizon, oldest_kept[lane in HIGH_LANES] - 1)
                     # an entry is filed before its bucket ends (``registration.due_entry``): a read up to the
                     # bucket's last instant, or to the horizon, has all of it
-                    if items or up_to < min(horizon, (read.bucket + 1) * self.bucket_ms - 1):
+                    if hold is not None or up_to < min(horizon, (read.bucket + 1) * self.bucket_ms - 1):
                         read.complete = False  # not read to its end in this tick
                     start = None if lane == INDEX else self._cursors.get((read.bucket, shard, lane))
                     read.fresh[(shard, lane)] = []
@@ -327,15 +321,22 @@ class DueReader:
                         query.read.complete = False
                 following = keep
             pending = following
+        # the backlog's first max_jobs, in dispatch order: what it holds beyond them waits for the next ticks
+        by_bucket = {r.bucket: r for r in reads}
+        for item in self._backlog.take(self.limits.max_jobs):
+            if item.bucket in by_bucket:  # (one of a bucket not read now is read again from its lane)
+                by_bucket[item.bucket].items.append(item)
         return reads
 
     def keep_backlog(
         self, reads: list[BucketRead], considered: set[str], retry: set[str], now_ms: int
     ) -> None:
-        """After a full tick (more jobs due than ``limits.max_jobs``), keep for the next tick (:meth:`read`) the
-        entries it read, due by now, of the jobs it left for later (not in ``considered``, the job ids it planned
-        or found stale) and of the jobs whose writes failed (``retry``: so the next tick retries them, as it would
-        by querying). A tick that was not full keeps nothing: its next tick queries every shard afresh."""
+        """After a full tick (more jobs due than ``limits.max_jobs``), put in front of the backlog (:meth:`read`)
+        the entries it read, due by now, of the jobs it left for later (not in ``considered``, the job ids it
+        planned or found stale) and of the jobs whose writes failed (``retry``: so the next tick retries them, as
+        it would by querying), in dispatch order among themselves (``Backlog.put_back``): a full tick's read-ahead
+        is ordered once, the next ticks take it ``max_jobs`` at a time. A tick that was not full and left no
+        backlog keeps nothing: its next tick queries every shard afresh."""
         # (a late entry is not carried: its lane is read from its position each tick, so an entry filed since at
         # an older due instant is taken first)
         due = [
@@ -344,11 +345,11 @@ class DueReader:
             for item in read.items
             if item.due_at <= now_ms and item.lane not in LATE_LANES
         ]
-        if all(item.job_id in considered for item in due):
+        if all(item.job_id in considered for item in due) and not len(self._backlog):
             return
-        for item in due:
-            if item.job_id not in considered or item.job_id in retry:
-                self._carry.setdefault(item.lane_key, []).append(item)
+        self._backlog.put_back(
+            item for item in due if item.job_id not in considered or item.job_id in retry
+        )
 
     # --- read positions and watermark ------------------------------------------------------------
 
@@ -371,6 +372,7 @@ class DueReader:
         this tick made done."""
         self._done |= {entry for entry in done if entry.lane != INDEX}
         unpassed, self._unpassed = self._unpassed, {}
+        carried = self._backlog.lanes
         for read in reads:
             for (shard, lane), fresh in read.fresh.items():
                 if lane == INDEX:
@@ -386,7 +388,7 @@ class DueReader:
                     self._cursors[key] = entry.order
                     self._done.discard(entry)
                     passed += 1
-                if key in self._carry and passed < len(entries):
+                if key in carried and passed < len(entries):
                     self._unpassed[key] = entries[passed:] if passed else entries
 
     def _save_positions(self, now_ms: int, guard: Guard) -> None:
@@ -458,6 +460,11 @@ class DueReader:
         self._cursors = {key: c for key, c in self._cursors.items() if key[0] >= oldest}
         self._unpassed = {key: e for key, e in self._unpassed.items() if key[0] >= oldest}
         self._done = {entry for entry in self._done if entry.bucket >= oldest}
+
+    @property
+    def backlog(self) -> Backlog:
+        """The backlog carried to the next tick (:meth:`keep_backlog`)."""
+        return self._backlog
 
     def first_unread_ms(self, reads: list[BucketRead]) -> int | None:
         """The start (epoch ms) of the oldest bucket between the watermark and the newest of ``reads`` that this
