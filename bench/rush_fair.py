@@ -39,6 +39,7 @@ from typing import Any, Literal
 from bench.scale_sim import (
     LAMBDA_MB_PER_VCPU,
     MIDNIGHT_MS,
+    READ_CPU_MS_PER_ENTRY,
     SCHEDULER_CPU_MS_PER_RUN,
     Rush,
     SimJobStore,
@@ -555,6 +556,7 @@ def measure_rush_fair(*, quick: bool = False) -> dict[str, Any]:
         "all": fair["all"],
         "dispatch_non_jittered_s": fair["dispatch_non_jittered_s"],
         "cpu_ms_per_run": SCHEDULER_CPU_MS_PER_RUN,
+        "read_cpu_ms_per_entry": READ_CPU_MS_PER_ENTRY,
         "cpu_cliff_ms_per_run": cliff,
         "cpu_margin": round(cliff / SCHEDULER_CPU_MS_PER_RUN, 2),
         "recommended": fair,
