@@ -1,5 +1,5 @@
-"""The backlog a full tick carries to the next ones (design §4.10): the due entries it read and did not take, in
-dispatch order, with the lanes they came from.
+"""The backlog a full tick carries to the next ones, in fair rounds between owners (design §4.10): the due entries
+it read and did not take, in dispatch order, with the lanes they came from.
 
 Pure: one :class:`Backlog` belongs to a partition's ``DueReader``. A tick takes the first ``max_jobs`` entries
 (:meth:`Backlog.take`) and plans them with what it read fresh; the entries it did not take go back in front

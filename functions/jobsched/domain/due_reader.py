@@ -347,9 +347,7 @@ class DueReader:
         ]
         if all(item.job_id in considered for item in due) and not len(self._backlog):
             return
-        self._backlog.put_back(
-            item for item in due if item.job_id not in considered or item.job_id in retry
-        )
+        self._backlog.put_back(item for item in due if item.job_id not in considered or item.job_id in retry)
 
     # --- read positions and watermark ------------------------------------------------------------
 
