@@ -166,6 +166,7 @@ class DueReader:
         ``LeaseLost``."""
         self._lanes = self.shared.jobs.due_lanes()
         self._done, self._unpassed = set(), {}
+        self._backlog.clear()
         self._cursors, self._saved, self._floor = {}, None, None
         stored = self.control.read_watermark(self.shared.partition)
         if stored is not None:
