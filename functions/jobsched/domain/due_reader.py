@@ -142,9 +142,10 @@ class DueReader:
         self._done: set[DueEntry] = set()
         # the oldest bucket behind the watermark still to read (UPGRADE_REWIND_MS)
         self._floor: int | None = None
-        # The backlog a full tick read but did not reach, by (bucket, shard, lane): the next tick takes it instead of
-        # querying those shards again (see read). Only a hint: every entry is checked against the job's
-        # state read consistently, and the due index stays the truth (a lost carry costs a query, no run).
+        # The backlog full ticks read but did not reach, in dispatch order with the lanes it holds: the next ticks
+        # take it instead of querying those lanes again (see read). Only a hint: every entry is checked against
+        # the job's state read consistently, and the due index stays the truth (a lost backlog costs a query,
+        # no run).
         self._backlog = Backlog()
         # What a carried lane's reads returned after its read position, in the lane's order: the next ticks
         # query such a lane only before its backlog, so its position passes the read-ahead entries from here.
