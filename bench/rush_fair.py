@@ -39,6 +39,7 @@ from typing import Any, Literal
 from bench.scale_sim import (
     LAMBDA_MB_PER_VCPU,
     MIDNIGHT_MS,
+    READ_CPU_MS_PER_ENTRY,
     SCHEDULER_CPU_MS_PER_RUN,
     Rush,
     SimJobStore,
@@ -120,7 +121,9 @@ class Workers:
     ``before_target_s`` after its batch is received (the poll's hand-off, the claim and the spec read); an
     invocation on an execution environment never used before waits ``cold_start_s`` first.
     ``runs_table_wcu_per_s``: the runs table's writes a second (2 per run: the claim at start, the success at
-    the end; None: unlimited). ``fair_queue``: SQS fair queues (run messages carry the owner as
+    the end; None: unlimited). ``batching_window_s``: the event source's ``MaximumBatchingWindowInSeconds``
+    (Lambda requires at least 1 for a batch above 10): until the oldest waiting message is that old, only full
+    batches are handed over. ``fair_queue``: SQS fair queues (run messages carry the owner as
     ``MessageGroupId``): an owner with more than ``noisy_share`` of the messages in flight and at least
     ``noisy_min`` of its own is noisy, and quiet owners' messages are received first (among noisy ones, the
     owner with the fewest in flight first); an owner stays noisy until its backlog is drained (SQS also
@@ -140,6 +143,7 @@ class Workers:
     target_s: float = 1.0
     cold_start_s: float = 0.5
     runs_table_wcu_per_s: float | None = 4_000.0
+    batching_window_s: float = 0.0
     fair_queue: bool = True
     noisy_share: float = 0.10
     noisy_min: int = 30
@@ -201,6 +205,12 @@ def start_runs(
         free = math.floor(concurrency + 1e-9) - busy_invocations
         second = math.floor(t)
         capacity = min(free * workers.batch_size, table_budget - table_used[second], waiting)
+        if workers.batching_window_s and capacity > 1e-9:
+            oldest = min((runs[int(q[0][0])][0] for q in queues.values() if q), default=t)
+            if t - oldest < workers.batching_window_s - 1e-9:
+                # within the window only full batches go; a short one waits it out
+                whole = math.floor(waiting / workers.batch_size + 1e-9) * workers.batch_size
+                capacity = min(capacity, float(whole))
         if capacity > 1e-9:
             taken: dict[str, float] = defaultdict(float)
             cold = max(0.0, busy_invocations + capacity / workers.batch_size - environments)
@@ -269,6 +279,15 @@ def weighted_percentile(values: Sequence[tuple[float, float]], q: float) -> floa
 # --- a configuration, end to end -------------------------------------------------------------------
 
 
+POLLER_INVOCATIONS = (1, 2, 3, 5, 10)
+"""Concurrent invocations each minimum poller carries at the start, swept by :func:`worker_sensitivity`: the
+model's ``initial_concurrency`` assumes 1; the Lambda developer guide ("Lambda parameters for Amazon SQS event
+source mappings") documents each poller as handling up to 10 concurrent invokes."""
+WIDER_BATCH = 20
+"""The wider batch :func:`worker_sensitivity` tries (a batch above 10 needs a batching window of at least 1 s:
+Lambda's ``MaximumBatchingWindowInSeconds``; a lone message then waits up to that window)."""
+
+
 @dataclass(frozen=True)
 class Config:
     """A deployment: ``partitions`` scheduler partitions of ``shards`` due shards, the scheduler Lambda's
@@ -312,11 +331,14 @@ RECOMMENDED = Config(
         account_concurrency=10_000,
         reserved_elsewhere=32,
         runs_table_wcu_per_s=20_000.0,
+        batch_size=WIDER_BATCH,
+        batching_window_s=1.0,
     ),
 )
 """A configuration for the seed's scale: 16 partitions x 2 due shards at 1,769 MB (one vCPU each); the jobs table
 pre-warmed to 40,000 WCU/s and 40,000 RCU/s (DynamoDB's default table-level quota), the runs table to 20,000 WCU/s (warm throughput, on-demand); the
-worker's event source in provisioned mode with 200 minimum pollers; an account concurrency quota of 10,000."""
+worker's event source in provisioned mode with 200 minimum pollers and batches of 20 (so a batching window of
+1 s); an account concurrency quota of 10,000."""
 
 SCHEDULER_READ_UNITS_PER_RUN = 1.37
 """Jobs-table read units a run costs the scheduler (``rcu_per_run.input_1KiB.scheduler`` of
@@ -340,8 +362,66 @@ def dispatch_rush(config: Config, scenario: FairRush, *, fair: bool, **options: 
     )
 
 
+def _lateness(
+    starts: Sequence[tuple[float, float]],
+    records: Sequence[tuple[float, float, str, bool, float]],
+    groups: Sequence[tuple[bool, bool, bool]],
+) -> dict[str, list[tuple[float, float]]]:
+    """``(start lateness s, weight)`` per group (``high``, ``small_owners``, ``big_owner``, ``all``) of
+    :func:`start_runs`' ``starts`` of ``records`` (``groups``: each record's ``(high, small, big)``)."""
+    lateness: dict[str, list[tuple[float, float]]] = {
+        "high": [],
+        "small_owners": [],
+        "big_owner": [],
+        "all": [],
+    }
+    for (start, w), record, (high, small, big) in zip(starts, records, groups, strict=True):
+        late = (start - record[1], w)
+        lateness["all"].append(late)
+        if high:
+            lateness["high"].append(late)
+        if small:
+            lateness["small_owners"].append(late)
+        if big:
+            lateness["big_owner"].append(late)
+    return lateness
+
+
+def worker_sensitivity(
+    records: Sequence[tuple[float, float, str, bool, float]],
+    groups: Sequence[tuple[bool, bool, bool]],
+    workers: Workers,
+) -> dict[str, dict[str, float | None]]:
+    """The worker side's start lateness p99 (s) per group on the same enqueue instants (``records``, as
+    :func:`run_config` builds them) for each assumption of :data:`POLLER_INVOCATIONS` (``workers``'
+    ``initial_concurrency`` times it, provisioned mode), each with batches of 10 and of :data:`WIDER_BATCH`:
+    which start of the event source, and which batch, the small owners' target needs."""
+    out: dict[str, dict[str, float | None]] = {}
+    base = workers
+    for per_poller in POLLER_INVOCATIONS:
+        for batch in (10, WIDER_BATCH):
+            variant = replace(
+                workers,
+                initial_concurrency=base.initial_concurrency * per_poller,
+                batch_size=batch,
+                batching_window_s=0.0 if batch <= 10 else max(1.0, workers.batching_window_s),
+            )
+            lateness = _lateness(start_runs(records, variant), records, groups)
+            out[f"x{per_poller}_batch{batch}"] = {
+                "initial_concurrency": variant.initial_concurrency,
+                **{name: _round(weighted_percentile(values, 0.99)) for name, values in lateness.items()},
+            }
+    return out
+
+
 def run_config(
-    config: Config, scenario: FairRush, *, fair: bool, scale: float, horizon_s: float = 7_200.0
+    config: Config,
+    scenario: FairRush,
+    *,
+    fair: bool,
+    scale: float,
+    horizon_s: float = 7_200.0,
+    sensitivity: bool = False,
 ) -> dict[str, Any]:
     """Dispatch ``scenario`` through ``config``'s tick (one partition, ``scale``: see :func:`simulate`) and start
     its runs on ``config.workers`` (with ``fair``: owners in the tick's entries and SQS fair queues; without:
@@ -374,16 +454,7 @@ def run_config(
     # the worker side alone: every run enqueued at its dispatch instant
     instant = start_runs([(r[1], *r[1:]) for r in records], workers)
     instant_small = [(s - r[1], w) for (s, w), r, g in zip(instant, records, groups, strict=True) if g[1]]
-    lateness = {"high": [], "small_owners": [], "big_owner": [], "all": []}  # type: dict[str, list[tuple[float, float]]]
-    for (start, w), record, (high, small, big) in zip(starts, records, groups, strict=True):
-        late = (start - record[1], w)
-        lateness["all"].append(late)
-        if high:
-            lateness["high"].append(late)
-        if small:
-            lateness["small_owners"].append(late)
-        if big:
-            lateness["big_owner"].append(late)
+    lateness = _lateness(starts, records, groups)
     dispatch_rate = dispatch["non_jittered_drain_runs_per_s"] or 0
     return {
         "partitions": config.partitions,
@@ -402,6 +473,7 @@ def run_config(
         "hottest_key_wcu_per_s": dispatch["hottest_key_wcu_per_s"],
         "jobs_table_read_units_per_s_at_drain": round(dispatch_rate * SCHEDULER_READ_UNITS_PER_RUN),
         "jobs_table_read_limit": config.jobs_table_rcu_per_s,
+        **({"worker_sensitivity": worker_sensitivity(records, groups, workers)} if sensitivity else {}),
         "small_owners_if_dispatch_instant": {
             "start_lateness_s": {"p99": _round(weighted_percentile(instant_small, 0.99))}
         },
@@ -457,7 +529,7 @@ def measure_rush_fair(*, quick: bool = False) -> dict[str, Any]:
     started = time.process_time()
     scenario = FairRush()
     rec_scale, def_scale = (50.0, 200.0) if quick else (1.0, 10.0)
-    fair = run_config(RECOMMENDED, scenario, fair=True, scale=rec_scale)
+    fair = run_config(RECOMMENDED, scenario, fair=True, scale=rec_scale, sensitivity=True)
     cpu_s = time.process_time() - started
     unfair = run_config(RECOMMENDED, scenario, fair=False, scale=rec_scale)
     defaults = run_config(DEFAULTS, scenario, fair=True, scale=def_scale)
@@ -484,6 +556,7 @@ def measure_rush_fair(*, quick: bool = False) -> dict[str, Any]:
         "all": fair["all"],
         "dispatch_non_jittered_s": fair["dispatch_non_jittered_s"],
         "cpu_ms_per_run": SCHEDULER_CPU_MS_PER_RUN,
+        "read_cpu_ms_per_entry": READ_CPU_MS_PER_ENTRY,
         "cpu_cliff_ms_per_run": cliff,
         "cpu_margin": round(cliff / SCHEDULER_CPU_MS_PER_RUN, 2),
         "recommended": fair,

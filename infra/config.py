@@ -161,9 +161,17 @@ class InfraOptions(BaseModel):
     worker_batch_size: int = Field(
         10,
         ge=1,
-        le=10,
+        le=100,
         description="runs per worker invocation (SQS batch, its runs started concurrently, one thread each; "
-        "10 needs no batching window)",
+        "up to 10 needs no batching window, more needs worker_batching_window_s >= 1)",
+    )
+    worker_batching_window_s: int = Field(
+        0,
+        validate_default=True,
+        ge=0,
+        le=300,
+        description="most seconds the SQS event source gathers a batch short of worker_batch_size before it "
+        "invokes the worker (MaximumBatchingWindowInSeconds; a lone run then starts up to this late)",
     )
     worker_max_concurrency: int = Field(
         50, ge=2, le=1000, description="most concurrent worker invocations the SQS event source starts"
@@ -238,6 +246,17 @@ class InfraOptions(BaseModel):
         description="e-mail addresses subscribed to the operations alarms' topic at deploy (each confirms the "
         "subscription from the mail AWS sends); more subscribers (a pager, chat) by hand, docs/deploy.md",
     )
+
+    @field_validator("worker_batching_window_s")
+    @classmethod
+    def _batching_window(cls, value: int, info: ValidationInfo) -> int:
+        batch = info.data.get("worker_batch_size")
+        if batch is not None and batch > 10 and value < 1:
+            raise ValueError(
+                f"a worker_batch_size of {batch} (above 10) needs a batching window of at least 1 s "
+                "(Lambda's MaximumBatchingWindowInSeconds)"
+            )
+        return value
 
     @field_validator("log_retention_days")
     @classmethod

@@ -177,6 +177,11 @@ class Functions(Construct):
             event_sources.SqsEventSource(
                 messaging.run_queue,
                 batch_size=infra.worker_batch_size,
+                max_batching_window=(
+                    Duration.seconds(infra.worker_batching_window_s)
+                    if infra.worker_batching_window_s
+                    else None
+                ),
                 max_concurrency=infra.worker_max_concurrency,
                 # The handler starts a batch's runs concurrently (no run waits for another's target).
                 # Partial batch responses: one failed run does not redeliver its nine neighbours.

@@ -27,7 +27,12 @@ PARTITIONS = 3
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(
         tmp_path_factory.mktemp("cdk-out"),
-        {"scheduler_partitions": str(PARTITIONS), "worker_max_concurrency": "20"},
+        {
+            "scheduler_partitions": str(PARTITIONS),
+            "worker_max_concurrency": "20",
+            "worker_batch_size": "20",
+            "worker_batching_window_s": "1",
+        },
         env=cdk.Environment(account="123456789012", region="eu-west-1"),
     )
 
@@ -252,7 +257,8 @@ def test_worker_consumes_the_run_queue_with_partial_batch_responses(synth: Synth
             "FunctionName": {"Ref": worker_id},
             "EventSourceArn": {"Fn::GetAtt": [synth.logical_id_of_output("RunQueueUrl"), "Arn"]},
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "BatchSize": 10,
+            "BatchSize": 20,
+            "MaximumBatchingWindowInSeconds": 1,
             "ScalingConfig": {"MaximumConcurrency": 20},
         },
     )

@@ -16,6 +16,7 @@ Entries without an owner (written before entries kept it) share the owner ``""``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import TypeVar
 
 from jobsched.ports.jobs import DueEntry
@@ -39,10 +40,12 @@ def fair_rounds(
     queues.sort(key=lambda queue: (age(queue[0]), owner(queue[0])))
     ordered: list[T] = []
     depth = 0
-    while queues:
+    while len(queues) > 1:
         ordered.extend(queue[depth] for queue in queues)
         depth += 1
         queues = [queue for queue in queues if len(queue) > depth]
+    if queues:  # one owner left: the rest of its items in turn
+        ordered.extend(queues[0][depth:])
     return ordered
 
 
@@ -55,11 +58,10 @@ def dispatch_order(entries: Iterable[DueEntry]) -> list[DueEntry]:
         by_priority.setdefault(entry.priority.rank, []).append(entry)
     ordered: list[DueEntry] = []
     for rank in sorted(by_priority):
-        ordered.extend(
-            fair_rounds(
-                by_priority[rank],
-                owner=lambda e: e.owner or NO_OWNER,
-                age=lambda e: (e.due_at, e.job_id),
-            )
-        )
+        ordered.extend(fair_rounds(by_priority[rank], owner=lambda e: e.owner or NO_OWNER, age=_AGE))
     return ordered
+
+
+_AGE = attrgetter("due_at", "job_id")
+"""An entry's age for the rounds, ``(due_at, job_id)`` (a C-level key: a tick may order a backlog of tens of
+thousands of entries, ``TickLimits.read_ahead``)."""

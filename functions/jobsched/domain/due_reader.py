@@ -8,10 +8,12 @@ are passed in. One :class:`DueReader` serves the one ``Scheduler`` of a partitio
 
 from __future__ import annotations
 
+import heapq
 import logging
 from dataclasses import dataclass, field
 
 from jobsched.domain import planning
+from jobsched.domain.backlog import Backlog
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick_records import TickResult, TickShared
 from jobsched.ports.control import Guard, WatermarkStore
@@ -47,6 +49,17 @@ LATE_PAGES_MAX = 10
 POSITIONS_SAVE_MS = 5_000
 """The read positions (``DueReader`` cursors) are stored at most this often: a new leader re-reads at most this
 much more of each lane than the last one had passed (its entries then cost one state read per job, once)."""
+
+
+def _merged(older: list[DueEntry], fresh: list[DueEntry]) -> list[DueEntry]:
+    """The entries of two lists each in lane order (``DueEntry.order``), merged in that order, each once."""
+    if not older or not fresh:
+        return older or fresh
+    merged: list[DueEntry] = []
+    for entry in heapq.merge(older, fresh, key=lambda e: e.order):
+        if not merged or merged[-1].order != entry.order:
+            merged.append(entry)
+    return merged
 
 
 def read_floor(
@@ -129,10 +142,14 @@ class DueReader:
         self._done: set[DueEntry] = set()
         # the oldest bucket behind the watermark still to read (UPGRADE_REWIND_MS)
         self._floor: int | None = None
-        # The backlog a full tick read but did not reach, by (bucket, shard, lane): the next tick takes it instead of
-        # querying those shards again (see read). Only a hint: every entry is checked against the job's
-        # state read consistently, and the due index stays the truth (a lost carry costs a query, no run).
-        self._carry: dict[tuple[int, int, str], list[DueEntry]] = {}
+        # The backlog full ticks read but did not reach, in dispatch order with the lanes it holds: the next ticks
+        # take it instead of querying those lanes again (see read). Only a hint: every entry is checked against
+        # the job's state read consistently, and the due index stays the truth (a lost backlog costs a query,
+        # no run).
+        self._backlog = Backlog()
+        # What a carried lane's reads returned after its read position, in the lane's order: the next ticks
+        # query such a lane only before its backlog, so its position passes the read-ahead entries from here.
+        self._unpassed: dict[tuple[int, int, str], list[DueEntry]] = {}
 
     @property
     def watermark(self) -> int | None:
@@ -149,7 +166,8 @@ class DueReader:
         code), and the floor is that watermark (:func:`read_floor`). Raises what the stores' reads raise and
         ``LeaseLost``."""
         self._lanes = self.shared.jobs.due_lanes()
-        self._done = set()
+        self._done, self._unpassed = set(), {}
+        self._backlog.clear()
         self._cursors, self._saved, self._floor = {}, None, None
         stored = self.control.read_watermark(self.shared.partition)
         if stored is not None:
@@ -176,7 +194,8 @@ class DueReader:
     def forget(self) -> None:
         """Forget leader state after losing the lease (the next holder reloads it from the store)."""
         self._watermark = None
-        self._carry = {}
+        self._unpassed = {}
+        self._backlog.clear()
         self._cursors, self._saved, self._done, self._floor = {}, None, set(), None
 
     # --- read ------------------------------------------------------------------------------------
@@ -205,12 +224,14 @@ class DueReader:
     def read(self, now_ms: int, result: TickResult) -> list[BucketRead]:
         """Query every (bucket, shard, lane) in parallel for the entries due by the tick's horizon (now plus the
         look-ahead: those after now are only noted by the tick), each from its read position (``_cursors``),
-        following pages while under ``limits.max_jobs``; counts the queries in ``result.queries``. Entries known
-        done (``_done``) are dropped from what the tick judges, not from what the cursors pass. Raises the due
-        index's errors.
+        following pages while under ``limits.max_jobs`` and, in a full tick, while the entries read and carried
+        are under ``limits.read_ahead``; counts the queries in ``result.queries``. Entries known done (``_done``)
+        are dropped from what the tick judges, not from what the cursors pass. Adds the carried backlog's first
+        ``max_jobs`` entries (dispatch order, :class:`~jobsched.domain.backlog.Backlog`) to what it returns.
+        Raises the due index's errors (the backlog is then untouched).
 
-        A lane for which the previous tick left a backlog (it was full: :meth:`keep_backlog`) is queried only for
-        entries filed before the oldest of its backlog, and when the backlog alone fills this tick, every other
+        A lane for which the previous ticks left a backlog (they were full: :meth:`keep_backlog`) is queried only
+        for entries filed before the oldest of its backlog, and when the backlog alone fills this tick, every other
         lane only for entries filed before the oldest of the whole backlog: an entry written since (a one-off
         accepted late, a resume, a catching-up job's next fire) still goes first, oldest first, as a fresh read
         would take it, instead of waiting behind the backlog past its misfire grace. Such a bucket counts as not
@@ -222,46 +243,36 @@ class DueReader:
         until their entries alone fill the tick, so the tick finds every ``high`` fire due now (design §4.10)."""
         horizon = self.horizon(now_ms)
         reads = [BucketRead(b) for b in self._buckets(now_ms)]
-        carry, self._carry = self._carry, {}
         shards = range(self.read_shards)
         lanes = self._lanes
-        kept = {
-            (r.bucket, s, lane): carry[(r.bucket, s, lane)]
-            for r in reads
-            for s in shards
-            for lane in lanes
-            if carry.get((r.bucket, s, lane))
-        }
+        read_buckets = {r.bucket for r in reads}
+        held = {key: hold for key, hold in self._backlog.lanes.items() if key[0] in read_buckets}
         # a high lane gives way only to a high backlog: a normal backlog never holds back a high entry
-        high_kept = [item for key, items in kept.items() if key[2] in HIGH_LANES for item in items]
-        every_kept = [item for items in kept.values() for item in items]
         full = {
-            True: len(high_kept) >= self.limits.max_jobs,
-            False: len(every_kept) >= self.limits.max_jobs,
+            True: self._backlog.high_count >= self.limits.max_jobs,
+            False: len(self._backlog) >= self.limits.max_jobs,
         }
         oldest_kept = {
-            True: min((item.at for item in high_kept), default=horizon + 1),
-            False: min((item.at for item in every_kept), default=horizon + 1),
+            True: min((h.oldest_at for k, h in held.items() if k[2] in HIGH_LANES), default=horizon + 1),
+            False: min((h.oldest_at for h in held.values()), default=horizon + 1),
         }
         pending: list[_Pending] = []
-        total = late_pages = high_total = 0
+        total, late_pages, high_total = len(self._backlog), 0, 0
         for read in reads:
             for shard in shards:
                 for lane in lanes:
                     if lane in HIGH_LANES and shard != HIGH_SHARD:
                         continue  # (no entry is filed there: registration.due_entry)
-                    items = kept.get((read.bucket, shard, lane))
+                    hold = held.get((read.bucket, shard, lane))
                     up_to = horizon
-                    if items:
-                        read.items.extend(items)
-                        total += len(items)
-                        up_to = min(horizon, min(item.at for item in items) - 1)
+                    if hold is not None:
+                        up_to = min(horizon, hold.oldest_at - 1)
                     elif full[lane in HIGH_LANES] and lane not in LATE_LANES:
                         # (a late entry sorts at its writing, not at its due instant: its lane is read whole)
                         up_to = min(horizon, oldest_kept[lane in HIGH_LANES] - 1)
                     # an entry is filed before its bucket ends (``registration.due_entry``): a read up to the
                     # bucket's last instant, or to the horizon, has all of it
-                    if items or up_to < min(horizon, (read.bucket + 1) * self.bucket_ms - 1):
+                    if hold is not None or up_to < min(horizon, (read.bucket + 1) * self.bucket_ms - 1):
                         read.complete = False  # not read to its end in this tick
                     start = None if lane == INDEX else self._cursors.get((read.bucket, shard, lane))
                     read.fresh[(shard, lane)] = []
@@ -305,21 +316,29 @@ class DueReader:
                     for q in following
                     if (q.lane in LATE_LANES and late_pages <= LATE_PAGES_MAX)
                     or (q.lane in HIGH_LANES and high_total < self.limits.max_jobs)
+                    or (q.lane not in LATE_LANES and total < self.limits.read_ahead)
                 ]
                 for query in following:
                     if all(query is not kept for kept in keep):
                         query.read.complete = False
                 following = keep
             pending = following
+        # the backlog's first max_jobs, in dispatch order: what it holds beyond them waits for the next ticks
+        by_bucket = {r.bucket: r for r in reads}
+        for item in self._backlog.take(self.limits.max_jobs):
+            if item.bucket in by_bucket:  # (one of a bucket not read now is read again from its lane)
+                by_bucket[item.bucket].items.append(item)
         return reads
 
     def keep_backlog(
         self, reads: list[BucketRead], considered: set[str], retry: set[str], now_ms: int
     ) -> None:
-        """After a full tick (more jobs due than ``limits.max_jobs``), keep for the next tick (:meth:`read`) the
-        entries it read, due by now, of the jobs it left for later (not in ``considered``, the job ids it planned
-        or found stale) and of the jobs whose writes failed (``retry``: so the next tick retries them, as it would
-        by querying). A tick that was not full keeps nothing: its next tick queries every shard afresh."""
+        """After a full tick (more jobs due than ``limits.max_jobs``), put in front of the backlog (:meth:`read`)
+        the entries it read, due by now, of the jobs it left for later (not in ``considered``, the job ids it
+        planned or found stale) and of the jobs whose writes failed (``retry``: so the next tick retries them, as
+        it would by querying), in dispatch order among themselves (``Backlog.put_back``): a full tick's read-ahead
+        is ordered once, the next ticks take it ``max_jobs`` at a time. A tick that was not full and left no
+        backlog keeps nothing: its next tick queries every shard afresh."""
         # (a late entry is not carried: its lane is read from its position each tick, so an entry filed since at
         # an older due instant is taken first)
         due = [
@@ -328,11 +347,9 @@ class DueReader:
             for item in read.items
             if item.due_at <= now_ms and item.lane not in LATE_LANES
         ]
-        if all(item.job_id in considered for item in due):
+        if all(item.job_id in considered for item in due) and not len(self._backlog):
             return
-        for item in due:
-            if item.job_id not in considered or item.job_id in retry:
-                self._carry.setdefault(item.lane_key, []).append(item)
+        self._backlog.put_back(item for item in due if item.job_id not in considered or item.job_id in retry)
 
     # --- read positions and watermark ------------------------------------------------------------
 
@@ -349,20 +366,30 @@ class DueReader:
         done, in the lane's order, stopping at the first that is not; a :data:`LATE` entry is passed only once it
         is ``WATERMARK_MARGIN_MS`` old, so an entry filed a little late at a position before it is still read.
         The done entries left after a position are remembered, so the next ticks read them without judging them
-        again. ``done``: the entries this tick made done."""
+        again. A lane carried to the next tick (``keep_backlog``) keeps what its reads returned after its position
+        (``_unpassed``), so its position passes the entries read ahead as they are done, not only those of the
+        tick that read them, and a lane queried again starts near where its backlog ended. ``done``: the entries
+        this tick made done."""
         self._done |= {entry for entry in done if entry.lane != INDEX}
+        unpassed, self._unpassed = self._unpassed, {}
+        carried = self._backlog.lanes
         for read in reads:
             for (shard, lane), fresh in read.fresh.items():
                 if lane == INDEX:
                     continue
                 key = (read.bucket, shard, lane)
-                for entry in fresh:
+                entries = _merged(unpassed.get(key, []), fresh)
+                passed = 0
+                for entry in entries:
                     if entry not in self._done or (
                         lane in LATE_LANES and entry.at > now_ms - WATERMARK_MARGIN_MS
                     ):
                         break
                     self._cursors[key] = entry.order
                     self._done.discard(entry)
+                    passed += 1
+                if key in carried and passed < len(entries):
+                    self._unpassed[key] = entries[passed:] if passed else entries
 
     def _save_positions(self, now_ms: int, guard: Guard) -> None:
         """Store the read positions (and the floor) when they moved and ``POSITIONS_SAVE_MS`` have passed since the
@@ -431,7 +458,13 @@ class DueReader:
         """Forget the read positions and remembered entries of the buckets no tick reads again."""
         oldest = self._oldest_read()
         self._cursors = {key: c for key, c in self._cursors.items() if key[0] >= oldest}
+        self._unpassed = {key: e for key, e in self._unpassed.items() if key[0] >= oldest}
         self._done = {entry for entry in self._done if entry.bucket >= oldest}
+
+    @property
+    def backlog(self) -> Backlog:
+        """The backlog carried to the next tick (:meth:`keep_backlog`)."""
+        return self._backlog
 
     def first_unread_ms(self, reads: list[BucketRead]) -> int | None:
         """The start (epoch ms) of the oldest bucket between the watermark and the newest of ``reads`` that this

@@ -37,7 +37,10 @@ class TickLimits:
     downtime takes ~36 ticks and never holds up the other jobs). ``skip_rows_max``: up to this many skipped
     fires get one row each; more get one summary row with ``skipped_count`` (counted, never enumerated).
     ``backlog_buckets``: buckets read per tick when the watermark is far behind (the two newest are always
-    read too). ``page_size``: Limit of each due-index query. ``threads``: parallel requests.
+    read too). ``page_size``: Limit of each due-index query. ``threads``: parallel requests. ``read_ahead``: the
+    entries a full tick reads at most (following pages past ``max_jobs``), so the fair rounds between owners
+    (``dispatch_order``) cover that much of a backlog; the rest of what it reads is carried to the next ticks
+    (``DueReader.keep_backlog``). At least ``max_jobs``; ``max_jobs`` reads no further than a tick's share.
     """
 
     max_jobs: int = 1000
@@ -46,6 +49,7 @@ class TickLimits:
     backlog_buckets: int = 60
     page_size: int = 1000
     threads: int = 16
+    read_ahead: int = 50_000
 
 
 # --- planning (pure) ------------------------------------------------------------------------------

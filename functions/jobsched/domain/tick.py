@@ -419,4 +419,7 @@ class Scheduler:
         unread = self.reader.first_unread_ms(reads)
         if unread is not None:
             consider(unread)
+        carried = self.reader.backlog.oldest_due
+        if carried is not None:
+            consider(carried)
         result.lag_ms = now_ms - oldest if oldest is not None else 0

@@ -67,6 +67,18 @@ def test_the_event_source_ramps_its_concurrency_while_messages_wait() -> None:
     assert starts([(0.0, 0.0, "a", False, 1.0) for _ in range(100)], capped).count(1.0) == 50
 
 
+def test_a_batching_window_holds_a_short_batch_until_its_oldest_message_is_that_old() -> None:
+    # batches of 20 with a 1-s window: 3 runs alone wait out the window; 25 at once go as a full batch at once,
+    # and their 5 left over wait for the window (from their enqueue at 0)
+    workers = replace(PLAIN, initial_concurrency=2, batch_size=20, batching_window_s=1.0)
+    assert starts([(0.0, 0.0, "a", False, 1.0) for _ in range(3)], workers) == [1.0] * 3
+    assert starts([(0.0, 0.0, "a", False, 1.0) for _ in range(25)], workers) == [0.0] * 20 + [1.0] * 5
+    assert (
+        starts([(0.0, 0.0, "a", False, 1.0) for _ in range(3)], replace(workers, batching_window_s=0.0))
+        == [0.0] * 3
+    )
+
+
 def test_the_ceiling_is_the_least_of_the_mode_the_maximum_concurrency_and_the_accounts_share() -> None:
     assert Workers().ceiling == 50
     assert Workers(maximum_concurrency=None).ceiling == 998  # 1,000 less the scheduler's 2 reserved

@@ -35,7 +35,7 @@ def create(harness: Any, schedule: str, **fields: Any) -> str:
 
 
 def carried(contender: Any) -> set[str]:
-    return {entry.job_id for entries in contender.scheduler.reader._carry.values() for entry in entries}
+    return {entry.job_id for entry in contender.scheduler.reader.backlog.entries}
 
 
 def sent_by(harness: Any, contenders: list[Any]) -> Counter[tuple[str, int]]:
