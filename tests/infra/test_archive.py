@@ -15,14 +15,8 @@ from jobsched.domain.archive import ARCHIVE_COLUMNS, AUDIT_COLUMNS, month_of
 from jobsched.dynamodb.layout import event_item, run_item
 from jobsched.dynamodb.stream import is_audit_ttl_deletion, is_ttl_deletion
 from tests.infra.support import Synth, synthesize
-from tests.support.archive import (
-    audit_events,
-    audit_records,
-    finished_runs,
-    stream_record,
-    trigger_key_record,
-    ttl_records,
-)
+from tests.support import archive as support
+from tests.support.archive import finished_runs, stream_record, trigger_key_record, ttl_records
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +99,9 @@ def test_only_ttl_deletions_of_audit_events_invoke_the_archive_function_from_the
     retries = ("BisectBatchOnFunctionError", "MaximumRetryAttempts", "DestinationConfig", "BatchSize")
     assert {name: jobs[name] for name in retries} == {name: runs[name] for name in retries}
     # the code applies the same filter again: only a TTL deletion of an audit item is one
-    [event] = audit_events(1)
+    [event] = support.audit_events(1)
     timer = {"pk": "due#p0#b1#s0#0", "sk": "x", "expires_at": 1}
-    assert is_audit_ttl_deletion(audit_records([event])[0])
+    assert is_audit_ttl_deletion(support.audit_records([event])[0])
     assert not is_audit_ttl_deletion(stream_record(event_item(event), 2, identity=None))
     assert not is_audit_ttl_deletion(stream_record(event_item(event), 3, event="MODIFY"))
     assert not is_audit_ttl_deletion(stream_record(timer, 4))
