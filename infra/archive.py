@@ -9,6 +9,8 @@ table with partition projection and the Athena workgroup. The archive function a
 - **Queues**: ``spill`` holds, for 14 days, whole objects the bucket refused (``jobsched.aws.archive``), so the
   stream's 24 hours are never the only copy; ``failures`` is the stream mapping's on-failure destination (the
   shard and sequence numbers of a batch that failed every retry). An alarm watches each (``infra.monitoring``).
+- **Glue table** ``<stack>_archive.audit``: the audit events TTL deleted from the jobs table, columns from
+  ``AUDIT_COLUMNS``, under ``audit/``; its one partition ``month`` projected as the runs table's is.
 - **Glue table** ``<stack>_archive.runs``: gzip JSON Lines read by the OpenX JSON SerDe, columns from
   ``jobsched.domain.archive.ARCHIVE_COLUMNS``; partitions by projection (no crawler): ``owner`` injected (every
   query names the owner) and ``month`` a date (``yyyy-MM``) from 1970-01 (a backfill's earliest fire) to now.
@@ -29,7 +31,15 @@ from constructs import Construct
 
 from infra.config import InfraOptions
 from infra.nag import acknowledge
-from jobsched.domain.archive import ARCHIVE_COLUMNS, PARTITION_COLUMNS, RUNS_PREFIX, month_of
+from jobsched.domain.archive import (
+    ARCHIVE_COLUMNS,
+    AUDIT_COLUMNS,
+    AUDIT_PARTITION_COLUMNS,
+    AUDIT_PREFIX,
+    PARTITION_COLUMNS,
+    RUNS_PREFIX,
+    month_of,
+)
 
 NONCURRENT_DAYS = 30
 """Days an overwritten object version is kept (a retried batch rewrites its objects in place)."""
@@ -40,6 +50,7 @@ PROJECTION_START = month_of(0)
 """The first ``month`` partition the table projects: 1970-01, the earliest ``scheduled_for`` a run can have (a backfill
 takes fires from 1970 on, and TTL archives those runs too)."""
 TABLE_NAME = "runs"
+AUDIT_TABLE_NAME = "audit"
 JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
 
 
@@ -50,7 +61,7 @@ def glue_database_name(stack_name: str) -> str:
 
 class Archive(Construct):
     """Attributes: ``bucket``, ``results``, ``spill``, ``failures``, ``database_name``, ``table``,
-    ``workgroup`` (its ``name``)."""
+    ``audit_table``, ``workgroup`` (its ``name``)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, options: InfraOptions) -> None:
         super().__init__(scope, construct_id)
@@ -90,8 +101,24 @@ class Archive(Construct):
                 name=self.database_name, description="jobsched run archive"
             ),
         )
-        self.table = self._table()
-        self.table.add_resource_dependency(database)
+        self.table = self._table(
+            "Table",
+            TABLE_NAME,
+            "Runs deleted from the runs table by TTL (one row per copy: dedupe by job_id, scheduled_for)",
+            RUNS_PREFIX,
+            ARCHIVE_COLUMNS,
+            PARTITION_COLUMNS,
+        )
+        self.audit_table = self._table(
+            "AuditTable",
+            AUDIT_TABLE_NAME,
+            "Audit events deleted from the jobs table by TTL (one row per copy: dedupe by job_id, at, key)",
+            AUDIT_PREFIX,
+            AUDIT_COLUMNS,
+            AUDIT_PARTITION_COLUMNS,
+        )
+        for table in (self.table, self.audit_table):
+            table.add_resource_dependency(database)
         self.workgroup = athena.CfnWorkGroup(
             self,
             "WorkGroup",
@@ -151,37 +178,51 @@ class Archive(Construct):
         )
         return queue
 
-    def _table(self) -> glue.CfnTable:
-        location = f"s3://{self.bucket.bucket_name}/{RUNS_PREFIX}"
+    def _table(
+        self,
+        construct_id: str,
+        name: str,
+        description: str,
+        prefix: str,
+        columns: tuple[tuple[str, str], ...],
+        partitions: tuple[tuple[str, str], ...],
+    ) -> glue.CfnTable:
+        """The Glue table ``name`` over the objects under ``prefix``: gzip JSON Lines of ``columns``, partitioned by
+        ``partitions`` (``owner`` injected, ``month`` a date), projected from the layout."""
+        location = f"s3://{self.bucket.bucket_name}/{prefix}"
+        projection = {
+            "projection.month.type": "date",
+            "projection.month.format": "yyyy-MM",
+            "projection.month.range": f"{PROJECTION_START},NOW",
+            "projection.month.interval": "1",
+            "projection.month.interval.unit": "MONTHS",
+        }
+        if ("owner", "string") in partitions:
+            projection["projection.owner.type"] = "injected"
+        template = "".join(f"{column}=${{{column}}}/" for column, _ in partitions)
         return glue.CfnTable(
             self,
-            "Table",
+            construct_id,
             catalog_id=Aws.ACCOUNT_ID,
             database_name=self.database_name,
             table_input=glue.CfnTable.TableInputProperty(
-                name=TABLE_NAME,
-                description="Runs deleted from the runs table by TTL (one row per copy: dedupe by job_id, "
-                "scheduled_for)",
+                name=name,
+                description=description,
                 table_type="EXTERNAL_TABLE",
                 parameters={
                     "classification": "json",
                     "compressionType": "gzip",
                     "projection.enabled": "true",
-                    "projection.owner.type": "injected",
-                    "projection.month.type": "date",
-                    "projection.month.format": "yyyy-MM",
-                    "projection.month.range": f"{PROJECTION_START},NOW",
-                    "projection.month.interval": "1",
-                    "projection.month.interval.unit": "MONTHS",
-                    "storage.location.template": location + "owner=${owner}/month=${month}/",
+                    **projection,
+                    "storage.location.template": location + template,
                 },
                 partition_keys=[
-                    glue.CfnTable.ColumnProperty(name=name, type=kind) for name, kind in PARTITION_COLUMNS
+                    glue.CfnTable.ColumnProperty(name=column, type=kind) for column, kind in partitions
                 ],
                 storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
                     location=location,
                     columns=[
-                        glue.CfnTable.ColumnProperty(name=name, type=kind) for name, kind in ARCHIVE_COLUMNS
+                        glue.CfnTable.ColumnProperty(name=column, type=kind) for column, kind in columns
                     ],
                     input_format="org.apache.hadoop.mapred.TextInputFormat",
                     output_format="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",

@@ -28,7 +28,8 @@ Timeouts and the run queue's visibility are chosen together:
 * api: 15 s, well inside API Gateway's 29 s integration timeout.
 * archive: 120 s for a batch of up to ``ARCHIVE_BATCH_SIZE`` expired runs (a few PutObject calls), fed by the
   runs table's stream through the filter ``jobsched.dynamodb.stream.TTL_DELETION_FILTER`` (only TTL deletions of
-  runs invoke it: no other write of the busy path costs an invocation). A failed batch is retried, bisected,
+  runs invoke it: no other write of the busy path costs an invocation), and by the jobs table's through
+  ``AUDIT_TTL_DELETION_FILTER`` (only TTL deletions of audit events). A failed batch is retried, bisected,
   ``ARCHIVE_RETRIES`` times, then its shard and sequence numbers go to the archive's failure queue (design §11).
 """
 
@@ -54,8 +55,8 @@ from infra.nag import acknowledge
 from infra.storage import Storage
 from jobsched import resources
 from jobsched.aws.archive import ARCHIVE_BUCKET_ENV, ARCHIVE_SPILL_ENV
-from jobsched.domain.archive import QUARANTINE_PREFIX, RUNS_PREFIX
-from jobsched.dynamodb.stream import TTL_DELETION_FILTER
+from jobsched.domain.archive import AUDIT_PREFIX, QUARANTINE_PREFIX, RUNS_PREFIX
+from jobsched.dynamodb.stream import AUDIT_TTL_DELETION_FILTER, TTL_DELETION_FILTER
 from jobsched.observability import SERVICE
 from jobsched.resources import TableDef
 from jobsched.runtime.scheduler import STOP_BEFORE_MS
@@ -242,30 +243,39 @@ class Functions(Construct):
         return function
 
     def _archive_function(self, archive: Archive) -> lambda_.Function:
-        """The archive function on the runs table's stream (TTL deletions of runs only), with its grants: PutObject
-        under ``runs/`` and ``quarantine/`` of the archive bucket; send, receive, delete and release messages of the spill queue (the
+        """The archive function on the runs table's stream (TTL deletions of runs only) and the jobs table's (TTL
+        deletions of audit events only), both mappings retried and bisected alike, with its grants: PutObject under
+        ``runs/``, ``audit/`` and ``quarantine/`` of the archive bucket; send, receive, delete and release messages of the spill queue (the
         redrive); the stream's reads and the failure queue's send (granted by the event source)."""
         function = self._function(
             _Spec("archive", "jobsched archive: expired runs to S3", ARCHIVE_TIMEOUT_S, ARCHIVE_MEMORY_MB)
         )
         function.add_environment(ARCHIVE_BUCKET_ENV, archive.bucket.bucket_name)
         function.add_environment(ARCHIVE_SPILL_ENV, archive.spill.queue_url)
-        function.add_event_source(
-            event_sources.DynamoEventSource(
-                self._storage.runs,
-                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                batch_size=ARCHIVE_BATCH_SIZE,
-                max_batching_window=ARCHIVE_BATCHING_WINDOW,
-                bisect_batch_on_error=True,
-                retry_attempts=ARCHIVE_RETRIES,
-                on_failure=event_sources.SqsDlq(archive.failures),
-                filters=[lambda_.FilterCriteria.filter(TTL_DELETION_FILTER)],
+        for table, pattern in (
+            (self._storage.runs, TTL_DELETION_FILTER),
+            (self._storage.jobs, AUDIT_TTL_DELETION_FILTER),
+        ):
+            function.add_event_source(
+                event_sources.DynamoEventSource(
+                    table,
+                    starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                    batch_size=ARCHIVE_BATCH_SIZE,
+                    max_batching_window=ARCHIVE_BATCHING_WINDOW,
+                    bisect_batch_on_error=True,
+                    retry_attempts=ARCHIVE_RETRIES,
+                    on_failure=event_sources.SqsDlq(archive.failures),
+                    filters=[lambda_.FilterCriteria.filter(pattern)],
+                )
             )
-        )
         function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["s3:PutObject"],
-                resources=[archive.object_arn(RUNS_PREFIX), archive.object_arn(QUARANTINE_PREFIX)],
+                resources=[
+                    archive.object_arn(RUNS_PREFIX),
+                    archive.object_arn(AUDIT_PREFIX),
+                    archive.object_arn(QUARANTINE_PREFIX),
+                ],
             )
         )
         function.add_to_role_policy(
@@ -289,6 +299,12 @@ class Functions(Construct):
         )
         acknowledge(
             role,
+            f"AwsSolutions-IAM5[Resource::<{_logical_id(archive.bucket)}.Arn>/{AUDIT_PREFIX}*]",
+            "The archive function writes objects whose names it derives from the audit events it archives, all "
+            "under audit/ of the archive bucket: PutObject only, on that prefix only.",
+        )
+        acknowledge(
+            role,
             f"AwsSolutions-IAM5[Resource::<{_logical_id(archive.bucket)}.Arn>/{QUARANTINE_PREFIX}*]",
             "The archive function keeps stream records whose image is no run row whole, under names derived from "
             "their bytes, all under quarantine/ of the archive bucket (outside the table's runs/): PutObject only.",
@@ -297,7 +313,7 @@ class Functions(Construct):
             role,
             "AwsSolutions-IAM5[Resource::*]",
             "dynamodb:ListStreams (granted by the stream event source) has no resource-level permissions; every "
-            "other stream action is granted on the runs table's stream only.",
+            "other stream action is granted on the runs and jobs tables' streams only.",
         )
         return function
 

@@ -113,9 +113,12 @@ JOBS = TableDef(
         # "after_job" (the upstream's id), so jobs without a chain cost it nothing.
         Index("by_upstream", Key("after_job", "S"), Key("name", "S"), "ALL"),
     ),
-    # Only deleted jobs' tombstones carry it: they go once the job's run history has expired.
+    # Deleted jobs' tombstones, timer items and audit events carry it: they go once the job's run history has
+    # expired (timers once passed).
     ttl_attribute="expires_at",
     point_in_time_recovery=True,
+    # The archive function reads the TTL deletions of audit events from it (design §11).
+    stream_view="OLD_IMAGE",
 )
 
 RUNS = TableDef(

@@ -11,10 +11,11 @@ import pytest
 
 from infra.config import ConfigError, DeploymentConfig
 from infra.functions import handler_path
-from jobsched.domain.archive import ARCHIVE_COLUMNS, month_of
-from jobsched.dynamodb.layout import run_item
-from jobsched.dynamodb.stream import is_ttl_deletion
+from jobsched.domain.archive import ARCHIVE_COLUMNS, AUDIT_COLUMNS, month_of
+from jobsched.dynamodb.layout import event_item, run_item
+from jobsched.dynamodb.stream import is_audit_ttl_deletion, is_ttl_deletion
 from tests.infra.support import Synth, synthesize
+from tests.support import archive as support
 from tests.support.archive import finished_runs, stream_record, trigger_key_record, ttl_records
 
 
@@ -55,14 +56,22 @@ def archive_role_statements(synth: Synth, name: str = "archive") -> list[dict[st
     ]
 
 
-def test_the_runs_table_streams_old_images(default_synth: Synth) -> None:
-    runs = default_synth.raw["Resources"][default_synth.logical_id_of_output("RunsTable")]
-    assert runs["Properties"]["StreamSpecification"] == {"StreamViewType": "OLD_IMAGE"}
+def test_the_runs_and_jobs_tables_stream_old_images(default_synth: Synth) -> None:
+    for output in ("RunsTable", "JobsTable"):
+        table = default_synth.raw["Resources"][default_synth.logical_id_of_output(output)]
+        assert table["Properties"]["StreamSpecification"] == {"StreamViewType": "OLD_IMAGE"}, output
+
+
+def stream_mapping(synth: Synth, output: str) -> dict[str, Any]:
+    """The properties of the one event source mapping on the stream of the table named by stack output ``output``."""
+    mappings = synth.resources("AWS::Lambda::EventSourceMapping").values()
+    stream = {"Fn::GetAtt": [synth.logical_id_of_output(output), "StreamArn"]}
+    [mapping] = [m["Properties"] for m in mappings if m["Properties"].get("EventSourceArn") == stream]
+    return mapping
 
 
 def test_only_ttl_deletions_of_runs_invoke_the_archive_function(default_synth: Synth) -> None:
-    mappings = default_synth.resources("AWS::Lambda::EventSourceMapping")
-    [mapping] = [m["Properties"] for m in mappings.values() if "StreamArn" in json.dumps(m["Properties"])]
+    mapping = stream_mapping(default_synth, "RunsTable")
     [pattern] = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
     assert pattern["eventName"] == ["REMOVE"]
     assert pattern["userIdentity"] == {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
@@ -74,6 +83,29 @@ def test_only_ttl_deletions_of_runs_invoke_the_archive_function(default_synth: S
     assert not is_ttl_deletion(stream_record(run_item(rows[0]), 2, identity=None))
     assert not is_ttl_deletion(stream_record(run_item(rows[0]), 3, event="MODIFY"))
     assert not is_ttl_deletion(trigger_key_record(4))
+
+
+def test_only_ttl_deletions_of_audit_events_invoke_the_archive_function_from_the_jobs_table(
+    default_synth: Synth,
+) -> None:
+    runs, jobs = stream_mapping(default_synth, "RunsTable"), stream_mapping(default_synth, "JobsTable")
+    assert jobs["FunctionName"] == runs["FunctionName"]
+    [pattern] = [json.loads(f["Pattern"]) for f in jobs["FilterCriteria"]["Filters"]]
+    assert pattern == {
+        "eventName": ["REMOVE"],
+        "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]},
+        "dynamodb": {"Keys": {"pk": {"S": [{"prefix": "events#"}]}}},
+    }
+    retries = ("BisectBatchOnFunctionError", "MaximumRetryAttempts", "DestinationConfig", "BatchSize")
+    assert {name: jobs[name] for name in retries} == {name: runs[name] for name in retries}
+    # the code applies the same filter again: only a TTL deletion of an audit item is one
+    [event] = support.audit_events(1)
+    timer = {"pk": "due#p0#b1#s0#0", "sk": "x", "expires_at": 1}
+    assert is_audit_ttl_deletion(support.audit_records([event])[0])
+    assert not is_audit_ttl_deletion(stream_record(event_item(event), 2, identity=None))
+    assert not is_audit_ttl_deletion(stream_record(event_item(event), 3, event="MODIFY"))
+    assert not is_audit_ttl_deletion(stream_record(timer, 4))
+    assert not is_audit_ttl_deletion(ttl_records(finished_runs(1))[0])
 
 
 def test_the_bucket_is_encrypted_private_versioned_and_tls_only(default_synth: Synth) -> None:
@@ -117,8 +149,14 @@ def test_a_retention_not_above_the_transition_is_refused_by_name() -> None:
         DeploymentConfig.from_context({"archive_infrequent_access_days": "10"})
 
 
+def glue_table(synth: Synth, name: str) -> dict[str, Any]:
+    tables = synth.resources("AWS::Glue::Table").values()
+    [table] = [t["Properties"]["TableInput"] for t in tables if t["Properties"]["TableInput"]["Name"] == name]
+    return table
+
+
 def test_the_glue_table_projects_its_partitions_from_the_layout(default_synth: Synth) -> None:
-    table = only(default_synth.resources("AWS::Glue::Table"))["TableInput"]
+    table = glue_table(default_synth, "runs")
     params = table["Parameters"]
     assert params["projection.enabled"] == "true"
     assert params["projection.owner.type"] == "injected"
@@ -136,6 +174,17 @@ def test_the_glue_table_projects_its_partitions_from_the_layout(default_synth: S
     assert not default_synth.resources("AWS::Glue::Crawler")
 
 
+def test_the_audit_glue_table_projects_its_months_from_the_layout(default_synth: Synth) -> None:
+    table = glue_table(default_synth, "audit")
+    params = table["Parameters"]
+    assert params["projection.enabled"] == "true" and "projection.owner.type" not in params
+    assert params["projection.month.type"] == "date" and params["projection.month.format"] == "yyyy-MM"
+    assert params["projection.month.range"] == f"{month_of(0)},NOW"
+    assert "/audit/month=${month}/" in json.dumps(params["storage.location.template"])
+    assert [c["Name"] for c in table["PartitionKeys"]] == ["month"]
+    assert [(c["Name"], c["Type"]) for c in table["StorageDescriptor"]["Columns"]] == list(AUDIT_COLUMNS)
+
+
 def test_the_workgroup_enforces_its_result_location_and_scan_limit(
     default_synth: Synth, short: Synth
 ) -> None:
@@ -149,14 +198,18 @@ def test_the_workgroup_enforces_its_result_location_and_scan_limit(
     assert limited["BytesScannedCutoffPerQuery"] == 100 * 1024 * 1024
 
 
-def test_the_archive_function_may_only_put_objects_under_runs_and_quarantine_and_use_its_queues(
+def test_the_archive_function_may_only_put_objects_under_runs_audit_and_quarantine_and_use_its_queues(
     default_synth: Synth,
 ) -> None:
     statements = archive_role_statements(default_synth)
     s3 = [s for s in statements if any(str(a).startswith("s3:") for a in _list(s["Action"]))]
     [put] = s3
     assert put["Action"] == "s3:PutObject"
-    assert sorted(r["Fn::Join"][1][-1] for r in _list(put["Resource"])) == ["/quarantine/*", "/runs/*"]
+    assert sorted(r["Fn::Join"][1][-1] for r in _list(put["Resource"])) == [
+        "/audit/*",
+        "/quarantine/*",
+        "/runs/*",
+    ]
     actions = {a for s in statements for a in _list(s["Action"])}
     assert not {a for a in actions if a.startswith("dynamodb:")} - {
         "dynamodb:DescribeStream",
@@ -165,7 +218,12 @@ def test_the_archive_function_may_only_put_objects_under_runs_and_quarantine_and
         "dynamodb:ListStreams",
     }
     stream_reads = [s for s in statements if "dynamodb:GetRecords" in _list(s["Action"])]
-    assert all(s["Resource"] == {"Fn::GetAtt": [_runs_id(default_synth), "StreamArn"]} for s in stream_reads)
+    streams = [
+        {"Fn::GetAtt": [default_synth.logical_id_of_output(output), "StreamArn"]}
+        for output in ("RunsTable", "JobsTable")
+    ]
+    resources = [r for s in stream_reads for r in _list(s["Resource"])]
+    assert sorted(map(json.dumps, resources)) == sorted(map(json.dumps, streams))
     assert not {a for a in actions if a.startswith(("sns:", "lambda:", "sts:", "iam:"))}
 
 
@@ -204,10 +262,6 @@ def test_the_archive_has_alarms_on_its_errors_and_queues(default_synth: Synth) -
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
-
-
-def _runs_id(synth: Synth) -> str:
-    return synth.logical_id_of_output("RunsTable")
 
 
 def test_outputs_name_the_archive(default_synth: Synth) -> None:

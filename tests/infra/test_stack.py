@@ -250,6 +250,7 @@ def test_worker_consumes_the_run_queue_with_partial_batch_responses(synth: Synth
     assert [m["Properties"]["FunctionName"] for m in mappings] == [
         {"Ref": worker_id},
         {"Ref": _function(synth, "archive")[0]},  # the runs table's stream (tests/infra/test_archive.py)
+        {"Ref": _function(synth, "archive")[0]},  # the jobs table's stream: audit events
     ]
     synth.template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",

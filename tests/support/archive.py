@@ -6,8 +6,9 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeSerializer
 
-from jobsched.dynamodb.layout import run_item, trigger_key_item
-from jobsched.models import RunKind, RunStatus
+from jobsched.dynamodb.layout import event_item, run_item, trigger_key_item
+from jobsched.models import JobEventKind, RunKind, RunStatus
+from jobsched.ports.jobs import AuditEvent
 from jobsched.ports.runs import RunRow
 from jobsched.ports.tries import TryRecord
 
@@ -32,14 +33,16 @@ def stream_record(
     event: str = "REMOVE",
 ) -> dict[str, Any]:
     """A stream record of ``item`` (OLD_IMAGE view): a TTL deletion by default; ``identity`` None is a deletion
-    by a caller, ``event`` another event name."""
+    by a caller, ``event`` another event name. Its ``Keys`` are the jobs table's (``pk``, ``sk``) when ``item``
+    has them, else the runs table's."""
+    key_names = ("pk", "sk") if "pk" in item else ("job_id", "scheduled_for")
     record: dict[str, Any] = {
         "eventID": f"e{sequence}",
         "eventName": event,
         "eventSource": "aws:dynamodb",
         "awsRegion": "us-east-1",
         "dynamodb": {
-            "Keys": image({"job_id": item["job_id"], "scheduled_for": item["scheduled_for"]}),
+            "Keys": image({name: item[name] for name in key_names}),
             "OldImage": image(item),
             "SequenceNumber": f"{sequence:021d}",
             "SizeBytes": 500,
@@ -97,3 +100,25 @@ def finished_runs(
             )
         )
     return rows
+
+
+def audit_events(count: int) -> list[AuditEvent]:
+    """``count`` audit events of three jobs, one every five days from ``T0`` (so they span months), pauses and
+    resumes in turn, each kept 90 days."""
+    return [
+        AuditEvent(
+            job_id=f"team-a-job-{i % 3}",
+            at=T0 + i * 5 * DAY_MS,
+            key=f"k{i}",
+            kind=JobEventKind.PAUSED if i % 2 == 0 else JobEventKind.RESUMED,
+            actor=f"arn:aws:iam::1:user/op{i % 2}",
+            detail={"reason": f"maintenance {i}"} if i % 2 == 0 else {},
+            expires_at=(T0 + i * 5 * DAY_MS) // 1000 + 90 * 86_400,
+        )
+        for i in range(count)
+    ]
+
+
+def audit_records(events: list[AuditEvent], first_sequence: int = 1) -> list[dict[str, Any]]:
+    """TTL deletion records of ``events`` from the jobs table's stream, sequence numbers from ``first_sequence``."""
+    return [stream_record(event_item(event), first_sequence + i) for i, event in enumerate(events)]

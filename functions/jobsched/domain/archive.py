@@ -15,6 +15,11 @@ how a batch of rows is written, pure (no S3, no DynamoDB).
   ``mtime`` 0): a retried batch writes the same objects at the same names. A batch split by a retry (the stream's
   bisection) can put a row in two objects: readers keep one row per ``(job_id, scheduled_for)``
   (:data:`DEDUPE_KEY`, ``docs/deploy.md``'s queries).
+- **Audit events** (:func:`audit_objects`): a job's audit event (``ports.jobs.AuditEvent``) that TTL deletes from
+  the jobs table becomes one row of ``AUDIT_COLUMNS`` (:func:`audit_row`) under ``audit/month=<YYYY-MM>/`` (the UTC
+  month of ``at``; an event names no owner, so there is no owner partition: the audit archive is for operators),
+  written the same way as runs: one object per month a batch touches, named by a digest of its events' keys
+  (:data:`AUDIT_DEDUPE_KEY`).
 - **Quarantine** (:func:`quarantine_object`): the stream records of a batch whose image is no run row, kept whole
   in one object under ``quarantine/`` (outside ``runs/``: no table reads it), named by a digest of its bytes, so
   such a record is neither lost nor able to fail its batch.
@@ -26,18 +31,23 @@ import gzip
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from jobsched.archived_rows import TRY_FIELDS
 from jobsched.ports.archive import ArchiveObject, ArchiveObjects, ArchiveSpill, ArchiveUnavailable
+from jobsched.ports.jobs import AuditEvent
 from jobsched.ports.runs import RunRow
+
+_Item = TypeVar("_Item")
 
 RUNS_PREFIX = "runs/"
 """Key prefix of the run archive in its bucket (or under local mode's archive directory)."""
+AUDIT_PREFIX = "audit/"
+"""Key prefix of the audit archive (:func:`audit_objects`), beside ``runs/``."""
 QUARANTINE_PREFIX = "quarantine/"
 """Key prefix of the stream records kept whole because their image is no run row (:func:`quarantine_object`)."""
 NO_OWNER = "_none"
@@ -70,6 +80,21 @@ ARCHIVE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 """Every column of an archived run, in order, with its Athena (Hive DDL) type; instants are epoch ms (UTC). No
 ``run_id``: it is ``<job_id>@<scheduled_for>`` (``ports.runs.run_id``), and storing it costs a tenth of the bytes."""
+AUDIT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("job_id", "string"),
+    ("at", "bigint"),
+    ("key", "string"),
+    ("kind", "string"),
+    ("actor", "string"),
+    ("detail", "string"),
+)
+"""Every column of an archived audit event, in order, with its Athena type: ``at`` epoch ms (UTC), ``kind`` a
+``JobEventKind`` value, ``detail`` the event's JSON facts as one JSON text (``json_extract`` reads it)."""
+AUDIT_DEDUPE_KEY = ("job_id", "at", "key")
+"""An audit event's identity (``ports.jobs.AuditEvent``: ``key`` tells apart one job's events of one millisecond): a
+reader keeps one archived row per triple."""
+AUDIT_PARTITION_COLUMNS: tuple[tuple[str, str], ...] = (("month", "string"),)
+"""The partition column of the audit layout: ``month`` (``YYYY-MM``, UTC, of ``at``)."""
 PARTITION_COLUMNS: tuple[tuple[str, str], ...] = (("owner", "string"), ("month", "string"))
 """The partition columns of the layout: ``owner`` (percent-encoded, :func:`owner_partition`) and ``month``
 (``YYYY-MM``, UTC)."""
@@ -136,13 +161,35 @@ def decode_rows(body: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in gzip.decompress(body).decode().splitlines() if line]
 
 
-def object_key(prefix: str, rows: Iterable[RunRow]) -> str:
-    """``<prefix><digest>.json.gz``: the digest (sha256, 32 hex digits) of the sorted ``(job_id, scheduled_for)``
-    of ``rows``, so the same rows always land at the same name."""
+def object_key(prefix: str, keys: Iterable[tuple[str | int, ...]]) -> str:
+    """``<prefix><digest>.json.gz``: the digest (sha256, 32 hex digits) of the sorted identities ``keys`` (a run's
+    ``(job_id, scheduled_for)``, an audit event's ``(job_id, at, key)``), so the same rows always land at the same
+    name."""
     digest = hashlib.sha256()
-    for job_id, scheduled_for in sorted((row.job_id, row.scheduled_for) for row in rows):
-        digest.update(f"{job_id}\0{scheduled_for}\n".encode())
+    for key in sorted(keys):
+        digest.update(("\0".join(str(part) for part in key) + "\n").encode())
     return f"{prefix}{digest.hexdigest()[:32]}{OBJECT_SUFFIX}"
+
+
+def _partition_objects(
+    entries: Iterable[tuple[str, tuple[str | int, ...], _Item]],
+    *,
+    order: Callable[[tuple[str | int, ...]], Hashable],
+    row: Callable[[_Item], Mapping[str, Any]],
+) -> list[ArchiveObject]:
+    """One object per partition prefix of ``entries`` (``(prefix, identity, item)``; an identity given twice is
+    written once), its items sorted by ``order`` of their identity and written as ``row`` of each, named by
+    :func:`object_key`; ordered by key."""
+    groups: dict[str, dict[tuple[str | int, ...], _Item]] = defaultdict(dict)
+    for prefix, key, item in entries:
+        groups[prefix][key] = item
+    objects = []
+    for prefix, keyed in groups.items():
+        keys = sorted(keyed, key=order)  # type: ignore[arg-type]
+        objects.append(
+            ArchiveObject(object_key(prefix, keys), encode_rows(row(keyed[k]) for k in keys), len(keys))
+        )
+    return sorted(objects, key=lambda item: item.key)
 
 
 def archive_objects(rows: Iterable[RunRow]) -> list[ArchiveObject]:
@@ -150,20 +197,41 @@ def archive_objects(rows: Iterable[RunRow]) -> list[ArchiveObject]:
     ``(scheduled_for, job_id)`` (a row given twice is written once), ordered by key. Empty when ``rows`` is.
     Time order puts the runs of one instant side by side, which share their instants and often their worker:
     gzip stores a third fewer bytes of the archive than in key order (design §11)."""
-    groups: dict[str, dict[tuple[str, int], RunRow]] = defaultdict(dict)
-    for row in rows:
-        groups[partition_prefix(row.owner, month_of(row.scheduled_for))][(row.job_id, row.scheduled_for)] = (
-            row
-        )
-    objects = []
-    for prefix, keyed in groups.items():
-        ordered = [keyed[key] for key in sorted(keyed, key=lambda k: (k[1], k[0]))]
-        objects.append(
-            ArchiveObject(
-                object_key(prefix, ordered), encode_rows(archive_row(r) for r in ordered), len(ordered)
-            )
-        )
-    return sorted(objects, key=lambda item: item.key)
+    return _partition_objects(
+        (
+            (partition_prefix(r.owner, month_of(r.scheduled_for)), (r.job_id, r.scheduled_for), r)
+            for r in rows
+        ),
+        order=lambda key: (key[1], key[0]),
+        row=archive_row,
+    )
+
+
+def audit_prefix(month: str) -> str:
+    """``audit/month=<month>/``: where the audit events of ``month`` (``YYYY-MM``, UTC, of ``at``) are."""
+    return f"{AUDIT_PREFIX}month={month}/"
+
+
+def audit_row(event: AuditEvent) -> dict[str, Any]:
+    """The archived form of ``event``: every ``AUDIT_COLUMNS`` value, ``detail`` as compact JSON text."""
+    return {
+        "job_id": event.job_id,
+        "at": event.at,
+        "key": event.key,
+        "kind": event.kind.value,
+        "actor": event.actor,
+        "detail": json.dumps(event.detail, separators=(",", ":"), sort_keys=True),
+    }
+
+
+def audit_objects(events: Iterable[AuditEvent]) -> list[ArchiveObject]:
+    """The objects that archive ``events``: one per month (of ``at``), its events sorted by ``(at, job_id, key)``
+    (an event given twice is written once), named by a digest of their ``AUDIT_DEDUPE_KEY``; ordered by key."""
+    return _partition_objects(
+        ((audit_prefix(month_of(e.at)), (e.job_id, e.at, e.key), e) for e in events),
+        order=lambda key: (key[1], key[0], key[2]),
+        row=audit_row,
+    )
 
 
 def quarantine_object(records: Sequence[Mapping[str, Any]]) -> ArchiveObject:
@@ -201,20 +269,23 @@ def _halves(rows: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, A
 
 @dataclass(frozen=True)
 class ArchiveReport:
-    """What one batch did: ``rows`` archived (distinct runs), ``objects`` written, ``spilled`` objects kept in the
-    spill instead (the store refused them), ``ignored`` records that were no TTL deletion of a run,
-    ``quarantined`` records whose image was no run row (kept whole under ``quarantine/``)."""
+    """What one batch did: ``rows`` archived (distinct runs), ``events`` archived (distinct audit events),
+    ``objects`` written, ``spilled`` objects kept in the spill instead (the store refused them), ``ignored`` records
+    that were no TTL deletion of a run or an audit event, ``quarantined`` records whose image was neither (kept whole
+    under ``quarantine/``)."""
 
     rows: int = 0
     objects: int = 0
     spilled: int = 0
     ignored: int = 0
     quarantined: int = 0
+    events: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        """The report as ``{"rows", "objects", "spilled", "ignored", "quarantined"}``, each a count."""
+        """The report as ``{"rows", "events", "objects", "spilled", "ignored", "quarantined"}``, each a count."""
         return {
             "rows": self.rows,
+            "events": self.events,
             "objects": self.objects,
             "spilled": self.spilled,
             "ignored": self.ignored,
@@ -227,22 +298,27 @@ def archive_batch(
     store: ArchiveObjects,
     spill: ArchiveSpill,
     *,
+    events: Sequence[AuditEvent] = (),
     ignored: int = 0,
     malformed: Sequence[Mapping[str, Any]] = (),
 ) -> ArchiveReport:
-    """Archive ``rows`` (one stream batch's expired runs) and keep ``malformed`` (its records whose image is no run
-    row) whole: write each of :func:`archive_objects` and the :func:`quarantine_object` to ``store``; from the
-    first object ``store`` refuses (``ArchiveUnavailable``), keep that one and the rest in ``spill`` (an object
-    written twice is the same bytes at the same name). Any other error, or one of ``spill``, propagates: the batch
-    is retried whole and rewrites its objects in place. ``ignored`` is carried into the report."""
+    """Archive ``rows`` (one stream batch's expired runs) and ``events`` (its expired audit events) and keep
+    ``malformed`` (its records whose image is neither) whole: write each of :func:`archive_objects`,
+    :func:`audit_objects` and the :func:`quarantine_object` to ``store``; from the first object ``store`` refuses
+    (``ArchiveUnavailable``), keep that one and the rest in ``spill`` (an object written twice is the same bytes at
+    the same name). Any other error, or one of ``spill``, propagates: the batch is retried whole and rewrites its
+    objects in place. ``ignored`` is carried into the report."""
     runs = archive_objects(rows)
-    objects = runs + ([quarantine_object(malformed)] if malformed else [])
-    archived = sum(o.rows for o in runs)
+    audit = audit_objects(events)
+    objects = runs + audit + ([quarantine_object(malformed)] if malformed else [])
+    counts = {"rows": sum(o.rows for o in runs), "events": sum(o.rows for o in audit)}
     for written, item in enumerate(objects):
         try:
             store.put(item)
         except ArchiveUnavailable:
             left = objects[written:]
             spill.spill(left)
-            return ArchiveReport(archived, written, len(left), ignored, len(malformed))
-    return ArchiveReport(archived, len(objects), 0, ignored, len(malformed))
+            return ArchiveReport(
+                objects=written, spilled=len(left), ignored=ignored, quarantined=len(malformed), **counts
+            )
+    return ArchiveReport(objects=len(objects), ignored=ignored, quarantined=len(malformed), **counts)

@@ -250,8 +250,13 @@ def spec_item(job: Job) -> dict[str, Any]:
     }
 
 
+EVENTS_PK_PREFIX = "events#"
+"""The start of every audit event's partition key (:func:`events_pk`): the archive's stream filter matches it."""
+
+
 def events_pk(job_id: str) -> str:
-    return f"events#{job_id}"
+    """The partition key of ``job_id``'s audit events."""
+    return f"{EVENTS_PK_PREFIX}{job_id}"
 
 
 def event_item(event: AuditEvent) -> dict[str, Any]:

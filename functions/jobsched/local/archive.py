@@ -112,7 +112,8 @@ class LocalArchive:
 
 
 ARCHIVE_DIR = "archive"
-"""Local mode's archive: ``<data dir>/archive/runs/owner=<o>/month=<yyyy-MM>/<digest>.json.gz``."""
+"""Local mode's archive: ``<data dir>/archive/runs/owner=<o>/month=<yyyy-MM>/<digest>.json.gz``, and audit events under
+``<data dir>/archive/audit/month=<yyyy-MM>/``."""
 
 
 def archive_dir(data_dir: Path) -> Path:
@@ -121,8 +122,8 @@ def archive_dir(data_dir: Path) -> Path:
 
 
 def archive_then_reap(database: SqliteDatabase, root: Path) -> Callable[[int], int]:
-    """The retention pass of local mode's sweep on ``database``: at ``now_ms``, expired runs move to the archive
-    under ``root`` (``sqlite.runs.archive_expired``), then the other expired records are deleted
+    """The retention pass of local mode's sweep on ``database``: at ``now_ms``, expired runs and audit events move
+    to the archive under ``root`` (``sqlite.runs.archive_expired``), then the other expired records are deleted
     (``SqliteDatabase.reap_expired``). Returns how many records went from the database."""
     archive = LocalArchive(root)
 

@@ -1,6 +1,7 @@
 """One invocation of the archive Lambda (design §11): fed by the runs table's stream through a filter that lets
-only TTL deletions of runs through (``jobsched.dynamodb.stream.TTL_DELETION_FILTER``), it writes the batch's runs
-to the archive bucket (``jobsched.domain.archive.archive_batch``), or keeps them in the spill queue when the bucket
+only TTL deletions of runs through (``jobsched.dynamodb.stream.TTL_DELETION_FILTER``), and by the jobs table's
+through one that lets only TTL deletions of audit events through (``AUDIT_TTL_DELETION_FILTER``), it writes the
+batch's runs and audit events to the archive bucket (``jobsched.domain.archive.archive_batch``), or keeps them in the spill queue when the bucket
 refuses them. An operator's ``{"action": "redrive"}`` event writes the spilled objects to the bucket."""
 
 from __future__ import annotations
@@ -51,20 +52,26 @@ class ArchiveRuntime:
         )
 
     def serve(self, event: dict[str, Any]) -> dict[str, Any]:
-        """One invocation. A stream batch (``Records``): its TTL-deleted runs archived; returns the
+        """One invocation. A stream batch (``Records``): its TTL-deleted runs and audit events archived; returns the
         ``ArchiveReport`` as a dict (``ArchiveRows``, ``ArchiveSpilled``, ``ArchiveQuarantined`` metrics). ``{"action": "redrive"}``: one
         pass of ``aws.archive.redrive``. Raises ``ValueError`` for any other event; any error of the batch
         propagates (Lambda retries the batch, then sends it to the mapping's on-failure destination)."""
         if "Records" in event:
             found = expired_runs(event["Records"])
             report = archive_batch(
-                found.rows, self.store, self.spill, ignored=found.ignored, malformed=found.malformed
+                found.rows,
+                self.store,
+                self.spill,
+                events=found.events,
+                ignored=found.ignored,
+                malformed=found.malformed,
             )
             add_metric(MetricName.ARCHIVE_ROWS, COUNT, report.rows)
             if report.quarantined:
                 add_metric(MetricName.ARCHIVE_QUARANTINED, COUNT, report.quarantined)
                 logger.error(
-                    "expired run images that are no run row: kept under quarantine/", extra=report.as_dict()
+                    "expired images that are no run row or audit event: kept under quarantine/",
+                    extra=report.as_dict(),
                 )
             if report.spilled:
                 add_metric(MetricName.ARCHIVE_SPILLED, COUNT, report.spilled)

@@ -15,11 +15,12 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from jobsched.domain.archive import archive_objects
+from jobsched.domain.archive import archive_objects, audit_objects
 from jobsched.domain.run_steps import MappedRunStore, insert_step
 from jobsched.domain.runs import failed_page, sweep_shard
-from jobsched.models import RunKind, RunStatus
+from jobsched.models import JobEventKind, RunKind, RunStatus
 from jobsched.ports.archive import ArchiveObjects
+from jobsched.ports.jobs import AuditEvent
 from jobsched.ports.runs import EVERY_RUN, FAILURE_STATUSES, RunFilter, RunKey, RunRow, SweepPage
 from jobsched.ports.tries import TryRecord
 from jobsched.sqlite.database import SqliteDatabase
@@ -319,19 +320,26 @@ class SqliteRunStore(MappedRunStore):
 
 
 def archive_expired(database: SqliteDatabase, archive: ArchiveObjects, now_ms: int) -> int:
-    """Move the run rows past their ``expires_at_s`` at ``now_ms`` (epoch ms) into ``archive`` (local mode's archive,
-    design §11), in the layout and format of the archive bucket: in one write transaction, the expired rows are
-    read, written as archive objects (``domain.archive.archive_objects``), then deleted. A write that fails
-    (``ArchiveUnavailable``) deletes nothing, so the next sweep tries again (the objects' names are deterministic:
-    a retry rewrites them). Returns how many rows moved."""
+    """Move the run rows and audit events past their ``expires_at_s`` at ``now_ms`` (epoch ms) into ``archive``
+    (local mode's archive, design §11), in the layout and format of the archive bucket: in one write transaction,
+    the expired rows and events are read, written as archive objects (``domain.archive.archive_objects``,
+    ``audit_objects``), then deleted. A write that fails (``ArchiveUnavailable``) deletes nothing, so the next sweep
+    tries again (the objects' names are deterministic: a retry rewrites them). Returns how many rows and events
+    moved."""
     now_s = now_ms // 1000
+    expired = "WHERE expires_at_s IS NOT NULL AND expires_at_s < ?"
     with database.write() as conn:
-        found = conn.execute(
-            "SELECT row FROM runs WHERE expires_at_s IS NOT NULL AND expires_at_s < ?", (now_s,)
-        ).fetchall()
-        if not found:
+        found = conn.execute(f"SELECT row FROM runs {expired}", (now_s,)).fetchall()
+        events = [
+            AuditEvent(job_id, at, key, JobEventKind(kind), actor, json.loads(detail), expires)
+            for job_id, at, key, kind, actor, detail, expires in conn.execute(
+                f"SELECT job_id, at, key, kind, actor, detail, expires_at_s FROM events {expired}", (now_s,)
+            )
+        ]
+        if not found and not events:
             return 0
-        for item in archive_objects(row_of(text) for (text,) in found):
+        for item in archive_objects(row_of(text) for (text,) in found) + audit_objects(events):
             archive.put(item)
-        conn.execute("DELETE FROM runs WHERE expires_at_s IS NOT NULL AND expires_at_s < ?", (now_s,))
-        return len(found)
+        conn.execute(f"DELETE FROM runs {expired}", (now_s,))
+        conn.execute(f"DELETE FROM events {expired}", (now_s,))
+        return len(found) + len(events)

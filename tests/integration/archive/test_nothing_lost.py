@@ -6,6 +6,7 @@ are no TTL deletion of a run (ignored). The archive function runs on moto's S3 a
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,29 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from jobsched.aws.archive import ARCHIVE_BUCKET_ENV, ARCHIVE_SPILL_ENV
-from jobsched.domain.archive import archive_row, decode_rows, month_of, owner_partition
-from jobsched.dynamodb.layout import run_item
+from jobsched.domain.archive import (
+    OBJECT_SUFFIX,
+    archive_row,
+    audit_objects,
+    audit_row,
+    decode_rows,
+    month_of,
+    owner_partition,
+)
+from jobsched.dynamodb.layout import event_item, run_item
 from jobsched.handlers import archive as archive_handler
 from jobsched.local.archive import LocalArchive
 from jobsched.runtime.archive import ArchiveConfigError, ArchiveRuntime
-from tests.support.archive import finished_runs, stream_record, trigger_key_record, ttl_records
+from tests.support.archive import (
+    DAY_MS,
+    T0,
+    audit_events,
+    audit_records,
+    finished_runs,
+    stream_record,
+    trigger_key_record,
+    ttl_records,
+)
 from tests.support.aws import set_fake_credentials
 from tests.support.worker import Context
 
@@ -184,3 +202,119 @@ def test_an_unknown_event_and_a_missing_setting_are_refused_by_name(runtime: Arc
         invoke(runtime, {"detail": {}})
     with pytest.raises(ArchiveConfigError, match=ARCHIVE_SPILL_ENV):
         ArchiveRuntime.from_environment({ARCHIVE_BUCKET_ENV: BUCKET})
+
+
+def _audit_keys(runtime: ArchiveRuntime) -> list[str]:
+    listing = runtime.store.client.list_objects_v2(Bucket=BUCKET, Prefix="audit/")
+    return sorted(entry["Key"] for entry in listing.get("Contents", []))
+
+
+def _audit_rows(runtime: ArchiveRuntime) -> list[dict[str, Any]]:
+    client = runtime.store.client
+    return [
+        row
+        for key in _audit_keys(runtime)
+        for row in decode_rows(client.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    ]
+
+
+def test_an_expired_audit_event_is_archived_exactly_once_across_a_retried_batch(
+    runtime: ArchiveRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The jobs table's stream: a TTL deletion of an audit event lands under ``audit/month=<its month>/``; a crash
+    part-way through the batch and Lambda's retry of it leave one row per event (the retry rewrites the same
+    names); the timers and tombstones TTL deletes from the same table are no audit event and no run."""
+    events = audit_events(12)
+    timer = {"pk": "due#p0#b1#s0#0", "sk": "x", "expires_at": T0 // 1000}
+    tombstone = {"pk": "job#j-gone", "sk": "spec", "job_id": "j-gone", "expires_at": T0 // 1000}
+    batch = [*audit_records(events), stream_record(timer, 8_001), stream_record(tombstone, 8_002)]
+    faults = Refusals(runtime, monkeypatch)
+    faults.crash = {2}
+    with pytest.raises(TimeoutError):
+        invoke(runtime, {"Records": batch})
+    report = invoke(runtime, {"Records": batch})
+    assert (report["events"], report["rows"], report["ignored"], report["quarantined"]) == (12, 0, 2, 0)
+    assert invoke(runtime, {"Records": batch}) == report
+    keys = _audit_keys(runtime)
+    assert {key.split("/")[1] for key in keys} == {f"month={month_of(e.at)}" for e in events}
+    assert len(keys) == report["objects"]
+    assert sorted(_audit_rows(runtime), key=lambda r: r["at"]) == [audit_row(e) for e in events]
+    assert not [
+        e for e in runtime.store.client.list_objects_v2(Bucket=BUCKET)["Contents"] if "runs/" in e["Key"]
+    ]
+
+
+def test_only_ttl_deletions_of_audit_events_write_audit_objects(runtime: ArchiveRuntime) -> None:
+    """An operator's delete or an update of an audit item, and every record of the runs table, write no object
+    under ``audit/``."""
+    [event] = audit_events(1)
+    not_ttl = [
+        stream_record(event_item(event), 1, identity=None),
+        stream_record(event_item(event), 2, event="MODIFY"),
+        stream_record(
+            event_item(event), 3, identity={"type": "Service", "principalId": "other.amazonaws.com"}
+        ),
+    ]
+    assert invoke(runtime, {"Records": not_ttl})["ignored"] == 3
+    rows = finished_runs(5)
+    report = invoke(runtime, {"Records": [*ttl_records(rows), trigger_key_record(9)]})
+    assert (report["rows"], report["events"]) == (5, 0)
+    assert _audit_keys(runtime) == []
+
+
+def test_a_malformed_audit_image_is_quarantined_and_a_failing_batch_fails_the_invocation(
+    runtime: ArchiveRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An audit item's image that is no audit event (unknown kind, ``detail`` no JSON) is kept whole under
+    ``quarantine/``; a bucket failure that is no refusal fails the invocation, so Lambda retries the batch and then
+    sends it to the mapping's on-failure destination; a refusal spills the audit objects whole."""
+    events = audit_events(3)
+    odd_kind = stream_record({**event_item(events[0]), "kind": "exploded"}, 7_001)
+    odd_detail = stream_record({**event_item(events[1]), "detail": "{not json"}, 7_002)
+    report = invoke(runtime, {"Records": [*audit_records(events[2:]), odd_kind, odd_detail]})
+    assert (report["events"], report["quarantined"]) == (1, 2)
+    client = runtime.store.client
+    [kept] = [
+        e["Key"]
+        for e in client.list_objects_v2(Bucket=BUCKET)["Contents"]
+        if e["Key"].startswith("quarantine/")
+    ]
+    assert decode_rows(client.get_object(Bucket=BUCKET, Key=kept)["Body"].read()) == [odd_kind, odd_detail]
+
+    faults = Refusals(runtime, monkeypatch)
+    faults.crash = {faults.calls + 1}
+    with pytest.raises(TimeoutError):
+        invoke(runtime, {"Records": audit_records(audit_events(8))})
+    faults.refuse = {faults.calls + 1}
+    spilled = invoke(runtime, {"Records": audit_records(audit_events(8))})
+    assert spilled["objects"] == 0 and spilled["spilled"] == len(audit_objects(audit_events(8)))
+
+
+def test_local_mode_moves_expired_audit_events_into_the_archive_directory(tmp_path: Path) -> None:
+    """Local mode's retention pass moves expired audit events to ``<archive>/audit/month=<yyyy-MM>/`` in the
+    bucket's format and deletes them from SQLite; a refused write deletes nothing."""
+    from jobsched.local.archive import archive_then_reap
+    from jobsched.sqlite.database import SqliteDatabase
+    from jobsched.sqlite.jobs import SqliteJobStore
+
+    database = SqliteDatabase(tmp_path / "jobsched.sqlite3")
+    try:
+        jobs = SqliteJobStore(database)
+        events = audit_events(4)
+        kept = replace(events[3], expires_at=None)
+        for event in [*events[:3], kept]:
+            jobs.record_event(event)
+        reap = archive_then_reap(database, tmp_path / "archive")
+        assert reap(T0 + 100 * DAY_MS) == 2  # the first two expired, the third not yet, the fourth never
+        left = [
+            e.key
+            for job in ("team-a-job-0", "team-a-job-1", "team-a-job-2")
+            for e in jobs.list_events(job, 10)[0]
+        ]
+        assert sorted(left) == ["k2", "k3"]
+        files = sorted((tmp_path / "archive" / "audit").rglob(f"*{OBJECT_SUFFIX}"))
+        rows = [row for path in files for row in decode_rows(path.read_bytes())]
+        assert sorted(rows, key=lambda r: r["at"]) == [audit_row(e) for e in events[:2]]
+        assert {path.parent.name for path in files} == {f"month={month_of(e.at)}" for e in events[:2]}
+    finally:
+        database.close()

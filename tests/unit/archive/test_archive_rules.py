@@ -123,6 +123,7 @@ def test_objects_the_store_refuses_are_spilled_whole(refuse_from: int) -> None:
     objects = archive_objects(rows)
     assert report.as_dict() == {
         "rows": 90,
+        "events": 0,
         "objects": refuse_from,
         "spilled": len(objects) - refuse_from,
         "ignored": 3,
@@ -157,4 +158,4 @@ def test_stream_images_read_as_the_run_rows_they_held() -> None:
     from tests.support.archive import trigger_key_record, ttl_records
 
     rows = finished_runs(12)
-    assert expired_runs([*ttl_records(rows), trigger_key_record(99)]) == (rows, 1, [])
+    assert expired_runs([*ttl_records(rows), trigger_key_record(99)]) == (rows, 1, [], [])
