@@ -73,6 +73,20 @@ def test_a_cron_rate_is_its_fires_over_the_reference_year() -> None:
     assert fire_rate("7,37 */3 1-20 * *", "Australia/Sydney") == -(-fires * MICRO // int(RATE_WINDOW_MINUTES))
 
 
+@pytest.mark.parametrize(
+    ("schedule", "every_year"),
+    [
+        ("cron(* * * * ? 2027)", "* * * * *"),
+        ("CRON( 0/5 * * * ? 2026-2027 )", "*/5 * * * *"),
+        ("cron(0 9 ? * MON-FRI 2030)", "cron(0 9 ? * MON-FRI *)"),
+    ],
+)
+def test_a_cron_limited_to_years_outside_the_reference_year_counts_its_rate_in_the_years_it_fires(
+    schedule: str, every_year: str
+) -> None:
+    assert fire_rate(schedule, "UTC") == fire_rate(every_year, "UTC") > 0
+
+
 def test_a_schedule_that_does_not_parse_raises() -> None:
     with pytest.raises(ScheduleError):
         fire_rate("every never", "UTC")

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobsched.schedule.engine import parse_schedule
+from jobsched.schedule.engine import every_year, parse_schedule
 
 MICRO = 1_000_000
 """Usage units per fire per minute: ``fire_rate`` is in micro-fires per minute."""
@@ -102,9 +102,11 @@ def fire_rate(expression: str, timezone: str) -> int:
     """The schedule's long-run average fire rate in micro-fires per minute, rounded up: its fires over
     :data:`RATE_WINDOW` (counted by ``Schedule.count_fires``, without enumerating) divided by the window's
     minutes. A rate's anchor is the window's start; a one-off (``at ...``) is 0 (it fires once, not at a rate).
-    ``start_at``/``end_at`` are not applied (the rate of the schedule as written). Raises ``ScheduleError`` for
-    a schedule that does not parse."""
-    schedule = parse_schedule(expression, timezone, start_at=RATE_WINDOW[0])
+    ``start_at``/``end_at`` are not applied (the rate of the schedule as written), nor an EventBridge cron's
+    year field (``every_year``: the rate in the years it fires, so that a schedule limited to years outside the
+    window is not counted 0). Raises ``ScheduleError`` for a schedule that does not parse."""
+    parse_schedule(expression, timezone, start_at=RATE_WINDOW[0])
+    schedule = parse_schedule(every_year(expression), timezone, start_at=RATE_WINDOW[0])
     if schedule.kind == "once":
         return 0
     count = schedule.count_fires(RATE_WINDOW[0], RATE_WINDOW[1], cap=2**62)
