@@ -37,12 +37,25 @@ def test_an_owners_entry_replaces_only_the_fields_it_gives() -> None:
 
 
 @pytest.mark.parametrize(
-    "table",
-    [{"default": {"jobs": -1}}, {"default": {"runs": 1}}, {"owners": {"a": {"fires_per_minute": "fast"}}}],
+    ("table", "named"),
+    [
+        ({"default": {"jobs": -1}}, "default.jobs"),
+        ({"default": {"runs": 1}}, "default.runs"),
+        ({"owners": {"a": {"fires_per_minute": "fast"}}}, "owners.a.fires_per_minute"),
+        ({"default": {"jobs": True}}, "default.jobs"),
+        ({"owners": {"a": {"triggers_per_minute": 2.5}}}, "owners.a.triggers_per_minute"),
+        ({"owners": {"a": {"jobs": "5"}}}, "owners.a.jobs"),
+        ({"owners": {"a": {"fires_per_minute": False}}}, "owners.a.fires_per_minute"),
+        ({"owners": {"a": {"fires_per_minute": "inf"}}}, "owners.a.fires_per_minute"),
+        ({"owners": {"": {"jobs": 1}}}, "owners"),
+        ({"owners": {" team-a": {"jobs": 1}}}, "owners"),
+    ],
 )
-def test_a_bad_table_is_refused_naming_its_field(table: dict) -> None:
-    with pytest.raises(ValidationError):
+def test_a_bad_table_is_refused_naming_its_field(table: dict, named: str) -> None:
+    with pytest.raises(ValidationError) as refused:
         QuotaTable.model_validate(table)
+
+    assert [".".join(map(str, error["loc"])) for error in refused.value.errors()] == [named]
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from jobsched.schedule.engine import every_year, parse_schedule
 
@@ -44,11 +44,15 @@ class OwnerQuota(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    jobs: int | None = Field(None, ge=0, description="most live jobs per owner")
+    jobs: StrictInt | None = Field(None, ge=0, description="most live jobs per owner")
     fires_per_minute: float | None = Field(
-        None, ge=0, description="most fires per minute, summed over the owner's schedules (long-run average)"
+        None,
+        ge=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="most fires per minute, summed over the owner's schedules (long-run average)",
     )
-    triggers_per_minute: int | None = Field(
+    triggers_per_minute: StrictInt | None = Field(
         None, ge=0, description="most manual triggers and backfills a minute"
     )
 
@@ -61,6 +65,18 @@ class QuotaTable(BaseModel):
 
     default: OwnerQuota = OwnerQuota()
     owners: dict[str, OwnerQuota] = Field(default_factory=dict)
+
+    @field_validator("owners")
+    @classmethod
+    def _owner_names(cls, owners: dict[str, OwnerQuota]) -> dict[str, OwnerQuota]:
+        """An owner is written as the API names it: not empty, no surrounding spaces (such an entry would
+        never apply)."""
+        for owner in owners:
+            if not owner or owner != owner.strip():
+                raise ValueError(
+                    f"owner {owner!r} is empty or has surrounding spaces: no caller has that owner"
+                )
+        return owners
 
     def for_owner(self, owner: str) -> OwnerQuota:
         """The owner's limits: its entry's fields over the default's."""
