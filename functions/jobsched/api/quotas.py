@@ -22,14 +22,13 @@ from jobsched.domain.quotas import (
     QuotaTable,
     check_fire_rate,
     check_jobs,
-    fire_rate,
+    job_fire_rate,
     per_minute,
     request_refused,
     window_of,
 )
 from jobsched.models import JobSettings
 from jobsched.ports.quotas import OwnerUsage, QuotaCounters, UsageChange
-from jobsched.schedule.engine import ScheduleError
 
 T = TypeVar("T")
 
@@ -60,11 +59,8 @@ class Limits(BaseModel):
 
 
 def _rate_of(job: JobSettings) -> int:
-    """The job's fire rate (micro-fires per minute); 0 for a schedule that no longer parses."""
-    try:
-        return fire_rate(job.schedule, job.timezone)
-    except ScheduleError:
-        return 0
+    """The job's fire rate (micro-fires per minute, ``job_fire_rate``)."""
+    return job_fire_rate(job.schedule, job.timezone)
 
 
 @dataclass(frozen=True)
