@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
+from jobsched.ports.quotas import OwnerUsage, UsageChange
 from jobsched.schedule.engine import ScheduleError, every_year, parse_schedule
 
 MICRO = 1_000_000
@@ -167,6 +168,15 @@ def check_fire_rate(owner: str, quota: OwnerQuota, rate_in_use: int, added: int)
             per_minute(rate_in_use),
             per_minute(rate_in_use + added),
         )
+
+
+def check_usage(change: UsageChange, held: OwnerUsage) -> None:
+    """Refuse (``QuotaExceeded``) ``change`` when adding it to the owner's stored usage ``held`` passes a limit
+    it carries (``UsageChange.limit_jobs``, ``limit_fires_per_minute``): the job stores' check inside the
+    write (:func:`check_jobs`, :func:`check_fire_rate`)."""
+    quota = OwnerQuota(jobs=change.limit_jobs, fires_per_minute=change.limit_fires_per_minute)
+    check_jobs(change.owner, quota, held.jobs, change.jobs)
+    check_fire_rate(change.owner, quota, held.fire_rate, change.fire_rate)
 
 
 def window_of(now_ms: int) -> int:
