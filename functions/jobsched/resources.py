@@ -113,7 +113,8 @@ JOBS = TableDef(
         # "after_job" (the upstream's id), so jobs without a chain cost it nothing.
         Index("by_upstream", Key("after_job", "S"), Key("name", "S"), "ALL"),
     ),
-    # Only deleted jobs' tombstones carry it: they go once the job's run history has expired.
+    # Deleted jobs' tombstones carry it (they go once the job's run history has expired), and the owners'
+    # manual-request counters (``dynamodb.quotas``: a minute after their window).
     ttl_attribute="expires_at",
     point_in_time_recovery=True,
 )
