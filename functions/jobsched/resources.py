@@ -114,7 +114,8 @@ JOBS = TableDef(
         Index("by_upstream", Key("after_job", "S"), Key("name", "S"), "ALL"),
     ),
     # Deleted jobs' tombstones, timer items and audit events carry it: they go once the job's run history has
-    # expired (timers once passed).
+    # expired (timers once passed); and the owners' manual-request counters (``dynamodb.quotas``: a minute after
+    # their window).
     ttl_attribute="expires_at",
     point_in_time_recovery=True,
     # The archive function reads the TTL deletions of audit events from it (design §11).

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from jobsched.clock import to_ms
+from jobsched.domain.quotas import QuotaExceeded
 from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
@@ -60,6 +61,35 @@ def test_a_refused_write_adds_no_usage(store: Any) -> None:
     with pytest.raises(NotFound):
         store.delete(first, deleted_at_ms=T0, retention_days=1, usage=UsageChange("team-a", -1, -10))
     assert store.usage("team-a") == OwnerUsage(0, 0)
+
+
+def test_a_write_that_would_take_usage_over_the_limits_it_carries_is_refused_whole(store: Any) -> None:
+    first, second, third = job(1), job(2), job(3)
+    store.create(first, state(first), usage=UsageChange("team-a", 1, 1_500_000, limit_jobs=2))
+    with pytest.raises(QuotaExceeded) as refused:  # another request took the last place since its check
+        store.create(second, state(second), usage=UsageChange("team-a", 1, 0, limit_jobs=1))
+    assert (refused.value.field, refused.value.limit, refused.value.use) == ("jobs", 1, 1)
+    with pytest.raises(QuotaExceeded) as refused:
+        store.create(second, state(second), usage=UsageChange("team-a", 1, 600_000, limit_fires_per_minute=2))
+    assert (refused.value.field, refused.value.limit, refused.value.use) == ("fires_per_minute", 2, 1.5)
+    assert store.job_id_by_name("team-a", second.name) is None
+    assert store.usage("team-a") == OwnerUsage(1, 1_500_000)
+    with pytest.raises(QuotaExceeded):
+        store.replace(
+            Rewrite(
+                first,
+                state(first),
+                to_ms(first.updated_at),
+                usage=UsageChange("team-a", 0, 600_000, limit_fires_per_minute=2),
+            )
+        )
+    assert store.usage("team-a") == OwnerUsage(1, 1_500_000)
+
+    store.create(
+        second, state(second), usage=UsageChange("team-a", 1, 500_000, limit_jobs=2, limit_fires_per_minute=2)
+    )
+    store.create(third, state(third), usage=UsageChange("team-a", 1, 0))  # no limits carried: added as asked
+    assert store.usage("team-a") == OwnerUsage(3, 2_000_000)
 
 
 def test_a_window_counts_requests_up_to_its_limit_per_owner(store: Any) -> None:

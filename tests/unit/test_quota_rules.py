@@ -37,12 +37,25 @@ def test_an_owners_entry_replaces_only_the_fields_it_gives() -> None:
 
 
 @pytest.mark.parametrize(
-    "table",
-    [{"default": {"jobs": -1}}, {"default": {"runs": 1}}, {"owners": {"a": {"fires_per_minute": "fast"}}}],
+    ("table", "named"),
+    [
+        ({"default": {"jobs": -1}}, "default.jobs"),
+        ({"default": {"runs": 1}}, "default.runs"),
+        ({"owners": {"a": {"fires_per_minute": "fast"}}}, "owners.a.fires_per_minute"),
+        ({"default": {"jobs": True}}, "default.jobs"),
+        ({"owners": {"a": {"triggers_per_minute": 2.5}}}, "owners.a.triggers_per_minute"),
+        ({"owners": {"a": {"jobs": "5"}}}, "owners.a.jobs"),
+        ({"owners": {"a": {"fires_per_minute": False}}}, "owners.a.fires_per_minute"),
+        ({"owners": {"a": {"fires_per_minute": "inf"}}}, "owners.a.fires_per_minute"),
+        ({"owners": {"": {"jobs": 1}}}, "owners"),
+        ({"owners": {" team-a": {"jobs": 1}}}, "owners"),
+    ],
 )
-def test_a_bad_table_is_refused_naming_its_field(table: dict) -> None:
-    with pytest.raises(ValidationError):
+def test_a_bad_table_is_refused_naming_its_field(table: dict, named: str) -> None:
+    with pytest.raises(ValidationError) as refused:
         QuotaTable.model_validate(table)
+
+    assert [".".join(map(str, error["loc"])) for error in refused.value.errors()] == [named]
 
 
 @pytest.mark.parametrize(
@@ -71,6 +84,20 @@ def test_a_cron_rate_is_its_fires_over_the_reference_year() -> None:
     fires = len(schedule.fires(RATE_WINDOW[0], RATE_WINDOW[1], 100_000))
 
     assert fire_rate("7,37 */3 1-20 * *", "Australia/Sydney") == -(-fires * MICRO // int(RATE_WINDOW_MINUTES))
+
+
+@pytest.mark.parametrize(
+    ("schedule", "every_year"),
+    [
+        ("cron(* * * * ? 2027)", "* * * * *"),
+        ("CRON( 0/5 * * * ? 2026-2027 )", "*/5 * * * *"),
+        ("cron(0 9 ? * MON-FRI 2030)", "cron(0 9 ? * MON-FRI *)"),
+    ],
+)
+def test_a_cron_limited_to_years_outside_the_reference_year_counts_its_rate_in_the_years_it_fires(
+    schedule: str, every_year: str
+) -> None:
+    assert fire_rate(schedule, "UTC") == fire_rate(every_year, "UTC") > 0
 
 
 def test_a_schedule_that_does_not_parse_raises() -> None:

@@ -3,9 +3,10 @@ refusals over a limit, the manual-request windows, and ``GET /limits``.
 
 ``Quotas`` reads the deployment's ``quotas`` setting (``jobsched.domain.quotas.QuotaTable``) and the owner's
 stored usage (``jobsched.ports.quotas.QuotaCounters``, kept by the job store in the job write's own transaction),
-and applies the rules of ``jobsched.domain.quotas``. A check reads the usage and the write adds to it: two
-concurrent creates of one owner at its last free place may both pass (a quota is a guard against a runaway
-client, not an exact fence); the usage itself stays exact. Nothing here runs for a scheduled fire.
+and applies the rules of ``jobsched.domain.quotas``. A check reads the usage, and the write that adds to it
+carries the limits (``UsageChange.limit_jobs``, ``limit_fires_per_minute``), which the store checks again in
+the same transaction: of two concurrent creates of one owner at its last free place, one is refused. Nothing
+here runs for a scheduled fire.
 """
 
 from __future__ import annotations
@@ -22,14 +23,13 @@ from jobsched.domain.quotas import (
     QuotaTable,
     check_fire_rate,
     check_jobs,
-    fire_rate,
+    job_fire_rate,
     per_minute,
     request_refused,
     window_of,
 )
 from jobsched.models import JobSettings
 from jobsched.ports.quotas import OwnerUsage, QuotaCounters, UsageChange
-from jobsched.schedule.engine import ScheduleError
 
 T = TypeVar("T")
 
@@ -60,11 +60,8 @@ class Limits(BaseModel):
 
 
 def _rate_of(job: JobSettings) -> int:
-    """The job's fire rate (micro-fires per minute); 0 for a schedule that no longer parses."""
-    try:
-        return fire_rate(job.schedule, job.timezone)
-    except ScheduleError:
-        return 0
+    """The job's fire rate (micro-fires per minute, ``job_fire_rate``)."""
+    return job_fire_rate(job.schedule, job.timezone)
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,7 @@ class Quotas:
         quota, use, rate = self.quota(owner), self.counters.usage(owner), _rate_of(job)
         check_jobs(owner, quota, use.jobs, 1)
         check_fire_rate(owner, quota, use.fire_rate, rate)
-        return UsageChange(owner, 1, rate)
+        return UsageChange(owner, 1, rate, quota.jobs, quota.fires_per_minute)
 
     def for_change(self, owner: str, current: JobSettings, changed: JobSettings) -> UsageChange | None:
         """The usage an edit adds (its fire rate's change; None when the schedule and zone are kept), checked
@@ -99,9 +96,11 @@ class Quotas:
         ):
             return None
         added = _rate_of(changed) - _rate_of(current)
-        if added > 0:
-            check_fire_rate(owner, self.quota(owner), self.counters.usage(owner).fire_rate, added)
-        return UsageChange(owner, 0, added)
+        if added <= 0:
+            return UsageChange(owner, 0, added)
+        limit = self.quota(owner).fires_per_minute
+        check_fire_rate(owner, self.quota(owner), self.counters.usage(owner).fire_rate, added)
+        return UsageChange(owner, 0, added, limit_fires_per_minute=limit)
 
     def for_delete(self, owner: str, job: JobSettings) -> UsageChange | None:
         """The usage a delete takes away (never refused)."""

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from jobsched.schedule.engine import parse_schedule
+from jobsched.ports.quotas import OwnerUsage, UsageChange
+from jobsched.schedule.engine import ScheduleError, every_year, parse_schedule
 
 MICRO = 1_000_000
 """Usage units per fire per minute: ``fire_rate`` is in micro-fires per minute."""
@@ -44,11 +45,15 @@ class OwnerQuota(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    jobs: int | None = Field(None, ge=0, description="most live jobs per owner")
+    jobs: StrictInt | None = Field(None, ge=0, description="most live jobs per owner")
     fires_per_minute: float | None = Field(
-        None, ge=0, description="most fires per minute, summed over the owner's schedules (long-run average)"
+        None,
+        ge=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="most fires per minute, summed over the owner's schedules (long-run average)",
     )
-    triggers_per_minute: int | None = Field(
+    triggers_per_minute: StrictInt | None = Field(
         None, ge=0, description="most manual triggers and backfills a minute"
     )
 
@@ -61,6 +66,18 @@ class QuotaTable(BaseModel):
 
     default: OwnerQuota = OwnerQuota()
     owners: dict[str, OwnerQuota] = Field(default_factory=dict)
+
+    @field_validator("owners")
+    @classmethod
+    def _owner_names(cls, owners: dict[str, OwnerQuota]) -> dict[str, OwnerQuota]:
+        """An owner is written as the API names it: not empty, no surrounding spaces (such an entry would
+        never apply)."""
+        for owner in owners:
+            if not owner or owner != owner.strip():
+                raise ValueError(
+                    f"owner {owner!r} is empty or has surrounding spaces: no caller has that owner"
+                )
+        return owners
 
     def for_owner(self, owner: str) -> OwnerQuota:
         """The owner's limits: its entry's fields over the default's."""
@@ -102,13 +119,27 @@ def fire_rate(expression: str, timezone: str) -> int:
     """The schedule's long-run average fire rate in micro-fires per minute, rounded up: its fires over
     :data:`RATE_WINDOW` (counted by ``Schedule.count_fires``, without enumerating) divided by the window's
     minutes. A rate's anchor is the window's start; a one-off (``at ...``) is 0 (it fires once, not at a rate).
-    ``start_at``/``end_at`` are not applied (the rate of the schedule as written). Raises ``ScheduleError`` for
-    a schedule that does not parse."""
-    schedule = parse_schedule(expression, timezone, start_at=RATE_WINDOW[0])
+    ``start_at``/``end_at`` are not applied (the rate of the schedule as written), nor an EventBridge cron's
+    year field (``every_year``: the rate in the years it fires, so that a schedule limited to years outside the
+    window is not counted 0). Raises ``ScheduleError`` for a schedule that does not parse."""
+    parse_schedule(expression, timezone, start_at=RATE_WINDOW[0])
+    schedule = parse_schedule(every_year(expression), timezone, start_at=RATE_WINDOW[0])
     if schedule.kind == "once":
         return 0
     count = schedule.count_fires(RATE_WINDOW[0], RATE_WINDOW[1], cap=2**62)
     return math.ceil(count * MICRO / RATE_WINDOW_MINUTES)
+
+
+def job_fire_rate(expression: str | None, timezone: str) -> int:
+    """A stored job's fire rate (:func:`fire_rate`), 0 for a job without a schedule (one that runs after
+    another) or a schedule that no longer parses: the amount its create added to its owner's usage and its
+    delete takes away, micro-fires per minute."""
+    if expression is None:
+        return 0
+    try:
+        return fire_rate(expression, timezone)
+    except ScheduleError:
+        return 0
 
 
 def per_minute(rate: int) -> float:
@@ -137,6 +168,15 @@ def check_fire_rate(owner: str, quota: OwnerQuota, rate_in_use: int, added: int)
             per_minute(rate_in_use),
             per_minute(rate_in_use + added),
         )
+
+
+def check_usage(change: UsageChange, held: OwnerUsage) -> None:
+    """Refuse (``QuotaExceeded``) ``change`` when adding it to the owner's stored usage ``held`` passes a limit
+    it carries (``UsageChange.limit_jobs``, ``limit_fires_per_minute``): the job stores' check inside the
+    write (:func:`check_jobs`, :func:`check_fire_rate`)."""
+    quota = OwnerQuota(jobs=change.limit_jobs, fires_per_minute=change.limit_fires_per_minute)
+    check_jobs(change.owner, quota, held.jobs, change.jobs)
+    check_fire_rate(change.owner, quota, held.fire_rate, change.fire_rate)
 
 
 def window_of(now_ms: int) -> int:

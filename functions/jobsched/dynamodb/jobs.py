@@ -38,7 +38,7 @@ from jobsched.dynamodb.layout import (
     tombstone_item,
 )
 from jobsched.dynamodb.overlap import OverlapLock
-from jobsched.dynamodb.quotas import QuotaTable, usage_update
+from jobsched.dynamodb.quotas import QuotaTable, over_quota, usage_limits, usage_update
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
@@ -98,21 +98,23 @@ class JobStore:
         spec, sched = spec_item(job), sched_item(state)
         name_item = {**name_key(spec["owner"], spec["name"]), "job_id": spec["job_id"]}
         self._file(state)
+        items = [
+            transact_put(self.table.name, name_item, "attribute_not_exists(pk)", return_old=True),
+            transact_put(self.table.name, spec),
+            transact_put(self.table.name, sched),
+            *self._count_writes(job),
+            *self._event_put(event),
+            *usage_update(self.table.name, usage),
+        ]
         try:
-            self.table.meta.client.transact_write_items(
-                TransactItems=[
-                    transact_put(self.table.name, name_item, "attribute_not_exists(pk)", return_old=True),
-                    transact_put(self.table.name, spec),
-                    transact_put(self.table.name, sched),
-                    *self._count_writes(job),
-                    *self._event_put(event),
-                    *usage_update(self.table.name, usage),
-                ]
-            )
+            self.table.meta.client.transact_write_items(TransactItems=items)
         except ClientError as error:
             if not is_condition_failure(error):
                 raise
             reasons = error.response.get("CancellationReasons", [])
+            over = usage is not None and _refused(reasons, len(items) - 1) and usage_limits(usage)[0]
+            if over and usage is not None and not _refused(reasons, 0):  # a taken name is answered as such
+                raise over_quota(self.quotas, usage) from error
             if job.after is not None and _refused(reasons, 3):
                 raise Conflict(f"job {job.after.job} (after) was deleted meanwhile") from error
             existing = self.job_id_by_name(spec["owner"], spec["name"])
@@ -260,19 +262,21 @@ class JobStore:
         before, after = rewrite.relink or (None, None)
         counted = [count_write(self.table.name, after)] if after is not None else []
         self._file(rewrite.state)
+        items = [
+            spec_put,
+            sched_put,
+            *counted,
+            *self._event_put(rewrite.event),
+            *usage_update(self.table.name, rewrite.usage),
+        ]
         try:
-            self.table.meta.client.transact_write_items(
-                TransactItems=[
-                    spec_put,
-                    sched_put,
-                    *counted,
-                    *self._event_put(rewrite.event),
-                    *usage_update(self.table.name, rewrite.usage),
-                ]
-            )
+            self.table.meta.client.transact_write_items(TransactItems=items)
         except ClientError as error:
             if not is_condition_failure(error):
                 raise
+            usage, reasons = rewrite.usage, error.response.get("CancellationReasons", [])
+            if usage is not None and _refused(reasons, len(items) - 1) and usage_limits(usage)[0]:
+                raise over_quota(self.quotas, usage) from error
             if counted and _refused(error.response.get("CancellationReasons", []), 2):
                 raise Conflict(f"job {after} (after) was deleted meanwhile") from error
             raise Conflict("the job changed meanwhile; read it again") from error

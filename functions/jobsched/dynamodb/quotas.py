@@ -13,13 +13,16 @@ Neither carries ``owner`` nor ``due_pk``: no index holds them. Nothing on the ru
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from jobsched.domain.quotas import MICRO, QuotaExceeded, check_usage
 from jobsched.dynamodb.dynamo import is_condition_failure
 from jobsched.dynamodb.errors import unavailable_on_failure
-from jobsched.ports.quotas import OwnerUsage, UsageChange
+from jobsched.ports.errors import Conflict
+from jobsched.ports.quotas import OwnerUsage, QuotaCounters, UsageChange
 
 USAGE_SK = "usage"
 
@@ -35,19 +38,53 @@ def requests_sk(window_ms: int) -> str:
 
 
 def usage_update(table_name: str, usage: UsageChange | None) -> list[dict[str, Any]]:
-    """The ``TransactWriteItems`` entry adding ``usage`` to its owner's usage item (none for no change)."""
+    """The ``TransactWriteItems`` entry adding ``usage`` to its owner's usage item (none for no change), on the
+    condition that the sums stay within the limits it carries (``usage_limits``)."""
     if usage is None or usage.empty:
         return []
-    return [
-        {
-            "Update": {
-                "TableName": table_name,
-                "Key": {"pk": quota_pk(usage.owner), "sk": USAGE_SK},
-                "UpdateExpression": "ADD jobs :jobs, fire_rate :rate",
-                "ExpressionAttributeValues": {":jobs": usage.jobs, ":rate": usage.fire_rate},
-            }
-        }
-    ]
+    condition, values = usage_limits(usage)
+    update: dict[str, Any] = {
+        "TableName": table_name,
+        "Key": {"pk": quota_pk(usage.owner), "sk": USAGE_SK},
+        "UpdateExpression": "ADD jobs :jobs, fire_rate :rate",
+        "ExpressionAttributeValues": {":jobs": usage.jobs, ":rate": usage.fire_rate, **values},
+    }
+    if condition:
+        update["ConditionExpression"] = condition
+    return [{"Update": update}]
+
+
+def usage_limits(usage: UsageChange) -> tuple[str, dict[str, int]]:
+    """The condition (empty: none) and its values keeping ``usage``'s owner within the limits the change
+    carries (``domain.quotas.check_usage``'s rule: the stored sum plus what it adds at most the limit), for
+    the limits it raises usage against."""
+    conditions, values = [], {}
+    most = {
+        "jobs": usage.limit_jobs - usage.jobs if usage.limit_jobs is not None and usage.jobs > 0 else None,
+        "fire_rate": (
+            math.floor(usage.limit_fires_per_minute * MICRO) - usage.fire_rate
+            if usage.limit_fires_per_minute is not None and usage.fire_rate > 0
+            else None
+        ),
+    }
+    for name, value in most.items():
+        if (
+            value is not None
+        ):  # an absent sum is 0: within the limit when the limit leaves room for the change
+            values[f":most_{name}"] = value
+            within = f"{name} <= :most_{name}"
+            conditions.append(f"(attribute_not_exists({name}) OR {within})" if value >= 0 else within)
+    return " AND ".join(conditions), values
+
+
+def over_quota(counters: QuotaCounters, usage: UsageChange) -> Exception:
+    """The error for a write whose usage condition (``usage_limits``) failed: ``QuotaExceeded`` with the
+    owner's numbers read again, or ``Conflict`` (retry) when the usage has dropped back within since."""
+    try:
+        check_usage(usage, counters.usage(usage.owner))
+    except QuotaExceeded as refused:
+        return refused
+    return Conflict("the owner's quota usage changed meanwhile; retry")
 
 
 class QuotaTable:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 from jobsched.clock import from_ms, to_ms
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry
+from jobsched.domain.quotas import check_usage
 from jobsched.labels import matches
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
@@ -208,12 +209,17 @@ class MemoryJobStore:
             holder = self.names.get((job.owner, job.name))
             if holder is not None:
                 raise NameTaken(holder)
+            self._check_usage(usage)
             self.names[(job.owner, job.name)] = job.id
             self.jobs[job.id] = job
             self.states[job.id] = state
             self.tombstones.pop(job.id, None)
             self._record(event)
             self._add_usage(usage)
+
+    def _check_usage(self, usage: UsageChange | None) -> None:
+        if usage is not None:
+            check_usage(usage, self.usages.get(usage.owner, OwnerUsage()))
 
     def _add_usage(self, usage: UsageChange | None) -> None:
         if usage is not None:
@@ -320,6 +326,7 @@ class MemoryJobStore:
             current = self.jobs.get(job.id)
             updated_at = to_ms(current.updated_at) if current is not None else None
             check_replace(updated_at, self.states.get(job.id), rewrite)
+            self._check_usage(rewrite.usage)
             self.jobs[job.id] = job
             self.states[job.id] = rewrite.state
             self._record(rewrite.event)

@@ -16,11 +16,16 @@ from typing import Protocol
 @dataclass(frozen=True)
 class UsageChange:
     """What a job write adds to its owner's usage: ``jobs`` (+1 create, -1 delete, 0 edit) and ``fire_rate``
-    (micro-fires per minute, signed)."""
+    (micro-fires per minute, signed). ``limit_jobs`` and ``limit_fires_per_minute`` (fires per minute; None: not
+    checked): the owner's limits the store checks in the write itself, against the usage it adds to, so that two
+    concurrent writes cannot both take the last place (the store raises
+    ``jobsched.domain.quotas.QuotaExceeded`` and writes nothing; ``domain.quotas.check_usage``)."""
 
     owner: str
     jobs: int
     fire_rate: int
+    limit_jobs: int | None = None
+    limit_fires_per_minute: float | None = None
 
     @property
     def empty(self) -> bool:

@@ -424,6 +424,19 @@ def _unsupported_cron(text: str, expression: str) -> ScheduleError | None:
     return None
 
 
+def every_year(expression: str) -> str:
+    """``expression`` with an EventBridge cron's year field read as every year (``cron(0 12 * * ? 2027)`` ->
+    ``cron(0 12 * * ? *)``): the schedule's fires in any year it fires. Any other expression is returned as
+    is."""
+    stripped = expression.strip()
+    if _EVENTBRIDGE.match(stripped.lower()) is None:
+        return expression
+    fields = stripped[stripped.index("(") + 1 : stripped.rindex(")")].split()
+    if len(fields) != len(_EVENTBRIDGE_FIELDS):
+        return expression
+    return f"cron({' '.join(fields[:-1])} *)"
+
+
 def _eventbridge_fields(body: str, expression: str) -> CronFields:
     """The fields of an EventBridge Scheduler ``cron(minutes hours day-of-month month day-of-week year)``."""
     fields = body.split()

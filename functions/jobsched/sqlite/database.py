@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
+from jobsched.domain.quotas import job_fire_rate
 from jobsched.local.paths import open_private
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.runs import RunRow
@@ -149,6 +150,10 @@ CREATE TABLE IF NOT EXISTS request_windows (
 ) WITHOUT ROWID;
 """
 
+FIRE_RATE_SQL = "jobsched_fire_rate"
+"""The SQL function ``jobsched_fire_rate(schedule, timezone)`` every connection has: a job's fire rate in
+micro-fires per minute (``jobsched.domain.quotas.job_fire_rate``)."""
+
 UPGRADES = (
     # the due entry's lane, position and version (``ports.jobs.DueEntry``), its index in lane order;
     # an entry stored before them is an early one at its due instant, for its state's version
@@ -165,6 +170,12 @@ UPGRADES = (
     # the owners' quota usage (``ports.quotas``): the job counts of a database made before it (fire rates start
     # at 0 and grow as jobs are created or re-timed)
     "INSERT OR IGNORE INTO owner_usage (owner, jobs, fire_rate) SELECT owner, count(*), 0 FROM jobs GROUP BY owner",
+    # the owners' usage counted again from their jobs, fire rates included (``FIRE_RATE_SQL``): a delete then
+    # takes away what was counted, so no usage goes below zero
+    "DELETE FROM owner_usage",
+    "INSERT INTO owner_usage (owner, jobs, fire_rate) SELECT owner, count(*),"
+    f" sum({FIRE_RATE_SQL}(json_extract(spec, '$.schedule'), coalesce(json_extract(spec, '$.timezone'), 'UTC')))"
+    " FROM jobs GROUP BY owner",
 )
 """Schema changes applied once, in order, to a database made before them (``PRAGMA user_version`` counts the
 ones applied)."""
@@ -227,6 +238,7 @@ class SqliteDatabase:
             self._conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
+            self._conn.create_function(FIRE_RATE_SQL, 2, job_fire_rate, deterministic=True)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")

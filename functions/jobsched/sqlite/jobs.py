@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.clock import to_ms
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry, stuck_due_before
+from jobsched.domain.quotas import check_usage
 from jobsched.memory.jobs import (
     buffered_overlap,
     check_replace,
@@ -503,7 +504,13 @@ class SqliteJobStore:
 
 
 def _add_usage(conn: Any, usage: UsageChange | None) -> None:
-    """Add ``usage`` to its owner's row in the open transaction (None: nothing)."""
+    """Add ``usage`` to its owner's row in the open transaction (None: nothing), after checking the limits it
+    carries (``check_usage``: raises ``QuotaExceeded``, and the transaction is rolled back)."""
+    if usage is not None and (usage.limit_jobs, usage.limit_fires_per_minute) != (None, None):
+        row = conn.execute(
+            "SELECT jobs, fire_rate FROM owner_usage WHERE owner = ?", (usage.owner,)
+        ).fetchone()
+        check_usage(usage, OwnerUsage(int(row[0]), int(row[1])) if row else OwnerUsage())
     if usage is not None and not usage.empty:
         conn.execute(
             "INSERT INTO owner_usage (owner, jobs, fire_rate) VALUES (?, ?, ?) ON CONFLICT (owner) DO UPDATE"

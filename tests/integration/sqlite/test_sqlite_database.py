@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.quotas import fire_rate
 from jobsched.domain.runs import new_run
 from jobsched.models import RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import Unreadable
+from jobsched.ports.quotas import OwnerUsage, UsageChange
 from jobsched.ports.runs import ClaimRequest, Owned, RunKey, RunRow
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
@@ -266,13 +268,13 @@ def test_a_crash_between_writing_the_files_and_deleting_the_rows_loses_and_doubl
     assert found == [(f"j_{i}", 1) for i in range(4)]
 
 
-def test_a_database_made_before_quota_usage_gets_its_owners_job_counts(tmp_path: Path) -> None:
+def test_a_database_made_before_quota_usage_gets_its_owners_job_counts_and_fire_rates(tmp_path: Path) -> None:
     path = tmp_path / "jobsched.sqlite3"
     database = SqliteDatabase(path)
     store = SqliteJobStore(database)
-    for number, owner in ((1, "team-a"), (2, "team-a"), (3, "team-b")):
-        made = job(number, owner=owner)
-        store.create(made, state(made))  # written as a release without quotas does: no usage
+    made = [job(number, owner=owner) for number, owner in ((1, "team-a"), (2, "team-a"), (3, "team-b"))]
+    for each in made:
+        store.create(each, state(each))  # written as a release without quotas does: no usage
     with database.write() as conn:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         conn.execute(f"PRAGMA user_version = {version - 1}")
@@ -281,7 +283,12 @@ def test_a_database_made_before_quota_usage_gets_its_owners_job_counts(tmp_path:
     reopened = SqliteDatabase(path)
     try:
         upgraded = SqliteJobStore(reopened)
-        assert (upgraded.usage("team-a").jobs, upgraded.usage("team-b").jobs) == (2, 1)
-        assert upgraded.usage("team-a").fire_rate == 0
+        rate = fire_rate(made[0].schedule, made[0].timezone)
+        assert rate > 0
+        assert upgraded.usage("team-a") == OwnerUsage(2, 2 * rate)
+        assert upgraded.usage("team-b") == OwnerUsage(1, rate)
+        for each in made[:2]:  # deletes take away what the upgrade counted: never below zero
+            upgraded.delete(each, deleted_at_ms=1, retention_days=1, usage=UsageChange("team-a", -1, -rate))
+        assert upgraded.usage("team-a") == OwnerUsage(0, 0)
     finally:
         reopened.close()

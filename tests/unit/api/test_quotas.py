@@ -4,9 +4,11 @@ and ``GET /limits``. No test reads a store directly: tests/integration/api/test_
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from jobsched.domain.quotas import QuotaTable
+from jobsched.api.schemas import JobCreate
+from jobsched.domain.quotas import QuotaExceeded, QuotaTable
 
 
 def _quotas(http: Any, table: dict[str, Any]) -> None:
@@ -120,3 +122,38 @@ def test_get_limits_shows_no_limits_and_the_use_by_default(http):
         "triggers_per_minute": {"limit": None, "use": 0},
         "runs_in_flight": None,
     }
+
+
+def test_two_concurrent_creates_at_the_owners_last_place_take_it_once(http):
+    _quotas(http, {"default": {"jobs": 1}})
+    stored_usage = http.backend.jobs.usage
+    both_checked = threading.Barrier(2, timeout=10)
+
+    def usage_read_by_both(owner: str) -> Any:  # each request checks before either writes
+        held = stored_usage(owner)
+        both_checked.wait()
+        return held
+
+    http.backend.jobs.usage = usage_read_by_both
+    services = [http.environment().service, http.environment().service]  # two API environments, one store
+    outcomes: list[Any] = []
+
+    def create(number: int) -> None:
+        request = JobCreate.model_validate(http.job_body(f"job-{number}"))
+        try:
+            outcomes.append(services[number].create_job(http.alice_owner, request).created)
+        except QuotaExceeded as refused:
+            outcomes.append(refused)
+
+    threads = [threading.Thread(target=create, args=(number,)) for number in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    http.backend.jobs.usage = stored_usage
+
+    refused = [outcome for outcome in outcomes if isinstance(outcome, QuotaExceeded)]
+    assert len(outcomes) == 2 and True in outcomes and len(refused) == 1
+    assert (refused[0].field, refused[0].limit, refused[0].use, refused[0].wanted) == ("jobs", 1, 1, 2)
+    assert len(http("GET", "/jobs").body["items"]) == 1
+    assert http("GET", "/limits").body["jobs"] == {"limit": 1, "use": 1}

@@ -7,10 +7,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from jobsched.clock import from_ms
+import pytest
+
+from jobsched.api.schemas import JobCreate, JobPatch
+from jobsched.api.service import JobService
+from jobsched.clock import from_ms, to_ms
 from jobsched.domain.planning import TickLimits
+from jobsched.domain.quotas import QuotaExceeded, QuotaTable
 from jobsched.models import Priority
 from jobsched.ports.run_messages import RunMessage
+from tests.support.api import job_body
 
 LIMITS = TickLimits(max_jobs=30, page_size=50, threads=1)
 
@@ -110,3 +116,39 @@ def test_owners_share_a_backlog_in_fair_rounds(harness: Any) -> None:
     every = noisy + quiet["quiet-1"] + quiet["quiet-2"]
     assert sent == Counter({(job_id, harness.T0): 1 for job_id in every})
     assert all(m.owner is not None for tick in ticks for m in tick)
+
+
+def test_a_patched_priority_sends_the_next_fire_in_its_lane_once_whatever_the_owners_quotas(
+    harness: Any,
+) -> None:
+    # Given an owner's normal job registered through the API 30 s before T0, behind 100 normal fires due with it
+    harness.clock.now_ms = harness.T0 - 30_000
+    quotas = {"default": {"jobs": 1, "fires_per_minute": 1, "triggers_per_minute": 1}}
+    api = _api_with_quotas(harness, quotas)
+    job = api.create_job("team-q", JobCreate.model_validate(job_body("q", schedule="* * * * *"))).job
+    normal = harness.add_many(100, "* * * * *")
+    # and then its owner's quotas lowered to nothing: creates, schedule raises and triggers are refused
+    api = _api_with_quotas(harness, {"default": {"jobs": 0, "fires_per_minute": 0, "triggers_per_minute": 0}})
+    with pytest.raises(QuotaExceeded):
+        api.trigger_job("team-q", job.id)
+    with pytest.raises(QuotaExceeded):
+        api.update_job("team-q", job.id, JobPatch.model_validate({"schedule": "*/30 * * * * *"}))
+
+    # When a PATCH makes it high (allowed: it adds no job and no fire) and the scheduler ticks through the backlog
+    patched = api.update_job("team-q", job.id, JobPatch.model_validate({"priority": "high"}))
+    harness.clock.now_ms = harness.T0
+    ticks = _ticks(harness, harness.contender(limits=LIMITS), 6)
+
+    # Then its fire went out first and every fire exactly once
+    assert patched.priority is Priority.HIGH and to_ms(patched.next_run_at) == harness.T0
+    assert ticks[0][0].job_id == job.id
+    sent = _keys([m for tick in ticks for m in tick])
+    assert set(sent) == {(job_id, harness.T0) for job_id in [*normal, job.id]}
+    assert set(sent.values()) == {1}
+
+
+def _api_with_quotas(harness: Any, quotas: dict[str, Any]) -> JobService:
+    """The API's service on the harness's stores, counting quota usage on its job store under ``quotas``."""
+    settings = harness.settings.model_copy(update={"quotas": QuotaTable.model_validate(quotas)})
+    parts = harness.parts() | {"settings": settings}
+    return JobService(**parts, partition_marks=harness.control, counters=harness.jobs)
