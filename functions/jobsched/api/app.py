@@ -494,8 +494,8 @@ def list_fires(
     description="Each quota's `limit` (null: none) and the caller's `use` now: `jobs` (live jobs), "
     "`fires_per_minute` (summed over the caller's schedules, each its long-run average; one-offs count 0), "
     "`triggers_per_minute` (manual triggers and backfills this minute; counted while a limit is set). "
-    "A create, PATCH, trigger or backfill over a quota answers 409 (`jobs`, `fires_per_minute`) or 429 "
-    "(`triggers_per_minute`, with `Retry-After`), code `quota_exceeded`, `field` the quota. Quotas are "
+    "A create, PATCH, trigger or backfill over a quota answers 429, code `quota_exceeded`, `field` the quota "
+    "(`jobs`, `fires_per_minute`; `triggers_per_minute` with `Retry-After`). Quotas are "
     "checked only here: the scheduler never skips a fire for them.",
     tags=["limits"],
     responses=responses({200: (Limits, "The caller's quotas and use")}),

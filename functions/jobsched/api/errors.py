@@ -9,11 +9,11 @@ Every error body is ``{"error": {"code": "...", "message": "...", "field": "..."
 | 403 | ``forbidden`` | ``Forbidden`` (the caller has no owner: ``owner_from = "tag:<key>"`` and no usable tag) |
 | 404 | ``not_found`` | ``JobNotFound`` (absent OR another owner's), ``CursorNotFound`` (field ``cursor``), ``UpstreamNotFound`` (field ``after.job``), ``ArchiveQueryNotFound`` (field ``query_id``), unknown path |
 | 405 | ``method_not_allowed`` | a known path with another method |
-| 409 | ``name_taken``, ``conflict``, ``request_in_progress``, ``quota_exceeded`` | ``NameConflict``, ``ConcurrentChange``, ``RunNotRetryable``, ``RunNotCancellable``, ``IdempotencyAlreadyInProgressError``, ``QuotaExceeded`` (``jobs``, ``fires_per_minute``) |
+| 409 | ``name_taken``, ``conflict``, ``request_in_progress`` | ``NameConflict``, ``ConcurrentChange``, ``RunNotRetryable``, ``RunNotCancellable``, ``IdempotencyAlreadyInProgressError`` |
 | 410 | ``beyond_retention`` | ``HistoryGone`` (field ``since``: runs past the retention and no archive configured) |
 | 413 | ``payload_too_large`` | ``PayloadTooLarge`` |
 | 422 | ``idempotency_key_reused`` | ``IdempotencyValidationError`` |
-| 429 | ``throttled``, ``quota_exceeded`` | DynamoDB/SQS throttling, ``QuotaExceeded`` (``triggers_per_minute``, with ``Retry-After``) |
+| 429 | ``throttled``, ``quota_exceeded`` | DynamoDB/SQS throttling, ``QuotaExceeded`` (``jobs``, ``fires_per_minute``; ``triggers_per_minute`` with ``Retry-After``) |
 | 500 | ``internal_error`` | anything else (logged with its stack; never for bad input) |
 
 Codes 409 and 422 for key reuse follow the IETF draft "The Idempotency-Key HTTP Header Field".
@@ -236,12 +236,12 @@ def register_error_handlers(app: APIGatewayRestResolver, allowed_methods: Callab
 
     @app.exception_handler(QuotaExceeded)
     def _quota(error: QuotaExceeded) -> ErrorResponse:
-        if error.rate:
-            headers = {"Retry-After": str(error.retry_after_s or 1)}
-            return error_response(
-                HTTPStatus.TOO_MANY_REQUESTS, "quota_exceeded", error.message, error.field, headers
-            )
-        return error_response(HTTPStatus.CONFLICT, "quota_exceeded", error.message, error.field)
+        # a rate quota frees itself: Retry-After says when; a capacity quota (jobs, fires_per_minute) frees only
+        # when the owner deletes or slows a job, or an operator raises it, so it names no wait
+        headers = {"Retry-After": str(error.retry_after_s or 1)} if error.rate else None
+        return error_response(
+            HTTPStatus.TOO_MANY_REQUESTS, "quota_exceeded", error.message, error.field, headers
+        )
 
     @app.exception_handler(RunNotRetryable)
     def _not_retryable(error: RunNotRetryable) -> ErrorResponse:

@@ -35,5 +35,5 @@ def test_a_create_over_the_jobs_quota_is_one_error_line_naming_it(cli: Any) -> N
     refused = cli("jobs", "create", "--name", "two", "--schedule", "0 2 * * *", "--command", "echo")
 
     assert refused.exit_code == 1
-    assert refused.stderr.strip().startswith("error: 409 quota_exceeded:")
+    assert refused.stderr.strip().startswith("error: 429 quota_exceeded:")
     assert "(field: jobs)" in refused.stderr and "limit 1, in use 1" in refused.stderr

@@ -22,14 +22,15 @@ def _refused(reply: Any, status: int, field: str, *numbers: str) -> None:
         assert number in reply.error["message"], reply.error["message"]
 
 
-def test_a_create_over_the_jobs_quota_is_a_409_naming_jobs_with_the_owners_numbers(http):
+def test_a_create_over_the_jobs_quota_is_a_429_naming_jobs_with_the_owners_numbers(http):
     _quotas(http, {"default": {"jobs": 2}})
     first = http.create("one")
     http.create("two")
 
     refused = http("POST", "/jobs", body=http.job_body("three"))
 
-    _refused(refused, 409, "jobs", "limit 2", "in use 2", "make it 3")
+    _refused(refused, 429, "jobs", "limit 2", "in use 2", "make it 3")
+    assert "retry-after" not in refused.headers  # waiting alone frees no room under a capacity quota
     assert [job["name"] for job in http("GET", "/jobs").body["items"]] == ["one", "two"]
     http.create("other-team", caller="bob")  # another owner's count is its own
     assert http("DELETE", f"/jobs/{first['id']}").status == 204
@@ -55,7 +56,7 @@ def test_an_owners_entry_overrides_the_default_field_by_field(http):
     )
     for name in ("a", "b", "c"):
         http.create(name)
-    _refused(http("POST", "/jobs", body=http.job_body("d")), 409, "jobs", "limit 3")
+    _refused(http("POST", "/jobs", body=http.job_body("d")), 429, "jobs", "limit 3")
     for name in ("a", "b", "c", "d"):
         http.create(name, caller="bob")  # null: no limit for bob
 
@@ -71,8 +72,8 @@ def test_fires_per_minute_sums_the_schedules_long_run_rates_on_create_and_patch(
     created = http("POST", "/jobs", body=http.job_body("twice", schedule="every 30 seconds"))
     patched = http("PATCH", f"/jobs/{minutely['id']}", body={"schedule": "every 20 seconds"})
 
-    _refused(created, 409, "fires_per_minute", "limit 1.5", "in use 1", "make it 3")
-    _refused(patched, 409, "fires_per_minute", "limit 1.5", "in use 1", "make it 3")
+    _refused(created, 429, "fires_per_minute", "limit 1.5", "in use 1", "make it 3")
+    _refused(patched, 429, "fires_per_minute", "limit 1.5", "in use 1", "make it 3")
     assert http("PATCH", f"/jobs/{minutely['id']}", body={"schedule": "*/2 * * * *"}).status == 200
     http.create("daily", schedule="0 2 * * *")  # 1/1440 a minute
     assert http("GET", "/limits").body["fires_per_minute"] == {"limit": 1.5, "use": 0.501}
