@@ -39,7 +39,7 @@ Rules (``/work/shared/SPEC.md`` §1, §4, and the pause rule of §3):
   never recorded skipped for overlap; a run it cancelled (``cancelled_by`` ``jobsched:replace``) owes no more.
 - A manual run is keyed at its request's instant, never at a fire (design §2: its ``scheduled_for`` never
   collides with a scheduled fire): a PATCH in the same millisecond has no fire at that instant.
-- A trigger runs once; a backfill runs each fire of ``[start, end)`` of the eras in force, dispatchable by the
+- A trigger runs once (or is recorded skipped as a backfilled fire may be, below); a backfill runs each fire of ``[start, end)`` of the eras in force, dispatchable by the
   request (fire plus offset at or before it), that had no try before it, unless ``overlap: skip`` recorded it
   skipped beside a try of the run its reason names (design §5.4); a re-run runs its run once more.
 """
@@ -557,7 +557,11 @@ class Oracle:
             return problems
         manual = {t.run for t in self.tries if t.job_id == job.job_id and _manual(job, t.run)}
         manual |= {row.run_id for row in by_fire.values() if _dead_letter(row) and _manual(job, row.run_id)}
-        manual |= {r.run_id for r in by_fire.values() if r.kind.value == "manual" and self.tries_of(r.run_id)}
+        manual |= {
+            r.run_id
+            for r in by_fire.values()
+            if r.kind.value == "manual" and (self.tries_of(r.run_id) or self._skipped_beside(r))
+        }
         if len(manual) < job.triggers + len(job.trigger_keys):
             problems.append(
                 f"{job.job_id}: {len(manual)} manual runs ran for {job.triggers} triggers and "
