@@ -35,6 +35,8 @@ def _running(pid: int) -> bool:
         return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+    except ProcessLookupError:
+        return False  # reaped between the open and the read: the kernel answers ESRCH
     except FileNotFoundError:
         return not Path("/proc/self").exists()  # exited just now; without /proc, trust os.kill
     return stat.rsplit(")", 1)[1].split()[0] != "Z"  # state follows "(comm)"; Z: a zombie, already killed
