@@ -2,8 +2,9 @@
 it read and did not take, in dispatch order, with the lanes they came from.
 
 Pure: one :class:`Backlog` belongs to a partition's ``DueReader``. A tick takes the first ``max_jobs`` entries
-(:meth:`Backlog.take`) and plans them with what it read fresh; the entries it did not take go back in front
-(:meth:`Backlog.put_back`), ordered by ``dispatch_order``. So the fair rounds between owners are computed once over
+(:meth:`Backlog.take`) and plans them with what it read fresh; the entries it did not take go back in front of
+those of their priority (:meth:`Backlog.put_back`), ordered by ``dispatch_order``: each priority is held apart, so
+an entry put back never goes before a held one of a higher priority. So the fair rounds between owners are computed once over
 the whole read-ahead backlog (``TickLimits.read_ahead``), and a tick's work stays that of ``max_jobs`` entries
 however long the backlog. Entries are hints: the tick judges each against its job's state (design §4.1).
 """
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from jobsched.domain.dispatch_order import dispatch_order
+from jobsched.models import Priority
 from jobsched.ports.jobs import HIGH_LANES, DueEntry
 
 LaneKey = tuple[int, int, str]
@@ -33,17 +35,18 @@ class Backlog:
     """Carried due entries in dispatch order, and per lane what is held (:class:`LaneHold`)."""
 
     def __init__(self) -> None:
-        self._entries: list[DueEntry] = []
+        # per ``Priority.rank``, the entries held of that priority in dispatch order
+        self._entries: dict[int, list[DueEntry]] = {}
         self._lanes: dict[LaneKey, LaneHold] = {}
         self._oldest_due: int | None = None
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(held) for held in self._entries.values())
 
     @property
     def entries(self) -> tuple[DueEntry, ...]:
-        """The entries held, in dispatch order."""
-        return tuple(self._entries)
+        """The entries held, in dispatch order (priority first)."""
+        return tuple(entry for rank in sorted(self._entries) for entry in self._entries[rank])
 
     @property
     def lanes(self) -> dict[LaneKey, LaneHold]:
@@ -59,24 +62,44 @@ class Backlog:
     def oldest_due(self) -> int | None:
         """A lower bound of the oldest ``due_at`` held (epoch ms; None when empty): the least since the backlog was
         last empty."""
-        return self._oldest_due if self._entries else None
+        return self._oldest_due if len(self) else None
 
     def clear(self) -> None:
         """Hold nothing."""
-        self._entries, self._lanes, self._oldest_due = [], {}, None
+        self._entries, self._lanes, self._oldest_due = {}, {}, None
 
     def take(self, count: int) -> list[DueEntry]:
-        """Remove and return the first ``count`` entries (dispatch order)."""
-        taken, self._entries = self._entries[:count], self._entries[count:]
-        for entry in taken:
+        """Remove and return the first ``count`` entries (dispatch order: a higher priority's before any other)."""
+        taken: list[DueEntry] = []
+        for rank in sorted(self._entries):
+            held = self._entries[rank]
+            part, rest = held[: count - len(taken)], held[count - len(taken) :]
+            taken.extend(part)
+            if rest:
+                self._entries[rank] = rest
+            else:
+                del self._entries[rank]
+            if len(taken) >= count:
+                break
+        self._release(taken)
+        return taken
+
+    def drop(self, priority: Priority) -> list[DueEntry]:
+        """Remove and return every entry held of ``priority`` (in dispatch order). Costs those entries alone."""
+        dropped = self._entries.pop(priority.rank, [])
+        self._release(dropped)
+        return dropped
+
+    def _release(self, entries: list[DueEntry]) -> None:
+        for entry in entries:
             hold = self._lanes[entry.lane_key]
             hold.count -= 1
             if hold.count == 0:
                 del self._lanes[entry.lane_key]
-        return taken
 
     def put_back(self, entries: Iterable[DueEntry]) -> None:
-        """Put ``entries`` (a tick's, not taken) in front of those held, in ``dispatch_order`` among themselves."""
+        """Put ``entries`` (a tick's, not taken) in front of those held of their priority, in ``dispatch_order``
+        among themselves."""
         head = dispatch_order(entries)
         for entry in head:
             hold = self._lanes.get(entry.lane_key)
@@ -87,6 +110,10 @@ class Backlog:
                 hold.oldest_at = min(hold.oldest_at, entry.at)
         if head:
             least = min(entry.due_at for entry in head)
-            held = self._oldest_due if self._entries else None
+            held = self._oldest_due if len(self) else None
             self._oldest_due = least if held is None else min(held, least)
-        self._entries = head + self._entries
+        by_rank: dict[int, list[DueEntry]] = {}
+        for entry in head:
+            by_rank.setdefault(entry.priority.rank, []).append(entry)
+        for rank, front in by_rank.items():
+            self._entries[rank] = front + self._entries.get(rank, [])

@@ -16,6 +16,7 @@ from jobsched.domain import planning
 from jobsched.domain.backlog import Backlog
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick_records import TickResult, TickShared
+from jobsched.models import Priority
 from jobsched.ports.control import Guard, WatermarkStore
 from jobsched.ports.jobs import (
     HIGH_LANES,
@@ -239,25 +240,32 @@ class DueReader:
         re-reading ``page_size`` entries per lane in all but one in ``shards * page_size / max_jobs`` ticks.
 
         The ``high`` lanes (``ports.jobs.HIGH_LANES``, of shard ``HIGH_SHARD`` only) give way only to a ``high``
-        backlog: however full the other lanes' backlog, they are read to the horizon, and their pages followed
-        until their entries alone fill the tick, so the tick finds every ``high`` fire due now (design §4.10)."""
+        backlog that fills a tick: however full the other lanes' backlog, they are read to the horizon (a ``high``
+        backlog smaller than ``max_jobs`` is let go and read again with them), and their pages followed until
+        their entries alone fill the tick, so the tick finds every ``high`` fire due now (design §4.10)."""
         horizon = self.horizon(now_ms)
         reads = [BucketRead(b) for b in self._buckets(now_ms)]
         shards = range(self.read_shards)
         lanes = self._lanes
         read_buckets = {r.bucket for r in reads}
-        held = {key: hold for key, hold in self._backlog.lanes.items() if key[0] in read_buckets}
-        # a high lane gives way only to a high backlog: a normal backlog never holds back a high entry
-        full = {
-            True: self._backlog.high_count >= self.limits.max_jobs,
-            False: len(self._backlog) >= self.limits.max_jobs,
+        # A high backlog smaller than a tick is let go and its lanes read again to the horizon, so that a high
+        # entry filed behind it goes before the normal backlog in this tick (a high lane gives way only to a high
+        # backlog that fills the tick; a normal backlog never holds back a high entry)
+        high_count = self._backlog.high_count
+        let_go = 0 < high_count < self.limits.max_jobs
+        held = {
+            key: hold
+            for key, hold in self._backlog.lanes.items()
+            if key[0] in read_buckets and not (let_go and key[2] in HIGH_LANES)
         }
+        carried = len(self._backlog) - (high_count if let_go else 0)
+        full = {True: high_count >= self.limits.max_jobs, False: carried >= self.limits.max_jobs}
         oldest_kept = {
             True: min((h.oldest_at for k, h in held.items() if k[2] in HIGH_LANES), default=horizon + 1),
             False: min((h.oldest_at for h in held.values()), default=horizon + 1),
         }
         pending: list[_Pending] = []
-        total, late_pages, high_total = len(self._backlog), 0, 0
+        total, late_pages, high_total = carried, 0, 0
         for read in reads:
             for shard in shards:
                 for lane in lanes:
@@ -325,6 +333,8 @@ class DueReader:
             pending = following
         # the backlog's first max_jobs, in dispatch order: what it holds beyond them waits for the next ticks
         by_bucket = {r.bucket: r for r in reads}
+        if let_go:  # (read again above, from their lanes' positions: passed only once done)
+            self._backlog.drop(Priority.HIGH)
         for item in self._backlog.take(self.limits.max_jobs):
             if item.bucket in by_bucket:  # (one of a bucket not read now is read again from its lane)
                 by_bucket[item.bucket].items.append(item)
