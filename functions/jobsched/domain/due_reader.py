@@ -151,6 +151,8 @@ class DueReader:
         # What a carried lane's reads returned after its read position, in the lane's order: the next ticks
         # query such a lane only before its backlog, so its position passes the read-ahead entries from here.
         self._unpassed: dict[tuple[int, int, str], list[DueEntry]] = {}
+        # what the current tick took of the backlog (read), until it puts back what it did not use (keep_backlog)
+        self._taken: list[DueEntry] = []
 
     @property
     def watermark(self) -> int | None:
@@ -167,7 +169,7 @@ class DueReader:
         code), and the floor is that watermark (:func:`read_floor`). Raises what the stores' reads raise and
         ``LeaseLost``."""
         self._lanes = self.shared.jobs.due_lanes()
-        self._done, self._unpassed = set(), {}
+        self._done, self._unpassed, self._taken = set(), {}, []
         self._backlog.clear()
         self._cursors, self._saved, self._floor = {}, None, None
         stored = self.control.read_watermark(self.shared.partition)
@@ -195,7 +197,7 @@ class DueReader:
     def forget(self) -> None:
         """Forget leader state after losing the lease (the next holder reloads it from the store)."""
         self._watermark = None
-        self._unpassed = {}
+        self._unpassed, self._taken = {}, []
         self._backlog.clear()
         self._cursors, self._saved, self._done, self._floor = {}, None, set(), None
 
@@ -244,6 +246,7 @@ class DueReader:
         backlog smaller than ``max_jobs`` is let go and read again with them), and their pages followed until
         their entries alone fill the tick, so the tick finds every ``high`` fire due now (design §4.10)."""
         horizon = self.horizon(now_ms)
+        self._taken = []
         reads = [BucketRead(b) for b in self._buckets(now_ms)]
         shards = range(self.read_shards)
         lanes = self._lanes
@@ -335,7 +338,8 @@ class DueReader:
         by_bucket = {r.bucket: r for r in reads}
         if let_go:  # (read again above, from their lanes' positions: passed only once done)
             self._backlog.drop(Priority.HIGH)
-        for item in self._backlog.take(self.limits.max_jobs):
+        self._taken = self._backlog.take(self.limits.max_jobs)
+        for item in self._taken:
             if item.bucket in by_bucket:  # (one of a bucket not read now is read again from its lane)
                 by_bucket[item.bucket].items.append(item)
         return reads
@@ -357,9 +361,17 @@ class DueReader:
             for item in read.items
             if item.due_at <= now_ms and item.lane not in LATE_LANES
         ]
+        self._taken = []
         if all(item.job_id in considered for item in due) and not len(self._backlog):
             return
         self._backlog.put_back(item for item in due if item.job_id not in considered or item.job_id in retry)
+
+    def give_back(self) -> None:
+        """After a tick that failed between :meth:`read` and :meth:`keep_backlog` (a store's error): put back in
+        front of the backlog what the tick took of it, so the next tick takes those entries in their turn, as
+        they were never judged (none is passed or done: the positions move in :meth:`advance` alone)."""
+        taken, self._taken = self._taken, []
+        self._backlog.put_back(taken)
 
     # --- read positions and watermark ------------------------------------------------------------
 

@@ -216,7 +216,8 @@ class Scheduler:
         summary row).
 
         A job's write errors and the queue's errors do not raise: the job stays due (its bucket undrained)
-        and the next tick retries it. A lost lease ends the tick early with ``aborted=True`` and no further
+        and the next tick retries it. On an error that does raise, what the tick took of the carried backlog goes
+        back in front of it (``DueReader.give_back``). A lost lease ends the tick early with ``aborted=True`` and no further
         writes. Raises RuntimeError before :meth:`on_leadership`, and the due-index read's errors (the loop
         logs them and steps again a second later).
         """
@@ -242,6 +243,9 @@ class Scheduler:
             logger.warning(
                 "tick aborted: lease lost", extra={"partition": self.partition, "reason": str(lost)}
             )
+        except Exception:
+            self.reader.give_back()  # (the loop logs the error; the next tick takes them in their turn)
+            raise
         # After the runs are sent and the jobs moved (a slow publish never holds them); the skipped rows a tick
         # saved stand even when it lost its lease, so their owners still hear of them.
         self.writer.alert_skipped(works)

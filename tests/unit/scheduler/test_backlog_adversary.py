@@ -12,6 +12,7 @@ from jobsched.domain.backlog import Backlog
 from jobsched.domain.planning import TickLimits
 from jobsched.models import Priority
 from jobsched.ports.jobs import EARLY, EARLY_HIGH, DueEntry
+from tests.support.scheduler import throttled
 from tests.unit.scheduler.test_backlog_promises import create, sent_by
 
 LIMITS = TickLimits(max_jobs=30, page_size=1000, threads=2)
@@ -100,3 +101,27 @@ def test_a_normal_entry_put_back_waits_behind_the_high_ones_held() -> None:
     assert backlog.entries == (*high[2:], normal)
     assert backlog.take(3) == high[2:] and backlog.high_count == 0 and backlog.take(3) == [normal]
     assert len(backlog) == 0 and backlog.lanes == {} and backlog.oldest_due is None
+
+
+def test_the_fires_a_failed_tick_took_from_the_carry_go_out_in_the_next_tick(harness: Any) -> None:
+    # Given 100 hourly jobs due at T0 and a first tick of 30 that carries 70
+    harness.clock.now_ms = harness.T0 - 30_000
+    ids = [create(harness, "0 * * * *", n=i) for i in range(100)]
+    a = harness.contender(limits=LIMITS)
+    harness.clock.now_ms = harness.T0 - 1000
+    (first,) = harness.run_seconds(a, 1)
+    assert first.due == 30 and len(harness.drain()) == 30
+
+    # When the next tick takes 30 of the carry and cannot read their scheduling states
+    taken: list[str] = []
+    assert harness.run_second_with(a, "scheduling_states", lambda ids: (taken.extend(ids), throttled())) == []
+    assert len(taken) == 30
+    (third,) = harness.run_seconds(a, 1)
+
+    # Then the tick after it sends those 30 first, in their turn (not after the rest of the carry), and every
+    # fire goes out once
+    assert third.due == 30
+    assert {m.job_id for m in harness.drain()} == set(taken)
+    harness.run_seconds(a, 5)
+    sent = sent_by(harness, [a])
+    assert set(sent) == {(job_id, harness.T0) for job_id in ids} and set(sent.values()) == {1}
