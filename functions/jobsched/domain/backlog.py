@@ -35,7 +35,7 @@ class Backlog:
     """Carried due entries in dispatch order, and per lane what is held (:class:`LaneHold`)."""
 
     def __init__(self) -> None:
-        # per ``Priority.rank``, the entries held of that priority in dispatch order
+        # per rank (:func:`_rank`), the entries held of that priority in dispatch order
         self._entries: dict[int, list[DueEntry]] = {}
         self._lanes: dict[LaneKey, LaneHold] = {}
         self._oldest_due: int | None = None
@@ -84,9 +84,10 @@ class Backlog:
         self._release(taken)
         return taken
 
-    def drop(self, priority: Priority) -> list[DueEntry]:
-        """Remove and return every entry held of ``priority`` (in dispatch order). Costs those entries alone."""
-        dropped = self._entries.pop(priority.rank, [])
+    def drop_high(self) -> list[DueEntry]:
+        """Remove and return every entry held of the ``high`` lanes (``ports.jobs.HIGH_LANES``) or priority, in
+        dispatch order. Costs those entries alone."""
+        dropped = self._entries.pop(_HIGH, [])
         self._release(dropped)
         return dropped
 
@@ -114,6 +115,15 @@ class Backlog:
             self._oldest_due = least if held is None else min(held, least)
         by_rank: dict[int, list[DueEntry]] = {}
         for entry in head:
-            by_rank.setdefault(entry.priority.rank, []).append(entry)
+            by_rank.setdefault(_rank(entry), []).append(entry)
         for rank, front in by_rank.items():
             self._entries[rank] = front + self._entries.get(rank, [])
+
+
+_HIGH = Priority.HIGH.rank
+
+
+def _rank(entry: DueEntry) -> int:
+    """The list of the backlog an entry is held in: its priority's rank, ``high``'s for an entry of a ``high`` lane
+    whatever the priority it names (so :meth:`Backlog.drop_high` releases every hold of those lanes)."""
+    return _HIGH if entry.lane in HIGH_LANES else entry.priority.rank

@@ -16,7 +16,6 @@ from jobsched.domain import planning
 from jobsched.domain.backlog import Backlog
 from jobsched.domain.planning import TickLimits
 from jobsched.domain.tick_records import TickResult, TickShared
-from jobsched.models import Priority
 from jobsched.ports.control import Guard, WatermarkStore
 from jobsched.ports.jobs import (
     HIGH_LANES,
@@ -337,7 +336,7 @@ class DueReader:
         # the backlog's first max_jobs, in dispatch order: what it holds beyond them waits for the next ticks
         by_bucket = {r.bucket: r for r in reads}
         if let_go:  # (read again above, from their lanes' positions: passed only once done)
-            self._backlog.drop(Priority.HIGH)
+            self._backlog.drop_high()
         self._taken = self._backlog.take(self.limits.max_jobs)
         for item in self._taken:
             if item.bucket in by_bucket:  # (one of a bucket not read now is read again from its lane)

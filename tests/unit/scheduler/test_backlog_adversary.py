@@ -125,3 +125,21 @@ def test_the_fires_a_failed_tick_took_from_the_carry_go_out_in_the_next_tick(har
     harness.run_seconds(a, 5)
     sent = sent_by(harness, [a])
     assert set(sent) == {(job_id, harness.T0) for job_id in ids} and set(sent.values()) == {1}
+
+
+def test_letting_go_of_the_high_backlog_releases_every_hold_of_the_high_lanes() -> None:
+    # Given a backlog holding a high entry, a normal one, and an entry of a high lane naming no priority we write
+    # (read as normal: ``ports.jobs.hinted_priority``)
+    backlog = Backlog()
+    high = _entry("h", 60_000, Priority.HIGH)
+    odd = DueEntry("x", 0, 1, 0, 60_000, lane=EARLY_HIGH, version=1, owner="o", priority=Priority.NORMAL)
+    normal = _entry("n", 60_000, Priority.NORMAL)
+    backlog.put_back([normal, odd, high])
+
+    # When the high backlog is let go
+    dropped = backlog.drop_high()
+
+    # Then both entries of the high lane go with it, and no hold of a high lane is left
+    assert set(dropped) == {high, odd}
+    assert backlog.entries == (normal,) and backlog.high_count == 0
+    assert all(lane != EARLY_HIGH for _, _, lane in backlog.lanes)
