@@ -169,6 +169,7 @@ class Scheduler:
         self.writer = TickWriter(shared, runs=runs, queue=queue, config=config, alerts=alerts)
         self._ignored: set[DueEntry] = set()  # entries of malformed scheduling states
         self._verdicts: dict[DueEntry, _Verdict] = {}  # this tick's verdicts (see _plan)
+        self._unplanned: set[str] = set()  # this tick's jobs whose runs could not be read (see _plan)
         # the jobs the last tick planned or found stale (at most max_jobs: as many when it was full)
         self._considered: set[str] = set()
         # When the terms before this one stopped (``LeaderLease.earlier_terms_until``): the fires an earlier tick
@@ -224,7 +225,7 @@ class Scheduler:
         if self.reader.watermark is None:
             raise RuntimeError("tick() before on_leadership(): no watermark loaded")
         result = TickResult(now=now_ms, term=0)
-        self._verdicts = {}
+        self._verdicts, self._unplanned = {}, set()
         works: list[JobWork] = []
         try:
             result.term = guard.check()
@@ -233,7 +234,7 @@ class Scheduler:
             self.writer.save(works, now_ms, guard, result)
             self.writer.enqueue(works, guard, result)
             self.writer.move(works, now_ms, guard, result)
-            retry = {work.plan.job.job_id for work in works if work.failed or not work.sent}
+            retry = {work.plan.job.job_id for work in works if work.failed or not work.sent} | self._unplanned
             self.reader.keep_backlog(reads, self._considered, retry, now_ms)
             result.errors = sum(1 for work in works if work.failed or not work.sent)
             self.reader.advance(reads, self._done_after_tick(works), now_ms, guard)
@@ -328,6 +329,7 @@ class Scheduler:
                     extra={"job_id": job.job_id, "error": str(error)},
                 )
                 result.errors += 1
+                self._unplanned.add(job.job_id)  # (kept for the next tick, as a failed write is)
                 continue
             try:
                 plan = plan_fires(job, now_ms, self.limits, dispatched=dispatched)

@@ -143,3 +143,33 @@ def test_letting_go_of_the_high_backlog_releases_every_hold_of_the_high_lanes() 
     assert set(dropped) == {high, odd}
     assert backlog.entries == (normal,) and backlog.high_count == 0
     assert all(lane != EARLY_HIGH for _, _, lane in backlog.lanes)
+
+
+def test_jobs_whose_runs_could_not_be_read_after_a_failover_are_taken_again_by_the_next_tick(
+    harness: Any,
+) -> None:
+    # Given leader a's full tick at T0 that carries 370 of 400 jobs, a stalling past its lease, and b taking over
+    # and carrying 340 of the 370 still due (late fires of a term that stopped: their runs are read first)
+    harness.clock.now_ms = harness.T0 - 30_000
+    ids = [create(harness, "0 * * * *", n=i, misfire_grace_s=1, missed="skip") for i in range(400)]
+    a = harness.contender("a", limits=LIMITS)
+    b = harness.contender("b", limits=LIMITS)
+    harness.clock.now_ms = harness.T0 - 1000
+    harness.run_seconds(a, 1)
+    harness.clock.advance(int(harness.settings.lease_ttl_s * 1000) + 1000)
+    harness.run_seconds(b, 1)
+    assert b.recorder.count("rows_between") == 30
+
+    # When b's next tick takes 30 of its carry and cannot read their runs
+    failed: list[str] = []
+    harness.run_second_with(b, "rows_between", lambda job_id, *_, **__: (failed.append(job_id), throttled()))
+    assert len(failed) == 30
+    calls = len(b.recorder.calls)
+    harness.run_seconds(b, 1)
+
+    # Then the tick after it takes those 30 again first, in their turn, and every fire goes out once
+    states = [c for c in b.recorder.calls[calls:] if c[0] == "scheduling_states"]
+    assert {job_id for c in states for job_id in c[1][0]} == set(failed)
+    harness.run_seconds(b, 15)
+    sent = sent_by(harness, [a, b])
+    assert set(sent) == {(job_id, harness.T0) for job_id in ids} and set(sent.values()) == {1}
