@@ -61,9 +61,9 @@ RUNTIME_KNOBS: tuple[str, ...] = tuple(
 WORKER_BOOKKEEPING_S = 30
 """Seconds a worker keeps, after a job's timeout, to record the try before its Lambda times out."""
 
-MAX_STACK_PARTITIONS = 184
+MAX_STACK_PARTITIONS = 180
 """The most scheduler partitions one stack deploys: each adds an EventBridge rule and its Lambda permission, and
-a CloudFormation stack holds at most 500 resources (the rest of the stack is about 120, the run archive's about 20
+a CloudFormation stack holds at most 500 resources (the rest of the stack is about 130, the run archive's about 20
 of them; the margin leaves room for a few more resources). ``Settings`` allows more (256) for local mode."""
 
 SQS_MAX_VISIBILITY_S = 43_200
