@@ -265,6 +265,14 @@ class HarnessBase:
         """Take every message on the run queue (each harness reads its own queue)."""
         raise NotImplementedError
 
+    def ticks(self, contender: Contender, seconds: int) -> list[list[Any]]:
+        """Step ``contender`` once a second for ``seconds``; the messages each tick sent, in sending order."""
+        sent = []
+        for _ in range(seconds):
+            self.run_seconds(contender, 1)
+            sent.append(self.drain())
+        return sent
+
     def claim(self, job_id: str, scheduled_for: int, worker: str = "w", *, term: int | None = None) -> Claim:
         """A worker's claim, now (the clock), of the run ``(job_id, scheduled_for)`` from its message (sent by
         a scheduler of fencing ``term``), as ``Worker.process`` makes it: the claim creates the row of a run

@@ -9,7 +9,6 @@ from collections import Counter
 from typing import Any
 
 from jobsched.domain.planning import TickLimits
-from jobsched.ports.run_messages import RunMessage
 
 BIG = 400
 SMALL = {f"quiet-{n}": 5 for n in range(1, 5)}
@@ -26,14 +25,6 @@ def _rush(harness: Any) -> tuple[list[str], dict[str, list[str]]]:
     return big, small
 
 
-def _ticks(harness: Any, contender: Any, seconds: int) -> list[list[RunMessage]]:
-    sent = []
-    for _ in range(seconds):
-        harness.run_seconds(contender, 1)
-        sent.append(harness.drain())
-    return sent
-
-
 def test_quiet_owners_fires_go_out_in_the_first_ticks_of_a_backlog_larger_than_a_ticks_pages(
     harness: Any,
 ) -> None:
@@ -42,7 +33,7 @@ def test_quiet_owners_fires_go_out_in_the_first_ticks_of_a_backlog_larger_than_a
     a = harness.contender(limits=LIMITS)
 
     # When the scheduler works through the backlog
-    ticks = _ticks(harness, a, 25)
+    ticks = harness.ticks(a, 25)
 
     # Then the quiet owners' 20 fires all went out in the first two ticks (five rounds of one per owner), the
     # noisy owner took every other slot of every tick until its backlog was drained (21 full ticks), and every
@@ -61,7 +52,7 @@ def test_a_read_ahead_backlog_is_read_once_and_its_positions_follow_the_drain(ha
     a = harness.contender(limits=LIMITS)
 
     # When the scheduler works through it
-    _ticks(harness, a, 25)
+    harness.ticks(a, 25)
 
     # Then the due index returned each entry of the rush's bucket once (the first tick read it all ahead; the
     # carried ticks asked only for entries filed before it), and the read positions passed every entry

@@ -21,15 +21,6 @@ from tests.support.api import job_body
 LIMITS = TickLimits(max_jobs=30, page_size=50, threads=1)
 
 
-def _ticks(harness: Any, contender: Any, seconds: int) -> list[list[RunMessage]]:
-    """Step ``contender`` once a second for ``seconds``; the messages each tick sent, in sending order."""
-    sent = []
-    for _ in range(seconds):
-        harness.run_seconds(contender, 1)
-        sent.append(harness.drain())
-    return sent
-
-
 def _keys(messages: list[RunMessage]) -> Counter[tuple[str, int]]:
     return Counter((m.job_id, m.scheduled_for) for m in messages)
 
@@ -44,7 +35,7 @@ def test_high_fires_go_first_in_the_same_second_whatever_their_place_in_the_due_
     a = harness.contender(limits=LIMITS)
 
     # When the scheduler works through the backlog
-    ticks = _ticks(harness, a, 6)
+    ticks = harness.ticks(a, 6)
 
     # Then the first tick sent the 5 high fires before any normal one, and every fire went out exactly once
     assert {m.job_id for m in ticks[0][:5]} == set(high)
@@ -65,7 +56,7 @@ def test_a_normal_backlog_does_not_hold_back_a_high_fire_due_later(harness: Any)
     a = harness.contender(limits=LIMITS)
 
     # When the scheduler ticks through the backlog
-    ticks = _ticks(harness, a, 6)
+    ticks = harness.ticks(a, 6)
 
     # Then the tick of T0 + 2 s sent the high fire first, while normal fires of T0 were still waiting, and
     # every fire went out exactly once
@@ -85,7 +76,7 @@ def test_low_fires_wait_for_the_normal_ones_due_with_them(harness: Any) -> None:
     a = harness.contender(limits=LIMITS)
 
     # When the scheduler works through them
-    ticks = _ticks(harness, a, 3)
+    ticks = harness.ticks(a, 3)
 
     # Then the first tick sent the 20 normal fires, then 10 low ones; the next the other 10
     assert [m.job_id for m in ticks[0][:20]] == sorted(normal)
@@ -103,7 +94,7 @@ def test_owners_share_a_backlog_in_fair_rounds(harness: Any) -> None:
     a = harness.contender(limits=LIMITS)
 
     # When the scheduler works through the backlog
-    ticks = _ticks(harness, a, 5)
+    ticks = harness.ticks(a, 5)
 
     # Then the first tick took every quiet fire and 20 of the noisy owner's, in rounds of one per owner, each
     # message naming its owner (its MessageGroupId); the rest drained after, each fire exactly once
@@ -137,7 +128,7 @@ def test_a_patched_priority_sends_the_next_fire_in_its_lane_once_whatever_the_ow
     # When a PATCH makes it high (allowed: it adds no job and no fire) and the scheduler ticks through the backlog
     patched = api.update_job("team-q", job.id, JobPatch.model_validate({"priority": "high"}))
     harness.clock.now_ms = harness.T0
-    ticks = _ticks(harness, harness.contender(limits=LIMITS), 6)
+    ticks = harness.ticks(harness.contender(limits=LIMITS), 6)
 
     # Then its fire went out first and every fire exactly once
     assert patched.priority is Priority.HIGH and to_ms(patched.next_run_at) == harness.T0
