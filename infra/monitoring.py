@@ -199,11 +199,10 @@ class Monitoring(Construct):
             ("Worker", watched.worker),
             ("Sweeper", watched.sweeper),
         ):
-            self._alarm(
-                f"{name}Errors",
-                function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
-                threshold=1,
-                description=f"The {name.lower()} function failed (crash or timeout) in the last 5 minutes.",
+            self._errors_alarm(
+                name,
+                function,
+                f"The {name.lower()} function failed (crash or timeout) in the last 5 minutes.",
             )
         self._alarm(
             "Api5xx",
@@ -234,12 +233,7 @@ class Monitoring(Construct):
                 "Runs went dead (out of attempts); their owners were alerted on the alerts topic.",
             ),
         ):
-            self._alarm(
-                name,
-                queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
-                threshold=1,
-                description=description,
-            )
+            self._depth_alarm(name, queue, description)
         self._archive_alarms(watched)
 
         # Named after the stack: "jobsched" in CloudWatch > Dashboards.
@@ -249,11 +243,10 @@ class Monitoring(Construct):
     def _archive_alarms(self, watched: Watched) -> None:
         """The archive's alarms, when the stack has the archive."""
         if watched.archive is not None:
-            self._alarm(
-                "ArchiveErrors",
-                watched.archive.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
-                threshold=1,
-                description="The archive function failed a batch (it is retried from the stream).",
+            self._errors_alarm(
+                "Archive",
+                watched.archive,
+                "The archive function failed a batch (it is retried from the stream).",
             )
             self._alarm(
                 "ArchiveQuarantined",
@@ -277,14 +270,27 @@ class Monitoring(Construct):
             ),
         ):
             if queue is not None:
-                self._alarm(
-                    name,
-                    queue.metric_approximate_number_of_messages_visible(
-                        period=ONE_MINUTE, statistic="Maximum"
-                    ),
-                    threshold=1,
-                    description=description,
-                )
+                self._depth_alarm(name, queue, description)
+
+    def _errors_alarm(self, name: str, function: lambda_.IFunction, description: str) -> None:
+        """The alarm ``<name>Errors``: ``function`` failed at least once in the last 5 minutes (its ``Errors``
+        metric, summed)."""
+        self._alarm(
+            f"{name}Errors",
+            function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+            threshold=1,
+            description=description,
+        )
+
+    def _depth_alarm(self, name: str, queue: sqs.IQueue, description: str) -> None:
+        """The alarm ``name``: ``queue`` held a visible message in the last minute (its
+        ``ApproximateNumberOfMessagesVisible``, maximum)."""
+        self._alarm(
+            name,
+            queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
+            threshold=1,
+            description=description,
+        )
 
     def _alarm(
         self,
