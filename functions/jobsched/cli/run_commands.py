@@ -27,7 +27,7 @@ from typer.core import TyperGroup, _click
 from jobsched.cli.jobs import resolve_job
 from jobsched.cli.options import Connection, JsonOption, option_groups
 from jobsched.cli.output import job_detail, print_json, print_table, say, show, when
-from jobsched.cli.runs import moment, runs_command
+from jobsched.cli.runs import moment_option, runs_command
 from jobsched.client import ApiError
 from jobsched.exits import FAILED, USAGE_ERROR, fail
 
@@ -153,11 +153,7 @@ def runs_retry(
         fail(f"only dead or skipped runs can be re-run, not {status!r}", USAGE_ERROR, field="--status")
     if idempotency_key:
         fail("--idempotency-key goes with one RUN_ID", USAGE_ERROR, field="--idempotency-key")
-    try:
-        start = moment(since, datetime.now(UTC)) if since else None
-    except ValueError as error:
-        fail(str(error), USAGE_ERROR, field="--since")
-    _retry_many(conn, status, start, job, as_json)
+    _retry_many(conn, status, moment_option(since or None, "--since"), job, as_json)
 
 
 @runs_app.command("cancel")

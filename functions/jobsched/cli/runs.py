@@ -92,16 +92,22 @@ def moment(text: str, now: datetime) -> datetime:
     return found
 
 
-def instant_option(text: str | None, option: str, now: datetime | None = None) -> str | None:
-    """``text`` (``moment``) written as the API's ``since`` and ``until`` take it (RFC 3339, UTC as ``Z``), None
-    when not given. Exits 2 naming ``option`` for anything else."""
+def moment_option(text: str | None, option: str, now: datetime | None = None) -> datetime | None:
+    """The value ``text`` of the option ``option`` as an instant (``moment``, from ``now``: default the present),
+    None when not given. Exits 2 naming ``option`` for anything else."""
     if text is None:
         return None
     try:
-        found = moment(text, now or datetime.now(UTC))
+        return moment(text, now or datetime.now(UTC))
     except ValueError as error:
         fail(str(error), USAGE_ERROR, field=option)
-    return found.isoformat().replace("+00:00", "Z")
+
+
+def instant_option(text: str | None, option: str, now: datetime | None = None) -> str | None:
+    """``text`` (``moment_option``) written as the API's ``since`` and ``until`` take it (RFC 3339, UTC as ``Z``),
+    None when not given. Exits 2 naming ``option`` for anything else."""
+    found = moment_option(text, option, now)
+    return found.isoformat().replace("+00:00", "Z") if found is not None else None
 
 
 def one_of(option: str, value: str | None, choices: type[StrEnum]) -> None:
