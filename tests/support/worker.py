@@ -438,6 +438,22 @@ def holder_running(kit: Kit, job: Job, worker: str = "w-holder") -> Owned:
     return Owned(job.id, T0, 1, worker)
 
 
+def job_with_runs(kit: Kit, count: int, *, overlap: str, **fields: Any) -> Job:
+    """An every-minute job of ``overlap`` (the ``record`` command unless ``fields`` name another) with its runs at
+    ``T0`` and the ``count - 1`` minutes after queued."""
+    job = kit.make_job(schedule="* * * * *", overlap=overlap, **{"command": "record", **fields})
+    for n in range(count):
+        kit.make_run(job, T0 + n * 60_000)
+    return job
+
+
+def stored_run(kit: Kit, job: Job, scheduled_for: int) -> RunRow:
+    """``job``'s run at ``scheduled_for`` (epoch ms) as stored; it must exist."""
+    row = kit.runs.get(job.id, scheduled_for)
+    assert row is not None
+    return row
+
+
 def owner_sets_overlap_skip(jobs: Any, job: Job, *, at_ms: int, overlap: str = "skip") -> None:
     """The owner's PATCH of ``overlap: skip`` (or ``overlap``) on ``job`` (as created, unedited since) at ``at_ms`` (epoch ms) as the
     API writes it, through ``jobs`` (the DynamoDB store or its fake): the job and its ``updated`` event naming the

@@ -25,23 +25,15 @@ from jobsched.ports.runs import (
     run_id,
 )
 from jobsched.ports.targets import TargetCall
-from tests.support.worker import T0, Kit, holder_running
+from tests.support.worker import T0, Kit, holder_running, job_with_runs, stored_run
 
 MINUTE = 60_000
 
 
-def _job_with_runs(kit: Kit, count: int, **fields: Any) -> Job:
-    """An every-minute ``buffer_one`` job with its runs at ``T0`` and the ``count - 1`` minutes after queued."""
-    job = kit.make_job(schedule="* * * * *", overlap="buffer_one", command="record", **fields)
-    for n in range(count):
-        kit.make_run(job, T0 + n * MINUTE)
-    return job
-
-
 def _waiting_behind_a_lost_holder(kit: Kit, count: int) -> Job:
-    """A ``buffer_one`` job of ``count`` runs (``_job_with_runs``, 3 attempts) whose 02:00 try holds the lock, its
+    """A ``buffer_one`` job of ``count`` runs (``job_with_runs``, 3 attempts) whose 02:00 try holds the lock, its
     02:01 fire waiting for it, and then the 02:00 worker lost (its heartbeat stale now)."""
-    job = _job_with_runs(kit, count, retry={"max_attempts": 3})
+    job = job_with_runs(kit, count, overlap="buffer_one", retry={"max_attempts": 3})
     holder_running(kit, job, "w-lost")
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
@@ -49,22 +41,16 @@ def _waiting_behind_a_lost_holder(kit: Kit, count: int) -> Job:
     return job
 
 
-def _status(kit: Kit, job: Job, scheduled_for: int) -> RunStatus:
-    row = kit.runs.get(job.id, scheduled_for)
-    assert row is not None
-    return row.status
-
-
 def test_one_fire_waits_for_the_holder_later_ones_are_skipped_and_it_runs_next(
     kit: Kit, calls: list[TargetCall], sent: list[dict[str, Any]]
 ) -> None:
     # Given a buffer_one job whose 02:00 try runs holding the lock
-    job = _job_with_runs(kit, 4)
+    job = job_with_runs(kit, 4, overlap="buffer_one")
     holder_running(kit, job)
     # When its 02:01 fire is delivered, it waits: not run, not skipped, its row queued
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
-    assert _status(kit, job, T0 + MINUTE) is RunStatus.QUEUED and calls == []
+    assert stored_run(kit, job, T0 + MINUTE).status is RunStatus.QUEUED and calls == []
     # And the 02:02 fire, while 02:01 waits, is skipped naming both
     assert kit.deliver(job, T0 + 2 * MINUTE) == Outcome.SKIPPED.value
     skipped = kit.runs.get(job.id, T0 + 2 * MINUTE)
@@ -102,7 +88,7 @@ def test_the_fire_that_waits_is_not_lost_when_the_holders_worker_is(
     # When 02:00's message comes back: taken over, it runs
     assert kit.deliver(job, T0) == Outcome.SUCCEEDED.value
     # Then 02:01 still waits for it and runs after it, once
-    assert _status(kit, job, T0 + MINUTE) is RunStatus.QUEUED
+    assert stored_run(kit, job, T0 + MINUTE).status is RunStatus.QUEUED
     assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED.value
     assert [(call.scheduled_for_ms, call.attempt) for call in calls] == [(T0, 2), (T0 + MINUTE, 1)]
 
@@ -122,7 +108,7 @@ def test_a_stale_holder_loses_the_lock_to_the_fire_that_waits_not_to_a_later_fir
 
 def test_a_fire_that_waited_and_ended_otherwise_gives_its_place_up(kit: Kit, calls: list[TargetCall]) -> None:
     # Given a buffer_one job whose 02:00 try holds the lock and whose 02:01 fire waits
-    job = _job_with_runs(kit, 3)
+    job = job_with_runs(kit, 3, overlap="buffer_one")
     holder_running(kit, job)
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
@@ -157,7 +143,7 @@ class _ChangingHands:
 
 
 def test_a_fire_whose_lock_changes_hands_on_every_request_waits_and_asks_again(kit: Kit) -> None:
-    job = _job_with_runs(kit, 2)
+    job = job_with_runs(kit, 2, overlap="buffer_one")
     lock = OverlapLock(settings=kit.settings, runs=kit.runs, jobs=_ChangingHands(kit.jobs), clock=kit.clock)
     blocked = lock.take(Owned(job.id, T0 + MINUTE, 1, "w-1"), job, kit.clock())
     assert blocked is not None and blocked.wait_s == CONTENDED_WAIT_S and not blocked.buffered
@@ -167,7 +153,7 @@ def test_a_fire_that_waits_cancelled_by_its_owner_gives_its_place_to_the_next_fi
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given a buffer_one job whose 02:00 try runs holding the lock and whose 02:01 fire waits for it
-    job = _job_with_runs(kit, 3)
+    job = job_with_runs(kit, 3, overlap="buffer_one")
     holder = holder_running(kit, job)
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
@@ -175,10 +161,10 @@ def test_a_fire_that_waits_cancelled_by_its_owner_gives_its_place_to_the_next_fi
     assert cancel_run(kit.runs, RunKey(job.id, T0 + MINUTE), now_ms=kit.clock(), by="alice").done
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + 2 * MINUTE)
-    assert _status(kit, job, T0 + 2 * MINUTE) is RunStatus.QUEUED
+    assert stored_run(kit, job, T0 + 2 * MINUTE).status is RunStatus.QUEUED
     # And the cancelled 02:01, delivered again, never starts a try
     assert kit.deliver(job, T0 + MINUTE) == Outcome.DROPPED.value
     # When the 02:00 try lets go of the lock, it is handed to 02:02, which runs, once
     kit.worker.overlap.release(holder)
     assert kit.deliver(job, T0 + 2 * MINUTE) == Outcome.SUCCEEDED.value
-    assert _status(kit, job, T0 + MINUTE) is RunStatus.CANCELLED and len(calls) == 1
+    assert stored_run(kit, job, T0 + MINUTE).status is RunStatus.CANCELLED and len(calls) == 1

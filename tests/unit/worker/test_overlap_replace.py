@@ -26,35 +26,23 @@ from tests.support.worker import (
     Kit,
     SimWaiter,
     holder_running,
+    job_with_runs,
     owner_sets_overlap_skip,
+    stored_run,
     take_overlap_lock,
 )
 
 MINUTE = 60_000
 
 
-def _job_with_runs(kit: Kit, count: int, **fields: Any) -> Job:
-    """An every-minute ``replace`` job with its runs at ``T0`` and the ``count - 1`` minutes after queued."""
-    job = kit.make_job(schedule="* * * * *", overlap="replace", **{"command": "record", **fields})
-    for n in range(count):
-        kit.make_run(job, T0 + n * MINUTE)
-    return job
-
-
 def _replaced_by_a_fire_that_waits(kit: Kit, count: int) -> tuple[Job, Owned]:
-    """A replace job of ``count`` runs (``_job_with_runs``) whose 02:00 try held the lock when its 02:01 fire was
+    """A replace job of ``count`` runs (``job_with_runs``) whose 02:00 try held the lock when its 02:01 fire was
     delivered: 02:00 cancelled, 02:01 waiting for the lock. The job and the 02:00 try's claim."""
-    job = _job_with_runs(kit, count)
+    job = job_with_runs(kit, count, overlap="replace")
     holder = holder_running(kit, job)
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
     return job, holder
-
-
-def _row(kit: Kit, job: Job, scheduled_for: int) -> RunRow:
-    row = kit.runs.get(job.id, scheduled_for)
-    assert row is not None
-    return row
 
 
 def _replaced_by(row: RunRow, replacing: str) -> bool:
@@ -71,10 +59,10 @@ def test_a_fire_cancels_the_running_holder_waits_until_it_lets_go_then_runs(
     # Given a replace job whose 02:00 try runs holding the lock
     # When its 02:01 fire is delivered: the 02:00 run is cancelled, and 02:01 waits (queued, not run)
     job, holder = _replaced_by_a_fire_that_waits(kit, 2)
-    replaced = _row(kit, job, T0)
+    replaced = stored_run(kit, job, T0)
     assert _replaced_by(replaced, run_id(job.id, T0 + MINUTE))
     assert replaced.cancelled_from is RunStatus.RUNNING
-    assert _row(kit, job, T0 + MINUTE).status is RunStatus.QUEUED and calls == []
+    assert stored_run(kit, job, T0 + MINUTE).status is RunStatus.QUEUED and calls == []
     # Then the holder's next heartbeat is refused with the cancelled row: its worker stops the try
     renewal = kit.runs.renew(holder, now_ms=kit.clock())
     assert not renewal.renewed and renewal.row is not None and renewal.row.status is RunStatus.CANCELLED
@@ -89,7 +77,7 @@ def test_a_fire_cancels_the_running_holder_waits_until_it_lets_go_then_runs(
     assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED.value
     assert [call.scheduled_for_ms for call in calls] == [T0 + MINUTE]
     # and the replaced run stays cancelled: no retry, no dead-run message
-    assert _row(kit, job, T0).status is RunStatus.CANCELLED and kit.dead_runs.notified == []
+    assert stored_run(kit, job, T0).status is RunStatus.CANCELLED and kit.dead_runs.notified == []
 
 
 def test_a_holder_lost_after_its_cancel_loses_the_lock_once_stale(kit: Kit, calls: list[TargetCall]) -> None:
@@ -99,20 +87,20 @@ def test_a_holder_lost_after_its_cancel_loses_the_lock_once_stale(kit: Kit, call
     kit.clock.advance(kit.settings.heartbeat_stale_s * 1000 + 1)
     assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED.value
     assert [call.scheduled_for_ms for call in calls] == [T0 + MINUTE]
-    assert _row(kit, job, T0).status is RunStatus.CANCELLED
+    assert stored_run(kit, job, T0).status is RunStatus.CANCELLED
 
 
 def test_a_holder_already_finished_is_not_cancelled_and_the_fire_just_runs(
     kit: Kit, calls: list[TargetCall]
 ) -> None:
     # Given a replace job whose 02:00 try succeeded but could not give the lock back
-    job = _job_with_runs(kit, 2)
+    job = job_with_runs(kit, 2, overlap="replace")
     holder = holder_running(kit, job)
     assert kit.runs.succeed(holder, now_ms=kit.clock())
     # When 02:01 is delivered: it takes the lock from the finished try and runs; 02:00 stays succeeded
     assert kit.deliver(job, T0 + MINUTE) == Outcome.SUCCEEDED.value
     assert [call.scheduled_for_ms for call in calls] == [T0 + MINUTE]
-    assert _row(kit, job, T0).status is RunStatus.SUCCEEDED
+    assert stored_run(kit, job, T0).status is RunStatus.SUCCEEDED
 
 
 def test_of_two_fires_in_a_row_the_newer_replaces_the_one_that_waits(
@@ -123,9 +111,9 @@ def test_of_two_fires_in_a_row_the_newer_replaces_the_one_that_waits(
     # When 02:02 is delivered before 02:00 has stopped: 02:01 is cancelled (no try of it ever starts), 02:02 waits
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + 2 * MINUTE)
-    waited = _row(kit, job, T0 + MINUTE)
+    waited = stored_run(kit, job, T0 + MINUTE)
     assert _replaced_by(waited, run_id(job.id, T0 + 2 * MINUTE)) and waited.cancelled_from is RunStatus.QUEUED
-    assert _replaced_by(_row(kit, job, T0), run_id(job.id, T0 + MINUTE))
+    assert _replaced_by(stored_run(kit, job, T0), run_id(job.id, T0 + MINUTE))
     # Then 02:01's message, back, is dropped; once 02:00 lets go the lock goes to 02:02, which runs
     assert kit.deliver(job, T0 + MINUTE) == Outcome.DROPPED.value
     kit.worker.overlap.release(holder)
@@ -140,7 +128,7 @@ def test_a_fire_replaces_one_the_lock_was_handed_to_before_it_ran(kit: Kit, call
     kit.worker.overlap.release(holder)
     # When 02:02 comes before 02:01 has run: 02:01 (no try started) is cancelled and 02:02 runs at once
     assert kit.deliver(job, T0 + 2 * MINUTE) == Outcome.SUCCEEDED.value
-    assert _replaced_by(_row(kit, job, T0 + MINUTE), run_id(job.id, T0 + 2 * MINUTE))
+    assert _replaced_by(stored_run(kit, job, T0 + MINUTE), run_id(job.id, T0 + 2 * MINUTE))
     assert kit.deliver(job, T0 + MINUTE) == Outcome.DROPPED.value
     assert [call.scheduled_for_ms for call in calls] == [T0 + 2 * MINUTE]
 
@@ -158,7 +146,7 @@ def test_a_fire_finding_a_try_running_without_the_lock_waits_rather_than_being_s
     # When the 02:01 fire takes the lock and finds 02:00 running without it: it waits (never skipped under replace)
     with pytest.raises(Deferred):
         kit.deliver(job, T0 + MINUTE)
-    assert _row(kit, job, T0 + MINUTE).status is RunStatus.QUEUED and calls == []
+    assert stored_run(kit, job, T0 + MINUTE).status is RunStatus.QUEUED and calls == []
 
 
 @pytest.fixture
@@ -200,12 +188,12 @@ def test_a_running_try_replaced_stops_at_its_next_heartbeat_and_the_fire_runs_af
     kit: Kit, replaced_while_running: dict[str, Any], sent: list[dict[str, Any]]
 ) -> None:
     # Given a replace job whose 02:00 try runs when its 02:01 fire is delivered
-    job = _job_with_runs(kit, 2, command="replaced_while_running")
+    job = job_with_runs(kit, 2, overlap="replace", command="replaced_while_running")
     # When the 02:00 try is delivered: 02:01 waits, and 02:00 is stopped at its next beat, recorded cancelled
     assert kit.deliver(job, T0) == Outcome.CANCELLED.value
     seen = replaced_while_running
     assert seen["next"] is Outcome.DEFERRED and seen["ended"].wait(30)
-    stopped = _row(kit, job, T0)
+    stopped = stored_run(kit, job, T0)
     assert _replaced_by(stopped, run_id(job.id, T0 + MINUTE))
     (tried,) = stopped.tries
     assert tried.error == (
@@ -225,7 +213,7 @@ def test_a_replaced_try_that_ignores_its_stop_keeps_the_fire_from_running_beside
     # Given a replace job whose 02:00 try, replaced by 02:01, ignores the TERM (it runs on until KILLed)
     seen = replaced_while_running
     seen["stubborn"] = True
-    job = _job_with_runs(kit, 2, command="replaced_while_running")
+    job = job_with_runs(kit, 2, overlap="replace", command="replaced_while_running")
     worker = kit.build_worker(waiter=SimWaiter(kit.clock, parked=lambda: seen.get("parked", False)))
     # When its worker stops waiting for it at its next beat: recorded cancelled, yet still running
     assert worker.handle(delivery_of(kit.record(job.id, T0))) == Outcome.CANCELLED
@@ -248,7 +236,7 @@ def test_a_retry_of_an_older_run_does_not_replace_a_newer_fires_running_try(
 ) -> None:
     # Given a replace job whose 02:00 run failed once and waits for its retry, while its 02:01 fire's try runs
     # holding the lock
-    job = _job_with_runs(kit, 2)
+    job = job_with_runs(kit, 2, overlap="replace")
     kit.runs.force(job.id, T0, status=RunStatus.RETRYING, attempt=1)
     newer = T0 + MINUTE
     assert kit.runs.claim(ClaimRequest(RunKey(job.id, newer), "w-holder", kit.clock(), 0, 0)).claimed
@@ -257,5 +245,5 @@ def test_a_retry_of_an_older_run_does_not_replace_a_newer_fires_running_try(
     with pytest.raises(Deferred):
         kit.deliver(job, T0)
     # Then the newer fire's try is not cancelled (the newest fire runs); the retry waits for the lock, not run
-    assert _row(kit, job, newer).status is RunStatus.RUNNING
-    assert _row(kit, job, T0).status is RunStatus.RETRYING and calls == []
+    assert stored_run(kit, job, newer).status is RunStatus.RUNNING
+    assert stored_run(kit, job, T0).status is RunStatus.RETRYING and calls == []
