@@ -87,6 +87,13 @@ def create(local: LocalProcess, **fields: Any) -> dict[str, Any]:
     return dict(reply.json())
 
 
+def trigger(local: LocalProcess, job: dict[str, Any]) -> dict[str, Any]:
+    """The run of ``job`` triggered now (``POST /jobs/{id}/trigger``, answered 202)."""
+    reply = local.http.post(f"/jobs/{job['id']}/trigger")
+    assert reply.status_code == 202, reply.text
+    return dict(reply.json())
+
+
 def runs_of(local: LocalProcess, job_id: str) -> list[dict[str, Any]]:
     reply = local.http.get(f"/jobs/{job_id}/runs")
     assert reply.status_code == 200, reply.text
@@ -258,9 +265,7 @@ def test_a_dead_runs_output_is_read_then_the_run_is_retried_to_success(
     marker = tmp_path / "data-ready"
     command = f'test -f {marker} || {{ echo "no data for $JOBSCHED_SCHEDULED_FOR yet" >&2; exit 3; }}'
     job = create(local, target={"type": "shell", "command": command}, retry={"max_attempts": 1})
-    reply = local.http.post(f"/jobs/{job['id']}/trigger")
-    assert reply.status_code == 202, reply.text
-    run = reply.json()
+    run = trigger(local, job)
     wait_for("the run to die", lambda: [r for r in finished(local, job["id"]) if r["status"] == "dead"], 45)
 
     # When its owner opens the run from the job's page
@@ -305,9 +310,7 @@ def test_a_running_run_is_cancelled_from_its_page_after_confirmation(
     child = tmp_path / "child.pid"
     command = f"sleep 300 & echo $! > {child}; wait"
     job = create(local, target={"type": "shell", "command": command}, cancel_grace_s=1)
-    reply = local.http.post(f"/jobs/{job['id']}/trigger")
-    assert reply.status_code == 202, reply.text
-    run = reply.json()
+    run = trigger(local, job)
     wait_for("the command to start", lambda: pid_written(child), 45)
 
     # When its owner opens the run and dismisses the confirmation, nothing happens
@@ -346,9 +349,7 @@ def test_the_failures_view_lists_dead_runs_across_jobs_and_leads_to_their_page(
 ) -> None:
     # Given a job whose two tries failed: its run is dead
     broken = create(local, command="fail", retry={"max_attempts": 2, "backoff_s": 0})
-    reply = local.http.post(f"/jobs/{broken['id']}/trigger")
-    assert reply.status_code == 202, reply.text
-    run = reply.json()
+    run = trigger(local, broken)
     wait_for("the run to die", lambda: finished(local, broken["id"]), 45)
 
     # When the team opens the Failures view
