@@ -50,7 +50,8 @@ def _attribute(key: Key) -> dynamodb.Attribute:
 def build_table(
     scope: Construct, definition: TableDef, options: InfraOptions | None = None
 ) -> dynamodb.Table:
-    """One table from its shared definition: keys, GSIs with their projections, TTL, PITR, capacity.
+    """One table from its shared definition: keys, GSIs with their projections, TTL, PITR, capacity, and the
+    warm throughput ``options`` sets for it (``InfraOptions.warm_throughput``: the table and each of its indexes).
 
     ``options`` (default: ``InfraOptions()``, on-demand) chooses the capacity mode: with
     ``capacity="provisioned"`` the table and each of its indexes start at the minimum read and write
@@ -63,6 +64,12 @@ def build_table(
     read_capacity = options.capacity_min_read if provisioned else None
     write_capacity = options.capacity_min_write if provisioned else None
     retained = definition.id in RETAINED
+    warm_write, warm_read = options.warm_throughput(definition.id)
+    warm = (
+        dynamodb.WarmThroughput(write_units_per_second=warm_write, read_units_per_second=warm_read)
+        if warm_write or warm_read
+        else None
+    )
     table = dynamodb.Table(
         scope,
         definition.id,
@@ -83,6 +90,7 @@ def build_table(
         deletion_protection=retained,
         removal_policy=RemovalPolicy.RETAIN if retained else RemovalPolicy.DESTROY,
         stream=dynamodb.StreamViewType.OLD_IMAGE if definition.stream_view == "OLD_IMAGE" else None,
+        warm_throughput=warm,
     )
     for index in definition.indexes:
         table.add_global_secondary_index(
@@ -93,6 +101,7 @@ def build_table(
             non_key_attributes=list(index.non_key) if index.projection == "INCLUDE" else None,
             read_capacity=read_capacity,
             write_capacity=write_capacity,
+            warm_throughput=warm,
         )
     if provisioned:
         _auto_scale(table, definition, options)
