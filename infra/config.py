@@ -236,15 +236,15 @@ class InfraOptions(BaseModel):
         None,
         ge=1,
         le=40_000,
-        description="warm throughput of the jobs table and its indexes: write units a second they take at once "
-        "(a new on-demand table takes 4,000); unset: DynamoDB's own",
+        description="warm throughput of the jobs table: write units a second it takes at once (a new on-demand "
+        "table takes 4,000; its indexes are written by job edits only and keep DynamoDB's); unset: DynamoDB's own",
     )
     jobs_warm_read_units: int | None = Field(
         None,
         ge=1,
         le=40_000,
-        description="warm throughput of the jobs table and its indexes: read units a second (a new on-demand "
-        "table takes 12,000); unset: DynamoDB's own",
+        description="warm throughput of the jobs table: read units a second (a new on-demand table takes "
+        "12,000); unset: DynamoDB's own",
     )
     runs_warm_write_units: int | None = Field(
         None,
@@ -372,7 +372,8 @@ class InfraOptions(BaseModel):
 
     def warm_throughput(self, table_id: str) -> tuple[int | None, int | None]:
         """``(write units/s, read units/s)`` of warm throughput for the table ``table_id`` (a
-        ``resources.TableDef.id``) and its indexes; ``None`` for a dimension left to DynamoDB."""
+        ``resources.TableDef.id``; ``infra.storage.WARM_INDEXES`` says whose indexes get it too); ``None`` for a
+        dimension left to DynamoDB."""
         if table_id == resources.JOBS.id:
             return self.jobs_warm_write_units, self.jobs_warm_read_units
         if table_id == resources.RUNS.id:

@@ -31,6 +31,11 @@ _PROJECTIONS = {
 RETAINED = frozenset({resources.JOBS.id, resources.RUNS.id})
 
 
+WARM_INDEXES = frozenset({resources.RUNS.id})
+"""Tables whose indexes get the table's warm throughput too: the runs table's ``sweep`` index takes a write at each
+run's claim and at its end (a rush's rate); the jobs table's indexes are written by job edits only, never by a
+run, so pre-warming them would be a charge for nothing."""
+
 # Why a table has no point-in-time recovery (jobsched.resources decides which tables have it).
 _NO_PITR_REASONS = {
     resources.RUNS.id: "Run history is append-mostly, expires by TTL (retention_days) and is retained with "
@@ -51,7 +56,8 @@ def build_table(
     scope: Construct, definition: TableDef, options: InfraOptions | None = None
 ) -> dynamodb.Table:
     """One table from its shared definition: keys, GSIs with their projections, TTL, PITR, capacity, and the
-    warm throughput ``options`` sets for it (``InfraOptions.warm_throughput``: the table and each of its indexes).
+    warm throughput ``options`` sets for it (``InfraOptions.warm_throughput``; its indexes too if the table is
+    one of ``WARM_INDEXES``).
 
     ``options`` (default: ``InfraOptions()``, on-demand) chooses the capacity mode: with
     ``capacity="provisioned"`` the table and each of its indexes start at the minimum read and write
@@ -70,6 +76,7 @@ def build_table(
         if warm_write or warm_read
         else None
     )
+    index_warm = warm if definition.id in WARM_INDEXES else None
     table = dynamodb.Table(
         scope,
         definition.id,
@@ -101,7 +108,7 @@ def build_table(
             non_key_attributes=list(index.non_key) if index.projection == "INCLUDE" else None,
             read_capacity=read_capacity,
             write_capacity=write_capacity,
-            warm_throughput=warm,
+            warm_throughput=index_warm,
         )
     if provisioned:
         _auto_scale(table, definition, options)
