@@ -45,7 +45,12 @@ from bench.scale_sim import (
     load,
     simulate,
 )
-from infra.config import SCHEDULER_CONCURRENCY_PER_PARTITION, DeploymentConfig
+from infra.config import (
+    ON_DEMAND_WARM_READ_UNITS,
+    ON_DEMAND_WARM_WRITE_UNITS,
+    SCHEDULER_CONCURRENCY_PER_PARTITION,
+    DeploymentConfig,
+)
 from jobsched.models import Priority
 from jobsched.observability import logger
 from jobsched.settings import Settings
@@ -122,11 +127,12 @@ INVOCATIONS_PER_POLLER = 10
 """Concurrent invocations one provisioned event poller carries at most (Lambda developer guide, "Lambda parameters
 for Amazon SQS event source mappings"); the model starts each minimum poller at one (:data:`POLLER_INVOCATIONS`
 sweeps more)."""
-NEW_TABLE_WCU_PER_S = 4_000
+NEW_TABLE_WCU_PER_S = ON_DEMAND_WARM_WRITE_UNITS
 """Write units a second a new on-demand DynamoDB table takes at once without warm throughput (DynamoDB developer
-guide, "Understanding DynamoDB warm throughput")."""
-NEW_TABLE_RCU_PER_S = 12_000
-"""Read units a second a new on-demand table takes at once without warm throughput (same page)."""
+guide, "Understanding DynamoDB warm throughput"; ``infra.config.ON_DEMAND_WARM_WRITE_UNITS``)."""
+NEW_TABLE_RCU_PER_S = ON_DEMAND_WARM_READ_UNITS
+"""Read units a second a new on-demand table takes at once without warm throughput (same page;
+``infra.config.ON_DEMAND_WARM_READ_UNITS``)."""
 
 
 @dataclass(frozen=True)

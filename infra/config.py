@@ -133,6 +133,14 @@ _RETENTION_NAMES: dict[int, str] = {
 }
 
 
+ON_DEMAND_WARM_WRITE_UNITS = 4_000
+"""Write units a second every on-demand DynamoDB table (and index) takes at once from its creation: its warm
+throughput when none is set (DynamoDB developer guide, "Understanding DynamoDB warm throughput"). DynamoDB never
+lowers a warm throughput, so an on-demand ``*_warm_write_units`` below it would change nothing or fail the deploy."""
+
+ON_DEMAND_WARM_READ_UNITS = 12_000
+"""Read units a second every on-demand table takes at once from its creation (same page)."""
+
 SCALE_KEY = "scale"
 """The context key naming a preset of :data:`SCALE_PRESETS` (``-c scale=large``)."""
 
@@ -403,12 +411,13 @@ class DeploymentConfig:
 
         Raises ``ConfigError`` naming the offending key when a value is invalid.
         """
-        scale = context.get(SCALE_KEY) or "default"
+        explicit = {key: value for key, value in context.items() if value is not None}
+        scale = explicit.get(SCALE_KEY, "default")
         if not isinstance(scale, str) or scale not in SCALE_PRESETS:
             raise ConfigError(
                 f"context value {SCALE_KEY!r}: {scale!r} is not a preset (one of {', '.join(SCALE_PRESETS)})"
             )
-        given = {**SCALE_PRESETS[scale], **{k: v for k, v in context.items() if v is not None}}
+        given = {**SCALE_PRESETS[scale], **explicit}
         knobs = {name: given[name] for name in RUNTIME_KNOBS if name in given}
         infra_values = {name: given[name] for name in InfraOptions.model_fields if name in given}
         placeholders = {name.lower(): f"<{name}>" for name in RESOURCE_ENV_VARS}
@@ -456,7 +465,7 @@ class DeploymentConfig:
                 "context value 'worker_max_pollers': only with worker_min_pollers (provisioned mode); standard "
                 "mode is bounded by worker_max_concurrency"
             )
-        if infra.worker_min_pollers is not None and "worker_max_concurrency" in context:
+        if infra.worker_min_pollers is not None and "worker_max_concurrency" in explicit:
             raise ConfigError(
                 "context value 'worker_max_concurrency': not with worker_min_pollers (Lambda's SQS event source "
                 "takes a maximum concurrency or provisioned pollers, not both: bound provisioned mode with "
@@ -468,6 +477,7 @@ class DeploymentConfig:
                 raise ConfigError(
                     f"context value 'capacity_min_{kind}': {low} is above capacity_max_{kind} ({high})"
                 )
+        _check_warm_throughput(infra)
         return cls(settings=settings, infra=infra)
 
     def runtime_environment(self) -> dict[str, str]:
@@ -485,6 +495,42 @@ class DeploymentConfig:
             else:
                 env[name.upper()] = ("true" if value else "false") if isinstance(value, bool) else str(value)
         return env
+
+
+_WARM_THROUGHPUT_KEYS: tuple[tuple[str, Literal["read", "write"]], ...] = (
+    ("jobs_warm_write_units", "write"),
+    ("jobs_warm_read_units", "read"),
+    ("runs_warm_write_units", "write"),
+)
+"""The warm throughput keys of ``InfraOptions`` and the dimension each sets."""
+
+
+def _check_warm_throughput(infra: InfraOptions) -> None:
+    """Refuse a warm throughput that cannot take effect. On-demand: one below what every on-demand table already
+    has (:data:`ON_DEMAND_WARM_WRITE_UNITS`, :data:`ON_DEMAND_WARM_READ_UNITS`; DynamoDB never lowers a warm
+    throughput: an update asking for less fails). Provisioned: one above ``capacity_max_<kind>``, which auto
+    scaling never passes (pre-warmed partitions the table may never use, billed all the same).
+
+    Raises ``ConfigError`` naming the key."""
+    for key, kind in _WARM_THROUGHPUT_KEYS:
+        units = getattr(infra, key)
+        if units is None:
+            continue
+        if infra.provisioned:
+            most = getattr(infra, f"capacity_max_{kind}")
+            if units > most:
+                raise ConfigError(
+                    f"context value {key!r}: {units} is above capacity_max_{kind} ({most}), the most {kind} "
+                    "capacity auto scaling gives a provisioned table: raise capacity_max_"
+                    f"{kind} or lower {key}"
+                )
+        else:
+            least = ON_DEMAND_WARM_WRITE_UNITS if kind == "write" else ON_DEMAND_WARM_READ_UNITS
+            if units < least:
+                raise ConfigError(
+                    f"context value {key!r}: {units} is below the {least} {kind} units a second every on-demand "
+                    "table already takes (DynamoDB never lowers a warm throughput): leave it unset or raise it"
+                )
 
 
 def context_keys() -> tuple[str, ...]:
