@@ -244,22 +244,24 @@ class InfraOptions(BaseModel):
         None,
         ge=1,
         le=40_000,
-        description="warm throughput of the jobs table: write units a second it takes at once (a new on-demand "
-        "table takes 4,000; its indexes are written by job edits only and keep DynamoDB's); unset: DynamoDB's own",
+        description="warm throughput of the jobs table: write units a second it takes at once (on-demand: at "
+        "least the 4,000 a new table takes; provisioned: at most capacity_max_write; its indexes are written by job "
+        "edits only and keep DynamoDB's; never lowered once deployed); unset: DynamoDB's own",
     )
     jobs_warm_read_units: int | None = Field(
         None,
         ge=1,
         le=40_000,
-        description="warm throughput of the jobs table: read units a second (a new on-demand table takes "
-        "12,000); unset: DynamoDB's own",
+        description="warm throughput of the jobs table: read units a second (on-demand: at least the 12,000 a "
+        "new table takes; provisioned: at most capacity_max_read); unset: DynamoDB's own",
     )
     runs_warm_write_units: int | None = Field(
         None,
         ge=1,
         le=40_000,
-        description="warm throughput of the runs table and its indexes: write units a second (4,000 for a new "
-        "on-demand table); unset: DynamoDB's own",
+        description="warm throughput of the runs table and its indexes (written at each failed try): write "
+        "units a second (on-demand: at least the 4,000 a new table takes; provisioned: at most "
+        "capacity_max_write); unset: DynamoDB's own",
     )
     log_retention_days: int = Field(30, description="CloudWatch Logs retention of every log group, days")
     api_throttle_rate_limit: float = Field(50.0, gt=0, description="API Gateway steady-state requests/s")

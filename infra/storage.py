@@ -32,9 +32,11 @@ RETAINED = frozenset({resources.JOBS.id, resources.RUNS.id})
 
 
 WARM_INDEXES = frozenset({resources.RUNS.id})
-"""Tables whose indexes get the table's warm throughput too: the runs table's ``sweep`` index takes a write at each
-run's claim and at its end (a rush's rate); the jobs table's indexes are written by job edits only, never by a
-run, so pre-warming them would be a charge for nothing."""
+"""Tables whose indexes get the table's warm throughput too. The runs table's ``sweep`` and ``failures`` indexes
+take a write at each failed try (a run that succeeds at its first try never enters them): a rush whose target is
+down writes them at the rush's rate, and an index that throttles throttles the table's writes with it. The jobs
+table's indexes are written by job edits only (the ``due`` index also by the migration of items from before
+timer items), never by a run, so pre-warming them would be a charge for nothing."""
 
 # Why a table has no point-in-time recovery (jobsched.resources decides which tables have it).
 _NO_PITR_REASONS = {
