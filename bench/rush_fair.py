@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from bench.scale_sim import (
-    LAMBDA_MB_PER_VCPU,
     MIDNIGHT_MS,
     READ_CPU_MS_PER_ENTRY,
     SCHEDULER_CPU_MS_PER_RUN,
@@ -45,6 +44,12 @@ from bench.scale_sim import (
     SimJobStore,
     load,
     simulate,
+)
+from infra.config import (
+    ON_DEMAND_WARM_READ_UNITS,
+    ON_DEMAND_WARM_WRITE_UNITS,
+    SCHEDULER_CONCURRENCY_PER_PARTITION,
+    DeploymentConfig,
 )
 from jobsched.models import Priority
 from jobsched.observability import logger
@@ -106,6 +111,30 @@ def fair_loader(scenario: FairRush, *, owners: bool) -> Loader:
 # --- the worker side -------------------------------------------------------------------------------
 
 
+STANDARD_START = 5
+"""Concurrent invocations a standard-mode SQS event source starts with when messages appear (Lambda developer
+guide, "Configuring scaling behavior for SQS event source mappings")."""
+STANDARD_RAMP_PER_MINUTE = 300.0
+"""Concurrent invocations a standard-mode SQS event source adds a minute (same page)."""
+STANDARD_CEILING = 1_250
+"""The most concurrent invocations a standard-mode SQS event source reaches (same page)."""
+PROVISIONED_RAMP_PER_MINUTE = 1_000.0
+"""Concurrent invocations a provisioned-mode SQS event source adds a minute (AWS News Blog, "AWS Lambda enhances
+event processing with provisioned mode for SQS event-source mapping", 2025-11-14: "up to 1000 ... per minute")."""
+PROVISIONED_CEILING = 20_000
+"""The most concurrent invocations a provisioned-mode SQS event source reaches (same post: "up to 20,000")."""
+INVOCATIONS_PER_POLLER = 10
+"""Concurrent invocations one provisioned event poller carries at most (Lambda developer guide, "Lambda parameters
+for Amazon SQS event source mappings"); the model starts each minimum poller at one (:data:`POLLER_INVOCATIONS`
+sweeps more)."""
+NEW_TABLE_WCU_PER_S = ON_DEMAND_WARM_WRITE_UNITS
+"""Write units a second a new on-demand DynamoDB table takes at once without warm throughput (DynamoDB developer
+guide, "Understanding DynamoDB warm throughput"; ``infra.config.ON_DEMAND_WARM_WRITE_UNITS``)."""
+NEW_TABLE_RCU_PER_S = ON_DEMAND_WARM_READ_UNITS
+"""Read units a second a new on-demand table takes at once without warm throughput (same page;
+``infra.config.ON_DEMAND_WARM_READ_UNITS``)."""
+
+
 @dataclass(frozen=True)
 class Workers:
     """The SQS event source and worker Lambda (sources: bench/README.md's table of constants).
@@ -134,15 +163,15 @@ class Workers:
     maximum_concurrency: int | None = 50
     account_concurrency: int = 1_000
     reserved_elsewhere: int = 2
-    initial_concurrency: int = 5
-    ramp_per_minute: float = 300.0
-    mode_ceiling: int = 1_250
+    initial_concurrency: int = STANDARD_START
+    ramp_per_minute: float = STANDARD_RAMP_PER_MINUTE
+    mode_ceiling: int = STANDARD_CEILING
     batch_size: int = 10
     overhead_s: float = 0.2
     before_target_s: float = 0.1
     target_s: float = 1.0
     cold_start_s: float = 0.5
-    runs_table_wcu_per_s: float | None = 4_000.0
+    runs_table_wcu_per_s: float | None = float(NEW_TABLE_WCU_PER_S)
     batching_window_s: float = 0.0
     fair_queue: bool = True
     noisy_share: float = 0.10
@@ -291,8 +320,9 @@ Lambda's ``MaximumBatchingWindowInSeconds``; a lone message then waits up to tha
 @dataclass(frozen=True)
 class Config:
     """A deployment: ``partitions`` scheduler partitions of ``shards`` due shards, the scheduler Lambda's
-    ``scheduler_memory_mb``, the jobs table's table-level ``jobs_table_wcu_per_s`` (a new on-demand table's
-    4,000 without pre-warming; its warm throughput when pre-warmed) and the ``workers``."""
+    ``scheduler_memory_mb``, the jobs table's table-level ``jobs_table_wcu_per_s`` and ``jobs_table_rcu_per_s``
+    (a new on-demand table's 4,000 and 12,000 without pre-warming; its warm throughput when pre-warmed) and the
+    ``workers``."""
 
     name: str
     partitions: int
@@ -300,45 +330,60 @@ class Config:
     scheduler_memory_mb: int
     jobs_table_wcu_per_s: float | None
     workers: Workers
-    jobs_table_rcu_per_s: float = 12_000.0
+    jobs_table_rcu_per_s: float = NEW_TABLE_RCU_PER_S
 
 
-DEFAULTS = Config(
-    "defaults",
-    partitions=1,
-    shards=4,
-    scheduler_memory_mb=512,
-    jobs_table_wcu_per_s=4_000.0,
-    workers=Workers(),
-)
+def deployed(name: str, scale: str, *, account_concurrency: int) -> Config:
+    """The :class:`Config` a stack deployed with ``-c scale=<scale>`` (``infra.config.SCALE_PRESETS``) runs, read
+    from the stack's own configuration (``DeploymentConfig``): its partitions and shards, scheduler memory, the
+    worker's event source (provisioned pollers when the preset sets ``worker_min_pollers``: they start with one
+    invocation each, grow by about 1,000 a minute to ``INVOCATIONS_PER_POLLER`` a poller, at most 20,000; else
+    standard mode under ``worker_max_concurrency``), batch and window, the scheduler's reserved concurrency, and
+    the tables' warm throughput (a new on-demand table's 4,000 write and 12,000 read units a second where unset).
+    ``account_concurrency``: the account's concurrent executions, a Service Quotas value no stack sets."""
+    config = DeploymentConfig.from_context({"scale": scale})
+    infra, settings = config.infra, config.settings
+    pollers = infra.worker_min_pollers
+    reserved = SCHEDULER_CONCURRENCY_PER_PARTITION * settings.scheduler_partitions
+    workers = Workers(
+        mode="standard" if pollers is None else "provisioned",
+        maximum_concurrency=infra.worker_max_concurrency if pollers is None else None,
+        ramp_per_minute=STANDARD_RAMP_PER_MINUTE if pollers is None else PROVISIONED_RAMP_PER_MINUTE,
+        mode_ceiling=STANDARD_CEILING
+        if pollers is None
+        else min(PROVISIONED_CEILING, infra.worker_max_pollers * INVOCATIONS_PER_POLLER),
+        initial_concurrency=STANDARD_START if pollers is None else pollers,
+        account_concurrency=account_concurrency,
+        reserved_elsewhere=reserved if infra.reserve_scheduler_concurrency else 0,
+        runs_table_wcu_per_s=float(infra.runs_warm_write_units or NEW_TABLE_WCU_PER_S),
+        batch_size=infra.worker_batch_size,
+        batching_window_s=float(infra.worker_batching_window_s),
+    )
+    return Config(
+        name,
+        partitions=settings.scheduler_partitions,
+        shards=settings.due_shards,
+        scheduler_memory_mb=infra.scheduler_memory_mb,
+        jobs_table_wcu_per_s=float(infra.jobs_warm_write_units or NEW_TABLE_WCU_PER_S),
+        jobs_table_rcu_per_s=float(infra.jobs_warm_read_units or NEW_TABLE_RCU_PER_S),
+        workers=workers,
+    )
+
+
+DEFAULTS = deployed("defaults", "default", account_concurrency=Workers.account_concurrency)
 """The stack's defaults: ``Settings`` (1 partition, 4 due shards), ``InfraOptions`` (scheduler 512 MB, worker
 ``MaximumConcurrency`` 50, batch 10, on-demand tables with no warm throughput: a new table's 4,000 WCU/s), the
 account's default 1,000 concurrent executions."""
 
-RECOMMENDED = Config(
-    "recommended",
-    partitions=16,
-    shards=2,
-    scheduler_memory_mb=LAMBDA_MB_PER_VCPU,
-    jobs_table_wcu_per_s=40_000.0,
-    jobs_table_rcu_per_s=40_000.0,
-    workers=Workers(
-        mode="provisioned",
-        maximum_concurrency=None,
-        ramp_per_minute=1_000.0,
-        mode_ceiling=20_000,
-        initial_concurrency=200,
-        account_concurrency=10_000,
-        reserved_elsewhere=32,
-        runs_table_wcu_per_s=20_000.0,
-        batch_size=WIDER_BATCH,
-        batching_window_s=1.0,
-    ),
-)
-"""A configuration for the seed's scale: 16 partitions x 2 due shards at 1,769 MB (one vCPU each); the jobs table
-pre-warmed to 40,000 WCU/s and 40,000 RCU/s (DynamoDB's default table-level quota), the runs table to 20,000 WCU/s (warm throughput, on-demand); the
-worker's event source in provisioned mode with 200 minimum pollers and batches of 20 (so a batching window of
-1 s); an account concurrency quota of 10,000."""
+LARGE_ACCOUNT_CONCURRENCY = 10_000
+"""The account's concurrent executions ``RECOMMENDED`` assumes: a Service Quotas raise from the default 1,000
+(free; docs/deploy.md, "Presets")."""
+
+RECOMMENDED = deployed("recommended", "large", account_concurrency=LARGE_ACCOUNT_CONCURRENCY)
+"""The ``-c scale=large`` preset (``infra.config.SCALE_PRESETS``): 16 partitions x 2 due shards at 1,769 MB (one
+vCPU each); the jobs table pre-warmed to 40,000 WCU/s and 40,000 RCU/s (DynamoDB's default table-level quota), the
+runs table to 20,000 WCU/s; the worker's event source in provisioned mode with 200 minimum pollers (up to 2,000)
+and batches of 20 (so a batching window of 1 s); and an account concurrency quota of 10,000."""
 
 SCHEDULER_READ_UNITS_PER_RUN = 1.37
 """Jobs-table read units a run costs the scheduler (``rcu_per_run.input_1KiB.scheduler`` of

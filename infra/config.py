@@ -9,9 +9,13 @@ Two kinds of knobs, both set with ``cdk deploy -c name=value`` (or the ``context
   ones ``Settings`` declares (no second copy here); the stack passes them to every function as
   environment variables named after the field in upper case (``SCHEDULER_PARTITIONS=4``), which
   is what ``Settings`` reads at cold start.
-* Infrastructure knobs (``InfraOptions``): worker batch size and maximum concurrency, log
-  retention, API throttling, alarm thresholds, memory sizes, extra (cross-account) targets. Which
-  targets a job may use is the runtime knob ``target_owner_tag_key`` (see ``infra.functions``).
+* Infrastructure knobs (``InfraOptions``): worker batch size, maximum concurrency or provisioned
+  pollers, log retention, API throttling, alarm thresholds, memory sizes, warm throughput, extra
+  (cross-account) targets. Which targets a job may use is the runtime knob ``target_owner_tag_key``
+  (see ``infra.functions``).
+
+A preset (``-c scale=large``, :data:`SCALE_PRESETS`) sets a group of both kinds at once; a value given
+explicitly wins over the preset's.
 
 Context values given on the command line arrive as strings (``-c allow_shell_targets=true``);
 pydantic coerces and validates them, so a bad value fails ``cdk synth`` with the field's name.
@@ -23,14 +27,16 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from constructs import Node
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from jobsched import resources
 from jobsched.settings import Settings
+
+if TYPE_CHECKING:
+    from constructs import Node
 
 RESOURCE_ENV_VARS: tuple[str, ...] = (
     *(t.env_var for t in resources.TABLES),
@@ -65,6 +71,10 @@ MAX_STACK_PARTITIONS = 180
 """The most scheduler partitions one stack deploys: each adds an EventBridge rule and its Lambda permission, and
 a CloudFormation stack holds at most 500 resources (the rest of the stack is about 130, the run archive's about 20
 of them; the margin leaves room for a few more resources). ``Settings`` allows more (256) for local mode."""
+
+SCHEDULER_CONCURRENCY_PER_PARTITION = 2
+"""Concurrent executions reserved for each scheduler partition (``reserve_scheduler_concurrency``): an invocation
+and its successor overlap for a few seconds at each minute's hand-over."""
 
 SQS_MAX_VISIBILITY_S = 43_200
 """The longest visibility timeout SQS accepts (12 hours): each heartbeat sets ``heartbeat_stale_s +
@@ -123,6 +133,42 @@ _RETENTION_NAMES: dict[int, str] = {
 }
 
 
+ON_DEMAND_WARM_WRITE_UNITS = 4_000
+"""Write units a second every on-demand DynamoDB table (and index) takes at once from its creation: its warm
+throughput when none is set (DynamoDB developer guide, "Understanding DynamoDB warm throughput"). DynamoDB never
+lowers a warm throughput, so an on-demand ``*_warm_write_units`` below it would change nothing or fail the deploy."""
+
+ON_DEMAND_WARM_READ_UNITS = 12_000
+"""Read units a second every on-demand table takes at once from its creation (same page)."""
+
+SCALE_KEY = "scale"
+"""The context key naming a preset of :data:`SCALE_PRESETS` (``-c scale=large``)."""
+
+SCALE_PRESETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "large": {
+        "scheduler_partitions": 16,
+        "due_shards": 2,
+        "scheduler_memory_mb": 1769,
+        "worker_min_pollers": 200,
+        "worker_max_pollers": 2000,
+        "worker_batch_size": 20,
+        "worker_batching_window_s": 1,
+        "jobs_warm_write_units": 40_000,
+        "jobs_warm_read_units": 40_000,
+        "runs_warm_write_units": 20_000,
+    },
+}
+"""Context values a preset sets when the deployment does not set them itself (an explicit ``-c key=value`` wins).
+
+``large`` is the configuration ``bench/rush_fair.py`` models for the seed's scale (10 million jobs, a million due at
+00:00:00 UTC): 16 scheduler partitions of 2 due shards, each at 1,769 MB (one vCPU); the worker's SQS event source
+in provisioned mode (200 pollers ready, up to 2,000) with batches of 20 gathered for up to 1 s; the jobs table
+pre-warmed to 40,000 write and read units a second and the runs table to 20,000 write units (DynamoDB's default
+table-level quota is 40,000 each way). The model also assumes the account's concurrent executions raised to 10,000
+(a Service Quotas request, not a stack setting). What each costs at rest: docs/deploy.md, "Presets"."""
+
+
 class ConfigError(ValueError):
     """A CDK context value is invalid; the message names the context key."""
 
@@ -174,7 +220,48 @@ class InfraOptions(BaseModel):
         "invokes the worker (MaximumBatchingWindowInSeconds; a lone run then starts up to this late)",
     )
     worker_max_concurrency: int = Field(
-        50, ge=2, le=1000, description="most concurrent worker invocations the SQS event source starts"
+        50,
+        ge=2,
+        le=1000,
+        description="most concurrent worker invocations the SQS event source starts (standard mode; "
+        "provisioned mode, worker_min_pollers, bounds it by its pollers instead)",
+    )
+    worker_min_pollers: int | None = Field(
+        None,
+        ge=2,
+        le=200,
+        description="SQS event source in provisioned mode: event pollers kept ready at all times (Lambda's "
+        "MinimumPollers, 2-200; billed per event poller unit hour); unset: standard mode",
+    )
+    worker_max_pollers: int = Field(
+        200,
+        ge=2,
+        le=2000,
+        description="provisioned mode: the most event pollers the SQS event source scales to (MaximumPollers, "
+        "2-2,000; each poller carries up to 10 concurrent invocations)",
+    )
+    jobs_warm_write_units: int | None = Field(
+        None,
+        ge=1,
+        le=40_000,
+        description="warm throughput of the jobs table: write units a second it takes at once (on-demand: at "
+        "least the 4,000 a new table takes; provisioned: at most capacity_max_write; its indexes are written by job "
+        "edits only and keep DynamoDB's; never lowered once deployed); unset: DynamoDB's own",
+    )
+    jobs_warm_read_units: int | None = Field(
+        None,
+        ge=1,
+        le=40_000,
+        description="warm throughput of the jobs table: read units a second (on-demand: at least the 12,000 a "
+        "new table takes; provisioned: at most capacity_max_read); unset: DynamoDB's own",
+    )
+    runs_warm_write_units: int | None = Field(
+        None,
+        ge=1,
+        le=40_000,
+        description="warm throughput of the runs table and its indexes (written at each failed try): write "
+        "units a second (on-demand: at least the 4,000 a new table takes; provisioned: at most "
+        "capacity_max_write); unset: DynamoDB's own",
     )
     log_retention_days: int = Field(30, description="CloudWatch Logs retention of every log group, days")
     api_throttle_rate_limit: float = Field(50.0, gt=0, description="API Gateway steady-state requests/s")
@@ -258,6 +345,14 @@ class InfraOptions(BaseModel):
             )
         return value
 
+    @field_validator("worker_max_pollers")
+    @classmethod
+    def _max_pollers(cls, value: int, info: ValidationInfo) -> int:
+        least = info.data.get("worker_min_pollers")
+        if least is not None and value < least:
+            raise ValueError(f"{value} is below worker_min_pollers ({least})")
+        return value
+
     @field_validator("log_retention_days")
     @classmethod
     def _retention(cls, value: int) -> int:
@@ -285,6 +380,16 @@ class InfraOptions(BaseModel):
         """True when the tables use provisioned capacity with auto scaling (``capacity=provisioned``)."""
         return self.capacity == "provisioned"
 
+    def warm_throughput(self, table_id: str) -> tuple[int | None, int | None]:
+        """``(write units/s, read units/s)`` of warm throughput for the table ``table_id`` (a
+        ``resources.TableDef.id``; ``infra.storage.WARM_INDEXES`` says whose indexes get it too); ``None`` for a
+        dimension left to DynamoDB."""
+        if table_id == resources.JOBS.id:
+            return self.jobs_warm_write_units, self.jobs_warm_read_units
+        if table_id == resources.RUNS.id:
+            return self.runs_warm_write_units, None
+        return None, None
+
     @property
     def log_retention_name(self) -> str:
         """The ``aws_logs.RetentionDays`` member name of ``log_retention_days``."""
@@ -308,10 +413,15 @@ class DeploymentConfig:
 
         Raises ``ConfigError`` naming the offending key when a value is invalid.
         """
-        knobs = {name: context[name] for name in RUNTIME_KNOBS if context.get(name) is not None}
-        infra_values = {
-            name: context[name] for name in InfraOptions.model_fields if context.get(name) is not None
-        }
+        explicit = {key: value for key, value in context.items() if value is not None}
+        scale = explicit.get(SCALE_KEY, "default")
+        if not isinstance(scale, str) or scale not in SCALE_PRESETS:
+            raise ConfigError(
+                f"context value {SCALE_KEY!r}: {scale!r} is not a preset (one of {', '.join(SCALE_PRESETS)})"
+            )
+        given = {**SCALE_PRESETS[scale], **explicit}
+        knobs = {name: given[name] for name in RUNTIME_KNOBS if name in given}
+        infra_values = {name: given[name] for name in InfraOptions.model_fields if name in given}
         placeholders = {name.lower(): f"<{name}>" for name in RESOURCE_ENV_VARS}
         try:
             # Not Settings(...) nor Settings.model_validate: both would also read this machine's
@@ -352,12 +462,24 @@ class DeploymentConfig:
                 f"context value 'archive_retention_days': {infra.archive_retention_days} must be above "
                 f"archive_infrequent_access_days ({infra.archive_infrequent_access_days}), or 0 to keep forever"
             )
+        if infra.worker_min_pollers is None and "worker_max_pollers" in given:
+            raise ConfigError(
+                "context value 'worker_max_pollers': only with worker_min_pollers (provisioned mode); standard "
+                "mode is bounded by worker_max_concurrency"
+            )
+        if infra.worker_min_pollers is not None and "worker_max_concurrency" in explicit:
+            raise ConfigError(
+                "context value 'worker_max_concurrency': not with worker_min_pollers (Lambda's SQS event source "
+                "takes a maximum concurrency or provisioned pollers, not both: bound provisioned mode with "
+                "worker_max_pollers)"
+            )
         for kind in ("read", "write"):
             low, high = getattr(infra, f"capacity_min_{kind}"), getattr(infra, f"capacity_max_{kind}")
             if low > high:
                 raise ConfigError(
                     f"context value 'capacity_min_{kind}': {low} is above capacity_max_{kind} ({high})"
                 )
+        _check_warm_throughput(infra)
         return cls(settings=settings, infra=infra)
 
     def runtime_environment(self) -> dict[str, str]:
@@ -377,9 +499,45 @@ class DeploymentConfig:
         return env
 
 
+_WARM_THROUGHPUT_KEYS: tuple[tuple[str, Literal["read", "write"]], ...] = (
+    ("jobs_warm_write_units", "write"),
+    ("jobs_warm_read_units", "read"),
+    ("runs_warm_write_units", "write"),
+)
+"""The warm throughput keys of ``InfraOptions`` and the dimension each sets."""
+
+
+def _check_warm_throughput(infra: InfraOptions) -> None:
+    """Refuse a warm throughput that cannot take effect. On-demand: one below what every on-demand table already
+    has (:data:`ON_DEMAND_WARM_WRITE_UNITS`, :data:`ON_DEMAND_WARM_READ_UNITS`; DynamoDB never lowers a warm
+    throughput: an update asking for less fails). Provisioned: one above ``capacity_max_<kind>``, which auto
+    scaling never passes (pre-warmed partitions the table may never use, billed all the same).
+
+    Raises ``ConfigError`` naming the key."""
+    for key, kind in _WARM_THROUGHPUT_KEYS:
+        units = getattr(infra, key)
+        if units is None:
+            continue
+        if infra.provisioned:
+            most = getattr(infra, f"capacity_max_{kind}")
+            if units > most:
+                raise ConfigError(
+                    f"context value {key!r}: {units} is above capacity_max_{kind} ({most}), the most {kind} "
+                    "capacity auto scaling gives a provisioned table: raise capacity_max_"
+                    f"{kind} or lower {key}"
+                )
+        else:
+            least = ON_DEMAND_WARM_WRITE_UNITS if kind == "write" else ON_DEMAND_WARM_READ_UNITS
+            if units < least:
+                raise ConfigError(
+                    f"context value {key!r}: {units} is below the {least} {kind} units a second every on-demand "
+                    "table already takes (DynamoDB never lowers a warm throughput): leave it unset or raise it"
+                )
+
+
 def context_keys() -> tuple[str, ...]:
     """Every context key this app reads besides CDK's own: runtime knobs, then infrastructure knobs."""
-    return (*RUNTIME_KNOBS, *InfraOptions.model_fields)
+    return (SCALE_KEY, *RUNTIME_KNOBS, *InfraOptions.model_fields)
 
 
 def context_values(node: Node) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Aws, CfnElement, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -48,7 +49,13 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.archive import TABLE_NAME, Archive
-from infra.config import ARCHIVE_ENV_VARS, TARGET_ROLE_ENV, DeploymentConfig
+from infra.config import (
+    ARCHIVE_ENV_VARS,
+    SCHEDULER_CONCURRENCY_PER_PARTITION,
+    TARGET_ROLE_ENV,
+    DeploymentConfig,
+    InfraOptions,
+)
 from infra.messaging import Messaging
 from infra.monitoring import metric_namespace
 from infra.nag import acknowledge
@@ -74,8 +81,6 @@ SCHEDULER_TIMEOUT_S = SCHEDULER_TICKING_S + math.ceil(STOP_BEFORE_MS / 1000)
 """82 s: the ticking, then ``STOP_BEFORE_MS`` for a slow call in flight and the lease release, whose AWS calls
 are bounded (``jobsched.runtime.scheduler.SCHEDULER_CALLS``), so a slow call cannot reach the timeout."""
 SWEEPER_TIMEOUT_S = 60
-SCHEDULER_CONCURRENCY_PER_PARTITION = 2
-"""An invocation and its successor overlap for a few seconds at each minute's hand-over."""
 ARCHIVE_TIMEOUT_S = 120
 ARCHIVE_MEMORY_MB = 256
 ARCHIVE_BATCH_SIZE = 10_000
@@ -105,6 +110,24 @@ class _Spec:
     description: str
     timeout_s: int
     memory_mb: int
+
+
+def _worker_scaling(infra: InfraOptions) -> dict[str, Any]:
+    """The worker event source's scaling: provisioned pollers (``worker_min_pollers`` to ``worker_max_pollers``)
+    when ``worker_min_pollers`` is set, else standard mode under ``worker_max_concurrency`` (Lambda takes one or
+    the other; ``DeploymentConfig.from_context`` refuses a deployment that sets both)."""
+    concurrency, least, most = (
+        infra.worker_max_concurrency,
+        infra.worker_min_pollers,
+        infra.worker_max_pollers,
+    )
+    if least is None:
+        return {"max_concurrency": concurrency}
+    return {
+        "provisioned_poller_config": lambda_.ProvisionedPollerConfig(
+            minimum_pollers=least, maximum_pollers=most
+        )
+    }
 
 
 class Functions(Construct):
@@ -183,7 +206,7 @@ class Functions(Construct):
                     if infra.worker_batching_window_s
                     else None
                 ),
-                max_concurrency=infra.worker_max_concurrency,
+                **_worker_scaling(infra),
                 # The handler starts a batch's runs concurrently (no run waits for another's target).
                 # Partial batch responses: one failed run does not redeliver its nine neighbours.
                 report_batch_item_failures=True,

@@ -31,6 +31,13 @@ _PROJECTIONS = {
 RETAINED = frozenset({resources.JOBS.id, resources.RUNS.id})
 
 
+WARM_INDEXES = frozenset({resources.RUNS.id})
+"""Tables whose indexes get the table's warm throughput too. The runs table's ``sweep`` and ``failures`` indexes
+take a write at each failed try (a run that succeeds at its first try never enters them): a rush whose target is
+down writes them at the rush's rate, and an index that throttles throttles the table's writes with it. The jobs
+table's indexes are written by job edits only (the ``due`` index also by the migration of items from before
+timer items), never by a run, so pre-warming them would be a charge for nothing."""
+
 # Why a table has no point-in-time recovery (jobsched.resources decides which tables have it).
 _NO_PITR_REASONS = {
     resources.RUNS.id: "Run history is append-mostly, expires by TTL (retention_days) and is retained with "
@@ -50,7 +57,9 @@ def _attribute(key: Key) -> dynamodb.Attribute:
 def build_table(
     scope: Construct, definition: TableDef, options: InfraOptions | None = None
 ) -> dynamodb.Table:
-    """One table from its shared definition: keys, GSIs with their projections, TTL, PITR, capacity.
+    """One table from its shared definition: keys, GSIs with their projections, TTL, PITR, capacity, and the
+    warm throughput ``options`` sets for it (``InfraOptions.warm_throughput``; its indexes too if the table is
+    one of ``WARM_INDEXES``).
 
     ``options`` (default: ``InfraOptions()``, on-demand) chooses the capacity mode: with
     ``capacity="provisioned"`` the table and each of its indexes start at the minimum read and write
@@ -63,6 +72,13 @@ def build_table(
     read_capacity = options.capacity_min_read if provisioned else None
     write_capacity = options.capacity_min_write if provisioned else None
     retained = definition.id in RETAINED
+    warm_write, warm_read = options.warm_throughput(definition.id)
+    warm = (
+        dynamodb.WarmThroughput(write_units_per_second=warm_write, read_units_per_second=warm_read)
+        if warm_write or warm_read
+        else None
+    )
+    index_warm = warm if definition.id in WARM_INDEXES else None
     table = dynamodb.Table(
         scope,
         definition.id,
@@ -83,6 +99,7 @@ def build_table(
         deletion_protection=retained,
         removal_policy=RemovalPolicy.RETAIN if retained else RemovalPolicy.DESTROY,
         stream=dynamodb.StreamViewType.OLD_IMAGE if definition.stream_view == "OLD_IMAGE" else None,
+        warm_throughput=warm,
     )
     for index in definition.indexes:
         table.add_global_secondary_index(
@@ -93,6 +110,7 @@ def build_table(
             non_key_attributes=list(index.non_key) if index.projection == "INCLUDE" else None,
             read_capacity=read_capacity,
             write_capacity=write_capacity,
+            warm_throughput=index_warm,
         )
     if provisioned:
         _auto_scale(table, definition, options)

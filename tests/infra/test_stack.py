@@ -11,8 +11,8 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra.api import GATEWAY_ERRORS, ROUTES, STAGE, error_template
-from infra.config import RESOURCE_ENV_VARS, RUNTIME_KNOBS
-from infra.functions import SCHEDULER_CONCURRENCY_PER_PARTITION, SCHEDULER_TIMEOUT_S, handler_path
+from infra.config import RESOURCE_ENV_VARS, RUNTIME_KNOBS, SCHEDULER_CONCURRENCY_PER_PARTITION
+from infra.functions import SCHEDULER_TIMEOUT_S, handler_path
 from jobsched import resources
 from jobsched.api.app import app
 from jobsched.api.errors import ErrorBody
