@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, Priority
 from jobsched.ports.quotas import UsageChange
@@ -230,6 +230,15 @@ class Rewrite:
     """``(upstream id before, after)`` when the rewrite changes the job's ``after`` (PATCH): a store that keeps
     the chain mark (``Job.downstream_count``, design §2.1) counts the new upstream in the same write and uncounts
     the old one after it."""
+    expected_quota_rate: int | Literal["kept"] | None = "kept"
+    """The stored job's ``Job.quota_rate`` as the caller read it (``"kept"``: the new ``job``'s, which the rewrite
+    keeps): written only while the stored job still holds it, so a rewrite never undoes a count made meanwhile
+    (by the recount or another edit) and its ``usage`` is added once (design §4.11)."""
+
+    @property
+    def quota_rate_read(self) -> int | None:
+        """The ``Job.quota_rate`` the stored job must hold for the rewrite to land (``expected_quota_rate``)."""
+        return self.job.quota_rate if self.expected_quota_rate == "kept" else self.expected_quota_rate
 
 
 def change_key(version: int) -> str:
