@@ -306,8 +306,10 @@ class JobStore:
         (so its due-index entry) and its name lock go, ``event`` is recorded, ``usage`` added to its owner's. Its run history and events stay
         until retention.
 
-        Raises ``NotFound`` when the job is already deleted (a late repeat: it changes nothing, and never frees
-        a name a newer job holds).
+        Written only while the spec item's ``quota_rate`` is still ``job``'s (``quotas.quota_condition``). Raises
+        ``NotFound`` when the job is already deleted (a late repeat: it changes nothing, and never frees a name a
+        newer job holds), ``Conflict`` when it is live with another ``quota_rate`` (one consistent GetItem after
+        the refusal tells them apart).
         """
         spec = spec_item(job)
         tombstone = (

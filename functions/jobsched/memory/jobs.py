@@ -375,7 +375,8 @@ class MemoryJobStore:
         usage: UsageChange | None = None,
     ) -> None:
         """Delete a live job (state, due entry and name go; a tombstone stays with ``retention_days``), recording
-        ``event`` and adding ``usage`` to its owner's. Raises ``NotFound`` when it is already deleted. Tombstones do not expire here."""
+        ``event`` and adding ``usage`` to its owner's. Raises ``NotFound`` when it is already deleted, ``Conflict``
+        when its ``quota_rate`` is no longer ``job``'s. Tombstones do not expire here."""
         with self._lock:
             held = self.jobs.get(job.id)
             if held is None:

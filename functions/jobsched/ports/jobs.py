@@ -363,7 +363,8 @@ class JobRepository(Protocol):
         usage: UsageChange | None = None,
     ) -> None:
         """Store a new job and its state, taking its name, and ``event`` with them, adding ``usage`` to its owner's
-        quota usage (all or nothing; a refused create adds nothing). Raises
+        quota usage (all or nothing; a refused create adds nothing); the job's ``quota_rate`` is the count the
+        usage holds for it (``domain.quotas.count_change``; None with no usage). Raises
         ``NameTaken(job_id of the holder)``, or ``Conflict`` when the name was taken and released meanwhile."""
         ...
 
@@ -396,7 +397,8 @@ class JobRepository(Protocol):
 
     def replace(self, rewrite: Rewrite) -> None:
         """Rewrite a job and its state, and record the rewrite's ``event`` with them (all or nothing). Refused
-        with ``Conflict`` when the stored job is not the one the :class:`Rewrite` expects (or it was deleted)."""
+        with ``Conflict`` when the stored job is not the one the :class:`Rewrite` expects (its ``updated_at``, its
+        state, its ``quota_rate``: ``Rewrite.quota_rate_read``), or it was deleted."""
         ...
 
     def delete(
@@ -410,7 +412,9 @@ class JobRepository(Protocol):
     ) -> None:
         """Delete a job: its state and due entry go, its name is free again (unless a newer job holds it), and,
         with ``retention_days``, a tombstone keeps its run history's owner known for that long; ``event`` is
-        recorded and ``usage`` added to its owner's quota usage with it (all or nothing). Raises ``NotFound`` when it is already deleted."""
+        recorded and ``usage`` added to its owner's quota usage with it (all or nothing), only while the stored
+        job's ``quota_rate`` is still ``job``'s (the count ``usage`` takes away). Raises ``NotFound`` when it is
+        already deleted, ``Conflict`` when its ``quota_rate`` changed since ``job`` was read."""
         ...
 
     def record_event(self, event: AuditEvent) -> None:

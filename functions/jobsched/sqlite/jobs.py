@@ -245,7 +245,8 @@ class SqliteJobStore(SqliteQuotaRecount):
     ) -> None:
         """Delete a live job: its state and due entry go, its name is freed unless a newer job holds it, with
         ``retention_days`` a tombstone keeps its history's owner that long, the audit ``event`` is recorded and
-        ``usage`` added to its owner's (one transaction). Raises ``NotFound`` when it is already deleted."""
+        ``usage`` added to its owner's (one transaction). Raises ``NotFound`` when it is already deleted, ``Conflict``
+        when its ``quota_rate`` is no longer ``job``'s."""
         with self.db.write() as conn:
             row = conn.execute(f"SELECT {QUOTA_RATE_SQL} FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
             if row is None:
