@@ -131,6 +131,16 @@ def test_the_sweeper_counts_the_jobs_written_without_quota_usage_until_none_is_l
     assert recount_quotas(runtime.components)["counted"] == 0  # type: ignore[index]
 
 
+def test_a_failed_or_crowded_out_quota_recount_pass_is_left_to_the_next_invocation(kit: Kit) -> None:
+    missing = kit.settings.model_copy(update={"jobs_table": "no-such-table"})
+    assert recount_quotas(Components(missing, kit.aws, clock=kit.clock)) is None  # logged, not raised
+    kit.make_job()
+    components = Components(kit.settings, kit.aws, clock=kit.clock)
+    assert recount_quotas(components, seconds=0.5) is None  # too little of the invocation left
+    assert kit.jobs.usage("team-a") == OwnerUsage(0, 0)
+    assert recount_quotas(components) == {"counted": 1, "changed": 0, "done": True}
+
+
 @pytest.fixture
 def rendezvous() -> Iterator[list[tuple[str, str]]]:
     """Command ``rendezvous``: waits until 3 tries are inside it at once (30 s at most, then it fails).

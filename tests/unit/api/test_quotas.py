@@ -9,7 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from jobsched.api.schemas import JobCreate
+from jobsched.domain.quota_recount import recount_pass
 from jobsched.domain.quotas import QuotaExceeded, QuotaTable
+from jobsched.ports.errors import Conflict
 
 
 def _quotas(http: Any, table: dict[str, Any]) -> None:
@@ -209,3 +211,34 @@ def test_an_edit_raising_a_job_never_counted_over_the_rate_quota_is_refused(http
     _refused(refused, 429, "fires_per_minute", "limit 2", "in use 1", "make it 3")
     assert http("PATCH", f"/jobs/{old['id']}", body={"schedule": "every 1 minute"}).status == 200
     assert _use(http) == (2, 2)
+
+
+def test_a_delete_that_meets_the_recount_reads_the_job_again_and_takes_what_was_counted(http):
+    old = _created_before_quotas(http, "old", schedule="every 1 minute")
+    store, delete = http.backend.jobs, http.backend.jobs.delete
+
+    def counted_first(
+        *args: Any, **kwargs: Any
+    ) -> None:  # the sweeper's recount lands between read and delete
+        store.delete = delete
+        assert recount_pass(store, seconds=60).counted == 1
+        delete(*args, **kwargs)
+
+    store.delete = counted_first
+    assert http("DELETE", f"/jobs/{old['id']}").status == 204
+
+    assert _use(http) == (0, 0)
+    assert http("GET", f"/jobs/{old['id']}").status == 404
+
+
+def test_a_delete_whose_job_keeps_being_counted_is_a_409_and_deletes_nothing(http):
+    job = http.create("counted")
+
+    def recounted(*args: Any, **kwargs: Any) -> None:
+        raise Conflict("the job's quota count changed meanwhile; read it again")
+
+    http.backend.jobs.delete = recounted
+    refused = http("DELETE", f"/jobs/{job['id']}")
+
+    assert refused.status == 409 and refused.error["code"] == "conflict", refused.body
+    assert http("GET", f"/jobs/{job['id']}").status == 200
