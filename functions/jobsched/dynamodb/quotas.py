@@ -19,6 +19,7 @@ items without it (``QuotaRecountTable``, ``jobsched.domain.quota_recount``) keep
 from __future__ import annotations
 
 import json
+import logging
 import math
 from typing import Any
 
@@ -32,6 +33,8 @@ from jobsched.dynamodb.layout import QUOTA_RATE, SPEC_SK, job_from_items, job_pk
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict
 from jobsched.ports.quotas import OwnerUsage, QuotaCounters, RecountProgress, UsageChange
+
+logger = logging.getLogger(__name__)
 
 USAGE_SK = "usage"
 
@@ -178,7 +181,8 @@ class QuotaRecountTable:
     @unavailable_on_failure
     def uncounted_jobs(self, cursor: str | None, limit: int) -> tuple[list[Job], str | None]:
         """One Scan page of ``limit`` items of the ``by_owner`` index after ``cursor``, filtered to those without
-        ``layout.QUOTA_RATE``."""
+        ``layout.QUOTA_RATE``; a spec item this code cannot read is logged and left out (uncounted: its delete
+        takes nothing away)."""
         kwargs: dict[str, Any] = {
             "IndexName": "by_owner",
             "Limit": limit,
@@ -188,7 +192,12 @@ class QuotaRecountTable:
             kwargs["ExclusiveStartKey"] = json.loads(cursor)
         page = self.table.scan(**kwargs)
         last = page.get("LastEvaluatedKey")
-        jobs = [job_from_items(plain(item), None) for item in page["Items"]]
+        jobs = []
+        for item in page["Items"]:
+            try:
+                jobs.append(job_from_items(plain(item), None))
+            except (ValueError, KeyError):  # a spec this code cannot read (a newer version's): left uncounted
+                logger.warning("job spec not readable; not counted", extra={"job_id": item.get("job_id")})
         return jobs, (json.dumps(plain(last), sort_keys=True) if last else None)
 
     @unavailable_on_failure

@@ -131,6 +131,22 @@ def test_the_sweeper_counts_the_jobs_written_without_quota_usage_until_none_is_l
     assert recount_quotas(runtime.components)["counted"] == 0  # type: ignore[index]
 
 
+def test_the_quota_recount_leaves_out_a_job_spec_this_code_cannot_read(kit: Kit) -> None:
+    # Given two jobs without quota usage, one with a spec item this code cannot read (a newer version's)
+    readable, unreadable = kit.make_job(), kit.make_job()
+    kit.jobs.table.update_item(
+        Key={"pk": f"job#{unreadable.id}", "sk": "spec"},
+        UpdateExpression="SET #doc = :doc",
+        ExpressionAttributeNames={"#doc": "doc"},
+        ExpressionAttributeValues={":doc": "{"},
+    )
+    # Then the recount counts the other and finishes: the unreadable one stays uncounted
+    report = recount_quotas(Components(kit.settings, kit.aws, clock=kit.clock))
+    assert report == {"counted": 1, "changed": 0, "done": True}
+    assert kit.jobs.get(readable.id).job.quota_rate is not None
+    assert kit.jobs.usage("team-a") == OwnerUsage(1, job_fire_rate(readable.schedule, readable.timezone))
+
+
 def test_a_failed_or_crowded_out_quota_recount_pass_is_left_to_the_next_invocation(kit: Kit) -> None:
     missing = kit.settings.model_copy(update={"jobs_table": "no-such-table"})
     assert recount_quotas(Components(missing, kit.aws, clock=kit.clock)) is None  # logged, not raised
