@@ -108,8 +108,8 @@ def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS
 
 def recount_quotas(components: Components, seconds: float = RECOUNT_SECONDS) -> dict[str, Any] | None:
     """One pass of the recount of jobs written without quota usage (``domain.quota_recount.recount_pass``) on
-    the jobs table, for at most ``seconds``; its report as a dict (``counted``, ``changed``, ``done``), the jobs
-    counted logged. None when the pass fails (logged; the next invocation goes on from the saved progress) or
+    the jobs table, for at most ``seconds``; its report as a dict (``counted``, ``changed``, ``done``), logged
+    when it counted a job or found the recount done. None when the pass fails (logged; the next invocation goes on from the saved progress) or
     ``seconds`` is under 1."""
     if seconds < 1:
         return None
@@ -118,8 +118,8 @@ def recount_quotas(components: Components, seconds: float = RECOUNT_SECONDS) -> 
     except Exception as error:
         logger.warning("quota recount pass failed", error=str(error))
         return None
-    if done.counted:
-        logger.info("jobs written without quota usage counted", counted=done.counted, done=done.done)
+    if done.counted or done.done:
+        logger.info("quota recount pass", counted=done.counted, changed=done.changed, done=done.done)
     return {"counted": done.counted, "changed": done.changed, "done": done.done}
 
 
