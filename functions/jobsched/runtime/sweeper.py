@@ -109,8 +109,8 @@ def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS
 def recount_quotas(components: Components, seconds: float = RECOUNT_SECONDS) -> dict[str, Any] | None:
     """One pass of the recount of jobs written without quota usage (``domain.quota_recount.recount_pass``) on
     the jobs table, for at most ``seconds``; its report as a dict (``counted``, ``changed``, ``done``), logged
-    when it counted a job or found the recount done. None when the pass fails (logged; the next invocation goes on from the saved progress) or
-    ``seconds`` is under 1."""
+    when it counted a job or found the recount done. None when the pass fails (logged; the next invocation goes
+    on from the saved progress) or ``seconds`` is under 1."""
     if seconds < 1:
         return None
     try:
