@@ -522,17 +522,19 @@ class Functions(Construct):
         on is recorded dead: design §4.7); DueRepair migrate_due_index (Scan of the ``due`` index, BatchWriteItem
         of timer items, UpdateItem of scheduling items, the layout item's GetItem and PutItem); DueRepair
         refile_stuck (Scan of the table, BatchGetItem of the candidates' states, BatchWriteItem of timer items, the
-        audit item's GetItem and PutItem); ControlStore read_positions, read_watermark, read_partition_high_water
-        and read_lease (GetItem: the migration waits for every partition's read positions, the anti-entropy pass
-        reads what each partition drained, and the partitions without a leader are counted)."""
+        audit item's GetItem and PutItem); JobStore's quota recount (Scan of the ``by_owner`` index, transactions
+        of UpdateItem on a spec item and its owner's usage item, the progress item's GetItem and PutItem);
+        ControlStore read_positions, read_watermark, read_partition_high_water and read_lease (GetItem: the
+        migration waits for every partition's read positions, the anti-entropy pass reads what each partition
+        drained, and the partitions without a leader are counted)."""
         s, fn = self._storage, self.sweeper
         sweep = index_name(resources.RUNS, "sweep")
-        due = index_name(resources.JOBS, "due")
+        due, by_owner = index_name(resources.JOBS, "due"), index_name(resources.JOBS, "by_owner")
         self._dynamo(
             fn,
             s.jobs,
             ["GetItem", "Query", "PutItem", "UpdateItem", "BatchWriteItem", "BatchGetItem", "Scan"],
-            indexes=[due],
+            indexes=[due, by_owner],
             index_actions=("Scan",),
         )
         self._dynamo(fn, s.runs, ["BatchGetItem", "UpdateItem", "Query", "PutItem"], indexes=[sweep])

@@ -1,11 +1,14 @@
 """The pure rules of quotas per owner (``jobsched.domain.quotas``, design §4.11): an owner's limits from the
-default and its entry, a schedule's long-run fire rate, and the refusals."""
+default and its entry, a schedule's long-run fire rate, the refusals, what a write adds to the usage, and the
+recount's pass (``jobsched.domain.quota_recount``, on the in-memory store)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
+from jobsched.clock import FakeClock
+from jobsched.domain import quota_recount
 from jobsched.domain.quotas import (
     MICRO,
     RATE_WINDOW,
@@ -14,11 +17,16 @@ from jobsched.domain.quotas import (
     QuotaTable,
     check_fire_rate,
     check_jobs,
+    count_change,
     fire_rate,
     request_refused,
     window_of,
 )
+from jobsched.domain.registration import scheduling_state
+from jobsched.memory.jobs import MemoryJobStore
+from jobsched.ports.quotas import OwnerUsage, UsageChange
 from jobsched.schedule.engine import ScheduleError, parse_schedule
+from tests.support.worker import T0, new_job
 
 
 def test_an_owners_entry_replaces_only_the_fields_it_gives() -> None:
@@ -138,3 +146,43 @@ def test_a_refused_request_waits_for_the_next_minute() -> None:
 
     assert window_of(now_ms) == 1_800_000_000_000
     assert refused.rate and refused.field == "triggers_per_minute" and refused.retry_after_s == 48
+
+
+def test_a_count_change_is_the_new_count_minus_the_old() -> None:
+    assert count_change("a", None, 7) == UsageChange(
+        "a", 1, 7
+    )  # a create, or the recount of an uncounted job
+    assert count_change("a", 7, 3) == UsageChange("a", 0, -4)  # a re-timing edit
+    assert count_change("a", 7, None) == UsageChange("a", -1, -7)  # a delete
+    assert count_change("a", None, None).empty  # the delete of a job never counted takes nothing
+
+
+def test_the_recount_computes_a_rate_once_per_schedule_and_zone_in_a_pass(monkeypatch, settings) -> None:
+    store = MemoryJobStore()
+    numbers = iter(range(5))
+
+    def make(**fields: str) -> None:  # written without usage, as a version without quotas wrote jobs
+        job = new_job(FakeClock(T0), next(numbers), **fields)
+        store.create(
+            job,
+            scheduling_state(
+                job, anchor_at_ms=T0, next_run_at_ms=T0, partition=0, settings=settings, now_ms=T0
+            ),
+        )
+
+    computed: list[tuple[str | None, str]] = []
+
+    def rate_of(schedule: str | None, timezone: str) -> int:
+        computed.append((schedule, timezone))
+        return 5
+
+    monkeypatch.setattr(quota_recount, "job_fire_rate", rate_of)
+    for _ in range(4):
+        make(schedule="0 2 * * *")
+    make(schedule="0 2 * * *", timezone="Europe/Paris")
+
+    done = quota_recount.recount_pass(store, seconds=60)
+
+    assert (done.counted, done.done) == (5, True)
+    assert sorted(computed, key=str) == [("0 2 * * *", "Europe/Paris"), ("0 2 * * *", "UTC")]
+    assert store.usage("team-a") == OwnerUsage(5, 25)

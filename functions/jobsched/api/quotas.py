@@ -12,7 +12,7 @@ here runs for a scheduled fire.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from pydantic import BaseModel, Field
@@ -23,12 +23,13 @@ from jobsched.domain.quotas import (
     QuotaTable,
     check_fire_rate,
     check_jobs,
+    count_change,
     job_fire_rate,
     per_minute,
     request_refused,
     window_of,
 )
-from jobsched.models import JobSettings
+from jobsched.models import Job, JobSettings
 from jobsched.ports.quotas import OwnerUsage, QuotaCounters, UsageChange
 
 T = TypeVar("T")
@@ -77,36 +78,43 @@ class Quotas:
         """The owner's limits (``QuotaTable.for_owner``)."""
         return self.table.for_owner(owner)
 
-    def for_create(self, owner: str, job: JobSettings) -> UsageChange | None:
-        """The usage a new job adds (one job, its fire rate), checked against the owner's ``jobs`` and
-        ``fires_per_minute``. Raises ``QuotaExceeded``."""
+    def for_create(self, owner: str, job: Job) -> tuple[Job, UsageChange | None]:
+        """The new job counted (``Job.quota_rate``: its fire rate) and what it adds to the owner's usage (one
+        job, its fire rate: ``count_change``), checked against the owner's ``jobs`` and ``fires_per_minute``.
+        Raises ``QuotaExceeded``."""
         if self.counters is None:
-            return None
+            return job, None
         quota, use, rate = self.quota(owner), self.counters.usage(owner), _rate_of(job)
         check_jobs(owner, quota, use.jobs, 1)
         check_fire_rate(owner, quota, use.fire_rate, rate)
-        return UsageChange(owner, 1, rate, quota.jobs, quota.fires_per_minute)
+        change = count_change(owner, None, rate)
+        limited = replace(change, limit_jobs=quota.jobs, limit_fires_per_minute=quota.fires_per_minute)
+        return job.model_copy(update={"quota_rate": rate}), limited
 
-    def for_change(self, owner: str, current: JobSettings, changed: JobSettings) -> UsageChange | None:
-        """The usage an edit adds (its fire rate's change; None when the schedule and zone are kept), checked
-        against ``fires_per_minute`` when it raises the rate. Raises ``QuotaExceeded``."""
-        if self.counters is None or (current.schedule, current.timezone) == (
-            changed.schedule,
-            changed.timezone,
-        ):
-            return None
-        added = _rate_of(changed) - _rate_of(current)
-        if added <= 0:
-            return UsageChange(owner, 0, added)
+    def for_change(self, owner: str, current: Job, changed: Job) -> tuple[Job, UsageChange | None]:
+        """The edited job counted and what the edit adds to the owner's usage (``count_change``): None when a
+        counted job keeps its schedule and zone; the move from the rate it was counted with to its new one; an
+        uncounted job (``current.quota_rate`` None) counted whole. Checked against ``fires_per_minute`` when the
+        edit raises the job's rate (over what it is, or would be, counted with). Raises ``QuotaExceeded``."""
+        kept = (current.schedule, current.timezone) == (changed.schedule, changed.timezone)
+        if self.counters is None or (kept and current.quota_rate is not None):
+            return changed.model_copy(update={"quota_rate": current.quota_rate}), None
+        rate = _rate_of(changed)
+        counted = changed.model_copy(update={"quota_rate": rate})
+        change = count_change(owner, current.quota_rate, rate)
+        held = current.quota_rate if current.quota_rate is not None else _rate_of(current)
+        if rate <= held:
+            return counted, change
         limit = self.quota(owner).fires_per_minute
-        check_fire_rate(owner, self.quota(owner), self.counters.usage(owner).fire_rate, added)
-        return UsageChange(owner, 0, added, limit_fires_per_minute=limit)
+        check_fire_rate(owner, self.quota(owner), self.counters.usage(owner).fire_rate, change.fire_rate)
+        return counted, replace(change, limit_fires_per_minute=limit)
 
-    def for_delete(self, owner: str, job: JobSettings) -> UsageChange | None:
-        """The usage a delete takes away (never refused)."""
-        if self.counters is None:
+    def for_delete(self, owner: str, job: Job) -> UsageChange | None:
+        """What a delete takes away: what the job was counted with (``count_change``; None for a job never
+        counted, or without counters). Never refused."""
+        if self.counters is None or job.quota_rate is None:
             return None
-        return UsageChange(owner, -1, -_rate_of(job))
+        return count_change(owner, job.quota_rate, None)
 
     def counted(self, owner: str, request: Callable[[], T]) -> T:
         """Count one manual request (a trigger or a backfill) in the owner's current minute, then make it.

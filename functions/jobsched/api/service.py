@@ -35,6 +35,7 @@ from jobsched.api.audit import AuditTrail
 from jobsched.api.backfill import Backfiller
 from jobsched.api.cancels import Cancels
 from jobsched.api.chains import ChainLinks, relink
+from jobsched.api.deletes import Deletes
 from jobsched.api.exceptions import ConcurrentChange, InvalidInput, JobNotFound, NameConflict
 from jobsched.api.idempotency import IdempotencyKeys
 from jobsched.api.job_checks import check_settings, validation_problem
@@ -69,7 +70,7 @@ from jobsched.models import (
 from jobsched.observability import logger
 from jobsched.ports.alerts import AlertSink
 from jobsched.ports.control import PartitionMarks
-from jobsched.ports.errors import Conflict, NameTaken, NotFound
+from jobsched.ports.errors import Conflict, NameTaken
 from jobsched.ports.jobs import JobRepository, Rewrite, SchedulingState
 from jobsched.ports.quotas import QuotaCounters
 from jobsched.ports.run_stores import RunHistory, RunSender
@@ -208,7 +209,7 @@ class JobService:
         next_run_at_ms = state.next_run_at
         job = job.model_copy(update={"next_run_at": maybe_from_ms(next_run_at_ms)})
         try:
-            usage = self.quotas.for_create(owner, job)  # design §4.11
+            job, usage = self.quotas.for_create(owner, job)  # design §4.11
         except QuotaExceeded:  # a repeat of an existing job's create is answered as without quotas
             if (holder := self.jobs.job_id_by_name(owner, job.name)) is None:
                 raise
@@ -411,7 +412,7 @@ class JobService:
                 return current
             now_ms = self.clock()
             job, anchor_ms, next_run_at_ms = change(current, state, now_ms)
-            usage = self.quotas.for_change(owner, current, job)  # design §4.11
+            job, usage = self.quotas.for_change(owner, current, job)  # design §4.11
             event_kind = kind
             if kind is JobEventKind.UPDATED and job.paused != current.paused:  # a PATCH of `paused`
                 event_kind = JobEventKind.PAUSED if job.paused else JobEventKind.RESUMED
@@ -460,6 +461,7 @@ class JobService:
                         event,
                         usage,
                         relink(current, job),
+                        current.quota_rate,
                     )
                 )
             except Conflict:
@@ -476,30 +478,13 @@ class JobService:
         raise ConcurrentChange(f"job {job_id} kept changing while being edited; retry the request")
 
     def delete_job(self, owner: str, job_id: str, *, actor: str | None = None) -> None:
-        """Delete the job: it leaves the due index (no new runs), its name is free again, and a tombstone keeps
-        its run history and events readable by its owner until retention (a ``deleted`` event by ``actor``,
-        default the owner). Raises ``JobNotFound`` (also when another request deleted it first).
-        """
-        stored = self.owned.load(owner, job_id)
-        now_ms = self.clock()
-        version = (stored.state.version or 0) + 1 if stored.state else 1
-        # after the job's last change, as ``_rewrite`` stamps a change: an edit of this millisecond (or of an API
-        # environment whose clock runs ahead) may be stamped later than this request's clock
-        at_ms = max(now_ms, to_ms(stored.job.updated_at) + 1)
-        event = self.audit.change(job_id, at_ms, version, JobEventKind.DELETED, actor or owner)
-        try:
-            self.jobs.delete(
-                stored.job,
-                deleted_at_ms=now_ms,
-                retention_days=self.settings.retention_days,
-                event=event,
-                usage=self.quotas.for_delete(owner, stored.job),
-            )
-        except NotFound:
-            raise JobNotFound(job_id) from None
-        logger.info("job deleted", job_id=job_id, owner=owner)
+        """``Deletes.delete`` (a ``deleted`` event by ``actor``, default the owner), then the job's dependents are
+        paused (``ChainLinks.pause_dependents``). Raises ``JobNotFound``, ``ConcurrentChange``."""
+        kept = self.settings.retention_days
+        deletes = Deletes(self.owned, self.jobs, self.audit, self.quotas, self.clock, kept)
+        deleted = deletes.delete(owner, job_id, actor or owner)
         self.chains.pause_dependents(
-            stored.job, lambda o, j, r: self.pause_job(o, j, reason=r, actor="jobsched")
+            deleted, lambda o, j, r: self.pause_job(o, j, reason=r, actor="jobsched")
         )
 
     # --- trigger ------------------------------------------------------------------------------

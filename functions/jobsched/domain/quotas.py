@@ -142,6 +142,16 @@ def job_fire_rate(expression: str | None, timezone: str) -> int:
         return 0
 
 
+def count_change(owner: str, before: int | None, after: int | None) -> UsageChange:
+    """What moving a job's count in its owner's usage from ``before`` to ``after`` adds, the one rule of every
+    write that counts (``Job.quota_rate``: the fire rate a job is counted with, micro-fires per minute; None: not
+    counted): a create counts (None to its rate), a re-timing edit moves the count (or counts an uncounted job
+    whole), a delete uncounts (nothing for an uncounted job), the recount counts an uncounted job. Carries no
+    limits."""
+    jobs = (after is not None) - (before is not None)
+    return UsageChange(owner, jobs, (after or 0) - (before or 0))
+
+
 def per_minute(rate: int) -> float:
     """Micro-fires per minute as fires per minute (3 decimals, rounded up)."""
     return math.ceil(rate / 1000) / 1000

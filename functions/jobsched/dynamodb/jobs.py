@@ -38,11 +38,18 @@ from jobsched.dynamodb.layout import (
     tombstone_item,
 )
 from jobsched.dynamodb.overlap import OverlapLock
-from jobsched.dynamodb.quotas import QuotaTable, over_quota, usage_limits, usage_update
+from jobsched.dynamodb.quotas import (
+    QuotaRecountTable,
+    QuotaTable,
+    over_quota,
+    quota_condition,
+    usage_limits,
+    usage_update,
+)
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import INDEX, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
-from jobsched.ports.quotas import OwnerUsage, UsageChange
+from jobsched.ports.quotas import OwnerUsage, RecountProgress, UsageChange
 
 if TYPE_CHECKING:
     from jobsched.ports.jobs import DuePage, DueQuery, Move, Rewrite
@@ -74,6 +81,7 @@ class JobStore:
         self.due_index = DueIndexTable(table)
         self.repair = DueRepair(table, self)
         self.quotas = QuotaTable(table)
+        self.recount = QuotaRecountTable(table)
 
     # --- API side -----------------------------------------------------------------------------
 
@@ -252,11 +260,12 @@ class JobStore:
             names={"#term": "term"} if condition else None,
         )
         marked, mark_values = mark_condition(rewrite.job.downstream_count)
+        held, quota_values = quota_condition(rewrite.quota_rate_read)
         spec_put = transact_put(
             self.table.name,
             spec_item(rewrite.job),
-            f"updated_at = :u AND {marked}",
-            values={":u": rewrite.expected_updated_at, **mark_values},
+            f"updated_at = :u AND {marked} AND {held}",
+            values={":u": rewrite.expected_updated_at, **mark_values, **quota_values},
             names={"#down": DOWNSTREAM},
         )
         before, after = rewrite.relink or (None, None)
@@ -297,8 +306,10 @@ class JobStore:
         (so its due-index entry) and its name lock go, ``event`` is recorded, ``usage`` added to its owner's. Its run history and events stay
         until retention.
 
-        Raises ``NotFound`` when the job is already deleted (a late repeat: it changes nothing, and never frees
-        a name a newer job holds).
+        Written only while the spec item's ``quota_rate`` is still ``job``'s (``quotas.quota_condition``). Raises
+        ``NotFound`` when the job is already deleted (a late repeat: it changes nothing, and never frees a name a
+        newer job holds), ``Conflict`` when it is live with another ``quota_rate`` (one consistent GetItem after
+        the refusal tells them apart).
         """
         spec = spec_item(job)
         tombstone = (
@@ -307,12 +318,15 @@ class JobStore:
             else None
         )
         key = {"pk": job_pk(spec["job_id"]), "sk": SPEC_SK}
-        live = {"ConditionExpression": "attribute_exists(doc)"}
+        held, quota_values = quota_condition(job.quota_rate)
+        condition = f"attribute_exists(doc) AND {held}"
         spec_write: dict[str, Any] = (
-            transact_put(self.table.name, tombstone, "attribute_exists(doc)")
+            transact_put(self.table.name, tombstone, condition, values=quota_values)
             if tombstone is not None
-            else {"Delete": {"TableName": self.table.name, "Key": key, **live}}
+            else {"Delete": {"TableName": self.table.name, "Key": key, "ConditionExpression": condition}}
         )
+        if tombstone is None and quota_values:
+            spec_write["Delete"]["ExpressionAttributeValues"] = quota_values
         try:
             self.table.meta.client.transact_write_items(
                 TransactItems=[
@@ -336,11 +350,32 @@ class JobStore:
                 ]
             )
         except ClientError as error:
-            if is_condition_failure(error):
-                raise NotFound(spec["job_id"]) from error
-            raise
+            if not is_condition_failure(error):
+                raise
+            stored = self.table.get_item(Key=key, ConsistentRead=True).get("Item")
+            if stored is not None and not is_tombstone(stored):
+                raise Conflict("the job's quota count changed meanwhile; read it again") from error
+            raise NotFound(spec["job_id"]) from error
         if job.after is not None:
             uncount(self.table, job.after.job)
+
+    # --- QuotaRecount (``dynamodb.quotas.QuotaRecountTable``) ---------------------------------------
+
+    def recount_progress(self) -> RecountProgress:
+        """``QuotaRecountTable.recount_progress``."""
+        return self.recount.recount_progress()
+
+    def save_recount_progress(self, progress: RecountProgress) -> None:
+        """``QuotaRecountTable.save_recount_progress``."""
+        self.recount.save_recount_progress(progress)
+
+    def uncounted_jobs(self, cursor: str | None, limit: int) -> tuple[list[Job], str | None]:
+        """``QuotaRecountTable.uncounted_jobs``."""
+        return self.recount.uncounted_jobs(cursor, limit)
+
+    def count_job(self, job: Job, rate: int) -> bool:
+        """``QuotaRecountTable.count_job``."""
+        return self.recount.count_job(job, rate)
 
     # --- QuotaCounters (``dynamodb.quotas.QuotaTable``) ---------------------------------------------
 

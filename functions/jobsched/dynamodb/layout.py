@@ -223,6 +223,10 @@ DOWNSTREAM = "downstream"
 Added to in the transaction that creates or re-points a downstream job, taken from after one is deleted or
 re-pointed (so it is never below the true count); the worker queries ``by_upstream`` only when it is above 0."""
 
+QUOTA_RATE = "quota_rate"
+"""The spec item's count in its owner's quota usage (``Job.quota_rate``, micro-fires per minute; absent: not
+counted), written in the transaction that adds it to the usage item (``dynamodb.quotas``, design §4.11)."""
+
 
 def spec_item(job: Job) -> dict[str, Any]:
     """The spec item of ``job`` (settings as one JSON document, so any ``input`` JSON round-trips; its labels
@@ -245,6 +249,7 @@ def spec_item(job: Job) -> dict[str, Any]:
         "updated_at": to_ms(job.updated_at),
         **({"after_job": job.after.job} if job.after is not None else {}),
         **({DOWNSTREAM: job.downstream_count} if job.downstream_count else {}),
+        **({QUOTA_RATE: job.quota_rate} if job.quota_rate is not None else {}),
         **{name: value for name, value in audit.items() if value is not None},
         **({"labels": dict(job.labels)} if job.labels else {}),
     }
@@ -414,6 +419,7 @@ def job_from_items(spec: dict[str, Any], sched: dict[str, Any] | None) -> Job:
             "paused_at": from_ms(spec["paused_at"]) if spec.get("paused_at") is not None else None,
             "paused_reason": spec.get("paused_reason"),
             "downstream_count": int(spec.get(DOWNSTREAM) or 0),
+            "quota_rate": int(spec[QUOTA_RATE]) if spec.get(QUOTA_RATE) is not None else None,
         }
     )
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, cast
 
 from jobsched.clock import from_ms, to_ms
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry
-from jobsched.domain.quotas import check_usage
+from jobsched.domain.quotas import check_usage, count_change
 from jobsched.labels import matches
 from jobsched.models import Job
 from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, AuditEvent, DueEntry, SchedulingState, StoredJob, Unreadable
-from jobsched.ports.quotas import OwnerUsage, UsageChange
+from jobsched.ports.quotas import OwnerUsage, RecountProgress, UsageChange
 from jobsched.ports.runs import (
     RESERVED_WORKER,
     BufferAnswer,
@@ -192,6 +192,7 @@ class MemoryJobStore:
         self.events: dict[str, dict[str, AuditEvent]] = {}
         self.usages: dict[str, OwnerUsage] = {}
         self.windows: dict[tuple[str, int], int] = {}
+        self.recount = RecountProgress()
         self._lock = threading.RLock()
 
     # --- JobRepository ------------------------------------------------------------------------
@@ -225,6 +226,36 @@ class MemoryJobStore:
         if usage is not None:
             held = self.usages.get(usage.owner, OwnerUsage())
             self.usages[usage.owner] = OwnerUsage(held.jobs + usage.jobs, held.fire_rate + usage.fire_rate)
+
+    # --- QuotaRecount -------------------------------------------------------------------------
+
+    def recount_progress(self) -> RecountProgress:
+        """The stored progress of the recount."""
+        with self._lock:
+            return self.recount
+
+    def save_recount_progress(self, progress: RecountProgress) -> None:
+        """Store the recount's progress."""
+        with self._lock:
+            self.recount = progress
+
+    def uncounted_jobs(self, cursor: str | None, limit: int) -> tuple[list[Job], str | None]:
+        """The uncounted among the next ``limit`` live jobs by id after ``cursor`` (a job id)."""
+        with self._lock:
+            ids = sorted(job_id for job_id in self.jobs if cursor is None or job_id > cursor)
+            page = [self.jobs[job_id] for job_id in ids[:limit]]
+        more = len(ids) > limit and limit > 0
+        return [job for job in page if job.quota_rate is None], (page[-1].id if more and page else None)
+
+    def count_job(self, job: Job, rate: int) -> bool:
+        """Count the job and set its ``quota_rate`` unless it changed (``QuotaRecount.count_job``)."""
+        with self._lock:
+            held = self.jobs.get(job.id)
+            if held is None or held.quota_rate is not None or held.updated_at != job.updated_at:
+                return False
+            self.jobs[job.id] = held.model_copy(update={"quota_rate": rate})
+            self._add_usage(count_change(job.owner, None, rate))
+            return True
 
     # --- QuotaCounters ------------------------------------------------------------------------
 
@@ -326,6 +357,8 @@ class MemoryJobStore:
             current = self.jobs.get(job.id)
             updated_at = to_ms(current.updated_at) if current is not None else None
             check_replace(updated_at, self.states.get(job.id), rewrite)
+            if current is not None and current.quota_rate != rewrite.quota_rate_read:
+                raise Conflict("the job's quota count changed meanwhile; read it again")
             self._check_usage(rewrite.usage)
             self.jobs[job.id] = job
             self.states[job.id] = rewrite.state
@@ -342,10 +375,15 @@ class MemoryJobStore:
         usage: UsageChange | None = None,
     ) -> None:
         """Delete a live job (state, due entry and name go; a tombstone stays with ``retention_days``), recording
-        ``event`` and adding ``usage`` to its owner's. Raises ``NotFound`` when it is already deleted. Tombstones do not expire here."""
+        ``event`` and adding ``usage`` to its owner's. Raises ``NotFound`` when it is already deleted, ``Conflict``
+        when its ``quota_rate`` is no longer ``job``'s. Tombstones do not expire here."""
         with self._lock:
-            if self.jobs.pop(job.id, None) is None:
+            held = self.jobs.get(job.id)
+            if held is None:
                 raise NotFound(job.id)
+            if held.quota_rate != job.quota_rate:
+                raise Conflict("the job's quota count changed meanwhile; read it again")
+            del self.jobs[job.id]
             self.states.pop(job.id, None)
             if self.names.get((job.owner, job.name)) == job.id:
                 del self.names[(job.owner, job.name)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, Priority
 from jobsched.ports.quotas import UsageChange
@@ -230,6 +230,15 @@ class Rewrite:
     """``(upstream id before, after)`` when the rewrite changes the job's ``after`` (PATCH): a store that keeps
     the chain mark (``Job.downstream_count``, design §2.1) counts the new upstream in the same write and uncounts
     the old one after it."""
+    expected_quota_rate: int | Literal["kept"] | None = "kept"
+    """The stored job's ``Job.quota_rate`` as the caller read it (``"kept"``: the new ``job``'s, which the rewrite
+    keeps): written only while the stored job still holds it, so a rewrite never undoes a count made meanwhile
+    (by the recount or another edit) and its ``usage`` is added once (design §4.11)."""
+
+    @property
+    def quota_rate_read(self) -> int | None:
+        """The ``Job.quota_rate`` the stored job must hold for the rewrite to land (``expected_quota_rate``)."""
+        return self.job.quota_rate if self.expected_quota_rate == "kept" else self.expected_quota_rate
 
 
 def change_key(version: int) -> str:
@@ -354,7 +363,8 @@ class JobRepository(Protocol):
         usage: UsageChange | None = None,
     ) -> None:
         """Store a new job and its state, taking its name, and ``event`` with them, adding ``usage`` to its owner's
-        quota usage (all or nothing; a refused create adds nothing). Raises
+        quota usage (all or nothing; a refused create adds nothing); the job's ``quota_rate`` is the count the
+        usage holds for it (``domain.quotas.count_change``; None with no usage). Raises
         ``NameTaken(job_id of the holder)``, or ``Conflict`` when the name was taken and released meanwhile."""
         ...
 
@@ -387,7 +397,8 @@ class JobRepository(Protocol):
 
     def replace(self, rewrite: Rewrite) -> None:
         """Rewrite a job and its state, and record the rewrite's ``event`` with them (all or nothing). Refused
-        with ``Conflict`` when the stored job is not the one the :class:`Rewrite` expects (or it was deleted)."""
+        with ``Conflict`` when the stored job is not the one the :class:`Rewrite` expects (its ``updated_at``, its
+        state, its ``quota_rate``: ``Rewrite.quota_rate_read``), or it was deleted."""
         ...
 
     def delete(
@@ -401,7 +412,9 @@ class JobRepository(Protocol):
     ) -> None:
         """Delete a job: its state and due entry go, its name is free again (unless a newer job holds it), and,
         with ``retention_days``, a tombstone keeps its run history's owner known for that long; ``event`` is
-        recorded and ``usage`` added to its owner's quota usage with it (all or nothing). Raises ``NotFound`` when it is already deleted."""
+        recorded and ``usage`` added to its owner's quota usage with it (all or nothing), only while the stored
+        job's ``quota_rate`` is still ``job``'s (the count ``usage`` takes away). Raises ``NotFound`` when it is
+        already deleted, ``Conflict`` when its ``quota_rate`` changed since ``job`` was read."""
         ...
 
     def record_event(self, event: AuditEvent) -> None:

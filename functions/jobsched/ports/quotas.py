@@ -4,13 +4,20 @@ An owner's *usage* is an aggregate the job store keeps in the same transaction a
 (create, an edit of the schedule or zone, delete): the owner's live jobs and the sum of their long-run fire
 rates, in micro-fires per minute (``jobsched.domain.quotas.fire_rate``). Manual requests (triggers and backfills)
 are counted per owner in fixed one-minute windows, each window's counter expiring after it. None of these is
-written on the run path: the scheduler, the workers and the sweeper never read or write them.
+written on the run path: the scheduler, the workers and the sweeper's run handling never read or write them.
+
+Each job records the fire rate it is counted with (``Job.quota_rate``, written with the usage change): a job
+written without usage (by a version without quotas) is uncounted until the recount (``QuotaRecount``, run by the
+sweeper: ``jobsched.domain.quota_recount``) counts it, once; a delete takes away only what the job was counted
+with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
+
+from jobsched.models import Job
 
 
 @dataclass(frozen=True)
@@ -56,4 +63,40 @@ class QuotaCounters(Protocol):
 
     def requests_in(self, owner: str, window_ms: int) -> int:
         """How many manual requests the owner's window starting at ``window_ms`` holds (0 when none)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RecountProgress:
+    """Where the recount of uncounted jobs stands: ``cursor`` (the store's, opaque; None: the start) where the
+    next page of the current round of reading the jobs starts; ``clean``: the round so far left no job it found
+    uncounted; ``done``: a whole round was clean (no pass is needed again)."""
+
+    cursor: str | None = None
+    clean: bool = True
+    done: bool = False
+
+
+class QuotaRecount(Protocol):
+    """The recount of jobs written without quota usage (design §4.11; each job store implements it)."""
+
+    def recount_progress(self) -> RecountProgress:
+        """The stored progress (the start when none is stored)."""
+        ...
+
+    def save_recount_progress(self, progress: RecountProgress) -> None:
+        """Store ``progress``."""
+        ...
+
+    def uncounted_jobs(self, cursor: str | None, limit: int) -> tuple[list[Job], str | None]:
+        """The live jobs without ``Job.quota_rate`` among the next ``limit`` jobs read from ``cursor`` (None:
+        the start; the page may be short, even empty, while more follow), and the cursor after them (None: the
+        end of the jobs)."""
+        ...
+
+    def count_job(self, job: Job, rate: int) -> bool:
+        """Count ``job`` in its owner's usage (+1 job, + ``rate`` micro-fires per minute) and set its
+        ``quota_rate`` to ``rate``, in one write, only while it is live, uncounted and its ``updated_at`` is still
+        ``job``'s (``rate`` is the rate of its schedule as read). True when it landed, False when the job changed
+        (an edit counts it; a delete needs no count)."""
         ...

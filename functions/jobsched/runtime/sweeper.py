@@ -5,7 +5,8 @@ passes, each within the time left: the count of scheduler partitions without a l
 (``PartitionsWithoutLeader``, the alarm of a partition whose clock stopped), one pass of the due index's
 anti-entropy (``DueRepair.refile_stuck``: a job whose timer item was lost gets a new one, ``JobsRefiled``) and,
 until it is done, one pass of the move of the jobs' ``due`` GSI entries to timer items
-(``DueRepair.migrate_due_index``). The components it runs on are built by ``jobsched.runtime.wiring.Components``."""
+(``DueRepair.migrate_due_index``) and one pass of the recount of jobs written without quota usage
+(``domain.quota_recount``). The components it runs on are built by ``jobsched.runtime.wiring.Components``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jobsched.aws.positions import JsonPositions
 from jobsched.domain.due_reader import read_floor
 from jobsched.domain.lease import partitions_without_leader
+from jobsched.domain.quota_recount import recount_pass
 from jobsched.observability import COUNT, MetricName, add_metric, flush_metrics, logger
 
 if TYPE_CHECKING:
@@ -29,12 +31,17 @@ REFILE_RESERVE_S = 35.0
 """Seconds of the invocation kept free after the anti-entropy pass (the migration's pass and its margin)."""
 MIGRATION_RESERVE_S = 10.0
 """Seconds of the invocation kept free after the migration's pass."""
+RECOUNT_SECONDS = 10.0
+"""The longest a pass of the quota recount runs (:func:`recount_quotas`)."""
+RECOUNT_RESERVE_S = 5.0
+"""Seconds of the invocation kept free after the quota recount's pass."""
 
 
 @dataclass
 class SweeperRuntime:
     """One execution environment's sweeper on ``components``: its ``Sweeper`` (built once, at construction) and
-    whether a pass of the due index's move found it done (then no further pass is made). ``upkeep`` False:
+    whether a pass of the due index's move, and of the quota recount, found it done (then no further pass of it
+    is made). ``upkeep`` False:
     :meth:`serve` sweeps only (local mode, whose SQLite job store has no due index of DynamoDB to repair or
     move)."""
 
@@ -42,16 +49,18 @@ class SweeperRuntime:
     upkeep: bool = True
     sweeper: Sweeper = field(init=False)
     migrated: bool = field(default=False, init=False)
+    recounted: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.sweeper = self.components.sweeper()
 
     def serve(self, context: Any) -> dict[str, Any]:
-        """One invocation: the sweep, then (with ``upkeep``) :func:`check_leaders`, :func:`refile_stuck` and a
-        pass of :func:`migrate_due_index`, each bounded by the time ``context.get_remaining_time_in_millis()``
-        leaves. Returns the sweep's report as a dict plus ``partitions_without_leader`` (the list, or None),
-        ``refile_stuck`` (that pass's report, or None) and ``due_index_migration`` (its report; absent once
-        ``migrated`` or when the pass failed)."""
+        """One invocation: the sweep, then (with ``upkeep``) :func:`check_leaders`, :func:`refile_stuck`, a
+        pass of :func:`migrate_due_index` and one of :func:`recount_quotas`, each bounded by the time
+        ``context.get_remaining_time_in_millis()`` leaves. Returns the sweep's report as a dict plus
+        ``partitions_without_leader`` (the list, or None), ``refile_stuck`` (that pass's report, or None),
+        ``due_index_migration`` (its report; absent once ``migrated`` or when the pass failed) and
+        ``quota_recount`` (its report, or None; absent once ``recounted``)."""
         report = self.sweeper.sweep().as_dict()
         if not self.upkeep:
             return report
@@ -61,16 +70,21 @@ class SweeperRuntime:
         report["refile_stuck"] = refile_stuck(
             self.components, seconds=min(REFILE_SECONDS, left_s - REFILE_RESERVE_S)
         )
-        if self.migrated:
-            return report
-        try:
+        if not self.migrated:
+            try:
+                left_s = context.get_remaining_time_in_millis() / 1000
+                report["due_index_migration"] = migration = migrate_due_index(
+                    self.components, seconds=min(MIGRATION_SECONDS, left_s - MIGRATION_RESERVE_S)
+                )
+                self.migrated = bool(migration["done"])
+            except Exception as error:  # a failed pass is retried by the next invocation
+                logger.warning("due index migration pass failed", error=str(error))
+        if not self.recounted:
             left_s = context.get_remaining_time_in_millis() / 1000
-            report["due_index_migration"] = migration = migrate_due_index(
-                self.components, seconds=min(MIGRATION_SECONDS, left_s - MIGRATION_RESERVE_S)
+            report["quota_recount"] = recount = recount_quotas(
+                self.components, seconds=min(RECOUNT_SECONDS, left_s - RECOUNT_RESERVE_S)
             )
-            self.migrated = bool(migration["done"])
-        except Exception as error:  # a failed pass is retried by the next invocation
-            logger.warning("due index migration pass failed", error=str(error))
+            self.recounted = bool(recount and recount["done"])
         return report
 
 
@@ -90,6 +104,23 @@ def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS
     bucket_ms = components.settings.due_bucket_s * 1000
     done = upkeep.repair.migrate_due_index(components.clock, bucket_ms=bucket_ms, seconds=seconds)
     return {"moved": done.moved, "done": done.done}
+
+
+def recount_quotas(components: Components, seconds: float = RECOUNT_SECONDS) -> dict[str, Any] | None:
+    """One pass of the recount of jobs written without quota usage (``domain.quota_recount.recount_pass``) on
+    the jobs table, for at most ``seconds``; its report as a dict (``counted``, ``changed``, ``done``), logged
+    when it counted a job or found the recount done. None when the pass fails (logged; the next invocation goes
+    on from the saved progress) or ``seconds`` is under 1."""
+    if seconds < 1:
+        return None
+    try:
+        done = recount_pass(components.jobs(), seconds=seconds)
+    except Exception as error:
+        logger.warning("quota recount pass failed", error=str(error))
+        return None
+    if done.counted or done.done:
+        logger.info("quota recount pass", counted=done.counted, changed=done.changed, done=done.done)
+    return {"counted": done.counted, "changed": done.changed, "done": done.done}
 
 
 def check_leaders(components: Components) -> list[int] | None:

@@ -22,7 +22,7 @@ from jobsched.ports.alerts import Alert, AlertSink
 from jobsched.ports.control import PartitionMarks, WatermarkStore
 from jobsched.ports.jobs import DueIndex, JobRepository
 from jobsched.ports.lateness import LatenessStore
-from jobsched.ports.quotas import QuotaCounters
+from jobsched.ports.quotas import QuotaCounters, QuotaRecount
 from jobsched.ports.run_stores import (
     DeadRunSink,
     JobSpecs,
@@ -53,9 +53,9 @@ if TYPE_CHECKING:
     from jobsched.targets import Targets
 
 
-class JobStorePorts(JobRepository, DueIndex, JobSpecs, QuotaCounters, Protocol):
+class JobStorePorts(JobRepository, DueIndex, JobSpecs, QuotaCounters, QuotaRecount, Protocol):
     """Every port a job store serves (the API's ``JobRepository`` and ``QuotaCounters``, the tick's ``DueIndex``, the worker's and the
-    sweeper's ``JobSpecs``), plus the due index's high-water reads of ``Components.scheduler_group``. Implemented by
+    sweeper's ``JobSpecs``, the sweeper's ``QuotaRecount``), plus the due index's high-water reads of ``Components.scheduler_group``. Implemented by
     ``jobsched.dynamodb.jobs.JobStore`` (DynamoDB) and ``jobsched.sqlite.jobs.SqliteJobStore``."""
 
     def highest_due_partition(self) -> int | None:

@@ -141,6 +141,10 @@ CREATE TABLE IF NOT EXISTS owner_usage (
     jobs INTEGER NOT NULL,
     fire_rate INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS progress (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS request_windows (
     owner TEXT NOT NULL,
     window_ms INTEGER NOT NULL,
@@ -176,6 +180,11 @@ UPGRADES = (
     "INSERT INTO owner_usage (owner, jobs, fire_rate) SELECT owner, count(*),"
     f" sum({FIRE_RATE_SQL}(json_extract(spec, '$.schedule'), coalesce(json_extract(spec, '$.timezone'), 'UTC')))"
     " FROM jobs GROUP BY owner",
+    # each job's count in its owner's usage (``Job.quota_rate``, the fire rate the usage above holds for it), so
+    # that an edit or a delete moves exactly what was counted
+    "UPDATE jobs SET spec = json_set(spec, '$.quota_rate',"
+    f" {FIRE_RATE_SQL}(json_extract(spec, '$.schedule'), coalesce(json_extract(spec, '$.timezone'), 'UTC')))"
+    " WHERE json_extract(spec, '$.quota_rate') IS NULL",
 )
 """Schema changes applied once, in order, to a database made before them (``PRAGMA user_version`` counts the
 ones applied)."""

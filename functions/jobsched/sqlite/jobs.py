@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.clock import to_ms
 from jobsched.domain.due_repair import RefilePass, is_stuck, refiled_entry, stuck_due_before
-from jobsched.domain.quotas import check_usage
 from jobsched.memory.jobs import (
     buffered_overlap,
     check_replace,
@@ -29,11 +28,12 @@ from jobsched.memory.jobs import (
     taken_overlap,
 )
 from jobsched.models import Job, MissedPolicy
-from jobsched.ports.errors import NameTaken, NotFound
+from jobsched.ports.errors import Conflict, NameTaken, NotFound
 from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJob, Unreadable, hinted_priority
 from jobsched.ports.quotas import OwnerUsage, UsageChange
 from jobsched.ports.runs import BufferAnswer, BufferRequest, OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
+from jobsched.sqlite.recount import QUOTA_RATE_SQL, SqliteQuotaRecount, add_usage
 
 if TYPE_CHECKING:
     import sqlite3
@@ -88,10 +88,12 @@ _DOWNSTREAM_COUNT = (
 
 
 def _spec_json(job: Job) -> str:
-    return job.model_copy(update={"paused": False, "next_run_at": None}).model_dump_json()
+    """The row's ``spec``: the job without its state's fields, with its ``quota_rate`` (when counted)."""
+    text = job.model_copy(update={"paused": False, "next_run_at": None}).model_dump_json()
+    return text if job.quota_rate is None else f'{text[:-1]},"quota_rate":{job.quota_rate}}}'
 
 
-class SqliteJobStore:
+class SqliteJobStore(SqliteQuotaRecount):
     """Jobs, their scheduling states, names, tombstones and overlap locks in ``database`` (see the module
     docstring). Raises ``StoreUnavailable`` when the database is busy or failing."""
 
@@ -128,7 +130,7 @@ class SqliteJobStore:
                 ),
             )
             conn.execute("DELETE FROM tombstones WHERE job_id = ?", (job.id,))
-            _add_usage(conn, usage)
+            add_usage(conn, usage)
             _record(conn, event)
 
     def record_event(self, event: Any) -> None:
@@ -219,14 +221,18 @@ class SqliteJobStore:
         written then."""
         job, state = rewrite.job, rewrite.state
         with self.db.write() as conn:
-            row = conn.execute("SELECT updated_at, state FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
+            row = conn.execute(
+                f"SELECT updated_at, state, {QUOTA_RATE_SQL} FROM jobs WHERE job_id = ?", (job.id,)
+            ).fetchone()
             check_replace(row[0] if row else None, state_of(job.id, row[1]) if row else None, rewrite)
+            if row[2] != rewrite.quota_rate_read:
+                raise Conflict("the job's quota count changed meanwhile; read it again")
             conn.execute(
                 f"UPDATE jobs SET updated_at = ?, spec = ?, state = ?, {_SET_DUE} WHERE job_id = ?",
                 (to_ms(job.updated_at), _spec_json(job), state_json(state), *_due_columns(state), job.id),
             )
             _record(conn, rewrite.event)
-            _add_usage(conn, rewrite.usage)
+            add_usage(conn, rewrite.usage)
 
     def delete(
         self,
@@ -239,10 +245,15 @@ class SqliteJobStore:
     ) -> None:
         """Delete a live job: its state and due entry go, its name is freed unless a newer job holds it, with
         ``retention_days`` a tombstone keeps its history's owner that long, the audit ``event`` is recorded and
-        ``usage`` added to its owner's (one transaction). Raises ``NotFound`` when it is already deleted."""
+        ``usage`` added to its owner's (one transaction). Raises ``NotFound`` when it is already deleted, ``Conflict``
+        when its ``quota_rate`` is no longer ``job``'s."""
         with self.db.write() as conn:
-            if conn.execute("DELETE FROM jobs WHERE job_id = ?", (job.id,)).rowcount == 0:
+            row = conn.execute(f"SELECT {QUOTA_RATE_SQL} FROM jobs WHERE job_id = ?", (job.id,)).fetchone()
+            if row is None:
                 raise NotFound(job.id)
+            if row[0] != job.quota_rate:
+                raise Conflict("the job's quota count changed meanwhile; read it again")
+            conn.execute("DELETE FROM jobs WHERE job_id = ?", (job.id,))
             conn.execute(
                 "DELETE FROM names WHERE owner = ? AND name = ? AND job_id = ?", (job.owner, job.name, job.id)
             )
@@ -253,7 +264,7 @@ class SqliteJobStore:
                     (job.id, job.owner, deleted_at_ms, deleted_at_ms // 1000 + retention_days * _DAY_S),
                 )
             _record(conn, event)
-            _add_usage(conn, usage)
+            add_usage(conn, usage)
 
     # --- QuotaCounters ------------------------------------------------------------------------
 
@@ -501,22 +512,6 @@ class SqliteJobStore:
                     )
                     refiled.append(job_id)
         return RefilePass(scanned=len(rows), refiled=refiled, wrapped=True, unreadable=unreadable)
-
-
-def _add_usage(conn: Any, usage: UsageChange | None) -> None:
-    """Add ``usage`` to its owner's row in the open transaction (None: nothing), after checking the limits it
-    carries (``check_usage``: raises ``QuotaExceeded``, and the transaction is rolled back)."""
-    if usage is not None and (usage.limit_jobs, usage.limit_fires_per_minute) != (None, None):
-        row = conn.execute(
-            "SELECT jobs, fire_rate FROM owner_usage WHERE owner = ?", (usage.owner,)
-        ).fetchone()
-        check_usage(usage, OwnerUsage(int(row[0]), int(row[1])) if row else OwnerUsage())
-    if usage is not None and not usage.empty:
-        conn.execute(
-            "INSERT INTO owner_usage (owner, jobs, fire_rate) VALUES (?, ?, ?) ON CONFLICT (owner) DO UPDATE"
-            " SET jobs = jobs + excluded.jobs, fire_rate = fire_rate + excluded.fire_rate",
-            (usage.owner, usage.jobs, usage.fire_rate),
-        )
 
 
 def _record(conn: Any, event: Any) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from jobsched.domain.quotas import fire_rate
+from jobsched.domain.quotas import count_change, fire_rate
 from jobsched.domain.runs import new_run
 from jobsched.models import RunStatus
 from jobsched.ports.errors import StoreUnavailable
 from jobsched.ports.jobs import Unreadable
-from jobsched.ports.quotas import OwnerUsage, UsageChange
+from jobsched.ports.quotas import OwnerUsage, RecountProgress
 from jobsched.ports.runs import ClaimRequest, Owned, RunKey, RunRow
 from jobsched.sqlite.control import SqliteControlStore
 from jobsched.sqlite.database import SqliteDatabase
@@ -277,7 +277,7 @@ def test_a_database_made_before_quota_usage_gets_its_owners_job_counts_and_fire_
         store.create(each, state(each))  # written as a release without quotas does: no usage
     with database.write() as conn:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        conn.execute(f"PRAGMA user_version = {version - 1}")
+        conn.execute(f"PRAGMA user_version = {version - 4}")  # before the usage and the jobs' counts
     database.close()
 
     reopened = SqliteDatabase(path)
@@ -287,8 +287,12 @@ def test_a_database_made_before_quota_usage_gets_its_owners_job_counts_and_fire_
         assert rate > 0
         assert upgraded.usage("team-a") == OwnerUsage(2, 2 * rate)
         assert upgraded.usage("team-b") == OwnerUsage(1, rate)
-        for each in made[:2]:  # deletes take away what the upgrade counted: never below zero
-            upgraded.delete(each, deleted_at_ms=1, retention_days=1, usage=UsageChange("team-a", -1, -rate))
+        for each in made[:2]:  # deletes take away what the upgrade counted each job with: never below zero
+            read = upgraded.get(each.id).job
+            assert read.quota_rate == rate
+            upgraded.delete(read, deleted_at_ms=1, retention_days=1, usage=count_change("team-a", rate, None))
         assert upgraded.usage("team-a") == OwnerUsage(0, 0)
+        assert upgraded.recount_progress() == RecountProgress()  # no pass needed: no job is uncounted
+        assert upgraded.uncounted_jobs(None, 10) == ([], None)
     finally:
         reopened.close()

@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.quotas import job_fire_rate
 from jobsched.domain.supervision import RealWaiter
 from jobsched.dynamodb.due_index import LAYOUT_KEY
 from jobsched.handlers import sweeper as sweeper_handler
 from jobsched.handlers import worker as worker_handler
 from jobsched.models import RunStatus
+from jobsched.ports.quotas import OwnerUsage
 from jobsched.ports.targets import TargetCall
-from jobsched.runtime.sweeper import SweeperRuntime
+from jobsched.runtime.sweeper import SweeperRuntime, recount_quotas
 from jobsched.runtime.wiring import Components
 from jobsched.runtime.worker import Batches
 from jobsched.targets.commands import commands
@@ -113,6 +115,46 @@ def test_the_sweeper_handler_returns_its_report(kit: Kit) -> None:
         {"source": "aws.events"}, Context(function_name="jobsched-sweeper"), runtime=runtime
     )
     assert report["requeued"] == 1 and report["examined"] == 1
+
+
+def test_the_sweeper_counts_the_jobs_written_without_quota_usage_until_none_is_left(kit: Kit) -> None:
+    # Given jobs written as a version without quotas wrote them (no usage, no count on the job)
+    made = [kit.make_job(schedule="every 1 minute") for _ in range(3)]
+    runtime = SweeperRuntime(Components(kit.settings, kit.aws, clock=kit.clock, sleep=kit.clock.sleep))
+    # When the sweeper runs
+    report = runtime.serve(Context(function_name="jobsched-sweeper"))
+    # Then each is counted in its owner's usage, once, and the recount is done: no further pass is made
+    assert report["quota_recount"] == {"counted": 3, "changed": 0, "done": True}
+    assert kit.jobs.usage("team-a") == OwnerUsage(3, 3 * job_fire_rate("every 1 minute", "UTC"))
+    assert all(kit.jobs.get(job.id).job.quota_rate is not None for job in made)
+    assert "quota_recount" not in runtime.serve(Context(function_name="jobsched-sweeper"))
+    assert recount_quotas(runtime.components)["counted"] == 0  # type: ignore[index]
+
+
+def test_the_quota_recount_leaves_out_a_job_spec_this_code_cannot_read(kit: Kit) -> None:
+    # Given two jobs without quota usage, one with a spec item this code cannot read (a newer version's)
+    readable, unreadable = kit.make_job(), kit.make_job()
+    kit.jobs.table.update_item(
+        Key={"pk": f"job#{unreadable.id}", "sk": "spec"},
+        UpdateExpression="SET #doc = :doc",
+        ExpressionAttributeNames={"#doc": "doc"},
+        ExpressionAttributeValues={":doc": "{"},
+    )
+    # Then the recount counts the other and finishes: the unreadable one stays uncounted
+    report = recount_quotas(Components(kit.settings, kit.aws, clock=kit.clock))
+    assert report == {"counted": 1, "changed": 0, "done": True}
+    assert kit.jobs.get(readable.id).job.quota_rate is not None
+    assert kit.jobs.usage("team-a") == OwnerUsage(1, job_fire_rate(readable.schedule, readable.timezone))
+
+
+def test_a_failed_or_crowded_out_quota_recount_pass_is_left_to_the_next_invocation(kit: Kit) -> None:
+    missing = kit.settings.model_copy(update={"jobs_table": "no-such-table"})
+    assert recount_quotas(Components(missing, kit.aws, clock=kit.clock)) is None  # logged, not raised
+    kit.make_job()
+    components = Components(kit.settings, kit.aws, clock=kit.clock)
+    assert recount_quotas(components, seconds=0.5) is None  # too little of the invocation left
+    assert kit.jobs.usage("team-a") == OwnerUsage(0, 0)
+    assert recount_quotas(components) == {"counted": 1, "changed": 0, "done": True}
 
 
 @pytest.fixture

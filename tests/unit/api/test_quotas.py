@@ -5,10 +5,13 @@ and ``GET /limits``. No test reads a store directly: tests/integration/api/test_
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 from jobsched.api.schemas import JobCreate
+from jobsched.domain.quota_recount import recount_pass
 from jobsched.domain.quotas import QuotaExceeded, QuotaTable
+from jobsched.ports.errors import Conflict
 
 
 def _quotas(http: Any, table: dict[str, Any]) -> None:
@@ -158,3 +161,84 @@ def test_two_concurrent_creates_at_the_owners_last_place_take_it_once(http):
     assert (refused[0].field, refused[0].limit, refused[0].use, refused[0].wanted) == ("jobs", 1, 1, 2)
     assert len(http("GET", "/jobs").body["items"]) == 1
     assert http("GET", "/limits").body["jobs"] == {"limit": 1, "use": 1}
+
+
+def _created_before_quotas(http: Any, name: str, **overrides: Any) -> dict[str, Any]:
+    """A job as an API that keeps no quota usage writes it (a deployment from before quotas): not counted."""
+    counting = http.api
+    http.api = replace(counting, service=replace(counting.service, counters=None))
+    try:
+        return http.create(name, **overrides)
+    finally:
+        http.api = counting
+
+
+def _use(http: Any) -> tuple[float, float]:
+    limits = http("GET", "/limits").body
+    return limits["jobs"]["use"], limits["fires_per_minute"]["use"]
+
+
+def test_deleting_a_job_never_counted_leaves_the_usage_at_zero(http):
+    old = _created_before_quotas(http, "old", schedule="every 1 minute")
+    assert _use(http) == (0, 0)
+
+    assert http("DELETE", f"/jobs/{old['id']}").status == 204
+
+    assert _use(http) == (0, 0)
+
+
+def test_an_edit_of_a_job_never_counted_counts_it_whole_once(http):
+    old = _created_before_quotas(http, "old", schedule="every 1 minute")
+    other = _created_before_quotas(http, "other", schedule="every 1 minute")
+
+    assert http("POST", f"/jobs/{old['id']}/pause", body={}).status == 200  # any edit counts it
+    assert http("PATCH", f"/jobs/{other['id']}", body={"schedule": "every 30 seconds"}).status == 200
+    assert _use(http) == (2, 3)
+    assert http("POST", f"/jobs/{old['id']}/resume").status == 200  # counted once only
+    assert http("PATCH", f"/jobs/{other['id']}", body={"schedule": "every 1 minute"}).status == 200
+    assert _use(http) == (2, 2)
+    for job in (old, other):
+        assert http("DELETE", f"/jobs/{job['id']}").status == 204
+    assert _use(http) == (0, 0)
+
+
+def test_an_edit_raising_a_job_never_counted_over_the_rate_quota_is_refused(http):
+    _quotas(http, {"default": {"fires_per_minute": 2}})
+    old = _created_before_quotas(http, "old", schedule="every 1 minute")
+    http.create("new", schedule="every 1 minute")
+
+    refused = http("PATCH", f"/jobs/{old['id']}", body={"schedule": "every 30 seconds"})
+    _refused(refused, 429, "fires_per_minute", "limit 2", "in use 1", "make it 3")
+    assert http("PATCH", f"/jobs/{old['id']}", body={"schedule": "every 1 minute"}).status == 200
+    assert _use(http) == (2, 2)
+
+
+def test_a_delete_that_meets_the_recount_reads_the_job_again_and_takes_what_was_counted(http):
+    old = _created_before_quotas(http, "old", schedule="every 1 minute")
+    store, delete = http.backend.jobs, http.backend.jobs.delete
+
+    def counted_first(
+        *args: Any, **kwargs: Any
+    ) -> None:  # the sweeper's recount lands between read and delete
+        store.delete = delete
+        assert recount_pass(store, seconds=60).counted == 1
+        delete(*args, **kwargs)
+
+    store.delete = counted_first
+    assert http("DELETE", f"/jobs/{old['id']}").status == 204
+
+    assert _use(http) == (0, 0)
+    assert http("GET", f"/jobs/{old['id']}").status == 404
+
+
+def test_a_delete_whose_job_keeps_being_counted_is_a_409_and_deletes_nothing(http):
+    job = http.create("counted")
+
+    def recounted(*args: Any, **kwargs: Any) -> None:
+        raise Conflict("the job's quota count changed meanwhile; read it again")
+
+    http.backend.jobs.delete = recounted
+    refused = http("DELETE", f"/jobs/{job['id']}")
+
+    assert refused.status == 409 and refused.error["code"] == "conflict", refused.body
+    assert http("GET", f"/jobs/{job['id']}").status == 200

@@ -1,0 +1,150 @@
+"""One contract for the recount of jobs written without quota usage (``ports.quotas.QuotaRecount``, design §4.11)
+on every job store: each job counts in its owner's usage exactly once, whether the recount runs once, twice,
+from a lost progress, or beside an edit or a delete of the job; an edit or a delete read before a count lands
+never undoes it; a delete takes away only what the job was counted with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobsched.clock import from_ms, to_ms
+from jobsched.domain.quota_recount import recount_pass
+from jobsched.domain.quotas import count_change, job_fire_rate
+from jobsched.dynamodb.jobs import JobStore
+from jobsched.memory.jobs import MemoryJobStore
+from jobsched.models import Job
+from jobsched.ports.errors import Conflict
+from jobsched.ports.jobs import Rewrite
+from jobsched.ports.quotas import OwnerUsage, RecountProgress
+from jobsched.sqlite.jobs import SqliteJobStore
+
+from .conftest import BACKENDS, adapter_on, on_table
+from .test_job_store_contract import T0, job, state
+
+RATE = job_fire_rate(job(1).schedule, job(1).timezone)
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest) -> Any:
+    return adapter_on(request, MemoryJobStore, SqliteJobStore, on_table(JobStore, "jobs_table"))
+
+
+def _counted(store: Any, made: Job) -> Job:
+    """``made`` created as this version creates a job: counted with its rate, in the create's write."""
+    marked = made.model_copy(update={"quota_rate": RATE})
+    store.create(marked, state(marked), usage=count_change(made.owner, None, RATE))
+    return marked
+
+
+def _uncounted(store: Any, made: Job) -> Job:
+    """``made`` created as a version without quotas wrote it: no usage, no count on the job."""
+    store.create(made, state(made))
+    return made
+
+
+def _edited(read: Job, rate: int | None) -> Rewrite:
+    """An edit of the job as ``read`` (a millisecond later) that counts it with ``rate``, as the API makes it."""
+    changed = read.model_copy(update={"updated_at": from_ms(to_ms(read.updated_at) + 1), "quota_rate": rate})
+    usage = count_change(read.owner, read.quota_rate, rate) if rate != read.quota_rate else None
+    return Rewrite(
+        changed, state(changed), to_ms(read.updated_at), usage=usage, expected_quota_rate=read.quota_rate
+    )
+
+
+def test_jobs_written_without_usage_are_counted_once_however_often_the_recount_runs(store: Any) -> None:
+    _counted(store, job(1))
+    _uncounted(store, job(2))
+    _uncounted(store, job(3))
+    _uncounted(store, job(4, owner="team-b"))
+    assert store.usage("team-a") == OwnerUsage(1, RATE)
+
+    first = recount_pass(store, seconds=60)
+    again = recount_pass(store, seconds=60)
+    store.save_recount_progress(RecountProgress())  # a lost progress: the whole store read again
+    lost = recount_pass(store, seconds=60)
+
+    assert (first.counted, first.done) == (3, True)
+    assert (again.counted, lost.counted, lost.done) == (0, 0, True)
+    assert store.usage("team-a") == OwnerUsage(3, 3 * RATE)
+    assert store.usage("team-b") == OwnerUsage(1, RATE)
+    assert store.get(job(2).id).job.quota_rate == RATE
+
+
+def test_the_recount_goes_on_from_its_saved_progress_pass_after_pass(store: Any) -> None:
+    for number in range(1, 8):
+        _uncounted(store, job(number))
+
+    passes = [recount_pass(store, seconds=60, budget=2, page_size=2) for _ in range(5)]
+
+    assert [each.done for each in passes] == [False, False, False, True, True]
+    assert sum(each.counted for each in passes) == 7
+    assert store.usage("team-a") == OwnerUsage(7, 7 * RATE)
+
+
+def test_deleting_a_job_never_counted_takes_nothing_from_the_usage(store: Any) -> None:
+    counted, old = _counted(store, job(1)), _uncounted(store, job(2))
+
+    store.delete(old, deleted_at_ms=T0, retention_days=1, usage=None)
+    assert store.usage("team-a") == OwnerUsage(1, RATE)
+    store.delete(counted, deleted_at_ms=T0, retention_days=1, usage=count_change("team-a", RATE, None))
+    assert store.usage("team-a") == OwnerUsage(0, 0)
+
+
+def test_an_edit_or_a_delete_read_before_the_recount_counted_the_job_is_refused(store: Any) -> None:
+    read = _uncounted(store, job(1))
+    assert recount_pass(store, seconds=60).counted == 1
+
+    with pytest.raises(Conflict):  # it would count the job a second time
+        store.replace(_edited(read, RATE))
+    with pytest.raises(Conflict):  # it would leave the job's count in the usage
+        store.delete(read, deleted_at_ms=T0, retention_days=1, usage=None)
+
+    again = store.get(read.id).job
+    store.delete(
+        again, deleted_at_ms=T0, retention_days=1, usage=count_change("team-a", again.quota_rate, None)
+    )
+    assert store.usage("team-a") == OwnerUsage(0, 0)
+
+
+def test_a_count_read_before_an_edit_or_a_delete_does_not_land(store: Any) -> None:
+    edited, deleted = _uncounted(store, job(1)), _uncounted(store, job(2))
+    page, _ = store.uncounted_jobs(None, 10)
+    assert sorted(found.id for found in page) == sorted([edited.id, deleted.id])
+
+    store.replace(_edited(edited, RATE))  # the edit counts the job whole
+    store.delete(deleted, deleted_at_ms=T0, retention_days=1, usage=None)
+
+    assert [store.count_job(found, RATE) for found in page] == [False, False]
+    assert store.usage("team-a") == OwnerUsage(1, RATE)
+
+
+class _RacingStore:
+    """``store`` with ``race`` run after each page of uncounted jobs is read, before any of them is counted."""
+
+    def __init__(self, store: Any, race: Any) -> None:
+        self.store, self.race = store, race
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def uncounted_jobs(self, cursor: str | None, limit: int) -> tuple[list[Job], str | None]:
+        page = self.store.uncounted_jobs(cursor, limit)
+        self.race()
+        self.race = lambda: None
+        return page
+
+
+def test_a_recount_beside_an_edit_and_a_delete_counts_each_job_once(store: Any) -> None:
+    edited, deleted, kept = _uncounted(store, job(1)), _uncounted(store, job(2)), _uncounted(store, job(3))
+
+    def race() -> None:
+        store.replace(_edited(edited, RATE))
+        store.delete(deleted, deleted_at_ms=T0, retention_days=1, usage=None)
+
+    done = recount_pass(_RacingStore(store, race), seconds=60)
+
+    assert (done.counted, done.changed, done.done) == (1, 2, True)  # a second round found nothing left
+    assert store.usage("team-a") == OwnerUsage(2, 2 * RATE)
+    assert store.get(kept.id).job.quota_rate == RATE
