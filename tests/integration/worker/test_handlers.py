@@ -131,6 +131,23 @@ def test_the_sweeper_counts_the_jobs_written_without_quota_usage_until_none_is_l
     assert recount_quotas(runtime.components)["counted"] == 0  # type: ignore[index]
 
 
+def test_local_modes_sweeper_without_upkeep_still_counts_the_jobs_written_without_quota_usage(
+    kit: Kit,
+) -> None:
+    # Given a job written without usage on local mode's moto backend (a data dir of a version without quotas)
+    made = kit.make_job(schedule="every 1 minute")
+    runtime = SweeperRuntime(
+        Components(kit.settings, kit.aws, clock=kit.clock, sleep=kit.clock.sleep), upkeep=False
+    )
+    # When local mode's sweeper runs (the sweep only: no DynamoDB upkeep passes)
+    report = runtime.serve(Context(function_name="jobsched-sweeper-local"))
+    # Then the job is counted once all the same
+    assert report["quota_recount"] == {"counted": 1, "changed": 0, "done": True}
+    assert "partitions_without_leader" not in report
+    assert kit.jobs.usage("team-a") == OwnerUsage(1, job_fire_rate("every 1 minute", "UTC"))
+    assert kit.jobs.get(made.id).job.quota_rate == job_fire_rate("every 1 minute", "UTC")
+
+
 def test_the_quota_recount_leaves_out_a_job_spec_this_code_cannot_read(kit: Kit) -> None:
     # Given two jobs without quota usage, one with a spec item this code cannot read (a newer version's)
     readable, unreadable = kit.make_job(), kit.make_job()
