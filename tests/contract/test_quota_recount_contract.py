@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jobsched.clock import from_ms, to_ms
-from jobsched.domain.quota_recount import recount_pass
+from jobsched.domain.quota_recount import RecountPass, recount_pass
 from jobsched.domain.quotas import count_change, job_fire_rate
 from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
@@ -148,3 +148,44 @@ def test_a_recount_beside_an_edit_and_a_delete_counts_each_job_once(store: Any) 
     assert (done.counted, done.changed, done.done) == (1, 2, True)  # a second round found nothing left
     assert store.usage("team-a") == OwnerUsage(2, 2 * RATE)
     assert store.get(kept.id).job.quota_rate == RATE
+
+
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def stored(request: pytest.FixtureRequest) -> Any:
+    """A job store that keeps its jobs as data (so may hold a count this code cannot read)."""
+    return adapter_on(request, MemoryJobStore, SqliteJobStore, on_table(JobStore, "jobs_table"))
+
+
+def _spoiled(store: Any, made: Job, value: Any) -> Job:
+    """``made`` created uncounted, then its stored count set to ``value`` (not a count: bad data)."""
+    _uncounted(store, made)
+    if isinstance(store, JobStore):
+        store.table.update_item(
+            Key={"pk": f"job#{made.id}", "sk": "spec"},
+            UpdateExpression="SET quota_rate = :value",
+            ExpressionAttributeValues={":value": value},
+        )
+    else:
+        with store.db.write() as conn:
+            conn.execute(
+                "UPDATE jobs SET spec = json_set(spec, '$.quota_rate', ?) WHERE job_id = ?", (value, made.id)
+            )
+    return made
+
+
+@pytest.mark.parametrize("value", ["many", "12"])
+def test_a_stored_count_that_is_not_a_number_is_read_as_not_counted(stored: Any, value: str) -> None:
+    # Given jobs whose stored count is not a number
+    counted, edited, deleted = (_spoiled(stored, job(n), value) for n in (1, 2, 3))
+
+    # Then each is readable (the worker runs it) as a job never counted
+    assert stored.get(counted.id).job.quota_rate is None
+    assert stored.get_spec(counted.id).quota_rate is None
+    # an edit counts it whole and a delete takes nothing away, each on the first try
+    stored.replace(_edited(stored.get(edited.id).job, RATE))
+    stored.delete(stored.get(deleted.id).job, deleted_at_ms=T0, retention_days=1, usage=None)
+    assert stored.usage("team-a") == OwnerUsage(1, RATE)
+    # and the recount counts the one left, once
+    assert recount_pass(stored, seconds=60) == RecountPass(counted=1, changed=0, done=True)
+    assert stored.usage("team-a") == OwnerUsage(2, 2 * RATE)
+    assert stored.get(counted.id).job.quota_rate == RATE

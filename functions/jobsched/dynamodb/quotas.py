@@ -70,12 +70,21 @@ def usage_update(table_name: str, usage: UsageChange | None) -> list[dict[str, A
     return [{"Update": update}]
 
 
+UNCOUNTED = (
+    f"(attribute_not_exists({QUOTA_RATE}) OR NOT attribute_type({QUOTA_RATE}, :number_type)"
+    f" OR {QUOTA_RATE} < :no_count)"
+)
+"""The condition that a spec item holds no count: no ``layout.QUOTA_RATE``, or one that is not a number of at least
+0 (``domain.quotas.stored_count`` reads it as not counted), with :data:`UNCOUNTED_VALUES`."""
+UNCOUNTED_VALUES: dict[str, Any] = {":number_type": "N", ":no_count": 0}
+
+
 def quota_condition(rate: int | None) -> tuple[str, dict[str, Any]]:
     """The condition (and its values) that a spec item still holds ``rate`` as its ``layout.QUOTA_RATE`` (None:
-    none, the job uncounted): what a rewrite or a delete of the job as read adds, so that it never undoes a count
-    made meanwhile nor takes away what was not counted."""
+    none, the job uncounted: :data:`UNCOUNTED`): what a rewrite or a delete of the job as read adds, so that it
+    never undoes a count made meanwhile nor takes away what was not counted."""
     if rate is None:
-        return f"attribute_not_exists({QUOTA_RATE})", {}
+        return UNCOUNTED, dict(UNCOUNTED_VALUES)
     return f"{QUOTA_RATE} = :quota_rate", {":quota_rate": rate}
 
 
@@ -181,12 +190,13 @@ class QuotaRecountTable:
     @unavailable_on_failure
     def uncounted_jobs(self, cursor: str | None, limit: int) -> tuple[list[Job], str | None]:
         """One Scan page of ``limit`` items of the ``by_owner`` index after ``cursor``, filtered to those without
-        ``layout.QUOTA_RATE``; a spec item this code cannot read is logged and left out (uncounted: its delete
+        a count (:data:`UNCOUNTED`); a spec item this code cannot read is logged and left out (uncounted: its delete
         takes nothing away)."""
         kwargs: dict[str, Any] = {
             "IndexName": "by_owner",
             "Limit": limit,
-            "FilterExpression": f"attribute_not_exists({QUOTA_RATE})",
+            "FilterExpression": UNCOUNTED,
+            "ExpressionAttributeValues": UNCOUNTED_VALUES,
         }
         if cursor:
             kwargs["ExclusiveStartKey"] = json.loads(cursor)
@@ -208,9 +218,12 @@ class QuotaRecountTable:
             "TableName": self.table.name,
             "Key": {"pk": job_pk(job.id), "sk": SPEC_SK},
             "UpdateExpression": f"SET {QUOTA_RATE} = :rate",
-            "ConditionExpression": f"attribute_exists(doc) AND attribute_not_exists({QUOTA_RATE})"
-            " AND updated_at = :updated",
-            "ExpressionAttributeValues": {":rate": rate, ":updated": to_ms(job.updated_at)},
+            "ConditionExpression": f"attribute_exists(doc) AND {UNCOUNTED} AND updated_at = :updated",
+            "ExpressionAttributeValues": {
+                ":rate": rate,
+                ":updated": to_ms(job.updated_at),
+                **UNCOUNTED_VALUES,
+            },
         }
         usage = usage_update(self.table.name, count_change(job.owner, None, rate))
         try:
