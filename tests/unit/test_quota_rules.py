@@ -184,7 +184,7 @@ def test_the_recount_computes_a_rate_once_per_schedule_and_zone_in_a_pass(monkey
         make(schedule="0 2 * * *")
     make(schedule="0 2 * * *", timezone="Europe/Paris")
 
-    done = quota_recount.recount_pass(store, seconds=60)
+    done = quota_recount.recount_pass(store, now_ms=0, settle_ms=0, seconds=60)
 
     assert (done.counted, done.done) == (5, True)
     assert sorted(computed, key=str) == [("0 2 * * *", "Europe/Paris"), ("0 2 * * *", "UTC")]

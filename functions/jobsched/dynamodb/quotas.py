@@ -40,7 +40,7 @@ USAGE_SK = "usage"
 
 RECOUNT_KEY = {"pk": "layout#quota", "sk": "recount"}
 """The jobs table's item holding the recount's progress (``cursor``: JSON of the ``by_owner`` Scan's last key,
-``clean``, ``done``)."""
+``clean``, ``done``, ``began_ms``, ``round_ms``: ``ports.quotas.RecountProgress``)."""
 
 
 def quota_pk(owner: str) -> str:
@@ -176,16 +176,21 @@ class QuotaRecountTable:
     def recount_progress(self) -> RecountProgress:
         """The progress item, read strongly consistent (the start when absent)."""
         item = self.table.get_item(Key=RECOUNT_KEY, ConsistentRead=True).get("Item") or {}
-        cursor = item.get("cursor")
+        cursor, began, round_ = item.get("cursor"), item.get("began_ms"), item.get("round_ms")
         return RecountProgress(
-            str(cursor) if cursor else None, bool(item.get("clean", True)), bool(item.get("done", False))
+            str(cursor) if cursor else None,
+            bool(item.get("clean", True)),
+            bool(item.get("done", False)),
+            int(began) if began is not None else None,
+            int(round_) if round_ is not None else None,
         )
 
     @unavailable_on_failure
     def save_recount_progress(self, progress: RecountProgress) -> None:
         """Put the progress item."""
-        cursor = {"cursor": progress.cursor} if progress.cursor else {}
-        self.table.put_item(Item={**RECOUNT_KEY, **cursor, "clean": progress.clean, "done": progress.done})
+        kept = {"cursor": progress.cursor, "began_ms": progress.began_ms, "round_ms": progress.round_ms}
+        present = {name: value for name, value in kept.items() if value is not None}
+        self.table.put_item(Item={**RECOUNT_KEY, **present, "clean": progress.clean, "done": progress.done})
 
     @unavailable_on_failure
     def uncounted_jobs(self, cursor: str | None, limit: int) -> tuple[list[Job], str | None]:

@@ -116,7 +116,7 @@ def recount_quotas(components: Components, seconds: float = RECOUNT_SECONDS) -> 
     if seconds < 1:
         return None
     try:
-        done = recount_pass(components.jobs(), seconds=seconds)
+        done = recount_pass(components.jobs(), seconds=seconds, now_ms=components.clock())
     except Exception as error:
         logger.warning("quota recount pass failed", error=str(error))
         return None

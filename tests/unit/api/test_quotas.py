@@ -221,7 +221,7 @@ def test_a_delete_that_meets_the_recount_reads_the_job_again_and_takes_what_was_
         *args: Any, **kwargs: Any
     ) -> None:  # the sweeper's recount lands between read and delete
         store.delete = delete
-        assert recount_pass(store, seconds=60).counted == 1
+        assert recount_pass(store, now_ms=0, settle_ms=0, seconds=60).counted == 1
         delete(*args, **kwargs)
 
     store.delete = counted_first
