@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jobsched.aws.positions import JsonPositions
 from jobsched.domain.due_reader import read_floor
 from jobsched.domain.lease import partitions_without_leader
-from jobsched.domain.quota_recount import recount_pass
+from jobsched.domain.quota_recount import SETTLE_MS, recount_pass
 from jobsched.observability import COUNT, MetricName, add_metric, flush_metrics, logger
 
 if TYPE_CHECKING:
@@ -42,7 +42,8 @@ class SweeperRuntime:
     """One execution environment's sweeper on ``components``: its ``Sweeper`` (built once, at construction) and
     whether a pass of the due index's move, and of the quota recount, found it done (then no further pass of it
     is made). ``upkeep`` False: :meth:`serve` sweeps and recounts only (local mode, whose job store has no due
-    index of DynamoDB to repair or move, but may hold jobs of a version without quotas on its moto backend)."""
+    index of DynamoDB to repair or move, but may hold jobs of a version without quotas on its moto backend), the
+    recount done by its first clean round (one process: no API of another version writes meanwhile)."""
 
     components: Components
     upkeep: bool = True
@@ -66,7 +67,11 @@ class SweeperRuntime:
         if not self.recounted:
             left_s = context.get_remaining_time_in_millis() / 1000
             report["quota_recount"] = recount = recount_quotas(
-                self.components, seconds=min(RECOUNT_SECONDS, left_s - RECOUNT_RESERVE_S)
+                self.components,
+                seconds=min(RECOUNT_SECONDS, left_s - RECOUNT_RESERVE_S),
+                settle_ms=SETTLE_MS
+                if self.upkeep
+                else 0,  # local mode: one process, no API of another version
             )
             self.recounted = bool(recount and recount["done"])
         return report
@@ -108,15 +113,19 @@ def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS
     return {"moved": done.moved, "done": done.done}
 
 
-def recount_quotas(components: Components, seconds: float = RECOUNT_SECONDS) -> dict[str, Any] | None:
-    """One pass of the recount of jobs written without quota usage (``domain.quota_recount.recount_pass``) on
-    the jobs table, for at most ``seconds``; its report as a dict (``counted``, ``changed``, ``done``), logged
+def recount_quotas(
+    components: Components, seconds: float = RECOUNT_SECONDS, settle_ms: int = SETTLE_MS
+) -> dict[str, Any] | None:
+    """One pass of the recount of jobs written without quota usage (``domain.quota_recount.recount_pass``, done by
+    a clean round begun ``settle_ms`` after its first pass) on the jobs table, for at most ``seconds``; its report as a dict (``counted``, ``changed``, ``done``), logged
     when it counted a job or found the recount done. None when the pass fails (logged; the next invocation goes
     on from the saved progress) or ``seconds`` is under 1."""
     if seconds < 1:
         return None
     try:
-        done = recount_pass(components.jobs(), seconds=seconds, now_ms=components.clock())
+        done = recount_pass(
+            components.jobs(), seconds=seconds, now_ms=components.clock(), settle_ms=settle_ms
+        )
     except Exception as error:
         logger.warning("quota recount pass failed", error=str(error))
         return None
