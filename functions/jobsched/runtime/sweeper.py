@@ -69,9 +69,7 @@ class SweeperRuntime:
             report["quota_recount"] = recount = recount_quotas(
                 self.components,
                 seconds=min(RECOUNT_SECONDS, left_s - RECOUNT_RESERVE_S),
-                settle_ms=SETTLE_MS
-                if self.upkeep
-                else 0,  # local mode: one process, no API of another version
+                settle_ms=SETTLE_MS if self.upkeep else 0,
             )
             self.recounted = bool(recount and recount["done"])
         return report
