@@ -599,7 +599,7 @@ class Job(JobSettings):
     """How many jobs run after this one as its store knew when it was read (design §2.1, the chain mark): the
     worker reads the job's downstream jobs only when it is above 0. Never below the true count; it may stay above
     it a while on DynamoDB (a decrement that failed). Not part of the API's answers."""
-    quota_rate: int | None = Field(None, ge=0, exclude=True)
+    quota_rate: int | None = Field(None, ge=0, strict=True, exclude=True)
     """The fire rate (micro-fires per minute, ``jobsched.domain.quotas.job_fire_rate``) this job is counted with in
     its owner's quota usage (design §4.11), as its store knew when it was read; None: not counted (a job written
     without usage, until the recount counts it). Not part of the API's answers."""

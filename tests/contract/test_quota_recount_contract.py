@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jobsched.clock import from_ms, to_ms
-from jobsched.domain.quota_recount import recount_pass
+from jobsched.domain.quota_recount import RecountPass, recount_pass
 from jobsched.domain.quotas import count_change, job_fire_rate
 from jobsched.dynamodb.jobs import JobStore
 from jobsched.memory.jobs import MemoryJobStore
@@ -60,10 +60,10 @@ def test_jobs_written_without_usage_are_counted_once_however_often_the_recount_r
     _uncounted(store, job(4, owner="team-b"))
     assert store.usage("team-a") == OwnerUsage(1, RATE)
 
-    first = recount_pass(store, seconds=60)
-    again = recount_pass(store, seconds=60)
+    first = recount_pass(store, now_ms=T0, settle_ms=0, seconds=60)
+    again = recount_pass(store, now_ms=T0, settle_ms=0, seconds=60)
     store.save_recount_progress(RecountProgress())  # a lost progress: the whole store read again
-    lost = recount_pass(store, seconds=60)
+    lost = recount_pass(store, now_ms=T0, settle_ms=0, seconds=60)
 
     assert (first.counted, first.done) == (3, True)
     assert (again.counted, lost.counted, lost.done) == (0, 0, True)
@@ -76,7 +76,9 @@ def test_the_recount_goes_on_from_its_saved_progress_pass_after_pass(store: Any)
     for number in range(1, 8):
         _uncounted(store, job(number))
 
-    passes = [recount_pass(store, seconds=60, budget=2, page_size=2) for _ in range(5)]
+    passes = [
+        recount_pass(store, now_ms=T0, settle_ms=0, seconds=60, budget=2, page_size=2) for _ in range(5)
+    ]
 
     assert [each.done for each in passes] == [False, False, False, True, True]
     assert sum(each.counted for each in passes) == 7
@@ -94,7 +96,7 @@ def test_deleting_a_job_never_counted_takes_nothing_from_the_usage(store: Any) -
 
 def test_an_edit_or_a_delete_read_before_the_recount_counted_the_job_is_refused(store: Any) -> None:
     read = _uncounted(store, job(1))
-    assert recount_pass(store, seconds=60).counted == 1
+    assert recount_pass(store, now_ms=T0, settle_ms=0, seconds=60).counted == 1
 
     with pytest.raises(Conflict):  # it would count the job a second time
         store.replace(_edited(read, RATE))
@@ -143,8 +145,68 @@ def test_a_recount_beside_an_edit_and_a_delete_counts_each_job_once(store: Any) 
         store.replace(_edited(edited, RATE))
         store.delete(deleted, deleted_at_ms=T0, retention_days=1, usage=None)
 
-    done = recount_pass(_RacingStore(store, race), seconds=60)
+    done = recount_pass(_RacingStore(store, race), now_ms=T0, settle_ms=0, seconds=60)
 
     assert (done.counted, done.changed, done.done) == (1, 2, True)  # a second round found nothing left
     assert store.usage("team-a") == OwnerUsage(2, 2 * RATE)
     assert store.get(kept.id).job.quota_rate == RATE
+
+
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def stored(request: pytest.FixtureRequest) -> Any:
+    """A job store that keeps its jobs as data (so may hold a count this code cannot read)."""
+    return adapter_on(request, MemoryJobStore, SqliteJobStore, on_table(JobStore, "jobs_table"))
+
+
+def _spoiled(store: Any, made: Job, value: Any) -> Job:
+    """``made`` created uncounted, then its stored count set to ``value`` (not a count: bad data)."""
+    _uncounted(store, made)
+    if isinstance(store, JobStore):
+        store.table.update_item(
+            Key={"pk": f"job#{made.id}", "sk": "spec"},
+            UpdateExpression="SET quota_rate = :value",
+            ExpressionAttributeValues={":value": value},
+        )
+    else:
+        with store.db.write() as conn:
+            conn.execute(
+                "UPDATE jobs SET spec = json_set(spec, '$.quota_rate', ?) WHERE job_id = ?", (value, made.id)
+            )
+    return made
+
+
+@pytest.mark.parametrize("value", ["many", "12"])
+def test_a_stored_count_that_is_not_a_number_is_read_as_not_counted(stored: Any, value: str) -> None:
+    # Given jobs whose stored count is not a number
+    counted, edited, deleted = (_spoiled(stored, job(n), value) for n in (1, 2, 3))
+
+    # Then each is readable (the worker runs it) as a job never counted
+    assert stored.get(counted.id).job.quota_rate is None
+    assert stored.get_spec(counted.id).quota_rate is None
+    # an edit counts it whole and a delete takes nothing away, each on the first try
+    stored.replace(_edited(stored.get(edited.id).job, RATE))
+    stored.delete(stored.get(deleted.id).job, deleted_at_ms=T0, retention_days=1, usage=None)
+    assert stored.usage("team-a") == OwnerUsage(1, RATE)
+    # and the recount counts the one left, once
+    assert recount_pass(stored, now_ms=T0, settle_ms=0, seconds=60) == RecountPass(
+        counted=1, changed=0, done=True
+    )
+    assert stored.usage("team-a") == OwnerUsage(2, 2 * RATE)
+    assert stored.get(counted.id).job.quota_rate == RATE
+
+
+def test_the_recount_is_done_only_by_a_clean_round_begun_once_the_deploy_settled(store: Any) -> None:
+    # Given a job written without usage, counted by the recount's first round
+    _uncounted(store, job(1))
+    first = recount_pass(store, now_ms=T0, settle_ms=60_000, seconds=60)
+    # When an API of the version without quotas, still serving, writes another job during the deploy
+    _uncounted(store, job(2))
+    during = recount_pass(store, now_ms=T0 + 30_000, settle_ms=60_000, seconds=60)
+    settled = recount_pass(store, now_ms=T0 + 60_000, settle_ms=60_000, seconds=60)
+
+    # Then the recount is not done until a clean round begun after the settle time, which counted it too
+    assert (first.counted, first.done) == (1, False)
+    assert (during.counted, during.done) == (1, False)
+    assert (settled.counted, settled.done) == (0, True)
+    assert store.usage("team-a") == OwnerUsage(2, 2 * RATE)
+    assert store.recount_progress().done is True

@@ -4,6 +4,8 @@ recount's pass (``jobsched.domain.quota_recount``, on the in-memory store)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from pydantic import ValidationError
 
@@ -20,6 +22,7 @@ from jobsched.domain.quotas import (
     count_change,
     fire_rate,
     request_refused,
+    stored_count,
     window_of,
 )
 from jobsched.domain.registration import scheduling_state
@@ -181,8 +184,30 @@ def test_the_recount_computes_a_rate_once_per_schedule_and_zone_in_a_pass(monkey
         make(schedule="0 2 * * *")
     make(schedule="0 2 * * *", timezone="Europe/Paris")
 
-    done = quota_recount.recount_pass(store, seconds=60)
+    done = quota_recount.recount_pass(store, now_ms=0, settle_ms=0, seconds=60)
 
     assert (done.counted, done.done) == (5, True)
     assert sorted(computed, key=str) == [("0 2 * * *", "Europe/Paris"), ("0 2 * * *", "UTC")]
     assert store.usage("team-a") == OwnerUsage(5, 25)
+
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [
+        (12, 12),
+        (0, 0),
+        (Decimal("12"), 12),
+        (None, None),
+        ("12", None),
+        (12.0, None),
+        (Decimal("1.5"), None),
+        (Decimal("NaN"), None),
+        (-1, None),
+        (Decimal("-1"), None),
+        (True, None),
+    ],
+)
+def test_a_stored_count_is_a_whole_number_of_at_least_0_and_anything_else_is_no_count(
+    value: object, count: int | None
+) -> None:
+    assert stored_count(value) == count

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
@@ -150,6 +151,20 @@ def count_change(owner: str, before: int | None, after: int | None) -> UsageChan
     limits."""
     jobs = (after is not None) - (before is not None)
     return UsageChange(owner, jobs, (after or 0) - (before or 0))
+
+
+def stored_count(value: object) -> int | None:
+    """A job's count (``Job.quota_rate``) from its stored ``value``: a whole number of at least 0 (an ``int`` or
+    a ``Decimal``, as DynamoDB gives numbers); anything else (absent, text, a fraction, below 0, a boolean) is
+    read as not counted, the reading every store's conditions share (an edit then counts the job whole, a
+    delete takes nothing away, the recount counts it), so bad stored data never makes a job unreadable."""
+    if isinstance(value, Decimal):
+        if not value.is_finite() or value != value.to_integral_value():
+            return None
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 def per_minute(rate: int) -> float:

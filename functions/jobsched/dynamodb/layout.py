@@ -45,6 +45,7 @@ from decimal import Decimal
 from typing import Any
 
 from jobsched.clock import from_ms, to_ms
+from jobsched.domain.quotas import stored_count
 from jobsched.domain.runs import sweep_shard
 from jobsched.models import Job, JobEventKind, JobSettings, MissedPolicy, Priority, RunKind, RunStatus
 from jobsched.ports.jobs import (
@@ -419,7 +420,7 @@ def job_from_items(spec: dict[str, Any], sched: dict[str, Any] | None) -> Job:
             "paused_at": from_ms(spec["paused_at"]) if spec.get("paused_at") is not None else None,
             "paused_reason": spec.get("paused_reason"),
             "downstream_count": int(spec.get(DOWNSTREAM) or 0),
-            "quota_rate": int(spec[QUOTA_RATE]) if spec.get(QUOTA_RATE) is not None else None,
+            "quota_rate": stored_count(spec.get(QUOTA_RATE)),
         }
     )
 

@@ -40,7 +40,7 @@ USAGE_SK = "usage"
 
 RECOUNT_KEY = {"pk": "layout#quota", "sk": "recount"}
 """The jobs table's item holding the recount's progress (``cursor``: JSON of the ``by_owner`` Scan's last key,
-``clean``, ``done``)."""
+``clean``, ``done``, ``began_ms``, ``round_ms``: ``ports.quotas.RecountProgress``)."""
 
 
 def quota_pk(owner: str) -> str:
@@ -70,12 +70,21 @@ def usage_update(table_name: str, usage: UsageChange | None) -> list[dict[str, A
     return [{"Update": update}]
 
 
+UNCOUNTED = (
+    f"(attribute_not_exists({QUOTA_RATE}) OR NOT attribute_type({QUOTA_RATE}, :number_type)"
+    f" OR {QUOTA_RATE} < :no_count)"
+)
+"""The condition that a spec item holds no count: no ``layout.QUOTA_RATE``, or one that is not a number of at least
+0 (``domain.quotas.stored_count`` reads it as not counted), with :data:`UNCOUNTED_VALUES`."""
+UNCOUNTED_VALUES: dict[str, Any] = {":number_type": "N", ":no_count": 0}
+
+
 def quota_condition(rate: int | None) -> tuple[str, dict[str, Any]]:
     """The condition (and its values) that a spec item still holds ``rate`` as its ``layout.QUOTA_RATE`` (None:
-    none, the job uncounted): what a rewrite or a delete of the job as read adds, so that it never undoes a count
-    made meanwhile nor takes away what was not counted."""
+    none, the job uncounted: :data:`UNCOUNTED`): what a rewrite or a delete of the job as read adds, so that it
+    never undoes a count made meanwhile nor takes away what was not counted."""
     if rate is None:
-        return f"attribute_not_exists({QUOTA_RATE})", {}
+        return UNCOUNTED, dict(UNCOUNTED_VALUES)
     return f"{QUOTA_RATE} = :quota_rate", {":quota_rate": rate}
 
 
@@ -167,26 +176,32 @@ class QuotaRecountTable:
     def recount_progress(self) -> RecountProgress:
         """The progress item, read strongly consistent (the start when absent)."""
         item = self.table.get_item(Key=RECOUNT_KEY, ConsistentRead=True).get("Item") or {}
-        cursor = item.get("cursor")
+        cursor, began, round_ = item.get("cursor"), item.get("began_ms"), item.get("round_ms")
         return RecountProgress(
-            str(cursor) if cursor else None, bool(item.get("clean", True)), bool(item.get("done", False))
+            str(cursor) if cursor else None,
+            bool(item.get("clean", True)),
+            bool(item.get("done", False)),
+            int(began) if began is not None else None,
+            int(round_) if round_ is not None else None,
         )
 
     @unavailable_on_failure
     def save_recount_progress(self, progress: RecountProgress) -> None:
         """Put the progress item."""
-        cursor = {"cursor": progress.cursor} if progress.cursor else {}
-        self.table.put_item(Item={**RECOUNT_KEY, **cursor, "clean": progress.clean, "done": progress.done})
+        kept = {"cursor": progress.cursor, "began_ms": progress.began_ms, "round_ms": progress.round_ms}
+        present = {name: value for name, value in kept.items() if value is not None}
+        self.table.put_item(Item={**RECOUNT_KEY, **present, "clean": progress.clean, "done": progress.done})
 
     @unavailable_on_failure
     def uncounted_jobs(self, cursor: str | None, limit: int) -> tuple[list[Job], str | None]:
         """One Scan page of ``limit`` items of the ``by_owner`` index after ``cursor``, filtered to those without
-        ``layout.QUOTA_RATE``; a spec item this code cannot read is logged and left out (uncounted: its delete
+        a count (:data:`UNCOUNTED`); a spec item this code cannot read is logged and left out (uncounted: its delete
         takes nothing away)."""
         kwargs: dict[str, Any] = {
             "IndexName": "by_owner",
             "Limit": limit,
-            "FilterExpression": f"attribute_not_exists({QUOTA_RATE})",
+            "FilterExpression": UNCOUNTED,
+            "ExpressionAttributeValues": UNCOUNTED_VALUES,
         }
         if cursor:
             kwargs["ExclusiveStartKey"] = json.loads(cursor)
@@ -208,9 +223,12 @@ class QuotaRecountTable:
             "TableName": self.table.name,
             "Key": {"pk": job_pk(job.id), "sk": SPEC_SK},
             "UpdateExpression": f"SET {QUOTA_RATE} = :rate",
-            "ConditionExpression": f"attribute_exists(doc) AND attribute_not_exists({QUOTA_RATE})"
-            " AND updated_at = :updated",
-            "ExpressionAttributeValues": {":rate": rate, ":updated": to_ms(job.updated_at)},
+            "ConditionExpression": f"attribute_exists(doc) AND {UNCOUNTED} AND updated_at = :updated",
+            "ExpressionAttributeValues": {
+                ":rate": rate,
+                ":updated": to_ms(job.updated_at),
+                **UNCOUNTED_VALUES,
+            },
         }
         usage = usage_update(self.table.name, count_change(job.owner, None, rate))
         try:

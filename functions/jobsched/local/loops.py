@@ -53,9 +53,9 @@ def sweep_loop(
     clock: Clock,
 ) -> None:
     """Call the sweeper Lambda handler every ``interval_s`` seconds until ``stop`` is set, on a
-    ``SweeperRuntime`` of ``components`` that sweeps only (no upkeep passes), then ``reap`` (the SQLite
-    database's retention, as DynamoDB's TTL; None on ``moto``, whose snapshotter drops expired items) at
-    ``clock``'s now (epoch ms). A failed sweep is logged; the next comes at the next interval."""
+    ``SweeperRuntime`` of ``components`` that sweeps and recounts only (no DynamoDB upkeep passes), then
+    ``reap`` (the SQLite database's retention, as DynamoDB's TTL; None on ``moto``, whose snapshotter drops
+    expired items) at ``clock``'s now (epoch ms). A failed sweep is logged; the next comes at the next interval."""
     from jobsched.handlers.sweeper import handler
     from jobsched.runtime.sweeper import SweeperRuntime
 

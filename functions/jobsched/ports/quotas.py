@@ -70,11 +70,15 @@ class QuotaCounters(Protocol):
 class RecountProgress:
     """Where the recount of uncounted jobs stands: ``cursor`` (the store's, opaque; None: the start) where the
     next page of the current round of reading the jobs starts; ``clean``: the round so far left no job it found
-    uncounted; ``done``: a whole round was clean (no pass is needed again)."""
+    uncounted; ``done``: a whole round was clean and settled (no pass is needed again); ``began_ms``: when the
+    recount's first pass ran, ``round_ms``: when the current round began (epoch ms; None: not yet, or saved by a
+    version that did not keep it)."""
 
     cursor: str | None = None
     clean: bool = True
     done: bool = False
+    began_ms: int | None = None
+    round_ms: int | None = None
 
 
 class QuotaRecount(Protocol):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jobsched.aws.positions import JsonPositions
 from jobsched.domain.due_reader import read_floor
 from jobsched.domain.lease import partitions_without_leader
-from jobsched.domain.quota_recount import recount_pass
+from jobsched.domain.quota_recount import SETTLE_MS, recount_pass
 from jobsched.observability import COUNT, MetricName, add_metric, flush_metrics, logger
 
 if TYPE_CHECKING:
@@ -41,9 +41,9 @@ RECOUNT_RESERVE_S = 5.0
 class SweeperRuntime:
     """One execution environment's sweeper on ``components``: its ``Sweeper`` (built once, at construction) and
     whether a pass of the due index's move, and of the quota recount, found it done (then no further pass of it
-    is made). ``upkeep`` False:
-    :meth:`serve` sweeps only (local mode, whose SQLite job store has no due index of DynamoDB to repair or
-    move)."""
+    is made). ``upkeep`` False: :meth:`serve` sweeps and recounts only (local mode, whose job store has no due
+    index of DynamoDB to repair or move, but may hold jobs of a version without quotas on its moto backend), the
+    recount done by its first clean round (one process: no API of another version writes meanwhile)."""
 
     components: Components
     upkeep: bool = True
@@ -55,15 +55,27 @@ class SweeperRuntime:
         self.sweeper = self.components.sweeper()
 
     def serve(self, context: Any) -> dict[str, Any]:
-        """One invocation: the sweep, then (with ``upkeep``) :func:`check_leaders`, :func:`refile_stuck`, a
-        pass of :func:`migrate_due_index` and one of :func:`recount_quotas`, each bounded by the time
-        ``context.get_remaining_time_in_millis()`` leaves. Returns the sweep's report as a dict plus
+        """One invocation: the sweep, then (with ``upkeep``) :func:`check_leaders`, :func:`refile_stuck` and a
+        pass of :func:`migrate_due_index`, then (with or without ``upkeep``) one of :func:`recount_quotas`, each
+        bounded by the time ``context.get_remaining_time_in_millis()`` leaves. Returns the sweep's report as a dict plus
         ``partitions_without_leader`` (the list, or None), ``refile_stuck`` (that pass's report, or None),
         ``due_index_migration`` (its report; absent once ``migrated`` or when the pass failed) and
         ``quota_recount`` (its report, or None; absent once ``recounted``)."""
         report = self.sweeper.sweep().as_dict()
-        if not self.upkeep:
-            return report
+        if self.upkeep:
+            self._upkeep(context, report)
+        if not self.recounted:
+            left_s = context.get_remaining_time_in_millis() / 1000
+            report["quota_recount"] = recount = recount_quotas(
+                self.components,
+                seconds=min(RECOUNT_SECONDS, left_s - RECOUNT_RESERVE_S),
+                settle_ms=SETTLE_MS if self.upkeep else 0,
+            )
+            self.recounted = bool(recount and recount["done"])
+        return report
+
+    def _upkeep(self, context: Any, report: dict[str, Any]) -> None:
+        """The DynamoDB upkeep passes of :meth:`serve`, their reports added to ``report``."""
         report["partitions_without_leader"] = check_leaders(self.components)
         flush_metrics()  # the count goes out now: a later step that runs out of time must not lose it (its alarm)
         left_s = context.get_remaining_time_in_millis() / 1000
@@ -79,13 +91,6 @@ class SweeperRuntime:
                 self.migrated = bool(migration["done"])
             except Exception as error:  # a failed pass is retried by the next invocation
                 logger.warning("due index migration pass failed", error=str(error))
-        if not self.recounted:
-            left_s = context.get_remaining_time_in_millis() / 1000
-            report["quota_recount"] = recount = recount_quotas(
-                self.components, seconds=min(RECOUNT_SECONDS, left_s - RECOUNT_RESERVE_S)
-            )
-            self.recounted = bool(recount and recount["done"])
-        return report
 
 
 def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS) -> dict[str, Any]:
@@ -106,15 +111,19 @@ def migrate_due_index(components: Components, seconds: float = MIGRATION_SECONDS
     return {"moved": done.moved, "done": done.done}
 
 
-def recount_quotas(components: Components, seconds: float = RECOUNT_SECONDS) -> dict[str, Any] | None:
-    """One pass of the recount of jobs written without quota usage (``domain.quota_recount.recount_pass``) on
-    the jobs table, for at most ``seconds``; its report as a dict (``counted``, ``changed``, ``done``), logged
+def recount_quotas(
+    components: Components, seconds: float = RECOUNT_SECONDS, settle_ms: int = SETTLE_MS
+) -> dict[str, Any] | None:
+    """One pass of the recount of jobs written without quota usage (``domain.quota_recount.recount_pass``, done by
+    a clean round begun ``settle_ms`` after its first pass) on the jobs table, for at most ``seconds``; its report as a dict (``counted``, ``changed``, ``done``), logged
     when it counted a job or found the recount done. None when the pass fails (logged; the next invocation goes
     on from the saved progress) or ``seconds`` is under 1."""
     if seconds < 1:
         return None
     try:
-        done = recount_pass(components.jobs(), seconds=seconds)
+        done = recount_pass(
+            components.jobs(), seconds=seconds, now_ms=components.clock(), settle_ms=settle_ms
+        )
     except Exception as error:
         logger.warning("quota recount pass failed", error=str(error))
         return None

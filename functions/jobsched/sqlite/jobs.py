@@ -33,7 +33,7 @@ from jobsched.ports.jobs import TIMER_LANES, DueEntry, SchedulingState, StoredJo
 from jobsched.ports.quotas import OwnerUsage, UsageChange
 from jobsched.ports.runs import BufferAnswer, BufferRequest, OverlapHolder, OverlapRequest
 from jobsched.sqlite.database import SqliteDatabase
-from jobsched.sqlite.recount import QUOTA_RATE_SQL, SqliteQuotaRecount, add_usage
+from jobsched.sqlite.recount import QUOTA_RATE_SQL, SqliteQuotaRecount, add_usage, spec_job
 
 if TYPE_CHECKING:
     import sqlite3
@@ -335,7 +335,7 @@ class SqliteJobStore(SqliteQuotaRecount):
                 ids,
             ).fetchall()
         return {
-            str(job_id): Job.model_validate_json(spec).model_copy(update={"downstream_count": int(count)})
+            str(job_id): spec_job(spec).model_copy(update={"downstream_count": int(count)})
             for job_id, spec, count in rows
         }
 
@@ -536,7 +536,7 @@ def _record(conn: Any, event: Any) -> None:
 
 
 def _stored(job_id: str, spec: str, state_text: str | None) -> StoredJob:
-    return stored_job(Job.model_validate_json(spec), state_of(job_id, state_text))
+    return stored_job(spec_job(spec), state_of(job_id, state_text))
 
 
 def _lock_of(conn: sqlite3.Connection, job_id: str) -> OverlapHolder | None:

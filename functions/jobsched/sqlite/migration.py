@@ -9,6 +9,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from jobsched.domain.lease import LeaseRecord
+from jobsched.domain.quotas import count_change, job_fire_rate
 from jobsched.dynamodb.layout import (
     SCHED_SK,
     SPEC_SK,
@@ -37,13 +38,18 @@ def import_moto_state(
     """Copy the moto backend's saved tables ``saved`` (table id -> low-level DynamoDB items, as
     ``jobsched.local.state.read_state`` returns them) into ``database``: live jobs with their scheduling
     state, tombstones, run rows, leases (expired, keeping their fencing term), watermarks and the partitions'
-    high-water mark. Items past their TTL at ``now_ms`` (epoch ms) are left behind, and so are manual
-    triggers' ``Idempotency-Key`` bindings (stored hashed, they cannot be rebuilt: a trigger retried with a
-    key used before the move creates a new run) and overlap locks (no holder survives a restart). Returns
+    high-water mark. Each live job is counted in its owner's quota usage, once, with its count on it
+    (``Job.quota_rate``, design §4.11; the moto backend's usage items are not copied). Items past their TTL at
+    ``now_ms`` (epoch ms) are left behind, and so are manual triggers' ``Idempotency-Key`` bindings (stored
+    hashed, they cannot be rebuilt: a trigger retried with a key used before the move creates a new run) and
+    overlap locks (no holder survives a restart). Returns
     ``{"jobs", "tombstones", "runs"}`` counts. A job whose items cannot be read is logged and skipped."""
     now_s = now_ms // 1000
     jobs, runs, control = SqliteJobStore(database), SqliteRunStore(database), SqliteControlStore(database)
     counts = {"jobs": 0, "tombstones": 0, "runs": 0}
+    rates: dict[
+        tuple[str | None, str], int
+    ] = {}  # a fire rate takes ~40 ms a cron: once per schedule and zone
     by_job: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for item in _plain(saved.get("Jobs", [])):
         if str(item.get("pk", "")).startswith("job#"):
@@ -72,7 +78,13 @@ def import_moto_state(
             job = job_from_items(spec, sched)
             if sched is None:
                 raise ValueError("no scheduling item")
-            jobs.create(job, state_from_item(sched))
+            # counted here, whatever the moto backend held (its usage items are not moved): each job once
+            key = (job.schedule, job.timezone)
+            if key not in rates:
+                rates[key] = job_fire_rate(*key)
+            rate = rates[key]
+            counted = job.model_copy(update={"quota_rate": rate})
+            jobs.create(counted, state_from_item(sched), usage=count_change(job.owner, None, rate))
         except (KeyError, TypeError, ValueError) as error:
             logger.error("job not moved to SQLite", job=pk, error=str(error))
             continue

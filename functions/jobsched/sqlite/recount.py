@@ -10,16 +10,35 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from jobsched.clock import to_ms
-from jobsched.domain.quotas import check_usage, count_change
+from jobsched.domain.quotas import check_usage, count_change, stored_count
 from jobsched.models import Job
 from jobsched.ports.quotas import OwnerUsage, RecountProgress, UsageChange
 
 if TYPE_CHECKING:
     from jobsched.sqlite.database import SqliteDatabase
 
-QUOTA_RATE_SQL = "json_extract(spec, '$.quota_rate')"
-"""SQL of a job row's ``Job.quota_rate`` (NULL: not counted)."""
+QUOTA_RATE_SQL = (
+    "(CASE WHEN json_type(spec, '$.quota_rate') = 'integer' AND json_extract(spec, '$.quota_rate') >= 0"
+    " THEN json_extract(spec, '$.quota_rate') END)"
+)
+"""SQL of a job row's ``Job.quota_rate`` (NULL: not counted, also for a stored value that is not a whole number of
+at least 0, as ``domain.quotas.stored_count`` reads it)."""
+
+
+def spec_job(spec: str) -> Job:
+    """The ``Job`` of a row's ``spec`` JSON, a ``quota_rate`` that is not a count read as none
+    (``domain.quotas.stored_count``). Raises pydantic's ``ValidationError`` for a spec that is no job."""
+    try:
+        return Job.model_validate_json(spec)
+    except ValidationError as error:
+        if not any(problem["loc"][:1] == ("quota_rate",) for problem in error.errors()):
+            raise
+    document = json.loads(spec)
+    return Job.model_validate({**document, "quota_rate": stored_count(document.get("quota_rate"))})
+
 
 _PROGRESS = "quota_recount"
 
@@ -67,7 +86,7 @@ class SqliteQuotaRecount:
                 (cursor or "", limit + 1),
             ).fetchall()
         page = rows[:limit]
-        uncounted = [Job.model_validate_json(spec) for _, spec, rate in page if rate is None]
+        uncounted = [spec_job(spec) for _, spec, rate in page if rate is None]
         return uncounted, (str(page[-1][0]) if len(rows) > limit and page else None)
 
     def count_job(self, job: Job, rate: int) -> bool:

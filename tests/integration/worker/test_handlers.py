@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain.quota_recount import SETTLE_MS
 from jobsched.domain.quotas import job_fire_rate
 from jobsched.domain.supervision import RealWaiter
 from jobsched.dynamodb.due_index import LAYOUT_KEY
@@ -123,12 +124,33 @@ def test_the_sweeper_counts_the_jobs_written_without_quota_usage_until_none_is_l
     runtime = SweeperRuntime(Components(kit.settings, kit.aws, clock=kit.clock, sleep=kit.clock.sleep))
     # When the sweeper runs
     report = runtime.serve(Context(function_name="jobsched-sweeper"))
-    # Then each is counted in its owner's usage, once, and the recount is done: no further pass is made
-    assert report["quota_recount"] == {"counted": 3, "changed": 0, "done": True}
+    # Then each is counted in its owner's usage, once
+    assert report["quota_recount"] == {"counted": 3, "changed": 0, "done": False}
     assert kit.jobs.usage("team-a") == OwnerUsage(3, 3 * job_fire_rate("every 1 minute", "UTC"))
     assert all(kit.jobs.get(job.id).job.quota_rate is not None for job in made)
+    # and once the deploy has settled, a clean round marks the recount done: no further pass is made
+    kit.clock.advance(SETTLE_MS)
+    report = runtime.serve(Context(function_name="jobsched-sweeper"))
+    assert report["quota_recount"] == {"counted": 0, "changed": 0, "done": True}
     assert "quota_recount" not in runtime.serve(Context(function_name="jobsched-sweeper"))
     assert recount_quotas(runtime.components)["counted"] == 0  # type: ignore[index]
+
+
+def test_local_modes_sweeper_without_upkeep_still_counts_the_jobs_written_without_quota_usage(
+    kit: Kit,
+) -> None:
+    # Given a job written without usage on local mode's moto backend (a data dir of a version without quotas)
+    made = kit.make_job(schedule="every 1 minute")
+    runtime = SweeperRuntime(
+        Components(kit.settings, kit.aws, clock=kit.clock, sleep=kit.clock.sleep), upkeep=False
+    )
+    # When local mode's sweeper runs (the sweep only: no DynamoDB upkeep passes)
+    report = runtime.serve(Context(function_name="jobsched-sweeper-local"))
+    # Then the job is counted once all the same, and the recount is done at once (no API of another version)
+    assert report["quota_recount"] == {"counted": 1, "changed": 0, "done": True}
+    assert "partitions_without_leader" not in report
+    assert kit.jobs.usage("team-a") == OwnerUsage(1, job_fire_rate("every 1 minute", "UTC"))
+    assert kit.jobs.get(made.id).job.quota_rate == job_fire_rate("every 1 minute", "UTC")
 
 
 def test_the_quota_recount_leaves_out_a_job_spec_this_code_cannot_read(kit: Kit) -> None:
@@ -141,8 +163,10 @@ def test_the_quota_recount_leaves_out_a_job_spec_this_code_cannot_read(kit: Kit)
         ExpressionAttributeValues={":doc": "{"},
     )
     # Then the recount counts the other and finishes: the unreadable one stays uncounted
-    report = recount_quotas(Components(kit.settings, kit.aws, clock=kit.clock))
-    assert report == {"counted": 1, "changed": 0, "done": True}
+    components = Components(kit.settings, kit.aws, clock=kit.clock)
+    assert recount_quotas(components) == {"counted": 1, "changed": 0, "done": False}
+    kit.clock.advance(SETTLE_MS)
+    assert recount_quotas(components) == {"counted": 0, "changed": 0, "done": True}
     assert kit.jobs.get(readable.id).job.quota_rate is not None
     assert kit.jobs.usage("team-a") == OwnerUsage(1, job_fire_rate(readable.schedule, readable.timezone))
 
@@ -154,7 +178,7 @@ def test_a_failed_or_crowded_out_quota_recount_pass_is_left_to_the_next_invocati
     components = Components(kit.settings, kit.aws, clock=kit.clock)
     assert recount_quotas(components, seconds=0.5) is None  # too little of the invocation left
     assert kit.jobs.usage("team-a") == OwnerUsage(0, 0)
-    assert recount_quotas(components) == {"counted": 1, "changed": 0, "done": True}
+    assert recount_quotas(components) == {"counted": 1, "changed": 0, "done": False}
 
 
 @pytest.fixture

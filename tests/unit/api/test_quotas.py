@@ -4,6 +4,7 @@ and ``GET /limits``. No test reads a store directly: tests/integration/api/test_
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import replace
 from typing import Any
@@ -221,7 +222,7 @@ def test_a_delete_that_meets_the_recount_reads_the_job_again_and_takes_what_was_
         *args: Any, **kwargs: Any
     ) -> None:  # the sweeper's recount lands between read and delete
         store.delete = delete
-        assert recount_pass(store, seconds=60).counted == 1
+        assert recount_pass(store, now_ms=0, settle_ms=0, seconds=60).counted == 1
         delete(*args, **kwargs)
 
     store.delete = counted_first
@@ -242,3 +243,19 @@ def test_a_delete_whose_job_keeps_being_counted_is_a_409_and_deletes_nothing(htt
 
     assert refused.status == 409 and refused.error["code"] == "conflict", refused.body
     assert http("GET", f"/jobs/{job['id']}").status == 200
+
+
+def test_a_jobs_quota_count_is_in_no_answer_nor_in_the_openapi_document(http):
+    counted = http.create("counted", schedule="every 1 minute")
+    old = _created_before_quotas(http, "old", schedule="every 1 minute")
+    answers = [
+        counted,
+        old,
+        http("GET", f"/jobs/{counted['id']}").body,
+        http("GET", "/jobs").body,
+        http("PATCH", f"/jobs/{old['id']}", body={"input": {"counted": "now"}}).body,
+        http("POST", f"/jobs/{counted['id']}/pause", body={}).body,
+        http("GET", "/openapi.json").body,
+    ]
+    assert _use(http) == (2, 2)  # both counted (the PATCH counted the old one), yet no answer shows a count
+    assert all("quota_rate" not in json.dumps(answer) for answer in answers)
