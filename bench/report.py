@@ -117,6 +117,7 @@ TARGETS = (
     Target("precision: start lateness p99 ms", "precision.start_lateness_ms.p99", "<=", 300),
     Target("precision: early starts", "precision.early_starts", "<=", 0),
     Target("archive / DynamoDB Standard, a run's year", "archive.ratio_to_dynamodb", "<=", 0.01),
+    Target("scale sim: s to enqueue the non-jittered", "scale_sim.enqueue_non_jittered_s", "<=", 60),
     Target("rush_fair: high start p99 s", "rush_fair.high.start_lateness_s.p99", "<=", 2),
     Target(
         "rush_fair: small owners' start p99 s",

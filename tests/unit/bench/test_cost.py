@@ -108,6 +108,7 @@ def test_every_issue_target_is_checked() -> None:
         "precision.start_lateness_ms.p99",
         "precision.early_starts",
         "archive.ratio_to_dynamodb",
+        "scale_sim.enqueue_non_jittered_s",
         "rush_fair.high.start_lateness_s.p99",
         "rush_fair.small_owners.start_lateness_s.p99",
         "rush_fair.big_owner_vs_without_fairness",

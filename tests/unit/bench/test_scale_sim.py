@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.scale_sim import (
+    ENQUEUE_TARGET_S,
     LAMBDA_MB_PER_VCPU,
     MIDNIGHT_MS,
     READ_CPU_MS_PER_ENTRY,
@@ -266,15 +267,16 @@ def test_meets_targets_and_recommend() -> None:
         result["meets_targets"] = meets_targets(result)
         return result
 
+    target = ENQUEUE_TARGET_S
     rows = [
-        row(2, 2, 1.0, 180, 500),
-        row(2, 2, 1.5, 260, 400),  # too slow on a slower day
-        row(4, 1, 1.0, 120, 1000),
-        row(4, 1, 1.5, 150, 900, throttled=3),
-        row(4, 2, 1.0, 120, 550),
-        row(4, 2, 1.5, 190, 450),
-        row(8, 2, 1.0, 60, 550),
-        row(8, 2, 1.5, 90, 450),
+        row(2, 2, 1.0, 0.9 * target, 500),
+        row(2, 2, 1.5, 1.3 * target, 400),  # too slow on a slower day
+        row(4, 1, 1.0, 0.6 * target, 1000),
+        row(4, 1, 1.5, 0.75 * target, 900, throttled=3),
+        row(4, 2, 1.0, 0.6 * target, 550),
+        row(4, 2, 1.5, 0.95 * target, 450),
+        row(8, 2, 1.0, 0.3 * target, 550),
+        row(8, 2, 1.5, 0.45 * target, 450),
     ]
     assert [r["meets_targets"] for r in rows] == [True, False, True, False, True, True, True, True]
     assert recommend(rows) == (4, 2)
