@@ -773,11 +773,11 @@ def recommend(results: Sequence[dict[str, Any]], *, margin_factor: float = 1.5) 
 
 
 SWEEP_CONFIGS = tuple((p, s) for p in (8, 12, 16) for s in (1, 2, 4))
-"""The ``(partitions, shards)`` the sweep tries: around the ``large`` preset's (``HEADLINE``)."""
+"""The ``(partitions, shards)`` the sweep tries: around the ``large`` preset's (:data:`HEADLINE_PRESET`)."""
 HEADLINE_PRESET = "large"
 """The deployment preset (``infra.config.SCALE_PRESETS``) whose partitions, shards and scheduler memory the headline
-figures are simulated with: what docs/deploy.md tells a deployment of design §10's load (10 million jobs, 116 runs a
-second on average, a million at 00:00) to use."""
+figures are simulated with: what docs/deploy.md tells a deployment of design §10's load to use (10 million jobs,
+116 runs a second on average, a million at 00:00)."""
 DEFAULT_SCHEDULER_MEMORY_MB = 512
 """infra's default scheduler memory (``InfraOptions.scheduler_memory_mb``): about 0.29 vCPU."""
 
