@@ -513,6 +513,7 @@ def test_health_rows_name_the_caller_among_the_top_owners_and_no_other_owner(
                 "backlog": 150,
                 "by_priority": [{**line, "priority": "high"}, line],
             },
+            {"rank": 3, "owner": None, "you": False, "backlog": 120, "by_priority": []},
         ],
         "other": [{**line, "priority": "low"}],
     }
@@ -524,6 +525,7 @@ def test_health_rows_name_the_caller_among_the_top_owners_and_no_other_owner(
         ["#1 another owner", "900000", "normal", "3", "1.50s", "30s", "31s"],
         ["#2 you (team-a)", "150", "high", "3", "1.50s", "30s", "31s"],
         ["", "", "normal", "3", "1.50s", "30s", "31s"],
+        ["#3 another owner", "120", "\u2013", "0", "\u2013", "\u2013", "\u2013"],  # none dispatched: kept
         ["every other owner", "\u2013", "low", "3", "1.50s", "30s", "31s"],
     ]
     by_priority = desktop.execute_async_script(

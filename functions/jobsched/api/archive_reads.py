@@ -26,6 +26,7 @@ from jobsched.api.exceptions import ArchiveQueryNotFound, CursorNotFound, Histor
 from jobsched.api.runs_listing import require_offsets
 from jobsched.clock import to_ms
 from jobsched.domain.archive_queries import (
+    ARCHIVE_START_MS,
     ArchiveWindowError,
     merged_rows,
     reaches_archive,
@@ -48,7 +49,8 @@ NO_ARCHIVE = (
 
 
 ARCHIVE_NOTE = (
-    "A `since` before the runs table's retention (`retention_days`) is answered from the archive, for the "
+    "A `since` before the runs table's retention (`retention_days`), or no `since` and an `until` at or before it, "
+    "is answered from the archive, for the "
     "caller's owner only: `202` with a `query_id` and `Location` to poll (`GET /archive/queries/{query_id}`), or "
     "`200` with the runs at once where the engine answers at once (local mode). The answer holds the window's runs "
     "from the archive and from the runs table, each once (`archived` says which), at most `limit`, in one page "
@@ -56,7 +58,10 @@ ARCHIVE_NOTE = (
     "(field `since`) says where the history went."
 )
 """The OpenAPI description of a runs listing's answer from the archive."""
-HISTORY_GONE = "`since` is before the retention and this deployment keeps no archive (field `since`)"
+HISTORY_GONE = (
+    "The window (`since`, or `until` without `since`) is before the retention and this deployment keeps no "
+    "archive (field `since`)"
+)
 """The OpenAPI description of the 410 of a window before the retention with no archive."""
 ARCHIVE_ACCEPTED = "Answered from the archive: poll `Location` until `status` is no longer `running`"
 """The OpenAPI description of the 202 of a window answered from the archive."""
@@ -120,9 +125,10 @@ class ArchiveReads:
         self._retention_days = retention_days
         self._recent = recent
 
-    def reaches(self, since_ms: int | None, now_ms: int) -> bool:
-        """True when a window from ``since_ms`` (epoch ms) reaches before the retention: the archive answers it."""
-        return reaches_archive(since_ms, now_ms, self._retention_days)
+    def reaches(self, since_ms: int | None, now_ms: int, until_ms: int | None = None) -> bool:
+        """True when the window ``[since_ms, until_ms)`` (epoch ms; None: open) reaches before the retention: the
+        archive answers it (``reaches_archive``)."""
+        return reaches_archive(since_ms, now_ms, self._retention_days, until_ms)
 
     def window(
         self,
@@ -138,20 +144,22 @@ class ArchiveReads:
         cursor: str | None = None,
     ) -> ArchiveAnswer | None:
         """The archive's answer to ``owner``'s listing of runs in ``[since, until)`` (``until`` None: now, at
-        ``now_ms``, epoch ms) when ``since`` is before the retention, started as :meth:`start`; None when the
-        runs table answers it. Raises ``InvalidInput`` naming ``since``/``until`` without an offset;
+        ``now_ms``, epoch ms) when it reaches before the retention (:meth:`reaches`: ``since`` before it, or no
+        ``since`` and ``until`` at or before it, then from ``ARCHIVE_START_MS``), started as :meth:`start`; None
+        when the runs table answers it. Raises ``InvalidInput`` naming ``since``/``until`` without an offset;
         ``CursorNotFound`` for any cursor (an archive answer is one page and issues none: older runs are asked for
         with ``until``); else as :meth:`start`."""
         require_offsets(since=since, until=until)
         since_ms = None if since is None else to_ms(since)
-        if since_ms is None or not self.reaches(since_ms, now_ms):
+        until_ms = None if until is None else to_ms(until)
+        if not self.reaches(since_ms, now_ms, until_ms):
             return None
         if cursor is not None:
             raise CursorNotFound()
         window = RunsWindow(
             owner,
-            since_ms,
-            now_ms if until is None else to_ms(until),
+            ARCHIVE_START_MS if since_ms is None else since_ms,
+            now_ms if until_ms is None else until_ms,
             job_id=job_id,
             status=None if status is None else status.value,
             kind=None if kind is None else kind.value,

@@ -16,10 +16,13 @@ COLUMNS = ("OWNERS", "BACKLOG", "PRIORITY", "RUNS", "P50", "P99", "MAX")
 
 def health_rows(health: dict[str, Any]) -> list[tuple[str, ...]]:
     """``GET /health``'s answer as table rows: every owner per priority, each top owner per priority (``#1 you
-    (<owner>)`` or ``#2 another owner``), then every other owner per priority."""
+    (<owner>)`` or ``#2 another owner``; one row of no figures when none of its runs was dispatched in the
+    window), then every other owner per priority."""
     rows: list[tuple[str, ...]] = []
 
     def add(who: str, backlog: str, lines: list[dict[str, Any]]) -> None:
+        if not lines and backlog != "-":
+            rows.append((who, backlog, "-", "0", "-", "-", "-"))
         for i, line in enumerate(lines):
             figures = (seconds(line["p50_ms"]), seconds(line["p99_ms"]), seconds(line["max_ms"]))
             rows.append(

@@ -167,8 +167,12 @@ def runs_command(
         except ApiError as error:
             if error.code != HISTORY_GONE or data_dir is None or job_id is None:
                 raise
-            # no archive behind the API: its runs table answers from the retention on, the data dir the rest
-            runs = _listed(client, job_id, status, page_size, limit, {**filters, "since": None})
+            # no archive behind the API: its runs table answers from the retention on, the data dir the rest (all
+            # of a window with no start that ends before the retention: the API refused it for that)
+            recent = {**filters, "since": None}
+            runs = (
+                [] if filters["since"] is None else _listed(client, job_id, status, page_size, limit, recent)
+            )
     if data_dir is not None and job_id is not None:
         runs = across_retention(runs, data_dir, job_id, filters, limit)
     if runs or as_json:

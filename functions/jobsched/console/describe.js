@@ -101,14 +101,16 @@ export function latenessByPriority(runs, jobs) {
 }
 
 // GET /health's figures (API JSON) as table rows: one per priority of each top owner, then of the other owners;
-// each row [owner, backlog, priority, runs, p50, p99, max] in words (another owner's name is not shown).
+// each row [owner, backlog, priority, runs, p50, p99, max] in words (another owner's name is not shown); a top
+// owner none of whose runs was dispatched in the window keeps one row, with no figures.
 export function healthOwnerRows(health) {
   const rows = [];
   const add = (who, backlog, lines) => lines.forEach((line, i) => rows.push([i ? "" : who, i ? "" : backlog,
     line.priority, String(line.runs), seconds(line.p50_ms), seconds(line.p99_ms), seconds(line.max_ms)]));
   for (const owner of health.top_owners || []) {
-    add(owner.you ? `#${owner.rank} you (${owner.owner})` : `#${owner.rank} another owner`, String(owner.backlog),
-      owner.by_priority);
+    const who = owner.you ? `#${owner.rank} you (${owner.owner})` : `#${owner.rank} another owner`;
+    if (owner.by_priority.length) add(who, String(owner.backlog), owner.by_priority);
+    else rows.push([who, String(owner.backlog), "\u2013", "0", "\u2013", "\u2013", "\u2013"]);
   }
   add("every other owner", "–", health.other || []);
   return rows;

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from jobsched.archived_rows import TRY_FIELDS
+from jobsched.models import RunStatus
 from jobsched.ports.archive import ArchiveObject, ArchiveObjects, ArchiveSpill, ArchiveUnavailable
 from jobsched.ports.jobs import AuditEvent
 from jobsched.ports.runs import RunRow
@@ -77,9 +78,15 @@ ARCHIVE_COLUMNS: tuple[tuple[str, str], ...] = (
         "array<struct<attempt:int,started_at:bigint,finished_at:bigint,worker:string,error:string,"
         "output:string,round:int>>",
     ),
+    ("cancelled_by", "string"),
+    ("cancel_reason", "string"),
+    ("cancelled_from", "string"),
+    ("upstream_run_id", "string"),
 )
 """Every column of an archived run, in order, with its Athena (Hive DDL) type; instants are epoch ms (UTC). No
-``run_id``: it is ``<job_id>@<scheduled_for>`` (``ports.runs.run_id``), and storing it costs a tenth of the bytes."""
+``run_id``: it is ``<job_id>@<scheduled_for>`` (``ports.runs.run_id``), and storing it costs a tenth of the bytes.
+The columns after ``tries`` (who cancelled a run, why and from which status; a chained run's upstream run) are
+absent from objects written before them: readers see NULL."""
 AUDIT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("job_id", "string"),
     ("at", "bigint"),
@@ -140,7 +147,7 @@ def archive_row(row: RunRow) -> dict[str, Any]:
             continue
         value = getattr(row, name)
         if value is not None:
-            values[name] = value
+            values[name] = value.value if isinstance(value, RunStatus) else value
     if row.tries:
         values["tries"] = [
             {field: getattr(record, field) for field in TRY_FIELDS if getattr(record, field) is not None}

@@ -1,8 +1,8 @@
 """Queries over the run archive for one owner (design §11), pure: which windows need the archive, and the SQL that
 reads them.
 
-- **When** (:func:`reaches_archive`): a window whose start is before ``now - retention_days`` asks for runs the
-  runs table's TTL may have deleted: the archive answers it.
+- **When** (:func:`reaches_archive`): a window whose start is before ``now - retention_days``, or that has no start
+  and ends before it, asks for runs the runs table's TTL may have deleted: the archive answers it.
 - **What** (:func:`runs_query`): SQL over the Glue table ``runs`` (the same name and columns as local mode's DuckDB
   view) with ``?`` placeholders only. The owner is always a predicate on the ``owner`` partition (the caller's
   owner, percent-encoded as the layout writes it: ``domain.archive.owner_partition``) and the window is a
@@ -67,10 +67,22 @@ def retention_floor(now_ms: int, retention_days: int) -> int:
     return now_ms - retention_days * DAY_MS
 
 
-def reaches_archive(since_ms: int | None, now_ms: int, retention_days: int) -> bool:
-    """True when a window starting at ``since_ms`` (epoch ms; None: no start) reaches before the retention floor.
-    A window without a start lists the runs table only (its newest runs first)."""
-    return since_ms is not None and since_ms < retention_floor(now_ms, retention_days)
+ARCHIVE_START_MS = 0
+"""Where the archive's answer to a window without a start begins (epoch ms): 1970-01-01, the first ``month``
+partition the archive has (a backfill takes fires from 1970 on)."""
+
+
+def reaches_archive(
+    since_ms: int | None, now_ms: int, retention_days: int, until_ms: int | None = None
+) -> bool:
+    """True when the archive answers a window ``[since_ms, until_ms)`` (epoch ms; None: no start, no end): its
+    start is before the retention floor, or it has no start and ends at or before the floor (the runs table can
+    hold none of its runs: the archive answers it from ``ARCHIVE_START_MS``). Any other window without a start
+    lists the runs table only (its newest runs first)."""
+    floor = retention_floor(now_ms, retention_days)
+    if since_ms is None:
+        return until_ms is not None and until_ms <= floor
+    return since_ms < floor
 
 
 def months(since_ms: int, until_ms: int) -> tuple[str, str]:

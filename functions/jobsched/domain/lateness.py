@@ -55,9 +55,14 @@ def top_owners(
     backlog: Mapping[str, int], *, k: int = TOP_OWNERS, min_backlog: int = TOP_OWNER_MIN_BACKLOG
 ) -> tuple[str, ...]:
     """The at most ``k`` owners of ``backlog`` (owner -> due jobs) with the largest backlog of at least
-    ``min_backlog``, largest first (ties by name). The empty owner (jobs naming none) is never one."""
+    ``min_backlog``, largest first (ties by name). The empty owner (jobs naming none) is never one, nor an owner
+    named ``OTHER_OWNERS`` (its label is the other owners'; its runs count among them)."""
     ranked = sorted(
-        ((owner, count) for owner, count in backlog.items() if owner and count >= min_backlog),
+        (
+            (owner, count)
+            for owner, count in backlog.items()
+            if owner and owner != OTHER_OWNERS and count >= min_backlog
+        ),
         key=lambda pair: (-pair[1], pair[0]),
     )
     return tuple(owner for owner, _ in ranked[:k])

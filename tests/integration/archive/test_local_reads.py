@@ -60,3 +60,29 @@ def test_a_window_across_the_retention_reads_the_archive_files_and_the_runs_tabl
     found = [(run["job_id"], run["scheduled_for"], run["archived"]) for run in answer.body["runs"]]
     assert found == [(job["id"], recent, False), (job["id"], backfilled, False), (job["id"], old, True)]
     assert http("GET", answer.headers["location"], caller="bob").status == 404
+
+
+def test_an_archived_cancelled_run_still_says_who_cancelled_it_and_why(http: Http, tmp_path: Path) -> None:
+    job = http.create()
+    old = NOW_MS - 200 * DAY_MS
+    cancelled = RunRow(
+        job_id=job["id"],
+        scheduled_for=old,
+        status=RunStatus.CANCELLED,
+        owner=http.alice_owner,
+        cancelled_by="arn:aws:iam::1:user/ops",
+        cancel_reason="wrong ledger",
+        cancelled_from=RunStatus.QUEUED,
+    )
+    archive = LocalArchive(archive_dir(tmp_path))
+    for item in archive_objects([cancelled]):
+        archive.put(item)
+    since = datetime.fromtimestamp((NOW_MS - 365 * DAY_MS) / 1000, tz=UTC).isoformat()
+
+    [run] = http("GET", f"/jobs/{job['id']}/runs", query={"since": since}).body["runs"]
+
+    assert (run["status"], run["cancelled_by"], run["cancel_reason"]) == (
+        "cancelled",
+        "arn:aws:iam::1:user/ops",
+        "wrong ledger",
+    )

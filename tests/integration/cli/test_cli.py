@@ -629,3 +629,9 @@ def test_runs_with_a_data_dir_read_across_the_retention_boundary(cli: Any, tmp_p
     assert [r["id"] for r in dead] == [old[0].run_id]
     table = cli("runs", "kept", "--since", "180d", "--data-dir", str(tmp_path), "--limit", "2")
     assert table.exit_code == 0 and len(table.stdout.strip().splitlines()) == 3
+    # only an end, before the retention: the runs table holds none of them, the data dir all
+    before = cli.json("runs", "kept", "--until", "140d", "--data-dir", str(tmp_path))
+    assert [r["id"] for r in before][:4] == [r.run_id for r in old] and len(before) == 5
+    assert all(r["archived"] for r in before)
+    ended = cli("runs", "kept", "--until", "140d")
+    assert ended.exit_code == 1 and "beyond_retention" in ended.output

@@ -56,3 +56,24 @@ def test_health_shows_every_owner_then_the_top_owners_then_the_others(
     assert ["#1", "another", "owner", "90000", "high", "4", "1.50s", "9.00s", "9.50s"] in lines
     assert ["other", "owners", "-", "normal", "4", "1.50s", "9.00s", "9.50s"] in lines
     assert "big-team" not in shown.stdout
+
+
+def test_a_top_owner_with_no_run_dispatched_in_the_window_keeps_its_row() -> None:
+    """An owner whose whole backlog was skipped or held (no run dispatched in the window) is still a top owner: the
+    table shows its rank and backlog with no figures, instead of leaving the rank out."""
+    from jobsched.cli.health import health_rows
+
+    line = {"priority": "normal", "runs": 3, "p50_ms": 1_000, "p99_ms": 2_000, "max_ms": 2_000}
+    health = {
+        "by_priority": [line],
+        "top_owners": [
+            {"rank": 1, "owner": "team-a", "you": True, "backlog": 500, "by_priority": []},
+            {"rank": 2, "owner": None, "you": False, "backlog": 300, "by_priority": [line]},
+        ],
+        "other": [],
+    }
+
+    rows = health_rows(health)
+
+    assert ("#1 you (team-a)", "500", "-", "0", "-", "-", "-") in rows
+    assert [row[0] for row in rows if row[0]] == ["all owners", "#1 you (team-a)", "#2 another owner"]

@@ -123,3 +123,38 @@ def test_a_window_before_the_retention_with_no_offset_or_with_a_cursor_is_refuse
         paged = http("GET", path, query={"since": old + "Z", "cursor": "c2Vjb25kIHBhZ2U"})
         assert paged.status == 404 and paged.error["field"] == "cursor", paged.body
     assert fake.started == []
+
+
+def test_a_window_with_only_an_until_before_the_retention_is_answered_by_the_archive(http):
+    """``until`` alone, before the retention (the runs before a day in March, asked in June): the runs table can
+    hold none of them, so the archive answers from its first month, as a ``since`` before the retention would;
+    a 200 with no runs would say they never ran. An ``until`` inside the retention still lists the runs table."""
+    fake = _with_archive(http)
+    job = http.create()
+    old = http.NOW_MS - 200 * DAY_MS
+    fake.add(
+        http.alice_owner,
+        archive_row(
+            RunRow(job_id=job["id"], scheduled_for=old, status=RunStatus.DEAD, owner=http.alice_owner)
+        ),
+    )
+    http.put_run(job["id"], http.NOW_MS - DAY_MS, RunStatus.SUCCEEDED)
+
+    for path in (f"/jobs/{job['id']}/runs", "/runs"):
+        started = http("GET", path, query={"until": _iso(http.NOW_MS - 150 * DAY_MS)})
+        assert started.status == 202, started.body
+        window = fake.started[-1].window
+        assert (window.owner, window.since_ms) == (http.alice_owner, 0)
+        done = http("GET", started.headers["location"])
+        assert [(run["scheduled_for"], run["archived"]) for run in done.body["runs"]] == [(old, True)]
+
+        recent = http("GET", path, query={"until": _iso(http.NOW_MS - 30 * DAY_MS)})
+        assert recent.status == 200 and recent.body["items"] == [], recent.body
+    assert len(fake.started) == 2
+
+
+def test_without_an_archive_a_window_with_only_an_until_before_the_retention_is_410(http):
+    job = http.create()
+    reply = http("GET", f"/jobs/{job['id']}/runs", query={"until": _iso(http.NOW_MS - 150 * DAY_MS)})
+    assert reply.status == 410, reply.body
+    assert reply.error["code"] == "beyond_retention" and reply.error["field"] == "since"

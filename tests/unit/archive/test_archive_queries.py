@@ -74,6 +74,8 @@ def test_a_window_reaches_the_archive_only_when_it_starts_before_the_retention_f
     assert reaches_archive(now - 91 * DAY_MS, now, 90)
     assert not reaches_archive(now - 90 * DAY_MS, now, 90)
     assert not reaches_archive(None, now, 90)
+    assert reaches_archive(None, now, 90, until_ms=now - 90 * DAY_MS)  # ends at the floor: none in the table
+    assert not reaches_archive(None, now, 90, until_ms=now - 90 * DAY_MS + 1)
 
 
 def test_athena_literals_are_one_literal_each() -> None:

@@ -68,6 +68,32 @@ def test_the_archived_row_keeps_the_outcome_and_tries_and_drops_the_bookkeeping(
     )
 
 
+def test_the_archived_row_keeps_who_cancelled_a_run_and_why_and_the_upstream_run_of_a_chained_one() -> None:
+    """An operator's cancel ([3.5]) and a chain's link outlive the runs table: "who stopped the March 3rd invoice
+    run, and why?" is answered from the archive as from the run's row."""
+    from jobsched.models import RunStatus
+
+    row = replace(
+        finished_runs(1)[0],
+        status=RunStatus.CANCELLED,
+        cancelled_by="arn:aws:iam::1:user/ops",
+        cancel_reason="wrong ledger",
+        cancelled_from=RunStatus.RUNNING,
+        upstream_run_id="j_00000000000000000001@1767225600000",
+    )
+
+    archived = archive_row(row)
+
+    assert (archived["cancelled_by"], archived["cancel_reason"], archived["cancelled_from"]) == (
+        "arn:aws:iam::1:user/ops",
+        "wrong ledger",
+        "running",
+    )
+    assert archived["upstream_run_id"] == "j_00000000000000000001@1767225600000"
+    assert set(archived) <= {name for name, _ in ARCHIVE_COLUMNS}
+    assert decode_rows(archive_objects([row])[0].body) == [archived]
+
+
 def test_partitions_are_the_owner_percent_encoded_and_the_utc_month_of_scheduled_for() -> None:
     assert month_of(T0 - 1) == "2025-12" and month_of(T0) == "2026-01"
     assert owner_partition("team-a") == "team-a"

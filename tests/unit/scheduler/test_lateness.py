@@ -45,6 +45,20 @@ def test_the_top_owners_are_the_k_largest_backlogs_of_at_least_the_minimum_large
     assert top_owners(backlog, k=10, min_backlog=1_000) == ()
 
 
+def test_an_owner_named_like_the_other_owners_label_is_never_named_and_counts_among_them() -> None:
+    """An owner called ``other`` (a team tag, a token's owner) with the largest backlog: naming it would give its
+    label to every other owner's runs too, so ``GET /health`` would show them all as its own and the other
+    owners' line empty. It is counted among the others instead."""
+    backlog = {OTHER_OWNERS: 5_000, "big": 900}
+    assert top_owners(backlog, k=10, min_backlog=100) == ("big",)
+    board, _ = _board()
+    board.record(0, 1, [(LatenessLabels("normal", OTHER_OWNERS), 100)], [(OTHER_OWNERS, 5_000), ("big", 900)])
+
+    summary = board.summary(1_000, 1)
+
+    assert summary.backlog == (("big", 900),)
+
+
 def test_backlog_of_counts_each_due_job_under_its_owner_and_jobs_without_one_under_the_empty_owner() -> None:
     assert backlog_of(["a", "b", "a", None, ""]) == {"a": 2, "b": 1, "": 2}
 
