@@ -169,6 +169,14 @@ table-level quota is 40,000 each way). The model also assumes the account's conc
 (a Service Quotas request, not a stack setting). What each costs at rest: docs/deploy.md, "Presets"."""
 
 
+WARM_THROUGHPUT_KEYS: dict[str, dict[Literal["write", "read"], str]] = {
+    resources.JOBS.id: {"write": "jobs_warm_write_units", "read": "jobs_warm_read_units"},
+    resources.RUNS.id: {"write": "runs_warm_write_units"},
+}
+"""The ``InfraOptions`` key that sets each dimension of each pre-warmable table's warm throughput (by
+``resources.TableDef.id``)."""
+
+
 class ConfigError(ValueError):
     """A CDK context value is invalid; the message names the context key."""
 
@@ -383,12 +391,10 @@ class InfraOptions(BaseModel):
     def warm_throughput(self, table_id: str) -> tuple[int | None, int | None]:
         """``(write units/s, read units/s)`` of warm throughput for the table ``table_id`` (a
         ``resources.TableDef.id``; ``infra.storage.WARM_INDEXES`` says whose indexes get it too); ``None`` for a
-        dimension left to DynamoDB."""
-        if table_id == resources.JOBS.id:
-            return self.jobs_warm_write_units, self.jobs_warm_read_units
-        if table_id == resources.RUNS.id:
-            return self.runs_warm_write_units, None
-        return None, None
+        dimension left to DynamoDB (:data:`WARM_THROUGHPUT_KEYS` names the key of each)."""
+        keys = WARM_THROUGHPUT_KEYS.get(table_id, {})
+        write, read = keys.get("write"), keys.get("read")
+        return (getattr(self, write) if write else None), (getattr(self, read) if read else None)
 
     @property
     def log_retention_name(self) -> str:
@@ -499,14 +505,6 @@ class DeploymentConfig:
         return env
 
 
-_WARM_THROUGHPUT_KEYS: tuple[tuple[str, Literal["read", "write"]], ...] = (
-    ("jobs_warm_write_units", "write"),
-    ("jobs_warm_read_units", "read"),
-    ("runs_warm_write_units", "write"),
-)
-"""The warm throughput keys of ``InfraOptions`` and the dimension each sets."""
-
-
 def _check_warm_throughput(infra: InfraOptions) -> None:
     """Refuse a warm throughput that cannot take effect. On-demand: one below what every on-demand table already
     has (:data:`ON_DEMAND_WARM_WRITE_UNITS`, :data:`ON_DEMAND_WARM_READ_UNITS`; DynamoDB never lowers a warm
@@ -514,7 +512,7 @@ def _check_warm_throughput(infra: InfraOptions) -> None:
     scaling never passes (pre-warmed partitions the table may never use, billed all the same).
 
     Raises ``ConfigError`` naming the key."""
-    for key, kind in _WARM_THROUGHPUT_KEYS:
+    for key, kind in ((k, d) for keys in WARM_THROUGHPUT_KEYS.values() for d, k in keys.items()):
         units = getattr(infra, key)
         if units is None:
             continue
